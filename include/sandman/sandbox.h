@@ -1,0 +1,179 @@
+/* sandman: sandboxes and tool calls.
+ *
+ * sm_runner is the long-lived context: engine address, state directory,
+ * instance name. It is thread-safe: each thread gets its own engine client.
+ * sm_run() takes one tool call, puts it in the sandbox its mode and keys
+ * select (creating or reusing it), runs it and fills an sm_run_result. */
+#ifndef SANDMAN_SANDBOX_H
+#define SANDMAN_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SM_NAME_MAX 256
+#define SM_LIST_MAX 64
+
+typedef enum {
+  SM_MODE_NONE = 0,
+  SM_MODE_PER_TOOL = 1,
+  SM_MODE_PER_RUN = 2,
+  SM_MODE_PER_WORKER = 3,
+} sm_mode;
+
+const char *sm_mode_name(sm_mode mode); /* "none", "per_tool", ... */
+int sm_mode_parse(const char *s, sm_mode *out, sm_error *err);
+
+typedef enum {
+  SM_FAIL_NONE = 0, /* JSON null */
+  SM_FAIL_TOOL,
+  SM_FAIL_TIMEOUT,
+  SM_FAIL_POLICY,
+  SM_FAIL_SANDBOX,
+  SM_FAIL_ENGINE,
+} sm_failure_kind;
+
+const char *sm_failure_kind_name(sm_failure_kind kind); /* NULL for SM_FAIL_NONE */
+
+/* A fixed-size list so settings copy by assignment. */
+typedef struct sm_string_list {
+  size_t n;
+  char items[SM_LIST_MAX][SM_NAME_MAX];
+} sm_string_list;
+
+int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err);
+
+/* Everything that shapes a sandbox and its calls. Built-in values come from
+ * sm_sandbox_settings_defaults(); the configuration and flags override. */
+typedef struct sm_sandbox_settings {
+  sm_mode mode;
+  char image[SM_NAME_MAX];  /* default "sandman/minimal:latest" */
+  char network[64];         /* "none" (default) or "bridge" */
+  char runtime[64];         /* "" = engine default, or "runsc" */
+  char user[64];            /* "" = the image's user if not root, else 1000:1000 */
+  double cpu;               /* CPUs; 0 = no limit */
+  int64_t memory;           /* bytes; swap is capped at the same value */
+  int64_t pids;
+  int64_t disk;             /* size of the /workspace volume, bytes */
+  int64_t tmpfs;            /* size of /tmp, bytes */
+  int64_t nofile;           /* RLIMIT_NOFILE soft = hard */
+  int read_only_root;
+  int no_new_privileges;
+  int drop_all_caps;
+  int init;                 /* an init process as pid 1 */
+  double timeout_s;         /* per call */
+  int64_t stdout_cap;       /* bytes kept of stdout */
+  int64_t stderr_cap;
+  double idle_timeout_s;    /* 0: never reaped for idleness by a worker */
+  sm_string_list excludes;  /* workspace globs not copied */
+  sm_string_list env_passthrough; /* globs of host variables passed through */
+} sm_sandbox_settings;
+
+void sm_sandbox_settings_defaults(sm_sandbox_settings *out);
+/* Hex SHA-256 of the settings that shape the container (not the per-call
+ * ones such as timeout): the io.sandman.config-hash label. */
+void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]);
+
+typedef enum {
+  SM_SYNC_DEFAULT = 0, /* inout with a workspace, none without */
+  SM_SYNC_NONE,
+  SM_SYNC_IN,
+  SM_SYNC_INOUT,
+} sm_sync_mode;
+
+int sm_sync_mode_parse(const char *s, sm_sync_mode *out, sm_error *err);
+
+typedef struct sm_run_request {
+  const char *const *argv; /* argv[0] is the command */
+  size_t argc;
+  const char *const *env;  /* explicit "K=V" (-e), applied last */
+  size_t n_env;
+  /* Extra "K=V" for this one exec only (leased credentials): never logged,
+   * never in the container's own environment nor in the result. */
+  const char *const *secret_env;
+  size_t n_secret_env;
+  sm_read_fn stdin_read;   /* NULL: no stdin */
+  void *stdin_ud;
+  const char *project;     /* NULL: "default" */
+  const char *project_environment;
+  const char *agent;
+  const char *tool;
+  const char *user;
+  const char *run_id;      /* per_run key */
+  const char *worker_id;   /* per_worker key */
+  const char *scope_key;   /* optional explicit key (from config scopes) */
+  const char *workspace;   /* host directory or NULL */
+  sm_sync_mode sync;
+  const sm_string_list *extra_excludes;
+  sm_sandbox_settings settings; /* resolved */
+  /* Optional streaming of output as it arrives (besides the capped copy). */
+  sm_output_fn on_output;
+  void *on_output_ud;
+  volatile int *cancel;
+} sm_run_request;
+
+/* Fills req with defaults (settings from sm_sandbox_settings_defaults). */
+void sm_run_request_init(sm_run_request *req);
+
+typedef struct sm_run_result {
+  int ok;                  /* ran and exited 0 */
+  int exit_code;           /* the tool's, or 124/125/126/127/137 */
+  char *stdout_data;       /* NUL-terminated, owned, at most the cap */
+  size_t stdout_len;
+  char *stderr_data;
+  size_t stderr_len;
+  int stdout_truncated;
+  int stderr_truncated;
+  int timed_out;
+  int oom_killed;
+  double duration_ms;
+  sm_mode mode;            /* the mode actually used (after fallback) */
+  char sandbox_id[SM_ENGINE_ID_MAX]; /* container id, or "" for none */
+  int reused;
+  char **files_changed;    /* owned; workspace-relative paths */
+  size_t n_files_changed;
+  char **conflicts;        /* owned; paths kept beside the host's version */
+  size_t n_conflicts;
+  sm_failure_kind failure_kind;
+  char error[SM_ERROR_MESSAGE_MAX]; /* "" when none */
+} sm_run_result;
+
+void sm_run_result_dispose(sm_run_result *result);
+/* The `run --json` object of the contract (caller owns it). */
+json_object *sm_run_result_to_json(const sm_run_result *result);
+
+typedef struct sm_runner sm_runner;
+
+typedef struct sm_runner_options {
+  sm_engine_options engine;
+  const char *state_dir;   /* NULL: $SANDMAN_STATE_DIR, else XDG/root default */
+  const char *instance;    /* NULL: $SANDMAN_INSTANCE, else "default" */
+} sm_runner_options;
+
+#define SM_RUNNER_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL}
+
+int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err);
+void sm_runner_free(sm_runner *runner);
+/* The calling thread's engine client (created on first use). */
+int sm_runner_engine(sm_runner *runner, sm_engine **out, sm_error *err);
+const char *sm_runner_state_dir(const sm_runner *runner);
+const char *sm_runner_instance(const sm_runner *runner);
+
+/* Runs one tool call. Returns 0 whenever a result was produced (the tool may
+ * still have failed: see result->failure_kind); a negative code only when
+ * nothing could be reported (result->error is still filled). */
+int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
+           sm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,10 @@
+/* sandman: the whole public API. */
+#ifndef SANDMAN_SANDMAN_H
+#define SANDMAN_SANDMAN_H
+#include <sandman/error.h>
+#include <sandman/log.h>
+#include <sandman/util.h>
+#include <sandman/version.h>
+#include <sandman/engine.h>
+#include <sandman/sandbox.h>
+#endif

@@ -1,0 +1,52 @@
+/* sandman command-line tool: shared declarations. The CLI uses only the
+ * public API (include/sandman); it alone prints and picks exit codes. */
+#ifndef SANDMAN_CLI_H
+#define SANDMAN_CLI_H
+
+#include <sandman/sandman.h>
+
+/* Exit codes of the contract. */
+enum {
+  CLI_EXIT_OK = 0,
+  CLI_EXIT_UNHEALTHY = 1, /* doctor: not healthy */
+  CLI_EXIT_USAGE = 2,     /* bad flags, bad configuration file */
+  CLI_EXIT_TIMEOUT = 124,
+  CLI_EXIT_FAILURE = 125, /* sandman or engine failure (as docker run) */
+  CLI_EXIT_NOEXEC = 126,
+  CLI_EXIT_NOTFOUND = 127,
+  CLI_EXIT_KILLED = 137,
+};
+
+typedef struct cli_globals {
+  const char *config_path; /* --config, or NULL */
+  const char *host;        /* --host, or NULL */
+  sm_log_level log_level;
+  int log_json;            /* --log-format json */
+} cli_globals;
+
+typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);
+
+/* One per subcommand, each in its own cmd_<name>.c. argv[0] is the
+ * command's name. */
+int cmd_run(int argc, char **argv, const cli_globals *g);
+int cmd_worker(int argc, char **argv, const cli_globals *g);
+int cmd_serve(int argc, char **argv, const cli_globals *g);
+int cmd_version(int argc, char **argv, const cli_globals *g);
+int cmd_sandbox(int argc, char **argv, const cli_globals *g);
+int cmd_config(int argc, char **argv, const cli_globals *g);
+int cmd_image(int argc, char **argv, const cli_globals *g);
+int cmd_token(int argc, char **argv, const cli_globals *g);
+
+/* "sandman: error: <message>" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "sandman: <message>" on stderr, e.g. a usage hint. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints err and returns the exit code it maps to (2 for SM_EINVAL and
+ * SM_ECONFIG, 125 otherwise). */
+int cli_fail(const sm_error *err);
+/* Prints a JSON object to stdout (pretty when stdout is a terminal). */
+void cli_print_json(json_object *obj);
+/* Engine options from the globals (--host), the rest from the environment. */
+void cli_engine_options(const cli_globals *g, sm_engine_options *out);
+
+#endif

@@ -1,0 +1,42 @@
+/* Output and error helpers shared by the subcommands. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("sandman: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void cli_note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("sandman: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+int cli_fail(const sm_error *err) {
+  cli_error("%s", err->message[0] ? err->message : sm_error_default_message(err->code));
+  if (err->code == SM_EINVAL || err->code == SM_ECONFIG) return CLI_EXIT_USAGE;
+  return CLI_EXIT_FAILURE;
+}
+
+void cli_print_json(json_object *obj) {
+  int flags = isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN;
+  printf("%s\n", json_object_to_json_string_ext(obj, flags | JSON_C_TO_STRING_NOSLASHESCAPE));
+  fflush(stdout);
+}
+
+void cli_engine_options(const cli_globals *g, sm_engine_options *out) {
+  sm_engine_options init = SM_ENGINE_OPTIONS_INIT;
+  *out = init;
+  out->host = g->host;
+}

@@ -1,0 +1,60 @@
+/* sandman version [--json]: our version, the engine's, the negotiated API. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cmd_version(int argc, char **argv, const cli_globals *g) {
+  int as_json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) as_json = 1;
+    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("Usage: sandman version [--json]\n");
+      return CLI_EXIT_OK;
+    } else {
+      cli_error("version: unknown option '%s'", argv[i]);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  sm_engine_options opts;
+  cli_engine_options(g, &opts);
+  sm_error err = SM_ERROR_INIT;
+  sm_engine *engine = NULL;
+  json_object *version = NULL;
+  int rc = sm_engine_new(&engine, &opts, &err);
+  if (rc == 0) rc = sm_engine_negotiate(engine, &err);
+  if (rc == 0) rc = sm_engine_version(engine, &version, &err);
+
+  const char *engine_version = NULL;
+  json_object *v = NULL;
+  if (rc == 0 && json_object_object_get_ex(version, "Version", &v))
+    engine_version = json_object_get_string(v);
+  const char *host = engine ? sm_engine_host(engine) : (g->host ? g->host : "");
+
+  if (as_json) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "version", json_object_new_string(sm_version()));
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "version", engine_version ? json_object_new_string(engine_version) : NULL);
+    json_object_object_add(e, "api_version", rc == 0 ? json_object_new_string(sm_engine_api_version(engine)) : NULL);
+    json_object_object_add(e, "host", json_object_new_string(host));
+    if (rc != 0) json_object_object_add(e, "error", json_object_new_string(err.message));
+    json_object_object_add(o, "engine", e);
+    cli_print_json(o);
+    json_object_put(o);
+  } else {
+    printf("sandman %s\n", sm_version());
+    if (rc == 0) {
+      printf("engine  %s at %s\n", engine_version ? engine_version : "?", host);
+      printf("api     %s\n", sm_engine_api_version(engine));
+    } else {
+      printf("engine  not reachable: %s\n", err.message);
+    }
+  }
+  json_object_put(version);
+  sm_engine_free(engine);
+  /* Our own version was printed either way; an absent engine is reported,
+   * not a failure of this command. */
+  return CLI_EXIT_OK;
+}

@@ -1,0 +1,88 @@
+#include "common/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sandman/error.h>
+
+void sm_buf_init(sm_buf *b, size_t max) {
+  b->data = NULL;
+  b->len = 0;
+  b->alloc = 0;
+  b->max = max;
+}
+
+static int grow(sm_buf *b, size_t need) {
+  if (need + 1 <= b->alloc) return 0;
+  size_t n = b->alloc ? b->alloc : 256;
+  while (n < need + 1) {
+    if (n > ((size_t)-1) / 2) return SM_ENOMEM;
+    n *= 2;
+  }
+  if (n > b->max + 1) n = b->max + 1;
+  char *p = realloc(b->data, n);
+  if (p == NULL) return SM_ENOMEM;
+  b->data = p;
+  b->alloc = n;
+  return 0;
+}
+
+int sm_buf_append(sm_buf *b, const void *data, size_t len) {
+  if (len > b->max || b->len > b->max - len) return SM_ETOOBIG;
+  int rc = grow(b, b->len + len);
+  if (rc != 0) return rc;
+  if (len) memcpy(b->data + b->len, data, len);
+  b->len += len;
+  b->data[b->len] = '\0';
+  return 0;
+}
+
+size_t sm_buf_append_capped(sm_buf *b, const void *data, size_t len) {
+  size_t room = b->max > b->len ? b->max - b->len : 0;
+  size_t take = len < room ? len : room;
+  if (take > 0 && sm_buf_append(b, data, take) != 0) return len;
+  if (b->data == NULL && grow(b, 0) == 0) b->data[0] = '\0';
+  return len - take;
+}
+
+int sm_buf_printf(sm_buf *b, const char *fmt, ...) {
+  char small[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return SM_EINVAL;
+  if ((size_t)n < sizeof small) return sm_buf_append(b, small, (size_t)n);
+  char *big = malloc((size_t)n + 1);
+  if (big == NULL) return SM_ENOMEM;
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  int rc = sm_buf_append(b, big, (size_t)n);
+  free(big);
+  return rc;
+}
+
+void sm_buf_reset(sm_buf *b) {
+  b->len = 0;
+  if (b->data) b->data[0] = '\0';
+}
+
+char *sm_buf_steal(sm_buf *b, size_t *out_len) {
+  char *p = b->data;
+  if (p == NULL) p = calloc(1, 1);
+  if (out_len) *out_len = b->len;
+  b->data = NULL;
+  b->len = 0;
+  b->alloc = 0;
+  return p;
+}
+
+void sm_buf_dispose(sm_buf *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = 0;
+  b->alloc = 0;
+}

@@ -1,0 +1,43 @@
+# Shared by the shell integration tests (sourced). A real engine is
+# required: outside CI a missing one skips (exit 77), in CI it fails.
+set -euo pipefail
+
+SANDMAN=${SANDMAN_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/sandman}
+SRC_DIR=${SANDMAN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+export SANDMAN_INSTANCE=${SANDMAN_INSTANCE:-it-$(basename "$0" .sh)}
+export SANDMAN_STATE_DIR=${SANDMAN_STATE_DIR:-$(mktemp -d)}
+mkdir -p "$SANDMAN_STATE_DIR"
+IT_PASSED=0
+IT_FAILED=0
+
+it_pass() { IT_PASSED=$((IT_PASSED + 1)); echo "ok - $*"; }
+it_fail() { IT_FAILED=$((IT_FAILED + 1)); echo "not ok - $*" >&2; }
+# check "description" command...: passes when the command succeeds.
+check() { local d=$1; shift; if "$@"; then it_pass "$d"; else it_fail "$d"; fi; }
+# expect_eq "description" expected actual
+expect_eq() { if [ "$2" == "$3" ]; then it_pass "$1"; else it_fail "$1: expected [$2], got [$3]"; fi; }
+# expect_contains "description" needle haystack
+expect_contains() { case "$3" in *"$2"*) it_pass "$1" ;; *) it_fail "$1: [$2] not in [$3]" ;; esac; }
+expect_not_contains() { case "$3" in *"$2"*) it_fail "$1: [$2] found in [$3]" ;; *) it_pass "$1" ;; esac; }
+
+# Prints the totals in the plain form CI reads and exits accordingly.
+it_done() {
+  echo "$IT_PASSED passed, $IT_FAILED failed"
+  [ "$IT_FAILED" -eq 0 ]
+}
+
+require_engine() {
+  if "$SANDMAN" version --json 2>/dev/null | grep -q '"api_version": *"1\.'; then return 0; fi
+  if [ "${CI:-}" = "true" ]; then echo "FAIL: CI=true and no engine answers" >&2; exit 1; fi
+  echo "SKIP: no engine answers"
+  exit 77
+}
+
+# Removes every container and volume this test's instance made.
+cleanup_instance() {
+  local ids
+  ids=$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" 2>/dev/null || true)
+  [ -n "$ids" ] && docker rm -fv $ids >/dev/null 2>&1 || true
+  ids=$(docker volume ls -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" 2>/dev/null || true)
+  [ -n "$ids" ] && docker volume rm -f $ids >/dev/null 2>&1 || true
+}
