@@ -7,4 +7,7 @@
 #include <sandman/version.h>
 #include <sandman/engine.h>
 #include <sandman/sandbox.h>
+#include <sandman/state.h>
+#include <sandman/workspace.h>
+#include <sandman/config.h>
 #endif

@@ -1,0 +1,91 @@
+/* sandman: configuration (YAML) and tool policy.
+ *
+ * sm_config_load finds and parses the file (--config > $SANDMAN_CONFIG >
+ * ./sandman.yaml > $XDG_CONFIG_HOME/sandman/config.yaml; none: built-in
+ * defaults). sm_config_resolve applies the precedence
+ *   flag > agent entry > defaults > project environment > built-in
+ * and the tool policy to one call, recording where each setting came from. */
+#ifndef SANDMAN_CONFIG_H
+#define SANDMAN_CONFIG_H
+
+#include <json-c/json.h>
+
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sm_config sm_config;
+
+/* path NULL: search as above. A file that does not parse or validate is
+ * SM_ECONFIG with "FILE:LINE:COLUMN: key: message" in err. A missing file
+ * named explicitly is SM_ECONFIG too; no file found by the search is fine. */
+int sm_config_load(sm_config **out, const char *path, sm_error *err);
+/* Parses YAML text (name is used in messages). */
+int sm_config_load_string(sm_config **out, const char *name, const char *text,
+                          size_t len, sm_error *err);
+void sm_config_free(sm_config *cfg);
+/* The file the config came from, or NULL for built-in defaults. */
+const char *sm_config_path(const sm_config *cfg);
+const char *sm_config_project_id(const sm_config *cfg);          /* may be NULL */
+const char *sm_config_project_environment(const sm_config *cfg); /* may be NULL */
+const char *sm_config_engine_host(const sm_config *cfg);         /* may be NULL */
+
+/* Flag values as the user typed them (NULL = not given). */
+typedef struct sm_config_flags {
+  const char *mode, *image, *network, *runtime, *user;
+  const char *cpu, *memory, *pids, *disk, *tmpfs, *timeout;
+  const char *project_environment;
+  sm_string_list env_passthrough; /* --env-passthrough globs (extend) */
+  sm_string_list excludes;        /* --exclude globs (extend) */
+} sm_config_flags;
+
+typedef enum {
+  SM_SOURCE_BUILT_IN = 0,
+  SM_SOURCE_PROJECT_ENVIRONMENT,
+  SM_SOURCE_DEFAULTS,
+  SM_SOURCE_AGENT,
+  SM_SOURCE_FLAG,
+} sm_setting_source;
+
+const char *sm_setting_source_name(sm_setting_source s); /* "built_in", "flag", ... */
+
+#define SM_CONFIG_MAX_SETTINGS 32
+#define SM_CONFIG_MAX_ARGV 64
+
+typedef struct sm_resolved {
+  sm_sandbox_settings settings;
+  /* Per setting name ("mode", "image", "network", ...), its source. */
+  size_t n_sources;
+  struct {
+    char name[32];
+    sm_setting_source source;
+  } sources[SM_CONFIG_MAX_SETTINGS];
+  int allowed;            /* tool policy allows the call */
+  int sandboxed;          /* the tool runs in a sandbox (else: on the host, mode none) */
+  char rule[256];         /* the rule that decided allowed/sandboxed, e.g. "agents.family.tools.deny: web_*" */
+  char scope_key[SM_NAME_MAX]; /* "" when unscoped (fresh sandbox per call) */
+  char workspace_root[SM_NAME_MAX]; /* agent's workspace_root or "" */
+} sm_resolved;
+
+/* Resolves one call. agent/tool/user may be NULL. flags may be NULL.
+ * A refusal is not an error: out->allowed = 0 with out->rule set. */
+int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
+                      const char *user, const sm_config_flags *flags, sm_resolved *out,
+                      sm_error *err);
+/* The `config explain --json` object of the contract (caller owns it). */
+json_object *sm_resolved_to_json(const sm_resolved *r, const char *agent, const char *tool);
+
+/* Expands a named tool's template (tools.<name>: e.g. shell -> sh -c {command})
+ * with params (a JSON object, e.g. {"command": "ls"}) into argv. Returns
+ * SM_ENOTFOUND if the config defines no such tool. *out_argv is owned
+ * (free each string, then the array). */
+int sm_config_tool_argv(const sm_config *cfg, const char *tool, json_object *params,
+                        char ***out_argv, size_t *out_argc, sm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* sandman: crash-safe local state beside the engine's labels.
+ *
+ * Busy: a call in flight holds a shared flock(2) on
+ * <state>/busy/<sandbox-name>.lock for its whole duration. The kernel drops
+ * the lock when the process dies, so a crash never leaves a sandbox marked
+ * busy. Reap takes the exclusive lock (non-blocking) before removing: if it
+ * cannot, the sandbox is busy; while reap holds it, no call can start there.
+ *
+ * Last used: <state>/last-used/<sandbox-name> holds an epoch time, replaced
+ * atomically (write to a temporary file, fsync, rename).
+ *
+ * Several sandman processes share the directory safely. Labels on the
+ * engine's objects stay the truth about which sandboxes exist. */
+#ifndef SANDMAN_STATE_H
+#define SANDMAN_STATE_H
+
+#include <stddef.h>
+
+#include <sandman/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sm_state_lock sm_state_lock;
+
+/* state_dir: NULL means the default (sm_state_default_dir). Directories are
+ * created (0700) on demand. */
+/* Blocks until shared (busy) ownership is had, e.g. while a reap of the same
+ * sandbox finishes. */
+int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name,
+                          sm_state_lock **out, sm_error *err);
+/* Exclusive, for reaping/removing: SM_EBUSY at once if a call is in flight. */
+int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name,
+                           sm_state_lock **out, sm_error *err);
+/* Blocking exclusive lock on an arbitrary key (e.g. "create-<scope key>"):
+ * serialises creation of one sandbox across processes. */
+int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **out,
+                      sm_error *err);
+void sm_state_unlock(sm_state_lock *lock);
+/* 1 if a call holds the sandbox, 0 if not. */
+int sm_state_is_busy(const char *state_dir, const char *sandbox_name);
+
+int sm_state_touch(const char *state_dir, const char *sandbox_name, double when,
+                   sm_error *err);
+/* Epoch seconds, or -1 when never recorded. */
+double sm_state_last_used(const char *state_dir, const char *sandbox_name);
+/* Drops the files kept for a removed sandbox (missing files are fine). */
+void sm_state_forget(const char *state_dir, const char *sandbox_name);
+
+/* $SANDMAN_STATE_DIR, else /var/lib/sandman for root, else
+ * $XDG_STATE_HOME/sandman or ~/.local/state/sandman. Static storage
+ * is not used: the result is written to buf. */
+int sm_state_default_dir(char *buf, size_t len, sm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

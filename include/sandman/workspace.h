@@ -1,0 +1,70 @@
+/* sandman: workspace sync between a host directory and a sandbox.
+ *
+ * Copy in: the host directory is written as a tar stream (libarchive)
+ * straight into the engine's archive upload. Copy out: the sandbox's tar
+ * stream is read (libarchive), checked entry by entry, staged, then applied
+ * file by file with rename so an interrupted sync leaves the host as it was.
+ * A manifest (path, size, mtime, mode, content hash) kept per sandbox makes
+ * both directions incremental.
+ *
+ * Mode none uses the same code with a scratch directory on the host standing
+ * for the sandbox's /workspace. */
+#ifndef SANDMAN_WORKSPACE_H
+#define SANDMAN_WORKSPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sm_workspace_limits {
+  int64_t max_bytes;     /* total file bytes per direction; 0: 1 GiB */
+  int64_t max_entries;   /* 0: 100000 */
+  int64_t max_path;      /* bytes of one relative path; 0: 4096 */
+} sm_workspace_limits;
+
+/* Where the workspace lives on the sandbox side: a container path reached
+ * through the engine, or (mode none) a directory on the host. */
+typedef struct sm_workspace_target {
+  sm_engine *engine;          /* NULL for a host scratch directory */
+  const char *container_id;   /* with engine */
+  const char *sandbox_path;   /* "/workspace" with engine; the scratch dir without */
+  int uid;                    /* owner given to files copied in (1000) */
+  int gid;
+} sm_workspace_target;
+
+typedef struct sm_workspace_sync sm_workspace_sync;
+
+/* host_dir: the user's workspace. manifest_path: where this sandbox's
+ * manifest is kept (NULL: no incremental state, a full copy each time).
+ * excludes: globs of paths not copied (may be NULL). */
+int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir,
+                          const char *manifest_path, const sm_string_list *excludes,
+                          const sm_workspace_limits *limits, sm_error *err);
+/* Host -> sandbox: only what changed since the manifest (all of it the first
+ * time); files deleted on the host are deleted in the sandbox. */
+int sm_workspace_sync_in(sm_workspace_sync *sync, const sm_workspace_target *target,
+                         sm_error *err);
+/* Sandbox -> host: what the tool changed, added or deleted, applied safely.
+ * Unsafe entries are refused (the whole sync fails, nothing is written).
+ * files_changed / conflicts: owned arrays of owned strings (may be NULL). */
+int sm_workspace_sync_out(sm_workspace_sync *sync, const sm_workspace_target *target,
+                          char ***files_changed, size_t *n_files_changed,
+                          char ***conflicts, size_t *n_conflicts, sm_error *err);
+/* Bytes and entries sent in / applied out by the last sync (for logs). */
+void sm_workspace_sync_stats(const sm_workspace_sync *sync, int64_t *bytes_in,
+                             int64_t *entries_in, int64_t *bytes_out, int64_t *entries_out);
+void sm_workspace_sync_free(sm_workspace_sync *sync);
+
+void sm_workspace_free_list(char **list, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,186 @@
+/* Busy locks and last-used times kept under the state directory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sandman/state.h>
+
+struct sm_state_lock {
+  int fd;
+};
+
+int sm_state_default_dir(char *buf, size_t len, sm_error *err) {
+  const char *env = getenv("SANDMAN_STATE_DIR");
+  int n;
+  if (env && *env) {
+    n = snprintf(buf, len, "%s", env);
+  } else if (geteuid() == 0) {
+    n = snprintf(buf, len, "/var/lib/sandman");
+  } else if ((env = getenv("XDG_STATE_HOME")) && *env) {
+    n = snprintf(buf, len, "%s/sandman", env);
+  } else if ((env = getenv("HOME")) && *env) {
+    n = snprintf(buf, len, "%s/.local/state/sandman", env);
+  } else {
+    return sm_error_set(err, SM_EINVAL, "no state directory: set SANDMAN_STATE_DIR or HOME");
+  }
+  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "state directory path too long");
+  return 0;
+}
+
+/* mkdir -p with mode 0700 for every component we create. */
+static int make_dirs(const char *path, sm_error *err) {
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+    return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+      return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
+    *p = '/';
+  }
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+    return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
+  return 0;
+}
+
+/* Names become file names: refuse anything that could leave the folder. */
+static int valid_name(const char *name) {
+  if (name == NULL || *name == '\0' || strlen(name) > 200) return 0;
+  if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return 0;
+  for (const char *p = name; *p; p++)
+    if (*p == '/' || (unsigned char)*p < 0x20) return 0;
+  return 1;
+}
+
+static int state_path(const char *state_dir, const char *sub, const char *name,
+                      const char *suffix, char *out, size_t len, sm_error *err) {
+  char base[PATH_MAX];
+  if (state_dir == NULL) {
+    int rc = sm_state_default_dir(base, sizeof base, err);
+    if (rc) return rc;
+    state_dir = base;
+  }
+  if (!valid_name(name)) return sm_error_set(err, SM_EINVAL, "invalid sandbox name for state: '%s'", name ? name : "");
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s/%s", state_dir, sub) >= (int)sizeof dir)
+    return sm_error_set(err, SM_EINVAL, "state path too long");
+  int rc = make_dirs(dir, err);
+  if (rc) return rc;
+  if (snprintf(out, len, "%s/%s%s", dir, name, suffix) >= (int)len)
+    return sm_error_set(err, SM_EINVAL, "state path too long");
+  return 0;
+}
+
+static int lock_file(const char *path, int how, sm_state_lock **out, sm_error *err) {
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "opening lock %s", path);
+  int rc;
+  do {
+    rc = flock(fd, how);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) return sm_error_set(err, SM_EBUSY, "a call is in flight (%s)", path);
+    return sm_error_set_errno(err, SM_EIO, e, "locking %s", path);
+  }
+  sm_state_lock *l = malloc(sizeof *l);
+  if (l == NULL) {
+    close(fd);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  l->fd = fd;
+  *out = l;
+  return 0;
+}
+
+int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
+                          sm_error *err) {
+  char path[PATH_MAX];
+  int rc = state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, err);
+  if (rc) return rc;
+  return lock_file(path, LOCK_SH, out, err);
+}
+
+int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
+                           sm_error *err) {
+  char path[PATH_MAX];
+  int rc = state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, err);
+  if (rc) return rc;
+  return lock_file(path, LOCK_EX | LOCK_NB, out, err);
+}
+
+int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **out,
+                      sm_error *err) {
+  char path[PATH_MAX];
+  int rc = state_path(state_dir, "keys", key, ".lock", path, sizeof path, err);
+  if (rc) return rc;
+  return lock_file(path, LOCK_EX, out, err);
+}
+
+void sm_state_unlock(sm_state_lock *lock) {
+  if (lock == NULL) return;
+  close(lock->fd); /* closing drops the flock */
+  free(lock);
+}
+
+int sm_state_is_busy(const char *state_dir, const char *sandbox_name) {
+  sm_state_lock *l = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_state_exclusive_try(state_dir, sandbox_name, &l, &err) == 0) {
+    sm_state_unlock(l);
+    return 0;
+  }
+  return err.code == SM_EBUSY;
+}
+
+int sm_state_touch(const char *state_dir, const char *sandbox_name, double when, sm_error *err) {
+  char path[PATH_MAX], tmp[PATH_MAX + 32];
+  int rc = state_path(state_dir, "last-used", sandbox_name, "", path, sizeof path, err);
+  if (rc) return rc;
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
+  char line[64];
+  int n = snprintf(line, sizeof line, "%.3f\n", when);
+  if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    return sm_error_set_errno(err, SM_EIO, e, "writing %s", tmp);
+  }
+  close(fd);
+  if (rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return sm_error_set_errno(err, SM_EIO, e, "renaming %s", tmp);
+  }
+  return 0;
+}
+
+double sm_state_last_used(const char *state_dir, const char *sandbox_name) {
+  char path[PATH_MAX];
+  sm_error err = SM_ERROR_INIT;
+  if (state_path(state_dir, "last-used", sandbox_name, "", path, sizeof path, &err) != 0) return -1;
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return -1;
+  double v = -1;
+  if (fscanf(f, "%lf", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+void sm_state_forget(const char *state_dir, const char *sandbox_name) {
+  char path[PATH_MAX];
+  sm_error err = SM_ERROR_INIT;
+  if (state_path(state_dir, "last-used", sandbox_name, "", path, sizeof path, &err) == 0) unlink(path);
+  /* The busy lock file stays: unlinking it could let two processes lock two
+   * different inodes of the same name. It is empty and tiny. */
+}
