@@ -37,6 +37,10 @@ int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name,
  * serialises creation of one sandbox across processes. */
 int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **out,
                       sm_error *err);
+/* Non-blocking exclusive lock on a key: SM_EBUSY at once if another holds
+ * it (e.g. "reap-<sandbox>": two reapers never work on one sandbox). */
+int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out,
+                     sm_error *err);
 void sm_state_unlock(sm_state_lock *lock);
 /* 1 if a call holds the sandbox, 0 if not. */
 int sm_state_is_busy(const char *state_dir, const char *sandbox_name);
@@ -45,8 +49,14 @@ int sm_state_touch(const char *state_dir, const char *sandbox_name, double when,
                    sm_error *err);
 /* Epoch seconds, or -1 when never recorded. */
 double sm_state_last_used(const char *state_dir, const char *sandbox_name);
-/* Drops the files kept for a removed sandbox (missing files are fine). */
+/* Drops the files kept for a removed sandbox: its last-used time and its
+ * workspace manifest (missing files are fine). */
 void sm_state_forget(const char *state_dir, const char *sandbox_name);
+/* The sandbox names that have a last-used time recorded, so that files of
+ * sandboxes gone from the engine can be dropped. The caller frees the list
+ * with sm_state_names_free. A missing directory is an empty list. */
+int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_error *err);
+void sm_state_names_free(char **names, size_t n);
 
 /* $SANDMAN_STATE_DIR, else /var/lib/sandman for root, else
  * $XDG_STATE_HOME/sandman or ~/.local/state/sandman. Static storage

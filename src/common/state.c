@@ -1,4 +1,5 @@
 /* Busy locks and last-used times kept under the state directory. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -141,27 +142,62 @@ int sm_state_is_busy(const char *state_dir, const char *sandbox_name) {
   return err.code == SM_EBUSY;
 }
 
+/* Writes all of buf, retrying short writes and EINTR. */
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, buf, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    buf += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Makes a rename inside dir durable; failure only costs durability. */
+static void sync_dir_of(const char *path) {
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return;
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL) return;
+  *slash = '\0';
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)fsync(fd);
+  close(fd);
+}
+
 int sm_state_touch(const char *state_dir, const char *sandbox_name, double when, sm_error *err) {
   char path[PATH_MAX], tmp[PATH_MAX + 32];
   int rc = state_path(state_dir, "last-used", sandbox_name, "", path, sizeof path, err);
   if (rc) return rc;
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  /* A unique temporary name: several threads of one process (the runner
+   * service) may touch the same sandbox at once, so the pid alone is not. */
+  if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+    return sm_error_set(err, SM_EINVAL, "state path too long");
+  int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   char line[64];
   int n = snprintf(line, sizeof line, "%.3f\n", when);
-  if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
+  if (write_all(fd, line, (size_t)n) != 0 || fsync(fd) != 0) {
     int e = errno;
     close(fd);
     unlink(tmp);
     return sm_error_set_errno(err, SM_EIO, e, "writing %s", tmp);
   }
-  close(fd);
+  if (close(fd) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return sm_error_set_errno(err, SM_EIO, e, "writing %s", tmp);
+  }
   if (rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
     return sm_error_set_errno(err, SM_EIO, e, "renaming %s", tmp);
   }
+  sync_dir_of(path);
   return 0;
 }
 
@@ -181,6 +217,67 @@ void sm_state_forget(const char *state_dir, const char *sandbox_name) {
   char path[PATH_MAX];
   sm_error err = SM_ERROR_INIT;
   if (state_path(state_dir, "last-used", sandbox_name, "", path, sizeof path, &err) == 0) unlink(path);
+  /* The workspace module keeps its incremental manifest here. */
+  if (state_path(state_dir, "workspaces", sandbox_name, ".manifest", path, sizeof path, &err) == 0)
+    unlink(path);
   /* The busy lock file stays: unlinking it could let two processes lock two
    * different inodes of the same name. It is empty and tiny. */
 }
+
+int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out,
+                     sm_error *err) {
+  char path[PATH_MAX];
+  int rc = state_path(state_dir, "keys", key, ".lock", path, sizeof path, err);
+  if (rc) return rc;
+  rc = lock_file(path, LOCK_EX | LOCK_NB, out, err);
+  if (rc == SM_EBUSY) return sm_error_set(err, SM_EBUSY, "another process holds %s", path);
+  return rc;
+}
+
+static void free_names(char **names, size_t n) {
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
+int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_error *err) {
+  char base[PATH_MAX], dir[PATH_MAX];
+  *out_names = NULL;
+  *out_n = 0;
+  if (state_dir == NULL) {
+    int rc = sm_state_default_dir(base, sizeof base, err);
+    if (rc) return rc;
+    state_dir = base;
+  }
+  if (snprintf(dir, sizeof dir, "%s/last-used", state_dir) >= (int)sizeof dir)
+    return sm_error_set(err, SM_EINVAL, "state path too long");
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    if (errno == ENOENT) return 0;
+    return sm_error_set_errno(err, SM_EIO, errno, "reading %s", dir);
+  }
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!valid_name(e->d_name) || strstr(e->d_name, ".tmp-") != NULL) continue;
+    if (n == cap) {
+      size_t ncap = cap ? cap * 2 : 16;
+      char **grown = realloc(names, ncap * sizeof *grown);
+      if (grown == NULL) goto nomem;
+      names = grown;
+      cap = ncap;
+    }
+    if ((names[n] = strdup(e->d_name)) == NULL) goto nomem;
+    n++;
+  }
+  closedir(d);
+  *out_names = names;
+  *out_n = n;
+  return 0;
+nomem:
+  closedir(d);
+  free_names(names, n);
+  return sm_error_set(err, SM_ENOMEM, NULL);
+}
+
+void sm_state_names_free(char **names, size_t n) { free_names(names, n); }
