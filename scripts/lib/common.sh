@@ -1,0 +1,98 @@
+# Shared by scripts/*.sh (sourced, never run). Bash only.
+#
+# The engine address is read the way the docker CLI reads it: DOCKER_HOST
+# (unix:// or tcp://), DOCKER_TLS_VERIFY / DOCKER_TLS and DOCKER_CERT_PATH.
+
+SM_ROOT=${SM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+SM_DEFAULT_SOCK=/var/run/docker.sock
+SM_SCRIPT=${SM_SCRIPT:-$(basename "$0" .sh)}
+
+# The Debian python3, not a user's pyenv/venv shim, so that set-up works on a
+# fresh machine whatever PATH says.
+if [ -x /usr/bin/python3 ]; then SM_PY=/usr/bin/python3; else SM_PY=python3; fi
+
+# say STEP MESSAGE: one line per step, the form the user reads.
+say() { local step=$1; shift; printf '%s: %s\n' "$step" "$*"; }
+warn() { printf '%s: warning: %s\n' "$SM_SCRIPT" "$*" >&2; }
+die() { printf '%s: error: %s\n' "$SM_SCRIPT" "$*" >&2; exit 1; }
+
+sm_is_root() { [ "$(id -u)" -eq 0 ]; }
+
+engine_host() { printf '%s\n' "${DOCKER_HOST:-unix://$SM_DEFAULT_SOCK}"; }
+
+# The socket path when the engine address is a unix socket, else nothing.
+engine_socket() {
+  local h
+  h=$(engine_host)
+  case "$h" in
+    unix://*) printf '%s\n' "${h#unix://}" ;;
+    /*) printf '%s\n' "$h" ;;
+    *) return 1 ;;
+  esac
+}
+
+engine_is_local() { engine_socket >/dev/null; }
+
+# engine_curl PATH [CURL ARGS...]: one request to the engine, on whatever
+# transport DOCKER_HOST names. Prints the body; curl's status is returned.
+engine_curl() {
+  local path=$1; shift
+  local h url sock certs hostport
+  h=$(engine_host)
+  certs=${DOCKER_CERT_PATH:-$HOME/.docker}
+  case "$h" in
+    unix://* | /*)
+      sock=${h#unix://}
+      curl -sS --unix-socket "$sock" "$@" "http://localhost$path"
+      ;;
+    tcp://*)
+      hostport=${h#tcp://}
+      hostport=${hostport%%/*}
+      if [ -n "${DOCKER_TLS_VERIFY:-}" ]; then
+        case "$hostport" in *:*) ;; *) hostport=$hostport:2376 ;; esac
+        curl -sS --cacert "$certs/ca.pem" --cert "$certs/cert.pem" --key "$certs/key.pem" \
+          "$@" "https://$hostport$path"
+      elif [ -n "${DOCKER_TLS:-}" ]; then
+        case "$hostport" in *:*) ;; *) hostport=$hostport:2376 ;; esac
+        local client=()
+        [ -f "$certs/cert.pem" ] && client=(--cert "$certs/cert.pem" --key "$certs/key.pem")
+        curl -sS -k "${client[@]}" "$@" "https://$hostport$path"
+      else
+        case "$hostport" in *:*) ;; *) hostport=$hostport:2375 ;; esac
+        curl -sS "$@" "http://$hostport$path"
+      fi
+      ;;
+    *)
+      echo "unsupported engine address '$h' (use unix:// or tcp://)" >&2
+      return 2
+      ;;
+  esac
+}
+
+# True when the engine answers /_ping with OK.
+engine_ping() {
+  local out
+  out=$(engine_curl /_ping --max-time 5 2>/dev/null) || return 1
+  [ "$out" = "OK" ]
+}
+
+# engine_json PATH EXPR: evaluates a Python expression over the engine's JSON
+# answer `d`, e.g. engine_json /version 'd["Version"]'.
+engine_json() {
+  local body
+  body=$(engine_curl "$1" --max-time 10 2>/dev/null) || return 1
+  printf '%s' "$body" | "$SM_PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+v = eval(sys.argv[1])
+print(" ".join(v) if isinstance(v, (list, tuple)) else v)' "$2" 2>/dev/null
+}
+
+# sha256 of a file, hex only.
+sm_sha256() { sha256sum "$1" | cut -d' ' -f1; }
+
+# elapsed time since SECONDS-style start, e.g. "3s" or "2m05s".
+sm_elapsed() {
+  local s=$(($(date +%s) - $1))
+  if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi
+}
