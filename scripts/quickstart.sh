@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# From a fresh checkout to one real tool call in a sandbox: runs
+# scripts/setup.sh, then
+#   build/sandman run --mode per_tool -- sh -c 'echo hello from $(hostname) as $(id -un); uname -a'
+# (a fresh container from sandman/minimal:latest, removed afterwards). Until
+# `sandman run` is in the build it runs `build/sandman version` instead.
+set -euo pipefail
+
+SM_SCRIPT=quickstart
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+cd "$SM_ROOT"
+
+echo "== set-up (scripts/setup.sh)"
+scripts/setup.sh || die "set-up failed"
+
+SANDMAN=build/sandman
+[ -x "$SANDMAN" ] || die "$SANDMAN was not built"
+
+# `run --help` exits 0 and shows the options only once the command exists.
+if "$SANDMAN" run --help >/dev/null 2>&1; then
+  cmd=("$SANDMAN" run --mode per_tool -- sh -c 'echo hello from $(hostname) as $(id -un); uname -a')
+  what="one tool call in a fresh sandbox (per_tool: container created, command run, container removed)"
+else
+  cmd=("$SANDMAN" version)
+  what="'sandman run' is not in this build yet; asking the engine for its version instead"
+fi
+
+echo
+echo "== $what"
+printf '$'; printf ' %q' "${cmd[@]}"; echo
+rc=0
+"${cmd[@]}" || rc=$?
+echo
+if [ "$rc" -eq 0 ]; then
+  echo "quickstart: it worked (exit 0). Next: scripts/test.sh runs the tests; docs/run.md explains sandman run."
+else
+  echo "quickstart: the command exited $rc (see the message above; docs/operations.md lists the exit codes)" >&2
+  exit "$rc"
+fi
