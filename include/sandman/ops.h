@@ -1,0 +1,273 @@
+/* sandman: operating sandboxes: doctor checks, listing, reaping, removal.
+ *
+ * The engine's labels are the truth: a sandbox is a container carrying
+ * io.sandman.managed=true and this instance's io.sandman.instance. Beside
+ * them, the state directory (state.h) says which sandbox has a call in
+ * flight (a lock that dies with its process) and when each was last used.
+ *
+ * Every result has a *_to_json function returning the contract's object,
+ * for the CLI's --json and for the runner's /v1/sandboxes routes.
+ *
+ * Threads: an sm_ops_scope borrows one sm_engine, which is not thread-safe;
+ * build one scope per thread (sm_ops_scope_from_runner does).
+ *
+ * Ownership: json_object * and char * returned are the caller's
+ * (json_object_put / free); *_dispose frees the contents of a struct the
+ * caller owns. */
+#ifndef SANDMAN_OPS_H
+#define SANDMAN_OPS_H
+
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Labels set by the sandbox module on every container and its volume. */
+#define SM_OPS_LABEL_MANAGED "io.sandman.managed"
+#define SM_OPS_LABEL_INSTANCE "io.sandman.instance"
+#define SM_OPS_LABEL_MODE "io.sandman.mode"
+#define SM_OPS_LABEL_PROJECT "io.sandman.project"
+#define SM_OPS_LABEL_RUN "io.sandman.run"
+#define SM_OPS_LABEL_WORKER "io.sandman.worker"
+#define SM_OPS_LABEL_AGENT "io.sandman.agent"
+#define SM_OPS_LABEL_SCOPE_KEY "io.sandman.scope-key"
+#define SM_OPS_LABEL_CONFIG_HASH "io.sandman.config-hash"
+#define SM_OPS_LABEL_CREATED "io.sandman.created"
+#define SM_OPS_LABEL_OWNER "io.sandman.owner"   /* <hostname>:<pid>, per_tool */
+#define SM_OPS_LABEL_VOLUME "io.sandman.volume" /* the /workspace volume */
+#define SM_OPS_LABEL_POOL "io.sandman.pool"     /* warm-pool containers */
+
+/* Where the operations work. */
+typedef struct sm_ops_scope {
+  sm_engine *engine;     /* borrowed, negotiated or not; one thread */
+  const char *state_dir; /* NULL: sm_state_default_dir() */
+  const char *instance;  /* NULL: $SANDMAN_INSTANCE, else "default" */
+} sm_ops_scope;
+
+#define SM_OPS_SCOPE_INIT {NULL, NULL, NULL}
+
+/* The calling thread's engine, the state directory and the instance of a
+ * runner (all borrowed from it). */
+int sm_ops_scope_from_runner(sm_ops_scope *out, sm_runner *runner, sm_error *err);
+/* The instance a scope stands for (never NULL; borrowed). */
+const char *sm_ops_scope_instance(const sm_ops_scope *scope);
+
+/* ---- listing ---- */
+
+typedef struct sm_ops_sandbox {
+  char id[SM_ENGINE_ID_MAX];
+  char name[SM_NAME_MAX];
+  char mode[32];
+  char project[SM_NAME_MAX];
+  char run_id[SM_NAME_MAX];
+  char worker_id[SM_NAME_MAX];
+  char agent[SM_NAME_MAX];
+  char image[SM_NAME_MAX];
+  char state[32];         /* the engine's State: running, exited, created, dead... */
+  char status_text[128];  /* the engine's Status: "Up 5 minutes" */
+  char volume[SM_NAME_MAX];
+  char owner[SM_NAME_MAX]; /* io.sandman.owner, or "" */
+  int pool;
+  double created_at;       /* epoch: io.sandman.created, else the engine's */
+  double last_used_at;     /* epoch: recorded, else created_at */
+  int last_used_recorded;
+  int busy;                /* a call holds the sandbox now */
+} sm_ops_sandbox;
+
+typedef struct sm_ops_sandbox_list {
+  size_t n;
+  sm_ops_sandbox *items;
+} sm_ops_sandbox_list;
+
+void sm_ops_sandbox_list_dispose(sm_ops_sandbox_list *list);
+
+/* Fills out from one entry of the engine's /containers/json answer (labels,
+ * names, state). busy and last_used_at are left to the caller (last_used_at
+ * = created_at). SM_EPROTOCOL for an entry without an id. */
+int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err);
+
+/* This instance's sandboxes, newest first; all = 0: only running ones (as
+ * `docker ps`). */
+int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err);
+
+/* {"id","name","mode","project","run_id","worker_id","agent","image",
+ *  "status","created_at","last_used_at","busy"}; absent labels are null,
+ * times RFC 3339, status the engine's State. */
+json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb);
+/* The `sandbox list --json` array. */
+json_object *sm_ops_list_to_json(const sm_ops_sandbox_list *list);
+/* The `docker ps`-style table (heading line included), ages relative to
+ * now. Caller frees. NULL only when out of memory. */
+char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now);
+
+/* ---- formatting ---- */
+
+/* "Less than a second ago", "1 second ago", "5 minutes ago", "About an hour
+ * ago", "3 days ago"... as `docker ps` prints ages (seconds < 0 counts as 0). */
+void sm_ops_format_ago(double seconds, char *buf, size_t len);
+/* Compact: "0s", "45s", "1m30s", "2h", "2h5m", "7d", "1d2h". */
+void sm_ops_format_duration(double seconds, char *buf, size_t len);
+
+/* ---- the reap decision (pure) ---- */
+
+typedef enum {
+  SM_OPS_OWNER_NONE = 0, /* no owner label (per_run, per_worker) */
+  SM_OPS_OWNER_ALIVE,    /* the owner process on this host runs */
+  SM_OPS_OWNER_GONE,     /* the owner process on this host is dead */
+  SM_OPS_OWNER_UNKNOWN,  /* another host's process, or a label we cannot read */
+} sm_ops_owner_state;
+
+/* Looks at an io.sandman.owner label ("<hostname>:<pid>"): on this host, is
+ * the process alive? A pid that was reused by a process started after the
+ * container was created counts as gone. */
+sm_ops_owner_state sm_ops_owner_check(const char *owner_label, double created_at);
+
+typedef struct sm_ops_reap_input {
+  const char *mode;      /* "per_tool", "per_run", "per_worker" */
+  const char *state;     /* the engine's State */
+  int busy;
+  int pool;
+  double created_at;
+  double last_used_at;   /* < 0: never recorded (created_at counts) */
+  double now;
+  sm_ops_owner_state owner;
+  const char *owner_label; /* for the reason's words; may be NULL */
+  double older_than_s;   /* < 0: no idle criterion (owner-gone and exited only) */
+  int force;             /* busy and owner-alive ones too */
+  int keep_pool;         /* spare warm-pool containers (idle reaping in a worker) */
+} sm_ops_reap_input;
+
+typedef enum {
+  SM_OPS_SPARE = 0,
+  SM_OPS_REMOVE = 1,
+} sm_ops_verdict;
+
+/* Whether reap removes a sandbox, with the reason in words. */
+sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, size_t len);
+
+/* ---- reap and rm ---- */
+
+typedef struct sm_ops_reap_options {
+  double older_than_s; /* < 0: only sandboxes whose owner is gone, exited or dead */
+  int dry_run;         /* decide and report, change nothing */
+  int force;           /* busy ones too */
+  int keep_pool;       /* spare warm-pool containers */
+} sm_ops_reap_options;
+
+#define SM_OPS_REAP_OPTIONS_INIT {-1, 0, 0, 0}
+
+/* The body of POST /v1/sandboxes/reap: {"older_than_s", "dry_run", "force"}
+ * (all optional; older_than_s a non-negative number). SM_EINVAL names the
+ * bad field. */
+int sm_ops_reap_options_from_json(json_object *body, sm_ops_reap_options *out, sm_error *err);
+
+typedef enum {
+  SM_OPS_ITEM_SANDBOX = 0,
+  SM_OPS_ITEM_VOLUME = 1, /* an orphaned /workspace volume */
+} sm_ops_item_kind;
+
+typedef struct sm_ops_item {
+  sm_ops_item_kind kind;
+  char id[SM_ENGINE_ID_MAX]; /* "" for volumes */
+  char name[SM_NAME_MAX];
+  char reason[320];
+  int failed;                /* removal was attempted and failed */
+} sm_ops_item;
+
+typedef struct sm_ops_report {
+  int dry_run;
+  size_t n_removed, n_spared;
+  sm_ops_item *removed; /* with dry_run: what would be removed */
+  sm_ops_item *spared;
+  size_t n_failed;      /* spared items that are errors (removal failed, no such sandbox) */
+} sm_ops_report;
+
+void sm_ops_report_dispose(sm_ops_report *report);
+
+/* Removes this instance's sandboxes (container, its volume, its state files)
+ * that sm_ops_reap_decide picks, orphaned volumes, and state files of
+ * sandboxes no longer on the engine. Each removal holds the sandbox's
+ * exclusive busy lock (a call cannot start meanwhile); a sandbox another
+ * reaper is removing is skipped, one already gone is not an error. Returns
+ * 0 when it could list (out->n_failed counts removals that failed). */
+int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_ops_report *out,
+                sm_error *err);
+
+typedef struct sm_ops_rm_options {
+  const char *const *refs; /* ids (or unique id prefixes) and names */
+  size_t n_refs;
+  const char *run_id;      /* every sandbox of this run */
+  const char *worker_id;   /* every sandbox of this worker */
+  int force;               /* busy ones too */
+} sm_ops_rm_options;
+
+#define SM_OPS_RM_OPTIONS_INIT {NULL, 0, NULL, NULL, 0}
+
+/* Removes the named sandboxes of this instance. A busy one without force, a
+ * reference that names no sandbox of this instance, and a failed removal
+ * land in out->spared and count in out->n_failed. */
+int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,
+              sm_error *err);
+
+/* {"removed": [{"id","name","reason","kind"}], "spared": [...], "dry_run"}. */
+json_object *sm_ops_report_to_json(const sm_ops_report *report);
+/* One line per item ("removed ...", "spared ...: reason"). Caller frees. */
+char *sm_ops_report_text(const sm_ops_report *report);
+
+/* For the runner service, called periodically: reaps this runner's
+ * sandboxes unused for longer than idle_timeout_s and those whose owner is
+ * gone; never busy ones, never warm-pool ones. idle_timeout_s <= 0 reaps
+ * only the owner-gone, exited and dead ones. out may be NULL. */
+int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *out,
+                     sm_error *err);
+
+/* ---- doctor ---- */
+
+#define SM_OPS_MAX_CHECKS 24
+
+typedef struct sm_ops_check {
+  char name[48];
+  int ok;
+  int required;     /* a failing required check makes the host unhealthy */
+  char detail[640]; /* what was found */
+  char fix[384];    /* what to do, when failing ("" otherwise) */
+} sm_ops_check;
+
+typedef struct sm_ops_doctor_report {
+  int healthy;
+  size_t n;
+  sm_ops_check checks[SM_OPS_MAX_CHECKS];
+} sm_ops_doctor_report;
+
+typedef struct sm_ops_doctor_options {
+  sm_engine_options engine; /* how to reach the engine */
+  const char *state_dir;    /* NULL: default */
+  const char *instance;     /* NULL: $SANDMAN_INSTANCE, else "default" */
+  const char *image;        /* NULL: the built-in default image */
+  const char *runtime;      /* NULL or "": engine default; "runsc" makes runsc required */
+  sm_mode mode;             /* the mode asked for, for the fallback decision */
+  const char *project_environment; /* NULL: development */
+} sm_ops_doctor_options;
+
+#define SM_OPS_DOCTOR_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, NULL, SM_MODE_NONE, NULL}
+
+/* Runs every check; an unhealthy host is not an error (out->healthy = 0).
+ * Returns a negative code only for unusable options. */
+int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, sm_error *err);
+/* {"healthy": bool, "checks": [{"name","ok","detail","required"[,"fix"]}]};
+ * a failing check's detail ends with what to do. */
+json_object *sm_ops_doctor_to_json(const sm_ops_doctor_report *report);
+/* Aligned lines: "ok    engine    ..." / "FAIL  ..." with the fix. Caller frees. */
+char *sm_ops_doctor_text(const sm_ops_doctor_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

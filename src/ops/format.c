@@ -1,0 +1,381 @@
+/* Pure parts of the operations: the engine's container summaries in, JSON
+ * objects, tables and ages out. Nothing here talks to the engine. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sandman/ops.h>
+#include <sandman/util.h>
+
+#include "common/buf.h"
+#include "ops/ops_internal.h"
+
+/* Text output caps: a listing of SM_OPS_MAX_ITEMS lines fits easily. */
+#define TEXT_MAX ((size_t)64 << 20)
+
+void sm_ops__copy(char *dst, size_t len, const char *src) {
+  if (len == 0) return;
+  snprintf(dst, len, "%s", src ? src : "");
+}
+
+const char *sm_ops__label(json_object *labels, const char *key) {
+  json_object *v = NULL;
+  if (labels == NULL || !json_object_is_type(labels, json_type_object)) return NULL;
+  if (!json_object_object_get_ex(labels, key, &v) || !json_object_is_type(v, json_type_string))
+    return NULL;
+  return json_object_get_string(v);
+}
+
+/* ---- ages and durations ---- */
+
+void sm_ops_format_ago(double seconds, char *buf, size_t len) {
+  if (!(seconds > 0)) seconds = 0; /* also NaN: a clock skew is "just now" */
+  long long s = (long long)seconds;
+  long long minutes = s / 60;
+  long long hours = (long long)(seconds / 3600.0 + 0.5);
+  if (s < 1) snprintf(buf, len, "Less than a second ago");
+  else if (s == 1) snprintf(buf, len, "1 second ago");
+  else if (s < 60) snprintf(buf, len, "%lld seconds ago", s);
+  else if (minutes == 1) snprintf(buf, len, "About a minute ago");
+  else if (minutes < 60) snprintf(buf, len, "%lld minutes ago", minutes);
+  else if (hours == 1) snprintf(buf, len, "About an hour ago");
+  else if (hours < 48) snprintf(buf, len, "%lld hours ago", hours);
+  else if (hours < 24 * 7 * 2) snprintf(buf, len, "%lld days ago", hours / 24);
+  else if (hours < 24 * 30 * 2) snprintf(buf, len, "%lld weeks ago", hours / 24 / 7);
+  else if (hours < 24 * 365 * 2) snprintf(buf, len, "%lld months ago", hours / 24 / 30);
+  else snprintf(buf, len, "%lld years ago", s / 3600 / 24 / 365);
+}
+
+void sm_ops_format_duration(double seconds, char *buf, size_t len) {
+  if (!(seconds > 0)) {
+    snprintf(buf, len, "0s");
+    return;
+  }
+  /* Sub-10-second fractions matter for "--older-than 0.5s"; beyond that,
+   * whole seconds and at most two units read best. */
+  if (seconds < 10 && seconds != floor(seconds)) {
+    snprintf(buf, len, "%.1fs", seconds);
+    return;
+  }
+  if (seconds > 1e12) seconds = 1e12;
+  long long s = (long long)seconds;
+  static const struct {
+    long long size;
+    char unit;
+  } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+  for (size_t i = 0; i < 4; i++) {
+    if (s < units[i].size) continue;
+    long long major = s / units[i].size, rest = s % units[i].size;
+    if (i < 3 && rest / units[i + 1].size > 0)
+      snprintf(buf, len, "%lld%c%lld%c", major, units[i].unit, rest / units[i + 1].size,
+               units[i + 1].unit);
+    else
+      snprintf(buf, len, "%lld%c", major, units[i].unit);
+    return;
+  }
+  snprintf(buf, len, "0s");
+}
+
+/* ---- sandboxes from the engine ---- */
+
+static const char *get_string(json_object *o, const char *key) {
+  json_object *v = NULL;
+  if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+    return NULL;
+  return json_object_get_string(v);
+}
+
+int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  if (summary == NULL || !json_object_is_type(summary, json_type_object))
+    return sm_error_set(err, SM_EPROTOCOL, "engine listed a container that is not an object");
+  const char *id = get_string(summary, "Id");
+  if (id == NULL || *id == '\0')
+    return sm_error_set(err, SM_EPROTOCOL, "engine listed a container without an Id");
+  sm_ops__copy(out->id, sizeof out->id, id);
+
+  json_object *names = NULL;
+  if (json_object_object_get_ex(summary, "Names", &names) &&
+      json_object_is_type(names, json_type_array) && json_object_array_length(names) > 0) {
+    const char *n = json_object_get_string(json_object_array_get_idx(names, 0));
+    if (n && *n == '/') n++;
+    sm_ops__copy(out->name, sizeof out->name, n);
+  }
+  sm_ops__copy(out->image, sizeof out->image, get_string(summary, "Image"));
+  sm_ops__copy(out->state, sizeof out->state, get_string(summary, "State"));
+  sm_ops__copy(out->status_text, sizeof out->status_text, get_string(summary, "Status"));
+
+  json_object *labels = NULL;
+  json_object_object_get_ex(summary, "Labels", &labels);
+  sm_ops__copy(out->mode, sizeof out->mode, sm_ops__label(labels, SM_OPS_LABEL_MODE));
+  sm_ops__copy(out->project, sizeof out->project, sm_ops__label(labels, SM_OPS_LABEL_PROJECT));
+  sm_ops__copy(out->run_id, sizeof out->run_id, sm_ops__label(labels, SM_OPS_LABEL_RUN));
+  sm_ops__copy(out->worker_id, sizeof out->worker_id, sm_ops__label(labels, SM_OPS_LABEL_WORKER));
+  sm_ops__copy(out->agent, sizeof out->agent, sm_ops__label(labels, SM_OPS_LABEL_AGENT));
+  sm_ops__copy(out->owner, sizeof out->owner, sm_ops__label(labels, SM_OPS_LABEL_OWNER));
+  const char *volume = sm_ops__label(labels, SM_OPS_LABEL_VOLUME);
+  if (volume && *volume) {
+    sm_ops__copy(out->volume, sizeof out->volume, volume);
+  } else if (out->name[0]) {
+    /* The naming rule: the volume is "<container name>-ws". */
+    snprintf(out->volume, sizeof out->volume, "%s-ws", out->name);
+  }
+  const char *pool = sm_ops__label(labels, SM_OPS_LABEL_POOL);
+  out->pool = pool != NULL && strcmp(pool, "true") == 0;
+
+  double created = sm_parse_time(sm_ops__label(labels, SM_OPS_LABEL_CREATED));
+  if (created < 0) {
+    json_object *c = NULL;
+    if (json_object_object_get_ex(summary, "Created", &c)) created = (double)json_object_get_int64(c);
+  }
+  out->created_at = created > 0 ? created : 0;
+  out->last_used_at = out->created_at;
+  return 0;
+}
+
+void sm_ops_sandbox_list_dispose(sm_ops_sandbox_list *list) {
+  if (list == NULL) return;
+  free(list->items);
+  list->items = NULL;
+  list->n = 0;
+}
+
+/* ---- JSON ---- */
+
+static json_object *string_or_null(const char *s) {
+  return s && *s ? json_object_new_string(s) : NULL;
+}
+
+static json_object *time_or_null(double epoch) {
+  if (!(epoch > 0)) return NULL;
+  char t[40];
+  sm_format_time(epoch, t, sizeof t);
+  return json_object_new_string(t);
+}
+
+json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb) {
+  json_object *o = json_object_new_object();
+  if (o == NULL) return NULL;
+  json_object_object_add(o, "id", json_object_new_string(sb->id));
+  json_object_object_add(o, "name", string_or_null(sb->name));
+  json_object_object_add(o, "mode", string_or_null(sb->mode));
+  json_object_object_add(o, "project", string_or_null(sb->project));
+  json_object_object_add(o, "run_id", string_or_null(sb->run_id));
+  json_object_object_add(o, "worker_id", string_or_null(sb->worker_id));
+  json_object_object_add(o, "agent", string_or_null(sb->agent));
+  json_object_object_add(o, "image", string_or_null(sb->image));
+  json_object_object_add(o, "status", string_or_null(sb->state));
+  json_object_object_add(o, "created_at", time_or_null(sb->created_at));
+  json_object_object_add(o, "last_used_at", time_or_null(sb->last_used_at));
+  json_object_object_add(o, "busy", json_object_new_boolean(sb->busy));
+  return o;
+}
+
+json_object *sm_ops_list_to_json(const sm_ops_sandbox_list *list) {
+  json_object *a = json_object_new_array();
+  if (a == NULL) return NULL;
+  for (size_t i = 0; list && i < list->n; i++) {
+    json_object *o = sm_ops_sandbox_to_json(&list->items[i]);
+    if (o == NULL || json_object_array_add(a, o) != 0) {
+      json_object_put(o);
+      json_object_put(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+/* ---- the table ---- */
+
+#define NCOLS 10
+static const char *const headings[NCOLS] = {"SANDBOX", "MODE",  "PROJECT", "RUN",     "WORKER",
+                                            "AGENT",   "IMAGE", "STATUS",  "CREATED", "LAST USED"};
+#define CELL_MAX 160
+
+/* A label may hold anything: keep control characters off the terminal. */
+static void cell(char *dst, const char *src) {
+  size_t i = 0;
+  if (src == NULL || *src == '\0') src = "-";
+  for (; src[i] && i < CELL_MAX - 1; i++)
+    dst[i] = ((unsigned char)src[i] < 0x20 || src[i] == 0x7f) ? '?' : src[i];
+  dst[i] = '\0';
+}
+
+static void row_cells(const sm_ops_sandbox *sb, double now, char cells[NCOLS][CELL_MAX]) {
+  char tmp[CELL_MAX];
+  snprintf(tmp, sizeof tmp, "%.12s", sb->id);
+  cell(cells[0], tmp);
+  cell(cells[1], sb->mode);
+  cell(cells[2], sb->project);
+  cell(cells[3], sb->run_id);
+  cell(cells[4], sb->worker_id);
+  cell(cells[5], sb->agent);
+  cell(cells[6], sb->image);
+  snprintf(tmp, sizeof tmp, "%s%s", sb->status_text[0] ? sb->status_text : sb->state,
+           sb->busy ? " (busy)" : "");
+  cell(cells[7], tmp);
+  if (sb->created_at > 0) sm_ops_format_ago(now - sb->created_at, tmp, sizeof tmp);
+  else snprintf(tmp, sizeof tmp, "-");
+  cell(cells[8], tmp);
+  if (sb->last_used_at > 0) sm_ops_format_ago(now - sb->last_used_at, tmp, sizeof tmp);
+  else snprintf(tmp, sizeof tmp, "-");
+  cell(cells[9], tmp);
+}
+
+static int append_row(sm_buf *b, char cells[NCOLS][CELL_MAX], const size_t width[NCOLS]) {
+  for (int c = 0; c < NCOLS; c++) {
+    int rc;
+    /* Three spaces between columns, as docker's tabwriter pads; no
+     * trailing blanks after the last one. */
+    if (c < NCOLS - 1) rc = sm_buf_printf(b, "%-*s   ", (int)width[c], cells[c]);
+    else rc = sm_buf_printf(b, "%s\n", cells[c]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now) {
+  size_t width[NCOLS];
+  char cells[NCOLS][CELL_MAX];
+  for (int c = 0; c < NCOLS; c++) width[c] = strlen(headings[c]);
+  size_t n = list ? list->n : 0;
+  for (size_t i = 0; i < n; i++) {
+    row_cells(&list->items[i], now, cells);
+    for (int c = 0; c < NCOLS; c++)
+      if (strlen(cells[c]) > width[c]) width[c] = strlen(cells[c]);
+  }
+  sm_buf b;
+  sm_buf_init(&b, TEXT_MAX);
+  for (int c = 0; c < NCOLS; c++) cell(cells[c], headings[c]);
+  int rc = append_row(&b, cells, width);
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    row_cells(&list->items[i], now, cells);
+    rc = append_row(&b, cells, width);
+  }
+  if (rc) {
+    sm_buf_dispose(&b);
+    return NULL;
+  }
+  return sm_buf_steal(&b, NULL);
+}
+
+/* ---- reports ---- */
+
+int sm_ops__report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind,
+                       const char *id, const char *name, int failed, sm_error *err,
+                       const char *fmt, ...) {
+  sm_ops_item **items = removed ? &report->removed : &report->spared;
+  size_t *n = removed ? &report->n_removed : &report->n_spared;
+  if (*n >= SM_OPS_MAX_ITEMS)
+    return sm_error_set(err, SM_ETOOBIG, "more than %d sandboxes in one report", SM_OPS_MAX_ITEMS);
+  sm_ops_item *grown = realloc(*items, (*n + 1) * sizeof *grown);
+  if (grown == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  *items = grown;
+  sm_ops_item *it = &grown[*n];
+  memset(it, 0, sizeof *it);
+  it->kind = kind;
+  it->failed = failed;
+  sm_ops__copy(it->id, sizeof it->id, id);
+  sm_ops__copy(it->name, sizeof it->name, name);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(it->reason, sizeof it->reason, fmt, ap);
+  va_end(ap);
+  (*n)++;
+  if (failed) report->n_failed++;
+  return 0;
+}
+
+void sm_ops_report_dispose(sm_ops_report *report) {
+  if (report == NULL) return;
+  free(report->removed);
+  free(report->spared);
+  memset(report, 0, sizeof *report);
+}
+
+static json_object *items_to_json(const sm_ops_item *items, size_t n, int with_failed) {
+  json_object *a = json_object_new_array();
+  for (size_t i = 0; a && i < n; i++) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", string_or_null(items[i].id));
+    json_object_object_add(o, "name", json_object_new_string(items[i].name));
+    json_object_object_add(o, "reason", json_object_new_string(items[i].reason));
+    json_object_object_add(o, "kind", json_object_new_string(
+                                          items[i].kind == SM_OPS_ITEM_VOLUME ? "volume" : "sandbox"));
+    if (with_failed) json_object_object_add(o, "failed", json_object_new_boolean(items[i].failed));
+    json_object_array_add(a, o);
+  }
+  return a;
+}
+
+json_object *sm_ops_report_to_json(const sm_ops_report *report) {
+  json_object *o = json_object_new_object();
+  if (o == NULL) return NULL;
+  json_object_object_add(o, "removed", items_to_json(report->removed, report->n_removed, 0));
+  json_object_object_add(o, "spared", items_to_json(report->spared, report->n_spared, 1));
+  json_object_object_add(o, "dry_run", json_object_new_boolean(report->dry_run));
+  return o;
+}
+
+static int item_line(sm_buf *b, const char *verb, const sm_ops_item *it) {
+  char name[CELL_MAX], reason[sizeof it->reason];
+  cell(name, it->name);
+  snprintf(reason, sizeof reason, "%s", it->reason);
+  for (char *p = reason; *p; p++)
+    if ((unsigned char)*p < 0x20) *p = '?';
+  if (it->kind == SM_OPS_ITEM_VOLUME) return sm_buf_printf(b, "%s volume %s: %s\n", verb, name, reason);
+  return sm_buf_printf(b, "%s %s (%.12s): %s\n", verb, name, it->id, reason);
+}
+
+char *sm_ops_report_text(const sm_ops_report *report) {
+  sm_buf b;
+  sm_buf_init(&b, TEXT_MAX);
+  int rc = 0;
+  const char *verb = report->dry_run ? "would remove" : "removed";
+  for (size_t i = 0; rc == 0 && i < report->n_removed; i++)
+    rc = item_line(&b, verb, &report->removed[i]);
+  for (size_t i = 0; rc == 0 && i < report->n_spared; i++)
+    rc = item_line(&b, report->spared[i].failed ? "failed" : "spared", &report->spared[i]);
+  if (rc == 0)
+    rc = sm_buf_printf(&b, "%zu %s, %zu spared%s\n", report->n_removed,
+                       report->dry_run ? "would be removed" : "removed", report->n_spared,
+                       report->dry_run ? " (dry run: nothing changed)" : "");
+  if (rc) {
+    sm_buf_dispose(&b);
+    return NULL;
+  }
+  return sm_buf_steal(&b, NULL);
+}
+
+/* ---- the reap request of the HTTP API ---- */
+
+static int json_bool_field(json_object *body, const char *key, int *out, sm_error *err) {
+  json_object *v = NULL;
+  if (!json_object_object_get_ex(body, key, &v) || v == NULL) return 0;
+  if (!json_object_is_type(v, json_type_boolean))
+    return sm_error_set(err, SM_EINVAL, "'%s' must be true or false", key);
+  *out = json_object_get_boolean(v);
+  return 0;
+}
+
+int sm_ops_reap_options_from_json(json_object *body, sm_ops_reap_options *out, sm_error *err) {
+  sm_ops_reap_options init = SM_OPS_REAP_OPTIONS_INIT;
+  *out = init;
+  if (body == NULL) return 0;
+  if (!json_object_is_type(body, json_type_object))
+    return sm_error_set(err, SM_EINVAL, "the reap request must be a JSON object");
+  json_object *v = NULL;
+  if (json_object_object_get_ex(body, "older_than_s", &v) && v != NULL) {
+    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+      return sm_error_set(err, SM_EINVAL, "'older_than_s' must be a number of seconds");
+    double s = json_object_get_double(v);
+    if (!isfinite(s) || s < 0)
+      return sm_error_set(err, SM_EINVAL, "'older_than_s' must be zero or more");
+    out->older_than_s = s;
+  }
+  int rc = json_bool_field(body, "dry_run", &out->dry_run, err);
+  if (rc == 0) rc = json_bool_field(body, "force", &out->force, err);
+  return rc;
+}

@@ -1,0 +1,32 @@
+/* The runner service's side of the operations: a scope from its runner,
+ * and the periodic idle reap (idle_timeout in the configuration). */
+#include <string.h>
+
+#include <sandman/ops.h>
+
+int sm_ops_scope_from_runner(sm_ops_scope *out, sm_runner *runner, sm_error *err) {
+  sm_ops_scope init = SM_OPS_SCOPE_INIT;
+  *out = init;
+  if (runner == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
+  int rc = sm_runner_engine(runner, &out->engine, err);
+  if (rc) return rc;
+  out->state_dir = sm_runner_state_dir(runner);
+  out->instance = sm_runner_instance(runner);
+  return 0;
+}
+
+int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *out,
+                     sm_error *err) {
+  sm_ops_scope scope;
+  sm_ops_report local;
+  sm_ops_report *report = out ? out : &local;
+  memset(report, 0, sizeof *report);
+  int rc = sm_ops_scope_from_runner(&scope, runner, err);
+  if (rc) return rc;
+  sm_ops_reap_options opts = SM_OPS_REAP_OPTIONS_INIT;
+  opts.older_than_s = idle_timeout_s > 0 ? idle_timeout_s : -1;
+  opts.keep_pool = 1; /* the pool keeps idle containers on purpose */
+  rc = sm_ops_reap(&scope, &opts, report, err);
+  if (out == NULL) sm_ops_report_dispose(&local);
+  return rc;
+}

@@ -1,0 +1,494 @@
+/* Listing, reaping and removing this instance's sandboxes. The engine's
+ * labels say what exists; the state directory says what is busy and when
+ * each was last used. Every removal holds the sandbox's exclusive busy lock
+ * so that no call can start in a sandbox while it goes away. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sandman/log.h>
+#include <sandman/ops.h>
+#include <sandman/state.h>
+#include <sandman/util.h>
+
+#include "common/cleanup.h"
+#include "ops/ops_internal.h"
+
+#define LABEL_MAX (SM_NAME_MAX + 64)
+
+const char *sm_ops_scope_instance(const sm_ops_scope *scope) {
+  if (scope && scope->instance && *scope->instance) return scope->instance;
+  const char *env = getenv("SANDMAN_INSTANCE");
+  return env && *env ? env : "default";
+}
+
+static int check_scope(const sm_ops_scope *scope, sm_error *err) {
+  if (scope == NULL || scope->engine == NULL)
+    return sm_error_set(err, SM_EINVAL, "no engine client given to the sandbox operations");
+  return 0;
+}
+
+/* The engine's containers of this instance (plus one more label filter,
+ * "key=value", when extra is not NULL). */
+static int list_containers(const sm_ops_scope *scope, int all, const char *extra,
+                           json_object **out, sm_error *err) {
+  char managed[LABEL_MAX], instance[LABEL_MAX];
+  snprintf(managed, sizeof managed, "%s=true", SM_OPS_LABEL_MANAGED);
+  snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
+  const char *labels[3] = {managed, instance, extra};
+  int rc = sm_engine_container_list(scope->engine, all, labels, extra ? 3 : 2, out, err);
+  if (rc) return sm_error_wrap(err, "listing the sandboxes of instance '%s'", labels[1] + strlen(SM_OPS_LABEL_INSTANCE) + 1);
+  if (*out == NULL || !json_object_is_type(*out, json_type_array)) {
+    json_object_put(*out);
+    *out = NULL;
+    return sm_error_set(err, SM_EPROTOCOL, "the engine's container list is not an array");
+  }
+  return 0;
+}
+
+/* busy and last-used from the state directory. */
+static void add_state(const sm_ops_scope *scope, sm_ops_sandbox *sb) {
+  if (sb->name[0] == '\0') return;
+  sb->busy = sm_state_is_busy(scope->state_dir, sb->name) == 1;
+  double lu = sm_state_last_used(scope->state_dir, sb->name);
+  if (lu >= 0) {
+    sb->last_used_at = lu;
+    sb->last_used_recorded = 1;
+  }
+}
+
+/* Turns the engine's array into sandboxes (entries it cannot read are
+ * logged and skipped: one odd container must not hide the others). */
+static int to_sandboxes(const sm_ops_scope *scope, json_object *array, sm_ops_sandbox_list *out,
+                        sm_error *err) {
+  size_t n = json_object_array_length(array);
+  out->n = 0;
+  out->items = NULL;
+  if (n == 0) return 0;
+  if (n > SM_OPS_MAX_ITEMS)
+    return sm_error_set(err, SM_ETOOBIG, "the engine lists %zu sandboxes, more than %d", n,
+                        SM_OPS_MAX_ITEMS);
+  out->items = calloc(n, sizeof *out->items);
+  if (out->items == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  for (size_t i = 0; i < n; i++) {
+    sm_error e = SM_ERROR_INIT;
+    sm_ops_sandbox *sb = &out->items[out->n];
+    if (sm_ops_sandbox_from_engine(json_object_array_get_idx(array, i), sb, &e) != 0) {
+      sm_log(SM_LOG_WARN, "skipping a container the engine listed: %s", e.message);
+      continue;
+    }
+    add_state(scope, sb);
+    out->n++;
+  }
+  return 0;
+}
+
+int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err) {
+  out->n = 0;
+  out->items = NULL;
+  int rc = check_scope(scope, err);
+  if (rc) return rc;
+  cleanup_json json_object *array = NULL;
+  rc = list_containers(scope, all, NULL, &array, err);
+  if (rc) return rc;
+  return to_sandboxes(scope, array, out, err);
+}
+
+/* ---- removing one sandbox ---- */
+
+enum { REMOVE_DONE, REMOVE_GONE, REMOVE_SKIPPED };
+
+/* Removes the container, its volume and its state files, holding the
+ * reaper key and the exclusive busy lock. decide (may be NULL: rm) is asked
+ * again under the lock, since a call may have used the sandbox since the
+ * snapshot. Reports what happened to it. */
+static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
+                          const sm_ops_reap_input *decide, int force, const char *reason,
+                          sm_ops_report *report, sm_error *err) {
+  char key[SM_NAME_MAX + 16], why[320];
+  snprintf(key, sizeof key, "reap-%s", sb->name);
+  sm_state_lock *reap_lock = NULL, *busy_lock = NULL;
+  sm_error e = SM_ERROR_INIT;
+
+  int rc = sm_state_key_try(scope->state_dir, key, &reap_lock, &e);
+  if (rc == SM_EBUSY)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err,
+                              "another sandman process is removing it");
+  if (rc)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
+                              "cannot lock it in the state directory: %s", e.message);
+
+  int busy = 0;
+  rc = sm_state_exclusive_try(scope->state_dir, sb->name, &busy_lock, &e);
+  if (rc == SM_EBUSY) {
+    busy = 1;
+    if (!force) {
+      sm_state_unlock(reap_lock);
+      return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, decide == NULL,
+                                err, "busy: a call is in flight (--force removes it anyway)");
+    }
+  } else if (rc) {
+    sm_state_unlock(reap_lock);
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
+                              "cannot take its busy lock: %s", e.message);
+  }
+
+  snprintf(why, sizeof why, "%s", reason);
+  if (decide) {
+    sm_ops_reap_input again = *decide;
+    again.busy = busy;
+    again.last_used_at = sm_state_last_used(scope->state_dir, sb->name);
+    again.now = sm_now();
+    if (sm_ops_reap_decide(&again, why, sizeof why) == SM_OPS_SPARE) {
+      sm_state_unlock(busy_lock);
+      sm_state_unlock(reap_lock);
+      return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s",
+                                why);
+    }
+  }
+
+  int outcome = REMOVE_DONE;
+  rc = sm_engine_container_remove(scope->engine, sb->id, 1, 1, &e);
+  if (rc == SM_ENOTFOUND) {
+    outcome = REMOVE_GONE;
+  } else if (rc) {
+    sm_state_unlock(busy_lock);
+    sm_state_unlock(reap_lock);
+    if (rc == SM_EUNREACHABLE) return sm_error_set(err, rc, "%s", e.message);
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
+                              "removal failed: %s", e.message);
+  }
+  if (sb->volume[0]) {
+    sm_error_clear(&e);
+    rc = sm_engine_volume_remove(scope->engine, sb->volume, 0, &e);
+    if (rc && rc != SM_ENOTFOUND) {
+      sm_log(SM_LOG_WARN, "sandbox %s removed, its volume %s not: %s", sb->name, sb->volume,
+             e.message);
+      size_t used = strlen(why);
+      snprintf(why + used, sizeof why - used, "; its volume %s stays: %s", sb->volume, e.message);
+    }
+  }
+  sm_state_forget(scope->state_dir, sb->name);
+  sm_state_unlock(busy_lock);
+  sm_state_unlock(reap_lock);
+  if (outcome == REMOVE_GONE) {
+    /* Another reaper or `docker rm` got there first: not an error, and
+     * not ours to report as removed. */
+    sm_log(SM_LOG_DEBUG, "sandbox %s was already gone", sb->name);
+    return 0;
+  }
+  sm_log(SM_LOG_INFO, "removed sandbox %s (%.12s): %s", sb->name, sb->id, why);
+  return sm_ops__report_add(report, 1, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", why);
+}
+
+/* ---- reap ---- */
+
+static void reap_input(const sm_ops_sandbox *sb, const sm_ops_reap_options *opts, double now,
+                       sm_ops_reap_input *in) {
+  memset(in, 0, sizeof *in);
+  in->mode = sb->mode;
+  in->state = sb->state;
+  in->busy = sb->busy;
+  in->pool = sb->pool;
+  in->created_at = sb->created_at;
+  in->last_used_at = sb->last_used_recorded ? sb->last_used_at : -1;
+  in->now = now;
+  in->owner = sm_ops_owner_check(sb->owner, sb->created_at);
+  in->owner_label = sb->owner;
+  in->older_than_s = opts->older_than_s;
+  in->force = opts->force;
+  in->keep_pool = opts->keep_pool;
+}
+
+static int volumes_of(json_object *answer, json_object **out) {
+  *out = NULL;
+  if (answer == NULL) return 0;
+  if (json_object_is_type(answer, json_type_array)) {
+    *out = answer;
+    return 0;
+  }
+  json_object *v = NULL;
+  if (json_object_is_type(answer, json_type_object) &&
+      json_object_object_get_ex(answer, "Volumes", &v) &&
+      (v == NULL || json_object_is_type(v, json_type_array))) {
+    *out = v;
+    return 0;
+  }
+  return -1;
+}
+
+static int has_volume(const sm_ops_sandbox_list *list, const char *volume) {
+  for (size_t i = 0; i < list->n; i++)
+    if (strcmp(list->items[i].volume, volume) == 0) return 1;
+  return 0;
+}
+
+static int has_name(const sm_ops_sandbox_list *list, const char *name) {
+  for (size_t i = 0; i < list->n; i++)
+    if (strcmp(list->items[i].name, name) == 0) return 1;
+  return 0;
+}
+
+/* An orphaned /workspace volume: made with a sandbox that is gone now (a
+ * crash between the volume and the container, or a container removed by
+ * hand). Young ones may belong to a sandbox being created right now. */
+static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops_reap_options *opts,
+                       double now, sm_ops_report *report, sm_error *err) {
+  json_object *jn = NULL, *labels = NULL, *jc = NULL;
+  if (!json_object_object_get_ex(vol, "Name", &jn) || !json_object_is_type(jn, json_type_string))
+    return 0;
+  const char *name = json_object_get_string(jn);
+  json_object_object_get_ex(vol, "Labels", &labels);
+  double created = sm_parse_time(sm_ops__label(labels, SM_OPS_LABEL_CREATED));
+  if (created < 0 && json_object_object_get_ex(vol, "CreatedAt", &jc))
+    created = sm_parse_time(json_object_get_string(jc));
+  char owner_name[SM_NAME_MAX];
+  size_t len = strlen(name);
+  if (len > 3 && strcmp(name + len - 3, "-ws") == 0 && len - 3 < sizeof owner_name)
+    snprintf(owner_name, sizeof owner_name, "%.*s", (int)(len - 3), name);
+  else
+    sm_ops__copy(owner_name, sizeof owner_name, name);
+
+  char age[32], limit[32];
+  double idle = created > 0 ? now - created : 0;
+  sm_ops_format_duration(idle, age, sizeof age);
+  if (opts->older_than_s < 0)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                              "orphaned (its sandbox is gone), kept: no --older-than given");
+  sm_ops_format_duration(opts->older_than_s, limit, sizeof limit);
+  if (created > 0 && idle < opts->older_than_s)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                              "no sandbox uses it, created %s ago (limit %s)", age, limit);
+  if (opts->dry_run)
+    return sm_ops__report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                              "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
+
+  /* The sandbox's locks: a creator may hold them while it builds the
+   * container this volume is for. */
+  char key[SM_NAME_MAX + 16];
+  snprintf(key, sizeof key, "reap-%s", owner_name);
+  sm_state_lock *reap_lock = NULL, *busy_lock = NULL;
+  sm_error e = SM_ERROR_INIT;
+  if (sm_state_key_try(scope->state_dir, key, &reap_lock, &e) != 0) return 0;
+  if (sm_state_exclusive_try(scope->state_dir, owner_name, &busy_lock, &e) != 0) {
+    sm_state_unlock(reap_lock);
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                              "its sandbox %s is busy (being created or used)", owner_name);
+  }
+  int rc = sm_engine_volume_remove(scope->engine, name, 0, &e);
+  sm_state_unlock(busy_lock);
+  sm_state_unlock(reap_lock);
+  if (rc == SM_ENOTFOUND) return 0;
+  if (rc == SM_ECONFLICT)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                              "in use by a container made since the listing");
+  if (rc == SM_EUNREACHABLE) return sm_error_set(err, rc, "%s", e.message);
+  if (rc)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 1, err,
+                              "removal failed: %s", e.message);
+  sm_log(SM_LOG_INFO, "removed orphaned volume %s", name);
+  return sm_ops__report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                            "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
+}
+
+/* Does the name follow this instance's naming rule
+ * (sandman-<instance>-<mode>-...)? Another instance may share the state
+ * directory: its files are not ours to drop. */
+static int ours_by_name(const char *instance, const char *name) {
+  static const char *const modes[] = {"per_tool-", "tool-", "per_run-", "per_worker-", "pool-"};
+  size_t plen = strlen("sandman-"), ilen = strlen(instance);
+  if (strncmp(name, "sandman-", plen) != 0 || strncmp(name + plen, instance, ilen) != 0 ||
+      name[plen + ilen] != '-')
+    return 0;
+  const char *rest = name + plen + ilen + 1;
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+    if (strncmp(rest, modes[i], strlen(modes[i])) == 0) return 1;
+  return 0;
+}
+
+/* Drops last-used times and manifests of sandboxes the engine no longer
+ * has (a crash between removing a container and forgetting it). */
+static void forget_stale(const sm_ops_scope *scope, const sm_ops_sandbox_list *present) {
+  char **names = NULL;
+  size_t n = 0;
+  sm_error e = SM_ERROR_INIT;
+  if (sm_state_known(scope->state_dir, &names, &n, &e) != 0) {
+    sm_log(SM_LOG_DEBUG, "not dropping stale state files: %s", e.message);
+    return;
+  }
+  const char *instance = sm_ops_scope_instance(scope);
+  for (size_t i = 0; i < n; i++) {
+    if (!ours_by_name(instance, names[i]) || has_name(present, names[i])) continue;
+    char key[SM_NAME_MAX + 16];
+    snprintf(key, sizeof key, "reap-%s", names[i]);
+    sm_state_lock *reap_lock = NULL, *busy_lock = NULL;
+    if (sm_state_key_try(scope->state_dir, key, &reap_lock, &e) != 0) continue;
+    if (sm_state_exclusive_try(scope->state_dir, names[i], &busy_lock, &e) == 0) {
+      /* Created after our listing? Then it is not stale. */
+      json_object *c = NULL;
+      if (sm_engine_container_inspect(scope->engine, names[i], &c, &e) == SM_ENOTFOUND) {
+        sm_state_forget(scope->state_dir, names[i]);
+        sm_log(SM_LOG_DEBUG, "dropped the state files of gone sandbox %s", names[i]);
+      }
+      json_object_put(c);
+      sm_state_unlock(busy_lock);
+    }
+    sm_state_unlock(reap_lock);
+  }
+  sm_state_names_free(names, n);
+}
+
+int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_ops_report *out,
+                sm_error *err) {
+  memset(out, 0, sizeof *out);
+  int rc = check_scope(scope, err);
+  if (rc) return rc;
+  sm_ops_reap_options o = SM_OPS_REAP_OPTIONS_INIT;
+  if (opts) o = *opts;
+  out->dry_run = o.dry_run;
+
+  char managed[LABEL_MAX], instance[LABEL_MAX];
+  snprintf(managed, sizeof managed, "%s=true", SM_OPS_LABEL_MANAGED);
+  snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
+  const char *labels[2] = {managed, instance};
+  /* Volumes before containers: a volume made between the two listings
+   * then has its container in the second one. */
+  cleanup_json json_object *vol_answer = NULL;
+  rc = sm_engine_volume_list(scope->engine, labels, 2, &vol_answer, err);
+  if (rc) return sm_error_wrap(err, "listing the volumes of instance '%s'", sm_ops_scope_instance(scope));
+  json_object *volumes = NULL;
+  if (volumes_of(vol_answer, &volumes) != 0)
+    return sm_error_set(err, SM_EPROTOCOL, "the engine's volume list has no Volumes array");
+
+  cleanup_json json_object *array = NULL;
+  rc = list_containers(scope, 1, NULL, &array, err);
+  if (rc) return rc;
+  sm_ops_sandbox_list list = {0, NULL};
+  rc = to_sandboxes(scope, array, &list, err);
+  if (rc) return rc;
+
+  double now = sm_now();
+  for (size_t i = 0; rc == 0 && i < list.n; i++) {
+    const sm_ops_sandbox *sb = &list.items[i];
+    sm_ops_reap_input in;
+    char reason[320];
+    reap_input(sb, &o, now, &in);
+    sm_ops_verdict v = sm_ops_reap_decide(&in, reason, sizeof reason);
+    if (v == SM_OPS_SPARE)
+      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", reason);
+    else if (o.dry_run)
+      rc = sm_ops__report_add(out, 1, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", reason);
+    else
+      rc = remove_sandbox(scope, sb, &in, o.force, reason, out, err);
+  }
+
+  size_t nv = volumes ? json_object_array_length(volumes) : 0;
+  for (size_t i = 0; rc == 0 && i < nv; i++) {
+    json_object *vol = json_object_array_get_idx(volumes, i), *jn = NULL;
+    if (!json_object_object_get_ex(vol, "Name", &jn)) continue;
+    const char *vname = json_object_get_string(jn);
+    if (vname == NULL || has_volume(&list, vname)) continue; /* went with its sandbox */
+    rc = reap_volume(scope, vol, &o, now, out, err);
+  }
+  if (rc == 0 && !o.dry_run) forget_stale(scope, &list);
+  sm_ops_sandbox_list_dispose(&list);
+  if (rc) sm_ops_report_dispose(out);
+  return rc;
+}
+
+/* ---- rm ---- */
+
+/* Finds ref among the sandboxes: a name, a full id or a unique id prefix. */
+static const sm_ops_sandbox *find_ref(const sm_ops_sandbox_list *list, const char *ref,
+                                      int *ambiguous) {
+  const sm_ops_sandbox *hit = NULL;
+  size_t rlen = strlen(ref);
+  *ambiguous = 0;
+  for (size_t i = 0; i < list->n; i++)
+    if (strcmp(list->items[i].name, ref) == 0 || strcmp(list->items[i].id, ref) == 0)
+      return &list->items[i];
+  if (rlen == 0) return NULL;
+  for (size_t i = 0; i < list->n; i++) {
+    if (strncmp(list->items[i].id, ref, rlen) != 0) continue;
+    if (hit) {
+      *ambiguous = 1;
+      return NULL;
+    }
+    hit = &list->items[i];
+  }
+  return hit;
+}
+
+static int already_listed(const sm_ops_sandbox *const *targets, size_t n, const sm_ops_sandbox *sb) {
+  for (size_t i = 0; i < n; i++)
+    if (targets[i] == sb) return 1;
+  return 0;
+}
+
+static int select_by_label(const sm_ops_scope *scope, const char *key, const char *value,
+                           sm_ops_sandbox_list *out, sm_error *err) {
+  char filter[LABEL_MAX];
+  if (snprintf(filter, sizeof filter, "%s=%s", key, value) >= (int)sizeof filter)
+    return sm_error_set(err, SM_EINVAL, "'%s' is too long", value);
+  cleanup_json json_object *array = NULL;
+  int rc = list_containers(scope, 1, filter, &array, err);
+  if (rc) return rc;
+  return to_sandboxes(scope, array, out, err);
+}
+
+int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,
+              sm_error *err) {
+  memset(out, 0, sizeof *out);
+  int rc = check_scope(scope, err);
+  if (rc) return rc;
+  if (opts == NULL || (opts->n_refs == 0 && !opts->run_id && !opts->worker_id))
+    return sm_error_set(err, SM_EINVAL, "name a sandbox, or give --run-id or --worker-id");
+
+  sm_ops_sandbox_list all = {0, NULL}, by_run = {0, NULL}, by_worker = {0, NULL};
+  const sm_ops_sandbox **targets = NULL;
+  size_t nt = 0;
+  if (opts->n_refs) rc = sm_ops_list(scope, 1, &all, err);
+  if (rc == 0 && opts->run_id) rc = select_by_label(scope, SM_OPS_LABEL_RUN, opts->run_id, &by_run, err);
+  if (rc == 0 && opts->worker_id)
+    rc = select_by_label(scope, SM_OPS_LABEL_WORKER, opts->worker_id, &by_worker, err);
+  size_t cap = opts->n_refs + by_run.n + by_worker.n;
+  if (rc == 0 && cap && (targets = calloc(cap, sizeof *targets)) == NULL)
+    rc = sm_error_set(err, SM_ENOMEM, NULL);
+
+  for (size_t i = 0; rc == 0 && i < opts->n_refs; i++) {
+    int ambiguous = 0;
+    const sm_ops_sandbox *sb = find_ref(&all, opts->refs[i], &ambiguous);
+    if (sb == NULL && ambiguous)
+      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
+                              "ambiguous: the ids of several sandboxes start with it");
+    else if (sb == NULL)
+      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
+                              "no such sandbox in instance '%s'", sm_ops_scope_instance(scope));
+    else if (!already_listed(targets, nt, sb))
+      targets[nt++] = sb;
+  }
+  for (size_t i = 0; rc == 0 && i < by_run.n; i++) targets[nt++] = &by_run.items[i];
+  for (size_t i = 0; rc == 0 && i < by_worker.n; i++) {
+    int dup = 0;
+    for (size_t j = 0; j < by_run.n; j++) dup |= strcmp(by_run.items[j].id, by_worker.items[i].id) == 0;
+    if (!dup) targets[nt++] = &by_worker.items[i];
+  }
+
+  for (size_t i = 0; rc == 0 && i < nt; i++) {
+    const sm_ops_sandbox *sb = targets[i];
+    if (sb->busy && !opts->force) {
+      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
+                              "busy: a call is in flight (--force removes it anyway)");
+      continue;
+    }
+    rc = remove_sandbox(scope, sb, NULL, opts->force,
+                        sb->busy ? "removed on request (busy, --force)" : "removed on request", out,
+                        err);
+  }
+  free(targets);
+  sm_ops_sandbox_list_dispose(&all);
+  sm_ops_sandbox_list_dispose(&by_run);
+  sm_ops_sandbox_list_dispose(&by_worker);
+  if (rc) sm_ops_report_dispose(out);
+  return rc;
+}
