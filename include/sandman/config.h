@@ -32,6 +32,11 @@ const char *sm_config_path(const sm_config *cfg);
 const char *sm_config_project_id(const sm_config *cfg);          /* may be NULL */
 const char *sm_config_project_environment(const sm_config *cfg); /* may be NULL */
 const char *sm_config_engine_host(const sm_config *cfg);         /* may be NULL */
+/* engine.tls_verify: 1, 0, or -1 when the file does not say. */
+int sm_config_engine_tls_verify(const sm_config *cfg);
+const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may be NULL */
+/* 1 if the file has an agents.<agent> entry (else the defaults apply). */
+int sm_config_has_agent(const sm_config *cfg, const char *agent);
 
 /* Flag values as the user typed them (NULL = not given). */
 typedef struct sm_config_flags {
@@ -68,6 +73,18 @@ typedef struct sm_resolved {
   char rule[256];         /* the rule that decided allowed/sandboxed, e.g. "agents.family.tools.deny: web_*" */
   char scope_key[SM_NAME_MAX]; /* "" when unscoped (fresh sandbox per call) */
   char workspace_root[SM_NAME_MAX]; /* agent's workspace_root or "" */
+  /* The two decisions behind allowed/sandboxed, for explain. */
+  char allow_rule[256];   /* why the call is allowed or refused */
+  char sandbox_rule[256]; /* why it runs in a sandbox or on the host */
+  char scope[16];         /* "shared", "user", "user_agent", "per_call" or "" */
+  char project_environment[16]; /* resolved: flag, else project.environment, else "" */
+  int agent_known;        /* the file has an entry for the agent */
+  /* Effective tool lists, comma-separated patterns (for explain). */
+  int worker_tools_set;   /* 0: the built-in list applies */
+  char worker_tools[1024];
+  char host_tools[1024];
+  char sandbox_always[1024];
+  char sandbox_never[1024];
 } sm_resolved;
 
 /* Resolves one call. agent/tool/user may be NULL. flags may be NULL.

@@ -1,0 +1,777 @@
+/* Loading and validating the configuration file.
+ *
+ * The YAML tree (yaml_tree.c) is checked key by key against the schema
+ * below and turned into typed layers. The first problem found stops the
+ * load with "FILE:LINE:COLUMN: key.path: message"; an unknown key names the
+ * nearest known one. Nothing of a bad file is ever used. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sandman/util.h>
+
+#include "common/cleanup.h"
+#include "config/config_internal.h"
+
+const cfg_setting_info cfg_settings[CS_COUNT] = {
+    [CS_MODE] = {"mode", CK_MODE, CFG_MERGE_REPLACE, "--mode"},
+    [CS_IMAGE] = {"image", CK_IMAGE, CFG_MERGE_REPLACE, "--image"},
+    [CS_NETWORK] = {"network", CK_NETWORK, CFG_MERGE_REPLACE, "--network"},
+    [CS_RUNTIME] = {"runtime", CK_RUNTIME, CFG_MERGE_REPLACE, "--runtime"},
+    [CS_USER] = {"user", CK_USER, CFG_MERGE_REPLACE, NULL},
+    [CS_CPU] = {"cpu", CK_CPU, CFG_MERGE_REPLACE, "--cpu"},
+    [CS_MEMORY] = {"memory", CK_SIZE, CFG_MERGE_REPLACE, "--mem"},
+    [CS_PIDS] = {"pids", CK_COUNT, CFG_MERGE_REPLACE, "--pids"},
+    [CS_DISK] = {"disk", CK_SIZE, CFG_MERGE_REPLACE, "--disk"},
+    [CS_TMPFS] = {"tmpfs", CK_SIZE, CFG_MERGE_REPLACE, "--tmpfs"},
+    [CS_READ_ONLY_ROOT] = {"read_only_root", CK_BOOL, CFG_MERGE_REPLACE, NULL},
+    [CS_TIMEOUT] = {"timeout", CK_DURATION, CFG_MERGE_REPLACE, "--timeout"},
+    [CS_STDOUT_CAP] = {"stdout_cap", CK_SIZE, CFG_MERGE_REPLACE, NULL},
+    [CS_STDERR_CAP] = {"stderr_cap", CK_SIZE, CFG_MERGE_REPLACE, NULL},
+    [CS_IDLE_TIMEOUT] = {"idle_timeout", CK_DURATION, CFG_MERGE_REPLACE, NULL},
+    [CS_EXCLUDES] = {"excludes", CK_GLOBS, CFG_MERGE_EXTEND, "--exclude"},
+    [CS_ENV_PASSTHROUGH] = {"env_passthrough", CK_GLOBS, CFG_MERGE_REPLACE, "--env-passthrough"},
+};
+
+static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
+                                       "tools", NULL};
+static const char *const project_keys[] = {"id", "environment", NULL};
+static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", NULL};
+static const char *const defaults_keys[] = {
+    "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
+    "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
+    "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
+    "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        NULL};
+static const char *const agent_keys[] = {
+    "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
+    "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
+    "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
+    "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
+    NULL};
+static const char *const policy_keys[] = {"allow", "deny", NULL};
+static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
+static const char *const env_keys[] = {"passthrough", NULL};
+static const char *const tool_keys[] = {"argv", "description", NULL};
+
+/* Keys people put one level off: the full path they probably meant. */
+static const struct {
+  const char *key, *where;
+} misplaced[] = {
+    {"allow", "tools.allow"},        {"deny", "tools.deny"},
+    {"always", "sandbox_tools.always"}, {"never", "sandbox_tools.never"},
+    {"passthrough", "env.passthrough"}, {"env_passthrough", "env.passthrough"},
+    {"environment", "project.environment"}, {"host", "engine.host"},
+    {"argv", "tools.<name>.argv"},
+};
+
+typedef struct vctx {
+  const char *file;
+  sm_error *err;
+} vctx;
+
+__attribute__((format(printf, 4, 5))) static int verr(vctx *v, const cfg_ynode *at,
+                                                      const char *path, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return sm_error_set(v->err, SM_ECONFIG, "%s:%zu:%zu: %s: %s", v->file, at ? at->line : 1,
+                      at ? at->col : 1, path[0] ? path : "(top level)", msg);
+}
+
+static void join(char *out, size_t len, const char *path, const char *key) {
+  if (path[0]) snprintf(out, len, "%s.%s", path, key);
+  else snprintf(out, len, "%s", key);
+}
+
+static const char *describe(const cfg_ynode *n) {
+  if (cfg_ynode_is_null(n)) return "nothing";
+  switch (n->type) {
+    case CFG_Y_SEQ: return "a list";
+    case CFG_Y_MAP: return "a mapping";
+    default: return "a single value";
+  }
+}
+
+/* Optimal string alignment distance (a swap of two letters counts once). */
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return (size_t)-1;
+  size_t d[64][64];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    for (size_t j = 1; j <= lb; j++) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      size_t best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (d[i - 1][j - 1] + cost < best) best = d[i - 1][j - 1] + cost;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  }
+  return d[la][lb];
+}
+
+static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
+                       const char *const *known) {
+  char full[512];
+  join(full, sizeof full, path, key->str);
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (const char *const *k = known; *k; k++) {
+    size_t d = edit_distance(key->str, *k);
+    if (d < best_d) {
+      best_d = d;
+      best = *k;
+    }
+  }
+  size_t lim = best ? (strlen(best) <= 4 ? 1 : strlen(best) <= 8 ? 2 : 3) : 0;
+  if (best && best_d <= lim) return verr(v, key, full, "unknown key (did you mean '%s'?)", best);
+  if (strcmp(key->str, "workspace_root") == 0)
+    return verr(v, key, full, "unknown key (workspace_root is only allowed under agents.<name>)");
+  for (size_t i = 0; i < sizeof misplaced / sizeof misplaced[0]; i++)
+    if (strcmp(key->str, misplaced[i].key) == 0)
+      return verr(v, key, full, "unknown key here (did you mean '%s'?)", misplaced[i].where);
+  if (path[0] == '\0')
+    for (const char *const *k = defaults_keys; *k; k++)
+      if (strcmp(key->str, *k) == 0)
+        return verr(v, key, full, "unknown key at the top level (did you mean 'defaults.%s'?)",
+                    *k);
+  char list[512] = "";
+  size_t used = 0;
+  for (const char *const *k = known; *k && used < sizeof list - 1; k++) {
+    int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *k);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  return verr(v, key, full, "unknown key (known keys: %s)", list);
+}
+
+/* A mapping (or nothing): keys are plain strings, unique, and from known
+ * (known NULL: any valid name, as for agents.<name>). */
+static int check_map(vctx *v, const cfg_ynode *map, const char *path,
+                     const char *const *known) {
+  if (cfg_ynode_is_null(map)) return 0;
+  if (map->type != CFG_Y_MAP)
+    return verr(v, map, path, "expected a mapping of keys, got %s", describe(map));
+  if (cfg_map_size(map) > 1024) return verr(v, map, path, "more than 1024 keys");
+  for (size_t i = 0; i < cfg_map_size(map); i++) {
+    const cfg_ynode *k = cfg_map_key(map, i);
+    if (k->type != CFG_Y_SCALAR || cfg_ynode_is_null(k))
+      return verr(v, k, path, "keys must be plain names, got %s", describe(k));
+    for (size_t j = 0; j < i; j++) {
+      const cfg_ynode *prev = cfg_map_key(map, j);
+      if (strcmp(prev->str, k->str) == 0) {
+        char full[512];
+        join(full, sizeof full, path, k->str);
+        return verr(v, k, full, "duplicate key (first at line %zu, column %zu)", prev->line,
+                    prev->col);
+      }
+    }
+    if (known) {
+      int found = 0;
+      for (const char *const *kk = known; *kk && !found; kk++) found = strcmp(*kk, k->str) == 0;
+      if (!found) return unknown_key(v, k, path, known);
+    }
+  }
+  return 0;
+}
+
+static int get_string(vctx *v, const cfg_ynode *n, const char *path, const char **out) {
+  if (n->type != CFG_Y_SCALAR)
+    return verr(v, n, path, "expected a string, got %s", describe(n));
+  *out = n->str;
+  return 0;
+}
+
+static int get_bool(vctx *v, const cfg_ynode *n, const char *path, int *out) {
+  static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "on", "On", NULL};
+  static const char *const no[] = {"false", "False", "FALSE", "no", "No", "off", "Off", NULL};
+  if (n->type == CFG_Y_SCALAR && n->plain) {
+    for (const char *const *s = yes; *s; s++)
+      if (strcmp(n->str, *s) == 0) return *out = 1, 0;
+    for (const char *const *s = no; *s; s++)
+      if (strcmp(n->str, *s) == 0) return *out = 0, 0;
+  }
+  if (n->type == CFG_Y_SCALAR) return verr(v, n, path, "expected true or false, got '%s'", n->str);
+  return verr(v, n, path, "expected true or false, got %s", describe(n));
+}
+
+static int set_str(vctx *v, char **dst, const char *s) {
+  char *d = strdup(s);
+  if (!d) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+  free(*dst);
+  *dst = d;
+  return 0;
+}
+
+static int valid_chars(const char *s, const char *extra) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          strchr(extra, c)))
+      return 0;
+  }
+  return 1;
+}
+
+static void list_free(cfg_list *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->items[i]);
+  free(l->items);
+  l->items = NULL;
+  l->n = 0;
+}
+
+static int list_push(vctx *v, cfg_list *l, const char *s) {
+  char **items = realloc(l->items, (l->n + 1) * sizeof *items);
+  if (!items) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+  l->items = items;
+  if (!(l->items[l->n] = strdup(s)))
+    return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+  l->n++;
+  return 0;
+}
+
+typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS } list_kind;
+
+static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind kind) {
+  const char *s = it->str;
+  if (it->len == 0) return verr(v, it, path, "empty entry");
+  if (kind == LIST_TOOLS) {
+    if (strncmp(s, "group:", 6) == 0) {
+      if (!cfg_group_members(s))
+        return verr(v, it, path, "unknown group '%s' (known: %s)", s, cfg_group_names());
+      return 0;
+    }
+    if (it->len >= CFG_NAME_MAX || !valid_chars(s, "_.-*?[]!"))
+      return verr(v, it, path,
+                  "'%s' is not a tool name or pattern (letters, digits, '_', '.', '-' and the "
+                  "globs * ? [...]; or group:NAME)",
+                  s);
+    return 0;
+  }
+  if (it->len >= SM_NAME_MAX) return verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
+  if (kind == LIST_ENV_GLOBS && !valid_chars(s, "_*?[]!"))
+    return verr(v, it, path, "'%s' is not a variable name or pattern", s);
+  return 0;
+}
+
+/* A list of strings (nothing = unset, *set stays 0). */
+static int get_list(vctx *v, const cfg_ynode *n, const char *path, list_kind kind, int *set,
+                    cfg_list *out) {
+  if (cfg_ynode_is_null(n)) return 0;
+  if (n->type != CFG_Y_SEQ) {
+    if (n->type == CFG_Y_SCALAR)
+      return verr(v, n, path, "expected a list, got a single value ('%s'); write [%s]", n->str,
+                  n->str);
+    return verr(v, n, path, "expected a list, got %s", describe(n));
+  }
+  if (n->n > SM_LIST_MAX) return verr(v, n, path, "more than %d entries", SM_LIST_MAX);
+  list_free(out);
+  for (size_t i = 0; i < n->n; i++) {
+    const cfg_ynode *it = n->kids[i];
+    char ipath[544];
+    snprintf(ipath, sizeof ipath, "%s[%zu]", path, i);
+    if (it->type != CFG_Y_SCALAR || cfg_ynode_is_null(it))
+      return verr(v, it, ipath, "expected a string, got %s", describe(it));
+    int rc = check_item(v, it, ipath, kind);
+    if (rc == 0) rc = list_push(v, out, it->str);
+    if (rc) return rc;
+  }
+  *set = 1;
+  return 0;
+}
+
+static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_setting id,
+                         cfg_value *out) {
+  const cfg_setting_info *info = &cfg_settings[id];
+  sm_error perr = SM_ERROR_INIT;
+  const char *s = NULL;
+  int rc = 0;
+  if (cfg_ynode_is_null(n)) return 0;
+  switch (info->kind) {
+    case CK_MODE: {
+      if ((rc = get_string(v, n, path, &s))) return rc;
+      static const char *const modes[] = {"none", "per_tool", "per_run", "per_worker"};
+      for (int i = 0; i < 4; i++)
+        if (strcmp(s, modes[i]) == 0) out->i = i, out->set = 1;
+      if (!out->set)
+        return verr(v, n, path, "'%s' is not one of none, per_tool, per_run, per_worker", s);
+      return 0;
+    }
+    case CK_NETWORK:
+      if ((rc = get_string(v, n, path, &s))) return rc;
+      if (strcmp(s, "none") != 0 && strcmp(s, "bridge") != 0)
+        return verr(v, n, path, "'%s' is not one of none, bridge", s);
+      break;
+    case CK_IMAGE:
+      if ((rc = get_string(v, n, path, &s))) return rc;
+      if (n->len == 0 || n->len >= SM_NAME_MAX || !valid_chars(s, "_.-/:@"))
+        return verr(v, n, path, "'%s' is not an image reference (e.g. sandman/minimal:latest)",
+                    s);
+      break;
+    case CK_RUNTIME:
+      if ((rc = get_string(v, n, path, &s))) return rc;
+      if (n->len >= 64 || !valid_chars(s, "_.-"))
+        return verr(v, n, path, "'%s' is not a runtime name (e.g. runc, runsc)", s);
+      break;
+    case CK_USER:
+      if ((rc = get_string(v, n, path, &s))) return rc;
+      if (n->len == 0 || n->len >= 64 || !valid_chars(s, "_.-:"))
+        return verr(v, n, path, "'%s' is not a user (a name, UID or UID:GID)", s);
+      break;
+    case CK_CPU:
+      if (n->type != CFG_Y_SCALAR || !n->plain)
+        return verr(v, n, path, "expected a number of CPUs, got %s",
+                    n->type == CFG_Y_SCALAR ? "a quoted string" : describe(n));
+      if (sm_parse_double(n->str, 0, 1024, &out->d, &perr))
+        return verr(v, n, path, "%s", perr.message);
+      out->set = 1;
+      return 0;
+    case CK_COUNT:
+      if (n->type != CFG_Y_SCALAR || !n->plain)
+        return verr(v, n, path, "expected a whole number, got %s",
+                    n->type == CFG_Y_SCALAR ? "a quoted string" : describe(n));
+      if (sm_parse_int(n->str, 1, 4194304, &out->i, &perr))
+        return verr(v, n, path, "%s", perr.message);
+      out->set = 1;
+      return 0;
+    case CK_SIZE:
+      if (n->type != CFG_Y_SCALAR)
+        return verr(v, n, path, "expected a size (e.g. 512k, 64m, 2g), got %s", describe(n));
+      if (sm_parse_size(n->str, &out->i, &perr)) return verr(v, n, path, "%s", perr.message);
+      if (id == CS_MEMORY && out->i < (6 << 20))
+        return verr(v, n, path, "'%s' is below the engine's minimum of 6m", n->str);
+      if ((id == CS_DISK || id == CS_TMPFS) && out->i == 0)
+        return verr(v, n, path, "must be more than 0");
+      out->set = 1;
+      return 0;
+    case CK_BOOL: {
+      int b = 0;
+      if ((rc = get_bool(v, n, path, &b))) return rc;
+      out->i = b;
+      out->set = 1;
+      return 0;
+    }
+    case CK_DURATION:
+      if (n->type != CFG_Y_SCALAR)
+        return verr(v, n, path, "expected a duration (e.g. 90s, 10m, 2h), got %s", describe(n));
+      if (sm_parse_duration(n->str, &out->d, &perr)) return verr(v, n, path, "%s", perr.message);
+      if (id == CS_TIMEOUT && out->d <= 0) return verr(v, n, path, "must be more than 0s");
+      out->set = 1;
+      return 0;
+    case CK_GLOBS:
+      return get_list(v, n, path, id == CS_ENV_PASSTHROUGH ? LIST_ENV_GLOBS : LIST_GLOBS,
+                      &out->set, &out->list);
+  }
+  if ((rc = set_str(v, &out->str, s))) return rc;
+  out->set = 1;
+  return 0;
+}
+
+static void layer_free(cfg_layer *l) {
+  for (int i = 0; i < CS_COUNT; i++) {
+    free(l->v[i].str);
+    list_free(&l->v[i].list);
+  }
+  list_free(&l->allow.list);
+  list_free(&l->deny.list);
+  list_free(&l->worker_tools.list);
+  list_free(&l->always.list);
+  list_free(&l->never.list);
+  list_free(&l->host_tools.list);
+  free(l->workspace_root);
+  memset(l, 0, sizeof *l);
+}
+
+const char *cfg_scope_name(cfg_scope s) {
+  switch (s) {
+    case CFG_SCOPE_CALL: return "per_call";
+    case CFG_SCOPE_SHARED: return "shared";
+    case CFG_SCOPE_USER: return "user";
+    case CFG_SCOPE_USER_AGENT: return "user_agent";
+    default: return "";
+  }
+}
+
+static int parse_scope(vctx *v, const cfg_ynode *n, const char *path, cfg_scope *out) {
+  const char *s = NULL;
+  if (cfg_ynode_is_null(n)) return 0;
+  int rc = get_string(v, n, path, &s);
+  if (rc) return rc;
+  for (cfg_scope sc = CFG_SCOPE_CALL; sc <= CFG_SCOPE_USER_AGENT; sc++)
+    if (strcmp(s, cfg_scope_name(sc)) == 0) return *out = sc, 0;
+  return verr(v, n, path, "'%s' is not one of shared, user, user_agent, per_call", s);
+}
+
+static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_agent,
+                       cfg_layer *l) {
+  int rc = check_map(v, map, path, is_agent ? agent_keys : defaults_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  char p[512], q[600];
+  /* output_cap first so that stdout_cap / stderr_cap in the same entry win. */
+  const cfg_ynode *oc = cfg_map_get(map, "output_cap");
+  if (oc && !cfg_ynode_is_null(oc)) {
+    join(p, sizeof p, path, "output_cap");
+    if ((rc = parse_setting(v, oc, p, CS_STDOUT_CAP, &l->v[CS_STDOUT_CAP]))) return rc;
+    l->v[CS_STDERR_CAP] = l->v[CS_STDOUT_CAP];
+  }
+  for (int id = 0; id < CS_COUNT; id++) {
+    if (id == CS_ENV_PASSTHROUGH) continue;
+    const cfg_ynode *n = cfg_map_get(map, cfg_settings[id].name);
+    if (!n) continue;
+    join(p, sizeof p, path, cfg_settings[id].name);
+    if ((rc = parse_setting(v, n, p, (cfg_setting)id, &l->v[id]))) return rc;
+  }
+  const cfg_ynode *n;
+  if ((n = cfg_map_get(map, "env"))) {
+    join(p, sizeof p, path, "env");
+    if ((rc = check_map(v, n, p, env_keys))) return rc;
+    const cfg_ynode *pt = cfg_map_get(n, "passthrough");
+    snprintf(q, sizeof q, "%s.passthrough", p);
+    if (pt && (rc = parse_setting(v, pt, q, CS_ENV_PASSTHROUGH, &l->v[CS_ENV_PASSTHROUGH])))
+      return rc;
+  }
+  if ((n = cfg_map_get(map, "tools"))) {
+    join(p, sizeof p, path, "tools");
+    if ((rc = check_map(v, n, p, policy_keys))) return rc;
+    const cfg_ynode *a = cfg_map_get(n, "allow"), *d = cfg_map_get(n, "deny");
+    snprintf(q, sizeof q, "%s.allow", p);
+    if (a && (rc = get_list(v, a, q, LIST_TOOLS, &l->allow.set, &l->allow.list))) return rc;
+    snprintf(q, sizeof q, "%s.deny", p);
+    if (d && (rc = get_list(v, d, q, LIST_TOOLS, &l->deny.set, &l->deny.list))) return rc;
+  }
+  if ((n = cfg_map_get(map, "sandbox_tools"))) {
+    join(p, sizeof p, path, "sandbox_tools");
+    if ((rc = check_map(v, n, p, sandbox_tools_keys))) return rc;
+    const cfg_ynode *a = cfg_map_get(n, "always"), *nv = cfg_map_get(n, "never");
+    snprintf(q, sizeof q, "%s.always", p);
+    if (a && (rc = get_list(v, a, q, LIST_TOOLS, &l->always.set, &l->always.list))) return rc;
+    snprintf(q, sizeof q, "%s.never", p);
+    if (nv && (rc = get_list(v, nv, q, LIST_TOOLS, &l->never.set, &l->never.list))) return rc;
+  }
+  if ((n = cfg_map_get(map, "worker_tools"))) {
+    join(p, sizeof p, path, "worker_tools");
+    if ((rc = get_list(v, n, p, LIST_TOOLS, &l->worker_tools.set, &l->worker_tools.list)))
+      return rc;
+  }
+  if ((n = cfg_map_get(map, "host_tools"))) {
+    join(p, sizeof p, path, "host_tools");
+    if ((rc = get_list(v, n, p, LIST_TOOLS, &l->host_tools.set, &l->host_tools.list)))
+      return rc;
+  }
+  if ((n = cfg_map_get(map, "scope"))) {
+    join(p, sizeof p, path, "scope");
+    if ((rc = parse_scope(v, n, p, &l->scope))) return rc;
+  }
+  if (is_agent && (n = cfg_map_get(map, "workspace_root")) && !cfg_ynode_is_null(n)) {
+    const char *s = NULL;
+    join(p, sizeof p, path, "workspace_root");
+    if ((rc = get_string(v, n, p, &s))) return rc;
+    if (s[0] != '/' || n->len >= SM_NAME_MAX)
+      return verr(v, n, p, "'%s' is not an absolute path", s);
+    if ((rc = set_str(v, &l->workspace_root, s))) return rc;
+  }
+  return 0;
+}
+
+static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "project", project_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  const cfg_ynode *n;
+  const char *s = NULL;
+  if ((n = cfg_map_get(map, "id")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "project.id", &s))) return rc;
+    if (!cfg_valid_name(s))
+      return verr(v, n, "project.id",
+                  "'%s' is not a project id (letters, digits, '.', '_', '-'; up to 63)", s);
+    if ((rc = set_str(v, &c->project_id, s))) return rc;
+  }
+  if ((n = cfg_map_get(map, "environment")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "project.environment", &s))) return rc;
+    if (strcmp(s, "production") && strcmp(s, "staging") && strcmp(s, "development"))
+      return verr(v, n, "project.environment",
+                  "'%s' is not one of production, staging, development", s);
+    if ((rc = set_str(v, &c->project_env, s))) return rc;
+  }
+  return 0;
+}
+
+static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "engine", engine_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  const cfg_ynode *n;
+  const char *s = NULL;
+  if ((n = cfg_map_get(map, "host")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "engine.host", &s))) return rc;
+    if (strncmp(s, "unix://", 7) && strncmp(s, "tcp://", 6) && strncmp(s, "http://", 7) &&
+        strncmp(s, "https://", 8))
+      return verr(v, n, "engine.host",
+                  "'%s' is not an engine address (unix:///PATH or tcp://HOST:PORT)", s);
+    if ((rc = set_str(v, &c->engine_host, s))) return rc;
+  }
+  if ((n = cfg_map_get(map, "tls_verify")) && !cfg_ynode_is_null(n)) {
+    int b = 0;
+    if ((rc = get_bool(v, n, "engine.tls_verify", &b))) return rc;
+    c->tls_verify = b;
+  }
+  if ((n = cfg_map_get(map, "cert_path")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "engine.cert_path", &s))) return rc;
+    if (n->len == 0) return verr(v, n, "engine.cert_path", "empty path");
+    if ((rc = set_str(v, &c->cert_path, s))) return rc;
+  }
+  return 0;
+}
+
+static int parse_agents(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "agents", NULL);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  size_t n = cfg_map_size(map);
+  if (n > CFG_MAX_AGENTS) return verr(v, map, "agents", "more than %d agents", CFG_MAX_AGENTS);
+  c->agents = calloc(n ? n : 1, sizeof *c->agents);
+  if (!c->agents) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+  for (size_t i = 0; i < n; i++) {
+    const cfg_ynode *k = cfg_map_key(map, i);
+    char p[512];
+    join(p, sizeof p, "agents", k->str);
+    if (!cfg_valid_name(k->str))
+      return verr(v, k, p,
+                  "agent names may only hold letters, digits, '.', '_' and '-' (up to 63, "
+                  "starting with a letter or digit)");
+    cfg_agent *a = &c->agents[c->n_agents++];
+    if ((rc = set_str(v, &a->name, k->str))) return rc;
+    if ((rc = parse_layer(v, cfg_map_value(map, i), p, 1, &a->layer))) return rc;
+  }
+  return 0;
+}
+
+static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "tools", NULL);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  size_t n = cfg_map_size(map);
+  if (n > CFG_MAX_TOOLS) return verr(v, map, "tools", "more than %d tools", CFG_MAX_TOOLS);
+  c->tools = calloc(n ? n : 1, sizeof *c->tools);
+  if (!c->tools) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+  for (size_t i = 0; i < n; i++) {
+    const cfg_ynode *k = cfg_map_key(map, i), *body = cfg_map_value(map, i);
+    char p[512], q[600];
+    join(p, sizeof p, "tools", k->str);
+    if (strcmp(k->str, "allow") == 0 || strcmp(k->str, "deny") == 0)
+      return verr(v, k, p, "tool policy lives under defaults (did you mean 'defaults.tools.%s'?)",
+                  k->str);
+    if (!cfg_valid_name(k->str))
+      return verr(v, k, p, "tool names may only hold letters, digits, '.', '_' and '-'");
+    if ((rc = check_map(v, body, p, tool_keys))) return rc;
+    cfg_tool *t = &c->tools[c->n_tools++];
+    if ((rc = set_str(v, &t->name, k->str))) return rc;
+    const cfg_ynode *argv = cfg_map_get(body, "argv");
+    snprintf(q, sizeof q, "%s.argv", p);
+    if (cfg_ynode_is_null(argv))
+      return verr(v, cfg_ynode_is_null(body) ? k : body, q,
+                  "missing (a list such as [\"sh\", \"-c\", \"{command}\"])");
+    if (argv->type != CFG_Y_SEQ)
+      return verr(v, argv, q, "expected a list of arguments, got %s", describe(argv));
+    if (argv->n == 0) return verr(v, argv, q, "empty list");
+    if (argv->n >= SM_CONFIG_MAX_ARGV)
+      return verr(v, argv, q, "more than %d arguments", SM_CONFIG_MAX_ARGV - 1);
+    t->argv = calloc(argv->n + 1, sizeof *t->argv);
+    if (!t->argv) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+    for (size_t j = 0; j < argv->n; j++) {
+      const cfg_ynode *it = argv->kids[j];
+      char ip[640];
+      snprintf(ip, sizeof ip, "%s[%zu]", q, j);
+      if (it->type != CFG_Y_SCALAR || cfg_ynode_is_null(it))
+        return verr(v, it, ip, "expected a string, got %s", describe(it));
+      if (j == 0 && it->len == 0) return verr(v, it, ip, "the command is empty");
+      if (!(t->argv[j] = strdup(it->str)))
+        return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+      t->argc++;
+    }
+    const cfg_ynode *d = cfg_map_get(body, "description");
+    if (d && !cfg_ynode_is_null(d)) {
+      const char *s = NULL;
+      snprintf(q, sizeof q, "%s.description", p);
+      if ((rc = get_string(v, d, q, &s)) || (rc = set_str(v, &t->description, s))) return rc;
+    }
+  }
+  return 0;
+}
+
+static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
+  if (cfg_ynode_is_null(root)) return 0;
+  if (root->type != CFG_Y_MAP)
+    return verr(v, root, "",
+                "expected a mapping of keys (version, project, engine, defaults, agents, "
+                "tools), got %s",
+                describe(root));
+  int rc = check_map(v, root, "", top_keys);
+  if (rc) return rc;
+  const cfg_ynode *n = cfg_map_get(root, "version");
+  if (n && !cfg_ynode_is_null(n)) {
+    if (n->type != CFG_Y_SCALAR || strcmp(n->str, "1") != 0)
+      return verr(v, n, "version", "unsupported version %s%s%s (this sandman reads version 1)",
+                  n->type == CFG_Y_SCALAR ? "'" : "", n->type == CFG_Y_SCALAR ? n->str : describe(n),
+                  n->type == CFG_Y_SCALAR ? "'" : "");
+  }
+  if ((rc = parse_project(v, cfg_map_get(root, "project"), c))) return rc;
+  if ((rc = parse_engine(v, cfg_map_get(root, "engine"), c))) return rc;
+  if ((rc = parse_layer(v, cfg_map_get(root, "defaults"), "defaults", 0, &c->defaults)))
+    return rc;
+  if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
+  return parse_tools(v, cfg_map_get(root, "tools"), c);
+}
+
+static sm_config *config_new(void) {
+  sm_config *c = calloc(1, sizeof *c);
+  if (c) {
+    c->version = 1;
+    c->tls_verify = -1;
+  }
+  return c;
+}
+
+void sm_config_free(sm_config *cfg) {
+  if (!cfg) return;
+  free(cfg->path);
+  free(cfg->project_id);
+  free(cfg->project_env);
+  free(cfg->engine_host);
+  free(cfg->cert_path);
+  layer_free(&cfg->defaults);
+  for (size_t i = 0; i < cfg->n_agents; i++) {
+    free(cfg->agents[i].name);
+    layer_free(&cfg->agents[i].layer);
+  }
+  free(cfg->agents);
+  for (size_t i = 0; i < cfg->n_tools; i++) {
+    free(cfg->tools[i].name);
+    for (size_t j = 0; j < cfg->tools[i].argc; j++) free(cfg->tools[i].argv[j]);
+    free(cfg->tools[i].argv);
+    free(cfg->tools[i].description);
+  }
+  free(cfg->tools);
+  free(cfg);
+}
+
+int sm_config_load_string(sm_config **out, const char *name, const char *text, size_t len,
+                          sm_error *err) {
+  *out = NULL;
+  if (name == NULL) name = "(string)";
+  cfg_ynode *root = NULL;
+  int rc = cfg_yaml_parse(&root, name, text ? text : "", text ? len : 0, err);
+  if (rc) return rc;
+  sm_config *c = config_new();
+  if (!c) {
+    cfg_ynode_free(root);
+    return sm_error_set(err, SM_ENOMEM, "out of memory reading %s", name);
+  }
+  vctx v = {name, err};
+  rc = parse_root(&v, root, c);
+  cfg_ynode_free(root);
+  if (rc == 0 && !(c->path = strdup(name)))
+    rc = sm_error_set(err, SM_ENOMEM, "out of memory reading %s", name);
+  if (rc) {
+    sm_config_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+/* Reads a whole file under the size cap. */
+static int read_file(const char *path, char **out, size_t *out_len, sm_error *err) {
+  cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: cannot open: %s", path,
+                              strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return sm_error_set(err, SM_ECONFIG, "%s: not a regular file", path);
+  if ((uint64_t)st.st_size > CFG_MAX_BYTES)
+    return sm_error_set(err, SM_ECONFIG, "%s: larger than %u bytes", path, CFG_MAX_BYTES);
+  cleanup_free char *buf = malloc((size_t)st.st_size + 1);
+  if (!buf) return sm_error_set(err, SM_ENOMEM, "out of memory reading %s", path);
+  size_t got = 0;
+  while (got <= CFG_MAX_BYTES) {
+    size_t want = (size_t)st.st_size + 1 - got;
+    if (want == 0) break;
+    ssize_t r = read(fd, buf + got, want);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0)
+      return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: %s", path, strerror(errno));
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  if (got > (size_t)st.st_size)
+    return sm_error_set(err, SM_ECONFIG, "%s: changed while being read", path);
+  buf[got] = '\0';
+  *out = steal_pointer(&buf);
+  *out_len = got;
+  return 0;
+}
+
+static int exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+int sm_config_load(sm_config **out, const char *path, sm_error *err) {
+  *out = NULL;
+  char found[4096];
+  const char *env = getenv("SANDMAN_CONFIG");
+  if (path == NULL && env && *env) path = env; /* named explicitly: must exist */
+  if (path == NULL) {
+    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    if (exists("sandman.yaml")) {
+      path = "sandman.yaml";
+    } else {
+      found[0] = '\0';
+      if (xdg && *xdg) snprintf(found, sizeof found, "%s/sandman/config.yaml", xdg);
+      else if (home && *home) snprintf(found, sizeof found, "%s/.config/sandman/config.yaml", home);
+      if (found[0] && exists(found)) path = found;
+    }
+  }
+  if (path == NULL) {
+    sm_config *c = config_new();
+    if (!c) return sm_error_set(err, SM_ENOMEM, "out of memory");
+    *out = c;
+    return 0;
+  }
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  int rc = read_file(path, &text, &len, err);
+  if (rc) return rc;
+  return sm_config_load_string(out, path, text, len, err);
+}
+
+const char *sm_config_path(const sm_config *cfg) { return cfg ? cfg->path : NULL; }
+const char *sm_config_project_id(const sm_config *cfg) { return cfg ? cfg->project_id : NULL; }
+const char *sm_config_project_environment(const sm_config *cfg) {
+  return cfg ? cfg->project_env : NULL;
+}
+const char *sm_config_engine_host(const sm_config *cfg) { return cfg ? cfg->engine_host : NULL; }
+int sm_config_engine_tls_verify(const sm_config *cfg) { return cfg ? cfg->tls_verify : -1; }
+const char *sm_config_engine_cert_path(const sm_config *cfg) {
+  return cfg ? cfg->cert_path : NULL;
+}
+
+const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name) {
+  for (size_t i = 0; cfg && name && i < cfg->n_agents; i++)
+    if (strcmp(cfg->agents[i].name, name) == 0) return &cfg->agents[i];
+  return NULL;
+}
+
+int sm_config_has_agent(const sm_config *cfg, const char *agent) {
+  return cfg_find_agent(cfg, agent) != NULL;
+}
