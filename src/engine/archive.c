@@ -1,0 +1,80 @@
+/* Archives: tar streams into and out of a container, never held whole in
+ * memory (the body goes from the reader to the socket, and from the socket
+ * to the writer, a libcurl buffer at a time). */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+#define PATH_CAP (64u << 10)
+
+static int archive_path(sm_engine *e, sm_buf *out, const char *id, const char *path,
+                        sm_error *err) {
+  int rc = engine_check_ref(id, "container id", err);
+  if (rc == 0) rc = engine_check_ref(path, "archive path", err);
+  if (rc != 0) return rc;
+  sm_buf rel;
+  sm_buf_init(&rel, PATH_CAP);
+  if (sm_buf_append(&rel, "/containers/", 12) != 0 || engine_url_escape(&rel, id, NULL) != 0 ||
+      sm_buf_append(&rel, "/archive?path=", 14) != 0 || engine_url_escape(&rel, path, "/") != 0)
+    rc = sm_error_set(err, SM_EINVAL, "archive path too long");
+  if (rc == 0) rc = engine_versioned_path(e, out, rel.data, err);
+  sm_buf_dispose(&rel);
+  return rc;
+}
+
+int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
+                          sm_read_fn reader, void *reader_ud, sm_error *err) {
+  if (engine == NULL || reader == NULL)
+    return sm_error_set(err, SM_EINVAL, "archive put: needs a client and a reader");
+  sm_buf full;
+  sm_buf_init(&full, PATH_CAP);
+  int rc = archive_path(engine, &full, id, path, err);
+  if (rc == 0) {
+    engine_request req = {0};
+    req.method = "PUT";
+    req.path = full.data;
+    req.body_is_tar = 1;
+    req.reader = reader;
+    req.reader_ud = reader_ud;
+    req.timeout_ms = -1; /* as long as the stream lasts */
+    engine_response resp;
+    engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
+    rc = engine_perform(engine, &req, &resp, err);
+    if (rc == 0 && resp.status >= 400)
+      rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len,
+                                      "archive put", err);
+    engine_response_dispose(&resp);
+  }
+  sm_buf_dispose(&full);
+  return rc;
+}
+
+int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
+                          sm_write_fn writer, void *writer_ud, sm_error *err) {
+  if (engine == NULL || writer == NULL)
+    return sm_error_set(err, SM_EINVAL, "archive get: needs a client and a writer");
+  sm_buf full;
+  sm_buf_init(&full, PATH_CAP);
+  int rc = archive_path(engine, &full, id, path, err);
+  if (rc == 0) {
+    engine_request req = {0};
+    req.method = "GET";
+    req.path = full.data;
+    req.sink = writer;
+    req.sink_ud = writer_ud;
+    req.timeout_ms = -1;
+    engine_response resp;
+    engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
+    rc = engine_perform(engine, &req, &resp, err);
+    if (rc == 0 && resp.status >= 400)
+      rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len,
+                                      "archive get", err);
+    else if (rc == 0 && resp.status != 200)
+      rc = sm_error_set(err, SM_EPROTOCOL, "archive get: unexpected HTTP status %ld",
+                        resp.status);
+    engine_response_dispose(&resp);
+  }
+  sm_buf_dispose(&full);
+  return rc;
+}

@@ -1,0 +1,158 @@
+/* Images: inspect, list, import a root file system tar stream, build from a
+ * tar context stream. Import and build stream their request body from the
+ * caller's reader and their JSON progress lines to the caller. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+#define PATH_CAP (64u << 10)
+
+int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **out,
+                            sm_error *err) {
+  *out = NULL;
+  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  int rc = engine_check_ref(ref, "image reference", err);
+  if (rc != 0) return rc;
+  sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  /* The engine routes /images/{name:.*}/json: slashes and colons stay. */
+  if (sm_buf_append(&path, "/images/", 8) != 0 || engine_url_escape(&path, ref, "/:@") != 0 ||
+      sm_buf_append(&path, "/json", 5) != 0)
+    rc = sm_error_set(err, SM_EINVAL, "image reference too long");
+  if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
+  sm_buf_dispose(&path);
+  if (rc == 0 && (*out == NULL || !json_object_is_type(*out, json_type_object))) {
+    json_object_put(*out);
+    *out = NULL;
+    return sm_error_set(err, SM_EPROTOCOL, "image inspect: the answer is not an object");
+  }
+  return rc;
+}
+
+int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **out,
+                         sm_error *err) {
+  *out = NULL;
+  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  int rc = sm_buf_append(&path, "/images/json", 12);
+  if (rc == 0 && filters != NULL) {
+    rc = sm_buf_append(&path, "?filters=", 9);
+    if (rc == 0)
+      rc = engine_url_escape(&path,
+                             json_object_to_json_string_ext(
+                                 filters, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+                             NULL);
+  }
+  if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image list: filters too long");
+  if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
+  sm_buf_dispose(&path);
+  if (rc == 0 && (*out == NULL || !json_object_is_type(*out, json_type_array))) {
+    json_object_put(*out);
+    *out = NULL;
+    return sm_error_set(err, SM_EPROTOCOL, "image list: the answer is not an array");
+  }
+  return rc;
+}
+
+typedef struct progress_sink {
+  engine_progress p;
+  sm_error cb_err;
+} progress_sink;
+
+static int progress_write(void *ud, const char *buf, size_t len) {
+  progress_sink *s = ud;
+  int rc = engine_progress_feed(&s->p, buf, len);
+  if (rc != 0) sm_error_set(&s->cb_err, rc, "%s", s->p.message);
+  return rc;
+}
+
+/* POSTs the tar stream to rel_path and follows the progress stream. */
+static int streamed_post(sm_engine *e, const char *rel_path, const char *what, sm_read_fn reader,
+                         void *reader_ud, sm_progress_fn progress, void *progress_ud,
+                         sm_error *err) {
+  sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  int rc = engine_versioned_path(e, &path, rel_path, err);
+  if (rc != 0) {
+    sm_buf_dispose(&path);
+    return rc;
+  }
+  progress_sink sink;
+  memset(&sink, 0, sizeof sink);
+  engine_progress_init(&sink.p, progress, progress_ud);
+  engine_request req = {0};
+  req.method = "POST";
+  req.path = path.data;
+  req.body_is_tar = 1;
+  req.reader = reader;
+  req.reader_ud = reader_ud;
+  req.sink = progress_write;
+  req.sink_ud = &sink;
+  req.timeout_ms = -1; /* a build takes as long as it takes */
+  req.cb_err = &sink.cb_err;
+  engine_response resp;
+  engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
+  rc = engine_perform(e, &req, &resp, err);
+  if (rc == 0 && resp.status >= 400)
+    rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, what, err);
+  if (rc == 0) rc = engine_progress_finish(&sink.p, what, err);
+  engine_progress_dispose(&sink.p);
+  engine_response_dispose(&resp);
+  sm_buf_dispose(&path);
+  return rc;
+}
+
+int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud,
+                           const char *repo, const char *tag,
+                           const char *const *changes, size_t n_changes,
+                           sm_progress_fn progress, void *progress_ud, sm_error *err) {
+  if (engine == NULL || reader == NULL)
+    return sm_error_set(err, SM_EINVAL, "image import: needs a client and a reader");
+  int rc = engine_check_ref(repo, "image repository", err);
+  if (rc != 0) return rc;
+  sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  rc = sm_buf_append(&path, "/images/create?fromSrc=-&repo=", 30);
+  if (rc == 0) rc = engine_url_escape(&path, repo, NULL);
+  if (rc == 0 && tag != NULL && tag[0] != '\0') {
+    rc = sm_buf_append(&path, "&tag=", 5);
+    if (rc == 0) rc = engine_url_escape(&path, tag, NULL);
+  }
+  for (size_t i = 0; rc == 0 && i < n_changes; i++) {
+    if (changes[i] == NULL) continue;
+    rc = sm_buf_append(&path, "&changes=", 9);
+    if (rc == 0) rc = engine_url_escape(&path, changes[i], NULL);
+  }
+  if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image import: parameters too long");
+  if (rc == 0)
+    rc = streamed_post(engine, path.data, "image import", reader, reader_ud, progress,
+                       progress_ud, err);
+  sm_buf_dispose(&path);
+  return rc;
+}
+
+int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
+                          const char *tag, const char *dockerfile,
+                          sm_progress_fn progress, void *progress_ud, sm_error *err) {
+  if (engine == NULL || reader == NULL)
+    return sm_error_set(err, SM_EINVAL, "image build: needs a client and a reader");
+  sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  int rc = sm_buf_append(&path, "/build?rm=1&forcerm=1", 21);
+  if (rc == 0 && tag != NULL && tag[0] != '\0') {
+    rc = sm_buf_append(&path, "&t=", 3);
+    if (rc == 0) rc = engine_url_escape(&path, tag, NULL);
+  }
+  if (rc == 0 && dockerfile != NULL && dockerfile[0] != '\0') {
+    rc = sm_buf_append(&path, "&dockerfile=", 12);
+    if (rc == 0) rc = engine_url_escape(&path, dockerfile, NULL);
+  }
+  if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image build: parameters too long");
+  if (rc == 0)
+    rc = streamed_post(engine, path.data, "image build", reader, reader_ud, progress,
+                       progress_ud, err);
+  sm_buf_dispose(&path);
+  return rc;
+}
