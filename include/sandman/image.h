@@ -85,21 +85,23 @@ void sm_image_context_free(sm_image_context *ctx);
 typedef void (*sm_image_progress_fn)(void *userdata, const char *line);
 
 typedef struct sm_image_build_options {
-  const char *context_dir;   /* required: holds the Dockerfile */
-  const char *rootfs_dir;    /* NULL, or a staged root file system sent as rootfs_prefix/ */
-  const char *rootfs_prefix; /* NULL: "rootfs" */
-  const char *tag;           /* required: "repo:tag" */
-  const char *dockerfile;    /* NULL: "Dockerfile" */
+  const char *context_dir; /* required: holds the Dockerfile */
+  /* NULL, or a directory whose files join the context at its top: where a
+   * root file system made by rootfs.sh is staged (e.g. rootfs.tar). A name
+   * present in both directories is refused. */
+  const char *staged_dir;
+  const char *tag;         /* required: "repo:tag" */
+  const char *dockerfile;  /* NULL: "Dockerfile" */
   sm_image_progress_fn progress; /* NULL: progress dropped */
   void *progress_ud;
 } sm_image_build_options;
 
-#define SM_IMAGE_BUILD_OPTIONS_INIT {NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define SM_IMAGE_BUILD_OPTIONS_INIT {NULL, NULL, NULL, NULL, NULL, NULL}
 
 /* Streams the context to the engine and builds tag, relaying the engine's
  * progress as lines. out_id (may be NULL) receives the built image's Id.
- * Errors: SM_EINVAL (no Dockerfile, a rootfs_prefix entry already in the
- * context dir, bad tag), SM_EIO (reading the context), SM_EENGINE (the
+ * Errors: SM_EINVAL (no Dockerfile, a name in both context_dir and
+ * staged_dir, bad tag), SM_EIO (reading the context), SM_EENGINE (the
  * build failed: the engine's message). */
 int sm_image_build(sm_engine *engine, const sm_image_build_options *opts,
                    char out_id[SM_ENGINE_ID_MAX], sm_error *err);
