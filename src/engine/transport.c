@@ -154,6 +154,8 @@ static int map_curl_error(sm_engine *e, CURLcode rc, const xfer *x, const char *
   case CURLE_COULDNT_CONNECT:
   case CURLE_COULDNT_RESOLVE_HOST:
   case CURLE_COULDNT_RESOLVE_PROXY:
+    /* curl's text names "localhost port 80" for a unix socket: use errno. */
+    if (e->addr.kind == ENGINE_ADDR_UNIX && os_errno != 0) detail = strerror((int)os_errno);
     return engine_unreachable_error(e, (int)os_errno, detail, err);
   case CURLE_OPERATION_TIMEDOUT: {
     curl_off_t connected = 0;
