@@ -272,8 +272,8 @@ static int get_list(vctx *v, const cfg_ynode *n, const char *path, list_kind kin
   if (cfg_ynode_is_null(n)) return 0;
   if (n->type != CFG_Y_SEQ) {
     if (n->type == CFG_Y_SCALAR)
-      return verr(v, n, path, "expected a list, got a single value ('%s'); write [%s]", n->str,
-                  n->str);
+      return verr(v, n, path, "expected a list, got a single value ('%s'); write [\"%s\"]",
+                  n->str, n->str);
     return verr(v, n, path, "expected a list, got %s", describe(n));
   }
   if (n->n > SM_LIST_MAX) return verr(v, n, path, "more than %d entries", SM_LIST_MAX);
@@ -331,17 +331,15 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
         return verr(v, n, path, "'%s' is not a user (a name, UID or UID:GID)", s);
       break;
     case CK_CPU:
-      if (n->type != CFG_Y_SCALAR || !n->plain)
-        return verr(v, n, path, "expected a number of CPUs, got %s",
-                    n->type == CFG_Y_SCALAR ? "a quoted string" : describe(n));
+      if (n->type != CFG_Y_SCALAR)
+        return verr(v, n, path, "expected a number of CPUs, got %s", describe(n));
       if (sm_parse_double(n->str, 0, 1024, &out->d, &perr))
         return verr(v, n, path, "%s", perr.message);
       out->set = 1;
       return 0;
     case CK_COUNT:
-      if (n->type != CFG_Y_SCALAR || !n->plain)
-        return verr(v, n, path, "expected a whole number, got %s",
-                    n->type == CFG_Y_SCALAR ? "a quoted string" : describe(n));
+      if (n->type != CFG_Y_SCALAR)
+        return verr(v, n, path, "expected a whole number, got %s", describe(n));
       if (sm_parse_int(n->str, 1, 4194304, &out->i, &perr))
         return verr(v, n, path, "%s", perr.message);
       out->set = 1;
