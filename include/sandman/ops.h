@@ -236,6 +236,7 @@ typedef struct sm_ops_check {
   char name[48];
   int ok;
   int required;     /* a failing required check makes the host unhealthy */
+  int skipped;      /* not run because an earlier check failed (ok = 0) */
   char detail[640]; /* what was found */
   char fix[384];    /* what to do, when failing ("" otherwise) */
 } sm_ops_check;

@@ -140,8 +140,9 @@ static void check_socket(sm_ops_doctor_report *r, const char *host, int tls) {
 /* ---- engine checks ---- */
 
 static void not_checked(sm_ops_doctor_report *r, const char *name, int required) {
-  set_result(add_check(r, name, required), 0, "fix the engine check first",
-             "not checked: the engine does not answer");
+  sm_ops_check *c = add_check(r, name, required);
+  set_result(c, 0, "fix the engine check first", "not checked: the engine does not answer");
+  if (c) c->skipped = 1;
 }
 
 static void check_api(sm_ops_doctor_report *r, sm_engine *engine, json_object *version) {
@@ -432,18 +433,26 @@ char *sm_ops_doctor_text(const sm_ops_doctor_report *report) {
   for (size_t i = 0; i < report->n; i++)
     if (strlen(report->checks[i].name) > width) width = strlen(report->checks[i].name);
   int rc = 0;
-  size_t failed = 0;
+  size_t failed = 0, skipped = 0;
   for (size_t i = 0; rc == 0 && i < report->n; i++) {
     const sm_ops_check *c = &report->checks[i];
-    const char *tag = c->ok ? "ok" : c->required ? "FAIL" : "warn";
-    if (!c->ok && c->required) failed++;
+    const char *tag = c->ok ? "ok" : c->skipped ? "--" : c->required ? "FAIL" : "warn";
+    if (!c->ok && c->required) {
+      if (c->skipped) skipped++;
+      else failed++;
+    }
     rc = sm_buf_printf(&b, "%-4s  %-*s  %s\n", tag, (int)width, c->name, c->detail);
-    if (rc == 0 && !c->ok && c->fix[0])
+    if (rc == 0 && !c->ok && !c->skipped && c->fix[0])
       rc = sm_buf_printf(&b, "      %-*s  fix: %s\n", (int)width, "", c->fix);
   }
   if (rc == 0) {
     if (report->healthy) rc = sm_buf_printf(&b, "healthy\n");
-    else rc = sm_buf_printf(&b, "unhealthy: %zu required check%s failed\n", failed, failed == 1 ? "" : "s");
+    else if (skipped)
+      rc = sm_buf_printf(&b, "unhealthy: %zu required check%s failed, %zu not checked\n", failed,
+                         failed == 1 ? "" : "s", skipped);
+    else
+      rc = sm_buf_printf(&b, "unhealthy: %zu required check%s failed\n", failed,
+                         failed == 1 ? "" : "s");
   }
   if (rc) {
     sm_buf_dispose(&b);

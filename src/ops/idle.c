@@ -2,6 +2,7 @@
  * and the periodic idle reap (idle_timeout in the configuration). */
 #include <string.h>
 
+#include <sandman/log.h>
 #include <sandman/ops.h>
 
 int sm_ops_scope_from_runner(sm_ops_scope *out, sm_runner *runner, sm_error *err) {
@@ -27,6 +28,15 @@ int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *ou
   opts.older_than_s = idle_timeout_s > 0 ? idle_timeout_s : -1;
   opts.keep_pool = 1; /* the pool keeps idle containers on purpose */
   rc = sm_ops_reap(&scope, &opts, report, err);
+  /* The service's log is where an operator sees what went away. */
+  for (size_t i = 0; rc == 0 && i < report->n_removed; i++)
+    sm_log(SM_LOG_INFO, "idle reap removed %s %s: %s",
+           report->removed[i].kind == SM_OPS_ITEM_VOLUME ? "volume" : "sandbox",
+           report->removed[i].name, report->removed[i].reason);
+  for (size_t i = 0; rc == 0 && i < report->n_spared; i++)
+    if (report->spared[i].failed)
+      sm_log(SM_LOG_WARN, "idle reap could not remove %s: %s", report->spared[i].name,
+             report->spared[i].reason);
   if (out == NULL) sm_ops_report_dispose(&local);
   return rc;
 }

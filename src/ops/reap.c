@@ -177,7 +177,7 @@ static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
     sm_log(SM_LOG_DEBUG, "sandbox %s was already gone", sb->name);
     return 0;
   }
-  sm_log(SM_LOG_INFO, "removed sandbox %s (%.12s): %s", sb->name, sb->id, why);
+  sm_log(SM_LOG_DEBUG, "removed sandbox %s (%.12s): %s", sb->name, sb->id, why);
   return sm_ops__report_add(report, 1, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", why);
 }
 
@@ -286,7 +286,7 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
   if (rc)
     return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 1, err,
                               "removal failed: %s", e.message);
-  sm_log(SM_LOG_INFO, "removed orphaned volume %s", name);
+  sm_log(SM_LOG_DEBUG, "removed orphaned volume %s", name);
   return sm_ops__report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
                             "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
 }
@@ -338,6 +338,18 @@ static void forget_stale(const sm_ops_scope *scope, const sm_ops_sandbox_list *p
   sm_state_names_free(names, n);
 }
 
+/* A reaper's exclusive lock looks like a call in flight: its reap key
+ * tells the two apart. */
+static int being_reaped(const sm_ops_scope *scope, const char *name) {
+  char key[SM_NAME_MAX + 16];
+  sm_state_lock *l = NULL;
+  sm_error e = SM_ERROR_INIT;
+  snprintf(key, sizeof key, "reap-%s", name);
+  int rc = sm_state_key_try(scope->state_dir, key, &l, &e);
+  sm_state_unlock(l);
+  return rc == SM_EBUSY;
+}
+
 int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_ops_report *out,
                 sm_error *err) {
   memset(out, 0, sizeof *out);
@@ -374,6 +386,8 @@ int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_o
     char reason[320];
     reap_input(sb, &o, now, &in);
     sm_ops_verdict v = sm_ops_reap_decide(&in, reason, sizeof reason);
+    if (v == SM_OPS_SPARE && sb->busy && !o.force && being_reaped(scope, sb->name))
+      snprintf(reason, sizeof reason, "another sandman process is removing it");
     if (v == SM_OPS_SPARE)
       rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", reason);
     else if (o.dry_run)
