@@ -72,15 +72,21 @@ static int print_json_owned(json_object *o) {
 
 static int do_doctor(int argc, char **argv, const cli_globals *g) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"mode", required_argument, NULL, 'm'},
+                                       {"project-environment", required_argument, NULL, 'e'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   int as_json = 0, c;
+  const char *mode_flag = NULL, *env_flag = NULL;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     if (c == 'j') as_json = 1;
+    else if (c == 'm') mode_flag = optarg;
+    else if (c == 'e') env_flag = optarg;
     else if (c == 'h') {
-      printf("Usage: sandman sandbox doctor [--json]\n"
+      printf("Usage: sandman sandbox doctor [--json] [--mode MODE] [--project-environment ENV]\n"
              "Checks the engine, its limits, runtimes and image, the socket and the state\n"
-             "directory. Exit 0 when healthy, 1 when not.\n");
+             "directory, and shows which mode the fallback rule would use (for MODE and ENV,\n"
+             "default: the configuration's). Exit 0 when healthy, 1 when not.\n");
       return CLI_EXIT_OK;
     } else return CLI_EXIT_USAGE;
   }
@@ -101,7 +107,11 @@ static int do_doctor(int argc, char **argv, const cli_globals *g) {
     cli_error("out of memory");
     return CLI_EXIT_FAILURE;
   }
-  if (sm_config_resolve(cfg, NULL, NULL, NULL, NULL, res, &err) != 0) {
+  sm_config_flags flags;
+  memset(&flags, 0, sizeof flags);
+  flags.mode = mode_flag;
+  flags.project_environment = env_flag;
+  if (sm_config_resolve(cfg, NULL, NULL, NULL, &flags, res, &err) != 0) {
     rc = cli_fail(&err);
     free(res);
     sm_config_free(cfg);

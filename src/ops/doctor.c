@@ -330,6 +330,49 @@ static void check_disk(sm_ops_doctor_report *r, json_object *info, int local) {
              rootfs);
 }
 
+/* The sandbox module's fallback rule, as `run` and `worker start` would
+ * apply it with these settings: which mode would really be used. */
+static void check_fallback(sm_ops_doctor_report *r, const sm_ops_doctor_options *o,
+                           const char *image, const char *runtime) {
+  sm_ops_check *c = add_check(r, "fallback", 0);
+  const char *env = o->project_environment && *o->project_environment ? o->project_environment
+                                                                       : "development";
+  sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
+  ro.engine = o->engine;
+  ro.state_dir = o->state_dir;
+  ro.instance = o->instance;
+  sm_runner *runner = NULL;
+  sm_error e = SM_ERROR_INIT;
+  if (sm_runner_new(&runner, &ro, &e) != 0) {
+    if (c) c->required = 1;
+    set_result(c, 0, "fix the settings named above", "cannot evaluate the fallback rule: %s",
+               e.message);
+    return;
+  }
+  sm_fallback_decision d;
+  int rc = sm_fallback_decide(runner, o->mode, env, runtime, image, &d, &e);
+  sm_runner_free(runner);
+  char reasons[640] = "";
+  for (size_t i = 0; i < d.n_reasons; i++) {
+    size_t used = strlen(reasons);
+    snprintf(reasons + used, sizeof reasons - used, "%s%s", i ? "; " : "", d.reasons[i]);
+  }
+  const char *asked = sm_mode_name(d.requested);
+  if (d.refused || (rc != 0 && d.mode == d.requested)) {
+    if (c) c->required = 1;
+    set_result(c, 0, "fix the failing checks above: production never steps down to a weaker mode",
+               "%s refuses to run mode %s: %s", env, asked, reasons[0] ? reasons : e.message);
+  } else if (!d.checked) {
+    set_result(c, 1, NULL, "mode %s (%s): tools run on the host, no engine needed", asked, env);
+  } else if (d.mode != d.requested) {
+    set_result(c, 0, "fix the failing checks above, or ask for mode none explicitly",
+               "mode %s would be used instead of %s (%s steps down): %s", sm_mode_name(d.mode),
+               asked, env, reasons);
+  } else {
+    set_result(c, 1, NULL, "mode %s would be used as asked (%s)", asked, env);
+  }
+}
+
 /* ---- the whole report ---- */
 
 int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, sm_error *err) {
@@ -394,6 +437,7 @@ int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, 
     check_disk(out, info, strncmp(sm_engine_host(engine), "unix://", 7) == 0);
   }
   sm_engine_free(engine);
+  check_fallback(out, &o, image, runtime);
 
   out->healthy = 1;
   for (size_t i = 0; i < out->n; i++)

@@ -214,7 +214,7 @@ rc=$?
 set -e
 expect_eq "doctor: healthy with the engine up (exit 0)" 0 "$rc"
 expect_eq "doctor --json: healthy" "True" "$(json "d['healthy']" <<<"$out")"
-expect_eq "doctor --json: checks" "api_version cgroups disk_limits engine image runtime_runc runtime_runsc socket state_dir storage_driver" \
+expect_eq "doctor --json: checks" "api_version cgroups disk_limits engine fallback image runtime_runc runtime_runsc socket state_dir storage_driver" \
   "$(json "' '.join(sorted(c['name'] for c in d['checks'] if set(c)>={'name','ok','detail'}))" <<<"$out")"
 set +e
 out=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" sandbox doctor --json)
