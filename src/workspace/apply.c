@@ -1,0 +1,332 @@
+/* Applies what the extractor staged to a directory, one rename per file, in
+ * an order that never needs a missing parent: deletions deepest first, new
+ * directories shallowest first, then files and links, then directory modes.
+ * Every parent is opened without following symlinks. With check_host, the
+ * host's own changes since the manifest win: the staged version lands
+ * beside it as <name>.sandman-conflict. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sandman/log.h>
+
+#include "common/cleanup.h"
+#include "workspace/ws.h"
+
+static int list_push(char ***v, size_t *n, size_t *cap, const char *s) {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 16;
+    char **nv = realloc(*v, c * sizeof *nv);
+    if (nv == NULL) return SM_ENOMEM;
+    *v = nv;
+    *cap = c;
+  }
+  char *d = strdup(s);
+  if (d == NULL) return SM_ENOMEM;
+  (*v)[(*n)++] = d;
+  return 0;
+}
+
+void ws_apply_result_dispose(ws_apply_result *r) {
+  for (size_t i = 0; i < r->n_changed; i++) free(r->changed[i]);
+  for (size_t i = 0; i < r->n_conflicts; i++) free(r->conflicts[i]);
+  free(r->changed);
+  free(r->conflicts);
+  memset(r, 0, sizeof *r);
+}
+
+static int cmp_entry_asc(const void *a, const void *b) {
+  return strcmp((*(ws_entry *const *)a)->path, (*(ws_entry *const *)b)->path);
+}
+static int cmp_entry_desc(const void *a, const void *b) { return -cmp_entry_asc(a, b); }
+
+/* What the host has at a path right now. */
+typedef struct host_state {
+  int exists;
+  int blocked;          /* a parent is missing or not a directory */
+  struct stat st;
+  char link[4097];
+} host_state;
+
+static void host_look(ws_dircache *dc, const char *path, host_state *hs) {
+  memset(hs, 0, sizeof *hs);
+  const char *name;
+  int dfd = ws_dircache_parent(dc, path, &name, 0);
+  if (dfd < 0) {
+    hs->blocked = dfd != -ENOENT;
+    return;
+  }
+  if (fstatat(dfd, name, &hs->st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  hs->exists = 1;
+  if (S_ISLNK(hs->st.st_mode)) {
+    ssize_t n = readlinkat(dfd, name, hs->link, sizeof hs->link - 1);
+    hs->link[n > 0 ? n : 0] = '\0';
+  }
+}
+
+static char type_of(const struct stat *st) {
+  return S_ISREG(st->st_mode) ? 'f' : S_ISDIR(st->st_mode) ? 'd' : S_ISLNK(st->st_mode) ? 'l' : '?';
+}
+
+static int host_hash(ws_dircache *dc, const char *path, unsigned char out[32]) {
+  const char *name;
+  int dfd = ws_dircache_parent(dc, path, &name, 0);
+  if (dfd < 0) return dfd;
+  int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int rc = ws_hash_fd(fd, out, NULL);
+  close(fd);
+  return rc;
+}
+
+/* Has the host changed path since the manifest entry b (NULL: absent)? */
+static int host_changed(ws_dircache *dc, const ws_entry *b, const host_state *hs) {
+  if (hs->blocked) return 1;
+  if (b == NULL) return hs->exists;
+  if (!hs->exists || type_of(&hs->st) != b->type) return 1;
+  switch (b->type) {
+  case 'l':
+    return strcmp(hs->link, b->link) != 0;
+  case 'd':
+    return (uint32_t)(hs->st.st_mode & 0777) != b->mode;
+  default:
+    break;
+  }
+  if (hs->st.st_size != b->size || (uint32_t)(hs->st.st_mode & 0777) != b->mode) return 1;
+  int64_t m = (int64_t)hs->st.st_mtim.tv_sec * 1000000000 + hs->st.st_mtim.tv_nsec;
+  if (b->host_mtime_ns != WS_UNKNOWN_MTIME && m == b->host_mtime_ns) return 0;
+  unsigned char h[32];
+  if (!b->has_hash || host_hash(dc, b->path, h) != 0) return 1;
+  return memcmp(h, b->hash, 32) != 0;
+}
+
+/* Does the host already hold exactly what was staged for e? */
+static int host_equals(ws_dircache *dc, const ws_entry *e, const host_state *hs) {
+  if (!hs->exists || hs->blocked || type_of(&hs->st) != e->type) return 0;
+  if (e->type == 'd') return 1;
+  if (e->type == 'l') return strcmp(hs->link, e->link) == 0;
+  if (hs->st.st_size != e->size || (uint32_t)(hs->st.st_mode & 0777) != e->mode) return 0;
+  unsigned char h[32];
+  return e->has_hash && host_hash(dc, e->path, h) == 0 && memcmp(h, e->hash, 32) == 0;
+}
+
+static void set_host_mtime(ws_dircache *dc, ws_entry *e) {
+  const char *name;
+  int dfd = ws_dircache_parent(dc, e->path, &name, 0);
+  struct stat st;
+  if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    e->host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  else
+    e->host_mtime_ns = WS_UNKNOWN_MTIME;
+}
+
+typedef struct plan {
+  int root_fd;
+  ws_extract *x;
+  int check;
+  ws_apply_result *res;
+  ws_dircache dc;
+} plan;
+
+static int note_changed(plan *p, const char *path) {
+  p->res->entries++;
+  return list_push(&p->res->changed, &p->res->n_changed, &p->res->cap_changed, path);
+}
+
+/* Removes what is in the way of a new entry of another type. */
+static int clear_way(plan *p, int dfd, const char *name, const host_state *hs, const ws_entry *b) {
+  if (!hs->exists) return 0;
+  if (p->check) {
+    /* Only the version the manifest knows may go; the host's own stays. */
+    if (host_changed(&p->dc, b, hs)) return -EEXIST;
+    if (S_ISDIR(hs->st.st_mode)) return unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : -errno;
+    return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
+  }
+  int r = ws_remove_tree(dfd, name);
+  return r;
+}
+
+static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e) {
+  char sname[16];
+  snprintf(sname, sizeof sname, "%d", (int)e->stage);
+  size_t n = strlen(name) + sizeof WS_CONFLICT_SUFFIX;
+  size_t pn = strlen(e->path) + sizeof WS_CONFLICT_SUFFIX;
+  cleanup_free char *aside = malloc(n);
+  cleanup_free char *apath = malloc(pn);
+  if (aside == NULL || apath == NULL) return SM_ENOMEM;
+  snprintf(aside, n, "%s%s", name, WS_CONFLICT_SUFFIX);
+  snprintf(apath, pn, "%s%s", e->path, WS_CONFLICT_SUFFIX);
+  e->host_mtime_ns = WS_UNKNOWN_MTIME;
+  struct stat st;
+  if (n > 256 ||
+      (fstatat(dfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) ||
+      renameat(p->x->stage_fd, sname, dfd, aside) != 0) {
+    sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
+           "sandbox's could not be saved beside it", e->path);
+    return 0;
+  }
+  sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
+         "sandbox's is in '%s'", e->path, apath);
+  int rc = list_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
+  if (!rc) rc = note_changed(p, apath);
+  return rc;
+}
+
+static int do_deletions(plan *p, sm_error *err) {
+  const ws_manifest *base = p->x->base;
+  if (base == NULL) return 0;
+  ws_entry **dels = calloc(base->n + 1, sizeof *dels);
+  if (dels == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  size_t nd = 0;
+  const sm_string_list *ex = p->x->excludes;
+  for (size_t i = 0; i < base->n; i++) {
+    ws_entry *b = &base->v[i];
+    if (ws_manifest_get(&p->x->box, b->path) == NULL && !ws_excluded(ex, b->path)) dels[nd++] = b;
+  }
+  qsort(dels, nd, sizeof *dels, cmp_entry_desc);
+  int rc = 0;
+  for (size_t i = 0; i < nd && rc == 0; i++) {
+    ws_entry *b = dels[i];
+    host_state hs;
+    host_look(&p->dc, b->path, &hs);
+    if (!hs.exists) continue;
+    if (p->check && host_changed(&p->dc, b, &hs)) {
+      sm_log(SM_LOG_WARN, "workspace: '%s' was deleted in the sandbox but changed on the host; "
+             "kept the host's version", b->path);
+      continue;
+    }
+    const char *name;
+    int dfd = ws_dircache_parent(&p->dc, b->path, &name, 0);
+    if (dfd < 0) continue;
+    int r;
+    if (S_ISDIR(hs.st.st_mode))
+      r = p->check ? (unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : -errno)
+                   : ws_remove_tree(dfd, name);
+    else
+      r = unlinkat(dfd, name, 0) == 0 ? 0 : -errno;
+    if (r == -ENOTEMPTY || r == -EEXIST) {
+      sm_log(SM_LOG_WARN, "workspace: '%s' was deleted in the sandbox but holds new host files; "
+             "kept", b->path);
+      continue;
+    }
+    if (r && r != -ENOENT)
+      rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s': %s", b->path, strerror(-r));
+    else if (r == 0)
+      rc = note_changed(p, b->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
+  }
+  free(dels);
+  ws_dircache_dispose(&p->dc);
+  return rc;
+}
+
+static int put_dir(plan *p, ws_entry *e, sm_error *err) {
+  const ws_entry *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
+  host_state hs;
+  host_look(&p->dc, e->path, &hs);
+  if (hs.blocked) {
+    sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
+           "dropped", e->path);
+    return 0;
+  }
+  if (hs.exists && S_ISDIR(hs.st.st_mode)) {
+    if (b == NULL || b->type != 'd' || (uint32_t)(hs.st.st_mode & 0777) != e->mode) return 0;
+    return 0; /* mode set in the last pass */
+  }
+  const char *name;
+  int dfd = ws_dircache_parent(&p->dc, e->path, &name, 0);
+  if (dfd < 0) return 0;
+  int r = clear_way(p, dfd, name, &hs, b);
+  if (r == -EEXIST) {
+    sm_log(SM_LOG_WARN, "workspace: '%s' became a directory in the sandbox but changed on the "
+           "host; kept the host's version", e->path);
+    e->host_mtime_ns = WS_UNKNOWN_MTIME;
+    return 0;
+  }
+  if (r == 0 && mkdirat(dfd, name, 0700) != 0 && errno != EEXIST) r = -errno;
+  if (r) return sm_error_set_errno(err, SM_EIO, -r, "creating '%s': %s", e->path, strerror(-r));
+  return note_changed(p, e->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
+}
+
+static int put_file(plan *p, ws_entry *e, sm_error *err) {
+  const ws_entry *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
+  host_state hs;
+  host_look(&p->dc, e->path, &hs);
+  if (hs.blocked) {
+    sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
+           "dropped", e->path);
+    e->host_mtime_ns = WS_UNKNOWN_MTIME;
+    return 0;
+  }
+  const char *name;
+  int dfd = ws_dircache_parent(&p->dc, e->path, &name, 0);
+  if (dfd < 0) return 0;
+  if (p->check && host_changed(&p->dc, b, &hs)) {
+    if (host_equals(&p->dc, e, &hs)) {
+      set_host_mtime(&p->dc, e);
+      return 0;
+    }
+    int rc = conflict_aside(p, dfd, name, e);
+    return rc ? sm_error_set(err, rc, "out of memory") : 0;
+  }
+  if (hs.exists && S_ISDIR(hs.st.st_mode)) {
+    int r = clear_way(p, dfd, name, &hs, b);
+    if (r) {
+      int rc = conflict_aside(p, dfd, name, e);
+      return rc ? sm_error_set(err, rc, "out of memory") : 0;
+    }
+  }
+  char sname[16];
+  snprintf(sname, sizeof sname, "%d", (int)e->stage);
+  if (renameat(p->x->stage_fd, sname, dfd, name) != 0) {
+    int en = errno;
+    if (en == EISDIR || en == ENOTEMPTY || en == EEXIST) {
+      int rc = conflict_aside(p, dfd, name, e);
+      return rc ? sm_error_set(err, rc, "out of memory") : 0;
+    }
+    return sm_error_set_errno(err, SM_EIO, en, "writing '%s': %s", e->path, strerror(en));
+  }
+  set_host_mtime(&p->dc, e);
+  return note_changed(p, e->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
+}
+
+int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
+             sm_error *err) {
+  plan p = {root_fd, x, check_host, res, {0}};
+  ws_dircache_init(&p.dc, root_fd);
+  int rc = deletions ? do_deletions(&p, err) : 0;
+  ws_entry **v = calloc(x->box.n + 1, sizeof *v);
+  if (v == NULL) rc = rc ? rc : sm_error_set(err, SM_ENOMEM, "out of memory");
+  size_t n = 0;
+  for (size_t i = 0; rc == 0 && i < x->box.n; i++)
+    if (x->box.v[i].state == WS_CHANGED) v[n++] = &x->box.v[i];
+  if (rc == 0) qsort(v, n, sizeof *v, cmp_entry_asc);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (v[i]->type == 'd') rc = put_dir(&p, v[i], err);
+  ws_dircache_dispose(&p.dc);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (v[i]->type != 'd') rc = put_file(&p, v[i], err);
+  ws_dircache_dispose(&p.dc);
+  /* Directory modes last, deepest first, so a read-only directory never
+   * blocks writing what goes inside it. */
+  for (size_t i = n; rc == 0 && i > 0; i--) {
+    ws_entry *e = v[i - 1];
+    if (e->type != 'd') continue;
+    const char *name;
+    int dfd = ws_dircache_parent(&p.dc, e->path, &name, 0);
+    struct stat st;
+    if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+      continue;
+    if ((uint32_t)(st.st_mode & 0777) != e->mode) {
+      const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
+      if (fchmodat(dfd, name, e->mode, 0) == 0 && b && b->type == 'd') note_changed(&p, e->path);
+    }
+    set_host_mtime(&p.dc, e);
+  }
+  ws_dircache_dispose(&p.dc);
+  free(v);
+  return rc;
+}

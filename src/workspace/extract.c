@@ -1,0 +1,491 @@
+/* The extractor: reads a tar stream from the sandbox (hostile input) with
+ * libarchive, refuses every entry that could write outside the workspace or
+ * exhaust the disk, and stages what changed (against the manifest) as flat
+ * numbered files in a staging directory. Nothing is written to the
+ * workspace here: ws_apply does that once the whole stream was accepted. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <openssl/evp.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+
+#include "common/cleanup.h"
+#include "workspace/ws.h"
+
+#define X_CHUNK 65536
+
+typedef struct xsrc {
+  ws_extract *x;
+  sm_read_fn reader;
+  void *ud;
+  int reader_err;
+  int raw_over;
+  int64_t raw_cap;
+  char buf[X_CHUNK];
+} xsrc;
+
+void ws_extract_init(ws_extract *x) {
+  memset(x, 0, sizeof *x);
+  x->stage_fd = -1;
+  x->root_fd = -1;
+  x->max_bytes = WS_DEFAULT_MAX_BYTES;
+  x->max_entries = WS_DEFAULT_MAX_ENTRIES;
+  x->max_path = WS_DEFAULT_MAX_PATH;
+  ws_manifest_init(&x->box);
+}
+
+void ws_extract_dispose(ws_extract *x) { ws_manifest_dispose(&x->box); }
+
+static la_ssize_t x_read_cb(struct archive *a, void *ud, const void **buf) {
+  xsrc *s = ud;
+  ssize_t n = s->reader(s->ud, s->buf, sizeof s->buf);
+  if (n < 0) {
+    s->reader_err = (int)n;
+    archive_set_error(a, EIO, "the tar stream was cut off");
+    return -1;
+  }
+  s->x->raw_bytes += n;
+  if (s->x->raw_bytes > s->raw_cap) {
+    s->raw_over = 1;
+    archive_set_error(a, EFBIG, "stream larger than the limits allow");
+    return -1;
+  }
+  *buf = s->buf;
+  return (la_ssize_t)n;
+}
+
+static void stage_name(int32_t n, char out[16]) { snprintf(out, 16, "%" PRId32, n); }
+
+static const char *entry_name(struct archive_entry *ae) {
+  const char *p = archive_entry_pathname(ae);
+  return p ? p : archive_entry_pathname_utf8(ae);
+}
+
+/* Normalises and strips the required first component. *out "" is the root. */
+static int member_path(ws_extract *x, const char *raw, char **out, sm_error *err) {
+  char *p = NULL;
+  int rc = ws_path_normalize(raw, &p, err);
+  if (rc) return rc;
+  if (x->strip && x->strip[0]) {
+    size_t n = strlen(x->strip);
+    if (strncmp(p, x->strip, n) != 0 || (p[n] != '\0' && p[n] != '/')) {
+      sm_error_set(err, SM_EUNSAFE, "'%s': outside the copied directory '%s'", raw, x->strip);
+      free(p);
+      return SM_EUNSAFE;
+    }
+    memmove(p, p + n + (p[n] == '/'), strlen(p + n + (p[n] == '/')) + 1);
+  }
+  if ((int64_t)strlen(p) > x->max_path) {
+    sm_error_set(err, SM_EUNSAFE, "'%.80s...': path longer than the limit of %" PRId64 " bytes",
+                 p, x->max_path);
+    free(p);
+    return SM_EUNSAFE;
+  }
+  *out = p;
+  return 0;
+}
+
+static int check_parent(ws_extract *x, const char *path, sm_error *err) {
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) return 0;
+  cleanup_free char *parent = strndup(path, (size_t)(slash - path));
+  if (parent == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  const ws_entry *pe = ws_manifest_get(&x->box, parent);
+  if (pe == NULL)
+    return sm_error_set(err, SM_EUNSAFE, "'%s': listed before its directory", path);
+  if (pe->type == 'l')
+    return sm_error_set(err, SM_EUNSAFE, "'%s': under the symbolic link '%s'", path, parent);
+  if (pe->type != 'd')
+    return sm_error_set(err, SM_EUNSAFE, "'%s': under '%s', which is not a directory", path, parent);
+  return 0;
+}
+
+static int over_bytes(ws_extract *x, const char *path, int64_t size, sm_error *err) {
+  if (size <= x->max_bytes - x->bytes_staged) return 0;
+  char lim[32];
+  sm_format_size(x->max_bytes, lim, sizeof lim);
+  return sm_error_set(err, SM_ETOOBIG,
+                      "'%s' claims %" PRId64 " bytes: over the copy limit of %s "
+                      "(%" PRId64 " bytes already copied)",
+                      path, size, lim, x->bytes_staged);
+}
+
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return errno ? -errno : -EIO;
+    buf += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+static int finish_staged(int fd, uint32_t mode, int64_t mtime, int64_t mtime_ns) {
+  struct timespec ts[2];
+  ts[0].tv_sec = ts[1].tv_sec = (time_t)mtime;
+  ts[0].tv_nsec = ts[1].tv_nsec = (long)mtime_ns;
+  if (fchmod(fd, mode & 0777) != 0) return -errno;
+  if (futimens(fd, ts) != 0) return -errno;
+  return 0;
+}
+
+/* Copies a regular file's data from the archive into a new staged file. */
+static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_entry *e,
+                      int64_t mtime_ns, sm_error *err) {
+  char name[16];
+  e->stage = x->next_stage++;
+  stage_name(e->stage, name);
+  int fd = openat(x->stage_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", path, strerror(errno));
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(md);
+    close(fd);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  char buf[X_CHUNK];
+  int64_t total = 0;
+  int rc = 0;
+  for (;;) {
+    la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+    if (r == 0) break;
+    if (r < 0) {
+      rc = sm_error_set(err, SM_EPROTOCOL, "reading '%s' from the tar stream: %s", path,
+                        archive_error_string(a));
+      break;
+    }
+    total += r;
+    if (total > e->size) {
+      rc = sm_error_set(err, SM_EUNSAFE, "'%s': more data than its header says", path);
+      break;
+    }
+    int w = write_all(fd, buf, (size_t)r);
+    if (w) {
+      rc = sm_error_set_errno(err, SM_EIO, -w, "staging '%s': %s", path, strerror(-w));
+      break;
+    }
+    EVP_DigestUpdate(md, buf, (size_t)r);
+  }
+  if (rc == 0 && total != e->size)
+    rc = sm_error_set(err, SM_EPROTOCOL, "'%s': truncated in the tar stream", path);
+  unsigned int hn = 0;
+  EVP_DigestFinal_ex(md, e->hash, &hn);
+  EVP_MD_CTX_free(md);
+  e->has_hash = 1;
+  if (rc == 0) {
+    int f = finish_staged(fd, e->mode, e->box_mtime, mtime_ns);
+    if (f) rc = sm_error_set_errno(err, SM_EIO, -f, "staging '%s': %s", path, strerror(-f));
+  }
+  close(fd);
+  x->bytes_staged += total;
+  return rc;
+}
+
+/* A staged file equal in content and mode to the manifest was only touched. */
+static void maybe_touched(ws_extract *x, ws_entry *e, const ws_entry *b) {
+  if (b == NULL || b->type != 'f' || !b->has_hash || b->mode != e->mode) return;
+  if (memcmp(b->hash, e->hash, 32) != 0) return;
+  char name[16];
+  stage_name(e->stage, name);
+  unlinkat(x->stage_fd, name, 0);
+  e->stage = -1;
+  e->state = WS_TOUCHED;
+  e->host_mtime_ns = b->host_mtime_ns;
+}
+
+static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, const char *path,
+                   ws_entry *e, sm_error *err) {
+  if (!archive_entry_size_is_set(ae) || archive_entry_size(ae) < 0)
+    return sm_error_set(err, SM_EUNSAFE, "'%s': no valid size", path);
+  e->type = 'f';
+  e->size = archive_entry_size(ae);
+  const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+  if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
+      b->mode == e->mode) {
+    e->state = WS_SAME;
+    e->has_hash = b->has_hash;
+    memcpy(e->hash, b->hash, 32);
+    e->host_mtime_ns = b->host_mtime_ns;
+    return 0;
+  }
+  int rc = over_bytes(x, path, e->size, err);
+  if (rc) return rc;
+  e->state = WS_CHANGED;
+  rc = stage_data(x, a, path, e, archive_entry_mtime_is_set(ae) ? archive_entry_mtime_nsec(ae) : 0,
+                  err);
+  if (rc) return rc;
+  maybe_touched(x, e, b);
+  return 0;
+}
+
+static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path, ws_entry *e,
+                      sm_error *err) {
+  const char *target = archive_entry_symlink(ae);
+  if (target == NULL) target = archive_entry_symlink_utf8(ae);
+  if (target == NULL || target[0] == '\0')
+    return sm_error_set(err, SM_EUNSAFE, "'%s': symbolic link without a target", path);
+  if ((int64_t)strlen(target) > x->max_path)
+    return sm_error_set(err, SM_EUNSAFE, "'%s': link target longer than %" PRId64 " bytes", path,
+                        x->max_path);
+  e->type = 'l';
+  e->mode = 0777;
+  e->link = (char *)target;
+  const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+  if (b && b->type == 'l' && strcmp(b->link, target) == 0) {
+    /* Unchanged: the host's own link, whatever it points at. */
+    e->state = WS_SAME;
+    e->host_mtime_ns = b->host_mtime_ns;
+    return 0;
+  }
+  if (!ws_link_inside(path, target))
+    return sm_error_set(err, SM_EUNSAFE, "'%s': symbolic link to '%s' leaves the workspace", path,
+                        target);
+  char name[16];
+  e->stage = x->next_stage++;
+  stage_name(e->stage, name);
+  if (symlinkat(target, x->stage_fd, name) != 0)
+    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", path, strerror(errno));
+  e->state = WS_CHANGED;
+  return 0;
+}
+
+/* Copies an unchanged host file into the stage (a new hard link to it). */
+static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb, ws_entry *e,
+                           sm_error *err) {
+  if (x->root_fd < 0 || tb == NULL)
+    return sm_error_set(err, SM_EUNSAFE, "'%s': hard link to '%s', which is not in the archive",
+                        e->path, t->path);
+  ws_dircache dc;
+  ws_dircache_init(&dc, x->root_fd);
+  const char *name;
+  int dfd = ws_dircache_parent(&dc, t->path, &name, 0);
+  int fd = dfd >= 0 ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+  ws_dircache_dispose(&dc);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != tb->size ||
+      (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != tb->host_mtime_ns) {
+    if (fd >= 0) close(fd);
+    return sm_error_set(err, SM_ECONFLICT,
+                        "'%s': hard link to '%s', which changed on the host during the call",
+                        e->path, t->path);
+  }
+  int rc = over_bytes(x, e->path, st.st_size, err);
+  if (rc) {
+    close(fd);
+    return rc;
+  }
+  char sname[16];
+  e->stage = x->next_stage++;
+  stage_name(e->stage, sname);
+  int out = openat(x->stage_fd, sname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) {
+    close(fd);
+    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", e->path, strerror(errno));
+  }
+  char buf[X_CHUNK];
+  int64_t total = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r < 0) rc = sm_error_set_errno(err, SM_EIO, errno, "reading '%s'", t->path);
+      break;
+    }
+    total += r;
+    int w = write_all(out, buf, (size_t)r);
+    if (w) {
+      rc = sm_error_set_errno(err, SM_EIO, -w, "staging '%s': %s", e->path, strerror(-w));
+      break;
+    }
+  }
+  close(fd);
+  if (rc == 0 && total != tb->size)
+    rc = sm_error_set(err, SM_ECONFLICT, "'%s' changed on the host during the call", t->path);
+  if (rc == 0) {
+    int f = finish_staged(out, e->mode, e->box_mtime, 0);
+    if (f) rc = sm_error_set_errno(err, SM_EIO, -f, "staging '%s': %s", e->path, strerror(-f));
+  }
+  close(out);
+  x->bytes_staged += total;
+  return rc;
+}
+
+static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, ws_entry *e,
+                       sm_error *err) {
+  cleanup_free char *tpath = NULL;
+  sm_error terr = SM_ERROR_INIT;
+  if (member_path(x, raw_target, &tpath, &terr) != 0)
+    return sm_error_set(err, SM_EUNSAFE, "'%s': hard link to '%s', outside the workspace", path,
+                        raw_target);
+  const ws_entry *t = tpath[0] ? ws_manifest_get(&x->box, tpath) : NULL;
+  if (t == NULL || t->type != 'f')
+    return sm_error_set(err, SM_EUNSAFE,
+                        "'%s': hard link to '%s', which is not a file earlier in the archive", path,
+                        raw_target);
+  /* Materialised as a file with the target's content and metadata. */
+  e->type = 'f';
+  e->size = t->size;
+  e->mode = t->mode;
+  e->box_mtime = t->box_mtime;
+  e->has_hash = t->has_hash;
+  memcpy(e->hash, t->hash, 32);
+  const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+  if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
+      b->mode == e->mode && (!t->has_hash || !b->has_hash || memcmp(b->hash, t->hash, 32) == 0)) {
+    e->state = WS_SAME;
+    e->has_hash = b->has_hash;
+    memcpy(e->hash, b->hash, 32);
+    e->host_mtime_ns = b->host_mtime_ns;
+    return 0;
+  }
+  e->state = WS_CHANGED;
+  if (t->stage >= 0) {
+    char from[16], to[16];
+    stage_name(t->stage, from);
+    e->stage = x->next_stage++;
+    stage_name(e->stage, to);
+    if (linkat(x->stage_fd, from, x->stage_fd, to, 0) != 0)
+      return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", path, strerror(errno));
+  } else {
+    int rc = stage_from_host(x, t, x->base ? ws_manifest_get(x->base, tpath) : NULL, e, err);
+    if (rc) return rc;
+  }
+  maybe_touched(x, e, b);
+  return 0;
+}
+
+static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, sm_error *err) {
+  const char *raw = entry_name(ae);
+  cleanup_free char *path = NULL;
+  int rc = member_path(x, raw, &path, err);
+  if (rc) return rc;
+  const char *hardlink = archive_entry_hardlink(ae);
+  if (hardlink == NULL) hardlink = archive_entry_hardlink_utf8(ae);
+  mode_t ft = archive_entry_filetype(ae);
+  if (path[0] == '\0') {
+    /* The copied directory itself. */
+    if (ft != AE_IFDIR || hardlink)
+      return sm_error_set(err, SM_EUNSAFE, "'%s': the workspace root is not a directory", raw);
+    return 0;
+  }
+  if (ws_is_reserved(path))
+    return sm_error_set(err, SM_EUNSAFE, "'%s': a name reserved for sandman's staging", path);
+  if (ws_excluded(x->excludes, path)) return 0;
+  if (ws_manifest_get(&x->box, path))
+    return sm_error_set(err, SM_EUNSAFE, "'%s': listed twice in the archive", path);
+  rc = check_parent(x, path, err);
+  if (rc) return rc;
+
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.path = path;
+  e.stage = -1;
+  e.host_mtime_ns = WS_UNKNOWN_MTIME;
+  e.box_mtime = archive_entry_mtime_is_set(ae) ? (int64_t)archive_entry_mtime(ae) : 0;
+  unsigned perm = (unsigned)archive_entry_perm(ae);
+  if (perm & 06000)
+    sm_log(SM_LOG_INFO, "workspace: '%s': setuid/setgid bits dropped", path);
+  e.mode = perm & 0777;
+
+  if (hardlink) {
+    rc = on_hardlink(x, hardlink, path, &e, err);
+  } else {
+    switch (ft) {
+    case AE_IFREG:
+      rc = on_file(x, a, ae, path, &e, err);
+      break;
+    case AE_IFDIR: {
+      const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+      e.type = 'd';
+      e.state = (b && b->type == 'd' && b->mode == e.mode) ? WS_SAME : WS_CHANGED;
+      if (b && b->type == 'd') e.host_mtime_ns = b->host_mtime_ns;
+      break;
+    }
+    case AE_IFLNK:
+      rc = on_symlink(x, ae, path, &e, err);
+      break;
+    case AE_IFCHR:
+    case AE_IFBLK:
+      return sm_error_set(err, SM_EUNSAFE, "'%s': a device node", path);
+    case AE_IFIFO:
+      return sm_error_set(err, SM_EUNSAFE, "'%s': a fifo", path);
+    default:
+      return sm_error_set(err, SM_EUNSAFE, "'%s': an unsupported file type (0%o)", path,
+                          (unsigned)ft);
+    }
+  }
+  if (rc) return rc;
+  rc = ws_manifest_add(&x->box, &e, NULL);
+  if (rc) return sm_error_set(err, rc, "out of memory");
+  return 0;
+}
+
+int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err) {
+  xsrc *src = calloc(1, sizeof *src);
+  if (src == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  src->x = x;
+  src->reader = reader;
+  src->ud = reader_ud;
+  int64_t base_total = x->base ? x->base->total_size : 0;
+  src->raw_cap = x->max_bytes + base_total + x->max_entries * 4096 + ((int64_t)64 << 20);
+  struct archive *a = archive_read_new();
+  if (a == NULL) {
+    free(src);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  archive_read_support_format_tar(a);
+  int rc = 0;
+  if (archive_read_open2(a, src, NULL, x_read_cb, NULL, NULL) != ARCHIVE_OK) {
+    rc = src->reader_err ? src->reader_err : SM_EPROTOCOL;
+    sm_error_set(err, rc, "reading the tar stream: %s", archive_error_string(a));
+  }
+  int64_t entries = 0;
+  while (rc == 0) {
+    struct archive_entry *ae = NULL;
+    int r = archive_read_next_header(a, &ae);
+    if (r == ARCHIVE_EOF) break;
+    /* ARCHIVE_WARN is kept: it reports names not valid in the C locale,
+     * which are still the raw bytes we want. */
+    if (r < ARCHIVE_WARN) {
+      if (src->raw_over) {
+        char lim[32];
+        sm_format_size(x->max_bytes, lim, sizeof lim);
+        rc = sm_error_set(err, SM_ETOOBIG, "the tar stream is larger than the limits allow (%s of files)",
+                          lim);
+      } else {
+        rc = src->reader_err ? src->reader_err : SM_EPROTOCOL;
+        sm_error_set(err, rc, "reading the tar stream: %s", archive_error_string(a));
+      }
+      break;
+    }
+    if (++entries > x->max_entries) {
+      rc = sm_error_set(err, SM_ETOOBIG,
+                        "the archive has more than %" PRId64 " entries (the workspace entry limit)",
+                        x->max_entries);
+      break;
+    }
+    rc = on_entry(x, a, ae, err);
+    if (rc == 0) {
+      /* Data of anything not staged (unchanged, hard links) is skipped. */
+      if (archive_read_data_skip(a) < ARCHIVE_WARN) {
+        rc = src->reader_err ? src->reader_err : SM_EPROTOCOL;
+        sm_error_set(err, rc, "reading the tar stream: %s", archive_error_string(a));
+      }
+    }
+  }
+  archive_read_free(a);
+  free(src);
+  return rc;
+}

@@ -1,0 +1,350 @@
+/* The manifest: the last synced state of a workspace (path, type, size, mode,
+ * host and sandbox mtimes, SHA-256), kept in memory with a hash index and on
+ * disk as a small line-oriented text file replaced atomically. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/cleanup.h"
+#include "workspace/ws.h"
+
+#define MANIFEST_MAGIC "sandman-workspace-manifest 1"
+
+void ws_manifest_init(ws_manifest *m) { memset(m, 0, sizeof *m); }
+
+void ws_manifest_clear(ws_manifest *m) {
+  for (size_t i = 0; i < m->n; i++) {
+    free(m->v[i].path);
+    free(m->v[i].link);
+  }
+  m->n = 0;
+  m->total_size = 0;
+  if (m->index) memset(m->index, 0, m->index_cap * sizeof *m->index);
+}
+
+void ws_manifest_dispose(ws_manifest *m) {
+  ws_manifest_clear(m);
+  free(m->v);
+  free(m->index);
+  free(m->root);
+  memset(m, 0, sizeof *m);
+}
+
+static uint64_t hash_path(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+static int index_rebuild(ws_manifest *m, size_t cap) {
+  uint32_t *idx = calloc(cap, sizeof *idx);
+  if (idx == NULL) return SM_ENOMEM;
+  for (size_t i = 0; i < m->n; i++) {
+    size_t h = (size_t)hash_path(m->v[i].path) & (cap - 1);
+    while (idx[h]) h = (h + 1) & (cap - 1);
+    idx[h] = (uint32_t)(i + 1);
+  }
+  free(m->index);
+  m->index = idx;
+  m->index_cap = cap;
+  return 0;
+}
+
+ws_entry *ws_manifest_get(const ws_manifest *m, const char *path) {
+  if (m == NULL || m->index_cap == 0) return NULL;
+  size_t h = (size_t)hash_path(path) & (m->index_cap - 1);
+  while (m->index[h]) {
+    ws_entry *e = &m->v[m->index[h] - 1];
+    if (strcmp(e->path, path) == 0) return e;
+    h = (h + 1) & (m->index_cap - 1);
+  }
+  return NULL;
+}
+
+int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out) {
+  if (ws_manifest_get(m, e->path)) return SM_ECONFLICT;
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    ws_entry *v = realloc(m->v, cap * sizeof *v);
+    if (v == NULL) return SM_ENOMEM;
+    m->v = v;
+    m->cap = cap;
+  }
+  if ((m->n + 1) * 2 > m->index_cap) {
+    size_t cap = m->index_cap ? m->index_cap * 2 : 128;
+    while ((m->n + 1) * 2 > cap) cap *= 2;
+    if (index_rebuild(m, cap) != 0) return SM_ENOMEM;
+  }
+  ws_entry c = *e;
+  c.path = strdup(e->path);
+  c.link = e->link ? strdup(e->link) : NULL;
+  if (c.path == NULL || (e->link && c.link == NULL)) {
+    free(c.path);
+    free(c.link);
+    return SM_ENOMEM;
+  }
+  m->v[m->n] = c;
+  size_t h = (size_t)hash_path(c.path) & (m->index_cap - 1);
+  while (m->index[h]) h = (h + 1) & (m->index_cap - 1);
+  m->index[h] = (uint32_t)(m->n + 1);
+  if (c.type == 'f') m->total_size += c.size;
+  m->n++;
+  if (out) *out = &m->v[m->n - 1];
+  return 0;
+}
+
+int ws_manifest_set_target(ws_manifest *m, const char *container, const char *root) {
+  snprintf(m->container, sizeof m->container, "%s", container ? container : "");
+  char *r = strdup(root ? root : "");
+  if (r == NULL) return SM_ENOMEM;
+  free(m->root);
+  m->root = r;
+  return 0;
+}
+
+/* Names are bytes: escape what would break the space-separated line. */
+static int put_escaped(sm_buf *b, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    int rc;
+    if (*p <= 0x20 || *p == 0x7f || *p == '%')
+      rc = sm_buf_printf(b, "%%%02x", *p);
+    else
+      rc = sm_buf_append(b, p, 1);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static char *unescape(const char *s) {
+  size_t n = strlen(s);
+  char *o = malloc(n + 1);
+  if (o == NULL) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%') {
+      int a = i + 2 < n ? hexval((unsigned char)s[i + 1]) : -1;
+      int b = a >= 0 ? hexval((unsigned char)s[i + 2]) : -1;
+      if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+        free(o);
+        return NULL;
+      }
+      o[k++] = (char)(a * 16 + b);
+      i += 2;
+    } else {
+      o[k++] = s[i];
+    }
+  }
+  o[k] = '\0';
+  return o;
+}
+
+int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
+  sm_buf b;
+  sm_buf_init(&b, (size_t)1 << 31);
+  int rc = sm_buf_printf(&b, "%s\ncontainer %s\nroot ", MANIFEST_MAGIC,
+                         m->container[0] ? m->container : "-");
+  if (!rc) rc = put_escaped(&b, m->root && m->root[0] ? m->root : "-");
+  if (!rc) rc = sm_buf_append(&b, "\n", 1);
+  for (size_t i = 0; i < m->n && !rc; i++) {
+    const ws_entry *e = &m->v[i];
+    char hex[65] = "-";
+    if (e->has_hash) ws_hex(e->hash, 32, hex);
+    rc = sm_buf_printf(&b, "e %c %o %" PRId64 " %" PRId64 " %" PRId64 " %s ", e->type,
+                       (unsigned)e->mode, e->size, e->host_mtime_ns, e->box_mtime, hex);
+    if (!rc) rc = put_escaped(&b, e->path);
+    if (!rc && e->link) {
+      rc = sm_buf_append(&b, " ", 1);
+      if (!rc) rc = e->link[0] ? put_escaped(&b, e->link) : sm_buf_append(&b, "%00", 3);
+    }
+    if (!rc) rc = sm_buf_append(&b, "\n", 1);
+  }
+  if (rc) {
+    sm_buf_dispose(&b);
+    return sm_error_set(err, rc, "building the workspace manifest: %s", sm_error_default_message(rc));
+  }
+  /* Parent directory first (0700: it describes the user's files). */
+  cleanup_free char *dir = strdup(path);
+  if (dir == NULL) {
+    sm_buf_dispose(&b);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  char *slash = strrchr(dir, '/');
+  if (slash && slash != dir) {
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+      if (*p != '/') continue;
+      *p = '\0';
+      mkdir(dir, 0700);
+      *p = '/';
+    }
+    mkdir(dir, 0700);
+  } else if (slash) {
+    dir[1] = '\0';
+  } else {
+    dir[0] = '.';
+    dir[1] = '\0';
+  }
+  size_t tlen = strlen(path) + 16;
+  cleanup_free char *tmp = malloc(tlen);
+  if (tmp == NULL) {
+    sm_buf_dispose(&b);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  snprintf(tmp, tlen, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    int e = errno;
+    sm_buf_dispose(&b);
+    return sm_error_set_errno(err, SM_EIO, e, "writing the workspace manifest %s: %s", path,
+                              strerror(e));
+  }
+  size_t off = 0;
+  int werr = 0;
+  while (off < b.len) {
+    ssize_t w = write(fd, b.data + off, b.len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      werr = errno ? errno : EIO;
+      break;
+    }
+    off += (size_t)w;
+  }
+  sm_buf_dispose(&b);
+  if (!werr && fsync(fd) != 0) werr = errno;
+  if (close(fd) != 0 && !werr) werr = errno;
+  if (!werr && rename(tmp, path) != 0) werr = errno;
+  if (werr) {
+    unlink(tmp);
+    return sm_error_set_errno(err, SM_EIO, werr, "writing the workspace manifest %s: %s", path,
+                              strerror(werr));
+  }
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return 0;
+}
+
+static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *path, size_t lineno) {
+  char *f[9];
+  int nf = 0;
+  char *p = line;
+  while (*p && nf < 9) {
+    f[nf++] = p;
+    char *sp = strchr(p, ' ');
+    if (sp == NULL) break;
+    *sp = '\0';
+    p = sp + 1;
+  }
+  if (nf < 8 || strcmp(f[0], "e") != 0 || strlen(f[1]) != 1)
+    return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.type = f[1][0];
+  char *end;
+  e.mode = (uint32_t)strtoul(f[2], &end, 8) & 0777;
+  e.size = strtoll(f[3], &end, 10);
+  e.host_mtime_ns = strtoll(f[4], &end, 10);
+  e.box_mtime = strtoll(f[5], &end, 10);
+  e.stage = -1;
+  if (strcmp(f[6], "-") != 0) {
+    if (strlen(f[6]) != 64)
+      return sm_error_set(err, SM_EIO, "%s:%zu: damaged hash", path, lineno);
+    for (int i = 0; i < 32; i++) {
+      int a = hexval((unsigned char)f[6][2 * i]), b = hexval((unsigned char)f[6][2 * i + 1]);
+      if (a < 0 || b < 0) return sm_error_set(err, SM_EIO, "%s:%zu: damaged hash", path, lineno);
+      e.hash[i] = (unsigned char)(a * 16 + b);
+    }
+    e.has_hash = 1;
+  }
+  if (!(e.type == 'f' || e.type == 'd' || e.type == 'l') || e.size < 0)
+    return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest entry", path, lineno);
+  cleanup_free char *name = unescape(f[7]);
+  cleanup_free char *link = NULL;
+  if (nf > 8) {
+    if (strcmp(f[8], "%00") == 0)
+      link = strdup("");
+    else
+      link = unescape(f[8]);
+    if (link == NULL) return sm_error_set(err, SM_EIO, "%s:%zu: damaged link", path, lineno);
+  }
+  if (name == NULL || name[0] == '\0' || (e.type == 'l') != (link != NULL))
+    return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest entry", path, lineno);
+  e.path = name;
+  e.link = link;
+  int rc = ws_manifest_add(m, &e, NULL);
+  if (rc == SM_ECONFLICT)
+    return sm_error_set(err, SM_EIO, "%s:%zu: path listed twice", path, lineno);
+  if (rc) return sm_error_set(err, rc, "out of memory");
+  return 0;
+}
+
+int ws_manifest_load(ws_manifest *m, const char *path, int64_t max_entries, sm_error *err) {
+  ws_manifest_clear(m);
+  m->container[0] = '\0';
+  FILE *f = fopen(path, "re");
+  if (f == NULL) {
+    if (errno == ENOENT) return 0;
+    return sm_error_set_errno(err, SM_EIO, errno, "reading the workspace manifest %s: %s", path,
+                              strerror(errno));
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  size_t lineno = 0;
+  int rc = 0;
+  while ((len = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+    if (len > 64 * 1024) {
+      rc = sm_error_set(err, SM_EIO, "%s:%zu: line too long", path, lineno);
+      break;
+    }
+    if (lineno == 1) {
+      if (strcmp(line, MANIFEST_MAGIC) != 0) {
+        rc = sm_error_set(err, SM_EIO, "%s: not a sandman workspace manifest", path);
+        break;
+      }
+    } else if (strncmp(line, "container ", 10) == 0) {
+      snprintf(m->container, sizeof m->container, "%s",
+               strcmp(line + 10, "-") == 0 ? "" : line + 10);
+    } else if (strncmp(line, "root ", 5) == 0) {
+      char *r = unescape(line + 5);
+      if (r == NULL) {
+        rc = sm_error_set(err, SM_EIO, "%s:%zu: damaged root", path, lineno);
+        break;
+      }
+      free(m->root);
+      m->root = strcmp(r, "-") == 0 ? (free(r), strdup("")) : r;
+    } else {
+      if ((int64_t)m->n >= max_entries) {
+        rc = sm_error_set(err, SM_ETOOBIG, "%s: more than %" PRId64 " entries", path, max_entries);
+        break;
+      }
+      rc = parse_line(m, line, err, path, lineno);
+      if (rc) break;
+    }
+  }
+  free(line);
+  fclose(f);
+  if (rc == 0 && lineno == 0) rc = sm_error_set(err, SM_EIO, "%s: empty manifest", path);
+  if (rc) ws_manifest_clear(m);
+  return rc;
+}

@@ -1,0 +1,204 @@
+/* Walks a host directory (never following symlinks) into a manifest of
+ * lstat data: type, size, mode, mtime, link targets. No file is read here:
+ * content hashes are filled in only for what changed. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+
+#include "common/cleanup.h"
+#include "workspace/ws.h"
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct strvec {
+  char **v;
+  size_t n, cap;
+} strvec;
+
+static int strvec_push(strvec *s, char *str) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 32;
+    char **v = realloc(s->v, cap * sizeof *v);
+    if (v == NULL) return SM_ENOMEM;
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = str;
+  return 0;
+}
+
+static void strvec_free(strvec *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+static char *join(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  char *p = malloc(a + b + 2);
+  if (p == NULL) return NULL;
+  if (a) {
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+  } else {
+    memcpy(p, name, b + 1);
+  }
+  return p;
+}
+
+/* Lists one directory, adds its entries, pushes its subdirectories. */
+static int scan_dir(int root_fd, const char *root_path, const char *dir, const ws_scan_opts *o,
+                    ws_manifest *out, strvec *stack, sm_error *err) {
+  int fd = ws_open_dir(root_fd, dir, 0);
+  if (fd < 0)
+    return sm_error_set_errno(err, SM_EIO, -fd, "reading %s/%s: %s", root_path, dir,
+                              strerror(-fd));
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  strvec names = {0};
+  struct dirent *de;
+  int rc = 0;
+  errno = 0;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (dir[0] == '\0' && ws_is_reserved(de->d_name)) continue;
+    char *n = strdup(de->d_name);
+    if (n == NULL || strvec_push(&names, n) != 0) {
+      free(n);
+      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      break;
+    }
+    /* A directory with more names than the cap allows is an error anyway. */
+    if ((int64_t)names.n > o->max_entries + 1) break;
+  }
+  if (rc == 0 && names.n > 1) qsort(names.v, names.n, sizeof *names.v, cmp_str);
+  size_t first_sub = stack->n;
+  for (size_t i = 0; i < names.n && rc == 0; i++) {
+    cleanup_free char *path = join(dir, names.v[i]);
+    if (path == NULL) {
+      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      break;
+    }
+    if ((int64_t)strlen(path) > o->max_path) {
+      rc = sm_error_set(err, SM_ETOOBIG,
+                        "%s/%.80s...: path longer than the limit of %" PRId64 " bytes", root_path,
+                        path, o->max_path);
+      break;
+    }
+    if (ws_excluded(o->excludes, path)) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), names.v[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue; /* gone while we looked */
+      rc = sm_error_set_errno(err, SM_EIO, errno, "reading %s/%s: %s", root_path, path,
+                              strerror(errno));
+      break;
+    }
+    ws_entry e;
+    memset(&e, 0, sizeof e);
+    e.path = path;
+    e.mode = (uint32_t)(st.st_mode & 0777);
+    e.host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    e.box_mtime = WS_UNKNOWN_MTIME;
+    e.stage = -1;
+    char linkbuf[4097];
+    if (S_ISREG(st.st_mode)) {
+      e.type = 'f';
+      e.size = st.st_size;
+    } else if (S_ISDIR(st.st_mode)) {
+      e.type = 'd';
+    } else if (S_ISLNK(st.st_mode)) {
+      size_t cap = (size_t)o->max_path + 1 < sizeof linkbuf ? (size_t)o->max_path + 1 : sizeof linkbuf;
+      ssize_t n = readlinkat(dirfd(d), names.v[i], linkbuf, cap);
+      if (n < 0) {
+        rc = sm_error_set_errno(err, SM_EIO, errno, "reading the link %s/%s: %s", root_path, path,
+                                strerror(errno));
+        break;
+      }
+      if ((size_t)n >= cap) {
+        rc = sm_error_set(err, SM_ETOOBIG, "%s/%s: link target longer than %" PRId64 " bytes",
+                          root_path, path, o->max_path);
+        break;
+      }
+      linkbuf[n] = '\0';
+      e.type = 'l';
+      e.link = linkbuf;
+      e.mode = 0777;
+    } else if (o->specials && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+      e.type = S_ISFIFO(st.st_mode) ? 'p' : S_ISCHR(st.st_mode) ? 'c' : 'b';
+    } else {
+      sm_log(SM_LOG_WARN, "workspace: skipping %s/%s: %s cannot be copied", root_path, path,
+             S_ISSOCK(st.st_mode) ? "a socket" : S_ISFIFO(st.st_mode) ? "a fifo" : "a device");
+      continue;
+    }
+    if ((int64_t)out->n >= o->max_entries) {
+      rc = sm_error_set(err, SM_ETOOBIG,
+                        "%s has more than %" PRId64 " entries (the workspace entry limit); "
+                        "exclude some or raise the limit",
+                        root_path, o->max_entries);
+      break;
+    }
+    if (e.type == 'f' && out->total_size + e.size > o->max_bytes) {
+      char lim[32];
+      sm_format_size(o->max_bytes, lim, sizeof lim);
+      rc = sm_error_set(err, SM_ETOOBIG,
+                        "%s holds more than %s of files (the workspace size limit); "
+                        "exclude some or raise the limit",
+                        root_path, lim);
+      break;
+    }
+    if (ws_manifest_add(out, &e, NULL) != 0) {
+      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      break;
+    }
+    if (e.type == 'd') {
+      char *copy = strdup(path);
+      if (copy == NULL || strvec_push(stack, copy) != 0) {
+        free(copy);
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      }
+    }
+  }
+  closedir(d);
+  strvec_free(&names);
+  /* Reverse the pushed subdirectories so they are visited in sorted order. */
+  for (size_t a = first_sub, b = stack->n; rc == 0 && b > a + 1; a++, b--) {
+    char *t = stack->v[a];
+    stack->v[a] = stack->v[b - 1];
+    stack->v[b - 1] = t;
+  }
+  return rc;
+}
+
+int ws_scan(int root_fd, const char *root_path, const ws_scan_opts *o, ws_manifest *out,
+            sm_error *err) {
+  ws_manifest_clear(out);
+  strvec stack = {0};
+  char *root = strdup("");
+  if (root == NULL || strvec_push(&stack, root) != 0) {
+    free(root);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  int rc = 0;
+  while (stack.n > 0 && rc == 0) {
+    char *dir = stack.v[--stack.n];
+    rc = scan_dir(root_fd, root_path, dir, o, out, &stack, err);
+    free(dir);
+  }
+  strvec_free(&stack);
+  if (rc) ws_manifest_clear(out);
+  return rc;
+}

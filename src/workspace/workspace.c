@@ -1,0 +1,727 @@
+/* Workspace sync: the public API. Copy in sends a tar of what changed on the
+ * host (since the manifest) into the sandbox and deletes there what the host
+ * deleted; copy out reads the sandbox's tar through the checking extractor,
+ * stages it inside the host workspace and applies it file by file. Mode
+ * none runs the very same packer and extractor against a scratch directory. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+#include <sandman/workspace.h>
+
+#include "common/buf.h"
+#include "common/cleanup.h"
+#include "workspace/ws.h"
+
+#define RM_BATCH_PATHS 256
+#define RM_BATCH_BYTES (96 * 1024)
+#define RING_BYTES ((size_t)1 << 20)
+
+struct sm_workspace_sync {
+  char *host_dir;
+  char *manifest_path;
+  sm_string_list excludes;
+  int64_t max_bytes, max_entries, max_path;
+  ws_manifest base;      /* state of both sides after the last sync */
+  int have_base;         /* base describes base.container / base.root */
+  int wipe_first;        /* stale sandbox content may be there: clear it */
+  int64_t bytes_in, entries_in, bytes_out, entries_out;
+  int64_t abort_after;
+};
+
+void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) { sync->abort_after = bytes; }
+
+int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
+                          const sm_string_list *excludes, const sm_workspace_limits *limits,
+                          sm_error *err) {
+  *out = NULL;
+  if (host_dir == NULL || host_dir[0] == '\0')
+    return sm_error_set(err, SM_EINVAL, "no workspace directory given");
+  struct stat st;
+  if (stat(host_dir, &st) != 0)
+    return sm_error_set_errno(err, SM_EINVAL, errno, "workspace %s: %s", host_dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return sm_error_set(err, SM_EINVAL, "workspace %s is not a directory", host_dir);
+  sm_workspace_sync *s = calloc(1, sizeof *s);
+  if (s == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  s->host_dir = strdup(host_dir);
+  s->manifest_path = manifest_path ? strdup(manifest_path) : NULL;
+  if (s->host_dir == NULL || (manifest_path && s->manifest_path == NULL)) {
+    sm_workspace_sync_free(s);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  if (excludes) s->excludes = *excludes;
+  s->max_bytes = limits && limits->max_bytes > 0 ? limits->max_bytes : WS_DEFAULT_MAX_BYTES;
+  s->max_entries = limits && limits->max_entries > 0 ? limits->max_entries : WS_DEFAULT_MAX_ENTRIES;
+  s->max_path = limits && limits->max_path > 0 ? limits->max_path : WS_DEFAULT_MAX_PATH;
+  s->abort_after = -1;
+  ws_manifest_init(&s->base);
+  if (s->manifest_path) {
+    sm_error lerr = SM_ERROR_INIT;
+    if (ws_manifest_load(&s->base, s->manifest_path, s->max_entries, &lerr) != 0) {
+      sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
+             lerr.message);
+      ws_manifest_clear(&s->base);
+      s->wipe_first = 1;
+    } else {
+      s->have_base = s->base.root != NULL;
+    }
+  }
+  *out = s;
+  return 0;
+}
+
+void sm_workspace_sync_free(sm_workspace_sync *sync) {
+  if (sync == NULL) return;
+  ws_manifest_dispose(&sync->base);
+  free(sync->host_dir);
+  free(sync->manifest_path);
+  free(sync);
+}
+
+void sm_workspace_sync_stats(const sm_workspace_sync *s, int64_t *bytes_in, int64_t *entries_in,
+                             int64_t *bytes_out, int64_t *entries_out) {
+  if (bytes_in) *bytes_in = s->bytes_in;
+  if (entries_in) *entries_in = s->entries_in;
+  if (bytes_out) *bytes_out = s->bytes_out;
+  if (entries_out) *entries_out = s->entries_out;
+}
+
+void sm_workspace_free_list(char **list, size_t n) {
+  if (list == NULL) return;
+  for (size_t i = 0; i < n; i++) free(list[i]);
+  free(list);
+}
+
+static int check_target(const sm_workspace_target *t, sm_error *err) {
+  if (t == NULL || t->sandbox_path == NULL || t->sandbox_path[0] == '\0')
+    return sm_error_set(err, SM_EINVAL, "no sandbox workspace path given");
+  if (t->engine && (t->container_id == NULL || t->container_id[0] == '\0'))
+    return sm_error_set(err, SM_EINVAL, "no container given for the workspace copy");
+  if (t->engine && t->sandbox_path[0] != '/')
+    return sm_error_set(err, SM_EINVAL, "sandbox workspace path '%s' is not absolute",
+                        t->sandbox_path);
+  return 0;
+}
+
+static const char *target_container(const sm_workspace_target *t) {
+  return t->engine ? t->container_id : "";
+}
+
+/* Does the manifest describe this very sandbox? */
+static int base_matches(const sm_workspace_sync *s, const sm_workspace_target *t) {
+  return s->have_base && s->base.root && strcmp(s->base.container, target_container(t)) == 0 &&
+         strcmp(s->base.root, t->sandbox_path) == 0;
+}
+
+static int open_host(const sm_workspace_sync *s, sm_error *err) {
+  int fd = open(s->host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return sm_error_set_errno(err, SM_EIO, errno, "workspace %s: %s", s->host_dir, strerror(errno));
+  return fd;
+}
+
+static const char *last_component(const char *path, char *buf, size_t len) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  size_t start = n;
+  while (start > 0 && path[start - 1] != '/') start--;
+  snprintf(buf, len, "%.*s", (int)(n - start), path + start);
+  return buf;
+}
+
+/* ---- commands run in the sandbox (deletions) ---- */
+
+typedef struct exec_out {
+  sm_buf buf;
+} exec_out;
+
+static int exec_collect(void *ud, int stream, const char *data, size_t len) {
+  exec_out *o = ud;
+  sm_buf_append_capped(&o->buf, data, len);
+  return 0;
+}
+
+static int box_exec(const sm_workspace_target *t, const char *const *argv, size_t argc,
+                    sm_error *err) {
+  cleanup_json json_object *cfg = json_object_new_object();
+  json_object *cmd = json_object_new_array();
+  for (size_t i = 0; i < argc; i++) json_object_array_add(cmd, json_object_new_string(argv[i]));
+  json_object_object_add(cfg, "Cmd", cmd);
+  if (t->uid > 0) {
+    char user[64];
+    snprintf(user, sizeof user, "%d:%d", t->uid, t->gid > 0 ? t->gid : t->uid);
+    json_object_object_add(cfg, "User", json_object_new_string(user));
+  }
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(0));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
+  char exec_id[SM_ENGINE_ID_MAX];
+  int rc = sm_engine_exec_create(t->engine, t->container_id, cfg, exec_id, err);
+  if (rc) return rc;
+  exec_out o;
+  sm_buf_init(&o.buf, 4096);
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  io.output = exec_collect;
+  io.output_ud = &o;
+  io.timeout_s = 300;
+  rc = sm_engine_exec_start(t->engine, exec_id, &io, err);
+  int code = 0;
+  if (rc == 0) rc = sm_engine_exec_inspect(t->engine, exec_id, NULL, &code, NULL, err);
+  if (rc == 0 && code != 0)
+    rc = sm_error_set(err, SM_ESANDBOX, "'%s' in the sandbox exited with %d: %s", argv[0], code,
+                      o.buf.data ? o.buf.data : "");
+  sm_buf_dispose(&o.buf);
+  return rc;
+}
+
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Deletes paths (relative, sorted) in the sandbox with batched `rm -rf`. */
+static int box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_error *err) {
+  const char **argv = calloc(RM_BATCH_PATHS + 4, sizeof *argv);
+  char **owned = calloc(RM_BATCH_PATHS, sizeof *owned);
+  if (argv == NULL || owned == NULL) {
+    free(argv);
+    free(owned);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  int rc = 0;
+  size_t i = 0;
+  const char *root = t->sandbox_path;
+  size_t rlen = strlen(root);
+  while (rlen > 1 && root[rlen - 1] == '/') rlen--;
+  while (i < n && rc == 0) {
+    size_t argc = 0, bytes = 0, k = 0;
+    argv[argc++] = "rm";
+    argv[argc++] = "-rf";
+    argv[argc++] = "--";
+    while (i < n && k < RM_BATCH_PATHS && bytes < RM_BATCH_BYTES) {
+      size_t len = rlen + strlen(paths[i]) + 2;
+      owned[k] = malloc(len);
+      if (owned[k] == NULL) {
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+        break;
+      }
+      snprintf(owned[k], len, "%.*s/%s", (int)rlen, root, paths[i]);
+      argv[argc++] = owned[k++];
+      bytes += len;
+      i++;
+    }
+    if (rc == 0) rc = box_exec(t, argv, argc, err);
+    for (size_t j = 0; j < k; j++) free(owned[j]);
+  }
+  free(argv);
+  free(owned);
+  if (rc) sm_error_wrap(err, "deleting in the sandbox what was deleted on the host");
+  return rc;
+}
+
+static int box_wipe(const sm_workspace_target *t, sm_error *err) {
+  const char *argv[] = {"sh", "-c", "cd -- \"$1\" && rm -rf -- * .[!.]* ..?*", "sh",
+                        t->sandbox_path};
+  int rc = box_exec(t, argv, 5, err);
+  if (rc) sm_error_wrap(err, "clearing the sandbox workspace");
+  return rc;
+}
+
+/* Empties a scratch directory (mode none), keeping stage directories. */
+static int scratch_wipe(int fd, sm_error *err) {
+  int dfd = dup(fd);
+  if (dfd < 0) return sm_error_set_errno(err, SM_EIO, errno, "clearing the scratch directory");
+  DIR *d = fdopendir(dfd);
+  if (d == NULL) {
+    close(dfd);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  struct dirent *de;
+  int rc = 0;
+  while ((de = readdir(d)) != NULL && rc == 0) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (ws_is_reserved(de->d_name)) continue;
+    int r = ws_remove_tree(fd, de->d_name);
+    if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "clearing the scratch directory: %s",
+                                   strerror(-r));
+  }
+  closedir(d);
+  return rc;
+}
+
+static int open_scratch(const char *path, sm_error *err) {
+  /* Made on demand (0700), like mkdir -p. */
+  cleanup_free char *p = strdup(path);
+  if (p == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  for (char *c = p + 1; *c; c++) {
+    if (*c != '/') continue;
+    *c = '\0';
+    mkdir(p, 0700);
+    *c = '/';
+  }
+  mkdir(p, 0700);
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return sm_error_set_errno(err, SM_EIO, errno, "scratch directory %s: %s", path,
+                              strerror(errno));
+  return fd;
+}
+
+/* ---- copy in ---- */
+
+static int ancestor_listed(const ws_manifest *set, const char *path) {
+  size_t len = strlen(path);
+  char *buf = malloc(len + 1);
+  if (buf == NULL) return 0;
+  memcpy(buf, path, len + 1);
+  int hit = 0;
+  for (size_t i = len; i > 0 && !hit; i--) {
+    if (buf[i - 1] != '/') continue;
+    buf[i - 1] = '\0';
+    hit = ws_manifest_get(set, buf) != NULL;
+  }
+  free(buf);
+  return hit;
+}
+
+/* Is the host entry e the same as what the sandbox has (base entry b)? */
+static int same_as_base(int root_fd, ws_dircache *dc, ws_entry *e, const ws_entry *b) {
+  if (b == NULL || b->type != e->type || b->mode != e->mode) return 0;
+  if (e->type == 'd') return 1;
+  if (e->type == 'l') return strcmp(b->link, e->link) == 0;
+  if (b->size != e->size || !b->has_hash || b->box_mtime == WS_UNKNOWN_MTIME) return 0;
+  if (b->host_mtime_ns == e->host_mtime_ns) return 1;
+  /* Touched but maybe not changed: a hash decides, no re-send if equal. The
+   * sandbox keeps its mtime; box_mtime stays what it has. */
+  const char *name;
+  int dfd = ws_dircache_parent(dc, e->path, &name, 0);
+  int fd = dfd >= 0 ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+  if (fd < 0) return 0;
+  unsigned char h[32];
+  int64_t n = 0;
+  int ok = ws_hash_fd(fd, h, &n) == 0 && n == e->size && memcmp(h, b->hash, 32) == 0;
+  close(fd);
+  (void)root_fd;
+  return ok;
+}
+
+static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
+                         ws_packer *pk, sm_error *err) {
+  cleanup_free char *stage = NULL;
+  int stage_fd = ws_stage_create(scratch_fd, t->sandbox_path, &stage, err);
+  if (stage_fd < 0) return stage_fd;
+  ws_extract x;
+  ws_extract_init(&x);
+  x.stage_fd = stage_fd;
+  x.root_fd = scratch_fd;
+  x.max_bytes = s->max_bytes;
+  x.max_entries = s->max_entries;
+  x.max_path = s->max_path;
+  int rc = ws_extract_run(&x, ws_packer_read, pk, err);
+  if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
+  ws_apply_result res = {0};
+  if (rc == 0) rc = ws_apply(scratch_fd, &x, 0, 0, &res, err);
+  ws_apply_result_dispose(&res);
+  ws_stage_remove(scratch_fd, stage, stage_fd);
+  ws_extract_dispose(&x);
+  return rc;
+}
+
+int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_error *err) {
+  int rc = check_target(t, err);
+  if (rc) return rc;
+  s->bytes_in = s->entries_in = 0;
+  cleanup_fd int root_fd = open_host(s, err);
+  if (root_fd < 0) return root_fd;
+  ws_stage_sweep(root_fd);
+
+  ws_manifest cur;
+  ws_manifest_init(&cur);
+  ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
+  rc = ws_scan(root_fd, s->host_dir, &so, &cur, err);
+  if (rc) {
+    ws_manifest_dispose(&cur);
+    return sm_error_wrap(err, "copying the workspace in");
+  }
+  int valid = base_matches(s, t);
+  int wipe = s->wipe_first || (!valid && !t->engine);
+  if (!valid) ws_manifest_clear(&s->base);
+
+  /* What to send, and what the sandbox has that the host no longer has. */
+  ws_entry **send = calloc(cur.n + 1, sizeof *send);
+  char **dels = calloc(s->base.n + 1, sizeof *dels);
+  size_t nsend = 0, ndel = 0;
+  ws_manifest delset;
+  ws_manifest_init(&delset);
+  ws_dircache dc;
+  ws_dircache_init(&dc, root_fd);
+  if (send == NULL || dels == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < cur.n; i++) {
+    ws_entry *e = &cur.v[i];
+    const ws_entry *b = ws_manifest_get(&s->base, e->path);
+    if (same_as_base(root_fd, &dc, e, b)) {
+      e->has_hash = b->has_hash;
+      memcpy(e->hash, b->hash, 32);
+      e->box_mtime = b->box_mtime;
+    } else {
+      send[nsend++] = e;
+    }
+  }
+  ws_dircache_dispose(&dc);
+  for (size_t i = 0; rc == 0 && i < s->base.n; i++) {
+    const ws_entry *b = &s->base.v[i];
+    const ws_entry *c = ws_manifest_get(&cur, b->path);
+    if (c && c->type == b->type) continue;
+    if (ws_excluded(&s->excludes, b->path)) continue;
+    dels[ndel++] = b->path;
+  }
+  if (rc == 0 && ndel > 1) qsort(dels, ndel, sizeof *dels, cmp_cstr);
+  /* rm -rf of a directory covers what is under it. */
+  size_t nkeep = 0;
+  for (size_t i = 0; rc == 0 && i < ndel; i++) {
+    if (ancestor_listed(&delset, dels[i])) continue;
+    ws_entry d;
+    memset(&d, 0, sizeof d);
+    d.path = dels[i];
+    d.type = 'd';
+    if (ws_manifest_add(&delset, &d, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+    dels[nkeep++] = dels[i];
+  }
+  ndel = nkeep;
+
+  cleanup_fd int scratch_fd = -1;
+  if (rc == 0 && !t->engine) {
+    scratch_fd = open_scratch(t->sandbox_path, err);
+    if (scratch_fd < 0) rc = scratch_fd;
+  }
+  if (rc == 0 && wipe) {
+    rc = t->engine ? box_wipe(t, err) : scratch_wipe(scratch_fd, err);
+    if (rc == 0) s->wipe_first = 0;
+  }
+  if (rc == 0 && ndel > 0) {
+    if (t->engine) {
+      rc = box_delete(t, dels, ndel, err);
+    } else {
+      ws_dircache sdc;
+      ws_dircache_init(&sdc, scratch_fd);
+      for (size_t i = 0; rc == 0 && i < ndel; i++) {
+        const char *name;
+        int dfd = ws_dircache_parent(&sdc, dels[i], &name, 0);
+        if (dfd < 0) continue;
+        int r = ws_remove_tree(dfd, name);
+        if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s' in the scratch directory: %s",
+                                       dels[i], strerror(-r));
+      }
+      ws_dircache_dispose(&sdc);
+    }
+  }
+  if (rc == 0 && nsend > 0) {
+    ws_packer *pk = NULL;
+    rc = ws_packer_new(&pk, root_fd, send, nsend, "", t->uid, t->gid, err);
+    if (rc == 0) {
+      if (s->abort_after >= 0) ws_packer_abort_after(pk, s->abort_after);
+      if (t->engine) {
+        rc = sm_engine_archive_put(t->engine, t->container_id, t->sandbox_path, ws_packer_read, pk,
+                                   err);
+        if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
+      } else {
+        rc = copy_in_local(s, t, scratch_fd, pk, err);
+      }
+      ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
+      ws_packer_free(pk);
+    }
+  }
+  free(send);
+  free(dels);
+  ws_manifest_dispose(&delset);
+  if (rc) {
+    /* The sandbox may hold part of the copy: the old manifest still says
+     * what to send next time, so it stays. */
+    ws_manifest_dispose(&cur);
+    return sm_error_wrap(err, "copying the workspace %s in", s->host_dir);
+  }
+  ws_manifest_dispose(&s->base);
+  s->base = cur;
+  s->have_base = 1;
+  if (ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path) != 0)
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
+    return sm_error_wrap(err, "copying the workspace in");
+  sm_log(SM_LOG_DEBUG, "workspace: copied in %" PRId64 " entries, %" PRId64 " bytes; %zu deleted",
+         s->entries_in, s->bytes_in, ndel);
+  return 0;
+}
+
+/* ---- copy out ---- */
+
+/* A bounded pipe between the engine (pushing the download) and the
+ * extractor thread (pulling through libarchive). */
+typedef struct ring {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char *buf;
+  size_t head, len;
+  int eof, werr, rdone, rfailed;
+  int64_t pushed, abort_after;
+  ws_extract *x;
+  int rc;
+  sm_error err;
+  char request_id[64];
+} ring;
+
+static int ring_write(void *ud, const char *data, size_t len) {
+  ring *r = ud;
+  pthread_mutex_lock(&r->mu);
+  if (r->abort_after >= 0 && r->pushed + (int64_t)len > r->abort_after) {
+    pthread_mutex_unlock(&r->mu);
+    return SM_ECANCELLED;
+  }
+  r->pushed += (int64_t)len;
+  while (len > 0) {
+    while (r->len == RING_BYTES && !r->rdone) pthread_cond_wait(&r->cv, &r->mu);
+    if (r->rdone) {
+      int failed = r->rfailed;
+      pthread_mutex_unlock(&r->mu);
+      /* Done early: trailing padding is dropped; failed: stop the download. */
+      return failed ? SM_ECANCELLED : 0;
+    }
+    size_t tail = (r->head + r->len) % RING_BYTES;
+    size_t room = RING_BYTES - r->len;
+    size_t contig = RING_BYTES - tail;
+    size_t n = len < room ? len : room;
+    if (n > contig) n = contig;
+    memcpy(r->buf + tail, data, n);
+    r->len += n;
+    data += n;
+    len -= n;
+    pthread_cond_broadcast(&r->cv);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
+static ssize_t ring_read(void *ud, char *buf, size_t len) {
+  ring *r = ud;
+  pthread_mutex_lock(&r->mu);
+  while (r->len == 0 && !r->eof) pthread_cond_wait(&r->cv, &r->mu);
+  if (r->len == 0) {
+    int werr = r->werr;
+    pthread_mutex_unlock(&r->mu);
+    return werr ? SM_EIO : 0;
+  }
+  size_t contig = RING_BYTES - r->head;
+  size_t n = r->len < len ? r->len : len;
+  if (n > contig) n = contig;
+  memcpy(buf, r->buf + r->head, n);
+  r->head = (r->head + n) % RING_BYTES;
+  r->len -= n;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  return (ssize_t)n;
+}
+
+static void *extract_thread(void *ud) {
+  ring *r = ud;
+  if (r->request_id[0]) sm_log_set_request_id(r->request_id);
+  int rc = ws_extract_run(r->x, ring_read, r, &r->err);
+  pthread_mutex_lock(&r->mu);
+  r->rc = rc;
+  r->rdone = 1;
+  r->rfailed = rc != 0;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
+                        sm_error *err) {
+  ring *r = calloc(1, sizeof *r);
+  char *buf = malloc(RING_BYTES);
+  if (r == NULL || buf == NULL) {
+    free(r);
+    free(buf);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+  r->buf = buf;
+  r->x = x;
+  r->abort_after = s->abort_after;
+  const char *rid = sm_log_request_id();
+  if (rid) snprintf(r->request_id, sizeof r->request_id, "%s", rid);
+  pthread_t th;
+  int rc = 0;
+  if (pthread_create(&th, NULL, extract_thread, r) != 0) {
+    rc = sm_error_set(err, SM_ENOMEM, "cannot start the extractor thread");
+  } else {
+    sm_error gerr = SM_ERROR_INIT;
+    int grc = sm_engine_archive_get(t->engine, t->container_id, t->sandbox_path, ring_write, r,
+                                    &gerr);
+    pthread_mutex_lock(&r->mu);
+    r->eof = 1;
+    r->werr = grc != 0;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(th, NULL);
+    /* The extractor's refusal explains an aborted download best; otherwise
+     * the engine's error does. */
+    if (r->rc != 0 && (grc == 0 || grc == SM_ECANCELLED) && s->abort_after < 0) {
+      *err = r->err;
+      rc = r->rc;
+    } else if (grc != 0) {
+      *err = gerr;
+      rc = grc;
+    } else if (r->rc != 0) {
+      *err = r->err;
+      rc = r->rc;
+    }
+  }
+  pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv);
+  free(buf);
+  free(r);
+  return rc;
+}
+
+static int fetch_local(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
+                       const char *prefix, sm_error *err) {
+  cleanup_fd int sfd = open_scratch(t->sandbox_path, err);
+  if (sfd < 0) return sfd;
+  ws_manifest listing;
+  ws_manifest_init(&listing);
+  int64_t base_total = x->base ? x->base->total_size : 0;
+  ws_scan_opts so = {x->excludes, s->max_bytes + base_total, s->max_entries, s->max_path, 1};
+  int rc = ws_scan(sfd, t->sandbox_path, &so, &listing, err);
+  ws_entry **items = calloc(listing.n + 1, sizeof *items);
+  if (rc == 0 && items == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < listing.n; i++) items[i] = &listing.v[i];
+  ws_packer *pk = NULL;
+  if (rc == 0) rc = ws_packer_new(&pk, sfd, items, listing.n, prefix, 0, 0, err);
+  if (rc == 0) {
+    if (s->abort_after >= 0) ws_packer_abort_after(pk, s->abort_after);
+    rc = ws_extract_run(x, ws_packer_read, pk, err);
+    if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
+  }
+  ws_packer_free(pk);
+  free(items);
+  ws_manifest_dispose(&listing);
+  return rc;
+}
+
+static int sorted_copy(char **src, size_t n, char ***out, size_t *out_n) {
+  if (out == NULL) return 0;
+  *out = NULL;
+  if (out_n) *out_n = 0;
+  char **v = calloc(n + 1, sizeof *v);
+  if (v == NULL) return SM_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    v[i] = strdup(src[i]);
+    if (v[i] == NULL) {
+      sm_workspace_free_list(v, i);
+      return SM_ENOMEM;
+    }
+  }
+  if (n > 1) qsort(v, n, sizeof *v, cmp_cstr);
+  *out = v;
+  if (out_n) *out_n = n;
+  return 0;
+}
+
+int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
+                          char ***files_changed, size_t *n_files_changed, char ***conflicts,
+                          size_t *n_conflicts, sm_error *err) {
+  if (files_changed) *files_changed = NULL;
+  if (n_files_changed) *n_files_changed = 0;
+  if (conflicts) *conflicts = NULL;
+  if (n_conflicts) *n_conflicts = 0;
+  int rc = check_target(t, err);
+  if (rc) return rc;
+  s->bytes_out = s->entries_out = 0;
+  cleanup_fd int root_fd = open_host(s, err);
+  if (root_fd < 0) return root_fd;
+  int valid = base_matches(s, t);
+  if (!valid)
+    sm_log(SM_LOG_WARN, "workspace: no copy-in record for this sandbox; nothing is deleted on "
+           "the host and every file counts as new");
+  cleanup_free char *stage = NULL;
+  int stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
+  if (stage_fd < 0) return sm_error_wrap(err, "copying the workspace out");
+  ws_extract x;
+  ws_extract_init(&x);
+  x.stage_fd = stage_fd;
+  x.root_fd = root_fd;
+  x.base = valid ? &s->base : NULL;
+  x.excludes = &s->excludes;
+  x.max_bytes = s->max_bytes;
+  x.max_entries = s->max_entries;
+  x.max_path = s->max_path;
+  char prefix[256];
+  last_component(t->sandbox_path, prefix, sizeof prefix);
+  x.strip = prefix;
+  rc = t->engine ? fetch_engine(s, t, &x, err) : fetch_local(s, t, &x, prefix, err);
+  ws_apply_result res = {0};
+  if (rc == 0) rc = ws_apply(root_fd, &x, 1, valid, &res, err);
+  ws_stage_remove(root_fd, stage, stage_fd);
+  if (rc) {
+    ws_apply_result_dispose(&res);
+    ws_extract_dispose(&x);
+    return sm_error_wrap(err, "copying the workspace out of the sandbox into %s", s->host_dir);
+  }
+  s->bytes_out = x.bytes_staged;
+  s->entries_out = res.entries;
+  /* The sandbox's side is now the reference for both directions. */
+  ws_manifest nb = x.box;
+  ws_manifest_init(&x.box);
+  ws_manifest_dispose(&s->base);
+  s->base = nb;
+  s->have_base = 1;
+  for (size_t i = 0; i < s->base.n; i++) s->base.v[i].state = WS_SAME;
+  rc = ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path);
+  if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||
+                  sorted_copy(res.conflicts, res.n_conflicts, conflicts, n_conflicts) != 0))
+    rc = SM_ENOMEM;
+  ws_apply_result_dispose(&res);
+  ws_extract_dispose(&x);
+  if (rc) return sm_error_set(err, rc, "out of memory");
+  if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
+    return sm_error_wrap(err, "copying the workspace out");
+  sm_log(SM_LOG_DEBUG, "workspace: copied out %" PRId64 " changes, %" PRId64 " bytes",
+         s->entries_out, s->bytes_out);
+  return 0;
+}
+
+/* ---- for tests and fuzzing ---- */
+
+int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
+                  const sm_workspace_limits *limits, ws_apply_result *res, sm_error *err) {
+  cleanup_fd int fd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "%s: %s", dest_dir, strerror(errno));
+  cleanup_free char *stage = NULL;
+  int stage_fd = ws_stage_create(fd, dest_dir, &stage, err);
+  if (stage_fd < 0) return stage_fd;
+  ws_extract x;
+  ws_extract_init(&x);
+  x.stage_fd = stage_fd;
+  x.root_fd = fd;
+  if (limits && limits->max_bytes > 0) x.max_bytes = limits->max_bytes;
+  if (limits && limits->max_entries > 0) x.max_entries = limits->max_entries;
+  if (limits && limits->max_path > 0) x.max_path = limits->max_path;
+  int rc = ws_extract_run(&x, reader, ud, err);
+  if (rc == 0) rc = ws_apply(fd, &x, 1, 0, res, err);
+  ws_stage_remove(fd, stage, stage_fd);
+  ws_extract_dispose(&x);
+  return rc;
+}

@@ -1,0 +1,178 @@
+/* Internals of the workspace module: the manifest, the host scanner, the
+ * tar packer (a pull reader), the checking extractor and the staged apply.
+ * Shared by the src/workspace sources and the unit and fuzz tests. */
+#ifndef SANDMAN_WORKSPACE_WS_H
+#define SANDMAN_WORKSPACE_WS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+#include <sandman/workspace.h>
+
+#include "common/buf.h"
+
+#define WS_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
+#define WS_DEFAULT_MAX_ENTRIES ((int64_t)100000)
+#define WS_DEFAULT_MAX_PATH ((int64_t)4096)
+/* Top-level names sandman uses inside a workspace: never copied either way. */
+#define WS_STAGE_PREFIX ".sandman-stage-"
+#define WS_CONFLICT_SUFFIX ".sandman-conflict"
+#define WS_UNKNOWN_MTIME INT64_MIN
+
+/* Entry states set by the extractor. */
+enum { WS_SAME = 0, WS_CHANGED = 1, WS_TOUCHED = 2 };
+
+/* One path of a workspace. type: 'f' file, 'd' directory, 'l' symlink; in a
+ * scan of a scratch directory also 'p' fifo, 'c'/'b' devices (so that the
+ * extractor sees and refuses them, as with the engine's tar). */
+typedef struct ws_entry {
+  char *path;             /* relative, '/'-separated, no "." or ".." */
+  char *link;             /* symlink target, else NULL */
+  int64_t size;
+  int64_t host_mtime_ns;  /* host side; WS_UNKNOWN_MTIME: compare by content */
+  int64_t box_mtime;      /* sandbox side, whole seconds (tar precision) */
+  uint32_t mode;          /* permission bits only (0777) */
+  char type;
+  unsigned char has_hash;
+  unsigned char hash[32]; /* SHA-256 of a file's content */
+  /* Working fields, not saved. */
+  unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED */
+  int32_t stage;          /* staged file number, or -1 */
+} ws_entry;
+
+typedef struct ws_manifest {
+  ws_entry *v;
+  size_t n, cap;
+  uint32_t *index;        /* open addressing: entry number + 1, 0 empty */
+  size_t index_cap;
+  int64_t total_size;
+  char container[SM_ENGINE_ID_MAX]; /* sandbox the state belongs to ("" none) */
+  char *root;             /* sandbox path it was synced to */
+} ws_manifest;
+
+void ws_manifest_init(ws_manifest *m);
+void ws_manifest_dispose(ws_manifest *m);
+void ws_manifest_clear(ws_manifest *m);
+ws_entry *ws_manifest_get(const ws_manifest *m, const char *path);
+/* Copies e (path and link duplicated). SM_ECONFLICT if the path is there. */
+int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out);
+/* A missing file is an empty manifest; a damaged one is an error. */
+int ws_manifest_load(ws_manifest *m, const char *path, int64_t max_entries, sm_error *err);
+/* Written to a temporary file beside it, fsync'ed and renamed. */
+int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err);
+int ws_manifest_set_target(ws_manifest *m, const char *container, const char *root);
+
+/* ---- paths and directories ---- */
+/* Normalises a tar member or link name: drops "." and empty components,
+ * refuses absolute names and "..". Returns 0 and a malloc'ed path (possibly
+ * "") or SM_EUNSAFE with why in err. */
+int ws_path_normalize(const char *raw, char **out, sm_error *err);
+/* 1 if path (or any directory above it) matches an exclude glob (matched
+ * against the whole relative path and against each name). */
+int ws_excluded(const sm_string_list *excludes, const char *path);
+/* 1 if a symlink at path with this target stays inside the root whatever
+ * the other links in the tree are: relative, only leading "..", no more of
+ * them than path has directories above it. */
+int ws_link_inside(const char *path, const char *target);
+int ws_is_reserved(const char *path);
+
+/* Opens the directory rel under root_fd; every component must be a real
+ * directory (no symlink is followed). create: missing ones are made (0700).
+ * Returns an fd or -errno (-ENOTDIR when a component is not a directory). */
+int ws_open_dir(int root_fd, const char *rel, int create);
+
+/* Caches the last opened parent directory while walking sorted paths. */
+typedef struct ws_dircache {
+  int root_fd;
+  int fd;
+  char *dir;
+} ws_dircache;
+void ws_dircache_init(ws_dircache *c, int root_fd);
+void ws_dircache_dispose(ws_dircache *c);
+/* fd of path's parent (owned by the cache) and *name its last component, or -errno. */
+int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int create);
+
+/* Removes name under dir_fd, recursively for a directory (never following links). */
+int ws_remove_tree(int dir_fd, const char *name);
+/* Makes <dir>/.sandman-stage-XXXXXX; *out_path malloc'ed; returns an fd or error. */
+int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err);
+/* Empties and removes a flat stage directory. */
+void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd);
+/* Removes stale stage directories (older than an hour) left by a crash. */
+void ws_stage_sweep(int root_fd);
+
+int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len);
+void ws_hex(const unsigned char *bytes, size_t n, char *out);
+
+/* ---- scan ---- */
+typedef struct ws_scan_opts {
+  const sm_string_list *excludes;
+  int64_t max_bytes, max_entries, max_path;
+  int specials;   /* record fifos and devices (scratch side) instead of skipping */
+} ws_scan_opts;
+int ws_scan(int root_fd, const char *root_path, const ws_scan_opts *opts, ws_manifest *out,
+            sm_error *err);
+
+/* ---- packer: a tar stream of chosen entries, pulled by an sm_read_fn ---- */
+typedef struct ws_packer ws_packer;
+/* items: entries of a scan (borrowed; their hash and size are filled in as
+ * files are read). prefix: first component of every member ("" none). */
+int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
+                  const char *prefix, int uid, int gid, sm_error *err);
+ssize_t ws_packer_read(void *ud, char *buf, size_t len);
+/* The error that made ws_packer_read fail (code 0 if none). */
+const sm_error *ws_packer_error(const ws_packer *p);
+void ws_packer_stats(const ws_packer *p, int64_t *bytes, int64_t *entries);
+/* Test hook: fail with SM_ECANCELLED once this many tar bytes were produced. */
+void ws_packer_abort_after(ws_packer *p, int64_t bytes);
+void ws_packer_free(ws_packer *p);
+
+/* ---- extractor: reads a tar, refuses what is unsafe, stages changes ---- */
+typedef struct ws_extract {
+  int stage_fd;                 /* flat staging directory */
+  int root_fd;                  /* destination (hard links to unchanged files), or -1 */
+  const char *strip;            /* required first component, or NULL */
+  const ws_manifest *base;      /* last synced state; NULL: all entries are changes */
+  const sm_string_list *excludes;
+  int64_t max_bytes, max_entries, max_path;
+  ws_manifest box;              /* out: every entry of the archive */
+  int64_t bytes_staged;
+  int64_t raw_bytes;
+  int32_t next_stage;
+} ws_extract;
+
+void ws_extract_init(ws_extract *x);
+void ws_extract_dispose(ws_extract *x);
+/* Reads the whole stream. Any unsafe entry or cap is an error (nothing is
+ * applied by the caller then). */
+int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err);
+
+/* ---- apply: staged changes onto a directory ---- */
+typedef struct ws_apply_result {
+  char **changed; size_t n_changed, cap_changed;
+  char **conflicts; size_t n_conflicts, cap_conflicts;
+  int64_t entries;
+} ws_apply_result;
+
+/* Applies x's changes and the deletions (base entries not in x->box) to
+ * root_fd. With check_host, a path the host changed since base keeps the
+ * host's version and the staged one lands beside it (conflict). Without it
+ * (a scratch directory), whatever is in the way is replaced. Updates
+ * x->box's host_mtime_ns of what it wrote. */
+int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
+             sm_error *err);
+void ws_apply_result_dispose(ws_apply_result *r);
+
+/* Convenience for tests and fuzzing: extracts a tar stream into dest_dir
+ * (stage, check, apply), no manifest. */
+int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
+                  const sm_workspace_limits *limits, ws_apply_result *res, sm_error *err);
+
+/* Test hook on a sync: the next copy aborts after this many tar bytes. */
+void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes);
+
+#endif
