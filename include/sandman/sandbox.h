@@ -173,6 +173,39 @@ const char *sm_runner_instance(const sm_runner *runner);
 int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
            sm_error *err);
 
+
+/* ---- the fallback rule (contract: "Fallback when the engine or the
+ * requested runtime is unhealthy at start") ---- */
+#define SM_FALLBACK_MAX_REASONS 8
+
+typedef struct sm_fallback_decision {
+  sm_mode requested;
+  sm_mode mode;            /* the mode to use */
+  int refused;             /* production and unhealthy: run nothing */
+  int production;          /* the project environment is "production" */
+  int checked;             /* 0 when the requested mode needs no engine (none) */
+  int engine_ok;           /* engine reachable */
+  int runtime_ok;          /* requested runtime registered (1 when none asked) */
+  int image_ok;            /* image present */
+  size_t n_reasons;        /* what is unhealthy, one line each */
+  char reasons[SM_FALLBACK_MAX_REASONS][512];
+} sm_fallback_decision;
+
+/* Checks the engine (reachable), the runtime (registered, when runtime is
+ * non-empty) and the image (present; NULL: the built-in default) for a
+ * container mode. Healthy: out->mode = requested. Unhealthy outside
+ * production: steps down one mode at a time (per_worker -> per_run ->
+ * per_tool -> none), logging a WARN per step that names the cause, and
+ * returns 0. Unhealthy in production: out->refused = 1 and a negative code
+ * (SM_EUNREACHABLE for the engine, else SM_ESANDBOX) with the reasons in
+ * err; nothing may run. */
+int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project_environment,
+                       const char *runtime, const char *image, sm_fallback_decision *out,
+                       sm_error *err);
+/* {"requested", "mode", "refused", "production", "engine_ok", "runtime_ok",
+ * "image_ok", "reasons": [...]} (caller owns it), for doctor and logs. */
+json_object *sm_fallback_decision_to_json(const sm_fallback_decision *d);
+
 #ifdef __cplusplus
 }
 #endif

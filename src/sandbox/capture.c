@@ -1,0 +1,57 @@
+/* Capped capture of a tool's stdout and stderr, shared by containers and
+ * mode none. Past the cap the bytes are read and dropped, so the tool never
+ * blocks on a full pipe and runs on undisturbed; the truncation is flagged. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/internal.h"
+
+void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_fn forward,
+                     void *forward_ud) {
+  memset(c, 0, sizeof *c);
+  sm_buf_init(&c->out, out_cap > 0 ? (size_t)out_cap : 0);
+  sm_buf_init(&c->err, err_cap > 0 ? (size_t)err_cap : 0);
+  c->forward = forward;
+  c->forward_ud = forward_ud;
+}
+
+int sm_capture_output(void *userdata, int stream, const char *data, size_t len) {
+  sm_capture *c = userdata;
+  sm_buf *b = stream == 2 ? &c->err : &c->out;
+  int *trunc = stream == 2 ? &c->err_truncated : &c->out_truncated;
+  size_t before = b->len;
+  size_t dropped = sm_buf_append_capped(b, data, len);
+  if (dropped) *trunc = 1;
+  size_t kept = b->len - before;
+  if (kept && c->forward && !c->forward_failed) {
+    if (c->forward(c->forward_ud, stream == 2 ? 2 : 1, b->data + before, kept) < 0)
+      c->forward_failed = 1;
+  }
+  return 0;
+}
+
+static int take(sm_buf *b, char **data, size_t *len) {
+  if (b->data == NULL) {
+    *data = strdup("");
+    *len = 0;
+    return *data ? 0 : SM_ENOMEM;
+  }
+  *data = sm_buf_steal(b, len);
+  return 0;
+}
+
+int sm_capture_to_result(sm_capture *c, sm_run_result *r) {
+  free(r->stdout_data);
+  free(r->stderr_data);
+  r->stdout_data = r->stderr_data = NULL;
+  int rc = take(&c->out, &r->stdout_data, &r->stdout_len);
+  if (rc == 0) rc = take(&c->err, &r->stderr_data, &r->stderr_len);
+  r->stdout_truncated = c->out_truncated;
+  r->stderr_truncated = c->err_truncated;
+  return rc;
+}
+
+void sm_capture_dispose(sm_capture *c) {
+  sm_buf_dispose(&c->out);
+  sm_buf_dispose(&c->err);
+}

@@ -1,0 +1,665 @@
+/* Container modes: find or create the sandbox for a call, run the call in
+ * it, and clean up.
+ *
+ * Keyed sandboxes (per_run, per_worker) have a name derived from their
+ * scope key. Creation is serialised across processes by the key lock
+ * "create-<name>": under it we look the name up, check its labels, replace
+ * it if its configuration hash differs (waiting for calls in flight to
+ * end), create it if missing, and take the busy lock before letting go of
+ * the key lock, so no replacement can slip in between. A 409 on create
+ * means another sandman (with another state directory) made it first: we
+ * look it up again. Any failure while creating or starting removes the
+ * container and its volume. */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sandman/log.h>
+#include <sandman/state.h>
+#include <sandman/util.h>
+#include <sandman/workspace.h>
+
+#include "sandbox/internal.h"
+#include "sandbox/ws_weak.h"
+
+extern char **environ;
+
+#define REPLACE_POLL_MS 100
+#define PASSWD_CAP (256 * 1024)
+
+typedef struct sandbox {
+  sm_mode mode;
+  char name[SM_NAME_MAX];
+  char volume[SM_NAME_MAX + 8];
+  char id[SM_ENGINE_ID_MAX];
+  char scope_key[SM_NAME_MAX * 2];
+  char hash[65];
+  char user[128];      /* numeric "uid:gid" given to the container */
+  char user_name[128]; /* for USER */
+  int uid, gid;
+  int reused;
+  sm_state_lock *busy;
+} sandbox;
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static const char *json_str(json_object *o, const char *a, const char *b) {
+  json_object *x = NULL, *y = NULL;
+  if (!json_object_object_get_ex(o, a, &x)) return NULL;
+  if (b == NULL) return json_object_is_type(x, json_type_string) ? json_object_get_string(x) : NULL;
+  if (!json_object_object_get_ex(x, b, &y) || !json_object_is_type(y, json_type_string))
+    return NULL;
+  return json_object_get_string(y);
+}
+
+static const char *label_of(json_object *inspect, const char *key) {
+  json_object *cfg = NULL, *labels = NULL, *v = NULL;
+  char full[128];
+  snprintf(full, sizeof full, SM_LABEL_PREFIX "%s", key);
+  if (!json_object_object_get_ex(inspect, "Config", &cfg) ||
+      !json_object_object_get_ex(cfg, "Labels", &labels) ||
+      !json_object_object_get_ex(labels, full, &v) || !json_object_is_type(v, json_type_string))
+    return NULL;
+  return json_object_get_string(v);
+}
+
+static int is_running(json_object *inspect) {
+  json_object *st = NULL, *r = NULL;
+  return json_object_object_get_ex(inspect, "State", &st) &&
+         json_object_object_get_ex(st, "Running", &r) && json_object_get_boolean(r);
+}
+
+/* ---- checks before creating ---- */
+
+int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, sm_error *err) {
+  if (runtime == NULL || *runtime == '\0') return 0;
+  json_object *info = NULL;
+  int rc = sm_engine_info(e, &info, err);
+  if (rc) return rc;
+  json_object *rts = NULL, *rt = NULL;
+  int found = json_object_object_get_ex(info, "Runtimes", &rts) &&
+              json_object_object_get_ex(rts, runtime, &rt);
+  json_object_put(info);
+  if (found) return 0;
+  return sm_error_set(
+      err, SM_ESANDBOX,
+      "runtime '%s' is not registered with the engine at %s: add it to the engine's "
+      "daemon.json (\"runtimes\": {\"%s\": {\"path\": \"/usr/bin/%s\"}}; for gVisor "
+      "`runsc install` does this) and restart the engine, or run without --runtime",
+      runtime, sm_engine_host(e), runtime, runtime);
+}
+
+int sm_sandbox_image_present(sm_engine *e, const char *image, json_object **out,
+                             sm_error *err) {
+  json_object *img = NULL;
+  int rc = sm_engine_image_inspect(e, image, &img, err);
+  if (rc == SM_ENOTFOUND)
+    return sm_error_set(err, SM_ESANDBOX,
+                        "image '%s' is not present on the engine: build it (sandman image build, "
+                        "or scripts/setup.sh for sandman/minimal) or load it; sandman never pulls",
+                        image);
+  if (rc) return rc;
+  if (out) *out = img;
+  else json_object_put(img);
+  return 0;
+}
+
+/* ---- named users: read /etc/passwd or /etc/group out of the image ---- */
+
+static int all_digits(const char *s) {
+  if (*s == '\0') return 0;
+  for (; *s; s++)
+    if (*s < '0' || *s > '9') return 0;
+  return 1;
+}
+
+static int buf_writer(void *ud, const char *data, size_t len) {
+  sm_buf *b = ud;
+  return sm_buf_append(b, data, len) == 0 ? 0 : SM_ETOOBIG;
+}
+
+static int64_t tar_octal(const char *p, size_t n) {
+  int64_t v = 0;
+  for (size_t i = 0; i < n && p[i]; i++) {
+    if (p[i] == ' ') continue;
+    if (p[i] < '0' || p[i] > '7') break;
+    v = v * 8 + (p[i] - '0');
+  }
+  return v;
+}
+
+/* Finds name in a passwd/group text; *id = field 3, *gid = field 4. */
+static int db_lookup(const char *text, size_t len, const char *name, int *id, int *gid) {
+  size_t nlen = strlen(name);
+  const char *p = text, *end = text + len;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    if ((size_t)(le - p) > nlen && memcmp(p, name, nlen) == 0 && p[nlen] == ':') {
+      const char *f = p + nlen + 1;
+      const char *c = memchr(f, ':', (size_t)(le - f)); /* skip password */
+      if (c) {
+        char num[16] = {0};
+        f = c + 1;
+        size_t i = 0;
+        while (f < le && *f != ':' && i < sizeof num - 1) num[i++] = *f++;
+        *id = (int)strtol(num, NULL, 10);
+        if (gid && f < le && *f == ':') {
+          f++;
+          i = 0;
+          memset(num, 0, sizeof num);
+          while (f < le && *f != ':' && i < sizeof num - 1) num[i++] = *f++;
+          *gid = (int)strtol(num, NULL, 10);
+        }
+        return 0;
+      }
+    }
+    p = le + 1;
+  }
+  return -1;
+}
+
+/* Reads one file from a created (never started) container as text. */
+static int read_image_file(sm_engine *e, const char *cid, const char *path, sm_buf *out,
+                           sm_error *err) {
+  sm_buf tar;
+  sm_buf_init(&tar, PASSWD_CAP);
+  int rc = sm_engine_archive_get(e, cid, path, buf_writer, &tar, err);
+  if (rc == 0) {
+    if (tar.len < 512) {
+      rc = sm_error_set(err, SM_EPROTOCOL, "reading %s from the image: short archive", path);
+    } else {
+      int64_t size = tar_octal(tar.data + 124, 12);
+      if (size < 0 || (size_t)size > tar.len - 512)
+        rc = sm_error_set(err, SM_EPROTOCOL, "reading %s from the image: bad archive", path);
+      else if (sm_buf_append(out, tar.data + 512, (size_t)size) != 0)
+        rc = sm_error_set(err, SM_ETOOBIG, "%s in the image is too large", path);
+    }
+  }
+  sm_buf_dispose(&tar);
+  return rc;
+}
+
+static int resolve_named_user(sm_runner *runner, sm_engine *e, const sm_sandbox_settings *s,
+                              const char *spec, int *uid, int *gid, sm_error *err) {
+  char user[128], group[128] = "";
+  snprintf(user, sizeof user, "%s", spec);
+  char *colon = strchr(user, ':');
+  if (colon) {
+    snprintf(group, sizeof group, "%s", colon + 1);
+    *colon = '\0';
+  }
+  json_object *cfg = json_object_new_object();
+  json_object_object_add(cfg, "Image", json_object_new_string(s->image));
+  json_object *ep = json_object_new_array();
+  json_object_array_add(ep, json_object_new_string("/bin/true"));
+  json_object_object_add(cfg, "Entrypoint", ep);
+  json_object *labels = json_object_new_object();
+  json_object_object_add(labels, SM_LABEL_PREFIX "managed", json_object_new_string("true"));
+  json_object_object_add(labels, SM_LABEL_PREFIX "instance",
+                         json_object_new_string(sm_runner_instance(runner)));
+  json_object_object_add(labels, SM_LABEL_PREFIX "mode", json_object_new_string("lookup"));
+  json_object_object_add(cfg, "Labels", labels);
+  char cid[SM_ENGINE_ID_MAX];
+  int rc = sm_engine_container_create(e, NULL, cfg, cid, NULL, err);
+  json_object_put(cfg);
+  if (rc) return sm_error_wrap(err, "looking up user '%s' in image %s", spec, s->image);
+  sm_buf text;
+  sm_buf_init(&text, PASSWD_CAP);
+  int g = -1;
+  rc = read_image_file(e, cid, "/etc/passwd", &text, err);
+  if (rc == 0 && all_digits(user)) *uid = (int)strtol(user, NULL, 10);
+  else if (rc == 0 && db_lookup(text.data, text.len, user, uid, &g) != 0)
+    rc = sm_error_set(err, SM_ESANDBOX, "user '%s' does not exist in image %s", user, s->image);
+  if (rc == 0) *gid = g >= 0 ? g : *uid;
+  if (rc == 0 && group[0]) {
+    if (all_digits(group)) {
+      *gid = (int)strtol(group, NULL, 10);
+    } else {
+      sm_buf_reset(&text);
+      rc = read_image_file(e, cid, "/etc/group", &text, err);
+      if (rc == 0 && db_lookup(text.data, text.len, group, gid, NULL) != 0)
+        rc = sm_error_set(err, SM_ESANDBOX, "group '%s' does not exist in image %s", group,
+                          s->image);
+    }
+  }
+  sm_buf_dispose(&text);
+  sm_error ignore = SM_ERROR_INIT;
+  sm_engine_container_remove(e, cid, 1, 1, &ignore);
+  return rc;
+}
+
+/* The container's user as numbers, so that the /workspace volume can be
+ * owned by it and later calls can read it back from Config.User. */
+static int prepare_user(sm_runner *runner, sm_engine *e, const sm_sandbox_settings *s,
+                        json_object *image, sandbox *sb, sm_error *err) {
+  const char *image_user = json_str(image, "Config", "User");
+  char spec[128];
+  int uid, gid;
+  sm_container_user(s, image_user, spec, sizeof spec, &uid, &gid);
+  char *colon = strchr(spec, ':');
+  snprintf(sb->user_name, sizeof sb->user_name, "%.*s",
+           colon ? (int)(colon - spec) : (int)strlen(spec), spec);
+  if (uid < 0) {
+    int rc = resolve_named_user(runner, e, s, spec, &uid, &gid, err);
+    if (rc) return rc;
+  }
+  sb->uid = uid;
+  sb->gid = gid;
+  snprintf(sb->user, sizeof sb->user, "%d:%d", uid, gid);
+  return 0;
+}
+
+static void ids_from_user(const char *user, int *uid, int *gid) {
+  *uid = *gid = 1000;
+  if (user == NULL || !isdigit((unsigned char)user[0])) return;
+  char *end = NULL;
+  *uid = (int)strtol(user, &end, 10);
+  *gid = (end && *end == ':') ? (int)strtol(end + 1, NULL, 10) : *uid;
+}
+
+static int ignore_missing(int rc) { return rc == SM_ENOTFOUND ? 0 : rc; }
+
+/* Removes the container and its volume; what is already gone is fine. */
+static int remove_sandbox(sm_engine *e, const char *state_dir, const char *name,
+                          const char *volume, sm_error *err) {
+  sm_error e1 = SM_ERROR_INIT;
+  int rc = ignore_missing(sm_engine_container_remove(e, name, 1, 1, &e1));
+  int vrc = 0;
+  sm_error e2 = SM_ERROR_INIT;
+  for (int i = 0; i < 20; i++) {
+    /* The engine may still hold the volume for a moment after the removal. */
+    vrc = ignore_missing(sm_engine_volume_remove(e, volume, 1, &e2));
+    if (vrc != SM_ECONFLICT || rc != 0) break;
+    sleep_ms(100);
+  }
+  sm_state_forget(state_dir, name);
+  if (rc) {
+    *err = e1;
+    return sm_error_wrap(err, "removing sandbox %s", name);
+  }
+  if (vrc) {
+    *err = e2;
+    return sm_error_wrap(err, "removing volume %s", volume);
+  }
+  return 0;
+}
+
+static void owner_label(char *out, size_t len) {
+  char host[256];
+  sm_host_name(host, sizeof host);
+  snprintf(out, len, "%s:%ld", host, (long)getpid());
+}
+
+/* Creates and starts the sandbox named sb->name. SM_ECONFLICT (untouched
+ * volume) when the name is taken; any other failure removes what was made. */
+static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                          sandbox *sb, sm_error *err) {
+  const sm_sandbox_settings *s = &req->settings;
+  json_object *image = NULL;
+  int rc = sm_sandbox_image_present(e, s->image, &image, err);
+  if (rc == 0) rc = sm_sandbox_runtime_present(e, s->runtime, err);
+  if (rc == 0) rc = prepare_user(runner, e, s, image, sb, err);
+  json_object_put(image);
+  if (rc) return rc;
+
+  char created[40], owner[300];
+  sm_format_time(sm_now(), created, sizeof created);
+  owner_label(owner, sizeof owner);
+  sm_label_info li = {
+      .instance = sm_runner_instance(runner),
+      .mode = sm_mode_name(sb->mode),
+      .project = req->project && *req->project ? req->project : "default",
+      .run = req->run_id,
+      .worker = req->worker_id,
+      .agent = req->agent,
+      .scope_key = sb->scope_key,
+      .config_hash = sb->hash,
+      .created = created,
+      .owner = sb->mode == SM_MODE_PER_TOOL ? owner : NULL,
+      .volume = sb->volume,
+  };
+  json_object *labels = sm_labels_build(&li);
+  sm_strv env = {0};
+  sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
+  rc = sm_env_build(&es, &env, err);
+  json_object *config = NULL;
+  if (rc == 0) {
+    sm_container_spec cs = {
+        .settings = s,
+        .user = sb->user,
+        .uid = sb->uid,
+        .gid = sb->gid,
+        .volume = sb->volume,
+        .labels = labels,
+        .env = (const char *const *)env.v,
+        .n_env = env.n,
+    };
+    config = sm_container_config_build(&cs);
+    if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");
+  }
+  json_object_put(labels);
+  sm_strv_dispose(&env);
+  if (rc) return rc;
+
+  json_object *warnings = NULL;
+  rc = sm_engine_container_create(e, sb->name, config, sb->id, &warnings, err);
+  json_object_put(config);
+  if (rc == SM_ECONFLICT) return rc;
+  if (rc) {
+    sm_error ignore = SM_ERROR_INIT;
+    sm_engine_volume_remove(e, sb->volume, 1, &ignore);
+    return sm_error_wrap(err, "creating sandbox %s", sb->name);
+  }
+  for (size_t i = 0; warnings && i < json_object_array_length(warnings); i++)
+    sm_log(SM_LOG_WARN, "engine warning for %s: %s", sb->name,
+           json_object_get_string(json_object_array_get_idx(warnings, i)));
+  json_object_put(warnings);
+  rc = sm_engine_container_start(e, sb->id, err);
+  if (rc) {
+    sm_error_wrap(err, "starting sandbox %s", sb->name);
+    sm_error ignore = SM_ERROR_INIT;
+    remove_sandbox(e, sm_runner_state_dir(runner), sb->name, sb->volume, &ignore);
+    sb->id[0] = '\0';
+    return rc;
+  }
+  sm_log(SM_LOG_DEBUG, "created sandbox %s (%s, %s)", sb->name, sm_mode_name(sb->mode), s->image);
+  return 0;
+}
+
+/* Waits (up to the call's timeout) until no call is in flight in sandbox
+ * name, then returns holding its exclusive lock. */
+static int wait_exclusive(const char *state_dir, const char *name, double wait_s,
+                          sm_state_lock **out, sm_error *err) {
+  double deadline = sm_monotonic_ms() + (wait_s > 1 ? wait_s : 1) * 1000.0;
+  for (;;) {
+    int rc = sm_state_exclusive_try(state_dir, name, out, err);
+    if (rc != SM_EBUSY) return rc;
+    if (sm_monotonic_ms() >= deadline)
+      return sm_error_set(err, SM_EBUSY,
+                          "sandbox %s must be replaced (its configuration changed) but a call "
+                          "is still running in it; retry when it has finished",
+                          name);
+    sleep_ms(REPLACE_POLL_MS);
+  }
+}
+
+static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                         sandbox *sb, sm_error *err) {
+  const char *state_dir = sm_runner_state_dir(runner);
+  const char *project = req->project && *req->project ? req->project : "default";
+  char key[SM_NAME_MAX + 16];
+  snprintf(key, sizeof key, "create-%s", sb->name);
+  sm_state_lock *key_lock = NULL;
+  int rc = sm_state_key_lock(state_dir, key, &key_lock, err);
+  if (rc) return sm_error_wrap(err, "locking sandbox key %s", sb->name);
+
+  for (int attempt = 0; attempt < 5; attempt++) {
+    json_object *insp = NULL;
+    sm_state_lock *excl = NULL;
+    rc = sm_engine_container_inspect(e, sb->name, &insp, err);
+    if (rc == SM_ENOTFOUND) {
+      rc = 0;
+    } else if (rc) {
+      sm_error_wrap(err, "looking up sandbox %s", sb->name);
+      break;
+    } else {
+      const char *managed = label_of(insp, "managed");
+      const char *inst = label_of(insp, "instance");
+      const char *hash = label_of(insp, "config-hash");
+      const char *proj = label_of(insp, "project");
+      if (!managed || strcmp(managed, "true") != 0 || !inst ||
+          strcmp(inst, sm_runner_instance(runner)) != 0) {
+        json_object_put(insp);
+        rc = sm_error_set(err, SM_ESANDBOX,
+                          "a container named %s exists that this sandman instance did not make; "
+                          "remove or rename it",
+                          sb->name);
+        break;
+      }
+      if (sb->mode == SM_MODE_PER_WORKER && proj && strcmp(proj, project) != 0) {
+        rc = sm_error_set(err, SM_EPOLICY,
+                          "worker '%s' is pinned to project '%s'; a call for project '%s' is "
+                          "refused",
+                          req->worker_id ? req->worker_id : sb->scope_key, proj, project);
+        json_object_put(insp);
+        break;
+      }
+      int stale = !hash || strcmp(hash, sb->hash) != 0;
+      if (!stale && is_running(insp)) {
+        const char *id = json_str(insp, "Id", NULL);
+        snprintf(sb->id, sizeof sb->id, "%s", id ? id : sb->name);
+        ids_from_user(json_str(insp, "Config", "User"), &sb->uid, &sb->gid);
+        sb->reused = 1;
+        json_object_put(insp);
+      } else {
+        json_object_put(insp);
+        /* Replaced (new configuration) or broken (not running): never while
+         * a call is in flight in it. */
+        rc = wait_exclusive(state_dir, sb->name, req->settings.timeout_s, &excl, err);
+        if (rc) break;
+        sm_log(SM_LOG_INFO, "replacing sandbox %s: %s", sb->name,
+               stale ? "its configuration changed" : "it is not running");
+        rc = remove_sandbox(e, state_dir, sb->name, sb->volume, err);
+        if (rc) {
+          sm_state_unlock(excl);
+          break;
+        }
+      }
+    }
+    if (!sb->reused) {
+      if (excl == NULL) {
+        /* A volume left by a crash would carry old files and old options. */
+        sm_error ignore = SM_ERROR_INIT;
+        sm_engine_volume_remove(e, sb->volume, 1, &ignore);
+        sm_state_forget(state_dir, sb->name);
+      }
+      rc = create_sandbox(runner, e, req, sb, err);
+      sm_state_unlock(excl);
+      if (rc == SM_ECONFLICT) {
+        sm_log(SM_LOG_DEBUG, "sandbox %s was created elsewhere meanwhile: looking again",
+               sb->name);
+        sleep_ms(50);
+        continue;
+      }
+      if (rc) break;
+    }
+    rc = sm_state_busy_acquire(state_dir, sb->name, &sb->busy, err);
+    break;
+  }
+  sm_state_unlock(key_lock);
+  return rc;
+}
+
+static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                            sandbox *sb, sm_error *err) {
+  char rnd[17];
+  int rc = sm_random_hex(rnd, 8, err);
+  if (rc) return rc;
+  snprintf(sb->name, sizeof sb->name, "sandman-%s-tool-%s", sm_runner_instance(runner), rnd);
+  snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
+  snprintf(sb->scope_key, sizeof sb->scope_key, "tool:%s", rnd);
+  /* Busy from the start, so a reap never takes it while it is being set up. */
+  rc = sm_state_busy_acquire(sm_runner_state_dir(runner), sb->name, &sb->busy, err);
+  if (rc) return rc;
+  rc = create_sandbox(runner, e, req, sb, err);
+  if (rc == SM_ECONFLICT)
+    rc = sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb->name);
+  if (rc) {
+    sm_state_unlock(sb->busy);
+    sb->busy = NULL;
+    sm_state_forget(sm_runner_state_dir(runner), sb->name);
+  }
+  return rc;
+}
+
+static void release(sm_runner *runner, sm_engine *e, sandbox *sb) {
+  const char *state_dir = sm_runner_state_dir(runner);
+  if (sb->mode == SM_MODE_PER_TOOL) {
+    if (sb->id[0]) {
+      sm_error err = SM_ERROR_INIT;
+      if (remove_sandbox(e, state_dir, sb->name, sb->volume, &err) != 0)
+        sm_log(SM_LOG_WARN, "%s (a reap will remove it)", err.message);
+    }
+  } else if (sb->id[0]) {
+    sm_error err = SM_ERROR_INIT;
+    if (sm_state_touch(state_dir, sb->name, sm_now(), &err) != 0)
+      sm_log(SM_LOG_WARN, "recording last use of %s: %s", sb->name, err.message);
+  }
+  sm_state_unlock(sb->busy);
+  sb->busy = NULL;
+}
+
+static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
+  *out = req->settings.excludes;
+  if (req->extra_excludes)
+    for (size_t i = 0; i < req->extra_excludes->n; i++)
+      if (sm_string_list_add(out, req->extra_excludes->items[i], NULL) != 0) break;
+}
+
+int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
+                     sm_error *err) {
+  const sm_sandbox_settings *s = &req->settings;
+  sm_engine *e = NULL;
+  int rc = sm_runner_engine(runner, &e, err);
+  if (rc) {
+    sm_result_fail(out, sm_failure_kind_for(rc), err);
+    return 0;
+  }
+  sandbox sb;
+  memset(&sb, 0, sizeof sb);
+  sb.mode = s->mode;
+  sm_sandbox_settings_hash(s, sb.hash);
+  if (sb.mode != SM_MODE_PER_TOOL) {
+    rc = sm_scope_key(req, sb.mode, sb.scope_key, sizeof sb.scope_key, err);
+    if (rc == 0) rc = sm_keyed_name(sm_runner_instance(runner), sb.mode, sb.scope_key, sb.name,
+                                    sizeof sb.name, err);
+    if (rc) {
+      sm_result_fail(out, SM_FAIL_SANDBOX, err);
+      return rc;
+    }
+    snprintf(sb.volume, sizeof sb.volume, "%s-ws", sb.name);
+  }
+
+  const char *state_dir = sm_runner_state_dir(runner);
+  sm_workspace_sync *ws = NULL;
+  sm_capture cap;
+  sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
+  sm_strv env = {0};
+  sm_exec_outcome oc;
+  memset(&oc, 0, sizeof oc);
+
+  /* A keyed sandbox can vanish between lookup and exec (a forced reap):
+   * then we look it up (and create it) once more. */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    sb.reused = 0;
+    sb.id[0] = '\0';
+    rc = sb.mode == SM_MODE_PER_TOOL ? acquire_per_tool(runner, e, req, &sb, err)
+                                     : acquire_keyed(runner, e, req, &sb, err);
+    if (rc) goto fail;
+    snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", sb.id);
+    out->reused = sb.reused;
+
+    sm_workspace_target target = {e, sb.id, "/workspace", sb.uid, sb.gid};
+    sm_sync_mode sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
+    if (req->workspace && sync != SM_SYNC_NONE && ws == NULL) {
+      char manifest[PATH_MAX];
+      sm_string_list excludes;
+      merge_excludes(req, &excludes);
+      snprintf(manifest, sizeof manifest, "%s/workspaces/%s.manifest", state_dir, sb.name);
+      rc = sm_workspace_sync_new(&ws, req->workspace, sb.mode == SM_MODE_PER_TOOL ? NULL : manifest,
+                                 &excludes, NULL, err);
+      if (rc) goto fail_release;
+    }
+    if (ws) {
+      rc = sm_workspace_sync_in(ws, &target, err);
+      if (rc == SM_ENOTFOUND && attempt == 0 && sb.mode != SM_MODE_PER_TOOL) {
+        release(runner, e, &sb);
+        continue;
+      }
+      if (rc) {
+        sm_error_wrap(err, "copying the workspace into %s", sb.name);
+        goto fail_release;
+      }
+    }
+
+    char token[17], marker[64];
+    rc = sm_random_hex(token, 8, err);
+    if (rc) goto fail_release;
+    snprintf(marker, sizeof marker, "SANDMAN_CALL=%s", token);
+    sm_strv_dispose(&env);
+    sm_env_spec es = {
+        .home = "/workspace",
+        .tmpdir = "/tmp",
+        .host_env = (const char *const *)environ,
+        .passthrough = &s->env_passthrough,
+        .explicit_env = req->env,
+        .n_explicit = req->n_env,
+        .secret_env = req->secret_env,
+        .n_secret = req->n_secret_env,
+        .marker = marker,
+    };
+    rc = sm_env_build(&es, &env, err);
+    if (rc) goto fail_release;
+
+    sm_exec_target t = {e, sb.id, sb.mode == SM_MODE_PER_TOOL};
+    rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
+    if (rc == SM_ENOTFOUND && attempt == 0 && sb.mode != SM_MODE_PER_TOOL) {
+      release(runner, e, &sb);
+      continue;
+    }
+    if (rc) goto fail_release;
+
+    if (ws && sync == SM_SYNC_INOUT) {
+      rc = sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,
+                                 &out->conflicts, &out->n_conflicts, err);
+      if (rc) {
+        sm_error_wrap(err, "copying the workspace out of %s", sb.name);
+        goto fail_release;
+      }
+    }
+    break;
+  }
+  release(runner, e, &sb);
+  if (ws) sm_workspace_sync_free(ws);
+  sm_strv_dispose(&env);
+  rc = sm_capture_to_result(&cap, out);
+  sm_capture_dispose(&cap);
+  if (rc) return sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
+  out->exit_code = oc.exit_code;
+  out->timed_out = oc.timed_out;
+  out->oom_killed = oc.oom_killed;
+  out->duration_ms = oc.duration_ms;
+  out->ok = !oc.timed_out && !oc.cancelled && oc.exit_code == 0;
+  if (oc.timed_out) {
+    out->failure_kind = SM_FAIL_TIMEOUT;
+    snprintf(out->error, sizeof out->error, "the tool ran longer than %gs and was killed",
+             s->timeout_s);
+  } else if (oc.cancelled) {
+    out->failure_kind = SM_FAIL_SANDBOX;
+    snprintf(out->error, sizeof out->error, "the call was cancelled and the tool killed");
+  } else if (oc.exit_code != 0) {
+    out->failure_kind = SM_FAIL_TOOL;
+    if (oc.oom_killed)
+      snprintf(out->error, sizeof out->error, "the tool ran out of memory (limit %lld bytes)",
+               (long long)s->memory);
+  }
+  return 0;
+
+fail_release:
+  release(runner, e, &sb);
+fail:
+  if (ws) sm_workspace_sync_free(ws);
+  sm_strv_dispose(&env);
+  sm_capture_to_result(&cap, out);
+  sm_capture_dispose(&cap);
+  sm_result_fail(out, sm_failure_kind_for(rc), err);
+  return 0;
+}

@@ -1,0 +1,231 @@
+/* One tool call inside a container: an exec through the wrapper (see
+ * spec.c), output captured as it arrives, the exit code, and what happens
+ * on a timeout (the tool's processes are killed from inside the sandbox),
+ * on an out-of-memory kill, and when the command cannot be started. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+
+#include "sandbox/internal.h"
+
+#define HELPER_TIMEOUT_S 20.0
+#define HELPER_OUTPUT_CAP 4096
+#define OCI_FAILED "OCI runtime exec failed"
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static json_object *str_array(const char *const *v, size_t n) {
+  json_object *a = json_object_new_array();
+  for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_string(v[i]));
+  return a;
+}
+
+static int helper_output(void *ud, int stream, const char *data, size_t len) {
+  sm_buf *b = ud;
+  if (stream == 1) sm_buf_append_capped(b, data, len);
+  return 0;
+}
+
+/* Runs a short sandman script in the container (as the container's user,
+ * with the container's environment) and keeps its stdout. */
+static int run_helper(sm_engine *e, const char *cid, const char *script, const char *arg,
+                      sm_buf *out, int *exit_code, sm_error *err) {
+  const char *argv[] = {"/bin/sh", "-c", script, "sandman-helper", arg};
+  json_object *cfg = json_object_new_object();
+  json_object_object_add(cfg, "Cmd", str_array(argv, 5));
+  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(0));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  char id[SM_ENGINE_ID_MAX];
+  int rc = sm_engine_exec_create(e, cid, cfg, id, err);
+  json_object_put(cfg);
+  if (rc) return rc;
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  io.output = helper_output;
+  io.output_ud = out;
+  io.timeout_s = HELPER_TIMEOUT_S;
+  rc = sm_engine_exec_start(e, id, &io, err);
+  if (rc) return rc;
+  if (exit_code) {
+    int running = 1;
+    for (int i = 0; i < 100 && running; i++) {
+      rc = sm_engine_exec_inspect(e, id, &running, exit_code, NULL, err);
+      if (rc) return rc;
+      if (running) sleep_ms(20);
+    }
+  }
+  return 0;
+}
+
+/* Kills every process of the call inside the sandbox and waits until the
+ * exec is over. */
+static void kill_call(const sm_exec_target *t, const char *exec_id, const char *token) {
+  sm_error err = SM_ERROR_INIT;
+  if (t->per_tool) {
+    /* A fresh container holds nothing else: kill it all at once (it is
+     * removed right after). */
+    if (sm_engine_container_kill(t->engine, t->container_id, "KILL", &err) != 0)
+      sm_log(SM_LOG_WARN, "killing sandbox %s after a timeout: %s", t->container_id, err.message);
+    return;
+  }
+  int killed = 0;
+  for (int attempt = 0; attempt < 5 && !killed; attempt++) {
+    sm_buf out;
+    sm_buf_init(&out, HELPER_OUTPUT_CAP);
+    int code = -1;
+    int rc = run_helper(t->engine, t->container_id, sm_exec_kill_script, token, &out, &code, &err);
+    sm_buf_dispose(&out);
+    if (rc == 0 && code == 0) {
+      killed = 1;
+    } else {
+      /* A sandbox at its pids limit may refuse even the killer: retry. */
+      sm_log(SM_LOG_DEBUG, "killing call %s: %s (exit %d), retrying", token,
+             rc ? err.message : "helper failed", code);
+      sleep_ms(200 * (attempt + 1));
+    }
+  }
+  if (!killed)
+    sm_log(SM_LOG_WARN, "could not kill the timed-out tool in sandbox %s: %s", t->container_id,
+           err.message);
+  int running = 1;
+  for (int i = 0; i < 100 && running; i++) {
+    if (sm_engine_exec_inspect(t->engine, exec_id, &running, NULL, NULL, &err) != 0) break;
+    if (running) sleep_ms(50);
+  }
+}
+
+static int state_oom_killed(const sm_exec_target *t) {
+  json_object *insp = NULL, *st = NULL, *oom = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_engine_container_inspect(t->engine, t->container_id, &insp, &err) != 0) return 0;
+  int v = json_object_object_get_ex(insp, "State", &st) &&
+          json_object_object_get_ex(st, "OOMKilled", &oom) && json_object_get_boolean(oom);
+  json_object_put(insp);
+  return v;
+}
+
+/* Exit 137 is SIGKILL; it was the kernel's OOM killer if the memory
+ * cgroup's oom_kill counter went up during the call (the wrapper wrote the
+ * value before the call). Where the counter cannot be read (gVisor), the
+ * container's State.OOMKilled decides, which is exact for a fresh per_tool
+ * container and sticky for a reused one. */
+static int check_oom(const sm_exec_target *t, const char *token) {
+  sm_buf out;
+  sm_buf_init(&out, HELPER_OUTPUT_CAP);
+  sm_error err = SM_ERROR_INIT;
+  int rc = run_helper(t->engine, t->container_id, sm_exec_oom_script, token, &out, NULL, &err);
+  long long before = -1, now = -1;
+  if (rc == 0 && out.data) {
+    const char *p = strstr(out.data, "counts");
+    if (p) sscanf(p, "counts %lld %lld", &before, &now);
+  }
+  sm_buf_dispose(&out);
+  if (before >= 0 && now >= 0) {
+    if (now > before) return 1;
+    return t->per_tool ? state_oom_killed(t) : 0;
+  }
+  return state_oom_killed(t);
+}
+
+static const char *find_token(const sm_strv *env) {
+  for (size_t i = env->n; i-- > 0;)
+    if (strncmp(env->v[i], "SANDMAN_CALL=", 13) == 0) return env->v[i] + 13;
+  return NULL;
+}
+
+int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                 sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  const char *token = find_token(env);
+  if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
+
+  json_object *cfg = json_object_new_object();
+  json_object *cmd = json_object_new_array();
+  json_object_array_add(cmd, json_object_new_string("/bin/sh"));
+  json_object_array_add(cmd, json_object_new_string("-c"));
+  json_object_array_add(cmd, json_object_new_string(sm_exec_wrapper_script));
+  json_object_array_add(cmd, json_object_new_string("sandman-call"));
+  json_object_array_add(cmd, json_object_new_string(token));
+  for (size_t i = 0; i < req->argc; i++)
+    json_object_array_add(cmd, json_object_new_string(req->argv[i]));
+  json_object_object_add(cfg, "Cmd", cmd);
+  json_object_object_add(cfg, "Env", str_array((const char *const *)env->v, env->n));
+  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/workspace"));
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(req->stdin_read != NULL));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  char exec_id[SM_ENGINE_ID_MAX];
+  int rc = sm_engine_exec_create(t->engine, t->container_id, cfg, exec_id, err);
+  json_object_put(cfg);
+  if (rc == SM_ECONFLICT)
+    return sm_error_wrap(err, "the sandbox is not running");
+  if (rc) return rc;
+
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  io.stdin_read = req->stdin_read;
+  io.stdin_ud = req->stdin_ud;
+  io.output = sm_capture_output;
+  io.output_ud = cap;
+  io.timeout_s = req->settings.timeout_s > 0 ? req->settings.timeout_s : 0;
+  io.cancel = req->cancel;
+  double t0 = sm_monotonic_ms();
+  rc = sm_engine_exec_start(t->engine, exec_id, &io, err);
+  out->duration_ms = sm_monotonic_ms() - t0;
+
+  if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
+    kill_call(t, exec_id, token);
+    out->duration_ms = sm_monotonic_ms() - t0;
+    if (rc == SM_ETIMEOUT) {
+      out->timed_out = 1;
+      out->exit_code = 124;
+    } else {
+      out->cancelled = 1;
+      out->exit_code = 137;
+    }
+    sm_error_clear(err);
+    return 0;
+  }
+  if (rc) {
+    /* The stream broke (engine gone?): do not leave the tool running. */
+    kill_call(t, exec_id, token);
+    return sm_error_wrap(err, "running the tool");
+  }
+
+  int running = 1, code = -1;
+  for (int i = 0; i < 200 && running; i++) {
+    rc = sm_engine_exec_inspect(t->engine, exec_id, &running, &code, NULL, err);
+    if (rc) return sm_error_wrap(err, "reading the tool's exit code");
+    if (running) sleep_ms(10);
+  }
+  if (running) return sm_error_set(err, SM_EENGINE, "the engine still reports the tool running");
+
+  /* The runtime could not even start the wrapper: its message arrives on
+   * the output stream (engine 20.10) and the exit code is 126. */
+  if (code == 126 && cap->out.data && strncmp(cap->out.data, OCI_FAILED, strlen(OCI_FAILED)) == 0) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", cap->out.data);
+    msg[strcspn(msg, "\r\n")] = '\0';
+    sm_buf_reset(&cap->out);
+    if (strstr(msg, "/bin/sh"))
+      return sm_error_set(err, SM_ESANDBOX,
+                          "the image has no /bin/sh, which sandman runs every call through: %s",
+                          msg);
+    out->exit_code = sm_exec_failure_code(msg);
+    sm_capture_output(cap, 2, msg, strlen(msg));
+    sm_capture_output(cap, 2, "\n", 1);
+    return 0;
+  }
+  out->exit_code = code;
+  if (code == 137) out->oom_killed = check_oom(t, token);
+  return 0;
+}

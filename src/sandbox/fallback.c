@@ -1,0 +1,98 @@
+/* The fallback rule: when the engine, the requested runtime or the image
+ * is unhealthy at start, outside production the mode steps down one at a
+ * time (per_worker -> per_run -> per_tool -> none) with a WARN per step;
+ * in production sandman refuses and runs nothing. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sandman/log.h>
+
+#include "sandbox/internal.h"
+
+#define DEFAULT_IMAGE_FOR_CHECK "sandman/minimal:latest"
+
+static void add_reason(sm_fallback_decision *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_reason(sm_fallback_decision *d, const char *fmt, ...) {
+  if (d->n_reasons >= SM_FALLBACK_MAX_REASONS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->reasons[d->n_reasons], sizeof d->reasons[0], fmt, ap);
+  va_end(ap);
+  d->n_reasons++;
+}
+
+int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project_environment,
+                       const char *runtime, const char *image, sm_fallback_decision *out,
+                       sm_error *err) {
+  memset(out, 0, sizeof *out);
+  out->requested = requested;
+  out->mode = requested;
+  out->production = project_environment && strcmp(project_environment, "production") == 0;
+  out->engine_ok = out->runtime_ok = out->image_ok = 1;
+  if (requested == SM_MODE_NONE) return 0;
+  out->checked = 1;
+
+  sm_engine *e = NULL;
+  sm_error ce = SM_ERROR_INIT;
+  int engine_rc = sm_runner_engine(runner, &e, &ce);
+  if (engine_rc == 0) engine_rc = sm_engine_ping(e, &ce);
+  if (engine_rc != 0) {
+    out->engine_ok = out->runtime_ok = out->image_ok = 0;
+    add_reason(out, "engine unreachable: %s", ce.message);
+  } else {
+    if (runtime && *runtime) {
+      sm_error re = SM_ERROR_INIT;
+      if (sm_sandbox_runtime_present(e, runtime, &re) != 0) {
+        out->runtime_ok = 0;
+        add_reason(out, "%s", re.message);
+      }
+    }
+    sm_error ie = SM_ERROR_INIT;
+    const char *img = image && *image ? image : DEFAULT_IMAGE_FOR_CHECK;
+    if (sm_sandbox_image_present(e, img, NULL, &ie) != 0) {
+      out->image_ok = 0;
+      add_reason(out, "%s", ie.message);
+    }
+  }
+  if (out->n_reasons == 0) return 0;
+
+  char cause[SM_FALLBACK_MAX_REASONS * 512];
+  cause[0] = '\0';
+  for (size_t i = 0; i < out->n_reasons; i++) {
+    size_t used = strlen(cause);
+    snprintf(cause + used, sizeof cause - used, "%s%s", i ? "; " : "", out->reasons[i]);
+  }
+  if (out->production) {
+    out->refused = 1;
+    return sm_error_set(err, out->engine_ok ? SM_ESANDBOX : SM_EUNREACHABLE,
+                        "refusing to run in production with mode %s: %s",
+                        sm_mode_name(requested), cause);
+  }
+  /* Every container mode needs the same healthy engine, runtime and image,
+   * so the steps go all the way down; each one is logged. */
+  for (int m = (int)requested; m > SM_MODE_NONE; m--) {
+    sm_log(SM_LOG_WARN, "mode %s unavailable (%s): stepping down to %s",
+           sm_mode_name((sm_mode)m), cause, sm_mode_name((sm_mode)(m - 1)));
+  }
+  out->mode = SM_MODE_NONE;
+  return 0;
+}
+
+json_object *sm_fallback_decision_to_json(const sm_fallback_decision *d) {
+  json_object *o = json_object_new_object();
+  if (o == NULL) return NULL;
+  json_object_object_add(o, "requested", json_object_new_string(sm_mode_name(d->requested)));
+  json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(d->mode)));
+  json_object_object_add(o, "refused", json_object_new_boolean(d->refused));
+  json_object_object_add(o, "production", json_object_new_boolean(d->production));
+  json_object_object_add(o, "engine_ok", json_object_new_boolean(d->engine_ok));
+  json_object_object_add(o, "runtime_ok", json_object_new_boolean(d->runtime_ok));
+  json_object_object_add(o, "image_ok", json_object_new_boolean(d->image_ok));
+  json_object *r = json_object_new_array();
+  for (size_t i = 0; i < d->n_reasons; i++)
+    json_object_array_add(r, json_object_new_string(d->reasons[i]));
+  json_object_object_add(o, "reasons", r);
+  return o;
+}

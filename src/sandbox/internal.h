@@ -1,0 +1,192 @@
+/* Internal to src/sandbox: the pieces sm_run is built from. Pure parts
+ * (environment, labels, specs, names, capture) are unit-tested on their
+ * own; the rest talks to the engine or the host. */
+#ifndef SANDMAN_SANDBOX_INTERNAL_H
+#define SANDMAN_SANDBOX_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+#include "common/buf.h"
+
+/* ---- string vectors (NULL-terminated, owned strings) ---- */
+typedef struct sm_strv {
+  char **v; /* always NULL-terminated once anything was added */
+  size_t n;
+  size_t alloc;
+} sm_strv;
+
+int sm_strv_add(sm_strv *sv, const char *s);
+int sm_strv_addf(sm_strv *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sm_strv_dispose(sm_strv *sv);
+
+/* ---- random and hashing ---- */
+/* n random bytes as 2n lowercase hex characters (out has room for 2n+1). */
+int sm_random_hex(char *out, size_t nbytes, sm_error *err);
+/* Lowercase hex SHA-256 of data. */
+void sm_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- environment ---- */
+/* Limits on what a call may put in its environment. */
+#define SM_ENV_MAX_VARS 512
+#define SM_ENV_MAX_BYTES (256 * 1024)
+
+typedef struct sm_env_spec {
+  const char *path;     /* PATH (NULL: not set, the container's applies) */
+  const char *user;     /* USER (NULL: not set, the container's applies) */
+  const char *home;     /* HOME; XDG_CONFIG/DATA/STATE_HOME live under it */
+  const char *tmpdir;   /* TMPDIR; XDG_CACHE_HOME lives under it */
+  const char *const *host_env;        /* the host's environ (LANG/LC_*, passthrough) */
+  const sm_string_list *passthrough;  /* globs of host names */
+  const char *const *explicit_env;    /* -e "K=V" or "K" (host value) */
+  size_t n_explicit;
+  const char *const *secret_env;      /* leased credentials, last */
+  size_t n_secret;
+  const char *marker;   /* "SANDMAN_CALL=<token>" or NULL */
+} sm_env_spec;
+
+/* The scrubbed environment of one call, in order: fixed variables,
+ * LANG/LC_* of the host, passthrough globs (never SANDMAN_*, never one of
+ * the fixed names), -e, secrets, the call marker. A later entry replaces an
+ * earlier one of the same name. */
+int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err);
+
+/* ---- names, labels, specs ---- */
+typedef struct sm_label_info {
+  const char *instance;
+  const char *mode;
+  const char *project;
+  const char *run;
+  const char *worker;
+  const char *agent;
+  const char *scope_key;
+  const char *config_hash;
+  const char *created;  /* RFC 3339 UTC */
+  const char *owner;    /* per_tool: "<host>:<pid>"; NULL otherwise */
+  const char *volume;   /* containers only; NULL on the volume itself */
+} sm_label_info;
+
+#define SM_LABEL_PREFIX "io.sandman."
+
+json_object *sm_labels_build(const sm_label_info *li);
+
+/* "sandman-<instance>-<mode>-<16 hex of sha256(key)>". */
+int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
+                  size_t len, sm_error *err);
+/* The scope key of a keyed call: req->scope_key, else "run:<project>:<run>"
+ * or "worker:<worker>". SM_EINVAL when the id the mode needs is missing. */
+int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
+                 sm_error *err);
+/* Instance names become part of container names: [A-Za-z0-9_.-], 1..64. */
+int sm_instance_valid(const char *instance);
+
+typedef struct sm_container_spec {
+  const sm_sandbox_settings *settings;
+  const char *user;     /* resolved user for the container ("1000:1000") */
+  int uid, gid;         /* owner of the /workspace volume */
+  const char *volume;   /* volume name */
+  json_object *labels;  /* borrowed; copied into the spec */
+  const char *const *env; /* container's base environment */
+  size_t n_env;
+} sm_container_spec;
+
+/* The ContainerConfig (HostConfig inside) of a hardened sandbox. Caller
+ * owns the result. */
+json_object *sm_container_config_build(const sm_container_spec *spec);
+
+/* The container user: settings->user, else the image's user unless it is
+ * root or empty, else "1000:1000". uid/gid are numeric when the user is
+ * ("1000", "1000:1000"); -1 when it is a name. */
+void sm_container_user(const sm_sandbox_settings *s, const char *image_user, char *out,
+                       size_t len, int *uid, int *gid);
+
+/* The shell wrappers every container exec and every mode-none call go
+ * through (see exec.c and host.c for why). */
+extern const char sm_exec_wrapper_script[];
+extern const char sm_exec_kill_script[];
+extern const char sm_exec_oom_script[];
+extern const char sm_host_wrapper_script[];
+#define SM_CALL_FILE_PREFIX "/tmp/.sandman-call-"
+
+/* Classifies the engine's "OCI runtime exec failed" text: 127 for a command
+ * that does not exist, 126 otherwise. */
+int sm_exec_failure_code(const char *message);
+
+/* ---- capture ---- */
+typedef struct sm_capture {
+  sm_buf out;
+  sm_buf err;
+  int out_truncated;
+  int err_truncated;
+  sm_output_fn forward; /* gets the bytes that were kept, as they arrive */
+  void *forward_ud;
+  int forward_failed;   /* the forwarder asked to stop: stop forwarding only */
+} sm_capture;
+
+void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_fn forward,
+                     void *forward_ud);
+/* An sm_output_fn: keeps what fits under the cap, flags the rest as
+ * truncated and keeps accepting (the tool runs on undisturbed). */
+int sm_capture_output(void *userdata, int stream, const char *data, size_t len);
+/* Moves the captured output into the result (NUL-terminated copies). */
+int sm_capture_to_result(sm_capture *c, sm_run_result *r);
+void sm_capture_dispose(sm_capture *c);
+
+/* ---- result helpers ---- */
+/* Fills failure_kind, exit code 125 and the error text from err. */
+void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err);
+/* Which failure kind an error code is: engine codes -> "engine",
+ * SM_EPOLICY -> "policy", the rest -> "sandbox". */
+sm_failure_kind sm_failure_kind_for(int code);
+
+/* ---- runner internals ---- */
+/* Engine options the runner was made with (for clones and health checks). */
+int sm_runner_new_engine(sm_runner *runner, sm_engine **out, sm_error *err);
+
+/* ---- engine checks (container.c) ---- */
+/* 0 if runtime is empty or registered with the engine (/info Runtimes);
+ * SM_ESANDBOX naming it and how to register it otherwise. */
+int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, sm_error *err);
+/* 0 if the image is on the engine (out, may be NULL: its inspect object);
+ * SM_ESANDBOX saying how to get it otherwise (sandman never pulls). */
+int sm_sandbox_image_present(sm_engine *e, const char *image, json_object **out,
+                             sm_error *err);
+
+/* ---- the two back ends ---- */
+int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
+                sm_error *err);
+int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
+                     sm_error *err);
+
+/* ---- container exec (exec.c) ---- */
+typedef struct sm_exec_outcome {
+  int exit_code;
+  int timed_out;
+  int oom_killed;
+  int cancelled;
+  double duration_ms;
+} sm_exec_outcome;
+
+typedef struct sm_exec_target {
+  sm_engine *engine;
+  const char *container_id;
+  int per_tool;          /* a fresh container: timeouts kill the container */
+} sm_exec_target;
+
+int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                 sm_capture *cap, sm_exec_outcome *out, sm_error *err);
+
+/* ---- host helpers ---- */
+/* Removes a directory tree without following symlinks, making read-only
+ * directories writable first. Missing is fine. */
+int sm_remove_tree(const char *path, sm_error *err);
+/* The host name for owner labels. */
+void sm_host_name(char *out, size_t len);
+
+#endif

@@ -1,0 +1,127 @@
+/* The result of one call: its JSON form (the contract's `run --json`
+ * object), failure kinds, and disposal. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sandman/sandbox.h>
+
+#include "sandbox/internal.h"
+
+void sm_run_result_dispose(sm_run_result *r) {
+  if (r == NULL) return;
+  free(r->stdout_data);
+  free(r->stderr_data);
+  for (size_t i = 0; i < r->n_files_changed; i++) free(r->files_changed[i]);
+  free(r->files_changed);
+  for (size_t i = 0; i < r->n_conflicts; i++) free(r->conflicts[i]);
+  free(r->conflicts);
+  r->stdout_data = r->stderr_data = NULL;
+  r->files_changed = r->conflicts = NULL;
+  r->n_files_changed = r->n_conflicts = 0;
+  r->stdout_len = r->stderr_len = 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *p, size_t left) {
+  unsigned char c = p[0];
+  size_t need;
+  unsigned int cp;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) { need = 2; cp = c & 0x1F; }
+  else if (c >= 0xE0 && c <= 0xEF) { need = 3; cp = c & 0x0F; }
+  else if (c >= 0xF0 && c <= 0xF4) { need = 4; cp = c & 0x07; }
+  else return 0;
+  if (left < need) return 0;
+  for (size_t i = 1; i < need; i++) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3F);
+  }
+  if (need == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
+  if (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
+  return need;
+}
+
+/* Tool output is bytes; JSON strings are Unicode. Invalid sequences become
+ * U+FFFD so the object always parses. */
+static json_object *json_text(const char *data, size_t len) {
+  if (data == NULL) return json_object_new_string("");
+  size_t i = 0;
+  for (; i < len; i++) {
+    size_t n = utf8_seq((const unsigned char *)data + i, len - i);
+    if (n == 0) break;
+    i += n - 1;
+  }
+  if (i == len) return json_object_new_string_len(data, (int)len);
+  char *clean = malloc(len * 3 + 1);
+  if (clean == NULL) return json_object_new_string("");
+  size_t o = 0;
+  for (i = 0; i < len;) {
+    size_t n = utf8_seq((const unsigned char *)data + i, len - i);
+    if (n == 0) {
+      memcpy(clean + o, "\xEF\xBF\xBD", 3);
+      o += 3;
+      i++;
+    } else {
+      memcpy(clean + o, data + i, n);
+      o += n;
+      i += n;
+    }
+  }
+  json_object *s = json_object_new_string_len(clean, (int)o);
+  free(clean);
+  return s;
+}
+
+json_object *sm_run_result_to_json(const sm_run_result *r) {
+  json_object *o = json_object_new_object();
+  if (o == NULL) return NULL;
+  json_object_object_add(o, "ok", json_object_new_boolean(r->ok));
+  json_object_object_add(o, "exit_code", json_object_new_int(r->exit_code));
+  json_object_object_add(o, "stdout", json_text(r->stdout_data, r->stdout_len));
+  json_object_object_add(o, "stderr", json_text(r->stderr_data, r->stderr_len));
+  json_object_object_add(o, "stdout_truncated", json_object_new_boolean(r->stdout_truncated));
+  json_object_object_add(o, "stderr_truncated", json_object_new_boolean(r->stderr_truncated));
+  json_object_object_add(o, "timed_out", json_object_new_boolean(r->timed_out));
+  json_object_object_add(o, "oom_killed", json_object_new_boolean(r->oom_killed));
+  /* One decimal, printed as such (not 41.700000000000003). */
+  double ms = (double)(long long)(r->duration_ms * 10.0 + 0.5) / 10.0;
+  char msbuf[64];
+  snprintf(msbuf, sizeof msbuf, "%.1f", ms);
+  json_object_object_add(o, "duration_ms", json_object_new_double_s(ms, msbuf));
+  json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(r->mode)));
+  json_object_object_add(o, "sandbox_id", json_object_new_string(r->sandbox_id));
+  json_object_object_add(o, "reused", json_object_new_boolean(r->reused));
+  json_object *files = json_object_new_array();
+  for (size_t i = 0; i < r->n_files_changed; i++)
+    json_object_array_add(files, json_text(r->files_changed[i], strlen(r->files_changed[i])));
+  json_object_object_add(o, "files_changed", files);
+  const char *kind = sm_failure_kind_name(r->failure_kind);
+  json_object_object_add(o, "failure_kind", kind ? json_object_new_string(kind) : NULL);
+  json_object_object_add(o, "error",
+                         r->error[0] ? json_text(r->error, strlen(r->error)) : NULL);
+  return o;
+}
+
+sm_failure_kind sm_failure_kind_for(int code) {
+  switch (code) {
+    case SM_EUNREACHABLE:
+    case SM_EENGINE:
+    case SM_EPROTOCOL:
+    case SM_ETLS:
+      return SM_FAIL_ENGINE;
+    case SM_EPOLICY:
+      return SM_FAIL_POLICY;
+    default:
+      return SM_FAIL_SANDBOX;
+  }
+}
+
+void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err) {
+  r->ok = 0;
+  r->failure_kind = kind;
+  r->exit_code = 125;
+  const char *msg = err && err->message[0] ? err->message
+                                           : sm_error_default_message(err ? err->code : SM_EIO);
+  snprintf(r->error, sizeof r->error, "%s", msg);
+}

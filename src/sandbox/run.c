@@ -1,0 +1,58 @@
+/* sm_run: checks the request, then hands it to mode none (host.c) or to
+ * the container modes (container.c). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sandman/log.h>
+
+#include "sandbox/internal.h"
+#include "sandbox/ws_weak.h"
+
+static int check_request(const sm_run_request *req, sm_error *err) {
+  const sm_sandbox_settings *s = &req->settings;
+  if (req->argc == 0 || req->argv == NULL || req->argv[0] == NULL || req->argv[0][0] == '\0')
+    return sm_error_set(err, SM_EINVAL, "no command to run (give it after --)");
+  for (size_t i = 0; i < req->argc; i++)
+    if (req->argv[i] == NULL) return sm_error_set(err, SM_EINVAL, "argument %zu is missing", i);
+  if ((int)s->mode < SM_MODE_NONE || (int)s->mode > SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL, "unknown mode %d", (int)s->mode);
+  if (!(s->timeout_s >= 0) || isinf(s->timeout_s))
+    return sm_error_set(err, SM_EINVAL, "the timeout must be a number of seconds >= 0");
+  if (s->memory < 0 || s->pids < 0 || s->disk < 0 || s->tmpfs < 0 || s->nofile < 0 ||
+      s->stdout_cap < 0 || s->stderr_cap < 0 || !(s->cpu >= 0))
+    return sm_error_set(err, SM_EINVAL, "limits must not be negative");
+  if (s->mode != SM_MODE_NONE) {
+    if (strcmp(s->network, "none") != 0 && strcmp(s->network, "bridge") != 0)
+      return sm_error_set(err, SM_EINVAL, "network '%s' is not allowed (use none or bridge)",
+                          s->network);
+    if (s->image[0] == '\0') return sm_error_set(err, SM_EINVAL, "no image given");
+    if (s->memory > 0 && s->memory < 6 * 1024 * 1024)
+      return sm_error_set(err, SM_EINVAL, "memory limit too small: the engine needs at least 6m");
+  }
+  if (req->sync != SM_SYNC_DEFAULT && req->sync != SM_SYNC_NONE && req->sync != SM_SYNC_IN &&
+      req->sync != SM_SYNC_INOUT)
+    return sm_error_set(err, SM_EINVAL, "unknown sync mode %d", (int)req->sync);
+  if (req->workspace && !sm_ws_linked())
+    return sm_error_set(err, SM_EUNSUPPORTED, "this build of sandman has no workspace sync");
+  return 0;
+}
+
+int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_error *err) {
+  if (out == NULL) return sm_error_set(err, SM_EINVAL, "sm_run: no result to fill");
+  memset(out, 0, sizeof *out);
+  if (runner == NULL || req == NULL) {
+    sm_error_set(err, SM_EINVAL, "sm_run: needs a runner and a request");
+    sm_result_fail(out, SM_FAIL_SANDBOX, err);
+    return SM_EINVAL;
+  }
+  out->mode = req->settings.mode;
+  int rc = check_request(req, err);
+  if (rc) {
+    sm_result_fail(out, SM_FAIL_SANDBOX, err);
+    return rc;
+  }
+  sm_log(SM_LOG_DEBUG, "run %s in mode %s", req->argv[0], sm_mode_name(req->settings.mode));
+  if (req->settings.mode == SM_MODE_NONE) return sm_run_host(runner, req, out, err);
+  return sm_run_container(runner, req, out, err);
+}

@@ -1,0 +1,177 @@
+/* The runner: engine address, state directory and instance, shared by all
+ * threads. An sm_engine is not thread-safe, so each thread gets its own,
+ * cloned from a template (one /_ping for the whole process) and kept in a
+ * pthread key; the runner also keeps a list of them so that freeing the
+ * runner frees every client, whichever thread made it. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sandman/sandbox.h>
+#include <sandman/state.h>
+
+#include "sandbox/internal.h"
+
+typedef struct thread_engine {
+  struct sm_runner *runner;
+  sm_engine *engine;
+  struct thread_engine *prev, *next;
+} thread_engine;
+
+struct sm_runner {
+  char state_dir[PATH_MAX];
+  char instance[72];
+  char *host;
+  char *cert_path;
+  char *api_version;
+  sm_engine_options engine_opts; /* strings point at the copies above */
+  pthread_mutex_t lock;
+  pthread_key_t key;
+  sm_engine *template_engine; /* negotiated once, then cloned */
+  thread_engine *threads;
+};
+
+static void thread_engine_free(void *p) {
+  thread_engine *te = p;
+  if (te == NULL) return;
+  sm_runner *r = te->runner;
+  pthread_mutex_lock(&r->lock);
+  if (te->prev) te->prev->next = te->next;
+  else r->threads = te->next;
+  if (te->next) te->next->prev = te->prev;
+  pthread_mutex_unlock(&r->lock);
+  sm_engine_free(te->engine);
+  free(te);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err) {
+  sm_runner_options defaults = SM_RUNNER_OPTIONS_INIT;
+  if (opts == NULL) opts = &defaults;
+  sm_runner *r = calloc(1, sizeof *r);
+  if (r == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  int rc;
+  if (opts->state_dir && *opts->state_dir) {
+    if (snprintf(r->state_dir, sizeof r->state_dir, "%s", opts->state_dir) >=
+        (int)sizeof r->state_dir) {
+      free(r);
+      return sm_error_set(err, SM_EINVAL, "state directory path too long");
+    }
+  } else if ((rc = sm_state_default_dir(r->state_dir, sizeof r->state_dir, err)) != 0) {
+    free(r);
+    return rc;
+  }
+  const char *inst = opts->instance;
+  if (inst == NULL || *inst == '\0') inst = getenv("SANDMAN_INSTANCE");
+  if (inst == NULL || *inst == '\0') inst = "default";
+  if (!sm_instance_valid(inst)) {
+    free(r);
+    return sm_error_set(err, SM_EINVAL,
+                        "instance name '%s' is not valid: use 1 to 64 letters, digits, '_', "
+                        "'.' or '-' (set SANDMAN_INSTANCE)",
+                        inst);
+  }
+  snprintf(r->instance, sizeof r->instance, "%s", inst);
+  r->engine_opts = opts->engine;
+  r->host = dup_or_null(opts->engine.host);
+  r->cert_path = dup_or_null(opts->engine.cert_path);
+  r->api_version = dup_or_null(opts->engine.api_version);
+  if ((opts->engine.host && !r->host) || (opts->engine.cert_path && !r->cert_path) ||
+      (opts->engine.api_version && !r->api_version)) {
+    free(r->host);
+    free(r->cert_path);
+    free(r->api_version);
+    free(r);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  r->engine_opts.host = r->host;
+  r->engine_opts.cert_path = r->cert_path;
+  r->engine_opts.api_version = r->api_version;
+  /* Resolve the address now so a bad --host is reported before anything. */
+  if ((rc = sm_engine_new(&r->template_engine, &r->engine_opts, err)) != 0) {
+    free(r->host);
+    free(r->cert_path);
+    free(r->api_version);
+    free(r);
+    return rc;
+  }
+  pthread_mutex_init(&r->lock, NULL);
+  if (pthread_key_create(&r->key, thread_engine_free) != 0) {
+    sm_engine_free(r->template_engine);
+    pthread_mutex_destroy(&r->lock);
+    free(r->host);
+    free(r->cert_path);
+    free(r->api_version);
+    free(r);
+    return sm_error_set(err, SM_ENOMEM, "no thread key left");
+  }
+  *out = r;
+  return 0;
+}
+
+void sm_runner_free(sm_runner *r) {
+  if (r == NULL) return;
+  /* Deleting the key first means no destructor runs on a freed runner. */
+  pthread_key_delete(r->key);
+  pthread_mutex_lock(&r->lock);
+  thread_engine *te = r->threads;
+  r->threads = NULL;
+  pthread_mutex_unlock(&r->lock);
+  while (te) {
+    thread_engine *next = te->next;
+    sm_engine_free(te->engine);
+    free(te);
+    te = next;
+  }
+  sm_engine_free(r->template_engine);
+  pthread_mutex_destroy(&r->lock);
+  free(r->host);
+  free(r->cert_path);
+  free(r->api_version);
+  free(r);
+}
+
+int sm_runner_new_engine(sm_runner *r, sm_engine **out, sm_error *err) {
+  pthread_mutex_lock(&r->lock);
+  int rc = 0;
+  if (sm_engine_api_version(r->template_engine) == NULL)
+    rc = sm_engine_negotiate(r->template_engine, err);
+  if (rc == 0) rc = sm_engine_clone(out, r->template_engine, err);
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int sm_runner_engine(sm_runner *r, sm_engine **out, sm_error *err) {
+  thread_engine *te = pthread_getspecific(r->key);
+  if (te) {
+    *out = te->engine;
+    return 0;
+  }
+  sm_engine *e = NULL;
+  int rc = sm_runner_new_engine(r, &e, err);
+  if (rc) return rc;
+  te = calloc(1, sizeof *te);
+  if (te == NULL) {
+    sm_engine_free(e);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  te->runner = r;
+  te->engine = e;
+  pthread_mutex_lock(&r->lock);
+  te->next = r->threads;
+  if (r->threads) r->threads->prev = te;
+  r->threads = te;
+  pthread_mutex_unlock(&r->lock);
+  if (pthread_setspecific(r->key, te) != 0) {
+    thread_engine_free(te);
+    return sm_error_set(err, SM_ENOMEM, "storing the thread's engine client");
+  }
+  *out = e;
+  return 0;
+}
+
+const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }
+const char *sm_runner_instance(const sm_runner *r) { return r->instance; }

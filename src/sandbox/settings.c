@@ -1,0 +1,193 @@
+/* Built-in settings (the one place they live), the settings hash, and the
+ * names of modes, sync modes and failure kinds. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include <sandman/sandbox.h>
+
+#include "sandbox/internal.h"
+
+/* ---- built-in values ---- */
+#define SM_DEFAULT_IMAGE "sandman/minimal:latest"
+#define SM_DEFAULT_NETWORK "none"
+#define SM_MIB ((int64_t)1024 * 1024)
+
+void sm_sandbox_settings_defaults(sm_sandbox_settings *out) {
+  memset(out, 0, sizeof *out);
+  out->mode = SM_MODE_NONE;
+  snprintf(out->image, sizeof out->image, "%s", SM_DEFAULT_IMAGE);
+  snprintf(out->network, sizeof out->network, "%s", SM_DEFAULT_NETWORK);
+  out->runtime[0] = '\0';
+  out->user[0] = '\0';
+  out->cpu = 1.0;
+  out->memory = 512 * SM_MIB;
+  out->pids = 256;
+  out->disk = 1024 * SM_MIB;
+  out->tmpfs = 64 * SM_MIB;
+  out->nofile = 1024;
+  out->read_only_root = 1;
+  out->no_new_privileges = 1;
+  out->drop_all_caps = 1;
+  out->init = 1;
+  out->timeout_s = 120.0;
+  out->stdout_cap = SM_MIB;
+  out->stderr_cap = SM_MIB;
+  out->idle_timeout_s = 0;
+}
+
+void sm_run_request_init(sm_run_request *req) {
+  memset(req, 0, sizeof *req);
+  req->sync = SM_SYNC_DEFAULT;
+  sm_sandbox_settings_defaults(&req->settings);
+}
+
+/* Only what shapes the container goes in: per-call settings (timeout,
+ * output caps, passthrough, excludes, idle timeout) never force a new
+ * sandbox. The text form is versioned so a future field cannot collide. */
+void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]) {
+  char text[2048];
+  int n = snprintf(text, sizeof text,
+                   "v1\nimage=%s\nnetwork=%s\nruntime=%s\nuser=%s\ncpu=%.6f\nmemory=%lld\n"
+                   "pids=%lld\ndisk=%lld\ntmpfs=%lld\nnofile=%lld\nread_only_root=%d\n"
+                   "no_new_privileges=%d\ndrop_all_caps=%d\ninit=%d\n",
+                   s->image, s->network, s->runtime, s->user, s->cpu, (long long)s->memory,
+                   (long long)s->pids, (long long)s->disk, (long long)s->tmpfs,
+                   (long long)s->nofile, s->read_only_root ? 1 : 0,
+                   s->no_new_privileges ? 1 : 0, s->drop_all_caps ? 1 : 0, s->init ? 1 : 0);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof text) n = (int)sizeof text - 1;
+  sm_sha256_hex(text, (size_t)n, out);
+}
+
+/* ---- names ---- */
+static const char *const mode_names[] = {"none", "per_tool", "per_run", "per_worker"};
+
+const char *sm_mode_name(sm_mode mode) {
+  if ((int)mode < 0 || (int)mode > SM_MODE_PER_WORKER) return "none";
+  return mode_names[mode];
+}
+
+int sm_mode_parse(const char *s, sm_mode *out, sm_error *err) {
+  for (int i = 0; i <= SM_MODE_PER_WORKER; i++) {
+    if (s && strcmp(s, mode_names[i]) == 0) {
+      *out = (sm_mode)i;
+      return 0;
+    }
+  }
+  return sm_error_set(err, SM_EINVAL,
+                      "unknown mode '%s' (use none, per_tool, per_run or per_worker)",
+                      s ? s : "");
+}
+
+const char *sm_failure_kind_name(sm_failure_kind kind) {
+  switch (kind) {
+    case SM_FAIL_NONE: return NULL;
+    case SM_FAIL_TOOL: return "tool";
+    case SM_FAIL_TIMEOUT: return "timeout";
+    case SM_FAIL_POLICY: return "policy";
+    case SM_FAIL_SANDBOX: return "sandbox";
+    case SM_FAIL_ENGINE: return "engine";
+  }
+  return "sandbox";
+}
+
+int sm_sync_mode_parse(const char *s, sm_sync_mode *out, sm_error *err) {
+  if (s && strcmp(s, "none") == 0) *out = SM_SYNC_NONE;
+  else if (s && strcmp(s, "in") == 0) *out = SM_SYNC_IN;
+  else if (s && strcmp(s, "inout") == 0) *out = SM_SYNC_INOUT;
+  else
+    return sm_error_set(err, SM_EINVAL, "unknown sync mode '%s' (use none, in or inout)",
+                        s ? s : "");
+  return 0;
+}
+
+int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err) {
+  if (s == NULL) return sm_error_set(err, SM_EINVAL, "empty list entry");
+  if (list->n >= SM_LIST_MAX)
+    return sm_error_set(err, SM_EINVAL, "too many entries (at most %d)", SM_LIST_MAX);
+  size_t len = strlen(s);
+  if (len >= SM_NAME_MAX)
+    return sm_error_set(err, SM_EINVAL, "entry too long (at most %d bytes): '%.40s...'",
+                        SM_NAME_MAX - 1, s);
+  memcpy(list->items[list->n], s, len + 1);
+  list->n++;
+  return 0;
+}
+
+/* ---- small shared helpers ---- */
+int sm_strv_add(sm_strv *sv, const char *s) {
+  if (sv->n + 2 > sv->alloc) {
+    size_t na = sv->alloc ? sv->alloc * 2 : 16;
+    char **nv = realloc(sv->v, na * sizeof *nv);
+    if (nv == NULL) return SM_ENOMEM;
+    sv->v = nv;
+    sv->alloc = na;
+  }
+  char *copy = strdup(s);
+  if (copy == NULL) return SM_ENOMEM;
+  sv->v[sv->n++] = copy;
+  sv->v[sv->n] = NULL;
+  return 0;
+}
+
+int sm_strv_addf(sm_strv *sv, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  int n = vasprintf(&s, fmt, ap);
+  va_end(ap);
+  if (n < 0) return SM_ENOMEM;
+  int rc = sm_strv_add(sv, s);
+  free(s);
+  return rc;
+}
+
+void sm_strv_dispose(sm_strv *sv) {
+  for (size_t i = 0; i < sv->n; i++) free(sv->v[i]);
+  free(sv->v);
+  sv->v = NULL;
+  sv->n = sv->alloc = 0;
+}
+
+int sm_random_hex(char *out, size_t nbytes, sm_error *err) {
+  unsigned char raw[64];
+  if (nbytes > sizeof raw) return sm_error_set(err, SM_EINVAL, "too many random bytes");
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t r = getrandom(raw + got, nbytes - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return sm_error_set_errno(err, SM_EIO, errno, "reading random bytes");
+    }
+    got += (size_t)r;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < nbytes; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[2 * nbytes] = '\0';
+  return 0;
+}
+
+void sm_sha256_hex(const void *data, size_t len, char out[65]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  static const char hex[] = "0123456789abcdef";
+  if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
+    memset(out, '0', 64);
+    out[64] = '\0';
+    return;
+  }
+  for (unsigned int i = 0; i < 32; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[64] = '\0';
+}

@@ -1,0 +1,284 @@
+/* Names, labels and the hardened container spec; the shell wrappers that
+ * every call goes through. Pure: no engine, no host state. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/internal.h"
+
+int sm_instance_valid(const char *instance) {
+  if (instance == NULL || *instance == '\0' || strlen(instance) > 64) return 0;
+  if (!isalnum((unsigned char)instance[0])) return 0;
+  for (const char *p = instance; *p; p++)
+    if (!isalnum((unsigned char)*p) && *p != '_' && *p != '.' && *p != '-') return 0;
+  return 1;
+}
+
+int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
+                  size_t len, sm_error *err) {
+  char hash[65];
+  sm_sha256_hex(scope_key, strlen(scope_key), hash);
+  int n = snprintf(out, len, "sandman-%s-%s-%.16s", instance, sm_mode_name(mode), hash);
+  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "sandbox name too long");
+  return 0;
+}
+
+int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
+                 sm_error *err) {
+  int n;
+  if (req->scope_key && *req->scope_key) {
+    n = snprintf(out, len, "%s", req->scope_key);
+  } else if (mode == SM_MODE_PER_RUN) {
+    if (req->run_id == NULL || *req->run_id == '\0')
+      return sm_error_set(err, SM_EINVAL, "mode per_run needs a run id (--run-id)");
+    n = snprintf(out, len, "run:%s:%s", req->project && *req->project ? req->project : "default",
+                 req->run_id);
+  } else if (mode == SM_MODE_PER_WORKER) {
+    if (req->worker_id == NULL || *req->worker_id == '\0')
+      return sm_error_set(err, SM_EINVAL, "mode per_worker needs a worker id (--worker-id)");
+    n = snprintf(out, len, "worker:%s", req->worker_id);
+  } else {
+    return sm_error_set(err, SM_EINVAL, "mode %s has no scope key", sm_mode_name(mode));
+  }
+  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "scope key too long");
+  return 0;
+}
+
+static void label(json_object *o, const char *key, const char *value) {
+  char full[128];
+  snprintf(full, sizeof full, SM_LABEL_PREFIX "%s", key);
+  json_object_object_add(o, full, json_object_new_string(value ? value : ""));
+}
+
+json_object *sm_labels_build(const sm_label_info *li) {
+  json_object *o = json_object_new_object();
+  if (o == NULL) return NULL;
+  label(o, "managed", "true");
+  label(o, "instance", li->instance);
+  label(o, "mode", li->mode);
+  label(o, "project", li->project);
+  label(o, "run", li->run);
+  label(o, "worker", li->worker);
+  label(o, "agent", li->agent);
+  label(o, "scope-key", li->scope_key);
+  label(o, "config-hash", li->config_hash);
+  label(o, "created", li->created);
+  if (li->owner) label(o, "owner", li->owner);
+  if (li->volume) label(o, "volume", li->volume);
+  return o;
+}
+
+static int is_root_user(const char *u) {
+  if (u == NULL || *u == '\0') return 1;
+  return strcmp(u, "0") == 0 || strncmp(u, "0:", 2) == 0 || strcmp(u, "root") == 0 ||
+         strncmp(u, "root:", 5) == 0;
+}
+
+static int parse_id(const char *s, size_t len) {
+  if (len == 0 || len > 9) return -1;
+  int v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (!isdigit((unsigned char)s[i])) return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+void sm_container_user(const sm_sandbox_settings *s, const char *image_user, char *out,
+                       size_t len, int *uid, int *gid) {
+  const char *u;
+  if (s->user[0]) u = s->user;
+  else if (!is_root_user(image_user)) u = image_user;
+  else u = "1000:1000";
+  snprintf(out, len, "%s", u);
+  const char *colon = strchr(out, ':');
+  size_t ulen = colon ? (size_t)(colon - out) : strlen(out);
+  *uid = parse_id(out, ulen);
+  *gid = colon ? parse_id(colon + 1, strlen(colon + 1)) : *uid;
+  if (*uid < 0) *gid = -1;
+}
+
+/* The long-lived process of a sandbox: it only keeps the container up (the
+ * init process reaps zombies). sleep in a loop so SIGTERM ends it at once. */
+static const char keeper_script[] =
+    "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done";
+
+json_object *sm_container_config_build(const sm_container_spec *spec) {
+  const sm_sandbox_settings *s = spec->settings;
+  json_object *c = json_object_new_object();
+  json_object *hc = json_object_new_object();
+  if (c == NULL || hc == NULL) {
+    json_object_put(c);
+    json_object_put(hc);
+    return NULL;
+  }
+  json_object_object_add(c, "Image", json_object_new_string(s->image));
+  json_object_object_add(c, "User", json_object_new_string(spec->user));
+  json_object_object_add(c, "Hostname", json_object_new_string("sandbox"));
+  json_object_object_add(c, "WorkingDir", json_object_new_string("/workspace"));
+  json_object *env = json_object_new_array();
+  for (size_t i = 0; i < spec->n_env; i++)
+    json_object_array_add(env, json_object_new_string(spec->env[i]));
+  json_object_object_add(c, "Env", env);
+  json_object *ep = json_object_new_array();
+  json_object_array_add(ep, json_object_new_string("/bin/sh"));
+  json_object_array_add(ep, json_object_new_string("-c"));
+  json_object_array_add(ep, json_object_new_string(keeper_script));
+  json_object_array_add(ep, json_object_new_string("sandman-sandbox"));
+  json_object_object_add(c, "Entrypoint", ep);
+  json_object_object_add(c, "Cmd", json_object_new_array());
+  json_object_object_add(c, "Tty", json_object_new_boolean(0));
+  json_object_object_add(c, "OpenStdin", json_object_new_boolean(0));
+  json_object_object_add(c, "AttachStdin", json_object_new_boolean(0));
+  json_object_object_add(c, "AttachStdout", json_object_new_boolean(0));
+  json_object_object_add(c, "AttachStderr", json_object_new_boolean(0));
+  json_object_object_add(c, "StopSignal", json_object_new_string("SIGTERM"));
+  json_object *labels = NULL;
+  if (spec->labels) json_object_deep_copy(spec->labels, &labels, NULL);
+  json_object_object_add(c, "Labels", labels ? labels : json_object_new_object());
+
+  json_object_object_add(hc, "NetworkMode", json_object_new_string(s->network));
+  json_object_object_add(hc, "Init", json_object_new_boolean(s->init));
+  json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(s->read_only_root));
+  json_object_object_add(hc, "IpcMode", json_object_new_string("private"));
+  if (s->drop_all_caps) {
+    json_object *caps = json_object_new_array();
+    json_object_array_add(caps, json_object_new_string("ALL"));
+    json_object_object_add(hc, "CapDrop", caps);
+  }
+  if (s->no_new_privileges) {
+    json_object *so = json_object_new_array();
+    json_object_array_add(so, json_object_new_string("no-new-privileges"));
+    json_object_object_add(hc, "SecurityOpt", so);
+  }
+  if (s->pids > 0) json_object_object_add(hc, "PidsLimit", json_object_new_int64(s->pids));
+  if (s->cpu > 0)
+    json_object_object_add(hc, "NanoCpus", json_object_new_int64((int64_t)(s->cpu * 1e9 + 0.5)));
+  if (s->memory > 0) {
+    json_object_object_add(hc, "Memory", json_object_new_int64(s->memory));
+    /* Memory+swap equal to memory: no swap at all. */
+    json_object_object_add(hc, "MemorySwap", json_object_new_int64(s->memory));
+  }
+  json_object *tmpfs = json_object_new_object();
+  char opts[256];
+  snprintf(opts, sizeof opts, "rw,nosuid,nodev,size=%lld,mode=1777",
+           (long long)(s->tmpfs > 0 ? s->tmpfs : 64LL * 1024 * 1024));
+  json_object_object_add(tmpfs, "/tmp", json_object_new_string(opts));
+  json_object_object_add(hc, "Tmpfs", tmpfs);
+  if (s->nofile > 0) {
+    json_object *ul = json_object_new_array();
+    json_object *nf = json_object_new_object();
+    json_object_object_add(nf, "Name", json_object_new_string("nofile"));
+    json_object_object_add(nf, "Soft", json_object_new_int64(s->nofile));
+    json_object_object_add(nf, "Hard", json_object_new_int64(s->nofile));
+    json_object_array_add(ul, nf);
+    json_object_object_add(hc, "Ulimits", ul);
+  }
+  if (s->runtime[0]) json_object_object_add(hc, "Runtime", json_object_new_string(s->runtime));
+  json_object *rp = json_object_new_object();
+  json_object_object_add(rp, "Name", json_object_new_string("no"));
+  json_object_object_add(hc, "RestartPolicy", rp);
+
+  /* /workspace: a named volume on tmpfs sized by --disk. The engine makes it
+   * with the container, with the same labels (minus io.sandman.volume). */
+  json_object *mounts = json_object_new_array();
+  json_object *m = json_object_new_object();
+  json_object_object_add(m, "Type", json_object_new_string("volume"));
+  json_object_object_add(m, "Source", json_object_new_string(spec->volume));
+  json_object_object_add(m, "Target", json_object_new_string("/workspace"));
+  json_object *vo = json_object_new_object();
+  json_object *vlabels = NULL;
+  if (spec->labels) json_object_deep_copy(spec->labels, &vlabels, NULL);
+  if (vlabels == NULL) vlabels = json_object_new_object();
+  json_object_object_del(vlabels, SM_LABEL_PREFIX "volume");
+  json_object_object_add(vo, "Labels", vlabels);
+  json_object *dc = json_object_new_object();
+  json_object_object_add(dc, "Name", json_object_new_string("local"));
+  json_object *dopts = json_object_new_object();
+  json_object_object_add(dopts, "type", json_object_new_string("tmpfs"));
+  json_object_object_add(dopts, "device", json_object_new_string("tmpfs"));
+  char o[128];
+  int n = snprintf(o, sizeof o, "size=%lld",
+                   (long long)(s->disk > 0 ? s->disk : 1024LL * 1024 * 1024));
+  if (spec->uid >= 0 && n > 0 && (size_t)n < sizeof o)
+    snprintf(o + n, sizeof o - (size_t)n, ",uid=%d,gid=%d", spec->uid,
+             spec->gid >= 0 ? spec->gid : spec->uid);
+  json_object_object_add(dopts, "o", json_object_new_string(o));
+  json_object_object_add(dc, "Options", dopts);
+  json_object_object_add(vo, "DriverConfig", dc);
+  json_object_object_add(m, "VolumeOptions", vo);
+  json_object_array_add(mounts, m);
+  json_object_object_add(hc, "Mounts", mounts);
+
+  json_object_object_add(c, "HostConfig", hc);
+  return c;
+}
+
+/* Every container exec runs as
+ *   /bin/sh -c WRAPPER sandman-call TOKEN CMD ARGS...
+ * The exec's process is its own process group and session (the runtime
+ * makes it so), so the wrapper writes "$$ <oom kills so far>" to a file in
+ * /tmp: a timeout then kills that process group from inside the sandbox,
+ * with no need for the host's pid namespace. The tool runs in a subshell
+ * with exec, so a missing command is 127 and a non-executable one 126, as
+ * with any shell. On exit 137 the file is kept so the OOM check can compare
+ * the cgroup's oom_kill counter with its value before the call. */
+const char sm_exec_wrapper_script[] =
+    "f=" SM_CALL_FILE_PREFIX "$1; shift; n=\n"
+    "for c in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
+    "  if [ -r \"$c\" ]; then\n"
+    "    while read k v; do [ \"$k\" = oom_kill ] && n=$v; done < \"$c\"; break\n"
+    "  fi\n"
+    "done\n"
+    "echo \"$$ $n\" > \"$f\" 2>/dev/null\n"
+    "(exec \"$@\")\n"
+    "r=$?\n"
+    "[ \"$r\" = 137 ] || rm -f \"$f\" 2>/dev/null\n"
+    "exit \"$r\"\n";
+
+/* Kills a timed-out call: its process group, then any process that still
+ * carries the call's marker variable (children that left the group). */
+const char sm_exec_kill_script[] =
+    "t=$1; f=" SM_CALL_FILE_PREFIX "$t; p=\n"
+    "[ -r \"$f\" ] && read p o < \"$f\"\n"
+    "i=0\n"
+    "while [ $i -lt 3 ]; do\n"
+    "  [ -n \"$p\" ] && kill -KILL -\"$p\" 2>/dev/null\n"
+    "  [ -n \"$p\" ] && kill -KILL \"$p\" 2>/dev/null\n"
+    "  for d in /proc/[0-9]*; do\n"
+    "    grep -qs \"SANDMAN_CALL=$t\" \"$d/environ\" && kill -KILL \"${d#/proc/}\" 2>/dev/null\n"
+    "  done\n"
+    "  i=$((i + 1))\n"
+    "done\n"
+    "rm -f \"$f\" 2>/dev/null\n"
+    "exit 0\n";
+
+/* Prints "<oom kills before the call> <oom kills now>" and drops the file. */
+const char sm_exec_oom_script[] =
+    "f=" SM_CALL_FILE_PREFIX "$1; p=; o=; n=\n"
+    "[ -r \"$f\" ] && read p o < \"$f\"\n"
+    "rm -f \"$f\" 2>/dev/null\n"
+    "for c in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
+    "  if [ -r \"$c\" ]; then\n"
+    "    while read k v; do [ \"$k\" = oom_kill ] && n=$v; done < \"$c\"; break\n"
+    "  fi\n"
+    "done\n"
+    "echo \"counts $o $n\"\n";
+
+/* Mode none: the child waits on fd 3 until sandman has applied its rlimits
+ * (prlimit on the waiting shell), then becomes the tool. If sandman goes
+ * away first, read fails and the tool never runs unlimited. */
+const char sm_host_wrapper_script[] =
+    "IFS= read -r go <&3 || exit 125\n"
+    "[ \"$go\" = go ] || exit 125\n"
+    "exec 3<&-\n"
+    "exec \"$@\"\n";
+
+int sm_exec_failure_code(const char *message) {
+  if (message == NULL) return 126;
+  if (strstr(message, "executable file not found") || strstr(message, "no such file or directory") ||
+      strstr(message, "not found"))
+    return 127;
+  return 126;
+}
