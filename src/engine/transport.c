@@ -158,9 +158,10 @@ static int map_curl_error(sm_engine *e, CURLcode rc, const xfer *x, const char *
     if (e->addr.kind == ENGINE_ADDR_UNIX && os_errno != 0) detail = strerror((int)os_errno);
     return engine_unreachable_error(e, (int)os_errno, detail, err);
   case CURLE_OPERATION_TIMEDOUT: {
-    curl_off_t connected = 0;
-    curl_easy_getinfo(e->curl, CURLINFO_CONNECT_TIME_T, &connected);
-    if (connected == 0)
+    /* Nothing sent: the connection never came up. */
+    long sent = 0;
+    curl_easy_getinfo(e->curl, CURLINFO_REQUEST_SIZE, &sent);
+    if (sent == 0)
       return sm_error_set(err, SM_ETIMEOUT,
                           "%s: timed out after %ld ms connecting to the Docker engine at %s; "
                           "is it running and answering?",
