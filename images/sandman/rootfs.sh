@@ -9,7 +9,8 @@
 # Holds: the sandman binary, libsandman and exactly the shared libraries
 # they load (found with ldd on this host, copied at their paths, so the
 # image runs what was built here), busybox-static for a shell, the CA
-# bundle, users root and sandbox (1000). Offline: nothing is downloaded.
+# bundle, users root and sandbox (1000), and the folder that seeds an empty
+# engine with sandman/minimal (seed-minimal/). Offline: nothing is downloaded.
 #
 # Environment:
 #   SANDMAN_EXE   the sandman binary (set by `sandman image build` to
@@ -70,6 +71,12 @@ populate() {
     ln -s /bin/busybox "$dest/$applet"
   done < <("$BUSYBOX" --list-full)
   [ -e "$dest/bin/sh" ] || ln -s /bin/busybox "$dest/bin/sh"
+
+  # The folder a CI job uses to seed an empty engine with sandman/minimal:
+  # `sandman image build minimal` finds it beside /usr/local/bin/sandman.
+  mkdir -p "$dest/usr/local/share/sandman/images/minimal"
+  install -m 0644 "$HERE/seed-minimal/Dockerfile" "$dest/usr/local/share/sandman/images/minimal/Dockerfile"
+  install -m 0755 "$HERE/seed-minimal/rootfs.sh" "$dest/usr/local/share/sandman/images/minimal/rootfs.sh"
 
   if [ -r /etc/ssl/certs/ca-certificates.crt ]; then
     cp -L /etc/ssl/certs/ca-certificates.crt "$dest/etc/ssl/certs/ca-certificates.crt"
