@@ -1,0 +1,221 @@
+/* Names, scope keys, labels and the hardened container spec. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sandman/sandman.h>
+
+#include "sandbox/internal.h"
+
+static const char *jstr(json_object *o, const char *path) {
+  /* "a.b.c" walk; keys here contain no dots except label keys, which are
+   * looked up with jlabel instead. */
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  json_object *cur = o;
+  for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok; tok = strtok_r(NULL, ".", &save))
+    if (!json_object_object_get_ex(cur, tok, &cur)) return NULL;
+  return json_object_get_string(cur);
+}
+
+static json_object *jget(json_object *o, const char *a, const char *b) {
+  json_object *x = NULL, *y = NULL;
+  if (!json_object_object_get_ex(o, a, &x)) return NULL;
+  if (b == NULL) return x;
+  return json_object_object_get_ex(x, b, &y) ? y : NULL;
+}
+
+static void test_keyed_names(void **state) {
+  (void)state;
+  char a[SM_NAME_MAX], b[SM_NAME_MAX], c[SM_NAME_MAX];
+  assert_int_equal(sm_keyed_name("default", SM_MODE_PER_RUN, "run:p:r1", a, sizeof a, NULL), 0);
+  assert_int_equal(sm_keyed_name("default", SM_MODE_PER_RUN, "run:p:r1", b, sizeof b, NULL), 0);
+  assert_int_equal(sm_keyed_name("default", SM_MODE_PER_RUN, "run:p:r2", c, sizeof c, NULL), 0);
+  assert_string_equal(a, b);
+  assert_string_not_equal(a, c);
+  assert_int_equal(strncmp(a, "sandman-default-per_run-", 24), 0);
+  assert_int_equal(strlen(a), 24 + 16);
+  /* sha256("run:p:r1") starts with these 16 hex digits. */
+  char hex[65];
+  sm_sha256_hex("run:p:r1", 8, hex);
+  assert_memory_equal(a + 24, hex, 16);
+  assert_int_equal(sm_keyed_name("x", SM_MODE_PER_WORKER, "worker:w", a, sizeof a, NULL), 0);
+  assert_int_equal(strncmp(a, "sandman-x-per_worker-", 21), 0);
+}
+
+static void test_scope_keys(void **state) {
+  (void)state;
+  sm_run_request req;
+  sm_run_request_init(&req);
+  char key[256];
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
+  assert_non_null(strstr(err.message, "--run-id"));
+  req.run_id = "r1";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "run:default:r1");
+  req.project = "proj";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "run:proj:r1");
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, &err), SM_EINVAL);
+  assert_non_null(strstr(err.message, "--worker-id"));
+  req.worker_id = "w1";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "worker:w1");
+  req.scope_key = "agent:a";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "agent:a");
+}
+
+static void test_instance_names(void **state) {
+  (void)state;
+  assert_true(sm_instance_valid("default"));
+  assert_true(sm_instance_valid("it-test_run.sh"));
+  assert_false(sm_instance_valid(""));
+  assert_false(sm_instance_valid("-x"));
+  assert_false(sm_instance_valid("a/b"));
+  assert_false(sm_instance_valid("a b"));
+  assert_false(sm_instance_valid(NULL));
+}
+
+static void test_labels(void **state) {
+  (void)state;
+  sm_label_info li = {"inst", "per_tool", "proj", NULL, NULL, "agent1", "tool:x",
+                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws"};
+  json_object *l = sm_labels_build(&li);
+  const char *want[][2] = {{"io.sandman.managed", "true"},  {"io.sandman.instance", "inst"},
+                           {"io.sandman.mode", "per_tool"}, {"io.sandman.project", "proj"},
+                           {"io.sandman.run", ""},          {"io.sandman.worker", ""},
+                           {"io.sandman.agent", "agent1"},  {"io.sandman.scope-key", "tool:x"},
+                           {"io.sandman.config-hash", "abc"},
+                           {"io.sandman.created", "2026-01-01T00:00:00Z"},
+                           {"io.sandman.owner", "host:42"}, {"io.sandman.volume", "vol-ws"}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    json_object *v = NULL;
+    assert_true(json_object_object_get_ex(l, want[i][0], &v));
+    assert_string_equal(json_object_get_string(v), want[i][1]);
+  }
+  assert_int_equal(json_object_object_length(l), 12);
+  json_object_put(l);
+  li.owner = NULL;
+  li.volume = NULL;
+  l = sm_labels_build(&li);
+  assert_int_equal(json_object_object_length(l), 10);
+  json_object_put(l);
+}
+
+static void test_container_user(void **state) {
+  (void)state;
+  sm_sandbox_settings s;
+  sm_sandbox_settings_defaults(&s);
+  char u[64];
+  int uid, gid;
+  sm_container_user(&s, "", u, sizeof u, &uid, &gid);
+  assert_string_equal(u, "1000:1000");
+  assert_int_equal(uid, 1000);
+  sm_container_user(&s, "root", u, sizeof u, &uid, &gid);
+  assert_string_equal(u, "1000:1000");
+  sm_container_user(&s, "0:0", u, sizeof u, &uid, &gid);
+  assert_string_equal(u, "1000:1000");
+  sm_container_user(&s, "1234", u, sizeof u, &uid, &gid);
+  assert_string_equal(u, "1234");
+  assert_int_equal(uid, 1234);
+  assert_int_equal(gid, 1234);
+  sm_container_user(&s, "app", u, sizeof u, &uid, &gid);
+  assert_string_equal(u, "app");
+  assert_int_equal(uid, -1);
+  snprintf(s.user, sizeof s.user, "5:6");
+  sm_container_user(&s, "app", u, sizeof u, &uid, &gid);
+  assert_int_equal(uid, 5);
+  assert_int_equal(gid, 6);
+}
+
+static void test_container_spec_is_hardened(void **state) {
+  (void)state;
+  sm_sandbox_settings s;
+  sm_sandbox_settings_defaults(&s);
+  json_object *labels = json_object_new_object();
+  json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
+  json_object_object_add(labels, "io.sandman.volume", json_object_new_string("v-ws"));
+  const char *env[] = {"HOME=/workspace"};
+  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1};
+  json_object *c = sm_container_config_build(&cs);
+  assert_non_null(c);
+  assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
+  assert_string_equal(jstr(c, "User"), "1000:1000");
+  assert_string_equal(jstr(c, "WorkingDir"), "/workspace");
+  assert_string_equal(jstr(c, "HostConfig.NetworkMode"), "none");
+  assert_true(json_object_get_boolean(jget(c, "HostConfig", "ReadonlyRootfs")));
+  assert_true(json_object_get_boolean(jget(c, "HostConfig", "Init")));
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(jget(c, "HostConfig", "CapDrop"), 0)), "ALL");
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(jget(c, "HostConfig", "SecurityOpt"), 0)), "no-new-privileges");
+  assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "PidsLimit")), 256);
+  assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "Memory")), 512LL << 20);
+  assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "MemorySwap")), 512LL << 20);
+  assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "NanoCpus")), 1000000000LL);
+  assert_non_null(strstr(json_object_get_string(jget(jget(c, "HostConfig", "Tmpfs"), "/tmp", NULL)), "size=67108864"));
+  json_object *ul = json_object_array_get_idx(jget(c, "HostConfig", "Ulimits"), 0);
+  assert_string_equal(jstr(ul, "Name"), "nofile");
+  assert_int_equal(json_object_get_int64(jget(ul, "Soft", NULL)), 1024);
+  assert_null(jget(c, "HostConfig", "Runtime"));
+  json_object *m = json_object_array_get_idx(jget(c, "HostConfig", "Mounts"), 0);
+  assert_string_equal(jstr(m, "Type"), "volume");
+  assert_string_equal(jstr(m, "Source"), "v-ws");
+  assert_string_equal(jstr(m, "Target"), "/workspace");
+  assert_string_equal(jstr(m, "VolumeOptions.DriverConfig.Options.type"), "tmpfs");
+  assert_string_equal(jstr(m, "VolumeOptions.DriverConfig.Options.o"),
+                      "size=1073741824,uid=1000,gid=1000");
+  /* The volume carries the labels, minus the container-only one. */
+  json_object *vl = jget(jget(m, "VolumeOptions", NULL), "Labels", NULL);
+  json_object *tmp = NULL;
+  assert_true(json_object_object_get_ex(vl, "io.sandman.managed", &tmp));
+  assert_false(json_object_object_get_ex(vl, "io.sandman.volume", &tmp));
+  assert_true(json_object_object_get_ex(jget(c, "Labels", NULL), "io.sandman.volume", &tmp));
+  json_object_put(c);
+
+  snprintf(s.runtime, sizeof s.runtime, "runsc");
+  s.pids = 0;
+  s.memory = 0;
+  s.cpu = 0;
+  s.read_only_root = 0;
+  s.drop_all_caps = 0;
+  c = sm_container_config_build(&cs);
+  assert_string_equal(jstr(c, "HostConfig.Runtime"), "runsc");
+  assert_null(jget(c, "HostConfig", "PidsLimit"));
+  assert_null(jget(c, "HostConfig", "Memory"));
+  assert_null(jget(c, "HostConfig", "NanoCpus"));
+  assert_null(jget(c, "HostConfig", "CapDrop"));
+  assert_false(json_object_get_boolean(jget(c, "HostConfig", "ReadonlyRootfs")));
+  json_object_put(c);
+  json_object_put(labels);
+}
+
+static void test_exec_failure_codes(void **state) {
+  (void)state;
+  assert_int_equal(sm_exec_failure_code("OCI runtime exec failed: exec failed: unable to start "
+                                        "container process: exec: \"nonexist\": executable file "
+                                        "not found in $PATH: unknown"),
+                   127);
+  assert_int_equal(sm_exec_failure_code("OCI runtime exec failed: exec failed: unable to start "
+                                        "container process: exec: \"/etc/passwd\": permission "
+                                        "denied: unknown"),
+                   126);
+  assert_int_equal(sm_exec_failure_code(NULL), 126);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_keyed_names),
+      cmocka_unit_test(test_scope_keys),
+      cmocka_unit_test(test_instance_names),
+      cmocka_unit_test(test_labels),
+      cmocka_unit_test(test_container_user),
+      cmocka_unit_test(test_container_spec_is_hardened),
+      cmocka_unit_test(test_exec_failure_codes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
