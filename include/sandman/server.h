@@ -1,0 +1,98 @@
+/* sandman: the runner service behind `sandman worker start`.
+ *
+ * An authenticated HTTP API (libmicrohttpd) on a unix socket or TCP that
+ * runs tool calls with sm_run. Requests are read by a small pool of I/O
+ * threads; calls that block (execute, engine queries) are handed to a
+ * bounded pool of call threads while their connection is suspended, so
+ * /healthz keeps answering while every call thread is busy.
+ *
+ * Tokens: every route but GET /healthz needs `Authorization: Bearer TOKEN`,
+ * the control token or a per-worker token derived from it (see
+ * sm_token_derive); a worker token serves its own worker key only. */
+#ifndef SANDMAN_SERVER_H
+#define SANDMAN_SERVER_H
+
+#include <stddef.h>
+
+#include <sandman/config.h>
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The variable that may hold the control token when no --token-file is
+ * given. The runner removes it from its own environment once read. */
+#define SM_TOKEN_ENV "SANDMAN_TOKEN"
+#define SM_TOKEN_MIN_LEN 16
+#define SM_TOKEN_MAX_LEN 4096
+/* Domain separation prefix of per-worker tokens; a NUL byte follows it. */
+#define SM_WORKER_TOKEN_PREFIX "sandman-worker-token-v1"
+
+/* hex(HMAC-SHA256(key = control_token, msg = "sandman-worker-token-v1" NUL
+ * worker_key)) into out (64 hex digits and a NUL). */
+int sm_token_derive(const char *control_token, const char *worker_key, char out[65],
+                    sm_error *err);
+/* Reads the control token from token_file (trailing newlines stripped) or,
+ * when token_file is NULL, from $SANDMAN_TOKEN. The token must be 16 to 4096
+ * visible ASCII characters. Writes it NUL-terminated to out. */
+int sm_token_load(const char *token_file, char *out, size_t out_len, sm_error *err);
+/* Constant-time equality of two NUL-terminated tokens (1 equal, 0 not). */
+int sm_token_equal(const char *a, const char *b);
+
+/* One tool call as the server hands it to the sandbox layer. Tests replace
+ * it; NULL means sm_run on the server's runner. */
+typedef int (*sm_server_run_fn)(void *userdata, const sm_run_request *req,
+                                sm_run_result *out, sm_error *err);
+
+typedef struct sm_server sm_server;
+
+typedef struct sm_server_options {
+  const char *listen;          /* "unix:PATH" or "tcp://HOST:PORT"; NULL: default socket */
+  const char *token;           /* control token (copied); required */
+  unsigned threads;            /* call threads; 0: 16 */
+  unsigned io_threads;         /* libmicrohttpd pool; 0: 2 */
+  unsigned max_connections;    /* 0: 256 */
+  unsigned max_queue;          /* calls waiting for a thread before 503; 0: 1024 */
+  size_t max_body;             /* request body cap; 0: 4 MiB */
+  const char *credentials_file;/* NULL: no leases can carry credentials */
+  const char *workspaces_root; /* NULL: requests may not name a workspace */
+  const char *pool;            /* --pool name (labels and logs only) */
+  const char *project;         /* default project of calls */
+  const char *project_environment;
+  double background_max_s;     /* longest life of a backgrounded call; 0: 3600 */
+  unsigned max_handles;        /* 0: 1024 */
+  /* Borrowed, must outlive the server. config may be NULL (built-ins). */
+  sm_runner *runner;
+  const sm_config *config;
+  /* The worker's own settings as flags (--sandbox-mode ...): the top of the
+   * precedence for every call unless the request's "mode" overrides mode. */
+  const sm_config_flags *flags;
+  /* The worker's mode after the health check and fallback, for /healthz and
+   * the policy on per-request modes; degraded: the mode was stepped down. */
+  sm_mode mode;
+  int degraded;
+  sm_server_run_fn run;        /* NULL: sm_run */
+  void *run_userdata;
+} sm_server_options;
+
+/* Validates options, loads the credentials file (mode 0600 or stricter),
+ * binds the socket and starts serving. The listening address (with the
+ * real port for tcp://HOST:0) is sm_server_address(). */
+int sm_server_start(sm_server **out, const sm_server_options *opts, sm_error *err);
+const char *sm_server_address(const sm_server *srv); /* borrowed */
+/* Clean stop: no new connections or calls, calls in flight run to their end
+ * (their own timeouts bound this), backgrounded calls are killed, per_tool
+ * sandboxes left by this instance are removed, the socket file unlinked. */
+void sm_server_stop(sm_server *srv);
+void sm_server_free(sm_server *srv);
+
+/* The default unix socket path: $XDG_RUNTIME_DIR/sandman/sandman.sock, or
+ * /run/sandman/sandman.sock for root, or /tmp/sandman-UID/sandman.sock. */
+int sm_server_default_socket(char *buf, size_t len, sm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

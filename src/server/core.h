@@ -1,0 +1,111 @@
+/* sandman runner service: the server object shared by server.c (life
+ * cycle, call threads, health), http.c (libmicrohttpd, routes, auth) and
+ * exec.c (tool calls, background handles). */
+#ifndef SANDMAN_SERVER_CORE_H
+#define SANDMAN_SERVER_CORE_H
+
+#include <limits.h>
+#include <pthread.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+
+#include <sandman/config.h>
+#include <sandman/server.h>
+
+#include "server/server_internal.h"
+
+typedef struct sm_job {
+  void (*fn)(void *arg);
+  void *arg;
+  struct sm_job *next;
+} sm_job;
+
+typedef struct sm_handle sm_handle;
+
+struct sm_server {
+  sm_server_options opts;    /* strings below are the server's copies */
+  char *token;
+  char *pool, *project, *project_environment;
+  sm_config_flags flags;
+  int have_flags;
+  char address[PATH_MAX + 16];
+  char sock_path[PATH_MAX];  /* unix socket we created, or "" */
+  dev_t sock_dev;
+  ino_t sock_ino;
+  int listen_fd;
+  struct MHD_Daemon *mhd;
+  sm_creds *creds;
+  sm_lease_store *leases;
+  sm_metrics *metrics;
+  char ws_root[PATH_MAX];    /* realpath of --workspaces-root, or "" */
+  char owner_label[300];     /* io.sandman.owner of our per_tool sandboxes */
+
+  pthread_mutex_t mu;        /* guards everything below */
+  pthread_cond_t cv_job;     /* a job was queued, or the threads must stop */
+  pthread_cond_t cv_idle;    /* a request, call or background call ended */
+  pthread_t *threads;
+  unsigned n_threads;
+  sm_job *head, *tail;
+  size_t queued;
+  int workers_stop;
+  long requests_open;        /* requests between first byte and completion */
+  long calls_in_flight;
+  size_t body_bytes;         /* request bodies buffered right now */
+  int draining;
+  sm_handle **handles;
+  size_t n_handles;
+  long bg_running;           /* background threads alive */
+
+  pthread_t health_thread;
+  int health_started;
+  int health_stop;
+  pthread_cond_t cv_health;
+  int engine_up;
+  char engine_host[256];
+  char engine_version[64];
+  char engine_api[16];
+  char engine_error[256];
+};
+
+/* An answer: HTTP status and a JSON body (owned). */
+typedef struct sm_answer {
+  int status;
+  json_object *body;
+  int close;                 /* ask the client to close the connection */
+} sm_answer;
+
+/* Fills a {"error", "failure_kind"} answer. */
+void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* server.c */
+/* Queues a job for a call thread; SM_EBUSY when the queue is full. */
+int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg);
+void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes);
+/* 1 when token authorises a request about worker_key (control token, or
+ * that worker's derived token). Constant time in the token. */
+int sm_server_token_ok(const sm_server *srv, const char *token, const char *worker_key);
+int sm_server_is_control(const sm_server *srv, const char *token);
+
+/* http.c */
+int sm_http_start(sm_server *srv, sm_error *err);
+void sm_http_quiesce(sm_server *srv);
+void sm_http_stop(sm_server *srv);
+
+/* exec.c: token is the bearer token presented (already known to be the
+ * control token when control is 1). */
+void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
+                     const char *token, sm_answer *out);
+void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
+                   const char *token, sm_answer *out);
+void sm_exec_handle_get(sm_server *srv, const char *id, int control, const char *token,
+                        sm_answer *out);
+void sm_exec_handle_delete(sm_server *srv, const char *id, int control, const char *token,
+                           sm_answer *out);
+/* Kills every background call and waits for them (shutdown). */
+void sm_exec_kill_all(sm_server *srv);
+void sm_exec_free_handles(sm_server *srv);
+size_t sm_exec_handles_running(sm_server *srv, size_t *total);
+
+#endif

@@ -1,0 +1,138 @@
+/* Environment policy for calls served by the runner, and scrubbing of
+ * credential values out of answers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include <sandman/util.h>
+
+#include "server/server_internal.h"
+
+extern char **environ;
+
+/* Variables that steer sandman or reach the engine: a tool must never get
+ * them from the runner's environment, whatever glob matches. */
+static const char *const owned_exact[] = {
+    "DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONFIG",
+    "DOCKER_CONTEXT", NULL,
+};
+
+int sm_server_env_owned(const char *name, const sm_creds *creds) {
+  if (strncmp(name, "SANDMAN_", 8) == 0) return 1;
+  for (size_t i = 0; owned_exact[i]; i++)
+    if (strcmp(name, owned_exact[i]) == 0) return 1;
+  return creds != NULL && sm_creds_is_name(creds, name);
+}
+
+void sm_server_strv_free(char **v, size_t n) {
+  if (v == NULL) return;
+  for (size_t i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds,
+                              char ***out, size_t *out_n, sm_error *err) {
+  *out = NULL;
+  *out_n = 0;
+  if (globs == NULL || globs->n == 0) return 0;
+  size_t cap = 0;
+  for (char **e = environ; e && *e; e++) cap++;
+  char **v = calloc(cap + 1, sizeof *v);
+  if (v == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  size_t n = 0;
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (eq == NULL || eq == *e) continue;
+    char name[256];
+    size_t nl = (size_t)(eq - *e);
+    if (nl >= sizeof name) continue;
+    memcpy(name, *e, nl);
+    name[nl] = '\0';
+    if (!sm_server_env_name_valid(name) || sm_server_env_owned(name, creds)) continue;
+    int match = 0;
+    for (size_t g = 0; g < globs->n && !match; g++) match = sm_glob_match(globs->items[g], name);
+    if (!match) continue;
+    v[n] = strdup(*e);
+    if (v[n] == NULL) {
+      sm_server_strv_free(v, n);
+      return sm_error_set(err, SM_ENOMEM, "out of memory");
+    }
+    n++;
+  }
+  *out = v;
+  *out_n = n;
+  return 0;
+}
+
+/* Replaces occurrences of needle in *data; returns 1 if anything changed. */
+static int replace_all(char **data, size_t *len, const char *needle, size_t nl) {
+  if (*data == NULL || nl == 0 || *len < nl) return 0;
+  size_t count = 0;
+  for (const char *p = *data; (p = memmem(p, *len - (size_t)(p - *data), needle, nl)) != NULL;
+       p += nl)
+    count++;
+  if (count == 0) return 0;
+  size_t rl = sizeof SM_REDACTED - 1;
+  size_t new_len = *len - count * nl + count * rl;
+  char *o = malloc(new_len + 1);
+  if (o == NULL) {
+    /* Cannot allocate a copy: overwrite in place rather than leak. */
+    for (char *p = *data; (p = memmem(p, *len - (size_t)(p - *data), needle, nl)) != NULL;
+         p += nl)
+      memset(p, '*', nl);
+    return 1;
+  }
+  size_t w = 0;
+  const char *src = *data, *end = *data + *len;
+  while (src < end) {
+    const char *hit = memmem(src, (size_t)(end - src), needle, nl);
+    if (hit == NULL) {
+      memcpy(o + w, src, (size_t)(end - src));
+      w += (size_t)(end - src);
+      break;
+    }
+    memcpy(o + w, src, (size_t)(hit - src));
+    w += (size_t)(hit - src);
+    memcpy(o + w, SM_REDACTED, rl);
+    w += rl;
+    src = hit + nl;
+  }
+  o[w] = '\0';
+  OPENSSL_cleanse(*data, *len);
+  free(*data);
+  *data = o;
+  *len = w;
+  return 1;
+}
+
+void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets) {
+  if (secrets == NULL || data == NULL || *data == NULL) return;
+  for (size_t i = 0; i < secrets->n; i++) {
+    const char *v = strchr(secrets->kv[i], '=');
+    if (v == NULL) continue;
+    v++;
+    size_t vl = strlen(v);
+    if (vl < SM_REDACT_MIN_LEN) continue;
+    replace_all(data, len, v, vl);
+  }
+}
+
+void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets) {
+  if (s == NULL || size == 0 || secrets == NULL || secrets->n == 0) return;
+  size_t len = strnlen(s, size - 1);
+  char *copy = malloc(len + 1);
+  if (copy == NULL) {
+    s[0] = '\0';
+    return;
+  }
+  memcpy(copy, s, len);
+  copy[len] = '\0';
+  sm_server_redact(&copy, &len, secrets);
+  /* The redacted text may be longer: cut it, never mid-way into a value
+   * (the value is gone already, only the marker may be cut). */
+  size_t n = len < size - 1 ? len : size - 1;
+  memcpy(s, copy, n);
+  s[n] = '\0';
+  free(copy);
+}

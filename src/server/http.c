@@ -1,0 +1,517 @@
+/* HTTP plumbing on libmicrohttpd: routing, bearer tokens, body limits,
+ * request ids and answers.
+ *
+ * A small pool of I/O threads (MHD_OPTION_THREAD_POOL_SIZE) reads requests.
+ * Routes that block (tool calls, engine queries) suspend their connection
+ * and go to the call threads of server.c; when the answer is ready the
+ * connection is resumed and the answer queued from the I/O thread. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include <sandman/log.h>
+#include <sandman/ops.h>
+#include <sandman/util.h>
+#include <sandman/version.h>
+
+#include "common/buf.h"
+#include "server/core.h"
+
+#define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
+#define CONNECTION_TIMEOUT_S 60             /* idle connections */
+#define METRICS_MAX (4 * 1024 * 1024)
+#define GENERIC_401 "missing or invalid token"
+
+typedef enum {
+  R_NOT_FOUND = 0,
+  R_BAD_METHOD,
+  R_HEALTHZ,
+  R_EXECUTE,
+  R_LEASES,
+  R_HANDLE,
+  R_SANDBOXES,
+  R_REAP,
+  R_METRICS,
+} route_id;
+
+static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
+                                          "handles", "sandboxes", "reap", "metrics"};
+
+typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
+typedef enum { ST_READING = 0, ST_RUNNING, ST_DONE, ST_ANSWERED } req_state;
+
+typedef struct req_ctx {
+  sm_server *srv;
+  struct MHD_Connection *conn;
+  char id[17];
+  char method[8];
+  route_id route;
+  char handle_id[SM_HANDLE_ID_LEN + 1];
+  int list_all;
+  auth_state auth;
+  char *token;         /* presented token when its check waits for the body */
+  sm_buf body;
+  size_t counted;      /* bytes charged to the server's body budget */
+  int too_big;
+  req_state state;
+  double t0;
+  sm_answer answer;
+  char *raw;           /* non-JSON answer (metrics) */
+  size_t raw_len;
+  int status;
+} req_ctx;
+
+/* ---- answers ---- */
+
+static enum MHD_Result queue_answer(req_ctx *c) {
+  char *data;
+  size_t len;
+  const char *ctype;
+  int status;
+  if (c->raw) {
+    data = c->raw;
+    len = c->raw_len;
+    c->raw = NULL;
+    ctype = "text/plain; version=0.0.4; charset=utf-8";
+    status = c->answer.status ? c->answer.status : 200;
+  } else {
+    if (c->answer.body == NULL) sm_answer_error(&c->answer, 500, "sandbox", "internal error");
+    size_t n = 0;
+    const char *s = json_object_to_json_string_length(
+        c->answer.body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    data = malloc(n + 2);
+    if (data == NULL) return MHD_NO;
+    memcpy(data, s, n);
+    data[n] = '\n';
+    data[n + 1] = '\0';
+    len = n + 1;
+    ctype = "application/json";
+    status = c->answer.status;
+  }
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+  if (r == NULL) {
+    free(data);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", ctype);
+  MHD_add_response_header(r, "X-Request-Id", c->id);
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+  if (status == 405) {
+    const char *allow = c->route == R_HANDLE ? "GET, DELETE" : "GET, POST";
+    MHD_add_response_header(r, "Allow", allow);
+  }
+  if (c->answer.close || c->srv->draining) MHD_add_response_header(r, "Connection", "close");
+  enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = status;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
+    if (status == 401 || status == 403 || status == 400 || status == 413 || status == 404)
+      sm_metrics_failure(c->srv->metrics, "policy");
+  }
+  return ret;
+}
+
+static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, const char *msg) {
+  if (c->answer.body) json_object_put(c->answer.body);
+  c->answer.body = NULL;
+  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  return queue_answer(c);
+}
+
+/* ---- the handlers that run on call threads ---- */
+
+static void finish_job(req_ctx *c) {
+  sm_server *srv = c->srv;
+  /* The state change and the resume happen in this order under MHD's own
+   * lock, so the I/O thread sees ST_DONE when it calls us again. */
+  c->state = ST_DONE;
+  (void)srv;
+  MHD_resume_connection(c->conn);
+}
+
+static void job_execute(void *arg) {
+  req_ctx *c = arg;
+  sm_server *srv = c->srv;
+  sm_log_set_request_id(c->id);
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight++;
+  pthread_mutex_unlock(&srv->mu);
+  sm_exec_execute(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+                  &c->answer);
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight--;
+  pthread_mutex_unlock(&srv->mu);
+  finish_job(c);
+}
+
+static void job_handle_delete(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_exec_handle_delete(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+  finish_job(c);
+}
+
+static void job_metrics(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_metrics_gauges g;
+  sm_server_gauges(c->srv, &g, 1);
+  sm_buf b;
+  sm_buf_init(&b, METRICS_MAX);
+  sm_metrics_render(c->srv->metrics, &g, &b);
+  size_t n = 0;
+  c->raw = sm_buf_steal(&b, &n);
+  c->raw_len = n;
+  if (c->raw == NULL) sm_answer_error(&c->answer, 503, "sandbox", "out of memory");
+  else c->answer.status = 200;
+  finish_job(c);
+}
+
+static int engine_error_answer(sm_answer *a, const sm_error *err, const char *what) {
+  int engine = err->code == SM_EUNREACHABLE || err->code == SM_EENGINE ||
+               err->code == SM_ETIMEOUT || err->code == SM_EPROTOCOL || err->code == SM_ETLS;
+  sm_answer_error(a, engine ? 503 : 400, engine ? "engine" : "policy", "%s: %s", what,
+                  err->message[0] ? err->message : sm_error_default_message(err->code));
+  return 0;
+}
+
+static void job_sandboxes(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_ops_scope scope;
+  sm_ops_sandbox_list list = {0, NULL};
+  sm_error err = SM_ERROR_INIT;
+  if (c->srv->opts.runner == NULL)
+    sm_answer_error(&c->answer, 503, "engine", "this runner has no engine");
+  else if (sm_ops_scope_from_runner(&scope, c->srv->opts.runner, &err) != 0 ||
+           sm_ops_list(&scope, c->list_all, &list, &err) != 0)
+    engine_error_answer(&c->answer, &err, "listing sandboxes");
+  else {
+    c->answer.status = 200;
+    c->answer.body = sm_ops_list_to_json(&list);
+    sm_ops_sandbox_list_dispose(&list);
+  }
+  finish_job(c);
+}
+
+static void job_reap(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_error err = SM_ERROR_INIT;
+  json_object *body = NULL;
+  sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
+  sm_ops_scope scope;
+  if (c->body.len > 0 && sm_server_json_object(c->body.data, c->body.len, &body, &err) != 0) {
+    sm_answer_error(&c->answer, 400, "policy", "%s", err.message);
+  } else if (sm_ops_reap_options_from_json(body, &ro, &err) != 0) {
+    sm_answer_error(&c->answer, 400, "policy", "%s", err.message);
+  } else if (c->srv->opts.runner == NULL) {
+    sm_answer_error(&c->answer, 503, "engine", "this runner has no engine");
+  } else {
+    sm_ops_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (sm_ops_scope_from_runner(&scope, c->srv->opts.runner, &err) != 0 ||
+        sm_ops_reap(&scope, &ro, &rep, &err) != 0) {
+      engine_error_answer(&c->answer, &err, "reaping sandboxes");
+    } else {
+      sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
+             ro.dry_run ? " (dry run)" : "");
+      c->answer.status = 200;
+      c->answer.body = sm_ops_report_to_json(&rep);
+      sm_ops_report_dispose(&rep);
+    }
+  }
+  if (body) json_object_put(body);
+  finish_job(c);
+}
+
+static enum MHD_Result dispatch(req_ctx *c, void (*fn)(void *)) {
+  c->state = ST_RUNNING;
+  MHD_suspend_connection(c->conn);
+  if (sm_server_submit(c->srv, fn, c) != 0) {
+    MHD_resume_connection(c->conn);
+    c->state = ST_READING;
+    return answer_error(c, 503, "sandbox",
+                        "the runner is overloaded: too many calls waiting; try again later");
+  }
+  return MHD_YES;
+}
+
+/* ---- inline handlers ---- */
+
+static void healthz(req_ctx *c) {
+  sm_server *srv = c->srv;
+  json_object *o = json_object_new_object();
+  json_object *e = json_object_new_object();
+  pthread_mutex_lock(&srv->mu);
+  int up = srv->engine_up;
+  int has_engine = srv->opts.runner != NULL;
+  int degraded = srv->opts.degraded || srv->draining ||
+                 (has_engine && !up && srv->opts.mode != SM_MODE_NONE);
+  json_object_object_add(e, "host", srv->engine_host[0]
+                                        ? json_object_new_string(srv->engine_host)
+                                        : NULL);
+  json_object_object_add(e, "reachable", json_object_new_boolean(up));
+  json_object_object_add(e, "version", up && srv->engine_version[0]
+                                           ? json_object_new_string(srv->engine_version)
+                                           : NULL);
+  json_object_object_add(e, "api_version", up && srv->engine_api[0]
+                                               ? json_object_new_string(srv->engine_api)
+                                               : NULL);
+  if (!up && srv->engine_error[0])
+    json_object_object_add(e, "error", json_object_new_string(srv->engine_error));
+  int draining = srv->draining;
+  pthread_mutex_unlock(&srv->mu);
+  json_object_object_add(o, "status", json_object_new_string(degraded ? "degraded" : "ok"));
+  json_object_object_add(o, "version", json_object_new_string(sm_version()));
+  json_object_object_add(o, "mode", json_object_new_string(sm_server_mode_name(srv->opts.mode)));
+  json_object_object_add(o, "pool", srv->pool ? json_object_new_string(srv->pool) : NULL);
+  if (srv->opts.degraded)
+    json_object_object_add(o, "fallback", json_object_new_boolean(1));
+  if (draining) json_object_object_add(o, "draining", json_object_new_boolean(1));
+  json_object_object_add(o, "engine", e);
+  c->answer.status = 200;
+  c->answer.body = o;
+}
+
+/* ---- requests ---- */
+
+static route_id match_route(const char *url, const char *method, char *handle_id) {
+  int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  int post = strcmp(method, "POST") == 0;
+  int del = strcmp(method, "DELETE") == 0;
+  if (strcmp(url, "/healthz") == 0) return get ? R_HEALTHZ : R_BAD_METHOD;
+  if (strcmp(url, "/metrics") == 0) return get ? R_METRICS : R_BAD_METHOD;
+  if (strcmp(url, "/v1/execute") == 0) return post ? R_EXECUTE : R_BAD_METHOD;
+  if (strcmp(url, "/v1/leases") == 0) return post ? R_LEASES : R_BAD_METHOD;
+  if (strcmp(url, "/v1/sandboxes") == 0) return get ? R_SANDBOXES : R_BAD_METHOD;
+  if (strcmp(url, "/v1/sandboxes/reap") == 0) return post ? R_REAP : R_BAD_METHOD;
+  if (strncmp(url, "/v1/handles/", 12) == 0) {
+    const char *id = url + 12;
+    size_t n = strlen(id);
+    if (n == 0 || n > SM_HANDLE_ID_LEN) return R_NOT_FOUND;
+    for (size_t i = 0; i < n; i++)
+      if (!isxdigit((unsigned char)id[i])) return R_NOT_FOUND;
+    memcpy(handle_id, id, n + 1);
+    return (get || del) ? R_HANDLE : R_BAD_METHOD;
+  }
+  return R_NOT_FOUND;
+}
+
+/* The bearer token of the request, or NULL. */
+static const char *bearer(struct MHD_Connection *conn) {
+  const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+  if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
+  h += 7;
+  while (*h == ' ') h++;
+  return *h ? h : NULL;
+}
+
+static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
+  /* All bodies buffered at once stay under a budget of 16 bodies' worth:
+   * many slow uploads cannot exhaust memory before their tokens are even
+   * checked. */
+  size_t budget = srv->opts.max_body * 16;
+  pthread_mutex_lock(&srv->mu);
+  int ok = srv->body_bytes + n <= budget;
+  if (ok) {
+    srv->body_bytes += n;
+    c->counted += n;
+  }
+  pthread_mutex_unlock(&srv->mu);
+  return ok;
+}
+
+static enum MHD_Result first_call(req_ctx *c, const char *url, const char *method) {
+  sm_server *srv = c->srv;
+  c->route = match_route(url, method, c->handle_id);
+  if (srv->draining) {
+    c->answer.close = 1;
+    return answer_error(c, 503, "sandbox", "the runner is stopping");
+  }
+  if (c->route == R_NOT_FOUND) return answer_error(c, 404, "policy", "no such route");
+  if (c->route == R_BAD_METHOD) return answer_error(c, 405, "policy", "method not allowed");
+  if (c->route != R_HEALTHZ) {
+    const char *tok = bearer(c->conn);
+    int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE;
+    if (tok && sm_server_is_control(srv, tok)) {
+      c->auth = AUTH_CONTROL;
+    } else if (tok && worker_ok && strlen(tok) == 64) {
+      /* Possibly a worker token: it is checked against the worker key once
+       * the body (or the handle) names one. */
+      c->auth = AUTH_PENDING;
+      c->token = strdup(tok);
+      if (c->token == NULL) return answer_error(c, 503, "sandbox", "out of memory");
+    } else {
+      return answer_error(c, 401, "policy", GENERIC_401);
+    }
+  }
+  const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
+  if (cl) {
+    int64_t n = 0;
+    if (sm_parse_int(cl, 0, INT64_MAX, &n, NULL) != 0)
+      return answer_error(c, 400, "policy", "bad Content-Length");
+    if ((uint64_t)n > srv->opts.max_body) {
+      c->answer.close = 1;
+      char msg[128];
+      snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
+      return answer_error(c, 413, "policy", msg);
+    }
+  }
+  if (c->route == R_SANDBOXES) {
+    const char *all = MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, "all");
+    c->list_all = all && (strcmp(all, "1") == 0 || strcmp(all, "true") == 0);
+  }
+  return MHD_YES;
+}
+
+static enum MHD_Result body_complete(req_ctx *c) {
+  if (c->too_big) {
+    c->answer.close = 1;
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body larger than %zu bytes", c->srv->opts.max_body);
+    return answer_error(c, 413, "policy", msg);
+  }
+  switch (c->route) {
+    case R_HEALTHZ:
+      healthz(c);
+      return queue_answer(c);
+    case R_EXECUTE:
+      return dispatch(c, job_execute);
+    case R_LEASES:
+      sm_exec_lease(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+                    &c->answer);
+      return queue_answer(c);
+    case R_HANDLE:
+      if (strcmp(c->method, "DELETE") == 0) return dispatch(c, job_handle_delete);
+      sm_exec_handle_get(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+      return queue_answer(c);
+    case R_SANDBOXES:
+      return dispatch(c, job_sandboxes);
+    case R_REAP:
+      return dispatch(c, job_reap);
+    case R_METRICS:
+      return dispatch(c, job_metrics);
+    default:
+      return answer_error(c, 404, "policy", "no such route");
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  sm_server *srv = cls;
+  req_ctx *c = *con_cls;
+  if (c == NULL) {
+    c = calloc(1, sizeof *c);
+    if (c == NULL) return MHD_NO;
+    c->srv = srv;
+    c->conn = conn;
+    c->t0 = sm_monotonic_ms();
+    sm_server_random_hex(c->id, 8);
+    snprintf(c->method, sizeof c->method, "%s", method);
+    sm_buf_init(&c->body, srv->opts.max_body);
+    *con_cls = c;
+    pthread_mutex_lock(&srv->mu);
+    srv->requests_open++;
+    pthread_mutex_unlock(&srv->mu);
+    sm_log_set_request_id(c->id);
+    return first_call(c, url, method);
+  }
+  sm_log_set_request_id(c->id);
+  if (c->state == ST_DONE) return queue_answer(c);
+  if (c->state == ST_ANSWERED || c->state == ST_RUNNING) {
+    *upload_data_size = 0; /* answered early (401, 413...): drop the rest */
+    return MHD_YES;
+  }
+  if (*upload_data_size > 0) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    if (c->too_big) return MHD_YES;
+    if (c->body.len + n > srv->opts.max_body) {
+      c->too_big = 1;
+      sm_buf_dispose(&c->body);
+      sm_buf_init(&c->body, 0);
+      return MHD_YES;
+    }
+    if (!charge_body(srv, c, n)) {
+      c->answer.close = 1;
+      return answer_error(c, 503, "sandbox", "the runner is overloaded: too many large "
+                                             "requests at once");
+    }
+    if (sm_buf_append(&c->body, upload_data, n) != 0) return MHD_NO;
+    return MHD_YES;
+  }
+  return body_complete(c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  sm_server *srv = cls;
+  req_ctx *c = *con_cls;
+  if (c == NULL) return;
+  *con_cls = NULL;
+  sm_log_set_request_id(c->id);
+  sm_log(c->status >= 500 ? SM_LOG_WARN : SM_LOG_INFO, "%s %s -> %d in %.1f ms%s", c->method,
+         route_names[c->route], c->status, sm_monotonic_ms() - c->t0,
+         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+  sm_log_set_request_id(NULL);
+  if (c->token) {
+    OPENSSL_cleanse(c->token, strlen(c->token));
+    free(c->token);
+  }
+  if (c->body.data) OPENSSL_cleanse(c->body.data, c->body.len);
+  sm_buf_dispose(&c->body);
+  if (c->answer.body) json_object_put(c->answer.body);
+  free(c->raw);
+  pthread_mutex_lock(&srv->mu);
+  srv->body_bytes -= c->counted;
+  srv->requests_open--;
+  pthread_cond_broadcast(&srv->cv_idle);
+  pthread_mutex_unlock(&srv->mu);
+  free(c);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  char line[512];
+  vsnprintf(line, sizeof line, fmt, ap);
+  size_t n = strlen(line);
+  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+  sm_log(SM_LOG_DEBUG, "http: %s", line);
+}
+
+int sm_http_start(sm_server *srv, sm_error *err) {
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  srv->mhd = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
+      MHD_OPTION_THREAD_POOL_SIZE, srv->opts.io_threads, MHD_OPTION_CONNECTION_LIMIT,
+      srv->opts.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)CONNECTION_MEMORY_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+      MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+  if (srv->mhd == NULL)
+    return sm_error_set(err, SM_EIO, "libmicrohttpd could not start on %s", srv->address);
+  return 0;
+}
+
+void sm_http_quiesce(sm_server *srv) {
+  if (srv->mhd == NULL) return;
+  MHD_socket fd = MHD_quiesce_daemon(srv->mhd);
+  /* The listening socket is ours again: closing it refuses new clients. */
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+  srv->listen_fd = -1;
+}
+
+void sm_http_stop(sm_server *srv) {
+  if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  srv->mhd = NULL;
+}

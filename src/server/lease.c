@@ -1,0 +1,115 @@
+/* Credential leases: a lease names services whose credentials one tool may
+ * receive, a number of uses and an expiry. Consuming one use is atomic
+ * under the store's mutex, so two calls racing for a single-use lease
+ * cannot both win. Times are passed in so tests control the clock. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "server/server_internal.h"
+
+typedef struct lease {
+  char id[SM_LEASE_ID_LEN + 1];
+  double expires;
+  int uses_left;
+  sm_lease_params p;
+  int live;
+} lease;
+
+struct sm_lease_store {
+  pthread_mutex_t mu;
+  lease *items;
+  size_t max;
+};
+
+sm_lease_store *sm_lease_store_new(size_t max_leases) {
+  sm_lease_store *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->items = calloc(max_leases ? max_leases : 1, sizeof *s->items);
+  if (s->items == NULL) {
+    free(s);
+    return NULL;
+  }
+  s->max = max_leases ? max_leases : 1;
+  pthread_mutex_init(&s->mu, NULL);
+  return s;
+}
+
+void sm_lease_store_free(sm_lease_store *s) {
+  if (s == NULL) return;
+  OPENSSL_cleanse(s->items, s->max * sizeof *s->items);
+  free(s->items);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+/* Caller holds the mutex. Drops expired and used-up leases. */
+static void sweep(sm_lease_store *s, double now) {
+  for (size_t i = 0; i < s->max; i++) {
+    lease *l = &s->items[i];
+    if (l->live && (now >= l->expires || l->uses_left <= 0)) {
+      OPENSSL_cleanse(l, sizeof *l);
+    }
+  }
+}
+
+int sm_lease_create(sm_lease_store *s, const sm_lease_params *p, double now,
+                    char out_id[SM_LEASE_ID_LEN + 1], double *out_expires, sm_error *err) {
+  if (p->max_uses < 1 || p->max_uses > SM_LEASE_USES_MAX || p->ttl_s < 1 ||
+      p->ttl_s > SM_LEASE_TTL_MAX)
+    return sm_error_set(err, SM_EINVAL, "lease uses or ttl out of range");
+  pthread_mutex_lock(&s->mu);
+  sweep(s, now);
+  lease *slot = NULL;
+  for (size_t i = 0; i < s->max && slot == NULL; i++)
+    if (!s->items[i].live) slot = &s->items[i];
+  if (slot == NULL) {
+    pthread_mutex_unlock(&s->mu);
+    return sm_error_set(err, SM_EBUSY, "too many live leases (%zu): try again later", s->max);
+  }
+  memset(slot, 0, sizeof *slot);
+  sm_server_random_hex(slot->id, SM_LEASE_ID_LEN / 2);
+  slot->expires = now + p->ttl_s;
+  slot->uses_left = p->max_uses;
+  slot->p = *p;
+  slot->live = 1;
+  memcpy(out_id, slot->id, sizeof slot->id);
+  *out_expires = slot->expires;
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+int sm_lease_consume(sm_lease_store *s, const char *id, const char *tool,
+                     const char *worker_key, double now, sm_lease_params *out) {
+  if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return SM_EPOLICY;
+  pthread_mutex_lock(&s->mu);
+  sweep(s, now);
+  lease *found = NULL;
+  /* Every live id is compared in full so the time taken does not tell an
+   * attacker how much of a guessed id matched. */
+  for (size_t i = 0; i < s->max; i++) {
+    lease *l = &s->items[i];
+    if (l->live && CRYPTO_memcmp(l->id, id, SM_LEASE_ID_LEN) == 0) found = l;
+  }
+  int rc = SM_EPOLICY;
+  if (found != NULL && tool != NULL && strcmp(found->p.tool, tool) == 0 &&
+      (found->p.worker_key[0] == '\0' ||
+       (worker_key != NULL && strcmp(found->p.worker_key, worker_key) == 0))) {
+    *out = found->p;
+    if (--found->uses_left <= 0) OPENSSL_cleanse(found, sizeof *found);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+size_t sm_lease_live(sm_lease_store *s, double now) {
+  pthread_mutex_lock(&s->mu);
+  sweep(s, now);
+  size_t n = 0;
+  for (size_t i = 0; i < s->max; i++) n += s->items[i].live ? 1 : 0;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}

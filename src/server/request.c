@@ -1,0 +1,454 @@
+/* Request bodies of the HTTP API: parsed from untrusted bytes with json-c
+ * (depth bounded), every field type- and range-checked, unknown fields
+ * refused so that a typo never silently changes what runs. */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "common/cleanup.h"
+#include "server/server_internal.h"
+
+#define JSON_DEPTH_MAX 16
+
+int sm_server_json_object(const char *body, size_t len, json_object **out, sm_error *err) {
+  *out = NULL;
+  if (body == NULL || len == 0) return sm_error_set(err, SM_EINVAL, "empty request body");
+  if (memchr(body, '\0', len) != NULL)
+    return sm_error_set(err, SM_EINVAL, "request body contains a NUL byte");
+  if (len > INT32_MAX) return sm_error_set(err, SM_EINVAL, "request body too large");
+  json_tokener *tok = json_tokener_new_ex(JSON_DEPTH_MAX);
+  if (tok == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+  json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t used = tok->char_offset;
+  json_tokener_free(tok);
+  if (obj == NULL || jerr != json_tokener_success) {
+    if (obj) json_object_put(obj);
+    return sm_error_set(err, SM_EINVAL, "request body is not valid JSON: %s",
+                        jerr == json_tokener_continue ? "unexpected end of input"
+                                                      : json_tokener_error_desc(jerr));
+  }
+  for (size_t i = used; i < len; i++) {
+    if (!isspace((unsigned char)body[i])) {
+      json_object_put(obj);
+      return sm_error_set(err, SM_EINVAL,
+                          "request body is not valid JSON: trailing data at byte %zu", i);
+    }
+  }
+  if (!json_object_is_type(obj, json_type_object)) {
+    json_object_put(obj);
+    return sm_error_set(err, SM_EINVAL, "request body must be a JSON object");
+  }
+  *out = obj;
+  return 0;
+}
+
+int sm_server_name_valid(const char *s, size_t max) {
+  if (s == NULL) return 0;
+  size_t n = strlen(s);
+  if (n == 0 || n > max || s[0] == '-' || s[0] == '.') return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!(isalnum(c) || c == '_' || c == '.' || c == ':' || c == '@' || c == '+' ||
+          c == '=' || c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+int sm_server_env_name_valid(const char *s) {
+  if (s == NULL || s[0] == '\0' || isdigit((unsigned char)s[0])) return 0;
+  size_t n = 0;
+  for (; s[n]; n++) {
+    unsigned char c = (unsigned char)s[n];
+    if (!(isalnum(c) || c == '_')) return 0;
+  }
+  return n <= 255;
+}
+
+static const char *const mode_names[] = {"none", "per_tool", "per_run", "per_worker"};
+
+int sm_server_mode_parse(const char *s, sm_mode *out) {
+  for (int i = 0; i < 4; i++) {
+    if (s && strcmp(s, mode_names[i]) == 0) {
+      *out = (sm_mode)i;
+      return 0;
+    }
+  }
+  return SM_EINVAL;
+}
+
+const char *sm_server_mode_name(sm_mode mode) {
+  if ((int)mode < 0 || (int)mode > 3) return "none";
+  return mode_names[mode];
+}
+
+static int b64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
+                            size_t *out_len) {
+  *out = NULL;
+  *out_len = 0;
+  while (len > 0 && in[len - 1] == '=') len--;
+  if (len % 4 == 1) return SM_EINVAL;
+  size_t cap = len / 4 * 3 + 3;
+  if (len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) > max) return SM_ETOOBIG;
+  unsigned char *buf = malloc(cap + 1);
+  if (buf == NULL) return SM_ENOMEM;
+  size_t o = 0;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < len; i++) {
+    int v = b64_value((unsigned char)in[i]);
+    if (v < 0) {
+      free(buf);
+      return SM_EINVAL;
+    }
+    acc = (acc << 6) | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      buf[o++] = (unsigned char)(acc >> bits);
+      acc &= (1u << bits) - 1;
+    }
+  }
+  /* Leftover bits must be zero (canonical encoding). */
+  if (bits > 0 && acc != 0) {
+    free(buf);
+    return SM_EINVAL;
+  }
+  buf[o] = '\0';
+  *out = buf;
+  *out_len = o;
+  return 0;
+}
+
+/* ---- field helpers: NULL means absent (JSON null counts as absent) ---- */
+
+static int get_string(json_object *v, const char *field, size_t max, char **out,
+                      sm_error *err) {
+  if (!json_object_is_type(v, json_type_string))
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be a string", field);
+  size_t n = (size_t)json_object_get_string_len(v);
+  const char *s = json_object_get_string(v);
+  if (memchr(s, '\0', n) != NULL)
+    return sm_error_set(err, SM_EINVAL, "field '%s' contains a NUL character", field);
+  if (n > max)
+    return sm_error_set(err, SM_EINVAL, "field '%s' is longer than %zu bytes", field, max);
+  *out = strdup(s);
+  if (*out == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  return 0;
+}
+
+static int get_name(json_object *v, const char *field, size_t max, char **out, sm_error *err) {
+  int rc = get_string(v, field, max, out, err);
+  if (rc != 0) return rc;
+  if (!sm_server_name_valid(*out, max)) {
+    free(*out);
+    *out = NULL;
+    return sm_error_set(err, SM_EINVAL,
+                        "field '%s' must be 1 to %zu characters of letters, digits and "
+                        "_ . : @ + = - (not starting with - or .)",
+                        field, max);
+  }
+  return 0;
+}
+
+static int get_number(json_object *v, const char *field, double min, double max, double *out,
+                      sm_error *err) {
+  if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be a number", field);
+  double d = json_object_get_double(v);
+  if (!isfinite(d) || d < min || d > max)
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be between %g and %g", field, min, max);
+  *out = d;
+  return 0;
+}
+
+static int get_int(json_object *v, const char *field, int min, int max, int *out,
+                   sm_error *err) {
+  if (!json_object_is_type(v, json_type_int))
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be an integer", field);
+  int64_t i = json_object_get_int64(v);
+  if (i < min || i > max)
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be between %d and %d", field, min, max);
+  *out = (int)i;
+  return 0;
+}
+
+static int get_bool(json_object *v, const char *field, int *out, sm_error *err) {
+  if (!json_object_is_type(v, json_type_boolean))
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be true or false", field);
+  *out = json_object_get_boolean(v) ? 1 : 0;
+  return 0;
+}
+
+static int copy_fixed(const char *s, char *dst, size_t size) {
+  size_t n = strlen(s);
+  if (n >= size) return SM_EINVAL;
+  memcpy(dst, s, n + 1);
+  return 0;
+}
+
+void sm_exec_params_dispose(sm_exec_params *p) {
+  if (p == NULL) return;
+  free(p->tool);
+  free(p->agent);
+  free(p->user);
+  free(p->project);
+  free(p->run_id);
+  free(p->worker_key);
+  free(p->lease_id);
+  free(p->workspace);
+  free(p->command);
+  if (p->argv) {
+    for (size_t i = 0; i < p->argc; i++) free(p->argv[i]);
+    free(p->argv);
+  }
+  if (p->params) json_object_put(p->params);
+  free(p->stdin_data);
+  if (p->env) {
+    for (size_t i = 0; i < p->n_env; i++) free(p->env[i]);
+    free(p->env);
+  }
+  memset(p, 0, sizeof *p);
+}
+
+static int parse_argv(json_object *v, sm_exec_params *p, sm_error *err) {
+  if (!json_object_is_type(v, json_type_array))
+    return sm_error_set(err, SM_EINVAL, "field 'argv' must be an array of strings");
+  size_t n = json_object_array_length(v);
+  if (n == 0) return sm_error_set(err, SM_EINVAL, "field 'argv' must not be empty");
+  if (n > SM_SERVER_ARGV_MAX)
+    return sm_error_set(err, SM_EINVAL, "field 'argv' has more than %d entries",
+                        SM_SERVER_ARGV_MAX);
+  p->argv = calloc(n + 1, sizeof *p->argv);
+  if (p->argv == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_object *e = json_object_array_get_idx(v, i);
+    if (!json_object_is_type(e, json_type_string))
+      return sm_error_set(err, SM_EINVAL, "field 'argv' must be an array of strings");
+    int rc = get_string(e, "argv", (size_t)-1, &p->argv[i], err);
+    if (rc != 0) return rc;
+    p->argc = i + 1;
+  }
+  if (p->argv[0][0] == '\0')
+    return sm_error_set(err, SM_EINVAL, "field 'argv': the command (argv[0]) is empty");
+  return 0;
+}
+
+static int parse_env(json_object *v, sm_exec_params *p, sm_error *err) {
+  if (!json_object_is_type(v, json_type_object))
+    return sm_error_set(err, SM_EINVAL, "field 'env' must be an object of strings");
+  size_t n = (size_t)json_object_object_length(v);
+  if (n > SM_SERVER_ENV_MAX)
+    return sm_error_set(err, SM_EINVAL, "field 'env' has more than %d entries",
+                        SM_SERVER_ENV_MAX);
+  p->env = calloc(n + 1, sizeof *p->env);
+  if (p->env == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  json_object_object_foreach(v, key, val) {
+    if (!sm_server_env_name_valid(key))
+      return sm_error_set(err, SM_EINVAL, "field 'env': '%.64s' is not a valid variable name",
+                          key);
+    if (strncmp(key, "SANDMAN_", 8) == 0)
+      return sm_error_set(err, SM_EINVAL,
+                          "field 'env': %s: names starting with SANDMAN_ belong to sandman",
+                          key);
+    if (!json_object_is_type(val, json_type_string))
+      return sm_error_set(err, SM_EINVAL, "field 'env': %s must be a string", key);
+    size_t vl = (size_t)json_object_get_string_len(val);
+    const char *vs = json_object_get_string(val);
+    if (memchr(vs, '\0', vl) != NULL)
+      return sm_error_set(err, SM_EINVAL, "field 'env': %s contains a NUL character", key);
+    if (vl > SM_SERVER_ENV_VALUE_MAX)
+      return sm_error_set(err, SM_EINVAL, "field 'env': %s is longer than %d bytes", key,
+                          SM_SERVER_ENV_VALUE_MAX);
+    size_t kl = strlen(key);
+    char *kv = malloc(kl + vl + 2);
+    if (kv == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+    memcpy(kv, key, kl);
+    kv[kl] = '=';
+    memcpy(kv + kl + 1, vs, vl + 1);
+    p->env[p->n_env++] = kv;
+  }
+  return 0;
+}
+
+static int parse_execute_field(const char *key, json_object *v, size_t max_stdin,
+                               sm_exec_params *p, sm_error *err) {
+  if (strcmp(key, "tool") == 0) return get_name(v, key, SM_SERVER_TOOL_MAX, &p->tool, err);
+  if (strcmp(key, "agent") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->agent, err);
+  if (strcmp(key, "user") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->user, err);
+  if (strcmp(key, "project") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->project, err);
+  if (strcmp(key, "run_id") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->run_id, err);
+  if (strcmp(key, "worker_key") == 0)
+    return get_name(v, key, SM_SERVER_KEY_MAX, &p->worker_key, err);
+  if (strcmp(key, "lease_id") == 0) return get_string(v, key, 128, &p->lease_id, err);
+  if (strcmp(key, "workspace") == 0) {
+    int rc = get_string(v, key, SM_SERVER_PATH_MAX, &p->workspace, err);
+    if (rc == 0 && p->workspace[0] == '\0')
+      return sm_error_set(err, SM_EINVAL, "field 'workspace' is empty");
+    return rc;
+  }
+  if (strcmp(key, "argv") == 0) return parse_argv(v, p, err);
+  if (strcmp(key, "command") == 0) {
+    int rc = get_string(v, key, (size_t)-1, &p->command, err);
+    if (rc == 0 && p->command[0] == '\0')
+      return sm_error_set(err, SM_EINVAL, "field 'command' is empty");
+    return rc;
+  }
+  if (strcmp(key, "params") == 0) {
+    if (!json_object_is_type(v, json_type_object))
+      return sm_error_set(err, SM_EINVAL, "field 'params' must be an object");
+    p->params = json_object_get(v);
+    return 0;
+  }
+  if (strcmp(key, "env") == 0) return parse_env(v, p, err);
+  if (strcmp(key, "stdin_b64") == 0) {
+    if (!json_object_is_type(v, json_type_string))
+      return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' must be a base64 string");
+    int rc = sm_server_base64_decode(json_object_get_string(v),
+                                     (size_t)json_object_get_string_len(v), max_stdin,
+                                     &p->stdin_data, &p->stdin_len);
+    if (rc == SM_ETOOBIG)
+      return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' decodes to more than %zu bytes",
+                          max_stdin);
+    if (rc == SM_ENOMEM) return sm_error_set(err, SM_ENOMEM, "out of memory");
+    if (rc != 0) return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' is not valid base64");
+    p->has_stdin = 1;
+    return 0;
+  }
+  if (strcmp(key, "mode") == 0) {
+    if (!json_object_is_type(v, json_type_string) ||
+        sm_server_mode_parse(json_object_get_string(v), &p->mode) != 0)
+      return sm_error_set(err, SM_EINVAL,
+                          "field 'mode' must be one of none, per_tool, per_run, per_worker");
+    p->has_mode = 1;
+    return 0;
+  }
+  if (strcmp(key, "sync") == 0) {
+    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+    if (strcmp(s, "none") == 0) p->sync = SM_SYNC_NONE;
+    else if (strcmp(s, "in") == 0) p->sync = SM_SYNC_IN;
+    else if (strcmp(s, "inout") == 0) p->sync = SM_SYNC_INOUT;
+    else return sm_error_set(err, SM_EINVAL, "field 'sync' must be one of none, in, inout");
+    p->has_sync = 1;
+    return 0;
+  }
+  if (strcmp(key, "timeout_s") == 0)
+    return get_number(v, key, 0.001, SM_SERVER_TIMEOUT_MAX, &p->timeout_s, err);
+  if (strcmp(key, "background_on_timeout") == 0)
+    return get_bool(v, key, &p->background_on_timeout, err);
+  return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
+}
+
+int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
+                            sm_exec_params *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  cleanup_json json_object *obj = NULL;
+  int rc = sm_server_json_object(body, len, &obj, err);
+  if (rc != 0) return rc;
+  json_object_object_foreach(obj, key, val) {
+    if (val == NULL) continue; /* JSON null: as if absent */
+    rc = parse_execute_field(key, val, max_stdin, out, err);
+    if (rc != 0) {
+      sm_exec_params_dispose(out);
+      return rc;
+    }
+  }
+  if (out->argv && out->command) {
+    sm_exec_params_dispose(out);
+    return sm_error_set(err, SM_EINVAL, "give either 'argv' or 'command', not both");
+  }
+  if (out->argv == NULL && out->command == NULL && out->params == NULL) {
+    sm_exec_params_dispose(out);
+    return sm_error_set(err, SM_EINVAL, "missing 'argv' or 'command'");
+  }
+  if (out->argv == NULL && out->command == NULL && out->tool == NULL) {
+    sm_exec_params_dispose(out);
+    return sm_error_set(err, SM_EINVAL, "'params' needs a 'tool' whose template uses them");
+  }
+  return 0;
+}
+
+int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  out->ttl_s = SM_LEASE_TTL_DEFAULT;
+  out->max_uses = 1;
+  cleanup_json json_object *obj = NULL;
+  int rc = sm_server_json_object(body, len, &obj, err);
+  if (rc != 0) return rc;
+  int have_tool = 0, have_services = 0;
+  json_object_object_foreach(obj, key, val) {
+    if (val == NULL) continue;
+    if (strcmp(key, "tool") == 0) {
+      cleanup_free char *s = NULL;
+      if ((rc = get_name(val, key, SM_SERVER_TOOL_MAX, &s, err)) != 0) return rc;
+      copy_fixed(s, out->tool, sizeof out->tool);
+      have_tool = 1;
+    } else if (strcmp(key, "worker_key") == 0) {
+      cleanup_free char *s = NULL;
+      if ((rc = get_name(val, key, SM_SERVER_KEY_MAX, &s, err)) != 0) return rc;
+      copy_fixed(s, out->worker_key, sizeof out->worker_key);
+    } else if (strcmp(key, "services") == 0) {
+      if (!json_object_is_type(val, json_type_array))
+        return sm_error_set(err, SM_EINVAL, "field 'services' must be an array of names");
+      size_t n = json_object_array_length(val);
+      if (n == 0 || n > SM_LEASE_SERVICES_MAX)
+        return sm_error_set(err, SM_EINVAL, "field 'services' must hold 1 to %d names",
+                            SM_LEASE_SERVICES_MAX);
+      for (size_t i = 0; i < n; i++) {
+        cleanup_free char *s = NULL;
+        if ((rc = get_name(json_object_array_get_idx(val, i), "services", SM_SERVER_TOOL_MAX,
+                           &s, err)) != 0)
+          return rc;
+        copy_fixed(s, out->services[i], sizeof out->services[i]);
+      }
+      out->n_services = n;
+      have_services = 1;
+    } else if (strcmp(key, "ttl_s") == 0) {
+      if ((rc = get_number(val, key, 1, SM_LEASE_TTL_MAX, &out->ttl_s, err)) != 0) return rc;
+    } else if (strcmp(key, "max_uses") == 0) {
+      if ((rc = get_int(val, key, 1, SM_LEASE_USES_MAX, &out->max_uses, err)) != 0) return rc;
+    } else {
+      return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
+    }
+  }
+  if (!have_tool) return sm_error_set(err, SM_EINVAL, "missing 'tool'");
+  if (!have_services) return sm_error_set(err, SM_EINVAL, "missing 'services'");
+  return 0;
+}
+
+int sm_server_parse_reap(const char *body, size_t len, sm_reap_params *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  cleanup_json json_object *obj = NULL;
+  int rc = sm_server_json_object(body, len, &obj, err);
+  if (rc != 0) return rc;
+  int have_age = 0;
+  json_object_object_foreach(obj, key, val) {
+    if (val == NULL) continue;
+    if (strcmp(key, "older_than_s") == 0) {
+      if ((rc = get_number(val, key, 0, 1e9, &out->older_than_s, err)) != 0) return rc;
+      have_age = 1;
+    } else if (strcmp(key, "dry_run") == 0) {
+      if ((rc = get_bool(val, key, &out->dry_run, err)) != 0) return rc;
+    } else if (strcmp(key, "force") == 0) {
+      if ((rc = get_bool(val, key, &out->force, err)) != 0) return rc;
+    } else {
+      return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
+    }
+  }
+  if (!have_age) return sm_error_set(err, SM_EINVAL, "missing 'older_than_s'");
+  return 0;
+}
