@@ -96,42 +96,93 @@ int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm
 
 /* ---- removing one sandbox ---- */
 
-enum { REMOVE_DONE, REMOVE_GONE, REMOVE_SKIPPED };
+/* The locks a removal holds, taken without waiting, in this order:
+ *  - keys/reap-<name>: no two reapers work on one sandbox;
+ *  - keys/create-<name>: the sandbox module holds it while it looks a keyed
+ *    sandbox up or creates it, until the call holds the busy lock, so a
+ *    sandbox being set up is never taken away;
+ *  - busy/<name> exclusive: no call is in flight, and none can start.
+ * A call that wants the sandbox meanwhile waits, then finds it gone. */
+typedef struct removal_locks {
+  sm_state_lock *reap, *create, *busy;
+} removal_locks;
 
-/* Removes the container, its volume and its state files, holding the
- * reaper key and the exclusive busy lock. decide (may be NULL: rm) is asked
- * again under the lock, since a call may have used the sandbox since the
- * snapshot. Reports what happened to it. */
+enum { LOCKED = 0, LOCK_OTHER_REAPER, LOCK_BUSY, LOCK_SETTING_UP, LOCK_ERROR };
+
+static void unlock_removal(removal_locks *l) {
+  sm_state_unlock(l->busy);
+  sm_state_unlock(l->create);
+  sm_state_unlock(l->reap);
+  memset(l, 0, sizeof *l);
+}
+
+/* With force, a busy or setting-up sandbox is locked as far as possible
+ * and the result is LOCKED with *was_busy set. */
+static int lock_removal(const sm_ops_scope *scope, const char *name, int force,
+                        removal_locks *l, int *was_busy, sm_error *e) {
+  char key[SM_NAME_MAX + 16];
+  memset(l, 0, sizeof *l);
+  *was_busy = 0;
+  snprintf(key, sizeof key, "reap-%s", name);
+  int rc = sm_state_key_try(scope->state_dir, key, &l->reap, e);
+  if (rc == SM_EBUSY) return LOCK_OTHER_REAPER;
+  if (rc) return LOCK_ERROR;
+  snprintf(key, sizeof key, "create-%s", name);
+  rc = sm_state_key_try(scope->state_dir, key, &l->create, e);
+  if (rc && rc != SM_EBUSY) {
+    unlock_removal(l);
+    return LOCK_ERROR;
+  }
+  if (rc == SM_EBUSY) {
+    if (!force) {
+      unlock_removal(l);
+      return LOCK_SETTING_UP;
+    }
+    *was_busy = 1;
+  }
+  rc = sm_state_exclusive_try(scope->state_dir, name, &l->busy, e);
+  if (rc && rc != SM_EBUSY) {
+    unlock_removal(l);
+    return LOCK_ERROR;
+  }
+  if (rc == SM_EBUSY) {
+    if (!force) {
+      unlock_removal(l);
+      return LOCK_BUSY;
+    }
+    *was_busy = 1;
+  }
+  return LOCKED;
+}
+
+/* Words for a lock_removal result other than LOCKED. */
+static const char *lock_reason(int how) {
+  switch (how) {
+    case LOCK_OTHER_REAPER: return "another sandman process is removing it";
+    case LOCK_SETTING_UP: return "busy: a call is setting it up (--force removes it anyway)";
+    case LOCK_BUSY: return "busy: a call is in flight (--force removes it anyway)";
+    default: return "cannot lock it in the state directory";
+  }
+}
+
+/* Removes the container, its volume and its state files under the removal
+ * locks. decide (NULL for rm) is asked again under the locks, since a call
+ * may have used the sandbox since the snapshot. Reports what happened. */
 static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
                           const sm_ops_reap_input *decide, int force, const char *reason,
                           sm_ops_report *report, sm_error *err) {
-  char key[SM_NAME_MAX + 16], why[320];
-  snprintf(key, sizeof key, "reap-%s", sb->name);
-  sm_state_lock *reap_lock = NULL, *busy_lock = NULL;
+  char why[320];
+  removal_locks locks;
   sm_error e = SM_ERROR_INIT;
-
-  int rc = sm_state_key_try(scope->state_dir, key, &reap_lock, &e);
-  if (rc == SM_EBUSY)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err,
-                              "another sandman process is removing it");
-  if (rc)
+  int busy = 0;
+  int how = lock_removal(scope, sb->name, force, &locks, &busy, &e);
+  if (how == LOCK_ERROR)
     return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
                               "cannot lock it in the state directory: %s", e.message);
-
-  int busy = 0;
-  rc = sm_state_exclusive_try(scope->state_dir, sb->name, &busy_lock, &e);
-  if (rc == SM_EBUSY) {
-    busy = 1;
-    if (!force) {
-      sm_state_unlock(reap_lock);
-      return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, decide == NULL,
-                                err, "busy: a call is in flight (--force removes it anyway)");
-    }
-  } else if (rc) {
-    sm_state_unlock(reap_lock);
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
-                              "cannot take its busy lock: %s", e.message);
-  }
+  if (how != LOCKED) /* a refusal is an error for rm, a normal outcome for reap */
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name,
+                              decide == NULL && how != LOCK_OTHER_REAPER, err, "%s",
+                              lock_reason(how));
 
   snprintf(why, sizeof why, "%s", reason);
   if (decide) {
@@ -140,20 +191,18 @@ static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
     again.last_used_at = sm_state_last_used(scope->state_dir, sb->name);
     again.now = sm_now();
     if (sm_ops_reap_decide(&again, why, sizeof why) == SM_OPS_SPARE) {
-      sm_state_unlock(busy_lock);
-      sm_state_unlock(reap_lock);
+      unlock_removal(&locks);
       return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s",
                                 why);
     }
   }
 
-  int outcome = REMOVE_DONE;
-  rc = sm_engine_container_remove(scope->engine, sb->id, 1, 1, &e);
+  int gone = 0;
+  int rc = sm_engine_container_remove(scope->engine, sb->id, 1, 1, &e);
   if (rc == SM_ENOTFOUND) {
-    outcome = REMOVE_GONE;
+    gone = 1;
   } else if (rc) {
-    sm_state_unlock(busy_lock);
-    sm_state_unlock(reap_lock);
+    unlock_removal(&locks);
     if (rc == SM_EUNREACHABLE) return sm_error_set(err, rc, "%s", e.message);
     return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
                               "removal failed: %s", e.message);
@@ -169,9 +218,8 @@ static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
     }
   }
   sm_state_forget(scope->state_dir, sb->name);
-  sm_state_unlock(busy_lock);
-  sm_state_unlock(reap_lock);
-  if (outcome == REMOVE_GONE) {
+  unlock_removal(&locks);
+  if (gone) {
     /* Another reaper or `docker rm` got there first: not an error, and
      * not ours to report as removed. */
     sm_log(SM_LOG_DEBUG, "sandbox %s was already gone", sb->name);
@@ -263,21 +311,18 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
     return sm_ops__report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
                               "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
 
-  /* The sandbox's locks: a creator may hold them while it builds the
+  /* The sandbox's locks: a creator holds them while it builds the
    * container this volume is for. */
-  char key[SM_NAME_MAX + 16];
-  snprintf(key, sizeof key, "reap-%s", owner_name);
-  sm_state_lock *reap_lock = NULL, *busy_lock = NULL;
+  removal_locks locks;
   sm_error e = SM_ERROR_INIT;
-  if (sm_state_key_try(scope->state_dir, key, &reap_lock, &e) != 0) return 0;
-  if (sm_state_exclusive_try(scope->state_dir, owner_name, &busy_lock, &e) != 0) {
-    sm_state_unlock(reap_lock);
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
-                              "its sandbox %s is busy (being created or used)", owner_name);
-  }
+  int busy = 0;
+  int how = lock_removal(scope, owner_name, 0, &locks, &busy, &e);
+  if (how == LOCK_OTHER_REAPER) return 0;
+  if (how != LOCKED)
+    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, how == LOCK_ERROR, err,
+                              "its sandbox %s: %s", owner_name, lock_reason(how));
   int rc = sm_engine_volume_remove(scope->engine, name, 0, &e);
-  sm_state_unlock(busy_lock);
-  sm_state_unlock(reap_lock);
+  unlock_removal(&locks);
   if (rc == SM_ENOTFOUND) return 0;
   if (rc == SM_ECONFLICT)
     return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
@@ -319,21 +364,17 @@ static void forget_stale(const sm_ops_scope *scope, const sm_ops_sandbox_list *p
   const char *instance = sm_ops_scope_instance(scope);
   for (size_t i = 0; i < n; i++) {
     if (!ours_by_name(instance, names[i]) || has_name(present, names[i])) continue;
-    char key[SM_NAME_MAX + 16];
-    snprintf(key, sizeof key, "reap-%s", names[i]);
-    sm_state_lock *reap_lock = NULL, *busy_lock = NULL;
-    if (sm_state_key_try(scope->state_dir, key, &reap_lock, &e) != 0) continue;
-    if (sm_state_exclusive_try(scope->state_dir, names[i], &busy_lock, &e) == 0) {
-      /* Created after our listing? Then it is not stale. */
-      json_object *c = NULL;
-      if (sm_engine_container_inspect(scope->engine, names[i], &c, &e) == SM_ENOTFOUND) {
-        sm_state_forget(scope->state_dir, names[i]);
-        sm_log(SM_LOG_DEBUG, "dropped the state files of gone sandbox %s", names[i]);
-      }
-      json_object_put(c);
-      sm_state_unlock(busy_lock);
+    removal_locks locks;
+    int busy = 0;
+    if (lock_removal(scope, names[i], 0, &locks, &busy, &e) != LOCKED) continue;
+    /* Created after our listing? Then it is not stale. */
+    json_object *c = NULL;
+    if (sm_engine_container_inspect(scope->engine, names[i], &c, &e) == SM_ENOTFOUND) {
+      sm_state_forget(scope->state_dir, names[i]);
+      sm_log(SM_LOG_DEBUG, "dropped the state files of gone sandbox %s", names[i]);
     }
-    sm_state_unlock(reap_lock);
+    json_object_put(c);
+    unlock_removal(&locks);
   }
   sm_state_names_free(names, n);
 }

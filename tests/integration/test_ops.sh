@@ -131,6 +131,24 @@ out=$("$SANDMAN" sandbox reap --older-than 0s --json)
 expect_contains "reap after SIGKILL of the call: removed" "$BUSY" "$(json "' '.join(x['name'] for x in d['removed'])" <<<"$out")"
 check "reap after SIGKILL: gone" bash -c "! docker container inspect $BUSY >/dev/null 2>&1"
 
+# A keyed sandbox being looked up or created holds keys/create-<name>
+# (the sandbox module's creation lock) until its call holds the busy lock:
+# reap leaves it alone.
+SETUP=$(mk per_run per_run-setup io.sandman.run=r4)
+mkdir -p "$STATE/keys"
+flock -x -o "$STATE/keys/create-$SETUP.lock" sleep 600 >/dev/null 2>&1 &
+creator=$!
+HOLDERS+=("$creator")
+for i in $(seq 1 100); do flock -x -n "$STATE/keys/create-$SETUP.lock" true 2>/dev/null || break; sleep 0.05; done
+out=$("$SANDMAN" sandbox reap --older-than 0s --json)
+check "reap 0s: a sandbox being set up survives" exists "$SETUP"
+expect_contains "reap 0s: spared as being set up" "setting it up" \
+  "$(json "[x['reason'] for x in d['spared'] if x['name']=='$SETUP'][0]" <<<"$out")"
+kill -9 "$creator"
+wait "$creator" 2>/dev/null || true
+"$SANDMAN" sandbox reap --older-than 0s >/dev/null
+check "reap 0s: removed once its creator is gone" bash -c "! docker container inspect $SETUP >/dev/null 2>&1"
+
 # Owner gone (the per_tool owner process died): removed with no age limit.
 sleep 0 &
 deadpid=$!
