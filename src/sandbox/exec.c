@@ -153,7 +153,7 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   json_object_array_add(cmd, json_object_new_string("/bin/sh"));
   json_object_array_add(cmd, json_object_new_string("-c"));
   json_object_array_add(cmd, json_object_new_string(sm_exec_wrapper_script));
-  json_object_array_add(cmd, json_object_new_string("sandman-call"));
+  json_object_array_add(cmd, json_object_new_string("sandman"));
   json_object_array_add(cmd, json_object_new_string(token));
   for (size_t i = 0; i < req->argc; i++)
     json_object_array_add(cmd, json_object_new_string(req->argv[i]));

@@ -222,17 +222,19 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
  * /tmp: a timeout then kills that process group from inside the sandbox,
  * with no need for the host's pid namespace. The tool runs in a subshell
  * with exec, so a missing command is 127 and a non-executable one 126, as
- * with any shell. On exit 137 the file is kept so the OOM check can compare
+ * with any shell. The wrapper's own stderr goes to /dev/null (no "Killed"
+ * notices from the shell in the tool's stderr); the tool gets the real one. On exit 137 the file is kept so the OOM check can compare
  * the cgroup's oom_kill counter with its value before the call. */
 const char sm_exec_wrapper_script[] =
+    "exec 3>&2 2>/dev/null\n"
     "f=" SM_CALL_FILE_PREFIX "$1; shift; n=\n"
     "for c in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
     "  if [ -r \"$c\" ]; then\n"
     "    while read k v; do [ \"$k\" = oom_kill ] && n=$v; done < \"$c\"; break\n"
     "  fi\n"
     "done\n"
-    "echo \"$$ $n\" > \"$f\" 2>/dev/null\n"
-    "(exec \"$@\")\n"
+    "echo \"$$ $n\" > \"$f\"\n"
+    "(exec \"$@\" 2>&3 3>&-)\n"
     "r=$?\n"
     "[ \"$r\" = 137 ] || rm -f \"$f\" 2>/dev/null\n"
     "exit \"$r\"\n";
