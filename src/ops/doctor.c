@@ -197,10 +197,9 @@ static void check_cgroups(sm_ops_doctor_report *r, json_object *info) {
   int mem = jbool(info, "MemoryLimit"), swap = jbool(info, "SwapLimit");
   int pids = jbool(info, "PidsLimit");
   int cpu = jbool(info, "CpuCfsQuota") && jbool(info, "CpuCfsPeriod");
-  char missing[96] = "";
-  if (!cpu) strncat(missing, " cpu", sizeof missing - strlen(missing) - 1);
-  if (!mem) strncat(missing, " memory", sizeof missing - strlen(missing) - 1);
-  if (!pids) strncat(missing, " pids", sizeof missing - strlen(missing) - 1);
+  char missing[96];
+  snprintf(missing, sizeof missing, "%s%s%s", cpu ? "" : " cpu", mem ? "" : " memory",
+           pids ? "" : " pids");
   const char *fix =
       version && strcmp(version, "2") == 0
           ? "delegate the cpu, memory and pids controllers to the engine's cgroup (rootless "
