@@ -64,7 +64,10 @@ static void format_value(const char *name, json_object *v, char *buf, size_t len
     snprintf(buf, len, "%s", json_object_get_boolean(v) ? "true" : "false");
   } else {
     const char *s = json_object_get_string(v);
-    snprintf(buf, len, "%s", s && *s ? s : "\"\"");
+    const char *empty = !strcmp(name, "runtime") ? "(engine default)"
+                        : !strcmp(name, "user")  ? "(the image's user)"
+                                                 : "\"\"";
+    snprintf(buf, len, "%s", s && *s ? s : empty);
   }
 }
 
@@ -89,7 +92,7 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
   else
     printf("scope key:   (none: a fresh sandbox per call)\n");
   if (r->project_environment[0]) printf("environment: %s\n", r->project_environment);
-  printf("\n%-22s %-34s %s\n", "SETTING", "VALUE", "SOURCE");
+  printf("\n%-22s %-40s %s\n", "SETTING", "VALUE", "SOURCE");
   json_object *settings = NULL;
   json_object_object_get_ex(j, "settings", &settings);
   json_object_object_foreach(settings, name, e) {
@@ -98,7 +101,7 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
     json_object_object_get_ex(e, "source", &src);
     char buf[1100];
     format_value(name, v, buf, sizeof buf);
-    printf("%-22s %-34s %s\n", name, buf, json_object_get_string(src));
+    printf("%-22s %-40s %s\n", name, buf, json_object_get_string(src));
   }
 }
 
