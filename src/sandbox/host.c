@@ -33,7 +33,6 @@
 #include <sandman/workspace.h>
 
 #include "sandbox/internal.h"
-#include "sandbox/ws_weak.h"
 
 extern char **environ;
 

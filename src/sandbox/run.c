@@ -7,7 +7,6 @@
 #include <sandman/log.h>
 
 #include "sandbox/internal.h"
-#include "sandbox/ws_weak.h"
 
 static int check_request(const sm_run_request *req, sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
@@ -33,8 +32,6 @@ static int check_request(const sm_run_request *req, sm_error *err) {
   if (req->sync != SM_SYNC_DEFAULT && req->sync != SM_SYNC_NONE && req->sync != SM_SYNC_IN &&
       req->sync != SM_SYNC_INOUT)
     return sm_error_set(err, SM_EINVAL, "unknown sync mode %d", (int)req->sync);
-  if (req->workspace && !sm_ws_linked())
-    return sm_error_set(err, SM_EUNSUPPORTED, "this build of sandman has no workspace sync");
   return 0;
 }
 

@@ -202,7 +202,7 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   int n = snprintf(o, sizeof o, "size=%lld",
                    (long long)(s->disk > 0 ? s->disk : 1024LL * 1024 * 1024));
   if (spec->uid >= 0 && n > 0 && (size_t)n < sizeof o)
-    snprintf(o + n, sizeof o - (size_t)n, ",uid=%d,gid=%d", spec->uid,
+    snprintf(o + n, sizeof o - (size_t)n, ",uid=%d,gid=%d,mode=0755", spec->uid,
              spec->gid >= 0 ? spec->gid : spec->uid);
   json_object_object_add(dopts, "o", json_object_new_string(o));
   json_object_object_add(dc, "Options", dopts);

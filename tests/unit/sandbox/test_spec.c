@@ -168,7 +168,7 @@ static void test_container_spec_is_hardened(void **state) {
   assert_string_equal(jstr(m, "Target"), "/workspace");
   assert_string_equal(jstr(m, "VolumeOptions.DriverConfig.Options.type"), "tmpfs");
   assert_string_equal(jstr(m, "VolumeOptions.DriverConfig.Options.o"),
-                      "size=1073741824,uid=1000,gid=1000");
+                      "size=1073741824,uid=1000,gid=1000,mode=0755");
   /* The volume carries the labels, minus the container-only one. */
   json_object *vl = jget(jget(m, "VolumeOptions", NULL), "Labels", NULL);
   json_object *tmp = NULL;
