@@ -98,7 +98,8 @@ static int host_changed(ws_dircache *dc, const ws_entry *b, const host_state *hs
   }
   if (hs->st.st_size != b->size || (uint32_t)(hs->st.st_mode & 0777) != b->mode) return 1;
   int64_t m = (int64_t)hs->st.st_mtim.tv_sec * 1000000000 + hs->st.st_mtim.tv_nsec;
-  if (b->host_mtime_ns != WS_UNKNOWN_MTIME && m == b->host_mtime_ns) return 0;
+  if (b->host_mtime_ns != WS_UNKNOWN_MTIME && m == b->host_mtime_ns && !(b->racy & WS_RACY_HOST))
+    return 0;
   unsigned char h[32];
   if (!b->has_hash || host_hash(dc, b->path, h) != 0) return 1;
   return memcmp(h, b->hash, 32) != 0;
@@ -237,7 +238,9 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
     return 0; /* mode set in the last pass */
   }
   const char *name;
-  int dfd = ws_dircache_parent(&p->dc, e->path, &name, 0);
+  int dfd = ws_dircache_parent(&p->dc, e->path, &name, !p->check);
+  if (dfd < 0 && !p->check)
+    return sm_error_set_errno(err, SM_EIO, -dfd, "writing '%s': %s", e->path, strerror(-dfd));
   if (dfd < 0) return 0;
   int r = clear_way(p, dfd, name, &hs, b);
   if (r == -EEXIST) {
@@ -262,7 +265,9 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
     return 0;
   }
   const char *name;
-  int dfd = ws_dircache_parent(&p->dc, e->path, &name, 0);
+  int dfd = ws_dircache_parent(&p->dc, e->path, &name, !p->check);
+  if (dfd < 0 && !p->check)
+    return sm_error_set_errno(err, SM_EIO, -dfd, "writing '%s': %s", e->path, strerror(-dfd));
   if (dfd < 0) return 0;
   if (p->check && host_changed(&p->dc, b, &hs)) {
     if (host_equals(&p->dc, e, &hs)) {

@@ -101,6 +101,7 @@ static int check_parent(ws_extract *x, const char *path, sm_error *err) {
   cleanup_free char *parent = strndup(path, (size_t)(slash - path));
   if (parent == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   const ws_entry *pe = ws_manifest_get(&x->box, parent);
+  if (pe == NULL && x->trusted) return 0;
   if (pe == NULL)
     return sm_error_set(err, SM_EUNSAFE, "'%s': listed before its directory", path);
   if (pe->type == 'l')
@@ -203,6 +204,7 @@ static void maybe_touched(ws_extract *x, ws_entry *e, const ws_entry *b) {
   e->stage = -1;
   e->state = WS_TOUCHED;
   e->host_mtime_ns = b->host_mtime_ns;
+  e->racy = b->racy & WS_RACY_HOST;
 }
 
 static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, const char *path,
@@ -213,8 +215,9 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   e->size = archive_entry_size(ae);
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
-      b->mode == e->mode) {
+      b->mode == e->mode && !(b->racy & WS_RACY_BOX)) {
     e->state = WS_SAME;
+    e->racy = b->racy;
     e->has_hash = b->has_hash;
     memcpy(e->hash, b->hash, 32);
     e->host_mtime_ns = b->host_mtime_ns;
@@ -247,9 +250,10 @@ static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path,
     /* Unchanged: the host's own link, whatever it points at. */
     e->state = WS_SAME;
     e->host_mtime_ns = b->host_mtime_ns;
+    e->racy = b->racy;
     return 0;
   }
-  if (!ws_link_inside(path, target))
+  if (!x->trusted && !ws_link_inside(path, target))
     return sm_error_set(err, SM_EUNSAFE, "'%s': symbolic link to '%s' leaves the workspace", path,
                         target);
   char name[16];
@@ -343,8 +347,10 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
   memcpy(e->hash, t->hash, 32);
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
-      b->mode == e->mode && (!t->has_hash || !b->has_hash || memcmp(b->hash, t->hash, 32) == 0)) {
+      b->mode == e->mode && !(b->racy & WS_RACY_BOX) &&
+      (!t->has_hash || !b->has_hash || memcmp(b->hash, t->hash, 32) == 0)) {
     e->state = WS_SAME;
+    e->racy = b->racy;
     e->has_hash = b->has_hash;
     memcpy(e->hash, b->hash, 32);
     e->host_mtime_ns = b->host_mtime_ns;
@@ -410,7 +416,10 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
       const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
       e.type = 'd';
       e.state = (b && b->type == 'd' && b->mode == e.mode) ? WS_SAME : WS_CHANGED;
-      if (b && b->type == 'd') e.host_mtime_ns = b->host_mtime_ns;
+      if (b && b->type == 'd') {
+        e.host_mtime_ns = b->host_mtime_ns;
+        e.racy = b->racy;
+      }
       break;
     }
     case AE_IFLNK:

@@ -18,6 +18,21 @@
 
 void ws_manifest_init(ws_manifest *m) { memset(m, 0, sizeof *m); }
 
+/* Host mtimes come from a coarse clock that can lag the wall clock a little,
+ * and the sandbox's are whole seconds: leave a margin on both. */
+void ws_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box) {
+  if (host) {
+    e->racy &= (unsigned char)~WS_RACY_HOST;
+    if (e->host_mtime_ns == WS_UNKNOWN_MTIME || e->host_mtime_ns >= stamp_ns - 2000000000LL)
+      e->racy |= WS_RACY_HOST;
+  }
+  if (box) {
+    e->racy &= (unsigned char)~WS_RACY_BOX;
+    if (e->box_mtime == WS_UNKNOWN_MTIME || e->box_mtime >= stamp_ns / 1000000000LL - 1)
+      e->racy |= WS_RACY_BOX;
+  }
+}
+
 void ws_manifest_clear(ws_manifest *m) {
   for (size_t i = 0; i < m->n; i++) {
     free(m->v[i].path);
@@ -165,8 +180,8 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
     const ws_entry *e = &m->v[i];
     char hex[65] = "-";
     if (e->has_hash) ws_hex(e->hash, 32, hex);
-    rc = sm_buf_printf(&b, "e %c %o %" PRId64 " %" PRId64 " %" PRId64 " %s ", e->type,
-                       (unsigned)e->mode, e->size, e->host_mtime_ns, e->box_mtime, hex);
+    rc = sm_buf_printf(&b, "e %c %u %o %" PRId64 " %" PRId64 " %" PRId64 " %s ", e->type,
+                       (unsigned)e->racy, (unsigned)e->mode, e->size, e->host_mtime_ns, e->box_mtime, hex);
     if (!rc) rc = put_escaped(&b, e->path);
     if (!rc && e->link) {
       rc = sm_buf_append(&b, " ", 1);
@@ -243,32 +258,34 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
 }
 
 static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *path, size_t lineno) {
-  char *f[9];
+  char *f[10];
   int nf = 0;
   char *p = line;
-  while (*p && nf < 9) {
+  while (*p && nf < 10) {
     f[nf++] = p;
     char *sp = strchr(p, ' ');
     if (sp == NULL) break;
     *sp = '\0';
     p = sp + 1;
   }
-  if (nf < 8 || strcmp(f[0], "e") != 0 || strlen(f[1]) != 1)
+  if (nf < 9 || strcmp(f[0], "e") != 0 || strlen(f[1]) != 1)
     return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
   ws_entry e;
   memset(&e, 0, sizeof e);
   e.type = f[1][0];
   char *end;
-  e.mode = (uint32_t)strtoul(f[2], &end, 8) & 0777;
-  e.size = strtoll(f[3], &end, 10);
-  e.host_mtime_ns = strtoll(f[4], &end, 10);
-  e.box_mtime = strtoll(f[5], &end, 10);
+  e.racy = (unsigned char)(strtoul(f[2], &end, 10) & 3);
+  e.mode = (uint32_t)strtoul(f[3], &end, 8) & 0777;
+  e.size = strtoll(f[4], &end, 10);
+  e.host_mtime_ns = strtoll(f[5], &end, 10);
+  e.box_mtime = strtoll(f[6], &end, 10);
   e.stage = -1;
-  if (strcmp(f[6], "-") != 0) {
-    if (strlen(f[6]) != 64)
+  char **fh = &f[7];
+  if (strcmp(*fh, "-") != 0) {
+    if (strlen(*fh) != 64)
       return sm_error_set(err, SM_EIO, "%s:%zu: damaged hash", path, lineno);
     for (int i = 0; i < 32; i++) {
-      int a = hexval((unsigned char)f[6][2 * i]), b = hexval((unsigned char)f[6][2 * i + 1]);
+      int a = hexval((unsigned char)(*fh)[2 * i]), b = hexval((unsigned char)(*fh)[2 * i + 1]);
       if (a < 0 || b < 0) return sm_error_set(err, SM_EIO, "%s:%zu: damaged hash", path, lineno);
       e.hash[i] = (unsigned char)(a * 16 + b);
     }
@@ -276,13 +293,13 @@ static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *pat
   }
   if (!(e.type == 'f' || e.type == 'd' || e.type == 'l') || e.size < 0)
     return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest entry", path, lineno);
-  cleanup_free char *name = unescape(f[7]);
+  cleanup_free char *name = unescape(f[8]);
   cleanup_free char *link = NULL;
-  if (nf > 8) {
-    if (strcmp(f[8], "%00") == 0)
+  if (nf > 9) {
+    if (strcmp(f[9], "%00") == 0)
       link = strdup("");
     else
-      link = unescape(f[8]);
+      link = unescape(f[9]);
     if (link == NULL) return sm_error_set(err, SM_EIO, "%s:%zu: damaged link", path, lineno);
   }
   if (name == NULL || name[0] == '\0' || (e.type == 'l') != (link != NULL))

@@ -303,7 +303,7 @@ static int same_as_base(int root_fd, ws_dircache *dc, ws_entry *e, const ws_entr
   if (e->type == 'd') return 1;
   if (e->type == 'l') return strcmp(b->link, e->link) == 0;
   if (b->size != e->size || !b->has_hash || b->box_mtime == WS_UNKNOWN_MTIME) return 0;
-  if (b->host_mtime_ns == e->host_mtime_ns) return 1;
+  if (b->host_mtime_ns == e->host_mtime_ns && !(b->racy & WS_RACY_HOST)) return 1;
   /* Touched but maybe not changed: a hash decides, no re-send if equal. The
    * sandbox keeps its mtime; box_mtime stays what it has. */
   const char *name;
@@ -327,6 +327,7 @@ static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int
   ws_extract_init(&x);
   x.stage_fd = stage_fd;
   x.root_fd = scratch_fd;
+  x.trusted = 1;
   x.max_bytes = s->max_bytes;
   x.max_entries = s->max_entries;
   x.max_path = s->max_path;
@@ -344,6 +345,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   int rc = check_target(t, err);
   if (rc) return rc;
   s->bytes_in = s->entries_in = 0;
+  int64_t stamp = (int64_t)(sm_now() * 1e9);
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   ws_stage_sweep(root_fd);
@@ -376,6 +378,10 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       e->has_hash = b->has_hash;
       memcpy(e->hash, b->hash, 32);
       e->box_mtime = b->box_mtime;
+      e->racy = b->racy;
+      /* Checked by content just now: the host side is settled. */
+      if (b->racy & WS_RACY_HOST || b->host_mtime_ns != e->host_mtime_ns)
+        ws_entry_mark_racy(e, stamp, 1, 0);
     } else {
       send[nsend++] = e;
     }
@@ -443,6 +449,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
       ws_packer_free(pk);
     }
+    for (size_t i = 0; i < nsend; i++) ws_entry_mark_racy(send[i], stamp, 1, 1);
   }
   free(send);
   free(dels);
@@ -650,6 +657,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   int rc = check_target(t, err);
   if (rc) return rc;
   s->bytes_out = s->entries_out = 0;
+  int64_t stamp = (int64_t)(sm_now() * 1e9);
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   int valid = base_matches(s, t);
@@ -688,7 +696,11 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   ws_manifest_dispose(&s->base);
   s->base = nb;
   s->have_base = 1;
-  for (size_t i = 0; i < s->base.n; i++) s->base.v[i].state = WS_SAME;
+  for (size_t i = 0; i < s->base.n; i++) {
+    ws_entry *e = &s->base.v[i];
+    if (e->state != WS_SAME) ws_entry_mark_racy(e, stamp, e->state == WS_CHANGED, 1);
+    e->state = WS_SAME;
+  }
   rc = ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path);
   if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||
                   sorted_copy(res.conflicts, res.n_conflicts, conflicts, n_conflicts) != 0))

@@ -23,6 +23,8 @@
 #define WS_CONFLICT_SUFFIX ".sandman-conflict"
 #define WS_UNKNOWN_MTIME INT64_MIN
 
+enum { WS_RACY_HOST = 1, WS_RACY_BOX = 2 };
+
 /* Entry states set by the extractor. */
 enum { WS_SAME = 0, WS_CHANGED = 1, WS_TOUCHED = 2 };
 
@@ -37,6 +39,9 @@ typedef struct ws_entry {
   int64_t box_mtime;      /* sandbox side, whole seconds (tar precision) */
   uint32_t mode;          /* permission bits only (0777) */
   char type;
+  /* Recorded so close to a sync that a later change could keep the same
+   * mtime (timestamps are coarse): such entries are compared by content. */
+  unsigned char racy;     /* WS_RACY_HOST | WS_RACY_BOX */
   unsigned char has_hash;
   unsigned char hash[32]; /* SHA-256 of a file's content */
   /* Working fields, not saved. */
@@ -53,6 +58,9 @@ typedef struct ws_manifest {
   char container[SM_ENGINE_ID_MAX]; /* sandbox the state belongs to ("" none) */
   char *root;             /* sandbox path it was synced to */
 } ws_manifest;
+
+/* Sets e->racy for a record taken by a sync that started at stamp_ns. */
+void ws_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box);
 
 void ws_manifest_init(ws_manifest *m);
 void ws_manifest_dispose(ws_manifest *m);
@@ -139,6 +147,8 @@ typedef struct ws_extract {
   const ws_manifest *base;      /* last synced state; NULL: all entries are changes */
   const sm_string_list *excludes;
   int64_t max_bytes, max_entries, max_path;
+  int trusted;                  /* copy in from the host: its own links pass as they are,
+                                   and unchanged parents need not be in the stream */
   ws_manifest box;              /* out: every entry of the archive */
   int64_t bytes_staged;
   int64_t raw_bytes;

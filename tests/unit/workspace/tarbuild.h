@@ -24,7 +24,7 @@ typedef struct tb {
   sm_buf out;
 } tb;
 
-static la_ssize_t tb_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
+static inline la_ssize_t tb_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
   (void)a;
   tb *t = ud;
   return sm_buf_append(&t->out, buf, len) == 0 ? (la_ssize_t)len : -1;
@@ -91,7 +91,7 @@ typedef struct memsrc {
   size_t chunk;
 } memsrc;
 
-static ssize_t mem_read(void *ud, char *buf, size_t len) {
+static inline ssize_t mem_read(void *ud, char *buf, size_t len) {
   memsrc *m = ud;
   size_t n = m->len - m->pos;
   if (n > len) n = len;
@@ -111,7 +111,7 @@ typedef struct genstream {
   int dirs, closed;
 } genstream;
 
-static la_ssize_t gen_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
+static inline la_ssize_t gen_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
   (void)a;
   genstream *g = ud;
   return sm_buf_append(&g->buf, buf, len) == 0 ? (la_ssize_t)len : -1;
@@ -130,7 +130,7 @@ static inline void gen_open(genstream *g, long long n, int dirs) {
   archive_write_open2(g->a, g, NULL, gen_write_cb, NULL, NULL);
 }
 
-static ssize_t gen_read(void *ud, char *buf, size_t len) {
+static inline ssize_t gen_read(void *ud, char *buf, size_t len) {
   genstream *g = ud;
   while (g->pos >= g->buf.len && !g->closed) {
     sm_buf_reset(&g->buf);
@@ -165,7 +165,7 @@ static inline void gen_free(genstream *g) {
 }
 
 /* Lists a tree (names, types, sizes, modes, link targets) into a string. */
-static void snap_rec(sm_buf *b, const char *dir, const char *rel) {
+static inline void snap_rec(sm_buf *b, const char *dir, const char *rel) {
   DIR *d = opendir(dir);
   if (d == NULL) return;
   char *names[4096];

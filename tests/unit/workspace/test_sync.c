@@ -1,0 +1,534 @@
+/* Workspace sync in mode none (a host scratch directory stands for the
+ * sandbox): round trips, incremental copies, deletions, conflicts, refusals
+ * and interrupted copies, all through the same packer and extractor the
+ * engine path uses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sandman/sandman.h>
+
+#include "workspace/ws.h"
+#include "tarbuild.h"
+
+typedef struct fx {
+  char root[256];
+  char host[300];
+  char scratch[300];
+  char manifest[300];
+  char outside[300];
+  sm_workspace_target target;
+} fx;
+
+static void pathf(char *out, size_t len, const char *dir, const char *rel) {
+  snprintf(out, len, "%s/%s", dir, rel);
+}
+
+static void put(const char *dir, const char *rel, const char *data) {
+  char p[1024];
+  pathf(p, sizeof p, dir, rel);
+  write_file(p, data);
+}
+
+static char *get(const char *dir, const char *rel) {
+  char p[1024];
+  pathf(p, sizeof p, dir, rel);
+  return read_file(p);
+}
+
+static int exists(const char *dir, const char *rel) {
+  char p[1024];
+  struct stat st;
+  pathf(p, sizeof p, dir, rel);
+  return lstat(p, &st) == 0;
+}
+
+static int setup(void **state) {
+  fx *f = calloc(1, sizeof *f);
+  snprintf(f->root, sizeof f->root, "/tmp/sm-ws-sync-XXXXXX");
+  assert_non_null(mkdtemp(f->root));
+  pathf(f->host, sizeof f->host, f->root, "host");
+  pathf(f->scratch, sizeof f->scratch, f->root, "scratch/workspace");
+  pathf(f->manifest, sizeof f->manifest, f->root, "state/manifest");
+  pathf(f->outside, sizeof f->outside, f->root, "outside");
+  mkdir(f->host, 0755);
+  mkdir(f->outside, 0755);
+  put(f->outside, "secret", "outside\n");
+  f->target.engine = NULL;
+  f->target.sandbox_path = f->scratch;
+  f->target.uid = 1000;
+  f->target.gid = 1000;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx *f = *state;
+  rm_rf(f->root);
+  free(f);
+  return 0;
+}
+
+static sm_workspace_sync *new_sync(fx *f, const sm_string_list *ex, const sm_workspace_limits *lim) {
+  sm_workspace_sync *s = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_workspace_sync_new(&s, f->host, f->manifest, ex, lim, &err) != 0) fail_msg("%s", err.message);
+  return s;
+}
+
+static void sync_in_ok(sm_workspace_sync *s, fx *f) {
+  sm_error err = SM_ERROR_INIT;
+  if (sm_workspace_sync_in(s, &f->target, &err) != 0) fail_msg("sync in: %s", err.message);
+}
+
+typedef struct outres {
+  char **changed;
+  size_t n_changed;
+  char **conflicts;
+  size_t n_conflicts;
+} outres;
+
+static int sync_out(sm_workspace_sync *s, fx *f, outres *r, sm_error *err) {
+  memset(r, 0, sizeof *r);
+  return sm_workspace_sync_out(s, &f->target, &r->changed, &r->n_changed, &r->conflicts,
+                               &r->n_conflicts, err);
+}
+
+static void outres_free(outres *r) {
+  sm_workspace_free_list(r->changed, r->n_changed);
+  sm_workspace_free_list(r->conflicts, r->n_conflicts);
+}
+
+static char *joined(char **v, size_t n) {
+  sm_buf b;
+  sm_buf_init(&b, 1 << 20);
+  sm_buf_append(&b, "", 0);
+  for (size_t i = 0; i < n; i++) sm_buf_printf(&b, "%s%s", i ? "," : "", v[i]);
+  return sm_buf_steal(&b, NULL);
+}
+
+static void make_tree(fx *f) {
+  char p[1024];
+  put(f->host, "plain.txt", "hello\n");
+  put(f->host, "empty", "");
+  put(f->host, "name with spaces and ünïcødé.txt", "utf-8\n");
+  pathf(p, sizeof p, f->host, "bin.dat");
+  FILE *fp = fopen(p, "wb");
+  for (int i = 0; i < 200000; i++) fputc((i * 7919) & 0xff, fp);
+  fclose(fp);
+  put(f->host, "run.sh", "#!/bin/sh\necho run\n");
+  pathf(p, sizeof p, f->host, "run.sh");
+  chmod(p, 0755);
+  pathf(p, sizeof p, f->host, "emptydir");
+  mkdir(p, 0755);
+  pathf(p, sizeof p, f->host, "src");
+  mkdir(p, 0750);
+  put(f->host, "src/main.c", "int main(void){return 0;}\n");
+  pathf(p, sizeof p, f->host, "src/link-to-main");
+  assert_int_equal(symlink("main.c", p), 0);
+  /* The user's own link out of the workspace: copied as a link. */
+  pathf(p, sizeof p, f->host, "outlink");
+  assert_int_equal(symlink("/etc/hostname", p), 0);
+}
+
+static void test_round_trip(void **state) {
+  fx *f = *state;
+  make_tree(f);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  int64_t bi, ei;
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 10);
+  assert_int_equal(bi, 200000 + 6 + 6 + 19 + 26);
+
+  /* The "tool": modifies, adds, deletes, and makes an executable. */
+  put(f->scratch, "plain.txt", "changed by the tool\n");
+  put(f->scratch, "new.txt", "new\n");
+  put(f->scratch, "src/tool.sh", "#!/bin/sh\n");
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "src/tool.sh");
+  chmod(p, 0700);
+  pathf(p, sizeof p, f->scratch, "empty");
+  unlink(p);
+  pathf(p, sizeof p, f->scratch, "newdir/deeper");
+  char q[1024];
+  pathf(q, sizeof q, f->scratch, "newdir");
+  mkdir(q, 0755);
+  mkdir(p, 0755);
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  char *ch = joined(r.changed, r.n_changed);
+  assert_string_equal(ch, "empty,new.txt,newdir,newdir/deeper,plain.txt,src/tool.sh");
+  free(ch);
+  assert_int_equal(r.n_conflicts, 0);
+  outres_free(&r);
+  a = snapshot(f->host);
+  b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  struct stat st;
+  pathf(p, sizeof p, f->host, "src/tool.sh");
+  assert_int_equal(lstat(p, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+
+  /* Nothing changed anywhere: nothing moves either way. */
+  sync_in_ok(s, f);
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 0);
+  assert_int_equal(bi, 0);
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  assert_int_equal(r.n_changed, 0);
+  outres_free(&r);
+  sm_workspace_sync_free(s);
+}
+
+static void test_incremental(void **state) {
+  fx *f = *state;
+  make_tree(f);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  sm_workspace_sync_free(s);
+
+  /* A new sync object reads the saved manifest: nothing to send. */
+  s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  int64_t bi, ei;
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 0);
+
+  /* Host side changes: one modified, one added, one deleted. */
+  put(f->host, "plain.txt", "host edit\n");
+  put(f->host, "src/added.c", "/* added */\n");
+  char p[1024];
+  pathf(p, sizeof p, f->host, "bin.dat");
+  unlink(p);
+  sync_in_ok(s, f);
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 2);
+  assert_int_equal(bi, 10 + 12);
+  assert_false(exists(f->scratch, "bin.dat"));
+  char *c = get(f->scratch, "plain.txt");
+  assert_string_equal(c, "host edit\n");
+  free(c);
+
+  /* Touched but not changed on the host: hashed, not sent. */
+  pathf(p, sizeof p, f->host, "run.sh");
+  struct timespec ts[2] = {{1600000000, 0}, {1600000000, 0}};
+  utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW);
+  sync_in_ok(s, f);
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 0);
+
+  /* A file replaced by a directory and a directory by a file, on the host. */
+  pathf(p, sizeof p, f->host, "plain.txt");
+  unlink(p);
+  mkdir(p, 0755);
+  put(f->host, "plain.txt/inner", "inner\n");
+  pathf(p, sizeof p, f->host, "emptydir");
+  rmdir(p);
+  put(f->host, "emptydir", "now a file\n");
+  sync_in_ok(s, f);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+
+  /* Sandbox side changes come back; host-only changes are not undone. */
+  put(f->scratch, "src/main.c", "int main(void){return 1;}\n");
+  put(f->host, "hostonly.txt", "host made this during the call\n");
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  char *ch = joined(r.changed, r.n_changed);
+  assert_string_equal(ch, "src/main.c");
+  free(ch);
+  outres_free(&r);
+  assert_true(exists(f->host, "hostonly.txt"));
+  /* ... and the next copy in sends the host-only file. */
+  sync_in_ok(s, f);
+  assert_true(exists(f->scratch, "hostonly.txt"));
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 1);
+  sm_workspace_sync_free(s);
+}
+
+static void test_conflicts(void **state) {
+  fx *f = *state;
+  put(f->host, "both.txt", "original\n");
+  put(f->host, "same.txt", "original\n");
+  put(f->host, "deleted-by-tool.txt", "original\n");
+  put(f->host, "host-only.txt", "original\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  /* During the call: both sides edit both.txt; both make the same edit to
+   * same.txt; the tool deletes a file the host edits; the host edits a
+   * file the tool leaves alone. */
+  put(f->scratch, "both.txt", "tool version\n");
+  put(f->host, "both.txt", "host version!\n");
+  put(f->scratch, "same.txt", "same edit\n");
+  put(f->host, "same.txt", "same edit\n");
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "deleted-by-tool.txt");
+  unlink(p);
+  put(f->host, "deleted-by-tool.txt", "host edit\n");
+  put(f->host, "host-only.txt", "host edit\n");
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  char *cf = joined(r.conflicts, r.n_conflicts);
+  assert_string_equal(cf, "both.txt.sandman-conflict");
+  free(cf);
+  outres_free(&r);
+  char *c = get(f->host, "both.txt");
+  assert_string_equal(c, "host version!\n");
+  free(c);
+  c = get(f->host, "both.txt.sandman-conflict");
+  assert_string_equal(c, "tool version\n");
+  free(c);
+  c = get(f->host, "same.txt");
+  assert_string_equal(c, "same edit\n");
+  free(c);
+  c = get(f->host, "deleted-by-tool.txt");
+  assert_string_equal(c, "host edit\n");
+  free(c);
+  c = get(f->host, "host-only.txt");
+  assert_string_equal(c, "host edit\n");
+  free(c);
+  /* The next copy in brings the host's versions to the sandbox. */
+  sync_in_ok(s, f);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  sm_workspace_sync_free(s);
+}
+
+static void test_planted_link_refused(void **state) {
+  fx *f = *state;
+  put(f->host, "a.txt", "a\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  put(f->scratch, "a.txt", "tool edit that must not land either\n");
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "escape");
+  assert_int_equal(symlink(f->outside, p), 0);
+  char *before = snapshot(f->root);
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  /* Snapshot includes the scratch side; only compare the host and outside. */
+  char *hb = snapshot(f->host), *ob = snapshot(f->outside);
+  int rc = sync_out(s, f, &r, &err);
+  assert_int_equal(rc, SM_EUNSAFE);
+  assert_non_null(strstr(err.message, "escape"));
+  assert_non_null(strstr(err.message, "leaves the workspace"));
+  char *ha = snapshot(f->host), *oa = snapshot(f->outside);
+  assert_string_equal(hb, ha);
+  assert_string_equal(ob, oa);
+  free(before);
+  free(hb);
+  free(ha);
+  free(ob);
+  free(oa);
+  /* A fifo is refused too. */
+  unlink(p);
+  pathf(p, sizeof p, f->scratch, "pipe");
+  assert_int_equal(mkfifo(p, 0644), 0);
+  rc = sync_out(s, f, &r, &err);
+  assert_int_equal(rc, SM_EUNSAFE);
+  assert_non_null(strstr(err.message, "fifo"));
+  sm_workspace_sync_free(s);
+}
+
+static void test_interrupted(void **state) {
+  fx *f = *state;
+  char p[1024];
+  for (int i = 0; i < 50; i++) {
+    char name[32], data[4096];
+    snprintf(name, sizeof name, "f%02d", i);
+    memset(data, 'a' + i % 26, sizeof data - 1);
+    data[sizeof data - 1] = '\0';
+    put(f->host, name, data);
+  }
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  /* Interrupted copy in: an error, and the manifest still asks for a full copy. */
+  ws_sync_abort_after(s, 30000);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_not_equal(sm_workspace_sync_in(s, &f->target, &err), 0);
+  assert_non_null(strstr(err.message, "aborted"));
+  ws_sync_abort_after(s, -1);
+  sync_in_ok(s, f);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  /* The tool rewrites everything; the copy out is cut half way. */
+  for (int i = 0; i < 50; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "f%02d", i);
+    put(f->scratch, name, "rewritten by the tool\n");
+  }
+  put(f->scratch, "added", "x");
+  pathf(p, sizeof p, f->scratch, "f00");
+  unlink(p);
+  char *before = snapshot(f->host);
+  ws_sync_abort_after(s, 10000);
+  outres r;
+  assert_int_not_equal(sync_out(s, f, &r, &err), 0);
+  char *after = snapshot(f->host);
+  assert_string_equal(before, after);
+  free(after);
+  /* A cap hit mid-way is no different. */
+  sm_workspace_sync_free(s);
+  sm_workspace_limits lim = {500, 0, 0};
+  s = new_sync(f, NULL, &lim);
+  assert_int_equal(sync_out(s, f, &r, &err), SM_ETOOBIG);
+  after = snapshot(f->host);
+  assert_string_equal(before, after);
+  free(after);
+  sm_workspace_sync_free(s);
+  /* Then a whole one goes through. */
+  s = new_sync(f, NULL, NULL);
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  assert_int_equal(r.n_changed, 51);
+  outres_free(&r);
+  assert_false(exists(f->host, "f00"));
+  free(before);
+  sm_workspace_sync_free(s);
+}
+
+static void test_limits_and_excludes(void **state) {
+  fx *f = *state;
+  for (int i = 0; i < 20; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "f%02d.txt", i);
+    put(f->host, name, "x");
+  }
+  put(f->host, "debug.log", "log");
+  char p[1024];
+  pathf(p, sizeof p, f->host, "node_modules");
+  mkdir(p, 0755);
+  put(f->host, "node_modules/dep.js", "dep");
+  sm_workspace_limits lim = {0, 10, 0};
+  sm_workspace_sync *s = new_sync(f, NULL, &lim);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_workspace_sync_in(s, &f->target, &err), SM_ETOOBIG);
+  assert_non_null(strstr(err.message, "more than 10 entries"));
+  sm_workspace_sync_free(s);
+  sm_workspace_limits lim2 = {20, 0, 0};
+  s = new_sync(f, NULL, &lim2);
+  assert_int_equal(sm_workspace_sync_in(s, &f->target, &err), SM_ETOOBIG);
+  assert_non_null(strstr(err.message, "size limit"));
+  sm_workspace_sync_free(s);
+
+  sm_string_list ex = {0};
+  sm_string_list_add(&ex, "*.log", NULL);
+  sm_string_list_add(&ex, "node_modules", NULL);
+  s = new_sync(f, &ex, NULL);
+  sync_in_ok(s, f);
+  assert_false(exists(f->scratch, "debug.log"));
+  assert_false(exists(f->scratch, "node_modules"));
+  assert_true(exists(f->scratch, "f00.txt"));
+  put(f->scratch, "tool.log", "not copied back");
+  put(f->scratch, "f01.txt", "copied back");
+  outres r;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  char *ch = joined(r.changed, r.n_changed);
+  assert_string_equal(ch, "f01.txt");
+  free(ch);
+  outres_free(&r);
+  assert_false(exists(f->host, "tool.log"));
+  assert_true(exists(f->host, "debug.log"));
+  assert_true(exists(f->host, "node_modules/dep.js"));
+  sm_workspace_sync_free(s);
+}
+
+static void test_tool_type_changes_and_links(void **state) {
+  fx *f = *state;
+  char p[1024], q[1024];
+  put(f->host, "was-file", "file\n");
+  pathf(p, sizeof p, f->host, "was-dir");
+  mkdir(p, 0755);
+  put(f->host, "was-dir/child", "child\n");
+  put(f->host, "orig", "shared content\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  pathf(p, sizeof p, f->scratch, "was-file");
+  unlink(p);
+  mkdir(p, 0755);
+  put(f->scratch, "was-file/inside", "inside\n");
+  pathf(p, sizeof p, f->scratch, "was-dir");
+  rm_rf(p);
+  put(f->scratch, "was-dir", "now a file\n");
+  /* A hard link made by the tool, and an inside link. */
+  pathf(p, sizeof p, f->scratch, "orig");
+  pathf(q, sizeof q, f->scratch, "hard");
+  assert_int_equal(link(p, q), 0);
+  pathf(q, sizeof q, f->scratch, "soft");
+  assert_int_equal(symlink("orig", q), 0);
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  outres_free(&r);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  char *c = get(f->host, "hard");
+  assert_string_equal(c, "shared content\n");
+  free(c);
+  sm_workspace_sync_free(s);
+}
+
+static void test_manifest_file(void **state) {
+  fx *f = *state;
+  make_tree(f);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  sm_workspace_sync_free(s);
+  ws_manifest m;
+  ws_manifest_init(&m);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(ws_manifest_load(&m, f->manifest, 1000, &err), 0);
+  assert_int_equal(m.n, 10);
+  assert_string_equal(m.root, f->scratch);
+  ws_entry *e = ws_manifest_get(&m, "name with spaces and ünïcødé.txt");
+  assert_non_null(e);
+  assert_true(e->has_hash);
+  e = ws_manifest_get(&m, "outlink");
+  assert_non_null(e);
+  assert_string_equal(e->link, "/etc/hostname");
+  ws_manifest_dispose(&m);
+  /* A damaged manifest is ignored: a full copy, and a clean scratch. */
+  write_file(f->manifest, "sandman-workspace-manifest 1\ne q\n");
+  put(f->scratch, "stale", "left from before\n");
+  s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  int64_t ei;
+  sm_workspace_sync_stats(s, NULL, &ei, NULL, NULL);
+  assert_int_equal(ei, 10);
+  assert_false(exists(f->scratch, "stale"));
+  sm_workspace_sync_free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_planted_link_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_limits_and_excludes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tool_type_changes_and_links, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_manifest_file, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
