@@ -180,7 +180,7 @@ reload_engine() {
 }
 
 start_engine() {
-  local sock=$1 cmd args=()
+  local sock=$1 cmd args=() log_from=1
   # shellcheck disable=SC2206
   cmd=(${SANDMAN_DOCKERD:-dockerd})
   [ "$sock" != "$SM_DEFAULT_SOCK" ] && args+=(-H "unix://$sock")
@@ -196,23 +196,27 @@ start_engine() {
     say engine "dockerd ($pid) is running but not answering yet; waiting up to ${ENGINE_WAIT}s"
   else
     mkdir -p "$(dirname "$DOCKERD_LOG")"
+    log_from=$(($(wc -l <"$DOCKERD_LOG" 2>/dev/null || echo 0) + 1))
     printf '\n== %s: started by sandman scripts/setup.sh: %s %s\n' "$(date -u +%FT%TZ)" \
       "${cmd[*]}" "${args[*]}" >>"$DOCKERD_LOG"
     # setsid + nohup: the engine outlives this script and its terminal or CI job.
-    setsid nohup "${cmd[@]}" "${args[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    # 9>&-: the engine must not inherit (and hold forever) our set-up lock.
+    setsid nohup "${cmd[@]}" "${args[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null 9>&- &
     pid=$!
     say engine "started ${cmd[*]} (pid $pid, log $DOCKERD_LOG); waiting up to ${ENGINE_WAIT}s for /_ping"
   fi
   local deadline=$(($(date +%s) + ENGINE_WAIT))
+  # Only this start's part of the log, its last lines: usually the reason.
+  log_tail() { tail -n "+$log_from" "$DOCKERD_LOG" 2>/dev/null | tail -n 25 | sed 's/^/    /' >&2; }
   while ! engine_ping; do
     if ! kill -0 "$pid" 2>/dev/null; then
-      echo "setup: error: the engine (pid $pid) exited; last lines of $DOCKERD_LOG:" >&2
-      tail -n 25 "$DOCKERD_LOG" | sed 's/^/    /' >&2
+      echo "setup: error: the engine (pid $pid) exited without answering; last lines of $DOCKERD_LOG:" >&2
+      log_tail
       exit 1
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
-      echo "setup: error: no answer on $sock/_ping after ${ENGINE_WAIT}s; last lines of $DOCKERD_LOG:" >&2
-      tail -n 25 "$DOCKERD_LOG" | sed 's/^/    /' >&2
+      echo "setup: error: no answer to /_ping on unix://$sock after ${ENGINE_WAIT}s (pid $pid still running); last lines of $DOCKERD_LOG:" >&2
+      log_tail
       exit 1
     fi
     sleep 1
