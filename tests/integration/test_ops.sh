@@ -245,4 +245,18 @@ expect_contains "doctor on a dead socket: says how to start an engine" "start an
   "$(json "[c['detail'] for c in d['checks'] if c['name']=='engine'][0]" <<<"$out")"
 expect_contains "doctor text: how to start an engine" "dockerd" "$text"
 
+# The fallback rule's decision, as run and worker start would take it.
+out=$("$SANDMAN" sandbox doctor --json --mode per_run)
+expect_contains "doctor: fallback keeps per_run with the engine up" "mode per_run would be used as asked" \
+  "$(json "[c['detail'] for c in d['checks'] if c['name']=='fallback'][0]" <<<"$out")"
+set +e
+out=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" sandbox doctor --json --mode per_run 2>/dev/null)
+prod=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" sandbox doctor --json --mode per_run \
+  --project-environment production 2>/dev/null)
+set -e
+expect_contains "doctor: without an engine, development steps down to none" "mode none would be used instead of per_run" \
+  "$(json "[c['detail'] for c in d['checks'] if c['name']=='fallback'][0]" <<<"$out")"
+expect_eq "doctor: without an engine, production refuses" "False True" \
+  "$(json "' '.join(str(c[k]) for c in d['checks'] if c['name']=='fallback' for k in ('ok','required'))" <<<"$prod")"
+
 it_done
