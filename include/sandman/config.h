@@ -88,7 +88,11 @@ typedef struct sm_resolved {
 } sm_resolved;
 
 /* Resolves one call. agent/tool/user may be NULL. flags may be NULL.
- * A refusal is not an error: out->allowed = 0 with out->rule set. */
+ * A refusal is not an error: out->allowed = 0 with out->rule set.
+ * A NULL tool is checked as "exec" (a plain command). When out->sandboxed
+ * is 0, out->settings.mode is SM_MODE_NONE. SM_EINVAL for a bad flag value
+ * or an agent/tool/user name outside [A-Za-z0-9._-] (users also @ +).
+ * A loaded sm_config is never modified: resolve may run on many threads. */
 int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
                       const char *user, const sm_config_flags *flags, sm_resolved *out,
                       sm_error *err);
