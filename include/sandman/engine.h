@@ -35,7 +35,8 @@ typedef struct sm_engine sm_engine;
 
 typedef struct sm_engine_options {
   const char *host;          /* NULL: $DOCKER_HOST, else SM_ENGINE_DEFAULT_HOST */
-  int tls_verify;            /* -1: from $DOCKER_TLS_VERIFY (non-empty, not "0"); 0/1 */
+  int tls_verify;            /* -1: from $DOCKER_TLS_VERIFY (on when non-empty, as the
+                                docker CLI reads it); 0/1. TLS applies to tcp:// only. */
   const char *cert_path;     /* NULL: $DOCKER_CERT_PATH, else ~/.docker */
   long connect_timeout_ms;   /* 0: 5000 */
   long request_timeout_ms;   /* 0: 120000, for non-streaming calls */
@@ -98,7 +99,8 @@ int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud
                            const char *const *changes, size_t n_changes,
                            sm_progress_fn progress, void *progress_ud, sm_error *err);
 /* Builds from a tar context stream; an error message in the stream is an
- * error (SM_EENGINE with the engine's text). */
+ * error (SM_EENGINE with the engine's text). Import and build have no time
+ * limit (a build step may be silent for long). */
 int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
                           const char *tag, const char *dockerfile,
                           sm_progress_fn progress, void *progress_ud, sm_error *err);
@@ -128,7 +130,9 @@ int sm_engine_container_wait(sm_engine *engine, const char *id, const char *cond
                              long timeout_ms, int64_t *out_status_code, sm_error *err);
 
 /* ---- archives (tar streams, never held whole in memory) ---- */
-/* Extracts the tar stream produced by reader into path inside the container. */
+/* Extracts the tar stream produced by reader into path inside the container.
+ * No overall time limit; a transfer that makes no progress for the request
+ * timeout is SM_ETIMEOUT (archive get likewise). */
 int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
                           sm_read_fn reader, void *reader_ud, sm_error *err);
 /* Streams a tar of path inside the container to writer. */
@@ -143,10 +147,13 @@ int sm_engine_exec_create(sm_engine *engine, const char *container_id, json_obje
 
 typedef struct sm_exec_io {
   /* stdin sent through the hijacked connection, then half-closed. NULL: no
-   * stdin (the exec must have been created with AttachStdin false). */
+   * stdin (the exec must have been created with AttachStdin false). Called
+   * on the caller's thread between reads of the output: a reader that
+   * blocks delays output, so it should return what it has. */
   sm_read_fn stdin_read;
   void *stdin_ud;
-  /* Demultiplexed output as it arrives. NULL: discarded. */
+  /* Demultiplexed output as it arrives (a frame may come in several
+   * calls). NULL: discarded. */
   sm_output_fn output;
   void *output_ud;
   /* 0: no limit. On expiry the call returns SM_ETIMEOUT; the process keeps

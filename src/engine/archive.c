@@ -37,7 +37,8 @@ int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
     req.body_is_tar = 1;
     req.reader = reader;
     req.reader_ud = reader_ud;
-    req.timeout_ms = -1; /* as long as the stream lasts */
+    req.timeout_ms = -1; /* as long as the stream lasts, while it moves */
+    req.stall_timeout = 1;
     engine_response resp;
     engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
     rc = engine_perform(engine, &req, &resp, err);
@@ -64,6 +65,7 @@ int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
     req.sink = writer;
     req.sink_ud = writer_ud;
     req.timeout_ms = -1;
+    req.stall_timeout = 1;
     engine_response resp;
     engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
     rc = engine_perform(engine, &req, &resp, err);

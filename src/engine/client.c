@@ -104,6 +104,7 @@ int sm_engine_clone(sm_engine **out, const sm_engine *engine, sm_error *err) {
 void sm_engine_free(sm_engine *engine) {
   if (engine == NULL) return;
   if (engine->curl) curl_easy_cleanup(engine->curl);
+  engine_tls_dispose(engine);
   curl_slist_free_all(engine->hdr_none);
   curl_slist_free_all(engine->hdr_json);
   curl_slist_free_all(engine->hdr_tar);

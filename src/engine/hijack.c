@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+
+#include <sandman/log.h>
 
 #include "engine/internal.h"
 
@@ -40,7 +43,7 @@ enum { IO_AGAIN = 1 };
 
 typedef struct conn {
   int fd;
-  SSL_CTX *ctx;
+  SSL_CTX *ctx; /* borrowed from the client */
   SSL *ssl;
   int want; /* POLLIN/POLLOUT an SSL call waits for */
 } conn;
@@ -53,7 +56,7 @@ static int64_t now_ms(void) {
 
 static void conn_close(conn *c) {
   if (c->ssl) SSL_free(c->ssl);
-  if (c->ctx) SSL_CTX_free(c->ctx);
+  /* c->ctx is the client's (e->tls_ctx). */
   if (c->fd >= 0) close(c->fd);
   c->ssl = NULL;
   c->ctx = NULL;
@@ -123,11 +126,21 @@ static int connect_unix(sm_engine *e, conn *c, sm_error *err) {
   memcpy(sa.sun_path, e->addr.socket_path, strlen(e->addr.socket_path) + 1);
   c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (c->fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "exec start: socket");
-  /* A local connect does not wait on the network: blocking is fine. */
+  /* A unix connect only blocks when the engine's backlog is full; the send
+   * timeout bounds that wait (Linux applies it to connect). */
+  struct timeval tv = {e->connect_timeout_ms / 1000, (e->connect_timeout_ms % 1000) * 1000};
+  setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
     int en = errno;
+    if (en == EAGAIN || en == EINPROGRESS)
+      return sm_error_set(err, SM_ETIMEOUT,
+                          "timed out after %ld ms connecting to the Docker engine at %s; is it "
+                          "overloaded?",
+                          e->connect_timeout_ms, e->addr.host);
     return engine_unreachable_error(e, en, strerror(en), err);
   }
+  struct timeval zero = {0, 0};
+  setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof zero);
   int fl = fcntl(c->fd, F_GETFL);
   if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0)
     return sm_error_set_errno(err, SM_EIO, errno, "exec start: fcntl");
@@ -194,34 +207,73 @@ static int tls_error(sm_engine *e, const char *doing, sm_error *err) {
                       e->addr.host, doing, detail);
 }
 
-static int connect_tls(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
+/* The context is made once per client: loading the CA, certificate and
+ * key on every exec would cost more than the exec. */
+static int tls_context(sm_engine *e, SSL_CTX **out, sm_error *err) {
+  if (e->tls_ctx != NULL) {
+    *out = e->tls_ctx;
+    return 0;
+  }
   ERR_clear_error();
-  c->ctx = SSL_CTX_new(TLS_client_method());
-  if (c->ctx == NULL) return tls_error(e, "creating a context", err);
-  SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
-  SSL_CTX_set_mode(c->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == NULL) return tls_error(e, "creating a context", err);
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
   /* A peer closing without close_notify is the end of the stream; the
    * demultiplexer still catches a stream cut inside a frame. */
-  SSL_CTX_set_options(c->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
   char doing[PATH_MAX + 64];
-  if (SSL_CTX_load_verify_locations(c->ctx, e->addr.ca, NULL) != 1) {
+  int rc = 0;
+  if (SSL_CTX_load_verify_locations(ctx, e->addr.ca, NULL) != 1) {
     snprintf(doing, sizeof doing, "loading the CA file %s", e->addr.ca);
-    return tls_error(e, doing, err);
-  }
-  if (SSL_CTX_use_certificate_chain_file(c->ctx, e->addr.cert) != 1) {
+    rc = tls_error(e, doing, err);
+  } else if (SSL_CTX_use_certificate_chain_file(ctx, e->addr.cert) != 1) {
     snprintf(doing, sizeof doing, "loading the client certificate %s", e->addr.cert);
-    return tls_error(e, doing, err);
-  }
-  if (SSL_CTX_use_PrivateKey_file(c->ctx, e->addr.key, SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(c->ctx) != 1) {
+    rc = tls_error(e, doing, err);
+  } else if (SSL_CTX_use_PrivateKey_file(ctx, e->addr.key, SSL_FILETYPE_PEM) != 1 ||
+             SSL_CTX_check_private_key(ctx) != 1) {
     snprintf(doing, sizeof doing, "loading the client key %s", e->addr.key);
-    return tls_error(e, doing, err);
+    rc = tls_error(e, doing, err);
   }
+  if (rc != 0) {
+    SSL_CTX_free(ctx);
+    return rc;
+  }
+  e->tls_ctx = ctx;
+  *out = ctx;
+  return 0;
+}
+
+void engine_tls_dispose(sm_engine *e) {
+  if (e->tls_session) SSL_SESSION_free(e->tls_session);
+  if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
+  e->tls_session = NULL;
+  e->tls_ctx = NULL;
+}
+
+/* Keeps the connection's session for the next exec if it can resume. */
+static void tls_keep_session(sm_engine *e, conn *c) {
+  if (c->ssl == NULL) return;
+  SSL_SESSION *s = SSL_get1_session(c->ssl);
+  if (s == NULL) return;
+  if (!SSL_SESSION_is_resumable(s)) {
+    SSL_SESSION_free(s);
+    return;
+  }
+  if (e->tls_session) SSL_SESSION_free(e->tls_session);
+  e->tls_session = s;
+}
+
+static int connect_tls(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
+  int rc = tls_context(e, &c->ctx, err);
+  if (rc != 0) return rc;
   c->ssl = SSL_new(c->ctx);
   if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) return tls_error(e, "setting up", err);
+  if (e->tls_session) SSL_set_session(c->ssl, e->tls_session);
   unsigned char tmp[sizeof(struct in6_addr)];
   if (inet_pton(AF_INET, e->addr.tcp_host, tmp) == 1 ||
       inet_pton(AF_INET6, e->addr.tcp_host, tmp) == 1) {
@@ -238,7 +290,11 @@ static int connect_tls(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
     int r = SSL_connect(c->ssl);
     int se = r == 1 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
     sigpipe_restore(&g);
-    if (r == 1) return 0;
+    if (r == 1) {
+      sm_log(SM_LOG_DEBUG, "exec: TLS to %s, %s, %s", e->addr.host, SSL_get_version(c->ssl),
+             SSL_session_reused(c->ssl) ? "session resumed" : "full handshake");
+      return 0;
+    }
     short ev = se == SSL_ERROR_WANT_READ ? POLLIN : se == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
     if (ev == 0) {
       long vr = SSL_get_verify_result(c->ssl);
@@ -633,6 +689,7 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
     rc = run_loop(&h, deadline, head_deadline, err);
   }
   if (rc != 0 && err && err->code == SM_EUNREACHABLE) sm_error_wrap(err, "exec start");
+  if (rc == 0) tls_keep_session(e, &h.c);
   conn_close(&h.c);
   free(h.stdin_buf);
   sm_buf_dispose(&h.head);

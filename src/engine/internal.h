@@ -82,7 +82,14 @@ struct sm_engine {
   CURL *curl;                           /* reused: keep-alive */
   struct curl_slist *hdr_json, *hdr_tar, *hdr_none;
   char curl_err[CURL_ERROR_SIZE];
+  /* exec hijack over TLS: the context (CA, certificate and key loaded
+   * once) and the last resumable session, to skip full handshakes. */
+  void *tls_ctx;     /* SSL_CTX * */
+  void *tls_session; /* SSL_SESSION * */
 };
+
+/* Frees the hijack's TLS state (hijack.c). */
+void engine_tls_dispose(sm_engine *e);
 
 /* ---- transport (libcurl) ---- */
 typedef struct engine_request {
@@ -96,6 +103,8 @@ typedef struct engine_request {
   sm_write_fn sink;         /* 2xx response body streamed here, not buffered */
   void *sink_ud;
   long timeout_ms;          /* 0: the client's request timeout; <0: none */
+  int stall_timeout;        /* with timeout_ms < 0: fail after the request
+                               timeout without a byte moving */
   sm_error *cb_err;         /* where internal callbacks explain an abort */
 } engine_request;
 

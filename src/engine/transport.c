@@ -232,6 +232,11 @@ int engine_perform(sm_engine *e, const engine_request *req, engine_response *res
   SETOPT(CURLOPT_CONNECTTIMEOUT_MS, e->connect_timeout_ms);
   long timeout = req->timeout_ms == 0 ? e->request_timeout_ms : req->timeout_ms;
   SETOPT(CURLOPT_TIMEOUT_MS, timeout > 0 ? timeout : 0L);
+  if (timeout < 0 && req->stall_timeout) {
+    long secs = (e->request_timeout_ms + 999) / 1000;
+    SETOPT(CURLOPT_LOW_SPEED_LIMIT, 1L);
+    SETOPT(CURLOPT_LOW_SPEED_TIME, secs > 0 ? secs : 1L);
+  }
   SETOPT(CURLOPT_WRITEFUNCTION, on_write);
   SETOPT(CURLOPT_WRITEDATA, &x);
   SETOPT(CURLOPT_HEADERFUNCTION, on_header);
