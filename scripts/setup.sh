@@ -106,10 +106,9 @@ PY
 
 DAEMON_JSON_CHANGED=0
 step_gvisor() {
-  if ! engine_is_local; then
-    say gvisor "engine is remote ($(engine_host)): its runtimes are its own business"
-    return
-  fi
+  # A remote engine's daemon.json is not ours: step_engine only reports
+  # whether it lists runsc.
+  engine_is_local || return 0
   local r
   if [ ! -e "$DAEMON_JSON" ] && ! command -v "$SM_PY" >/dev/null 2>&1; then
     # No python and no file: a fresh file is all we can (and need to) write.
@@ -229,8 +228,17 @@ step_engine() {
   host=$(engine_host)
   if ! sock=$(engine_socket); then
     # Remote (tcp://, docker-in-docker CI): never start one, just check it.
-    engine_ping || die "no engine answers at $host (DOCKER_HOST); start it, or unset DOCKER_HOST to use the local one"
+    if ! engine_ping; then
+      local why
+      why=$(engine_curl /_ping --max-time 5 2>&1 | tail -n 1 || true)
+      die "no engine answers at $host (DOCKER_HOST${DOCKER_TLS_VERIFY:+, TLS with certificates from ${DOCKER_CERT_PATH:-~/.docker}}): ${why:-no answer}; start it, or unset DOCKER_HOST to use the local one"
+    fi
     say engine "already running at $host ($(engine_describe))"
+    if wait_runsc 1; then
+      say gvisor "engine lists runtime runsc"
+    else
+      say gvisor "the engine at $host does not list runtime runsc: gVisor sandboxes (--runtime runsc) will not work there"
+    fi
     return
   fi
   if engine_ping; then
