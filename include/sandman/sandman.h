@@ -10,4 +10,5 @@
 #include <sandman/state.h>
 #include <sandman/workspace.h>
 #include <sandman/config.h>
+#include <sandman/ops.h>
 #endif
