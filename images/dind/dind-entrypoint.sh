@@ -103,7 +103,10 @@ prepare_kernel_mounts() {
   # host engine cannot grant every one): the hierarchies come read-only;
   # dockerd needs to make cgroups for its containers.
   local m
-  for m in $(awk '$9 == "cgroup" && $6 ~ /^ro/ { print $5 }' /proc/self/mountinfo); do
+  # mountinfo: field 5 the mount point, 6 its options, then optional fields
+  # up to "-", then the file system type.
+  for m in $(awk '{ for (i = 7; i < NF; i++) if ($i == "-") break }
+                  $(i + 1) == "cgroup" && $6 ~ /^ro(,|$)/ { print $5 }' /proc/self/mountinfo); do
     mount -o remount,bind,rw "$m" 2>/dev/null || log "could not make $m writable"
   done
   # cgroup v2: move ourselves out of the root cgroup so that dockerd can
