@@ -284,7 +284,8 @@ step_build() {
   fi
   if ! cmake --build "$BUILD_DIR" -j"$(nproc)" >"$log" 2>&1; then
     echo "setup: error: the build failed; the errors (full log: $log):" >&2
-    { grep -E 'error|Error|undefined reference' "$log" | head -n 30 || tail -n 30 "$log"; } | sed 's/^/    /' >&2
+    { grep -E ': (fatal )?error:|undefined reference|Error [0-9]+|No rule to make|CMake Error' "$log" | head -n 30 ||
+      tail -n 30 "$log"; } | sed 's/^/    /' >&2
     exit 1
   fi
   local compiled linked
@@ -331,7 +332,9 @@ step_image() {
 
   # THE IMAGE BUILD LINE: the one line that builds sandman/minimal. To use
   # sandman's own builder, replace it with
-  #   build/sandman image build "$ctx" --tag "$IMAGE" >"$ctx/build.log" 2>&1
+  #   build/sandman image build "$ctx" --tag "$IMAGE" >"$ctx/build.log" 2>&1 || {
+  # (the DIR form on this prepared context keeps the inputs label above; the
+  # NAME form, `image build minimal`, would not, and every run would rebuild).
   DOCKER_BUILDKIT=0 docker build --quiet --tag "$IMAGE" "$ctx" >"$ctx/build.log" 2>&1 || {
     echo "setup: error: building $IMAGE failed; last lines of $ctx/build.log:" >&2
     tail -n 20 "$ctx/build.log" | sed 's/^/    /' >&2

@@ -88,7 +88,8 @@ build_asan() {
   fi
   if ! cmake --build "$dir" -j"$(nproc)" >"$log" 2>&1; then
     echo "test: error: the ASan build failed (full log: $log):" >&2
-    { grep -E 'error|Error|undefined reference' "$log" | head -n 30 || tail -n 30 "$log"; } | sed 's/^/    /' >&2
+    { grep -E ': (fatal )?error:|undefined reference|Error [0-9]+|No rule to make|CMake Error' "$log" | head -n 30 ||
+      tail -n 30 "$log"; } | sed 's/^/    /' >&2
     return 1
   fi
   echo "build-asan: built ($(grep -c 'Building C object' "$log" || true) sources compiled)"
