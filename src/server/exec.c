@@ -61,10 +61,6 @@ typedef struct call {
   sm_handle *handle;
 } call;
 
-/* Until the sandbox module defines sm_run the library still links; the
- * server answers 503 if it is missing. */
-#pragma weak sm_run
-
 /* ---- small helpers ---- */
 
 static void call_free(call *k) {
@@ -315,6 +311,12 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     sm_answer_error(a, 400, "policy", "mode per_run needs 'run_id'");
     return -1;
   }
+  /* Selective sandboxing decides where an agent runtime runs a tool; what
+   * reaches the runner runs in the runner's sandboxes, never on its host
+   * (unless the runner's own mode is none). */
+  if (!k->r.sandboxed)
+    sm_log(SM_LOG_DEBUG, "tool %s is not sandboxed by the configuration (%s): the runner "
+           "sandboxes it anyway", p->tool ? p->tool : "(none)", k->r.sandbox_rule);
   if (build_argv(k, a) != 0) return -1;
   if (p->workspace && resolve_workspace(k, a) != 0) return -1;
   if (p->lease_id) {
@@ -375,7 +377,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
 static int do_run(sm_server *srv, const sm_run_request *req, sm_run_result *res,
                   sm_error *err) {
   if (srv->opts.run) return srv->opts.run(srv->opts.run_userdata, req, res, err);
-  if (srv->opts.runner == NULL || sm_run == NULL)
+  if (srv->opts.runner == NULL)
     return sm_error_set(err, SM_EUNSUPPORTED, "this runner cannot run tool calls");
   return sm_run(srv->opts.runner, req, res, err);
 }

@@ -1,0 +1,164 @@
+/* The credentials file, the environment policy and the scrubbing of
+ * credential values out of answers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "server/server_internal.h"
+
+static const char good[] =
+    "{\"github\": {\"GH_TOKEN\": \"ghp_secretvalue123\", \"GH_HOST\": \"github.com\"},"
+    " \"openai\": {\"OPENAI_API_KEY\": \"sk-abcdef123456\"}}";
+
+static void parse_and_env(void **state) {
+  (void)state;
+  sm_creds *c = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_creds_parse(&c, "test", good, strlen(good), &err), 0);
+  assert_int_equal(sm_creds_count(c), 2);
+  assert_true(sm_creds_has_service(c, "github"));
+  assert_false(sm_creds_has_service(c, "gitlab"));
+  assert_true(sm_creds_is_name(c, "OPENAI_API_KEY"));
+  assert_false(sm_creds_is_name(c, "PATH"));
+  sm_lease_params p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.services[0], sizeof p.services[0], "github");
+  snprintf(p.services[1], sizeof p.services[1], "openai");
+  p.n_services = 2;
+  sm_secret_env env;
+  assert_int_equal(sm_creds_env(c, &p, &env, &err), 0);
+  assert_int_equal(env.n, 3);
+  assert_string_equal(env.kv[0], "GH_TOKEN=ghp_secretvalue123");
+  assert_string_equal(env.kv[2], "OPENAI_API_KEY=sk-abcdef123456");
+  sm_secret_env_dispose(&env);
+  snprintf(p.services[1], sizeof p.services[1], "nope");
+  assert_int_equal(sm_creds_env(c, &p, &env, &err), SM_EPOLICY);
+  sm_creds_free(c);
+}
+
+static void parse_rejects_without_echoing_values(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "[]",
+      "{\"svc\": \"ghp_secretvalue123\"}",
+      "{\"svc\": {\"1BAD\": \"ghp_secretvalue123\"}}",
+      "{\"svc\": {\"SANDMAN_TOKEN\": \"ghp_secretvalue123\"}}",
+      "{\"svc\": {\"A\": 12345678}}",
+      "{\"bad name\": {\"A\": \"ghp_secretvalue123\"}}",
+      "{\"svc\": {\"A\": \"ghp_secretvalue123\"",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sm_creds *c = NULL;
+    sm_error err = SM_ERROR_INIT;
+    assert_int_equal(sm_creds_parse(&c, "f.json", bad[i], strlen(bad[i]), &err), SM_ECONFIG);
+    assert_null(c);
+    assert_non_null(strstr(err.message, "f.json"));
+    assert_null(strstr(err.message, "ghp_secretvalue123"));
+  }
+}
+
+static void load_requires_private_mode(void **state) {
+  (void)state;
+  char path[] = "/tmp/sm-creds-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, good, strlen(good)), (ssize_t)strlen(good));
+  close(fd);
+  sm_creds *c = NULL;
+  sm_error err = SM_ERROR_INIT;
+  chmod(path, 0644);
+  assert_int_equal(sm_creds_load(&c, path, &err), SM_ECONFIG);
+  assert_non_null(strstr(err.message, "chmod 600"));
+  chmod(path, 0640);
+  assert_int_equal(sm_creds_load(&c, path, &err), SM_ECONFIG);
+  chmod(path, 0600);
+  assert_int_equal(sm_creds_load(&c, path, &err), 0);
+  assert_int_equal(sm_creds_count(c), 2);
+  sm_creds_free(c);
+  chmod(path, 0400);
+  assert_int_equal(sm_creds_load(&c, path, &err), 0);
+  sm_creds_free(c);
+  char link[] = "/tmp/sm-creds-link-XXXXXX";
+  int lfd = mkstemp(link);
+  close(lfd);
+  unlink(link);
+  assert_int_equal(symlink(path, link), 0);
+  assert_int_equal(sm_creds_load(&c, link, &err), SM_ECONFIG);
+  unlink(link);
+  unlink(path);
+  assert_int_equal(sm_creds_load(&c, path, &err), SM_ECONFIG);
+}
+
+static void owned_names_and_passthrough(void **state) {
+  (void)state;
+  sm_creds *c = NULL;
+  assert_int_equal(sm_creds_parse(&c, "t", good, strlen(good), NULL), 0);
+  assert_true(sm_server_env_owned("SANDMAN_TOKEN", c));
+  assert_true(sm_server_env_owned("SANDMAN_ANYTHING", NULL));
+  assert_true(sm_server_env_owned("DOCKER_HOST", NULL));
+  assert_true(sm_server_env_owned("GH_TOKEN", c));
+  assert_false(sm_server_env_owned("GH_TOKEN", NULL));
+  assert_false(sm_server_env_owned("LANG", c));
+
+  setenv("SMTEST_PLAIN", "1", 1);
+  setenv("SANDMAN_SMTEST", "2", 1);
+  setenv("GH_TOKEN", "ghp_from_env", 1);
+  sm_string_list globs;
+  memset(&globs, 0, sizeof globs);
+  snprintf(globs.items[0], sizeof globs.items[0], "*SMTEST*");
+  snprintf(globs.items[1], sizeof globs.items[1], "GH_*");
+  globs.n = 2;
+  char **out = NULL;
+  size_t n = 0;
+  assert_int_equal(sm_server_env_passthrough(&globs, c, &out, &n, NULL), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(out[0], "SMTEST_PLAIN=1");
+  sm_server_strv_free(out, n);
+  /* Without credentials, GH_TOKEN is an ordinary variable. */
+  assert_int_equal(sm_server_env_passthrough(&globs, NULL, &out, &n, NULL), 0);
+  assert_int_equal(n, 2);
+  sm_server_strv_free(out, n);
+  unsetenv("SMTEST_PLAIN");
+  unsetenv("SANDMAN_SMTEST");
+  unsetenv("GH_TOKEN");
+  sm_creds_free(c);
+}
+
+static void redaction(void **state) {
+  (void)state;
+  char *kv[] = {"GH_TOKEN=ghp_secretvalue123", "SHORT=abc", "X=sk-abcdef123456"};
+  sm_secret_env s = {kv, 3};
+  char *data = strdup("token ghp_secretvalue123 and ghp_secretvalue123; abc stays; sk-abcdef123456");
+  size_t len = strlen(data);
+  sm_server_redact(&data, &len, &s);
+  assert_string_equal(data,
+                      "token " SM_REDACTED " and " SM_REDACTED "; abc stays; " SM_REDACTED);
+  assert_int_equal(len, strlen(data));
+  free(data);
+  char fixed[40];
+  snprintf(fixed, sizeof fixed, "error: sk-abcdef123456 failed");
+  sm_server_redact_str(fixed, sizeof fixed, &s);
+  assert_string_equal(fixed, "error: " SM_REDACTED " failed");
+  char *none = NULL;
+  size_t nl = 0;
+  sm_server_redact(&none, &nl, &s);
+  assert_null(none);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(parse_and_env),
+      cmocka_unit_test(parse_rejects_without_echoing_values),
+      cmocka_unit_test(load_requires_private_mode),
+      cmocka_unit_test(owned_names_and_passthrough),
+      cmocka_unit_test(redaction),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,121 @@
+/* Prometheus rendering of the runner's metrics. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/server_internal.h"
+
+static char *render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *b) {
+  sm_buf_init(b, 4 * 1024 * 1024);
+  assert_int_equal(sm_metrics_render(m, g, b), 0);
+  return b->data;
+}
+
+static void calls_histograms_failures(void **state) {
+  (void)state;
+  sm_metrics *m = sm_metrics_new();
+  sm_metrics_call(m, "shell", "per_run", "ok", 0.2);
+  sm_metrics_call(m, "shell", "per_run", "ok", 3.0);
+  sm_metrics_call(m, "shell", "per_run", "timeout", 121);
+  sm_metrics_call(m, NULL, "per_tool", "tool", 0.01);
+  sm_metrics_failure(m, "timeout");
+  sm_metrics_failure(m, "tool");
+  sm_metrics_failure(m, "tool");
+  sm_metrics_http(m, "execute", 200);
+  sm_metrics_http(m, "execute", 200);
+  sm_metrics_http(m, "execute", 401);
+  sm_metrics_lease(m, "created");
+  sm_metrics_background(m);
+  sm_metrics_gauges g;
+  memset(&g, 0, sizeof g);
+  g.sandboxes_known = 1;
+  g.sandboxes[SM_MODE_PER_RUN] = 10;
+  g.sandboxes[SM_MODE_PER_TOOL] = 2;
+  g.calls_in_flight = 3;
+  g.engine_up = 1;
+  sm_buf b;
+  const char *t = render(m, &g, &b);
+  static const char *const want[] = {
+      "# TYPE sandman_calls_total counter\n",
+      "sandman_calls_total{tool=\"shell\",mode=\"per_run\",outcome=\"ok\"} 2\n",
+      "sandman_calls_total{tool=\"shell\",mode=\"per_run\",outcome=\"timeout\"} 1\n",
+      "sandman_calls_total{tool=\"none\",mode=\"per_tool\",outcome=\"tool\"} 1\n",
+      "# TYPE sandman_call_duration_seconds histogram\n",
+      "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"0.25\"} 1\n",
+      "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"5\"} 2\n",
+      "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"120\"} 2\n",
+      "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"+Inf\"} 3\n",
+      "sandman_call_duration_seconds_count{tool=\"shell\",mode=\"per_run\"} 3\n",
+      "sandman_call_duration_seconds_sum{tool=\"shell\",mode=\"per_run\"} 124.200000\n",
+      "sandman_failures_total{kind=\"tool\"} 2\n",
+      "sandman_failures_total{kind=\"timeout\"} 1\n",
+      "sandman_failures_total{kind=\"engine\"} 0\n",
+      "sandman_http_requests_total{route=\"execute\",code=\"200\"} 2\n",
+      "sandman_http_requests_total{route=\"execute\",code=\"401\"} 1\n",
+      "sandman_leases_total{event=\"created\"} 1\n",
+      "sandman_background_calls_total 1\n",
+      "sandman_sandboxes{mode=\"per_run\"} 10\n",
+      "sandman_sandboxes{mode=\"per_tool\"} 2\n",
+      "sandman_sandboxes{mode=\"per_worker\"} 0\n",
+      "sandman_calls_in_flight 3\n",
+      "sandman_engine_up 1\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (strstr(t, want[i]) == NULL) fail_msg("missing: %s\nin:\n%s", want[i], t);
+  sm_buf_dispose(&b);
+  sm_metrics_free(m);
+}
+
+static void no_sandbox_gauge_when_unknown(void **state) {
+  (void)state;
+  sm_metrics *m = sm_metrics_new();
+  sm_metrics_gauges g;
+  memset(&g, 0, sizeof g);
+  sm_buf b;
+  const char *t = render(m, &g, &b);
+  assert_null(strstr(t, "sandman_sandboxes{"));
+  assert_non_null(strstr(t, "sandman_engine_up 0\n"));
+  sm_buf_dispose(&b);
+  sm_metrics_free(m);
+}
+
+static void series_are_capped(void **state) {
+  (void)state;
+  sm_metrics *m = sm_metrics_new();
+  char tool[32];
+  for (int i = 0; i < 1000; i++) {
+    snprintf(tool, sizeof tool, "tool%d", i);
+    sm_metrics_call(m, tool, "per_tool", "ok", 0.1);
+  }
+  sm_metrics_gauges g;
+  memset(&g, 0, sizeof g);
+  sm_buf b;
+  const char *t = render(m, &g, &b);
+  assert_non_null(strstr(t, "tool=\"_other\""));
+  size_t lines = 0;
+  for (const char *p = t; (p = strstr(p, "sandman_calls_total{")) != NULL; p++) lines++;
+  assert_true(lines <= 256);
+  /* Every call is counted somewhere. */
+  unsigned long long total = 0;
+  for (const char *p = t; (p = strstr(p, "sandman_calls_total{")) != NULL; p++) {
+    const char *sp = strchr(p, '}');
+    total += strtoull(sp + 2, NULL, 10);
+  }
+  assert_int_equal(total, 1000);
+  sm_buf_dispose(&b);
+  sm_metrics_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(calls_histograms_failures),
+      cmocka_unit_test(no_sandbox_gauge_when_unknown),
+      cmocka_unit_test(series_are_capped),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

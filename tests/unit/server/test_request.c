@@ -1,0 +1,220 @@
+/* Parsing and validation of request bodies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/server_internal.h"
+
+static int parse(const char *json, sm_exec_params *p, sm_error *err) {
+  return sm_server_parse_execute(json, strlen(json), 1024, p, err);
+}
+
+static void execute_full(void **state) {
+  (void)state;
+  sm_exec_params p;
+  sm_error err = SM_ERROR_INIT;
+  const char *j =
+      "{\"tool\":\"shell\",\"argv\":[\"sh\",\"-c\",\"echo hi\"],\"stdin_b64\":\"aGVsbG8=\","
+      "\"env\":{\"A\":\"1\",\"B_2\":\"x=y\"},\"agent\":\"code\",\"user\":\"@u:example.org\","
+      "\"project\":\"p1\",\"run_id\":\"r-1\",\"worker_key\":\"w1\",\"mode\":\"per_run\","
+      "\"timeout_s\":2.5,\"background_on_timeout\":true,\"lease_id\":\"abc\","
+      "\"workspace\":\"agents/code\",\"sync\":\"in\"}";
+  assert_int_equal(parse(j, &p, &err), 0);
+  assert_string_equal(p.tool, "shell");
+  assert_int_equal(p.argc, 3);
+  assert_string_equal(p.argv[2], "echo hi");
+  assert_null(p.argv[3]);
+  assert_int_equal(p.has_stdin, 1);
+  assert_int_equal(p.stdin_len, 5);
+  assert_memory_equal(p.stdin_data, "hello", 5);
+  assert_int_equal(p.n_env, 2);
+  assert_string_equal(p.env[1], "B_2=x=y");
+  assert_string_equal(p.user, "@u:example.org");
+  assert_int_equal(p.has_mode, 1);
+  assert_int_equal(p.mode, SM_MODE_PER_RUN);
+  assert_true(p.timeout_s > 2.4 && p.timeout_s < 2.6);
+  assert_int_equal(p.background_on_timeout, 1);
+  assert_string_equal(p.lease_id, "abc");
+  assert_string_equal(p.workspace, "agents/code");
+  assert_int_equal(p.sync, SM_SYNC_IN);
+  sm_exec_params_dispose(&p);
+}
+
+static void execute_command_and_nulls(void **state) {
+  (void)state;
+  sm_exec_params p;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(parse("{\"command\":\"ls\",\"run_id\":null,\"env\":null}", &p, &err), 0);
+  assert_string_equal(p.command, "ls");
+  assert_null(p.run_id);
+  assert_null(p.argv);
+  sm_exec_params_dispose(&p);
+}
+
+static void execute_rejects(void **state) {
+  (void)state;
+  static const struct {
+    const char *json;
+    const char *needle;
+  } cases[] = {
+      {"", "empty"},
+      {"[1]", "JSON object"},
+      {"{\"argv\":", "not valid JSON"},
+      {"{\"argv\":[\"a\"]} x", "not valid JSON"},
+      {"{}", "missing 'argv' or 'command'"},
+      {"{\"argv\":[\"a\"],\"command\":\"b\"}", "not both"},
+      {"{\"argv\":[]}", "must not be empty"},
+      {"{\"argv\":[\"\"]}", "empty"},
+      {"{\"argv\":[1]}", "array of strings"},
+      {"{\"argv\":\"ls\"}", "array of strings"},
+      {"{\"command\":\"\"}", "empty"},
+      {"{\"command\":\"ls\",\"bogus\":1}", "unknown field 'bogus'"},
+      {"{\"command\":\"ls\",\"tool\":\"-x\"}", "field 'tool'"},
+      {"{\"command\":\"ls\",\"run_id\":\"a b\"}", "field 'run_id'"},
+      {"{\"command\":\"ls\",\"worker_key\":\"\"}", "field 'worker_key'"},
+      {"{\"command\":\"ls\",\"mode\":\"docker\"}", "field 'mode'"},
+      {"{\"command\":\"ls\",\"timeout_s\":0}", "timeout_s"},
+      {"{\"command\":\"ls\",\"timeout_s\":\"5\"}", "timeout_s"},
+      {"{\"command\":\"ls\",\"timeout_s\":1e9}", "timeout_s"},
+      {"{\"command\":\"ls\",\"background_on_timeout\":1}", "true or false"},
+      {"{\"command\":\"ls\",\"env\":{\"1A\":\"x\"}}", "not a valid variable name"},
+      {"{\"command\":\"ls\",\"env\":{\"SANDMAN_TOKEN\":\"x\"}}", "belong to sandman"},
+      {"{\"command\":\"ls\",\"env\":{\"A\":1}}", "must be a string"},
+      {"{\"command\":\"ls\",\"env\":[]}", "object"},
+      {"{\"command\":\"ls\",\"stdin_b64\":\"!!!!\"}", "base64"},
+      {"{\"command\":\"ls\",\"stdin_b64\":\"aGVsbG9=\"}", "base64"},
+      {"{\"command\":\"ls\",\"sync\":\"out\"}", "sync"},
+      {"{\"command\":\"a\\u0000b\"}", "NUL"},
+      {"{\"params\":{\"x\":1}}", "needs a 'tool'"},
+      {"{\"command\":\"ls\",\"workspace\":\"\"}", "empty"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sm_exec_params p;
+    sm_error err = SM_ERROR_INIT;
+    int rc = parse(cases[i].json, &p, &err);
+    if (rc != SM_EINVAL || strstr(err.message, cases[i].needle) == NULL)
+      fail_msg("case %zu %s: rc %d, message '%s'", i, cases[i].json, rc, err.message);
+  }
+}
+
+static void execute_stdin_cap(void **state) {
+  (void)state;
+  sm_exec_params p;
+  sm_error err = SM_ERROR_INIT;
+  /* 12 base64 characters are 9 bytes: over a cap of 8. */
+  const char *j = "{\"command\":\"cat\",\"stdin_b64\":\"YWFhYWFhYWFh\"}";
+  assert_int_equal(sm_server_parse_execute(j, strlen(j), 8, &p, &err), SM_EINVAL);
+  assert_non_null(strstr(err.message, "more than 8 bytes"));
+  assert_int_equal(sm_server_parse_execute(j, strlen(j), 9, &p, &err), 0);
+  assert_int_equal(p.stdin_len, 9);
+  sm_exec_params_dispose(&p);
+}
+
+static void base64_variants(void **state) {
+  (void)state;
+  unsigned char *o;
+  size_t n;
+  assert_int_equal(sm_server_base64_decode("", 0, 10, &o, &n), 0);
+  assert_int_equal(n, 0);
+  free(o);
+  assert_int_equal(sm_server_base64_decode("YQ", 2, 10, &o, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(o[0], 'a');
+  free(o);
+  assert_int_equal(sm_server_base64_decode("YWI=", 4, 10, &o, &n), 0);
+  assert_memory_equal(o, "ab", 2);
+  free(o);
+  assert_int_equal(sm_server_base64_decode("/+8A", 4, 10, &o, &n), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(o[0], 0xff);
+  assert_int_equal(o[1], 0xef);
+  assert_int_equal(o[2], 0);
+  free(o);
+  assert_int_equal(sm_server_base64_decode("Y", 1, 10, &o, &n), SM_EINVAL);
+  assert_int_equal(sm_server_base64_decode("Y W=", 4, 10, &o, &n), SM_EINVAL);
+}
+
+static void lease_parsing(void **state) {
+  (void)state;
+  sm_lease_params p;
+  sm_error err = SM_ERROR_INIT;
+  const char *j = "{\"tool\":\"shell\",\"services\":[\"github\",\"openai\"]}";
+  assert_int_equal(sm_server_parse_lease(j, strlen(j), &p, &err), 0);
+  assert_string_equal(p.tool, "shell");
+  assert_int_equal(p.n_services, 2);
+  assert_string_equal(p.services[1], "openai");
+  assert_int_equal(p.max_uses, 1);
+  assert_true(p.ttl_s == 60.0);
+  assert_string_equal(p.worker_key, "");
+  j = "{\"tool\":\"shell\",\"services\":[\"g\"],\"ttl_s\":3600,\"max_uses\":10,"
+      "\"worker_key\":\"w1\"}";
+  assert_int_equal(sm_server_parse_lease(j, strlen(j), &p, &err), 0);
+  assert_int_equal(p.max_uses, 10);
+  assert_string_equal(p.worker_key, "w1");
+  static const char *const bad[] = {
+      "{\"services\":[\"g\"]}",
+      "{\"tool\":\"shell\"}",
+      "{\"tool\":\"shell\",\"services\":[]}",
+      "{\"tool\":\"shell\",\"services\":[\"g\"],\"max_uses\":0}",
+      "{\"tool\":\"shell\",\"services\":[\"g\"],\"max_uses\":11}",
+      "{\"tool\":\"shell\",\"services\":[\"g\"],\"max_uses\":1.5}",
+      "{\"tool\":\"shell\",\"services\":[\"g\"],\"ttl_s\":0.5}",
+      "{\"tool\":\"shell\",\"services\":[\"g\"],\"ttl_s\":3601}",
+      "{\"tool\":\"shell\",\"services\":[\"a b\"]}",
+      "{\"tool\":\"shell\",\"services\":[\"g\"],\"extra\":true}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (sm_server_parse_lease(bad[i], strlen(bad[i]), &p, &err) != SM_EINVAL)
+      fail_msg("accepted %s", bad[i]);
+  }
+}
+
+static void names(void **state) {
+  (void)state;
+  assert_true(sm_server_name_valid("a", 10));
+  assert_true(sm_server_name_valid("user@example.org:x+y=z", 64));
+  assert_false(sm_server_name_valid("", 10));
+  assert_false(sm_server_name_valid("-a", 10));
+  assert_false(sm_server_name_valid(".a", 10));
+  assert_false(sm_server_name_valid("a/b", 10));
+  assert_false(sm_server_name_valid("abcdefghijk", 10));
+  assert_true(sm_server_env_name_valid("_A1"));
+  assert_false(sm_server_env_name_valid("1A"));
+  assert_false(sm_server_env_name_valid("A-B"));
+  sm_mode m;
+  assert_int_equal(sm_server_mode_parse("per_worker", &m), 0);
+  assert_int_equal(m, SM_MODE_PER_WORKER);
+  assert_string_equal(sm_server_mode_name(SM_MODE_PER_TOOL), "per_tool");
+  assert_int_equal(sm_server_mode_parse("PER_RUN", &m), SM_EINVAL);
+}
+
+static void json_depth_is_bounded(void **state) {
+  (void)state;
+  char deep[200];
+  size_t n = 0;
+  deep[n++] = '{';
+  memcpy(deep + n, "\"params\":", 9);
+  n += 9;
+  for (int i = 0; i < 40; i++) deep[n++] = '[';
+  for (int i = 0; i < 40; i++) deep[n++] = ']';
+  deep[n++] = '}';
+  json_object *o = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_server_json_object(deep, n, &o, &err), SM_EINVAL);
+  assert_null(o);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(execute_full),         cmocka_unit_test(execute_command_and_nulls),
+      cmocka_unit_test(execute_rejects),      cmocka_unit_test(execute_stdin_cap),
+      cmocka_unit_test(base64_variants),      cmocka_unit_test(lease_parsing),
+      cmocka_unit_test(names),                cmocka_unit_test(json_depth_is_bounded),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
