@@ -45,6 +45,8 @@ void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) { sync->abort_a
 int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
                           const sm_string_list *excludes, const sm_workspace_limits *limits,
                           sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
   *out = NULL;
   if (host_dir == NULL || host_dir[0] == '\0')
     return sm_error_set(err, SM_EINVAL, "no workspace directory given");
@@ -342,6 +344,8 @@ static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int
 }
 
 int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
   int rc = check_target(t, err);
   if (rc) return rc;
   s->bytes_in = s->entries_in = 0;
@@ -650,6 +654,8 @@ static int sorted_copy(char **src, size_t n, char ***out, size_t *out_n) {
 int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
                           char ***files_changed, size_t *n_files_changed, char ***conflicts,
                           size_t *n_conflicts, sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
   if (files_changed) *files_changed = NULL;
   if (n_files_changed) *n_files_changed = 0;
   if (conflicts) *conflicts = NULL;
@@ -719,6 +725,8 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
 
 int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
                   const sm_workspace_limits *limits, ws_apply_result *res, sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
   cleanup_fd int fd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "%s: %s", dest_dir, strerror(errno));
   cleanup_free char *stage = NULL;

@@ -1,0 +1,586 @@
+/* Workspace sync against the real engine: a container of our own (read-only
+ * root, user 1000, a tmpfs volume at /workspace, this test's instance
+ * labels), commands run in it through the engine client as "the tool", and
+ * the host workspace checked after every copy. Everything is removed at the
+ * end. WS_IT_ONLY=<glob> runs a subset (the TLS script runs the round trip
+ * against the TLS engine). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "support/itest.h"
+#include "workspace/ws.h"
+#include "unit/workspace/tarbuild.h"
+
+static const char *instance(void) {
+  const char *s = getenv("SANDMAN_INSTANCE");
+  return s && s[0] ? s : "default";
+}
+
+typedef struct box {
+  sm_engine *e;
+  char id[SM_ENGINE_ID_MAX];
+  char volume[128];
+  char dir[256];      /* temporary directory for this test */
+  char host[300];     /* the host workspace */
+  char manifest[300];
+  sm_workspace_target t;
+} box;
+
+static json_object *labels(void) {
+  json_object *l = json_object_new_object();
+  json_object_object_add(l, "io.sandman.managed", json_object_new_string("true"));
+  json_object_object_add(l, "io.sandman.instance", json_object_new_string(instance()));
+  return l;
+}
+
+static int setup(void **state) {
+  static int seq;
+  box *b = calloc(1, sizeof *b);
+  b->e = itest_engine();
+  sm_error err = SM_ERROR_INIT;
+  snprintf(b->volume, sizeof b->volume, "sm-it-ws-%d-%d", (int)getpid(), seq++);
+  json_object *opts = json_object_new_object();
+  json_object_object_add(opts, "type", json_object_new_string("tmpfs"));
+  json_object_object_add(opts, "device", json_object_new_string("tmpfs"));
+  json_object_object_add(opts, "o", json_object_new_string("size=256m,uid=1000,gid=1000,mode=0755"));
+  json_object *vl = labels();
+  int rc = sm_engine_volume_create(b->e, b->volume, "local", opts, vl, &err);
+  json_object_put(opts);
+  json_object_put(vl);
+  if (rc) fail_msg("volume: %s", err.message);
+  json_object *c = json_object_new_object();
+  json_object_object_add(c, "Image", json_object_new_string(ITEST_IMAGE));
+  json_object *cmd = json_object_new_array();
+  json_object_array_add(cmd, json_object_new_string("sleep"));
+  json_object_array_add(cmd, json_object_new_string("3600"));
+  json_object_object_add(c, "Cmd", cmd);
+  json_object_object_add(c, "User", json_object_new_string("1000:1000"));
+  json_object_object_add(c, "Labels", labels());
+  json_object *hc = json_object_new_object();
+  json_object_object_add(hc, "NetworkMode", json_object_new_string("none"));
+  json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
+  json_object *mounts = json_object_new_array();
+  json_object *m = json_object_new_object();
+  json_object_object_add(m, "Type", json_object_new_string("volume"));
+  json_object_object_add(m, "Source", json_object_new_string(b->volume));
+  json_object_object_add(m, "Target", json_object_new_string("/workspace"));
+  json_object_array_add(mounts, m);
+  json_object_object_add(hc, "Mounts", mounts);
+  json_object_object_add(c, "HostConfig", hc);
+  rc = sm_engine_container_create(b->e, NULL, c, b->id, NULL, &err);
+  json_object_put(c);
+  if (rc) fail_msg("create: %s", err.message);
+  rc = sm_engine_container_start(b->e, b->id, &err);
+  if (rc) fail_msg("start: %s", err.message);
+  snprintf(b->dir, sizeof b->dir, "/tmp/sm-it-ws-XXXXXX");
+  assert_non_null(mkdtemp(b->dir));
+  snprintf(b->host, sizeof b->host, "%s/host", b->dir);
+  snprintf(b->manifest, sizeof b->manifest, "%s/manifest", b->dir);
+  mkdir(b->host, 0755);
+  b->t.engine = b->e;
+  b->t.container_id = b->id;
+  b->t.sandbox_path = "/workspace";
+  b->t.uid = 1000;
+  b->t.gid = 1000;
+  *state = b;
+  return 0;
+}
+
+static int teardown(void **state) {
+  box *b = *state;
+  sm_error err = SM_ERROR_INIT;
+  if (b->id[0]) sm_engine_container_remove(b->e, b->id, 1, 1, &err);
+  sm_engine_volume_remove(b->e, b->volume, 1, &err);
+  rm_rf(b->dir);
+  sm_engine_free(b->e);
+  free(b);
+  return 0;
+}
+
+typedef struct capture {
+  sm_buf out;
+} capture;
+
+static int on_out(void *ud, int stream, const char *data, size_t len) {
+  capture *c = ud;
+  if (stream == 1) sm_buf_append_capped(&c->out, data, len);
+  return 0;
+}
+
+/* Runs a shell script in the sandbox as the tool would (user 1000, in
+ * /workspace). Returns its exit code; *out (if given) gets stdout. */
+static int box_sh(box *b, const char *script, char **out) {
+  json_object *cfg = json_object_new_object();
+  json_object *cmd = json_object_new_array();
+  json_object_array_add(cmd, json_object_new_string("sh"));
+  json_object_array_add(cmd, json_object_new_string("-c"));
+  json_object_array_add(cmd, json_object_new_string(script));
+  json_object_object_add(cfg, "Cmd", cmd);
+  json_object_object_add(cfg, "User", json_object_new_string("1000:1000"));
+  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/workspace"));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  char xid[SM_ENGINE_ID_MAX];
+  sm_error err = SM_ERROR_INIT;
+  int rc = sm_engine_exec_create(b->e, b->id, cfg, xid, &err);
+  json_object_put(cfg);
+  if (rc) fail_msg("exec create: %s", err.message);
+  capture c;
+  sm_buf_init(&c.out, (size_t)16 << 20);
+  sm_buf_append(&c.out, "", 0);
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  io.output = on_out;
+  io.output_ud = &c;
+  io.timeout_s = 120;
+  rc = sm_engine_exec_start(b->e, xid, &io, &err);
+  if (rc) fail_msg("exec start: %s", err.message);
+  int code = -1;
+  rc = sm_engine_exec_inspect(b->e, xid, NULL, &code, NULL, &err);
+  if (rc) fail_msg("exec inspect: %s", err.message);
+  if (out)
+    *out = sm_buf_steal(&c.out, NULL);
+  else
+    sm_buf_dispose(&c.out);
+  return code;
+}
+
+/* The sandbox's tree, one line per entry (type, size, mode, owner, hash). */
+static const char LIST_SCRIPT[] =
+    "cd /workspace && find . -mindepth 1 | sort | while IFS= read -r f; do "
+    "if [ -L \"$f\" ]; then echo \"$f|l|$(readlink \"$f\")|$(stat -c '%u:%g' \"$f\")\"; "
+    "elif [ -d \"$f\" ]; then echo \"$f|d|$(stat -c '%a|%u:%g' \"$f\")\"; "
+    "else echo \"$f|f|$(stat -c '%s|%a|%u:%g' \"$f\")|$(sha256sum < \"$f\" | cut -c1-16)\"; fi; "
+    "done";
+
+static char *box_list(box *b) {
+  char *out = NULL;
+  assert_int_equal(box_sh(b, LIST_SCRIPT, &out), 0);
+  return out;
+}
+
+static int cmp_s(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void host_collect(const char *root, const char *rel, char ***v, size_t *n, size_t *cap) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s%s%s", root, rel[0] ? "/" : "", rel);
+  DIR *d = opendir(dir);
+  if (d == NULL) return;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    char r[4096];
+    snprintf(r, sizeof r, "%s%s%s", rel, rel[0] ? "/" : "", de->d_name);
+    if (*n == *cap) {
+      *cap = *cap ? *cap * 2 : 64;
+      *v = realloc(*v, *cap * sizeof **v);
+    }
+    (*v)[(*n)++] = strdup(r);
+    if (de->d_type == DT_DIR) host_collect(root, r, v, n, cap);
+  }
+  closedir(d);
+}
+
+/* The same listing of a host directory; owner: "1000:1000" or NULL to
+ * print the real one. */
+static char *host_list(const char *root, const char *owner) {
+  char **v = NULL;
+  size_t n = 0, cap = 0;
+  host_collect(root, "", &v, &n, &cap);
+  char **dotted = calloc(n + 1, sizeof *dotted);
+  for (size_t i = 0; i < n; i++) {
+    dotted[i] = malloc(strlen(v[i]) + 3);
+    sprintf(dotted[i], "./%s", v[i]);
+    free(v[i]);
+  }
+  free(v);
+  qsort(dotted, n, sizeof *dotted, cmp_s);
+  sm_buf b;
+  sm_buf_init(&b, (size_t)16 << 20);
+  sm_buf_append(&b, "", 0);
+  for (size_t i = 0; i < n; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", root, dotted[i] + 2);
+    struct stat st;
+    lstat(p, &st);
+    char own[64];
+    snprintf(own, sizeof own, "%u:%u", (unsigned)st.st_uid, (unsigned)st.st_gid);
+    const char *o = owner ? owner : own;
+    if (S_ISLNK(st.st_mode)) {
+      char l[4096];
+      ssize_t k = readlink(p, l, sizeof l - 1);
+      l[k > 0 ? k : 0] = '\0';
+      sm_buf_printf(&b, "%s|l|%s|%s\n", dotted[i], l, o);
+    } else if (S_ISDIR(st.st_mode)) {
+      sm_buf_printf(&b, "%s|d|%o|%s\n", dotted[i], (unsigned)(st.st_mode & 07777), o);
+    } else {
+      unsigned char h[32];
+      char hex[65];
+      int fd = open(p, O_RDONLY);
+      ws_hash_fd(fd, h, NULL);
+      close(fd);
+      ws_hex(h, 32, hex);
+      hex[16] = '\0';
+      sm_buf_printf(&b, "%s|f|%lld|%o|%s|%s\n", dotted[i], (long long)st.st_size,
+                    (unsigned)(st.st_mode & 07777), o, hex);
+    }
+    free(dotted[i]);
+  }
+  free(dotted);
+  return sm_buf_steal(&b, NULL);
+}
+
+/* Drops the owner field so host and sandbox listings compare. */
+static char *no_owner(const char *list) {
+  size_t n = strlen(list);
+  char *o = malloc(n + 1);
+  size_t k = 0;
+  const char *p = list;
+  while (*p) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    /* The owner is the field after the mode (files: before the hash). */
+    char line[8192];
+    snprintf(line, sizeof line, "%.*s", (int)len, p);
+    char *own = strstr(line, "|1000:1000");
+    if (own == NULL) own = strstr(line, "|0:0");
+    if (own) {
+      char *end = strchr(own + 1, '|');
+      memmove(own, end ? end : own + strlen(own), strlen(end ? end : own + strlen(own)) + 1);
+    }
+    k += (size_t)snprintf(o + k, n + 1 - k, "%s\n", line);
+    p += len + (nl ? 1 : 0);
+  }
+  o[k] = '\0';
+  return o;
+}
+
+static void hput(box *b, const char *rel, const char *data) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", b->host, rel);
+  write_file(p, data);
+}
+
+static char *hget(box *b, const char *rel) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", b->host, rel);
+  return read_file(p);
+}
+
+static int hexists(box *b, const char *rel) {
+  char p[1024];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", b->host, rel);
+  return lstat(p, &st) == 0;
+}
+
+static void make_tree(box *b) {
+  char p[1024];
+  hput(b, "plain.txt", "hello\n");
+  hput(b, "empty", "");
+  hput(b, "name with spaces ünïcødé.txt", "utf-8\n");
+  snprintf(p, sizeof p, "%s/bin.dat", b->host);
+  FILE *f = fopen(p, "wb");
+  for (int i = 0; i < 3 * 1024 * 1024; i++) fputc((i * 2654435761u) >> 24, f);
+  fclose(f);
+  hput(b, "run.sh", "#!/bin/sh\necho ran\n");
+  snprintf(p, sizeof p, "%s/run.sh", b->host);
+  chmod(p, 0755);
+  snprintf(p, sizeof p, "%s/emptydir", b->host);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/src", b->host);
+  mkdir(p, 0750);
+  snprintf(p, sizeof p, "%s/src/deep", b->host);
+  mkdir(p, 0755);
+  hput(b, "src/deep/main.c", "int main(void) { return 0; }\n");
+  snprintf(p, sizeof p, "%s/src/link", b->host);
+  assert_int_equal(symlink("deep/main.c", p), 0);
+  snprintf(p, sizeof p, "%s/hostlink", b->host);
+  assert_int_equal(symlink("/etc/hostname", p), 0);
+  /* Aged, as a real workspace is: then mtimes alone decide. */
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "find '%s' -exec touch -h -d '2024-01-02 03:04:05' {} +", b->host);
+  assert_int_equal(system(cmd), 0);
+}
+
+static sm_workspace_sync *new_sync(box *b, const sm_string_list *ex, const sm_workspace_limits *lim) {
+  sm_workspace_sync *s = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_workspace_sync_new(&s, b->host, b->manifest, ex, lim, &err)) fail_msg("%s", err.message);
+  return s;
+}
+
+static void sync_in(sm_workspace_sync *s, box *b) {
+  sm_error err = SM_ERROR_INIT;
+  if (sm_workspace_sync_in(s, &b->t, &err)) fail_msg("sync in: %s", err.message);
+}
+
+static char *sync_out(sm_workspace_sync *s, box *b, char **conflicts_out) {
+  char **ch = NULL, **cf = NULL;
+  size_t nch = 0, ncf = 0;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err)) fail_msg("sync out: %s", err.message);
+  sm_buf o;
+  sm_buf_init(&o, 1 << 20);
+  sm_buf_append(&o, "", 0);
+  for (size_t i = 0; i < nch; i++) sm_buf_printf(&o, "%s%s", i ? "," : "", ch[i]);
+  if (conflicts_out) {
+    sm_buf c;
+    sm_buf_init(&c, 1 << 20);
+    sm_buf_append(&c, "", 0);
+    for (size_t i = 0; i < ncf; i++) sm_buf_printf(&c, "%s%s", i ? "," : "", cf[i]);
+    *conflicts_out = sm_buf_steal(&c, NULL);
+  }
+  sm_workspace_free_list(ch, nch);
+  sm_workspace_free_list(cf, ncf);
+  return sm_buf_steal(&o, NULL);
+}
+
+static void assert_same_tree(box *b) {
+  char *in = box_list(b);
+  char *hl = host_list(b->host, NULL);
+  char *x = no_owner(in), *y = no_owner(hl);
+  assert_string_equal(x, y);
+  free(in);
+  free(hl);
+  free(x);
+  free(y);
+}
+
+static void test_round_trip(void **state) {
+  box *b = *state;
+  make_tree(b);
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  /* Everything arrived, owned by the sandbox user. */
+  char *in = box_list(b);
+  char *expect = host_list(b->host, "1000:1000");
+  assert_string_equal(in, expect);
+  free(in);
+  free(expect);
+  int64_t bi, ei;
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 11);
+
+  /* The tool modifies, adds, deletes, makes an executable and a link. */
+  assert_int_equal(box_sh(b, "echo changed > plain.txt && printf 'new\\n' > 'new file ü.txt' && "
+                             "rm empty && mkdir -p made/empty && printf x > made/tool.sh && "
+                             "chmod 700 made/tool.sh && ln -s ../plain.txt made/lnk && "
+                             "rm -r src/deep && rm src/link",
+                          NULL),
+                   0);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "empty,made,made/empty,made/lnk,made/tool.sh,new file ü.txt,"
+                               "plain.txt,src/deep,src/deep/main.c,src/link");
+  free(changed);
+  assert_same_tree(b);
+  char *c = hget(b, "plain.txt");
+  assert_string_equal(c, "changed\n");
+  free(c);
+  struct stat st;
+  char p[1024];
+  snprintf(p, sizeof p, "%s/made/tool.sh", b->host);
+  assert_int_equal(lstat(p, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+
+  /* Nothing changed: nothing moves, nothing is reported. */
+  sync_in(s, b);
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 0);
+  assert_int_equal(bi, 0);
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  sm_workspace_sync_free(s);
+}
+
+static void test_incremental(void **state) {
+  box *b = *state;
+  make_tree(b);
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  char *changed = sync_out(s, b, NULL);
+  free(changed);
+  sm_workspace_sync_free(s);
+
+  /* A later call of the same run (a new sync object, the saved manifest):
+   * host changes go in, and only those. */
+  hput(b, "plain.txt", "host edit\n");
+  hput(b, "src/added.c", "/* added on the host */\n");
+  char p[1024];
+  snprintf(p, sizeof p, "%s/bin.dat", b->host);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/emptydir", b->host);
+  rmdir(p);
+  s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  int64_t bi, ei;
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 2);
+  assert_int_equal(bi, 10 + 24);
+  assert_same_tree(b);
+
+  /* Sandbox changes come back while the host changes something else. */
+  assert_int_equal(box_sh(b, "echo tool > src/tool.txt && rm run.sh", NULL), 0);
+  hput(b, "host-during-call.txt", "host\n");
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "run.sh,src/tool.txt");
+  free(changed);
+  assert_true(hexists(b, "host-during-call.txt"));
+  assert_false(hexists(b, "run.sh"));
+
+  /* Both sides edit the same file during a call: the host's stays, the
+   * tool's lands beside it. */
+  sync_in(s, b);
+  assert_int_equal(box_sh(b, "echo 'tool version' > plain.txt", NULL), 0);
+  hput(b, "plain.txt", "host version\n");
+  char *conf = NULL;
+  changed = sync_out(s, b, &conf);
+  assert_string_equal(conf, "plain.txt.sandman-conflict");
+  free(conf);
+  free(changed);
+  char *c = hget(b, "plain.txt");
+  assert_string_equal(c, "host version\n");
+  free(c);
+  c = hget(b, "plain.txt.sandman-conflict");
+  assert_string_equal(c, "tool version\n");
+  free(c);
+  /* The next call hands the host's version back to the sandbox. */
+  sync_in(s, b);
+  assert_same_tree(b);
+  sm_workspace_sync_free(s);
+}
+
+static void test_planted_symlink(void **state) {
+  box *b = *state;
+  hput(b, "a.txt", "a\n");
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  assert_int_equal(box_sh(b, "echo edit > a.txt && ln -s /etc/passwd evil", NULL), 0);
+  char *before = host_list(b->host, NULL);
+  char **ch = NULL, **cf = NULL;
+  size_t nch = 0, ncf = 0;
+  sm_error err = SM_ERROR_INIT;
+  int rc = sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err);
+  assert_int_equal(rc, SM_EUNSAFE);
+  assert_non_null(strstr(err.message, "evil"));
+  assert_non_null(strstr(err.message, "leaves the workspace"));
+  char *after = host_list(b->host, NULL);
+  assert_string_equal(before, after);
+  free(after);
+  assert_false(hexists(b, "evil"));
+  /* A relative escape, and a link used as a directory, are refused too. */
+  assert_int_equal(box_sh(b, "rm evil && mkdir -p d && ln -s ../../.. d/up", NULL), 0);
+  rc = sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err);
+  assert_int_equal(rc, SM_EUNSAFE);
+  after = host_list(b->host, NULL);
+  assert_string_equal(before, after);
+  free(after);
+  free(before);
+  /* Once the tool removes it, the rest comes back. */
+  assert_int_equal(box_sh(b, "rm d/up", NULL), 0);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "a.txt,d");
+  free(changed);
+  sm_workspace_sync_free(s);
+}
+
+static void test_interrupted(void **state) {
+  box *b = *state;
+  make_tree(b);
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  /* A copy in cut half way is an error, and the next one is complete. */
+  ws_sync_abort_after(s, 1 << 20);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_not_equal(sm_workspace_sync_in(s, &b->t, &err), 0);
+  ws_sync_abort_after(s, -1);
+  sync_in(s, b);
+  assert_same_tree(b);
+  /* The tool rewrites a lot; the copy out is cut half way: the host
+   * workspace is exactly as it was. */
+  assert_int_equal(box_sh(b, "dd if=/dev/zero of=bin.dat bs=1024 count=2048 2>/dev/null && "
+                             "echo x > plain.txt && rm -r src && echo y > added",
+                          NULL),
+                   0);
+  char *before = host_list(b->host, NULL);
+  ws_sync_abort_after(s, 1 << 20);
+  char **ch = NULL, **cf = NULL;
+  size_t nch = 0, ncf = 0;
+  assert_int_not_equal(sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err), 0);
+  char *after = host_list(b->host, NULL);
+  assert_string_equal(before, after);
+  free(after);
+  /* A byte cap hit mid-way: the same. */
+  ws_sync_abort_after(s, -1);
+  sm_workspace_sync_free(s);
+  sm_workspace_limits lim = {1 << 20, 0, 0};
+  s = new_sync(b, NULL, &lim);
+  assert_int_equal(sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err), SM_ETOOBIG);
+  assert_non_null(strstr(err.message, "bin.dat"));
+  after = host_list(b->host, NULL);
+  assert_string_equal(before, after);
+  free(after);
+  free(before);
+  sm_workspace_sync_free(s);
+  /* Then a full one goes through. */
+  s = new_sync(b, NULL, NULL);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "added,bin.dat,plain.txt,src,src/deep,src/deep/main.c,src/link");
+  free(changed);
+  assert_same_tree(b);
+  sm_workspace_sync_free(s);
+}
+
+static void test_hardlinks_and_excludes(void **state) {
+  box *b = *state;
+  hput(b, "keep.txt", "keep\n");
+  hput(b, "secret.env", "TOKEN=1\n");
+  char p[1024];
+  snprintf(p, sizeof p, "%s/node_modules", b->host);
+  mkdir(p, 0755);
+  hput(b, "node_modules/dep.js", "dep\n");
+  sm_string_list ex = {0};
+  sm_string_list_add(&ex, "*.env", NULL);
+  sm_string_list_add(&ex, "node_modules", NULL);
+  sm_workspace_sync *s = new_sync(b, &ex, NULL);
+  sync_in(s, b);
+  char *list = box_list(b);
+  assert_null(strstr(list, "secret.env"));
+  assert_null(strstr(list, "node_modules"));
+  free(list);
+  assert_int_equal(box_sh(b, "ln keep.txt hard.txt && echo v > out.env && mkdir node_modules && "
+                             "echo t > node_modules/x.js",
+                          NULL),
+                   0);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "hard.txt");
+  free(changed);
+  char *c = hget(b, "hard.txt");
+  assert_string_equal(c, "keep\n");
+  free(c);
+  c = hget(b, "secret.env");
+  assert_string_equal(c, "TOKEN=1\n");
+  free(c);
+  assert_false(hexists(b, "out.env"));
+  assert_false(hexists(b, "node_modules/x.js"));
+  sm_workspace_sync_free(s);
+}
+
+int main(void) {
+  const char *only = getenv("WS_IT_ONLY");
+  if (only && only[0]) cmocka_set_test_filter(only);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_planted_symlink, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_hardlinks_and_excludes, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
