@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_INPUT (1u << 20)
+#define REPLAY_MAX_INPUT (1u << 20)
 #define MAX_SEEDS 256
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -34,8 +34,8 @@ int main(int argc, char **argv) {
       snprintf(path, sizeof path, "%s/%s", argv[1], de->d_name);
       FILE *f = fopen(path, "rb");
       if (!f) continue;
-      uint8_t *buf = malloc(MAX_INPUT);
-      size_t len = buf ? fread(buf, 1, MAX_INPUT, f) : 0;
+      uint8_t *buf = malloc(REPLAY_MAX_INPUT);
+      size_t len = buf ? fread(buf, 1, REPLAY_MAX_INPUT, f) : 0;
       fclose(f);
       if (!buf) continue;
       LLVMFuzzerTestOneInput(buf, len);

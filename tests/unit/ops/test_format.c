@@ -1,6 +1,7 @@
 /* Ages, durations, the engine's summaries, the table and the JSON shapes. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
