@@ -355,7 +355,10 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
   if (rc) {
     sm_error ignore = SM_ERROR_INIT;
     sm_engine_volume_remove(e, sb->volume, 1, &ignore);
-    return sm_error_wrap(err, "creating sandbox %s", sb->name);
+    /* The engine answered but refused this sandbox: it could not be made. */
+    if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
+    sm_error_wrap(err, "creating sandbox %s", sb->name);
+    return rc;
   }
   for (size_t i = 0; warnings && i < json_object_array_length(warnings); i++)
     sm_log(SM_LOG_WARN, "engine warning for %s: %s", sb->name,
@@ -363,6 +366,7 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
   json_object_put(warnings);
   rc = sm_engine_container_start(e, sb->id, err);
   if (rc) {
+    if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
     sm_error ignore = SM_ERROR_INIT;
     remove_sandbox(e, sm_runner_state_dir(runner), sb->name, sb->volume, &ignore);
