@@ -44,6 +44,8 @@ static int setup(void **state) {
   static int seq;
   box *b = calloc(1, sizeof *b);
   b->e = itest_engine();
+  const char *tls = getenv("DOCKER_TLS_VERIFY");
+  if (tls && strcmp(tls, "1") == 0) assert_true(sm_engine_uses_tls(b->e));
   sm_error err = SM_ERROR_INIT;
   snprintf(b->volume, sizeof b->volume, "sm-it-ws-%d-%d", (int)getpid(), seq++);
   json_object *opts = json_object_new_object();
