@@ -335,7 +335,7 @@ step_image() {
   #   build/sandman image build "$ctx" --tag "$IMAGE" >"$ctx/build.log" 2>&1 || {
   # (the DIR form on this prepared context keeps the inputs label above; the
   # NAME form, `image build minimal`, would not, and every run would rebuild).
-  DOCKER_BUILDKIT=0 docker build --quiet --tag "$IMAGE" "$ctx" >"$ctx/build.log" 2>&1 || {
+  build/sandman image build "$ctx" --tag "$IMAGE" >"$ctx/build.log" 2>&1 || {
     echo "setup: error: building $IMAGE failed; last lines of $ctx/build.log:" >&2
     tail -n 20 "$ctx/build.log" | sed 's/^/    /' >&2
     exit 1
