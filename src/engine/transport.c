@@ -28,6 +28,7 @@ void engine_response_dispose(engine_response *r) { sm_buf_dispose(&r->body); }
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
   xfer *x = ud;
   size_t n = size * nmemb;
+  if (n == 0) return 0;
   if (x->req->sink != NULL) {
     long status = 0;
     curl_easy_getinfo(x->e->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -35,14 +36,14 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
       int rc = x->req->sink(x->req->sink_ud, ptr, n);
       if (rc != 0) {
         x->sink_rc = rc < 0 ? rc : SM_EIO;
-        return n ? 0 : 1; /* anything but n aborts */
+        return 0; /* anything but n aborts */
       }
       return n;
     }
   }
   if (sm_buf_append(&x->resp->body, ptr, n) != 0) {
     x->toobig = 1;
-    return n ? 0 : 1;
+    return 0;
   }
   return n;
 }
