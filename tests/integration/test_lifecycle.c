@@ -67,6 +67,10 @@ static void cleanup(void) {
 
 static int setup(void **state) {
   (void)state;
+  /* Unique per process: the same test may run from several build trees. */
+  char inst[128];
+  snprintf(inst, sizeof inst, "%s-%ld", instance(), (long)getpid());
+  setenv("SANDMAN_INSTANCE", inst, 1);
   engine = itest_engine();
   sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
   sm_error err = SM_ERROR_INIT;
