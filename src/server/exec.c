@@ -91,9 +91,11 @@ static int env_has_name(char **env, size_t n, const char *kv) {
   return 0;
 }
 
-static int is_hook_tool(const call *k) {
-  if (k->p.command) return 1;
-  return k->p.tool && (strcmp(k->p.tool, "shell") == 0 || strcmp(k->p.tool, "python") == 0);
+/* Shell and python calls get the workspace hook: a "command" (run by a
+ * shell) or the tools named shell and python. */
+static int is_hook_tool(const sm_exec_params *p) {
+  if (p->command) return 1;
+  return p->tool && (strcmp(p->tool, "shell") == 0 || strcmp(p->tool, "python") == 0);
 }
 
 /* ---- preparing a call ---- */
@@ -317,6 +319,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   if (!k->r.sandboxed)
     sm_log(SM_LOG_DEBUG, "tool %s is not sandboxed by the configuration (%s): the runner "
            "sandboxes it anyway", p->tool ? p->tool : "(none)", k->r.sandbox_rule);
+  int hook_tool = is_hook_tool(p);
   if (build_argv(k, a) != 0) return -1;
   if (p->workspace && resolve_workspace(k, a) != 0) return -1;
   if (p->lease_id) {
@@ -340,7 +343,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     OPENSSL_cleanse(&lp, sizeof lp);
   }
   if (build_env(k, a) != 0) return -1;
-  if (k->has_ws && is_hook_tool(k)) {
+  if (k->has_ws && hook_tool) {
     if (wrap_hook(k, a, early, early_res) != 0) return -1;
     if (*early) return 0;
   }
