@@ -348,6 +348,29 @@ static void test_per_tool_owner_and_cleanup(void **state) {
   sm_run_result_dispose(&r);
 }
 
+static void test_named_users(void **state) {
+  (void)state;
+  const char *argv[] = {"sh", "-c", "id -u; id -g; stat -c %u /workspace"};
+  sm_run_request req;
+  sm_run_result r;
+  sm_error err = SM_ERROR_INIT;
+  request(&req, SM_MODE_PER_TOOL, NULL, argv, 3);
+  /* A user name is looked up in the image's /etc/passwd. */
+  snprintf(req.settings.user, sizeof req.settings.user, "sandbox");
+  assert_int_equal(sm_run(runner, &req, &r, &err), 0);
+  assert_int_equal(r.exit_code, 0);
+  assert_string_equal(r.stdout_data, "1000\n1000\n1000\n");
+  sm_run_result_dispose(&r);
+  snprintf(req.settings.user, sizeof req.settings.user, "no-such-user");
+  assert_int_equal(sm_run(runner, &req, &r, &err), 0);
+  assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
+  assert_non_null(strstr(r.error, "no-such-user"));
+  sm_run_result_dispose(&r);
+  /* Neither call left anything (the lookup container included). */
+  assert_int_equal(count("io.sandman.mode=per_tool", 0), 0);
+  assert_int_equal(count("io.sandman.mode=lookup", 0), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reuse_busy_and_last_used),
@@ -357,6 +380,7 @@ int main(void) {
       cmocka_unit_test(test_fallback_without_engine),
       cmocka_unit_test(test_threads_share_one_runner),
       cmocka_unit_test(test_per_tool_owner_and_cleanup),
+      cmocka_unit_test(test_named_users),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
