@@ -102,4 +102,9 @@ expect_eq "down leaves no managed container of this instance" "" \
 expect_eq "down leaves no managed volume of this instance" "" \
   "$(docker volume ls -q --filter label=io.sandman.managed=true --filter "label=io.sandman.instance=$SANDMAN_INSTANCE")"
 
+# docs/compose.md names every variable the compose files read.
+for var in $(grep -ho '\${[A-Z_]*' "$SRC_DIR"/compose/*.yml | tr -d '${' | sort -u); do
+  expect_contains "docs/compose.md documents \$$var" "$var" "$(cat "$SRC_DIR/docs/compose.md")"
+done
+
 it_done
