@@ -429,26 +429,3 @@ int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm
   if (!have_services) return sm_error_set(err, SM_EINVAL, "missing 'services'");
   return 0;
 }
-
-int sm_server_parse_reap(const char *body, size_t len, sm_reap_params *out, sm_error *err) {
-  memset(out, 0, sizeof *out);
-  cleanup_json json_object *obj = NULL;
-  int rc = sm_server_json_object(body, len, &obj, err);
-  if (rc != 0) return rc;
-  int have_age = 0;
-  json_object_object_foreach(obj, key, val) {
-    if (val == NULL) continue;
-    if (strcmp(key, "older_than_s") == 0) {
-      if ((rc = get_number(val, key, 0, 1e9, &out->older_than_s, err)) != 0) return rc;
-      have_age = 1;
-    } else if (strcmp(key, "dry_run") == 0) {
-      if ((rc = get_bool(val, key, &out->dry_run, err)) != 0) return rc;
-    } else if (strcmp(key, "force") == 0) {
-      if ((rc = get_bool(val, key, &out->force, err)) != 0) return rc;
-    } else {
-      return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
-    }
-  }
-  if (!have_age) return sm_error_set(err, SM_EINVAL, "missing 'older_than_s'");
-  return 0;
-}

@@ -71,14 +71,6 @@ typedef struct sm_lease_params {
 
 int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm_error *err);
 
-typedef struct sm_reap_params {
-  double older_than_s;
-  int dry_run;
-  int force;
-} sm_reap_params;
-
-int sm_server_parse_reap(const char *body, size_t len, sm_reap_params *out, sm_error *err);
-
 /* Identifiers in requests: 1..max of [A-Za-z0-9_.:@+=-], not starting with
  * '-' or '.'. */
 int sm_server_name_valid(const char *s, size_t max);

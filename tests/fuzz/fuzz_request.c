@@ -1,0 +1,48 @@
+/* Fuzz target: request bodies of the runner's HTTP API (execute and lease
+ * bodies, base64 stdin), then the scrubbing of answers with what parsed. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const char *body = (const char *)data;
+  sm_error err = SM_ERROR_INIT;
+  sm_exec_params p;
+  if (sm_server_parse_execute(body, size, 4096, &p, &err) == 0) {
+    /* What parsed is well formed. */
+    if (p.argv && (p.argc == 0 || p.argv[p.argc] != NULL || p.argv[0][0] == '\0')) abort();
+    if (p.argv && p.command) abort();
+    for (size_t i = 0; i < p.n_env; i++)
+      if (strchr(p.env[i], '=') == NULL || strncmp(p.env[i], "SANDMAN_", 8) == 0) abort();
+    if (p.stdin_len > 4096) abort();
+    /* Use the env values as secrets to scrub the body with. */
+    sm_secret_env s = {p.env, p.n_env};
+    char *copy = malloc(size + 1);
+    if (copy) {
+      memcpy(copy, data, size);
+      copy[size] = '\0';
+      size_t len = size;
+      sm_server_redact(&copy, &len, &s);
+      if (strlen(copy) > len) abort();
+      free(copy);
+    }
+    sm_exec_params_dispose(&p);
+  }
+  sm_lease_params lp;
+  if (sm_server_parse_lease(body, size, &lp, &err) == 0) {
+    if (lp.n_services < 1 || lp.n_services > SM_LEASE_SERVICES_MAX) abort();
+    if (lp.max_uses < 1 || lp.max_uses > SM_LEASE_USES_MAX) abort();
+    if (!(lp.ttl_s >= 1 && lp.ttl_s <= SM_LEASE_TTL_MAX)) abort();
+  }
+  unsigned char *dec = NULL;
+  size_t n = 0;
+  if (sm_server_base64_decode(body, size, 1 << 20, &dec, &n) == 0) {
+    if (n > size) abort();
+    free(dec);
+  }
+  return 0;
+}
