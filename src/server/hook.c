@@ -164,7 +164,7 @@ int sm_hook_load(const char *ws, char **out_content, size_t *out_len, sm_error *
 
 int sm_hook_wrap(const char *const *argv, size_t argc, const char *content, const char *nonce,
                  const char *owned_names, char ***out_argv, size_t *out_argc, sm_error *err) {
-  size_t n = argc + 6;
+  size_t n = argc + 7; /* bash -c SCRIPT $0 $1 $2 $3, then the tool */
   char **v = calloc(n + 1, sizeof *v);
   if (v == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   const char *head[] = {"bash", "-c", runner_script, "sandman-hook", nonce, content,
