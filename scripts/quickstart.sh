@@ -19,20 +19,24 @@ SANDMAN=build/sandman
 # `run --help` exits 0 and shows the options only once the command exists.
 if "$SANDMAN" run --help >/dev/null 2>&1; then
   cmd=("$SANDMAN" run --mode per_tool -- sh -c 'echo hello from $(hostname) as $(id -un); uname -a')
+  shown="$SANDMAN run --mode per_tool -- sh -c 'echo hello from \$(hostname) as \$(id -un); uname -a'"
   what="one tool call in a fresh sandbox (per_tool: container created, command run, container removed)"
+  next="scripts/test.sh runs the tests; docs/run.md explains sandman run"
 else
   cmd=("$SANDMAN" version)
+  shown="$SANDMAN version"
   what="'sandman run' is not in this build yet; asking the engine for its version instead"
+  next="sandman reaches the engine; rebuild (scripts/setup.sh) once 'sandman run' lands"
 fi
 
 echo
 echo "== $what"
-printf '$'; printf ' %q' "${cmd[@]}"; echo
+echo "\$ $shown"
 rc=0
 "${cmd[@]}" || rc=$?
 echo
 if [ "$rc" -eq 0 ]; then
-  echo "quickstart: it worked (exit 0). Next: scripts/test.sh runs the tests; docs/run.md explains sandman run."
+  echo "quickstart: it worked (exit 0). Next: $next."
 else
   echo "quickstart: the command exited $rc (see the message above; docs/operations.md lists the exit codes)" >&2
   exit "$rc"
