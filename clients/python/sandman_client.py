@@ -1,0 +1,202 @@
+"""A small client for sandman's runner service (`sandman worker start`).
+
+Standard library only. Talks HTTP over the runner's unix socket or TCP:
+
+    from sandman_client import Client
+
+    c = Client("unix:/run/user/1000/sandman/sandman.sock", token="...")
+    r = c.execute(command="echo hello", tool="shell", run_id="run-1")
+    print(r["stdout"], r["exit_code"])
+
+Addresses: "unix:PATH", "unix://PATH", "tcp://HOST:PORT", "http://HOST:PORT"
+or None for the runner's default socket. The token defaults to the
+SANDMAN_TOKEN variable. Every call opens its own connection, so one Client
+may be shared by many threads.
+
+Errors: an HTTP status of 400 or more raises SandmanError with the runner's
+"error" and "failure_kind" (and the whole answer in .body). A tool that ran
+and failed is not an error: its answer has "ok": false.
+"""
+
+import base64
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import socket
+import urllib.parse
+
+__all__ = ["Client", "SandmanError", "derive_worker_token", "default_address"]
+
+WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"
+
+
+def derive_worker_token(control_token, worker_key):
+    """The per-worker token: hex(HMAC-SHA256(control token,
+    "sandman-worker-token-v1" NUL worker_key)), as `sandman token derive`."""
+    if isinstance(control_token, str):
+        control_token = control_token.encode()
+    if isinstance(worker_key, str):
+        worker_key = worker_key.encode()
+    msg = WORKER_TOKEN_PREFIX + b"\0" + worker_key
+    return hmac.new(control_token, msg, hashlib.sha256).hexdigest()
+
+
+def default_address():
+    """The runner's default unix socket, as `sandman worker start` picks it."""
+    if os.geteuid() == 0:
+        return "unix:/run/sandman/sandman.sock"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and xdg.startswith("/"):
+        return "unix:" + os.path.join(xdg, "sandman", "sandman.sock")
+    return "unix:/tmp/sandman-%d/sandman.sock" % os.geteuid()
+
+
+class SandmanError(Exception):
+    """The runner refused or failed a request (HTTP status >= 400)."""
+
+    def __init__(self, status, body, request_id=None):
+        self.status = status
+        self.body = body if isinstance(body, dict) else {}
+        self.error = self.body.get("error") or (body if isinstance(body, str) else "")
+        self.failure_kind = self.body.get("failure_kind")
+        self.request_id = request_id
+        super().__init__("HTTP %d: %s (%s)" % (status, self.error, self.failure_kind))
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class Client:
+    """One runner. token: the control token or a worker's derived token."""
+
+    def __init__(self, address=None, token=None, timeout=600.0):
+        self.address = address or os.environ.get("SANDMAN_URL") or default_address()
+        self.token = token if token is not None else os.environ.get("SANDMAN_TOKEN")
+        self.timeout = timeout
+        self.last_request_id = None
+        a = self.address
+        if a.startswith("unix://"):
+            self._unix, self._host = a[len("unix://"):], None
+        elif a.startswith("unix:"):
+            self._unix, self._host = a[len("unix:"):], None
+        elif a.startswith("tcp://") or a.startswith("http://"):
+            u = urllib.parse.urlsplit("http://" + a.split("://", 1)[1])
+            self._unix, self._host = None, (u.hostname, u.port or 80)
+        else:
+            raise ValueError("address must be unix:PATH or tcp://HOST:PORT, not %r" % a)
+
+    @classmethod
+    def for_worker(cls, address, control_token, worker_key, **kw):
+        """A client holding a worker's derived token (serves that key only)."""
+        return cls(address, derive_worker_token(control_token, worker_key), **kw)
+
+    # ---- transport ----
+
+    def _connection(self):
+        if self._unix is not None:
+            return _UnixConnection(self._unix, self.timeout)
+        return http.client.HTTPConnection(self._host[0], self._host[1], timeout=self.timeout)
+
+    def request(self, method, path, body=None, auth=True):
+        """Raw call: returns (status, parsed JSON or text, request id)."""
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if auth and self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        conn = self._connection()
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            rid = resp.getheader("X-Request-Id")
+            ctype = resp.getheader("Content-Type") or ""
+        finally:
+            conn.close()
+        self.last_request_id = rid
+        text = raw.decode("utf-8", "replace")
+        parsed = text
+        if ctype.startswith("application/json"):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                pass
+        return resp.status, parsed, rid
+
+    def _call(self, method, path, body=None, auth=True):
+        status, parsed, rid = self.request(method, path, body, auth)
+        if status >= 400:
+            raise SandmanError(status, parsed, rid)
+        return parsed
+
+    # ---- routes ----
+
+    def healthz(self):
+        return self._call("GET", "/healthz", auth=False)
+
+    def execute(self, argv=None, command=None, tool=None, stdin=None, env=None, agent=None,
+                user=None, project=None, run_id=None, worker_key=None, mode=None,
+                timeout_s=None, background_on_timeout=None, lease_id=None, workspace=None,
+                sync=None, params=None):
+        """Runs one tool call: the `sandman run --json` object, plus "handle"
+        when the call outlived timeout_s with background_on_timeout."""
+        body = {}
+        if argv is not None:
+            body["argv"] = list(argv)
+        if command is not None:
+            body["command"] = command
+        if stdin is not None:
+            if isinstance(stdin, str):
+                stdin = stdin.encode()
+            body["stdin_b64"] = base64.b64encode(stdin).decode()
+        for k, v in (("tool", tool), ("env", env), ("agent", agent), ("user", user),
+                     ("project", project), ("run_id", run_id), ("worker_key", worker_key),
+                     ("mode", mode), ("timeout_s", timeout_s),
+                     ("background_on_timeout", background_on_timeout),
+                     ("lease_id", lease_id), ("workspace", workspace), ("sync", sync),
+                     ("params", params)):
+            if v is not None:
+                body[k] = v
+        return self._call("POST", "/v1/execute", body)
+
+    def create_lease(self, tool, services, ttl_s=None, max_uses=None, worker_key=None):
+        """A credential lease for one tool: {"lease_id", "expires_at", "max_uses"}."""
+        body = {"tool": tool, "services": list(services)}
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        if max_uses is not None:
+            body["max_uses"] = max_uses
+        if worker_key is not None:
+            body["worker_key"] = worker_key
+        return self._call("POST", "/v1/leases", body)
+
+    def handle(self, handle_id):
+        """State and output so far of a background call."""
+        return self._call("GET", "/v1/handles/" + handle_id)
+
+    def kill(self, handle_id):
+        """Kills a background call (if still running) and forgets its handle."""
+        return self._call("DELETE", "/v1/handles/" + handle_id)
+
+    def sandboxes(self, all=False):
+        return self._call("GET", "/v1/sandboxes" + ("?all=1" if all else ""))
+
+    def reap(self, older_than_s, dry_run=False, force=False):
+        return self._call("POST", "/v1/sandboxes/reap",
+                          {"older_than_s": older_than_s, "dry_run": dry_run, "force": force})
+
+    def metrics(self):
+        return self._call("GET", "/metrics")
