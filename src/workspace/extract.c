@@ -83,7 +83,20 @@ static int member_path(ws_extract *x, const char *raw, char **out, sm_error *err
       free(p);
       return SM_EUNSAFE;
     }
-    memmove(p, p + n + (p[n] == '/'), strlen(p + n + (p[n] == '/')) + 1);
+    if (x->place) {
+      size_t pl = strlen(x->place), rest = strlen(p + n);
+      char *q = malloc(pl + rest + 1);
+      if (q == NULL) {
+        free(p);
+        return sm_error_set(err, SM_ENOMEM, "out of memory");
+      }
+      memcpy(q, x->place, pl);
+      memcpy(q + pl, p + n, rest + 1);
+      free(p);
+      p = q;
+    } else {
+      memmove(p, p + n + (p[n] == '/'), strlen(p + n + (p[n] == '/')) + 1);
+    }
   }
   if ((int64_t)strlen(p) > x->max_path) {
     sm_error_set(err, SM_EUNSAFE, "'%.80s...': path longer than the limit of %" PRId64 " bytes",
@@ -460,7 +473,6 @@ int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *
     rc = src->reader_err ? src->reader_err : SM_EPROTOCOL;
     sm_error_set(err, rc, "reading the tar stream: %s", archive_error_string(a));
   }
-  int64_t entries = 0;
   while (rc == 0) {
     struct archive_entry *ae = NULL;
     int r = archive_read_next_header(a, &ae);
@@ -479,7 +491,7 @@ int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *
       }
       break;
     }
-    if (++entries > x->max_entries) {
+    if (++x->entries > x->max_entries) {
       rc = sm_error_set(err, SM_ETOOBIG,
                         "the archive has more than %" PRId64 " entries (the workspace entry limit)",
                         x->max_entries);

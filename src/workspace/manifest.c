@@ -180,8 +180,9 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
     const ws_entry *e = &m->v[i];
     char hex[65] = "-";
     if (e->has_hash) ws_hex(e->hash, 32, hex);
-    rc = sm_buf_printf(&b, "e %c %u %o %" PRId64 " %" PRId64 " %" PRId64 " %s ", e->type,
-                       (unsigned)e->racy, (unsigned)e->mode, e->size, e->host_mtime_ns, e->box_mtime, hex);
+    rc = sm_buf_printf(&b, "e %c %u %o %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s ",
+                       e->type, (unsigned)e->racy, (unsigned)e->mode, e->size, e->host_mtime_ns,
+                       e->box_mtime, e->box_since, hex);
     if (!rc) rc = put_escaped(&b, e->path);
     if (!rc && e->link) {
       rc = sm_buf_append(&b, " ", 1);
@@ -258,17 +259,17 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
 }
 
 static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *path, size_t lineno) {
-  char *f[10];
+  char *f[11];
   int nf = 0;
   char *p = line;
-  while (*p && nf < 10) {
+  while (*p && nf < 11) {
     f[nf++] = p;
     char *sp = strchr(p, ' ');
     if (sp == NULL) break;
     *sp = '\0';
     p = sp + 1;
   }
-  if (nf < 9 || strcmp(f[0], "e") != 0 || strlen(f[1]) != 1)
+  if (nf < 10 || strcmp(f[0], "e") != 0 || strlen(f[1]) != 1)
     return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
   ws_entry e;
   memset(&e, 0, sizeof e);
@@ -279,8 +280,9 @@ static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *pat
   e.size = strtoll(f[4], &end, 10);
   e.host_mtime_ns = strtoll(f[5], &end, 10);
   e.box_mtime = strtoll(f[6], &end, 10);
+  e.box_since = strtoll(f[7], &end, 10);
   e.stage = -1;
-  char **fh = &f[7];
+  char **fh = &f[8];
   if (strcmp(*fh, "-") != 0) {
     if (strlen(*fh) != 64)
       return sm_error_set(err, SM_EIO, "%s:%zu: damaged hash", path, lineno);
@@ -293,13 +295,13 @@ static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *pat
   }
   if (!(e.type == 'f' || e.type == 'd' || e.type == 'l') || e.size < 0)
     return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest entry", path, lineno);
-  cleanup_free char *name = unescape(f[8]);
+  cleanup_free char *name = unescape(f[9]);
   cleanup_free char *link = NULL;
-  if (nf > 9) {
-    if (strcmp(f[9], "%00") == 0)
+  if (nf > 10) {
+    if (strcmp(f[10], "%00") == 0)
       link = strdup("");
     else
-      link = unescape(f[9]);
+      link = unescape(f[10]);
     if (link == NULL) return sm_error_set(err, SM_EIO, "%s:%zu: damaged link", path, lineno);
   }
   if (name == NULL || name[0] == '\0' || (e.type == 'l') != (link != NULL))

@@ -29,6 +29,7 @@ struct ws_packer {
   ws_entry **items;
   size_t n, i;
   char *prefix;
+  size_t cut;
   int uid, gid;
   struct archive *a;
   struct archive_entry *ae;
@@ -96,6 +97,10 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
 
 void ws_packer_abort_after(ws_packer *p, int64_t bytes) { p->abort_after = bytes; }
 
+void ws_packer_set_cut(ws_packer *p, size_t cut) { p->cut = cut; }
+
+int64_t ws_packer_produced(const ws_packer *p) { return p->produced; }
+
 const sm_error *ws_packer_error(const ws_packer *p) { return &p->err; }
 
 void ws_packer_stats(const ws_packer *p, int64_t *bytes, int64_t *entries) {
@@ -159,13 +164,14 @@ static int write_header(ws_packer *p, ws_entry *e) {
   }
   if (r < 0) return fail(p, SM_EIO, "reading %s: %s", e->path, strerror(-r));
   archive_entry_clear(p->ae);
-  size_t plen = strlen(p->prefix) + strlen(e->path) + 2;
+  const char *rel = strlen(e->path) > p->cut ? e->path + p->cut : e->path;
+  size_t plen = strlen(p->prefix) + strlen(rel) + 2;
   char *name = malloc(plen);
   if (name == NULL) return fail(p, SM_ENOMEM, "%s%s", "out of memory", "");
   if (p->prefix[0])
-    snprintf(name, plen, "%s/%s", p->prefix, e->path);
+    snprintf(name, plen, "%s/%s", p->prefix, rel);
   else
-    snprintf(name, plen, "%s", e->path);
+    snprintf(name, plen, "%s", rel);
   archive_entry_copy_pathname(p->ae, name);
   free(name);
   archive_entry_set_uid(p->ae, p->uid);

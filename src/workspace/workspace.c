@@ -38,9 +38,18 @@ struct sm_workspace_sync {
   int wipe_first;        /* stale sandbox content may be there: clear it */
   int64_t bytes_in, entries_in, bytes_out, entries_out;
   int64_t abort_after;
+  int64_t abort_spent;   /* bytes counted against abort_after in this copy */
+  int last_out_listed;
 };
 
+int ws_sync_last_out_listed(const sm_workspace_sync *sync) { return sync->last_out_listed; }
+
 void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) { sync->abort_after = bytes; }
+
+static int64_t abort_budget(const sm_workspace_sync *s) {
+  if (s->abort_after < 0) return -1;
+  return s->abort_after > s->abort_spent ? s->abort_after - s->abort_spent : 0;
+}
 
 int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
                           const sm_string_list *excludes, const sm_workspace_limits *limits,
@@ -146,17 +155,28 @@ static const char *last_component(const char *path, char *buf, size_t len) {
 /* ---- commands run in the sandbox (deletions) ---- */
 
 typedef struct exec_out {
-  sm_buf buf;
+  sm_buf err;
+  sm_buf *out;      /* stdout kept here when given */
+  int overflow;
 } exec_out;
 
 static int exec_collect(void *ud, int stream, const char *data, size_t len) {
   exec_out *o = ud;
-  sm_buf_append_capped(&o->buf, data, len);
+  if (stream == 1 && o->out) {
+    if (sm_buf_append(o->out, data, len) != 0) {
+      o->overflow = 1;
+      return SM_ETOOBIG;
+    }
+    return 0;
+  }
+  sm_buf_append_capped(&o->err, data, len);
   return 0;
 }
 
+/* Runs argv in the sandbox as the workspace owner; a non-zero exit is an
+ * error quoting stderr. out (may be NULL) receives stdout up to its cap. */
 static int box_exec(const sm_workspace_target *t, const char *const *argv, size_t argc,
-                    sm_error *err) {
+                    sm_buf *out, sm_error *err) {
   cleanup_json json_object *cfg = json_object_new_object();
   json_object *cmd = json_object_new_array();
   for (size_t i = 0; i < argc; i++) json_object_array_add(cmd, json_object_new_string(argv[i]));
@@ -175,18 +195,21 @@ static int box_exec(const sm_workspace_target *t, const char *const *argv, size_
   int rc = sm_engine_exec_create(t->engine, t->container_id, cfg, exec_id, err);
   if (rc) return rc;
   exec_out o;
-  sm_buf_init(&o.buf, 4096);
+  sm_buf_init(&o.err, 4096);
+  o.out = out;
+  o.overflow = 0;
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.output = exec_collect;
   io.output_ud = &o;
   io.timeout_s = 300;
   rc = sm_engine_exec_start(t->engine, exec_id, &io, err);
+  if (o.overflow) rc = sm_error_set(err, SM_ETOOBIG, "'%s' in the sandbox printed too much", argv[0]);
   int code = 0;
   if (rc == 0) rc = sm_engine_exec_inspect(t->engine, exec_id, NULL, &code, NULL, err);
   if (rc == 0 && code != 0)
     rc = sm_error_set(err, SM_ESANDBOX, "'%s' in the sandbox exited with %d: %s", argv[0], code,
-                      o.buf.data ? o.buf.data : "");
-  sm_buf_dispose(&o.buf);
+                      o.err.data ? o.err.data : "");
+  sm_buf_dispose(&o.err);
   return rc;
 }
 
@@ -225,7 +248,7 @@ static int box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_e
       bytes += len;
       i++;
     }
-    if (rc == 0) rc = box_exec(t, argv, argc, err);
+    if (rc == 0) rc = box_exec(t, argv, argc, NULL, err);
     for (size_t j = 0; j < k; j++) free(owned[j]);
   }
   free(argv);
@@ -237,7 +260,7 @@ static int box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_e
 static int box_wipe(const sm_workspace_target *t, sm_error *err) {
   const char *argv[] = {"sh", "-c", "cd -- \"$1\" && rm -rf -- * .[!.]* ..?*", "sh",
                         t->sandbox_path};
-  int rc = box_exec(t, argv, 5, err);
+  int rc = box_exec(t, argv, 5, NULL, err);
   if (rc) sm_error_wrap(err, "clearing the sandbox workspace");
   return rc;
 }
@@ -349,6 +372,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   int rc = check_target(t, err);
   if (rc) return rc;
   s->bytes_in = s->entries_in = 0;
+  s->abort_spent = 0;
   int64_t stamp = (int64_t)(sm_now() * 1e9);
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
@@ -382,6 +406,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       e->has_hash = b->has_hash;
       memcpy(e->hash, b->hash, 32);
       e->box_mtime = b->box_mtime;
+      e->box_since = b->box_since;
       e->racy = b->racy;
       /* Checked by content just now: the host side is settled. */
       if (b->racy & WS_RACY_HOST || b->host_mtime_ns != e->host_mtime_ns)
@@ -442,7 +467,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
     ws_packer *pk = NULL;
     rc = ws_packer_new(&pk, root_fd, send, nsend, "", t->uid, t->gid, err);
     if (rc == 0) {
-      if (s->abort_after >= 0) ws_packer_abort_after(pk, s->abort_after);
+      if (s->abort_after >= 0) ws_packer_abort_after(pk, abort_budget(s));
       if (t->engine) {
         rc = sm_engine_archive_put(t->engine, t->container_id, t->sandbox_path, ws_packer_read, pk,
                                    err);
@@ -453,7 +478,11 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
       ws_packer_free(pk);
     }
-    for (size_t i = 0; i < nsend; i++) ws_entry_mark_racy(send[i], stamp, 1, 1);
+    int64_t put_end = (int64_t)sm_now();
+    for (size_t i = 0; i < nsend; i++) {
+      ws_entry_mark_racy(send[i], stamp, 1, 1);
+      send[i]->box_since = put_end;
+    }
   }
   free(send);
   free(dels);
@@ -557,8 +586,10 @@ static void *extract_thread(void *ud) {
   return NULL;
 }
 
+/* Streams the sandbox's tar of box_path (the whole workspace, or one path
+ * under it) through the extractor. */
 static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
-                        sm_error *err) {
+                        const char *box_path, sm_error *err) {
   ring *r = calloc(1, sizeof *r);
   char *buf = malloc(RING_BYTES);
   if (r == NULL || buf == NULL) {
@@ -570,7 +601,7 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
   pthread_cond_init(&r->cv, NULL);
   r->buf = buf;
   r->x = x;
-  r->abort_after = s->abort_after;
+  r->abort_after = abort_budget(s);
   const char *rid = sm_log_request_id();
   if (rid) snprintf(r->request_id, sizeof r->request_id, "%s", rid);
   pthread_t th;
@@ -579,14 +610,14 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
     rc = sm_error_set(err, SM_ENOMEM, "cannot start the extractor thread");
   } else {
     sm_error gerr = SM_ERROR_INIT;
-    int grc = sm_engine_archive_get(t->engine, t->container_id, t->sandbox_path, ring_write, r,
-                                    &gerr);
+    int grc = sm_engine_archive_get(t->engine, t->container_id, box_path, ring_write, r, &gerr);
     pthread_mutex_lock(&r->mu);
     r->eof = 1;
     r->werr = grc != 0;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_join(th, NULL);
+    s->abort_spent += r->pushed;
     /* The extractor's refusal explains an aborted download best; otherwise
      * the engine's error does. */
     if (r->rc != 0 && (grc == 0 || grc == SM_ECANCELLED) && s->abort_after < 0) {
@@ -607,28 +638,125 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
   return rc;
 }
 
-static int fetch_local(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
-                       const char *prefix, sm_error *err) {
-  cleanup_fd int sfd = open_scratch(t->sandbox_path, err);
-  if (sfd < 0) return sfd;
-  ws_manifest listing;
-  ws_manifest_init(&listing);
-  int64_t base_total = x->base ? x->base->total_size : 0;
-  ws_scan_opts so = {x->excludes, s->max_bytes + base_total, s->max_entries, s->max_path, 1};
-  int rc = ws_scan(sfd, t->sandbox_path, &so, &listing, err);
-  ws_entry **items = calloc(listing.n + 1, sizeof *items);
-  if (rc == 0 && items == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
-  for (size_t i = 0; rc == 0 && i < listing.n; i++) items[i] = &listing.v[i];
+/* The sandbox's listing through one exec of find and stat. *adjust gets
+ * what to add to host-clock times before comparing them with the
+ * sandbox's ctimes (0 when both clocks agree to the second). */
+static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
+                       ws_manifest *listing, int64_t *adjust, sm_error *err) {
+  static const char script[] =
+      "cd -- \"$1\" && date +%s && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%f|%n' {} +";
+  const char *argv[] = {"sh", "-c", script, "sh", t->sandbox_path};
+  int64_t cap = s->max_entries * (s->max_path + 96);
+  if (cap > ((int64_t)256 << 20)) cap = (int64_t)256 << 20;
+  sm_buf out;
+  sm_buf_init(&out, (size_t)cap);
+  int64_t before = (int64_t)sm_now();
+  int rc = box_exec(t, argv, 5, &out, err);
+  int64_t after = (int64_t)sm_now();
+  int64_t box_now = 0;
+  if (rc == 0)
+    rc = ws_probe_parse(out.data ? out.data : "", out.len, s->max_entries, s->max_path, listing,
+                        &box_now, err);
+  sm_buf_dispose(&out);
+  if (rc) return rc;
+  *adjust = 0;
+  if (box_now < before) *adjust = -(before - box_now) - 1;
+  if (box_now < before - 600 || box_now > after + 600)
+    return sm_error_set(err, SM_EPROTOCOL, "the sandbox's clock is %" PRId64 " s off",
+                        box_now - before);
+  return 0;
+}
+
+/* Mode none: the scratch directory's listing, in the probe's terms. */
+static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
+                      ws_manifest *listing, sm_error *err) {
+  ws_scan_opts so = {&s->excludes, s->max_bytes + base_total, s->max_entries, s->max_path, 1};
+  int rc = ws_scan(sfd, path, &so, listing, err);
+  for (size_t i = 0; rc == 0 && i < listing->n; i++) {
+    ws_entry *e = &listing->v[i];
+    int64_t ns = e->host_mtime_ns;
+    e->box_mtime = ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000);
+    if (e->type == 'l') e->size = (int64_t)strlen(e->link);
+  }
+  return rc;
+}
+
+/* Mode none: packs root (NULL: everything) of the scratch listing into the
+ * extractor, named as the engine would name it. */
+static int fetch_local(sm_workspace_sync *s, int sfd, ws_manifest *listing, ws_extract *x,
+                       const char *root, const char *prefix, sm_error *err) {
+  ws_entry **items = calloc(listing->n + 1, sizeof *items);
+  if (items == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  size_t n = 0, rlen = root ? strlen(root) : 0;
+  for (size_t i = 0; i < listing->n; i++) {
+    const char *p = listing->v[i].path;
+    if (root == NULL || strcmp(p, root) == 0 || (strncmp(p, root, rlen) == 0 && p[rlen] == '/'))
+      items[n++] = &listing->v[i];
+  }
+  size_t cut = 0;
+  if (root && strrchr(root, '/')) cut = (size_t)(strrchr(root, '/') - root) + 1;
   ws_packer *pk = NULL;
-  if (rc == 0) rc = ws_packer_new(&pk, sfd, items, listing.n, prefix, 0, 0, err);
+  int rc = ws_packer_new(&pk, sfd, items, n, root ? "" : prefix, 0, 0, err);
   if (rc == 0) {
-    if (s->abort_after >= 0) ws_packer_abort_after(pk, s->abort_after);
+    ws_packer_set_cut(pk, cut);
+    if (s->abort_after >= 0) ws_packer_abort_after(pk, abort_budget(s));
     rc = ws_extract_run(x, ws_packer_read, pk, err);
     if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
+    s->abort_spent += ws_packer_produced(pk);
   }
   ws_packer_free(pk);
   free(items);
-  ws_manifest_dispose(&listing);
+  return rc;
+}
+
+static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int stage_fd,
+                          int valid) {
+  ws_extract_init(x);
+  x->stage_fd = stage_fd;
+  x->root_fd = root_fd;
+  x->base = valid ? &s->base : NULL;
+  x->excludes = &s->excludes;
+  x->max_bytes = s->max_bytes;
+  x->max_entries = s->max_entries;
+  x->max_path = s->max_path;
+}
+
+#define PROBE_MAX_ROOTS 512
+
+/* Lists the sandbox and fetches only what changed. Returns 0, a refusal
+ * (then the sync fails), or another error after which the caller copies
+ * everything instead. */
+static int fetch_changed(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
+                         int sfd, ws_manifest *listing, sm_error *err) {
+  int64_t adjust = 0;
+  int rc = t->engine ? list_engine(s, t, listing, &adjust, err) : 0;
+  char **roots = NULL;
+  size_t nroots = 0;
+  if (rc == 0) rc = ws_probe_plan(x, listing, adjust, PROBE_MAX_ROOTS, &roots, &nroots, err);
+  if (rc == 1) rc = sm_error_set(err, SM_ETOOBIG, "more than %d changed paths", PROBE_MAX_ROOTS);
+  const char *root = t->sandbox_path;
+  size_t rlen = strlen(root);
+  while (rlen > 1 && root[rlen - 1] == '/') rlen--;
+  for (size_t i = 0; rc == 0 && i < nroots; i++) {
+    const char *slash = strrchr(roots[i], '/');
+    x->strip = slash ? slash + 1 : roots[i];
+    x->place = roots[i];
+    if (t->engine) {
+      size_t len = rlen + strlen(roots[i]) + 2;
+      char *p = malloc(len);
+      if (p == NULL) {
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+        break;
+      }
+      snprintf(p, len, "%.*s/%s", (int)rlen, root, roots[i]);
+      rc = fetch_engine(s, t, x, p, err);
+      free(p);
+    } else {
+      rc = fetch_local(s, sfd, listing, x, roots[i], "", err);
+    }
+  }
+  ws_probe_free_roots(roots, nroots);
+  x->place = NULL;
   return rc;
 }
 
@@ -663,29 +791,68 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   int rc = check_target(t, err);
   if (rc) return rc;
   s->bytes_out = s->entries_out = 0;
+  s->abort_spent = 0;
+  s->last_out_listed = 0;
   int64_t stamp = (int64_t)(sm_now() * 1e9);
+  int64_t since = stamp / 1000000000;
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   int valid = base_matches(s, t);
   if (!valid)
     sm_log(SM_LOG_WARN, "workspace: no copy-in record for this sandbox; nothing is deleted on "
            "the host and every file counts as new");
+  cleanup_fd int sfd = -1;
+  if (!t->engine) {
+    sfd = open_scratch(t->sandbox_path, err);
+    if (sfd < 0) return sm_error_wrap(err, "copying the workspace out");
+  }
   cleanup_free char *stage = NULL;
   int stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
   if (stage_fd < 0) return sm_error_wrap(err, "copying the workspace out");
   ws_extract x;
-  ws_extract_init(&x);
-  x.stage_fd = stage_fd;
-  x.root_fd = root_fd;
-  x.base = valid ? &s->base : NULL;
-  x.excludes = &s->excludes;
-  x.max_bytes = s->max_bytes;
-  x.max_entries = s->max_entries;
-  x.max_path = s->max_path;
+  extract_setup(&x, s, root_fd, stage_fd, valid);
   char prefix[256];
   last_component(t->sandbox_path, prefix, sizeof prefix);
-  x.strip = prefix;
-  rc = t->engine ? fetch_engine(s, t, &x, err) : fetch_local(s, t, &x, prefix, err);
+  ws_manifest listing;
+  ws_manifest_init(&listing);
+  int listed = 0;
+  if (!t->engine) {
+    rc = list_local(s, sfd, t->sandbox_path, valid ? s->base.total_size : 0, &listing, err);
+    listed = rc == 0;
+  }
+  int done = 0;
+  if (rc == 0 && valid) {
+    sm_error perr = SM_ERROR_INIT;
+    int prc = fetch_changed(s, t, &x, sfd, &listing, &perr);
+    if (prc == 0) {
+      done = 1;
+      s->last_out_listed = 1;
+    } else if (prc == SM_EUNSAFE || (prc == SM_ETOOBIG && x.entries + x.bytes_staged > 0)) {
+      *err = perr;
+      rc = prc;
+    } else {
+      /* The listing could not be had or used: copy everything instead. */
+      sm_log(SM_LOG_DEBUG, "workspace: full copy out (%s)", perr.message);
+      ws_extract_dispose(&x);
+      ws_stage_remove(root_fd, stage, stage_fd);
+      free(stage);
+      stage = NULL;
+      stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
+      if (stage_fd < 0) {
+        ws_manifest_dispose(&listing);
+        return sm_error_wrap(err, "copying the workspace out");
+      }
+      extract_setup(&x, s, root_fd, stage_fd, valid);
+    }
+  }
+  if (rc == 0 && !done) {
+    x.strip = prefix;
+    if (t->engine)
+      rc = fetch_engine(s, t, &x, t->sandbox_path, err);
+    else
+      rc = listed ? fetch_local(s, sfd, &listing, &x, NULL, prefix, err) : SM_EIO;
+  }
+  ws_manifest_dispose(&listing);
   ws_apply_result res = {0};
   if (rc == 0) rc = ws_apply(root_fd, &x, 1, valid, &res, err);
   ws_stage_remove(root_fd, stage, stage_fd);
@@ -706,6 +873,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
     ws_entry *e = &s->base.v[i];
     if (e->state != WS_SAME) ws_entry_mark_racy(e, stamp, e->state == WS_CHANGED, 1);
     e->state = WS_SAME;
+    e->box_since = since;
   }
   rc = ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path);
   if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||

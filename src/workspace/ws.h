@@ -37,6 +37,8 @@ typedef struct ws_entry {
   int64_t size;
   int64_t host_mtime_ns;  /* host side; WS_UNKNOWN_MTIME: compare by content */
   int64_t box_mtime;      /* sandbox side, whole seconds (tar precision) */
+  int64_t box_since;      /* host clock (s) since when the sandbox side is known
+                             unchanged: a later ctime there means a change */
   uint32_t mode;          /* permission bits only (0777) */
   char type;
   /* Recorded so close to a sync that a later change could keep the same
@@ -47,6 +49,7 @@ typedef struct ws_entry {
   /* Working fields, not saved. */
   unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED */
   int32_t stage;          /* staged file number, or -1 */
+  int64_t ctime;          /* listings only: change time (s), not saved */
 } ws_entry;
 
 typedef struct ws_manifest {
@@ -132,11 +135,14 @@ typedef struct ws_packer ws_packer;
 int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
                   const char *prefix, int uid, int gid, sm_error *err);
 ssize_t ws_packer_read(void *ud, char *buf, size_t len);
+/* Members are named from byte `cut` of each path on (one subtree sent). */
+void ws_packer_set_cut(ws_packer *p, size_t cut);
 /* The error that made ws_packer_read fail (code 0 if none). */
 const sm_error *ws_packer_error(const ws_packer *p);
 void ws_packer_stats(const ws_packer *p, int64_t *bytes, int64_t *entries);
 /* Test hook: fail with SM_ECANCELLED once this many tar bytes were produced. */
 void ws_packer_abort_after(ws_packer *p, int64_t bytes);
+int64_t ws_packer_produced(const ws_packer *p);
 void ws_packer_free(ws_packer *p);
 
 /* ---- extractor: reads a tar, refuses what is unsafe, stages changes ---- */
@@ -144,6 +150,8 @@ typedef struct ws_extract {
   int stage_fd;                 /* flat staging directory */
   int root_fd;                  /* destination (hard links to unchanged files), or -1 */
   const char *strip;            /* required first component, or NULL */
+  const char *place;            /* NULL: the first component is dropped; else it
+                                   stands for this relative path (one path fetched) */
   const ws_manifest *base;      /* last synced state; NULL: all entries are changes */
   const sm_string_list *excludes;
   int64_t max_bytes, max_entries, max_path;
@@ -152,6 +160,7 @@ typedef struct ws_extract {
   ws_manifest box;              /* out: every entry of the archive */
   int64_t bytes_staged;
   int64_t raw_bytes;
+  int64_t entries;              /* over every stream read into this extractor */
   int32_t next_stage;
 } ws_extract;
 
@@ -160,6 +169,20 @@ void ws_extract_dispose(ws_extract *x);
 /* Reads the whole stream. Any unsafe entry or cap is an error (nothing is
  * applied by the caller then). */
 int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err);
+
+/* ---- probe: copy out only what a listing says changed ---- */
+/* Parses the listing exec's output: a clock reading, then one
+ * "size|mtime|ctime|hexmode|./path" line per entry. SM_EPROTOCOL when it
+ * cannot be trusted to be complete (the caller then copies everything). */
+int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
+                   ws_manifest *listing, int64_t *box_now, sm_error *err);
+/* Puts into x->box what the listing shows unchanged since the manifest
+ * (ctime earlier than the entry's box_since + clock_adjust, same size, mtime
+ * and mode) and directories whose mode alone changed; *roots gets the paths
+ * to fetch whole. Returns 1 when more than max_roots would be fetched. */
+int ws_probe_plan(ws_extract *x, const ws_manifest *listing, int64_t clock_adjust,
+                  size_t max_roots, char ***roots, size_t *n, sm_error *err);
+void ws_probe_free_roots(char **roots, size_t n);
 
 /* ---- apply: staged changes onto a directory ---- */
 typedef struct ws_apply_result {
@@ -182,7 +205,11 @@ void ws_apply_result_dispose(ws_apply_result *r);
 int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
                   const sm_workspace_limits *limits, ws_apply_result *res, sm_error *err);
 
-/* Test hook on a sync: the next copy aborts after this many tar bytes. */
+/* Test hook on a sync: each copy (in or out) aborts once this many tar
+ * bytes went through it, over all its requests; -1 turns it off. */
 void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes);
+/* 1 if the last copy out fetched only what a listing showed changed; 0 if
+ * it read the whole workspace. */
+int ws_sync_last_out_listed(const sm_workspace_sync *sync);
 
 #endif

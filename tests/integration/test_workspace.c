@@ -381,6 +381,7 @@ static void test_round_trip(void **state) {
   assert_string_equal(changed, "empty,made,made/empty,made/lnk,made/tool.sh,new file ü.txt,"
                                "plain.txt,src/deep,src/deep/main.c,src/link");
   free(changed);
+  assert_true(ws_sync_last_out_listed(s));
   assert_same_tree(b);
   char *c = hget(b, "plain.txt");
   assert_string_equal(c, "changed\n");
@@ -399,6 +400,29 @@ static void test_round_trip(void **state) {
   changed = sync_out(s, b, NULL);
   assert_string_equal(changed, "");
   free(changed);
+  assert_true(ws_sync_last_out_listed(s));
+
+  /* Content changed with size and mtime kept (the tool sets the mtime
+   * back): the ctime gives it away. */
+  assert_int_equal(box_sh(b, "printf H | dd of=plain.txt bs=1 count=1 conv=notrunc 2>/dev/null && "
+                             "touch -d '2024-01-02 03:04:05' plain.txt",
+                          NULL),
+                   0);
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "plain.txt");
+  free(changed);
+  char *pc = hget(b, "plain.txt");
+  assert_string_equal(pc, "Hhanged\n");
+  free(pc);
+
+  /* A listing the tool's user cannot make (an unreadable directory): the
+   * whole workspace is read instead, with the same result. */
+  assert_int_equal(box_sh(b, "mkdir -p locked && echo in > locked/f && chmod 000 locked", NULL), 0);
+  changed = sync_out(s, b, NULL);
+  assert_false(ws_sync_last_out_listed(s));
+  assert_string_equal(changed, "locked,locked/f");
+  free(changed);
+  assert_int_equal(box_sh(b, "chmod 755 locked", NULL), 0);
   sm_workspace_sync_free(s);
 }
 

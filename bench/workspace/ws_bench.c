@@ -1,0 +1,118 @@
+/* Workspace copy benchmark (not a test): times sandman's copy in and out
+ * against a running container, first call and repeated calls.
+ *
+ *   ws_bench gen DIR FILES BYTES_PER_FILE     make a workspace
+ *   ws_bench sync DIR CONTAINER MANIFEST      time the sync calls
+ *
+ * Prints "name seconds" lines that bench/workspace/run.sh turns into a table. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sandman/sandman.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int gen(const char *dir, long files, long size) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  char *buf = malloc((size_t)size);
+  if (buf == NULL) return 1;
+  mkdir(dir, 0755);
+  for (long i = 0; i < files; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/d%03ld", dir, i / 100);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/d%03ld/f%05ld.bin", dir, i / 100, i);
+    for (long k = 0; k < size; k += 8) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      memcpy(buf + k, &x, (size_t)(size - k < 8 ? size - k : 8));
+    }
+    FILE *f = fopen(p, "wb");
+    if (f == NULL || fwrite(buf, 1, (size_t)size, f) != (size_t)size) return 1;
+    fclose(f);
+  }
+  free(buf);
+  return 0;
+}
+
+static void touch_some(const char *dir, int n) {
+  for (int i = 0; i < n; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/d%03d/f%05d.bin", dir, i, i * 100);
+    FILE *f = fopen(p, "r+b");
+    if (f) {
+      fputs("changed", f);
+      fclose(f);
+    }
+  }
+}
+
+#define CHECK(call)                                                       \
+  do {                                                                    \
+    if ((call) != 0) {                                                    \
+      fprintf(stderr, "%s: %s\n", #call, err.message);                    \
+      return 1;                                                           \
+    }                                                                     \
+  } while (0)
+
+static int bench(const char *dir, const char *container, const char *manifest) {
+  sm_error err = SM_ERROR_INIT;
+  sm_engine_options o = SM_ENGINE_OPTIONS_INIT;
+  sm_engine *e = NULL;
+  CHECK(sm_engine_new(&e, &o, &err));
+  CHECK(sm_engine_negotiate(e, &err));
+  sm_workspace_target t = {e, container, "/workspace", 1000, 1000};
+  unlink(manifest);
+  sm_workspace_sync *s = NULL;
+  CHECK(sm_workspace_sync_new(&s, dir, manifest, NULL, NULL, &err));
+  int64_t bi, ei, bo, eo;
+  double t0 = now();
+  CHECK(sm_workspace_sync_in(s, &t, &err));
+  double t1 = now();
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  printf("in_first %.3f %lld %lld\n", t1 - t0, (long long)ei, (long long)bi);
+  sm_workspace_sync_free(s);
+  /* The next call of a run: a new sync object over the saved manifest. */
+  CHECK(sm_workspace_sync_new(&s, dir, manifest, NULL, NULL, &err));
+  t0 = now();
+  CHECK(sm_workspace_sync_in(s, &t, &err));
+  t1 = now();
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  printf("in_unchanged %.3f %lld %lld\n", t1 - t0, (long long)ei, (long long)bi);
+  char **ch = NULL, **cf = NULL;
+  size_t nch = 0, ncf = 0;
+  t0 = now();
+  CHECK(sm_workspace_sync_out(s, &t, &ch, &nch, &cf, &ncf, &err));
+  t1 = now();
+  sm_workspace_sync_stats(s, NULL, NULL, &bo, &eo);
+  printf("out_unchanged %.3f %lld %lld\n", t1 - t0, (long long)eo, (long long)bo);
+  sm_workspace_free_list(ch, nch);
+  sm_workspace_free_list(cf, ncf);
+  touch_some(dir, 10);
+  t0 = now();
+  CHECK(sm_workspace_sync_in(s, &t, &err));
+  t1 = now();
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  printf("in_10_changed %.3f %lld %lld\n", t1 - t0, (long long)ei, (long long)bi);
+  sm_workspace_sync_free(s);
+  sm_engine_free(e);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "gen") == 0) return gen(argv[2], atol(argv[3]), atol(argv[4]));
+  if (argc == 5 && strcmp(argv[1], "sync") == 0) return bench(argv[2], argv[3], argv[4]);
+  fprintf(stderr, "usage: ws_bench gen DIR FILES BYTES | ws_bench sync DIR CONTAINER MANIFEST\n");
+  return 2;
+}
