@@ -8,6 +8,7 @@
  * 125 (sandman, engine or policy), 126, 127, 137. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,27 @@ static int parse_args(int argc, char **argv, run_args *a, int *cmd_index) {
   return 0;
 }
 
+/* SIGINT/SIGTERM/SIGHUP cancel the call: the library kills the tool and
+ * removes a per_tool sandbox instead of leaving it to a reap. */
+static volatile int cancelled;
+static volatile sig_atomic_t cancel_signal;
+
+static void on_signal(int sig) {
+  cancel_signal = sig;
+  cancelled = 1;
+}
+
+static void catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
 static ssize_t read_stdin(void *ud, char *buf, size_t len) {
   (void)ud;
   for (;;) {
@@ -329,6 +351,8 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
   }
   if (a.use_stdin) req.stdin_read = read_stdin;
   if (!a.json) req.on_output = stream_output;
+  req.cancel = &cancelled;
+  catch_signals();
 
   sm_run_result result;
   rc = sm_run(runner, &req, &result, &err);
@@ -354,6 +378,7 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
                result.conflicts[i]);
   }
   if (rc == SM_EINVAL && code == CLI_EXIT_FAILURE) code = CLI_EXIT_USAGE;
+  if (cancel_signal) code = 128 + cancel_signal; /* as a shell reports it */
   sm_run_result_dispose(&result);
   sm_runner_free(runner);
   sm_config_free(cfg);

@@ -199,6 +199,22 @@ rm -f /tmp/sandman-it-warn.$$
 expect_contains "unknown runtime in development: WARN names it" "no-such-runtime" "$warn"
 expect_eq "unknown runtime in development: stepped down to none" none "$(jf mode <<<"$j")"
 
+# ---- SIGTERM cancels the call: tool killed, per_tool sandbox removed ----
+"$SANDMAN" run --mode per_tool -- sleep 120 &
+pid=$!
+for _ in $(seq 1 100); do
+  [ "$(docker ps -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter label=io.sandman.mode=per_tool | wc -l)" -gt 0 ] && break
+  sleep 0.1
+done
+sleep 0.5
+kill -TERM "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+expect_eq "SIGTERM: exit 143" 143 "$rc"
+expect_eq "SIGTERM: per_tool sandbox removed" 0 "$(count_objects io.sandman.mode=per_tool)"
+
 # ---- twenty per_run calls for one run at once, from separate processes ----
 tmp=$(mktemp -d)
 for i in $(seq 1 20); do
