@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -190,6 +191,9 @@ static int parse_args(int argc, char **argv, run_args *a, int *cmd_index) {
   }
   if (optind >= argc) return usage_error("%s", "no command given: sandman run [OPTIONS] -- CMD [ARG...]");
   if (a->sync && !a->workspace) return usage_error("%s", "--sync needs --workspace");
+  struct stat st;
+  if (a->workspace && (stat(a->workspace, &st) != 0 || !S_ISDIR(st.st_mode)))
+    return usage_error("--workspace %s is not a directory", a->workspace);
   *cmd_index = optind;
   return 0;
 }

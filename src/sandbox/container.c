@@ -446,7 +446,9 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
         json_object_put(insp);
         /* Replaced (new configuration) or broken (not running): never while
          * a call is in flight in it. */
-        rc = wait_exclusive(state_dir, sb->name, req->settings.timeout_s, &excl, err);
+        rc = wait_exclusive(state_dir, sb->name,
+                            req->settings.timeout_s > 0 ? req->settings.timeout_s : 3600, &excl,
+                            err);
         if (rc) break;
         sm_log(SM_LOG_INFO, "replacing sandbox %s: %s", sb->name,
                stale ? "its configuration changed" : "it is not running");
