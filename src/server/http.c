@@ -25,6 +25,11 @@
 #define CONNECTION_TIMEOUT_S 60             /* idle connections */
 #define METRICS_MAX (4 * 1024 * 1024)
 #define GENERIC_401 "missing or invalid token"
+/* Bodies of requests already refused are read and dropped up to this much,
+ * so that clients that write a whole body before reading the answer (most
+ * HTTP libraries) get the answer rather than a reset connection. Past it,
+ * or when the client waits for "100 Continue", the answer goes at once. */
+#define DRAIN_MAX ((uint64_t)64 * 1024 * 1024)
 
 typedef enum {
   R_NOT_FOUND = 0,
@@ -42,7 +47,10 @@ static const char *const route_names[] = {"unknown", "unknown", "healthz", "exec
                                           "handles", "sandboxes", "reap", "metrics"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
-typedef enum { ST_READING = 0, ST_RUNNING, ST_DONE, ST_ANSWERED } req_state;
+/* READING: the body is buffered. DRAIN: the answer is decided (an error)
+ * and the body is read and dropped before it is sent. RUNNING: a call
+ * thread has the request. DONE: its answer waits to be queued. */
+typedef enum { ST_READING = 0, ST_DRAIN, ST_RUNNING, ST_DONE, ST_ANSWERED } req_state;
 
 typedef struct req_ctx {
   sm_server *srv;
@@ -56,7 +64,10 @@ typedef struct req_ctx {
   char *token;         /* presented token when its check waits for the body */
   sm_buf body;
   size_t counted;      /* bytes charged to the server's body budget */
-  int too_big;
+  int has_body;        /* Content-Length > 0 or a chunked body */
+  int expect_continue; /* the client waits for 100 Continue */
+  uint64_t declared;   /* Content-Length, 0 if none */
+  uint64_t drained;
   req_state state;
   double t0;
   sm_answer answer;
@@ -123,6 +134,23 @@ static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, co
   c->answer.body = NULL;
   sm_answer_error(&c->answer, status, kind, "%s", msg);
   return queue_answer(c);
+}
+
+/* An error decided before the body is read: answered now when there is no
+ * body to wait for, else once it has been read and dropped. */
+static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const char *msg) {
+  if (c->answer.body) json_object_put(c->answer.body);
+  c->answer.body = NULL;
+  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  if (!c->has_body) return queue_answer(c);
+  if (c->expect_continue || c->declared > DRAIN_MAX) {
+    c->answer.close = 1;
+    return queue_answer(c);
+  }
+  sm_buf_dispose(&c->body);
+  sm_buf_init(&c->body, 0);
+  c->state = ST_DRAIN;
+  return MHD_YES;
 }
 
 /* ---- the handlers that run on call threads ---- */
@@ -332,12 +360,24 @@ static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
 static enum MHD_Result first_call(req_ctx *c, const char *url, const char *method) {
   sm_server *srv = c->srv;
   c->route = match_route(url, method, c->handle_id);
+  const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
+  const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+  const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
+  int64_t n = 0;
+  if (cl && sm_parse_int(cl, 0, INT64_MAX, &n, NULL) != 0) {
+    c->answer.close = 1;
+    c->has_body = 0;
+    return decide(c, 400, "policy", "bad Content-Length");
+  }
+  c->declared = (uint64_t)n;
+  c->has_body = n > 0 || (te != NULL && !cl);
+  c->expect_continue = ex != NULL && strcasecmp(ex, "100-continue") == 0;
   if (srv->draining) {
     c->answer.close = 1;
-    return answer_error(c, 503, "sandbox", "the runner is stopping");
+    return decide(c, 503, "sandbox", "the runner is stopping");
   }
-  if (c->route == R_NOT_FOUND) return answer_error(c, 404, "policy", "no such route");
-  if (c->route == R_BAD_METHOD) return answer_error(c, 405, "policy", "method not allowed");
+  if (c->route == R_NOT_FOUND) return decide(c, 404, "policy", "no such route");
+  if (c->route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
   if (c->route != R_HEALTHZ) {
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE;
@@ -348,22 +388,15 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
        * the body (or the handle) names one. */
       c->auth = AUTH_PENDING;
       c->token = strdup(tok);
-      if (c->token == NULL) return answer_error(c, 503, "sandbox", "out of memory");
+      if (c->token == NULL) return decide(c, 503, "sandbox", "out of memory");
     } else {
-      return answer_error(c, 401, "policy", GENERIC_401);
+      return decide(c, 401, "policy", GENERIC_401);
     }
   }
-  const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
-  if (cl) {
-    int64_t n = 0;
-    if (sm_parse_int(cl, 0, INT64_MAX, &n, NULL) != 0)
-      return answer_error(c, 400, "policy", "bad Content-Length");
-    if ((uint64_t)n > srv->opts.max_body) {
-      c->answer.close = 1;
-      char msg[128];
-      snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
-      return answer_error(c, 413, "policy", msg);
-    }
+  if (c->declared > srv->opts.max_body) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
+    return decide(c, 413, "policy", msg);
   }
   if (c->route == R_SANDBOXES) {
     const char *all = MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, "all");
@@ -373,12 +406,6 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
 }
 
 static enum MHD_Result body_complete(req_ctx *c) {
-  if (c->too_big) {
-    c->answer.close = 1;
-    char msg[128];
-    snprintf(msg, sizeof msg, "request body larger than %zu bytes", c->srv->opts.max_body);
-    return answer_error(c, 413, "policy", msg);
-  }
   switch (c->route) {
     case R_HEALTHZ:
       healthz(c);
@@ -429,23 +456,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   sm_log_set_request_id(c->id);
   if (c->state == ST_DONE) return queue_answer(c);
   if (c->state == ST_ANSWERED || c->state == ST_RUNNING) {
-    *upload_data_size = 0; /* answered early (401, 413...): drop the rest */
+    *upload_data_size = 0; /* answered at once (connection closes): drop the rest */
+    return MHD_YES;
+  }
+  if (c->state == ST_DRAIN) {
+    if (*upload_data_size == 0) return queue_answer(c);
+    c->drained += *upload_data_size;
+    *upload_data_size = 0;
+    if (c->drained > DRAIN_MAX) {
+      c->answer.close = 1;
+      return queue_answer(c);
+    }
     return MHD_YES;
   }
   if (*upload_data_size > 0) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (c->too_big) return MHD_YES;
     if (c->body.len + n > srv->opts.max_body) {
-      c->too_big = 1;
-      sm_buf_dispose(&c->body);
-      sm_buf_init(&c->body, 0);
-      return MHD_YES;
+      char msg[128];
+      snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
+      c->drained = c->body.len + n;
+      c->declared = 0;
+      return decide(c, 413, "policy", msg);
     }
     if (!charge_body(srv, c, n)) {
       c->answer.close = 1;
-      return answer_error(c, 503, "sandbox", "the runner is overloaded: too many large "
-                                             "requests at once");
+      return decide(c, 503, "sandbox",
+                    "the runner is overloaded: too many large requests at once");
     }
     if (sm_buf_append(&c->body, upload_data, n) != 0) return MHD_NO;
     return MHD_YES;
