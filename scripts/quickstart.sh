@@ -7,6 +7,7 @@
 set -euo pipefail
 
 SM_SCRIPT=quickstart
+# shellcheck source=lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$SM_ROOT"
 
@@ -18,6 +19,7 @@ SANDMAN=build/sandman
 
 # `run --help` exits 0 and shows the options only once the command exists.
 if "$SANDMAN" run --help >/dev/null 2>&1; then
+  # shellcheck disable=SC2016 # expanded inside the sandbox, not here
   cmd=("$SANDMAN" run --mode per_tool -- sh -c 'echo hello from $(hostname) as $(id -un); uname -a')
   shown="$SANDMAN run --mode per_tool -- sh -c 'echo hello from \$(hostname) as \$(id -un); uname -a'"
   what="one tool call in a fresh sandbox (per_tool: container created, command run, container removed)"

@@ -17,6 +17,7 @@
 set -euo pipefail
 
 SM_SCRIPT=setup
+# shellcheck source=lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$SM_ROOT"
 
@@ -158,8 +159,7 @@ engine_describe() {
 
 # Waits until runsc shows in /info Runtimes (after a start or a reload).
 wait_runsc() {
-  local i
-  for i in $(seq 1 "${1:-15}"); do
+  for _ in $(seq 1 "${1:-15}"); do
     case " $(engine_runtimes || true) " in *" runsc "*) return 0 ;; esac
     sleep 1
   done
@@ -259,6 +259,7 @@ step_engine() {
     fi
   fi
   say gvisor "engine lists runtime runsc"
+  engine_heal_bridge
 }
 
 # --- build ------------------------------------------------------------------

@@ -9,7 +9,8 @@
 #     -R REGEX    only the tests whose name matches (ctest -R), e.g. -R engine
 set -euo pipefail
 
-SM_SCRIPT=test
+SM_SCRIPT="test"
+# shellcheck source=lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$SM_ROOT"
 
@@ -46,6 +47,8 @@ FAILED=0
 # run_ctest BUILD_DIR LABEL: one ctest pass, its summary kept for the end.
 run_ctest() {
   local dir=$1 label=$2 log rc=0 line total skipped executed names
+  # Between passes a test may have started a second dockerd that removed docker0.
+  [ "$label" = integration ] && engine_heal_bridge
   log=$LOGS/$(basename "$dir")-$label.log
   echo
   echo "== $(basename "$dir"): $label tests (ctest -L $label${REGEX:+ ${REGEX[*]}}, -j$JOBS)"

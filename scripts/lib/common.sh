@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/*.sh (sourced, never run). Bash only.
 #
 # The engine address is read the way the docker CLI reads it: DOCKER_HOST
@@ -37,7 +38,7 @@ engine_is_local() { engine_socket >/dev/null; }
 # transport DOCKER_HOST names. Prints the body; curl's status is returned.
 engine_curl() {
   local path=$1; shift
-  local h url sock certs hostport
+  local h sock certs hostport
   h=$(engine_host)
   certs=${DOCKER_CERT_PATH:-$HOME/.docker}
   case "$h" in
@@ -95,4 +96,27 @@ sm_sha256() { sha256sum "$1" | cut -d' ' -f1; }
 sm_elapsed() {
   local s=$(($(date +%s) - $1))
   if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi
+}
+
+# A dockerd started with --bridge=none deletes the host's docker0 when it
+# starts (a second, private engine, as some tests start, does exactly that),
+# and the system engine then fails every container start on the default
+# bridge ("could not find bridge docker0"). Recreates the bridge the local
+# engine's `bridge` network names, with its gateway address. Prints what it
+# did; nothing when the bridge is there or the engine is not local.
+engine_heal_bridge() {
+  engine_is_local && sm_is_root && command -v ip >/dev/null || return 0
+  local spec name addr
+  spec=$(engine_json /networks/bridge '"%s %s" % (d["Options"]["com.docker.network.bridge.name"],
+    (lambda c, ip: c.get("Gateway", str(next(ip.ip_network(c["Subnet"]).hosts())))
+       + "/" + str(ip.ip_network(c["Subnet"]).prefixlen))(d["IPAM"]["Config"][0], __import__("ipaddress")))') ||
+    return 0
+  read -r name addr <<<"$spec"
+  [ -n "$name" ] && [ -n "$addr" ] || return 0
+  ip link show "$name" >/dev/null 2>&1 && return 0
+  if ip link add "$name" type bridge && ip addr add "$addr" dev "$name" && ip link set "$name" up; then
+    say engine "the default bridge $name was missing (deleted by a dockerd started with --bridge=none): recreated it with $addr"
+  else
+    warn "the default bridge $name is missing and could not be recreated: containers on the default network will not start"
+  fi
 }
