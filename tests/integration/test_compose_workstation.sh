@@ -12,7 +12,8 @@ if ! command -v docker-compose >/dev/null; then
   exit 77
 fi
 
-export SANDMAN_IMAGE_CACHE=${SANDMAN_IMAGE_CACHE:-${SANDMAN_BUILD_DIR:-$SRC_DIR/build}/image-cache}
+# One cache for the plain and the sanitizer builds: debootstrap once per machine.
+export SANDMAN_IMAGE_CACHE=${SANDMAN_IMAGE_CACHE:-$SRC_DIR/build/image-cache}
 WORK=$(mktemp -d)
 PROJECT=sm$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9' '_' | tr -s '_')$$
 COMPOSE=(docker-compose -p "$PROJECT" -f "$SRC_DIR/compose/workstation.yml")

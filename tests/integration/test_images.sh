@@ -4,12 +4,14 @@
 # docs/images.md describes every folder.
 #
 # Root file systems made by debootstrap are cached in $SANDMAN_IMAGE_CACHE
-# (default: image-cache in the build directory), so only the first run on a
+# (default: build/image-cache in the source tree, shared by the plain and
+# the sanitizer builds), so only the first run on a
 # machine pays for debootstrap.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_engine
 
-export SANDMAN_IMAGE_CACHE=${SANDMAN_IMAGE_CACHE:-${SANDMAN_BUILD_DIR:-$SRC_DIR/build}/image-cache}
+# One cache for the plain and the sanitizer builds: debootstrap once per machine.
+export SANDMAN_IMAGE_CACHE=${SANDMAN_IMAGE_CACHE:-$SRC_DIR/build/image-cache}
 WORK=$(mktemp -d)
 TEST_TAG=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')
 cleanup() {
