@@ -66,8 +66,18 @@ static void touch_some(const char *dir, int n) {
     }                                                                     \
   } while (0)
 
+static void log_line(sm_log_level level, const char *rid, const char *msg, void *ud) {
+  (void)rid;
+  (void)ud;
+  fprintf(stderr, "[%s] %s\n", sm_log_level_name(level), msg);
+}
+
 static int bench(const char *dir, const char *container, const char *manifest) {
   sm_error err = SM_ERROR_INIT;
+  if (getenv("WS_BENCH_LOG")) {
+    sm_log_set_handler(log_line, NULL);
+    sm_log_set_level(SM_LOG_DEBUG);
+  }
   sm_engine_options o = SM_ENGINE_OPTIONS_INIT;
   sm_engine *e = NULL;
   CHECK(sm_engine_new(&e, &o, &err));

@@ -52,29 +52,38 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
         return sm_error_set(err, SM_EPROTOCOL, "workspace listing: no clock reading");
       continue;
     }
-    /* size|mtime|ctime|hexmode|./path */
-    const char *f[5];
-    size_t fl[5];
+    /* size|mtime|ctime|ctime as text|hexmode|./path */
+    const char *f[6];
+    size_t fl[6];
     const char *p = line, *end = line + n;
     int k = 0;
-    for (; k < 4; k++) {
+    for (; k < 5; k++) {
       const char *bar = memchr(p, '|', (size_t)(end - p));
       if (bar == NULL) break;
       f[k] = p;
       fl[k] = (size_t)(bar - p);
       p = bar + 1;
     }
-    if (k < 4 || end - p < 3 || p[0] != '.' || p[1] != '/')
+    if (k < 5 || end - p < 3 || p[0] != '.' || p[1] != '/')
       return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a line does not parse");
-    f[4] = p + 2;
-    fl[4] = (size_t)(end - p - 2);
+    f[5] = p + 2;
+    fl[5] = (size_t)(end - p - 2);
     int64_t size, mtime, ctime, mode;
     if (parse_i64(f[0], fl[0], 10, &size) || parse_i64(f[1], fl[1], 10, &mtime) ||
-        parse_i64(f[2], fl[2], 10, &ctime) || parse_i64(f[3], fl[3], 16, &mode))
+        parse_i64(f[2], fl[2], 10, &ctime) || parse_i64(f[4], fl[4], 16, &mode) ||
+        ctime > INT64_MAX / 1000000000 - 1)
       return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a line does not parse");
-    if ((int64_t)fl[4] > max_path || memchr(f[4], '\0', fl[4]))
+    /* "2026-11-22 02:27:11.806152772 +0000": the nanoseconds, if there. */
+    int64_t frac = 999999999;
+    const char *dot = memchr(f[3], '.', fl[3]);
+    if (dot && (size_t)(f[3] + fl[3] - dot) > 9) {
+      int64_t v;
+      if (parse_i64(dot + 1, 9, 10, &v) == 0) frac = v;
+    }
+    ctime = ctime * 1000000000 + frac;
+    if ((int64_t)fl[5] > max_path || memchr(f[5], '\0', fl[5]))
       return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a path is too long");
-    char *raw = strndup(f[4], fl[4]);
+    char *raw = strndup(f[5], fl[5]);
     char *norm = NULL;
     sm_error nerr = SM_ERROR_INIT;
     int bad = raw == NULL || ws_path_normalize(raw, &norm, &nerr) != 0 || norm[0] == '\0' ||
@@ -174,11 +183,11 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, int64_t clock_adjus
     int same = b && b->type == l->type;
     if (same && l->type == 'f')
       same = b->size == l->size && b->box_mtime == l->box_mtime && b->mode == l->mode &&
-             b->box_since > 0 && l->ctime < b->box_since + clock_adjust &&
+             b->box_since > 0 && l->ctime <= b->box_since + clock_adjust &&
              !(b->racy & WS_RACY_BOX);
     else if (same && l->type == 'l')
       same = b->link && (int64_t)strlen(b->link) == l->size && b->box_since > 0 &&
-             l->ctime < b->box_since + clock_adjust;
+             l->ctime <= b->box_since + clock_adjust;
     else if (same && l->type != 'd')
       same = 0;
     if (same) {

@@ -113,7 +113,7 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
     e.mode = (uint32_t)(st.st_mode & 0777);
     e.host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     e.box_mtime = WS_UNKNOWN_MTIME;
-    e.ctime = st.st_ctim.tv_sec;
+    e.ctime = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     e.stage = -1;
     char linkbuf[4097];
     if (S_ISREG(st.st_mode)) {

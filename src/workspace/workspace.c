@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -45,6 +46,20 @@ struct sm_workspace_sync {
 int ws_sync_last_out_listed(const sm_workspace_sync *sync) { return sync->last_out_listed; }
 
 void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) { sync->abort_after = bytes; }
+
+/* Wall clock in ns: compared with file times, here and in the sandbox. */
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The clock file times come from (see WS_LISTING_SLACK_NS). */
+static int64_t stamp_clock_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0) clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int64_t abort_budget(const sm_workspace_sync *s) {
   if (s->abort_after < 0) return -1;
@@ -373,7 +388,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   if (rc) return rc;
   s->bytes_in = s->entries_in = 0;
   s->abort_spent = 0;
-  int64_t stamp = (int64_t)(sm_now() * 1e9);
+  int64_t stamp = now_ns();
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   ws_stage_sweep(root_fd);
@@ -478,7 +493,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
       ws_packer_free(pk);
     }
-    int64_t put_end = (int64_t)sm_now();
+    int64_t put_end = stamp_clock_ns();
     for (size_t i = 0; i < nsend; i++) {
       ws_entry_mark_racy(send[i], stamp, 1, 1);
       send[i]->box_since = put_end;
@@ -644,7 +659,7 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
 static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
                        ws_manifest *listing, int64_t *adjust, sm_error *err) {
   static const char script[] =
-      "cd -- \"$1\" && date +%s && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%f|%n' {} +";
+      "cd -- \"$1\" && date +%s && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
   const char *argv[] = {"sh", "-c", script, "sh", t->sandbox_path};
   int64_t cap = s->max_entries * (s->max_path + 96);
   if (cap > ((int64_t)256 << 20)) cap = (int64_t)256 << 20;
@@ -659,8 +674,10 @@ static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
                         &box_now, err);
   sm_buf_dispose(&out);
   if (rc) return rc;
+  /* A sandbox clock behind ours makes its ctimes look older: compare
+   * against correspondingly earlier times (a second more for rounding). */
   *adjust = 0;
-  if (box_now < before) *adjust = -(before - box_now) - 1;
+  if (box_now < before) *adjust = -((before - box_now) + 1) * 1000000000LL;
   if (box_now < before - 600 || box_now > after + 600)
     return sm_error_set(err, SM_EPROTOCOL, "the sandbox's clock is %" PRId64 " s off",
                         box_now - before);
@@ -721,7 +738,11 @@ static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int 
   x->max_path = s->max_path;
 }
 
-#define PROBE_MAX_ROOTS 512
+/* Each fetch is one archive request, which costs the engine a mount and a
+ * tar process (tens of ms): past a few, one full read is cheaper. A local
+ * fetch is cheap. */
+#define PROBE_MAX_ROOTS_ENGINE 8
+#define PROBE_MAX_ROOTS_LOCAL 512
 
 /* Lists the sandbox and fetches only what changed. Returns 0, a refusal
  * (then the sync fails), or another error after which the caller copies
@@ -732,8 +753,12 @@ static int fetch_changed(sm_workspace_sync *s, const sm_workspace_target *t, ws_
   int rc = t->engine ? list_engine(s, t, listing, &adjust, err) : 0;
   char **roots = NULL;
   size_t nroots = 0;
-  if (rc == 0) rc = ws_probe_plan(x, listing, adjust, PROBE_MAX_ROOTS, &roots, &nroots, err);
-  if (rc == 1) rc = sm_error_set(err, SM_ETOOBIG, "more than %d changed paths", PROBE_MAX_ROOTS);
+  size_t max_roots = t->engine ? PROBE_MAX_ROOTS_ENGINE : PROBE_MAX_ROOTS_LOCAL;
+  if (rc == 0) rc = ws_probe_plan(x, listing, adjust, max_roots, &roots, &nroots, err);
+  if (rc == 1) rc = sm_error_set(err, SM_ETOOBIG, "more than %zu changed paths", max_roots);
+  if (rc == 0)
+    sm_log(SM_LOG_DEBUG, "workspace: listing of %zu entries, %zu changed path(s) to fetch",
+           listing->n, nroots);
   const char *root = t->sandbox_path;
   size_t rlen = strlen(root);
   while (rlen > 1 && root[rlen - 1] == '/') rlen--;
@@ -793,8 +818,8 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   s->bytes_out = s->entries_out = 0;
   s->abort_spent = 0;
   s->last_out_listed = 0;
-  int64_t stamp = (int64_t)(sm_now() * 1e9);
-  int64_t since = stamp / 1000000000;
+  int64_t stamp = now_ns();
+  int64_t since = stamp_clock_ns() - WS_LISTING_SLACK_NS;
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   int valid = base_matches(s, t);

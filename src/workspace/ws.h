@@ -22,6 +22,11 @@
 #define WS_STAGE_PREFIX ".sandman-stage-"
 #define WS_CONFLICT_SUFFIX ".sandman-conflict"
 #define WS_UNKNOWN_MTIME INT64_MIN
+/* Files are stamped from the kernel's coarse clock; read it the same way.
+ * After a copy in, nothing the tool does can carry a ctime at or before the
+ * moment the upload returned (the tool starts later, through the engine);
+ * a listing only proves entries unchanged up to a little before it began. */
+#define WS_LISTING_SLACK_NS 20000000LL
 
 enum { WS_RACY_HOST = 1, WS_RACY_BOX = 2 };
 
@@ -37,7 +42,7 @@ typedef struct ws_entry {
   int64_t size;
   int64_t host_mtime_ns;  /* host side; WS_UNKNOWN_MTIME: compare by content */
   int64_t box_mtime;      /* sandbox side, whole seconds (tar precision) */
-  int64_t box_since;      /* host clock (s) since when the sandbox side is known
+  int64_t box_since;      /* host clock (ns) since when the sandbox side is known
                              unchanged: a later ctime there means a change */
   uint32_t mode;          /* permission bits only (0777) */
   char type;
@@ -49,7 +54,7 @@ typedef struct ws_entry {
   /* Working fields, not saved. */
   unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED */
   int32_t stage;          /* staged file number, or -1 */
-  int64_t ctime;          /* listings only: change time (s), not saved */
+  int64_t ctime;          /* listings only: change time (ns), not saved */
 } ws_entry;
 
 typedef struct ws_manifest {
@@ -171,13 +176,15 @@ void ws_extract_dispose(ws_extract *x);
 int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err);
 
 /* ---- probe: copy out only what a listing says changed ---- */
-/* Parses the listing exec's output: a clock reading, then one
- * "size|mtime|ctime|hexmode|./path" line per entry. SM_EPROTOCOL when it
+/* Parses the listing exec's output: a clock reading (s), then one
+ * "size|mtime|ctime|ctime as text|hexmode|./path" line per entry (the text
+ * form carries the nanoseconds; without them a ctime counts as the end of
+ * its second). SM_EPROTOCOL when it
  * cannot be trusted to be complete (the caller then copies everything). */
 int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
                    ws_manifest *listing, int64_t *box_now, sm_error *err);
 /* Puts into x->box what the listing shows unchanged since the manifest
- * (ctime earlier than the entry's box_since + clock_adjust, same size, mtime
+ * (ctime not after the entry's box_since + clock_adjust, same size, mtime
  * and mode) and directories whose mode alone changed; *roots gets the paths
  * to fetch whole. Returns 1 when more than max_roots would be fetched. */
 int ws_probe_plan(ws_extract *x, const ws_manifest *listing, int64_t clock_adjust,
