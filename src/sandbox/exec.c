@@ -103,6 +103,22 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const char *
   }
 }
 
+static void container_state(const sm_exec_target *t, int *running, int *oom) {
+  json_object *insp = NULL, *st = NULL, *v = NULL;
+  sm_error err = SM_ERROR_INIT;
+  *running = 1;
+  *oom = 0;
+  if (sm_engine_container_inspect(t->engine, t->container_id, &insp, &err) != 0) {
+    if (err.code == SM_ENOTFOUND) *running = 0;
+    return;
+  }
+  if (json_object_object_get_ex(insp, "State", &st)) {
+    if (json_object_object_get_ex(st, "Running", &v)) *running = json_object_get_boolean(v);
+    if (json_object_object_get_ex(st, "OOMKilled", &v)) *oom = json_object_get_boolean(v);
+  }
+  json_object_put(insp);
+}
+
 static int state_oom_killed(const sm_exec_target *t) {
   json_object *insp = NULL, *st = NULL, *oom = NULL;
   sm_error err = SM_ERROR_INIT;
@@ -183,6 +199,20 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   out->duration_ms = sm_monotonic_ms() - t0;
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
+    int running = 1, oom = 0;
+    if (!t->per_tool) container_state(t, &running, &oom);
+    if (!running) {
+      /* The whole sandbox died under the call (gVisor's sentry is killed
+       * when the sandbox exceeds its memory); the engine may not end the
+       * exec's stream then, so the timeout is what noticed. */
+      out->duration_ms = sm_monotonic_ms() - t0;
+      out->exit_code = 137;
+      out->oom_killed = oom;
+      if (!oom)
+        return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
+      sm_error_clear(err);
+      return 0;
+    }
     kill_call(t, exec_id, token);
     out->duration_ms = sm_monotonic_ms() - t0;
     if (rc == SM_ETIMEOUT) {
