@@ -28,8 +28,13 @@ cleanup() {
 trap cleanup EXIT
 
 # The images compose runs: built offline beforehand, as the docs say.
+old_id=$(docker image inspect -f '{{.Id}}' sandman/sandman:latest 2>/dev/null || true)
 check "image build sandman (the runner's image)" \
   bash -c "cd '$SRC_DIR' && '$SANDMAN' image build sandman >'$WORK/build.log' 2>&1"
+# The image it replaced goes when unused: test runs do not pile up images.
+if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' sandman/sandman:latest 2>/dev/null)" ]; then
+  docker image rm "$old_id" >/dev/null 2>&1 || true
+fi
 check "the sandbox image sandman/minimal:latest is present" \
   bash -c "docker image inspect sandman/minimal:latest >/dev/null"
 

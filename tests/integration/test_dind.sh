@@ -34,7 +34,12 @@ cleanup() {
 trap cleanup EXIT
 
 for name in dind sandman; do
+  old_id=$(docker image inspect -f '{{.Id}}' "sandman/$name:latest" 2>/dev/null || true)
   check "image build $name" bash -c "cd '$SRC_DIR' && '$SANDMAN' image build $name >'$WORK/build-$name.log' 2>&1"
+  # The image it replaced goes when unused: test runs do not pile up images.
+  if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' "sandman/$name:latest" 2>/dev/null)" ]; then
+    docker image rm "$old_id" >/dev/null 2>&1 || true
+  fi
 done
 
 # Can this engine start a privileged container at all?

@@ -37,9 +37,16 @@ tool_call() {
 
 # build NAME [ARGS...]: runs `sandman image build` from the source tree (NAME
 # found in ./images), keeps stdout (the id) and stderr (progress).
+# The image a rebuild replaced is removed when nothing uses it, so that
+# test runs do not pile up untagged images.
 build() {
   local name=$1; shift
-  (cd "$SRC_DIR" && "$SANDMAN" image build "$name" "$@") >"$WORK/$name.id" 2>"$WORK/$name.log"
+  local old
+  old=$(docker image inspect -f '{{.Id}}' "sandman/$name:latest" 2>/dev/null || true)
+  (cd "$SRC_DIR" && "$SANDMAN" image build "$name" "$@") >"$WORK/$name.id" 2>"$WORK/$name.log" || return 1
+  if [ $# -eq 0 ] && [ -n "$old" ] && [ "$old" != "$(cat "$WORK/$name.id")" ]; then
+    docker image rm "$old" >/dev/null 2>&1 || true
+  fi
 }
 
 images=()
