@@ -196,7 +196,9 @@ static int image_build(int argc, char **argv, const cli_globals *g) {
                                        {NULL, 0, NULL, 0}};
   const char *tag_arg = NULL;
   int c;
-  optind = 1;
+  /* 0, not 1: glibc then rescans the option string, so options may follow
+   * NAME (main's parse stopped at the first word). */
+  optind = 0;
   while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
     switch (c) {
       case 't': tag_arg = optarg; break;
