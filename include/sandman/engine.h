@@ -92,6 +92,9 @@ int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **ou
 /* filters: engine filter JSON object (e.g. {"label":["a=b"]}) or NULL. */
 int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **out,
                          sm_error *err);
+/* Removes an image (force: also when containers use it). A missing image
+ * is SM_ENOTFOUND; one still used without force is SM_ECONFLICT. */
+int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err);
 /* Imports a root file system tar stream as image repo:tag (changes: Dockerfile
  * instructions such as "USER 1000", may be NULL). */
 int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud,

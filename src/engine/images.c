@@ -56,6 +56,20 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
   return rc;
 }
 
+int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err) {
+  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  int rc = engine_check_ref(ref, "image reference", err);
+  if (rc != 0) return rc;
+  sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  if (sm_buf_append(&path, "/images/", 8) != 0 || engine_url_escape(&path, ref, "/:@") != 0 ||
+      (force && sm_buf_append(&path, "?force=1", 8) != 0))
+    rc = sm_error_set(err, SM_EINVAL, "image reference too long");
+  if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
+  sm_buf_dispose(&path);
+  return rc;
+}
+
 typedef struct progress_sink {
   engine_progress p;
   sm_error cb_err;

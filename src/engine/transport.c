@@ -230,6 +230,7 @@ int engine_perform(sm_engine *e, const engine_request *req, engine_response *res
   SETOPT(CURLOPT_NOSIGNAL, 1L);
   SETOPT(CURLOPT_TCP_NODELAY, 1L);
   SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  SETOPT(CURLOPT_USERAGENT, "sandman/" SANDMAN_VERSION);
   SETOPT(CURLOPT_CONNECTTIMEOUT_MS, e->connect_timeout_ms);
   long timeout = req->timeout_ms == 0 ? e->request_timeout_ms : req->timeout_ms;
   SETOPT(CURLOPT_TIMEOUT_MS, timeout > 0 ? timeout : 0L);

@@ -644,11 +644,10 @@ static void count_progress(void *ud, json_object *m) {
 }
 
 static void delete_image(sm_engine *e, const char *ref) {
-  char path[512];
-  snprintf(path, sizeof path, "/images/%s?force=1", ref);
   sm_error err = SM_ERROR_INIT;
-  int rc = sm_engine_request_json(e, "DELETE", path, NULL, NULL, NULL, &err);
-  if (rc != 0 && rc != SM_ENOTFOUND) fail_msg("delete image %s: %s", ref, err.message);
+  int rc = sm_engine_image_remove(e, ref, 1, &err);
+  if (rc != 0) fail_msg("delete image %s: %s", ref, err.message);
+  assert_int_equal(sm_engine_image_remove(e, ref, 1, &err), SM_ENOTFOUND);
 }
 
 static void test_image_import(void **state) {
