@@ -547,6 +547,12 @@ void sm_server_stop(sm_server *srv) {
 
 void sm_server_free(sm_server *srv) {
   if (srv == NULL) return;
+  pthread_mutex_lock(&srv->mu);
+  long bg = srv->bg_running;
+  pthread_mutex_unlock(&srv->mu);
+  /* A background call that ignored its kill still uses the server: leave
+   * it allocated (the process is ending) rather than free it under it. */
+  if (bg > 0) return;
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   unlink_socket(srv);
   sm_exec_free_handles(srv);
