@@ -37,6 +37,7 @@ struct sm_workspace_sync {
   ws_manifest base;      /* state of both sides after the last sync */
   int have_base;         /* base describes base.container / base.root */
   int wipe_first;        /* stale sandbox content may be there: clear it */
+  int had_manifest;      /* a manifest was on disk (for some sandbox) */
   int64_t bytes_in, entries_in, bytes_out, entries_out;
   int64_t abort_after;
   int64_t abort_spent;   /* bytes counted against abort_after in this copy */
@@ -102,6 +103,7 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
       s->wipe_first = 1;
     } else {
       s->have_base = s->base.root != NULL;
+      s->had_manifest = s->have_base;
     }
   }
   *out = s;
@@ -402,7 +404,10 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
     return sm_error_wrap(err, "copying the workspace in");
   }
   int valid = base_matches(s, t);
-  int wipe = s->wipe_first || (!valid && !t->engine);
+  /* No usable record of what the sandbox holds, although one existed (the
+   * sandbox was recreated, maybe over an old volume), or a scratch
+   * directory: clear it, or stale files would come back as the tool's. */
+  int wipe = s->wipe_first || (!valid && (s->had_manifest || !t->engine));
   if (!valid) ws_manifest_clear(&s->base);
 
   /* What to send, and what the sandbox has that the host no longer has. */
@@ -459,7 +464,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   }
   if (rc == 0 && wipe) {
     rc = t->engine ? box_wipe(t, err) : scratch_wipe(scratch_fd, err);
-    if (rc == 0) s->wipe_first = 0;
+    if (rc == 0) s->wipe_first = s->had_manifest = 0;
   }
   if (rc == 0 && ndel > 0) {
     if (t->engine) {
