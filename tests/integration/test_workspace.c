@@ -598,6 +598,35 @@ static void test_hardlinks_and_excludes(void **state) {
   sm_workspace_sync_free(s);
 }
 
+static void test_recreated_sandbox(void **state) {
+  box *b = *state;
+  hput(b, "keep.txt", "keep\n");
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  sm_workspace_sync_free(s);
+  /* The manifest now names an older container of the same sandbox, whose
+   * volume held a file the host has since deleted. */
+  char *m = read_file(b->manifest);
+  assert_non_null(m);
+  char *c = strstr(m, "container ");
+  assert_non_null(c);
+  memset(c + 10, 'f', 12);
+  write_file(b->manifest, m);
+  free(m);
+  assert_int_equal(box_sh(b, "echo stale > stale.txt", NULL), 0);
+  s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  char *list = box_list(b);
+  assert_null(strstr(list, "stale.txt"));
+  assert_non_null(strstr(list, "keep.txt"));
+  free(list);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  assert_false(hexists(b, "stale.txt"));
+  sm_workspace_sync_free(s);
+}
+
 int main(void) {
   const char *only = getenv("WS_IT_ONLY");
   if (only && only[0]) cmocka_set_test_filter(only);
@@ -607,6 +636,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_planted_symlink, setup, teardown),
       cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hardlinks_and_excludes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_recreated_sandbox, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
