@@ -187,6 +187,10 @@ def suite_core(tmp):
     body = {"argv": ["sh", "-c", "echo hi"], "run_id": "auth", "worker_key": "w1"}
     w1 = derive_worker_token(r.token, "w1")
     w2 = derive_worker_token(r.token, "w2")
+    d = subprocess.run([SANDMAN, "token", "derive", "--worker-key", "w1", "--token-file",
+                        os.path.join(tmp, "token")], capture_output=True, text=True)
+    check("sandman token derive matches HMAC-SHA256 computed in Python",
+          d.returncode == 0 and d.stdout.strip() == w1, (d.stdout, d.stderr))
     results = {}
     for name, tok in (("none", None), ("wrong", "wrong-token-0123456789abcdef"),
                       ("control", r.token), ("worker own key", w1), ("worker other key", w2)):
