@@ -401,7 +401,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   rc = ws_scan(root_fd, s->host_dir, &so, &cur, err);
   if (rc) {
     ws_manifest_dispose(&cur);
-    return sm_error_wrap(err, "copying the workspace in");
+    return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   }
   int valid = base_matches(s, t);
   /* No usable record of what the sandbox holds, although one existed (the
@@ -511,7 +511,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
     /* The sandbox may hold part of the copy: the old manifest still says
      * what to send next time, so it stays. */
     ws_manifest_dispose(&cur);
-    return sm_error_wrap(err, "copying the workspace %s in", s->host_dir);
+    return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   }
   ws_manifest_dispose(&s->base);
   s->base = cur;
@@ -519,7 +519,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   if (ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path) != 0)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
-    return sm_error_wrap(err, "copying the workspace in");
+    return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   sm_log(SM_LOG_DEBUG, "workspace: copied in %" PRId64 " entries, %" PRId64 " bytes; %zu deleted",
          s->entries_in, s->bytes_in, ndel);
   return 0;
@@ -834,11 +834,11 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   cleanup_fd int sfd = -1;
   if (!t->engine) {
     sfd = open_scratch(t->sandbox_path, err);
-    if (sfd < 0) return sm_error_wrap(err, "copying the workspace out");
+    if (sfd < 0) return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   }
   cleanup_free char *stage = NULL;
   int stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
-  if (stage_fd < 0) return sm_error_wrap(err, "copying the workspace out");
+  if (stage_fd < 0) return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   ws_extract x;
   extract_setup(&x, s, root_fd, stage_fd, valid);
   char prefix[256];
@@ -870,7 +870,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
       stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
       if (stage_fd < 0) {
         ws_manifest_dispose(&listing);
-        return sm_error_wrap(err, "copying the workspace out");
+        return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
       }
       extract_setup(&x, s, root_fd, stage_fd, valid);
     }
@@ -889,7 +889,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   if (rc) {
     ws_apply_result_dispose(&res);
     ws_extract_dispose(&x);
-    return sm_error_wrap(err, "copying the workspace out of the sandbox into %s", s->host_dir);
+    return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   }
   s->bytes_out = x.bytes_staged;
   s->entries_out = res.entries;
@@ -913,7 +913,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   ws_extract_dispose(&x);
   if (rc) return sm_error_set(err, rc, "out of memory");
   if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
-    return sm_error_wrap(err, "copying the workspace out");
+    return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   sm_log(SM_LOG_DEBUG, "workspace: copied out %" PRId64 " changes, %" PRId64 " bytes",
          s->entries_out, s->bytes_out);
   return 0;
