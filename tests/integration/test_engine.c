@@ -148,7 +148,7 @@ static int run_exec(sm_engine *e, const char *cid, const char *const *cmd, mem_r
   if (rc != 0) return -1;
   int running = 1, code = -1;
   /* The exit code is recorded before the stream ends; allow a short lag. */
-  for (int i = 0; i < 50 && running; i++) {
+  for (int i = 0; i < 250 && running; i++) {
     rc = sm_engine_exec_inspect(e, xid, &running, &code, NULL, err);
     if (rc != 0) {
       *out_rc = rc;

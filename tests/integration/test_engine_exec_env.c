@@ -83,7 +83,7 @@ static int exec_run(sm_engine *e, const char *cid, const char *const *cmd, src *
   rc = sm_engine_exec_start(e, xid, &io, &err);
   if (rc != 0) fail_msg("exec start: %s", err.message);
   int running = 1;
-  for (int i = 0; i < 50 && running; i++) {
+  for (int i = 0; i < 250 && running; i++) {
     if (sm_engine_exec_inspect(e, xid, &running, code, NULL, &err) != 0)
       fail_msg("exec inspect: %s", err.message);
     if (running) usleep(20000);

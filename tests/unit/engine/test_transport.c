@@ -414,7 +414,7 @@ static void test_bad_answers(void **s) {
   assert_non_null(strstr(err.message, "<html>it broke</html>"));
   sm_engine_free(e);
 
-  e = client(M_SILENT, 0, 300);
+  e = client(M_SILENT, 0, 1000);
   assert_int_equal(sm_engine_version(e, &v, &err), SM_ETIMEOUT);
   assert_non_null(strstr(err.message, "did not answer in time"));
   sm_engine_free(e);
@@ -566,7 +566,7 @@ static void test_exec_timeout_cancel(void **st) {
 
   /* The head never comes: the request timeout applies. */
   sm_engine_free(e);
-  e = client(M_NORMAL, 0, 300);
+  e = client(M_NORMAL, 0, 1000);
   assert_int_equal(sm_engine_negotiate(e, &err), 0);
   srv.m = M_SILENT;
   io.cancel = NULL;
