@@ -34,7 +34,7 @@ populate() {
   install -m 0755 "$BUSYBOX" "$dest/bin/busybox"
   # One symlink per applet at the path busybox itself lists (bin/sh, usr/bin/env...).
   while IFS= read -r applet; do
-    [ -n "$applet" ] && [ "$applet" != "bin/busybox" ] || continue
+    if [ -z "$applet" ] || [ "$applet" = bin/busybox ]; then continue; fi
     mkdir -p "$dest/$(dirname "$applet")"
     ln -sfn /bin/busybox "$dest/$applet"
   done < <("$BUSYBOX" --list-full)
