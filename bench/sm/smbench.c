@@ -121,6 +121,7 @@ int main(int argc, char **argv) {
     long n = strtol(argv[2], NULL, 10);
     long pool = strtol(argv[3], NULL, 10);
     int settle = argc > 4 && strcmp(argv[4], "1") == 0;
+    sm_runner_set_background_removal(r, 1);
     if (sm_runner_pool_set_size(r, (unsigned)pool, &err) != 0) {
       fprintf(stderr, "smbench: %s\n", err.message);
       failed = 1;

@@ -173,6 +173,62 @@ const char *sm_runner_instance(const sm_runner *runner);
 int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
            sm_error *err);
 
+/* ---- speed: the warm pool and background work (src/sandbox/pool.c) ----
+ *
+ * A per_tool call normally waits for the engine to create and start its
+ * container (a few hundred ms). A long-running process (the runner
+ * service, a program calling sm_run in a loop) can keep containers created
+ * and started ahead of time: `size` ready containers per configuration
+ * (the settings hash of sm_sandbox_settings_hash and the project), made on
+ * the first per_tool call of a configuration or by sm_runner_pool_prepare,
+ * refilled by background threads, each taken by one call and never reused.
+ * They have the same spec, limits and /workspace volume as any per_tool
+ * sandbox, carry io.sandman.pool=true beside the usual labels, count in
+ * `sandbox list` and are reaped like others. When the configuration of a
+ * caller (project, agent, tool) changes, the pool of its old configuration
+ * is drained if no other caller uses it. The pool is off (size 0) until
+ * set: a one-shot process would only pay for containers it never uses.
+ *
+ * Long-running processes also want a per_tool container removed after its
+ * call in the background, off the caller's time: sm_runner_set_background_removal.
+ * sm_runner_free waits for those removals (and drains the pool) so nothing
+ * is left. */
+#define SM_POOL_DEFAULT_SIZE 2
+#define SM_POOL_MAX_SIZE 64
+
+/* Off by default: a per_tool container is gone when sm_run returns. On: it
+ * is removed by a background thread holding the call's busy lock until it is
+ * gone (the runner service turns it on). */
+void sm_runner_set_background_removal(sm_runner *runner, int on);
+/* 0 turns the pool off and removes its ready containers (in the
+ * background). SM_EINVAL above SM_POOL_MAX_SIZE. */
+int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err);
+unsigned sm_runner_pool_size(sm_runner *runner);
+/* Fills the pool of req's configuration (req->settings.mode must be
+ * per_tool) ahead of its first call. Returns at once; a no-op while the
+ * pool is off. */
+int sm_runner_pool_prepare(sm_runner *runner, const sm_run_request *req, sm_error *err);
+/* Turns the pool off, removes every ready container and waits for them and
+ * for pending per_tool removals (a runner's shutdown). */
+void sm_runner_pool_drain(sm_runner *runner);
+/* Waits until the background work is done: every pool full (or backing off
+ * after a failed creation) and no removal pending. SM_ETIMEOUT after
+ * timeout_s (< 0: no limit). For tests and benchmarks. */
+int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err);
+
+typedef struct sm_pool_stats {
+  unsigned size;              /* ready containers wanted per configuration */
+  unsigned configurations;    /* pools */
+  unsigned ready;             /* containers ready now, all pools */
+  unsigned creating;
+  unsigned removals_pending;  /* queued or running */
+  unsigned long taken;        /* calls that got a ready container */
+  unsigned long missed;       /* calls that found their pool empty */
+  unsigned long created, removed, failed;
+} sm_pool_stats;
+
+void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out);
+
 
 /* ---- the fallback rule (contract: "Fallback when the engine or the
  * requested runtime is unhealthy at start") ---- */

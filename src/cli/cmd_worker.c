@@ -30,6 +30,8 @@ static void usage(FILE *out, const char *name) {
           "  --sandbox-disk SIZE         size of /workspace\n"
           "  --sandbox-runtime NAME      engine runtime, e.g. runsc\n"
           "  --sandbox-timeout SECONDS   default timeout of a call\n"
+          "  --sandbox-pool-size N       per_tool containers kept ready per configuration\n"
+          "                              (default 2; 0: no warm pool)\n"
           "  --env-passthrough GLOB      runner variables passed to tools (repeatable)\n"
           "  --project-environment ENV   production | staging | development\n"
           "  --project ID                default project of calls\n\n"
@@ -69,12 +71,15 @@ enum {
   OPT_MAX_BODY,
   OPT_MAX_CONN,
   OPT_BG_MAX,
+  OPT_POOL_SIZE,
 };
 
 typedef struct worker_args {
   sm_config_flags flags;
   const char *pool, *project, *listen, *token_file, *creds, *ws_root;
   unsigned threads, max_connections;
+  unsigned pool_size;
+  int have_pool_size;
   size_t max_body;
   double background_max;
 } worker_args;
@@ -116,6 +121,7 @@ static int parse_args(int argc, char **argv, worker_args *a) {
       {"max-body", required_argument, NULL, OPT_MAX_BODY},
       {"max-connections", required_argument, NULL, OPT_MAX_CONN},
       {"background-max", required_argument, NULL, OPT_BG_MAX},
+      {"sandbox-pool-size", required_argument, NULL, OPT_POOL_SIZE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int c;
@@ -172,6 +178,11 @@ static int parse_args(int argc, char **argv, worker_args *a) {
           cli_error("--background-max takes a duration such as 10m or 1h, not '%s'", optarg);
           return CLI_EXIT_USAGE;
         }
+        break;
+      case OPT_POOL_SIZE:
+        if (parse_uint("--sandbox-pool-size", optarg, 0, SM_POOL_MAX_SIZE, &a->pool_size))
+          return CLI_EXIT_USAGE;
+        a->have_pool_size = 1;
         break;
       case 'h': return -1;
       default: return CLI_EXIT_USAGE;
@@ -250,6 +261,26 @@ static int serve(int argc, char **argv, const cli_globals *g, const char *name) 
     return CLI_EXIT_FAILURE;
   }
   int degraded = fb.mode != res.settings.mode;
+
+  /* The warm pool: per_tool calls take containers made ahead of time. On a
+   * per_tool runner the default configuration's pool fills at once. Used
+   * per_tool containers are removed off the calls' time (stop waits). */
+  if (sm_runner_pool_set_size(runner, a.have_pool_size ? a.pool_size : SM_POOL_DEFAULT_SIZE,
+                              &err) != 0) {
+    sm_runner_free(runner);
+    sm_config_free(cfg);
+    return cli_fail(&err);
+  }
+  sm_runner_set_background_removal(runner, 1);
+  if (fb.mode == SM_MODE_PER_TOOL) {
+    static sm_run_request warm; /* large (settings): not on the stack */
+    sm_run_request_init(&warm);
+    warm.settings = res.settings;
+    warm.settings.mode = SM_MODE_PER_TOOL;
+    warm.project = project;
+    if (sm_runner_pool_prepare(runner, &warm, &err) != 0)
+      sm_log(SM_LOG_WARN, "warm pool: %s", err.message);
+  }
   a.flags.mode = sm_mode_name(fb.mode);
 
   /* Signals are taken by sigwait in this thread only: every thread the

@@ -24,6 +24,7 @@
 #include <sandman/workspace.h>
 
 #include "sandbox/internal.h"
+#include "sandbox/pool.h"
 
 extern char **environ;
 
@@ -41,6 +42,8 @@ typedef struct sandbox {
   char user_name[128]; /* for USER */
   int uid, gid;
   int reused;
+  int pooled;          /* per_tool: from (or made for) the warm pool */
+  int cached;          /* keyed: found in the runner's lookup cache, not inspected */
   sm_state_lock *busy;
 } sandbox;
 
@@ -326,6 +329,8 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
       .volume = sb->volume,
   };
   json_object *labels = sm_labels_build(&li);
+  if (labels && sb->pooled)
+    json_object_object_add(labels, SM_LABEL_PREFIX "pool", json_object_new_string("true"));
   sm_strv env = {0};
   sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
   rc = sm_env_build(&es, &env, err);
@@ -398,6 +403,20 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
                          sandbox *sb, sm_error *err) {
   const char *state_dir = sm_runner_state_dir(runner);
   const char *project = req->project && *req->project ? req->project : "default";
+  /* Found before by this runner with this configuration: no inspect. If it
+   * has gone or stopped since, the exec fails and the call looks again. */
+  sm_pool_cached hit;
+  if (sm_pool_cache_get(runner, sb->name, sb->hash, &hit) &&
+      (sb->mode != SM_MODE_PER_WORKER || strcmp(hit.project, project) == 0)) {
+    int rc = sm_state_busy_acquire(state_dir, sb->name, &sb->busy, err);
+    if (rc) return rc;
+    snprintf(sb->id, sizeof sb->id, "%s", hit.id);
+    sb->uid = hit.uid;
+    sb->gid = hit.gid;
+    sb->reused = 1;
+    sb->cached = 1;
+    return 0;
+  }
   char key[SM_NAME_MAX + 16];
   snprintf(key, sizeof key, "create-%s", sb->name);
   sm_state_lock *key_lock = NULL;
@@ -477,6 +496,16 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
       if (rc) break;
     }
     rc = sm_state_busy_acquire(state_dir, sb->name, &sb->busy, err);
+    if (rc == 0) {
+      sm_pool_cached c;
+      memset(&c, 0, sizeof c);
+      snprintf(c.id, sizeof c.id, "%s", sb->id);
+      snprintf(c.hash, sizeof c.hash, "%s", sb->hash);
+      snprintf(c.project, sizeof c.project, "%s", project);
+      c.uid = sb->uid;
+      c.gid = sb->gid;
+      sm_pool_cache_put(runner, sb->name, &c);
+    }
     break;
   }
   sm_state_unlock(key_lock);
@@ -485,6 +514,23 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
 
 static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_request *req,
                             sandbox *sb, sm_error *err) {
+  sm_pool_item item;
+  if (sm_pool_take(runner, req, sb->hash, &item)) {
+    snprintf(sb->name, sizeof sb->name, "%s", item.name);
+    snprintf(sb->volume, sizeof sb->volume, "%s", item.volume);
+    snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item.scope_key);
+    snprintf(sb->id, sizeof sb->id, "%s", item.id);
+    sb->uid = item.uid;
+    sb->gid = item.gid;
+    sb->pooled = 1;
+    int rc = sm_state_busy_acquire(sm_runner_state_dir(runner), sb->name, &sb->busy, err);
+    if (rc == 0) return 0;
+    sm_error ignore = SM_ERROR_INIT;
+    if (sm_pool_remove_later(runner, sb->name, sb->volume, NULL) != 0)
+      remove_sandbox(e, sm_runner_state_dir(runner), sb->name, sb->volume, &ignore);
+    sb->id[0] = '\0';
+    return rc;
+  }
   char rnd[17];
   int rc = sm_random_hex(rnd, 8, err);
   if (rc) return rc;
@@ -505,21 +551,78 @@ static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_reques
   return rc;
 }
 
+int sm_sandbox_remove(sm_engine *e, const char *state_dir, const char *name,
+                      const char *volume, sm_error *err) {
+  return remove_sandbox(e, state_dir, name, volume, err);
+}
+
+int sm_sandbox_prewarm(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                       sm_pool_item *out, sm_error *err) {
+  sandbox sb;
+  memset(&sb, 0, sizeof sb);
+  sb.mode = SM_MODE_PER_TOOL;
+  sb.pooled = 1;
+  sm_sandbox_settings_hash(&req->settings, sb.hash);
+  char rnd[17];
+  int rc = sm_random_hex(rnd, 8, err);
+  if (rc) return rc;
+  snprintf(sb.name, sizeof sb.name, "sandman-%s-pool-%s", sm_runner_instance(runner), rnd);
+  snprintf(sb.volume, sizeof sb.volume, "%s-ws", sb.name);
+  snprintf(sb.scope_key, sizeof sb.scope_key, "tool:%s", rnd);
+  rc = create_sandbox(runner, e, req, &sb, err);
+  if (rc == SM_ECONFLICT)
+    return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
+  if (rc) return rc;
+  memset(out, 0, sizeof *out);
+  snprintf(out->id, sizeof out->id, "%s", sb.id);
+  snprintf(out->name, sizeof out->name, "%s", sb.name);
+  snprintf(out->volume, sizeof out->volume, "%s", sb.volume);
+  snprintf(out->scope_key, sizeof out->scope_key, "%s", sb.scope_key);
+  out->uid = sb.uid;
+  out->gid = sb.gid;
+  return 0;
+}
+
+/* A sandbox found through the cache or the pool that has gone (or stopped)
+ * since: the call looks once more. */
+static int retry_gone(const sandbox *sb, int rc) {
+  if (rc == SM_ENOTFOUND) return sb->mode != SM_MODE_PER_TOOL || sb->pooled;
+  if (rc == SM_ECONFLICT) return sb->cached || sb->pooled;
+  return 0;
+}
+
 static void release(sm_runner *runner, sm_engine *e, sandbox *sb) {
   const char *state_dir = sm_runner_state_dir(runner);
   if (sb->mode == SM_MODE_PER_TOOL) {
+    /* Off the caller's time; the queue now holds the busy lock. */
+    if (sb->id[0] && sm_pool_remove_later(runner, sb->name, sb->volume, sb->busy) == 0) {
+      sb->busy = NULL;
+      return;
+    }
     if (sb->id[0]) {
       sm_error err = SM_ERROR_INIT;
       if (remove_sandbox(e, state_dir, sb->name, sb->volume, &err) != 0)
         sm_log(SM_LOG_WARN, "%s (a reap will remove it)", err.message);
     }
-  } else if (sb->id[0]) {
+  } else if (sb->id[0] && sm_pool_touch_due(runner, sb->name, sm_now())) {
     sm_error err = SM_ERROR_INIT;
     if (sm_state_touch(state_dir, sb->name, sm_now(), &err) != 0)
       sm_log(SM_LOG_WARN, "recording last use of %s: %s", sb->name, err.message);
   }
   sm_state_unlock(sb->busy);
   sb->busy = NULL;
+}
+
+/* Before looking again: forget what we knew, and the workspace state loaded
+ * for the sandbox that is gone (a new one starts with an empty manifest). */
+static void retry_release(sm_runner *runner, sm_engine *e, sandbox *sb,
+                          sm_workspace_sync **ws) {
+  if (sb->cached) sm_pool_cache_drop(runner, sb->name);
+  release(runner, e, sb);
+  if (*ws) {
+    sm_workspace_sync_free(*ws);
+    *ws = NULL;
+  }
 }
 
 static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
@@ -565,6 +668,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
    * then we look it up (and create it) once more. */
   for (int attempt = 0; attempt < 2; attempt++) {
     sb.reused = 0;
+    sb.pooled = 0;
+    sb.cached = 0;
     sb.id[0] = '\0';
     rc = sb.mode == SM_MODE_PER_TOOL ? acquire_per_tool(runner, e, req, &sb, err)
                                      : acquire_keyed(runner, e, req, &sb, err);
@@ -585,8 +690,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     if (ws) {
       rc = sm_workspace_sync_in(ws, &target, err);
-      if (rc == SM_ENOTFOUND && attempt == 0 && sb.mode != SM_MODE_PER_TOOL) {
-        release(runner, e, &sb);
+      if (attempt == 0 && retry_gone(&sb, rc)) {
+        retry_release(runner, e, &sb, &ws);
         continue;
       }
       if (rc) {
@@ -616,8 +721,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 
     sm_exec_target t = {e, sb.id, sb.mode == SM_MODE_PER_TOOL};
     rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
-    if (rc == SM_ENOTFOUND && attempt == 0 && sb.mode != SM_MODE_PER_TOOL) {
-      release(runner, e, &sb);
+    if (attempt == 0 && retry_gone(&sb, rc)) {
+      retry_release(runner, e, &sb, &ws);
       continue;
     }
     if (rc) goto fail_release;

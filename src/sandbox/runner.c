@@ -13,6 +13,7 @@
 #include <sandman/state.h>
 
 #include "sandbox/internal.h"
+#include "sandbox/pool.h"
 
 typedef struct thread_engine {
   struct sm_runner *runner;
@@ -31,6 +32,7 @@ struct sm_runner {
   pthread_key_t key;
   sm_engine *template_engine; /* negotiated once, then cloned */
   thread_engine *threads;
+  sm_pool *pool;              /* warm pool, background removals, lookup cache */
 };
 
 static void thread_engine_free(void *p) {
@@ -114,6 +116,10 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
 
 void sm_runner_free(sm_runner *r) {
   if (r == NULL) return;
+  /* First, while every engine client still works: the pool's containers
+   * and pending per_tool removals go, and its threads end. */
+  sm_pool_free(r->pool);
+  r->pool = NULL;
   /* Deleting the key first means no destructor runs on a freed runner. */
   pthread_key_delete(r->key);
   pthread_mutex_lock(&r->lock);
@@ -171,6 +177,14 @@ int sm_runner_engine(sm_runner *r, sm_engine **out, sm_error *err) {
   }
   *out = e;
   return 0;
+}
+
+sm_pool *sm_runner_pool(sm_runner *r) {
+  pthread_mutex_lock(&r->lock);
+  if (r->pool == NULL) r->pool = sm_pool_new(r);
+  sm_pool *p = r->pool;
+  pthread_mutex_unlock(&r->lock);
+  return p;
 }
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }

@@ -541,6 +541,9 @@ void sm_server_stop(sm_server *srv) {
   srv->n_threads = 0;
   if (srv->health_started) pthread_join(srv->health_thread, NULL);
   srv->health_started = 0;
+  /* The warm pool's containers go, and per_tool removals still queued are
+   * waited for, before the sweep looks for leftovers. */
+  sm_runner_pool_drain(srv->opts.runner);
   sweep_per_tool(srv);
   sm_log(SM_LOG_INFO, "stopped");
 }

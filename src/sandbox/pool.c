@@ -1,0 +1,812 @@
+/* A runner's speed work (see pool.h): the warm pool of per_tool
+ * containers, per_tool removals in the background, and the lookup cache of
+ * keyed sandboxes.
+ *
+ * Pools are keyed by configuration: the settings hash and the project (the
+ * project is a label of every container). Calls come in "slots" (project,
+ * agent, tool); a slot points at the pool of its current configuration.
+ * When a slot's configuration changes and no other slot uses the old one,
+ * the old pool is drained: its ready containers are removed.
+ *
+ * Two background threads do the engine work: one prefers refilling, the
+ * other removing, and each does the other's work when it has none of its
+ * own. Each has its own engine client (the runner's per-thread client).
+ * A failing creation (image gone, engine down) backs off, doubling from 2 s
+ * to 60 s, so a broken configuration never spins; calls then create their
+ * own containers and report the real error. Every 30 s an idle thread
+ * checks that the image of each pool still has the id its containers were
+ * made from, and drains the pool when it was rebuilt. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+
+#include "sandbox/internal.h"
+#include "sandbox/pool.h"
+
+#define MAX_POOLS 16
+#define MAX_SLOTS 256
+#define CACHE_BUCKETS 256
+#define CACHE_MAX 4096
+#define WORKERS 2
+#define BACKOFF_MIN_MS 2000.0
+#define BACKOFF_MAX_MS 60000.0
+#define IMAGE_CHECK_MS 30000.0
+#define IDLE_WAIT_MS 5000.0
+#define TOUCH_EVERY_S 1.0
+
+typedef struct cfg_pool {
+  char key[65];              /* sha256(hash NUL project) */
+  char hash[65];
+  char project[SM_NAME_MAX];
+  sm_sandbox_settings *settings;
+  sm_pool_item *ready;       /* oldest first; capacity SM_POOL_MAX_SIZE */
+  unsigned n_ready;
+  unsigned creating;
+  unsigned refs;             /* slots pointing here */
+  double last_use;           /* monotonic ms */
+  double retry_at;           /* no creation before this (after a failure) */
+  double backoff_ms;
+  char image_id[SM_ENGINE_ID_MAX];
+  double image_checked;
+  unsigned long generation;  /* bumped when drained: late creations are not kept */
+  int dead;                  /* dropped while creations were in flight: freed by the last */
+} cfg_pool;
+
+typedef struct slot {
+  char key[65];              /* sha256(project NUL agent NUL tool) */
+  cfg_pool *pool;
+  double used;
+} slot;
+
+typedef struct removal {
+  char name[SM_NAME_MAX];
+  char volume[SM_NAME_MAX + 8];
+  sm_state_lock *busy;
+  struct removal *next;
+} removal;
+
+typedef struct cache_entry {
+  char *name;
+  sm_pool_cached c;
+  double touched;            /* epoch seconds of our last last-used write, 0 never */
+  struct cache_entry *next;
+} cache_entry;
+
+struct sm_pool {
+  sm_runner *runner;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work;    /* a job may be there, or stop */
+  pthread_cond_t cv_done;    /* a job finished (settle and drain wait on it) */
+  unsigned size;             /* ready containers per configuration; 0: off */
+  int bg_remove;             /* per_tool removals off the caller's time */
+  int stopping;
+  pthread_t threads[WORKERS];
+  int n_threads;
+  cfg_pool *pools[MAX_POOLS];
+  slot slots[MAX_SLOTS];
+  removal *rm_head, *rm_tail;
+  unsigned rm_queued, rm_running;
+  unsigned long taken, missed, created, removed, failed;
+  cache_entry *cache[CACHE_BUCKETS];
+  size_t n_cache;
+};
+
+static double mono_ms(void) { return sm_monotonic_ms(); }
+
+/* ---- small helpers (hold p->mu) ---- */
+
+static void key_of(char out[65], const char *a, const char *b, const char *c) {
+  char buf[3 * SM_NAME_MAX + 8];
+  int n = snprintf(buf, sizeof buf, "%s%c%s%c%s", a ? a : "", 0, b ? b : "", 0, c ? c : "");
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+  sm_sha256_hex(buf, (size_t)n, out);
+}
+
+static const char *project_of(const sm_run_request *req) {
+  return req->project && *req->project ? req->project : "default";
+}
+
+static void queue_removal(sm_pool *p, const char *name, const char *volume, sm_state_lock *busy,
+                          removal *r) {
+  snprintf(r->name, sizeof r->name, "%s", name);
+  snprintf(r->volume, sizeof r->volume, "%s", volume);
+  r->busy = busy;
+  r->next = NULL;
+  if (p->rm_tail) p->rm_tail->next = r;
+  else p->rm_head = r;
+  p->rm_tail = r;
+  p->rm_queued++;
+}
+
+/* Moves ready containers of cp beyond `keep` to the removal queue. A
+ * container that cannot be queued (out of memory) stays ready. */
+static void trim_pool(sm_pool *p, cfg_pool *cp, unsigned keep) {
+  while (cp->n_ready > keep) {
+    removal *r = malloc(sizeof *r);
+    if (r == NULL) break;
+    sm_pool_item *it = &cp->ready[cp->n_ready - 1];
+    sm_log(SM_LOG_DEBUG, "pool: removing spare container %s", it->name);
+    queue_removal(p, it->name, it->volume, NULL, r);
+    cp->n_ready--;
+  }
+}
+
+static void free_pool(cfg_pool *cp) {
+  if (cp == NULL) return;
+  free(cp->settings);
+  free(cp->ready);
+  free(cp);
+}
+
+/* Drains and forgets pool i (its ready containers go, creations in flight
+ * are removed when they finish). */
+static void drop_pool(sm_pool *p, int i, const char *why) {
+  if (i < 0) return;
+  cfg_pool *cp = p->pools[i];
+  if (cp == NULL || cp->dead) return;
+  sm_log(SM_LOG_INFO, "pool: draining configuration %.12s (project %s): %s", cp->hash,
+         cp->project, why);
+  trim_pool(p, cp, 0);
+  if (cp->n_ready > 0) {
+    /* Out of memory for the queue: keep the pool, drained later. */
+    cp->refs = 0;
+    return;
+  }
+  for (int s = 0; s < MAX_SLOTS; s++)
+    if (p->slots[s].pool == cp) p->slots[s].pool = NULL;
+  cp->refs = 0;
+  if (cp->creating > 0) {
+    cp->dead = 1;
+  } else {
+    free_pool(cp);
+    p->pools[i] = NULL;
+  }
+  pthread_cond_broadcast(&p->cv_work);
+}
+
+static int pool_index(sm_pool *p, const cfg_pool *cp) {
+  for (int i = 0; i < MAX_POOLS; i++)
+    if (p->pools[i] == cp) return i;
+  return -1;
+}
+
+static cfg_pool *find_pool(sm_pool *p, const char *key) {
+  for (int i = 0; i < MAX_POOLS; i++)
+    if (p->pools[i] && !p->pools[i]->dead && strcmp(p->pools[i]->key, key) == 0)
+      return p->pools[i];
+  return NULL;
+}
+
+static cfg_pool *new_pool(sm_pool *p, const char *key, const sm_run_request *req,
+                          const char *hash) {
+  int free_i = -1;
+  for (int i = 0; i < MAX_POOLS && free_i < 0; i++)
+    if (p->pools[i] == NULL) free_i = i;
+  if (free_i < 0) {
+    /* Full: the least recently used configuration gives way. */
+    int lru = -1;
+    for (int i = 0; i < MAX_POOLS; i++)
+      if (!p->pools[i]->dead && (lru < 0 || p->pools[i]->last_use < p->pools[lru]->last_use))
+        lru = i;
+    if (lru < 0) return NULL;
+    drop_pool(p, lru, "more configurations than pools");
+    if (p->pools[lru] != NULL) return NULL;
+    free_i = lru;
+  }
+  cfg_pool *cp = calloc(1, sizeof *cp);
+  if (cp == NULL) return NULL;
+  cp->settings = malloc(sizeof *cp->settings);
+  cp->ready = calloc(SM_POOL_MAX_SIZE, sizeof *cp->ready);
+  if (cp->settings == NULL || cp->ready == NULL) {
+    free_pool(cp);
+    return NULL;
+  }
+  snprintf(cp->key, sizeof cp->key, "%s", key);
+  snprintf(cp->hash, sizeof cp->hash, "%s", hash);
+  snprintf(cp->project, sizeof cp->project, "%s", project_of(req));
+  *cp->settings = req->settings;
+  cp->last_use = mono_ms();
+  p->pools[free_i] = cp;
+  sm_log(SM_LOG_DEBUG, "pool: new configuration %.12s (project %s, image %s)", hash, cp->project,
+         req->settings.image);
+  return cp;
+}
+
+/* The pool of req's configuration, its slot pointed at it (draining the
+ * slot's previous pool when nothing else uses it). NULL: no pool. */
+static cfg_pool *pool_for(sm_pool *p, const sm_run_request *req, const char *hash) {
+  char pkey[65], skey[65];
+  key_of(pkey, hash, project_of(req), NULL);
+  key_of(skey, project_of(req), req->agent, req->tool);
+  double now = mono_ms();
+  slot *sl = NULL, *lru = &p->slots[0];
+  for (int s = 0; s < MAX_SLOTS; s++) {
+    if (p->slots[s].key[0] && strcmp(p->slots[s].key, skey) == 0) {
+      sl = &p->slots[s];
+      break;
+    }
+    if (p->slots[s].used < lru->used) lru = &p->slots[s];
+  }
+  if (sl && sl->pool && strcmp(sl->pool->key, pkey) == 0) {
+    sl->used = now;
+    sl->pool->last_use = now;
+    return sl->pool;
+  }
+  if (sl == NULL) {
+    sl = lru; /* an empty slot has used == 0, the oldest of all */
+    if (sl->key[0] && sl->pool && --sl->pool->refs == 0)
+      drop_pool(p, pool_index(p, sl->pool), "its last caller has not called for long");
+    memset(sl, 0, sizeof *sl);
+    snprintf(sl->key, sizeof sl->key, "%s", skey);
+  } else if (sl->pool) {
+    /* The configuration of this caller changed. */
+    cfg_pool *old = sl->pool;
+    sl->pool = NULL;
+    if (--old->refs == 0) drop_pool(p, pool_index(p, old), "its configuration changed");
+  }
+  cfg_pool *cp = find_pool(p, pkey);
+  if (cp == NULL) cp = new_pool(p, pkey, req, hash);
+  sl->used = now;
+  if (cp) {
+    sl->pool = cp;
+    cp->refs++;
+    cp->last_use = now;
+  }
+  return cp;
+}
+
+static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
+  return !p->stopping && !cp->dead && p->size > 0 && cp->n_ready + cp->creating < p->size &&
+         now >= cp->retry_at;
+}
+
+/* ---- the background threads ---- */
+
+static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
+  sm_error err = SM_ERROR_INIT;
+  int rc = e ? sm_sandbox_remove(e, sm_runner_state_dir(p->runner), r->name, r->volume, &err)
+             : SM_EUNREACHABLE;
+  if (rc != 0)
+    sm_log(SM_LOG_WARN, "removing %s in the background: %s (a reap will remove it)", r->name,
+           e ? err.message : "no engine client");
+  else
+    sm_log(SM_LOG_DEBUG, "removed %s in the background", r->name);
+  sm_state_unlock(r->busy);
+  pthread_mutex_lock(&p->mu);
+  p->removed += rc == 0;
+  p->rm_running--;
+  pthread_cond_broadcast(&p->cv_done);
+  pthread_mutex_unlock(&p->mu);
+  free(r);
+}
+
+static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
+  /* cp stays allocated while cp->creating > 0 (see drop_pool); what it
+   * holds may change meanwhile, so the request gets copies. */
+  static const char *const no_argv[] = {"true"};
+  unsigned long gen = cp->generation;
+  char project[SM_NAME_MAX];
+  snprintf(project, sizeof project, "%s", cp->project);
+  sm_run_request *req = malloc(sizeof *req);
+  if (req) {
+    sm_run_request_init(req);
+    req->settings = *cp->settings;
+    req->settings.mode = SM_MODE_PER_TOOL;
+    req->project = project;
+    req->argv = no_argv;
+    req->argc = 1;
+  }
+  pthread_mutex_unlock(&p->mu);
+
+  sm_pool_item item;
+  memset(&item, 0, sizeof item);
+  sm_error err = SM_ERROR_INIT;
+  int rc = req == NULL ? sm_error_set(&err, SM_ENOMEM, NULL)
+           : e == NULL ? sm_error_set(&err, SM_EUNREACHABLE, "no engine client")
+                       : sm_sandbox_prewarm(p->runner, e, req, &item, &err);
+  free(req);
+
+  pthread_mutex_lock(&p->mu);
+  cp->creating--;
+  if (rc != 0) {
+    p->failed++;
+    if (!cp->dead) {
+      cp->backoff_ms = cp->backoff_ms < BACKOFF_MIN_MS ? BACKOFF_MIN_MS : cp->backoff_ms * 2;
+      if (cp->backoff_ms > BACKOFF_MAX_MS) cp->backoff_ms = BACKOFF_MAX_MS;
+      cp->retry_at = mono_ms() + cp->backoff_ms;
+    }
+    sm_log(SM_LOG_WARN, "pool: cannot prepare a container (next try in %.0fs): %s",
+           cp->backoff_ms / 1000.0, err.message);
+  } else {
+    p->created++;
+    if (!cp->dead && cp->generation == gen && !p->stopping && cp->n_ready < p->size &&
+        cp->n_ready < SM_POOL_MAX_SIZE) {
+      cp->ready[cp->n_ready++] = item;
+      cp->backoff_ms = 0;
+      sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready, p->size,
+             cp->hash);
+    } else {
+      removal *r = malloc(sizeof *r);
+      if (r) queue_removal(p, item.name, item.volume, NULL, r);
+      else sm_log(SM_LOG_WARN, "pool: out of memory: %s is left for a reap", item.name);
+    }
+  }
+  if (cp->dead && cp->creating == 0) {
+    int i = pool_index(p, cp);
+    if (i >= 0) p->pools[i] = NULL;
+    free_pool(cp);
+  }
+  pthread_cond_broadcast(&p->cv_done);
+  pthread_cond_broadcast(&p->cv_work);
+}
+
+/* Checks the image of each pool now and then: a rebuilt image (same
+ * reference, new id) drains the containers made from the old one. Called
+ * without the lock. */
+static void check_images(sm_pool *p, sm_engine *e) {
+  char image[SM_NAME_MAX], key[65];
+  for (int i = 0; i < MAX_POOLS; i++) {
+    pthread_mutex_lock(&p->mu);
+    cfg_pool *cp = p->pools[i];
+    double now = mono_ms();
+    if (cp == NULL || cp->dead || now - cp->image_checked < IMAGE_CHECK_MS) {
+      pthread_mutex_unlock(&p->mu);
+      continue;
+    }
+    cp->image_checked = now;
+    snprintf(image, sizeof image, "%s", cp->settings->image);
+    snprintf(key, sizeof key, "%s", cp->key);
+    pthread_mutex_unlock(&p->mu);
+
+    json_object *img = NULL, *id = NULL;
+    sm_error err = SM_ERROR_INIT;
+    char id_now[SM_ENGINE_ID_MAX] = "";
+    if (sm_engine_image_inspect(e, image, &img, &err) == 0 &&
+        json_object_object_get_ex(img, "Id", &id))
+      snprintf(id_now, sizeof id_now, "%s", json_object_get_string(id));
+    json_object_put(img);
+    if (id_now[0] == '\0') continue;
+
+    pthread_mutex_lock(&p->mu);
+    cp = find_pool(p, key);
+    if (cp && cp->image_id[0] && strcmp(cp->image_id, id_now) != 0) {
+      sm_log(SM_LOG_INFO, "pool: image %s was rebuilt: replacing its ready containers", image);
+      trim_pool(p, cp, 0);
+      cp->generation++;
+    }
+    if (cp) snprintf(cp->image_id, sizeof cp->image_id, "%s", id_now);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+typedef struct worker_arg {
+  sm_pool *pool;
+  int prefer_removal;
+} worker_arg;
+
+static void *worker_main(void *arg) {
+  worker_arg wa = *(worker_arg *)arg;
+  free(arg);
+  sm_pool *p = wa.pool;
+  sm_log_set_request_id(wa.prefer_removal ? "pool-rm" : "pool");
+  sm_engine *e = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_runner_engine(p->runner, &e, &err) != 0) {
+    sm_log(SM_LOG_WARN, "pool: no engine client: %s", err.message);
+    e = NULL;
+  }
+  double last_image_check = mono_ms();
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    double now = mono_ms();
+    cfg_pool *want = NULL;
+    double next_retry = now + IDLE_WAIT_MS;
+    for (int i = 0; i < MAX_POOLS; i++) {
+      cfg_pool *cp = p->pools[i];
+      if (cp == NULL) continue;
+      if (pool_wants(p, cp, now)) {
+        if (want == NULL || cp->n_ready + cp->creating < want->n_ready + want->creating) want = cp;
+      } else if (!p->stopping && p->size > 0 && cp->retry_at > now && cp->retry_at < next_retry) {
+        next_retry = cp->retry_at;
+      }
+    }
+    int can_remove = p->rm_head != NULL;
+    if (can_remove && (wa.prefer_removal || want == NULL)) {
+      removal *r = p->rm_head;
+      p->rm_head = r->next;
+      if (p->rm_head == NULL) p->rm_tail = NULL;
+      p->rm_queued--;
+      p->rm_running++;
+      pthread_mutex_unlock(&p->mu);
+      remove_one(p, e, r);
+      pthread_mutex_lock(&p->mu);
+      continue;
+    }
+    if (want) {
+      want->creating++;
+      create_one(p, e, want); /* unlocks while it works */
+      continue;
+    }
+    if (p->stopping) break;
+    if (e && !wa.prefer_removal && now - last_image_check >= IMAGE_CHECK_MS) {
+      last_image_check = now;
+      pthread_mutex_unlock(&p->mu);
+      check_images(p, e);
+      pthread_mutex_lock(&p->mu);
+      continue;
+    }
+    double wait_ms = next_retry - now;
+    if (wait_ms < 10) wait_ms = 10;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(wait_ms * 1e6);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_cond_timedwait(&p->cv_work, &p->mu, &ts);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Starts the threads on first need (hold p->mu). The threads block every
+ * signal: a library must not take the application's signals. */
+static void ensure_threads(sm_pool *p) {
+  if (p->n_threads > 0 || p->stopping) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  for (int i = 0; i < WORKERS; i++) {
+    worker_arg *wa = malloc(sizeof *wa);
+    if (wa == NULL) break;
+    wa->pool = p;
+    wa->prefer_removal = i == 1;
+    if (pthread_create(&p->threads[p->n_threads], NULL, worker_main, wa) != 0) {
+      free(wa);
+      break;
+    }
+    p->n_threads++;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (p->n_threads == 0) sm_log(SM_LOG_WARN, "pool: cannot start its threads");
+}
+
+/* ---- the pool's life ---- */
+
+sm_pool *sm_pool_new(sm_runner *runner) {
+  sm_pool *p = calloc(1, sizeof *p);
+  if (p == NULL) return NULL;
+  p->runner = runner;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv_work, NULL);
+  pthread_cond_init(&p->cv_done, NULL);
+  return p;
+}
+
+static int all_settled(const sm_pool *p, int only_removals) {
+  if (p->rm_head || p->rm_running) return 0;
+  double now = mono_ms();
+  for (int i = 0; i < MAX_POOLS; i++) {
+    const cfg_pool *cp = p->pools[i];
+    if (cp == NULL) continue;
+    if (cp->creating) return 0;
+    if (!only_removals && pool_wants(p, cp, now) && p->n_threads > 0) return 0;
+  }
+  return 1;
+}
+
+static void drain_all(sm_pool *p) {
+  for (int i = 0; i < MAX_POOLS; i++)
+    if (p->pools[i]) drop_pool(p, i, "the pool is being emptied");
+  for (int s = 0; s < MAX_SLOTS; s++) memset(&p->slots[s], 0, sizeof p->slots[s]);
+  pthread_cond_broadcast(&p->cv_work);
+}
+
+/* Waits (hold p->mu) until the work matching only_removals is done, or
+ * deadline_ms (monotonic; < 0: none) passes. 0 or SM_ETIMEOUT. */
+static int wait_settled(sm_pool *p, int only_removals, double deadline_ms) {
+  while (!all_settled(p, only_removals)) {
+    if (p->n_threads == 0) {
+      /* No thread to do the work (could not start): nothing will change. */
+      return SM_EBUSY;
+    }
+    double now = mono_ms();
+    if (deadline_ms >= 0 && now >= deadline_ms) return SM_ETIMEOUT;
+    double wait_ms = deadline_ms >= 0 && deadline_ms - now < 200 ? deadline_ms - now : 200;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(wait_ms * 1e6);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_cond_timedwait(&p->cv_done, &p->mu, &ts);
+  }
+  return 0;
+}
+
+void sm_pool_free(sm_pool *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  p->size = 0;
+  drain_all(p);
+  if (p->rm_head && p->n_threads == 0) ensure_threads(p);
+  /* Nothing may leak: wait for every removal, however long the engine takes
+   * (each request is bounded by the engine client's own timeouts). */
+  wait_settled(p, 1, -1);
+  p->stopping = 1;
+  pthread_cond_broadcast(&p->cv_work);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+  /* Removals that no thread could do (threads never started): here. */
+  removal *r = p->rm_head;
+  sm_engine *e = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (r && sm_runner_engine(p->runner, &e, &err) != 0) e = NULL;
+  while (r) {
+    removal *next = r->next;
+    p->rm_running++;
+    remove_one(p, e, r);
+    r = next;
+  }
+  for (int i = 0; i < MAX_POOLS; i++) free_pool(p->pools[i]);
+  for (int b = 0; b < CACHE_BUCKETS; b++) {
+    cache_entry *ce = p->cache[b];
+    while (ce) {
+      cache_entry *next = ce->next;
+      free(ce->name);
+      free(ce);
+      ce = next;
+    }
+  }
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv_work);
+  pthread_cond_destroy(&p->cv_done);
+  free(p);
+}
+
+/* ---- what sm_run uses ---- */
+
+int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
+                 sm_pool_item *out) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return 0;
+  pthread_mutex_lock(&p->mu);
+  if (p->size == 0 || p->stopping) {
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+  }
+  int got = 0;
+  cfg_pool *cp = pool_for(p, req, hash);
+  if (cp && cp->n_ready > 0) {
+    *out = cp->ready[0];
+    memmove(&cp->ready[0], &cp->ready[1], (cp->n_ready - 1) * sizeof cp->ready[0]);
+    cp->n_ready--;
+    got = 1;
+    p->taken++;
+  } else {
+    p->missed++;
+  }
+  ensure_threads(p);
+  pthread_cond_broadcast(&p->cv_work);
+  pthread_mutex_unlock(&p->mu);
+  if (got) sm_log(SM_LOG_DEBUG, "pool: call takes %s", out->name);
+  else sm_log(SM_LOG_DEBUG, "pool: empty for %.12s: the call creates its container", hash);
+  return got;
+}
+
+int sm_pool_remove_later(sm_runner *runner, const char *name, const char *volume,
+                         sm_state_lock *busy) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return -1;
+  removal *r = malloc(sizeof *r);
+  if (r == NULL) return -1;
+  pthread_mutex_lock(&p->mu);
+  if (p->stopping || (!p->bg_remove && busy != NULL)) {
+    pthread_mutex_unlock(&p->mu);
+    free(r);
+    return -1;
+  }
+  ensure_threads(p);
+  if (p->n_threads == 0) {
+    pthread_mutex_unlock(&p->mu);
+    free(r);
+    return -1;
+  }
+  queue_removal(p, name, volume, busy, r);
+  pthread_cond_broadcast(&p->cv_work);
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+/* ---- the lookup cache ---- */
+
+static unsigned bucket_of(const char *name) {
+  unsigned h = 2166136261u;
+  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 16777619u;
+  return h % CACHE_BUCKETS;
+}
+
+static cache_entry *cache_find(sm_pool *p, const char *name) {
+  for (cache_entry *ce = p->cache[bucket_of(name)]; ce; ce = ce->next)
+    if (strcmp(ce->name, name) == 0) return ce;
+  return NULL;
+}
+
+int sm_pool_cache_get(sm_runner *runner, const char *name, const char *hash,
+                      sm_pool_cached *out) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return 0;
+  pthread_mutex_lock(&p->mu);
+  cache_entry *ce = cache_find(p, name);
+  int hit = ce != NULL && strcmp(ce->c.hash, hash) == 0;
+  if (hit) *out = ce->c;
+  pthread_mutex_unlock(&p->mu);
+  return hit;
+}
+
+void sm_pool_cache_put(sm_runner *runner, const char *name, const sm_pool_cached *entry) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  cache_entry *ce = cache_find(p, name);
+  if (ce == NULL && p->n_cache < CACHE_MAX) {
+    ce = calloc(1, sizeof *ce);
+    if (ce && (ce->name = strdup(name)) == NULL) {
+      free(ce);
+      ce = NULL;
+    }
+    if (ce) {
+      unsigned b = bucket_of(name);
+      ce->next = p->cache[b];
+      p->cache[b] = ce;
+      p->n_cache++;
+    }
+  }
+  if (ce) ce->c = *entry;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void sm_pool_cache_drop(sm_runner *runner, const char *name) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  for (cache_entry **pp = &p->cache[bucket_of(name)]; *pp; pp = &(*pp)->next) {
+    if (strcmp((*pp)->name, name) == 0) {
+      cache_entry *ce = *pp;
+      *pp = ce->next;
+      free(ce->name);
+      free(ce);
+      p->n_cache--;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+int sm_pool_touch_due(sm_runner *runner, const char *name, double now) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return 1;
+  pthread_mutex_lock(&p->mu);
+  cache_entry *ce = cache_find(p, name);
+  int due = 1;
+  if (ce) {
+    due = !(ce->touched > 0 && now - ce->touched >= 0 && now - ce->touched < TOUCH_EVERY_S);
+    if (due) ce->touched = now;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return due;
+}
+
+/* ---- the public functions (sandbox.h) ---- */
+
+int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err) {
+  if (runner == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
+  if (size > SM_POOL_MAX_SIZE)
+    return sm_error_set(err, SM_EINVAL, "pool size %u is more than the %d allowed", size,
+                        SM_POOL_MAX_SIZE);
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  pthread_mutex_lock(&p->mu);
+  p->size = size;
+  if (size == 0) {
+    drain_all(p);
+  } else {
+    for (int i = 0; i < MAX_POOLS; i++)
+      if (p->pools[i]) trim_pool(p, p->pools[i], size);
+  }
+  if (p->rm_head || size > 0) ensure_threads(p);
+  pthread_cond_broadcast(&p->cv_work);
+  pthread_mutex_unlock(&p->mu);
+  sm_log(SM_LOG_DEBUG, "pool: %u ready container(s) per configuration", size);
+  return 0;
+}
+
+void sm_runner_set_background_removal(sm_runner *runner, int on) {
+  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  p->bg_remove = on != 0;
+  pthread_mutex_unlock(&p->mu);
+}
+
+unsigned sm_runner_pool_size(sm_runner *runner) {
+  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+  if (p == NULL) return 0;
+  pthread_mutex_lock(&p->mu);
+  unsigned n = p->size;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+int sm_runner_pool_prepare(sm_runner *runner, const sm_run_request *req, sm_error *err) {
+  if (runner == NULL || req == NULL) return sm_error_set(err, SM_EINVAL, "no runner or request");
+  if (req->settings.mode != SM_MODE_PER_TOOL)
+    return sm_error_set(err, SM_EINVAL, "the warm pool is for mode per_tool, not %s",
+                        sm_mode_name(req->settings.mode));
+  if (req->settings.image[0] == '\0') return sm_error_set(err, SM_EINVAL, "no image given");
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  char hash[65];
+  sm_sandbox_settings_hash(&req->settings, hash);
+  pthread_mutex_lock(&p->mu);
+  if (p->size > 0 && !p->stopping) {
+    if (pool_for(p, req, hash) == NULL) {
+      pthread_mutex_unlock(&p->mu);
+      return sm_error_set(err, SM_ENOMEM, "no room for another pool");
+    }
+    ensure_threads(p);
+    pthread_cond_broadcast(&p->cv_work);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+void sm_runner_pool_drain(sm_runner *runner) {
+  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  p->size = 0;
+  drain_all(p);
+  if (p->rm_head) ensure_threads(p);
+  wait_settled(p, 1, -1);
+  pthread_mutex_unlock(&p->mu);
+}
+
+int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err) {
+  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+  if (p == NULL) return 0;
+  pthread_mutex_lock(&p->mu);
+  int rc = wait_settled(p, 0, timeout_s >= 0 ? mono_ms() + timeout_s * 1000.0 : -1);
+  pthread_mutex_unlock(&p->mu);
+  if (rc == SM_ETIMEOUT)
+    return sm_error_set(err, rc, "background work still running after %gs", timeout_s);
+  if (rc) return sm_error_set(err, rc, "the pool's threads could not start");
+  return 0;
+}
+
+void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out) {
+  memset(out, 0, sizeof *out);
+  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  out->size = p->size;
+  for (int i = 0; i < MAX_POOLS; i++) {
+    if (p->pools[i] == NULL) continue;
+    out->configurations++;
+    out->ready += p->pools[i]->n_ready;
+    out->creating += p->pools[i]->creating;
+  }
+  out->removals_pending = p->rm_queued + p->rm_running;
+  out->taken = p->taken;
+  out->missed = p->missed;
+  out->created = p->created;
+  out->removed = p->removed;
+  out->failed = p->failed;
+  pthread_mutex_unlock(&p->mu);
+}
