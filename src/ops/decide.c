@@ -99,7 +99,8 @@ sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, siz
     snprintf(reason, len, "busy: a call is in flight (--force removes it anyway)");
     return SM_OPS_SPARE;
   }
-  if (in->pool && in->keep_pool) {
+  /* A pool whose runner died keeps nothing: its containers are leftovers. */
+  if (in->pool && in->keep_pool && in->owner != SM_OPS_OWNER_GONE) {
     snprintf(reason, len, "kept by the warm pool");
     return SM_OPS_SPARE;
   }
