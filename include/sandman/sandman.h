@@ -11,4 +11,5 @@
 #include <sandman/workspace.h>
 #include <sandman/config.h>
 #include <sandman/ops.h>
+#include <sandman/image.h>
 #endif

@@ -327,7 +327,10 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
                          &fb, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);
-    return report_failure(&a, mode, err.code == SM_EUNREACHABLE ? SM_FAIL_ENGINE : SM_FAIL_SANDBOX,
+    return report_failure(&a, mode,
+                          err.code == SM_EUNREACHABLE ? SM_FAIL_ENGINE
+                          : err.code == SM_EPOLICY    ? SM_FAIL_POLICY
+                                                      : SM_FAIL_SANDBOX,
                           &err);
   }
 

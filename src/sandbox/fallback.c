@@ -1,11 +1,12 @@
-/* The fallback rule: when the engine, the requested runtime or the image
- * is unhealthy at start, outside production the mode steps down one at a
+/* The fallback rule: when the engine or the requested runtime is unhealthy
+ * at start, outside production the mode steps down one at a
  * time (per_worker -> per_run -> per_tool -> none) with a WARN per step;
  * in production sandman refuses and runs nothing. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <sandman/image.h>
 #include <sandman/log.h>
 
 #include "sandbox/internal.h"
@@ -49,11 +50,20 @@ int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project
         add_reason(out, "%s", re.message);
       }
     }
+    /* A missing image, or one whose digest differs from its pin, is not an
+     * unhealthy engine: stepping down would run the tool unsandboxed because
+     * of a typo or a swapped image. It is refused in every environment. */
     sm_error ie = SM_ERROR_INIT;
     const char *img = image && *image ? image : DEFAULT_IMAGE_FOR_CHECK;
-    if (sm_sandbox_image_present(e, img, NULL, &ie) != 0) {
+    char pinned_id[SM_ENGINE_ID_MAX] = "";
+    int irc = sm_image_check_pinned(e, img, NULL, pinned_id, &ie);
+    if (irc == 0 && pinned_id[0] == '\0') irc = sm_sandbox_image_present(e, img, NULL, &ie);
+    if (irc != 0) {
       out->image_ok = 0;
+      out->refused = 1;
       add_reason(out, "%s", ie.message);
+      return sm_error_set(err, irc == SM_EPOLICY || irc == SM_EINVAL ? SM_EPOLICY : SM_ESANDBOX,
+                          "%s", ie.message);
     }
   }
   if (out->n_reasons == 0) return 0;

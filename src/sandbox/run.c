@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sandman/image.h>
 #include <sandman/log.h>
 
 #include "sandbox/internal.h"
@@ -35,6 +36,29 @@ static int check_request(const sm_run_request *req, sm_error *err) {
   return 0;
 }
 
+/* An image pinned by digest ("name@sha256:...") runs only if the local
+ * image has that digest, and the container is created from the image Id so
+ * that a tag moved later cannot swap it. sandman never pulls: a missing or
+ * different image is refused. */
+static int run_pinned(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
+                      sm_error *err) {
+  sm_engine *e = NULL;
+  char id[SM_ENGINE_ID_MAX] = "";
+  int rc = sm_runner_engine(runner, &e, err);
+  if (rc == 0) rc = sm_image_check_pinned(e, req->settings.image, NULL, id, err);
+  if (rc == 0 && id[0] == '\0') rc = sm_error_set(err, SM_EPOLICY, "image '%s' has no usable digest", req->settings.image);
+  if (rc) {
+    sm_result_fail(out, rc == SM_EUNREACHABLE ? SM_FAIL_ENGINE
+                        : rc == SM_EPOLICY || rc == SM_EINVAL ? SM_FAIL_POLICY
+                                                              : SM_FAIL_SANDBOX,
+                   err);
+    return rc;
+  }
+  sm_run_request pinned = *req;
+  snprintf(pinned.settings.image, sizeof pinned.settings.image, "%s", id);
+  return sm_run_container(runner, &pinned, out, err);
+}
+
 int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_error *err) {
   if (out == NULL) return sm_error_set(err, SM_EINVAL, "sm_run: no result to fill");
   memset(out, 0, sizeof *out);
@@ -51,5 +75,6 @@ int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_
   }
   sm_log(SM_LOG_DEBUG, "run %s in mode %s", req->argv[0], sm_mode_name(req->settings.mode));
   if (req->settings.mode == SM_MODE_NONE) return sm_run_host(runner, req, out, err);
+  if (strchr(req->settings.image, '@') != NULL) return run_pinned(runner, req, out, err);
   return sm_run_container(runner, req, out, err);
 }
