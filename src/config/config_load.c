@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sandman/image.h>
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
@@ -319,6 +320,13 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
       if (n->len == 0 || n->len >= SM_NAME_MAX || !valid_chars(s, "_.-/:@"))
         return verr(v, n, path, "'%s' is not an image reference (e.g. sandman/minimal:latest)",
                     s);
+      {
+        /* A pin must be a well-formed sha256 digest: caught here, with its
+         * position, rather than at the first call. */
+        sm_image_ref ref;
+        sm_error ie = SM_ERROR_INIT;
+        if (sm_image_ref_parse(s, &ref, &ie) != 0) return verr(v, n, path, "%s", ie.message);
+      }
       break;
     case CK_RUNTIME:
       if ((rc = get_string(v, n, path, &s))) return rc;
