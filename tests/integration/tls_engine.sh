@@ -88,12 +88,24 @@ tls_engine_start() {
   TLS_ENGINE_LOG="$d/dockerd.log"
   export TLS_ENGINE_DIR TLS_ENGINE_PORT TLS_ENGINE_HOST TLS_ENGINE_SOCK \
     TLS_ENGINE_CLIENT_CERTS TLS_ENGINE_OTHER_CERTS TLS_ENGINE_LOG
+  # Its own bridge: a second engine started with --bridge=none deletes the
+  # host engine's docker0 as it starts (seen on 20.10), breaking every
+  # container of the main engine that uses the default network. No traffic
+  # crosses this bridge: the tests' containers use network none.
+  TLS_ENGINE_BRIDGE="smtls$((RANDOM % 10000))"
+  export TLS_ENGINE_BRIDGE
+  ip link add "$TLS_ENGINE_BRIDGE" type bridge &&
+    ip addr add 172.31.254.1/24 dev "$TLS_ENGINE_BRIDGE" &&
+    ip link set "$TLS_ENGINE_BRIDGE" up || {
+    echo "tls_engine: could not create the bridge $TLS_ENGINE_BRIDGE (iproute2)" >&2
+    return 1
+  }
   dockerd --config-file "$d/daemon.json" \
     --data-root "$d/data" --exec-root "$d/exec" --pidfile "$d/docker.pid" \
     -H "$TLS_ENGINE_SOCK" -H "$TLS_ENGINE_HOST" \
     --tlsverify --tlscacert "$d/ca/ca.pem" --tlscert "$d/server/cert.pem" \
     --tlskey "$d/server/key.pem" \
-    --bridge=none --iptables=false --ip-masq=false --cgroup-parent "sandman-tls-$$" \
+    --bridge="$TLS_ENGINE_BRIDGE" --iptables=false --ip-masq=false --cgroup-parent "sandman-tls-$$" \
     >"$TLS_ENGINE_LOG" 2>&1 &
   TLS_ENGINE_PID=$!
   local i
@@ -137,6 +149,7 @@ tls_engine_stop() {
     umount -l "$m" 2>/dev/null || true
   done
   rm -rf "$d"
+  [ -n "${TLS_ENGINE_BRIDGE:-}" ] && ip link del "$TLS_ENGINE_BRIDGE" 2>/dev/null || true
   TLS_ENGINE_DIR=
   TLS_ENGINE_PID=
 }
