@@ -46,7 +46,9 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_fail(const sm_error *err);
 /* Prints a JSON object to stdout (pretty when stdout is a terminal). */
 void cli_print_json(json_object *obj);
-/* Engine options from the globals (--host), the rest from the environment. */
-void cli_engine_options(const cli_globals *g, sm_engine_options *out);
+/* Engine options: --host > DOCKER_HOST > the configuration's engine
+ * section (cfg may be NULL) > the default socket; TLS from the environment
+ * or, with the configuration's host, from its engine section. */
+void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *out);
 
 #endif

@@ -1,6 +1,7 @@
 /* Output and error helpers shared by the subcommands. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -35,8 +36,14 @@ void cli_print_json(json_object *obj) {
   fflush(stdout);
 }
 
-void cli_engine_options(const cli_globals *g, sm_engine_options *out) {
+void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *out) {
   sm_engine_options init = SM_ENGINE_OPTIONS_INIT;
   *out = init;
   out->host = g->host;
+  const char *env = getenv("DOCKER_HOST");
+  if (out->host == NULL && (env == NULL || *env == '\0') && cfg && sm_config_engine_host(cfg)) {
+    out->host = sm_config_engine_host(cfg);
+    if (sm_config_engine_tls_verify(cfg) >= 0) out->tls_verify = sm_config_engine_tls_verify(cfg);
+    if (sm_config_engine_cert_path(cfg)) out->cert_path = sm_config_engine_cert_path(cfg);
+  }
 }

@@ -237,10 +237,15 @@ static int image_build(int argc, char **argv, const cli_globals *g) {
   }
 
   /* Check the engine before a long rootfs.sh. */
+  sm_config *cfg = NULL;
+  if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
   sm_engine_options eo;
-  cli_engine_options(g, &eo);
+  cli_engine_options(g, cfg, &eo);
   sm_engine *engine = NULL;
-  if (sm_engine_new(&engine, &eo, &err) != 0 || sm_engine_negotiate(engine, &err) != 0) {
+  int erc = sm_engine_new(&engine, &eo, &err);
+  if (erc == 0) erc = sm_engine_negotiate(engine, &err);
+  sm_config_free(cfg); /* eo's strings are copied by sm_engine_new */
+  if (erc != 0) {
     sm_engine_free(engine);
     return cli_fail(&err);
   }

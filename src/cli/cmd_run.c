@@ -277,16 +277,6 @@ static int report_failure(const run_args *a, sm_mode mode, sm_failure_kind kind,
   return CLI_EXIT_FAILURE;
 }
 
-static void engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *eo) {
-  cli_engine_options(g, eo);
-  const char *env = getenv("DOCKER_HOST");
-  if (eo->host == NULL && (env == NULL || *env == '\0') && sm_config_engine_host(cfg)) {
-    eo->host = sm_config_engine_host(cfg);
-    if (sm_config_engine_tls_verify(cfg) >= 0) eo->tls_verify = sm_config_engine_tls_verify(cfg);
-    if (sm_config_engine_cert_path(cfg)) eo->cert_path = sm_config_engine_cert_path(cfg);
-  }
-}
-
 int cmd_run(int argc, char **argv, const cli_globals *g) {
   run_args a;
   int cmd_index = 0;
@@ -315,7 +305,7 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
   const char *project_env =
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
   sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
-  engine_options(g, cfg, &ro.engine);
+  cli_engine_options(g, cfg, &ro.engine);
   sm_runner *runner = NULL;
   if (sm_runner_new(&runner, &ro, &err) != 0) {
     sm_config_free(cfg);

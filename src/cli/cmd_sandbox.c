@@ -30,10 +30,7 @@ static int setup(const cli_globals *g, sm_config **cfg, sm_engine_options *eo) {
   sm_error err = SM_ERROR_INIT;
   *cfg = NULL;
   if (sm_config_load(cfg, g->config_path, &err) != 0) return cli_fail(&err);
-  cli_engine_options(g, eo);
-  const char *env = getenv("DOCKER_HOST");
-  if (eo->host == NULL && (env == NULL || *env == '\0') && sm_config_engine_host(*cfg))
-    eo->host = sm_config_engine_host(*cfg);
+  cli_engine_options(g, *cfg, eo);
   return CLI_EXIT_OK;
 }
 

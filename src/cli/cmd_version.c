@@ -17,9 +17,11 @@ int cmd_version(int argc, char **argv, const cli_globals *g) {
       return CLI_EXIT_USAGE;
     }
   }
-  sm_engine_options opts;
-  cli_engine_options(g, &opts);
   sm_error err = SM_ERROR_INIT;
+  sm_config *cfg = NULL;
+  if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
+  sm_engine_options opts;
+  cli_engine_options(g, cfg, &opts);
   sm_engine *engine = NULL;
   json_object *version = NULL;
   int rc = sm_engine_new(&engine, &opts, &err);
@@ -54,6 +56,7 @@ int cmd_version(int argc, char **argv, const cli_globals *g) {
   }
   json_object_put(version);
   sm_engine_free(engine);
+  sm_config_free(cfg);
   /* Our own version was printed either way; an absent engine is reported,
    * not a failure of this command. */
   return CLI_EXIT_OK;

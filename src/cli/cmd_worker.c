@@ -202,16 +202,6 @@ static int parse_args(int argc, char **argv, worker_args *a) {
   return 0;
 }
 
-static void engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *eo) {
-  cli_engine_options(g, eo);
-  const char *env = getenv("DOCKER_HOST");
-  if (eo->host == NULL && (env == NULL || *env == '\0') && sm_config_engine_host(cfg)) {
-    eo->host = sm_config_engine_host(cfg);
-    if (sm_config_engine_tls_verify(cfg) >= 0) eo->tls_verify = sm_config_engine_tls_verify(cfg);
-    if (sm_config_engine_cert_path(cfg)) eo->cert_path = sm_config_engine_cert_path(cfg);
-  }
-}
-
 static int serve(int argc, char **argv, const cli_globals *g, const char *name) {
   static worker_args a; /* large (string lists): not on the stack */
   memset(&a, 0, sizeof a);
@@ -245,7 +235,7 @@ static int serve(int argc, char **argv, const cli_globals *g, const char *name) 
   const char *project = a.project ? a.project : sm_config_project_id(cfg);
 
   sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
-  engine_options(g, cfg, &ro.engine);
+  cli_engine_options(g, cfg, &ro.engine);
   sm_runner *runner = NULL;
   if (sm_runner_new(&runner, &ro, &err) != 0) {
     sm_config_free(cfg);
