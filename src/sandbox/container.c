@@ -615,9 +615,10 @@ static void release(sm_runner *runner, sm_engine *e, sandbox *sb) {
 
 /* Before looking again: forget what we knew, and the workspace state loaded
  * for the sandbox that is gone (a new one starts with an empty manifest). */
-static void retry_release(sm_runner *runner, sm_engine *e, sandbox *sb,
-                          sm_workspace_sync **ws) {
+static void retry_release(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                          sandbox *sb, sm_workspace_sync **ws) {
   if (sb->cached) sm_pool_cache_drop(runner, sb->name);
+  if (sb->pooled) sm_pool_forget(runner, req, sb->hash);
   release(runner, e, sb);
   if (*ws) {
     sm_workspace_sync_free(*ws);
@@ -691,7 +692,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (ws) {
       rc = sm_workspace_sync_in(ws, &target, err);
       if (attempt == 0 && retry_gone(&sb, rc)) {
-        retry_release(runner, e, &sb, &ws);
+        retry_release(runner, e, req, &sb, &ws);
         continue;
       }
       if (rc) {
@@ -722,7 +723,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     sm_exec_target t = {e, sb.id, sb.mode == SM_MODE_PER_TOOL};
     rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
     if (attempt == 0 && retry_gone(&sb, rc)) {
-      retry_release(runner, e, &sb, &ws);
+      retry_release(runner, e, req, &sb, &ws);
       continue;
     }
     if (rc) goto fail_release;

@@ -600,6 +600,24 @@ int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
   return got;
 }
 
+void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *hash) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return;
+  char pkey[65];
+  key_of(pkey, hash, project_of(req), NULL);
+  pthread_mutex_lock(&p->mu);
+  cfg_pool *cp = find_pool(p, pkey);
+  if (cp && cp->n_ready > 0) {
+    sm_log(SM_LOG_INFO, "pool: a ready container of %.12s was gone: replacing the others too",
+           hash);
+    trim_pool(p, cp, 0);
+    cp->generation++;
+    ensure_threads(p);
+    pthread_cond_broadcast(&p->cv_work);
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
 int sm_pool_remove_later(sm_runner *runner, const char *name, const char *volume,
                          sm_state_lock *busy) {
   sm_pool *p = sm_runner_pool(runner);
@@ -798,7 +816,7 @@ void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out) {
   out->size = p->size;
   for (int i = 0; i < MAX_POOLS; i++) {
     if (p->pools[i] == NULL) continue;
-    out->configurations++;
+    out->configurations += !p->pools[i]->dead;
     out->ready += p->pools[i]->n_ready;
     out->creating += p->pools[i]->creating;
   }

@@ -44,6 +44,10 @@ void sm_pool_free(sm_pool *pool);
  * pool is (re)filled in the background when a pool size is set. */
 int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
                  sm_pool_item *out);
+/* A container taken from the pool was gone (an operator's forced reap):
+ * the others of its configuration are replaced too, so that the call's
+ * second attempt makes its own rather than finding another stale one. */
+void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *hash);
 /* Queues the removal of a per_tool sandbox (container and volume) and the
  * release of its busy lock, which the queue now owns. 0 when queued; -1 when
  * the caller must remove it itself: background removal is off (for a call's
