@@ -64,9 +64,11 @@ n=$(docker exec "$c2" sh -c 'find /workspace -type f | wc -l')
 
 val() { echo "$out" | awk -v k="$1" '$1 == k { print $'"$2"' }'; }
 printf '\nworkspace: %s files, %s MB (tmpfs volume, %s)\n\n' "$FILES" "$MB" "$(docker version --format '{{.Server.Version}}')"
-printf '%-42s %10s %10s %12s\n' "operation" "seconds" "entries" "bytes sent"
+printf '%-42s %10s %10s %12s\n' "operation" "seconds" "entries" "bytes moved"
 printf '%-42s %10s %10s %12s\n' "docker cp (whole folder)" "$DOCKER_CP" "-" "-"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, first call" "$(val in_first 2)" "$(val in_first 3)" "$(val in_first 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, unchanged (next call)" "$(val in_unchanged 2)" "$(val in_unchanged 3)" "$(val in_unchanged 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy out, nothing changed" "$(val out_unchanged 2)" "$(val out_unchanged 3)" "$(val out_unchanged 4)"
+printf '%-42s %10s %10s %12s\n' "sandman copy out, 5 files changed" "$(val out_5_changed 2)" "$(val out_5_changed 3)" "$(val out_5_changed 4)"
+printf '%-42s %10s %10s %12s\n' "sandman copy out, 100 files changed" "$(val out_100_changed 2)" "$(val out_100_changed 3)" "$(val out_100_changed 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, 10 files changed" "$(val in_10_changed 2)" "$(val in_10_changed 3)" "$(val in_10_changed 4)"

@@ -58,6 +58,26 @@ static void touch_some(const char *dir, int n) {
   }
 }
 
+/* Runs a shell command in the container, as the tool would. */
+static int box_sh(sm_engine *e, const char *id, const char *script, sm_error *err) {
+  json_object *cfg = json_object_new_object();
+  json_object *cmd = json_object_new_array();
+  json_object_array_add(cmd, json_object_new_string("sh"));
+  json_object_array_add(cmd, json_object_new_string("-c"));
+  json_object_array_add(cmd, json_object_new_string(script));
+  json_object_object_add(cfg, "Cmd", cmd);
+  json_object_object_add(cfg, "User", json_object_new_string("1000:1000"));
+  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/workspace"));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  char xid[SM_ENGINE_ID_MAX];
+  int rc = sm_engine_exec_create(e, id, cfg, xid, err);
+  json_object_put(cfg);
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  if (rc == 0) rc = sm_engine_exec_start(e, xid, &io, err);
+  return rc;
+}
+
 #define CHECK(call)                                                       \
   do {                                                                    \
     if ((call) != 0) {                                                    \
@@ -107,6 +127,24 @@ static int bench(const char *dir, const char *container, const char *manifest) {
   t1 = now();
   sm_workspace_sync_stats(s, NULL, NULL, &bo, &eo);
   printf("out_unchanged %.3f %lld %lld\n", t1 - t0, (long long)eo, (long long)bo);
+  sm_workspace_free_list(ch, nch);
+  sm_workspace_free_list(cf, ncf);
+  /* The tool changes 5 files in the sandbox: a listing and 5 fetches. */
+  CHECK(box_sh(e, container, "for i in 1 2 3 4 5; do echo tool >> d00$i/f00${i}00.bin; done", &err));
+  t0 = now();
+  CHECK(sm_workspace_sync_out(s, &t, &ch, &nch, &cf, &ncf, &err));
+  t1 = now();
+  sm_workspace_sync_stats(s, NULL, NULL, &bo, &eo);
+  printf("out_5_changed %.3f %lld %lld\n", t1 - t0, (long long)eo, (long long)bo);
+  sm_workspace_free_list(ch, nch);
+  sm_workspace_free_list(cf, ncf);
+  /* The tool rewrites 100 files: past the per-path limit, one full read. */
+  CHECK(box_sh(e, container, "for f in d010/f*.bin; do echo tool >> $f; done", &err));
+  t0 = now();
+  CHECK(sm_workspace_sync_out(s, &t, &ch, &nch, &cf, &ncf, &err));
+  t1 = now();
+  sm_workspace_sync_stats(s, NULL, NULL, &bo, &eo);
+  printf("out_100_changed %.3f %lld %lld\n", t1 - t0, (long long)eo, (long long)bo);
   sm_workspace_free_list(ch, nch);
   sm_workspace_free_list(cf, ncf);
   touch_some(dir, 10);

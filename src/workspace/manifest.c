@@ -182,7 +182,7 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
     if (e->has_hash) ws_hex(e->hash, 32, hex);
     rc = sm_buf_printf(&b, "e %c %u %o %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s ",
                        e->type, (unsigned)e->racy, (unsigned)e->mode, e->size, e->host_mtime_ns,
-                       e->box_mtime, e->box_since, hex);
+                       e->box_mtime, e->box_ctime, hex);
     if (!rc) rc = put_escaped(&b, e->path);
     if (!rc && e->link) {
       rc = sm_buf_append(&b, " ", 1);
@@ -280,7 +280,7 @@ static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *pat
   e.size = strtoll(f[4], &end, 10);
   e.host_mtime_ns = strtoll(f[5], &end, 10);
   e.box_mtime = strtoll(f[6], &end, 10);
-  e.box_since = strtoll(f[7], &end, 10);
+  e.box_ctime = strtoll(f[7], &end, 10);
   e.stage = -1;
   char **fh = &f[8];
   if (strcmp(*fh, "-") != 0) {

@@ -37,21 +37,14 @@ static int parse_i64(const char *s, size_t n, int base, int64_t *out) {
 }
 
 int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
-                   ws_manifest *listing, int64_t *box_now, sm_error *err) {
+                   ws_manifest *listing, sm_error *err) {
   ws_manifest_clear(listing);
   size_t pos = 0;
-  int first = 1;
   while (pos < len) {
     const char *line = out + pos;
     const char *nl = memchr(line, '\n', len - pos);
     size_t n = nl ? (size_t)(nl - line) : len - pos;
     pos += n + (nl ? 1 : 0);
-    if (first) {
-      first = 0;
-      if (parse_i64(line, n, 10, box_now) != 0)
-        return sm_error_set(err, SM_EPROTOCOL, "workspace listing: no clock reading");
-      continue;
-    }
     /* size|mtime|ctime|ctime as text|hexmode|./path */
     const char *f[6];
     size_t fl[6];
@@ -74,7 +67,7 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
         ctime > INT64_MAX / 1000000000 - 1)
       return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a line does not parse");
     /* "2026-11-22 02:27:11.806152772 +0000": the nanoseconds, if there. */
-    int64_t frac = 999999999;
+    int64_t frac = 0;
     const char *dot = memchr(f[3], '.', fl[3]);
     if (dot && (size_t)(f[3] + fl[3] - dot) > 9) {
       int64_t v;
@@ -124,7 +117,6 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
     if (rc == SM_ECONFLICT) return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a path twice");
     if (rc) return sm_error_set(err, rc, "out of memory");
   }
-  if (first) return sm_error_set(err, SM_EPROTOCOL, "workspace listing: empty");
   return 0;
 }
 
@@ -146,13 +138,25 @@ static int root_push(char ***v, size_t *n, size_t *cap, const char *s) {
   return 0;
 }
 
+void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which) {
+  for (size_t i = 0; i < m->n; i++) {
+    ws_entry *e = &m->v[i];
+    if (which >= 0 && e->state != which) continue;
+    const ws_entry *l = listing ? ws_manifest_get(listing, e->path) : NULL;
+    int agree = l && l->type == e->type;
+    if (agree && e->type == 'f') agree = l->size == e->size && l->box_mtime == e->box_mtime;
+    if (agree && e->type == 'l') agree = e->link && (int64_t)strlen(e->link) == l->size;
+    e->box_ctime = agree ? l->ctime : 0;
+  }
+}
+
 void ws_probe_free_roots(char **roots, size_t n) {
   for (size_t i = 0; i < n; i++) free(roots[i]);
   free(roots);
 }
 
-int ws_probe_plan(ws_extract *x, const ws_manifest *listing, int64_t clock_adjust,
-                  size_t max_roots, char ***out_roots, size_t *out_n, sm_error *err) {
+int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, char ***out_roots,
+                  size_t *out_n, sm_error *err) {
   *out_roots = NULL;
   *out_n = 0;
   const ws_manifest *base = x->base;
@@ -183,11 +187,11 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, int64_t clock_adjus
     int same = b && b->type == l->type;
     if (same && l->type == 'f')
       same = b->size == l->size && b->box_mtime == l->box_mtime && b->mode == l->mode &&
-             b->box_since > 0 && l->ctime <= b->box_since + clock_adjust &&
+             b->box_ctime != 0 && l->ctime == b->box_ctime &&
              !(b->racy & WS_RACY_BOX);
     else if (same && l->type == 'l')
-      same = b->link && (int64_t)strlen(b->link) == l->size && b->box_since > 0 &&
-             l->ctime <= b->box_since + clock_adjust;
+      same = b->link && (int64_t)strlen(b->link) == l->size && b->box_ctime != 0 &&
+             l->ctime == b->box_ctime;
     else if (same && l->type != 'd')
       same = 0;
     if (same) {

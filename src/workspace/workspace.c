@@ -55,12 +55,6 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The clock file times come from (see WS_LISTING_SLACK_NS). */
-static int64_t stamp_clock_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0) clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int64_t abort_budget(const sm_workspace_sync *s) {
   if (s->abort_after < 0) return -1;
@@ -383,6 +377,27 @@ static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int
   return rc;
 }
 
+static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
+                       ws_manifest *listing, sm_error *err);
+static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
+                      ws_manifest *listing, sm_error *err);
+
+/* Notes the ctime each entry just sent has in the sandbox, so that the copy
+ * out can tell the tool's changes from ours exactly. Without a listing the
+ * sent entries are compared in full next time. */
+static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
+                        ws_manifest *cur) {
+  ws_manifest listing;
+  ws_manifest_init(&listing);
+  sm_error lerr = SM_ERROR_INIT;
+  int rc = t->engine ? list_engine(s, t, &listing, &lerr)
+                     : list_local(s, scratch_fd, t->sandbox_path, cur->total_size, &listing, &lerr);
+  if (rc) sm_log(SM_LOG_DEBUG, "workspace: no listing after the copy in (%s)", lerr.message);
+  ws_probe_record(cur, rc == 0 ? &listing : NULL, WS_CHANGED);
+  for (size_t i = 0; i < cur->n; i++) cur->v[i].state = WS_SAME;
+  ws_manifest_dispose(&listing);
+}
+
 int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_error *err) {
   sm_error local_err = SM_ERROR_INIT;
   if (err == NULL) err = &local_err;
@@ -426,7 +441,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       e->has_hash = b->has_hash;
       memcpy(e->hash, b->hash, 32);
       e->box_mtime = b->box_mtime;
-      e->box_since = b->box_since;
+      e->box_ctime = b->box_ctime;
       e->racy = b->racy;
       /* Checked by content just now: the host side is settled. */
       if (b->racy & WS_RACY_HOST || b->host_mtime_ns != e->host_mtime_ns)
@@ -498,11 +513,11 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
       ws_packer_free(pk);
     }
-    int64_t put_end = stamp_clock_ns();
     for (size_t i = 0; i < nsend; i++) {
       ws_entry_mark_racy(send[i], stamp, 1, 1);
-      send[i]->box_since = put_end;
+      send[i]->state = WS_CHANGED;
     }
+    if (rc == 0) record_sent(s, t, scratch_fd, &cur);
   }
   free(send);
   free(dels);
@@ -658,35 +673,22 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
   return rc;
 }
 
-/* The sandbox's listing through one exec of find and stat. *adjust gets
- * what to add to host-clock times before comparing them with the
- * sandbox's ctimes (0 when both clocks agree to the second). */
+/* The sandbox's listing through one exec of find and stat. */
 static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
-                       ws_manifest *listing, int64_t *adjust, sm_error *err) {
+                       ws_manifest *listing, sm_error *err) {
   static const char script[] =
-      "cd -- \"$1\" && date +%s && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
+      "cd -- \"$1\" && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
   const char *argv[] = {"sh", "-c", script, "sh", t->sandbox_path};
   int64_t cap = s->max_entries * (s->max_path + 96);
   if (cap > ((int64_t)256 << 20)) cap = (int64_t)256 << 20;
   sm_buf out;
   sm_buf_init(&out, (size_t)cap);
-  int64_t before = (int64_t)sm_now();
   int rc = box_exec(t, argv, 5, &out, err);
-  int64_t after = (int64_t)sm_now();
-  int64_t box_now = 0;
   if (rc == 0)
     rc = ws_probe_parse(out.data ? out.data : "", out.len, s->max_entries, s->max_path, listing,
-                        &box_now, err);
+                        err);
   sm_buf_dispose(&out);
-  if (rc) return rc;
-  /* A sandbox clock behind ours makes its ctimes look older: compare
-   * against correspondingly earlier times (a second more for rounding). */
-  *adjust = 0;
-  if (box_now < before) *adjust = -((before - box_now) + 1) * 1000000000LL;
-  if (box_now < before - 600 || box_now > after + 600)
-    return sm_error_set(err, SM_EPROTOCOL, "the sandbox's clock is %" PRId64 " s off",
-                        box_now - before);
-  return 0;
+  return rc;
 }
 
 /* Mode none: the scratch directory's listing, in the probe's terms. */
@@ -753,13 +755,13 @@ static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int 
  * (then the sync fails), or another error after which the caller copies
  * everything instead. */
 static int fetch_changed(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
-                         int sfd, ws_manifest *listing, sm_error *err) {
-  int64_t adjust = 0;
-  int rc = t->engine ? list_engine(s, t, listing, &adjust, err) : 0;
+                         int sfd, ws_manifest *listing, int *listed, sm_error *err) {
+  int rc = t->engine ? list_engine(s, t, listing, err) : 0;
+  if (rc == 0) *listed = 1;
   char **roots = NULL;
   size_t nroots = 0;
   size_t max_roots = t->engine ? PROBE_MAX_ROOTS_ENGINE : PROBE_MAX_ROOTS_LOCAL;
-  if (rc == 0) rc = ws_probe_plan(x, listing, adjust, max_roots, &roots, &nroots, err);
+  if (rc == 0) rc = ws_probe_plan(x, listing, max_roots, &roots, &nroots, err);
   if (rc == 1) rc = sm_error_set(err, SM_ETOOBIG, "more than %zu changed paths", max_roots);
   if (rc == 0)
     sm_log(SM_LOG_DEBUG, "workspace: listing of %zu entries, %zu changed path(s) to fetch",
@@ -824,7 +826,6 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   s->abort_spent = 0;
   s->last_out_listed = 0;
   int64_t stamp = now_ns();
-  int64_t since = stamp_clock_ns() - WS_LISTING_SLACK_NS;
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   int valid = base_matches(s, t);
@@ -853,7 +854,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   int done = 0;
   if (rc == 0 && valid) {
     sm_error perr = SM_ERROR_INIT;
-    int prc = fetch_changed(s, t, &x, sfd, &listing, &perr);
+    int prc = fetch_changed(s, t, &x, sfd, &listing, &listed, &perr);
     if (prc == 0) {
       done = 1;
       s->last_out_listed = 1;
@@ -882,11 +883,11 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
     else
       rc = listed ? fetch_local(s, sfd, &listing, &x, NULL, prefix, err) : SM_EIO;
   }
-  ws_manifest_dispose(&listing);
   ws_apply_result res = {0};
   if (rc == 0) rc = ws_apply(root_fd, &x, 1, valid, &res, err);
   ws_stage_remove(root_fd, stage, stage_fd);
   if (rc) {
+    ws_manifest_dispose(&listing);
     ws_apply_result_dispose(&res);
     ws_extract_dispose(&x);
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
@@ -903,8 +904,10 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
     ws_entry *e = &s->base.v[i];
     if (e->state != WS_SAME) ws_entry_mark_racy(e, stamp, e->state == WS_CHANGED, 1);
     e->state = WS_SAME;
-    e->box_since = since;
   }
+  /* What the listing saw is what is known of the sandbox side now. */
+  ws_probe_record(&s->base, listed ? &listing : NULL, -1);
+  ws_manifest_dispose(&listing);
   rc = ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path);
   if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||
                   sorted_copy(res.conflicts, res.n_conflicts, conflicts, n_conflicts) != 0))

@@ -22,11 +22,6 @@
 #define WS_STAGE_PREFIX ".sandman-stage-"
 #define WS_CONFLICT_SUFFIX ".sandman-conflict"
 #define WS_UNKNOWN_MTIME INT64_MIN
-/* Files are stamped from the kernel's coarse clock; read it the same way.
- * After a copy in, nothing the tool does can carry a ctime at or before the
- * moment the upload returned (the tool starts later, through the engine);
- * a listing only proves entries unchanged up to a little before it began. */
-#define WS_LISTING_SLACK_NS 20000000LL
 
 enum { WS_RACY_HOST = 1, WS_RACY_BOX = 2 };
 
@@ -42,8 +37,8 @@ typedef struct ws_entry {
   int64_t size;
   int64_t host_mtime_ns;  /* host side; WS_UNKNOWN_MTIME: compare by content */
   int64_t box_mtime;      /* sandbox side, whole seconds (tar precision) */
-  int64_t box_since;      /* host clock (ns) since when the sandbox side is known
-                             unchanged: a later ctime there means a change */
+  int64_t box_ctime;      /* sandbox side ctime (ns) when last seen; 0 unknown.
+                             Any change there gives a new one. */
   uint32_t mode;          /* permission bits only (0777) */
   char type;
   /* Recorded so close to a sync that a later change could keep the same
@@ -176,19 +171,22 @@ void ws_extract_dispose(ws_extract *x);
 int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err);
 
 /* ---- probe: copy out only what a listing says changed ---- */
-/* Parses the listing exec's output: a clock reading (s), then one
+/* Parses the listing exec's output: one
  * "size|mtime|ctime|ctime as text|hexmode|./path" line per entry (the text
- * form carries the nanoseconds; without them a ctime counts as the end of
- * its second). SM_EPROTOCOL when it
+ * form carries the nanoseconds). SM_EPROTOCOL when it
  * cannot be trusted to be complete (the caller then copies everything). */
 int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
-                   ws_manifest *listing, int64_t *box_now, sm_error *err);
+                   ws_manifest *listing, sm_error *err);
 /* Puts into x->box what the listing shows unchanged since the manifest
- * (ctime not after the entry's box_since + clock_adjust, same size, mtime
- * and mode) and directories whose mode alone changed; *roots gets the paths
- * to fetch whole. Returns 1 when more than max_roots would be fetched. */
-int ws_probe_plan(ws_extract *x, const ws_manifest *listing, int64_t clock_adjust,
-                  size_t max_roots, char ***roots, size_t *n, sm_error *err);
+ * (the very ctime the manifest recorded, same size, mtime and mode) and
+ * directories whose mode alone changed; *roots gets the paths to fetch
+ * whole. Returns 1 when more than max_roots would be fetched. */
+int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, char ***roots,
+                  size_t *n, sm_error *err);
+/* Records in m the sandbox ctimes a listing shows, for entries whose type,
+ * size and mtime agree with it (only entries whose state is `which`, or all
+ * when which < 0); the others get 0 (unknown: compared in full next time). */
+void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which);
 void ws_probe_free_roots(char **roots, size_t n);
 
 /* ---- apply: staged changes onto a directory ---- */

@@ -12,25 +12,22 @@
 
 #include "workspace/ws.h"
 
-static int parse(const char *text, ws_manifest *m, int64_t *now) {
+static int parse(const char *text, ws_manifest *m) {
   sm_error err = SM_ERROR_INIT;
-  return ws_probe_parse(text, strlen(text), 1000, 4096, m, now, &err);
+  return ws_probe_parse(text, strlen(text), 1000, 4096, m, &err);
 }
 
 static void test_parse_good(void **state) {
   (void)state;
   ws_manifest m;
   ws_manifest_init(&m);
-  int64_t now = 0;
   const char *text =
-      "1795314431\n"
       "6|1700000000|1795314400|2026-11-22 02:26:40.123456789 +0000|81a4|./a b.txt\n"
       "0|1700000000|1795314400|2026-11-22 02:26:40.5 +0000|41ed|./dir\n"
       "5|1700000000|1795314401|2026-11-22 02:26:41 +0000|a1ff|./dir/l|ink\n"
       "0|1|2|x|c1ed|./sock\n"
       "0|1|2|x|11a4|./fifo\n";
-  assert_int_equal(parse(text, &m, &now), 0);
-  assert_int_equal(now, 1795314431);
+  assert_int_equal(parse(text, &m), 0);
   assert_int_equal(m.n, 4); /* the socket is left out */
   ws_entry *e = ws_manifest_get(&m, "a b.txt");
   assert_non_null(e);
@@ -40,8 +37,8 @@ static void test_parse_good(void **state) {
   assert_int_equal(e->ctime, 1795314400123456789LL);
   e = ws_manifest_get(&m, "dir");
   assert_int_equal(e->type, 'd');
-  /* Without 9 digits of nanoseconds the ctime counts as the end of its second. */
-  assert_int_equal(e->ctime, 1795314400999999999LL);
+  /* Without 9 digits of nanoseconds: the whole second. */
+  assert_int_equal(e->ctime, 1795314400000000000LL);
   e = ws_manifest_get(&m, "dir/l|ink");
   assert_non_null(e);
   assert_int_equal(e->type, 'l');
@@ -52,45 +49,45 @@ static void test_parse_good(void **state) {
 static void test_parse_bad(void **state) {
   (void)state;
   const char *bad[] = {
-      "",
-      "not a clock\n",
-      "1\n6|1|2|x|81a4|a.txt\n",              /* no ./ */
-      "1\n6|1|2|x|81a4|./a/../../b\n",        /* .. */
-      "1\n6|1|2|x|81a4|./a//b\n",             /* not normalised */
-      "1\n6|1|2|x|81a4|./\n",                 /* empty */
-      "1\n6|1|2|x|zz|./a\n",                  /* mode */
-      "1\n-6|1|2|x|81a4|./a\n",               /* size */
-      "1\n6|1|2|x|81a4|./a\n6|1|2|x|81a4|./a\n", /* twice */
-      "1\n6|1|2|x|81a4|./first line of a name\nwith a newline\n",
-      "1\n99999999999999999999|1|2|x|81a4|./a\n",
+      "not a listing\n",
+      "6|1|2|x|81a4|a.txt\n",              /* no ./ */
+      "6|1|2|x|81a4|./a/../../b\n",        /* .. */
+      "6|1|2|x|81a4|./a//b\n",             /* not normalised */
+      "6|1|2|x|81a4|./\n",                 /* empty */
+      "6|1|2|x|zz|./a\n",                  /* mode */
+      "-6|1|2|x|81a4|./a\n",               /* size */
+      "6|1|2|x|81a4|./a\n6|1|2|x|81a4|./a\n", /* twice */
+      "6|1|2|x|81a4|./first line of a name\nwith a newline\n",
+      "99999999999999999999|1|2|x|81a4|./a\n",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ws_manifest m;
     ws_manifest_init(&m);
-    int64_t now = 0;
-    if (parse(bad[i], &m, &now) == 0) fail_msg("accepted: %s", bad[i]);
+    if (parse(bad[i], &m) == 0) fail_msg("accepted: %s", bad[i]);
     ws_manifest_dispose(&m);
   }
   /* Over the entry cap. */
   ws_manifest m;
   ws_manifest_init(&m);
-  int64_t now;
   sm_error err = SM_ERROR_INIT;
-  const char *two = "1\n1|1|1|x|81a4|./a\n1|1|1|x|81a4|./b\n";
-  assert_int_equal(ws_probe_parse(two, strlen(two), 1, 4096, &m, &now, &err), SM_ETOOBIG);
+  const char *two = "1|1|1|x|81a4|./a\n1|1|1|x|81a4|./b\n";
+  assert_int_equal(ws_probe_parse(two, strlen(two), 1, 4096, &m, &err), SM_ETOOBIG);
+  /* An empty workspace is an empty listing. */
+  assert_int_equal(ws_probe_parse("", 0, 1, 4096, &m, &err), 0);
+  assert_int_equal(m.n, 0);
   ws_manifest_dispose(&m);
 }
 
 static void add(ws_manifest *m, const char *path, char type, int64_t size, int64_t mtime,
-                int64_t since_or_ctime, const char *link) {
+                int64_t ctime, const char *link) {
   ws_entry e;
   memset(&e, 0, sizeof e);
   e.path = (char *)path;
   e.type = type;
   e.size = size;
   e.box_mtime = mtime;
-  e.box_since = since_or_ctime;
-  e.ctime = since_or_ctime;
+  e.box_ctime = ctime;
+  e.ctime = ctime;
   e.mode = type == 'd' ? 0755 : 0644;
   e.link = (char *)link;
   e.stage = -1;
@@ -109,46 +106,47 @@ static void test_plan(void **state) {
   add(&base, "d", 'd', 0, 0, 1000, NULL);
   add(&base, "d/in.txt", 'f', 1, 100, 1000, NULL);
   add(&base, "l", 'l', 1, 0, 1000, "x");
-  add(&list, "same.txt", 'f', 5, 100, 900, NULL);
-  add(&list, "grown.txt", 'f', 6, 100, 900, NULL);
+  add(&base, "unknown.txt", 'f', 1, 100, 0, NULL);
+  add(&list, "same.txt", 'f', 5, 100, 1000, NULL);
+  add(&list, "grown.txt", 'f', 6, 100, 1000, NULL);
   add(&list, "ctime.txt", 'f', 5, 100, 1001, NULL); /* content changed, mtime set back */
-  add(&list, "d", 'd', 0, 0, 900, NULL);
-  add(&list, "d/in.txt", 'f', 1, 100, 900, NULL);
+  add(&list, "d", 'd', 0, 0, 1234, NULL);
+  add(&list, "d/in.txt", 'f', 1, 100, 1000, NULL);
   add(&list, "new", 'd', 0, 0, 2000, NULL);
   add(&list, "new/a", 'f', 1, 100, 2000, NULL);
   add(&list, "new/b", 'f', 1, 100, 2000, NULL);
-  add(&list, "l", 'l', 1, 0, 900, NULL);
+  add(&list, "l", 'l', 1, 0, 1000, NULL);
+  add(&list, "unknown.txt", 'f', 1, 100, 1000, NULL); /* no ctime on record: fetched */
   ws_extract x;
   ws_extract_init(&x);
   x.base = &base;
   char **roots = NULL;
   size_t n = 0;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_probe_plan(&x, &list, 0, 100, &roots, &n, &err), 0);
+  assert_int_equal(ws_probe_plan(&x, &list, 100, &roots, &n, &err), 0);
   /* A new directory is one fetch; unchanged entries are in the box. */
-  assert_int_equal(n, 3);
+  assert_int_equal(n, 4);
   assert_string_equal(roots[0], "ctime.txt");
   assert_string_equal(roots[1], "grown.txt");
   assert_string_equal(roots[2], "new");
+  assert_string_equal(roots[3], "unknown.txt");
   assert_non_null(ws_manifest_get(&x.box, "same.txt"));
   assert_non_null(ws_manifest_get(&x.box, "d/in.txt"));
   assert_non_null(ws_manifest_get(&x.box, "l"));
   assert_null(ws_manifest_get(&x.box, "gone.txt"));
   ws_probe_free_roots(roots, n);
   ws_extract_dispose(&x);
-  /* A sandbox clock behind ours: times move back, more is fetched. */
-  ws_extract_init(&x);
-  x.base = &base;
-  assert_int_equal(ws_probe_plan(&x, &list, -200, 100, &roots, &n, &err), 0);
-  /* same, grown, ctime, d/in.txt, new, l: all but the directory d itself. */
-  assert_int_equal(n, 6);
-  ws_probe_free_roots(roots, n);
-  ws_extract_dispose(&x);
   /* Too many: the caller copies everything. */
   ws_extract_init(&x);
   x.base = &base;
-  assert_int_equal(ws_probe_plan(&x, &list, 0, 2, &roots, &n, &err), 1);
+  assert_int_equal(ws_probe_plan(&x, &list, 2, &roots, &n, &err), 1);
   ws_extract_dispose(&x);
+  /* Recording: ctimes kept where the listing agrees, else unknown. */
+  ws_probe_record(&base, &list, -1);
+  assert_int_equal(ws_manifest_get(&base, "same.txt")->box_ctime, 1000);
+  assert_int_equal(ws_manifest_get(&base, "ctime.txt")->box_ctime, 1001);
+  assert_int_equal(ws_manifest_get(&base, "grown.txt")->box_ctime, 0);
+  assert_int_equal(ws_manifest_get(&base, "gone.txt")->box_ctime, 0);
   ws_manifest_dispose(&base);
   ws_manifest_dispose(&list);
 }
