@@ -230,7 +230,7 @@ static int cmp_cstr(const void *a, const void *b) {
 
 /* Deletes paths (relative, sorted) in the sandbox with batched `rm -rf`. */
 static int box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_error *err) {
-  const char **argv = calloc(RM_BATCH_PATHS + 4, sizeof *argv);
+  const char **argv = calloc(RM_BATCH_PATHS + 5, sizeof *argv);
   char **owned = calloc(RM_BATCH_PATHS, sizeof *owned);
   if (argv == NULL || owned == NULL) {
     free(argv);
@@ -244,9 +244,14 @@ static int box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_e
   while (rlen > 1 && root[rlen - 1] == '/') rlen--;
   while (i < n && rc == 0) {
     size_t argc = 0, bytes = 0, k = 0;
-    argv[argc++] = "rm";
-    argv[argc++] = "-rf";
-    argv[argc++] = "--";
+    /* If the tool made a directory read-only, rm alone fails: then make
+     * the parents writable for the owner and try once more. */
+    argv[argc++] = "sh";
+    argv[argc++] = "-c";
+    argv[argc++] = "rm -rf -- \"$@\" 2>/dev/null && exit 0; "
+                   "for p; do chmod u+rwx -- \"${p%/*}\" 2>/dev/null; "
+                   "[ -d \"$p\" ] && chmod -R u+rwx -- \"$p\" 2>/dev/null; done; rm -rf -- \"$@\"";
+    argv[argc++] = "sh";
     while (i < n && k < RM_BATCH_PATHS && bytes < RM_BATCH_BYTES) {
       size_t len = rlen + strlen(paths[i]) + 2;
       owned[k] = malloc(len);
@@ -679,8 +684,10 @@ static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
   static const char script[] =
       "cd -- \"$1\" && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
   const char *argv[] = {"sh", "-c", script, "sh", t->sandbox_path};
-  int64_t cap = s->max_entries * (s->max_path + 96);
-  if (cap > ((int64_t)256 << 20)) cap = (int64_t)256 << 20;
+  /* Typical lines are well under 352 bytes; past the cap the full copy
+   * (with its own limits) is used instead. */
+  int64_t cap = s->max_entries * 352;
+  if (cap > ((int64_t)64 << 20)) cap = (int64_t)64 << 20;
   sm_buf out;
   sm_buf_init(&out, (size_t)cap);
   int rc = box_exec(t, argv, 5, &out, err);

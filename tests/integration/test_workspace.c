@@ -627,6 +627,33 @@ static void test_recreated_sandbox(void **state) {
   sm_workspace_sync_free(s);
 }
 
+static void test_readonly_dir_in_sandbox(void **state) {
+  box *b = *state;
+  char p[1024];
+  snprintf(p, sizeof p, "%s/ro", b->host);
+  mkdir(p, 0755);
+  hput(b, "ro/f.txt", "f\n");
+  hput(b, "ro/g.txt", "g\n");
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  /* The tool makes the directory read-only; the host then deletes a file
+   * in it: the copy in still deletes it in the sandbox. */
+  assert_int_equal(box_sh(b, "chmod 555 ro", NULL), 0);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "ro");
+  free(changed);
+  snprintf(p, sizeof p, "%s/ro", b->host);
+  chmod(p, 0755);
+  snprintf(p, sizeof p, "%s/ro/f.txt", b->host);
+  unlink(p);
+  sync_in(s, b);
+  char *list = box_list(b);
+  assert_null(strstr(list, "f.txt"));
+  assert_non_null(strstr(list, "g.txt"));
+  free(list);
+  sm_workspace_sync_free(s);
+}
+
 int main(void) {
   const char *only = getenv("WS_IT_ONLY");
   if (only && only[0]) cmocka_set_test_filter(only);
@@ -637,6 +664,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hardlinks_and_excludes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recreated_sandbox, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_readonly_dir_in_sandbox, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
