@@ -2,6 +2,7 @@
  * stream into a fresh directory. Whatever happens, nothing may appear or
  * change next to that directory, and no staging directory may be left. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +56,21 @@ static int count_entries(const char *dir) {
   return n;
 }
 
+/* Leaves no folder behind in /tmp after a replay or a fuzzing session. */
+static void remove_parent(void) {
+  int dfd = open(target, O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    clear_dir(dfd);
+    close(dfd);
+  }
+  rmdir(target);
+  unlink(sentinel);
+  rmdir(parent);
+}
+
 static void init_once(void) {
   if (parent[0]) return;
+  atexit(remove_parent);
   snprintf(parent, sizeof parent, "/tmp/sm-fuzz-extract-XXXXXX");
   if (mkdtemp(parent) == NULL) abort();
   snprintf(target, sizeof target, "%s/ws", parent);
