@@ -34,12 +34,19 @@ static int setup(const cli_globals *g, sm_config **cfg, sm_engine_options *eo) {
   return CLI_EXIT_OK;
 }
 
-static int connect_engine(const sm_engine_options *eo, sm_engine **out) {
+/* setup() and a negotiated engine client; on failure nothing is left to
+ * free and the exit code is returned. */
+static int open_engine(const cli_globals *g, sm_config **cfg, sm_engine **out) {
+  sm_engine_options eo;
   sm_error err = SM_ERROR_INIT;
   *out = NULL;
-  if (sm_engine_new(out, eo, &err) != 0 || sm_engine_negotiate(*out, &err) != 0) {
+  int rc = setup(g, cfg, &eo);
+  if (rc) return rc;
+  if (sm_engine_new(out, &eo, &err) != 0 || sm_engine_negotiate(*out, &err) != 0) {
     sm_engine_free(*out);
     *out = NULL;
+    sm_config_free(*cfg);
+    *cfg = NULL;
     return cli_fail(&err);
   }
   return CLI_EXIT_OK;
@@ -155,14 +162,9 @@ static int do_list(int argc, char **argv, const cli_globals *g) {
     return CLI_EXIT_USAGE;
   }
   sm_config *cfg = NULL;
-  sm_engine_options eo;
   sm_engine *engine = NULL;
-  int rc = setup(g, &cfg, &eo);
-  if (rc == 0) rc = connect_engine(&eo, &engine);
-  if (rc) {
-    sm_config_free(cfg);
-    return rc;
-  }
+  int rc = open_engine(g, &cfg, &engine);
+  if (rc) return rc;
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
   sm_ops_sandbox_list list = {0, NULL};
@@ -226,14 +228,9 @@ static int do_reap(int argc, char **argv, const cli_globals *g) {
     return CLI_EXIT_USAGE;
   }
   sm_config *cfg = NULL;
-  sm_engine_options eo;
   sm_engine *engine = NULL;
-  int rc = setup(g, &cfg, &eo);
-  if (rc == 0) rc = connect_engine(&eo, &engine);
-  if (rc) {
-    sm_config_free(cfg);
-    return rc;
-  }
+  int rc = open_engine(g, &cfg, &engine);
+  if (rc) return rc;
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
   sm_ops_report report;
@@ -274,14 +271,9 @@ static int do_rm(int argc, char **argv, const cli_globals *g) {
     return CLI_EXIT_USAGE;
   }
   sm_config *cfg = NULL;
-  sm_engine_options eo;
   sm_engine *engine = NULL;
-  int rc = setup(g, &cfg, &eo);
-  if (rc == 0) rc = connect_engine(&eo, &engine);
-  if (rc) {
-    sm_config_free(cfg);
-    return rc;
-  }
+  int rc = open_engine(g, &cfg, &engine);
+  if (rc) return rc;
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
   sm_ops_report report;
