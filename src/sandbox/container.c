@@ -744,24 +744,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   rc = sm_capture_to_result(&cap, out);
   sm_capture_dispose(&cap);
   if (rc) return sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
-  out->exit_code = oc.exit_code;
-  out->timed_out = oc.timed_out;
-  out->oom_killed = oc.oom_killed;
-  out->duration_ms = oc.duration_ms;
-  out->ok = !oc.timed_out && !oc.cancelled && oc.exit_code == 0;
-  if (oc.timed_out) {
-    out->failure_kind = SM_FAIL_TIMEOUT;
-    snprintf(out->error, sizeof out->error, "the tool ran longer than %gs and was killed",
-             s->timeout_s);
-  } else if (oc.cancelled) {
-    out->failure_kind = SM_FAIL_SANDBOX;
-    snprintf(out->error, sizeof out->error, "the call was cancelled and the tool killed");
-  } else if (oc.exit_code != 0) {
-    out->failure_kind = SM_FAIL_TOOL;
-    if (oc.oom_killed)
-      snprintf(out->error, sizeof out->error, "the tool ran out of memory (limit %lld bytes)",
-               (long long)s->memory);
-  }
+  sm_result_apply_outcome(out, &oc, s);
   return 0;
 
 fail_release:

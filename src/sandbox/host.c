@@ -395,20 +395,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
     sm_result_fail(out, sm_failure_kind_for(rc), err);
     return 0;
   }
-  out->exit_code = oc.exit_code;
-  out->timed_out = oc.timed_out;
-  out->duration_ms = oc.duration_ms;
-  out->ok = !oc.timed_out && !oc.cancelled && oc.exit_code == 0;
-  if (oc.timed_out) {
-    out->failure_kind = SM_FAIL_TIMEOUT;
-    snprintf(out->error, sizeof out->error, "the tool ran longer than %gs and was killed",
-             s->timeout_s);
-  } else if (oc.cancelled) {
-    out->failure_kind = SM_FAIL_SANDBOX;
-    snprintf(out->error, sizeof out->error, "the call was cancelled and the tool killed");
-  } else if (oc.exit_code != 0) {
-    out->failure_kind = SM_FAIL_TOOL;
-  }
+  sm_result_apply_outcome(out, &oc, s);
   return 0;
 
 fail_cleanup: {

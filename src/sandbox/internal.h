@@ -173,6 +173,11 @@ typedef struct sm_exec_outcome {
   double duration_ms;
 } sm_exec_outcome;
 
+/* Fills exit code, flags, ok, failure kind and message from an outcome
+ * (container and host calls alike). */
+void sm_result_apply_outcome(sm_run_result *out, const sm_exec_outcome *oc,
+                             const sm_sandbox_settings *s);
+
 typedef struct sm_exec_target {
   sm_engine *engine;
   const char *container_id;

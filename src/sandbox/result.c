@@ -125,3 +125,25 @@ void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err)
                                            : sm_error_default_message(err ? err->code : SM_EIO);
   snprintf(r->error, sizeof r->error, "%s", msg);
 }
+
+void sm_result_apply_outcome(sm_run_result *out, const sm_exec_outcome *oc,
+                             const sm_sandbox_settings *s) {
+  out->exit_code = oc->exit_code;
+  out->timed_out = oc->timed_out;
+  out->oom_killed = oc->oom_killed;
+  out->duration_ms = oc->duration_ms;
+  out->ok = !oc->timed_out && !oc->cancelled && oc->exit_code == 0;
+  if (oc->timed_out) {
+    out->failure_kind = SM_FAIL_TIMEOUT;
+    snprintf(out->error, sizeof out->error, "the tool ran longer than %gs and was killed",
+             s->timeout_s);
+  } else if (oc->cancelled) {
+    out->failure_kind = SM_FAIL_SANDBOX;
+    snprintf(out->error, sizeof out->error, "the call was cancelled and the tool killed");
+  } else if (oc->exit_code != 0) {
+    out->failure_kind = SM_FAIL_TOOL;
+    if (oc->oom_killed)
+      snprintf(out->error, sizeof out->error, "the tool ran out of memory (limit %lld bytes)",
+               (long long)s->memory);
+  }
+}
