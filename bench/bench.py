@@ -262,15 +262,17 @@ class Bench:
         # Calls back to back: faster than the pool refills (what a burst sees).
         acc["pool_b2b"] = self.client([os.path.join(self.bin, "smbench"), "fresh", str(n), "2",
                                        "0"])["samples"]
-        # The runner's pool, through the HTTP API (a pause between calls, as
-        # an agent thinks between tool calls).
+        # The runner's pool, through the HTTP API: as with the library's
+        # settle, each call starts once the pool is full again and the last
+        # container is gone (an agent thinks between tool calls).
+        self.http(1, 1, '{"argv": ["true"], "mode": "per_tool"}')  # starts the pool
         for i in range(n):
+            self.wait_runner_pool(2)
             acc["http_pool"] += self.http(1, 1, '{"argv": ["true"], "mode": "per_tool"}')["samples"]
-            time.sleep(self.args.think)
         self.add("S2", "sandman per_tool, warm pool", acc["pool"],
                  note="library; pool of 2, refilled between calls")
         self.add("S2", "sandman per_tool, pool, HTTP API", acc["http_pool"],
-                 note="runner's pool; %.1fs between calls" % self.args.think)
+                 note="the runner's pool, full before each call")
         self.add("S2", "sandman per_tool, pool, back to back", acc["pool_b2b"],
                  note="no pause: the pool runs dry")
         self.add("S2", "sandman per_tool, no pool", acc["nopool"],
@@ -281,72 +283,126 @@ class Bench:
         self.add("S2", "floor (raw API)", acc["floor"], kind="floor",
                  note="create + start + wait + remove")
 
+    def wait_runner_pool(self, size, timeout=60.0):
+        """Until the runner has `size` per_tool containers, all running (its
+        pool full, no removal or creation under way)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            out = self.run(["docker", "ps", "-a", "--filter",
+                            "label=io.sandman.instance=" + self.instance, "--filter",
+                            "label=io.sandman.mode=per_tool", "--format",
+                            "{{.Names}} {{.State}}"]).stdout
+            states = [l.split()[-1] for l in out.splitlines() if l.strip()]
+            if len(states) == size and all(x == "running" for x in states):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the runner's pool did not fill: %s\nrunner log:\n%s" % (
+            out.strip(), open(self.worker_log).read()[-3000:]))
+
     def make_workspace(self):
         src = self.args.workspace
         if src:
             return os.path.abspath(src)
         ws = os.path.join(self.tmp, "workspace")
-        files, size = self.args.ws_files, self.args.ws_bytes
-        per_file = size // files
-        log("S3: generating a workspace of %d files, %d MB" % (files, size >> 20))
-        old = time.time() - 3600  # older than any racy-mtime window
-        for i in range(files):
-            d = os.path.join(ws, "d%03d" % (i // 100))
-            os.makedirs(d, exist_ok=True)
-            p = os.path.join(d, "f%05d.bin" % i)
-            with open(p, "wb") as f:
-                f.write(os.urandom(per_file))
-            os.utime(p, (old, old))
-        for dirpath, _, _ in os.walk(ws):
-            os.utime(dirpath, (old, old))
+        files, per_file = self.args.ws_files, self.args.ws_file_bytes
+        log("S3: generating a workspace of %d files x %d bytes (bench/workspace/ws_bench gen)"
+            % (files, per_file))
+        self.run([os.path.join(self.bin, "ws_bench"), "gen", ws, str(files), str(per_file)])
+        # An existing workspace is not freshly written: older than any racy-mtime window.
+        self.run(["find", ws, "-exec", "touch", "-h", "-d", "1 hour ago", "{}", "+"])
         return ws
+
+    def ws_box(self, tag):
+        """A container like sandman's (read-only root, user 1000, a tmpfs volume
+        at /workspace), as bench/workspace/run.sh makes them."""
+        vol = "sandman-bench-%s-%s" % (self.instance, tag)
+        self.run(["docker", "volume", "create", "--driver", "local", "--opt", "type=tmpfs",
+                  "--opt", "device=tmpfs", "--opt", "o=size=1g,uid=1000,gid=1000,mode=0755",
+                  "--label", "io.sandman.bench=" + self.instance, vol])
+        self.peer_volumes.append(vol)
+        cid = self.run(["docker", "run", "-d", "--network", "none", "--read-only", "--user",
+                        "1000:1000", "--label", "io.sandman.bench=" + self.instance, "--mount",
+                        "type=volume,source=%s,target=/workspace" % vol, IMAGE, "sleep",
+                        "3600"]).stdout.strip()
+        self.peer_containers.append(cid)
+        return cid, vol
+
+    def drop_box(self, cid, vol):
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+        subprocess.run(["docker", "volume", "rm", "-f", vol], capture_output=True)
 
     def s3(self, n):
         ws = self.make_workspace()
         log("S3/S4: copy-in (%d calls per peer)" % n)
+        # Whole calls through the library: a fresh per_run sandbox, a call
+        # with the workspace (S3), the same call again (S4).
         res = self.client([os.path.join(self.bin, "smbench"), "ws", ws, str(n)])
-        # docker cp into a running container's tmpfs-backed volume, as
-        # sandman's /workspace is.
-        vol = "sandman-bench-%s-cp" % self.instance
-        self.run(["docker", "volume", "create", "--driver", "local", "--opt", "type=tmpfs",
-                  "--opt", "device=tmpfs", "--opt", "o=size=1g", vol])
-        self.peer_volumes.append(vol)
-        cid = self.run(["docker", "run", "-d", "--network", "none", "--label",
-                        "io.sandman.bench=" + self.instance, "-v", vol + ":/workspace", IMAGE,
-                        "sleep", "3600"]).stdout.strip()
-        self.peer_containers.append(cid)
-        cp = []
+        # The copy alone (bench/workspace/ws_bench sync): into a fresh
+        # container, then again over the saved manifest. It touches 10 files
+        # at the end: it works on a copy.
+        wcopy = os.path.join(self.tmp, "workspace-copy")
+        self.run(["cp", "-a", ws, wcopy])
+        first, unchanged, cp = [], [], []
         for i in range(n):
+            cid, vol = self.ws_box("ws%d" % i)
+            out = self.run([os.path.join(self.bin, "ws_bench"), "sync", wcopy, cid,
+                            os.path.join(self.tmp, "ws.manifest")]).stdout
+            for line in out.splitlines():
+                f = line.split()
+                if f and f[0] == "in_first":
+                    first.append(float(f[1]) * 1000.0)
+                elif f and f[0] == "in_unchanged":
+                    unchanged.append(float(f[1]) * 1000.0)
+            self.drop_box(cid, vol)
+            # docker cp into the same kind of container.
+            cid, vol = self.ws_box("cp%d" % i)
             t0 = time.perf_counter()
-            self.run(["docker", "cp", ws + "/.", "%s:/workspace/c%d" % (cid, i)])
+            self.run(["docker", "cp", ws + "/.", cid + ":/workspace"])
             cp.append((time.perf_counter() - t0) * 1000.0)
-            self.run(["docker", "exec", "-u", "0", cid, "rm", "-rf", "/workspace/c%d" % i])
-        self.add("S3", "sandman copy-in (call with --sync in)", res["s3"],
-                 note="whole call: copy-in + exec")
-        self.add("S3", "docker cp", cp, kind="peer", note="into a running container's volume")
-        self.add("S4", "sandman, same workspace unchanged", res["s4"],
-                 note="whole call: scan + nothing sent + exec")
+            self.drop_box(cid, vol)
+        self.add("S3", "sandman copy-in (sync)", first,
+                 note="sm_workspace_sync_in, first call (bench/workspace/ws_bench)")
+        self.add("S3", "sandman call with copy-in", res["s3"],
+                 note="sm_run --sync in on a fresh sandbox: copy-in + exec")
+        self.add("S3", "docker cp", cp, kind="peer",
+                 note="into a container like sandman's (tmpfs volume)")
+        self.add("S4", "sandman copy-in, unchanged (sync)", unchanged,
+                 note="the next sync over the saved manifest: nothing sent")
+        self.add("S4", "sandman call, unchanged workspace", res["s4"],
+                 note="the next sm_run: scan + nothing sent + exec")
 
-    def s5(self, n, cid):
+    def s5(self, n, cid, rounds):
         clients = 8
-        log("S5: throughput, %d clients x %d calls" % (clients, n))
-        h = self.http(n, clients, '{"argv": ["true"], "run_id": "s1"}')
-        f = self.client([os.path.join(self.bin, "floor"), "exec", self.engine_sock, cid, str(n),
-                         str(clients)])
-        hr = h["calls"] / (h["wall"] / 1000.0)
-        fr = f["calls"] / (f["wall"] / 1000.0)
-        self.add_value("S5", "sandman HTTP API, 8 clients", hr, "calls/s",
-                       extra={"p50_latency_ms": pct(h["samples"], 0.5),
-                              "p95_latency_ms": pct(h["samples"], 0.95)})
-        self.add_value("S5", "floor, 8 clients", fr, "calls/s", kind="floor",
-                       extra={"p50_latency_ms": pct(f["samples"], 0.5),
-                              "p95_latency_ms": pct(f["samples"], 0.95)})
+        per = max(1, n // rounds)
+        log("S5: throughput, %d clients x %d calls, %d rounds" % (clients, per, rounds))
+        acc = {"http": {"calls": 0, "wall": 0.0, "samples": [], "rates": []},
+               "floor": {"calls": 0, "wall": 0.0, "samples": [], "rates": []}}
+        for _ in range(rounds):
+            for name, res in (
+                ("http", lambda: self.http(per, clients, '{"argv": ["true"], "run_id": "s1"}')),
+                ("floor", lambda: self.client([os.path.join(self.bin, "floor"), "exec",
+                                               self.engine_sock, cid, str(per), str(clients)])),
+            ):
+                r = res()
+                a = acc[name]
+                a["calls"] += r["calls"]
+                a["wall"] += r["wall"]
+                a["samples"] += r["samples"]
+                a["rates"].append(r["calls"] / (r["wall"] / 1000.0))
+        for name, label, kind in (("http", "sandman HTTP API, 8 clients", "sandman"),
+                                  ("floor", "floor, 8 clients", "floor")):
+            a = acc[name]
+            self.add_value("S5", label, a["calls"] / (a["wall"] / 1000.0), "calls/s", kind=kind,
+                           extra={"p50_latency_ms": pct(a["samples"], 0.5),
+                                  "p95_latency_ms": pct(a["samples"], 0.95),
+                                  "calls": a["calls"],
+                                  "round_rates": [round(x, 2) for x in a["rates"]]})
 
     def s6(self, count):
         log("S6: the runner's memory with %d live per_run sandboxes" % count)
         rss0, _ = self.vmrss_kb(self.worker.pid)
         self.http(max(1, count // 4), 4, '{"argv": ["true"], "run_id": "s6-{i}"}')
-        live = sum(1 for sb in self.sandboxes() if sb.get("run_id", "").startswith("s6-"))
+        live = sum(1 for sb in self.sandboxes() if (sb.get("run_id") or "").startswith("s6-"))
         rss, hwm = self.vmrss_kb(self.worker.pid)
         self.add_value("S6", "runner VmRSS, %d per_run sandboxes" % live, rss / 1024.0, "MB",
                        extra={"vmhwm_mb": hwm / 1024.0, "idle_rss_mb": rss0 / 1024.0,
@@ -394,12 +450,64 @@ class Bench:
                        extra={"per_sandbox_ms": f["wall"] / count})
         self.run([self.sandman, "sandbox", "reap", "--older-than", "0s", "--force"])
 
-    def request_counts(self, cid):
-        """Engine requests per call, counted from the socket writes (strace)."""
+    def count_trace(self, trace, calls, background_tids=None, main_tid=None):
+        """Engine requests in an strace -f log, split into those on the call's
+        path and those of background threads (the pool's, by name; or every
+        thread but the main one for the library clients)."""
+        reqs, bg = {}, {}
+        connects = 0
+        first_tid = None
+        with open(trace) as f:
+            for line in f:
+                tid = line.split(" ", 1)[0]
+                if first_tid is None:
+                    first_tid = tid
+                if "connect(" in line and self.engine_sock in line:
+                    connects += 1
+                for verb in ("GET", "POST", "PUT", "DELETE", "HEAD"):
+                    mark = '"%s /' % verb
+                    if mark not in line:
+                        continue
+                    path = line.split(mark, 1)[1].split(" ")[0].split("?")[0]
+                    if path.startswith("v1/") or path == "healthz":
+                        continue  # the runner's own API, not the engine's
+                    segs = [seg for seg in path.split("/") if seg]
+                    if segs and segs[0].startswith("v1."):
+                        segs = segs[1:]
+                    norm = []
+                    for seg in segs:
+                        hexish = len(seg) >= 12 and all(ch in "0123456789abcdef" for ch in seg)
+                        norm.append("{id}" if hexish or seg.startswith("sandman-") else seg)
+                    key = verb + " /" + "/".join(norm)
+                    if key.startswith("GET /images/"):
+                        key = "GET /images/{name}/json"
+                    if background_tids is not None:
+                        is_bg = tid in background_tids
+                    else:
+                        is_bg = tid != (main_tid or first_tid)
+                    d = bg if is_bg else reqs
+                    d[key] = d.get(key, 0) + 1
+        return {"calls": calls, "requests": reqs, "background": bg, "connects": connects}
+
+    def thread_names(self, pid):
+        names = {}
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                    names[tid] = f.read().strip()
+            except OSError:
+                pass
+        return names
+
+    def request_counts(self):
+        """Engine requests per call, counted from the socket writes (strace):
+        the library clients from their start, the runner attached while it
+        serves the calls (its start-up is not counted)."""
         if not shutil.which("strace"):
             return
         log("counting engine requests per call (strace)")
         calls = 10
+        trace = os.path.join(self.tmp, "trace.txt")
         out = {}
         for name, argv in (
             ("S1 library", [os.path.join(self.bin, "smbench"), "exec", str(calls), "s1"]),
@@ -408,32 +516,33 @@ class Bench:
             ("S2 library, no pool", [os.path.join(self.bin, "smbench"), "fresh", str(calls), "0",
                                      "1"]),
         ):
-            trace = os.path.join(self.tmp, "trace.txt")
-            self.run(["strace", "-f", "-qq", "-e", "trace=write,sendto,sendmsg,connect", "-s", "160",
-                      "-o", trace] + argv)
-            reqs = {}
-            connects = 0
-            with open(trace) as f:
-                for line in f:
-                    if "connect(" in line and "docker.sock" in line:
-                        connects += 1
-                    for verb in ("GET", "POST", "PUT", "DELETE", "HEAD"):
-                        mark = '"%s /' % verb
-                        if mark not in line:
-                            continue
-                        path = line.split(mark, 1)[1].split(" ")[0].split("?")[0]
-                        segs = [seg for seg in path.split("/") if seg]
-                        if segs and segs[0].startswith("v1."):
-                            segs = segs[1:]
-                        norm = []
-                        for seg in segs:
-                            hexish = len(seg) >= 12 and all(ch in "0123456789abcdef" for ch in seg)
-                            norm.append("{id}" if hexish or seg.startswith("sandman-") else seg)
-                        key = verb + " /" + "/".join(norm)
-                        if key.startswith("GET /images/"):
-                            key = "GET /images/{name}/json"
-                        reqs[key] = reqs.get(key, 0) + 1
-            out[name] = {"calls": calls, "requests": reqs, "connects": connects}
+            # execve first: the first line names the main (calling) thread.
+            p = subprocess.Popen(["strace", "-f", "-qq", "-e",
+                                  "trace=execve,write,sendto,sendmsg,connect",
+                                  "-s", "160", "-o", trace] + argv, env=self.env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            p.wait()
+            out[name] = self.count_trace(trace, calls)
+            if name == "S1 library":
+                out[name]["note"] = "includes the first call's one lookup and the /_ping"
+        for name, body in (("S1 HTTP API", '{"argv": ["true"], "run_id": "s1"}'),
+                           ("S2 HTTP API, warm pool", '{"argv": ["true"], "mode": "per_tool"}')):
+            pooled = "per_tool" in body
+            self.http(1, 1, body)  # warm: the lookup and the pool happen before
+            if pooled:
+                self.wait_runner_pool(2)
+            st = subprocess.Popen(["strace", "-f", "-qq", "-p", str(self.worker.pid), "-e",
+                                   "trace=write,sendto,sendmsg,connect", "-s", "160", "-o", trace])
+            time.sleep(1.0)
+            for _ in range(calls):
+                self.http(1, 1, body)
+                if pooled:
+                    self.wait_runner_pool(2)
+            names = self.thread_names(self.worker.pid)
+            st.send_signal(signal.SIGINT)
+            st.wait()
+            bg = {tid for tid, n in names.items() if n.startswith("sandman-pool")}
+            out[name] = self.count_trace(trace, calls, background_tids=bg)
         self.counts = out
 
     # ---- the whole run ----
@@ -461,8 +570,8 @@ class Bench:
             self.s2(a.calls, a.rounds)
             if not a.skip_ws:
                 self.s3(a.ws_calls)
-            self.s5(a.calls, cid)
-            self.request_counts(cid)
+            self.s5(a.calls, cid, a.rounds)
+            self.request_counts()
             self.s6(a.s6_count)
         finally:
             self.stop_worker()
@@ -501,7 +610,7 @@ def main():
     args.rounds = 1 if q else 3
     args.ws_calls = 2 if q else 30
     args.ws_files = 10000
-    args.ws_bytes = 100 << 20
+    args.ws_file_bytes = 10240
     args.s6_count = 20 if q else 100
     args.s7_count = 20 if q else 200
     args.think = 1.0

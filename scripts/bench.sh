@@ -55,7 +55,7 @@ docker image inspect sandman/minimal:latest >/dev/null 2>&1 ||
 # --- build --------------------------------------------------------------------
 say build "$BUILD (Release)"
 cmake -S "$SM_ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-make -C "$BUILD" -j2 sandman sandman_cli >/dev/null
+make -C "$BUILD" -j2 sandman sandman_static sandman_cli >/dev/null
 mkdir -p "$BUILD/bench"
 CFLAGS=(-O2 -g -Wall -Wextra -pthread)
 cc "${CFLAGS[@]}" -o "$BUILD/bench/floor" bench/floor/floor.c bench/common/rawhttp.c
@@ -63,6 +63,10 @@ cc "${CFLAGS[@]}" -o "$BUILD/bench/smhttp" bench/http/smhttp.c bench/common/rawh
 # shellcheck disable=SC2046
 cc "${CFLAGS[@]}" -I"$SM_ROOT/include" $(pkg-config --cflags json-c) -o "$BUILD/bench/smbench" \
   bench/sm/smbench.c -L"$BUILD" -lsandman -Wl,-rpath,"$BUILD" $(pkg-config --libs json-c)
+# The workspace engineer's copy benchmark (bench/workspace): S3/S4's copy alone.
+# shellcheck disable=SC2046
+cc "${CFLAGS[@]}" -I"$SM_ROOT/include" -o "$BUILD/bench/ws_bench" bench/workspace/ws_bench.c \
+  "$BUILD/libsandman.a" $(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttpd) -lm
 
 # --- run ----------------------------------------------------------------------
 # bench.py cleans up after itself; this trap is the net under it (an
@@ -76,7 +80,9 @@ cleanup() {
   vols=$(docker volume ls -q --filter "label=io.sandman.instance=$INSTANCE" 2>/dev/null || true)
   # shellcheck disable=SC2086
   [ -n "$vols" ] && docker volume rm -f $vols >/dev/null 2>&1 || true
-  docker volume rm -f "sandman-bench-$INSTANCE-cp" >/dev/null 2>&1 || true
+  vols=$(docker volume ls -q --filter "label=io.sandman.bench=$INSTANCE" 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  [ -n "$vols" ] && docker volume rm -f $vols >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
