@@ -36,6 +36,9 @@ import tempfile
 import time
 
 PY = "/usr/bin/python3"
+# What a runner asks the engine on its own schedule (health every 10 s, idle
+# reap every 60 s), not for a call.
+HOUSEKEEPING = {"GET /_ping", "GET /version", "GET /containers/json", "GET /volumes"}
 IMAGE = "sandman/minimal:latest"
 
 
@@ -454,7 +457,7 @@ class Bench:
         """Engine requests in an strace -f log, split into those on the call's
         path and those of background threads (the pool's, by name; or every
         thread but the main one for the library clients)."""
-        reqs, bg = {}, {}
+        reqs, bg, house = {}, {}, {}
         connects = 0
         first_tid = None
         with open(trace) as f:
@@ -486,8 +489,11 @@ class Bench:
                     else:
                         is_bg = tid != (main_tid or first_tid)
                     d = bg if is_bg else reqs
+                    if background_tids is not None and key in HOUSEKEEPING:
+                        d = house  # the runner's health check and idle reap
                     d[key] = d.get(key, 0) + 1
-        return {"calls": calls, "requests": reqs, "background": bg, "connects": connects}
+        return {"calls": calls, "requests": reqs, "background": bg, "housekeeping": house,
+                "connects": connects}
 
     def thread_names(self, pid):
         names = {}

@@ -163,6 +163,9 @@ def markdown(meta, res, tgts, counts, png_name):
             if c.get("background"):
                 detail += "; background: " + ", ".join(
                     "%s x%d" % kv for kv in sorted(c["background"].items()))
+            if c.get("housekeeping"):
+                detail += "; the runner's own health check and idle reap meanwhile: " + ", ".join(
+                    "%s x%d" % kv for kv in sorted(c["housekeeping"].items()))
             if c.get("note"):
                 detail += " (%s)" % c["note"]
             L.append("| %s | %s | %s | %s | %s |" % (name, fmt(fg / n), fmt(bg / n),
