@@ -20,4 +20,15 @@ const char *sm_ops__label(json_object *labels, const char *key);
 /* Copies src into dst (always NUL-terminated; NULL copies ""). */
 void sm_ops__copy(char *dst, size_t len, const char *src);
 
+/* Runs fn(ctx, engine, i) for i in [0, n) on up to max_workers threads
+ * (the caller's among them, with engine; the others with clones of it).
+ * fn must only touch what belongs to index i, plus atomics; a nonzero
+ * return stops handing out further indices. Returns when all have run. */
+typedef int (*sm_ops__job_fn)(void *ctx, sm_engine *engine, size_t i);
+void sm_ops__parallel(sm_engine *engine, size_t n, size_t max_workers, sm_ops__job_fn fn,
+                      void *ctx);
+
+/* How many removals reap and rm run at once. */
+#define SM_OPS_REMOVE_WORKERS 8
+
 #endif

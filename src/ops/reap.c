@@ -165,35 +165,57 @@ static const char *lock_reason(int how) {
   }
 }
 
-/* Removes the container, its volume and its state files under the removal
- * locks. decide (NULL for rm) is asked again under the locks, since a call
- * may have used the sandbox since the snapshot. Reports what happened. */
-static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
-                          const sm_ops_reap_input *decide, int force, const char *reason,
-                          sm_ops_report *report, sm_error *err) {
+/* One removal for the pool: what to do, and (filled by the worker) what
+ * happened. Workers only write their own slot; the report is built from
+ * the slots afterwards, in the order of the listing. */
+typedef enum { OUT_NONE = 0, OUT_REMOVED, OUT_SPARED, OUT_SILENT, OUT_FATAL } outcome_kind;
+
+typedef struct removal {
+  const sm_ops_sandbox *sb;
+  int has_decide;           /* reap: decide again under the locks */
+  sm_ops_reap_input decide;
+  int force;
+  int job;                  /* 0: decided before the pool (spared or dry run) */
+  outcome_kind out;
+  int failed;
   char why[320];
+  sm_error fatal;           /* OUT_FATAL: the engine went away */
+} removal;
+
+/* Removes the container, its volume and its state files under the removal
+ * locks. The decision (reap only) is taken again under the locks, since a
+ * call may have used the sandbox since the snapshot. Returns nonzero only
+ * when the engine is unreachable (then nothing more is worth trying). */
+static int remove_sandbox(const sm_ops_scope *scope, removal *r) {
+  const sm_ops_sandbox *sb = r->sb;
   removal_locks locks;
   sm_error e = SM_ERROR_INIT;
   int busy = 0;
-  int how = lock_removal(scope, sb->name, force, &locks, &busy, &e);
-  if (how == LOCK_ERROR)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
-                              "cannot lock it in the state directory: %s", e.message);
-  if (how != LOCKED) /* a refusal is an error for rm, a normal outcome for reap */
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name,
-                              decide == NULL && how != LOCK_OTHER_REAPER, err, "%s",
-                              lock_reason(how));
+  int how = lock_removal(scope, sb->name, r->force, &locks, &busy, &e);
+  if (how == LOCK_ERROR) {
+    r->out = OUT_SPARED;
+    r->failed = 1;
+    snprintf(r->why, sizeof r->why, "cannot lock it in the state directory: %s", e.message);
+    return 0;
+  }
+  if (how != LOCKED) { /* a refusal is an error for rm, a normal outcome for reap */
+    r->out = OUT_SPARED;
+    r->failed = !r->has_decide && how != LOCK_OTHER_REAPER;
+    snprintf(r->why, sizeof r->why, "%s", lock_reason(how));
+    return 0;
+  }
 
-  snprintf(why, sizeof why, "%s", reason);
-  if (decide) {
-    sm_ops_reap_input again = *decide;
+  if (r->has_decide) {
+    sm_ops_reap_input again = r->decide;
     again.busy = busy;
     again.last_used_at = sm_state_last_used(scope->state_dir, sb->name);
     again.now = sm_now();
+    char why[sizeof r->why];
     if (sm_ops_reap_decide(&again, why, sizeof why) == SM_OPS_SPARE) {
       unlock_removal(&locks);
-      return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s",
-                                why);
+      r->out = OUT_SPARED;
+      snprintf(r->why, sizeof r->why, "%s", why);
+      return 0;
     }
   }
 
@@ -203,9 +225,15 @@ static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
     gone = 1;
   } else if (rc) {
     unlock_removal(&locks);
-    if (rc == SM_EUNREACHABLE) return sm_error_set(err, rc, "%s", e.message);
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
-                              "removal failed: %s", e.message);
+    if (rc == SM_EUNREACHABLE) {
+      r->out = OUT_FATAL;
+      sm_error_set(&r->fatal, rc, "%s", e.message);
+      return rc;
+    }
+    r->out = OUT_SPARED;
+    r->failed = 1;
+    snprintf(r->why, sizeof r->why, "removal failed: %s", e.message);
+    return 0;
   }
   if (sb->volume[0]) {
     sm_error_clear(&e);
@@ -213,8 +241,9 @@ static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
     if (rc && rc != SM_ENOTFOUND) {
       sm_log(SM_LOG_WARN, "sandbox %s removed, its volume %s not: %s", sb->name, sb->volume,
              e.message);
-      size_t used = strlen(why);
-      snprintf(why + used, sizeof why - used, "; its volume %s stays: %s", sb->volume, e.message);
+      size_t used = strlen(r->why);
+      snprintf(r->why + used, sizeof r->why - used, "; its volume %s stays: %s", sb->volume,
+               e.message);
     }
   }
   sm_state_forget(scope->state_dir, sb->name);
@@ -223,10 +252,51 @@ static int remove_sandbox(const sm_ops_scope *scope, const sm_ops_sandbox *sb,
     /* Another reaper or `docker rm` got there first: not an error, and
      * not ours to report as removed. */
     sm_log(SM_LOG_DEBUG, "sandbox %s was already gone", sb->name);
+    r->out = OUT_SILENT;
     return 0;
   }
-  sm_log(SM_LOG_DEBUG, "removed sandbox %s (%.12s): %s", sb->name, sb->id, why);
-  return sm_ops__report_add(report, 1, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", why);
+  sm_log(SM_LOG_DEBUG, "removed sandbox %s (%.12s): %s", sb->name, sb->id, r->why);
+  r->out = OUT_REMOVED;
+  return 0;
+}
+
+typedef struct removals {
+  const sm_ops_scope *scope;
+  removal *items;
+  size_t *jobs; /* indices into items of the removals the pool runs */
+} removals;
+
+static int removal_job(void *ctx, sm_engine *engine, size_t i) {
+  removals *rs = ctx;
+  sm_ops_scope scope = *rs->scope;
+  scope.engine = engine;
+  return remove_sandbox(&scope, &rs->items[rs->jobs[i]]);
+}
+
+/* Runs the slots marked job on the pool, then reports every slot in order.
+ * An unreachable engine ends the whole operation with its error. */
+static int run_removals(const sm_ops_scope *scope, removal *items, size_t n, sm_ops_report *report,
+                        sm_error *err) {
+  size_t nj = 0;
+  for (size_t i = 0; i < n; i++) nj += items[i].job != 0;
+  if (nj) {
+    removals rs = {scope, items, calloc(nj, sizeof(size_t))};
+    if (rs.jobs == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+    for (size_t i = 0, k = 0; i < n; i++)
+      if (items[i].job) rs.jobs[k++] = i;
+    sm_ops__parallel(scope->engine, nj, SM_OPS_REMOVE_WORKERS, removal_job, &rs);
+    free(rs.jobs);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (items[i].out == OUT_FATAL) return sm_error_set(err, items[i].fatal.code, "%s", items[i].fatal.message);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    const removal *r = &items[i];
+    if (r->out == OUT_NONE || r->out == OUT_SILENT) continue;
+    rc = sm_ops__report_add(report, r->out == OUT_REMOVED, SM_OPS_ITEM_SANDBOX, r->sb->id,
+                            r->sb->name, r->failed, err, "%s", r->why);
+  }
+  return rc;
 }
 
 /* ---- reap ---- */
@@ -421,21 +491,26 @@ int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_o
   if (rc) return rc;
 
   double now = sm_now();
+  removal *items = list.n ? calloc(list.n, sizeof *items) : NULL;
+  if (list.n && items == NULL) rc = sm_error_set(err, SM_ENOMEM, NULL);
   for (size_t i = 0; rc == 0 && i < list.n; i++) {
-    const sm_ops_sandbox *sb = &list.items[i];
-    sm_ops_reap_input in;
-    char reason[320];
-    reap_input(sb, &o, now, &in);
-    sm_ops_verdict v = sm_ops_reap_decide(&in, reason, sizeof reason);
-    if (v == SM_OPS_SPARE && sb->busy && !o.force && being_reaped(scope, sb->name))
-      snprintf(reason, sizeof reason, "another sandman process is removing it");
+    removal *r = &items[i];
+    r->sb = &list.items[i];
+    reap_input(r->sb, &o, now, &r->decide);
+    r->has_decide = 1;
+    r->force = o.force;
+    sm_ops_verdict v = sm_ops_reap_decide(&r->decide, r->why, sizeof r->why);
+    if (v == SM_OPS_SPARE && r->sb->busy && !o.force && being_reaped(scope, r->sb->name))
+      snprintf(r->why, sizeof r->why, "another sandman process is removing it");
     if (v == SM_OPS_SPARE)
-      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", reason);
+      r->out = OUT_SPARED;
     else if (o.dry_run)
-      rc = sm_ops__report_add(out, 1, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", reason);
+      r->out = OUT_REMOVED;
     else
-      rc = remove_sandbox(scope, sb, &in, o.force, reason, out, err);
+      r->job = 1;
   }
+  if (rc == 0) rc = run_removals(scope, items, list.n, out, err);
+  free(items);
 
   size_t nv = volumes ? json_object_array_length(volumes) : 0;
   for (size_t i = 0; rc == 0 && i < nv; i++) {
@@ -529,17 +604,24 @@ int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_r
     if (!dup) targets[nt++] = &by_worker.items[i];
   }
 
+  removal *items = nt ? calloc(nt, sizeof *items) : NULL;
+  if (rc == 0 && nt && items == NULL) rc = sm_error_set(err, SM_ENOMEM, NULL);
   for (size_t i = 0; rc == 0 && i < nt; i++) {
-    const sm_ops_sandbox *sb = targets[i];
-    if (sb->busy && !opts->force) {
-      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 1, err,
-                              "busy: a call is in flight (--force removes it anyway)");
+    removal *r = &items[i];
+    r->sb = targets[i];
+    r->force = opts->force;
+    if (r->sb->busy && !opts->force) {
+      r->out = OUT_SPARED;
+      r->failed = 1;
+      snprintf(r->why, sizeof r->why, "busy: a call is in flight (--force removes it anyway)");
       continue;
     }
-    rc = remove_sandbox(scope, sb, NULL, opts->force,
-                        sb->busy ? "removed on request (busy, --force)" : "removed on request", out,
-                        err);
+    snprintf(r->why, sizeof r->why, "%s",
+             r->sb->busy ? "removed on request (busy, --force)" : "removed on request");
+    r->job = 1;
   }
+  if (rc == 0) rc = run_removals(scope, items, nt, out, err);
+  free(items);
   free(targets);
   sm_ops_sandbox_list_dispose(&all);
   sm_ops_sandbox_list_dispose(&by_run);
