@@ -1,9 +1,18 @@
 /* The packer: a tar stream (libarchive, pax) of chosen workspace entries,
- * produced on demand from an sm_read_fn. Each pull runs the writer one step
- * (a header, or up to 64 KiB of one file) into a small buffer, so neither a
- * temporary tar file nor the whole archive ever exists. File content is
- * hashed as it is read, which fills the manifest for free. */
+ * pulled through an sm_read_fn. Each step runs the writer once (a header, or
+ * up to 64 KiB of one file) into a small buffer, so neither a temporary tar
+ * file nor the whole archive ever exists. File content is hashed as it is
+ * read, which fills the manifest for free.
+ *
+ * The first read starts a producer thread that walks, reads, hashes and packs
+ * into a bounded ring of chunks (PIPE_SLOTS x PIPE_CHUNK) while the reader
+ * (the upload) drains it, so our work overlaps the engine's unpacking. A
+ * producer error reaches the reader as its SM_E* code (the message stays in
+ * p->err); a reader that stops (abort, upload failure, free) makes the
+ * producer stop, and it is joined before anything it wrote is looked at. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -23,6 +32,29 @@
 #define PACK_CHUNK 65536
 /* One step writes at most a chunk plus a tar block and a pax header. */
 #define PACK_BUF_MAX ((size_t)4 << 20)
+/* The ring between producer and reader: 8 x 256 KiB = 2 MiB at most. */
+#define PIPE_CHUNK ((size_t)256 << 10)
+#define PIPE_SLOTS 8
+
+typedef struct pipe_slot {
+  size_t len;
+  char *data;
+} pipe_slot;
+
+/* Shared by the producer and the reader; every field under mu. */
+typedef struct pack_pipe {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;        /* a slot was filled or freed, or a side stopped */
+  pthread_t thread;
+  pipe_slot slot[PIPE_SLOTS];
+  size_t head, count;       /* filled slots: head .. head+count-1 */
+  size_t head_pos;          /* bytes of the head slot already read */
+  int done;                 /* producer finished: rc 0 (end) or < 0 */
+  int rc;
+  int stop;                 /* reader asks the producer to stop */
+  int running, joined;
+  char request_id[64];
+} pack_pipe;
 
 struct ws_packer {
   int root_fd;
@@ -47,6 +79,8 @@ struct ws_packer {
   sm_error err;
   int64_t produced, abort_after;
   int64_t bytes, entries;
+  pack_pipe *pipe;        /* NULL until the first read */
+  int read_failed;        /* the reader's side: stopped with p->err */
   char chunk[PACK_CHUNK];
 };
 
@@ -101,9 +135,25 @@ void ws_packer_set_cut(ws_packer *p, size_t cut) { p->cut = cut; }
 
 int64_t ws_packer_produced(const ws_packer *p) { return p->produced; }
 
-const sm_error *ws_packer_error(const ws_packer *p) { return &p->err; }
+static void pipe_stop(ws_packer *p);
 
-void ws_packer_stats(const ws_packer *p, int64_t *bytes, int64_t *entries) {
+static void free_pipe(ws_packer *p) {
+  pack_pipe *q = p->pipe;
+  if (q == NULL) return;
+  for (size_t i = 0; i < PIPE_SLOTS; i++) free(q->slot[i].data);
+  pthread_cond_destroy(&q->cv);
+  pthread_mutex_destroy(&q->mu);
+  free(q);
+  p->pipe = NULL;
+}
+
+const sm_error *ws_packer_error(ws_packer *p) {
+  pipe_stop(p);
+  return &p->err;
+}
+
+void ws_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries) {
+  pipe_stop(p);
   if (bytes) *bytes = p->bytes;
   if (entries) *entries = p->entries;
 }
@@ -118,6 +168,8 @@ static void close_file(ws_packer *p) {
 
 void ws_packer_free(ws_packer *p) {
   if (p == NULL) return;
+  pipe_stop(p);
+  free_pipe(p);
   close_file(p);
   if (p->a) archive_write_free(p->a);
   if (p->ae) archive_entry_free(p->ae);
@@ -276,8 +328,9 @@ static int step(ws_packer *p) {
   return 0;
 }
 
-ssize_t ws_packer_read(void *ud, char *buf, size_t len) {
-  ws_packer *p = ud;
+/* The packer itself, one thread: fills buf with the next bytes of the tar
+ * stream; 0 at its end, or a negative SM_E* code (why in p->err). */
+static ssize_t pack_pull(ws_packer *p, char *buf, size_t len) {
   if (p->failed) return p->err.code ? p->err.code : SM_EIO;
   while (p->out_pos >= p->out.len && !p->finished) {
     sm_buf_reset(&p->out);
@@ -285,15 +338,140 @@ ssize_t ws_packer_read(void *ud, char *buf, size_t len) {
     if (step(p) != 0) return p->err.code ? p->err.code : SM_EIO;
   }
   size_t avail = p->out.len - p->out_pos;
-  if (avail == 0) return 0;
+  size_t n = avail < len ? avail : len;
+  memcpy(buf, p->out.data + p->out_pos, n);
+  p->out_pos += n;
+  return (ssize_t)n;
+}
+
+static void *producer_main(void *ud) {
+  ws_packer *p = ud;
+  pack_pipe *q = p->pipe;
+  if (q->request_id[0]) sm_log_set_request_id(q->request_id);
+  int rc = 0;
+  for (;;) {
+    pthread_mutex_lock(&q->mu);
+    while (q->count == PIPE_SLOTS && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+    int stop = q->stop;
+    size_t idx = (q->head + q->count) % PIPE_SLOTS;
+    pthread_mutex_unlock(&q->mu);
+    if (stop) break;
+    /* The free slot is the producer's alone until it is published. */
+    pipe_slot *sl = &q->slot[idx];
+    sl->len = 0;
+    ssize_t r = 1;
+    while (sl->len < PIPE_CHUNK) {
+      r = pack_pull(p, sl->data + sl->len, PIPE_CHUNK - sl->len);
+      if (r <= 0) break;
+      sl->len += (size_t)r;
+    }
+    pthread_mutex_lock(&q->mu);
+    if (sl->len > 0) q->count++;
+    if (r <= 0) {
+      rc = r < 0 ? (int)r : 0;
+      q->done = 1;
+      q->rc = rc;
+    }
+    pthread_cond_broadcast(&q->cv);
+    stop = q->done || q->stop;
+    pthread_mutex_unlock(&q->mu);
+    if (stop) break;
+  }
+  /* Files stay open until the packer is freed: close the current one here,
+   * in the thread that owns it. */
+  close_file(p);
+  return NULL;
+}
+
+static int pipe_start(ws_packer *p) {
+  pack_pipe *q = calloc(1, sizeof *q);
+  if (q == NULL) return sm_error_set(&p->err, SM_ENOMEM, "out of memory");
+  for (size_t i = 0; i < PIPE_SLOTS; i++) {
+    q->slot[i].data = malloc(PIPE_CHUNK);
+    if (q->slot[i].data == NULL) {
+      for (size_t j = 0; j < i; j++) free(q->slot[j].data);
+      free(q);
+      return sm_error_set(&p->err, SM_ENOMEM, "out of memory");
+    }
+  }
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->cv, NULL);
+  const char *rid = sm_log_request_id();
+  if (rid) snprintf(q->request_id, sizeof q->request_id, "%s", rid);
+  p->pipe = q;
+  /* The producer takes no signals: they stay with the caller's threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int r = pthread_create(&q->thread, NULL, producer_main, p);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (r != 0) {
+    free_pipe(p);
+    return sm_error_set(&p->err, SM_EIO, "starting the workspace packer thread: %s", strerror(r));
+  }
+  q->running = 1;
+  return 0;
+}
+
+/* Tells the producer to stop and joins it (idempotent). After it, every
+ * field the producer wrote (entries, stats, err) is safe to read. */
+static void pipe_stop(ws_packer *p) {
+  pack_pipe *q = p->pipe;
+  if (q == NULL || !q->running || q->joined) return;
+  pthread_mutex_lock(&q->mu);
+  q->stop = 1;
+  pthread_cond_broadcast(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+  pthread_join(q->thread, NULL);
+  q->joined = 1;
+}
+
+/* The reader's side: the next bytes from the ring, 0 at the end, or the
+ * producer's error code. */
+static ssize_t pipe_read(ws_packer *p, char *buf, size_t len) {
+  pack_pipe *q = p->pipe;
+  if (p->read_failed || (q->joined && !q->done)) return p->err.code ? p->err.code : SM_EIO;
+  pthread_mutex_lock(&q->mu);
+  while (q->count == 0 && !q->done) pthread_cond_wait(&q->cv, &q->mu);
+  if (q->count == 0) {
+    int rc = q->rc;
+    pthread_mutex_unlock(&q->mu);
+    pipe_stop(p);
+    return rc;
+  }
+  pipe_slot *sl = &q->slot[q->head];
+  size_t avail = sl->len - q->head_pos;
   size_t n = avail < len ? avail : len;
   if (p->abort_after >= 0 && p->produced + (int64_t)n > p->abort_after) {
-    p->failed = 1;
+    pthread_mutex_unlock(&q->mu);
+    pipe_stop(p);
+    p->read_failed = 1;
     return sm_error_set(&p->err, SM_ECANCELLED, "copy aborted after %" PRId64 " bytes (test hook)",
                         p->abort_after);
   }
-  memcpy(buf, p->out.data + p->out_pos, n);
-  p->out_pos += n;
+  pthread_mutex_unlock(&q->mu);
+  /* A filled slot is the reader's alone until it is released. */
+  memcpy(buf, sl->data + q->head_pos, n);
+  pthread_mutex_lock(&q->mu);
+  q->head_pos += n;
+  if (q->head_pos == sl->len) {
+    q->head = (q->head + 1) % PIPE_SLOTS;
+    q->count--;
+    q->head_pos = 0;
+    pthread_cond_broadcast(&q->cv);
+  }
+  pthread_mutex_unlock(&q->mu);
   p->produced += (int64_t)n;
   return (ssize_t)n;
+}
+
+ssize_t ws_packer_read(void *ud, char *buf, size_t len) {
+  ws_packer *p = ud;
+  if (len == 0) return 0;
+  if (p->read_failed) return p->err.code ? p->err.code : SM_EIO;
+  if (p->pipe == NULL && pipe_start(p) != 0) {
+    p->read_failed = 1;
+    return p->err.code;
+  }
+  return pipe_read(p, buf, len);
 }

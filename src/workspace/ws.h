@@ -137,9 +137,13 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
 ssize_t ws_packer_read(void *ud, char *buf, size_t len);
 /* Members are named from byte `cut` of each path on (one subtree sent). */
 void ws_packer_set_cut(ws_packer *p, size_t cut);
+/* The first ws_packer_read starts a producer thread that packs ahead into a
+ * bounded ring (2 MiB); ws_packer_read may then be called from one thread.
+ * ws_packer_error, ws_packer_stats and ws_packer_free stop the producer and
+ * join it first, so the items, stats and error are settled after them. */
 /* The error that made ws_packer_read fail (code 0 if none). */
-const sm_error *ws_packer_error(const ws_packer *p);
-void ws_packer_stats(const ws_packer *p, int64_t *bytes, int64_t *entries);
+const sm_error *ws_packer_error(ws_packer *p);
+void ws_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries);
 /* Test hook: fail with SM_ECANCELLED once this many tar bytes were produced. */
 void ws_packer_abort_after(ws_packer *p, int64_t bytes);
 int64_t ws_packer_produced(const ws_packer *p);
