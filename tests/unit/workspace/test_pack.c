@@ -1,0 +1,248 @@
+/* The packer's producer thread and bounded ring: a full stream comes out
+ * intact, a reader that stops early makes the producer stop and be joined,
+ * and a producer that fails mid-way hands its error to the reader. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <sandman/sandman.h>
+
+#include "workspace/ws.h"
+#include "tarbuild.h"
+
+#define BIG_FILES 24
+#define BIG_SIZE (256 * 1024) /* 6 MiB in all: more than the ring holds */
+
+typedef struct fx {
+  char root[256];
+  int root_fd;
+  ws_manifest m;
+  ws_entry **items;
+  size_t n;
+} fx;
+
+static void write_big(const char *dir, const char *name, size_t size, char fill) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  char block[4096];
+  memset(block, fill, sizeof block);
+  for (size_t done = 0; done < size; done += sizeof block)
+    assert_int_equal(write(fd, block, sizeof block), (ssize_t)sizeof block);
+  close(fd);
+}
+
+static int setup(void **state) {
+  fx *f = calloc(1, sizeof *f);
+  snprintf(f->root, sizeof f->root, "/tmp/sm-ws-pack-XXXXXX");
+  assert_non_null(mkdtemp(f->root));
+  for (int i = 0; i < BIG_FILES; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "f%02d", i);
+    write_big(f->root, name, BIG_SIZE, (char)('a' + i));
+  }
+  f->root_fd = open(f->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(f->root_fd >= 0);
+  ws_manifest_init(&f->m);
+  ws_scan_opts o = {.max_bytes = WS_DEFAULT_MAX_BYTES,
+                    .max_entries = WS_DEFAULT_MAX_ENTRIES,
+                    .max_path = WS_DEFAULT_MAX_PATH};
+  sm_error err = SM_ERROR_INIT;
+  if (ws_scan(f->root_fd, f->root, &o, &f->m, &err) != 0) fail_msg("%s", err.message);
+  assert_int_equal(f->m.n, BIG_FILES);
+  f->n = f->m.n;
+  f->items = calloc(f->n + 1, sizeof *f->items);
+  for (size_t i = 0; i < f->n; i++) f->items[i] = &f->m.v[i];
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx *f = *state;
+  free(f->items);
+  ws_manifest_dispose(&f->m);
+  close(f->root_fd);
+  rm_rf(f->root);
+  free(f);
+  return 0;
+}
+
+static ws_packer *new_packer(fx *f) {
+  ws_packer *p = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (ws_packer_new(&p, f->root_fd, f->items, f->n, "ws", 1000, 1000, &err) != 0)
+    fail_msg("%s", err.message);
+  return p;
+}
+
+/* The whole stream, extracted as a copy in does it, is the tree; every file
+ * got its hash. */
+static void test_full_stream(void **state) {
+  fx *f = *state;
+  ws_packer *p = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (ws_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &err) != 0)
+    fail_msg("%s", err.message);
+  char dest[300];
+  snprintf(dest, sizeof dest, "%s.out", f->root);
+  mkdir(dest, 0755);
+  int dfd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(dfd >= 0);
+  char *stage = NULL;
+  int sfd = ws_stage_create(dfd, dest, &stage, &err);
+  assert_true(sfd >= 0);
+  ws_extract x;
+  ws_extract_init(&x);
+  x.stage_fd = sfd;
+  x.root_fd = dfd;
+  x.trusted = 1;
+  if (ws_extract_run(&x, ws_packer_read, p, &err) != 0) fail_msg("%s", err.message);
+  ws_apply_result res = {0};
+  if (ws_apply(dfd, &x, 0, 0, &res, &err) != 0) fail_msg("%s", err.message);
+  ws_apply_result_dispose(&res);
+  ws_stage_remove(dfd, stage, sfd);
+  free(stage);
+  ws_extract_dispose(&x);
+  close(dfd);
+  int64_t bytes = 0, entries = 0;
+  ws_packer_stats(p, &bytes, &entries);
+  assert_int_equal(entries, BIG_FILES);
+  assert_int_equal(bytes, (int64_t)BIG_FILES * BIG_SIZE);
+  assert_int_equal(ws_packer_error(p)->code, 0);
+  /* Reads after the end keep saying end. */
+  char c;
+  assert_int_equal(ws_packer_read(p, &c, 1), 0);
+  ws_packer_free(p);
+  for (size_t i = 0; i < f->n; i++) assert_true(f->m.v[i].has_hash);
+  char *a = snapshot(f->root);
+  char *b = snapshot(dest);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  rm_rf(dest);
+}
+
+/* The upload stops after a few bytes (closed reader): freeing the packer
+ * stops the producer, which never packed the whole tree (the ring is
+ * bounded), and joins it. */
+static void test_reader_closes_early(void **state) {
+  fx *f = *state;
+  for (int round = 0; round < 3; round++) {
+    ws_packer *p = new_packer(f);
+    char buf[4096];
+    int64_t got = 0;
+    while (got < 10000) {
+      ssize_t r = ws_packer_read(p, buf, sizeof buf);
+      assert_true(r > 0);
+      got += r;
+    }
+    assert_int_equal(ws_packer_produced(p), got);
+    if (round == 0) {
+      /* Stats stop and join first; the producer was held by the ring. */
+      int64_t bytes = 0, entries = 0;
+      ws_packer_stats(p, &bytes, &entries);
+      assert_true(bytes < (int64_t)BIG_FILES * BIG_SIZE);
+      assert_true(entries < BIG_FILES);
+      assert_int_equal(ws_packer_error(p)->code, 0);
+    }
+    /* round 1: straight to free; round 2: free while the producer runs. */
+    ws_packer_free(p);
+  }
+  /* A packer freed before any read never started a thread. */
+  ws_packer_free(new_packer(f));
+}
+
+/* The test hook aborts the reader mid-stream: the error is the reader's,
+ * the producer is joined, and later reads keep failing. */
+static void test_reader_abort_hook(void **state) {
+  fx *f = *state;
+  ws_packer *p = new_packer(f);
+  ws_packer_abort_after(p, 300000);
+  char buf[65536];
+  ssize_t r;
+  int64_t got = 0;
+  while ((r = ws_packer_read(p, buf, sizeof buf)) > 0) got += r;
+  assert_int_equal(r, SM_ECANCELLED);
+  assert_true(got <= 300000);
+  assert_int_equal(ws_packer_read(p, buf, sizeof buf), SM_ECANCELLED);
+  assert_int_equal(ws_packer_error(p)->code, SM_ECANCELLED);
+  int64_t entries = 0;
+  ws_packer_stats(p, NULL, &entries);
+  assert_true(entries < BIG_FILES);
+  ws_packer_free(p);
+}
+
+/* The producer fails mid-way (a path that cannot be opened, after files
+ * worth more than the ring): the reader first gets the bytes packed before,
+ * then the producer's error code, and the message names the path. */
+static void test_producer_fails(void **state) {
+  fx *f = *state;
+  char longname[400];
+  memset(longname, 'x', 300); /* longer than NAME_MAX: openat fails */
+  longname[300] = '\0';
+  ws_entry bad = {0};
+  bad.path = longname;
+  bad.type = 'f';
+  bad.mode = 0644;
+  bad.size = 1;
+  size_t half = f->n / 2;
+  ws_entry **items = calloc(f->n + 1, sizeof *items);
+  for (size_t i = 0; i < half; i++) items[i] = f->items[i];
+  items[half] = &bad;
+  for (size_t i = half; i < f->n; i++) items[i + 1] = f->items[i];
+  ws_packer *p = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (ws_packer_new(&p, f->root_fd, items, f->n + 1, "", 0, 0, &err) != 0)
+    fail_msg("%s", err.message);
+  char buf[65536];
+  ssize_t r;
+  int64_t got = 0;
+  while ((r = ws_packer_read(p, buf, sizeof buf)) > 0) got += r;
+  assert_int_equal(r, SM_EIO);
+  assert_true(got >= (int64_t)half * BIG_SIZE);
+  assert_int_equal(ws_packer_read(p, buf, sizeof buf), SM_EIO);
+  const sm_error *pe = ws_packer_error(p);
+  assert_int_equal(pe->code, SM_EIO);
+  assert_non_null(strstr(pe->message, "xxxxxxxx"));
+  int64_t entries = 0;
+  ws_packer_stats(p, NULL, &entries);
+  assert_int_equal(entries, (int64_t)half);
+  ws_packer_free(p);
+  free(items);
+}
+
+/* The producer fails through a sync: the extractor's cap stops reading
+ * (the other side fails first) and the packer is joined; nothing leaks. */
+static void test_extractor_cap_stops_producer(void **state) {
+  fx *f = *state;
+  ws_packer *p = new_packer(f);
+  char dest[300];
+  snprintf(dest, sizeof dest, "%s.cap", f->root);
+  mkdir(dest, 0755);
+  ws_apply_result res = {0};
+  sm_error err = SM_ERROR_INIT;
+  sm_workspace_limits lim = {0};
+  lim.max_bytes = BIG_SIZE * 2;
+  int rc = ws_unpack_dir(dest, ws_packer_read, p, &lim, &res, &err);
+  assert_true(rc < 0);
+  ws_apply_result_dispose(&res);
+  assert_int_equal(ws_packer_error(p)->code, 0);
+  ws_packer_free(p);
+  rm_rf(dest);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_full_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reader_closes_early, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reader_abort_hook, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_producer_fails, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_extractor_cap_stops_producer, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
