@@ -46,6 +46,15 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_fail(const sm_error *err);
 /* Prints a JSON object to stdout (pretty when stdout is a terminal). */
 void cli_print_json(json_object *obj);
+/* Loads the configuration (--config or the search) and resolves one call.
+ * On failure prints the error, frees what it made and returns the exit
+ * code (2 for a bad file); 0 on success, *cfg then the caller's. */
+int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, const char *user,
+                     const sm_config_flags *flags, sm_config **cfg, sm_resolved *res);
+/* A runner on the engine cli_engine_options picks. On failure prints the
+ * error, frees cfg and returns the exit code. */
+int cli_runner_new(const cli_globals *g, sm_config *cfg, sm_runner **out);
+
 /* Engine options: --host > DOCKER_HOST > the configuration's engine
  * section (cfg may be NULL) > the default socket; TLS from the environment
  * or, with the configuration's host, from its engine section. */

@@ -47,3 +47,28 @@ void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_op
     if (sm_config_engine_cert_path(cfg)) out->cert_path = sm_config_engine_cert_path(cfg);
   }
 }
+
+int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, const char *user,
+                     const sm_config_flags *flags, sm_config **cfg, sm_resolved *res) {
+  sm_error err = SM_ERROR_INIT;
+  *cfg = NULL;
+  if (sm_config_load(cfg, g->config_path, &err) != 0) return cli_fail(&err);
+  if (sm_config_resolve(*cfg, agent, tool, user, flags, res, &err) != 0) {
+    sm_config_free(*cfg);
+    *cfg = NULL;
+    return cli_fail(&err);
+  }
+  return CLI_EXIT_OK;
+}
+
+int cli_runner_new(const cli_globals *g, sm_config *cfg, sm_runner **out) {
+  sm_error err = SM_ERROR_INIT;
+  sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
+  cli_engine_options(g, cfg, &ro.engine);
+  *out = NULL;
+  if (sm_runner_new(out, &ro, &err) != 0) {
+    sm_config_free(cfg);
+    return cli_fail(&err);
+  }
+  return CLI_EXIT_OK;
+}

@@ -286,12 +286,9 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
 
   sm_error err = SM_ERROR_INIT;
   sm_config *cfg = NULL;
-  if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
   sm_resolved res;
-  if (sm_config_resolve(cfg, a.agent, a.tool, a.user, &a.flags, &res, &err) != 0) {
-    sm_config_free(cfg);
-    return cli_fail(&err);
-  }
+  rc = cli_load_resolve(g, a.agent, a.tool, a.user, &a.flags, &cfg, &res);
+  if (rc) return rc;
   sm_mode mode = res.settings.mode;
   if (!res.allowed) {
     sm_error_set(&err, SM_EPOLICY, "tool '%s' refused by the configuration (%s)",
@@ -304,13 +301,9 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
   const char *project = a.project ? a.project : sm_config_project_id(cfg);
   const char *project_env =
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
-  sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
-  cli_engine_options(g, cfg, &ro.engine);
   sm_runner *runner = NULL;
-  if (sm_runner_new(&runner, &ro, &err) != 0) {
-    sm_config_free(cfg);
-    return cli_fail(&err);
-  }
+  rc = cli_runner_new(g, cfg, &runner);
+  if (rc) return rc;
 
   sm_fallback_decision fb;
   if (sm_fallback_decide(runner, mode, project_env, res.settings.runtime, res.settings.image,

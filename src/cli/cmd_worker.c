@@ -224,23 +224,16 @@ static int serve(int argc, char **argv, const cli_globals *g, const char *name) 
   }
 
   sm_config *cfg = NULL;
-  if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
   static sm_resolved res;
-  if (sm_config_resolve(cfg, NULL, NULL, NULL, &a.flags, &res, &err) != 0) {
-    sm_config_free(cfg);
-    return cli_fail(&err);
-  }
+  rc = cli_load_resolve(g, NULL, NULL, NULL, &a.flags, &cfg, &res);
+  if (rc) return rc;
   const char *project_env =
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
   const char *project = a.project ? a.project : sm_config_project_id(cfg);
 
-  sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
-  cli_engine_options(g, cfg, &ro.engine);
   sm_runner *runner = NULL;
-  if (sm_runner_new(&runner, &ro, &err) != 0) {
-    sm_config_free(cfg);
-    return cli_fail(&err);
-  }
+  rc = cli_runner_new(g, cfg, &runner);
+  if (rc) return rc;
   /* The health check and the fallback rule, once at start. */
   sm_fallback_decision fb;
   if (sm_fallback_decide(runner, res.settings.mode, project_env, res.settings.runtime,
