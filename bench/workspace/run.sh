@@ -33,12 +33,10 @@ box() {
   docker volume create --driver local --opt type=tmpfs --opt device=tmpfs \
     --opt o=size=1g,uid=1000,gid=1000,mode=0755 \
     --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" "$vol" >/dev/null
-  VOLUMES+=("$vol")
   local id
   id=$(docker run -d --network none --read-only --user 1000:1000 \
     --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" \
     --mount "type=volume,source=$vol,target=/workspace" "$IMAGE" sleep 3600)
-  CONTAINERS+=("$id")
   echo "$id"
 }
 
@@ -49,7 +47,11 @@ find "$WORK/ws" -exec touch -h -d '1 hour ago' {} +
 sync
 MB=$(du -sm "$WORK/ws" | cut -f1)
 
+# box runs in a subshell ($(...)): what it made is recorded here, so the
+# EXIT trap removes it.
+VOLUMES+=("sm-bench-ws-$$-cp")
 c1=$(box cp)
+CONTAINERS+=("$c1")
 t0=$(date +%s.%N)
 docker cp "$WORK/ws/." "$c1:/workspace"
 t1=$(date +%s.%N)
@@ -57,7 +59,9 @@ DOCKER_CP=$(echo "$t1 - $t0" | bc)
 n=$(docker exec "$c1" sh -c 'find /workspace -type f | wc -l')
 [ "$n" -eq "$FILES" ] || echo "warning: docker cp copied $n files" >&2
 
+VOLUMES+=("sm-bench-ws-$$-sandman")
 c2=$(box sandman)
+CONTAINERS+=("$c2")
 out=$("$WORK/ws_bench" sync "$WORK/ws" "$c2" "$WORK/manifest")
 n=$(docker exec "$c2" sh -c 'find /workspace -type f | wc -l')
 [ "$n" -eq "$FILES" ] || echo "warning: sandman copied $n files" >&2
