@@ -35,6 +35,10 @@ const char *sm_config_engine_host(const sm_config *cfg);         /* may be NULL 
 /* engine.tls_verify: 1, 0, or -1 when the file does not say. */
 int sm_config_engine_tls_verify(const sm_config *cfg);
 const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may be NULL */
+/* defaults.pool_size: ready per_tool containers a runner keeps per
+ * configuration (0..SM_POOL_MAX_SIZE; 0: no warm pool), or -1 when the
+ * file does not say. Only defaults may set it: the pool is the runner's. */
+int sm_config_pool_size(const sm_config *cfg);
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
 int sm_config_has_agent(const sm_config *cfg, const char *agent);
 

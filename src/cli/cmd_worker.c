@@ -30,8 +30,9 @@ static void usage(FILE *out, const char *name) {
           "  --sandbox-disk SIZE         size of /workspace\n"
           "  --sandbox-runtime NAME      engine runtime, e.g. runsc\n"
           "  --sandbox-timeout SECONDS   default timeout of a call\n"
-          "  --sandbox-pool-size N       per_tool containers kept ready per configuration\n"
-          "                              (default 2; 0: no warm pool)\n"
+          "  --sandbox-pool-size N       per_tool containers kept ready per configuration,\n"
+          "                              0 to 64 (0: no warm pool); overrides the config\n"
+          "                              file's defaults.pool_size (default 2)\n"
           "  --env-passthrough GLOB      runner variables passed to tools (repeatable)\n"
           "  --project-environment ENV   production | staging | development\n"
           "  --project ID                default project of calls\n\n"
@@ -248,8 +249,11 @@ static int serve(int argc, char **argv, const cli_globals *g, const char *name) 
   /* The warm pool: per_tool calls take containers made ahead of time. On a
    * per_tool runner the default configuration's pool fills at once. Used
    * per_tool containers are removed off the calls' time (stop waits). */
-  if (sm_runner_pool_set_size(runner, a.have_pool_size ? a.pool_size : SM_POOL_DEFAULT_SIZE,
-                              &err) != 0) {
+  /* Its size: --sandbox-pool-size > defaults.pool_size > built-in. */
+  unsigned pool_size = SM_POOL_DEFAULT_SIZE;
+  if (a.have_pool_size) pool_size = a.pool_size;
+  else if (sm_config_pool_size(cfg) >= 0) pool_size = (unsigned)sm_config_pool_size(cfg);
+  if (sm_runner_pool_set_size(runner, pool_size, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);
     return cli_fail(&err);

@@ -150,6 +150,7 @@ struct sm_config {
   char *project_id, *project_env;
   char *engine_host, *cert_path;
   int tls_verify; /* -1: not set */
+  int pool_size;  /* defaults.pool_size, -1: not set */
   cfg_layer defaults;
   cfg_agent *agents;
   size_t n_agents;

@@ -48,7 +48,8 @@ static const char *const defaults_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
-    "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        NULL};
+    "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
+    NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
@@ -140,6 +141,11 @@ static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
   if (best && best_d <= lim) return verr(v, key, full, "unknown key (did you mean '%s'?)", best);
   if (strcmp(key->str, "workspace_root") == 0)
     return verr(v, key, full, "unknown key (workspace_root is only allowed under agents.<name>)");
+  /* The warm pool belongs to the runner, not to one agent's calls. */
+  if (strcmp(key->str, "pool_size") == 0)
+    return verr(v, key, full,
+                "unknown key (pool_size is only allowed under defaults: the warm pool belongs "
+                "to the runner; did you mean 'defaults.pool_size'?)");
   for (size_t i = 0; i < sizeof misplaced / sizeof misplaced[0]; i++)
     if (strcmp(key->str, misplaced[i].key) == 0)
       return verr(v, key, full, "unknown key here (did you mean '%s'?)", misplaced[i].where);
@@ -613,6 +619,24 @@ static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
   return 0;
 }
 
+/* defaults.pool_size: ready per_tool containers a runner keeps per
+ * configuration (0 turns the warm pool off). Not a sandbox setting: it is
+ * the runner's, so it is kept apart from the layers. */
+static int parse_pool_size(vctx *v, const cfg_ynode *defaults, sm_config *c) {
+  const cfg_ynode *n = defaults && defaults->type == CFG_Y_MAP ? cfg_map_get(defaults, "pool_size")
+                                                              : NULL;
+  if (n == NULL || cfg_ynode_is_null(n)) return 0;
+  if (n->type != CFG_Y_SCALAR)
+    return verr(v, n, "defaults.pool_size", "expected a whole number from 0 to %d, got %s",
+                SM_POOL_MAX_SIZE, describe(n));
+  int64_t i = 0;
+  sm_error perr = SM_ERROR_INIT;
+  if (sm_parse_int(n->str, 0, SM_POOL_MAX_SIZE, &i, &perr))
+    return verr(v, n, "defaults.pool_size", "%s", perr.message);
+  c->pool_size = (int)i;
+  return 0;
+}
+
 static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if (cfg_ynode_is_null(root)) return 0;
   if (root->type != CFG_Y_MAP)
@@ -633,6 +657,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if ((rc = parse_engine(v, cfg_map_get(root, "engine"), c))) return rc;
   if ((rc = parse_layer(v, cfg_map_get(root, "defaults"), "defaults", 0, &c->defaults)))
     return rc;
+  if ((rc = parse_pool_size(v, cfg_map_get(root, "defaults"), c))) return rc;
   if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
   return parse_tools(v, cfg_map_get(root, "tools"), c);
 }
@@ -642,6 +667,7 @@ static sm_config *config_new(void) {
   if (c) {
     c->version = 1;
     c->tls_verify = -1;
+    c->pool_size = -1;
   }
   return c;
 }
@@ -768,6 +794,7 @@ const char *sm_config_project_environment(const sm_config *cfg) {
 }
 const char *sm_config_engine_host(const sm_config *cfg) { return cfg ? cfg->engine_host : NULL; }
 int sm_config_engine_tls_verify(const sm_config *cfg) { return cfg ? cfg->tls_verify : -1; }
+int sm_config_pool_size(const sm_config *cfg) { return cfg ? cfg->pool_size : -1; }
 const char *sm_config_engine_cert_path(const sm_config *cfg) {
   return cfg ? cfg->cert_path : NULL;
 }

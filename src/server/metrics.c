@@ -225,6 +225,39 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
       sm_buf_printf(out, "sandman_sandboxes{mode=\"%s\"} %ld\n",
                     sm_server_mode_name((sm_mode)i), g->sandboxes[i]);
   }
+  if (g->pool_known) {
+    const sm_pool_stats *p = &g->pool;
+    sm_buf_printf(out,
+                  "# HELP sandman_pool_size Ready per_tool containers the warm pool keeps per "
+                  "configuration (0: off).\n# TYPE sandman_pool_size gauge\n"
+                  "sandman_pool_size %u\n"
+                  "# HELP sandman_pool_configurations Configurations with a warm pool.\n"
+                  "# TYPE sandman_pool_configurations gauge\n"
+                  "sandman_pool_configurations %u\n"
+                  "# HELP sandman_pool_ready Warm pool containers ready now, all "
+                  "configurations.\n# TYPE sandman_pool_ready gauge\nsandman_pool_ready %u\n"
+                  "# HELP sandman_pool_creating Warm pool containers being created now.\n"
+                  "# TYPE sandman_pool_creating gauge\nsandman_pool_creating %u\n"
+                  "# HELP sandman_pool_removals_pending Used or drained containers waiting "
+                  "for removal.\n# TYPE sandman_pool_removals_pending gauge\n"
+                  "sandman_pool_removals_pending %u\n"
+                  "# HELP sandman_pool_taken_total per_tool calls that got a ready "
+                  "container.\n# TYPE sandman_pool_taken_total counter\n"
+                  "sandman_pool_taken_total %lu\n"
+                  "# HELP sandman_pool_missed_total per_tool calls that found their pool "
+                  "empty.\n# TYPE sandman_pool_missed_total counter\n"
+                  "sandman_pool_missed_total %lu\n"
+                  "# HELP sandman_pool_created_total Warm pool containers created.\n"
+                  "# TYPE sandman_pool_created_total counter\nsandman_pool_created_total %lu\n"
+                  "# HELP sandman_pool_removed_total Containers removed by the pool's "
+                  "background work.\n# TYPE sandman_pool_removed_total counter\n"
+                  "sandman_pool_removed_total %lu\n"
+                  "# HELP sandman_pool_failed_total Warm pool containers that could not be "
+                  "created.\n# TYPE sandman_pool_failed_total counter\n"
+                  "sandman_pool_failed_total %lu\n",
+                  p->size, p->configurations, p->ready, p->creating, p->removals_pending,
+                  p->taken, p->missed, p->created, p->removed, p->failed);
+  }
   int rc = sm_buf_printf(out,
                          "# HELP sandman_calls_in_flight Calls running now.\n"
                          "# TYPE sandman_calls_in_flight gauge\nsandman_calls_in_flight %ld\n"

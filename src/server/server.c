@@ -202,6 +202,10 @@ void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) 
       sm_ops_sandbox_list_dispose(&list);
     }
   }
+  if (srv->opts.runner) {
+    sm_runner_pool_stats(srv->opts.runner, &g->pool);
+    g->pool_known = 1;
+  }
   size_t total = 0;
   g->handles_running = (long)sm_exec_handles_running(srv, &total);
   g->handles_total = (long)total;

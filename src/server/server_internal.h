@@ -174,6 +174,8 @@ typedef struct sm_metrics_gauges {
   long handles_total;
   int engine_up;
   int draining;
+  int pool_known;        /* pool below is valid (a runner is attached) */
+  sm_pool_stats pool;    /* the warm pool (sm_runner_pool_stats) */
 } sm_metrics_gauges;
 
 sm_metrics *sm_metrics_new(void);

@@ -118,6 +118,47 @@ static void test_getters(void **state) {
   sm_config_free(cfg);
 }
 
+/* defaults.pool_size: -1 when unset (the runner's own default applies),
+ * 0..64 as written, and not an agent's setting. */
+static void test_pool_size(void **state) {
+  (void)state;
+  sm_config *cfg = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_config_pool_size(NULL), -1);
+  const char *none = "defaults:\n  mode: per_tool\n";
+  assert_int_equal(sm_config_load_string(&cfg, "n.yaml", none, strlen(none), &err), 0);
+  assert_int_equal(sm_config_pool_size(cfg), -1);
+  sm_config_free(cfg);
+  const char *nul = "defaults:\n  pool_size:\n";
+  assert_int_equal(sm_config_load_string(&cfg, "z.yaml", nul, strlen(nul), &err), 0);
+  assert_int_equal(sm_config_pool_size(cfg), -1);
+  sm_config_free(cfg);
+  static const struct {
+    const char *text;
+    int want;
+  } ok[] = {{"defaults:\n  pool_size: 0\n", 0},
+            {"defaults:\n  pool_size: 1\n", 1},
+            {"defaults: {pool_size: 64}\n", 64},
+            {"defaults:\n  pool_size: \"5\"\n", 5}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    assert_int_equal(sm_config_load_string(&cfg, "p.yaml", ok[i].text, strlen(ok[i].text), &err),
+                     0);
+    assert_int_equal(sm_config_pool_size(cfg), ok[i].want);
+    sm_config_free(cfg);
+  }
+  static const char *const bad[] = {"defaults:\n  pool_size: -1\n",
+                                    "defaults:\n  pool_size: 65\n",
+                                    "defaults:\n  pool_size: 1.5\n",
+                                    "defaults:\n  pool_size: {a: 1}\n",
+                                    "agents:\n  bot:\n    pool_size: 1\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(sm_config_load_string(&cfg, "b.yaml", bad[i], strlen(bad[i]), &err),
+                     SM_ECONFIG);
+    assert_null(cfg);
+    assert_non_null(strstr(err.message, "pool_size"));
+  }
+}
+
 static void test_too_big(void **state) {
   (void)state;
   FILE *f = fopen("big.yaml", "w");
@@ -159,6 +200,7 @@ int main(void) {
       cmocka_unit_test(test_explicit_missing_is_error),
       cmocka_unit_test(test_search_order),
       cmocka_unit_test(test_getters),
+      cmocka_unit_test(test_pool_size),
       cmocka_unit_test(test_too_big),
       cmocka_unit_test(test_deep_nesting_refused),
       cmocka_unit_test(test_flow_style_and_comments),

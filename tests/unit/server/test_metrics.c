@@ -84,6 +84,46 @@ static void no_sandbox_gauge_when_unknown(void **state) {
   sm_metrics_free(m);
 }
 
+static void pool_gauges(void **state) {
+  (void)state;
+  sm_metrics *m = sm_metrics_new();
+  sm_metrics_gauges g;
+  memset(&g, 0, sizeof g);
+  sm_buf b;
+  const char *t = render(m, &g, &b);
+  assert_null(strstr(t, "sandman_pool_"));
+  sm_buf_dispose(&b);
+  g.pool_known = 1;
+  g.pool.size = 3;
+  g.pool.configurations = 2;
+  g.pool.ready = 5;
+  g.pool.creating = 1;
+  g.pool.removals_pending = 4;
+  g.pool.taken = 7;
+  g.pool.missed = 2;
+  g.pool.created = 12;
+  g.pool.removed = 9;
+  g.pool.failed = 1;
+  t = render(m, &g, &b);
+  static const char *const want[] = {
+      "# TYPE sandman_pool_size gauge\nsandman_pool_size 3\n",
+      "# TYPE sandman_pool_configurations gauge\nsandman_pool_configurations 2\n",
+      "# TYPE sandman_pool_ready gauge\nsandman_pool_ready 5\n",
+      "# TYPE sandman_pool_creating gauge\nsandman_pool_creating 1\n",
+      "# TYPE sandman_pool_removals_pending gauge\nsandman_pool_removals_pending 4\n",
+      "# TYPE sandman_pool_taken_total counter\nsandman_pool_taken_total 7\n",
+      "# TYPE sandman_pool_missed_total counter\nsandman_pool_missed_total 2\n",
+      "# TYPE sandman_pool_created_total counter\nsandman_pool_created_total 12\n",
+      "# TYPE sandman_pool_removed_total counter\nsandman_pool_removed_total 9\n",
+      "# TYPE sandman_pool_failed_total counter\nsandman_pool_failed_total 1\n",
+      "sandman_engine_up 0\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (strstr(t, want[i]) == NULL) fail_msg("missing: %s\nin:\n%s", want[i], t);
+  sm_buf_dispose(&b);
+  sm_metrics_free(m);
+}
+
 static void series_are_capped(void **state) {
   (void)state;
   sm_metrics *m = sm_metrics_new();
@@ -115,6 +155,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(calls_histograms_failures),
       cmocka_unit_test(no_sandbox_gauge_when_unknown),
+      cmocka_unit_test(pool_gauges),
       cmocka_unit_test(series_are_capped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
