@@ -186,8 +186,8 @@ static int exec_collect(void *ud, int stream, const char *data, size_t len) {
 
 /* Runs argv in the sandbox as the workspace owner; a non-zero exit is an
  * error quoting stderr. out (may be NULL) receives stdout up to its cap. */
-static int box_exec(const sm_workspace_target *t, const char *const *argv, size_t argc,
-                    sm_buf *out, sm_error *err) {
+static int box_exec_on(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
+                       size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, sm_error *err) {
   cleanup_json json_object *cfg = json_object_new_object();
   json_object *cmd = json_object_new_array();
   for (size_t i = 0; i < argc; i++) json_object_array_add(cmd, json_object_new_string(argv[i]));
@@ -197,13 +197,13 @@ static int box_exec(const sm_workspace_target *t, const char *const *argv, size_
     snprintf(user, sizeof user, "%d:%d", t->uid, t->gid > 0 ? t->gid : t->uid);
     json_object_object_add(cfg, "User", json_object_new_string(user));
   }
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(0));
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(in != NULL));
   json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
   json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
   json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
   json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
   char exec_id[SM_ENGINE_ID_MAX];
-  int rc = sm_engine_exec_create(t->engine, t->container_id, cfg, exec_id, err);
+  int rc = sm_engine_exec_create(engine, t->container_id, cfg, exec_id, err);
   if (rc) return rc;
   exec_out o;
   sm_buf_init(&o.err, 4096);
@@ -212,16 +212,24 @@ static int box_exec(const sm_workspace_target *t, const char *const *argv, size_
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.output = exec_collect;
   io.output_ud = &o;
-  io.timeout_s = 300;
-  rc = sm_engine_exec_start(t->engine, exec_id, &io, err);
+  io.stdin_read = in;
+  io.stdin_ud = in_ud;
+  /* With stdin the command first waits for the upload it follows. */
+  io.timeout_s = in ? 3600 : 300;
+  rc = sm_engine_exec_start(engine, exec_id, &io, err);
   if (o.overflow) rc = sm_error_set(err, SM_ETOOBIG, "'%s' in the sandbox printed too much", argv[0]);
   int code = 0;
-  if (rc == 0) rc = sm_engine_exec_inspect(t->engine, exec_id, NULL, &code, NULL, err);
+  if (rc == 0) rc = sm_engine_exec_inspect(engine, exec_id, NULL, &code, NULL, err);
   if (rc == 0 && code != 0)
     rc = sm_error_set(err, SM_ESANDBOX, "'%s' in the sandbox exited with %d: %s", argv[0], code,
                       o.err.data ? o.err.data : "");
   sm_buf_dispose(&o.err);
   return rc;
+}
+
+static int box_exec(const sm_workspace_target *t, const char *const *argv, size_t argc,
+                    sm_buf *out, sm_error *err) {
+  return box_exec_on(t->engine, t, argv, argc, NULL, NULL, out, err);
 }
 
 static int cmp_cstr(const void *a, const void *b) {
@@ -387,17 +395,116 @@ static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
 static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
                       ws_manifest *listing, sm_error *err);
 
+static int list_engine_on(sm_engine *engine, const sm_workspace_sync *s,
+                          const sm_workspace_target *t, sm_read_fn in, void *in_ud,
+                          ws_manifest *listing, sm_error *err);
+
+/* The listing after an upload, started before it: creating and starting an
+ * exec costs the engine tens of ms, which then overlap the scan, and the
+ * engine starts no exec in a container while it extracts an archive into
+ * it. The exec's script waits on stdin and lists only once told that the
+ * upload has ended well, so every ctime it reads is after our writes. */
+typedef struct prelist {
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int word;       /* 0: upload running; 1: list; -1: do not */
+  int handed;     /* the word went to stdin */
+  sm_engine *engine;
+  const sm_workspace_sync *s;
+  const sm_workspace_target *t;
+  ws_manifest listing;
+  sm_error err;
+  int rc;
+  int64_t t_go;
+} prelist;
+
+static ssize_t prelist_stdin(void *ud, char *buf, size_t len) {
+  prelist *p = ud;
+  pthread_mutex_lock(&p->mu);
+  while (p->word == 0) pthread_cond_wait(&p->cv, &p->mu);
+  int word = p->word, handed = p->handed;
+  p->handed = 1;
+  pthread_mutex_unlock(&p->mu);
+  if (handed || word < 0 || len < 3) return 0;
+  memcpy(buf, "go\n", 3);
+  return 3;
+}
+
+static void *prelist_main(void *ud) {
+  prelist *p = ud;
+  p->rc = list_engine_on(p->engine, p->s, p->t, prelist_stdin, p, &p->listing, &p->err);
+  /* An error before stdin was read (create, start) still ends here. */
+  return NULL;
+}
+
+/* Starts the waiting listing; 0 when it runs. */
+static int prelist_start(prelist *p, const sm_workspace_sync *s, const sm_workspace_target *t) {
+  memset(p, 0, sizeof *p);
+  ws_manifest_init(&p->listing);
+  p->s = s;
+  p->t = t;
+  sm_error_clear(&p->err);
+  sm_error cerr = SM_ERROR_INIT;
+  if (sm_engine_clone(&p->engine, t->engine, &cerr) != 0) return -1;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  if (pthread_create(&p->th, NULL, prelist_main, p) != 0) {
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    sm_engine_free(p->engine);
+    return -1;
+  }
+  return 0;
+}
+
+/* Tells the listing whether to run (ok) and waits for it; its result is
+ * p->rc, p->listing and p->err. */
+static void prelist_finish(prelist *p, int ok) {
+  pthread_mutex_lock(&p->mu);
+  p->word = ok ? 1 : -1;
+  p->t_go = now_ns();
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->th, NULL);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  sm_engine_free(p->engine);
+  p->engine = NULL;
+}
+
+/* Ends a listing that is not wanted. */
+static void prelist_drop(prelist *p) {
+  prelist_finish(p, 0);
+  ws_manifest_dispose(&p->listing);
+}
+
 /* Notes the ctime each entry just sent has in the sandbox, so that the copy
  * out can tell the tool's changes from ours exactly. Without a listing the
  * sent entries are compared in full next time. */
 static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
-                        ws_manifest *cur) {
+                        prelist *pre, ws_manifest *cur) {
   ws_manifest listing;
   ws_manifest_init(&listing);
   sm_error lerr = SM_ERROR_INIT;
-  int rc = t->engine ? list_engine(s, t, &listing, &lerr)
-                     : list_local(s, scratch_fd, t->sandbox_path, cur->total_size, &listing, &lerr);
+  int64_t t0 = now_ns();
+  int rc;
+  if (pre) {
+    prelist_finish(pre, 1);
+    t0 = pre->t_go;
+    rc = pre->rc;
+    lerr = pre->err;
+    ws_manifest_dispose(&listing);
+    listing = pre->listing;
+    ws_manifest_init(&pre->listing);
+  } else {
+    rc = t->engine ? list_engine(s, t, &listing, &lerr)
+                   : list_local(s, scratch_fd, t->sandbox_path, cur->total_size, &listing, &lerr);
+  }
   if (rc) sm_log(SM_LOG_DEBUG, "workspace: no listing after the copy in (%s)", lerr.message);
+  else
+    sm_log(SM_LOG_DEBUG, "workspace: listing after the copy in: %zu entries in %" PRId64 " ms",
+           listing.n, (now_ns() - t0) / 1000000);
   ws_probe_record(cur, rc == 0 ? &listing : NULL, WS_CHANGED);
   for (size_t i = 0; i < cur->n; i++) cur->v[i].state = WS_SAME;
   ws_manifest_dispose(&listing);
@@ -415,11 +522,18 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   if (root_fd < 0) return root_fd;
   ws_stage_sweep(root_fd);
 
+  /* Without a base everything is sent: the listing's exec starts now, to be
+   * running before the upload. With one, what is sent is often little and
+   * the listing comes after the upload as usual. */
+  prelist pre;
+  int have_pre = t->engine && !base_matches(s, t) && prelist_start(&pre, s, t) == 0;
+
   ws_manifest cur;
   ws_manifest_init(&cur);
   ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
   rc = ws_scan(root_fd, s->host_dir, &so, &cur, err);
   if (rc) {
+    if (have_pre) prelist_drop(&pre);
     ws_manifest_dispose(&cur);
     return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   }
@@ -522,8 +636,12 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       ws_entry_mark_racy(send[i], stamp, 1, 1);
       send[i]->state = WS_CHANGED;
     }
-    if (rc == 0) record_sent(s, t, scratch_fd, &cur);
+    if (rc == 0) {
+      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur);
+      have_pre = 0;
+    }
   }
+  if (have_pre) prelist_drop(&pre);
   free(send);
   free(dels);
   ws_manifest_dispose(&delset);
@@ -678,24 +796,36 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
   return rc;
 }
 
-/* The sandbox's listing through one exec of find and stat. */
-static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
-                       ws_manifest *listing, sm_error *err) {
+/* The sandbox's listing through one exec of find and stat. With in, the
+ * script first reads a line from stdin and lists only if it says "go". */
+static int list_engine_on(sm_engine *engine, const sm_workspace_sync *s,
+                          const sm_workspace_target *t, sm_read_fn in, void *in_ud,
+                          ws_manifest *listing, sm_error *err) {
+  /* TZ set: stat's %z (read only for its nanoseconds) then does not look
+   * for the zone file once per entry, a quarter of the listing's time. */
   static const char script[] =
-      "cd -- \"$1\" && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
-  const char *argv[] = {"sh", "-c", script, "sh", t->sandbox_path};
+      "export TZ=UTC0; cd -- \"$1\" && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
+  static const char waiting[] =
+      "export TZ=UTC0; read -r go && [ \"$go\" = go ] && cd -- \"$1\" && "
+      "find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
+  const char *argv[] = {"sh", "-c", in ? waiting : script, "sh", t->sandbox_path};
   /* Typical lines are well under 352 bytes; past the cap the full copy
    * (with its own limits) is used instead. */
   int64_t cap = s->max_entries * 352;
   if (cap > ((int64_t)64 << 20)) cap = (int64_t)64 << 20;
   sm_buf out;
   sm_buf_init(&out, (size_t)cap);
-  int rc = box_exec(t, argv, 5, &out, err);
+  int rc = box_exec_on(engine, t, argv, 5, in, in_ud, &out, err);
   if (rc == 0)
     rc = ws_probe_parse(out.data ? out.data : "", out.len, s->max_entries, s->max_path, listing,
                         err);
   sm_buf_dispose(&out);
   return rc;
+}
+
+static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
+                       ws_manifest *listing, sm_error *err) {
+  return list_engine_on(t->engine, s, t, NULL, NULL, listing, err);
 }
 
 /* Mode none: the scratch directory's listing, in the probe's terms. */
