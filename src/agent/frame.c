@@ -1,0 +1,151 @@
+/* The agent protocol's framing (see frame.h). Shared by the library and by
+ * sandman-agent, so it uses nothing but libc. */
+#include "agent/frame.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void put_be32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24);
+  p[1] = (unsigned char)(v >> 16);
+  p[2] = (unsigned char)(v >> 8);
+  p[3] = (unsigned char)v;
+}
+
+static uint32_t get_be32(const unsigned char *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
+                     uint32_t len) {
+  out[0] = (unsigned char)type;
+  put_be32(out + 1, call_id);
+  put_be32(out + 5, len);
+}
+
+uint32_t sm_frame_type_max(int type) {
+  switch (type) {
+  case SM_FRAME_CALL:
+    return SM_FRAME_CALL_MAX;
+  case SM_FRAME_STDIN:
+  case SM_FRAME_STDOUT:
+  case SM_FRAME_STDERR:
+    return SM_FRAME_DATA_MAX;
+  case SM_FRAME_EOF:
+    return 0;
+  case SM_FRAME_HELLO:
+  case SM_FRAME_FAIL:
+    return 4096;
+  case SM_FRAME_EXIT:
+    return 4;
+  default:
+    return 0;
+  }
+}
+
+static int known_type(int type) {
+  return type == SM_FRAME_CALL || type == SM_FRAME_STDIN || type == SM_FRAME_EOF ||
+         type == SM_FRAME_HELLO || type == SM_FRAME_STDOUT || type == SM_FRAME_STDERR ||
+         type == SM_FRAME_EXIT || type == SM_FRAME_FAIL;
+}
+
+void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud) {
+  memset(r, 0, sizeof *r);
+  r->max_len = max_len;
+  r->on_frame = on_frame;
+  r->ud = ud;
+}
+
+void sm_frame_reader_dispose(sm_frame_reader *r) {
+  free(r->payload);
+  r->payload = NULL;
+  r->head_have = 0;
+  r->need = r->have = 0;
+}
+
+int sm_frame_reader_idle(const sm_frame_reader *r) { return r->head_have == 0; }
+
+static int deliver(sm_frame_reader *r) {
+  unsigned char empty = 0;
+  int rc = r->on_frame(r->ud, r->type, r->call_id, r->payload ? r->payload : &empty, r->need);
+  free(r->payload);
+  r->payload = NULL;
+  r->head_have = 0;
+  r->need = r->have = 0;
+  return rc;
+}
+
+int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t len) {
+  while (len > 0) {
+    if (r->head_have < SM_FRAME_HEADER) {
+      size_t take = SM_FRAME_HEADER - r->head_have;
+      if (take > len) take = len;
+      memcpy(r->head + r->head_have, data, take);
+      r->head_have += take;
+      data += take;
+      len -= take;
+      if (r->head_have < SM_FRAME_HEADER) return 0;
+      r->type = r->head[0];
+      r->call_id = get_be32(r->head + 1);
+      r->need = get_be32(r->head + 5);
+      r->have = 0;
+      if (!known_type(r->type) || r->need > sm_frame_type_max(r->type) || r->need > r->max_len)
+        return -1;
+      if (r->need == 0) {
+        int rc = deliver(r);
+        if (rc) return rc;
+        continue;
+      }
+      /* One spare byte so a payload can be used as a C string. */
+      r->payload = malloc((size_t)r->need + 1);
+      if (r->payload == NULL) return -1;
+      r->payload[r->need] = 0;
+    }
+    size_t take = r->need - r->have;
+    if (take > len) take = len;
+    memcpy(r->payload + r->have, data, take);
+    r->have += (uint32_t)take;
+    data += take;
+    len -= take;
+    if (r->have == r->need) {
+      int rc = deliver(r);
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
+int sm_frame_parse_call(unsigned char *payload, uint32_t len, const char **cwd, char **argv,
+                        size_t max_argv, size_t *argc, char **env, size_t max_env,
+                        size_t *envc) {
+  if (len == 0 || payload[len - 1] != 0) return -1;
+  char *p = (char *)payload, *end = (char *)payload + len;
+  *cwd = p;
+  p += strlen(p) + 1;
+  if (p >= end) return -1;
+  char *num = p;
+  p += strlen(p) + 1;
+  size_t n = 0;
+  if (*num == 0) return -1;
+  for (const char *d = num; *d; d++) {
+    if (*d < '0' || *d > '9' || n > max_argv) return -1;
+    n = n * 10 + (size_t)(*d - '0');
+  }
+  if (n == 0 || n > max_argv) return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (p >= end) return -1;
+    argv[i] = p;
+    p += strlen(p) + 1;
+  }
+  argv[n] = NULL;
+  *argc = n;
+  size_t e = 0;
+  while (p < end) {
+    if (e >= max_env) return -1;
+    env[e++] = p;
+    p += strlen(p) + 1;
+  }
+  env[e] = NULL;
+  *envc = e;
+  return 0;
+}

@@ -1,0 +1,100 @@
+/* The agent protocol: frames between sandman (the host side) and
+ * sandman-agent, a small static program that runs inside a sandbox as one
+ * long-lived exec and starts tool calls there without a round trip to the
+ * engine per call (see docs/agent.md).
+ *
+ * Both directions carry frames on the exec's stdin (host -> agent) and
+ * stdout (agent -> host; the engine multiplexes it as stream 1). The agent's
+ * stderr carries only its own diagnostics. A frame is a 9-byte header and a
+ * payload:
+ *
+ *   type (1 byte) | call id (4 bytes, big endian) | length (4 bytes, BE)
+ *
+ * Host -> agent:
+ *   SM_FRAME_CALL   payload: NUL-terminated strings: the working directory,
+ *                   argc in decimal, argc arguments (argv[0] is a path, run
+ *                   without a PATH search), then environment entries
+ *                   "K=V" to the end (each replaces or adds to the agent's
+ *                   own environment, as an exec's Env does).
+ *   SM_FRAME_STDIN  bytes for the call's stdin.
+ *   SM_FRAME_EOF    the call's stdin ends (empty payload). A call without
+ *                   stdin gets this right after SM_FRAME_CALL.
+ * Agent -> host:
+ *   SM_FRAME_HELLO  once, at start: "sandman-agent <protocol version>".
+ *   SM_FRAME_STDOUT / SM_FRAME_STDERR   the call's output as it arrives.
+ *   SM_FRAME_EXIT   4 bytes, BE: the exit code (128+n for signal n). The
+ *                   call is over; the agent takes the next SM_FRAME_CALL.
+ *   SM_FRAME_FAIL   the program could not be started: errno (4 bytes, BE)
+ *                   then a message. The call is over.
+ *
+ * One call at a time per agent. Stdin frames of a call id other than the
+ * current one are dropped (they can cross an exit on the wire). Either side
+ * ends the session by closing its end. */
+#ifndef SANDMAN_AGENT_FRAME_H
+#define SANDMAN_AGENT_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SM_AGENT_PROTOCOL "1"
+#define SM_AGENT_HELLO "sandman-agent " SM_AGENT_PROTOCOL
+
+#define SM_FRAME_HEADER 9
+/* Hard caps: a call frame holds argv and the environment; output and stdin
+ * travel in chunks of at most SM_FRAME_DATA_MAX. */
+#define SM_FRAME_CALL_MAX (4u << 20)
+#define SM_FRAME_DATA_MAX (64u << 10)
+
+enum {
+  SM_FRAME_CALL = 'C',
+  SM_FRAME_STDIN = 'I',
+  SM_FRAME_EOF = 'E',
+  SM_FRAME_HELLO = 'H',
+  SM_FRAME_STDOUT = 'O',
+  SM_FRAME_STDERR = 'R',
+  SM_FRAME_EXIT = 'X',
+  SM_FRAME_FAIL = 'F',
+};
+
+/* Writes the 9-byte header for a frame into out. */
+void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
+                     uint32_t len);
+
+/* An incremental reader: feed it bytes as they arrive; it calls on_frame
+ * for each complete frame. A frame whose type is unknown or whose length
+ * exceeds the cap for its type is a protocol error. */
+typedef int (*sm_frame_fn)(void *ud, int type, uint32_t call_id, const unsigned char *payload,
+                           uint32_t len);
+
+typedef struct sm_frame_reader {
+  unsigned char head[SM_FRAME_HEADER];
+  size_t head_have;
+  unsigned char *payload; /* malloc'd while a payload is being collected */
+  uint32_t need, have;
+  int type;
+  uint32_t call_id;
+  uint32_t max_len;       /* the largest payload accepted (any type) */
+  sm_frame_fn on_frame;
+  void *ud;
+} sm_frame_reader;
+
+void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud);
+/* 0, or -1 on a protocol error (bad type, over the cap, no memory), or what
+ * on_frame returned when it was not 0 (reading stops there). */
+int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t len);
+/* True between frames (nothing partial held). */
+int sm_frame_reader_idle(const sm_frame_reader *r);
+void sm_frame_reader_dispose(sm_frame_reader *r);
+
+/* The largest payload a frame of this type may have, 0 for an unknown type. */
+uint32_t sm_frame_type_max(int type);
+
+/* Splits a SM_FRAME_CALL payload in place. Fills *cwd, argv (argc entries
+ * plus a NULL; room for max_argv + 1) and env (the rest plus a NULL; room
+ * for max_env + 1) with pointers into payload. -1 when malformed (not NUL-terminated, argc
+ * missing, zero or over max, too many env entries). */
+int sm_frame_parse_call(unsigned char *payload, uint32_t len, const char **cwd, char **argv,
+                        size_t max_argv, size_t *argc, char **env, size_t max_env,
+                        size_t *envc);
+
+#endif
