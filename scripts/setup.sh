@@ -34,7 +34,7 @@ START=$(date +%s)
 # --- packages ---------------------------------------------------------------
 # Build tools: build-essential, or at least a compiler, make and libc headers.
 PACKAGES=(cmake pkg-config libcurl4-openssl-dev libjson-c-dev libyaml-dev libarchive-dev
-  libssl-dev libcmocka-dev libmicrohttpd-dev docker.io busybox-static runsc openssl curl
+  libssl-dev libcmocka-dev libmicrohttpd-dev docker.io busybox-static musl-tools runsc openssl curl
   python3 iproute2 procps tar util-linux debootstrap docker-compose)
 # shellcheck disable=SC2206
 PACKAGES+=(${SANDMAN_EXTRA_PACKAGES:-})
