@@ -177,6 +177,27 @@ int sm_engine_exec_start(sm_engine *engine, const char *exec_id, const sm_exec_i
 int sm_engine_exec_inspect(sm_engine *engine, const char *exec_id, int *out_running,
                            int *out_exit_code, int64_t *out_pid, sm_error *err);
 
+/* ---- exec streams: an exec kept attached (the in-sandbox agent) ---- */
+typedef struct sm_exec_stream sm_exec_stream;
+/* Starts an exec created with AttachStdin/Stdout/Stderr and keeps its
+ * hijacked connection: bytes written go to the process's stdin, its
+ * demultiplexed output goes to output(ud, stream, ...) during pumps. Needs
+ * nothing of the client once open, so it may be used from another thread
+ * (one thread at a time). */
+int sm_engine_exec_open(sm_engine *engine, const char *exec_id, sm_output_fn output, void *ud,
+                        sm_exec_stream **out, sm_error *err);
+/* One round of I/O: reads what has arrived (passing it to output), writes
+ * what the connection takes of data[0..len) (*written), and when neither
+ * made progress waits up to timeout_ms (0: not at all) and tries once
+ * more. 0, 1 once the process's output has ended, or a negative code
+ * (including what output returned). */
+int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t *written,
+                        int timeout_ms, sm_error *err);
+/* True when nothing has arrived on an idle stream (no output, no end):
+ * what a cached stream must be before it is used again. */
+int sm_exec_stream_quiet(sm_exec_stream *s);
+void sm_exec_stream_close(sm_exec_stream *s);
+
 /* ---- volumes ---- */
 /* driver NULL: "local". driver_opts: {"type":"tmpfs","device":"tmpfs",
  * "o":"size=10m,uid=1000"} or NULL; labels: JSON object or NULL. */

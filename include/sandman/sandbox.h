@@ -173,6 +173,21 @@ const char *sm_runner_instance(const sm_runner *runner);
 int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
            sm_error *err);
 
+/* ---- speed: the in-sandbox agent (src/sandbox/agent.c, docs/agent.md) ----
+ * From the second call a runner makes in a keyed sandbox (and for warm-pool
+ * containers), calls go over a long-lived exec of sandman-agent instead of
+ * one engine exec each: a few ms instead of ~45. On by default; the
+ * environment variable SANDMAN_AGENT=off (or 0/false/no) or this setter
+ * turns it off, and every call then uses the engine's exec. */
+void sm_runner_set_agent(sm_runner *runner, int on);
+int sm_runner_agent_enabled(sm_runner *runner);
+typedef struct sm_agent_stats {
+  unsigned long sessions_opened; /* agent execs started */
+  unsigned long calls;           /* calls that went through an agent */
+  unsigned long fallbacks;       /* calls that wanted one and used the engine's exec */
+} sm_agent_stats;
+void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
+
 /* ---- speed: the warm pool and background work (src/sandbox/pool.c) ----
  *
  * A per_tool call normally waits for the engine to create and start its

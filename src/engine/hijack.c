@@ -198,13 +198,17 @@ static int connect_tcp(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
   return engine_unreachable_error(e, last, strerror(last), err);
 }
 
-static int tls_error(sm_engine *e, const char *doing, sm_error *err) {
+static int tls_error_at(const char *host, const char *doing, sm_error *err) {
   char detail[512];
   ssl_errors(detail, sizeof detail);
   return sm_error_set(err, SM_ETLS,
                       "TLS with the engine at %s failed while %s: %s (check the CA, "
                       "certificate and key in DOCKER_CERT_PATH)",
-                      e->addr.host, doing, detail);
+                      host, doing, detail);
+}
+
+static int tls_error(sm_engine *e, const char *doing, sm_error *err) {
+  return tls_error_at(e->addr.host, doing, err);
 }
 
 /* The context is made once per client: loading the CA, certificate and
@@ -316,7 +320,7 @@ static int connect_tls(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
 }
 
 /* >0 bytes, 0 end of stream, IO_AGAIN (c->want says for what), or <0. */
-static ssize_t conn_read(sm_engine *e, conn *c, char *buf, size_t len, sm_error *err) {
+static ssize_t conn_read(const char *host, conn *c, char *buf, size_t len, sm_error *err) {
   if (c->ssl == NULL) {
     ssize_t n = recv(c->fd, buf, len, 0);
     if (n >= 0) return n;
@@ -326,7 +330,7 @@ static ssize_t conn_read(sm_engine *e, conn *c, char *buf, size_t len, sm_error 
     }
     if (errno == ECONNRESET) return 0;
     return sm_error_set_errno(err, SM_EIO, errno, "exec start: reading from the engine at %s",
-                              e->addr.host);
+                              host);
   }
   ERR_clear_error();
   sigpipe_guard g;
@@ -348,13 +352,13 @@ static ssize_t conn_read(sm_engine *e, conn *c, char *buf, size_t len, sm_error 
   case SSL_ERROR_SYSCALL:
     if (en == 0 || en == ECONNRESET) return 0;
     return sm_error_set_errno(err, SM_EIO, en, "exec start: reading from the engine at %s",
-                              e->addr.host);
+                              host);
   default:
-    return tls_error(e, "reading", err);
+    return tls_error_at(host, "reading", err);
   }
 }
 
-static ssize_t conn_write(sm_engine *e, conn *c, const char *buf, size_t len, sm_error *err) {
+static ssize_t conn_write(const char *host, conn *c, const char *buf, size_t len, sm_error *err) {
   if (c->ssl == NULL) {
     ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
     if (n >= 0) return n;
@@ -363,7 +367,7 @@ static ssize_t conn_write(sm_engine *e, conn *c, const char *buf, size_t len, sm
       return -IO_AGAIN;
     }
     return sm_error_set_errno(err, SM_EIO, errno, "exec start: writing to the engine at %s",
-                              e->addr.host);
+                              host);
   }
   ERR_clear_error();
   sigpipe_guard g;
@@ -379,12 +383,12 @@ static ssize_t conn_write(sm_engine *e, conn *c, const char *buf, size_t len, sm
   }
   if (se == SSL_ERROR_SYSCALL)
     return sm_error_set_errno(err, SM_EIO, en ? en : EPIPE,
-                              "exec start: writing to the engine at %s", e->addr.host);
-  return tls_error(e, "writing", err);
+                              "exec start: writing to the engine at %s", host);
+  return tls_error_at(host, "writing", err);
 }
 
 /* Half-close: 0 done, -IO_AGAIN, or <0. */
-static int conn_shutdown_write(sm_engine *e, conn *c, sm_error *err) {
+static int conn_shutdown_write(const char *host, conn *c, sm_error *err) {
   if (c->ssl == NULL) {
     if (shutdown(c->fd, SHUT_WR) == 0 || errno == ENOTCONN) return 0;
     return sm_error_set_errno(err, SM_EIO, errno, "exec start: closing stdin");
@@ -402,7 +406,7 @@ static int conn_shutdown_write(sm_engine *e, conn *c, sm_error *err) {
     c->want = se == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
     return -IO_AGAIN;
   }
-  return tls_error(e, "closing stdin", err);
+  return tls_error_at(host, "closing stdin", err);
 }
 
 /* The body of a chunked error answer, decoded in place as far as it is
@@ -543,7 +547,7 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
     /* Read everything available: output must never back up. */
     int read_again = 0;
     for (;;) {
-      ssize_t n = conn_read(h->e, &h->c, buf, sizeof buf, err);
+      ssize_t n = conn_read(h->e->addr.host, &h->c, buf, sizeof buf, err);
       if (n == -IO_AGAIN) {
         read_again = 1;
         break;
@@ -572,7 +576,7 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
       int rc = fill_out(h, err);
       if (rc != 0) return rc;
       if (h->out_off < h->out_len && !h->write_broken) {
-        ssize_t n = conn_write(h->e, &h->c, h->out + h->out_off, h->out_len - h->out_off, err);
+        ssize_t n = conn_write(h->e->addr.host, &h->c, h->out + h->out_off, h->out_len - h->out_off, err);
         if (n == -IO_AGAIN) {
           want_write = h->c.want;
           break;
@@ -591,7 +595,7 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
       }
       if (h->streaming && io->stdin_read != NULL && !h->stdin_done &&
           (!h->stdin_open || h->write_broken)) {
-        int r = conn_shutdown_write(h->e, &h->c, err);
+        int r = conn_shutdown_write(h->e->addr.host, &h->c, err);
         if (r == -IO_AGAIN) {
           want_write = h->c.want;
           break;
@@ -631,25 +635,11 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
   }
 }
 
-int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, sm_error *err) {
-  int64_t start = now_ms();
-  int64_t deadline = io->timeout_s > 0 ? start + (int64_t)(io->timeout_s * 1000.0) : 0;
-  int64_t connect_deadline = start + e->connect_timeout_ms;
-  if (deadline > 0 && deadline < connect_deadline) connect_deadline = deadline;
-  int64_t head_deadline = start + e->request_timeout_ms;
-
-  sm_buf rel, path, req;
+/* The POST /exec/{id}/start request asking for the upgrade. */
+static int start_request(sm_engine *e, const char *exec_id, sm_buf *req, sm_error *err) {
+  sm_buf rel, path;
   sm_buf_init(&rel, 4096);
   sm_buf_init(&path, 4096);
-  sm_buf_init(&req, 8192);
-  hijack h;
-  memset(&h, 0, sizeof h);
-  h.e = e;
-  h.io = io;
-  h.c.fd = -1;
-  sm_buf_init(&h.head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
-  engine_mux_init(&h.mux, io->max_frame_bytes, io->output, io->output_ud);
-
   int rc = 0;
   if (sm_buf_append(&rel, "/exec/", 6) != 0 || engine_url_escape(&rel, exec_id, NULL) != 0 ||
       sm_buf_append(&rel, "/start", 6) != 0)
@@ -662,26 +652,49 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
       snprintf(hosthdr, sizeof hosthdr, "docker");
     else
       snprintf(hosthdr, sizeof hosthdr, "%s", e->base_url + (e->addr.tls ? 8 : 7));
-    if (sm_buf_printf(&req,
+    if (sm_buf_printf(req,
                       "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandman/%s\r\n"
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n"
                       "Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n%s",
                       path.data, hosthdr, SANDMAN_VERSION, sizeof body - 1, body) != 0)
       rc = sm_error_set(err, SM_ENOMEM, "exec start: out of memory");
   }
+  sm_buf_dispose(&rel);
+  sm_buf_dispose(&path);
+  return rc;
+}
+
+static int connect_engine(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
+  if (e->addr.kind == ENGINE_ADDR_UNIX) return connect_unix(e, c, err);
+  int rc = connect_tcp(e, c, deadline, err);
+  if (rc == 0 && e->addr.tls) rc = connect_tls(e, c, deadline, err);
+  return rc;
+}
+
+int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, sm_error *err) {
+  int64_t start = now_ms();
+  int64_t deadline = io->timeout_s > 0 ? start + (int64_t)(io->timeout_s * 1000.0) : 0;
+  int64_t connect_deadline = start + e->connect_timeout_ms;
+  if (deadline > 0 && deadline < connect_deadline) connect_deadline = deadline;
+  int64_t head_deadline = start + e->request_timeout_ms;
+
+  sm_buf req;
+  sm_buf_init(&req, 8192);
+  hijack h;
+  memset(&h, 0, sizeof h);
+  h.e = e;
+  h.io = io;
+  h.c.fd = -1;
+  sm_buf_init(&h.head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
+  engine_mux_init(&h.mux, io->max_frame_bytes, io->output, io->output_ud);
+
+  int rc = start_request(e, exec_id, &req, err);
   if (rc == 0 && io->stdin_read != NULL) {
     h.stdin_buf = malloc(STDIN_CHUNK);
     if (h.stdin_buf == NULL) rc = sm_error_set(err, SM_ENOMEM, "exec start: out of memory");
     h.stdin_open = 1;
   }
-  if (rc == 0) {
-    if (e->addr.kind == ENGINE_ADDR_UNIX) {
-      rc = connect_unix(e, &h.c, err);
-    } else {
-      rc = connect_tcp(e, &h.c, connect_deadline, err);
-      if (rc == 0 && e->addr.tls) rc = connect_tls(e, &h.c, connect_deadline, err);
-    }
-  }
+  if (rc == 0) rc = connect_engine(e, &h.c, connect_deadline, err);
   if (rc == 0) {
     h.out = req.data;
     h.out_len = req.len;
@@ -693,8 +706,160 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
   conn_close(&h.c);
   free(h.stdin_buf);
   sm_buf_dispose(&h.head);
-  sm_buf_dispose(&rel);
-  sm_buf_dispose(&path);
   sm_buf_dispose(&req);
   return rc;
+}
+
+/* ---- exec streams: an exec kept attached for a conversation ----
+ * The same upgrade as above, but the caller keeps the connection and pumps
+ * it: the in-sandbox agent (src/agent) speaks its protocol over it. After
+ * the open the stream needs nothing of the client (an SSL object holds its
+ * own reference to the context), so it may move between threads. */
+struct sm_exec_stream {
+  hijack h;
+  sm_exec_io io;
+  char host[ENGINE_HOST_MAX];
+  int ended;
+};
+
+int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, void *ud,
+                        sm_exec_stream **out, sm_error *err) {
+  *out = NULL;
+  if (e == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  int rc = engine_check_ref(exec_id, "exec id", err);
+  if (rc != 0) return rc;
+  sm_exec_stream *s = calloc(1, sizeof *s);
+  if (s == NULL) return sm_error_set(err, SM_ENOMEM, "exec stream: out of memory");
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  s->io = io;
+  s->io.output = output;
+  s->io.output_ud = ud;
+  snprintf(s->host, sizeof s->host, "%s", e->addr.host);
+  hijack *h = &s->h;
+  h->e = e;
+  h->io = &s->io;
+  h->c.fd = -1;
+  sm_buf_init(&h->head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
+  engine_mux_init(&h->mux, 0, output, ud);
+
+  int64_t start = now_ms();
+  int64_t deadline = start + e->request_timeout_ms;
+  sm_buf req;
+  sm_buf_init(&req, 8192);
+  rc = start_request(e, exec_id, &req, err);
+  if (rc == 0) rc = connect_engine(e, &h->c, start + e->connect_timeout_ms, err);
+  size_t off = 0;
+  char buf[READ_CHUNK];
+  while (rc == 0 && !h->streaming) {
+    short events = POLLIN;
+    if (off < req.len) {
+      ssize_t n = conn_write(s->host, &h->c, req.data + off, req.len - off, err);
+      if (n >= 0) off += (size_t)n;
+      else if (n != -IO_AGAIN) rc = (int)n;
+      if (rc == 0 && off < req.len) events = h->c.want;
+    }
+    if (rc == 0 && off == req.len) {
+      ssize_t n = conn_read(s->host, &h->c, buf, sizeof buf, err);
+      if (n > 0) {
+        rc = feed_head(h, buf, (size_t)n, err);
+        if (rc == 0 && !h->streaming && h->head_len > 0 &&
+            error_body_complete(h->head.data + h->head_len, h->head.len - h->head_len, h->clen,
+                                h->chunked))
+          rc = error_answer(h, "exec start", err);
+        continue;
+      }
+      if (n == 0)
+        rc = h->head_len > 0 ? error_answer(h, "exec start", err)
+                             : sm_error_set(err, SM_EPROTOCOL,
+                                            "exec start: the engine at %s closed the connection "
+                                            "without answering",
+                                            s->host);
+      else if (n != -IO_AGAIN)
+        rc = (int)n;
+      events = h->c.want;
+    }
+    if (rc != 0 || h->streaming) break;
+    int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      rc = sm_error_set(err, SM_ETIMEOUT, "exec start: the engine at %s did not answer in time",
+                        s->host);
+      break;
+    }
+    struct pollfd p = {h->c.fd, events ? events : POLLIN, 0};
+    if (poll(&p, 1, left > 1000000 ? 1000000 : (int)left) < 0 && errno != EINTR)
+      rc = sm_error_set_errno(err, SM_EIO, errno, "exec start: poll");
+  }
+  sm_buf_dispose(&req);
+  if (rc != 0 && err && err->code == SM_EUNREACHABLE) sm_error_wrap(err, "exec start");
+  if (rc != 0) {
+    sm_exec_stream_close(s);
+    return rc;
+  }
+  tls_keep_session(e, &h->c);
+  h->e = NULL; /* nothing of the client is used from here on */
+  *out = s;
+  return 0;
+}
+
+int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t *written,
+                        int timeout_ms, sm_error *err) {
+  if (written) *written = 0;
+  if (s->ended) return 1;
+  hijack *h = &s->h;
+  char buf[READ_CHUNK];
+  size_t done = 0;
+  for (int round = 0; round < 2; round++) {
+    int progress = 0;
+    /* Read everything available first: output must never back up. */
+    short want = 0;
+    for (;;) {
+      ssize_t n = conn_read(s->host, &h->c, buf, sizeof buf, err);
+      if (n == -IO_AGAIN) {
+        want = h->c.want;
+        break;
+      }
+      if (n < 0) return (int)n;
+      if (n == 0) {
+        s->ended = 1;
+        int rc = engine_mux_finish(&h->mux, err);
+        return rc ? rc : 1;
+      }
+      progress = 1;
+      int rc = engine_mux_feed(&h->mux, buf, (size_t)n, err);
+      if (rc != 0) return rc;
+    }
+    while (done < len) {
+      ssize_t n = conn_write(s->host, &h->c, (const char *)data + done, len - done, err);
+      if (n == -IO_AGAIN) {
+        want |= h->c.want;
+        break;
+      }
+      if (n < 0) return (int)n;
+      done += (size_t)n;
+      progress = 1;
+    }
+    if (written) *written = done;
+    if (progress || round == 1 || timeout_ms == 0) return 0;
+    if (done < len) want |= POLLOUT;
+    struct pollfd p = {h->c.fd, want ? want : POLLIN, 0};
+    int n = poll(&p, 1, timeout_ms);
+    if (n < 0 && errno != EINTR) return sm_error_set_errno(err, SM_EIO, errno, "exec stream: poll");
+    if (n == 0) return 0;
+  }
+  return 0;
+}
+
+int sm_exec_stream_quiet(sm_exec_stream *s) {
+  if (s->ended || s->h.c.fd < 0) return 0;
+  if (s->h.c.ssl && SSL_pending(s->h.c.ssl) > 0) return 0;
+  struct pollfd p = {s->h.c.fd, POLLIN, 0};
+  int n = poll(&p, 1, 0);
+  return n == 0;
+}
+
+void sm_exec_stream_close(sm_exec_stream *s) {
+  if (s == NULL) return;
+  conn_close(&s->h.c);
+  sm_buf_dispose(&s->h.head);
+  free(s);
 }

@@ -573,6 +573,9 @@ int sm_sandbox_prewarm(sm_runner *runner, sm_engine *e, const sm_run_request *re
   if (rc == SM_ECONFLICT)
     return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
   if (rc) return rc;
+  /* The call that takes it then skips the engine's exec too. */
+  sm_agents *agents = sm_runner_agents(runner);
+  if (sm_agents_enabled(agents)) sm_agent_prepare(agents, e, sb.id);
   memset(out, 0, sizeof *out);
   snprintf(out->id, sizeof out->id, "%s", sb.id);
   snprintf(out->name, sizeof out->name, "%s", sb.name);
@@ -624,6 +627,22 @@ static void retry_release(sm_runner *runner, sm_engine *e, const sm_run_request 
     sm_workspace_sync_free(*ws);
     *ws = NULL;
   }
+}
+
+/* The call goes over an agent session when one is parked for this
+ * container (the pool opened it) or, in a keyed sandbox this runner has
+ * used before, when one can be opened (see agent.c). */
+static int take_agent(sm_runner *runner, sm_engine *e, const sandbox *sb, sm_exec_target *t,
+                      sm_error *err) {
+  sm_agents *a = sm_runner_agents(runner);
+  if (a == NULL || !sm_agents_enabled(a)) return 0;
+  int open_new = sb->mode != SM_MODE_PER_TOOL && sb->cached;
+  if (!open_new && !sb->pooled) return 0;
+  int rc = sm_agent_take(a, e, sb->id, open_new, &t->agent);
+  if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
+  if (t->agent) t->agents = a;
+  else if (open_new) sm_agent_note_fallback(a);
+  return 0;
 }
 
 static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
@@ -720,8 +739,12 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     rc = sm_env_build(&es, &env, err);
     if (rc) goto fail_release;
 
-    sm_exec_target t = {e, sb.id, sb.mode == SM_MODE_PER_TOOL};
-    rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
+    sm_exec_target t = {e, sb.id, sb.mode == SM_MODE_PER_TOOL, NULL, NULL};
+    rc = take_agent(runner, e, &sb, &t, err);
+    if (rc == 0) rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
+    /* A per_tool container goes now: its session goes with it. */
+    if (t.agent && sb.mode != SM_MODE_PER_TOOL && rc == 0) sm_agent_give_back(t.agents, t.agent);
+    else sm_agent_close(t.agent);
     if (attempt == 0 && retry_gone(&sb, rc)) {
       retry_release(runner, e, req, &sb, &ws);
       continue;

@@ -2,6 +2,7 @@
  * spec.c), output captured as it arrives, the exit code, and what happens
  * on a timeout (the tool's processes are killed from inside the sandbox),
  * on an out-of-memory kill, and when the command cannot be started. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +11,14 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "agent/frame.h"
 #include "sandbox/internal.h"
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
 #define OCI_FAILED "OCI runtime exec failed"
+#define CANCEL_POLL_MS 100
+#define AGENT_SETTLE_MS 10000 /* after a kill: how long the agent may take to report */
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -86,6 +90,9 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const char *
     sm_buf_dispose(&out);
     if (rc == 0 && code == 0) {
       killed = 1;
+    } else if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) {
+      /* The sandbox stopped or went: nothing of the call is left to kill. */
+      return;
     } else {
       /* A sandbox at its pids limit may refuse even the killer: retry. */
       sm_log(SM_LOG_DEBUG, "killing call %s: %s (exit %d), retrying", token,
@@ -96,7 +103,7 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const char *
   if (!killed)
     sm_log(SM_LOG_WARN, "could not kill the timed-out tool in sandbox %s: %s", t->container_id,
            err.message);
-  int running = 1;
+  int running = exec_id != NULL;
   for (int i = 0; i < 100 && running; i++) {
     if (sm_engine_exec_inspect(t->engine, exec_id, &running, NULL, NULL, &err) != 0) break;
     if (running) sleep_ms(50);
@@ -158,11 +165,192 @@ static const char *find_token(const sm_strv *env) {
   return NULL;
 }
 
+/* Pumps the session until the call ends, the deadline passes or the
+ * caller cancels. Stdin goes as frames, read only when the previous frame
+ * is out (the agent's backpressure reaches the reader). 0 with the call
+ * over, 1 when the agent's exec ended first, SM_ETIMEOUT/SM_ECANCELLED, or
+ * another negative code. *pending tells whether a frame is half written. */
+static int agent_drive(const sm_exec_target *t, const sm_run_request *req, sm_buf *frame,
+                       size_t *off, int *stdin_open, char *chunk, double deadline,
+                       sm_error *err) {
+  sm_agent_session *s = t->agent;
+  int code = 0, en = 0;
+  const char *msg = NULL;
+  for (;;) {
+    if (sm_agent_call_state(s, &code, &en, &msg)) return 0;
+    if (req->cancel && *req->cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
+    if (*off == frame->len && *stdin_open) {
+      sm_buf_reset(frame);
+      *off = 0;
+      ssize_t n = req->stdin_read(req->stdin_ud, chunk, SM_FRAME_DATA_MAX);
+      if (n < 0)
+        return sm_error_set(err, (int)n, "the stdin reader failed (%s)", sm_error_name((int)n));
+      if ((size_t)n > SM_FRAME_DATA_MAX)
+        return sm_error_set(err, SM_EINVAL, "the stdin reader overran its buffer");
+      if (n == 0) *stdin_open = 0;
+      sm_agent_frame_data(s, n ? SM_FRAME_STDIN : SM_FRAME_EOF, chunk, (size_t)n, frame);
+    }
+    int wait = -1;
+    if (deadline > 0) {
+      double left = deadline - sm_monotonic_ms();
+      if (left <= 0)
+        return sm_error_set(err, SM_ETIMEOUT, "the call did not end within %.1f s",
+                            req->settings.timeout_s);
+      wait = left > 1e6 ? 1000000 : (int)left + 1;
+    }
+    if (req->cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
+    size_t w = 0;
+    int rc = sm_agent_pump(s, frame->data + *off, frame->len - *off, &w, wait, err);
+    *off += w;
+    if (rc) return rc;
+  }
+}
+
+/* After the call's end (or its kill): the rest of a half-written frame
+ * goes out, so the agent reads the next call from a frame boundary. */
+static int agent_finish_frame(sm_agent_session *s, sm_buf *frame, size_t *off) {
+  double until = sm_monotonic_ms() + AGENT_SETTLE_MS;
+  sm_error ignore = SM_ERROR_INIT;
+  while (*off < frame->len) {
+    int left = (int)(until - sm_monotonic_ms());
+    if (left <= 0) return -1;
+    size_t w = 0;
+    if (sm_agent_pump(s, frame->data + *off, frame->len - *off, &w, left, &ignore) != 0)
+      return -1;
+    *off += w;
+  }
+  return 0;
+}
+
+/* Waits for the agent to report a killed call. */
+static int agent_wait_end(sm_agent_session *s) {
+  double until = sm_monotonic_ms() + AGENT_SETTLE_MS;
+  sm_error ignore = SM_ERROR_INIT;
+  int code = 0, en = 0;
+  const char *msg = NULL;
+  while (!sm_agent_call_state(s, &code, &en, &msg)) {
+    int left = (int)(until - sm_monotonic_ms());
+    if (left <= 0 || sm_agent_pump(s, NULL, 0, NULL, left, &ignore) != 0) return -1;
+  }
+  return 0;
+}
+
+static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                      const char *token, sm_capture *cap, sm_exec_outcome *out,
+                      sm_error *err) {
+  sm_agent_session *s = t->agent;
+  size_t argc = 5 + req->argc;
+  const char **argv = calloc(argc + 1, sizeof *argv);
+  char *chunk = req->stdin_read ? malloc(SM_FRAME_DATA_MAX) : NULL;
+  sm_buf frame;
+  sm_buf_init(&frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
+  if (argv == NULL || (req->stdin_read && chunk == NULL)) {
+    free(argv);
+    free(chunk);
+    sm_agent_mark_broken(s);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  argv[0] = "/bin/sh";
+  argv[1] = "-c";
+  argv[2] = sm_exec_wrapper_script;
+  argv[3] = "sandman";
+  argv[4] = token;
+  for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
+  int rc = sm_agent_call_begin(t->agents, s, "/workspace", argv, argc,
+                               (const char *const *)env->v, env->n, cap, &frame, err);
+  free(argv);
+  int stdin_open = req->stdin_read != NULL;
+  if (rc == 0 && !stdin_open) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
+  size_t off = 0;
+  double t0 = sm_monotonic_ms();
+  double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
+  if (rc == 0) rc = agent_drive(t, req, &frame, &off, &stdin_open, chunk, deadline, err);
+  out->duration_ms = sm_monotonic_ms() - t0;
+  free(chunk);
+
+  if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
+    int running = 1, oom = 0;
+    if (!t->per_tool) container_state(t, &running, &oom);
+    if (!running) {
+      sm_buf_dispose(&frame);
+      sm_agent_mark_broken(s);
+      out->exit_code = 137;
+      out->oom_killed = oom;
+      if (!oom) return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
+      sm_error_clear(err);
+      return 0;
+    }
+    kill_call(t, NULL, token);
+    if (agent_wait_end(s) != 0 || agent_finish_frame(s, &frame, &off) != 0)
+      sm_agent_mark_broken(s);
+    sm_buf_dispose(&frame);
+    out->duration_ms = sm_monotonic_ms() - t0;
+    if (rc == SM_ETIMEOUT) {
+      out->timed_out = 1;
+      out->exit_code = 124;
+    } else {
+      out->cancelled = 1;
+      out->exit_code = 137;
+    }
+    sm_error_clear(err);
+    return 0;
+  }
+  if (rc == 1) {
+    /* The agent's exec ended under the call: the container stopped or was
+     * removed, or the tool killed every process of its user (kill -9 -1),
+     * the agent included, which an engine exec reports as 137 too. */
+    sm_buf_dispose(&frame);
+    sm_error_clear(err);
+    json_object *insp = NULL;
+    int irc = sm_engine_container_inspect(t->engine, t->container_id, &insp, err);
+    json_object *st = NULL, *v = NULL;
+    int running = 0, oom = 0;
+    if (irc == 0 && json_object_object_get_ex(insp, "State", &st)) {
+      if (json_object_object_get_ex(st, "Running", &v)) running = json_object_get_boolean(v);
+      if (json_object_object_get_ex(st, "OOMKilled", &v)) oom = json_object_get_boolean(v);
+    }
+    json_object_put(insp);
+    int had_output = cap->out.len > 0 || cap->err.len > 0;
+    if (irc == SM_ENOTFOUND && !had_output)
+      return sm_error_set(err, SM_ENOTFOUND, "the sandbox is gone");
+    if (irc == 0 && !running && !had_output && !oom)
+      return sm_error_set(err, SM_ECONFLICT, "the sandbox is not running");
+    sm_error_clear(err);
+    if (running) kill_call(t, NULL, token);
+    out->exit_code = 137;
+    out->oom_killed = running ? check_oom(t, token) : oom;
+    if (!running && !oom) return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
+    return 0;
+  }
+  if (rc != 0) {
+    sm_buf_dispose(&frame);
+    sm_agent_mark_broken(s);
+    kill_call(t, NULL, token);
+    return sm_error_wrap(err, "running the tool through the sandbox's agent");
+  }
+  if (agent_finish_frame(s, &frame, &off) != 0) sm_agent_mark_broken(s);
+  sm_buf_dispose(&frame);
+
+  int code = 0, en = 0;
+  const char *msg = NULL;
+  if (sm_agent_call_state(s, &code, &en, &msg) == 2) {
+    if (en == ENOENT && strstr(msg, "/bin/sh"))
+      return sm_error_set(err, SM_ESANDBOX,
+                          "the image has no /bin/sh, which sandman runs every call through: %s",
+                          msg);
+    return sm_error_set(err, SM_ESANDBOX, "the call could not start in the sandbox: %s", msg);
+  }
+  out->exit_code = code;
+  if (code == 137) out->oom_killed = check_oom(t, token);
+  return 0;
+}
+
 int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                  sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   const char *token = find_token(env);
   if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
+  if (t->agent) return agent_call(t, req, env, token, cap, out, err);
 
   json_object *cfg = json_object_new_object();
   json_object *cmd = json_object_new_array();

@@ -178,10 +178,56 @@ typedef struct sm_exec_outcome {
 void sm_result_apply_outcome(sm_run_result *out, const sm_exec_outcome *oc,
                              const sm_sandbox_settings *s);
 
+/* ---- the in-sandbox agent, host side (agent.c) ---- */
+typedef struct sm_agents sm_agents;               /* a runner's sessions */
+typedef struct sm_agent_session sm_agent_session; /* one agent exec */
+
+sm_agents *sm_agents_new(void);
+void sm_agents_free(sm_agents *a);
+void sm_agents_set_enabled(sm_agents *a, int on);
+int sm_agents_enabled(sm_agents *a);
+void sm_agents_stats(sm_agents *a, unsigned long *opened, unsigned long *calls,
+                     unsigned long *fallbacks);
+/* The runner's agents (runner.c); NULL when out of memory. */
+sm_agents *sm_runner_agents(sm_runner *runner);
+
+/* An idle session in container cid (*out), or, when open_new, a new one
+ * (installing the agent first if needed). *out NULL: use the engine's exec.
+ * Returns SM_ENOTFOUND/SM_ECONFLICT when the container is gone or stopped,
+ * else 0 (an agent that cannot work there is remembered, not an error). */
+int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
+                  sm_agent_session **out);
+/* After a call that ended cleanly: parks the session (or closes it). */
+void sm_agent_give_back(sm_agents *a, sm_agent_session *s);
+void sm_agent_close(sm_agent_session *s);
+/* Installs the agent in a new container and parks a session (the pool). */
+int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid);
+void sm_agent_note_fallback(sm_agents *a);
+
+/* A call over a session (exec.c drives it): the call frame into *frame
+ * (reset first), then pumps; sm_agent_call_state says 1 (exited), 2 (could
+ * not start) or 0 (running). */
+int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
+                        const char *const *argv, size_t argc, const char *const *env,
+                        size_t envc, sm_capture *cap, sm_buf *frame, sm_error *err);
+/* Appends a stdin (SM_FRAME_STDIN) or end-of-stdin (SM_FRAME_EOF) frame. */
+void sm_agent_frame_data(sm_agent_session *s, int type, const void *data, size_t len,
+                         sm_buf *frame);
+/* sm_exec_stream_pump on the session's stream: 1 when the agent's exec
+ * ended; negative on errors (the session is then broken). */
+int sm_agent_pump(sm_agent_session *s, const void *data, size_t len, size_t *written,
+                  int timeout_ms, sm_error *err);
+int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
+                        const char **fail_msg);
+void sm_agent_mark_broken(sm_agent_session *s);
+const char *sm_agent_container(const sm_agent_session *s);
+
 typedef struct sm_exec_target {
   sm_engine *engine;
   const char *container_id;
   int per_tool;          /* a fresh container: timeouts kill the container */
+  sm_agents *agents;     /* with agent: the call goes over this session */
+  sm_agent_session *agent;
 } sm_exec_target;
 
 int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,

@@ -33,6 +33,7 @@ struct sm_runner {
   sm_engine *template_engine; /* negotiated once, then cloned */
   thread_engine *threads;
   sm_pool *pool;              /* warm pool, background removals, lookup cache */
+  sm_agents *agents;          /* sessions with in-sandbox agents (agent.c) */
 };
 
 static void thread_engine_free(void *p) {
@@ -120,6 +121,8 @@ void sm_runner_free(sm_runner *r) {
    * and pending per_tool removals go, and its threads end. */
   sm_pool_free(r->pool);
   r->pool = NULL;
+  sm_agents_free(r->agents);
+  r->agents = NULL;
   /* Deleting the key first means no destructor runs on a freed runner. */
   pthread_key_delete(r->key);
   pthread_mutex_lock(&r->lock);
@@ -185,6 +188,30 @@ sm_pool *sm_runner_pool(sm_runner *r) {
   sm_pool *p = r->pool;
   pthread_mutex_unlock(&r->lock);
   return p;
+}
+
+/* Agents are on unless SANDMAN_AGENT says off/0/false (or a program turns
+ * them off): they only start from a sandbox's second call in a runner. */
+sm_agents *sm_runner_agents(sm_runner *r) {
+  pthread_mutex_lock(&r->lock);
+  if (r->agents == NULL) {
+    r->agents = sm_agents_new();
+    const char *v = getenv("SANDMAN_AGENT");
+    if (r->agents && v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 ||
+                           strcmp(v, "false") == 0 || strcmp(v, "no") == 0))
+      sm_agents_set_enabled(r->agents, 0);
+  }
+  sm_agents *a = r->agents;
+  pthread_mutex_unlock(&r->lock);
+  return a;
+}
+
+void sm_runner_set_agent(sm_runner *r, int on) { sm_agents_set_enabled(sm_runner_agents(r), on); }
+
+int sm_runner_agent_enabled(sm_runner *r) { return sm_agents_enabled(sm_runner_agents(r)); }
+
+void sm_runner_agent_stats(sm_runner *r, sm_agent_stats *out) {
+  sm_agents_stats(sm_runner_agents(r), &out->sessions_opened, &out->calls, &out->fallbacks);
 }
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }

@@ -165,6 +165,10 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   snprintf(opts, sizeof opts, "rw,nosuid,nodev,size=%lld,mode=1777",
            (long long)(s->tmpfs > 0 ? s->tmpfs : 64LL * 1024 * 1024));
   json_object_object_add(tmpfs, "/tmp", json_object_new_string(opts));
+  /* Where the agent is installed (by root, so the sandbox's user cannot
+   * replace it; see src/sandbox/agent.c). */
+  json_object_object_add(tmpfs, "/.sandman",
+                         json_object_new_string("rw,nosuid,nodev,exec,size=8m,mode=0755"));
   json_object_object_add(hc, "Tmpfs", tmpfs);
   if (s->nofile > 0) {
     json_object *ul = json_object_new_array();
