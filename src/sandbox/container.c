@@ -43,6 +43,7 @@ typedef struct sandbox {
   int uid, gid;
   int reused;
   int pooled;          /* per_tool: from (or made for) the warm pool */
+  char pool_key[65];   /* pooled: the configuration's pool */
   int cached;          /* keyed: found in the runner's lookup cache, not inspected */
   sm_state_lock *busy;
 } sandbox;
@@ -520,11 +521,14 @@ static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_reques
     snprintf(sb->volume, sizeof sb->volume, "%s", item.volume);
     snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item.scope_key);
     snprintf(sb->id, sizeof sb->id, "%s", item.id);
+    snprintf(sb->pool_key, sizeof sb->pool_key, "%s", item.pool_key);
     sb->uid = item.uid;
     sb->gid = item.gid;
     sb->pooled = 1;
     int rc = sm_state_busy_acquire(sm_runner_state_dir(runner), sb->name, &sb->busy, err);
     if (rc == 0) return 0;
+    sm_pool_call_done(runner, sb->pool_key);
+    sb->pool_key[0] = '\0';
     sm_error ignore = SM_ERROR_INIT;
     if (sm_pool_remove_later(runner, sb->name, sb->volume, NULL) != 0)
       remove_sandbox(e, sm_runner_state_dir(runner), sb->name, sb->volume, &ignore);
@@ -596,6 +600,10 @@ static int retry_gone(const sandbox *sb, int rc) {
 
 static void release(sm_runner *runner, sm_engine *e, sandbox *sb) {
   const char *state_dir = sm_runner_state_dir(runner);
+  if (sb->pool_key[0]) {
+    sm_pool_call_done(runner, sb->pool_key);
+    sb->pool_key[0] = '\0';
+  }
   if (sb->mode == SM_MODE_PER_TOOL) {
     /* Off the caller's time; the queue now holds the busy lock. */
     if (sb->id[0] && sm_pool_remove_later(runner, sb->name, sb->volume, sb->busy) == 0) {

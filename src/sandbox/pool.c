@@ -52,6 +52,7 @@ typedef struct cfg_pool {
   sm_pool_item *ready;       /* oldest first; capacity SM_POOL_MAX_SIZE */
   unsigned n_ready;
   unsigned creating;
+  unsigned in_flight;        /* calls running in containers taken from here */
   unsigned refs;             /* slots pointing here */
   double last_use;           /* monotonic ms */
   double retry_at;           /* no creation before this (after a failure) */
@@ -266,9 +267,12 @@ static cfg_pool *pool_for(sm_pool *p, const sm_run_request *req, const char *has
   return cp;
 }
 
+/* A refill waits for the calls in the pool's containers to end (unless the
+ * pool is empty): creating a container keeps the engine busy, and on two
+ * cores that slows the very call that took one. */
 static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
   return !p->stopping && !cp->dead && p->size > 0 && cp->n_ready + cp->creating < p->size &&
-         now >= cp->retry_at;
+         now >= cp->retry_at && (cp->in_flight == 0 || cp->n_ready == 0);
 }
 
 /* ---- the background threads ---- */
@@ -592,6 +596,8 @@ int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
     *out = cp->ready[0];
     memmove(&cp->ready[0], &cp->ready[1], (cp->n_ready - 1) * sizeof cp->ready[0]);
     cp->n_ready--;
+    cp->in_flight++;
+    snprintf(out->pool_key, sizeof out->pool_key, "%s", cp->key);
     got = 1;
     p->taken++;
   } else {
@@ -603,6 +609,16 @@ int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
   if (got) sm_log(SM_LOG_DEBUG, "pool: call takes %s", out->name);
   else sm_log(SM_LOG_DEBUG, "pool: empty for %.12s: the call creates its container", hash);
   return got;
+}
+
+void sm_pool_call_done(sm_runner *runner, const char *pool_key) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL || pool_key == NULL || pool_key[0] == '\0') return;
+  pthread_mutex_lock(&p->mu);
+  cfg_pool *cp = find_pool(p, pool_key);
+  if (cp && cp->in_flight > 0) cp->in_flight--;
+  pthread_cond_broadcast(&p->cv_work);
+  pthread_mutex_unlock(&p->mu);
 }
 
 void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *hash) {

@@ -26,6 +26,7 @@ typedef struct sm_pool_item {
   char name[SM_NAME_MAX];
   char volume[SM_NAME_MAX + 8];
   char scope_key[64];
+  char pool_key[65];   /* the configuration's pool (sm_pool_call_done) */
   int uid, gid;
 } sm_pool_item;
 
@@ -44,6 +45,9 @@ void sm_pool_free(sm_pool *pool);
  * pool is (re)filled in the background when a pool size is set. */
 int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
                  sm_pool_item *out);
+/* The call in a container taken from pool `pool_key` is over: the pool
+ * may refill now. */
+void sm_pool_call_done(sm_runner *runner, const char *pool_key);
 /* A container taken from the pool was gone (an operator's forced reap):
  * the others of its configuration are replaced too, so that the call's
  * second attempt makes its own rather than finding another stale one. */
