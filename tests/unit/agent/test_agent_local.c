@@ -170,6 +170,9 @@ static void agent_start(agent *a, const char *const *extra_env) {
   if (a->pid == 0) {
     dup2(in[0], 0);
     dup2(out[1], 1);
+    /* A descriptor the agent did not open itself: calls must not get it. */
+    int stray = open("/dev/null", O_RDONLY);
+    if (stray >= 0 && stray != 9) dup2(stray, 9), close(stray);
     for (size_t i = 0; extra_env && extra_env[i]; i++) putenv((char *)extra_env[i]);
     execl(SANDMAN_AGENT_PATH, "sandman-agent", (char *)NULL);
     _exit(127);
@@ -450,6 +453,33 @@ static void test_environment(void **state) {
   result_dispose(&r);
 }
 
+/* Default signal dispositions and an empty mask (the agent ignores SIGPIPE
+ * and blocks SIGCHLD; this test process ignores SIGPIPE too), its own
+ * process group, and only fds 0-2. */
+static void test_child_starts_clean(void **state) {
+  agent *a = *state;
+  const char *const sig[] = {"/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status", NULL};
+  result r;
+  run(a, 20, "/", sig, NULL, NULL, 0, &r);
+  assert_true(r.exited && r.code == 0);
+  assert_true(output_is(&r, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n", ""));
+  result_dispose(&r);
+  const char *const grp[] = {"/bin/sh", "-c", "echo $$; cut -d' ' -f5 /proc/$$/stat", NULL};
+  run(a, 21, "/", grp, NULL, NULL, 0, &r);
+  assert_true(r.exited && r.code == 0);
+  bytes_add(&r.out, "", 1);
+  char *rest;
+  long pid = strtol((char *)r.out.p, &rest, 10), pgid = strtol(rest, NULL, 10);
+  assert_true(pid > 1);
+  assert_int_equal(pgid, pid);
+  result_dispose(&r);
+  const char *const fds[] = {"/bin/sh", "-c", "ls /proc/$$/fd", NULL};
+  run(a, 22, "/", fds, NULL, NULL, 0, &r);
+  assert_true(r.exited && r.code == 0);
+  assert_true(output_is(&r, "0\n1\n2\n", ""));
+  result_dispose(&r);
+}
+
 static void test_killed_by_signal(void **state) {
   agent *a = *state;
   const char *const argv[] = {"/bin/sh", "-c", "kill -9 $$", NULL};
@@ -600,7 +630,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_output_and_exit_code),     T(test_five_megabytes_through_cat),
       T(test_exec_and_chdir_failures),  T(test_environment),
-      T(test_killed_by_signal),         T(test_background_processes),
+      T(test_child_starts_clean),       T(test_killed_by_signal),
+      T(test_background_processes),
       T(test_stale_stdin_ignored),      T(test_many_calls_leak_nothing),
       T(test_protocol_error_exits_2),   T(test_unknown_type_exits_2),
       T(test_call_during_call_exits_2), T(test_close_while_idle_exits_0),
