@@ -37,6 +37,14 @@ typedef struct sm_workspace_target {
   const char *sandbox_path;   /* "/workspace" with engine; the scratch dir without */
   int uid;                    /* owner given to files copied in (1000) */
   int gid;
+  /* Optional: runs a helper command (listing, deletes) in the sandbox
+   * instead of an engine exec, as the sandbox's user (the sandbox layer
+   * passes its agent session). stdin from in (NULL: none), output to out,
+   * the exit code in *exit_code; 0, an error, or 1: not run, use an
+   * engine exec instead. */
+  int (*run)(void *run_ud, const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
+             sm_output_fn out, void *out_ud, int *exit_code, sm_error *err);
+  void *run_ud;
 } sm_workspace_target;
 
 typedef struct sm_workspace_sync sm_workspace_sync;

@@ -50,8 +50,9 @@ struct sm_agent_session {
   uint32_t call_id;
   int hello;
   int broken;        /* protocol error or end: never reuse */
-  /* the call in progress */
-  sm_capture *cap;
+  /* the call in progress: where its output goes */
+  sm_output_fn out;
+  void *out_ud;
   int exited, exit_code;
   int failed, fail_errno;
   char fail_msg[256];
@@ -165,12 +166,14 @@ static int on_frame(void *ud, int type, uint32_t call_id, const unsigned char *p
     return 0;
   }
   /* Everything else belongs to the call in progress, after the hello. */
-  if (!s->hello || s->cap == NULL || call_id != s->call_id || s->exited || s->failed) return -1;
+  if (!s->hello || s->out == NULL || call_id != s->call_id || s->exited || s->failed)
+    return -1;
   switch (type) {
   case SM_FRAME_STDOUT:
-  case SM_FRAME_STDERR:
-    return sm_capture_output(s->cap, type == SM_FRAME_STDOUT ? 1 : 2, (const char *)p, len) ? -1
-                                                                                            : 0;
+  case SM_FRAME_STDERR: {
+    int rc = s->out(s->out_ud, type == SM_FRAME_STDOUT ? 1 : 2, (const char *)p, len);
+    return rc ? rc : 0;
+  }
   case SM_FRAME_EXIT:
     if (len != 4) return -1;
     s->exit_code = (int)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
@@ -199,9 +202,12 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
     s->diag[s->diag_len] = '\0';
     return 0;
   }
-  if (sm_frame_reader_feed(&s->reader, (const unsigned char *)data, len) != 0) {
+  int rc = sm_frame_reader_feed(&s->reader, (const unsigned char *)data, len);
+  if (rc != 0) {
+    /* -1 is the reader's own verdict; other codes come from the output
+     * callback (a full buffer, say). Either way the stream is out of step. */
     s->broken = 1;
-    return SM_EPROTOCOL;
+    return rc == -1 ? SM_EPROTOCOL : rc;
   }
   return 0;
 }
@@ -391,7 +397,7 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
     sm_agent_close(s);
     return;
   }
-  s->cap = NULL;
+  s->out = NULL;
   sm_agent_session *drop = NULL;
   pthread_mutex_lock(&a->mu);
   unsigned same = 0;
@@ -416,40 +422,82 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
   sm_agent_close(drop);
 }
 
-/* Runs argv to its end with no stdin, output dropped: the exit code, or -1
- * (the session is then broken). */
-static int run_quiet(sm_agents *a, sm_agent_session *s, const char *const *argv, size_t argc,
-                     int timeout_ms) {
-  sm_capture cap;
-  sm_capture_init(&cap, 0, 0, NULL, NULL);
+int sm_agent_run(sm_agents *a, sm_agent_session *s, const char *const *argv, size_t argc,
+                 sm_read_fn in, void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms,
+                 int *exit_code, sm_error *err) {
+  *exit_code = -1;
+  /* The agent runs argv[0] as a path; a bare name is found on PATH by the
+   * shell, as an engine exec would find it. */
+  const char **via_sh = NULL;
+  if (argc > 0 && strchr(argv[0], '/') == NULL) {
+    via_sh = calloc(argc + 4, sizeof *via_sh);
+    if (via_sh == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+    via_sh[0] = "/bin/sh";
+    via_sh[1] = "-c";
+    via_sh[2] = "exec \"$0\" \"$@\"";
+    memcpy(via_sh + 3, argv, argc * sizeof *argv);
+    argv = via_sh;
+    argc += 3;
+  }
   sm_buf frame;
   sm_buf_init(&frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
-  sm_error err = SM_ERROR_INIT;
+  char *chunk = in ? malloc(SM_FRAME_DATA_MAX) : NULL;
   int code = -1, en = 0;
   const char *msg = NULL;
-  int rc = sm_agent_call_begin(a, s, "/", argv, argc, NULL, 0, &cap, &frame, &err);
-  if (rc == 0) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
+  int rc = in && chunk == NULL ? sm_error_set(err, SM_ENOMEM, NULL) : 0;
+  if (rc == 0) rc = sm_agent_call_begin(a, s, "/", argv, argc, NULL, 0, out, out_ud, &frame, err);
+  if (rc == 0 && in == NULL) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
+  int in_open = in != NULL;
   size_t off = 0;
   double until = sm_monotonic_ms() + timeout_ms;
-  while (rc == 0 && (off < frame.len || !sm_agent_call_state(s, &code, &en, &msg))) {
+  while (rc == 0 && (off < frame.len || in_open || !sm_agent_call_state(s, &code, &en, &msg))) {
+    if (off == frame.len && in_open) {
+      if (sm_agent_call_state(s, &code, &en, &msg)) break; /* it ended without all its input */
+      sm_buf_reset(&frame);
+      off = 0;
+      ssize_t n = in(in_ud, chunk, SM_FRAME_DATA_MAX);
+      if (n < 0 || (size_t)n > SM_FRAME_DATA_MAX) {
+        rc = sm_error_set(err, n < 0 ? (int)n : SM_EINVAL, "reading the input of '%s'", argv[0]);
+        break;
+      }
+      if (n == 0) in_open = 0;
+      sm_agent_frame_data(s, n ? SM_FRAME_STDIN : SM_FRAME_EOF, chunk, (size_t)n, &frame);
+    }
     int left = (int)(until - sm_monotonic_ms());
-    if (left <= 0) break;
+    if (left <= 0) {
+      rc = sm_error_set(err, SM_ETIMEOUT, "'%s' in the sandbox did not end in time", argv[0]);
+      break;
+    }
     size_t w = 0;
-    rc = sm_agent_pump(s, frame.data + off, frame.len - off, &w, left, &err);
+    rc = sm_agent_pump(s, frame.data + off, frame.len - off, &w, left, err);
+    off += w;
+    if (rc == 1) rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent ended during '%s'",
+                                   argv[0]);
+  }
+  /* The rest of a half-written stdin frame still goes out (frame boundary). */
+  double settle = sm_monotonic_ms() + 10000;
+  sm_error ignore = SM_ERROR_INIT;
+  while (rc == 0 && off < frame.len && sm_monotonic_ms() < settle) {
+    size_t w = 0;
+    if (sm_agent_pump(s, frame.data + off, frame.len - off, &w, 1000, &ignore) != 0) break;
     off += w;
   }
   int state = sm_agent_call_state(s, &code, &en, &msg);
-  if (rc != 0 || off < frame.len || state == 0) {
-    s->broken = 1;
-    code = -1;
-  } else if (state == 2) {
-    code = -1;
-  }
-  s->cap = NULL;
+  if (rc != 0 || off < frame.len || state == 0) s->broken = 1;
+  if (rc == 0 && state == 2)
+    rc = sm_error_set(err, SM_ESANDBOX, "'%s' could not start in the sandbox: %s", argv[0], msg);
+  else if (rc == 0 && state == 1)
+    *exit_code = code;
+  else if (rc == 0)
+    rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent lost track of '%s'", argv[0]);
+  s->out = NULL;
+  free(chunk);
+  free(via_sh);
   sm_buf_dispose(&frame);
-  sm_capture_dispose(&cap);
-  return code;
+  return rc;
 }
+
+static int drop_output(void *ud, int stream, const char *data, size_t len) { return 0; }
 
 int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid) {
   sm_agent_session *s = NULL;
@@ -459,7 +507,9 @@ int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid) {
      * would find cold in a new container (its overlay's dentries, the
      * shell's pages): ~1 ms off that call. */
     const char *argv[] = {"/bin/sh", "-c", sm_exec_wrapper_script, "sandman", "warmup", "true"};
-    run_quiet(a, s, argv, 6, 10000);
+    int code = 0;
+    sm_error err = SM_ERROR_INIT;
+    sm_agent_run(a, s, argv, 6, NULL, NULL, drop_output, NULL, 10000, &code, &err);
     sm_agent_give_back(a, s);
   }
   return rc;
@@ -478,9 +528,11 @@ static int append_str(sm_buf *b, const char *s) { return sm_buf_append(b, s, str
 
 int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
                         const char *const *argv, size_t argc, const char *const *env,
-                        size_t envc, sm_capture *cap, sm_buf *frame, sm_error *err) {
+                        size_t envc, sm_output_fn out, void *out_ud, sm_buf *frame,
+                        sm_error *err) {
   s->call_id++;
-  s->cap = cap;
+  s->out = out;
+  s->out_ud = out_ud;
   s->exited = s->failed = 0;
   s->exit_code = -1;
   s->fail_errno = 0;
@@ -540,5 +592,7 @@ int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_err
 }
 
 void sm_agent_mark_broken(sm_agent_session *s) { s->broken = 1; }
+
+int sm_agent_broken(const sm_agent_session *s) { return s->broken; }
 
 const char *sm_agent_container(const sm_agent_session *s) { return s->container_id; }

@@ -653,6 +653,25 @@ static int take_agent(sm_runner *runner, sm_engine *e, const sandbox *sb, sm_exe
   return 0;
 }
 
+/* Parks the session for the sandbox's next call (keep) or closes it. */
+static void drop_agent(sm_exec_target *t, int keep) {
+  if (t->agent && keep) sm_agent_give_back(t->agents, t->agent);
+  else sm_agent_close(t->agent);
+  t->agent = NULL;
+  t->agents = NULL;
+}
+
+/* sm_workspace_target.run over the call's session; 1 (use an engine exec)
+ * once the session is broken, e.g. the tool killed the agent. */
+static int run_via_agent(void *ud, const char *const *argv, size_t argc, sm_read_fn in,
+                         void *in_ud, sm_output_fn out, void *out_ud, int *exit_code,
+                         sm_error *err) {
+  sm_exec_target *t = ud;
+  if (t->agent == NULL || sm_agent_broken(t->agent)) return 1;
+  return sm_agent_run(t->agents, t->agent, argv, argc, in, in_ud, out, out_ud,
+                      in ? 3600 * 1000 : 300 * 1000, exit_code, err);
+}
+
 static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
   *out = req->settings.excludes;
   if (req->extra_excludes)
@@ -694,6 +713,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 
   /* A keyed sandbox can vanish between lookup and exec (a forced reap):
    * then we look it up (and create it) once more. */
+  sm_exec_target t = {e, NULL, 0, NULL, NULL};
   for (int attempt = 0; attempt < 2; attempt++) {
     sb.reused = 0;
     sb.pooled = 0;
@@ -704,8 +724,21 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (rc) goto fail;
     snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", sb.id);
     out->reused = sb.reused;
+    t.container_id = sb.id;
+    t.per_tool = sb.mode == SM_MODE_PER_TOOL;
+    rc = take_agent(runner, e, &sb, &t, err);
+    if (attempt == 0 && retry_gone(&sb, rc)) {
+      retry_release(runner, e, req, &sb, &ws);
+      continue;
+    }
+    if (rc) goto fail_release;
 
-    sm_workspace_target target = {e, sb.id, "/workspace", sb.uid, sb.gid};
+    sm_workspace_target target = {e, sb.id, "/workspace", sb.uid, sb.gid, NULL, NULL};
+    if (t.agent) {
+      /* The workspace's listings and deletes go over the session too. */
+      target.run = run_via_agent;
+      target.run_ud = &t;
+    }
     sm_sync_mode sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
     if (req->workspace && sync != SM_SYNC_NONE && ws == NULL) {
       char manifest[PATH_MAX];
@@ -719,6 +752,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (ws) {
       rc = sm_workspace_sync_in(ws, &target, err);
       if (attempt == 0 && retry_gone(&sb, rc)) {
+        drop_agent(&t, 0);
         retry_release(runner, e, req, &sb, &ws);
         continue;
       }
@@ -747,13 +781,9 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     rc = sm_env_build(&es, &env, err);
     if (rc) goto fail_release;
 
-    sm_exec_target t = {e, sb.id, sb.mode == SM_MODE_PER_TOOL, NULL, NULL};
-    rc = take_agent(runner, e, &sb, &t, err);
-    if (rc == 0) rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
-    /* A per_tool container goes now: its session goes with it. */
-    if (t.agent && sb.mode != SM_MODE_PER_TOOL && rc == 0) sm_agent_give_back(t.agents, t.agent);
-    else sm_agent_close(t.agent);
+    rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
     if (attempt == 0 && retry_gone(&sb, rc)) {
+      drop_agent(&t, 0);
       retry_release(runner, e, req, &sb, &ws);
       continue;
     }
@@ -769,6 +799,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     break;
   }
+  /* A per_tool container goes now: its session goes with it. */
+  drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
   release(runner, e, &sb);
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
@@ -779,6 +811,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   return 0;
 
 fail_release:
+  drop_agent(&t, 0);
   release(runner, e, &sb);
 fail:
   if (ws) sm_workspace_sync_free(ws);

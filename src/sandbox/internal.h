@@ -209,7 +209,14 @@ void sm_agent_note_fallback(sm_agents *a);
  * not start) or 0 (running). */
 int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
                         const char *const *argv, size_t argc, const char *const *env,
-                        size_t envc, sm_capture *cap, sm_buf *frame, sm_error *err);
+                        size_t envc, sm_output_fn out, void *out_ud, sm_buf *frame,
+                        sm_error *err);
+/* Runs argv (cwd "/", the agent's environment) to its end: stdin from in
+ * (NULL: none), output to out. 0 with *exit_code, or an error (the session
+ * is then broken unless the program merely could not start). */
+int sm_agent_run(sm_agents *a, sm_agent_session *s, const char *const *argv, size_t argc,
+                 sm_read_fn in, void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms,
+                 int *exit_code, sm_error *err);
 /* Appends a stdin (SM_FRAME_STDIN) or end-of-stdin (SM_FRAME_EOF) frame. */
 void sm_agent_frame_data(sm_agent_session *s, int type, const void *data, size_t len,
                          sm_buf *frame);
@@ -220,6 +227,7 @@ int sm_agent_pump(sm_agent_session *s, const void *data, size_t len, size_t *wri
 int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
                         const char **fail_msg);
 void sm_agent_mark_broken(sm_agent_session *s);
+int sm_agent_broken(const sm_agent_session *s);
 const char *sm_agent_container(const sm_agent_session *s);
 
 typedef struct sm_exec_target {

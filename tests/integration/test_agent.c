@@ -329,6 +329,91 @@ static void test_container_removed_under_a_parked_session(void **state) {
   sm_run_result_dispose(&r);
 }
 
+/* Workspace sync through the agent (listings, deletes) against the engine
+ * path: the same files come back, the same deletions reach the sandbox. */
+static void ws_call(sm_runner *r, const char *run_id, const char *dir, const char *script,
+                    sm_run_result *res) {
+  sm_run_request req;
+  sm_run_request_init(&req);
+  req.settings.mode = SM_MODE_PER_RUN;
+  req.run_id = run_id;
+  const char *argv[] = {"sh", "-c", script};
+  req.argv = argv;
+  req.argc = 3;
+  req.workspace = dir;
+  req.sync = SM_SYNC_INOUT;
+  req.settings.timeout_s = 60;
+  memset(res, 0, sizeof *res);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_run(r, &req, res, &err), 0);
+  assert_string_equal(res->error, "");
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static char *read_file(const char *dir, const char *name) {
+  static char buf[256];
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+static void workspace_rounds(sm_runner *r, const char *run_id, char *out_listing,
+                             size_t out_len) {
+  char dir[] = "/tmp/sandman-agent-ws-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  write_file(dir, "keep.txt", "keep\n");
+  write_file(dir, "gone.txt", "gone\n");
+  sm_run_result res;
+  ws_call(r, run_id, dir, "cat keep.txt", &res);
+  assert_string_equal(res.stdout_data, "keep\n");
+  sm_run_result_dispose(&res);
+  /* The tool changes the workspace: the changes come back. */
+  ws_call(r, run_id, dir, "echo new > new.txt; echo more >> keep.txt; mkdir -p d/e; echo x > d/e/f",
+          &res);
+  assert_true(res.n_files_changed >= 3); /* the three files (and new folders) */
+  size_t changed = res.n_files_changed;
+  sm_run_result_dispose(&res);
+  assert_string_equal(read_file(dir, "keep.txt"), "keep\nmore\n");
+  assert_string_equal(read_file(dir, "new.txt"), "new\n");
+  assert_string_equal(read_file(dir, "d/e/f"), "x\n");
+  /* The host deletes and edits: the sandbox sees both. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/gone.txt", dir);
+  assert_int_equal(unlink(path), 0);
+  write_file(dir, "new.txt", "edited on the host\n");
+  ws_call(r, run_id, dir, "ls -R | sort | tr '\\n' ' '; cat new.txt", &res);
+  snprintf(out_listing, out_len, "%zu changed; %s", changed, res.stdout_data);
+  sm_run_result_dispose(&res);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void test_workspace_sync_through_the_agent(void **state) {
+  (void)state;
+  char with[1024], without[1024];
+  unsigned long before = agent_calls();
+  workspace_rounds(with_agent, "ws-a", with, sizeof with);
+  assert_true(agent_calls() > before + 2); /* the calls and their listings */
+  workspace_rounds(without_agent, "ws-b", without, sizeof without);
+  assert_string_equal(with, without);
+  assert_null(strstr(with, "gone.txt"));
+  assert_non_null(strstr(with, "edited on the host"));
+}
+
 typedef struct worker_arg {
   int n;
   int good;
@@ -413,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_container_removed_under_a_parked_session),
       cmocka_unit_test(test_concurrent_calls_in_one_sandbox),
       cmocka_unit_test(test_pool_container_has_a_session),
+      cmocka_unit_test(test_workspace_sync_through_the_agent),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
