@@ -257,7 +257,8 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   argv[4] = token;
   for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
   int rc = sm_agent_call_begin(t->agents, s, "/workspace", argv, argc,
-                               (const char *const *)env->v, env->n, cap, &frame, err);
+                               (const char *const *)env->v, env->n, sm_capture_output, cap,
+                               &frame, err);
   free(argv);
   int stdin_open = req->stdin_read != NULL;
   if (rc == 0 && !stdin_open) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
