@@ -515,6 +515,13 @@ int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid) {
   return rc;
 }
 
+void sm_agent_note_call(sm_agents *a) {
+  if (a == NULL) return;
+  pthread_mutex_lock(&a->mu);
+  a->calls++;
+  pthread_mutex_unlock(&a->mu);
+}
+
 void sm_agent_note_fallback(sm_agents *a) {
   if (a == NULL) return;
   pthread_mutex_lock(&a->mu);
@@ -551,11 +558,6 @@ int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
     return sm_error_set(err, SM_ETOOBIG, "the call's arguments and environment are too large");
   sm_frame_header(head, SM_FRAME_CALL, s->call_id, (uint32_t)(frame->len - SM_FRAME_HEADER));
   memcpy(frame->data, head, sizeof head);
-  if (a) {
-    pthread_mutex_lock(&a->mu);
-    a->calls++;
-    pthread_mutex_unlock(&a->mu);
-  }
   return 0;
 }
 

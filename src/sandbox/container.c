@@ -799,6 +799,11 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     break;
   }
+  /* A keyed sandbox's first call here went through the engine: its next
+   * one can find a session ready (long-running processes only). */
+  if (t.agent == NULL && sb.mode != SM_MODE_PER_TOOL && !sb.cached && sb.id[0] &&
+      sm_agents_enabled(sm_runner_agents(runner)))
+    sm_pool_prepare_agent_later(runner, sb.id);
   /* A per_tool container goes now: its session goes with it. */
   drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
   release(runner, e, &sb);

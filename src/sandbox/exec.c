@@ -260,6 +260,7 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
                                (const char *const *)env->v, env->n, sm_capture_output, cap,
                                &frame, err);
   free(argv);
+  if (rc == 0) sm_agent_note_call(t->agents);
   int stdin_open = req->stdin_read != NULL;
   if (rc == 0 && !stdin_open) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
   size_t off = 0;

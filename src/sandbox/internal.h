@@ -203,6 +203,8 @@ void sm_agent_close(sm_agent_session *s);
 /* Installs the agent in a new container and parks a session (the pool). */
 int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid);
 void sm_agent_note_fallback(sm_agents *a);
+/* Counts a tool call made over a session (sm_runner_agent_stats). */
+void sm_agent_note_call(sm_agents *a);
 
 /* A call over a session (exec.c drives it): the call frame into *frame
  * (reset first), then pumps; sm_agent_call_state says 1 (exited), 2 (could

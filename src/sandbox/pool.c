@@ -76,6 +76,14 @@ typedef struct removal {
   struct removal *next;
 } removal;
 
+/* A keyed sandbox whose agent session is opened in the background after
+ * its first call, so that its second call is fast too. */
+typedef struct agent_prep {
+  char id[SM_ENGINE_ID_MAX];
+  struct agent_prep *next;
+} agent_prep;
+#define MAX_PREPS 64
+
 typedef struct cache_entry {
   char *name;
   sm_pool_cached c;
@@ -97,6 +105,8 @@ struct sm_pool {
   slot slots[MAX_SLOTS];
   removal *rm_head, *rm_tail;
   unsigned rm_queued, rm_running;
+  agent_prep *prep_head;     /* LIFO; at most MAX_PREPS */
+  unsigned n_preps, preps_running;
   unsigned long taken, missed, created, removed, failed;
   cache_entry *cache[CACHE_BUCKETS];
   size_t n_cache;
@@ -444,6 +454,19 @@ static void *worker_main(void *arg) {
       create_one(p, e, want); /* unlocks while it works */
       continue;
     }
+    if (p->prep_head && !p->stopping && e) {
+      agent_prep *ap = p->prep_head;
+      p->prep_head = ap->next;
+      p->n_preps--;
+      p->preps_running++;
+      pthread_mutex_unlock(&p->mu);
+      sm_agent_prepare(sm_runner_agents(p->runner), e, ap->id);
+      free(ap);
+      pthread_mutex_lock(&p->mu);
+      p->preps_running--;
+      pthread_cond_broadcast(&p->cv_done);
+      continue;
+    }
     if (p->stopping) break;
     if (e && !wa.prefer_removal && now - last_image_check >= IMAGE_CHECK_MS) {
       last_image_check = now;
@@ -501,6 +524,7 @@ sm_pool *sm_pool_new(sm_runner *runner) {
 
 static int all_settled(const sm_pool *p, int only_removals) {
   if (p->rm_head || p->rm_running) return 0;
+  if (!only_removals && (p->prep_head || p->preps_running)) return 0;
   double now = mono_ms();
   for (int i = 0; i < MAX_POOLS; i++) {
     const cfg_pool *cp = p->pools[i];
@@ -543,6 +567,13 @@ void sm_pool_free(sm_pool *p) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   p->size = 0;
+  /* Sessions nobody will use: not worth waiting for. */
+  while (p->prep_head) {
+    agent_prep *ap = p->prep_head;
+    p->prep_head = ap->next;
+    free(ap);
+  }
+  p->n_preps = 0;
   drain_all(p);
   if (p->rm_head && p->n_threads == 0) ensure_threads(p);
   /* Nothing may leak: wait for every removal, however long the engine takes
@@ -634,6 +665,25 @@ void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *ha
     trim_pool(p, cp, 0);
     cp->generation++;
     ensure_threads(p);
+    pthread_cond_broadcast(&p->cv_work);
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+void sm_pool_prepare_agent_later(sm_runner *runner, const char *container_id) {
+  sm_pool *p = sm_runner_pool(runner);
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  int ok = p->bg_remove && !p->stopping && p->n_preps < MAX_PREPS;
+  for (agent_prep *i = p->prep_head; ok && i; i = i->next)
+    if (strcmp(i->id, container_id) == 0) ok = 0;
+  agent_prep *ap = ok ? malloc(sizeof *ap) : NULL;
+  if (ap) {
+    ensure_threads(p);
+    snprintf(ap->id, sizeof ap->id, "%s", container_id);
+    ap->next = p->prep_head;
+    p->prep_head = ap;
+    p->n_preps++;
     pthread_cond_broadcast(&p->cv_work);
   }
   pthread_mutex_unlock(&p->mu);

@@ -407,11 +407,41 @@ static void test_workspace_sync_through_the_agent(void **state) {
   char with[1024], without[1024];
   unsigned long before = agent_calls();
   workspace_rounds(with_agent, "ws-a", with, sizeof with);
-  assert_true(agent_calls() > before + 2); /* the calls and their listings */
+  assert_int_equal(agent_calls(), before + 2); /* its second and third calls */
   workspace_rounds(without_agent, "ws-b", without, sizeof without);
   assert_string_equal(with, without);
   assert_null(strstr(with, "gone.txt"));
   assert_non_null(strstr(with, "edited on the host"));
+}
+
+/* A long-running process (background work on) opens a keyed sandbox's
+ * session after its first call: the second call finds it parked. */
+static void test_background_session_for_the_second_call(void **state) {
+  (void)state;
+  sm_runner *r = NULL;
+  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_runner_new(&r, &o, &err), 0);
+  sm_runner_set_agent(r, 1);
+  sm_runner_set_background_removal(r, 1);
+  call c = {ARGV("echo", "first")};
+  sm_run_result res;
+  run_in(r, "bg", &c, &res);
+  assert_string_equal(res.stdout_data, "first\n");
+  sm_run_result_dispose(&res);
+  assert_int_equal(sm_runner_settle(r, 60, &err), 0);
+  sm_agent_stats st;
+  sm_runner_agent_stats(r, &st);
+  assert_int_equal(st.sessions_opened, 1);
+  assert_int_equal(st.calls, 0);
+  call c2 = {ARGV("echo", "second")};
+  run_in(r, "bg", &c2, &res);
+  assert_string_equal(res.stdout_data, "second\n");
+  sm_run_result_dispose(&res);
+  sm_runner_agent_stats(r, &st);
+  assert_int_equal(st.sessions_opened, 1); /* the parked one */
+  assert_int_equal(st.calls, 1);
+  sm_runner_free(r);
 }
 
 typedef struct worker_arg {
@@ -499,6 +529,7 @@ int main(void) {
       cmocka_unit_test(test_concurrent_calls_in_one_sandbox),
       cmocka_unit_test(test_pool_container_has_a_session),
       cmocka_unit_test(test_workspace_sync_through_the_agent),
+      cmocka_unit_test(test_background_session_for_the_second_call),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
