@@ -174,6 +174,7 @@ static void agent_start(agent *a, const char *const *extra_env) {
     int stray = open("/dev/null", O_RDONLY);
     if (stray >= 0 && stray != 9) dup2(stray, 9), close(stray);
     for (size_t i = 0; extra_env && extra_env[i]; i++) putenv((char *)extra_env[i]);
+    signal(SIGHUP, SIG_IGN); /* calls must not inherit this (nor our SIGPIPE) */
     execl(SANDMAN_AGENT_PATH, "sandman-agent", (char *)NULL);
     _exit(127);
   }
