@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # Workspace copy-in benchmark: sandman against `docker cp`, and the second
 # call on an unchanged workspace against the first. Not a test (no
-# assertions on time); prints a table.
+# assertions on time); prints tables.
 #
 #   bench/workspace/run.sh [FILES] [BYTES_PER_FILE]     (default 10000 x 10240 = ~100 MB)
-# Env: SANDMAN_BUILD_DIR (default build), SANDMAN_INSTANCE (labels, default bench-ws).
+#
+# Env:
+#   SANDMAN_BUILD_DIR   the build to time (default build)
+#   SANDMAN_BASE_BUILD_DIR
+#                       a second build (e.g. of the previous commit) timed in
+#                       the same rounds, to compare a change on a noisy machine
+#   ROUNDS              rounds (default 1); each round times docker cp and
+#                       each build once, every copy into a fresh container,
+#                       in an order that rotates from round to round
+#   SANDMAN_INSTANCE    labels (default bench-ws)
 set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${SANDMAN_BUILD_DIR:-$SRC/build}
+BASE=${SANDMAN_BASE_BUILD_DIR:-}
+ROUNDS=${ROUNDS:-1}
 FILES=${1:-10000}
 SIZE=${2:-10240}
 INSTANCE=${SANDMAN_INSTANCE:-bench-ws}
@@ -23,22 +34,39 @@ cleanup() {
 }
 trap cleanup EXIT
 
-[ -f "$BUILD/libsandman.a" ] || { echo "build first: $BUILD/libsandman.a is missing" >&2; exit 1; }
-cc -O2 -I"$SRC/include" -o "$WORK/ws_bench" "$SRC/bench/workspace/ws_bench.c" "$BUILD/libsandman.a" \
-  $(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttpd) -lpthread -lm
+LIBS=$(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttpd)
+build_bench() { # build-dir output
+  [ -f "$1/libsandman.a" ] || { echo "build first: $1/libsandman.a is missing" >&2; exit 1; }
+  # shellcheck disable=SC2086
+  cc -O2 -I"$SRC/include" -o "$2" "$SRC/bench/workspace/ws_bench.c" "$1/libsandman.a" $LIBS \
+    -lpthread -lm
+}
+build_bench "$BUILD" "$WORK/ws_bench"
+[ -n "$BASE" ] && build_bench "$BASE" "$WORK/ws_bench_base"
 
-# A container like sandman's: read-only root, user 1000, a tmpfs volume at /workspace.
+# A container like sandman's: read-only root, user 1000, a tmpfs volume at
+# /workspace. Runs in a subshell ($(...)), so the caller records what it made.
 box() {
-  local vol="sm-bench-ws-$$-$1"
   docker volume create --driver local --opt type=tmpfs --opt device=tmpfs \
     --opt o=size=1g,uid=1000,gid=1000,mode=0755 \
-    --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" "$vol" >/dev/null
-  local id
-  id=$(docker run -d --network none --read-only --user 1000:1000 \
+    --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" "$1" >/dev/null
+  docker run -d --network none --read-only --user 1000:1000 \
     --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" \
-    --mount "type=volume,source=$vol,target=/workspace" "$IMAGE" sleep 3600)
-  echo "$id"
+    --mount "type=volume,source=$1,target=/workspace" "$IMAGE" sleep 3600
 }
+N_BOX=0
+new_box() { # sets BOX
+  N_BOX=$((N_BOX + 1))
+  local vol="sm-bench-ws-$$-$N_BOX"
+  VOLUMES+=("$vol")
+  BOX=$(box "$vol")
+  CONTAINERS+=("$BOX")
+}
+drop_box() {
+  docker rm -f "$BOX" >/dev/null 2>&1 || true
+  docker volume rm -f "sm-bench-ws-$$-$N_BOX" >/dev/null 2>&1 || true
+}
+count_files() { docker exec "$BOX" sh -c 'find /workspace -type f | wc -l'; }
 
 echo "generating $FILES files of $SIZE bytes in $WORK/ws ..."
 "$WORK/ws_bench" gen "$WORK/ws" "$FILES" "$SIZE"
@@ -47,32 +75,76 @@ find "$WORK/ws" -exec touch -h -d '1 hour ago' {} +
 sync
 MB=$(du -sm "$WORK/ws" | cut -f1)
 
-# box runs in a subshell ($(...)): what it made is recorded here, so the
-# EXIT trap removes it.
-VOLUMES+=("sm-bench-ws-$$-cp")
-c1=$(box cp)
-CONTAINERS+=("$c1")
-t0=$(date +%s.%N)
-docker cp "$WORK/ws/." "$c1:/workspace"
-t1=$(date +%s.%N)
-DOCKER_CP=$(echo "$t1 - $t0" | bc)
-n=$(docker exec "$c1" sh -c 'find /workspace -type f | wc -l')
-[ "$n" -eq "$FILES" ] || echo "warning: docker cp copied $n files" >&2
+run_cp() {
+  new_box
+  local t0 t1
+  t0=$(date +%s.%N)
+  docker cp "$WORK/ws/." "$BOX:/workspace"
+  t1=$(date +%s.%N)
+  printf '%.3f\n' "$(echo "$t1 - $t0" | bc)" >>"$WORK/t.cp"
+  local n
+  n=$(count_files)
+  [ "$n" -eq "$FILES" ] || echo "warning: docker cp copied $n files" >&2
+  drop_box
+}
+run_sm() { # tag binary
+  new_box
+  local out n
+  # ws_bench changes the host workspace (copy out, 10 files touched at its
+  # end): every run works on a fresh copy, written back before the timing.
+  rm -rf "$WORK/wsc" && cp -a "$WORK/ws" "$WORK/wsc" && sync
+  out=$("$2" sync "$WORK/wsc" "$BOX" "$WORK/manifest")
+  n=$(count_files)
+  [ "$n" -eq "$FILES" ] || echo "warning: sandman ($1) copied $n files" >&2
+  echo "$out" >"$WORK/last.$1"
+  echo "$out" | awk '$1 == "in_first" { print $2 }' >>"$WORK/t.$1"
+  echo "$out" | awk '$1 == "in_unchanged" { print $2 }' >>"$WORK/t.$1.s4"
+  drop_box
+}
 
-VOLUMES+=("sm-bench-ws-$$-sandman")
-c2=$(box sandman)
-CONTAINERS+=("$c2")
-out=$("$WORK/ws_bench" sync "$WORK/ws" "$c2" "$WORK/manifest")
-n=$(docker exec "$c2" sh -c 'find /workspace -type f | wc -l')
-[ "$n" -eq "$FILES" ] || echo "warning: sandman copied $n files" >&2
+peers=(cp sm)
+[ -n "$BASE" ] && peers+=(base)
+for ((r = 0; r < ROUNDS; r++)); do
+  for ((k = 0; k < ${#peers[@]}; k++)); do
+    p=${peers[$(((k + r) % ${#peers[@]}))]}
+    case $p in
+    cp) run_cp ;;
+    sm) run_sm sm "$WORK/ws_bench" ;;
+    base) run_sm base "$WORK/ws_bench_base" ;;
+    esac
+  done
+  [ "$ROUNDS" -gt 1 ] && echo "round $((r + 1))/$ROUNDS done" >&2
+done
 
+out=$(cat "$WORK/last.sm")
 val() { echo "$out" | awk -v k="$1" '$1 == k { print $'"$2"' }'; }
+med() { sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '\nworkspace: %s files, %s MB (tmpfs volume, %s)\n\n' "$FILES" "$MB" "$(docker version --format '{{.Server.Version}}')"
-printf '%-42s %10s %10s %12s\n' "operation" "seconds" "entries" "bytes moved"
-printf '%-42s %10s %10s %12s\n' "docker cp (whole folder)" "$DOCKER_CP" "-" "-"
+printf '%-42s %10s %10s %12s\n' "operation (the last round)" "seconds" "entries" "bytes moved"
+printf '%-42s %10s %10s %12s\n' "docker cp (whole folder)" "$(tail -1 "$WORK/t.cp")" "-" "-"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, first call" "$(val in_first 2)" "$(val in_first 3)" "$(val in_first 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, unchanged (next call)" "$(val in_unchanged 2)" "$(val in_unchanged 3)" "$(val in_unchanged 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy out, nothing changed" "$(val out_unchanged 2)" "$(val out_unchanged 3)" "$(val out_unchanged 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy out, 5 files changed" "$(val out_5_changed 2)" "$(val out_5_changed 3)" "$(val out_5_changed 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy out, 100 files changed" "$(val out_100_changed 2)" "$(val out_100_changed 3)" "$(val out_100_changed 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, 10 files changed" "$(val in_10_changed 2)" "$(val in_10_changed 3)" "$(val in_10_changed 4)"
+
+if [ "$ROUNDS" -gt 1 ] || [ -n "$BASE" ]; then
+  printf '\n%d round(s), medians (min-max), seconds; sandman: %s%s\n\n' "$ROUNDS" "$BUILD" \
+    "${BASE:+, base: $BASE}"
+  row() { # label file
+    printf '%-42s %8s  (%s-%s)\n' "$1" "$(med "$2")" "$(sort -g "$2" | head -1)" "$(sort -g "$2" | tail -1)"
+  }
+  row "docker cp" "$WORK/t.cp"
+  row "sandman copy in, first call" "$WORK/t.sm"
+  row "sandman copy in, unchanged" "$WORK/t.sm.s4"
+  if [ -n "$BASE" ]; then
+    row "base: sandman copy in, first call" "$WORK/t.base"
+    row "base: sandman copy in, unchanged" "$WORK/t.base.s4"
+  fi
+  printf '\ndocker cp / sandman first call (medians): %s' \
+    "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.sm")" | bc)"
+  [ -n "$BASE" ] && printf ', base: %s' \
+    "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.base")" | bc)"
+  printf '\n'
+fi

@@ -1,20 +1,25 @@
-/* The packer: a tar stream (libarchive, pax) of chosen workspace entries,
- * pulled through an sm_read_fn. Each step runs the writer once (a header, or
- * up to 64 KiB of one file) into a small buffer, so neither a temporary tar
- * file nor the whole archive ever exists. File content is hashed as it is
- * read, which fills the manifest for free.
+/* The packer: a tar stream (libarchive, pax restricted) of chosen workspace
+ * entries, pulled through an sm_read_fn. Neither a temporary tar file nor
+ * the whole archive ever exists. File content is hashed as it is read, which
+ * fills the manifest for free.
  *
  * The first read starts a producer thread that walks, reads, hashes and packs
  * into a bounded ring of chunks (PIPE_SLOTS x PIPE_CHUNK) while the reader
- * (the upload) drains it, so our work overlaps the engine's unpacking. A
- * producer error reaches the reader as its SM_E* code (the message stays in
- * p->err); a reader that stops (abort, upload failure, free) makes the
- * producer stop, and it is joined before anything it wrote is looked at. */
+ * (the upload) drains it, so our work overlaps the engine's unpacking. The
+ * engine's extraction is what the upload waits for, and it shares the CPUs
+ * with us, so the producer copies as little as it can: libarchive writes
+ * unblocked, straight into the ring slot being filled, and file data is
+ * read into that slot in place (the write callback sees its own bytes and
+ * only counts them). A producer error reaches the reader as its SM_E* code
+ * (the message stays in p->err); a reader that stops (abort, upload
+ * failure, free) makes the producer stop, and it is joined before anything
+ * it wrote is looked at. */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <locale.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,12 +34,12 @@
 #include "common/buf.h"
 #include "workspace/ws.h"
 
-#define PACK_CHUNK 65536
-/* One step writes at most a chunk plus a tar block and a pax header. */
-#define PACK_BUF_MAX ((size_t)4 << 20)
 /* The ring between producer and reader: 8 x 256 KiB = 2 MiB at most. */
 #define PIPE_CHUNK ((size_t)256 << 10)
 #define PIPE_SLOTS 8
+/* A file read that would get less room than this in the slot being filled
+ * (and is not the file's end) starts the next slot instead: no tiny reads. */
+#define READ_MIN ((size_t)16 << 10)
 
 typedef struct pipe_slot {
   size_t len;
@@ -65,8 +70,6 @@ struct ws_packer {
   int uid, gid;
   struct archive *a;
   struct archive_entry *ae;
-  sm_buf out;
-  size_t out_pos;
   ws_dircache dirs;
   /* The file being copied. */
   int fd;
@@ -80,15 +83,72 @@ struct ws_packer {
   int64_t produced, abort_after;
   int64_t bytes, entries;
   pack_pipe *pipe;        /* NULL until the first read */
+  pipe_slot *fill;        /* the producer's slot being filled, not yet published */
+  int halted;             /* the producer saw the reader's stop */
+  int noatime;            /* O_NOATIME still worth trying */
   int read_failed;        /* the reader's side: stopped with p->err */
-  char chunk[PACK_CHUNK];
 };
 
+/* The producer's slot to write into, waiting for the reader to free one;
+ * NULL once the reader asked the producer to stop. */
+static pipe_slot *fill_slot(ws_packer *p) {
+  if (p->fill) return p->fill;
+  pack_pipe *q = p->pipe;
+  pthread_mutex_lock(&q->mu);
+  while (q->count == PIPE_SLOTS && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+  int stop = q->stop;
+  size_t idx = (q->head + q->count) % PIPE_SLOTS;
+  pthread_mutex_unlock(&q->mu);
+  if (stop) {
+    p->halted = 1;
+    return NULL;
+  }
+  /* A free slot is the producer's alone until it is published. */
+  p->fill = &q->slot[idx];
+  p->fill->len = 0;
+  return p->fill;
+}
+
+/* Hands the slot being filled to the reader; done: nothing more follows
+ * (rc 0 the end, or the error). */
+static void publish(ws_packer *p, int done, int rc) {
+  pack_pipe *q = p->pipe;
+  pthread_mutex_lock(&q->mu);
+  if (p->fill && p->fill->len > 0) q->count++;
+  p->fill = NULL;
+  if (done) {
+    q->done = 1;
+    q->rc = rc;
+  }
+  pthread_cond_broadcast(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+}
+
+/* libarchive's output (unblocked: headers, padding, and file data that was
+ * read into the slot already, which is only counted). Runs in the producer. */
 static la_ssize_t pack_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
   ws_packer *p = ud;
-  if (sm_buf_append(&p->out, buf, len) != 0) {
-    archive_set_error(a, ENOMEM, "tar buffer full");
+  /* No ring (never read), or its producer is gone: libarchive_write_free
+   * closing an unfinished archive writes its end here, for nobody. */
+  if (p->pipe == NULL || p->halted) {
+    archive_set_error(a, ECANCELED, "the upload stopped");
     return -1;
+  }
+  const char *src = buf;
+  size_t left = len;
+  while (left > 0) {
+    pipe_slot *sl = fill_slot(p);
+    if (sl == NULL) {
+      archive_set_error(a, ECANCELED, "the upload stopped");
+      return -1;
+    }
+    size_t room = PIPE_CHUNK - sl->len;
+    size_t n = left < room ? left : room;
+    if (src != sl->data + sl->len) memcpy(sl->data + sl->len, src, n);
+    sl->len += n;
+    src += n;
+    left -= n;
+    if (sl->len == PIPE_CHUNK) publish(p, 0, 0);
   }
   return (la_ssize_t)len;
 }
@@ -106,7 +166,7 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
   p->gid = gid < 0 ? 0 : gid;
   p->fd = -1;
   p->abort_after = -1;
-  sm_buf_init(&p->out, PACK_BUF_MAX);
+  p->noatime = 1;
   ws_dircache_init(&p->dirs, root_fd);
   p->a = archive_write_new();
   p->ae = archive_entry_new();
@@ -114,11 +174,19 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
     ws_packer_free(p);
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
-  /* pax: long names, large files and exact mtimes; names pass as raw bytes
-   * (hdrcharset=BINARY) so the process locale never mangles them. */
+  /* pax restricted: a plain ustar header for the usual entry, a pax one only
+   * where ustar falls short (long names and link targets, large sizes and
+   * ids, names that are not ASCII). A pax header on every entry (as
+   * hdrcharset=BINARY would write) costs the engine's extraction a tenth
+   * more bytes and a parse per entry. Names stay raw bytes all the same:
+   * the producer thread runs in the C locale, where libarchive cannot
+   * convert a non-ASCII name and so writes it as it is, marked
+   * hdrcharset=BINARY (an ARCHIVE_WARN, not an error). Unblocked
+   * (bytes_per_block 0): libarchive hands each write on as it is, no
+   * 10 KiB block copies; the stream has no padding past its end blocks. */
   if (archive_write_set_format_pax_restricted(p->a) != ARCHIVE_OK ||
       archive_write_add_filter_none(p->a) != ARCHIVE_OK ||
-      archive_write_set_options(p->a, "hdrcharset=BINARY") < ARCHIVE_WARN ||
+      archive_write_set_bytes_per_block(p->a, 0) != ARCHIVE_OK ||
       archive_write_set_bytes_in_last_block(p->a, 1) != ARCHIVE_OK ||
       archive_write_open2(p->a, p, NULL, pack_write_cb, NULL, NULL) != ARCHIVE_OK) {
     sm_error_set(err, SM_EIO, "starting the workspace tar stream: %s", archive_error_string(p->a));
@@ -173,7 +241,6 @@ void ws_packer_free(ws_packer *p) {
   close_file(p);
   if (p->a) archive_write_free(p->a);
   if (p->ae) archive_entry_free(p->ae);
-  sm_buf_dispose(&p->out);
   ws_dircache_dispose(&p->dirs);
   free(p->prefix);
   free(p);
@@ -181,6 +248,8 @@ void ws_packer_free(ws_packer *p) {
 
 static int fail(ws_packer *p, int code, const char *fmt, const char *path, const char *why) {
   p->failed = 1;
+  /* Stopped by the reader: whatever failed since is not the story. */
+  if (p->halted) return SM_ECANCELLED;
   return sm_error_set(&p->err, code, fmt, path, why);
 }
 
@@ -191,7 +260,15 @@ static int open_item(ws_packer *p, ws_entry *e, struct stat *st) {
   int dfd = ws_dircache_parent(&p->dirs, e->path, &name, 0);
   if (dfd < 0) return dfd;
   if (e->type == 'f') {
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    /* O_NOATIME: reading a workspace should not write every inode back
+     * (relatime still does once a day); only the owner (or root) may ask. */
+    int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    int fd = -1;
+    if (p->noatime) {
+      fd = openat(dfd, name, flags | O_NOATIME);
+      if (fd < 0 && errno == EPERM) p->noatime = 0;
+    }
+    if (fd < 0 && !p->noatime) fd = openat(dfd, name, flags);
     if (fd < 0) return -errno;
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
       close(fd);
@@ -294,13 +371,26 @@ static int finish_file(ws_packer *p) {
   return 0;
 }
 
-/* One step of the writer. */
+/* One step of the writer: a header, or one read of the current file. */
 static int step(ws_packer *p) {
   if (p->cur) {
-    size_t want = p->remaining < PACK_CHUNK ? (size_t)p->remaining : PACK_CHUNK;
+    pipe_slot *sl = fill_slot(p);
+    if (sl == NULL) return fail(p, SM_ECANCELLED, "%s%s", "stopped", "");
+    size_t want = p->remaining < (int64_t)PIPE_CHUNK ? (size_t)p->remaining : PIPE_CHUNK;
+    size_t room = PIPE_CHUNK - sl->len;
+    if (room < want && room < READ_MIN) {
+      publish(p, 0, 0);
+      sl = fill_slot(p);
+      if (sl == NULL) return fail(p, SM_ECANCELLED, "%s%s", "stopped", "");
+      room = PIPE_CHUNK;
+    }
+    if (want > room) want = room;
+    /* Read in place: the slot's free room is where libarchive would copy
+     * these bytes to anyway. */
+    char *at = sl->data + sl->len;
     ssize_t r = 0;
     if (want > 0) {
-      do r = read(p->fd, p->chunk, want);
+      do r = read(p->fd, at, want);
       while (r < 0 && errno == EINTR);
       if (r < 0) return fail(p, SM_EIO, "reading %s: %s", p->cur->path, strerror(errno));
     }
@@ -310,8 +400,8 @@ static int step(ws_packer *p) {
       p->remaining = 0;
     }
     if (r > 0) {
-      EVP_DigestUpdate(p->md, p->chunk, (size_t)r);
-      if (archive_write_data(p->a, p->chunk, (size_t)r) < 0)
+      EVP_DigestUpdate(p->md, at, (size_t)r);
+      if (archive_write_data(p->a, at, (size_t)r) < 0)
         return fail(p, SM_EIO, "writing the tar stream of %s: %s", p->cur->path,
                     archive_error_string(p->a));
       p->remaining -= r;
@@ -328,58 +418,29 @@ static int step(ws_packer *p) {
   return 0;
 }
 
-/* The packer itself, one thread: fills buf with the next bytes of the tar
- * stream; 0 at its end, or a negative SM_E* code (why in p->err). */
-static ssize_t pack_pull(ws_packer *p, char *buf, size_t len) {
-  if (p->failed) return p->err.code ? p->err.code : SM_EIO;
-  while (p->out_pos >= p->out.len && !p->finished) {
-    sm_buf_reset(&p->out);
-    p->out_pos = 0;
-    if (step(p) != 0) return p->err.code ? p->err.code : SM_EIO;
-  }
-  size_t avail = p->out.len - p->out_pos;
-  size_t n = avail < len ? avail : len;
-  memcpy(buf, p->out.data + p->out_pos, n);
-  p->out_pos += n;
-  return (ssize_t)n;
-}
-
 static void *producer_main(void *ud) {
   ws_packer *p = ud;
   pack_pipe *q = p->pipe;
   if (q->request_id[0]) sm_log_set_request_id(q->request_id);
+  /* Names are bytes: in the C locale libarchive never converts them (see
+   * ws_packer_new), whatever locale the caller's process runs in. */
+  locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+  if (c_locale != (locale_t)0) uselocale(c_locale);
   int rc = 0;
-  for (;;) {
-    pthread_mutex_lock(&q->mu);
-    while (q->count == PIPE_SLOTS && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
-    int stop = q->stop;
-    size_t idx = (q->head + q->count) % PIPE_SLOTS;
-    pthread_mutex_unlock(&q->mu);
-    if (stop) break;
-    /* The free slot is the producer's alone until it is published. */
-    pipe_slot *sl = &q->slot[idx];
-    sl->len = 0;
-    ssize_t r = 1;
-    while (sl->len < PIPE_CHUNK) {
-      r = pack_pull(p, sl->data + sl->len, PIPE_CHUNK - sl->len);
-      if (r <= 0) break;
-      sl->len += (size_t)r;
-    }
-    pthread_mutex_lock(&q->mu);
-    if (sl->len > 0) q->count++;
-    if (r <= 0) {
-      rc = r < 0 ? (int)r : 0;
-      q->done = 1;
-      q->rc = rc;
-    }
-    pthread_cond_broadcast(&q->cv);
-    stop = q->done || q->stop;
-    pthread_mutex_unlock(&q->mu);
-    if (stop) break;
+  while (!p->finished) {
+    rc = step(p);
+    if (rc != 0) break;
   }
+  /* What was packed goes to the reader first, then the end or the error
+   * (a stopped reader reads nothing more either way). */
+  publish(p, 1, rc == 0 ? 0 : p->err.code ? p->err.code : SM_EIO);
   /* Files stay open until the packer is freed: close the current one here,
    * in the thread that owns it. */
   close_file(p);
+  if (c_locale != (locale_t)0) {
+    uselocale(LC_GLOBAL_LOCALE);
+    freelocale(c_locale);
+  }
   return NULL;
 }
 
@@ -424,6 +485,7 @@ static void pipe_stop(ws_packer *p) {
   pthread_mutex_unlock(&q->mu);
   pthread_join(q->thread, NULL);
   q->joined = 1;
+  p->halted = 1;
 }
 
 /* The reader's side: the next bytes from the ring, 0 at the end, or the

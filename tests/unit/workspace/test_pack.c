@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <locale.h>
 #include <sandman/sandman.h>
 
 #include "workspace/ws.h"
@@ -236,6 +237,120 @@ static void test_extractor_cap_stops_producer(void **state) {
   rm_rf(dest);
 }
 
+
+/* Packs all of f's tree into memory. */
+static char *pack_all(int root_fd, ws_entry **items, size_t n, size_t *len) {
+  ws_packer *p = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (ws_packer_new(&p, root_fd, items, n, "", 1000, 1000, &err) != 0) fail_msg("%s", err.message);
+  sm_buf b;
+  sm_buf_init(&b, (size_t)64 << 20);
+  char buf[70000];
+  ssize_t r;
+  while ((r = ws_packer_read(p, buf, sizeof buf)) > 0) assert_int_equal(sm_buf_append(&b, buf, (size_t)r), 0);
+  assert_int_equal(r, 0);
+  ws_packer_free(p);
+  *len = b.len;
+  return sm_buf_steal(&b, NULL);
+}
+
+/* The stream the engine unpacks: a plain ustar header for ordinary entries
+ * (no pax header each: the engine parses one per entry and moves a tenth
+ * more bytes), and names and link targets as the very bytes the host has,
+ * whatever the process locale (valid UTF-8, invalid UTF-8, long names). */
+static void test_stream_format(void **state) {
+  (void)state;
+  char root[64];
+  snprintf(root, sizeof root, "/tmp/sm-ws-fmt-XXXXXX");
+  assert_non_null(mkdtemp(root));
+  char p[1024];
+  /* Ordinary entries first: their stream is ustar, byte for byte. */
+  snprintf(p, sizeof p, "%s/src", root);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof p, "%s/src/main.c", root);
+  write_file(p, "int main(void) { return 0; }\n");
+  snprintf(p, sizeof p, "%s/empty", root);
+  write_file(p, "");
+  snprintf(p, sizeof p, "%s/src/link", root);
+  assert_int_equal(symlink("main.c", p), 0);
+  int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  ws_scan_opts o = {.max_bytes = WS_DEFAULT_MAX_BYTES,
+                    .max_entries = WS_DEFAULT_MAX_ENTRIES,
+                    .max_path = WS_DEFAULT_MAX_PATH};
+  sm_error err = SM_ERROR_INIT;
+  ws_manifest m;
+  ws_manifest_init(&m);
+  if (ws_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
+  ws_entry **items = calloc(m.n + 1, sizeof *items);
+  for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
+  size_t len = 0;
+  char *tar = pack_all(fd, items, m.n, &len);
+  /* 4 headers, one data block (the 29-byte file), two end blocks. */
+  assert_int_equal(m.n, 4);
+  assert_int_equal(len, (size_t)(4 * 512 + 512 + 1024));
+  free(tar);
+  free(items);
+  ws_manifest_dispose(&m);
+
+  /* Odd names: non-ASCII (valid and invalid UTF-8), too long for ustar,
+   * link targets alike. The caller's locale does not matter. */
+  const char *saved = setlocale(LC_ALL, NULL);
+  char *saved_copy = strdup(saved ? saved : "C");
+  setlocale(LC_ALL, "C.UTF-8");
+  static const char *const names[] = {"na\xc3\xafve.txt", "bad-\xff\xfe.txt",
+                                      "\xe6\x97\xa5\xe6\x9c\xac"};
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", root, names[i]);
+    write_file(p, names[i]);
+  }
+  char longname[201];
+  memset(longname, 'n', 200);
+  longname[200] = '\0';
+  snprintf(p, sizeof p, "%s/%s", root, longname);
+  write_file(p, "long");
+  char target[300];
+  snprintf(target, sizeof target, "src/%s/../../t\xc3\xa4rget-\xff", longname);
+  snprintf(p, sizeof p, "%s/oddlink", root);
+  assert_int_equal(symlink(target, p), 0);
+  ws_manifest_init(&m);
+  if (ws_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
+  items = calloc(m.n + 1, sizeof *items);
+  for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
+  tar = pack_all(fd, items, m.n, &len);
+  setlocale(LC_ALL, saved_copy);
+  free(saved_copy);
+  struct archive *a = archive_read_new();
+  archive_read_support_format_tar(a);
+  assert_int_equal(archive_read_open_memory(a, tar, len), ARCHIVE_OK);
+  struct archive_entry *ae;
+  size_t seen = 0, odd = 0;
+  while (archive_read_next_header(a, &ae) == ARCHIVE_OK) {
+    const char *name = archive_entry_pathname(ae);
+    char bare[512];
+    snprintf(bare, sizeof bare, "%s", name);
+    size_t bl = strlen(bare);
+    if (bl > 0 && bare[bl - 1] == '/') bare[bl - 1] = '\0';
+    assert_non_null(ws_manifest_get(&m, bare));
+    for (size_t i = 0; i < 3; i++)
+      if (strcmp(bare, names[i]) == 0) odd++;
+    if (strcmp(bare, longname) == 0) odd++;
+    if (strcmp(bare, "oddlink") == 0) {
+      assert_string_equal(archive_entry_symlink(ae), target);
+      odd++;
+    }
+    seen++;
+  }
+  assert_int_equal(seen, m.n);
+  assert_int_equal(odd, 5);
+  archive_read_free(a);
+  free(tar);
+  free(items);
+  ws_manifest_dispose(&m);
+  close(fd);
+  rm_rf(root);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_full_stream, setup, teardown),
@@ -243,6 +358,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reader_abort_hook, setup, teardown),
       cmocka_unit_test_setup_teardown(test_producer_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_extractor_cap_stops_producer, setup, teardown),
+      cmocka_unit_test(test_stream_format),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
