@@ -316,9 +316,14 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   /* Selective sandboxing decides where an agent runtime runs a tool; what
    * reaches the runner runs in the runner's sandboxes, never on its host
    * (unless the runner's own mode is none). */
-  if (!k->r.sandboxed)
+  if (!k->r.sandboxed && srv->opts.mode != SM_MODE_NONE) {
+    /* The resolver said mode none (host) for it: the runner's own mode (or
+     * the container mode the request asked for) applies instead. */
+    k->r.settings.mode = p->has_mode ? p->mode : srv->opts.mode;
     sm_log(SM_LOG_DEBUG, "tool %s is not sandboxed by the configuration (%s): the runner "
-           "sandboxes it anyway", p->tool ? p->tool : "(none)", k->r.sandbox_rule);
+           "sandboxes it anyway (mode %s)", p->tool ? p->tool : "(none)", k->r.sandbox_rule,
+           sm_server_mode_name(k->r.settings.mode));
+  }
   int hook_tool = is_hook_tool(p);
   if (build_argv(k, a) != 0) return -1;
   if (p->workspace && resolve_workspace(k, a) != 0) return -1;

@@ -257,6 +257,17 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
                   "sandman_pool_failed_total %lu\n",
                   p->size, p->configurations, p->ready, p->creating, p->removals_pending,
                   p->taken, p->missed, p->created, p->removed, p->failed);
+    sm_buf_printf(out,
+                  "# HELP sandman_agent_sessions_opened_total In-sandbox agent sessions "
+                  "started.\n# TYPE sandman_agent_sessions_opened_total counter\n"
+                  "sandman_agent_sessions_opened_total %lu\n"
+                  "# HELP sandman_agent_calls_total Tool calls made through an in-sandbox "
+                  "agent instead of an engine exec.\n# TYPE sandman_agent_calls_total counter\n"
+                  "sandman_agent_calls_total %lu\n"
+                  "# HELP sandman_agent_fallbacks_total Calls that wanted an agent and used "
+                  "the engine's exec.\n# TYPE sandman_agent_fallbacks_total counter\n"
+                  "sandman_agent_fallbacks_total %lu\n",
+                  g->agent.sessions_opened, g->agent.calls, g->agent.fallbacks);
   }
   int rc = sm_buf_printf(out,
                          "# HELP sandman_calls_in_flight Calls running now.\n"

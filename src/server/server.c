@@ -204,6 +204,7 @@ void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) 
   }
   if (srv->opts.runner) {
     sm_runner_pool_stats(srv->opts.runner, &g->pool);
+    sm_runner_agent_stats(srv->opts.runner, &g->agent);
     g->pool_known = 1;
   }
   size_t total = 0;

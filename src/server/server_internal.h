@@ -176,6 +176,7 @@ typedef struct sm_metrics_gauges {
   int draining;
   int pool_known;        /* pool below is valid (a runner is attached) */
   sm_pool_stats pool;    /* the warm pool (sm_runner_pool_stats) */
+  sm_agent_stats agent;  /* in-sandbox agents (sm_runner_agent_stats), with pool_known */
 } sm_metrics_gauges;
 
 sm_metrics *sm_metrics_new(void);

@@ -88,6 +88,15 @@ expect_contains "sandman_pool_ready is a gauge" "# TYPE sandman_pool_ready gauge
 expect_contains "sandman_pool_taken_total is a counter" \
   "# TYPE sandman_pool_taken_total counter" "$m"
 expect_contains "existing metrics are still there" "sandman_engine_up 1" "$m"
+# The pool's container has its agent session open: the call goes over it.
+answer=$(curl -sS --unix-socket "$SOCK" -H "Authorization: Bearer $(cat "$WORK/token")" \
+  -H 'Content-Type: application/json' -d '{"tool":"t","argv":["sh","-c","echo via-pool; id -u"]}' \
+  http://localhost/v1/execute)
+expect_contains "the pooled call answers" '"stdout": "via-pool\n1000\n"' \
+  "$(printf '%s' "$answer" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin), indent=0))')"
+expect_eq "sandman_agent_calls_total counts it" 1 "$(metric sandman_agent_calls_total)"
+opened=$(metric sandman_agent_sessions_opened_total)
+check "sandman_agent_sessions_opened_total counts the pool's session" test "${opened:-0}" -ge 1
 stop_worker
 expect_eq "SIGTERM leaves no container" 0 "$(count all_ids)"
 
