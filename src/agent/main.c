@@ -243,7 +243,8 @@ static void start_call(uint32_t id, unsigned char *payload, uint32_t len) {
   int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, pfail[2] = {-1, -1};
   if (make_pipe(pin) || make_pipe(pout) || make_pipe(perr) || make_pipe(pfail)) {
     int e = errno;
-    for (int *fd = &pin[0]; fd <= &pfail[1]; fd++) close_fd(fd);
+    int *all[] = {&pin[0], &pin[1], &pout[0], &pout[1], &perr[0], &perr[1], &pfail[0], &pfail[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) close_fd(all[i]);
     free(env);
     send_fail(id, e, "pipe", argv_slots[0]);
     return;

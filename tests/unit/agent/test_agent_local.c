@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,6 +161,9 @@ static frame *next_frame(agent *a) {
   return f;
 }
 
+/* RLIMIT_NOFILE for the next agent started, 0 to leave it. */
+static rlim_t nofile_limit;
+
 static void agent_start(agent *a, const char *const *extra_env) {
   int in[2], out[2];
   memset(a, 0, sizeof *a);
@@ -175,6 +179,8 @@ static void agent_start(agent *a, const char *const *extra_env) {
     if (stray >= 0 && stray != 9) dup2(stray, 9), close(stray);
     for (size_t i = 0; extra_env && extra_env[i]; i++) putenv((char *)extra_env[i]);
     signal(SIGHUP, SIG_IGN); /* calls must not inherit this (nor our SIGPIPE) */
+    struct rlimit rl = {nofile_limit, nofile_limit};
+    if (nofile_limit && setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(126);
     execl(SANDMAN_AGENT_PATH, "sandman-agent", (char *)NULL);
     _exit(127);
   }
@@ -365,6 +371,15 @@ static int setup(void **state) {
   return 0;
 }
 
+/* Fds 0-3 (3: the agent's signalfd) and 9 taken, 10 allowed: the third
+ * of a call's four pipes cannot be made. */
+static int setup_few_fds(void **state) {
+  nofile_limit = 10;
+  setup(state);
+  nofile_limit = 0;
+  return 0;
+}
+
 static int teardown(void **state) {
   agent_stop(*state);
   return 0;
@@ -552,6 +567,21 @@ static void test_many_calls_leak_nothing(void **state) {
   assert_true(rss_kib(a->pid) <= rss + 256);
 }
 
+static void test_out_of_fds_fails_the_call(void **state) {
+  agent *a = *state;
+  int fds = count_fds(a->pid);
+  const char *const argv[] = {"/bin/true", NULL};
+  for (uint32_t id = 1; id <= 3; id++) {
+    result r;
+    run(a, id, "/", argv, NULL, NULL, 0, &r);
+    assert_true(r.failed);
+    assert_int_equal(r.fail_errno, EMFILE);
+    assert_non_null(strstr(r.fail_msg, "pipe /bin/true"));
+    result_dispose(&r);
+  }
+  assert_int_equal(count_fds(a->pid), fds); /* the pipes made were closed */
+}
+
 static void test_protocol_error_exits_2(void **state) {
   agent *a = *state;
   bytes b = {0};
@@ -634,6 +664,7 @@ int main(void) {
       T(test_child_starts_clean),       T(test_killed_by_signal),
       T(test_background_processes),
       T(test_stale_stdin_ignored),      T(test_many_calls_leak_nothing),
+      cmocka_unit_test_setup_teardown(test_out_of_fds_fails_the_call, setup_few_fds, teardown),
       T(test_protocol_error_exits_2),   T(test_unknown_type_exits_2),
       T(test_call_during_call_exits_2), T(test_close_while_idle_exits_0),
       T(test_close_during_call_kills_group),
