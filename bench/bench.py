@@ -286,6 +286,29 @@ class Bench:
         self.add("S2", "floor (raw API)", acc["floor"], kind="floor",
                  note="create + start + wait + remove")
 
+    def runner_metric(self, name):
+        """A value from the runner's /metrics (None when absent)."""
+        with open(self.token_file) as f:
+            token = f.read().strip()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.sock)
+            s.sendall(("GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s"
+                       "\r\nConnection: close\r\n\r\n" % token).encode())
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        for line in data.decode(errors="replace").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == name:
+                return float(parts[1])
+        return None
+
     def wait_runner_pool(self, size, timeout=60.0):
         """Until the runner has `size` per_tool containers, all running (its
         pool full, no removal or creation under way)."""
@@ -296,7 +319,8 @@ class Bench:
                             "label=io.sandman.mode=per_tool", "--format",
                             "{{.Names}} {{.State}}"]).stdout
             states = [l.split()[-1] for l in out.splitlines() if l.strip()]
-            if len(states) == size and all(x == "running" for x in states):
+            if (len(states) == size and all(x == "running" for x in states)
+                    and self.runner_metric("sandman_agent_sessions_preparing") == 0):
                 return
             time.sleep(0.05)
         raise RuntimeError("the runner's pool did not fill: %s\nrunner log:\n%s" % (

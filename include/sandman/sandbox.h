@@ -237,6 +237,7 @@ typedef struct sm_pool_stats {
   unsigned ready;             /* containers ready now, all pools */
   unsigned creating;
   unsigned removals_pending;  /* queued or running */
+  unsigned agents_preparing;  /* agent sessions being opened (queued or running) */
   unsigned long taken;        /* calls that got a ready container */
   unsigned long missed;       /* calls that found their pool empty */
   unsigned long created, removed, failed;

@@ -398,8 +398,22 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
     return;
   }
   s->out = NULL;
-  sm_agent_session *drop = NULL;
+  sm_agent_session *drop = NULL, *dead = NULL;
   pthread_mutex_lock(&a->mu);
+  /* Sessions whose container went away (a drained pool, a reap) end by
+   * themselves: drop them here rather than keep their sockets. */
+  sm_agent_session **pp = &a->idle;
+  while (*pp) {
+    sm_agent_session *i = *pp;
+    if (!sm_exec_stream_quiet(i->stream)) {
+      *pp = i->next;
+      a->n_idle--;
+      i->next = dead;
+      dead = i;
+      continue;
+    }
+    pp = &i->next;
+  }
   unsigned same = 0;
   for (sm_agent_session *i = a->idle; i; i = i->next)
     same += strcmp(i->container_id, s->container_id) == 0;
@@ -411,15 +425,20 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
     a->n_idle++;
     /* Over the cap: the oldest (the list's tail) goes. */
     if (a->n_idle > MAX_IDLE) {
-      sm_agent_session **pp = &a->idle;
-      while ((*pp)->next) pp = &(*pp)->next;
-      drop = *pp;
-      *pp = NULL;
+      sm_agent_session **tail = &a->idle;
+      while ((*tail)->next) tail = &(*tail)->next;
+      drop = *tail;
+      *tail = NULL;
       a->n_idle--;
     }
   }
   pthread_mutex_unlock(&a->mu);
   sm_agent_close(drop);
+  while (dead) {
+    sm_agent_session *next = dead->next;
+    sm_agent_close(dead);
+    dead = next;
+  }
 }
 
 int sm_agent_run(sm_agents *a, sm_agent_session *s, const char *const *argv, size_t argc,

@@ -577,9 +577,6 @@ int sm_sandbox_prewarm(sm_runner *runner, sm_engine *e, const sm_run_request *re
   if (rc == SM_ECONFLICT)
     return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
   if (rc) return rc;
-  /* The call that takes it then skips the engine's exec too. */
-  sm_agents *agents = sm_runner_agents(runner);
-  if (sm_agents_enabled(agents)) sm_agent_prepare(agents, e, sb.id);
   memset(out, 0, sizeof *out);
   snprintf(out->id, sizeof out->id, "%s", sb.id);
   snprintf(out->name, sizeof out->name, "%s", sb.name);

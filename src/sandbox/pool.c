@@ -140,6 +140,24 @@ static void queue_removal(sm_pool *p, const char *name, const char *volume, sm_s
   p->rm_queued++;
 }
 
+static void ensure_threads(sm_pool *p);
+
+/* Queues opening an agent session in a container (hold p->mu). Newest
+ * first: the container most likely to be used next. */
+static void queue_prep(sm_pool *p, const char *container_id) {
+  if (p->stopping || p->n_preps >= MAX_PREPS) return;
+  for (agent_prep *i = p->prep_head; i; i = i->next)
+    if (strcmp(i->id, container_id) == 0) return;
+  agent_prep *ap = malloc(sizeof *ap);
+  if (ap == NULL) return;
+  ensure_threads(p);
+  snprintf(ap->id, sizeof ap->id, "%s", container_id);
+  ap->next = p->prep_head;
+  p->prep_head = ap;
+  p->n_preps++;
+  pthread_cond_broadcast(&p->cv_work);
+}
+
 /* Moves ready containers of cp beyond `keep` to the removal queue. A
  * container that cannot be queued (out of memory) stays ready. */
 static void trim_pool(sm_pool *p, cfg_pool *cp, unsigned keep) {
@@ -348,6 +366,11 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
         cp->n_ready < SM_POOL_MAX_SIZE) {
       cp->ready[cp->n_ready++] = item;
       cp->backoff_ms = 0;
+      /* Its agent session is opened next, as a job of its own: the
+       * container counts as ready at once (a call taking it before the
+       * session is there uses the engine's exec), so a burst of calls
+       * does not wait for sessions to be made. */
+      if (sm_agents_enabled(sm_runner_agents(p->runner))) queue_prep(p, item.id);
       sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready, p->size,
              cp->hash);
     } else {
@@ -674,18 +697,7 @@ void sm_pool_prepare_agent_later(sm_runner *runner, const char *container_id) {
   sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
-  int ok = p->bg_remove && !p->stopping && p->n_preps < MAX_PREPS;
-  for (agent_prep *i = p->prep_head; ok && i; i = i->next)
-    if (strcmp(i->id, container_id) == 0) ok = 0;
-  agent_prep *ap = ok ? malloc(sizeof *ap) : NULL;
-  if (ap) {
-    ensure_threads(p);
-    snprintf(ap->id, sizeof ap->id, "%s", container_id);
-    ap->next = p->prep_head;
-    p->prep_head = ap;
-    p->n_preps++;
-    pthread_cond_broadcast(&p->cv_work);
-  }
+  if (p->bg_remove) queue_prep(p, container_id);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -892,6 +904,7 @@ void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out) {
     out->creating += p->pools[i]->creating;
   }
   out->removals_pending = p->rm_queued + p->rm_running;
+  out->agents_preparing = p->n_preps + p->preps_running;
   out->taken = p->taken;
   out->missed = p->missed;
   out->created = p->created;

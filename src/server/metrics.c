@@ -258,6 +258,10 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
                   p->size, p->configurations, p->ready, p->creating, p->removals_pending,
                   p->taken, p->missed, p->created, p->removed, p->failed);
     sm_buf_printf(out,
+                  "# HELP sandman_agent_sessions_preparing Agent sessions being opened in "
+                  "the background (pool containers, keyed sandboxes after a first call).\n"
+                  "# TYPE sandman_agent_sessions_preparing gauge\n"
+                  "sandman_agent_sessions_preparing %u\n"
                   "# HELP sandman_agent_sessions_opened_total In-sandbox agent sessions "
                   "started.\n# TYPE sandman_agent_sessions_opened_total counter\n"
                   "sandman_agent_sessions_opened_total %lu\n"
@@ -267,7 +271,8 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
                   "# HELP sandman_agent_fallbacks_total Calls that wanted an agent and used "
                   "the engine's exec.\n# TYPE sandman_agent_fallbacks_total counter\n"
                   "sandman_agent_fallbacks_total %lu\n",
-                  g->agent.sessions_opened, g->agent.calls, g->agent.fallbacks);
+                  p->agents_preparing, g->agent.sessions_opened, g->agent.calls,
+                  g->agent.fallbacks);
   }
   int rc = sm_buf_printf(out,
                          "# HELP sandman_calls_in_flight Calls running now.\n"
