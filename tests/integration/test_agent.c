@@ -444,6 +444,34 @@ static void test_background_session_for_the_second_call(void **state) {
   sm_runner_free(r);
 }
 
+/* Under gVisor the agent is installed and runs the same way (its calls
+ * cost more there: every process start does). */
+static void test_gvisor(void **state) {
+  (void)state;
+  sm_run_request req;
+  sm_run_request_init(&req);
+  req.settings.mode = SM_MODE_PER_RUN;
+  req.run_id = "gvisor";
+  snprintf(req.settings.runtime, sizeof req.settings.runtime, "runsc");
+  const char *argv[] = {"sh", "-c", "echo $(id -u) $(cat /proc/version | cut -c1-5); exit 7"};
+  req.argv = argv;
+  req.argc = 3;
+  req.settings.timeout_s = 60;
+  unsigned long before = agent_calls();
+  for (int i = 0; i < 3; i++) {
+    sm_run_result r;
+    memset(&r, 0, sizeof r);
+    sm_error err = SM_ERROR_INIT;
+    assert_int_equal(sm_run(with_agent, &req, &r, &err), 0);
+    assert_string_equal(r.error, "");
+    assert_int_equal(r.exit_code, 7);
+    assert_string_equal(r.stdout_data, "1000 Linux\n");
+    sm_run_result_dispose(&r);
+  }
+  /* The first through the engine, the next two through the agent. */
+  assert_int_equal(agent_calls(), before + 2);
+}
+
 typedef struct worker_arg {
   int n;
   int good;
@@ -530,6 +558,7 @@ int main(void) {
       cmocka_unit_test(test_pool_container_has_a_session),
       cmocka_unit_test(test_workspace_sync_through_the_agent),
       cmocka_unit_test(test_background_session_for_the_second_call),
+      cmocka_unit_test(test_gvisor),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
