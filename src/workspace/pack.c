@@ -82,8 +82,11 @@ struct ws_packer {
   sm_error err;
   int64_t produced, abort_after;
   int64_t bytes, entries;
-  pack_pipe *pipe;        /* NULL until the first read */
+  pack_pipe *pipe;        /* NULL until the first read (made at once when deferred) */
   pipe_slot *fill;        /* the producer's slot being filled, not yet published */
+  /* Deferred: "./" first, then the items once supplied (under pipe->mu):
+   * 0 waiting, 1 supplied, -1 abandoned with abandon_code. */
+  int deferred, supplied, abandon_code;
   int halted;             /* the producer saw the reader's stop */
   int noatime;            /* O_NOATIME still worth trying */
   int read_failed;        /* the reader's side: stopped with p->err */
@@ -196,6 +199,40 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
   *out = p;
   return 0;
 }
+
+static int pipe_alloc(ws_packer *p);
+
+int ws_packer_new_deferred(ws_packer **out, int root_fd, int uid, int gid, sm_error *err) {
+  int rc = ws_packer_new(out, root_fd, NULL, 0, "", uid, gid, err);
+  if (rc) return rc;
+  ws_packer *p = *out;
+  p->deferred = 1;
+  if (pipe_alloc(p) != 0) {
+    if (err) *err = p->err;
+    ws_packer_free(p);
+    *out = NULL;
+    return err ? err->code : SM_ENOMEM;
+  }
+  return 0;
+}
+
+static void supply(ws_packer *p, ws_entry **items, size_t n, int code) {
+  pack_pipe *q = p->pipe;
+  if (!p->deferred || q == NULL) return;
+  pthread_mutex_lock(&q->mu);
+  if (p->supplied == 0) {
+    p->items = items;
+    p->n = n;
+    p->abandon_code = code;
+    p->supplied = code ? -1 : 1;
+  }
+  pthread_cond_broadcast(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+}
+
+void ws_packer_supply(ws_packer *p, ws_entry **items, size_t n) { supply(p, items, n, 0); }
+
+void ws_packer_abandon(ws_packer *p, int code) { supply(p, NULL, 0, code < 0 ? code : SM_EIO); }
 
 void ws_packer_abort_after(ws_packer *p, int64_t bytes) { p->abort_after = bytes; }
 
@@ -418,6 +455,35 @@ static int step(ws_packer *p) {
   return 0;
 }
 
+/* A deferred stream's first entry, "./": the engine skips it (it names the
+ * destination, which exists), so the upload can begin, and the engine start
+ * its extraction, before the entries are known. Then waits for them. */
+static int lead(ws_packer *p) {
+  struct stat st;
+  if (fstat(p->root_fd, &st) != 0) return fail(p, SM_EIO, "reading %s: %s", ".", strerror(errno));
+  archive_entry_clear(p->ae);
+  archive_entry_copy_pathname(p->ae, "./");
+  archive_entry_set_filetype(p->ae, AE_IFDIR);
+  archive_entry_set_perm(p->ae, st.st_mode & 0777);
+  archive_entry_set_uid(p->ae, p->uid);
+  archive_entry_set_gid(p->ae, p->gid);
+  archive_entry_set_mtime(p->ae, st.st_mtim.tv_sec, 0);
+  if (archive_write_header(p->a, p->ae) < ARCHIVE_WARN)
+    return fail(p, SM_EIO, "writing the tar header of %s: %s", ".", archive_error_string(p->a));
+  publish(p, 0, 0);
+  pack_pipe *q = p->pipe;
+  pthread_mutex_lock(&q->mu);
+  while (p->supplied == 0 && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+  int supplied = q->stop ? 0 : p->supplied;
+  pthread_mutex_unlock(&q->mu);
+  if (supplied == 0) {
+    p->halted = 1;
+    return fail(p, SM_ECANCELLED, "%s%s", "stopped", "");
+  }
+  if (supplied < 0) return fail(p, p->abandon_code, "%s%s", "the copy was abandoned before it began", "");
+  return 0;
+}
+
 static void *producer_main(void *ud) {
   ws_packer *p = ud;
   pack_pipe *q = p->pipe;
@@ -426,8 +492,8 @@ static void *producer_main(void *ud) {
    * ws_packer_new), whatever locale the caller's process runs in. */
   locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
   if (c_locale != (locale_t)0) uselocale(c_locale);
-  int rc = 0;
-  while (!p->finished) {
+  int rc = p->deferred ? lead(p) : 0;
+  while (rc == 0 && !p->finished) {
     rc = step(p);
     if (rc != 0) break;
   }
@@ -444,7 +510,8 @@ static void *producer_main(void *ud) {
   return NULL;
 }
 
-static int pipe_start(ws_packer *p) {
+/* The ring and its lock, no thread yet. */
+static int pipe_alloc(ws_packer *p) {
   pack_pipe *q = calloc(1, sizeof *q);
   if (q == NULL) return sm_error_set(&p->err, SM_ENOMEM, "out of memory");
   for (size_t i = 0; i < PIPE_SLOTS; i++) {
@@ -457,19 +524,22 @@ static int pipe_start(ws_packer *p) {
   }
   pthread_mutex_init(&q->mu, NULL);
   pthread_cond_init(&q->cv, NULL);
+  p->pipe = q;
+  return 0;
+}
+
+static int pipe_start(ws_packer *p) {
+  if (p->pipe == NULL && pipe_alloc(p) != 0) return p->err.code;
+  pack_pipe *q = p->pipe;
   const char *rid = sm_log_request_id();
   if (rid) snprintf(q->request_id, sizeof q->request_id, "%s", rid);
-  p->pipe = q;
   /* The producer takes no signals: they stay with the caller's threads. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int r = pthread_create(&q->thread, NULL, producer_main, p);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (r != 0) {
-    free_pipe(p);
-    return sm_error_set(&p->err, SM_EIO, "starting the workspace packer thread: %s", strerror(r));
-  }
+  if (r != 0) return sm_error_set(&p->err, SM_EIO, "starting the workspace packer thread: %s", strerror(r));
   q->running = 1;
   return 0;
 }
@@ -531,7 +601,7 @@ ssize_t ws_packer_read(void *ud, char *buf, size_t len) {
   ws_packer *p = ud;
   if (len == 0) return 0;
   if (p->read_failed) return p->err.code ? p->err.code : SM_EIO;
-  if (p->pipe == NULL && pipe_start(p) != 0) {
+  if ((p->pipe == NULL || !p->pipe->running) && pipe_start(p) != 0) {
     p->read_failed = 1;
     return p->err.code;
   }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,6 +433,7 @@ typedef struct prelist {
   pthread_cond_t cv;
   int word;       /* 0: upload running; 1: list; -1: do not */
   int handed;     /* the word went to stdin */
+  int attached;   /* the exec was started (or failed): an upload may begin */
   sm_engine *engine;
   const sm_workspace_sync *s;
   const sm_workspace_target *t;
@@ -444,6 +446,9 @@ typedef struct prelist {
 static ssize_t prelist_stdin(void *ud, char *buf, size_t len) {
   prelist *p = ud;
   pthread_mutex_lock(&p->mu);
+  /* Asked for stdin: the engine has answered the exec start. */
+  p->attached = 1;
+  pthread_cond_broadcast(&p->cv);
   while (p->word == 0) pthread_cond_wait(&p->cv, &p->mu);
   int word = p->word, handed = p->handed;
   p->handed = 1;
@@ -457,7 +462,20 @@ static void *prelist_main(void *ud) {
   prelist *p = ud;
   p->rc = list_engine_on(p->engine, p->s, p->t, prelist_stdin, p, &p->listing, &p->err);
   /* An error before stdin was read (create, start) still ends here. */
+  pthread_mutex_lock(&p->mu);
+  p->attached = 1;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
   return NULL;
+}
+
+/* Until the listing's exec is started: the engine holds a container while
+ * it extracts an archive into it, and an exec start that came second would
+ * wait for the whole upload and then cost its startup after it. */
+static void prelist_wait_attached(prelist *p) {
+  pthread_mutex_lock(&p->mu);
+  while (!p->attached) pthread_cond_wait(&p->cv, &p->mu);
+  pthread_mutex_unlock(&p->mu);
 }
 
 /* Starts the waiting listing; 0 when it runs. */
@@ -486,7 +504,7 @@ static void prelist_finish(prelist *p, int ok) {
   pthread_mutex_lock(&p->mu);
   p->word = ok ? 1 : -1;
   p->t_go = now_ns();
-  pthread_cond_signal(&p->cv);
+  pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   pthread_join(p->th, NULL);
   pthread_mutex_destroy(&p->mu);
@@ -532,6 +550,71 @@ static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t
   ws_manifest_dispose(&listing);
 }
 
+/* The first copy into a fresh sandbox sends everything and clears nothing
+ * first, so its upload starts before the scan, from a deferred packer (its
+ * first entry is "./", which the engine skips): the engine's setup for an
+ * archive (mounts, starting its unpacker) then overlaps the scan. */
+typedef struct early_put {
+  pthread_t th;
+  ws_packer *pk;
+  const sm_workspace_target *t;
+  prelist *pre;   /* started before the upload, or NULL */
+  int rc;
+  sm_error err;
+  char request_id[64];
+} early_put;
+
+static void *early_main(void *ud) {
+  early_put *u = ud;
+  if (u->request_id[0]) sm_log_set_request_id(u->request_id);
+  if (u->pre) prelist_wait_attached(u->pre);
+  u->rc = sm_engine_archive_put(u->t->engine, u->t->container_id, u->t->sandbox_path,
+                                ws_packer_read, u->pk, &u->err);
+  return NULL;
+}
+
+/* 0 when the upload runs; it uses t->engine until early_join. */
+static int early_start(early_put *u, sm_workspace_sync *s, const sm_workspace_target *t,
+                       int root_fd, prelist *pre) {
+  memset(u, 0, sizeof *u);
+  u->t = t;
+  u->pre = pre;
+  sm_error_clear(&u->err);
+  sm_error perr = SM_ERROR_INIT;
+  if (ws_packer_new_deferred(&u->pk, root_fd, t->uid, t->gid, &perr) != 0) return -1;
+  if (s->abort_after >= 0) ws_packer_abort_after(u->pk, abort_budget(s));
+  const char *rid = sm_log_request_id();
+  if (rid) snprintf(u->request_id, sizeof u->request_id, "%s", rid);
+  /* Signals stay with the caller's threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int r = pthread_create(&u->th, NULL, early_main, u);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (r != 0) {
+    ws_packer_free(u->pk);
+    u->pk = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Waits for the upload; its result is u->rc and u->err (the packer's own
+ * error, when it has one, says more). */
+static void early_join(early_put *u) {
+  pthread_join(u->th, NULL);
+  if (u->rc && ws_packer_error(u->pk)->code) u->err = *ws_packer_error(u->pk);
+}
+
+/* Ends an upload that is not wanted (the scan failed): the engine gets a
+ * broken stream and extracts nothing. */
+static void early_cancel(early_put *u, int code) {
+  ws_packer_abandon(u->pk, code);
+  early_join(u);
+  ws_packer_free(u->pk);
+  u->pk = NULL;
+}
+
 int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_error *err) {
   sm_error local_err = SM_ERROR_INIT;
   if (err == NULL) err = &local_err;
@@ -546,20 +629,27 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
 
   /* Without a base everything is sent: the listing's exec starts now, to be
    * running before the upload. With one, what is sent is often little and
-   * the listing comes after the upload as usual. */
+   * the listing comes after the upload as usual. Through the sandbox
+   * layer's own way in (t->run) a listing starts in a few ms: no exec
+   * ahead of time then. */
+  int valid = base_matches(s, t);
   prelist pre;
-  int have_pre = t->engine && !base_matches(s, t) && prelist_start(&pre, s, t) == 0;
+  int have_pre = t->engine && !t->run && !valid && prelist_start(&pre, s, t) == 0;
+  /* A fresh sandbox: nothing to clear first, everything to send. */
+  early_put up;
+  int early = t->engine && !valid && !s->wipe_first && !s->had_manifest &&
+              early_start(&up, s, t, root_fd, have_pre ? &pre : NULL) == 0;
 
   ws_manifest cur;
   ws_manifest_init(&cur);
   ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
   rc = ws_scan(root_fd, s->host_dir, &so, &cur, err);
   if (rc) {
+    if (early) early_cancel(&up, rc);
     if (have_pre) prelist_drop(&pre);
     ws_manifest_dispose(&cur);
     return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   }
-  int valid = base_matches(s, t);
   /* No usable record of what the sandbox holds, although one existed (the
    * sandbox was recreated, maybe over an old volume), or a scratch
    * directory: clear it, or stale files would come back as the tool's. */
@@ -639,7 +729,25 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       ws_dircache_dispose(&sdc);
     }
   }
-  if (rc == 0 && nsend > 0) {
+  if (rc == 0 && early) {
+    /* Nothing was cleared or deleted (a fresh sandbox): the upload under
+     * way gets what to send. */
+    ws_packer_supply(up.pk, send, nsend);
+    early_join(&up);
+    early = 0;
+    rc = up.rc;
+    if (rc) *err = up.err;
+    ws_packer_stats(up.pk, &s->bytes_in, &s->entries_in);
+    ws_packer_free(up.pk);
+    for (size_t i = 0; i < nsend; i++) {
+      ws_entry_mark_racy(send[i], stamp, 1, 1);
+      send[i]->state = WS_CHANGED;
+    }
+    if (rc == 0 && nsend > 0) {
+      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur);
+      have_pre = 0;
+    }
+  } else if (rc == 0 && nsend > 0) {
     ws_packer *pk = NULL;
     rc = ws_packer_new(&pk, root_fd, send, nsend, "", t->uid, t->gid, err);
     if (rc == 0) {
@@ -663,6 +771,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       have_pre = 0;
     }
   }
+  if (early) early_cancel(&up, rc ? rc : SM_ECANCELLED);
   if (have_pre) prelist_drop(&pre);
   free(send);
   free(dels);

@@ -135,6 +135,15 @@ typedef struct ws_packer ws_packer;
 int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
                   const char *prefix, int uid, int gid, sm_error *err);
 ssize_t ws_packer_read(void *ud, char *buf, size_t len);
+/* A stream that begins at once with an entry for "./" (which the engine
+ * skips: it names the destination, which exists), so that the upload, and
+ * the engine's extraction, start while the caller still scans. Nothing more
+ * is packed until ws_packer_supply (the items, borrowed as above) or
+ * ws_packer_abandon (the stream then fails with that code: the engine
+ * extracts nothing). Either may come before or after the first read. */
+int ws_packer_new_deferred(ws_packer **out, int root_fd, int uid, int gid, sm_error *err);
+void ws_packer_supply(ws_packer *p, ws_entry **items, size_t n);
+void ws_packer_abandon(ws_packer *p, int code);
 /* Members are named from byte `cut` of each path on (one subtree sent). */
 void ws_packer_set_cut(ws_packer *p, size_t cut);
 /* The first ws_packer_read starts a producer thread that packs ahead into a

@@ -654,6 +654,62 @@ static void test_readonly_dir_in_sandbox(void **state) {
   sm_workspace_sync_free(s);
 }
 
+/* The first copy into a fresh sandbox starts its upload before the scan
+ * (its stream opens with "./", which the engine skips). A scan that fails
+ * (a cap) then ends that upload: nothing lands in the sandbox, the error
+ * is the cap's, and the sandbox's root keeps its own mode. The next try
+ * copies everything, and its ctimes are recorded (nothing is fetched). */
+static void test_first_copy_early_upload(void **state) {
+  box *b = *state;
+  char p[1024];
+  for (int i = 0; i < 40; i++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "f%02d.txt", i);
+    hput(b, rel, rel);
+  }
+  /* Aged (then mtimes alone decide), and a root mode the sandbox's
+   * /workspace does not have. */
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "find '%s' -exec touch -h -d '2024-01-02 03:04:05' {} +", b->host);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(chmod(b->host, 0700), 0);
+  sm_workspace_limits lim = {0};
+  lim.max_entries = 10;
+  sm_workspace_sync *s = new_sync(b, NULL, &lim);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_workspace_sync_in(s, &b->t, &err), SM_ETOOBIG);
+  assert_non_null(strstr(err.message, "entries"));
+  sm_workspace_sync_free(s);
+  char *list = box_list(b);
+  assert_string_equal(list, "");
+  free(list);
+  char *root = NULL;
+  assert_int_equal(box_sh(b, "stat -c '%a %u:%g' /workspace", &root), 0);
+  assert_string_equal(root, "755 1000:1000\n");
+  free(root);
+
+  s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  int64_t bi, ei;
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 40);
+  char *in = box_list(b);
+  char *expect = host_list(b->host, "1000:1000");
+  assert_string_equal(in, expect);
+  free(in);
+  free(expect);
+  assert_int_equal(box_sh(b, "stat -c '%a %u:%g' /workspace", &root), 0);
+  assert_string_equal(root, "755 1000:1000\n");
+  free(root);
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  assert_true(ws_sync_last_out_listed(s));
+  sm_workspace_sync_free(s);
+  snprintf(p, sizeof p, "%s", b->host);
+  chmod(p, 0755);
+}
+
 int main(void) {
   const char *only = getenv("WS_IT_ONLY");
   if (only && only[0]) cmocka_set_test_filter(only);
@@ -665,6 +721,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_hardlinks_and_excludes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recreated_sandbox, setup, teardown),
       cmocka_unit_test_setup_teardown(test_readonly_dir_in_sandbox, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_first_copy_early_upload, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

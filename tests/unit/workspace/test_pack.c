@@ -238,6 +238,72 @@ static void test_extractor_cap_stops_producer(void **state) {
 }
 
 
+/* A deferred stream: "./" comes at once (the upload can start), the items
+ * when supplied, whether before or after the first read; abandoned, it
+ * fails with the caller's code; freed while waiting, its producer ends. */
+static void test_deferred(void **state) {
+  fx *f = *state;
+  for (int round = 0; round < 4; round++) {
+    ws_packer *p = NULL;
+    sm_error err = SM_ERROR_INIT;
+    if (ws_packer_new_deferred(&p, f->root_fd, 1000, 1000, &err) != 0) fail_msg("%s", err.message);
+    if (round == 3) {
+      /* Never read: no thread was started. */
+      ws_packer_free(p);
+      continue;
+    }
+    if (round == 0) ws_packer_supply(p, f->items, f->n);
+    sm_buf b;
+    sm_buf_init(&b, (size_t)64 << 20);
+    char buf[512];
+    /* The lead entry needs no items. */
+    while (b.len < 512) {
+      ssize_t r = ws_packer_read(p, buf, 512 - b.len);
+      assert_true(r > 0);
+      sm_buf_append(&b, buf, (size_t)r);
+    }
+    assert_string_equal(b.data, "./");
+    assert_int_equal(b.data[156], '5'); /* a directory */
+    if (round == 2) {
+      ws_packer_abandon(p, SM_ETOOBIG);
+      assert_int_equal(ws_packer_read(p, buf, sizeof buf), SM_ETOOBIG);
+      ws_packer_free(p);
+      sm_buf_dispose(&b);
+      continue;
+    }
+    if (round == 1) ws_packer_supply(p, f->items, f->n);
+    char big[65536];
+    ssize_t r;
+    while ((r = ws_packer_read(p, big, sizeof big)) > 0) sm_buf_append(&b, big, (size_t)r);
+    assert_int_equal(r, 0);
+    int64_t bytes = 0, entries = 0;
+    ws_packer_stats(p, &bytes, &entries);
+    assert_int_equal(entries, BIG_FILES);
+    assert_int_equal(bytes, (int64_t)BIG_FILES * BIG_SIZE);
+    ws_packer_free(p);
+    struct archive *a = archive_read_new();
+    archive_read_support_format_tar(a);
+    assert_int_equal(archive_read_open_memory(a, b.data, b.len), ARCHIVE_OK);
+    struct archive_entry *ae;
+    int n = 0;
+    while (archive_read_next_header(a, &ae) == ARCHIVE_OK) {
+      if (n == 0) assert_string_equal(archive_entry_pathname(ae), "./");
+      else assert_string_equal(archive_entry_pathname(ae), f->items[n - 1]->path);
+      n++;
+    }
+    assert_int_equal(n, BIG_FILES + 1);
+    archive_read_free(a);
+    sm_buf_dispose(&b);
+  }
+  /* Freed while its producer waits for the items: it ends, nothing hangs. */
+  ws_packer *p = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (ws_packer_new_deferred(&p, f->root_fd, 0, 0, &err) != 0) fail_msg("%s", err.message);
+  char c;
+  assert_int_equal(ws_packer_read(p, &c, 1), 1);
+  ws_packer_free(p);
+}
+
 /* Packs all of f's tree into memory. */
 static char *pack_all(int root_fd, ws_entry **items, size_t n, size_t *len) {
   ws_packer *p = NULL;
@@ -358,6 +424,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reader_abort_hook, setup, teardown),
       cmocka_unit_test_setup_teardown(test_producer_fails, setup, teardown),
       cmocka_unit_test_setup_teardown(test_extractor_cap_stops_producer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deferred, setup, teardown),
       cmocka_unit_test(test_stream_format),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
