@@ -231,12 +231,6 @@ static void agent_path(char *out, size_t len) {
   snprintf(out, len, AGENT_DIR "/agent-%.16s", sm_agent_blob_sha256);
 }
 
-static json_object *argv_json(const char *const *v, size_t n) {
-  json_object *a = json_object_new_array();
-  for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_string(v[i]));
-  return a;
-}
-
 /* Writes the binary into the container's /.sandman as root (a tmpfs the
  * sandbox user cannot write), unless it is there already. */
 static int install(sm_engine *e, const char *cid, sm_error *err) {
@@ -247,34 +241,11 @@ static int install(sm_engine *e, const char *cid, sm_error *err) {
            "cat > \"$t\" && chmod 0555 \"$t\" && mv -f \"$t\" \"$f\"",
            path);
   const char *argv[] = {"/bin/sh", "-c", script};
-  json_object *cfg = json_object_new_object();
-  json_object_object_add(cfg, "Cmd", argv_json(argv, 3));
-  json_object_object_add(cfg, "User", json_object_new_string("0:0"));
-  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
-  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
-  char id[SM_ENGINE_ID_MAX];
-  int rc = sm_engine_exec_create(e, cid, cfg, id, err);
-  json_object_put(cfg);
-  if (rc) return rc;
   blob_reader br = {0};
-  sm_exec_io io = SM_EXEC_IO_INIT;
-  io.stdin_read = read_blob;
-  io.stdin_ud = &br;
-  io.timeout_s = INSTALL_TIMEOUT_S;
-  rc = sm_engine_exec_start(e, id, &io, err);
+  int code = -1;
+  int rc = sm_exec_helper(e, cid, argv, 3, "0:0", read_blob, &br, INSTALL_TIMEOUT_S, NULL, &code,
+                          err);
   if (rc) return rc;
-  int running = 1, code = -1;
-  for (int i = 0; i < 200 && running; i++) {
-    rc = sm_engine_exec_inspect(e, id, &running, &code, NULL, err);
-    if (rc) return rc;
-    if (running) {
-      struct timespec ts = {0, 10 * 1000000L};
-      nanosleep(&ts, NULL);
-    }
-  }
   if (code != 0)
     return sm_error_set(err, SM_ESANDBOX, "installing the agent exited with %d (no %s?)", code,
                         AGENT_DIR);
@@ -286,13 +257,7 @@ static int open_session(sm_engine *e, const char *cid, sm_agent_session **out, s
   char path[128];
   agent_path(path, sizeof path);
   const char *argv[] = {path};
-  json_object *cfg = json_object_new_object();
-  json_object_object_add(cfg, "Cmd", argv_json(argv, 1));
-  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
-  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  json_object *cfg = sm_exec_config(argv, 1, NULL, 1);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, id, err);
   json_object_put(cfg);

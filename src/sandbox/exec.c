@@ -37,26 +37,33 @@ static int helper_output(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-/* Runs a short sandman script in the container (as the container's user,
- * with the container's environment) and keeps its stdout. */
-static int run_helper(sm_engine *e, const char *cid, const char *script, const char *arg,
-                      sm_buf *out, int *exit_code, sm_error *err) {
-  const char *argv[] = {"/bin/sh", "-c", script, "sandman-helper", arg};
+json_object *sm_exec_config(const char *const *argv, size_t argc, const char *user,
+                            int attach_stdin) {
   json_object *cfg = json_object_new_object();
-  json_object_object_add(cfg, "Cmd", str_array(argv, 5));
+  json_object_object_add(cfg, "Cmd", str_array(argv, argc));
+  if (user) json_object_object_add(cfg, "User", json_object_new_string(user));
   json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(0));
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(attach_stdin));
   json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
   json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
   json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  return cfg;
+}
+
+int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_t argc,
+                   const char *user, sm_read_fn in, void *in_ud, double timeout_s, sm_buf *out,
+                   int *exit_code, sm_error *err) {
+  json_object *cfg = sm_exec_config(argv, argc, user, in != NULL);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, id, err);
   json_object_put(cfg);
   if (rc) return rc;
   sm_exec_io io = SM_EXEC_IO_INIT;
-  io.output = helper_output;
+  io.output = out ? helper_output : NULL;
   io.output_ud = out;
-  io.timeout_s = HELPER_TIMEOUT_S;
+  io.stdin_read = in;
+  io.stdin_ud = in_ud;
+  io.timeout_s = timeout_s;
   rc = sm_engine_exec_start(e, id, &io, err);
   if (rc) return rc;
   if (exit_code) {
@@ -68,6 +75,15 @@ static int run_helper(sm_engine *e, const char *cid, const char *script, const c
     }
   }
   return 0;
+}
+
+/* Runs a short sandman script in the container (as the container's user,
+ * with the container's environment) and keeps its stdout. */
+static int run_helper(sm_engine *e, const char *cid, const char *script, const char *arg,
+                      sm_buf *out, int *exit_code, sm_error *err) {
+  const char *argv[] = {"/bin/sh", "-c", script, "sandman-helper", arg};
+  return sm_exec_helper(e, cid, argv, 5, NULL, NULL, NULL, HELPER_TIMEOUT_S, out, exit_code,
+                        err);
 }
 
 /* Kills every process of the call inside the sandbox and waits until the
@@ -163,6 +179,39 @@ static const char *find_token(const sm_strv *env) {
   for (size_t i = env->n; i-- > 0;)
     if (strncmp(env->v[i], "SANDMAN_CALL=", 13) == 0) return env->v[i] + 13;
   return NULL;
+}
+
+/* A call that timed out or was cancelled: if the whole sandbox stopped
+ * under it (gVisor's sentry is killed when the sandbox exceeds its memory;
+ * the engine may not end the exec's stream then, so the timeout is what
+ * noticed), fills out and returns 1 with *rc the call's verdict; 0 when
+ * the call's processes are still there to kill. */
+static int sandbox_stopped(const sm_exec_target *t, sm_exec_outcome *out, int *rc,
+                           sm_error *err) {
+  int running = 1, oom = 0;
+  if (!t->per_tool) container_state(t, &running, &oom);
+  if (running) return 0;
+  out->exit_code = 137;
+  out->oom_killed = oom;
+  if (oom) {
+    sm_error_clear(err);
+    *rc = 0;
+  } else {
+    *rc = sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
+  }
+  return 1;
+}
+
+/* After the kill: what a timeout or a cancel reports. */
+static void stopped_call(int rc, sm_exec_outcome *out, sm_error *err) {
+  if (rc == SM_ETIMEOUT) {
+    out->timed_out = 1;
+    out->exit_code = 124;
+  } else {
+    out->cancelled = 1;
+    out->exit_code = 137;
+  }
+  sm_error_clear(err);
 }
 
 /* Pumps the session until the call ends, the deadline passes or the
@@ -271,30 +320,18 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   free(chunk);
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
-    int running = 1, oom = 0;
-    if (!t->per_tool) container_state(t, &running, &oom);
-    if (!running) {
+    int verdict = 0;
+    if (sandbox_stopped(t, out, &verdict, err)) {
       sm_buf_dispose(&frame);
       sm_agent_mark_broken(s);
-      out->exit_code = 137;
-      out->oom_killed = oom;
-      if (!oom) return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
-      sm_error_clear(err);
-      return 0;
+      return verdict;
     }
     kill_call(t, NULL, token);
     if (agent_wait_end(s) != 0 || agent_finish_frame(s, &frame, &off) != 0)
       sm_agent_mark_broken(s);
     sm_buf_dispose(&frame);
     out->duration_ms = sm_monotonic_ms() - t0;
-    if (rc == SM_ETIMEOUT) {
-      out->timed_out = 1;
-      out->exit_code = 124;
-    } else {
-      out->cancelled = 1;
-      out->exit_code = 137;
-    }
-    sm_error_clear(err);
+    stopped_call(rc, out, err);
     return 0;
   }
   if (rc == 1) {
@@ -389,30 +426,14 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   out->duration_ms = sm_monotonic_ms() - t0;
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
-    int running = 1, oom = 0;
-    if (!t->per_tool) container_state(t, &running, &oom);
-    if (!running) {
-      /* The whole sandbox died under the call (gVisor's sentry is killed
-       * when the sandbox exceeds its memory); the engine may not end the
-       * exec's stream then, so the timeout is what noticed. */
+    int verdict = 0;
+    if (sandbox_stopped(t, out, &verdict, err)) {
       out->duration_ms = sm_monotonic_ms() - t0;
-      out->exit_code = 137;
-      out->oom_killed = oom;
-      if (!oom)
-        return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
-      sm_error_clear(err);
-      return 0;
+      return verdict;
     }
     kill_call(t, exec_id, token);
     out->duration_ms = sm_monotonic_ms() - t0;
-    if (rc == SM_ETIMEOUT) {
-      out->timed_out = 1;
-      out->exit_code = 124;
-    } else {
-      out->cancelled = 1;
-      out->exit_code = 137;
-    }
-    sm_error_clear(err);
+    stopped_call(rc, out, err);
     return 0;
   }
   if (rc) {

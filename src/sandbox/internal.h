@@ -178,6 +178,18 @@ typedef struct sm_exec_outcome {
 void sm_result_apply_outcome(sm_run_result *out, const sm_exec_outcome *oc,
                              const sm_sandbox_settings *s);
 
+/* ---- engine execs of sandman's own (exec.c) ---- */
+/* The ExecConfig of a helper: argv, user (NULL: the container's), working
+ * directory "/", output attached, stdin when attach_stdin. */
+json_object *sm_exec_config(const char *const *argv, size_t argc, const char *user,
+                            int attach_stdin);
+/* Runs argv in container cid through an engine exec: stdin from in (NULL:
+ * none), stdout kept in out (capped; NULL: dropped), the exit code in
+ * *exit_code (NULL: not waited for). */
+int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_t argc,
+                   const char *user, sm_read_fn in, void *in_ud, double timeout_s, sm_buf *out,
+                   int *exit_code, sm_error *err);
+
 /* ---- the in-sandbox agent, host side (agent.c) ---- */
 typedef struct sm_agents sm_agents;               /* a runner's sessions */
 typedef struct sm_agent_session sm_agent_session; /* one agent exec */
