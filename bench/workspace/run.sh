@@ -142,6 +142,8 @@ if [ "$ROUNDS" -gt 1 ] || [ -n "$BASE" ]; then
     row "base: sandman copy in, first call" "$WORK/t.base"
     row "base: sandman copy in, unchanged" "$WORK/t.base.s4"
   fi
+  printf '\nper round (seconds): docker cp, sandman first call%s\n' "${BASE:+, base}"
+  paste -d' ' "$WORK/t.cp" "$WORK/t.sm" ${BASE:+"$WORK/t.base"} | nl -w3 -s': '
   printf '\ndocker cp / sandman first call (medians): %s' \
     "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.sm")" | bc)"
   [ -n "$BASE" ] && printf ', base: %s' \

@@ -39,6 +39,7 @@ struct sm_workspace_sync {
   int have_base;         /* base describes base.container / base.root */
   int wipe_first;        /* stale sandbox content may be there: clear it */
   int had_manifest;      /* a manifest was on disk (for some sandbox) */
+  int disk_current;      /* the manifest file says what base says */
   int64_t bytes_in, entries_in, bytes_out, entries_out;
   int64_t abort_after;
   int64_t abort_spent;   /* bytes counted against abort_after in this copy */
@@ -99,6 +100,7 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
     } else {
       s->have_base = s->base.root != NULL;
       s->had_manifest = s->have_base;
+      s->disk_current = s->have_base;
     }
   }
   *out = s;
@@ -390,6 +392,18 @@ static int same_as_base(int root_fd, ws_dircache *dc, ws_entry *e, const ws_entr
   return ok;
 }
 
+/* Would the manifest file say the same for e as it says for b? (Every
+ * field it saves.) */
+static int same_record(const ws_entry *e, const ws_entry *b) {
+  if (b == NULL || e->type != b->type || e->racy != b->racy || e->mode != b->mode ||
+      e->size != b->size || e->host_mtime_ns != b->host_mtime_ns ||
+      e->box_mtime != b->box_mtime || e->box_ctime != b->box_ctime ||
+      e->has_hash != b->has_hash || (e->has_hash && memcmp(e->hash, b->hash, 32) != 0))
+    return 0;
+  if (!e->link || !b->link) return e->link == b->link;
+  return strcmp(e->link, b->link) == 0;
+}
+
 static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
                          ws_packer *pk, sm_error *err) {
   cleanup_free char *stage = NULL;
@@ -665,6 +679,9 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   ws_dircache dc;
   ws_dircache_init(&dc, root_fd);
   if (send == NULL || dels == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+  /* The saved manifest already says all there is (nothing to send, nothing
+   * gone, every record as it was): it is not written again. */
+  int same_records = valid && cur.n == s->base.n;
   for (size_t i = 0; rc == 0 && i < cur.n; i++) {
     ws_entry *e = &cur.v[i];
     const ws_entry *b = ws_manifest_get(&s->base, e->path);
@@ -677,6 +694,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       /* Checked by content just now: the host side is settled. */
       if (b->racy & WS_RACY_HOST || b->host_mtime_ns != e->host_mtime_ns)
         ws_entry_mark_racy(e, stamp, 1, 0);
+      if (same_records) same_records = same_record(e, b);
     } else {
       send[nsend++] = e;
     }
@@ -782,13 +800,20 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
     ws_manifest_dispose(&cur);
     return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   }
+  struct stat mst;
+  same_records = same_records && nsend == 0 && ndel == 0 && !wipe && s->disk_current &&
+                 s->manifest_path && stat(s->manifest_path, &mst) == 0;
   ws_manifest_dispose(&s->base);
   s->base = cur;
   s->have_base = 1;
+  s->disk_current = same_records;
   if (ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path) != 0)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
-  if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
-    return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
+  if (s->manifest_path && !same_records) {
+    if (ws_manifest_save(&s->base, s->manifest_path, err) != 0)
+      return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
+    s->disk_current = 1;
+  }
   sm_log(SM_LOG_DEBUG, "workspace: copied in %" PRId64 " entries, %" PRId64 " bytes; %zu deleted",
          s->entries_in, s->bytes_in, ndel);
   return 0;
@@ -1167,6 +1192,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   ws_manifest_init(&x.box);
   ws_manifest_dispose(&s->base);
   s->base = nb;
+  s->disk_current = 0;
   s->have_base = 1;
   for (size_t i = 0; i < s->base.n; i++) {
     ws_entry *e = &s->base.v[i];
@@ -1185,6 +1211,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   if (rc) return sm_error_set(err, rc, "out of memory");
   if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
+  s->disk_current = s->manifest_path != NULL;
   sm_log(SM_LOG_DEBUG, "workspace: copied out %" PRId64 " changes, %" PRId64 " bytes",
          s->entries_out, s->bytes_out);
   return 0;

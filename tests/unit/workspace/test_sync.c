@@ -519,6 +519,61 @@ static void test_manifest_file(void **state) {
   sm_workspace_sync_free(s);
 }
 
+static ino_t manifest_ino(fx *f) {
+  struct stat st;
+  if (stat(f->manifest, &st) != 0) return 0;
+  return st.st_ino;
+}
+
+/* A copy in that changes nothing does not write the manifest again (it is
+ * written to a new file and renamed, so a rewrite shows as a new inode);
+ * one that changes a record does, and so does one whose file is gone. */
+static void test_manifest_not_rewritten(void **state) {
+  fx *f = *state;
+  make_tree(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "find '%s' -exec touch -h -d '2024-01-02 03:04:05' {} +", f->host);
+  assert_int_equal(system(cmd), 0);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  sm_workspace_sync_free(s);
+  ino_t first = manifest_ino(f);
+  assert_true(first != 0);
+  char *before = read_file(f->manifest);
+  /* The next call: a new sync object over the saved manifest. */
+  s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  int64_t ei = -1;
+  sm_workspace_sync_stats(s, NULL, &ei, NULL, NULL);
+  assert_int_equal(ei, 0);
+  assert_true(manifest_ino(f) == first);
+  /* And again in the same object. */
+  sync_in_ok(s, f);
+  assert_true(manifest_ino(f) == first);
+  char *after = read_file(f->manifest);
+  assert_string_equal(before, after);
+  free(after);
+  /* Touched, same content: nothing is sent, but its record changed. */
+  char p[1024];
+  pathf(p, sizeof p, f->host, "plain.txt");
+  snprintf(cmd, sizeof cmd, "touch -d '2024-02-03 04:05:06' '%s'", p);
+  assert_int_equal(system(cmd), 0);
+  sync_in_ok(s, f);
+  sm_workspace_sync_stats(s, NULL, &ei, NULL, NULL);
+  assert_int_equal(ei, 0);
+  ino_t second = manifest_ino(f);
+  assert_true(second != 0 && second != first);
+  after = read_file(f->manifest);
+  assert_string_not_equal(before, after);
+  free(after);
+  /* The file is gone (removed by hand): written again. */
+  unlink(f->manifest);
+  sync_in_ok(s, f);
+  assert_true(manifest_ino(f) != 0);
+  sm_workspace_sync_free(s);
+  free(before);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
@@ -529,6 +584,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_limits_and_excludes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tool_type_changes_and_links, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manifest_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_manifest_not_rewritten, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
