@@ -128,15 +128,68 @@ int ws_manifest_set_target(ws_manifest *m, const char *container, const char *ro
 
 /* Names are bytes: escape what would break the space-separated line. */
 static int put_escaped(sm_buf *b, const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    int rc;
-    if (*p <= 0x20 || *p == 0x7f || *p == '%')
-      rc = sm_buf_printf(b, "%%%02x", *p);
-    else
-      rc = sm_buf_append(b, p, 1);
-    if (rc) return rc;
+  static const char digits[] = "0123456789abcdef";
+  const unsigned char *run = (const unsigned char *)s, *p = run;
+  for (;; p++) {
+    int odd = *p <= 0x20 || *p == 0x7f || *p == '%';
+    if (!odd) continue;
+    /* The plain bytes before it in one piece. */
+    int rc = p > run ? sm_buf_append(b, run, (size_t)(p - run)) : 0;
+    if (rc || *p == '\0') return rc;
+    char esc[3] = {'%', digits[*p >> 4], digits[*p & 15]};
+    if ((rc = sm_buf_append(b, esc, 3)) != 0) return rc;
+    run = p + 1;
   }
-  return 0;
+}
+
+/* A signed decimal number at out; returns its length. */
+static size_t put_i64(char *out, int64_t v) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do tmp[n++] = (char)('0' + u % 10);
+  while ((u /= 10) != 0);
+  size_t k = 0;
+  if (v < 0) out[k++] = '-';
+  while (n > 0) out[k++] = tmp[--n];
+  return k;
+}
+
+static size_t put_oct(char *out, unsigned v) {
+  char tmp[16];
+  size_t n = 0, k = 0;
+  do tmp[n++] = (char)('0' + (v & 7));
+  while ((v >>= 3) != 0);
+  while (n > 0) out[k++] = tmp[--n];
+  return k;
+}
+
+/* "e TYPE RACY MODE SIZE HOSTMTIME BOXMTIME BOXCTIME HASH " for e, as
+ * "%c %u %o %lld %lld %lld %lld %s " would print it (ten thousand entries
+ * are written after every copy: no printf per entry). */
+static size_t entry_head(char *out, const ws_entry *e) {
+  size_t k = 0;
+  out[k++] = 'e';
+  out[k++] = ' ';
+  out[k++] = e->type;
+  out[k++] = ' ';
+  k += put_i64(out + k, e->racy);
+  out[k++] = ' ';
+  k += put_oct(out + k, (unsigned)e->mode);
+  const int64_t nums[4] = {e->size, e->host_mtime_ns, e->box_mtime, e->box_ctime};
+  for (int i = 0; i < 4; i++) {
+    out[k++] = ' ';
+    k += put_i64(out + k, nums[i]);
+  }
+  out[k++] = ' ';
+  if (e->has_hash) {
+    ws_hex(e->hash, 32, out + k);
+    k += 64;
+  } else {
+    out[k++] = '-';
+  }
+  out[k++] = ' ';
+  return k;
 }
 
 static int hexval(int c) {
@@ -178,11 +231,8 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
   if (!rc) rc = sm_buf_append(&b, "\n", 1);
   for (size_t i = 0; i < m->n && !rc; i++) {
     const ws_entry *e = &m->v[i];
-    char hex[65] = "-";
-    if (e->has_hash) ws_hex(e->hash, 32, hex);
-    rc = sm_buf_printf(&b, "e %c %u %o %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %s ",
-                       e->type, (unsigned)e->racy, (unsigned)e->mode, e->size, e->host_mtime_ns,
-                       e->box_mtime, e->box_ctime, hex);
+    char head[256];
+    rc = sm_buf_append(&b, head, entry_head(head, e));
     if (!rc) rc = put_escaped(&b, e->path);
     if (!rc && e->link) {
       rc = sm_buf_append(&b, " ", 1);
