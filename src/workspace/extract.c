@@ -220,6 +220,14 @@ static void maybe_touched(ws_extract *x, ws_entry *e, const ws_entry *b) {
   e->racy = b->racy & WS_RACY_HOST;
 }
 
+/* May size, mtime and mode alone say that path is the manifest's b? Not
+ * when the listing shows a ctime other than the one recorded. */
+static int ctime_kept(const ws_extract *x, const char *path, const ws_entry *b) {
+  if (x->listing == NULL) return 1;
+  const ws_entry *l = ws_manifest_get(x->listing, path);
+  return l && b->box_ctime != 0 && l->ctime == b->box_ctime;
+}
+
 static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, const char *path,
                    ws_entry *e, sm_error *err) {
   if (!archive_entry_size_is_set(ae) || archive_entry_size(ae) < 0)
@@ -228,7 +236,7 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   e->size = archive_entry_size(ae);
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
-      b->mode == e->mode && !(b->racy & WS_RACY_BOX)) {
+      b->mode == e->mode && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
     e->state = WS_SAME;
     e->racy = b->racy;
     e->has_hash = b->has_hash;

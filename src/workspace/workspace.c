@@ -429,6 +429,8 @@ static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int
 
 static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
                        ws_manifest *listing, sm_error *err);
+static int list_sent_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
+                            ws_entry **sent, size_t n, ws_manifest *listing, sm_error *err);
 static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
                       ws_manifest *listing, sm_error *err);
 
@@ -537,7 +539,7 @@ static void prelist_drop(prelist *p) {
  * out can tell the tool's changes from ours exactly. Without a listing the
  * sent entries are compared in full next time. */
 static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
-                        prelist *pre, ws_manifest *cur) {
+                        prelist *pre, ws_manifest *cur, ws_entry **sent, size_t nsent) {
   ws_manifest listing;
   ws_manifest_init(&listing);
   sm_error lerr = SM_ERROR_INIT;
@@ -552,7 +554,7 @@ static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t
     listing = pre->listing;
     ws_manifest_init(&pre->listing);
   } else {
-    rc = t->engine ? list_engine(s, t, &listing, &lerr)
+    rc = t->engine ? list_sent_engine(s, t, sent, nsent, &listing, &lerr)
                    : list_local(s, scratch_fd, t->sandbox_path, cur->total_size, &listing, &lerr);
   }
   if (rc) sm_log(SM_LOG_DEBUG, "workspace: no listing after the copy in (%s)", lerr.message);
@@ -762,7 +764,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       send[i]->state = WS_CHANGED;
     }
     if (rc == 0 && nsend > 0) {
-      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur);
+      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur, send, nsend);
       have_pre = 0;
     }
   } else if (rc == 0 && nsend > 0) {
@@ -785,7 +787,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       send[i]->state = WS_CHANGED;
     }
     if (rc == 0) {
-      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur);
+      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur, send, nsend);
       have_pre = 0;
     }
   }
@@ -984,6 +986,55 @@ static int list_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
   return list_engine_on(t->engine, s, t, NULL, NULL, listing, err);
 }
 
+/* After an upload only what was sent needs its ctime: when that is a few
+ * paths, stat is given them (no walk of the whole workspace); else the
+ * whole listing. */
+#define LIST_SENT_PATHS 256
+#define LIST_SENT_BYTES (96 * 1024)
+
+static int list_sent_engine(const sm_workspace_sync *s, const sm_workspace_target *t,
+                            ws_entry **sent, size_t n, ws_manifest *listing, sm_error *err) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < n && bytes <= LIST_SENT_BYTES; i++) bytes += strlen(sent[i]->path) + 3;
+  if (n == 0 || n > LIST_SENT_PATHS || bytes > LIST_SENT_BYTES) return list_engine(s, t, listing, err);
+  static const char script[] =
+      "export TZ=UTC0; cd -- \"$1\" && shift && exec stat -c '%s|%Y|%Z|%z|%f|%n' -- \"$@\"";
+  const char **argv = calloc(n + 5, sizeof *argv);
+  char **owned = calloc(n + 1, sizeof *owned);
+  int rc = 0;
+  if (argv == NULL || owned == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+  size_t argc = 0;
+  if (rc == 0) {
+    argv[argc++] = "sh";
+    argv[argc++] = "-c";
+    argv[argc++] = script;
+    argv[argc++] = "sh";
+    argv[argc++] = t->sandbox_path;
+  }
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    /* "./" as find prints them: the listing parser wants that form. */
+    size_t len = strlen(sent[i]->path) + 3;
+    owned[i] = malloc(len);
+    if (owned[i] == NULL) {
+      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      break;
+    }
+    snprintf(owned[i], len, "./%s", sent[i]->path);
+    argv[argc++] = owned[i];
+  }
+  sm_buf out;
+  sm_buf_init(&out, (size_t)n * 352 + 4096);
+  if (rc == 0) rc = box_exec_on(t->engine, t, argv, argc, NULL, NULL, &out, err);
+  if (rc == 0)
+    rc = ws_probe_parse(out.data ? out.data : "", out.len, s->max_entries, s->max_path, listing,
+                        err);
+  sm_buf_dispose(&out);
+  for (size_t i = 0; owned && i < n; i++) free(owned[i]);
+  free(owned);
+  free(argv);
+  return rc;
+}
+
 /* Mode none: the scratch directory's listing, in the probe's terms. */
 static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
                       ws_manifest *listing, sm_error *err) {
@@ -1051,6 +1102,7 @@ static int fetch_changed(sm_workspace_sync *s, const sm_workspace_target *t, ws_
                          int sfd, ws_manifest *listing, int *listed, sm_error *err) {
   int rc = t->engine ? list_engine(s, t, listing, err) : 0;
   if (rc == 0) *listed = 1;
+  if (rc == 0) x->listing = listing;
   char **roots = NULL;
   size_t nroots = 0;
   size_t max_roots = t->engine ? PROBE_MAX_ROOTS_ENGINE : PROBE_MAX_ROOTS_LOCAL;
@@ -1171,6 +1223,9 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   }
   if (rc == 0 && !done) {
     x.strip = prefix;
+    /* A listing that was had but not used (too many changes) still tells
+     * which files changed behind the same size and mtime. */
+    x.listing = listed ? &listing : NULL;
     if (t->engine)
       rc = fetch_engine(s, t, &x, t->sandbox_path, err);
     else

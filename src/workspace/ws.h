@@ -168,6 +168,11 @@ typedef struct ws_extract {
   const ws_manifest *base;      /* last synced state; NULL: all entries are changes */
   const sm_string_list *excludes;
   int64_t max_bytes, max_entries, max_path;
+  /* The sandbox listing the copy out was planned from (NULL: none). With
+   * one, a file whose ctime differs from the one recorded is compared by
+   * content even when its size, mtime and mode are the manifest's (the tool
+   * may have set the mtime back); without one, those decide. */
+  const ws_manifest *listing;
   int trusted;                  /* copy in from the host: its own links pass as they are,
                                    and unchanged parents need not be in the stream */
   ws_manifest box;              /* out: every entry of the archive */

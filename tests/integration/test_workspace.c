@@ -706,6 +706,39 @@ static void test_first_copy_early_upload(void **state) {
   free(changed);
   assert_true(ws_sync_last_out_listed(s));
   sm_workspace_sync_free(s);
+
+  /* A later copy in sends three edited files (old mtimes: no racy rule);
+   * the listing after it stats just those, and records their ctimes: the
+   * copy out fetches nothing, yet still sees a change that keeps size and
+   * mtime. */
+  s = new_sync(b, NULL, NULL);
+  hput(b, "f01.txt", "F01.txt");
+  hput(b, "f02.txt", "F02.txt");
+  hput(b, "f03.txt", "F03.txt");
+  snprintf(cmd, sizeof cmd, "cd '%s' && touch -d '2024-03-04 05:06:07' f01.txt f02.txt f03.txt",
+           b->host);
+  assert_int_equal(system(cmd), 0);
+  sync_in(s, b);
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 3);
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  assert_true(ws_sync_last_out_listed(s));
+  int64_t bo = -1;
+  sm_workspace_sync_stats(s, NULL, NULL, &bo, NULL);
+  assert_int_equal(bo, 0);
+  assert_int_equal(box_sh(b, "printf X | dd of=f02.txt bs=1 count=1 conv=notrunc 2>/dev/null && "
+                             "touch -d '2024-03-04 05:06:07' f02.txt",
+                          NULL),
+                   0);
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "f02.txt");
+  free(changed);
+  char *f02 = hget(b, "f02.txt");
+  assert_string_equal(f02, "X02.txt");
+  free(f02);
+  sm_workspace_sync_free(s);
   snprintf(p, sizeof p, "%s", b->host);
   chmod(p, 0755);
 }

@@ -574,6 +574,50 @@ static void test_manifest_not_rewritten(void **state) {
   free(before);
 }
 
+/* The tool changes content and sets the mtime back (size kept): the ctime
+ * gives it away, and the copy out brings the change, whether the listing
+ * plans a few fetches or (past the per-path limit) a full read. */
+static void test_same_size_and_mtime(void **state) {
+  fx *f = *state;
+  for (int i = 0; i < 600; i++) {
+    char rel[32];
+    snprintf(rel, sizeof rel, "f%03d.txt", i);
+    put(f->host, rel, "original");
+  }
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "find '%s' -exec touch -h -d '2024-01-02 03:04:05' {} +", f->host);
+  assert_int_equal(system(cmd), 0);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sync_out(s, f, &r, &err), 0);
+  assert_int_equal(r.n_changed, 0);
+  outres_free(&r);
+  /* One file, then (past the 512 local fetches) every one but the first. */
+  for (int round = 0; round < 2; round++) {
+    int from = round == 0 ? 7 : 1, to = round == 0 ? 8 : 600;
+    for (int i = from; i < to; i++) {
+      char rel[32];
+      snprintf(rel, sizeof rel, "f%03d.txt", i);
+      put(f->scratch, rel, round == 0 ? "ORIGINAL" : "0riginal");
+    }
+    snprintf(cmd, sizeof cmd, "cd '%s' && find . -name 'f*.txt' ! -name f000.txt -exec touch -d '2024-01-02 03:04:05' {} +",
+             f->scratch);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(sync_out(s, f, &r, &err), 0);
+    assert_int_equal(r.n_changed, (size_t)(to - from));
+    outres_free(&r);
+    char *c = get(f->host, "f007.txt");
+    assert_string_equal(c, round == 0 ? "ORIGINAL" : "0riginal");
+    free(c);
+    c = get(f->host, "f000.txt");
+    assert_string_equal(c, "original");
+    free(c);
+  }
+  sm_workspace_sync_free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
@@ -585,6 +629,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tool_type_changes_and_links, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manifest_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_manifest_not_rewritten, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_same_size_and_mtime, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
