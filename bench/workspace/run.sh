@@ -97,8 +97,8 @@ run_sm() { # tag binary
   n=$(count_files)
   [ "$n" -eq "$FILES" ] || echo "warning: sandman ($1) copied $n files" >&2
   echo "$out" >"$WORK/last.$1"
-  echo "$out" | awk '$1 == "in_first" { print $2 }' >>"$WORK/t.$1"
-  echo "$out" | awk '$1 == "in_unchanged" { print $2 }' >>"$WORK/t.$1.s4"
+  # One file of seconds per operation: t.<tag>.<operation>.
+  echo "$out" | while read -r op sec _; do echo "$sec" >>"$WORK/t.$1.$op"; done
   drop_box
 }
 
@@ -132,21 +132,20 @@ printf '%-42s %10s %10s %12s\n' "sandman copy in, 10 files changed" "$(val in_10
 if [ "$ROUNDS" -gt 1 ] || [ -n "$BASE" ]; then
   printf '\n%d round(s), medians (min-max), seconds; sandman: %s%s\n\n' "$ROUNDS" "$BUILD" \
     "${BASE:+, base: $BASE}"
-  row() { # label file
-    printf '%-42s %8s  (%s-%s)\n' "$1" "$(med "$2")" "$(sort -g "$2" | head -1)" "$(sort -g "$2" | tail -1)"
-  }
-  row "docker cp" "$WORK/t.cp"
-  row "sandman copy in, first call" "$WORK/t.sm"
-  row "sandman copy in, unchanged" "$WORK/t.sm.s4"
-  if [ -n "$BASE" ]; then
-    row "base: sandman copy in, first call" "$WORK/t.base"
-    row "base: sandman copy in, unchanged" "$WORK/t.base.s4"
-  fi
+  cell() { [ -s "$1" ] && printf '%s (%s-%s)' "$(med "$1")" "$(sort -g "$1" | head -1)" "$(sort -g "$1" | tail -1)"; }
+  printf '%-42s %-24s %s\n' "operation" "sandman" "${BASE:+base}"
+  printf '%-42s %-24s\n' "docker cp (whole folder)" "$(cell "$WORK/t.cp")"
+  for op in in_first:"copy in, first call" in_unchanged:"copy in, unchanged (next call)" \
+    out_unchanged:"copy out, nothing changed" out_5_changed:"copy out, 5 files changed" \
+    out_100_changed:"copy out, 100 files changed" in_10_changed:"copy in, 10 files changed"; do
+    printf '%-42s %-24s %s\n' "sandman ${op#*:}" "$(cell "$WORK/t.sm.${op%%:*}")" \
+      "$([ -n "$BASE" ] && cell "$WORK/t.base.${op%%:*}")"
+  done
   printf '\nper round (seconds): docker cp, sandman first call%s\n' "${BASE:+, base}"
-  paste -d' ' "$WORK/t.cp" "$WORK/t.sm" ${BASE:+"$WORK/t.base"} | nl -w3 -s': '
+  paste -d' ' "$WORK/t.cp" "$WORK/t.sm.in_first" ${BASE:+"$WORK/t.base.in_first"} | nl -w3 -s': '
   printf '\ndocker cp / sandman first call (medians): %s' \
-    "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.sm")" | bc)"
+    "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.sm.in_first")" | bc)"
   [ -n "$BASE" ] && printf ', base: %s' \
-    "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.base")" | bc)"
+    "$(echo "scale=3; $(med "$WORK/t.cp") / $(med "$WORK/t.base.in_first")" | bc)"
   printf '\n'
 fi
