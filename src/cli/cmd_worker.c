@@ -5,6 +5,7 @@
  * API and waits for SIGTERM or SIGINT, then stops cleanly (calls in flight
  * finish, per_tool sandboxes are removed) and exits 0. */
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,14 @@ static int parse_args(int argc, char **argv, worker_args *a) {
 static int serve(int argc, char **argv, const cli_globals *g, const char *name) {
   static worker_args a; /* large (string lists): not on the stack */
   memset(&a, 0, sizeof a);
+#ifdef M_ARENA_MAX
+  /* A long-running process with 16+ threads: glibc would give most of them
+   * an arena of their own, each keeping its freed memory (about 1 MB more
+   * resident with 100 sandboxes, measured). Two arenas are plenty for calls
+   * that spend their time waiting on the engine. MALLOC_ARENA_MAX in the
+   * environment still wins. */
+  if (getenv("MALLOC_ARENA_MAX") == NULL) mallopt(M_ARENA_MAX, 2);
+#endif
   int rc = parse_args(argc, argv, &a);
   if (rc < 0) {
     usage(stdout, name);
