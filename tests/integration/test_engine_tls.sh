@@ -10,6 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/tls_engine.sh"
 require_engine
 BUILD_DIR=${SANDMAN_BUILD_DIR:-$(dirname "$SANDMAN")}
 EXEC_TEST="$BUILD_DIR/tests/it_test_engine_exec_env"
+AGENT_TEST="$BUILD_DIR/tests/it_test_agent"
 
 trap tls_engine_stop EXIT
 if ! tls_engine_start; then
@@ -73,6 +74,17 @@ if [ -x "$EXEC_TEST" ]; then
   fi
 else
   it_fail "exec test binary $EXEC_TEST not built"
+fi
+# The in-sandbox agent over TLS: its session is a hijacked exec stream kept
+# open (TLS both ways); the agent test's differential cases in this engine.
+if [ -x "$AGENT_TEST" ]; then
+  if tls_env "$TLS_ENGINE_CLIENT_CERTS" env SANDMAN_AGENT_TEST_NO_GVISOR=1 CI=true "$AGENT_TEST"; then
+    it_pass "agent sessions over TLS (differential against engine execs)"
+  else
+    it_fail "agent sessions over TLS (differential against engine execs)"
+  fi
+else
+  it_fail "agent test binary $AGENT_TEST not built"
 fi
 # The engine's own view: nothing of ours left behind in it.
 left=$(docker -H "$TLS_ENGINE_SOCK" ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | wc -l)
