@@ -651,6 +651,16 @@ int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
     memmove(&cp->ready[0], &cp->ready[1], (cp->n_ready - 1) * sizeof cp->ready[0]);
     cp->n_ready--;
     cp->in_flight++;
+    /* A session not opened yet will not be: the call uses an engine exec. */
+    for (agent_prep **pp = &p->prep_head; *pp; pp = &(*pp)->next) {
+      if (strcmp((*pp)->id, out->id) == 0) {
+        agent_prep *gone = *pp;
+        *pp = gone->next;
+        p->n_preps--;
+        free(gone);
+        break;
+      }
+    }
     snprintf(out->pool_key, sizeof out->pool_key, "%s", cp->key);
     got = 1;
     p->taken++;
