@@ -581,4 +581,3 @@ void sm_agent_mark_broken(sm_agent_session *s) { s->broken = 1; }
 
 int sm_agent_broken(const sm_agent_session *s) { return s->broken; }
 
-const char *sm_agent_container(const sm_agent_session *s) { return s->container_id; }

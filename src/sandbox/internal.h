@@ -242,7 +242,6 @@ int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_err
                         const char **fail_msg);
 void sm_agent_mark_broken(sm_agent_session *s);
 int sm_agent_broken(const sm_agent_session *s);
-const char *sm_agent_container(const sm_agent_session *s);
 
 typedef struct sm_exec_target {
   sm_engine *engine;
