@@ -319,6 +319,7 @@ static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
   p->removed += rc == 0;
   p->rm_running--;
   pthread_cond_broadcast(&p->cv_done);
+  pthread_cond_broadcast(&p->cv_work); /* a session may have waited for this */
   pthread_mutex_unlock(&p->mu);
   free(r);
 }
@@ -477,7 +478,14 @@ static void *worker_main(void *arg) {
       create_one(p, e, want); /* unlocks while it works */
       continue;
     }
-    if (p->prep_head && !p->stopping && e) {
+    /* Sessions wait for a quiet moment: opening one is two execs, and on
+     * two CPUs it would slow the creations and removals of a burst of
+     * calls (whose containers then go without: a call taking a container
+     * drops its queued session). */
+    int engine_busy = p->rm_running > 0;
+    for (int i = 0; i < MAX_POOLS && !engine_busy; i++)
+      engine_busy = p->pools[i] && p->pools[i]->creating > 0;
+    if (p->prep_head && !p->stopping && e && !engine_busy) {
       agent_prep *ap = p->prep_head;
       p->prep_head = ap->next;
       p->n_preps--;
