@@ -37,6 +37,10 @@
 
 #define STDIN_CHUNK (64u << 10)
 #define READ_CHUNK (64u << 10)
+/* Exec streams read in smaller steps: their frames are small, and every
+ * thread that pumps one keeps the buffer's stack pages resident (a runner
+ * has 16+ such threads). */
+#define STREAM_READ_CHUNK (16u << 10)
 #define CANCEL_POLL_MS 100
 
 enum { IO_AGAIN = 1 };
@@ -749,7 +753,7 @@ int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, 
   rc = start_request(e, exec_id, &req, err);
   if (rc == 0) rc = connect_engine(e, &h->c, start + e->connect_timeout_ms, err);
   size_t off = 0;
-  char buf[READ_CHUNK];
+  char buf[STREAM_READ_CHUNK];
   while (rc == 0 && !h->streaming) {
     short events = POLLIN;
     if (off < req.len) {
@@ -806,7 +810,7 @@ int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t 
   if (written) *written = 0;
   if (s->ended) return 1;
   hijack *h = &s->h;
-  char buf[READ_CHUNK];
+  char buf[STREAM_READ_CHUNK];
   size_t done = 0;
   for (int round = 0; round < 2; round++) {
     int progress = 0;
