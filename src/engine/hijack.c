@@ -471,6 +471,7 @@ typedef struct hijack {
   int stdin_open;  /* still reading from io->stdin_read */
   int stdin_done;  /* half-close sent */
   int write_broken; /* the engine stopped taking stdin: drop the rest */
+  int stop_when_streaming; /* exec streams: return once the upgrade is in */
 } hijack;
 
 static int feed_head(hijack *h, const char *data, size_t len, sm_error *err) {
@@ -573,6 +574,7 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
         return error_answer(h, "exec start", err);
     }
     short want_read = h->c.want;
+    if (h->stop_when_streaming && h->streaming) return 0;
 
     /* Write what is pending, then half-close once stdin has ended. */
     short want_write = 0;
@@ -747,51 +749,19 @@ int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, 
   engine_mux_init(&h->mux, 0, output, ud);
 
   int64_t start = now_ms();
-  int64_t deadline = start + e->request_timeout_ms;
   sm_buf req;
   sm_buf_init(&req, 8192);
   rc = start_request(e, exec_id, &req, err);
   if (rc == 0) rc = connect_engine(e, &h->c, start + e->connect_timeout_ms, err);
-  size_t off = 0;
-  char buf[STREAM_READ_CHUNK];
-  while (rc == 0 && !h->streaming) {
-    short events = POLLIN;
-    if (off < req.len) {
-      ssize_t n = conn_write(s->host, &h->c, req.data + off, req.len - off, err);
-      if (n >= 0) off += (size_t)n;
-      else if (n != -IO_AGAIN) rc = (int)n;
-      if (rc == 0 && off < req.len) events = h->c.want;
-    }
-    if (rc == 0 && off == req.len) {
-      ssize_t n = conn_read(s->host, &h->c, buf, sizeof buf, err);
-      if (n > 0) {
-        rc = feed_head(h, buf, (size_t)n, err);
-        if (rc == 0 && !h->streaming && h->head_len > 0 &&
-            error_body_complete(h->head.data + h->head_len, h->head.len - h->head_len, h->clen,
-                                h->chunked))
-          rc = error_answer(h, "exec start", err);
-        continue;
-      }
-      if (n == 0)
-        rc = h->head_len > 0 ? error_answer(h, "exec start", err)
-                             : sm_error_set(err, SM_EPROTOCOL,
-                                            "exec start: the engine at %s closed the connection "
-                                            "without answering",
-                                            s->host);
-      else if (n != -IO_AGAIN)
-        rc = (int)n;
-      events = h->c.want;
-    }
-    if (rc != 0 || h->streaming) break;
-    int64_t left = deadline - now_ms();
-    if (left <= 0) {
-      rc = sm_error_set(err, SM_ETIMEOUT, "exec start: the engine at %s did not answer in time",
-                        s->host);
-      break;
-    }
-    struct pollfd p = {h->c.fd, events ? events : POLLIN, 0};
-    if (poll(&p, 1, left > 1000000 ? 1000000 : (int)left) < 0 && errno != EINTR)
-      rc = sm_error_set_errno(err, SM_EIO, errno, "exec start: poll");
+  if (rc == 0) {
+    /* The exec start's own loop, up to the upgrade (bytes after it go to
+     * the demultiplexer and on to output). */
+    h->out = req.data;
+    h->out_len = req.len;
+    h->stop_when_streaming = 1;
+    rc = run_loop(h, 0, start + e->request_timeout_ms, err);
+    h->out = NULL;
+    h->out_len = h->out_off = 0;
   }
   sm_buf_dispose(&req);
   if (rc != 0 && err && err->code == SM_EUNREACHABLE) sm_error_wrap(err, "exec start");
