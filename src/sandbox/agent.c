@@ -42,6 +42,8 @@
 #define INSTALL_TIMEOUT_S 30.0
 #define AGENT_DIR "/.sandman"
 #define DIAG_CAP 2048            /* the agent's own stderr, kept for a log line */
+#define CANCEL_POLL_MS 100
+#define SETTLE_MS 10000          /* after a call's end or kill: the agent's report, the frame's rest */
 
 struct sm_agent_session {
   sm_exec_stream *stream;
@@ -406,7 +408,7 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
   }
 }
 
-int sm_agent_run(sm_agents *a, sm_agent_session *s, const char *const *argv, size_t argc,
+int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc,
                  sm_read_fn in, void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms,
                  int *exit_code, sm_error *err) {
   *exit_code = -1;
@@ -423,61 +425,24 @@ int sm_agent_run(sm_agents *a, sm_agent_session *s, const char *const *argv, siz
     argv = via_sh;
     argc += 3;
   }
-  sm_buf frame;
-  sm_buf_init(&frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
-  char *chunk = in ? malloc(SM_FRAME_DATA_MAX) : NULL;
-  int code = -1, en = 0;
-  const char *msg = NULL;
-  int rc = in && chunk == NULL ? sm_error_set(err, SM_ENOMEM, NULL) : 0;
-  if (rc == 0) rc = sm_agent_call_begin(a, s, "/", argv, argc, NULL, 0, out, out_ud, &frame, err);
-  if (rc == 0 && in == NULL) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
-  int in_open = in != NULL;
-  size_t off = 0;
-  double until = sm_monotonic_ms() + timeout_ms;
-  while (rc == 0 && (off < frame.len || in_open || !sm_agent_call_state(s, &code, &en, &msg))) {
-    if (off == frame.len && in_open) {
-      if (sm_agent_call_state(s, &code, &en, &msg)) break; /* it ended without all its input */
-      sm_buf_reset(&frame);
-      off = 0;
-      ssize_t n = in(in_ud, chunk, SM_FRAME_DATA_MAX);
-      if (n < 0 || (size_t)n > SM_FRAME_DATA_MAX) {
-        rc = sm_error_set(err, n < 0 ? (int)n : SM_EINVAL, "reading the input of '%s'", argv[0]);
-        break;
-      }
-      if (n == 0) in_open = 0;
-      sm_agent_frame_data(s, n ? SM_FRAME_STDIN : SM_FRAME_EOF, chunk, (size_t)n, &frame);
-    }
-    int left = (int)(until - sm_monotonic_ms());
-    if (left <= 0) {
-      rc = sm_error_set(err, SM_ETIMEOUT, "'%s' in the sandbox did not end in time", argv[0]);
-      break;
-    }
-    size_t w = 0;
-    rc = sm_agent_pump(s, frame.data + off, frame.len - off, &w, left, err);
-    off += w;
-    if (rc == 1) rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent ended during '%s'",
-                                   argv[0]);
-  }
-  /* The rest of a half-written stdin frame still goes out (frame boundary). */
-  double settle = sm_monotonic_ms() + 10000;
-  sm_error ignore = SM_ERROR_INIT;
-  while (rc == 0 && off < frame.len && sm_monotonic_ms() < settle) {
-    size_t w = 0;
-    if (sm_agent_pump(s, frame.data + off, frame.len - off, &w, 1000, &ignore) != 0) break;
-    off += w;
-  }
-  int state = sm_agent_call_state(s, &code, &en, &msg);
-  if (rc != 0 || off < frame.len || state == 0) s->broken = 1;
-  if (rc == 0 && state == 2)
-    rc = sm_error_set(err, SM_ESANDBOX, "'%s' could not start in the sandbox: %s", argv[0], msg);
-  else if (rc == 0 && state == 1)
-    *exit_code = code;
-  else if (rc == 0)
+  sm_agent_feed f;
+  int rc = sm_agent_feed_init(&f, in, in_ud, err);
+  if (rc == 0) rc = sm_agent_start(s, &f, "/", argv, argc, NULL, 0, out, out_ud, err);
+  if (rc == 0) rc = sm_agent_drive(s, &f, sm_monotonic_ms() + timeout_ms, NULL, err);
+  if (rc == 1)
+    rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent ended during '%s'", argv[0]);
+  if (rc == 0) sm_agent_settle(s, &f);
+  else s->broken = 1;
+  if (rc == 0 && s->failed)
+    rc = sm_error_set(err, SM_ESANDBOX, "'%s' could not start in the sandbox: %s", argv[0],
+                      s->fail_msg);
+  else if (rc == 0 && !s->exited)
     rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent lost track of '%s'", argv[0]);
+  else if (rc == 0)
+    *exit_code = s->exit_code;
   s->out = NULL;
-  free(chunk);
+  sm_agent_feed_dispose(&f);
   free(via_sh);
-  sm_buf_dispose(&frame);
   return rc;
 }
 
@@ -493,7 +458,7 @@ int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid) {
     const char *argv[] = {"/bin/sh", "-c", sm_exec_wrapper_script, "sandman", "warmup", "true"};
     int code = 0;
     sm_error err = SM_ERROR_INIT;
-    sm_agent_run(a, s, argv, 6, NULL, NULL, drop_output, NULL, 10000, &code, &err);
+    sm_agent_run(s, argv, 6, NULL, NULL, drop_output, NULL, 10000, &code, &err);
     sm_agent_give_back(a, s);
   }
   return rc;
@@ -517,10 +482,45 @@ void sm_agent_note_fallback(sm_agents *a) {
 
 static int append_str(sm_buf *b, const char *s) { return sm_buf_append(b, s, strlen(s) + 1); }
 
-int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
-                        const char *const *argv, size_t argc, const char *const *env,
-                        size_t envc, sm_output_fn out, void *out_ud, sm_buf *frame,
-                        sm_error *err) {
+/* A data or end-of-stdin frame of the current call, appended to frame. */
+static void frame_data(sm_agent_session *s, int type, const void *data, size_t len,
+                       sm_buf *frame) {
+  unsigned char head[SM_FRAME_HEADER];
+  sm_frame_header(head, type, s->call_id, (uint32_t)len);
+  sm_buf_append(frame, (const char *)head, sizeof head);
+  if (len) sm_buf_append(frame, data, len);
+}
+
+static int pump(sm_agent_session *s, const void *data, size_t len, size_t *written,
+                int timeout_ms, sm_error *err) {
+  int rc = sm_exec_stream_pump(s->stream, data, len, written, timeout_ms, err);
+  if (rc != 0) s->broken = 1;
+  if (rc == SM_EPROTOCOL)
+    sm_error_set(err, SM_EPROTOCOL, "the sandbox's agent broke its protocol%s%s",
+                 s->diag_len ? ": " : "", s->diag);
+  return rc;
+}
+
+int sm_agent_feed_init(sm_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *err) {
+  memset(f, 0, sizeof *f);
+  sm_buf_init(&f->frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
+  f->in = in;
+  f->in_ud = in_ud;
+  f->in_open = in != NULL;
+  if (in && (f->chunk = malloc(SM_FRAME_DATA_MAX)) == NULL)
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  return 0;
+}
+
+void sm_agent_feed_dispose(sm_agent_feed *f) {
+  sm_buf_dispose(&f->frame);
+  free(f->chunk);
+  f->chunk = NULL;
+}
+
+int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd,
+                   const char *const *argv, size_t argc, const char *const *env, size_t envc,
+                   sm_output_fn out, void *out_ud, sm_error *err) {
   s->call_id++;
   s->out = out;
   s->out_ud = out_ud;
@@ -530,7 +530,9 @@ int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
   s->fail_msg[0] = '\0';
   s->diag_len = 0;
   s->diag[0] = '\0';
+  sm_buf *frame = &f->frame;
   sm_buf_reset(frame);
+  f->off = 0;
   unsigned char head[SM_FRAME_HEADER] = {0};
   char num[24];
   snprintf(num, sizeof num, "%zu", argc);
@@ -542,25 +544,55 @@ int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
     return sm_error_set(err, SM_ETOOBIG, "the call's arguments and environment are too large");
   sm_frame_header(head, SM_FRAME_CALL, s->call_id, (uint32_t)(frame->len - SM_FRAME_HEADER));
   memcpy(frame->data, head, sizeof head);
+  if (!f->in_open) frame_data(s, SM_FRAME_EOF, NULL, 0, frame);
   return 0;
 }
 
-void sm_agent_frame_data(sm_agent_session *s, int type, const void *data, size_t len,
-                         sm_buf *frame) {
-  unsigned char head[SM_FRAME_HEADER];
-  sm_frame_header(head, type, s->call_id, (uint32_t)len);
-  sm_buf_append(frame, (const char *)head, sizeof head);
-  if (len) sm_buf_append(frame, data, len);
+int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
+                   volatile int *cancel, sm_error *err) {
+  for (;;) {
+    if (s->exited || s->failed) return 0;
+    if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
+    /* Stdin is read only once the previous frame is out: the agent's
+     * backpressure reaches the reader. */
+    if (f->off == f->frame.len && f->in_open) {
+      sm_buf_reset(&f->frame);
+      f->off = 0;
+      ssize_t n = f->in(f->in_ud, f->chunk, SM_FRAME_DATA_MAX);
+      if (n < 0)
+        return sm_error_set(err, (int)n, "the stdin reader failed (%s)", sm_error_name((int)n));
+      if ((size_t)n > SM_FRAME_DATA_MAX)
+        return sm_error_set(err, SM_EINVAL, "the stdin reader overran its buffer");
+      if (n == 0) f->in_open = 0;
+      frame_data(s, n ? SM_FRAME_STDIN : SM_FRAME_EOF, f->chunk, (size_t)n, &f->frame);
+    }
+    int wait = -1;
+    if (deadline_ms > 0) {
+      double left = deadline_ms - sm_monotonic_ms();
+      if (left <= 0) return sm_error_set(err, SM_ETIMEOUT, "the call did not end in time");
+      wait = left > 1e6 ? 1000000 : (int)left + 1;
+    }
+    if (cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
+    size_t w = 0;
+    int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait, err);
+    f->off += w;
+    if (rc) return rc;
+  }
 }
 
-int sm_agent_pump(sm_agent_session *s, const void *data, size_t len, size_t *written,
-                  int timeout_ms, sm_error *err) {
-  int rc = sm_exec_stream_pump(s->stream, data, len, written, timeout_ms, err);
-  if (rc != 0) s->broken = 1;
-  if (rc == SM_EPROTOCOL && s->broken)
-    sm_error_set(err, SM_EPROTOCOL, "the sandbox's agent broke its protocol%s%s",
-                 s->diag_len ? ": " : "", s->diag);
-  return rc;
+void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f) {
+  double until = sm_monotonic_ms() + SETTLE_MS;
+  sm_error ignore = SM_ERROR_INIT;
+  while (!s->broken && (f->off < f->frame.len || !(s->exited || s->failed))) {
+    int left = (int)(until - sm_monotonic_ms());
+    if (left <= 0) {
+      s->broken = 1;
+      break;
+    }
+    size_t w = 0;
+    pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, left, &ignore);
+    f->off += w;
+  }
 }
 
 int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,

@@ -665,7 +665,7 @@ static int run_via_agent(void *ud, const char *const *argv, size_t argc, sm_read
                          sm_error *err) {
   sm_exec_target *t = ud;
   if (t->agent == NULL || sm_agent_broken(t->agent)) return 1;
-  return sm_agent_run(t->agents, t->agent, argv, argc, in, in_ud, out, out_ud,
+  return sm_agent_run(t->agent, argv, argc, in, in_ud, out, out_ud,
                       in ? 3600 * 1000 : 300 * 1000, exit_code, err);
 }
 

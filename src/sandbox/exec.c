@@ -11,14 +11,11 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "agent/frame.h"
 #include "sandbox/internal.h"
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
 #define OCI_FAILED "OCI runtime exec failed"
-#define CANCEL_POLL_MS 100
-#define AGENT_SETTLE_MS 10000 /* after a kill: how long the agent may take to report */
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -126,20 +123,24 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const char *
   }
 }
 
-static void container_state(const sm_exec_target *t, int *running, int *oom) {
+/* The container's Running and OOMKilled; returns the inspect's code
+ * (SM_ENOTFOUND: it is gone, and *running is 0). */
+static int container_state(const sm_exec_target *t, int *running, int *oom) {
   json_object *insp = NULL, *st = NULL, *v = NULL;
   sm_error err = SM_ERROR_INIT;
   *running = 1;
   *oom = 0;
-  if (sm_engine_container_inspect(t->engine, t->container_id, &insp, &err) != 0) {
-    if (err.code == SM_ENOTFOUND) *running = 0;
-    return;
+  int rc = sm_engine_container_inspect(t->engine, t->container_id, &insp, &err);
+  if (rc != 0) {
+    if (rc == SM_ENOTFOUND) *running = 0;
+    return rc;
   }
   if (json_object_object_get_ex(insp, "State", &st)) {
     if (json_object_object_get_ex(st, "Running", &v)) *running = json_object_get_boolean(v);
     if (json_object_object_get_ex(st, "OOMKilled", &v)) *oom = json_object_get_boolean(v);
   }
   json_object_put(insp);
+  return 0;
 }
 
 static int state_oom_killed(const sm_exec_target *t) {
@@ -214,88 +215,13 @@ static void stopped_call(int rc, sm_exec_outcome *out, sm_error *err) {
   sm_error_clear(err);
 }
 
-/* Pumps the session until the call ends, the deadline passes or the
- * caller cancels. Stdin goes as frames, read only when the previous frame
- * is out (the agent's backpressure reaches the reader). 0 with the call
- * over, 1 when the agent's exec ended first, SM_ETIMEOUT/SM_ECANCELLED, or
- * another negative code. *pending tells whether a frame is half written. */
-static int agent_drive(const sm_exec_target *t, const sm_run_request *req, sm_buf *frame,
-                       size_t *off, int *stdin_open, char *chunk, double deadline,
-                       sm_error *err) {
-  sm_agent_session *s = t->agent;
-  int code = 0, en = 0;
-  const char *msg = NULL;
-  for (;;) {
-    if (sm_agent_call_state(s, &code, &en, &msg)) return 0;
-    if (req->cancel && *req->cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
-    if (*off == frame->len && *stdin_open) {
-      sm_buf_reset(frame);
-      *off = 0;
-      ssize_t n = req->stdin_read(req->stdin_ud, chunk, SM_FRAME_DATA_MAX);
-      if (n < 0)
-        return sm_error_set(err, (int)n, "the stdin reader failed (%s)", sm_error_name((int)n));
-      if ((size_t)n > SM_FRAME_DATA_MAX)
-        return sm_error_set(err, SM_EINVAL, "the stdin reader overran its buffer");
-      if (n == 0) *stdin_open = 0;
-      sm_agent_frame_data(s, n ? SM_FRAME_STDIN : SM_FRAME_EOF, chunk, (size_t)n, frame);
-    }
-    int wait = -1;
-    if (deadline > 0) {
-      double left = deadline - sm_monotonic_ms();
-      if (left <= 0)
-        return sm_error_set(err, SM_ETIMEOUT, "the call did not end within %.1f s",
-                            req->settings.timeout_s);
-      wait = left > 1e6 ? 1000000 : (int)left + 1;
-    }
-    if (req->cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
-    size_t w = 0;
-    int rc = sm_agent_pump(s, frame->data + *off, frame->len - *off, &w, wait, err);
-    *off += w;
-    if (rc) return rc;
-  }
-}
-
-/* After the call's end (or its kill): the rest of a half-written frame
- * goes out, so the agent reads the next call from a frame boundary. */
-static int agent_finish_frame(sm_agent_session *s, sm_buf *frame, size_t *off) {
-  double until = sm_monotonic_ms() + AGENT_SETTLE_MS;
-  sm_error ignore = SM_ERROR_INIT;
-  while (*off < frame->len) {
-    int left = (int)(until - sm_monotonic_ms());
-    if (left <= 0) return -1;
-    size_t w = 0;
-    if (sm_agent_pump(s, frame->data + *off, frame->len - *off, &w, left, &ignore) != 0)
-      return -1;
-    *off += w;
-  }
-  return 0;
-}
-
-/* Waits for the agent to report a killed call. */
-static int agent_wait_end(sm_agent_session *s) {
-  double until = sm_monotonic_ms() + AGENT_SETTLE_MS;
-  sm_error ignore = SM_ERROR_INIT;
-  int code = 0, en = 0;
-  const char *msg = NULL;
-  while (!sm_agent_call_state(s, &code, &en, &msg)) {
-    int left = (int)(until - sm_monotonic_ms());
-    if (left <= 0 || sm_agent_pump(s, NULL, 0, NULL, left, &ignore) != 0) return -1;
-  }
-  return 0;
-}
-
 static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                       const char *token, sm_capture *cap, sm_exec_outcome *out,
                       sm_error *err) {
   sm_agent_session *s = t->agent;
   size_t argc = 5 + req->argc;
   const char **argv = calloc(argc + 1, sizeof *argv);
-  char *chunk = req->stdin_read ? malloc(SM_FRAME_DATA_MAX) : NULL;
-  sm_buf frame;
-  sm_buf_init(&frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
-  if (argv == NULL || (req->stdin_read && chunk == NULL)) {
-    free(argv);
-    free(chunk);
+  if (argv == NULL) {
     sm_agent_mark_broken(s);
     return sm_error_set(err, SM_ENOMEM, NULL);
   }
@@ -305,31 +231,28 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   argv[3] = "sandman";
   argv[4] = token;
   for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
-  int rc = sm_agent_call_begin(t->agents, s, "/workspace", argv, argc,
-                               (const char *const *)env->v, env->n, sm_capture_output, cap,
-                               &frame, err);
+  sm_agent_feed f;
+  int rc = sm_agent_feed_init(&f, req->stdin_read, req->stdin_ud, err);
+  if (rc == 0)
+    rc = sm_agent_start(s, &f, "/workspace", argv, argc, (const char *const *)env->v, env->n,
+                        sm_capture_output, cap, err);
   free(argv);
   if (rc == 0) sm_agent_note_call(t->agents);
-  int stdin_open = req->stdin_read != NULL;
-  if (rc == 0 && !stdin_open) sm_agent_frame_data(s, SM_FRAME_EOF, NULL, 0, &frame);
-  size_t off = 0;
   double t0 = sm_monotonic_ms();
   double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
-  if (rc == 0) rc = agent_drive(t, req, &frame, &off, &stdin_open, chunk, deadline, err);
+  if (rc == 0) rc = sm_agent_drive(s, &f, deadline, req->cancel, err);
   out->duration_ms = sm_monotonic_ms() - t0;
-  free(chunk);
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
     int verdict = 0;
     if (sandbox_stopped(t, out, &verdict, err)) {
-      sm_buf_dispose(&frame);
       sm_agent_mark_broken(s);
+      sm_agent_feed_dispose(&f);
       return verdict;
     }
     kill_call(t, NULL, token);
-    if (agent_wait_end(s) != 0 || agent_finish_frame(s, &frame, &off) != 0)
-      sm_agent_mark_broken(s);
-    sm_buf_dispose(&frame);
+    sm_agent_settle(s, &f);
+    sm_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
     return 0;
@@ -338,17 +261,9 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
     /* The agent's exec ended under the call: the container stopped or was
      * removed, or the tool killed every process of its user (kill -9 -1),
      * the agent included, which an engine exec reports as 137 too. */
-    sm_buf_dispose(&frame);
-    sm_error_clear(err);
-    json_object *insp = NULL;
-    int irc = sm_engine_container_inspect(t->engine, t->container_id, &insp, err);
-    json_object *st = NULL, *v = NULL;
+    sm_agent_feed_dispose(&f);
     int running = 0, oom = 0;
-    if (irc == 0 && json_object_object_get_ex(insp, "State", &st)) {
-      if (json_object_object_get_ex(st, "Running", &v)) running = json_object_get_boolean(v);
-      if (json_object_object_get_ex(st, "OOMKilled", &v)) oom = json_object_get_boolean(v);
-    }
-    json_object_put(insp);
+    int irc = container_state(t, &running, &oom);
     int had_output = cap->out.len > 0 || cap->err.len > 0;
     if (irc == SM_ENOTFOUND && !had_output)
       return sm_error_set(err, SM_ENOTFOUND, "the sandbox is gone");
@@ -362,13 +277,13 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
     return 0;
   }
   if (rc != 0) {
-    sm_buf_dispose(&frame);
+    sm_agent_feed_dispose(&f);
     sm_agent_mark_broken(s);
     kill_call(t, NULL, token);
     return sm_error_wrap(err, "running the tool through the sandbox's agent");
   }
-  if (agent_finish_frame(s, &frame, &off) != 0) sm_agent_mark_broken(s);
-  sm_buf_dispose(&frame);
+  sm_agent_settle(s, &f);
+  sm_agent_feed_dispose(&f);
 
   int code = 0, en = 0;
   const char *msg = NULL;

@@ -218,28 +218,41 @@ void sm_agent_note_fallback(sm_agents *a);
 /* Counts a tool call made over a session (sm_runner_agent_stats). */
 void sm_agent_note_call(sm_agents *a);
 
-/* A call over a session (exec.c drives it): the call frame into *frame
- * (reset first), then pumps; sm_agent_call_state says 1 (exited), 2 (could
- * not start) or 0 (running). */
-int sm_agent_call_begin(sm_agents *a, sm_agent_session *s, const char *cwd,
-                        const char *const *argv, size_t argc, const char *const *env,
-                        size_t envc, sm_output_fn out, void *out_ud, sm_buf *frame,
-                        sm_error *err);
+/* A call over a session: its outgoing frames and its stdin. */
+typedef struct sm_agent_feed {
+  sm_buf frame;    /* frames being written */
+  size_t off;      /* how much of frame is out */
+  sm_read_fn in;   /* the call's stdin; NULL: none */
+  void *in_ud;
+  int in_open;
+  char *chunk;     /* SM_FRAME_DATA_MAX bytes, with in */
+} sm_agent_feed;
+
+int sm_agent_feed_init(sm_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *err);
+void sm_agent_feed_dispose(sm_agent_feed *f);
+/* Puts the call frame (and, without stdin, its end) into f; output goes to
+ * out as it arrives. */
+int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd,
+                   const char *const *argv, size_t argc, const char *const *env, size_t envc,
+                   sm_output_fn out, void *out_ud, sm_error *err);
+/* Pumps until the call ends (0; sm_agent_call_state says how), the agent's
+ * exec ends (1), deadline_ms passes (SM_ETIMEOUT; 0: none), *cancel is set
+ * (SM_ECANCELLED) or an error (negative; the session is then broken). */
+int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
+                   volatile int *cancel, sm_error *err);
+/* After a call's end or kill: waits for the agent's report and writes the
+ * rest of a half-written frame, so the next call starts on a frame
+ * boundary; a session that cannot is marked broken. */
+void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f);
+/* 1 (exited: *exit_code), 2 (could not start: *fail_errno, *fail_msg) or 0. */
+int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
+                        const char **fail_msg);
 /* Runs argv (cwd "/", the agent's environment) to its end: stdin from in
  * (NULL: none), output to out. 0 with *exit_code, or an error (the session
  * is then broken unless the program merely could not start). */
-int sm_agent_run(sm_agents *a, sm_agent_session *s, const char *const *argv, size_t argc,
-                 sm_read_fn in, void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms,
-                 int *exit_code, sm_error *err);
-/* Appends a stdin (SM_FRAME_STDIN) or end-of-stdin (SM_FRAME_EOF) frame. */
-void sm_agent_frame_data(sm_agent_session *s, int type, const void *data, size_t len,
-                         sm_buf *frame);
-/* sm_exec_stream_pump on the session's stream: 1 when the agent's exec
- * ended; negative on errors (the session is then broken). */
-int sm_agent_pump(sm_agent_session *s, const void *data, size_t len, size_t *written,
-                  int timeout_ms, sm_error *err);
-int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
-                        const char **fail_msg);
+int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc, sm_read_fn in,
+                 void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms, int *exit_code,
+                 sm_error *err);
 void sm_agent_mark_broken(sm_agent_session *s);
 int sm_agent_broken(const sm_agent_session *s);
 
