@@ -9,6 +9,7 @@
 
 #include <sandman/log.h>
 
+#include "common/thread.h"
 #include "ops/ops_internal.h"
 
 typedef struct pool {
@@ -58,7 +59,7 @@ void sm_ops__parallel(sm_engine *engine, size_t n, size_t max_workers, sm_ops__j
       sm_log(SM_LOG_DEBUG, "removing with %zu workers: %s", k + 1, e.message);
       break;
     }
-    if (pthread_create(&ws[k].tid, NULL, worker_main, &ws[k]) != 0) {
+    if (sm_thread_start(&ws[k].tid, NULL, worker_main, &ws[k]) != 0) {
       sm_engine_free(ws[k].engine);
       ws[k].engine = NULL;
       break;

@@ -32,6 +32,7 @@
 #include <sandman/util.h>
 #include <sandman/workspace.h>
 
+#include "common/thread.h"
 #include "sandbox/internal.h"
 
 extern char **environ;
@@ -198,7 +199,7 @@ static int spawn_wrapper(const sm_run_request *req, const char *workdir, const s
       f->read = req->stdin_read;
       f->ud = req->stdin_ud;
       f->fd = in_p[1];
-      if (pthread_create(&hc->feeder_thread, NULL, feed_stdin, f) == 0) {
+      if (sm_thread_start(&hc->feeder_thread, NULL, feed_stdin, f) == 0) {
         hc->feeder_started = 1;
         in_p[1] = -1;
       } else {

@@ -21,7 +21,6 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/thread.h"
 #include "sandbox/internal.h"
 #include "sandbox/pool.h"
 
@@ -519,25 +519,20 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* Starts the threads on first need (hold p->mu). The threads block every
- * signal: a library must not take the application's signals. */
+/* Starts the threads on first need (hold p->mu). */
 static void ensure_threads(sm_pool *p) {
   if (p->n_threads > 0 || p->stopping) return;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
   for (int i = 0; i < WORKERS; i++) {
     worker_arg *wa = malloc(sizeof *wa);
     if (wa == NULL) break;
     wa->pool = p;
     wa->prefer_removal = i == 1;
-    if (pthread_create(&p->threads[p->n_threads], NULL, worker_main, wa) != 0) {
+    if (sm_thread_start(&p->threads[p->n_threads], NULL, worker_main, wa) != 0) {
       free(wa);
       break;
     }
     p->n_threads++;
   }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (p->n_threads == 0) sm_log(SM_LOG_WARN, "pool: cannot start its threads");
 }
 

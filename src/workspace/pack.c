@@ -19,7 +19,6 @@
 #include <inttypes.h>
 #include <locale.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +31,7 @@
 #include <sandman/log.h>
 
 #include "common/buf.h"
+#include "common/thread.h"
 #include "workspace/ws.h"
 
 /* The ring between producer and reader: 8 x 256 KiB = 2 MiB at most. */
@@ -533,12 +533,7 @@ static int pipe_start(ws_packer *p) {
   pack_pipe *q = p->pipe;
   const char *rid = sm_log_request_id();
   if (rid) snprintf(q->request_id, sizeof q->request_id, "%s", rid);
-  /* The producer takes no signals: they stay with the caller's threads. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int r = pthread_create(&q->thread, NULL, producer_main, p);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int r = sm_thread_start(&q->thread, NULL, producer_main, p);
   if (r != 0) return sm_error_set(&p->err, SM_EIO, "starting the workspace packer thread: %s", strerror(r));
   q->running = 1;
   return 0;

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 
 #include "common/buf.h"
 #include "common/cleanup.h"
+#include "common/thread.h"
 #include "workspace/ws.h"
 
 #define RM_BATCH_PATHS 256
@@ -505,7 +505,7 @@ static int prelist_start(prelist *p, const sm_workspace_sync *s, const sm_worksp
   if (sm_engine_clone(&p->engine, t->engine, &cerr) != 0) return -1;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
-  if (pthread_create(&p->th, NULL, prelist_main, p) != 0) {
+  if (sm_thread_start(&p->th, NULL, prelist_main, p) != 0) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     sm_engine_free(p->engine);
@@ -601,12 +601,7 @@ static int early_start(early_put *u, sm_workspace_sync *s, const sm_workspace_ta
   if (s->abort_after >= 0) ws_packer_abort_after(u->pk, abort_budget(s));
   const char *rid = sm_log_request_id();
   if (rid) snprintf(u->request_id, sizeof u->request_id, "%s", rid);
-  /* Signals stay with the caller's threads. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int r = pthread_create(&u->th, NULL, early_main, u);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int r = sm_thread_start(&u->th, NULL, early_main, u);
   if (r != 0) {
     ws_packer_free(u->pk);
     u->pk = NULL;
@@ -922,7 +917,7 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
   if (rid) snprintf(r->request_id, sizeof r->request_id, "%s", rid);
   pthread_t th;
   int rc = 0;
-  if (pthread_create(&th, NULL, extract_thread, r) != 0) {
+  if (sm_thread_start(&th, NULL, extract_thread, r) != 0) {
     rc = sm_error_set(err, SM_ENOMEM, "cannot start the extractor thread");
   } else {
     sm_error gerr = SM_ERROR_INIT;

@@ -1,0 +1,14 @@
+#include "common/thread.h"
+
+#include <signal.h>
+
+int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                    void *arg) {
+  /* The new thread inherits the mask in force when it is created. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int r = pthread_create(thread, attr, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return r;
+}
