@@ -32,29 +32,7 @@ static const char *instance(void) {
   return i && *i ? i : "it-test_agent";
 }
 
-static void cleanup(void) {
-  char l1[160];
-  snprintf(l1, sizeof l1, "io.sandman.instance=%s", instance());
-  const char *labels[] = {l1};
-  json_object *list = NULL;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_engine_container_list(engine, 1, labels, 1, &list, &err) == 0) {
-    for (size_t i = 0; i < json_object_array_length(list); i++) {
-      json_object *id = NULL;
-      json_object_object_get_ex(json_object_array_get_idx(list, i), "Id", &id);
-      sm_engine_container_remove(engine, json_object_get_string(id), 1, 1, &err);
-    }
-    json_object_put(list);
-  }
-  if (sm_engine_volume_list(engine, labels, 1, &list, &err) == 0) {
-    for (size_t i = 0; list && i < json_object_array_length(list); i++) {
-      json_object *name = NULL;
-      json_object_object_get_ex(json_object_array_get_idx(list, i), "Name", &name);
-      sm_engine_volume_remove(engine, json_object_get_string(name), 1, &err);
-    }
-    json_object_put(list);
-  }
-}
+static void cleanup(void) { itest_remove_instance(engine, instance()); }
 
 static void print_log(sm_log_level level, const char *request_id, const char *line, void *ud) {
   fprintf(stderr, "log: %s\n", line);

@@ -33,6 +33,32 @@ static inline sm_engine *itest_engine(void) {
   return NULL;
 }
 
+/* Removes every container and volume labelled with this instance. */
+static inline void itest_remove_instance(sm_engine *engine, const char *instance) {
+  char l1[200];
+  snprintf(l1, sizeof l1, "io.sandman.instance=%s", instance);
+  const char *labels[] = {l1};
+  json_object *list = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_engine_container_list(engine, 1, labels, 1, &list, &err) == 0) {
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+      json_object *id = NULL;
+      json_object_object_get_ex(json_object_array_get_idx(list, i), "Id", &id);
+      sm_engine_container_remove(engine, json_object_get_string(id), 1, 1, &err);
+    }
+    json_object_put(list);
+  }
+  list = NULL;
+  if (sm_engine_volume_list(engine, labels, 1, &list, &err) == 0) {
+    for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+      json_object *name = NULL;
+      json_object_object_get_ex(json_object_array_get_idx(list, i), "Name", &name);
+      sm_engine_volume_remove(engine, json_object_get_string(name), 1, &err);
+    }
+    json_object_put(list);
+  }
+}
+
 /* The image the tests use: built by scripts/setup.sh. */
 #define ITEST_IMAGE "sandman/minimal:latest"
 
