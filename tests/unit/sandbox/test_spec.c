@@ -162,6 +162,11 @@ static void test_container_spec_is_hardened(void **state) {
   assert_string_equal(jstr(ul, "Name"), "nofile");
   assert_int_equal(json_object_get_int64(jget(ul, "Soft", NULL)), 1024);
   assert_null(jget(c, "HostConfig", "Runtime"));
+  /* The sandbox's own volume is its only mount: no bind (the engine's
+   * socket above all) ever goes in. */
+  assert_int_equal(json_object_array_length(jget(c, "HostConfig", "Mounts")), 1);
+  assert_null(jget(c, "HostConfig", "Binds"));
+  assert_null(jget(c, "HostConfig", "VolumesFrom"));
   json_object *m = json_object_array_get_idx(jget(c, "HostConfig", "Mounts"), 0);
   assert_string_equal(jstr(m, "Type"), "volume");
   assert_string_equal(jstr(m, "Source"), "v-ws");
