@@ -8,6 +8,8 @@
 #ifndef SANDMAN_CONFIG_H
 #define SANDMAN_CONFIG_H
 
+#include <sandman/export.h>
+
 #include <json-c/json.h>
 
 #include <sandman/error.h>
@@ -22,25 +24,25 @@ typedef struct sm_config sm_config;
 /* path NULL: search as above. A file that does not parse or validate is
  * SM_ECONFIG with "FILE:LINE:COLUMN: key: message" in err. A missing file
  * named explicitly is SM_ECONFIG too; no file found by the search is fine. */
-int sm_config_load(sm_config **out, const char *path, sm_error *err);
+SM_API int sm_config_load(sm_config **out, const char *path, sm_error *err);
 /* Parses YAML text (name is used in messages). */
-int sm_config_load_string(sm_config **out, const char *name, const char *text,
-                          size_t len, sm_error *err);
-void sm_config_free(sm_config *cfg);
+SM_API int sm_config_load_string(sm_config **out, const char *name, const char *text,
+                                 size_t len, sm_error *err);
+SM_API void sm_config_free(sm_config *cfg);
 /* The file the config came from, or NULL for built-in defaults. */
-const char *sm_config_path(const sm_config *cfg);
-const char *sm_config_project_id(const sm_config *cfg);          /* may be NULL */
-const char *sm_config_project_environment(const sm_config *cfg); /* may be NULL */
-const char *sm_config_engine_host(const sm_config *cfg);         /* may be NULL */
+SM_API const char *sm_config_path(const sm_config *cfg);
+SM_API const char *sm_config_project_id(const sm_config *cfg);          /* may be NULL */
+SM_API const char *sm_config_project_environment(const sm_config *cfg); /* may be NULL */
+SM_API const char *sm_config_engine_host(const sm_config *cfg);         /* may be NULL */
 /* engine.tls_verify: 1, 0, or -1 when the file does not say. */
-int sm_config_engine_tls_verify(const sm_config *cfg);
-const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may be NULL */
+SM_API int sm_config_engine_tls_verify(const sm_config *cfg);
+SM_API const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may be NULL */
 /* defaults.pool_size: ready per_tool containers a runner keeps per
  * configuration (0..SM_POOL_MAX_SIZE; 0: no warm pool), or -1 when the
  * file does not say. Only defaults may set it: the pool is the runner's. */
-int sm_config_pool_size(const sm_config *cfg);
+SM_API int sm_config_pool_size(const sm_config *cfg);
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
-int sm_config_has_agent(const sm_config *cfg, const char *agent);
+SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);
 
 /* Flag values as the user typed them (NULL = not given). */
 typedef struct sm_config_flags {
@@ -59,7 +61,7 @@ typedef enum {
   SM_SOURCE_FLAG,
 } sm_setting_source;
 
-const char *sm_setting_source_name(sm_setting_source s); /* "built_in", "flag", ... */
+SM_API const char *sm_setting_source_name(sm_setting_source s); /* "built_in", "flag", ... */
 
 #define SM_CONFIG_MAX_SETTINGS 32
 #define SM_CONFIG_MAX_ARGV 64
@@ -97,18 +99,18 @@ typedef struct sm_resolved {
  * is 0, out->settings.mode is SM_MODE_NONE. SM_EINVAL for a bad flag value
  * or an agent/tool/user name outside [A-Za-z0-9._-] (users also @ +).
  * A loaded sm_config is never modified: resolve may run on many threads. */
-int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
-                      const char *user, const sm_config_flags *flags, sm_resolved *out,
-                      sm_error *err);
+SM_API int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
+                             const char *user, const sm_config_flags *flags, sm_resolved *out,
+                             sm_error *err);
 /* The `config explain --json` object of the contract (caller owns it). */
-json_object *sm_resolved_to_json(const sm_resolved *r, const char *agent, const char *tool);
+SM_API json_object *sm_resolved_to_json(const sm_resolved *r, const char *agent, const char *tool);
 
 /* Expands a named tool's template (tools.<name>: e.g. shell -> sh -c {command})
  * with params (a JSON object, e.g. {"command": "ls"}) into argv. Returns
  * SM_ENOTFOUND if the config defines no such tool. *out_argv is owned
  * (free each string, then the array). */
-int sm_config_tool_argv(const sm_config *cfg, const char *tool, json_object *params,
-                        char ***out_argv, size_t *out_argc, sm_error *err);
+SM_API int sm_config_tool_argv(const sm_config *cfg, const char *tool, json_object *params,
+                               char ***out_argv, size_t *out_argc, sm_error *err);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 #ifndef SANDMAN_ENGINE_H
 #define SANDMAN_ENGINE_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -60,93 +62,93 @@ typedef int (*sm_output_fn)(void *userdata, int stream, const char *data, size_t
 /* Resolves the address (option > $DOCKER_HOST > default) and TLS settings.
  * Does not connect yet. Errors: SM_EINVAL for a bad address or missing TLS
  * files. */
-int sm_engine_new(sm_engine **out, const sm_engine_options *opts, sm_error *err);
-int sm_engine_clone(sm_engine **out, const sm_engine *engine, sm_error *err);
-void sm_engine_free(sm_engine *engine);
+SM_API int sm_engine_new(sm_engine **out, const sm_engine_options *opts, sm_error *err);
+SM_API int sm_engine_clone(sm_engine **out, const sm_engine *engine, sm_error *err);
+SM_API void sm_engine_free(sm_engine *engine);
 
 /* The resolved address, e.g. "unix:///var/run/docker.sock". */
-const char *sm_engine_host(const sm_engine *engine);
-int sm_engine_uses_tls(const sm_engine *engine);
+SM_API const char *sm_engine_host(const sm_engine *engine);
+SM_API int sm_engine_uses_tls(const sm_engine *engine);
 /* Pings and negotiates once (idempotent). SM_EUNREACHABLE names the address
  * and how to start an engine. */
-int sm_engine_negotiate(sm_engine *engine, sm_error *err);
+SM_API int sm_engine_negotiate(sm_engine *engine, sm_error *err);
 /* Negotiated version ("1.41"), or NULL before negotiation. */
-const char *sm_engine_api_version(const sm_engine *engine);
+SM_API const char *sm_engine_api_version(const sm_engine *engine);
 
 /* ---- system ---- */
-int sm_engine_ping(sm_engine *engine, sm_error *err);
-int sm_engine_version(sm_engine *engine, json_object **out, sm_error *err);
-int sm_engine_info(sm_engine *engine, json_object **out, sm_error *err);
+SM_API int sm_engine_ping(sm_engine *engine, sm_error *err);
+SM_API int sm_engine_version(sm_engine *engine, json_object **out, sm_error *err);
+SM_API int sm_engine_info(sm_engine *engine, json_object **out, sm_error *err);
 
 /* Any JSON call: path without the version prefix ("/containers/json?all=1"),
  * body may be NULL. Statuses >= 400 become errors carrying the engine's
  * message: 404 SM_ENOTFOUND, 409 SM_ECONFLICT, others SM_EENGINE.
  * out (may be NULL) receives the parsed body, or NULL for an empty one. */
-int sm_engine_request_json(sm_engine *engine, const char *method, const char *path,
-                           json_object *body, int *out_status, json_object **out,
-                           sm_error *err);
+SM_API int sm_engine_request_json(sm_engine *engine, const char *method, const char *path,
+                                  json_object *body, int *out_status, json_object **out,
+                                  sm_error *err);
 
 /* ---- images ---- */
-int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **out,
-                            sm_error *err);
+SM_API int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **out,
+                                   sm_error *err);
 /* filters: engine filter JSON object (e.g. {"label":["a=b"]}) or NULL. */
-int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **out,
-                         sm_error *err);
+SM_API int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **out,
+                                sm_error *err);
 /* Removes an image (force: also when containers use it). A missing image
  * is SM_ENOTFOUND; one still used without force is SM_ECONFLICT. */
-int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err);
+SM_API int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err);
 /* Imports a root file system tar stream as image repo:tag (changes: Dockerfile
  * instructions such as "USER 1000", may be NULL). */
-int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud,
-                           const char *repo, const char *tag,
-                           const char *const *changes, size_t n_changes,
-                           sm_progress_fn progress, void *progress_ud, sm_error *err);
+SM_API int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud,
+                                  const char *repo, const char *tag,
+                                  const char *const *changes, size_t n_changes,
+                                  sm_progress_fn progress, void *progress_ud, sm_error *err);
 /* Builds from a tar context stream; an error message in the stream is an
  * error (SM_EENGINE with the engine's text). Import and build have no time
  * limit (a build step may be silent for long). */
-int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
-                          const char *tag, const char *dockerfile,
-                          sm_progress_fn progress, void *progress_ud, sm_error *err);
+SM_API int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
+                                 const char *tag, const char *dockerfile,
+                                 sm_progress_fn progress, void *progress_ud, sm_error *err);
 
 /* ---- containers ---- */
 /* name may be NULL. config is the engine's ContainerConfig JSON (with
  * HostConfig inside). out_id receives the full id. */
-int sm_engine_container_create(sm_engine *engine, const char *name, json_object *config,
-                               char out_id[SM_ENGINE_ID_MAX], json_object **out_warnings,
-                               sm_error *err);
-int sm_engine_container_start(sm_engine *engine, const char *id, sm_error *err);
-int sm_engine_container_inspect(sm_engine *engine, const char *id, json_object **out,
-                                sm_error *err);
+SM_API int sm_engine_container_create(sm_engine *engine, const char *name, json_object *config,
+                                      char out_id[SM_ENGINE_ID_MAX], json_object **out_warnings,
+                                      sm_error *err);
+SM_API int sm_engine_container_start(sm_engine *engine, const char *id, sm_error *err);
+SM_API int sm_engine_container_inspect(sm_engine *engine, const char *id, json_object **out,
+                                       sm_error *err);
 /* labels: "key=value" or "key" strings, ANDed. */
-int sm_engine_container_list(sm_engine *engine, int all, const char *const *labels,
-                             size_t n_labels, json_object **out, sm_error *err);
-int sm_engine_container_stop(sm_engine *engine, const char *id, int timeout_s,
-                             sm_error *err);
+SM_API int sm_engine_container_list(sm_engine *engine, int all, const char *const *labels,
+                                    size_t n_labels, json_object **out, sm_error *err);
+SM_API int sm_engine_container_stop(sm_engine *engine, const char *id, int timeout_s,
+                                    sm_error *err);
 /* signal: "KILL", "TERM" or NULL (KILL). */
-int sm_engine_container_kill(sm_engine *engine, const char *id, const char *signal,
-                             sm_error *err);
+SM_API int sm_engine_container_kill(sm_engine *engine, const char *id, const char *signal,
+                                    sm_error *err);
 /* A container already gone is SM_ENOTFOUND (callers that reap ignore it). */
-int sm_engine_container_remove(sm_engine *engine, const char *id, int force,
-                               int remove_volumes, sm_error *err);
+SM_API int sm_engine_container_remove(sm_engine *engine, const char *id, int force,
+                                      int remove_volumes, sm_error *err);
 /* condition: "not-running", "next-exit", "removed" or NULL. */
-int sm_engine_container_wait(sm_engine *engine, const char *id, const char *condition,
-                             long timeout_ms, int64_t *out_status_code, sm_error *err);
+SM_API int sm_engine_container_wait(sm_engine *engine, const char *id, const char *condition,
+                                    long timeout_ms, int64_t *out_status_code, sm_error *err);
 
 /* ---- archives (tar streams, never held whole in memory) ---- */
 /* Extracts the tar stream produced by reader into path inside the container.
  * No overall time limit; a transfer that makes no progress for the request
  * timeout is SM_ETIMEOUT (archive get likewise). */
-int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
-                          sm_read_fn reader, void *reader_ud, sm_error *err);
+SM_API int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
+                                 sm_read_fn reader, void *reader_ud, sm_error *err);
 /* Streams a tar of path inside the container to writer. */
-int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
-                          sm_write_fn writer, void *writer_ud, sm_error *err);
+SM_API int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
+                                 sm_write_fn writer, void *writer_ud, sm_error *err);
 
 /* ---- exec ---- */
 /* config: the engine's ExecConfig JSON (Cmd, Env, WorkingDir, User,
  * AttachStdin/Stdout/Stderr, Tty false). */
-int sm_engine_exec_create(sm_engine *engine, const char *container_id, json_object *config,
-                          char out_exec_id[SM_ENGINE_ID_MAX], sm_error *err);
+SM_API int sm_engine_exec_create(sm_engine *engine, const char *container_id, json_object *config,
+                                 char out_exec_id[SM_ENGINE_ID_MAX], sm_error *err);
 
 typedef struct sm_exec_io {
   /* stdin sent through the hijacked connection, then half-closed. NULL: no
@@ -171,11 +173,11 @@ typedef struct sm_exec_io {
 #define SM_EXEC_IO_INIT {NULL, NULL, NULL, NULL, 0, NULL, 0}
 
 /* Starts the exec attached and returns when its output ends. */
-int sm_engine_exec_start(sm_engine *engine, const char *exec_id, const sm_exec_io *io,
-                         sm_error *err);
+SM_API int sm_engine_exec_start(sm_engine *engine, const char *exec_id, const sm_exec_io *io,
+                                sm_error *err);
 /* out_running and out_exit_code may be NULL; out_pid gets the host pid or 0. */
-int sm_engine_exec_inspect(sm_engine *engine, const char *exec_id, int *out_running,
-                           int *out_exit_code, int64_t *out_pid, sm_error *err);
+SM_API int sm_engine_exec_inspect(sm_engine *engine, const char *exec_id, int *out_running,
+                                  int *out_exit_code, int64_t *out_pid, sm_error *err);
 
 /* ---- exec streams: an exec kept attached (the in-sandbox agent) ---- */
 typedef struct sm_exec_stream sm_exec_stream;
@@ -184,29 +186,30 @@ typedef struct sm_exec_stream sm_exec_stream;
  * demultiplexed output goes to output(ud, stream, ...) during pumps. Needs
  * nothing of the client once open, so it may be used from another thread
  * (one thread at a time). */
-int sm_engine_exec_open(sm_engine *engine, const char *exec_id, sm_output_fn output, void *ud,
-                        sm_exec_stream **out, sm_error *err);
+SM_API int sm_engine_exec_open(sm_engine *engine, const char *exec_id, sm_output_fn output,
+                               void *ud,
+                               sm_exec_stream **out, sm_error *err);
 /* One round of I/O: reads what has arrived (passing it to output), writes
  * what the connection takes of data[0..len) (*written), and when neither
  * made progress waits up to timeout_ms (0: not at all) and tries once
  * more. 0, 1 once the process's output has ended, or a negative code
  * (including what output returned). */
-int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t *written,
-                        int timeout_ms, sm_error *err);
+SM_API int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t *written,
+                               int timeout_ms, sm_error *err);
 /* True when nothing has arrived on an idle stream (no output, no end):
  * what a cached stream must be before it is used again. */
-int sm_exec_stream_quiet(sm_exec_stream *s);
-void sm_exec_stream_close(sm_exec_stream *s);
+SM_API int sm_exec_stream_quiet(sm_exec_stream *s);
+SM_API void sm_exec_stream_close(sm_exec_stream *s);
 
 /* ---- volumes ---- */
 /* driver NULL: "local". driver_opts: {"type":"tmpfs","device":"tmpfs",
  * "o":"size=10m,uid=1000"} or NULL; labels: JSON object or NULL. */
-int sm_engine_volume_create(sm_engine *engine, const char *name, const char *driver,
-                            json_object *driver_opts, json_object *labels,
-                            sm_error *err);
-int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_error *err);
-int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n_labels,
-                          json_object **out, sm_error *err);
+SM_API int sm_engine_volume_create(sm_engine *engine, const char *name, const char *driver,
+                                   json_object *driver_opts, json_object *labels,
+                                   sm_error *err);
+SM_API int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_error *err);
+SM_API int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n_labels,
+                                 json_object **out, sm_error *err);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #ifndef SANDMAN_ERROR_H
 #define SANDMAN_ERROR_H
 
+#include <sandman/export.h>
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -56,23 +58,23 @@ typedef struct sm_error {
 #define SM_ERROR_INIT {0, 0, 0, {0}}
 
 /* Short stable name ("ENGINE") and default message of a code. */
-const char *sm_error_name(int code);
-const char *sm_error_default_message(int code);
+SM_API const char *sm_error_name(int code);
+SM_API const char *sm_error_default_message(int code);
 
 /* Sets err (if non-NULL) and returns code, so callers can write
  * `return sm_error_set(err, SM_EINVAL, "bad size '%s'", s);`. */
-int sm_error_set(sm_error *err, int code, const char *fmt, ...)
+SM_API int sm_error_set(sm_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int sm_error_setv(sm_error *err, int code, const char *fmt, va_list ap)
+SM_API int sm_error_setv(sm_error *err, int code, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 /* Like sm_error_set, also records errno. */
-int sm_error_set_errno(sm_error *err, int code, int sys_errno, const char *fmt, ...)
+SM_API int sm_error_set_errno(sm_error *err, int code, int sys_errno, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Prepends context: "creating sandbox for run r1: <previous message>".
  * Keeps the code; returns it. */
-int sm_error_wrap(sm_error *err, const char *fmt, ...)
+SM_API int sm_error_wrap(sm_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void sm_error_clear(sm_error *err);
+SM_API void sm_error_clear(sm_error *err);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 #ifndef SANDMAN_IMAGE_H
 #define SANDMAN_IMAGE_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,9 +41,9 @@ typedef struct sm_image_ref {
 
 /* Parses and validates a reference. SM_EINVAL names what is wrong (empty
  * name, bad characters, a digest that is not sha256 with 64 hex digits). */
-int sm_image_ref_parse(const char *ref, sm_image_ref *out, sm_error *err);
+SM_API int sm_image_ref_parse(const char *ref, sm_image_ref *out, sm_error *err);
 /* Checks that digest is "sha256:" followed by 64 lowercase hex digits. */
-int sm_image_digest_valid(const char *digest);
+SM_API int sm_image_digest_valid(const char *digest);
 
 /* Compares the local image named by ref against its pinned digest: the
  * digest inside ref ("name[:tag]@sha256:...") or, if ref has none, the
@@ -54,30 +56,30 @@ int sm_image_digest_valid(const char *digest);
  *     cannot swap the image.
  *   - image not present locally: SM_ENOTFOUND, saying how to build it.
  *   - image present with another digest: SM_EPOLICY with both digests. */
-int sm_image_check_pinned(sm_engine *engine, const char *ref, const char *digest,
-                          char out_id[SM_ENGINE_ID_MAX], sm_error *err);
+SM_API int sm_image_check_pinned(sm_engine *engine, const char *ref, const char *digest,
+                                 char out_id[SM_ENGINE_ID_MAX], sm_error *err);
 
 /* ---- build context stream ---- */
 
 typedef struct sm_image_context sm_image_context;
 
-int sm_image_context_new(sm_image_context **out, sm_error *err);
+SM_API int sm_image_context_new(sm_image_context **out, sm_error *err);
 /* Adds every file under dir (not following symbolic links, not crossing
  * mount points; sockets skipped) under prefix in the tar ("" or NULL: at
  * the top). Owners are kept as numbers; extended attributes are not sent.
  * Directories are read when the stream reaches them. */
-int sm_image_context_add_dir(sm_image_context *ctx, const char *dir, const char *prefix,
-                             sm_error *err);
+SM_API int sm_image_context_add_dir(sm_image_context *ctx, const char *dir, const char *prefix,
+                                    sm_error *err);
 /* An sm_read_fn (userdata: the context): the next bytes of the tar stream,
  * 0 at its end, or a negative SM_E* code (details: sm_image_context_error). */
-ssize_t sm_image_context_read(void *ctx, char *buf, size_t len);
+SM_API ssize_t sm_image_context_read(void *ctx, char *buf, size_t len);
 /* The error that stopped the stream, if any (copied into err); returns its
  * code or 0. */
-int sm_image_context_error(const sm_image_context *ctx, sm_error *err);
+SM_API int sm_image_context_error(const sm_image_context *ctx, sm_error *err);
 /* Entries and file bytes written so far. */
-void sm_image_context_stats(const sm_image_context *ctx, uint64_t *out_entries,
-                            uint64_t *out_bytes);
-void sm_image_context_free(sm_image_context *ctx);
+SM_API void sm_image_context_stats(const sm_image_context *ctx, uint64_t *out_entries,
+                                   uint64_t *out_bytes);
+SM_API void sm_image_context_free(sm_image_context *ctx);
 
 /* ---- build ---- */
 
@@ -103,8 +105,8 @@ typedef struct sm_image_build_options {
  * Errors: SM_EINVAL (no Dockerfile, a name in both context_dir and
  * staged_dir, bad tag), SM_EIO (reading the context), SM_EENGINE (the
  * build failed: the engine's message). */
-int sm_image_build(sm_engine *engine, const sm_image_build_options *opts,
-                   char out_id[SM_ENGINE_ID_MAX], sm_error *err);
+SM_API int sm_image_build(sm_engine *engine, const sm_image_build_options *opts,
+                          char out_id[SM_ENGINE_ID_MAX], sm_error *err);
 
 #ifdef __cplusplus
 }

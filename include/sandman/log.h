@@ -4,6 +4,8 @@
 #ifndef SANDMAN_LOG_H
 #define SANDMAN_LOG_H
 
+#include <sandman/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,18 +23,18 @@ typedef enum {
 typedef void (*sm_log_handler)(sm_log_level level, const char *request_id,
                                const char *message, void *userdata);
 
-void sm_log_set_handler(sm_log_handler handler, void *userdata);
-void sm_log_set_level(sm_log_level min_level);
-sm_log_level sm_log_get_level(void);
+SM_API void sm_log_set_handler(sm_log_handler handler, void *userdata);
+SM_API void sm_log_set_level(sm_log_level min_level);
+SM_API sm_log_level sm_log_get_level(void);
 /* Parses "debug", "info", "warn", "error". Returns 0 or SM_EINVAL. */
-int sm_log_level_parse(const char *s, sm_log_level *out);
-const char *sm_log_level_name(sm_log_level level);
+SM_API int sm_log_level_parse(const char *s, sm_log_level *out);
+SM_API const char *sm_log_level_name(sm_log_level level);
 
 /* Per-thread request id (copied, at most 63 bytes); NULL clears it. */
-void sm_log_set_request_id(const char *id);
-const char *sm_log_request_id(void);
+SM_API void sm_log_set_request_id(const char *id);
+SM_API const char *sm_log_request_id(void);
 
-void sm_log(sm_log_level level, const char *fmt, ...)
+SM_API void sm_log(sm_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus

@@ -17,6 +17,8 @@
 #ifndef SANDMAN_OPS_H
 #define SANDMAN_OPS_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 
 #include <json-c/json.h>
@@ -55,9 +57,9 @@ typedef struct sm_ops_scope {
 
 /* The calling thread's engine, the state directory and the instance of a
  * runner (all borrowed from it). */
-int sm_ops_scope_from_runner(sm_ops_scope *out, sm_runner *runner, sm_error *err);
+SM_API int sm_ops_scope_from_runner(sm_ops_scope *out, sm_runner *runner, sm_error *err);
 /* The instance a scope stands for (never NULL; borrowed). */
-const char *sm_ops_scope_instance(const sm_ops_scope *scope);
+SM_API const char *sm_ops_scope_instance(const sm_ops_scope *scope);
 
 /* ---- listing ---- */
 
@@ -86,34 +88,34 @@ typedef struct sm_ops_sandbox_list {
   sm_ops_sandbox *items;
 } sm_ops_sandbox_list;
 
-void sm_ops_sandbox_list_dispose(sm_ops_sandbox_list *list);
+SM_API void sm_ops_sandbox_list_dispose(sm_ops_sandbox_list *list);
 
 /* Fills out from one entry of the engine's /containers/json answer (labels,
  * names, state). busy and last_used_at are left to the caller (last_used_at
  * = created_at). SM_EPROTOCOL for an entry without an id. */
-int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err);
+SM_API int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err);
 
 /* This instance's sandboxes, newest first; all = 0: only running ones (as
  * `docker ps`). */
-int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err);
+SM_API int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err);
 
 /* {"id","name","mode","project","run_id","worker_id","agent","image",
  *  "status","created_at","last_used_at","busy"}; absent labels are null,
  * times RFC 3339, status the engine's State. */
-json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb);
+SM_API json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb);
 /* The `sandbox list --json` array. */
-json_object *sm_ops_list_to_json(const sm_ops_sandbox_list *list);
+SM_API json_object *sm_ops_list_to_json(const sm_ops_sandbox_list *list);
 /* The `docker ps`-style table (heading line included), ages relative to
  * now. Caller frees. NULL only when out of memory. */
-char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now);
+SM_API char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now);
 
 /* ---- formatting ---- */
 
 /* "Less than a second ago", "1 second ago", "5 minutes ago", "About an hour
  * ago", "3 days ago"... as `docker ps` prints ages (seconds < 0 counts as 0). */
-void sm_ops_format_ago(double seconds, char *buf, size_t len);
+SM_API void sm_ops_format_ago(double seconds, char *buf, size_t len);
 /* Compact: "0s", "45s", "1m30s", "2h", "2h5m", "7d", "1d2h". */
-void sm_ops_format_duration(double seconds, char *buf, size_t len);
+SM_API void sm_ops_format_duration(double seconds, char *buf, size_t len);
 
 /* ---- the reap decision (pure) ---- */
 
@@ -127,7 +129,7 @@ typedef enum {
 /* Looks at an io.sandman.owner label ("<hostname>:<pid>"): on this host, is
  * the process alive? A pid that was reused by a process started after the
  * container was created counts as gone. */
-sm_ops_owner_state sm_ops_owner_check(const char *owner_label, double created_at);
+SM_API sm_ops_owner_state sm_ops_owner_check(const char *owner_label, double created_at);
 
 typedef struct sm_ops_reap_input {
   const char *mode;      /* "per_tool", "per_run", "per_worker" */
@@ -150,7 +152,7 @@ typedef enum {
 } sm_ops_verdict;
 
 /* Whether reap removes a sandbox, with the reason in words. */
-sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, size_t len);
+SM_API sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, size_t len);
 
 /* ---- reap and rm ---- */
 
@@ -166,7 +168,8 @@ typedef struct sm_ops_reap_options {
 /* The body of POST /v1/sandboxes/reap: {"older_than_s", "dry_run", "force"}
  * (all optional; older_than_s a non-negative number). SM_EINVAL names the
  * bad field. */
-int sm_ops_reap_options_from_json(json_object *body, sm_ops_reap_options *out, sm_error *err);
+SM_API int sm_ops_reap_options_from_json(json_object *body, sm_ops_reap_options *out,
+                                         sm_error *err);
 
 typedef enum {
   SM_OPS_ITEM_SANDBOX = 0,
@@ -189,7 +192,7 @@ typedef struct sm_ops_report {
   size_t n_failed;      /* spared items that are errors (removal failed, no such sandbox) */
 } sm_ops_report;
 
-void sm_ops_report_dispose(sm_ops_report *report);
+SM_API void sm_ops_report_dispose(sm_ops_report *report);
 
 /* Removes this instance's sandboxes (container, its volume, its state files)
  * that sm_ops_reap_decide picks, orphaned volumes, and state files of
@@ -197,8 +200,9 @@ void sm_ops_report_dispose(sm_ops_report *report);
  * exclusive busy lock (a call cannot start meanwhile); a sandbox another
  * reaper is removing is skipped, one already gone is not an error. Returns
  * 0 when it could list (out->n_failed counts removals that failed). */
-int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_ops_report *out,
-                sm_error *err);
+SM_API int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts,
+                       sm_ops_report *out,
+                       sm_error *err);
 
 typedef struct sm_ops_rm_options {
   const char *const *refs; /* ids (or unique id prefixes) and names */
@@ -213,20 +217,20 @@ typedef struct sm_ops_rm_options {
 /* Removes the named sandboxes of this instance. A busy one without force, a
  * reference that names no sandbox of this instance, and a failed removal
  * land in out->spared and count in out->n_failed. */
-int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,
-              sm_error *err);
+SM_API int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,
+                     sm_error *err);
 
 /* {"removed": [{"id","name","reason","kind"}], "spared": [...], "dry_run"}. */
-json_object *sm_ops_report_to_json(const sm_ops_report *report);
+SM_API json_object *sm_ops_report_to_json(const sm_ops_report *report);
 /* One line per item ("removed ...", "spared ...: reason"). Caller frees. */
-char *sm_ops_report_text(const sm_ops_report *report);
+SM_API char *sm_ops_report_text(const sm_ops_report *report);
 
 /* For the runner service, called periodically: reaps this runner's
  * sandboxes unused for longer than idle_timeout_s and those whose owner is
  * gone; never busy ones, never warm-pool ones. idle_timeout_s <= 0 reaps
  * only the owner-gone, exited and dead ones. out may be NULL. */
-int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *out,
-                     sm_error *err);
+SM_API int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *out,
+                            sm_error *err);
 
 /* ---- doctor ---- */
 
@@ -261,12 +265,13 @@ typedef struct sm_ops_doctor_options {
 
 /* Runs every check; an unhealthy host is not an error (out->healthy = 0).
  * Returns a negative code only for unusable options. */
-int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, sm_error *err);
+SM_API int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out,
+                         sm_error *err);
 /* {"healthy": bool, "checks": [{"name","ok","detail","required"[,"fix"]}]};
  * a failing check's detail ends with what to do. */
-json_object *sm_ops_doctor_to_json(const sm_ops_doctor_report *report);
+SM_API json_object *sm_ops_doctor_to_json(const sm_ops_doctor_report *report);
 /* Aligned lines: "ok    engine    ..." / "FAIL  ..." with the fix. Caller frees. */
-char *sm_ops_doctor_text(const sm_ops_doctor_report *report);
+SM_API char *sm_ops_doctor_text(const sm_ops_doctor_report *report);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef SANDMAN_SANDBOX_H
 #define SANDMAN_SANDBOX_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,8 +31,8 @@ typedef enum {
   SM_MODE_PER_WORKER = 3,
 } sm_mode;
 
-const char *sm_mode_name(sm_mode mode); /* "none", "per_tool", ... */
-int sm_mode_parse(const char *s, sm_mode *out, sm_error *err);
+SM_API const char *sm_mode_name(sm_mode mode); /* "none", "per_tool", ... */
+SM_API int sm_mode_parse(const char *s, sm_mode *out, sm_error *err);
 
 typedef enum {
   SM_FAIL_NONE = 0, /* JSON null */
@@ -41,7 +43,7 @@ typedef enum {
   SM_FAIL_ENGINE,
 } sm_failure_kind;
 
-const char *sm_failure_kind_name(sm_failure_kind kind); /* NULL for SM_FAIL_NONE */
+SM_API const char *sm_failure_kind_name(sm_failure_kind kind); /* NULL for SM_FAIL_NONE */
 
 /* A fixed-size list so settings copy by assignment. */
 typedef struct sm_string_list {
@@ -49,7 +51,7 @@ typedef struct sm_string_list {
   char items[SM_LIST_MAX][SM_NAME_MAX];
 } sm_string_list;
 
-int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err);
+SM_API int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err);
 
 /* Everything that shapes a sandbox and its calls. Built-in values come from
  * sm_sandbox_settings_defaults(); the configuration and flags override. */
@@ -77,10 +79,10 @@ typedef struct sm_sandbox_settings {
   sm_string_list env_passthrough; /* globs of host variables passed through */
 } sm_sandbox_settings;
 
-void sm_sandbox_settings_defaults(sm_sandbox_settings *out);
+SM_API void sm_sandbox_settings_defaults(sm_sandbox_settings *out);
 /* Hex SHA-256 of the settings that shape the container (not the per-call
  * ones such as timeout): the io.sandman.config-hash label. */
-void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]);
+SM_API void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]);
 
 typedef enum {
   SM_SYNC_DEFAULT = 0, /* inout with a workspace, none without */
@@ -89,7 +91,7 @@ typedef enum {
   SM_SYNC_INOUT,
 } sm_sync_mode;
 
-int sm_sync_mode_parse(const char *s, sm_sync_mode *out, sm_error *err);
+SM_API int sm_sync_mode_parse(const char *s, sm_sync_mode *out, sm_error *err);
 
 typedef struct sm_run_request {
   const char *const *argv; /* argv[0] is the command */
@@ -121,7 +123,7 @@ typedef struct sm_run_request {
 } sm_run_request;
 
 /* Fills req with defaults (settings from sm_sandbox_settings_defaults). */
-void sm_run_request_init(sm_run_request *req);
+SM_API void sm_run_request_init(sm_run_request *req);
 
 typedef struct sm_run_result {
   int ok;                  /* ran and exited 0 */
@@ -146,9 +148,9 @@ typedef struct sm_run_result {
   char error[SM_ERROR_MESSAGE_MAX]; /* "" when none */
 } sm_run_result;
 
-void sm_run_result_dispose(sm_run_result *result);
+SM_API void sm_run_result_dispose(sm_run_result *result);
 /* The `run --json` object of the contract (caller owns it). */
-json_object *sm_run_result_to_json(const sm_run_result *result);
+SM_API json_object *sm_run_result_to_json(const sm_run_result *result);
 
 typedef struct sm_runner sm_runner;
 
@@ -160,18 +162,18 @@ typedef struct sm_runner_options {
 
 #define SM_RUNNER_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL}
 
-int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err);
-void sm_runner_free(sm_runner *runner);
+SM_API int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err);
+SM_API void sm_runner_free(sm_runner *runner);
 /* The calling thread's engine client (created on first use). */
-int sm_runner_engine(sm_runner *runner, sm_engine **out, sm_error *err);
-const char *sm_runner_state_dir(const sm_runner *runner);
-const char *sm_runner_instance(const sm_runner *runner);
+SM_API int sm_runner_engine(sm_runner *runner, sm_engine **out, sm_error *err);
+SM_API const char *sm_runner_state_dir(const sm_runner *runner);
+SM_API const char *sm_runner_instance(const sm_runner *runner);
 
 /* Runs one tool call. Returns 0 whenever a result was produced (the tool may
  * still have failed: see result->failure_kind); a negative code only when
  * nothing could be reported (result->error is still filled). */
-int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
-           sm_error *err);
+SM_API int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
+                  sm_error *err);
 
 /* ---- speed: the in-sandbox agent (src/sandbox/agent.c, docs/agent.md) ----
  * From the second call a runner makes in a keyed sandbox (and for warm-pool
@@ -179,14 +181,14 @@ int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
  * one engine exec each: a few ms instead of ~45. On by default; the
  * environment variable SANDMAN_AGENT=off (or 0/false/no) or this setter
  * turns it off, and every call then uses the engine's exec. */
-void sm_runner_set_agent(sm_runner *runner, int on);
-int sm_runner_agent_enabled(sm_runner *runner);
+SM_API void sm_runner_set_agent(sm_runner *runner, int on);
+SM_API int sm_runner_agent_enabled(sm_runner *runner);
 typedef struct sm_agent_stats {
   unsigned long sessions_opened; /* agent execs started */
   unsigned long calls;           /* calls that went through an agent */
   unsigned long fallbacks;       /* calls that wanted one and used the engine's exec */
 } sm_agent_stats;
-void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
+SM_API void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
 
 /* ---- speed: the warm pool and background work (src/sandbox/pool.c) ----
  *
@@ -214,22 +216,22 @@ void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
 /* Off by default: a per_tool container is gone when sm_run returns. On: it
  * is removed by a background thread holding the call's busy lock until it is
  * gone (the runner service turns it on). */
-void sm_runner_set_background_removal(sm_runner *runner, int on);
+SM_API void sm_runner_set_background_removal(sm_runner *runner, int on);
 /* 0 turns the pool off and removes its ready containers (in the
  * background). SM_EINVAL above SM_POOL_MAX_SIZE. */
-int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err);
-unsigned sm_runner_pool_size(sm_runner *runner);
+SM_API int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err);
+SM_API unsigned sm_runner_pool_size(sm_runner *runner);
 /* Fills the pool of req's configuration (req->settings.mode must be
  * per_tool) ahead of its first call. Returns at once; a no-op while the
  * pool is off. */
-int sm_runner_pool_prepare(sm_runner *runner, const sm_run_request *req, sm_error *err);
+SM_API int sm_runner_pool_prepare(sm_runner *runner, const sm_run_request *req, sm_error *err);
 /* Turns the pool off, removes every ready container and waits for them and
  * for pending per_tool removals (a runner's shutdown). */
-void sm_runner_pool_drain(sm_runner *runner);
+SM_API void sm_runner_pool_drain(sm_runner *runner);
 /* Waits until the background work is done: every pool full (or backing off
  * after a failed creation) and no removal pending. SM_ETIMEOUT after
  * timeout_s (< 0: no limit). For tests and benchmarks. */
-int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err);
+SM_API int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err);
 
 typedef struct sm_pool_stats {
   unsigned size;              /* ready containers wanted per configuration */
@@ -243,7 +245,7 @@ typedef struct sm_pool_stats {
   unsigned long created, removed, failed;
 } sm_pool_stats;
 
-void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out);
+SM_API void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out);
 
 
 /* ---- the fallback rule (contract: "Fallback when the engine or the
@@ -271,12 +273,12 @@ typedef struct sm_fallback_decision {
  * returns 0. Unhealthy in production: out->refused = 1 and a negative code
  * (SM_EUNREACHABLE for the engine, else SM_ESANDBOX) with the reasons in
  * err; nothing may run. */
-int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project_environment,
-                       const char *runtime, const char *image, sm_fallback_decision *out,
-                       sm_error *err);
+SM_API int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project_environment,
+                              const char *runtime, const char *image, sm_fallback_decision *out,
+                              sm_error *err);
 /* {"requested", "mode", "refused", "production", "engine_ok", "runtime_ok",
  * "image_ok", "reasons": [...]} (caller owns it), for doctor and logs. */
-json_object *sm_fallback_decision_to_json(const sm_fallback_decision *d);
+SM_API json_object *sm_fallback_decision_to_json(const sm_fallback_decision *d);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef SANDMAN_SERVER_H
 #define SANDMAN_SERVER_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 
 #include <sandman/config.h>
@@ -32,14 +34,14 @@ extern "C" {
 
 /* hex(HMAC-SHA256(key = control_token, msg = "sandman-worker-token-v1" NUL
  * worker_key)) into out (64 hex digits and a NUL). */
-int sm_token_derive(const char *control_token, const char *worker_key, char out[65],
-                    sm_error *err);
+SM_API int sm_token_derive(const char *control_token, const char *worker_key, char out[65],
+                           sm_error *err);
 /* Reads the control token from token_file (trailing newlines stripped) or,
  * when token_file is NULL, from $SANDMAN_TOKEN. The token must be 16 to 4096
  * visible ASCII characters. Writes it NUL-terminated to out. */
-int sm_token_load(const char *token_file, char *out, size_t out_len, sm_error *err);
+SM_API int sm_token_load(const char *token_file, char *out, size_t out_len, sm_error *err);
 /* Constant-time equality of two NUL-terminated tokens (1 equal, 0 not). */
-int sm_token_equal(const char *a, const char *b);
+SM_API int sm_token_equal(const char *a, const char *b);
 
 /* One tool call as the server hands it to the sandbox layer. Tests replace
  * it; NULL means sm_run on the server's runner. */
@@ -80,17 +82,17 @@ typedef struct sm_server_options {
 /* Validates options, loads the credentials file (mode 0600 or stricter),
  * binds the socket and starts serving. The listening address (with the
  * real port for tcp://HOST:0) is sm_server_address(). */
-int sm_server_start(sm_server **out, const sm_server_options *opts, sm_error *err);
-const char *sm_server_address(const sm_server *srv); /* borrowed */
+SM_API int sm_server_start(sm_server **out, const sm_server_options *opts, sm_error *err);
+SM_API const char *sm_server_address(const sm_server *srv); /* borrowed */
 /* Clean stop: no new connections or calls, calls in flight run to their end
  * (their own timeouts bound this), backgrounded calls are killed, per_tool
  * sandboxes left by this instance are removed, the socket file unlinked. */
-void sm_server_stop(sm_server *srv);
-void sm_server_free(sm_server *srv);
+SM_API void sm_server_stop(sm_server *srv);
+SM_API void sm_server_free(sm_server *srv);
 
 /* The default unix socket path: $XDG_RUNTIME_DIR/sandman/sandman.sock, or
  * /run/sandman/sandman.sock for root, or /tmp/sandman-UID/sandman.sock. */
-int sm_server_default_socket(char *buf, size_t len, sm_error *err);
+SM_API int sm_server_default_socket(char *buf, size_t len, sm_error *err);
 
 #ifdef __cplusplus
 }

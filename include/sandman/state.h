@@ -14,6 +14,8 @@
 #ifndef SANDMAN_STATE_H
 #define SANDMAN_STATE_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 
 #include <sandman/error.h>
@@ -28,40 +30,40 @@ typedef struct sm_state_lock sm_state_lock;
  * created (0700) on demand. */
 /* Blocks until shared (busy) ownership is had, e.g. while a reap of the same
  * sandbox finishes. */
-int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name,
-                          sm_state_lock **out, sm_error *err);
+SM_API int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name,
+                                 sm_state_lock **out, sm_error *err);
 /* Exclusive, for reaping/removing: SM_EBUSY at once if a call is in flight. */
-int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name,
-                           sm_state_lock **out, sm_error *err);
+SM_API int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name,
+                                  sm_state_lock **out, sm_error *err);
 /* Blocking exclusive lock on an arbitrary key (e.g. "create-<scope key>"):
  * serialises creation of one sandbox across processes. */
-int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **out,
-                      sm_error *err);
+SM_API int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **out,
+                             sm_error *err);
 /* Non-blocking exclusive lock on a key: SM_EBUSY at once if another holds
  * it (e.g. "reap-<sandbox>": two reapers never work on one sandbox). */
-int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out,
-                     sm_error *err);
-void sm_state_unlock(sm_state_lock *lock);
+SM_API int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out,
+                            sm_error *err);
+SM_API void sm_state_unlock(sm_state_lock *lock);
 /* 1 if a call holds the sandbox, 0 if not. */
-int sm_state_is_busy(const char *state_dir, const char *sandbox_name);
+SM_API int sm_state_is_busy(const char *state_dir, const char *sandbox_name);
 
-int sm_state_touch(const char *state_dir, const char *sandbox_name, double when,
-                   sm_error *err);
+SM_API int sm_state_touch(const char *state_dir, const char *sandbox_name, double when,
+                          sm_error *err);
 /* Epoch seconds, or -1 when never recorded. */
-double sm_state_last_used(const char *state_dir, const char *sandbox_name);
+SM_API double sm_state_last_used(const char *state_dir, const char *sandbox_name);
 /* Drops the files kept for a removed sandbox: its last-used time and its
  * workspace manifest (missing files are fine). */
-void sm_state_forget(const char *state_dir, const char *sandbox_name);
+SM_API void sm_state_forget(const char *state_dir, const char *sandbox_name);
 /* The sandbox names that have a last-used time recorded, so that files of
  * sandboxes gone from the engine can be dropped. The caller frees the list
  * with sm_state_names_free. A missing directory is an empty list. */
-int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_error *err);
-void sm_state_names_free(char **names, size_t n);
+SM_API int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_error *err);
+SM_API void sm_state_names_free(char **names, size_t n);
 
 /* $SANDMAN_STATE_DIR, else /var/lib/sandman for root, else
  * $XDG_STATE_HOME/sandman or ~/.local/state/sandman. Static storage
  * is not used: the result is written to buf. */
-int sm_state_default_dir(char *buf, size_t len, sm_error *err);
+SM_API int sm_state_default_dir(char *buf, size_t len, sm_error *err);
 
 #ifdef __cplusplus
 }

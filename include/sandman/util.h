@@ -2,6 +2,8 @@
 #ifndef SANDMAN_UTIL_H
 #define SANDMAN_UTIL_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,26 +15,26 @@ extern "C" {
 
 /* "512", "64k", "10m", "2g" (powers of 1024, case-insensitive, optional
  * trailing "b"/"ib"). Rejects negatives, garbage and overflow. */
-int sm_parse_size(const char *s, int64_t *out, sm_error *err);
+SM_API int sm_parse_size(const char *s, int64_t *out, sm_error *err);
 /* "90s", "10m", "2h", "7d", "0s", "1.5s"; a bare number is seconds. */
-int sm_parse_duration(const char *s, double *out_seconds, sm_error *err);
+SM_API int sm_parse_duration(const char *s, double *out_seconds, sm_error *err);
 /* Decimal integer in [min, max]; no garbage, no overflow. */
-int sm_parse_int(const char *s, int64_t min, int64_t max, int64_t *out, sm_error *err);
+SM_API int sm_parse_int(const char *s, int64_t min, int64_t max, int64_t *out, sm_error *err);
 /* Non-negative decimal like "1.5" (CPUs). */
-int sm_parse_double(const char *s, double min, double max, double *out, sm_error *err);
+SM_API int sm_parse_double(const char *s, double min, double max, double *out, sm_error *err);
 /* Formats bytes as "64m" style when exact, else the number of bytes. */
-void sm_format_size(int64_t bytes, char *buf, size_t len);
+SM_API void sm_format_size(int64_t bytes, char *buf, size_t len);
 
 /* Wall clock, seconds since the epoch, and a monotonic clock in ms. */
-double sm_now(void);
-double sm_monotonic_ms(void);
+SM_API double sm_now(void);
+SM_API double sm_monotonic_ms(void);
 /* RFC 3339 UTC ("2026-11-22T01:53:35Z") of an epoch time. */
-void sm_format_time(double epoch, char *buf, size_t len);
+SM_API void sm_format_time(double epoch, char *buf, size_t len);
 /* Parses RFC 3339 (fractions and offsets allowed); -1 on failure. */
-double sm_parse_time(const char *s);
+SM_API double sm_parse_time(const char *s);
 
 /* fnmatch-style glob match ('*', '?', '[...]'), no special '/' handling. */
-int sm_glob_match(const char *pattern, const char *s);
+SM_API int sm_glob_match(const char *pattern, const char *s);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef SANDMAN_WORKSPACE_H
 #define SANDMAN_WORKSPACE_H
 
+#include <sandman/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,25 +54,25 @@ typedef struct sm_workspace_sync sm_workspace_sync;
 /* host_dir: the user's workspace. manifest_path: where this sandbox's
  * manifest is kept (NULL: no incremental state, a full copy each time).
  * excludes: globs of paths not copied (may be NULL). */
-int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir,
-                          const char *manifest_path, const sm_string_list *excludes,
-                          const sm_workspace_limits *limits, sm_error *err);
+SM_API int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir,
+                                 const char *manifest_path, const sm_string_list *excludes,
+                                 const sm_workspace_limits *limits, sm_error *err);
 /* Host -> sandbox: only what changed since the manifest (all of it the first
  * time); files deleted on the host are deleted in the sandbox. */
-int sm_workspace_sync_in(sm_workspace_sync *sync, const sm_workspace_target *target,
-                         sm_error *err);
+SM_API int sm_workspace_sync_in(sm_workspace_sync *sync, const sm_workspace_target *target,
+                                sm_error *err);
 /* Sandbox -> host: what the tool changed, added or deleted, applied safely.
  * Unsafe entries are refused (the whole sync fails, nothing is written).
  * files_changed / conflicts: owned arrays of owned strings (may be NULL). */
-int sm_workspace_sync_out(sm_workspace_sync *sync, const sm_workspace_target *target,
-                          char ***files_changed, size_t *n_files_changed,
-                          char ***conflicts, size_t *n_conflicts, sm_error *err);
+SM_API int sm_workspace_sync_out(sm_workspace_sync *sync, const sm_workspace_target *target,
+                                 char ***files_changed, size_t *n_files_changed,
+                                 char ***conflicts, size_t *n_conflicts, sm_error *err);
 /* Bytes and entries sent in / applied out by the last sync (for logs). */
-void sm_workspace_sync_stats(const sm_workspace_sync *sync, int64_t *bytes_in,
-                             int64_t *entries_in, int64_t *bytes_out, int64_t *entries_out);
-void sm_workspace_sync_free(sm_workspace_sync *sync);
+SM_API void sm_workspace_sync_stats(const sm_workspace_sync *sync, int64_t *bytes_in,
+                                    int64_t *entries_in, int64_t *bytes_out, int64_t *entries_out);
+SM_API void sm_workspace_sync_free(sm_workspace_sync *sync);
 
-void sm_workspace_free_list(char **list, size_t n);
+SM_API void sm_workspace_free_list(char **list, size_t n);
 
 #ifdef __cplusplus
 }
