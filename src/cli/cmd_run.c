@@ -140,6 +140,20 @@ static int check_value(int opt, const char *v) {
   return 0;
 }
 
+/* The library's environment rule, applied when the flag is read so that
+ * `-e DOCKER_HOST=...` is a usage error rather than a failed call. The home
+ * contract is the caller's to change here (-e HOME=...), unlike a runner
+ * request's. */
+static int env_refused(const char *entry) {
+  const char *eq = strchr(entry, '=');
+  size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+  sm_env_name_class cls = sm_env_name_classify(entry, n);
+  if (cls != SM_ENV_NAME_INVALID && cls != SM_ENV_NAME_BLOCKED) return 0;
+  cli_error("-e %.*s: %s", (int)(n > 200 ? 200 : n), entry, sm_env_name_refusal(cls));
+  cli_note("see `sandman run --help` and docs/run.md (Environment)");
+  return 1;
+}
+
 static int parse_args(int argc, char **argv, run_args *a, int *cmd_index) {
   memset(a, 0, sizeof *a);
   int c;
@@ -175,6 +189,7 @@ static int parse_args(int argc, char **argv, run_args *a, int *cmd_index) {
         if (a->n_env >= MAX_ENV) return usage_error("too many -e (at most %s)", "256");
         if (optarg[0] == '\0' || optarg[0] == '=')
           return usage_error("-e takes NAME=VALUE or NAME, not '%s'", optarg);
+        if (env_refused(optarg)) return CLI_EXIT_USAGE;
         a->env[a->n_env++] = optarg;
         break;
       case OPT_PASSTHROUGH:

@@ -9,28 +9,45 @@
 
 #include "sandbox/internal.h"
 
-/* Names the passthrough globs never override: the sandbox decides them. */
-static const char *const fixed_names[] = {
-    "PATH", "HOME", "USER", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
-    "XDG_CACHE_HOME", NULL};
+static int name_is(const char *name, size_t len, const char *want) {
+  return strlen(want) == len && memcmp(name, want, len) == 0;
+}
 
-static int is_fixed(const char *name, size_t len) {
+static const char *const home_names[] = {"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                                         "XDG_STATE_HOME", "XDG_CACHE_HOME", NULL};
+static const char *const fixed_names[] = {"PATH", "USER", "TMPDIR", NULL};
+
+sm_env_name_class sm_env_name_classify(const char *name, size_t len) {
+  if (name == NULL || len == 0 || len > 255 || memchr(name, '=', len) != NULL ||
+      memchr(name, '\0', len) != NULL)
+    return SM_ENV_NAME_INVALID;
+  if ((len >= 8 && memcmp(name, "SANDMAN_", 8) == 0) ||
+      (len >= 7 && memcmp(name, "DOCKER_", 7) == 0))
+    return SM_ENV_NAME_BLOCKED;
+  for (size_t i = 0; home_names[i]; i++)
+    if (name_is(name, len, home_names[i])) return SM_ENV_NAME_HOME;
   for (size_t i = 0; fixed_names[i]; i++)
-    if (strlen(fixed_names[i]) == len && memcmp(fixed_names[i], name, len) == 0) return 1;
-  return 0;
+    if (name_is(name, len, fixed_names[i])) return SM_ENV_NAME_FIXED;
+  return SM_ENV_NAME_OK;
+}
+
+const char *sm_env_name_refusal(sm_env_name_class c) {
+  switch (c) {
+    case SM_ENV_NAME_INVALID: return "not a variable name (empty, too long, or holding '=')";
+    case SM_ENV_NAME_BLOCKED:
+      return "names starting with SANDMAN_ or DOCKER_ belong to sandman and the engine and "
+             "never reach a tool";
+    case SM_ENV_NAME_HOME:
+      return "HOME and the XDG directories are set by sandman (they point into /workspace)";
+    case SM_ENV_NAME_FIXED: return "PATH, USER and TMPDIR are only set by name, never by a glob";
+    default: return "allowed";
+  }
 }
 
 static int is_locale(const char *name, size_t len) {
   return (len == 4 && memcmp(name, "LANG", 4) == 0) ||
          (len == 8 && memcmp(name, "LANGUAGE", 8) == 0) ||
          (len > 3 && memcmp(name, "LC_", 3) == 0);
-}
-
-static int valid_name(const char *name, size_t len) {
-  if (len == 0 || len > 255) return 0;
-  for (size_t i = 0; i < len; i++)
-    if (name[i] == '=' || name[i] == '\0') return 0;
-  return 1;
 }
 
 typedef struct env_acc {
@@ -123,8 +140,9 @@ int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err) {
       const char *eq = strchr(e, '=');
       if (eq == NULL) continue;
       size_t nlen = (size_t)(eq - e);
-      if (nlen >= 8 && memcmp(e, "SANDMAN_", 8) == 0) continue;
-      if (is_fixed(e, nlen) || !valid_name(e, nlen) || nlen >= sizeof buf) continue;
+      /* A glob passes ordinary names only: never sandman's, the engine's,
+       * the home contract's or the fixed ones. */
+      if (sm_env_name_classify(e, nlen) != SM_ENV_NAME_OK || nlen >= sizeof buf) continue;
       memcpy(buf, e, nlen);
       buf[nlen] = '\0';
       for (size_t g = 0; g < spec->passthrough->n; g++) {
@@ -140,8 +158,12 @@ int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err) {
     const char *e = spec->explicit_env[i];
     const char *eq = strchr(e, '=');
     size_t nlen = eq ? (size_t)(eq - e) : strlen(e);
-    if (!valid_name(e, nlen))
+    sm_env_name_class cls = sm_env_name_classify(e, nlen);
+    if (cls == SM_ENV_NAME_INVALID)
       return sm_error_set(err, SM_EINVAL, "bad environment entry '%s' (use NAME=VALUE)", e);
+    if (cls == SM_ENV_NAME_BLOCKED)
+      return sm_error_set(err, SM_EINVAL, "environment entry %.*s: %s", (int)nlen, e,
+                          sm_env_name_refusal(cls));
     if (eq) {
       rc = env_set(&a, e, nlen, eq + 1, err);
     } else {
@@ -154,8 +176,10 @@ int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err) {
   for (size_t i = 0; i < spec->n_secret; i++) {
     const char *e = spec->secret_env[i];
     const char *eq = strchr(e, '=');
-    if (eq == NULL || !valid_name(e, (size_t)(eq - e)))
-      return sm_error_set(err, SM_EINVAL, "bad credential environment entry (use NAME=VALUE)");
+    if (eq == NULL || sm_env_name_classify(e, (size_t)(eq - e)) != SM_ENV_NAME_OK)
+      return sm_error_set(err, SM_EINVAL,
+                          "bad credential environment entry (a NAME=VALUE whose name is "
+                          "neither sandman's, the engine's nor one sandman sets)");
     if ((rc = env_set(&a, e, (size_t)(eq - e), eq + 1, err))) return rc;
   }
   if (spec->marker && (rc = env_set_entry(&a, spec->marker, err))) return rc;

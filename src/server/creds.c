@@ -108,11 +108,13 @@ int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t le
     }
     json_object_object_foreach(vars, var, val) {
       size_t vl = val ? (size_t)json_object_get_string_len(val) : 0;
-      if (!sm_server_env_name_valid(var) || strncmp(var, "SANDMAN_", 8) == 0) {
+      sm_env_name_class cls = sm_env_name_classify(var, strlen(var));
+      if (!sm_server_env_name_valid(var) || cls != SM_ENV_NAME_OK) {
         rc = sm_error_set(err, SM_ECONFIG,
                           "credentials file %s: service %s: '%.64s' is not a usable variable "
-                          "name",
-                          name, svc, var);
+                          "name%s%s",
+                          name, svc, var, cls != SM_ENV_NAME_OK ? ": " : "",
+                          cls != SM_ENV_NAME_OK ? sm_env_name_refusal(cls) : "");
         break;
       }
       if (val == NULL || !json_object_is_type(val, json_type_string) ||

@@ -11,17 +11,11 @@
 
 extern char **environ;
 
-/* Variables that steer sandman or reach the engine: a tool must never get
- * them from the runner's environment, whatever glob matches. */
-static const char *const owned_exact[] = {
-    "DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONFIG",
-    "DOCKER_CONTEXT", NULL,
-};
-
+/* The library's one rule (sm_env_name_classify) says which names a glob
+ * may pass; the runner adds the names of its credentials file, which reach
+ * a tool only through a lease. */
 int sm_server_env_owned(const char *name, const sm_creds *creds) {
-  if (strncmp(name, "SANDMAN_", 8) == 0) return 1;
-  for (size_t i = 0; owned_exact[i]; i++)
-    if (strcmp(name, owned_exact[i]) == 0) return 1;
+  if (sm_env_name_classify(name, strlen(name)) != SM_ENV_NAME_OK) return 1;
   return creds != NULL && sm_creds_is_name(creds, name);
 }
 

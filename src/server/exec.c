@@ -728,6 +728,15 @@ static void run_background(call *k, sm_answer *a) {
 
 /* ---- routes ---- */
 
+/* The control token, or a worker token that matches the body's worker_key. */
+static int worker_token_ok(sm_server *srv, const char *body, size_t len, int control,
+                           const char *token) {
+  if (control) return 1;
+  char key[SM_SERVER_KEY_MAX + 1];
+  if (sm_server_json_worker_key(body, len, key) != 0) return 0;
+  return sm_server_token_ok(srv, token, key);
+}
+
 void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
                      const char *token, sm_answer *a) {
   call *k = calloc(1, sizeof *k);
@@ -738,11 +747,15 @@ void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
   k->srv = srv;
   k->t0 = sm_monotonic_ms();
   sm_error err = SM_ERROR_INIT;
+  /* A worker token is checked against the body's worker_key before anything
+   * else about the body is told: an unauthenticated caller learns nothing. */
+  if (!worker_token_ok(srv, body, len, control, token)) {
+    sm_answer_error(a, 401, "policy", GENERIC_401);
+    call_free(k);
+    return;
+  }
   if (sm_server_parse_execute(body, len, srv->opts.max_body, &k->p, &err) != 0) {
-    /* A worker token cannot be checked without a readable worker_key, and
-     * a 400 must not tell an unauthenticated caller anything. */
-    if (!control) sm_answer_error(a, 401, "policy", GENERIC_401);
-    else sm_answer_error(a, 400, "policy", "%s", err.message);
+    sm_answer_error(a, 400, "policy", "%s", err.message);
     call_free(k);
     return;
   }
@@ -774,9 +787,12 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
                    const char *token, sm_answer *a) {
   sm_lease_params p;
   sm_error err = SM_ERROR_INIT;
+  if (!worker_token_ok(srv, body, len, control, token)) {
+    sm_answer_error(a, 401, "policy", GENERIC_401);
+    return;
+  }
   if (sm_server_parse_lease(body, len, &p, &err) != 0) {
-    if (!control) sm_answer_error(a, 401, "policy", GENERIC_401);
-    else sm_answer_error(a, 400, "policy", "%s", err.message);
+    sm_answer_error(a, 400, "policy", "%s", err.message);
     return;
   }
   /* A worker's token makes leases for its own worker only. */

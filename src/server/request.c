@@ -13,6 +13,48 @@
 
 #define JSON_DEPTH_MAX 16
 
+/* Key tokens of a syntactically valid JSON text: every string followed by
+ * ':'. A key holding \u0000 is refused here because json-c keeps keys as C
+ * strings (it would cut the key at the NUL). */
+static int count_raw_keys(const char *s, size_t n, size_t *out, sm_error *err) {
+  size_t keys = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] != '"') continue;
+    int nul = 0;
+    for (i++; i < n && s[i] != '"'; i++) {
+      if (s[i] != '\\') continue;
+      if (i + 5 < n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0) nul = 1;
+      i++; /* the escaped character ("\u" digits are plain characters) */
+    }
+    size_t j = i + 1;
+    while (j < n && isspace((unsigned char)s[j])) j++;
+    if (j < n && s[j] == ':') {
+      if (nul) return sm_error_set(err, SM_EINVAL, "a key in the request body holds a NUL character");
+      keys++;
+    }
+  }
+  *out = keys;
+  return 0;
+}
+
+/* Keys json-c kept: one per name and object, so fewer than the text's key
+ * tokens exactly when some object repeats a key (a repeated key replaces
+ * the earlier value, in json-c as in most parsers: two readers of one body
+ * could disagree on what it says). */
+static size_t count_tree_keys(json_object *o) {
+  size_t n = 0;
+  if (json_object_is_type(o, json_type_object)) {
+    json_object_object_foreach(o, k, v) {
+      (void)k;
+      n += 1 + count_tree_keys(v);
+    }
+  } else if (json_object_is_type(o, json_type_array)) {
+    size_t len = json_object_array_length(o);
+    for (size_t i = 0; i < len; i++) n += count_tree_keys(json_object_array_get_idx(o, i));
+  }
+  return n;
+}
+
 int sm_server_json_object(const char *body, size_t len, json_object **out, sm_error *err) {
   *out = NULL;
   if (body == NULL || len == 0) return sm_error_set(err, SM_EINVAL, "empty request body");
@@ -43,8 +85,40 @@ int sm_server_json_object(const char *body, size_t len, json_object **out, sm_er
     json_object_put(obj);
     return sm_error_set(err, SM_EINVAL, "request body must be a JSON object");
   }
+  size_t raw_keys = 0;
+  if (count_raw_keys(body, len, &raw_keys, err) != 0) {
+    json_object_put(obj);
+    return SM_EINVAL;
+  }
+  if (count_tree_keys(obj) != raw_keys) {
+    json_object_put(obj);
+    return sm_error_set(err, SM_EINVAL,
+                        "request body repeats a key in one object (each key may appear once)");
+  }
   *out = obj;
   return 0;
+}
+
+int sm_server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]) {
+  out[0] = '\0';
+  if (body == NULL || len == 0 || len > INT32_MAX || memchr(body, '\0', len) != NULL)
+    return SM_EINVAL;
+  json_tokener *tok = json_tokener_new_ex(JSON_DEPTH_MAX);
+  if (tok == NULL) return SM_ENOMEM;
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+  json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
+  int ok = obj != NULL && json_tokener_get_error(tok) == json_tokener_success;
+  json_tokener_free(tok);
+  json_object *v = NULL;
+  if (ok && json_object_is_type(obj, json_type_object) &&
+      json_object_object_get_ex(obj, "worker_key", &v) &&
+      json_object_is_type(v, json_type_string)) {
+    const char *k = json_object_get_string(v);
+    size_t kl = (size_t)json_object_get_string_len(v);
+    if (strlen(k) == kl && sm_server_name_valid(k, SM_SERVER_KEY_MAX)) memcpy(out, k, kl + 1);
+  }
+  if (obj) json_object_put(obj);
+  return out[0] ? 0 : SM_ENOTFOUND;
 }
 
 int sm_server_name_valid(const char *s, size_t max) {
@@ -261,10 +335,10 @@ static int parse_env(json_object *v, sm_exec_params *p, sm_error *err) {
     if (!sm_server_env_name_valid(key))
       return sm_error_set(err, SM_EINVAL, "field 'env': '%.64s' is not a valid variable name",
                           key);
-    if (strncmp(key, "SANDMAN_", 8) == 0)
-      return sm_error_set(err, SM_EINVAL,
-                          "field 'env': %s: names starting with SANDMAN_ belong to sandman",
-                          key);
+    sm_env_name_class cls = sm_env_name_classify(key, strlen(key));
+    if (cls == SM_ENV_NAME_BLOCKED || cls == SM_ENV_NAME_HOME)
+      return sm_error_set(err, SM_EINVAL, "field 'env': %s: %s", key,
+                          sm_env_name_refusal(cls));
     if (!json_object_is_type(val, json_type_string))
       return sm_error_set(err, SM_EINVAL, "field 'env': %s must be a string", key);
     size_t vl = (size_t)json_object_get_string_len(val);

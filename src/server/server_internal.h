@@ -81,8 +81,13 @@ const char *sm_server_mode_name(sm_mode mode);
 /* Strict base64 (standard alphabet, padding optional). Owned output. */
 int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
                             size_t *out_len);
-/* Parses a JSON object from untrusted bytes (depth and size bounded). */
+/* Parses a JSON object from untrusted bytes (depth and size bounded; a key
+ * repeated in one object, or holding a NUL character, is SM_EINVAL). */
 int sm_server_json_object(const char *body, size_t len, json_object **out, sm_error *err);
+/* The body's "worker_key" when it is a valid name, whatever else is wrong
+ * with the body: what a worker token is checked against before the body's
+ * errors may be told (SM_ENOTFOUND when there is none). */
+int sm_server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]);
 
 /* ---- lease.c: credential leases (pure state; times passed in) ---- */
 typedef struct sm_lease_store sm_lease_store;

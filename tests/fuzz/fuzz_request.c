@@ -1,5 +1,6 @@
 /* Fuzz target: request bodies of the runner's HTTP API (execute and lease
- * bodies, base64 stdin), then the scrubbing of answers with what parsed. */
+ * bodies, the worker key read before them, base64 stdin), then the
+ * scrubbing of answers with what parsed. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* What parsed is well formed. */
     if (p.argv && (p.argc == 0 || p.argv[p.argc] != NULL || p.argv[0][0] == '\0')) abort();
     if (p.argv && p.command) abort();
-    for (size_t i = 0; i < p.n_env; i++)
-      if (strchr(p.env[i], '=') == NULL || strncmp(p.env[i], "SANDMAN_", 8) == 0) abort();
+    for (size_t i = 0; i < p.n_env; i++) {
+      const char *eq = strchr(p.env[i], '=');
+      if (eq == NULL) abort();
+      sm_env_name_class cls = sm_env_name_classify(p.env[i], (size_t)(eq - p.env[i]));
+      /* Never sandman's, the engine's or the home contract's names. */
+      if (cls != SM_ENV_NAME_OK && cls != SM_ENV_NAME_FIXED) abort();
+      for (size_t j = 0; j < i; j++) /* each name once */
+        if (strncmp(p.env[j], p.env[i], (size_t)(eq - p.env[i]) + 1) == 0) abort();
+    }
     if (p.stdin_len > 4096) abort();
     /* Use the env values as secrets to scrub the body with. */
     sm_secret_env s = {p.env, p.n_env};
@@ -32,6 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     sm_exec_params_dispose(&p);
   }
+  char key[SM_SERVER_KEY_MAX + 1];
+  if (sm_server_json_worker_key(body, size, key) == 0 &&
+      !sm_server_name_valid(key, SM_SERVER_KEY_MAX))
+    abort();
   sm_lease_params lp;
   if (sm_server_parse_lease(body, size, &lp, &err) == 0) {
     if (lp.n_services < 1 || lp.n_services > SM_LEASE_SERVICES_MAX) abort();

@@ -135,9 +135,84 @@ static void test_size_caps(void **state) {
   sm_strv_dispose(&env);
 }
 
+/* One rule for every way a name reaches a tool (sm_env_name_classify):
+ * sandman's and the engine's names never, the home contract and the fixed
+ * names only by -e, never from a glob. */
+static void test_name_policy(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    sm_env_name_class want;
+  } table[] = {
+      {"FOO", SM_ENV_NAME_OK},           {"LANG", SM_ENV_NAME_OK},
+      {"DOCKER", SM_ENV_NAME_OK},        {"SANDMAN", SM_ENV_NAME_OK},
+      {"MY_DOCKER_HOST", SM_ENV_NAME_OK}, {"HOMER", SM_ENV_NAME_OK},
+      {"XDG_RUNTIME_DIR", SM_ENV_NAME_OK},
+      {"SANDMAN_TOKEN", SM_ENV_NAME_BLOCKED}, {"SANDMAN_", SM_ENV_NAME_BLOCKED},
+      {"DOCKER_HOST", SM_ENV_NAME_BLOCKED},   {"DOCKER_TLS_VERIFY", SM_ENV_NAME_BLOCKED},
+      {"DOCKER_CERT_PATH", SM_ENV_NAME_BLOCKED}, {"DOCKER_CONFIG", SM_ENV_NAME_BLOCKED},
+      {"DOCKER_AUTH_CONFIG", SM_ENV_NAME_BLOCKED}, {"DOCKER_CONTEXT", SM_ENV_NAME_BLOCKED},
+      {"HOME", SM_ENV_NAME_HOME},             {"XDG_CONFIG_HOME", SM_ENV_NAME_HOME},
+      {"XDG_DATA_HOME", SM_ENV_NAME_HOME},    {"XDG_STATE_HOME", SM_ENV_NAME_HOME},
+      {"XDG_CACHE_HOME", SM_ENV_NAME_HOME},
+      {"PATH", SM_ENV_NAME_FIXED},            {"USER", SM_ENV_NAME_FIXED},
+      {"TMPDIR", SM_ENV_NAME_FIXED},
+      {"", SM_ENV_NAME_INVALID},              {"A=B", SM_ENV_NAME_INVALID},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    sm_env_name_class got = sm_env_name_classify(table[i].name, strlen(table[i].name));
+    if (got != table[i].want) fail_msg("%s: %d, want %d", table[i].name, got, table[i].want);
+  }
+  assert_int_equal(sm_env_name_classify("A\0B", 3), SM_ENV_NAME_INVALID);
+  char longname[300];
+  memset(longname, 'A', sizeof longname);
+  assert_int_equal(sm_env_name_classify(longname, 256), SM_ENV_NAME_INVALID);
+  assert_int_equal(sm_env_name_classify(longname, 255), SM_ENV_NAME_OK);
+  /* A prefix of a longer name, as the library passes "NAME=VALUE" entries. */
+  assert_int_equal(sm_env_name_classify("HOME=/x", 4), SM_ENV_NAME_HOME);
+  assert_non_null(strstr(sm_env_name_refusal(SM_ENV_NAME_BLOCKED), "DOCKER_"));
+
+  /* The library refuses blocked names by -e and as credentials, and a glob
+   * skips every name but ordinary ones. */
+  const char *hostenv[] = {"DOCKER_HOST=unix:///var/run/docker.sock", "DOCKER_CONFIG=/c",
+                           "SANDMAN_TOKEN=t", "HOME=/root", "XDG_CONFIG_HOME=/root/.config",
+                           "PATH=/host", "OK_1=1", NULL};
+  sm_string_list pt;
+  memset(&pt, 0, sizeof pt);
+  sm_string_list_add(&pt, "*", NULL);
+  sm_strv env = {0};
+  sm_env_spec spec = {.home = "/workspace", .tmpdir = "/tmp", .host_env = hostenv, .passthrough = &pt};
+  assert_int_equal(sm_env_build(&spec, &env, NULL), 0);
+  assert_string_equal(get(&env, "OK_1"), "1");
+  assert_null(get(&env, "DOCKER_HOST"));
+  assert_null(get(&env, "DOCKER_CONFIG"));
+  assert_null(get(&env, "SANDMAN_TOKEN"));
+  assert_null(get(&env, "PATH"));
+  assert_string_equal(get(&env, "HOME"), "/workspace");
+  assert_string_equal(get(&env, "XDG_CONFIG_HOME"), "/workspace/.config");
+  sm_strv_dispose(&env);
+  sm_error err = SM_ERROR_INIT;
+  const char *const bad_explicit[][1] = {{"DOCKER_HOST=tcp://x:2375"}, {"DOCKER_HOST"},
+                                         {"SANDMAN_X=1"}};
+  for (size_t i = 0; i < 3; i++) {
+    sm_env_spec e = {.home = "/w", .tmpdir = "/t", .host_env = hostenv,
+                     .explicit_env = bad_explicit[i], .n_explicit = 1};
+    assert_int_equal(sm_env_build(&e, &env, &err), SM_EINVAL);
+    assert_non_null(strstr(err.message, bad_explicit[i][0][0] == 'D' ? "DOCKER_" : "SANDMAN_"));
+    sm_strv_dispose(&env);
+  }
+  const char *const bad_secret[][1] = {{"DOCKER_HOST=x"}, {"HOME=/etc"}, {"SANDMAN_T=x"}};
+  for (size_t i = 0; i < 3; i++) {
+    sm_env_spec e = {.home = "/w", .tmpdir = "/t", .secret_env = bad_secret[i], .n_secret = 1};
+    assert_int_equal(sm_env_build(&e, &env, &err), SM_EINVAL);
+    sm_strv_dispose(&env);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_container_env_is_scrubbed),
+      cmocka_unit_test(test_name_policy),
       cmocka_unit_test(test_default_lang),
       cmocka_unit_test(test_passthrough_globs),
       cmocka_unit_test(test_explicit_overrides),

@@ -106,6 +106,23 @@ static void owned_names_and_passthrough(void **state) {
   assert_true(sm_server_env_owned("GH_TOKEN", c));
   assert_false(sm_server_env_owned("GH_TOKEN", NULL));
   assert_false(sm_server_env_owned("LANG", c));
+  /* Globs never pass the home contract or the fixed names either. */
+  assert_true(sm_server_env_owned("DOCKER_CONFIG", NULL));
+  assert_true(sm_server_env_owned("HOME", NULL));
+  assert_true(sm_server_env_owned("XDG_DATA_HOME", NULL));
+  assert_true(sm_server_env_owned("PATH", NULL));
+  /* A credentials file cannot define sandman's, the engine's or the home
+   * contract's names (a lease would hand them to a tool). */
+  static const char *const bad_files[] = {"{\"s\":{\"DOCKER_HOST\":\"tcp://x\"}}",
+                                          "{\"s\":{\"HOME\":\"/etc\"}}",
+                                          "{\"s\":{\"SANDMAN_TOKEN\":\"x\"}}"};
+  for (size_t i = 0; i < 3; i++) {
+    sm_creds *bad = NULL;
+    sm_error e = SM_ERROR_INIT;
+    assert_int_equal(sm_creds_parse(&bad, "t", bad_files[i], strlen(bad_files[i]), &e),
+                     SM_ECONFIG);
+    assert_null(bad);
+  }
 
   setenv("SMTEST_PLAIN", "1", 1);
   setenv("SANDMAN_SMTEST", "2", 1);

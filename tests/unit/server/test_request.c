@@ -209,12 +209,65 @@ static void json_depth_is_bounded(void **state) {
   assert_null(o);
 }
 
+/* Keys: a key repeated in any object, however spelled, and a key holding
+ * NUL are refused; env names go by the library's environment rule. */
+static void keys_and_env_names(void **state) {
+  (void)state;
+  static const struct {
+    const char *json;
+    const char *needle; /* NULL: accepted */
+  } cases[] = {
+      {"{\"command\":\"ls\",\"command\":\"id\"}", "repeats a key"},
+      {"{\"command\":\"ls\",\"env\":{\"A\":\"1\",\"A\":\"2\"}}", "repeats a key"},
+      {"{\"command\":\"ls\",\"env\":{\"A\":\"1\",\"\\u0041\":\"2\"}}", "repeats a key"},
+      {"{\"tool\":\"t\",\"params\":{\"x\":{\"y\":1,\"y\":2}}}", "repeats a key"},
+      {"{\"tool\":\"t\",\"params\":{\"x\":[{\"y\":1},{\"z\":1,\"z\" :2}]}}",
+       "repeats a key"},
+      {"{\"command\":\"ls\",\"env\":{\"A\\u0000B\":\"1\"}}", "NUL"},
+      {"{\"command\\u0000x\":\"ls\"}", "NUL"},
+      {"{\"command\":\"ls\",\"env\":{\"A=B\":\"1\"}}", "not a valid variable name"},
+      {"{\"command\":\"ls\",\"env\":{\"HOME\":\"/etc\"}}", "HOME and the XDG"},
+      {"{\"command\":\"ls\",\"env\":{\"XDG_CONFIG_HOME\":\"/etc\"}}", "HOME and the XDG"},
+      {"{\"command\":\"ls\",\"env\":{\"DOCKER_HOST\":\"tcp://x:2375\"}}", "DOCKER_"},
+      {"{\"command\":\"ls\",\"env\":{\"SANDMAN_TOKEN\":\"x\"}}", "SANDMAN_"},
+      /* Accepted: the same key in different objects, escaped quotes and
+       * backslashes in strings, ":" inside values, a "\\u0000" that is text. */
+      {"{\"tool\":\"t\",\"params\":{\"a\":{\"a\":{\"a\":1}},\"b\":[{\"a\":1},{\"a\":2}]}}", NULL},
+      {"{\"command\":\"echo \\\"k\\\": v\\\\\",\"env\":{\"PATH\":\"/x:/y\",\"B\":\"\\\\u0000\"}}", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sm_exec_params p;
+    sm_error err = SM_ERROR_INIT;
+    int rc = parse(cases[i].json, &p, &err);
+    if (cases[i].needle == NULL) {
+      if (rc != 0) fail_msg("refused %s: %s", cases[i].json, err.message);
+      sm_exec_params_dispose(&p);
+      continue;
+    }
+    if (rc != SM_EINVAL) fail_msg("accepted %s", cases[i].json);
+    if (strstr(err.message, cases[i].needle) == NULL)
+      fail_msg("%s: '%s' lacks '%s'", cases[i].json, err.message, cases[i].needle);
+  }
+  /* The worker key a worker token is checked against, before the rest. */
+  char key[SM_SERVER_KEY_MAX + 1];
+  const char *j = "{\"worker_key\":\"w1\",\"bogus\":1}";
+  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), 0);
+  assert_string_equal(key, "w1");
+  j = "{\"worker_key\":\"w 1\"}";
+  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
+  j = "{\"worker_key\":\"w\\u0000x\"}";
+  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
+  j = "{\"argv\":";
+  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(execute_full),         cmocka_unit_test(execute_command_and_nulls),
       cmocka_unit_test(execute_rejects),      cmocka_unit_test(execute_stdin_cap),
       cmocka_unit_test(base64_variants),      cmocka_unit_test(lease_parsing),
       cmocka_unit_test(names),                cmocka_unit_test(json_depth_is_bounded),
+      cmocka_unit_test(keys_and_env_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
