@@ -14,34 +14,55 @@
 extern "C" {
 #endif
 
-/* X(name, number, message). Append only; never renumber. */
-#define SM_ERROR_MAP(X)                                                    \
-  X(OK, 0, "success")                                                      \
-  X(INVAL, -1, "invalid argument")                                         \
-  X(NOMEM, -2, "out of memory")                                            \
-  X(IO, -3, "input/output error")                                          \
-  X(UNREACHABLE, -4, "engine unreachable")                                 \
-  X(ENGINE, -5, "engine error")                                            \
-  X(NOTFOUND, -6, "not found")                                             \
-  X(CONFLICT, -7, "conflict")                                              \
-  X(TIMEOUT, -8, "timed out")                                              \
-  X(TOOBIG, -9, "too large")                                               \
-  X(PROTOCOL, -10, "protocol error")                                       \
-  X(POLICY, -11, "refused by policy")                                      \
-  X(CONFIG, -12, "configuration error")                                    \
-  X(SANDBOX, -13, "sandbox error")                                         \
-  X(UNSAFE, -14, "unsafe input refused")                                   \
-  X(UNSUPPORTED, -15, "unsupported")                                       \
-  X(BUSY, -16, "busy")                                                     \
-  X(AUTH, -17, "not authorized")                                           \
-  X(TLS, -18, "TLS error")                                                 \
-  X(CANCELLED, -19, "cancelled")
+/* X(name, number, failure kind, message). Append only; never renumber.
+ * The failure kind column is the one place that says what a call that
+ * failed with this code reports as its failure_kind (see sm_failure_kind). */
+#define SM_ERROR_MAP(X)                                                     \
+  X(OK, 0, NONE, "success")                                                 \
+  X(INVAL, -1, SANDBOX, "invalid argument")                                 \
+  X(NOMEM, -2, SANDBOX, "out of memory")                                    \
+  X(IO, -3, SANDBOX, "input/output error")                                  \
+  X(UNREACHABLE, -4, ENGINE, "engine unreachable")                          \
+  X(ENGINE, -5, ENGINE, "engine error")                                     \
+  X(NOTFOUND, -6, SANDBOX, "not found")                                     \
+  X(CONFLICT, -7, SANDBOX, "conflict")                                      \
+  X(TIMEOUT, -8, SANDBOX, "timed out")                                      \
+  X(TOOBIG, -9, SANDBOX, "too large")                                       \
+  X(PROTOCOL, -10, ENGINE, "protocol error")                                \
+  X(POLICY, -11, POLICY, "refused by policy")                               \
+  X(CONFIG, -12, SANDBOX, "configuration error")                            \
+  X(SANDBOX, -13, SANDBOX, "sandbox error")                                 \
+  X(UNSAFE, -14, SANDBOX, "unsafe input refused")                           \
+  X(UNSUPPORTED, -15, SANDBOX, "unsupported")                               \
+  X(BUSY, -16, SANDBOX, "busy")                                             \
+  X(AUTH, -17, POLICY, "not authorized")                                    \
+  X(TLS, -18, ENGINE, "TLS error")                                          \
+  X(CANCELLED, -19, SANDBOX, "cancelled")
 
 typedef enum {
-#define SM_X_ENUM(name, num, msg) SM_E##name = (num),
+#define SM_X_ENUM(name, num, kind, msg) SM_E##name = (num),
   SM_ERROR_MAP(SM_X_ENUM)
 #undef SM_X_ENUM
 } sm_error_code;
+
+/* What a failed tool call reports as failure_kind (the contract's JSON
+ * field): SM_FAIL_TOOL and SM_FAIL_TIMEOUT come from the tool's own outcome;
+ * the others from the error code that stopped the call
+ * (sm_error_failure_kind). */
+typedef enum {
+  SM_FAIL_NONE = 0, /* JSON null */
+  SM_FAIL_TOOL,
+  SM_FAIL_TIMEOUT,
+  SM_FAIL_POLICY,
+  SM_FAIL_SANDBOX,
+  SM_FAIL_ENGINE,
+} sm_failure_kind;
+
+/* "tool", "timeout", "policy", "sandbox", "engine"; NULL for SM_FAIL_NONE. */
+SM_API const char *sm_failure_kind_name(sm_failure_kind kind);
+/* The failure kind of a call stopped by error code `code` (the table's
+ * column): SM_FAIL_NONE for 0, SM_FAIL_SANDBOX for a code not in the table. */
+SM_API sm_failure_kind sm_error_failure_kind(int code);
 
 #define SM_ERROR_MESSAGE_MAX 1024
 
@@ -67,7 +88,8 @@ SM_API int sm_error_set(sm_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 SM_API int sm_error_setv(sm_error *err, int code, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
-/* Like sm_error_set, also records errno. */
+/* Like sm_error_set, also records errno and appends ": " and its text
+ * (strerror): the one place that adds it, so the format must not. */
 SM_API int sm_error_set_errno(sm_error *err, int code, int sys_errno, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Prepends context: "creating sandbox for run r1: <previous message>".

@@ -34,16 +34,7 @@ typedef enum {
 SM_API const char *sm_mode_name(sm_mode mode); /* "none", "per_tool", ... */
 SM_API int sm_mode_parse(const char *s, sm_mode *out, sm_error *err);
 
-typedef enum {
-  SM_FAIL_NONE = 0, /* JSON null */
-  SM_FAIL_TOOL,
-  SM_FAIL_TIMEOUT,
-  SM_FAIL_POLICY,
-  SM_FAIL_SANDBOX,
-  SM_FAIL_ENGINE,
-} sm_failure_kind;
-
-SM_API const char *sm_failure_kind_name(sm_failure_kind kind); /* NULL for SM_FAIL_NONE */
+/* sm_failure_kind and sm_failure_kind_name: see sandman/error.h. */
 
 /* A fixed-size list so settings copy by assignment. */
 typedef struct sm_string_list {

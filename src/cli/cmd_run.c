@@ -325,11 +325,7 @@ int cmd_run(int argc, char **argv, const cli_globals *g) {
                          &fb, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);
-    return report_failure(&a, mode,
-                          err.code == SM_EUNREACHABLE ? SM_FAIL_ENGINE
-                          : err.code == SM_EPOLICY    ? SM_FAIL_POLICY
-                                                      : SM_FAIL_SANDBOX,
-                          &err);
+    return report_failure(&a, mode, sm_error_failure_kind(err.code), &err);
   }
 
   sm_run_request req;

@@ -1,4 +1,5 @@
-/* Error codes, messages and the context-wrapping helper. */
+/* Error codes, their messages and failure kinds, and the context-wrapping
+ * helper: the one error policy of the library (docs/architecture.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,7 +8,7 @@
 
 const char *sm_error_name(int code) {
   switch (code) {
-#define SM_X_NAME(name, num, msg) \
+#define SM_X_NAME(name, num, kind, msg) \
   case (num):                     \
     return #name;
     SM_ERROR_MAP(SM_X_NAME)
@@ -18,13 +19,36 @@ const char *sm_error_name(int code) {
 
 const char *sm_error_default_message(int code) {
   switch (code) {
-#define SM_X_MSG(name, num, msg) \
+#define SM_X_MSG(name, num, kind, msg) \
   case (num):                    \
     return msg;
     SM_ERROR_MAP(SM_X_MSG)
 #undef SM_X_MSG
   }
   return "unknown error";
+}
+
+sm_failure_kind sm_error_failure_kind(int code) {
+  switch (code) {
+#define SM_X_KIND(name, num, kind, msg) \
+  case (num):                           \
+    return SM_FAIL_##kind;
+    SM_ERROR_MAP(SM_X_KIND)
+#undef SM_X_KIND
+  }
+  return SM_FAIL_SANDBOX;
+}
+
+const char *sm_failure_kind_name(sm_failure_kind kind) {
+  switch (kind) {
+    case SM_FAIL_NONE: return NULL;
+    case SM_FAIL_TOOL: return "tool";
+    case SM_FAIL_TIMEOUT: return "timeout";
+    case SM_FAIL_POLICY: return "policy";
+    case SM_FAIL_SANDBOX: return "sandbox";
+    case SM_FAIL_ENGINE: return "engine";
+  }
+  return "sandbox";
 }
 
 int sm_error_setv(sm_error *err, int code, const char *fmt, va_list ap) {

@@ -12,6 +12,8 @@
 
 #include <sandman/state.h>
 
+#include "common/cleanup.h"
+
 struct sm_state_lock {
   int fd;
 };
@@ -237,11 +239,6 @@ int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out
   return rc;
 }
 
-static void free_names(char **names, size_t n) {
-  for (size_t i = 0; i < n; i++) free(names[i]);
-  free(names);
-}
-
 int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_error *err) {
   char base[PATH_MAX], dir[PATH_MAX];
   *out_names = NULL;
@@ -253,34 +250,20 @@ int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_e
   }
   if (snprintf(dir, sizeof dir, "%s/last-used", state_dir) >= (int)sizeof dir)
     return sm_error_set(err, SM_EINVAL, "state path too long");
-  DIR *d = opendir(dir);
+  cleanup_dir DIR *d = opendir(dir);
   if (d == NULL) {
     if (errno == ENOENT) return 0;
     return sm_error_set_errno(err, SM_EIO, errno, "reading %s", dir);
   }
-  char **names = NULL;
-  size_t n = 0, cap = 0;
+  cleanup_strv sm_strv names = {0};
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (!valid_name(e->d_name) || strstr(e->d_name, ".tmp-") != NULL) continue;
-    if (n == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      char **grown = realloc(names, ncap * sizeof *grown);
-      if (grown == NULL) goto nomem;
-      names = grown;
-      cap = ncap;
-    }
-    if ((names[n] = strdup(e->d_name)) == NULL) goto nomem;
-    n++;
+    if (sm_strv_add(&names, e->d_name) != 0) return sm_error_set(err, SM_ENOMEM, NULL);
   }
-  closedir(d);
-  *out_names = names;
-  *out_n = n;
+  *out_n = names.n;
+  *out_names = steal_pointer(&names.v);
   return 0;
-nomem:
-  closedir(d);
-  free_names(names, n);
-  return sm_error_set(err, SM_ENOMEM, NULL);
 }
 
-void sm_state_names_free(char **names, size_t n) { free_names(names, n); }
+void sm_state_names_free(char **names, size_t n) { sm_strings_free(names, n); }

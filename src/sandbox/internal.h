@@ -14,17 +14,7 @@
 #include <sandman/sandbox.h>
 
 #include "common/buf.h"
-
-/* ---- string vectors (NULL-terminated, owned strings) ---- */
-typedef struct sm_strv {
-  char **v; /* always NULL-terminated once anything was added */
-  size_t n;
-  size_t alloc;
-} sm_strv;
-
-int sm_strv_add(sm_strv *sv, const char *s);
-int sm_strv_addf(sm_strv *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sm_strv_dispose(sm_strv *sv);
+#include "common/strv.h"
 
 /* ---- random and hashing ---- */
 /* n random bytes as 2n lowercase hex characters (out has room for 2n+1). */

@@ -85,18 +85,6 @@ int sm_mode_parse(const char *s, sm_mode *out, sm_error *err) {
                       s ? s : "");
 }
 
-const char *sm_failure_kind_name(sm_failure_kind kind) {
-  switch (kind) {
-    case SM_FAIL_NONE: return NULL;
-    case SM_FAIL_TOOL: return "tool";
-    case SM_FAIL_TIMEOUT: return "timeout";
-    case SM_FAIL_POLICY: return "policy";
-    case SM_FAIL_SANDBOX: return "sandbox";
-    case SM_FAIL_ENGINE: return "engine";
-  }
-  return "sandbox";
-}
-
 int sm_sync_mode_parse(const char *s, sm_sync_mode *out, sm_error *err) {
   if (s && strcmp(s, "none") == 0) *out = SM_SYNC_NONE;
   else if (s && strcmp(s, "in") == 0) *out = SM_SYNC_IN;
@@ -121,40 +109,6 @@ int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err) {
 }
 
 /* ---- small shared helpers ---- */
-int sm_strv_add(sm_strv *sv, const char *s) {
-  if (sv->n + 2 > sv->alloc) {
-    size_t na = sv->alloc ? sv->alloc * 2 : 16;
-    char **nv = realloc(sv->v, na * sizeof *nv);
-    if (nv == NULL) return SM_ENOMEM;
-    sv->v = nv;
-    sv->alloc = na;
-  }
-  char *copy = strdup(s);
-  if (copy == NULL) return SM_ENOMEM;
-  sv->v[sv->n++] = copy;
-  sv->v[sv->n] = NULL;
-  return 0;
-}
-
-int sm_strv_addf(sm_strv *sv, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *s = NULL;
-  int n = vasprintf(&s, fmt, ap);
-  va_end(ap);
-  if (n < 0) return SM_ENOMEM;
-  int rc = sm_strv_add(sv, s);
-  free(s);
-  return rc;
-}
-
-void sm_strv_dispose(sm_strv *sv) {
-  for (size_t i = 0; i < sv->n; i++) free(sv->v[i]);
-  free(sv->v);
-  sv->v = NULL;
-  sv->n = sv->alloc = 0;
-}
-
 int sm_random_hex(char *out, size_t nbytes, sm_error *err) {
   unsigned char raw[64];
   if (nbytes > sizeof raw) return sm_error_set(err, SM_EINVAL, "too many random bytes");

@@ -1,0 +1,24 @@
+/* String vectors: sm_strv, a growable NULL-terminated array of owned
+ * strings (argv, environment lists), and sm_strings_free for the counted
+ * arrays (char **, n) some public calls hand out. Internal to the library. */
+#ifndef SANDMAN_COMMON_STRV_H
+#define SANDMAN_COMMON_STRV_H
+
+#include <stddef.h>
+
+typedef struct sm_strv {
+  char **v; /* always NULL-terminated once anything was added */
+  size_t n;
+  size_t alloc;
+} sm_strv;
+
+/* Both copy; SM_ENOMEM leaves the vector as it was. */
+int sm_strv_add(sm_strv *sv, const char *s);
+int sm_strv_addf(sm_strv *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Frees the strings and the array; the vector is left empty and reusable. */
+void sm_strv_dispose(sm_strv *sv);
+
+/* Frees v[0..n) and v itself (NULL entries and a NULL v are fine). */
+void sm_strings_free(char **v, size_t n);
+
+#endif
