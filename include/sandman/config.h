@@ -43,6 +43,12 @@ SM_API const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may b
 SM_API int sm_config_pool_size(const sm_config *cfg);
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
 SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);
+/* 1 when a worker token of worker_key may lease service on a runner: the
+ * file's workers.<worker_key>.services or workers."*".services name it. 0
+ * otherwise, and always without a file: only the control token leases
+ * what no entry grants. */
+SM_API int sm_config_worker_may_lease(const sm_config *cfg, const char *worker_key,
+                                      const char *service);
 
 /* Flag values as the user typed them (NULL = not given). */
 typedef struct sm_config_flags {

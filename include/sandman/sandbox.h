@@ -123,6 +123,14 @@ typedef struct sm_run_request {
   const char *run_id;      /* per_run key */
   const char *worker_id;   /* per_worker key */
   const char *scope_key;   /* optional explicit key (from config scopes) */
+  /* Who the call's keyed sandbox belongs to (the io.sandman.principal
+   * label): NULL or SM_PRINCIPAL_CONTROL for an operator (the CLI, the
+   * runner's control token), "worker:<key>" (sm_principal_worker) for a
+   * worker. A worker's keyed sandboxes are its own: its principal is part
+   * of the scope key, so two workers naming the same run get two sandboxes,
+   * and a keyed sandbox found with another principal is refused
+   * (SM_EPOLICY). Operators reach every keyed sandbox. */
+  const char *principal;
   const char *workspace;   /* host directory or NULL */
   sm_sync_mode sync;
   const sm_string_list *extra_excludes;
@@ -132,6 +140,14 @@ typedef struct sm_run_request {
   void *on_output_ud;
   volatile int *cancel;
 } sm_run_request;
+
+#define SM_PRINCIPAL_CONTROL "control"
+#define SM_PRINCIPAL_MAX 160 /* "worker:" and a key */
+/* "worker:<key>" into out; SM_EINVAL when the key is empty or too long. */
+SM_API int sm_principal_worker(const char *worker_key, char *out, size_t len, sm_error *err);
+/* 1 when a call of principal `who` may use a keyed sandbox whose
+ * io.sandman.principal label is `label` (NULL when it has none). */
+SM_API int sm_principal_may_use(const char *who, const char *label);
 
 /* Fills req with defaults (settings from sm_sandbox_settings_defaults). */
 SM_API void sm_run_request_init(sm_run_request *req);

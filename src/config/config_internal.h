@@ -15,6 +15,9 @@
 #define CFG_MAX_SCALAR 8192
 #define CFG_MAX_AGENTS 256
 #define CFG_MAX_TOOLS 256
+#define CFG_MAX_WORKERS 1024
+#define CFG_WORKER_KEY_MAX 128 /* as the runner's worker keys */
+#define CFG_SERVICE_MAX 64     /* as the runner's service names */
 #define CFG_NAME_MAX 64 /* agent, tool and user names */
 
 /* ---- YAML tree (yaml_tree.c) ---- */
@@ -144,6 +147,12 @@ typedef struct cfg_tool {
   char *description;
 } cfg_tool;
 
+/* workers.<key>: what a worker token of that key may do on a runner. */
+typedef struct cfg_worker {
+  char *key;         /* a worker key, or "*" for every worker */
+  cfg_list services; /* services of the credentials file it may lease */
+} cfg_worker;
+
 struct sm_config {
   char *path; /* NULL: built-in defaults */
   int version;
@@ -156,6 +165,8 @@ struct sm_config {
   size_t n_agents;
   cfg_tool *tools;
   size_t n_tools;
+  cfg_worker *workers;
+  size_t n_workers;
 };
 
 const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name);

@@ -41,7 +41,8 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 };
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
-                                       "tools", NULL};
+                                       "tools", "workers", NULL};
+static const char *const worker_keys[] = {"services", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", NULL};
 static const char *const defaults_keys[] = {
@@ -249,7 +250,14 @@ static int list_push(vctx *v, cfg_list *l, const char *s) {
   return 0;
 }
 
-typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS } list_kind;
+typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES } list_kind;
+
+/* The runner's names (worker keys, services): 1..max of letters, digits and
+ * _ . : @ + = -, not starting with - or . */
+static int runner_name(const char *s, size_t max) {
+  size_t n = strlen(s);
+  return n > 0 && n <= max && s[0] != '-' && s[0] != '.' && valid_chars(s, "_.:@+=-");
+}
 
 static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind kind) {
   const char *s = it->str;
@@ -265,6 +273,14 @@ static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind 
                   "'%s' is not a tool name or pattern (letters, digits, '_', '.', '-' and the "
                   "globs * ? [...]; or group:NAME)",
                   s);
+    return 0;
+  }
+  if (kind == LIST_SERVICES) {
+    if (!runner_name(s, CFG_SERVICE_MAX))
+      return verr(v, it, path,
+                  "'%s' is not a service name (1 to %d letters, digits and _ . : @ + = -, not "
+                  "starting with - or .)",
+                  s, CFG_SERVICE_MAX);
     return 0;
   }
   if (it->len >= SM_NAME_MAX) return verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
@@ -619,6 +635,35 @@ static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
   return 0;
 }
 
+/* workers: what a worker token may do beyond its own calls (the runner's;
+ * docs/configuration.md#workers). */
+static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "workers", NULL);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  size_t n = cfg_map_size(map);
+  if (n > CFG_MAX_WORKERS) return verr(v, map, "workers", "more than %d workers", CFG_MAX_WORKERS);
+  c->workers = calloc(n ? n : 1, sizeof *c->workers);
+  if (!c->workers) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
+  for (size_t i = 0; i < n; i++) {
+    const cfg_ynode *k = cfg_map_key(map, i), *body = cfg_map_value(map, i);
+    char p[512], q[600];
+    join(p, sizeof p, "workers", k->str);
+    if (strcmp(k->str, "*") != 0 && !runner_name(k->str, CFG_WORKER_KEY_MAX))
+      return verr(v, k, p,
+                  "a worker key is 1 to %d letters, digits and _ . : @ + = - (not starting with "
+                  "- or .), or \"*\" for every worker",
+                  CFG_WORKER_KEY_MAX);
+    if ((rc = check_map(v, body, p, worker_keys))) return rc;
+    cfg_worker *w = &c->workers[c->n_workers++];
+    if ((rc = set_str(v, &w->key, k->str))) return rc;
+    const cfg_ynode *svc = cfg_ynode_is_null(body) ? NULL : cfg_map_get(body, "services");
+    int set = 0;
+    snprintf(q, sizeof q, "%s.services", p);
+    if (svc && (rc = get_list(v, svc, q, LIST_SERVICES, &set, &w->services))) return rc;
+  }
+  return 0;
+}
+
 /* defaults.pool_size: ready per_tool containers a runner keeps per
  * configuration (0 turns the warm pool off). Not a sandbox setting: it is
  * the runner's, so it is kept apart from the layers. */
@@ -642,7 +687,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if (root->type != CFG_Y_MAP)
     return verr(v, root, "",
                 "expected a mapping of keys (version, project, engine, defaults, agents, "
-                "tools), got %s",
+                "tools, workers), got %s",
                 describe(root));
   int rc = check_map(v, root, "", top_keys);
   if (rc) return rc;
@@ -659,6 +704,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
     return rc;
   if ((rc = parse_pool_size(v, cfg_map_get(root, "defaults"), c))) return rc;
   if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
+  if ((rc = parse_workers(v, cfg_map_get(root, "workers"), c))) return rc;
   return parse_tools(v, cfg_map_get(root, "tools"), c);
 }
 
@@ -692,6 +738,11 @@ void sm_config_free(sm_config *cfg) {
     free(cfg->tools[i].description);
   }
   free(cfg->tools);
+  for (size_t i = 0; i < cfg->n_workers; i++) {
+    free(cfg->workers[i].key);
+    list_free(&cfg->workers[i].services);
+  }
+  free(cfg->workers);
   free(cfg);
 }
 
@@ -807,4 +858,15 @@ const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name) {
 
 int sm_config_has_agent(const sm_config *cfg, const char *agent) {
   return cfg_find_agent(cfg, agent) != NULL;
+}
+
+int sm_config_worker_may_lease(const sm_config *cfg, const char *worker_key, const char *service) {
+  if (cfg == NULL || worker_key == NULL || service == NULL) return 0;
+  for (size_t i = 0; i < cfg->n_workers; i++) {
+    const cfg_worker *w = &cfg->workers[i];
+    if (strcmp(w->key, worker_key) != 0 && strcmp(w->key, "*") != 0) continue;
+    for (size_t j = 0; j < w->services.n; j++)
+      if (strcmp(w->services.items[j], service) == 0) return 1;
+  }
+  return 0;
 }

@@ -327,6 +327,7 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
       .config_hash = sb->hash,
       .created = created,
       .owner = sb->mode == SM_MODE_PER_TOOL ? owner : NULL,
+      .principal = sb->mode == SM_MODE_PER_TOOL ? NULL : req->principal,
       .volume = sb->volume,
   };
   json_object *labels = sm_labels_build(&li);
@@ -445,6 +446,15 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
                           "a container named %s exists that this sandman instance did not make; "
                           "remove or rename it",
                           sb->name);
+        break;
+      }
+      if (!sm_principal_may_use(req->principal, label_of(insp, "principal"))) {
+        /* Only a key collision or a hand-made container gets here: a
+         * worker's keys carry its principal. */
+        rc = sm_error_set(err, SM_EPOLICY,
+                          "sandbox %s belongs to another worker; this call may not use it",
+                          sb->name);
+        json_object_put(insp);
         break;
       }
       if (sb->mode == SM_MODE_PER_WORKER && proj && strcmp(proj, project) != 0) {

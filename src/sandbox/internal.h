@@ -60,6 +60,7 @@ typedef struct sm_label_info {
   const char *created;  /* RFC 3339 UTC */
   const char *owner;    /* per_tool: "<host>:<pid>"; NULL otherwise */
   const char *volume;   /* containers only; NULL on the volume itself */
+  const char *principal;/* keyed: the call's principal, when it has one */
 } sm_label_info;
 
 #define SM_LABEL_PREFIX "io.sandman."

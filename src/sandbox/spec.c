@@ -24,8 +24,26 @@ int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, cha
   return 0;
 }
 
-int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
-                 sm_error *err) {
+static int is_worker_principal(const char *who) {
+  return who != NULL && *who && strcmp(who, SM_PRINCIPAL_CONTROL) != 0;
+}
+
+int sm_principal_worker(const char *worker_key, char *out, size_t len, sm_error *err) {
+  if (worker_key == NULL || *worker_key == '\0')
+    return sm_error_set(err, SM_EINVAL, "a worker principal needs a worker key");
+  int n = snprintf(out, len, "worker:%s", worker_key);
+  if (n < 0 || (size_t)n >= len || (size_t)n >= SM_PRINCIPAL_MAX)
+    return sm_error_set(err, SM_EINVAL, "worker key too long for a principal");
+  return 0;
+}
+
+int sm_principal_may_use(const char *who, const char *label) {
+  if (!is_worker_principal(who)) return 1;
+  return label != NULL && strcmp(label, who) == 0;
+}
+
+static int base_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
+                          sm_error *err) {
   int n;
   if (req->scope_key && *req->scope_key) {
     n = snprintf(out, len, "%s", req->scope_key);
@@ -41,6 +59,20 @@ int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
   } else {
     return sm_error_set(err, SM_EINVAL, "mode %s has no scope key", sm_mode_name(mode));
   }
+  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "scope key too long");
+  return 0;
+}
+
+/* A worker's keys start with its principal, length first, so no two
+ * (principal, key) pairs give one string and no operator key (which never
+ * starts with "by:") is a worker's. */
+int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
+                 sm_error *err) {
+  if (!is_worker_principal(req->principal)) return base_scope_key(req, mode, out, len, err);
+  char base[SM_NAME_MAX * 2];
+  int rc = base_scope_key(req, mode, base, sizeof base, err);
+  if (rc) return rc;
+  int n = snprintf(out, len, "by:%zu:%s|%s", strlen(req->principal), req->principal, base);
   if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "scope key too long");
   return 0;
 }
@@ -65,6 +97,7 @@ json_object *sm_labels_build(const sm_label_info *li) {
   label(o, "config-hash", li->config_hash);
   label(o, "created", li->created);
   if (li->owner) label(o, "owner", li->owner);
+  if (li->principal) label(o, "principal", li->principal);
   if (li->volume) label(o, "volume", li->volume);
   return o;
 }

@@ -53,6 +53,8 @@ typedef struct call {
   sm_secret_env secrets;
   char ws[PATH_MAX];
   int has_ws;
+  int control;          /* made with the control token */
+  char principal[SM_PRINCIPAL_MAX];
   char nonce[SM_HOOK_NONCE_LEN * 2 + 1];
   int hook;
   size_t stdin_off;
@@ -100,9 +102,22 @@ static int is_hook_tool(const sm_exec_params *p) {
 
 /* ---- preparing a call ---- */
 
-static int resolve_workspace(call *k, sm_answer *a) {
+/* One answer for every workspace a request may not use (missing, outside
+ * the root, not a directory, another worker's): the answer tells nothing
+ * about the host's files. The reason goes to the runner's log. */
+static int workspace_refused(call *k, sm_answer *a, const char *why) {
+  sm_log(SM_LOG_INFO, "workspace '%.200s' refused: %s", k->p.workspace, why);
+  sm_answer_error(a, 403, "policy",
+                  "workspace '%.200s' is not a directory this call may use below the "
+                  "workspaces root",
+                  k->p.workspace);
+  return -1;
+}
+
+/* The workspaces root of the call: the agent's workspace_root, else
+ * --workspaces-root. */
+static int workspace_root(call *k, char root[PATH_MAX], sm_answer *a) {
   sm_server *srv = k->srv;
-  char root[PATH_MAX];
   if (k->r.workspace_root[0]) {
     char joined[PATH_MAX * 2];
     if (k->r.workspace_root[0] == '/')
@@ -115,38 +130,48 @@ static int resolve_workspace(call *k, sm_answer *a) {
                       "--workspaces-root");
       return -1;
     }
+    /* The operator's own setting: its errors may be told. */
     if (realpath(joined, root) == NULL) {
       sm_answer_error(a, 403, "policy", "the agent's workspace_root %s: %s",
                       k->r.workspace_root, strerror(errno));
       return -1;
     }
   } else if (srv->ws_root[0]) {
-    snprintf(root, sizeof root, "%s", srv->ws_root);
+    snprintf(root, PATH_MAX, "%s", srv->ws_root);
   } else {
     sm_answer_error(a, 403, "policy",
                     "this runner serves no workspaces: start it with --workspaces-root DIR");
     return -1;
   }
+  return 0;
+}
+
+/* A path names the same directory for every caller (relative to the root);
+ * a worker token may use only what lies below <root>/<worker_key>/. Worker
+ * keys hold no '/' and never start with '.': that is a child of the root. */
+static int resolve_workspace(call *k, sm_answer *a) {
+  char root[PATH_MAX], limit[PATH_MAX];
+  if (workspace_root(k, root, a) != 0) return -1;
+  if (k->control) {
+    snprintf(limit, sizeof limit, "%s", root);
+  } else {
+    char mine[PATH_MAX * 2];
+    snprintf(mine, sizeof mine, "%s/%s", root, k->p.worker_key);
+    if (realpath(mine, limit) == NULL)
+      return workspace_refused(k, a, "the worker has no directory under the root");
+  }
   char cand[PATH_MAX * 2];
   if (k->p.workspace[0] == '/') snprintf(cand, sizeof cand, "%s", k->p.workspace);
   else snprintf(cand, sizeof cand, "%s/%s", root, k->p.workspace);
-  if (realpath(cand, k->ws) == NULL) {
-    sm_answer_error(a, 400, "policy", "workspace '%.200s' does not exist under the workspaces "
-                    "root", k->p.workspace);
-    return -1;
-  }
-  size_t rl = strlen(root);
-  if (strncmp(k->ws, root, rl) != 0 || k->ws[rl] != '/') {
-    sm_answer_error(a, 403, "policy",
-                    "workspace '%.200s' is not a directory below the workspaces root",
-                    k->p.workspace);
-    return -1;
-  }
+  if (realpath(cand, k->ws) == NULL) return workspace_refused(k, a, strerror(errno));
+  size_t ll = strlen(limit);
+  if (strncmp(k->ws, limit, ll) != 0 || k->ws[ll] != '/')
+    return workspace_refused(k, a, k->control ? "it does not resolve below the root"
+                                              : "it does not resolve below the worker's "
+                                                "directory");
   struct stat st;
-  if (stat(k->ws, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    sm_answer_error(a, 400, "policy", "workspace '%.200s' is not a directory", k->p.workspace);
-    return -1;
-  }
+  if (stat(k->ws, &st) != 0 || !S_ISDIR(st.st_mode))
+    return workspace_refused(k, a, "not a directory");
   k->has_ws = 1;
   return 0;
 }
@@ -281,6 +306,17 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     sm_answer_error(a, 401, "policy", GENERIC_401);
     return -1;
   }
+  /* Whose keyed sandbox the call may use: a worker's own (the control token
+   * naming a worker_key acts for that worker), or any for the control token. */
+  k->control = control;
+  if (p->worker_key) {
+    if (sm_principal_worker(p->worker_key, k->principal, sizeof k->principal, NULL) != 0) {
+      sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
+      return -1;
+    }
+  } else {
+    snprintf(k->principal, sizeof k->principal, "%s", SM_PRINCIPAL_CONTROL);
+  }
   sm_config_flags flags;
   if (srv->have_flags) flags = srv->flags;
   else memset(&flags, 0, sizeof flags);
@@ -373,6 +409,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   q->run_id = p->run_id;
   q->worker_id = p->worker_key;
   q->scope_key = k->r.scope_key[0] ? k->r.scope_key : NULL;
+  q->principal = k->principal;
   q->workspace = k->has_ws ? k->ws : NULL;
   q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;
   q->settings = k->r.settings;
@@ -804,6 +841,18 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
     sm_answer_error(a, 400, "policy",
                     "this runner has no credentials (start it with --credentials-file FILE)");
     return;
+  }
+  /* A worker leases only what the configuration grants its key, and learns
+   * nothing about the other services: the same answer whether they exist. */
+  for (size_t i = 0; !control && i < p.n_services; i++) {
+    if (!sm_config_worker_may_lease(srv->opts.config, p.worker_key, p.services[i])) {
+      sm_metrics_lease(srv->metrics, "refused");
+      sm_answer_error(a, 403, "policy",
+                      "service '%s' is not one worker '%s' may lease (the configuration's "
+                      "workers.<key>.services)",
+                      p.services[i], p.worker_key);
+      return;
+    }
   }
   for (size_t i = 0; i < p.n_services; i++) {
     if (!sm_creds_has_service(srv->creds, p.services[i])) {

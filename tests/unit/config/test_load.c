@@ -194,6 +194,34 @@ static void test_flow_style_and_comments(void **state) {
   sm_config_free(cfg);
 }
 
+/* workers.<key>.services: what a worker token may lease; nothing without
+ * an entry, "*" for every worker. */
+static void test_worker_services(void **state) {
+  (void)state;
+  const char *text =
+      "workers:\n"
+      "  agent-7:\n"
+      "    services: [github, openai]\n"
+      "  \"user@example.org:w2\":\n"
+      "    services: []\n"
+      "  \"*\":\n"
+      "    services: [status]\n";
+  sm_config *cfg = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_config_load_string(&cfg, "w.yaml", text, strlen(text), &err), 0);
+  assert_true(sm_config_worker_may_lease(cfg, "agent-7", "github"));
+  assert_true(sm_config_worker_may_lease(cfg, "agent-7", "openai"));
+  assert_true(sm_config_worker_may_lease(cfg, "agent-7", "status"));
+  assert_false(sm_config_worker_may_lease(cfg, "agent-8", "github"));
+  assert_true(sm_config_worker_may_lease(cfg, "agent-8", "status"));
+  assert_false(sm_config_worker_may_lease(cfg, "user@example.org:w2", "github"));
+  assert_false(sm_config_worker_may_lease(cfg, "agent-7", "githu"));
+  assert_false(sm_config_worker_may_lease(cfg, "*", "github"));
+  sm_config_free(cfg);
+  /* No file, no entry: no worker leases anything. */
+  assert_false(sm_config_worker_may_lease(NULL, "agent-7", "github"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_file_is_built_in),
@@ -201,6 +229,7 @@ int main(void) {
       cmocka_unit_test(test_search_order),
       cmocka_unit_test(test_getters),
       cmocka_unit_test(test_pool_size),
+      cmocka_unit_test(test_worker_services),
       cmocka_unit_test(test_too_big),
       cmocka_unit_test(test_deep_nesting_refused),
       cmocka_unit_test(test_flow_style_and_comments),

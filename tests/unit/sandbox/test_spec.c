@@ -69,6 +69,41 @@ static void test_scope_keys(void **state) {
   req.scope_key = "agent:a";
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "agent:a");
+
+  /* An operator's key is the same with or without the control principal;
+   * a worker's starts with its principal, so two workers naming one run
+   * (or one config scope) get two keys, and no worker key is an operator's. */
+  req.scope_key = NULL;
+  req.principal = SM_PRINCIPAL_CONTROL;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "run:proj:r1");
+  char k1[512], k2[512];
+  req.principal = "worker:w1";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, k1, sizeof k1, NULL), 0);
+  req.principal = "worker:w2";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, k2, sizeof k2, NULL), 0);
+  assert_string_not_equal(k1, k2);
+  assert_string_not_equal(k1, "run:proj:r1");
+  assert_string_equal(k1, "by:9:worker:w1|run:proj:r1");
+  req.scope_key = "user:u";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, k1, sizeof k1, NULL), 0);
+  assert_string_equal(k1, "by:9:worker:w2|user:u");
+  req.scope_key = NULL;
+  req.principal = NULL;
+
+  char p[SM_PRINCIPAL_MAX];
+  assert_int_equal(sm_principal_worker("w1", p, sizeof p, NULL), 0);
+  assert_string_equal(p, "worker:w1");
+  assert_int_equal(sm_principal_worker("", p, sizeof p, NULL), SM_EINVAL);
+  /* Operators use every keyed sandbox; a worker only its own. */
+  assert_true(sm_principal_may_use(NULL, "worker:w1"));
+  assert_true(sm_principal_may_use(SM_PRINCIPAL_CONTROL, "worker:w1"));
+  assert_true(sm_principal_may_use(SM_PRINCIPAL_CONTROL, NULL));
+  assert_true(sm_principal_may_use("worker:w1", "worker:w1"));
+  assert_false(sm_principal_may_use("worker:w1", "worker:w2"));
+  assert_false(sm_principal_may_use("worker:w1", "control"));
+  assert_false(sm_principal_may_use("worker:w1", NULL));
+  assert_false(sm_principal_may_use("worker:w1", "worker:w1x"));
 }
 
 static void test_instance_names(void **state) {
@@ -85,7 +120,7 @@ static void test_instance_names(void **state) {
 static void test_labels(void **state) {
   (void)state;
   sm_label_info li = {"inst", "per_tool", "proj", NULL, NULL, "agent1", "tool:x",
-                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws"};
+                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws", NULL};
   json_object *l = sm_labels_build(&li);
   const char *want[][2] = {{"io.sandman.managed", "true"},  {"io.sandman.instance", "inst"},
                            {"io.sandman.mode", "per_tool"}, {"io.sandman.project", "proj"},
@@ -105,6 +140,13 @@ static void test_labels(void **state) {
   li.volume = NULL;
   l = sm_labels_build(&li);
   assert_int_equal(json_object_object_length(l), 10);
+  json_object_put(l);
+  /* A keyed sandbox carries the principal of the call that made it. */
+  li.principal = "worker:w1";
+  l = sm_labels_build(&li);
+  json_object *v = NULL;
+  assert_true(json_object_object_get_ex(l, "io.sandman.principal", &v));
+  assert_string_equal(json_object_get_string(v), "worker:w1");
   json_object_put(l);
 }
 

@@ -26,6 +26,7 @@
 
 static char g_dir[256], g_sock[300], g_ws_root[300];
 static sm_server *g_srv;
+static sm_config *g_cfg;
 static sm_config_flags g_flags;
 
 /* ---- the fake sandbox layer ---- */
@@ -40,6 +41,7 @@ static struct {
   char mode[32];
   char run_id[64];
   char worker_id[64];
+  char principal[200];
   double timeout_s;
 } rec;
 
@@ -67,6 +69,7 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
   snprintf(rec.mode, sizeof rec.mode, "%s", sm_mode_name(req->settings.mode));
   snprintf(rec.run_id, sizeof rec.run_id, "%s", req->run_id ? req->run_id : "");
   snprintf(rec.worker_id, sizeof rec.worker_id, "%s", req->worker_id ? req->worker_id : "");
+  snprintf(rec.principal, sizeof rec.principal, "%s", req->principal ? req->principal : "");
   rec.timeout_s = req->settings.timeout_s;
   pthread_mutex_unlock(&rec_mu);
   memset(out, 0, sizeof *out);
@@ -236,6 +239,21 @@ static int setup(void **state) {
   fclose(f);
   snprintf(p, sizeof p, "%s/escape", g_ws_root);
   if (symlink("/tmp", p) != 0) return -1;
+  /* Workers' own directories. */
+  const char *const wdirs[] = {"w1", "w1/proj", "w2", "w2/proj"};
+  for (size_t i = 0; i < 4; i++) {
+    snprintf(p, sizeof p, "%s/%s", g_ws_root, wdirs[i]);
+    mkdir(p, 0700);
+  }
+  snprintf(p, sizeof p, "%s/w1/escape", g_ws_root);
+  if (symlink("../w2/proj", p) != 0) return -1;
+  /* A worker leases only what the configuration grants its key. */
+  static const char cfg_text[] = "workers:\n  w1:\n    services: [github]\n";
+  sm_error cerr = SM_ERROR_INIT;
+  if (sm_config_load_string(&g_cfg, "unit.yaml", cfg_text, sizeof cfg_text - 1, &cerr) != 0) {
+    fprintf(stderr, "config: %s\n", cerr.message);
+    return -1;
+  }
   char creds[512];
   snprintf(creds, sizeof creds, "%s/creds.json", g_dir);
   f = fopen(creds, "w");
@@ -268,6 +286,7 @@ static int setup(void **state) {
   o.flags = &g_flags;
   o.mode = SM_MODE_PER_RUN;
   o.run = fake_run;
+  o.config = g_cfg;
   sm_error err = SM_ERROR_INIT;
   if (sm_server_start(&g_srv, &o, &err) != 0) {
     fprintf(stderr, "start: %s\n", err.message);
@@ -282,6 +301,7 @@ static int teardown(void **state) {
     sm_server_stop(g_srv);
     sm_server_free(g_srv);
   }
+  sm_config_free(g_cfg);
   if (strncmp(g_dir, "/tmp/sm-http-", 13) == 0) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -412,12 +432,22 @@ static void policy_on_modes(void **state) {
   take_snapshot();
   assert_string_equal(seen.mode, "per_worker");
   assert_string_equal(seen.worker_id, "w9");
+  /* The control token naming a worker acts for that worker. */
+  assert_string_equal(seen.principal, "worker:w9");
   expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"run_id\":\"r7\",\"timeout_s\":9}",
          200, NULL);
   take_snapshot();
   assert_string_equal(seen.mode, "per_run");
   assert_string_equal(seen.run_id, "r7");
   assert_true(seen.timeout_s == 9);
+  assert_string_equal(seen.principal, "control");
+  /* A worker token's calls are its own. */
+  char w3[65];
+  assert_int_equal(sm_token_derive(CONTROL, "w3", w3, NULL), 0);
+  expect("POST", "/v1/execute", w3, "{\"argv\":[\"x\"],\"run_id\":\"r7\",\"worker_key\":\"w3\"}",
+         200, NULL);
+  take_snapshot();
+  assert_string_equal(seen.principal, "worker:w3");
 }
 
 static void commands_and_templates(void **state) {
@@ -524,6 +554,23 @@ static void leases(void **state) {
   expect("POST", "/v1/leases", w1, "{\"tool\":\"shell\",\"services\":[\"github\"]}", 401, NULL);
   expect("POST", "/v1/leases", w2,
          "{\"tool\":\"shell\",\"services\":[\"github\"],\"worker_key\":\"w1\"}", 401, NULL);
+  /* It leases only the services granted to its key, and learns nothing
+   * about the others: one answer whether they exist or not. */
+  resp other, missing;
+  http("POST", "/v1/leases", w1,
+       "{\"tool\":\"shell\",\"services\":[\"other\"],\"worker_key\":\"w1\"}", &other);
+  http("POST", "/v1/leases", w1,
+       "{\"tool\":\"shell\",\"services\":[\"nope\"],\"worker_key\":\"w1\"}", &missing);
+  assert_int_equal(other.status, 403);
+  assert_int_equal(missing.status, 403);
+  assert_string_equal(jstr(other.json, "failure_kind"), "policy");
+  assert_non_null(strstr(jstr(other.json, "error"), "is not one worker 'w1' may lease"));
+  assert_non_null(strstr(jstr(missing.json, "error"), "is not one worker 'w1' may lease"));
+  resp_free(&other);
+  resp_free(&missing);
+  expect("POST", "/v1/leases", w2,
+         "{\"tool\":\"shell\",\"services\":[\"github\"],\"worker_key\":\"w2\"}", 403,
+         "is not one worker 'w2' may lease");
   id = create_lease(w1, "{\"tool\":\"shell\",\"services\":[\"github\"],\"worker_key\":\"w1\","
                         "\"max_uses\":2}");
   snprintf(body, sizeof body, "{\"tool\":\"shell\",\"argv\":[\"secret\"],\"worker_key\":\"w2\","
@@ -558,8 +605,42 @@ static void workspaces(void **state) {
          "below the workspaces root");
   expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"workspace\":\"/etc\"}", 403, NULL);
   expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"workspace\":\".\"}", 403, NULL);
-  expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"workspace\":\"missing\"}", 400,
-         "does not exist");
+  /* A missing workspace gets the answer of one outside the root: a request
+   * learns nothing about the host's files. */
+  resp out, miss;
+  http("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"workspace\":\"../../etc\"}", &out);
+  http("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"workspace\":\"../../nothing\"}", &miss);
+  assert_int_equal(out.status, 403);
+  assert_int_equal(miss.status, 403);
+  assert_string_equal(jstr(out.json, "failure_kind"), "policy");
+  assert_string_equal(strstr(jstr(out.json, "error"), "' is not"),
+                      strstr(jstr(miss.json, "error"), "' is not"));
+  resp_free(&out);
+  resp_free(&miss);
+  expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"x\"],\"workspace\":\"missing\"}", 403,
+         "is not a directory this call may use");
+  /* A worker token: its own directory only, one answer for the rest. */
+  char w1[65];
+  worker_token("w1", w1);
+  expect("POST", "/v1/execute", w1,
+         "{\"argv\":[\"x\"],\"worker_key\":\"w1\",\"run_id\":\"r\",\"workspace\":\"w1/proj\"}",
+         200, NULL);
+  take_snapshot();
+  snprintf(want, sizeof want, "%s/w1/proj", g_ws_root);
+  assert_non_null(realpath(want, real));
+  assert_string_equal(seen.workspace, real);
+  static const char *const not_mine[] = {"w2/proj", "w2/missing", "w1/escape", "w1/../w2/proj",
+                                         "agent-a", "w1", "..", "/etc"};
+  for (size_t i = 0; i < sizeof not_mine / sizeof not_mine[0]; i++) {
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"argv\":[\"x\"],\"worker_key\":\"w1\",\"run_id\":\"r\",\"workspace\":\"%s\"}",
+             not_mine[i]);
+    expect("POST", "/v1/execute", w1, body, 403, "is not a directory this call may use");
+  }
+  /* The control token reaches every worker's directory. */
+  expect("POST", "/v1/execute", CONTROL,
+         "{\"argv\":[\"x\"],\"run_id\":\"r\",\"workspace\":\"w2/proj\"}", 200, NULL);
   /* A shell call in a workspace with a hook runs through the hook runner. */
   expect("POST", "/v1/execute", CONTROL,
          "{\"command\":\"echo hi\",\"run_id\":\"r\",\"workspace\":\"hooked\"}", 200, NULL);
