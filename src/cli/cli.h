@@ -5,6 +5,8 @@
 
 #include <sandman/sandman.h>
 
+#include "table.h"
+
 /* Exit codes of the contract. */
 enum {
   CLI_EXIT_OK = 0,
@@ -24,20 +26,28 @@ typedef struct cli_globals {
   int log_json;            /* --log-format json */
 } cli_globals;
 
-typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);
+/* One per command, in cmd_<group>.c; each gets its parsed command line
+ * (table.h) and returns the exit code. */
+int cmd_run(const cli_call *call);
+int cmd_worker_start(const cli_call *call);
+int cmd_version(const cli_call *call);
+int cmd_sandbox_doctor(const cli_call *call);
+int cmd_sandbox_list(const cli_call *call);
+int cmd_sandbox_reap(const cli_call *call);
+int cmd_sandbox_rm(const cli_call *call);
+int cmd_config_check(const cli_call *call);
+int cmd_config_explain(const cli_call *call);
+int cmd_image_build(const cli_call *call);
+int cmd_token_derive(const cli_call *call);
+int cmd_completion(const cli_call *call);
+int cmd_help(const cli_call *call);
 
-/* One per subcommand, each in its own cmd_<name>.c. argv[0] is the
- * command's name. */
-int cmd_run(int argc, char **argv, const cli_globals *g);
-int cmd_worker(int argc, char **argv, const cli_globals *g);
-int cmd_serve(int argc, char **argv, const cli_globals *g);
-int cmd_version(int argc, char **argv, const cli_globals *g);
-int cmd_sandbox(int argc, char **argv, const cli_globals *g);
-int cmd_config(int argc, char **argv, const cli_globals *g);
-int cmd_image(int argc, char **argv, const cli_globals *g);
-int cmd_token(int argc, char **argv, const cli_globals *g);
+/* Installs the log handler (text or JSON lines on stderr, --log-level). */
+void cli_log_setup(const cli_globals *g);
+/* "unknown command 'X'; did you mean ...": a usage error (exit 2). */
+int cli_unknown_command(const char *name);
 
-/* "sandman: error: <message>" on stderr. */
+/* "sandman: error: <message>" on stderr (a JSON line with --log-format json). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "sandman: <message>" on stderr, e.g. a usage hint. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

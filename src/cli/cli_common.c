@@ -2,25 +2,68 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli.h"
 
+static const cli_globals *g_globals;
+
+/* Every line sandman writes to stderr goes through here: text, or one JSON
+ * object per line with --log-format json, escaped the same way either way. */
+static void write_record(const sm_log_record *rec) {
+  char line[8192];
+  size_t n = g_globals && g_globals->log_json ? sm_log_format_json(rec, line, sizeof line)
+                                               : sm_log_format_text(rec, line, sizeof line);
+  line[n] = '\n';
+  fwrite(line, 1, n + 1, stderr);
+  fflush(stderr);
+}
+
+static void on_record(const sm_log_record *rec, void *userdata) {
+  (void)userdata;
+  write_record(rec);
+}
+
+void cli_log_setup(const cli_globals *g) {
+  g_globals = g;
+  sm_log_set_level(g->log_level);
+  sm_log_set_record_handler(on_record, NULL);
+}
+
+/* The CLI's own messages: "sandman: error: ..." as text (as they always
+ * were), a record with event cli.error / cli.note in JSON. */
+static void cli_message(sm_log_level level, const char *event, const char *prefix,
+                        const char *fmt, va_list ap) {
+  char msg[4096];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (g_globals && g_globals->log_json) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    sm_log_record rec = {level, tv.tv_sec + tv.tv_usec / 1e6, sm_log_request_id(), event, msg,
+                         NULL, 0};
+    write_record(&rec);
+    return;
+  }
+  char esc[8192];
+  sm_log_escape(esc, sizeof esc, msg, strlen(msg), 0);
+  /* Messages are our own sentences; only what they quote needs escaping,
+   * but a newline that is ours (several lines) stays readable. */
+  fprintf(stderr, "%s%s\n", prefix, esc);
+}
+
 void cli_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("sandman: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  cli_message(SM_LOG_ERROR, "cli.error", "sandman: error: ", fmt, ap);
   va_end(ap);
 }
 
 void cli_note(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("sandman: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  cli_message(SM_LOG_INFO, "cli.note", "sandman: ", fmt, ap);
   va_end(ap);
 }
 

@@ -4,30 +4,14 @@
  * check validates a file (exit 2 with FILE:LINE:COLUMN on a bad one);
  * explain resolves one call and shows every setting with its source, the
  * policy and placement decisions and the scope key. */
-#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "Usage: sandman config check [FILE]\n"
-          "       sandman config explain [--agent A] [--tool T] [--user U] [--json]\n"
-          "               [--mode M] [--project-environment ENV] [--image REF]\n"
-          "               [--network none|bridge] [--runtime NAME] [--cpu N] [--mem SIZE]\n"
-          "               [--pids N] [--disk SIZE] [--tmpfs SIZE] [--timeout DURATION]\n"
-          "               [--env-passthrough GLOB]... [--exclude GLOB]...\n"
-          "\nThe file is --config FILE, else $SANDMAN_CONFIG, else ./sandman.yaml, else\n"
-          "$XDG_CONFIG_HOME/sandman/config.yaml; none found means the built-in defaults.\n");
-}
-
-static int config_check(int argc, char **argv, const cli_globals *g) {
-  if (argc > 2 || (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
-    usage(argc > 2 ? stderr : stdout);
-    return argc > 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-  }
-  const char *path = argc == 2 ? argv[1] : g->config_path;
+int cmd_config_check(const cli_call *call) {
+  const char *path = call->n_args == 1 ? call->args[0] : call->g->config_path;
   sm_config *cfg = NULL;
   sm_error err = SM_ERROR_INIT;
   if (sm_config_load(&cfg, path, &err) != 0) return cli_fail(&err);
@@ -105,65 +89,37 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
   }
 }
 
-static int config_explain(int argc, char **argv, const cli_globals *g) {
-  enum { O_MODE = 256, O_ENV, O_IMAGE, O_NETWORK, O_RUNTIME, O_CPU, O_MEM, O_PIDS, O_DISK,
-         O_TMPFS, O_TIMEOUT, O_PASS, O_EXCL };
-  static const struct option opts[] = {
-      {"agent", required_argument, NULL, 'a'},
-      {"tool", required_argument, NULL, 't'},
-      {"user", required_argument, NULL, 'u'},
-      {"json", no_argument, NULL, 'j'},
-      {"help", no_argument, NULL, 'h'},
-      {"mode", required_argument, NULL, O_MODE},
-      {"project-environment", required_argument, NULL, O_ENV},
-      {"image", required_argument, NULL, O_IMAGE},
-      {"network", required_argument, NULL, O_NETWORK},
-      {"runtime", required_argument, NULL, O_RUNTIME},
-      {"cpu", required_argument, NULL, O_CPU},
-      {"mem", required_argument, NULL, O_MEM},
-      {"pids", required_argument, NULL, O_PIDS},
-      {"disk", required_argument, NULL, O_DISK},
-      {"tmpfs", required_argument, NULL, O_TMPFS},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
-      {"env-passthrough", required_argument, NULL, O_PASS},
-      {"exclude", required_argument, NULL, O_EXCL},
-      {NULL, 0, NULL, 0}};
-  const char *agent = NULL, *tool = NULL, *user = NULL;
-  int json = 0, c;
+int cmd_config_explain(const cli_call *call) {
+  const cli_globals *g = call->g;
+  const char *agent = cli_str(call, "agent"), *tool = cli_str(call, "tool");
+  const char *user = cli_str(call, "user");
+  int json = cli_has(call, "json");
   static sm_config_flags flags; /* large (two lists): not on the stack */
   static sm_resolved r;
   memset(&flags, 0, sizeof flags);
   sm_error err = SM_ERROR_INIT;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-      case 'a': agent = optarg; break;
-      case 't': tool = optarg; break;
-      case 'u': user = optarg; break;
-      case 'j': json = 1; break;
-      case 'h': usage(stdout); return CLI_EXIT_OK;
-      case O_MODE: flags.mode = optarg; break;
-      case O_ENV: flags.project_environment = optarg; break;
-      case O_IMAGE: flags.image = optarg; break;
-      case O_NETWORK: flags.network = optarg; break;
-      case O_RUNTIME: flags.runtime = optarg; break;
-      case O_CPU: flags.cpu = optarg; break;
-      case O_MEM: flags.memory = optarg; break;
-      case O_PIDS: flags.pids = optarg; break;
-      case O_DISK: flags.disk = optarg; break;
-      case O_TMPFS: flags.tmpfs = optarg; break;
-      case O_TIMEOUT: flags.timeout = optarg; break;
-      case O_PASS:
-        if (sm_string_list_add(&flags.env_passthrough, optarg, &err) != 0) return cli_fail(&err);
-        break;
-      case O_EXCL:
-        if (sm_string_list_add(&flags.excludes, optarg, &err) != 0) return cli_fail(&err);
-        break;
-      default: usage(stderr); return CLI_EXIT_USAGE;
+  flags.mode = cli_str(call, "mode");
+  flags.project_environment = cli_str(call, "project-environment");
+  flags.image = cli_str(call, "image");
+  flags.network = cli_str(call, "network");
+  flags.runtime = cli_str(call, "runtime");
+  flags.cpu = cli_str(call, "cpu");
+  flags.memory = cli_str(call, "mem");
+  flags.pids = cli_str(call, "pids");
+  flags.disk = cli_str(call, "disk");
+  flags.tmpfs = cli_str(call, "tmpfs");
+  flags.timeout = cli_str(call, "timeout");
+  static const char *const lists[] = {"env-passthrough", "exclude"};
+  for (size_t l = 0; l < 2; l++) {
+    const char **v = NULL;
+    size_t n = cli_list(call, lists[l], &v);
+    for (size_t i = 0; i < n; i++) {
+      if (sm_string_list_add(l ? &flags.excludes : &flags.env_passthrough, v[i], &err) != 0) {
+        free(v);
+        return cli_usage_error(call->cmd, json, "--%s: %s", lists[l], err.message);
+      }
     }
-  }
-  if (optind < argc) {
-    cli_error("config explain: unexpected argument '%s'", argv[optind]);
-    return CLI_EXIT_USAGE;
+    free(v);
   }
   sm_config *cfg = NULL;
   if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
@@ -184,16 +140,3 @@ static int config_explain(int argc, char **argv, const cli_globals *g) {
   return CLI_EXIT_OK;
 }
 
-int cmd_config(int argc, char **argv, const cli_globals *g) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-  }
-  if (strcmp(argv[1], "check") == 0) return config_check(argc - 1, argv + 1, g);
-  if (strcmp(argv[1], "explain") == 0) {
-    optind = 1;
-    return config_explain(argc - 1, argv + 1, g);
-  }
-  cli_error("config: unknown subcommand '%s' (check or explain)", argv[1]);
-  return CLI_EXIT_USAGE;
-}

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -28,21 +27,6 @@
 extern char **environ;
 
 #define IMAGE_PATH_MAX 4096
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "Usage: sandman image build NAME|DIR [--tag REF]\n"
-          "\n"
-          "Builds a sandbox image through the engine's build endpoint, offline.\n"
-          "  NAME       a folder under images/: $SANDMAN_IMAGES_DIR/NAME, else images/NAME in\n"
-          "             the current directory or a parent, else next to the sandman binary\n"
-          "  DIR        a folder given by path (contains a '/', or is . or ..)\n"
-          "  --tag REF  the image's name (default sandman/<folder name>:latest)\n"
-          "\n"
-          "A folder with a rootfs.sh has it run first as `rootfs.sh --tar STAGE/rootfs.tar`;\n"
-          "the tar joins the build context (the Dockerfile ADDs it). Progress goes to stderr,\n"
-          "the built image's id to stdout.\n");
-}
 
 static int file_exists(const char *dir, const char *name) {
   char path[IMAGE_PATH_MAX];
@@ -190,29 +174,11 @@ static void on_progress(void *ud, const char *line) {
   fprintf(stderr, "%s\n", line);
 }
 
-static int image_build(int argc, char **argv, const cli_globals *g) {
-  static const struct option opts[] = {{"tag", required_argument, NULL, 't'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  const char *tag_arg = NULL;
-  int c;
-  /* 0, not 1: glibc then rescans the option string, so options may follow
-   * NAME (main's parse stopped at the first word). */
-  optind = 0;
-  while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
-    switch (c) {
-      case 't': tag_arg = optarg; break;
-      case 'h': usage(stdout); return CLI_EXIT_OK;
-      default: usage(stderr); return CLI_EXIT_USAGE;
-    }
-  }
-  if (optind != argc - 1) {
-    cli_error(optind >= argc ? "image build needs NAME or DIR" : "image build takes one NAME or DIR");
-    usage(stderr);
-    return CLI_EXIT_USAGE;
-  }
+int cmd_image_build(const cli_call *call) {
+  const cli_globals *g = call->g;
+  const char *tag_arg = cli_str(call, "tag");
   char folder[IMAGE_PATH_MAX];
-  int rc = resolve_folder(argv[optind], folder, sizeof folder);
+  int rc = resolve_folder(call->args[0], folder, sizeof folder);
   if (rc != 0) return rc;
   char base_buf[IMAGE_PATH_MAX];
   snprintf(base_buf, sizeof base_buf, "%s", folder);
@@ -284,12 +250,3 @@ static int image_build(int argc, char **argv, const cli_globals *g) {
   return CLI_EXIT_OK;
 }
 
-int cmd_image(int argc, char **argv, const cli_globals *g) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-  }
-  if (strcmp(argv[1], "build") == 0) return image_build(argc - 1, argv + 1, g);
-  cli_error("unknown image command '%s' (try: sandman image build NAME|DIR)", argv[1]);
-  return CLI_EXIT_USAGE;
-}

@@ -1,7 +1,6 @@
 /* sandman sandbox doctor | list | reap | rm: operating the sandboxes of
  * this instance. The work is in the library (sandman/ops.h); this file
  * parses flags, prints and picks exit codes. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,19 +8,6 @@
 #include <sandman/ops.h>
 
 #include "cli.h"
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "Usage: sandman sandbox COMMAND [OPTIONS]\n\n"
-          "Commands:\n"
-          "  doctor [--json]                  check that this host can run sandboxes\n"
-          "  list [--all] [--json]            this instance's sandboxes (running ones without --all)\n"
-          "  reap [--older-than DURATION] [--dry-run] [--force] [--json]\n"
-          "                                   remove idle sandboxes and those whose owner is gone\n"
-          "  rm [--force] [--json] SANDBOX... | --run-id ID | --worker-id ID\n"
-          "                                   remove sandboxes by id, name, run or worker\n\n"
-          "Only sandboxes of this instance ($SANDMAN_INSTANCE, default \"default\") are seen.\n");
-}
 
 /* Loads the configuration (exit 2 on a bad file, as everywhere) and fills
  * the engine options: --host > DOCKER_HOST > the file's engine host >
@@ -74,30 +60,10 @@ static int print_json_owned(json_object *o) {
 
 /* ---- doctor ---- */
 
-static int do_doctor(int argc, char **argv, const cli_globals *g) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                       {"mode", required_argument, NULL, 'm'},
-                                       {"project-environment", required_argument, NULL, 'e'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  int as_json = 0, c;
-  const char *mode_flag = NULL, *env_flag = NULL;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (c == 'j') as_json = 1;
-    else if (c == 'm') mode_flag = optarg;
-    else if (c == 'e') env_flag = optarg;
-    else if (c == 'h') {
-      printf("Usage: sandman sandbox doctor [--json] [--mode MODE] [--project-environment ENV]\n"
-             "Checks the engine, its limits, runtimes and image, the socket and the state\n"
-             "directory, and shows which mode the fallback rule would use (for MODE and ENV,\n"
-             "default: the configuration's). Exit 0 when healthy, 1 when not.\n");
-      return CLI_EXIT_OK;
-    } else return CLI_EXIT_USAGE;
-  }
-  if (optind < argc) {
-    cli_error("sandbox doctor: unexpected argument '%s'", argv[optind]);
-    return CLI_EXIT_USAGE;
-  }
+int cmd_sandbox_doctor(const cli_call *call) {
+  const cli_globals *g = call->g;
+  int as_json = cli_has(call, "json");
+  const char *mode_flag = cli_str(call, "mode"), *env_flag = cli_str(call, "project-environment");
   sm_config *cfg = NULL;
   sm_ops_doctor_options o = SM_OPS_DOCTOR_OPTIONS_INIT;
   int rc = setup(g, &cfg, &o.engine);
@@ -142,25 +108,9 @@ static int do_doctor(int argc, char **argv, const cli_globals *g) {
 
 /* ---- list ---- */
 
-static int do_list(int argc, char **argv, const cli_globals *g) {
-  static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  int all = 0, as_json = 0, c;
-  while ((c = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
-    if (c == 'a') all = 1;
-    else if (c == 'j') as_json = 1;
-    else if (c == 'h') {
-      printf("Usage: sandman sandbox list [--all] [--json]\n"
-             "This instance's sandboxes; without --all only running ones.\n");
-      return CLI_EXIT_OK;
-    } else return CLI_EXIT_USAGE;
-  }
-  if (optind < argc) {
-    cli_error("sandbox list: unexpected argument '%s'", argv[optind]);
-    return CLI_EXIT_USAGE;
-  }
+int cmd_sandbox_list(const cli_call *call) {
+  const cli_globals *g = call->g;
+  int all = cli_has(call, "all"), as_json = cli_has(call, "json");
   sm_config *cfg = NULL;
   sm_engine *engine = NULL;
   int rc = open_engine(g, &cfg, &engine);
@@ -192,41 +142,15 @@ static int finish_report(sm_ops_report *report, int as_json) {
   return rc;
 }
 
-static int do_reap(int argc, char **argv, const cli_globals *g) {
-  static const struct option opts[] = {{"older-than", required_argument, NULL, 'o'},
-                                       {"dry-run", no_argument, NULL, 'n'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+int cmd_sandbox_reap(const cli_call *call) {
+  const cli_globals *g = call->g;
   sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
-  int as_json = 0, c;
+  int as_json = cli_has(call, "json");
   sm_error err = SM_ERROR_INIT;
-  while ((c = getopt_long(argc, argv, "fnh", opts, NULL)) != -1) {
-    switch (c) {
-      case 'o':
-        if (sm_parse_duration(optarg, &ro.older_than_s, &err) != 0) {
-          cli_error("--older-than: %s", err.message);
-          return CLI_EXIT_USAGE;
-        }
-        break;
-      case 'n': ro.dry_run = 1; break;
-      case 'f': ro.force = 1; break;
-      case 'j': as_json = 1; break;
-      case 'h':
-        printf("Usage: sandman sandbox reap [--older-than DURATION] [--dry-run] [--force] [--json]\n"
-               "Removes this instance's sandboxes (container, volume, state files) unused for\n"
-               "longer than DURATION (90s, 10m, 2h, 7d), those whose owner process is gone,\n"
-               "exited ones, and orphaned volumes. A busy sandbox (a call in flight) is never\n"
-               "removed without --force. --dry-run shows what would go and changes nothing.\n");
-        return CLI_EXIT_OK;
-      default: return CLI_EXIT_USAGE;
-    }
-  }
-  if (optind < argc) {
-    cli_error("sandbox reap: unexpected argument '%s'", argv[optind]);
-    return CLI_EXIT_USAGE;
-  }
+  if (cli_str(call, "older-than"))
+    sm_parse_duration(cli_str(call, "older-than"), &ro.older_than_s, &err); /* checked by the table */
+  ro.dry_run = cli_has(call, "dry-run");
+  ro.force = cli_has(call, "force");
   sm_config *cfg = NULL;
   sm_engine *engine = NULL;
   int rc = open_engine(g, &cfg, &engine);
@@ -241,35 +165,17 @@ static int do_reap(int argc, char **argv, const cli_globals *g) {
   return rc;
 }
 
-static int do_rm(int argc, char **argv, const cli_globals *g) {
-  static const struct option opts[] = {{"run-id", required_argument, NULL, 'r'},
-                                       {"worker-id", required_argument, NULL, 'w'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+int cmd_sandbox_rm(const cli_call *call) {
+  const cli_globals *g = call->g;
   sm_ops_rm_options ro = SM_OPS_RM_OPTIONS_INIT;
-  int as_json = 0, c;
-  while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
-    switch (c) {
-      case 'r': ro.run_id = optarg; break;
-      case 'w': ro.worker_id = optarg; break;
-      case 'f': ro.force = 1; break;
-      case 'j': as_json = 1; break;
-      case 'h':
-        printf("Usage: sandman sandbox rm [--force] [--json] SANDBOX... | --run-id ID | --worker-id ID\n"
-               "Removes sandboxes of this instance by id (or a unique id prefix), name, run id\n"
-               "or worker id. A busy one is refused without --force.\n");
-        return CLI_EXIT_OK;
-      default: return CLI_EXIT_USAGE;
-    }
-  }
-  ro.refs = (const char *const *)(argv + optind);
-  ro.n_refs = (size_t)(argc - optind);
-  if (ro.n_refs == 0 && !ro.run_id && !ro.worker_id) {
-    cli_error("sandbox rm: name a sandbox, or give --run-id or --worker-id");
-    return CLI_EXIT_USAGE;
-  }
+  int as_json = cli_has(call, "json");
+  ro.run_id = cli_str(call, "run-id");
+  ro.worker_id = cli_str(call, "worker-id");
+  ro.force = cli_has(call, "force");
+  ro.refs = (const char *const *)call->args;
+  ro.n_refs = (size_t)call->n_args;
+  if (ro.n_refs == 0 && !ro.run_id && !ro.worker_id)
+    return cli_usage_error(call->cmd, as_json, "name a sandbox, or give --run-id or --worker-id");
   sm_config *cfg = NULL;
   sm_engine *engine = NULL;
   int rc = open_engine(g, &cfg, &engine);
@@ -290,28 +196,3 @@ static int do_rm(int argc, char **argv, const cli_globals *g) {
   return rc;
 }
 
-int cmd_sandbox(int argc, char **argv, const cli_globals *g) {
-  if (argc < 2) {
-    usage(stderr);
-    return CLI_EXIT_USAGE;
-  }
-  const char *sub = argv[1];
-  if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **, const cli_globals *);
-  } subs[] = {{"doctor", do_doctor}, {"list", do_list}, {"ls", do_list},
-              {"reap", do_reap},     {"rm", do_rm},     {"remove", do_rm}};
-  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-    if (strcmp(subs[i].name, sub) == 0) {
-      optind = 0; /* a new argv: make getopt start over */
-      return subs[i].fn(argc - 1, argv + 1, g);
-    }
-  }
-  cli_error("sandbox: unknown command '%s'", sub);
-  usage(stderr);
-  return CLI_EXIT_USAGE;
-}

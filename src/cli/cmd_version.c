@@ -1,22 +1,13 @@
-/* sandman version [--json]: our version, the engine's, the negotiated API. */
-#include <getopt.h>
+/* sandman version [--json]: our version, the engine's, the negotiated API;
+ * exit 1 when no engine answers. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
-int cmd_version(int argc, char **argv, const cli_globals *g) {
-  int as_json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) as_json = 1;
-    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("Usage: sandman version [--json]\n");
-      return CLI_EXIT_OK;
-    } else {
-      cli_error("version: unknown option '%s'", argv[i]);
-      return CLI_EXIT_USAGE;
-    }
-  }
+int cmd_version(const cli_call *call) {
+  const cli_globals *g = call->g;
+  int as_json = cli_has(call, "json");
   sm_error err = SM_ERROR_INIT;
   sm_config *cfg = NULL;
   if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
@@ -57,7 +48,7 @@ int cmd_version(int argc, char **argv, const cli_globals *g) {
   json_object_put(version);
   sm_engine_free(engine);
   sm_config_free(cfg);
-  /* Our own version was printed either way; an absent engine is reported,
-   * not a failure of this command. */
-  return CLI_EXIT_OK;
+  /* Our own version was printed either way; like `docker version`, the
+   * status says whether an engine answered, so scripts can wait for one. */
+  return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_UNHEALTHY;
 }

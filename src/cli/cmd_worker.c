@@ -4,7 +4,6 @@
  * flags, applies the health check and the fallback rule, starts the HTTP
  * API and waits for SIGTERM or SIGINT, then stops cleanly (calls in flight
  * finish, per_tool sandboxes are removed) and exits 0. */
-#include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,67 +13,6 @@
 #include <sandman/server.h>
 
 #include "cli.h"
-
-static void usage(FILE *out, const char *name) {
-  fprintf(out,
-          "Usage: sandman %s [OPTIONS]\n\n"
-          "Serves the runner's HTTP API (see docs/http-api.md).\n\n"
-          "Sandboxes:\n"
-          "  --pool NAME                 name of this runner's pool (logs, /healthz)\n"
-          "  --sandbox-mode MODE         none | per_tool | per_run | per_worker\n"
-          "  --sandbox-backend docker    the only backend\n"
-          "  --sandbox-image REF         image of the sandboxes\n"
-          "  --sandbox-network MODE      none | bridge\n"
-          "  --sandbox-cpu N             CPUs per sandbox (fractions allowed)\n"
-          "  --sandbox-mem SIZE          memory per sandbox (k, m, g)\n"
-          "  --sandbox-pids N            processes per sandbox\n"
-          "  --sandbox-disk SIZE         size of /workspace\n"
-          "  --sandbox-runtime NAME      engine runtime, e.g. runsc\n"
-          "  --sandbox-timeout SECONDS   default timeout of a call\n"
-          "  --sandbox-pool-size N       per_tool containers kept ready per configuration,\n"
-          "                              0 to 64 (0: no warm pool); overrides the config\n"
-          "                              file's defaults.pool_size (default 2)\n"
-          "  --env-passthrough GLOB      runner variables passed to tools (repeatable)\n"
-          "  --project-environment ENV   production | staging | development\n"
-          "  --project ID                default project of calls\n\n"
-          "Service:\n"
-          "  --listen ADDR               unix:PATH or tcp://HOST:PORT (default: a unix socket\n"
-          "                              in $XDG_RUNTIME_DIR/sandman, /run/sandman for root)\n"
-          "  --token-file FILE           control token (else $" SM_TOKEN_ENV ")\n"
-          "  --credentials-file FILE     credentials for leases (JSON, mode 0600)\n"
-          "  --workspaces-root DIR       the directory request workspaces live under\n"
-          "  --threads N                 call threads (default 16)\n"
-          "  --max-body SIZE             request body limit (default 4m)\n"
-          "  --max-connections N         open connections (default 256)\n"
-          "  --background-max DURATION   longest life of a backgrounded call (default 1h)\n",
-          name);
-}
-
-enum {
-  OPT_POOL = 256,
-  OPT_MODE,
-  OPT_BACKEND,
-  OPT_IMAGE,
-  OPT_NETWORK,
-  OPT_CPU,
-  OPT_MEM,
-  OPT_PIDS,
-  OPT_DISK,
-  OPT_RUNTIME,
-  OPT_TIMEOUT,
-  OPT_PASSTHROUGH,
-  OPT_PROJECT_ENV,
-  OPT_PROJECT,
-  OPT_LISTEN,
-  OPT_TOKEN_FILE,
-  OPT_CREDS,
-  OPT_WS_ROOT,
-  OPT_THREADS,
-  OPT_MAX_BODY,
-  OPT_MAX_CONN,
-  OPT_BG_MAX,
-  OPT_POOL_SIZE,
-};
 
 typedef struct worker_args {
   sm_config_flags flags;
@@ -86,125 +24,65 @@ typedef struct worker_args {
   double background_max;
 } worker_args;
 
-static int parse_uint(const char *flag, const char *s, int64_t min, int64_t max,
-                      unsigned *out) {
+/* The table checked every value's form; here they become the runner's
+ * settings. */
+static int parse_args(const cli_call *call, worker_args *a) {
+  sm_error err = SM_ERROR_INIT;
   int64_t v;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_parse_int(s, min, max, &v, &err) != 0) {
-    cli_error("%s: %s", flag, err.message);
-    return CLI_EXIT_USAGE;
-  }
-  *out = (unsigned)v;
-  return 0;
-}
-
-/* 0, -1 for --help, or an exit code. */
-static int parse_args(int argc, char **argv, worker_args *a) {
-  static const struct option opts[] = {
-      {"pool", required_argument, NULL, OPT_POOL},
-      {"sandbox-mode", required_argument, NULL, OPT_MODE},
-      {"sandbox-backend", required_argument, NULL, OPT_BACKEND},
-      {"sandbox-image", required_argument, NULL, OPT_IMAGE},
-      {"sandbox-network", required_argument, NULL, OPT_NETWORK},
-      {"sandbox-cpu", required_argument, NULL, OPT_CPU},
-      {"sandbox-mem", required_argument, NULL, OPT_MEM},
-      {"sandbox-pids", required_argument, NULL, OPT_PIDS},
-      {"sandbox-disk", required_argument, NULL, OPT_DISK},
-      {"sandbox-runtime", required_argument, NULL, OPT_RUNTIME},
-      {"sandbox-timeout", required_argument, NULL, OPT_TIMEOUT},
-      {"env-passthrough", required_argument, NULL, OPT_PASSTHROUGH},
-      {"project-environment", required_argument, NULL, OPT_PROJECT_ENV},
-      {"project", required_argument, NULL, OPT_PROJECT},
-      {"listen", required_argument, NULL, OPT_LISTEN},
-      {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-      {"credentials-file", required_argument, NULL, OPT_CREDS},
-      {"workspaces-root", required_argument, NULL, OPT_WS_ROOT},
-      {"threads", required_argument, NULL, OPT_THREADS},
-      {"max-body", required_argument, NULL, OPT_MAX_BODY},
-      {"max-connections", required_argument, NULL, OPT_MAX_CONN},
-      {"background-max", required_argument, NULL, OPT_BG_MAX},
-      {"sandbox-pool-size", required_argument, NULL, OPT_POOL_SIZE},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  int c;
-  sm_error err = SM_ERROR_INIT;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    switch (c) {
-      case OPT_POOL: a->pool = optarg; break;
-      case OPT_MODE: a->flags.mode = optarg; break;
-      case OPT_BACKEND:
-        if (strcmp(optarg, "docker") != 0) {
-          cli_error("--sandbox-backend: only 'docker' is supported, not '%s'", optarg);
-          return CLI_EXIT_USAGE;
-        }
-        break;
-      case OPT_IMAGE: a->flags.image = optarg; break;
-      case OPT_NETWORK: a->flags.network = optarg; break;
-      case OPT_CPU: a->flags.cpu = optarg; break;
-      case OPT_MEM: a->flags.memory = optarg; break;
-      case OPT_PIDS: a->flags.pids = optarg; break;
-      case OPT_DISK: a->flags.disk = optarg; break;
-      case OPT_RUNTIME: a->flags.runtime = optarg; break;
-      case OPT_TIMEOUT: a->flags.timeout = optarg; break;
-      case OPT_PASSTHROUGH:
-        if (sm_string_list_add(&a->flags.env_passthrough, optarg, &err) != 0) {
-          cli_error("--env-passthrough: %s", err.message);
-          return CLI_EXIT_USAGE;
-        }
-        break;
-      case OPT_PROJECT_ENV: a->flags.project_environment = optarg; break;
-      case OPT_PROJECT: a->project = optarg; break;
-      case OPT_LISTEN: a->listen = optarg; break;
-      case OPT_TOKEN_FILE: a->token_file = optarg; break;
-      case OPT_CREDS: a->creds = optarg; break;
-      case OPT_WS_ROOT: a->ws_root = optarg; break;
-      case OPT_THREADS:
-        if (parse_uint("--threads", optarg, 1, 1024, &a->threads)) return CLI_EXIT_USAGE;
-        break;
-      case OPT_MAX_CONN:
-        if (parse_uint("--max-connections", optarg, 4, 100000, &a->max_connections))
-          return CLI_EXIT_USAGE;
-        break;
-      case OPT_MAX_BODY: {
-        int64_t v;
-        if (sm_parse_size(optarg, &v, &err) != 0 || v < 1024 || v > (int64_t)1 << 30) {
-          cli_error("--max-body takes a size from 1k to 1g, not '%s'", optarg);
-          return CLI_EXIT_USAGE;
-        }
-        a->max_body = (size_t)v;
-        break;
-      }
-      case OPT_BG_MAX:
-        if (sm_parse_duration(optarg, &a->background_max, &err) != 0 || a->background_max <= 0) {
-          cli_error("--background-max takes a duration such as 10m or 1h, not '%s'", optarg);
-          return CLI_EXIT_USAGE;
-        }
-        break;
-      case OPT_POOL_SIZE:
-        if (parse_uint("--sandbox-pool-size", optarg, 0, SM_POOL_MAX_SIZE, &a->pool_size))
-          return CLI_EXIT_USAGE;
-        a->have_pool_size = 1;
-        break;
-      case 'h': return -1;
-      default: return CLI_EXIT_USAGE;
+  a->pool = cli_str(call, "pool");
+  a->flags.mode = cli_str(call, "sandbox-mode");
+  a->flags.image = cli_str(call, "sandbox-image");
+  a->flags.network = cli_str(call, "sandbox-network");
+  a->flags.cpu = cli_str(call, "sandbox-cpu");
+  a->flags.memory = cli_str(call, "sandbox-mem");
+  a->flags.pids = cli_str(call, "sandbox-pids");
+  a->flags.disk = cli_str(call, "sandbox-disk");
+  a->flags.runtime = cli_str(call, "sandbox-runtime");
+  a->flags.timeout = cli_str(call, "sandbox-timeout");
+  a->flags.project_environment = cli_str(call, "project-environment");
+  a->project = cli_str(call, "project");
+  a->listen = cli_str(call, "listen");
+  a->token_file = cli_str(call, "token-file");
+  a->creds = cli_str(call, "credentials-file");
+  a->ws_root = cli_str(call, "workspaces-root");
+  const char **list = NULL;
+  size_t n = cli_list(call, "env-passthrough", &list);
+  for (size_t i = 0; i < n; i++) {
+    if (sm_string_list_add(&a->flags.env_passthrough, list[i], &err) != 0) {
+      free(list);
+      return cli_usage_error(call->cmd, 0, "--env-passthrough: %s", err.message);
     }
   }
-  if (optind < argc) {
-    cli_error("unexpected argument '%s'", argv[optind]);
-    return CLI_EXIT_USAGE;
+  free(list);
+  if (cli_str(call, "threads") && sm_parse_int(cli_str(call, "threads"), 1, 1024, &v, &err) == 0)
+    a->threads = (unsigned)v;
+  if (cli_str(call, "max-connections") &&
+      sm_parse_int(cli_str(call, "max-connections"), 4, 100000, &v, &err) == 0)
+    a->max_connections = (unsigned)v;
+  if (cli_str(call, "max-body")) {
+    if (sm_parse_size(cli_str(call, "max-body"), &v, &err) != 0 || v < 1024 ||
+        v > (int64_t)1 << 30)
+      return cli_usage_error(call->cmd, 0, "--max-body: takes a size from 1k to 1g, not '%s'",
+                             cli_str(call, "max-body"));
+    a->max_body = (size_t)v;
   }
-  if (a->flags.mode) {
-    sm_mode m;
-    if (sm_mode_parse(a->flags.mode, &m, &err) != 0) {
-      cli_error("--sandbox-mode: %s", err.message);
-      return CLI_EXIT_USAGE;
-    }
+  if (cli_str(call, "background-max")) {
+    if (sm_parse_duration(cli_str(call, "background-max"), &a->background_max, &err) != 0 ||
+        a->background_max <= 0)
+      return cli_usage_error(call->cmd, 0,
+                             "--background-max: takes a duration such as 10m or 1h, not '%s'",
+                             cli_str(call, "background-max"));
+  }
+  if (cli_str(call, "sandbox-pool-size") &&
+      sm_parse_int(cli_str(call, "sandbox-pool-size"), 0, SM_POOL_MAX_SIZE, &v, &err) == 0) {
+    a->pool_size = (unsigned)v;
+    a->have_pool_size = 1;
   }
   return 0;
 }
 
-static int serve(int argc, char **argv, const cli_globals *g, const char *name) {
+int cmd_worker_start(const cli_call *call) {
+  const cli_globals *g = call->g;
   static worker_args a; /* large (string lists): not on the stack */
   memset(&a, 0, sizeof a);
 #ifdef M_ARENA_MAX
@@ -215,11 +93,7 @@ static int serve(int argc, char **argv, const cli_globals *g, const char *name) 
    * environment still wins. */
   if (getenv("MALLOC_ARENA_MAX") == NULL) mallopt(M_ARENA_MAX, 2);
 #endif
-  int rc = parse_args(argc, argv, &a);
-  if (rc < 0) {
-    usage(stdout, name);
-    return CLI_EXIT_OK;
-  }
+  int rc = parse_args(call, &a);
   if (rc) return rc;
 
   /* The token first, and out of the environment at once: nothing started
@@ -329,18 +203,3 @@ static int serve(int argc, char **argv, const cli_globals *g, const char *name) 
   return CLI_EXIT_OK;
 }
 
-int cmd_worker(int argc, char **argv, const cli_globals *g) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage(argc < 2 ? stderr : stdout, "worker start");
-    return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-  }
-  if (strcmp(argv[1], "start") != 0) {
-    cli_error("unknown worker command '%s' (try `sandman worker start --help`)", argv[1]);
-    return CLI_EXIT_USAGE;
-  }
-  return serve(argc - 1, argv + 1, g, "worker start");
-}
-
-int cmd_serve(int argc, char **argv, const cli_globals *g) {
-  return serve(argc, argv, g, "serve");
-}

@@ -1,115 +1,104 @@
-/* sandman: global options, then one subcommand from the table. */
-#include <getopt.h>
-#include <stdarg.h>
+/* sandman: global options, then one command of the table (commands.c). */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
-static const struct {
-  const char *name;
-  cli_command_fn fn;
-  const char *summary;
-} commands[] = {
-    {"run", cmd_run, "run one tool call in a sandbox"},
-    {"worker", cmd_worker, "worker start: serve the HTTP API"},
-    {"serve", cmd_serve, "alias of `worker start`"},
-    {"sandbox", cmd_sandbox, "doctor | list | reap | rm"},
-    {"config", cmd_config, "check | explain"},
-    {"image", cmd_image, "build a sandbox image"},
-    {"token", cmd_token, "derive a per-worker token"},
-    {"version", cmd_version, "sandman, engine and API versions"},
-};
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "Usage: sandman [--config FILE] [--host URL] [--log-level L] "
-          "[--log-format text|json] COMMAND [ARGS]\n\nCommands:\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\nRun `sandman COMMAND --help` for a command's options.\n");
+/* "unknown command 'sandbox lst'; did you mean `sandbox list`?" */
+int cli_unknown_command(const char *name) {
+  char group[128] = "";
+  const char *word = name;
+  const char *sp = strrchr(name, ' ');
+  if (sp) {
+    snprintf(group, sizeof group, "%.*s", (int)(sp - name), name);
+    word = sp + 1;
+  }
+  const char *cands[64];
+  size_t n = 0;
+  for (size_t i = 0; i < cli_n_commands && n < 64; i++)
+    if (cli_command_in_group(&cli_commands[i], group))
+      cands[n++] = cli_command_leaf(&cli_commands[i]);
+  const char *near = cli_nearest(word, cands, n);
+  if (near)
+    cli_error("unknown command '%s'; did you mean `sandman %s%s%s`?", name, group,
+              group[0] ? " " : "", near);
+  else
+    cli_error("unknown command '%s'", name);
+  if (group[0]) cli_note("see `sandman %s --help`", group);
+  else cli_note("see `sandman --help`");
+  return CLI_EXIT_USAGE;
 }
 
-static void log_to_stderr(sm_log_level level, const char *request_id, const char *message,
-                          void *userdata) {
-  const cli_globals *g = userdata;
-  char when[32];
-  sm_format_time(sm_now(), when, sizeof when);
-  if (g->log_json) {
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "time", json_object_new_string(when));
-    json_object_object_add(o, "level", json_object_new_string(sm_log_level_name(level)));
-    if (request_id) json_object_object_add(o, "request_id", json_object_new_string(request_id));
-    json_object_object_add(o, "msg", json_object_new_string(message));
-    fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-    json_object_put(o);
-  } else {
-    char upper[8];
-    const char *name = sm_log_level_name(level);
-    size_t i = 0;
-    for (; name[i] && i < sizeof upper - 1; i++) upper[i] = (char)(name[i] - 32);
-    upper[i] = '\0';
-    if (request_id)
-      fprintf(stderr, "%s %s [%s] %s\n", when, upper, request_id, message);
-    else
-      fprintf(stderr, "%s %s %s\n", when, upper, message);
-  }
+static int run_command(const cli_command *cmd, int argc, char **argv, const cli_globals *g) {
+  cli_call call;
+  int rc = cli_parse(cmd, argc, argv, g, &call);
+  if (rc < 0) return CLI_EXIT_OK; /* --help */
+  if (rc) return rc;
+  rc = cli_command_target(cmd)->fn(&call);
+  cli_call_dispose(&call);
+  return rc;
 }
 
 int main(int argc, char **argv) {
   static cli_globals g = {NULL, NULL, SM_LOG_INFO, 0};
-  static const struct option opts[] = {
-      {"config", required_argument, NULL, 'c'}, {"host", required_argument, NULL, 'H'},
-      {"log-level", required_argument, NULL, 'l'}, {"log-format", required_argument, NULL, 'f'},
-      {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},
-      {NULL, 0, NULL, 0}};
-  int c;
-  /* '+' stops at the first non-option: the subcommand owns the rest. */
-  while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
-    switch (c) {
-      case 'c': g.config_path = optarg; break;
-      case 'H': g.host = optarg; break;
-      case 'l':
-        if (sm_log_level_parse(optarg, &g.log_level) != 0) {
-          cli_error("--log-level takes debug, info, warn or error, not '%s'", optarg);
-          return CLI_EXIT_USAGE;
-        }
-        break;
-      case 'f':
-        if (strcmp(optarg, "json") == 0) g.log_json = 1;
-        else if (strcmp(optarg, "text") == 0) g.log_json = 0;
-        else {
-          cli_error("--log-format takes text or json, not '%s'", optarg);
-          return CLI_EXIT_USAGE;
-        }
-        break;
-      case 'h': usage(stdout); return CLI_EXIT_OK;
-      case 'V': {
-        char *vargv[] = {"version", NULL};
-        optind = 1;
-        return cmd_version(1, vargv, &g);
-      }
-      default: usage(stderr); return CLI_EXIT_USAGE;
-    }
+  const cli_command *root = &cli_commands[0];
+  cli_call top;
+  int rc = cli_parse(root, argc - 1, argv + 1, &g, &top);
+  if (rc < 0) return CLI_EXIT_OK;
+  if (rc) return rc;
+  g.config_path = cli_str(&top, "config");
+  g.host = cli_str(&top, "host");
+  if (cli_str(&top, "log-level")) sm_log_level_parse(cli_str(&top, "log-level"), &g.log_level);
+  g.log_json = cli_str(&top, "log-format") && strcmp(cli_str(&top, "log-format"), "json") == 0;
+  cli_log_setup(&g);
+
+  if (cli_has(&top, "version")) {
+    char *vargv[] = {NULL};
+    rc = run_command(cli_command_find("version"), 0, vargv, &g);
+    cli_call_dispose(&top);
+    return rc;
   }
-  if (optind >= argc) {
-    usage(stderr);
+  if (top.n_args == 0) {
+    cli_help_print(stderr, root);
+    cli_call_dispose(&top);
     return CLI_EXIT_USAGE;
   }
-  sm_log_set_level(g.log_level);
-  sm_log_set_handler(log_to_stderr, &g);
 
-  const char *name = argv[optind];
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-    if (strcmp(commands[i].name, name) == 0) {
-      int sub_argc = argc - optind;
-      char **sub_argv = argv + optind;
-      optind = 1; /* each command parses its own options from argv[1] */
-      return commands[i].fn(sub_argc, sub_argv, &g);
+  /* The longest run of words that names a command: "sandbox list". */
+  char name[128] = "";
+  const cli_command *cmd = NULL;
+  int used = 0;
+  for (int i = 0; i < top.n_args && i < 3; i++) {
+    char next[128];
+    snprintf(next, sizeof next, "%s%s%s", name, name[0] ? " " : "", top.args[i]);
+    const cli_command *c = cli_command_find(next);
+    if (c == NULL) {
+      if (cmd == NULL || !cli_command_is_group(cmd)) break;
+      /* "sandman sandbox --help", "sandman sandbox help": the group's help. */
+      const char *w = top.args[i];
+      if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0 || strcmp(w, "help") == 0) {
+        cli_help_print(stdout, cmd);
+        cli_call_dispose(&top);
+        return CLI_EXIT_OK;
+      }
+      rc = cli_unknown_command(next);
+      cli_call_dispose(&top);
+      return rc;
     }
+    snprintf(name, sizeof name, "%s", next);
+    cmd = c;
+    used = i + 1;
+    if (!cli_command_is_group(c)) break;
   }
-  cli_error("unknown command '%s'", name);
-  usage(stderr);
-  return CLI_EXIT_USAGE;
+  if (cmd == NULL) {
+    rc = cli_unknown_command(top.args[0]);
+  } else if (cli_command_is_group(cmd)) {
+    /* A group alone: what it holds, as a usage error. */
+    cli_help_print(stderr, cmd);
+    rc = CLI_EXIT_USAGE;
+  } else {
+    rc = run_command(cmd, top.n_args - used, top.args + used, &g);
+  }
+  cli_call_dispose(&top);
+  return rc;
 }

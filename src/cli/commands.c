@@ -1,0 +1,316 @@
+/* Every command and flag of sandman, once. The parser, --help, `sandman help`,
+ * the man page and the completion scripts all read this table, so a new
+ * command or flag is one row here (and its docs in docs/): see the comment
+ * at the end of table.h for the fields. Keep rows in the order --help shows
+ * them. */
+#include <stddef.h>
+
+#include <sandman/sandman.h>
+#include <sandman/server.h>
+
+#include "cli.h"
+
+#define MODES "none|per_tool|per_run|per_worker"
+#define ENVIRONMENTS "production|staging|development"
+#define END {0}
+
+const cli_flag cli_help_flag = {.name = "help", .short_name = 'h', .help = "show this help"};
+
+static const cli_flag global_flags[] = {
+    {.name = "config", .kind = CLI_FILE, .metavar = "FILE",
+     .help = "configuration file (else $SANDMAN_CONFIG, ./sandman.yaml, "
+             "$XDG_CONFIG_HOME/sandman/config.yaml)"},
+    {.name = "host", .kind = CLI_STRING, .metavar = "URL",
+     .help = "engine address, unix:///PATH or tcp://HOST:PORT (else $DOCKER_HOST, "
+             "$DOCKER_CONTEXT, the configuration, docker's current context)"},
+    {.name = "log-level", .kind = CLI_ENUM, .metavar = "LEVEL", .values = "debug|info|warn|error",
+     .help = "least important log lines shown (default info)"},
+    {.name = "log-format", .kind = CLI_ENUM, .metavar = "FORMAT", .values = "text|json",
+     .help = "log lines on stderr as text or one JSON object each"},
+    {.name = "version", .short_name = 'V', .help = "print the versions (as `sandman version`)"},
+    END};
+
+static const cli_flag run_flags[] = {
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
+     .section = "Where it runs:", .help = "none | per_tool | per_run | per_worker"},
+    {.name = "project", .kind = CLI_STRING, .metavar = "ID",
+     .help = "project (default: the config's project.id, else \"default\")"},
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "production | staging | development (picks the default mode)"},
+    {.name = "agent", .kind = CLI_STRING, .metavar = "NAME",
+     .help = "agent making the call (configuration entry)"},
+    {.name = "tool", .kind = CLI_STRING, .metavar = "NAME", .help = "tool being called (tool policy)"},
+    {.name = "user", .kind = CLI_STRING, .metavar = "ID",
+     .help = "end user on whose behalf the call runs"},
+    {.name = "run-id", .kind = CLI_STRING, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .help = "per_run: the run whose sandbox is used"},
+    {.name = "worker-id", .kind = CLI_STRING, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
+     .help = "per_worker: the worker whose sandbox is used"},
+    {.name = "image", .kind = CLI_STRING, .metavar = "REF",
+     .section = "Sandbox settings (defaults: built in, or from the configuration):",
+     .help = "image (default sandman/minimal:latest; never pulled)"},
+    {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge",
+     .help = "none | bridge (default none)"},
+    {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
+     .help = "CPUs, fractions allowed (default 1)"},
+    {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "memory, no swap (default 512m)"},
+    {.name = "memory", .kind = CLI_SIZE, .metavar = "SIZE", .attrs = CLI_HIDDEN, .alias_of = "mem"},
+    {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
+     .help = "processes (default 256)"},
+    {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /workspace (default 1g)"},
+    {.name = "runtime", .kind = CLI_STRING, .metavar = "NAME",
+     .help = "engine runtime, e.g. runsc for gVisor"},
+    {.name = "timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
+     .help = "per call (default 120; 90, 90s, 2m work)"},
+    {.name = "workspace", .kind = CLI_DIR, .metavar = "DIR", .section = "The call:",
+     .help = "copy DIR into /workspace (and changes back)"},
+    {.name = "sync", .kind = CLI_ENUM, .metavar = "MODE", .values = "none|in|inout",
+     .help = "none | in | inout: workspace direction (default inout)"},
+    {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "workspace paths not copied (repeatable)"},
+    {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
+     .help = "set a variable; K alone passes the host's value (repeatable)"},
+    {.name = "env-passthrough", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "pass host variables matching GLOB (repeatable; never SANDMAN_*)"},
+    {.name = "stdin", .short_name = 'i', .help = "pass standard input to the tool"},
+    {.name = "json", .help = "print the result as one JSON object"},
+    END};
+
+static const cli_flag worker_flags[] = {
+    {.name = "pool", .kind = CLI_STRING, .metavar = "NAME", .section = "Sandboxes:",
+     .help = "name of this runner's pool (logs, /healthz)"},
+    {.name = "sandbox-mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
+     .help = "none | per_tool | per_run | per_worker"},
+    {.name = "sandbox-backend", .kind = CLI_ENUM, .metavar = "NAME", .values = "docker",
+     .help = "docker (the only backend)"},
+    {.name = "sandbox-image", .kind = CLI_STRING, .metavar = "REF", .help = "image of the sandboxes"},
+    {.name = "sandbox-network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge",
+     .help = "none | bridge"},
+    {.name = "sandbox-cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
+     .help = "CPUs per sandbox (fractions allowed)"},
+    {.name = "sandbox-mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "memory per sandbox"},
+    {.name = "sandbox-pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
+     .help = "processes per sandbox"},
+    {.name = "sandbox-disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /workspace"},
+    {.name = "sandbox-runtime", .kind = CLI_STRING, .metavar = "NAME",
+     .help = "engine runtime, e.g. runsc"},
+    {.name = "sandbox-timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
+     .help = "default timeout of a call"},
+    {.name = "sandbox-pool-size", .kind = CLI_INT, .metavar = "N", .min = 0, .max = SM_POOL_MAX_SIZE,
+     .help = "warm per_tool containers per configuration, 0 to 64 (default 2)"},
+    {.name = "env-passthrough", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "runner variables passed to tools (repeatable)"},
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "production | staging | development"},
+    {.name = "project", .kind = CLI_STRING, .metavar = "ID", .help = "default project of calls"},
+    {.name = "listen", .kind = CLI_STRING, .metavar = "ADDR", .section = "Service:",
+     .help = "unix:PATH or tcp://HOST:PORT (default: a unix socket in $XDG_RUNTIME_DIR/sandman)"},
+    {.name = "token-file", .kind = CLI_FILE, .metavar = "FILE",
+     .help = "control token (else $" SM_TOKEN_ENV ")"},
+    {.name = "credentials-file", .kind = CLI_FILE, .metavar = "FILE",
+     .help = "credentials for leases (JSON, mode 0600)"},
+    {.name = "workspaces-root", .kind = CLI_DIR, .metavar = "DIR",
+     .help = "the directory request workspaces live under"},
+    {.name = "threads", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 1024,
+     .help = "call threads (default 16)"},
+    {.name = "max-body", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "request body limit, 1k to 1g (default 4m)"},
+    {.name = "max-connections", .kind = CLI_INT, .metavar = "N", .min = 4, .max = 100000,
+     .help = "open connections (default 256)"},
+    {.name = "background-max", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "longest life of a backgrounded call (default 1h)"},
+    END};
+
+static const cli_flag doctor_flags[] = {
+    {.name = "json", .help = "print {\"healthy\", \"checks\": [...]}"},
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
+     .help = "the mode whose fallback decision is shown (default: the configuration's)"},
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "the project environment for that decision"},
+    END};
+
+static const cli_flag list_flags[] = {
+    {.name = "all", .short_name = 'a', .help = "exited and created sandboxes too"},
+    {.name = "quiet", .short_name = 'q', .help = "only the ids"},
+    {.name = "filter", .short_name = 'f', .kind = CLI_STRING, .metavar = "KEY=VALUE",
+     .attrs = CLI_REPEAT,
+     .help = "mode, project, run, worker, agent, status, pool or label=K[=V] (repeatable, all must match)"},
+    {.name = "format", .kind = CLI_STRING, .metavar = "FORMAT", .values = "table|json",
+     .help = "table, json, or a template of JSON field names: '{{.id}} {{.run_id}}'"},
+    {.name = "json", .help = "print an array of objects (as --format json)"},
+    END};
+
+static const cli_flag reap_flags[] = {
+    {.name = "older-than", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "remove sandboxes unused this long (90s, 10m, 2h, 7d)"},
+    {.name = "dry-run", .short_name = 'n', .help = "show what would go, change nothing"},
+    {.name = "force", .short_name = 'f', .help = "busy sandboxes too"},
+    {.name = "json", .help = "print {\"removed\", \"spared\", \"dry_run\"}"},
+    END};
+
+static const cli_flag rm_flags[] = {
+    {.name = "run-id", .kind = CLI_STRING, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .help = "every sandbox of this run"},
+    {.name = "worker-id", .kind = CLI_STRING, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
+     .help = "every sandbox of this worker"},
+    {.name = "force", .short_name = 'f', .help = "busy sandboxes too"},
+    {.name = "json", .help = "print {\"removed\", \"spared\", \"dry_run\"}"},
+    END};
+
+static const cli_flag explain_flags[] = {
+    {.name = "agent", .kind = CLI_STRING, .metavar = "NAME", .help = "the agent making the call"},
+    {.name = "tool", .kind = CLI_STRING, .metavar = "NAME", .help = "the tool being called"},
+    {.name = "user", .kind = CLI_STRING, .metavar = "ID", .help = "the end user"},
+    {.name = "json", .help = "print the resolved settings as JSON"},
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
+     .section = "Flags of `sandman run` to resolve with:", .help = "as `run --mode`"},
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "as `run --project-environment`"},
+    {.name = "image", .kind = CLI_STRING, .metavar = "REF", .help = "as `run --image`"},
+    {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge",
+     .help = "as `run --network`"},
+    {.name = "runtime", .kind = CLI_STRING, .metavar = "NAME", .help = "as `run --runtime`"},
+    {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
+     .help = "as `run --cpu`"},
+    {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "as `run --mem`"},
+    {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
+     .help = "as `run --pids`"},
+    {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "as `run --disk`"},
+    {.name = "tmpfs", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /tmp"},
+    {.name = "timeout", .kind = CLI_DURATION, .metavar = "DURATION", .help = "as `run --timeout`"},
+    {.name = "env-passthrough", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "as `run --env-passthrough` (repeatable)"},
+    {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "as `run --exclude` (repeatable)"},
+    END};
+
+static const cli_flag image_build_flags[] = {
+    {.name = "tag", .short_name = 't', .kind = CLI_STRING, .metavar = "REF",
+     .help = "the image's name (default sandman/<folder name>:latest)"},
+    END};
+
+static const cli_flag token_derive_flags[] = {
+    {.name = "worker-key", .kind = CLI_STRING, .metavar = "KEY", .help = "the worker's key (required)"},
+    {.name = "token-file", .kind = CLI_FILE, .metavar = "FILE",
+     .help = "the control token (else $" SM_TOKEN_ENV ")"},
+    END};
+
+static const cli_flag version_flags[] = {
+    {.name = "json", .help = "print {\"version\", \"engine\": {...}}"},
+    END};
+
+static const cli_flag help_flags[] = {
+    {.name = "man", .help = "print the whole manual page (roff) instead"},
+    END};
+
+#define RUN_NOTES                                                                            \
+  "Sizes take k, m, g suffixes (powers of 1024). Exit status: the tool's own, or 2 usage "   \
+  "error, 124 timeout, 125 sandman/engine/policy failure, 126 not executable, 127 not "     \
+  "found, 137 killed (out of memory included)."
+
+const cli_command cli_commands[] = {
+    {.name = "", .args = "COMMAND [ARGS]", .flags = global_flags,
+     .summary = "a sandbox manager for AI agents' tool calls",
+     .description = "sandman runs the tool calls of AI agents (shell commands, code, file "
+                    "edits) in hardened Docker containers: one per call, per workflow run or "
+                    "per worker, with workspaces copied in and out as tar streams. It talks "
+                    "to a Docker Engine over its API.",
+     .notes = "Run `sandman help COMMAND` (or `sandman COMMAND --help`) for a command's "
+              "options.",
+     .min_args = 0, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS},
+    {.name = "run", .args = "[OPTIONS] -- CMD [ARG...]", .flags = run_flags, .fn = cmd_run,
+     .summary = "run one tool call in a sandbox",
+     .description = "Runs one tool call in a sandbox and returns its result: the tool's "
+                    "stdout and stderr as they arrive, and its exit status. The command "
+                    "starts at the first argument that is not an option, or after --.",
+     .notes = RUN_NOTES, .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS},
+    {.name = "worker", .summary = "worker start: serve the HTTP API"},
+    {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
+     .summary = "serve the runner's HTTP API",
+     .description = "Serves the runner's HTTP API (docs/http-api.md) until SIGTERM or "
+                    "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
+     .max_args = 0},
+    {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
+    {.name = "sandbox", .summary = "doctor | list | reap | rm",
+     .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
+                    "\"default\"): only they are seen."},
+    {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
+     .summary = "check that this host can run sandboxes",
+     .description = "Checks the engine (and which address it came from), its limits, "
+                    "runtimes and image, the socket and the state directory, and shows which "
+                    "mode the fallback rule would use. Exit 0 when healthy, 1 when not.",
+     .max_args = 0},
+    {.name = "sandbox list", .flags = list_flags, .fn = cmd_sandbox_list,
+     .summary = "this instance's sandboxes",
+     .description = "Lists this instance's sandboxes like `docker ps`: running ones, all "
+                    "with --all. Warm-pool containers are marked (pool) in STATUS.",
+     .max_args = 0},
+    {.name = "sandbox ls", .alias_of = "sandbox list", .summary = "alias of `sandbox list`"},
+    {.name = "sandbox reap", .flags = reap_flags, .fn = cmd_sandbox_reap,
+     .summary = "remove idle sandboxes and those whose owner is gone",
+     .description = "Removes this instance's sandboxes (container, volume, state files) "
+                    "unused for longer than DURATION, those whose owner process is gone, "
+                    "exited ones and orphaned volumes. A busy sandbox (a call in flight) is "
+                    "never removed without --force. --dry-run changes nothing.",
+     .max_args = 0},
+    {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
+     .summary = "remove sandboxes by id, name, run or worker",
+     .description = "Removes sandboxes of this instance by id (or a unique id prefix), name, "
+                    "run id or worker id. A busy one is refused without --force. Exit 1 when "
+                    "a named sandbox does not exist, is busy or could not be removed.",
+     .min_args = 0, .max_args = -1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox remove", .alias_of = "sandbox rm", .summary = "alias of `sandbox rm`"},
+    {.name = "config", .summary = "check | explain"},
+    {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
+     .summary = "validate a configuration file",
+     .description = "Validates FILE (else the file the search finds: --config, "
+                    "$SANDMAN_CONFIG, ./sandman.yaml, $XDG_CONFIG_HOME/sandman/config.yaml). A "
+                    "bad file exits 2 with FILE:LINE:COLUMN.",
+     .min_args = 0, .max_args = 1},
+    {.name = "config explain", .flags = explain_flags, .fn = cmd_config_explain,
+     .summary = "the resolved settings of one call, each with its source",
+     .description = "Resolves one call (agent, tool, user and run flags) and shows every "
+                    "setting with where it came from, the policy and placement decisions "
+                    "and the scope key.",
+     .max_args = 0},
+    {.name = "image", .summary = "build a sandbox image"},
+    {.name = "image build", .flags = image_build_flags, .fn = cmd_image_build, .args = "NAME|DIR",
+     .summary = "build an image from images/ through the engine, offline",
+     .description = "Builds a sandbox image through the engine's build endpoint, offline. "
+                    "NAME is a folder under images/: $SANDMAN_IMAGES_DIR/NAME, else "
+                    "images/NAME in the current directory or a parent, else beside the "
+                    "sandman binary (../images, ../share/sandman/images). DIR is a folder "
+                    "given by path (contains a '/', or is . or ..).\n\n"
+                    "A folder with a rootfs.sh has it run first as `rootfs.sh --tar "
+                    "STAGE/rootfs.tar`; the tar joins the build context. Progress goes to "
+                    "stderr, the built image's id to stdout.",
+     .min_args = 1, .max_args = 1, .complete_args = CLI_COMPLETE_IMAGES},
+    {.name = "token", .summary = "derive a per-worker token"},
+    {.name = "token derive", .flags = token_derive_flags, .fn = cmd_token_derive,
+     .summary = "print a worker's token",
+     .description = "Prints the per-worker token of KEY: hex(HMAC-SHA256(key = control "
+                    "token, msg = \"" SM_WORKER_TOKEN_PREFIX "\" NUL KEY)). The control token "
+                    "comes from --token-file (trailing newline stripped) or $" SM_TOKEN_ENV ".",
+     .max_args = 0},
+    {.name = "version", .flags = version_flags, .fn = cmd_version,
+     .summary = "sandman, engine and API versions",
+     .description = "Prints sandman's version, the engine's version and address and the "
+                    "negotiated API version. Exit 1 when no engine answers (sandman's own "
+                    "version is printed all the same), as `docker version`.",
+     .max_args = 0},
+    {.name = "completion", .fn = cmd_completion, .args = "bash|zsh|fish",
+     .summary = "print a shell completion script",
+     .description = "Prints a completion script for bash, zsh or fish: commands, flags, "
+                    "their values, and run and worker ids from the engine.\n\n"
+                    "bash: source <(sandman completion bash)\n"
+                    "zsh:  sandman completion zsh > \"${fpath[1]}/_sandman\"\n"
+                    "fish: sandman completion fish > ~/.config/fish/completions/sandman.fish",
+     .min_args = 1, .max_args = 1, .arg_values = "bash|zsh|fish"},
+    {.name = "help", .flags = help_flags, .fn = cmd_help, .args = "[COMMAND...]",
+     .summary = "help on a command",
+     .description = "Prints the help of COMMAND (`sandman help sandbox list`), or of "
+                    "sandman itself.",
+     .min_args = 0, .max_args = -1, .complete_args = CLI_COMPLETE_COMMANDS},
+};
+
+const size_t cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];
