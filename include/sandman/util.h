@@ -35,6 +35,9 @@ SM_API double sm_parse_time(const char *s);
 
 /* fnmatch-style glob match ('*', '?', '[...]'), no special '/' handling. */
 SM_API int sm_glob_match(const char *pattern, const char *s);
+/* Edit distance where a swap of two neighbouring letters counts once
+ * (for "did you mean" suggestions); (size_t)-1 for words over 63 bytes. */
+SM_API size_t sm_edit_distance(const char *a, const char *b);
 
 #ifdef __cplusplus
 }

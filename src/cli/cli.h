@@ -54,6 +54,9 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints err and returns the exit code it maps to (2 for SM_EINVAL and
  * SM_ECONFIG, 125 otherwise). */
 int cli_fail(const sm_error *err);
+/* Adds every value of a repeatable flag to list; a usage error (exit 2)
+ * when it is full or a value too long. */
+int cli_add_list(const cli_call *call, const char *flag, sm_string_list *list, int json);
 /* Prints a JSON object to stdout (pretty when stdout is a terminal). */
 void cli_print_json(json_object *obj);
 /* Loads the configuration (--config or the search) and resolves one call.

@@ -115,3 +115,15 @@ int cli_runner_new(const cli_globals *g, sm_config *cfg, sm_runner **out) {
   }
   return CLI_EXIT_OK;
 }
+
+int cli_add_list(const cli_call *call, const char *flag, sm_string_list *list, int json) {
+  const char **v = NULL;
+  sm_error err = SM_ERROR_INIT;
+  size_t n = cli_list(call, flag, &v);
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++)
+    if (sm_string_list_add(list, v[i], &err) != 0)
+      rc = cli_usage_error(call->cmd, json, "--%s: %s", flag, err.message);
+  free(v);
+  return rc;
+}

@@ -109,18 +109,9 @@ int cmd_config_explain(const cli_call *call) {
   flags.disk = cli_str(call, "disk");
   flags.tmpfs = cli_str(call, "tmpfs");
   flags.timeout = cli_str(call, "timeout");
-  static const char *const lists[] = {"env-passthrough", "exclude"};
-  for (size_t l = 0; l < 2; l++) {
-    const char **v = NULL;
-    size_t n = cli_list(call, lists[l], &v);
-    for (size_t i = 0; i < n; i++) {
-      if (sm_string_list_add(l ? &flags.excludes : &flags.env_passthrough, v[i], &err) != 0) {
-        free(v);
-        return cli_usage_error(call->cmd, json, "--%s: %s", lists[l], err.message);
-      }
-    }
-    free(v);
-  }
+  int rc = cli_add_list(call, "env-passthrough", &flags.env_passthrough, json);
+  if (rc == 0) rc = cli_add_list(call, "exclude", &flags.excludes, json);
+  if (rc) return rc;
   sm_config *cfg = NULL;
   if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);
   if (sm_config_resolve(cfg, agent, tool, user, &flags, &r, &err) != 0) {

@@ -49,7 +49,6 @@ static int env_refused(const cli_call *call, int json, const char *entry) {
  * join flags. */
 static int parse_args(const cli_call *call, run_args *a) {
   memset(a, 0, sizeof *a);
-  sm_error err = SM_ERROR_INIT;
   a->json = cli_has(call, "json");
   a->flags.mode = cli_str(call, "mode");
   a->project = cli_str(call, "project");
@@ -81,23 +80,9 @@ static int parse_args(const cli_call *call, run_args *a) {
     int rc = env_refused(call, a->json, a->env[i]);
     if (rc) return rc;
   }
-  const char **list = NULL;
-  size_t n = cli_list(call, "env-passthrough", &list);
-  for (size_t i = 0; i < n; i++) {
-    if (sm_string_list_add(&a->flags.env_passthrough, list[i], &err) != 0) {
-      free(list);
-      return cli_usage_error(call->cmd, a->json, "--env-passthrough: %s", err.message);
-    }
-  }
-  free(list);
-  n = cli_list(call, "exclude", &list);
-  for (size_t i = 0; i < n; i++) {
-    if (sm_string_list_add(&a->flags.excludes, list[i], &err) != 0) {
-      free(list);
-      return cli_usage_error(call->cmd, a->json, "--exclude: %s", err.message);
-    }
-  }
-  free(list);
+  int rc = cli_add_list(call, "env-passthrough", &a->flags.env_passthrough, a->json);
+  if (rc == 0) rc = cli_add_list(call, "exclude", &a->flags.excludes, a->json);
+  if (rc) return rc;
   if (a->sync && !a->workspace)
     return cli_usage_error(call->cmd, a->json, "--sync: needs --workspace");
   struct stat st;

@@ -45,15 +45,8 @@ static int parse_args(const cli_call *call, worker_args *a) {
   a->token_file = cli_str(call, "token-file");
   a->creds = cli_str(call, "credentials-file");
   a->ws_root = cli_str(call, "workspaces-root");
-  const char **list = NULL;
-  size_t n = cli_list(call, "env-passthrough", &list);
-  for (size_t i = 0; i < n; i++) {
-    if (sm_string_list_add(&a->flags.env_passthrough, list[i], &err) != 0) {
-      free(list);
-      return cli_usage_error(call->cmd, 0, "--env-passthrough: %s", err.message);
-    }
-  }
-  free(list);
+  int rc = cli_add_list(call, "env-passthrough", &a->flags.env_passthrough, 0);
+  if (rc) return rc;
   if (cli_str(call, "threads") && sm_parse_int(cli_str(call, "threads"), 1, 1024, &v, &err) == 0)
     a->threads = (unsigned)v;
   if (cli_str(call, "max-connections") &&

@@ -82,34 +82,12 @@ static const cli_flag *flag_by_short(const cli_command *cmd, char c) {
   return NULL;
 }
 
-/* Edit distance with adjacent swaps (Damerau), capped at 32 characters. */
-static size_t distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 32 || lb > 32) return (size_t)-1;
-  size_t d[33][33];
-  for (size_t i = 0; i <= la; i++) d[i][0] = i;
-  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    for (size_t j = 1; j <= lb; j++) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      size_t v = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-      if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < v)
-        v = d[i - 2][j - 2] + 1;
-      d[i][j] = v;
-    }
-  }
-  return d[la][lb];
-}
-
 const char *cli_nearest(const char *word, const char *const *candidates, size_t n) {
   const char *best = NULL;
   size_t best_d = (size_t)-1, wl = strlen(word);
   for (size_t i = 0; i < n; i++) {
     const char *c = candidates[i];
-    size_t d = distance(word, c);
+    size_t d = sm_edit_distance(word, c);
     /* A unique prefix is as good as one typo ("--time" for "--timeout"). */
     if (wl >= 3 && strncmp(c, word, wl) == 0 && d > 1) d = 1;
     if (d < best_d) {

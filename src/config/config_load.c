@@ -103,28 +103,6 @@ static const char *describe(const cfg_ynode *n) {
   }
 }
 
-/* Optimal string alignment distance (a swap of two letters counts once). */
-static size_t edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63) return (size_t)-1;
-  size_t d[64][64];
-  for (size_t i = 0; i <= la; i++) d[i][0] = i;
-  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    for (size_t j = 1; j <= lb; j++) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      size_t best = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-      if (d[i - 1][j - 1] + cost < best) best = d[i - 1][j - 1] + cost;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < best)
-        best = d[i - 2][j - 2] + 1;
-      d[i][j] = best;
-    }
-  }
-  return d[la][lb];
-}
-
 static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
                        const char *const *known) {
   char full[512];
@@ -132,7 +110,7 @@ static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
   const char *best = NULL;
   size_t best_d = (size_t)-1;
   for (const char *const *k = known; *k; k++) {
-    size_t d = edit_distance(key->str, *k);
+    size_t d = sm_edit_distance(key->str, *k);
     if (d < best_d) {
       best_d = d;
       best = *k;
