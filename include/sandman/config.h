@@ -83,7 +83,11 @@ typedef struct sm_resolved {
   int allowed;            /* tool policy allows the call */
   int sandboxed;          /* the tool runs in a sandbox (else: on the host, mode none) */
   char rule[256];         /* the rule that decided allowed/sandboxed, e.g. "agents.family.tools.deny: web_*" */
-  char scope_key[SM_NAME_MAX]; /* "" when unscoped (fresh sandbox per call) */
+  /* The configuration's scope for this call (SM_SCOPE_NONE when unscoped or
+   * when the call lacks the agent or user the scope needs) and its key for
+   * the configuration's project (explain; sm_run builds it for the call's). */
+  sm_scope scope_kind;
+  char scope_key[SM_KEY_MAX]; /* "" when unscoped (fresh sandbox per call) */
   char workspace_root[SM_NAME_MAX]; /* agent's workspace_root or "" */
   /* The two decisions behind allowed/sandboxed, for explain. */
   char allow_rule[256];   /* why the call is allowed or refused */
@@ -103,7 +107,7 @@ typedef struct sm_resolved {
  * A refusal is not an error: out->allowed = 0 with out->rule set.
  * A NULL tool is checked as "exec" (a plain command). When out->sandboxed
  * is 0, out->settings.mode is SM_MODE_NONE. SM_EINVAL for a bad flag value
- * or an agent/tool/user name outside [A-Za-z0-9._-] (users also @ +).
+ * or an agent/tool/user name that sm_name_valid refuses.
  * A loaded sm_config is never modified: resolve may run on many threads. */
 SM_API int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
                              const char *user, const sm_config_flags *flags, sm_resolved *out,

@@ -104,6 +104,39 @@ SM_API sm_env_name_class sm_env_name_classify(const char *name, size_t len);
 /* Why a name of that class is refused, for error messages (static). */
 SM_API const char *sm_env_name_refusal(sm_env_name_class c);
 
+/* Names that come from outside (project, run id, worker id, agent, user,
+ * tool): one character set for the command line, the runner's API and the
+ * library alike, because they end up in keys, labels and log lines.
+ * 1..SM_NAME_LEN_MAX bytes of letters, digits and _ . : @ + = -, not
+ * starting with '-' or '.'. */
+#define SM_NAME_LEN_MAX 128
+SM_API int sm_name_valid(const char *s);
+/* 0, or SM_EINVAL "<what> ... must be ..." (the value shown with anything
+ * unprintable replaced, so a message cannot carry a forged line). */
+SM_API int sm_name_check(const char *what, const char *s, sm_error *err);
+
+/* A configuration scope: which calls share one per_run/per_worker sandbox
+ * instead of the run or worker key. Every scope includes the project. */
+typedef enum {
+  SM_SCOPE_NONE = 0,   /* the run id (per_run) or the worker id (per_worker) */
+  SM_SCOPE_SHARED,     /* the agent's calls in the project */
+  SM_SCOPE_USER,       /* the user's calls in the project */
+  SM_SCOPE_USER_AGENT, /* the user's calls with that agent in the project */
+} sm_scope;
+
+/* Keys (scope keys, and everything named after them) are injective: a key
+ * is its kind, then one ':'-separated field per value, each field escaped
+ * (':' '%' and every byte outside the name set as %XX), so that different
+ * values never give one key and keys stay readable ("run:proj:r1").
+ * A worker principal ("worker:<key>") comes first as its own field
+ * ("p:worker%3AK1:run:proj:r1"); NULL or "control" adds nothing. */
+#define SM_KEY_MAX 2048
+/* The key of a scope; SM_EINVAL when the scope needs a name the call lacks
+ * (agent, user) or for SM_SCOPE_NONE. project NULL: "default". */
+SM_API int sm_scope_key_build(sm_scope scope, const char *principal, const char *project,
+                              const char *agent, const char *user, char *out, size_t len,
+                              sm_error *err);
+
 typedef struct sm_run_request {
   const char *const *argv; /* argv[0] is the command */
   size_t argc;
@@ -122,11 +155,11 @@ typedef struct sm_run_request {
   const char *user;
   const char *run_id;      /* per_run key */
   const char *worker_id;   /* per_worker key */
-  const char *scope_key;   /* optional explicit key (from config scopes) */
+  sm_scope scope;          /* a configuration scope: it keys per_run/per_worker */
   /* Who the call's keyed sandbox belongs to (the io.sandman.principal
    * label): NULL or SM_PRINCIPAL_CONTROL for an operator (the CLI, the
    * runner's control token), "worker:<key>" (sm_principal_worker) for a
-   * worker. A worker's keyed sandboxes are its own: its principal is part
+   * worker. A worker's keyed sandboxes are its own: its principal is a field
    * of the scope key, so two workers naming the same run get two sandboxes,
    * and a keyed sandbox found with another principal is refused
    * (SM_EPOLICY). Operators reach every keyed sandbox. */

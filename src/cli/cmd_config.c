@@ -72,7 +72,9 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
     printf("scope key:   %s (scope %s)\n", r->scope_key, r->scope);
   else if (r->scope[0] && strcmp(r->scope, "per_call") != 0)
     printf("scope key:   (none: scope %s needs %s; a fresh sandbox per call)\n", r->scope,
-           strcmp(r->scope, "shared") == 0 ? "--agent" : "--user and --agent");
+           strcmp(r->scope, "shared") == 0 ? "--agent"
+           : strcmp(r->scope, "user") == 0 ? "--user"
+                                           : "--user and --agent");
   else
     printf("scope key:   (none: a fresh sandbox per call)\n");
   if (r->project_environment[0]) printf("environment: %s\n", r->project_environment);

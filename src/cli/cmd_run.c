@@ -229,7 +229,7 @@ static int run_call(const cli_call *call, run_args *a) {
   req.user = a->user;
   req.run_id = a->run_id;
   req.worker_id = a->worker_id;
-  req.scope_key = res.scope_key[0] ? res.scope_key : NULL;
+  req.scope = res.scope_kind;
   req.workspace = a->workspace;
   if (a->sync && sm_sync_mode_parse(a->sync, &req.sync, &err) != 0) {
     sm_runner_free(runner);

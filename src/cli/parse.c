@@ -183,6 +183,7 @@ static int check_value(const cli_flag *f, const char *v, char *msg, size_t len) 
       }
       return 0;
     case CLI_SIZE: rc = sm_parse_size(v, &i64, &err); break;
+    case CLI_NAME: rc = sm_name_check("value", v, &err); break;
     case CLI_DURATION:
       rc = sm_parse_duration(v, &d, &err);
       break;

@@ -16,6 +16,7 @@ struct cli_call;
 typedef enum {
   CLI_SWITCH = 0,   /* no value */
   CLI_STRING,       /* any text */
+  CLI_NAME,         /* a name (project, run id, agent...): sm_name_check's one set */
   CLI_ENUM,         /* one of .values ("none|bridge") */
   CLI_SIZE,         /* 512k, 64m, 2g */
   CLI_DURATION,     /* 90, 90s, 10m, 2h, 7d */

@@ -498,9 +498,11 @@ static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
   const char *s = NULL;
   if ((n = cfg_map_get(map, "id")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "project.id", &s))) return rc;
-    if (!cfg_valid_name(s))
+    if (!sm_name_valid(s))
       return verr(v, n, "project.id",
-                  "'%s' is not a project id (letters, digits, '.', '_', '-'; up to 63)", s);
+                  "'%.64s' is not a project id (1 to %d letters, digits and _ . : @ + = -, not "
+                  "starting with - or .)",
+                  s, SM_NAME_LEN_MAX);
     if ((rc = set_str(v, &c->project_id, s))) return rc;
   }
   if ((n = cfg_map_get(map, "environment")) && !cfg_ynode_is_null(n)) {

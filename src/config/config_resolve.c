@@ -398,30 +398,15 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
   }
 }
 
-static int valid_identity(const char *s, const char *extra) {
-  size_t n = strlen(s);
-  if (n == 0 || n >= CFG_NAME_MAX) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (!isalnum(c) && c != '_' && c != '-' && c != '.' && !strchr(extra, c)) return 0;
-  }
-  return 1;
-}
-
 int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
                       const char *user, const sm_config_flags *flags, sm_resolved *out,
                       sm_error *err) {
   memset(out, 0, sizeof *out);
-  if (agent && !valid_identity(agent, ""))
-    return sm_error_set(err, SM_EINVAL,
-                        "agent name '%.64s' must be 1-63 letters, digits, '.', '_' or '-'", agent);
-  if (tool && !valid_identity(tool, ""))
-    return sm_error_set(err, SM_EINVAL,
-                        "tool name '%.64s' must be 1-63 letters, digits, '.', '_' or '-'", tool);
-  if (user && !valid_identity(user, "@+"))
-    return sm_error_set(err, SM_EINVAL,
-                        "user id '%.64s' must be 1-63 letters, digits, '.', '_', '-', '@' or '+'",
-                        user);
+  int rc;
+  if ((agent && (rc = sm_name_check("agent", agent, err))) ||
+      (tool && (rc = sm_name_check("tool", tool, err))) ||
+      (user && (rc = sm_name_check("user", user, err))))
+    return rc;
   sm_sandbox_settings_defaults(&out->settings);
   const cfg_layer *D = cfg ? &cfg->defaults : NULL;
   const cfg_agent *ag = cfg_find_agent(cfg, agent);
@@ -430,7 +415,7 @@ int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
   char agent_where[128];
   snprintf(agent_where, sizeof agent_where, "agents.%s", agent ? agent : "");
 
-  int rc = resolve_settings(cfg, D, A, flags, out, err);
+  rc = resolve_settings(cfg, D, A, flags, out, err);
   if (rc) return rc;
   resolve_tool(D, A, agent_where, tool ? tool : CFG_DEFAULT_TOOL, out);
   snprintf(out->rule, sizeof out->rule, "%s", out->allowed ? out->sandbox_rule : out->allow_rule);
@@ -446,17 +431,20 @@ int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
    * sandbox: sharing one among anonymous callers would leak between them. */
   switch (scope) {
     case CFG_SCOPE_SHARED:
-      if (agent) snprintf(out->scope_key, sizeof out->scope_key, "agent:%s", agent);
+      if (agent) out->scope_kind = SM_SCOPE_SHARED;
       break;
     case CFG_SCOPE_USER:
-      if (user) snprintf(out->scope_key, sizeof out->scope_key, "user:%s", user);
+      if (user) out->scope_kind = SM_SCOPE_USER;
       break;
     case CFG_SCOPE_USER_AGENT:
-      if (user && agent)
-        snprintf(out->scope_key, sizeof out->scope_key, "user:%s:agent:%s", user, agent);
+      if (user && agent) out->scope_kind = SM_SCOPE_USER_AGENT;
       break;
     default: break;
   }
+  if (out->scope_kind != SM_SCOPE_NONE &&
+      (rc = sm_scope_key_build(out->scope_kind, NULL, cfg ? cfg->project_id : NULL, agent, user,
+                               out->scope_key, sizeof out->scope_key, err)))
+    return rc;
   if (A && A->workspace_root) {
     snprintf(out->workspace_root, sizeof out->workspace_root, "%s", A->workspace_root);
     set_source(out, "workspace_root", SM_SOURCE_AGENT);

@@ -36,7 +36,7 @@ typedef struct sandbox {
   char name[SM_NAME_MAX];
   char volume[SM_NAME_MAX + 8];
   char id[SM_ENGINE_ID_MAX];
-  char scope_key[SM_NAME_MAX * 2];
+  char scope_key[SM_KEY_MAX];
   char hash[65];
   char user[128];      /* numeric "uid:gid" given to the container */
   char user_name[128]; /* for USER */

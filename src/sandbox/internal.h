@@ -67,11 +67,14 @@ typedef struct sm_label_info {
 
 json_object *sm_labels_build(const sm_label_info *li);
 
-/* "sandman-<instance>-<mode>-<16 hex of sha256(key)>". */
+/* Appends ':' (unless first) and field, escaped, to out[0..*used). */
+int sm_key_append(char *out, size_t len, size_t *used, const char *field, sm_error *err);
+/* "sandman-<instance>-<mode>-<32 hex of sha256(key)>". */
 int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
                   size_t len, sm_error *err);
-/* The scope key of a keyed call: req->scope_key, else "run:<project>:<run>"
- * or "worker:<worker>". SM_EINVAL when the id the mode needs is missing. */
+/* The key of a keyed call: its scope's (sm_scope_key_build), else
+ * "run:<project>:<run>" or "worker:<worker>", each after the principal's
+ * field. SM_EINVAL when a name the key needs is missing. */
 int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
                  sm_error *err);
 /* Instance names become part of container names: [A-Za-z0-9_.-], 1..64. */

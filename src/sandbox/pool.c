@@ -116,12 +116,21 @@ static double mono_ms(void) { return sm_monotonic_ms(); }
 
 /* ---- small helpers (hold p->mu) ---- */
 
+/* sha256 of the escaped fields joined by ':' (sm_key_append): injective,
+ * so two configurations never share a pool. */
 static void key_of(char out[65], const char *a, const char *b, const char *c) {
-  char buf[3 * SM_NAME_MAX + 8];
-  int n = snprintf(buf, sizeof buf, "%s%c%s%c%s", a ? a : "", 0, b ? b : "", 0, c ? c : "");
-  if (n < 0) n = 0;
-  if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
-  sm_sha256_hex(buf, (size_t)n, out);
+  char buf[SM_KEY_MAX];
+  size_t used = 0;
+  const char *fields[3] = {a, b, c};
+  for (int i = 0; i < 3; i++) {
+    if (sm_key_append(buf, sizeof buf, &used, fields[i], NULL) != 0) {
+      /* Names are checked before a call gets here; a field this long
+       * cannot happen, but must never truncate into another key. */
+      sm_sha256_hex("\0overlong", 9, out);
+      return;
+    }
+  }
+  sm_sha256_hex(buf, used, out);
 }
 
 static const char *project_of(const sm_run_request *req) {

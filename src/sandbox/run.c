@@ -30,6 +30,25 @@ static int check_request(const sm_run_request *req, sm_error *err) {
     if (s->memory > 0 && s->memory < 6 * 1024 * 1024)
       return sm_error_set(err, SM_EINVAL, "memory limit too small: the engine needs at least 6m");
   }
+  /* Names reach keys, labels and logs: the one character set, whoever the
+   * caller is. */
+  const struct {
+    const char *what, *value;
+  } names[] = {{"project", req->project}, {"run id", req->run_id},
+               {"worker id", req->worker_id}, {"agent", req->agent},
+               {"user", req->user}, {"tool", req->tool}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int rc;
+    if (names[i].value && *names[i].value && (rc = sm_name_check(names[i].what, names[i].value, err)))
+      return rc;
+  }
+  if (req->principal && (strlen(req->principal) > 2 * SM_NAME_LEN_MAX ||
+                         !sm_name_valid(strncmp(req->principal, "worker:", 7) == 0
+                                            ? req->principal + 7
+                                            : req->principal)))
+    return sm_error_set(err, SM_EINVAL, "principal must be \"control\" or \"worker:<name>\"");
+  if ((int)req->scope < SM_SCOPE_NONE || (int)req->scope > SM_SCOPE_USER_AGENT)
+    return sm_error_set(err, SM_EINVAL, "unknown scope %d", (int)req->scope);
   if (req->sync != SM_SYNC_DEFAULT && req->sync != SM_SYNC_NONE && req->sync != SM_SYNC_IN &&
       req->sync != SM_SYNC_INOUT)
     return sm_error_set(err, SM_EINVAL, "unknown sync mode %d", (int)req->sync);

@@ -15,17 +15,112 @@ int sm_instance_valid(const char *instance) {
   return 1;
 }
 
-int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
-                  size_t len, sm_error *err) {
-  char hash[65];
-  sm_sha256_hex(scope_key, strlen(scope_key), hash);
-  int n = snprintf(out, len, "sandman-%s-%s-%.16s", instance, sm_mode_name(mode), hash);
-  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "sandbox name too long");
+/* ---- names and keys ---- */
+
+static int name_char(unsigned char c) {
+  return isalnum(c) || c == '_' || c == '.' || c == ':' || c == '@' || c == '+' || c == '=' ||
+         c == '-';
+}
+
+int sm_name_valid(const char *s) {
+  if (s == NULL || s[0] == '\0' || s[0] == '-' || s[0] == '.') return 0;
+  size_t n = 0;
+  for (; s[n]; n++)
+    if (n >= SM_NAME_LEN_MAX || !name_char((unsigned char)s[n])) return 0;
+  return 1;
+}
+
+int sm_name_check(const char *what, const char *s, sm_error *err) {
+  if (sm_name_valid(s)) return 0;
+  /* The value goes into a message: nothing unprintable, bounded. */
+  char shown[72];
+  size_t n = 0;
+  for (const char *p = s ? s : ""; *p && n < 64; p++)
+    shown[n++] = isprint((unsigned char)*p) ? *p : '?';
+  shown[n] = '\0';
+  return sm_error_set(err, SM_EINVAL,
+                      "%s '%s%s' is not a valid name: 1 to %d letters, digits and _ . : @ + = - "
+                      "(not starting with - or .)",
+                      what, shown, s && strlen(s) > 64 ? "..." : "", SM_NAME_LEN_MAX);
+}
+
+/* Kept as they are in a key field; everything else is %XX. ':' separates
+ * fields and '%' escapes, so neither may appear raw. */
+static int key_char(unsigned char c) { return name_char(c) && c != ':'; }
+
+int sm_key_append(char *out, size_t len, size_t *used, const char *field, sm_error *err) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t u = *used;
+  if (u > 0) {
+    if (u + 1 >= len) goto too_long;
+    out[u++] = ':';
+  }
+  for (const unsigned char *p = (const unsigned char *)(field ? field : ""); *p; p++) {
+    if (key_char(*p)) {
+      if (u + 1 >= len) goto too_long;
+      out[u++] = (char)*p;
+    } else {
+      if (u + 3 >= len) goto too_long;
+      out[u++] = '%';
+      out[u++] = hex[*p >> 4];
+      out[u++] = hex[*p & 15];
+    }
+  }
+  out[u] = '\0';
+  *used = u;
   return 0;
+too_long:
+  if (len) out[0] = '\0';
+  return sm_error_set(err, SM_EINVAL, "sandbox key too long");
 }
 
 static int is_worker_principal(const char *who) {
   return who != NULL && *who && strcmp(who, SM_PRINCIPAL_CONTROL) != 0;
+}
+
+/* "p:<principal>:" for a worker principal, nothing for the control one. */
+static int key_start(const char *principal, char *out, size_t len, size_t *used,
+                     sm_error *err) {
+  *used = 0;
+  if (len) out[0] = '\0';
+  if (!is_worker_principal(principal)) return 0;
+  int rc = sm_key_append(out, len, used, "p", err);
+  if (rc == 0) rc = sm_key_append(out, len, used, principal, err);
+  return rc;
+}
+
+static const char *project_or_default(const char *project) {
+  return project && *project ? project : "default";
+}
+
+int sm_scope_key_build(sm_scope scope, const char *principal, const char *project,
+                       const char *agent, const char *user, char *out, size_t len,
+                       sm_error *err) {
+  size_t u = 0;
+  const char *kind = scope == SM_SCOPE_SHARED ? "shared"
+                     : scope == SM_SCOPE_USER ? "user"
+                     : scope == SM_SCOPE_USER_AGENT ? "user_agent" : NULL;
+  if (kind == NULL) return sm_error_set(err, SM_EINVAL, "no scope to build a key for");
+  if ((scope == SM_SCOPE_SHARED || scope == SM_SCOPE_USER_AGENT) && (agent == NULL || !*agent))
+    return sm_error_set(err, SM_EINVAL, "scope %s needs an agent (--agent)", kind);
+  if ((scope == SM_SCOPE_USER || scope == SM_SCOPE_USER_AGENT) && (user == NULL || !*user))
+    return sm_error_set(err, SM_EINVAL, "scope %s needs a user (--user)", kind);
+  int rc = key_start(principal, out, len, &u, err);
+  if (rc == 0) rc = sm_key_append(out, len, &u, kind, err);
+  if (rc == 0) rc = sm_key_append(out, len, &u, project_or_default(project), err);
+  if (rc == 0 && scope != SM_SCOPE_SHARED) rc = sm_key_append(out, len, &u, user, err);
+  if (rc == 0 && scope != SM_SCOPE_USER) rc = sm_key_append(out, len, &u, agent, err);
+  return rc;
+}
+
+int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
+                  size_t len, sm_error *err) {
+  char hash[65];
+  sm_sha256_hex(scope_key, strlen(scope_key), hash);
+  /* 128 bits of the hash: no two keys meet by chance or by search. */
+  int n = snprintf(out, len, "sandman-%s-%s-%.32s", instance, sm_mode_name(mode), hash);
+  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "sandbox name too long");
+  return 0;
 }
 
 int sm_principal_worker(const char *worker_key, char *out, size_t len, sm_error *err) {
@@ -42,39 +137,31 @@ int sm_principal_may_use(const char *who, const char *label) {
   return label != NULL && strcmp(label, who) == 0;
 }
 
-static int base_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
-                          sm_error *err) {
-  int n;
-  if (req->scope_key && *req->scope_key) {
-    n = snprintf(out, len, "%s", req->scope_key);
-  } else if (mode == SM_MODE_PER_RUN) {
-    if (req->run_id == NULL || *req->run_id == '\0')
-      return sm_error_set(err, SM_EINVAL, "mode per_run needs a run id (--run-id)");
-    n = snprintf(out, len, "run:%s:%s", req->project && *req->project ? req->project : "default",
-                 req->run_id);
-  } else if (mode == SM_MODE_PER_WORKER) {
-    if (req->worker_id == NULL || *req->worker_id == '\0')
-      return sm_error_set(err, SM_EINVAL, "mode per_worker needs a worker id (--worker-id)");
-    n = snprintf(out, len, "worker:%s", req->worker_id);
-  } else {
-    return sm_error_set(err, SM_EINVAL, "mode %s has no scope key", sm_mode_name(mode));
-  }
-  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "scope key too long");
-  return 0;
-}
-
-/* A worker's keys start with its principal, length first, so no two
- * (principal, key) pairs give one string and no operator key (which never
- * starts with "by:") is a worker's. */
 int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
                  sm_error *err) {
-  if (!is_worker_principal(req->principal)) return base_scope_key(req, mode, out, len, err);
-  char base[SM_NAME_MAX * 2];
-  int rc = base_scope_key(req, mode, base, sizeof base, err);
-  if (rc) return rc;
-  int n = snprintf(out, len, "by:%zu:%s|%s", strlen(req->principal), req->principal, base);
-  if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "scope key too long");
-  return 0;
+  if (req->scope != SM_SCOPE_NONE)
+    return sm_scope_key_build(req->scope, req->principal, req->project, req->agent, req->user,
+                              out, len, err);
+  size_t u = 0;
+  int rc;
+  if (mode == SM_MODE_PER_RUN) {
+    if (req->run_id == NULL || *req->run_id == '\0')
+      return sm_error_set(err, SM_EINVAL, "mode per_run needs a run id (--run-id)");
+    rc = key_start(req->principal, out, len, &u, err);
+    if (rc == 0) rc = sm_key_append(out, len, &u, "run", err);
+    if (rc == 0) rc = sm_key_append(out, len, &u, project_or_default(req->project), err);
+    if (rc == 0) rc = sm_key_append(out, len, &u, req->run_id, err);
+    return rc;
+  }
+  if (mode == SM_MODE_PER_WORKER) {
+    if (req->worker_id == NULL || *req->worker_id == '\0')
+      return sm_error_set(err, SM_EINVAL, "mode per_worker needs a worker id (--worker-id)");
+    rc = key_start(req->principal, out, len, &u, err);
+    if (rc == 0) rc = sm_key_append(out, len, &u, "worker", err);
+    if (rc == 0) rc = sm_key_append(out, len, &u, req->worker_id, err);
+    return rc;
+  }
+  return sm_error_set(err, SM_EINVAL, "mode %s has no scope key", sm_mode_name(mode));
 }
 
 static void label(json_object *o, const char *key, const char *value) {

@@ -408,7 +408,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   q->user = p->user;
   q->run_id = p->run_id;
   q->worker_id = p->worker_key;
-  q->scope_key = k->r.scope_key[0] ? k->r.scope_key : NULL;
+  q->scope = k->r.scope_kind;
   q->principal = k->principal;
   q->workspace = k->has_ws ? k->ws : NULL;
   q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;

@@ -122,16 +122,9 @@ int sm_server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_K
 }
 
 int sm_server_name_valid(const char *s, size_t max) {
-  if (s == NULL) return 0;
-  size_t n = strlen(s);
-  if (n == 0 || n > max || s[0] == '-' || s[0] == '.') return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (!(isalnum(c) || c == '_' || c == '.' || c == ':' || c == '@' || c == '+' ||
-          c == '=' || c == '-'))
-      return 0;
-  }
-  return 1;
+  /* The library's one name check (the CLI uses it too); some fields are
+   * shorter still. */
+  return sm_name_valid(s) && strlen(s) <= max;
 }
 
 int sm_server_env_name_valid(const char *s) {

@@ -71,8 +71,8 @@ typedef struct sm_lease_params {
 
 int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm_error *err);
 
-/* Identifiers in requests: 1..max of [A-Za-z0-9_.:@+=-], not starting with
- * '-' or '.'. */
+/* Identifiers in requests: sm_name_valid (1..SM_NAME_LEN_MAX of
+ * [A-Za-z0-9_.:@+=-], not starting with '-' or '.'), and at most max. */
 int sm_server_name_valid(const char *s, size_t max);
 /* POSIX environment variable names. */
 int sm_server_env_name_valid(const char *s);

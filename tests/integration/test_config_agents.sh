@@ -59,7 +59,7 @@ expect_eq "family read_file allowed" true "$(jq_get .allowed "$j")"
 expect_eq "family read_file sandboxed" true "$(jq_get .sandboxed "$j")"
 expect_eq "family mode per_tool from agent" "per_tool agent" \
   "$(jq_get '.settings.mode.value + " " + .settings.mode.source' "$j")"
-expect_eq "family scope key" "user:alice:agent:family" "$(jq_get .scope_key "$j")"
+expect_eq "family scope key (with the project)" "user_agent:itest:alice:family" "$(jq_get .scope_key "$j")"
 
 j=$("$SANDMAN" --config "$CFG" config explain --agent family --tool shell --json)
 expect_eq "family shell refused" false "$(jq_get .allowed "$j")"

@@ -14,7 +14,7 @@ d=json.load(sys.stdin); v=d[sys.argv[1]]
 print(json.dumps(v) if isinstance(v,(bool,list)) or v is None else v, end="")' "$1"; }
 run() { timeout 300 "$SANDMAN" run "$@"; }
 sandbox_name() { # sandbox_name MODE KEY
-  printf 'sandman-%s-%s-%s' "$SANDMAN_INSTANCE" "$1" "$(printf '%s' "$2" | sha256sum | cut -c1-16)"
+  printf 'sandman-%s-%s-%s' "$SANDMAN_INSTANCE" "$1" "$(printf '%s' "$2" | sha256sum | cut -c1-32)"
 }
 count_objects() { # count_objects LABEL=VALUE: containers + volumes of this instance
   local c v

@@ -130,17 +130,21 @@ static const qcase cases[] = {
     /* Scopes. */
     {"scope_unset", PT, "a", "shell", "bob", NULL, 1, 1, NULL, "", NULL},
     {"scope_per_call", PT "  scope: per_call\n", "a", "shell", "bob", NULL, 1, 1, NULL, "", NULL},
-    {"scope_shared", PT "  scope: shared\n", "a", "shell", "bob", NULL, 1, 1, NULL, "agent:a",
-     NULL},
-    {"scope_user", PT "  scope: user\n", "a", "shell", "bob", NULL, 1, 1, NULL, "user:bob", NULL},
+    /* Every scope includes the project (the file's project.id, else default). */
+    {"scope_shared", PT "  scope: shared\n", "a", "shell", "bob", NULL, 1, 1, NULL,
+     "shared:default:a", NULL},
+    {"scope_user", PT "  scope: user\n", "a", "shell", "bob", NULL, 1, 1, NULL,
+     "user:default:bob", NULL},
     {"scope_user_agent", PT "  scope: user_agent\n", "a", "shell", "bob", NULL, 1, 1, NULL,
-     "user:bob:agent:a", NULL},
+     "user_agent:default:bob:a", NULL},
+    {"scope_user_project", "version: 1\nproject:\n  id: p:1\n" PT "  scope: user\n", "a",
+     "shell", "bob", NULL, 1, 1, NULL, "user:p%3A1:bob", NULL},
     {"scope_user_without_user", PT "  scope: user\n", "a", "shell", NULL, NULL, 1, 1, NULL, "",
      NULL},
     {"scope_shared_without_agent", PT "  scope: shared\n", NULL, "shell", NULL, NULL, 1, 1, NULL,
      "", NULL},
     {"scope_agent_overrides", PT "  scope: user\nagents:\n  a:\n    scope: shared\n", "a",
-     "shell", "bob", NULL, 1, 1, NULL, "agent:a", NULL},
+     "shell", "bob", NULL, 1, 1, NULL, "shared:default:a", NULL},
 };
 
 static void run_case(void **state) {
@@ -186,10 +190,13 @@ static void test_bad_identities(void **state) {
   (void)state;
   static sm_resolved r;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_config_resolve(NULL, "a:b", NULL, NULL, NULL, &r, &err), SM_EINVAL);
+  /* The one name set of sm_name_valid (':' allowed: keys escape it). */
+  assert_int_equal(sm_config_resolve(NULL, "a b", NULL, NULL, NULL, &r, &err), SM_EINVAL);
   assert_int_equal(sm_config_resolve(NULL, NULL, "sh -c", NULL, NULL, &r, &err), SM_EINVAL);
-  assert_int_equal(sm_config_resolve(NULL, NULL, NULL, "bob:x", NULL, &r, &err), SM_EINVAL);
+  assert_int_equal(sm_config_resolve(NULL, NULL, NULL, "bob\nx", NULL, &r, &err), SM_EINVAL);
+  assert_int_equal(sm_config_resolve(NULL, NULL, NULL, "$(id)", NULL, &r, &err), SM_EINVAL);
   assert_int_equal(sm_config_resolve(NULL, NULL, NULL, "bob@example.com", NULL, &r, &err), 0);
+  assert_int_equal(sm_config_resolve(NULL, "a:b", NULL, "bob:x", NULL, &r, &err), 0);
 }
 
 int main(void) {

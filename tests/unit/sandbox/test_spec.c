@@ -38,11 +38,11 @@ static void test_keyed_names(void **state) {
   assert_string_equal(a, b);
   assert_string_not_equal(a, c);
   assert_int_equal(strncmp(a, "sandman-default-per_run-", 24), 0);
-  assert_int_equal(strlen(a), 24 + 16);
-  /* sha256("run:p:r1") starts with these 16 hex digits. */
+  assert_int_equal(strlen(a), 24 + 32);
+  /* sha256("run:p:r1") starts with these 32 hex digits (128 bits). */
   char hex[65];
   sm_sha256_hex("run:p:r1", 8, hex);
-  assert_memory_equal(a + 24, hex, 16);
+  assert_memory_equal(a + 24, hex, 32);
   assert_int_equal(sm_keyed_name("x", SM_MODE_PER_WORKER, "worker:w", a, sizeof a, NULL), 0);
   assert_int_equal(strncmp(a, "sandman-x-per_worker-", 21), 0);
 }
@@ -51,7 +51,7 @@ static void test_scope_keys(void **state) {
   (void)state;
   sm_run_request req;
   sm_run_request_init(&req);
-  char key[256];
+  char key[SM_KEY_MAX];
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
   assert_non_null(strstr(err.message, "--run-id"));
@@ -66,31 +66,38 @@ static void test_scope_keys(void **state) {
   req.worker_id = "w1";
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
   assert_string_equal(key, "worker:w1");
-  req.scope_key = "agent:a";
+  /* A configuration scope keys the sandbox instead, with the project. */
+  req.scope = SM_SCOPE_SHARED;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
+  assert_non_null(strstr(err.message, "agent"));
+  req.agent = "a";
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
-  assert_string_equal(key, "agent:a");
-
-  /* An operator's key is the same with or without the control principal;
-   * a worker's starts with its principal, so two workers naming one run
-   * (or one config scope) get two keys, and no worker key is an operator's. */
-  req.scope_key = NULL;
-  req.principal = SM_PRINCIPAL_CONTROL;
+  assert_string_equal(key, "shared:proj:a");
+  req.scope = SM_SCOPE_USER;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, &err), SM_EINVAL);
+  req.user = "u@x";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "user:proj:u@x");
+  req.scope = SM_SCOPE_USER_AGENT;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "user_agent:proj:u@x:a");
+  /* A worker principal is a field of its own in front; control adds none. */
+  req.scope = SM_SCOPE_NONE;
+  req.principal = "control";
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "run:proj:r1");
-  char k1[512], k2[512];
-  req.principal = "worker:w1";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, k1, sizeof k1, NULL), 0);
-  req.principal = "worker:w2";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, k2, sizeof k2, NULL), 0);
-  assert_string_not_equal(k1, k2);
-  assert_string_not_equal(k1, "run:proj:r1");
-  assert_string_equal(k1, "by:9:worker:w1|run:proj:r1");
-  req.scope_key = "user:u";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, k1, sizeof k1, NULL), 0);
-  assert_string_equal(k1, "by:9:worker:w2|user:u");
-  req.scope_key = NULL;
-  req.principal = NULL;
+  req.principal = "worker:K1";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "p:worker%3AK1:run:proj:r1");
+  req.scope = SM_SCOPE_USER;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "p:worker%3AK1:user:proj:u@x");
+  /* Too small a buffer is an error, never a truncated (shared) key. */
+  char tiny[12];
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, tiny, sizeof tiny, &err), SM_EINVAL);
+  assert_string_equal(tiny, "");
 
+  req.principal = NULL;
   char p[SM_PRINCIPAL_MAX];
   assert_int_equal(sm_principal_worker("w1", p, sizeof p, NULL), 0);
   assert_string_equal(p, "worker:w1");
@@ -104,6 +111,147 @@ static void test_scope_keys(void **state) {
   assert_false(sm_principal_may_use("worker:w1", "control"));
   assert_false(sm_principal_may_use("worker:w1", NULL));
   assert_false(sm_principal_may_use("worker:w1", "worker:w1x"));
+}
+
+/* Every pair here once gave (or could give) one key: each must give two. */
+static void test_keys_are_injective(void **state) {
+  (void)state;
+  struct {
+    sm_mode mode;
+    sm_scope scope;
+    const char *principal, *project, *run, *worker, *agent, *user;
+  } pairs[][2] = {
+      /* project a:b run c vs project a run b:c (the example) */
+      {{SM_MODE_PER_RUN, 0, NULL, "a:b", "c", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, NULL, "a", "b:c", NULL, NULL, NULL}},
+      /* an escape sequence typed as a name vs the character it stands for */
+      {{SM_MODE_PER_RUN, 0, NULL, "a%3Ab", "c", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, NULL, "a:b", "c", NULL, NULL, NULL}},
+      /* the default project spelled out vs left out is one sandbox on purpose;
+       * but "default:x" vs project default run x are not */
+      {{SM_MODE_PER_RUN, 0, NULL, "default:x", "y", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, NULL, "default", "x:y", NULL, NULL, NULL}},
+      /* user u:agent:a vs user u with agent a */
+      {{SM_MODE_PER_RUN, SM_SCOPE_USER, NULL, "p", NULL, NULL, NULL, "u:agent:a"},
+       {SM_MODE_PER_RUN, SM_SCOPE_USER_AGENT, NULL, "p", NULL, NULL, "a", "u"}},
+      /* the same user in two projects (scopes include the project) */
+      {{SM_MODE_PER_RUN, SM_SCOPE_USER, NULL, "p1", NULL, NULL, NULL, "u"},
+       {SM_MODE_PER_RUN, SM_SCOPE_USER, NULL, "p2", NULL, NULL, NULL, "u"}},
+      {{SM_MODE_PER_WORKER, SM_SCOPE_SHARED, NULL, "p1", NULL, "w", "a", NULL},
+       {SM_MODE_PER_WORKER, SM_SCOPE_SHARED, NULL, "p2", NULL, "w", "a", NULL}},
+      /* a worker called "x:y" vs ... and principals */
+      {{SM_MODE_PER_WORKER, 0, NULL, NULL, NULL, "run:p:r", NULL, NULL},
+       {SM_MODE_PER_RUN, 0, NULL, "p", "r", NULL, NULL, NULL}},
+      {{SM_MODE_PER_RUN, 0, "worker:K1", "p", "r", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, "worker:K2", "p", "r", NULL, NULL, NULL}},
+      {{SM_MODE_PER_RUN, 0, "worker:K1", "p", "r", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, NULL, "p", "r", NULL, NULL, NULL}},
+      /* a principal forged into the project */
+      {{SM_MODE_PER_RUN, 0, "worker:K1", "p", "r", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, NULL, "p:worker%3AK1:run:p", "r", NULL, NULL, NULL}},
+      {{SM_MODE_PER_RUN, 0, "worker:a:b", "c", "r", NULL, NULL, NULL},
+       {SM_MODE_PER_RUN, 0, "worker:a", "b:c", "r", NULL, NULL, NULL}},
+  };
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    char keys[2][SM_KEY_MAX], names[2][SM_NAME_MAX];
+    for (int j = 0; j < 2; j++) {
+      sm_run_request req;
+      sm_run_request_init(&req);
+      req.scope = pairs[i][j].scope;
+      req.principal = pairs[i][j].principal;
+      req.project = pairs[i][j].project;
+      req.run_id = pairs[i][j].run;
+      req.worker_id = pairs[i][j].worker;
+      req.agent = pairs[i][j].agent;
+      req.user = pairs[i][j].user;
+      assert_int_equal(sm_scope_key(&req, pairs[i][j].mode, keys[j], SM_KEY_MAX, NULL), 0);
+      assert_int_equal(sm_keyed_name("i", pairs[i][j].mode, keys[j], names[j], SM_NAME_MAX, NULL),
+                       0);
+    }
+    if (strcmp(keys[0], keys[1]) == 0) fail_msg("pair %zu: one key '%s'", i, keys[0]);
+    if (strcmp(names[0], names[1]) == 0 && pairs[i][0].mode == pairs[i][1].mode)
+      fail_msg("pair %zu: one name '%s'", i, names[0]);
+  }
+}
+
+/* Splits a key at ':' and undoes the escapes: a key built from fields gives
+ * exactly those fields back, so no two field lists share a key. */
+static size_t key_decode(const char *key, char fields[8][512]) {
+  size_t n = 0, len = 0;
+  fields[0][0] = '\0';
+  for (const char *p = key;; p++) {
+    if (*p == ':' || *p == '\0') {
+      fields[n][len] = '\0';
+      n++;
+      len = 0;
+      if (*p == '\0' || n == 8) return n;
+      continue;
+    }
+    if (*p == '%') {
+      unsigned v = 0;
+      assert_true(sscanf(p + 1, "%2x", &v) == 1);
+      fields[n][len++] = (char)v;
+      p += 2;
+    } else {
+      fields[n][len++] = *p;
+    }
+  }
+}
+
+static void test_key_encoding_round_trips(void **state) {
+  (void)state;
+  /* Fields from every byte value: printable, separators, escapes, controls. */
+  unsigned seed = 12345;
+  for (int round = 0; round < 2000; round++) {
+    char f[3][64];
+    for (int k = 0; k < 3; k++) {
+      size_t len = (seed = seed * 1103515245u + 12345u) % 20;
+      for (size_t i = 0; i < len; i++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned char c = (unsigned char)(seed >> 16);
+        f[k][i] = c ? (char)c : ':';
+      }
+      f[k][len] = '\0';
+    }
+    char key[SM_KEY_MAX];
+    size_t used = 0;
+    for (int k = 0; k < 3; k++) assert_int_equal(sm_key_append(key, sizeof key, &used, f[k], NULL), 0);
+    assert_int_equal(used, strlen(key));
+    for (const char *p = key; *p; p++)
+      assert_true((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                  strchr("_.@+=-:%", *p) != NULL);
+    char back[8][512];
+    assert_int_equal(key_decode(key, back), 3);
+    for (int k = 0; k < 3; k++) assert_string_equal(back[k], f[k]);
+  }
+}
+
+static void test_name_check(void **state) {
+  (void)state;
+  const char *good[] = {"a", "run-1", "gh:12345", "user@example.com", "a+b=c", "A_b.c",
+                        "9", "_x", ":x", "@x"};
+  const char *bad[] = {"", "-x", ".x", "a b", "a\nb", "$(id)", "a/b", "a%b", "a\\b", "a;b",
+                       "a\tb", "\xc3\xa9", "a*"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    if (!sm_name_valid(good[i])) fail_msg("'%s' should be valid", good[i]);
+    assert_int_equal(sm_name_check("run id", good[i], NULL), 0);
+  }
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (sm_name_valid(bad[i])) fail_msg("'%s' should be refused", bad[i]);
+    sm_error err = SM_ERROR_INIT;
+    assert_int_equal(sm_name_check("run id", bad[i], &err), SM_EINVAL);
+    assert_non_null(strstr(err.message, "run id"));
+    /* The message never carries the raw control characters. */
+    for (const char *p = err.message; *p; p++) assert_true(*p >= 0x20 && *p < 0x7f);
+  }
+  assert_false(sm_name_valid(NULL));
+  char longest[SM_NAME_LEN_MAX + 2];
+  memset(longest, 'x', sizeof longest);
+  longest[SM_NAME_LEN_MAX] = '\0';
+  assert_true(sm_name_valid(longest));
+  longest[SM_NAME_LEN_MAX] = 'x';
+  longest[SM_NAME_LEN_MAX + 1] = '\0';
+  assert_false(sm_name_valid(longest));
 }
 
 static void test_instance_names(void **state) {
@@ -258,6 +406,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_keyed_names),
       cmocka_unit_test(test_scope_keys),
+      cmocka_unit_test(test_keys_are_injective),
+      cmocka_unit_test(test_key_encoding_round_trips),
+      cmocka_unit_test(test_name_check),
       cmocka_unit_test(test_instance_names),
       cmocka_unit_test(test_labels),
       cmocka_unit_test(test_container_user),
