@@ -9,6 +9,8 @@
 #   $DOCKER_TLS_CERTDIR/client/  ca.pem cert.pem key.pem (share this one with
 #                                jobs: DOCKER_CERT_PATH=.../client)
 # Certificates already there are kept (a volume makes them survive restarts).
+# With server/ca.pem, cert.pem, key.pem given and no ca/key.pem, nothing is
+# made: the certificates come from a CA outside (one CA for many engines).
 # client/cert.pem is written last: a job may wait for it.
 #
 # Environment:
@@ -37,6 +39,13 @@ install_file() {
 
 make_certs() {
   local dir=$1 tmp san
+  # Certificates made elsewhere (one CA for several engines, e.g. the nodes
+  # of a swarm): the server's three files and no CA key here. Used as they are.
+  if [ ! -e "$dir/ca/key.pem" ] && [ -s "$dir/server/ca.pem" ] &&
+    [ -s "$dir/server/cert.pem" ] && [ -s "$dir/server/key.pem" ]; then
+    log "using the server certificates in $dir/server (made outside, no CA key here)"
+    return 0
+  fi
   mkdir -p "$dir/ca" "$dir/server" "$dir/client"
   tmp=$(mktemp -d)
   # shellcheck disable=SC2064
