@@ -73,6 +73,22 @@ int sm_swarm_filter_path(char *path, size_t cap, const char *base, const char *k
   return 0;
 }
 
+/* GET base?filters={key: values}; the answer must be an array. */
+static int list_call(sm_engine *e, const char *base, const char *key, const char *const *values,
+                     size_t n_values, json_object **out, sm_error *err) {
+  *out = NULL;
+  char path[PATH_CAP];
+  int rc = sm_swarm_filter_path(path, sizeof path, base, key, values, n_values, err);
+  if (rc != 0) return rc;
+  rc = sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
+  if (rc == 0 && !json_object_is_type(*out, json_type_array)) {
+    json_object_put(*out);
+    *out = NULL;
+    return sm_error_set(err, SM_EPROTOCOL, "GET %s: the answer is not an array", base);
+  }
+  return rc;
+}
+
 /* ---- the swarm and its nodes ---- */
 
 int sm_engine_swarm_inspect(sm_engine *e, json_object **out, sm_error *err) {
@@ -187,17 +203,7 @@ int sm_engine_service_inspect(sm_engine *e, const char *ref, json_object **out, 
 
 int sm_engine_service_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err) {
-  *out = NULL;
-  char path[PATH_CAP];
-  int rc = sm_swarm_filter_path(path, sizeof path, "/services", "label", labels, n_labels, err);
-  if (rc != 0) return rc;
-  rc = sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
-  if (rc == 0 && !json_object_is_type(*out, json_type_array)) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "service list: the answer is not an array");
-  }
-  return rc;
+  return list_call(e, "/services", "label", labels, n_labels, out, err);
 }
 
 int sm_engine_service_update(sm_engine *e, const char *id, uint64_t version, json_object *spec,
@@ -240,17 +246,8 @@ int sm_engine_task_list(sm_engine *e, const char *service, json_object **out, sm
   *out = NULL;
   int rc = check_ref(service, "service", err);
   if (rc != 0) return rc;
-  char path[PATH_CAP];
   const char *values[1] = {service};
-  rc = sm_swarm_filter_path(path, sizeof path, "/tasks", "service", values, 1, err);
-  if (rc != 0) return rc;
-  rc = sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
-  if (rc == 0 && !json_object_is_type(*out, json_type_array)) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "task list: the answer is not an array");
-  }
-  return rc;
+  return list_call(e, "/tasks", "service", values, 1, out, err);
 }
 
 int sm_swarm_task_state_final(const char *state) {
@@ -348,15 +345,5 @@ int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
 
 int sm_engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err) {
-  *out = NULL;
-  char path[PATH_CAP];
-  int rc = sm_swarm_filter_path(path, sizeof path, "/networks", "label", labels, n_labels, err);
-  if (rc != 0) return rc;
-  rc = sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
-  if (rc == 0 && !json_object_is_type(*out, json_type_array)) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "network list: the answer is not an array");
-  }
-  return rc;
+  return list_call(e, "/networks", "label", labels, n_labels, out, err);
 }

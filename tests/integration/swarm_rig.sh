@@ -40,22 +40,9 @@ SWARM_RIG_DIR=${SWARM_RIG_DIR:-}
 
 _rig_log() { printf 'swarm-rig: %s\n' "$*" >&2; }
 
-# _rig_cert CA_DIR OUT_DIR KIND(server|client) CN [SAN]: OUT_DIR/{ca,cert,key}.pem.
-_rig_cert() {
-  local ca=$1 out=$2 kind=$3 cn=$4 san=${5:-} ext
-  mkdir -p "$out"
-  ext="$out/ext.cnf"
-  if [ "$kind" = server ]; then
-    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san" >"$ext"
-  else
-    printf 'extendedKeyUsage=clientAuth\n' >"$ext"
-  fi
-  openssl req -newkey rsa:2048 -nodes -sha256 -keyout "$out/key.pem" -out "$out/req.csr" \
-    -subj "/CN=$cn" >/dev/null 2>&1 &&
-    openssl x509 -req -in "$out/req.csr" -CA "$ca/ca.pem" -CAkey "$ca/ca-key.pem" \
-      -CAcreateserial -days 2 -sha256 -extfile "$ext" -out "$out/cert.pem" >/dev/null 2>&1 &&
-    cp "$ca/ca.pem" "$out/ca.pem" && rm -f "$out/req.csr" "$ext"
-}
+# The CA and certificates: tls_engine.sh's helpers (_tls_ca, _tls_cert).
+# shellcheck source=tls_engine.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tls_engine.sh"
 
 # _rig_network: a bridge network with a /24 of its own on the host engine.
 # A random subnet, tried again on a clash with an existing one.
@@ -94,11 +81,8 @@ swarm_rig_up() {
   local base=${SWARM_RIG_SUBNET%.0/24}
 
   # One CA for every node; the client certificate sandman presents to all.
-  mkdir -p "$d/ca"
-  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 2 -keyout "$d/ca/ca-key.pem" \
-    -out "$d/ca/ca.pem" -subj "/CN=sandman swarm rig CA" >/dev/null 2>&1 ||
-    { _rig_log "openssl could not make the CA"; return 1; }
-  _rig_cert "$d/ca" "$d/client" client sandman-client || { _rig_log "openssl: client certificate"; return 1; }
+  _tls_ca "$d/ca" "sandman swarm rig CA" && _tls_cert "$d/ca" "$d/client" client sandman-client ||
+    { _rig_log "openssl could not make the CA and the client certificate"; return 1; }
 
   SWARM_RIG_NODE_NAMES=""
   SWARM_RIG_NODE_IPS=""
@@ -106,7 +90,7 @@ swarm_rig_up() {
   for i in $(seq 1 "$nodes"); do
     name=$SWARM_RIG_ID-n$i
     ip=$base.$((10 + i))
-    _rig_cert "$d/ca" "$d/node$i/server" server "$name" "IP:$ip,DNS:$name,DNS:localhost,IP:127.0.0.1" ||
+    _tls_cert "$d/ca" "$d/node$i/server" server "$name" "IP:$ip,DNS:$name,DNS:localhost,IP:127.0.0.1" ||
       { _rig_log "openssl: server certificate of $name"; return 1; }
     # Unprivileged docker-in-docker (a privileged container cannot start on
     # every engine): compose/dind-ci.unprivileged.yml's settings.
@@ -148,12 +132,18 @@ swarm_rig_up() {
       docker logs --tail 20 "$n" >&2 2>&1
       return 1
     fi
+    if ! docker logs "$n" 2>&1 | grep -q 'using the server certificates'; then
+      _rig_log "$n made certificates of its own instead of using the rig's: $dind predates" \
+        "images/dind's support for them (rebuild it: sandman image build dind)"
+      return 1
+    fi
   done
 
-  # The swarm: node 1 manages, the others join as workers.
+  # The swarm: node 1 manages, the others join as workers. Every sandbox with
+  # network none has an overlay network of its own: /26 subnets give 1024.
   local first_ip=${SWARM_RIG_NODE_IPS%% *} first=${SWARM_RIG_NODE_NAMES%% *} token
   _rig_in "$first" swarm init --advertise-addr "$first_ip" --listen-addr "$first_ip:2377" \
-    --default-addr-pool 10.232.0.0/16 >/dev/null 2>"$d/init.err" ||
+    --default-addr-pool 10.232.0.0/16 --default-addr-pool-mask-length 26 >/dev/null 2>"$d/init.err" ||
     { _rig_log "swarm init failed: $(cat "$d/init.err")"; return 1; }
   token=$(_rig_in "$first" swarm join-token -q worker) || { _rig_log "no join token"; return 1; }
   local k=0

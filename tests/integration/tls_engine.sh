@@ -30,14 +30,15 @@ _tls_ca() {
     -keyout "$1/ca-key.pem" -out "$1/ca.pem" -subj "/CN=$2" >/dev/null 2>&1
 }
 
-# _tls_cert CA_DIR OUT_DIR KIND(server|client) CN: OUT_DIR/{cert,key}.pem
-# signed by the CA, and the CA's ca.pem next to them.
+# _tls_cert CA_DIR OUT_DIR KIND(server|client) CN [SAN]: OUT_DIR/{cert,key}.pem
+# signed by the CA, and the CA's ca.pem next to them. A server's names are
+# SAN (default IP:127.0.0.1,DNS:localhost).
 _tls_cert() {
-  local ca=$1 out=$2 kind=$3 cn=$4 ext
+  local ca=$1 out=$2 kind=$3 cn=$4 san=${5:-IP:127.0.0.1,DNS:localhost} ext
   mkdir -p "$out"
   ext="$out/ext.cnf"
   if [ "$kind" = server ]; then
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$ext"
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san" >"$ext"
   else
     printf 'extendedKeyUsage=clientAuth\n' >"$ext"
   fi
