@@ -132,11 +132,14 @@ swarm_rig_up() {
       docker logs --tail 20 "$n" >&2 2>&1
       return 1
     fi
-    if ! docker logs "$n" 2>&1 | grep -q 'using the server certificates'; then
-      _rig_log "$n made certificates of its own instead of using the rig's: $dind predates" \
-        "images/dind's support for them (rebuild it: sandman image build dind)"
-      return 1
-    fi
+    case "$(docker logs "$n" 2>&1)" in
+      *'using the server certificates'*) ;;
+      *)
+        _rig_log "$n made certificates of its own instead of using the rig's: $dind predates" \
+          "images/dind's support for them (rebuild it: sandman image build dind)"
+        return 1
+        ;;
+    esac
   done
 
   # The swarm: node 1 manages, the others join as workers. Every sandbox with
