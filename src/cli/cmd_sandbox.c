@@ -108,24 +108,211 @@ int cmd_sandbox_doctor(const cli_call *call) {
 
 /* ---- list ---- */
 
+/* --filter KEY=VALUE: the field of the JSON object it compares. */
+static const struct {
+  const char *key, *field;
+} filter_keys[] = {{"id", "id"},           {"name", "name"},     {"mode", "mode"},
+                   {"project", "project"}, {"run", "run_id"},    {"worker", "worker_id"},
+                   {"agent", "agent"},     {"status", "status"}, {"pool", "pool"},
+                   {"busy", "busy"},       {"image", "image"}};
+
+#define N_FILTER_KEYS (sizeof filter_keys / sizeof filter_keys[0])
+
+static int check_filters(const cli_call *call, const char **filters, size_t n, int json) {
+  for (size_t i = 0; i < n; i++) {
+    const char *eq = strchr(filters[i], '=');
+    size_t kl = eq ? (size_t)(eq - filters[i]) : strlen(filters[i]);
+    if (eq == NULL)
+      return cli_usage_error(call->cmd, json, "--filter: '%s' is not KEY=VALUE", filters[i]);
+    if (kl == 5 && strncmp(filters[i], "label", 5) == 0) {
+      if (eq[1] == '\0' || eq[1] == '=')
+        return cli_usage_error(call->cmd, json, "--filter: label= needs a label name (label=K or label=K=V)");
+      continue;
+    }
+    int known = 0;
+    const char *keys[N_FILTER_KEYS + 1];
+    for (size_t k = 0; k < N_FILTER_KEYS; k++) {
+      keys[k] = filter_keys[k].key;
+      known |= strlen(keys[k]) == kl && strncmp(keys[k], filters[i], kl) == 0;
+    }
+    keys[N_FILTER_KEYS] = "label";
+    if (!known) {
+      char word[64];
+      snprintf(word, sizeof word, "%.*s", (int)(kl < 63 ? kl : 63), filters[i]);
+      const char *near = cli_nearest(word, keys, N_FILTER_KEYS + 1);
+      return cli_usage_error(call->cmd, json,
+                             "--filter: unknown key '%s'%s%s%s (use id, name, mode, project, run, "
+                             "worker, agent, status, pool, busy, image or label)",
+                             word, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
+  }
+  return 0;
+}
+
+/* The JSON value as text: strings as they are, null as "", booleans and
+ * numbers as JSON writes them. */
+static const char *field_text(json_object *o, const char *field) {
+  json_object *v = NULL;
+  if (!json_object_object_get_ex(o, field, &v) || v == NULL) return "";
+  return json_object_get_string(v);
+}
+
+static int matches(json_object *o, const char **filters, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *eq = strchr(filters[i], '=');
+    size_t kl = (size_t)(eq - filters[i]);
+    if (kl == 5 && strncmp(filters[i], "label", 5) == 0) continue; /* the engine filtered */
+    for (size_t k = 0; k < N_FILTER_KEYS; k++) {
+      if (strlen(filter_keys[k].key) != kl || strncmp(filter_keys[k].key, filters[i], kl) != 0)
+        continue;
+      if (strcmp(field_text(o, filter_keys[k].field), eq + 1) != 0) return 0;
+    }
+  }
+  return 1;
+}
+
+/* label=K or label=K=V filters go to the engine: the ids it lists. */
+static int label_ids(sm_engine *engine, int all, const char **filters, size_t n,
+                     json_object **out, sm_error *err) {
+  const char *labels[64];
+  size_t nl = 0;
+  *out = NULL;
+  for (size_t i = 0; i < n && nl < 64; i++)
+    if (strncmp(filters[i], "label=", 6) == 0) labels[nl++] = filters[i] + 6;
+  if (nl == 0) return 0;
+  return sm_engine_container_list(engine, all, labels, nl, out, err);
+}
+
+static int listed_by_engine(json_object *ids, const char *id) {
+  if (ids == NULL) return 1;
+  for (size_t i = 0; i < json_object_array_length(ids); i++) {
+    json_object *c = json_object_array_get_idx(ids, i), *v = NULL;
+    if (json_object_object_get_ex(c, "Id", &v) && strcmp(json_object_get_string(v), id) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/* A --format template: {{.field}} (spaces allowed inside the braces), \t
+ * and \n. 0, or a usage error naming the unknown field. */
+static int render_template(const char *tpl, json_object *o, FILE *out, char *bad, size_t bad_len) {
+  for (const char *p = tpl; *p;) {
+    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+      if (out) fputc(p[1] == 't' ? '\t' : '\n', out);
+      p += 2;
+      continue;
+    }
+    if (p[0] == '{' && p[1] == '{') {
+      const char *end = strstr(p, "}}");
+      const char *f = p + 2;
+      while (f < (end ? end : f) && *f == ' ') f++;
+      if (end == NULL || *f != '.') {
+        snprintf(bad, bad_len, "%s", p);
+        return -1;
+      }
+      f++;
+      const char *fe = end;
+      while (fe > f && fe[-1] == ' ') fe--;
+      char field[64];
+      snprintf(field, sizeof field, "%.*s", (int)(fe - f), f);
+      if (!json_object_object_get_ex(o, field, NULL)) {
+        snprintf(bad, bad_len, "%s", field);
+        return -1;
+      }
+      const char *v = field_text(o, field);
+      /* A label may hold anything: no control character reaches the terminal. */
+      for (const char *c = v; *c; c++) {
+        if (out) fputc(((unsigned char)*c < 0x20 || *c == 0x7f) ? '?' : *c, out);
+      }
+      p = end + 2;
+      continue;
+    }
+    if (out) fputc(*p, out);
+    p++;
+  }
+  if (out) fputc('\n', out);
+  return 0;
+}
+
 int cmd_sandbox_list(const cli_call *call) {
   const cli_globals *g = call->g;
-  int all = cli_has(call, "all"), as_json = cli_has(call, "json");
+  int all = cli_has(call, "all"), quiet = cli_has(call, "quiet");
+  const char *format = cli_str(call, "format");
+  int as_json = cli_has(call, "json") || (format && strcmp(format, "json") == 0);
+  if (format && strcmp(format, "table") == 0) format = NULL;
+  if (format && strcmp(format, "json") == 0) format = NULL;
+  if ((quiet ? 1 : 0) + (format ? 1 : 0) + (as_json ? 1 : 0) > 1)
+    return cli_usage_error(call->cmd, as_json, "-q, --format and --json: give one of them");
+  if (format && strstr(format, "{{") == NULL)
+    return cli_usage_error(call->cmd, 0,
+                           "--format: '%s' is neither table, json nor a template such as "
+                           "'{{.id}} {{.run_id}}'",
+                           format);
+  const char **filters = NULL;
+  size_t n_filters = cli_list(call, "filter", &filters);
+  int rc = check_filters(call, filters, n_filters, as_json);
+  if (rc) {
+    free(filters);
+    return rc;
+  }
   sm_config *cfg = NULL;
   sm_engine *engine = NULL;
-  int rc = open_engine(g, &cfg, &engine);
-  if (rc) return rc;
+  rc = open_engine(g, &cfg, &engine);
+  if (rc) {
+    free(filters);
+    return rc;
+  }
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
   sm_ops_sandbox_list list = {0, NULL};
   sm_error err = SM_ERROR_INIT;
-  if (sm_ops_list(&scope, all, &list, &err) != 0) {
+  json_object *by_label = NULL;
+  if (sm_ops_list(&scope, all, &list, &err) != 0 ||
+      label_ids(engine, all, filters, n_filters, &by_label, &err) != 0) {
     rc = cli_fail(&err);
-  } else if (as_json) {
+    goto done;
+  }
+  /* Keep what every filter matches, in the listing's order. */
+  size_t kept = 0;
+  for (size_t i = 0; i < list.n; i++) {
+    json_object *o = sm_ops_sandbox_to_json(&list.items[i]);
+    int keep = o && matches(o, filters, n_filters) && listed_by_engine(by_label, list.items[i].id);
+    json_object_put(o);
+    if (keep) list.items[kept++] = list.items[i];
+  }
+  list.n = kept;
+  if (as_json) {
     rc = print_json_owned(sm_ops_list_to_json(&list));
+  } else if (quiet || format) {
+    /* The template is checked on an empty row first: an unknown field is a
+     * usage error before anything is printed. */
+    char bad[128] = "";
+    sm_ops_sandbox blank;
+    memset(&blank, 0, sizeof blank);
+    json_object *probe = format ? sm_ops_sandbox_to_json(&blank) : NULL;
+    if (format && (probe == NULL || render_template(format, probe, NULL, bad, sizeof bad) != 0))
+      rc = cli_usage_error(call->cmd, 0,
+                           "--format: unknown field '%s' (the fields of `sandbox list --json`: "
+                           "id, name, mode, project, run_id, worker_id, agent, image, status, "
+                           "created_at, last_used_at, busy, pool)",
+                           bad);
+    json_object_put(probe);
+    for (size_t i = 0; i < list.n && rc == 0; i++) {
+      if (quiet) {
+        printf("%.12s\n", list.items[i].id);
+        continue;
+      }
+      json_object *o = sm_ops_sandbox_to_json(&list.items[i]);
+      if (o) render_template(format, o, stdout, bad, sizeof bad);
+      json_object_put(o);
+    }
+    fflush(stdout);
   } else {
     print_owned(sm_ops_list_table(&list, sm_now()));
   }
+done:
+  json_object_put(by_label);
+  free(filters);
   sm_ops_sandbox_list_dispose(&list);
   sm_engine_free(engine);
   sm_config_free(cfg);

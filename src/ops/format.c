@@ -170,6 +170,7 @@ json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb) {
   json_object_object_add(o, "created_at", time_or_null(sb->created_at));
   json_object_object_add(o, "last_used_at", time_or_null(sb->last_used_at));
   json_object_object_add(o, "busy", json_object_new_boolean(sb->busy));
+  json_object_object_add(o, "pool", json_object_new_boolean(sb->pool));
   return o;
 }
 
@@ -213,8 +214,8 @@ static void row_cells(const sm_ops_sandbox *sb, double now, char cells[NCOLS][CE
   cell(cells[4], sb->worker_id);
   cell(cells[5], sb->agent);
   cell(cells[6], sb->image);
-  snprintf(tmp, sizeof tmp, "%s%s", sb->status_text[0] ? sb->status_text : sb->state,
-           sb->busy ? " (busy)" : "");
+  snprintf(tmp, sizeof tmp, "%s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
+           sb->pool ? " (pool)" : "", sb->busy ? " (busy)" : "");
   cell(cells[7], tmp);
   if (sb->created_at > 0) sm_ops_format_ago(now - sb->created_at, tmp, sizeof tmp);
   else snprintf(tmp, sizeof tmp, "-");
@@ -326,6 +327,8 @@ static int item_line(sm_buf *b, const char *verb, const sm_ops_item *it) {
   for (char *p = reason; *p; p++)
     if ((unsigned char)*p < 0x20) *p = '?';
   if (it->kind == SM_OPS_ITEM_VOLUME) return sm_buf_printf(b, "%s volume %s: %s\n", verb, name, reason);
+  /* A name that matched nothing has no id: say so plainly. */
+  if (it->id[0] == '\0') return sm_buf_printf(b, "%s %s: %s\n", verb, name, reason);
   return sm_buf_printf(b, "%s %s (%.12s): %s\n", verb, name, it->id, reason);
 }
 
@@ -339,9 +342,12 @@ char *sm_ops_report_text(const sm_ops_report *report) {
   for (size_t i = 0; rc == 0 && i < report->n_spared; i++)
     rc = item_line(&b, report->spared[i].failed ? "failed" : "spared", &report->spared[i]);
   if (rc == 0)
-    rc = sm_buf_printf(&b, "%zu %s, %zu spared%s\n", report->n_removed,
-                       report->dry_run ? "would be removed" : "removed", report->n_spared,
-                       report->dry_run ? " (dry run: nothing changed)" : "");
+    rc = sm_buf_printf(&b, "%zu %s, %zu spared", report->n_removed,
+                       report->dry_run ? "would be removed" : "removed",
+                       report->n_spared - report->n_failed);
+  if (rc == 0 && report->n_failed) rc = sm_buf_printf(&b, ", %zu failed", report->n_failed);
+  if (rc == 0)
+    rc = sm_buf_printf(&b, "%s\n", report->dry_run ? " (dry run: nothing changed)" : "");
   if (rc) {
     sm_buf_dispose(&b);
     return NULL;

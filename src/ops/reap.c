@@ -593,7 +593,8 @@ int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_r
                               "ambiguous: the ids of several sandboxes start with it");
     else if (sb == NULL)
       rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
-                              "no such sandbox in instance '%s'", sm_ops_scope_instance(scope));
+                              "no such sandbox in instance '%s' (`sandman sandbox list --all` lists them)",
+                              sm_ops_scope_instance(scope));
     else if (!already_listed(targets, nt, sb))
       targets[nt++] = sb;
   }

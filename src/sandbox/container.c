@@ -284,6 +284,9 @@ static int remove_sandbox(sm_engine *e, const char *state_dir, const char *name,
     sleep_ms(100);
   }
   sm_state_forget(state_dir, name);
+  if (rc == 0 && vrc == 0)
+    sm_log_event(SM_LOG_DEBUG, "sandbox.remove", SM_LOG_FIELDS(SM_LOG_STR("name", name)),
+                 "removed sandbox %s", name);
   if (rc) {
     *err = e1;
     return sm_error_wrap(err, "removing sandbox %s", name);
@@ -380,7 +383,11 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
     sb->id[0] = '\0';
     return rc;
   }
-  sm_log(SM_LOG_DEBUG, "created sandbox %s (%s, %s)", sb->name, sm_mode_name(sb->mode), s->image);
+  sm_log_event(SM_LOG_DEBUG, "sandbox.create",
+               SM_LOG_FIELDS(SM_LOG_STR("sandbox", sb->id), SM_LOG_STR("name", sb->name),
+                             SM_LOG_STR("mode", sm_mode_name(sb->mode)), SM_LOG_STR("image", s->image),
+                             SM_LOG_STR("run_id", req->run_id), SM_LOG_STR("worker_id", req->worker_id)),
+               "created sandbox %s", sb->name);
   return 0;
 }
 

@@ -228,7 +228,7 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   argv[0] = "/bin/sh";
   argv[1] = "-c";
   argv[2] = sm_exec_wrapper_script;
-  argv[3] = "sandman";
+  argv[3] = "sh"; /* $0: the shell's own errors read "sh: ...", not as sandman's */
   argv[4] = token;
   for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
   sm_agent_feed f;
@@ -311,7 +311,7 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   json_object_array_add(cmd, json_object_new_string("/bin/sh"));
   json_object_array_add(cmd, json_object_new_string("-c"));
   json_object_array_add(cmd, json_object_new_string(sm_exec_wrapper_script));
-  json_object_array_add(cmd, json_object_new_string("sandman"));
+  json_object_array_add(cmd, json_object_new_string("sh"));
   json_object_array_add(cmd, json_object_new_string(token));
   for (size_t i = 0; i < req->argc; i++)
     json_object_array_add(cmd, json_object_new_string(req->argv[i]));

@@ -177,7 +177,7 @@ static int spawn_wrapper(const sm_run_request *req, const char *workdir, const s
   int arc = sm_strv_add(&argv, "sh");
   if (!arc) arc = sm_strv_add(&argv, "-c");
   if (!arc) arc = sm_strv_add(&argv, sm_host_wrapper_script);
-  if (!arc) arc = sm_strv_add(&argv, "sandman");
+  if (!arc) arc = sm_strv_add(&argv, "sh");
   for (size_t i = 0; !arc && i < req->argc; i++) arc = sm_strv_add(&argv, req->argv[i]);
   if (arc) {
     rc = sm_error_set(err, SM_ENOMEM, NULL);

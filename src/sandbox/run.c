@@ -92,8 +92,25 @@ int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_
     sm_result_fail(out, SM_FAIL_SANDBOX, err);
     return rc;
   }
-  sm_log(SM_LOG_DEBUG, "run %s in mode %s", req->argv[0], sm_mode_name(req->settings.mode));
-  if (req->settings.mode == SM_MODE_NONE) return sm_run_host(runner, req, out, err);
-  if (strchr(req->settings.image, '@') != NULL) return run_pinned(runner, req, out, err);
-  return sm_run_container(runner, req, out, err);
+  const char *mode = sm_mode_name(req->settings.mode);
+  sm_log_event(SM_LOG_DEBUG, "call.start",
+               SM_LOG_FIELDS(SM_LOG_STR("tool", req->tool), SM_LOG_STR("command", req->argv[0]),
+                             SM_LOG_STR("mode", mode), SM_LOG_STR("agent", req->agent),
+                             SM_LOG_STR("run_id", req->run_id),
+                             SM_LOG_STR("worker_id", req->worker_id)),
+               "call %s in mode %s", req->argv[0], mode);
+  if (req->settings.mode == SM_MODE_NONE) rc = sm_run_host(runner, req, out, err);
+  else if (strchr(req->settings.image, '@') != NULL) rc = run_pinned(runner, req, out, err);
+  else rc = sm_run_container(runner, req, out, err);
+  const char *kind = sm_failure_kind_name(out->failure_kind);
+  sm_log_event(SM_LOG_DEBUG, "call.end",
+               SM_LOG_FIELDS(SM_LOG_STR("tool", req->tool), SM_LOG_STR("mode", sm_mode_name(out->mode)),
+                             SM_LOG_STR("sandbox", out->sandbox_id[0] ? out->sandbox_id : NULL),
+                             SM_LOG_INT("exit_code", out->exit_code),
+                             SM_LOG_NUM("duration_ms", out->duration_ms),
+                             SM_LOG_BOOL("timed_out", out->timed_out),
+                             SM_LOG_BOOL("oom_killed", out->oom_killed),
+                             SM_LOG_STR("failure_kind", kind), SM_LOG_BOOL("reused", out->reused)),
+               "call %s ended: %s", req->argv[0], kind ? kind : (out->ok ? "ok" : "tool"));
+  return rc;
 }

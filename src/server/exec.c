@@ -328,6 +328,10 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     return -1;
   }
   if (!k->r.allowed) {
+    sm_log_event(SM_LOG_INFO, "call.refused",
+                 SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool), SM_LOG_STR("agent", p->agent),
+                               SM_LOG_STR("rule", k->r.rule[0] ? k->r.rule : NULL)),
+                 "tool %s refused by the configuration", p->tool ? p->tool : "(none)");
     sm_answer_error(a, 403, "policy", "tool %s refused by %s", p->tool ? p->tool : "(none)",
                     k->r.rule[0] ? k->r.rule : "the configuration");
     return -1;
@@ -369,7 +373,8 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
         sm_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) !=
             0) {
       sm_metrics_lease(srv->metrics, "refused");
-      sm_log(SM_LOG_WARN, "lease refused for tool %s", p->tool ? p->tool : "(none)");
+      sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
+                   "lease refused for tool %s", p->tool ? p->tool : "(none)");
       sm_answer_error(a, 403, "policy", LEASE_REFUSED);
       return -1;
     }
@@ -465,12 +470,20 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
   double secs = (sm_monotonic_ms() - k->t0) / 1000.0;
   sm_metrics_call(srv->metrics, k->p.tool, sm_server_mode_name(res->mode), outcome, secs);
   if (strcmp(outcome, "ok") != 0) sm_metrics_failure(srv->metrics, outcome);
-  sm_log(res->failure_kind == SM_FAIL_SANDBOX || res->failure_kind == SM_FAIL_ENGINE
-             ? SM_LOG_WARN
-             : SM_LOG_INFO,
-         "call tool=%s mode=%s -> %s, exit %d in %.0f ms%s%s", k->p.tool ? k->p.tool : "-",
-         sm_server_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0,
-         res->error[0] ? ": " : "", res->error);
+  sm_log_event(res->failure_kind == SM_FAIL_SANDBOX || res->failure_kind == SM_FAIL_ENGINE
+                   ? SM_LOG_WARN
+                   : SM_LOG_INFO,
+               "call.result",
+               SM_LOG_FIELDS(SM_LOG_STR("tool", k->p.tool), SM_LOG_STR("agent", k->p.agent),
+                             SM_LOG_STR("mode", sm_server_mode_name(res->mode)),
+                             SM_LOG_STR("sandbox", res->sandbox_id[0] ? res->sandbox_id : NULL),
+                             SM_LOG_STR("outcome", outcome), SM_LOG_INT("exit_code", res->exit_code),
+                             SM_LOG_NUM("duration_ms", secs * 1000.0),
+                             SM_LOG_BOOL("timed_out", res->timed_out),
+                             SM_LOG_BOOL("oom_killed", res->oom_killed),
+                             SM_LOG_STR("error", res->error[0] ? res->error : NULL)),
+               "call tool=%s mode=%s -> %s, exit %d in %.0f ms", k->p.tool ? k->p.tool : "-",
+               sm_server_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0);
   a->body = sm_run_result_to_json(res);
   a->status = res->failure_kind == SM_FAIL_POLICY   ? 403
               : res->failure_kind == SM_FAIL_ENGINE ? 503

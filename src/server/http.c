@@ -497,9 +497,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (c == NULL) return;
   *con_cls = NULL;
   sm_log_set_request_id(c->id);
-  sm_log(c->status >= 500 ? SM_LOG_WARN : SM_LOG_INFO, "%s %s -> %d in %.1f ms%s", c->method,
-         route_names[c->route], c->status, sm_monotonic_ms() - c->t0,
-         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+  double ms = sm_monotonic_ms() - c->t0;
+  int early = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+  sm_log_event(c->status >= 500 ? SM_LOG_WARN : SM_LOG_INFO, "http.request",
+               SM_LOG_FIELDS(SM_LOG_STR("method", c->method), SM_LOG_STR("route", route_names[c->route]),
+                             SM_LOG_INT("status", c->status), SM_LOG_NUM("duration_ms", ms),
+                             SM_LOG_BOOL("ended_early", early)),
+               "%s %s -> %d in %.1f ms%s", c->method, route_names[c->route], c->status, ms,
+               early ? " (connection ended early)" : "");
   sm_log_set_request_id(NULL);
   if (c->token) {
     OPENSSL_cleanse(c->token, strlen(c->token));

@@ -23,6 +23,7 @@ static void calls_histograms_failures(void **state) {
   sm_metrics_call(m, "shell", "per_run", "ok", 3.0);
   sm_metrics_call(m, "shell", "per_run", "timeout", 121);
   sm_metrics_call(m, NULL, "per_tool", "tool", 0.01);
+  sm_metrics_call(m, "agent", "per_run", "ok", 0.003); /* a call over the agent: ~3 ms */
   sm_metrics_failure(m, "timeout");
   sm_metrics_failure(m, "tool");
   sm_metrics_failure(m, "tool");
@@ -47,6 +48,10 @@ static void calls_histograms_failures(void **state) {
       "sandman_calls_total{tool=\"none\",mode=\"per_tool\",outcome=\"tool\"} 1\n",
       "# TYPE sandman_call_duration_seconds histogram\n",
       "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"0.25\"} 1\n",
+      /* buckets resolve 1-10 ms calls */
+      "sandman_call_duration_seconds_bucket{tool=\"agent\",mode=\"per_run\",le=\"0.001\"} 0\n",
+      "sandman_call_duration_seconds_bucket{tool=\"agent\",mode=\"per_run\",le=\"0.0025\"} 0\n",
+      "sandman_call_duration_seconds_bucket{tool=\"agent\",mode=\"per_run\",le=\"0.005\"} 1\n",
       "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"5\"} 2\n",
       "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"120\"} 2\n",
       "sandman_call_duration_seconds_bucket{tool=\"shell\",mode=\"per_run\",le=\"+Inf\"} 3\n",
