@@ -143,6 +143,12 @@ SM_API int sm_engine_archive_put(sm_engine *engine, const char *id, const char *
 /* Streams a tar of path inside the container to writer. */
 SM_API int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
                                  sm_write_fn writer, void *writer_ud, sm_error *err);
+/* The mode of path inside a container (created or running), as a stat
+ * would give it (S_IFDIR | 01777 for a sticky world-writable folder): from
+ * the engine's path stat, without copying anything. A missing path is
+ * SM_ENOTFOUND. */
+SM_API int sm_engine_path_mode(sm_engine *engine, const char *id, const char *path,
+                               unsigned *out_mode, sm_error *err);
 
 /* ---- exec ---- */
 /* config: the engine's ExecConfig JSON (Cmd, Env, WorkingDir, User,

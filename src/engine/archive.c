@@ -3,6 +3,9 @@
  * to the writer, a libcurl buffer at a time). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <openssl/evp.h>
 
 #include "engine/internal.h"
 
@@ -77,6 +80,58 @@ int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
                         resp.status);
     engine_response_dispose(&resp);
   }
+  sm_buf_dispose(&full);
+  return rc;
+}
+
+/* Go's os.FileMode bits, as the engine's path stat carries them. */
+#define GO_MODE_DIR (1u << 31)
+#define GO_MODE_SYMLINK (1u << 27)
+#define GO_MODE_SETUID (1u << 23)
+#define GO_MODE_SETGID (1u << 22)
+#define GO_MODE_STICKY (1u << 20)
+
+int sm_engine_path_mode(sm_engine *engine, const char *id, const char *path, unsigned *out_mode,
+                        sm_error *err) {
+  if (engine == NULL || out_mode == NULL)
+    return sm_error_set(err, SM_EINVAL, "path mode: needs a client");
+  sm_buf full;
+  sm_buf_init(&full, PATH_CAP);
+  int rc = archive_path(engine, &full, id, path, err);
+  engine_response resp;
+  engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
+  if (rc == 0) {
+    engine_request req = {0};
+    req.method = "HEAD";
+    req.path = full.data;
+    rc = engine_perform(engine, &req, &resp, err);
+  }
+  if (rc == 0 && resp.status >= 400)
+    rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, "path stat", err);
+  unsigned char json[800];
+  int n = -1;
+  size_t b64 = strlen(resp.path_stat);
+  if (rc == 0 && b64 > 0 && b64 % 4 == 0 && b64 / 4 * 3 < sizeof json)
+    n = EVP_DecodeBlock(json, (const unsigned char *)resp.path_stat, (int)b64);
+  if (rc == 0 && n <= 0)
+    rc = sm_error_set(err, SM_EPROTOCOL, "path stat of %s: the engine sent no usable stat", path);
+  if (rc == 0) {
+    json[n] = '\0';
+    json_object *st = json_tokener_parse((const char *)json), *m = NULL;
+    if (st == NULL || !json_object_object_get_ex(st, "mode", &m)) {
+      rc = sm_error_set(err, SM_EPROTOCOL, "path stat of %s: no mode in %s", path, (char *)json);
+    } else {
+      unsigned go = (unsigned)json_object_get_int64(m);
+      unsigned mode = go & 0777;
+      if (go & GO_MODE_SETUID) mode |= S_ISUID;
+      if (go & GO_MODE_SETGID) mode |= S_ISGID;
+      if (go & GO_MODE_STICKY) mode |= S_ISVTX;
+      mode |= (go & GO_MODE_DIR) ? S_IFDIR : (go & GO_MODE_SYMLINK) ? S_IFLNK : S_IFREG;
+      *out_mode = mode;
+    }
+    json_object_put(st);
+  }
+  engine_response_dispose(&resp);
   sm_buf_dispose(&full);
   return rc;
 }

@@ -112,6 +112,7 @@ typedef struct engine_response {
   long status;
   sm_buf body;                        /* capped; error bodies of streams too */
   char api_version[ENGINE_API_MAX_LEN * 2]; /* the Api-Version header */
+  char path_stat[1024]; /* X-Docker-Container-Path-Stat (base64 JSON), "" if none */
 } engine_response;
 
 void engine_response_init(engine_response *r, size_t max_body);

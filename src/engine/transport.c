@@ -21,6 +21,7 @@ void engine_response_init(engine_response *r, size_t max_body) {
   r->status = 0;
   sm_buf_init(&r->body, max_body);
   r->api_version[0] = '\0';
+  r->path_stat[0] = '\0';
 }
 
 void engine_response_dispose(engine_response *r) { sm_buf_dispose(&r->body); }
@@ -48,21 +49,26 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
+/* Copies the value of header name (with its colon) into dst when line is
+ * that header; a value longer than dst is left out whole. */
+static void header_value(const char *line, size_t n, const char *name, char *dst, size_t cap) {
+  size_t nl = strlen(name);
+  if (n <= nl || strncasecmp(line, name, nl) != 0) return;
+  const char *v = line + nl;
+  size_t vlen = n - nl;
+  while (vlen > 0 && (*v == ' ' || *v == '\t')) v++, vlen--;
+  while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' ')) vlen--;
+  if (vlen >= cap) return;
+  memcpy(dst, v, vlen);
+  dst[vlen] = '\0';
+}
+
 static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud) {
   xfer *x = ud;
   size_t n = size * nmemb;
-  static const char name[] = "Api-Version:";
-  if (n > sizeof name - 1 && strncasecmp(ptr, name, sizeof name - 1) == 0) {
-    const char *v = ptr + sizeof name - 1;
-    size_t vlen = n - (sizeof name - 1);
-    while (vlen > 0 && (*v == ' ' || *v == '\t')) v++, vlen--;
-    while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-      vlen--;
-    size_t cap = sizeof x->resp->api_version - 1;
-    if (vlen > cap) vlen = cap;
-    memcpy(x->resp->api_version, v, vlen);
-    x->resp->api_version[vlen] = '\0';
-  }
+  header_value(ptr, n, "Api-Version:", x->resp->api_version, sizeof x->resp->api_version);
+  header_value(ptr, n, "X-Docker-Container-Path-Stat:", x->resp->path_stat,
+               sizeof x->resp->path_stat);
   return n;
 }
 
@@ -221,6 +227,7 @@ int engine_perform(sm_engine *e, const engine_request *req, engine_response *res
   sm_buf_reset(&resp->body);
   resp->status = 0;
   resp->api_version[0] = '\0';
+  resp->path_stat[0] = '\0';
   e->curl_err[0] = '\0';
 
   /* Reset keeps the connection cache: only the options start afresh. */

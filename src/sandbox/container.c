@@ -304,6 +304,23 @@ static void owner_label(char *out, size_t len) {
   snprintf(out, len, "%s:%ld", host, (long)getpid());
 }
 
+/* chmod 1777 /tmp as root inside the started sandbox (root owns the tmpfs;
+ * no capability is needed for an owner's chmod). */
+static int make_tmp_writable(sm_engine *e, const sandbox *sb, const char *image, unsigned mode,
+                             sm_error *err) {
+  const char *argv[] = {"chmod", "1777", "/tmp"};
+  int code = -1;
+  int rc = sm_exec_helper(e, sb->id, argv, 3, "0:0", NULL, NULL, 30, NULL, &code, err);
+  if (rc == 0 && code != 0)
+    rc = sm_error_set(err, SM_ESANDBOX,
+                      "the /tmp of image %s is mode %04o and could not be made 1777 (chmod "
+                      "exited %d): give the image a /tmp of mode 1777, or none",
+                      image, mode & 07777, code);
+  if (rc == 0)
+    sm_log(SM_LOG_DEBUG, "%s: /tmp of image %s was %04o, made 1777", sb->name, image, mode & 07777);
+  return rc;
+}
+
 /* Creates and starts the sandbox named sb->name. SM_ECONFLICT (untouched
  * volume) when the name is taken; any other failure removes what was made. */
 static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request *req,
@@ -374,7 +391,15 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
     sm_log(SM_LOG_WARN, "engine warning for %s: %s", sb->name,
            json_object_get_string(json_object_array_get_idx(warnings, i)));
   json_object_put(warnings);
+  /* The runtime gives the /tmp tmpfs the mode of the image's /tmp (runc
+   * keeps it whatever the mount's mode= says), and images made with
+   * `docker import` often have 0755 root there: the tool could then not
+   * write /tmp, nor the wrapper its call file (timeouts, OOM reports). */
+  unsigned tmp_mode = 0;
+  int fix_tmp = sm_engine_path_mode(e, sb->id, "/tmp", &tmp_mode, err) == 0 &&
+                (tmp_mode & 07777) != 01777;
   rc = sm_engine_container_start(e, sb->id, err);
+  if (rc == 0 && fix_tmp) rc = make_tmp_writable(e, sb, s->image, tmp_mode, err);
   if (rc) {
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
