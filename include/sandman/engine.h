@@ -44,9 +44,10 @@ typedef struct sm_engine_options {
   long request_timeout_ms;   /* 0: 120000, for non-streaming calls */
   size_t max_response_bytes; /* 0: 16 MiB; a larger buffered body is SM_ETOOBIG */
   const char *api_version;   /* NULL: negotiate; else use as is ("1.41") */
+  const char *host_source;   /* where host came from, for sm_engine_host_source ("--host") */
 } sm_engine_options;
 
-#define SM_ENGINE_OPTIONS_INIT {NULL, -1, NULL, 0, 0, 0, NULL}
+#define SM_ENGINE_OPTIONS_INIT {NULL, -1, NULL, 0, 0, 0, NULL, NULL}
 
 /* Streams. A reader returns bytes put in buf (0 < n <= len), 0 at the end,
  * or a negative SM_E* code to abort. A writer returns 0, or a negative
@@ -59,7 +60,8 @@ typedef void (*sm_progress_fn)(void *userdata, json_object *message);
  * a negative SM_E* code to stop reading. */
 typedef int (*sm_output_fn)(void *userdata, int stream, const char *data, size_t len);
 
-/* Resolves the address (option > $DOCKER_HOST > default) and TLS settings.
+/* Resolves the address (option > $DOCKER_HOST > $DOCKER_CONTEXT > the docker
+ * CLI's current context > default) and TLS settings.
  * Does not connect yet. Errors: SM_EINVAL for a bad address or missing TLS
  * files. */
 SM_API int sm_engine_new(sm_engine **out, const sm_engine_options *opts, sm_error *err);
@@ -69,6 +71,9 @@ SM_API void sm_engine_free(sm_engine *engine);
 /* The resolved address, e.g. "unix:///var/run/docker.sock". */
 SM_API const char *sm_engine_host(const sm_engine *engine);
 SM_API int sm_engine_uses_tls(const sm_engine *engine);
+/* Where the address came from: "DOCKER_HOST", "docker context colima
+ * (DOCKER_CONTEXT)", "the default socket", or the options' host_source. */
+SM_API const char *sm_engine_host_source(const sm_engine *engine);
 /* Pings and negotiates once (idempotent). SM_EUNREACHABLE names the address
  * and how to start an engine. */
 SM_API int sm_engine_negotiate(sm_engine *engine, sm_error *err);

@@ -83,9 +83,15 @@ void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_op
   sm_engine_options init = SM_ENGINE_OPTIONS_INIT;
   *out = init;
   out->host = g->host;
-  const char *env = getenv("DOCKER_HOST");
-  if (out->host == NULL && (env == NULL || *env == '\0') && cfg && sm_config_engine_host(cfg)) {
+  out->host_source = "--host";
+  /* --host > DOCKER_HOST > DOCKER_CONTEXT > the configuration's engine
+   * host > the docker CLI's current context > the default socket (the
+   * library resolves all but the configuration). */
+  const char *env = getenv("DOCKER_HOST"), *ctx = getenv("DOCKER_CONTEXT");
+  if (out->host == NULL && (env == NULL || *env == '\0') && (ctx == NULL || *ctx == '\0') && cfg &&
+      sm_config_engine_host(cfg)) {
     out->host = sm_config_engine_host(cfg);
+    out->host_source = sm_config_path(cfg) ? sm_config_path(cfg) : "the configuration";
     if (sm_config_engine_tls_verify(cfg) >= 0) out->tls_verify = sm_config_engine_tls_verify(cfg);
     if (sm_config_engine_cert_path(cfg)) out->cert_path = sm_config_engine_cert_path(cfg);
   }

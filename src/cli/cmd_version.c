@@ -32,6 +32,7 @@ int cmd_version(const cli_call *call) {
     json_object_object_add(e, "version", engine_version ? json_object_new_string(engine_version) : NULL);
     json_object_object_add(e, "api_version", rc == 0 ? json_object_new_string(sm_engine_api_version(engine)) : NULL);
     json_object_object_add(e, "host", json_object_new_string(host));
+    if (engine) json_object_object_add(e, "host_source", json_object_new_string(sm_engine_host_source(engine)));
     if (rc != 0) json_object_object_add(e, "error", json_object_new_string(err.message));
     json_object_object_add(o, "engine", e);
     cli_print_json(o);
@@ -39,10 +40,15 @@ int cmd_version(const cli_call *call) {
   } else {
     printf("sandman %s\n", sm_version());
     if (rc == 0) {
-      printf("engine  %s at %s\n", engine_version ? engine_version : "?", host);
+      printf("engine  %s at %s (from %s)\n", engine_version ? engine_version : "?", host,
+             sm_engine_host_source(engine));
       printf("api     %s\n", sm_engine_api_version(engine));
     } else {
-      printf("engine  not reachable: %s\n", err.message);
+      if (engine)
+        printf("engine  not reachable: %s (address from %s)\n", err.message,
+               sm_engine_host_source(engine));
+      else
+        printf("engine  not reachable: %s\n", err.message);
     }
   }
   json_object_put(version);

@@ -53,6 +53,8 @@ int sm_engine_new(sm_engine **out, const sm_engine_options *opts, sm_error *err)
     free(e);
     return rc;
   }
+  if (opts->host && opts->host[0] && opts->host_source)
+    snprintf(e->addr.source, sizeof e->addr.source, "%s", opts->host_source);
   e->connect_timeout_ms =
       opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : ENGINE_DEFAULT_CONNECT_TIMEOUT_MS;
   e->request_timeout_ms =
@@ -112,6 +114,10 @@ void sm_engine_free(sm_engine *engine) {
 }
 
 const char *sm_engine_host(const sm_engine *engine) { return engine ? engine->addr.host : NULL; }
+
+const char *sm_engine_host_source(const sm_engine *engine) {
+  return engine ? engine->addr.source : "";
+}
 
 int sm_engine_uses_tls(const sm_engine *engine) { return engine ? engine->addr.tls : 0; }
 

@@ -42,6 +42,7 @@ typedef struct engine_address {
   int port;                                 /* tcp */
   int tls;                                  /* tcp with TLS */
   char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+  char source[320];                         /* where the address came from: "DOCKER_HOST" */
 } engine_address;
 
 /* The environment, passed in so that resolution is a pure function. */
@@ -50,10 +51,15 @@ typedef struct engine_address_env {
   const char *docker_tls_verify; /* $DOCKER_TLS_VERIFY */
   const char *docker_cert_path;  /* $DOCKER_CERT_PATH */
   const char *home;              /* $HOME */
+  const char *docker_context;    /* $DOCKER_CONTEXT */
+  const char *docker_config;     /* $DOCKER_CONFIG (else HOME/.docker) */
 } engine_address_env;
 
 void engine_address_env_from_process(engine_address_env *env);
-/* host_opt > env->docker_host > SM_ENGINE_DEFAULT_HOST. tls_opt: -1 from the
+/* host_opt > env->docker_host > env->docker_context > the docker CLI's
+ * currentContext (DOCKER_CONFIG/config.json) > SM_ENGINE_DEFAULT_HOST; a
+ * context's endpoint and TLS files come from DOCKER_CONFIG/contexts, as
+ * the docker CLI keeps them. tls_opt: -1 from the
  * environment (any non-empty DOCKER_TLS_VERIFY), 0 off, 1 on. Checks that
  * the TLS files are readable. Errors: SM_EINVAL naming what is wrong. */
 int engine_address_resolve(const char *host_opt, int tls_opt, const char *cert_opt,

@@ -394,10 +394,12 @@ int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, 
   cleanup_json json_object *version = NULL;
   cleanup_json json_object *info = NULL;
   if (rc != 0) {
-    set_result(c, 0, "give a valid --host or DOCKER_HOST (and DOCKER_CERT_PATH for TLS)", "%s",
-               e.message);
+    set_result(c, 0,
+               "give a valid --host, DOCKER_HOST or DOCKER_CONTEXT (and DOCKER_CERT_PATH for TLS)",
+               "%s", e.message);
   } else if ((rc = sm_engine_negotiate(engine, &e)) != 0) {
-    set_result(c, 0, START_ENGINE_FIX, "%s", e.message);
+    set_result(c, 0, START_ENGINE_FIX, "%s (address from %s)", e.message,
+               sm_engine_host_source(engine));
   } else if ((rc = sm_engine_version(engine, &version, &e)) != 0 ||
              (rc = sm_engine_info(engine, &info, &e)) != 0) {
     set_result(c, 0, "check the engine's own logs; it answers /_ping but not /version or /info",
@@ -406,8 +408,9 @@ int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, 
     const char *v = jstr(version, "Version");
     const char *os = jstr(version, "Os");
     const char *arch = jstr(version, "Arch");
-    set_result(c, 1, NULL, "%s answers: Docker Engine %s (%s/%s)", sm_engine_host(engine),
-               v ? v : "?", os ? os : "?", arch ? arch : "?");
+    set_result(c, 1, NULL, "%s (from %s) answers: Docker Engine %s (%s/%s)",
+               sm_engine_host(engine), sm_engine_host_source(engine), v ? v : "?", os ? os : "?",
+               arch ? arch : "?");
   }
 
   int runsc_required = strcmp(runtime, "runsc") == 0;

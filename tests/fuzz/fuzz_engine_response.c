@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     } else {
       engine_address a;
-      engine_address_env env = {NULL, (sel & 0x40) ? "1" : NULL, "/nonexistent", NULL};
+      engine_address_env env = {NULL, (sel & 0x40) ? "1" : NULL, "/nonexistent", NULL, NULL, NULL};
       if (engine_address_resolve(s, -1, NULL, &env, &a, &err) == 0 &&
           a.kind != ENGINE_ADDR_UNIX && a.kind != ENGINE_ADDR_TCP)
         abort();

@@ -75,6 +75,27 @@ require_engine
 run_cli version
 expect_eq "version with an engine exits 0" 0 "$rc"
 
+# ---- the engine as docker finds it: DOCKER_CONTEXT, the current context ----
+host=$("$SANDMAN" version --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["engine"]["host"])')
+cfgdir=$WORK/docker-config
+sha=$(printf %s sm-it-ctx | sha256sum | cut -c1-64)
+mkdir -p "$cfgdir/contexts/meta/$sha"
+printf '{"Name":"sm-it-ctx","Metadata":{},"Endpoints":{"docker":{"Host":"%s","SkipTLSVerify":false}}}' \
+  "$host" >"$cfgdir/contexts/meta/$sha/meta.json"
+if [ "${host#unix://}" != "$host" ]; then
+  out=$(env -u DOCKER_HOST DOCKER_CONFIG="$cfgdir" DOCKER_CONTEXT=sm-it-ctx "$SANDMAN" sandbox doctor 2>&1 || true)
+  expect_contains "doctor says it used DOCKER_CONTEXT" "from docker context sm-it-ctx (DOCKER_CONTEXT)) answers" "$out"
+  printf '{"currentContext":"sm-it-ctx"}' >"$cfgdir/config.json"
+  out=$(env -u DOCKER_HOST -u DOCKER_CONTEXT DOCKER_CONFIG="$cfgdir" "$SANDMAN" version 2>&1 || true)
+  expect_contains "version uses the docker CLI's current context" \
+    "(from docker context sm-it-ctx (the docker CLI's current context))" "$out"
+  out=$(DOCKER_HOST=unix:///nonexistent.sock DOCKER_CONFIG="$cfgdir" "$SANDMAN" version 2>&1 || true)
+  expect_contains "DOCKER_HOST still wins over the context" "(address from DOCKER_HOST)" "$out"
+  rc=0; out=$(env -u DOCKER_HOST DOCKER_CONFIG="$cfgdir" DOCKER_CONTEXT=no-such-ctx "$SANDMAN" sandbox list 2>&1) || rc=$?
+  expect_eq "a DOCKER_CONTEXT that does not exist is an error (exit 2, as a bad --host)" 2 "$rc"
+  expect_contains "... and says so" "docker context 'no-such-ctx' (DOCKER_CONTEXT) does not exist" "$out"
+fi
+
 # ---- the shell inside the sandbox is not sandman ----
 run_cli run --mode per_tool -- nosuchcmd-xyz
 expect_eq "a missing command exits 127" 127 "$rc"

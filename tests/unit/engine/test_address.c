@@ -18,7 +18,7 @@ static sm_error err;
 
 static int resolve(const char *opt, int tls, const char *cert, const char *env_host,
                    const char *env_tls, const char *env_cert, const char *home) {
-  engine_address_env env = {env_host, env_tls, env_cert, home};
+  engine_address_env env = {env_host, env_tls, env_cert, home, NULL, "/nonexistent-docker-config"};
   sm_error_clear(&err);
   return engine_address_resolve(opt, tls, cert, &env, &addr, &err);
 }
@@ -219,12 +219,145 @@ static void test_engine_new(void **s) {
   sm_engine_free(NULL);
 }
 
+
+/* ---- docker contexts: DOCKER_CONTEXT and config.json's currentContext ---- */
+
+static char ctx_root[] = "/tmp/sandman-ctx-test-XXXXXX";
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* DOCKER_CONFIG/contexts/meta/<sha256(name)>/meta.json as `docker context
+ * create` writes it; sha256 hex given by the caller. */
+static void mkdirs(const char *sha) {
+  const char *parts[] = {"contexts", "contexts/meta", "contexts/tls", NULL};
+  char p[600];
+  for (int i = 0; parts[i]; i++) {
+    snprintf(p, sizeof p, "%s/%s", ctx_root, parts[i]);
+    mkdir(p, 0700);
+  }
+  snprintf(p, sizeof p, "%s/contexts/meta/%s", ctx_root, sha);
+  assert_int_equal(mkdir(p, 0700), 0);
+  snprintf(p, sizeof p, "%s/contexts/tls/%s", ctx_root, sha);
+  assert_int_equal(mkdir(p, 0700), 0);
+  snprintf(p, sizeof p, "%s/contexts/tls/%s/docker", ctx_root, sha);
+  assert_int_equal(mkdir(p, 0700), 0);
+}
+
+static void make_context(const char *sha, const char *name, const char *host, int skip_tls,
+                         int tls_files) {
+  char file[600], meta[1024];
+  mkdirs(sha);
+  snprintf(file, sizeof file, "%s/contexts/meta/%s/meta.json", ctx_root, sha);
+  snprintf(meta, sizeof meta,
+           "{\"Name\":\"%s\",\"Metadata\":{},\"Endpoints\":{\"docker\":{\"Host\":\"%s\","
+           "\"SkipTLSVerify\":%s}}}",
+           name, host, skip_tls ? "true" : "false");
+  write_text(file, meta);
+  if (tls_files) {
+    const char *names[] = {"ca.pem", "cert.pem", "key.pem"};
+    for (int i = 0; i < 3; i++) {
+      snprintf(file, sizeof file, "%s/contexts/tls/%s/docker/%s", ctx_root, sha, names[i]);
+      write_text(file, "x");
+    }
+  }
+}
+
+static int resolve_ctx(const char *env_host, const char *context) {
+  engine_address_env env = {env_host, NULL, NULL, "/nonexistent-home", context, ctx_root};
+  sm_error_clear(&err);
+  return engine_address_resolve(NULL, -1, NULL, &env, &addr, &err);
+}
+
+static void test_contexts(void **s) {
+  (void)s;
+  assert_non_null(mkdtemp(ctx_root));
+  /* The directory names are the SHA-256 of the context names, as docker's
+   * (computed here by sha256sum, not by the code under test). */
+  /* sha256 of "colima", "remote", "insecure" (from sha256sum). */
+  static const char *const shas[] = {
+      "f24fd3749c1368328e2b149bec149cb6795619f244c5b584e844961215dadd16",
+      "b71199ebd070b36beab7317920c2c2f1d777df8d05e5527d8458fda57cb17a7a",
+      "1d92dae504a70fbcae6d3721a55d7eacaf94d3133ea5f0394b7d203d64841110"};
+  make_context(shas[0], "colima", "unix:///home/u/.colima/docker.sock", 0, 0);
+  make_context(shas[1], "remote", "tcp://build.example:2376", 0, 1);
+  make_context(shas[2], "insecure", "tcp://10.0.0.9:2376", 1, 0);
+
+  /* DOCKER_CONTEXT names one. */
+  assert_int_equal(resolve_ctx(NULL, "colima"), 0);
+  assert_string_equal(addr.host, "unix:///home/u/.colima/docker.sock");
+  assert_string_equal(addr.source, "docker context colima (DOCKER_CONTEXT)");
+  /* DOCKER_HOST wins over it, as in docker. */
+  assert_int_equal(resolve_ctx("unix:///run/env.sock", "colima"), 0);
+  assert_string_equal(addr.host, "unix:///run/env.sock");
+  assert_string_equal(addr.source, "DOCKER_HOST");
+  /* A context with TLS files speaks TLS with them. */
+  assert_int_equal(resolve_ctx(NULL, "remote"), 0);
+  assert_string_equal(addr.host, "tcp://build.example:2376");
+  assert_int_equal(addr.tls, 1);
+  assert_non_null(strstr(addr.ca, "/contexts/tls/"));
+  /* "default" is no context at all. */
+  assert_int_equal(resolve_ctx(NULL, "default"), 0);
+  assert_string_equal(addr.host, SM_ENGINE_DEFAULT_HOST);
+  assert_string_equal(addr.source, "the default socket");
+  /* A context that does not exist, or one that skips TLS verification: refused. */
+  assert_int_equal(resolve_ctx(NULL, "gone"), SM_EINVAL);
+  assert_non_null(strstr(err.message, "docker context 'gone' (DOCKER_CONTEXT) does not exist"));
+  assert_int_equal(resolve_ctx(NULL, "insecure"), SM_EINVAL);
+  assert_non_null(strstr(err.message, "skips TLS verification"));
+  /* The docker CLI's current context, from config.json. */
+  char cfg[600];
+  snprintf(cfg, sizeof cfg, "%s/config.json", ctx_root);
+  write_text(cfg, "{\"auths\":{},\"currentContext\":\"colima\"}");
+  assert_int_equal(resolve_ctx(NULL, NULL), 0);
+  assert_string_equal(addr.host, "unix:///home/u/.colima/docker.sock");
+  assert_string_equal(addr.source, "docker context colima (the docker CLI's current context)");
+  /* DOCKER_CONTEXT beats it. */
+  assert_int_equal(resolve_ctx(NULL, "remote"), 0);
+  assert_string_equal(addr.host, "tcp://build.example:2376");
+  write_text(cfg, "{\"currentContext\":\"default\"}");
+  assert_int_equal(resolve_ctx(NULL, NULL), 0);
+  assert_string_equal(addr.host, SM_ENGINE_DEFAULT_HOST);
+  write_text(cfg, "not json");
+  assert_int_equal(resolve_ctx(NULL, NULL), SM_EINVAL);
+  /* Leave nothing behind (files first, then the folders, deepest first). */
+  const char *sub[] = {"meta", "tls"};
+  char p[700];
+  unlink(cfg);
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/contexts/meta/%s/meta.json", ctx_root, shas[i]);
+    unlink(p);
+    const char *pem[] = {"ca.pem", "cert.pem", "key.pem"};
+    for (int k = 0; k < 3; k++) {
+      snprintf(p, sizeof p, "%s/contexts/tls/%s/docker/%s", ctx_root, shas[i], pem[k]);
+      unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/contexts/tls/%s/docker", ctx_root, shas[i]);
+    rmdir(p);
+    for (int k = 0; k < 2; k++) {
+      snprintf(p, sizeof p, "%s/contexts/%s/%s", ctx_root, sub[k], shas[i]);
+      rmdir(p);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    snprintf(p, sizeof p, "%s/contexts/%s", ctx_root, sub[k]);
+    rmdir(p);
+  }
+  snprintf(p, sizeof p, "%s/contexts", ctx_root);
+  rmdir(p);
+  assert_int_equal(rmdir(ctx_root), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_unix),  cmocka_unit_test(test_precedence),
       cmocka_unit_test(test_tcp_forms),     cmocka_unit_test(test_bad_addresses),
       cmocka_unit_test(test_tls_env),       cmocka_unit_test(test_tls_missing_files),
-      cmocka_unit_test(test_engine_new),
+      cmocka_unit_test(test_engine_new),    cmocka_unit_test(test_contexts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
