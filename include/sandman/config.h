@@ -82,6 +82,13 @@ typedef struct sm_resolved {
   } sources[SM_CONFIG_MAX_SETTINGS];
   int allowed;            /* tool policy allows the call */
   int sandboxed;          /* the tool runs in a sandbox (else: on the host, mode none) */
+  /* A sandboxed call's container mode was asked for explicitly (a flag, the
+   * agent's own entry, sandbox_tools.always): the fallback rule never steps
+   * it down (sm_fallback_decide's may_step_down is !mode_explicit). */
+  int mode_explicit;
+  int mode_unchosen;      /* on the host only because nothing chose a mode (built-in none) */
+  int host_by_rule;       /* on the host although the mode is a container mode:
+                           * host_tools, sandbox_tools.never or a worker_tools list */
   char rule[256];         /* the rule that decided allowed/sandboxed, e.g. "agents.family.tools.deny: web_*" */
   /* The configuration's scope for this call (SM_SCOPE_NONE when unscoped or
    * when the call lacks the agent or user the scope needs) and its key for

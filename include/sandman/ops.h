@@ -259,9 +259,10 @@ typedef struct sm_ops_doctor_options {
   const char *runtime;      /* NULL or "": engine default; "runsc" makes runsc required */
   sm_mode mode;             /* the mode asked for, for the fallback decision */
   const char *project_environment; /* NULL: development */
+  int mode_explicit;        /* the mode was asked for (--mode): never stepped down */
 } sm_ops_doctor_options;
 
-#define SM_OPS_DOCTOR_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, NULL, SM_MODE_NONE, NULL}
+#define SM_OPS_DOCTOR_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, NULL, SM_MODE_NONE, NULL, 0}
 
 /* Runs every check; an unhealthy host is not an error (out->healthy = 0).
  * Returns a negative code only for unusable options. */

@@ -200,6 +200,8 @@ typedef struct sm_run_result {
   sm_mode mode;            /* the mode actually used (after fallback) */
   char sandbox_id[SM_ENGINE_ID_MAX]; /* container id, or "" for none */
   int reused;
+  int started;             /* the tool was started (else the sandbox could not be
+                            * made or used: nothing ran) */
   char **files_changed;    /* owned; workspace-relative paths */
   size_t n_files_changed;
   char **conflicts;        /* owned; paths kept beside the host's version */
@@ -315,8 +317,9 @@ SM_API void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out);
 typedef struct sm_fallback_decision {
   sm_mode requested;
   sm_mode mode;            /* the mode to use */
-  int refused;             /* production and unhealthy: run nothing */
+  int refused;             /* run nothing */
   int production;          /* the project environment is "production" */
+  int may_step_down;       /* the mode came from defaults or the project environment */
   int checked;             /* 0 when the requested mode needs no engine (none) */
   int engine_ok;           /* engine reachable */
   int runtime_ok;          /* requested runtime registered (1 when none asked) */
@@ -327,15 +330,22 @@ typedef struct sm_fallback_decision {
 
 /* Checks the engine (reachable), the runtime (registered, when runtime is
  * non-empty) and the image (present; NULL: the built-in default) for a
- * container mode. Healthy: out->mode = requested. Unhealthy outside
- * production: steps down one mode at a time (per_worker -> per_run ->
- * per_tool -> none), logging a WARN per step that names the cause, and
- * returns 0. Unhealthy in production: out->refused = 1 and a negative code
- * (SM_EUNREACHABLE for the engine, else SM_ESANDBOX) with the reasons in
- * err; nothing may run. */
-SM_API int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project_environment,
-                              const char *runtime, const char *image, sm_fallback_decision *out,
-                              sm_error *err);
+ * container mode. Healthy: out->mode = requested.
+ *
+ * An isolation asked for explicitly is never weakened: a missing image, a
+ * runtime the engine does not have (asking for gVisor never gives the
+ * host) and, when may_step_down is 0 (a --mode flag, a request's mode, an
+ * agent entry's mode, sandbox_tools.always), an unreachable engine refuse:
+ * out->refused = 1 and a negative code (SM_EUNREACHABLE for the engine,
+ * SM_EPOLICY for a digest pin, else SM_ESANDBOX) with what to do in err.
+ * An unreachable engine with may_step_down (a mode from the configuration's
+ * defaults or the project environment) outside production steps down one
+ * mode at a time (per_worker -> per_run -> per_tool -> none), logging a
+ * WARN per step that names the cause, and returns 0; in production it
+ * refuses. */
+SM_API int sm_fallback_decide(sm_runner *runner, sm_mode requested, int may_step_down,
+                              const char *project_environment, const char *runtime,
+                              const char *image, sm_fallback_decision *out, sm_error *err);
 /* {"requested", "mode", "refused", "production", "engine_ok", "runtime_ok",
  * "image_ok", "reasons": [...]} (caller owns it), for doctor and logs. */
 SM_API json_object *sm_fallback_decision_to_json(const sm_fallback_decision *d);

@@ -198,6 +198,15 @@ static int run_call(const cli_call *call, run_args *a) {
     return report_failure(a, mode, SM_FAIL_POLICY, &err);
   }
   if (!res.sandboxed) mode = SM_MODE_NONE;
+  /* --runtime asks for a container under that runtime: never the host. */
+  if (mode == SM_MODE_NONE && a->flags.runtime && *a->flags.runtime) {
+    sm_error_set(&err, SM_ESANDBOX,
+                 "--runtime %s asks for a sandbox, but the call would run on the host (%s): "
+                 "add --mode per_tool (or per_run, per_worker)",
+                 a->flags.runtime, res.sandbox_rule);
+    sm_config_free(cfg);
+    return report_failure(a, mode, SM_FAIL_POLICY, &err);
+  }
 
   const char *project = a->project ? a->project : sm_config_project_id(cfg);
   const char *project_env =
@@ -207,12 +216,21 @@ static int run_call(const cli_call *call, run_args *a) {
   if (rc) return rc;
 
   sm_fallback_decision fb;
-  if (sm_fallback_decide(runner, mode, project_env, res.settings.runtime, res.settings.image,
-                         &fb, &err) != 0) {
+  if (sm_fallback_decide(runner, mode, !res.mode_explicit, project_env, res.settings.runtime,
+                         res.settings.image, &fb, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);
     return report_failure(a, mode, sm_error_failure_kind(err.code), &err);
   }
+
+  /* Never silently on the host: one line when nothing chose that, or a
+   * rule (not the mode) put a container-mode call there. A step-down has
+   * already said so in its WARN lines. */
+  if (fb.mode == SM_MODE_NONE && res.mode_unchosen)
+    cli_note("running on the host (mode none): no mode was chosen (no --mode, no mode in the "
+             "configuration, no project environment); use --mode per_tool to sandbox it");
+  else if (fb.mode == SM_MODE_NONE && res.host_by_rule)
+    cli_note("running on the host (mode none): %s", res.sandbox_rule);
 
   sm_run_request req;
   sm_run_request_init(&req);

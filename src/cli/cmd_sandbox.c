@@ -90,6 +90,7 @@ int cmd_sandbox_doctor(const cli_call *call) {
   o.image = res->settings.image;
   o.runtime = res->settings.runtime;
   o.mode = res->settings.mode;
+  o.mode_explicit = res->mode_explicit;
   o.project_environment = res->project_environment[0] ? res->project_environment : NULL;
 
   sm_ops_doctor_report *report = calloc(1, sizeof *report);

@@ -113,7 +113,8 @@ int cmd_worker_start(const cli_call *call) {
   if (rc) return rc;
   /* The health check and the fallback rule, once at start. */
   sm_fallback_decision fb;
-  if (sm_fallback_decide(runner, res.settings.mode, project_env, res.settings.runtime,
+  if (sm_fallback_decide(runner, res.settings.mode, !res.mode_explicit, project_env,
+                         res.settings.runtime,
                          res.settings.image, &fb, &err) != 0) {
     cli_error("refusing to start: %s", err.message);
     sm_runner_free(runner);

@@ -321,7 +321,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
 
   const char *m;
   sm_mode mode = out->settings.mode;
-  int sandboxed = 0;
+  int sandboxed = 0, always = 0;
   sm_setting_source decided = msrc;
   if ((m = cfg_list_match(host_list, tool))) {
     rule(out->sandbox_rule, sizeof out->sandbox_rule,
@@ -330,7 +330,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
   } else if ((A && (m = cfg_list_match(&A->always.list, tool))) ||
              (D && (m = cfg_list_match(&D->always.list, tool)))) {
     int from_agent = A && cfg_list_match(&A->always.list, tool) != NULL;
-    sandboxed = 1;
+    sandboxed = always = 1;
     decided = from_agent ? SM_SOURCE_AGENT : SM_SOURCE_DEFAULTS;
     rule(out->sandbox_rule, sizeof out->sandbox_rule, "%s.sandbox_tools.always: %s matches %s%s",
          from_agent ? agent_where : "defaults", m, tool,
@@ -347,12 +347,27 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
          "%s.sandbox_tools.never: %s matches %s (runs on the host)",
          from_agent ? agent_where : "defaults", m, tool);
   } else if (mode == SM_MODE_NONE) {
-    rule(out->sandbox_rule, sizeof out->sandbox_rule, "mode is none (from %s)",
-         sm_setting_source_name(msrc));
+    if (msrc == SM_SOURCE_BUILT_IN) {
+      out->mode_unchosen = 1;
+      rule(out->sandbox_rule, sizeof out->sandbox_rule,
+           "no mode was chosen (no --mode, no mode in the configuration, no project "
+           "environment): mode none runs it on the host");
+    } else {
+      rule(out->sandbox_rule, sizeof out->sandbox_rule, "mode is none (from %s)",
+           sm_setting_source_name(msrc));
+    }
   } else if ((m = cfg_list_match(work_list, tool))) {
     sandboxed = 1;
     rule(out->sandbox_rule, sizeof out->sandbox_rule, "%s: %s matches %s (mode %s)", ww, m, tool,
          mode_str(mode));
+  } else if (work == NULL) {
+    /* Unset worker_tools name no tool on the host: only host_tools and
+     * sandbox_tools.never do. An unknown tool is sandboxed. */
+    sandboxed = 1;
+    rule(out->sandbox_rule, sizeof out->sandbox_rule,
+         "worker_tools is unset and neither host_tools nor sandbox_tools.never names %s "
+         "(mode %s)",
+         tool, mode_str(mode));
   } else {
     decided = wsrc;
     if (work_list->n == 0)
@@ -362,6 +377,13 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
       rule(out->sandbox_rule, sizeof out->sandbox_rule,
            "%s does not include %s: it runs on the host", ww, tool);
   }
+  /* A rule, not the mode, sends a container-mode call to the host. */
+  out->host_by_rule = !sandboxed && mode != SM_MODE_NONE;
+  /* Asked for explicitly (a flag, the agent's own entry, sandbox_tools.always):
+   * never weakened by the fallback rule; from the defaults or the project
+   * environment it may step down. */
+  out->mode_explicit =
+      sandboxed && (always || msrc == SM_SOURCE_FLAG || msrc == SM_SOURCE_AGENT);
   out->sandboxed = sandboxed;
   if (!sandboxed) {
     out->settings.mode = SM_MODE_NONE;
@@ -516,6 +538,7 @@ json_object *sm_resolved_to_json(const sm_resolved *r, const char *agent, const 
   json_object_object_add(o, "allow_rule", json_object_new_string(r->allow_rule));
   json_object_object_add(o, "sandbox_rule", json_object_new_string(r->sandbox_rule));
   json_object_object_add(o, "agent_known", json_object_new_boolean(r->agent_known));
+  json_object_object_add(o, "mode_explicit", json_object_new_boolean(r->mode_explicit));
   json_object_object_add(o, "project_environment",
                          r->project_environment[0]
                              ? json_object_new_string(r->project_environment)

@@ -349,7 +349,7 @@ static void check_fallback(sm_ops_doctor_report *r, const sm_ops_doctor_options 
     return;
   }
   sm_fallback_decision d;
-  int rc = sm_fallback_decide(runner, o->mode, env, runtime, image, &d, &e);
+  int rc = sm_fallback_decide(runner, o->mode, !o->mode_explicit, env, runtime, image, &d, &e);
   sm_runner_free(runner);
   char reasons[640] = "";
   for (size_t i = 0; i < d.n_reasons; i++) {
@@ -359,7 +359,11 @@ static void check_fallback(sm_ops_doctor_report *r, const sm_ops_doctor_options 
   const char *asked = sm_mode_name(d.requested);
   if (d.refused || (rc != 0 && d.mode == d.requested)) {
     if (c) c->required = 1;
-    set_result(c, 0, "fix the failing checks above: production never steps down to a weaker mode",
+    set_result(c, 0,
+               d.production ? "fix the failing checks above: production never steps down to a "
+                              "weaker mode"
+                            : "fix the failing checks above: an explicit mode or runtime is never "
+                              "stepped down",
                "%s refuses to run mode %s: %s", env, asked, reasons[0] ? reasons : e.message);
   } else if (!d.checked) {
     set_result(c, 1, NULL, "mode %s (%s): tools run on the host, no engine needed", asked, env);

@@ -827,6 +827,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
       continue;
     }
     if (rc) goto fail_release;
+    out->started = 1;
 
     if (ws && sync == SM_SYNC_INOUT) {
       rc = sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,

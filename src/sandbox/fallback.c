@@ -1,7 +1,9 @@
-/* The fallback rule: when the engine or the requested runtime is unhealthy
- * at start, outside production the mode steps down one at a
- * time (per_worker -> per_run -> per_tool -> none) with a WARN per step;
- * in production sandman refuses and runs nothing. */
+/* The fallback rule: when the engine is unreachable at start and the mode
+ * came from the configuration's defaults or the project environment,
+ * outside production the mode steps down one at a time (per_worker ->
+ * per_run -> per_tool -> none) with a WARN per step. Everything else that
+ * cannot be had is refused: an explicit mode, a missing image, a runtime
+ * the engine does not have, and anything in production. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,12 +26,13 @@ static void add_reason(sm_fallback_decision *d, const char *fmt, ...) {
   d->n_reasons++;
 }
 
-int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project_environment,
-                       const char *runtime, const char *image, sm_fallback_decision *out,
-                       sm_error *err) {
+int sm_fallback_decide(sm_runner *runner, sm_mode requested, int may_step_down,
+                       const char *project_environment, const char *runtime, const char *image,
+                       sm_fallback_decision *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   out->requested = requested;
   out->mode = requested;
+  out->may_step_down = may_step_down;
   out->production = project_environment && strcmp(project_environment, "production") == 0;
   out->engine_ok = out->runtime_ok = out->image_ok = 1;
   if (requested == SM_MODE_NONE) return 0;
@@ -43,11 +46,19 @@ int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project
     out->engine_ok = out->runtime_ok = out->image_ok = 0;
     add_reason(out, "engine unreachable: %s", ce.message);
   } else {
+    /* Asking for a runtime (gVisor) is asking for its isolation: one the
+     * engine does not have is refused, never traded for the host. */
     if (runtime && *runtime) {
       sm_error re = SM_ERROR_INIT;
-      if (sm_sandbox_runtime_present(e, runtime, &re) != 0) {
+      int rrc = sm_sandbox_runtime_present(e, runtime, &re);
+      if (rrc != 0) {
         out->runtime_ok = 0;
+        out->refused = 1;
         add_reason(out, "%s", re.message);
+        return sm_error_set(err, rrc == SM_EUNREACHABLE ? rrc : SM_ESANDBOX,
+                            "refusing to run without runtime '%s' (sandman never runs the "
+                            "call with less isolation instead): %s",
+                            runtime, re.message);
       }
     }
     /* A missing image, or one whose digest differs from its pin, is not an
@@ -80,6 +91,17 @@ int sm_fallback_decide(sm_runner *runner, sm_mode requested, const char *project
                         "refusing to run in production with mode %s: %s",
                         sm_mode_name(requested), cause);
   }
+  int wants_runtime = runtime && *runtime;
+  if (!may_step_down || wants_runtime) {
+    out->refused = 1;
+    return sm_error_set(err, out->engine_ok ? SM_ESANDBOX : SM_EUNREACHABLE,
+                        "refusing to run: %s %s was asked for explicitly and cannot be had "
+                        "(%s); sandman never runs the call on the host instead: start the "
+                        "engine or point --host/DOCKER_HOST at one (sandman sandbox doctor "
+                        "shows what is wrong), or ask for --mode none",
+                        wants_runtime ? "runtime" : "mode",
+                        wants_runtime ? runtime : sm_mode_name(requested), cause);
+  }
   /* Every container mode needs the same healthy engine, runtime and image,
    * so the steps go all the way down; each one is logged. */
   for (int m = (int)requested; m > SM_MODE_NONE; m--) {
@@ -97,6 +119,7 @@ json_object *sm_fallback_decision_to_json(const sm_fallback_decision *d) {
   json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(d->mode)));
   json_object_object_add(o, "refused", json_object_new_boolean(d->refused));
   json_object_object_add(o, "production", json_object_new_boolean(d->production));
+  json_object_object_add(o, "may_step_down", json_object_new_boolean(d->may_step_down));
   json_object_object_add(o, "engine_ok", json_object_new_boolean(d->engine_ok));
   json_object_object_add(o, "runtime_ok", json_object_new_boolean(d->runtime_ok));
   json_object_object_add(o, "image_ok", json_object_new_boolean(d->image_ok));

@@ -364,6 +364,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
     rc = sm_error_set_errno(err, SM_ESANDBOX, errno, "starting the tool");
   close(hc.go_fd);
   hc.go_fd = -1;
+  out->started = rc == 0;
   sm_capture cap;
   sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
   sm_exec_outcome oc;

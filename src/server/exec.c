@@ -485,9 +485,12 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
                "call tool=%s mode=%s -> %s, exit %d in %.0f ms", k->p.tool ? k->p.tool : "-",
                sm_server_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0);
   a->body = sm_run_result_to_json(res);
-  a->status = res->failure_kind == SM_FAIL_POLICY   ? 403
-              : res->failure_kind == SM_FAIL_ENGINE ? 503
-                                                    : 200;
+  /* An isolation that cannot be had is refused, never weakened: a sandbox
+   * that could not be made or used (nothing ran) is 503 like the engine. */
+  a->status = res->failure_kind == SM_FAIL_POLICY                      ? 403
+              : res->failure_kind == SM_FAIL_ENGINE                    ? 503
+              : res->failure_kind == SM_FAIL_SANDBOX && !res->started ? 503
+                                                                       : 200;
 }
 
 /* ---- background handles ---- */

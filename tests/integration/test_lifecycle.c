@@ -224,18 +224,21 @@ static void test_unknown_runtime_is_a_clear_error(void **state) {
   assert_non_null(strstr(r.error, "runtime 'no-such-runtime' is not registered"));
   sm_run_result_dispose(&r);
 
+  /* A runtime the engine lacks is refused everywhere: never the host. */
   sm_fallback_decision d;
-  assert_int_equal(sm_fallback_decide(runner, SM_MODE_PER_RUN, "development", "no-such-runtime",
-                                      NULL, &d, &err), 0);
-  assert_int_equal(d.mode, SM_MODE_NONE);
+  assert_int_not_equal(sm_fallback_decide(runner, SM_MODE_PER_RUN, 1, "development",
+                                          "no-such-runtime", NULL, &d, &err), 0);
+  assert_int_equal(d.mode, SM_MODE_PER_RUN);
+  assert_true(d.refused);
   assert_false(d.runtime_ok);
   assert_true(d.engine_ok);
   assert_int_equal(d.n_reasons, 1);
-  assert_int_not_equal(sm_fallback_decide(runner, SM_MODE_PER_RUN, "production",
+  assert_non_null(strstr(err.message, "no-such-runtime"));
+  assert_int_not_equal(sm_fallback_decide(runner, SM_MODE_PER_RUN, 1, "production",
                                           "no-such-runtime", NULL, &d, &err), 0);
   assert_true(d.refused);
   assert_non_null(strstr(err.message, "no-such-runtime"));
-  assert_int_equal(sm_fallback_decide(runner, SM_MODE_PER_WORKER, "production", NULL, NULL, &d,
+  assert_int_equal(sm_fallback_decide(runner, SM_MODE_PER_WORKER, 0, "production", NULL, NULL, &d,
                                       &err), 0);
   assert_int_equal(d.mode, SM_MODE_PER_WORKER);
   json_object *j = sm_fallback_decision_to_json(&d);
@@ -251,11 +254,24 @@ static void test_fallback_without_engine(void **state) {
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_runner_new(&dead, &o, &err), 0);
   sm_fallback_decision d;
-  assert_int_equal(sm_fallback_decide(dead, SM_MODE_PER_WORKER, "development", NULL, NULL, &d,
+  /* A mode from the configuration's defaults steps down outside production. */
+  assert_int_equal(sm_fallback_decide(dead, SM_MODE_PER_WORKER, 1, "development", NULL, NULL, &d,
                                       &err), 0);
   assert_int_equal(d.mode, SM_MODE_NONE);
   assert_false(d.engine_ok);
-  assert_int_equal(sm_fallback_decide(dead, SM_MODE_PER_RUN, "production", NULL, NULL, &d, &err),
+  assert_int_equal(sm_fallback_decide(dead, SM_MODE_PER_RUN, 1, "production", NULL, NULL, &d,
+                                      &err),
+                   SM_EUNREACHABLE);
+  assert_true(d.refused);
+  /* An explicit mode, or any runtime, never steps down: refused. */
+  assert_int_equal(sm_fallback_decide(dead, SM_MODE_PER_TOOL, 0, "development", NULL, NULL, &d,
+                                      &err),
+                   SM_EUNREACHABLE);
+  assert_true(d.refused);
+  assert_int_equal(d.mode, SM_MODE_PER_TOOL);
+  assert_non_null(strstr(err.message, "explicitly"));
+  assert_int_equal(sm_fallback_decide(dead, SM_MODE_PER_TOOL, 1, "development", "runsc", NULL, &d,
+                                      &err),
                    SM_EUNREACHABLE);
   assert_true(d.refused);
   /* A container call with no engine is an engine failure, reported. */

@@ -249,13 +249,19 @@ expect_contains "doctor text: how to start an engine" "dockerd" "$text"
 out=$("$SANDMAN" sandbox doctor --json --mode per_run)
 expect_contains "doctor: fallback keeps per_run with the engine up" "mode per_run would be used as asked" \
   "$(json "[c['detail'] for c in d['checks'] if c['name']=='fallback'][0]" <<<"$out")"
+doc_cfg=$(mktemp)
+printf 'version: 1\ndefaults:\n  mode: per_run\n' >"$doc_cfg"
 set +e
-out=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" sandbox doctor --json --mode per_run 2>/dev/null)
+out=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" --config "$doc_cfg" sandbox doctor --json 2>/dev/null)
+explicit=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" sandbox doctor --json --mode per_run 2>/dev/null)
 prod=$("$SANDMAN" --host "unix:///tmp/nothing-$$.sock" sandbox doctor --json --mode per_run \
   --project-environment production 2>/dev/null)
 set -e
+rm -f "$doc_cfg"
 expect_contains "doctor: without an engine, development steps down to none" "mode none would be used instead of per_run" \
   "$(json "[c['detail'] for c in d['checks'] if c['name']=='fallback'][0]" <<<"$out")"
+expect_contains "doctor: without an engine, an explicit --mode refuses" "refuses to run mode per_run" \
+  "$(json "[c['detail'] for c in d['checks'] if c['name']=='fallback'][0]" <<<"$explicit")"
 expect_eq "doctor: without an engine, production refuses" "False True" \
   "$(json "' '.join(str(c[k]) for c in d['checks'] if c['name']=='fallback' for k in ('ok','required'))" <<<"$prod")"
 

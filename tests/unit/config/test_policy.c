@@ -30,8 +30,8 @@ typedef struct qcase {
 
 static const qcase cases[] = {
     /* Allow / deny and the narrowing chain. */
-    {"no_file_allows_all", NULL, NULL, "shell", NULL, NULL, 1, 0, "mode is none", "", "none"},
-    {"empty_allow_allows_all", PT "  tools:\n    allow: []\n", NULL, "anything", NULL, NULL, 1, 0,
+    {"no_file_allows_all", NULL, NULL, "shell", NULL, NULL, 1, 0, "no mode was chosen", "", "none"},
+    {"empty_allow_allows_all", PT "  tools:\n    allow: []\n", NULL, "anything", NULL, NULL, 1, 1,
      "no tools.allow or tools.deny refuses anything", NULL, NULL},
     {"global_allow_refuses_others", PT "  tools:\n    allow: [group:fs]\n", NULL, "shell", NULL,
      NULL, 0, 1, "defaults.tools.allow does not include shell", NULL, NULL},
@@ -52,7 +52,7 @@ static const qcase cases[] = {
      PT "  tools:\n    allow: [group:fs]\nagents:\n  a:\n    tools:\n      allow: [read_file]\n",
      "a", "read_file", NULL, NULL, 1, 1, NULL, NULL, NULL},
     {"deny_wins_over_allow_star", PT "  tools:\n    allow: [\"*\"]\n    deny: [\"web_*\"]\n", NULL,
-     "web_fetch", NULL, NULL, 0, 0, "defaults.tools.deny: web_* matches web_fetch", NULL, NULL},
+     "web_fetch", NULL, NULL, 0, 1, "defaults.tools.deny: web_* matches web_fetch", NULL, NULL},
     {"deny_wins_same_name", PT "  tools:\n    allow: [shell]\n    deny: [shell]\n", NULL, "shell",
      NULL, NULL, 0, 1, "defaults.tools.deny: shell matches shell", NULL, NULL},
     {"glob_star_allows", PT "  tools:\n    allow: [\"read_*\"]\n", NULL, "read_file", NULL, NULL,
@@ -63,7 +63,7 @@ static const qcase cases[] = {
      NULL, 0, 1, "does not include edit_file", NULL, NULL},
     {"glob_question", PT "  tools:\n    deny: [\"gre?\"]\n", NULL, "grep", NULL, NULL, 0, 1,
      "defaults.tools.deny: gre? matches grep", NULL, NULL},
-    {"group_web_deny", PT "  tools:\n    deny: [group:web]\n", NULL, "browser", NULL, NULL, 0, 0,
+    {"group_web_deny", PT "  tools:\n    deny: [group:web]\n", NULL, "browser", NULL, NULL, 0, 1,
      "defaults.tools.deny: group:web matches browser", NULL, NULL},
     {"group_runtime_allow", PT "  tools:\n    allow: [group:runtime]\n", NULL, "python", NULL,
      NULL, 1, 1, "group:runtime matches python", NULL, NULL},
@@ -106,13 +106,23 @@ static const qcase cases[] = {
     {"host_tools_custom", PT "  host_tools: [gmail]\n", NULL, "gmail", NULL, NULL, 1, 0,
      "defaults.host_tools: gmail matches gmail", NULL, NULL},
     {"host_tools_custom_replaces_builtin", PT "  host_tools: [gmail]\n", NULL, "message", NULL,
-     NULL, 1, 0, "built-in worker_tools does not include message", NULL, NULL},
+     NULL, 1, 1, "worker_tools is unset and neither host_tools nor sandbox_tools.never names message",
+     NULL, "per_tool"},
     {"worker_tools_unset_builtin_fs", PT, NULL, "read_file", NULL, NULL, 1, 1,
      "built-in worker_tools: group:fs matches read_file (mode per_tool)", NULL, "per_tool"},
     {"worker_tools_unset_builtin_code", PT, NULL, "code_interpreter", NULL, NULL, 1, 1,
      "group:code", NULL, NULL},
-    {"worker_tools_unset_web_on_host", PT, NULL, "web_search", NULL, NULL, 1, 0,
-     "built-in worker_tools does not include web_search", NULL, "none"},
+    /* Unset worker_tools keep no tool on the host: an unknown tool is
+     * sandboxed; only host_tools and sandbox_tools.never keep one there. */
+    {"worker_tools_unset_unknown_tool_sandboxed", PT, NULL, "web_search", NULL, NULL, 1, 1,
+     "worker_tools is unset and neither host_tools nor sandbox_tools.never names web_search",
+     NULL, "per_tool"},
+    {"worker_tools_unset_pytest_under_mode_flag", NULL, NULL, "pytest", NULL, "per_tool", 1, 1,
+     "names pytest (mode per_tool)", NULL, "per_tool"},
+    {"worker_tools_unset_never_keeps_host", PT "  sandbox_tools:\n    never: [pytest]\n", NULL,
+     "pytest", NULL, "per_run", 1, 0, "sandbox_tools.never: pytest matches pytest", NULL, "none"},
+    {"worker_tools_set_list_decides", PT "  worker_tools: [shell]\n", NULL, "pytest", NULL,
+     "per_tool", 1, 0, "defaults.worker_tools does not include pytest", NULL, "none"},
     {"worker_tools_null_is_builtin", PT "  worker_tools: null\n", NULL, "shell", NULL, NULL, 1,
      1, "built-in worker_tools", NULL, NULL},
     {"worker_tools_empty_none_sandboxed", PT "  worker_tools: []\n", NULL, "shell", NULL, NULL,
@@ -199,9 +209,46 @@ static void test_bad_identities(void **state) {
   assert_int_equal(sm_config_resolve(NULL, "a:b", NULL, "bob:x", NULL, &r, &err), 0);
 }
 
+/* Which container modes the fallback rule may step down (issue 13, item 5):
+ * only a mode from the defaults or the project environment. */
+static void test_explicit_modes(void **state) {
+  (void)state;
+  const struct {
+    const char *yaml, *agent, *tool, *flag, *env;
+    int explicit_, unchosen, by_rule;
+  } c[] = {
+      {NULL, NULL, "shell", "per_tool", NULL, 1, 0, 0},          /* --mode */
+      {PT, NULL, "shell", NULL, NULL, 0, 0, 0},                  /* defaults.mode */
+      {NULL, NULL, "shell", NULL, "production", 0, 0, 0},        /* project environment */
+      {"agents:\n  a:\n    mode: per_run\n", "a", "shell", NULL, NULL, 1, 0, 0}, /* agent entry */
+      {"defaults:\n  sandbox_tools:\n    always: [shell]\n", NULL, "shell", NULL, NULL, 1, 0, 0},
+      {PT "  sandbox_tools:\n    always: [shell]\n", NULL, "shell", NULL, NULL, 1, 0, 0},
+      {NULL, NULL, "shell", NULL, NULL, 0, 1, 0},                /* nothing chose a mode */
+      {NULL, NULL, "shell", "none", NULL, 0, 0, 0},              /* --mode none: chosen */
+      {NULL, NULL, "message", "per_tool", NULL, 0, 0, 1},        /* host_tools */
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    sm_config *cfg = NULL;
+    sm_error err = SM_ERROR_INIT;
+    if (c[i].yaml && sm_config_load_string(&cfg, "t", c[i].yaml, strlen(c[i].yaml), &err))
+      fail_msg("case %zu: %s", i, err.message);
+    static sm_config_flags f;
+    memset(&f, 0, sizeof f);
+    f.mode = c[i].flag;
+    f.project_environment = c[i].env;
+    static sm_resolved r;
+    assert_int_equal(sm_config_resolve(cfg, c[i].agent, c[i].tool, NULL, &f, &r, &err), 0);
+    if (r.mode_explicit != c[i].explicit_ || r.mode_unchosen != c[i].unchosen ||
+        r.host_by_rule != c[i].by_rule)
+      fail_msg("case %zu: explicit %d unchosen %d by_rule %d (%s)", i, r.mode_explicit,
+               r.mode_unchosen, r.host_by_rule, r.sandbox_rule);
+    sm_config_free(cfg);
+  }
+}
+
 int main(void) {
   size_t n = sizeof cases / sizeof cases[0];
-  struct CMUnitTest *tests = calloc(n + 1, sizeof *tests);
+  struct CMUnitTest *tests = calloc(n + 2, sizeof *tests);
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;
@@ -209,7 +256,9 @@ int main(void) {
   }
   tests[n].name = "bad_identities";
   tests[n].test_func = test_bad_identities;
-  int rc = _cmocka_run_group_tests("config_policy", tests, n + 1, NULL, NULL);
+  tests[n + 1].name = "explicit_modes";
+  tests[n + 1].test_func = test_explicit_modes;
+  int rc = _cmocka_run_group_tests("config_policy", tests, n + 2, NULL, NULL);
   free(tests);
   return rc;
 }

@@ -74,6 +74,7 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
   pthread_mutex_unlock(&rec_mu);
   memset(out, 0, sizeof *out);
   out->mode = req->settings.mode;
+  out->started = 1;
   const char *cmd = req->argv[0];
   if (strcmp(cmd, "secret") == 0) {
     /* Prints the leased value, as a careless tool would. */
@@ -97,8 +98,15 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
     out->stdout_data = dupstr("slept\n", &out->stdout_len);
   } else if (strcmp(cmd, "engine-down") == 0) {
     out->exit_code = 125;
+    out->started = 0;
     out->failure_kind = SM_FAIL_ENGINE;
     snprintf(out->error, sizeof out->error, "engine unreachable");
+  } else if (strcmp(cmd, "no-image") == 0 || strcmp(cmd, "sync-failed") == 0) {
+    /* The sandbox could not be made (nothing ran), or failed after the tool. */
+    out->exit_code = 125;
+    out->started = strcmp(cmd, "sync-failed") == 0;
+    out->failure_kind = SM_FAIL_SANDBOX;
+    snprintf(out->error, sizeof out->error, "%s", cmd);
   } else {
     char buf[4096];
     join(buf, sizeof buf, req->argv, req->argc, " ");
@@ -410,6 +418,11 @@ static void errors(void **state) {
   expect("DELETE", "/v1/execute", CONTROL, NULL, 405, NULL);
   expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"engine-down\"],\"run_id\":\"r\"}", 503,
          "\"failure_kind\":\"engine\"");
+  /* A sandbox that cannot be had is refused (503), not answered as a call. */
+  expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"no-image\"],\"mode\":\"per_tool\"}", 503,
+         "\"failure_kind\":\"sandbox\"");
+  expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"sync-failed\"]}", 200,
+         "\"failure_kind\":\"sandbox\"");
   /* Bodies over the limit: 413 before the body is read. */
   size_t big = 200 * 1024;
   char *b = malloc(big + 1);
