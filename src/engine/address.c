@@ -14,7 +14,7 @@
 #include <json-c/json.h>
 #include <openssl/sha.h>
 
-#include "engine/internal.h"
+#include "engine/address.h"
 
 void engine_address_env_from_process(engine_address_env *env) {
   env->docker_host = getenv("DOCKER_HOST");

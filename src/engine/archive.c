@@ -7,7 +7,11 @@
 
 #include <openssl/evp.h>
 
-#include "engine/internal.h"
+#include "common/cleanup.h"
+#include "engine/call.h"
+#include "engine/path.h"
+#include "engine/response.h"
+#include "engine/transport.h"
 
 #define PATH_CAP (64u << 10)
 
@@ -16,13 +20,12 @@ static int archive_path(sm_engine *e, sm_buf *out, const char *id, const char *p
   int rc = engine_check_ref(id, "container id", err);
   if (rc == 0) rc = engine_check_ref(path, "archive path", err);
   if (rc != 0) return rc;
-  sm_buf rel;
+  cleanup_buf sm_buf rel;
   sm_buf_init(&rel, PATH_CAP);
   if (sm_buf_append(&rel, "/containers/", 12) != 0 || engine_url_escape(&rel, id, NULL) != 0 ||
       sm_buf_append(&rel, "/archive?path=", 14) != 0 || engine_url_escape(&rel, path, "/") != 0)
     rc = sm_error_set(err, SM_EINVAL, "archive path too long");
   if (rc == 0) rc = engine_versioned_path(e, out, rel.data, err);
-  sm_buf_dispose(&rel);
   return rc;
 }
 
@@ -30,7 +33,7 @@ int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
                           sm_read_fn reader, void *reader_ud, sm_error *err) {
   if (engine == NULL || reader == NULL)
     return sm_error_set(err, SM_EINVAL, "archive put: needs a client and a reader");
-  sm_buf full;
+  cleanup_buf sm_buf full;
   sm_buf_init(&full, PATH_CAP);
   int rc = archive_path(engine, &full, id, path, err);
   if (rc == 0) {
@@ -50,7 +53,6 @@ int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
                                       "archive put", err);
     engine_response_dispose(&resp);
   }
-  sm_buf_dispose(&full);
   return rc;
 }
 
@@ -58,7 +60,7 @@ int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
                           sm_write_fn writer, void *writer_ud, sm_error *err) {
   if (engine == NULL || writer == NULL)
     return sm_error_set(err, SM_EINVAL, "archive get: needs a client and a writer");
-  sm_buf full;
+  cleanup_buf sm_buf full;
   sm_buf_init(&full, PATH_CAP);
   int rc = archive_path(engine, &full, id, path, err);
   if (rc == 0) {
@@ -80,7 +82,6 @@ int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
                         resp.status);
     engine_response_dispose(&resp);
   }
-  sm_buf_dispose(&full);
   return rc;
 }
 

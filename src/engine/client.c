@@ -1,11 +1,12 @@
-/* The client object, negotiation and the system calls (ping, version,
- * info, any JSON call). */
+/* The client object: made from options and the environment, cloned for
+ * another thread, freed. Talks to nobody: call.c negotiates on first use. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/client.h"
+#include "engine/conn.h"
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_OK;
@@ -123,79 +124,4 @@ int sm_engine_uses_tls(const sm_engine *engine) { return engine ? engine->addr.t
 
 const char *sm_engine_api_version(const sm_engine *engine) {
   return engine && engine->api_version[0] ? engine->api_version : NULL;
-}
-
-/* GET /_ping: its Api-Version header is all negotiation needs. */
-static int ping(sm_engine *e, char *api_out, size_t api_len, sm_error *err) {
-  engine_request req = {0};
-  req.method = "GET";
-  req.path = "/_ping";
-  engine_response resp;
-  engine_response_init(&resp, 4096);
-  int rc = engine_perform(e, &req, &resp, err);
-  if (rc == 0 && resp.status != 200)
-    rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, "GET /_ping",
-                                    err);
-  if (rc == 0 && api_out) snprintf(api_out, api_len, "%s", resp.api_version);
-  engine_response_dispose(&resp);
-  return rc;
-}
-
-int sm_engine_negotiate(sm_engine *engine, sm_error *err) {
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  if (engine->api_version[0]) return 0;
-  char header[ENGINE_API_MAX_LEN * 2];
-  int rc = ping(engine, header, sizeof header, err);
-  if (rc != 0) return rc;
-  rc = engine_negotiate_version(header, engine->api_version, err);
-  if (rc != 0) sm_error_wrap(err, "engine at %s", engine->addr.host);
-  return rc;
-}
-
-int sm_engine_ping(sm_engine *engine, sm_error *err) {
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  char header[ENGINE_API_MAX_LEN * 2];
-  int rc = ping(engine, header, sizeof header, err);
-  if (rc == 0 && engine->api_version[0] == '\0')
-    rc = engine_negotiate_version(header, engine->api_version, err);
-  return rc;
-}
-
-static int get_object(sm_engine *e, const char *path, json_object **out, sm_error *err) {
-  *out = NULL;
-  json_object *obj = NULL;
-  int rc = engine_call_json(e, "GET", path, NULL, 0, NULL, &obj, err);
-  if (rc != 0) return rc;
-  if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
-    json_object_put(obj);
-    return sm_error_set(err, SM_EPROTOCOL, "GET %s: the engine's answer is not a JSON object",
-                        path);
-  }
-  *out = obj;
-  return 0;
-}
-
-int sm_engine_version(sm_engine *engine, json_object **out, sm_error *err) {
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  return get_object(engine, "/version", out, err);
-}
-
-int sm_engine_info(sm_engine *engine, json_object **out, sm_error *err) {
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  return get_object(engine, "/info", out, err);
-}
-
-int sm_engine_request_json(sm_engine *engine, const char *method, const char *path,
-                           json_object *body, int *out_status, json_object **out,
-                           sm_error *err) {
-  if (out) *out = NULL;
-  if (engine == NULL || method == NULL || path == NULL || path[0] != '/')
-    return sm_error_set(err, SM_EINVAL, "request_json: needs a client, a method and a path "
-                        "starting with '/'");
-  for (const char *m = method; *m; m++)
-    if (*m < 'A' || *m > 'Z') return sm_error_set(err, SM_EINVAL, "bad HTTP method '%s'", method);
-  for (const char *p = path; *p; p++)
-    if ((unsigned char)*p <= ' ' || *p == 0x7f)
-      return sm_error_set(err, SM_EINVAL, "request path contains a space or control byte");
-  return engine_call_json(engine, method, path, body, 0, out_status, out, err);
 }

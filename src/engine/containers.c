@@ -3,7 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "common/cleanup.h"
+#include "engine/call.h"
+#include "engine/path.h"
+#include "engine/response.h"
+#include "engine/transport.h"
 
 #define PATH_CAP (64u << 10)
 
@@ -24,7 +28,7 @@ int sm_engine_container_create(sm_engine *engine, const char *name, json_object 
   if (out_warnings) *out_warnings = NULL;
   if (engine == NULL || config == NULL)
     return sm_error_set(err, SM_EINVAL, "container create: needs a client and a config");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = 0;
   if (sm_buf_append(&path, "/containers/create", 18) != 0) rc = SM_ENOMEM;
@@ -36,35 +40,24 @@ int sm_engine_container_create(sm_engine *engine, const char *name, json_object 
   } else if (rc != 0) {
     sm_error_set(err, rc, "container create: out of memory");
   }
-  json_object *resp = NULL;
+  cleanup_json json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, config, 0, NULL, &resp, err);
-  sm_buf_dispose(&path);
+  if (rc == 0) rc = engine_answer_id(resp, out_id, "container create", err);
   if (rc != 0) return rc;
-  json_object *id = NULL;
-  if (!json_object_is_type(resp, json_type_object) ||
-      !json_object_object_get_ex(resp, "Id", &id) || !json_object_is_type(id, json_type_string) ||
-      json_object_get_string_len(id) <= 0 ||
-      json_object_get_string_len(id) >= SM_ENGINE_ID_MAX) {
-    json_object_put(resp);
-    return sm_error_set(err, SM_EPROTOCOL, "container create: the engine's answer has no Id");
-  }
-  if (out_id) snprintf(out_id, SM_ENGINE_ID_MAX, "%s", json_object_get_string(id));
   json_object *w = NULL;
   if (out_warnings && json_object_object_get_ex(resp, "Warnings", &w) &&
       json_object_is_type(w, json_type_array))
     *out_warnings = json_object_get(w);
-  json_object_put(resp);
   return 0;
 }
 
 static int simple_post(sm_engine *engine, const char *id, const char *suffix, long timeout_ms,
                        sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, suffix, err);
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, NULL, timeout_ms, NULL, NULL, err);
-  sm_buf_dispose(&path);
   return rc;
 }
 
@@ -77,16 +70,11 @@ int sm_engine_container_inspect(sm_engine *engine, const char *id, json_object *
                                 sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, "/json", err);
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  sm_buf_dispose(&path);
-  if (rc == 0 && (*out == NULL || !json_object_is_type(*out, json_type_object))) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "container inspect: the answer is not an object");
-  }
+  if (rc == 0) rc = engine_expect_json(out, json_type_object, "container inspect", err);
   return rc;
 }
 
@@ -94,7 +82,7 @@ int sm_engine_container_list(sm_engine *engine, int all, const char *const *labe
                              size_t n_labels, json_object **out, sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = sm_buf_printf(&path, "/containers/json?all=%d", all ? 1 : 0);
   if (rc == 0 && n_labels > 0) {
@@ -103,12 +91,7 @@ int sm_engine_container_list(sm_engine *engine, int all, const char *const *labe
   }
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "container list: label filter too long");
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  sm_buf_dispose(&path);
-  if (rc == 0 && (*out == NULL || !json_object_is_type(*out, json_type_array))) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "container list: the answer is not an array");
-  }
+  if (rc == 0) rc = engine_expect_json(out, json_type_array, "container list", err);
   return rc;
 }
 
@@ -126,14 +109,13 @@ int sm_engine_container_kill(sm_engine *engine, const char *id, const char *sign
                              sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   if (signal == NULL || signal[0] == '\0') signal = "KILL";
-  sm_buf suffix;
+  cleanup_buf sm_buf suffix;
   sm_buf_init(&suffix, 256);
   int rc = 0;
   if (sm_buf_append(&suffix, "/kill?signal=", 13) != 0 ||
       engine_url_escape(&suffix, signal, NULL) != 0)
     rc = sm_error_set(err, SM_EINVAL, "bad signal name");
   if (rc == 0) rc = simple_post(engine, id, suffix.data, 0, err);
-  sm_buf_dispose(&suffix);
   return rc;
 }
 
@@ -142,11 +124,10 @@ int sm_engine_container_remove(sm_engine *engine, const char *id, int force,
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   char suffix[32];
   snprintf(suffix, sizeof suffix, "?v=%d&force=%d", remove_volumes ? 1 : 0, force ? 1 : 0);
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, suffix, err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
-  sm_buf_dispose(&path);
   return rc;
 }
 
@@ -161,7 +142,7 @@ int sm_engine_container_wait(sm_engine *engine, const char *id, const char *cond
   char suffix[64];
   snprintf(suffix, sizeof suffix, "/wait%s%s", condition ? "?condition=" : "",
            condition ? condition : "");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, suffix, err);
   json_object *resp = NULL;
@@ -170,7 +151,6 @@ int sm_engine_container_wait(sm_engine *engine, const char *id, const char *cond
   if (rc == 0)
     rc = engine_call_json(engine, "POST", path.data, NULL, timeout_ms > 0 ? timeout_ms : -1,
                           NULL, &resp, err);
-  sm_buf_dispose(&path);
   if (rc != 0) return rc;
   json_object *sc = NULL, *e = NULL, *m = NULL;
   if (!json_object_is_type(resp, json_type_object) ||

@@ -9,31 +9,21 @@
  * stdin ends with a half-close: shutdown(SHUT_WR) on a plain socket, a TLS
  * close_notify (SSL_shutdown) over TLS; the engine sees EOF either way and
  * keeps sending output. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include <sandman/log.h>
 
-#include "engine/internal.h"
+#include "common/cleanup.h"
+#include "engine/call.h"
+#include "engine/conn.h"
+#include "engine/hijack.h"
+#include "engine/mux.h"
+#include "engine/path.h"
+#include "engine/response.h"
 
 #define STDIN_CHUNK (64u << 10)
 #define READ_CHUNK (64u << 10)
@@ -42,376 +32,6 @@
  * has 16+ such threads). */
 #define STREAM_READ_CHUNK (16u << 10)
 #define CANCEL_POLL_MS 100
-
-enum { IO_AGAIN = 1 };
-
-typedef struct conn {
-  int fd;
-  SSL_CTX *ctx; /* borrowed from the client */
-  SSL *ssl;
-  int want; /* POLLIN/POLLOUT an SSL call waits for */
-} conn;
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void conn_close(conn *c) {
-  if (c->ssl) SSL_free(c->ssl);
-  /* c->ctx is the client's (e->tls_ctx). */
-  if (c->fd >= 0) close(c->fd);
-  c->ssl = NULL;
-  c->ctx = NULL;
-  c->fd = -1;
-}
-
-/* SSL writes go through write(2): keep a dead peer from raising SIGPIPE in
- * the application (the library must not change its signal handlers). */
-typedef struct sigpipe_guard {
-  sigset_t old;
-  int was_pending;
-} sigpipe_guard;
-
-static void sigpipe_block(sigpipe_guard *g) {
-  sigset_t set, pending;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  sigpending(&pending);
-  g->was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &set, &g->old);
-}
-
-static void sigpipe_restore(sigpipe_guard *g) {
-  if (!g->was_pending) {
-    sigset_t pending;
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE)) {
-      sigset_t set;
-      sigemptyset(&set);
-      sigaddset(&set, SIGPIPE);
-      struct timespec zero = {0, 0};
-      while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {
-      }
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
-static int wait_fd(int fd, short events, int64_t deadline) {
-  for (;;) {
-    int64_t left = deadline - now_ms();
-    if (left <= 0) return 0;
-    struct pollfd p = {fd, events, 0};
-    int n = poll(&p, 1, left > 1000000 ? 1000000 : (int)left);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
-}
-
-static void ssl_errors(char *buf, size_t len) {
-  unsigned long e;
-  buf[0] = '\0';
-  size_t used = 0;
-  while ((e = ERR_get_error()) != 0) {
-    if (used + 4 >= len) continue;
-    if (used) used += (size_t)snprintf(buf + used, len - used, "; ");
-    ERR_error_string_n(e, buf + used, len - used);
-    used = strlen(buf);
-  }
-  if (buf[0] == '\0') snprintf(buf, len, "no details from OpenSSL");
-}
-
-static int connect_unix(sm_engine *e, conn *c, sm_error *err) {
-  struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path, e->addr.socket_path, strlen(e->addr.socket_path) + 1);
-  c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "exec start: socket");
-  /* A unix connect only blocks when the engine's backlog is full; the send
-   * timeout bounds that wait (Linux applies it to connect). */
-  struct timeval tv = {e->connect_timeout_ms / 1000, (e->connect_timeout_ms % 1000) * 1000};
-  setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    int en = errno;
-    if (en == EAGAIN || en == EINPROGRESS)
-      return sm_error_set(err, SM_ETIMEOUT,
-                          "timed out after %ld ms connecting to the Docker engine at %s; is it "
-                          "overloaded?",
-                          e->connect_timeout_ms, e->addr.host);
-    return engine_unreachable_error(e, en, strerror(en), err);
-  }
-  struct timeval zero = {0, 0};
-  setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof zero);
-  int fl = fcntl(c->fd, F_GETFL);
-  if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0)
-    return sm_error_set_errno(err, SM_EIO, errno, "exec start: fcntl");
-  return 0;
-}
-
-static int connect_tcp(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
-  char port[16];
-  snprintf(port, sizeof port, "%d", e->addr.port);
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int g = getaddrinfo(e->addr.tcp_host, port, &hints, &res);
-  if (g != 0) return engine_unreachable_error(e, 0, gai_strerror(g), err);
-  int last = ECONNREFUSED;
-  int timed_out = 0;
-  for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    ai->ai_protocol);
-    if (fd < 0) {
-      last = errno;
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      int n = wait_fd(fd, POLLOUT, deadline);
-      if (n == 0) {
-        timed_out = 1;
-        close(fd);
-        break;
-      }
-      int soerr = 0;
-      socklen_t sl = sizeof soerr;
-      if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) soerr = errno;
-      rc = soerr ? -1 : 0;
-      errno = soerr;
-    }
-    if (rc == 0) {
-      c->fd = fd;
-      freeaddrinfo(res);
-      return 0;
-    }
-    last = errno;
-    close(fd);
-  }
-  freeaddrinfo(res);
-  if (timed_out)
-    return sm_error_set(err, SM_ETIMEOUT,
-                        "timed out after %ld ms connecting to the Docker engine at %s; is it "
-                        "running and answering?",
-                        e->connect_timeout_ms, e->addr.host);
-  return engine_unreachable_error(e, last, strerror(last), err);
-}
-
-static int tls_error_at(const char *host, const char *doing, sm_error *err) {
-  char detail[512];
-  ssl_errors(detail, sizeof detail);
-  return sm_error_set(err, SM_ETLS,
-                      "TLS with the engine at %s failed while %s: %s (check the CA, "
-                      "certificate and key in DOCKER_CERT_PATH)",
-                      host, doing, detail);
-}
-
-static int tls_error(sm_engine *e, const char *doing, sm_error *err) {
-  return tls_error_at(e->addr.host, doing, err);
-}
-
-/* The context is made once per client: loading the CA, certificate and
- * key on every exec would cost more than the exec. */
-static int tls_context(sm_engine *e, SSL_CTX **out, sm_error *err) {
-  if (e->tls_ctx != NULL) {
-    *out = e->tls_ctx;
-    return 0;
-  }
-  ERR_clear_error();
-  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-  if (ctx == NULL) return tls_error(e, "creating a context", err);
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
-  /* A peer closing without close_notify is the end of the stream; the
-   * demultiplexer still catches a stream cut inside a frame. */
-  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-#endif
-  char doing[PATH_MAX + 64];
-  int rc = 0;
-  if (SSL_CTX_load_verify_locations(ctx, e->addr.ca, NULL) != 1) {
-    snprintf(doing, sizeof doing, "loading the CA file %s", e->addr.ca);
-    rc = tls_error(e, doing, err);
-  } else if (SSL_CTX_use_certificate_chain_file(ctx, e->addr.cert) != 1) {
-    snprintf(doing, sizeof doing, "loading the client certificate %s", e->addr.cert);
-    rc = tls_error(e, doing, err);
-  } else if (SSL_CTX_use_PrivateKey_file(ctx, e->addr.key, SSL_FILETYPE_PEM) != 1 ||
-             SSL_CTX_check_private_key(ctx) != 1) {
-    snprintf(doing, sizeof doing, "loading the client key %s", e->addr.key);
-    rc = tls_error(e, doing, err);
-  }
-  if (rc != 0) {
-    SSL_CTX_free(ctx);
-    return rc;
-  }
-  e->tls_ctx = ctx;
-  *out = ctx;
-  return 0;
-}
-
-void engine_tls_dispose(sm_engine *e) {
-  if (e->tls_session) SSL_SESSION_free(e->tls_session);
-  if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
-  e->tls_session = NULL;
-  e->tls_ctx = NULL;
-}
-
-/* Keeps the connection's session for the next exec if it can resume. */
-static void tls_keep_session(sm_engine *e, conn *c) {
-  if (c->ssl == NULL) return;
-  SSL_SESSION *s = SSL_get1_session(c->ssl);
-  if (s == NULL) return;
-  if (!SSL_SESSION_is_resumable(s)) {
-    SSL_SESSION_free(s);
-    return;
-  }
-  if (e->tls_session) SSL_SESSION_free(e->tls_session);
-  e->tls_session = s;
-}
-
-static int connect_tls(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
-  int rc = tls_context(e, &c->ctx, err);
-  if (rc != 0) return rc;
-  c->ssl = SSL_new(c->ctx);
-  if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) return tls_error(e, "setting up", err);
-  if (e->tls_session) SSL_set_session(c->ssl, e->tls_session);
-  unsigned char tmp[sizeof(struct in6_addr)];
-  if (inet_pton(AF_INET, e->addr.tcp_host, tmp) == 1 ||
-      inet_pton(AF_INET6, e->addr.tcp_host, tmp) == 1) {
-    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), e->addr.tcp_host) != 1)
-      return tls_error(e, "setting the expected address", err);
-  } else {
-    SSL_set_tlsext_host_name(c->ssl, e->addr.tcp_host);
-    if (SSL_set1_host(c->ssl, e->addr.tcp_host) != 1)
-      return tls_error(e, "setting the expected host name", err);
-  }
-  for (;;) {
-    sigpipe_guard g;
-    sigpipe_block(&g);
-    int r = SSL_connect(c->ssl);
-    int se = r == 1 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-    sigpipe_restore(&g);
-    if (r == 1) {
-      sm_log(SM_LOG_DEBUG, "exec: TLS to %s, %s, %s", e->addr.host, SSL_get_version(c->ssl),
-             SSL_session_reused(c->ssl) ? "session resumed" : "full handshake");
-      return 0;
-    }
-    short ev = se == SSL_ERROR_WANT_READ ? POLLIN : se == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-    if (ev == 0) {
-      long vr = SSL_get_verify_result(c->ssl);
-      if (vr != X509_V_OK) {
-        ERR_clear_error();
-        return sm_error_set(err, SM_ETLS,
-                            "TLS with the engine at %s failed: the engine's certificate was "
-                            "refused: %s (is ca.pem in DOCKER_CERT_PATH the engine's CA?)",
-                            e->addr.host, X509_verify_cert_error_string(vr));
-      }
-      return tls_error(e, "shaking hands", err);
-    }
-    int n = wait_fd(c->fd, ev, deadline);
-    if (n == 0)
-      return sm_error_set(err, SM_ETIMEOUT, "TLS handshake with the engine at %s timed out",
-                          e->addr.host);
-    if (n < 0) return sm_error_set_errno(err, SM_EIO, errno, "exec start: poll");
-  }
-}
-
-/* >0 bytes, 0 end of stream, IO_AGAIN (c->want says for what), or <0. */
-static ssize_t conn_read(const char *host, conn *c, char *buf, size_t len, sm_error *err) {
-  if (c->ssl == NULL) {
-    ssize_t n = recv(c->fd, buf, len, 0);
-    if (n >= 0) return n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      c->want = POLLIN;
-      return -IO_AGAIN;
-    }
-    if (errno == ECONNRESET) return 0;
-    return sm_error_set_errno(err, SM_EIO, errno, "exec start: reading from the engine at %s",
-                              host);
-  }
-  ERR_clear_error();
-  sigpipe_guard g;
-  sigpipe_block(&g);
-  int r = SSL_read(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
-  int se = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-  int en = errno;
-  sigpipe_restore(&g);
-  if (r > 0) return r;
-  switch (se) {
-  case SSL_ERROR_WANT_READ:
-    c->want = POLLIN;
-    return -IO_AGAIN;
-  case SSL_ERROR_WANT_WRITE:
-    c->want = POLLOUT;
-    return -IO_AGAIN;
-  case SSL_ERROR_ZERO_RETURN:
-    return 0;
-  case SSL_ERROR_SYSCALL:
-    if (en == 0 || en == ECONNRESET) return 0;
-    return sm_error_set_errno(err, SM_EIO, en, "exec start: reading from the engine at %s",
-                              host);
-  default:
-    return tls_error_at(host, "reading", err);
-  }
-}
-
-static ssize_t conn_write(const char *host, conn *c, const char *buf, size_t len, sm_error *err) {
-  if (c->ssl == NULL) {
-    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-    if (n >= 0) return n;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      c->want = POLLOUT;
-      return -IO_AGAIN;
-    }
-    return sm_error_set_errno(err, SM_EIO, errno, "exec start: writing to the engine at %s",
-                              host);
-  }
-  ERR_clear_error();
-  sigpipe_guard g;
-  sigpipe_block(&g);
-  int r = SSL_write(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
-  int se = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-  int en = errno;
-  sigpipe_restore(&g);
-  if (r > 0) return r;
-  if (se == SSL_ERROR_WANT_WRITE || se == SSL_ERROR_WANT_READ) {
-    c->want = se == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
-    return -IO_AGAIN;
-  }
-  if (se == SSL_ERROR_SYSCALL)
-    return sm_error_set_errno(err, SM_EIO, en ? en : EPIPE,
-                              "exec start: writing to the engine at %s", host);
-  return tls_error_at(host, "writing", err);
-}
-
-/* Half-close: 0 done, -IO_AGAIN, or <0. */
-static int conn_shutdown_write(const char *host, conn *c, sm_error *err) {
-  if (c->ssl == NULL) {
-    if (shutdown(c->fd, SHUT_WR) == 0 || errno == ENOTCONN) return 0;
-    return sm_error_set_errno(err, SM_EIO, errno, "exec start: closing stdin");
-  }
-  ERR_clear_error();
-  sigpipe_guard g;
-  sigpipe_block(&g);
-  int r = SSL_shutdown(c->ssl);
-  int se = r >= 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-  sigpipe_restore(&g);
-  /* 0: our close_notify is out, the peer's is still to come; reading
-   * goes on until then. */
-  if (r >= 0) return 0;
-  if (se == SSL_ERROR_WANT_WRITE || se == SSL_ERROR_WANT_READ) {
-    c->want = se == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
-    return -IO_AGAIN;
-  }
-  return tls_error_at(host, "closing stdin", err);
-}
 
 /* The body of a chunked error answer, decoded in place as far as it is
  * complete. Returns its length. */
@@ -456,7 +76,7 @@ static int error_body_complete(const char *body, size_t len, long long clen, int
 typedef struct hijack {
   sm_engine *e;
   const sm_exec_io *io;
-  conn c;
+  engine_conn c;
   sm_buf head;           /* the response head, then an error body */
   int streaming;         /* the head said 101/200: output follows */
   int status;
@@ -552,8 +172,8 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
     /* Read everything available: output must never back up. */
     int read_again = 0;
     for (;;) {
-      ssize_t n = conn_read(h->e->addr.host, &h->c, buf, sizeof buf, err);
-      if (n == -IO_AGAIN) {
+      ssize_t n = engine_conn_read(h->e->addr.host, &h->c, buf, sizeof buf, err);
+      if (n == -ENGINE_IO_AGAIN) {
         read_again = 1;
         break;
       }
@@ -582,8 +202,9 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
       int rc = fill_out(h, err);
       if (rc != 0) return rc;
       if (h->out_off < h->out_len && !h->write_broken) {
-        ssize_t n = conn_write(h->e->addr.host, &h->c, h->out + h->out_off, h->out_len - h->out_off, err);
-        if (n == -IO_AGAIN) {
+        ssize_t n = engine_conn_write(h->e->addr.host, &h->c, h->out + h->out_off,
+                                      h->out_len - h->out_off, err);
+        if (n == -ENGINE_IO_AGAIN) {
           want_write = h->c.want;
           break;
         }
@@ -601,8 +222,8 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
       }
       if (h->streaming && io->stdin_read != NULL && !h->stdin_done &&
           (!h->stdin_open || h->write_broken)) {
-        int r = conn_shutdown_write(h->e->addr.host, &h->c, err);
-        if (r == -IO_AGAIN) {
+        int r = engine_conn_shutdown_write(h->e->addr.host, &h->c, err);
+        if (r == -ENGINE_IO_AGAIN) {
           want_write = h->c.want;
           break;
         }
@@ -615,7 +236,7 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
       break;
     }
 
-    int64_t now = now_ms();
+    int64_t now = engine_now_ms();
     int64_t until = deadline;
     if (!h->streaming && (until == 0 || head_deadline < until)) until = head_deadline;
     int timeout = -1;
@@ -670,21 +291,14 @@ static int start_request(sm_engine *e, const char *exec_id, sm_buf *req, sm_erro
   return rc;
 }
 
-static int connect_engine(sm_engine *e, conn *c, int64_t deadline, sm_error *err) {
-  if (e->addr.kind == ENGINE_ADDR_UNIX) return connect_unix(e, c, err);
-  int rc = connect_tcp(e, c, deadline, err);
-  if (rc == 0 && e->addr.tls) rc = connect_tls(e, c, deadline, err);
-  return rc;
-}
-
 int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, sm_error *err) {
-  int64_t start = now_ms();
+  int64_t start = engine_now_ms();
   int64_t deadline = io->timeout_s > 0 ? start + (int64_t)(io->timeout_s * 1000.0) : 0;
   int64_t connect_deadline = start + e->connect_timeout_ms;
   if (deadline > 0 && deadline < connect_deadline) connect_deadline = deadline;
   int64_t head_deadline = start + e->request_timeout_ms;
 
-  sm_buf req;
+  cleanup_buf sm_buf req;
   sm_buf_init(&req, 8192);
   hijack h;
   memset(&h, 0, sizeof h);
@@ -700,7 +314,7 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
     if (h.stdin_buf == NULL) rc = sm_error_set(err, SM_ENOMEM, "exec start: out of memory");
     h.stdin_open = 1;
   }
-  if (rc == 0) rc = connect_engine(e, &h.c, connect_deadline, err);
+  if (rc == 0) rc = engine_conn_open(e, &h.c, connect_deadline, err);
   if (rc == 0) {
     h.out = req.data;
     h.out_len = req.len;
@@ -708,11 +322,10 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
     rc = run_loop(&h, deadline, head_deadline, err);
   }
   if (rc != 0 && err && err->code == SM_EUNREACHABLE) sm_error_wrap(err, "exec start");
-  if (rc == 0) tls_keep_session(e, &h.c);
-  conn_close(&h.c);
+  if (rc == 0) engine_conn_keep_session(e, &h.c);
+  engine_conn_close(&h.c);
   free(h.stdin_buf);
   sm_buf_dispose(&h.head);
-  sm_buf_dispose(&req);
   return rc;
 }
 
@@ -748,11 +361,11 @@ int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, 
   sm_buf_init(&h->head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
   engine_mux_init(&h->mux, 0, output, ud);
 
-  int64_t start = now_ms();
-  sm_buf req;
+  int64_t start = engine_now_ms();
+  cleanup_buf sm_buf req;
   sm_buf_init(&req, 8192);
   rc = start_request(e, exec_id, &req, err);
-  if (rc == 0) rc = connect_engine(e, &h->c, start + e->connect_timeout_ms, err);
+  if (rc == 0) rc = engine_conn_open(e, &h->c, start + e->connect_timeout_ms, err);
   if (rc == 0) {
     /* The exec start's own loop, up to the upgrade (bytes after it go to
      * the demultiplexer and on to output). */
@@ -763,13 +376,12 @@ int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, 
     h->out = NULL;
     h->out_len = h->out_off = 0;
   }
-  sm_buf_dispose(&req);
   if (rc != 0 && err && err->code == SM_EUNREACHABLE) sm_error_wrap(err, "exec start");
   if (rc != 0) {
     sm_exec_stream_close(s);
     return rc;
   }
-  tls_keep_session(e, &h->c);
+  engine_conn_keep_session(e, &h->c);
   h->e = NULL; /* nothing of the client is used from here on */
   *out = s;
   return 0;
@@ -787,8 +399,8 @@ int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t 
     /* Read everything available first: output must never back up. */
     short want = 0;
     for (;;) {
-      ssize_t n = conn_read(s->host, &h->c, buf, sizeof buf, err);
-      if (n == -IO_AGAIN) {
+      ssize_t n = engine_conn_read(s->host, &h->c, buf, sizeof buf, err);
+      if (n == -ENGINE_IO_AGAIN) {
         want = h->c.want;
         break;
       }
@@ -803,8 +415,8 @@ int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t 
       if (rc != 0) return rc;
     }
     while (done < len) {
-      ssize_t n = conn_write(s->host, &h->c, (const char *)data + done, len - done, err);
-      if (n == -IO_AGAIN) {
+      ssize_t n = engine_conn_write(s->host, &h->c, (const char *)data + done, len - done, err);
+      if (n == -ENGINE_IO_AGAIN) {
         want |= h->c.want;
         break;
       }
@@ -833,7 +445,7 @@ int sm_exec_stream_quiet(sm_exec_stream *s) {
 
 void sm_exec_stream_close(sm_exec_stream *s) {
   if (s == NULL) return;
-  conn_close(&s->h.c);
+  engine_conn_close(&s->h.c);
   sm_buf_dispose(&s->h.head);
   free(s);
 }

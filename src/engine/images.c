@@ -4,7 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "common/cleanup.h"
+#include "engine/call.h"
+#include "engine/path.h"
+#include "engine/response.h"
+#include "engine/transport.h"
 
 #define PATH_CAP (64u << 10)
 
@@ -14,19 +18,14 @@ int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **ou
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(ref, "image reference", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   /* The engine routes /images/{name:.*}/json: slashes and colons stay. */
   if (sm_buf_append(&path, "/images/", 8) != 0 || engine_url_escape(&path, ref, "/:@") != 0 ||
       sm_buf_append(&path, "/json", 5) != 0)
     rc = sm_error_set(err, SM_EINVAL, "image reference too long");
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  sm_buf_dispose(&path);
-  if (rc == 0 && (*out == NULL || !json_object_is_type(*out, json_type_object))) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "image inspect: the answer is not an object");
-  }
+  if (rc == 0) rc = engine_expect_json(out, json_type_object, "image inspect", err);
   return rc;
 }
 
@@ -34,7 +33,7 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
                          sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = sm_buf_append(&path, "/images/json", 12);
   if (rc == 0 && filters != NULL) {
@@ -47,12 +46,7 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
   }
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image list: filters too long");
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  sm_buf_dispose(&path);
-  if (rc == 0 && (*out == NULL || !json_object_is_type(*out, json_type_array))) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "image list: the answer is not an array");
-  }
+  if (rc == 0) rc = engine_expect_json(out, json_type_array, "image list", err);
   return rc;
 }
 
@@ -60,13 +54,12 @@ int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_err
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(ref, "image reference", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   if (sm_buf_append(&path, "/images/", 8) != 0 || engine_url_escape(&path, ref, "/:@") != 0 ||
       (force && sm_buf_append(&path, "?force=1", 8) != 0))
     rc = sm_error_set(err, SM_EINVAL, "image reference too long");
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
-  sm_buf_dispose(&path);
   return rc;
 }
 
@@ -86,13 +79,10 @@ static int progress_write(void *ud, const char *buf, size_t len) {
 static int streamed_post(sm_engine *e, const char *rel_path, const char *what, sm_read_fn reader,
                          void *reader_ud, sm_progress_fn progress, void *progress_ud,
                          sm_error *err) {
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = engine_versioned_path(e, &path, rel_path, err);
-  if (rc != 0) {
-    sm_buf_dispose(&path);
-    return rc;
-  }
+  if (rc != 0) return rc;
   progress_sink sink;
   memset(&sink, 0, sizeof sink);
   engine_progress_init(&sink.p, progress, progress_ud);
@@ -114,7 +104,6 @@ static int streamed_post(sm_engine *e, const char *rel_path, const char *what, s
   if (rc == 0) rc = engine_progress_finish(&sink.p, what, err);
   engine_progress_dispose(&sink.p);
   engine_response_dispose(&resp);
-  sm_buf_dispose(&path);
   return rc;
 }
 
@@ -126,7 +115,7 @@ int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud
     return sm_error_set(err, SM_EINVAL, "image import: needs a client and a reader");
   int rc = engine_check_ref(repo, "image repository", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   rc = sm_buf_append(&path, "/images/create?fromSrc=-&repo=", 30);
   if (rc == 0) rc = engine_url_escape(&path, repo, NULL);
@@ -143,7 +132,6 @@ int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud
   if (rc == 0)
     rc = streamed_post(engine, path.data, "image import", reader, reader_ud, progress,
                        progress_ud, err);
-  sm_buf_dispose(&path);
   return rc;
 }
 
@@ -152,7 +140,7 @@ int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
                           sm_progress_fn progress, void *progress_ud, sm_error *err) {
   if (engine == NULL || reader == NULL)
     return sm_error_set(err, SM_EINVAL, "image build: needs a client and a reader");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = sm_buf_append(&path, "/build?rm=1&forcerm=1", 21);
   if (rc == 0 && tag != NULL && tag[0] != '\0') {
@@ -167,6 +155,5 @@ int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
   if (rc == 0)
     rc = streamed_post(engine, path.data, "image build", reader, reader_ud, progress,
                        progress_ud, err);
-  sm_buf_dispose(&path);
   return rc;
 }

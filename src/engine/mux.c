@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/mux.h"
 
 enum { MUX_STDIN = 0, MUX_STDOUT = 1, MUX_STDERR = 2, MUX_SYSERR = 3 };
 

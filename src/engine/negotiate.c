@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/negotiate.h"
 
 static int parse_num(const char **p, int *out) {
   const char *s = *p;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/internal.h"
+#include "engine/response.h"
 
 /* Copies at most max printable bytes of s (control bytes become '?'). */
 static void printable(char *dst, size_t dst_len, const char *s, size_t len) {
@@ -225,51 +225,21 @@ int engine_http_parse_head(const char *buf, size_t len, int *out_status,
   return 1;
 }
 
-/* ---- helpers ---- */
-
-int engine_url_escape(sm_buf *b, const char *s, const char *keep) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    int rc;
-    if (isalnum(*p) || *p == '-' || *p == '_' || *p == '.' || *p == '~' ||
-        (keep && strchr(keep, *p) != NULL)) {
-      rc = sm_buf_append(b, p, 1);
-    } else {
-      char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-      rc = sm_buf_append(b, enc, 3);
-    }
-    if (rc != 0) return rc;
-  }
-  return 0;
+int engine_expect_json(json_object **answer, json_type type, const char *what, sm_error *err) {
+  if (*answer != NULL && json_object_is_type(*answer, type)) return 0;
+  json_object_put(*answer);
+  *answer = NULL;
+  return sm_error_set(err, SM_EPROTOCOL, "%s: the answer is not %s", what,
+                      type == json_type_array ? "an array" : "an object");
 }
 
-int engine_label_filters(sm_buf *b, const char *const *labels, size_t n_labels) {
-  json_object *f = json_object_new_object();
-  json_object *arr = json_object_new_array();
-  if (f == NULL || arr == NULL) {
-    json_object_put(f);
-    json_object_put(arr);
-    return SM_ENOMEM;
-  }
-  for (size_t i = 0; i < n_labels; i++)
-    if (labels[i]) json_object_array_add(arr, json_object_new_string(labels[i]));
-  json_object_object_add(f, "label", arr);
-  int rc = sm_buf_append(b, "filters=", 8);
-  if (rc == 0)
-    rc = engine_url_escape(
-        b, json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
-        NULL);
-  json_object_put(f);
-  return rc;
-}
-
-int engine_check_ref(const char *ref, const char *what, sm_error *err) {
-  if (ref == NULL || ref[0] == '\0')
-    return sm_error_set(err, SM_EINVAL, "empty %s", what);
-  size_t n = strlen(ref);
-  if (n > 1024) return sm_error_set(err, SM_EINVAL, "%s too long (%zu bytes)", what, n);
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)ref[i] < 0x20)
-      return sm_error_set(err, SM_EINVAL, "%s contains a control character", what);
+int engine_answer_id(json_object *answer, char out[SM_ENGINE_ID_MAX], const char *what,
+                     sm_error *err) {
+  json_object *id = NULL;
+  if (!json_object_is_type(answer, json_type_object) ||
+      !json_object_object_get_ex(answer, "Id", &id) || !json_object_is_type(id, json_type_string) ||
+      json_object_get_string_len(id) <= 0 || json_object_get_string_len(id) >= SM_ENGINE_ID_MAX)
+    return sm_error_set(err, SM_EPROTOCOL, "%s: the engine's answer has no Id", what);
+  if (out) snprintf(out, SM_ENGINE_ID_MAX, "%s", json_object_get_string(id));
   return 0;
 }

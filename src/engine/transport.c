@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/internal.h"
+#include "engine/transport.h"
 
 typedef struct xfer {
   sm_engine *e;
@@ -296,63 +296,4 @@ setopt_fail:
   sm_buf_dispose(&url);
   return sm_error_set(err, SM_EIO, "%s: configuring libcurl failed: %s", what,
                       curl_easy_strerror(crc));
-}
-
-int engine_versioned_path(sm_engine *e, sm_buf *out, const char *rel_path, sm_error *err) {
-  int rc = sm_engine_negotiate(e, err);
-  if (rc != 0) return rc;
-  sm_buf_reset(out);
-  if (sm_buf_printf(out, "/v%s%s", e->api_version, rel_path) != 0)
-    return sm_error_set(err, SM_EINVAL, "request path too long");
-  return 0;
-}
-
-int engine_call_json(sm_engine *e, const char *method, const char *rel_path,
-                     json_object *body, long timeout_ms, int *out_status,
-                     json_object **out, sm_error *err) {
-  if (out) *out = NULL;
-  if (out_status) *out_status = 0;
-  sm_buf path;
-  sm_buf_init(&path, 64 << 10);
-  int rc = engine_versioned_path(e, &path, rel_path, err);
-  if (rc != 0) {
-    sm_buf_dispose(&path);
-    return rc;
-  }
-  const char *body_text = NULL;
-  size_t body_len = 0;
-  if (body != NULL) {
-    body_text = json_object_to_json_string_ext(
-        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (body_text == NULL) {
-      sm_buf_dispose(&path);
-      return sm_error_set(err, SM_ENOMEM, "%s %s: serialising the request failed", method,
-                          rel_path);
-    }
-    body_len = strlen(body_text);
-  }
-  engine_request req = {0};
-  req.method = method;
-  req.path = path.data;
-  req.body = body_text;
-  req.body_len = body_len;
-  req.timeout_ms = timeout_ms;
-  engine_response resp;
-  engine_response_init(&resp, e->max_response_bytes);
-  rc = engine_perform(e, &req, &resp, err);
-
-  char what[160];
-  const char *q = strchr(rel_path, '?');
-  snprintf(what, sizeof what, "%s %.*s", method,
-           (int)(q ? (size_t)(q - rel_path) : strlen(rel_path)), rel_path);
-  if (rc == 0) {
-    if (out_status) *out_status = (int)resp.status;
-    if (resp.status >= 400)
-      rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, what, err);
-    else if (out)
-      rc = engine_parse_json_body(resp.body.data, resp.body.len, what, out, err);
-  }
-  engine_response_dispose(&resp);
-  sm_buf_dispose(&path);
-  return rc;
 }

@@ -3,7 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "common/cleanup.h"
+#include "engine/call.h"
+#include "engine/path.h"
+#include "engine/response.h"
+#include "engine/transport.h"
 
 #define PATH_CAP (64u << 10)
 
@@ -31,13 +35,12 @@ int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_e
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(name, "volume name", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   if (sm_buf_append(&path, "/volumes/", 9) != 0 || engine_url_escape(&path, name, NULL) != 0 ||
       (force && sm_buf_append(&path, "?force=1", 8) != 0))
     rc = sm_error_set(err, SM_EINVAL, "volume name too long");
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
-  sm_buf_dispose(&path);
   return rc;
 }
 
@@ -45,7 +48,7 @@ int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n
                           json_object **out, sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   int rc = sm_buf_append(&path, "/volumes", 8);
   if (rc == 0 && n_labels > 0) {
@@ -55,7 +58,6 @@ int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "volume list: label filter too long");
   json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, &resp, err);
-  sm_buf_dispose(&path);
   if (rc != 0) return rc;
   /* {"Volumes": [...] or null, "Warnings": ...}: hand back the array. */
   json_object *v = NULL;

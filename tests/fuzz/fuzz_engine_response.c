@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/address.h"
+#include "engine/negotiate.h"
+#include "engine/response.h"
 
 static void on_progress(void *ud, json_object *m) {
   (void)ud;

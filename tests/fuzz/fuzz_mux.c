@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/mux.h"
 
 typedef struct acc {
   uint64_t hash[3];

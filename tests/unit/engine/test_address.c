@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "engine/internal.h"
+#include "engine/address.h"
 
 static engine_address addr;
 static sm_error err;

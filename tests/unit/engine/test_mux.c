@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "engine/internal.h"
+#include "engine/mux.h"
 
 typedef struct sink {
   char out[4096], err[4096];

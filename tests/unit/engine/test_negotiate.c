@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "engine/internal.h"
+#include "engine/negotiate.h"
 
 static char v[ENGINE_API_MAX_LEN];
 static sm_error err;

@@ -8,7 +8,8 @@
 
 #include <cmocka.h>
 
-#include "engine/internal.h"
+#include "engine/path.h"
+#include "engine/response.h"
 
 static sm_error err;
 

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "engine/internal.h"
+#include <sandman/engine.h>
 
 typedef enum {
   M_NORMAL,      /* ping 1.41, JSON answers, exec echo */

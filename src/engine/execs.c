@@ -2,7 +2,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "common/cleanup.h"
+#include "engine/call.h"
+#include "engine/hijack.h"
+#include "engine/path.h"
+#include "engine/response.h"
+#include "engine/transport.h"
 
 #define PATH_CAP (64u << 10)
 
@@ -13,26 +18,15 @@ int sm_engine_exec_create(sm_engine *engine, const char *container_id, json_obje
     return sm_error_set(err, SM_EINVAL, "exec create: needs a client and a config");
   int rc = engine_check_ref(container_id, "container id", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   if (sm_buf_append(&path, "/containers/", 12) != 0 ||
       engine_url_escape(&path, container_id, NULL) != 0 || sm_buf_append(&path, "/exec", 5) != 0)
     rc = sm_error_set(err, SM_EINVAL, "container id too long");
-  json_object *resp = NULL;
+  cleanup_json json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, config, 0, NULL, &resp, err);
-  sm_buf_dispose(&path);
-  if (rc != 0) return rc;
-  json_object *id = NULL;
-  if (!json_object_is_type(resp, json_type_object) ||
-      !json_object_object_get_ex(resp, "Id", &id) || !json_object_is_type(id, json_type_string) ||
-      json_object_get_string_len(id) <= 0 ||
-      json_object_get_string_len(id) >= SM_ENGINE_ID_MAX) {
-    json_object_put(resp);
-    return sm_error_set(err, SM_EPROTOCOL, "exec create: the engine's answer has no Id");
-  }
-  if (out_exec_id) snprintf(out_exec_id, SM_ENGINE_ID_MAX, "%s", json_object_get_string(id));
-  json_object_put(resp);
-  return 0;
+  if (rc == 0) rc = engine_answer_id(resp, out_exec_id, "exec create", err);
+  return rc;
 }
 
 int sm_engine_exec_start(sm_engine *engine, const char *exec_id, const sm_exec_io *io,
@@ -52,14 +46,13 @@ int sm_engine_exec_inspect(sm_engine *engine, const char *exec_id, int *out_runn
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(exec_id, "exec id", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   if (sm_buf_append(&path, "/exec/", 6) != 0 || engine_url_escape(&path, exec_id, NULL) != 0 ||
       sm_buf_append(&path, "/json", 5) != 0)
     rc = sm_error_set(err, SM_EINVAL, "exec id too long");
   json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, &resp, err);
-  sm_buf_dispose(&path);
   if (rc != 0) return rc;
   if (!json_object_is_type(resp, json_type_object)) {
     json_object_put(resp);

@@ -1,0 +1,22 @@
+/* Calls on the versioned API (call.c): negotiation on first use, the
+ * "/v1.41" prefix, JSON in and out; ping, version and info. */
+#ifndef SANDMAN_ENGINE_CALL_H
+#define SANDMAN_ENGINE_CALL_H
+
+#include <json-c/json.h>
+
+#include <sandman/engine.h>
+
+#include "common/buf.h"
+#include "engine/client.h"
+
+/* Negotiates if needed, then prefixes "/v<api>" to rel_path. */
+int engine_versioned_path(sm_engine *e, sm_buf *out, const char *rel_path, sm_error *err);
+/* One JSON exchange on a versioned path: statuses >= 400 become errors via
+ * engine_error_from_response. out may be NULL; *out is NULL for an empty
+ * body. timeout_ms as in engine_request. */
+int engine_call_json(sm_engine *e, const char *method, const char *rel_path,
+                     json_object *body, long timeout_ms, int *out_status,
+                     json_object **out, sm_error *err);
+
+#endif

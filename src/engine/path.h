@@ -1,0 +1,18 @@
+/* Request paths: escaping, label filters and id checks (path.c). */
+#ifndef SANDMAN_ENGINE_PATH_H
+#define SANDMAN_ENGINE_PATH_H
+
+#include <stddef.h>
+
+#include <sandman/error.h>
+
+#include "common/buf.h"
+
+/* Appends s percent-encoded; keep lists extra bytes left as they are. */
+int engine_url_escape(sm_buf *b, const char *s, const char *keep);
+/* Appends "filters=<escaped JSON>" for labels ({"label":[...]}). */
+int engine_label_filters(sm_buf *b, const char *const *labels, size_t n_labels);
+/* Checks an id or name used in a path (non-empty, bounded). */
+int engine_check_ref(const char *ref, const char *what, sm_error *err);
+
+#endif
