@@ -17,7 +17,7 @@
 
 #include "common/buf.h"
 #include "common/cleanup.h"
-#include "ops/ops_internal.h"
+#include "ops/format.h"
 
 #define START_ENGINE_FIX                                                                  \
   "start an engine: `sudo systemctl start docker`, or `sudo dockerd >/var/log/dockerd.log " \
@@ -27,7 +27,7 @@ static sm_ops_check *add_check(sm_ops_doctor_report *r, const char *name, int re
   if (r->n >= SM_OPS_MAX_CHECKS) return NULL;
   sm_ops_check *c = &r->checks[r->n++];
   memset(c, 0, sizeof *c);
-  sm_ops__copy(c->name, sizeof c->name, name);
+  ops_copy(c->name, sizeof c->name, name);
   c->required = required;
   return c;
 }
@@ -41,7 +41,7 @@ static void set_result(sm_ops_check *c, int ok, const char *fix, const char *fmt
   va_start(ap, fmt);
   vsnprintf(c->detail, sizeof c->detail, fmt, ap);
   va_end(ap);
-  sm_ops__copy(c->fix, sizeof c->fix, ok ? "" : fix);
+  ops_copy(c->fix, sizeof c->fix, ok ? "" : fix);
 }
 
 static const char *jstr(json_object *o, const char *key) {
@@ -73,7 +73,7 @@ static void check_state_dir(sm_ops_doctor_report *r, const char *state_dir) {
     set_result(c, 0, "set SANDMAN_STATE_DIR to a directory this user can write", "%s", e.message);
     return;
   }
-  if (state_dir) sm_ops__copy(dir, sizeof dir, state_dir);
+  if (state_dir) ops_copy(dir, sizeof dir, state_dir);
   /* The real paths the runner uses: a busy lock and an atomic last-used
    * write, under a name no sandbox has. */
   const char *probe = ".doctor-probe";
@@ -120,7 +120,7 @@ static void check_socket(sm_ops_doctor_report *r, const char *host, int tls) {
   struct group gr, *grp = NULL;
   char grbuf[4096];
   if (getgrgid_r(st.st_gid, &gr, grbuf, sizeof grbuf, &grp) == 0 && grp)
-    sm_ops__copy(group, sizeof group, grp->gr_name);
+    ops_copy(group, sizeof group, grp->gr_name);
   else
     snprintf(group, sizeof group, "%u", (unsigned)st.st_gid);
   if (access(path, R_OK | W_OK) != 0) {
@@ -274,7 +274,7 @@ static int has_pquota(const char *path) {
     int under = strncmp(path, mnt, len) == 0 && (path[len] == '/' || path[len] == '\0' || len == 1);
     if (under && len >= best) {
       best = len;
-      sm_ops__copy(best_opts, sizeof best_opts, opts);
+      ops_copy(best_opts, sizeof best_opts, opts);
     }
   }
   fclose(f);

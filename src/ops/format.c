@@ -10,17 +10,17 @@
 #include <sandman/util.h>
 
 #include "common/buf.h"
-#include "ops/ops_internal.h"
+#include "ops/format.h"
 
-/* Text output caps: a listing of SM_OPS_MAX_ITEMS lines fits easily. */
+/* Text output caps: a listing of OPS_MAX_ITEMS lines fits easily. */
 #define TEXT_MAX ((size_t)64 << 20)
 
-void sm_ops__copy(char *dst, size_t len, const char *src) {
+void ops_copy(char *dst, size_t len, const char *src) {
   if (len == 0) return;
   snprintf(dst, len, "%s", src ? src : "");
 }
 
-const char *sm_ops__label(json_object *labels, const char *key) {
+const char *ops_label(json_object *labels, const char *key) {
   json_object *v = NULL;
   if (labels == NULL || !json_object_is_type(labels, json_type_object)) return NULL;
   if (!json_object_object_get_ex(labels, key, &v) || !json_object_is_type(v, json_type_string))
@@ -94,38 +94,38 @@ int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_err
   const char *id = get_string(summary, "Id");
   if (id == NULL || *id == '\0')
     return sm_error_set(err, SM_EPROTOCOL, "engine listed a container without an Id");
-  sm_ops__copy(out->id, sizeof out->id, id);
+  ops_copy(out->id, sizeof out->id, id);
 
   json_object *names = NULL;
   if (json_object_object_get_ex(summary, "Names", &names) &&
       json_object_is_type(names, json_type_array) && json_object_array_length(names) > 0) {
     const char *n = json_object_get_string(json_object_array_get_idx(names, 0));
     if (n && *n == '/') n++;
-    sm_ops__copy(out->name, sizeof out->name, n);
+    ops_copy(out->name, sizeof out->name, n);
   }
-  sm_ops__copy(out->image, sizeof out->image, get_string(summary, "Image"));
-  sm_ops__copy(out->state, sizeof out->state, get_string(summary, "State"));
-  sm_ops__copy(out->status_text, sizeof out->status_text, get_string(summary, "Status"));
+  ops_copy(out->image, sizeof out->image, get_string(summary, "Image"));
+  ops_copy(out->state, sizeof out->state, get_string(summary, "State"));
+  ops_copy(out->status_text, sizeof out->status_text, get_string(summary, "Status"));
 
   json_object *labels = NULL;
   json_object_object_get_ex(summary, "Labels", &labels);
-  sm_ops__copy(out->mode, sizeof out->mode, sm_ops__label(labels, SM_OPS_LABEL_MODE));
-  sm_ops__copy(out->project, sizeof out->project, sm_ops__label(labels, SM_OPS_LABEL_PROJECT));
-  sm_ops__copy(out->run_id, sizeof out->run_id, sm_ops__label(labels, SM_OPS_LABEL_RUN));
-  sm_ops__copy(out->worker_id, sizeof out->worker_id, sm_ops__label(labels, SM_OPS_LABEL_WORKER));
-  sm_ops__copy(out->agent, sizeof out->agent, sm_ops__label(labels, SM_OPS_LABEL_AGENT));
-  sm_ops__copy(out->owner, sizeof out->owner, sm_ops__label(labels, SM_OPS_LABEL_OWNER));
-  const char *volume = sm_ops__label(labels, SM_OPS_LABEL_VOLUME);
+  ops_copy(out->mode, sizeof out->mode, ops_label(labels, SM_OPS_LABEL_MODE));
+  ops_copy(out->project, sizeof out->project, ops_label(labels, SM_OPS_LABEL_PROJECT));
+  ops_copy(out->run_id, sizeof out->run_id, ops_label(labels, SM_OPS_LABEL_RUN));
+  ops_copy(out->worker_id, sizeof out->worker_id, ops_label(labels, SM_OPS_LABEL_WORKER));
+  ops_copy(out->agent, sizeof out->agent, ops_label(labels, SM_OPS_LABEL_AGENT));
+  ops_copy(out->owner, sizeof out->owner, ops_label(labels, SM_OPS_LABEL_OWNER));
+  const char *volume = ops_label(labels, SM_OPS_LABEL_VOLUME);
   if (volume && *volume) {
-    sm_ops__copy(out->volume, sizeof out->volume, volume);
+    ops_copy(out->volume, sizeof out->volume, volume);
   } else if (out->name[0]) {
     /* The naming rule: the volume is "<container name>-ws". */
     snprintf(out->volume, sizeof out->volume, "%s-ws", out->name);
   }
-  const char *pool = sm_ops__label(labels, SM_OPS_LABEL_POOL);
+  const char *pool = ops_label(labels, SM_OPS_LABEL_POOL);
   out->pool = pool != NULL && strcmp(pool, "true") == 0;
 
-  double created = sm_parse_time(sm_ops__label(labels, SM_OPS_LABEL_CREATED));
+  double created = sm_parse_time(ops_label(labels, SM_OPS_LABEL_CREATED));
   if (created < 0) {
     json_object *c = NULL;
     if (json_object_object_get_ex(summary, "Created", &c)) created = (double)json_object_get_int64(c);
@@ -264,13 +264,13 @@ char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now) {
 
 /* ---- reports ---- */
 
-int sm_ops__report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind,
-                       const char *id, const char *name, int failed, sm_error *err,
-                       const char *fmt, ...) {
+int ops_report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind,
+                   const char *id, const char *name, int failed, sm_error *err,
+                   const char *fmt, ...) {
   sm_ops_item **items = removed ? &report->removed : &report->spared;
   size_t *n = removed ? &report->n_removed : &report->n_spared;
-  if (*n >= SM_OPS_MAX_ITEMS)
-    return sm_error_set(err, SM_ETOOBIG, "more than %d sandboxes in one report", SM_OPS_MAX_ITEMS);
+  if (*n >= OPS_MAX_ITEMS)
+    return sm_error_set(err, SM_ETOOBIG, "more than %d sandboxes in one report", OPS_MAX_ITEMS);
   sm_ops_item *grown = realloc(*items, (*n + 1) * sizeof *grown);
   if (grown == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   *items = grown;
@@ -278,8 +278,8 @@ int sm_ops__report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind
   memset(it, 0, sizeof *it);
   it->kind = kind;
   it->failed = failed;
-  sm_ops__copy(it->id, sizeof it->id, id);
-  sm_ops__copy(it->name, sizeof it->name, name);
+  ops_copy(it->id, sizeof it->id, id);
+  ops_copy(it->name, sizeof it->name, name);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(it->reason, sizeof it->reason, fmt, ap);

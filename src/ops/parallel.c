@@ -10,13 +10,13 @@
 #include <sandman/log.h>
 
 #include "common/thread.h"
-#include "ops/ops_internal.h"
+#include "ops/parallel.h"
 
 typedef struct pool {
   size_t n;
   atomic_size_t next;
   atomic_int stop;
-  sm_ops__job_fn fn;
+  ops_job_fn fn;
   void *ctx;
 } pool;
 
@@ -42,8 +42,8 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-void sm_ops__parallel(sm_engine *engine, size_t n, size_t max_workers, sm_ops__job_fn fn,
-                      void *ctx) {
+void ops_parallel(sm_engine *engine, size_t n, size_t max_workers, ops_job_fn fn,
+                  void *ctx) {
   pool p = {.n = n, .fn = fn, .ctx = ctx};
   atomic_init(&p.next, 0);
   atomic_init(&p.stop, 0);

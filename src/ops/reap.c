@@ -12,7 +12,8 @@
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
-#include "ops/ops_internal.h"
+#include "ops/format.h"
+#include "ops/parallel.h"
 
 #define LABEL_MAX (SM_NAME_MAX + 64)
 
@@ -65,9 +66,9 @@ static int to_sandboxes(const sm_ops_scope *scope, json_object *array, sm_ops_sa
   out->n = 0;
   out->items = NULL;
   if (n == 0) return 0;
-  if (n > SM_OPS_MAX_ITEMS)
+  if (n > OPS_MAX_ITEMS)
     return sm_error_set(err, SM_ETOOBIG, "the engine lists %zu sandboxes, more than %d", n,
-                        SM_OPS_MAX_ITEMS);
+                        OPS_MAX_ITEMS);
   out->items = calloc(n, sizeof *out->items);
   if (out->items == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   for (size_t i = 0; i < n; i++) {
@@ -284,7 +285,7 @@ static int run_removals(const sm_ops_scope *scope, removal *items, size_t n, sm_
     if (rs.jobs == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
     for (size_t i = 0, k = 0; i < n; i++)
       if (items[i].job) rs.jobs[k++] = i;
-    sm_ops__parallel(scope->engine, nj, SM_OPS_REMOVE_WORKERS, removal_job, &rs);
+    ops_parallel(scope->engine, nj, OPS_REMOVE_WORKERS, removal_job, &rs);
     free(rs.jobs);
   }
   for (size_t i = 0; i < n; i++)
@@ -293,8 +294,8 @@ static int run_removals(const sm_ops_scope *scope, removal *items, size_t n, sm_
   for (size_t i = 0; rc == 0 && i < n; i++) {
     const removal *r = &items[i];
     if (r->out == OUT_NONE || r->out == OUT_SILENT) continue;
-    rc = sm_ops__report_add(report, r->out == OUT_REMOVED, SM_OPS_ITEM_SANDBOX, r->sb->id,
-                            r->sb->name, r->failed, err, "%s", r->why);
+    rc = ops_report_add(report, r->out == OUT_REMOVED, SM_OPS_ITEM_SANDBOX, r->sb->id,
+                        r->sb->name, r->failed, err, "%s", r->why);
   }
   return rc;
 }
@@ -357,7 +358,7 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
     return 0;
   const char *name = json_object_get_string(jn);
   json_object_object_get_ex(vol, "Labels", &labels);
-  double created = sm_parse_time(sm_ops__label(labels, SM_OPS_LABEL_CREATED));
+  double created = sm_parse_time(ops_label(labels, SM_OPS_LABEL_CREATED));
   if (created < 0 && json_object_object_get_ex(vol, "CreatedAt", &jc))
     created = sm_parse_time(json_object_get_string(jc));
   char owner_name[SM_NAME_MAX];
@@ -365,21 +366,21 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
   if (len > 3 && strcmp(name + len - 3, "-ws") == 0 && len - 3 < sizeof owner_name)
     snprintf(owner_name, sizeof owner_name, "%.*s", (int)(len - 3), name);
   else
-    sm_ops__copy(owner_name, sizeof owner_name, name);
+    ops_copy(owner_name, sizeof owner_name, name);
 
   char age[32], limit[32];
   double idle = created > 0 ? now - created : 0;
   sm_ops_format_duration(idle, age, sizeof age);
   if (opts->older_than_s < 0)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
-                              "orphaned (its sandbox is gone), kept: no --older-than given");
+    return ops_report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                          "orphaned (its sandbox is gone), kept: no --older-than given");
   sm_ops_format_duration(opts->older_than_s, limit, sizeof limit);
   if (created > 0 && idle < opts->older_than_s)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
-                              "no sandbox uses it, created %s ago (limit %s)", age, limit);
+    return ops_report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                          "no sandbox uses it, created %s ago (limit %s)", age, limit);
   if (opts->dry_run)
-    return sm_ops__report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
-                              "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
+    return ops_report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                          "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
 
   /* The sandbox's locks: a creator holds them while it builds the
    * container this volume is for. */
@@ -389,21 +390,21 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
   int how = lock_removal(scope, owner_name, 0, &locks, &busy, &e);
   if (how == LOCK_OTHER_REAPER) return 0;
   if (how != LOCKED)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, how == LOCK_ERROR, err,
-                              "its sandbox %s: %s", owner_name, lock_reason(how));
+    return ops_report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, how == LOCK_ERROR, err,
+                          "its sandbox %s: %s", owner_name, lock_reason(how));
   int rc = sm_engine_volume_remove(scope->engine, name, 0, &e);
   unlock_removal(&locks);
   if (rc == SM_ENOTFOUND) return 0;
   if (rc == SM_ECONFLICT)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
-                              "in use by a container made since the listing");
+    return ops_report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                          "in use by a container made since the listing");
   if (rc == SM_EUNREACHABLE) return sm_error_set(err, rc, "%s", e.message);
   if (rc)
-    return sm_ops__report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 1, err,
-                              "removal failed: %s", e.message);
+    return ops_report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, 1, err,
+                          "removal failed: %s", e.message);
   sm_log(SM_LOG_DEBUG, "removed orphaned volume %s", name);
-  return sm_ops__report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
-                            "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
+  return ops_report_add(report, 1, SM_OPS_ITEM_VOLUME, NULL, name, 0, err,
+                        "orphaned: its sandbox %s is gone (created %s ago)", owner_name, age);
 }
 
 /* Does the name follow this instance's naming rule
@@ -589,12 +590,12 @@ int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_r
     int ambiguous = 0;
     const sm_ops_sandbox *sb = find_ref(&all, opts->refs[i], &ambiguous);
     if (sb == NULL && ambiguous)
-      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
-                              "ambiguous: the ids of several sandboxes start with it");
+      rc = ops_report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
+                          "ambiguous: the ids of several sandboxes start with it");
     else if (sb == NULL)
-      rc = sm_ops__report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
-                              "no such sandbox in instance '%s' (`sandman sandbox list --all` lists them)",
-                              sm_ops_scope_instance(scope));
+      rc = ops_report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
+                          "no such sandbox in instance '%s' (`sandman sandbox list --all` lists them)",
+                          sm_ops_scope_instance(scope));
     else if (!already_listed(targets, nt, sb))
       targets[nt++] = sb;
   }

@@ -14,7 +14,7 @@
 
 #include <sandman/engine.h>
 
-#include "ops/ops_internal.h"
+#include "ops/parallel.h"
 
 #define N 200
 #define MAX_ENGINES 16
@@ -61,7 +61,7 @@ static void test_each_index_once(void **state) {
   assert_non_null(c);
   c->stop_at = -1;
   sm_engine *e = new_engine();
-  sm_ops__parallel(e, N, 8, job, c);
+  ops_parallel(e, N, 8, job, c);
   for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&c->runs[i]), 1);
   int n = atomic_load(&c->n_engines);
   assert_true(n >= 1 && n <= 8);
@@ -75,7 +75,7 @@ static void test_one_worker_uses_callers_engine(void **state) {
   assert_non_null(c);
   c->stop_at = -1;
   sm_engine *e = new_engine();
-  sm_ops__parallel(e, 10, 1, job, c);
+  ops_parallel(e, 10, 1, job, c);
   for (int i = 0; i < 10; i++) assert_int_equal(atomic_load(&c->runs[i]), 1);
   assert_int_equal(atomic_load(&c->n_engines), 1);
   assert_ptr_equal(atomic_load(&c->engines[0]), e);
@@ -89,9 +89,9 @@ static void test_zero_and_one(void **state) {
   assert_non_null(c);
   c->stop_at = -1;
   sm_engine *e = new_engine();
-  sm_ops__parallel(e, 0, 8, job, c);
+  ops_parallel(e, 0, 8, job, c);
   assert_int_equal(atomic_load(&c->n_engines), 0);
-  sm_ops__parallel(e, 1, 8, job, c);
+  ops_parallel(e, 1, 8, job, c);
   assert_int_equal(atomic_load(&c->runs[0]), 1);
   assert_ptr_equal(atomic_load(&c->engines[0]), e); /* no thread for one job */
   sm_engine_free(e);
@@ -104,7 +104,7 @@ static void test_stop(void **state) {
   assert_non_null(c);
   c->stop_at = 0;
   sm_engine *e = new_engine();
-  sm_ops__parallel(e, N, 4, job, c);
+  ops_parallel(e, N, 4, job, c);
   int ran = 0;
   for (int i = 0; i < N; i++) {
     assert_true(atomic_load(&c->runs[i]) <= 1);
@@ -115,7 +115,7 @@ static void test_stop(void **state) {
   /* One worker: nothing after the stop runs at all. */
   memset(c->runs, 0, sizeof c->runs);
   c->stop_at = 3;
-  sm_ops__parallel(e, N, 1, job, c);
+  ops_parallel(e, N, 1, job, c);
   ran = 0;
   for (int i = 0; i < N; i++) ran += atomic_load(&c->runs[i]);
   assert_int_equal(ran, 4);
