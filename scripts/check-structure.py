@@ -4,6 +4,10 @@
   check-structure.py exports LIBSANDMAN_SO INCLUDE_DIR
       The shared library exports exactly the functions declared with SM_API
       in include/sandman/*.h, and every function declared there has SM_API.
+  check-structure.py functions SRC_DIR
+      No function of the library or the tool is longer than 100 lines
+      unless the comment right above it gives the reason ("Long because
+      ..."): a long function usually holds several steps that want names.
   check-structure.py deps OBJECT_DIR
       Within one module (src/<module>/), no two files use each other's
       functions, directly or through others (a cycle of files), and the
@@ -165,9 +169,77 @@ def check_deps(objdir):
     return problems
 
 
+FUNCTION_LIMIT = 100
+LONG_REASON = "Long because"
+# Functions that were over the limit before this check (issue 20), each
+# "file:function"; they are being split. A listed one that is gone is fine.
+KNOWN_LONG = {
+    "cli/cmd_run.c:run_call", "cli/cmd_worker.c:cmd_worker_start", "cli/parse.c:cli_parse",
+    "config/config_resolve.c:resolve_tool", "sandbox/container.c:acquire_keyed",
+    "sandbox/container.c:sm_run_container", "sandbox/host.c:sm_run_host",
+    "sandbox/spec.c:sm_container_config_build", "server/exec.c:prepare",
+    "server/metrics.c:sm_metrics_render", "workspace/scan.c:scan_dir",
+    "workspace/workspace.c:sm_workspace_sync_in", "workspace/workspace.c:sm_workspace_sync_out",
+}
+
+
+def function_spans(path):
+    """(name, first line, length) of each top-level function definition:
+    from the line that names it to its closing brace in column 0."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        starts = line[:1] not in ("", " ", "\t", "#", "/", "}", "{", "*") and "(" in line
+        if starts and not re.match(r"(typedef|struct \w+ \{|enum|union)\b", line):
+            j = i
+            while j < len(lines) and not lines[j].rstrip().endswith(("{", ";")):
+                j += 1
+            if j < len(lines) and lines[j].rstrip().endswith("{") and "=" not in line.split("(")[0]:
+                m = re.search(r"(\w+)\s*\(", line)
+                k = j + 1
+                while k < len(lines) and lines[k] != "}":
+                    k += 1
+                if m and k < len(lines):
+                    above, c = [], i - 1
+                    while c >= 0 and lines[c].lstrip().startswith(("/*", "*", "//")):
+                        above.append(lines[c])
+                        c -= 1
+                    out.append((m.group(1), i + 1, k + 1 - i, "\n".join(above)))
+                    i = k
+        i += 1
+    return out
+
+
+def check_functions(src_dir):
+    problems, n_long = [], 0
+    for root, _, files in sorted(os.walk(src_dir)):
+        for f in sorted(files):
+            if not f.endswith(".c"):
+                continue
+            path = os.path.join(root, f)
+            rel = os.path.relpath(path, src_dir)
+            for name, line, length, comment in function_spans(path):
+                if length <= FUNCTION_LIMIT:
+                    continue
+                n_long += 1
+                if LONG_REASON in comment:
+                    continue
+                if f"{rel}:{name}" in KNOWN_LONG:
+                    print(f"known long function (being split): {rel}:{line} {name}, {length} lines")
+                    continue
+                problems.append(f"{path}:{line}: {name} is {length} lines (over {FUNCTION_LIMIT}): "
+                                f"split it, or say why above it (\"{LONG_REASON} ...\")")
+    if not problems:
+        print(f"functions: none over {FUNCTION_LIMIT} lines without a reason ({n_long} long in all)")
+    return problems
+
+
 def main(argv):
     if len(argv) == 4 and argv[1] == "exports":
         problems = check_exports(argv[2], argv[3])
+    elif len(argv) == 3 and argv[1] == "functions":
+        problems = check_functions(argv[2])
     elif len(argv) == 3 and argv[1] == "deps":
         problems = check_deps(argv[2])
     else:
