@@ -22,6 +22,7 @@ typedef struct sm_job {
 } sm_job;
 
 typedef struct sm_handle sm_handle;
+typedef struct sm_gate sm_gate;
 
 struct sm_server {
   sm_server_options opts;    /* strings below are the server's copies */
@@ -35,6 +36,7 @@ struct sm_server {
   ino_t sock_ino;
   int listen_fd;
   struct MHD_Daemon *mhd;
+  sm_gate *gate;             /* accepts connections for mhd (gate.c) */
   sm_creds *creds;
   sm_lease_store *leases;
   sm_metrics *metrics;
@@ -72,7 +74,6 @@ struct sm_server {
 typedef struct sm_answer {
   int status;
   json_object *body;
-  int close;                 /* ask the client to close the connection */
 } sm_answer;
 
 /* Fills a {"error", "failure_kind"} answer. */
@@ -87,6 +88,16 @@ void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes);
  * that worker's derived token). Constant time in the token. */
 int sm_server_token_ok(const sm_server *srv, const char *token, const char *worker_key);
 int sm_server_is_control(const sm_server *srv, const char *token);
+
+/* gate.c: accepts connections on srv->listen_fd and hands those whose
+ * request head is complete to srv->mhd. */
+int sm_gate_start(sm_server *srv, sm_error *err);
+/* Stops accepting: closes the listening socket and the waiting heads. */
+void sm_gate_stop(sm_server *srv);
+void sm_gate_free(sm_server *srv);
+/* libmicrohttpd's connection notifications (started 1, closed 0). */
+void sm_gate_connection(sm_server *srv, struct MHD_Connection *conn, void **ctx, int started);
+void sm_gate_read_stats(sm_server *srv, sm_gate_stats *out);
 
 /* http.c */
 int sm_http_start(sm_server *srv, sm_error *err);

@@ -602,7 +602,7 @@ static void *bg_main(void *arg) {
   sm_log_set_request_id(rid);
   sm_run_result res;
   run_call(k, &res);
-  sm_answer a = {0, NULL, 0};
+  sm_answer a = {0, NULL};
   answer_result(k, &res, &a);
   sm_run_result_dispose(&res);
   pthread_mutex_lock(&h->mu);

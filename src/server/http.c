@@ -1,7 +1,11 @@
-/* HTTP plumbing on libmicrohttpd: routing, bearer tokens, body limits,
- * request ids and answers.
+/* HTTP plumbing on libmicrohttpd: routing, bearer tokens, body limits and
+ * deadlines, request ids and answers.
  *
- * A small pool of I/O threads (MHD_OPTION_THREAD_POOL_SIZE) reads requests.
+ * Connections reach libmicrohttpd through the gate (gate.c) once their
+ * request head is complete, and every answer closes its connection, so a
+ * slow client never holds one of libmicrohttpd's connections while it
+ * sends a head. A small pool of I/O threads (MHD_OPTION_THREAD_POOL_SIZE)
+ * reads requests.
  * Routes that block (tool calls, engine queries) suspend their connection
  * and go to the call threads of server.c; when the answer is ready the
  * connection is resumed and the answer queued from the I/O thread. */
@@ -22,7 +26,15 @@
 #include "server/core.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
-#define CONNECTION_TIMEOUT_S 60             /* idle connections */
+#define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
+/* The gate keeps to --max-connections; libmicrohttpd's own limit, which it
+ * splits among its I/O threads, must never be the one that refuses (it
+ * would close a connection without a word). */
+#define CONNECTION_SLACK 16
+/* From a complete request head: the body must be in by then, and a body
+ * read only to be dropped (the answer is decided) by DRAIN_TIMEOUT_MS. */
+#define REQUEST_TIMEOUT_MS 30000.0
+#define DRAIN_TIMEOUT_MS 10000.0
 #define METRICS_MAX (4 * 1024 * 1024)
 #define GENERIC_401 "missing or invalid token"
 /* Bodies of requests already refused are read and dropped up to this much,
@@ -116,7 +128,10 @@ static enum MHD_Result queue_answer(req_ctx *c) {
     const char *allow = c->route == R_HANDLE ? "GET, DELETE" : "GET, POST";
     MHD_add_response_header(r, "Allow", allow);
   }
-  if (c->answer.close || c->srv->draining) MHD_add_response_header(r, "Connection", "close");
+  /* One request per connection: the next one goes through the gate again
+   * (a kept-alive connection would let a client trickle its next head to
+   * libmicrohttpd directly). */
+  MHD_add_response_header(r, "Connection", "close");
   enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
   MHD_destroy_response(r);
   if (ret == MHD_YES) {
@@ -143,10 +158,7 @@ static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const ch
   c->answer.body = NULL;
   sm_answer_error(&c->answer, status, kind, "%s", msg);
   if (!c->has_body) return queue_answer(c);
-  if (c->expect_continue || c->declared > DRAIN_MAX) {
-    c->answer.close = 1;
-    return queue_answer(c);
-  }
+  if (c->expect_continue || c->declared > DRAIN_MAX) return queue_answer(c);
   sm_buf_dispose(&c->body);
   sm_buf_init(&c->body, 0);
   c->state = ST_DRAIN;
@@ -365,17 +377,13 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
   int64_t n = 0;
   if (cl && sm_parse_int(cl, 0, INT64_MAX, &n, NULL) != 0) {
-    c->answer.close = 1;
     c->has_body = 0;
     return decide(c, 400, "policy", "bad Content-Length");
   }
   c->declared = (uint64_t)n;
   c->has_body = n > 0 || (te != NULL && !cl);
   c->expect_continue = ex != NULL && strcasecmp(ex, "100-continue") == 0;
-  if (srv->draining) {
-    c->answer.close = 1;
-    return decide(c, 503, "sandbox", "the runner is stopping");
-  }
+  if (srv->draining) return decide(c, 503, "sandbox", "the runner is stopping");
   if (c->route == R_NOT_FOUND) return decide(c, 404, "policy", "no such route");
   if (c->route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
   if (c->route != R_HEALTHZ) {
@@ -463,24 +471,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size == 0) return queue_answer(c);
     c->drained += *upload_data_size;
     *upload_data_size = 0;
-    if (c->drained > DRAIN_MAX) {
-      c->answer.close = 1;
+    /* Past the drain's limits the answer goes at once (and the client,
+     * still writing, may see the connection reset). */
+    if (c->drained > DRAIN_MAX || sm_monotonic_ms() - c->t0 > DRAIN_TIMEOUT_MS)
       return queue_answer(c);
-    }
     return MHD_YES;
   }
   if (*upload_data_size > 0) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
+    if (sm_monotonic_ms() - c->t0 > REQUEST_TIMEOUT_MS)
+      return answer_error(c, 408, "policy", "the request body did not arrive in time");
     if (c->body.len + n > srv->opts.max_body) {
       char msg[128];
       snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
       c->drained = c->body.len + n;
       c->declared = 0;
+      /* The client is sending already (a chunked body, or one whose length
+       * was not given): read the rest and drop it, then answer 413, even
+       * when it asked for 100 Continue, so it gets the answer and no reset. */
+      c->expect_continue = 0;
       return decide(c, 413, "policy", msg);
     }
     if (!charge_body(srv, c, n)) {
-      c->answer.close = 1;
       return decide(c, 503, "sandbox",
                     "the runner is overloaded: too many large requests at once");
     }
@@ -530,30 +543,33 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   sm_log(SM_LOG_DEBUG, "http: %s", line);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  sm_gate_connection(cls, conn, socket_context, toe == MHD_CONNECTION_NOTIFY_STARTED);
+}
+
 int sm_http_start(sm_server *srv, sm_error *err) {
+  /* libmicrohttpd never accepts: the gate hands it complete heads. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_ERROR_LOG;
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
   srv->mhd = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
-      MHD_OPTION_THREAD_POOL_SIZE, srv->opts.io_threads, MHD_OPTION_CONNECTION_LIMIT,
-      srv->opts.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      (size_t)CONNECTION_MEMORY_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-      MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_THREAD_POOL_SIZE, srv->opts.io_threads,
+      MHD_OPTION_CONNECTION_LIMIT,
+      (srv->opts.max_connections + CONNECTION_SLACK) * srv->opts.io_threads,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+      on_connection, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
   if (srv->mhd == NULL)
     return sm_error_set(err, SM_EIO, "libmicrohttpd could not start on %s", srv->address);
-  return 0;
+  return sm_gate_start(srv, err);
 }
 
-void sm_http_quiesce(sm_server *srv) {
-  if (srv->mhd == NULL) return;
-  MHD_socket fd = MHD_quiesce_daemon(srv->mhd);
-  /* The listening socket is ours again: closing it refuses new clients. */
-  if (fd != MHD_INVALID_SOCKET) close(fd);
-  srv->listen_fd = -1;
-}
+void sm_http_quiesce(sm_server *srv) { sm_gate_stop(srv); }
 
 void sm_http_stop(sm_server *srv) {
+  sm_gate_stop(srv);
   if (srv->mhd) MHD_stop_daemon(srv->mhd);
   srv->mhd = NULL;
+  sm_gate_free(srv);
 }

@@ -277,6 +277,22 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
                   p->agents_preparing, g->agent.sessions_opened, g->agent.calls,
                   g->agent.fallbacks);
   }
+  if (g->http_known) {
+    static const char *const why[SM_GATE_DROP_N] = {"head_timeout", "head_too_large",
+                                                    "evicted", "overloaded", "client_closed"};
+    sm_buf_printf(out,
+                  "# HELP sandman_http_connections Connections by state: waiting for their "
+                  "request head, or open (served).\n# TYPE sandman_http_connections gauge\n"
+                  "sandman_http_connections{state=\"waiting\"} %ld\n"
+                  "sandman_http_connections{state=\"open\"} %ld\n"
+                  "# HELP sandman_http_connections_dropped_total Connections closed before "
+                  "being served, by reason.\n"
+                  "# TYPE sandman_http_connections_dropped_total counter\n",
+                  g->http.pending, g->http.open);
+    for (int i = 0; i < SM_GATE_DROP_N; i++)
+      sm_buf_printf(out, "sandman_http_connections_dropped_total{reason=\"%s\"} %lu\n", why[i],
+                    g->http.dropped[i]);
+  }
   int rc = sm_buf_printf(out,
                          "# HELP sandman_calls_in_flight Calls running now.\n"
                          "# TYPE sandman_calls_in_flight gauge\nsandman_calls_in_flight %ld\n"

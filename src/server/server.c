@@ -207,6 +207,10 @@ void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) 
     sm_runner_agent_stats(srv->opts.runner, &g->agent);
     g->pool_known = 1;
   }
+  if (srv->gate) {
+    sm_gate_read_stats(srv, &g->http);
+    g->http_known = 1;
+  }
   size_t total = 0;
   g->handles_running = (long)sm_exec_handles_running(srv, &total);
   g->handles_total = (long)total;

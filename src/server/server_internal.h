@@ -166,6 +166,36 @@ void sm_hook_finish(const char *nonce, sm_run_result *r);
 void sm_hook_strip(const char *nonce, char *data, size_t *len);
 const char *sm_hook_runner_script(void);
 
+/* Why the gate closed a connection before libmicrohttpd had it. */
+typedef enum {
+  SM_GATE_DROP_HEAD_TIMEOUT = 0, /* the request head was not there in time */
+  SM_GATE_DROP_HEAD_TOO_LARGE,
+  SM_GATE_DROP_EVICTED,          /* the oldest waiting one made room */
+  SM_GATE_DROP_OVERLOADED,       /* no connection left for its class: 503 */
+  SM_GATE_DROP_CLOSED,           /* the client went away first */
+  SM_GATE_DROP_N,
+} sm_gate_drop;
+
+typedef struct sm_gate_stats {
+  long pending;                  /* accepted, request head not complete */
+  long open;                     /* libmicrohttpd's connections */
+  unsigned long dropped[SM_GATE_DROP_N];
+} sm_gate_stats;
+
+/* What a request head says about the connection it came on (gate.c). */
+typedef enum {
+  SM_GATE_HEALTH = 0, /* GET or HEAD /healthz */
+  SM_GATE_CONTROL,    /* Authorization: Bearer <the control token> */
+  SM_GATE_OTHER,      /* anything else: worker tokens, no token */
+  SM_GATE_CLASSES,
+} sm_gate_class;
+
+/* Length of the request head at the start of buf (through its empty
+ * line), or 0 when it is not complete. */
+size_t sm_gate_head_length(const char *buf, size_t n);
+/* The class of a complete head (len bytes, not NUL-terminated). */
+sm_gate_class sm_gate_head_class(const char *head, size_t len, const char *control_token);
+
 /* ---- metrics.c ---- */
 typedef struct sm_metrics sm_metrics;
 
@@ -182,6 +212,8 @@ typedef struct sm_metrics_gauges {
   int pool_known;        /* pool below is valid (a runner is attached) */
   sm_pool_stats pool;    /* the warm pool (sm_runner_pool_stats) */
   sm_agent_stats agent;  /* in-sandbox agents (sm_runner_agent_stats), with pool_known */
+  int http_known;        /* http below is valid (the gate runs) */
+  sm_gate_stats http;    /* connections (sm_gate_stats) */
 } sm_metrics_gauges;
 
 sm_metrics *sm_metrics_new(void);

@@ -273,6 +273,204 @@ def suite_owner(tmp):
     check("no leased value in the runner's log", value not in log)
 
 
+# ---------------------------------------------------------------- slow
+
+class Trickler:
+    """n connections that each send `prefix` at once, then one more byte of
+    `data` every `period` seconds, and come back when the runner closes them
+    (a slowloris)."""
+
+    def __init__(self, sock_path, n, prefix, data, period):
+        self.sock_path, self.n, self.period = sock_path, n, period
+        self.prefix, self.data = prefix, data
+        self.conns = []
+        self.opened = self.closed_by_runner = self.refused = 0
+        self.stop = False
+        self.thread = None
+
+    def open_one(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(self.sock_path)
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.refused += 1
+            s.close()
+            return None
+        self.opened += 1
+        if self.prefix:
+            try:
+                s.setblocking(True)
+                s.sendall(self.prefix)
+                s.setblocking(False)
+            except OSError:
+                s.close()
+                return None
+        return [s, 0]
+
+    def run(self):
+        while len(self.conns) < self.n:
+            c = self.open_one()
+            if c:
+                self.conns.append(c)
+        while not self.stop:
+            for i, c in enumerate(self.conns):
+                if c is None:
+                    self.conns[i] = self.open_one()
+                    continue
+                s, sent = c
+                try:
+                    if sent < len(self.data):
+                        s.send(self.data[sent:sent + 1])
+                        c[1] += 1
+                    if s.recv(4096, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b"":
+                        raise ConnectionResetError()
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    # The runner closed it (408 or 503 first): come back.
+                    self.closed_by_runner += 1
+                    s.close()
+                    self.conns[i] = self.open_one()
+            time.sleep(self.period)
+
+    def start(self):
+        import threading
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 60
+        while len([c for c in self.conns if c]) < self.n and time.time() < deadline:
+            time.sleep(0.05)
+
+    def finish(self):
+        self.stop = True
+        self.thread.join(30)
+        for c in self.conns:
+            if c:
+                c[0].close()
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    try:
+        out = fn()
+    except (SandmanError, OSError) as e:
+        out = e
+    return out, (time.monotonic() - t0) * 1000.0
+
+
+def suite_slow(tmp):
+    ws = os.path.join(tmp, "ws")
+    os.makedirs(os.path.join(ws, "real"))
+    r = Runner(tmp, sandbox_args(mode="per_run") + ["--workspaces-root", ws,
+                                                  "--max-body", "64k"])
+    c = r.client
+    k1 = Client("unix:" + r.sock, derive_worker_token(r.token, "k1"), timeout=60)
+    quick = Client("unix:" + r.sock, r.token, timeout=10)  # a hang fails, slowness does not
+    c.execute(command="true", run_id="slow")  # the sandbox exists before the attack
+
+    def probe(label, rounds):
+        lat, bad = [], []
+        for _ in range(rounds):
+            h, ms = timed(quick.healthz)
+            lat.append(ms)
+            if not (isinstance(h, dict) and h.get("status") == "ok"):
+                bad.append(repr(h))
+            time.sleep(0.5)
+        lat.sort()
+        print("# %s: /healthz latency ms: min %.1f, median %.1f, max %.1f (%d probes)" %
+              (label, lat[0], lat[len(lat) // 2], lat[-1], len(lat)), flush=True)
+        return lat, bad
+
+    # 1. 300 connections trickling their request heads, one byte every 2 s.
+    head = b"GET /healthz HTTP/1.1\r\nHost: sandman\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
+    t = Trickler(r.sock, 300, b"", head, 2.0)
+    t.start()
+    lat, bad = probe("300 slow heads", 24)  # over the 10 s head deadline
+    check("300 slow request heads: /healthz answers every time", not bad and len(lat) == 24, bad)
+    res, ms = timed(lambda: quick.execute(command="echo through", run_id="slow"))
+    check("300 slow request heads: a call with the control token goes through",
+          isinstance(res, dict) and res.get("stdout") == "through\n", res)
+    print("# 300 slow heads: the call took %.1f ms" % ms, flush=True)
+    res, _ = timed(lambda: k1.execute(command="echo worker", run_id="slow", worker_key="k1"))
+    check("300 slow request heads: a worker token's call goes through",
+          isinstance(res, dict) and res.get("stdout") == "worker\n", res)
+    check("300 slow request heads: the runner closed the slow ones (head deadline)",
+          t.closed_by_runner >= 300, (t.opened, t.closed_by_runner))
+    m = quick.metrics()
+    check("the runner counts them", 'sandman_http_connections_dropped_total{reason="head_timeout"}'
+          in m and "sandman_http_connections{state=\"waiting\"}" in m, m[-800:])
+    t.finish()
+
+    # 2. 300 connections with complete heads trickling bodies (no valid
+    # token): they may hold only their share of the runner's connections.
+    body_head = (b"POST /v1/execute HTTP/1.1\r\nHost: sandman\r\nAuthorization: Bearer " +
+                 b"0" * 64 + b"\r\nContent-Type: application/json\r\nContent-Length: 60000"
+                 b"\r\n\r\n")
+    t = Trickler(r.sock, 300, body_head, b"{" * 2000, 2.0)
+    t.start()
+    time.sleep(3)  # the heads are in; the bodies trickle
+    lat, bad = probe("300 slow bodies", 10)
+    check("300 slow bodies: /healthz answers every time", not bad and len(lat) == 10, bad)
+    res, _ = timed(lambda: quick.execute(command="echo through", run_id="slow"))
+    check("300 slow bodies: a call with the control token goes through",
+          isinstance(res, dict) and res.get("stdout") == "through\n", res)
+    m = quick.metrics()
+    dropped = [l for l in m.splitlines() if l.startswith("sandman_http_connections_dropped_total"
+                                                         '{reason="overloaded"}')]
+    check("300 slow bodies: past their share they are refused (503), not queued",
+          dropped and int(dropped[0].split()[-1]) > 0, m[-800:])
+    t.finish()
+
+    # 3. A chunked body over the cap gets 413, not a reset, with and without
+    # "Expect: 100-continue".
+    for expect in (True, False):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(r.sock)
+        s.sendall(("POST /v1/execute HTTP/1.1\r\nHost: sandman\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n%s\r\n"
+                   % (r.token, "Expect: 100-continue\r\n" if expect else "")).encode())
+        got = b""
+        if expect:
+            got = s.recv(4096)
+        chunk = b"a" * 16384
+        try:
+            for _ in range(20):  # 320 KiB, five times the cap
+                s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            s.sendall(b"0\r\n\r\n")
+            while True:
+                part = s.recv(65536)
+                if not part:
+                    break
+                got += part
+            outcome = got
+        except OSError as e:
+            outcome = repr(e).encode() + b" after " + got[:200]
+        s.close()
+        final = outcome.split(b"HTTP/1.1 ")[-1]
+        check("an over-cap chunked body%s -> 413, no reset" %
+              (" with Expect: 100-continue" if expect else ""),
+              final.startswith(b"413") and b"request body larger than" in final, outcome[:300])
+
+    # 4. A request head past 32 KiB: 431, and the runner stays up.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect(r.sock)
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nX-Big: " + b"b" * 40000 + b"\r\n\r\n")
+        got = s.recv(4096)
+    except OSError as e:
+        got = repr(e).encode()
+    s.close()
+    check("a 40 KiB request head -> 431", got.startswith(b"HTTP/1.1 431"), got[:200])
+    check("the runner still answers", quick.healthz()["status"] == "ok")
+    code = r.stop()
+    check("runner exits 0", code == 0, (code, r.read_log()[-1500:]))
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -283,7 +481,7 @@ def main():
         f.write(secrets.token_hex(24) + "\n")
     os.chmod(os.path.join(tmp, "token"), 0o600)
     try:
-        {"owner": suite_owner}[suite](tmp)
+        {"owner": suite_owner, "slow": suite_slow}[suite](tmp)
     except Exception as e:  # noqa: BLE001
         import traceback
         traceback.print_exc()

@@ -22,7 +22,7 @@ def templates(text):
         parts = re.split(r"(%[srd]|\$\{[^}]*\}|\$\w+)", lit)
         if sum(len(p) for p in parts[::2]) < 8:
             continue  # "$out", "%s: %s": too little text to name a check
-        rx = "".join(".+" if i % 2 else re.escape(p) for i, p in enumerate(parts))
+        rx = "".join(".*" if i % 2 else re.escape(p) for i, p in enumerate(parts))
         out.append(re.compile(rx))
     return out
 
