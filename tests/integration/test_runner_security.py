@@ -33,6 +33,15 @@ from test_server import Runner, check, docker, sandbox_args  # noqa: E402
 from sandman_client import Client, SandmanError, derive_worker_token  # noqa: E402
 
 
+RUNNERS = []
+
+
+def start_runner(tmp, args):
+    r = Runner(tmp, args)
+    RUNNERS.append(r)
+    return r
+
+
 def error_of(fn):
     """(status, body) of a call expected to fail; (200, answer) otherwise."""
     try:
@@ -101,7 +110,7 @@ def suite_owner(tmp):
     os.environ["SANDMAN_PLANTED"] = "planted"
     os.environ["RUNNER_OK"] = "fine"
     os.environ["SANDMAN_CONFIG"] = cfg
-    r = Runner(tmp, sandbox_args() + [
+    r = start_runner(tmp, sandbox_args() + [
         "--credentials-file", creds, "--workspaces-root", ws,
         "--env-passthrough", "DOCKER*", "--env-passthrough", "SANDMAN_*",
         "--env-passthrough", "HOME", "--env-passthrough", "XDG_*",
@@ -364,7 +373,7 @@ def timed(fn):
 def suite_slow(tmp):
     ws = os.path.join(tmp, "ws")
     os.makedirs(os.path.join(ws, "real"))
-    r = Runner(tmp, sandbox_args(mode="per_run") + ["--workspaces-root", ws,
+    r = start_runner(tmp, sandbox_args(mode="per_run") + ["--workspaces-root", ws,
                                                   "--max-body", "64k"])
     c = r.client
     k1 = Client("unix:" + r.sock, derive_worker_token(r.token, "k1"), timeout=60)
@@ -487,6 +496,8 @@ def main():
         traceback.print_exc()
         check("suite %s ran to the end" % suite, False, repr(e))
     finally:
+        for r in RUNNERS:  # a suite that failed half-way left its runner up
+            r.stop(timeout=60)
         ts.cleanup_instance()
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (ts.PASSED, ts.FAILED))
