@@ -17,14 +17,10 @@
 
 static int archive_path(sm_engine *e, sm_buf *out, const char *id, const char *path,
                         sm_error *err) {
-  int rc = engine_check_ref(id, "container id", err);
-  if (rc == 0) rc = engine_check_ref(path, "archive path", err);
-  if (rc != 0) return rc;
   cleanup_buf sm_buf rel;
   sm_buf_init(&rel, PATH_CAP);
-  if (sm_buf_append(&rel, "/containers/", 12) != 0 || engine_url_escape(&rel, id, NULL) != 0 ||
-      sm_buf_append(&rel, "/archive?path=", 14) != 0 || engine_url_escape(&rel, path, "/") != 0)
-    rc = sm_error_set(err, SM_EINVAL, "archive path too long");
+  int rc = engine_ref_path(&rel, "/containers/", id, NULL, "/archive?path=", "container id", err);
+  if (rc == 0) rc = engine_ref_path(&rel, "", path, "/", NULL, "archive path", err);
   if (rc == 0) rc = engine_versioned_path(e, out, rel.data, err);
   return rc;
 }
@@ -45,13 +41,7 @@ int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
     req.reader_ud = reader_ud;
     req.timeout_ms = -1; /* as long as the stream lasts, while it moves */
     req.stall_timeout = 1;
-    engine_response resp;
-    engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
-    rc = engine_perform(engine, &req, &resp, err);
-    if (rc == 0 && resp.status >= 400)
-      rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len,
-                                      "archive put", err);
-    engine_response_dispose(&resp);
+    rc = engine_call_stream(engine, &req, "archive put", NULL, NULL, err);
   }
   return rc;
 }
@@ -71,16 +61,10 @@ int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
     req.sink_ud = writer_ud;
     req.timeout_ms = -1;
     req.stall_timeout = 1;
-    engine_response resp;
-    engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
-    rc = engine_perform(engine, &req, &resp, err);
-    if (rc == 0 && resp.status >= 400)
-      rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len,
-                                      "archive get", err);
-    else if (rc == 0 && resp.status != 200)
-      rc = sm_error_set(err, SM_EPROTOCOL, "archive get: unexpected HTTP status %ld",
-                        resp.status);
-    engine_response_dispose(&resp);
+    long status = 0;
+    rc = engine_call_stream(engine, &req, "archive get", &status, NULL, err);
+    if (rc == 0 && status != 200)
+      rc = sm_error_set(err, SM_EPROTOCOL, "archive get: unexpected HTTP status %ld", status);
   }
   return rc;
 }
@@ -96,24 +80,21 @@ int sm_engine_path_mode(sm_engine *engine, const char *id, const char *path, uns
                         sm_error *err) {
   if (engine == NULL || out_mode == NULL)
     return sm_error_set(err, SM_EINVAL, "path mode: needs a client");
-  sm_buf full;
+  cleanup_buf sm_buf full;
   sm_buf_init(&full, PATH_CAP);
   int rc = archive_path(engine, &full, id, path, err);
-  engine_response resp;
-  engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
+  char stat[ENGINE_PATH_STAT_MAX] = "";
   if (rc == 0) {
     engine_request req = {0};
     req.method = "HEAD";
     req.path = full.data;
-    rc = engine_perform(engine, &req, &resp, err);
+    rc = engine_call_stream(engine, &req, "path stat", NULL, stat, err);
   }
-  if (rc == 0 && resp.status >= 400)
-    rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, "path stat", err);
   unsigned char json[800];
   int n = -1;
-  size_t b64 = strlen(resp.path_stat);
+  size_t b64 = strlen(stat);
   if (rc == 0 && b64 > 0 && b64 % 4 == 0 && b64 / 4 * 3 < sizeof json)
-    n = EVP_DecodeBlock(json, (const unsigned char *)resp.path_stat, (int)b64);
+    n = EVP_DecodeBlock(json, (const unsigned char *)stat, (int)b64);
   if (rc == 0 && n <= 0)
     rc = sm_error_set(err, SM_EPROTOCOL, "path stat of %s: the engine sent no usable stat", path);
   if (rc == 0) {
@@ -132,7 +113,5 @@ int sm_engine_path_mode(sm_engine *engine, const char *id, const char *path, uns
     }
     json_object_put(st);
   }
-  engine_response_dispose(&resp);
-  sm_buf_dispose(&full);
   return rc;
 }

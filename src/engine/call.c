@@ -137,3 +137,16 @@ int engine_call_json(sm_engine *e, const char *method, const char *rel_path,
   engine_response_dispose(&resp);
   return rc;
 }
+
+int engine_call_stream(sm_engine *e, const engine_request *req, const char *what,
+                       long *out_status, char *path_stat, sm_error *err) {
+  engine_response resp;
+  engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
+  int rc = engine_perform(e, req, &resp, err);
+  if (rc == 0 && resp.status >= 400)
+    rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, what, err);
+  if (out_status) *out_status = resp.status;
+  if (path_stat) memcpy(path_stat, resp.path_stat, sizeof resp.path_stat);
+  engine_response_dispose(&resp);
+  return rc;
+}

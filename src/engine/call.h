@@ -9,6 +9,7 @@
 
 #include "common/buf.h"
 #include "engine/client.h"
+#include "engine/transport.h"
 
 /* Negotiates if needed, then prefixes "/v<api>" to rel_path. */
 int engine_versioned_path(sm_engine *e, sm_buf *out, const char *rel_path, sm_error *err);
@@ -18,5 +19,12 @@ int engine_versioned_path(sm_engine *e, sm_buf *out, const char *rel_path, sm_er
 int engine_call_json(sm_engine *e, const char *method, const char *rel_path,
                      json_object *body, long timeout_ms, int *out_status,
                      json_object **out, sm_error *err);
+/* One streamed exchange (req's reader and sink carry the bodies; req->path
+ * already versioned): an answer >= 400 becomes an error through
+ * engine_error_from_response, named by what. *out_status (may be NULL)
+ * gets the status; path_stat (may be NULL; ENGINE_PATH_STAT_MAX bytes) the answer's
+ * X-Docker-Container-Path-Stat header. */
+int engine_call_stream(sm_engine *e, const engine_request *req, const char *what,
+                       long *out_status, char *path_stat, sm_error *err);
 
 #endif

@@ -13,12 +13,7 @@
 
 /* "/containers/<escaped id><suffix>" */
 static int container_path(sm_buf *b, const char *id, const char *suffix, sm_error *err) {
-  int rc = engine_check_ref(id, "container id", err);
-  if (rc != 0) return rc;
-  if (sm_buf_append(b, "/containers/", 12) != 0 || engine_url_escape(b, id, NULL) != 0 ||
-      (suffix && sm_buf_append(b, suffix, strlen(suffix)) != 0))
-    return sm_error_set(err, SM_EINVAL, "container path too long");
-  return 0;
+  return engine_ref_path(b, "/containers/", id, NULL, suffix, "container id", err);
 }
 
 int sm_engine_container_create(sm_engine *engine, const char *name, json_object *config,

@@ -16,13 +16,9 @@ int sm_engine_exec_create(sm_engine *engine, const char *container_id, json_obje
   if (out_exec_id) out_exec_id[0] = '\0';
   if (engine == NULL || config == NULL)
     return sm_error_set(err, SM_EINVAL, "exec create: needs a client and a config");
-  int rc = engine_check_ref(container_id, "container id", err);
-  if (rc != 0) return rc;
   cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
-  if (sm_buf_append(&path, "/containers/", 12) != 0 ||
-      engine_url_escape(&path, container_id, NULL) != 0 || sm_buf_append(&path, "/exec", 5) != 0)
-    rc = sm_error_set(err, SM_EINVAL, "container id too long");
+  int rc = engine_ref_path(&path, "/containers/", container_id, NULL, "/exec", "container id", err);
   cleanup_json json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, config, 0, NULL, &resp, err);
   if (rc == 0) rc = engine_answer_id(resp, out_exec_id, "exec create", err);
@@ -44,13 +40,9 @@ int sm_engine_exec_inspect(sm_engine *engine, const char *exec_id, int *out_runn
   if (out_exit_code) *out_exit_code = -1;
   if (out_pid) *out_pid = 0;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  int rc = engine_check_ref(exec_id, "exec id", err);
-  if (rc != 0) return rc;
   cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
-  if (sm_buf_append(&path, "/exec/", 6) != 0 || engine_url_escape(&path, exec_id, NULL) != 0 ||
-      sm_buf_append(&path, "/json", 5) != 0)
-    rc = sm_error_set(err, SM_EINVAL, "exec id too long");
+  int rc = engine_ref_path(&path, "/exec/", exec_id, NULL, "/json", "exec id", err);
   json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, &resp, err);
   if (rc != 0) return rc;

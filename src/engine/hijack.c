@@ -264,13 +264,11 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
 
 /* The POST /exec/{id}/start request asking for the upgrade. */
 static int start_request(sm_engine *e, const char *exec_id, sm_buf *req, sm_error *err) {
-  sm_buf rel, path;
+  cleanup_buf sm_buf rel;
   sm_buf_init(&rel, 4096);
+  cleanup_buf sm_buf path;
   sm_buf_init(&path, 4096);
-  int rc = 0;
-  if (sm_buf_append(&rel, "/exec/", 6) != 0 || engine_url_escape(&rel, exec_id, NULL) != 0 ||
-      sm_buf_append(&rel, "/start", 6) != 0)
-    rc = sm_error_set(err, SM_EINVAL, "exec id too long");
+  int rc = engine_ref_path(&rel, "/exec/", exec_id, NULL, "/start", "exec id", err);
   if (rc == 0) rc = engine_versioned_path(e, &path, rel.data, err);
   if (rc == 0) {
     static const char body[] = "{\"Detach\":false,\"Tty\":false}";
@@ -286,8 +284,6 @@ static int start_request(sm_engine *e, const char *exec_id, sm_buf *req, sm_erro
                       path.data, hosthdr, SANDMAN_VERSION, sizeof body - 1, body) != 0)
       rc = sm_error_set(err, SM_ENOMEM, "exec start: out of memory");
   }
-  sm_buf_dispose(&rel);
-  sm_buf_dispose(&path);
   return rc;
 }
 

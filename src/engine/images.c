@@ -16,14 +16,10 @@ int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **ou
                             sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  int rc = engine_check_ref(ref, "image reference", err);
-  if (rc != 0) return rc;
   cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
   /* The engine routes /images/{name:.*}/json: slashes and colons stay. */
-  if (sm_buf_append(&path, "/images/", 8) != 0 || engine_url_escape(&path, ref, "/:@") != 0 ||
-      sm_buf_append(&path, "/json", 5) != 0)
-    rc = sm_error_set(err, SM_EINVAL, "image reference too long");
+  int rc = engine_ref_path(&path, "/images/", ref, "/:@", "/json", "image reference", err);
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
   if (rc == 0) rc = engine_expect_json(out, json_type_object, "image inspect", err);
   return rc;
@@ -52,13 +48,10 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
 
 int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  int rc = engine_check_ref(ref, "image reference", err);
-  if (rc != 0) return rc;
   cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
-  if (sm_buf_append(&path, "/images/", 8) != 0 || engine_url_escape(&path, ref, "/:@") != 0 ||
-      (force && sm_buf_append(&path, "?force=1", 8) != 0))
-    rc = sm_error_set(err, SM_EINVAL, "image reference too long");
+  int rc = engine_ref_path(&path, "/images/", ref, "/:@", force ? "?force=1" : NULL,
+                           "image reference", err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
   return rc;
 }
@@ -96,14 +89,9 @@ static int streamed_post(sm_engine *e, const char *rel_path, const char *what, s
   req.sink_ud = &sink;
   req.timeout_ms = -1; /* a build takes as long as it takes */
   req.cb_err = &sink.cb_err;
-  engine_response resp;
-  engine_response_init(&resp, ENGINE_MAX_ERROR_BODY);
-  rc = engine_perform(e, &req, &resp, err);
-  if (rc == 0 && resp.status >= 400)
-    rc = engine_error_from_response(resp.status, resp.body.data, resp.body.len, what, err);
+  rc = engine_call_stream(e, &req, what, NULL, NULL, err);
   if (rc == 0) rc = engine_progress_finish(&sink.p, what, err);
   engine_progress_dispose(&sink.p);
-  engine_response_dispose(&resp);
   return rc;
 }
 

@@ -53,3 +53,14 @@ int engine_check_ref(const char *ref, const char *what, sm_error *err) {
       return sm_error_set(err, SM_EINVAL, "%s contains a control character", what);
   return 0;
 }
+
+int engine_ref_path(sm_buf *b, const char *collection, const char *ref, const char *keep,
+                    const char *suffix, const char *what, sm_error *err) {
+  int rc = engine_check_ref(ref, what, err);
+  if (rc != 0) return rc;
+  if (sm_buf_append(b, collection, strlen(collection)) != 0 ||
+      engine_url_escape(b, ref, keep) != 0 ||
+      (suffix && sm_buf_append(b, suffix, strlen(suffix)) != 0))
+    return sm_error_set(err, SM_EINVAL, "%s too long", what);
+  return 0;
+}

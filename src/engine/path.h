@@ -15,4 +15,11 @@ int engine_label_filters(sm_buf *b, const char *const *labels, size_t n_labels);
 /* Checks an id or name used in a path (non-empty, bounded). */
 int engine_check_ref(const char *ref, const char *what, sm_error *err);
 
+/* Appends "<collection><ref, escaped><suffix>" ("/containers/", id,
+ * "/json"), after checking ref as engine_check_ref does (named by what);
+ * keep as for engine_url_escape; suffix may be NULL. SM_EINVAL when too
+ * long ("<what> too long"). */
+int engine_ref_path(sm_buf *b, const char *collection, const char *ref, const char *keep,
+                    const char *suffix, const char *what, sm_error *err);
+
 #endif

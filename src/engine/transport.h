@@ -25,11 +25,15 @@ typedef struct engine_request {
   sm_error *cb_err;         /* where internal callbacks explain an abort */
 } engine_request;
 
+/* The longest X-Docker-Container-Path-Stat header kept. */
+#define ENGINE_PATH_STAT_MAX 1024
+
 typedef struct engine_response {
   long status;
   sm_buf body;                        /* capped; error bodies of streams too */
   char api_version[ENGINE_API_MAX_LEN * 2]; /* the Api-Version header */
-  char path_stat[1024]; /* X-Docker-Container-Path-Stat (base64 JSON), "" if none */
+  /* X-Docker-Container-Path-Stat (base64 JSON), "" if none */
+  char path_stat[ENGINE_PATH_STAT_MAX];
 } engine_response;
 
 void engine_response_init(engine_response *r, size_t max_body);

@@ -33,13 +33,10 @@ int sm_engine_volume_create(sm_engine *engine, const char *name, const char *dri
 
 int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  int rc = engine_check_ref(name, "volume name", err);
-  if (rc != 0) return rc;
   cleanup_buf sm_buf path;
   sm_buf_init(&path, PATH_CAP);
-  if (sm_buf_append(&path, "/volumes/", 9) != 0 || engine_url_escape(&path, name, NULL) != 0 ||
-      (force && sm_buf_append(&path, "?force=1", 8) != 0))
-    rc = sm_error_set(err, SM_EINVAL, "volume name too long");
+  int rc = engine_ref_path(&path, "/volumes/", name, NULL, force ? "?force=1" : NULL,
+                           "volume name", err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
   return rc;
 }

@@ -41,3 +41,50 @@ cleanup_instance() {
   ids=$(docker volume ls -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" 2>/dev/null || true)
   [ -n "$ids" ] && docker volume rm -f $ids >/dev/null 2>&1 || true
 }
+
+# run_python_suite FILE SUITE: runs suite SUITE of tests/integration/FILE
+# (a Python test of the runner) against the real engine, as one check;
+# its exit 77 is a skip. Cleans up this instance on exit.
+run_python_suite() {
+  require_engine
+  trap cleanup_instance EXIT
+  local rc=0
+  python3 "$SRC_DIR/tests/integration/$1" "$2" || rc=$?
+  [ "$rc" -eq 77 ] && exit 77
+  if [ "$rc" -eq 0 ]; then it_pass "$1 $2"; else it_fail "$1 $2 (exit $rc)"; fi
+  it_done
+}
+
+# Processes a test started in the background (sandman run calls, lock
+# holders): killed on exit by kill_pids_and_cleanup, which also removes the
+# instance's sandboxes. Use: `trap kill_pids_and_cleanup EXIT`.
+IT_PIDS=()
+kill_pids_and_cleanup() {
+  local p
+  for p in "${IT_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  cleanup_instance
+}
+
+# json 'python expression over d' < JSON
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# For a test that starts `sandman worker start` itself: it_runner_workdir
+# makes WORK (a temporary folder), the token file $WORK/token and the socket
+# path SOCK; on exit the worker (WORKER_PID) is stopped, the instance
+# cleaned up and WORK removed.
+WORKER_PID=
+stop_worker() {
+  if [ -n "$WORKER_PID" ] && kill -0 "$WORKER_PID" 2>/dev/null; then
+    kill -TERM "$WORKER_PID"
+    wait "$WORKER_PID" || true
+  fi
+  WORKER_PID=
+}
+it_runner_workdir() {
+  WORK=$(mktemp -d)
+  trap 'stop_worker; cleanup_instance; rm -rf "$WORK"' EXIT
+  cleanup_instance
+  head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
+  chmod 600 "$WORK/token"
+  SOCK=$WORK/runner.sock
+}

@@ -6,18 +6,9 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 
 STATE=$SANDMAN_STATE_DIR
-HOLDERS=()
-cleanup() {
-  local p
-  for p in "${HOLDERS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  cleanup_instance
-}
-trap cleanup EXIT
+trap kill_pids_and_cleanup EXIT
 cleanup_instance
 rm -rf "${STATE:?}"/*
-
-# json 'python expression over d' < JSON
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # mk MODE NAMEPART [LABEL=VALUE...]: a running sandbox and its volume, as
 # the sandbox module makes them. Prints the container name.
@@ -45,7 +36,7 @@ hold() {
   mkdir -p "$STATE/busy"
   flock -s -o "$STATE/busy/$1.lock" sleep 600 >/dev/null 2>&1 &
   local pid=$!
-  HOLDERS+=("$pid")
+  IT_PIDS+=("$pid")
   # Wait until the lock is really held.
   local i
   for i in $(seq 1 100); do
@@ -65,7 +56,7 @@ OTHER=sandman-other-$SANDMAN_INSTANCE-per_run-zzz
 docker run -d --network none --name "$OTHER" --label io.sandman.managed=true \
   --label "io.sandman.instance=other-$SANDMAN_INSTANCE" --label io.sandman.mode=per_run \
   sandman/minimal:latest sleep 3600 >/dev/null
-trap 'cleanup; docker rm -fv "$OTHER" >/dev/null 2>&1 || true' EXIT
+trap 'kill_pids_and_cleanup; docker rm -fv "$OTHER" >/dev/null 2>&1 || true' EXIT
 
 out=$("$SANDMAN" sandbox list --json)
 expect_eq "list --json: three sandboxes of this instance" 3 "$(json 'len(d)' <<<"$out")"
@@ -138,7 +129,7 @@ SETUP=$(mk per_run per_run-setup io.sandman.run=r4)
 mkdir -p "$STATE/keys"
 flock -x -o "$STATE/keys/create-$SETUP.lock" sleep 600 >/dev/null 2>&1 &
 creator=$!
-HOLDERS+=("$creator")
+IT_PIDS+=("$creator")
 for i in $(seq 1 100); do flock -x -n "$STATE/keys/create-$SETUP.lock" true 2>/dev/null || break; sleep 0.05; done
 out=$("$SANDMAN" sandbox reap --older-than 0s --json)
 check "reap 0s: a sandbox being set up survives" exists "$SETUP"

@@ -7,17 +7,9 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 
 STATE=$SANDMAN_STATE_DIR
-HOLDERS=()
-cleanup() {
-  local p
-  for p in "${HOLDERS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  cleanup_instance
-}
-trap cleanup EXIT
+trap kill_pids_and_cleanup EXIT
 cleanup_instance
 rm -rf "${STATE:?}"/*
-
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # mk NAMEPART [LABEL=VALUE...]: an idle per_run sandbox and its volume, as
 # the sandbox module makes them. Prints the container name.
@@ -47,7 +39,7 @@ hold() {
   mkdir -p "$STATE/busy"
   flock -s -o "$STATE/busy/$1.lock" sleep 600 >/dev/null 2>&1 &
   local pid=$!
-  HOLDERS+=("$pid")
+  IT_PIDS+=("$pid")
   local i
   for i in $(seq 1 100); do
     flock -x -n "$STATE/busy/$1.lock" true 2>/dev/null || break
@@ -80,8 +72,8 @@ out2=$("$SANDMAN" sandbox reap --older-than 0s --json)
 expect_eq "reap again: the same report order for what is left" "$BUSY" \
   "$(json "' '.join(x['name'] for x in d['spared'])" <<<"$out2")"
 
-for p in "${HOLDERS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-HOLDERS=()
+for p in "${IT_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+IT_PIDS=()
 cleanup_instance
 
 # --- two reaps at once over 20 ------------------------------------------------

@@ -6,17 +6,10 @@
 source "$(dirname "$0")/lib.sh"
 require_engine
 
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  cleanup_instance
-}
-trap cleanup EXIT
+trap kill_pids_and_cleanup EXIT
 cleanup_instance
 
 exists() { docker container inspect "$1" >/dev/null 2>&1; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 count_managed() {
   local c v
   c=$(docker ps -aq --filter label=io.sandman.managed=true --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | wc -l)
@@ -56,14 +49,14 @@ expect_eq "list: last use recorded after the call" "True" \
 
 "$SANDMAN" run --mode per_tool --agent coder --project p1 -- sleep 600 >/dev/null 2>&1 &
 tool_pid=$!
-PIDS+=("$tool_pid")
+IT_PIDS+=("$tool_pid")
 tool=$(wait_busy per_tool) || true
 check "list: a per_tool sandbox in flight is listed busy" test -n "$tool"
 
 # --- a call in flight survives reap 0s; SIGKILL ends it ----------------------
 "$SANDMAN" run --mode per_run --run-id ops-busy -- sleep 600 >/dev/null 2>&1 &
 run_pid=$!
-PIDS+=("$run_pid")
+IT_PIDS+=("$run_pid")
 busy=$(wait_busy per_run) || true
 check "a per_run call is in flight" test -n "$busy"
 out=$("$SANDMAN" sandbox reap --older-than 0s --json)

@@ -4,26 +4,7 @@
 # ready; --sandbox-pool-size overrides the file; /metrics shows the pool.
 source "$(dirname "$0")/lib.sh"
 require_engine
-WORK=$(mktemp -d)
-WORKER_PID=
-stop_worker() {
-  if [ -n "$WORKER_PID" ] && kill -0 "$WORKER_PID" 2>/dev/null; then
-    kill -TERM "$WORKER_PID"
-    wait "$WORKER_PID" || true
-  fi
-  WORKER_PID=
-}
-finish() {
-  stop_worker
-  cleanup_instance
-  rm -rf "$WORK"
-}
-trap finish EXIT
-cleanup_instance
-
-head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
-chmod 600 "$WORK/token"
-SOCK=$WORK/runner.sock
+it_runner_workdir
 cat >"$WORK/sandman.yaml" <<'YAML'
 version: 1
 defaults:

@@ -5,26 +5,7 @@
 # SIGTERM leaves nothing behind. --sandbox-pool-size 0 pre-creates nothing.
 source "$(dirname "$0")/lib.sh"
 require_engine
-WORK=$(mktemp -d)
-WORKER_PID=
-stop_worker() {
-  if [ -n "$WORKER_PID" ] && kill -0 "$WORKER_PID" 2>/dev/null; then
-    kill -TERM "$WORKER_PID"
-    wait "$WORKER_PID" || true
-  fi
-  WORKER_PID=
-}
-finish() {
-  stop_worker
-  cleanup_instance
-  rm -rf "$WORK"
-}
-trap finish EXIT
-cleanup_instance
-
-head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
-chmod 600 "$WORK/token"
-SOCK=$WORK/runner.sock
+it_runner_workdir
 
 pool_ids() {
   docker ps -q --no-trunc --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" \

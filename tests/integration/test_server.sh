@@ -2,10 +2,4 @@
 # The runner service (`sandman worker start`) against the real engine:
 # suite "core" of test_server.py (see its docstring).
 source "$(dirname "$0")/lib.sh"
-require_engine
-trap cleanup_instance EXIT
-rc=0
-python3 "$SRC_DIR/tests/integration/test_server.py" core || rc=$?
-[ "$rc" -eq 77 ] && exit 77
-if [ "$rc" -eq 0 ]; then it_pass "test_server.py core"; else it_fail "test_server.py core (exit $rc)"; fi
-it_done
+run_python_suite test_server.py core
