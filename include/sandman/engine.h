@@ -108,6 +108,10 @@ SM_API int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *re
                                   const char *repo, const char *tag,
                                   const char *const *changes, size_t n_changes,
                                   sm_progress_fn progress, void *progress_ud, sm_error *err);
+/* Loads images from a `docker save` tar stream (the images keep their
+ * tags): how images reach an engine that has no registry to pull from. */
+SM_API int sm_engine_image_load(sm_engine *engine, sm_read_fn reader, void *reader_ud,
+                                sm_progress_fn progress, void *progress_ud, sm_error *err);
 /* Builds from a tar context stream; an error message in the stream is an
  * error (SM_EENGINE with the engine's text). Import and build have no time
  * limit (a build step may be silent for long). */

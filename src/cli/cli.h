@@ -38,6 +38,7 @@ int cmd_sandbox_rm(const cli_call *call);
 int cmd_config_check(const cli_call *call);
 int cmd_config_explain(const cli_call *call);
 int cmd_image_build(const cli_call *call);
+int cmd_image_load(const cli_call *call);
 int cmd_token_derive(const cli_call *call);
 int cmd_completion(const cli_call *call);
 int cmd_help(const cli_call *call);

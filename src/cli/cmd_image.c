@@ -250,3 +250,50 @@ int cmd_image_build(const cli_call *call) {
   return CLI_EXIT_OK;
 }
 
+
+/* ---- image load ---- */
+
+static ssize_t read_fd(void *ud, char *buf, size_t len) {
+  int fd = *(int *)ud;
+  for (;;) {
+    ssize_t n = read(fd, buf, len);
+    if (n >= 0) return n;
+    if (errno != EINTR) return SM_EIO;
+  }
+}
+
+/* The engine's progress messages: "Loaded image: sandman/general:latest". */
+static void on_load_progress(void *ud, json_object *msg) {
+  (void)ud;
+  json_object *v = NULL;
+  if (json_object_object_get_ex(msg, "stream", &v) && v) {
+    const char *s = json_object_get_string(v);
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '\n') n--;
+    if (n) cli_note("%.*s", (int)n, s);
+  }
+}
+
+int cmd_image_load(const cli_call *call) {
+  const char *file = call->args[0];
+  int fd = strcmp(file, "-") == 0 ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    cli_error("image load: %s: %s", file, strerror(errno));
+    return CLI_EXIT_USAGE;
+  }
+  sm_error err = SM_ERROR_INIT;
+  sm_config *cfg = NULL;
+  int rc = sm_config_load(&cfg, call->g->config_path, &err);
+  sm_engine *engine = NULL;
+  if (rc == 0) {
+    sm_engine_options eo;
+    cli_engine_options(call->g, cfg, &eo);
+    rc = sm_engine_new(&engine, &eo, &err);
+    if (rc == 0) rc = sm_engine_negotiate(engine, &err);
+    if (rc == 0) rc = sm_engine_image_load(engine, read_fd, &fd, on_load_progress, NULL, &err);
+  }
+  if (fd != STDIN_FILENO) close(fd);
+  sm_engine_free(engine);
+  sm_config_free(cfg);
+  return rc ? cli_fail(&err) : CLI_EXIT_OK;
+}

@@ -262,6 +262,7 @@ const cli_command cli_commands[] = {
     {.name = "sandbox remove", .alias_of = "sandbox rm", .summary = "alias of `sandbox rm`"},
     {.name = "config", .summary = "check | explain"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
+     .complete_args = CLI_COMPLETE_FILES,
      .summary = "validate a configuration file",
      .description = "Validates FILE (else the file the search finds: --config, "
                     "$SANDMAN_CONFIG, ./sandman.yaml, $XDG_CONFIG_HOME/sandman/config.yaml). A "
@@ -273,7 +274,7 @@ const cli_command cli_commands[] = {
                     "setting with where it came from, the policy and placement decisions "
                     "and the scope key.",
      .max_args = 0},
-    {.name = "image", .summary = "build a sandbox image"},
+    {.name = "image", .summary = "build | load sandbox images"},
     {.name = "image build", .flags = image_build_flags, .fn = cmd_image_build, .args = "NAME|DIR",
      .summary = "build an image from images/ through the engine, offline",
      .description = "Builds a sandbox image through the engine's build endpoint, offline. "
@@ -285,6 +286,12 @@ const cli_command cli_commands[] = {
                     "STAGE/rootfs.tar`; the tar joins the build context. Progress goes to "
                     "stderr, the built image's id to stdout.",
      .min_args = 1, .max_args = 1, .complete_args = CLI_COMPLETE_IMAGES},
+    {.name = "image load", .fn = cmd_image_load, .args = "FILE",
+     .summary = "load images from a `docker save` tar (no registry needed)",
+     .description = "Loads the images of FILE (a `docker save` tar, or - for standard input) "
+                    "into the engine, with their tags: how images reach a CI engine that cannot "
+                    "pull (docs/ci.md).",
+     .min_args = 1, .max_args = 1, .complete_args = CLI_COMPLETE_FILES},
     {.name = "token", .summary = "derive a per-worker token"},
     {.name = "token derive", .flags = token_derive_flags, .fn = cmd_token_derive,
      .summary = "print a worker's token",

@@ -40,6 +40,7 @@ static const char *dynamic(cli_complete_kind k, cli_value_kind v) {
     case CLI_COMPLETE_SANDBOXES: return "@name";
     case CLI_COMPLETE_IMAGES: return "@images";
     case CLI_COMPLETE_COMMANDS: return "@commands";
+    case CLI_COMPLETE_FILES: return "@files";
     case CLI_COMPLETE_NONE: break;
   }
   if (v == CLI_DIR) return "@dirs";

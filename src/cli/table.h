@@ -34,6 +34,7 @@ typedef enum {
   CLI_COMPLETE_SANDBOXES,  /* sandbox names, likewise */
   CLI_COMPLETE_IMAGES,     /* image folders under images/ */
   CLI_COMPLETE_COMMANDS,   /* sandman's own commands (help) */
+  CLI_COMPLETE_FILES,      /* file names (positional arguments) */
 } cli_complete_kind;
 
 enum {

@@ -123,6 +123,14 @@ int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud
   return rc;
 }
 
+int sm_engine_image_load(sm_engine *engine, sm_read_fn reader, void *reader_ud,
+                         sm_progress_fn progress, void *progress_ud, sm_error *err) {
+  if (engine == NULL || reader == NULL)
+    return sm_error_set(err, SM_EINVAL, "image load: needs a client and a reader");
+  return streamed_post(engine, "/images/load?quiet=0", "image load", reader, reader_ud, progress,
+                       progress_ud, err);
+}
+
 int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
                           const char *tag, const char *dockerfile,
                           sm_progress_fn progress, void *progress_ud, sm_error *err) {

@@ -23,18 +23,17 @@ export SANDMAN_MODE=per_tool
 cleanup() {
   "${COMPOSE[@]}" down -v --remove-orphans -t 60 >/dev/null 2>&1 || true
   cleanup_instance
+  [ -n "${SANDMAN_RUNNER_IMAGE:-}" ] && docker image rm -f "$SANDMAN_RUNNER_IMAGE" >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-# The images compose runs: built offline beforehand, as the docs say.
-old_id=$(docker image inspect -f '{{.Id}}' sandman/sandman:latest 2>/dev/null || true)
-check "image build sandman (the runner's image)" \
-  bash -c "cd '$SRC_DIR' && '$SANDMAN' image build sandman >'$WORK/build.log' 2>&1"
-# The image it replaced goes when unused: test runs do not pile up images.
-if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' sandman/sandman:latest 2>/dev/null)" ]; then
-  docker image rm "$old_id" >/dev/null 2>&1 || true
-fi
+# The images compose runs: built offline beforehand, as the docs say, under
+# this test's own tag (a user's sandman/sandman:latest is never replaced).
+TEST_TAG=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')
+export SANDMAN_RUNNER_IMAGE=$TEST_TAG/sandman:1
+check "image build sandman (the runner's image, as $SANDMAN_RUNNER_IMAGE)" \
+  bash -c "cd '$SRC_DIR' && '$SANDMAN' image build sandman --tag '$SANDMAN_RUNNER_IMAGE' >'$WORK/build.log' 2>&1"
 check "the sandbox image sandman/minimal:latest is present" \
   bash -c "docker image inspect sandman/minimal:latest >/dev/null"
 

@@ -29,18 +29,46 @@ RUN_ID=dind-$$
 cleanup() {
   "${COMPOSE[@]}" down -v --remove-orphans -t 20 >/dev/null 2>&1 || true
   cleanup_instance
+  docker image rm -f "${SANDMAN_DIND_IMAGE:-}" "${SANDMAN_JOB_IMAGE:-}" >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-for name in dind sandman; do
-  old_id=$(docker image inspect -f '{{.Id}}' "sandman/$name:latest" 2>/dev/null || true)
-  check "image build $name" bash -c "cd '$SRC_DIR' && '$SANDMAN' image build $name >'$WORK/build-$name.log' 2>&1"
-  # The image it replaced goes when unused: test runs do not pile up images.
-  if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' "sandman/$name:latest" 2>/dev/null)" ]; then
-    docker image rm "$old_id" >/dev/null 2>&1 || true
-  fi
-done
+# Both images under this test's own tags (a user's sandman/dind:latest and
+# sandman/sandman:latest are never replaced); compose/dind-ci.yml takes them
+# through SANDMAN_DIND_IMAGE and SANDMAN_JOB_IMAGE.
+TEST_TAG=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')
+MAKE_IMAGE=""
+export SANDMAN_DIND_IMAGE=$TEST_TAG/dind:1 SANDMAN_JOB_IMAGE=$TEST_TAG/sandman:1
+check "image build dind (as $SANDMAN_DIND_IMAGE)" \
+  bash -c "cd '$SRC_DIR' && '$SANDMAN' image build dind --tag '$SANDMAN_DIND_IMAGE' >'$WORK/build-dind.log' 2>&1"
+check "image build sandman (as $SANDMAN_JOB_IMAGE)" \
+  bash -c "cd '$SRC_DIR' && '$SANDMAN' image build sandman --tag '$SANDMAN_JOB_IMAGE' >'$WORK/build-sandman.log' 2>&1"
+
+# The suite's image, as a CI without a registry gets it: built elsewhere
+# (here: sandman/minimal plus this machine's make and the libraries it
+# needs), saved with `docker save`, loaded into the job's engine by
+# ci-job.sh (`sandman image load`).
+mkdir -p "$WORK/make-image/lib" "$WORK/ws/src"
+cp /usr/bin/make "$WORK/make-image/make"
+for lib in $(ldd /usr/bin/make | grep -o '/[^ ]*'); do cp "$lib" "$WORK/make-image/lib/"; done
+{
+  echo "FROM sandman/minimal:latest"
+  echo "USER 0"
+  echo "COPY lib/ /lib/x86_64-linux-gnu/"
+  echo "COPY make /usr/bin/make"
+  echo "RUN mkdir -p /lib64 && ln -sf /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2"
+  echo "USER 1000"
+} >"$WORK/make-image/Dockerfile"
+MAKE_IMAGE=$TEST_TAG/make:1
+check "image build of a small image with make (as $MAKE_IMAGE)" \
+  bash -c "'$SANDMAN' image build '$WORK/make-image' --tag '$MAKE_IMAGE' >'$WORK/build-make.log' 2>&1"
+docker save "$MAKE_IMAGE" -o "$WORK/images.tar"
+docker image rm -f "$MAKE_IMAGE" >/dev/null 2>&1 || true
+# The project the job tests: `make test` reads a file, writes one, changes one.
+printf 'test:\n\tcat in.txt\n\techo made-in-sandbox > out.txt\n\techo line2 >> src/a.txt\n' >"$WORK/ws/Makefile"
+echo "input from the job" >"$WORK/ws/in.txt"
+echo "line1" >"$WORK/ws/src/a.txt"
 
 # Can this engine start a privileged container at all?
 if docker run --rm --network none --privileged --user 0 \
@@ -93,20 +121,28 @@ check "without the client certificates the job is refused (exit $rc)" test "$rc"
 out=$(job -e DOCKER_TLS_VERIFY= --entrypoint sandman job sandbox list 2>&1) && rc=0 || rc=$?
 check "plain HTTP to the TLS port fails (exit $rc)" test "$rc" -ne 0
 
-# The job itself: seed, tool call with --workspace, files back.
+# The job itself, exactly as docs/ci.md runs it: wait, seed (load the saved
+# image, build sandman/minimal), `make test` in the workspace, files back.
 rc=0
-job -e CI_KEEP_SANDBOX=1 -e CI_RUN_ID="$RUN_ID" job >"$WORK/job.log" 2>&1 || rc=$?
+job -e CI_KEEP_SANDBOX=1 -e CI_RUN_ID="$RUN_ID" -e CI_IMAGES=/images.tar -e CI_BUILD=minimal \
+  -e CI_IMAGE="$MAKE_IMAGE" -e CI_WORKSPACE=/ws -e CI_MEM=256m -e CI_DISK=64m \
+  -v "$WORK/images.tar:/images.tar:ro" -v "$WORK/ws:/ws" job >"$WORK/job.log" 2>&1 || rc=$?
 expect_eq "the CI job (compose/ci-job.sh) succeeds" 0 "$rc"
 log=$(cat "$WORK/job.log")
-expect_contains "the job seeded the engine with sandman/minimal offline" "Successfully tagged sandman/minimal:latest" "$log"
-expect_contains "the tool saw the file copied in" '"stdout":"input from the job' "$log"
-expect_contains "changed files came back" "files back: out.txt=made-in-sandbox src/a.txt=line1 line2" "$log"
-expect_contains "the result lists the changed files" '"files_changed":["out.txt","src/a.txt"]' "$log"
+expect_contains "the job loaded the saved image (no registry)" "Loaded image: $MAKE_IMAGE" "$log"
+expect_contains "the job seeded the engine with sandman/minimal offline" "building minimal" "$log"
+expect_contains "make test ran in the sandbox and saw the file copied in" "input from the job" "$log"
+expect_eq "changed files came back to the job's workspace" "made-in-sandbox|line1 line2" \
+  "$(cat "$WORK/ws/out.txt" 2>&1)|$(tr '\n' ' ' <"$WORK/ws/src/a.txt" | sed 's/ $//')"
 [ "$rc" -eq 0 ] || sed 's/^/#   /' "$WORK/job.log" | tail -n 30
+rc=0
+job -e CI_RUN_ID="$RUN_ID-fail" -e CI_BUILD= -e CI_IMAGE="$MAKE_IMAGE" -e CI_WORKSPACE=/ws \
+  -e CI_COMMAND='make no-such-target' -v "$WORK/ws:/ws" job >"$WORK/job-fail.log" 2>&1 || rc=$?
+expect_eq "a failing suite fails the job with make's status" 2 "$rc"
 
 # Inside the engine: the sandbox's /workspace is a volume, nothing bound.
-sandbox=$(sed -n 's/.*"sandbox_id": *"\([0-9a-f]*\)".*/\1/p' "$WORK/job.log" | head -n 1)
-check "the job's result names its sandbox" test -n "$sandbox"
+sandbox=$(in_engine docker ps -aq --filter "label=io.sandman.run=$RUN_ID" 2>/dev/null | head -n 1)
+check "the job's sandbox is kept (CI_KEEP_SANDBOX=1)" test -n "$sandbox"
 if [ -n "$sandbox" ]; then
   mounts=$(in_engine docker inspect -f '{{json .Mounts}}' "$sandbox" 2>&1)
   expect_contains "the sandbox's /workspace is a volume in the inner engine" '"Destination":"/workspace"' "$mounts"
@@ -119,6 +155,8 @@ if [ -n "$sandbox" ]; then
   expect_eq "nothing of the run is left in the inner engine" "" \
     "$(in_engine docker ps -aq --filter "label=io.sandman.run=$RUN_ID" 2>&1)"
 fi
+expect_eq "the failed job removed its sandbox" "" \
+  "$(in_engine docker ps -aq --filter "label=io.sandman.run=$RUN_ID-fail" 2>&1)"
 
 if "${COMPOSE[@]}" down -v -t 20 >"$WORK/down.log" 2>&1; then
   it_pass "docker-compose down -v"

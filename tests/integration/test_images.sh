@@ -36,17 +36,11 @@ tool_call() {
 }
 
 # build NAME [ARGS...]: runs `sandman image build` from the source tree (NAME
-# found in ./images), keeps stdout (the id) and stderr (progress).
-# The image a rebuild replaced is removed when nothing uses it, so that
-# test runs do not pile up untagged images.
+# found in ./images), keeps stdout (the id) and stderr (progress). Every
+# call gives a --tag of this test's; the cleanup removes them all.
 build() {
   local name=$1; shift
-  local old
-  old=$(docker image inspect -f '{{.Id}}' "sandman/$name:latest" 2>/dev/null || true)
-  (cd "$SRC_DIR" && "$SANDMAN" image build "$name" "$@") >"$WORK/$name.id" 2>"$WORK/$name.log" || return 1
-  if [ $# -eq 0 ] && [ -n "$old" ] && [ "$old" != "$(cat "$WORK/$name.id")" ]; then
-    docker image rm "$old" >/dev/null 2>&1 || true
-  fi
+  (cd "$SRC_DIR" && "$SANDMAN" image build "$name" "$@") >"$WORK/$name.id" 2>"$WORK/$name.log"
 }
 
 images=()
@@ -57,11 +51,11 @@ check "images/ holds minimal, general, sandman and dind" \
   bash -c "[[ ' ${images[*]} ' == *' minimal '* && ' ${images[*]} ' == *' general '* && ' ${images[*]} ' == *' sandman '* && ' ${images[*]} ' == *' dind '* ]]"
 
 for name in "${images[@]}"; do
-  # sandman/minimal belongs to scripts/setup.sh (it labels what it built):
-  # build that folder under a test tag instead of replacing it.
-  tag=sandman/$name:latest
-  args=()
-  if [ "$name" = minimal ]; then tag=$TEST_TAG/minimal:latest; args=(--tag "$tag"); fi
+  # Every folder is built under this test's own tag: sandman/minimal and
+  # sandman/general belong to scripts/setup.sh, sandman/sandman and
+  # sandman/dind to whoever built them; a test never replaces them.
+  tag=$TEST_TAG/$name:latest
+  args=(--tag "$tag")
   if build "$name" "${args[@]}"; then
     it_pass "image build $name"
   else
@@ -84,6 +78,8 @@ for name in "${images[@]}"; do
       expect_contains "sandman/general has git and CA certificates" "git version" \
         "$(tool_call "$tag" sh -c 'git --version && test -s /etc/ssl/certs/ca-certificates.crt' 2>&1)"
       expect_contains "sandman/general has bash" "GNU bash" "$(tool_call "$tag" bash --version 2>&1)"
+      expect_contains "sandman/general has make (docs/ci.md runs make test in it)" "GNU Make" \
+        "$(tool_call "$tag" make --version 2>&1)"
       ;;
     minimal)
       expect_eq "a tool call runs in the minimal folder's image" "ok 1000" \
@@ -93,22 +89,22 @@ for name in "${images[@]}"; do
       # Not a sandbox image: sandman itself, run as the engine would run it.
       want=$("$SANDMAN" version 2>/dev/null | head -n 1)
       expect_eq "sandman/sandman runs the sandman that built it" "$want" \
-        "$(docker run --rm --network none sandman/sandman:latest version 2>/dev/null | head -n 1)"
+        "$(docker run --rm --network none "$tag" version 2>/dev/null | head -n 1)"
       expect_contains "sandman/sandman reaches the engine through its socket" "api" \
         "$(docker run --rm --network none -v /var/run/docker.sock:/var/run/docker.sock \
-          sandman/sandman:latest version 2>&1)"
+          "$tag" version 2>&1)"
       ;;
     dind)
       expect_contains "sandman/dind holds Debian's dockerd" "Docker version" \
-        "$(docker run --rm --network none sandman/dind:latest dockerd --version 2>&1)"
+        "$(docker run --rm --network none "$tag" dockerd --version 2>&1)"
       expect_contains "sandman/dind holds openssl for its certificates" "OpenSSL" \
-        "$(docker run --rm --network none sandman/dind:latest openssl version 2>&1)"
+        "$(docker run --rm --network none "$tag" openssl version 2>&1)"
       ;;
   esac
 done
 
 # A second build reuses the cached root file system instead of debootstrap.
-if build general; then
+if build general --tag "$TEST_TAG/general:latest"; then
   expect_contains "a rebuild of general uses the cached root file system" \
     "using the cached root file system" "$(cat "$WORK/general.log")"
 else
