@@ -11,13 +11,17 @@ call to the background and polls it.
 import sys
 import time
 
-from sandman_client import Client, SandmanError
+from sandman_client import Client, SandmanError, SandmanUnreachable
 
 
 def main():
     address = sys.argv[1] if len(sys.argv) > 1 else None
-    runner = Client(address)  # token from SANDMAN_TOKEN
-    print("runner:", runner.healthz())
+    runner = Client(address)  # address from SANDMAN_URL, token from SANDMAN_TOKEN
+    try:
+        print("runner:", runner.healthz())
+    except SandmanUnreachable as e:
+        print("example: %s" % e, file=sys.stderr)
+        return 1
 
     r = runner.execute(tool="shell", command="echo hello from $(id -un); uname -s",
                        run_id="example-run")
@@ -50,7 +54,8 @@ def main():
                 break
             time.sleep(1)
         runner.kill(h)  # forget it
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,14 +8,17 @@ Standard library only. Talks HTTP over the runner's unix socket or TCP:
     r = c.execute(command="echo hello", tool="shell", run_id="run-1")
     print(r["stdout"], r["exit_code"])
 
-Addresses: "unix:PATH", "unix://PATH", "tcp://HOST:PORT", "http://HOST:PORT"
-or None for the runner's default socket. The token defaults to the
-SANDMAN_TOKEN variable. Every call opens its own connection, so one Client
-may be shared by many threads.
+Addresses: "unix:PATH", "unix://PATH", "tcp://HOST:PORT", "http://HOST:PORT".
+With none given, the SANDMAN_URL variable, else the runner's default socket
+($XDG_RUNTIME_DIR/sandman/sandman.sock, /run/sandman/sandman.sock for
+root). The token defaults to the SANDMAN_TOKEN variable. Every call opens
+its own connection, so one Client may be shared by many threads.
 
 Errors: an HTTP status of 400 or more raises SandmanError with the runner's
 "error" and "failure_kind" (and the whole answer in .body). A tool that ran
-and failed is not an error: its answer has "ok": false.
+and failed is not an error: its answer has "ok": false. When no runner
+answers at all, SandmanUnreachable (a ConnectionError) says which address
+was tried and where that address came from.
 """
 
 import base64
@@ -27,7 +30,8 @@ import os
 import socket
 import urllib.parse
 
-__all__ = ["Client", "SandmanError", "derive_worker_token", "default_address"]
+__all__ = ["Client", "SandmanError", "SandmanUnreachable", "derive_worker_token",
+           "default_address"]
 
 WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"
 
@@ -65,6 +69,20 @@ class SandmanError(Exception):
         super().__init__("HTTP %d: %s (%s)" % (status, self.error, self.failure_kind))
 
 
+class SandmanUnreachable(ConnectionError):
+    """No runner answers at the client's address (nothing listens, no such
+    socket, refused, timed out)."""
+
+    def __init__(self, address, source, cause):
+        self.address = address
+        self.source = source
+        self.cause = cause
+        super().__init__(
+            "no sandman runner answers at %s (%s): %s; start one with `sandman worker start`, "
+            "or set SANDMAN_URL to its address (unix:PATH or tcp://HOST:PORT)"
+            % (address, source, cause))
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
@@ -81,7 +99,12 @@ class Client:
     """One runner. token: the control token or a worker's derived token."""
 
     def __init__(self, address=None, token=None, timeout=600.0):
-        self.address = address or os.environ.get("SANDMAN_URL") or default_address()
+        if address:
+            self.address, self.address_source = address, "given to Client"
+        elif os.environ.get("SANDMAN_URL"):
+            self.address, self.address_source = os.environ["SANDMAN_URL"], "from SANDMAN_URL"
+        else:
+            self.address, self.address_source = default_address(), "the default socket"
         self.token = token if token is not None else os.environ.get("SANDMAN_TOKEN")
         self.timeout = timeout
         self.last_request_id = None
@@ -119,6 +142,11 @@ class Client:
             headers["Authorization"] = "Bearer " + self.token
         conn = self._connection()
         try:
+            try:
+                conn.connect()
+            except OSError as e:
+                raise SandmanUnreachable(self.address, self.address_source,
+                                         e.strerror or str(e)) from None
             conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()

@@ -31,7 +31,7 @@ mkdir -p "$WORK/ws1" "$WORK/ws2"
 expect_eq "the tool's file came back (the attack ran)" 1 "$(find "$WORK/ws1" -name 'evil*' -printf x | wc -c)"
 expect_contains "the name is logged (setuid dropped)" "setuid/setgid bits dropped" "$(cat "$WORK/text.log")"
 expect_eq "text: no log line starts with the forgery" 0 "$(grep -c "^$FORGED" "$WORK/text.log" || true)"
-expect_contains "text: the newline is written as \\n" "evil\\n$FORGED" "$(cat "$WORK/text.log")"
+expect_contains "text: the newline is written as backslash-n" "evil\\n$FORGED" "$(cat "$WORK/text.log")"
 
 # ---- the attack, JSON logs ----
 "$SANDMAN" --log-format json run --mode per_tool --workspace "$WORK/ws2" -- sh -c "$ATTACK" sh "$FORGED" \
