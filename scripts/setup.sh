@@ -35,7 +35,8 @@ START=$(date +%s)
 # Build tools: build-essential, or at least a compiler, make and libc headers.
 PACKAGES=(cmake pkg-config libcurl4-openssl-dev libjson-c-dev libyaml-dev libarchive-dev
   libssl-dev libcmocka-dev libmicrohttpd-dev docker.io busybox-static musl-tools runsc openssl curl
-  python3 iproute2 procps tar util-linux debootstrap docker-compose)
+  python3 iproute2 procps tar util-linux debootstrap docker-compose
+  zsh fish python3-venv) # the completion scripts are checked in zsh and fish; test_install makes a venv
 # shellcheck disable=SC2206
 PACKAGES+=(${SANDMAN_EXTRA_PACKAGES:-})
 

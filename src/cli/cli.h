@@ -46,7 +46,7 @@ int cmd_help(const cli_call *call);
 /* Installs the log handler (text or JSON lines on stderr, --log-level). */
 void cli_log_setup(const cli_globals *g);
 /* "unknown command 'X'; did you mean ...": a usage error (exit 2). */
-int cli_unknown_command(const char *name);
+int cli_unknown_command(const char *name, int json);
 
 /* "sandman: error: <message>" on stderr (a JSON line with --log-format json). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -351,8 +351,10 @@ static void fish_script(FILE *out) {
         if (f->short_name) fprintf(out, " -s %c", f->short_name);
         fprintf(out, " -l %s", f->name);
         if (f->kind != CLI_SWITCH) {
-          fputs(" -r", out);
-          fish_value(out, dynamic(f->complete, f->kind), f->values);
+          const char *d = dynamic(f->complete, f->kind);
+          /* -x: a value, and no file names unless the value is a path. */
+          fputs(d && (strcmp(d, "@files") == 0 || strcmp(d, "@dirs") == 0) ? " -r" : " -x", out);
+          fish_value(out, d, f->values);
         }
         fputs(" -d ", out);
         fish_quote(out, f->help ? f->help : "");

@@ -249,7 +249,7 @@ int cmd_help(const cli_call *call) {
     used += (size_t)w;
   }
   const cli_command *cmd = cli_command_find(name);
-  if (cmd == NULL) return cli_unknown_command(name);
+  if (cmd == NULL) return cli_unknown_command(name, 0);
   cli_help_print(stdout, cmd);
   return CLI_EXIT_OK;
 }

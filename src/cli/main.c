@@ -5,7 +5,7 @@
 #include "cli.h"
 
 /* "unknown command 'sandbox lst'; did you mean `sandbox list`?" */
-int cli_unknown_command(const char *name) {
+int cli_unknown_command(const char *name, int json) {
   char group[128] = "";
   const char *word = name;
   const char *sp = strrchr(name, ' ');
@@ -19,14 +19,11 @@ int cli_unknown_command(const char *name) {
     if (cli_command_in_group(&cli_commands[i], group))
       cands[n++] = cli_command_leaf(&cli_commands[i]);
   const char *near = cli_nearest(word, cands, n);
+  const cli_command *where = cli_command_find(group);
   if (near)
-    cli_error("unknown command '%s'; did you mean `sandman %s%s%s`?", name, group,
-              group[0] ? " " : "", near);
-  else
-    cli_error("unknown command '%s'", name);
-  if (group[0]) cli_note("see `sandman %s --help`", group);
-  else cli_note("see `sandman --help`");
-  return CLI_EXIT_USAGE;
+    return cli_usage_error(where, json, "unknown command '%s'; did you mean `sandman %s%s%s`?",
+                           name, group, group[0] ? " " : "", near);
+  return cli_usage_error(where, json, "unknown command '%s'", name);
 }
 
 static int run_command(const cli_command *cmd, int argc, char **argv, const cli_globals *g) {
@@ -81,7 +78,7 @@ int main(int argc, char **argv) {
         cli_call_dispose(&top);
         return CLI_EXIT_OK;
       }
-      rc = cli_unknown_command(next);
+      rc = cli_unknown_command(next, cli_wants_json(top.n_args, top.args));
       cli_call_dispose(&top);
       return rc;
     }
@@ -91,7 +88,7 @@ int main(int argc, char **argv) {
     if (!cli_command_is_group(c)) break;
   }
   if (cmd == NULL) {
-    rc = cli_unknown_command(top.args[0]);
+    rc = cli_unknown_command(top.args[0], cli_wants_json(top.n_args, top.args));
   } else if (cli_command_is_group(cmd)) {
     /* A group alone: what it holds, as a usage error. */
     cli_help_print(stderr, cmd);

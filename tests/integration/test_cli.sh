@@ -22,6 +22,8 @@ run_cli() {
 run_cli rnu -- true
 expect_eq "an unknown command exits 2" 2 "$rc"
 expect_contains "an unknown command suggests the nearest" "did you mean \`sandman run\`?" "$err"
+run_cli rnu --json -- true
+expect_contains "an unknown command with --json: a JSON object too" '"failure_kind":"usage"' "$out"
 run_cli sandbox lsit
 expect_contains "an unknown sub-command suggests the nearest" "did you mean \`sandman sandbox list\`?" "$err"
 run_cli run --tiemout 5 -- true

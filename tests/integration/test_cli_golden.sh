@@ -146,6 +146,20 @@ expect_eq "bash: completion's shells" "bash zsh fish" "$(complete_bash sandman c
 expect_not_contains "bash: the tool's own arguments are not sandman's flags" "--timeout" \
   "$(complete_bash sandman run -- ls --t)"
 
+# fish completes for real too (`complete -C` asks fish what it would offer).
+if command -v fish >/dev/null; then
+  complete_fish() { fish -c "source '$WORK/completion.fish'; complete -C '$1'" 2>&1 | cut -f1 | tr '\n' ' ' | sed 's/ $//'; }
+  expect_eq "fish: flags by prefix" "--timeout" "$(complete_fish 'sandman run --tim')"
+  expect_eq "fish: commands of a group" "doctor list ls reap remove rm" "$(complete_fish 'sandman sandbox ')"
+  expect_eq "fish: enum values, no file names" "none per_run per_tool per_worker" "$(complete_fish 'sandman run --mode ')"
+  expect_eq "fish: an alias takes its command's flags" "--sandbox-mem --sandbox-mode" "$(complete_fish 'sandman serve --sandbox-m')"
+elif [ "${CI:-}" = true ]; then
+  it_fail "CI=true and fish is not installed (scripts/setup.sh installs it)"
+fi
+if ! command -v zsh >/dev/null && [ "${CI:-}" = true ]; then
+  it_fail "CI=true and zsh is not installed (scripts/setup.sh installs it)"
+fi
+
 # docs/ document every flag (docs/run.md, docs/operations.md, ...).
 missing=""
 while read -r cmd flag; do
