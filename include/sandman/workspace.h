@@ -47,6 +47,19 @@ typedef struct sm_workspace_target {
   int (*run)(void *run_ud, const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
              sm_output_fn out, void *out_ud, int *exit_code, sm_error *err);
   void *run_ud;
+  /* 1 only when no process but sandman's own has run in the container and
+   * none can start until the copy in returns (a per_tool sandbox made for
+   * this call): the engine's archive upload (which runs as root and
+   * follows links in the container) may then extract the copy in. 0, the
+   * safe default: the copy in is extracted by `unpacker untar DIR` run as
+   * the sandbox's user, so that no link a process of the sandbox plants,
+   * even during the copy, can lead a write out of /workspace. */
+  int untouched;
+  /* The unpacker: sandman's agent binary in the sandbox. install (may be
+   * NULL) puts it there when the copy in finds it missing. */
+  const char *unpacker;
+  int (*install)(void *install_ud, sm_error *err);
+  void *install_ud;
 } sm_workspace_target;
 
 typedef struct sm_workspace_sync sm_workspace_sync;

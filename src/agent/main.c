@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/frame.h"
+#include "agent/untar.h"
 
 #define MAX_ARGV 65536
 #define MAX_ENV 8192
@@ -400,7 +401,13 @@ static void read_host(sm_frame_reader *r) {
   if (sm_frame_reader_feed(r, in, (size_t)n) != 0) protocol_error("malformed frame");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* `sandman-agent untar DIR`: a workspace copy in (untar.c). */
+  if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2]);
+  if (argc != 1) {
+    fprintf(stderr, "usage: sandman-agent [untar DIR]\n");
+    return 2;
+  }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */
   for (int fd = 0; fd < 3; fd++)
     if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 1;

@@ -233,6 +233,8 @@ static void agent_path(char *out, size_t len) {
   snprintf(out, len, AGENT_DIR "/agent-%.16s", sm_agent_blob_sha256);
 }
 
+void sm_agent_binary_path(char *out, size_t len) { agent_path(out, len); }
+
 /* Writes the binary into the container's /.sandman as root (a tmpfs the
  * sandbox user cannot write), unless it is there already. */
 static int install(sm_engine *e, const char *cid, sm_error *err) {
@@ -323,6 +325,20 @@ static sm_agent_session *take_idle(sm_agents *a, const char *cid) {
   return found;
 }
 
+static void note_installed(sm_agents *a, const char *cid) {
+  pthread_mutex_lock(&a->mu);
+  snprintf(a->installed[a->next_installed], SM_ENGINE_ID_MAX, "%s", cid);
+  a->next_installed = (a->next_installed + 1) % MAX_UNUSABLE;
+  pthread_mutex_unlock(&a->mu);
+}
+
+int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err) {
+  if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
+  int rc = install(e, cid, err);
+  if (rc == 0 && a) note_installed(a, cid);
+  return rc;
+}
+
 int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
                   sm_agent_session **out) {
   *out = NULL;
@@ -337,12 +353,7 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
     sm_error err = SM_ERROR_INIT;
     int rc = installed ? 0 : install(e, cid, &err);
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc; /* the container is gone */
-    if (rc == 0 && !installed) {
-      pthread_mutex_lock(&a->mu);
-      snprintf(a->installed[a->next_installed], SM_ENGINE_ID_MAX, "%s", cid);
-      a->next_installed = (a->next_installed + 1) % MAX_UNUSABLE;
-      pthread_mutex_unlock(&a->mu);
-    }
+    if (rc == 0 && !installed) note_installed(a, cid);
     if (rc == 0) rc = open_session(e, cid, &s, &err);
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
     if (rc) {

@@ -711,6 +711,19 @@ static int run_via_agent(void *ud, const char *const *argv, size_t argc, sm_read
                       in ? 3600 * 1000 : 300 * 1000, exit_code, err);
 }
 
+/* sm_workspace_target.install: the copy in of a sandbox that may run
+ * processes is extracted by the agent binary as the sandbox's user. */
+typedef struct unpacker_ctx {
+  sm_runner *runner;
+  sm_engine *e;
+  const char *cid;
+} unpacker_ctx;
+
+static int install_unpacker(void *ud, sm_error *err) {
+  unpacker_ctx *u = ud;
+  return sm_agent_install(sm_runner_agents(u->runner), u->e, u->cid, err);
+}
+
 static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
   *out = req->settings.excludes;
   if (req->extra_excludes)
@@ -772,7 +785,21 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     if (rc) goto fail_release;
 
-    sm_workspace_target target = {e, sb.id, "/workspace", sb.uid, sb.gid, NULL, NULL};
+    /* A per_tool sandbox is this call's alone and nothing has run in it
+     * yet: the engine may extract its copy in. Any other copy in goes
+     * through the unpacker, as the sandbox's user. */
+    char unpacker[128];
+    sm_agent_binary_path(unpacker, sizeof unpacker);
+    unpacker_ctx uctx = {runner, e, sb.id};
+    sm_workspace_target target = {.engine = e,
+                                  .container_id = sb.id,
+                                  .sandbox_path = "/workspace",
+                                  .uid = sb.uid,
+                                  .gid = sb.gid,
+                                  .untouched = sb.mode == SM_MODE_PER_TOOL,
+                                  .unpacker = unpacker,
+                                  .install = install_unpacker,
+                                  .install_ud = &uctx};
     if (t.agent) {
       /* The workspace's listings and deletes go over the session too. */
       target.run = run_via_agent;

@@ -317,7 +317,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
 
   sm_workspace_sync *ws = NULL;
   sm_sync_mode sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
-  sm_workspace_target target = {NULL, NULL, work, (int)getuid(), (int)getgid(), NULL, NULL};
+  sm_workspace_target target = {.sandbox_path = work, .uid = (int)getuid(), .gid = (int)getgid()};
   if (req->workspace && sync != SM_SYNC_NONE) {
     sm_string_list excludes = s->excludes;
     if (req->extra_excludes)

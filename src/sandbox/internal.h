@@ -206,6 +206,12 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
 /* After a call that ended cleanly: parks the session (or closes it). */
 void sm_agent_give_back(sm_agents *a, sm_agent_session *s);
 void sm_agent_close(sm_agent_session *s);
+/* Where the agent binary lives in a sandbox (it is also the workspace's
+ * unpacker: `PATH untar DIR`). */
+void sm_agent_binary_path(char *out, size_t len);
+/* Puts the agent binary into the container (as root, into /.sandman)
+ * unless it is there; a may be NULL. */
+int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err);
 /* Installs the agent in a new container and parks a session (the pool). */
 int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid);
 void sm_agent_note_fallback(sm_agents *a);

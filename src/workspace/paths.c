@@ -17,6 +17,7 @@
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
+#include "common/rmtree.h"
 #include "workspace/ws.h"
 
 int ws_path_normalize(const char *raw, char **out, sm_error *err) {
@@ -97,6 +98,27 @@ int ws_link_inside(const char *path, const char *target) {
   return ups <= depth;
 }
 
+int ws_link_engine_accepts(const char *path, const char *target) {
+  if (target == NULL || target[0] == '\0') return 0;
+  if (target[0] == '/') return 1;
+  long depth = 0;
+  for (const char *s = path; *s; s++)
+    if (*s == '/') depth++;
+  const char *p = target;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') {
+      if (--depth < 0) return 0;
+    } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+      depth++;
+    }
+    p += n;
+    if (*p == '/') p++;
+  }
+  return 1;
+}
+
 /* Only the first component matters: stage directories live at the top. */
 int ws_is_reserved(const char *path) {
   return strncmp(path, WS_STAGE_PREFIX, strlen(WS_STAGE_PREFIX)) == 0;
@@ -170,31 +192,7 @@ int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int 
   return fd;
 }
 
-static int remove_tree_depth(int dir_fd, const char *name, int depth) {
-  if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT) return 0;
-  if (errno != EISDIR && errno != EPERM) return -errno;
-  if (depth > 512) return -ELOOP;
-  int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return -ENOMEM;
-  }
-  int rc = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    int r = remove_tree_depth(dirfd(d), de->d_name, depth + 1);
-    if (r != 0 && rc == 0) rc = r;
-  }
-  closedir(d);
-  if (rc != 0) return rc;
-  if (unlinkat(dir_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) return -errno;
-  return 0;
-}
-
-int ws_remove_tree(int dir_fd, const char *name) { return remove_tree_depth(dir_fd, name, 0); }
+int ws_remove_tree(int dir_fd, const char *name) { return sm_rmtree_at(dir_fd, name); }
 
 int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err) {
   *out_path = NULL;

@@ -188,9 +188,12 @@ static int exec_collect(void *ud, int stream, const char *data, size_t len) {
 }
 
 /* Runs argv in the sandbox as the workspace owner; a non-zero exit is an
- * error quoting stderr. out (may be NULL) receives stdout up to its cap. */
-static int box_exec_on(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
-                       size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, sm_error *err) {
+ * error quoting stderr (and its code in *code_out, when given). out (may
+ * be NULL) receives stdout up to its cap. */
+static int box_exec_code(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
+                         size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int *code_out,
+                         sm_error *err) {
+  if (code_out) *code_out = 0;
   if (t->run && engine == t->engine) {
     /* The sandbox layer's own way in (its agent): no engine round trips. */
     exec_out o;
@@ -203,10 +206,11 @@ static int box_exec_on(sm_engine *engine, const sm_workspace_target *t, const ch
       sm_buf_dispose(&o.err);
       sm_workspace_target plain = *t;
       plain.run = NULL;
-      return box_exec_on(engine, &plain, argv, argc, in, in_ud, out, err);
+      return box_exec_code(engine, &plain, argv, argc, in, in_ud, out, code_out, err);
     }
     if (o.overflow)
       rc = sm_error_set(err, SM_ETOOBIG, "'%s' in the sandbox printed too much", argv[0]);
+    if (rc == 0 && code_out) *code_out = code;
     if (rc == 0 && code != 0)
       rc = sm_error_set(err, SM_ESANDBOX, "'%s' in the sandbox exited with %d: %s", argv[0], code,
                         o.err.data ? o.err.data : "");
@@ -245,11 +249,17 @@ static int box_exec_on(sm_engine *engine, const sm_workspace_target *t, const ch
   if (o.overflow) rc = sm_error_set(err, SM_ETOOBIG, "'%s' in the sandbox printed too much", argv[0]);
   int code = 0;
   if (rc == 0) rc = sm_engine_exec_inspect(engine, exec_id, NULL, &code, NULL, err);
+  if (rc == 0 && code_out) *code_out = code;
   if (rc == 0 && code != 0)
     rc = sm_error_set(err, SM_ESANDBOX, "'%s' in the sandbox exited with %d: %s", argv[0], code,
                       o.err.data ? o.err.data : "");
   sm_buf_dispose(&o.err);
   return rc;
+}
+
+static int box_exec_on(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
+                       size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, sm_error *err) {
+  return box_exec_code(engine, t, argv, argc, in, in_ud, out, NULL, err);
 }
 
 static int box_exec(const sm_workspace_target *t, const char *const *argv, size_t argc,
@@ -303,6 +313,36 @@ static int box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_e
   free(argv);
   free(owned);
   if (rc) sm_error_wrap(err, "deleting in the sandbox what was deleted on the host");
+  return rc;
+}
+
+/* Makes host links the engine's upload would refuse (relative, climbing
+ * above the workspace), as the sandbox's user: what was there is replaced,
+ * as the upload would. */
+static int box_links(const sm_workspace_target *t, ws_entry **links, size_t n, sm_error *err) {
+  const char **argv = calloc(2 * RM_BATCH_PATHS + 6, sizeof *argv);
+  if (argv == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  int rc = 0;
+  size_t i = 0;
+  while (i < n && rc == 0) {
+    size_t argc = 0, bytes = 0, k = 0;
+    argv[argc++] = "sh";
+    argv[argc++] = "-c";
+    argv[argc++] = "cd -- \"$1\" && shift && while [ $# -ge 2 ]; do "
+                   "rm -rf -- \"$2\" && ln -s -- \"$1\" \"$2\" || exit 1; shift 2; done";
+    argv[argc++] = "sh";
+    argv[argc++] = t->sandbox_path;
+    while (i < n && k < RM_BATCH_PATHS && bytes < RM_BATCH_BYTES) {
+      argv[argc++] = links[i]->link;
+      argv[argc++] = links[i]->path;
+      bytes += strlen(links[i]->link) + strlen(links[i]->path) + 2;
+      k++;
+      i++;
+    }
+    rc = box_exec(t, argv, argc, NULL, err);
+  }
+  free(argv);
+  if (rc) sm_error_wrap(err, "making the workspace's links that leave it");
   return rc;
 }
 
@@ -580,12 +620,74 @@ typedef struct early_put {
   char request_id[64];
 } early_put;
 
+/* Exit code of the unpacker's wrapper when the unpacker is not there. */
+#define UNPACKER_MISSING 112
+
+/* How a copy in reaches the sandbox (upload.c says why): the engine's
+ * upload into an untouched sandbox; else sandman's unpacker, run as the
+ * sandbox's user with the stream on its stdin. *missing: it is not
+ * installed (nothing was extracted). */
+static int put_stream(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *missing,
+                      sm_error *err) {
+  *missing = 0;
+  if (t->untouched)
+    return sm_engine_archive_put(t->engine, t->container_id, t->sandbox_path, reader, ud, err);
+  if (t->unpacker == NULL || t->unpacker[0] == '\0')
+    return sm_error_set(err, SM_EINVAL, "no unpacker to copy into a sandbox that may run "
+                                        "processes (sm_workspace_target.unpacker)");
+  const char *argv[] = {"/bin/sh", "-c", "[ -x \"$1\" ] || exit 112; exec \"$@\"", "sh",
+                        t->unpacker, "untar", t->sandbox_path};
+  int code = 0;
+  int rc = box_exec_code(t->engine, t, argv, 7, reader, ud, NULL, &code, err);
+  if (rc == SM_ESANDBOX && code == UNPACKER_MISSING) *missing = 1;
+  return rc;
+}
+
+static int install_unpacker(const sm_workspace_target *t, sm_error *err) {
+  if (t->install == NULL)
+    return sm_error_set(err, SM_ESANDBOX, "sandman's unpacker %s is not in the sandbox",
+                        t->unpacker);
+  int rc = t->install(t->install_ud, err);
+  if (rc) sm_error_wrap(err, "installing sandman's unpacker in the sandbox");
+  return rc;
+}
+
+/* The packer's own failure explains a cut stream best. */
+static void packer_reason(ws_packer *pk, sm_error *err) {
+  const sm_error *pe = ws_packer_error(pk);
+  if (pe->code && pe->code != SM_ECANCELLED) *err = *pe;
+}
+
+/* Sends pack (a packer each try: a missing unpacker is installed once and
+ * the copy starts again). */
+static int put_entries(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd,
+                       ws_entry **pack, size_t npack, sm_error *err) {
+  for (int attempt = 0;; attempt++) {
+    ws_packer *pk = NULL;
+    int rc = ws_packer_new(&pk, root_fd, pack, npack, "", t->uid, t->gid, err);
+    if (rc) return rc;
+    if (s->abort_after >= 0) ws_packer_abort_after(pk, abort_budget(s));
+    int missing = 0;
+    rc = put_stream(t, ws_packer_read, pk, &missing, err);
+    if (rc) packer_reason(pk, err);
+    ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
+    ws_packer_free(pk);
+    if (!missing || attempt > 0) return rc;
+    sm_error_clear(err);
+    rc = install_unpacker(t, err);
+    if (rc) return rc;
+  }
+}
+
 static void *early_main(void *ud) {
   early_put *u = ud;
   if (u->request_id[0]) sm_log_set_request_id(u->request_id);
   if (u->pre) prelist_wait_attached(u->pre);
-  u->rc = sm_engine_archive_put(u->t->engine, u->t->container_id, u->t->sandbox_path,
-                                ws_packer_read, u->pk, &u->err);
+  /* A fresh keyed sandbox has no unpacker yet: installed first, while the
+   * caller scans. */
+  u->rc = u->t->untouched || u->t->install == NULL ? 0 : install_unpacker(u->t, &u->err);
+  int missing = 0;
+  if (u->rc == 0) u->rc = put_stream(u->t, ws_packer_read, u->pk, &missing, &u->err);
   return NULL;
 }
 
@@ -614,7 +716,7 @@ static int early_start(early_put *u, sm_workspace_sync *s, const sm_workspace_ta
  * error, when it has one, says more). */
 static void early_join(early_put *u) {
   pthread_join(u->th, NULL);
-  if (u->rc && ws_packer_error(u->pk)->code) u->err = *ws_packer_error(u->pk);
+  if (u->rc) packer_reason(u->pk, &u->err);
 }
 
 /* Ends an upload that is not wanted (the scan failed): the engine gets a
@@ -704,6 +806,13 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
     if (ws_excluded(&s->excludes, b->path)) continue;
     dels[ndel++] = b->path;
   }
+  /* What the upload carries (with every directory above what is sent),
+   * and the links the engine would refuse, made after it. */
+  ws_entry **pack = NULL, **later = NULL;
+  size_t npack = 0, nlater = 0;
+  if (rc == 0)
+    rc = ws_upload_plan(&cur, send, nsend, t->engine && t->untouched, &pack, &npack, &later,
+                        &nlater, err);
   if (rc == 0 && ndel > 1) qsort(dels, ndel, sizeof *dels, cmp_cstr);
   /* rm -rf of a directory covers what is under it. */
   size_t nkeep = 0;
@@ -747,13 +856,14 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   if (rc == 0 && early) {
     /* Nothing was cleared or deleted (a fresh sandbox): the upload under
      * way gets what to send. */
-    ws_packer_supply(up.pk, send, nsend);
+    ws_packer_supply(up.pk, pack, npack);
     early_join(&up);
     early = 0;
     rc = up.rc;
     if (rc) *err = up.err;
     ws_packer_stats(up.pk, &s->bytes_in, &s->entries_in);
     ws_packer_free(up.pk);
+    if (rc == 0 && nlater > 0) rc = box_links(t, later, nlater, err);
     for (size_t i = 0; i < nsend; i++) {
       ws_entry_mark_racy(send[i], stamp, 1, 1);
       send[i]->state = WS_CHANGED;
@@ -763,20 +873,20 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
       have_pre = 0;
     }
   } else if (rc == 0 && nsend > 0) {
-    ws_packer *pk = NULL;
-    rc = ws_packer_new(&pk, root_fd, send, nsend, "", t->uid, t->gid, err);
-    if (rc == 0) {
-      if (s->abort_after >= 0) ws_packer_abort_after(pk, abort_budget(s));
-      if (t->engine) {
-        rc = sm_engine_archive_put(t->engine, t->container_id, t->sandbox_path, ws_packer_read, pk,
-                                   err);
-        if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
-      } else {
+    if (t->engine) {
+      if (npack > 0) rc = put_entries(s, t, root_fd, pack, npack, err);
+    } else {
+      ws_packer *pk = NULL;
+      rc = ws_packer_new(&pk, root_fd, pack, npack, "", t->uid, t->gid, err);
+      if (rc == 0) {
+        if (s->abort_after >= 0) ws_packer_abort_after(pk, abort_budget(s));
         rc = copy_in_local(s, t, scratch_fd, pk, err);
+        if (rc) packer_reason(pk, err);
+        ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
+        ws_packer_free(pk);
       }
-      ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
-      ws_packer_free(pk);
     }
+    if (rc == 0 && nlater > 0) rc = box_links(t, later, nlater, err);
     for (size_t i = 0; i < nsend; i++) {
       ws_entry_mark_racy(send[i], stamp, 1, 1);
       send[i]->state = WS_CHANGED;
@@ -788,6 +898,10 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   }
   if (early) early_cancel(&up, rc ? rc : SM_ECANCELLED);
   if (have_pre) prelist_drop(&pre);
+  /* What was sent, not the directories that came along. */
+  s->entries_in = rc == 0 ? (int64_t)nsend : 0;
+  free(pack);
+  free(later);
   free(send);
   free(dels);
   ws_manifest_dispose(&delset);

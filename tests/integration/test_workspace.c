@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/blob.h"
 #include "support/itest.h"
 #include "workspace/ws.h"
 #include "unit/workspace/tarbuild.h"
@@ -38,6 +39,49 @@ static json_object *labels(void) {
   json_object_object_add(l, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(l, "io.sandman.instance", json_object_new_string(instance()));
   return l;
+}
+
+#define UNPACKER "/.sandman/agent"
+
+typedef struct blob_in {
+  size_t off;
+} blob_in;
+
+static ssize_t read_blob(void *ud, char *buf, size_t len) {
+  blob_in *r = ud;
+  size_t left = sm_agent_blob_len - r->off;
+  if (len > left) len = left;
+  memcpy(buf, sm_agent_blob + r->off, len);
+  r->off += len;
+  return (ssize_t)len;
+}
+
+/* The agent binary (the copy in's unpacker) into /.sandman, as root, the
+ * way the sandbox layer installs it. */
+static void install_unpacker(box *b) {
+  json_object *cfg = json_object_new_object();
+  json_object *cmd = json_object_new_array();
+  json_object_array_add(cmd, json_object_new_string("sh"));
+  json_object_array_add(cmd, json_object_new_string("-c"));
+  json_object_array_add(cmd, json_object_new_string("cat > " UNPACKER " && chmod 555 " UNPACKER));
+  json_object_object_add(cfg, "Cmd", cmd);
+  json_object_object_add(cfg, "User", json_object_new_string("0:0"));
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  char xid[SM_ENGINE_ID_MAX];
+  sm_error err = SM_ERROR_INIT;
+  if (sm_engine_exec_create(b->e, b->id, cfg, xid, &err)) fail_msg("exec create: %s", err.message);
+  json_object_put(cfg);
+  blob_in in = {0};
+  sm_exec_io io = SM_EXEC_IO_INIT;
+  io.stdin_read = read_blob;
+  io.stdin_ud = &in;
+  io.timeout_s = 60;
+  if (sm_engine_exec_start(b->e, xid, &io, &err)) fail_msg("exec start: %s", err.message);
+  int code = -1;
+  if (sm_engine_exec_inspect(b->e, xid, NULL, &code, NULL, &err)) fail_msg("%s", err.message);
+  assert_int_equal(code, 0);
 }
 
 static int setup(void **state) {
@@ -75,6 +119,11 @@ static int setup(void **state) {
   json_object_object_add(m, "Target", json_object_new_string("/workspace"));
   json_object_array_add(mounts, m);
   json_object_object_add(hc, "Mounts", mounts);
+  /* sandman's own area, as in its sandboxes: the unpacker goes there. */
+  json_object *tmpfs = json_object_new_object();
+  json_object_object_add(tmpfs, "/.sandman", json_object_new_string("size=8m,mode=0755,exec"));
+  json_object_object_add(tmpfs, "/tmp", json_object_new_string("size=8m,mode=1777"));
+  json_object_object_add(hc, "Tmpfs", tmpfs);
   json_object_object_add(c, "HostConfig", hc);
   rc = sm_engine_container_create(b->e, NULL, c, b->id, NULL, &err);
   json_object_put(c);
@@ -91,6 +140,8 @@ static int setup(void **state) {
   b->t.sandbox_path = "/workspace";
   b->t.uid = 1000;
   b->t.gid = 1000;
+  b->t.unpacker = UNPACKER;
+  install_unpacker(b);
   *state = b;
   return 0;
 }
@@ -743,6 +794,56 @@ static void test_first_copy_early_upload(void **state) {
   chmod(p, 0755);
 }
 
+/* 13.4: a copy in never follows what the sandbox planted. A directory the
+ * tool replaced by a link (to /etc, which the engine as root could write,
+ * and to /tmp/trap, which the sandbox user could) gets the host's new file
+ * inside a real directory; a process of the sandbox swapping the directory
+ * for a link again and again while copies run never gets a write through
+ * it (a copy may fail then: nothing lands outside /workspace either way). */
+static void test_planted_link_copy_in(void **state) {
+  box *b = *state;
+  char p[1024];
+  snprintf(p, sizeof p, "%s/d", b->host);
+  mkdir(p, 0755);
+  hput(b, "d/a.txt", "a\n");
+  snprintf(p, sizeof p, "%s/r", b->host);
+  mkdir(p, 0755);
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  assert_int_equal(box_sh(b, "mkdir /tmp/trap && rm -rf d && ln -s /etc d", NULL), 0);
+  hput(b, "d/passwd", "planted?\n");
+  sync_in(s, b);
+  char *out = NULL;
+  assert_int_equal(box_sh(b, "[ -d d ] && [ ! -L d ] && cat d/passwd && ! [ -e /etc/a.txt ] && "
+                             "grep -c planted /etc/passwd",
+                          &out),
+                   1); /* grep found nothing */
+  assert_string_equal(out, "planted?\n0\n");
+  free(out);
+
+  /* The racer: swaps r for a link, as fast as it can, while copies run. */
+  assert_int_equal(box_sh(b, "sh -c 'echo $$ > /tmp/racer.pid; while :; do rm -rf r; "
+                             "ln -s /etc r; rm -rf r; ln -s /tmp/trap r; done' >/dev/null 2>&1 & "
+                             "while [ ! -s /tmp/racer.pid ]; do :; done",
+                          NULL),
+                   0);
+  int ok = 0, failed = 0;
+  for (int i = 0; i < 20; i++) {
+    char rel[32];
+    snprintf(rel, sizeof rel, "r/f%02d", i);
+    hput(b, rel, "through?\n");
+    sm_error err = SM_ERROR_INIT;
+    if (sm_workspace_sync_in(s, &b->t, &err) == 0) ok++;
+    else failed++;
+  }
+  assert_int_equal(box_sh(b, "kill $(cat /tmp/racer.pid)", NULL), 0);
+  print_message("planted-link race: %d copies in went through, %d failed\n", ok, failed);
+  assert_int_equal(box_sh(b, "ls -A /tmp/trap; ls /etc | grep -c '^f[0-9]'", &out), 1);
+  assert_string_equal(out, "0\n");
+  free(out);
+  sm_workspace_sync_free(s);
+}
+
 int main(void) {
   const char *only = getenv("WS_IT_ONLY");
   if (only && only[0]) cmocka_set_test_filter(only);
@@ -755,6 +856,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_recreated_sandbox, setup, teardown),
       cmocka_unit_test_setup_teardown(test_readonly_dir_in_sandbox, setup, teardown),
       cmocka_unit_test_setup_teardown(test_first_copy_early_upload, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_planted_link_copy_in, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,479 @@
+/* `sandman-agent untar DIR`: the copy in of a workspace into a sandbox in
+ * which processes may run. The engine's own archive upload extracts as
+ * root and follows the sandbox's symbolic links (a directory a tool
+ * replaced by "d -> /etc" sends "d/x" into the container's /etc, read-only
+ * root or not); this runs as the sandbox's user, so whatever a tool
+ * planted, even while it runs, cannot make it write where that user could
+ * not write anyway. It still never follows a link itself: what is in the
+ * way of an entry is replaced, as the engine's extraction does.
+ *
+ * Reads the tar stream sandman's packer writes (ustar, pax extended headers
+ * for path, linkpath, size and mtime; regular files, directories, symbolic
+ * links) from stdin. Owners are not set: everything belongs to the user
+ * running this. Directory modes and times are set last, deepest first, so a
+ * read-only directory never blocks what goes inside it. Exit 0, or 1 with
+ * the reason on stderr (what was extracted before stays). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/untar.h"
+#include "common/rmtree.h"
+
+#define BLOCK 512
+#define PAX_MAX (64u << 10)
+#define PATH_MAX_BYTES 8192
+#define DATA_CHUNK (256u << 10)
+
+typedef struct entry {
+  char path[PATH_MAX_BYTES];
+  char link[PATH_MAX_BYTES];
+  char type;
+  unsigned mode;
+  int64_t size;
+  struct timespec mtime;
+} entry;
+
+/* Directories whose mode and times are set at the end. */
+typedef struct dirs {
+  char **path;
+  unsigned *mode;
+  struct timespec *mtime;
+  size_t n, cap;
+} dirs;
+
+static const char *g_dir;
+
+static int fail(const char *what, const char *path, int e) {
+  fprintf(stderr, "untar %s: %s '%s': %s\n", g_dir, what, path, e ? strerror(e) : "bad input");
+  return 1;
+}
+
+/* For next_entry: the message, then -1. */
+static int bad(const char *what, const char *path, int e) {
+  fail(what, path, e);
+  return -1;
+}
+
+static int read_full(void *buf, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = read(0, (char *)buf + done, len - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) return done == 0 ? 0 : -EPIPE;
+    done += (size_t)n;
+  }
+  return 1;
+}
+
+static int64_t octal(const char *p, size_t n) {
+  if ((unsigned char)p[0] & 0x80) { /* base-256 */
+    int64_t v = p[0] & 0x3f;
+    for (size_t i = 1; i < n; i++) v = (v << 8) | (unsigned char)p[i];
+    return v;
+  }
+  int64_t v = 0;
+  size_t i = 0;
+  while (i < n && p[i] == ' ') i++;
+  for (; i < n && p[i] >= '0' && p[i] <= '7'; i++) v = v * 8 + (p[i] - '0');
+  return v;
+}
+
+static int header_ok(const unsigned char *h) {
+  int64_t want = octal((const char *)h + 148, 8);
+  int64_t sum = 0;
+  for (int i = 0; i < BLOCK; i++) sum += (i >= 148 && i < 156) ? ' ' : h[i];
+  return sum == want && memcmp(h + 257, "ustar", 5) == 0;
+}
+
+static int all_zero(const unsigned char *h) {
+  for (int i = 0; i < BLOCK; i++)
+    if (h[i]) return 0;
+  return 1;
+}
+
+static int skip_data(int64_t size) {
+  char buf[BLOCK];
+  int64_t left = (size + BLOCK - 1) / BLOCK * BLOCK;
+  while (left > 0) {
+    int r = read_full(buf, BLOCK);
+    if (r <= 0) return -1;
+    left -= BLOCK;
+  }
+  return 0;
+}
+
+/* "LEN key=value\n" records; only the keys the packer writes matter. */
+static int parse_pax(const char *p, size_t len, entry *e, int *has_path, int *has_link,
+                     int *has_size, int *has_mtime) {
+  size_t off = 0;
+  while (off < len) {
+    size_t rl = 0, i = off;
+    while (i < len && p[i] >= '0' && p[i] <= '9') rl = rl * 10 + (size_t)(p[i++] - '0');
+    if (i >= len || p[i] != ' ' || rl == 0 || off + rl > len || p[off + rl - 1] != '\n') return -1;
+    const char *key = p + i + 1;
+    const char *eq = memchr(key, '=', (size_t)(p + off + rl - key));
+    if (eq == NULL) return -1;
+    size_t klen = (size_t)(eq - key), vlen = (size_t)(p + off + rl - 1 - (eq + 1));
+    const char *val = eq + 1;
+    if (klen == 4 && memcmp(key, "path", 4) == 0) {
+      if (vlen >= sizeof e->path) return -1;
+      memcpy(e->path, val, vlen);
+      e->path[vlen] = '\0';
+      *has_path = 1;
+    } else if (klen == 8 && memcmp(key, "linkpath", 8) == 0) {
+      if (vlen >= sizeof e->link) return -1;
+      memcpy(e->link, val, vlen);
+      e->link[vlen] = '\0';
+      *has_link = 1;
+    } else if (klen == 4 && memcmp(key, "size", 4) == 0) {
+      int64_t v = 0;
+      for (size_t k = 0; k < vlen; k++) {
+        if (val[k] < '0' || val[k] > '9' || v > INT64_MAX / 10 - 9) return -1;
+        v = v * 10 + (val[k] - '0');
+      }
+      e->size = v;
+      *has_size = 1;
+    } else if (klen == 5 && memcmp(key, "mtime", 5) == 0) {
+      int64_t sec = 0, ns = 0;
+      size_t k = 0;
+      int neg = k < vlen && val[k] == '-';
+      if (neg) k++;
+      for (; k < vlen && val[k] >= '0' && val[k] <= '9'; k++) sec = sec * 10 + (val[k] - '0');
+      if (k < vlen && val[k] == '.') {
+        int digits = 0;
+        for (k++; k < vlen && val[k] >= '0' && val[k] <= '9'; k++)
+          if (digits < 9) ns = ns * 10 + (val[k] - '0'), digits++;
+        while (digits++ < 9) ns *= 10;
+      }
+      e->mtime.tv_sec = (time_t)(neg ? -sec : sec);
+      e->mtime.tv_nsec = neg ? 0 : (long)ns;
+      *has_mtime = 1;
+    }
+    off += rl;
+  }
+  return 0;
+}
+
+/* Reads the next entry's header(s). 1: an entry, 0: the end, -1: an error. */
+static int next_entry(entry *e) {
+  unsigned char h[BLOCK];
+  int has_path = 0, has_link = 0, has_size = 0, has_mtime = 0;
+  for (;;) {
+    int r = read_full(h, BLOCK);
+    if (r == 0) return 0;
+    if (r < 0) return bad("reading", "the stream", -r);
+    if (all_zero(h)) return 0;
+    if (!header_ok(h)) return bad("reading", "a header", 0);
+    char type = (char)h[156];
+    int64_t size = octal((const char *)h + 124, 12);
+    if (type == 'x' || type == 'g') {
+      if (size < 0 || (uint64_t)size > PAX_MAX) return bad("reading", "a pax header", 0);
+      if (type == 'g') {
+        if (skip_data(size)) return bad("reading", "a pax header", 0);
+        continue;
+      }
+      size_t padded = (size_t)(size + BLOCK - 1) / BLOCK * BLOCK;
+      char *buf = malloc(padded + 1);
+      if (buf == NULL) return bad("reading", "a pax header", ENOMEM);
+      r = padded ? read_full(buf, padded) : 1;
+      int broken = r <= 0 || parse_pax(buf, (size_t)size, e, &has_path, &has_link, &has_size,
+                                    &has_mtime) != 0;
+      free(buf);
+      if (broken) return bad("reading", "a pax header", 0);
+      continue;
+    }
+    if (!has_path) {
+      char name[101], prefix[156];
+      memcpy(name, h, 100);
+      name[100] = '\0';
+      memcpy(prefix, h + 345, 155);
+      prefix[155] = '\0';
+      if (prefix[0])
+        snprintf(e->path, sizeof e->path, "%s/%s", prefix, name);
+      else
+        snprintf(e->path, sizeof e->path, "%s", name);
+    }
+    if (!has_link) {
+      memcpy(e->link, h + 157, 100);
+      e->link[100] = '\0';
+    }
+    if (!has_size) e->size = size;
+    if (!has_mtime) {
+      e->mtime.tv_sec = (time_t)octal((const char *)h + 136, 12);
+      e->mtime.tv_nsec = 0;
+    }
+    e->mode = (unsigned)octal((const char *)h + 100, 8) & 0777;
+    e->type = type == '\0' ? '0' : type;
+    if (e->size < 0) return bad("reading", e->path, 0);
+    return 1;
+  }
+}
+
+/* Drops "." and empty components; refuses absolute paths and "..". "" is
+ * the directory itself. */
+static int clean_path(char *p) {
+  if (p[0] == '/') return -1;
+  char *o = p;
+  const char *s = p;
+  while (*s) {
+    const char *e = strchr(s, '/');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    if (n == 2 && s[0] == '.' && s[1] == '.') return -1;
+    if (n > 255) return -1;
+    if (n > 0 && !(n == 1 && s[0] == '.')) {
+      if (o != p) *o++ = '/';
+      memmove(o, s, n);
+      o += n;
+    }
+    s += n;
+    if (*s == '/') s++;
+  }
+  *o = '\0';
+  return 0;
+}
+
+/* Opens (making or replacing what is in the way) the directory rel under
+ * root, one component at a time, never following a link. */
+static int open_parent(int root, const char *rel, int *out) {
+  int fd = dup(root);
+  if (fd < 0) return -errno;
+  char name[256];
+  const char *p = rel;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    memcpy(name, p, n);
+    name[n] = '\0';
+    int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (int attempt = 0; next < 0 && attempt < 3; attempt++) {
+      int en = errno;
+      if (en == ENOTDIR || en == ELOOP) {
+        /* A file or link where a directory belongs: replaced. */
+        int r = sm_rmtree_at(fd, name);
+        if (r == -EACCES && fchmod(fd, 0700) == 0) r = sm_rmtree_at(fd, name);
+        if (r) {
+          close(fd);
+          return r;
+        }
+        en = ENOENT;
+      }
+      if (en == ENOENT) {
+        if (mkdirat(fd, name, 0700) != 0 && errno == EACCES) {
+          struct stat st;
+          if (fstat(fd, &st) == 0) fchmod(fd, (st.st_mode & 07777) | 0700);
+          mkdirat(fd, name, 0700);
+        }
+      } else if (en == EACCES) {
+        fchmodat(fd, name, 0700, 0);
+      } else {
+        close(fd);
+        return -en;
+      }
+      next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    int en = errno;
+    close(fd);
+    if (next < 0) return -en;
+    fd = next;
+    p += n;
+    if (*p == '/') p++;
+  }
+  *out = fd;
+  return 0;
+}
+
+/* Removes what is at name in dfd unless it is a directory and keep_dir. */
+static int clear(int dfd, const char *name, int keep_dir) {
+  struct stat st;
+  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : -errno;
+  if (keep_dir && S_ISDIR(st.st_mode)) return 1;
+  int r = sm_rmtree_at(dfd, name);
+  if (r == -EACCES) {
+    /* The parent is ours but read-only (its final mode comes last). */
+    struct stat ps;
+    if (fstat(dfd, &ps) == 0 && fchmod(dfd, (ps.st_mode & 07777) | 0700) == 0)
+      r = sm_rmtree_at(dfd, name);
+  }
+  return r;
+}
+
+static int write_file(int dfd, const char *name, const entry *e) {
+  int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EACCES) {
+    struct stat ps;
+    if (fstat(dfd, &ps) == 0 && fchmod(dfd, (ps.st_mode & 07777) | 0700) == 0)
+      fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return -errno;
+  static char buf[DATA_CHUNK];
+  int64_t left = e->size;
+  int rc = 0;
+  while (left > 0) {
+    size_t want = left > (int64_t)sizeof buf ? sizeof buf : (size_t)((left + BLOCK - 1) / BLOCK * BLOCK);
+    int r = read_full(buf, want);
+    if (r <= 0) {
+      rc = r < 0 ? r : -EPIPE;
+      break;
+    }
+    size_t use = left < (int64_t)want ? (size_t)left : want;
+    for (size_t done = 0; done < use;) {
+      ssize_t w = write(fd, buf + done, use - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        rc = -errno;
+        break;
+      }
+      done += (size_t)w;
+    }
+    if (rc) break;
+    left -= (int64_t)use;
+  }
+  struct timespec ts[2] = {e->mtime, e->mtime};
+  if (rc == 0 && (fchmod(fd, e->mode) != 0 || futimens(fd, ts) != 0)) rc = -errno;
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  return rc;
+}
+
+static int dirs_add(dirs *d, const entry *e) {
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : 64;
+    char **p = realloc(d->path, cap * sizeof *p);
+    if (p) d->path = p;
+    unsigned *m = realloc(d->mode, cap * sizeof *m);
+    if (m) d->mode = m;
+    struct timespec *t = realloc(d->mtime, cap * sizeof *t);
+    if (t) d->mtime = t;
+    if (!p || !m || !t) return -ENOMEM;
+    d->cap = cap;
+  }
+  d->path[d->n] = strdup(e->path);
+  if (d->path[d->n] == NULL) return -ENOMEM;
+  d->mode[d->n] = e->mode;
+  d->mtime[d->n] = e->mtime;
+  d->n++;
+  return 0;
+}
+
+/* Modes and times of the directories, deepest first (reverse stream order:
+ * the packer sends a directory before what is in it). */
+static int finish_dirs(int root, dirs *d) {
+  int rc = 0;
+  for (size_t i = d->n; i > 0; i--) {
+    const char *path = d->path[i - 1];
+    const char *slash = strrchr(path, '/');
+    char parent[PATH_MAX_BYTES];
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - path) : 0, path);
+    int dfd = -1;
+    int r = open_parent(root, parent, &dfd);
+    int fd = r == 0 ? openat(dfd, slash ? slash + 1 : path,
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    : -1;
+    if (dfd >= 0) close(dfd);
+    struct timespec ts[2] = {d->mtime[i - 1], d->mtime[i - 1]};
+    if (fd < 0 || fchmod(fd, d->mode[i - 1]) != 0 || futimens(fd, ts) != 0) {
+      if (rc == 0) rc = fail("setting the mode of", path, errno);
+    }
+    if (fd >= 0) close(fd);
+    free(d->path[i - 1]);
+  }
+  free(d->path);
+  free(d->mode);
+  free(d->mtime);
+  return rc;
+}
+
+int agent_untar(const char *dir) {
+  g_dir = dir;
+  umask(0);
+  int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return fail("opening", dir, errno);
+  static entry e;
+  static char cached[PATH_MAX_BYTES];
+  int cached_fd = -1;
+  dirs d = {0};
+  int rc = 0;
+  for (;;) {
+    memset(&e, 0, sizeof e);
+    int r = next_entry(&e);
+    if (r < 0) {
+      rc = 1;
+      break;
+    }
+    if (r == 0) break;
+    if (clean_path(e.path) != 0) {
+      rc = fail("refusing", e.path, 0);
+      break;
+    }
+    if (e.path[0] == '\0') { /* the directory itself: left as it is */
+      if (skip_data(e.type == '0' ? e.size : 0)) rc = fail("reading", ".", 0);
+      if (rc) break;
+      continue;
+    }
+    char *slash = strrchr(e.path, '/');
+    char parent[PATH_MAX_BYTES];
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - e.path) : 0, e.path);
+    const char *name = slash ? slash + 1 : e.path;
+    /* Files of one directory come together: its fd is kept for them. */
+    if (cached_fd >= 0 && strcmp(cached, parent) != 0) {
+      close(cached_fd);
+      cached_fd = -1;
+    }
+    int dfd = cached_fd;
+    r = dfd < 0 ? open_parent(root, parent, &dfd) : 0;
+    if (r) {
+      rc = fail("opening the directory of", e.path, -r);
+      break;
+    }
+    switch (e.type) {
+    case '5':
+      r = clear(dfd, name, 1);
+      if (r == 0 && mkdirat(dfd, name, 0700) != 0) r = -errno;
+      if (r >= 0) r = dirs_add(&d, &e);
+      if (r == 0 && e.size > 0 && skip_data(e.size)) r = -EPIPE;
+      break;
+    case '0':
+      r = clear(dfd, name, 0);
+      if (r == 0) r = write_file(dfd, name, &e);
+      break;
+    case '2': {
+      r = clear(dfd, name, 0);
+      struct timespec ts[2] = {e.mtime, e.mtime};
+      if (r == 0 && symlinkat(e.link, dfd, name) != 0) r = -errno;
+      if (r == 0) utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW);
+      if (r == 0 && e.size > 0 && skip_data(e.size)) r = -EPIPE;
+      break;
+    }
+    default:
+      r = -EINVAL;
+      break;
+    }
+    if (e.type == '0' && r == 0) {
+      cached_fd = dfd;
+      snprintf(cached, sizeof cached, "%s", parent);
+    } else {
+      close(dfd);
+      cached_fd = -1;
+    }
+    if (r < 0) {
+      rc = fail(e.type == '5' ? "making the directory" : "writing", e.path, -r);
+      break;
+    }
+  }
+  if (cached_fd >= 0) close(cached_fd);
+  int fr = finish_dirs(root, &d);
+  if (rc == 0) rc = fr;
+  close(root);
+  /* The rest of the stream (trailing blocks) is read so the writer ends cleanly. */
+  char sink[BLOCK];
+  while (read_full(sink, BLOCK) > 0) {
+  }
+  return rc;
+}
