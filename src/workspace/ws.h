@@ -25,12 +25,36 @@
 
 enum { WS_RACY_HOST = 1, WS_RACY_BOX = 2 };
 
-/* Entry states set by the extractor. */
-enum { WS_SAME = 0, WS_CHANGED = 1, WS_TOUCHED = 2 };
+/* Entry states set by the extractor. REFUSED: a change the host does not
+ * get (its reason in ws_entry.refusal); the sandbox keeps it. */
+enum { WS_SAME = 0, WS_CHANGED = 1, WS_TOUCHED = 2, WS_REFUSED = 3 };
+
+/* Why an entry was refused (the result's `refused[].reason`, refusal.c). */
+enum {
+  WS_R_NONE = 0,
+  WS_R_PROTECTED,     /* a protected path (create, change, chmod, delete) */
+  WS_R_LINK_OUTSIDE,  /* a relative link whose target climbs out */
+  WS_R_LINK_ABSOLUTE, /* an absolute link */
+  WS_R_DEVICE,
+  WS_R_FIFO,
+  WS_R_SOCKET,
+  WS_R_SPECIAL,       /* any other file type */
+  WS_R_NAME_TOO_LONG, /* a name of more than 255 bytes */
+  WS_R_UNSAFE_PATH,   /* absolute, "..", under a link or a file, twice, reserved */
+  WS_R_HARD_LINK,     /* a hard link to anything but a file earlier in the stream */
+  WS_R_COUNT
+};
+const char *ws_reason_name(int reason); /* "protected", ... */
+const char *ws_reason_text(int reason); /* "a protected path", ... */
+int ws_reason_parse(const char *name);  /* WS_R_NONE if unknown */
+
+/* The type of a held deletion: the tool deleted a protected path. */
+#define WS_DELETED 'x'
 
 /* One path of a workspace. type: 'f' file, 'd' directory, 'l' symlink; in a
- * scan of a scratch directory also 'p' fifo, 'c'/'b' devices (so that the
- * extractor sees and refuses them, as with the engine's tar). */
+ * scan of a scratch directory or a listing also 'p' fifo, 'c'/'b' devices,
+ * 's' socket (so that the extractor sees and refuses them, as with the
+ * engine's tar); in held entries WS_DELETED. */
 typedef struct ws_entry {
   char *path;             /* relative, '/'-separated, no "." or ".." */
   char *link;             /* symlink target, else NULL */
@@ -46,8 +70,10 @@ typedef struct ws_entry {
   unsigned char racy;     /* WS_RACY_HOST | WS_RACY_BOX */
   unsigned char has_hash;
   unsigned char hash[32]; /* SHA-256 of a file's content */
+  unsigned char refusal;  /* WS_R_*: why the host did not get it (held entries) */
   /* Working fields, not saved. */
-  unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED */
+  unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED / WS_REFUSED */
+  unsigned char quiet;    /* refused exactly as reported before: not reported again */
   int32_t stage;          /* staged file number, or -1 */
   int64_t ctime;          /* listings only: change time (ns), not saved */
 } ws_entry;
@@ -89,6 +115,10 @@ int ws_excluded(const sm_string_list *excludes, const char *path);
  * the other links in the tree are: relative, only leading "..", no more of
  * them than path has directories above it. */
 int ws_link_inside(const char *path, const char *target);
+/* 1 if the engine's archive upload takes a symlink at path with this target:
+ * absolute, or relative and lexically (each ".." pops one name) never above
+ * the root. The engine refuses the whole upload for any other link. */
+int ws_link_engine_accepts(const char *path, const char *target);
 int ws_is_reserved(const char *path);
 
 /* Opens the directory rel under root_fd; every component must be a real
@@ -158,6 +188,43 @@ void ws_packer_abort_after(ws_packer *p, int64_t bytes);
 int64_t ws_packer_produced(const ws_packer *p);
 void ws_packer_free(ws_packer *p);
 
+/* ---- protected paths (protect.c) ---- */
+typedef struct ws_protect ws_protect;
+/* Compiles globs (NULL or none: nothing protected). SM_EINVAL names a bad one. */
+int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err);
+void ws_protect_free(ws_protect *p);
+size_t ws_protect_count(const ws_protect *p);
+/* Checks one glob's syntax (the configuration's and the CLI's check). */
+int ws_protect_glob_check(const char *text, sm_error *err);
+/* 1 if a change at path (normalised, relative) must not reach the host:
+ * a glob matches it or a directory above it, or (not is_dir) it stands
+ * where a glob reaches further down. */
+int ws_protected(const ws_protect *p, const char *path, int is_dir);
+/* The same over many paths: given in ws_path_cmp order, each costs one
+ * step (the parents' states are kept). */
+typedef struct ws_protect_walk {
+  const ws_protect *p;
+  uint64_t **states;       /* per level, per glob */
+  unsigned char *covered;  /* per level */
+  size_t cap;
+  char *path;              /* the last path walked */
+  size_t depth;            /* its components */
+} ws_protect_walk;
+void ws_protect_walk_init(ws_protect_walk *w, const ws_protect *p);
+int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir);
+void ws_protect_walk_dispose(ws_protect_walk *w);
+/* strcmp with '/' before every other byte: depth-first order. */
+int ws_path_cmp(const char *a, const char *b);
+
+/* ---- upload: what a copy in sends (upload.c) ---- */
+/* pack: the entries of send, with every directory above each (from cur),
+ * in cur's order (a directory before its contents). later (engine set):
+ * the links of send the engine's upload would refuse, left out of pack.
+ * Both owned arrays of borrowed entries. */
+int ws_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int engine,
+                   ws_entry ***pack, size_t *npack, ws_entry ***later, size_t *nlater,
+                   sm_error *err);
+
 /* ---- extractor: reads a tar, refuses what is unsafe, stages changes ---- */
 typedef struct ws_extract {
   int stage_fd;                 /* flat staging directory */
@@ -175,7 +242,13 @@ typedef struct ws_extract {
   const ws_manifest *listing;
   int trusted;                  /* copy in from the host: its own links pass as they are,
                                    and unchanged parents need not be in the stream */
+  /* The sandbox's versions of what was refused before (last copy out):
+   * the same refusal again is quiet. NULL: none. */
+  const ws_manifest *held;
   ws_manifest box;              /* out: every entry of the archive */
+  /* out: refused entries that have no place in box (a name that is not a
+   * workspace path, a second entry for one path): always reported. */
+  ws_manifest stray;
   int64_t bytes_staged;
   int64_t raw_bytes;
   int64_t entries;              /* over every stream read into this extractor */
