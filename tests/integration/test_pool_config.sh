@@ -24,15 +24,17 @@ metrics() {
 }
 metric() { metrics | awk -v n="$1" '$1 == n { print $2 }'; }
 
-# settled N: the runner reports a pool of size N, full (N ready) and
-# creating nothing, so no further container is on its way (60 s bound).
+# settled N: the runner reports a pool of size N, full (N ready), creating
+# nothing and opening no agent session, so no further container (nor the
+# session of the one made) is on its way (60 s bound).
 settled() {
   local want=$1 i m
   for i in $(seq 1 300); do
     m=$(metrics)
     if printf '%s\n' "$m" | grep -qx "sandman_pool_size $want" &&
       printf '%s\n' "$m" | grep -qx "sandman_pool_ready $want" &&
-      printf '%s\n' "$m" | grep -qx "sandman_pool_creating 0"; then
+      printf '%s\n' "$m" | grep -qx "sandman_pool_creating 0" &&
+      printf '%s\n' "$m" | grep -qx "sandman_agent_sessions_preparing 0"; then
       return 0
     fi
     sleep 0.2
