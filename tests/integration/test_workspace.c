@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/blob.h"
+#include "sandbox/internal.h"
 #include "support/itest.h"
 #include "workspace/ws.h"
 #include "unit/workspace/tarbuild.h"
@@ -31,6 +31,7 @@ typedef struct box {
   char dir[256];      /* temporary directory for this test */
   char host[300];     /* the host workspace */
   char manifest[300];
+  char unpacker[128];
   sm_workspace_target t;
 } box;
 
@@ -39,49 +40,6 @@ static json_object *labels(void) {
   json_object_object_add(l, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(l, "io.sandman.instance", json_object_new_string(instance()));
   return l;
-}
-
-#define UNPACKER "/.sandman/agent"
-
-typedef struct blob_in {
-  size_t off;
-} blob_in;
-
-static ssize_t read_blob(void *ud, char *buf, size_t len) {
-  blob_in *r = ud;
-  size_t left = sm_agent_blob_len - r->off;
-  if (len > left) len = left;
-  memcpy(buf, sm_agent_blob + r->off, len);
-  r->off += len;
-  return (ssize_t)len;
-}
-
-/* The agent binary (the copy in's unpacker) into /.sandman, as root, the
- * way the sandbox layer installs it. */
-static void install_unpacker(box *b) {
-  json_object *cfg = json_object_new_object();
-  json_object *cmd = json_object_new_array();
-  json_object_array_add(cmd, json_object_new_string("sh"));
-  json_object_array_add(cmd, json_object_new_string("-c"));
-  json_object_array_add(cmd, json_object_new_string("cat > " UNPACKER " && chmod 555 " UNPACKER));
-  json_object_object_add(cfg, "Cmd", cmd);
-  json_object_object_add(cfg, "User", json_object_new_string("0:0"));
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
-  char xid[SM_ENGINE_ID_MAX];
-  sm_error err = SM_ERROR_INIT;
-  if (sm_engine_exec_create(b->e, b->id, cfg, xid, &err)) fail_msg("exec create: %s", err.message);
-  json_object_put(cfg);
-  blob_in in = {0};
-  sm_exec_io io = SM_EXEC_IO_INIT;
-  io.stdin_read = read_blob;
-  io.stdin_ud = &in;
-  io.timeout_s = 60;
-  if (sm_engine_exec_start(b->e, xid, &io, &err)) fail_msg("exec start: %s", err.message);
-  int code = -1;
-  if (sm_engine_exec_inspect(b->e, xid, NULL, &code, NULL, &err)) fail_msg("%s", err.message);
-  assert_int_equal(code, 0);
 }
 
 static int setup(void **state) {
@@ -140,8 +98,10 @@ static int setup(void **state) {
   b->t.sandbox_path = "/workspace";
   b->t.uid = 1000;
   b->t.gid = 1000;
-  b->t.unpacker = UNPACKER;
-  install_unpacker(b);
+  /* The copy in's unpacker, installed as the sandbox layer does it. */
+  sm_agent_binary_path(b->unpacker, sizeof b->unpacker);
+  b->t.unpacker = b->unpacker;
+  if (sm_agent_install(NULL, b->e, b->id, &err) != 0) fail_msg("unpacker: %s", err.message);
   *state = b;
   return 0;
 }
@@ -318,6 +278,12 @@ static void hput(box *b, const char *rel, const char *data) {
   char p[1024];
   snprintf(p, sizeof p, "%s/%s", b->host, rel);
   write_file(p, data);
+}
+
+static void hmkdir(box *b, const char *rel) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", b->host, rel);
+  assert_int_equal(mkdir(p, 0755), 0);
 }
 
 static char *hget(box *b, const char *rel) {
@@ -802,12 +768,9 @@ static void test_first_copy_early_upload(void **state) {
  * it (a copy may fail then: nothing lands outside /workspace either way). */
 static void test_planted_link_copy_in(void **state) {
   box *b = *state;
-  char p[1024];
-  snprintf(p, sizeof p, "%s/d", b->host);
-  mkdir(p, 0755);
+  hmkdir(b, "d");
   hput(b, "d/a.txt", "a\n");
-  snprintf(p, sizeof p, "%s/r", b->host);
-  mkdir(p, 0755);
+  hmkdir(b, "r");
   sm_workspace_sync *s = new_sync(b, NULL, NULL);
   sync_in(s, b);
   assert_int_equal(box_sh(b, "mkdir /tmp/trap && rm -rf d && ln -s /etc d", NULL), 0);
