@@ -117,6 +117,19 @@ static void unlock_removal(removal_locks *l) {
   memset(l, 0, sizeof *l);
 }
 
+/* After one lock attempt (rc): LOCKED to go on, or the outcome (the locks
+ * taken so far released). A held lock is `held_means` without force; with
+ * force the removal goes on and *was_busy is set. */
+static int busy_outcome(int rc, int force, removal_locks *l, int held_means, int *was_busy) {
+  if (rc == SM_EBUSY && force) {
+    *was_busy = 1;
+    return LOCKED;
+  }
+  if (rc == 0) return LOCKED;
+  unlock_removal(l);
+  return rc == SM_EBUSY ? held_means : LOCK_ERROR;
+}
+
 /* With force, a busy or setting-up sandbox is locked as far as possible
  * and the result is LOCKED with *was_busy set. */
 static int lock_removal(const sm_ops_scope *scope, const char *name, int force,
@@ -130,30 +143,10 @@ static int lock_removal(const sm_ops_scope *scope, const char *name, int force,
   if (rc) return LOCK_ERROR;
   snprintf(key, sizeof key, "create-%s", name);
   rc = sm_state_key_try(scope->state_dir, key, &l->create, e);
-  if (rc && rc != SM_EBUSY) {
-    unlock_removal(l);
-    return LOCK_ERROR;
-  }
-  if (rc == SM_EBUSY) {
-    if (!force) {
-      unlock_removal(l);
-      return LOCK_SETTING_UP;
-    }
-    *was_busy = 1;
-  }
+  int how = busy_outcome(rc, force, l, LOCK_SETTING_UP, was_busy);
+  if (how != LOCKED) return how;
   rc = sm_state_exclusive_try(scope->state_dir, name, &l->busy, e);
-  if (rc && rc != SM_EBUSY) {
-    unlock_removal(l);
-    return LOCK_ERROR;
-  }
-  if (rc == SM_EBUSY) {
-    if (!force) {
-      unlock_removal(l);
-      return LOCK_BUSY;
-    }
-    *was_busy = 1;
-  }
-  return LOCKED;
+  return busy_outcome(rc, force, l, LOCK_BUSY, was_busy);
 }
 
 /* Words for a lock_removal result other than LOCKED. */
