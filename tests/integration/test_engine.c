@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "support/itest.h"
+#include "support/memio.h"
 
 static const char *instance(void) {
   const char *s = getenv("SANDMAN_INSTANCE");
@@ -101,33 +102,10 @@ static void capture_free(capture *c) {
   memset(c, 0, sizeof *c);
 }
 
-typedef struct mem_reader {
-  const char *data;
-  size_t len, off;
-  size_t max_chunk;
-} mem_reader;
-
-static ssize_t read_mem(void *ud, char *buf, size_t len) {
-  mem_reader *r = ud;
-  size_t n = r->len - r->off;
-  if (n > len) n = len;
-  if (r->max_chunk && n > r->max_chunk) n = r->max_chunk;
-  memcpy(buf, r->data + r->off, n);
-  r->off += n;
-  return (ssize_t)n;
-}
-
 /* Runs cmd in the container; returns the exit code, fills out. */
 static int run_exec(sm_engine *e, const char *cid, const char *const *cmd, mem_reader *in,
                     capture *out, double timeout_s, int *out_rc, sm_error *err) {
-  json_object *cfg = json_object_new_object();
-  json_object *argv = json_object_new_array();
-  for (size_t i = 0; cmd[i]; i++) json_object_array_add(argv, json_object_new_string(cmd[i]));
-  json_object_object_add(cfg, "Cmd", argv);
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(in != NULL));
-  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
-  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  json_object *cfg = itest_exec_config(cmd, in != NULL);
   char xid[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, xid, err);
   json_object_put(cfg);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "support/itest.h"
+#include "support/memio.h"
 
 static const char *instance(void) {
   const char *s = getenv("SANDMAN_INSTANCE");
@@ -45,28 +46,9 @@ static int on_output(void *ud, int stream, const char *d, size_t n) {
   return put(stream == 2 ? &o->err : &o->out, d, n);
 }
 
-typedef struct src {
-  const char *d;
-  size_t len, off;
-} src;
-
-static ssize_t on_stdin(void *ud, char *b, size_t n) {
-  src *s = ud;
-  size_t k = s->len - s->off < n ? s->len - s->off : n;
-  memcpy(b, s->d + s->off, k);
-  s->off += k;
-  return (ssize_t)k;
-}
-
-static int exec_run(sm_engine *e, const char *cid, const char *const *cmd, src *in, outs *o,
+static int exec_run(sm_engine *e, const char *cid, const char *const *cmd, mem_reader *in, outs *o,
                     int *code) {
-  json_object *cfg = json_object_new_object();
-  json_object *argv = json_object_new_array();
-  for (size_t i = 0; cmd[i]; i++) json_object_array_add(argv, json_object_new_string(cmd[i]));
-  json_object_object_add(cfg, "Cmd", argv);
-  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(in != NULL));
-  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
-  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  json_object *cfg = itest_exec_config(cmd, in != NULL);
   char xid[SM_ENGINE_ID_MAX];
   sm_error err = SM_ERROR_INIT;
   int rc = sm_engine_exec_create(e, cid, cfg, xid, &err);
@@ -74,7 +56,7 @@ static int exec_run(sm_engine *e, const char *cid, const char *const *cmd, src *
   if (rc != 0) fail_msg("exec create: %s", err.message);
   sm_exec_io io = SM_EXEC_IO_INIT;
   if (in) {
-    io.stdin_read = on_stdin;
+    io.stdin_read = read_mem;
     io.stdin_ud = in;
   }
   io.output = on_output;
@@ -142,7 +124,7 @@ static void test_exec_env(void **state) {
   char *data = malloc(n);
   assert_non_null(data);
   for (size_t i = 0; i < n; i++) data[i] = (char)('a' + (i * 7) % 26);
-  src in = {data, n, 0};
+  mem_reader in = {data, n, 0, 0};
   outs o = {0};
   int code = -1;
   static const char *const cat[] = {"cat", NULL};
@@ -155,7 +137,7 @@ static void test_exec_env(void **state) {
   free(data);
 
   /* stdout and stderr apart; the half-close ends cat, then sh goes on. */
-  src in2 = {"abc\n", 4, 0};
+  mem_reader in2 = {"abc\n", 4, 0, 0};
   static const char *const both[] = {"sh", "-c", "cat; echo err >&2", NULL};
   exec_run(e, id, both, &in2, &o, &code);
   assert_int_equal(code, 0);

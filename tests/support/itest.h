@@ -62,4 +62,18 @@ static inline void itest_remove_instance(sm_engine *engine, const char *instance
 /* The image the tests use: built by scripts/setup.sh. */
 #define ITEST_IMAGE "sandman/minimal:latest"
 
+/* The ExecConfig of cmd (NULL-terminated): output attached, stdin when
+ * attach_stdin, no TTY. Caller puts it. */
+static inline json_object *itest_exec_config(const char *const *cmd, int attach_stdin) {
+  json_object *cfg = json_object_new_object();
+  json_object *argv = json_object_new_array();
+  for (size_t i = 0; cmd[i]; i++) json_object_array_add(argv, json_object_new_string(cmd[i]));
+  json_object_object_add(cfg, "Cmd", argv);
+  json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(attach_stdin));
+  json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
+  json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
+  json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
+  return cfg;
+}
+
 #endif

@@ -22,6 +22,8 @@
 
 #include <sandman/engine.h>
 
+#include "support/memio.h"
+
 typedef enum {
   M_NORMAL,      /* ping 1.41, JSON answers, exec echo */
   M_OLD,         /* ping says 1.30 */
@@ -444,31 +446,16 @@ static int collect(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-typedef struct src {
-  const char *data;
-  size_t len, off, chunk;
-} src;
-
-static ssize_t read_src(void *ud, char *buf, size_t len) {
-  src *s = ud;
-  size_t n = s->len - s->off;
-  if (n > len) n = len;
-  if (s->chunk && n > s->chunk) n = s->chunk;
-  memcpy(buf, s->data + s->off, n);
-  s->off += n;
-  return (ssize_t)n;
-}
-
 static void test_exec_echo(void **st) {
   (void)st;
   sm_engine *e = client(M_NORMAL, 0, 0);
   sm_error err = SM_ERROR_INIT;
   static out o;
   memset(&o, 0, sizeof o);
-  src in = {"the quick brown fox\njumps over\n", 0, 0, 5};
+  mem_reader in = {"the quick brown fox\njumps over\n", 0, 0, 5};
   in.len = strlen(in.data);
   sm_exec_io io = SM_EXEC_IO_INIT;
-  io.stdin_read = read_src;
+  io.stdin_read = read_mem;
   io.stdin_ud = &in;
   io.output = collect;
   io.output_ud = &o;
@@ -492,9 +479,9 @@ static void test_exec_flood(void **st) {
   memset(&o, 0, sizeof o);
   size_t n = 4u << 20;
   char *data = calloc(1, n);
-  src in = {data, n, 0, 0};
+  mem_reader in = {data, n, 0, 0};
   sm_exec_io io = SM_EXEC_IO_INIT;
-  io.stdin_read = read_src;
+  io.stdin_read = read_mem;
   io.stdin_ud = &in;
   io.output = collect;
   io.output_ud = &o;
