@@ -83,7 +83,7 @@ static int is_dir(const char *path) {
 /* The staged files land at the top of the context: none may shadow one of
  * the image folder's own. */
 static int check_no_overlap(const char *context_dir, const char *staged_dir, sm_error *err) {
-  DIR *d = opendir(staged_dir);
+  cleanup_dir DIR *d = opendir(staged_dir);
   if (d == NULL)
     return sm_error_set_errno(err, SM_EIO, errno, "reading the staged directory %s", staged_dir);
   int rc = 0;
@@ -99,7 +99,6 @@ static int check_no_overlap(const char *context_dir, const char *staged_dir, sm_
                         "remove it from the image folder",
                         context_dir, de->d_name);
   }
-  closedir(d);
   return rc;
 }
 
