@@ -6,7 +6,10 @@
 #
 #   scripts/bench-compare.sh BEFORE_TREE AFTER_TREE [ROUNDS] [--full]
 #     ROUNDS   rounds of each (default 2); --full: full runs instead of --quick
-# Results: bench/results/compare/{before,after}-N/latest.json and compare.md.
+# Results: bench/results/compare/{before,after}-N/latest.json and compare.md
+# (SANDMAN_BENCH_COMPARE_OUT elsewhere). SANDMAN_BENCH_SKIP_WS=1 is passed on
+# to bench.sh (a tree whose bench.sh does not know it runs S3/S4 anyway;
+# only the figures both sides have are compared).
 set -euo pipefail
 
 SM_SCRIPT=bench-compare

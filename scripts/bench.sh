@@ -11,6 +11,7 @@
 #   SANDMAN_BENCH_BUILD   build directory (default build-bench, Release)
 #   SANDMAN_BENCH_OUT     results directory (default bench/results)
 #   SANDMAN_BENCH_WORKSPACE  an S3 workspace to use instead of the generated one
+#   SANDMAN_BENCH_SKIP_WS=1  leave out S3/S4 (the workspace copies)
 # Needs a local engine (unix socket) with sandman/minimal:latest (scripts/setup.sh).
 set -euo pipefail
 
@@ -89,6 +90,7 @@ trap 'exit 130' INT TERM
 
 WS=()
 [ -n "${SANDMAN_BENCH_WORKSPACE:-}" ] && WS=(--workspace "$SANDMAN_BENCH_WORKSPACE")
+[ -n "${SANDMAN_BENCH_SKIP_WS:-}" ] && WS+=(--skip-ws)
 say run "instance $INSTANCE${QUICK:+ (quick)}"
 /usr/bin/python3 bench/bench.py --build "$BUILD" --out "$OUT" --instance "$INSTANCE" \
   "${QUICK[@]}" "${WS[@]}"
