@@ -49,6 +49,10 @@ SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);
  * what no entry grants. */
 SM_API int sm_config_worker_may_lease(const sm_config *cfg, const char *worker_key,
                                       const char *service);
+/* The services a worker token of worker_key may lease (its entry's and
+ * "*"'s, each once) into out; returns how many. */
+SM_API int sm_config_worker_services(const sm_config *cfg, const char *worker_key,
+                                     sm_string_list *out);
 
 /* Flag values as the user typed them (NULL = not given). */
 typedef struct sm_config_flags {

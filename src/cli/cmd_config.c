@@ -78,6 +78,14 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
   else
     printf("scope key:   (none: a fresh sandbox per call)\n");
   if (r->project_environment[0]) printf("environment: %s\n", r->project_environment);
+  json_object *w = NULL, *key = NULL, *svc = NULL;
+  if (json_object_object_get_ex(j, "worker", &w) && json_object_object_get_ex(w, "key", &key) &&
+      json_object_object_get_ex(w, "services", &svc)) {
+    char buf[1100];
+    format_value("services", svc, buf, sizeof buf);
+    printf("worker:      %s may lease %s\n", json_object_get_string(key),
+           json_object_array_length(svc) ? buf : "nothing (no workers entry grants it)");
+  }
   printf("\n%-22s %-40s %s\n", "SETTING", "VALUE", "SOURCE");
   json_object *settings = NULL;
   json_object_object_get_ex(j, "settings", &settings);
@@ -89,6 +97,22 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
     format_value(name, v, buf, sizeof buf);
     printf("%-22s %-40s %s\n", name, buf, json_object_get_string(src));
   }
+}
+
+/* What a worker token may do on a runner beyond its own calls
+ * (docs/configuration.md#workers). */
+static json_object *worker_json(const sm_config *cfg, const char *key) {
+  static sm_string_list services;
+  sm_config_worker_services(cfg, key, &services);
+  json_object *o = json_object_new_object();
+  json_object *a = json_object_new_array();
+  for (size_t i = 0; i < services.n; i++)
+    json_object_array_add(a, json_object_new_string(services.items[i]));
+  json_object_object_add(o, "key", json_object_new_string(key));
+  json_object_object_add(o, "services", a);
+  json_object_object_add(o, "source", json_object_new_string(
+                                           services.n ? "workers" : "built_in"));
+  return o;
 }
 
 int cmd_config_explain(const cli_call *call) {
@@ -126,6 +150,8 @@ int cmd_config_explain(const cli_call *call) {
     cli_error("out of memory");
     return CLI_EXIT_FAILURE;
   }
+  const char *worker = cli_str(call, "worker-key");
+  if (worker) json_object_object_add(j, "worker", worker_json(cfg, worker));
   if (json) cli_print_json(j);
   else print_text(cfg, &r, j, agent, tool, user);
   json_object_put(j);

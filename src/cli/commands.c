@@ -161,6 +161,8 @@ static const cli_flag explain_flags[] = {
     {.name = "agent", .kind = CLI_NAME, .metavar = "NAME", .help = "the agent making the call"},
     {.name = "tool", .kind = CLI_NAME, .metavar = "NAME", .help = "the tool being called"},
     {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "the end user"},
+    {.name = "worker-key", .kind = CLI_NAME, .metavar = "KEY",
+     .help = "a runner's worker: the services its token may lease"},
     {.name = "json", .help = "print the resolved settings as JSON"},
     {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
      .section = "Flags of `sandman run` to resolve with:", .help = "as `run --mode`"},

@@ -840,6 +840,21 @@ int sm_config_has_agent(const sm_config *cfg, const char *agent) {
   return cfg_find_agent(cfg, agent) != NULL;
 }
 
+int sm_config_worker_services(const sm_config *cfg, const char *worker_key, sm_string_list *out) {
+  memset(out, 0, sizeof *out);
+  if (cfg == NULL || worker_key == NULL) return 0;
+  for (size_t i = 0; i < cfg->n_workers; i++) {
+    const cfg_worker *w = &cfg->workers[i];
+    if (strcmp(w->key, worker_key) != 0 && strcmp(w->key, "*") != 0) continue;
+    for (size_t j = 0; j < w->services.n; j++) {
+      int seen = 0;
+      for (size_t k = 0; k < out->n && !seen; k++) seen = strcmp(out->items[k], w->services.items[j]) == 0;
+      if (!seen && sm_string_list_add(out, w->services.items[j], NULL) != 0) break;
+    }
+  }
+  return (int)out->n;
+}
+
 int sm_config_worker_may_lease(const sm_config *cfg, const char *worker_key, const char *service) {
   if (cfg == NULL || worker_key == NULL || service == NULL) return 0;
   for (size_t i = 0; i < cfg->n_workers; i++) {

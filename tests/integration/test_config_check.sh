@@ -38,6 +38,15 @@ out=$("$SANDMAN" --config does-not-exist.yaml config explain 2>&1); rc=$?
 set -e
 expect_eq "missing --config file exits 2" 2 "$rc"
 expect_contains "missing file is named" "does-not-exist.yaml" "$out"
+# workers: what a worker token may lease, as explain shows it.
+out=$("$SANDMAN" --config ok_workers.yaml config explain --worker-key agent-7 --json)
+expect_eq "explain --worker-key: its services and every worker's" '["github","openai","status"]' \
+  "$(jq -c .worker.services <<<"$out")"
+out=$("$SANDMAN" --config ok_workers.yaml config explain --worker-key w3)
+expect_contains "explain --worker-key: an entry without services gets only \"*\"'s" \
+  "worker:      w3 may lease status" "$out"
+out=$("$SANDMAN" --config ok_comment.yaml config explain --worker-key agent-7)
+expect_contains "explain --worker-key: no entry, nothing" "may lease nothing" "$out"
 # No file anywhere: built-in defaults.
 EMPTY=$(mktemp -d)
 set +e

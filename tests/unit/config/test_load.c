@@ -217,6 +217,12 @@ static void test_worker_services(void **state) {
   assert_false(sm_config_worker_may_lease(cfg, "user@example.org:w2", "github"));
   assert_false(sm_config_worker_may_lease(cfg, "agent-7", "githu"));
   assert_false(sm_config_worker_may_lease(cfg, "*", "github"));
+  static sm_string_list l;
+  assert_int_equal(sm_config_worker_services(cfg, "agent-7", &l), 3);
+  assert_string_equal(l.items[0], "github");
+  assert_string_equal(l.items[2], "status");
+  assert_int_equal(sm_config_worker_services(cfg, "nobody", &l), 1);
+  assert_int_equal(sm_config_worker_services(NULL, "agent-7", &l), 0);
   sm_config_free(cfg);
   /* No file, no entry: no worker leases anything. */
   assert_false(sm_config_worker_may_lease(NULL, "agent-7", "github"));
