@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# sandman set-up, idempotent: Debian packages, gVisor registered as runtime
-# `runsc`, a Docker Engine answering, the build in build/, and the default
+# sandman set-up, idempotent: Debian packages, gVisor registered as runtimes
+# `runsc` and `runsc-net`, a Docker Engine answering, the build in build/, and the default
 # sandbox image sandman/minimal:latest. A second run changes nothing.
 #
 # One line per step on stdout. Exit 0 when everything is in place.
@@ -70,13 +70,18 @@ step_packages() {
 }
 
 # --- gVisor -----------------------------------------------------------------
-# Merges runtimes.runsc into daemon.json keeping every other key. Prints
-# "unchanged", "changed" or (with --check) "would-change".
+# Merges runtimes.runsc and runtimes.runsc-net into daemon.json keeping
+# every other key. Prints "unchanged", "changed" or (with --check)
+# "would-change". runsc has no network at all; runsc-net is gVisor on the
+# container's own network namespace through the host's network stack
+# (--network=host), for network mode allowlist: Debian's runsc cannot start
+# its own stack (--network=sandbox) on Linux 6.11+ (docs/network.md#gvisor).
 merge_daemon_json() {
   "$SM_PY" - "$DAEMON_JSON" "$RUNSC_PATH" "$@" <<'PY'
 import json, os, sys, tempfile
 path, runsc, check = sys.argv[1], sys.argv[2], "--check" in sys.argv[3:]
-want = {"path": runsc, "runtimeArgs": ["--network=none"]}
+wants = {"runsc": {"path": runsc, "runtimeArgs": ["--network=none"]},
+         "runsc-net": {"path": runsc, "runtimeArgs": ["--network=host"]}}
 try:
     with open(path) as f:
         text = f.read()
@@ -87,13 +92,13 @@ except ValueError as e:
     sys.exit(f"{path} is not valid JSON ({e}); fix it by hand, nothing was changed")
 if not isinstance(data, dict) or not isinstance(data.get("runtimes", {}), dict):
     sys.exit(f"{path}: expected an object with an object 'runtimes'; nothing was changed")
-if data.get("runtimes", {}).get("runsc") == want:
+if all(data.get("runtimes", {}).get(k) == v for k, v in wants.items()):
     print("unchanged")
     sys.exit(0)
 if check:
     print("would-change")
     sys.exit(0)
-data.setdefault("runtimes", {})["runsc"] = want
+data.setdefault("runtimes", {}).update(wants)
 d = os.path.dirname(path) or "."
 os.makedirs(d, exist_ok=True)
 fd, tmp = tempfile.mkstemp(dir=d, prefix=".daemon.json.")
@@ -116,21 +121,21 @@ step_gvisor() {
     # No python and no file: a fresh file is all we can (and need to) write.
     sm_is_root || die "$DAEMON_JSON must register runsc; run this script as root"
     mkdir -p "$(dirname "$DAEMON_JSON")"
-    printf '{\n  "runtimes": {\n    "runsc": {"path": "%s", "runtimeArgs": ["--network=none"]}\n  }\n}\n' \
-      "$RUNSC_PATH" >"$DAEMON_JSON"
+    printf '{\n  "runtimes": {\n    "runsc": {"path": "%s", "runtimeArgs": ["--network=none"]},\n    "runsc-net": {"path": "%s", "runtimeArgs": ["--network=host"]}\n  }\n}\n' \
+      "$RUNSC_PATH" "$RUNSC_PATH" >"$DAEMON_JSON"
     r=changed
   else
     r=$(merge_daemon_json --check) || die "cannot register gVisor in $DAEMON_JSON"
     if [ "$r" = would-change ]; then
-      sm_is_root || die "$DAEMON_JSON needs runtimes.runsc = {\"path\": \"$RUNSC_PATH\", \"runtimeArgs\": [\"--network=none\"]}; run: sudo $0"
+      sm_is_root || die "$DAEMON_JSON needs runtimes.runsc = {\"path\": \"$RUNSC_PATH\", \"runtimeArgs\": [\"--network=none\"]} and runtimes.runsc-net = {\"path\": \"$RUNSC_PATH\", \"runtimeArgs\": [\"--network=host\"]}; run: sudo $0"
       r=$(merge_daemon_json) || die "cannot register gVisor in $DAEMON_JSON"
     fi
   fi
   if [ "$r" = changed ]; then
     DAEMON_JSON_CHANGED=1
-    say gvisor "registered runtime runsc in $DAEMON_JSON"
+    say gvisor "registered runtimes runsc and runsc-net in $DAEMON_JSON"
   else
-    say gvisor "runsc already registered in $DAEMON_JSON"
+    say gvisor "runsc and runsc-net already registered in $DAEMON_JSON"
   fi
 }
 
@@ -158,10 +163,13 @@ engine_describe() {
   printf '%s' "${v:-version unknown}"
 }
 
-# Waits until runsc shows in /info Runtimes (after a start or a reload).
+# Waits until runsc and runsc-net show in /info Runtimes (after a start or
+# a reload).
 wait_runsc() {
+  local rt
   for _ in $(seq 1 "${1:-15}"); do
-    case " $(engine_runtimes || true) " in *" runsc "*) return 0 ;; esac
+    rt=" $(engine_runtimes || true) "
+    case "$rt" in *" runsc "*) case "$rt" in *" runsc-net "*) return 0 ;; esac ;; esac
     sleep 1
   done
   return 1
@@ -238,7 +246,7 @@ step_engine() {
     if wait_runsc 1; then
       say gvisor "engine lists runtime runsc"
     else
-      say gvisor "the engine at $host does not list runtime runsc: gVisor sandboxes (--runtime runsc) will not work there"
+      say gvisor "the engine at $host does not list runtimes runsc and runsc-net: gVisor sandboxes (--runtime runsc, runsc-net) will not work there"
     fi
     return
   fi
@@ -256,10 +264,10 @@ step_engine() {
       DAEMON_JSON_CHANGED=1
       reload_engine
     else
-      die "the engine at $host does not list runtime runsc (Runtimes: $(engine_runtimes || echo '?')); it must read $DAEMON_JSON"
+      die "the engine at $host does not list runtimes runsc and runsc-net (Runtimes: $(engine_runtimes || echo '?')); it must read $DAEMON_JSON"
     fi
   fi
-  say gvisor "engine lists runtime runsc"
+  say gvisor "engine lists runtimes runsc and runsc-net"
   engine_heal_bridge
 }
 

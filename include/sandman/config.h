@@ -8,6 +8,8 @@
 #ifndef SANDMAN_CONFIG_H
 #define SANDMAN_CONFIG_H
 
+#include <stdint.h>
+
 #include <sandman/export.h>
 
 #include <json-c/json.h>
@@ -41,6 +43,17 @@ SM_API const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may b
  * configuration (0..SM_POOL_MAX_SIZE; 0: no warm pool), or -1 when the
  * file does not say. Only defaults may set it: the pool is the runner's. */
 SM_API int sm_config_pool_size(const sm_config *cfg);
+/* The audit: section as the file says it (-1, NULL, 0 where it is silent;
+ * docs/audit.md has the defaults). file "" means no file. Borrowed. */
+typedef struct sm_config_audit {
+  int enabled;       /* 1, 0, -1: not said (on for the runner, off otherwise) */
+  const char *file;  /* NULL: not said (<state dir>/audit/audit.jsonl) */
+  int to_stderr;     /* 1, 0, -1 */
+  int64_t max_bytes; /* 0: not said */
+  int keep;          /* -1: not said */
+} sm_config_audit;
+SM_API void sm_config_audit_get(const sm_config *cfg, sm_config_audit *out);
+
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
 SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);
 /* 1 when a worker token of worker_key may lease service on a runner: the

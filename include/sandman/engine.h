@@ -216,6 +216,34 @@ SM_API int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, 
 SM_API int sm_exec_stream_quiet(sm_exec_stream *s);
 SM_API void sm_exec_stream_close(sm_exec_stream *s);
 
+/* A container's log (stdout and stderr) since an epoch time (0: all of
+ * it), demultiplexed to output as it arrives; timestamps: each line starts
+ * with the engine's RFC 3339 nano time and a space. Does not follow. */
+SM_API int sm_engine_container_logs(sm_engine *engine, const char *id, double since,
+                                    int timestamps, sm_output_fn output, void *ud,
+                                    sm_error *err);
+
+/* ---- networks ---- */
+/* A bridge network; internal: no route out and no outside DNS. labels and
+ * options (driver options) may be NULL. out_id may be NULL. A name already
+ * taken is SM_ECONFLICT. */
+SM_API int sm_engine_network_create(sm_engine *engine, const char *name, int internal,
+                                    json_object *labels, json_object *options,
+                                    char out_id[SM_ENGINE_ID_MAX], sm_error *err);
+SM_API int sm_engine_network_inspect(sm_engine *engine, const char *name, json_object **out,
+                                     sm_error *err);
+/* Attaches a (running or created) container, with DNS aliases on it. */
+SM_API int sm_engine_network_connect(sm_engine *engine, const char *name, const char *container,
+                                     const char *const *aliases, size_t n_aliases,
+                                     sm_error *err);
+SM_API int sm_engine_network_disconnect(sm_engine *engine, const char *name,
+                                        const char *container, int force, sm_error *err);
+/* A network still in use is SM_ECONFLICT or SM_EENGINE (the engine's 403). */
+SM_API int sm_engine_network_remove(sm_engine *engine, const char *name, sm_error *err);
+/* labels as for containers; out: the engine's array. */
+SM_API int sm_engine_network_list(sm_engine *engine, const char *const *labels,
+                                  size_t n_labels, json_object **out, sm_error *err);
+
 /* ---- volumes ---- */
 /* driver NULL: "local". driver_opts: {"type":"tmpfs","device":"tmpfs",
  * "o":"size=10m,uid=1000"} or NULL; labels: JSON object or NULL. */

@@ -12,4 +12,6 @@
 #include <sandman/config.h>
 #include <sandman/ops.h>
 #include <sandman/image.h>
+#include <sandman/audit.h>
+#include <sandman/egress.h>
 #endif

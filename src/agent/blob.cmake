@@ -1,8 +1,15 @@
-# Writes the sandman-agent binary as a C array, with its length and SHA-256:
-#   cmake -DIN=<binary> -DOUT=<file.c> -P blob.cmake
-# Run at build time so the library always carries the agent just built.
+# Writes a static binary (sandman-agent, sandman-egress) as a C array, with
+# its length and SHA-256:
+#   cmake -DIN=<binary> -DOUT=<file.c> [-DSYMBOL=sm_agent_blob -DHEADER=agent/blob.h] -P blob.cmake
+# Run at build time so the library always carries the program just built.
 if(NOT IN OR NOT OUT)
-  message(FATAL_ERROR "usage: cmake -DIN=<binary> -DOUT=<file.c> -P blob.cmake")
+  message(FATAL_ERROR "usage: cmake -DIN=<binary> -DOUT=<file.c> [-DSYMBOL=name -DHEADER=path] -P blob.cmake")
+endif()
+if(NOT SYMBOL)
+  set(SYMBOL sm_agent_blob)
+endif()
+if(NOT HEADER)
+  set(HEADER agent/blob.h)
 endif()
 file(READ "${IN}" hex HEX)
 file(SHA256 "${IN}" sha)
@@ -18,8 +25,8 @@ string(REGEX REPLACE "(${line})" "\\1\n  " bytes "${bytes}")
 string(STRIP "${bytes}" bytes)
 file(WRITE "${OUT}.tmp"
   "/* Generated from ${IN} by src/agent/blob.cmake; do not edit. */\n"
-  "#include \"agent/blob.h\"\n\n"
-  "const unsigned char sm_agent_blob[] = {\n  ${bytes}\n};\n"
-  "const size_t sm_agent_blob_len = ${len};\n"
-  "const char sm_agent_blob_sha256[65] = \"${sha}\";\n")
+  "#include \"${HEADER}\"\n\n"
+  "const unsigned char ${SYMBOL}[] = {\n  ${bytes}\n};\n"
+  "const size_t ${SYMBOL}_len = ${len};\n"
+  "const char ${SYMBOL}_sha256[65] = \"${sha}\";\n")
 file(RENAME "${OUT}.tmp" "${OUT}")

@@ -40,6 +40,7 @@ int cmd_config_explain(const cli_call *call);
 int cmd_image_build(const cli_call *call);
 int cmd_image_load(const cli_call *call);
 int cmd_token_derive(const cli_call *call);
+int cmd_audit(const cli_call *call);
 int cmd_completion(const cli_call *call);
 int cmd_help(const cli_call *call);
 
@@ -68,6 +69,15 @@ int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, 
 /* A runner on the engine cli_engine_options picks. On failure prints the
  * error, frees cfg and returns the exit code. */
 int cli_runner_new(const cli_globals *g, sm_config *cfg, sm_runner **out);
+
+/* The audit trail's file: the configuration's audit.file, else the default
+ * (<state dir>/audit/audit.jsonl); "" when the configuration says no file. */
+int cli_audit_file(const sm_config *cfg, char *buf, size_t len, sm_error *err);
+/* Opens the trail the configuration asks for (cfg may be NULL). on_by_default:
+ * whether this command records when audit.enabled is not said (the runner
+ * does). *out is NULL when auditing is off. On failure prints the error and
+ * returns the exit code. */
+int cli_audit_open(const sm_config *cfg, int on_by_default, sm_audit **out);
 
 /* Engine options: --host > DOCKER_HOST > the configuration's engine
  * section (cfg may be NULL) > the default socket; TLS from the environment

@@ -133,3 +133,35 @@ int cli_add_list(const cli_call *call, const char *flag, sm_string_list *list, i
   free(v);
   return rc;
 }
+
+int cli_audit_file(const sm_config *cfg, char *buf, size_t len, sm_error *err) {
+  sm_config_audit ca;
+  sm_config_audit_get(cfg, &ca);
+  if (ca.file != NULL) {
+    int w = snprintf(buf, len, "%s", ca.file);
+    if (w < 0 || (size_t)w >= len) return sm_error_set(err, SM_EINVAL, "audit.file too long");
+    return 0;
+  }
+  return sm_audit_default_file(buf, len, err);
+}
+
+int cli_audit_open(const sm_config *cfg, int on_by_default, sm_audit **out) {
+  *out = NULL;
+  sm_config_audit ca;
+  sm_config_audit_get(cfg, &ca);
+  int on = ca.enabled >= 0 ? ca.enabled : on_by_default;
+  if (!on) return CLI_EXIT_OK;
+  char file[4096];
+  sm_error err = SM_ERROR_INIT;
+  if (cli_audit_file(cfg, file, sizeof file, &err) != 0) return cli_fail(&err);
+  sm_audit_options o = SM_AUDIT_OPTIONS_INIT;
+  o.file = file;
+  o.to_stderr = ca.to_stderr > 0;
+  o.max_bytes = ca.max_bytes;
+  o.keep = ca.keep;
+  if (sm_audit_open(out, &o, &err) != 0) {
+    sm_error_wrap(&err, "opening the audit trail");
+    return cli_fail(&err);
+  }
+  return CLI_EXIT_OK;
+}

@@ -197,6 +197,18 @@ static const cli_flag token_derive_flags[] = {
      .help = "the control token (else $" SM_TOKEN_ENV ")"},
     END};
 
+static const cli_flag audit_flags[] = {
+    {.name = "since", .kind = CLI_STRING, .metavar = "D",
+     .help = "only events of the last D (90s, 10m, 2h, 7d) or since a time (2026-11-22T10:00:00Z)"},
+    {.name = "agent", .kind = CLI_NAME, .metavar = "A", .help = "only events of agent A"},
+    {.name = "run", .kind = CLI_NAME, .metavar = "R", .help = "only events of run R"},
+    {.name = "denied", .help = "only refusals (disposition Blocked)"},
+    {.name = "json", .help = "one JSON object per line, as stored"},
+    {.name = "follow", .short_name = 'f', .help = "keep printing new events until interrupted"},
+    {.name = "file", .kind = CLI_FILE, .metavar = "FILE",
+     .help = "read FILE (default: audit.file, else <state dir>/audit/audit.jsonl)"},
+    END};
+
 static const cli_flag version_flags[] = {
     {.name = "json", .help = "print {\"version\", \"engine\": {...}}"},
     END};
@@ -300,6 +312,13 @@ const cli_command cli_commands[] = {
      .description = "Prints the per-worker token of KEY: hex(HMAC-SHA256(key = control "
                     "token, msg = \"" SM_WORKER_TOKEN_PREFIX "\" NUL KEY)). The control token "
                     "comes from --token-file (trailing newline stripped) or $" SM_TOKEN_ENV ".",
+     .max_args = 0},
+    {.name = "audit", .flags = audit_flags, .fn = cmd_audit,
+     .summary = "read the audit trail",
+     .description = "Prints the audit trail's events (docs/audit.md), oldest first, the rotated "
+                    "files included, after collecting the egress proxy's decisions still waiting "
+                    "in its container log. Lines cut short by a crash are skipped and counted on "
+                    "stderr.",
      .max_args = 0},
     {.name = "version", .flags = version_flags, .fn = cmd_version,
      .summary = "sandman, engine and API versions",

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sandman/audit.h>
 #include <sandman/config.h>
 
 /* Hard caps on what the loader accepts from a file. */
@@ -160,6 +161,10 @@ struct sm_config {
   char *engine_host, *cert_path;
   int tls_verify; /* -1: not set */
   int pool_size;  /* defaults.pool_size, -1: not set */
+  /* audit: -1 / NULL / 0 where the file does not say */
+  int audit_enabled, audit_stderr, audit_keep;
+  char *audit_file;
+  int64_t audit_max_bytes;
   cfg_layer defaults;
   cfg_agent *agents;
   size_t n_agents;

@@ -41,10 +41,11 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 };
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
-                                       "tools", "workers", NULL};
+                                       "tools", "workers", "audit", NULL};
 static const char *const worker_keys[] = {"services", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", NULL};
+static const char *const audit_keys[] = {"enabled", "file", "stderr", "max_size", "keep", NULL};
 static const char *const defaults_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
@@ -541,6 +542,46 @@ static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
   return 0;
 }
 
+/* audit: where the trail goes (docs/audit.md). Not a sandbox setting. */
+static int parse_audit(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "audit", audit_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  const cfg_ynode *n;
+  const char *s = NULL;
+  int b = 0;
+  if ((n = cfg_map_get(map, "enabled")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_bool(v, n, "audit.enabled", &b))) return rc;
+    c->audit_enabled = b;
+  }
+  if ((n = cfg_map_get(map, "stderr")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_bool(v, n, "audit.stderr", &b))) return rc;
+    c->audit_stderr = b;
+  }
+  if ((n = cfg_map_get(map, "file")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "audit.file", &s))) return rc;
+    if (n->len > 0 && s[0] != '/')
+      return verr(v, n, "audit.file", "'%s' is not an absolute path (or \"\" for no file)", s);
+    if ((rc = set_str(v, &c->audit_file, s))) return rc;
+  }
+  if ((n = cfg_map_get(map, "max_size")) && !cfg_ynode_is_null(n)) {
+    int64_t sz = 0;
+    sm_error perr = SM_ERROR_INIT;
+    if (n->type != CFG_Y_SCALAR || sm_parse_size(n->str, &sz, &perr) != 0 || sz < 4096)
+      return verr(v, n, "audit.max_size", "expected a size of at least 4k (e.g. 10m), got %s",
+                  n->type == CFG_Y_SCALAR ? n->str : describe(n));
+    c->audit_max_bytes = sz;
+  }
+  if ((n = cfg_map_get(map, "keep")) && !cfg_ynode_is_null(n)) {
+    int64_t k = 0;
+    sm_error perr = SM_ERROR_INIT;
+    if (n->type != CFG_Y_SCALAR || sm_parse_int(n->str, 0, SM_AUDIT_MAX_KEEP, &k, &perr) != 0)
+      return verr(v, n, "audit.keep", "expected a whole number from 0 to %d, got %s",
+                  SM_AUDIT_MAX_KEEP, n->type == CFG_Y_SCALAR ? n->str : describe(n));
+    c->audit_keep = (int)k;
+  }
+  return 0;
+}
+
 static int parse_agents(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "agents", NULL);
   if (rc || cfg_ynode_is_null(map)) return rc;
@@ -667,7 +708,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if (root->type != CFG_Y_MAP)
     return verr(v, root, "",
                 "expected a mapping of keys (version, project, engine, defaults, agents, "
-                "tools, workers), got %s",
+                "tools, workers, audit), got %s",
                 describe(root));
   int rc = check_map(v, root, "", top_keys);
   if (rc) return rc;
@@ -680,6 +721,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   }
   if ((rc = parse_project(v, cfg_map_get(root, "project"), c))) return rc;
   if ((rc = parse_engine(v, cfg_map_get(root, "engine"), c))) return rc;
+  if ((rc = parse_audit(v, cfg_map_get(root, "audit"), c))) return rc;
   if ((rc = parse_layer(v, cfg_map_get(root, "defaults"), "defaults", 0, &c->defaults)))
     return rc;
   if ((rc = parse_pool_size(v, cfg_map_get(root, "defaults"), c))) return rc;
@@ -694,6 +736,9 @@ static sm_config *config_new(void) {
     c->version = 1;
     c->tls_verify = -1;
     c->pool_size = -1;
+    c->audit_enabled = -1;
+    c->audit_stderr = -1;
+    c->audit_keep = -1;
   }
   return c;
 }
@@ -705,6 +750,7 @@ void sm_config_free(sm_config *cfg) {
   free(cfg->project_env);
   free(cfg->engine_host);
   free(cfg->cert_path);
+  free(cfg->audit_file);
   layer_free(&cfg->defaults);
   for (size_t i = 0; i < cfg->n_agents; i++) {
     free(cfg->agents[i].name);
@@ -826,6 +872,14 @@ const char *sm_config_project_environment(const sm_config *cfg) {
 const char *sm_config_engine_host(const sm_config *cfg) { return cfg ? cfg->engine_host : NULL; }
 int sm_config_engine_tls_verify(const sm_config *cfg) { return cfg ? cfg->tls_verify : -1; }
 int sm_config_pool_size(const sm_config *cfg) { return cfg ? cfg->pool_size : -1; }
+
+void sm_config_audit_get(const sm_config *cfg, sm_config_audit *out) {
+  out->enabled = cfg ? cfg->audit_enabled : -1;
+  out->file = cfg ? cfg->audit_file : NULL;
+  out->to_stderr = cfg ? cfg->audit_stderr : -1;
+  out->max_bytes = cfg ? cfg->audit_max_bytes : 0;
+  out->keep = cfg ? cfg->audit_keep : -1;
+}
 const char *sm_config_engine_cert_path(const sm_config *cfg) {
   return cfg ? cfg->cert_path : NULL;
 }

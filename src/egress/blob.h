@@ -1,0 +1,14 @@
+/* sandman-egress embedded in the library: the static proxy built from
+ * src/egress/proxy (generated/egress_blob.c, made at build time by
+ * src/agent/blob.cmake), so sandman can make the proxy's image on any
+ * engine, a remote one included, without shipping a separate file. */
+#ifndef SANDMAN_EGRESS_BLOB_H
+#define SANDMAN_EGRESS_BLOB_H
+
+#include <stddef.h>
+
+extern const unsigned char sm_egress_blob[]; /* the static binary */
+extern const size_t sm_egress_blob_len;
+extern const char sm_egress_blob_sha256[65]; /* lowercase hex */
+
+#endif
