@@ -224,11 +224,11 @@ SM_API int sm_engine_container_logs(sm_engine *engine, const char *id, double si
                                     sm_error *err);
 
 /* ---- networks ---- */
-/* A bridge network; internal: no route out and no outside DNS. labels and
- * options (driver options) may be NULL. out_id may be NULL. A name already
- * taken is SM_ECONFLICT. */
-SM_API int sm_engine_network_create(sm_engine *engine, const char *name, int internal,
-                                    json_object *labels, json_object *options,
+/* A network (driver NULL: "bridge"); internal: no route out and no outside
+ * DNS. labels may be NULL; out_id may be NULL. A name already taken is
+ * SM_ECONFLICT. (Defined in src/engine/swarm.c.) */
+SM_API int sm_engine_network_create(sm_engine *engine, const char *name, const char *driver,
+                                    int internal, json_object *labels,
                                     char out_id[SM_ENGINE_ID_MAX], sm_error *err);
 SM_API int sm_engine_network_inspect(sm_engine *engine, const char *name, json_object **out,
                                      sm_error *err);
@@ -238,8 +238,8 @@ SM_API int sm_engine_network_connect(sm_engine *engine, const char *name, const 
                                      sm_error *err);
 SM_API int sm_engine_network_disconnect(sm_engine *engine, const char *name,
                                         const char *container, int force, sm_error *err);
-/* A network still in use is SM_ECONFLICT or SM_EENGINE (the engine's 403). */
-SM_API int sm_engine_network_remove(sm_engine *engine, const char *name, sm_error *err);
+/* Missing is SM_ENOTFOUND, in use SM_ECONFLICT. */
+SM_API int sm_engine_network_remove(sm_engine *engine, const char *id, sm_error *err);
 /* labels as for containers; out: the engine's array. */
 SM_API int sm_engine_network_list(sm_engine *engine, const char *const *labels,
                                   size_t n_labels, json_object **out, sm_error *err);

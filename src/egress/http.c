@@ -1,21 +1,11 @@
 /* The proxy's request head (http.h). Strict on purpose: anything that two
  * HTTP parsers could read two ways (folded lines, bare CR, duplicate Host,
  * Content-Length with Transfer-Encoding) is refused rather than guessed. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "egress/http.h"
 
-__attribute__((format(printf, 3, 4))) static int bad(char *why, size_t len, const char *fmt, ...) {
-  if (why && len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
 
 static int is_tchar(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return 1;
@@ -62,21 +52,21 @@ static int parse_target(const char *t, size_t n, eg_request *out, char *why, siz
   char sub[EG_WHY_MAX];
   if (out->is_connect) {
     if (eg_authority_parse(t, n, -1, &out->target, sub, sizeof sub) != 0)
-      return bad(why, why_len, "CONNECT target: %s", sub);
+      return eg_fail(why, why_len, "CONNECT target: %s", sub);
     return 0;
   }
   static const char http[] = "http://";
   if (n >= 8 && ieq(t, 8, "https://"))
-    return bad(why, why_len, "https:// targets are not proxied: use CONNECT (set HTTPS_PROXY)");
+    return eg_fail(why, why_len, "https:// targets are not proxied: use CONNECT (set HTTPS_PROXY)");
   if (n < sizeof http - 1 || !ieq(t, sizeof http - 1, http))
-    return bad(why, why_len, "not a proxy request: the target must be an absolute http:// URL");
+    return eg_fail(why, why_len, "not a proxy request: the target must be an absolute http:// URL");
   const char *a = t + sizeof http - 1;
   size_t rest = n - (sizeof http - 1), alen = 0;
   while (alen < rest && a[alen] != '/' && a[alen] != '?' && a[alen] != '#') alen++;
-  if (alen < rest && a[alen] == '#') return bad(why, why_len, "a fragment in the request target");
-  if (memchr(a + alen, '#', rest - alen)) return bad(why, why_len, "a fragment in the request target");
+  if (alen < rest && a[alen] == '#') return eg_fail(why, why_len, "a fragment in the request target");
+  if (memchr(a + alen, '#', rest - alen)) return eg_fail(why, why_len, "a fragment in the request target");
   if (eg_authority_parse(a, alen, 80, &out->target, sub, sizeof sub) != 0)
-    return bad(why, why_len, "request target: %s", sub);
+    return eg_fail(why, why_len, "request target: %s", sub);
   out->path_off = (size_t)(a + alen - t);
   out->path_len = rest - alen;
   return 0;
@@ -89,43 +79,43 @@ int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, si
   size_t end = head_end(buf, scan);
   if (end == 0) {
     if (len >= EG_HEAD_MAX) {
-      bad(why, why_len, "request head over %d bytes", EG_HEAD_MAX);
+      eg_fail(why, why_len, "request head over %d bytes", EG_HEAD_MAX);
       return -2;
     }
     /* Refuse garbage early instead of waiting for 16 KiB of it. */
     for (size_t i = 0; i < scan; i++)
-      if (buf[i] == '\0') return bad(why, why_len, "NUL byte in the request head");
+      if (buf[i] == '\0') return eg_fail(why, why_len, "NUL byte in the request head");
     return 0;
   }
   out->head_len = end;
 
   /* Request line. */
   const char *line = buf, *eol = memchr(buf, '\r', end);
-  if (eol == NULL || eol[1] != '\n') return bad(why, why_len, "bad request line ending");
+  if (eol == NULL || eol[1] != '\n') return eg_fail(why, why_len, "bad request line ending");
   size_t ll = (size_t)(eol - line);
-  if (memchr(line, '\n', ll)) return bad(why, why_len, "bad request line ending (bare LF)");
+  if (memchr(line, '\n', ll)) return eg_fail(why, why_len, "bad request line ending (bare LF)");
   const char *sp1 = memchr(line, ' ', ll);
-  if (sp1 == NULL) return bad(why, why_len, "bad request line");
+  if (sp1 == NULL) return eg_fail(why, why_len, "bad request line");
   const char *sp2 = memchr(sp1 + 1, ' ', ll - (size_t)(sp1 + 1 - line));
   if (sp2 == NULL || memchr(sp2 + 1, ' ', ll - (size_t)(sp2 + 1 - line)))
-    return bad(why, why_len, "bad request line (METHOD TARGET HTTP/1.x)");
+    return eg_fail(why, why_len, "bad request line (METHOD TARGET HTTP/1.x)");
   size_t ml = (size_t)(sp1 - line);
-  if (ml == 0 || ml >= sizeof out->method) return bad(why, why_len, "bad method");
+  if (ml == 0 || ml >= sizeof out->method) return eg_fail(why, why_len, "bad method");
   for (size_t i = 0; i < ml; i++)
-    if (!is_tchar((unsigned char)line[i])) return bad(why, why_len, "bad method");
+    if (!is_tchar((unsigned char)line[i])) return eg_fail(why, why_len, "bad method");
   memcpy(out->method, line, ml);
   out->method[ml] = '\0';
   out->is_connect = strcmp(out->method, "CONNECT") == 0;
   const char *ver = sp2 + 1;
   size_t vl = (size_t)(eol - ver);
   if (vl != 8 || memcmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1'))
-    return bad(why, why_len, "only HTTP/1.0 and HTTP/1.1 are proxied");
+    return eg_fail(why, why_len, "only HTTP/1.0 and HTTP/1.1 are proxied");
   out->http_minor = ver[7] - '0';
   const char *target = sp1 + 1;
   size_t tl = (size_t)(sp2 - target);
   for (size_t i = 0; i < tl; i++)
     if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] >= 0x7f)
-      return bad(why, why_len, "control or non-ASCII byte in the request target");
+      return eg_fail(why, why_len, "control or non-ASCII byte in the request target");
   if (parse_target(target, tl, out, why, why_len) != 0) return -1;
   out->target_ok = 1;
   if (!out->is_connect) out->path_off += (size_t)(target - buf);
@@ -135,28 +125,28 @@ int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, si
   int lines = 0, te = 0;
   for (;;) {
     const char *e = memchr(p, '\n', (size_t)(buf + end - p));
-    if (e == NULL || e == p || e[-1] != '\r') return bad(why, why_len, "bad header line ending");
+    if (e == NULL || e == p || e[-1] != '\r') return eg_fail(why, why_len, "bad header line ending");
     size_t hl = (size_t)(e - 1 - p);
     if (hl == 0) break; /* the blank line */
     if (++lines > EG_HEADERS_MAX) {
-      bad(why, why_len, "more than %d header lines", EG_HEADERS_MAX);
+      eg_fail(why, why_len, "more than %d header lines", EG_HEADERS_MAX);
       return -2;
     }
-    if (p[0] == ' ' || p[0] == '\t') return bad(why, why_len, "folded header lines are not accepted");
+    if (p[0] == ' ' || p[0] == '\t') return eg_fail(why, why_len, "folded header lines are not accepted");
     const char *colon = memchr(p, ':', hl);
-    if (colon == NULL || colon == p) return bad(why, why_len, "header line without a name");
+    if (colon == NULL || colon == p) return eg_fail(why, why_len, "header line without a name");
     size_t nl = (size_t)(colon - p);
     for (size_t i = 0; i < nl; i++)
-      if (!is_tchar((unsigned char)p[i])) return bad(why, why_len, "bad header name");
+      if (!is_tchar((unsigned char)p[i])) return eg_fail(why, why_len, "bad header name");
     const char *v = colon + 1;
     size_t vlen = hl - nl - 1;
     for (size_t i = 0; i < vlen; i++) {
       unsigned char c = (unsigned char)v[i];
-      if ((c < 0x20 && c != '\t') || c == 0x7f) return bad(why, why_len, "control byte in a header value");
+      if ((c < 0x20 && c != '\t') || c == 0x7f) return eg_fail(why, why_len, "control byte in a header value");
     }
     trim(&v, &vlen);
     if (ieq(p, nl, "host")) {
-      if (out->has_host) return bad(why, why_len, "more than one Host header");
+      if (out->has_host) return eg_fail(why, why_len, "more than one Host header");
       out->has_host = 1;
       eg_dest h;
       char sub[EG_WHY_MAX];
@@ -164,29 +154,29 @@ int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, si
       /* A CONNECT's Host may leave the port out; then only the host is compared. */
       if (out->is_connect && !authority_has_port(v, vlen)) dport = out->target.port;
       if (eg_authority_parse(v, vlen, dport, &h, sub, sizeof sub) != 0)
-        return bad(why, why_len, "Host header: %s", sub);
+        return eg_fail(why, why_len, "Host header: %s", sub);
       if (strcmp(h.host, out->target.host) != 0 || h.port != out->target.port)
-        return bad(why, why_len, "the Host header (%s:%d) disagrees with the request target (%s:%d)",
+        return eg_fail(why, why_len, "the Host header (%s:%d) disagrees with the request target (%s:%d)",
                    h.host, h.port, out->target.host, out->target.port);
     } else if (ieq(p, nl, "content-length")) {
-      if (vlen == 0 || vlen > 15) return bad(why, why_len, "bad Content-Length");
+      if (vlen == 0 || vlen > 15) return eg_fail(why, why_len, "bad Content-Length");
       long long cl = 0;
       for (size_t i = 0; i < vlen; i++) {
-        if (v[i] < '0' || v[i] > '9') return bad(why, why_len, "bad Content-Length");
+        if (v[i] < '0' || v[i] > '9') return eg_fail(why, why_len, "bad Content-Length");
         cl = cl * 10 + (v[i] - '0');
       }
       if (out->content_length >= 0 && out->content_length != cl)
-        return bad(why, why_len, "two different Content-Length headers");
+        return eg_fail(why, why_len, "two different Content-Length headers");
       out->content_length = cl;
     } else if (ieq(p, nl, "transfer-encoding")) {
       te = 1;
     }
     p = e + 1;
   }
-  if (te) return bad(why, why_len, "Transfer-Encoding in a request is not accepted (send Content-Length)");
+  if (te) return eg_fail(why, why_len, "Transfer-Encoding in a request is not accepted (send Content-Length)");
   if (!out->is_connect && !out->has_host && out->http_minor == 1)
-    return bad(why, why_len, "an HTTP/1.1 request without a Host header");
-  if (out->is_connect && out->content_length > 0) return bad(why, why_len, "a CONNECT with a body");
+    return eg_fail(why, why_len, "an HTTP/1.1 request without a Host header");
+  if (out->is_connect && out->content_length > 0) return eg_fail(why, why_len, "a CONNECT with a body");
   return 1;
 }
 

@@ -8,7 +8,7 @@
 
 #include "egress/policy.h"
 
-__attribute__((format(printf, 3, 4))) static int fail(char *why, size_t len, const char *fmt, ...) {
+int eg_fail(char *why, size_t len, const char *fmt, ...) {
   if (why && len) {
     va_list ap;
     va_start(ap, fmt);
@@ -111,30 +111,30 @@ int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char
                   size_t why_len) {
   memset(out, 0, sizeof *out);
   char buf[EG_HOST_MAX + 2];
-  if (len == 0) return fail(why, why_len, "empty host");
+  if (len == 0) return eg_fail(why, why_len, "empty host");
   if (brackets) {
-    if (len > 47) return fail(why, why_len, "IPv6 address too long");
+    if (len > 47) return eg_fail(why, why_len, "IPv6 address too long");
     memcpy(buf, host, len);
     buf[len] = '\0';
-    if (strchr(buf, '%')) return fail(why, why_len, "zone ids are not allowed in an address");
+    if (strchr(buf, '%')) return eg_fail(why, why_len, "zone ids are not allowed in an address");
     if (eg_addr_parse(buf, &out->addr) != 0 || out->addr.family != 6)
-      return fail(why, why_len, "'[%s]' is not an IPv6 address", buf);
+      return eg_fail(why, why_len, "'[%s]' is not an IPv6 address", buf);
     out->is_addr = 1;
     eg_addr_format(&out->addr, out->host, sizeof out->host);
     return 0;
   }
-  if (len > EG_HOST_MAX + 1) return fail(why, why_len, "host name longer than %d", EG_HOST_MAX);
+  if (len > EG_HOST_MAX + 1) return eg_fail(why, why_len, "host name longer than %d", EG_HOST_MAX);
   for (size_t i = 0; i < len; i++) {
     char c = host[i];
     if (!(is_alnum(c) || c == '-' || c == '.' || c == '_'))
-      return fail(why, why_len, "host name holds '%s%c' (letters, digits, '-', '_' and '.' only)",
+      return eg_fail(why, why_len, "host name holds '%s%c' (letters, digits, '-', '_' and '.' only)",
                   (unsigned char)c < 0x20 || (unsigned char)c > 0x7e ? "\\x" : "",
                   (unsigned char)c < 0x20 || (unsigned char)c > 0x7e ? '?' : c);
     buf[i] = lower(c);
   }
   if (buf[len - 1] == '.') len--; /* one trailing dot: the same name */
   buf[len] = '\0';
-  if (len == 0 || len > EG_HOST_MAX) return fail(why, why_len, "bad host name length");
+  if (len == 0 || len > EG_HOST_MAX) return eg_fail(why, why_len, "bad host name length");
   /* All digits and dots: an IPv4 literal, in dotted decimal only (no
    * 0x7f.1, 2130706433 or 0177.0.0.1 that resolvers would read as loopback). */
   int numeric = 1;
@@ -142,10 +142,10 @@ int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char
     if (!is_digit(buf[i]) && buf[i] != '.') numeric = 0;
   if (numeric) {
     if (eg_addr_parse(buf, &out->addr) != 0)
-      return fail(why, why_len, "'%s' is not an IPv4 address in dotted decimal", buf);
+      return eg_fail(why, why_len, "'%s' is not an IPv4 address in dotted decimal", buf);
     for (const char *p = buf; *p; p++) /* leading zeros read as octal elsewhere */
       if (*p == '0' && (p == buf || p[-1] == '.') && is_digit(p[1]))
-        return fail(why, why_len, "'%s' has a leading zero (octal?)", buf);
+        return eg_fail(why, why_len, "'%s' has a leading zero (octal?)", buf);
     out->is_addr = 1;
     snprintf(out->host, sizeof out->host, "%s", buf);
     return 0;
@@ -153,10 +153,10 @@ int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char
   size_t label = 0;
   for (size_t i = 0; i <= len; i++) {
     if (i == len || buf[i] == '.') {
-      if (label == 0) return fail(why, why_len, "empty label in host name '%s'", buf);
-      if (label > 63) return fail(why, why_len, "label longer than 63 in '%s'", buf);
+      if (label == 0) return eg_fail(why, why_len, "empty label in host name '%s'", buf);
+      if (label > 63) return eg_fail(why, why_len, "label longer than 63 in '%s'", buf);
       if (buf[i - 1] == '-' || buf[i - label] == '-')
-        return fail(why, why_len, "a label of '%s' starts or ends with '-'", buf);
+        return eg_fail(why, why_len, "a label of '%s' starts or ends with '-'", buf);
       label = 0;
     } else {
       label++;
@@ -170,7 +170,7 @@ int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char
   for (const char *q = last; *q; q++)
     if (!is_digit(*q)) last_digits = 0;
   if (strncmp(last, "0x", 2) == 0 || last_digits)
-    return fail(why, why_len, "'%s' looks like a hex or short-form address", buf);
+    return eg_fail(why, why_len, "'%s' looks like a hex or short-form address", buf);
   snprintf(out->host, sizeof out->host, "%s", buf);
   return 0;
 }
@@ -190,20 +190,20 @@ static int parse_port(const char *s, size_t len, int *out) {
 int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out, char *why,
                        size_t why_len) {
   memset(out, 0, sizeof *out);
-  if (len == 0) return fail(why, why_len, "empty authority");
-  if (memchr(s, '@', len)) return fail(why, why_len, "user info is not allowed in the authority");
+  if (len == 0) return eg_fail(why, why_len, "empty authority");
+  if (memchr(s, '@', len)) return eg_fail(why, why_len, "user info is not allowed in the authority");
   const char *host = s, *port = NULL;
   size_t host_len = len, port_len = 0;
   int brackets = 0;
   if (s[0] == '[') {
     const char *close = memchr(s, ']', len);
-    if (close == NULL) return fail(why, why_len, "unclosed '[' in the authority");
+    if (close == NULL) return eg_fail(why, why_len, "unclosed '[' in the authority");
     host = s + 1;
     host_len = (size_t)(close - s) - 1;
     brackets = 1;
     size_t after = len - (size_t)(close - s) - 1;
     if (after > 0) {
-      if (close[1] != ':') return fail(why, why_len, "garbage after ']' in the authority");
+      if (close[1] != ':') return eg_fail(why, why_len, "garbage after ']' in the authority");
       port = close + 2;
       port_len = after - 1;
     }
@@ -211,7 +211,7 @@ int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out
     const char *colon = memchr(s, ':', len);
     if (colon) {
       if (memchr(colon + 1, ':', len - (size_t)(colon - s) - 1))
-        return fail(why, why_len, "an IPv6 address must be in brackets");
+        return eg_fail(why, why_len, "an IPv6 address must be in brackets");
       host_len = (size_t)(colon - s);
       port = colon + 1;
       port_len = len - host_len - 1;
@@ -220,11 +220,11 @@ int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out
   if (eg_host_parse(host, host_len, brackets, out, why, why_len) != 0) return -1;
   if (port) {
     if (parse_port(port, port_len, &out->port) != 0)
-      return fail(why, why_len, "bad port '%.*s'", (int)(port_len > 8 ? 8 : port_len), port);
+      return eg_fail(why, why_len, "bad port '%.*s'", (int)(port_len > 8 ? 8 : port_len), port);
   } else if (default_port > 0) {
     out->port = default_port;
   } else {
-    return fail(why, why_len, "the port is required (host:port)");
+    return eg_fail(why, why_len, "the port is required (host:port)");
   }
   return 0;
 }
@@ -234,8 +234,8 @@ int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out
 int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
   size_t len = strlen(text);
-  if (len == 0) return fail(why, why_len, "empty pattern");
-  if (len >= sizeof out->text) return fail(why, why_len, "pattern longer than %zu", sizeof out->text - 1);
+  if (len == 0) return eg_fail(why, why_len, "empty pattern");
+  if (len >= sizeof out->text) return eg_fail(why, why_len, "pattern longer than %zu", sizeof out->text - 1);
   memcpy(out->text, text, len + 1);
   /* Split off the port: host:port, [v6]:port, [v6/64]:port. */
   const char *host = text, *port = NULL;
@@ -243,17 +243,17 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
   int brackets = 0;
   if (text[0] == '[') {
     const char *close = strchr(text, ']');
-    if (close == NULL) return fail(why, why_len, "unclosed '['");
+    if (close == NULL) return eg_fail(why, why_len, "unclosed '['");
     host = text + 1;
     host_len = (size_t)(close - text) - 1;
     brackets = 1;
     if (close[1] == ':') port = close + 2;
-    else if (close[1] != '\0') return fail(why, why_len, "garbage after ']'");
+    else if (close[1] != '\0') return eg_fail(why, why_len, "garbage after ']'");
   } else {
     const char *colon = strchr(text, ':');
     if (colon) {
       if (strchr(colon + 1, ':'))
-        return fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
+        return eg_fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
       host_len = (size_t)(colon - text);
       port = colon + 1;
     }
@@ -262,11 +262,11 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
   if (port) {
     if (strcmp(port, "*") == 0) out->port = EG_PORT_ANY;
     else if (parse_port(port, strlen(port), &out->port) != 0)
-      return fail(why, why_len, "bad port '%s' (1-65535 or *)", port);
+      return eg_fail(why, why_len, "bad port '%s' (1-65535 or *)", port);
   }
-  if (host_len == 0) return fail(why, why_len, "no host in '%s'", text);
+  if (host_len == 0) return eg_fail(why, why_len, "no host in '%s'", text);
   char h[EG_HOST_MAX + 2];
-  if (host_len > EG_HOST_MAX + 1) return fail(why, why_len, "host longer than %d", EG_HOST_MAX);
+  if (host_len > EG_HOST_MAX + 1) return eg_fail(why, why_len, "host longer than %d", EG_HOST_MAX);
   memcpy(h, host, host_len);
   h[host_len] = '\0';
 
@@ -284,21 +284,21 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
     if (slash) {
       *slash = '\0';
       if (parse_port(slash + 1, strlen(slash + 1), &bits) != 0 && strcmp(slash + 1, "0") != 0)
-        return fail(why, why_len, "bad prefix length in '%s'", text);
+        return eg_fail(why, why_len, "bad prefix length in '%s'", text);
       if (strcmp(slash + 1, "0") == 0) bits = 0;
     }
     if (eg_addr_parse(h, &out->addr) != 0)
-      return fail(why, why_len, "'%s' is not an IP address", h);
+      return eg_fail(why, why_len, "'%s' is not an IP address", h);
     if (out->addr.family == 6 && !brackets)
-      return fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
+      return eg_fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
     int max = out->addr.family == 6 ? 128 : 32;
     if (bits < 0) bits = max;
-    if (bits > max) return fail(why, why_len, "prefix /%d is longer than %d", bits, max);
+    if (bits > max) return eg_fail(why, why_len, "prefix /%d is longer than %d", bits, max);
     /* The range must start at its network address: 10.1.2.3/8 is a typo. */
     eg_addr masked = out->addr;
     for (int i = bits; i < max; i++) masked.b[i / 8] &= (unsigned char)~(0x80 >> (i % 8));
     if (memcmp(masked.b, out->addr.b, 16) != 0)
-      return fail(why, why_len, "'%s' has host bits set beyond /%d", h, bits);
+      return eg_fail(why, why_len, "'%s' has host bits set beyond /%d", h, bits);
     out->kind = EG_PAT_ADDR;
     out->prefix = bits;
     return 0;
@@ -314,12 +314,12 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
     name = h + 2;
   }
   if (strchr(name, '*'))
-    return fail(why, why_len, "'*' may only be a whole first label ('*.example.com') or the whole host");
+    return eg_fail(why, why_len, "'*' may only be a whole first label ('*.example.com') or the whole host");
   eg_dest d;
   char sub[EG_WHY_MAX];
   if (eg_host_parse(name, strlen(name), 0, &d, sub, sizeof sub) != 0)
-    return fail(why, why_len, "%s", sub);
-  if (d.is_addr) return fail(why, why_len, "'%s' is an address, not a name", name);
+    return eg_fail(why, why_len, "%s", sub);
+  if (d.is_addr) return eg_fail(why, why_len, "'%s' is an address, not a name", name);
   snprintf(out->name, sizeof out->name, "%s", d.host);
   return 0;
 }
@@ -414,8 +414,8 @@ static int id_ok(const char *v) {
 
 int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
-  if (len > EG_POLICY_MAX_BYTES) return fail(why, why_len, "policy file over %d bytes", EG_POLICY_MAX_BYTES);
-  if (memchr(text, '\0', len)) return fail(why, why_len, "policy file holds a NUL byte");
+  if (len > EG_POLICY_MAX_BYTES) return eg_fail(why, why_len, "policy file over %d bytes", EG_POLICY_MAX_BYTES);
+  if (memchr(text, '\0', len)) return eg_fail(why, why_len, "policy file holds a NUL byte");
   size_t pos = 0, lineno = 0;
   int seen_header = 0, seen_end = 0, level = -1;
   char line[EG_PATTERN_TEXT_MAX + 64];
@@ -426,11 +426,11 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
     lineno++;
     if (seen_end) {
       eg_policy_dispose(out);
-      return fail(why, why_len, "line %zu: text after 'end'", lineno);
+      return eg_fail(why, why_len, "line %zu: text after 'end'", lineno);
     }
     if (n >= sizeof line) {
       eg_policy_dispose(out);
-      return fail(why, why_len, "line %zu too long", lineno);
+      return eg_fail(why, why_len, "line %zu too long", lineno);
     }
     memcpy(line, text + pos, n);
     line[n] = '\0';
@@ -478,11 +478,11 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
       char sub[EG_WHY_MAX];
       if (level < 0) {
         eg_policy_dispose(out);
-        return fail(why, why_len, "line %zu: %s before any level", lineno, key);
+        return eg_fail(why, why_len, "line %zu: %s before any level", lineno, key);
       }
       if (eg_pattern_parse(val, &pat, sub, sizeof sub) != 0) {
         eg_policy_dispose(out);
-        return fail(why, why_len, "line %zu: %s", lineno, sub);
+        return eg_fail(why, why_len, "line %zu: %s", lineno, sub);
       }
       int rc = key[0] == 'a' ? push_rule(&out->allow, &out->n_allow, &pat, level)
                              : push_rule(&out->deny, &out->n_deny, &pat, level);
@@ -492,13 +492,13 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
     }
     if (bad) {
       eg_policy_dispose(out);
-      return fail(why, why_len, "line %zu: bad line '%.40s%s%.80s'", lineno, key, val ? " " : "",
+      return eg_fail(why, why_len, "line %zu: bad line '%.40s%s%.80s'", lineno, key, val ? " " : "",
                   val ? val : "");
     }
   }
   if (!seen_end) {
     eg_policy_dispose(out);
-    return fail(why, why_len, "the policy file is cut short (no 'end' line)");
+    return eg_fail(why, why_len, "the policy file is cut short (no 'end' line)");
   }
   return 0;
 }

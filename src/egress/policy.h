@@ -19,6 +19,9 @@
 #define EG_POLICY_MAX_BLOCKS 256
 #define EG_WHY_MAX 600
 
+/* Fills why (if any) and returns -1: how every parser here says no. */
+int eg_fail(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* A port of 0 in a pattern means "80 and 443"; EG_PORT_ANY means any. */
 #define EG_PORT_WEB 0
 #define EG_PORT_ANY (-1)

@@ -390,7 +390,7 @@ static int ensure_network(sm_engine *e, const char *instance, const char *projec
       json_object *labels = labels_new(instance, "network");
       json_object_object_add(labels, LABEL_PREFIX "project",
                              json_object_new_string(project && *project ? project : "default"));
-      rc = sm_engine_network_create(e, out->network, 1, labels, NULL, NULL, &ierr);
+      rc = sm_engine_network_create(e, out->network, NULL, 1, labels, NULL, &ierr);
       json_object_put(labels);
       if (rc != 0 && rc != SM_ECONFLICT) {
         *err = ierr;

@@ -1,6 +1,6 @@
-/* Networks (create, inspect, connect, disconnect, remove, list by label)
- * and a container's log, demultiplexed: what the egress topology needs
- * (docs/network.md). */
+/* Networks (inspect, connect, disconnect; create, remove and list are in
+ * swarm.c) and a container's log, demultiplexed: what the egress topology
+ * needs (docs/network.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,35 +13,6 @@
 #include "engine/transport.h"
 
 #define PATH_CAP (64u << 10)
-
-int sm_engine_network_create(sm_engine *engine, const char *name, int internal,
-                             json_object *labels, json_object *options,
-                             char out_id[SM_ENGINE_ID_MAX], sm_error *err) {
-  if (out_id) out_id[0] = '\0';
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  int rc = engine_check_ref(name, "network name", err);
-  if (rc != 0) return rc;
-  json_object *body = json_object_new_object();
-  if (body == NULL) return sm_error_set(err, SM_ENOMEM, "network create: out of memory");
-  json_object_object_add(body, "Name", json_object_new_string(name));
-  json_object_object_add(body, "Driver", json_object_new_string("bridge"));
-  /* Without it the engine makes a second network of the same name. */
-  json_object_object_add(body, "CheckDuplicate", json_object_new_boolean(1));
-  json_object_object_add(body, "Internal", json_object_new_boolean(internal));
-  json_object_object_add(body, "Attachable", json_object_new_boolean(0));
-  if (labels) json_object_object_add(body, "Labels", json_object_get(labels));
-  if (options) json_object_object_add(body, "Options", json_object_get(options));
-  json_object *resp = NULL;
-  rc = engine_call_json(engine, "POST", "/networks/create", body, 0, NULL, &resp, err);
-  json_object_put(body);
-  if (rc == 0 && out_id) {
-    json_object *id = NULL;
-    if (json_object_object_get_ex(resp, "Id", &id) && json_object_is_type(id, json_type_string))
-      snprintf(out_id, SM_ENGINE_ID_MAX, "%s", json_object_get_string(id));
-  }
-  json_object_put(resp);
-  return rc;
-}
 
 static int network_path(sm_buf *b, const char *name, const char *suffix, sm_error *err) {
   int rc = engine_check_ref(name, "network name", err);
@@ -99,38 +70,6 @@ int sm_engine_network_disconnect(sm_engine *engine, const char *name, const char
   rc = engine_call_json(engine, "POST", path.data, body, 0, NULL, NULL, err);
   json_object_put(body);
   sm_buf_dispose(&path);
-  return rc;
-}
-
-int sm_engine_network_remove(sm_engine *engine, const char *name, sm_error *err) {
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
-  int rc = network_path(&path, name, NULL, err);
-  if (rc != 0) return rc;
-  rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
-  sm_buf_dispose(&path);
-  return rc;
-}
-
-int sm_engine_network_list(sm_engine *engine, const char *const *labels, size_t n_labels,
-                           json_object **out, sm_error *err) {
-  *out = NULL;
-  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  int rc = sm_buf_append(&path, "/networks", 9);
-  if (rc == 0 && n_labels > 0) {
-    rc = sm_buf_append(&path, "?", 1);
-    if (rc == 0) rc = engine_label_filters(&path, labels, n_labels);
-  }
-  if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "network list: label filter too long");
-  if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  sm_buf_dispose(&path);
-  if (rc == 0 && !json_object_is_type(*out, json_type_array)) {
-    json_object_put(*out);
-    *out = NULL;
-    return sm_error_set(err, SM_EPROTOCOL, "network list: the answer is not an array");
-  }
   return rc;
 }
 

@@ -258,7 +258,7 @@ static int setup(void **state) {
   /* The stand-in internet: internal, so nothing leaves the machine. */
   sm_error err = SM_ERROR_INIT;
   json_object *l = labels();
-  if (sm_engine_network_create(E, world, 1, l, NULL, NULL, &err) != 0) fail_msg("world network: %s", err.message);
+  if (sm_engine_network_create(E, world, NULL, 1, l, NULL, &err) != 0) fail_msg("world network: %s", err.message);
   json_object_put(l);
   start_server("allowed", "allowed.test", allowed_id);
   start_server("denied", "denied.test", denied_id);
