@@ -123,16 +123,9 @@ void audit_format_time_ms(int64_t epoch_ms, char *buf, size_t len) {
   snprintf(buf, len, "%s.%03dZ", base, ms);
 }
 
-int sm_audit_event_to_json(const sm_audit_event *ev, json_object **out, sm_error *err) {
-  *out = NULL;
-  if (ev == NULL) return sm_error_set(err, SM_EINVAL, "audit: no event");
-  const event_kind *k = find_kind(ev->name);
-  if (k == NULL)
-    return sm_error_set(err, SM_EINVAL, "audit: unknown event '%s'", ev->name ? ev->name : "");
-  json_object *o = json_object_new_object();
-  if (o == NULL) return sm_error_set(err, SM_ENOMEM, "audit: out of memory");
-
-  double when = ev->time > 0 ? ev->time : sm_now();
+/* time, the OCSF class and activity, severity, status, disposition. */
+static void add_classification(json_object *o, const event_kind *k, double time) {
+  double when = time > 0 ? time : sm_now();
   int64_t when_ms = (int64_t)llround(when * 1000.0);
   char dt[40];
   audit_format_time_ms(when_ms, dt, sizeof dt);
@@ -159,8 +152,9 @@ int sm_audit_event_to_json(const sm_audit_event *ev, json_object **out, sm_error
     json_object_object_add(o, "disposition",
                            json_object_new_string(k->disposition == DISP_ALLOWED ? "Allowed" : "Blocked"));
   }
-  add_str(o, "message", ev->message);
+}
 
+static void add_metadata(json_object *o, const char *request_id) {
   json_object *meta = obj_or_new(o, "metadata");
   json_object_object_add(meta, "version", json_object_new_string(OCSF_VERSION));
   json_object *product = obj_or_new(meta, "product");
@@ -171,41 +165,36 @@ int sm_audit_event_to_json(const sm_audit_event *ev, json_object **out, sm_error
   random_uid(uid);
   json_object_object_add(meta, "uid", json_object_new_string(uid));
   json_object_object_add(meta, "log_name", json_object_new_string("sandman-audit"));
-  add_str(meta, "correlation_uid", ev->request_id);
+  add_str(meta, "correlation_uid", request_id);
+}
 
+static void add_resource(json_object *res, const char *type, const char *key, const char *value) {
+  json_object *r = json_object_new_object();
+  add_str(r, "type", type);
+  add_str(r, key, value);
+  json_object_array_add(res, r);
+}
+
+/* actor, resources, policy: who and what. */
+static void add_actor_and_resources(json_object *o, const sm_audit_event *ev) {
   if (ev->user || ev->agent || ev->run_id) {
     json_object *actor = obj_or_new(o, "actor");
-    if (ev->user) {
-      json_object *u = obj_or_new(actor, "user");
-      add_str(u, "name", ev->user);
-    }
+    if (ev->user) add_str(obj_or_new(actor, "user"), "name", ev->user);
     add_str(actor, "app_name", ev->agent);
     if (ev->run_id) add_str(obj_or_new(actor, "session"), "uid", ev->run_id);
   }
-
   if (ev->sandbox || ev->lease_id || ev->tool) {
     json_object *res = json_object_new_array();
-    if (ev->sandbox) {
-      json_object *r = json_object_new_object();
-      add_str(r, "type", "sandbox");
-      add_str(r, "name", ev->sandbox);
-      json_object_array_add(res, r);
-    }
-    if (ev->lease_id) {
-      json_object *r = json_object_new_object();
-      add_str(r, "type", "lease");
-      add_str(r, "uid", ev->lease_id);
-      json_object_array_add(res, r);
-    }
-    if (ev->tool) {
-      json_object *r = json_object_new_object();
-      add_str(r, "type", "tool");
-      add_str(r, "name", ev->tool);
-      json_object_array_add(res, r);
-    }
+    if (ev->sandbox) add_resource(res, "sandbox", "name", ev->sandbox);
+    if (ev->lease_id) add_resource(res, "lease", "uid", ev->lease_id);
+    if (ev->tool) add_resource(res, "tool", "name", ev->tool);
     json_object_object_add(o, "resources", res);
   }
   if (ev->rule) add_str(obj_or_new(o, "policy"), "name", ev->rule);
+}
+
+/* src_endpoint, dst_endpoint, traffic, duration. */
+static void add_network(json_object *o, const sm_audit_event *ev) {
   if (ev->src_ip) add_str(obj_or_new(o, "src_endpoint"), "ip", ev->src_ip);
   if (ev->dst_host || ev->dst_ip || ev->dst_port > 0) {
     json_object *d = obj_or_new(o, "dst_endpoint");
@@ -220,8 +209,10 @@ int sm_audit_event_to_json(const sm_audit_event *ev, json_object **out, sm_error
   }
   if (ev->duration_ms >= 0)
     json_object_object_add(o, "duration", json_object_new_int64((int64_t)llround(ev->duration_ms)));
+}
 
-  /* sandman's own names, flat and stable: what `sandman audit` filters on. */
+/* sandman's own names, flat and stable: what `sandman audit` filters on. */
+static void add_unmapped(json_object *o, const event_kind *k, const sm_audit_event *ev) {
   json_object *um = obj_or_new(o, "unmapped");
   add_str(um, "event", k->name);
   add_str(um, "project", ev->project);
@@ -240,6 +231,22 @@ int sm_audit_event_to_json(const sm_audit_event *ev, json_object **out, sm_error
       json_object_object_add(um, key, json_object_get(val));
     }
   }
+}
+
+int sm_audit_event_to_json(const sm_audit_event *ev, json_object **out, sm_error *err) {
+  *out = NULL;
+  if (ev == NULL) return sm_error_set(err, SM_EINVAL, "audit: no event");
+  const event_kind *k = find_kind(ev->name);
+  if (k == NULL)
+    return sm_error_set(err, SM_EINVAL, "audit: unknown event '%s'", ev->name ? ev->name : "");
+  json_object *o = json_object_new_object();
+  if (o == NULL) return sm_error_set(err, SM_ENOMEM, "audit: out of memory");
+  add_classification(o, k, ev->time);
+  add_str(o, "message", ev->message);
+  add_metadata(o, ev->request_id);
+  add_actor_and_resources(o, ev);
+  add_network(o, ev);
+  add_unmapped(o, k, ev);
   *out = o;
   return 0;
 }

@@ -72,6 +72,72 @@ static int parse_target(const char *t, size_t n, eg_request *out, char *why, siz
   return 0;
 }
 
+/* At most one Host, agreeing with the target (host and port). */
+static int check_host(const char *v, size_t vlen, eg_request *out, char *why, size_t why_len) {
+  if (out->has_host) return eg_fail(why, why_len, "more than one Host header");
+  out->has_host = 1;
+  eg_dest h;
+  char sub[EG_WHY_MAX];
+  int dport = out->is_connect ? -1 : 80;
+  /* A CONNECT's Host may leave the port out; then only the host is compared. */
+  if (out->is_connect && !authority_has_port(v, vlen)) dport = out->target.port;
+  if (eg_authority_parse(v, vlen, dport, &h, sub, sizeof sub) != 0)
+    return eg_fail(why, why_len, "Host header: %s", sub);
+  if (strcmp(h.host, out->target.host) != 0 || h.port != out->target.port)
+    return eg_fail(why, why_len, "the Host header (%s:%d) disagrees with the request target (%s:%d)", h.host,
+                   h.port, out->target.host, out->target.port);
+  return 0;
+}
+
+static int content_length(const char *v, size_t vlen, eg_request *out, char *why, size_t why_len) {
+  if (vlen == 0 || vlen > 15) return eg_fail(why, why_len, "bad Content-Length");
+  long long cl = 0;
+  for (size_t i = 0; i < vlen; i++) {
+    if (v[i] < '0' || v[i] > '9') return eg_fail(why, why_len, "bad Content-Length");
+    cl = cl * 10 + (v[i] - '0');
+  }
+  if (out->content_length >= 0 && out->content_length != cl)
+    return eg_fail(why, why_len, "two different Content-Length headers");
+  out->content_length = cl;
+  return 0;
+}
+
+/* The header lines of a head whose request line parsed. */
+static int parse_headers(const char *p, const char *end, eg_request *out, char *why, size_t why_len) {
+  int lines = 0, te = 0;
+  for (;;) {
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (e == NULL || e == p || e[-1] != '\r') return eg_fail(why, why_len, "bad header line ending");
+    size_t hl = (size_t)(e - 1 - p);
+    if (hl == 0) break; /* the blank line */
+    if (++lines > EG_HEADERS_MAX) {
+      eg_fail(why, why_len, "more than %d header lines", EG_HEADERS_MAX);
+      return -2;
+    }
+    if (p[0] == ' ' || p[0] == '\t') return eg_fail(why, why_len, "folded header lines are not accepted");
+    const char *colon = memchr(p, ':', hl);
+    if (colon == NULL || colon == p) return eg_fail(why, why_len, "header line without a name");
+    size_t nl = (size_t)(colon - p);
+    for (size_t i = 0; i < nl; i++)
+      if (!is_tchar((unsigned char)p[i])) return eg_fail(why, why_len, "bad header name");
+    const char *v = colon + 1;
+    size_t vlen = hl - nl - 1;
+    for (size_t i = 0; i < vlen; i++) {
+      unsigned char c = (unsigned char)v[i];
+      if ((c < 0x20 && c != '\t') || c == 0x7f) return eg_fail(why, why_len, "control byte in a header value");
+    }
+    trim(&v, &vlen);
+    int rc = 0;
+    if (ieq(p, nl, "host")) rc = check_host(v, vlen, out, why, why_len);
+    else if (ieq(p, nl, "content-length")) rc = content_length(v, vlen, out, why, why_len);
+    else if (ieq(p, nl, "transfer-encoding")) te = 1;
+    if (rc != 0) return rc;
+    p = e + 1;
+  }
+  if (te) return eg_fail(why, why_len, "Transfer-Encoding in a request is not accepted (send Content-Length)");
+  return 0;
+}
+
 int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
   out->content_length = -1;
@@ -120,60 +186,8 @@ int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, si
   out->target_ok = 1;
   if (!out->is_connect) out->path_off += (size_t)(target - buf);
 
-  /* Headers. */
-  const char *p = eol + 2;
-  int lines = 0, te = 0;
-  for (;;) {
-    const char *e = memchr(p, '\n', (size_t)(buf + end - p));
-    if (e == NULL || e == p || e[-1] != '\r') return eg_fail(why, why_len, "bad header line ending");
-    size_t hl = (size_t)(e - 1 - p);
-    if (hl == 0) break; /* the blank line */
-    if (++lines > EG_HEADERS_MAX) {
-      eg_fail(why, why_len, "more than %d header lines", EG_HEADERS_MAX);
-      return -2;
-    }
-    if (p[0] == ' ' || p[0] == '\t') return eg_fail(why, why_len, "folded header lines are not accepted");
-    const char *colon = memchr(p, ':', hl);
-    if (colon == NULL || colon == p) return eg_fail(why, why_len, "header line without a name");
-    size_t nl = (size_t)(colon - p);
-    for (size_t i = 0; i < nl; i++)
-      if (!is_tchar((unsigned char)p[i])) return eg_fail(why, why_len, "bad header name");
-    const char *v = colon + 1;
-    size_t vlen = hl - nl - 1;
-    for (size_t i = 0; i < vlen; i++) {
-      unsigned char c = (unsigned char)v[i];
-      if ((c < 0x20 && c != '\t') || c == 0x7f) return eg_fail(why, why_len, "control byte in a header value");
-    }
-    trim(&v, &vlen);
-    if (ieq(p, nl, "host")) {
-      if (out->has_host) return eg_fail(why, why_len, "more than one Host header");
-      out->has_host = 1;
-      eg_dest h;
-      char sub[EG_WHY_MAX];
-      int dport = out->is_connect ? -1 : 80;
-      /* A CONNECT's Host may leave the port out; then only the host is compared. */
-      if (out->is_connect && !authority_has_port(v, vlen)) dport = out->target.port;
-      if (eg_authority_parse(v, vlen, dport, &h, sub, sizeof sub) != 0)
-        return eg_fail(why, why_len, "Host header: %s", sub);
-      if (strcmp(h.host, out->target.host) != 0 || h.port != out->target.port)
-        return eg_fail(why, why_len, "the Host header (%s:%d) disagrees with the request target (%s:%d)",
-                   h.host, h.port, out->target.host, out->target.port);
-    } else if (ieq(p, nl, "content-length")) {
-      if (vlen == 0 || vlen > 15) return eg_fail(why, why_len, "bad Content-Length");
-      long long cl = 0;
-      for (size_t i = 0; i < vlen; i++) {
-        if (v[i] < '0' || v[i] > '9') return eg_fail(why, why_len, "bad Content-Length");
-        cl = cl * 10 + (v[i] - '0');
-      }
-      if (out->content_length >= 0 && out->content_length != cl)
-        return eg_fail(why, why_len, "two different Content-Length headers");
-      out->content_length = cl;
-    } else if (ieq(p, nl, "transfer-encoding")) {
-      te = 1;
-    }
-    p = e + 1;
-  }
-  if (te) return eg_fail(why, why_len, "Transfer-Encoding in a request is not accepted (send Content-Length)");
+  int hrc = parse_headers(eol + 2, buf + end, out, why, why_len);
+  if (hrc != 0) return hrc;
   if (!out->is_connect && !out->has_host && out->http_minor == 1)
     return eg_fail(why, why_len, "an HTTP/1.1 request without a Host header");
   if (out->is_connect && out->content_length > 0) return eg_fail(why, why_len, "a CONNECT with a body");

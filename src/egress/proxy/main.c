@@ -400,6 +400,69 @@ static void source_add(const eg_addr *a, int delta, int *out_count) {
   pthread_mutex_unlock(&mu);
 }
 
+/* The destination's addresses that the policy lets this sandbox use:
+ * the count (0: none, why says which refusal), or -1 when the name does
+ * not resolve (why says so). */
+static int resolve_usable(conn *c, eg_addr usable[MAX_ADDRS], char *why, size_t why_len) {
+  int n = 0;
+  why[0] = '\0';
+  if (c->req.target.is_addr) {
+    if (eg_policy_addr_ok(&c->pol, &c->req.target.addr, c->req.target.port, why, why_len))
+      usable[n++] = c->req.target.addr;
+    return n;
+  }
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int g = getaddrinfo(c->req.target.host, NULL, &hints, &res);
+  if (g != 0) {
+    snprintf(why, why_len, "%s does not resolve (%s)", c->req.target.host, gai_strerror(g));
+    return -1;
+  }
+  for (struct addrinfo *ai = res; ai && n < MAX_ADDRS; ai = ai->ai_next) {
+    eg_addr a;
+    addr_from_sockaddr((struct sockaddr_storage *)ai->ai_addr, &a);
+    char w[EG_WHY_MAX];
+    if (eg_policy_addr_ok(&c->pol, &a, c->req.target.port, w, sizeof w)) {
+      int dup = 0;
+      for (int i = 0; i < n; i++) dup |= memcmp(&usable[i], &a, sizeof a) == 0;
+      if (!dup) usable[n++] = a;
+    } else if (why[0] == '\0') {
+      snprintf(why, why_len, "%s: %s", c->req.target.host, w);
+    }
+  }
+  freeaddrinfo(res);
+  return n;
+}
+
+/* Connected upstream: the tunnel, or the request in origin form and then
+ * the response. */
+static void forward(conn *c) {
+  size_t extra = c->len - c->req.head_len;
+  const char *after = c->buf + c->req.head_len;
+  if (c->req.is_connect) {
+    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    if (send_all(c->cfd, ok, sizeof ok - 1) == 0 &&
+        (extra == 0 || send_all(c->ufd, after, extra) == 0)) {
+      c->bytes_out += (long long)extra;
+      relay(c, -1);
+    }
+  } else {
+    enum { HEAD_CAP = EG_HEAD_MAX + 256 };
+    char *head = malloc(HEAD_CAP);
+    long hl = head ? eg_request_upstream_head(c->buf, &c->req, head, HEAD_CAP) : -1;
+    long long body = c->req.content_length > 0 ? c->req.content_length : 0;
+    if ((long long)extra > body) extra = (size_t)body; /* pipelined requests are not forwarded */
+    if (hl > 0 && send_all(c->ufd, head, (size_t)hl) == 0 &&
+        (extra == 0 || send_all(c->ufd, after, extra) == 0)) {
+      c->bytes_out += hl + (long long)extra;
+      relay(c, body - (long long)extra);
+    }
+    free(head);
+  }
+}
+
 static void handle(conn *c) {
   char why[EG_WHY_MAX], rule[EG_WHY_MAX];
   int count = 0;
@@ -436,44 +499,14 @@ static void handle(conn *c) {
   }
   /* Where it really goes: every address checked, then used as checked. */
   eg_addr usable[MAX_ADDRS];
-  int n_usable = 0, resolved = 0;
-  char refused[EG_WHY_MAX] = "";
-  if (c->req.target.is_addr) {
-    resolved = 1;
-    if (eg_policy_addr_ok(&c->pol, &c->req.target.addr, c->req.target.port, refused, sizeof refused))
-      usable[n_usable++] = c->req.target.addr;
-  } else {
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int g = getaddrinfo(c->req.target.host, NULL, &hints, &res);
-    if (g == 0) {
-      resolved = 1;
-      for (struct addrinfo *ai = res; ai && n_usable < MAX_ADDRS; ai = ai->ai_next) {
-        eg_addr a;
-        addr_from_sockaddr((struct sockaddr_storage *)ai->ai_addr, &a);
-        char w[EG_WHY_MAX];
-        if (eg_policy_addr_ok(&c->pol, &a, c->req.target.port, w, sizeof w)) {
-          int dup = 0;
-          for (int i = 0; i < n_usable; i++) dup |= memcmp(&usable[i], &a, sizeof a) == 0;
-          if (!dup) usable[n_usable++] = a;
-        } else if (refused[0] == '\0') {
-          snprintf(refused, sizeof refused, "%s: %s", c->req.target.host, w);
-        }
-      }
-      freeaddrinfo(res);
-    } else {
-      snprintf(why, sizeof why, "%s does not resolve (%s)", c->req.target.host, gai_strerror(g));
-    }
-  }
-  if (!resolved) {
+  int n_usable = resolve_usable(c, usable, why, sizeof why);
+  if (n_usable < 0) {
     answer(c, 502, "Bad Gateway", why);
     log_event(c, "egress.failed", 502, rule, why);
     goto out;
   }
   if (n_usable == 0) {
-    deny(c, 403, "Forbidden", NULL, refused);
+    deny(c, 403, "Forbidden", NULL, why);
     goto out;
   }
   c->ufd = -1;
@@ -491,28 +524,7 @@ static void handle(conn *c) {
     log_event(c, "egress.failed", last_errno == ETIMEDOUT ? 504 : 502, rule, why);
     goto out;
   }
-  size_t extra = c->len - c->req.head_len;
-  const char *after = c->buf + c->req.head_len;
-  if (c->req.is_connect) {
-    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-    if (send_all(c->cfd, ok, sizeof ok - 1) == 0 &&
-        (extra == 0 || send_all(c->ufd, after, extra) == 0)) {
-      c->bytes_out += (long long)extra;
-      relay(c, -1);
-    }
-  } else {
-    enum { HEAD_CAP = EG_HEAD_MAX + 256 };
-    char *head = malloc(HEAD_CAP);
-    long hl = head ? eg_request_upstream_head(c->buf, &c->req, head, HEAD_CAP) : -1;
-    long long body = c->req.content_length > 0 ? c->req.content_length : 0;
-    if ((long long)extra > body) extra = (size_t)body; /* pipelined requests are not forwarded */
-    if (hl > 0 && send_all(c->ufd, head, (size_t)hl) == 0 &&
-        (extra == 0 || send_all(c->ufd, after, extra) == 0)) {
-      c->bytes_out += hl + (long long)extra;
-      relay(c, body - (long long)extra);
-    }
-    free(head);
-  }
+  forward(c);
   close(c->ufd);
   log_event(c, "egress.allowed", 0, rule, NULL);
 out:
