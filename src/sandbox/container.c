@@ -81,14 +81,23 @@ static int is_running(json_object *inspect) {
 
 /* ---- checks before creating ---- */
 
-int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, sm_error *err) {
+int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, sm_error *err) {
+  if (gvisor) *gvisor = 0;
   if (runtime == NULL || *runtime == '\0') return 0;
   json_object *info = NULL;
   int rc = sm_engine_info(e, &info, err);
   if (rc) return rc;
-  json_object *rts = NULL, *rt = NULL;
+  json_object *rts = NULL, *rt = NULL, *path = NULL;
   int found = json_object_object_get_ex(info, "Runtimes", &rts) &&
               json_object_object_get_ex(rts, runtime, &rt);
+  if (found && gvisor) {
+    /* Any name can be registered for runsc ("runsc-net"): its program says. */
+    const char *p = json_object_object_get_ex(rt, "path", &path) ? json_object_get_string(path)
+                                                                  : NULL;
+    const char *base = p ? strrchr(p, '/') : NULL;
+    base = base ? base + 1 : p ? p : runtime;
+    *gvisor = strncmp(base, "runsc", 5) == 0 || strncmp(runtime, "runsc", 5) == 0;
+  }
   json_object_put(info);
   if (found) return 0;
   return sm_error_set(
@@ -327,8 +336,9 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
                           sandbox *sb, sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
   json_object *image = NULL;
+  int gvisor = 0;
   int rc = sm_sandbox_image_present(e, s->image, &image, err);
-  if (rc == 0) rc = sm_sandbox_runtime_present(e, s->runtime, err);
+  if (rc == 0) rc = sm_sandbox_runtime_present(e, s->runtime, &gvisor, err);
   if (rc == 0) rc = prepare_user(runner, e, s, image, sb, err);
   json_object_put(image);
   if (rc) return rc;
@@ -367,6 +377,7 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
         .labels = labels,
         .env = (const char *const *)env.v,
         .n_env = env.n,
+        .gvisor = gvisor,
     };
     config = sm_container_config_build(&cs);
     if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");

@@ -15,7 +15,6 @@
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
-#define OCI_FAILED "OCI runtime exec failed"
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -75,17 +74,20 @@ int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_
 }
 
 /* Runs a short sandman script in the container (as the container's user,
- * with the container's environment) and keeps its stdout. */
-static int run_helper(sm_engine *e, const char *cid, const char *script, const char *arg,
-                      sm_buf *out, int *exit_code, sm_error *err) {
-  const char *argv[] = {"/bin/sh", "-c", script, "sandman-helper", arg};
-  return sm_exec_helper(e, cid, argv, 5, NULL, NULL, NULL, HELPER_TIMEOUT_S, out, exit_code,
+ * with the container's environment) with up to three arguments and keeps
+ * its stdout. */
+static int run_helper(sm_engine *e, const char *cid, const char *script, const char *name,
+                      const char *a1, const char *a2, const char *a3, sm_buf *out,
+                      int *exit_code, sm_error *err) {
+  const char *argv[] = {"/bin/sh", "-c", script, name, a1 ? a1 : "", a2 ? a2 : "", a3 ? a3 : ""};
+  return sm_exec_helper(e, cid, argv, 7, NULL, NULL, NULL, HELPER_TIMEOUT_S, out, exit_code,
                         err);
 }
 
-/* Kills every process of the call inside the sandbox and waits until the
- * exec is over. */
-static void kill_call(const sm_exec_target *t, const char *exec_id, const char *token) {
+/* Kills every process of the call inside the sandbox (sm_exec_kill_script:
+ * by the preamble's pid and start time, however the tool detached) and
+ * waits until the exec is over. */
+static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_call_watch *w) {
   sm_error err = SM_ERROR_INIT;
   if (t->per_tool) {
     /* A fresh container holds nothing else: kill it all at once (it is
@@ -94,12 +96,14 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const char *
       sm_log(SM_LOG_WARN, "killing sandbox %s after a timeout: %s", t->container_id, err.message);
     return;
   }
+  int started = w->state == SM_CALL_WATCH_STARTED;
   int killed = 0;
   for (int attempt = 0; attempt < 5 && !killed; attempt++) {
     sm_buf out;
     sm_buf_init(&out, HELPER_OUTPUT_CAP);
     int code = -1;
-    int rc = run_helper(t->engine, t->container_id, sm_exec_kill_script, token, &out, &code, &err);
+    int rc = run_helper(t->engine, t->container_id, sm_exec_kill_script, "sandman-kill", w->token,
+                        started ? w->pid : "", started ? w->start : "", &out, &code, &err);
     sm_buf_dispose(&out);
     if (rc == 0 && code == 0) {
       killed = 1;
@@ -108,7 +112,7 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const char *
       return;
     } else {
       /* A sandbox at its pids limit may refuse even the killer: retry. */
-      sm_log(SM_LOG_DEBUG, "killing call %s: %s (exit %d), retrying", token,
+      sm_log(SM_LOG_DEBUG, "killing call %s: %s (exit %d), retrying", w->token,
              rc ? err.message : "helper failed", code);
       sleep_ms(200 * (attempt + 1));
     }
@@ -144,33 +148,30 @@ static int container_state(const sm_exec_target *t, int *running, int *oom) {
 }
 
 static int state_oom_killed(const sm_exec_target *t) {
-  json_object *insp = NULL, *st = NULL, *oom = NULL;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_engine_container_inspect(t->engine, t->container_id, &insp, &err) != 0) return 0;
-  int v = json_object_object_get_ex(insp, "State", &st) &&
-          json_object_object_get_ex(st, "OOMKilled", &oom) && json_object_get_boolean(oom);
-  json_object_put(insp);
-  return v;
+  int running = 1, oom = 0;
+  container_state(t, &running, &oom);
+  return oom;
 }
 
 /* Exit 137 is SIGKILL; it was the kernel's OOM killer if the memory
- * cgroup's oom_kill counter went up during the call (the wrapper wrote the
+ * cgroup's oom_kill counter went up during the call (the preamble gave its
  * value before the call). Where the counter cannot be read (gVisor), the
  * container's State.OOMKilled decides, which is exact for a fresh per_tool
  * container and sticky for a reused one. */
-static int check_oom(const sm_exec_target *t, const char *token) {
+static int check_oom(const sm_exec_target *t, const sm_call_watch *w) {
   sm_buf out;
   sm_buf_init(&out, HELPER_OUTPUT_CAP);
   sm_error err = SM_ERROR_INIT;
-  int rc = run_helper(t->engine, t->container_id, sm_exec_oom_script, token, &out, NULL, &err);
-  long long before = -1, now = -1;
+  int rc = run_helper(t->engine, t->container_id, sm_exec_oom_script, "sandman-oom", NULL, NULL,
+                      NULL, &out, NULL, &err);
+  long long now = -1;
   if (rc == 0 && out.data) {
-    const char *p = strstr(out.data, "counts");
-    if (p) sscanf(p, "counts %lld %lld", &before, &now);
+    const char *p = strstr(out.data, "counts ");
+    if (p) sscanf(p, "counts %lld", &now);
   }
   sm_buf_dispose(&out);
-  if (before >= 0 && now >= 0) {
-    if (now > before) return 1;
+  if (w->oom_before >= 0 && now >= 0) {
+    if (now > w->oom_before) return 1;
     return t->per_tool ? state_oom_killed(t) : 0;
   }
   return state_oom_killed(t);
@@ -180,6 +181,54 @@ static const char *find_token(const sm_strv *env) {
   for (size_t i = env->n; i-- > 0;)
     if (strncmp(env->v[i], "SANDMAN_CALL=", 13) == 0) return env->v[i] + 13;
   return NULL;
+}
+
+/* The wrapper never printed its preamble: the tool never started, and what
+ * came back is the runtime's, reported as sandman's error. */
+static int not_started(const sm_call_watch *w, int code, sm_error *err) {
+  char text[SM_CALL_RUNTIME_TEXT_MAX];
+  if (!sm_call_watch_runtime_text(w, text, sizeof text))
+    snprintf(text, sizeof text, "the call's wrapper exited with %d before the tool started", code);
+  if (strstr(text, "/bin/sh"))
+    return sm_error_set(err, SM_ESANDBOX,
+                        "the image has no /bin/sh, which sandman runs every call through: %s",
+                        text);
+  return sm_error_set(err, SM_ESANDBOX,
+                      "the runtime could not start the call (is the sandbox at its process "
+                      "limit?): %s",
+                      text);
+}
+
+/* The runtime's last words at the end of the tool's stderr (gVisor: "waiting
+ * on pid N: ..."): their length, 0 when the last line is not theirs. */
+static size_t runtime_tail(const sm_capture *cap, size_t *start) {
+  const sm_buf *b = &cap->err;
+  if (b->data == NULL || b->len == 0) return 0;
+  size_t end = b->len;
+  while (end > 0 && b->data[end - 1] == '\n') end--;
+  size_t s = end;
+  while (s > 0 && b->data[s - 1] != '\n') s--;
+  const char *l = b->data + s;
+  size_t n = end - s;
+  if ((n > 15 && strncmp(l, "waiting on pid ", 15) == 0) ||
+      (n > 11 && strncmp(l, "OCI runtime", 11) == 0)) {
+    *start = s;
+    return n;
+  }
+  return 0;
+}
+
+/* The sandbox stopped under the call: 137, and an OOM is the tool's
+ * verdict (0), anything else sandman's failure with the runtime's words. */
+static int stopped_verdict(sm_exec_outcome *out, int oom, const char *words, sm_error *err) {
+  out->exit_code = 137;
+  out->oom_killed = oom;
+  if (oom) {
+    sm_error_clear(err);
+    return 0;
+  }
+  return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call%s%s",
+                      words[0] ? ": " : "", words);
 }
 
 /* A call that timed out or was cancelled: if the whole sandbox stopped
@@ -192,14 +241,26 @@ static int sandbox_stopped(const sm_exec_target *t, sm_exec_outcome *out, int *r
   int running = 1, oom = 0;
   if (!t->per_tool) container_state(t, &running, &oom);
   if (running) return 0;
-  out->exit_code = 137;
-  out->oom_killed = oom;
-  if (oom) {
-    sm_error_clear(err);
-    *rc = 0;
-  } else {
-    *rc = sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
-  }
+  *rc = stopped_verdict(out, oom, "", err);
+  return 1;
+}
+
+/* A call that ended with a signal's code and the runtime's words at the end
+ * of its stderr: when the sandbox stopped under it, that is sandman's
+ * failure, reported with those words (taken out of the tool's stderr).
+ * 1 with *rc the verdict (an OOM is the tool's); 0 otherwise. */
+static int died_with_runtime(const sm_exec_target *t, sm_capture *cap, sm_exec_outcome *out,
+                             int *rc, sm_error *err) {
+  size_t start = 0, n = runtime_tail(cap, &start);
+  if (n == 0) return 0;
+  int running = 1, oom = 0;
+  container_state(t, &running, &oom);
+  if (running) return 0;
+  char words[420];
+  snprintf(words, sizeof words, "%.*s", (int)(n > 400 ? 400 : n), cap->err.data + start);
+  cap->err.len = start;
+  cap->err.data[start] = '\0';
+  *rc = stopped_verdict(out, oom, words, err);
   return 1;
 }
 
@@ -215,9 +276,21 @@ static void stopped_call(int rc, sm_exec_outcome *out, sm_error *err) {
   sm_error_clear(err);
 }
 
+/* A call that ended with an exit code: the tool's, unless the wrapper never
+ * started it or the sandbox stopped under it. */
+static int finish(const sm_exec_target *t, const sm_call_watch *w, sm_capture *cap, int code,
+                  sm_exec_outcome *out, sm_error *err) {
+  if (w->state != SM_CALL_WATCH_STARTED) return not_started(w, code, err);
+  int verdict = 0;
+  if ((code >= 128 || code == 126) && died_with_runtime(t, cap, out, &verdict, err))
+    return verdict;
+  out->exit_code = code;
+  if (code == 137) out->oom_killed = check_oom(t, w);
+  return 0;
+}
+
 static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                      const char *token, sm_capture *cap, sm_exec_outcome *out,
-                      sm_error *err) {
+                      sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
   sm_agent_session *s = t->agent;
   size_t argc = 5 + req->argc;
   const char **argv = calloc(argc + 1, sizeof *argv);
@@ -229,13 +302,13 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   argv[1] = "-c";
   argv[2] = sm_exec_wrapper_script;
   argv[3] = "sh"; /* $0: the shell's own errors read "sh: ...", not as sandman's */
-  argv[4] = token;
+  argv[4] = w->token;
   for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
   sm_agent_feed f;
   int rc = sm_agent_feed_init(&f, req->stdin_read, req->stdin_ud, err);
   if (rc == 0)
     rc = sm_agent_start(s, &f, "/workspace", argv, argc, (const char *const *)env->v, env->n,
-                        sm_capture_output, cap, err);
+                        sm_call_watch_output, w, err);
   free(argv);
   if (rc == 0) sm_agent_note_call(t->agents);
   double t0 = sm_monotonic_ms();
@@ -250,7 +323,7 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
       sm_agent_feed_dispose(&f);
       return verdict;
     }
-    kill_call(t, NULL, token);
+    kill_call(t, NULL, w);
     sm_agent_settle(s, &f);
     sm_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
@@ -264,22 +337,22 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
     sm_agent_feed_dispose(&f);
     int running = 0, oom = 0;
     int irc = container_state(t, &running, &oom);
-    int had_output = cap->out.len > 0 || cap->err.len > 0;
+    int had_output = w->state != SM_CALL_WATCH_WAITING;
     if (irc == SM_ENOTFOUND && !had_output)
       return sm_error_set(err, SM_ENOTFOUND, "the sandbox is gone");
     if (irc == 0 && !running && !had_output && !oom)
       return sm_error_set(err, SM_ECONFLICT, "the sandbox is not running");
     sm_error_clear(err);
-    if (running) kill_call(t, NULL, token);
+    if (running) kill_call(t, NULL, w);
     out->exit_code = 137;
-    out->oom_killed = running ? check_oom(t, token) : oom;
+    out->oom_killed = running ? check_oom(t, w) : oom;
     if (!running && !oom) return sm_error_set(err, SM_ESANDBOX, "the sandbox stopped during the call");
     return 0;
   }
   if (rc != 0) {
     sm_agent_feed_dispose(&f);
     sm_agent_mark_broken(s);
-    kill_call(t, NULL, token);
+    kill_call(t, NULL, w);
     return sm_error_wrap(err, "running the tool through the sandbox's agent");
   }
   sm_agent_settle(s, &f);
@@ -294,25 +367,18 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
                           msg);
     return sm_error_set(err, SM_ESANDBOX, "the call could not start in the sandbox: %s", msg);
   }
-  out->exit_code = code;
-  if (code == 137) out->oom_killed = check_oom(t, token);
-  return 0;
+  return finish(t, w, w->cap, code, out, err);
 }
 
-int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                 sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
-  memset(out, 0, sizeof *out);
-  const char *token = find_token(env);
-  if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
-  if (t->agent) return agent_call(t, req, env, token, cap, out, err);
-
+static int engine_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                       sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
   json_object *cfg = json_object_new_object();
   json_object *cmd = json_object_new_array();
   json_object_array_add(cmd, json_object_new_string("/bin/sh"));
   json_object_array_add(cmd, json_object_new_string("-c"));
   json_object_array_add(cmd, json_object_new_string(sm_exec_wrapper_script));
   json_object_array_add(cmd, json_object_new_string("sh"));
-  json_object_array_add(cmd, json_object_new_string(token));
+  json_object_array_add(cmd, json_object_new_string(w->token));
   for (size_t i = 0; i < req->argc; i++)
     json_object_array_add(cmd, json_object_new_string(req->argv[i]));
   json_object_object_add(cfg, "Cmd", cmd);
@@ -332,8 +398,8 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.stdin_read = req->stdin_read;
   io.stdin_ud = req->stdin_ud;
-  io.output = sm_capture_output;
-  io.output_ud = cap;
+  io.output = sm_call_watch_output;
+  io.output_ud = w;
   io.timeout_s = req->settings.timeout_s > 0 ? req->settings.timeout_s : 0;
   io.cancel = req->cancel;
   double t0 = sm_monotonic_ms();
@@ -346,14 +412,14 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
       out->duration_ms = sm_monotonic_ms() - t0;
       return verdict;
     }
-    kill_call(t, exec_id, token);
+    kill_call(t, exec_id, w);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
     return 0;
   }
   if (rc) {
     /* The stream broke (engine gone?): do not leave the tool running. */
-    kill_call(t, exec_id, token);
+    kill_call(t, exec_id, w);
     return sm_error_wrap(err, "running the tool");
   }
 
@@ -364,24 +430,17 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
     if (running) sleep_ms(10);
   }
   if (running) return sm_error_set(err, SM_EENGINE, "the engine still reports the tool running");
+  return finish(t, w, w->cap, code, out, err);
+}
 
-  /* The runtime could not even start the wrapper: its message arrives on
-   * the output stream (engine 20.10) and the exit code is 126. */
-  if (code == 126 && cap->out.data && strncmp(cap->out.data, OCI_FAILED, strlen(OCI_FAILED)) == 0) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", cap->out.data);
-    msg[strcspn(msg, "\r\n")] = '\0';
-    sm_buf_reset(&cap->out);
-    if (strstr(msg, "/bin/sh"))
-      return sm_error_set(err, SM_ESANDBOX,
-                          "the image has no /bin/sh, which sandman runs every call through: %s",
-                          msg);
-    out->exit_code = sm_exec_failure_code(msg);
-    sm_capture_output(cap, 2, msg, strlen(msg));
-    sm_capture_output(cap, 2, "\n", 1);
-    return 0;
-  }
-  out->exit_code = code;
-  if (code == 137) out->oom_killed = check_oom(t, token);
-  return 0;
+int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                 sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  const char *token = find_token(env);
+  if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
+  sm_call_watch w;
+  sm_call_watch_init(&w, token, cap);
+  int rc = t->agent ? agent_call(t, req, env, &w, out, err) : engine_call(t, req, env, &w, out, err);
+  sm_call_watch_dispose(&w);
+  return rc;
 }

@@ -50,7 +50,7 @@ int sm_fallback_decide(sm_runner *runner, sm_mode requested, int may_step_down,
      * engine does not have is refused, never traded for the host. */
     if (runtime && *runtime) {
       sm_error re = SM_ERROR_INIT;
-      int rrc = sm_sandbox_runtime_present(e, runtime, &re);
+      int rrc = sm_sandbox_runtime_present(e, runtime, NULL, &re);
       if (rrc != 0) {
         out->runtime_ok = 0;
         out->refused = 1;

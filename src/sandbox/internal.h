@@ -88,7 +88,18 @@ typedef struct sm_container_spec {
   json_object *labels;  /* borrowed; copied into the spec */
   const char *const *env; /* container's base environment */
   size_t n_env;
+  int gvisor;           /* the runtime is gVisor: --pids is enforced inside it */
 } sm_container_spec;
+
+/* Under gVisor the host's pids cgroup counts gVisor's own threads too (its
+ * kernel, its file proxy, and on the ptrace platform about nine host tasks
+ * per process of the tool: measured, docs/modes.md), so --pids 64 left no
+ * room and every call failed. The tool's limit is then RLIMIT_NPROC, which
+ * gVisor's kernel enforces for the sandbox's user, and the host's cgroup
+ * gets room for gVisor besides: base + per task * pids. */
+#define SM_GVISOR_PIDS_BASE 64
+#define SM_GVISOR_PIDS_PER_TASK 12
+int64_t sm_host_pids_limit(int64_t pids, int gvisor);
 
 /* The ContainerConfig (HostConfig inside) of a hardened sandbox. Caller
  * owns the result. */
@@ -106,11 +117,7 @@ extern const char sm_exec_wrapper_script[];
 extern const char sm_exec_kill_script[];
 extern const char sm_exec_oom_script[];
 extern const char sm_host_wrapper_script[];
-#define SM_CALL_FILE_PREFIX "/tmp/.sandman-call-"
 
-/* Classifies the engine's "OCI runtime exec failed" text: 127 for a command
- * that does not exist, 126 otherwise. */
-int sm_exec_failure_code(const char *message);
 
 /* ---- capture ---- */
 typedef struct sm_capture {
@@ -132,6 +139,33 @@ int sm_capture_output(void *userdata, int stream, const char *data, size_t len);
 int sm_capture_to_result(sm_capture *c, sm_run_result *r);
 void sm_capture_dispose(sm_capture *c);
 
+/* ---- the call's preamble (preamble.c) ---- */
+#define SM_CALL_RUNTIME_TEXT_MAX 4096
+enum { SM_CALL_WATCH_WAITING = 0, SM_CALL_WATCH_STARTED, SM_CALL_WATCH_RUNTIME };
+
+/* Sits between a call's output and its capture: strips and parses the
+ * wrapper's preamble; output before it is the runtime's (kept apart). */
+typedef struct sm_call_watch {
+  const char *token;
+  sm_capture *cap;
+  int state;            /* SM_CALL_WATCH_* */
+  char line[192];
+  size_t len;
+  char pid[16];         /* the call's process (in the sandbox's pid namespace) */
+  char start[24];       /* its start time, clock ticks since boot */
+  long long oom_before; /* the oom_kill count before the call, -1 unknown */
+  sm_buf runtime;       /* what came on stdout instead of a preamble */
+  sm_buf early_err;     /* stderr before the preamble (the tool's if it comes) */
+  int early_err_dropped;
+} sm_call_watch;
+
+void sm_call_watch_init(sm_call_watch *w, const char *token, sm_capture *cap);
+void sm_call_watch_dispose(sm_call_watch *w);
+/* An sm_output_fn (ud: the watch). */
+int sm_call_watch_output(void *ud, int stream, const char *data, size_t len);
+/* The runtime's text on one printable line into out; 0 when there is none. */
+int sm_call_watch_runtime_text(const sm_call_watch *w, char *out, size_t len);
+
 /* ---- result helpers ---- */
 /* Fills failure_kind, exit code 125 and the error text from err. */
 void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err);
@@ -145,8 +179,9 @@ int sm_runner_new_engine(sm_runner *runner, sm_engine **out, sm_error *err);
 
 /* ---- engine checks (container.c) ---- */
 /* 0 if runtime is empty or registered with the engine (/info Runtimes);
- * SM_ESANDBOX naming it and how to register it otherwise. */
-int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, sm_error *err);
+ * SM_ESANDBOX naming it and how to register it otherwise. *gvisor (may be
+ * NULL): the runtime's program is runsc. */
+int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, sm_error *err);
 /* 0 if the image is on the engine (out, may be NULL: its inspect object);
  * SM_ESANDBOX saying how to get it otherwise (sandman never pulls). */
 int sm_sandbox_image_present(sm_engine *e, const char *image, json_object **out,

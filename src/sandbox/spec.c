@@ -224,6 +224,21 @@ void sm_container_user(const sm_sandbox_settings *s, const char *image_user, cha
 static const char keeper_script[] =
     "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done";
 
+int64_t sm_host_pids_limit(int64_t pids, int gvisor) {
+  if (!gvisor || pids <= 0) return pids;
+  int64_t cap = 4194304; /* the kernel's pid_max ceiling */
+  if (pids >= (cap - SM_GVISOR_PIDS_BASE) / SM_GVISOR_PIDS_PER_TASK) return cap;
+  return SM_GVISOR_PIDS_BASE + SM_GVISOR_PIDS_PER_TASK * pids;
+}
+
+static void ulimit(json_object *list, const char *name, int64_t value) {
+  json_object *u = json_object_new_object();
+  json_object_object_add(u, "Name", json_object_new_string(name));
+  json_object_object_add(u, "Soft", json_object_new_int64(value));
+  json_object_object_add(u, "Hard", json_object_new_int64(value));
+  json_object_array_add(list, u);
+}
+
 json_object *sm_container_config_build(const sm_container_spec *spec) {
   const sm_sandbox_settings *s = spec->settings;
   json_object *c = json_object_new_object();
@@ -272,7 +287,9 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
     json_object_array_add(so, json_object_new_string("no-new-privileges"));
     json_object_object_add(hc, "SecurityOpt", so);
   }
-  if (s->pids > 0) json_object_object_add(hc, "PidsLimit", json_object_new_int64(s->pids));
+  if (s->pids > 0)
+    json_object_object_add(hc, "PidsLimit",
+                           json_object_new_int64(sm_host_pids_limit(s->pids, spec->gvisor)));
   if (s->cpu > 0)
     json_object_object_add(hc, "NanoCpus", json_object_new_int64((int64_t)(s->cpu * 1e9 + 0.5)));
   if (s->memory > 0) {
@@ -290,15 +307,13 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   json_object_object_add(tmpfs, "/.sandman",
                          json_object_new_string("rw,nosuid,nodev,exec,size=8m,mode=0755"));
   json_object_object_add(hc, "Tmpfs", tmpfs);
-  if (s->nofile > 0) {
-    json_object *ul = json_object_new_array();
-    json_object *nf = json_object_new_object();
-    json_object_object_add(nf, "Name", json_object_new_string("nofile"));
-    json_object_object_add(nf, "Soft", json_object_new_int64(s->nofile));
-    json_object_object_add(nf, "Hard", json_object_new_int64(s->nofile));
-    json_object_array_add(ul, nf);
-    json_object_object_add(hc, "Ulimits", ul);
-  }
+  json_object *ul = json_object_new_array();
+  if (s->nofile > 0) ulimit(ul, "nofile", s->nofile);
+  /* gVisor's kernel counts the user's processes and threads itself; on the
+   * host (runc) RLIMIT_NPROC would count every container of that uid. */
+  if (spec->gvisor && s->pids > 0) ulimit(ul, "nproc", s->pids);
+  if (json_object_array_length(ul) > 0) json_object_object_add(hc, "Ulimits", ul);
+  else json_object_put(ul);
   if (s->runtime[0]) json_object_object_add(hc, "Runtime", json_object_new_string(s->runtime));
   json_object *rp = json_object_new_object();
   json_object_object_add(rp, "Name", json_object_new_string("no"));
@@ -323,7 +338,9 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   json_object_object_add(dopts, "type", json_object_new_string("tmpfs"));
   json_object_object_add(dopts, "device", json_object_new_string("tmpfs"));
   char o[128];
-  int n = snprintf(o, sizeof o, "size=%lld",
+  /* nosuid, nodev: nothing the tool leaves in /workspace is a device or
+   * gains privileges by its mode bits. */
+  int n = snprintf(o, sizeof o, "size=%lld,nosuid,nodev",
                    (long long)(s->disk > 0 ? s->disk : 1024LL * 1024 * 1024));
   if (spec->uid >= 0 && n > 0 && (size_t)n < sizeof o)
     snprintf(o + n, sizeof o - (size_t)n, ",uid=%d,gid=%d,mode=0755", spec->uid,
@@ -340,57 +357,103 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
 }
 
 /* Every container exec runs as
- *   /bin/sh -c WRAPPER sandman-call TOKEN CMD ARGS...
- * The exec's process is its own process group and session (the runtime
- * makes it so), so the wrapper writes "$$ <oom kills so far>" to a file in
- * /tmp: a timeout then kills that process group from inside the sandbox,
- * with no need for the host's pid namespace. The tool runs in a subshell
- * with exec, so a missing command is 127 and a non-executable one 126, as
- * with any shell. The wrapper's own stderr goes to /dev/null (no "Killed"
- * notices from the shell in the tool's stderr); the tool gets the real one. On exit 137 the file is kept so the OOM check can compare
- * the cgroup's oom_kill counter with its value before the call. */
+ *   /bin/sh -c WRAPPER sandman TOKEN CMD ARGS...
+ * Before the tool starts, the wrapper prints one line on stdout that only
+ * it can have written, the call's preamble:
+ *   sandman-call TOKEN PID START OOM
+ * its pid (the tool's, since it then execs it), its start time in clock
+ * ticks since boot (/proc/PID/stat field 22) and the memory cgroup's
+ * oom_kill counter so far. The host strips the line (sm_call_watch) and
+ * keeps what it says: a timeout kills by it and the OOM check compares with
+ * it, so nothing the tool could write (a file in /tmp) is trusted. Output
+ * that comes before a preamble is the runtime's, not the tool's.
+ * The wrapper forks nothing (builtins only) and execs the tool, so a call
+ * needs one process slot, a missing command is 127 and a non-executable one
+ * 126 as with any shell, and no shell notice ("Killed") reaches stderr. */
 const char sm_exec_wrapper_script[] =
     "exec 3>&2 2>/dev/null\n"
-    "f=" SM_CALL_FILE_PREFIX "$1; shift; n=\n"
+    "t=$1; shift; n=\n"
     "for c in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
     "  if [ -r \"$c\" ]; then\n"
     "    while read k v; do [ \"$k\" = oom_kill ] && n=$v; done < \"$c\"; break\n"
     "  fi\n"
     "done\n"
-    "echo \"$$ $n\" > \"$f\"\n"
-    "(exec \"$@\" 2>&3 3>&-)\n"
-    "r=$?\n"
-    "[ \"$r\" = 137 ] || rm -f \"$f\" 2>/dev/null\n"
-    "exit \"$r\"\n";
+    "st() { shift 19; s=$1; }\n"
+    "read -r l < /proc/$$/stat; st ${l##*) }\n"
+    "printf 'sandman-call %s %s %s %s\\n' \"$t\" \"$$\" \"$s\" \"${n:--}\"\n"
+    "exec 2>&3 3>&-\n"
+    "exec \"$@\"\n";
 
-/* Kills a timed-out call: its process group, then any process that still
- * carries the call's marker variable (children that left the group). */
+/* Kills what a timed-out or cancelled call started: sandman-kill TOKEN PID
+ * START (PID and START from the preamble; empty when none arrived: then the
+ * call's first process is found by its marker variable). A process is the
+ * call's when it started at or after START and its parent chain reaches the
+ * call's process, or reaches pid 1 (an orphan: it double-forked, setsid'd,
+ * or its parent was killed) before any process older than the call or any
+ * engine exec (parent 0: sandman's own, or another call's). So neither a
+ * new session, a cleared environment nor a killed parent hides a process;
+ * what processes older than the call start stays theirs. Rounds until none
+ * is left (a process forking while it is killed). Zombies are skipped. */
 const char sm_exec_kill_script[] =
-    "t=$1; f=" SM_CALL_FILE_PREFIX "$t; p=\n"
-    "[ -r \"$f\" ] && read p o < \"$f\"\n"
-    "i=0\n"
-    "while [ $i -lt 3 ]; do\n"
-    "  [ -n \"$p\" ] && kill -KILL -\"$p\" 2>/dev/null\n"
-    "  [ -n \"$p\" ] && kill -KILL \"$p\" 2>/dev/null\n"
+    "t=$1 p=$2 s=$3 me=$$\n"
+    "info() {\n"
+    "  local l\n"
+    "  { read -r l < /proc/$1/stat; } 2>/dev/null || return 1\n"
+    "  l=${l##*) }\n"
+    "  set -- $l\n"
+    "  sa=$1 pp=$2\n"
+    "  shift 19\n"
+    "  st=$1\n"
+    "}\n"
+    "if [ -z \"$p\" ]; then\n"
     "  for d in /proc/[0-9]*; do\n"
-    "    grep -qs \"SANDMAN_CALL=$t\" \"$d/environ\" && kill -KILL \"${d#/proc/}\" 2>/dev/null\n"
+    "    q=${d#/proc/}\n"
+    "    grep -qs \"SANDMAN_CALL=$t\" \"$d/environ\" || continue\n"
+    "    info $q || continue\n"
+    "    if [ -z \"$s\" ] || [ \"$st\" -lt \"$s\" ]; then p=$q s=$st; fi\n"
     "  done\n"
-    "  i=$((i + 1))\n"
+    "fi\n"
+    "[ -n \"$p\" ] && [ -n \"$s\" ] || exit 0\n"
+    "kill -KILL -\"$p\" \"$p\" 2>/dev/null\n"
+    "ours() {\n"
+    "  local x=$1 i=0\n"
+    "  info $x || return 1\n"
+    "  case $sa in Z|X) return 1 ;; esac\n"
+    "  [ \"$st\" -ge \"$s\" ] || return 1\n"
+    "  while [ $i -lt 5000 ]; do\n"
+    "    [ \"$x\" = \"$p\" ] && return 0\n"
+    "    info $x || return 1\n"
+    "    [ \"$pp\" = 0 ] && return 1\n"
+    "    [ \"$pp\" = 1 ] && return 0\n"
+    "    x=$pp\n"
+    "    info $x || return 1\n"
+    "    [ \"$st\" -ge \"$s\" ] || return 1\n"
+    "    i=$((i + 1))\n"
+    "  done\n"
+    "  return 1\n"
+    "}\n"
+    "r=0\n"
+    "while [ $r -lt 50 ]; do\n"
+    "  k=0\n"
+    "  for d in /proc/[0-9]*; do\n"
+    "    q=${d#/proc/}\n"
+    "    [ \"$q\" = \"$me\" ] || [ \"$q\" = 1 ] && continue\n"
+    "    ours $q && kill -KILL \"$q\" 2>/dev/null && k=$((k + 1))\n"
+    "  done\n"
+    "  [ $k = 0 ] && exit 0\n"
+    "  r=$((r + 1))\n"
     "done\n"
-    "rm -f \"$f\" 2>/dev/null\n"
-    "exit 0\n";
+    "exit 1\n";
 
-/* Prints "<oom kills before the call> <oom kills now>" and drops the file. */
+/* Prints "counts <oom kills now>". */
 const char sm_exec_oom_script[] =
-    "f=" SM_CALL_FILE_PREFIX "$1; p=; o=; n=\n"
-    "[ -r \"$f\" ] && read p o < \"$f\"\n"
-    "rm -f \"$f\" 2>/dev/null\n"
+    "n=\n"
     "for c in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
     "  if [ -r \"$c\" ]; then\n"
     "    while read k v; do [ \"$k\" = oom_kill ] && n=$v; done < \"$c\"; break\n"
     "  fi\n"
     "done\n"
-    "echo \"counts $o $n\"\n";
+    "echo \"counts ${n:--}\"\n";
 
 /* Mode none: the child waits on fd 3 until sandman has applied its rlimits
  * (prlimit on the waiting shell), then becomes the tool. If sandman goes
@@ -400,11 +463,3 @@ const char sm_host_wrapper_script[] =
     "[ \"$go\" = go ] || exit 125\n"
     "exec 3<&-\n"
     "exec \"$@\"\n";
-
-int sm_exec_failure_code(const char *message) {
-  if (message == NULL) return 126;
-  if (strstr(message, "executable file not found") || strstr(message, "no such file or directory") ||
-      strstr(message, "not found"))
-    return 127;
-  return 126;
-}

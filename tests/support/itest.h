@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -74,6 +75,24 @@ static inline json_object *itest_exec_config(const char *const *cmd, int attach_
   json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
   json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
   return cfg;
+}
+
+/* For tests that compare the two ways a call runs: an instance of this
+ * process's own ("<instance>-<pid>", set in the environment), an engine,
+ * and a runner with the in-sandbox agent and one without (engine execs). */
+static inline sm_engine *itest_two_runners(const char *instance, sm_runner **with_agent,
+                                           sm_runner **without_agent) {
+  char inst[160];
+  snprintf(inst, sizeof inst, "%s-%ld", instance, (long)getpid());
+  setenv("SANDMAN_INSTANCE", inst, 1);
+  sm_engine *engine = itest_engine();
+  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_runner_new(with_agent, &o, &err) != 0) fail_msg("runner: %s", err.message);
+  if (sm_runner_new(without_agent, &o, &err) != 0) fail_msg("runner: %s", err.message);
+  sm_runner_set_agent(*with_agent, 1);
+  sm_runner_set_agent(*without_agent, 0);
+  return engine;
 }
 
 #endif

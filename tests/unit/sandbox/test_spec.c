@@ -332,7 +332,7 @@ static void test_container_spec_is_hardened(void **state) {
   json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(labels, "io.sandman.volume", json_object_new_string("v-ws"));
   const char *env[] = {"HOME=/workspace"};
-  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1};
+  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0};
   json_object *c = sm_container_config_build(&cs);
   assert_non_null(c);
   assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
@@ -363,7 +363,7 @@ static void test_container_spec_is_hardened(void **state) {
   assert_string_equal(jstr(m, "Target"), "/workspace");
   assert_string_equal(jstr(m, "VolumeOptions.DriverConfig.Options.type"), "tmpfs");
   assert_string_equal(jstr(m, "VolumeOptions.DriverConfig.Options.o"),
-                      "size=1073741824,uid=1000,gid=1000,mode=0755");
+                      "size=1073741824,nosuid,nodev,uid=1000,gid=1000,mode=0755");
   /* The volume carries the labels, minus the container-only one. */
   json_object *vl = jget(jget(m, "VolumeOptions", NULL), "Labels", NULL);
   json_object *tmp = NULL;
@@ -386,20 +386,118 @@ static void test_container_spec_is_hardened(void **state) {
   assert_null(jget(c, "HostConfig", "CapDrop"));
   assert_false(json_object_get_boolean(jget(c, "HostConfig", "ReadonlyRootfs")));
   json_object_put(c);
+
+  /* gVisor: --pids is the tool's RLIMIT_NPROC (gVisor's kernel counts it);
+   * the host's cgroup leaves room for gVisor's own threads. */
+  sm_sandbox_settings_defaults(&s);
+  s.pids = 64;
+  cs.gvisor = 1;
+  c = sm_container_config_build(&cs);
+  assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "PidsLimit")),
+                   SM_GVISOR_PIDS_BASE + SM_GVISOR_PIDS_PER_TASK * 64);
+  json_object *uls = jget(c, "HostConfig", "Ulimits");
+  assert_int_equal(json_object_array_length(uls), 2);
+  ul = json_object_array_get_idx(uls, 1);
+  assert_string_equal(jstr(ul, "Name"), "nproc");
+  assert_int_equal(json_object_get_int64(jget(ul, "Soft", NULL)), 64);
+  assert_int_equal(json_object_get_int64(jget(ul, "Hard", NULL)), 64);
+  json_object_put(c);
+  cs.gvisor = 0;
+  c = sm_container_config_build(&cs);
+  assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "PidsLimit")), 64);
+  assert_int_equal(json_object_array_length(jget(c, "HostConfig", "Ulimits")), 1);
+  json_object_put(c);
+  assert_int_equal(sm_host_pids_limit(4194304, 1), 4194304);
+  assert_int_equal(sm_host_pids_limit(0, 1), 0);
   json_object_put(labels);
 }
 
-static void test_exec_failure_codes(void **state) {
+/* The call's preamble: stripped from the tool's output and parsed; output
+ * before it is the runtime's. */
+static void feed(sm_call_watch *w, int stream, const char *s) {
+  assert_int_equal(sm_call_watch_output(w, stream, s, strlen(s)), 0);
+}
+
+static void test_call_preamble(void **state) {
   (void)state;
-  assert_int_equal(sm_exec_failure_code("OCI runtime exec failed: exec failed: unable to start "
-                                        "container process: exec: \"nonexist\": executable file "
-                                        "not found in $PATH: unknown"),
-                   127);
-  assert_int_equal(sm_exec_failure_code("OCI runtime exec failed: exec failed: unable to start "
-                                        "container process: exec: \"/etc/passwd\": permission "
-                                        "denied: unknown"),
-                   126);
-  assert_int_equal(sm_exec_failure_code(NULL), 126);
+  sm_capture cap;
+  sm_call_watch w;
+  char text[256];
+  /* In pieces, then the tool's own output passes through untouched. */
+  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sm_call_watch_init(&w, "tok1", &cap);
+  feed(&w, 1, "sandman-ca");
+  feed(&w, 1, "ll tok1 42 51234 7\nhello\n");
+  feed(&w, 2, "err\n");
+  feed(&w, 1, "sandman-call tok1 1 1 1\n"); /* the tool may print one too */
+  assert_int_equal(w.state, SM_CALL_WATCH_STARTED);
+  assert_string_equal(w.pid, "42");
+  assert_string_equal(w.start, "51234");
+  assert_int_equal(w.oom_before, 7);
+  assert_string_equal(cap.out.data, "hello\nsandman-call tok1 1 1 1\n");
+  assert_string_equal(cap.err.data, "err\n");
+  assert_false(sm_call_watch_runtime_text(&w, text, sizeof text));
+  sm_call_watch_dispose(&w);
+  sm_capture_dispose(&cap);
+
+  /* No oom counter (gVisor): "-". */
+  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sm_call_watch_init(&w, "t", &cap);
+  feed(&w, 1, "sandman-call t 3 248 -\n");
+  assert_int_equal(w.state, SM_CALL_WATCH_STARTED);
+  assert_int_equal(w.oom_before, -1);
+  sm_call_watch_dispose(&w);
+  sm_capture_dispose(&cap);
+
+  /* The runtime's message instead: none of it is the tool's. */
+  const char *runtime[] = {
+      "OCI runtime exec failed: exec failed: unable to start container process: "
+      "read init-p: connection reset by peer: unknown\r\n",
+      "sandman-call other 1 2 3\n",  /* another call's token */
+      "sandman-call tok1 x 2 3\n",   /* not a pid */
+      "sandman-callX\n",
+  };
+  for (size_t i = 0; i < sizeof runtime / sizeof runtime[0]; i++) {
+    sm_capture_init(&cap, 1024, 1024, NULL, NULL);
+    sm_call_watch_init(&w, "tok1", &cap);
+    feed(&w, 1, runtime[i]);
+    feed(&w, 1, "more\n");
+    assert_int_equal(w.state, SM_CALL_WATCH_RUNTIME);
+    assert_int_equal(cap.out.len, 0);
+    assert_true(sm_call_watch_runtime_text(&w, text, sizeof text));
+    for (const char *p = text; *p; p++) assert_true(*p >= 0x20 && *p < 0x7f);
+    sm_call_watch_dispose(&w);
+    sm_capture_dispose(&cap);
+  }
+  /* stderr before the preamble: the runtime's when none comes... */
+  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sm_call_watch_init(&w, "tok1", &cap);
+  feed(&w, 2, "waiting on pid 4: EOF\n");
+  assert_int_equal(w.state, SM_CALL_WATCH_WAITING);
+  assert_true(sm_call_watch_runtime_text(&w, text, sizeof text));
+  assert_string_equal(text, "waiting on pid 4: EOF");
+  assert_int_equal(cap.err.len, 0);
+  sm_call_watch_dispose(&w);
+  sm_capture_dispose(&cap);
+  /* ...the tool's when the preamble follows (it overtook it on the wire). */
+  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sm_call_watch_init(&w, "tok1", &cap);
+  feed(&w, 2, "err\n");
+  feed(&w, 1, "sandman-call tok1 7 9 0\nout\n");
+  feed(&w, 2, "more\n");
+  assert_string_equal(cap.err.data, "err\nmore\n");
+  assert_string_equal(cap.out.data, "out\n");
+  assert_false(sm_call_watch_runtime_text(&w, text, sizeof text));
+  sm_call_watch_dispose(&w);
+  sm_capture_dispose(&cap);
+  /* A line that never ends is cut off, not buffered without bound. */
+  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sm_call_watch_init(&w, "tok1", &cap);
+  feed(&w, 1, "sandman-call tok1 ");
+  for (int i = 0; i < 100; i++) feed(&w, 1, "1234567890");
+  assert_int_equal(w.state, SM_CALL_WATCH_RUNTIME);
+  sm_call_watch_dispose(&w);
+  sm_capture_dispose(&cap);
 }
 
 int main(void) {
@@ -413,7 +511,7 @@ int main(void) {
       cmocka_unit_test(test_labels),
       cmocka_unit_test(test_container_user),
       cmocka_unit_test(test_container_spec_is_hardened),
-      cmocka_unit_test(test_exec_failure_codes),
+      cmocka_unit_test(test_call_preamble),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
