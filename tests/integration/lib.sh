@@ -88,3 +88,21 @@ it_runner_workdir() {
   chmod 600 "$WORK/token"
   SOCK=$WORK/runner.sock
 }
+# it_start_worker [WORKER START FLAGS...]: a per_tool runner of this test on
+# $SOCK with $WORK/token (it_runner_workdir), its log in $WORK/runner.log;
+# IT_WORKER_GLOBAL holds global flags (--config ...). 0 once its socket is
+# there, 1 if it never comes (10 s).
+IT_WORKER_GLOBAL=()
+it_start_worker() {
+  rm -f "$SOCK"
+  "$SANDMAN" --log-level debug "${IT_WORKER_GLOBAL[@]}" worker start --sandbox-mode per_tool \
+    --sandbox-image sandman/minimal:latest --project-environment development \
+    --listen "unix:$SOCK" --token-file "$WORK/token" "$@" >>"$WORK/runner.log" 2>&1 &
+  WORKER_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    [ -S "$SOCK" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -42,23 +42,10 @@ settled() {
   return 1
 }
 
-start_worker() {
-  rm -f "$SOCK"
-  "$SANDMAN" --log-level debug --config "$WORK/sandman.yaml" worker start \
-    --sandbox-mode per_tool --sandbox-image sandman/minimal:latest \
-    --project-environment development --listen "unix:$SOCK" --token-file "$WORK/token" "$@" \
-    >>"$WORK/runner.log" 2>&1 &
-  WORKER_PID=$!
-  local i
-  for i in $(seq 1 100); do
-    [ -S "$SOCK" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
+IT_WORKER_GLOBAL=(--config "$WORK/sandman.yaml")
 
 # --- the file alone: pool_size 1 ---
-check "runner starts with defaults.pool_size 1" start_worker
+check "runner starts with defaults.pool_size 1" it_start_worker
 check "the pool settles full at size 1" settled 1
 expect_eq "exactly one pool container is ready" 1 "$(count pool_ids)"
 expect_eq "sandman_pool_size" 1 "$(metric sandman_pool_size)"
@@ -84,7 +71,7 @@ stop_worker
 expect_eq "SIGTERM leaves no container" 0 "$(count all_ids)"
 
 # --- the flag overrides the file ---
-check "runner starts with --sandbox-pool-size 2 over the file's 1" start_worker \
+check "runner starts with --sandbox-pool-size 2 over the file's 1" it_start_worker \
   --sandbox-pool-size 2
 check "the pool settles full at size 2" settled 2
 expect_eq "two pool containers are ready" 2 "$(count pool_ids)"
@@ -92,7 +79,7 @@ stop_worker
 expect_eq "nothing left" 0 "$(count all_ids)"
 
 # --- the flag's 0 turns the file's pool off ---
-check "runner starts with --sandbox-pool-size 0 over the file's 1" start_worker \
+check "runner starts with --sandbox-pool-size 0 over the file's 1" it_start_worker \
   --sandbox-pool-size 0
 expect_eq "sandman_pool_size 0" 0 "$(metric sandman_pool_size)"
 expect_eq "nothing pre-created" 0 "$(count pool_ids)"

@@ -25,18 +25,6 @@ wait_for() {
   return 1
 }
 
-start_worker() {
-  "$SANDMAN" --log-level debug worker start --sandbox-mode per_tool --sandbox-image sandman/minimal:latest \
-    --project-environment development --listen "unix:$SOCK" --token-file "$WORK/token" "$@" \
-    >>"$WORK/runner.log" 2>&1 &
-  WORKER_PID=$!
-  local i
-  for i in $(seq 1 100); do
-    [ -S "$SOCK" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 
 execute() {
   curl -sS --unix-socket "$SOCK" -H "Authorization: Bearer $(cat "$WORK/token")" \
@@ -46,7 +34,7 @@ execute() {
 json_field() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
 # --- a per_tool runner with a pool of 2 ---
-check "runner starts" start_worker --sandbox-pool-size 2
+check "runner starts" it_start_worker --sandbox-pool-size 2
 check "two containers ready after start" wait_for 2 pool_ids
 before=$(pool_ids)
 n=$("$SANDMAN" sandbox list --all --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
@@ -74,7 +62,7 @@ expect_eq "SIGTERM leaves no volume" 0 "$(count volumes)"
 
 # --- no pool ---
 rm -f "$SOCK"
-check "runner starts with --sandbox-pool-size 0" start_worker --sandbox-pool-size 0
+check "runner starts with --sandbox-pool-size 0" it_start_worker --sandbox-pool-size 0
 sleep 2
 expect_eq "nothing pre-created" 0 "$(count all_ids)"
 ans=$(execute '{"argv": ["true"]}')
