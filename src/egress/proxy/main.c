@@ -415,6 +415,9 @@ static int resolve_usable(conn *c, eg_addr usable[MAX_ADDRS], char *why, size_t 
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  /* No AAAA question where the proxy has no IPv6 (the engine's default):
+   * it would only wait on the engine's upstream resolver for nothing. */
+  hints.ai_flags = AI_ADDRCONFIG;
   int g = getaddrinfo(c->req.target.host, NULL, &hints, &res);
   if (g != 0) {
     snprintf(why, why_len, "%s does not resolve (%s)", c->req.target.host, gai_strerror(g));
