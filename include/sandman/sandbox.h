@@ -172,6 +172,14 @@ typedef struct sm_run_request {
   sm_output_fn on_output;
   void *on_output_ud;
   volatile int *cancel;
+  /* stdout goes to on_output only and is not kept in the result (a large
+   * file read through the files API is never held in memory). */
+  int stdout_forward_only;
+  /* argv are the arguments of sandman's own in-sandbox helper (the agent
+   * binary, e.g. {"fs", "read", ...}): it is installed in the sandbox on
+   * first use and runs as the sandbox's user like any call. Keyed modes
+   * (per_run, per_worker) only. The files API (sandman/files.h) uses it. */
+  int helper;
 } sm_run_request;
 
 #define SM_PRINCIPAL_CONTROL "control"

@@ -9,6 +9,7 @@
 #include <sandman/sandbox.h>
 #include <sandman/state.h>
 #include <sandman/workspace.h>
+#include <sandman/files.h>
 #include <sandman/config.h>
 #include <sandman/ops.h>
 #include <sandman/image.h>

@@ -21,6 +21,7 @@
 
 #include "agent/frame.h"
 #include "agent/untar.h"
+#include "agent/fs.h"
 
 #define MAX_ARGV 65536
 #define MAX_ENV 8192
@@ -404,8 +405,10 @@ static void read_host(sm_frame_reader *r) {
 int main(int argc, char **argv) {
   /* `sandman-agent untar DIR`: a workspace copy in (untar.c). */
   if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2]);
+  /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
+  if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR]\n");
+    fprintf(stderr, "usage: sandman-agent [untar DIR | fs OP ROOT ARGS...]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */

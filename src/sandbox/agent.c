@@ -334,6 +334,14 @@ static void note_installed(sm_agents *a, const char *cid) {
 
 int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err) {
   if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
+  if (a) {
+    /* Installed by this runner already: no exec (the files API calls this
+     * before each of its operations). */
+    pthread_mutex_lock(&a->mu);
+    int installed = in_list(a->installed, MAX_UNUSABLE, cid);
+    pthread_mutex_unlock(&a->mu);
+    if (installed) return 0;
+  }
   int rc = install(e, cid, err);
   if (rc == 0 && a) note_installed(a, cid);
   return rc;

@@ -17,6 +17,11 @@ void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_
 
 int sm_capture_output(void *userdata, int stream, const char *data, size_t len) {
   sm_capture *c = userdata;
+  if (c->forward_only && stream != 2) {
+    if (c->forward && !c->forward_failed && c->forward(c->forward_ud, 1, data, len) < 0)
+      c->forward_failed = 1;
+    return 0;
+  }
   sm_buf *b = stream == 2 ? &c->err : &c->out;
   int *trunc = stream == 2 ? &c->err_truncated : &c->out_truncated;
   size_t before = b->len;

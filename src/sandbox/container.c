@@ -742,6 +742,38 @@ static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
       if (sm_string_list_add(out, req->extra_excludes->items[i], NULL) != 0) break;
 }
 
+static void helper_dispose(const char **argv) {
+  if (argv) free((char *)argv[0]);
+  free(argv);
+}
+
+/* A call of sandman's helper: the same request with the helper's path in
+ * front of its arguments, once the helper is installed in container cid. */
+static int helper_call(sm_runner *runner, sm_engine *e, const char *cid,
+                       const sm_run_request *req, sm_run_request *out, const char ***argv,
+                       sm_error *err) {
+  if (!req->helper) return 0;
+  helper_dispose(*argv);
+  *argv = calloc(req->argc + 2, sizeof **argv);
+  char *path = malloc(128);
+  if (*argv == NULL || path == NULL) {
+    free(path);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  sm_agent_binary_path(path, 128);
+  int rc = sm_agent_install(sm_runner_agents(runner), e, cid, err);
+  if (rc) {
+    free(path);
+    return sm_error_wrap(err, "installing sandman's helper in the sandbox");
+  }
+  (*argv)[0] = path; /* freed with the array (below) */
+  for (size_t i = 0; i < req->argc; i++) (*argv)[i + 1] = req->argv[i];
+  *out = *req;
+  out->argv = *argv;
+  out->argc = req->argc + 1;
+  return 0;
+}
+
 int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
                      sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
@@ -770,9 +802,12 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   sm_workspace_sync *ws = NULL;
   sm_capture cap;
   sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
+  cap.forward_only = req->stdout_forward_only;
   sm_strv env = {0};
   sm_exec_outcome oc;
   memset(&oc, 0, sizeof oc);
+  sm_run_request helper_req;
+  const char **helper_argv = NULL;
 
   /* A keyed sandbox can vanish between lookup and exec (a forced reap):
    * then we look it up (and create it) once more. */
@@ -858,7 +893,14 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     rc = sm_env_build(&es, &env, err);
     if (rc) goto fail_release;
 
-    rc = sm_exec_call(&t, req, &env, &cap, &oc, err);
+    rc = helper_call(runner, e, sb.id, req, &helper_req, &helper_argv, err);
+    if (attempt == 0 && retry_gone(&sb, rc)) {
+      drop_agent(&t, 0);
+      retry_release(runner, e, req, &sb, &ws);
+      continue;
+    }
+    if (rc) goto fail_release;
+    rc = sm_exec_call(&t, req->helper ? &helper_req : req, &env, &cap, &oc, err);
     if (attempt == 0 && retry_gone(&sb, rc)) {
       drop_agent(&t, 0);
       retry_release(runner, e, req, &sb, &ws);
@@ -887,6 +929,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   release(runner, e, &sb);
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
+  helper_dispose(helper_argv);
   rc = sm_capture_to_result(&cap, out);
   sm_capture_dispose(&cap);
   if (rc) return sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
@@ -899,6 +942,7 @@ fail_release:
 fail:
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
+  helper_dispose(helper_argv);
   sm_capture_to_result(&cap, out);
   sm_capture_dispose(&cap);
   sm_result_fail(out, sm_failure_kind_for(rc), err);

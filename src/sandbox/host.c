@@ -367,6 +367,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
   out->started = rc == 0;
   sm_capture cap;
   sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
+  cap.forward_only = req->stdout_forward_only;
   sm_exec_outcome oc;
   memset(&oc, 0, sizeof oc);
   supervise(&hc, req, &cap, &oc); /* the wrapper exits 125 by itself if rc != 0 */

@@ -128,6 +128,7 @@ typedef struct sm_capture {
   sm_output_fn forward; /* gets the bytes that were kept, as they arrive */
   void *forward_ud;
   int forward_failed;   /* the forwarder asked to stop: stop forwarding only */
+  int forward_only;     /* stdout is forwarded whole and not kept */
 } sm_capture;
 
 void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_fn forward,

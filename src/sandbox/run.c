@@ -49,6 +49,10 @@ static int check_request(const sm_run_request *req, sm_error *err) {
     return sm_error_set(err, SM_EINVAL, "principal must be \"control\" or \"worker:<name>\"");
   if ((int)req->scope < SM_SCOPE_NONE || (int)req->scope > SM_SCOPE_USER_AGENT)
     return sm_error_set(err, SM_EINVAL, "unknown scope %d", (int)req->scope);
+  if (req->helper && s->mode != SM_MODE_PER_RUN && s->mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL,
+                        "files work in a per_run or per_worker sandbox, not in mode %s",
+                        sm_mode_name(s->mode));
   if (req->sync != SM_SYNC_DEFAULT && req->sync != SM_SYNC_NONE && req->sync != SM_SYNC_IN &&
       req->sync != SM_SYNC_INOUT)
     return sm_error_set(err, SM_EINVAL, "unknown sync mode %d", (int)req->sync);

@@ -1,0 +1,223 @@
+// A sandbox client for the OpenAI Agents SDK on sandman: a SandboxAgent's
+// shell (exec_command), filesystem (apply_patch) and memory capabilities
+// run in a sandman per_run (or per_worker) sandbox through the runner.
+//
+//   import { Runner } from "@openai/agents";
+//   import { SandboxAgent, shell, filesystem } from "@openai/agents/sandbox";
+//   import { SandmanClient } from "sandman-client";
+//   import { SandmanSandboxClient } from "sandman-client/openai-agents";
+//   const agent = new SandboxAgent({ name: "coder", capabilities: [shell(), filesystem()] });
+//   await new Runner().run(agent, "fix the tests", {
+//     sandbox: { client: new SandmanSandboxClient(new SandmanClient()) },
+//   });
+//
+// The workspace is the sandbox's /workspace (the SDK's default manifest root).
+import { randomUUID } from "node:crypto";
+import { applyDiff } from "@openai/agents";
+import { normalizeSandboxClientCreateArgs, } from "@openai/agents/sandbox";
+import { SandmanError } from "../transport.js";
+import { WORKSPACE, workspacePath } from "./common.js";
+const BYTES_PER_TOKEN = 4;
+function keyOf(state) {
+    return state.workerKey
+        ? { worker_key: state.workerKey, mode: "per_worker", project: state.project, agent: state.agent }
+        : { run_id: state.runId, mode: "per_run", project: state.project, agent: state.agent };
+}
+function quote(s) {
+    return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+/** The files API's path for an SDK path (relative to /workspace, or absolute under it). */
+function apiPath(path) {
+    const p = workspacePath(path);
+    if (p === null)
+        throw new Error(`${path}: sandman's sandboxes keep their files under ${WORKSPACE}`);
+    return p;
+}
+function truncate(text, maxTokens) {
+    if (maxTokens === undefined)
+        return { text };
+    const max = Math.max(0, maxTokens) * BYTES_PER_TOKEN;
+    const bytes = Buffer.byteLength(text);
+    if (bytes <= max)
+        return { text };
+    const half = Math.floor(max / 2);
+    const buf = Buffer.from(text);
+    const head = buf.subarray(0, half).toString("utf8");
+    const tail = buf.subarray(bytes - (max - half)).toString("utf8");
+    return { text: `${head}\n…${Math.ceil(bytes / BYTES_PER_TOKEN)} tokens truncated…\n${tail}`, originalTokens: Math.ceil(bytes / BYTES_PER_TOKEN) };
+}
+export class SandmanSandboxSession {
+    state;
+    client;
+    tool;
+    timeoutS;
+    constructor(client, state, opts = {}) {
+        this.client = client;
+        this.state = state;
+        this.tool = opts.tool ?? "shell";
+        this.timeoutS = opts.timeoutS;
+    }
+    get key() {
+        return keyOf(this.state);
+    }
+    supportsPty() {
+        return false;
+    }
+    async exec(args) {
+        let cmd = args.cmd;
+        if (args.workdir)
+            cmd = `cd ${quote(args.workdir.startsWith("/") ? args.workdir : `${WORKSPACE}/${args.workdir}`)} && ${cmd}`;
+        const request = args.shell
+            ? { argv: [args.shell, args.login ? "-lc" : "-c", cmd] }
+            : { command: cmd };
+        const start = Date.now();
+        const r = await this.client.execute({ ...this.key, ...request, tool: this.tool, timeout_s: this.timeoutS, env: this.state.environment });
+        const ran = r.failure_kind === null || r.failure_kind === "tool" || r.failure_kind === "timeout";
+        const combined = ran ? r.stdout + r.stderr : `sandman: ${r.error ?? "the command could not run"}\n`;
+        const t = truncate(combined, args.maxOutputTokens);
+        return {
+            output: t.text,
+            stdout: r.stdout,
+            stderr: ran ? r.stderr : combined,
+            wallTimeSeconds: (Date.now() - start) / 1000,
+            exitCode: ran ? r.exit_code : null,
+            originalTokenCount: t.originalTokens,
+        };
+    }
+    async execCommand(args) {
+        const r = await this.exec(args);
+        const lines = [`Wall time: ${r.wallTimeSeconds.toFixed(4)} seconds`];
+        if (typeof r.exitCode === "number")
+            lines.push(`Process exited with code ${r.exitCode}`);
+        if (typeof r.originalTokenCount === "number")
+            lines.push(`Original token count: ${r.originalTokenCount}`);
+        lines.push("Output:", r.output);
+        return lines.join("\n");
+    }
+    async readFile(args) {
+        const length = args.maxBytes === undefined ? undefined : args.maxBytes + 1;
+        const data = await this.client.files.read(this.key, apiPath(args.path), { length });
+        if (args.maxBytes !== undefined && data.byteLength > args.maxBytes)
+            throw new Error(`${args.path} is larger than ${args.maxBytes} bytes`);
+        return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    }
+    async listDir(args) {
+        const l = await this.client.files.list(this.key, apiPath(args.path), { depth: 1 });
+        return l.entries.map((e) => ({
+            name: e.path.slice(e.path.lastIndexOf("/") + 1),
+            path: `${WORKSPACE}/${e.path}`,
+            type: e.type === "file" ? "file" : e.type === "dir" ? "dir" : "other",
+        }));
+    }
+    async stat(path) {
+        const p = workspacePath(path);
+        if (p === null)
+            return null;
+        try {
+            return await this.client.files.stat(this.key, p);
+        }
+        catch (e) {
+            if (e instanceof SandmanError && (e.status === 404 || e.status === 403 || e.status === 400))
+                return null;
+            throw e;
+        }
+    }
+    async pathExists(path) {
+        return (await this.stat(path)) !== null;
+    }
+    async directoryExists(path) {
+        return (await this.stat(path))?.type === "dir";
+    }
+    /** apply_patch: V4A diffs applied here, files written through the files API. */
+    createEditor() {
+        const key = () => this.key;
+        const client = this.client;
+        const done = (output) => ({ status: "completed", output });
+        return {
+            async createFile(op) {
+                const content = applyDiff("", op.diff, "create");
+                await client.files.write(key(), apiPath(op.path), content, { parents: true });
+                return done(`created ${op.path}`);
+            },
+            async updateFile(op) {
+                const old = (await client.files.read(key(), apiPath(op.path))).toString("utf8");
+                await client.files.write(key(), apiPath(op.path), applyDiff(old, op.diff));
+                return done(`updated ${op.path}`);
+            },
+            async deleteFile(op) {
+                await client.files.delete(key(), apiPath(op.path));
+                return done(`deleted ${op.path}`);
+            },
+        };
+    }
+    /** Files and folders of a manifest (other entry kinds are not supported here). */
+    async materializeEntry(args) {
+        const entry = args.entry;
+        const path = apiPath(args.path.startsWith("/") ? args.path : `${WORKSPACE}/${args.path}`);
+        if (entry.type === "file") {
+            await this.client.files.write(this.key, path, entry.content, { parents: true });
+        }
+        else if (entry.type === "dir") {
+            await this.client.files.mkdir(this.key, path, { parents: true });
+            for (const [name, child] of Object.entries(entry.children ?? {}))
+                await this.materializeEntry({ path: `${path}/${name}`, entry: child, runAs: args.runAs });
+        }
+        else {
+            throw new Error(`manifest entry ${args.path}: sandman's sandbox client takes file and dir entries, not ${entry.type}`);
+        }
+    }
+    async applyManifest(manifest) {
+        for (const [path, entry] of Object.entries(manifest.entries))
+            await this.materializeEntry({ path, entry });
+    }
+    /** The whole workspace as a tar. */
+    async persistWorkspace() {
+        const chunks = [];
+        for await (const c of await this.client.files.downloadTar(this.key, ["."]))
+            chunks.push(Buffer.from(c));
+        const all = Buffer.concat(chunks);
+        return new Uint8Array(all.buffer, all.byteOffset, all.byteLength);
+    }
+    async hydrateWorkspace(data) {
+        const bytes = typeof data === "string" ? Buffer.from(data, "base64") : data instanceof Uint8Array ? data : new Uint8Array(data);
+        await this.client.files.uploadTar(this.key, ".", bytes);
+    }
+    async running() {
+        return true;
+    }
+    async close() {
+        // The sandbox stays for the run; the runner reaps it when idle.
+    }
+}
+/** The SDK's sandbox client: one sandman sandbox per session. */
+export class SandmanSandboxClient {
+    client;
+    defaults;
+    backendId = "sandman";
+    supportsDefaultOptions = true;
+    constructor(client, defaults = {}) {
+        this.client = client;
+        this.defaults = defaults;
+    }
+    async create(args, manifestOptions) {
+        const n = normalizeSandboxClientCreateArgs(args, manifestOptions);
+        const o = { ...this.defaults, ...(n.options ?? {}) };
+        if (n.manifest.root !== WORKSPACE)
+            throw new Error(`sandman's sandboxes have their workspace at ${WORKSPACE}, not ${n.manifest.root}`);
+        const state = {
+            manifest: n.manifest,
+            runId: o.workerKey ? undefined : (o.runId ?? `openai-${randomUUID()}`),
+            workerKey: o.workerKey,
+            project: o.project,
+            agent: o.agent,
+            workspaceReady: true,
+        };
+        const session = new SandmanSandboxSession(this.client, state, o);
+        await session.applyManifest(n.manifest);
+        return session;
+    }
+    async resume(state) {
+        return new SandmanSandboxSession(this.client, state, this.defaults);
+    }
+}
+//# sourceMappingURL=openai-agents.js.map
