@@ -41,6 +41,7 @@ int cmd_image_build(const cli_call *call);
 int cmd_image_load(const cli_call *call);
 int cmd_token_derive(const cli_call *call);
 int cmd_audit(const cli_call *call);
+int cmd_mcp(const cli_call *call);
 int cmd_completion(const cli_call *call);
 int cmd_help(const cli_call *call);
 

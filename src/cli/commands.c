@@ -213,6 +213,43 @@ static const cli_flag version_flags[] = {
     {.name = "json", .help = "print {\"version\", \"engine\": {...}}"},
     END};
 
+static const cli_flag mcp_flags[] = {
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
+     .section = "The sandbox:",
+     .help = "per_run (default: a sandbox of this session's own) or per_worker"},
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .help = "per_run: use (and keep) the sandbox of this run"},
+    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
+     .help = "per_worker: the worker whose sandbox is used"},
+    {.name = "keep", .help = "keep the session's own sandbox when the session ends"},
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "agent (configuration entry: settings and tool rules)"},
+    {.name = "project", .kind = CLI_NAME, .metavar = "ID",
+     .help = "project (default: the config's project.id, else \"default\")"},
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "production | staging | development"},
+    {.name = "image", .kind = CLI_STRING, .metavar = "REF",
+     .help = "image (default sandman/minimal:latest; never pulled)"},
+    {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge",
+     .help = "none | bridge (default none)"},
+    {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
+     .help = "CPUs, fractions allowed (default 1)"},
+    {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "memory, no swap (default 512m)"},
+    {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
+     .help = "processes (default 256)"},
+    {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /workspace (default 1g)"},
+    {.name = "runtime", .kind = CLI_STRING, .metavar = "NAME",
+     .help = "engine runtime, e.g. runsc for gVisor"},
+    {.name = "timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
+     .help = "per tool call (default 120)"},
+    {.name = "workspace", .kind = CLI_DIR, .metavar = "DIR", .section = "A workspace:",
+     .help = "copy DIR into /workspace before each tool call and the changes back after it"},
+    {.name = "sync", .kind = CLI_ENUM, .metavar = "MODE", .values = "none|in|inout",
+     .help = "none | in | inout: workspace direction (default inout)"},
+    {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "workspace paths not copied (repeatable)"},
+    END};
+
 static const cli_flag help_flags[] = {
     {.name = "man", .help = "print the whole manual page (roff) instead"},
     END};
@@ -319,6 +356,16 @@ const cli_command cli_commands[] = {
                     "files included, after collecting the egress proxy's decisions still waiting "
                     "in its container log. Lines cut short by a crash are skipped and counted on "
                     "stderr.",
+     .max_args = 0},
+    {.name = "mcp", .flags = mcp_flags, .fn = cmd_mcp,
+     .summary = "an MCP server over stdio (tools in a sandbox)",
+     .description = "Serves the Model Context Protocol over stdin and stdout (docs/mcp.md): an "
+                    "agent, an IDE or any MCP client gets the tools execute, read_file, "
+                    "write_file, edit_file, ls, glob and grep, all running in one sandbox that "
+                    "keeps its files between calls. stdout carries only MCP messages; logs go to "
+                    "stderr. The session's own sandbox is removed when stdin ends.",
+     .notes = "Mode none and per_tool are refused (exit 2): file tools need a sandbox that "
+              "outlives a call. An unhealthy engine, a missing runtime or image: exit 125.",
      .max_args = 0},
     {.name = "version", .flags = version_flags, .fn = cmd_version,
      .summary = "sandman, engine and API versions",

@@ -6,6 +6,7 @@
 
 #include <sandman/sandbox.h>
 
+#include "common/text.h"
 #include "sandbox/internal.h"
 
 void sm_run_result_dispose(sm_run_result *r) {
@@ -22,64 +23,13 @@ void sm_run_result_dispose(sm_run_result *r) {
   r->stdout_len = r->stderr_len = 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t left) {
-  unsigned char c = p[0];
-  size_t need;
-  unsigned int cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) { need = 2; cp = c & 0x1F; }
-  else if (c >= 0xE0 && c <= 0xEF) { need = 3; cp = c & 0x0F; }
-  else if (c >= 0xF0 && c <= 0xF4) { need = 4; cp = c & 0x07; }
-  else return 0;
-  if (left < need) return 0;
-  for (size_t i = 1; i < need; i++) {
-    if ((p[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (p[i] & 0x3F);
-  }
-  if (need == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
-  if (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
-  return need;
-}
-
-/* Tool output is bytes; JSON strings are Unicode. Invalid sequences become
- * U+FFFD so the object always parses. */
-static json_object *json_text(const char *data, size_t len) {
-  if (data == NULL) return json_object_new_string("");
-  size_t i = 0;
-  for (; i < len; i++) {
-    size_t n = utf8_seq((const unsigned char *)data + i, len - i);
-    if (n == 0) break;
-    i += n - 1;
-  }
-  if (i == len) return json_object_new_string_len(data, (int)len);
-  char *clean = malloc(len * 3 + 1);
-  if (clean == NULL) return json_object_new_string("");
-  size_t o = 0;
-  for (i = 0; i < len;) {
-    size_t n = utf8_seq((const unsigned char *)data + i, len - i);
-    if (n == 0) {
-      memcpy(clean + o, "\xEF\xBF\xBD", 3);
-      o += 3;
-      i++;
-    } else {
-      memcpy(clean + o, data + i, n);
-      o += n;
-      i += n;
-    }
-  }
-  json_object *s = json_object_new_string_len(clean, (int)o);
-  free(clean);
-  return s;
-}
-
 json_object *sm_run_result_to_json(const sm_run_result *r) {
   json_object *o = json_object_new_object();
   if (o == NULL) return NULL;
   json_object_object_add(o, "ok", json_object_new_boolean(r->ok));
   json_object_object_add(o, "exit_code", json_object_new_int(r->exit_code));
-  json_object_object_add(o, "stdout", json_text(r->stdout_data, r->stdout_len));
-  json_object_object_add(o, "stderr", json_text(r->stderr_data, r->stderr_len));
+  json_object_object_add(o, "stdout", sm_json_text(r->stdout_data, r->stdout_len));
+  json_object_object_add(o, "stderr", sm_json_text(r->stderr_data, r->stderr_len));
   json_object_object_add(o, "stdout_truncated", json_object_new_boolean(r->stdout_truncated));
   json_object_object_add(o, "stderr_truncated", json_object_new_boolean(r->stderr_truncated));
   json_object_object_add(o, "timed_out", json_object_new_boolean(r->timed_out));
@@ -94,12 +44,12 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   json_object_object_add(o, "reused", json_object_new_boolean(r->reused));
   json_object *files = json_object_new_array();
   for (size_t i = 0; i < r->n_files_changed; i++)
-    json_object_array_add(files, json_text(r->files_changed[i], strlen(r->files_changed[i])));
+    json_object_array_add(files, sm_json_text(r->files_changed[i], strlen(r->files_changed[i])));
   json_object_object_add(o, "files_changed", files);
   const char *kind = sm_failure_kind_name(r->failure_kind);
   json_object_object_add(o, "failure_kind", kind ? json_object_new_string(kind) : NULL);
   json_object_object_add(o, "error",
-                         r->error[0] ? json_text(r->error, strlen(r->error)) : NULL);
+                         r->error[0] ? sm_json_text(r->error, strlen(r->error)) : NULL);
   return o;
 }
 

@@ -1,0 +1,225 @@
+/* sandman: the Model Context Protocol (MCP), server side.
+ *
+ * One implementation for every MCP endpoint sandman has (`sandman mcp`
+ * over stdio, `/mcp` on the runner, the host-tool route inside a sandbox):
+ *
+ *   - a tool provider: lists tools (JSON Schema of their arguments, MCP
+ *     annotations) and calls one;
+ *   - a session: JSON-RPC 2.0 handling, transport-agnostic: one message in,
+ *     its answer out (sm_mcp_session_handle). It negotiates the protocol
+ *     version (2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05) in
+ *     `initialize`, answers `ping`, `tools/list` and `tools/call`, and
+ *     honours `notifications/cancelled` for a call in flight;
+ *   - transports: stdio (newline-delimited messages, sm_mcp_serve_stdio) and
+ *     what the streamable HTTP transport needs as functions a route calls
+ *     (sm_mcp_http_*: POST answered with JSON or an SSE stream, session ids
+ *     in Mcp-Session-Id, the MCP-Protocol-Version header, DELETE ends a
+ *     session, Origin checks).
+ *
+ * Everything is bounded: a message's size and JSON depth, calls in flight
+ * per session, sessions per table, a session's idle life.
+ *
+ * Threads: a session may be handed messages from several threads at once
+ * (calls run concurrently); the provider's call must be thread-safe for
+ * that. */
+#ifndef SANDMAN_MCP_H
+#define SANDMAN_MCP_H
+
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SM_MCP_PROTOCOL_LATEST "2025-11-25"
+#define SM_MCP_DEFAULT_MAX_MESSAGE ((size_t)4 << 20)
+#define SM_MCP_MAX_CALLS_IN_FLIGHT 16
+
+/* Tool annotations (hints for the client; MCP `annotations`). */
+enum {
+  SM_MCP_READ_ONLY = 1u << 0,   /* readOnlyHint: changes nothing */
+  SM_MCP_DESTRUCTIVE = 1u << 1, /* destructiveHint: may overwrite or delete */
+  SM_MCP_IDEMPOTENT = 1u << 2,  /* idempotentHint: repeating it changes nothing more */
+  SM_MCP_OPEN_WORLD = 1u << 3,  /* openWorldHint: reaches outside (the network) */
+};
+
+typedef struct sm_mcp_tool {
+  const char *name;          /* [A-Za-z0-9_.-], 1 to 64 */
+  const char *title;         /* for people; may be NULL */
+  const char *description;
+  const char *input_schema;  /* JSON Schema (text) of the arguments object */
+  const char *output_schema; /* of structuredContent; may be NULL */
+  unsigned hints;            /* SM_MCP_* */
+} sm_mcp_tool;
+
+/* What a tool call gives back. */
+typedef struct sm_mcp_result {
+  json_object *content;      /* array of content blocks (owned) */
+  json_object *structured;   /* structuredContent object, or NULL (owned) */
+  int is_error;              /* the tool failed (the model sees why) */
+} sm_mcp_result;
+
+void sm_mcp_result_init(sm_mcp_result *r);
+void sm_mcp_result_dispose(sm_mcp_result *r);
+/* Appends a text block; bytes that are not UTF-8 become U+FFFD. */
+int sm_mcp_result_text(sm_mcp_result *r, const char *text, size_t len);
+/* is_error and one text block saying why. */
+int sm_mcp_result_error(sm_mcp_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Takes ownership of obj as structuredContent. */
+void sm_mcp_result_structured(sm_mcp_result *r, json_object *obj);
+
+typedef struct sm_mcp_provider {
+  /* The tools, borrowed and stable while the provider lives. */
+  const sm_mcp_tool *(*tools)(void *ud, size_t *n);
+  /* Calls tool name with args (an object, borrowed). A tool that ran and
+   * failed, or arguments it refuses, is out->is_error with 0 returned. A
+   * negative code is for what is no tool result: SM_ENOTFOUND (no such
+   * tool), SM_ECANCELLED, anything else (an internal error). *cancel
+   * becomes non-zero when the client cancels or goes away. */
+  int (*call)(void *ud, const char *name, json_object *args, volatile int *cancel,
+              sm_mcp_result *out, sm_error *err);
+  /* When the session ends (may be NULL). */
+  void (*free)(void *ud);
+  void *ud;
+} sm_mcp_provider;
+
+typedef struct sm_mcp_server_info {
+  const char *name;          /* serverInfo.name, e.g. "sandman" */
+  const char *title;         /* may be NULL */
+  const char *version;
+  const char *instructions;  /* may be NULL */
+  size_t max_message;        /* 0: SM_MCP_DEFAULT_MAX_MESSAGE */
+} sm_mcp_server_info;
+
+typedef struct sm_mcp_session sm_mcp_session;
+
+/* A session over provider (copied; its free runs when the session is
+ * freed). Checks every tool's name and schemas. */
+int sm_mcp_session_new(sm_mcp_session **out, const sm_mcp_server_info *info,
+                       const sm_mcp_provider *provider, sm_error *err);
+void sm_mcp_session_free(sm_mcp_session *s);
+/* Handles one JSON-RPC message (msg[0..len), not NUL-terminated). *answer
+ * gets the answer's JSON text (NUL-terminated, the caller frees it), or
+ * NULL when there is none (a notification, a response). Protocol errors are
+ * JSON-RPC error answers, not failures: a negative code only when no answer
+ * can be made (out of memory). cancel (may be NULL): a flag the transport
+ * sets when the message's sender is gone. */
+int sm_mcp_session_handle(sm_mcp_session *s, const char *msg, size_t len, volatile int *cancel,
+                          char **answer, size_t *answer_len, sm_error *err);
+/* Sets the cancel flag of every call in flight, and of every call that
+ * starts later (the transport closed: the session is ending). */
+void sm_mcp_session_cancel_all(sm_mcp_session *s);
+/* The negotiated protocol version, or NULL before `initialize`. */
+const char *sm_mcp_session_protocol(const sm_mcp_session *s);
+/* 1 when version is one this implementation speaks. */
+int sm_mcp_protocol_supported(const char *version);
+/* Whether a message is an `initialize` request (for the HTTP transport,
+ * which makes a session for it). */
+int sm_mcp_message_is_initialize(const char *msg, size_t len);
+
+/* ---- stdio ---- */
+/* Serves s over in_fd/out_fd (newline-delimited JSON-RPC) until in_fd
+ * ends: tool calls run on their own threads (at most
+ * SM_MCP_MAX_CALLS_IN_FLIGHT; more are answered with an error), the rest
+ * on the reading thread. At the end, calls still running are cancelled and
+ * waited for. A line over the message cap is answered with an error and
+ * skipped. stop (may be NULL): a flag a signal handler sets; a read
+ * interrupted by the signal then ends the loop as an end of input would. */
+int sm_mcp_serve_stdio(sm_mcp_session *s, int in_fd, int out_fd, volatile int *stop,
+                       sm_error *err);
+
+/* ---- streamable HTTP (the route calls these) ---- */
+typedef struct sm_mcp_http sm_mcp_http;
+
+/* Makes the session of a new `initialize` for owner (the identity the
+ * route authenticated, e.g. "control" or "worker:K"). */
+typedef int (*sm_mcp_session_factory)(void *ud, const char *owner, sm_mcp_session **out,
+                                      sm_error *err);
+
+typedef struct sm_mcp_http_options {
+  sm_mcp_session_factory factory;
+  void *factory_ud;
+  unsigned max_sessions;       /* 0: 64 */
+  double idle_timeout_s;       /* 0: 3600; an idle session past it is ended */
+  size_t max_message;          /* 0: SM_MCP_DEFAULT_MAX_MESSAGE */
+  const char *const *origins;  /* Origin values allowed (a request with any
+                                  other Origin is 403); NULL: none allowed */
+  size_t n_origins;
+} sm_mcp_http_options;
+
+int sm_mcp_http_new(sm_mcp_http **out, const sm_mcp_http_options *opts, sm_error *err);
+/* Ends every session (cancelling their calls) and frees the table. */
+void sm_mcp_http_free(sm_mcp_http *h);
+
+typedef struct sm_mcp_http_request {
+  const char *method;           /* "POST", "GET", "DELETE", ... */
+  const char *accept;           /* headers; NULL when absent */
+  const char *content_type;
+  const char *session_id;       /* Mcp-Session-Id */
+  const char *protocol_version; /* MCP-Protocol-Version */
+  const char *origin;
+  const char *body;
+  size_t body_len;
+  const char *owner;            /* who is asking (authenticated by the route) */
+  volatile int *cancel;         /* set when the client disconnects; may be NULL */
+} sm_mcp_http_request;
+
+typedef struct sm_mcp_http_answer {
+  int status;
+  const char *content_type;     /* static; NULL: no body */
+  char *body;                   /* owned (sm_mcp_http_answer_dispose) */
+  size_t body_len;
+  char session_id[65];          /* Mcp-Session-Id to send, or "" */
+  const char *allow;            /* Allow header of a 405, else NULL */
+} sm_mcp_http_answer;
+
+/* Answers one request to the MCP endpoint. Always fills out (errors are
+ * HTTP statuses with a JSON-RPC error body); a negative code only when
+ * out of memory. */
+int sm_mcp_http_handle(sm_mcp_http *h, const sm_mcp_http_request *req, sm_mcp_http_answer *out,
+                       sm_error *err);
+void sm_mcp_http_answer_dispose(sm_mcp_http_answer *a);
+/* Ends sessions idle longer than the timeout (also done on each request). */
+void sm_mcp_http_expire(sm_mcp_http *h);
+/* Sessions alive now. */
+unsigned sm_mcp_http_count(sm_mcp_http *h);
+
+/* ---- the sandbox's tools (sandman mcp, /mcp on the runner) ----
+ * execute (a shell command), read_file, write_file, edit_file (exact string
+ * replacement), ls, glob, grep: each with its JSON Schema and annotations,
+ * running in one keyed sandbox per session through sm_run and the files
+ * API (sandman/files.h). */
+
+/* Resolves one call of tool ("shell" for execute, else the MCP tool's
+ * name) into req, which comes initialised (sm_run_request_init): the
+ * configuration's settings, tool policy and keys, the session's run or
+ * worker id, workspace. Return SM_EPOLICY (or any code) with err's message
+ * to refuse the call: the model reads the message. Strings req points to
+ * must live as long as the provider. */
+typedef int (*sm_mcp_prepare_fn)(void *ud, const char *tool, sm_run_request *req, sm_error *err);
+
+typedef struct sm_mcp_sandbox_options {
+  sm_runner *runner;            /* borrowed */
+  sm_mcp_prepare_fn prepare;
+  void *prepare_ud;
+  void (*prepare_free)(void *ud); /* when the session ends (may be NULL) */
+  size_t max_read_bytes;        /* read_file and edit_file; 0: 1 MiB */
+  size_t max_output_bytes;      /* execute's stdout and stderr each; 0: 256 KiB */
+  int network;                  /* the sandbox has a network: execute is open-world */
+} sm_mcp_sandbox_options;
+
+/* A provider of the sandbox's tools (out->free frees it, and calls
+ * prepare_free). */
+int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *opts,
+                            sm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

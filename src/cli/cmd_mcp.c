@@ -1,0 +1,242 @@
+/* sandman mcp: an MCP server over stdio (for desktop agents and IDEs).
+ *
+ * The session's tools (execute, read_file, write_file, edit_file, ls,
+ * glob, grep) run in one keyed sandbox: a per_run sandbox of its own by
+ * default, removed when the session ends. Settings follow the
+ * configuration like `sandman run` (flags > agent entry > defaults); the
+ * mode defaults to per_run rather than the project environment's, since
+ * file tools need a sandbox that outlives one call. Every call passes the
+ * configuration's tool policy (execute is the tool "shell", the others
+ * their MCP names). stdout carries only MCP messages; logs go to stderr. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* What every call of the session shares. */
+typedef struct mcp_ctx {
+  sm_config *cfg;
+  sm_config_flags flags;
+  const char *agent, *project, *project_env, *worker_id, *workspace;
+  char run_id[64];
+  int own_run;            /* run_id was made here: the sandbox goes with the session */
+  sm_sync_mode sync;
+  sm_sandbox_settings settings; /* resolved once: every tool shares one sandbox */
+  char scope_key[SM_NAME_MAX];
+} mcp_ctx;
+
+/* The table checked every value's form; what is left are the rules that
+ * join flags. */
+static int parse_args(const cli_call *call, mcp_ctx *c, int *keep, const char **run_id) {
+  sm_error err = SM_ERROR_INIT;
+  c->flags.mode = cli_str(call, "mode");
+  *run_id = cli_str(call, "run-id");
+  c->worker_id = cli_str(call, "worker-id");
+  *keep = cli_has(call, "keep");
+  c->agent = cli_str(call, "agent");
+  c->project = cli_str(call, "project");
+  c->flags.project_environment = cli_str(call, "project-environment");
+  c->flags.image = cli_str(call, "image");
+  c->flags.network = cli_str(call, "network");
+  c->flags.cpu = cli_str(call, "cpu");
+  c->flags.memory = cli_str(call, "mem");
+  c->flags.pids = cli_str(call, "pids");
+  c->flags.disk = cli_str(call, "disk");
+  c->flags.runtime = cli_str(call, "runtime");
+  c->flags.timeout = cli_str(call, "timeout");
+  c->workspace = cli_str(call, "workspace");
+  const char *sync = cli_str(call, "sync");
+  int rc = cli_add_list(call, "exclude", &c->flags.excludes, 0);
+  if (rc) return rc;
+  if (sync && !c->workspace) return cli_usage_error(call->cmd, 0, "--sync: needs --workspace");
+  if (sync && sm_sync_mode_parse(sync, &c->sync, &err) != 0)
+    return cli_usage_error(call->cmd, 0, "--sync: %s", err.message);
+  struct stat st;
+  if (c->workspace && (stat(c->workspace, &st) != 0 || !S_ISDIR(st.st_mode)))
+    return cli_usage_error(call->cmd, 0, "--workspace: %s is not a directory", c->workspace);
+  return 0;
+}
+
+/* One tool call: the configuration's policy for that tool, the session's
+ * sandbox. */
+static int prepare(void *ud, const char *tool, sm_run_request *req, sm_error *err) {
+  mcp_ctx *c = ud;
+  sm_resolved res;
+  if (sm_config_resolve(c->cfg, c->agent, tool, NULL, &c->flags, &res, err) != 0) return err->code;
+  if (!res.allowed)
+    return sm_error_set(err, SM_EPOLICY, "tool '%s' is refused by the configuration (%s)", tool,
+                        res.rule);
+  if (!res.sandboxed)
+    return sm_error_set(err, SM_EPOLICY,
+                        "the configuration runs tool '%s' on the host (%s); sandman mcp runs "
+                        "tools only in its sandbox",
+                        tool, res.sandbox_rule);
+  req->settings = c->settings;
+  req->project = c->project;
+  req->project_environment = c->project_env;
+  req->agent = c->agent;
+  req->tool = tool;
+  req->run_id = c->run_id[0] ? c->run_id : NULL;
+  req->worker_id = c->worker_id;
+  req->scope_key = c->scope_key[0] ? c->scope_key : NULL;
+  req->workspace = c->workspace;
+  req->sync = c->sync;
+  return 0;
+}
+
+static volatile int stop;
+static void on_signal(int sig) {
+  (void)sig;
+  stop = 1;
+}
+
+/* Without SA_RESTART: the blocked read returns and the loop sees stop. */
+static void catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN); /* a client that went away: a write error, not a kill */
+}
+
+static int source_is_configured(const sm_resolved *res, const char *name) {
+  for (size_t i = 0; i < res->n_sources; i++)
+    if (strcmp(res->sources[i].name, name) == 0)
+      return res->sources[i].source == SM_SOURCE_FLAG || res->sources[i].source == SM_SOURCE_AGENT ||
+             res->sources[i].source == SM_SOURCE_DEFAULTS;
+  return 0;
+}
+
+static void remove_own_sandbox(sm_runner *runner, const mcp_ctx *c) {
+  sm_ops_scope scope;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0) {
+    cli_note("the session's sandbox was left for a reap: %s", err.message);
+    return;
+  }
+  sm_ops_rm_options o = SM_OPS_RM_OPTIONS_INIT;
+  o.run_id = c->run_id;
+  o.force = 1;
+  sm_ops_report rep;
+  if (sm_ops_rm(&scope, &o, &rep, &err) != 0)
+    cli_note("the session's sandbox was left for a reap: %s", err.message);
+  else
+    sm_ops_report_dispose(&rep);
+}
+
+int cmd_mcp(const cli_call *call) {
+  const cli_globals *g = call->g;
+  mcp_ctx c;
+  memset(&c, 0, sizeof c);
+  c.sync = SM_SYNC_DEFAULT;
+  int keep = 0;
+  const char *run_id = NULL;
+  int rc = parse_args(call, &c, &keep, &run_id);
+  if (rc) return rc;
+
+  sm_error err = SM_ERROR_INIT;
+  sm_resolved res;
+  rc = cli_load_resolve(g, c.agent, "shell", NULL, &c.flags, &c.cfg, &res);
+  if (rc) return rc;
+  /* The mode: flag > agent > defaults, else per_run (the project
+   * environment's default mode is for one-shot calls). */
+  if (!source_is_configured(&res, "mode")) {
+    c.flags.mode = "per_run";
+    if (sm_config_resolve(c.cfg, c.agent, "shell", NULL, &c.flags, &res, &err) != 0) {
+      sm_config_free(c.cfg);
+      return cli_fail(&err);
+    }
+  }
+  sm_mode mode = res.sandboxed ? res.settings.mode : SM_MODE_NONE;
+  if (mode != SM_MODE_PER_RUN && mode != SM_MODE_PER_WORKER) {
+    cli_error("sandman mcp needs a per_run or per_worker sandbox (its file tools work on a "
+              "sandbox that outlives one call); the configuration gives mode %s: pass --mode "
+              "per_run",
+              sm_mode_name(mode));
+    sm_config_free(c.cfg);
+    return CLI_EXIT_USAGE;
+  }
+  if (mode == SM_MODE_PER_WORKER && c.worker_id == NULL) {
+    sm_config_free(c.cfg);
+    return cli_usage_error(call->cmd, 0, "--mode per_worker: needs --worker-id");
+  }
+  c.settings = res.settings;
+  c.settings.mode = mode;
+  snprintf(c.scope_key, sizeof c.scope_key, "%s", res.scope_key);
+  c.project = c.project ? c.project : sm_config_project_id(c.cfg);
+  c.project_env = res.project_environment[0] ? res.project_environment
+                                             : sm_config_project_environment(c.cfg);
+  if (mode == SM_MODE_PER_RUN && run_id == NULL) {
+    /* A run of its own: random, so that two sessions never share one. */
+    unsigned char rnd[8];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(rnd, 1, sizeof rnd, f) : 0;
+    if (f) fclose(f);
+    if (got != sizeof rnd) {
+      sm_config_free(c.cfg);
+      cli_error("no randomness for the session's run id");
+      return CLI_EXIT_FAILURE;
+    }
+    int n = snprintf(c.run_id, sizeof c.run_id, "mcp-");
+    for (size_t i = 0; i < sizeof rnd; i++) n += snprintf(c.run_id + n, sizeof c.run_id - (size_t)n, "%02x", rnd[i]);
+    c.own_run = !keep && c.scope_key[0] == '\0';
+  } else if (run_id) {
+    snprintf(c.run_id, sizeof c.run_id, "%s", run_id);
+  }
+
+  sm_runner *runner = NULL;
+  rc = cli_runner_new(g, c.cfg, &runner);
+  if (rc) return rc;
+  /* A session is a long-running process: from a sandbox's second call on,
+   * calls go over the in-sandbox agent (a few ms each). */
+  sm_runner_set_background_removal(runner, 1);
+  /* Fail closed: an unhealthy engine or a missing runtime or image is an
+   * error here, never a step down to a weaker mode. */
+  sm_fallback_decision fb;
+  if (sm_fallback_decide(runner, mode, "production", c.settings.runtime, c.settings.image, &fb,
+                         &err) != 0) {
+    sm_runner_free(runner);
+    sm_config_free(c.cfg);
+    return cli_fail(&err);
+  }
+
+  sm_mcp_sandbox_options so = {
+      .runner = runner,
+      .prepare = prepare,
+      .prepare_ud = &c,
+      .network = strcmp(c.settings.network, "none") != 0,
+  };
+  sm_mcp_provider provider;
+  sm_mcp_session *session = NULL;
+  sm_mcp_server_info info = {
+      .name = "sandman",
+      .title = "sandman sandbox",
+      .version = sm_version(),
+      .instructions = "Every tool runs in one sandbox (a container) that keeps its files between "
+                      "calls: paths are relative to /workspace.",
+  };
+  rc = sm_mcp_sandbox_provider(&provider, &so, &err);
+  if (rc == 0 && sm_mcp_session_new(&session, &info, &provider, &err) != 0) {
+    provider.free(provider.ud);
+    rc = err.code;
+  }
+  if (rc == 0) {
+    catch_signals();
+    sm_log(SM_LOG_INFO, "sandman mcp: serving on stdio, sandbox %s %s", sm_mode_name(mode),
+           mode == SM_MODE_PER_RUN ? c.run_id : c.worker_id);
+    rc = sm_mcp_serve_stdio(session, STDIN_FILENO, STDOUT_FILENO, &stop, &err);
+  }
+  sm_mcp_session_free(session);
+  if (c.own_run) remove_own_sandbox(runner, &c);
+  sm_runner_free(runner);
+  sm_config_free(c.cfg);
+  if (rc) return cli_fail(&err);
+  return CLI_EXIT_OK;
+}

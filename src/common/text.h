@@ -1,0 +1,16 @@
+/* Bytes from outside as JSON text. Internal to the library. */
+#ifndef SANDMAN_COMMON_TEXT_H
+#define SANDMAN_COMMON_TEXT_H
+
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+/* A JSON string of data (NULL: ""): tool output is bytes and JSON strings
+ * are Unicode, so invalid UTF-8 sequences become U+FFFD and the object
+ * always serialises. */
+json_object *sm_json_text(const char *data, size_t len);
+/* 1 when data[0..len) is valid UTF-8. */
+int sm_utf8_valid(const char *data, size_t len);
+
+#endif
