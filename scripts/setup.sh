@@ -13,7 +13,7 @@
 #   SANDMAN_DOCKERD_LOG         its log (/var/log/sandman-dockerd.log)
 #   SANDMAN_DOCKERD_PIDFILE     where a running dockerd wrote its pid (/var/run/docker.pid)
 #   SANDMAN_ENGINE_WAIT         seconds to wait for /_ping (60)
-#   SANDMAN_SKIP_BUILD=1, SANDMAN_SKIP_IMAGE=1   leave those steps out
+#   SANDMAN_SKIP_BUILD=1, SANDMAN_SKIP_IMAGE=1, SANDMAN_SKIP_NODE=1   leave those steps out
 set -euo pipefail
 
 SM_SCRIPT=setup
@@ -39,6 +39,11 @@ PACKAGES=(cmake pkg-config libcurl4-openssl-dev libjson-c-dev libyaml-dev libarc
   zsh fish python3-venv) # the completion scripts are checked in zsh and fish; test_install makes a venv
 # shellcheck disable=SC2206
 PACKAGES+=(${SANDMAN_EXTRA_PACKAGES:-})
+# Node and npm (the TypeScript client, its adapters and their tests): any
+# Node 20 or newer already there will do; else Debian's.
+if [ "${SANDMAN_SKIP_NODE:-0}" != 1 ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
+  PACKAGES+=(nodejs npm)
+fi
 
 step_packages() {
   command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian 12 (bookworm)"
@@ -308,6 +313,45 @@ step_build() {
   fi
 }
 
+# --- node: the TypeScript client ------------------------------------------
+# Its npm packages (the MCP SDK and Inspector, deepagents, the OpenAI Agents
+# SDK, TypeScript) come from the npm registry exactly as package-lock.json
+# pins them, into clients/typescript/node_modules; then tsc builds dist/.
+# Each step is skipped while what it was made from has not changed.
+TS_DIR=$SM_ROOT/clients/typescript
+step_node() {
+  command -v node >/dev/null && command -v npm >/dev/null || die "node and npm are needed (apt-get install nodejs npm)"
+  local major log=$BUILD_DIR/setup-node.log want stamp=$TS_DIR/node_modules/.sandman-lock
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  [ "$major" -ge 20 ] || die "Node $(node --version) is too old: the TypeScript client needs Node 20 or newer"
+  want=$(cat "$TS_DIR/package.json" "$TS_DIR/package-lock.json" | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    say node "npm packages up to date ($(node --version))"
+  else
+    (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error) >"$log" 2>&1 || {
+      echo "setup: error: npm ci in $TS_DIR failed; last lines of $log:" >&2
+      tail -n 20 "$log" | sed 's/^/    /' >&2
+      exit 1
+    }
+    printf '%s\n' "$want" >"$stamp"
+    say node "installed the npm packages of package-lock.json ($(node --version))"
+  fi
+  stamp=$TS_DIR/dist/.sandman-src
+  want=$(find "$TS_DIR/src" "$TS_DIR/tsconfig.json" "$TS_DIR/package-lock.json" -type f | sort |
+    xargs cat | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    say node "TypeScript client up to date ($TS_DIR/dist)"
+    return
+  fi
+  (cd "$TS_DIR" && rm -rf dist && node_modules/.bin/tsc -p tsconfig.json) >"$log" 2>&1 || {
+    echo "setup: error: building the TypeScript client failed; the errors (full log: $log):" >&2
+    head -n 30 "$log" | sed 's/^/    /' >&2
+    exit 1
+  }
+  printf '%s\n' "$want" >"$stamp"
+  say node "built the TypeScript client ($TS_DIR/dist)"
+}
+
 # --- image ------------------------------------------------------------------
 # The hash of everything the image is made from: rebuild when it changes.
 image_inputs_hash() {
@@ -373,5 +417,6 @@ step_packages
 step_gvisor
 step_engine
 if [ "${SANDMAN_SKIP_BUILD:-0}" != 1 ]; then step_build; fi
+if [ "${SANDMAN_SKIP_NODE:-0}" != 1 ]; then step_node; fi
 if [ "${SANDMAN_SKIP_IMAGE:-0}" != 1 ]; then step_image; fi
 say setup "done in $(sm_elapsed "$START")"

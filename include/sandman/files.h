@@ -35,6 +35,7 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
+#include <sandman/export.h>
 #include <sandman/sandbox.h>
 
 #ifdef __cplusplus
@@ -51,7 +52,7 @@ extern "C" {
  * under it. Writes the canonical relative form ("." for the workspace
  * itself) to out. SM_EUNSAFE for "..", an absolute path elsewhere, or a NUL;
  * SM_EINVAL for an empty or too long path. */
-int sm_files_path(const char *path, char *out, size_t len, sm_error *err);
+SM_API int sm_files_path(const char *path, char *out, size_t len, sm_error *err);
 
 typedef struct sm_file_entry {
   char type;        /* 'f' file, 'd' folder, 'l' symbolic link, 'o' other */
@@ -69,10 +70,10 @@ typedef struct sm_file_list {
   int truncated;    /* the cap stopped the listing */
 } sm_file_list;
 
-void sm_file_list_dispose(sm_file_list *list);
+SM_API void sm_file_list_dispose(sm_file_list *list);
 /* {"path", "type": "file"|"dir"|"symlink"|"other", "size", "mode": "0644",
  * "mtime": RFC 3339 with ns, "link"} (caller owns it). */
-json_object *sm_file_entry_to_json(const sm_file_entry *e);
+SM_API json_object *sm_file_entry_to_json(const sm_file_entry *e);
 
 /* ---- read ---- */
 typedef struct sm_files_read_opts {
@@ -85,11 +86,11 @@ typedef struct sm_files_read_opts {
   void *ud;
 } sm_files_read_opts;
 
-int sm_files_read(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_read(sm_runner *runner, const sm_run_request *base, const char *path,
                   const sm_files_read_opts *opts, sm_run_result *call, sm_error *err);
 /* The whole file (or offset/length of it) in memory: *out is NUL-terminated
  * and owned by the caller. SM_ETOOBIG when more than max bytes would come. */
-int sm_files_read_all(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_read_all(sm_runner *runner, const sm_run_request *base, const char *path,
                       int64_t offset, int64_t length, size_t max, char **out, size_t *out_len,
                       sm_run_result *call, sm_error *err);
 
@@ -107,34 +108,34 @@ typedef struct sm_files_write_opts {
 
 /* The file appears whole or not at all (a temporary file renamed over it);
  * an existing link at path is replaced, never followed. */
-int sm_files_write(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_write(sm_runner *runner, const sm_run_request *base, const char *path,
                    const sm_files_write_opts *opts, int64_t *written, sm_run_result *call,
                    sm_error *err);
-int sm_files_write_all(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_write_all(sm_runner *runner, const sm_run_request *base, const char *path,
                        const void *data, size_t len, int mode, sm_run_result *call,
                        sm_error *err);
 
 /* ---- folders, delete, stat, list ---- */
 /* mode < 0: 0755. parents: make missing parents; an existing folder is fine. */
-int sm_files_mkdir(sm_runner *runner, const sm_run_request *base, const char *path, int mode,
+SM_API int sm_files_mkdir(sm_runner *runner, const sm_run_request *base, const char *path, int mode,
                    int parents, sm_run_result *call, sm_error *err);
 /* A folder needs recursive (else SM_EINVAL when it is not empty). A link is
  * removed, not what it points to. *removed (may be NULL): entries removed. */
-int sm_files_delete(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_delete(sm_runner *runner, const sm_run_request *base, const char *path,
                     int recursive, int64_t *removed, sm_run_result *call, sm_error *err);
 /* lstat: a link is described, not followed. out is the caller's to dispose
  * (free path and link). */
-int sm_files_stat(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_stat(sm_runner *runner, const sm_run_request *base, const char *path,
                   sm_file_entry *out, sm_run_result *call, sm_error *err);
-void sm_file_entry_dispose(sm_file_entry *e);
+SM_API void sm_file_entry_dispose(sm_file_entry *e);
 /* The entries under folder path (a file lists as itself), sorted per folder;
  * depth 1: its own entries, 0: all levels. max_entries 0: the default cap. */
-int sm_files_list(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_list(sm_runner *runner, const sm_run_request *base, const char *path,
                   int depth, size_t max_entries, sm_file_list *out, sm_run_result *call,
                   sm_error *err);
 /* Entries under folder path whose path relative to it matches pattern
  * ('/'-separated; * ? [..] within a name, ** any number of folders). */
-int sm_files_glob(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_glob(sm_runner *runner, const sm_run_request *base, const char *path,
                   const char *pattern, size_t max_entries, sm_file_list *out,
                   sm_run_result *call, sm_error *err);
 
@@ -162,10 +163,10 @@ typedef struct sm_grep_opts {
 
 /* Lines of the files under path (or of file path) that match. Binary
  * files (a NUL in their first 64 KiB) and files over 64 MiB are left out. */
-int sm_files_grep(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_grep(sm_runner *runner, const sm_run_request *base, const char *path,
                   const sm_grep_opts *opts, sm_grep_result *out, sm_run_result *call,
                   sm_error *err);
-void sm_grep_result_dispose(sm_grep_result *r);
+SM_API void sm_grep_result_dispose(sm_grep_result *r);
 
 /* ---- tar upload and download ---- */
 typedef struct sm_files_tar_stats {
@@ -180,13 +181,13 @@ typedef struct sm_files_tar_stats {
  * read, so what came before that entry may be written). More than
  * max_bytes of content (0: 1 GiB) or max_entries entries (0: 100000) is
  * SM_ETOOBIG. */
-int sm_files_upload_tar(sm_runner *runner, const sm_run_request *base, const char *path,
+SM_API int sm_files_upload_tar(sm_runner *runner, const sm_run_request *base, const char *path,
                         sm_read_fn read, void *ud, int64_t max_bytes, int64_t max_entries,
                         sm_files_tar_stats *stats, sm_run_result *call, sm_error *err);
 /* Writes a tar (pax) of paths (files, and folders with what they hold;
  * links as links) to write. More than max_bytes of content (0: 1 GiB) is
  * SM_ETOOBIG. */
-int sm_files_download_tar(sm_runner *runner, const sm_run_request *base,
+SM_API int sm_files_download_tar(sm_runner *runner, const sm_run_request *base,
                           const char *const *paths, size_t n_paths, int64_t max_bytes,
                           sm_write_fn write, void *ud, sm_files_tar_stats *stats,
                           sm_run_result *call, sm_error *err);

@@ -30,6 +30,7 @@
 #include <json-c/json.h>
 
 #include <sandman/error.h>
+#include <sandman/export.h>
 #include <sandman/sandbox.h>
 
 #ifdef __cplusplus
@@ -64,15 +65,15 @@ typedef struct sm_mcp_result {
   int is_error;              /* the tool failed (the model sees why) */
 } sm_mcp_result;
 
-void sm_mcp_result_init(sm_mcp_result *r);
-void sm_mcp_result_dispose(sm_mcp_result *r);
+SM_API void sm_mcp_result_init(sm_mcp_result *r);
+SM_API void sm_mcp_result_dispose(sm_mcp_result *r);
 /* Appends a text block; bytes that are not UTF-8 become U+FFFD. */
-int sm_mcp_result_text(sm_mcp_result *r, const char *text, size_t len);
+SM_API int sm_mcp_result_text(sm_mcp_result *r, const char *text, size_t len);
 /* is_error and one text block saying why. */
-int sm_mcp_result_error(sm_mcp_result *r, const char *fmt, ...)
+SM_API int sm_mcp_result_error(sm_mcp_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Takes ownership of obj as structuredContent. */
-void sm_mcp_result_structured(sm_mcp_result *r, json_object *obj);
+SM_API void sm_mcp_result_structured(sm_mcp_result *r, json_object *obj);
 
 typedef struct sm_mcp_provider {
   /* The tools, borrowed and stable while the provider lives. */
@@ -101,27 +102,27 @@ typedef struct sm_mcp_session sm_mcp_session;
 
 /* A session over provider (copied; its free runs when the session is
  * freed). Checks every tool's name and schemas. */
-int sm_mcp_session_new(sm_mcp_session **out, const sm_mcp_server_info *info,
+SM_API int sm_mcp_session_new(sm_mcp_session **out, const sm_mcp_server_info *info,
                        const sm_mcp_provider *provider, sm_error *err);
-void sm_mcp_session_free(sm_mcp_session *s);
+SM_API void sm_mcp_session_free(sm_mcp_session *s);
 /* Handles one JSON-RPC message (msg[0..len), not NUL-terminated). *answer
  * gets the answer's JSON text (NUL-terminated, the caller frees it), or
  * NULL when there is none (a notification, a response). Protocol errors are
  * JSON-RPC error answers, not failures: a negative code only when no answer
  * can be made (out of memory). cancel (may be NULL): a flag the transport
  * sets when the message's sender is gone. */
-int sm_mcp_session_handle(sm_mcp_session *s, const char *msg, size_t len, volatile int *cancel,
+SM_API int sm_mcp_session_handle(sm_mcp_session *s, const char *msg, size_t len, volatile int *cancel,
                           char **answer, size_t *answer_len, sm_error *err);
 /* Sets the cancel flag of every call in flight, and of every call that
  * starts later (the transport closed: the session is ending). */
-void sm_mcp_session_cancel_all(sm_mcp_session *s);
+SM_API void sm_mcp_session_cancel_all(sm_mcp_session *s);
 /* The negotiated protocol version, or NULL before `initialize`. */
-const char *sm_mcp_session_protocol(const sm_mcp_session *s);
+SM_API const char *sm_mcp_session_protocol(const sm_mcp_session *s);
 /* 1 when version is one this implementation speaks. */
-int sm_mcp_protocol_supported(const char *version);
+SM_API int sm_mcp_protocol_supported(const char *version);
 /* Whether a message is an `initialize` request (for the HTTP transport,
  * which makes a session for it). */
-int sm_mcp_message_is_initialize(const char *msg, size_t len);
+SM_API int sm_mcp_message_is_initialize(const char *msg, size_t len);
 
 /* ---- stdio ---- */
 /* Serves s over in_fd/out_fd (newline-delimited JSON-RPC) until in_fd
@@ -131,7 +132,7 @@ int sm_mcp_message_is_initialize(const char *msg, size_t len);
  * waited for. A line over the message cap is answered with an error and
  * skipped. stop (may be NULL): a flag a signal handler sets; a read
  * interrupted by the signal then ends the loop as an end of input would. */
-int sm_mcp_serve_stdio(sm_mcp_session *s, int in_fd, int out_fd, volatile int *stop,
+SM_API int sm_mcp_serve_stdio(sm_mcp_session *s, int in_fd, int out_fd, volatile int *stop,
                        sm_error *err);
 
 /* ---- streamable HTTP (the route calls these) ---- */
@@ -153,9 +154,9 @@ typedef struct sm_mcp_http_options {
   size_t n_origins;
 } sm_mcp_http_options;
 
-int sm_mcp_http_new(sm_mcp_http **out, const sm_mcp_http_options *opts, sm_error *err);
+SM_API int sm_mcp_http_new(sm_mcp_http **out, const sm_mcp_http_options *opts, sm_error *err);
 /* Ends every session (cancelling their calls) and frees the table. */
-void sm_mcp_http_free(sm_mcp_http *h);
+SM_API void sm_mcp_http_free(sm_mcp_http *h);
 
 typedef struct sm_mcp_http_request {
   const char *method;           /* "POST", "GET", "DELETE", ... */
@@ -182,13 +183,13 @@ typedef struct sm_mcp_http_answer {
 /* Answers one request to the MCP endpoint. Always fills out (errors are
  * HTTP statuses with a JSON-RPC error body); a negative code only when
  * out of memory. */
-int sm_mcp_http_handle(sm_mcp_http *h, const sm_mcp_http_request *req, sm_mcp_http_answer *out,
+SM_API int sm_mcp_http_handle(sm_mcp_http *h, const sm_mcp_http_request *req, sm_mcp_http_answer *out,
                        sm_error *err);
-void sm_mcp_http_answer_dispose(sm_mcp_http_answer *a);
+SM_API void sm_mcp_http_answer_dispose(sm_mcp_http_answer *a);
 /* Ends sessions idle longer than the timeout (also done on each request). */
-void sm_mcp_http_expire(sm_mcp_http *h);
+SM_API void sm_mcp_http_expire(sm_mcp_http *h);
 /* Sessions alive now. */
-unsigned sm_mcp_http_count(sm_mcp_http *h);
+SM_API unsigned sm_mcp_http_count(sm_mcp_http *h);
 
 /* ---- the sandbox's tools (sandman mcp, /mcp on the runner) ----
  * execute (a shell command), read_file, write_file, edit_file (exact string
@@ -216,7 +217,7 @@ typedef struct sm_mcp_sandbox_options {
 
 /* A provider of the sandbox's tools (out->free frees it, and calls
  * prepare_free). */
-int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *opts,
+SM_API int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *opts,
                             sm_error *err);
 
 #ifdef __cplusplus

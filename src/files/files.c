@@ -283,17 +283,21 @@ static ssize_t chunk_read(void *ud, char *out, size_t len) {
   chunker *k = ud;
   if (k->off == k->len) {
     if (k->done) return 0;
+    /* A failure ends the stream without its "0\n": the helper then drops
+     * the file it was writing (a killed helper could not). */
     ssize_t n = k->read(k->ud, k->buf + HEAD_ROOM, CHUNK);
     if (n < 0) {
       k->call->in_rc = (int)n;
-      sm_error_set(&k->call->in_err, (int)n, "reading the content to write failed (%s)",
+      sm_error_set(&k->call->in_err, (int)n, "reading the content to write failed (%s); nothing was written",
                    sm_error_name((int)n));
-      return n;
+      k->done = 1;
+      return 0;
     }
     if ((size_t)n > CHUNK) {
       k->call->in_rc = SM_EINVAL;
       sm_error_set(&k->call->in_err, SM_EINVAL, "the content reader overran its buffer");
-      return SM_EINVAL;
+      k->done = 1;
+      return 0;
     }
     k->total += n;
     if (k->total > k->max) {
@@ -301,7 +305,8 @@ static ssize_t chunk_read(void *ud, char *out, size_t len) {
       sm_error_set(&k->call->in_err, SM_ETOOBIG,
                    "the content is larger than the limit of %" PRId64 " bytes; nothing was written",
                    k->max);
-      return SM_ETOOBIG;
+      k->done = 1;
+      return 0;
     }
     char head[HEAD_ROOM];
     int h = snprintf(head, sizeof head, "%zx\n", (size_t)n);

@@ -103,8 +103,12 @@ static int up_next(uploader *u) {
   }
 }
 
+/* A failure (recorded in the call) ends the stream without its "end": the
+ * helper then drops the file it was writing instead of being killed
+ * half-way. */
 static ssize_t up_produce(void *ud, char *out, size_t len) {
   uploader *u = ud;
+  if (u->call->in_rc) return 0;
   for (;;) {
     if (u->head_off < u->head_len) {
       size_t n = u->head_len - u->head_off < len ? u->head_len - u->head_off : len;
@@ -115,16 +119,21 @@ static ssize_t up_produce(void *ud, char *out, size_t len) {
     if (u->data_left > 0) {
       size_t want = (int64_t)len < u->data_left ? len : (size_t)u->data_left;
       la_ssize_t n = archive_read_data(u->a, out, want);
-      if (n < 0) return up_fail(u, u->reader_rc ? u->reader_rc : SM_EINVAL,
-                                "reading the upload failed: %s",
-                                archive_error_string(u->a) ? archive_error_string(u->a) : "");
-      if (n == 0) return up_fail(u, SM_EINVAL, "the upload ended inside a file%s", "");
+      if (n < 0) {
+        up_fail(u, u->reader_rc ? u->reader_rc : SM_EINVAL, "reading the upload failed: %s",
+                archive_error_string(u->a) ? archive_error_string(u->a) : "");
+        return 0;
+      }
+      if (n == 0) {
+        up_fail(u, SM_EINVAL, "the upload ended inside a file%s", "");
+        return 0;
+      }
       u->data_left -= n;
       return (ssize_t)n;
     }
     if (u->done) return 0;
     int r = up_next(u);
-    if (r < 0) return r;
+    if (r < 0) return 0;
     if (r == 1) {
       memcpy(u->head, "end\n", 4);
       u->head_off = 0;

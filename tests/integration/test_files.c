@@ -347,6 +347,30 @@ static void test_list_glob_grep_stat_mkdir_delete(void **state) {
   wo.ud = &g;
   assert_int_equal(sm_files_write(runner, &base, "once", &wo, NULL, NULL, &err), SM_ECONFLICT);
   EVP_MD_CTX_free(g.md);
+  /* A write over its cap leaves nothing behind: neither a new file nor a
+   * change to an existing one (the helper renames only a complete file). */
+  assert_int_equal(sm_files_write_all(runner, &base, "kept.txt", "old", 3, -1, NULL, &err), 0);
+  const char *targets[] = {"kept.txt", "never.txt"};
+  for (size_t i = 0; i < 2; i++) {
+    gen big = {.left = 200000, .md = EVP_MD_CTX_new()};
+    EVP_DigestInit_ex(big.md, EVP_sha256(), NULL);
+    sm_files_write_opts co = SM_FILES_WRITE_OPTS_INIT;
+    co.read = gen_read;
+    co.ud = &big;
+    co.max_bytes = 100000;
+    assert_int_equal(sm_files_write(runner, &base, targets[i], &co, NULL, NULL, &err), SM_ETOOBIG);
+    EVP_MD_CTX_free(big.md);
+  }
+  char *kept = NULL;
+  size_t klen = 0;
+  assert_int_equal(sm_files_read_all(runner, &base, "kept.txt", 0, -1, 100, &kept, &klen, NULL, &err), 0);
+  assert_string_equal(kept, "old");
+  free(kept);
+  sm_file_entry none;
+  assert_int_equal(sm_files_stat(runner, &base, "never.txt", &none, NULL, &err), SM_ENOTFOUND);
+  char *left = sh("files", "ls -a /workspace | grep -c sandman-write || true", NULL);
+  assert_string_equal(left, "0\n");
+  free(left);
 }
 
 /* ---- tar ---- */

@@ -1,0 +1,313 @@
+// A typed client for sandman's runner (`sandman worker start`), with Node's
+// standard library only at run time. See docs/clients.md.
+//
+//   import { SandmanClient } from "sandman-client";
+//   const runner = new SandmanClient({ address: "unix:/run/user/1000/sandman/sandman.sock", token });
+//   const r = await runner.execute({ tool: "shell", command: "make test", run_id: "run-1" });
+//   for await (const ev of runner.executeStream({ command: "make", run_id: "run-1" })) ...
+//   await runner.files.write({ run_id: "run-1" }, "src/a.c", "int main;");
+import { createHmac } from "node:crypto";
+import type { Readable } from "node:stream";
+
+import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
+import type {
+  ExecuteRequest,
+  FileEntry,
+  FileList,
+  GrepResult,
+  Health,
+  Lease,
+  LeaseRequest,
+  RunResult,
+  Sandbox,
+  SandboxKey,
+  StreamEvent,
+  TarStats,
+  WriteResult,
+} from "./types.js";
+
+export * from "./types.js";
+export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
+
+export const WORKER_TOKEN_PREFIX = "sandman-worker-token-v1";
+
+/** hex(HMAC-SHA256(control token, "sandman-worker-token-v1" NUL worker_key)), as `sandman token derive`. */
+export function deriveWorkerToken(controlToken: string, workerKey: string): string {
+  return createHmac("sha256", controlToken).update(`${WORKER_TOKEN_PREFIX}\0${workerKey}`).digest("hex");
+}
+
+export interface ClientOptions {
+  /** "unix:PATH", "tcp://HOST:PORT" or "http://HOST:PORT" (default: $SANDMAN_URL, else the runner's default socket). */
+  address?: string;
+  /** The control token or a worker's derived token (default: $SANDMAN_TOKEN). */
+  token?: string;
+  /** How long to wait for an answer's headers (default 10 minutes; 0: forever). */
+  timeoutMs?: number;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+function executeBody(req: ExecuteRequest): Record<string, unknown> {
+  const { stdin, ...rest } = req;
+  const body: Record<string, unknown> = { ...rest };
+  if (stdin !== undefined) body.stdin_b64 = Buffer.from(stdin).toString("base64");
+  return body;
+}
+
+export class SandmanClient {
+  readonly address: string;
+  readonly token: string | undefined;
+  readonly files: Files;
+  private readonly t: Transport;
+
+  constructor(opts: ClientOptions = {}) {
+    this.address = opts.address ?? process.env.SANDMAN_URL ?? defaultAddress();
+    this.token = opts.token ?? process.env.SANDMAN_TOKEN;
+    this.t = new Transport(this.address, this.token, opts.timeoutMs ?? 600_000);
+    this.files = new Files(this.t);
+  }
+
+  /** A client holding a worker's derived token (it serves that worker key only). */
+  static forWorker(controlToken: string, workerKey: string, opts: Omit<ClientOptions, "token"> = {}): SandmanClient {
+    return new SandmanClient({ ...opts, token: deriveWorkerToken(controlToken, workerKey) });
+  }
+
+  health(opts: CallOptions = {}): Promise<Health> {
+    return this.t.json<Health>({ method: "GET", path: "/healthz", ...opts });
+  }
+
+  /** Runs one tool call and waits for its result. A tool that ran and failed is `ok: false`, not an error. */
+  execute(req: ExecuteRequest, opts: CallOptions = {}): Promise<RunResult> {
+    return this.t.json<RunResult>({
+      method: "POST",
+      path: "/v1/execute",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(executeBody(req)),
+      ...opts,
+    });
+  }
+
+  /**
+   * Runs one tool call and yields its output as it arrives, then the result
+   * (NDJSON events). Breaking out of the loop, or aborting `signal`, closes
+   * the connection, and the runner cancels the call.
+   */
+  async *executeStream(req: ExecuteRequest, opts: CallOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
+    const res = await this.t.open({
+      method: "POST",
+      path: "/v1/execute",
+      headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
+      body: JSON.stringify({ ...executeBody(req), stream: true }),
+      timeoutMs: 0,
+      signal: opts.signal,
+    });
+    await this.t.check(res);
+    let rest = "";
+    try {
+      for await (const chunk of res.body) {
+        rest += chunk.toString("utf8");
+        let nl: number;
+        while ((nl = rest.indexOf("\n")) >= 0) {
+          const line = rest.slice(0, nl).trim();
+          rest = rest.slice(nl + 1);
+          if (line) yield JSON.parse(line) as StreamEvent;
+        }
+      }
+      if (rest.trim()) yield JSON.parse(rest) as StreamEvent;
+    } finally {
+      res.body.destroy();
+    }
+  }
+
+  createLease(req: LeaseRequest, opts: CallOptions = {}): Promise<Lease> {
+    return this.t.json<Lease>({
+      method: "POST",
+      path: "/v1/leases",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(req),
+      ...opts,
+    });
+  }
+
+  /** State and output so far of a call sent to the background. */
+  handle(id: string, opts: CallOptions = {}): Promise<RunResult> {
+    return this.t.json<RunResult>({ method: "GET", path: `/v1/handles/${encodeURIComponent(id)}`, ...opts });
+  }
+
+  killHandle(id: string, opts: CallOptions = {}): Promise<RunResult> {
+    return this.t.json<RunResult>({ method: "DELETE", path: `/v1/handles/${encodeURIComponent(id)}`, ...opts });
+  }
+
+  /** The runner's sandboxes (control token only). */
+  sandboxes(opts: CallOptions = {}): Promise<Sandbox[]> {
+    return this.t.json<Sandbox[]>({ method: "GET", path: "/v1/sandboxes", ...opts });
+  }
+
+  reap(body: { older_than_s: number; dry_run?: boolean; force?: boolean }, opts: CallOptions = {}): Promise<Record<string, unknown>> {
+    return this.t.json({
+      method: "POST",
+      path: "/v1/sandboxes/reap",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      ...opts,
+    });
+  }
+
+  metrics(opts: CallOptions = {}): Promise<string> {
+    return this.t.open({ method: "GET", path: "/metrics", ...opts }).then(async (res) => {
+      await this.t.check(res);
+      return (await readAll(res.body)).toString("utf8");
+    });
+  }
+}
+
+export interface ReadOptions extends CallOptions {
+  offset?: number;
+  length?: number;
+}
+
+export interface WriteOptions extends CallOptions {
+  /** Permission bits, e.g. 0o644 (default: kept, or 0644 for a new file). */
+  mode?: number;
+  /** Make missing parent folders (default true). */
+  parents?: boolean;
+  /** Refuse when the file exists. */
+  exclusive?: boolean;
+}
+
+/** The files of a keyed sandbox (per_run or per_worker): routes under /v1/files. */
+export class Files {
+  constructor(private readonly t: Transport) {}
+
+  private path(route: string, key: SandboxKey, extra: Record<string, string | number | boolean | string[] | undefined>): string {
+    return `/v1/files/${route}${query({ ...key, ...extra })}`;
+  }
+
+  /** The whole file (or offset/length of it) in memory. */
+  async read(key: SandboxKey, path: string, opts: ReadOptions = {}): Promise<Buffer> {
+    return readAll(await this.readStream(key, path, opts));
+  }
+
+  async readText(key: SandboxKey, path: string, opts: ReadOptions = {}): Promise<string> {
+    return (await this.read(key, path, opts)).toString("utf8");
+  }
+
+  /** The file as a stream (never held whole in memory). */
+  async readStream(key: SandboxKey, path: string, opts: ReadOptions = {}): Promise<Readable> {
+    const res = await this.t.open({
+      method: "GET",
+      path: this.path("content", key, { path, offset: opts.offset, length: opts.length }),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+    await this.t.check(res);
+    return res.body;
+  }
+
+  /** Writes a whole file: appears whole or not at all. */
+  write(key: SandboxKey, path: string, data: Body, opts: WriteOptions = {}): Promise<WriteResult> {
+    return this.t.json<WriteResult>({
+      method: "PUT",
+      path: this.path("content", key, {
+        path,
+        mode: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, "0"),
+        parents: opts.parents ?? true,
+        exclusive: opts.exclusive || undefined,
+      }),
+      headers: { "Content-Type": "application/octet-stream" },
+      body: data ?? new Uint8Array(0),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  delete(key: SandboxKey, path: string, opts: CallOptions & { recursive?: boolean } = {}): Promise<{ removed: number }> {
+    return this.t.json({
+      method: "DELETE",
+      path: this.path("content", key, { path, recursive: opts.recursive || undefined }),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  mkdir(key: SandboxKey, path: string, opts: CallOptions & { mode?: number; parents?: boolean } = {}): Promise<FileEntry> {
+    return this.t.json({
+      method: "POST",
+      path: this.path("mkdir", key, {
+        path,
+        mode: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, "0"),
+        parents: opts.parents ?? true,
+      }),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  /** A link is described, never followed. */
+  stat(key: SandboxKey, path: string, opts: CallOptions = {}): Promise<FileEntry> {
+    return this.t.json({ method: "GET", path: this.path("stat", key, { path }), ...opts });
+  }
+
+  /** depth 1: the folder's own entries; 0: every level. */
+  list(key: SandboxKey, path = ".", opts: CallOptions & { depth?: number; max?: number } = {}): Promise<FileList> {
+    return this.t.json({
+      method: "GET",
+      path: this.path("list", key, { path, depth: opts.depth, max: opts.max }),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  glob(key: SandboxKey, pattern: string, opts: CallOptions & { path?: string; max?: number } = {}): Promise<FileList> {
+    return this.t.json({
+      method: "GET",
+      path: this.path("glob", key, { pattern, path: opts.path, max: opts.max }),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  grep(
+    key: SandboxKey,
+    pattern: string,
+    opts: CallOptions & { path?: string; include?: string; ignoreCase?: boolean; fixed?: boolean; max?: number } = {},
+  ): Promise<GrepResult> {
+    return this.t.json({
+      method: "GET",
+      path: this.path("grep", key, {
+        pattern,
+        path: opts.path,
+        include: opts.include,
+        ignore_case: opts.ignoreCase || undefined,
+        fixed: opts.fixed || undefined,
+        max: opts.max,
+      }),
+      signal: opts.signal,
+      timeoutMs: opts.timeoutMs,
+    });
+  }
+
+  /** Extracts a tar stream under folder `path`: files and folders only. */
+  uploadTar(key: SandboxKey, path: string, tar: Body, opts: CallOptions = {}): Promise<TarStats> {
+    return this.t.json({
+      method: "PUT",
+      path: this.path("archive", key, { path }),
+      headers: { "Content-Type": "application/x-tar" },
+      body: tar,
+      ...opts,
+    });
+  }
+
+  /** A tar stream of paths (folders with what they hold). */
+  async downloadTar(key: SandboxKey, paths: string[], opts: CallOptions = {}): Promise<Readable> {
+    const res = await this.t.open({ method: "GET", path: this.path("archive", key, { path: paths }), ...opts });
+    await this.t.check(res);
+    return res.body;
+  }
+}
+
+export { readAll };
+export type { Body };

@@ -1,0 +1,141 @@
+// The runner's JSON, as docs/http-api.md describes it.
+
+export type Mode = "none" | "per_tool" | "per_run" | "per_worker";
+export type FailureKind = null | "tool" | "timeout" | "policy" | "sandbox" | "engine";
+
+/** The body of POST /v1/execute. Exactly one of argv and command (or params with a templated tool). */
+export interface ExecuteRequest {
+  tool?: string;
+  argv?: string[];
+  command?: string;
+  params?: Record<string, unknown>;
+  /** Standard input (sent base64). */
+  stdin?: string | Uint8Array;
+  env?: Record<string, string>;
+  agent?: string;
+  user?: string;
+  project?: string;
+  run_id?: string;
+  worker_key?: string;
+  mode?: Mode;
+  timeout_s?: number;
+  background_on_timeout?: boolean;
+  lease_id?: string;
+  workspace?: string;
+  sync?: "none" | "in" | "inout";
+}
+
+/** The `sandman run --json` object. */
+export interface RunResult {
+  ok: boolean;
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  timed_out: boolean;
+  oom_killed: boolean;
+  duration_ms: number;
+  mode: Mode;
+  sandbox_id: string;
+  reused: boolean;
+  files_changed: string[];
+  failure_kind: FailureKind;
+  error: string | null;
+  handle?: string;
+  state?: string;
+  [key: string]: unknown;
+}
+
+/** One event of a streamed execute (NDJSON). */
+export type StreamEvent =
+  | { event: "stdout" | "stderr"; data: string; data_b64?: undefined }
+  | { event: "stdout" | "stderr"; data?: undefined; data_b64: string }
+  | { event: "result"; result: RunResult };
+
+export interface LeaseRequest {
+  tool: string;
+  services: string[];
+  ttl_s?: number;
+  max_uses?: number;
+  worker_key?: string;
+}
+
+export interface Lease {
+  lease_id: string;
+  expires_at: string;
+  max_uses: number;
+  [key: string]: unknown;
+}
+
+export interface Health {
+  status: "ok" | "degraded";
+  version: string;
+  mode: Mode;
+  pool: string | null;
+  engine: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export interface Sandbox {
+  id: string;
+  name: string;
+  mode: Mode;
+  project: string;
+  run_id: string | null;
+  worker_id: string | null;
+  agent: string | null;
+  image: string;
+  status: string;
+  created_at: string;
+  last_used_at: string | null;
+  busy: boolean;
+  [key: string]: unknown;
+}
+
+/** Which keyed sandbox a files call works in (as execute's fields). */
+export interface SandboxKey {
+  run_id?: string;
+  worker_key?: string;
+  mode?: "per_run" | "per_worker";
+  project?: string;
+  agent?: string;
+}
+
+export interface FileEntry {
+  path: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: string;
+  mtime: string;
+  link?: string;
+}
+
+export interface FileList {
+  entries: FileEntry[];
+  truncated: boolean;
+}
+
+export interface GrepMatch {
+  path: string;
+  line: number;
+  text: string;
+}
+
+export interface GrepResult {
+  matches: GrepMatch[];
+  truncated: boolean;
+}
+
+export interface WriteResult {
+  path: string;
+  size: number;
+  sandbox_id?: string;
+  [key: string]: unknown;
+}
+
+export interface TarStats {
+  files: number;
+  bytes: number;
+  [key: string]: unknown;
+}

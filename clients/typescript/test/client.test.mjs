@@ -1,0 +1,61 @@
+// The TypeScript client against a real runner and engine: execute (argv,
+// command, stdin, env), a call sent to the background and its handle,
+// leases, sandboxes, worker tokens (derived like `sandman token derive`).
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { SandmanClient, SandmanError, deriveWorkerToken } from "../dist/index.js";
+import { startRunner } from "./runner.mjs";
+
+let runner;
+before(async () => {
+  runner = await startRunner();
+});
+after(async () => {
+  await runner?.stop();
+});
+
+test("health", async () => {
+  const h = await runner.client.health();
+  assert.equal(h.status, "ok");
+  assert.equal(h.mode, "per_run");
+});
+
+test("execute: argv, command, stdin, env, failures", async () => {
+  const c = runner.client;
+  const r = await c.execute({ tool: "shell", command: "echo $GREETING; cat", stdin: "from stdin\n", env: { GREETING: "hi" }, run_id: "ts-exec" });
+  assert.equal(r.ok, true);
+  assert.equal(r.stdout, "hi\nfrom stdin\n");
+  assert.equal(r.mode, "per_run");
+  const r2 = await c.execute({ argv: ["sh", "-c", "exit 7"], run_id: "ts-exec" });
+  assert.equal(r2.ok, false);
+  assert.equal(r2.exit_code, 7);
+  assert.equal(r2.failure_kind, "tool");
+  assert.equal(r2.reused, true);
+  await assert.rejects(c.execute({ run_id: "ts-exec" }), (e) => e instanceof SandmanError && e.status === 400);
+});
+
+test("a call sent to the background, its handle", async () => {
+  const c = runner.client;
+  const r = await c.execute({ command: "echo started; sleep 30", run_id: "ts-bg", timeout_s: 0.5, background_on_timeout: true });
+  assert.ok(r.handle, JSON.stringify(r));
+  const h = await c.handle(r.handle);
+  assert.match(h.stdout, /started/);
+  await c.killHandle(r.handle);
+});
+
+test("worker tokens", async () => {
+  const w = SandmanClient.forWorker(runner.token, "w1", { address: runner.address });
+  assert.equal(w.token, deriveWorkerToken(runner.token, "w1"));
+  const r = await w.execute({ command: "echo mine", worker_key: "w1", mode: "per_worker" });
+  assert.equal(r.stdout, "mine\n");
+  await assert.rejects(w.sandboxes(), (e) => e instanceof SandmanError && e.status === 401);
+  await assert.rejects(w.execute({ command: "true", worker_key: "w2", mode: "per_worker" }), (e) => e instanceof SandmanError && e.status === 401);
+  const list = await runner.client.sandboxes();
+  assert.ok(list.some((s) => s.worker_id === "w1"));
+  assert.ok(list.some((s) => s.run_id === "ts-exec"));
+});
+
+test("leases need a credentials file", async () => {
+  await assert.rejects(runner.client.createLease({ tool: "shell", services: ["github"] }), (e) => e instanceof SandmanError && e.status >= 400);
+});

@@ -1,0 +1,146 @@
+// `sandman mcp` with the official MCP TypeScript SDK's client over stdio:
+// list the tools (schemas, annotations), run a command, write, edit and read
+// back a file, list/glob/grep, paths that leave the workspace refused, and
+// the session's sandbox removed when the session ends. Needs SANDMAN_BIN and
+// an engine (run through tests/integration/test_mcp_sdk.sh).
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { test } from "node:test";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const bin = process.env.SANDMAN_BIN;
+assert.ok(bin, "SANDMAN_BIN must name the sandman binary");
+
+function sandboxes() {
+  const out = execFileSync(bin, ["sandbox", "list", "--json"], { encoding: "utf8" });
+  return JSON.parse(out);
+}
+
+function text(result) {
+  return result.content.map((c) => c.text ?? "").join("");
+}
+
+test("sandman mcp over stdio with the MCP SDK client", async () => {
+  const before = sandboxes().length;
+  const transport = new StdioClientTransport({
+    command: bin,
+    args: ["mcp"],
+    env: { ...process.env },
+    stderr: "inherit",
+  });
+  const client = new Client({ name: "sandman-test", version: "1.0.0" });
+  await client.connect(transport);
+  try {
+    assert.equal(client.getServerVersion().name, "sandman");
+
+    const { tools } = await client.listTools();
+    const names = tools.map((t) => t.name).sort();
+    assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "write_file"]);
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    assert.equal(byName.read_file.annotations.readOnlyHint, true);
+    assert.equal(byName.read_file.annotations.destructiveHint, false);
+    assert.equal(byName.execute.annotations.destructiveHint, true);
+    assert.equal(byName.execute.annotations.openWorldHint, false);
+    assert.deepEqual(byName.edit_file.inputSchema.required, ["path", "old_string", "new_string"]);
+
+    const run = await client.callTool({ name: "execute", arguments: { command: "echo hello from $(id -un); pwd" } });
+    assert.equal(run.isError, false);
+    assert.match(text(run), /hello from sandbox\n\/workspace\n/);
+    assert.equal(run.structuredContent.exit_code, 0);
+    const fails = await client.callTool({ name: "execute", arguments: { command: "echo oops >&2; exit 3" } });
+    assert.equal(fails.isError, true);
+    assert.equal(fails.structuredContent.exit_code, 3);
+    assert.equal(fails.structuredContent.stderr, "oops\n");
+
+    const w = await client.callTool({
+      name: "write_file",
+      arguments: { path: "notes/todo.md", content: "# Todo\n- write tests\n- ship it\n" },
+    });
+    assert.equal(w.isError, false, text(w));
+    const e = await client.callTool({
+      name: "edit_file",
+      arguments: { path: "/workspace/notes/todo.md", old_string: "- write tests", new_string: "- write more tests" },
+    });
+    assert.equal(e.isError, false, text(e));
+    const twice = await client.callTool({ name: "edit_file", arguments: { path: "notes/todo.md", old_string: "-", new_string: "*" } });
+    assert.equal(twice.isError, true);
+    assert.match(text(twice), /occurs 2 times/);
+    const r = await client.callTool({ name: "read_file", arguments: { path: "notes/todo.md" } });
+    assert.equal(text(r), "# Todo\n- write more tests\n- ship it\n");
+    const part = await client.callTool({ name: "read_file", arguments: { path: "notes/todo.md", offset: 1, limit: 1 } });
+    assert.equal(text(part), "- write more tests\n");
+    // The command sees what the file tools wrote, and the other way round.
+    const cat = await client.callTool({ name: "execute", arguments: { command: "cat notes/todo.md | wc -l; echo made > made.txt" } });
+    assert.match(text(cat), /^3\n/);
+    assert.equal(text(await client.callTool({ name: "read_file", arguments: { path: "made.txt" } })), "made\n");
+
+    const ls = await client.callTool({ name: "ls", arguments: {} });
+    assert.match(text(ls), /notes\//);
+    assert.ok(ls.structuredContent.entries.some((x) => x.path === "made.txt" && x.type === "file"));
+    const g = await client.callTool({ name: "glob", arguments: { pattern: "**/*.md" } });
+    assert.deepEqual(g.structuredContent.entries.map((x) => x.path), ["notes/todo.md"]);
+    const grep = await client.callTool({ name: "grep", arguments: { pattern: "ship", include: "**/*.md" } });
+    assert.deepEqual(grep.structuredContent.matches, [{ path: "notes/todo.md", line: 3, text: "- ship it" }]);
+
+    for (const path of ["../etc/passwd", "/etc/passwd"]) {
+      const bad = await client.callTool({ name: "read_file", arguments: { path } });
+      assert.equal(bad.isError, true, path);
+      assert.match(text(bad), /workspace|outside/);
+    }
+    await client.callTool({ name: "execute", arguments: { command: "ln -s /etc/passwd pw; head -c 100 /dev/urandom > bin.dat" } });
+    const link = await client.callTool({ name: "read_file", arguments: { path: "pw" } });
+    assert.equal(link.isError, true);
+    assert.match(text(link), /symbolic link/);
+    const bin2 = await client.callTool({ name: "read_file", arguments: { path: "bin.dat" } });
+    assert.equal(bin2.isError, true);
+    assert.match(text(bin2), /binary/);
+    const unknownArg = await client.callTool({ name: "ls", arguments: { path: ".", recursive: true } });
+    assert.equal(unknownArg.isError, true);
+
+    // One sandbox for the session.
+    assert.equal(sandboxes().length, before + 1);
+  } finally {
+    await client.close();
+  }
+  // The session's own sandbox goes with it.
+  for (let i = 0; i < 50 && sandboxes().length !== before; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(sandboxes().length, before);
+});
+
+test("sandman mcp applies the configuration's tool policy and refuses modes without a lasting sandbox", async () => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = mkdtempSync(join(tmpdir(), "sandman-mcp-"));
+  const cfg = join(dir, "sandman.yaml");
+  writeFileSync(cfg, "agents:\n  reviewer:\n    tools:\n      deny: [write_file, edit_file]\n");
+  const transport = new StdioClientTransport({
+    command: bin,
+    args: ["--config", cfg, "mcp", "--agent", "reviewer"],
+    env: { ...process.env },
+    stderr: "inherit",
+  });
+  const client = new Client({ name: "sandman-test", version: "1.0.0" });
+  await client.connect(transport);
+  try {
+    const w = await client.callTool({ name: "write_file", arguments: { path: "x", content: "y" } });
+    assert.equal(w.isError, true);
+    assert.match(text(w), /refused by the configuration/);
+    const run = await client.callTool({ name: "execute", arguments: { command: "ls -A /workspace | wc -l" } });
+    assert.equal(text(run).split("\n")[0], "0");
+  } finally {
+    await client.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  for (const mode of ["per_tool", "none"]) {
+    let code = 0;
+    try {
+      execFileSync(bin, ["mcp", "--mode", mode], { input: "", stdio: ["pipe", "pipe", "pipe"] });
+    } catch (e) {
+      code = e.status;
+    }
+    assert.equal(code, 2, `--mode ${mode}`);
+  }
+});

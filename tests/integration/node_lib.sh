@@ -1,0 +1,23 @@
+# Shared by the integration tests that run Node (sourced after lib.sh): the
+# TypeScript client's folder, built, with its npm packages from the lockfile
+# (scripts/setup.sh installs them). Outside CI a missing Node or package set
+# skips (exit 77); in CI it fails.
+TS_DIR=$SRC_DIR/clients/typescript
+
+require_node() {
+  local why=""
+  command -v node >/dev/null || why="node is not installed"
+  [ -z "$why" ] && [ ! -d "$TS_DIR/node_modules/@modelcontextprotocol/sdk" ] && why="$TS_DIR/node_modules is missing (scripts/setup.sh installs it)"
+  [ -z "$why" ] && [ ! -f "$TS_DIR/dist/index.js" ] && why="the TypeScript client is not built (scripts/setup.sh builds it)"
+  [ -z "$why" ] && return 0
+  if [ "${CI:-}" = "true" ]; then echo "FAIL: CI=true and $why" >&2; exit 1; fi
+  echo "SKIP: $why"
+  exit 77
+}
+
+# Runs node's test runner on the named files of clients/typescript/test.
+node_tests() {
+  local files=()
+  for f in "$@"; do files+=("$TS_DIR/test/$f"); done
+  (cd "$TS_DIR" && node --test --test-reporter=spec "${files[@]}")
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `sandman mcp` with the official MCP TypeScript SDK's client over stdio
+# (clients/typescript/test/mcp-stdio.test.mjs), and the MCP Inspector's
+# command-line mode listing the tools.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_lib.sh"
+require_engine
+require_node
+trap cleanup_instance EXIT
+export SANDMAN_BIN=$SANDMAN
+
+if node_tests mcp-stdio.test.mjs; then it_pass "MCP SDK client over stdio"; else it_fail "MCP SDK client over stdio"; fi
+
+# The Inspector starts its server with a clean environment: pass the test's
+# instance and state folder (and engine) so that its sandbox is this test's.
+env_args=(-e "SANDMAN_INSTANCE=$SANDMAN_INSTANCE" -e "SANDMAN_STATE_DIR=$SANDMAN_STATE_DIR")
+for v in DOCKER_HOST DOCKER_TLS_VERIFY DOCKER_CERT_PATH; do
+  [ -n "${!v:-}" ] && env_args+=(-e "$v=${!v}")
+done
+out=$(cd "$TS_DIR" && node_modules/.bin/mcp-inspector --cli "${env_args[@]}" "$SANDMAN" mcp \
+  --method tools/list 2>/dev/null) || true
+tools=$(python3 -c 'import json,sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin)["tools"])))' <<<"$out" 2>/dev/null || true)
+expect_eq "MCP Inspector --cli lists the tools" "edit_file execute glob grep ls read_file write_file" "$tools"
+left=$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | wc -l)
+expect_eq "no sandbox left after the sessions" 0 "$left"
+it_done

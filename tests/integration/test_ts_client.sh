@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The TypeScript client (clients/typescript) against a runner of its own and
+# the real engine: clients/typescript/test/client.test.mjs.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_lib.sh"
+require_engine
+require_node
+trap cleanup_instance EXIT
+export SANDMAN_BIN=$SANDMAN
+if node_tests client.test.mjs; then it_pass "TypeScript client"; else it_fail "TypeScript client"; fi
+it_done
