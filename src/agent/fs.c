@@ -707,55 +707,63 @@ static int start_walk(int root, const char *path, int *fd, char *rel, const char
   return 0;
 }
 
-static int op_stat(int root, char **argv) {
+/* What a stat, list, grep or get starts from: the path resolved (r.dir is
+ * its parent, or the root for "."), its canonical form, its lstat, and when
+ * it is a folder a descriptor of it (fd, else -1). target_close ends it. */
+typedef struct target {
   resolved r;
-  int e = resolve(root, argv[0], 0, &r);
-  if (e) return fail(e, argv[0], NULL);
-  char rel[SM_FS_PATH_MAX + 1];
-  canonical(&r, rel, sizeof rel);
+  const char *name;              /* the last name, "." for the root */
+  char rel[SM_FS_PATH_MAX + 1];  /* "" for the root */
   struct stat st;
-  if (fstatat(r.dir, r.leaf ? r.leaf : ".", &st, AT_SYMLINK_NOFOLLOW) != 0) e = errno;
-  if (e == 0) {
-    outf("ok\n");
-    send_record(r.dir, r.leaf ? r.leaf : ".", rel[0] ? rel : ".", &st);
-    outf("end 1 0\n");
-  }
-  close(r.dir);
-  return e ? fail(e, argv[0], NULL) : 0;
+  int fd;
+} target;
+
+static int open_target(int root, const char *path, target *t) {
+  t->fd = -1;
+  int e = resolve(root, path, 0, &t->r);
+  if (e) return e;
+  canonical(&t->r, t->rel, sizeof t->rel);
+  t->name = t->r.leaf ? t->r.leaf : ".";
+  if (fstatat(t->r.dir, t->name, &t->st, AT_SYMLINK_NOFOLLOW) != 0) e = errno;
+  else if (S_ISDIR(t->st.st_mode) && (t->fd = open_dir_at(t->r.dir, t->name)) < 0)
+    e = classify(t->r.dir, t->name, errno);
+  if (e) close(t->r.dir);
+  return e;
+}
+
+static void target_close(target *t) {
+  if (t->fd >= 0) close(t->fd);
+  close(t->r.dir);
+}
+
+static int op_stat(int root, char **argv) {
+  target t;
+  int e = open_target(root, argv[0], &t);
+  if (e) return fail(e, argv[0], NULL);
+  outf("ok\n");
+  send_record(t.r.dir, t.name, t.rel[0] ? t.rel : ".", &t.st);
+  outf("end 1 0\n");
+  target_close(&t);
+  return 0;
 }
 
 static int op_list(int root, char **argv) {
   long long depth, max;
   if (parse_num(argv[1], 0, &depth) || parse_num(argv[2], 1, &max) || depth > SM_FS_DEPTH_MAX)
     return fail(EINVAL, argv[0], "bad depth or maximum");
-  resolved r;
-  int e = resolve(root, argv[0], 0, &r);
+  target t;
+  int e = open_target(root, argv[0], &t);
   if (e) return fail(e, argv[0], NULL);
-  char rel[SM_FS_PATH_MAX + 1];
-  canonical(&r, rel, sizeof rel);
   listing l = {.max = max};
-  int fd = -1;
-  if (r.leaf == NULL) {
-    fd = r.dir;
-  } else {
-    struct stat st;
-    if (fstatat(r.dir, r.leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) e = errno;
-    else if (!S_ISDIR(st.st_mode)) {
-      /* A file (or link) lists as itself. */
-      outf("ok\n");
-      send_record(r.dir, r.leaf, rel, &st);
-      outf("end 1 0\n");
-      close(r.dir);
-      return 0;
-    } else if ((fd = open_dir_at(r.dir, r.leaf)) < 0) {
-      e = classify(r.dir, r.leaf, errno);
-    }
-    close(r.dir);
-  }
-  if (e) return fail(e, argv[0], NULL);
   outf("ok\n");
-  e = walk_tree(fd, rel, 1, (int)depth, NULL, visit_list, &l);
-  close(fd);
+  if (t.fd < 0) {
+    /* A file (or link) lists as itself. */
+    send_record(t.r.dir, t.name, t.rel, &t.st);
+    l.count = 1;
+  } else {
+    e = walk_tree(t.fd, t.rel, 1, (int)depth, NULL, visit_list, &l);
+  }
+  target_close(&t);
   if (e > 0) return fail(e, argv[0], NULL);
   outf("end %lld %d\n", l.count, l.truncated);
   return 0;
@@ -912,38 +920,23 @@ static int op_grep(int root, char **argv) {
     g.include = &inc;
   }
   g.line = malloc(GREP_LINE_MAX + 1);
-  if (g.line == NULL) return fail(ENOMEM, argv[0], NULL);
-  resolved r;
-  int e = resolve(root, argv[0], 0, &r);
-  char rel[SM_FS_PATH_MAX + 1];
-  int fd = -1;
+  target t;
+  int e = g.line ? open_target(root, argv[0], &t) : ENOMEM;
   if (e == 0) {
-    canonical(&r, rel, sizeof rel);
-    g.start_len = strlen(rel);
-    struct stat st;
-    if (r.leaf == NULL) {
-      fd = r.dir;
-    } else {
-      if (fstatat(r.dir, r.leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) e = errno;
-      else if (S_ISREG(st.st_mode)) {
-        outf("ok\n");
-        grep_file(&g, r.dir, r.leaf, rel);
-        outf("end %lld %d\n", g.count, g.truncated);
-        close(r.dir);
-        free(g.line);
-        if (!g.fixed) regfree(&g.re);
-        return 0;
-      } else if (!S_ISDIR(st.st_mode)) e = S_ISLNK(st.st_mode) ? ELOOP : EINVAL;
-      else if ((fd = open_dir_at(r.dir, r.leaf)) < 0) e = classify(r.dir, r.leaf, errno);
-      close(r.dir);
+    g.start_len = strlen(t.rel);
+    if (S_ISLNK(t.st.st_mode)) e = ELOOP;
+    else if (t.fd < 0 && !S_ISREG(t.st.st_mode)) e = EINVAL;
+    if (e == 0) {
+      outf("ok\n");
+      if (t.fd < 0) {
+        grep_file(&g, t.r.dir, t.name, t.rel);
+      } else {
+        long visits = 0;
+        e = walk_tree(t.fd, t.rel, 1, 0, &visits, visit_grep, &g);
+        if (e == WALK_STOP) g.truncated = 1;
+      }
     }
-  }
-  if (e == 0) {
-    long visits = 0;
-    outf("ok\n");
-    e = walk_tree(fd, rel, 1, 0, &visits, visit_grep, &g);
-    close(fd);
-    if (e == WALK_STOP) g.truncated = 1;
+    target_close(&t);
   }
   free(g.line);
   if (!g.fixed) regfree(&g.re);
@@ -1003,30 +996,19 @@ static int op_get(int root, int argc, char **argv) {
   listing l = {.max_bytes = max_bytes};
   outf("ok\n");
   for (int i = 1; i < argc; i++) {
-    resolved r;
-    int e = resolve(root, argv[i], 0, &r);
+    target t;
+    int e = open_target(root, argv[i], &t);
     if (e) return fail(e, argv[i], NULL);
-    char rel[SM_FS_PATH_MAX + 1];
-    canonical(&r, rel, sizeof rel);
-    int fd = -1;
-    if (r.leaf == NULL) {
-      fd = r.dir;
+    if (t.r.leaf == NULL) {
+      /* The workspace itself: what it holds, not a record of its own. */
+    } else if (t.fd >= 0) {
+      send_record(t.r.dir, t.name, t.rel, &t.st);
+      l.count++;
     } else {
-      struct stat st;
-      if (fstatat(r.dir, r.leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) e = errno;
-      else if (S_ISDIR(st.st_mode)) {
-        send_record(r.dir, r.leaf, rel, &st);
-        l.count++;
-        if ((fd = open_dir_at(r.dir, r.leaf)) < 0) e = classify(r.dir, r.leaf, errno);
-      } else {
-        e = visit_get(&l, r.dir, r.leaf, rel, &st, 0);
-      }
-      close(r.dir);
+      e = visit_get(&l, t.r.dir, t.name, t.rel, &t.st, 0);
     }
-    if (e == 0 && fd >= 0) {
-      e = walk_tree(fd, rel, 1, 0, NULL, visit_get, &l);
-      close(fd);
-    }
+    if (e == 0 && t.fd >= 0) e = walk_tree(t.fd, t.rel, 1, 0, NULL, visit_get, &l);
+    target_close(&t);
     if (e > 0) return fail(e, argv[i], e == EFBIG ? "more than the download limit" : NULL);
   }
   outf("end %lld 0\n", l.count);

@@ -13,20 +13,11 @@ import { BaseSandbox, type ExecuteResponse, type FileDownloadResponse, type File
 
 import { SandmanClient } from "../index.js";
 import type { SandboxKey } from "../types.js";
-import { fileErrorCode, workspacePath } from "./paths.js";
+import { fileErrorCode, workspacePath, type SandboxChoice } from "./common.js";
 
-export interface SandmanSandboxOptions {
+/** Exactly one of runId and workerKey. */
+export interface SandmanSandboxOptions extends SandboxChoice {
   client: SandmanClient;
-  /** The per_run sandbox's run id (one of runId and workerKey). */
-  runId?: string;
-  /** The per_worker sandbox's worker key. */
-  workerKey?: string;
-  project?: string;
-  agent?: string;
-  /** The tool name execute calls carry (the configuration's tool policy): default "shell". */
-  tool?: string;
-  /** Timeout of one command, seconds (default: the runner's). */
-  timeoutS?: number;
 }
 
 export class SandmanSandbox extends BaseSandbox {

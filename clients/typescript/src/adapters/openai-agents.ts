@@ -33,19 +33,10 @@ import {
 import { SandmanClient } from "../index.js";
 import { SandmanError } from "../transport.js";
 import type { SandboxKey } from "../types.js";
-import { WORKSPACE, workspacePath } from "./paths.js";
+import { WORKSPACE, workspacePath, type SandboxChoice } from "./common.js";
 
-export interface SandmanSandboxClientOptions {
-  /** Use (and keep) the sandbox of this run; default: a new run per session. */
-  runId?: string;
-  /** Use the per_worker sandbox of this worker instead. */
-  workerKey?: string;
-  project?: string;
-  agent?: string;
-  /** The tool name commands carry (the configuration's tool policy): default "shell". */
-  tool?: string;
-  /** Timeout of one command, seconds (default: the runner's). */
-  timeoutS?: number;
+/** Without runId or workerKey, each session gets a run of its own. */
+export interface SandmanSandboxClientOptions extends SandboxChoice {
   [key: string]: unknown;
 }
 

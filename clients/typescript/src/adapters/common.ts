@@ -1,6 +1,7 @@
-// Paths the frameworks hand over, as the files API takes them: relative to
-// /workspace, or absolute under it. Anything else is refused here, before a
-// request, with the framework's own error ("invalid_path").
+// What both adapters share: how a sandbox is chosen, and paths the
+// frameworks hand over as the files API takes them (relative to /workspace,
+// or absolute under it; anything else is refused here, before a request,
+// with the framework's own error).
 import { SandmanError } from "../transport.js";
 
 export const WORKSPACE = "/workspace";
@@ -24,4 +25,18 @@ export function fileErrorCode(e: unknown): FileErrorCode {
   if (e.status === 403 && /link|leaves the workspace|outside/i.test(message)) return "invalid_path";
   if (e.status === 403 || e.status === 401) return "permission_denied";
   return "invalid_path";
+}
+
+/** Which sandman sandbox an adapter works in, and how its commands are sent. */
+export interface SandboxChoice {
+  /** The per_run sandbox's run id. */
+  runId?: string;
+  /** The per_worker sandbox's worker key (instead of a run). */
+  workerKey?: string;
+  project?: string;
+  agent?: string;
+  /** The tool name commands carry (the configuration's tool policy): default "shell". */
+  tool?: string;
+  /** Timeout of one command, seconds (default: the runner's). */
+  timeoutS?: number;
 }
