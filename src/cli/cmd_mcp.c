@@ -26,7 +26,7 @@ typedef struct mcp_ctx {
   int own_run;            /* run_id was made here: the sandbox goes with the session */
   sm_sync_mode sync;
   sm_sandbox_settings settings; /* resolved once: every tool shares one sandbox */
-  char scope_key[SM_NAME_MAX];
+  sm_scope scope;          /* the configuration's scope (SM_SCOPE_NONE: the run or worker key) */
 } mcp_ctx;
 
 /* The table checked every value's form; what is left are the rules that
@@ -82,7 +82,7 @@ static int prepare(void *ud, const char *tool, sm_run_request *req, sm_error *er
   req->tool = tool;
   req->run_id = c->run_id[0] ? c->run_id : NULL;
   req->worker_id = c->worker_id;
-  req->scope_key = c->scope_key[0] ? c->scope_key : NULL;
+  req->scope = c->scope;
   req->workspace = c->workspace;
   req->sync = c->sync;
   return 0;
@@ -169,7 +169,7 @@ int cmd_mcp(const cli_call *call) {
   }
   c.settings = res.settings;
   c.settings.mode = mode;
-  snprintf(c.scope_key, sizeof c.scope_key, "%s", res.scope_key);
+  c.scope = res.scope_kind;
   c.project = c.project ? c.project : sm_config_project_id(c.cfg);
   c.project_env = res.project_environment[0] ? res.project_environment
                                              : sm_config_project_environment(c.cfg);
@@ -186,7 +186,7 @@ int cmd_mcp(const cli_call *call) {
     }
     int n = snprintf(c.run_id, sizeof c.run_id, "mcp-");
     for (size_t i = 0; i < sizeof rnd; i++) n += snprintf(c.run_id + n, sizeof c.run_id - (size_t)n, "%02x", rnd[i]);
-    c.own_run = !keep && c.scope_key[0] == '\0';
+    c.own_run = !keep && c.scope == SM_SCOPE_NONE;
   } else if (run_id) {
     snprintf(c.run_id, sizeof c.run_id, "%s", run_id);
   }

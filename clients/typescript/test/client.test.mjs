@@ -39,7 +39,12 @@ test("a call sent to the background, its handle", async () => {
   const c = runner.client;
   const r = await c.execute({ command: "echo started; sleep 30", run_id: "ts-bg", timeout_s: 0.5, background_on_timeout: true });
   assert.ok(r.handle, JSON.stringify(r));
-  const h = await c.handle(r.handle);
+  // Its output so far: wait for the first line (the machine may be slow).
+  let h = await c.handle(r.handle);
+  for (let i = 0; i < 300 && !/started/.test(h.stdout); i++) {
+    await new Promise((res) => setTimeout(res, 100));
+    h = await c.handle(r.handle);
+  }
   assert.match(h.stdout, /started/);
   await c.killHandle(r.handle);
 });
