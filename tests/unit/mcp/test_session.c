@@ -513,9 +513,11 @@ static void test_http(void **state) {
   r = (sm_mcp_http_request){"DELETE", NULL, NULL, sid, NULL, NULL, NULL, 0, "worker:k2", NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 404);
+  sm_mcp_http_answer_dispose(&a);
   r.owner = "control";
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 204);
+  sm_mcp_http_answer_dispose(&a);
   assert_int_equal(sm_mcp_http_count(h), 1);
   a = post(h, "control", sid, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}", NULL);
   assert_int_equal(a.status, 404);
