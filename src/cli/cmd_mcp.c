@@ -131,48 +131,41 @@ static void remove_own_sandbox(sm_runner *runner, const mcp_ctx *c) {
     sm_ops_report_dispose(&rep);
 }
 
-int cmd_mcp(const cli_call *call) {
-  const cli_globals *g = call->g;
-  mcp_ctx c;
-  memset(&c, 0, sizeof c);
-  c.sync = SM_SYNC_DEFAULT;
-  int keep = 0;
-  const char *run_id = NULL;
-  int rc = parse_args(call, &c, &keep, &run_id);
-  if (rc) return rc;
-
+/* The session's sandbox from the configuration: its mode (flag > agent >
+ * defaults, else per_run: the project environment's default mode is for
+ * one-shot calls), settings, scope and run. On failure prints why, frees
+ * the configuration and returns the exit code. */
+static int resolve_session(const cli_call *call, mcp_ctx *c, const char *run_id, int keep) {
   sm_error err = SM_ERROR_INIT;
   sm_resolved res;
-  rc = cli_load_resolve(g, c.agent, "shell", NULL, &c.flags, &c.cfg, &res);
+  int rc = cli_load_resolve(call->g, c->agent, "shell", NULL, &c->flags, &c->cfg, &res);
   if (rc) return rc;
-  /* The mode: flag > agent > defaults, else per_run (the project
-   * environment's default mode is for one-shot calls). */
   if (!source_is_configured(&res, "mode")) {
-    c.flags.mode = "per_run";
-    if (sm_config_resolve(c.cfg, c.agent, "shell", NULL, &c.flags, &res, &err) != 0) {
-      sm_config_free(c.cfg);
-      return cli_fail(&err);
-    }
+    c->flags.mode = "per_run";
+    if (sm_config_resolve(c->cfg, c->agent, "shell", NULL, &c->flags, &res, &err) != 0)
+      rc = cli_fail(&err);
   }
   sm_mode mode = res.sandboxed ? res.settings.mode : SM_MODE_NONE;
-  if (mode != SM_MODE_PER_RUN && mode != SM_MODE_PER_WORKER) {
+  if (rc == 0 && mode != SM_MODE_PER_RUN && mode != SM_MODE_PER_WORKER) {
     cli_error("sandman mcp needs a per_run or per_worker sandbox (its file tools work on a "
               "sandbox that outlives one call); the configuration gives mode %s: pass --mode "
               "per_run",
               sm_mode_name(mode));
-    sm_config_free(c.cfg);
-    return CLI_EXIT_USAGE;
+    rc = CLI_EXIT_USAGE;
   }
-  if (mode == SM_MODE_PER_WORKER && c.worker_id == NULL) {
-    sm_config_free(c.cfg);
-    return cli_usage_error(call->cmd, 0, "--mode per_worker: needs --worker-id");
+  if (rc == 0 && mode == SM_MODE_PER_WORKER && c->worker_id == NULL)
+    rc = cli_usage_error(call->cmd, 0, "--mode per_worker: needs --worker-id");
+  if (rc) {
+    sm_config_free(c->cfg);
+    c->cfg = NULL;
+    return rc;
   }
-  c.settings = res.settings;
-  c.settings.mode = mode;
-  c.scope = res.scope_kind;
-  c.project = c.project ? c.project : sm_config_project_id(c.cfg);
-  c.project_env = res.project_environment[0] ? res.project_environment
-                                             : sm_config_project_environment(c.cfg);
+  c->settings = res.settings;
+  c->settings.mode = mode;
+  c->scope = res.scope_kind;
+  c->project = c->project ? c->project : sm_config_project_id(c->cfg);
+  c->project_env = res.project_environment[0] ? res.project_environment
+                                              : sm_config_project_environment(c->cfg);
   if (mode == SM_MODE_PER_RUN && run_id == NULL) {
     /* A run of its own: random, so that two sessions never share one. */
     unsigned char rnd[8];
@@ -180,38 +173,28 @@ int cmd_mcp(const cli_call *call) {
     size_t got = f ? fread(rnd, 1, sizeof rnd, f) : 0;
     if (f) fclose(f);
     if (got != sizeof rnd) {
-      sm_config_free(c.cfg);
+      sm_config_free(c->cfg);
+      c->cfg = NULL;
       cli_error("no randomness for the session's run id");
       return CLI_EXIT_FAILURE;
     }
-    int n = snprintf(c.run_id, sizeof c.run_id, "mcp-");
-    for (size_t i = 0; i < sizeof rnd; i++) n += snprintf(c.run_id + n, sizeof c.run_id - (size_t)n, "%02x", rnd[i]);
-    c.own_run = !keep && c.scope == SM_SCOPE_NONE;
+    int n = snprintf(c->run_id, sizeof c->run_id, "mcp-");
+    for (size_t i = 0; i < sizeof rnd; i++)
+      n += snprintf(c->run_id + n, sizeof c->run_id - (size_t)n, "%02x", rnd[i]);
+    c->own_run = !keep && c->scope == SM_SCOPE_NONE;
   } else if (run_id) {
-    snprintf(c.run_id, sizeof c.run_id, "%s", run_id);
+    snprintf(c->run_id, sizeof c->run_id, "%s", run_id);
   }
+  return 0;
+}
 
-  sm_runner *runner = NULL;
-  rc = cli_runner_new(g, c.cfg, &runner);
-  if (rc) return rc;
-  /* A session is a long-running process: from a sandbox's second call on,
-   * calls go over the in-sandbox agent (a few ms each). */
-  sm_runner_set_background_removal(runner, 1);
-  /* Fail closed: an unhealthy engine or a missing runtime or image is an
-   * error here, never a step down to a weaker mode. */
-  sm_fallback_decision fb;
-  if (sm_fallback_decide(runner, mode, "production", c.settings.runtime, c.settings.image, &fb,
-                         &err) != 0) {
-    sm_runner_free(runner);
-    sm_config_free(c.cfg);
-    return cli_fail(&err);
-  }
-
+/* Serves the session on stdio until stdin ends or a signal. */
+static int serve(sm_runner *runner, mcp_ctx *c, sm_error *err) {
   sm_mcp_sandbox_options so = {
       .runner = runner,
       .prepare = prepare,
-      .prepare_ud = &c,
-      .network = strcmp(c.settings.network, "none") != 0,
+      .prepare_ud = c,
+      .network = strcmp(c->settings.network, "none") != 0,
   };
   sm_mcp_provider provider;
   sm_mcp_session *session = NULL;
@@ -222,21 +205,48 @@ int cmd_mcp(const cli_call *call) {
       .instructions = "Every tool runs in one sandbox (a container) that keeps its files between "
                       "calls: paths are relative to /workspace.",
   };
-  rc = sm_mcp_sandbox_provider(&provider, &so, &err);
-  if (rc == 0 && sm_mcp_session_new(&session, &info, &provider, &err) != 0) {
+  int rc = sm_mcp_sandbox_provider(&provider, &so, err);
+  if (rc == 0 && sm_mcp_session_new(&session, &info, &provider, err) != 0) {
     provider.free(provider.ud);
-    rc = err.code;
+    rc = err->code;
   }
   if (rc == 0) {
     catch_signals();
-    sm_log(SM_LOG_INFO, "sandman mcp: serving on stdio, sandbox %s %s", sm_mode_name(mode),
-           mode == SM_MODE_PER_RUN ? c.run_id : c.worker_id);
-    rc = sm_mcp_serve_stdio(session, STDIN_FILENO, STDOUT_FILENO, &stop, &err);
+    sm_log(SM_LOG_INFO, "sandman mcp: serving on stdio, sandbox %s %s",
+           sm_mode_name(c->settings.mode),
+           c->settings.mode == SM_MODE_PER_RUN ? c->run_id : c->worker_id);
+    rc = sm_mcp_serve_stdio(session, STDIN_FILENO, STDOUT_FILENO, &stop, err);
   }
   sm_mcp_session_free(session);
-  if (c.own_run) remove_own_sandbox(runner, &c);
+  return rc;
+}
+
+int cmd_mcp(const cli_call *call) {
+  mcp_ctx c;
+  memset(&c, 0, sizeof c);
+  c.sync = SM_SYNC_DEFAULT;
+  int keep = 0;
+  const char *run_id = NULL;
+  int rc = parse_args(call, &c, &keep, &run_id);
+  if (rc == 0) rc = resolve_session(call, &c, run_id, keep);
+  if (rc) return rc;
+  sm_runner *runner = NULL;
+  rc = cli_runner_new(call->g, c.cfg, &runner);
+  if (rc) return rc;
+  /* A session is a long-running process: from a sandbox's second call on,
+   * calls go over the in-sandbox agent (a few ms each). */
+  sm_runner_set_background_removal(runner, 1);
+  /* Fail closed: an unhealthy engine or a missing runtime or image is an
+   * error here, never a step down to a weaker mode. */
+  sm_error err = SM_ERROR_INIT;
+  sm_fallback_decision fb;
+  rc = sm_fallback_decide(runner, c.settings.mode, 0, "production", c.settings.runtime,
+                          c.settings.image, &fb, &err);
+  if (rc == 0) {
+    rc = serve(runner, &c, &err);
+    if (c.own_run) remove_own_sandbox(runner, &c);
+  }
   sm_runner_free(runner);
   sm_config_free(c.cfg);
-  if (rc) return cli_fail(&err);
-  return CLI_EXIT_OK;
+  return rc ? cli_fail(&err) : CLI_EXIT_OK;
 }
