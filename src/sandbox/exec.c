@@ -183,13 +183,37 @@ static const char *find_token(const sm_strv *env) {
   return NULL;
 }
 
+/* gVisor quotes the whole command it could not start, sandman's wrapper
+ * script included, which says nothing to the reader: the quoted command
+ * becomes "/bin/sh -c ...". */
+static void elide_wrapper(char *text) {
+  char *q = strstr(text, "\"/bin/sh -c ");
+  if (q == NULL) return;
+  char *from = q + 12;
+  char *end = from;
+  while (*end && !(end[0] == '"' && end[-1] != '\\')) end++;
+  if (*end == '\0') return;
+  static const char dots[] = "...";
+  memmove(from + sizeof dots - 1, end, strlen(end) + 1);
+  memcpy(from, dots, sizeof dots - 1);
+}
+
+/* The runtime's words say /bin/sh itself is missing (runc: exec: "/bin/sh":
+ * stat /bin/sh: no such file or directory), not merely that they quote it. */
+static int names_missing_shell(const char *text) {
+  const char *p = strstr(text, "/bin/sh");
+  if (p == NULL) return 0;
+  return strstr(p, "no such file") != NULL || strstr(p, "not found") != NULL;
+}
+
 /* The wrapper never printed its preamble: the tool never started, and what
  * came back is the runtime's, reported as sandman's error. */
 static int not_started(const sm_call_watch *w, int code, sm_error *err) {
   char text[SM_CALL_RUNTIME_TEXT_MAX];
   if (!sm_call_watch_runtime_text(w, text, sizeof text))
     snprintf(text, sizeof text, "the call's wrapper exited with %d before the tool started", code);
-  if (strstr(text, "/bin/sh"))
+  elide_wrapper(text);
+  if (names_missing_shell(text))
     return sm_error_set(err, SM_ESANDBOX,
                         "the image has no /bin/sh, which sandman runs every call through: %s",
                         text);
