@@ -11,6 +11,7 @@
  * look it up again. Any failure while creating or starting removes the
  * container and its volume. */
 #include <ctype.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,6 +331,51 @@ static int make_tmp_writable(sm_engine *e, const sandbox *sb, const char *image,
   return rc;
 }
 
+/* The mode of each image's /tmp, learnt once per process: a path stat
+ * costs the engine a mount of the container's root (10-60 ms measured
+ * under load), and an image id never changes its files. */
+#define TMP_MODES 32
+static struct {
+  char image_id[SM_ENGINE_ID_MAX];
+  unsigned mode; /* 0: the image has no /tmp */
+} tmp_modes[TMP_MODES];
+static size_t tmp_modes_next;
+static pthread_mutex_t tmp_modes_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int tmp_mode_cached(const char *image_id, unsigned *mode) {
+  int hit = 0;
+  pthread_mutex_lock(&tmp_modes_mu);
+  for (size_t i = 0; i < TMP_MODES && !hit; i++)
+    if (image_id[0] && strcmp(tmp_modes[i].image_id, image_id) == 0) {
+      *mode = tmp_modes[i].mode;
+      hit = 1;
+    }
+  pthread_mutex_unlock(&tmp_modes_mu);
+  return hit;
+}
+
+static void tmp_mode_remember(const char *image_id, unsigned mode) {
+  if (image_id[0] == '\0') return;
+  pthread_mutex_lock(&tmp_modes_mu);
+  size_t i = tmp_modes_next++ % TMP_MODES;
+  snprintf(tmp_modes[i].image_id, sizeof tmp_modes[i].image_id, "%s", image_id);
+  tmp_modes[i].mode = mode;
+  pthread_mutex_unlock(&tmp_modes_mu);
+}
+
+/* Whether the image's /tmp (read from the created container) needs the
+ * chmod; *mode gets it for the message. */
+static int tmp_needs_fix(sm_engine *e, const char *cid, const char *image_id, unsigned *mode) {
+  if (!tmp_mode_cached(image_id, mode)) {
+    sm_error ignore = SM_ERROR_INIT;
+    int rc = sm_engine_path_mode(e, cid, "/tmp", mode, &ignore);
+    if (rc == SM_ENOTFOUND) *mode = 0;
+    else if (rc != 0) return 0; /* unknown: the tool's own error will tell */
+    tmp_mode_remember(image_id, *mode);
+  }
+  return *mode != 0 && (*mode & 07777) != 01777;
+}
+
 /* Creates and starts the sandbox named sb->name. SM_ECONFLICT (untouched
  * volume) when the name is taken; any other failure removes what was made. */
 static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request *req,
@@ -337,9 +383,12 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
   const sm_sandbox_settings *s = &req->settings;
   json_object *image = NULL;
   int gvisor = 0;
+  char image_id[SM_ENGINE_ID_MAX] = "";
   int rc = sm_sandbox_image_present(e, s->image, &image, err);
   if (rc == 0) rc = sm_sandbox_runtime_present(e, s->runtime, &gvisor, err);
   if (rc == 0) rc = prepare_user(runner, e, s, image, sb, err);
+  if (rc == 0 && json_str(image, "Id", NULL))
+    snprintf(image_id, sizeof image_id, "%s", json_str(image, "Id", NULL));
   json_object_put(image);
   if (rc) return rc;
 
@@ -407,8 +456,7 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
    * `docker import` often have 0755 root there: the tool could then not
    * write /tmp, nor the wrapper its call file (timeouts, OOM reports). */
   unsigned tmp_mode = 0;
-  int fix_tmp = sm_engine_path_mode(e, sb->id, "/tmp", &tmp_mode, err) == 0 &&
-                (tmp_mode & 07777) != 01777;
+  int fix_tmp = tmp_needs_fix(e, sb->id, image_id, &tmp_mode);
   rc = sm_engine_container_start(e, sb->id, err);
   if (rc == 0 && fix_tmp) rc = make_tmp_writable(e, sb, s->image, tmp_mode, err);
   if (rc) {
