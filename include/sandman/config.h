@@ -74,6 +74,7 @@ typedef struct sm_config_flags {
   const char *project_environment;
   sm_string_list env_passthrough; /* --env-passthrough globs (extend) */
   sm_string_list excludes;        /* --exclude globs (extend) */
+  sm_string_list protect;         /* --protect globs (extend) */
 } sm_config_flags;
 
 typedef enum {

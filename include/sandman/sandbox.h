@@ -67,6 +67,9 @@ typedef struct sm_sandbox_settings {
   int64_t stderr_cap;
   double idle_timeout_s;    /* 0: never reaped for idleness by a worker */
   sm_string_list excludes;  /* workspace globs not copied */
+  /* Workspace globs whose changes never reach the host (the built-in list
+   * by default; empty: none). Not part of the container's hash. */
+  sm_string_list protect;
   sm_string_list env_passthrough; /* globs of host variables passed through */
 } sm_sandbox_settings;
 
@@ -193,6 +196,12 @@ SM_API int sm_principal_may_use(const char *who, const char *label);
 /* Fills req with defaults (settings from sm_sandbox_settings_defaults). */
 SM_API void sm_run_request_init(sm_run_request *req);
 
+/* A workspace entry the tool changed that was not applied to the host. */
+typedef struct sm_run_refusal {
+  char *path;         /* owned; workspace-relative */
+  const char *reason; /* static: "protected", "link_outside", ... (docs/workspaces.md) */
+} sm_run_refusal;
+
 typedef struct sm_run_result {
   int ok;                  /* ran and exited 0 */
   int exit_code;           /* the tool's, or 124/125/126/127/137 */
@@ -214,6 +223,13 @@ typedef struct sm_run_result {
   size_t n_files_changed;
   char **conflicts;        /* owned; paths kept beside the host's version */
   size_t n_conflicts;
+  /* What the copy out did not apply (reported once, until it changes). */
+  sm_run_refusal *refused; /* owned */
+  size_t n_refused;
+  /* A keyed sandbox replaced by this call ("" when not): the old one's id
+   * and why ("image changed (a -> b)", "it was not running", ...). */
+  char replaced_previous[SM_ENGINE_ID_MAX];
+  char replaced_because[256];
   sm_failure_kind failure_kind;
   char error[SM_ERROR_MESSAGE_MAX]; /* "" when none */
 } sm_run_result;

@@ -64,6 +64,15 @@ typedef struct sm_workspace_target {
 
 typedef struct sm_workspace_sync sm_workspace_sync;
 
+/* An entry the tool changed that a copy out did not apply to the host (it
+ * stays in the sandbox). reason: "protected", "link_outside",
+ * "link_absolute", "device", "fifo", "socket", "special", "name_too_long",
+ * "unsafe_path", "hard_link" (docs/workspaces.md). */
+typedef struct sm_workspace_refusal {
+  const char *path;   /* workspace-relative, as the sandbox named it */
+  const char *reason; /* static */
+} sm_workspace_refusal;
+
 /* host_dir: the user's workspace. manifest_path: where this sandbox's
  * manifest is kept (NULL: no incremental state, a full copy each time).
  * excludes: globs of paths not copied (may be NULL). */
@@ -74,12 +83,32 @@ SM_API int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir,
  * time); files deleted on the host are deleted in the sandbox. */
 SM_API int sm_workspace_sync_in(sm_workspace_sync *sync, const sm_workspace_target *target,
                                 sm_error *err);
-/* Sandbox -> host: what the tool changed, added or deleted, applied safely.
- * Unsafe entries are refused (the whole sync fails, nothing is written).
- * files_changed / conflicts: owned arrays of owned strings (may be NULL). */
+/* Sandbox -> host: what the tool changed, added or deleted, applied safely,
+ * entry by entry: an entry not safe to write on the host, or a change to a
+ * protected path, is refused (sm_workspace_sync_refused) and everything
+ * else applies. Only a cap (bytes, entries, path length), a stream that is
+ * not a valid tar, or a failure on the host fails the whole copy, and then
+ * nothing is written. files_changed / conflicts: owned arrays of owned
+ * strings (may be NULL). */
 SM_API int sm_workspace_sync_out(sm_workspace_sync *sync, const sm_workspace_target *target,
                                  char ***files_changed, size_t *n_files_changed,
                                  char ***conflicts, size_t *n_conflicts, sm_error *err);
+/* The entries the last copy out refused that were not refused the same way
+ * before (a refusal is reported once, until the entry changes), sorted by
+ * path. Borrowed: valid until the next copy or sm_workspace_sync_free. */
+SM_API size_t sm_workspace_sync_refused(const sm_workspace_sync *sync,
+                                        const sm_workspace_refusal **out);
+/* What a reason means, in words ("a protected path ..."), for messages. */
+SM_API const char *sm_workspace_refusal_text(const char *reason);
+/* Globs whose changes (create, change, chmod, delete) never reach the
+ * host; NULL or an empty list: none. A new sync starts with the built-in
+ * list. SM_EINVAL names a bad glob. */
+SM_API int sm_workspace_sync_set_protect(sm_workspace_sync *sync, const sm_string_list *globs,
+                                         sm_error *err);
+/* The built-in list (docs/workspaces.md says why each is there). */
+SM_API void sm_workspace_protect_defaults(sm_string_list *out);
+/* Checks one protect glob's syntax. */
+SM_API int sm_workspace_protect_check(const char *glob, sm_error *err);
 /* Bytes and entries sent in / applied out by the last sync (for logs). */
 SM_API void sm_workspace_sync_stats(const sm_workspace_sync *sync, int64_t *bytes_in,
                                     int64_t *entries_in, int64_t *bytes_out, int64_t *entries_out);

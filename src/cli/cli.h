@@ -52,6 +52,8 @@ int cli_unknown_command(const char *name, int json);
 
 /* "sandman: error: <message>" on stderr (a JSON line with --log-format json). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "sandman: warning: <message>" on stderr (a JSON line with --log-format json). */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "sandman: <message>" on stderr, e.g. a usage hint. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints err and returns the exit code it maps to (2 for SM_EINVAL and
@@ -60,6 +62,9 @@ int cli_fail(const sm_error *err);
 /* Adds every value of a repeatable flag to list; a usage error (exit 2)
  * when it is full or a value too long. */
 int cli_add_list(const cli_call *call, const char *flag, sm_string_list *list, int json);
+/* --protect: every value (checked) added to list; a usage error (exit 2)
+ * for a bad glob. */
+int cli_protect_flags(const cli_call *call, sm_string_list *list, int json);
 /* Prints a JSON object to stdout (pretty when stdout is a terminal). */
 void cli_print_json(json_object *obj);
 /* Loads the configuration (--config or the search) and resolves one call.

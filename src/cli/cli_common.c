@@ -60,6 +60,13 @@ void cli_error(const char *fmt, ...) {
   va_end(ap);
 }
 
+void cli_warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cli_message(SM_LOG_WARN, "cli.warn", "sandman: warning: ", fmt, ap);
+  va_end(ap);
+}
+
 void cli_note(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -71,6 +78,16 @@ int cli_fail(const sm_error *err) {
   cli_error("%s", err->message[0] ? err->message : sm_error_default_message(err->code));
   if (err->code == SM_EINVAL || err->code == SM_ECONFIG) return CLI_EXIT_USAGE;
   return CLI_EXIT_FAILURE;
+}
+
+int cli_protect_flags(const cli_call *call, sm_string_list *list, int json) {
+  int rc = cli_add_list(call, "protect", list, json);
+  for (size_t i = 0; rc == 0 && i < list->n; i++) {
+    sm_error err = SM_ERROR_INIT;
+    if (sm_workspace_protect_check(list->items[i], &err) != 0)
+      return cli_usage_error(call->cmd, json, "--protect: %s", err.message);
+  }
+  return rc;
 }
 
 void cli_print_json(json_object *obj) {

@@ -137,6 +137,7 @@ int cmd_config_explain(const cli_call *call) {
   flags.timeout = cli_str(call, "timeout");
   int rc = cli_add_list(call, "env-passthrough", &flags.env_passthrough, json);
   if (rc == 0) rc = cli_add_list(call, "exclude", &flags.excludes, json);
+  if (rc == 0) rc = cli_protect_flags(call, &flags.protect, json);
   if (rc) return rc;
   sm_config *cfg = NULL;
   if (sm_config_load(&cfg, g->config_path, &err) != 0) return cli_fail(&err);

@@ -82,6 +82,7 @@ static int parse_args(const cli_call *call, run_args *a) {
   }
   int rc = cli_add_list(call, "env-passthrough", &a->flags.env_passthrough, a->json);
   if (rc == 0) rc = cli_add_list(call, "exclude", &a->flags.excludes, a->json);
+  if (rc == 0) rc = cli_protect_flags(call, &a->flags.protect, a->json);
   if (rc) return rc;
   if (a->sync && !a->workspace)
     return cli_usage_error(call->cmd, a->json, "--sync: needs --workspace");
@@ -136,6 +137,22 @@ static int write_all(int fd, const char *data, size_t len) {
 static int stream_output(void *ud, int stream, const char *data, size_t len) {
   (void)ud;
   return write_all(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+}
+
+/* One WARN line per entry the copy out did not apply (capped), and one for a
+ * replaced sandbox: a plain run must not lose them. */
+#define REFUSED_LINES 10
+
+static void report_workspace(const sm_run_result *r) {
+  if (r->replaced_previous[0])
+    cli_warn("the sandbox was replaced (%s): what was installed in it is gone",
+             r->replaced_because);
+  for (size_t i = 0; i < r->n_refused && i < REFUSED_LINES; i++)
+    cli_warn("not applied to the workspace: %s: %s", r->refused[i].path,
+             sm_workspace_refusal_text(r->refused[i].reason));
+  if (r->n_refused > REFUSED_LINES)
+    cli_warn("... and %zu more not applied (%zu in all; --json lists them)",
+             r->n_refused - REFUSED_LINES, r->n_refused);
 }
 
 static int exit_code_for(const sm_run_result *r) {
@@ -281,6 +298,7 @@ static int run_call(const cli_call *call, run_args *a) {
     for (size_t i = 0; i < result.n_conflicts; i++)
       cli_note("conflict: %s changed on both sides; the sandbox's version was kept beside it",
                result.conflicts[i]);
+    report_workspace(&result);
   }
   if (rc == SM_EINVAL && code == CLI_EXIT_FAILURE) code = CLI_EXIT_USAGE;
   if (cancel_signal) code = 128 + cancel_signal; /* as a shell reports it */

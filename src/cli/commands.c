@@ -68,6 +68,9 @@ static const cli_flag run_flags[] = {
      .help = "none | in | inout: workspace direction (default inout)"},
     {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
      .help = "workspace paths not copied (repeatable)"},
+    {.name = "protect", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "workspace paths whose changes never reach the host, added to the configured "
+             "list (repeatable)"},
     {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
      .help = "set a variable; K alone passes the host's value (repeatable)"},
     {.name = "env-passthrough", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
@@ -175,6 +178,8 @@ static const cli_flag explain_flags[] = {
     {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
      .help = "as `run --cpu`"},
     {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "as `run --mem`"},
+    {.name = "protect", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
+     .help = "as `run --protect` (repeatable)"},
     {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
      .help = "as `run --pids`"},
     {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "as `run --disk`"},

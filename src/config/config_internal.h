@@ -69,6 +69,7 @@ typedef enum {
   CS_IDLE_TIMEOUT,
   CS_EXCLUDES,
   CS_ENV_PASSTHROUGH,
+  CS_PROTECT, /* workspace.protect (+ workspace.protect_add) */
   CS_COUNT
 } cfg_setting;
 
@@ -134,6 +135,7 @@ typedef struct cfg_layer {
   cfg_opt_list host_tools;            /* credential-backed: stay on the host */
   cfg_scope scope;
   char *workspace_root;               /* agents only */
+  cfg_opt_list protect_add;           /* workspace.protect_add */
 } cfg_layer;
 
 typedef struct cfg_agent {

@@ -16,6 +16,7 @@
 
 #include <sandman/image.h>
 #include <sandman/util.h>
+#include <sandman/workspace.h>
 
 #include "common/cleanup.h"
 #include "config/config_internal.h"
@@ -38,6 +39,7 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
     [CS_IDLE_TIMEOUT] = {"idle_timeout", CK_DURATION, CFG_MERGE_REPLACE, NULL},
     [CS_EXCLUDES] = {"excludes", CK_GLOBS, CFG_MERGE_EXTEND, "--exclude"},
     [CS_ENV_PASSTHROUGH] = {"env_passthrough", CK_GLOBS, CFG_MERGE_REPLACE, "--env-passthrough"},
+    [CS_PROTECT] = {"protect", CK_GLOBS, CFG_MERGE_REPLACE, "--protect"},
 };
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
@@ -51,16 +53,17 @@ static const char *const defaults_keys[] = {
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
-    NULL};
+    "workspace", NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
-    NULL};
+    "workspace", NULL};
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
+static const char *const workspace_keys[] = {"protect", "protect_add", NULL};
 static const char *const tool_keys[] = {"argv", "description", NULL};
 
 /* Keys people put one level off: the full path they probably meant. */
@@ -72,6 +75,7 @@ static const struct {
     {"passthrough", "env.passthrough"}, {"env_passthrough", "env.passthrough"},
     {"environment", "project.environment"}, {"host", "engine.host"},
     {"argv", "tools.<name>.argv"},
+    {"protect", "workspace.protect"}, {"protect_add", "workspace.protect_add"},
 };
 
 typedef struct vctx {
@@ -229,7 +233,7 @@ static int list_push(vctx *v, cfg_list *l, const char *s) {
   return 0;
 }
 
-typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES } list_kind;
+typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT } list_kind;
 
 /* The runner's names (worker keys, services): 1..max of letters, digits and
  * _ . : @ + = -, not starting with - or . */
@@ -265,6 +269,9 @@ static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind 
   if (it->len >= SM_NAME_MAX) return verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
   if (kind == LIST_ENV_GLOBS && !valid_chars(s, "_*?[]!"))
     return verr(v, it, path, "'%s' is not a variable name or pattern", s);
+  sm_error gerr = SM_ERROR_INIT;
+  if (kind == LIST_PROTECT && sm_workspace_protect_check(s, &gerr) != 0)
+    return verr(v, it, path, "%s", gerr.message);
   return 0;
 }
 
@@ -378,7 +385,10 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
       out->set = 1;
       return 0;
     case CK_GLOBS:
-      return get_list(v, n, path, id == CS_ENV_PASSTHROUGH ? LIST_ENV_GLOBS : LIST_GLOBS,
+      return get_list(v, n, path,
+                      id == CS_ENV_PASSTHROUGH ? LIST_ENV_GLOBS
+                      : id == CS_PROTECT       ? LIST_PROTECT
+                                               : LIST_GLOBS,
                       &out->set, &out->list);
   }
   if ((rc = set_str(v, &out->str, s))) return rc;
@@ -397,6 +407,7 @@ static void layer_free(cfg_layer *l) {
   list_free(&l->always.list);
   list_free(&l->never.list);
   list_free(&l->host_tools.list);
+  list_free(&l->protect_add.list);
   free(l->workspace_root);
   memset(l, 0, sizeof *l);
 }
@@ -434,7 +445,7 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     l->v[CS_STDERR_CAP] = l->v[CS_STDOUT_CAP];
   }
   for (int id = 0; id < CS_COUNT; id++) {
-    if (id == CS_ENV_PASSTHROUGH) continue;
+    if (id == CS_ENV_PASSTHROUGH || id == CS_PROTECT) continue;
     const cfg_ynode *n = cfg_map_get(map, cfg_settings[id].name);
     if (!n) continue;
     join(p, sizeof p, path, cfg_settings[id].name);
@@ -447,6 +458,16 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     const cfg_ynode *pt = cfg_map_get(n, "passthrough");
     snprintf(q, sizeof q, "%s.passthrough", p);
     if (pt && (rc = parse_setting(v, pt, q, CS_ENV_PASSTHROUGH, &l->v[CS_ENV_PASSTHROUGH])))
+      return rc;
+  }
+  if ((n = cfg_map_get(map, "workspace"))) {
+    join(p, sizeof p, path, "workspace");
+    if ((rc = check_map(v, n, p, workspace_keys))) return rc;
+    const cfg_ynode *pr = cfg_map_get(n, "protect"), *pa = cfg_map_get(n, "protect_add");
+    snprintf(q, sizeof q, "%s.protect", p);
+    if (pr && (rc = parse_setting(v, pr, q, CS_PROTECT, &l->v[CS_PROTECT]))) return rc;
+    snprintf(q, sizeof q, "%s.protect_add", p);
+    if (pa && (rc = get_list(v, pa, q, LIST_PROTECT, &l->protect_add.set, &l->protect_add.list)))
       return rc;
   }
   if ((n = cfg_map_get(map, "tools"))) {

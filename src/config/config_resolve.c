@@ -133,8 +133,14 @@ static int list_add_unique(sm_string_list *l, const char *s, const char *name, s
 }
 
 static sm_string_list *list_field(sm_sandbox_settings *s, cfg_setting id) {
-  return id == CS_EXCLUDES ? &s->excludes : &s->env_passthrough;
+  return id == CS_EXCLUDES ? &s->excludes : id == CS_PROTECT ? &s->protect : &s->env_passthrough;
 }
+
+static const sm_string_list *flag_list(const sm_config_flags *f, cfg_setting id) {
+  if (f == NULL) return NULL;
+  return id == CS_EXCLUDES ? &f->excludes : id == CS_PROTECT ? &f->protect : &f->env_passthrough;
+}
+
 
 /* Stores one scalar value into the settings. */
 static void apply_value(sm_sandbox_settings *s, cfg_setting id, const cfg_value *v) {
@@ -169,6 +175,36 @@ static int apply_list(sm_sandbox_settings *s, cfg_setting id, const cfg_list *l,
   return 0;
 }
 
+/* workspace.protect: each layer's list replaces the one below (the
+ * built-in list first; [] is a value), its protect_add extends it, and
+ * --protect extends the result: a flag can only protect more. */
+static int resolve_protect(const cfg_layer *D, const cfg_layer *A, const sm_config_flags *flags,
+                           sm_resolved *out, sm_error *err) {
+  sm_setting_source src = SM_SOURCE_BUILT_IN;
+  const cfg_layer *layers[2] = {D, A};
+  const sm_setting_source names[2] = {SM_SOURCE_DEFAULTS, SM_SOURCE_AGENT};
+  int rc = 0;
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    const cfg_layer *L = layers[k];
+    if (L == NULL) continue;
+    if (L->v[CS_PROTECT].set) {
+      rc = apply_list(&out->settings, CS_PROTECT, &L->v[CS_PROTECT].list, 1, err);
+      src = names[k];
+    }
+    if (rc == 0 && L->protect_add.set) {
+      rc = apply_list(&out->settings, CS_PROTECT, &L->protect_add.list, 0, err);
+      src = names[k];
+    }
+  }
+  const sm_string_list *fl = flag_list(flags, CS_PROTECT);
+  for (size_t j = 0; rc == 0 && fl && j < fl->n && j < SM_LIST_MAX; j++) {
+    rc = list_add_unique(&out->settings.protect, fl->items[j], "protect", err);
+    src = SM_SOURCE_FLAG;
+  }
+  if (rc == 0) set_source(out, "protect", src);
+  return rc;
+}
+
 static int resolve_settings(const sm_config *cfg, const cfg_layer *D, const cfg_layer *A,
                             const sm_config_flags *flags, sm_resolved *out, sm_error *err) {
   const char *env = flags && flags->project_environment ? flags->project_environment
@@ -185,6 +221,10 @@ static int resolve_settings(const sm_config *cfg, const cfg_layer *D, const cfg_
     cfg_setting id = (cfg_setting)i;
     sm_setting_source src = SM_SOURCE_BUILT_IN;
     int rc = 0;
+    if (id == CS_PROTECT) {
+      if ((rc = resolve_protect(D, A, flags, out, err))) return rc;
+      continue;
+    }
     if (cfg_settings[id].kind == CK_GLOBS) {
       int extend = cfg_settings[id].merge == CFG_MERGE_EXTEND;
       /* Replace: the most specific layer's list; extend: all of them. */
@@ -196,8 +236,7 @@ static int resolve_settings(const sm_config *cfg, const cfg_layer *D, const cfg_
         if ((rc = apply_list(&out->settings, id, &A->v[id].list, !extend, err))) return rc;
         src = SM_SOURCE_AGENT;
       }
-      const sm_string_list *fl = NULL;
-      if (flags) fl = id == CS_EXCLUDES ? &flags->excludes : &flags->env_passthrough;
+      const sm_string_list *fl = flag_list(flags, id);
       for (size_t j = 0; fl && j < fl->n && j < SM_LIST_MAX; j++) {
         if ((rc = list_add_unique(list_field(&out->settings, id), fl->items[j],
                                   cfg_settings[id].name, err)))
@@ -516,6 +555,7 @@ static json_object *setting_value(const sm_resolved *r, const char *name) {
   if (!strcmp(name, "idle_timeout")) return json_object_new_double(s->idle_timeout_s);
   if (!strcmp(name, "excludes")) return list_array(&s->excludes);
   if (!strcmp(name, "env_passthrough")) return list_array(&s->env_passthrough);
+  if (!strcmp(name, "protect")) return list_array(&s->protect);
   if (!strcmp(name, "scope")) return r->scope[0] ? json_object_new_string(r->scope) : NULL;
   if (!strcmp(name, "worker_tools")) return csv_array(r->worker_tools);
   if (!strcmp(name, "host_tools")) return csv_array(r->host_tools);

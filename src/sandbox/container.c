@@ -46,6 +46,8 @@ typedef struct sandbox {
   int pooled;          /* per_tool: from (or made for) the warm pool */
   char pool_key[65];   /* pooled: the configuration's pool */
   int cached;          /* keyed: found in the runner's lookup cache, not inspected */
+  char replaced[SM_ENGINE_ID_MAX]; /* keyed: the sandbox this call replaced, or "" */
+  char because[256];   /* why */
   sm_state_lock *busy;
 } sandbox;
 
@@ -279,6 +281,45 @@ static void ids_from_user(const char *user, int *uid, int *gid) {
 }
 
 static int ignore_missing(int rc) { return rc == SM_ENOTFOUND ? 0 : rc; }
+
+static int64_t json_int(json_object *o, const char *a, const char *b) {
+  json_object *x = NULL, *y = NULL;
+  if (!json_object_object_get_ex(o, a, &x) || !json_object_object_get_ex(x, b, &y)) return 0;
+  return json_object_get_int64(y);
+}
+
+/* Why a keyed sandbox found with another configuration hash is replaced,
+ * in the words of the settings that differ (the call's result says it). */
+static void replace_reason(json_object *insp, const sm_sandbox_settings *s, int stale, char *out,
+                           size_t len) {
+  if (!stale) {
+    snprintf(out, len, "it was not running");
+    return;
+  }
+  const char *image = json_str(insp, "Config", "Image");
+  if (image && strcmp(image, s->image) != 0) {
+    snprintf(out, len, "image changed (%.100s -> %.100s)", image, s->image);
+    return;
+  }
+  const char *net = json_str(insp, "HostConfig", "NetworkMode");
+  const char *rt = json_str(insp, "HostConfig", "Runtime");
+  const char *names[6];
+  size_t n = 0;
+  if (net && strcmp(net, s->network) != 0) names[n++] = "network";
+  if (rt && strcmp(rt, s->runtime[0] ? s->runtime : "runc") != 0) names[n++] = "runtime";
+  if (json_int(insp, "HostConfig", "Memory") != (s->memory > 0 ? s->memory : 0)) names[n++] = "memory";
+  if (json_int(insp, "HostConfig", "NanoCpus") != (s->cpu > 0 ? (int64_t)(s->cpu * 1e9 + 0.5) : 0))
+    names[n++] = "cpu";
+  if (json_int(insp, "HostConfig", "PidsLimit") != (s->pids > 0 ? s->pids : 0)) names[n++] = "pids";
+  if (n == 0) {
+    snprintf(out, len, "its configuration changed");
+    return;
+  }
+  size_t used = 0;
+  for (size_t i = 0; i < n && used < len; i++)
+    used += (size_t)snprintf(out + used, len - used, "%s%s", i ? ", " : "", names[i]);
+  if (used < len) snprintf(out + used, len - used, " changed");
+}
 
 /* Removes the container and its volume; what is already gone is fine. */
 static int remove_sandbox(sm_engine *e, const char *state_dir, const char *name,
@@ -564,6 +605,9 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
         sb->reused = 1;
         json_object_put(insp);
       } else {
+        const char *old = json_str(insp, "Id", NULL);
+        snprintf(sb->replaced, sizeof sb->replaced, "%s", old ? old : sb->name);
+        replace_reason(insp, &req->settings, stale, sb->because, sizeof sb->because);
         json_object_put(insp);
         /* Replaced (new configuration) or broken (not running): never while
          * a call is in flight in it. */
@@ -571,8 +615,8 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
                             req->settings.timeout_s > 0 ? req->settings.timeout_s : 3600, &excl,
                             err);
         if (rc) break;
-        sm_log(SM_LOG_INFO, "replacing sandbox %s: %s", sb->name,
-               stale ? "its configuration changed" : "it is not running");
+        sm_log(SM_LOG_WARN, "replacing sandbox %s: %s; what was installed in it is gone",
+               sb->name, sb->because);
         rc = remove_sandbox(e, state_dir, sb->name, sb->volume, err);
         if (rc) {
           sm_state_unlock(excl);
@@ -856,6 +900,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   memset(&oc, 0, sizeof oc);
   sm_run_request helper_req;
   const char **helper_argv = NULL;
+  int sync_failed = 0;
+  sm_error sync_err = SM_ERROR_INIT;
 
   /* A keyed sandbox can vanish between lookup and exec (a forced reap):
    * then we look it up (and create it) once more. */
@@ -870,6 +916,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (rc) goto fail;
     snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", sb.id);
     out->reused = sb.reused;
+    snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb.replaced);
+    snprintf(out->replaced_because, sizeof out->replaced_because, "%s", sb.because);
     t.container_id = sb.id;
     t.per_tool = sb.mode == SM_MODE_PER_TOOL;
     rc = take_agent(runner, e, &sb, &t, err);
@@ -907,6 +955,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
       snprintf(manifest, sizeof manifest, "%s/workspaces/%s.manifest", state_dir, sb.name);
       rc = sm_workspace_sync_new(&ws, req->workspace, sb.mode == SM_MODE_PER_TOOL ? NULL : manifest,
                                  &excludes, NULL, err);
+      if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &s->protect, err);
       if (rc) goto fail_release;
     }
     if (ws) {
@@ -961,8 +1010,17 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
       rc = sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,
                                  &out->conflicts, &out->n_conflicts, err);
       if (rc) {
+        /* The tool ran: its result stands, and the failure is added to it. */
         sm_error_wrap(err, "copying the workspace out of %s", sb.name);
-        goto fail_release;
+        sync_err = *err;
+        sync_failed = 1;
+      } else {
+        const sm_workspace_refusal *rv = NULL;
+        size_t nr = sm_workspace_sync_refused(ws, &rv);
+        if (sm_result_add_refusals(out, rv, nr) != 0) {
+          sm_error_set(&sync_err, SM_ENOMEM, "out of memory");
+          sync_failed = 1;
+        }
       }
     }
     break;
@@ -982,6 +1040,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   sm_capture_dispose(&cap);
   if (rc) return sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
   sm_result_apply_outcome(out, &oc, s);
+  if (sync_failed) sm_result_sync_failed(out, &sync_err);
   return 0;
 
 fail_release:

@@ -324,6 +324,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
       for (size_t i = 0; i < req->extra_excludes->n; i++)
         if (sm_string_list_add(&excludes, req->extra_excludes->items[i], NULL) != 0) break;
     rc = sm_workspace_sync_new(&ws, req->workspace, NULL, &excludes, NULL, err);
+    if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &s->protect, err);
     if (rc == 0) rc = sm_workspace_sync_in(ws, &target, err);
     if (rc) {
       sm_error_wrap(err, "copying the workspace into %s", work);
@@ -383,10 +384,22 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
     if (pthread_timedjoin_np(hc.feeder_thread, NULL, &until) != 0)
       pthread_detach(hc.feeder_thread);
   }
+  int sync_failed = 0;
+  sm_error sync_err = SM_ERROR_INIT;
   if (rc == 0 && ws && sync == SM_SYNC_INOUT) {
-    rc = sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,
-                               &out->conflicts, &out->n_conflicts, err);
-    if (rc) sm_error_wrap(err, "copying the workspace out of %s", work);
+    /* The tool ran: a failed copy out is added to its result. */
+    if (sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,
+                              &out->conflicts, &out->n_conflicts, &sync_err) != 0) {
+      sm_error_wrap(&sync_err, "copying the workspace out of %s", work);
+      sync_failed = 1;
+    } else {
+      const sm_workspace_refusal *rv = NULL;
+      size_t nr = sm_workspace_sync_refused(ws, &rv);
+      if (sm_result_add_refusals(out, rv, nr) != 0) {
+        sm_error_set(&sync_err, SM_ENOMEM, "out of memory");
+        sync_failed = 1;
+      }
+    }
   }
   if (ws) sm_workspace_sync_free(ws);
   sm_capture_to_result(&cap, out);
@@ -399,6 +412,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
     return 0;
   }
   sm_result_apply_outcome(out, &oc, s);
+  if (sync_failed) sm_result_sync_failed(out, &sync_err);
   return 0;
 
 fail_cleanup: {

@@ -12,6 +12,7 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/workspace.h>
 
 #include "common/buf.h"
 #include "common/strv.h"
@@ -170,6 +171,11 @@ int sm_call_watch_runtime_text(const sm_call_watch *w, char *out, size_t len);
 /* ---- result helpers ---- */
 /* Fills failure_kind, exit code 125 and the error text from err. */
 void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err);
+/* Copies a copy out's refusals into the result. */
+int sm_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n);
+/* A copy out that failed after the tool ran: failure kind "sandbox" and
+ * why, the tool's own exit code, output and duration kept. */
+void sm_result_sync_failed(sm_run_result *r, const sm_error *err);
 /* Which failure kind an error code is: engine codes -> "engine",
  * SM_EPOLICY -> "policy", the rest -> "sandbox". */
 sm_failure_kind sm_failure_kind_for(int code);

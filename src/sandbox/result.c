@@ -17,6 +17,10 @@ void sm_run_result_dispose(sm_run_result *r) {
   free(r->files_changed);
   for (size_t i = 0; i < r->n_conflicts; i++) free(r->conflicts[i]);
   free(r->conflicts);
+  for (size_t i = 0; i < r->n_refused; i++) free(r->refused[i].path);
+  free(r->refused);
+  r->refused = NULL;
+  r->n_refused = 0;
   r->stdout_data = r->stderr_data = NULL;
   r->files_changed = r->conflicts = NULL;
   r->n_files_changed = r->n_conflicts = 0;
@@ -46,11 +50,55 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   for (size_t i = 0; i < r->n_files_changed; i++)
     json_object_array_add(files, sm_json_text(r->files_changed[i], strlen(r->files_changed[i])));
   json_object_object_add(o, "files_changed", files);
+  json_object *refused = json_object_new_array();
+  for (size_t i = 0; i < r->n_refused; i++) {
+    json_object *x = json_object_new_object();
+    json_object_object_add(x, "path", json_text(r->refused[i].path, strlen(r->refused[i].path)));
+    json_object_object_add(x, "reason", json_object_new_string(r->refused[i].reason));
+    json_object_array_add(refused, x);
+  }
+  json_object_object_add(o, "refused", refused);
+  if (r->replaced_previous[0]) {
+    json_object *x = json_object_new_object();
+    json_object_object_add(x, "previous", json_object_new_string(r->replaced_previous));
+    json_object_object_add(x, "because", json_text(r->replaced_because, strlen(r->replaced_because)));
+    json_object_object_add(o, "replaced", x);
+  }
   const char *kind = sm_failure_kind_name(r->failure_kind);
   json_object_object_add(o, "failure_kind", kind ? json_object_new_string(kind) : NULL);
   json_object_object_add(o, "error",
                          r->error[0] ? sm_json_text(r->error, strlen(r->error)) : NULL);
   return o;
+}
+
+int sm_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n) {
+  if (n == 0) return 0;
+  sm_run_refusal *a = realloc(r->refused, (r->n_refused + n) * sizeof *a);
+  if (a == NULL) return SM_ENOMEM;
+  r->refused = a;
+  for (size_t i = 0; i < n; i++) {
+    char *p = strdup(v[i].path);
+    if (p == NULL) return SM_ENOMEM;
+    a[r->n_refused].path = p;
+    a[r->n_refused].reason = v[i].reason;
+    r->n_refused++;
+  }
+  return 0;
+}
+
+void sm_result_sync_failed(sm_run_result *r, const sm_error *err) {
+  char tool[160];
+  if (r->timed_out || r->error[0])
+    snprintf(tool, sizeof tool, "%.150s", r->error[0] ? r->error : "it timed out");
+  else
+    snprintf(tool, sizeof tool, "it exited with %d", r->exit_code);
+  char msg[SM_ERROR_MESSAGE_MAX];
+  snprintf(msg, sizeof msg, "%s", err && err->message[0] ? err->message : "the copy out failed");
+  r->ok = 0;
+  r->failure_kind = SM_FAIL_SANDBOX;
+  snprintf(r->error, sizeof r->error,
+           "%.*s; nothing of the workspace was changed on the host (the tool ran: %s)",
+           (int)(sizeof r->error - 220), msg, tool);
 }
 
 sm_failure_kind sm_failure_kind_for(int code) {

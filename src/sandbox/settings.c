@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include <sandman/sandbox.h>
+#include <sandman/workspace.h>
 
 #include "sandbox/internal.h"
 
@@ -39,6 +40,7 @@ void sm_sandbox_settings_defaults(sm_sandbox_settings *out) {
   out->stdout_cap = SM_MIB;
   out->stderr_cap = SM_MIB;
   out->idle_timeout_s = 0;
+  sm_workspace_protect_defaults(&out->protect);
 }
 
 void sm_run_request_init(sm_run_request *req) {

@@ -210,8 +210,8 @@ static int do_deletions(plan *p, sm_error *err) {
     else
       r = unlinkat(dfd, name, 0) == 0 ? 0 : -errno;
     if (r == -ENOTEMPTY || r == -EEXIST) {
-      sm_log(SM_LOG_WARN, "workspace: '%s' was deleted in the sandbox but holds new host files; "
-             "kept", b->path);
+      sm_log(SM_LOG_WARN, "workspace: '%s' was deleted in the sandbox but still holds files on "
+             "the host (new ones, or protected ones); kept", b->path);
       continue;
     }
     if (r && r != -ENOENT)

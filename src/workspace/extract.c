@@ -42,9 +42,13 @@ void ws_extract_init(ws_extract *x) {
   x->max_entries = WS_DEFAULT_MAX_ENTRIES;
   x->max_path = WS_DEFAULT_MAX_PATH;
   ws_manifest_init(&x->box);
+  ws_manifest_init(&x->stray);
 }
 
-void ws_extract_dispose(ws_extract *x) { ws_manifest_dispose(&x->box); }
+void ws_extract_dispose(ws_extract *x) {
+  ws_manifest_dispose(&x->box);
+  ws_manifest_dispose(&x->stray);
+}
 
 static la_ssize_t x_read_cb(struct archive *a, void *ud, const void **buf) {
   xsrc *s = ud;
@@ -71,10 +75,41 @@ static const char *entry_name(struct archive_entry *ae) {
   return p ? p : archive_entry_pathname_utf8(ae);
 }
 
-/* Normalises and strips the required first component. *out "" is the root. */
-static int member_path(ws_extract *x, const char *raw, char **out, sm_error *err) {
+/* An entry whose name is no workspace path: refused, and reported under
+ * the name it came with. */
+static int refuse_stray(ws_extract *x, const char *name, int reason, sm_error *err) {
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.path = (char *)(name && name[0] ? name : "(no name)");
+  e.type = '?';
+  e.stage = -1;
+  e.state = WS_REFUSED;
+  e.refusal = (unsigned char)reason;
+  int rc = ws_manifest_add(&x->stray, &e, NULL);
+  if (rc == SM_ECONFLICT) return 0;
+  return rc ? sm_error_set(err, rc, "out of memory") : 0;
+}
+
+/* Why raw is not a workspace path: a name over 255 bytes, or anything else. */
+static int path_reason(const char *raw) {
+  for (const char *p = raw; *p;) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n > 255) return WS_R_NAME_TOO_LONG;
+    p += n;
+    if (*p == '/') p++;
+  }
+  return WS_R_UNSAFE_PATH;
+}
+
+/* Normalises and strips the required first component. *out "" is the root.
+ * SM_EUNSAFE with *reason: no workspace path (refused); SM_ETOOBIG: over
+ * the path cap (the whole copy fails). */
+static int member_path(ws_extract *x, const char *raw, char **out, int *reason, sm_error *err) {
   char *p = NULL;
+  *reason = WS_R_UNSAFE_PATH;
   int rc = ws_path_normalize(raw, &p, err);
+  if (rc == SM_EUNSAFE) *reason = raw ? path_reason(raw) : WS_R_UNSAFE_PATH;
   if (rc) return rc;
   if (x->strip && x->strip[0]) {
     size_t n = strlen(x->strip);
@@ -99,28 +134,27 @@ static int member_path(ws_extract *x, const char *raw, char **out, sm_error *err
     }
   }
   if ((int64_t)strlen(p) > x->max_path) {
-    sm_error_set(err, SM_EUNSAFE, "'%.80s...': path longer than the limit of %" PRId64 " bytes",
+    sm_error_set(err, SM_ETOOBIG, "'%.80s...': path longer than the limit of %" PRId64 " bytes",
                  p, x->max_path);
     free(p);
-    return SM_EUNSAFE;
+    return SM_ETOOBIG;
   }
   *out = p;
   return 0;
 }
 
-static int check_parent(ws_extract *x, const char *path, sm_error *err) {
+/* 0 when path's directory is in the stream as a directory, else why path
+ * is refused: it comes before its directory, or under a link, a file or a
+ * refused entry (which it shares the refusal of). */
+static int parent_refusal(ws_extract *x, const char *path, sm_error *err) {
   const char *slash = strrchr(path, '/');
   if (slash == NULL) return 0;
   cleanup_free char *parent = strndup(path, (size_t)(slash - path));
-  if (parent == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (parent == NULL) return -sm_error_set(err, SM_ENOMEM, "out of memory");
   const ws_entry *pe = ws_manifest_get(&x->box, parent);
   if (pe == NULL && x->trusted) return 0;
-  if (pe == NULL)
-    return sm_error_set(err, SM_EUNSAFE, "'%s': listed before its directory", path);
-  if (pe->type == 'l')
-    return sm_error_set(err, SM_EUNSAFE, "'%s': under the symbolic link '%s'", path, parent);
-  if (pe->type != 'd')
-    return sm_error_set(err, SM_EUNSAFE, "'%s': under '%s', which is not a directory", path, parent);
+  if (pe == NULL || pe->type != 'd') return WS_R_UNSAFE_PATH;
+  if (pe->state == WS_REFUSED) return pe->refusal;
   return 0;
 }
 
@@ -254,17 +288,22 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   return 0;
 }
 
+static int refuse(ws_entry *e, int reason) {
+  e->state = WS_REFUSED;
+  e->refusal = (unsigned char)reason;
+  return 0;
+}
+
 static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path, ws_entry *e,
                       sm_error *err) {
   const char *target = archive_entry_symlink(ae);
   if (target == NULL) target = archive_entry_symlink_utf8(ae);
-  if (target == NULL || target[0] == '\0')
-    return sm_error_set(err, SM_EUNSAFE, "'%s': symbolic link without a target", path);
-  if ((int64_t)strlen(target) > x->max_path)
-    return sm_error_set(err, SM_EUNSAFE, "'%s': link target longer than %" PRId64 " bytes", path,
-                        x->max_path);
   e->type = 'l';
   e->mode = 0777;
+  if (target == NULL || target[0] == '\0') return refuse(e, WS_R_UNSAFE_PATH);
+  if ((int64_t)strlen(target) > x->max_path)
+    return sm_error_set(err, SM_ETOOBIG, "'%s': link target longer than %" PRId64 " bytes", path,
+                        x->max_path);
   e->link = (char *)target;
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'l' && strcmp(b->link, target) == 0) {
@@ -275,8 +314,7 @@ static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path,
     return 0;
   }
   if (!x->trusted && !ws_link_inside(path, target))
-    return sm_error_set(err, SM_EUNSAFE, "'%s': symbolic link to '%s' leaves the workspace", path,
-                        target);
+    return refuse(e, target[0] == '/' ? WS_R_LINK_ABSOLUTE : WS_R_LINK_OUTSIDE);
   char name[16];
   e->stage = x->next_stage++;
   stage_name(e->stage, name);
@@ -351,14 +389,12 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
                        sm_error *err) {
   cleanup_free char *tpath = NULL;
   sm_error terr = SM_ERROR_INIT;
-  if (member_path(x, raw_target, &tpath, &terr) != 0)
-    return sm_error_set(err, SM_EUNSAFE, "'%s': hard link to '%s', outside the workspace", path,
-                        raw_target);
+  int why = 0;
+  e->type = 'f';
+  if (member_path(x, raw_target, &tpath, &why, &terr) != 0) return refuse(e, WS_R_HARD_LINK);
   const ws_entry *t = tpath[0] ? ws_manifest_get(&x->box, tpath) : NULL;
-  if (t == NULL || t->type != 'f')
-    return sm_error_set(err, SM_EUNSAFE,
-                        "'%s': hard link to '%s', which is not a file earlier in the archive", path,
-                        raw_target);
+  if (t == NULL || t->type != 'f' || t->state == WS_REFUSED) return refuse(e, WS_R_HARD_LINK);
+  (void)path;
   /* Materialised as a file with the target's content and metadata. */
   e->type = 'f';
   e->size = t->size;
@@ -396,7 +432,12 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
 static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, sm_error *err) {
   const char *raw = entry_name(ae);
   cleanup_free char *path = NULL;
-  int rc = member_path(x, raw, &path, err);
+  int why = 0;
+  int rc = member_path(x, raw, &path, &why, err);
+  if (rc == SM_EUNSAFE) {
+    sm_error_clear(err);
+    return refuse_stray(x, raw, why, err);
+  }
   if (rc) return rc;
   const char *hardlink = archive_entry_hardlink(ae);
   if (hardlink == NULL) hardlink = archive_entry_hardlink_utf8(ae);
@@ -407,13 +448,10 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
       return sm_error_set(err, SM_EUNSAFE, "'%s': the workspace root is not a directory", raw);
     return 0;
   }
-  if (ws_is_reserved(path))
-    return sm_error_set(err, SM_EUNSAFE, "'%s': a name reserved for sandman's staging", path);
+  if (ws_is_reserved(path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
   if (ws_excluded(x->excludes, path)) return 0;
-  if (ws_manifest_get(&x->box, path))
-    return sm_error_set(err, SM_EUNSAFE, "'%s': listed twice in the archive", path);
-  rc = check_parent(x, path, err);
-  if (rc) return rc;
+  /* tar would let a second entry silently replace the first. */
+  if (ws_manifest_get(&x->box, path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
 
   ws_entry e;
   memset(&e, 0, sizeof e);
@@ -426,7 +464,12 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
     sm_log(SM_LOG_INFO, "workspace: '%s': setuid/setgid bits dropped", path);
   e.mode = perm & 0777;
 
-  if (hardlink) {
+  int parent = parent_refusal(x, path, err);
+  if (parent < 0) return -parent;
+  if (parent) {
+    e.type = hardlink ? 'f' : ft == AE_IFDIR ? 'd' : ft == AE_IFLNK ? 'l' : ft == AE_IFREG ? 'f' : '?';
+    refuse(&e, parent);
+  } else if (hardlink) {
     rc = on_hardlink(x, hardlink, path, &e, err);
   } else {
     switch (ft) {
@@ -448,12 +491,21 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
       break;
     case AE_IFCHR:
     case AE_IFBLK:
-      return sm_error_set(err, SM_EUNSAFE, "'%s': a device node", path);
+      e.type = ft == AE_IFCHR ? 'c' : 'b';
+      refuse(&e, WS_R_DEVICE);
+      break;
     case AE_IFIFO:
-      return sm_error_set(err, SM_EUNSAFE, "'%s': a fifo", path);
+      e.type = 'p';
+      refuse(&e, WS_R_FIFO);
+      break;
+    case AE_IFSOCK:
+      e.type = 's';
+      refuse(&e, WS_R_SOCKET);
+      break;
     default:
-      return sm_error_set(err, SM_EUNSAFE, "'%s': an unsupported file type (0%o)", path,
-                          (unsigned)ft);
+      e.type = '?';
+      refuse(&e, WS_R_SPECIAL);
+      break;
     }
   }
   if (rc) return rc;

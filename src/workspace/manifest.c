@@ -14,7 +14,10 @@
 #include "common/cleanup.h"
 #include "workspace/ws.h"
 
-#define MANIFEST_MAGIC "sandman-workspace-manifest 1"
+/* Version 2 adds "h" lines (entries held back from the host); a version 1
+ * file reads as one without them. */
+#define MANIFEST_MAGIC "sandman-workspace-manifest 2"
+#define MANIFEST_MAGIC_V1 "sandman-workspace-manifest 1"
 
 void ws_manifest_init(ws_manifest *m) { memset(m, 0, sizeof *m); }
 
@@ -72,6 +75,12 @@ static int index_rebuild(ws_manifest *m, size_t cap) {
   m->index = idx;
   m->index_cap = cap;
   return 0;
+}
+
+int ws_manifest_reindex(ws_manifest *m) {
+  size_t cap = 128;
+  while (m->n * 2 > cap) cap *= 2;
+  return index_rebuild(m, cap);
 }
 
 ws_entry *ws_manifest_get(const ws_manifest *m, const char *path) {
@@ -166,11 +175,19 @@ static size_t put_oct(char *out, unsigned v) {
 
 /* "e TYPE RACY MODE SIZE HOSTMTIME BOXMTIME BOXCTIME HASH " for e, as
  * "%c %u %o %lld %lld %lld %lld %s " would print it (ten thousand entries
- * are written after every copy: no printf per entry). */
-static size_t entry_head(char *out, const ws_entry *e) {
+ * are written after every copy: no printf per entry); a held entry is
+ * "h REASON TYPE ...". */
+static size_t entry_head(char *out, const ws_entry *e, int held) {
   size_t k = 0;
-  out[k++] = 'e';
+  out[k++] = held ? 'h' : 'e';
   out[k++] = ' ';
+  if (held) {
+    const char *r = ws_reason_name(e->refusal);
+    size_t rl = strlen(r);
+    memcpy(out + k, r, rl);
+    k += rl;
+    out[k++] = ' ';
+  }
   out[k++] = e->type;
   out[k++] = ' ';
   k += put_i64(out + k, e->racy);
@@ -222,24 +239,32 @@ static char *unescape(const char *s) {
   return o;
 }
 
-int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
+static int put_entries(sm_buf *b, const ws_manifest *m, int held) {
+  int rc = 0;
+  for (size_t i = 0; m && i < m->n && !rc; i++) {
+    const ws_entry *e = &m->v[i];
+    char head[256];
+    rc = sm_buf_append(b, head, entry_head(head, e, held));
+    if (!rc) rc = put_escaped(b, e->path);
+    if (!rc && e->link) {
+      rc = sm_buf_append(b, " ", 1);
+      if (!rc) rc = e->link[0] ? put_escaped(b, e->link) : sm_buf_append(b, "%00", 3);
+    }
+    if (!rc) rc = sm_buf_append(b, "\n", 1);
+  }
+  return rc;
+}
+
+int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *path,
+                     sm_error *err) {
   sm_buf b;
   sm_buf_init(&b, (size_t)1 << 31);
   int rc = sm_buf_printf(&b, "%s\ncontainer %s\nroot ", MANIFEST_MAGIC,
                          m->container[0] ? m->container : "-");
   if (!rc) rc = put_escaped(&b, m->root && m->root[0] ? m->root : "-");
   if (!rc) rc = sm_buf_append(&b, "\n", 1);
-  for (size_t i = 0; i < m->n && !rc; i++) {
-    const ws_entry *e = &m->v[i];
-    char head[256];
-    rc = sm_buf_append(&b, head, entry_head(head, e));
-    if (!rc) rc = put_escaped(&b, e->path);
-    if (!rc && e->link) {
-      rc = sm_buf_append(&b, " ", 1);
-      if (!rc) rc = e->link[0] ? put_escaped(&b, e->link) : sm_buf_append(&b, "%00", 3);
-    }
-    if (!rc) rc = sm_buf_append(&b, "\n", 1);
-  }
+  if (!rc) rc = put_entries(&b, m, 0);
+  if (!rc) rc = put_entries(&b, held, 1);
   if (rc) {
     sm_buf_dispose(&b);
     return sm_error_set(err, rc, "building the workspace manifest: %s", sm_error_default_message(rc));
@@ -308,7 +333,22 @@ int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err) {
   return 0;
 }
 
-static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *path, size_t lineno) {
+static int parse_line(ws_manifest *m, ws_manifest *held, char *line, sm_error *err,
+                      const char *path, size_t lineno) {
+  int reason = WS_R_NONE;
+  if (line[0] == 'h' && line[1] == ' ') {
+    /* "h REASON " then an entry line's fields. */
+    char *sp = strchr(line + 2, ' ');
+    if (sp == NULL) return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
+    *sp = '\0';
+    reason = ws_reason_parse(line + 2);
+    if (reason == WS_R_NONE || held == NULL)
+      return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
+    *sp = ' ';
+    line = sp - 1;
+    line[0] = 'e';
+    m = held;
+  }
   char *f[11];
   int nf = 0;
   char *p = line;
@@ -343,7 +383,10 @@ static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *pat
     }
     e.has_hash = 1;
   }
-  if (!(e.type == 'f' || e.type == 'd' || e.type == 'l') || e.size < 0)
+  e.refusal = (unsigned char)reason;
+  int known = e.type == 'f' || e.type == 'd' || e.type == 'l' ||
+              (reason && strchr("pcbs?" "x", e.type) != NULL);
+  if (!known || e.size < 0)
     return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest entry", path, lineno);
   cleanup_free char *name = unescape(f[9]);
   cleanup_free char *link = NULL;
@@ -365,8 +408,10 @@ static int parse_line(ws_manifest *m, char *line, sm_error *err, const char *pat
   return 0;
 }
 
-int ws_manifest_load(ws_manifest *m, const char *path, int64_t max_entries, sm_error *err) {
+int ws_manifest_load(ws_manifest *m, ws_manifest *held, const char *path, int64_t max_entries,
+                     sm_error *err) {
   ws_manifest_clear(m);
+  if (held) ws_manifest_clear(held);
   m->container[0] = '\0';
   FILE *f = fopen(path, "re");
   if (f == NULL) {
@@ -387,7 +432,7 @@ int ws_manifest_load(ws_manifest *m, const char *path, int64_t max_entries, sm_e
       break;
     }
     if (lineno == 1) {
-      if (strcmp(line, MANIFEST_MAGIC) != 0) {
+      if (strcmp(line, MANIFEST_MAGIC) != 0 && strcmp(line, MANIFEST_MAGIC_V1) != 0) {
         rc = sm_error_set(err, SM_EIO, "%s: not a sandman workspace manifest", path);
         break;
       }
@@ -403,17 +448,20 @@ int ws_manifest_load(ws_manifest *m, const char *path, int64_t max_entries, sm_e
       free(m->root);
       m->root = strcmp(r, "-") == 0 ? (free(r), strdup("")) : r;
     } else {
-      if ((int64_t)m->n >= max_entries) {
+      if ((int64_t)(m->n + (held ? held->n : 0)) >= 2 * max_entries) {
         rc = sm_error_set(err, SM_ETOOBIG, "%s: more than %" PRId64 " entries", path, max_entries);
         break;
       }
-      rc = parse_line(m, line, err, path, lineno);
+      rc = parse_line(m, held, line, err, path, lineno);
       if (rc) break;
     }
   }
   free(line);
   fclose(f);
   if (rc == 0 && lineno == 0) rc = sm_error_set(err, SM_EIO, "%s: empty manifest", path);
-  if (rc) ws_manifest_clear(m);
+  if (rc) {
+    ws_manifest_clear(m);
+    if (held) ws_manifest_clear(held);
+  }
   return rc;
 }

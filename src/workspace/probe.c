@@ -102,7 +102,8 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
     case S_IFIFO: e.type = 'p'; break;
     case S_IFCHR: e.type = 'c'; break;
     case S_IFBLK: e.type = 'b'; break;
-    default: e.type = 0; break; /* sockets: never copied, as the engine's tar skips them */
+    case S_IFSOCK: e.type = 's'; break; /* never in the engine's tar: refused from here */
+    default: e.type = 0; break;
     }
     int rc = 0;
     if (e.type) {
@@ -155,6 +156,23 @@ void ws_probe_free_roots(char **roots, size_t n) {
   free(roots);
 }
 
+/* Does the listing show the very entry refused before (h)? */
+static int held_unchanged(const ws_entry *h, const ws_entry *l) {
+  if (h->type != l->type) return 0;
+  switch (l->type) {
+  case 'f':
+    return h->size == l->size && h->box_mtime == l->box_mtime && h->mode == l->mode &&
+           h->box_ctime != 0 && h->box_ctime == l->ctime;
+  case 'l':
+    return h->link && (int64_t)strlen(h->link) == l->size && h->box_ctime != 0 &&
+           h->box_ctime == l->ctime;
+  default:
+    return h->mode == l->mode;
+  }
+}
+
+static int special(char type) { return type == 'p' || type == 'c' || type == 'b' || type == 's'; }
+
 int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, char ***out_roots,
                   size_t *out_n, sm_error *err) {
   *out_roots = NULL;
@@ -194,6 +212,27 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
              l->ctime == b->box_ctime;
     else if (same && l->type != 'd')
       same = 0;
+    /* Refused before and unchanged since: refused again, quietly, unread. */
+    const ws_entry *h = !same && x->held ? ws_manifest_get(x->held, l->path) : NULL;
+    if (h && held_unchanged(h, l)) {
+      ws_entry e = *h;
+      e.stage = -1;
+      e.state = WS_REFUSED;
+      e.quiet = 1;
+      if (ws_manifest_add(&x->box, &e, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      continue;
+    }
+    /* A fifo, a device or a socket is refused on what the listing says:
+     * nothing of it would be written anyway. */
+    if (!same && special(l->type)) {
+      ws_entry e = *l;
+      e.stage = -1;
+      e.state = WS_REFUSED;
+      e.refusal = l->type == 's' ? WS_R_SOCKET : l->type == 'p' ? WS_R_FIFO : WS_R_DEVICE;
+      e.box_ctime = l->ctime;
+      if (ws_manifest_add(&x->box, &e, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      continue;
+    }
     if (same) {
       ws_entry e = *b;
       e.stage = -1;

@@ -22,8 +22,11 @@
  * per glob component); paths taken in depth-first order (ws_path_cmp)
  * reuse their parents' states from a stack, so a deep tree costs one step
  * per entry, not one per component. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sandman/workspace.h>
 
 #include "workspace/ws.h"
 
@@ -368,6 +371,41 @@ int ws_protected(const ws_protect *p, const char *path, int is_dir) {
   int r = ws_protect_walk_path(&w, path, is_dir);
   ws_protect_walk_dispose(&w);
   return r;
+}
+
+/* What git, direnv, editors and coding agents on the host run without
+ * asking (docs/workspaces.md has the same list with the reasons). */
+static const char *const builtin[] = {
+    ".git/hooks/**",           /* git runs them on commit, checkout, merge, push */
+    ".git/config",             /* core.hooksPath, core.fsmonitor, core.sshCommand, aliases, drivers */
+    ".git/config.worktree",    /* the same, per worktree */
+    ".git/commondir",          /* git then reads config and hooks from another directory */
+    ".git/modules/**",         /* submodules' git directories: their config and hooks */
+    ".git/worktrees/**",       /* linked worktrees' git directories */
+    ".gitmodules",             /* submodule URLs and update commands */
+    ".hg/hgrc",                /* Mercurial's hooks */
+    ".envrc",                  /* direnv loads it on cd */
+    ".vscode/**",              /* tasks run on folder open, settings naming programs */
+    ".idea/**",                /* JetBrains run configurations and startup tasks */
+    ".devcontainer/**",        /* devcontainer commands (initializeCommand runs on the host) */
+    ".devcontainer.json",
+    ".husky/**",               /* husky's hooks folder (core.hooksPath) */
+    ".githooks/**",            /* a common core.hooksPath folder */
+    ".pre-commit-config.yaml", /* the hooks pre-commit runs on commit */
+    "lefthook*",               /* lefthook's hooks (lefthook.yml, lefthook-local.yml, ...) */
+    ".lefthook*",
+    ".claude/settings*.json",  /* hooks a coding agent runs */
+    ".mcp.json",               /* MCP servers a coding agent starts */
+    ".cursor/mcp.json",
+    ".exrc",                   /* vim and neovim run them with 'exrc' */
+    ".nvimrc",
+    ".nvim.lua",
+};
+
+void sm_workspace_protect_defaults(sm_string_list *out) {
+  memset(out, 0, sizeof *out);
+  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && i < SM_LIST_MAX; i++)
+    snprintf(out->items[out->n++], SM_NAME_MAX, "%s", builtin[i]);
 }
 
 int ws_path_cmp(const char *a, const char *b) {

@@ -138,8 +138,9 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
       e.type = 'l';
       e.link = linkbuf;
       e.mode = 0777;
-    } else if (o->specials && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
-      e.type = S_ISFIFO(st.st_mode) ? 'p' : S_ISCHR(st.st_mode) ? 'c' : 'b';
+    } else if (o->specials && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
+                               S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))) {
+      e.type = S_ISFIFO(st.st_mode) ? 'p' : S_ISCHR(st.st_mode) ? 'c' : S_ISBLK(st.st_mode) ? 'b' : 's';
     } else {
       sm_log(SM_LOG_WARN, "workspace: skipping %s/%s: %s cannot be copied", root_path, path,
              S_ISSOCK(st.st_mode) ? "a socket" : S_ISFIFO(st.st_mode) ? "a fifo" : "a device");

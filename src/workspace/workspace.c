@@ -36,6 +36,9 @@ struct sm_workspace_sync {
   sm_string_list excludes;
   int64_t max_bytes, max_entries, max_path;
   ws_manifest base;      /* state of both sides after the last sync */
+  ws_manifest held;      /* the sandbox's versions of what the host did not get */
+  ws_protect *protect;   /* changes never applied to the host (NULL: none) */
+  ws_refusal_list refused; /* what the last copy out reports as not applied */
   int have_base;         /* base describes base.container / base.root */
   int wipe_first;        /* stale sandbox content may be there: clear it */
   int had_manifest;      /* a manifest was on disk (for some sandbox) */
@@ -90,9 +93,18 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
   s->max_path = limits && limits->max_path > 0 ? limits->max_path : WS_DEFAULT_MAX_PATH;
   s->abort_after = -1;
   ws_manifest_init(&s->base);
+  ws_manifest_init(&s->held);
+  /* Protected by default: the built-in list until the caller says otherwise. */
+  sm_string_list builtin;
+  sm_workspace_protect_defaults(&builtin);
+  int prc = ws_protect_new(&s->protect, &builtin, err);
+  if (prc) {
+    sm_workspace_sync_free(s);
+    return prc;
+  }
   if (s->manifest_path) {
     sm_error lerr = SM_ERROR_INIT;
-    if (ws_manifest_load(&s->base, s->manifest_path, s->max_entries, &lerr) != 0) {
+    if (ws_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
       sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
              lerr.message);
       ws_manifest_clear(&s->base);
@@ -110,6 +122,9 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
 void sm_workspace_sync_free(sm_workspace_sync *sync) {
   if (sync == NULL) return;
   ws_manifest_dispose(&sync->base);
+  ws_manifest_dispose(&sync->held);
+  ws_protect_free(sync->protect);
+  ws_refusal_list_dispose(&sync->refused);
   free(sync->host_dir);
   free(sync->manifest_path);
   free(sync);
@@ -121,6 +136,29 @@ void sm_workspace_sync_stats(const sm_workspace_sync *s, int64_t *bytes_in, int6
   if (entries_in) *entries_in = s->entries_in;
   if (bytes_out) *bytes_out = s->bytes_out;
   if (entries_out) *entries_out = s->entries_out;
+}
+
+int sm_workspace_sync_set_protect(sm_workspace_sync *s, const sm_string_list *globs,
+                                  sm_error *err) {
+  ws_protect *p = NULL;
+  int rc = ws_protect_new(&p, globs, err);
+  if (rc) return rc;
+  ws_protect_free(s->protect);
+  s->protect = p;
+  return 0;
+}
+
+size_t sm_workspace_sync_refused(const sm_workspace_sync *s, const sm_workspace_refusal **out) {
+  if (out) *out = s->refused.v;
+  return s->refused.n;
+}
+
+const char *sm_workspace_refusal_text(const char *reason) {
+  return ws_reason_text(ws_reason_parse(reason));
+}
+
+int sm_workspace_protect_check(const char *glob, sm_error *err) {
+  return ws_protect_glob_check(glob ? glob : "", err);
 }
 
 void sm_workspace_free_list(char **list, size_t n) {
@@ -768,6 +806,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
    * directory: clear it, or stale files would come back as the tool's. */
   int wipe = s->wipe_first || (!valid && (s->had_manifest || !t->engine));
   if (!valid) ws_manifest_clear(&s->base);
+  if (!valid || wipe) ws_manifest_clear(&s->held);
 
   /* What to send, and what the sandbox has that the host no longer has. */
   ws_entry **send = calloc(cur.n + 1, sizeof *send);
@@ -921,7 +960,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   if (ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path) != 0)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   if (s->manifest_path && !same_records) {
-    if (ws_manifest_save(&s->base, s->manifest_path, err) != 0)
+    if (ws_manifest_save(&s->base, &s->held, s->manifest_path, err) != 0)
       return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
     s->disk_current = 1;
   }
@@ -1167,6 +1206,7 @@ static int fetch_local(sm_workspace_sync *s, int sfd, ws_manifest *listing, ws_e
   size_t n = 0, rlen = root ? strlen(root) : 0;
   for (size_t i = 0; i < listing->n; i++) {
     const char *p = listing->v[i].path;
+    if (listing->v[i].type == 's') continue; /* never in a tar: ws_refusal_sockets */
     if (root == NULL || strcmp(p, root) == 0 || (strncmp(p, root, rlen) == 0 && p[rlen] == '/'))
       items[n++] = &listing->v[i];
   }
@@ -1192,6 +1232,7 @@ static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int 
   x->stage_fd = stage_fd;
   x->root_fd = root_fd;
   x->base = valid ? &s->base : NULL;
+  x->held = valid ? &s->held : NULL;
   x->excludes = &s->excludes;
   x->max_bytes = s->max_bytes;
   x->max_entries = s->max_entries;
@@ -1279,6 +1320,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   s->bytes_out = s->entries_out = 0;
   s->abort_spent = 0;
   s->last_out_listed = 0;
+  ws_refusal_list_clear(&s->refused);
   int64_t stamp = now_ns();
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
@@ -1340,10 +1382,18 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
     else
       rc = listed ? fetch_local(s, sfd, &listing, &x, NULL, prefix, err) : SM_EIO;
   }
+  /* Per entry: what the host does not get is refused, the rest applies. */
+  if (rc == 0) rc = ws_refusal_sockets(&x, listed ? &listing : NULL, err);
+  if (rc == 0) rc = ws_refusal_decide(&x, s->protect, valid, err);
   ws_apply_result res = {0};
   if (rc == 0) rc = ws_apply(root_fd, &x, 1, valid, &res, err);
   ws_stage_remove(root_fd, stage, stage_fd);
+  ws_manifest nheld;
+  ws_manifest_init(&nheld);
+  if (rc == 0) rc = ws_refusal_report(&x, &s->refused, err);
+  if (rc == 0) rc = ws_refusal_hold(&x.box, valid ? &s->base : NULL, &nheld, err);
   if (rc) {
+    ws_manifest_dispose(&nheld);
     ws_manifest_dispose(&listing);
     ws_apply_result_dispose(&res);
     ws_extract_dispose(&x);
@@ -1363,8 +1413,11 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
     if (e->state != WS_SAME) ws_entry_mark_racy(e, stamp, e->state == WS_CHANGED, 1);
     e->state = WS_SAME;
   }
+  ws_manifest_dispose(&s->held);
+  s->held = nheld;
   /* What the listing saw is what is known of the sandbox side now. */
   ws_probe_record(&s->base, listed ? &listing : NULL, -1);
+  ws_probe_record(&s->held, listed ? &listing : NULL, -1);
   ws_manifest_dispose(&listing);
   rc = ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path);
   if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||
@@ -1373,8 +1426,11 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   ws_apply_result_dispose(&res);
   ws_extract_dispose(&x);
   if (rc) return sm_error_set(err, rc, "out of memory");
-  if (s->manifest_path && ws_manifest_save(&s->base, s->manifest_path, err) != 0)
+  if (s->manifest_path && ws_manifest_save(&s->base, &s->held, s->manifest_path, err) != 0)
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
+  for (size_t i = 0; i < s->refused.n; i++)
+    sm_log(SM_LOG_DEBUG, "workspace: not applied to the host: '%s' (%s)", s->refused.v[i].path,
+           ws_reason_text(ws_reason_parse(s->refused.v[i].reason)));
   s->disk_current = s->manifest_path != NULL;
   sm_log(SM_LOG_DEBUG, "workspace: copied out %" PRId64 " changes, %" PRId64 " bytes",
          s->entries_out, s->bytes_out);
@@ -1384,7 +1440,8 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
 /* ---- for tests and fuzzing ---- */
 
 int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
-                  const sm_workspace_limits *limits, ws_apply_result *res, sm_error *err) {
+                  const sm_workspace_limits *limits, ws_apply_result *res,
+                  ws_refusal_list *refused, sm_error *err) {
   sm_error local_err = SM_ERROR_INIT;
   if (err == NULL) err = &local_err;
   cleanup_fd int fd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1400,7 +1457,9 @@ int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
   if (limits && limits->max_entries > 0) x.max_entries = limits->max_entries;
   if (limits && limits->max_path > 0) x.max_path = limits->max_path;
   int rc = ws_extract_run(&x, reader, ud, err);
+  if (rc == 0) rc = ws_refusal_decide(&x, NULL, 0, err);
   if (rc == 0) rc = ws_apply(fd, &x, 1, 0, res, err);
+  if (rc == 0 && refused) rc = ws_refusal_report(&x, refused, err);
   ws_stage_remove(fd, stage, stage_fd);
   ws_extract_dispose(&x);
   return rc;

@@ -92,15 +92,20 @@ typedef struct ws_manifest {
 void ws_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box);
 
 void ws_manifest_init(ws_manifest *m);
+/* Rebuilds the hash index after entries were removed from m->v. */
+int ws_manifest_reindex(ws_manifest *m);
 void ws_manifest_dispose(ws_manifest *m);
 void ws_manifest_clear(ws_manifest *m);
 ws_entry *ws_manifest_get(const ws_manifest *m, const char *path);
 /* Copies e (path and link duplicated). SM_ECONFLICT if the path is there. */
 int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out);
-/* A missing file is an empty manifest; a damaged one is an error. */
-int ws_manifest_load(ws_manifest *m, const char *path, int64_t max_entries, sm_error *err);
-/* Written to a temporary file beside it, fsync'ed and renamed. */
-int ws_manifest_save(const ws_manifest *m, const char *path, sm_error *err);
+/* A missing file is an empty manifest; a damaged one is an error. held
+ * (may be NULL) gets the entries held back from the host (refused). */
+int ws_manifest_load(ws_manifest *m, ws_manifest *held, const char *path, int64_t max_entries,
+                     sm_error *err);
+/* Written to a temporary file beside it, fsync'ed and renamed; held may be NULL. */
+int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *path,
+                     sm_error *err);
 int ws_manifest_set_target(ws_manifest *m, const char *container, const char *root);
 
 /* ---- paths and directories ---- */
@@ -188,8 +193,34 @@ void ws_packer_abort_after(ws_packer *p, int64_t bytes);
 int64_t ws_packer_produced(const ws_packer *p);
 void ws_packer_free(ws_packer *p);
 
-/* ---- protected paths (protect.c) ---- */
+/* ---- refusals (refusal.c) ---- */
+typedef sm_workspace_refusal ws_refusal;
+typedef struct ws_refusal_list {
+  ws_refusal *v; /* paths owned */
+  size_t n, cap;
+} ws_refusal_list;
+void ws_refusal_list_clear(ws_refusal_list *l);
+void ws_refusal_list_dispose(ws_refusal_list *l);
+int ws_refusal_list_add(ws_refusal_list *l, const char *path, int reason);
+void ws_refusal_list_sort(ws_refusal_list *l);
+
+typedef struct ws_extract ws_extract;
 typedef struct ws_protect ws_protect;
+/* Sockets the listing shows (the engine's tar leaves them out) join
+ * x->box as refused. */
+int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err);
+/* After the stream: changes to protected paths are refused (and, with
+ * deletions, deletions of them held as WS_DELETED entries); every refusal
+ * the same as a held one is marked quiet. */
+int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, sm_error *err);
+/* The refusals to report: not quiet, from x->box and x->stray, by path. */
+int ws_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err);
+/* Moves the refused entries of box into held, and puts back old_base's
+ * record of each such path (the host kept its version). */
+int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *held,
+                    sm_error *err);
+
+/* ---- protected paths (protect.c) ---- */
 /* Compiles globs (NULL or none: nothing protected). SM_EINVAL names a bad one. */
 int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err);
 void ws_protect_free(ws_protect *p);
@@ -226,7 +257,7 @@ int ws_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int en
                    sm_error *err);
 
 /* ---- extractor: reads a tar, refuses what is unsafe, stages changes ---- */
-typedef struct ws_extract {
+struct ws_extract {
   int stage_fd;                 /* flat staging directory */
   int root_fd;                  /* destination (hard links to unchanged files), or -1 */
   const char *strip;            /* required first component, or NULL */
@@ -253,7 +284,7 @@ typedef struct ws_extract {
   int64_t raw_bytes;
   int64_t entries;              /* over every stream read into this extractor */
   int32_t next_stage;
-} ws_extract;
+};
 
 void ws_extract_init(ws_extract *x);
 void ws_extract_dispose(ws_extract *x);
@@ -299,7 +330,8 @@ void ws_apply_result_dispose(ws_apply_result *r);
 /* Convenience for tests and fuzzing: extracts a tar stream into dest_dir
  * (stage, check, apply), no manifest. */
 int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
-                  const sm_workspace_limits *limits, ws_apply_result *res, sm_error *err);
+                  const sm_workspace_limits *limits, ws_apply_result *res,
+                  ws_refusal_list *refused, sm_error *err);
 
 /* Test hook on a sync: each copy (in or out) aborts once this many tar
  * bytes went through it, over all its requests; -1 turns it off. */

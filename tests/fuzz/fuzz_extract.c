@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sm_workspace_limits lim = {4 << 20, 2000, 1024};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  ws_unpack_dir(target, src_read, &s, &lim, &res, &err);
+  ws_unpack_dir(target, src_read, &s, &lim, &res, NULL, &err);
   ws_apply_result_dispose(&res);
   /* The invariants: the parent holds exactly the target and the sentinel,
    * the sentinel is unchanged, the target has no staging directory left. */

@@ -19,6 +19,7 @@ typedef struct flagset {
   const char *env;  /* --project-environment */
   const char *pass; /* one --env-passthrough */
   const char *excl; /* one --exclude */
+  const char *prot; /* one --protect */
 } flagset;
 
 typedef struct pcase {
@@ -37,6 +38,11 @@ typedef struct pcase {
   "agents:\n  a:\n    mode: per_tool\n    memory: 1g\n    pids: 64\n    runtime: runsc\n"        \
   "    read_only_root: false\n    excludes: [node_modules]\n    env:\n      passthrough: [TERM]\n" \
   "    workspace_root: /srv/a\n  empty_pass:\n    env:\n      passthrough: []\n"
+
+#define PROTECT_A                                                                         \
+  "defaults:\n  workspace:\n    protect: [\".git/hooks/**\", \".envrc\"]\n"                  \
+  "agents:\n  narrow:\n    workspace:\n      protect: [\".git/hooks/**\"]\n"                   \
+  "  extend:\n    workspace:\n      protect_add: [\"secrets/**\"]\n"
 
 static const pcase cases[] = {
     {"mode_built_in", NULL, NULL, NULL, {0}, "mode", "BUILTIN", "built_in"},
@@ -115,6 +121,19 @@ static const pcase cases[] = {
      "defaults:\n  sandbox_tools:\n    always: [web_fetch]\nagents:\n  a:\n    sandbox_tools:\n"
      "      always: [browser]\n",
      "a", NULL, {0}, "sandbox_tools.always", "[\"web_fetch\",\"browser\"]", "agent"},
+    /* workspace.protect: the built-in list unless a layer says otherwise;
+     * protect replaces, protect_add and --protect extend; [] means none. */
+    {"protect_built_in", NULL, NULL, NULL, {0}, "protect", "BUILTIN", "built_in"},
+    {"protect_defaults_empty", "defaults:\n  workspace:\n    protect: []\n", NULL, NULL, {0},
+     "protect", "[]", "defaults"},
+    {"protect_agent_narrows", PROTECT_A, "narrow", NULL, {0}, "protect", "[\".git/hooks/**\"]",
+     "agent"},
+    {"protect_agent_extends", PROTECT_A, "extend", NULL, {0}, "protect",
+     "[\".git/hooks/**\",\".envrc\",\"secrets/**\"]", "agent"},
+    {"protect_flag_extends", PROTECT_A, "narrow", NULL, {.prot = "*.pem"}, "protect",
+     "[\".git/hooks/**\",\"*.pem\"]", "flag"},
+    {"protect_flag_extends_empty", "defaults:\n  workspace:\n    protect: []\n", NULL, NULL,
+     {.prot = ".envrc"}, "protect", "[\".envrc\"]", "flag"},
 };
 
 static json_object *resolve_json(const pcase *c, sm_resolved *r) {
@@ -139,6 +158,7 @@ static json_object *resolve_json(const pcase *c, sm_resolved *r) {
   f.project_environment = c->flags.env;
   if (c->flags.pass) assert_int_equal(sm_string_list_add(&f.env_passthrough, c->flags.pass, NULL), 0);
   if (c->flags.excl) assert_int_equal(sm_string_list_add(&f.excludes, c->flags.excl, NULL), 0);
+  if (c->flags.prot) assert_int_equal(sm_string_list_add(&f.protect, c->flags.prot, NULL), 0);
   int rc = sm_config_resolve(cfg, c->agent, c->tool, NULL, &f, r, &err);
   if (rc) fail_msg("%s: resolve: %s", c->name, err.message);
   sm_config_free(cfg);
@@ -173,6 +193,13 @@ static void run_case(void **state) {
     if (strcmp(c->setting, "memory") == 0) assert_true(b.settings.memory == d.memory);
     if (strcmp(c->setting, "network") == 0) assert_string_equal(b.settings.network, d.network);
     if (strcmp(c->setting, "mode") == 0) assert_int_equal(b.settings.mode, d.mode);
+    if (strcmp(c->setting, "protect") == 0) {
+      sm_string_list l;
+      sm_workspace_protect_defaults(&l);
+      assert_true(l.n > 0);
+      assert_int_equal(b.settings.protect.n, l.n);
+      assert_int_equal(d.protect.n, l.n);
+    }
   }
   const char *got = setting_field(j, c->setting, "value");
   if (strcmp(got, want) != 0) fail_msg("%s: %s = %s, want %s", c->name, c->setting, got, want);

@@ -30,7 +30,8 @@ static void test_json_has_exactly_the_contract_fields(void **state) {
   json_object *o = sm_run_result_to_json(&r);
   const char *want[] = {"ok", "exit_code", "stdout", "stderr", "stdout_truncated",
                         "stderr_truncated", "timed_out", "oom_killed", "duration_ms", "mode",
-                        "sandbox_id", "reused", "files_changed", "failure_kind", "error"};
+                        "sandbox_id", "reused", "files_changed", "refused", "failure_kind",
+                        "error"};
   assert_int_equal(json_object_object_length(o), sizeof want / sizeof want[0]);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     json_object *v = NULL;

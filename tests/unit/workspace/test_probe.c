@@ -28,7 +28,8 @@ static void test_parse_good(void **state) {
       "0|1|2|x|c1ed|./sock\n"
       "0|1|2|x|11a4|./fifo\n";
   assert_int_equal(parse(text, &m), 0);
-  assert_int_equal(m.n, 4); /* the socket is left out */
+  assert_int_equal(m.n, 5); /* the socket too: it is refused from the listing */
+  assert_int_equal(ws_manifest_get(&m, "sock")->type, 's');
   ws_entry *e = ws_manifest_get(&m, "a b.txt");
   assert_non_null(e);
   assert_int_equal(e->type, 'f');

