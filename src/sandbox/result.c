@@ -53,7 +53,7 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   json_object *refused = json_object_new_array();
   for (size_t i = 0; i < r->n_refused; i++) {
     json_object *x = json_object_new_object();
-    json_object_object_add(x, "path", json_text(r->refused[i].path, strlen(r->refused[i].path)));
+    json_object_object_add(x, "path", sm_json_text(r->refused[i].path, strlen(r->refused[i].path)));
     json_object_object_add(x, "reason", json_object_new_string(r->refused[i].reason));
     json_object_array_add(refused, x);
   }
@@ -61,7 +61,7 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   if (r->replaced_previous[0]) {
     json_object *x = json_object_new_object();
     json_object_object_add(x, "previous", json_object_new_string(r->replaced_previous));
-    json_object_object_add(x, "because", json_text(r->replaced_because, strlen(r->replaced_because)));
+    json_object_object_add(x, "because", sm_json_text(r->replaced_because, strlen(r->replaced_because)));
     json_object_object_add(o, "replaced", x);
   }
   const char *kind = sm_failure_kind_name(r->failure_kind);
