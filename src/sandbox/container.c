@@ -1007,21 +1007,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     out->started = 1;
 
     if (ws && sync == SM_SYNC_INOUT) {
-      rc = sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,
-                                 &out->conflicts, &out->n_conflicts, err);
-      if (rc) {
-        /* The tool ran: its result stands, and the failure is added to it. */
-        sm_error_wrap(err, "copying the workspace out of %s", sb.name);
-        sync_err = *err;
-        sync_failed = 1;
-      } else {
-        const sm_workspace_refusal *rv = NULL;
-        size_t nr = sm_workspace_sync_refused(ws, &rv);
-        if (sm_result_add_refusals(out, rv, nr) != 0) {
-          sm_error_set(&sync_err, SM_ENOMEM, "out of memory");
-          sync_failed = 1;
-        }
-      }
+      /* The tool ran: a failed copy out is added to its result. */
+      sync_failed = sm_result_copy_out(out, ws, &target, sb.name, &sync_err) != 0;
     }
     break;
   }

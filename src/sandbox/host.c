@@ -388,18 +388,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
   sm_error sync_err = SM_ERROR_INIT;
   if (rc == 0 && ws && sync == SM_SYNC_INOUT) {
     /* The tool ran: a failed copy out is added to its result. */
-    if (sm_workspace_sync_out(ws, &target, &out->files_changed, &out->n_files_changed,
-                              &out->conflicts, &out->n_conflicts, &sync_err) != 0) {
-      sm_error_wrap(&sync_err, "copying the workspace out of %s", work);
-      sync_failed = 1;
-    } else {
-      const sm_workspace_refusal *rv = NULL;
-      size_t nr = sm_workspace_sync_refused(ws, &rv);
-      if (sm_result_add_refusals(out, rv, nr) != 0) {
-        sm_error_set(&sync_err, SM_ENOMEM, "out of memory");
-        sync_failed = 1;
-      }
-    }
+    sync_failed = sm_result_copy_out(out, ws, &target, work, &sync_err) != 0;
   }
   if (ws) sm_workspace_sync_free(ws);
   sm_capture_to_result(&cap, out);
