@@ -15,11 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char glob[SM_NAME_MAX];
   char path[1024];
   const uint8_t *nl = memchr(data, '\n', size);
-  size_t gl = nl ? (size_t)(nl - data) : size;
-  if (gl >= sizeof glob) gl = sizeof glob - 1;
+  size_t whole = nl ? (size_t)(nl - data) : size;
+  size_t gl = whole < sizeof glob ? whole : sizeof glob - 1;
   memcpy(glob, data, gl);
   glob[gl] = '\0';
-  size_t pl = nl ? size - gl - 1 : 0;
+  /* The path's length from the glob's whole length, not the cut one. */
+  size_t pl = nl ? size - whole - 1 : 0;
   if (pl >= sizeof path) pl = sizeof path - 1;
   if (nl) memcpy(path, nl + 1, pl);
   path[pl] = '\0';
