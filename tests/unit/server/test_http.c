@@ -83,6 +83,16 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
     snprintf(buf, sizeof buf, "value=%s\n", v);
     out->stdout_data = dupstr(buf, &out->stdout_len);
     out->stderr_data = dupstr(v, &out->stderr_len);
+    /* ... and names a file and a link after it (the copy out refuses the
+     * link), in a sandbox replaced for a reason that quotes it too. */
+    size_t l;
+    snprintf(buf, sizeof buf, "cache/%s/link", v);
+    out->refused = calloc(1, sizeof *out->refused);
+    out->refused[0].path = dupstr(buf, &l);
+    out->refused[0].reason = "link_absolute";
+    out->n_refused = 1;
+    snprintf(out->replaced_previous, sizeof out->replaced_previous, "0123abcd");
+    snprintf(out->replaced_because, sizeof out->replaced_because, "image changed (%s)", v);
   } else if (strcmp(cmd, "sleep") == 0) {
     double secs = atof(req->argc > 1 ? req->argv[1] : "1");
     for (int i = 0; i < (int)(secs * 20); i++) {
@@ -520,6 +530,11 @@ static void leases(void **state) {
   /* ... and is scrubbed out of the answer. */
   assert_null(strstr(r.body, SECRET));
   assert_string_equal(jstr(r.json, "stdout"), "value=[REDACTED]\n");
+  json_object *refused = NULL, *replaced = NULL;
+  assert_true(json_object_object_get_ex(r.json, "refused", &refused));
+  assert_string_equal(jstr(json_object_array_get_idx(refused, 0), "path"), "cache/[REDACTED]/link");
+  assert_true(json_object_object_get_ex(r.json, "replaced", &replaced));
+  assert_string_equal(jstr(replaced, "because"), "image changed ([REDACTED])");
   resp_free(&r);
   /* Replay. */
   http("POST", "/v1/execute", CONTROL, body, &r);
