@@ -341,7 +341,8 @@ class Bench:
 
     def ws_box(self, tag):
         """A container like sandman's (read-only root, user 1000, a tmpfs volume
-        at /workspace), as bench/workspace/run.sh makes them."""
+        at /workspace, sandman's /.sandman for the copy in's unpacker), as
+        bench/workspace/run.sh makes them."""
         vol = "sandman-bench-%s-%s" % (self.instance, tag)
         self.run(["docker", "volume", "create", "--driver", "local", "--opt", "type=tmpfs",
                   "--opt", "device=tmpfs", "--opt", "o=size=1g,uid=1000,gid=1000,mode=0755",
@@ -349,7 +350,8 @@ class Bench:
         self.peer_volumes.append(vol)
         cid = self.run(["docker", "run", "-d", "--network", "none", "--read-only", "--user",
                         "1000:1000", "--label", "io.sandman.bench=" + self.instance, "--mount",
-                        "type=volume,source=%s,target=/workspace" % vol, IMAGE, "sleep",
+                        "type=volume,source=%s,target=/workspace" % vol, "--tmpfs",
+                        "/.sandman:rw,nosuid,nodev,exec,size=8m,mode=0755", IMAGE, "sleep",
                         "3600"]).stdout.strip()
         self.peer_containers.append(cid)
         return cid, vol

@@ -66,7 +66,7 @@ cc "${CFLAGS[@]}" -I"$SM_ROOT/include" $(pkg-config --cflags json-c) -o "$BUILD/
   bench/sm/smbench.c -L"$BUILD" -lsandman -Wl,-rpath,"$BUILD" $(pkg-config --libs json-c)
 # The workspace engineer's copy benchmark (bench/workspace): S3/S4's copy alone.
 # shellcheck disable=SC2046
-cc "${CFLAGS[@]}" -I"$SM_ROOT/include" -o "$BUILD/bench/ws_bench" bench/workspace/ws_bench.c \
+cc "${CFLAGS[@]}" -I"$SM_ROOT/include" -I"$SM_ROOT/src" -o "$BUILD/bench/ws_bench" bench/workspace/ws_bench.c \
   "$BUILD/libsandman.a" $(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttpd) -lm
 
 # --- run ----------------------------------------------------------------------

@@ -38,21 +38,22 @@ LIBS=$(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttp
 build_bench() { # build-dir output
   [ -f "$1/libsandman.a" ] || { echo "build first: $1/libsandman.a is missing" >&2; exit 1; }
   # shellcheck disable=SC2086
-  cc -O2 -I"$SRC/include" -o "$2" "$SRC/bench/workspace/ws_bench.c" "$1/libsandman.a" $LIBS \
+  cc -O2 -I"$SRC/include" -I"$SRC/src" -o "$2" "$SRC/bench/workspace/ws_bench.c" "$1/libsandman.a" $LIBS \
     -lpthread -lm
 }
 build_bench "$BUILD" "$WORK/ws_bench"
 [ -n "$BASE" ] && build_bench "$BASE" "$WORK/ws_bench_base"
 
 # A container like sandman's: read-only root, user 1000, a tmpfs volume at
-# /workspace. Runs in a subshell ($(...)), so the caller records what it made.
+# /workspace, sandman's /.sandman (where the copy in's unpacker goes). Runs in a subshell ($(...)), so the caller records what it made.
 box() {
   docker volume create --driver local --opt type=tmpfs --opt device=tmpfs \
     --opt o=size=1g,uid=1000,gid=1000,mode=0755 \
     --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" "$1" >/dev/null
   docker run -d --network none --read-only --user 1000:1000 \
     --label io.sandman.managed=true --label "io.sandman.instance=$INSTANCE" \
-    --mount "type=volume,source=$1,target=/workspace" "$IMAGE" sleep 3600
+    --mount "type=volume,source=$1,target=/workspace" \
+    --tmpfs /.sandman:rw,nosuid,nodev,exec,size=8m,mode=0755 "$IMAGE" sleep 3600
 }
 N_BOX=0
 new_box() { # sets BOX
@@ -122,6 +123,7 @@ med() { sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 
 printf '\nworkspace: %s files, %s MB (tmpfs volume, %s)\n\n' "$FILES" "$MB" "$(docker version --format '{{.Server.Version}}')"
 printf '%-42s %10s %10s %12s\n' "operation (the last round)" "seconds" "entries" "bytes moved"
 printf '%-42s %10s %10s %12s\n' "docker cp (whole folder)" "$(tail -1 "$WORK/t.cp")" "-" "-"
+printf '%-42s %10s %10s %12s\n' "sandman unpacker install (once per sandbox)" "$(val install 2)" "-" "-"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, first call" "$(val in_first 2)" "$(val in_first 3)" "$(val in_first 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy in, unchanged (next call)" "$(val in_unchanged 2)" "$(val in_unchanged 3)" "$(val in_unchanged 4)"
 printf '%-42s %10s %10s %12s\n' "sandman copy out, nothing changed" "$(val out_unchanged 2)" "$(val out_unchanged 3)" "$(val out_unchanged 4)"
