@@ -81,6 +81,12 @@ check "special: no fifo, socket or link on the host" \
 expect_contains "special: the plain CLI prints a WARN line per refused entry" \
   "sandman: warning: not applied to the workspace: abs2: an absolute symbolic link" \
   "$(cat "$WORK/plain.err")"
+"$SANDMAN" run --workspace "$WS" "${R[@]}" -- sh -c \
+  'mkdir many && for i in 1 2 3 4 5 6 7 8 9 10 11 12; do ln -s /etc/hostname many/l$i; done' \
+  2>"$WORK/many.err" >/dev/null || true
+expect_eq "special: the plain CLI's warnings are capped (ten lines, then a count)" \
+  "10 1" "$(grep -c 'not applied to the workspace: many/l' "$WORK/many.err") $(grep -c \
+  'and 2 more not applied (12 in all; --json lists them)' "$WORK/many.err")"
 
 # --- 13.4: a directory replaced by a link to /etc gets the next copy in inside a real directory ---
 mkdir -p "$WS/d"
@@ -133,6 +139,7 @@ run_json "$WORK/cap.json" "${R[@]}" -- sh -c 'echo changed > keep.txt && truncat
 expect_eq "cap: exit status 125, the tool's exit code 4 in the answer" "125 4 7" \
   "$RC $(json "$WORK/cap.json" "r['exit_code']") $(json "$WORK/cap.json" "r['stdout'].strip()")"
 expect_eq "cap: failure_kind sandbox" "sandbox" "$(json "$WORK/cap.json" "r['failure_kind']")"
+expect_eq "cap: the tool's own duration is kept" "True" "$(json "$WORK/cap.json" "r['duration_ms'] > 0")"
 expect_contains "cap: the error names the limit" "limit" "$(json "$WORK/cap.json" "r['error']")"
 expect_eq "cap: the host workspace is exactly as it was" "$before" "$(ls -lR "$WS" | sha256sum)"
 "$SANDMAN" run --workspace "$WS" "${R[@]}" -- rm big.bin >/dev/null 2>&1 || true
