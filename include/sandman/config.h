@@ -39,6 +39,10 @@ SM_API const char *sm_config_engine_host(const sm_config *cfg);         /* may b
 /* engine.tls_verify: 1, 0, or -1 when the file does not say. */
 SM_API int sm_config_engine_tls_verify(const sm_config *cfg);
 SM_API const char *sm_config_engine_cert_path(const sm_config *cfg);    /* may be NULL */
+/* engine.backend ("docker", "swarm"), NULL when the file does not say. */
+SM_API const char *sm_config_engine_backend(const sm_config *cfg);
+/* engine.swarm: the swarm backend's options (strings borrowed from cfg). */
+SM_API void sm_config_swarm(const sm_config *cfg, sm_swarm_options *out);
 /* defaults.pool_size: ready per_tool containers a runner keeps per
  * configuration (0..SM_POOL_MAX_SIZE; 0: no warm pool), or -1 when the
  * file does not say. Only defaults may set it: the pool is the runner's. */

@@ -240,13 +240,31 @@ SM_API json_object *sm_run_result_to_json(const sm_run_result *result);
 
 typedef struct sm_runner sm_runner;
 
+/* The swarm backend (docs/scale-out.md): the runner's engine is a swarm
+ * manager; sandboxes are services placed by the swarm, reached on their
+ * node's engine over TCP+TLS. */
+typedef struct sm_swarm_options {
+  /* The nodes' client certificates (ca.pem, cert.pem, key.pem): DIR/<node
+   * hostname>/ or DIR/<node id>/ when it has a ca.pem, else DIR itself.
+   * NULL: the manager's certificate directory for every node. */
+  const char *node_certs;
+  int node_port;                  /* the nodes' TLS port; 0: 2376 */
+  const char *const *constraints; /* placement, e.g. "node.labels.sandman==yes" */
+  size_t n_constraints;
+  double reserve_cpu;             /* scheduler reservations per sandbox; 0: none */
+  int64_t reserve_memory;
+} sm_swarm_options;
+
 typedef struct sm_runner_options {
   sm_engine_options engine;
   const char *state_dir;   /* NULL: $SANDMAN_STATE_DIR, else XDG/root default */
   const char *instance;    /* NULL: $SANDMAN_INSTANCE, else "default" */
+  const char *backend;     /* NULL or "docker": the engine runs the sandboxes;
+                              "swarm": the engine is a swarm manager */
+  sm_swarm_options swarm;
 } sm_runner_options;
 
-#define SM_RUNNER_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL}
+#define SM_RUNNER_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, {NULL, 0, NULL, 0, 0, 0}}
 
 SM_API int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err);
 SM_API void sm_runner_free(sm_runner *runner);

@@ -74,7 +74,8 @@ int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, 
                      const sm_config_flags *flags, sm_config **cfg, sm_resolved *res);
 /* A runner on the engine cli_engine_options picks. On failure prints the
  * error, frees cfg and returns the exit code. */
-int cli_runner_new(const cli_globals *g, sm_config *cfg, sm_runner **out);
+/* backend: the --sandbox-backend flag, or NULL for the configuration's. */
+int cli_runner_new(const cli_globals *g, sm_config *cfg, const char *backend, sm_runner **out);
 
 /* The audit trail's file: the configuration's audit.file, else the default
  * (<state dir>/audit/audit.jsonl); "" when the configuration says no file. */

@@ -127,10 +127,13 @@ int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, 
   return CLI_EXIT_OK;
 }
 
-int cli_runner_new(const cli_globals *g, sm_config *cfg, sm_runner **out) {
+int cli_runner_new(const cli_globals *g, sm_config *cfg, const char *backend, sm_runner **out) {
   sm_error err = SM_ERROR_INIT;
   sm_runner_options ro = SM_RUNNER_OPTIONS_INIT;
   cli_engine_options(g, cfg, &ro.engine);
+  /* --sandbox-backend > engine.backend > docker. */
+  ro.backend = backend ? backend : sm_config_engine_backend(cfg);
+  sm_config_swarm(cfg, &ro.swarm);
   *out = NULL;
   if (sm_runner_new(out, &ro, &err) != 0) {
     sm_config_free(cfg);

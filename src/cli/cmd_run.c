@@ -229,7 +229,7 @@ static int run_call(const cli_call *call, run_args *a) {
   const char *project_env =
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
   sm_runner *runner = NULL;
-  rc = cli_runner_new(g, cfg, &runner);
+  rc = cli_runner_new(g, cfg, NULL, &runner);
   if (rc) return rc;
 
   sm_fallback_decision fb;

@@ -109,7 +109,7 @@ int cmd_worker_start(const cli_call *call) {
   const char *project = a.project ? a.project : sm_config_project_id(cfg);
 
   sm_runner *runner = NULL;
-  rc = cli_runner_new(g, cfg, &runner);
+  rc = cli_runner_new(g, cfg, cli_str(call, "sandbox-backend"), &runner);
   if (rc) return rc;
   /* The health check and the fallback rule, once at start. */
   sm_fallback_decision fb;

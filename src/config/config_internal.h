@@ -162,6 +162,12 @@ struct sm_config {
   char *project_id, *project_env;
   char *engine_host, *cert_path;
   int tls_verify; /* -1: not set */
+  char *backend;  /* engine.backend: NULL (docker), "docker", "swarm" */
+  char *swarm_node_certs;
+  int swarm_node_port;
+  cfg_list swarm_constraints;
+  double swarm_reserve_cpu;
+  int64_t swarm_reserve_memory;
   int pool_size;  /* defaults.pool_size, -1: not set */
   /* audit: -1 / NULL / 0 where the file does not say */
   int audit_enabled, audit_stderr, audit_keep;

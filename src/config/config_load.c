@@ -46,7 +46,10 @@ static const char *const top_keys[] = {"version", "project", "engine", "defaults
                                        "tools", "workers", "audit", NULL};
 static const char *const worker_keys[] = {"services", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
-static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", NULL};
+static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "backend",
+                                          "swarm", NULL};
+static const char *const swarm_keys[] = {"node_certs", "node_port", "constraints",
+                                         "reserve_cpu", "reserve_memory", NULL};
 static const char *const audit_keys[] = {"enabled", "file", "stderr", "max_size", "keep", NULL};
 static const char *const defaults_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
@@ -537,6 +540,42 @@ static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
   return 0;
 }
 
+/* engine.swarm: how the swarm backend reaches nodes and places sandboxes. */
+static int parse_swarm(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "engine.swarm", swarm_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  const cfg_ynode *n;
+  const char *s = NULL;
+  sm_error perr = SM_ERROR_INIT;
+  if ((n = cfg_map_get(map, "node_certs")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "engine.swarm.node_certs", &s))) return rc;
+    if (n->len == 0) return verr(v, n, "engine.swarm.node_certs", "empty path");
+    if ((rc = set_str(v, &c->swarm_node_certs, s))) return rc;
+  }
+  if ((n = cfg_map_get(map, "node_port")) && !cfg_ynode_is_null(n)) {
+    int64_t port = 0;
+    if ((rc = get_string(v, n, "engine.swarm.node_port", &s))) return rc;
+    if (sm_parse_int(s, 1, 65535, &port, &perr) != 0)
+      return verr(v, n, "engine.swarm.node_port", "%s", perr.message);
+    c->swarm_node_port = (int)port;
+  }
+  int set = 0;
+  if ((rc = get_list(v, cfg_map_get(map, "constraints"), "engine.swarm.constraints", LIST_GLOBS,
+                     &set, &c->swarm_constraints)))
+    return rc;
+  if ((n = cfg_map_get(map, "reserve_cpu")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "engine.swarm.reserve_cpu", &s))) return rc;
+    if (sm_parse_double(s, 0, 1024, &c->swarm_reserve_cpu, &perr) != 0)
+      return verr(v, n, "engine.swarm.reserve_cpu", "%s", perr.message);
+  }
+  if ((n = cfg_map_get(map, "reserve_memory")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "engine.swarm.reserve_memory", &s))) return rc;
+    if (sm_parse_size(s, &c->swarm_reserve_memory, &perr) != 0)
+      return verr(v, n, "engine.swarm.reserve_memory", "%s", perr.message);
+  }
+  return 0;
+}
+
 static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "engine", engine_keys);
   if (rc || cfg_ynode_is_null(map)) return rc;
@@ -560,7 +599,13 @@ static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
     if (n->len == 0) return verr(v, n, "engine.cert_path", "empty path");
     if ((rc = set_str(v, &c->cert_path, s))) return rc;
   }
-  return 0;
+  if ((n = cfg_map_get(map, "backend")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "engine.backend", &s))) return rc;
+    if (strcmp(s, "docker") != 0 && strcmp(s, "swarm") != 0)
+      return verr(v, n, "engine.backend", "'%s' is not a backend (docker or swarm)", s);
+    if ((rc = set_str(v, &c->backend, s))) return rc;
+  }
+  return parse_swarm(v, cfg_map_get(map, "swarm"), c);
 }
 
 /* audit: where the trail goes (docs/audit.md). Not a sandbox setting. */
@@ -772,6 +817,9 @@ void sm_config_free(sm_config *cfg) {
   free(cfg->engine_host);
   free(cfg->cert_path);
   free(cfg->audit_file);
+  free(cfg->backend);
+  free(cfg->swarm_node_certs);
+  list_free(&cfg->swarm_constraints);
   layer_free(&cfg->defaults);
   for (size_t i = 0; i < cfg->n_agents; i++) {
     free(cfg->agents[i].name);
@@ -901,6 +949,21 @@ void sm_config_audit_get(const sm_config *cfg, sm_config_audit *out) {
   out->max_bytes = cfg ? cfg->audit_max_bytes : 0;
   out->keep = cfg ? cfg->audit_keep : -1;
 }
+
+const char *sm_config_engine_backend(const sm_config *cfg) { return cfg ? cfg->backend : NULL; }
+
+void sm_config_swarm(const sm_config *cfg, sm_swarm_options *out) {
+  sm_swarm_options none = {NULL, 0, NULL, 0, 0, 0};
+  *out = none;
+  if (cfg == NULL) return;
+  out->node_certs = cfg->swarm_node_certs;
+  out->node_port = cfg->swarm_node_port;
+  out->constraints = (const char *const *)cfg->swarm_constraints.items;
+  out->n_constraints = cfg->swarm_constraints.n;
+  out->reserve_cpu = cfg->swarm_reserve_cpu;
+  out->reserve_memory = cfg->swarm_reserve_memory;
+}
+
 const char *sm_config_engine_cert_path(const sm_config *cfg) {
   return cfg ? cfg->cert_path : NULL;
 }

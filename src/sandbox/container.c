@@ -26,6 +26,7 @@
 
 #include "sandbox/internal.h"
 #include "sandbox/pool.h"
+#include "sandbox/swarm.h"
 
 extern char **environ;
 
@@ -49,6 +50,7 @@ typedef struct sandbox {
   char replaced[SM_ENGINE_ID_MAX]; /* keyed: the sandbox this call replaced, or "" */
   char because[256];   /* why */
   sm_state_lock *busy;
+  sm_swarm_box swarm;  /* the swarm backend's hold on it */
 } sandbox;
 
 static void sleep_ms(long ms) {
@@ -417,19 +419,25 @@ static int tmp_needs_fix(sm_engine *e, const char *cid, const char *image_id, un
   return *mode != 0 && (*mode & 07777) != 01777;
 }
 
-/* Creates and starts the sandbox named sb->name. SM_ECONFLICT (untouched
- * volume) when the name is taken; any other failure removes what was made. */
-static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request *req,
-                          sandbox *sb, sm_error *err) {
+/* The hardened container config of sandbox sb (labels, user, environment)
+ * against engine e: its image there, its user resolved in the image. The
+ * docker backend creates it; the swarm backend translates it. image_id (may
+ * be NULL; SM_ENGINE_ID_MAX bytes) gets the image's id. */
+static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                          sandbox *sb, int check_runtime, json_object **out, char *image_id,
+                          sm_error *err) {
+  *out = NULL;
   const sm_sandbox_settings *s = &req->settings;
   json_object *image = NULL;
   int gvisor = 0;
-  char image_id[SM_ENGINE_ID_MAX] = "";
   int rc = sm_sandbox_image_present(e, s->image, &image, err);
-  if (rc == 0) rc = sm_sandbox_runtime_present(e, s->runtime, &gvisor, err);
+  if (rc == 0 && check_runtime) rc = sm_sandbox_runtime_present(e, s->runtime, &gvisor, err);
+  /* On a swarm the runtime is the node's (checked on the task's container). */
+  else if (rc == 0) gvisor = strncmp(s->runtime, "runsc", 5) == 0;
   if (rc == 0) rc = prepare_user(runner, e, s, image, sb, err);
-  if (rc == 0 && json_str(image, "Id", NULL))
-    snprintf(image_id, sizeof image_id, "%s", json_str(image, "Id", NULL));
+  if (image_id) image_id[0] = '\0';
+  if (rc == 0 && image_id && json_str(image, "Id", NULL))
+    snprintf(image_id, SM_ENGINE_ID_MAX, "%s", json_str(image, "Id", NULL));
   json_object_put(image);
   if (rc) return rc;
 
@@ -474,6 +482,18 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
   }
   json_object_put(labels);
   sm_strv_dispose(&env);
+  if (rc == 0) *out = config;
+  return rc;
+}
+
+/* Creates and starts the sandbox named sb->name. SM_ECONFLICT (untouched
+ * volume) when the name is taken; any other failure removes what was made. */
+static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                          sandbox *sb, sm_error *err) {
+  const sm_sandbox_settings *s = &req->settings;
+  json_object *config = NULL;
+  char image_id[SM_ENGINE_ID_MAX];
+  int rc = sandbox_config(runner, e, req, sb, 1, &config, image_id, err);
   if (rc) return rc;
 
   json_object *warnings = NULL;
@@ -779,6 +799,61 @@ static void retry_release(sm_runner *runner, sm_engine *e, const sm_run_request 
   }
 }
 
+/* ---- the swarm backend (swarm.c): the same container config, made a
+ * service; the call then runs on the task's node ---- */
+typedef struct swarm_config_ud {
+  sm_runner *runner;
+  const sm_run_request *req;
+  sandbox *sb;
+} swarm_config_ud;
+
+static int swarm_config(void *ud, sm_engine *manager, json_object **config, int *uid, int *gid,
+                        sm_error *err) {
+  swarm_config_ud *c = ud;
+  /* The runtime is the node's: checked on the task's container. */
+  int rc = sandbox_config(c->runner, manager, c->req, c->sb, 0, config, NULL, err);
+  *uid = c->sb->uid;
+  *gid = c->sb->gid;
+  return rc;
+}
+
+static int acquire_swarm(sm_runner *runner, sm_swarm *sw, sm_engine *m, const sm_run_request *req,
+                         sandbox *sb, sm_error *err) {
+  if (sb->mode == SM_MODE_PER_TOOL) {
+    char rnd[17];
+    int rc = sm_random_hex(rnd, 8, err);
+    if (rc) return rc;
+    snprintf(sb->name, sizeof sb->name, "sandman-%s-tool-%s", sm_runner_instance(runner), rnd);
+    snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
+    snprintf(sb->scope_key, sizeof sb->scope_key, "tool:%s", rnd);
+  }
+  char service[SM_SWARM_SERVICE_NAME_MAX + 1];
+  sm_swarm_service_name(sb->name, service);
+  swarm_config_ud cu = {runner, req, sb};
+  const char *project = req->project && *req->project ? req->project : "default";
+  double timeout = req->settings.timeout_s;
+  sm_swarm_want w = {
+      .name = service,
+      .instance = sm_runner_instance(runner),
+      .hash = sb->hash,
+      .project = sb->mode == SM_MODE_PER_WORKER ? project : NULL,
+      .principal = req->principal,
+      .per_tool = sb->mode == SM_MODE_PER_TOOL,
+      /* Past the call's timeout and its clean-up; a dead runner's lease
+       * ends there. A call with no timeout holds it for a day. */
+      .lease_s = timeout > 0 ? timeout + 600 : 0,
+      .config = swarm_config,
+      .config_ud = &cu,
+  };
+  int rc = sm_swarm_acquire(sw, m, &w, &sb->swarm, err);
+  if (rc) return rc;
+  snprintf(sb->id, sizeof sb->id, "%s", sb->swarm.container_id);
+  sb->uid = sb->swarm.uid;
+  sb->gid = sb->swarm.gid;
+  sb->reused = sb->swarm.reused;
+  return 0;
+}
+
 /* The call goes over an agent session when one is parked for this
  * container (the pool opened it) or, in a keyed sandbox this runner has
  * used before, when one can be opened (see agent.c). */
@@ -786,7 +861,7 @@ static int take_agent(sm_runner *runner, sm_engine *e, const sandbox *sb, sm_exe
                       sm_error *err) {
   sm_agents *a = sm_runner_agents(runner);
   if (a == NULL || !sm_agents_enabled(a)) return 0;
-  int open_new = sb->mode != SM_MODE_PER_TOOL && sb->cached;
+  int open_new = sb->mode != SM_MODE_PER_TOOL && (sb->cached || sb->swarm.node != NULL);
   if (!open_new && !sb->pooled) return 0;
   int rc = sm_agent_take(a, e, sb->id, open_new, &t->agent);
   if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
@@ -891,6 +966,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   }
 
   const char *state_dir = sm_runner_state_dir(runner);
+  sm_swarm *sw = sm_runner_swarm(runner);
+  sm_engine *manager = e; /* the swarm backend's; e becomes the task's node */
   sm_workspace_sync *ws = NULL;
   sm_capture cap;
   sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
@@ -911,9 +988,11 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     sb.pooled = 0;
     sb.cached = 0;
     sb.id[0] = '\0';
-    rc = sb.mode == SM_MODE_PER_TOOL ? acquire_per_tool(runner, e, req, &sb, err)
-                                     : acquire_keyed(runner, e, req, &sb, err);
+    rc = sw ? acquire_swarm(runner, sw, manager, req, &sb, err)
+         : sb.mode == SM_MODE_PER_TOOL ? acquire_per_tool(runner, e, req, &sb, err)
+                                       : acquire_keyed(runner, e, req, &sb, err);
     if (rc) goto fail;
+    if (sw) e = t.engine = sb.swarm.node;
     snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", sb.id);
     out->reused = sb.reused;
     snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb.replaced);
@@ -921,7 +1000,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     t.container_id = sb.id;
     t.per_tool = sb.mode == SM_MODE_PER_TOOL;
     rc = take_agent(runner, e, &sb, &t, err);
-    if (attempt == 0 && retry_gone(&sb, rc)) {
+    if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
       retry_release(runner, e, req, &sb, &ws);
       continue;
     }
@@ -952,7 +1031,10 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
       char manifest[PATH_MAX];
       sm_string_list excludes;
       merge_excludes(req, &excludes);
-      snprintf(manifest, sizeof manifest, "%s/workspaces/%s.manifest", state_dir, sb.name);
+      /* On a swarm, per container: a sandbox made again elsewhere starts
+       * with an empty manifest, so its workspace is copied in whole. */
+      snprintf(manifest, sizeof manifest, "%s/workspaces/%s.manifest", state_dir,
+               sw ? sb.swarm.state_name : sb.name);
       rc = sm_workspace_sync_new(&ws, req->workspace, sb.mode == SM_MODE_PER_TOOL ? NULL : manifest,
                                  &excludes, NULL, err);
       if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &s->protect, err);
@@ -960,7 +1042,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     if (ws) {
       rc = sm_workspace_sync_in(ws, &target, err);
-      if (attempt == 0 && retry_gone(&sb, rc)) {
+      if (sw) rc = sm_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
+      if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
         drop_agent(&t, 0);
         retry_release(runner, e, req, &sb, &ws);
         continue;
@@ -991,14 +1074,16 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (rc) goto fail_release;
 
     rc = helper_call(runner, e, sb.id, req, &helper_req, &helper_argv, err);
-    if (attempt == 0 && retry_gone(&sb, rc)) {
+    if (sw) rc = sm_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
+    if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
       drop_agent(&t, 0);
       retry_release(runner, e, req, &sb, &ws);
       continue;
     }
     if (rc) goto fail_release;
     rc = sm_exec_call(&t, req->helper ? &helper_req : req, &env, &cap, &oc, err);
-    if (attempt == 0 && retry_gone(&sb, rc)) {
+    if (sw) rc = sm_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
+    if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
       drop_agent(&t, 0);
       retry_release(runner, e, req, &sb, &ws);
       continue;
@@ -1009,17 +1094,21 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (ws && sync == SM_SYNC_INOUT) {
       /* The tool ran: a failed copy out is added to its result. */
       sync_failed = sm_result_copy_out(out, ws, &target, sb.name, &sync_err) != 0;
+      /* On a swarm the copy out may have failed because the node is gone. */
+      if (sync_failed && sw)
+        sm_swarm_check_node_lost(sw, manager, &sb.swarm, sync_err.code, &sync_err);
     }
     break;
   }
   /* A keyed sandbox's first call here went through the engine: its next
    * one can find a session ready (long-running processes only). */
-  if (t.agent == NULL && sb.mode != SM_MODE_PER_TOOL && !sb.cached && sb.id[0] &&
+  if (!sw && t.agent == NULL && sb.mode != SM_MODE_PER_TOOL && !sb.cached && sb.id[0] &&
       sm_agents_enabled(sm_runner_agents(runner)))
     sm_pool_prepare_agent_later(runner, sb.id);
   /* A per_tool container goes now: its session goes with it. */
   drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
-  release(runner, e, &sb);
+  if (sw) sm_swarm_release(sw, manager, &sb.swarm);
+  else release(runner, e, &sb);
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
   helper_dispose(helper_argv);
@@ -1032,7 +1121,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 
 fail_release:
   drop_agent(&t, 0);
-  release(runner, e, &sb);
+  if (sw) sm_swarm_release(sw, manager, &sb.swarm);
+  else release(runner, e, &sb);
 fail:
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
