@@ -51,9 +51,11 @@ typedef struct sm_ops_scope {
   sm_engine *engine;     /* borrowed, negotiated or not; one thread */
   const char *state_dir; /* NULL: sm_state_default_dir() */
   const char *instance;  /* NULL: $SANDMAN_INSTANCE, else "default" */
+  const char *backend;   /* NULL or "docker"; "swarm": engine is a swarm manager and
+                            the sandboxes are its services (docs/scale-out.md) */
 } sm_ops_scope;
 
-#define SM_OPS_SCOPE_INIT {NULL, NULL, NULL}
+#define SM_OPS_SCOPE_INIT {NULL, NULL, NULL, NULL}
 
 /* The calling thread's engine, the state directory and the instance of a
  * runner (all borrowed from it). */
@@ -81,6 +83,7 @@ typedef struct sm_ops_sandbox {
   double last_used_at;     /* epoch: recorded, else created_at */
   int last_used_recorded;
   int busy;                /* a call holds the sandbox now */
+  char node[SM_NAME_MAX];  /* swarm: the node running it; "" on one engine */
 } sm_ops_sandbox;
 
 typedef struct sm_ops_sandbox_list {
@@ -174,6 +177,7 @@ SM_API int sm_ops_reap_options_from_json(json_object *body, sm_ops_reap_options 
 typedef enum {
   SM_OPS_ITEM_SANDBOX = 0,
   SM_OPS_ITEM_VOLUME = 1, /* an orphaned /workspace volume */
+  SM_OPS_ITEM_NETWORK = 2, /* swarm: a sandbox network no sandbox uses */
 } sm_ops_item_kind;
 
 typedef struct sm_ops_item {

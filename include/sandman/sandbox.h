@@ -272,6 +272,8 @@ SM_API void sm_runner_free(sm_runner *runner);
 SM_API int sm_runner_engine(sm_runner *runner, sm_engine **out, sm_error *err);
 SM_API const char *sm_runner_state_dir(const sm_runner *runner);
 SM_API const char *sm_runner_instance(const sm_runner *runner);
+/* "docker" or "swarm" (sm_runner_options.backend). */
+SM_API const char *sm_runner_backend(const sm_runner *runner);
 
 /* Runs one tool call. Returns 0 whenever a result was produced (the tool may
  * still have failed: see result->failure_kind); a negative code only when

@@ -265,6 +265,7 @@ int cmd_sandbox_list(const cli_call *call) {
   }
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
+  scope.backend = sm_config_engine_backend(cfg);
   sm_ops_sandbox_list list = {0, NULL};
   sm_error err = SM_ERROR_INIT;
   json_object *by_label = NULL;
@@ -345,6 +346,7 @@ int cmd_sandbox_reap(const cli_call *call) {
   if (rc) return rc;
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
+  scope.backend = sm_config_engine_backend(cfg);
   sm_ops_report report;
   if (sm_ops_reap(&scope, &ro, &report, &err) != 0) rc = cli_fail(&err);
   else rc = finish_report(&report, as_json);
@@ -370,6 +372,7 @@ int cmd_sandbox_rm(const cli_call *call) {
   if (rc) return rc;
   sm_ops_scope scope = SM_OPS_SCOPE_INIT;
   scope.engine = engine;
+  scope.backend = sm_config_engine_backend(cfg);
   sm_ops_report report;
   sm_error err = SM_ERROR_INIT;
   if (sm_ops_rm(&scope, &ro, &report, &err) != 0) {

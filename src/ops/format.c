@@ -171,6 +171,7 @@ json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb) {
   json_object_object_add(o, "last_used_at", time_or_null(sb->last_used_at));
   json_object_object_add(o, "busy", json_object_new_boolean(sb->busy));
   json_object_object_add(o, "pool", json_object_new_boolean(sb->pool));
+  json_object_object_add(o, "node", string_or_null(sb->node));
   return o;
 }
 
@@ -214,8 +215,9 @@ static void row_cells(const sm_ops_sandbox *sb, double now, char cells[NCOLS][CE
   cell(cells[4], sb->worker_id);
   cell(cells[5], sb->agent);
   cell(cells[6], sb->image);
-  snprintf(tmp, sizeof tmp, "%s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
-           sb->pool ? " (pool)" : "", sb->busy ? " (busy)" : "");
+  /* On a swarm the status says where it runs. */
+  snprintf(tmp, sizeof tmp, "%s%s%.64s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
+           sb->node[0] ? " on " : "", sb->node, sb->pool ? " (pool)" : "", sb->busy ? " (busy)" : "");
   cell(cells[7], tmp);
   if (sb->created_at > 0) sm_ops_format_ago(now - sb->created_at, tmp, sizeof tmp);
   else snprintf(tmp, sizeof tmp, "-");
@@ -304,7 +306,9 @@ static json_object *items_to_json(const sm_ops_item *items, size_t n, int with_f
     json_object_object_add(o, "name", json_object_new_string(items[i].name));
     json_object_object_add(o, "reason", json_object_new_string(items[i].reason));
     json_object_object_add(o, "kind", json_object_new_string(
-                                          items[i].kind == SM_OPS_ITEM_VOLUME ? "volume" : "sandbox"));
+                                          items[i].kind == SM_OPS_ITEM_VOLUME    ? "volume"
+                                          : items[i].kind == SM_OPS_ITEM_NETWORK ? "network"
+                                                                                 : "sandbox"));
     if (with_failed) json_object_object_add(o, "failed", json_object_new_boolean(items[i].failed));
     json_object_array_add(a, o);
   }
@@ -327,6 +331,7 @@ static int item_line(sm_buf *b, const char *verb, const sm_ops_item *it) {
   for (char *p = reason; *p; p++)
     if ((unsigned char)*p < 0x20) *p = '?';
   if (it->kind == SM_OPS_ITEM_VOLUME) return sm_buf_printf(b, "%s volume %s: %s\n", verb, name, reason);
+  if (it->kind == SM_OPS_ITEM_NETWORK) return sm_buf_printf(b, "%s network %s: %s\n", verb, name, reason);
   /* A name that matched nothing has no id: say so plainly. */
   if (it->id[0] == '\0') return sm_buf_printf(b, "%s %s: %s\n", verb, name, reason);
   return sm_buf_printf(b, "%s %s (%.12s): %s\n", verb, name, it->id, reason);

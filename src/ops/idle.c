@@ -13,6 +13,7 @@ int sm_ops_scope_from_runner(sm_ops_scope *out, sm_runner *runner, sm_error *err
   if (rc) return rc;
   out->state_dir = sm_runner_state_dir(runner);
   out->instance = sm_runner_instance(runner);
+  out->backend = sm_runner_backend(runner);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "common/cleanup.h"
 #include "ops/format.h"
 #include "ops/parallel.h"
+#include "ops/swarm.h"
 
 #define LABEL_MAX (SM_NAME_MAX + 64)
 
@@ -84,11 +85,16 @@ static int to_sandboxes(const sm_ops_scope *scope, json_object *array, sm_ops_sa
   return 0;
 }
 
+int ops_is_swarm(const sm_ops_scope *scope) {
+  return scope && scope->backend && strcmp(scope->backend, "swarm") == 0;
+}
+
 int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err) {
   out->n = 0;
   out->items = NULL;
   int rc = check_scope(scope, err);
   if (rc) return rc;
+  if (ops_is_swarm(scope)) return ops_swarm_list(scope, all, out, err);
   cleanup_json json_object *array = NULL;
   rc = list_containers(scope, all, NULL, &array, err);
   if (rc) return rc;
@@ -463,6 +469,7 @@ int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_o
   sm_ops_reap_options o = SM_OPS_REAP_OPTIONS_INIT;
   if (opts) o = *opts;
   out->dry_run = o.dry_run;
+  if (ops_is_swarm(scope)) return ops_swarm_reap(scope, &o, out, err);
 
   char managed[LABEL_MAX], instance[LABEL_MAX];
   snprintf(managed, sizeof managed, "%s=true", SM_OPS_LABEL_MANAGED);
@@ -567,6 +574,7 @@ int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_r
   if (rc) return rc;
   if (opts == NULL || (opts->n_refs == 0 && !opts->run_id && !opts->worker_id))
     return sm_error_set(err, SM_EINVAL, "name a sandbox, or give --run-id or --worker-id");
+  if (ops_is_swarm(scope)) return ops_swarm_rm(scope, opts, out, err);
 
   sm_ops_sandbox_list all = {0, NULL}, by_run = {0, NULL}, by_worker = {0, NULL};
   const sm_ops_sandbox **targets = NULL;

@@ -235,6 +235,7 @@ void sm_runner_agent_stats(sm_runner *r, sm_agent_stats *out) {
 }
 
 sm_swarm *sm_runner_swarm(sm_runner *r) { return r->swarm; }
+const char *sm_runner_backend(const sm_runner *r) { return r->swarm ? "swarm" : "docker"; }
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }
 const char *sm_runner_instance(const sm_runner *r) { return r->instance; }
