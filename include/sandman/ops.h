@@ -264,9 +264,13 @@ typedef struct sm_ops_doctor_options {
   sm_mode mode;             /* the mode asked for, for the fallback decision */
   const char *project_environment; /* NULL: development */
   int mode_explicit;        /* the mode was asked for (--mode): never stepped down */
+  const char *backend;      /* "swarm": also check the swarm (docs/scale-out.md) */
+  sm_swarm_options swarm;   /* how the swarm backend reaches its nodes */
 } sm_ops_doctor_options;
 
-#define SM_OPS_DOCTOR_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, NULL, SM_MODE_NONE, NULL, 0}
+#define SM_OPS_DOCTOR_OPTIONS_INIT                                                     \
+  {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, NULL, SM_MODE_NONE, NULL, 0, NULL, \
+   {NULL, 0, NULL, 0, 0, 0}}
 
 /* Runs every check; an unhealthy host is not an error (out->healthy = 0).
  * Returns a negative code only for unusable options. */

@@ -89,6 +89,8 @@ int cmd_sandbox_doctor(const cli_call *call) {
   }
   o.image = res->settings.image;
   o.runtime = res->settings.runtime;
+  o.backend = sm_config_engine_backend(cfg);
+  sm_config_swarm(cfg, &o.swarm);
   o.mode = res->settings.mode;
   o.mode_explicit = res->mode_explicit;
   o.project_environment = res->project_environment[0] ? res->project_environment : NULL;

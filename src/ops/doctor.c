@@ -17,6 +17,7 @@
 
 #include "common/buf.h"
 #include "common/cleanup.h"
+#include "ops/doctor.h"
 #include "ops/format.h"
 
 #define START_ENGINE_FIX                                                                  \
@@ -42,6 +43,14 @@ static void set_result(sm_ops_check *c, int ok, const char *fix, const char *fmt
   vsnprintf(c->detail, sizeof c->detail, fmt, ap);
   va_end(ap);
   ops_copy(c->fix, sizeof c->fix, ok ? "" : fix);
+}
+
+sm_ops_check *ops_check_add(sm_ops_doctor_report *r, const char *name, int required) {
+  return add_check(r, name, required);
+}
+
+void ops_check_result(sm_ops_check *c, int ok, const char *fix, const char *detail) {
+  set_result(c, ok, fix, "%s", detail);
 }
 
 static const char *jstr(json_object *o, const char *key) {
@@ -441,6 +450,7 @@ int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, 
     if (runtime[0] && !runc_required && !runsc_required) check_runtime(out, info, runtime, 1);
     check_image(out, engine, image);
     check_disk(out, info, strncmp(sm_engine_host(engine), "unix://", 7) == 0);
+    if (o.backend && strcmp(o.backend, "swarm") == 0) ops_doctor_swarm(out, engine, &o, image);
   }
   sm_engine_free(engine);
   check_fallback(out, &o, image, runtime);
