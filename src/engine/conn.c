@@ -148,6 +148,14 @@ static int connect_tcp(sm_engine *e, engine_conn *c, int64_t deadline, sm_error 
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* An engine that vanishes (its host or, on a swarm, its node died)
+     * sends no FIN: keepalive probes end a quiet stream on it in ~11 s
+     * instead of at the call's timeout. A live engine answers them. */
+    int idle = 5, intvl = 2, cnt = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
     int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
       int n = wait_fd(fd, POLLOUT, deadline);
