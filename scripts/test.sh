@@ -48,7 +48,7 @@ FAILED=0
 run_ctest() {
   local dir=$1 label=$2 log rc=0 line total skipped executed names
   # Between passes a test may have started a second dockerd that removed docker0.
-  [ "$label" = integration ] && engine_heal_bridge
+  [ "$label" = integration ] || [ "$label" = swarm ] && engine_heal_bridge
   log=$LOGS/$(basename "$dir")-$label.log
   echo
   echo "== $(basename "$dir"): $label tests (ctest -L $label${REGEX:+ ${REGEX[*]}}, -j$JOBS)"
@@ -69,13 +69,13 @@ run_ctest() {
     echo "test: CI=true but $skipped test(s) did not run:" >&2
     sed 's/^/    /' <<<"$names" >&2
   fi
-  if [ "$label" = integration ] && [ "${total:-0}" -eq 0 ] && [ ${#REGEX[@]} -eq 0 ] && [ "$IN_CI" = 1 ]; then
+  if [ "$label" != unit ] && [ "${total:-0}" -eq 0 ] && [ ${#REGEX[@]} -eq 0 ] && [ "$IN_CI" = 1 ]; then
     verdict=FAILED
     echo "test: CI=true but no integration tests were found" >&2
   fi
   [ "$verdict" = ok ] || FAILED=1
   local extra=""
-  [ "$label" = integration ] && extra=" - $executed integration tests executed against $(engine_host)"
+  [ "$label" != unit ] && extra=" - $executed $label tests executed against $(engine_host)"
   [ "$skipped" -gt 0 ] && extra="$extra, $skipped skipped: $(tr '\n' ' ' <<<"$names")"
   SUMMARY+=("$(printf '%-6s %-10s %-11s %s%s' "$verdict" "$(basename "$dir")" "$label" "${line:-ctest gave no summary (exit $rc)}" "$extra")")
 }
@@ -104,6 +104,8 @@ mkdir -p "$LOGS"
 
 run_ctest "$SM_ROOT/build" unit
 run_ctest "$SM_ROOT/build" integration
+# The swarm backend on a three-node swarm in containers: once, plain build only.
+run_ctest "$SM_ROOT/build" swarm
 
 if [ "$QUICK" = 0 ]; then
   # Any sanitizer report fails the test that triggered it, with a stack.

@@ -32,11 +32,37 @@
 #   SWARM_RIG_NODE_NAMES the nodes' container names (= their swarm host names), space separated
 #   SWARM_RIG_NODE_IPS   their addresses, same order
 #   SWARM_RIG_OUTSIDE    address of a stand-in for "the outside": a container on
-#                        the nodes' network answering "outside" on TCP 8080
+#                        the nodes' network answering "outside" on TCP 8080 and
+#                        logging what reaches it (swarm_rig_outside_seen)
 # Node labels: every node has node.labels.sandman.rig=1 and
 # node.labels.sandman.zone=zN (N its number).
 
 SWARM_RIG_DIR=${SWARM_RIG_DIR:-}
+
+_RIG_OUTSIDE_PY='
+import socket, threading
+log = open("/tmp/seen.log", "a", buffering=1)
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", 53))
+    while True:
+        data, addr = s.recvfrom(4096)
+        log.write("udp53 from %s %d bytes\n" % (addr[0], len(data)))
+def tcp():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 8080))
+    s.listen(64)
+    while True:
+        c, addr = s.accept()
+        log.write("tcp8080 from %s\n" % addr[0])
+        try:
+            c.sendall(b"outside\n")
+        finally:
+            c.close()
+threading.Thread(target=udp, daemon=True).start()
+tcp()
+'
 
 _rig_log() { printf 'swarm-rig: %s\n' "$*" >&2; }
 
@@ -110,12 +136,14 @@ swarm_rig_up() {
     SWARM_RIG_NODE_IPS="$SWARM_RIG_NODE_IPS${SWARM_RIG_NODE_IPS:+ }$ip"
   done
 
-  # The stand-in for "the outside": reachable from every node, never from a sandbox.
+  # The stand-in for "the outside": reachable from every node, never from a
+  # sandbox. It answers "outside" on TCP 8080 and records every TCP
+  # connection and every UDP datagram on 53 (a DNS query) in /tmp/seen.log.
   SWARM_RIG_OUTSIDE=$base.200
   docker run -d --name "$SWARM_RIG_ID-outside" --network "$SWARM_RIG_NETWORK" --ip "$SWARM_RIG_OUTSIDE" \
     --label io.sandman.instance="$SANDMAN_INSTANCE" --label io.sandman.component=swarm-rig \
-    --label io.sandman.swarm-rig="$SWARM_RIG_ID" --user 1000 sandman/minimal:latest \
-    sh -c 'while :; do echo outside | nc -l -p 8080; done' >/dev/null 2>"$d/outside.err" ||
+    --label io.sandman.swarm-rig="$SWARM_RIG_ID" --entrypoint python3 "$dind" -c "$_RIG_OUTSIDE_PY" \
+    >/dev/null 2>"$d/outside.err" ||
     { _rig_log "could not start the outside stand-in: $(cat "$d/outside.err")"; return 1; }
 
   # Every engine up (its TLS port included).
@@ -192,6 +220,9 @@ swarm_rig_up() {
   _rig_log "not every node is ready: $(_rig_in "$first" node ls 2>&1)"
   return 1
 }
+
+# swarm_rig_outside_seen: what reached the outside stand-in, one line each.
+swarm_rig_outside_seen() { docker exec "$SWARM_RIG_ID-outside" cat /tmp/seen.log 2>/dev/null || true; }
 
 # swarm_rig_node_stop NAME: the node's engine dies at once (its containers with it).
 swarm_rig_node_stop() { docker kill "$1" >/dev/null; }

@@ -1,0 +1,449 @@
+#!/usr/bin/env python3
+"""The swarm backend on a real three-node swarm (tests/integration/swarm_rig.sh:
+sandman/dind engines in containers, TLS from sandman to every node).
+
+  1. doctor checks the swarm: manager, nodes, TLS to each node, the image;
+  2. two runners (`worker start --sandbox-backend swarm`, separate state
+     directories, as on two hosts) make 30 per_run sandboxes, which the
+     swarm's scheduler spreads over the three nodes; calls and workspaces
+     work on every node, and the second call in each goes through the
+     in-sandbox agent;
+  3. network none reaches nothing: not the outside (a stand-in on the nodes'
+     network that records what reaches it, DNS included), not another
+     sandbox, not the node's engine port; a bridge sandbox does reach the
+     stand-in (the check can fail);
+  4. a node is killed during a call: the call fails cleanly ("node lost",
+     failure_kind sandbox); the next call of that run gets a new sandbox on
+     another node with the workspace copied in again; list shows the dead
+     ones, reap removes them;
+  5. the two runners race on the same keys: one sandbox per key; a reap by
+     one runner spares the sandboxes where the other has calls in flight,
+     and those calls finish;
+  6. list and rm across the swarm; everything the test made goes away.
+
+Prints "ok - ..." / "not ok - ..." and "N passed, M failed".
+"""
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("SANDMAN_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(SRC, "clients", "python"))
+from sandman_client import Client  # noqa: E402
+
+SANDMAN = os.environ.get("SANDMAN_BIN", os.path.join(SRC, "build", "sandman"))
+RIG = os.path.join(SRC, "tests", "integration", "swarm_rig.sh")
+INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "it-swarm-%d" % os.getpid())
+IN_CI = os.environ.get("CI") in ("true", "1")
+IMAGE = "sandman/minimal:latest"
+
+PASSED = 0
+FAILED = 0
+
+
+def check(desc, cond, detail=""):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+        print("ok - %s" % desc, flush=True)
+    else:
+        FAILED += 1
+        print("not ok - %s%s" % (desc, (": " + str(detail)[:3000]) if detail else ""), flush=True)
+    return cond
+
+
+def host_docker(*args, stdin=None):
+    """The host engine (never the rig's): DOCKER_* of the test are not passed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, env=env,
+                          input=stdin)
+
+
+def wait_for(what, cond, timeout=120, step=0.2):
+    """Waits for a condition (never a fixed sleep); False after timeout."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    print("# gave up waiting for %s" % what, flush=True)
+    return None
+
+
+class Rig:
+    def __init__(self):
+        p = subprocess.run(["bash", RIG, "up"], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError("the swarm rig did not come up: " + p.stderr[-3000:])
+        first = p.stdout.splitlines()[0]
+        self.file = os.path.join(first.partition("=")[2], "rig.env")
+        names = [line.partition("=")[0] for line in p.stdout.splitlines()]
+        q = subprocess.run(["bash", "-c", '. "$1"; shift; for v; do printf "%s=%s\\n" "$v" "${!v}"; done',
+                            "_", self.file] + names, capture_output=True, text=True)
+        self.env = dict(line.partition("=")[::2] for line in q.stdout.splitlines())
+        self.nodes = self.env["SWARM_RIG_NODE_NAMES"].split()
+        self.ips = self.env["SWARM_RIG_NODE_IPS"].split()
+        self.outside = self.env["SWARM_RIG_OUTSIDE"]
+
+    def down(self):
+        subprocess.run(["bash", RIG, "down", self.file], capture_output=True, text=True)
+
+    def in_node(self, node, *args):
+        return host_docker("exec", node, "docker", *args)
+
+    def seen(self):
+        return host_docker("exec", self.env["SWARM_RIG_ID"] + "-outside", "cat",
+                           "/tmp/seen.log").stdout
+
+
+class Runner:
+    def __init__(self, tmp, name, env, token, args):
+        self.sock = os.path.join(tmp, name, "sandman.sock")
+        self.log_path = os.path.join(tmp, name + ".log")
+        self.log = open(self.log_path, "w")
+        renv = dict(env)
+        renv["SANDMAN_STATE_DIR"] = os.path.join(tmp, name + "-state")
+        os.makedirs(renv["SANDMAN_STATE_DIR"], exist_ok=True)
+        cmd = [SANDMAN, "worker", "start", "--listen", "unix:" + self.sock, "--token-file",
+               token] + args
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=renv)
+        self.client = Client("unix:" + self.sock, open(token).read().strip(), timeout=300)
+        ok = wait_for("runner %s" % name, self._up, timeout=60)
+        if not ok:
+            raise RuntimeError("runner %s did not answer: %s" % (name, self.read_log()))
+
+    def _up(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("runner exited: " + self.read_log())
+        try:
+            self.client.healthz()
+            return True
+        except OSError:
+            return False
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def metric(self, name):
+        for line in self.client.metrics().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+
+def ensure_dind_image():
+    """sandman/dind from this checkout (its entry point takes the rig's certificates)."""
+    want = open(os.path.join(SRC, "images", "dind", "dind-entrypoint.sh")).read()
+    have = host_docker("run", "--rm", "--network", "none", "--entrypoint", "cat",
+                       "sandman/dind:latest", "/usr/local/bin/dind-entrypoint")
+    if have.returncode == 0 and have.stdout == want:
+        return True
+    os.environ.setdefault("SANDMAN_IMAGE_CACHE", os.path.join(SRC, "build", "image-cache"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    p = subprocess.run([SANDMAN, "image", "build", "dind"], cwd=SRC, capture_output=True,
+                       text=True, env=env)
+    return check("sandman image build dind (the rig's engines)", p.returncode == 0, p.stderr[-2000:])
+
+
+def sandman(env, *args, timeout=300):
+    return subprocess.run([SANDMAN] + list(args), capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def listing(env):
+    p = sandman(env, "sandbox", "list", "--all", "--json")
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        print("# list failed: %s %s" % (p.stdout[-500:], p.stderr[-1000:]), flush=True)
+        return []
+
+
+def main():
+    if shutil.which("docker") is None or host_docker("version").returncode != 0:
+        if IN_CI:
+            print("FAIL: CI=true and no engine answers", file=sys.stderr)
+            return 1
+        print("SKIP: no engine answers")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="sm-swarm-it.")
+    rig = None
+    runners = []
+    try:
+        if not ensure_dind_image():
+            return 1
+        t0 = time.time()
+        rig = Rig()
+        check("a swarm of three engines in containers came up (%.0f s)" % (time.time() - t0),
+              len(rig.nodes) == 3)
+        env = dict(os.environ)
+        env.update({"DOCKER_HOST": rig.env["SWARM_RIG_HOST"], "DOCKER_TLS_VERIFY": "1",
+                    "DOCKER_CERT_PATH": rig.env["SWARM_RIG_CERTS"],
+                    "SANDMAN_STATE_DIR": os.path.join(tmp, "cli-state")})
+        cfg = os.path.join(tmp, "sandman.yaml")
+        with open(cfg, "w") as f:
+            f.write("engine:\n  backend: swarm\n  swarm:\n    node_certs: %s\n"
+                    "    constraints: [\"node.labels.sandman.rig==1\"]\n" % rig.env["SWARM_RIG_CERTS"])
+        env["SANDMAN_CONFIG"] = cfg
+
+        # 1. doctor
+        p = sandman(env, "sandbox", "doctor", "--json")
+        doc = json.loads(p.stdout) if p.stdout.startswith("{") else {"checks": []}
+        checks = {c["name"]: c for c in doc["checks"]}
+        for name, want in (("swarm_manager", "1 of 1 managers reachable"),
+                           ("swarm_nodes", "3 of 3 nodes ready"),
+                           ("swarm_tls", "3 of 3 ready nodes answer over TLS"),
+                           ("swarm_image", "on 3 of 3 nodes")):
+            c = checks.get(name, {})
+            check("doctor: %s (%s)" % (name, want), c.get("ok") and want in c.get("detail", ""), c)
+        check("doctor: healthy (exit 0)", p.returncode == 0 and doc.get("healthy"), p.stdout[-2000:])
+
+        # 2. two runners, 30 per_run sandboxes
+        token = os.path.join(tmp, "token")
+        with open(token, "w") as f:
+            f.write("swarm-it-" + os.urandom(16).hex())
+        os.chmod(token, 0o600)
+        wsroot = os.path.join(tmp, "ws")
+        os.makedirs(wsroot)
+        args = ["--pool", "swarm-it", "--sandbox-backend", "swarm", "--sandbox-mode", "per_run",
+                "--sandbox-image", IMAGE, "--sandbox-network", "none", "--sandbox-cpu", "0.5",
+                "--sandbox-mem", "128m", "--sandbox-pids", "64", "--sandbox-disk", "32m",
+                "--project-environment", "development", "--workspaces-root", wsroot]
+        a = Runner(tmp, "a", env, token, args)
+        runners.append(a)
+        b = Runner(tmp, "b", env, token, args)
+        runners.append(b)
+
+        def first_call(i):
+            ws = os.path.join(wsroot, "s%d" % i)
+            os.makedirs(ws, exist_ok=True)
+            with open(os.path.join(ws, "in.txt"), "w") as f:
+                f.write("in-%d\n" % i)
+            r = (a if i % 2 == 0 else b).client
+            return r.execute(command="cat in.txt; echo out-%d > out.txt" % i, run_id="s%d" % i,
+                             workspace=ws)
+
+        t0 = time.time()
+        with concurrent.futures.ThreadPoolExecutor(6) as ex:
+            results = list(ex.map(first_call, range(30)))
+        bad = [(i, r.get("error")) for i, r in enumerate(results)
+               if not r.get("ok") or r.get("stdout") != "in-%d\n" % i]
+        check("30 per_run sandboxes made through two runners, each call saw its workspace "
+              "(%.0f s)" % (time.time() - t0), not bad, bad[:3])
+        back = [i for i in range(30)
+                if open(os.path.join(wsroot, "s%d" % i, "out.txt")).read() != "out-%d\n" % i]
+        check("every call's output file came back to its workspace", not back, back[:5])
+        lst = [s for s in listing(env) if (s.get("run_id") or "").startswith("s")]
+        per_node = {}
+        for s in lst:
+            per_node.setdefault(s.get("node"), []).append(s["run_id"])
+        counts = {n: len(v) for n, v in per_node.items()}
+        print("# placement by the swarm's scheduler: %s" % counts, flush=True)
+        check("list shows 30 sandboxes, each with its node", len(lst) == 30 and all(
+            s.get("node") in rig.nodes for s in lst), [(s.get("run_id"), s.get("node")) for s in lst][:5])
+        check("the scheduler spread them over all three nodes", set(per_node) == set(rig.nodes), counts)
+
+        # The second call in each goes through the agent (runner a opens
+        # sessions in sandboxes runner b made too).
+        calls0 = a.metric("sandman_agent_calls_total") or 0
+        fb0 = a.metric("sandman_agent_fallbacks_total") or 0
+
+        def second_call(i):
+            return a.client.execute(command="cat in.txt out.txt", run_id="s%d" % i,
+                                    workspace=os.path.join(wsroot, "s%d" % i))
+
+        with concurrent.futures.ThreadPoolExecutor(6) as ex:
+            results = list(ex.map(second_call, range(30)))
+        bad = [(i, r.get("error"), r.get("stdout")) for i, r in enumerate(results)
+               if not r.get("ok") or r.get("stdout") != "in-%d\nout-%d\n" % (i, i) or not r.get("reused")]
+        check("a second call in every sandbox, on every node, reuses it", not bad, bad[:3])
+        calls = (a.metric("sandman_agent_calls_total") or 0) - calls0
+        fbs = (a.metric("sandman_agent_fallbacks_total") or 0) - fb0
+        check("those 30 calls went through the in-sandbox agent on their nodes (agent calls +%d, "
+              "fallbacks +%d)" % (calls, fbs), calls >= 30 and fbs == 0)
+
+        # 3. network none reaches nothing
+        by_run = {s["run_id"]: s for s in lst}
+        x_run = per_node[rig.nodes[1]][0] if rig.nodes[1] in per_node else "s0"
+        x_node = by_run[x_run]["node"]
+        y_run = next(r for r in by_run if by_run[r]["node"] != x_node)
+        y = by_run[y_run]
+        y_ip = rig.in_node(y["node"], "inspect", "-f",
+                           "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                           y["id"]).stdout.strip()
+        x_ip_node = rig.ips[rig.nodes.index(x_node)]
+        probe = ("for t in %s:8080 %s:9000 %s:2376 %s:2376; do h=${t%%:*}; p=${t#*:}; "
+                 "o=$(echo | nc -w 3 $h $p 2>&1); echo \"$t rc=$? $o\"; done; "
+                 "nslookup leak-direct.example %s 2>&1 | tail -n 2; "
+                 "nslookup leak-embedded.example 2>&1 | tail -n 2"
+                 % (rig.outside, y_ip, x_ip_node, rig.ips[0], rig.outside))
+        seen_before = rig.seen()
+        r = a.client.execute(command=probe, run_id=x_run, timeout_s=60)
+        out = r.get("stdout", "")
+        print("# from %s on %s (other sandbox %s at %s):\n# %s" % (
+            x_run, x_node, y_run, y_ip, out.replace("\n", "\n# ")), flush=True)
+        check("the probe ran in a none sandbox", r.get("exit_code") is not None and y_ip, r)
+        check("none: the outside stand-in is not reached (no answer)", "outside" not in out, out)
+        y_line = next((line for line in out.splitlines() if line.startswith(y_ip + ":9000 ")), "")
+        check("none: another sandbox's address is not reached (no route to it)",
+              "rc=0" not in y_line and "unreachable" in y_line, out)
+        check("none: the node's engine port (2376) and the manager's are not reached",
+              "%s:2376 rc=0" % x_ip_node not in out and "%s:2376 rc=0" % rig.ips[0] not in out, out)
+        seen_after = rig.seen()
+        new = seen_after[len(seen_before):]
+        check("none: nothing reached the outside stand-in, DNS included (its log)", new == "", new)
+        # The controls: the stand-in answers the node, and a bridge sandbox.
+        ctl = host_docker("exec", x_node, "python3", "-c",
+                          "import socket; s=socket.create_connection(('%s',8080),5); "
+                          "print(s.recv(64).decode().strip())" % rig.outside)
+        check("control: the node itself reaches the stand-in", ctl.stdout.strip() == "outside",
+              ctl.stderr)
+        p = sandman(env, "run", "--mode", "per_run", "--run-id", "bridge-ctl", "--network", "bridge",
+                    "--json", "--", "sh", "-c", "echo | nc -w 5 %s 8080" % rig.outside)
+        rb = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+        check("control: a bridge sandbox on the swarm does reach it",
+              rb.get("stdout", "").strip() == "outside", p.stdout + p.stderr)
+
+        # 4. a node killed during a call
+        victim = rig.nodes[2] if rig.nodes[2] in per_node else rig.nodes[1]
+        k_run = per_node[victim][0]
+        on_victim = set(per_node[victim])
+        holder = {}
+
+        def long_call():
+            holder["r"] = a.client.execute(command="sleep 120", run_id=k_run,
+                                           workspace=os.path.join(wsroot, k_run), timeout_s=200)
+
+        th = threading.Thread(target=long_call)
+        th.start()
+        busy = wait_for("the call in %s to be in flight" % k_run,
+                        lambda: any(s.get("run_id") == k_run and s.get("busy") for s in listing(env)),
+                        timeout=60)
+        check("the run's call is in flight (list says busy)", busy)
+        kill = host_docker("kill", victim)
+        check("node %s killed" % victim, kill.returncode == 0, kill.stderr)
+        t0 = time.time()
+        th.join(timeout=240)
+        r = holder.get("r", {})
+        check("the call on the killed node failed cleanly: failure_kind sandbox, 'node lost' "
+              "(%.0f s after the kill)" % (time.time() - t0),
+              r.get("failure_kind") == "sandbox" and "node lost" in (r.get("error") or ""), r)
+        r = a.client.execute(command="cat in.txt; ls", run_id=k_run,
+                             workspace=os.path.join(wsroot, k_run))
+        new_node = next((s.get("node") for s in listing(env) if s.get("run_id") == k_run), None)
+        check("the run's next call got a new sandbox on another node (%s)" % new_node,
+              r.get("ok") and not r.get("reused") and new_node not in (None, victim), r)
+        check("its workspace was copied in again",
+              r.get("stdout", "").startswith("in-%s\n" % k_run[1:]) and "out.txt" in r.get("stdout", ""),
+              r.get("stdout"))
+        dead = wait_for("the swarm to report the node down", lambda: [
+            s for s in listing(env) if s.get("node") == victim and s.get("status") == "dead"],
+            timeout=60)
+        check("list shows the killed node's sandboxes as dead (%d)" % len(dead or []),
+              dead and {s["run_id"] for s in dead} <= on_victim)
+        p = sandman(env, "sandbox", "reap", "--json")
+        rep = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+        removed = {x["name"] for x in rep.get("removed", [])}
+        check("reap removes the dead sandboxes (no --older-than needed)",
+              {s["name"] for s in dead or []} <= removed, p.stdout + p.stderr)
+        check("and nothing on the killed node is listed any more",
+              not [s for s in listing(env) if s.get("node") == victim])
+
+        # 5. two runners racing on the same keys
+        keys = ["race%d" % k for k in range(8)]
+
+        def race(job):
+            k, r = job
+            return r.client.execute(command="echo $$", run_id=k)
+
+        jobs = [(k, r) for k in keys for r in (a, b, a, b)]
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            results = list(ex.map(race, jobs))
+        check("32 racing calls on 8 keys through both runners all ran",
+              all(x.get("ok") for x in results), [x.get("error") for x in results if not x.get("ok")][:3])
+        ids = {}
+        for (k, _), x in zip(jobs, results):
+            ids.setdefault(k, set()).add(x.get("sandbox_id"))
+        check("one sandbox per key (the swarm's unique names)", all(len(v) == 1 for v in ids.values()),
+              ids)
+        racing = [s for s in listing(env) if (s.get("run_id") or "").startswith("race")]
+        check("list has exactly 8 of them", len(racing) == 8, [s.get("name") for s in racing])
+
+        held = {}
+
+        def hold(k):
+            held[k] = a.client.execute(command="sleep 8; echo held", run_id=k, timeout_s=120)
+
+        threads = [threading.Thread(target=hold, args=(k,)) for k in keys[:3]]
+        for t in threads:
+            t.start()
+        busy = wait_for("three calls in flight", lambda: len(
+            [s for s in listing(env) if s.get("run_id") in keys[:3] and s.get("busy")]) == 3,
+            timeout=60)
+        check("runner a has calls in flight in three sandboxes", busy)
+        rep = b.client.reap(older_than_s=0)
+        removed = {x["name"] for x in rep.get("removed", [])}
+        spared = {x["name"]: x["reason"] for x in rep.get("spared", [])}
+        busy_names = {s["name"] for s in racing if s["run_id"] in keys[:3]}
+        idle_names = {s["name"] for s in racing if s["run_id"] not in keys[:3]}
+        check("runner b's reap spared the busy ones", busy_names.isdisjoint(removed) and all(
+            "busy" in spared.get(n, "") for n in busy_names), rep)
+        check("and removed the idle ones across the swarm", idle_names <= removed, rep)
+        for t in threads:
+            t.join(timeout=120)
+        check("the calls in flight finished", all(
+            held.get(k, {}).get("stdout") == "held\n" for k in keys[:3]), held)
+
+        # 6. rm across the swarm, then everything goes
+        p = sandman(env, "sandbox", "rm", "--run-id", keys[0])
+        check("sandbox rm --run-id removes a sandbox on whatever node", p.returncode == 0 and not [
+            s for s in listing(env) if s.get("run_id") == keys[0]], p.stdout + p.stderr)
+        for r in runners:
+            r.stop()
+        p = sandman(env, "sandbox", "reap", "--older-than", "0s", "--force", "--json")
+        left = listing(env)
+        check("reap --force leaves no sandbox of this instance on the swarm", left == [],
+              [s.get("name") for s in left])
+        svc = rig.in_node(rig.nodes[0], "service", "ls", "-q", "--filter",
+                          "label=io.sandman.instance=" + INSTANCE).stdout.split()
+        check("no service of this instance is left", svc == [], svc)
+    except Exception as e:  # noqa: BLE001 - a failed step is a failed test, not a crash
+        check("the test ran to its end", False, repr(e))
+    finally:
+        for r in runners:
+            r.stop()
+        rig_id = rig.env.get("SWARM_RIG_ID") if rig else None
+        if rig:
+            rig.down()
+        shutil.rmtree(tmp, ignore_errors=True)
+        if rig_id:
+            left = host_docker("ps", "-aq", "--filter", "label=io.sandman.swarm-rig=" + rig_id).stdout
+            nets = host_docker("network", "ls", "-q", "--filter", "name=" + rig_id).stdout
+            check("the rig is gone: no container, no network of it on the host engine",
+                  left.strip() == "" and nets.strip() == "", left + nets)
+    print("%d passed, %d failed" % (PASSED, FAILED), flush=True)
+    return 0 if FAILED == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
