@@ -17,8 +17,8 @@
 
 #include "common/buf.h"
 #include "common/cleanup.h"
-#include "ops/doctor.h"
 #include "ops/format.h"
+#include "ops/swarm_health.h"
 
 #define START_ENGINE_FIX                                                                  \
   "start an engine: `sudo systemctl start docker`, or `sudo dockerd >/var/log/dockerd.log " \
@@ -43,14 +43,6 @@ static void set_result(sm_ops_check *c, int ok, const char *fix, const char *fmt
   vsnprintf(c->detail, sizeof c->detail, fmt, ap);
   va_end(ap);
   ops_copy(c->fix, sizeof c->fix, ok ? "" : fix);
-}
-
-sm_ops_check *ops_check_add(sm_ops_doctor_report *r, const char *name, int required) {
-  return add_check(r, name, required);
-}
-
-void ops_check_result(sm_ops_check *c, int ok, const char *fix, const char *detail) {
-  set_result(c, ok, fix, "%s", detail);
 }
 
 static const char *jstr(json_object *o, const char *key) {
@@ -385,6 +377,40 @@ static void check_fallback(sm_ops_doctor_report *r, const sm_ops_doctor_options 
   }
 }
 
+/* The swarm backend's own checks (docs/scale-out.md). */
+static void check_swarm(sm_ops_doctor_report *r, sm_engine *engine, const sm_ops_doctor_options *o,
+                        const char *image) {
+  ops_swarm_health_report *h = calloc(1, sizeof *h);
+  if (h == NULL) return;
+  ops_swarm_health(engine, o, image, h);
+  sm_ops_check *c = add_check(r, "swarm_manager", 1);
+  int quorum = h->manager_ok && h->reachable > h->managers / 2;
+  if (!h->manager_ok)
+    set_result(c, 0, "point --host / DOCKER_HOST (or engine.host) at a manager of the swarm", "%s",
+               h->manager_error);
+  else
+    set_result(c, quorum,
+               "bring the unreachable managers back or remove them (docker node demote/rm); run 3 "
+               "or 5 managers so that one can fail",
+               "%s is a manager; %zu of %zu managers reachable%s", sm_engine_host(engine),
+               h->reachable, h->managers, quorum ? "" : ": no quorum, nothing can be created");
+  if (h->manager_ok) {
+    set_result(add_check(r, "swarm_nodes", 1), h->ready > 0, "start or rejoin nodes (docker swarm join)",
+               "%zu of %zu nodes ready and active%s%s", h->ready, h->nodes, h->down[0] ? "; not: " : "",
+               h->down);
+    set_result(add_check(r, "swarm_tls", 1), h->tls_tried > 0 && h->tls_ok == h->tls_tried,
+               "every node's dockerd must listen on tcp://0.0.0.0:2376 with --tlsverify and accept "
+               "the client certificate in engine.swarm.node_certs (docs/scale-out.md)",
+               "%zu of %zu ready nodes answer over TLS (certificates from %s[/<node>])%s%s",
+               h->tls_ok, h->tls_tried, o->swarm.node_certs ? o->swarm.node_certs : "the manager's",
+               h->tls_bad[0] ? ": " : "", h->tls_bad);
+    set_result(add_check(r, "swarm_image", 1), h->tls_ok > 0 && h->image_ok == h->tls_ok,
+               h->image_fix, "image %s on %zu of %zu nodes%s%s", image, h->image_ok, h->tls_ok,
+               h->image_missing[0] ? "; missing on " : "", h->image_missing);
+  }
+  free(h);
+}
+
 /* ---- the whole report ---- */
 
 int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, sm_error *err) {
@@ -450,7 +476,7 @@ int sm_ops_doctor(const sm_ops_doctor_options *opts, sm_ops_doctor_report *out, 
     if (runtime[0] && !runc_required && !runsc_required) check_runtime(out, info, runtime, 1);
     check_image(out, engine, image);
     check_disk(out, info, strncmp(sm_engine_host(engine), "unix://", 7) == 0);
-    if (o.backend && strcmp(o.backend, "swarm") == 0) ops_doctor_swarm(out, engine, &o, image);
+    if (o.backend && strcmp(o.backend, "swarm") == 0) check_swarm(out, engine, &o, image);
   }
   sm_engine_free(engine);
   check_fallback(out, &o, image, runtime);

@@ -390,3 +390,10 @@ int sm_ops_reap_options_from_json(json_object *body, sm_ops_reap_options *out, s
   if (rc == 0) rc = json_bool_field(body, "force", &out->force, err);
   return rc;
 }
+
+/* Here rather than in reap.c: list, reap and rm of both backends use it. */
+const char *sm_ops_scope_instance(const sm_ops_scope *scope) {
+  if (scope && scope->instance && *scope->instance) return scope->instance;
+  const char *env = getenv("SANDMAN_INSTANCE");
+  return env && *env ? env : "default";
+}

@@ -18,11 +18,6 @@
 
 #define LABEL_MAX (SM_NAME_MAX + 64)
 
-const char *sm_ops_scope_instance(const sm_ops_scope *scope) {
-  if (scope && scope->instance && *scope->instance) return scope->instance;
-  const char *env = getenv("SANDMAN_INSTANCE");
-  return env && *env ? env : "default";
-}
 
 static int check_scope(const sm_ops_scope *scope, sm_error *err) {
   if (scope == NULL || scope->engine == NULL)

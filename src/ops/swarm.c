@@ -4,7 +4,6 @@
  * module's compare-and-swap (sm_swarm_remove), so that several runners and
  * operators can reap at once without removing a busy sandbox. Networks a
  * dead runner left behind are swept. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +12,6 @@
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
-#include "ops/doctor.h"
 #include "ops/format.h"
 #include "ops/swarm.h"
 #include "sandbox/swarm.h"
@@ -290,110 +288,3 @@ int ops_swarm_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_op
   return rc;
 }
 
-/* ---- doctor ---- */
-
-#define NODE_FIX_MAX 300
-
-static void say(sm_ops_check *c, int ok, const char *fix, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void say(sm_ops_check *c, int ok, const char *fix, const char *fmt, ...) {
-  char detail[sizeof c->detail];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
-  va_end(ap);
-  ops_check_result(c, ok, fix, detail);
-}
-
-void ops_doctor_swarm(sm_ops_doctor_report *r, sm_engine *engine,
-                          const sm_ops_doctor_options *o, const char *image) {
-  sm_ops_check *c = ops_check_add(r, "swarm_manager", 1);
-  sm_error e = SM_ERROR_INIT;
-  cleanup_json json_object *swarm = NULL;
-  cleanup_json json_object *nodes = NULL;
-  if (sm_engine_swarm_inspect(engine, &swarm, &e) != 0) {
-    say(c, 0, "point --host / DOCKER_HOST (or engine.host) at a manager of the swarm",
-                      "%s", e.message);
-    return;
-  }
-  if (sm_engine_node_list(engine, &nodes, &e) != 0) {
-    say(c, 0, "check the manager's log", "listing the nodes: %s", e.message);
-    return;
-  }
-  size_t n = json_object_array_length(nodes), managers = 0, reachable = 0, ready = 0;
-  sm_swarm_node *all = calloc(n ? n : 1, sizeof *all);
-  if (all == NULL) return;
-  size_t parsed = 0;
-  char down[512] = "";
-  for (size_t i = 0; i < n; i++) {
-    sm_swarm_node *nd = &all[parsed];
-    if (sm_swarm_node_parse(json_object_array_get_idx(nodes, i), nd, &e) != 0) continue;
-    parsed++;
-    managers += nd->manager;
-    reachable += nd->manager && nd->reachable;
-    if (nd->ready) ready++;
-    else
-      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s (%s/%s)", down[0] ? ", " : "",
-               nd->hostname, nd->state, nd->availability);
-  }
-  /* Raft needs a majority of managers to change anything (a sandbox too). */
-  int quorum = reachable > managers / 2;
-  say(c, quorum,
-                    "bring the unreachable managers back or remove them (docker node demote/rm); "
-                    "run 3 or 5 managers so that one can fail",
-                    "%s is a manager; %zu of %zu managers reachable%s", sm_engine_host(engine),
-                    reachable, managers, quorum ? "" : ": no quorum, nothing can be created");
-  c = ops_check_add(r, "swarm_nodes", 1);
-  say(c, ready > 0, "start or rejoin nodes (docker swarm join)",
-                    "%zu of %zu nodes ready and active%s%s", ready, parsed, down[0] ? "; not: " : "",
-                    down);
-
-  /* Every ready node: its engine over TLS, and the image there. */
-  sm_swarm *sw = NULL;
-  sm_ops_check *tls = ops_check_add(r, "swarm_tls", 1);
-  sm_ops_check *img = ops_check_add(r, "swarm_image", 1);
-  if (sm_swarm_new(&sw, &o->swarm, &o->engine, &e) != 0) {
-    say(tls, 0, "fix engine.swarm in the configuration", "%s", e.message);
-    say(img, 0, "", "not checked");
-    free(all);
-    return;
-  }
-  char tls_bad[640] = "", img_bad[640] = "", fix[NODE_FIX_MAX] = "", dir[512] = "";
-  size_t tls_ok = 0, img_ok = 0, tried = 0;
-  for (size_t i = 0; i < parsed; i++) {
-    if (!all[i].ready) continue;
-    tried++;
-    sm_engine *ne = NULL;
-    sm_error ne_err = SM_ERROR_INIT;
-    sm_swarm_node_cert_dir(sw, &all[i], dir, sizeof dir);
-    if (sm_swarm_node_engine(sw, &all[i], &ne, &ne_err) != 0) {
-      snprintf(tls_bad + strlen(tls_bad), sizeof tls_bad - strlen(tls_bad), "%s%s: %.160s",
-               tls_bad[0] ? "; " : "", all[i].hostname, ne_err.message);
-      continue;
-    }
-    tls_ok++;
-    json_object *ii = NULL;
-    if (sm_engine_image_inspect(ne, image, &ii, &ne_err) == 0) {
-      img_ok++;
-    } else {
-      snprintf(img_bad + strlen(img_bad), sizeof img_bad - strlen(img_bad), "%s%s",
-               img_bad[0] ? ", " : "", all[i].hostname);
-      if (fix[0] == '\0')
-        snprintf(fix, sizeof fix,
-                 "load it into each: docker save %.80s | docker --tlsverify -H tcp://%s:%d load "
-                 "(sandman never pulls)",
-                 image, all[i].addr, o->swarm.node_port > 0 ? o->swarm.node_port : 2376);
-    }
-    json_object_put(ii);
-  }
-  say(tls, tried > 0 && tls_ok == tried,
-                    "every node's dockerd must listen on tcp://0.0.0.0:2376 with --tlsverify and "
-                    "accept the client certificate in engine.swarm.node_certs (docs/scale-out.md)",
-                    "%zu of %zu ready nodes answer over TLS (certificates from %s[/<node>])%s%s",
-                    tls_ok, tried, o->swarm.node_certs ? o->swarm.node_certs : "the manager's",
-                    tls_bad[0] ? ": " : "", tls_bad);
-  say(img, tls_ok > 0 && img_ok == tls_ok, fix, "image %s on %zu of %zu nodes%s%s",
-                    image, img_ok, tls_ok, img_bad[0] ? "; missing on " : "", img_bad);
-  sm_swarm_free(sw);
-  free(all);
-}
