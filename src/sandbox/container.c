@@ -819,6 +819,12 @@ static int swarm_config(void *ud, sm_engine *manager, json_object **config, int 
 
 static int acquire_swarm(sm_runner *runner, sm_swarm *sw, sm_engine *m, const sm_run_request *req,
                          sandbox *sb, sm_error *err) {
+  const char *net = req->settings.network;
+  if (strcmp(net, "none") != 0 && strcmp(net, "bridge") != 0)
+    return sm_error_set(err, SM_EUNSUPPORTED,
+                        "network '%s' is not available on the swarm backend: use none (a network "
+                        "of the sandbox's own that reaches nothing) or bridge (docs/scale-out.md)",
+                        net);
   if (sb->mode == SM_MODE_PER_TOOL) {
     char rnd[17];
     int rc = sm_random_hex(rnd, 8, err);

@@ -27,20 +27,15 @@ import concurrent.futures
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.environ.get("SANDMAN_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(SRC, "clients", "python"))
-from sandman_client import Client  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from swarmlib import SANDMAN, Rig, Runner, ensure_dind_image, host_docker, rig_env, wait_for  # noqa: E402
 
-SANDMAN = os.environ.get("SANDMAN_BIN", os.path.join(SRC, "build", "sandman"))
-RIG = os.path.join(SRC, "tests", "integration", "swarm_rig.sh")
 INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "it-swarm-%d" % os.getpid())
 IN_CI = os.environ.get("CI") in ("true", "1")
 IMAGE = "sandman/minimal:latest"
@@ -58,111 +53,6 @@ def check(desc, cond, detail=""):
         FAILED += 1
         print("not ok - %s%s" % (desc, (": " + str(detail)[:3000]) if detail else ""), flush=True)
     return cond
-
-
-def host_docker(*args, stdin=None):
-    """The host engine (never the rig's): DOCKER_* of the test are not passed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, env=env,
-                          input=stdin)
-
-
-def wait_for(what, cond, timeout=120, step=0.2):
-    """Waits for a condition (never a fixed sleep); False after timeout."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    print("# gave up waiting for %s" % what, flush=True)
-    return None
-
-
-class Rig:
-    def __init__(self):
-        p = subprocess.run(["bash", RIG, "up"], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError("the swarm rig did not come up: " + p.stderr[-3000:])
-        first = p.stdout.splitlines()[0]
-        self.file = os.path.join(first.partition("=")[2], "rig.env")
-        names = [line.partition("=")[0] for line in p.stdout.splitlines()]
-        q = subprocess.run(["bash", "-c", '. "$1"; shift; for v; do printf "%s=%s\\n" "$v" "${!v}"; done',
-                            "_", self.file] + names, capture_output=True, text=True)
-        self.env = dict(line.partition("=")[::2] for line in q.stdout.splitlines())
-        self.nodes = self.env["SWARM_RIG_NODE_NAMES"].split()
-        self.ips = self.env["SWARM_RIG_NODE_IPS"].split()
-        self.outside = self.env["SWARM_RIG_OUTSIDE"]
-
-    def down(self):
-        subprocess.run(["bash", RIG, "down", self.file], capture_output=True, text=True)
-
-    def in_node(self, node, *args):
-        return host_docker("exec", node, "docker", *args)
-
-    def seen(self):
-        return host_docker("exec", self.env["SWARM_RIG_ID"] + "-outside", "cat",
-                           "/tmp/seen.log").stdout
-
-
-class Runner:
-    def __init__(self, tmp, name, env, token, args):
-        self.sock = os.path.join(tmp, name, "sandman.sock")
-        self.log_path = os.path.join(tmp, name + ".log")
-        self.log = open(self.log_path, "w")
-        renv = dict(env)
-        renv["SANDMAN_STATE_DIR"] = os.path.join(tmp, name + "-state")
-        os.makedirs(renv["SANDMAN_STATE_DIR"], exist_ok=True)
-        cmd = [SANDMAN, "worker", "start", "--listen", "unix:" + self.sock, "--token-file",
-               token] + args
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=renv)
-        self.client = Client("unix:" + self.sock, open(token).read().strip(), timeout=300)
-        ok = wait_for("runner %s" % name, self._up, timeout=60)
-        if not ok:
-            raise RuntimeError("runner %s did not answer: %s" % (name, self.read_log()))
-
-    def _up(self):
-        if self.proc.poll() is not None:
-            raise RuntimeError("runner exited: " + self.read_log())
-        try:
-            self.client.healthz()
-            return True
-        except OSError:
-            return False
-
-    def read_log(self):
-        self.log.flush()
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def metric(self, name):
-        for line in self.client.metrics().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return None
-
-
-def ensure_dind_image():
-    """sandman/dind from this checkout (its entry point takes the rig's certificates)."""
-    want = open(os.path.join(SRC, "images", "dind", "dind-entrypoint.sh")).read()
-    have = host_docker("run", "--rm", "--network", "none", "--entrypoint", "cat",
-                       "sandman/dind:latest", "/usr/local/bin/dind-entrypoint")
-    if have.returncode == 0 and have.stdout == want:
-        return True
-    os.environ.setdefault("SANDMAN_IMAGE_CACHE", os.path.join(SRC, "build", "image-cache"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
-    p = subprocess.run([SANDMAN, "image", "build", "dind"], cwd=SRC, capture_output=True,
-                       text=True, env=env)
-    return check("sandman image build dind (the rig's engines)", p.returncode == 0, p.stderr[-2000:])
 
 
 def sandman(env, *args, timeout=300):
@@ -190,21 +80,13 @@ def main():
     rig = None
     runners = []
     try:
-        if not ensure_dind_image():
+        if not ensure_dind_image(check):
             return 1
         t0 = time.time()
         rig = Rig()
         check("a swarm of three engines in containers came up (%.0f s)" % (time.time() - t0),
               len(rig.nodes) == 3)
-        env = dict(os.environ)
-        env.update({"DOCKER_HOST": rig.env["SWARM_RIG_HOST"], "DOCKER_TLS_VERIFY": "1",
-                    "DOCKER_CERT_PATH": rig.env["SWARM_RIG_CERTS"],
-                    "SANDMAN_STATE_DIR": os.path.join(tmp, "cli-state")})
-        cfg = os.path.join(tmp, "sandman.yaml")
-        with open(cfg, "w") as f:
-            f.write("engine:\n  backend: swarm\n  swarm:\n    node_certs: %s\n"
-                    "    constraints: [\"node.labels.sandman.rig==1\"]\n" % rig.env["SWARM_RIG_CERTS"])
-        env["SANDMAN_CONFIG"] = cfg
+        env = rig_env(rig, tmp)
 
         # 1. doctor
         p = sandman(env, "sandbox", "doctor", "--json")
@@ -340,6 +222,7 @@ def main():
                         lambda: any(s.get("run_id") == k_run and s.get("busy") for s in listing(env)),
                         timeout=60)
         check("the run's call is in flight (list says busy)", busy)
+        on_victim = {s["run_id"] for s in listing(env) if s.get("node") == victim}
         kill = host_docker("kill", victim)
         check("node %s killed" % victim, kill.returncode == 0, kill.stderr)
         t0 = time.time()
@@ -360,7 +243,8 @@ def main():
             s for s in listing(env) if s.get("node") == victim and s.get("status") == "dead"],
             timeout=60)
         check("list shows the killed node's sandboxes as dead (%d)" % len(dead or []),
-              dead and {s["run_id"] for s in dead} <= on_victim)
+              dead and {s["run_id"] for s in dead} <= on_victim - {k_run},
+              ([s["run_id"] for s in dead or []], sorted(on_victim)))
         p = sandman(env, "sandbox", "reap", "--json")
         rep = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         removed = {x["name"] for x in rep.get("removed", [])}
