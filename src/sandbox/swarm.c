@@ -21,6 +21,7 @@
 #define LOST_NODE_MEMORY_S 120.0
 #define MAX_LOST 16
 #define NODE_CONNECT_TIMEOUT_MS 3000L
+#define KNOWN_MAX 65536
 
 typedef struct node_engine {
   char id[SM_ENGINE_ID_MAX];
@@ -28,6 +29,16 @@ typedef struct node_engine {
   sm_engine *engine;
   struct node_engine *next;
 } node_engine;
+
+typedef struct known_box {
+  char name[SM_SWARM_SERVICE_NAME_MAX + 1];
+  char service_id[SM_ENGINE_ID_MAX];
+  char container_id[SM_ENGINE_ID_MAX];
+  char node_id[SM_ENGINE_ID_MAX];
+  char node_addr[SM_SWARM_ADDR_MAX];
+  char node_name[SM_SWARM_NAME_MAX];
+  int uid, gid;
+} known_box;
 
 typedef struct thread_nodes {
   sm_swarm *sw;
@@ -45,6 +56,8 @@ struct sm_swarm {
   pthread_mutex_t lock;
   pthread_key_t key;
   thread_nodes *threads;
+  known_box *known;           /* sandboxes this runner met, by name */
+  size_t n_known, cap_known;
   /* Nodes this runner found unreachable, avoided by its next sandboxes
    * while the manager may still count them ready. */
   struct {
@@ -143,6 +156,7 @@ void sm_swarm_free(sm_swarm *sw) {
   }
   for (size_t i = 0; i < sw->n_constraints; i++) free(sw->constraints[i]);
   free(sw->constraints);
+  free(sw->known);
   pthread_mutex_destroy(&sw->lock);
   free(sw);
 }
@@ -556,9 +570,12 @@ static int node_of(sm_engine *m, const char *node_id, sm_swarm_node *out, sm_err
   return rc;
 }
 
+static void known_drop(sm_swarm *sw, const char *name);
+
 static int node_lost(sm_swarm *sw, sm_engine *m, const char *service, const sm_swarm_node *n,
                      const char *why, sm_error *err) {
   remember_lost(sw, n->id);
+  known_drop(sw, service);
   sm_error e2 = SM_ERROR_INIT;
   if (sm_swarm_remove(m, service, 1, &e2) != 0 && e2.code != SM_ENOTFOUND)
     sm_log(SM_LOG_WARN, "removing sandbox %s after its node was lost: %s", service, e2.message);
@@ -642,16 +659,59 @@ static int judge(json_object *labels, const sm_swarm_want *w, sm_error *err) {
   return hash == NULL || strcmp(hash, w->hash) != 0 ? 1 : 0;
 }
 
-int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box,
-                     sm_error *err) {
-  memset(box, 0, sizeof *box);
-  snprintf(box->name, sizeof box->name, "%s", w->name);
-  box->per_tool = w->per_tool;
-  int rc = sm_random_hex(box->lease, 8, err);
-  if (rc) return rc;
-  double lease_s = w->lease_s > 0 ? w->lease_s : 24 * 3600.0;
+/* ---- what this runner knows of a sandbox it met (skips the task list,
+ * the node and the checks on its next calls there) ---- */
+
+static int known_get(sm_swarm *sw, const char *name, const char *service_id, known_box *out) {
+  int hit = 0;
+  pthread_mutex_lock(&sw->lock);
+  for (size_t i = 0; i < sw->n_known && !hit; i++)
+    if (strcmp(sw->known[i].name, name) == 0 && strcmp(sw->known[i].service_id, service_id) == 0) {
+      *out = sw->known[i];
+      hit = 1;
+    }
+  pthread_mutex_unlock(&sw->lock);
+  return hit;
+}
+
+static void known_put(sm_swarm *sw, const known_box *k) {
+  pthread_mutex_lock(&sw->lock);
+  size_t i = 0;
+  while (i < sw->n_known && strcmp(sw->known[i].name, k->name) != 0) i++;
+  if (i == sw->n_known && sw->n_known == sw->cap_known) {
+    size_t cap = sw->cap_known ? sw->cap_known * 2 : 64;
+    known_box *grown = cap <= KNOWN_MAX ? realloc(sw->known, cap * sizeof *grown) : NULL;
+    if (grown) {
+      sw->known = grown;
+      sw->cap_known = cap;
+    } else {
+      i = 0; /* full: forget the first */
+    }
+  }
+  if (i < sw->cap_known) {
+    sw->known[i] = *k;
+    if (i == sw->n_known) sw->n_known++;
+  }
+  pthread_mutex_unlock(&sw->lock);
+}
+
+static void known_drop(sm_swarm *sw, const char *name) {
+  pthread_mutex_lock(&sw->lock);
+  for (size_t i = 0; i < sw->n_known; i++)
+    if (strcmp(sw->known[i].name, name) == 0) {
+      sw->known[i] = sw->known[--sw->n_known];
+      break;
+    }
+  pthread_mutex_unlock(&sw->lock);
+}
+
+/* ---- acquire ---- */
+
+/* Leases the sandbox for this call, making it when there is none. On
+ * return the service exists with box->lease among its labels. */
+static int lease_or_make(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, double lease_s,
+                         sm_swarm_box *box, sm_error *err) {
   double start = sm_monotonic_ms();
-  sm_swarm_task task;
   for (int attempt = 0;; attempt++) {
     if (attempt > 0 && sm_monotonic_ms() - start > START_WAIT_S * 1000.0)
       return sm_error_set(err, SM_EBUSY, "sandbox %s could not be had within %.0f s (being "
@@ -659,118 +719,67 @@ int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swar
                           w->name, START_WAIT_S);
     double deadline = sm_now() + lease_s;
     json_object *svc = NULL;
-    box->reused = 1;
-    rc = sm_engine_service_inspect(m, w->name, &svc, err);
+    int rc = sm_engine_service_inspect(m, w->name, &svc, err);
     if (rc == SM_ENOTFOUND) {
       box->reused = 0;
       rc = create_service(sw, m, w, box->lease, deadline, box, err);
       if (rc == SM_ECONFLICT) continue; /* another runner made it: lease theirs */
-      if (rc) return rc;
-    } else if (rc) {
-      return sm_error_wrap(err, "looking up sandbox %s", w->name);
-    } else {
-      json_object *spec = NULL, *labels = NULL;
-      uint64_t version = 0;
-      rc = service_parts(svc, &spec, &labels, &version, err);
-      int verdict = rc == 0 ? judge(labels, w, err) : rc;
-      if (verdict < 0) {
-        json_object_put(svc);
-        return verdict;
-      }
-      if (label(labels, SM_SWARM_LABEL_REAPING)) {
-        /* Being removed by a runner that read it with no call in flight:
-         * make a new one once it is gone. */
-        json_object_put(svc);
-        sleep_ms(POLL_MS);
-        continue;
-      }
-      if (verdict == 1) {
-        sm_log(SM_LOG_INFO, "replacing sandbox %s: its configuration changed", w->name);
-        rc = remove_read(m, svc, 0, err);
-        json_object_put(svc);
-        if (rc == SM_EBUSY || rc == SM_ECONFLICT || rc == SM_ENOTFOUND) {
-          sleep_ms(POLL_MS);
-          continue;
-        }
-        if (rc) return rc;
-        continue;
-      }
-      snprintf(box->service_id, sizeof box->service_id, "%s", service_id(svc));
-      rc = lease_read(svc, box->lease, deadline, m, err);
-      json_object_put(svc);
-      if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) continue;
-      if (rc) return sm_error_wrap(err, "leasing sandbox %s", w->name);
+      return rc;
     }
-    /* Leased: from here on no runner removes it without force. */
-    rc = wait_running(m, w->name, &task, err);
-    if (rc == SM_ESANDBOX && attempt < 3) {
-      /* Its task ended (the node restarted it away, or it failed): the
-       * sandbox is made anew. */
-      sm_log(SM_LOG_INFO, "replacing sandbox %s: %s", w->name, err->message);
-      sm_error ignore = SM_ERROR_INIT;
-      sm_swarm_remove(m, w->name, 1, &ignore);
-      continue;
-    }
-    if (rc) {
-      sm_error_wrap(err, "sandbox %s", w->name);
-      sm_swarm_release(sw, m, box);
-      return rc == SM_ETIMEOUT ? SM_ESANDBOX : rc;
-    }
-    break;
-  }
-  snprintf(box->container_id, sizeof box->container_id, "%s", task.container_id);
-  snprintf(box->node_id, sizeof box->node_id, "%s", task.node_id);
-  snprintf(box->state_name, sizeof box->state_name, "%s.%.12s", w->name, task.container_id);
-  sm_swarm_node node;
-  rc = node_of(m, task.node_id, &node, err);
-  if (rc) {
-    sm_swarm_release(sw, m, box);
-    return sm_error_wrap(err, "the node of sandbox %s", w->name);
-  }
-  snprintf(box->node_name, sizeof box->node_name, "%s", node.hostname);
-  if (strcmp(node.state, "ready") != 0) {
-    box->lease[0] = '\0';
-    return node_lost(sw, m, w->name, &node, "the swarm reports down", err);
-  }
-  rc = sm_swarm_node_engine(sw, &node, &box->node, err);
-  if (rc) {
-    box->lease[0] = '\0';
-    char why[SM_ERROR_MESSAGE_MAX / 2];
-    snprintf(why, sizeof why, "does not answer (%s)", err->message);
-    return node_lost(sw, m, w->name, &node, why, err);
-  }
-  /* Once per container, by whichever runner meets it first. */
-  json_object *svc = NULL;
-  rc = sm_engine_service_inspect(m, w->name, &svc, err);
-  if (rc == 0) {
+    if (rc) return sm_error_wrap(err, "looking up sandbox %s", w->name);
+    box->reused = 1;
     json_object *spec = NULL, *labels = NULL;
     uint64_t version = 0;
     rc = service_parts(svc, &spec, &labels, &version, err);
-    const char *checked = rc == 0 ? label(labels, SM_SWARM_LABEL_CHECKED) : NULL;
-    if (rc == 0 && (checked == NULL || strcmp(checked, task.container_id) != 0)) {
-      sm_swarm_checks c;
-      checks_of(svc, &c);
-      rc = check_on_node(box->node, task.container_id, &c, err);
-      if (rc == 0) rc = mark_checked(m, w->name, task.container_id, err);
-      if (rc) {
-        sm_error_wrap(err, "sandbox %s on node %s refused", w->name, node.hostname);
-        sm_error ignore = SM_ERROR_INIT;
-        sm_swarm_remove(m, w->name, 1, &ignore);
-        box->lease[0] = '\0';
-        if (rc != SM_EUNREACHABLE) rc = err->code = SM_ESANDBOX;
-      }
+    int verdict = rc == 0 ? judge(labels, w, err) : rc;
+    if (verdict < 0) {
+      json_object_put(svc);
+      return verdict;
     }
+    if (label(labels, SM_SWARM_LABEL_REAPING)) {
+      /* Being removed by a runner that read it with no call in flight:
+       * a new one is made once it is gone. */
+      json_object_put(svc);
+      sleep_ms(POLL_MS);
+      continue;
+    }
+    if (verdict == 1) {
+      sm_log(SM_LOG_INFO, "replacing sandbox %s: its configuration changed", w->name);
+      rc = remove_read(m, svc, 0, err);
+      json_object_put(svc);
+      if (rc && rc != SM_EBUSY && rc != SM_ECONFLICT && rc != SM_ENOTFOUND) return rc;
+      if (rc) sleep_ms(POLL_MS);
+      continue;
+    }
+    snprintf(box->service_id, sizeof box->service_id, "%s", service_id(svc));
+    rc = lease_read(svc, box->lease, deadline, m, err);
+    json_object_put(svc);
+    if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) continue;
+    if (rc) return sm_error_wrap(err, "leasing sandbox %s", w->name);
+    return 0;
+  }
+}
+
+/* Checks what the spec could not say on a container met for the first
+ * time, and records it on the service. */
+static int first_meeting(sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box, sm_error *err) {
+  json_object *svc = NULL, *spec = NULL, *labels = NULL;
+  uint64_t version = 0;
+  int rc = sm_engine_service_inspect(m, w->name, &svc, err);
+  if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, err);
+  const char *checked = rc == 0 ? label(labels, SM_SWARM_LABEL_CHECKED) : NULL;
+  if (rc == 0 && (checked == NULL || strcmp(checked, box->container_id) != 0)) {
+    sm_swarm_checks c;
+    checks_of(svc, &c);
+    rc = check_on_node(box->node, box->container_id, &c, err);
+    if (rc == 0) rc = mark_checked(m, w->name, box->container_id, err);
   }
   json_object_put(svc);
-  if (rc) {
-    if (box->lease[0]) sm_swarm_release(sw, m, box);
-    return rc;
-  }
-  /* The user the sandbox runs as, for the workspace's owner. */
-  if (box->reused) {
+  if (rc == 0 && box->reused) {
+    /* The user the sandbox runs as, for the workspace's owner. */
     json_object *insp = NULL;
     box->uid = box->gid = 1000;
-    if (sm_engine_container_inspect(box->node, task.container_id, &insp, err) == 0) {
+    if (sm_engine_container_inspect(box->node, box->container_id, &insp, err) == 0) {
       const char *u = inspect_str(insp, "Config", "User");
       if (u && *u >= '0' && *u <= '9') {
         char *end = NULL;
@@ -780,6 +789,98 @@ int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swar
     }
     json_object_put(insp);
   }
+  return rc;
+}
+
+/* With the lease held: the running task, its node and the node's client;
+ * the checks on a container met for the first time. */
+static int place(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box,
+                 sm_swarm_node *node, sm_error *err) {
+  sm_swarm_task task;
+  int rc = wait_running(m, w->name, &task, err);
+  if (rc) return rc;
+  snprintf(box->container_id, sizeof box->container_id, "%s", task.container_id);
+  snprintf(box->node_id, sizeof box->node_id, "%s", task.node_id);
+  rc = node_of(m, task.node_id, node, err);
+  if (rc) return sm_error_wrap(err, "the node of sandbox %s", w->name);
+  snprintf(box->node_name, sizeof box->node_name, "%s", node->hostname);
+  if (strcmp(node->state, "ready") != 0) {
+    box->lease[0] = '\0';
+    return node_lost(sw, m, w->name, node, "the swarm reports down", err);
+  }
+  rc = sm_swarm_node_engine(sw, node, &box->node, err);
+  if (rc) {
+    box->lease[0] = '\0';
+    char why[SM_ERROR_MESSAGE_MAX / 2];
+    snprintf(why, sizeof why, "does not answer (%s)", err->message);
+    return node_lost(sw, m, w->name, node, why, err);
+  }
+  rc = first_meeting(m, w, box, err);
+  if (rc) {
+    sm_error_wrap(err, "sandbox %s on node %s refused", w->name, node->hostname);
+    sm_error ignore = SM_ERROR_INIT;
+    sm_swarm_remove(m, w->name, 1, &ignore);
+    box->lease[0] = '\0';
+    if (rc != SM_EUNREACHABLE) rc = err->code = SM_ESANDBOX;
+  }
+  return rc;
+}
+
+int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box,
+                     sm_error *err) {
+  memset(box, 0, sizeof *box);
+  snprintf(box->name, sizeof box->name, "%s", w->name);
+  box->per_tool = w->per_tool;
+  int rc = sm_random_hex(box->lease, 8, err);
+  if (rc) return rc;
+  double lease_s = w->lease_s > 0 ? w->lease_s : 24 * 3600.0;
+  for (int attempt = 0;; attempt++) {
+    rc = lease_or_make(sw, m, w, lease_s, box, err);
+    if (rc) return rc;
+    known_box k;
+    if (box->reused && known_get(sw, w->name, box->service_id, &k)) {
+      /* Met before: its container runs there unless the call finds it gone. */
+      sm_swarm_node node;
+      memset(&node, 0, sizeof node);
+      snprintf(node.id, sizeof node.id, "%s", k.node_id);
+      snprintf(node.addr, sizeof node.addr, "%s", k.node_addr);
+      snprintf(node.hostname, sizeof node.hostname, "%s", k.node_name);
+      snprintf(box->container_id, sizeof box->container_id, "%s", k.container_id);
+      snprintf(box->node_id, sizeof box->node_id, "%s", k.node_id);
+      snprintf(box->node_name, sizeof box->node_name, "%s", k.node_name);
+      box->uid = k.uid;
+      box->gid = k.gid;
+      rc = sm_swarm_node_engine(sw, &node, &box->node, err);
+      if (rc == 0) break;
+      known_drop(sw, w->name);
+    }
+    sm_swarm_node node;
+    rc = place(sw, m, w, box, &node, err);
+    if (rc == SM_ESANDBOX && box->lease[0] && attempt < 3) {
+      /* Its task ended (failed, or shut down): the sandbox is made anew. */
+      sm_log(SM_LOG_INFO, "replacing sandbox %s: %s", w->name, err->message);
+      sm_error ignore = SM_ERROR_INIT;
+      sm_swarm_remove(m, w->name, 1, &ignore);
+      continue;
+    }
+    if (rc) {
+      sm_error_wrap(err, "sandbox %s", w->name);
+      if (box->lease[0]) sm_swarm_release(sw, m, box);
+      return rc == SM_ETIMEOUT ? SM_ESANDBOX : rc;
+    }
+    memset(&k, 0, sizeof k);
+    snprintf(k.name, sizeof k.name, "%s", w->name);
+    snprintf(k.service_id, sizeof k.service_id, "%s", box->service_id);
+    snprintf(k.container_id, sizeof k.container_id, "%s", box->container_id);
+    snprintf(k.node_id, sizeof k.node_id, "%s", node.id);
+    snprintf(k.node_addr, sizeof k.node_addr, "%s", node.addr);
+    snprintf(k.node_name, sizeof k.node_name, "%s", node.hostname);
+    k.uid = box->uid;
+    k.gid = box->gid;
+    if (!w->per_tool) known_put(sw, &k);
+    break;
+  }
+  snprintf(box->state_name, sizeof box->state_name, "%s.%.12s", w->name, box->container_id);
   return 0;
 }
 
@@ -816,6 +917,8 @@ void sm_swarm_release(sm_swarm *sw, sm_engine *m, sm_swarm_box *box) {
 int sm_swarm_check_node_lost(sm_swarm *sw, sm_engine *m, sm_swarm_box *box, int rc,
                              sm_error *err) {
   if (rc == 0 || box->node == NULL) return rc;
+  /* Whatever went wrong, the next call looks the sandbox up afresh. */
+  known_drop(sw, box->name);
   if (rc != SM_EUNREACHABLE && rc != SM_EIO && rc != SM_ETIMEOUT && rc != SM_ETLS &&
       rc != SM_EPROTOCOL && rc != SM_ENOTFOUND && rc != SM_ECONFLICT)
     return rc;
