@@ -87,6 +87,15 @@ static const char *get_string(json_object *o, const char *key) {
   return json_object_get_string(v);
 }
 
+void ops_sandbox_labels(json_object *labels, sm_ops_sandbox *out) {
+  ops_copy(out->mode, sizeof out->mode, ops_label(labels, SM_OPS_LABEL_MODE));
+  ops_copy(out->project, sizeof out->project, ops_label(labels, SM_OPS_LABEL_PROJECT));
+  ops_copy(out->run_id, sizeof out->run_id, ops_label(labels, SM_OPS_LABEL_RUN));
+  ops_copy(out->worker_id, sizeof out->worker_id, ops_label(labels, SM_OPS_LABEL_WORKER));
+  ops_copy(out->agent, sizeof out->agent, ops_label(labels, SM_OPS_LABEL_AGENT));
+  ops_copy(out->owner, sizeof out->owner, ops_label(labels, SM_OPS_LABEL_OWNER));
+}
+
 int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   if (summary == NULL || !json_object_is_type(summary, json_type_object))
@@ -109,12 +118,7 @@ int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_err
 
   json_object *labels = NULL;
   json_object_object_get_ex(summary, "Labels", &labels);
-  ops_copy(out->mode, sizeof out->mode, ops_label(labels, SM_OPS_LABEL_MODE));
-  ops_copy(out->project, sizeof out->project, ops_label(labels, SM_OPS_LABEL_PROJECT));
-  ops_copy(out->run_id, sizeof out->run_id, ops_label(labels, SM_OPS_LABEL_RUN));
-  ops_copy(out->worker_id, sizeof out->worker_id, ops_label(labels, SM_OPS_LABEL_WORKER));
-  ops_copy(out->agent, sizeof out->agent, ops_label(labels, SM_OPS_LABEL_AGENT));
-  ops_copy(out->owner, sizeof out->owner, ops_label(labels, SM_OPS_LABEL_OWNER));
+  ops_sandbox_labels(labels, out);
   const char *volume = ops_label(labels, SM_OPS_LABEL_VOLUME);
   if (volume && *volume) {
     ops_copy(out->volume, sizeof out->volume, volume);

@@ -17,6 +17,9 @@ int ops_report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind, co
 /* A label's value from an engine Labels object, or NULL. */
 const char *ops_label(json_object *labels, const char *key);
 
+/* The sandbox's mode, project, run, worker, agent and owner from labels. */
+void ops_sandbox_labels(json_object *labels, sm_ops_sandbox *out);
+
 /* Copies src into dst (always NUL-terminated; NULL copies ""). */
 void ops_copy(char *dst, size_t len, const char *src);
 

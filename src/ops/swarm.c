@@ -96,12 +96,7 @@ static void from_service(const swarm_view *v, json_object *svc, double now, sm_o
   json_object *labels = get(get(svc, "Spec", NULL), "Labels", NULL);
   const char *sid = gets(svc, "ID", NULL);
   ops_copy(sb->name, sizeof sb->name, gets(get(svc, "Spec", NULL), "Name", NULL));
-  ops_copy(sb->mode, sizeof sb->mode, ops_label(labels, SM_OPS_LABEL_MODE));
-  ops_copy(sb->project, sizeof sb->project, ops_label(labels, SM_OPS_LABEL_PROJECT));
-  ops_copy(sb->run_id, sizeof sb->run_id, ops_label(labels, SM_OPS_LABEL_RUN));
-  ops_copy(sb->worker_id, sizeof sb->worker_id, ops_label(labels, SM_OPS_LABEL_WORKER));
-  ops_copy(sb->agent, sizeof sb->agent, ops_label(labels, SM_OPS_LABEL_AGENT));
-  ops_copy(sb->owner, sizeof sb->owner, ops_label(labels, SM_OPS_LABEL_OWNER));
+  ops_sandbox_labels(labels, sb);
   json_object *cs = get(get(get(svc, "Spec", NULL), "TaskTemplate", NULL), "ContainerSpec", NULL);
   ops_copy(sb->image, sizeof sb->image, gets(cs, "Image", NULL));
   const char *created = ops_label(labels, SM_OPS_LABEL_CREATED);
@@ -121,7 +116,7 @@ static void from_service(const swarm_view *v, json_object *svc, double now, sm_o
     sm_swarm_node node;
     int known = node_named(v, t.node_id, &node) == 0;
     ops_copy(sb->node, sizeof sb->node, known ? node.hostname : t.node_id);
-    if (known && strcmp(node.state, "ready") != 0 && !sm_swarm_task_state_final(t.state)) {
+    if (known && strcmp(node.state, "ready") != 0) {
       ops_copy(sb->state, sizeof sb->state, "dead");
       snprintf(sb->status_text, sizeof sb->status_text, "node lost (%s)", node.state);
     } else {

@@ -678,6 +678,17 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
   return rc;
 }
 
+/* A per_tool sandbox's random name, volume and key. */
+static int tool_names(sm_runner *runner, sandbox *sb, sm_error *err) {
+  char rnd[17];
+  int rc = sm_random_hex(rnd, 8, err);
+  if (rc) return rc;
+  snprintf(sb->name, sizeof sb->name, "sandman-%s-tool-%s", sm_runner_instance(runner), rnd);
+  snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
+  snprintf(sb->scope_key, sizeof sb->scope_key, "tool:%s", rnd);
+  return 0;
+}
+
 static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_request *req,
                             sandbox *sb, sm_error *err) {
   sm_pool_item item;
@@ -700,12 +711,8 @@ static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_reques
     sb->id[0] = '\0';
     return rc;
   }
-  char rnd[17];
-  int rc = sm_random_hex(rnd, 8, err);
+  int rc = tool_names(runner, sb, err);
   if (rc) return rc;
-  snprintf(sb->name, sizeof sb->name, "sandman-%s-tool-%s", sm_runner_instance(runner), rnd);
-  snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
-  snprintf(sb->scope_key, sizeof sb->scope_key, "tool:%s", rnd);
   /* Busy from the start, so a reap never takes it while it is being set up. */
   rc = sm_state_busy_acquire(sm_runner_state_dir(runner), sb->name, &sb->busy, err);
   if (rc) return rc;
@@ -826,12 +833,8 @@ static int acquire_swarm(sm_runner *runner, sm_swarm *sw, sm_engine *m, const sm
                         "of the sandbox's own that reaches nothing) or bridge (docs/scale-out.md)",
                         net);
   if (sb->mode == SM_MODE_PER_TOOL) {
-    char rnd[17];
-    int rc = sm_random_hex(rnd, 8, err);
+    int rc = tool_names(runner, sb, err);
     if (rc) return rc;
-    snprintf(sb->name, sizeof sb->name, "sandman-%s-tool-%s", sm_runner_instance(runner), rnd);
-    snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
-    snprintf(sb->scope_key, sizeof sb->scope_key, "tool:%s", rnd);
   }
   char service[SM_SWARM_SERVICE_NAME_MAX + 1];
   sm_swarm_service_name(sb->name, service);

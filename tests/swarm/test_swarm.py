@@ -249,7 +249,7 @@ def main():
         rep = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         removed = {x["name"] for x in rep.get("removed", [])}
         check("reap removes the dead sandboxes (no --older-than needed)",
-              {s["name"] for s in dead or []} <= removed, p.stdout + p.stderr)
+              dead and {s["name"] for s in dead} <= removed, p.stdout + p.stderr)
         check("and nothing on the killed node is listed any more",
               not [s for s in listing(env) if s.get("node") == victim])
 
