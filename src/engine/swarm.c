@@ -7,8 +7,8 @@
 
 #define PATH_CAP 4096
 
-int sm_swarm_ref_valid(const char *ref) {
-  if (ref == NULL || *ref == '\0' || strlen(ref) >= SM_SWARM_NAME_MAX) return 0;
+int engine_swarm_ref_valid(const char *ref) {
+  if (ref == NULL || *ref == '\0' || strlen(ref) >= ENGINE_SWARM_NAME_MAX) return 0;
   for (const char *p = ref; *p; p++) {
     char c = *p;
     int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -19,7 +19,7 @@ int sm_swarm_ref_valid(const char *ref) {
 }
 
 static int check_ref(const char *ref, const char *what, sm_error *err) {
-  if (sm_swarm_ref_valid(ref)) return 0;
+  if (engine_swarm_ref_valid(ref)) return 0;
   return sm_error_set(err, SM_EINVAL, "%s '%.64s' is not 1..255 of [A-Za-z0-9_.-]", what,
                       ref ? ref : "");
 }
@@ -43,7 +43,7 @@ static int url_encode(char *path, size_t cap, size_t *n, const char *s) {
   return 0;
 }
 
-int sm_swarm_filter_path(char *path, size_t cap, const char *base, const char *key,
+int engine_swarm_filter_path(char *path, size_t cap, const char *base, const char *key,
                          const char *const *values, size_t n_values, sm_error *err) {
   int n = snprintf(path, cap, "%s", base);
   if (n < 0 || (size_t)n >= cap) return sm_error_set(err, SM_EINVAL, "request path too long");
@@ -78,7 +78,7 @@ static int list_call(sm_engine *e, const char *base, const char *key, const char
                      size_t n_values, json_object **out, sm_error *err) {
   *out = NULL;
   char path[PATH_CAP];
-  int rc = sm_swarm_filter_path(path, sizeof path, base, key, values, n_values, err);
+  int rc = engine_swarm_filter_path(path, sizeof path, base, key, values, n_values, err);
   if (rc != 0) return rc;
   rc = sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
   if (rc == 0 && !json_object_is_type(*out, json_type_array)) {
@@ -91,7 +91,7 @@ static int list_call(sm_engine *e, const char *base, const char *key, const char
 
 /* ---- the swarm and its nodes ---- */
 
-int sm_engine_swarm_inspect(sm_engine *e, json_object **out, sm_error *err) {
+int engine_swarm_inspect(sm_engine *e, json_object **out, sm_error *err) {
   *out = NULL;
   int status = 0;
   int rc = sm_engine_request_json(e, "GET", "/swarm", NULL, &status, out, err);
@@ -106,12 +106,12 @@ int sm_engine_swarm_inspect(sm_engine *e, json_object **out, sm_error *err) {
   return rc;
 }
 
-int sm_engine_node_list(sm_engine *e, json_object **out, sm_error *err) {
+int engine_node_list(sm_engine *e, json_object **out, sm_error *err) {
   *out = NULL;
   return sm_engine_request_json(e, "GET", "/nodes", NULL, NULL, out, err);
 }
 
-int sm_engine_node_inspect(sm_engine *e, const char *id, json_object **out, sm_error *err) {
+int engine_node_inspect(sm_engine *e, const char *id, json_object **out, sm_error *err) {
   *out = NULL;
   int rc = check_ref(id, "node id", err);
   if (rc != 0) return rc;
@@ -137,7 +137,7 @@ static void copy(char *dst, size_t cap, const char *src) {
   snprintf(dst, cap, "%s", src ? src : "");
 }
 
-int sm_swarm_node_parse(json_object *node, sm_swarm_node *out, sm_error *err) {
+int engine_swarm_node_parse(json_object *node, engine_swarm_node *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   const char *id = str_at(node, "ID", NULL);
   const char *state = str_at(node, "Status", "State");
@@ -176,14 +176,14 @@ int sm_swarm_node_parse(json_object *node, sm_swarm_node *out, sm_error *err) {
 
 /* ---- services ---- */
 
-int sm_engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENGINE_ID_MAX],
+int engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENGINE_ID_MAX],
                              sm_error *err) {
   if (out_id) out_id[0] = '\0';
   json_object *resp = NULL;
   int rc = sm_engine_request_json(e, "POST", "/services/create", spec, NULL, &resp, err);
   if (rc != 0) return rc;
   const char *id = str_at(resp, "ID", NULL);
-  if (id == NULL || !sm_swarm_ref_valid(id)) {
+  if (id == NULL || !engine_swarm_ref_valid(id)) {
     json_object_put(resp);
     return sm_error_set(err, SM_EPROTOCOL, "service create: the answer has no usable ID");
   }
@@ -192,7 +192,7 @@ int sm_engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENG
   return 0;
 }
 
-int sm_engine_service_inspect(sm_engine *e, const char *ref, json_object **out, sm_error *err) {
+int engine_service_inspect(sm_engine *e, const char *ref, json_object **out, sm_error *err) {
   *out = NULL;
   int rc = check_ref(ref, "service", err);
   if (rc != 0) return rc;
@@ -201,12 +201,12 @@ int sm_engine_service_inspect(sm_engine *e, const char *ref, json_object **out, 
   return sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
 }
 
-int sm_engine_service_list(sm_engine *e, const char *const *labels, size_t n_labels,
+int engine_service_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err) {
   return list_call(e, "/services", "label", labels, n_labels, out, err);
 }
 
-int sm_engine_service_update(sm_engine *e, const char *id, uint64_t version, json_object *spec,
+int engine_service_update(sm_engine *e, const char *id, uint64_t version, json_object *spec,
                              sm_error *err) {
   int rc = check_ref(id, "service", err);
   if (rc != 0) return rc;
@@ -223,7 +223,7 @@ int sm_engine_service_update(sm_engine *e, const char *id, uint64_t version, jso
   return rc;
 }
 
-int sm_engine_service_remove(sm_engine *e, const char *id, sm_error *err) {
+int engine_service_remove(sm_engine *e, const char *id, sm_error *err) {
   int rc = check_ref(id, "service", err);
   if (rc != 0) return rc;
   char path[PATH_CAP];
@@ -231,7 +231,7 @@ int sm_engine_service_remove(sm_engine *e, const char *id, sm_error *err) {
   return sm_engine_request_json(e, "DELETE", path, NULL, NULL, NULL, err);
 }
 
-int sm_swarm_version(json_object *object, uint64_t *out) {
+int engine_swarm_version(json_object *object, uint64_t *out) {
   json_object *v = at(at(object, "Version", NULL), "Index", NULL);
   if (v == NULL || !json_object_is_type(v, json_type_int)) return -1;
   int64_t n = json_object_get_int64(v);
@@ -242,7 +242,7 @@ int sm_swarm_version(json_object *object, uint64_t *out) {
 
 /* ---- tasks ---- */
 
-int sm_engine_task_list(sm_engine *e, const char *service, json_object **out, sm_error *err) {
+int engine_task_list(sm_engine *e, const char *service, json_object **out, sm_error *err) {
   *out = NULL;
   int rc = check_ref(service, "service", err);
   if (rc != 0) return rc;
@@ -250,7 +250,7 @@ int sm_engine_task_list(sm_engine *e, const char *service, json_object **out, sm
   return list_call(e, "/tasks", "service", values, 1, out, err);
 }
 
-int sm_swarm_task_state_final(const char *state) {
+int engine_swarm_task_state_final(const char *state) {
   static const char *const finals[] = {"complete", "shutdown", "failed", "rejected",
                                        "orphaned", "remove"};
   if (state == NULL) return 0;
@@ -259,7 +259,7 @@ int sm_swarm_task_state_final(const char *state) {
   return 0;
 }
 
-int sm_swarm_task_current(json_object *tasks, sm_swarm_task *out, sm_error *err) {
+int engine_swarm_task_current(json_object *tasks, engine_swarm_task *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   json_object *best = NULL;
   const char *best_at = NULL;
@@ -299,7 +299,7 @@ int sm_swarm_task_current(json_object *tasks, sm_swarm_task *out, sm_error *err)
 
 /* ---- networks ---- */
 
-int sm_engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
+int engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
                              json_object *labels, char out_id[SM_ENGINE_ID_MAX], sm_error *err) {
   if (out_id) out_id[0] = '\0';
   int rc = check_ref(name, "network name", err);
@@ -319,7 +319,7 @@ int sm_engine_network_create(sm_engine *e, const char *name, const char *driver,
   json_object_put(body);
   if (rc != 0) return rc;
   const char *id = str_at(resp, "Id", NULL);
-  if (id == NULL || !sm_swarm_ref_valid(id)) {
+  if (id == NULL || !engine_swarm_ref_valid(id)) {
     json_object_put(resp);
     return sm_error_set(err, SM_EPROTOCOL, "network create: the answer has no usable Id");
   }
@@ -328,7 +328,7 @@ int sm_engine_network_create(sm_engine *e, const char *name, const char *driver,
   return 0;
 }
 
-int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
+int engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
   int rc = check_ref(id, "network", err);
   if (rc != 0) return rc;
   char path[PATH_CAP];
@@ -343,7 +343,7 @@ int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
   return rc;
 }
 
-int sm_engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
+int engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err) {
   return list_call(e, "/networks", "label", labels, n_labels, out, err);
 }

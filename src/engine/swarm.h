@@ -20,24 +20,24 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 
-#define SM_SWARM_NAME_MAX 256
-#define SM_SWARM_ADDR_MAX 64
+#define ENGINE_SWARM_NAME_MAX 256
+#define ENGINE_SWARM_ADDR_MAX 64
 
 /* Names and ids given to these calls are refused unless they are 1..255 of
  * [A-Za-z0-9_.-] (no escaping needed in a URL path, no path tricks). */
-int sm_swarm_ref_valid(const char *ref);
+int engine_swarm_ref_valid(const char *ref);
 
 /* ---- the swarm and its nodes ---- */
 /* GET /swarm: only a manager answers. A node that is not in a swarm, or
  * not a manager, is SM_EUNSUPPORTED with the engine's words and what to do. */
-int sm_engine_swarm_inspect(sm_engine *e, json_object **out, sm_error *err);
-int sm_engine_node_list(sm_engine *e, json_object **out, sm_error *err);
-int sm_engine_node_inspect(sm_engine *e, const char *id, json_object **out, sm_error *err);
+int engine_swarm_inspect(sm_engine *e, json_object **out, sm_error *err);
+int engine_node_list(sm_engine *e, json_object **out, sm_error *err);
+int engine_node_inspect(sm_engine *e, const char *id, json_object **out, sm_error *err);
 
-typedef struct sm_swarm_node {
+typedef struct engine_swarm_node {
   char id[SM_ENGINE_ID_MAX];
-  char hostname[SM_SWARM_NAME_MAX];
-  char addr[SM_SWARM_ADDR_MAX]; /* Status.Addr: where the node's engine is reached */
+  char hostname[ENGINE_SWARM_NAME_MAX];
+  char addr[ENGINE_SWARM_ADDR_MAX]; /* Status.Addr: where the node's engine is reached */
   char state[16];               /* Status.State: "ready", "down", "unknown", "disconnected" */
   char availability[16];        /* Spec.Availability: "active", "pause", "drain" */
   char engine_version[32];
@@ -45,67 +45,67 @@ typedef struct sm_swarm_node {
   int manager;                  /* has ManagerStatus */
   int leader;
   int reachable;                /* a manager whose Reachability is "reachable" */
-} sm_swarm_node;
+} engine_swarm_node;
 
 /* One element of GET /nodes into out. SM_EPROTOCOL when a field sandman
  * needs (ID, Status.State, Status.Addr) is missing. */
-int sm_swarm_node_parse(json_object *node, sm_swarm_node *out, sm_error *err);
+int engine_swarm_node_parse(json_object *node, engine_swarm_node *out, sm_error *err);
 
 /* ---- services ---- */
 /* POST /services/create. out_id (may be NULL) gets the service id. A name
  * that exists is SM_ECONFLICT. */
-int sm_engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENGINE_ID_MAX],
+int engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENGINE_ID_MAX],
                              sm_error *err);
 /* GET /services/{id or name}; missing is SM_ENOTFOUND. */
-int sm_engine_service_inspect(sm_engine *e, const char *ref, json_object **out, sm_error *err);
+int engine_service_inspect(sm_engine *e, const char *ref, json_object **out, sm_error *err);
 /* GET /services with label filters ("k=v" or "k", ANDed). */
-int sm_engine_service_list(sm_engine *e, const char *const *labels, size_t n_labels,
+int engine_service_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err);
 /* POST /services/{id}/update?version=N with the whole new spec. A version
  * that is not the current one is SM_ECONFLICT ("update out of sequence"). */
-int sm_engine_service_update(sm_engine *e, const char *id, uint64_t version, json_object *spec,
+int engine_service_update(sm_engine *e, const char *id, uint64_t version, json_object *spec,
                              sm_error *err);
 /* DELETE /services/{id}; missing is SM_ENOTFOUND. */
-int sm_engine_service_remove(sm_engine *e, const char *id, sm_error *err);
+int engine_service_remove(sm_engine *e, const char *id, sm_error *err);
 /* Version.Index of a service (or any swarm object). -1 when absent. */
-int sm_swarm_version(json_object *object, uint64_t *out);
+int engine_swarm_version(json_object *object, uint64_t *out);
 
 /* ---- tasks ---- */
 /* GET /tasks?filters={"service":[service]} (service: id or name). */
-int sm_engine_task_list(sm_engine *e, const char *service, json_object **out, sm_error *err);
+int engine_task_list(sm_engine *e, const char *service, json_object **out, sm_error *err);
 
-typedef struct sm_swarm_task {
+typedef struct engine_swarm_task {
   char id[SM_ENGINE_ID_MAX];
   char node_id[SM_ENGINE_ID_MAX];
   char container_id[SM_ENGINE_ID_MAX]; /* "" until the node made it */
   char state[16];                      /* Status.State */
   char desired[16];                    /* DesiredState */
   char message[256];                   /* Status.Err, else Status.Message */
-} sm_swarm_task;
+} engine_swarm_task;
 
 /* The task that stands for a one-task service: the newest by
  * CreatedAt among those whose desired state is "running" (else the newest
  * of all, so that a failed task can be told). 0 with *out filled, or
  * SM_ENOTFOUND when the list is empty. */
-int sm_swarm_task_current(json_object *tasks, sm_swarm_task *out, sm_error *err);
+int engine_swarm_task_current(json_object *tasks, engine_swarm_task *out, sm_error *err);
 /* 1 when the task state is final (complete, shutdown, failed, rejected,
  * orphaned, remove): it will not run again. */
-int sm_swarm_task_state_final(const char *state);
+int engine_swarm_task_state_final(const char *state);
 
 /* ---- networks ---- */
 /* POST /networks/create {Name, Driver, Internal, Attachable false,
  * CheckDuplicate, Labels}. A name that exists is SM_ECONFLICT. */
-int sm_engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
+int engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
                              json_object *labels, char out_id[SM_ENGINE_ID_MAX], sm_error *err);
 /* DELETE /networks/{id}; missing is SM_ENOTFOUND, in use SM_ECONFLICT. */
-int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err);
+int engine_network_remove(sm_engine *e, const char *id, sm_error *err);
 /* GET /networks with label filters. */
-int sm_engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
+int engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err);
 
 /* "?filters=" + the URL-encoded JSON {"key": [values...]} appended to a
  * path of at most cap bytes. SM_EINVAL when it does not fit. */
-int sm_swarm_filter_path(char *path, size_t cap, const char *base, const char *key,
+int engine_swarm_filter_path(char *path, size_t cap, const char *base, const char *key,
                          const char *const *values, size_t n_values, sm_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /* list, reap and rm on the swarm backend: the manager's services of this
  * instance are the sandboxes (labels are the truth, as on one engine), a
  * live lease label is a call in flight, and a removal is the sandbox
- * module's compare-and-swap (sm_swarm_remove), so that several runners and
+ * module's compare-and-swap (sandbox_swarm_remove), so that several runners and
  * operators can reap at once without removing a busy sandbox. Networks a
  * dead runner left behind are swept. */
 #include <stdio.h>
@@ -52,9 +52,9 @@ static int view_load(const sm_ops_scope *scope, swarm_view *v, sm_error *err) {
   snprintf(managed, sizeof managed, "%s=true", SM_OPS_LABEL_MANAGED);
   snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
   const char *labels[2] = {managed, instance};
-  int rc = sm_engine_service_list(scope->engine, labels, 2, &v->services, err);
+  int rc = engine_service_list(scope->engine, labels, 2, &v->services, err);
   if (rc == 0) rc = sm_engine_request_json(scope->engine, "GET", "/tasks", NULL, NULL, &v->tasks, err);
-  if (rc == 0) rc = sm_engine_node_list(scope->engine, &v->nodes, err);
+  if (rc == 0) rc = engine_node_list(scope->engine, &v->nodes, err);
   if (rc) {
     view_dispose(v);
     return sm_error_wrap(err, "listing the swarm's sandboxes of instance '%s'",
@@ -64,7 +64,7 @@ static int view_load(const sm_ops_scope *scope, swarm_view *v, sm_error *err) {
 }
 
 /* The current task of a service among all tasks. */
-static int task_of(const swarm_view *v, const char *service_id, sm_swarm_task *out) {
+static int task_of(const swarm_view *v, const char *service_id, engine_swarm_task *out) {
   json_object *mine = json_object_new_array();
   size_t n = json_object_is_type(v->tasks, json_type_array) ? json_object_array_length(v->tasks) : 0;
   for (size_t i = 0; i < n; i++) {
@@ -73,16 +73,16 @@ static int task_of(const swarm_view *v, const char *service_id, sm_swarm_task *o
     if (sid && strcmp(sid, service_id) == 0) json_object_array_add(mine, json_object_get(t));
   }
   sm_error ignore = SM_ERROR_INIT;
-  int rc = sm_swarm_task_current(mine, out, &ignore);
+  int rc = engine_swarm_task_current(mine, out, &ignore);
   json_object_put(mine);
   return rc;
 }
 
-static int node_named(const swarm_view *v, const char *node_id, sm_swarm_node *out) {
+static int node_named(const swarm_view *v, const char *node_id, engine_swarm_node *out) {
   size_t n = json_object_is_type(v->nodes, json_type_array) ? json_object_array_length(v->nodes) : 0;
   for (size_t i = 0; i < n; i++) {
     sm_error ignore = SM_ERROR_INIT;
-    if (sm_swarm_node_parse(json_object_array_get_idx(v->nodes, i), out, &ignore) == 0 &&
+    if (engine_swarm_node_parse(json_object_array_get_idx(v->nodes, i), out, &ignore) == 0 &&
         strcmp(out->id, node_id) == 0)
       return 0;
   }
@@ -109,11 +109,11 @@ static void from_service(const swarm_view *v, json_object *svc, double now, sm_o
     sb->last_used_at = strtod(used, NULL);
     sb->last_used_recorded = 1;
   }
-  sb->busy = sm_swarm_live_leases(labels, now) > 0;
-  sm_swarm_task t;
+  sb->busy = sandbox_swarm_live_leases(labels, now) > 0;
+  engine_swarm_task t;
   if (sid && task_of(v, sid, &t) == 0) {
     ops_copy(sb->id, sizeof sb->id, t.container_id[0] ? t.container_id : sid);
-    sm_swarm_node node;
+    engine_swarm_node node;
     int known = node_named(v, t.node_id, &node) == 0;
     ops_copy(sb->node, sizeof sb->node, known ? node.hostname : t.node_id);
     if (known && strcmp(node.state, "ready") != 0) {
@@ -121,7 +121,7 @@ static void from_service(const swarm_view *v, json_object *svc, double now, sm_o
       snprintf(sb->status_text, sizeof sb->status_text, "node lost (%s)", node.state);
     } else {
       ops_copy(sb->state, sizeof sb->state,
-                   sm_swarm_task_state_final(t.state) ? "exited"
+                   engine_swarm_task_state_final(t.state) ? "exited"
                    : strcmp(t.state, "running") == 0 ? "running"
                                                       : "created");
       snprintf(sb->status_text, sizeof sb->status_text, "task %s", t.state);
@@ -165,7 +165,7 @@ int ops_swarm_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out,
 static int remove_one(const sm_ops_scope *scope, const sm_ops_sandbox *sb, int force,
                       const char *why, sm_ops_report *out, sm_error *err) {
   sm_error e = SM_ERROR_INIT;
-  int rc = sm_swarm_remove(scope->engine, sb->name, force, &e);
+  int rc = sandbox_swarm_remove(scope->engine, sb->name, force, &e);
   if (rc == 0 || rc == SM_ENOTFOUND)
     return ops_report_add(out, 1, SM_OPS_ITEM_SANDBOX, sb->id, sb->name, 0, err, "%s", why);
   if (rc == SM_EBUSY || rc == SM_ECONFLICT)
@@ -183,7 +183,7 @@ static int sweep_networks(const sm_ops_scope *scope, const swarm_view *v, int dr
   snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
   const char *labels[2] = {component, instance};
   cleanup_json json_object *nets = NULL;
-  int rc = sm_engine_network_list(scope->engine, labels, 2, &nets, err);
+  int rc = engine_network_list(scope->engine, labels, 2, &nets, err);
   if (rc) return sm_error_wrap(err, "listing the sandboxes' networks");
   double now = sm_now();
   for (size_t i = 0; rc == 0 && i < json_object_array_length(nets); i++) {
@@ -200,7 +200,7 @@ static int sweep_networks(const sm_ops_scope *scope, const swarm_view *v, int dr
     double at = created ? sm_parse_time(created) : -1;
     if (used || at < 0 || now - at < NETWORK_GRACE_S) continue;
     sm_error e = SM_ERROR_INIT;
-    if (!dry_run && sm_engine_network_remove(scope->engine, id, &e) != 0 && e.code != SM_ENOTFOUND) {
+    if (!dry_run && engine_network_remove(scope->engine, id, &e) != 0 && e.code != SM_ENOTFOUND) {
       /* Still held by a task being torn down: the next reap. */
       continue;
     }

@@ -20,31 +20,31 @@ void ops_swarm_health(sm_engine *engine, const sm_ops_doctor_options *o, const c
   sm_error e = SM_ERROR_INIT;
   cleanup_json json_object *swarm = NULL;
   cleanup_json json_object *nodes = NULL;
-  if (sm_engine_swarm_inspect(engine, &swarm, &e) != 0 ||
-      sm_engine_node_list(engine, &nodes, &e) != 0) {
+  if (engine_swarm_inspect(engine, &swarm, &e) != 0 ||
+      engine_node_list(engine, &nodes, &e) != 0) {
     snprintf(h->manager_error, sizeof h->manager_error, "%s", e.message);
     return;
   }
   h->manager_ok = 1;
   size_t n = json_object_array_length(nodes);
-  sm_swarm_node *all = calloc(n ? n : 1, sizeof *all);
-  sm_swarm *sw = NULL;
-  if (all == NULL || sm_swarm_new(&sw, &o->swarm, &o->engine, &e) != 0) {
+  engine_swarm_node *all = calloc(n ? n : 1, sizeof *all);
+  sandbox_swarm *sw = NULL;
+  if (all == NULL || sandbox_swarm_new(&sw, &o->swarm, &o->engine, &e) != 0) {
     snprintf(h->tls_bad, sizeof h->tls_bad, "%s", all ? e.message : "out of memory");
     free(all);
     return;
   }
   size_t parsed = 0;
   for (size_t i = 0; i < n; i++) {
-    sm_swarm_node *nd = &all[parsed];
-    if (sm_swarm_node_parse(json_object_array_get_idx(nodes, i), nd, &e) != 0) continue;
+    engine_swarm_node *nd = &all[parsed];
+    if (engine_swarm_node_parse(json_object_array_get_idx(nodes, i), nd, &e) != 0) continue;
     parsed++;
     h->managers += nd->manager;
     h->reachable += nd->manager && nd->reachable;
     if (nd->ready) {
       h->ready++;
     } else {
-      char d[SM_SWARM_NAME_MAX + 48];
+      char d[ENGINE_SWARM_NAME_MAX + 48];
       snprintf(d, sizeof d, "%s (%s/%s)", nd->hostname, nd->state, nd->availability);
       append(h->down, sizeof h->down, ", ", d);
     }
@@ -55,7 +55,7 @@ void ops_swarm_health(sm_engine *engine, const sm_ops_doctor_options *o, const c
     h->tls_tried++;
     sm_engine *ne = NULL;
     sm_error ne_err = SM_ERROR_INIT;
-    if (sm_swarm_node_engine(sw, &all[i], &ne, &ne_err) != 0) {
+    if (sandbox_swarm_node_engine(sw, &all[i], &ne, &ne_err) != 0) {
       char d[400];
       snprintf(d, sizeof d, "%s: %.300s", all[i].hostname, ne_err.message);
       append(h->tls_bad, sizeof h->tls_bad, "; ", d);
@@ -75,6 +75,6 @@ void ops_swarm_health(sm_engine *engine, const sm_ops_doctor_options *o, const c
     }
     json_object_put(ii);
   }
-  sm_swarm_free(sw);
+  sandbox_swarm_free(sw);
   free(all);
 }

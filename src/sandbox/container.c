@@ -50,7 +50,7 @@ typedef struct sandbox {
   char replaced[SM_ENGINE_ID_MAX]; /* keyed: the sandbox this call replaced, or "" */
   char because[256];   /* why */
   sm_state_lock *busy;
-  sm_swarm_box swarm;  /* the swarm backend's hold on it */
+  sandbox_swarm_box swarm;  /* the swarm backend's hold on it */
 } sandbox;
 
 static void sleep_ms(long ms) {
@@ -824,7 +824,7 @@ static int swarm_config(void *ud, sm_engine *manager, json_object **config, int 
   return rc;
 }
 
-static int acquire_swarm(sm_runner *runner, sm_swarm *sw, sm_engine *m, const sm_run_request *req,
+static int acquire_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m, const sm_run_request *req,
                          sandbox *sb, sm_error *err) {
   const char *net = req->settings.network;
   if (strcmp(net, "none") != 0 && strcmp(net, "bridge") != 0)
@@ -837,11 +837,11 @@ static int acquire_swarm(sm_runner *runner, sm_swarm *sw, sm_engine *m, const sm
     if (rc) return rc;
   }
   char service[SM_SWARM_SERVICE_NAME_MAX + 1];
-  sm_swarm_service_name(sb->name, service);
+  sandbox_swarm_service_name(sb->name, service);
   swarm_config_ud cu = {runner, req, sb};
   const char *project = req->project && *req->project ? req->project : "default";
   double timeout = req->settings.timeout_s;
-  sm_swarm_want w = {
+  sandbox_swarm_want w = {
       .name = service,
       .instance = sm_runner_instance(runner),
       .hash = sb->hash,
@@ -854,7 +854,7 @@ static int acquire_swarm(sm_runner *runner, sm_swarm *sw, sm_engine *m, const sm
       .config = swarm_config,
       .config_ud = &cu,
   };
-  int rc = sm_swarm_acquire(sw, m, &w, &sb->swarm, err);
+  int rc = sandbox_swarm_acquire(sw, m, &w, &sb->swarm, err);
   if (rc) return rc;
   snprintf(sb->id, sizeof sb->id, "%s", sb->swarm.container_id);
   sb->uid = sb->swarm.uid;
@@ -975,7 +975,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   }
 
   const char *state_dir = sm_runner_state_dir(runner);
-  sm_swarm *sw = sm_runner_swarm(runner);
+  sandbox_swarm *sw = sm_runner_swarm(runner);
   sm_engine *manager = e; /* the swarm backend's; e becomes the task's node */
   sm_workspace_sync *ws = NULL;
   sm_capture cap;
@@ -1051,7 +1051,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     if (ws) {
       rc = sm_workspace_sync_in(ws, &target, err);
-      if (sw) rc = sm_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
+      if (sw) rc = sandbox_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
       if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
         drop_agent(&t, 0);
         retry_release(runner, e, req, &sb, &ws);
@@ -1083,7 +1083,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     if (rc) goto fail_release;
 
     rc = helper_call(runner, e, sb.id, req, &helper_req, &helper_argv, err);
-    if (sw) rc = sm_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
+    if (sw) rc = sandbox_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
     if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
       drop_agent(&t, 0);
       retry_release(runner, e, req, &sb, &ws);
@@ -1091,7 +1091,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     }
     if (rc) goto fail_release;
     rc = sm_exec_call(&t, req->helper ? &helper_req : req, &env, &cap, &oc, err);
-    if (sw) rc = sm_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
+    if (sw) rc = sandbox_swarm_check_node_lost(sw, manager, &sb.swarm, rc, err);
     if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
       drop_agent(&t, 0);
       retry_release(runner, e, req, &sb, &ws);
@@ -1105,7 +1105,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
       sync_failed = sm_result_copy_out(out, ws, &target, sb.name, &sync_err) != 0;
       /* On a swarm the copy out may have failed because the node is gone. */
       if (sync_failed && sw)
-        sm_swarm_check_node_lost(sw, manager, &sb.swarm, sync_err.code, &sync_err);
+        sandbox_swarm_check_node_lost(sw, manager, &sb.swarm, sync_err.code, &sync_err);
     }
     break;
   }
@@ -1116,7 +1116,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     sm_pool_prepare_agent_later(runner, sb.id);
   /* A per_tool container goes now: its session goes with it. */
   drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
-  if (sw) sm_swarm_release(sw, manager, &sb.swarm);
+  if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);
   else release(runner, e, &sb);
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
@@ -1130,7 +1130,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 
 fail_release:
   drop_agent(&t, 0);
-  if (sw) sm_swarm_release(sw, manager, &sb.swarm);
+  if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);
   else release(runner, e, &sb);
 fail:
   if (ws) sm_workspace_sync_free(ws);

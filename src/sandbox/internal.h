@@ -184,9 +184,9 @@ void sm_result_sync_failed(sm_run_result *r, const sm_error *err);
 sm_failure_kind sm_failure_kind_for(int code);
 
 /* ---- runner internals ---- */
-typedef struct sm_swarm sm_swarm;
+typedef struct sandbox_swarm sandbox_swarm;
 /* The runner's swarm backend, or NULL when it runs sandboxes on its engine. */
-sm_swarm *sm_runner_swarm(sm_runner *runner);
+sandbox_swarm *sm_runner_swarm(sm_runner *runner);
 /* Engine options the runner was made with (for clones and health checks). */
 int sm_runner_new_engine(sm_runner *runner, sm_engine **out, sm_error *err);
 

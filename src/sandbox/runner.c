@@ -35,7 +35,7 @@ struct sm_runner {
   thread_engine *threads;
   sm_pool *pool;              /* warm pool, background removals, lookup cache */
   sm_agents *agents;          /* sessions with in-sandbox agents (agent.c) */
-  sm_swarm *swarm;            /* the swarm backend, or NULL (swarm.c) */
+  sandbox_swarm *swarm;            /* the swarm backend, or NULL (swarm.c) */
 };
 
 static void thread_engine_free(void *p) {
@@ -108,7 +108,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
       rc = sm_error_set(err, SM_EINVAL, "unknown sandbox backend '%s' (use docker or swarm)",
                         opts->backend);
     else
-      rc = sm_swarm_new(&r->swarm, &opts->swarm, &r->engine_opts, err);
+      rc = sandbox_swarm_new(&r->swarm, &opts->swarm, &r->engine_opts, err);
     if (rc) {
       sm_engine_free(r->template_engine);
       free(r->host);
@@ -120,7 +120,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   }
   pthread_mutex_init(&r->lock, NULL);
   if (pthread_key_create(&r->key, thread_engine_free) != 0) {
-    sm_swarm_free(r->swarm);
+    sandbox_swarm_free(r->swarm);
     sm_engine_free(r->template_engine);
     pthread_mutex_destroy(&r->lock);
     free(r->host);
@@ -141,7 +141,7 @@ void sm_runner_free(sm_runner *r) {
   r->pool = NULL;
   sm_agents_free(r->agents);
   r->agents = NULL;
-  sm_swarm_free(r->swarm);
+  sandbox_swarm_free(r->swarm);
   r->swarm = NULL;
   /* Deleting the key first means no destructor runs on a freed runner. */
   pthread_key_delete(r->key);
@@ -234,7 +234,7 @@ void sm_runner_agent_stats(sm_runner *r, sm_agent_stats *out) {
   sm_agents_stats(sm_runner_agents(r), &out->sessions_opened, &out->calls, &out->fallbacks);
 }
 
-sm_swarm *sm_runner_swarm(sm_runner *r) { return r->swarm; }
+sandbox_swarm *sm_runner_swarm(sm_runner *r) { return r->swarm; }
 const char *sm_runner_backend(const sm_runner *r) { return r->swarm ? "swarm" : "docker"; }
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }

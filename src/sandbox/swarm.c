@@ -25,7 +25,7 @@
 
 typedef struct node_engine {
   char id[SM_ENGINE_ID_MAX];
-  char addr[SM_SWARM_ADDR_MAX];
+  char addr[ENGINE_SWARM_ADDR_MAX];
   sm_engine *engine;
   struct node_engine *next;
 } node_engine;
@@ -35,18 +35,18 @@ typedef struct known_box {
   char service_id[SM_ENGINE_ID_MAX];
   char container_id[SM_ENGINE_ID_MAX];
   char node_id[SM_ENGINE_ID_MAX];
-  char node_addr[SM_SWARM_ADDR_MAX];
-  char node_name[SM_SWARM_NAME_MAX];
+  char node_addr[ENGINE_SWARM_ADDR_MAX];
+  char node_name[ENGINE_SWARM_NAME_MAX];
   int uid, gid;
 } known_box;
 
 typedef struct thread_nodes {
-  sm_swarm *sw;
+  sandbox_swarm *sw;
   node_engine *list;
   struct thread_nodes *prev, *next;
 } thread_nodes;
 
-struct sm_swarm {
+struct sandbox_swarm {
   char node_certs[PATH_MAX];
   int node_port;
   char **constraints;
@@ -83,7 +83,7 @@ static void nodes_free_list(node_engine *n) {
 static void thread_nodes_free(void *p) {
   thread_nodes *tn = p;
   if (tn == NULL) return;
-  sm_swarm *sw = tn->sw;
+  sandbox_swarm *sw = tn->sw;
   pthread_mutex_lock(&sw->lock);
   if (tn->prev) tn->prev->next = tn->next;
   else sw->threads = tn->next;
@@ -93,10 +93,10 @@ static void thread_nodes_free(void *p) {
   free(tn);
 }
 
-int sm_swarm_new(sm_swarm **out, const sm_swarm_options *o, const sm_engine_options *manager,
+int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *o, const sm_engine_options *manager,
                  sm_error *err) {
   *out = NULL;
-  sm_swarm *sw = calloc(1, sizeof *sw);
+  sandbox_swarm *sw = calloc(1, sizeof *sw);
   if (sw == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   const char *certs = o && o->node_certs ? o->node_certs : NULL;
   if (certs == NULL) certs = manager && manager->cert_path ? manager->cert_path : getenv("DOCKER_CERT_PATH");
@@ -126,7 +126,7 @@ int sm_swarm_new(sm_swarm **out, const sm_swarm_options *o, const sm_engine_opti
       sw->n_constraints++;
     }
     if (sw->n_constraints != n) {
-      sm_swarm_free(sw);
+      sandbox_swarm_free(sw);
       return sm_error_set(err, SM_ENOMEM, NULL);
     }
   }
@@ -141,7 +141,7 @@ int sm_swarm_new(sm_swarm **out, const sm_swarm_options *o, const sm_engine_opti
   return 0;
 }
 
-void sm_swarm_free(sm_swarm *sw) {
+void sandbox_swarm_free(sandbox_swarm *sw) {
   if (sw == NULL) return;
   pthread_key_delete(sw->key);
   pthread_mutex_lock(&sw->lock);
@@ -167,17 +167,17 @@ static int has_ca(const char *dir) {
   return access(p, R_OK) == 0;
 }
 
-void sm_swarm_node_cert_dir(const sm_swarm *sw, const sm_swarm_node *node, char *out,
+void sandbox_swarm_node_cert_dir(const sandbox_swarm *sw, const engine_swarm_node *node, char *out,
                             size_t len) {
   const char *names[] = {node->hostname, node->id};
   for (size_t i = 0; i < 2; i++) {
-    if (!sm_swarm_ref_valid(names[i])) continue;
+    if (!engine_swarm_ref_valid(names[i])) continue;
     if (snprintf(out, len, "%s/%s", sw->node_certs, names[i]) < (int)len && has_ca(out)) return;
   }
   snprintf(out, len, "%s", sw->node_certs);
 }
 
-int sm_swarm_node_engine(sm_swarm *sw, const sm_swarm_node *node, sm_engine **out,
+int sandbox_swarm_node_engine(sandbox_swarm *sw, const engine_swarm_node *node, sm_engine **out,
                          sm_error *err) {
   *out = NULL;
   thread_nodes *tn = pthread_getspecific(sw->key);
@@ -206,10 +206,10 @@ int sm_swarm_node_engine(sm_swarm *sw, const sm_swarm_node *node, sm_engine **ou
       n->engine = NULL;
       n->addr[0] = '\0';
     }
-  char host[SM_SWARM_ADDR_MAX + 32], dir[PATH_MAX];
+  char host[ENGINE_SWARM_ADDR_MAX + 32], dir[PATH_MAX];
   int colon = strchr(node->addr, ':') != NULL; /* IPv6 */
   snprintf(host, sizeof host, colon ? "tcp://[%s]:%d" : "tcp://%s:%d", node->addr, sw->node_port);
-  sm_swarm_node_cert_dir(sw, node, dir, sizeof dir);
+  sandbox_swarm_node_cert_dir(sw, node, dir, sizeof dir);
   sm_engine_options o = SM_ENGINE_OPTIONS_INIT;
   o.host = host;
   o.tls_verify = 1;
@@ -249,7 +249,7 @@ static const char *label(json_object *labels, const char *key) {
   return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-int sm_swarm_live_leases(json_object *labels, double now) {
+int sandbox_swarm_live_leases(json_object *labels, double now) {
   int n = 0;
   size_t plen = strlen(SM_SWARM_LABEL_LEASE_PREFIX);
   if (!json_object_is_type(labels, json_type_object)) return 0;
@@ -261,7 +261,7 @@ int sm_swarm_live_leases(json_object *labels, double now) {
   return n;
 }
 
-void sm_swarm_labels_lease(json_object *labels, const char *id, double deadline, const char *drop,
+void sandbox_swarm_labels_lease(json_object *labels, const char *id, double deadline, const char *drop,
                            double used, double now) {
   size_t plen = strlen(SM_SWARM_LABEL_LEASE_PREFIX);
   char *gone[64];
@@ -293,7 +293,7 @@ static int service_parts(json_object *svc, json_object **spec, json_object **lab
                          uint64_t *version, sm_error *err) {
   *spec = NULL;
   *labels = NULL;
-  if (!json_object_object_get_ex(svc, "Spec", spec) || sm_swarm_version(svc, version) != 0)
+  if (!json_object_object_get_ex(svc, "Spec", spec) || engine_swarm_version(svc, version) != 0)
     return sm_error_set(err, SM_EPROTOCOL, "a service in the swarm's answer has no Spec or Version");
   if (!json_object_object_get_ex(*spec, "Labels", labels) ||
       !json_object_is_type(*labels, json_type_object)) {
@@ -320,33 +320,33 @@ static int remove_read(sm_engine *m, json_object *svc, int force, sm_error *err)
   if (rc) return rc;
   const char *id = service_id(svc);
   if (id == NULL) return sm_error_set(err, SM_EPROTOCOL, "a service without an ID");
-  if (!force && sm_swarm_live_leases(labels, sm_now()) > 0)
+  if (!force && sandbox_swarm_live_leases(labels, sm_now()) > 0)
     return sm_error_set(err, SM_EBUSY, "a call is in flight in it");
   if (label(labels, SM_SWARM_LABEL_REAPING) == NULL) {
     char who[64];
     snprintf(who, sizeof who, "%.0f", sm_now());
     json_object_object_add(labels, SM_SWARM_LABEL_REAPING, json_object_new_string(who));
-    rc = sm_engine_service_update(m, id, version, spec, err);
+    rc = engine_service_update(m, id, version, spec, err);
     if (rc) return rc;
   }
   char net[SM_NAME_MAX];
   const char *n = label(labels, SM_SWARM_LABEL_NETWORK);
   snprintf(net, sizeof net, "%s", n ? n : "");
-  rc = sm_engine_service_remove(m, id, err);
+  rc = engine_service_remove(m, id, err);
   if (rc) return rc;
   if (net[0]) {
     /* The swarm may still hold it for the task being torn down: then a
      * later reap's sweep removes it. */
     sm_error ignore = SM_ERROR_INIT;
-    sm_engine_network_remove(m, net, &ignore);
+    engine_network_remove(m, net, &ignore);
   }
   return 0;
 }
 
-int sm_swarm_remove(sm_engine *m, const char *ref, int force, sm_error *err) {
+int sandbox_swarm_remove(sm_engine *m, const char *ref, int force, sm_error *err) {
   for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
     json_object *svc = NULL;
-    int rc = sm_engine_service_inspect(m, ref, &svc, err);
+    int rc = engine_service_inspect(m, ref, &svc, err);
     if (rc) return rc;
     rc = remove_read(m, svc, force, err);
     json_object_put(svc);
@@ -357,7 +357,7 @@ int sm_swarm_remove(sm_engine *m, const char *ref, int force, sm_error *err) {
 
 /* ---- names ---- */
 
-void sm_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX + 1]) {
+void sandbox_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX + 1]) {
   /* A swarm name is a DNS label: at most 63 characters. A longer sandbox
    * name (a long instance) becomes a digest of itself, still one name per
    * sandbox; the labels keep the instance, mode and keys for list and reap. */
@@ -372,7 +372,7 @@ void sm_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX 
 
 /* ---- creation ---- */
 
-static void remember_lost(sm_swarm *sw, const char *node_id) {
+static void remember_lost(sandbox_swarm *sw, const char *node_id) {
   pthread_mutex_lock(&sw->lock);
   int slot = 0;
   for (int i = 0; i < MAX_LOST; i++)
@@ -383,7 +383,7 @@ static void remember_lost(sm_swarm *sw, const char *node_id) {
 }
 
 /* Constraints: the runner's, plus node.id!=X for every node it lost lately. */
-static size_t constraints(sm_swarm *sw, char out[][SM_ENGINE_ID_MAX + 16], const char **ptrs,
+static size_t constraints(sandbox_swarm *sw, char out[][SM_ENGINE_ID_MAX + 16], const char **ptrs,
                           size_t cap) {
   size_t n = 0;
   for (size_t i = 0; i < sw->n_constraints && n < cap; i++) ptrs[n++] = sw->constraints[i];
@@ -405,8 +405,8 @@ static json_object *config_labels(json_object *config) {
 
 /* Makes the service, born with this call's lease. SM_ECONFLICT when another
  * runner made it first (nothing of ours left behind). */
-static int create_service(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, const char *lease,
-                          double deadline, sm_swarm_box *box, sm_error *err) {
+static int create_service(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_want *w, const char *lease,
+                          double deadline, sandbox_swarm_box *box, sm_error *err) {
   json_object *config = NULL;
   int rc = w->config(w->config_ud, m, &config, &box->uid, &box->gid, err);
   if (rc) return rc;
@@ -431,15 +431,15 @@ static int create_service(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, co
     json_object_object_add(nl, SM_LABEL_PREFIX "component",
                            json_object_new_string(SM_SWARM_NETWORK_COMPONENT));
     json_object_object_add(nl, SM_LABEL_PREFIX "service", json_object_new_string(w->name));
-    rc = sm_engine_network_create(m, net, "overlay", 1, nl, NULL, err);
+    rc = engine_network_create(m, net, "overlay", 1, nl, NULL, err);
     json_object_put(nl);
     if (rc) sm_error_wrap(err, "creating the network of sandbox %s", w->name);
     json_object_object_add(labels, SM_SWARM_LABEL_NETWORK, json_object_new_string(net));
   }
-  sm_swarm_labels_lease(labels, lease, deadline, NULL, sm_now(), sm_now());
+  sandbox_swarm_labels_lease(labels, lease, deadline, NULL, sm_now(), sm_now());
   char cbuf[MAX_LOST + 8][SM_ENGINE_ID_MAX + 16];
   const char *cons[64 + MAX_LOST];
-  sm_swarm_spec_options so = {
+  sandbox_swarm_spec_options so = {
       .name = w->name,
       .network = net,
       .service_labels = labels,
@@ -449,8 +449,8 @@ static int create_service(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, co
   };
   so.n_constraints = constraints(sw, cbuf, cons, sizeof cons / sizeof cons[0]);
   json_object *spec = NULL;
-  sm_swarm_checks checks;
-  if (rc == 0) rc = sm_swarm_service_spec(config, &so, &spec, &checks, err);
+  sandbox_swarm_checks checks;
+  if (rc == 0) rc = sandbox_swarm_service_spec(config, &so, &spec, &checks, err);
   json_object_put(config);
   json_object_put(labels);
   if (rc == 0) {
@@ -471,13 +471,13 @@ static int create_service(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, co
     }
   }
   if (rc == 0) {
-    rc = sm_engine_service_create(m, spec, box->service_id, err);
+    rc = engine_service_create(m, spec, box->service_id, err);
     if (rc && rc != SM_ECONFLICT) sm_error_wrap(err, "creating sandbox %s", w->name);
   }
   json_object_put(spec);
   if (rc && net[0]) {
     sm_error ignore = SM_ERROR_INIT;
-    sm_engine_network_remove(m, net, &ignore);
+    engine_network_remove(m, net, &ignore);
   }
   return rc;
 }
@@ -499,7 +499,7 @@ static int64_t inspect_int(json_object *o, const char *a, const char *b) {
 
 /* What the service spec could not say, made or checked on the node; the
  * spec's checks are recomputed from the service's own task template. */
-static int check_on_node(sm_engine *node, const char *cid, const sm_swarm_checks *c,
+static int check_on_node(sm_engine *node, const char *cid, const sandbox_swarm_checks *c,
                          sm_error *err) {
   json_object *insp = NULL;
   int rc = sm_engine_container_inspect(node, cid, &insp, err);
@@ -545,7 +545,7 @@ static int check_on_node(sm_engine *node, const char *cid, const sm_swarm_checks
 }
 
 /* The checks the spec of service svc implies (its own config is gone). */
-static void checks_of(json_object *svc, sm_swarm_checks *c) {
+static void checks_of(json_object *svc, sandbox_swarm_checks *c) {
   memset(c, 0, sizeof *c);
   json_object *labels = NULL, *spec = NULL;
   json_object_object_get_ex(svc, "Spec", &spec);
@@ -562,22 +562,22 @@ static void checks_of(json_object *svc, sm_swarm_checks *c) {
 
 /* ---- acquire ---- */
 
-static int node_of(sm_engine *m, const char *node_id, sm_swarm_node *out, sm_error *err) {
+static int node_of(sm_engine *m, const char *node_id, engine_swarm_node *out, sm_error *err) {
   json_object *n = NULL;
-  int rc = sm_engine_node_inspect(m, node_id, &n, err);
-  if (rc == 0) rc = sm_swarm_node_parse(n, out, err);
+  int rc = engine_node_inspect(m, node_id, &n, err);
+  if (rc == 0) rc = engine_swarm_node_parse(n, out, err);
   json_object_put(n);
   return rc;
 }
 
-static void known_drop(sm_swarm *sw, const char *name);
+static void known_drop(sandbox_swarm *sw, const char *name);
 
-static int node_lost(sm_swarm *sw, sm_engine *m, const char *service, const sm_swarm_node *n,
+static int node_lost(sandbox_swarm *sw, sm_engine *m, const char *service, const engine_swarm_node *n,
                      const char *why, sm_error *err) {
   remember_lost(sw, n->id);
   known_drop(sw, service);
   sm_error e2 = SM_ERROR_INIT;
-  if (sm_swarm_remove(m, service, 1, &e2) != 0 && e2.code != SM_ENOTFOUND)
+  if (sandbox_swarm_remove(m, service, 1, &e2) != 0 && e2.code != SM_ENOTFOUND)
     sm_log(SM_LOG_WARN, "removing sandbox %s after its node was lost: %s", service, e2.message);
   return sm_error_set(err, SM_ESANDBOX,
                       "node lost: sandbox %s ran on node %s (%s), which %s; it is made again on "
@@ -587,16 +587,16 @@ static int node_lost(sm_swarm *sw, sm_engine *m, const char *service, const sm_s
 
 /* Waits for the service's task to run. 0 with *task; SM_ESANDBOX when it
  * ended or failed (*task tells how), SM_ETIMEOUT. */
-static int wait_running(sm_engine *m, const char *service, sm_swarm_task *task, sm_error *err) {
+static int wait_running(sm_engine *m, const char *service, engine_swarm_task *task, sm_error *err) {
   double deadline = sm_monotonic_ms() + START_WAIT_S * 1000.0;
   for (;;) {
     json_object *tasks = NULL;
-    int rc = sm_engine_task_list(m, service, &tasks, err);
-    if (rc == 0) rc = sm_swarm_task_current(tasks, task, err);
+    int rc = engine_task_list(m, service, &tasks, err);
+    if (rc == 0) rc = engine_swarm_task_current(tasks, task, err);
     json_object_put(tasks);
     if (rc && rc != SM_ENOTFOUND) return rc;
     if (rc == 0 && strcmp(task->state, "running") == 0 && task->container_id[0]) return 0;
-    if (rc == 0 && sm_swarm_task_state_final(task->state))
+    if (rc == 0 && engine_swarm_task_state_final(task->state))
       return sm_error_set(err, SM_ESANDBOX, "its task is %s: %s", task->state,
                           task->message[0] ? task->message : "no reason given");
     if (sm_monotonic_ms() >= deadline)
@@ -613,11 +613,11 @@ static int mark_checked(sm_engine *m, const char *name, const char *cid, sm_erro
   for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
     json_object *svc = NULL, *spec = NULL, *labels = NULL;
     uint64_t version = 0;
-    int rc = sm_engine_service_inspect(m, name, &svc, err);
+    int rc = engine_service_inspect(m, name, &svc, err);
     if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, err);
     if (rc == 0) {
       json_object_object_add(labels, SM_SWARM_LABEL_CHECKED, json_object_new_string(cid));
-      rc = sm_engine_service_update(m, service_id(svc), version, spec, err);
+      rc = engine_service_update(m, service_id(svc), version, spec, err);
     }
     json_object_put(svc);
     if (rc != SM_ECONFLICT) return rc;
@@ -633,13 +633,13 @@ static int lease_read(json_object *svc, const char *lease, double deadline, sm_e
   uint64_t version = 0;
   int rc = service_parts(svc, &spec, &labels, &version, err);
   if (rc) return rc;
-  sm_swarm_labels_lease(labels, lease, deadline, NULL, 0, sm_now());
-  return sm_engine_service_update(m, service_id(svc), version, spec, err);
+  sandbox_swarm_labels_lease(labels, lease, deadline, NULL, 0, sm_now());
+  return engine_service_update(m, service_id(svc), version, spec, err);
 }
 
 /* Whether a found service may serve this call: ours, same settings, same
  * principal and project. 0 yes, 1 no (to be replaced), <0 refused. */
-static int judge(json_object *labels, const sm_swarm_want *w, sm_error *err) {
+static int judge(json_object *labels, const sandbox_swarm_want *w, sm_error *err) {
   const char *managed = label(labels, SM_LABEL_PREFIX "managed");
   const char *inst = label(labels, SM_LABEL_PREFIX "instance");
   if (managed == NULL || strcmp(managed, "true") != 0 || inst == NULL ||
@@ -662,7 +662,7 @@ static int judge(json_object *labels, const sm_swarm_want *w, sm_error *err) {
 /* ---- what this runner knows of a sandbox it met (skips the task list,
  * the node and the checks on its next calls there) ---- */
 
-static int known_get(sm_swarm *sw, const char *name, const char *service_id, known_box *out) {
+static int known_get(sandbox_swarm *sw, const char *name, const char *service_id, known_box *out) {
   int hit = 0;
   pthread_mutex_lock(&sw->lock);
   for (size_t i = 0; i < sw->n_known && !hit; i++)
@@ -674,7 +674,7 @@ static int known_get(sm_swarm *sw, const char *name, const char *service_id, kno
   return hit;
 }
 
-static void known_put(sm_swarm *sw, const known_box *k) {
+static void known_put(sandbox_swarm *sw, const known_box *k) {
   pthread_mutex_lock(&sw->lock);
   size_t i = 0;
   while (i < sw->n_known && strcmp(sw->known[i].name, k->name) != 0) i++;
@@ -695,7 +695,7 @@ static void known_put(sm_swarm *sw, const known_box *k) {
   pthread_mutex_unlock(&sw->lock);
 }
 
-static void known_drop(sm_swarm *sw, const char *name) {
+static void known_drop(sandbox_swarm *sw, const char *name) {
   pthread_mutex_lock(&sw->lock);
   for (size_t i = 0; i < sw->n_known; i++)
     if (strcmp(sw->known[i].name, name) == 0) {
@@ -709,8 +709,8 @@ static void known_drop(sm_swarm *sw, const char *name) {
 
 /* Leases the sandbox for this call, making it when there is none. On
  * return the service exists with box->lease among its labels. */
-static int lease_or_make(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, double lease_s,
-                         sm_swarm_box *box, sm_error *err) {
+static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_want *w, double lease_s,
+                         sandbox_swarm_box *box, sm_error *err) {
   double start = sm_monotonic_ms();
   for (int attempt = 0;; attempt++) {
     if (attempt > 0 && sm_monotonic_ms() - start > START_WAIT_S * 1000.0)
@@ -719,7 +719,7 @@ static int lease_or_make(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, dou
                           w->name, START_WAIT_S);
     double deadline = sm_now() + lease_s;
     json_object *svc = NULL;
-    int rc = sm_engine_service_inspect(m, w->name, &svc, err);
+    int rc = engine_service_inspect(m, w->name, &svc, err);
     if (rc == SM_ENOTFOUND) {
       box->reused = 0;
       rc = create_service(sw, m, w, box->lease, deadline, box, err);
@@ -762,14 +762,14 @@ static int lease_or_make(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, dou
 
 /* Checks what the spec could not say on a container met for the first
  * time, and records it on the service. */
-static int first_meeting(sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box, sm_error *err) {
+static int first_meeting(sm_engine *m, const sandbox_swarm_want *w, sandbox_swarm_box *box, sm_error *err) {
   json_object *svc = NULL, *spec = NULL, *labels = NULL;
   uint64_t version = 0;
-  int rc = sm_engine_service_inspect(m, w->name, &svc, err);
+  int rc = engine_service_inspect(m, w->name, &svc, err);
   if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, err);
   const char *checked = rc == 0 ? label(labels, SM_SWARM_LABEL_CHECKED) : NULL;
   if (rc == 0 && (checked == NULL || strcmp(checked, box->container_id) != 0)) {
-    sm_swarm_checks c;
+    sandbox_swarm_checks c;
     checks_of(svc, &c);
     rc = check_on_node(box->node, box->container_id, &c, err);
     if (rc == 0) rc = mark_checked(m, w->name, box->container_id, err);
@@ -794,9 +794,9 @@ static int first_meeting(sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box
 
 /* With the lease held: the running task, its node and the node's client;
  * the checks on a container met for the first time. */
-static int place(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box,
-                 sm_swarm_node *node, sm_error *err) {
-  sm_swarm_task task;
+static int place(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_want *w, sandbox_swarm_box *box,
+                 engine_swarm_node *node, sm_error *err) {
+  engine_swarm_task task;
   int rc = wait_running(m, w->name, &task, err);
   if (rc) return rc;
   snprintf(box->container_id, sizeof box->container_id, "%s", task.container_id);
@@ -808,7 +808,7 @@ static int place(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_bo
     box->lease[0] = '\0';
     return node_lost(sw, m, w->name, node, "the swarm reports down", err);
   }
-  rc = sm_swarm_node_engine(sw, node, &box->node, err);
+  rc = sandbox_swarm_node_engine(sw, node, &box->node, err);
   if (rc) {
     box->lease[0] = '\0';
     char why[SM_ERROR_MESSAGE_MAX / 2];
@@ -819,14 +819,14 @@ static int place(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_bo
   if (rc) {
     sm_error_wrap(err, "sandbox %s on node %s refused", w->name, node->hostname);
     sm_error ignore = SM_ERROR_INIT;
-    sm_swarm_remove(m, w->name, 1, &ignore);
+    sandbox_swarm_remove(m, w->name, 1, &ignore);
     box->lease[0] = '\0';
     if (rc != SM_EUNREACHABLE) rc = err->code = SM_ESANDBOX;
   }
   return rc;
 }
 
-int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swarm_box *box,
+int sandbox_swarm_acquire(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_want *w, sandbox_swarm_box *box,
                      sm_error *err) {
   memset(box, 0, sizeof *box);
   snprintf(box->name, sizeof box->name, "%s", w->name);
@@ -840,7 +840,7 @@ int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swar
     known_box k;
     if (box->reused && known_get(sw, w->name, box->service_id, &k)) {
       /* Met before: its container runs there unless the call finds it gone. */
-      sm_swarm_node node;
+      engine_swarm_node node;
       memset(&node, 0, sizeof node);
       snprintf(node.id, sizeof node.id, "%s", k.node_id);
       snprintf(node.addr, sizeof node.addr, "%s", k.node_addr);
@@ -850,22 +850,22 @@ int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swar
       snprintf(box->node_name, sizeof box->node_name, "%s", k.node_name);
       box->uid = k.uid;
       box->gid = k.gid;
-      rc = sm_swarm_node_engine(sw, &node, &box->node, err);
+      rc = sandbox_swarm_node_engine(sw, &node, &box->node, err);
       if (rc == 0) break;
       known_drop(sw, w->name);
     }
-    sm_swarm_node node;
+    engine_swarm_node node;
     rc = place(sw, m, w, box, &node, err);
     if (rc == SM_ESANDBOX && box->lease[0] && attempt < 3) {
       /* Its task ended (failed, or shut down): the sandbox is made anew. */
       sm_log(SM_LOG_INFO, "replacing sandbox %s: %s", w->name, err->message);
       sm_error ignore = SM_ERROR_INIT;
-      sm_swarm_remove(m, w->name, 1, &ignore);
+      sandbox_swarm_remove(m, w->name, 1, &ignore);
       continue;
     }
     if (rc) {
       sm_error_wrap(err, "sandbox %s", w->name);
-      if (box->lease[0]) sm_swarm_release(sw, m, box);
+      if (box->lease[0]) sandbox_swarm_release(sw, m, box);
       return rc == SM_ETIMEOUT ? SM_ESANDBOX : rc;
     }
     memset(&k, 0, sizeof k);
@@ -884,12 +884,12 @@ int sm_swarm_acquire(sm_swarm *sw, sm_engine *m, const sm_swarm_want *w, sm_swar
   return 0;
 }
 
-void sm_swarm_release(sm_swarm *sw, sm_engine *m, sm_swarm_box *box) {
+void sandbox_swarm_release(sandbox_swarm *sw, sm_engine *m, sandbox_swarm_box *box) {
   (void)sw;
   if (box->lease[0] == '\0') return;
   sm_error err = SM_ERROR_INIT;
   if (box->per_tool) {
-    if (sm_swarm_remove(m, box->name, 1, &err) != 0 && err.code != SM_ENOTFOUND)
+    if (sandbox_swarm_remove(m, box->name, 1, &err) != 0 && err.code != SM_ENOTFOUND)
       sm_log(SM_LOG_WARN, "removing sandbox %s: %s (a reap will remove it)", box->name,
              err.message);
     box->lease[0] = '\0';
@@ -898,11 +898,11 @@ void sm_swarm_release(sm_swarm *sw, sm_engine *m, sm_swarm_box *box) {
   for (int attempt = 0; attempt < CAS_TRIES; attempt++) {
     json_object *svc = NULL, *spec = NULL, *labels = NULL;
     uint64_t version = 0;
-    int rc = sm_engine_service_inspect(m, box->name, &svc, &err);
+    int rc = engine_service_inspect(m, box->name, &svc, &err);
     if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, &err);
     if (rc == 0) {
-      sm_swarm_labels_lease(labels, NULL, 0, box->lease, sm_now(), sm_now());
-      rc = sm_engine_service_update(m, service_id(svc), version, spec, &err);
+      sandbox_swarm_labels_lease(labels, NULL, 0, box->lease, sm_now(), sm_now());
+      rc = engine_service_update(m, service_id(svc), version, spec, &err);
     }
     json_object_put(svc);
     if (rc == SM_ECONFLICT) continue;
@@ -914,7 +914,7 @@ void sm_swarm_release(sm_swarm *sw, sm_engine *m, sm_swarm_box *box) {
   box->lease[0] = '\0';
 }
 
-int sm_swarm_check_node_lost(sm_swarm *sw, sm_engine *m, sm_swarm_box *box, int rc,
+int sandbox_swarm_check_node_lost(sandbox_swarm *sw, sm_engine *m, sandbox_swarm_box *box, int rc,
                              sm_error *err) {
   if (rc == 0 || box->node == NULL) return rc;
   /* Whatever went wrong, the next call looks the sandbox up afresh. */
@@ -922,7 +922,7 @@ int sm_swarm_check_node_lost(sm_swarm *sw, sm_engine *m, sm_swarm_box *box, int 
   if (rc != SM_EUNREACHABLE && rc != SM_EIO && rc != SM_ETIMEOUT && rc != SM_ETLS &&
       rc != SM_EPROTOCOL && rc != SM_ENOTFOUND && rc != SM_ECONFLICT)
     return rc;
-  sm_swarm_node node;
+  engine_swarm_node node;
   sm_error e2 = SM_ERROR_INIT;
   int gone = 0;
   char why[160] = "does not answer";

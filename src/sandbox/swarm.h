@@ -29,44 +29,44 @@
 
 #include "engine/swarm.h"
 
-typedef struct sm_swarm sm_swarm;
+typedef struct sandbox_swarm sandbox_swarm;
 
 /* manager: the runner's engine options (the manager's address and TLS). */
-int sm_swarm_new(sm_swarm **out, const sm_swarm_options *opts, const sm_engine_options *manager,
+int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *opts, const sm_engine_options *manager,
                  sm_error *err);
-void sm_swarm_free(sm_swarm *sw);
+void sandbox_swarm_free(sandbox_swarm *sw);
 
 /* The calling thread's client for a node's engine: tcp://ADDR:PORT with
  * TLS, certificates from DIR/<hostname>/ or DIR/<node id>/ when one holds a
  * ca.pem, else DIR (DIR: the options' node_certs, else the manager's
  * certificate directory). Kept per thread and node. */
-int sm_swarm_node_engine(sm_swarm *sw, const sm_swarm_node *node, sm_engine **out,
+int sandbox_swarm_node_engine(sandbox_swarm *sw, const engine_swarm_node *node, sm_engine **out,
                          sm_error *err);
 /* The certificate directory used for a node (for doctor). */
-void sm_swarm_node_cert_dir(const sm_swarm *sw, const sm_swarm_node *node, char *out,
+void sandbox_swarm_node_cert_dir(const sandbox_swarm *sw, const engine_swarm_node *node, char *out,
                             size_t len);
 
 /* One call's hold on a swarm sandbox. */
-typedef struct sm_swarm_box {
+typedef struct sandbox_swarm_box {
   char name[SM_NAME_MAX];               /* the service's name */
   char service_id[SM_ENGINE_ID_MAX];
   char container_id[SM_ENGINE_ID_MAX];  /* the task's container on its node */
   char node_id[SM_ENGINE_ID_MAX];
-  char node_name[SM_SWARM_NAME_MAX];
+  char node_name[ENGINE_SWARM_NAME_MAX];
   char lease[24];                       /* this call's lease (label suffix) */
   char state_name[SM_NAME_MAX + 16];    /* name.<container id>: the workspace manifest's */
   int per_tool;
   int reused;                           /* found running, not made for this call */
   int uid, gid;
   sm_engine *node;                      /* the thread's client for the node (borrowed) */
-} sm_swarm_box;
+} sandbox_swarm_box;
 
 /* What acquire needs to make a sandbox it does not find: the hardened
  * container config (the docker backend's), built on demand. */
-typedef int (*sm_swarm_config_fn)(void *ud, sm_engine *manager, json_object **config, int *uid,
+typedef int (*sandbox_swarm_config_fn)(void *ud, sm_engine *manager, json_object **config, int *uid,
                                   int *gid, sm_error *err);
 
-typedef struct sm_swarm_want {
+typedef struct sandbox_swarm_want {
   const char *name;        /* service name */
   const char *instance;    /* io.sandman.instance it must carry */
   const char *hash;        /* io.sandman.config-hash the sandbox must carry */
@@ -74,40 +74,40 @@ typedef struct sm_swarm_want {
   const char *principal;   /* the call's principal */
   int per_tool;
   double lease_s;          /* how long the lease holds without the call ending */
-  sm_swarm_config_fn config;
+  sandbox_swarm_config_fn config;
   void *config_ud;
-} sm_swarm_want;
+} sandbox_swarm_want;
 
 /* Finds the sandbox (or makes it), waits for its task to run, checks on
  * the node what the service spec could not say, and leases it for this
  * call. A sandbox whose node is gone is removed and the call fails with
  * SM_ESANDBOX "node lost ..." (the next call makes a new one elsewhere). */
-int sm_swarm_acquire(sm_swarm *sw, sm_engine *manager, const sm_swarm_want *want,
-                     sm_swarm_box *out, sm_error *err);
+int sandbox_swarm_acquire(sandbox_swarm *sw, sm_engine *manager, const sandbox_swarm_want *want,
+                     sandbox_swarm_box *out, sm_error *err);
 /* Ends the call's lease (records last use); a per_tool sandbox is removed. */
-void sm_swarm_release(sm_swarm *sw, sm_engine *manager, sm_swarm_box *box);
+void sandbox_swarm_release(sandbox_swarm *sw, sm_engine *manager, sandbox_swarm_box *box);
 /* A call in box failed with rc: when its node no longer answers, the
  * sandbox is removed, the node avoided by this runner's next sandboxes, and
  * err says "node lost" (SM_ESANDBOX); otherwise rc as it was. */
-int sm_swarm_check_node_lost(sm_swarm *sw, sm_engine *manager, sm_swarm_box *box, int rc,
+int sandbox_swarm_check_node_lost(sandbox_swarm *sw, sm_engine *manager, sandbox_swarm_box *box, int rc,
                              sm_error *err);
 
 /* Removes service `ref` unless a call holds a live lease on it (SM_EBUSY),
  * or whatever holds it when force. Its own network goes too. Gone already
  * is SM_ENOTFOUND. */
-int sm_swarm_remove(sm_engine *manager, const char *ref, int force, sm_error *err);
+int sandbox_swarm_remove(sm_engine *manager, const char *ref, int force, sm_error *err);
 
 /* ---- pure helpers (unit-tested) ---- */
 #define SM_SWARM_SERVICE_NAME_MAX 63
 /* The service name of sandbox `name` (its docker name when that fits in a
  * swarm name, else "sandman-" and 48 hex digits of its SHA-256). */
-void sm_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX + 1]);
+void sandbox_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX + 1]);
 /* Live leases among a service's labels at time now (epoch seconds). */
-int sm_swarm_live_leases(json_object *labels, double now);
+int sandbox_swarm_live_leases(json_object *labels, double now);
 /* The service labels of a lease change: adds lease `id` until deadline
  * (id NULL: none), drops lease `drop` (NULL: none) and every expired one,
  * sets io.sandman.last-used when `used` > 0. Changes labels in place. */
-void sm_swarm_labels_lease(json_object *labels, const char *id, double deadline, const char *drop,
+void sandbox_swarm_labels_lease(json_object *labels, const char *id, double deadline, const char *drop,
                            double used, double now);
 
 #define SM_SWARM_LABEL_CHECKED "io.sandman.swarm.checked"   /* container id checked */

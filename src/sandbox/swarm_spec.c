@@ -13,8 +13,8 @@ typedef struct xlate {
   json_object *mounts;    /* ContainerSpec.Mounts */
   json_object *restart;   /* RestartPolicy */
   int network_none;
-  const sm_swarm_spec_options *opts;
-  sm_swarm_checks *checks;
+  const sandbox_swarm_spec_options *opts;
+  sandbox_swarm_checks *checks;
   sm_error *err;
 } xlate;
 
@@ -277,8 +277,8 @@ static int hostconfig_key(xlate *x, const char *k, json_object *v) {
   return 0;
 }
 
-int sm_swarm_service_spec(json_object *config, const sm_swarm_spec_options *opts,
-                          json_object **out, sm_swarm_checks *checks, sm_error *err) {
+int sandbox_swarm_service_spec(json_object *config, const sandbox_swarm_spec_options *opts,
+                          json_object **out, sandbox_swarm_checks *checks, sm_error *err) {
   *out = NULL;
   memset(checks, 0, sizeof *checks);
   if (!json_object_is_type(config, json_type_object) || opts == NULL || opts->name == NULL)

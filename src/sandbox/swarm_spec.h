@@ -15,7 +15,7 @@
 
 #include <sandman/error.h>
 
-typedef struct sm_swarm_spec_options {
+typedef struct sandbox_swarm_spec_options {
   const char *name;               /* the service name (unique in the swarm) */
   const char *network;            /* network none: the sandbox's own internal overlay */
   json_object *service_labels;    /* borrowed; the service's labels (the truth for list/reap) */
@@ -23,17 +23,17 @@ typedef struct sm_swarm_spec_options {
   size_t n_constraints;
   int64_t reserve_nano_cpus;      /* scheduler reservations; 0: none */
   int64_t reserve_memory;
-} sm_swarm_spec_options;
+} sandbox_swarm_spec_options;
 
 /* What a service spec of API 1.41 cannot say, checked (or set) on the node
  * once the task's container exists. */
-typedef struct sm_swarm_checks {
+typedef struct sandbox_swarm_checks {
   int no_new_privileges;   /* NoNewPrivs must read 1 inside (the node's dockerd
                               runs with --no-new-privileges) */
   int ipc_private;         /* the container's IpcMode must be "private" */
   char runtime[64];        /* "" or the runtime the container must run with */
   int64_t memory_swap;     /* > 0: set on the node's container (update) and checked */
-} sm_swarm_checks;
+} sandbox_swarm_checks;
 
 /* Translates config (ContainerConfig with HostConfig, as for
  * POST /containers/create) into a service spec for POST /services/create:
@@ -43,8 +43,8 @@ typedef struct sm_swarm_checks {
  * where the config allows it, which the 1.41 tmpfs mount cannot say).
  * *out is the caller's. SM_EUNSUPPORTED names the first key that cannot be
  * carried, SM_EINVAL a value that makes no sense. */
-int sm_swarm_service_spec(json_object *config, const sm_swarm_spec_options *opts,
-                          json_object **out, sm_swarm_checks *checks, sm_error *err);
+int sandbox_swarm_service_spec(json_object *config, const sandbox_swarm_spec_options *opts,
+                          json_object **out, sandbox_swarm_checks *checks, sm_error *err);
 
 /* Label keys of a swarm sandbox's service besides the docker backend's. */
 #define SM_SWARM_LABEL_NETWORK "io.sandman.swarm.network" /* its own network's name */

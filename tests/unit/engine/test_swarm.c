@@ -150,20 +150,20 @@ static void test_service_update_names_its_version(void **s) {
   sm_error err = SM_ERROR_INIT;
   json_object *spec = json_tokener_parse("{\"Name\":\"sb\",\"Labels\":{\"a\":\"b\"}}");
   answer(200, "{\"Warnings\":null}");
-  assert_int_equal(sm_engine_service_update(e, "svc1", 26, spec, &err), 0);
+  assert_int_equal(engine_service_update(e, "svc1", 26, spec, &err), 0);
   assert_string_equal(rec.method, "POST");
   assert_string_equal(rec.path, "/v1.41/services/svc1/update?version=26");
   assert_non_null(strstr(rec.request_body, "\"Labels\""));
   /* The answer a real swarm gives to a stale version: a conflict. */
   answer(500, "{\"message\":\"rpc error: code = Unknown desc = update out of sequence\"}");
-  assert_int_equal(sm_engine_service_update(e, "svc1", 26, spec, &err), SM_ECONFLICT);
+  assert_int_equal(engine_service_update(e, "svc1", 26, spec, &err), SM_ECONFLICT);
   assert_int_equal(err.code, SM_ECONFLICT);
   /* Any other 500 stays an engine error. */
   answer(500, "{\"message\":\"rpc error: code = Unknown desc = raft is gone\"}");
-  assert_int_equal(sm_engine_service_update(e, "svc1", 27, spec, &err), SM_EENGINE);
+  assert_int_equal(engine_service_update(e, "svc1", 27, spec, &err), SM_EENGINE);
   /* Names that would need escaping never reach the engine. */
   answer(200, "{}");
-  assert_int_equal(sm_engine_service_update(e, "../containers/x", 1, spec, &err), SM_EINVAL);
+  assert_int_equal(engine_service_update(e, "../containers/x", 1, spec, &err), SM_EINVAL);
   assert_string_equal(rec.path, "");
   json_object_put(spec);
   sm_engine_free(e);
@@ -176,17 +176,17 @@ static void test_service_create_conflict_and_id(void **s) {
   char id[SM_ENGINE_ID_MAX];
   json_object *spec = json_tokener_parse("{\"Name\":\"sandman-x-per_run-0123\"}");
   answer(201, "{\"ID\":\"8k4r4rczezlng9dw3iz07k9my\"}");
-  assert_int_equal(sm_engine_service_create(e, spec, id, &err), 0);
+  assert_int_equal(engine_service_create(e, spec, id, &err), 0);
   assert_string_equal(id, "8k4r4rczezlng9dw3iz07k9my");
   assert_string_equal(rec.path, "/v1.41/services/create");
   assert_string_equal(rec.request_body, "{\"Name\":\"sandman-x-per_run-0123\"}");
   answer(409, "{\"message\":\"rpc error: code = AlreadyExists desc = name conflicts with an "
               "existing object: service sandman-x-per_run-0123 already exists\"}");
-  assert_int_equal(sm_engine_service_create(e, spec, id, &err), SM_ECONFLICT);
+  assert_int_equal(engine_service_create(e, spec, id, &err), SM_ECONFLICT);
   assert_non_null(strstr(err.message, "already exists"));
   assert_string_equal(id, "");
   answer(201, "{\"ID\":\"../bad\"}");
-  assert_int_equal(sm_engine_service_create(e, spec, id, &err), SM_EPROTOCOL);
+  assert_int_equal(engine_service_create(e, spec, id, &err), SM_EPROTOCOL);
   json_object_put(spec);
   sm_engine_free(e);
 }
@@ -198,20 +198,20 @@ static void test_lists_send_encoded_filters(void **s) {
   json_object *out = NULL;
   const char *labels[] = {"io.sandman.managed=true", "io.sandman.instance=ci 1"};
   answer(200, "[]");
-  assert_int_equal(sm_engine_service_list(e, labels, 2, &out, &err), 0);
+  assert_int_equal(engine_service_list(e, labels, 2, &out, &err), 0);
   assert_string_equal(rec.path,
                       "/v1.41/services?filters=%7B%22label%22%3A%5B%22io.sandman.managed%3Dtrue%"
                       "22%2C%22io.sandman.instance%3Dci%201%22%5D%7D");
   json_object_put(out);
   answer(200, "[]");
-  assert_int_equal(sm_engine_task_list(e, "svc1", &out, &err), 0);
+  assert_int_equal(engine_task_list(e, "svc1", &out, &err), 0);
   assert_string_equal(rec.path, "/v1.41/tasks?filters=%7B%22service%22%3A%5B%22svc1%22%5D%7D");
   json_object_put(out);
   answer(200, "{\"not\":\"an array\"}");
-  assert_int_equal(sm_engine_network_list(e, labels, 1, &out, &err), SM_EPROTOCOL);
+  assert_int_equal(engine_network_list(e, labels, 1, &out, &err), SM_EPROTOCOL);
   assert_null(out);
   answer(200, "[]");
-  assert_int_equal(sm_engine_network_list(e, NULL, 0, &out, &err), 0);
+  assert_int_equal(engine_network_list(e, NULL, 0, &out, &err), 0);
   assert_string_equal(rec.path, "/v1.41/networks");
   json_object_put(out);
   sm_engine_free(e);
@@ -224,14 +224,14 @@ static void test_swarm_inspect_on_a_worker(void **s) {
   json_object *out = NULL;
   answer(503, "{\"message\":\"This node is not a swarm manager. Worker nodes can't be used to "
               "view or modify cluster state.\"}");
-  assert_int_equal(sm_engine_swarm_inspect(e, &out, &err), SM_EUNSUPPORTED);
+  assert_int_equal(engine_swarm_inspect(e, &out, &err), SM_EUNSUPPORTED);
   assert_non_null(strstr(err.message, "not a swarm manager"));
   assert_non_null(strstr(err.message, "docs/scale-out.md"));
   assert_null(out);
   answer(200, "{\"ID\":\"abc\",\"Version\":{\"Index\":10}}");
-  assert_int_equal(sm_engine_swarm_inspect(e, &out, &err), 0);
+  assert_int_equal(engine_swarm_inspect(e, &out, &err), 0);
   uint64_t v = 0;
-  assert_int_equal(sm_swarm_version(out, &v), 0);
+  assert_int_equal(engine_swarm_version(out, &v), 0);
   assert_int_equal(v, 10);
   json_object_put(out);
   sm_engine_free(e);
@@ -244,7 +244,7 @@ static void test_network_create_body_and_in_use(void **s) {
   char id[SM_ENGINE_ID_MAX];
   json_object *labels = json_tokener_parse("{\"io.sandman.managed\":\"true\"}");
   answer(201, "{\"Id\":\"lole2kxnu0zda4p7q8m64u4ty\",\"Warning\":\"\"}");
-  assert_int_equal(sm_engine_network_create(e, "sandman-x-net", "overlay", 1, labels, id, &err), 0);
+  assert_int_equal(engine_network_create(e, "sandman-x-net", "overlay", 1, labels, id, &err), 0);
   assert_string_equal(id, "lole2kxnu0zda4p7q8m64u4ty");
   json_object *body = json_tokener_parse(rec.request_body);
   assert_non_null(body);
@@ -256,13 +256,13 @@ static void test_network_create_body_and_in_use(void **s) {
   assert_true(json_object_object_get_ex(body, "Labels", &v));
   json_object_put(body);
   answer(409, "{\"message\":\"network with name sandman-x-net already exists\"}");
-  assert_int_equal(sm_engine_network_create(e, "sandman-x-net", "overlay", 1, NULL, id, &err),
+  assert_int_equal(engine_network_create(e, "sandman-x-net", "overlay", 1, NULL, id, &err),
                    SM_ECONFLICT);
   answer(500, "{\"message\":\"rpc error: code = FailedPrecondition desc = network lole2 is in "
               "use by task 2wt0l\"}");
-  assert_int_equal(sm_engine_network_remove(e, "lole2", &err), SM_ECONFLICT);
+  assert_int_equal(engine_network_remove(e, "lole2", &err), SM_ECONFLICT);
   answer(404, "{\"message\":\"network lole2 not found\"}");
-  assert_int_equal(sm_engine_network_remove(e, "lole2", &err), SM_ENOTFOUND);
+  assert_int_equal(engine_network_remove(e, "lole2", &err), SM_ENOTFOUND);
   assert_string_equal(rec.method, "DELETE");
   assert_string_equal(rec.path, "/v1.41/networks/lole2");
   json_object_put(labels);
@@ -274,14 +274,14 @@ static void test_network_create_body_and_in_use(void **s) {
 static void test_node_parse(void **s) {
   (void)s;
   sm_error err = SM_ERROR_INIT;
-  sm_swarm_node n;
+  engine_swarm_node n;
   json_object *mgr = json_tokener_parse(
       "{\"ID\":\"q5vfca4ha1rbh53x5pbnt2131\",\"Version\":{\"Index\":9},"
       "\"Spec\":{\"Labels\":{\"sandman.zone\":\"z1\"},\"Role\":\"manager\",\"Availability\":\"active\"},"
       "\"Description\":{\"Hostname\":\"n1\",\"Engine\":{\"EngineVersion\":\"20.10.24+dfsg1\"}},"
       "\"Status\":{\"State\":\"ready\",\"Addr\":\"0.0.0.0\"},"
       "\"ManagerStatus\":{\"Leader\":true,\"Reachability\":\"reachable\",\"Addr\":\"172.29.1.11:2377\"}}");
-  assert_int_equal(sm_swarm_node_parse(mgr, &n, &err), 0);
+  assert_int_equal(engine_swarm_node_parse(mgr, &n, &err), 0);
   assert_string_equal(n.hostname, "n1");
   /* A manager that reports 0.0.0.0 is reached at its advertised address. */
   assert_string_equal(n.addr, "172.29.1.11");
@@ -293,7 +293,7 @@ static void test_node_parse(void **s) {
       "{\"ID\":\"ejh6zbrkt899xh7a9lbrj3b2p\",\"Spec\":{\"Availability\":\"active\"},"
       "\"Description\":{\"Hostname\":\"n3\"},"
       "\"Status\":{\"State\":\"down\",\"Message\":\"heartbeat failure\",\"Addr\":\"172.29.1.13\"}}");
-  assert_int_equal(sm_swarm_node_parse(down, &n, &err), 0);
+  assert_int_equal(engine_swarm_node_parse(down, &n, &err), 0);
   assert_string_equal(n.addr, "172.29.1.13");
   assert_false(n.ready);
   assert_false(n.manager);
@@ -302,12 +302,12 @@ static void test_node_parse(void **s) {
   json_object *drained = json_tokener_parse(
       "{\"ID\":\"x\",\"Spec\":{\"Availability\":\"drain\"},\"Status\":{\"State\":\"ready\","
       "\"Addr\":\"10.0.0.2\"}}");
-  assert_int_equal(sm_swarm_node_parse(drained, &n, &err), 0);
+  assert_int_equal(engine_swarm_node_parse(drained, &n, &err), 0);
   assert_false(n.ready);
   json_object_put(drained);
 
   json_object *bad = json_tokener_parse("{\"ID\":\"x\",\"Status\":{\"State\":\"ready\"}}");
-  assert_int_equal(sm_swarm_node_parse(bad, &n, &err), SM_EPROTOCOL);
+  assert_int_equal(engine_swarm_node_parse(bad, &n, &err), SM_EPROTOCOL);
   assert_non_null(strstr(err.message, "Status.Addr"));
   json_object_put(bad);
 }
@@ -315,7 +315,7 @@ static void test_node_parse(void **s) {
 static void test_task_current(void **s) {
   (void)s;
   sm_error err = SM_ERROR_INIT;
-  sm_swarm_task t;
+  engine_swarm_task t;
   /* A first task that failed, then a newer running one. */
   json_object *tasks = json_tokener_parse(
       "[{\"ID\":\"old\",\"NodeID\":\"n2\",\"CreatedAt\":\"2026-11-23T20:21:53.314420809Z\","
@@ -323,7 +323,7 @@ static void test_task_current(void **s) {
       "{\"ID\":\"new\",\"NodeID\":\"n1\",\"CreatedAt\":\"2026-11-23T20:21:54.1Z\","
       "\"DesiredState\":\"running\",\"Status\":{\"State\":\"running\",\"Message\":\"started\","
       "\"ContainerStatus\":{\"ContainerID\":\"6200c43a784d\"}}}]");
-  assert_int_equal(sm_swarm_task_current(tasks, &t, &err), 0);
+  assert_int_equal(engine_swarm_task_current(tasks, &t, &err), 0);
   assert_string_equal(t.id, "new");
   assert_string_equal(t.node_id, "n1");
   assert_string_equal(t.container_id, "6200c43a784d");
@@ -337,43 +337,43 @@ static void test_task_current(void **s) {
       "\"Status\":{\"State\":\"rejected\",\"Err\":\"first\"}},"
       "{\"ID\":\"b\",\"CreatedAt\":\"2026-11-23T20:21:53.95Z\",\"DesiredState\":\"shutdown\","
       "\"Status\":{\"State\":\"rejected\",\"Err\":\"second\"}}]");
-  assert_int_equal(sm_swarm_task_current(tasks, &t, &err), 0);
+  assert_int_equal(engine_swarm_task_current(tasks, &t, &err), 0);
   assert_string_equal(t.id, "b");
   assert_string_equal(t.message, "second");
-  assert_true(sm_swarm_task_state_final(t.state));
+  assert_true(engine_swarm_task_state_final(t.state));
   json_object_put(tasks);
 
   tasks = json_tokener_parse("[]");
-  assert_int_equal(sm_swarm_task_current(tasks, &t, &err), SM_ENOTFOUND);
+  assert_int_equal(engine_swarm_task_current(tasks, &t, &err), SM_ENOTFOUND);
   json_object_put(tasks);
-  assert_false(sm_swarm_task_state_final("running"));
-  assert_false(sm_swarm_task_state_final("pending"));
-  assert_true(sm_swarm_task_state_final("orphaned"));
+  assert_false(engine_swarm_task_state_final("running"));
+  assert_false(engine_swarm_task_state_final("pending"));
+  assert_true(engine_swarm_task_state_final("orphaned"));
 }
 
 static void test_refs_and_versions(void **s) {
   (void)s;
-  assert_true(sm_swarm_ref_valid("sandman-ci.1_x-per_run-0123456789abcdef"));
-  assert_false(sm_swarm_ref_valid(""));
-  assert_false(sm_swarm_ref_valid(NULL));
-  assert_false(sm_swarm_ref_valid("a/b"));
-  assert_false(sm_swarm_ref_valid("a?b"));
-  assert_false(sm_swarm_ref_valid("a b"));
+  assert_true(engine_swarm_ref_valid("sandman-ci.1_x-per_run-0123456789abcdef"));
+  assert_false(engine_swarm_ref_valid(""));
+  assert_false(engine_swarm_ref_valid(NULL));
+  assert_false(engine_swarm_ref_valid("a/b"));
+  assert_false(engine_swarm_ref_valid("a?b"));
+  assert_false(engine_swarm_ref_valid("a b"));
   char big[300];
   memset(big, 'a', sizeof big - 1);
   big[sizeof big - 1] = '\0';
-  assert_false(sm_swarm_ref_valid(big));
+  assert_false(engine_swarm_ref_valid(big));
   uint64_t v = 0;
   json_object *o = json_tokener_parse("{\"Version\":{\"Index\":-3}}");
-  assert_int_equal(sm_swarm_version(o, &v), -1);
+  assert_int_equal(engine_swarm_version(o, &v), -1);
   json_object_put(o);
   o = json_tokener_parse("{\"Version\":{}}");
-  assert_int_equal(sm_swarm_version(o, &v), -1);
+  assert_int_equal(engine_swarm_version(o, &v), -1);
   json_object_put(o);
   char path[40];
   sm_error err = SM_ERROR_INIT;
   const char *vals[] = {"a-long-enough-value-to-overflow"};
-  assert_int_equal(sm_swarm_filter_path(path, sizeof path, "/tasks", "service", vals, 1, &err),
+  assert_int_equal(engine_swarm_filter_path(path, sizeof path, "/tasks", "service", vals, 1, &err),
                    SM_EINVAL);
 }
 

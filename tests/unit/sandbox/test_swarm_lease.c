@@ -23,48 +23,48 @@ static void test_leases(void **s) {
                                       "\"io.sandman.lease.old\":\"900\","
                                       "\"io.sandman.lease.live\":\"2000\"}");
   /* At 1000: one lease is past its deadline, one holds. */
-  assert_int_equal(sm_swarm_live_leases(l, 1000), 1);
-  assert_int_equal(sm_swarm_live_leases(l, 2000), 0);
+  assert_int_equal(sandbox_swarm_live_leases(l, 1000), 1);
+  assert_int_equal(sandbox_swarm_live_leases(l, 2000), 0);
   /* Taking a lease drops the expired ones on the way (a dead runner's). */
-  sm_swarm_labels_lease(l, "mine", 1600, NULL, 0, 1000);
+  sandbox_swarm_labels_lease(l, "mine", 1600, NULL, 0, 1000);
   assert_null(label(l, "io.sandman.lease.old"));
   assert_string_equal(label(l, "io.sandman.lease.mine"), "1600");
   assert_string_equal(label(l, "io.sandman.lease.live"), "2000");
-  assert_int_equal(sm_swarm_live_leases(l, 1000), 2);
+  assert_int_equal(sandbox_swarm_live_leases(l, 1000), 2);
   assert_null(label(l, SM_SWARM_LABEL_LAST_USED));
   /* Ending it drops only it and records the last use. */
-  sm_swarm_labels_lease(l, NULL, 0, "mine", 1234, 1100);
+  sandbox_swarm_labels_lease(l, NULL, 0, "mine", 1234, 1100);
   assert_null(label(l, "io.sandman.lease.mine"));
   assert_string_equal(label(l, "io.sandman.lease.live"), "2000");
   assert_string_equal(label(l, SM_SWARM_LABEL_LAST_USED), "1234");
   assert_string_equal(label(l, "io.sandman.managed"), "true");
-  assert_int_equal(sm_swarm_live_leases(l, 1100), 1);
+  assert_int_equal(sandbox_swarm_live_leases(l, 1100), 1);
   /* A garbled deadline is no lease. */
   json_object_object_add(l, "io.sandman.lease.bad", json_object_new_string("soon"));
-  assert_int_equal(sm_swarm_live_leases(l, 1100), 1);
-  assert_int_equal(sm_swarm_live_leases(NULL, 1100), 0);
+  assert_int_equal(sandbox_swarm_live_leases(l, 1100), 1);
+  assert_int_equal(sandbox_swarm_live_leases(NULL, 1100), 0);
   json_object_put(l);
 }
 
 static void test_service_names(void **s) {
   (void)s;
   char out[SM_SWARM_SERVICE_NAME_MAX + 1];
-  sm_swarm_service_name("sandman-ci-per_run-0123456789abcdef", out);
+  sandbox_swarm_service_name("sandman-ci-per_run-0123456789abcdef", out);
   assert_string_equal(out, "sandman-ci-per_run-0123456789abcdef");
   /* A long instance makes a long name: a digest of it, 56 characters,
    * different for different names. */
   const char *a = "sandman-it-7dd925-test_swarm-per_run-b394822429546484f88d2233e455364d";
   const char *b = "sandman-it-7dd925-test_swarm-per_run-b394822429546484f88d2233e455364e";
   char oa[SM_SWARM_SERVICE_NAME_MAX + 1], ob[SM_SWARM_SERVICE_NAME_MAX + 1];
-  sm_swarm_service_name(a, oa);
-  sm_swarm_service_name(b, ob);
+  sandbox_swarm_service_name(a, oa);
+  sandbox_swarm_service_name(b, ob);
   assert_int_equal(strlen(oa), 8 + 48);
   assert_int_equal(strncmp(oa, "sandman-", 8), 0);
   assert_string_not_equal(oa, ob);
   char hex[65];
   sm_sha256_hex(a, strlen(a), hex);
   assert_memory_equal(oa + 8, hex, 48);
-  assert_true(sm_swarm_ref_valid(oa));
+  assert_true(engine_swarm_ref_valid(oa));
 }
 
 int main(void) {

@@ -71,21 +71,21 @@ static int teardown(void **s) {
   return 0;
 }
 
-static const sm_swarm_spec_options opts = {.name = "sandman-ci-per_run-0123",
+static const sandbox_swarm_spec_options opts = {.name = "sandman-ci-per_run-0123",
                                            .network = "sandman-ci-per_run-0123-net"};
 
 static void test_default_sandbox_is_carried_whole(void **s) {
   (void)s;
   json_object *c = container_config(), *spec = NULL;
-  sm_swarm_checks checks;
+  sandbox_swarm_checks checks;
   sm_error err = SM_ERROR_INIT;
   const char *cons[] = {"node.labels.sandman.pool==a"};
-  sm_swarm_spec_options o = opts;
+  sandbox_swarm_spec_options o = opts;
   o.constraints = cons;
   o.n_constraints = 1;
   o.reserve_memory = 64 << 20;
   o.service_labels = labels;
-  assert_int_equal(sm_swarm_service_spec(c, &o, &spec, &checks, &err), 0);
+  assert_int_equal(sandbox_swarm_service_spec(c, &o, &spec, &checks, &err), 0);
   json_object *cs = get(spec, "TaskTemplate", "ContainerSpec", NULL);
   assert_string_equal(str(get(spec, "Name", NULL)), "sandman-ci-per_run-0123");
   assert_string_equal(str(get(cs, "Image", NULL)), "sandman/minimal:latest");
@@ -160,9 +160,9 @@ static void test_bridge_runtime_and_unlimited(void **s) {
   snprintf(settings.runtime, sizeof settings.runtime, "runsc");
   settings.pids = 0;
   json_object *c = container_config(), *spec = NULL;
-  sm_swarm_checks checks;
+  sandbox_swarm_checks checks;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_swarm_service_spec(c, &opts, &spec, &checks, &err), 0);
+  assert_int_equal(sandbox_swarm_service_spec(c, &opts, &spec, &checks, &err), 0);
   /* bridge: no network of its own (the node's default bridge). */
   assert_null(get(spec, "TaskTemplate", "Networks", NULL));
   assert_null(get(spec, "TaskTemplate", "Resources", "Limits", "Pids", NULL));
@@ -178,11 +178,11 @@ static void test_bridge_runtime_and_unlimited(void **s) {
 /* Feeds one change of the config and expects a refusal naming it. */
 static void expect_refused(const char *hc_key, json_object *value, const char *named) {
   json_object *c = container_config(), *spec = NULL;
-  sm_swarm_checks checks;
+  sandbox_swarm_checks checks;
   sm_error err = SM_ERROR_INIT;
   json_object *hc = get(c, "HostConfig", NULL);
   json_object_object_add(hc_key ? hc : c, hc_key ? hc_key : "Volumes", value);
-  assert_int_equal(sm_swarm_service_spec(c, &opts, &spec, &checks, &err), SM_EUNSUPPORTED);
+  assert_int_equal(sandbox_swarm_service_spec(c, &opts, &spec, &checks, &err), SM_EUNSUPPORTED);
   assert_null(spec);
   if (strstr(err.message, named) == NULL) fail_msg("'%s' not in: %s", named, err.message);
   json_object_put(c);
@@ -207,11 +207,11 @@ static void test_refusals(void **s) {
                  "bind");
   /* Network none with no network of its own to give it. */
   json_object *c = container_config(), *spec = NULL;
-  sm_swarm_checks checks;
+  sandbox_swarm_checks checks;
   sm_error err = SM_ERROR_INIT;
-  sm_swarm_spec_options o = opts;
+  sandbox_swarm_spec_options o = opts;
   o.network = NULL;
-  assert_int_equal(sm_swarm_service_spec(c, &o, &spec, &checks, &err), SM_EUNSUPPORTED);
+  assert_int_equal(sandbox_swarm_service_spec(c, &o, &spec, &checks, &err), SM_EUNSUPPORTED);
   assert_non_null(strstr(err.message, "network none"));
   json_object_put(c);
 }
