@@ -61,8 +61,14 @@ def timed(fn):
 
 def drive(client, jobs, concurrency):
     """jobs: run ids; returns (wall seconds, per-call ms, failures)."""
+    def call(run_id):
+        try:
+            return client.execute(argv=["true"], run_id=run_id)
+        except Exception as e:  # noqa: BLE001 - an HTTP error is a failed call here
+            return {"ok": False, "error": str(e)[:300]}
+
     def one(run_id):
-        return timed(lambda: client.execute(argv=["true"], run_id=run_id))
+        return timed(lambda: call(run_id))
 
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:

@@ -530,15 +530,20 @@ static int check_on_node(sm_engine *node, const char *cid, const sandbox_swarm_c
     if (rc) sm_error_wrap(err, "limiting its swap");
   }
   if (rc == 0 && c->no_new_privileges) {
+    /* Read from the stream, not the exit code: the stream's end is the
+     * file's end, where an exec's exit code may lag on a loaded node. */
     const char *argv[] = {"/bin/cat", "/proc/self/status"};
     sm_buf out;
     sm_buf_init(&out, 64 * 1024);
-    int code = -1;
-    rc = sm_exec_helper(node, cid, argv, 2, NULL, NULL, NULL, 30, &out, &code, err);
-    if (rc == 0 && (code != 0 || out.data == NULL || strstr(out.data, "NoNewPrivs:\t1") == NULL))
-      rc = sm_error_set(err, SM_ESANDBOX,
-                        "its processes may gain privileges (NoNewPrivs is not 1): start the "
-                        "node's dockerd with --no-new-privileges (docs/scale-out.md)");
+    rc = sm_exec_helper(node, cid, argv, 2, NULL, NULL, NULL, 60, &out, NULL, err);
+    const char *text = rc == 0 && out.data ? out.data : "";
+    if (rc == 0 && strstr(text, "NoNewPrivs:\t1") == NULL)
+      rc = strstr(text, "NoNewPrivs:") != NULL
+               ? sm_error_set(err, SM_ESANDBOX,
+                              "its processes may gain privileges (NoNewPrivs is not 1): start the "
+                              "node's dockerd with --no-new-privileges (docs/scale-out.md)")
+               : sm_error_set(err, SM_ESANDBOX,
+                              "could not read its /proc/self/status to check no-new-privileges");
     sm_buf_dispose(&out);
   }
   return rc;
