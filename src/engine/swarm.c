@@ -299,7 +299,7 @@ int engine_swarm_task_current(json_object *tasks, engine_swarm_task *out, sm_err
 
 /* ---- networks ---- */
 
-int engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
+int sm_engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
                              json_object *labels, char out_id[SM_ENGINE_ID_MAX], sm_error *err) {
   if (out_id) out_id[0] = '\0';
   int rc = check_ref(name, "network name", err);
@@ -328,7 +328,7 @@ int engine_network_create(sm_engine *e, const char *name, const char *driver, in
   return 0;
 }
 
-int engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
+int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
   int rc = check_ref(id, "network", err);
   if (rc != 0) return rc;
   char path[PATH_CAP];
@@ -343,7 +343,7 @@ int engine_network_remove(sm_engine *e, const char *id, sm_error *err) {
   return rc;
 }
 
-int engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
+int sm_engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err) {
   return list_call(e, "/networks", "label", labels, n_labels, out, err);
 }

@@ -95,12 +95,12 @@ int engine_swarm_task_state_final(const char *state);
 /* ---- networks ---- */
 /* POST /networks/create {Name, Driver, Internal, Attachable false,
  * CheckDuplicate, Labels}. A name that exists is SM_ECONFLICT. */
-int engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
+int sm_engine_network_create(sm_engine *e, const char *name, const char *driver, int internal,
                              json_object *labels, char out_id[SM_ENGINE_ID_MAX], sm_error *err);
 /* DELETE /networks/{id}; missing is SM_ENOTFOUND, in use SM_ECONFLICT. */
-int engine_network_remove(sm_engine *e, const char *id, sm_error *err);
+int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err);
 /* GET /networks with label filters. */
-int engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
+int sm_engine_network_list(sm_engine *e, const char *const *labels, size_t n_labels,
                            json_object **out, sm_error *err);
 
 /* "?filters=" + the URL-encoded JSON {"key": [values...]} appended to a

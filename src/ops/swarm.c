@@ -183,7 +183,7 @@ static int sweep_networks(const sm_ops_scope *scope, const swarm_view *v, int dr
   snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
   const char *labels[2] = {component, instance};
   cleanup_json json_object *nets = NULL;
-  int rc = engine_network_list(scope->engine, labels, 2, &nets, err);
+  int rc = sm_engine_network_list(scope->engine, labels, 2, &nets, err);
   if (rc) return sm_error_wrap(err, "listing the sandboxes' networks");
   double now = sm_now();
   for (size_t i = 0; rc == 0 && i < json_object_array_length(nets); i++) {
@@ -200,7 +200,7 @@ static int sweep_networks(const sm_ops_scope *scope, const swarm_view *v, int dr
     double at = created ? sm_parse_time(created) : -1;
     if (used || at < 0 || now - at < NETWORK_GRACE_S) continue;
     sm_error e = SM_ERROR_INIT;
-    if (!dry_run && engine_network_remove(scope->engine, id, &e) != 0 && e.code != SM_ENOTFOUND) {
+    if (!dry_run && sm_engine_network_remove(scope->engine, id, &e) != 0 && e.code != SM_ENOTFOUND) {
       /* Still held by a task being torn down: the next reap. */
       continue;
     }

@@ -338,7 +338,7 @@ static int remove_read(sm_engine *m, json_object *svc, int force, sm_error *err)
     /* The swarm may still hold it for the task being torn down: then a
      * later reap's sweep removes it. */
     sm_error ignore = SM_ERROR_INIT;
-    engine_network_remove(m, net, &ignore);
+    sm_engine_network_remove(m, net, &ignore);
   }
   return 0;
 }
@@ -431,7 +431,7 @@ static int create_service(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_w
     json_object_object_add(nl, SM_LABEL_PREFIX "component",
                            json_object_new_string(SM_SWARM_NETWORK_COMPONENT));
     json_object_object_add(nl, SM_LABEL_PREFIX "service", json_object_new_string(w->name));
-    rc = engine_network_create(m, net, "overlay", 1, nl, NULL, err);
+    rc = sm_engine_network_create(m, net, "overlay", 1, nl, NULL, err);
     json_object_put(nl);
     if (rc) sm_error_wrap(err, "creating the network of sandbox %s", w->name);
     json_object_object_add(labels, SM_SWARM_LABEL_NETWORK, json_object_new_string(net));
@@ -477,7 +477,7 @@ static int create_service(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_w
   json_object_put(spec);
   if (rc && net[0]) {
     sm_error ignore = SM_ERROR_INIT;
-    engine_network_remove(m, net, &ignore);
+    sm_engine_network_remove(m, net, &ignore);
   }
   return rc;
 }

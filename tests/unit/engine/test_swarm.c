@@ -208,10 +208,10 @@ static void test_lists_send_encoded_filters(void **s) {
   assert_string_equal(rec.path, "/v1.41/tasks?filters=%7B%22service%22%3A%5B%22svc1%22%5D%7D");
   json_object_put(out);
   answer(200, "{\"not\":\"an array\"}");
-  assert_int_equal(engine_network_list(e, labels, 1, &out, &err), SM_EPROTOCOL);
+  assert_int_equal(sm_engine_network_list(e, labels, 1, &out, &err), SM_EPROTOCOL);
   assert_null(out);
   answer(200, "[]");
-  assert_int_equal(engine_network_list(e, NULL, 0, &out, &err), 0);
+  assert_int_equal(sm_engine_network_list(e, NULL, 0, &out, &err), 0);
   assert_string_equal(rec.path, "/v1.41/networks");
   json_object_put(out);
   sm_engine_free(e);
@@ -244,7 +244,7 @@ static void test_network_create_body_and_in_use(void **s) {
   char id[SM_ENGINE_ID_MAX];
   json_object *labels = json_tokener_parse("{\"io.sandman.managed\":\"true\"}");
   answer(201, "{\"Id\":\"lole2kxnu0zda4p7q8m64u4ty\",\"Warning\":\"\"}");
-  assert_int_equal(engine_network_create(e, "sandman-x-net", "overlay", 1, labels, id, &err), 0);
+  assert_int_equal(sm_engine_network_create(e, "sandman-x-net", "overlay", 1, labels, id, &err), 0);
   assert_string_equal(id, "lole2kxnu0zda4p7q8m64u4ty");
   json_object *body = json_tokener_parse(rec.request_body);
   assert_non_null(body);
@@ -256,13 +256,13 @@ static void test_network_create_body_and_in_use(void **s) {
   assert_true(json_object_object_get_ex(body, "Labels", &v));
   json_object_put(body);
   answer(409, "{\"message\":\"network with name sandman-x-net already exists\"}");
-  assert_int_equal(engine_network_create(e, "sandman-x-net", "overlay", 1, NULL, id, &err),
+  assert_int_equal(sm_engine_network_create(e, "sandman-x-net", "overlay", 1, NULL, id, &err),
                    SM_ECONFLICT);
   answer(500, "{\"message\":\"rpc error: code = FailedPrecondition desc = network lole2 is in "
               "use by task 2wt0l\"}");
-  assert_int_equal(engine_network_remove(e, "lole2", &err), SM_ECONFLICT);
+  assert_int_equal(sm_engine_network_remove(e, "lole2", &err), SM_ECONFLICT);
   answer(404, "{\"message\":\"network lole2 not found\"}");
-  assert_int_equal(engine_network_remove(e, "lole2", &err), SM_ENOTFOUND);
+  assert_int_equal(sm_engine_network_remove(e, "lole2", &err), SM_ENOTFOUND);
   assert_string_equal(rec.method, "DELETE");
   assert_string_equal(rec.path, "/v1.41/networks/lole2");
   json_object_put(labels);
