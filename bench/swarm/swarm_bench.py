@@ -140,10 +140,11 @@ def one_swarm(nodes, n, m, conc, mem_n, out):
 
 def report(results, args):
     lines = ["# The swarm backend: one node against three, side by side", "",
-             "`bench/swarm/run.sh%s`, %s, %d cores; every node a sandman/dind engine in a "
-             "container on this machine (they share its cores)." % (
+             "`bench/swarm/run.sh%s`, %s, %d cores, load average %.0f at the start and %.0f at "
+             "the end; every node a sandman/dind engine in a container on this machine (they "
+             "share its cores)." % (
                  " --quick" if args.quick else "", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                 os.cpu_count()), "",
+                 os.cpu_count(), args.load_start, os.getloadavg()[0]), "",
              "| | " + " | ".join("%d node%s" % (r["nodes"], "s" if r["nodes"] > 1 else "")
                                  for r in results) + " |",
              "|---|" + "---|" * len(results)]
@@ -180,6 +181,7 @@ def main():
     args.sandboxes = 6 if args.quick else 24
     args.calls = 60 if args.quick else 480
     args.clients = 6
+    args.load_start = os.getloadavg()[0]
     mem_n = 30 if args.quick else 300
     os.environ.setdefault("SANDMAN_INSTANCE", "bench-swarm-%d" % os.getpid())
     if not ensure_dind_image(lambda d, ok, detail: ok or log("%s failed: %s" % (d, detail))):
