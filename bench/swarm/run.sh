@@ -13,5 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 "$ROOT/scripts/setup.sh" >/dev/null
 export SANDMAN_BIN=${SANDMAN_BIN:-$ROOT/build/sandman}
-export SANDMAN_STATE_DIR=${SANDMAN_STATE_DIR:-$(mktemp -d /tmp/sm-swarm-bench-state.XXXXXX)}
-exec /usr/bin/python3 "$ROOT/bench/swarm/swarm_bench.py" "$@"
+STATE=$(mktemp -d /tmp/sm-swarm-bench-state.XXXXXX)
+trap 'rm -rf "$STATE"' EXIT
+export SANDMAN_STATE_DIR=${SANDMAN_STATE_DIR:-$STATE}
+/usr/bin/python3 "$ROOT/bench/swarm/swarm_bench.py" "$@"

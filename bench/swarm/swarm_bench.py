@@ -23,6 +23,7 @@ import concurrent.futures
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -136,6 +137,7 @@ def one_swarm(nodes, n, m, conc, mem_n, out):
         if runner:
             runner.stop()
         rig.down()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def report(results, args):
