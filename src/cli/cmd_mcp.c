@@ -231,7 +231,7 @@ int cmd_mcp(const cli_call *call) {
   if (rc == 0) rc = resolve_session(call, &c, run_id, keep);
   if (rc) return rc;
   sm_runner *runner = NULL;
-  rc = cli_runner_new(call->g, c.cfg, &runner);
+  rc = cli_runner_new(call->g, c.cfg, NULL, &runner);
   if (rc) return rc;
   /* A session is a long-running process: from a sandbox's second call on,
    * calls go over the in-sandbox agent (a few ms each). */
