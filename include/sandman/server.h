@@ -58,6 +58,7 @@ typedef struct sm_server_options {
   unsigned max_connections;    /* 0: 256 */
   unsigned max_queue;          /* calls waiting for a thread before 503; 0: 1024 */
   size_t max_body;             /* request body cap; 0: 4 MiB */
+  size_t max_file_body;        /* a file or tar body of the files routes; 0: 1 GiB */
   const char *credentials_file;/* NULL: no leases can carry credentials */
   const char *workspaces_root; /* NULL: requests may not name a workspace */
   const char *pool;            /* --pool name (labels and logs only) */

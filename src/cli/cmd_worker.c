@@ -20,7 +20,7 @@ typedef struct worker_args {
   unsigned threads, max_connections;
   unsigned pool_size;
   int have_pool_size;
-  size_t max_body;
+  size_t max_body, max_file_body;
   double background_max;
 } worker_args;
 
@@ -58,6 +58,14 @@ static int parse_args(const cli_call *call, worker_args *a) {
       return cli_usage_error(call->cmd, 0, "--max-body: takes a size from 1k to 1g, not '%s'",
                              cli_str(call, "max-body"));
     a->max_body = (size_t)v;
+  }
+  if (cli_str(call, "max-file-body")) {
+    if (sm_parse_size(cli_str(call, "max-file-body"), &v, &err) != 0 || v < 1024 ||
+        v > (int64_t)1 << 40)
+      return cli_usage_error(call->cmd, 0,
+                             "--max-file-body: takes a size from 1k to 1t, not '%s'",
+                             cli_str(call, "max-file-body"));
+    a->max_file_body = (size_t)v;
   }
   if (cli_str(call, "background-max")) {
     if (sm_parse_duration(cli_str(call, "background-max"), &a->background_max, &err) != 0 ||
@@ -163,6 +171,7 @@ int cmd_worker_start(const cli_call *call) {
   so.threads = a.threads;
   so.max_connections = a.max_connections;
   so.max_body = a.max_body;
+  so.max_file_body = a.max_file_body;
   so.credentials_file = a.creds;
   so.workspaces_root = a.ws_root;
   so.pool = a.pool;

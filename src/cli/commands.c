@@ -118,6 +118,8 @@ static const cli_flag worker_flags[] = {
      .help = "call threads (default 16)"},
     {.name = "max-body", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "request body limit, 1k to 1g (default 4m)"},
+    {.name = "max-file-body", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "file or tar body of the files routes, 1k to 1t (default 1g)"},
     {.name = "max-connections", .kind = CLI_INT, .metavar = "N", .min = 4, .max = 100000,
      .help = "open connections (default 256)"},
     {.name = "background-max", .kind = CLI_DURATION, .metavar = "DURATION",

@@ -40,6 +40,7 @@ struct sm_server {
   sm_creds *creds;
   sm_lease_store *leases;
   sm_metrics *metrics;
+  struct sm_mcp_http *mcp;   /* /mcp sessions (mcp_route.c), NULL without an engine */
   char ws_root[PATH_MAX];    /* realpath of --workspaces-root, or "" */
   char owner_label[300];     /* io.sandman.owner of our per_tool sandboxes */
 
@@ -105,9 +106,28 @@ void sm_http_quiesce(sm_server *srv);
 void sm_http_stop(sm_server *srv);
 
 /* exec.c: token is the bearer token presented (already known to be the
- * control token when control is 1). */
+ * control token when control is 1). accept_stream: the client asked for
+ * application/x-ndjson; stream: where a streamed answer goes. */
+typedef struct sm_stream sm_stream;
 void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
-                     const char *token, sm_answer *out);
+                     const char *token, int accept_stream, sm_stream *stream, sm_answer *out);
+
+/* A call checked and resolved from its parameters (p is taken) as execute
+ * does it (token, policy, workspace, lease, environment, hook): NULL with
+ * *a filled when it is refused. The other routes build on it. */
+typedef struct sm_call sm_call;
+sm_call *sm_call_prepare(sm_server *srv, sm_exec_params *p, int control, const char *token,
+                         sm_answer *a);
+sm_run_request *sm_call_request(sm_call *k);
+const sm_exec_params *sm_call_params(const sm_call *k);
+const sm_secret_env *sm_call_secrets(const sm_call *k);
+/* Runs it (errors become the result's failure) and scrubs and answers it. */
+void sm_call_run(sm_call *k, sm_run_result *res);
+void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a);
+void sm_call_free(sm_call *k);
+
+/* exec_stream.c: the streamed answer of an execute (owns k). */
+void sm_exec_streamed(sm_call *k, sm_stream *stream, sm_answer *a);
 void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
                    const char *token, sm_answer *out);
 void sm_exec_handle_get(sm_server *srv, const char *id, int control, const char *token,

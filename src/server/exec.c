@@ -42,7 +42,7 @@ struct sm_handle {
   sm_secret_env secrets; /* copies, to scrub streamed output */
 };
 
-typedef struct call {
+struct sm_call {
   sm_server *srv;
   sm_exec_params p;
   sm_resolved r;
@@ -61,7 +61,8 @@ typedef struct call {
   sm_run_request req;
   double t0;
   sm_handle *handle;
-} call;
+};
+typedef struct sm_call call;
 
 /* ---- small helpers ---- */
 
@@ -786,6 +787,43 @@ static void run_background(call *k, sm_answer *a) {
   handle_unref(h);
 }
 
+/* ---- calls for the other routes (files, streamed execute, MCP) ---- */
+
+sm_call *sm_call_prepare(sm_server *srv, sm_exec_params *p, int control, const char *token,
+                         sm_answer *a) {
+  call *k = calloc(1, sizeof *k);
+  if (k == NULL) {
+    sm_exec_params_dispose(p);
+    sm_answer_error(a, 503, "sandbox", "out of memory");
+    return NULL;
+  }
+  k->srv = srv;
+  k->t0 = sm_monotonic_ms();
+  k->p = *p;
+  memset(p, 0, sizeof *p);
+  int early = 0;
+  sm_run_result early_res;
+  memset(&early_res, 0, sizeof early_res);
+  if (prepare(k, control, token, a, &early, &early_res) != 0) {
+    call_free(k);
+    return NULL;
+  }
+  if (early) { /* a workspace hook that cannot be used: its answer */
+    answer_result(k, &early_res, a);
+    sm_run_result_dispose(&early_res);
+    call_free(k);
+    return NULL;
+  }
+  return k;
+}
+
+sm_run_request *sm_call_request(sm_call *k) { return &k->req; }
+const sm_exec_params *sm_call_params(const sm_call *k) { return &k->p; }
+const sm_secret_env *sm_call_secrets(const sm_call *k) { return &k->secrets; }
+void sm_call_run(sm_call *k, sm_run_result *res) { run_call(k, res); }
+void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a) { answer_result(k, res, a); }
+void sm_call_free(sm_call *k) { call_free(k); }
+
 /* ---- routes ---- */
 
 /* The control token, or a worker token that matches the body's worker_key. */
@@ -798,7 +836,7 @@ static int worker_token_ok(sm_server *srv, const char *body, size_t len, int con
 }
 
 void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
-                     const char *token, sm_answer *a) {
+                     const char *token, int accept_stream, sm_stream *stream, sm_answer *a) {
   call *k = calloc(1, sizeof *k);
   if (k == NULL) {
     sm_answer_error(a, 503, "sandbox", "out of memory");
@@ -819,6 +857,12 @@ void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
     call_free(k);
     return;
   }
+  if ((k->p.stream || accept_stream) && k->p.background_on_timeout) {
+    sm_answer_error(a, 400, "policy", "a streamed call cannot go to the background: give "
+                    "either 'stream' or 'background_on_timeout'");
+    call_free(k);
+    return;
+  }
   int early = 0;
   sm_run_result early_res;
   memset(&early_res, 0, sizeof early_res);
@@ -830,6 +874,10 @@ void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
     answer_result(k, &early_res, a);
     sm_run_result_dispose(&early_res);
     call_free(k);
+    return;
+  }
+  if (k->p.stream || accept_stream) {
+    sm_exec_streamed(k, stream, a); /* owns k */
     return;
   }
   if (k->p.background_on_timeout) {

@@ -24,6 +24,9 @@
 
 #include "common/buf.h"
 #include "server/core.h"
+#include "server/files_route.h"
+#include "server/mcp_route.h"
+#include "server/stream.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
 #define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
@@ -42,6 +45,7 @@
  * HTTP libraries) get the answer rather than a reset connection. Past it,
  * or when the client waits for "100 Continue", the answer goes at once. */
 #define DRAIN_MAX ((uint64_t)64 * 1024 * 1024)
+#define STREAM_BLOCK (64 * 1024) /* what a streamed answer hands libmicrohttpd at once */
 
 typedef enum {
   R_NOT_FOUND = 0,
@@ -53,16 +57,29 @@ typedef enum {
   R_SANDBOXES,
   R_REAP,
   R_METRICS,
+  R_FILES,
+  R_MCP,
 } route_id;
 
 static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
-                                          "handles", "sandboxes", "reap", "metrics"};
+                                          "handles", "sandboxes", "reap", "metrics",
+                                          "files", "mcp"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
  * and the body is read and dropped before it is sent. RUNNING: a call
- * thread has the request. DONE: its answer waits to be queued. */
-typedef enum { ST_READING = 0, ST_DRAIN, ST_RUNNING, ST_DONE, ST_ANSWERED } req_state;
+ * thread has the request. DONE: its answer waits to be queued. UPLOAD: a
+ * call thread reads the body as it arrives (stream.h). STREAM: a call
+ * thread has the request and answers through its stream. */
+typedef enum {
+  ST_READING = 0,
+  ST_DRAIN,
+  ST_RUNNING,
+  ST_DONE,
+  ST_ANSWERED,
+  ST_UPLOAD,
+  ST_STREAM,
+} req_state;
 
 typedef struct req_ctx {
   sm_server *srv;
@@ -85,7 +102,13 @@ typedef struct req_ctx {
   sm_answer answer;
   char *raw;           /* non-JSON answer (metrics) */
   size_t raw_len;
+  const char *allow;    /* Allow header of a 405 (NULL: the route's) */
   int status;
+  int accept_stream;    /* Accept: application/x-ndjson */
+  sm_stream *stream;    /* streamed body or answer (one reference) */
+  sm_files_req *files;  /* until its job takes it */
+  char files_name[16];  /* the route's last segment */
+  sm_mcp_req *mcp;      /* until its job takes it */
 } req_ctx;
 
 /* ---- answers ---- */
@@ -125,7 +148,9 @@ static enum MHD_Result queue_answer(req_ctx *c) {
   MHD_add_response_header(r, "Cache-Control", "no-store");
   if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   if (status == 405) {
-    const char *allow = c->route == R_HANDLE ? "GET, DELETE" : "GET, POST";
+    const char *allow = c->allow                ? c->allow
+                        : c->route == R_HANDLE ? "GET, DELETE"
+                                               : "GET, POST";
     MHD_add_response_header(r, "Allow", allow);
   }
   /* One request per connection: the next one goes through the gate again
@@ -153,16 +178,90 @@ static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, co
 
 /* An error decided before the body is read: answered now when there is no
  * body to wait for, else once it has been read and dropped. */
-static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const char *msg) {
-  if (c->answer.body) json_object_put(c->answer.body);
-  c->answer.body = NULL;
-  sm_answer_error(&c->answer, status, kind, "%s", msg);
+static enum MHD_Result decide_answer(req_ctx *c) {
   if (!c->has_body) return queue_answer(c);
   if (c->expect_continue || c->declared > DRAIN_MAX) return queue_answer(c);
   sm_buf_dispose(&c->body);
   sm_buf_init(&c->body, 0);
   c->state = ST_DRAIN;
   return MHD_YES;
+}
+
+static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const char *msg) {
+  if (c->answer.body) json_object_put(c->answer.body);
+  c->answer.body = NULL;
+  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  return decide_answer(c);
+}
+
+/* ---- streamed requests (stream.h) ---- */
+
+static void stream_response_free(void *cls) { sm_stream_unref(cls); }
+
+static enum MHD_Result queue_stream(req_ctx *c) {
+  int status;
+  int64_t len;
+  const char *ctype, *h1, *v1, *h2, *v2;
+  sm_stream_head(c->stream, &status, &ctype, &len, &h1, &v1, &h2, &v2);
+  sm_stream_ref(c->stream); /* the response's: libmicrohttpd may read after completion */
+  struct MHD_Response *r = MHD_create_response_from_callback(
+      len < 0 ? MHD_SIZE_UNKNOWN : (uint64_t)len, STREAM_BLOCK, sm_stream_reader, c->stream,
+      stream_response_free);
+  if (r == NULL) {
+    sm_stream_unref(c->stream);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", ctype);
+  MHD_add_response_header(r, "X-Request-Id", c->id);
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  if (h1) MHD_add_response_header(r, h1, v1);
+  if (h2) MHD_add_response_header(r, h2, v2);
+  MHD_add_response_header(r, "Connection", "close");
+  enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = status;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
+  }
+  return ret;
+}
+
+/* Where the call of a streamed request stands: its streamed answer, its
+ * JSON answer, or a wait (the connection suspended until the call side
+ * resumes it). */
+static enum MHD_Result stream_step(req_ctx *c) {
+  switch (sm_stream_wait(c->stream, 1)) {
+    case SM_STREAM_BEGUN:
+      return queue_stream(c);
+    case SM_STREAM_ANSWERED:
+      sm_stream_take_answer(c->stream, &c->answer);
+      return queue_answer(c);
+    default:
+      return MHD_YES;
+  }
+}
+
+static void files_discard(void *arg) { sm_files_req_free(arg); }
+static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
+
+static int stream_open(req_ctx *c) {
+  c->stream = sm_stream_new(c->conn, NULL, NULL);
+  return c->stream ? 0 : -1;
+}
+
+/* Hands a request to a call thread that answers through its stream;
+ * discard frees arg when no thread takes it. */
+static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg,
+                                       void (*discard)(void *)) {
+  c->state = ST_STREAM;
+  if (sm_server_submit(c->srv, fn, arg) != 0) {
+    if (discard) discard(arg);
+    c->state = ST_READING;
+    return answer_error(c, 503, "sandbox",
+                        "the runner is overloaded: too many calls waiting; try again later");
+  }
+  return stream_step(c);
 }
 
 /* ---- the handlers that run on call threads ---- */
@@ -176,19 +275,26 @@ static void finish_job(req_ctx *c) {
   MHD_resume_connection(c->conn);
 }
 
+/* The request's connection stays suspended until the call begins a
+ * streamed answer or finishes: c is not touched after that. */
 static void job_execute(void *arg) {
   req_ctx *c = arg;
   sm_server *srv = c->srv;
+  sm_stream *s = c->stream;
+  sm_stream_ref(s);
   sm_log_set_request_id(c->id);
   pthread_mutex_lock(&srv->mu);
   srv->calls_in_flight++;
   pthread_mutex_unlock(&srv->mu);
+  sm_answer a = {0, NULL};
   sm_exec_execute(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
-                  &c->answer);
+                  c->accept_stream, s, &a);
   pthread_mutex_lock(&srv->mu);
   srv->calls_in_flight--;
   pthread_mutex_unlock(&srv->mu);
-  finish_job(c);
+  if (!sm_stream_begun(s)) sm_stream_finish(s, 0, &a);
+  if (a.body) json_object_put(a.body);
+  sm_stream_unref(s);
 }
 
 static void job_handle_delete(void *arg) {
@@ -369,9 +475,66 @@ static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
   return ok;
 }
 
+/* /v1/files/<name> and /mcp. */
+static route_id match_stream_route(req_ctx *c, const char *url, const char *method,
+                                   int *files_op) {
+  if (strcmp(url, "/mcp") == 0) return R_MCP;
+  if (strncmp(url, "/v1/files/", 10) != 0 || strlen(url + 10) >= sizeof c->files_name)
+    return R_NOT_FOUND;
+  snprintf(c->files_name, sizeof c->files_name, "%s", url + 10);
+  *files_op = sm_files_route_op(c->files_name, method);
+  if (*files_op == -1) return R_NOT_FOUND;
+  if (*files_op == -2) {
+    c->allow = sm_files_route_allow(c->files_name);
+    return R_BAD_METHOD;
+  }
+  return R_FILES;
+}
+
+/* After the token: the files request from the query (its own token check
+ * for a worker token), its call thread started at once when the body is
+ * the content. */
+static enum MHD_Result files_start(req_ctx *c, int op) {
+  sm_server *srv = c->srv;
+  c->files = sm_files_req_new(srv, c->conn, (sm_files_op)op, c->id, c->auth == AUTH_CONTROL,
+                              c->token, &c->answer);
+  if (c->files == NULL) return decide_answer(c);
+  if (!sm_files_op_uploads((sm_files_op)op)) return MHD_YES; /* after the body */
+  if (c->declared > srv->opts.max_file_body) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "file body larger than %zu bytes (--max-file-body)",
+             srv->opts.max_file_body);
+    return decide(c, 413, "policy", msg);
+  }
+  if (stream_open(c) != 0) return decide(c, 503, "sandbox", "out of memory");
+  sm_files_req_set_stream(c->files, c->stream);
+  if (sm_server_submit(srv, sm_files_job, c->files) != 0)
+    return decide(c, 503, "sandbox",
+                  "the runner is overloaded: too many calls waiting; try again later");
+  c->files = NULL; /* the job's */
+  c->state = ST_UPLOAD;
+  return MHD_YES;
+}
+
+/* A piece of a streamed body, or its end. */
+static enum MHD_Result upload_step(req_ctx *c, const char *data, size_t *size) {
+  if (*size == 0) return stream_step(c);
+  size_t n = *size;
+  *size = 0;
+  if (sm_stream_push(c->stream, data, n) == SM_STREAM_DROPPED) {
+    /* The call is over (an error, the cap): the rest is read and dropped
+     * up to the drain's limit, then the answer goes. */
+    c->drained += n;
+    if (c->drained > DRAIN_MAX) return stream_step(c);
+  }
+  return MHD_YES;
+}
+
 static enum MHD_Result first_call(req_ctx *c, const char *url, const char *method) {
   sm_server *srv = c->srv;
+  int files_op = -1;
   c->route = match_route(url, method, c->handle_id);
+  if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
   const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
   const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
   const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
@@ -388,7 +551,8 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   if (c->route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
   if (c->route != R_HEALTHZ) {
     const char *tok = bearer(c->conn);
-    int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE;
+    int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
+                    c->route == R_FILES || c->route == R_MCP;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -400,6 +564,16 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     } else {
       return decide(c, 401, "policy", GENERIC_401);
     }
+  }
+  if (c->route == R_FILES) return files_start(c, files_op);
+  if (c->route == R_MCP) {
+    c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
+                            &c->answer);
+    if (c->mcp == NULL) return decide_answer(c);
+  }
+  if (c->route == R_EXECUTE) {
+    const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
+    c->accept_stream = acc && strstr(acc, "application/x-ndjson") != NULL;
   }
   if (c->declared > srv->opts.max_body) {
     char msg[128];
@@ -419,7 +593,24 @@ static enum MHD_Result body_complete(req_ctx *c) {
       healthz(c);
       return queue_answer(c);
     case R_EXECUTE:
-      return dispatch(c, job_execute);
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      return dispatch_stream(c, job_execute, c, NULL);
+    case R_FILES: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      sm_files_req *f = c->files;
+      sm_files_req_set_stream(f, c->stream);
+      c->files = NULL; /* the job's once submitted */
+      return dispatch_stream(c, sm_files_job, f, files_discard);
+    }
+    case R_MCP: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      sm_mcp_req *m = c->mcp;
+      if (sm_mcp_req_body(m, c->body.data, c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      sm_mcp_req_set_stream(m, c->stream);
+      c->mcp = NULL;
+      return dispatch_stream(c, sm_mcp_job, m, mcp_discard);
+    }
     case R_LEASES:
       sm_exec_lease(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
                     &c->answer);
@@ -463,6 +654,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   sm_log_set_request_id(c->id);
   if (c->state == ST_DONE) return queue_answer(c);
+  if (c->state == ST_STREAM) {
+    *upload_data_size = 0;
+    return stream_step(c);
+  }
+  if (c->state == ST_UPLOAD) return upload_step(c, upload_data, upload_data_size);
   if (c->state == ST_ANSWERED || c->state == ST_RUNNING) {
     *upload_data_size = 0; /* answered at once (connection closes): drop the rest */
     return MHD_YES;
@@ -527,6 +723,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   sm_buf_dispose(&c->body);
   if (c->answer.body) json_object_put(c->answer.body);
   free(c->raw);
+  if (c->stream) sm_stream_detach(c->stream);
+  sm_files_req_free(c->files);
+  sm_mcp_req_free(c->mcp);
   pthread_mutex_lock(&srv->mu);
   srv->body_bytes -= c->counted;
   srv->requests_open--;

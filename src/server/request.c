@@ -417,6 +417,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
     return get_number(v, key, 0.001, SM_SERVER_TIMEOUT_MAX, &p->timeout_s, err);
   if (strcmp(key, "background_on_timeout") == 0)
     return get_bool(v, key, &p->background_on_timeout, err);
+  if (strcmp(key, "stream") == 0) return get_bool(v, key, &p->stream, err);
   return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
 }
 

@@ -21,12 +21,14 @@
 
 #include "common/cleanup.h"
 #include "server/core.h"
+#include "server/mcp_route.h"
 
 #define DEFAULT_THREADS 16
 #define DEFAULT_IO_THREADS 2
 #define DEFAULT_MAX_CONNECTIONS 256
 #define DEFAULT_MAX_QUEUE 1024
 #define DEFAULT_MAX_BODY (4u * 1024 * 1024)
+#define DEFAULT_MAX_FILE_BODY ((size_t)1 << 30)
 #define DEFAULT_BACKGROUND_MAX 3600.0
 #define DEFAULT_MAX_HANDLES 1024
 #define MAX_LEASES 4096
@@ -392,6 +394,7 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   if (!srv->opts.max_connections) srv->opts.max_connections = DEFAULT_MAX_CONNECTIONS;
   if (!srv->opts.max_queue) srv->opts.max_queue = DEFAULT_MAX_QUEUE;
   if (!srv->opts.max_body) srv->opts.max_body = DEFAULT_MAX_BODY;
+  if (!srv->opts.max_file_body) srv->opts.max_file_body = DEFAULT_MAX_FILE_BODY;
   if (srv->opts.background_max_s <= 0) srv->opts.background_max_s = DEFAULT_BACKGROUND_MAX;
   if (!srv->opts.max_handles) srv->opts.max_handles = DEFAULT_MAX_HANDLES;
   if (srv->opts.threads > 1024 || srv->opts.io_threads > 64)
@@ -465,6 +468,7 @@ int sm_server_start(sm_server **out, const sm_server_options *o, sm_error *err) 
     if (pthread_create(&srv->health_thread, NULL, health_main, srv) == 0)
       srv->health_started = 1;
   }
+  if (rc == 0) rc = sm_mcp_route_start(srv, err);
   if (rc == 0) rc = sm_http_start(srv, err);
   if (rc != 0) {
     sm_server_stop(srv);
@@ -540,6 +544,7 @@ void sm_server_stop(sm_server *srv) {
   pthread_mutex_unlock(&srv->mu);
   sm_exec_kill_all(srv);
   sm_http_stop(srv);
+  sm_mcp_route_stop(srv);
   pthread_mutex_lock(&srv->mu);
   srv->workers_stop = 1;
   srv->health_stop = 1;

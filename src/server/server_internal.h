@@ -50,6 +50,7 @@ typedef struct sm_exec_params {
   sm_mode mode;
   double timeout_s;     /* 0: the resolved default */
   int background_on_timeout;
+  int stream;           /* "stream": true: chunked NDJSON events */
   int has_sync;
   sm_sync_mode sync;
 } sm_exec_params;
