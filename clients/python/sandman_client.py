@@ -30,7 +30,7 @@ import os
 import socket
 import urllib.parse
 
-__all__ = ["Client", "SandmanError", "SandmanUnreachable", "derive_worker_token",
+__all__ = ["Client", "Files", "SandmanError", "SandmanUnreachable", "derive_worker_token",
            "default_address"]
 
 WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"
@@ -164,6 +164,37 @@ class Client:
                 pass
         return resp.status, parsed, rid
 
+    def _open(self, method, path, body=None, headers=None):
+        """A request whose answer is read by the caller: (connection, response).
+        body may be bytes or a file object (sent chunked as it is read)."""
+        h = dict(headers or {})
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        conn = self._connection()
+        try:
+            conn.connect()
+        except OSError as e:
+            conn.close()
+            raise SandmanUnreachable(self.address, self.address_source,
+                                     e.strerror or str(e)) from None
+        try:
+            chunked = body is not None and not isinstance(body, (bytes, bytearray))
+            conn.request(method, path, body=body, headers=h, encode_chunked=chunked)
+            resp = conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+        self.last_request_id = resp.getheader("X-Request-Id")
+        return conn, resp
+
+    def _raise(self, resp, raw):
+        text = raw.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = text
+        raise SandmanError(resp.status, parsed, resp.getheader("X-Request-Id"))
+
     def _call(self, method, path, body=None, auth=True):
         status, parsed, rid = self.request(method, path, body, auth)
         if status >= 400:
@@ -175,12 +206,19 @@ class Client:
     def healthz(self):
         return self._call("GET", "/healthz", auth=False)
 
-    def execute(self, argv=None, command=None, tool=None, stdin=None, env=None, agent=None,
-                user=None, project=None, run_id=None, worker_key=None, mode=None,
-                timeout_s=None, background_on_timeout=None, lease_id=None, workspace=None,
-                sync=None, params=None):
+    def execute(self, **kw):
         """Runs one tool call: the `sandman run --json` object, plus "handle"
-        when the call outlived timeout_s with background_on_timeout."""
+        when the call outlived timeout_s with background_on_timeout.
+        Arguments: argv or command, tool, stdin (bytes or str), env (dict),
+        agent, user, project, run_id, worker_key, mode, timeout_s,
+        background_on_timeout, lease_id, workspace, sync, params."""
+        return self._call("POST", "/v1/execute", self._execute_body(**kw))
+
+    @staticmethod
+    def _execute_body(argv=None, command=None, tool=None, stdin=None, env=None, agent=None,
+                      user=None, project=None, run_id=None, worker_key=None, mode=None,
+                      timeout_s=None, background_on_timeout=None, lease_id=None,
+                      workspace=None, sync=None, params=None):
         body = {}
         if argv is not None:
             body["argv"] = list(argv)
@@ -198,7 +236,29 @@ class Client:
                      ("params", params)):
             if v is not None:
                 body[k] = v
-        return self._call("POST", "/v1/execute", body)
+        return body
+
+    def execute_stream(self, **kw):
+        """Runs one tool call with its output streamed: yields the events as
+        they come ({"event": "stdout"|"stderr", "data" or "data_b64"}), then
+        {"event": "result", "status", "result"}. Closing the generator early
+        disconnects, which cancels the call. Takes execute's arguments."""
+        body = self._execute_body(**kw)
+        body["stream"] = True
+        conn, resp = self._open("POST", "/v1/execute", json.dumps(body).encode(),
+                                {"Content-Type": "application/json",
+                                 "Accept": "application/x-ndjson"})
+        try:
+            if resp.status >= 400:
+                self._raise(resp, resp.read())
+            while True:
+                line = resp.readline(64 * 1024 * 1024)
+                if not line:
+                    break
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
 
     def create_lease(self, tool, services, ttl_s=None, max_uses=None, worker_key=None):
         """A credential lease for one tool: {"lease_id", "expires_at", "max_uses"}."""
@@ -228,3 +288,122 @@ class Client:
 
     def metrics(self):
         return self._call("GET", "/metrics")
+
+    # ---- files of a keyed sandbox (/v1/files) ----
+
+    @property
+    def files(self):
+        """The files routes: c.files.write({"run_id": "r1"}, "src/a.c", b"...")."""
+        return Files(self)
+
+
+def _files_path(route, key, **query):
+    q = [(k, v) for k, v in dict(key).items() if v is not None]
+    for k, v in query.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "1" if v else "0"
+        if isinstance(v, (list, tuple)):
+            q += [(k, x) for x in v]
+        else:
+            q.append((k, v))
+    return "/v1/files/" + route + "?" + urllib.parse.urlencode(q)
+
+
+class Files:
+    """The files of a per_run or per_worker sandbox. key names the sandbox:
+    {"run_id": ...} or {"worker_key": ...}, with "mode", "project", "agent"
+    if needed. Paths are relative to /workspace."""
+
+    def __init__(self, client):
+        self.c = client
+
+    def _json(self, method, route, key, body=None, **query):
+        conn, resp = self.c._open(method, _files_path(route, key, **query), body,
+                                  {"Content-Type": "application/octet-stream"}
+                                  if body is not None else None)
+        try:
+            raw = resp.read()
+        finally:
+            conn.close()
+        if resp.status >= 400:
+            self.c._raise(resp, raw)
+        return json.loads(raw.decode())
+
+    def read(self, key, path, offset=None, length=None):
+        """The file's bytes (or length bytes from offset)."""
+        out = bytearray()
+        self.read_to(key, path, out.extend, offset, length)
+        return bytes(out)
+
+    def read_to(self, key, path, write, offset=None, length=None, chunk=1024 * 1024):
+        """Streams the file to write(bytes) (never whole in memory): its size."""
+        conn, resp = self.c._open("GET", _files_path("content", key, path=path, offset=offset,
+                                                     length=length))
+        try:
+            if resp.status >= 400:
+                self.c._raise(resp, resp.read())
+            n = 0
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    break
+                write(b)
+                n += len(b)
+            want = resp.getheader("Content-Length")
+            if want is not None and int(want) != n:
+                raise SandmanError(502, {"error": "the file's content was cut short",
+                                         "failure_kind": "sandbox"})
+            return n
+        finally:
+            conn.close()
+
+    def write(self, key, path, data, perm=None, parents=True, exclusive=False):
+        """Writes data (bytes, str, or a file object streamed as it is read):
+        {"path", "size", "sandbox_id"}. The file appears whole or not at all."""
+        if isinstance(data, str):
+            data = data.encode()
+        return self._json("PUT", "content", key, data, path=path,
+                          perm=None if perm is None else "%04o" % perm, parents=parents,
+                          exclusive=exclusive)
+
+    def delete(self, key, path, recursive=False):
+        return self._json("DELETE", "content", key, path=path, recursive=recursive)
+
+    def mkdir(self, key, path, perm=None, parents=True):
+        return self._json("POST", "mkdir", key, path=path,
+                          perm=None if perm is None else "%04o" % perm, parents=parents)
+
+    def stat(self, key, path):
+        return self._json("GET", "stat", key, path=path)
+
+    def list(self, key, path=".", depth=1, max=None):
+        return self._json("GET", "list", key, path=path, depth=depth, max=max)
+
+    def glob(self, key, pattern, path=None, max=None):
+        return self._json("GET", "glob", key, pattern=pattern, path=path, max=max)
+
+    def grep(self, key, pattern, path=None, include=None, ignore_case=None, fixed=None,
+             max=None):
+        return self._json("GET", "grep", key, pattern=pattern, path=path, include=include,
+                          ignore_case=ignore_case, fixed=fixed, max=max)
+
+    def upload_tar(self, key, path, tar):
+        """Extracts a tar (bytes or a file object) under folder path:
+        {"files", "bytes"}."""
+        return self._json("PUT", "archive", key, tar, path=path)
+
+    def download_tar(self, key, paths, write, chunk=1024 * 1024):
+        """Streams a tar of paths to write(bytes)."""
+        conn, resp = self.c._open("GET", _files_path("archive", key, path=list(paths)))
+        try:
+            if resp.status >= 400:
+                self.c._raise(resp, resp.read())
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    break
+                write(b)
+        finally:
+            conn.close()

@@ -17,12 +17,14 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/buf.h"
 #include "common/text.h"
 #include "server/files_route.h"
 #include "server/stream.h"
 
 #define FILES_PATHS_MAX 256 /* paths of one tar download */
 #define LIST_MAX_DEFAULT 1000
+#define TAR_HOLD (256 * 1024)
 
 struct sm_files_req {
   sm_server *srv;
@@ -292,6 +294,7 @@ typedef struct read_out {
   sm_stream *s;
   int begun;
   const char *ctype;
+  sm_buf held;       /* a tar's first bytes, until it is sure to go */
 } read_out;
 
 static int on_size(void *ud, int64_t file_size, int64_t count) {
@@ -303,13 +306,17 @@ static int on_size(void *ud, int64_t file_size, int64_t count) {
                          v, NULL, NULL);
 }
 
-/* A tar download begins its answer with its first byte: an error before
- * that (a missing path) is still an ordinary JSON answer. */
+/* A tar download holds its first TAR_HOLD bytes back: an error met by then
+ * (a missing path, a link on a path) is still an ordinary JSON answer;
+ * later, the answer is cut short. */
 static int write_out(void *ud, const char *data, size_t len) {
   read_out *o = ud;
   if (!o->begun) {
+    if (o->held.len + len <= TAR_HOLD) return sm_buf_append(&o->held, data, len) == 0 ? 0 : -1;
     o->begun = 1;
-    if (sm_stream_begin(o->s, 200, o->ctype, -1, NULL, NULL, NULL, NULL) != 0) return -1;
+    if (sm_stream_begin(o->s, 200, o->ctype, -1, NULL, NULL, NULL, NULL) != 0 ||
+        sm_stream_write(o->s, o->held.data ? o->held.data : "", o->held.len) != 0)
+      return -1;
   }
   return sm_stream_write(o->s, data, len);
 }
@@ -435,7 +442,8 @@ void sm_files_job(void *arg) {
   sm_log_set_request_id(r->id);
   double t0 = sm_monotonic_ms();
   sm_answer a = {0, NULL};
-  read_out ro = {s, 0, "application/octet-stream"};
+  read_out ro = {s, 0, "application/octet-stream", {NULL, 0, 0, 0}};
+  sm_buf_init(&ro.held, TAR_HOLD);
   int failed_after_begin = 0;
   if (srv->opts.runner == NULL) {
     sm_answer_error(&a, 503, "engine", "this runner has no engine");
@@ -453,9 +461,12 @@ void sm_files_job(void *arg) {
         if (ro.begun) failed_after_begin = 1;
         else files_error(&a, rc, &err);
       } else if (!ro.begun && a.body == NULL) {
-        /* A read that met no content callback (nothing to send). */
-        sm_stream_begin(s, 200, ro.ctype, 0, NULL, NULL, NULL, NULL);
+        /* A small tar, held whole (or a read that met no content). */
         ro.begun = 1;
+        if (sm_stream_begin(s, 200, ro.ctype, (int64_t)ro.held.len, NULL, NULL, NULL, NULL) ==
+                0 &&
+            ro.held.len > 0)
+          sm_stream_write(s, ro.held.data, ro.held.len);
       }
       const char *outcome = rc == 0 ? "ok" : a.status == 503 ? "sandbox" : "policy";
       sm_metrics_call(srv->metrics, "files", sm_server_mode_name(base->settings.mode), outcome,
@@ -465,6 +476,7 @@ void sm_files_job(void *arg) {
     }
   }
   sm_stream_finish(s, failed_after_begin, ro.begun ? NULL : &a);
+  sm_buf_dispose(&ro.held);
   if (a.body) json_object_put(a.body);
   sm_files_req_free(r);
 }
