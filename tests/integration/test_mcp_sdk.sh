@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# `sandman mcp` with the official MCP TypeScript SDK's client over stdio
+# `sandman mcp` with the official MCP TypeScript SDK's client over stdio, the
+# runner's /mcp over streamable HTTP (mcp-http.test.mjs, with the Inspector's
+# CLI over HTTP too)
 # (clients/typescript/test/mcp-stdio.test.mjs), and the MCP Inspector's
 # command-line mode listing the tools.
 . "$(dirname "$0")/lib.sh"
@@ -9,7 +11,7 @@ require_node
 trap cleanup_instance EXIT
 export SANDMAN_BIN=$SANDMAN
 
-if node_tests mcp-stdio.test.mjs; then it_pass "MCP SDK client over stdio"; else it_fail "MCP SDK client over stdio"; fi
+if node_tests mcp-stdio.test.mjs mcp-http.test.mjs; then it_pass "MCP SDK client over stdio and the runner's /mcp (and the Inspector over HTTP)"; else it_fail "MCP SDK client over stdio and the runner's /mcp"; fi
 
 # The Inspector starts its server with a clean environment: pass the test's
 # instance and state folder (and engine) so that its sandbox is this test's.

@@ -7,5 +7,5 @@ require_engine
 require_node
 trap cleanup_instance EXIT
 export SANDMAN_BIN=$SANDMAN
-if node_tests client.test.mjs; then it_pass "TypeScript client"; else it_fail "TypeScript client"; fi
+if node_tests client.test.mjs files-stream.test.mjs; then it_pass "TypeScript client (files, streamed execute)"; else it_fail "TypeScript client (files, streamed execute)"; fi
 it_done

@@ -153,7 +153,7 @@ export class Files {
             method: "PUT",
             path: this.path("content", key, {
                 path,
-                mode: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, "0"),
+                perm: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, "0"),
                 parents: opts.parents ?? true,
                 exclusive: opts.exclusive || undefined,
             }),
@@ -176,7 +176,7 @@ export class Files {
             method: "POST",
             path: this.path("mkdir", key, {
                 path,
-                mode: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, "0"),
+                perm: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, "0"),
                 parents: opts.parents ?? true,
             }),
             signal: opts.signal,

@@ -53,6 +53,7 @@ export type StreamEvent = {
     data_b64: string;
 } | {
     event: "result";
+    status: number;
     result: RunResult;
 };
 export interface LeaseRequest {

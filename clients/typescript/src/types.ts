@@ -51,7 +51,7 @@ export interface RunResult {
 export type StreamEvent =
   | { event: "stdout" | "stderr"; data: string; data_b64?: undefined }
   | { event: "stdout" | "stderr"; data?: undefined; data_b64: string }
-  | { event: "result"; result: RunResult };
+  | { event: "result"; status: number; result: RunResult };
 
 export interface LeaseRequest {
   tool: string;

@@ -8,7 +8,8 @@ import { join } from "node:path";
 
 import { SandmanClient } from "../dist/index.js";
 
-export async function startRunner(extraArgs = []) {
+// tcp: listen on a free loopback port (clients that need a URL: MCP).
+export async function startRunner(extraArgs = [], { tcp = false } = {}) {
   const bin = process.env.SANDMAN_BIN;
   if (!bin) throw new Error("SANDMAN_BIN must name the sandman binary");
   const dir = mkdtempSync(join(tmpdir(), "sandman-ts-"));
@@ -18,15 +19,25 @@ export async function startRunner(extraArgs = []) {
   const logPath = join(dir, "runner.log");
   const log = openSync(logPath, "w");
   const args = [
-    "worker", "start", "--listen", `unix:${sock}`, "--token-file", join(dir, "token"),
+    "worker", "start", "--listen", tcp ? "tcp://127.0.0.1:0" : `unix:${sock}`, "--token-file", join(dir, "token"),
     "--pool", "ts", "--sandbox-mode", "per_run", "--sandbox-backend", "docker",
     "--sandbox-image", "sandman/minimal:latest", "--sandbox-network", "none",
     "--sandbox-cpu", "1", "--sandbox-mem", "512m", "--sandbox-pids", "128", "--sandbox-disk", "512m",
     "--project-environment", "development", ...extraArgs,
   ];
   const proc = spawn(bin, args, { stdio: ["ignore", log, log] });
-  const client = new SandmanClient({ address: `unix:${sock}`, token });
   const readLog = () => readFileSync(logPath, "utf8");
+  let address = `unix:${sock}`;
+  for (let i = 0; tcp; i++) {
+    const m = /runner listening on (tcp:\/\/127\.0\.0\.1:\d+)/.exec(readLog());
+    if (m) {
+      address = m[1];
+      break;
+    }
+    if (proc.exitCode !== null || i > 600) throw new Error(`the runner did not start: ${readLog()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const client = new SandmanClient({ address, token });
   for (let i = 0; ; i++) {
     if (proc.exitCode !== null) throw new Error(`the runner exited: ${readLog()}`);
     try {
@@ -40,7 +51,8 @@ export async function startRunner(extraArgs = []) {
   return {
     client,
     token,
-    address: `unix:${sock}`,
+    address,
+    url: address.startsWith("tcp://") ? `http://${address.slice(6)}` : null,
     dir,
     readLog,
     async stop() {

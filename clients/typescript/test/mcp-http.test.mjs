@@ -1,0 +1,89 @@
+// /mcp on a real runner with the official MCP TypeScript SDK's client over
+// the streamable HTTP transport: list the tools, run a command, write, edit
+// and read back a file; a worker token's session, another token refused the
+// session; the session's sandbox removed when it ends (run through
+// tests/integration/test_mcp_sdk.sh).
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+import { deriveWorkerToken } from "../dist/index.js";
+import { startRunner } from "./runner.mjs";
+
+let runner;
+before(async () => {
+  runner = await startRunner([], { tcp: true });
+});
+after(async () => {
+  await runner?.stop();
+});
+
+function text(result) {
+  return result.content.map((c) => c.text ?? "").join("");
+}
+
+async function connect(token, query = "") {
+  const transport = new StreamableHTTPClientTransport(new URL(`${runner.url}/mcp${query}`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: "sandman-test", version: "1.0.0" });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+test("the runner's /mcp with the MCP SDK client", async () => {
+  const { client, transport } = await connect(runner.token);
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["edit_file", "execute", "glob", "grep", "ls", "read_file", "write_file"]);
+  const run = await client.callTool({ name: "execute", arguments: { command: "echo hello; pwd" } });
+  assert.equal(run.isError, false, text(run));
+  assert.match(text(run), /hello\n\/workspace\n/);
+  const w = await client.callTool({ name: "write_file", arguments: { path: "notes.md", content: "a\nb\n" } });
+  assert.equal(w.isError, false, text(w));
+  const e = await client.callTool({ name: "edit_file", arguments: { path: "notes.md", old_string: "b", new_string: "c" } });
+  assert.equal(e.isError, false, text(e));
+  assert.equal(text(await client.callTool({ name: "read_file", arguments: { path: "notes.md" } })), "a\nc\n");
+  const out = await client.callTool({ name: "read_file", arguments: { path: "../etc/passwd" } });
+  assert.equal(out.isError, true);
+
+  // The session is the control token's: a worker token cannot use it.
+  const sid = transport.sessionId;
+  assert.ok(sid);
+  const stolen = await fetch(`${runner.url}/mcp?worker_key=w9`, {
+    method: "POST",
+    headers: {
+      Authorization: `Bearer ${deriveWorkerToken(runner.token, "w9")}`,
+      "Mcp-Session-Id": sid,
+      "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream",
+      "MCP-Protocol-Version": "2025-06-18",
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list" }),
+  });
+  assert.equal(stolen.status, 404);
+  const before = (await runner.client.sandboxes()).filter((s) => (s.run_id ?? "").startsWith("mcp-")).length;
+  assert.equal(before, 1);
+  await transport.terminateSession();
+  await client.close();
+  const left = (await runner.client.sandboxes()).filter((s) => (s.run_id ?? "").startsWith("mcp-")).length;
+  assert.equal(left, 0);
+});
+
+test("a worker token's MCP session uses that worker's sandbox", async () => {
+  const { client } = await connect(deriveWorkerToken(runner.token, "mw1"), "?worker_key=mw1");
+  const w = await client.callTool({ name: "write_file", arguments: { path: "mine.txt", content: "mw1\n" } });
+  assert.equal(w.isError, false, text(w));
+  await client.close();
+  const r = await runner.client.files.readText({ worker_key: "mw1" }, "mine.txt");
+  assert.equal(r, "mw1\n");
+  await assert.rejects(connect(deriveWorkerToken(runner.token, "mw1"), "?worker_key=mw2"));
+});
+
+test("the MCP Inspector's CLI lists the tools over HTTP", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const out = execFileSync("node_modules/.bin/mcp-inspector", ["--cli", `${runner.url}/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${runner.token}`, "--method", "tools/list"], { encoding: "utf8" });
+  const names = JSON.parse(out).tools.map((t) => t.name).sort();
+  assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "write_file"]);
+});
