@@ -113,6 +113,24 @@ typedef struct req_ctx {
 
 /* ---- answers ---- */
 
+/* Queues r (and drops our reference to it). */
+static enum MHD_Result send_response(req_ctx *c, struct MHD_Response *r, int status) {
+  /* One request per connection: the next one goes through the gate again
+   * (a kept-alive connection would let a client trickle its next head to
+   * libmicrohttpd directly). */
+  MHD_add_response_header(r, "Connection", "close");
+  enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = status;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
+    if (status == 401 || status == 403 || status == 400 || status == 413 || status == 404)
+      sm_metrics_failure(c->srv->metrics, "policy");
+  }
+  return ret;
+}
+
 static enum MHD_Result queue_answer(req_ctx *c) {
   char *data;
   size_t len;
@@ -153,20 +171,7 @@ static enum MHD_Result queue_answer(req_ctx *c) {
                                                : "GET, POST";
     MHD_add_response_header(r, "Allow", allow);
   }
-  /* One request per connection: the next one goes through the gate again
-   * (a kept-alive connection would let a client trickle its next head to
-   * libmicrohttpd directly). */
-  MHD_add_response_header(r, "Connection", "close");
-  enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
-  MHD_destroy_response(r);
-  if (ret == MHD_YES) {
-    c->status = status;
-    c->state = ST_ANSWERED;
-    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
-    if (status == 401 || status == 403 || status == 400 || status == 413 || status == 404)
-      sm_metrics_failure(c->srv->metrics, "policy");
-  }
-  return ret;
+  return send_response(c, r, status);
 }
 
 static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, const char *msg) {
@@ -216,15 +221,7 @@ static enum MHD_Result queue_stream(req_ctx *c) {
   MHD_add_response_header(r, "Cache-Control", "no-store");
   if (h1) MHD_add_response_header(r, h1, v1);
   if (h2) MHD_add_response_header(r, h2, v2);
-  MHD_add_response_header(r, "Connection", "close");
-  enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
-  MHD_destroy_response(r);
-  if (ret == MHD_YES) {
-    c->status = status;
-    c->state = ST_ANSWERED;
-    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
-  }
-  return ret;
+  return send_response(c, r, status);
 }
 
 /* Where the call of a streamed request stands: its streamed answer, its

@@ -18,18 +18,17 @@ import io
 import json
 import os
 import secrets
-import shutil
 import socket
 import sys
 import tarfile
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server as ts  # noqa: E402
-from sandman_client import Client, SandmanError, derive_worker_token  # noqa: E402
+from sandman_client import Client, derive_worker_token  # noqa: E402
 
 check = ts.check
+status_of = ts.status_of
 MIB = 1024 * 1024
 
 
@@ -40,14 +39,6 @@ def runner_args():
             "--sandbox-cpu", "1", "--sandbox-mem", "512m", "--sandbox-pids", "128",
             "--sandbox-disk", "512m", "--project-environment", "development",
             "--max-file-body", "300m"]
-
-
-def status_of(fn):
-    try:
-        fn()
-        return 200
-    except SandmanError as e:
-        return e.status
 
 
 def chunks(total, seed):
@@ -280,23 +271,7 @@ def suite_stream(tmp):
 
 
 def main():
-    suite = sys.argv[1] if len(sys.argv) > 1 else "files"
-    ts.require_engine()
-    tmp = tempfile.mkdtemp(prefix="smfiles-", dir="/tmp")
-    with open(os.path.join(tmp, "token"), "w") as f:
-        f.write(secrets.token_hex(24) + "\n")
-    os.chmod(os.path.join(tmp, "token"), 0o600)
-    try:
-        {"files": suite_files, "stream": suite_stream}[suite](tmp)
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        check("suite %s ran to the end" % suite, False, repr(e))
-    finally:
-        ts.cleanup_instance()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (ts.PASSED, ts.FAILED))
-    sys.exit(0 if ts.FAILED == 0 else 1)
+    ts.run_suites({"files": suite_files, "stream": suite_stream}, "files", "smfiles-")
 
 
 if __name__ == "__main__":

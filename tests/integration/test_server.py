@@ -482,14 +482,20 @@ def suite_hook(tmp):
 
 
 def main():
-    suite = sys.argv[1] if len(sys.argv) > 1 else "core"
+    run_suites({"core": suite_core, "load": suite_load, "hook": suite_hook}, "core", "smsrv-")
+
+
+def run_suites(suites, default, prefix):
+    """Runs the suite named by argv[1] (else default) with a token in a
+    folder of its own, then cleans up and exits with the result."""
+    suite = sys.argv[1] if len(sys.argv) > 1 else default
     require_engine()
-    tmp = tempfile.mkdtemp(prefix="smsrv-", dir="/tmp")
+    tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     with open(os.path.join(tmp, "token"), "w") as f:
         f.write(secrets.token_hex(24) + "\n")
     os.chmod(os.path.join(tmp, "token"), 0o600)
     try:
-        {"core": suite_core, "load": suite_load, "hook": suite_hook}[suite](tmp)
+        suites[suite](tmp)
     except Exception as e:  # noqa: BLE001
         import traceback
         traceback.print_exc()
