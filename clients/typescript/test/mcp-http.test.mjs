@@ -4,6 +4,7 @@
 // session; the session's sandbox removed when it ends (run through
 // tests/integration/test_mcp_sdk.sh).
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { after, before, test } from "node:test";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -79,10 +80,11 @@ test("a worker token's MCP session uses that worker's sandbox", async () => {
   const r = await runner.client.files.readText({ worker_key: "mw1" }, "mine.txt");
   assert.equal(r, "mw1\n");
   await assert.rejects(connect(deriveWorkerToken(runner.token, "mw1"), "?worker_key=mw2"));
+  // A worker's sandbox outlives its sessions by design: this test removes it.
+  execFileSync(process.env.SANDMAN_BIN, ["sandbox", "rm", "--worker-id", "mw1"]);
 });
 
 test("the MCP Inspector's CLI lists the tools over HTTP", async () => {
-  const { execFileSync } = await import("node:child_process");
   const out = execFileSync("node_modules/.bin/mcp-inspector", ["--cli", `${runner.url}/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${runner.token}`, "--method", "tools/list"], { encoding: "utf8" });
   const names = JSON.parse(out).tools.map((t) => t.name).sort();
   assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "write_file"]);
