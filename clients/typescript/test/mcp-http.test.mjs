@@ -64,6 +64,13 @@ test("the runner's /mcp with the MCP SDK client", async () => {
     body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list" }),
   });
   assert.equal(stolen.status, 404);
+  // A browser page must not reach a local runner: any Origin is refused.
+  const page = await fetch(`${runner.url}/mcp`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${runner.token}`, Origin: "http://page.example", "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "p", version: "1" } } }),
+  });
+  assert.equal(page.status, 403);
   const before = (await runner.client.sandboxes()).filter((s) => (s.run_id ?? "").startsWith("mcp-")).length;
   assert.equal(before, 1);
   await transport.terminateSession();
