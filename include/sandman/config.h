@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include <sandman/egress.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
 
@@ -57,6 +58,21 @@ typedef struct sm_config_audit {
   int keep;          /* -1: not said */
 } sm_config_audit;
 SM_API void sm_config_audit_get(const sm_config *cfg, sm_config_audit *out);
+
+/* A sandbox's egress lists (network allowlist, docs/network.md): the
+ * levels that set egress.allow or egress.deny, defaults first, then the
+ * agent's entry. Lists are borrowed from cfg. */
+typedef struct sm_config_egress {
+  sm_egress_level levels[2];
+  size_t n_levels;
+  char agent_level[96]; /* storage for "agents.<name>" */
+} sm_config_egress;
+SM_API void sm_config_egress_get(const sm_config *cfg, const char *agent, sm_config_egress *out);
+/* {"allow": [{"level", "patterns"}...], "deny": [...]} (caller owns it). */
+SM_API json_object *sm_config_egress_json(const sm_config_egress *egress);
+/* The egress_proxy section as proxy options (instance and state_dir left
+ * NULL; strings borrowed from cfg). */
+SM_API void sm_config_egress_proxy(const sm_config *cfg, sm_egress_proxy_options *out);
 
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
 SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);

@@ -81,6 +81,9 @@ typedef struct sm_egress_policy {
  * SM_EINVAL with the reason. */
 SM_API int sm_egress_pattern_check(const char *pattern, sm_error *err);
 
+/* 0 if addr is an IPv4 or IPv6 address (no brackets), else -1. */
+SM_API int sm_egress_address_check(const char *addr);
+
 /* Writes the policy of a container attached to net into the proxy, keyed by
  * the container's address on that network (read from the engine), with the
  * engine's own addresses and networks to refuse. Replaces what was there:

@@ -55,6 +55,27 @@ static void format_value(const char *name, json_object *v, char *buf, size_t len
   }
 }
 
+/* egress.allow / egress.deny by level, when the network is allowlist. */
+static void print_egress(const sm_resolved *r, json_object *j) {
+  if (strcmp(r->settings.network, "allowlist") != 0) return;
+  json_object *eg = NULL, *allow = NULL, *deny = NULL;
+  if (!json_object_object_get_ex(j, "egress", &eg)) return;
+  json_object_object_get_ex(eg, "allow", &allow);
+  json_object_object_get_ex(eg, "deny", &deny);
+  if (json_object_array_length(allow) == 0) printf("egress:      nothing reachable (no egress.allow list)\n");
+  for (int pass = 0; pass < 2; pass++) {
+    json_object *list = pass ? deny : allow;
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+      json_object *lv = json_object_array_get_idx(list, i), *level = NULL, *pats = NULL;
+      json_object_object_get_ex(lv, "level", &level);
+      json_object_object_get_ex(lv, "patterns", &pats);
+      char buf[1100];
+      format_value("egress", pats, buf, sizeof buf);
+      printf("egress:      %s.egress.%s: %s\n", json_object_get_string(level), pass ? "deny" : "allow", buf);
+    }
+  }
+}
+
 static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *j,
                        const char *agent, const char *tool, const char *user) {
   const char *path = sm_config_path(cfg);
@@ -86,6 +107,7 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
     printf("worker:      %s may lease %s\n", json_object_get_string(key),
            json_object_array_length(svc) ? buf : "nothing (no workers entry grants it)");
   }
+  print_egress(r, j);
   printf("\n%-22s %-40s %s\n", "SETTING", "VALUE", "SOURCE");
   json_object *settings = NULL;
   json_object_object_get_ex(j, "settings", &settings);
@@ -153,6 +175,9 @@ int cmd_config_explain(const cli_call *call) {
   }
   const char *worker = cli_str(call, "worker-key");
   if (worker) json_object_object_add(j, "worker", worker_json(cfg, worker));
+  sm_config_egress eg;
+  sm_config_egress_get(cfg, agent, &eg);
+  json_object_object_add(j, "egress", sm_config_egress_json(&eg));
   if (json) cli_print_json(j);
   else print_text(cfg, &r, j, agent, tool, user);
   json_object_put(j);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <sandman/audit.h>
+#include <sandman/egress.h>
 #include <sandman/config.h>
 
 /* Hard caps on what the loader accepts from a file. */
@@ -133,6 +134,7 @@ typedef struct cfg_layer {
   cfg_opt_list worker_tools;          /* the sandbox's own tool list */
   cfg_opt_list always, never;         /* sandbox_tools.always / .never */
   cfg_opt_list host_tools;            /* credential-backed: stay on the host */
+  cfg_opt_list egress_allow, egress_deny; /* egress.allow / egress.deny (network allowlist) */
   cfg_scope scope;
   char *workspace_root;               /* agents only */
   cfg_opt_list protect_add;           /* workspace.protect_add */
@@ -173,6 +175,10 @@ struct sm_config {
   int audit_enabled, audit_stderr, audit_keep;
   char *audit_file;
   int64_t audit_max_bytes;
+  /* egress_proxy: NULL / 0 where the file does not say */
+  char *egress_network;
+  cfg_list egress_hosts; /* "name=address" */
+  int egress_max_connections, egress_max_per_sandbox, egress_idle_timeout, egress_connect_timeout;
   cfg_layer defaults;
   cfg_agent *agents;
   size_t n_agents;

@@ -43,7 +43,7 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 };
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
-                                       "tools", "workers", "audit", NULL};
+                                       "tools", "workers", "audit", "egress_proxy", NULL};
 static const char *const worker_keys[] = {"services", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "backend",
@@ -51,18 +51,21 @@ static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "ba
 static const char *const swarm_keys[] = {"node_certs", "node_port", "constraints",
                                          "reserve_cpu", "reserve_memory", NULL};
 static const char *const audit_keys[] = {"enabled", "file", "stderr", "max_size", "keep", NULL};
+static const char *const egress_proxy_keys[] = {"network",         "hosts",        "max_connections",
+                                                "max_per_sandbox", "idle_timeout", "connect_timeout",
+                                                NULL};
 static const char *const defaults_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
-    "workspace", NULL};
+    "workspace", "egress", NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
-    "workspace", NULL};
+    "workspace", "egress", NULL};
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
@@ -236,7 +239,7 @@ static int list_push(vctx *v, cfg_list *l, const char *s) {
   return 0;
 }
 
-typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT } list_kind;
+typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT, LIST_HOSTS } list_kind;
 
 /* The runner's names (worker keys, services): 1..max of letters, digits and
  * _ . : @ + = -, not starting with - or . */
@@ -259,6 +262,11 @@ static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind 
                   "'%s' is not a tool name or pattern (letters, digits, '_', '.', '-' and the "
                   "globs * ? [...]; or group:NAME)",
                   s);
+    return 0;
+  }
+  if (kind == LIST_HOSTS) {
+    sm_error perr = SM_ERROR_INIT;
+    if (sm_egress_pattern_check(s, &perr) != 0) return verr(v, it, path, "%s", perr.message);
     return 0;
   }
   if (kind == LIST_SERVICES) {
@@ -323,8 +331,8 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
     }
     case CK_NETWORK:
       if ((rc = get_string(v, n, path, &s))) return rc;
-      if (strcmp(s, "none") != 0 && strcmp(s, "bridge") != 0)
-        return verr(v, n, path, "'%s' is not one of none, bridge", s);
+      if (strcmp(s, "none") != 0 && strcmp(s, "bridge") != 0 && strcmp(s, "allowlist") != 0)
+        return verr(v, n, path, "'%s' is not one of none, bridge, allowlist", s);
       break;
     case CK_IMAGE:
       if ((rc = get_string(v, n, path, &s))) return rc;
@@ -411,6 +419,8 @@ static void layer_free(cfg_layer *l) {
   list_free(&l->never.list);
   list_free(&l->host_tools.list);
   list_free(&l->protect_add.list);
+  list_free(&l->egress_allow.list);
+  list_free(&l->egress_deny.list);
   free(l->workspace_root);
   memset(l, 0, sizeof *l);
 }
@@ -481,6 +491,15 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     if (a && (rc = get_list(v, a, q, LIST_TOOLS, &l->allow.set, &l->allow.list))) return rc;
     snprintf(q, sizeof q, "%s.deny", p);
     if (d && (rc = get_list(v, d, q, LIST_TOOLS, &l->deny.set, &l->deny.list))) return rc;
+  }
+  if ((n = cfg_map_get(map, "egress"))) {
+    join(p, sizeof p, path, "egress");
+    if ((rc = check_map(v, n, p, policy_keys))) return rc;
+    const cfg_ynode *a = cfg_map_get(n, "allow"), *d = cfg_map_get(n, "deny");
+    snprintf(q, sizeof q, "%s.allow", p);
+    if (a && (rc = get_list(v, a, q, LIST_HOSTS, &l->egress_allow.set, &l->egress_allow.list))) return rc;
+    snprintf(q, sizeof q, "%s.deny", p);
+    if (d && (rc = get_list(v, d, q, LIST_HOSTS, &l->egress_deny.set, &l->egress_deny.list))) return rc;
   }
   if ((n = cfg_map_get(map, "sandbox_tools"))) {
     join(p, sizeof p, path, "sandbox_tools");
@@ -648,6 +667,70 @@ static int parse_audit(vctx *v, const cfg_ynode *map, sm_config *c) {
   return 0;
 }
 
+static int whole_number(vctx *v, const cfg_ynode *n, const char *path, int64_t min, int64_t max, int *out) {
+  int64_t i = 0;
+  sm_error perr = SM_ERROR_INIT;
+  if (n->type != CFG_Y_SCALAR || sm_parse_int(n->str, min, max, &i, &perr) != 0)
+    return verr(v, n, path, "expected a whole number from %lld to %lld, got %s", (long long)min, (long long)max,
+                n->type == CFG_Y_SCALAR ? n->str : describe(n));
+  *out = (int)i;
+  return 0;
+}
+
+static int seconds(vctx *v, const cfg_ynode *n, const char *path, int max, int *out) {
+  double d = 0;
+  sm_error perr = SM_ERROR_INIT;
+  if (n->type != CFG_Y_SCALAR || sm_parse_duration(n->str, &d, &perr) != 0 || d < 1 || d > max)
+    return verr(v, n, path, "expected a duration from 1s to %ds (e.g. 30s, 5m), got %s", max,
+                n->type == CFG_Y_SCALAR ? n->str : describe(n));
+  *out = (int)d;
+  return 0;
+}
+
+/* egress_proxy: the instance's egress proxy (docs/network.md). */
+static int parse_egress_proxy(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "egress_proxy", egress_proxy_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  const cfg_ynode *n;
+  const char *s = NULL;
+  if ((n = cfg_map_get(map, "network")) && !cfg_ynode_is_null(n)) {
+    if ((rc = get_string(v, n, "egress_proxy.network", &s))) return rc;
+    if (n->len == 0 || n->len > 128 || !valid_chars(s, "_.-"))
+      return verr(v, n, "egress_proxy.network", "'%s' is not a network name", s);
+    if ((rc = set_str(v, &c->egress_network, s))) return rc;
+  }
+  if ((n = cfg_map_get(map, "hosts")) && !cfg_ynode_is_null(n)) {
+    if ((rc = check_map(v, n, "egress_proxy.hosts", NULL))) return rc;
+    for (size_t i = 0; i < cfg_map_size(n); i++) {
+      const cfg_ynode *k = cfg_map_key(n, i), *val = cfg_map_value(n, i);
+      char p[600], entry[600];
+      snprintf(p, sizeof p, "egress_proxy.hosts.%s", k->str);
+      sm_error perr = SM_ERROR_INIT;
+      if (k->str[0] == '*' || sm_egress_pattern_check(k->str, &perr) != 0 || strchr(k->str, ':') ||
+          strchr(k->str, '/'))
+        return verr(v, k, p, "'%s' is not a host name", k->str);
+      if (val->type != CFG_Y_SCALAR || cfg_ynode_is_null(val) || sm_egress_address_check(val->str) != 0)
+        return verr(v, val ? val : k, p, "expected an IP address, got %s",
+                    val && val->type == CFG_Y_SCALAR ? val->str : describe(val));
+      snprintf(entry, sizeof entry, "%s=%s", k->str, val->str);
+      if ((rc = list_push(v, &c->egress_hosts, entry))) return rc;
+    }
+  }
+  if ((n = cfg_map_get(map, "max_connections")) && !cfg_ynode_is_null(n) &&
+      (rc = whole_number(v, n, "egress_proxy.max_connections", 1, 100000, &c->egress_max_connections)))
+    return rc;
+  if ((n = cfg_map_get(map, "max_per_sandbox")) && !cfg_ynode_is_null(n) &&
+      (rc = whole_number(v, n, "egress_proxy.max_per_sandbox", 1, 100000, &c->egress_max_per_sandbox)))
+    return rc;
+  if ((n = cfg_map_get(map, "idle_timeout")) && !cfg_ynode_is_null(n) &&
+      (rc = seconds(v, n, "egress_proxy.idle_timeout", 86400, &c->egress_idle_timeout)))
+    return rc;
+  if ((n = cfg_map_get(map, "connect_timeout")) && !cfg_ynode_is_null(n) &&
+      (rc = seconds(v, n, "egress_proxy.connect_timeout", 600, &c->egress_connect_timeout)))
+    return rc;
+  return 0;
+}
+
 static int parse_agents(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "agents", NULL);
   if (rc || cfg_ynode_is_null(map)) return rc;
@@ -774,7 +857,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if (root->type != CFG_Y_MAP)
     return verr(v, root, "",
                 "expected a mapping of keys (version, project, engine, defaults, agents, "
-                "tools, workers, audit), got %s",
+                "tools, workers, audit, egress_proxy), got %s",
                 describe(root));
   int rc = check_map(v, root, "", top_keys);
   if (rc) return rc;
@@ -788,6 +871,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if ((rc = parse_project(v, cfg_map_get(root, "project"), c))) return rc;
   if ((rc = parse_engine(v, cfg_map_get(root, "engine"), c))) return rc;
   if ((rc = parse_audit(v, cfg_map_get(root, "audit"), c))) return rc;
+  if ((rc = parse_egress_proxy(v, cfg_map_get(root, "egress_proxy"), c))) return rc;
   if ((rc = parse_layer(v, cfg_map_get(root, "defaults"), "defaults", 0, &c->defaults)))
     return rc;
   if ((rc = parse_pool_size(v, cfg_map_get(root, "defaults"), c))) return rc;
@@ -820,6 +904,8 @@ void sm_config_free(sm_config *cfg) {
   free(cfg->backend);
   free(cfg->swarm_node_certs);
   list_free(&cfg->swarm_constraints);
+  free(cfg->egress_network);
+  list_free(&cfg->egress_hosts);
   layer_free(&cfg->defaults);
   for (size_t i = 0; i < cfg->n_agents; i++) {
     free(cfg->agents[i].name);

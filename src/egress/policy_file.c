@@ -15,6 +15,11 @@ int sm_egress_pattern_check(const char *pattern, sm_error *err) {
   return 0;
 }
 
+int sm_egress_address_check(const char *addr) {
+  eg_addr a;
+  return addr && eg_addr_parse(addr, &a) == 0 ? 0 : -1;
+}
+
 /* Names go on one line after a space: nothing that could end or split it. */
 static int id_line(sm_buf *out, const char *key, const char *v, sm_error *err) {
   if (v == NULL || *v == '\0') v = "-";
