@@ -43,6 +43,21 @@ typedef struct sm_egress_proxy_options {
 
 #define SM_EGRESS_PROXY_OPTIONS_INIT {NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0}
 
+/* An owned, reference-counted copy of proxy options (a runner's, swapped
+ * on a configuration reload while calls in flight keep theirs). */
+typedef struct sm_egress_settings sm_egress_settings;
+SM_API int sm_egress_settings_new(sm_egress_settings **out, const sm_egress_proxy_options *opts,
+                                  sm_error *err);
+SM_API sm_egress_settings *sm_egress_settings_ref(sm_egress_settings *settings);
+SM_API void sm_egress_settings_unref(sm_egress_settings *settings);
+/* Borrowed for as long as the reference is held. */
+SM_API const sm_egress_proxy_options *sm_egress_settings_options(const sm_egress_settings *settings);
+
+/* A runtime that can carry network mode allowlist: SM_EUNSUPPORTED when the
+ * engine registers it with --network=none (gVisor as `runsc`; use
+ * `runsc-net`, docs/network.md#gvisor). "" is the engine's default. */
+SM_API int sm_egress_runtime_check(sm_engine *engine, const char *runtime, sm_error *err);
+
 /* Where a sandbox of a project goes: its internal network and the proxy. */
 typedef struct sm_egress_net {
   char network[SM_EGRESS_NAME_MAX]; /* join this network (and no other) */

@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include <sandman/egress.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
 
@@ -49,7 +50,7 @@ SM_API int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err
 typedef struct sm_sandbox_settings {
   sm_mode mode;
   char image[SM_NAME_MAX];  /* default "sandman/minimal:latest" */
-  char network[64];         /* "none" (default) or "bridge" */
+  char network[64];         /* "none" (default), "bridge" or "allowlist" */
   char runtime[64];         /* "" = engine default, or "runsc" */
   char user[64];            /* "" = the image's user if not root, else 1000:1000 */
   double cpu;               /* CPUs; 0 = no limit */
@@ -71,6 +72,10 @@ typedef struct sm_sandbox_settings {
    * by default; empty: none). Not part of the container's hash. */
   sm_string_list protect;
   sm_string_list env_passthrough; /* globs of host variables passed through */
+  /* network allowlist: the level whose egress lists govern the sandbox
+   * ("defaults", "agents.<name>"); part of the config hash, so that agents
+   * with lists of their own never share a sandbox. "" otherwise. */
+  char egress_owner[96];
 } sm_sandbox_settings;
 
 SM_API void sm_sandbox_settings_defaults(sm_sandbox_settings *out);
@@ -171,6 +176,9 @@ typedef struct sm_run_request {
   sm_sync_mode sync;
   const sm_string_list *extra_excludes;
   sm_sandbox_settings settings; /* resolved */
+  /* network allowlist: the egress levels (sm_config_egress_get), borrowed. */
+  const sm_egress_level *egress;
+  size_t n_egress;
   /* Optional streaming of output as it arrives (besides the capped copy). */
   sm_output_fn on_output;
   void *on_output_ud;
@@ -262,9 +270,11 @@ typedef struct sm_runner_options {
   const char *backend;     /* NULL or "docker": the engine runs the sandboxes;
                               "swarm": the engine is a swarm manager */
   sm_swarm_options swarm;
+  /* network allowlist: the egress proxy's settings (copied); NULL: built-in. */
+  const sm_egress_proxy_options *egress;
 } sm_runner_options;
 
-#define SM_RUNNER_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, {NULL, 0, NULL, 0, 0, 0}}
+#define SM_RUNNER_OPTIONS_INIT {SM_ENGINE_OPTIONS_INIT, NULL, NULL, NULL, {NULL, 0, NULL, 0, 0, 0}, NULL}
 
 SM_API int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err);
 SM_API void sm_runner_free(sm_runner *runner);
@@ -274,6 +284,11 @@ SM_API const char *sm_runner_state_dir(const sm_runner *runner);
 SM_API const char *sm_runner_instance(const sm_runner *runner);
 /* "docker" or "swarm" (sm_runner_options.backend). */
 SM_API const char *sm_runner_backend(const sm_runner *runner);
+/* The egress proxy settings in force (a reference: sm_egress_settings_unref). */
+SM_API sm_egress_settings *sm_runner_egress(sm_runner *runner);
+/* Replaces them (a configuration reload): calls that start afterwards use
+ * the new ones. Copies opts. */
+SM_API int sm_runner_set_egress(sm_runner *runner, const sm_egress_proxy_options *opts, sm_error *err);
 
 /* Runs one tool call. Returns 0 whenever a result was produced (the tool may
  * still have failed: see result->failure_kind); a negative code only when

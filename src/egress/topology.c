@@ -636,3 +636,28 @@ int sm_egress_teardown(sm_engine *e, const sm_egress_proxy_options *opts, sm_err
   }
   return first;
 }
+
+/* ---- runtimes ---- */
+
+int sm_egress_runtime_check(sm_engine *e, const char *runtime, sm_error *err) {
+  if (runtime == NULL || *runtime == '\0') return 0;
+  json_object *info = NULL, *rts = NULL, *rt = NULL, *args = NULL;
+  int rc = sm_engine_info(e, &info, err);
+  if (rc != 0) return rc;
+  int none = 0;
+  if (json_object_object_get_ex(info, "Runtimes", &rts) && json_object_object_get_ex(rts, runtime, &rt) &&
+      json_object_object_get_ex(rt, "runtimeArgs", &args) && json_object_is_type(args, json_type_array)) {
+    for (size_t i = 0; i < json_object_array_length(args); i++) {
+      const char *a = json_object_get_string(json_object_array_get_idx(args, i));
+      if (a && (strcmp(a, "--network=none") == 0 || strcmp(a, "-network=none") == 0)) none = 1;
+    }
+  }
+  json_object_put(info);
+  if (none)
+    return sm_error_set(err, SM_EUNSUPPORTED,
+                        "runtime %s is registered with --network=none: a sandbox under it has no network, so "
+                        "network allowlist cannot work there; use --runtime runsc-net (gVisor on the sandbox's own "
+                        "network, registered by scripts/setup.sh; docs/network.md#gvisor)",
+                        runtime);
+  return 0;
+}

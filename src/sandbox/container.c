@@ -464,6 +464,10 @@ static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request 
   sm_strv env = {0};
   sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
   rc = sm_env_build(&es, &env, err);
+  /* network allowlist: the project's internal network and the proxy. */
+  sm_egress_net net;
+  int allowlist = sm_sandbox_allowlist(s);
+  if (rc == 0 && allowlist) rc = sandbox_egress_prepare(runner, e, req, &net, &env, err);
   json_object *config = NULL;
   if (rc == 0) {
     sm_container_spec cs = {
@@ -476,6 +480,7 @@ static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request 
         .env = (const char *const *)env.v,
         .n_env = env.n,
         .gvisor = gvisor,
+        .network = allowlist ? net.network : NULL,
     };
     config = sm_container_config_build(&cs);
     if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");
@@ -520,6 +525,8 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
   int fix_tmp = tmp_needs_fix(e, sb->id, image_id, &tmp_mode);
   rc = sm_engine_container_start(e, sb->id, err);
   if (rc == 0 && fix_tmp) rc = make_tmp_writable(e, sb, s->image, tmp_mode, err);
+  /* Its policy before anything runs in it; else it reaches nothing. */
+  if (rc == 0 && allowlist) rc = sandbox_egress_apply(runner, e, req, &net, sb->id, sb->name, err);
   if (rc) {
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
@@ -1002,6 +1009,11 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
                                        : acquire_keyed(runner, e, req, &sb, err);
     if (rc) goto fail;
     if (sw) e = t.engine = sb.swarm.node;
+    /* A sandbox made before (or by the pool): this call's policy, which a
+     * reloaded configuration may have changed since. */
+    if (sm_sandbox_allowlist(s) && (sb.reused || sb.pooled) &&
+        (rc = sandbox_egress_apply(runner, e, req, NULL, sb.id, sb.name, err)) != 0)
+      goto fail_release;
     snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", sb.id);
     out->reused = sb.reused;
     snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb.replaced);

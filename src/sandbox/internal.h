@@ -81,6 +81,17 @@ int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
 /* Instance names become part of container names: [A-Za-z0-9_.-], 1..64. */
 int sm_instance_valid(const char *instance);
 
+/* ---- network allowlist (network.c) ---- */
+int sm_sandbox_allowlist(const sm_sandbox_settings *s);
+/* Before a sandbox is made: the topology, and the proxy variables added to
+ * env. The runtime must have a network. */
+int sandbox_egress_prepare(sm_runner *runner, sm_engine *e, const sm_run_request *req, sm_egress_net *net,
+                           sm_strv *env, sm_error *err);
+/* The call's policy written into the proxy for container cid (net: the
+ * topology when just made, else NULL to look it up). */
+int sandbox_egress_apply(sm_runner *runner, sm_engine *e, const sm_run_request *req, const sm_egress_net *net,
+                         const char *cid, const char *name, sm_error *err);
+
 typedef struct sm_container_spec {
   const sm_sandbox_settings *settings;
   const char *user;     /* resolved user for the container ("1000:1000") */
@@ -90,6 +101,7 @@ typedef struct sm_container_spec {
   const char *const *env; /* container's base environment */
   size_t n_env;
   int gvisor;           /* the runtime is gVisor: --pids is enforced inside it */
+  const char *network;  /* NULL: settings->network; else join this network (allowlist) */
 } sm_container_spec;
 
 /* Under gVisor the host's pids cgroup counts gVisor's own threads too (its

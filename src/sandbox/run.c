@@ -23,8 +23,9 @@ static int check_request(const sm_run_request *req, sm_error *err) {
       s->stdout_cap < 0 || s->stderr_cap < 0 || !(s->cpu >= 0))
     return sm_error_set(err, SM_EINVAL, "limits must not be negative");
   if (s->mode != SM_MODE_NONE) {
-    if (strcmp(s->network, "none") != 0 && strcmp(s->network, "bridge") != 0)
-      return sm_error_set(err, SM_EINVAL, "network '%s' is not allowed (use none or bridge)",
+    if (strcmp(s->network, "none") != 0 && strcmp(s->network, "bridge") != 0 &&
+        strcmp(s->network, "allowlist") != 0)
+      return sm_error_set(err, SM_EINVAL, "network '%s' is not allowed (use none, bridge or allowlist)",
                           s->network);
     if (s->image[0] == '\0') return sm_error_set(err, SM_EINVAL, "no image given");
     if (s->memory > 0 && s->memory < 6 * 1024 * 1024)

@@ -36,6 +36,7 @@ struct sm_runner {
   sm_pool *pool;              /* warm pool, background removals, lookup cache */
   sm_agents *agents;          /* sessions with in-sandbox agents (agent.c) */
   sandbox_swarm *swarm;            /* the swarm backend, or NULL (swarm.c) */
+  sm_egress_settings *egress; /* network allowlist: the proxy's settings (under lock) */
 };
 
 static void thread_engine_free(void *p) {
@@ -118,9 +119,23 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
       return rc;
     }
   }
+  sm_egress_proxy_options eo = SM_EGRESS_PROXY_OPTIONS_INIT;
+  if (opts->egress) eo = *opts->egress;
+  eo.instance = r->instance; /* the proxy belongs to the runner's instance */
+  eo.state_dir = r->state_dir;
+  if ((rc = sm_egress_settings_new(&r->egress, &eo, err)) != 0) {
+    sandbox_swarm_free(r->swarm);
+    sm_engine_free(r->template_engine);
+    free(r->host);
+    free(r->cert_path);
+    free(r->api_version);
+    free(r);
+    return rc;
+  }
   pthread_mutex_init(&r->lock, NULL);
   if (pthread_key_create(&r->key, thread_engine_free) != 0) {
     sandbox_swarm_free(r->swarm);
+    sm_egress_settings_unref(r->egress);
     sm_engine_free(r->template_engine);
     pthread_mutex_destroy(&r->lock);
     free(r->host);
@@ -156,6 +171,7 @@ void sm_runner_free(sm_runner *r) {
     te = next;
   }
   sm_engine_free(r->template_engine);
+  sm_egress_settings_unref(r->egress);
   pthread_mutex_destroy(&r->lock);
   free(r->host);
   free(r->cert_path);
@@ -239,3 +255,26 @@ const char *sm_runner_backend(const sm_runner *r) { return r->swarm ? "swarm" : 
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }
 const char *sm_runner_instance(const sm_runner *r) { return r->instance; }
+
+sm_egress_settings *sm_runner_egress(sm_runner *r) {
+  pthread_mutex_lock(&r->lock);
+  sm_egress_settings *s = sm_egress_settings_ref(r->egress);
+  pthread_mutex_unlock(&r->lock);
+  return s;
+}
+
+int sm_runner_set_egress(sm_runner *r, const sm_egress_proxy_options *opts, sm_error *err) {
+  sm_egress_proxy_options eo = SM_EGRESS_PROXY_OPTIONS_INIT;
+  if (opts) eo = *opts;
+  eo.instance = r->instance;
+  eo.state_dir = r->state_dir;
+  sm_egress_settings *fresh = NULL;
+  int rc = sm_egress_settings_new(&fresh, &eo, err);
+  if (rc != 0) return rc;
+  pthread_mutex_lock(&r->lock);
+  sm_egress_settings *old = r->egress;
+  r->egress = fresh;
+  pthread_mutex_unlock(&r->lock);
+  sm_egress_settings_unref(old);
+  return 0;
+}

@@ -67,6 +67,13 @@ void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]) {
                    s->no_new_privileges ? 1 : 0, s->drop_all_caps ? 1 : 0, s->init ? 1 : 0);
   if (n < 0) n = 0;
   if ((size_t)n >= sizeof text) n = (int)sizeof text - 1;
+  /* Which egress lists govern an allowlist sandbox (never their patterns:
+   * a changed list is applied to the running sandbox, not a new one). The
+   * line is absent otherwise, so other sandboxes keep their hashes. */
+  if (s->egress_owner[0] && strcmp(s->network, "allowlist") == 0) {
+    int m = snprintf(text + n, sizeof text - (size_t)n, "egress_owner=%s\n", s->egress_owner);
+    if (m > 0 && (size_t)m < sizeof text - (size_t)n) n += m;
+  }
   sm_sha256_hex(text, (size_t)n, out);
 }
 

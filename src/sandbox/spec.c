@@ -273,7 +273,7 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   if (spec->labels) json_object_deep_copy(spec->labels, &labels, NULL);
   json_object_object_add(c, "Labels", labels ? labels : json_object_new_object());
 
-  json_object_object_add(hc, "NetworkMode", json_object_new_string(s->network));
+  json_object_object_add(hc, "NetworkMode", json_object_new_string(spec->network ? spec->network : s->network));
   json_object_object_add(hc, "Init", json_object_new_boolean(s->init));
   json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(s->read_only_root));
   json_object_object_add(hc, "IpcMode", json_object_new_string("private"));
