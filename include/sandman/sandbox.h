@@ -75,7 +75,7 @@ typedef struct sm_sandbox_settings {
   /* network allowlist: the level whose egress lists govern the sandbox
    * ("defaults", "agents.<name>"); part of the config hash, so that agents
    * with lists of their own never share a sandbox. "" otherwise. */
-  char egress_owner[96];
+  char egress_owner[160];
 } sm_sandbox_settings;
 
 SM_API void sm_sandbox_settings_defaults(sm_sandbox_settings *out);

@@ -85,6 +85,13 @@ typedef struct sm_server_options {
  * real port for tcp://HOST:0) is sm_server_address(). */
 SM_API int sm_server_start(sm_server **out, const sm_server_options *opts, sm_error *err);
 SM_API const char *sm_server_address(const sm_server *srv); /* borrowed */
+/* The configuration in force (borrowed). A reload (SIGHUP to `sandman
+ * worker start`) replaces it: calls that come afterwards resolve with the
+ * new one; calls in flight keep the one they started with, so the caller
+ * keeps every configuration it gave until sm_server_free. */
+SM_API const sm_config *sm_server_config(sm_server *srv);
+SM_API void sm_server_set_config(sm_server *srv, const sm_config *cfg);
+
 /* Clean stop: no new connections or calls, calls in flight run to their end
  * (their own timeouts bound this), backgrounded calls are killed, per_tool
  * sandboxes left by this instance are removed, the socket file unlinked. */

@@ -37,6 +37,10 @@ int cmd_sandbox_reap(const cli_call *call);
 int cmd_sandbox_rm(const cli_call *call);
 int cmd_config_check(const cli_call *call);
 int cmd_config_explain(const cli_call *call);
+int cmd_config_reload(const cli_call *call);
+/* Network allowlist, live (cli_egress.c): every running allowlist sandbox
+ * of the runner's instance gets its policy from cfg again; *n: how many. */
+int cli_egress_reapply(sm_runner *runner, const sm_config *cfg, size_t *n, sm_error *err);
 int cmd_image_build(const cli_call *call);
 int cmd_image_load(const cli_call *call);
 int cmd_token_derive(const cli_call *call);

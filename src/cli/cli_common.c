@@ -134,6 +134,9 @@ int cli_runner_new(const cli_globals *g, sm_config *cfg, const char *backend, sm
   /* --sandbox-backend > engine.backend > docker. */
   ro.backend = backend ? backend : sm_config_engine_backend(cfg);
   sm_config_swarm(cfg, &ro.swarm);
+  sm_egress_proxy_options eo; /* network allowlist: the configuration's proxy */
+  sm_config_egress_proxy(cfg, &eo);
+  ro.egress = &eo;
   *out = NULL;
   if (sm_runner_new(out, &ro, &err) != 0) {
     sm_config_free(cfg);

@@ -22,6 +22,22 @@ int cmd_config_check(const cli_call *call) {
   return CLI_EXIT_OK;
 }
 
+int cmd_config_reload(const cli_call *call) {
+  sm_config *cfg = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_config_load(&cfg, call->g->config_path, &err) != 0) return cli_fail(&err);
+  sm_runner *runner = NULL;
+  int rc = cli_runner_new(call->g, cfg, &runner);
+  if (rc) return rc;
+  size_t n = 0;
+  rc = cli_egress_reapply(runner, cfg, &n, &err);
+  sm_runner_free(runner);
+  sm_config_free(cfg);
+  if (rc != 0) return cli_fail(&err);
+  printf("egress policy applied to %zu running allowlist sandbox(es)\n", n);
+  return CLI_EXIT_OK;
+}
+
 static int is_size(const char *name) {
   return !strcmp(name, "memory") || !strcmp(name, "disk") || !strcmp(name, "tmpfs") ||
          !strcmp(name, "stdout_cap") || !strcmp(name, "stderr_cap");

@@ -266,6 +266,10 @@ static int run_call(const cli_call *call, run_args *a) {
   req.worker_id = a->worker_id;
   req.scope = res.scope_kind;
   req.workspace = a->workspace;
+  sm_config_egress eg; /* network allowlist: the lists that govern the sandbox */
+  sm_config_egress_get(cfg, a->agent, &eg);
+  req.egress = eg.levels;
+  req.n_egress = eg.n_levels;
   if (a->sync && sm_sync_mode_parse(a->sync, &req.sync, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);

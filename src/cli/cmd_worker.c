@@ -82,6 +82,45 @@ static int parse_args(const cli_call *call, worker_args *a) {
   return 0;
 }
 
+/* Configurations replaced by a reload: calls in flight may still use
+ * them, so they live until the runner stops (a reload is rare). */
+#define MAX_RELOADS 1024
+typedef struct reloads {
+  sm_config *v[MAX_RELOADS];
+  size_t n;
+} reloads;
+
+/* SIGHUP: the configuration file again. Calls that come afterwards resolve
+ * with it; running allowlist sandboxes get their egress lists from it at
+ * once (docs/network.md#live-policy). A bad file changes nothing. */
+static void reload(const cli_globals *g, sm_server *srv, sm_runner *runner, sm_config **cfg, reloads *old) {
+  sm_error err = SM_ERROR_INIT;
+  sm_config *fresh = NULL;
+  if (old->n == MAX_RELOADS) {
+    sm_log(SM_LOG_WARN, "reload refused: %d reloads already; restart the runner", MAX_RELOADS);
+    return;
+  }
+  if (sm_config_load(&fresh, g->config_path, &err) != 0) {
+    sm_log(SM_LOG_WARN, "reload refused, the configuration in force stays: %s", err.message);
+    return;
+  }
+  sm_egress_proxy_options eo;
+  sm_config_egress_proxy(fresh, &eo);
+  if (sm_runner_set_egress(runner, &eo, &err) != 0) {
+    sm_log(SM_LOG_WARN, "reload refused, the configuration in force stays: %s", err.message);
+    sm_config_free(fresh);
+    return;
+  }
+  sm_server_set_config(srv, fresh);
+  old->v[old->n++] = *cfg;
+  *cfg = fresh;
+  size_t n = 0;
+  if (cli_egress_reapply(runner, fresh, &n, &err) != 0)
+    sm_log(SM_LOG_WARN, "reload: the egress lists of running sandboxes: %s", err.message);
+  sm_log(SM_LOG_INFO, "configuration reloaded (%s); egress policy applied to %zu running sandbox(es)",
+         sm_config_path(fresh) ? sm_config_path(fresh) : "built-in defaults", n);
+}
+
 int cmd_worker_start(const cli_call *call) {
   const cli_globals *g = call->g;
   static worker_args a; /* large (string lists): not on the stack */
@@ -161,6 +200,7 @@ int cmd_worker_start(const cli_call *call) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
 
@@ -196,13 +236,18 @@ int cmd_worker_start(const cli_call *call) {
          project_env ? project_env : "-");
 
   int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+  reloads old = {0};
+  for (;;) {
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    reload(g, srv, runner, &cfg, &old);
   }
   sm_log(SM_LOG_INFO, "received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   sm_server_stop(srv);
   sm_server_free(srv);
   sm_runner_free(runner);
   sm_config_free(cfg);
+  for (size_t i = 0; i < old.n; i++) sm_config_free(old.v[i]);
   return CLI_EXIT_OK;
 }
 

@@ -506,6 +506,14 @@ int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
       (rc = sm_scope_key_build(out->scope_kind, NULL, cfg ? cfg->project_id : NULL, agent, user,
                                out->scope_key, sizeof out->scope_key, err)))
     return rc;
+  /* network allowlist: whose egress lists govern the sandbox (the agent's
+   * narrow the defaults'), part of its settings hash. */
+  if (strcmp(out->settings.network, "allowlist") == 0) {
+    if (A && (A->egress_allow.set || A->egress_deny.set))
+      snprintf(out->settings.egress_owner, sizeof out->settings.egress_owner, "%s", agent_where);
+    else
+      snprintf(out->settings.egress_owner, sizeof out->settings.egress_owner, "defaults");
+  }
   if (A && A->workspace_root) {
     snprintf(out->workspace_root, sizeof out->workspace_root, "%s", A->workspace_root);
     set_source(out, "workspace_root", SM_SOURCE_AGENT);

@@ -61,6 +61,8 @@ struct sm_call {
   sm_run_request req;
   double t0;
   sm_handle *handle;
+  const sm_config *cfg; /* the configuration in force when the call came */
+  sm_config_egress egress; /* network allowlist: its lists (borrowed from cfg) */
 };
 typedef struct sm_call call;
 
@@ -191,7 +193,7 @@ static int build_argv(call *k, sm_answer *a) {
     json_object *params = p->params ? json_object_get(p->params) : json_object_new_object();
     if (p->command && !json_object_object_get_ex(params, "command", NULL))
       json_object_object_add(params, "command", json_object_new_string(p->command));
-    int rc = sm_config_tool_argv(k->srv->opts.config, p->tool, params, &k->argv, &k->argc, &err);
+    int rc = sm_config_tool_argv(k->cfg, p->tool, params, &k->argv, &k->argc, &err);
     json_object_put(params);
     if (rc == 0) return 0;
     if (rc != SM_ENOTFOUND || p->command == NULL) {
@@ -296,6 +298,25 @@ static int wrap_hook(call *k, sm_answer *a, int *hook_failed, sm_run_result *res
   return 0;
 }
 
+/* A request's "network" may narrow the resolved one (bridge > allowlist >
+ * none), never widen it: a worker token cannot buy itself a way out. */
+static int network_rank(const char *n) {
+  return strcmp(n, "bridge") == 0 ? 2 : strcmp(n, "allowlist") == 0 ? 1 : 0;
+}
+
+static int narrow_network(call *k, sm_answer *a) {
+  sm_sandbox_settings *s = &k->r.settings;
+  if (network_rank(k->p.network) > network_rank(s->network)) {
+    sm_answer_error(a, 403, "policy", "network %s is wider than this call's network %s", k->p.network,
+                    s->network);
+    return -1;
+  }
+  snprintf(s->network, sizeof s->network, "%s", k->p.network);
+  if (strcmp(s->network, "allowlist") != 0) s->egress_owner[0] = '\0';
+  else if (s->egress_owner[0] == '\0') snprintf(s->egress_owner, sizeof s->egress_owner, "defaults");
+  return 0;
+}
+
 /* Checks, resolves and builds everything; 0 and k ready, or -1 with *a
  * filled. A hook that cannot be used is reported through *early (a result
  * of the call, not an HTTP error). */
@@ -323,7 +344,8 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   else memset(&flags, 0, sizeof flags);
   if (p->has_mode) flags.mode = sm_server_mode_name(p->mode);
   sm_error err = SM_ERROR_INIT;
-  if (sm_config_resolve(srv->opts.config, p->agent, p->tool, p->user, &flags, &k->r, &err) !=
+  k->cfg = sm_server_config(srv);
+  if (sm_config_resolve(k->cfg, p->agent, p->tool, p->user, &flags, &k->r, &err) !=
       0) {
     sm_answer_error(a, 400, "policy", "%s", err.message);
     return -1;
@@ -365,6 +387,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
            "sandboxes it anyway (mode %s)", p->tool ? p->tool : "(none)", k->r.sandbox_rule,
            sm_server_mode_name(k->r.settings.mode));
   }
+  if (p->network && narrow_network(k, a) != 0) return -1;
   int hook_tool = is_hook_tool(p);
   if (build_argv(k, a) != 0) return -1;
   if (p->workspace && resolve_workspace(k, a) != 0) return -1;
@@ -419,6 +442,9 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   q->workspace = k->has_ws ? k->ws : NULL;
   q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;
   q->settings = k->r.settings;
+  sm_config_egress_get(k->cfg, p->agent, &k->egress);
+  q->egress = k->egress.levels;
+  q->n_egress = k->egress.n_levels;
   if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
   return 0;
 }
@@ -916,7 +942,7 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
   /* A worker leases only what the configuration grants its key, and learns
    * nothing about the other services: the same answer whether they exist. */
   for (size_t i = 0; !control && i < p.n_services; i++) {
-    if (!sm_config_worker_may_lease(srv->opts.config, p.worker_key, p.services[i])) {
+    if (!sm_config_worker_may_lease(sm_server_config(srv), p.worker_key, p.services[i])) {
       sm_metrics_lease(srv->metrics, "refused");
       sm_answer_error(a, 403, "policy",
                       "service '%s' is not one worker '%s' may lease (the configuration's "

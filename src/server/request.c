@@ -404,6 +404,13 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
     p->has_mode = 1;
     return 0;
   }
+  if (strcmp(key, "network") == 0) {
+    const char *n = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+    if (strcmp(n, "none") != 0 && strcmp(n, "allowlist") != 0 && strcmp(n, "bridge") != 0)
+      return sm_error_set(err, SM_EINVAL, "field 'network' must be one of none, allowlist, bridge");
+    p->network = n[0] == 'n' ? "none" : n[0] == 'a' ? "allowlist" : "bridge";
+    return 0;
+  }
   if (strcmp(key, "sync") == 0) {
     const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     if (strcmp(s, "none") == 0) p->sync = SM_SYNC_NONE;

@@ -148,7 +148,7 @@ static void health_check(sm_server *srv) {
 static double idle_timeout(sm_server *srv) {
   sm_resolved r;
   sm_error err = SM_ERROR_INIT;
-  if (sm_config_resolve(srv->opts.config, NULL, NULL, NULL,
+  if (sm_config_resolve(sm_server_config(srv), NULL, NULL, NULL,
                         srv->have_flags ? &srv->flags : NULL, &r, &err) != 0)
     return 0;
   return r.settings.idle_timeout_s;
@@ -482,6 +482,19 @@ int sm_server_start(sm_server **out, const sm_server_options *o, sm_error *err) 
 }
 
 const char *sm_server_address(const sm_server *srv) { return srv->address; }
+
+const sm_config *sm_server_config(sm_server *srv) {
+  pthread_mutex_lock(&srv->mu);
+  const sm_config *c = srv->opts.config;
+  pthread_mutex_unlock(&srv->mu);
+  return c;
+}
+
+void sm_server_set_config(sm_server *srv, const sm_config *cfg) {
+  pthread_mutex_lock(&srv->mu);
+  srv->opts.config = cfg;
+  pthread_mutex_unlock(&srv->mu);
+}
 
 static void unlink_socket(sm_server *srv) {
   if (srv->sock_path[0] == '\0') return;

@@ -53,6 +53,7 @@ typedef struct sm_exec_params {
   int stream;           /* "stream": true: chunked NDJSON events */
   int has_sync;
   sm_sync_mode sync;
+  const char *network;  /* NULL, or a static "none"/"allowlist"/"bridge" */
 } sm_exec_params;
 
 /* body need not be NUL-terminated. max_stdin caps the decoded stdin_b64.

@@ -27,6 +27,7 @@ typedef struct ew_world {
   char network[200];
   char workdir[256];
   char ca_pem[EW_PEM_MAX], cert_pem[EW_PEM_MAX], key_pem[EW_PEM_MAX];
+  char server_py[EW_PEM_MAX]; /* tests/fixtures/egress-world/server.py */
 } ew_world;
 
 /* Runs argv (stdout to /dev/null); its exit status, or -1. */
@@ -72,6 +73,11 @@ static inline int ew_setup(ew_world *w, sm_engine *engine, const char *instance,
   char *build[] = {(char *)(bin ? bin : "sandman"), "image", "build", dir, "--tag", w->image, NULL};
   if (ew_run(build) != 0) {
     fprintf(stderr, "egress world: building %s failed\n", w->image);
+    return -1;
+  }
+  snprintf(dir, sizeof dir, "%s/tests/fixtures/egress-world/server.py", src ? src : ".");
+  if (ew_read_file(dir, w->server_py, sizeof w->server_py) != 0) {
+    fprintf(stderr, "egress world: reading %s failed\n", dir);
     return -1;
   }
   snprintf(w->workdir, sizeof w->workdir, "/tmp/sandman-egress-world-XXXXXX");
@@ -191,29 +197,7 @@ static inline int ew_ip_on(const ew_world *w, const char *cid, const char *netwo
   return ok ? 0 : -1;
 }
 
-/* The servers: "hello from ALIAS via HOST" on 80 (HTTP), 443 and 8443 (HTTPS). */
-static const char ew_server_py[] =
-    "import http.server, os, ssl, threading\n"
-    "name = os.environ['NAME']\n"
-    "open('/tmp/c.pem', 'w').write(os.environ['CERT_PEM'])\n"
-    "open('/tmp/k.pem', 'w').write(os.environ['KEY_PEM'])\n"
-    "class H(http.server.BaseHTTPRequestHandler):\n"
-    "    def do_GET(self):\n"
-    "        b = ('hello from %s via %s\\n' % (name, self.headers.get('Host'))).encode()\n"
-    "        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)\n"
-    "    def do_POST(self):\n"
-    "        n = int(self.headers.get('Content-Length', '0')); d = self.rfile.read(n)\n"
-    "        b = ('%s got %d bytes\\n' % (name, len(d))).encode()\n"
-    "        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)\n"
-    "    def log_message(self, *a): pass\n"
-    "def serve(port, tls):\n"
-    "    s = http.server.ThreadingHTTPServer(('0.0.0.0', port), H)\n"
-    "    if tls:\n"
-    "        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain('/tmp/c.pem', '/tmp/k.pem')\n"
-    "        s.socket = ctx.wrap_socket(s.socket, server_side=True)\n"
-    "    s.serve_forever()\n"
-    "for p, t in ((443, True), (8443, True)): threading.Thread(target=serve, args=(p, t), daemon=True).start()\n"
-    "serve(80, False)\n";
+
 
 static inline json_object *ew_container(const ew_world *w, const char *network, const char *const *env,
                                         size_t n_env, const char *alias) {
@@ -258,7 +242,7 @@ static inline int ew_start_server(const ew_world *w, const char *name, const cha
   json_object *cmd = json_object_new_array();
   json_object_array_add(cmd, json_object_new_string("python3"));
   json_object_array_add(cmd, json_object_new_string("-c"));
-  json_object_array_add(cmd, json_object_new_string(ew_server_py));
+  json_object_array_add(cmd, json_object_new_string(w->server_py));
   json_object_object_add(c, "Cmd", cmd);
   json_object_object_add(c, "User", json_object_new_string("0:0")); /* ports below 1024 */
   return ew_create_start(w, name, c, id);
