@@ -467,7 +467,11 @@ static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request 
   /* network allowlist: the project's internal network and the proxy. */
   sm_egress_net net;
   int allowlist = sm_sandbox_allowlist(s);
-  if (rc == 0 && allowlist) rc = sandbox_egress_prepare(runner, e, req, &net, &env, err);
+  if (rc == 0 && allowlist && !check_runtime)
+    rc = sm_error_set(err, SM_EUNSUPPORTED,
+                      "network allowlist is not supported on the swarm backend (docs/network.md); use "
+                      "network none or bridge there, or the docker backend");
+  if (rc == 0 && allowlist) rc = sandbox_egress_prepare(sm_runner_egress(runner), e, req, &net, &env, err);
   json_object *config = NULL;
   if (rc == 0) {
     sm_container_spec cs = {
@@ -526,7 +530,8 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
   rc = sm_engine_container_start(e, sb->id, err);
   if (rc == 0 && fix_tmp) rc = make_tmp_writable(e, sb, s->image, tmp_mode, err);
   /* Its policy before anything runs in it; else it reaches nothing. */
-  if (rc == 0 && allowlist) rc = sandbox_egress_apply(runner, e, req, &net, sb->id, sb->name, err);
+  if (rc == 0 && sm_sandbox_allowlist(s))
+    rc = sandbox_egress_apply(sm_runner_egress(runner), e, req, NULL, sb->id, sb->name, err);
   if (rc) {
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
@@ -1012,7 +1017,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     /* A sandbox made before (or by the pool): this call's policy, which a
      * reloaded configuration may have changed since. */
     if (sm_sandbox_allowlist(s) && (sb.reused || sb.pooled) &&
-        (rc = sandbox_egress_apply(runner, e, req, NULL, sb.id, sb.name, err)) != 0)
+        (rc = sandbox_egress_apply(sm_runner_egress(runner), e, req, NULL, sb.id, sb.name, err)) != 0)
       goto fail_release;
     snprintf(out->sandbox_id, sizeof out->sandbox_id, "%s", sb.id);
     out->reused = sb.reused;

@@ -13,11 +13,13 @@
 
 int sm_sandbox_allowlist(const sm_sandbox_settings *s) { return strcmp(s->network, "allowlist") == 0; }
 
-int sandbox_egress_prepare(sm_runner *runner, sm_engine *e, const sm_run_request *req, sm_egress_net *net,
+int sandbox_egress_prepare(sm_egress_settings *st, sm_engine *e, const sm_run_request *req, sm_egress_net *net,
                            sm_strv *env, sm_error *err) {
   int rc = sm_egress_runtime_check(e, req->settings.runtime, err);
-  if (rc != 0) return rc;
-  sm_egress_settings *st = sm_runner_egress(runner);
+  if (rc != 0) {
+    sm_egress_settings_unref(st);
+    return rc;
+  }
   rc = sm_egress_prepare(e, sm_egress_settings_options(st), req->project, net, err);
   sm_egress_settings_unref(st);
   if (rc != 0) return sm_error_wrap(err, "network allowlist");
@@ -28,10 +30,9 @@ int sandbox_egress_prepare(sm_runner *runner, sm_engine *e, const sm_run_request
   return 0;
 }
 
-int sandbox_egress_apply(sm_runner *runner, sm_engine *e, const sm_run_request *req, const sm_egress_net *known,
+int sandbox_egress_apply(sm_egress_settings *st, sm_engine *e, const sm_run_request *req, const sm_egress_net *known,
                          const char *cid, const char *name, sm_error *err) {
   sm_egress_net net;
-  sm_egress_settings *st = sm_runner_egress(runner);
   const sm_egress_proxy_options *po = sm_egress_settings_options(st);
   int rc = 0;
   /* A sandbox found again: the topology may have changed meanwhile (a

@@ -332,7 +332,7 @@ static void test_container_spec_is_hardened(void **state) {
   json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(labels, "io.sandman.volume", json_object_new_string("v-ws"));
   const char *env[] = {"HOME=/workspace"};
-  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0};
+  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL};
   json_object *c = sm_container_config_build(&cs);
   assert_non_null(c);
   assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
