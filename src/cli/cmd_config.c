@@ -27,7 +27,7 @@ int cmd_config_reload(const cli_call *call) {
   sm_error err = SM_ERROR_INIT;
   if (sm_config_load(&cfg, call->g->config_path, &err) != 0) return cli_fail(&err);
   sm_runner *runner = NULL;
-  int rc = cli_runner_new(call->g, cfg, &runner);
+  int rc = cli_runner_new(call->g, cfg, NULL, &runner);
   if (rc) return rc;
   size_t n = 0;
   rc = cli_egress_reapply(runner, cfg, &n, &err);
