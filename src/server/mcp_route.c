@@ -50,7 +50,7 @@ static int prepare(void *ud, const char *tool, sm_run_request *req, sm_error *er
   else memset(&flags, 0, sizeof flags);
   flags.mode = m->worker_key[0] ? "per_worker" : "per_run";
   sm_resolved res;
-  if (sm_config_resolve(srv->opts.config, NULL, tool, NULL, &flags, &res, err) != 0)
+  if (sm_config_resolve(sm_server_config(srv), NULL, tool, NULL, &flags, &res, err) != 0)
     return err->code;
   if (!res.allowed)
     return sm_error_set(err, SM_EPOLICY, "tool '%s' is refused by the configuration (%s)", tool,
