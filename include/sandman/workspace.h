@@ -105,6 +105,12 @@ SM_API const char *sm_workspace_refusal_text(const char *reason);
  * list. SM_EINVAL names a bad glob. */
 SM_API int sm_workspace_sync_set_protect(sm_workspace_sync *sync, const sm_string_list *globs,
                                          sm_error *err);
+/* Values given to the call in secret ("NAME=VALUE", e.g. leased
+ * credentials): the copy's log lines write them [REDACTED] where a path
+ * the tool chose holds one (6 bytes or more, as the runner's scrubbing of
+ * its answers). Copied; a new call replaces them. */
+SM_API int sm_workspace_sync_set_redact(sm_workspace_sync *sync, const char *const *kv, size_t n,
+                                        sm_error *err);
 /* The built-in list (docs/workspaces.md says why each is there). */
 SM_API void sm_workspace_protect_defaults(sm_string_list *out);
 /* Checks one protect glob's syntax. */

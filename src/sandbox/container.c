@@ -1064,6 +1064,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
       rc = sm_workspace_sync_new(&ws, req->workspace, sb.mode == SM_MODE_PER_TOOL ? NULL : manifest,
                                  &excludes, NULL, err);
       if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &s->protect, err);
+      if (rc == 0) rc = sm_workspace_sync_set_redact(ws, req->secret_env, req->n_secret_env, err);
       if (rc) goto fail_release;
     }
     if (ws) {

@@ -325,6 +325,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
         if (sm_string_list_add(&excludes, req->extra_excludes->items[i], NULL) != 0) break;
     rc = sm_workspace_sync_new(&ws, req->workspace, NULL, &excludes, NULL, err);
     if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &s->protect, err);
+    if (rc == 0) rc = sm_workspace_sync_set_redact(ws, req->secret_env, req->n_secret_env, err);
     if (rc == 0) rc = sm_workspace_sync_in(ws, &target, err);
     if (rc) {
       sm_error_wrap(err, "copying the workspace into %s", work);

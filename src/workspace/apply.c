@@ -133,6 +133,10 @@ typedef struct plan {
   ws_dircache dc;
 } plan;
 
+/* A path of the tool's for a warning line, with the call's secret values
+ * masked (a buffer of the enclosing statement's). */
+#define LOG_PATH(p, path) ws_log_path((p)->x->redact, (path), (char[4096]){""}, 4096)
+
 static int note_changed(plan *p, const char *path) {
   p->res->entries++;
   return list_push(&p->res->changed, &p->res->n_changed, &p->res->cap_changed, path);
@@ -167,11 +171,11 @@ static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e) {
       (fstatat(dfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) ||
       renameat(p->x->stage_fd, sname, dfd, aside) != 0) {
     sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
-           "sandbox's could not be saved beside it", e->path);
+           "sandbox's could not be saved beside it", LOG_PATH(p, e->path));
     return 0;
   }
   sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
-         "sandbox's is in '%s'", e->path, apath);
+         "sandbox's is in '%s'", LOG_PATH(p, e->path), LOG_PATH(p, apath));
   int rc = list_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
   if (!rc) rc = note_changed(p, apath);
   return rc;
@@ -197,7 +201,7 @@ static int do_deletions(plan *p, sm_error *err) {
     if (!hs.exists) continue;
     if (p->check && host_changed(&p->dc, b, &hs)) {
       sm_log(SM_LOG_WARN, "workspace: '%s' was deleted in the sandbox but changed on the host; "
-             "kept the host's version", b->path);
+             "kept the host's version", LOG_PATH(p, b->path));
       continue;
     }
     const char *name;
@@ -211,7 +215,7 @@ static int do_deletions(plan *p, sm_error *err) {
       r = unlinkat(dfd, name, 0) == 0 ? 0 : -errno;
     if (r == -ENOTEMPTY || r == -EEXIST) {
       sm_log(SM_LOG_WARN, "workspace: '%s' was deleted in the sandbox but still holds files on "
-             "the host (new ones, or protected ones); kept", b->path);
+             "the host (new ones, or protected ones); kept", LOG_PATH(p, b->path));
       continue;
     }
     if (r && r != -ENOENT)
@@ -230,7 +234,7 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
   host_look(&p->dc, e->path, &hs);
   if (hs.blocked) {
     sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
-           "dropped", e->path);
+           "dropped", LOG_PATH(p, e->path));
     return 0;
   }
   if (hs.exists && S_ISDIR(hs.st.st_mode)) {
@@ -245,7 +249,7 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
   int r = clear_way(p, dfd, name, &hs, b);
   if (r == -EEXIST) {
     sm_log(SM_LOG_WARN, "workspace: '%s' became a directory in the sandbox but changed on the "
-           "host; kept the host's version", e->path);
+           "host; kept the host's version", LOG_PATH(p, e->path));
     e->host_mtime_ns = WS_UNKNOWN_MTIME;
     return 0;
   }
@@ -260,7 +264,7 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
   host_look(&p->dc, e->path, &hs);
   if (hs.blocked) {
     sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
-           "dropped", e->path);
+           "dropped", LOG_PATH(p, e->path));
     e->host_mtime_ns = WS_UNKNOWN_MTIME;
     return 0;
   }

@@ -460,8 +460,11 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
   e.host_mtime_ns = WS_UNKNOWN_MTIME;
   e.box_mtime = archive_entry_mtime_is_set(ae) ? (int64_t)archive_entry_mtime(ae) : 0;
   unsigned perm = (unsigned)archive_entry_perm(ae);
-  if (perm & 06000)
-    sm_log(SM_LOG_INFO, "workspace: '%s': setuid/setgid bits dropped", path);
+  if (perm & 06000) {
+    char lp[4096];
+    sm_log(SM_LOG_INFO, "workspace: '%s': setuid/setgid bits dropped",
+           ws_log_path(x->redact, path, lp, sizeof lp));
+  }
   e.mode = perm & 0777;
 
   int parent = parent_refusal(x, path, err);

@@ -39,6 +39,7 @@ struct sm_workspace_sync {
   ws_manifest held;      /* the sandbox's versions of what the host did not get */
   ws_protect *protect;   /* changes never applied to the host (NULL: none) */
   ws_refusal_list refused; /* what the last copy out reports as not applied */
+  ws_redact redact;      /* values log lines must not quote */
   int have_base;         /* base describes base.container / base.root */
   int wipe_first;        /* stale sandbox content may be there: clear it */
   int had_manifest;      /* a manifest was on disk (for some sandbox) */
@@ -125,6 +126,7 @@ void sm_workspace_sync_free(sm_workspace_sync *sync) {
   ws_manifest_dispose(&sync->held);
   ws_protect_free(sync->protect);
   ws_refusal_list_dispose(&sync->refused);
+  ws_redact_dispose(&sync->redact);
   free(sync->host_dir);
   free(sync->manifest_path);
   free(sync);
@@ -145,6 +147,12 @@ int sm_workspace_sync_set_protect(sm_workspace_sync *s, const sm_string_list *gl
   if (rc) return rc;
   ws_protect_free(s->protect);
   s->protect = p;
+  return 0;
+}
+
+int sm_workspace_sync_set_redact(sm_workspace_sync *s, const char *const *kv, size_t n,
+                                 sm_error *err) {
+  if (ws_redact_set(&s->redact, kv, n) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -1237,6 +1245,7 @@ static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int 
   x->max_bytes = s->max_bytes;
   x->max_entries = s->max_entries;
   x->max_path = s->max_path;
+  x->redact = &s->redact;
 }
 
 /* Each fetch is one archive request, which costs the engine a mount and a
@@ -1428,9 +1437,12 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   if (rc) return sm_error_set(err, rc, "out of memory");
   if (s->manifest_path && ws_manifest_save(&s->base, &s->held, s->manifest_path, err) != 0)
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
-  for (size_t i = 0; i < s->refused.n; i++)
-    sm_log(SM_LOG_DEBUG, "workspace: not applied to the host: '%s' (%s)", s->refused.v[i].path,
+  for (size_t i = 0; i < s->refused.n; i++) {
+    char lp[4096];
+    sm_log(SM_LOG_DEBUG, "workspace: not applied to the host: '%s' (%s)",
+           ws_log_path(&s->redact, s->refused.v[i].path, lp, sizeof lp),
            ws_reason_text(ws_reason_parse(s->refused.v[i].reason)));
+  }
   s->disk_current = s->manifest_path != NULL;
   sm_log(SM_LOG_DEBUG, "workspace: copied out %" PRId64 " changes, %" PRId64 " bytes",
          s->entries_out, s->bytes_out);

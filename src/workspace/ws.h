@@ -206,6 +206,20 @@ void ws_refusal_list_sort(ws_refusal_list *l);
 
 typedef struct ws_extract ws_extract;
 typedef struct ws_protect ws_protect;
+
+/* ---- values log lines must not quote (redact.c) ---- */
+/* As the runner's scrubbing: shorter values are not masked. */
+#define WS_REDACT_MIN_LEN 6
+typedef struct ws_redact {
+  char **v;
+  size_t n;
+} ws_redact;
+void ws_redact_init(ws_redact *r);
+void ws_redact_dispose(ws_redact *r);
+/* The values of "NAME=VALUE" entries (copied); replaces what was set. */
+int ws_redact_set(ws_redact *r, const char *const *kv, size_t n);
+/* path for a log line: itself, or in buf with every value [REDACTED]. */
+const char *ws_log_path(const ws_redact *r, const char *path, char *buf, size_t len);
 /* Sockets the listing shows (the engine's tar leaves them out) join
  * x->box as refused. */
 int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err);
@@ -276,6 +290,7 @@ struct ws_extract {
   /* The sandbox's versions of what was refused before (last copy out):
    * the same refusal again is quiet. NULL: none. */
   const ws_manifest *held;
+  const ws_redact *redact;      /* values log lines must not quote, or NULL */
   ws_manifest box;              /* out: every entry of the archive */
   /* out: refused entries that have no place in box (a name that is not a
    * workspace path, a second entry for one path): always reported. */

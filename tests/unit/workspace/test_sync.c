@@ -484,6 +484,88 @@ static void test_protected_paths(void **state) {
   sm_workspace_sync_free(s);
 }
 
+/* Log lines of the copy, kept for the test below. */
+static sm_buf logged;
+
+static void keep_log(sm_log_level level, const char *rid, const char *msg, void *ud) {
+  (void)level;
+  (void)rid;
+  (void)ud;
+  sm_buf_printf(&logged, "%s\n", msg);
+}
+
+static size_t count(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  return n;
+}
+
+/* A value the call was given in secret (a leased credential) that the tool
+ * names files after never reaches the copy's log lines: a conflict and a
+ * refused link are logged with it [REDACTED] (mode none's packer drops a
+ * setuid bit before the extractor's line; that line is ws_log_path's too). */
+static void test_log_masks_secret_values(void **state) {
+  fx *f = *state;
+  put(f->host, "c-ghp_leased_value_77.txt", "original\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  const char *kv[] = {"GH_TOKEN=ghp_leased_value_77", "SHORT=abc"};
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_workspace_sync_set_redact(s, kv, 2, &err), 0);
+  sync_in_ok(s, f);
+  put(f->scratch, "c-ghp_leased_value_77.txt", "tool version\n");
+  put(f->host, "c-ghp_leased_value_77.txt", "host version!\n");
+  put(f->scratch, "s-ghp_leased_value_77", "x\n");
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "s-ghp_leased_value_77");
+  assert_int_equal(chmod(p, 04755), 0);
+  pathf(p, sizeof p, f->scratch, "abc-ghp_leased_value_77");
+  assert_int_equal(symlink("/etc/passwd", p), 0);
+  sm_buf_init(&logged, 1 << 20);
+  sm_buf_append(&logged, "", 0);
+  sm_log_level was = sm_log_get_level();
+  sm_log_set_level(SM_LOG_DEBUG);
+  sm_log_set_handler(keep_log, NULL);
+  outres r;
+  int rc = sync_out(s, f, &r, &err);
+  sm_log_set_handler(NULL, NULL);
+  sm_log_set_level(was);
+  if (rc != 0) fail_msg("%s", err.message);
+  outres_free(&r);
+  char *text = sm_buf_steal(&logged, NULL);
+  if (strstr(text, "ghp_leased_value_77")) fail_msg("a log line holds the value:\n%s", text);
+  /* Each line is still there, the value masked (the short one is not). */
+  assert_int_equal(count(text, "'c-[REDACTED].txt' changed on both sides"), 1);
+  assert_int_equal(count(text, "'c-[REDACTED].txt.sandman-conflict'"), 1);
+  assert_int_equal(count(text, "not applied to the host: 'abc-[REDACTED]'"), 1);
+  free(text);
+  sm_workspace_sync_free(s);
+}
+
+/* ws_log_path: every occurrence masked, short values left, a cut line
+ * never shows the start of a value. */
+static void test_log_path(void **state) {
+  (void)state;
+  ws_redact r;
+  ws_redact_init(&r);
+  const char *kv[] = {"A=secret1", "B=tiny", "C=", "NOEQUALS", "D=other-secret",
+                      "E=secret1-longer"};
+  assert_int_equal(ws_redact_set(&r, kv, 6), 0);
+  assert_int_equal(r.n, 3);
+  char buf[64];
+  assert_string_equal(ws_log_path(&r, "secret1-longer/x", buf, sizeof buf), "[REDACTED]/x");
+  assert_string_equal(ws_log_path(&r, "plain/path", buf, sizeof buf), "plain/path");
+  assert_string_equal(ws_log_path(&r, "secret1", buf, sizeof buf), "[REDACTED]");
+  assert_string_equal(ws_log_path(&r, "a/secret1/b-other-secret.tiny", buf, sizeof buf),
+                      "a/[REDACTED]/b-[REDACTED].tiny");
+  assert_string_equal(ws_log_path(&r, "secret1secret1", buf, sizeof buf),
+                      "[REDACTED][REDACTED]");
+  char small[8];
+  assert_string_equal(ws_log_path(&r, "xxxxsecret1", small, sizeof small), "xxxx[RE");
+  assert_string_equal(ws_log_path(NULL, "secret1", buf, sizeof buf), "secret1");
+  ws_redact_dispose(&r);
+  assert_int_equal(r.n, 0);
+}
+
 static void test_interrupted(void **state) {
   fx *f = *state;
   char p[1024];
@@ -761,6 +843,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_log_masks_secret_values, setup, teardown),
+      cmocka_unit_test(test_log_path),
       cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_limits_and_excludes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tool_type_changes_and_links, setup, teardown),
