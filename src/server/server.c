@@ -557,7 +557,6 @@ void sm_server_stop(sm_server *srv) {
   pthread_mutex_unlock(&srv->mu);
   sm_exec_kill_all(srv);
   sm_http_stop(srv);
-  sm_mcp_route_stop(srv);
   pthread_mutex_lock(&srv->mu);
   srv->workers_stop = 1;
   srv->health_stop = 1;
@@ -568,6 +567,9 @@ void sm_server_stop(sm_server *srv) {
   srv->n_threads = 0;
   if (srv->health_started) pthread_join(srv->health_thread, NULL);
   srv->health_started = 0;
+  /* After the call threads: an MCP call of a client that went away may
+   * still have been running in one. Sessions end, their sandboxes go. */
+  sm_mcp_route_stop(srv);
   /* The warm pool's containers go, and per_tool removals still queued are
    * waited for, before the sweep looks for leftovers. */
   sm_runner_pool_drain(srv->opts.runner);
