@@ -115,7 +115,7 @@ def sccs(nodes, edges):
 KNOWN_CYCLES = [
     {"sandbox/agent.c", "sandbox/exec.c"},
     {"sandbox/container.c", "sandbox/host.c", "sandbox/pool.c", "sandbox/runner.c"},
-    {"server/exec.c", "server/http.c", "server/server.c"},
+    {"server/http.c", "server/server.c"},
 ]
 
 
@@ -177,7 +177,7 @@ KNOWN_LONG = {
     "cli/cmd_run.c:run_call", "cli/cmd_worker.c:cmd_worker_start", "cli/parse.c:cli_parse",
     "config/config_resolve.c:resolve_tool", "sandbox/container.c:acquire_keyed",
     "sandbox/container.c:sm_run_container", "sandbox/host.c:sm_run_host",
-    "sandbox/spec.c:sm_container_config_build", "server/exec.c:prepare",
+    "sandbox/spec.c:sm_container_config_build", "server/call.c:prepare",
     "server/metrics.c:sm_metrics_render", "workspace/scan.c:scan_dir",
     "workspace/workspace.c:sm_workspace_sync_in", "workspace/workspace.c:sm_workspace_sync_out",
 }

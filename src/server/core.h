@@ -107,27 +107,28 @@ void sm_http_stop(sm_server *srv);
 
 /* exec.c: token is the bearer token presented (already known to be the
  * control token when control is 1). accept_stream: the client asked for
- * application/x-ndjson; stream: where a streamed answer goes. */
+ * application/x-ndjson. A call to stream (the body's "stream", or
+ * accept_stream) is not run: it comes back prepared in *streamed (for
+ * sm_exec_streamed), with out untouched. */
 typedef struct sm_stream sm_stream;
-void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
-                     const char *token, int accept_stream, sm_stream *stream, sm_answer *out);
-
-/* A call checked and resolved from its parameters (p is taken) as execute
- * does it (token, policy, workspace, lease, environment, hook): NULL with
- * *a filled when it is refused. The other routes build on it. */
 typedef struct sm_call sm_call;
+void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
+                     const char *token, int accept_stream, sm_call **streamed, sm_answer *out);
+
+/* call.c: a call checked and resolved from its parameters (p is taken) as
+ * execute does it (token, policy, workspace, lease, environment, hook):
+ * NULL with *a filled when it is refused. */
 sm_call *sm_call_prepare(sm_server *srv, sm_exec_params *p, int control, const char *token,
                          sm_answer *a);
 sm_run_request *sm_call_request(sm_call *k);
-const sm_exec_params *sm_call_params(const sm_call *k);
 const sm_secret_env *sm_call_secrets(const sm_call *k);
 /* Runs it (errors become the result's failure) and scrubs and answers it. */
 void sm_call_run(sm_call *k, sm_run_result *res);
 void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a);
 void sm_call_free(sm_call *k);
 
-/* exec_stream.c: the streamed answer of an execute (owns k). */
-void sm_exec_streamed(sm_call *k, sm_stream *stream, sm_answer *a);
+/* exec_stream.c: the streamed answer of an execute (takes k). */
+void sm_exec_streamed(sm_call *k, sm_stream *stream);
 void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
                    const char *token, sm_answer *out);
 void sm_exec_handle_get(sm_server *srv, const char *id, int control, const char *token,

@@ -1,7 +1,6 @@
-/* Tool calls served over HTTP: from a request body to an sm_run_request
- * (policy, tool templates, environment, workspace, hook, lease), the call
- * itself in the foreground or as a background handle, and the answer with
- * credential values scrubbed. Also the lease and handle routes. */
+/* The execute route: a request body to a call (call.c) run in the
+ * foreground or as a background handle, or handed back to be streamed
+ * (exec_stream.c). Also the lease and handle routes. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,13 +14,13 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "server/core.h"
+#include "server/call.h"
 
-#define GENERIC_401 "missing or invalid token"
-#define LEASE_REFUSED "lease invalid or expired"
+#define GENERIC_401 SM_CALL_GENERIC_401
 #define HANDLE_OUTPUT_MAX (1024 * 1024)
 #define DELETE_WAIT_S 30
-#define OWNED_HOME_NAMES "HOME XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME XDG_CACHE_HOME"
+
+typedef struct sm_call call;
 
 struct sm_handle {
   char id[SM_HANDLE_ID_LEN + 1];
@@ -41,491 +40,6 @@ struct sm_handle {
   int refs;
   sm_secret_env secrets; /* copies, to scrub streamed output */
 };
-
-struct sm_call {
-  sm_server *srv;
-  sm_exec_params p;
-  sm_resolved r;
-  char **argv;
-  size_t argc;
-  char **env;
-  size_t n_env;
-  sm_secret_env secrets;
-  char ws[PATH_MAX];
-  int has_ws;
-  int control;          /* made with the control token */
-  char principal[SM_PRINCIPAL_MAX];
-  char nonce[SM_HOOK_NONCE_LEN * 2 + 1];
-  int hook;
-  size_t stdin_off;
-  sm_run_request req;
-  double t0;
-  sm_handle *handle;
-  const sm_config *cfg; /* the configuration in force when the call came */
-  sm_config_egress egress; /* network allowlist: its lists (borrowed from cfg) */
-};
-typedef struct sm_call call;
-
-/* ---- small helpers ---- */
-
-static void call_free(call *k) {
-  if (k == NULL) return;
-  sm_exec_params_dispose(&k->p);
-  sm_server_strv_free(k->argv, k->argc);
-  sm_server_strv_free(k->env, k->n_env);
-  sm_secret_env_dispose(&k->secrets);
-  OPENSSL_cleanse(&k->req, sizeof k->req);
-  free(k);
-}
-
-static ssize_t stdin_read(void *ud, char *buf, size_t len) {
-  call *k = ud;
-  size_t left = k->p.stdin_len - k->stdin_off;
-  if (left == 0) return 0;
-  if (len > left) len = left;
-  memcpy(buf, k->p.stdin_data + k->stdin_off, len);
-  k->stdin_off += len;
-  return (ssize_t)len;
-}
-
-static int env_has_name(char **env, size_t n, const char *kv) {
-  const char *eq = strchr(kv, '=');
-  size_t nl = eq ? (size_t)(eq - kv) : strlen(kv);
-  for (size_t i = 0; i < n; i++)
-    if (env[i] && strncmp(env[i], kv, nl) == 0 && env[i][nl] == '=') return 1;
-  return 0;
-}
-
-/* Shell and python calls get the workspace hook: a "command" (run by a
- * shell) or the tools named shell and python. */
-static int is_hook_tool(const sm_exec_params *p) {
-  if (p->command) return 1;
-  return p->tool && (strcmp(p->tool, "shell") == 0 || strcmp(p->tool, "python") == 0);
-}
-
-/* ---- preparing a call ---- */
-
-/* One answer for every workspace a request may not use (missing, outside
- * the root, not a directory, another worker's): the answer tells nothing
- * about the host's files. The reason goes to the runner's log. */
-static int workspace_refused(call *k, sm_answer *a, const char *why) {
-  sm_log(SM_LOG_INFO, "workspace '%.200s' refused: %s", k->p.workspace, why);
-  sm_answer_error(a, 403, "policy",
-                  "workspace '%.200s' is not a directory this call may use below the "
-                  "workspaces root",
-                  k->p.workspace);
-  return -1;
-}
-
-/* The workspaces root of the call: the agent's workspace_root, else
- * --workspaces-root. */
-static int workspace_root(call *k, char root[PATH_MAX], sm_answer *a) {
-  sm_server *srv = k->srv;
-  if (k->r.workspace_root[0]) {
-    char joined[PATH_MAX * 2];
-    if (k->r.workspace_root[0] == '/')
-      snprintf(joined, sizeof joined, "%s", k->r.workspace_root);
-    else if (srv->ws_root[0])
-      snprintf(joined, sizeof joined, "%s/%s", srv->ws_root, k->r.workspace_root);
-    else {
-      sm_answer_error(a, 403, "policy",
-                      "the agent's workspace_root is relative and this runner has no "
-                      "--workspaces-root");
-      return -1;
-    }
-    /* The operator's own setting: its errors may be told. */
-    if (realpath(joined, root) == NULL) {
-      sm_answer_error(a, 403, "policy", "the agent's workspace_root %s: %s",
-                      k->r.workspace_root, strerror(errno));
-      return -1;
-    }
-  } else if (srv->ws_root[0]) {
-    snprintf(root, PATH_MAX, "%s", srv->ws_root);
-  } else {
-    sm_answer_error(a, 403, "policy",
-                    "this runner serves no workspaces: start it with --workspaces-root DIR");
-    return -1;
-  }
-  return 0;
-}
-
-/* A path names the same directory for every caller (relative to the root);
- * a worker token may use only what lies below <root>/<worker_key>/. Worker
- * keys hold no '/' and never start with '.': that is a child of the root. */
-static int resolve_workspace(call *k, sm_answer *a) {
-  char root[PATH_MAX], limit[PATH_MAX];
-  if (workspace_root(k, root, a) != 0) return -1;
-  if (k->control) {
-    snprintf(limit, sizeof limit, "%s", root);
-  } else {
-    char mine[PATH_MAX * 2];
-    snprintf(mine, sizeof mine, "%s/%s", root, k->p.worker_key);
-    if (realpath(mine, limit) == NULL)
-      return workspace_refused(k, a, "the worker has no directory under the root");
-  }
-  char cand[PATH_MAX * 2];
-  if (k->p.workspace[0] == '/') snprintf(cand, sizeof cand, "%s", k->p.workspace);
-  else snprintf(cand, sizeof cand, "%s/%s", root, k->p.workspace);
-  if (realpath(cand, k->ws) == NULL) return workspace_refused(k, a, strerror(errno));
-  size_t ll = strlen(limit);
-  if (strncmp(k->ws, limit, ll) != 0 || k->ws[ll] != '/')
-    return workspace_refused(k, a, k->control ? "it does not resolve below the root"
-                                              : "it does not resolve below the worker's "
-                                                "directory");
-  struct stat st;
-  if (stat(k->ws, &st) != 0 || !S_ISDIR(st.st_mode))
-    return workspace_refused(k, a, "not a directory");
-  k->has_ws = 1;
-  return 0;
-}
-
-static int build_argv(call *k, sm_answer *a) {
-  sm_exec_params *p = &k->p;
-  if (p->argv) {
-    k->argv = p->argv;
-    k->argc = p->argc;
-    p->argv = NULL;
-    p->argc = 0;
-    return 0;
-  }
-  sm_error err = SM_ERROR_INIT;
-  if (p->tool) {
-    json_object *params = p->params ? json_object_get(p->params) : json_object_new_object();
-    if (p->command && !json_object_object_get_ex(params, "command", NULL))
-      json_object_object_add(params, "command", json_object_new_string(p->command));
-    int rc = sm_config_tool_argv(k->cfg, p->tool, params, &k->argv, &k->argc, &err);
-    json_object_put(params);
-    if (rc == 0) return 0;
-    if (rc != SM_ENOTFOUND || p->command == NULL) {
-      sm_answer_error(a, 400, "policy", "%s", err.message);
-      return -1;
-    }
-  }
-  if (p->command == NULL) {
-    sm_answer_error(a, 400, "policy", "missing 'argv' or 'command'");
-    return -1;
-  }
-  k->argv = calloc(4, sizeof *k->argv);
-  if (k->argv) {
-    k->argv[0] = strdup("sh");
-    k->argv[1] = strdup("-c");
-    k->argv[2] = p->command;
-    p->command = NULL;
-    k->argc = 3;
-  }
-  if (k->argv == NULL || !k->argv[0] || !k->argv[1]) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return -1;
-  }
-  return 0;
-}
-
-static int build_env(call *k, sm_answer *a) {
-  sm_error err = SM_ERROR_INIT;
-  char **pass = NULL;
-  size_t n_pass = 0;
-  if (sm_server_env_passthrough(&k->r.settings.env_passthrough, k->srv->creds, &pass, &n_pass,
-                                &err) != 0) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
-    return -1;
-  }
-  /* The runner applied the globs itself (owned names dropped): sm_run must
-   * not apply them again from its own environment. */
-  k->r.settings.env_passthrough.n = 0;
-  size_t total = n_pass + k->p.n_env;
-  k->env = calloc(total + 1, sizeof *k->env);
-  if (k->env == NULL) {
-    sm_server_strv_free(pass, n_pass);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return -1;
-  }
-  /* Request values win over passthrough; leased credentials over both. */
-  for (size_t i = 0; i < n_pass; i++) {
-    if (env_has_name(k->p.env, k->p.n_env, pass[i]) ||
-        env_has_name(k->secrets.kv, k->secrets.n, pass[i])) {
-      free(pass[i]);
-      continue;
-    }
-    k->env[k->n_env++] = pass[i];
-  }
-  free(pass);
-  for (size_t i = 0; i < k->p.n_env; i++) {
-    if (env_has_name(k->secrets.kv, k->secrets.n, k->p.env[i])) continue;
-    k->env[k->n_env++] = k->p.env[i];
-    k->p.env[i] = NULL;
-  }
-  return 0;
-}
-
-static int wrap_hook(call *k, sm_answer *a, int *hook_failed, sm_run_result *res) {
-  char *content = NULL;
-  size_t len = 0;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_hook_load(k->ws, &content, &len, &err) != 0) {
-    /* The hook is the agent's own: its failure is the call's, a tool
-     * failure, not a refusal of the request. */
-    *hook_failed = 1;
-    res->ok = 0;
-    res->exit_code = 1;
-    res->failure_kind = SM_FAIL_TOOL;
-    res->mode = k->r.settings.mode;
-    snprintf(res->error, sizeof res->error, "%s", err.message);
-    return 0;
-  }
-  if (content == NULL) return 0;
-  sm_buf owned;
-  sm_buf_init(&owned, 64 * 1024);
-  sm_buf_printf(&owned, "%s", OWNED_HOME_NAMES);
-  for (size_t i = 0; i < k->secrets.n; i++) {
-    const char *eq = strchr(k->secrets.kv[i], '=');
-    if (eq) sm_buf_printf(&owned, " %.*s", (int)(eq - k->secrets.kv[i]), k->secrets.kv[i]);
-  }
-  sm_server_random_hex(k->nonce, SM_HOOK_NONCE_LEN);
-  char **wrapped = NULL;
-  size_t wn = 0;
-  int rc = sm_hook_wrap((const char *const *)k->argv, k->argc, content, k->nonce,
-                        owned.data ? owned.data : OWNED_HOME_NAMES, &wrapped, &wn, &err);
-  free(content);
-  sm_buf_dispose(&owned);
-  if (rc != 0) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
-    return -1;
-  }
-  sm_server_strv_free(k->argv, k->argc);
-  k->argv = wrapped;
-  k->argc = wn;
-  k->hook = 1;
-  return 0;
-}
-
-/* A request's "network" may narrow the resolved one (bridge > allowlist >
- * none), never widen it: a worker token cannot buy itself a way out. */
-static int network_rank(const char *n) {
-  return strcmp(n, "bridge") == 0 ? 2 : strcmp(n, "allowlist") == 0 ? 1 : 0;
-}
-
-static int narrow_network(call *k, sm_answer *a) {
-  sm_sandbox_settings *s = &k->r.settings;
-  if (network_rank(k->p.network) > network_rank(s->network)) {
-    sm_answer_error(a, 403, "policy", "network %s is wider than this call's network %s", k->p.network,
-                    s->network);
-    return -1;
-  }
-  snprintf(s->network, sizeof s->network, "%s", k->p.network);
-  if (strcmp(s->network, "allowlist") != 0) s->egress_owner[0] = '\0';
-  else if (s->egress_owner[0] == '\0') snprintf(s->egress_owner, sizeof s->egress_owner, "defaults");
-  return 0;
-}
-
-/* Checks, resolves and builds everything; 0 and k ready, or -1 with *a
- * filled. A hook that cannot be used is reported through *early (a result
- * of the call, not an HTTP error). */
-static int prepare(call *k, int control, const char *token, sm_answer *a, int *early,
-                   sm_run_result *early_res) {
-  sm_server *srv = k->srv;
-  sm_exec_params *p = &k->p;
-  if (!control && !sm_server_token_ok(srv, token, p->worker_key)) {
-    sm_answer_error(a, 401, "policy", GENERIC_401);
-    return -1;
-  }
-  /* Whose keyed sandbox the call may use: a worker's own (the control token
-   * naming a worker_key acts for that worker), or any for the control token. */
-  k->control = control;
-  if (p->worker_key) {
-    if (sm_principal_worker(p->worker_key, k->principal, sizeof k->principal, NULL) != 0) {
-      sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
-      return -1;
-    }
-  } else {
-    snprintf(k->principal, sizeof k->principal, "%s", SM_PRINCIPAL_CONTROL);
-  }
-  sm_config_flags flags;
-  if (srv->have_flags) flags = srv->flags;
-  else memset(&flags, 0, sizeof flags);
-  if (p->has_mode) flags.mode = sm_server_mode_name(p->mode);
-  sm_error err = SM_ERROR_INIT;
-  k->cfg = sm_server_config(srv);
-  if (sm_config_resolve(k->cfg, p->agent, p->tool, p->user, &flags, &k->r, &err) !=
-      0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
-    return -1;
-  }
-  if (!k->r.allowed) {
-    sm_log_event(SM_LOG_INFO, "call.refused",
-                 SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool), SM_LOG_STR("agent", p->agent),
-                               SM_LOG_STR("rule", k->r.rule[0] ? k->r.rule : NULL)),
-                 "tool %s refused by the configuration", p->tool ? p->tool : "(none)");
-    sm_answer_error(a, 403, "policy", "tool %s refused by %s", p->tool ? p->tool : "(none)",
-                    k->r.rule[0] ? k->r.rule : "the configuration");
-    return -1;
-  }
-  /* A request may pick any container mode, but not leave the sandbox on a
-   * runner whose own mode is sandboxed: mode none runs on the host. */
-  if (p->has_mode && p->mode == SM_MODE_NONE && srv->opts.mode != SM_MODE_NONE) {
-    sm_answer_error(a, 403, "policy",
-                    "mode none is not allowed on this runner (its mode is %s): calls may not "
-                    "run on the host",
-                    sm_server_mode_name(srv->opts.mode));
-    return -1;
-  }
-  if (p->has_mode && p->mode == SM_MODE_PER_WORKER && p->worker_key == NULL) {
-    sm_answer_error(a, 400, "policy", "mode per_worker needs 'worker_key'");
-    return -1;
-  }
-  if (p->has_mode && p->mode == SM_MODE_PER_RUN && p->run_id == NULL) {
-    sm_answer_error(a, 400, "policy", "mode per_run needs 'run_id'");
-    return -1;
-  }
-  /* Selective sandboxing decides where an agent runtime runs a tool; what
-   * reaches the runner runs in the runner's sandboxes, never on its host
-   * (unless the runner's own mode is none). */
-  if (!k->r.sandboxed && srv->opts.mode != SM_MODE_NONE) {
-    /* The resolver said mode none (host) for it: the runner's own mode (or
-     * the container mode the request asked for) applies instead. */
-    k->r.settings.mode = p->has_mode ? p->mode : srv->opts.mode;
-    sm_log(SM_LOG_DEBUG, "tool %s is not sandboxed by the configuration (%s): the runner "
-           "sandboxes it anyway (mode %s)", p->tool ? p->tool : "(none)", k->r.sandbox_rule,
-           sm_server_mode_name(k->r.settings.mode));
-  }
-  if (p->network && narrow_network(k, a) != 0) return -1;
-  int hook_tool = is_hook_tool(p);
-  if (build_argv(k, a) != 0) return -1;
-  if (p->workspace && resolve_workspace(k, a) != 0) return -1;
-  if (p->lease_id) {
-    sm_lease_params lp;
-    if (srv->creds == NULL ||
-        sm_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) !=
-            0) {
-      sm_metrics_lease(srv->metrics, "refused");
-      sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
-                   "lease refused for tool %s", p->tool ? p->tool : "(none)");
-      sm_answer_error(a, 403, "policy", LEASE_REFUSED);
-      return -1;
-    }
-    if (sm_creds_env(srv->creds, &lp, &k->secrets, &err) != 0) {
-      OPENSSL_cleanse(&lp, sizeof lp);
-      sm_answer_error(a, 403, "policy", LEASE_REFUSED);
-      return -1;
-    }
-    sm_metrics_lease(srv->metrics, "consumed");
-    sm_log(SM_LOG_INFO, "lease consumed: %zu credential variable(s) for this exec only",
-           k->secrets.n);
-    OPENSSL_cleanse(&lp, sizeof lp);
-  }
-  if (build_env(k, a) != 0) return -1;
-  if (k->has_ws && hook_tool) {
-    if (wrap_hook(k, a, early, early_res) != 0) return -1;
-    if (*early) return 0;
-  }
-
-  sm_run_request *q = &k->req;
-  sm_run_request_init(q);
-  q->argv = (const char *const *)k->argv;
-  q->argc = k->argc;
-  q->env = (const char *const *)k->env;
-  q->n_env = k->n_env;
-  q->secret_env = (const char *const *)k->secrets.kv;
-  q->n_secret_env = k->secrets.n;
-  if (p->has_stdin) {
-    q->stdin_read = stdin_read;
-    q->stdin_ud = k;
-  }
-  q->project = p->project ? p->project : srv->project;
-  q->project_environment = srv->project_environment;
-  q->agent = p->agent;
-  q->tool = p->tool;
-  q->user = p->user;
-  q->run_id = p->run_id;
-  q->worker_id = p->worker_key;
-  q->scope = k->r.scope_kind;
-  q->principal = k->principal;
-  q->workspace = k->has_ws ? k->ws : NULL;
-  q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;
-  q->settings = k->r.settings;
-  sm_config_egress_get(k->cfg, p->agent, &k->egress);
-  q->egress = k->egress.levels;
-  q->n_egress = k->egress.n_levels;
-  if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
-  return 0;
-}
-
-/* ---- running and answering ---- */
-
-static int do_run(sm_server *srv, const sm_run_request *req, sm_run_result *res,
-                  sm_error *err) {
-  if (srv->opts.run) return srv->opts.run(srv->opts.run_userdata, req, res, err);
-  if (srv->opts.runner == NULL)
-    return sm_error_set(err, SM_EUNSUPPORTED, "this runner cannot run tool calls");
-  return sm_run(srv->opts.runner, req, res, err);
-}
-
-static void run_call(call *k, sm_run_result *res) {
-  sm_error err = SM_ERROR_INIT;
-  memset(res, 0, sizeof *res);
-  int rc = do_run(k->srv, &k->req, res, &err);
-  if (rc != 0) {
-    res->ok = 0;
-    if (res->failure_kind == SM_FAIL_NONE) {
-      res->failure_kind = rc == SM_EPOLICY ? SM_FAIL_POLICY
-                          : (rc == SM_EUNREACHABLE || rc == SM_EENGINE || rc == SM_ETLS)
-                              ? SM_FAIL_ENGINE
-                              : SM_FAIL_SANDBOX;
-      res->exit_code = 125;
-    }
-    if (res->error[0] == '\0')
-      snprintf(res->error, sizeof res->error, "%s",
-               err.message[0] ? err.message : sm_error_default_message(rc));
-  }
-  if (k->hook) sm_hook_finish(k->nonce, res);
-}
-
-static const char *outcome_of(const sm_run_result *res) {
-  if (res->failure_kind != SM_FAIL_NONE) {
-    const char *n = sm_failure_kind_name(res->failure_kind);
-    return n ? n : "tool";
-  }
-  return res->ok ? "ok" : "tool";
-}
-
-/* Scrubs, records metrics and builds the answer. */
-static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
-  sm_server *srv = k->srv;
-  sm_server_redact(&res->stdout_data, &res->stdout_len, &k->secrets);
-  sm_server_redact(&res->stderr_data, &res->stderr_len, &k->secrets);
-  sm_server_redact_str(res->error, sizeof res->error, &k->secrets);
-  /* The copy out's refused paths and a replacement's reason quote what the
-   * tool chose: a name made of the value is the value. */
-  for (size_t i = 0; i < res->n_refused; i++) {
-    size_t len = strlen(res->refused[i].path);
-    sm_server_redact(&res->refused[i].path, &len, &k->secrets);
-  }
-  sm_server_redact_str(res->replaced_because, sizeof res->replaced_because, &k->secrets);
-  const char *outcome = outcome_of(res);
-  double secs = (sm_monotonic_ms() - k->t0) / 1000.0;
-  sm_metrics_call(srv->metrics, k->p.tool, sm_server_mode_name(res->mode), outcome, secs);
-  if (strcmp(outcome, "ok") != 0) sm_metrics_failure(srv->metrics, outcome);
-  sm_log_event(res->failure_kind == SM_FAIL_SANDBOX || res->failure_kind == SM_FAIL_ENGINE
-                   ? SM_LOG_WARN
-                   : SM_LOG_INFO,
-               "call.result",
-               SM_LOG_FIELDS(SM_LOG_STR("tool", k->p.tool), SM_LOG_STR("agent", k->p.agent),
-                             SM_LOG_STR("mode", sm_server_mode_name(res->mode)),
-                             SM_LOG_STR("sandbox", res->sandbox_id[0] ? res->sandbox_id : NULL),
-                             SM_LOG_STR("outcome", outcome), SM_LOG_INT("exit_code", res->exit_code),
-                             SM_LOG_NUM("duration_ms", secs * 1000.0),
-                             SM_LOG_BOOL("timed_out", res->timed_out),
-                             SM_LOG_BOOL("oom_killed", res->oom_killed),
-                             SM_LOG_STR("error", res->error[0] ? res->error : NULL)),
-               "call tool=%s mode=%s -> %s, exit %d in %.0f ms", k->p.tool ? k->p.tool : "-",
-               sm_server_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0);
-  a->body = sm_run_result_to_json(res);
-  /* An isolation that cannot be had is refused, never weakened: a sandbox
-   * that could not be made or used (nothing ran) is 503 like the engine. */
-  a->status = res->failure_kind == SM_FAIL_POLICY                      ? 403
-              : res->failure_kind == SM_FAIL_ENGINE                    ? 503
-              : res->failure_kind == SM_FAIL_SANDBOX && !res->started ? 503
-                                                                       : 200;
-}
 
 /* ---- background handles ---- */
 
@@ -635,9 +149,9 @@ static void *bg_main(void *arg) {
   snprintf(rid, sizeof rid, "handle-%.8s", h->id);
   sm_log_set_request_id(rid);
   sm_run_result res;
-  run_call(k, &res);
+  sm_call_run(k, &res);
   sm_answer a = {0, NULL};
-  answer_result(k, &res, &a);
+  sm_call_answer(k, &res, &a);
   sm_run_result_dispose(&res);
   pthread_mutex_lock(&h->mu);
   h->result = a.body;
@@ -645,7 +159,7 @@ static void *bg_main(void *arg) {
   h->done = 1;
   pthread_cond_broadcast(&h->cv);
   pthread_mutex_unlock(&h->mu);
-  call_free(k);
+  sm_call_free(k);
   handle_unref(h);
   pthread_mutex_lock(&srv->mu);
   srv->bg_running--;
@@ -721,7 +235,7 @@ static void run_background(call *k, sm_answer *a) {
   sm_handle *h = calloc(1, sizeof *h);
   if (h == NULL) {
     sm_answer_error(a, 503, "sandbox", "out of memory");
-    call_free(k);
+    sm_call_free(k);
     return;
   }
   sm_server_random_hex(h->id, SM_HANDLE_ID_LEN / 2);
@@ -753,7 +267,7 @@ static void run_background(call *k, sm_answer *a) {
   if (handle_insert(srv, h) != 0) {
     h->refs = 1;
     handle_unref(h);
-    call_free(k);
+    sm_call_free(k);
     sm_answer_error(a, 503, "sandbox", "too many background calls are running");
     return;
   }
@@ -777,7 +291,7 @@ static void run_background(call *k, sm_answer *a) {
     pthread_mutex_unlock(&srv->mu);
     if (handle_take(srv, h)) handle_unref(h);
     handle_unref(h);
-    call_free(k);
+    sm_call_free(k);
     sm_answer_error(a, 503, "sandbox", "cannot start a thread for the call");
     return;
   }
@@ -813,43 +327,6 @@ static void run_background(call *k, sm_answer *a) {
   handle_unref(h);
 }
 
-/* ---- calls for the other routes (files, streamed execute, MCP) ---- */
-
-sm_call *sm_call_prepare(sm_server *srv, sm_exec_params *p, int control, const char *token,
-                         sm_answer *a) {
-  call *k = calloc(1, sizeof *k);
-  if (k == NULL) {
-    sm_exec_params_dispose(p);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return NULL;
-  }
-  k->srv = srv;
-  k->t0 = sm_monotonic_ms();
-  k->p = *p;
-  memset(p, 0, sizeof *p);
-  int early = 0;
-  sm_run_result early_res;
-  memset(&early_res, 0, sizeof early_res);
-  if (prepare(k, control, token, a, &early, &early_res) != 0) {
-    call_free(k);
-    return NULL;
-  }
-  if (early) { /* a workspace hook that cannot be used: its answer */
-    answer_result(k, &early_res, a);
-    sm_run_result_dispose(&early_res);
-    call_free(k);
-    return NULL;
-  }
-  return k;
-}
-
-sm_run_request *sm_call_request(sm_call *k) { return &k->req; }
-const sm_exec_params *sm_call_params(const sm_call *k) { return &k->p; }
-const sm_secret_env *sm_call_secrets(const sm_call *k) { return &k->secrets; }
-void sm_call_run(sm_call *k, sm_run_result *res) { run_call(k, res); }
-void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a) { answer_result(k, res, a); }
-void sm_call_free(sm_call *k) { call_free(k); }
-
 /* ---- routes ---- */
 
 /* The control token, or a worker token that matches the body's worker_key. */
@@ -862,48 +339,31 @@ static int worker_token_ok(sm_server *srv, const char *body, size_t len, int con
 }
 
 void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
-                     const char *token, int accept_stream, sm_stream *stream, sm_answer *a) {
-  call *k = calloc(1, sizeof *k);
-  if (k == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return;
-  }
-  k->srv = srv;
-  k->t0 = sm_monotonic_ms();
+                     const char *token, int accept_stream, sm_call **streamed, sm_answer *a) {
+  *streamed = NULL;
   sm_error err = SM_ERROR_INIT;
   /* A worker token is checked against the body's worker_key before anything
    * else about the body is told: an unauthenticated caller learns nothing. */
   if (!worker_token_ok(srv, body, len, control, token)) {
     sm_answer_error(a, 401, "policy", GENERIC_401);
-    call_free(k);
     return;
   }
-  if (sm_server_parse_execute(body, len, srv->opts.max_body, &k->p, &err) != 0) {
+  sm_exec_params p;
+  if (sm_server_parse_execute(body, len, srv->opts.max_body, &p, &err) != 0) {
     sm_answer_error(a, 400, "policy", "%s", err.message);
-    call_free(k);
     return;
   }
-  if ((k->p.stream || accept_stream) && k->p.background_on_timeout) {
+  int stream = p.stream || accept_stream;
+  if (stream && p.background_on_timeout) {
     sm_answer_error(a, 400, "policy", "a streamed call cannot go to the background: give "
                     "either 'stream' or 'background_on_timeout'");
-    call_free(k);
+    sm_exec_params_dispose(&p);
     return;
   }
-  int early = 0;
-  sm_run_result early_res;
-  memset(&early_res, 0, sizeof early_res);
-  if (prepare(k, control, token, a, &early, &early_res) != 0) {
-    call_free(k);
-    return;
-  }
-  if (early) {
-    answer_result(k, &early_res, a);
-    sm_run_result_dispose(&early_res);
-    call_free(k);
-    return;
-  }
-  if (k->p.stream || accept_stream) {
-    sm_exec_streamed(k, stream, a); /* owns k */
+  call *k = sm_call_prepare(srv, &p, control, token, a);
+  if (k == NULL) return;
+  if (stream) {
+    *streamed = k; /* the caller streams it (sm_exec_streamed) */
     return;
   }
   if (k->p.background_on_timeout) {
@@ -911,10 +371,10 @@ void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
     return;
   }
   sm_run_result res;
-  run_call(k, &res);
-  answer_result(k, &res, a);
+  sm_call_run(k, &res);
+  sm_call_answer(k, &res, a);
   sm_run_result_dispose(&res);
-  call_free(k);
+  sm_call_free(k);
 }
 
 void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,

@@ -96,7 +96,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-void sm_exec_streamed(sm_call *k, sm_stream *s, sm_answer *a) {
+void sm_exec_streamed(sm_call *k, sm_stream *s) {
   out_state o;
   memset(&o, 0, sizeof o);
   o.s = s;
@@ -146,5 +146,4 @@ void sm_exec_streamed(sm_call *k, sm_stream *s, sm_answer *a) {
   }
   pthread_mutex_destroy(&o.mu);
   sm_call_free(k);
-  (void)a;
 }

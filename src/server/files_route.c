@@ -323,6 +323,49 @@ static int write_out(void *ud, const char *data, size_t len) {
 
 /* ---- the job ---- */
 
+/* list, glob and grep: their JSON answer in *o. */
+static int run_search(sm_files_req *r, sm_runner *runner, const sm_run_request *base,
+                      json_object **o, sm_run_result *call, sm_error *err) {
+  int rc = 0;
+  switch (r->op) {
+    case SM_FILES_LIST:
+    case SM_FILES_GLOB: {
+      sm_file_list l = {NULL, 0, 0};
+      size_t max = (size_t)(r->max ? r->max : LIST_MAX_DEFAULT);
+      const char *path = r->path ? r->path : ".";
+      rc = r->op == SM_FILES_LIST
+               ? sm_files_list(runner, base, path, (int)r->depth, max, &l, call, err)
+               : sm_files_glob(runner, base, path, r->pattern, max, &l, call, err);
+      if (rc == 0) *o = list_json(&l);
+      sm_file_list_dispose(&l);
+      break;
+    }
+    case SM_FILES_GREP: {
+      sm_grep_opts go = {r->pattern, r->fixed, r->ignore_case, r->include, (size_t)r->max};
+      sm_grep_result g = {NULL, 0, 0};
+      rc = sm_files_grep(runner, base, r->path ? r->path : ".", &go, &g, call, err);
+      if (rc == 0) {
+        *o = json_object_new_object();
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < g.n; i++) {
+          json_object *m = json_object_new_object();
+          json_object_object_add(m, "path", json_object_new_string(g.v[i].path));
+          json_object_object_add(m, "line", json_object_new_int64(g.v[i].line));
+          json_object_object_add(m, "text", sm_json_text(g.v[i].text, g.v[i].text_len));
+          json_object_array_add(arr, m);
+        }
+        json_object_object_add(*o, "matches", arr);
+        json_object_object_add(*o, "truncated", json_object_new_boolean(g.truncated));
+      }
+      sm_grep_result_dispose(&g);
+      break;
+    }
+    default:
+      break;
+  }
+  return rc;
+}
+
 static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base,
                   read_out *ro, sm_answer *a, sm_run_result *call, sm_error *err) {
   int rc = 0;
@@ -378,37 +421,10 @@ static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base
       break;
     }
     case SM_FILES_LIST:
-    case SM_FILES_GLOB: {
-      sm_file_list l = {NULL, 0, 0};
-      size_t max = (size_t)(r->max ? r->max : LIST_MAX_DEFAULT);
-      const char *path = r->path ? r->path : ".";
-      rc = r->op == SM_FILES_LIST
-               ? sm_files_list(runner, base, path, (int)r->depth, max, &l, call, err)
-               : sm_files_glob(runner, base, path, r->pattern, max, &l, call, err);
-      if (rc == 0) o = list_json(&l);
-      sm_file_list_dispose(&l);
+    case SM_FILES_GLOB:
+    case SM_FILES_GREP:
+      rc = run_search(r, runner, base, &o, call, err);
       break;
-    }
-    case SM_FILES_GREP: {
-      sm_grep_opts go = {r->pattern, r->fixed, r->ignore_case, r->include, (size_t)r->max};
-      sm_grep_result g = {NULL, 0, 0};
-      rc = sm_files_grep(runner, base, r->path ? r->path : ".", &go, &g, call, err);
-      if (rc == 0) {
-        o = json_object_new_object();
-        json_object *arr = json_object_new_array();
-        for (size_t i = 0; i < g.n; i++) {
-          json_object *m = json_object_new_object();
-          json_object_object_add(m, "path", json_object_new_string(g.v[i].path));
-          json_object_object_add(m, "line", json_object_new_int64(g.v[i].line));
-          json_object_object_add(m, "text", sm_json_text(g.v[i].text, g.v[i].text_len));
-          json_object_array_add(arr, m);
-        }
-        json_object_object_add(o, "matches", arr);
-        json_object_object_add(o, "truncated", json_object_new_boolean(g.truncated));
-      }
-      sm_grep_result_dispose(&g);
-      break;
-    }
     case SM_FILES_TAR_PUT: {
       sm_files_tar_stats st = {0, 0};
       rc = sm_files_upload_tar(runner, base, r->path, sm_stream_read, r->stream, max_file, 0,

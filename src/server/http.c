@@ -284,8 +284,10 @@ static void job_execute(void *arg) {
   srv->calls_in_flight++;
   pthread_mutex_unlock(&srv->mu);
   sm_answer a = {0, NULL};
+  sm_call *streamed = NULL;
   sm_exec_execute(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
-                  c->accept_stream, s, &a);
+                  c->accept_stream, &streamed, &a);
+  if (streamed) sm_exec_streamed(streamed, s); /* c may be gone once it begins */
   pthread_mutex_lock(&srv->mu);
   srv->calls_in_flight--;
   pthread_mutex_unlock(&srv->mu);

@@ -1,0 +1,36 @@
+/* A tool call of the runner from its parameters to its answer (call.c):
+ * the checks and resolution every route that runs something shares
+ * (execute, its streamed and background forms, the files routes). */
+#ifndef SANDMAN_SERVER_CALL_H
+#define SANDMAN_SERVER_CALL_H
+
+#include <limits.h>
+
+#include "server/core.h"
+
+struct sm_call {
+  sm_server *srv;
+  sm_exec_params p;
+  sm_resolved r;
+  char **argv;
+  size_t argc;
+  char **env;
+  size_t n_env;
+  sm_secret_env secrets;
+  char ws[PATH_MAX];
+  int has_ws;
+  int control;          /* made with the control token */
+  char principal[SM_PRINCIPAL_MAX];
+  char nonce[SM_HOOK_NONCE_LEN * 2 + 1];
+  int hook;
+  size_t stdin_off;
+  sm_run_request req;
+  double t0;
+  sm_handle *handle;
+  const sm_config *cfg; /* the configuration in force when the call came */
+  sm_config_egress egress; /* network allowlist: its lists (borrowed from cfg) */
+};
+
+#define SM_CALL_GENERIC_401 "missing or invalid token"
+
+#endif
