@@ -22,6 +22,7 @@
 #include "agent/frame.h"
 #include "agent/untar.h"
 #include "agent/fs.h"
+#include "agent/quiet.h"
 
 #define MAX_ARGV 65536
 #define MAX_ENV 8192
@@ -407,8 +408,10 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2]);
   /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
   if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
+  /* `sandman-agent quiet`: every other process of the user stopped (quiet.c). */
+  if (argc == 2 && strcmp(argv[1], "quiet") == 0) return agent_quiet();
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR | fs OP ROOT ARGS...]\n");
+    fprintf(stderr, "usage: sandman-agent [untar DIR | fs OP ROOT ARGS... | quiet]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */

@@ -256,12 +256,13 @@ static int install(sm_engine *e, const char *cid, sm_error *err) {
   return 0;
 }
 
-static int open_session(sm_engine *e, const char *cid, sm_agent_session **out, sm_error *err) {
+static int open_session(sm_engine *e, const char *cid, const char *user, sm_agent_session **out,
+                        sm_error *err) {
   *out = NULL;
   char path[128];
   agent_path(path, sizeof path);
   const char *argv[] = {path};
-  json_object *cfg = sm_exec_config(argv, 1, NULL, 1);
+  json_object *cfg = sm_exec_config(argv, 1, user, 1);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, id, err);
   json_object_put(cfg);
@@ -347,7 +348,7 @@ int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err)
   return rc;
 }
 
-int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
+int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user, int open_new,
                   sm_agent_session **out) {
   *out = NULL;
   if (a == NULL || sm_agent_blob_len == 0) return 0;
@@ -362,7 +363,7 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
     int rc = installed ? 0 : install(e, cid, &err);
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc; /* the container is gone */
     if (rc == 0 && !installed) note_installed(a, cid);
-    if (rc == 0) rc = open_session(e, cid, &s, &err);
+    if (rc == 0) rc = open_session(e, cid, user, &s, &err);
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
     if (rc) {
       mark_unusable(a, cid, err.message);
@@ -467,9 +468,9 @@ int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc,
 
 static int drop_output(void *ud, int stream, const char *data, size_t len) { return 0; }
 
-int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid) {
+int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *user) {
   sm_agent_session *s = NULL;
-  int rc = sm_agent_take(a, e, cid, 1, &s);
+  int rc = sm_agent_take(a, e, cid, user, 1, &s);
   if (s) {
     /* One call through the same wrapper warms what the first real call
      * would find cold in a new container (its overlay's dentries, the

@@ -456,6 +456,7 @@ static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request 
       .created = created,
       .owner = sb->mode == SM_MODE_PER_TOOL ? owner : NULL,
       .principal = sb->mode == SM_MODE_PER_TOOL ? NULL : req->principal,
+      .user = sb->user,
       .volume = sb->volume,
   };
   json_object *labels = sm_labels_build(&li);
@@ -551,18 +552,28 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
 /* Waits (up to the call's timeout) until no call is in flight in sandbox
  * name, then returns holding its exclusive lock. */
 static int wait_exclusive(const char *state_dir, const char *name, double wait_s,
-                          sm_state_lock **out, sm_error *err) {
+                          const char *why, sm_state_lock **out, sm_error *err) {
   double deadline = sm_monotonic_ms() + (wait_s > 1 ? wait_s : 1) * 1000.0;
   for (;;) {
     int rc = sm_state_exclusive_try(state_dir, name, out, err);
     if (rc != SM_EBUSY) return rc;
     if (sm_monotonic_ms() >= deadline)
       return sm_error_set(err, SM_EBUSY,
-                          "sandbox %s must be replaced (its configuration changed) but a call "
-                          "is still running in it; retry when it has finished",
-                          name);
+                          "sandbox %s %s, but a call is still running in it; retry when it has "
+                          "finished",
+                          name, why);
     sleep_ms(REPLACE_POLL_MS);
   }
+}
+
+/* The call's hold on its sandbox: shared with other calls, or (a leased
+ * call) the sandbox to itself, waiting up to the call's timeout. */
+static int take_busy(const char *state_dir, const sm_run_request *req, sandbox *sb,
+                     sm_error *err) {
+  if (req->n_secret_env == 0) return sm_state_busy_acquire(state_dir, sb->name, &sb->busy, err);
+  return wait_exclusive(state_dir, sb->name,
+                        req->settings.timeout_s > 0 ? req->settings.timeout_s : 3600,
+                        "is needed alone by a call with leased credentials", &sb->busy, err);
 }
 
 static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *req,
@@ -574,7 +585,7 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
   sm_pool_cached hit;
   if (sm_pool_cache_get(runner, sb->name, sb->hash, &hit) &&
       (sb->mode != SM_MODE_PER_WORKER || strcmp(hit.project, project) == 0)) {
-    int rc = sm_state_busy_acquire(state_dir, sb->name, &sb->busy, err);
+    int rc = take_busy(state_dir, req, sb, err);
     if (rc) return rc;
     snprintf(sb->id, sizeof sb->id, "%s", hit.id);
     sb->uid = hit.uid;
@@ -633,7 +644,10 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
       if (!stale && is_running(insp)) {
         const char *id = json_str(insp, "Id", NULL);
         snprintf(sb->id, sizeof sb->id, "%s", id ? id : sb->name);
-        ids_from_user(json_str(insp, "Config", "User"), &sb->uid, &sb->gid);
+        /* Its calls' user: the label (the container itself runs as root);
+         * Config.User for a sandbox made before the label existed. */
+        const char *u = label_of(insp, "user");
+        ids_from_user(u && *u ? u : json_str(insp, "Config", "User"), &sb->uid, &sb->gid);
         sb->reused = 1;
         json_object_put(insp);
       } else {
@@ -644,8 +658,8 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
         /* Replaced (new configuration) or broken (not running): never while
          * a call is in flight in it. */
         rc = wait_exclusive(state_dir, sb->name,
-                            req->settings.timeout_s > 0 ? req->settings.timeout_s : 3600, &excl,
-                            err);
+                            req->settings.timeout_s > 0 ? req->settings.timeout_s : 3600,
+                            "must be replaced (its configuration changed)", &excl, err);
         if (rc) break;
         sm_log(SM_LOG_WARN, "replacing sandbox %s: %s; what was installed in it is gone",
                sb->name, sb->because);
@@ -673,7 +687,7 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
       }
       if (rc) break;
     }
-    rc = sm_state_busy_acquire(state_dir, sb->name, &sb->busy, err);
+    rc = take_busy(state_dir, req, sb, err);
     if (rc == 0) {
       sm_pool_cached c;
       memset(&c, 0, sizeof c);
@@ -884,7 +898,7 @@ static int take_agent(sm_runner *runner, sm_engine *e, const sandbox *sb, sm_exe
   if (a == NULL || !sm_agents_enabled(a)) return 0;
   int open_new = sb->mode != SM_MODE_PER_TOOL && (sb->cached || sb->swarm.node != NULL);
   if (!open_new && !sb->pooled) return 0;
-  int rc = sm_agent_take(a, e, sb->id, open_new, &t->agent);
+  int rc = sm_agent_take(a, e, sb->id, sb->user, open_new, &t->agent);
   if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
   if (t->agent) t->agents = a;
   else if (open_new) sm_agent_note_fallback(a);
@@ -1003,7 +1017,8 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 
   /* A keyed sandbox can vanish between lookup and exec (a forced reap):
    * then we look it up (and create it) once more. */
-  sm_exec_target t = {e, NULL, 0, NULL, NULL};
+  sm_exec_target t = {e, NULL, NULL, 0, NULL, NULL, NULL};
+  char quiet[128];
   for (int attempt = 0; attempt < 2; attempt++) {
     sb.reused = 0;
     sb.pooled = 0;
@@ -1023,9 +1038,31 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     out->reused = sb.reused;
     snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb.replaced);
     snprintf(out->replaced_because, sizeof out->replaced_because, "%s", sb.because);
+    /* Every exec of the call names its user: the container runs as root. */
+    snprintf(sb.user, sizeof sb.user, "%d:%d", sb.uid, sb.gid);
     t.container_id = sb.id;
+    t.user = sb.user;
     t.per_tool = sb.mode == SM_MODE_PER_TOOL;
-    rc = take_agent(runner, e, &sb, &t, err);
+    /* A call with leased credentials never goes through the agent (a
+     * process of the sandbox's user that earlier calls could have touched),
+     * and in a shared sandbox it runs alone: every other process of the
+     * sandbox's user stopped while it runs (exec.c, src/agent/quiet.c). */
+    t.quiet = NULL;
+    if (req->n_secret_env > 0 && sb.mode != SM_MODE_PER_TOOL && sw) {
+      /* Several runners share a swarm sandbox and none can hold it alone. */
+      rc = sm_error_set(err, SM_ESANDBOX,
+                        "a call with leased credentials runs alone in its sandbox, which the "
+                        "swarm backend cannot promise for %s sandboxes; lease in mode per_tool",
+                        sm_mode_name(sb.mode));
+    } else if (req->n_secret_env > 0 && sb.mode != SM_MODE_PER_TOOL) {
+      sm_agent_binary_path(quiet, sizeof quiet);
+      rc = sm_agent_install(sm_runner_agents(runner), e, sb.id, err);
+      if (rc == 0) t.quiet = quiet;
+      else if (!retry_gone(&sb, rc))
+        sm_error_wrap(err, "installing sandman's helper to run a call with leased credentials "
+                           "alone in sandbox %s", sb.name);
+    }
+    if (rc == 0 && req->n_secret_env == 0) rc = take_agent(runner, e, &sb, &t, err);
     if (!sw && attempt == 0 && retry_gone(&sb, rc)) {
       retry_release(runner, e, req, &sb, &ws);
       continue;
@@ -1131,7 +1168,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
    * one can find a session ready (long-running processes only). */
   if (!sw && t.agent == NULL && sb.mode != SM_MODE_PER_TOOL && !sb.cached && sb.id[0] &&
       sm_agents_enabled(sm_runner_agents(runner)))
-    sm_pool_prepare_agent_later(runner, sb.id);
+    sm_pool_prepare_agent_later(runner, sb.id, sb.user);
   /* A per_tool container goes now: its session goes with it. */
   drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
   if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);

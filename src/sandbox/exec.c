@@ -15,6 +15,9 @@
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
+/* The group `sandman-agent quiet` runs in: nogroup, or one below when that
+ * is the sandbox's own group. */
+#define QUIET_GID 65534
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -76,12 +79,12 @@ int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
  * its stdout. */
-static int run_helper(sm_engine *e, const char *cid, const char *script, const char *name,
+static int run_helper(const sm_exec_target *t, const char *script, const char *name,
                       const char *a1, const char *a2, const char *a3, sm_buf *out,
                       int *exit_code, sm_error *err) {
   const char *argv[] = {"/bin/sh", "-c", script, name, a1 ? a1 : "", a2 ? a2 : "", a3 ? a3 : ""};
-  return sm_exec_helper(e, cid, argv, 7, NULL, NULL, NULL, HELPER_TIMEOUT_S, out, exit_code,
-                        err);
+  return sm_exec_helper(t->engine, t->container_id, argv, 7, t->user, NULL, NULL,
+                        HELPER_TIMEOUT_S, out, exit_code, err);
 }
 
 /* Kills every process of the call inside the sandbox (sm_exec_kill_script:
@@ -102,7 +105,7 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_cal
     sm_buf out;
     sm_buf_init(&out, HELPER_OUTPUT_CAP);
     int code = -1;
-    int rc = run_helper(t->engine, t->container_id, sm_exec_kill_script, "sandman-kill", w->token,
+    int rc = run_helper(t, sm_exec_kill_script, "sandman-kill", w->token,
                         started ? w->pid : "", started ? w->start : "", &out, &code, &err);
     sm_buf_dispose(&out);
     if (rc == 0 && code == 0) {
@@ -162,8 +165,7 @@ static int check_oom(const sm_exec_target *t, const sm_call_watch *w) {
   sm_buf out;
   sm_buf_init(&out, HELPER_OUTPUT_CAP);
   sm_error err = SM_ERROR_INIT;
-  int rc = run_helper(t->engine, t->container_id, sm_exec_oom_script, "sandman-oom", NULL, NULL,
-                      NULL, &out, NULL, &err);
+  int rc = run_helper(t, sm_exec_oom_script, "sandman-oom", NULL, NULL, NULL, &out, NULL, &err);
   long long now = -1;
   if (rc == 0 && out.data) {
     const char *p = strstr(out.data, "counts ");
@@ -407,6 +409,7 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
     json_object_array_add(cmd, json_object_new_string(req->argv[i]));
   json_object_object_add(cfg, "Cmd", cmd);
   json_object_object_add(cfg, "Env", str_array((const char *const *)env->v, env->n));
+  if (t->user) json_object_object_add(cfg, "User", json_object_new_string(t->user));
   json_object_object_add(cfg, "WorkingDir", json_object_new_string("/workspace"));
   json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(req->stdin_read != NULL));
   json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
@@ -457,6 +460,59 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   return finish(t, w, w->cap, code, out, err);
 }
 
+/* A leased call's sandbox made quiet: every other process of the user
+ * stopped by `sandman-agent quiet` (src/agent/quiet.c). It runs with the
+ * user's uid, which lets it stop them, and a group id none of them has,
+ * which keeps them from tracing it or reading its memory before they are
+ * stopped (both need uid and gid to match). Retried: a sandbox at its
+ * process limit may refuse the exec. */
+static int freeze(const sm_exec_target *t, sm_error *err) {
+  const char *argv[] = {t->quiet, "quiet"};
+  const char *colon = t->user ? strchr(t->user, ':') : NULL;
+  if (colon == NULL || colon == t->user)
+    return sm_error_set(err, SM_ESANDBOX, "a call with leased credentials needs the sandbox's "
+                        "user by number");
+  char user[64];
+  long gid = strtol(colon + 1, NULL, 10);
+  snprintf(user, sizeof user, "%.*s:%d", (int)(colon - t->user), t->user,
+           gid == QUIET_GID ? QUIET_GID - 1 : QUIET_GID);
+  int code = -1, rc = 0;
+  for (int attempt = 0; attempt < 5; attempt++) {
+    sm_buf out;
+    sm_buf_init(&out, HELPER_OUTPUT_CAP);
+    code = -1;
+    rc = sm_exec_helper(t->engine, t->container_id, argv, 2, user, NULL, NULL,
+                        HELPER_TIMEOUT_S, &out, &code, err);
+    sm_buf_dispose(&out);
+    if (rc == 0 && code == 0) return 0;
+    if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) break;
+    sleep_ms(100 * (attempt + 1));
+  }
+  if (rc == 0)
+    rc = sm_error_set(err, SM_ESANDBOX,
+                      "the sandbox's other processes could not all be stopped (exit %d)", code);
+  return sm_error_wrap(err, "running a call with leased credentials alone in its sandbox");
+}
+
+/* After it: what it left killed (it inherited the credentials), the others
+ * let go on. */
+static void thaw(const sm_exec_target *t, const sm_call_watch *w) {
+  int started = w && w->state == SM_CALL_WATCH_STARTED;
+  sm_error err = SM_ERROR_INIT;
+  for (int attempt = 0; attempt < 5; attempt++) {
+    int code = -1;
+    sm_buf out;
+    sm_buf_init(&out, HELPER_OUTPUT_CAP);
+    int rc = run_helper(t, sm_exec_thaw_script, "sandman-thaw", w ? w->token : "",
+                        started ? w->pid : "", started ? w->start : "", &out, &code, &err);
+    sm_buf_dispose(&out);
+    if ((rc == 0 && code == 0) || rc == SM_ECONFLICT || rc == SM_ENOTFOUND) return;
+    sleep_ms(100 * (attempt + 1));
+  }
+  sm_log(SM_LOG_WARN, "sandbox %.12s: after a call with leased credentials, its other processes "
+         "could not be resumed: %s", t->container_id, err.message);
+}
+
 int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                  sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
   memset(out, 0, sizeof *out);
@@ -464,7 +520,17 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
   sm_call_watch w;
   sm_call_watch_init(&w, token, cap);
-  int rc = t->agent ? agent_call(t, req, env, &w, out, err) : engine_call(t, req, env, &w, out, err);
+  int rc = 0;
+  if (t->quiet && (rc = freeze(t, err)) != 0) {
+    thaw(t, NULL);
+    sm_call_watch_dispose(&w);
+    return rc;
+  }
+  /* Never over the agent when isolated: the engine's exec is the only way
+   * in that no process of the sandbox could have prepared. */
+  if (t->agent && !t->quiet) rc = agent_call(t, req, env, &w, out, err);
+  else rc = engine_call(t, req, env, &w, out, err);
+  if (t->quiet) thaw(t, &w);
   sm_call_watch_dispose(&w);
   return rc;
 }

@@ -62,6 +62,7 @@ typedef struct sm_label_info {
   const char *owner;    /* per_tool: "<host>:<pid>"; NULL otherwise */
   const char *volume;   /* containers only; NULL on the volume itself */
   const char *principal;/* keyed: the call's principal, when it has one */
+  const char *user;     /* "uid:gid" the calls run as (the container runs as root) */
 } sm_label_info;
 
 #define SM_LABEL_PREFIX "io.sandman."
@@ -130,6 +131,7 @@ void sm_container_user(const sm_sandbox_settings *s, const char *image_user, cha
 extern const char sm_exec_wrapper_script[];
 extern const char sm_exec_kill_script[];
 extern const char sm_exec_oom_script[];
+extern const char sm_exec_thaw_script[];
 extern const char sm_host_wrapper_script[];
 
 
@@ -262,7 +264,7 @@ sm_agents *sm_runner_agents(sm_runner *runner);
  * (installing the agent first if needed). *out NULL: use the engine's exec.
  * Returns SM_ENOTFOUND/SM_ECONFLICT when the container is gone or stopped,
  * else 0 (an agent that cannot work there is remembered, not an error). */
-int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, int open_new,
+int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user, int open_new,
                   sm_agent_session **out);
 /* After a call that ended cleanly: parks the session (or closes it). */
 void sm_agent_give_back(sm_agents *a, sm_agent_session *s);
@@ -274,7 +276,7 @@ void sm_agent_binary_path(char *out, size_t len);
  * unless it is there; a may be NULL. */
 int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err);
 /* Installs the agent in a new container and parks a session (the pool). */
-int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid);
+int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *user);
 void sm_agent_note_fallback(sm_agents *a);
 /* Counts a tool call made over a session (sm_runner_agent_stats). */
 void sm_agent_note_call(sm_agents *a);
@@ -320,7 +322,13 @@ int sm_agent_broken(const sm_agent_session *s);
 typedef struct sm_exec_target {
   sm_engine *engine;
   const char *container_id;
+  const char *user;      /* "uid:gid" every exec of the call runs as (the
+                          * container's own processes run as root) */
   int per_tool;          /* a fresh container: timeouts kill the container */
+  const char *quiet;     /* a leased call in a shared sandbox: the installed
+                          * sandman-agent, whose `quiet` stops every other
+                          * process of the user while the call runs alone;
+                          * what it leaves is killed after. NULL otherwise */
   sm_agents *agents;     /* with agent: the call goes over this session */
   sm_agent_session *agent;
 } sm_exec_target;

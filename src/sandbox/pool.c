@@ -80,6 +80,7 @@ typedef struct removal {
  * its first call, so that its second call is fast too. */
 typedef struct agent_prep {
   char id[SM_ENGINE_ID_MAX];
+  char user[32]; /* "uid:gid" the session runs as */
   struct agent_prep *next;
 } agent_prep;
 #define MAX_PREPS 64
@@ -153,7 +154,7 @@ static void ensure_threads(sm_pool *p);
 
 /* Queues opening an agent session in a container (hold p->mu). Newest
  * first: the container most likely to be used next. */
-static void queue_prep(sm_pool *p, const char *container_id) {
+static void queue_prep(sm_pool *p, const char *container_id, const char *user) {
   if (p->stopping || p->n_preps >= MAX_PREPS) return;
   for (agent_prep *i = p->prep_head; i; i = i->next)
     if (strcmp(i->id, container_id) == 0) return;
@@ -161,6 +162,7 @@ static void queue_prep(sm_pool *p, const char *container_id) {
   if (ap == NULL) return;
   ensure_threads(p);
   snprintf(ap->id, sizeof ap->id, "%s", container_id);
+  snprintf(ap->user, sizeof ap->user, "%s", user ? user : "");
   ap->next = p->prep_head;
   p->prep_head = ap;
   p->n_preps++;
@@ -380,7 +382,11 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
        * container counts as ready at once (a call taking it before the
        * session is there uses the engine's exec), so a burst of calls
        * does not wait for sessions to be made. */
-      if (sm_agents_enabled(sm_runner_agents(p->runner))) queue_prep(p, item.id);
+      if (sm_agents_enabled(sm_runner_agents(p->runner))) {
+        char user[32];
+        snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
+        queue_prep(p, item.id, user);
+      }
       sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready, p->size,
              cp->hash);
     } else {
@@ -500,7 +506,7 @@ static void *worker_main(void *arg) {
       p->n_preps--;
       p->preps_running++;
       pthread_mutex_unlock(&p->mu);
-      sm_agent_prepare(sm_runner_agents(p->runner), e, ap->id);
+      sm_agent_prepare(sm_runner_agents(p->runner), e, ap->id, ap->user);
       free(ap);
       pthread_mutex_lock(&p->mu);
       p->preps_running--;
@@ -715,11 +721,12 @@ void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *ha
   pthread_mutex_unlock(&p->mu);
 }
 
-void sm_pool_prepare_agent_later(sm_runner *runner, const char *container_id) {
+void sm_pool_prepare_agent_later(sm_runner *runner, const char *container_id,
+                                 const char *user) {
   sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
-  if (p->bg_remove) queue_prep(p, container_id);
+  if (p->bg_remove) queue_prep(p, container_id, user);
   pthread_mutex_unlock(&p->mu);
 }
 

@@ -51,14 +51,16 @@ void sm_run_request_init(sm_run_request *req) {
 
 /* Only what shapes the container goes in: per-call settings (timeout,
  * output caps, passthrough, excludes, idle timeout) never force a new
- * sandbox. The text form is versioned so a future field cannot collide. */
-/* The leading version changes when sandman's own container spec does (v2:
- * /workspace nosuid,nodev and gVisor's pids), so that a keyed sandbox made
- * by an older sandman is replaced rather than kept with the weaker spec. */
+ * sandbox. The text form is versioned so a future field cannot collide,
+ * and the version changes when sandman's own container spec does (v2:
+ * /workspace nosuid,nodev and gVisor's pids; v3: the container's own
+ * processes run as root, calls as the sandbox's user), so that a keyed
+ * sandbox made by an older sandman is replaced, never kept with a weaker
+ * spec. */
 void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]) {
   char text[2048];
   int n = snprintf(text, sizeof text,
-                   "v2\nimage=%s\nnetwork=%s\nruntime=%s\nuser=%s\ncpu=%.6f\nmemory=%lld\n"
+                   "v3\nimage=%s\nnetwork=%s\nruntime=%s\nuser=%s\ncpu=%.6f\nmemory=%lld\n"
                    "pids=%lld\ndisk=%lld\ntmpfs=%lld\nnofile=%lld\nread_only_root=%d\n"
                    "no_new_privileges=%d\ndrop_all_caps=%d\ninit=%d\n",
                    s->image, s->network, s->runtime, s->user, s->cpu, (long long)s->memory,

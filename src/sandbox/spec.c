@@ -185,6 +185,7 @@ json_object *sm_labels_build(const sm_label_info *li) {
   label(o, "created", li->created);
   if (li->owner) label(o, "owner", li->owner);
   if (li->principal) label(o, "principal", li->principal);
+  if (li->user) label(o, "user", li->user);
   if (li->volume) label(o, "volume", li->volume);
   return o;
 }
@@ -249,7 +250,11 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
     return NULL;
   }
   json_object_object_add(c, "Image", json_object_new_string(s->image));
-  json_object_object_add(c, "User", json_object_new_string(spec->user));
+  /* The container's own processes (init, the keeper) run as root without
+   * capabilities: the sandbox's user can neither signal nor trace them, so
+   * no call can turn them into a snooper or stop the sandbox. Every exec
+   * of sandman names the sandbox's user (spec->user, also a label). */
+  json_object_object_add(c, "User", json_object_new_string("0:0"));
   json_object_object_add(c, "Hostname", json_object_new_string("sandbox"));
   json_object_object_add(c, "WorkingDir", json_object_new_string("/workspace"));
   json_object *env = json_object_new_array();
@@ -384,6 +389,67 @@ const char sm_exec_wrapper_script[] =
     "exec 2>&3 3>&-\n"
     "exec \"$@\"\n";
 
+/* Pieces of the scripts below. info PID: its state (sa), parent (pp) and
+ * start time (st) from /proc. */
+#define SCRIPT_INFO                                        \
+  "info() {\n"                                             \
+  "  local l\n"                                            \
+  "  { read -r l < /proc/$1/stat; } 2>/dev/null || return 1\n" \
+  "  l=${l##*) }\n"                                        \
+  "  set -- $l\n"                                          \
+  "  sa=$1 pp=$2\n"                                        \
+  "  shift 19\n"                                           \
+  "  st=$1\n"                                              \
+  "}\n"
+
+/* No preamble came (a timeout before it): the call's first process is the
+ * oldest that carries its marker variable. */
+#define SCRIPT_FIND_CALL                                                  \
+  "if [ -z \"$p\" ]; then\n"                                              \
+  "  for d in /proc/[0-9]*; do\n"                                         \
+  "    q=${d#/proc/}\n"                                                   \
+  "    grep -qs \"SANDMAN_CALL=$t\" \"$d/environ\" || continue\n"         \
+  "    info $q || continue\n"                                             \
+  "    if [ -z \"$s\" ] || [ \"$st\" -lt \"$s\" ]; then p=$q s=$st; fi\n" \
+  "  done\n"                                                              \
+  "fi\n"
+
+/* sweep: kills the call's processes (see sm_exec_kill_script); 0 once none
+ * is left. */
+#define SCRIPT_SWEEP                                                         \
+  "ours() {\n"                                                               \
+  "  local x=$1 i=0\n"                                                       \
+  "  info $x || return 1\n"                                                  \
+  "  case $sa in Z|X) return 1 ;; esac\n"                                    \
+  "  [ \"$st\" -ge \"$s\" ] || return 1\n"                                   \
+  "  while [ $i -lt 5000 ]; do\n"                                            \
+  "    [ \"$x\" = \"$p\" ] && return 0\n"                                    \
+  "    info $x || return 1\n"                                                \
+  "    [ \"$pp\" = 0 ] && return 1\n"                                        \
+  "    [ \"$pp\" = 1 ] && return 0\n"                                        \
+  "    x=$pp\n"                                                              \
+  "    info $x || return 1\n"                                                \
+  "    [ \"$st\" -ge \"$s\" ] || return 1\n"                                 \
+  "    i=$((i + 1))\n"                                                       \
+  "  done\n"                                                                 \
+  "  return 1\n"                                                             \
+  "}\n"                                                                      \
+  "sweep() {\n"                                                              \
+  "  kill -KILL -\"$p\" \"$p\" 2>/dev/null\n"                                \
+  "  r=0\n"                                                                  \
+  "  while [ $r -lt 50 ]; do\n"                                              \
+  "    k=0\n"                                                                \
+  "    for d in /proc/[0-9]*; do\n"                                          \
+  "      q=${d#/proc/}\n"                                                    \
+  "      [ \"$q\" = \"$me\" ] || [ \"$q\" = 1 ] && continue\n"               \
+  "      ours $q && kill -KILL \"$q\" 2>/dev/null && k=$((k + 1))\n"         \
+  "    done\n"                                                               \
+  "    [ $k = 0 ] && return 0\n"                                             \
+  "    r=$((r + 1))\n"                                                       \
+  "  done\n"                                                                 \
+  "  return 1\n"                                                             \
+  "}\n"
+
 /* Kills what a timed-out or cancelled call started: sandman-kill TOKEN PID
  * START (PID and START from the preamble; empty when none arrived: then the
  * call's first process is found by its marker variable). A process is the
@@ -395,55 +461,20 @@ const char sm_exec_wrapper_script[] =
  * what processes older than the call start stays theirs. Rounds until none
  * is left (a process forking while it is killed). Zombies are skipped. */
 const char sm_exec_kill_script[] =
-    "t=$1 p=$2 s=$3 me=$$\n"
-    "info() {\n"
-    "  local l\n"
-    "  { read -r l < /proc/$1/stat; } 2>/dev/null || return 1\n"
-    "  l=${l##*) }\n"
-    "  set -- $l\n"
-    "  sa=$1 pp=$2\n"
-    "  shift 19\n"
-    "  st=$1\n"
-    "}\n"
-    "if [ -z \"$p\" ]; then\n"
-    "  for d in /proc/[0-9]*; do\n"
-    "    q=${d#/proc/}\n"
-    "    grep -qs \"SANDMAN_CALL=$t\" \"$d/environ\" || continue\n"
-    "    info $q || continue\n"
-    "    if [ -z \"$s\" ] || [ \"$st\" -lt \"$s\" ]; then p=$q s=$st; fi\n"
-    "  done\n"
+    "t=$1 p=$2 s=$3 me=$$\n" SCRIPT_INFO SCRIPT_FIND_CALL
+    "[ -n \"$p\" ] && [ -n \"$s\" ] || exit 0\n" SCRIPT_SWEEP
+    "sweep\n";
+
+/* After it: sandman-thaw TOKEN PID START kills everything the leased call
+ * started (its background processes inherited the credentials), as a
+ * timeout would, then lets every stopped process of the user go on. */
+const char sm_exec_thaw_script[] =
+    "t=$1 p=$2 s=$3 me=$$\n" SCRIPT_INFO SCRIPT_SWEEP
+    "if [ -n \"$t\" ]; then\n" SCRIPT_FIND_CALL
+    "  [ -n \"$p\" ] && [ -n \"$s\" ] && sweep\n"
     "fi\n"
-    "[ -n \"$p\" ] && [ -n \"$s\" ] || exit 0\n"
-    "kill -KILL -\"$p\" \"$p\" 2>/dev/null\n"
-    "ours() {\n"
-    "  local x=$1 i=0\n"
-    "  info $x || return 1\n"
-    "  case $sa in Z|X) return 1 ;; esac\n"
-    "  [ \"$st\" -ge \"$s\" ] || return 1\n"
-    "  while [ $i -lt 5000 ]; do\n"
-    "    [ \"$x\" = \"$p\" ] && return 0\n"
-    "    info $x || return 1\n"
-    "    [ \"$pp\" = 0 ] && return 1\n"
-    "    [ \"$pp\" = 1 ] && return 0\n"
-    "    x=$pp\n"
-    "    info $x || return 1\n"
-    "    [ \"$st\" -ge \"$s\" ] || return 1\n"
-    "    i=$((i + 1))\n"
-    "  done\n"
-    "  return 1\n"
-    "}\n"
-    "r=0\n"
-    "while [ $r -lt 50 ]; do\n"
-    "  k=0\n"
-    "  for d in /proc/[0-9]*; do\n"
-    "    q=${d#/proc/}\n"
-    "    [ \"$q\" = \"$me\" ] || [ \"$q\" = 1 ] && continue\n"
-    "    ours $q && kill -KILL \"$q\" 2>/dev/null && k=$((k + 1))\n"
-    "  done\n"
-    "  [ $k = 0 ] && exit 0\n"
-    "  r=$((r + 1))\n"
-    "done\n"
-    "exit 1\n";
+    "kill -CONT -1 2>/dev/null\n"
+    "exit 0\n";
 
 /* Prints "counts <oom kills now>". */
 const char sm_exec_oom_script[] =

@@ -477,6 +477,9 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
                "call tool=%s mode=%s -> %s, exit %d in %.0f ms", k->p.tool ? k->p.tool : "-",
                sm_server_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0);
   a->body = sm_run_result_to_json(res);
+  /* Every string of the answer, whatever field a later change adds
+   * (files_changed: a tool may name a file after the value). */
+  sm_server_redact_json(a->body, &k->secrets);
   /* An isolation that cannot be had is refused, never weakened: a sandbox
    * that could not be made or used (nothing ran) is 503 like the engine. */
   a->status = res->failure_kind == SM_FAIL_POLICY                      ? 403

@@ -130,3 +130,58 @@ void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets) {
   s[n] = '\0';
   free(copy);
 }
+
+/* A copy of string v with the secrets replaced (a new reference). */
+static json_object *redacted_string(json_object *v, const sm_secret_env *secrets) {
+  size_t len = (size_t)json_object_get_string_len(v);
+  char *s = malloc(len + 1);
+  if (s == NULL) return json_object_new_string(SM_REDACTED);
+  memcpy(s, json_object_get_string(v), len + 1);
+  sm_server_redact(&s, &len, secrets);
+  json_object *out = json_object_new_string_len(s, (int)len);
+  OPENSSL_cleanse(s, len);
+  free(s);
+  return out;
+}
+
+/* Every string of the answer, however deep (files_changed, refused paths,
+ * a replaced sandbox's reason, what a later field may add), and every key:
+ * a path the tool named after a credential is one. */
+void sm_server_redact_json(json_object *o, const sm_secret_env *secrets) {
+  if (o == NULL || secrets == NULL || secrets->n == 0) return;
+  if (json_object_is_type(o, json_type_array)) {
+    for (size_t i = 0; i < json_object_array_length(o); i++) {
+      json_object *v = json_object_array_get_idx(o, i);
+      if (json_object_is_type(v, json_type_string))
+        json_object_array_put_idx(o, i, redacted_string(v, secrets));
+      else
+        sm_server_redact_json(v, secrets);
+    }
+    return;
+  }
+  if (!json_object_is_type(o, json_type_object)) return;
+  /* Keys cannot be renamed in place: the entries go into a new object,
+   * then back into o (which keeps its identity for whoever holds it). */
+  json_object *entries = json_object_new_object();
+  if (entries == NULL) return;
+  json_object_object_foreach(o, key, val) {
+    size_t kl = strlen(key);
+    char *k = strdup(key);
+    if (k == NULL) continue;
+    sm_server_redact(&k, &kl, secrets);
+    json_object *v = json_object_is_type(val, json_type_string) ? redacted_string(val, secrets)
+                                                                 : json_object_get(val);
+    if (!json_object_is_type(v, json_type_string)) sm_server_redact_json(v, secrets);
+    json_object_object_add(entries, k, v);
+    free(k);
+  }
+  while (json_object_object_length(o) > 0) {
+    json_object_object_foreach(o, old, unused) {
+      (void)unused;
+      json_object_object_del(o, old);
+      break;
+    }
+  }
+  json_object_object_foreach(entries, nk, nv) json_object_object_add(o, nk, json_object_get(nv));
+  json_object_put(entries);
+}

@@ -143,6 +143,8 @@ void sm_server_strv_free(char **v, size_t n);
 void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets);
 /* In a fixed-size string. */
 void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets);
+/* In every string value and key of a JSON tree (in place). */
+void sm_server_redact_json(json_object *o, const sm_secret_env *secrets);
 
 /* ---- hook.c: .sandman/worker-env.sh ---- */
 #define SM_HOOK_PATH ".sandman/worker-env.sh"

@@ -309,6 +309,35 @@ def suite_core(tmp):
         check("workspace %r refused" % bad,
               status_of(lambda: c.execute(argv=["true"], workspace=bad)) in (400, 403))
 
+    # --- a leased value is masked in every field of the answer and of a
+    # handle: a file named after it (files_changed), the handle's output so
+    # far and its final result.
+    lease = c.create_lease(tool="shell", services=["github"])
+    res = c.execute(tool="shell", argv=["sh", "-c", 'touch "f-$GH_TOKEN"; echo "$GH_TOKEN"'],
+                    run_id="ws", workspace="agent-a", lease_id=lease["lease_id"])
+    check("lease: masked in files_changed", res["ok"] and value not in json.dumps(res) and
+          "f-[REDACTED]" in res["files_changed"], res)
+    lease = c.create_lease(tool="shell", services=["github"])
+    res = c.execute(tool="shell", command='echo "a=$GH_TOKEN"; sleep 3; touch "g-$GH_TOKEN"; '
+                    'echo "b=$GH_TOKEN"', run_id="ws", workspace="agent-a", timeout_s=1,
+                    background_on_timeout=True, lease_id=lease["lease_id"])
+    seen = [res]
+    hid = res.get("handle")
+    for _ in range(150):
+        if not hid:
+            break
+        seen.append(c.handle(hid))
+        if seen[-1]["state"] != "running":
+            break
+        time.sleep(0.2)
+    final = seen[-1].get("result") or {}
+    check("lease: masked in a handle's output and result", hid and
+          seen[-1]["state"] == "finished" and "b=[REDACTED]" in seen[-1]["stdout"] and
+          "g-[REDACTED]" in final.get("files_changed", []) and
+          all(value not in json.dumps(x) for x in seen), seen[-1])
+    if hid:
+        c.kill(hid)
+
     # --- background handles
     res = c.execute(tool="shell", command="echo start; sleep 60; echo never", run_id="bg",
                     timeout_s=2, background_on_timeout=True)

@@ -268,7 +268,7 @@ static void test_instance_names(void **state) {
 static void test_labels(void **state) {
   (void)state;
   sm_label_info li = {"inst", "per_tool", "proj", NULL, NULL, "agent1", "tool:x",
-                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws", NULL};
+                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws", NULL, NULL};
   json_object *l = sm_labels_build(&li);
   const char *want[][2] = {{"io.sandman.managed", "true"},  {"io.sandman.instance", "inst"},
                            {"io.sandman.mode", "per_tool"}, {"io.sandman.project", "proj"},
@@ -336,7 +336,9 @@ static void test_container_spec_is_hardened(void **state) {
   json_object *c = sm_container_config_build(&cs);
   assert_non_null(c);
   assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
-  assert_string_equal(jstr(c, "User"), "1000:1000");
+  /* The container's own processes run as root (no capabilities): the
+   * sandbox's user cannot touch them; calls run as that user. */
+  assert_string_equal(jstr(c, "User"), "0:0");
   assert_string_equal(jstr(c, "WorkingDir"), "/workspace");
   assert_string_equal(jstr(c, "HostConfig.NetworkMode"), "none");
   assert_true(json_object_get_boolean(jget(c, "HostConfig", "ReadonlyRootfs")));

@@ -169,6 +169,34 @@ static void redaction(void **state) {
   assert_null(none);
 }
 
+/* Every field of an answer: paths, nested objects, keys, arrays. */
+static void redaction_of_every_field(void **state) {
+  (void)state;
+  char *kv[] = {"GH_TOKEN=ghp_secretvalue123"};
+  sm_secret_env s = {kv, 1};
+  const char *text =
+      "{\"ok\":true,\"stdout\":\"x\",\"files_changed\":[\"a/ghp_secretvalue123/b\",\"c\"],"
+      "\"refused\":[{\"path\":\"ghp_secretvalue123\",\"reason\":\"link to ghp_secretvalue123\"}],"
+      "\"replaced\":{\"previous\":\"p\",\"because\":\"ghp_secretvalue123x\"},"
+      "\"ghp_secretvalue123\":1,\"exit_code\":3,\"error\":null}";
+  json_object *o = json_tokener_parse(text);
+  assert_non_null(o);
+  sm_server_redact_json(o, &s);
+  const char *out = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+  assert_null(strstr(out, "ghp_secretvalue123"));
+  json_object *v = NULL;
+  assert_true(json_object_object_get_ex(o, "files_changed", &v));
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(v, 0)),
+                      "a/" SM_REDACTED "/b");
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(v, 1)), "c");
+  assert_true(json_object_object_get_ex(o, SM_REDACTED, &v));
+  assert_true(json_object_object_get_ex(o, "exit_code", &v));
+  assert_int_equal(json_object_get_int(v), 3);
+  assert_true(json_object_object_get_ex(o, "error", &v));
+  assert_null(v);
+  json_object_put(o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parse_and_env),
@@ -176,6 +204,7 @@ int main(void) {
       cmocka_unit_test(load_requires_private_mode),
       cmocka_unit_test(owned_names_and_passthrough),
       cmocka_unit_test(redaction),
+      cmocka_unit_test(redaction_of_every_field),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
