@@ -786,11 +786,11 @@ static int first_meeting(sm_engine *m, const sandbox_swarm_want *w, sandbox_swar
     box->uid = box->gid = 1000;
     if (sm_engine_container_inspect(box->node, box->container_id, &insp, err) == 0) {
       /* The calls' user is the label (the container runs as root). */
-      json_object *labels = NULL, *lu = NULL;
+      json_object *cfg = NULL, *lu = NULL;
       const char *u = NULL;
-      if (json_object_object_get_ex(insp, "Config", &labels) &&
-          json_object_object_get_ex(labels, "Labels", &labels) &&
-          json_object_object_get_ex(labels, SM_LABEL_PREFIX "user", &lu))
+      if (json_object_object_get_ex(insp, "Config", &cfg) &&
+          json_object_object_get_ex(cfg, "Labels", &cfg) &&
+          json_object_object_get_ex(cfg, SM_LABEL_PREFIX "user", &lu))
         u = json_object_get_string(lu);
       if (u == NULL || *u == '\0') u = inspect_str(insp, "Config", "User");
       if (u && *u >= '0' && *u <= '9') {
