@@ -451,13 +451,6 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
   sm_server_redact(&res->stdout_data, &res->stdout_len, &k->secrets);
   sm_server_redact(&res->stderr_data, &res->stderr_len, &k->secrets);
   sm_server_redact_str(res->error, sizeof res->error, &k->secrets);
-  /* The copy out's refused paths and a replacement's reason quote what the
-   * tool chose: a name made of the value is the value. */
-  for (size_t i = 0; i < res->n_refused; i++) {
-    size_t len = strlen(res->refused[i].path);
-    sm_server_redact(&res->refused[i].path, &len, &k->secrets);
-  }
-  sm_server_redact_str(res->replaced_because, sizeof res->replaced_because, &k->secrets);
   const char *outcome = outcome_of(res);
   double secs = (sm_monotonic_ms() - k->t0) / 1000.0;
   sm_metrics_call(srv->metrics, k->p.tool, sm_server_mode_name(res->mode), outcome, secs);
