@@ -23,6 +23,7 @@
 
 #include <json-c/json.h>
 
+#include <sandman/audit.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
@@ -228,6 +229,10 @@ SM_API int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, s
 SM_API json_object *sm_ops_report_to_json(const sm_ops_report *report);
 /* One line per item ("removed ...", "spared ...: reason"). Caller frees. */
 SM_API char *sm_ops_report_text(const sm_ops_report *report);
+
+/* One sandbox.reaped event per sandbox the report removed, with its reason
+ * (nothing for a dry run, or when audit is NULL). */
+SM_API void sm_ops_report_audit(const sm_ops_report *report, sm_audit *audit);
 
 /* For the runner service, called periodically: reaps this runner's
  * sandboxes unused for longer than idle_timeout_s and those whose owner is

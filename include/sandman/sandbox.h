@@ -284,6 +284,10 @@ SM_API const char *sm_runner_state_dir(const sm_runner *runner);
 SM_API const char *sm_runner_instance(const sm_runner *runner);
 /* "docker" or "swarm" (sm_runner_options.backend). */
 SM_API const char *sm_runner_backend(const sm_runner *runner);
+/* The audit trail the runner records its sandboxes' lives in (created,
+ * replaced, removed, reaped); borrowed, NULL (the default): none. */
+SM_API void sm_runner_set_audit(sm_runner *runner, sm_audit *audit);
+SM_API sm_audit *sm_runner_audit(const sm_runner *runner);
 /* The egress proxy settings in force (a reference: sm_egress_settings_unref). */
 SM_API sm_egress_settings *sm_runner_egress(sm_runner *runner);
 /* Replaces them (a configuration reload): calls that start afterwards use

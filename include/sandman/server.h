@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include <sandman/audit.h>
 #include <sandman/config.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
@@ -78,6 +79,9 @@ typedef struct sm_server_options {
   int degraded;
   sm_server_run_fn run;        /* NULL: sm_run */
   void *run_userdata;
+  /* The audit trail (borrowed, must outlive the server; NULL: none): every
+   * decision of the runner, and GET /v1/audit for the control token. */
+  sm_audit *audit;
 } sm_server_options;
 
 /* Validates options, loads the credentials file (mode 0600 or stricter),

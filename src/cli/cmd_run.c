@@ -190,6 +190,28 @@ static int report_failure(const run_args *a, sm_mode mode, sm_failure_kind kind,
 
 static int run_call(const cli_call *call, run_args *a);
 
+/* call.allowed / call.refused in the trail, when the configuration keeps one
+ * (audit.enabled: true; off by default for sandman run). */
+static void audit_call(const sm_config *cfg, sm_runner *runner, const char *event, const run_args *a,
+                       const sm_resolved *res, sm_mode mode) {
+  sm_audit *audit = NULL;
+  if (cli_audit_open(cfg, 0, &audit) != CLI_EXIT_OK || audit == NULL) return;
+  sm_audit_event ev = SM_AUDIT_EVENT_INIT;
+  ev.name = event;
+  ev.agent = a->agent;
+  ev.user = a->user;
+  ev.project = a->project ? a->project : sm_config_project_id(cfg);
+  ev.run_id = a->run_id;
+  ev.worker = a->worker_id;
+  ev.tool = a->tool ? a->tool : "exec";
+  ev.mode = sm_mode_name(mode);
+  ev.rule = res->rule[0] ? res->rule : NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_audit_record(audit, &ev, &err) != 0) cli_note("audit: %s", err.message);
+  if (runner) sm_runner_set_audit(runner, audit); /* its sandboxes' lives too; closed with it */
+  else sm_audit_close(audit);
+}
+
 int cmd_run(const cli_call *call) {
   run_args a;
   int rc = parse_args(call, &a);
@@ -211,6 +233,7 @@ static int run_call(const cli_call *call, run_args *a) {
   if (!res.allowed) {
     sm_error_set(&err, SM_EPOLICY, "tool '%s' refused by the configuration (%s)",
                  a->tool ? a->tool : "(none)", res.rule);
+    audit_call(cfg, NULL, "call.refused", a, &res, mode);
     sm_config_free(cfg);
     return report_failure(a, mode, SM_FAIL_POLICY, &err);
   }
@@ -280,6 +303,7 @@ static int run_call(const cli_call *call, run_args *a) {
   req.cancel = &cancelled;
   catch_signals();
 
+  audit_call(cfg, runner, "call.allowed", a, &res, fb.mode);
   sm_run_result result;
   rc = sm_run(runner, &req, &result, &err);
   int code;
@@ -307,7 +331,9 @@ static int run_call(const cli_call *call, run_args *a) {
   if (rc == SM_EINVAL && code == CLI_EXIT_FAILURE) code = CLI_EXIT_USAGE;
   if (cancel_signal) code = 128 + cancel_signal; /* as a shell reports it */
   sm_run_result_dispose(&result);
+  sm_audit *audit = sm_runner_audit(runner);
   sm_runner_free(runner);
+  sm_audit_close(audit);
   sm_config_free(cfg);
   return code;
 }

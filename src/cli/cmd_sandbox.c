@@ -350,8 +350,15 @@ int cmd_sandbox_reap(const cli_call *call) {
   scope.engine = engine;
   scope.backend = sm_config_engine_backend(cfg);
   sm_ops_report report;
-  if (sm_ops_reap(&scope, &ro, &report, &err) != 0) rc = cli_fail(&err);
-  else rc = finish_report(&report, as_json);
+  sm_audit *audit = NULL; /* the trail, when the configuration turns it on */
+  if (cli_audit_open(cfg, 0, &audit) != CLI_EXIT_OK) audit = NULL;
+  if (sm_ops_reap(&scope, &ro, &report, &err) != 0) {
+    rc = cli_fail(&err);
+  } else {
+    sm_ops_report_audit(&report, audit);
+    rc = finish_report(&report, as_json);
+  }
+  sm_audit_close(audit);
   sm_engine_free(engine);
   sm_config_free(cfg);
   return rc;

@@ -223,11 +223,21 @@ int cmd_worker_start(const cli_call *call) {
   so.flags = &a.flags;
   so.mode = fb.mode;
   so.degraded = degraded;
+  /* The audit trail: on by default for a runner (audit.enabled: false turns it off). */
+  sm_audit *audit = NULL;
+  if ((rc = cli_audit_open(cfg, 1, &audit)) != CLI_EXIT_OK) {
+    sm_runner_free(runner);
+    sm_config_free(cfg);
+    return rc;
+  }
+  so.audit = audit;
+  sm_runner_set_audit(runner, audit);
   sm_server *srv = NULL;
   rc = sm_server_start(&srv, &so, &err);
   memset(token, 0, sizeof token);
   if (rc != 0) {
     sm_runner_free(runner);
+    sm_audit_close(audit);
     sm_config_free(cfg);
     return cli_fail(&err);
   }
@@ -246,6 +256,7 @@ int cmd_worker_start(const cli_call *call) {
   sm_server_stop(srv);
   sm_server_free(srv);
   sm_runner_free(runner);
+  sm_audit_close(audit);
   sm_config_free(cfg);
   for (size_t i = 0; i < old.n; i++) sm_config_free(old.v[i]);
   return CLI_EXIT_OK;

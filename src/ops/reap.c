@@ -25,6 +25,19 @@ static int check_scope(const sm_ops_scope *scope, sm_error *err) {
   return 0;
 }
 
+/* The instance's egress proxy, its policy volume and networks carry the
+ * managed and instance labels too, with io.sandman.egress: not sandboxes,
+ * never listed, reaped or removed as such (sm_egress_teardown does). */
+static void drop_egress(json_object *array) {
+  for (size_t i = array ? json_object_array_length(array) : 0; i-- > 0;) {
+    json_object *labels = NULL;
+    if (json_object_object_get_ex(json_object_array_get_idx(array, i), "Labels", &labels) &&
+        json_object_is_type(labels, json_type_object) &&
+        json_object_object_get_ex(labels, "io.sandman.egress", NULL))
+      json_object_array_del_idx(array, i, 1);
+  }
+}
+
 /* The engine's containers of this instance (plus one more label filter,
  * "key=value", when extra is not NULL). */
 static int list_containers(const sm_ops_scope *scope, int all, const char *extra,
@@ -40,6 +53,7 @@ static int list_containers(const sm_ops_scope *scope, int all, const char *extra
     *out = NULL;
     return sm_error_set(err, SM_EPROTOCOL, "the engine's container list is not an array");
   }
+  drop_egress(*out);
   return 0;
 }
 
@@ -318,6 +332,7 @@ static int volumes_of(json_object *answer, json_object **out) {
   if (answer == NULL) return 0;
   if (json_object_is_type(answer, json_type_array)) {
     *out = answer;
+    drop_egress(*out);
     return 0;
   }
   json_object *v = NULL;
@@ -325,6 +340,7 @@ static int volumes_of(json_object *answer, json_object **out) {
       json_object_object_get_ex(answer, "Volumes", &v) &&
       (v == NULL || json_object_is_type(v, json_type_array))) {
     *out = v;
+    drop_egress(*out);
     return 0;
   }
   return -1;

@@ -496,6 +496,27 @@ static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request 
   return rc;
 }
 
+/* A sandbox's life in the audit trail (sandbox.created, .replaced, .removed). */
+static void audit_sandbox(sm_runner *runner, const char *event, const sm_run_request *req, const sandbox *sb,
+                          const char *message) {
+  sm_audit *a = sm_runner_audit(runner);
+  if (a == NULL) return;
+  sm_audit_event ev = SM_AUDIT_EVENT_INIT;
+  ev.name = event;
+  ev.request_id = sm_log_request_id();
+  ev.agent = req->agent;
+  ev.user = req->user;
+  ev.project = req->project;
+  ev.run_id = req->run_id;
+  ev.worker = req->worker_id;
+  ev.tool = req->tool;
+  ev.sandbox = sb->name;
+  ev.mode = sm_mode_name(sb->mode);
+  ev.message = message;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_audit_record(a, &ev, &err) != 0) sm_log(SM_LOG_WARN, "audit: %s", err.message);
+}
+
 /* Creates and starts the sandbox named sb->name. SM_ECONFLICT (untouched
  * volume) when the name is taken; any other failure removes what was made. */
 static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request *req,
@@ -546,6 +567,7 @@ static int create_sandbox(sm_runner *runner, sm_engine *e, const sm_run_request 
                              SM_LOG_STR("mode", sm_mode_name(sb->mode)), SM_LOG_STR("image", s->image),
                              SM_LOG_STR("run_id", req->run_id), SM_LOG_STR("worker_id", req->worker_id)),
                "created sandbox %s", sb->name);
+  audit_sandbox(runner, "sandbox.created", req, sb, sb->pooled ? "made ahead for the warm pool" : NULL);
   return 0;
 }
 
@@ -663,6 +685,7 @@ static int acquire_keyed(sm_runner *runner, sm_engine *e, const sm_run_request *
         if (rc) break;
         sm_log(SM_LOG_WARN, "replacing sandbox %s: %s; what was installed in it is gone",
                sb->name, sb->because);
+        audit_sandbox(runner, "sandbox.replaced", req, sb, sb->because);
         rc = remove_sandbox(e, state_dir, sb->name, sb->volume, err);
         if (rc) {
           sm_state_unlock(excl);
@@ -793,12 +816,14 @@ static int retry_gone(const sandbox *sb, int rc) {
   return 0;
 }
 
-static void release(sm_runner *runner, sm_engine *e, sandbox *sb) {
+static void release(sm_runner *runner, sm_engine *e, const sm_run_request *req, sandbox *sb) {
   const char *state_dir = sm_runner_state_dir(runner);
   if (sb->pool_key[0]) {
     sm_pool_call_done(runner, sb->pool_key);
     sb->pool_key[0] = '\0';
   }
+  if (sb->mode == SM_MODE_PER_TOOL && sb->id[0])
+    audit_sandbox(runner, "sandbox.removed", req, sb, "a per_tool sandbox goes after its call");
   if (sb->mode == SM_MODE_PER_TOOL) {
     /* Off the caller's time; the queue now holds the busy lock. */
     if (sb->id[0] && sm_pool_remove_later(runner, sb->name, sb->volume, sb->busy) == 0) {
@@ -825,7 +850,7 @@ static void retry_release(sm_runner *runner, sm_engine *e, const sm_run_request 
                           sandbox *sb, sm_workspace_sync **ws) {
   if (sb->cached) sm_pool_cache_drop(runner, sb->name);
   if (sb->pooled) sm_pool_forget(runner, req, sb->hash);
-  release(runner, e, sb);
+  release(runner, e, req, sb);
   if (*ws) {
     sm_workspace_sync_free(*ws);
     *ws = NULL;
@@ -1172,7 +1197,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
   /* A per_tool container goes now: its session goes with it. */
   drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
   if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);
-  else release(runner, e, &sb);
+  else release(runner, e, req, &sb);
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
   helper_dispose(helper_argv);
@@ -1186,7 +1211,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 fail_release:
   drop_agent(&t, 0);
   if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);
-  else release(runner, e, &sb);
+  else release(runner, e, req, &sb);
 fail:
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);

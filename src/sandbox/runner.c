@@ -37,6 +37,7 @@ struct sm_runner {
   sm_agents *agents;          /* sessions with in-sandbox agents (agent.c) */
   sandbox_swarm *swarm;            /* the swarm backend, or NULL (swarm.c) */
   sm_egress_settings *egress; /* network allowlist: the proxy's settings (under lock) */
+  sm_audit *audit;            /* borrowed; NULL: no trail */
 };
 
 static void thread_engine_free(void *p) {
@@ -278,3 +279,6 @@ int sm_runner_set_egress(sm_runner *r, const sm_egress_proxy_options *opts, sm_e
   sm_egress_settings_unref(old);
   return 0;
 }
+
+void sm_runner_set_audit(sm_runner *r, sm_audit *audit) { r->audit = audit; }
+sm_audit *sm_runner_audit(const sm_runner *r) { return r->audit; }

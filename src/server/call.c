@@ -265,6 +265,7 @@ static int network_rank(const char *n) {
 static int narrow_network(call *k, sm_answer *a) {
   sm_sandbox_settings *s = &k->r.settings;
   if (network_rank(k->p.network) > network_rank(s->network)) {
+    sm_server_audit_call(k->srv, "call.refused", &k->p, NULL, NULL, "a network wider than the configuration's");
     sm_answer_error(a, 403, "policy", "network %s is wider than this call's network %s", k->p.network,
                     s->network);
     return -1;
@@ -283,7 +284,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   sm_server *srv = k->srv;
   sm_exec_params *p = &k->p;
   if (!control && !sm_server_token_ok(srv, token, p->worker_key)) {
-    sm_answer_error(a, 401, "policy", GENERIC_401);
+    sm_server_refuse_token(srv, "execute", a);
     return -1;
   }
   /* Whose keyed sandbox the call may use: a worker's own (the control token
@@ -313,6 +314,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
                  SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool), SM_LOG_STR("agent", p->agent),
                                SM_LOG_STR("rule", k->r.rule[0] ? k->r.rule : NULL)),
                  "tool %s refused by the configuration", p->tool ? p->tool : "(none)");
+    sm_server_audit_call(srv, "call.refused", p, NULL, k->r.rule, "refused by the configuration's tool policy");
     sm_answer_error(a, 403, "policy", "tool %s refused by %s", p->tool ? p->tool : "(none)",
                     k->r.rule[0] ? k->r.rule : "the configuration");
     return -1;
@@ -320,6 +322,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   /* A request may pick any container mode, but not leave the sandbox on a
    * runner whose own mode is sandboxed: mode none runs on the host. */
   if (p->has_mode && p->mode == SM_MODE_NONE && srv->opts.mode != SM_MODE_NONE) {
+    sm_server_audit_call(srv, "call.refused", p, "none", NULL, "mode none (the host) on a sandboxed runner");
     sm_answer_error(a, 403, "policy",
                     "mode none is not allowed on this runner (its mode is %s): calls may not "
                     "run on the host",
@@ -357,6 +360,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
       sm_metrics_lease(srv->metrics, "refused");
       sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
                    "lease refused for tool %s", p->tool ? p->tool : "(none)");
+      sm_server_audit_lease(srv, "lease.refused", p->lease_id, p->tool, p->worker_key, LEASE_REFUSED);
       sm_answer_error(a, 403, "policy", LEASE_REFUSED);
       return -1;
     }
@@ -366,6 +370,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
       return -1;
     }
     sm_metrics_lease(srv->metrics, "consumed");
+    sm_server_audit_lease(srv, "lease.used", p->lease_id, p->tool, p->worker_key, "credentials for this call only");
     sm_log(SM_LOG_INFO, "lease consumed: %zu credential variable(s) for this exec only",
            k->secrets.n);
     OPENSSL_cleanse(&lp, sizeof lp);
@@ -404,6 +409,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   q->egress = k->egress.levels;
   q->n_egress = k->egress.n_levels;
   if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
+  sm_server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
   return 0;
 }
 

@@ -81,6 +81,21 @@ typedef struct sm_answer {
 void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* ---- the audit trail (audit.c); nothing when the runner keeps none ---- */
+/* Records ev (request_id: the thread's when NULL); a failed write is logged. */
+void sm_server_audit(sm_server *srv, sm_audit_event *ev);
+/* call.allowed / call.refused for the request p (mode, rule may be NULL). */
+void sm_server_audit_call(sm_server *srv, const char *event, const sm_exec_params *p, const char *mode,
+                          const char *rule, const char *message);
+/* lease.created / used / refused: the id shortened (it is a capability). */
+void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_id, const char *tool,
+                           const char *worker, const char *message);
+void sm_server_audit_token(sm_server *srv, const char *route, const char *worker, const char *message);
+/* 401 "missing or invalid token" (the same words whatever was wrong), recorded. */
+void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a);
+/* GET /v1/audit (the control token only: the route checks). */
+void sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, sm_answer *a);
+
 /* server.c */
 /* Queues a job for a call thread; SM_EBUSY when the queue is full. */
 int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg);

@@ -345,7 +345,7 @@ void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
   /* A worker token is checked against the body's worker_key before anything
    * else about the body is told: an unauthenticated caller learns nothing. */
   if (!worker_token_ok(srv, body, len, control, token)) {
-    sm_answer_error(a, 401, "policy", GENERIC_401);
+    sm_server_refuse_token(srv, "execute", a);
     return;
   }
   sm_exec_params p;
@@ -382,7 +382,7 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
   sm_lease_params p;
   sm_error err = SM_ERROR_INIT;
   if (!worker_token_ok(srv, body, len, control, token)) {
-    sm_answer_error(a, 401, "policy", GENERIC_401);
+    sm_server_refuse_token(srv, "leases", a);
     return;
   }
   if (sm_server_parse_lease(body, len, &p, &err) != 0) {
@@ -391,7 +391,7 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
   }
   /* A worker's token makes leases for its own worker only. */
   if (!control && !sm_server_token_ok(srv, token, p.worker_key)) {
-    sm_answer_error(a, 401, "policy", GENERIC_401);
+    sm_server_refuse_token(srv, "leases", a);
     return;
   }
   if (srv->creds == NULL) {
@@ -404,6 +404,8 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
   for (size_t i = 0; !control && i < p.n_services; i++) {
     if (!sm_config_worker_may_lease(sm_server_config(srv), p.worker_key, p.services[i])) {
       sm_metrics_lease(srv->metrics, "refused");
+      sm_server_audit_lease(srv, "lease.refused", NULL, p.tool, p.worker_key,
+                            "a service the configuration does not grant this worker");
       sm_answer_error(a, 403, "policy",
                       "service '%s' is not one worker '%s' may lease (the configuration's "
                       "workers.<key>.services)",
@@ -426,6 +428,7 @@ void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
   char when[40];
   sm_format_time(expires, when, sizeof when);
   sm_metrics_lease(srv->metrics, "created");
+  sm_server_audit_lease(srv, "lease.created", id, p.tool, p.worker_key, NULL);
   sm_log(SM_LOG_INFO, "lease %.6s... created for tool %s: %zu service(s), %d use(s), %.0f s", id,
          p.tool, p.n_services, p.max_uses, p.ttl_s);
   a->status = 200;
@@ -444,12 +447,12 @@ static int handle_access(sm_server *srv, const char *id, int control, const char
   sm_handle *h = handle_find(srv, id);
   if (h == NULL) {
     if (control) sm_answer_error(a, 404, "policy", "no such handle");
-    else sm_answer_error(a, 401, "policy", GENERIC_401);
+    else sm_server_refuse_token(srv, "handles", a);
     return -1;
   }
   if (!control && (h->worker_key[0] == '\0' || !sm_server_token_ok(srv, token, h->worker_key))) {
     handle_unref(h);
-    sm_answer_error(a, 401, "policy", GENERIC_401);
+    sm_server_refuse_token(srv, "handles", a);
     return -1;
   }
   *out = h;

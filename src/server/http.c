@@ -59,11 +59,12 @@ typedef enum {
   R_METRICS,
   R_FILES,
   R_MCP,
+  R_AUDIT,
 } route_id;
 
 static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
                                           "handles", "sandboxes", "reap", "metrics",
-                                          "files", "mcp"};
+                                          "files", "mcp", "audit"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -368,12 +369,21 @@ static void job_reap(void *arg) {
     } else {
       sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
              ro.dry_run ? " (dry run)" : "");
+      sm_ops_report_audit(&rep, c->srv->opts.audit);
       c->answer.status = 200;
       c->answer.body = sm_ops_report_to_json(&rep);
       sm_ops_report_dispose(&rep);
     }
   }
   if (body) json_object_put(body);
+  finish_job(c);
+}
+
+/* On a call thread: collecting the proxy's decisions talks to the engine. */
+static void job_audit(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_server_audit_get(c->srv, c->conn, &c->answer);
   finish_job(c);
 }
 
@@ -437,6 +447,7 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   if (strcmp(url, "/v1/execute") == 0) return post ? R_EXECUTE : R_BAD_METHOD;
   if (strcmp(url, "/v1/leases") == 0) return post ? R_LEASES : R_BAD_METHOD;
   if (strcmp(url, "/v1/sandboxes") == 0) return get ? R_SANDBOXES : R_BAD_METHOD;
+  if (strcmp(url, "/v1/audit") == 0) return get ? R_AUDIT : R_BAD_METHOD;
   if (strcmp(url, "/v1/sandboxes/reap") == 0) return post ? R_REAP : R_BAD_METHOD;
   if (strncmp(url, "/v1/handles/", 12) == 0) {
     const char *id = url + 12;
@@ -561,6 +572,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
       c->token = strdup(tok);
       if (c->token == NULL) return decide(c, 503, "sandbox", "out of memory");
     } else {
+      sm_server_audit_token(srv, route_names[c->route], NULL, GENERIC_401);
       return decide(c, 401, "policy", GENERIC_401);
     }
   }
@@ -624,6 +636,8 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch(c, job_reap);
     case R_METRICS:
       return dispatch(c, job_metrics);
+    case R_AUDIT:
+      return dispatch(c, job_audit);
     default:
       return answer_error(c, 404, "policy", "no such route");
   }
