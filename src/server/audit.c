@@ -113,13 +113,13 @@ static const char *arg(struct MHD_Connection *conn, const char *name) {
 
 /* Query: since (seconds, or a duration: 10m, 2h), agent, run_id, denied
  * (1/true), limit (1..10000, default 1000). */
-static int audit_query(struct MHD_Connection *conn, sm_audit_filter *f, size_t *limit, sm_answer *a) {
+static int audit_query(struct MHD_Connection *conn, sm_audit_filter *f, size_t *limit, char *why, size_t len) {
   sm_error err = SM_ERROR_INIT;
   double since = 0;
   const char *s = arg(conn, "since"), *lim = arg(conn, "limit"), *den = arg(conn, "denied");
   if (s && sm_parse_duration(s, &since, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "query 'since': %s", err.message);
-    return -1;
+    snprintf(why, len, "query 'since': %s", err.message);
+    return 400;
   }
   if (s) f->since = sm_now() - since;
   f->agent = arg(conn, "agent");
@@ -127,26 +127,28 @@ static int audit_query(struct MHD_Connection *conn, sm_audit_filter *f, size_t *
   f->denied_only = den && (strcmp(den, "1") == 0 || strcmp(den, "true") == 0);
   int64_t n = AUDIT_LIMIT_DEFAULT;
   if (lim && sm_parse_int(lim, 1, AUDIT_LIMIT_MAX, &n, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "query 'limit': %s", err.message);
-    return -1;
+    snprintf(why, len, "query 'limit': %s", err.message);
+    return 400;
   }
   *limit = (size_t)n;
   return 0;
 }
 
-void sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, sm_answer *a) {
+int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why, size_t len) {
+  *body = NULL;
   if (srv->opts.audit == NULL || sm_audit_file(srv->opts.audit) == NULL) {
-    sm_answer_error(a, 404, "policy", "this runner keeps no audit trail (audit.enabled is false or no audit.file)");
-    return;
+    snprintf(why, len, "this runner keeps no audit trail (audit.enabled is false or no audit.file)");
+    return 404;
   }
   sm_audit_filter f = SM_AUDIT_FILTER_INIT;
   tail t = {NULL, 0, 0, 0, 0};
-  if (audit_query(conn, &f, &t.limit, a) != 0) return;
+  int status = audit_query(conn, &f, &t.limit, why, len);
+  if (status != 0) return status;
   collect_egress(srv);
   t.ring = calloc(t.limit, sizeof *t.ring);
   if (t.ring == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return;
+    snprintf(why, len, "out of memory");
+    return 503;
   }
   sm_error err = SM_ERROR_INIT;
   size_t skipped = 0;
@@ -157,12 +159,12 @@ void sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, sm_answer 
   free(t.ring);
   if (rc != 0) {
     json_object_put(events);
-    sm_answer_error(a, 500, "sandbox", "reading the audit trail: %s", err.message);
-    return;
+    snprintf(why, len, "reading the audit trail: %s", err.message);
+    return 500;
   }
-  a->status = 200;
-  a->body = json_object_new_object();
-  json_object_object_add(a->body, "events", events);
-  json_object_object_add(a->body, "truncated", json_object_new_boolean(t.dropped > 0));
-  json_object_object_add(a->body, "skipped_lines", json_object_new_int64((int64_t)skipped));
+  *body = json_object_new_object();
+  json_object_object_add(*body, "events", events);
+  json_object_object_add(*body, "truncated", json_object_new_boolean(t.dropped > 0));
+  json_object_object_add(*body, "skipped_lines", json_object_new_int64((int64_t)skipped));
+  return 200;
 }

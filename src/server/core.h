@@ -93,8 +93,9 @@ void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_
 void sm_server_audit_token(sm_server *srv, const char *route, const char *worker, const char *message);
 /* 401 "missing or invalid token" (the same words whatever was wrong), recorded. */
 void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a);
-/* GET /v1/audit (the control token only: the route checks). */
-void sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, sm_answer *a);
+/* GET /v1/audit (the control token only: the route checks): the HTTP
+ * status, with *body (200) or the reason in why. */
+int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why, size_t len);
 
 /* server.c */
 /* Queues a job for a call thread; SM_EBUSY when the queue is full. */

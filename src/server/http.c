@@ -383,7 +383,15 @@ static void job_reap(void *arg) {
 static void job_audit(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_server_audit_get(c->srv, c->conn, &c->answer);
+  char why[512];
+  json_object *body = NULL;
+  int status = sm_server_audit_get(c->srv, c->conn, &body, why, sizeof why);
+  if (status == 200) {
+    c->answer.status = 200;
+    c->answer.body = body;
+  } else {
+    sm_answer_error(&c->answer, status, status == 500 || status == 503 ? "sandbox" : "policy", "%s", why);
+  }
   finish_job(c);
 }
 
