@@ -204,7 +204,7 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
   /* Who may ask comes first: a worker token learns nothing else. */
   if (!control && (r->p.worker_key == NULL || token == NULL ||
                    !sm_server_token_ok(srv, token, r->p.worker_key))) {
-    sm_answer_error(a, 401, "policy", "missing or invalid token");
+    sm_server_refuse_token(srv, "files", a);
     sm_files_req_free(r);
     return NULL;
   }

@@ -152,7 +152,7 @@ sm_mcp_req *sm_mcp_req_new(sm_server *srv, struct MHD_Connection *conn, const ch
              (control || (token && sm_server_token_ok(srv, token, key)))) {
     sm_principal_worker(key, owner, sizeof owner, NULL);
   } else {
-    sm_answer_error(a, 401, "policy", "missing or invalid token");
+    sm_server_refuse_token(srv, "mcp", a);
     return NULL;
   }
   if (srv->mcp == NULL) {
