@@ -230,9 +230,9 @@ SM_API json_object *sm_ops_report_to_json(const sm_ops_report *report);
 /* One line per item ("removed ...", "spared ...: reason"). Caller frees. */
 SM_API char *sm_ops_report_text(const sm_ops_report *report);
 
-/* One sandbox.reaped event per sandbox the report removed, with its reason
- * (nothing for a dry run, or when audit is NULL). */
-SM_API void sm_ops_report_audit(const sm_ops_report *report, sm_audit *audit);
+/* One event (sandbox.reaped, sandbox.removed) per sandbox the report
+ * removed, with its reason (nothing for a dry run, or when audit is NULL). */
+SM_API void sm_ops_report_audit(const sm_ops_report *report, const char *event, sm_audit *audit);
 
 /* For the runner service, called periodically: reaps this runner's
  * sandboxes unused for longer than idle_timeout_s and those whose owner is

@@ -355,7 +355,7 @@ int cmd_sandbox_reap(const cli_call *call) {
   if (sm_ops_reap(&scope, &ro, &report, &err) != 0) {
     rc = cli_fail(&err);
   } else {
-    sm_ops_report_audit(&report, audit);
+    sm_ops_report_audit(&report, "sandbox.reaped", audit);
     rc = finish_report(&report, as_json);
   }
   sm_audit_close(audit);
@@ -384,13 +384,17 @@ int cmd_sandbox_rm(const cli_call *call) {
   scope.backend = sm_config_engine_backend(cfg);
   sm_ops_report report;
   sm_error err = SM_ERROR_INIT;
+  sm_audit *audit = NULL; /* the trail, when the configuration turns it on */
+  if (cli_audit_open(cfg, 0, &audit) != CLI_EXIT_OK) audit = NULL;
   if (sm_ops_rm(&scope, &ro, &report, &err) != 0) {
     rc = cli_fail(&err);
   } else {
     if (report.n_removed == 0 && report.n_spared == 0 && !as_json)
       cli_note("no sandbox of instance '%s' matched", sm_ops_scope_instance(&scope));
+    sm_ops_report_audit(&report, "sandbox.removed", audit);
     rc = finish_report(&report, as_json);
   }
+  sm_audit_close(audit);
   sm_engine_free(engine);
   sm_config_free(cfg);
   return rc;

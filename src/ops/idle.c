@@ -29,7 +29,7 @@ int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *ou
   opts.older_than_s = idle_timeout_s > 0 ? idle_timeout_s : -1;
   opts.keep_pool = 1; /* the pool keeps idle containers on purpose */
   rc = sm_ops_reap(&scope, &opts, report, err);
-  if (rc == 0) sm_ops_report_audit(report, sm_runner_audit(runner));
+  if (rc == 0) sm_ops_report_audit(report, "sandbox.reaped", sm_runner_audit(runner));
   /* The service's log is where an operator sees what went away. */
   for (size_t i = 0; rc == 0 && i < report->n_removed; i++)
     sm_log(SM_LOG_INFO, "idle reap removed %s %s: %s",
@@ -43,13 +43,13 @@ int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *ou
   return rc;
 }
 
-void sm_ops_report_audit(const sm_ops_report *report, sm_audit *audit) {
+void sm_ops_report_audit(const sm_ops_report *report, const char *event, sm_audit *audit) {
   if (audit == NULL || report->dry_run) return;
   for (size_t i = 0; i < report->n_removed; i++) {
     const sm_ops_item *it = &report->removed[i];
     if (it->kind != SM_OPS_ITEM_SANDBOX) continue;
     sm_audit_event ev = SM_AUDIT_EVENT_INIT;
-    ev.name = "sandbox.reaped";
+    ev.name = event;
     ev.request_id = sm_log_request_id();
     ev.sandbox = it->name;
     ev.message = it->reason;

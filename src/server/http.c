@@ -369,7 +369,7 @@ static void job_reap(void *arg) {
     } else {
       sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
              ro.dry_run ? " (dry run)" : "");
-      sm_ops_report_audit(&rep, c->srv->opts.audit);
+      sm_ops_report_audit(&rep, "sandbox.reaped", c->srv->opts.audit);
       c->answer.status = 200;
       c->answer.body = sm_ops_report_to_json(&rep);
       sm_ops_report_dispose(&rep);

@@ -22,6 +22,7 @@ agents:
     tools:
       deny: [web_fetch]
 audit:
+  enabled: true
   file: $TRAIL
 EOF
 SECRET=ghp_audit_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -81,12 +82,16 @@ expect_eq "?denied=1" "call.refused lease.refused token.refused egress.denied" \
   "$(api GET '/v1/audit?denied=1' | jq -r '.events[].unmapped.event' | tr '\n' ' ' | sed 's/ $//')"
 expect_eq "?run_id=r1&limit=2: the newest two of the run" "call.allowed egress.denied" \
   "$(api GET '/v1/audit?run_id=r1&limit=2' | jq -r '.events[].unmapped.event' | tr '\n' ' ' | sed 's/ $//')"
-worker_token=$("$SANDMAN" token derive --token-file "$WORK/token" --worker-key w1 2>/dev/null || true)
-if [ -n "$worker_token" ]; then
-  expect_contains "a worker token cannot read the trail" "missing or invalid token" "$(api GET /v1/audit "" "$worker_token")"
-fi
+worker_token=$("$SANDMAN" token derive --token-file "$WORK/token" --worker-key w1)
+expect_contains "a worker token cannot read the trail" "missing or invalid token" "$(api GET /v1/audit "" "$worker_token")"
 expect_contains "nor a bad one" "missing or invalid token" "$(api GET /v1/audit "" "0123456789abcdef0123456789abcdef")"
 stop_worker
+
+# sandman run and sandman sandbox rm record too when audit.enabled is true.
+"$SANDMAN" --config "$CFG" run --mode per_run --network none --agent bot --run-id r2 -- true
+"$SANDMAN" --config "$CFG" sandbox rm --run-id r2 >/dev/null
+expect_eq "sandman run and sandbox rm: their events" "call.allowed sandbox.created sandbox.removed" \
+  "$(tail -n 3 "$TRAIL" | jq -r .unmapped.event | tr '\n' ' ' | sed 's/ $//')"
 
 # The file: every line a JSON object; no secret anywhere.
 check "every line of the trail is a JSON object" jq -e 'type == "object"' "$TRAIL" >/dev/null
