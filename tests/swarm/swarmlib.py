@@ -110,6 +110,21 @@ class Runner:
 
 
 
+def sweep_stale_rigs(instance):
+    """Removes what an earlier run of the same test (same instance label) left
+    when it was killed before its clean-up ran: its rig's containers (with
+    their volumes) and networks. Returns how many things went."""
+    flt = ["--filter", "label=io.sandman.instance=" + instance,
+           "--filter", "label=io.sandman.component=swarm-rig"]
+    ids = host_docker("ps", "-aq", *flt).stdout.split()
+    if ids:
+        host_docker("rm", "-fv", *ids)
+    nets = host_docker("network", "ls", "-q", *flt).stdout.split()
+    for n in nets:
+        host_docker("network", "rm", n)
+    return len(ids) + len(nets)
+
+
 def ensure_dind_image(report):
     """sandman/dind from this checkout (its entry point takes the rig's
     certificates); report(desc, ok, detail) says how a build went."""
