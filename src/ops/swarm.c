@@ -91,7 +91,8 @@ static int node_named(const swarm_view *v, const char *node_id, engine_swarm_nod
 
 /* One service as a listed sandbox: the task's container id (what a call's
  * sandbox_id says), its node, its state (a lost node makes it "dead"). */
-static void from_service(const swarm_view *v, json_object *svc, double now, sm_ops_sandbox *sb) {
+static void from_service(const swarm_view *v, json_object *svc, double now, sm_ops_sandbox *sb,
+                         int *leased) {
   memset(sb, 0, sizeof *sb);
   json_object *labels = get(get(svc, "Spec", NULL), "Labels", NULL);
   const char *sid = gets(svc, "ID", NULL);
@@ -109,7 +110,11 @@ static void from_service(const swarm_view *v, json_object *svc, double now, sm_o
     sb->last_used_at = strtod(used, NULL);
     sb->last_used_recorded = 1;
   }
-  sb->busy = sandbox_swarm_live_leases(labels, now) > 0;
+  const char *pool = ops_label(labels, SM_OPS_LABEL_POOL);
+  sb->pool = pool != NULL && strcmp(pool, "true") == 0;
+  /* A ready sandbox of a warm pool holds the pool's lease: not a call. */
+  sb->busy = sandbox_swarm_busy(labels, now);
+  if (leased) *leased = sandbox_swarm_live_leases(labels, now) > 0;
   engine_swarm_task t;
   if (sid && task_of(v, sid, &t) == 0) {
     ops_copy(sb->id, sizeof sb->id, t.container_id[0] ? t.container_id : sid);
@@ -155,7 +160,7 @@ int ops_swarm_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out,
   double now = sm_now();
   for (size_t i = 0; i < n; i++) {
     sm_ops_sandbox *sb = &out->items[out->n];
-    from_service(&v, json_object_array_get_idx(v.services, i), now, sb);
+    from_service(&v, json_object_array_get_idx(v.services, i), now, sb, NULL);
     if (all || strcmp(sb->state, "running") == 0) out->n++;
   }
   view_dispose(&v);
@@ -218,16 +223,18 @@ int ops_swarm_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts,
   double now = sm_now();
   for (size_t i = 0; rc == 0 && i < json_object_array_length(v.services); i++) {
     sm_ops_sandbox sb;
-    from_service(&v, json_object_array_get_idx(v.services, i), now, &sb);
-    /* A per_tool sandbox lives only with its call, which leases it from
-     * its birth: without a live lease its runner is gone. */
+    int leased = 0;
+    from_service(&v, json_object_array_get_idx(v.services, i), now, &sb, &leased);
+    /* A per_tool sandbox lives only with its call (or its runner's warm
+     * pool), which leases it from its birth: without a live lease its
+     * runner is gone. */
     sm_ops_owner_state owner = SM_OPS_OWNER_NONE;
-    if (strcmp(sb.mode, "per_tool") == 0) owner = sb.busy ? SM_OPS_OWNER_ALIVE : SM_OPS_OWNER_GONE;
+    if (strcmp(sb.mode, "per_tool") == 0) owner = leased ? SM_OPS_OWNER_ALIVE : SM_OPS_OWNER_GONE;
     sm_ops_reap_input in = {
         .mode = sb.mode,
         .state = sb.state,
         .busy = sb.busy,
-        .pool = 0,
+        .pool = sb.pool,
         .created_at = sb.created_at,
         .last_used_at = sb.last_used_recorded ? sb.last_used_at : -1,
         .now = now,

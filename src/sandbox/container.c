@@ -781,32 +781,6 @@ int sm_sandbox_remove(sm_engine *e, const char *state_dir, const char *name,
   return remove_sandbox(e, state_dir, name, volume, err);
 }
 
-int sm_sandbox_prewarm(sm_runner *runner, sm_engine *e, const sm_run_request *req,
-                       sm_pool_item *out, sm_error *err) {
-  sandbox sb;
-  memset(&sb, 0, sizeof sb);
-  sb.mode = SM_MODE_PER_TOOL;
-  sb.pooled = 1;
-  sm_sandbox_settings_hash(&req->settings, sb.hash);
-  char rnd[17];
-  int rc = sm_random_hex(rnd, 8, err);
-  if (rc) return rc;
-  snprintf(sb.name, sizeof sb.name, "sandman-%s-pool-%s", sm_runner_instance(runner), rnd);
-  snprintf(sb.volume, sizeof sb.volume, "%s-ws", sb.name);
-  snprintf(sb.scope_key, sizeof sb.scope_key, "tool:%s", rnd);
-  rc = create_sandbox(runner, e, req, &sb, err);
-  if (rc == SM_ECONFLICT)
-    return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
-  if (rc) return rc;
-  memset(out, 0, sizeof *out);
-  snprintf(out->id, sizeof out->id, "%s", sb.id);
-  snprintf(out->name, sizeof out->name, "%s", sb.name);
-  snprintf(out->volume, sizeof out->volume, "%s", sb.volume);
-  snprintf(out->scope_key, sizeof out->scope_key, "%s", sb.scope_key);
-  out->uid = sb.uid;
-  out->gid = sb.gid;
-  return 0;
-}
 
 /* A sandbox found through the cache or the pool that has gone (or stopped)
  * since: the call looks once more. */
@@ -875,6 +849,44 @@ static int swarm_config(void *ud, sm_engine *manager, json_object **config, int 
   return rc;
 }
 
+/* A ready sandbox of the warm pool for this per_tool call (1), or none (0:
+ * the call makes its own). One that cannot be taken is removed. */
+static int take_pooled_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m,
+                             const sm_run_request *req, sandbox *sb, double lease_s) {
+  sm_pool_item item;
+  if (!sm_pool_take(runner, req, sb->hash, &item)) return 0;
+  sm_error err = SM_ERROR_INIT;
+  if (sandbox_swarm_take(sw, m, &item.swarm, lease_s, &sb->swarm, &err) != 0) {
+    sm_log(SM_LOG_INFO, "%s: the call makes a sandbox of its own", err.message);
+    sm_pool_call_done(runner, item.pool_key);
+    sm_error ignore = SM_ERROR_INIT;
+    sandbox_swarm_remove(m, item.swarm.name, 1, &ignore);
+    return 0;
+  }
+  snprintf(sb->name, sizeof sb->name, "%s", item.name);
+  snprintf(sb->volume, sizeof sb->volume, "%s", item.volume);
+  snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item.scope_key);
+  snprintf(sb->id, sizeof sb->id, "%s", sb->swarm.container_id);
+  snprintf(sb->pool_key, sizeof sb->pool_key, "%s", item.pool_key);
+  sb->uid = sb->swarm.uid;
+  sb->gid = sb->swarm.gid;
+  sb->pooled = 1;
+  sb->reused = 0;
+  return 1;
+}
+
+/* Ends the call's hold on a swarm sandbox (a per_tool one goes). */
+static void release_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m,
+                          const sm_run_request *req, sandbox *sb) {
+  if (sb->mode == SM_MODE_PER_TOOL && sb->swarm.lease[0])
+    audit_sandbox(runner, "sandbox.removed", req, sb, "a per_tool sandbox goes after its call");
+  if (sb->pool_key[0]) {
+    sm_pool_call_done(runner, sb->pool_key);
+    sb->pool_key[0] = '\0';
+  }
+  sandbox_swarm_release(sw, m, &sb->swarm);
+}
+
 static int acquire_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m, const sm_run_request *req,
                          sandbox *sb, sm_error *err) {
   const char *net = req->settings.network;
@@ -883,7 +895,10 @@ static int acquire_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m, con
                         "network '%s' is not available on the swarm backend: use none (a network "
                         "of the sandbox's own that reaches nothing) or bridge (docs/scale-out.md)",
                         net);
+  double timeout = req->settings.timeout_s;
   if (sb->mode == SM_MODE_PER_TOOL) {
+    if (take_pooled_swarm(runner, sw, m, req, sb, timeout > 0 ? timeout + 600 : 24 * 3600.0))
+      return 0;
     int rc = tool_names(runner, sb, err);
     if (rc) return rc;
   }
@@ -891,7 +906,6 @@ static int acquire_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m, con
   sandbox_swarm_service_name(sb->name, service);
   swarm_config_ud cu = {runner, req, sb};
   const char *project = req->project && *req->project ? req->project : "default";
-  double timeout = req->settings.timeout_s;
   sandbox_swarm_want w = {
       .name = service,
       .instance = sm_runner_instance(runner),
@@ -911,7 +925,83 @@ static int acquire_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m, con
   sb->uid = sb->swarm.uid;
   sb->gid = sb->swarm.gid;
   sb->reused = sb->swarm.reused;
+  if (!sb->reused) audit_sandbox(runner, "sandbox.created", req, sb, NULL);
   return 0;
+}
+
+/* A pooled per_tool service on the swarm, made like a call's and holding
+ * the pool's lease; its node checks are done, so a call taking it runs at
+ * once. */
+static int prewarm_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *manager,
+                         const sm_run_request *req, sandbox *sb, sm_pool_item *out,
+                         sm_error *err) {
+  char service[SM_SWARM_SERVICE_NAME_MAX + 1];
+  sandbox_swarm_service_name(sb->name, service);
+  char owner[300], node_id[SM_ENGINE_ID_MAX];
+  owner_label(owner, sizeof owner);
+  int rc = sandbox_swarm_pool_node(sw, manager, sb->hash, owner, node_id, err);
+  if (rc) return sm_error_wrap(err, "placing a warm pool sandbox");
+  swarm_config_ud cu = {runner, req, sb};
+  sandbox_swarm_want w = {
+      .name = service,
+      .instance = sm_runner_instance(runner),
+      .hash = sb->hash,
+      .node_id = node_id,
+      .per_tool = 1,
+      .lease_s = SM_SWARM_POOL_LEASE_S,
+      .config = swarm_config,
+      .config_ud = &cu,
+  };
+  rc = sandbox_swarm_acquire(sw, manager, &w, &out->swarm, err);
+  sandbox_swarm_pool_placed(sw, node_id);
+  if (rc) return rc;
+  out->swarm.node = NULL; /* this thread's client: a call takes its own */
+  snprintf(sb->id, sizeof sb->id, "%s", out->swarm.container_id);
+  snprintf(sb->name, sizeof sb->name, "%s", service);
+  sb->uid = out->swarm.uid;
+  sb->gid = out->swarm.gid;
+  return 0;
+}
+
+int sm_sandbox_prewarm(sm_runner *runner, sm_engine *e, const sm_run_request *req,
+                       sm_pool_item *out, sm_error *err) {
+  sandbox sb;
+  memset(&sb, 0, sizeof sb);
+  memset(out, 0, sizeof *out);
+  sb.mode = SM_MODE_PER_TOOL;
+  sb.pooled = 1;
+  sm_sandbox_settings_hash(&req->settings, sb.hash);
+  char rnd[17];
+  int rc = sm_random_hex(rnd, 8, err);
+  if (rc) return rc;
+  snprintf(sb.name, sizeof sb.name, "sandman-%s-pool-%s", sm_runner_instance(runner), rnd);
+  snprintf(sb.volume, sizeof sb.volume, "%s-ws", sb.name);
+  snprintf(sb.scope_key, sizeof sb.scope_key, "tool:%s", rnd);
+  sandbox_swarm *sw = sm_runner_swarm(runner);
+  rc = sw ? prewarm_swarm(runner, sw, e, req, &sb, out, err) : create_sandbox(runner, e, req, &sb, err);
+  if (rc == SM_ECONFLICT)
+    return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
+  if (rc) return rc;
+  snprintf(out->id, sizeof out->id, "%s", sb.id);
+  snprintf(out->name, sizeof out->name, "%s", sb.name);
+  snprintf(out->volume, sizeof out->volume, "%s", sb.volume);
+  snprintf(out->scope_key, sizeof out->scope_key, "%s", sb.scope_key);
+  out->uid = sb.uid;
+  out->gid = sb.gid;
+  return 0;
+}
+
+int sm_sandbox_discard(sm_runner *runner, sm_engine *e, const char *name, const char *volume,
+                       sm_error *err) {
+  if (sm_runner_swarm(runner) == NULL)
+    return sm_sandbox_remove(e, sm_runner_state_dir(runner), name, volume, err);
+  int rc = sandbox_swarm_remove(e, name, 1, err);
+  return rc == SM_ENOTFOUND ? 0 : rc;
+}
+
+unsigned sm_sandbox_pool_width(sm_runner *runner, sm_engine *e) {
+  sandbox_swarm *sw = sm_runner_swarm(runner);
+  return sw ? sandbox_swarm_ready_nodes(sw, e) : 1;
 }
 
 /* The call goes over an agent session when one is parked for this
@@ -1196,7 +1286,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
     sm_pool_prepare_agent_later(runner, sb.id, sb.user);
   /* A per_tool container goes now: its session goes with it. */
   drop_agent(&t, sb.mode != SM_MODE_PER_TOOL);
-  if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);
+  if (sw) release_swarm(runner, sw, manager, req, &sb);
   else release(runner, e, req, &sb);
   if (ws) sm_workspace_sync_free(ws);
   sm_strv_dispose(&env);
@@ -1210,7 +1300,7 @@ int sm_run_container(sm_runner *runner, const sm_run_request *req, sm_run_result
 
 fail_release:
   drop_agent(&t, 0);
-  if (sw) sandbox_swarm_release(sw, manager, &sb.swarm);
+  if (sw) release_swarm(runner, sw, manager, req, &sb);
   else release(runner, e, req, &sb);
 fail:
   if (ws) sm_workspace_sync_free(ws);

@@ -98,6 +98,7 @@ struct sm_pool {
   pthread_cond_t cv_work;    /* a job may be there, or stop */
   pthread_cond_t cv_done;    /* a job finished (settle and drain wait on it) */
   unsigned size;             /* ready containers per configuration; 0: off */
+  unsigned width;            /* nodes it is kept on (a swarm's ready nodes; else 1) */
   int bg_remove;             /* per_tool removals off the caller's time */
   int stopping;
   pthread_t threads[WORKERS];
@@ -114,6 +115,12 @@ struct sm_pool {
 };
 
 static double mono_ms(void) { return sm_monotonic_ms(); }
+
+/* Ready containers kept per configuration: the size on each node. */
+static unsigned target(const sm_pool *p) {
+  unsigned long n = (unsigned long)p->size * (p->width ? p->width : 1);
+  return n > SM_POOL_MAX_SIZE ? SM_POOL_MAX_SIZE : (unsigned)n;
+}
 
 /* ---- small helpers (hold p->mu) ---- */
 
@@ -310,7 +317,7 @@ static cfg_pool *pool_for(sm_pool *p, const sm_run_request *req, const char *has
  * pool is empty): creating a container keeps the engine busy, and on two
  * cores that slows the very call that took one. */
 static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
-  return !p->stopping && !cp->dead && p->size > 0 && cp->n_ready + cp->creating < p->size &&
+  return !p->stopping && !cp->dead && p->size > 0 && cp->n_ready + cp->creating < target(p) &&
          now >= cp->retry_at && (cp->in_flight == 0 || cp->n_ready == 0);
 }
 
@@ -318,8 +325,7 @@ static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
 
 static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
   sm_error err = SM_ERROR_INIT;
-  int rc = e ? sm_sandbox_remove(e, sm_runner_state_dir(p->runner), r->name, r->volume, &err)
-             : SM_EUNREACHABLE;
+  int rc = e ? sm_sandbox_discard(p->runner, e, r->name, r->volume, &err) : SM_EUNREACHABLE;
   if (rc != 0)
     sm_log(SM_LOG_WARN, "removing %s in the background: %s (a reap will remove it)", r->name,
            e ? err.message : "no engine client");
@@ -374,20 +380,20 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
            cp->backoff_ms / 1000.0, err.message);
   } else {
     p->created++;
-    if (!cp->dead && cp->generation == gen && !p->stopping && cp->n_ready < p->size &&
-        cp->n_ready < SM_POOL_MAX_SIZE) {
+    if (!cp->dead && cp->generation == gen && !p->stopping && cp->n_ready < target(p)) {
       cp->ready[cp->n_ready++] = item;
       cp->backoff_ms = 0;
       /* Its agent session is opened next, as a job of its own: the
        * container counts as ready at once (a call taking it before the
        * session is there uses the engine's exec), so a burst of calls
        * does not wait for sessions to be made. */
-      if (sm_agents_enabled(sm_runner_agents(p->runner))) {
+      /* (On a swarm the call opens it on the node.) */
+      if (sm_agents_enabled(sm_runner_agents(p->runner)) && sm_runner_swarm(p->runner) == NULL) {
         char user[32];
         snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
         queue_prep(p, item.id, user);
       }
-      sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready, p->size,
+      sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready, target(p),
              cp->hash);
     } else {
       removal *r = malloc(sizeof *r);
@@ -462,7 +468,9 @@ static void *worker_main(void *arg) {
     e = NULL;
   }
   double last_image_check = mono_ms();
+  unsigned width = e ? sm_sandbox_pool_width(p->runner, e) : 1;
   pthread_mutex_lock(&p->mu);
+  p->width = width;
   for (;;) {
     double now = mono_ms();
     cfg_pool *want = NULL;
@@ -518,7 +526,9 @@ static void *worker_main(void *arg) {
       last_image_check = now;
       pthread_mutex_unlock(&p->mu);
       check_images(p, e);
+      width = sm_sandbox_pool_width(p->runner, e);
       pthread_mutex_lock(&p->mu);
+      p->width = width;
       continue;
     }
     double wait_ms = next_retry - now;
@@ -848,7 +858,7 @@ int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err) {
     drain_all(p);
   } else {
     for (int i = 0; i < MAX_POOLS; i++)
-      if (p->pools[i]) trim_pool(p, p->pools[i], size);
+      if (p->pools[i]) trim_pool(p, p->pools[i], target(p));
   }
   if (p->rm_head || size > 0) ensure_threads(p);
   pthread_cond_broadcast(&p->cv_work);

@@ -18,6 +18,8 @@
 #include <sandman/sandbox.h>
 #include <sandman/state.h>
 
+#include "sandbox/swarm.h"
+
 typedef struct sm_pool sm_pool;
 
 /* A ready container, as the pool hands it to a call. */
@@ -28,6 +30,7 @@ typedef struct sm_pool_item {
   char scope_key[64];
   char pool_key[65];   /* the configuration's pool (sm_pool_call_done) */
   int uid, gid;
+  sandbox_swarm_box swarm; /* on a swarm: the service, its node, the pool's lease */
 } sm_pool_item;
 
 /* ---- runner.c ---- */
@@ -91,5 +94,12 @@ int sm_sandbox_prewarm(sm_runner *runner, sm_engine *e, const sm_run_request *re
  * drops its state files. */
 int sm_sandbox_remove(sm_engine *e, const char *state_dir, const char *name,
                       const char *volume, sm_error *err);
+/* The same for whichever backend the runner has (on a swarm: the service
+ * named `name`, whatever lease it holds; e is the manager). */
+int sm_sandbox_discard(sm_runner *runner, sm_engine *e, const char *name, const char *volume,
+                       sm_error *err);
+/* How many nodes the pool keeps its size on: a swarm's ready nodes, else 1
+ * (may ask the engine e: call without the pool's lock). */
+unsigned sm_sandbox_pool_width(sm_runner *runner, sm_engine *e);
 
 #endif

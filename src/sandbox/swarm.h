@@ -53,6 +53,7 @@ typedef struct sandbox_swarm_box {
   char container_id[SM_ENGINE_ID_MAX];  /* the task's container on its node */
   char node_id[SM_ENGINE_ID_MAX];
   char node_name[ENGINE_SWARM_NAME_MAX];
+  char node_addr[ENGINE_SWARM_ADDR_MAX];
   char lease[24];                       /* this call's lease (label suffix) */
   char state_name[SM_NAME_MAX + 16];    /* name.<container id>: the workspace manifest's */
   int per_tool;
@@ -72,6 +73,7 @@ typedef struct sandbox_swarm_want {
   const char *hash;        /* io.sandman.config-hash the sandbox must carry */
   const char *project;     /* per_worker: the project it is pinned to */
   const char *principal;   /* the call's principal */
+  const char *node_id;     /* NULL, or the node it must run on (the warm pool's) */
   int per_tool;
   double lease_s;          /* how long the lease holds without the call ending */
   sandbox_swarm_config_fn config;
@@ -92,6 +94,29 @@ void sandbox_swarm_release(sandbox_swarm *sw, sm_engine *manager, sandbox_swarm_
 int sandbox_swarm_check_node_lost(sandbox_swarm *sw, sm_engine *manager, sandbox_swarm_box *box, int rc,
                              sm_error *err);
 
+/* The warm pool (pool.c keeps the ready ones, container.c makes them with
+ * sandbox_swarm_acquire): a per_tool sandbox made ahead of time holds the
+ * pool's lease, of SM_SWARM_POOL_LEASE_S, until a call takes it. A pool
+ * whose runner died is reaped when that lease has run out. */
+#define SM_SWARM_POOL_LEASE_S 3600.0
+/* Takes ready sandbox `ready` for a call: swaps the pool's lease for the
+ * call's in one versioned update, checks that its task still runs that
+ * container on a ready node, and gives the calling thread's client for the
+ * node. On failure the caller removes it and makes a sandbox of its own. */
+int sandbox_swarm_take(sandbox_swarm *sw, sm_engine *manager, const sandbox_swarm_box *ready,
+                       double lease_s, sandbox_swarm_box *out, sm_error *err);
+/* How many nodes of the swarm are ready, active and meet the runner's
+ * constraints (the warm pool keeps its size on each); asked of the manager
+ * at most every 30 s, 1 when it cannot say. */
+unsigned sandbox_swarm_ready_nodes(sandbox_swarm *sw, sm_engine *manager);
+/* The node the next pool sandbox of configuration `hash` made by runner
+ * `owner` (its io.sandman.owner label) goes to: of the eligible ready
+ * nodes, the one with the fewest of them (ready, or being made by this
+ * process). Pair with sandbox_swarm_pool_placed once it is made or failed. */
+int sandbox_swarm_pool_node(sandbox_swarm *sw, sm_engine *manager, const char *hash,
+                            const char *owner, char node_id[SM_ENGINE_ID_MAX], sm_error *err);
+void sandbox_swarm_pool_placed(sandbox_swarm *sw, const char *node_id);
+
 /* Removes service `ref` unless a call holds a live lease on it (SM_EBUSY),
  * or whatever holds it when force. Its own network goes too. Gone already
  * is SM_ENOTFOUND. */
@@ -104,6 +129,10 @@ int sandbox_swarm_remove(sm_engine *manager, const char *ref, int force, sm_erro
 void sandbox_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX + 1]);
 /* Live leases among a service's labels at time now (epoch seconds). */
 int sandbox_swarm_live_leases(json_object *labels, double now);
+/* Whether a call holds the service (labels): a live lease that is not the
+ * warm pool's (a ready pool sandbox carries io.sandman.pool=true until a
+ * call takes it). */
+int sandbox_swarm_busy(json_object *labels, double now);
 /* The service labels of a lease change: adds lease `id` until deadline
  * (id NULL: none), drops lease `drop` (NULL: none) and every expired one,
  * sets io.sandman.last-used when `used` > 0. Changes labels in place. */
@@ -112,6 +141,7 @@ void sandbox_swarm_labels_lease(json_object *labels, const char *id, double dead
 
 #define SM_SWARM_LABEL_CHECKED "io.sandman.swarm.checked"   /* container id checked */
 #define SM_SWARM_LABEL_LAST_USED "io.sandman.last-used"     /* epoch seconds */
+#define SM_SWARM_LABEL_POOL_NODE "io.sandman.swarm.pool-node" /* a pool sandbox's node id */
 #define SM_SWARM_NETWORK_COMPONENT "sandbox-network"
 
 #endif

@@ -27,6 +27,7 @@ import concurrent.futures
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from swarmlib import SANDMAN, Rig, Runner, ensure_dind_image, host_docker, rig_env, wait_for  # noqa: E402
+from swarmlib import (SANDMAN, Rig, Runner, ensure_dind_image, host_docker, rig_env,  # noqa: E402
+                      sweep_stale_rigs, wait_for)
 
 INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "it-swarm-%d" % os.getpid())
 IN_CI = os.environ.get("CI") in ("true", "1")
@@ -76,6 +78,14 @@ def main():
             return 1
         print("SKIP: no engine answers")
         return 77
+    # Stopped (ctest's timeout, ^C): the clean-up below still runs.
+    def stop(signum, _frame):
+        raise SystemExit("stopped by signal %d" % signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    gone = sweep_stale_rigs(INSTANCE)
+    if gone:
+        print("# removed %d things an earlier, killed run of this test left" % gone, flush=True)
     tmp = tempfile.mkdtemp(prefix="sm-swarm-it.")
     rig = None
     runners = []
@@ -111,7 +121,8 @@ def main():
                 "--sandbox-image", IMAGE, "--sandbox-network", "none", "--sandbox-cpu", "0.5",
                 "--sandbox-mem", "128m", "--sandbox-pids", "64", "--sandbox-disk", "32m",
                 "--project-environment", "development", "--workspaces-root", wsroot]
-        a = Runner(tmp, "a", env, token, args)
+        # Runner a keeps a warm pool of per_tool sandboxes: one per ready node.
+        a = Runner(tmp, "a", env, token, args + ["--sandbox-pool-size", "1"])
         runners.append(a)
         b = Runner(tmp, "b", env, token, args)
         runners.append(b)
@@ -163,6 +174,38 @@ def main():
         fbs = (a.metric("sandman_agent_fallbacks_total") or 0) - fb0
         check("those 30 calls went through the in-sandbox agent on their nodes (agent calls +%d, "
               "fallbacks +%d)" % (calls, fbs), calls >= 30 and fbs == 0)
+
+        # 2b. the warm pool, per node: a per_tool call starts runner a's pool
+        # of its configuration, which keeps one ready sandbox on each node
+        # (placed by the scheduler); per_tool calls then take those.
+        r = a.client.execute(command="echo first", mode="per_tool")
+        check("a per_tool call on the swarm runs", r.get("ok") and r.get("stdout") == "first\n", r)
+
+        # Ready in the runner's own count (made and checked on its node),
+        # then as the swarm lists them.
+        wait_for("the runner's pool to have three ready",
+                 lambda: (a.metric("sandman_pool_ready") or 0) >= 3, timeout=240)
+        pooled = [s for s in listing(env) if s.get("pool") and s.get("status") == "running"]
+        spread = sorted(s.get("node") for s in pooled)
+        print("# warm pool placement: %s" % spread, flush=True)
+        check("the warm pool keeps size x nodes = 3 ready per_tool sandboxes, none busy (on %s)"
+              % spread, len(pooled) == 3 and not any(s.get("busy") for s in pooled), pooled)
+        check("one on each node", spread == sorted(rig.nodes), spread)
+        taken0 = a.metric("sandman_pool_taken_total") or 0
+        with concurrent.futures.ThreadPoolExecutor(3) as ex:
+            results = list(ex.map(lambda i: a.client.execute(command="id -u; echo warm-%d" % i,
+                                                             mode="per_tool"), range(3)))
+        check("three per_tool calls ran in ready sandboxes",
+              all(x.get("ok") and x.get("stdout", "").endswith("warm-%d\n" % i)
+                  for i, x in enumerate(results)), results)
+        taken = (a.metric("sandman_pool_taken_total") or 0) - taken0
+        used = {x.get("sandbox_id") for x in results}
+        check("they took the pool's sandboxes (taken +%d), one each" % taken,
+              taken == 3 and used == {s.get("id") for s in pooled}, (used, pooled))
+        names = {s.get("name") for s in pooled}
+        gone = wait_for("the used pool sandboxes to go", lambda: not names & {
+            s.get("name") for s in listing(env)}, timeout=60)
+        check("a used pool sandbox is removed after its call (per_tool)", gone)
 
         # 3. network none reaches nothing
         by_run = {s["run_id"]: s for s in lst}
@@ -222,7 +265,7 @@ def main():
                         lambda: any(s.get("run_id") == k_run and s.get("busy") for s in listing(env)),
                         timeout=60)
         check("the run's call is in flight (list says busy)", busy)
-        on_victim = {s["run_id"] for s in listing(env) if s.get("node") == victim}
+        on_victim = {s.get("run_id") or "" for s in listing(env) if s.get("node") == victim}
         kill = host_docker("kill", victim)
         check("node %s killed" % victim, kill.returncode == 0, kill.stderr)
         t0 = time.time()
@@ -243,8 +286,8 @@ def main():
             s for s in listing(env) if s.get("node") == victim and s.get("status") == "dead"],
             timeout=60)
         check("list shows the killed node's sandboxes as dead (%d)" % len(dead or []),
-              dead and {s["run_id"] for s in dead} <= on_victim - {k_run},
-              ([s["run_id"] for s in dead or []], sorted(on_victim)))
+              dead and {s.get("run_id") or "" for s in dead} <= on_victim - {k_run},
+              ([s.get("run_id") for s in dead or []], sorted(on_victim)))
         p = sandman(env, "sandbox", "reap", "--json")
         rep = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         removed = {x["name"] for x in rep.get("removed", [])}
@@ -319,6 +362,9 @@ def main():
         rig_id = rig.env.get("SWARM_RIG_ID") if rig else None
         if rig:
             rig.down()
+        else:
+            # Stopped while the rig was coming up: whatever of it exists.
+            sweep_stale_rigs(INSTANCE)
         shutil.rmtree(tmp, ignore_errors=True)
         if rig_id:
             left = host_docker("ps", "-aq", "--filter", "label=io.sandman.swarm-rig=" + rig_id).stdout
