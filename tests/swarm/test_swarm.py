@@ -20,6 +20,8 @@ sandman/dind engines in containers, TLS from sandman to every node).
      one runner spares the sandboxes where the other has calls in flight,
      and those calls finish;
   6. list and rm across the swarm; everything the test made goes away.
+Also: runner a keeps a warm pool (size 1): one ready per_tool sandbox on
+each node, which per_tool calls take; network allowlist is refused clearly.
 
 Prints "ok - ..." / "not ok - ..." and "N passed, M failed".
 """
@@ -248,6 +250,21 @@ def main():
         rb = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         check("control: a bridge sandbox on the swarm does reach it",
               rb.get("stdout", "").strip() == "outside", p.stdout + p.stderr)
+
+        # allowlist (the egress proxy) is not built for the swarm: refused
+        # clearly, before anything is made.
+        aenv = dict(env, SANDMAN_CONFIG=os.path.join(tmp, "allowlist.yaml"))
+        with open(env["SANDMAN_CONFIG"]) as f, open(aenv["SANDMAN_CONFIG"], "w") as g:
+            g.write(f.read() + "defaults:\n  network: allowlist\n  egress:\n    allow: [\"%s:8080\"]\n"
+                    % rig.outside)
+        p = sandman(aenv, "run", "--mode", "per_run", "--run-id", "allow-x", "--json", "--", "true")
+        ra = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+        msg = (ra.get("error") or "") + p.stderr
+        check("allowlist on the swarm is refused clearly (exit %d: %s)" % (p.returncode, msg.strip()[:200]),
+              p.returncode != 0 and not ra.get("ok") and "allowlist" in msg and "swarm backend" in msg,
+              p.stdout + p.stderr)
+        check("and nothing was made for it",
+              not [s for s in listing(env) if s.get("run_id") == "allow-x"])
 
         # 4. a node killed during a call
         victim = rig.nodes[2] if rig.nodes[2] in per_node else rig.nodes[1]
