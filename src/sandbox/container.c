@@ -738,18 +738,23 @@ static int tool_names(sm_runner *runner, sandbox *sb, sm_error *err) {
   return 0;
 }
 
+/* The call's sandbox is the warm pool's item. */
+static void from_pool(sandbox *sb, const sm_pool_item *item) {
+  snprintf(sb->name, sizeof sb->name, "%s", item->name);
+  snprintf(sb->volume, sizeof sb->volume, "%s", item->volume);
+  snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item->scope_key);
+  snprintf(sb->id, sizeof sb->id, "%s", item->id);
+  snprintf(sb->pool_key, sizeof sb->pool_key, "%s", item->pool_key);
+  sb->uid = item->uid;
+  sb->gid = item->gid;
+  sb->pooled = 1;
+}
+
 static int acquire_per_tool(sm_runner *runner, sm_engine *e, const sm_run_request *req,
                             sandbox *sb, sm_error *err) {
   sm_pool_item item;
   if (sm_pool_take(runner, req, sb->hash, &item)) {
-    snprintf(sb->name, sizeof sb->name, "%s", item.name);
-    snprintf(sb->volume, sizeof sb->volume, "%s", item.volume);
-    snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item.scope_key);
-    snprintf(sb->id, sizeof sb->id, "%s", item.id);
-    snprintf(sb->pool_key, sizeof sb->pool_key, "%s", item.pool_key);
-    sb->uid = item.uid;
-    sb->gid = item.gid;
-    sb->pooled = 1;
+    from_pool(sb, &item);
     int rc = sm_state_busy_acquire(sm_runner_state_dir(runner), sb->name, &sb->busy, err);
     if (rc == 0) return 0;
     sm_pool_call_done(runner, sb->pool_key);
@@ -863,14 +868,7 @@ static int take_pooled_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *m,
     sandbox_swarm_remove(m, item.swarm.name, 1, &ignore);
     return 0;
   }
-  snprintf(sb->name, sizeof sb->name, "%s", item.name);
-  snprintf(sb->volume, sizeof sb->volume, "%s", item.volume);
-  snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item.scope_key);
-  snprintf(sb->id, sizeof sb->id, "%s", sb->swarm.container_id);
-  snprintf(sb->pool_key, sizeof sb->pool_key, "%s", item.pool_key);
-  sb->uid = sb->swarm.uid;
-  sb->gid = sb->swarm.gid;
-  sb->pooled = 1;
+  from_pool(sb, &item);
   sb->reused = 0;
   return 1;
 }
