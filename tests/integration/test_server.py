@@ -292,6 +292,31 @@ def suite_core(tmp):
           'sandman_leases_total{event="consumed"} 3' in metrics, metrics[-600:])
     check("lease: not in any answer", all(value not in json.dumps(a) for a in answers))
 
+    # --- through the runner (agent sessions on): a snooper an earlier call
+    # left reads every process's environment; it catches a plain call's
+    # variable, and nothing of a leased call's.
+    snoop = ("setsid sh -c 'while :; do for f in /proc/[0-9]*/environ; do "
+             "tr \"\\\\000\" \"\\\\n\" < $f 2>/dev/null | grep -E \"^(GH_TOKEN|PLAIN_X)=\"; done; done "
+             ">> /tmp/loot' </dev/null >/dev/null 2>&1 &")
+    c.execute(tool="shell", argv=["sh", "-c", snoop], run_id="snoop")
+    def plain_call(mark):
+        return c.execute(tool="shell", env={"PLAIN_X": mark}, run_id="snoop", argv=[
+            "sh", "-c", "i=0; while ! grep -q PLAIN_X=%s /tmp/loot && [ $i -lt 400 ]; do "
+            "sleep 0.05; i=$((i+1)); done; grep -q PLAIN_X=%s /tmp/loot && echo caught" % (mark, mark)])
+    plain = plain_call("before")
+    check("lease, snooper: it catches a plain call's variable", plain["stdout"] == "caught\n", plain)
+    lease = c.create_lease(tool="shell", services=["github"])
+    res = c.execute(tool="shell", argv=["sh", "-c", "sleep 1; echo ${#GH_TOKEN}"], run_id="snoop",
+                    lease_id=lease["lease_id"])
+    check("lease, snooper: the leased call ran", res["ok"] and res["stdout"] == "%d\n" % len(value),
+          res)
+    plain = plain_call("after")
+    check("lease, snooper: it runs on after the leased call", plain["stdout"] == "caught\n", plain)
+    loot = c.execute(tool="shell", run_id="snoop", argv=["sh", "-c", "sort -u /tmp/loot"])
+    check("lease, snooper: it got nothing of the leased call",
+          "PLAIN_X=after" in loot["stdout"] and "GH_TOKEN" not in loot["stdout"] and
+          value not in loot["stdout"], loot)
+
     # --- listing and admin routes
     sbs = c.sandboxes()
     check("sandboxes lists this instance's per_run sandboxes",
