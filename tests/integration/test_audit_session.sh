@@ -9,6 +9,8 @@
 source "$(dirname "$0")/lib.sh"
 require_engine
 it_runner_workdir
+# The egress proxy's internal network goes too (cleanup_instance leaves networks).
+trap 'stop_worker; cleanup_instance; for n in $(docker network ls -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE"); do docker network rm "$n" >/dev/null 2>&1 || true; done; rm -rf "$WORK"' EXIT
 
 TRAIL=$WORK/audit.jsonl
 CFG=$WORK/sandman.yaml
