@@ -178,8 +178,7 @@ KNOWN_LONG = {
     "config/config_resolve.c:resolve_tool", "sandbox/container.c:acquire_keyed",
     "sandbox/container.c:sm_run_container", "sandbox/host.c:sm_run_host",
     "sandbox/spec.c:sm_container_config_build", "server/call.c:prepare",
-    "server/metrics.c:sm_metrics_render", "workspace/scan.c:scan_dir",
-    "workspace/workspace.c:sm_workspace_sync_in", "workspace/workspace.c:sm_workspace_sync_out",
+    "server/metrics.c:sm_metrics_render",
 }
 
 

@@ -257,6 +257,11 @@ const sm_error *ws_packer_error(ws_packer *p) {
   return &p->err;
 }
 
+void ws_packer_reason(ws_packer *p, sm_error *err) {
+  const sm_error *pe = ws_packer_error(p);
+  if (pe->code && pe->code != SM_ECANCELLED) *err = *pe;
+}
+
 void ws_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries) {
   pipe_stop(p);
   if (bytes) *bytes = p->bytes;

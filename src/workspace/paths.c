@@ -20,6 +20,12 @@
 #include "common/rmtree.h"
 #include "workspace/ws.h"
 
+int64_t ws_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int ws_path_normalize(const char *raw, char **out, sm_error *err) {
   *out = NULL;
   if (raw == NULL) return sm_error_set(err, SM_EUNSAFE, "entry without a name");

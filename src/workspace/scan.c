@@ -57,6 +57,116 @@ static char *join(const char *dir, const char *name) {
   return p;
 }
 
+/* The names in directory d (dir, relative to the root), sorted, without
+ * sandman's reserved top-level names. */
+static int read_names(DIR *d, const char *dir, const ws_scan_opts *o, strvec *names,
+                      sm_error *err) {
+  struct dirent *de;
+  errno = 0;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (dir[0] == '\0' && ws_is_reserved(de->d_name)) continue;
+    char *n = strdup(de->d_name);
+    if (n == NULL || strvec_push(names, n) != 0) {
+      free(n);
+      return sm_error_set(err, SM_ENOMEM, "out of memory");
+    }
+    /* A directory with more names than the cap allows is an error anyway. */
+    if ((int64_t)names->n > o->max_entries + 1) break;
+  }
+  if (names->n > 1) qsort(names->v, names->n, sizeof *names->v, cmp_str);
+  return 0;
+}
+
+/* e's type (and size, or link target read into linkbuf) from st; *skip: a
+ * file type that is not copied (said in a warning). */
+static int entry_type(int dfd, const char *name, const struct stat *st, const char *root_path,
+                      const ws_scan_opts *o, ws_entry *e, char *linkbuf, size_t linkcap,
+                      int *skip, sm_error *err) {
+  *skip = 0;
+  if (S_ISREG(st->st_mode)) {
+    e->type = 'f';
+    e->size = st->st_size;
+  } else if (S_ISDIR(st->st_mode)) {
+    e->type = 'd';
+  } else if (S_ISLNK(st->st_mode)) {
+    size_t cap = (size_t)o->max_path + 1 < linkcap ? (size_t)o->max_path + 1 : linkcap;
+    ssize_t n = readlinkat(dfd, name, linkbuf, cap);
+    if (n < 0)
+      return sm_error_set_errno(err, SM_EIO, errno, "reading the link %s/%s: %s", root_path,
+                                e->path, strerror(errno));
+    if ((size_t)n >= cap)
+      return sm_error_set(err, SM_ETOOBIG, "%s/%s: link target longer than %" PRId64 " bytes",
+                          root_path, e->path, o->max_path);
+    linkbuf[n] = '\0';
+    e->type = 'l';
+    e->link = linkbuf;
+    e->mode = 0777;
+  } else if (o->specials && (S_ISFIFO(st->st_mode) || S_ISCHR(st->st_mode) ||
+                             S_ISBLK(st->st_mode) || S_ISSOCK(st->st_mode))) {
+    e->type = S_ISFIFO(st->st_mode) ? 'p' : S_ISCHR(st->st_mode) ? 'c' : S_ISBLK(st->st_mode) ? 'b' : 's';
+  } else {
+    sm_log(SM_LOG_WARN, "workspace: skipping %s/%s: %s cannot be copied", root_path, e->path,
+           S_ISSOCK(st->st_mode) ? "a socket" : S_ISFIFO(st->st_mode) ? "a fifo" : "a device");
+    *skip = 1;
+  }
+  return 0;
+}
+
+/* Would adding e pass the entry or size limit? */
+static int check_limits(const ws_manifest *out, const ws_entry *e, const char *root_path,
+                        const ws_scan_opts *o, sm_error *err) {
+  if ((int64_t)out->n >= o->max_entries)
+    return sm_error_set(err, SM_ETOOBIG,
+                        "%s has more than %" PRId64 " entries (the workspace entry limit); "
+                        "exclude some or raise the limit",
+                        root_path, o->max_entries);
+  if (e->type == 'f' && out->total_size + e->size > o->max_bytes) {
+    char lim[32];
+    sm_format_size(o->max_bytes, lim, sizeof lim);
+    return sm_error_set(err, SM_ETOOBIG,
+                        "%s holds more than %s of files (the workspace size limit); "
+                        "exclude some or raise the limit",
+                        root_path, lim);
+  }
+  return 0;
+}
+
+/* Adds the entry name of directory dfd (path, relative to the root) to out;
+ * a directory is pushed on stack too. Gone meanwhile: nothing. */
+static int scan_entry(int dfd, const char *name, const char *path, const char *root_path,
+                      const ws_scan_opts *o, ws_manifest *out, strvec *stack, sm_error *err) {
+  struct stat st;
+  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return 0; /* gone while we looked */
+    return sm_error_set_errno(err, SM_EIO, errno, "reading %s/%s: %s", root_path, path,
+                              strerror(errno));
+  }
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.path = (char *)path;
+  e.mode = (uint32_t)(st.st_mode & 0777);
+  e.host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  e.box_mtime = WS_UNKNOWN_MTIME;
+  e.ctime = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+  e.stage = -1;
+  char linkbuf[4097];
+  int skip = 0;
+  int rc = entry_type(dfd, name, &st, root_path, o, &e, linkbuf, sizeof linkbuf, &skip, err);
+  if (rc || skip) return rc;
+  rc = check_limits(out, &e, root_path, o, err);
+  if (rc) return rc;
+  if (ws_manifest_add(out, &e, NULL) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (e.type == 'd') {
+    char *copy = strdup(path);
+    if (copy == NULL || strvec_push(stack, copy) != 0) {
+      free(copy);
+      return sm_error_set(err, SM_ENOMEM, "out of memory");
+    }
+  }
+  return 0;
+}
+
 /* Lists one directory, adds its entries, pushes its subdirectories. */
 static int scan_dir(int root_fd, const char *root_path, const char *dir, const ws_scan_opts *o,
                     ws_manifest *out, strvec *stack, sm_error *err) {
@@ -70,22 +180,7 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   strvec names = {0};
-  struct dirent *de;
-  int rc = 0;
-  errno = 0;
-  while ((de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    if (dir[0] == '\0' && ws_is_reserved(de->d_name)) continue;
-    char *n = strdup(de->d_name);
-    if (n == NULL || strvec_push(&names, n) != 0) {
-      free(n);
-      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
-      break;
-    }
-    /* A directory with more names than the cap allows is an error anyway. */
-    if ((int64_t)names.n > o->max_entries + 1) break;
-  }
-  if (rc == 0 && names.n > 1) qsort(names.v, names.n, sizeof *names.v, cmp_str);
+  int rc = read_names(d, dir, o, &names, err);
   size_t first_sub = stack->n;
   for (size_t i = 0; i < names.n && rc == 0; i++) {
     cleanup_free char *path = join(dir, names.v[i]);
@@ -100,79 +195,7 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
       break;
     }
     if (ws_excluded(o->excludes, path)) continue;
-    struct stat st;
-    if (fstatat(dirfd(d), names.v[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue; /* gone while we looked */
-      rc = sm_error_set_errno(err, SM_EIO, errno, "reading %s/%s: %s", root_path, path,
-                              strerror(errno));
-      break;
-    }
-    ws_entry e;
-    memset(&e, 0, sizeof e);
-    e.path = path;
-    e.mode = (uint32_t)(st.st_mode & 0777);
-    e.host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    e.box_mtime = WS_UNKNOWN_MTIME;
-    e.ctime = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-    e.stage = -1;
-    char linkbuf[4097];
-    if (S_ISREG(st.st_mode)) {
-      e.type = 'f';
-      e.size = st.st_size;
-    } else if (S_ISDIR(st.st_mode)) {
-      e.type = 'd';
-    } else if (S_ISLNK(st.st_mode)) {
-      size_t cap = (size_t)o->max_path + 1 < sizeof linkbuf ? (size_t)o->max_path + 1 : sizeof linkbuf;
-      ssize_t n = readlinkat(dirfd(d), names.v[i], linkbuf, cap);
-      if (n < 0) {
-        rc = sm_error_set_errno(err, SM_EIO, errno, "reading the link %s/%s: %s", root_path, path,
-                                strerror(errno));
-        break;
-      }
-      if ((size_t)n >= cap) {
-        rc = sm_error_set(err, SM_ETOOBIG, "%s/%s: link target longer than %" PRId64 " bytes",
-                          root_path, path, o->max_path);
-        break;
-      }
-      linkbuf[n] = '\0';
-      e.type = 'l';
-      e.link = linkbuf;
-      e.mode = 0777;
-    } else if (o->specials && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
-                               S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))) {
-      e.type = S_ISFIFO(st.st_mode) ? 'p' : S_ISCHR(st.st_mode) ? 'c' : S_ISBLK(st.st_mode) ? 'b' : 's';
-    } else {
-      sm_log(SM_LOG_WARN, "workspace: skipping %s/%s: %s cannot be copied", root_path, path,
-             S_ISSOCK(st.st_mode) ? "a socket" : S_ISFIFO(st.st_mode) ? "a fifo" : "a device");
-      continue;
-    }
-    if ((int64_t)out->n >= o->max_entries) {
-      rc = sm_error_set(err, SM_ETOOBIG,
-                        "%s has more than %" PRId64 " entries (the workspace entry limit); "
-                        "exclude some or raise the limit",
-                        root_path, o->max_entries);
-      break;
-    }
-    if (e.type == 'f' && out->total_size + e.size > o->max_bytes) {
-      char lim[32];
-      sm_format_size(o->max_bytes, lim, sizeof lim);
-      rc = sm_error_set(err, SM_ETOOBIG,
-                        "%s holds more than %s of files (the workspace size limit); "
-                        "exclude some or raise the limit",
-                        root_path, lim);
-      break;
-    }
-    if (ws_manifest_add(out, &e, NULL) != 0) {
-      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
-      break;
-    }
-    if (e.type == 'd') {
-      char *copy = strdup(path);
-      if (copy == NULL || strvec_push(stack, copy) != 0) {
-        free(copy);
-        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
-      }
-    }
+    rc = scan_entry(dirfd(d), names.v[i], path, root_path, o, out, stack, err);
   }
   closedir(d);
   strvec_free(&names);

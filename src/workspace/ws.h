@@ -25,6 +25,9 @@
 
 enum { WS_RACY_HOST = 1, WS_RACY_BOX = 2 };
 
+/* Wall clock in ns: compared with file times, here and in the sandbox. */
+int64_t ws_now_ns(void);
+
 /* Entry states set by the extractor. REFUSED: a change the host does not
  * get (its reason in ws_entry.refusal); the sandbox keeps it. */
 enum { WS_SAME = 0, WS_CHANGED = 1, WS_TOUCHED = 2, WS_REFUSED = 3 };
@@ -191,6 +194,9 @@ void ws_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries);
 /* Test hook: fail with SM_ECANCELLED once this many tar bytes were produced. */
 void ws_packer_abort_after(ws_packer *p, int64_t bytes);
 int64_t ws_packer_produced(const ws_packer *p);
+/* The packer's own failure explains a cut stream best: copied into err
+ * unless it has none or was cancelled. */
+void ws_packer_reason(ws_packer *p, sm_error *err);
 void ws_packer_free(ws_packer *p);
 
 /* ---- refusals (refusal.c) ---- */
