@@ -9,7 +9,7 @@ with the Python client (clients/python). Run by test_runner_files.sh.
           tar upload and download, the body cap
   stream  streamed execute: events as they come, the first one before the
           command ends, a hang-up kills the command, leased values masked in
-          the events too
+          the events too; and a chunked file body over the cap
 
 Uses test_server.py's helpers (check, Runner, cleanup).
 """
@@ -32,13 +32,13 @@ status_of = ts.status_of
 MIB = 1024 * 1024
 
 
-def runner_args():
+def runner_args(max_file_body="300m"):
     # /workspace must hold the 200 MiB file.
     return ["--pool", "it-files", "--sandbox-mode", "per_run", "--sandbox-backend", "docker",
             "--sandbox-image", "sandman/minimal:latest", "--sandbox-network", "none",
             "--sandbox-cpu", "1", "--sandbox-mem", "512m", "--sandbox-pids", "128",
             "--sandbox-disk", "512m", "--project-environment", "development",
-            "--max-file-body", "300m"]
+            "--max-file-body", max_file_body]
 
 
 def chunks(total, seed):
@@ -194,7 +194,7 @@ def suite_stream(tmp):
     with open(creds, "w") as f:
         json.dump({"svc": {"IT_TOKEN": value}}, f)
     os.chmod(creds, 0o600)
-    r = ts.Runner(tmp, runner_args() + ["--credentials-file", creds])
+    r = ts.Runner(tmp, runner_args("1m") + ["--credentials-file", creds])
     c = r.client
     try:
         ev = list(c.execute_stream(command="echo one; echo two >&2; printf '\\377'; exit 3",
@@ -256,6 +256,12 @@ def suite_stream(tmp):
         check("a streamed call cannot go to the background (400)",
               status_of(lambda: list(c.execute_stream(command="true", run_id="st-1",
                                                       background_on_timeout=True))) == 400)
+        # A chunked body (no length given) over --max-file-body (1m here).
+        gen, _ = chunks(3 * MIB, b"over")
+        check("a chunked body over --max-file-body is refused (413)",
+              status_of(lambda: c.files.write({"run_id": "st-1"}, "over.bin", gen)) == 413)
+        check("... and nothing of it is written",
+              status_of(lambda: c.files.stat({"run_id": "st-1"}, "over.bin")) == 404)
         # Accept: application/x-ndjson asks for the stream as well.
         status, body = r.raw("POST", "/v1/execute",
                              json.dumps({"command": "echo acc", "run_id": "st-1"}).encode(),
