@@ -206,13 +206,14 @@ class Client:
     def healthz(self):
         return self._call("GET", "/healthz", auth=False)
 
-    def execute(self, **kw):
+    def execute(self, argv=None, command=None, **kw):
         """Runs one tool call: the `sandman run --json` object, plus "handle"
         when the call outlived timeout_s with background_on_timeout.
         Arguments: argv or command, tool, stdin (bytes or str), env (dict),
         agent, user, project, run_id, worker_key, mode, timeout_s,
         background_on_timeout, lease_id, workspace, sync, params."""
-        return self._call("POST", "/v1/execute", self._execute_body(**kw))
+        return self._call("POST", "/v1/execute",
+                          self._execute_body(argv=argv, command=command, **kw))
 
     @staticmethod
     def _execute_body(argv=None, command=None, tool=None, stdin=None, env=None, agent=None,
@@ -238,12 +239,12 @@ class Client:
                 body[k] = v
         return body
 
-    def execute_stream(self, **kw):
+    def execute_stream(self, argv=None, command=None, **kw):
         """Runs one tool call with its output streamed: yields the events as
         they come ({"event": "stdout"|"stderr", "data" or "data_b64"}), then
         {"event": "result", "status", "result"}. Closing the generator early
         disconnects, which cancels the call. Takes execute's arguments."""
-        body = self._execute_body(**kw)
+        body = self._execute_body(argv=argv, command=command, **kw)
         body["stream"] = True
         conn, resp = self._open("POST", "/v1/execute", json.dumps(body).encode(),
                                 {"Content-Type": "application/json",
