@@ -185,6 +185,59 @@ static int base_matches(const sm_workspace_sync *s, const sm_workspace_target *t
          strcmp(s->base.root, t->sandbox_path) == 0;
 }
 
+/* ---- the side a copy goes to and comes from: the sandbox (through its
+ * engine) or, in mode none, a scratch folder on the host. The copy's steps
+ * are the same; each side's ops do them its way. ---- */
+
+typedef struct in_plan in_plan;
+typedef struct side side;
+typedef struct side_ops {
+  /* A scratch folder: nothing runs in it between copies, so a copy in
+   * clears it when no base describes it, and it is listed before any read
+   * (its reads pack from the listing); nothing is started ahead. */
+  int local;
+  size_t max_roots; /* single-path reads worth making before one full read */
+  int (*wipe)(const side *d, sm_error *err);
+  int (*remove)(const side *d, char **paths, size_t n, sm_error *err);
+  int (*put)(const side *d, sm_workspace_sync *s, int root_fd, const in_plan *p, sm_error *err);
+  /* The listing; base_total: the bytes the base holds (a scan's cap). */
+  int (*list)(const side *d, const sm_workspace_sync *s, int64_t base_total, ws_manifest *listing,
+              sm_error *err);
+  /* The listing of the n entries just sent (or all). */
+  int (*list_sent)(const side *d, const sm_workspace_sync *s, ws_entry **sent, size_t n,
+                   int64_t base_total, ws_manifest *listing, sm_error *err);
+  /* Reads root (NULL: everything, named under prefix) into the extractor;
+   * listing: the side's listing, or NULL when it has none. */
+  int (*fetch)(const side *d, sm_workspace_sync *s, ws_extract *x, ws_manifest *listing,
+               const char *root, const char *prefix, sm_error *err);
+} side_ops;
+
+struct side {
+  const side_ops *ops;
+  const sm_workspace_target *t;
+  int fd; /* the scratch folder (borrowed), else -1 */
+};
+
+static const side_ops side_engine, side_scratch;
+
+static void side_init(side *d, const sm_workspace_target *t) {
+  d->ops = t->engine ? &side_engine : &side_scratch;
+  d->t = t;
+  d->fd = -1;
+}
+
+static int open_scratch(const char *path, sm_error *err);
+
+/* Opens a scratch folder (made on demand) into *fd, which the caller
+ * closes; the engine's side has nothing to open. */
+static int side_open(side *d, int *fd, sm_error *err) {
+  if (!d->ops->local) return 0;
+  *fd = open_scratch(d->t->sandbox_path, err);
+  if (*fd < 0) return *fd;
+  d->fd = *fd;
+  return 0;
+}
+
 static int open_host(const sm_workspace_sync *s, sm_error *err) {
   int fd = open(s->host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
@@ -318,13 +371,11 @@ static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int
   return rc;
 }
 
-static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
-                      ws_manifest *listing, sm_error *err);
 /* Notes the ctime each entry just sent has in the sandbox, so that the copy
  * out can tell the tool's changes from ours exactly. Without a listing the
  * sent entries are compared in full next time. */
-static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
-                        ws_prelist *pre, ws_manifest *cur, ws_entry **sent, size_t nsent) {
+static void record_sent(const sm_workspace_sync *s, const side *d, ws_prelist *pre,
+                        ws_manifest *cur, ws_entry **sent, size_t nsent) {
   ws_manifest listing;
   ws_manifest_init(&listing);
   sm_error lerr = SM_ERROR_INIT;
@@ -339,8 +390,7 @@ static void record_sent(const sm_workspace_sync *s, const sm_workspace_target *t
     listing = pre->listing;
     ws_manifest_init(&pre->listing);
   } else {
-    rc = t->engine ? ws_box_list_sent(t, s->max_entries, s->max_path, sent, nsent, &listing, &lerr)
-                   : list_local(s, scratch_fd, t->sandbox_path, cur->total_size, &listing, &lerr);
+    rc = d->ops->list_sent(d, s, sent, nsent, cur->total_size, &listing, &lerr);
   }
   if (rc) sm_log(SM_LOG_DEBUG, "workspace: no listing after the copy in (%s)", lerr.message);
   else
@@ -375,14 +425,14 @@ static int put_entries(sm_workspace_sync *s, const sm_workspace_target *t, int r
 /* What a copy in does: the entries to send (and what the upload carries:
  * pack, then the links made after it: later), and the paths the sandbox has
  * that the host no longer has (dels; none under another). */
-typedef struct in_plan {
+struct in_plan {
   ws_entry **send, **pack, **later;
   size_t nsend, npack, nlater;
   char **dels;
   size_t ndel;
   ws_manifest delset;
   int same_records; /* every record is as the saved manifest says */
-} in_plan;
+};
 
 static void in_plan_dispose(in_plan *p) {
   free(p->pack);
@@ -436,23 +486,23 @@ static int in_plan_compare(sm_workspace_sync *s, int root_fd, ws_manifest *cur, 
  * is sent), the links the engine would refuse, made after it, and the
  * deletions, sorted, each under no other (rm -rf of a directory covers what
  * is under it). */
-static int in_plan_make(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd,
-                        ws_manifest *cur, int valid, int64_t stamp, in_plan *p, sm_error *err) {
+static int in_plan_make(sm_workspace_sync *s, const side *d, int root_fd, ws_manifest *cur,
+                        int valid, int64_t stamp, in_plan *p, sm_error *err) {
   memset(p, 0, sizeof *p);
   ws_manifest_init(&p->delset);
   int rc = in_plan_compare(s, root_fd, cur, valid, stamp, p, err);
   if (rc == 0)
-    rc = ws_upload_plan(cur, p->send, p->nsend, t->engine && t->untouched, &p->pack, &p->npack,
-                        &p->later, &p->nlater, err);
+    rc = ws_upload_plan(cur, p->send, p->nsend, !d->ops->local && d->t->untouched, &p->pack,
+                        &p->npack, &p->later, &p->nlater, err);
   if (rc == 0 && p->ndel > 1) qsort(p->dels, p->ndel, sizeof *p->dels, cmp_cstr);
   size_t nkeep = 0;
   for (size_t i = 0; rc == 0 && i < p->ndel; i++) {
     if (ancestor_listed(&p->delset, p->dels[i])) continue;
-    ws_entry d;
-    memset(&d, 0, sizeof d);
-    d.path = p->dels[i];
-    d.type = 'd';
-    if (ws_manifest_add(&p->delset, &d, NULL) != 0)
+    ws_entry dir;
+    memset(&dir, 0, sizeof dir);
+    dir.path = p->dels[i];
+    dir.type = 'd';
+    if (ws_manifest_add(&p->delset, &dir, NULL) != 0)
       rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     p->dels[nkeep++] = p->dels[i];
   }
@@ -479,16 +529,14 @@ static int scratch_delete(int scratch_fd, char **dels, size_t ndel, sm_error *er
 
 /* Before the upload: clears the sandbox's side (wipe), then deletes there
  * what the host deleted. */
-static int clear_in(sm_workspace_sync *s, const sm_workspace_target *t, int wipe, int scratch_fd,
-                    const in_plan *p, sm_error *err) {
+static int clear_in(sm_workspace_sync *s, const side *d, int wipe, const in_plan *p,
+                    sm_error *err) {
   int rc = 0;
   if (wipe) {
-    rc = t->engine ? ws_box_wipe(t, err) : scratch_wipe(scratch_fd, err);
+    rc = d->ops->wipe(d, err);
     if (rc == 0) s->wipe_first = s->had_manifest = 0;
   }
-  if (rc == 0 && p->ndel > 0)
-    rc = t->engine ? ws_box_delete(t, p->dels, p->ndel, err)
-                   : scratch_delete(scratch_fd, p->dels, p->ndel, err);
+  if (rc == 0 && p->ndel > 0) rc = d->ops->remove(d, p->dels, p->ndel, err);
   return rc;
 }
 
@@ -509,9 +557,8 @@ static int put_scratch(sm_workspace_sync *s, const sm_workspace_target *t, int r
 /* Sends what the plan says: through the upload under way (up: a fresh
  * sandbox, where nothing was cleared or deleted), else a new one, or into
  * the scratch directory; then the links made after it. */
-static int send_in(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd,
-                   int scratch_fd, const in_plan *p, ws_early_put *up, int64_t stamp,
-                   sm_error *err) {
+static int send_in(sm_workspace_sync *s, const side *d, int root_fd, const in_plan *p,
+                   ws_early_put *up, int64_t stamp, sm_error *err) {
   int rc = 0;
   if (up) {
     ws_packer_supply(up->pk, p->pack, p->npack);
@@ -521,12 +568,10 @@ static int send_in(sm_workspace_sync *s, const sm_workspace_target *t, int root_
     ws_packer_stats(up->pk, &s->bytes_in, &s->entries_in);
     ws_packer_free(up->pk);
     up->pk = NULL;
-  } else if (t->engine) {
-    if (p->npack > 0) rc = put_entries(s, t, root_fd, p->pack, p->npack, err);
   } else {
-    rc = put_scratch(s, t, root_fd, scratch_fd, p, err);
+    rc = d->ops->put(d, s, root_fd, p, err);
   }
-  if (rc == 0 && p->nlater > 0) rc = ws_box_links(t, p->later, p->nlater, err);
+  if (rc == 0 && p->nlater > 0) rc = ws_box_links(d->t, p->later, p->nlater, err);
   for (size_t i = 0; i < p->nsend; i++) {
     ws_entry_mark_racy(p->send[i], stamp, 1, 1);
     p->send[i]->state = WS_CHANGED;
@@ -575,12 +620,14 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
    * layer's own way in (t->run) a listing starts in a few ms: no exec
    * ahead of time then. */
   int valid = base_matches(s, t);
+  side d;
+  side_init(&d, t);
   ws_prelist pre;
-  int have_pre = t->engine && !t->run && !valid &&
+  int have_pre = !d.ops->local && !t->run && !valid &&
                  ws_prelist_start(&pre, t, s->max_entries, s->max_path) == 0;
   /* A fresh sandbox: nothing to clear first, everything to send. */
   ws_early_put up;
-  int early = t->engine && !valid && !s->wipe_first && !s->had_manifest &&
+  int early = !d.ops->local && !valid && !s->wipe_first && !s->had_manifest &&
               ws_early_start(&up, t, root_fd, abort_budget(s), have_pre ? &pre : NULL) == 0;
 
   ws_manifest cur;
@@ -596,23 +643,20 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   /* No usable record of what the sandbox holds, although one existed (the
    * sandbox was recreated, maybe over an old volume), or a scratch
    * directory: clear it, or stale files would come back as the tool's. */
-  int wipe = s->wipe_first || (!valid && (s->had_manifest || !t->engine));
+  int wipe = s->wipe_first || (!valid && (s->had_manifest || d.ops->local));
   if (!valid) ws_manifest_clear(&s->base);
   if (!valid || wipe) ws_manifest_clear(&s->held);
 
   in_plan plan;
-  rc = in_plan_make(s, t, root_fd, &cur, valid, stamp, &plan, err);
+  rc = in_plan_make(s, &d, root_fd, &cur, valid, stamp, &plan, err);
   cleanup_fd int scratch_fd = -1;
-  if (rc == 0 && !t->engine) {
-    scratch_fd = open_scratch(t->sandbox_path, err);
-    if (scratch_fd < 0) rc = scratch_fd;
-  }
-  if (rc == 0) rc = clear_in(s, t, wipe, scratch_fd, &plan, err);
+  if (rc == 0) rc = side_open(&d, &scratch_fd, err);
+  if (rc == 0) rc = clear_in(s, &d, wipe, &plan, err);
   if (rc == 0 && (early || plan.nsend > 0)) {
-    rc = send_in(s, t, root_fd, scratch_fd, &plan, early ? &up : NULL, stamp, err);
+    rc = send_in(s, &d, root_fd, &plan, early ? &up : NULL, stamp, err);
     early = 0;
     if (rc == 0 && plan.nsend > 0) {
-      record_sent(s, t, scratch_fd, have_pre ? &pre : NULL, &cur, plan.send, plan.nsend);
+      record_sent(s, &d, have_pre ? &pre : NULL, &cur, plan.send, plan.nsend);
       have_pre = 0;
     }
   }
@@ -687,6 +731,107 @@ static int fetch_local(sm_workspace_sync *s, int sfd, ws_manifest *listing, ws_e
   return rc;
 }
 
+/* Each fetch is one archive request, which costs the engine a mount and a
+ * tar process (tens of ms): past a few, one full read is cheaper. A local
+ * fetch is cheap. */
+#define PROBE_MAX_ROOTS_ENGINE 8
+#define PROBE_MAX_ROOTS_LOCAL 512
+
+static int engine_wipe(const side *d, sm_error *err) { return ws_box_wipe(d->t, err); }
+
+static int engine_remove(const side *d, char **paths, size_t n, sm_error *err) {
+  return ws_box_delete(d->t, paths, n, err);
+}
+
+static int engine_put(const side *d, sm_workspace_sync *s, int root_fd, const in_plan *p,
+                      sm_error *err) {
+  return p->npack > 0 ? put_entries(s, d->t, root_fd, p->pack, p->npack, err) : 0;
+}
+
+static int engine_list(const side *d, const sm_workspace_sync *s, int64_t base_total,
+                       ws_manifest *listing, sm_error *err) {
+  (void)base_total;
+  return ws_box_list(d->t->engine, d->t, s->max_entries, s->max_path, NULL, NULL, listing, err);
+}
+
+static int engine_list_sent(const side *d, const sm_workspace_sync *s, ws_entry **sent, size_t n,
+                            int64_t base_total, ws_manifest *listing, sm_error *err) {
+  (void)base_total;
+  return ws_box_list_sent(d->t, s->max_entries, s->max_path, sent, n, listing, err);
+}
+
+/* The sandbox's tar of root (under the workspace path), or of the whole
+ * workspace. */
+static int engine_fetch(const side *d, sm_workspace_sync *s, ws_extract *x, ws_manifest *listing,
+                        const char *root, const char *prefix, sm_error *err) {
+  (void)listing;
+  (void)prefix;
+  const char *top = d->t->sandbox_path;
+  if (root == NULL) return fetch_engine(s, d->t, x, top, err);
+  size_t rlen = strlen(top);
+  while (rlen > 1 && top[rlen - 1] == '/') rlen--;
+  size_t len = rlen + strlen(root) + 2;
+  char *path = malloc(len);
+  if (path == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  snprintf(path, len, "%.*s/%s", (int)rlen, top, root);
+  int rc = fetch_engine(s, d->t, x, path, err);
+  free(path);
+  return rc;
+}
+
+static const side_ops side_engine = {
+    .local = 0,
+    .max_roots = PROBE_MAX_ROOTS_ENGINE,
+    .wipe = engine_wipe,
+    .remove = engine_remove,
+    .put = engine_put,
+    .list = engine_list,
+    .list_sent = engine_list_sent,
+    .fetch = engine_fetch,
+};
+
+static int scratch_wipe_op(const side *d, sm_error *err) { return scratch_wipe(d->fd, err); }
+
+static int scratch_remove(const side *d, char **paths, size_t n, sm_error *err) {
+  return scratch_delete(d->fd, paths, n, err);
+}
+
+static int scratch_put(const side *d, sm_workspace_sync *s, int root_fd, const in_plan *p,
+                       sm_error *err) {
+  return put_scratch(s, d->t, root_fd, d->fd, p, err);
+}
+
+static int scratch_list(const side *d, const sm_workspace_sync *s, int64_t base_total,
+                        ws_manifest *listing, sm_error *err) {
+  return list_local(s, d->fd, d->t->sandbox_path, base_total, listing, err);
+}
+
+static int scratch_list_sent(const side *d, const sm_workspace_sync *s, ws_entry **sent,
+                             size_t n, int64_t base_total, ws_manifest *listing, sm_error *err) {
+  (void)sent;
+  (void)n;
+  return list_local(s, d->fd, d->t->sandbox_path, base_total, listing, err);
+}
+
+/* Packs from the listing, which a scratch folder always has before a read
+ * (without one there is nothing to read from). */
+static int scratch_fetch(const side *d, sm_workspace_sync *s, ws_extract *x, ws_manifest *listing,
+                         const char *root, const char *prefix, sm_error *err) {
+  if (listing == NULL) return SM_EIO;
+  return fetch_local(s, d->fd, listing, x, root, prefix, err);
+}
+
+static const side_ops side_scratch = {
+    .local = 1,
+    .max_roots = PROBE_MAX_ROOTS_LOCAL,
+    .wipe = scratch_wipe_op,
+    .remove = scratch_remove,
+    .put = scratch_put,
+    .list = scratch_list,
+    .list_sent = scratch_list_sent,
+    .fetch = scratch_fetch,
+};
+
 static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int stage_fd,
                           int valid) {
   ws_extract_init(x);
@@ -701,49 +846,27 @@ static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int 
   x->redact = &s->redact;
 }
 
-/* Each fetch is one archive request, which costs the engine a mount and a
- * tar process (tens of ms): past a few, one full read is cheaper. A local
- * fetch is cheap. */
-#define PROBE_MAX_ROOTS_ENGINE 8
-#define PROBE_MAX_ROOTS_LOCAL 512
-
-/* Lists the sandbox and fetches only what changed. Returns 0, a refusal
- * (then the sync fails), or another error after which the caller copies
- * everything instead. */
-static int fetch_changed(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
-                         int sfd, ws_manifest *listing, int *listed, sm_error *err) {
-  int rc = t->engine ? ws_box_list(t->engine, t, s->max_entries, s->max_path, NULL, NULL, listing, err)
-                     : 0;
+/* Lists the side (unless it is listed already) and fetches only what
+ * changed. Returns 0, a refusal (then the sync fails), or another error
+ * after which the caller copies everything instead. */
+static int fetch_changed(sm_workspace_sync *s, const side *d, ws_extract *x,
+                         ws_manifest *listing, int *listed, sm_error *err) {
+  int rc = *listed ? 0 : d->ops->list(d, s, 0, listing, err);
   if (rc == 0) *listed = 1;
   if (rc == 0) x->listing = listing;
   char **roots = NULL;
   size_t nroots = 0;
-  size_t max_roots = t->engine ? PROBE_MAX_ROOTS_ENGINE : PROBE_MAX_ROOTS_LOCAL;
+  size_t max_roots = d->ops->max_roots;
   if (rc == 0) rc = ws_probe_plan(x, listing, max_roots, &roots, &nroots, err);
   if (rc == 1) rc = sm_error_set(err, SM_ETOOBIG, "more than %zu changed paths", max_roots);
   if (rc == 0)
     sm_log(SM_LOG_DEBUG, "workspace: listing of %zu entries, %zu changed path(s) to fetch",
            listing->n, nroots);
-  const char *root = t->sandbox_path;
-  size_t rlen = strlen(root);
-  while (rlen > 1 && root[rlen - 1] == '/') rlen--;
   for (size_t i = 0; rc == 0 && i < nroots; i++) {
     const char *slash = strrchr(roots[i], '/');
     x->strip = slash ? slash + 1 : roots[i];
     x->place = roots[i];
-    if (t->engine) {
-      size_t len = rlen + strlen(roots[i]) + 2;
-      char *p = malloc(len);
-      if (p == NULL) {
-        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
-        break;
-      }
-      snprintf(p, len, "%.*s/%s", (int)rlen, root, roots[i]);
-      rc = fetch_engine(s, t, x, p, err);
-      free(p);
-    } else {
-      rc = fetch_local(s, sfd, listing, x, roots[i], "", err);
-    }
+    rc = d->ops->fetch(d, s, x, listing, roots[i], "", err);
   }
   ws_probe_free_roots(roots, nroots);
   x->place = NULL;
@@ -787,18 +910,18 @@ static int restage(sm_workspace_sync *s, int root_fd, int valid, ws_extract *x, 
  * base describes this sandbox and a listing says what, else everything
  * (named under prefix). A full read after a partial one gets a new stage
  * (*stage, *stage_fd; *stage_fd < 0 when that failed). */
-static int read_out(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd, int sfd,
-                    int valid, const char *prefix, ws_extract *x, char **stage, int *stage_fd,
+static int read_out(sm_workspace_sync *s, const side *d, int root_fd, int valid,
+                    const char *prefix, ws_extract *x, char **stage, int *stage_fd,
                     ws_manifest *listing, int *listed, sm_error *err) {
   int rc = 0;
-  if (!t->engine) {
-    rc = list_local(s, sfd, t->sandbox_path, valid ? s->base.total_size : 0, listing, err);
+  if (d->ops->local) {
+    rc = d->ops->list(d, s, valid ? s->base.total_size : 0, listing, err);
     *listed = rc == 0;
   }
   int done = 0;
   if (rc == 0 && valid) {
     sm_error perr = SM_ERROR_INIT;
-    int prc = fetch_changed(s, t, x, sfd, listing, listed, &perr);
+    int prc = fetch_changed(s, d, x, listing, listed, &perr);
     if (prc == 0) {
       done = 1;
       s->last_out_listed = 1;
@@ -817,10 +940,7 @@ static int read_out(sm_workspace_sync *s, const sm_workspace_target *t, int root
     /* A listing that was had but not used (too many changes) still tells
      * which files changed behind the same size and mtime. */
     x->listing = *listed ? listing : NULL;
-    if (t->engine)
-      rc = fetch_engine(s, t, x, t->sandbox_path, err);
-    else
-      rc = *listed ? fetch_local(s, sfd, listing, x, NULL, prefix, err) : SM_EIO;
+    rc = d->ops->fetch(d, s, x, *listed ? listing : NULL, NULL, prefix, err);
   }
   return rc;
 }
@@ -886,11 +1006,11 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   if (!valid)
     sm_log(SM_LOG_WARN, "workspace: no copy-in record for this sandbox; nothing is deleted on "
            "the host and every file counts as new");
+  side d;
+  side_init(&d, t);
   cleanup_fd int sfd = -1;
-  if (!t->engine) {
-    sfd = open_scratch(t->sandbox_path, err);
-    if (sfd < 0) return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
-  }
+  if (side_open(&d, &sfd, err) != 0)
+    return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   cleanup_free char *stage = NULL;
   int stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
   if (stage_fd < 0) return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
@@ -901,7 +1021,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   ws_manifest listing;
   ws_manifest_init(&listing);
   int listed = 0;
-  rc = read_out(s, t, root_fd, sfd, valid, prefix, &x, &stage, &stage_fd, &listing, &listed, err);
+  rc = read_out(s, &d, root_fd, valid, prefix, &x, &stage, &stage_fd, &listing, &listed, err);
   if (stage_fd < 0) {
     ws_manifest_dispose(&listing);
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
