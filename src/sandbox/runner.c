@@ -88,65 +88,45 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   r->api_version = dup_or_null(opts->engine.api_version);
   if ((opts->engine.host && !r->host) || (opts->engine.cert_path && !r->cert_path) ||
       (opts->engine.api_version && !r->api_version)) {
-    free(r->host);
-    free(r->cert_path);
-    free(r->api_version);
-    free(r);
-    return sm_error_set(err, SM_ENOMEM, NULL);
+    rc = sm_error_set(err, SM_ENOMEM, NULL);
+    goto fail;
   }
   r->engine_opts.host = r->host;
   r->engine_opts.cert_path = r->cert_path;
   r->engine_opts.api_version = r->api_version;
   /* Resolve the address now so a bad --host is reported before anything. */
-  if ((rc = sm_engine_new(&r->template_engine, &r->engine_opts, err)) != 0) {
-    free(r->host);
-    free(r->cert_path);
-    free(r->api_version);
-    free(r);
-    return rc;
-  }
+  if ((rc = sm_engine_new(&r->template_engine, &r->engine_opts, err)) != 0) goto fail;
   if (opts->backend && *opts->backend && strcmp(opts->backend, "docker") != 0) {
     if (strcmp(opts->backend, "swarm") != 0)
       rc = sm_error_set(err, SM_EINVAL, "unknown sandbox backend '%s' (use docker or swarm)",
                         opts->backend);
     else
       rc = sandbox_swarm_new(&r->swarm, &opts->swarm, &r->engine_opts, err);
-    if (rc) {
-      sm_engine_free(r->template_engine);
-      free(r->host);
-      free(r->cert_path);
-      free(r->api_version);
-      free(r);
-      return rc;
-    }
+    if (rc) goto fail;
   }
   sm_egress_proxy_options eo = SM_EGRESS_PROXY_OPTIONS_INIT;
   if (opts->egress) eo = *opts->egress;
   eo.instance = r->instance; /* the proxy belongs to the runner's instance */
   eo.state_dir = r->state_dir;
-  if ((rc = sm_egress_settings_new(&r->egress, &eo, err)) != 0) {
-    sandbox_swarm_free(r->swarm);
-    sm_engine_free(r->template_engine);
-    free(r->host);
-    free(r->cert_path);
-    free(r->api_version);
-    free(r);
-    return rc;
-  }
+  if ((rc = sm_egress_settings_new(&r->egress, &eo, err)) != 0) goto fail;
   pthread_mutex_init(&r->lock, NULL);
   if (pthread_key_create(&r->key, thread_engine_free) != 0) {
-    sandbox_swarm_free(r->swarm);
-    sm_egress_settings_unref(r->egress);
-    sm_engine_free(r->template_engine);
     pthread_mutex_destroy(&r->lock);
-    free(r->host);
-    free(r->cert_path);
-    free(r->api_version);
-    free(r);
-    return sm_error_set(err, SM_ENOMEM, "no thread key left");
+    rc = sm_error_set(err, SM_ENOMEM, "no thread key left");
+    goto fail;
   }
   *out = r;
   return 0;
+
+fail:
+  sm_egress_settings_unref(r->egress);
+  sandbox_swarm_free(r->swarm);
+  sm_engine_free(r->template_engine);
+  free(r->host);
+  free(r->cert_path);
+  free(r->api_version);
+  free(r);
+  return rc;
 }
 
 void sm_runner_free(sm_runner *r) {
