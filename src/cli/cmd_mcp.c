@@ -27,6 +27,7 @@ typedef struct mcp_ctx {
   sm_sync_mode sync;
   sm_sandbox_settings settings; /* resolved once: every tool shares one sandbox */
   sm_scope scope;          /* the configuration's scope (SM_SCOPE_NONE: the run or worker key) */
+  sm_config_egress egress; /* network allowlist: the agent's lists (borrowed from cfg) */
 } mcp_ctx;
 
 /* The table checked every value's form; what is left are the rules that
@@ -85,6 +86,8 @@ static int prepare(void *ud, const char *tool, sm_run_request *req, sm_error *er
   req->scope = c->scope;
   req->workspace = c->workspace;
   req->sync = c->sync;
+  req->egress = c->egress.levels;
+  req->n_egress = c->egress.n_levels;
   return 0;
 }
 
@@ -162,6 +165,7 @@ static int resolve_session(const cli_call *call, mcp_ctx *c, const char *run_id,
   }
   c->settings = res.settings;
   c->settings.mode = mode;
+  sm_config_egress_get(c->cfg, c->agent, &c->egress);
   c->scope = res.scope_kind;
   c->project = c->project ? c->project : sm_config_project_id(c->cfg);
   c->project_env = res.project_environment[0] ? res.project_environment
