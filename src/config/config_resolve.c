@@ -80,8 +80,9 @@ static int parse_flag(cfg_setting id, const char *s, cfg_value *v, sm_error *err
       return sm_error_set(err, SM_EINVAL, "%s: '%s' is not one of none, per_tool, per_run, per_worker",
                           flag, s);
     case CK_NETWORK:
-      if (strcmp(s, "none") && strcmp(s, "bridge"))
-        return sm_error_set(err, SM_EINVAL, "%s: '%s' is not one of none, bridge", flag, s);
+      if (strcmp(s, "none") && strcmp(s, "bridge") && strcmp(s, "allowlist"))
+        return sm_error_set(err, SM_EINVAL, "%s: '%s' is not one of none, bridge, allowlist", flag,
+                            s);
       v->str = (char *)s;
       return 0;
     case CK_IMAGE:

@@ -104,6 +104,11 @@ expect_contains "run: https_proxy is set" "https_proxy=http://sandman-egress:312
 expect_contains "run: NO_PROXY is set" "NO_PROXY=localhost" "$out"
 expect_contains "run: no_proxy is set" "no_proxy=localhost" "$out"
 
+# The flag itself (not only the configuration's default) asks for allowlist.
+out=$("$SANDMAN" --config "$CFG" run --mode per_tool --network allowlist --agent coder \
+  -e "CA_PEM=$CA_PEM" -- sh -c "printf '%s' \"\$CA_PEM\" > /tmp/ca.pem; $CURL https://allowed.test/" 2>&1 || true)
+expect_contains "run --network allowlist (the flag): curl reaches an allowed name" "hello from allowed.test" "$out"
+
 refused() { # description script
   local rc=0 o
   o=$(sb coder r1 "$2") || rc=$?

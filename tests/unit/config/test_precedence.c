@@ -221,7 +221,7 @@ static void test_bad_flags(void **state) {
       {{.memory = "12x"}, "--mem: '12x' is not a size"},
       {{.memory = "1m"}, "--mem: '1m' is below"},
       {{.timeout = "soon"}, "--timeout: 'soon' is not a duration"},
-      {{.network = "host"}, "--network: 'host' is not one of none, bridge"},
+      {{.network = "host"}, "--network: 'host' is not one of none, bridge, allowlist"},
       {{.env = "prod"}, "--project-environment: 'prod' is not one of"},
       {{.pids = "-1"}, "--pids:"},
   };
@@ -241,9 +241,22 @@ static void test_bad_flags(void **state) {
   }
 }
 
+/* --network allowlist is a flag value like none and bridge (it was refused
+ * by the flag parser while the configuration took it). */
+static void test_network_flag_allowlist(void **state) {
+  (void)state;
+  sm_config_flags f;
+  memset(&f, 0, sizeof f);
+  f.network = "allowlist";
+  static sm_resolved r;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_config_resolve(NULL, NULL, NULL, NULL, &f, &r, &err), 0);
+  assert_string_equal(r.settings.network, "allowlist");
+}
+
 int main(void) {
   size_t n = sizeof cases / sizeof cases[0];
-  struct CMUnitTest *tests = calloc(n + 1, sizeof *tests);
+  struct CMUnitTest *tests = calloc(n + 2, sizeof *tests);
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;
@@ -251,7 +264,9 @@ int main(void) {
   }
   tests[n].name = "bad_flags";
   tests[n].test_func = test_bad_flags;
-  int rc = _cmocka_run_group_tests("config_precedence", tests, n + 1, NULL, NULL);
+  tests[n + 1].name = "network_flag_allowlist";
+  tests[n + 1].test_func = test_network_flag_allowlist;
+  int rc = _cmocka_run_group_tests("config_precedence", tests, n + 2, NULL, NULL);
   free(tests);
   return rc;
 }
