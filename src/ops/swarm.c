@@ -28,7 +28,7 @@ static json_object *get(json_object *o, const char *a, const char *b) {
   return json_object_object_get_ex(x, b, &y) ? y : NULL;
 }
 
-static const char *gets(json_object *o, const char *a, const char *b) {
+static const char *get_str(json_object *o, const char *a, const char *b) {
   json_object *v = get(o, a, b);
   return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
@@ -69,7 +69,7 @@ static int task_of(const swarm_view *v, const char *service_id, engine_swarm_tas
   size_t n = json_object_is_type(v->tasks, json_type_array) ? json_object_array_length(v->tasks) : 0;
   for (size_t i = 0; i < n; i++) {
     json_object *t = json_object_array_get_idx(v->tasks, i);
-    const char *sid = gets(t, "ServiceID", NULL);
+    const char *sid = get_str(t, "ServiceID", NULL);
     if (sid && strcmp(sid, service_id) == 0) json_object_array_add(mine, json_object_get(t));
   }
   sm_error ignore = SM_ERROR_INIT;
@@ -95,15 +95,15 @@ static void from_service(const swarm_view *v, json_object *svc, double now, sm_o
                          int *leased) {
   memset(sb, 0, sizeof *sb);
   json_object *labels = get(get(svc, "Spec", NULL), "Labels", NULL);
-  const char *sid = gets(svc, "ID", NULL);
-  ops_copy(sb->name, sizeof sb->name, gets(get(svc, "Spec", NULL), "Name", NULL));
+  const char *sid = get_str(svc, "ID", NULL);
+  ops_copy(sb->name, sizeof sb->name, get_str(get(svc, "Spec", NULL), "Name", NULL));
   ops_sandbox_labels(labels, sb);
   json_object *cs = get(get(get(svc, "Spec", NULL), "TaskTemplate", NULL), "ContainerSpec", NULL);
-  ops_copy(sb->image, sizeof sb->image, gets(cs, "Image", NULL));
+  ops_copy(sb->image, sizeof sb->image, get_str(cs, "Image", NULL));
   const char *created = ops_label(labels, SM_OPS_LABEL_CREATED);
   sb->created_at = created ? sm_parse_time(created) : -1;
-  if (sb->created_at < 0 && gets(svc, "CreatedAt", NULL))
-    sb->created_at = sm_parse_time(gets(svc, "CreatedAt", NULL));
+  if (sb->created_at < 0 && get_str(svc, "CreatedAt", NULL))
+    sb->created_at = sm_parse_time(get_str(svc, "CreatedAt", NULL));
   const char *used = ops_label(labels, SM_SWARM_LABEL_LAST_USED);
   sb->last_used_at = sb->created_at;
   if (used && strtod(used, NULL) > 0) {
@@ -193,8 +193,8 @@ static int sweep_networks(const sm_ops_scope *scope, const swarm_view *v, int dr
   double now = sm_now();
   for (size_t i = 0; rc == 0 && i < json_object_array_length(nets); i++) {
     json_object *net = json_object_array_get_idx(nets, i);
-    const char *name = gets(net, "Name", NULL), *id = gets(net, "Id", NULL);
-    const char *created = gets(net, "Created", NULL);
+    const char *name = get_str(net, "Name", NULL), *id = get_str(net, "Id", NULL);
+    const char *created = get_str(net, "Created", NULL);
     if (name == NULL || id == NULL) continue;
     int used = 0;
     for (size_t j = 0; j < json_object_array_length(v->services) && !used; j++) {
