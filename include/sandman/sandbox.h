@@ -191,6 +191,10 @@ typedef struct sm_run_request {
    * first use and runs as the sandbox's user like any call. Keyed modes
    * (per_run, per_worker) only. The files API (sandman/files.h) uses it. */
   int helper;
+  /* The host-tool route (sandman/hostroute.h): when set, a container call
+   * gets the route at SM_ROUTE_SOCKET for its duration and the handler
+   * answers what comes through it. NULL: no route. Borrowed. */
+  const struct sm_host_route *host_route;
 } sm_run_request;
 
 #define SM_PRINCIPAL_CONTROL "control"

@@ -16,4 +16,5 @@
 #include <sandman/image.h>
 #include <sandman/audit.h>
 #include <sandman/egress.h>
+#include <sandman/hostroute.h>
 #endif
