@@ -115,7 +115,6 @@ def sccs(nodes, edges):
 KNOWN_CYCLES = [
     {"sandbox/agent.c", "sandbox/exec.c"},
     {"sandbox/container.c", "sandbox/host.c", "sandbox/pool.c", "sandbox/runner.c"},
-    {"server/http.c", "server/server.c"},
 ]
 
 

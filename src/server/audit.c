@@ -22,7 +22,7 @@ void sm_server_audit(sm_server *srv, sm_audit_event *ev) {
   if (sm_audit_record(srv->opts.audit, ev, &err) != 0) sm_log(SM_LOG_WARN, "audit: %s", err.message);
 }
 
-void sm_server_audit_call(sm_server *srv, const char *event, const sm_exec_params *p, const char *mode,
+void sm_server_audit_call(sm_server *srv, const char *event, const sm_execute_params *p, const char *mode,
                           const char *rule, const char *message) {
   sm_audit_event ev = SM_AUDIT_EVENT_INIT;
   ev.name = event;

@@ -1,7 +1,7 @@
 /* A tool call of the runner: from its parameters to an sm_run_request
  * (token, policy, tool templates, environment, network, workspace, hook,
  * lease), the call itself, and the answer with credential values scrubbed.
- * The routes (exec.c, exec_stream.c, files_route.c) build on it; it calls
+ * The routes (execute.c, execute_stream.c, files_route.c) build on it; it calls
  * nothing of theirs. */
 #include <errno.h>
 #include <limits.h>
@@ -28,7 +28,7 @@ typedef struct sm_call call;
 
 static void call_free(call *k) {
   if (k == NULL) return;
-  sm_exec_params_dispose(&k->p);
+  sm_execute_params_dispose(&k->p);
   sm_server_strv_free(k->argv, k->argc);
   sm_server_strv_free(k->env, k->n_env);
   sm_secret_env_dispose(&k->secrets);
@@ -56,7 +56,7 @@ static int env_has_name(char **env, size_t n, const char *kv) {
 
 /* Shell and python calls get the workspace hook: a "command" (run by a
  * shell) or the tools named shell and python. */
-static int is_hook_tool(const sm_exec_params *p) {
+static int is_hook_tool(const sm_execute_params *p) {
   if (p->command) return 1;
   return p->tool && (strcmp(p->tool, "shell") == 0 || strcmp(p->tool, "python") == 0);
 }
@@ -138,7 +138,7 @@ static int resolve_workspace(call *k, sm_answer *a) {
 }
 
 static int build_argv(call *k, sm_answer *a) {
-  sm_exec_params *p = &k->p;
+  sm_execute_params *p = &k->p;
   if (p->argv) {
     k->argv = p->argv;
     k->argc = p->argc;
@@ -282,7 +282,7 @@ static int narrow_network(call *k, sm_answer *a) {
 static int prepare(call *k, int control, const char *token, sm_answer *a, int *early,
                    sm_run_result *early_res) {
   sm_server *srv = k->srv;
-  sm_exec_params *p = &k->p;
+  sm_execute_params *p = &k->p;
   if (!control && !sm_server_token_ok(srv, token, p->worker_key)) {
     sm_server_refuse_token(srv, "execute", a);
     return -1;
@@ -290,18 +290,14 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   /* Whose keyed sandbox the call may use: a worker's own (the control token
    * naming a worker_key acts for that worker), or any for the control token. */
   k->control = control;
-  if (p->worker_key) {
-    if (sm_principal_worker(p->worker_key, k->principal, sizeof k->principal, NULL) != 0) {
-      sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
-      return -1;
-    }
-  } else {
-    snprintf(k->principal, sizeof k->principal, "%s", SM_PRINCIPAL_CONTROL);
+  if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0) {
+    sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
+    return -1;
   }
   sm_config_flags flags;
   if (srv->have_flags) flags = srv->flags;
   else memset(&flags, 0, sizeof flags);
-  if (p->has_mode) flags.mode = sm_server_mode_name(p->mode);
+  if (p->has_mode) flags.mode = sm_mode_name(p->mode);
   sm_error err = SM_ERROR_INIT;
   k->cfg = sm_server_config(srv);
   if (sm_config_resolve(k->cfg, p->agent, p->tool, p->user, &flags, &k->r, &err) !=
@@ -326,7 +322,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     sm_answer_error(a, 403, "policy",
                     "mode none is not allowed on this runner (its mode is %s): calls may not "
                     "run on the host",
-                    sm_server_mode_name(srv->opts.mode));
+                    sm_mode_name(srv->opts.mode));
     return -1;
   }
   if (p->has_mode && p->mode == SM_MODE_PER_WORKER && p->worker_key == NULL) {
@@ -346,7 +342,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     k->r.settings.mode = p->has_mode ? p->mode : srv->opts.mode;
     sm_log(SM_LOG_DEBUG, "tool %s is not sandboxed by the configuration (%s): the runner "
            "sandboxes it anyway (mode %s)", p->tool ? p->tool : "(none)", k->r.sandbox_rule,
-           sm_server_mode_name(k->r.settings.mode));
+           sm_mode_name(k->r.settings.mode));
   }
   if (p->network && narrow_network(k, a) != 0) return -1;
   int hook_tool = is_hook_tool(p);
@@ -459,14 +455,14 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
   sm_server_redact_str(res->error, sizeof res->error, &k->secrets);
   const char *outcome = outcome_of(res);
   double secs = (sm_monotonic_ms() - k->t0) / 1000.0;
-  sm_metrics_call(srv->metrics, k->p.tool, sm_server_mode_name(res->mode), outcome, secs);
+  sm_metrics_call(srv->metrics, k->p.tool, sm_mode_name(res->mode), outcome, secs);
   if (strcmp(outcome, "ok") != 0) sm_metrics_failure(srv->metrics, outcome);
   sm_log_event(res->failure_kind == SM_FAIL_SANDBOX || res->failure_kind == SM_FAIL_ENGINE
                    ? SM_LOG_WARN
                    : SM_LOG_INFO,
                "call.result",
                SM_LOG_FIELDS(SM_LOG_STR("tool", k->p.tool), SM_LOG_STR("agent", k->p.agent),
-                             SM_LOG_STR("mode", sm_server_mode_name(res->mode)),
+                             SM_LOG_STR("mode", sm_mode_name(res->mode)),
                              SM_LOG_STR("sandbox", res->sandbox_id[0] ? res->sandbox_id : NULL),
                              SM_LOG_STR("outcome", outcome), SM_LOG_INT("exit_code", res->exit_code),
                              SM_LOG_NUM("duration_ms", secs * 1000.0),
@@ -474,26 +470,21 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
                              SM_LOG_BOOL("oom_killed", res->oom_killed),
                              SM_LOG_STR("error", res->error[0] ? res->error : NULL)),
                "call tool=%s mode=%s -> %s, exit %d in %.0f ms", k->p.tool ? k->p.tool : "-",
-               sm_server_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0);
+               sm_mode_name(res->mode), outcome, res->exit_code, secs * 1000.0);
   a->body = sm_run_result_to_json(res);
   /* Every string of the answer, whatever field a later change adds
    * (files_changed: a tool may name a file after the value). */
   sm_server_redact_json(a->body, &k->secrets);
-  /* An isolation that cannot be had is refused, never weakened: a sandbox
-   * that could not be made or used (nothing ran) is 503 like the engine. */
-  a->status = res->failure_kind == SM_FAIL_POLICY                      ? 403
-              : res->failure_kind == SM_FAIL_ENGINE                    ? 503
-              : res->failure_kind == SM_FAIL_SANDBOX && !res->started ? 503
-                                                                       : 200;
+  a->status = sm_answer_status_of(res);
 }
 
 /* ---- the interface (core.h) ---- */
 
-sm_call *sm_call_prepare(sm_server *srv, sm_exec_params *p, int control, const char *token,
+sm_call *sm_call_prepare(sm_server *srv, sm_execute_params *p, int control, const char *token,
                          sm_answer *a) {
   call *k = calloc(1, sizeof *k);
   if (k == NULL) {
-    sm_exec_params_dispose(p);
+    sm_execute_params_dispose(p);
     sm_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }

@@ -10,7 +10,7 @@
 
 struct sm_call {
   sm_server *srv;
-  sm_exec_params p;
+  sm_execute_params p;
   sm_resolved r;
   char **argv;
   size_t argc;

@@ -1,6 +1,8 @@
 /* sandman runner service: the server object shared by server.c (life
- * cycle, call threads, health), http.c (libmicrohttpd, routes, auth) and
- * exec.c (tool calls, background handles). */
+ * cycle, health), jobs.c (call threads), http.c (libmicrohttpd, routes),
+ * the routes (execute.c, lease_route.c, files_route.c, mcp_route.c) and
+ * handles.c (background calls). Answers (answer.h) and authentication
+ * (auth.h) are leaves below it. */
 #ifndef SANDMAN_SERVER_CORE_H
 #define SANDMAN_SERVER_CORE_H
 
@@ -13,6 +15,7 @@
 #include <sandman/config.h>
 #include <sandman/server.h>
 
+#include "server/answer.h"
 #include "server/server_internal.h"
 
 typedef struct sm_job {
@@ -71,21 +74,11 @@ struct sm_server {
   char engine_error[256];
 };
 
-/* An answer: HTTP status and a JSON body (owned). */
-typedef struct sm_answer {
-  int status;
-  json_object *body;
-} sm_answer;
-
-/* Fills a {"error", "failure_kind"} answer. */
-void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* ---- the audit trail (audit.c); nothing when the runner keeps none ---- */
 /* Records ev (request_id: the thread's when NULL); a failed write is logged. */
 void sm_server_audit(sm_server *srv, sm_audit_event *ev);
 /* call.allowed / call.refused for the request p (mode, rule may be NULL). */
-void sm_server_audit_call(sm_server *srv, const char *event, const sm_exec_params *p, const char *mode,
+void sm_server_audit_call(sm_server *srv, const char *event, const sm_execute_params *p, const char *mode,
                           const char *rule, const char *message);
 /* lease.created / used / refused: the id shortened (it is a capability). */
 void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_id, const char *tool,
@@ -97,14 +90,20 @@ void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a);
  * status, with *body (200) or the reason in why. */
 int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why, size_t len);
 
-/* server.c */
-/* Queues a job for a call thread; SM_EBUSY when the queue is full. */
+/* jobs.c: queues a job for a call thread; SM_EBUSY when the queue is full. */
 int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg);
+/* A call thread's main (arg: the server): runs jobs until workers_stop. */
+void *sm_server_job_thread(void *arg);
+/* gauges.c */
 void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes);
 /* 1 when token authorises a request about worker_key (control token, or
  * that worker's derived token). Constant time in the token. */
 int sm_server_token_ok(const sm_server *srv, const char *token, const char *worker_key);
 int sm_server_is_control(const sm_server *srv, const char *token);
+/* The control token, or a worker token of the body's worker_key (read
+ * before anything else of the body is told). */
+int sm_server_body_token_ok(sm_server *srv, const char *body, size_t len, int control,
+                            const char *token);
 
 /* gate.c: accepts connections on srv->listen_fd and hands those whose
  * request head is complete to srv->mhd. */
@@ -121,20 +120,29 @@ int sm_http_start(sm_server *srv, sm_error *err);
 void sm_http_quiesce(sm_server *srv);
 void sm_http_stop(sm_server *srv);
 
-/* exec.c: token is the bearer token presented (already known to be the
- * control token when control is 1). accept_stream: the client asked for
- * application/x-ndjson. A call to stream (the body's "stream", or
+/* execute.c: token is the bearer token presented (already known to be
+ * the control token when control is 1). accept_stream: the client asked
+ * for application/x-ndjson. A call to stream (the body's "stream", or
  * accept_stream) is not run: it comes back prepared in *streamed (for
- * sm_exec_streamed), with out untouched. */
+ * sm_execute_streamed), with out untouched. */
 typedef struct sm_stream sm_stream;
 typedef struct sm_call sm_call;
-void sm_exec_execute(sm_server *srv, const char *body, size_t len, int control,
-                     const char *token, int accept_stream, sm_call **streamed, sm_answer *out);
+void sm_execute_route(sm_server *srv, const char *body, size_t len, int control,
+                      const char *token, int accept_stream, sm_call **streamed, sm_answer *out);
+/* GET and DELETE /v1/handles/ID (execute.c): unknown handles are 404 for
+ * the control token only. */
+void sm_handle_route_get(sm_server *srv, const char *id, int control, const char *token,
+                         sm_answer *out);
+void sm_handle_route_delete(sm_server *srv, const char *id, int control, const char *token,
+                            sm_answer *out);
+/* lease_route.c: POST /v1/leases. */
+void sm_lease_route(sm_server *srv, const char *body, size_t len, int control,
+                    const char *token, sm_answer *out);
 
 /* call.c: a call checked and resolved from its parameters (p is taken) as
  * execute does it (token, policy, workspace, lease, environment, hook):
  * NULL with *a filled when it is refused. */
-sm_call *sm_call_prepare(sm_server *srv, sm_exec_params *p, int control, const char *token,
+sm_call *sm_call_prepare(sm_server *srv, sm_execute_params *p, int control, const char *token,
                          sm_answer *a);
 sm_run_request *sm_call_request(sm_call *k);
 const sm_secret_env *sm_call_secrets(const sm_call *k);
@@ -143,17 +151,7 @@ void sm_call_run(sm_call *k, sm_run_result *res);
 void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a);
 void sm_call_free(sm_call *k);
 
-/* exec_stream.c: the streamed answer of an execute (takes k). */
-void sm_exec_streamed(sm_call *k, sm_stream *stream);
-void sm_exec_lease(sm_server *srv, const char *body, size_t len, int control,
-                   const char *token, sm_answer *out);
-void sm_exec_handle_get(sm_server *srv, const char *id, int control, const char *token,
-                        sm_answer *out);
-void sm_exec_handle_delete(sm_server *srv, const char *id, int control, const char *token,
-                           sm_answer *out);
-/* Kills every background call and waits for them (shutdown). */
-void sm_exec_kill_all(sm_server *srv);
-void sm_exec_free_handles(sm_server *srv);
-size_t sm_exec_handles_running(sm_server *srv, size_t *total);
+/* execute_stream.c: the streamed answer of an execute (takes k). */
+void sm_execute_streamed(sm_call *k, sm_stream *stream);
 
 #endif

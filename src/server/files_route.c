@@ -32,7 +32,7 @@ struct sm_files_req {
   char id[17];
   int control;
   char *token;
-  sm_exec_params p;  /* keys of the sandbox: given to sm_call_prepare */
+  sm_execute_params p;  /* keys of the sandbox: given to sm_call_prepare */
   char *path;
   char **paths;      /* tar download */
   size_t n_paths;
@@ -81,7 +81,7 @@ void sm_files_req_free(sm_files_req *r) {
     memset(r->token, 0, strlen(r->token));
     free(r->token);
   }
-  sm_exec_params_dispose(&r->p);
+  sm_execute_params_dispose(&r->p);
   free(r->path);
   for (size_t i = 0; i < r->n_paths; i++) free(r->paths[i]);
   free(r->paths);
@@ -140,7 +140,7 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
   } else if (strcmp(key, "agent") == 0) {
     rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.agent, v) : -1;
   } else if (strcmp(key, "mode") == 0) {
-    rc = sm_server_mode_parse(v, &r->p.mode);
+    rc = sm_mode_parse(v, &r->p.mode, NULL);
     if (rc == 0 && r->p.mode != SM_MODE_PER_RUN && r->p.mode != SM_MODE_PER_WORKER) rc = -1;
     r->p.has_mode = 1;
   } else if (strcmp(key, "offset") == 0) {
@@ -252,25 +252,7 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
 /* ---- answers ---- */
 
 static void files_error(sm_answer *a, int rc, const sm_error *err) {
-  int status = 503;
-  const char *kind = "sandbox";
-  switch (rc) {
-    case SM_ENOTFOUND: status = 404, kind = "policy"; break;
-    case SM_ECONFLICT: status = 409, kind = "policy"; break;
-    case SM_EUNSAFE:
-    case SM_EPOLICY: status = 403, kind = "policy"; break;
-    case SM_EAUTH: status = 401, kind = "policy"; break;
-    case SM_EINVAL: status = 400, kind = "policy"; break;
-    case SM_ETOOBIG: status = 413, kind = "policy"; break;
-    case SM_ETIMEOUT: status = 504, kind = "timeout"; break;
-    case SM_EUNREACHABLE:
-    case SM_EENGINE:
-    case SM_ETLS:
-    case SM_EPROTOCOL: kind = "engine"; break;
-    default: break;
-  }
-  sm_answer_error(a, status, kind, "%s",
-                  err->message[0] ? err->message : sm_error_default_message(rc));
+  sm_answer_error_code(a, rc, err->message);
 }
 
 static void add_sandbox(json_object *o, const sm_run_result *call) {
@@ -485,7 +467,7 @@ void sm_files_job(void *arg) {
           sm_stream_write(s, ro.held.data, ro.held.len);
       }
       const char *outcome = rc == 0 ? "ok" : a.status == 503 ? "sandbox" : "policy";
-      sm_metrics_call(srv->metrics, "files", sm_server_mode_name(base->settings.mode), outcome,
+      sm_metrics_call(srv->metrics, "files", sm_mode_name(base->settings.mode), outcome,
                       (sm_monotonic_ms() - t0) / 1000.0);
       sm_run_result_dispose(&call);
       sm_call_free(k);

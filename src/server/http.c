@@ -286,9 +286,9 @@ static void job_execute(void *arg) {
   pthread_mutex_unlock(&srv->mu);
   sm_answer a = {0, NULL};
   sm_call *streamed = NULL;
-  sm_exec_execute(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+  sm_execute_route(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
                   c->accept_stream, &streamed, &a);
-  if (streamed) sm_exec_streamed(streamed, s); /* c may be gone once it begins */
+  if (streamed) sm_execute_streamed(streamed, s); /* c may be gone once it begins */
   pthread_mutex_lock(&srv->mu);
   srv->calls_in_flight--;
   pthread_mutex_unlock(&srv->mu);
@@ -300,7 +300,7 @@ static void job_execute(void *arg) {
 static void job_handle_delete(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_exec_handle_delete(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+  sm_handle_route_delete(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
   finish_job(c);
 }
 
@@ -434,7 +434,7 @@ static void healthz(req_ctx *c) {
   pthread_mutex_unlock(&srv->mu);
   json_object_object_add(o, "status", json_object_new_string(degraded ? "degraded" : "ok"));
   json_object_object_add(o, "version", json_object_new_string(sm_version()));
-  json_object_object_add(o, "mode", json_object_new_string(sm_server_mode_name(srv->opts.mode)));
+  json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(srv->opts.mode)));
   json_object_object_add(o, "pool", srv->pool ? json_object_new_string(srv->pool) : NULL);
   if (srv->opts.degraded)
     json_object_object_add(o, "fallback", json_object_new_boolean(1));
@@ -631,12 +631,12 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch_stream(c, sm_mcp_job, m, mcp_discard);
     }
     case R_LEASES:
-      sm_exec_lease(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+      sm_lease_route(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
                     &c->answer);
       return queue_answer(c);
     case R_HANDLE:
       if (strcmp(c->method, "DELETE") == 0) return dispatch(c, job_handle_delete);
-      sm_exec_handle_get(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+      sm_handle_route_get(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
       return queue_answer(c);
     case R_SANDBOXES:
       return dispatch(c, job_sandboxes);

@@ -146,12 +146,12 @@ sm_mcp_req *sm_mcp_req_new(sm_server *srv, struct MHD_Connection *conn, const ch
                            const char *id, int control, const char *token, sm_answer *a) {
   const char *key = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "worker_key");
   char owner[SM_PRINCIPAL_MAX];
-  if (control && key == NULL) {
-    snprintf(owner, sizeof owner, "%s", SM_PRINCIPAL_CONTROL);
-  } else if (key && sm_server_name_valid(key, SM_SERVER_KEY_MAX) &&
-             (control || (token && sm_server_token_ok(srv, token, key)))) {
-    sm_principal_worker(key, owner, sizeof owner, NULL);
-  } else {
+  /* The control token acts for itself, or for the worker it names; a
+   * worker token for its own key only. */
+  int allowed = key == NULL ? control
+                            : sm_server_name_valid(key, SM_SERVER_KEY_MAX) &&
+                                  (control || (token && sm_server_token_ok(srv, token, key)));
+  if (!allowed || sm_auth_principal(key, owner, sizeof owner) != 0) {
     sm_server_refuse_token(srv, "mcp", a);
     return NULL;
   }

@@ -226,7 +226,7 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
                   "# TYPE sandman_sandboxes gauge\n");
     for (int i = 1; i < 4; i++)
       sm_buf_printf(out, "sandman_sandboxes{mode=\"%s\"} %ld\n",
-                    sm_server_mode_name((sm_mode)i), g->sandboxes[i]);
+                    sm_mode_name((sm_mode)i), g->sandboxes[i]);
   }
   if (g->pool_known) {
     const sm_pool_stats *p = &g->pool;

@@ -137,23 +137,6 @@ int sm_server_env_name_valid(const char *s) {
   return n <= 255;
 }
 
-static const char *const mode_names[] = {"none", "per_tool", "per_run", "per_worker"};
-
-int sm_server_mode_parse(const char *s, sm_mode *out) {
-  for (int i = 0; i < 4; i++) {
-    if (s && strcmp(s, mode_names[i]) == 0) {
-      *out = (sm_mode)i;
-      return 0;
-    }
-  }
-  return SM_EINVAL;
-}
-
-const char *sm_server_mode_name(sm_mode mode) {
-  if ((int)mode < 0 || (int)mode > 3) return "none";
-  return mode_names[mode];
-}
-
 static int b64_value(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
   if (c >= 'a' && c <= 'z') return c - 'a' + 26;
@@ -268,7 +251,7 @@ static int copy_fixed(const char *s, char *dst, size_t size) {
   return 0;
 }
 
-void sm_exec_params_dispose(sm_exec_params *p) {
+void sm_execute_params_dispose(sm_execute_params *p) {
   if (p == NULL) return;
   free(p->tool);
   free(p->agent);
@@ -292,7 +275,7 @@ void sm_exec_params_dispose(sm_exec_params *p) {
   memset(p, 0, sizeof *p);
 }
 
-static int parse_argv(json_object *v, sm_exec_params *p, sm_error *err) {
+static int parse_argv(json_object *v, sm_execute_params *p, sm_error *err) {
   if (!json_object_is_type(v, json_type_array))
     return sm_error_set(err, SM_EINVAL, "field 'argv' must be an array of strings");
   size_t n = json_object_array_length(v);
@@ -315,7 +298,7 @@ static int parse_argv(json_object *v, sm_exec_params *p, sm_error *err) {
   return 0;
 }
 
-static int parse_env(json_object *v, sm_exec_params *p, sm_error *err) {
+static int parse_env(json_object *v, sm_execute_params *p, sm_error *err) {
   if (!json_object_is_type(v, json_type_object))
     return sm_error_set(err, SM_EINVAL, "field 'env' must be an object of strings");
   size_t n = (size_t)json_object_object_length(v);
@@ -353,7 +336,7 @@ static int parse_env(json_object *v, sm_exec_params *p, sm_error *err) {
 }
 
 static int parse_execute_field(const char *key, json_object *v, size_t max_stdin,
-                               sm_exec_params *p, sm_error *err) {
+                               sm_execute_params *p, sm_error *err) {
   if (strcmp(key, "tool") == 0) return get_name(v, key, SM_SERVER_TOOL_MAX, &p->tool, err);
   if (strcmp(key, "agent") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->agent, err);
   if (strcmp(key, "user") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->user, err);
@@ -398,7 +381,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
   }
   if (strcmp(key, "mode") == 0) {
     if (!json_object_is_type(v, json_type_string) ||
-        sm_server_mode_parse(json_object_get_string(v), &p->mode) != 0)
+        sm_mode_parse(json_object_get_string(v), &p->mode, NULL) != 0)
       return sm_error_set(err, SM_EINVAL,
                           "field 'mode' must be one of none, per_tool, per_run, per_worker");
     p->has_mode = 1;
@@ -413,10 +396,8 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
   }
   if (strcmp(key, "sync") == 0) {
     const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    if (strcmp(s, "none") == 0) p->sync = SM_SYNC_NONE;
-    else if (strcmp(s, "in") == 0) p->sync = SM_SYNC_IN;
-    else if (strcmp(s, "inout") == 0) p->sync = SM_SYNC_INOUT;
-    else return sm_error_set(err, SM_EINVAL, "field 'sync' must be one of none, in, inout");
+    if (sm_sync_mode_parse(s, &p->sync, NULL) != 0)
+      return sm_error_set(err, SM_EINVAL, "field 'sync' must be one of none, in, inout");
     p->has_sync = 1;
     return 0;
   }
@@ -429,7 +410,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
 }
 
 int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
-                            sm_exec_params *out, sm_error *err) {
+                            sm_execute_params *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   cleanup_json json_object *obj = NULL;
   int rc = sm_server_json_object(body, len, &obj, err);
@@ -438,20 +419,20 @@ int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
     if (val == NULL) continue; /* JSON null: as if absent */
     rc = parse_execute_field(key, val, max_stdin, out, err);
     if (rc != 0) {
-      sm_exec_params_dispose(out);
+      sm_execute_params_dispose(out);
       return rc;
     }
   }
   if (out->argv && out->command) {
-    sm_exec_params_dispose(out);
+    sm_execute_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "give either 'argv' or 'command', not both");
   }
   if (out->argv == NULL && out->command == NULL && out->params == NULL) {
-    sm_exec_params_dispose(out);
+    sm_execute_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "missing 'argv' or 'command'");
   }
   if (out->argv == NULL && out->command == NULL && out->tool == NULL) {
-    sm_exec_params_dispose(out);
+    sm_execute_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "'params' needs a 'tool' whose template uses them");
   }
   return 0;

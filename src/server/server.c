@@ -1,5 +1,5 @@
 /* The runner service's life cycle: options, the listening socket, the
- * bounded pool of call threads, the health thread and the clean stop. */
+ * call threads (jobs.c), the health thread and the clean stop. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -21,6 +21,7 @@
 
 #include "common/cleanup.h"
 #include "server/core.h"
+#include "server/handles.h"
 #include "server/mcp_route.h"
 
 #define DEFAULT_THREADS 16
@@ -34,49 +35,6 @@
 #define MAX_LEASES 4096
 #define HEALTH_PERIOD_S 10
 #define IDLE_REAP_PERIOD_S 60
-
-/* ---- call threads ---- */
-
-int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
-  sm_job *j = malloc(sizeof *j);
-  if (j == NULL) return SM_ENOMEM;
-  j->fn = fn;
-  j->arg = arg;
-  j->next = NULL;
-  pthread_mutex_lock(&srv->mu);
-  if (srv->queued >= srv->opts.max_queue || srv->workers_stop) {
-    pthread_mutex_unlock(&srv->mu);
-    free(j);
-    return SM_EBUSY;
-  }
-  if (srv->tail) srv->tail->next = j;
-  else srv->head = j;
-  srv->tail = j;
-  srv->queued++;
-  pthread_cond_signal(&srv->cv_job);
-  pthread_mutex_unlock(&srv->mu);
-  return 0;
-}
-
-static void *worker_main(void *arg) {
-  sm_server *srv = arg;
-  pthread_mutex_lock(&srv->mu);
-  for (;;) {
-    while (srv->head == NULL && !srv->workers_stop) pthread_cond_wait(&srv->cv_job, &srv->mu);
-    if (srv->head == NULL) break;
-    sm_job *j = srv->head;
-    srv->head = j->next;
-    if (srv->head == NULL) srv->tail = NULL;
-    srv->queued--;
-    pthread_mutex_unlock(&srv->mu);
-    j->fn(j->arg);
-    free(j);
-    sm_log_set_request_id(NULL);
-    pthread_mutex_lock(&srv->mu);
-  }
-  pthread_mutex_unlock(&srv->mu);
-  return NULL;
-}
 
 /* ---- health ---- */
 
@@ -154,46 +112,6 @@ static void *health_main(void *arg) {
   }
   pthread_mutex_unlock(&srv->mu);
   return NULL;
-}
-
-/* ---- gauges ---- */
-
-void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) {
-  memset(g, 0, sizeof *g);
-  if (with_sandboxes && srv->opts.runner) {
-    sm_ops_scope scope;
-    sm_ops_sandbox_list list = {0, NULL};
-    sm_error err = SM_ERROR_INIT;
-    if (sm_ops_scope_from_runner(&scope, srv->opts.runner, &err) == 0 &&
-        sm_ops_list(&scope, 0, &list, &err) == 0) {
-      g->sandboxes_known = 1;
-      for (size_t i = 0; i < list.n; i++) {
-        sm_mode m;
-        if (list.items[i].pool) continue;
-        if (sm_server_mode_parse(list.items[i].mode, &m) == 0) g->sandboxes[m]++;
-      }
-      sm_ops_sandbox_list_dispose(&list);
-    }
-  }
-  if (srv->opts.runner) {
-    sm_runner_pool_stats(srv->opts.runner, &g->pool);
-    sm_runner_agent_stats(srv->opts.runner, &g->agent);
-    g->pool_known = 1;
-  }
-  if (srv->gate) {
-    sm_gate_read_stats(srv, &g->http);
-    g->http_known = 1;
-  }
-  size_t total = 0;
-  g->handles_running = (long)sm_exec_handles_running(srv, &total);
-  g->handles_total = (long)total;
-  g->leases_live = (long)sm_lease_live(srv->leases, sm_now());
-  pthread_mutex_lock(&srv->mu);
-  g->calls_in_flight = srv->calls_in_flight;
-  g->queue_depth = (long)srv->queued;
-  g->engine_up = srv->engine_up;
-  g->draining = srv->draining;
-  pthread_mutex_unlock(&srv->mu);
 }
 
 /* ---- the listening socket ---- */
@@ -429,7 +347,7 @@ int sm_server_start(sm_server **out, const sm_server_options *o, sm_error *err) 
     srv->threads = calloc(srv->opts.threads, sizeof *srv->threads);
     if (srv->threads == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     for (unsigned i = 0; rc == 0 && i < srv->opts.threads; i++) {
-      if (pthread_create(&srv->threads[i], NULL, worker_main, srv) != 0)
+      if (pthread_create(&srv->threads[i], NULL, sm_server_job_thread, srv) != 0)
         rc = sm_error_set(err, SM_ENOMEM, "cannot start call thread %u", i);
       else srv->n_threads++;
     }
@@ -513,7 +431,7 @@ void sm_server_stop(sm_server *srv) {
   pthread_mutex_lock(&srv->mu);
   while (srv->requests_open > 0) pthread_cond_wait(&srv->cv_idle, &srv->mu);
   pthread_mutex_unlock(&srv->mu);
-  sm_exec_kill_all(srv);
+  sm_handles_kill_all(srv);
   sm_http_stop(srv);
   pthread_mutex_lock(&srv->mu);
   srv->workers_stop = 1;
@@ -545,7 +463,7 @@ void sm_server_free(sm_server *srv) {
   if (bg > 0) return;
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   unlink_socket(srv);
-  sm_exec_free_handles(srv);
+  sm_handles_free(srv);
   while (srv->head) {
     sm_job *j = srv->head;
     srv->head = j->next;

@@ -14,8 +14,8 @@
 #include <sandman/server.h>
 
 #include "common/buf.h"
+#include "server/auth.h"
 
-#define SM_SERVER_KEY_MAX 128     /* worker keys, run ids, agents, users, projects */
 #define SM_SERVER_TOOL_MAX 64     /* tool and service names */
 #define SM_SERVER_ARGV_MAX 1024   /* argv entries of one call */
 #define SM_SERVER_ENV_MAX 256     /* "env" entries of one call */
@@ -31,11 +31,8 @@
 #define SM_REDACTED "[REDACTED]"
 #define SM_REDACT_MIN_LEN 6       /* shorter credential values are not scrubbed */
 
-/* ---- token.c ---- */
-int sm_server_token_valid(const char *t);
-
 /* ---- request.c: parsing and validating request bodies ---- */
-typedef struct sm_exec_params {
+typedef struct sm_execute_params {
   char *tool, *agent, *user, *project, *run_id, *worker_key, *lease_id, *workspace;
   char **argv; /* NULL-terminated, owned */
   size_t argc;
@@ -54,13 +51,13 @@ typedef struct sm_exec_params {
   int has_sync;
   sm_sync_mode sync;
   const char *network;  /* NULL, or a static "none"/"allowlist"/"bridge" */
-} sm_exec_params;
+} sm_execute_params;
 
 /* body need not be NUL-terminated. max_stdin caps the decoded stdin_b64.
  * SM_EINVAL with a message naming the field. */
 int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
-                            sm_exec_params *out, sm_error *err);
-void sm_exec_params_dispose(sm_exec_params *p);
+                            sm_execute_params *out, sm_error *err);
+void sm_execute_params_dispose(sm_execute_params *p);
 
 typedef struct sm_lease_params {
   char tool[SM_SERVER_TOOL_MAX + 1];
@@ -78,8 +75,6 @@ int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm
 int sm_server_name_valid(const char *s, size_t max);
 /* POSIX environment variable names. */
 int sm_server_env_name_valid(const char *s);
-int sm_server_mode_parse(const char *s, sm_mode *out);
-const char *sm_server_mode_name(sm_mode mode);
 /* Strict base64 (standard alphabet, padding optional). Owned output. */
 int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
                             size_t *out_len);
@@ -130,7 +125,7 @@ int sm_creds_env(const sm_creds *creds, const sm_lease_params *services, sm_secr
                  sm_error *err);
 void sm_secret_env_dispose(sm_secret_env *env);
 
-/* ---- env.c: environment policy and scrubbing of answers ---- */
+/* ---- call_env.c: environment policy and scrubbing of answers ---- */
 /* Names sandman owns: SANDMAN_*, DOCKER_HOST and friends, credential names. */
 int sm_server_env_owned(const char *name, const sm_creds *creds);
 /* Host variables matching globs, minus owned names, as owned "K=V". */
@@ -231,9 +226,5 @@ void sm_metrics_lease(sm_metrics *m, const char *event); /* created, consumed, r
 void sm_metrics_background(sm_metrics *m);
 /* Prometheus text exposition format 0.0.4. */
 int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out);
-
-/* ---- rand ---- */
-/* n random bytes as 2n lowercase hex digits + NUL. */
-void sm_server_random_hex(char *out, size_t n_bytes);
 
 #endif

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *body = (const char *)data;
   sm_error err = SM_ERROR_INIT;
-  sm_exec_params p;
+  sm_execute_params p;
   if (sm_server_parse_execute(body, size, 4096, &p, &err) == 0) {
     /* What parsed is well formed. */
     if (p.argv && (p.argc == 0 || p.argv[p.argc] != NULL || p.argv[0][0] == '\0')) abort();
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (strlen(copy) > len) abort();
       free(copy);
     }
-    sm_exec_params_dispose(&p);
+    sm_execute_params_dispose(&p);
   }
   char key[SM_SERVER_KEY_MAX + 1];
   if (sm_server_json_worker_key(body, size, key) == 0 &&

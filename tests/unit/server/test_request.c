@@ -10,13 +10,13 @@
 
 #include "server/server_internal.h"
 
-static int parse(const char *json, sm_exec_params *p, sm_error *err) {
+static int parse(const char *json, sm_execute_params *p, sm_error *err) {
   return sm_server_parse_execute(json, strlen(json), 1024, p, err);
 }
 
 static void execute_full(void **state) {
   (void)state;
-  sm_exec_params p;
+  sm_execute_params p;
   sm_error err = SM_ERROR_INIT;
   const char *j =
       "{\"tool\":\"shell\",\"argv\":[\"sh\",\"-c\",\"echo hi\"],\"stdin_b64\":\"aGVsbG8=\","
@@ -42,18 +42,18 @@ static void execute_full(void **state) {
   assert_string_equal(p.lease_id, "abc");
   assert_string_equal(p.workspace, "agents/code");
   assert_int_equal(p.sync, SM_SYNC_IN);
-  sm_exec_params_dispose(&p);
+  sm_execute_params_dispose(&p);
 }
 
 static void execute_command_and_nulls(void **state) {
   (void)state;
-  sm_exec_params p;
+  sm_execute_params p;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(parse("{\"command\":\"ls\",\"run_id\":null,\"env\":null}", &p, &err), 0);
   assert_string_equal(p.command, "ls");
   assert_null(p.run_id);
   assert_null(p.argv);
-  sm_exec_params_dispose(&p);
+  sm_execute_params_dispose(&p);
 }
 
 static void execute_rejects(void **state) {
@@ -94,7 +94,7 @@ static void execute_rejects(void **state) {
       {"{\"command\":\"ls\",\"workspace\":\"\"}", "empty"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_exec_params p;
+    sm_execute_params p;
     sm_error err = SM_ERROR_INIT;
     int rc = parse(cases[i].json, &p, &err);
     if (rc != SM_EINVAL || strstr(err.message, cases[i].needle) == NULL)
@@ -104,7 +104,7 @@ static void execute_rejects(void **state) {
 
 static void execute_stdin_cap(void **state) {
   (void)state;
-  sm_exec_params p;
+  sm_execute_params p;
   sm_error err = SM_ERROR_INIT;
   /* 12 base64 characters are 9 bytes: over a cap of 8. */
   const char *j = "{\"command\":\"cat\",\"stdin_b64\":\"YWFhYWFhYWFh\"}";
@@ -112,7 +112,7 @@ static void execute_stdin_cap(void **state) {
   assert_non_null(strstr(err.message, "more than 8 bytes"));
   assert_int_equal(sm_server_parse_execute(j, strlen(j), 9, &p, &err), 0);
   assert_int_equal(p.stdin_len, 9);
-  sm_exec_params_dispose(&p);
+  sm_execute_params_dispose(&p);
 }
 
 static void base64_variants(void **state) {
@@ -187,10 +187,10 @@ static void names(void **state) {
   assert_false(sm_server_env_name_valid("1A"));
   assert_false(sm_server_env_name_valid("A-B"));
   sm_mode m;
-  assert_int_equal(sm_server_mode_parse("per_worker", &m), 0);
+  assert_int_equal(sm_mode_parse("per_worker", &m, NULL), 0);
   assert_int_equal(m, SM_MODE_PER_WORKER);
-  assert_string_equal(sm_server_mode_name(SM_MODE_PER_TOOL), "per_tool");
-  assert_int_equal(sm_server_mode_parse("PER_RUN", &m), SM_EINVAL);
+  assert_string_equal(sm_mode_name(SM_MODE_PER_TOOL), "per_tool");
+  assert_int_equal(sm_mode_parse("PER_RUN", &m, NULL), SM_EINVAL);
 }
 
 static void json_depth_is_bounded(void **state) {
@@ -236,12 +236,12 @@ static void keys_and_env_names(void **state) {
       {"{\"command\":\"echo \\\"k\\\": v\\\\\",\"env\":{\"PATH\":\"/x:/y\",\"B\":\"\\\\u0000\"}}", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_exec_params p;
+    sm_execute_params p;
     sm_error err = SM_ERROR_INIT;
     int rc = parse(cases[i].json, &p, &err);
     if (cases[i].needle == NULL) {
       if (rc != 0) fail_msg("refused %s: %s", cases[i].json, err.message);
-      sm_exec_params_dispose(&p);
+      sm_execute_params_dispose(&p);
       continue;
     }
     if (rc != SM_EINVAL) fail_msg("accepted %s", cases[i].json);

@@ -96,7 +96,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-void sm_exec_streamed(sm_call *k, sm_stream *s) {
+void sm_execute_streamed(sm_call *k, sm_stream *s) {
   out_state o;
   memset(&o, 0, sizeof o);
   o.s = s;

@@ -1,4 +1,5 @@
-/* Control and per-worker tokens: loading, derivation, comparison. */
+/* Control and per-worker tokens: loading, derivation, comparison, the
+ * checks of a request's token, and random identifiers (auth.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,10 +14,11 @@
 #include <openssl/rand.h>
 #include <sys/random.h>
 
+#include <sandman/sandbox.h>
 #include <sandman/server.h>
 
 #include "common/cleanup.h"
-#include "server/server_internal.h"
+#include "server/auth.h"
 
 int sm_token_derive(const char *control_token, const char *worker_key, char out[65],
                     sm_error *err) {
@@ -55,6 +57,29 @@ int sm_token_equal(const char *a, const char *b) {
    * length is no secret: worker tokens are always 64 hex digits. */
   if (la != lb) return 0;
   return CRYPTO_memcmp(a, b, la) == 0;
+}
+
+int sm_auth_is_control(const char *control_token, const char *token) {
+  return token != NULL && sm_token_equal(token, control_token);
+}
+
+int sm_auth_token_ok(const char *control_token, const char *token, const char *worker_key) {
+  if (token == NULL) return 0;
+  if (sm_auth_is_control(control_token, token)) return 1;
+  if (worker_key == NULL || worker_key[0] == '\0') return 0;
+  char expect[65];
+  if (sm_token_derive(control_token, worker_key, expect, NULL) != 0) return 0;
+  int ok = sm_token_equal(token, expect);
+  OPENSSL_cleanse(expect, sizeof expect);
+  return ok;
+}
+
+int sm_auth_principal(const char *worker_key, char *out, size_t len) {
+  if (worker_key == NULL) {
+    snprintf(out, len, "%s", SM_PRINCIPAL_CONTROL);
+    return 0;
+  }
+  return sm_principal_worker(worker_key, out, len, NULL) == 0 ? 0 : -1;
 }
 
 int sm_server_token_valid(const char *t) {
