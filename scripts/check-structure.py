@@ -173,11 +173,10 @@ LONG_REASON = "Long because"
 # Functions that were over the limit before this check (issue 20), each
 # "file:function"; they are being split. A listed one that is gone is fine.
 KNOWN_LONG = {
-    "cli/cmd_run.c:run_call", "cli/cmd_worker.c:cmd_worker_start", "cli/parse.c:cli_parse",
+    "cli/cmd_worker.c:cmd_worker_start", "cli/parse.c:cli_parse",
     "config/config_resolve.c:resolve_tool", "sandbox/container.c:acquire_keyed",
     "sandbox/container.c:sm_run_container", "sandbox/host.c:sm_run_host",
-    "sandbox/spec.c:sm_container_config_build", "server/call.c:prepare",
-    "server/metrics.c:sm_metrics_render",
+    "sandbox/spec.c:sm_container_config_build",
 }
 
 

@@ -157,6 +157,22 @@ typedef struct sm_resolved {
 SM_API int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
                              const char *user, const sm_config_flags *flags, sm_resolved *out,
                              sm_error *err);
+/* The names a call gives (borrowed; NULL: absent). */
+typedef struct sm_call_names {
+  const char *project;             /* NULL: the configuration's project id */
+  const char *project_environment; /* NULL: the resolved one, else the configuration's */
+  const char *agent, *tool, *user, *run_id, *worker_id;
+} sm_call_names;
+
+/* The request of a call the configuration resolved (res, from
+ * sm_config_resolve with the same agent): sm_run_request_init, then res's
+ * settings and scope, the names, and the agent's egress lists, kept in
+ * *egress, which must outlive *out. The caller adds the command, the
+ * environment, the workspace and the rest. Shared by `sandman run` and
+ * the runner, so that both make a call from a configuration alike. */
+SM_API void sm_run_request_from_config(sm_run_request *out, sm_config_egress *egress,
+                                       const sm_config *cfg, const sm_resolved *res,
+                                       const sm_call_names *names);
 /* The `config explain --json` object of the contract (caller owns it). */
 SM_API json_object *sm_resolved_to_json(const sm_resolved *r, const char *agent, const char *tool);
 

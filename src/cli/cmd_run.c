@@ -188,6 +188,33 @@ static int report_failure(const run_args *a, sm_mode mode, sm_failure_kind kind,
   return CLI_EXIT_FAILURE;
 }
 
+/* Prints the result (--json: the contract's object; plain: the errors and
+ * notes the tool's own output lacks) and returns the exit status. */
+static int report_result(const run_args *a, const sm_run_result *result, int rc,
+                         const sm_error *err) {
+  int code = exit_code_for(result);
+  if (a->json) {
+    json_object *o = sm_run_result_to_json(result);
+    if (o) cli_print_json(o);
+    else cli_error("out of memory");
+    json_object_put(o);
+  } else {
+    if (result->failure_kind == SM_FAIL_SANDBOX || result->failure_kind == SM_FAIL_ENGINE ||
+        result->failure_kind == SM_FAIL_POLICY || rc != 0) {
+      cli_error("%s", result->error[0] ? result->error : err->message);
+    } else if (result->timed_out || result->oom_killed) {
+      cli_note("%s", result->error);
+    }
+    if (result->stdout_truncated) cli_note("stdout truncated: more than the output cap");
+    if (result->stderr_truncated) cli_note("stderr truncated: more than the output cap");
+    for (size_t i = 0; i < result->n_conflicts; i++)
+      cli_note("conflict: %s changed on both sides; the sandbox's version was kept beside it",
+               result->conflicts[i]);
+    report_workspace(result);
+  }
+  return code;
+}
+
 static int run_call(const cli_call *call, run_args *a);
 
 /* call.allowed / call.refused in the trail, when the configuration keeps one
@@ -273,26 +300,15 @@ static int run_call(const cli_call *call, run_args *a) {
     cli_note("running on the host (mode none): %s", res.sandbox_rule);
 
   sm_run_request req;
-  sm_run_request_init(&req);
-  req.settings = res.settings;
+  sm_config_egress eg; /* network allowlist: the lists that govern the sandbox */
+  sm_call_names names = {project, project_env, a->agent, a->tool, a->user, a->run_id, a->worker_id};
+  sm_run_request_from_config(&req, &eg, cfg, &res, &names);
   req.settings.mode = fb.mode;
   req.argv = (const char *const *)call->args;
   req.argc = (size_t)call->n_args;
   req.env = a->env;
   req.n_env = a->n_env;
-  req.project = project;
-  req.project_environment = project_env;
-  req.agent = a->agent;
-  req.tool = a->tool;
-  req.user = a->user;
-  req.run_id = a->run_id;
-  req.worker_id = a->worker_id;
-  req.scope = res.scope_kind;
   req.workspace = a->workspace;
-  sm_config_egress eg; /* network allowlist: the lists that govern the sandbox */
-  sm_config_egress_get(cfg, a->agent, &eg);
-  req.egress = eg.levels;
-  req.n_egress = eg.n_levels;
   if (a->sync && sm_sync_mode_parse(a->sync, &req.sync, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);
@@ -306,28 +322,7 @@ static int run_call(const cli_call *call, run_args *a) {
   audit_call(cfg, runner, "call.allowed", a, &res, fb.mode);
   sm_run_result result;
   rc = sm_run(runner, &req, &result, &err);
-  int code;
-  if (a->json) {
-    json_object *o = sm_run_result_to_json(&result);
-    if (o) cli_print_json(o);
-    else cli_error("out of memory");
-    json_object_put(o);
-    code = exit_code_for(&result);
-  } else {
-    code = exit_code_for(&result);
-    if (result.failure_kind == SM_FAIL_SANDBOX || result.failure_kind == SM_FAIL_ENGINE ||
-        result.failure_kind == SM_FAIL_POLICY || rc != 0) {
-      cli_error("%s", result.error[0] ? result.error : err.message);
-    } else if (result.timed_out || result.oom_killed) {
-      cli_note("%s", result.error);
-    }
-    if (result.stdout_truncated) cli_note("stdout truncated: more than the output cap");
-    if (result.stderr_truncated) cli_note("stderr truncated: more than the output cap");
-    for (size_t i = 0; i < result.n_conflicts; i++)
-      cli_note("conflict: %s changed on both sides; the sandbox's version was kept beside it",
-               result.conflicts[i]);
-    report_workspace(&result);
-  }
+  int code = report_result(a, &result, rc, &err);
   if (rc == SM_EINVAL && code == CLI_EXIT_FAILURE) code = CLI_EXIT_USAGE;
   if (cancel_signal) code = 128 + cancel_signal; /* as a shell reports it */
   sm_run_result_dispose(&result);

@@ -276,24 +276,11 @@ static int narrow_network(call *k, sm_answer *a) {
   return 0;
 }
 
-/* Checks, resolves and builds everything; 0 and k ready, or -1 with *a
- * filled. A hook that cannot be used is reported through *early (a result
- * of the call, not an HTTP error). */
-static int prepare(call *k, int control, const char *token, sm_answer *a, int *early,
-                   sm_run_result *early_res) {
+/* Resolves the call through the configuration and checks what the
+ * request asks against it and the runner's mode; 0, or -1 with *a filled. */
+static int resolve_call(call *k, sm_answer *a) {
   sm_server *srv = k->srv;
   sm_execute_params *p = &k->p;
-  if (!control && !sm_server_token_ok(srv, token, p->worker_key)) {
-    sm_server_refuse_token(srv, "execute", a);
-    return -1;
-  }
-  /* Whose keyed sandbox the call may use: a worker's own (the control token
-   * naming a worker_key acts for that worker), or any for the control token. */
-  k->control = control;
-  if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0) {
-    sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
-    return -1;
-  }
   sm_config_flags flags;
   if (srv->have_flags) flags = srv->flags;
   else memset(&flags, 0, sizeof flags);
@@ -344,41 +331,50 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
            "sandboxes it anyway (mode %s)", p->tool ? p->tool : "(none)", k->r.sandbox_rule,
            sm_mode_name(k->r.settings.mode));
   }
-  if (p->network && narrow_network(k, a) != 0) return -1;
-  int hook_tool = is_hook_tool(p);
-  if (build_argv(k, a) != 0) return -1;
-  if (p->workspace && resolve_workspace(k, a) != 0) return -1;
-  if (p->lease_id) {
-    sm_lease_params lp;
-    if (srv->creds == NULL ||
-        sm_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) !=
-            0) {
-      sm_metrics_lease(srv->metrics, "refused");
-      sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
-                   "lease refused for tool %s", p->tool ? p->tool : "(none)");
-      sm_server_audit_lease(srv, "lease.refused", p->lease_id, p->tool, p->worker_key, LEASE_REFUSED);
-      sm_answer_error(a, 403, "policy", LEASE_REFUSED);
-      return -1;
-    }
-    if (sm_creds_env(srv->creds, &lp, &k->secrets, &err) != 0) {
-      OPENSSL_cleanse(&lp, sizeof lp);
-      sm_answer_error(a, 403, "policy", LEASE_REFUSED);
-      return -1;
-    }
-    sm_metrics_lease(srv->metrics, "consumed");
-    sm_server_audit_lease(srv, "lease.used", p->lease_id, p->tool, p->worker_key, "credentials for this call only");
-    sm_log(SM_LOG_INFO, "lease consumed: %zu credential variable(s) for this exec only",
-           k->secrets.n);
-    OPENSSL_cleanse(&lp, sizeof lp);
-  }
-  if (build_env(k, a) != 0) return -1;
-  if (k->has_ws && hook_tool) {
-    if (wrap_hook(k, a, early, early_res) != 0) return -1;
-    if (*early) return 0;
-  }
+  return 0;
+}
 
+/* Takes one use of the request's lease: its credentials for this call
+ * only; 0, or -1 with *a filled (one answer whatever was wrong). */
+static int take_lease(call *k, sm_answer *a) {
+  sm_server *srv = k->srv;
+  sm_execute_params *p = &k->p;
+  sm_error err = SM_ERROR_INIT;
+  sm_lease_params lp;
+  if (srv->creds == NULL ||
+      sm_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) !=
+          0) {
+    sm_metrics_lease(srv->metrics, "refused");
+    sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
+                 "lease refused for tool %s", p->tool ? p->tool : "(none)");
+    sm_server_audit_lease(srv, "lease.refused", p->lease_id, p->tool, p->worker_key, LEASE_REFUSED);
+    sm_answer_error(a, 403, "policy", LEASE_REFUSED);
+    return -1;
+  }
+  if (sm_creds_env(srv->creds, &lp, &k->secrets, &err) != 0) {
+    OPENSSL_cleanse(&lp, sizeof lp);
+    sm_answer_error(a, 403, "policy", LEASE_REFUSED);
+    return -1;
+  }
+  sm_metrics_lease(srv->metrics, "consumed");
+  sm_server_audit_lease(srv, "lease.used", p->lease_id, p->tool, p->worker_key, "credentials for this call only");
+  sm_log(SM_LOG_INFO, "lease consumed: %zu credential variable(s) for this exec only",
+         k->secrets.n);
+  OPENSSL_cleanse(&lp, sizeof lp);
+  return 0;
+}
+
+/* The call's sm_run_request, from the resolution and what was built. */
+static void fill_request(call *k) {
+  sm_server *srv = k->srv;
+  sm_execute_params *p = &k->p;
   sm_run_request *q = &k->req;
-  sm_run_request_init(q);
+  sm_call_names names = {p->project ? p->project : srv->project, srv->project_environment,
+                         p->agent, p->tool, p->user, p->run_id, p->worker_key};
+  sm_run_request_from_config(q, &k->egress, k->cfg, &k->r, &names);
+  /* The runner's own project and environment when it has none. */
+  q->project = names.project;
+  q->project_environment = names.project_environment;
   q->argv = (const char *const *)k->argv;
   q->argc = k->argc;
   q->env = (const char *const *)k->env;
@@ -389,23 +385,42 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
     q->stdin_read = stdin_read;
     q->stdin_ud = k;
   }
-  q->project = p->project ? p->project : srv->project;
-  q->project_environment = srv->project_environment;
-  q->agent = p->agent;
-  q->tool = p->tool;
-  q->user = p->user;
-  q->run_id = p->run_id;
-  q->worker_id = p->worker_key;
-  q->scope = k->r.scope_kind;
   q->principal = k->principal;
   q->workspace = k->has_ws ? k->ws : NULL;
   q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;
-  q->settings = k->r.settings;
-  sm_config_egress_get(k->cfg, p->agent, &k->egress);
-  q->egress = k->egress.levels;
-  q->n_egress = k->egress.n_levels;
   if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
   sm_server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
+}
+
+/* Checks, resolves and builds everything; 0 and k ready, or -1 with *a
+ * filled. A hook that cannot be used is reported through *early (a result
+ * of the call, not an HTTP error). */
+static int prepare(call *k, int control, const char *token, sm_answer *a, int *early,
+                   sm_run_result *early_res) {
+  sm_execute_params *p = &k->p;
+  if (!control && !sm_server_token_ok(k->srv, token, p->worker_key)) {
+    sm_server_refuse_token(k->srv, "execute", a);
+    return -1;
+  }
+  /* Whose keyed sandbox the call may use: a worker's own (the control token
+   * naming a worker_key acts for that worker), or any for the control token. */
+  k->control = control;
+  if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0) {
+    sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
+    return -1;
+  }
+  if (resolve_call(k, a) != 0) return -1;
+  if (p->network && narrow_network(k, a) != 0) return -1;
+  int hook_tool = is_hook_tool(p);
+  if (build_argv(k, a) != 0) return -1;
+  if (p->workspace && resolve_workspace(k, a) != 0) return -1;
+  if (p->lease_id && take_lease(k, a) != 0) return -1;
+  if (build_env(k, a) != 0) return -1;
+  if (k->has_ws && hook_tool) {
+    if (wrap_hook(k, a, early, early_res) != 0) return -1;
+    if (*early) return 0;
+  }
+  fill_request(k);
   return 0;
 }
 

@@ -159,8 +159,8 @@ static void label(sm_buf *out, const char *s) {
   }
 }
 
-int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
-  pthread_mutex_lock(&m->mu);
+/* The call counters and the duration histograms (under m->mu). */
+static void render_calls(const sm_metrics *m, sm_buf *out) {
   sm_buf_printf(out,
                 "# HELP sandman_calls_total Tool calls finished, by tool, mode and outcome "
                 "(ok or the failure kind).\n# TYPE sandman_calls_total counter\n");
@@ -191,6 +191,10 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
     label(out, h->tool);
     sm_buf_printf(out, "\",mode=\"%s\"} %llu\n", h->mode, h->count);
   }
+}
+
+/* Failures, HTTP requests, leases and background calls (under m->mu). */
+static void render_counters(const sm_metrics *m, sm_buf *out) {
   sm_buf_printf(out,
                 "# HELP sandman_failures_total Failed calls and refused requests by failure "
                 "kind.\n# TYPE sandman_failures_total counter\n");
@@ -218,6 +222,79 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
                 "went to the background.\n# TYPE sandman_background_calls_total counter\n"
                 "sandman_background_calls_total %llu\n",
                 m->background);
+}
+
+static void render_pool(const sm_metrics_gauges *g, sm_buf *out) {
+  const sm_pool_stats *p = &g->pool;
+  sm_buf_printf(out,
+                "# HELP sandman_pool_size Ready per_tool containers the warm pool keeps per "
+                "configuration (0: off).\n# TYPE sandman_pool_size gauge\n"
+                "sandman_pool_size %u\n"
+                "# HELP sandman_pool_configurations Configurations with a warm pool.\n"
+                "# TYPE sandman_pool_configurations gauge\n"
+                "sandman_pool_configurations %u\n"
+                "# HELP sandman_pool_ready Warm pool containers ready now, all "
+                "configurations.\n# TYPE sandman_pool_ready gauge\nsandman_pool_ready %u\n"
+                "# HELP sandman_pool_creating Warm pool containers being created now.\n"
+                "# TYPE sandman_pool_creating gauge\nsandman_pool_creating %u\n"
+                "# HELP sandman_pool_removals_pending Used or drained containers waiting "
+                "for removal.\n# TYPE sandman_pool_removals_pending gauge\n"
+                "sandman_pool_removals_pending %u\n"
+                "# HELP sandman_pool_taken_total per_tool calls that got a ready "
+                "container.\n# TYPE sandman_pool_taken_total counter\n"
+                "sandman_pool_taken_total %lu\n"
+                "# HELP sandman_pool_missed_total per_tool calls that found their pool "
+                "empty.\n# TYPE sandman_pool_missed_total counter\n"
+                "sandman_pool_missed_total %lu\n"
+                "# HELP sandman_pool_created_total Warm pool containers created.\n"
+                "# TYPE sandman_pool_created_total counter\nsandman_pool_created_total %lu\n"
+                "# HELP sandman_pool_removed_total Containers removed by the pool's "
+                "background work.\n# TYPE sandman_pool_removed_total counter\n"
+                "sandman_pool_removed_total %lu\n"
+                "# HELP sandman_pool_failed_total Warm pool containers that could not be "
+                "created.\n# TYPE sandman_pool_failed_total counter\n"
+                "sandman_pool_failed_total %lu\n",
+                p->size, p->configurations, p->ready, p->creating, p->removals_pending,
+                p->taken, p->missed, p->created, p->removed, p->failed);
+  sm_buf_printf(out,
+                "# HELP sandman_agent_sessions_preparing Agent sessions being opened in "
+                "the background (pool containers, keyed sandboxes after a first call).\n"
+                "# TYPE sandman_agent_sessions_preparing gauge\n"
+                "sandman_agent_sessions_preparing %u\n"
+                "# HELP sandman_agent_sessions_opened_total In-sandbox agent sessions "
+                "started.\n# TYPE sandman_agent_sessions_opened_total counter\n"
+                "sandman_agent_sessions_opened_total %lu\n"
+                "# HELP sandman_agent_calls_total Tool calls made through an in-sandbox "
+                "agent instead of an engine exec.\n# TYPE sandman_agent_calls_total counter\n"
+                "sandman_agent_calls_total %lu\n"
+                "# HELP sandman_agent_fallbacks_total Calls that wanted an agent and used "
+                "the engine's exec.\n# TYPE sandman_agent_fallbacks_total counter\n"
+                "sandman_agent_fallbacks_total %lu\n",
+                p->agents_preparing, g->agent.sessions_opened, g->agent.calls,
+                g->agent.fallbacks);
+}
+
+static void render_http(const sm_metrics_gauges *g, sm_buf *out) {
+  static const char *const why[SM_GATE_DROP_N] = {"head_timeout", "head_too_large",
+                                                  "evicted", "overloaded", "client_closed"};
+  sm_buf_printf(out,
+                "# HELP sandman_http_connections Connections by state: waiting for their "
+                "request head, or open (served).\n# TYPE sandman_http_connections gauge\n"
+                "sandman_http_connections{state=\"waiting\"} %ld\n"
+                "sandman_http_connections{state=\"open\"} %ld\n"
+                "# HELP sandman_http_connections_dropped_total Connections closed before "
+                "being served, by reason.\n"
+                "# TYPE sandman_http_connections_dropped_total counter\n",
+                g->http.pending, g->http.open);
+  for (int i = 0; i < SM_GATE_DROP_N; i++)
+    sm_buf_printf(out, "sandman_http_connections_dropped_total{reason=\"%s\"} %lu\n", why[i],
+                  g->http.dropped[i]);
+}
+
+int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
+  pthread_mutex_lock(&m->mu);
+  render_calls(m, out);
+  render_counters(m, out);
   pthread_mutex_unlock(&m->mu);
 
   if (g->sandboxes_known) {
@@ -228,71 +305,8 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
       sm_buf_printf(out, "sandman_sandboxes{mode=\"%s\"} %ld\n",
                     sm_mode_name((sm_mode)i), g->sandboxes[i]);
   }
-  if (g->pool_known) {
-    const sm_pool_stats *p = &g->pool;
-    sm_buf_printf(out,
-                  "# HELP sandman_pool_size Ready per_tool containers the warm pool keeps per "
-                  "configuration (0: off).\n# TYPE sandman_pool_size gauge\n"
-                  "sandman_pool_size %u\n"
-                  "# HELP sandman_pool_configurations Configurations with a warm pool.\n"
-                  "# TYPE sandman_pool_configurations gauge\n"
-                  "sandman_pool_configurations %u\n"
-                  "# HELP sandman_pool_ready Warm pool containers ready now, all "
-                  "configurations.\n# TYPE sandman_pool_ready gauge\nsandman_pool_ready %u\n"
-                  "# HELP sandman_pool_creating Warm pool containers being created now.\n"
-                  "# TYPE sandman_pool_creating gauge\nsandman_pool_creating %u\n"
-                  "# HELP sandman_pool_removals_pending Used or drained containers waiting "
-                  "for removal.\n# TYPE sandman_pool_removals_pending gauge\n"
-                  "sandman_pool_removals_pending %u\n"
-                  "# HELP sandman_pool_taken_total per_tool calls that got a ready "
-                  "container.\n# TYPE sandman_pool_taken_total counter\n"
-                  "sandman_pool_taken_total %lu\n"
-                  "# HELP sandman_pool_missed_total per_tool calls that found their pool "
-                  "empty.\n# TYPE sandman_pool_missed_total counter\n"
-                  "sandman_pool_missed_total %lu\n"
-                  "# HELP sandman_pool_created_total Warm pool containers created.\n"
-                  "# TYPE sandman_pool_created_total counter\nsandman_pool_created_total %lu\n"
-                  "# HELP sandman_pool_removed_total Containers removed by the pool's "
-                  "background work.\n# TYPE sandman_pool_removed_total counter\n"
-                  "sandman_pool_removed_total %lu\n"
-                  "# HELP sandman_pool_failed_total Warm pool containers that could not be "
-                  "created.\n# TYPE sandman_pool_failed_total counter\n"
-                  "sandman_pool_failed_total %lu\n",
-                  p->size, p->configurations, p->ready, p->creating, p->removals_pending,
-                  p->taken, p->missed, p->created, p->removed, p->failed);
-    sm_buf_printf(out,
-                  "# HELP sandman_agent_sessions_preparing Agent sessions being opened in "
-                  "the background (pool containers, keyed sandboxes after a first call).\n"
-                  "# TYPE sandman_agent_sessions_preparing gauge\n"
-                  "sandman_agent_sessions_preparing %u\n"
-                  "# HELP sandman_agent_sessions_opened_total In-sandbox agent sessions "
-                  "started.\n# TYPE sandman_agent_sessions_opened_total counter\n"
-                  "sandman_agent_sessions_opened_total %lu\n"
-                  "# HELP sandman_agent_calls_total Tool calls made through an in-sandbox "
-                  "agent instead of an engine exec.\n# TYPE sandman_agent_calls_total counter\n"
-                  "sandman_agent_calls_total %lu\n"
-                  "# HELP sandman_agent_fallbacks_total Calls that wanted an agent and used "
-                  "the engine's exec.\n# TYPE sandman_agent_fallbacks_total counter\n"
-                  "sandman_agent_fallbacks_total %lu\n",
-                  p->agents_preparing, g->agent.sessions_opened, g->agent.calls,
-                  g->agent.fallbacks);
-  }
-  if (g->http_known) {
-    static const char *const why[SM_GATE_DROP_N] = {"head_timeout", "head_too_large",
-                                                    "evicted", "overloaded", "client_closed"};
-    sm_buf_printf(out,
-                  "# HELP sandman_http_connections Connections by state: waiting for their "
-                  "request head, or open (served).\n# TYPE sandman_http_connections gauge\n"
-                  "sandman_http_connections{state=\"waiting\"} %ld\n"
-                  "sandman_http_connections{state=\"open\"} %ld\n"
-                  "# HELP sandman_http_connections_dropped_total Connections closed before "
-                  "being served, by reason.\n"
-                  "# TYPE sandman_http_connections_dropped_total counter\n",
-                  g->http.pending, g->http.open);
-    for (int i = 0; i < SM_GATE_DROP_N; i++)
-      sm_buf_printf(out, "sandman_http_connections_dropped_total{reason=\"%s\"} %lu\n", why[i],
-                    g->http.dropped[i]);
-  }
+  if (g->pool_known) render_pool(g, out);
+  if (g->http_known) render_http(g, out);
   int rc = sm_buf_printf(out,
                          "# HELP sandman_calls_in_flight Calls running now.\n"
                          "# TYPE sandman_calls_in_flight gauge\nsandman_calls_in_flight %ld\n"
