@@ -76,18 +76,28 @@ SM_API int sm_mcp_result_error(sm_mcp_result *r, const char *fmt, ...)
 SM_API void sm_mcp_result_structured(sm_mcp_result *r, json_object *obj);
 
 typedef struct sm_mcp_provider {
-  /* The tools, borrowed and stable while the provider lives. */
+  /* The tools, borrowed and stable while the provider lives (may be NULL
+   * when list is set). */
   const sm_mcp_tool *(*tools)(void *ud, size_t *n);
   /* Calls tool name with args (an object, borrowed). A tool that ran and
    * failed, or arguments it refuses, is out->is_error with 0 returned. A
    * negative code is for what is no tool result: SM_ENOTFOUND (no such
    * tool), SM_ECANCELLED, anything else (an internal error). *cancel
-   * becomes non-zero when the client cancels or goes away. */
-  int (*call)(void *ud, const char *name, json_object *args, volatile int *cancel,
-              sm_mcp_result *out, sm_error *err);
+   * becomes non-zero when the client cancels or goes away. request: the
+   * transport's opaque pointer for the request this call serves
+   * (sm_mcp_session_handle_for, sm_mcp_http_request.context), or NULL. */
+  int (*call)(void *ud, void *request, const char *name, json_object *args,
+              volatile int *cancel, sm_mcp_result *out, sm_error *err);
   /* When the session ends (may be NULL). */
   void (*free)(void *ud);
   void *ud;
+  /* Optional, for tools that depend on who asks (the host-tool route):
+   * when set, tools/list answers with the array it makes for the request
+   * (MCP tool descriptions, {"name", "description", "inputSchema"...};
+   * the session takes ownership), and tools/call hands any name to call,
+   * which answers SM_ENOTFOUND for a tool it does not offer. A negative
+   * code is a JSON-RPC error with err's message. */
+  int (*list)(void *ud, void *request, json_object **tools, sm_error *err);
 } sm_mcp_provider;
 
 typedef struct sm_mcp_server_info {
@@ -113,6 +123,11 @@ SM_API void sm_mcp_session_free(sm_mcp_session *s);
  * sets when the message's sender is gone. */
 SM_API int sm_mcp_session_handle(sm_mcp_session *s, const char *msg, size_t len, volatile int *cancel,
                           char **answer, size_t *answer_len, sm_error *err);
+/* The same, for the request whose opaque pointer is request (handed to the
+ * provider's list and call: e.g. who is asking). */
+SM_API int sm_mcp_session_handle_for(sm_mcp_session *s, void *request, const char *msg, size_t len,
+                                     volatile int *cancel, char **answer, size_t *answer_len,
+                                     sm_error *err);
 /* Sets the cancel flag of every call in flight, and of every call that
  * starts later (the transport closed: the session is ending). */
 SM_API void sm_mcp_session_cancel_all(sm_mcp_session *s);
@@ -169,6 +184,7 @@ typedef struct sm_mcp_http_request {
   size_t body_len;
   const char *owner;            /* who is asking (authenticated by the route) */
   volatile int *cancel;         /* set when the client disconnects; may be NULL */
+  void *context;                /* handed to the provider (sm_mcp_session_handle_for); may be NULL */
 } sm_mcp_http_request;
 
 typedef struct sm_mcp_http_answer {

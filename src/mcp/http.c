@@ -260,7 +260,8 @@ static int post_initialize(sm_mcp_http *h, const sm_mcp_http_request *req, sm_mc
   }
   char *answer = NULL;
   size_t alen = 0;
-  int rc = sm_mcp_session_handle(e->s, req->body, req->body_len, req->cancel, &answer, &alen, err);
+  int rc = sm_mcp_session_handle_for(e->s, req->context, req->body, req->body_len, req->cancel,
+                                     &answer, &alen, err);
   if (rc || answer == NULL || sm_mcp_session_protocol(e->s) == NULL) {
     /* initialize failed: nothing to keep, the error goes back as is. */
     entry_free(e);
@@ -353,7 +354,8 @@ int sm_mcp_http_handle(sm_mcp_http *h, const sm_mcp_http_request *req, sm_mcp_ht
   if (e == NULL) return http_error(out, 404, MCP_INVALID_REQUEST, "no such MCP session", err);
   char *answer = NULL;
   size_t alen = 0;
-  int rc = sm_mcp_session_handle(e->s, req->body, req->body_len, req->cancel, &answer, &alen, err);
+  int rc = sm_mcp_session_handle_for(e->s, req->context, req->body, req->body_len, req->cancel,
+                                     &answer, &alen, err);
   release(h, e);
   if (rc) return rc;
   if (answer == NULL) {

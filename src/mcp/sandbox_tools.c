@@ -504,8 +504,9 @@ static const sm_mcp_tool *list_tools(void *ud, size_t *n) {
   return t->list;
 }
 
-static int call_tool(void *ud, const char *name, json_object *args, volatile int *cancel,
-                     sm_mcp_result *out, sm_error *err) {
+static int call_tool(void *ud, void *request, const char *name, json_object *args,
+                     volatile int *cancel, sm_mcp_result *out, sm_error *err) {
+  (void)request;
   tools *t = ud;
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (strcmp(table[i].name, name) != 0) continue;

@@ -34,7 +34,7 @@ struct sm_mcp_session {
   sm_mcp_provider provider;
   char *name, *title, *version, *instructions;
   size_t max_message;
-  json_object *tools;       /* the tools/list array, built once */
+  json_object *tools;       /* the tools/list array, built once (NULL: provider.list) */
   char protocol[16];        /* "" before initialize */
   int initialized;          /* notifications/initialized seen */
   int closing;              /* cancel_all was called: later calls start cancelled */
@@ -62,6 +62,7 @@ static int tool_name_ok(const char *n) {
 
 /* The tools/list entries, checked and built once per session. */
 static int build_tools(sm_mcp_session *s, sm_error *err) {
+  if (s->provider.list) return 0; /* asked per request */
   size_t n = 0;
   const sm_mcp_tool *t = s->provider.tools ? s->provider.tools(s->provider.ud, &n) : NULL;
   json_object *arr = json_object_new_array();
@@ -102,7 +103,8 @@ static int build_tools(sm_mcp_session *s, sm_error *err) {
 int sm_mcp_session_new(sm_mcp_session **out, const sm_mcp_server_info *info,
                        const sm_mcp_provider *provider, sm_error *err) {
   *out = NULL;
-  if (info == NULL || provider == NULL || provider->call == NULL || provider->tools == NULL)
+  if (info == NULL || provider == NULL || provider->call == NULL ||
+      (provider->tools == NULL && provider->list == NULL))
     return sm_error_set(err, SM_EINVAL, "an MCP session needs server info and a provider");
   sm_mcp_session *s = calloc(1, sizeof *s);
   if (s == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
@@ -299,8 +301,8 @@ static void cancel_id(sm_mcp_session *s, json_object *id) {
 /* The provider sees one cancel flag: the transport's when it gave one
  * (the sender going away), which a notifications/cancelled sets too, else
  * the call's own. */
-static json_object *do_call(sm_mcp_session *s, json_object *id, json_object *params,
-                            volatile int *outer) {
+static json_object *do_call(sm_mcp_session *s, void *request, json_object *id,
+                            json_object *params, volatile int *outer) {
   json_object *name = NULL, *args = NULL;
   if (!json_object_is_type(params, json_type_object) ||
       !json_object_object_get_ex(params, "name", &name) || !json_object_is_type(name, json_type_string))
@@ -309,8 +311,8 @@ static json_object *do_call(sm_mcp_session *s, json_object *id, json_object *par
       !json_object_is_type(args, json_type_object))
     return mcp_error(id, MCP_INVALID_PARAMS, "params.arguments must be an object");
   const char *tool = json_object_get_string(name);
-  size_t n = json_object_array_length(s->tools);
-  int known = 0;
+  size_t n = s->tools ? json_object_array_length(s->tools) : 0;
+  int known = s->tools == NULL; /* a per-request list: the provider knows */
   for (size_t i = 0; i < n && !known; i++) {
     json_object *t = json_object_array_get_idx(s->tools, i), *tn = NULL;
     known = json_object_object_get_ex(t, "name", &tn) && strcmp(json_object_get_string(tn), tool) == 0;
@@ -325,7 +327,7 @@ static json_object *do_call(sm_mcp_session *s, json_object *id, json_object *par
   sm_mcp_result_init(&r);
   sm_error err = SM_ERROR_INIT;
   volatile int *flag = slot->outer ? slot->outer : &slot->cancel;
-  int rc = s->provider.call(s->provider.ud, tool, args ? args : empty, flag, &r, &err);
+  int rc = s->provider.call(s->provider.ud, request, tool, args ? args : empty, flag, &r, &err);
   json_object_put(empty);
   untrack(s, slot);
   if (rc == SM_ENOTFOUND) {
@@ -349,7 +351,28 @@ static json_object *do_call(sm_mcp_session *s, json_object *id, json_object *par
 }
 
 /* The answer to one parsed message, or NULL for none. */
-static json_object *dispatch(sm_mcp_session *s, json_object *msg, volatile int *outer) {
+static json_object *do_list(sm_mcp_session *s, void *request, json_object *id) {
+  json_object *tools = NULL;
+  if (s->tools) {
+    tools = json_object_get(s->tools);
+  } else {
+    sm_error err = SM_ERROR_INIT;
+    int rc = s->provider.list(s->provider.ud, request, &tools, &err);
+    if (rc == 0 && !json_object_is_type(tools, json_type_array))
+      rc = sm_error_set(&err, SM_EINVAL, "the tool list is not an array");
+    if (rc) {
+      json_object_put(tools);
+      return mcp_error(id, rc == SM_EPOLICY ? MCP_INVALID_REQUEST : MCP_INTERNAL_ERROR, "%s",
+                       err.message[0] ? err.message : sm_error_default_message(rc));
+    }
+  }
+  json_object *r = json_object_new_object();
+  json_object_object_add(r, "tools", tools);
+  return success(id, r);
+}
+
+static json_object *dispatch(sm_mcp_session *s, void *request, json_object *msg,
+                             volatile int *outer) {
   if (json_object_is_type(msg, json_type_array))
     return mcp_error(NULL, MCP_INVALID_REQUEST, "batches are not supported");
   json_object *v = NULL, *method = NULL, *id = NULL, *params = NULL;
@@ -387,10 +410,8 @@ static json_object *dispatch(sm_mcp_session *s, json_object *msg, volatile int *
   pthread_mutex_unlock(&s->mu);
   if (strcmp(m, "tools/list") == 0 || strcmp(m, "tools/call") == 0) {
     if (!ready) return mcp_error(id, MCP_INVALID_REQUEST, "send initialize first");
-    if (strcmp(m, "tools/call") == 0) return do_call(s, id, params, outer);
-    json_object *r = json_object_new_object();
-    json_object_object_add(r, "tools", json_object_get(s->tools));
-    return success(id, r);
+    if (strcmp(m, "tools/call") == 0) return do_call(s, request, id, params, outer);
+    return do_list(s, request, id);
   }
   return mcp_error(id, MCP_METHOD_NOT_FOUND, "method not found: %s", m);
 }
@@ -408,6 +429,12 @@ int mcp_answer_text(json_object *a, char **answer, size_t *answer_len, sm_error 
 
 int sm_mcp_session_handle(sm_mcp_session *s, const char *msg, size_t len, volatile int *cancel,
                           char **answer, size_t *answer_len, sm_error *err) {
+  return sm_mcp_session_handle_for(s, NULL, msg, len, cancel, answer, answer_len, err);
+}
+
+int sm_mcp_session_handle_for(sm_mcp_session *s, void *request, const char *msg, size_t len,
+                              volatile int *cancel, char **answer, size_t *answer_len,
+                              sm_error *err) {
   *answer = NULL;
   if (answer_len) *answer_len = 0;
   json_object *o = NULL, *a = NULL;
@@ -415,7 +442,7 @@ int sm_mcp_session_handle(sm_mcp_session *s, const char *msg, size_t len, volati
   if (mcp_parse(msg, len, s->max_message, &o, &why) != 0)
     a = mcp_error(NULL, MCP_PARSE_ERROR, "%s", why);
   else
-    a = dispatch(s, o, cancel);
+    a = dispatch(s, request, o, cancel);
   json_object_put(o);
   if (a == NULL) return 0;
   int rc = mcp_answer_text(a, answer, answer_len, err);

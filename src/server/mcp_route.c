@@ -209,7 +209,7 @@ void sm_mcp_job(void *arg) {
   sm_mcp_http_request hr = {r->method,           r->accept,           r->content_type,
                             r->session_id,       r->protocol_version, r->origin,
                             r->body ? r->body : "", r->body_len,     r->owner,
-                            sm_stream_cancel_flag(s)};
+                            sm_stream_cancel_flag(s),  NULL};
   /* A tool call may run long: a client that hangs up cancels it. */
   sm_stream_watch(s);
   sm_mcp_http_answer ans;

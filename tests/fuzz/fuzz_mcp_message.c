@@ -18,9 +18,10 @@ static const sm_mcp_tool *list(void *ud, size_t *n) {
   return tools;
 }
 
-static int call(void *ud, const char *name, json_object *args, volatile int *cancel,
-                sm_mcp_result *out, sm_error *err) {
+static int call(void *ud, void *request, const char *name, json_object *args,
+                volatile int *cancel, sm_mcp_result *out, sm_error *err) {
   (void)ud;
+  (void)request;
   (void)name;
   (void)cancel;
   (void)err;
@@ -47,7 +48,7 @@ static void check(sm_mcp_session *s, const char *msg, size_t len) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  sm_mcp_provider p = {list, call, NULL, NULL};
+  sm_mcp_provider p = {list, call, NULL, NULL, NULL};
   sm_mcp_server_info info = {"fuzz", NULL, "1", NULL, 64 * 1024};
   sm_mcp_session *s = NULL;
   sm_error err = SM_ERROR_INIT;

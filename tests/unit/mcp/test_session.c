@@ -36,8 +36,9 @@ static const sm_mcp_tool *stub_tools(void *ud, size_t *n) {
   return test_tools;
 }
 
-static int stub_call(void *ud, const char *name, json_object *args, volatile int *cancel,
-                     sm_mcp_result *out, sm_error *err) {
+static int stub_call(void *ud, void *request, const char *name, json_object *args,
+                     volatile int *cancel, sm_mcp_result *out, sm_error *err) {
+  (void)request;
   stub *s = ud;
   if (strcmp(name, "echo") == 0) {
     json_object *t = NULL;
@@ -67,7 +68,7 @@ static void stub_free(void *ud) {
 static stub the_stub;
 
 static sm_mcp_session *new_session(void) {
-  sm_mcp_provider p = {stub_tools, stub_call, stub_free, &the_stub};
+  sm_mcp_provider p = {stub_tools, stub_call, stub_free, &the_stub, NULL};
   sm_mcp_server_info info = {"sandman-test", NULL, "1.2.3", "use the tools", 0};
   sm_mcp_session *s = NULL;
   sm_error err = SM_ERROR_INIT;
@@ -335,9 +336,9 @@ static void test_bad_tools_refused(void **state) {
   sm_mcp_server_info info = {"x", NULL, "1", NULL, 0};
   sm_mcp_session *s = NULL;
   sm_error err = SM_ERROR_INIT;
-  sm_mcp_provider p1 = {bad_name_tools, stub_call, stub_free, &the_stub};
-  sm_mcp_provider p2 = {bad_schema_tools, stub_call, stub_free, &the_stub};
-  sm_mcp_provider none = {NULL, stub_call, NULL, NULL};
+  sm_mcp_provider p1 = {bad_name_tools, stub_call, stub_free, &the_stub, NULL};
+  sm_mcp_provider p2 = {bad_schema_tools, stub_call, stub_free, &the_stub, NULL};
+  sm_mcp_provider none = {NULL, stub_call, NULL, NULL, NULL};
   assert_int_equal(sm_mcp_session_new(&s, &info, &p1, &err), SM_EINVAL);
   assert_int_equal(sm_mcp_session_new(&s, &info, &p2, &err), SM_EINVAL);
   assert_int_equal(sm_mcp_session_new(&s, &info, &none, &err), SM_EINVAL);
@@ -422,7 +423,7 @@ static int factory(void *ud, const char *owner, sm_mcp_session **out, sm_error *
 
 static sm_mcp_http_answer post(sm_mcp_http *h, const char *owner, const char *sid, const char *body,
                                const char *accept) {
-  sm_mcp_http_request r = {"POST", accept, "application/json", sid, NULL, NULL, body, strlen(body), owner, NULL};
+  sm_mcp_http_request r = {"POST", accept, "application/json", sid, NULL, NULL, body, strlen(body), owner, NULL, NULL};
   sm_mcp_http_answer a;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
@@ -470,7 +471,7 @@ static void test_http(void **state) {
   sm_mcp_http_answer_dispose(&a);
 
   /* Headers: content type, accept, protocol version, origin; methods. */
-  sm_mcp_http_request r = {"POST", NULL, "text/plain", sid, NULL, NULL, "{}", 2, "control", NULL};
+  sm_mcp_http_request r = {"POST", NULL, "text/plain", sid, NULL, NULL, "{}", 2, "control", NULL, NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 415);
   sm_mcp_http_answer_dispose(&a);
@@ -510,7 +511,7 @@ static void test_http(void **state) {
   sm_mcp_http_answer_dispose(&a);
 
   /* DELETE ends the session (by its owner only). */
-  r = (sm_mcp_http_request){"DELETE", NULL, NULL, sid, NULL, NULL, NULL, 0, "worker:k2", NULL};
+  r = (sm_mcp_http_request){"DELETE", NULL, NULL, sid, NULL, NULL, NULL, 0, "worker:k2", NULL, NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 404);
   sm_mcp_http_answer_dispose(&a);
@@ -549,12 +550,103 @@ static void test_http_idle_expiry(void **state) {
   assert_int_equal(sm_mcp_http_count(h), 0);
   assert_int_equal(the_stub.freed, 1);
   /* Any Origin is refused when none is allowed. */
-  sm_mcp_http_request r = {"POST", NULL, "application/json", NULL, NULL, "http://localhost", init_msg, strlen(init_msg), "control", NULL};
+  sm_mcp_http_request r = {"POST", NULL, "application/json", NULL, NULL, "http://localhost", init_msg, strlen(init_msg), "control", NULL, NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 403);
   sm_mcp_http_answer_dispose(&a);
   sm_mcp_http_free(h);
   the_stub.freed = 0;
+}
+
+/* A provider whose tools depend on who asks: the request's context (here
+ * the caller's name) reaches list and call through the HTTP layer. */
+static int who_list(void *ud, void *request, json_object **tools, sm_error *err) {
+  (void)ud;
+  const char *who = request;
+  if (who == NULL) return sm_error_set(err, SM_EPOLICY, "no caller");
+  json_object *arr = json_object_new_array(), *t = json_object_new_object();
+  char name[64];
+  snprintf(name, sizeof name, "tool_of_%s", who);
+  json_object_object_add(t, "name", json_object_new_string(name));
+  json_object_object_add(t, "inputSchema", json_tokener_parse("{\"type\":\"object\"}"));
+  json_object_array_add(arr, t);
+  *tools = arr;
+  return 0;
+}
+
+static int who_call(void *ud, void *request, const char *name, json_object *args,
+                    volatile int *cancel, sm_mcp_result *out, sm_error *err) {
+  (void)ud;
+  (void)args;
+  (void)cancel;
+  char want[64];
+  snprintf(want, sizeof want, "tool_of_%s", request ? (const char *)request : "");
+  if (request == NULL || strcmp(name, want) != 0) return SM_ENOTFOUND;
+  return sm_mcp_result_text(out, request, strlen(request));
+}
+
+static int who_factory(void *ud, const char *owner, sm_mcp_session **out, sm_error *err) {
+  (void)ud;
+  (void)owner;
+  sm_mcp_provider p = {NULL, who_call, NULL, NULL, who_list};
+  sm_mcp_server_info info = {"sandman-test", NULL, "1", NULL, 0};
+  return sm_mcp_session_new(out, &info, &p, err);
+}
+
+static json_object *post_as(sm_mcp_http *h, const char *sid, const char *body, char *who,
+                            char *sid_out) {
+  sm_mcp_http_request r = {"POST", NULL, "application/json", sid, NULL, NULL,
+                           body,   strlen(body), "box-1",  NULL, who};
+  sm_mcp_http_answer a;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
+  assert_int_equal(a.status, 200);
+  if (sid_out) memcpy(sid_out, a.session_id, sizeof a.session_id);
+  json_object *o = json_tokener_parse(a.body);
+  sm_mcp_http_answer_dispose(&a);
+  return o;
+}
+
+static void test_request_context(void **state) {
+  (void)state;
+  sm_mcp_http_options o = {who_factory, NULL, 4, 3600, 0, NULL, 0};
+  sm_mcp_http *h = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_mcp_http_new(&h, &o, &err), 0);
+  char sid[65];
+  char alice[] = "alice", bob[] = "bob";
+  json_object_put(post_as(h, NULL, init_msg, alice, sid));
+  const char *list = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}";
+  /* One session, two callers: each sees its own tools. */
+  json_object *a = post_as(h, sid, list, alice, NULL), *tools = NULL, *n = NULL;
+  assert_true(json_object_object_get_ex(result(a), "tools", &tools));
+  assert_true(json_object_object_get_ex(json_object_array_get_idx(tools, 0), "name", &n));
+  assert_string_equal(json_object_get_string(n), "tool_of_alice");
+  json_object_put(a);
+  a = post_as(h, sid, list, bob, NULL);
+  assert_true(json_object_object_get_ex(result(a), "tools", &tools));
+  assert_true(json_object_object_get_ex(json_object_array_get_idx(tools, 0), "name", &n));
+  assert_string_equal(json_object_get_string(n), "tool_of_bob");
+  json_object_put(a);
+  /* The call sees the caller of its request; another's tool is unknown. */
+  const char *call = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"tool_of_bob\"}}";
+  a = post_as(h, sid, call, bob, NULL);
+  json_object *content = NULL, *t = NULL;
+  assert_true(json_object_object_get_ex(result(a), "content", &content));
+  assert_true(json_object_object_get_ex(json_object_array_get_idx(content, 0), "text", &t));
+  assert_string_equal(json_object_get_string(t), "bob");
+  json_object_put(a);
+  a = post_as(h, sid, call, alice, NULL);
+  assert_int_equal(error_code(a), -32602);
+  json_object_put(a);
+  /* A list refused by the provider is a JSON-RPC error with its message. */
+  a = post_as(h, sid, list, NULL, NULL);
+  assert_int_equal(error_code(a), -32600);
+  json_object *e = NULL, *m = NULL;
+  assert_true(json_object_object_get_ex(a, "error", &e) && json_object_object_get_ex(e, "message", &m));
+  assert_string_equal(json_object_get_string(m), "no caller");
+  json_object_put(a);
+  sm_mcp_http_free(h);
 }
 
 int main(void) {
@@ -565,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_cancellation),        cmocka_unit_test(test_too_many_calls),
       cmocka_unit_test(test_bad_tools_refused),   cmocka_unit_test(test_stdio),
       cmocka_unit_test(test_http),                cmocka_unit_test(test_http_idle_expiry),
+      cmocka_unit_test(test_request_context),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
