@@ -167,6 +167,7 @@ typedef struct sm_mcp_http_options {
   const char *const *origins;  /* Origin values allowed (a request with any
                                   other Origin is 403); NULL: none allowed */
   size_t n_origins;
+  unsigned max_sessions_per_owner; /* 0: no cap but max_sessions */
 } sm_mcp_http_options;
 
 SM_API int sm_mcp_http_new(sm_mcp_http **out, const sm_mcp_http_options *opts, sm_error *err);

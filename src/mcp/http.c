@@ -40,7 +40,7 @@ struct sm_mcp_http {
   unsigned count;
   sm_mcp_session_factory factory;
   void *factory_ud;
-  unsigned max_sessions;
+  unsigned max_sessions, max_per_owner;
   double idle_ms;
   size_t max_message;
   char **origins;
@@ -57,6 +57,7 @@ int sm_mcp_http_new(sm_mcp_http **out, const sm_mcp_http_options *opts, sm_error
   h->factory = opts->factory;
   h->factory_ud = opts->factory_ud;
   h->max_sessions = opts->max_sessions ? opts->max_sessions : 64;
+  h->max_per_owner = opts->max_sessions_per_owner;
   h->idle_ms = (opts->idle_timeout_s > 0 ? opts->idle_timeout_s : 3600) * 1000.0;
   h->max_message = opts->max_message ? opts->max_message : SM_MCP_DEFAULT_MAX_MESSAGE;
   if (opts->n_origins) {
@@ -234,11 +235,20 @@ static int new_session_id(char out[65]) {
   return 0;
 }
 
+/* Sessions of owner in the table (h->mu held). */
+static unsigned owned_by(sm_mcp_http *h, const char *owner) {
+  unsigned n = 0;
+  for (entry *e = h->list; e; e = e->next)
+    if (strcmp(e->owner, owner ? owner : "") == 0) n++;
+  return n;
+}
+
 static int post_initialize(sm_mcp_http *h, const sm_mcp_http_request *req, sm_mcp_http_answer *out,
                            sm_error *err) {
   pthread_mutex_lock(&h->mu);
   entry *dead = take_expired(h);
-  int full = h->count >= h->max_sessions;
+  int full = h->count >= h->max_sessions ||
+             (h->max_per_owner && owned_by(h, req->owner) >= h->max_per_owner);
   pthread_mutex_unlock(&h->mu);
   free_list(dead);
   if (full)

@@ -433,7 +433,7 @@ static sm_mcp_http_answer post(sm_mcp_http *h, const char *owner, const char *si
 static void test_http(void **state) {
   (void)state;
   const char *origins[] = {"http://allowed.example"};
-  sm_mcp_http_options o = {factory, NULL, 2, 3600, 0, origins, 1};
+  sm_mcp_http_options o = {factory, NULL, 2, 3600, 0, origins, 1, 0};
   sm_mcp_http *h = NULL;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_mcp_http_new(&h, &o, &err), 0);
@@ -537,7 +537,7 @@ static void test_http(void **state) {
 
 static void test_http_idle_expiry(void **state) {
   (void)state;
-  sm_mcp_http_options o = {factory, NULL, 4, 0.001, 0, NULL, 0};
+  sm_mcp_http_options o = {factory, NULL, 4, 0.001, 0, NULL, 0, 0};
   sm_mcp_http *h = NULL;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_mcp_http_new(&h, &o, &err), 0);
@@ -609,7 +609,7 @@ static json_object *post_as(sm_mcp_http *h, const char *sid, const char *body, c
 
 static void test_request_context(void **state) {
   (void)state;
-  sm_mcp_http_options o = {who_factory, NULL, 4, 3600, 0, NULL, 0};
+  sm_mcp_http_options o = {who_factory, NULL, 4, 3600, 0, NULL, 0, 2};
   sm_mcp_http *h = NULL;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_mcp_http_new(&h, &o, &err), 0);
@@ -646,6 +646,19 @@ static void test_request_context(void **state) {
   assert_true(json_object_object_get_ex(a, "error", &e) && json_object_object_get_ex(e, "message", &m));
   assert_string_equal(json_object_get_string(m), "no caller");
   json_object_put(a);
+  /* At most two sessions per owner (this table's cap); another owner still gets one. */
+  json_object_put(post_as(h, NULL, init_msg, alice, NULL));
+  sm_mcp_http_request r = {.method = "POST", .content_type = "application/json", .body = init_msg,
+                           .body_len = strlen(init_msg), .owner = "box-1", .context = alice};
+  sm_mcp_http_answer ans;
+  assert_int_equal(sm_mcp_http_handle(h, &r, &ans, &err), 0);
+  assert_int_equal(ans.status, 503);
+  sm_mcp_http_answer_dispose(&ans);
+  r.owner = "box-2";
+  assert_int_equal(sm_mcp_http_handle(h, &r, &ans, &err), 0);
+  assert_int_equal(ans.status, 200);
+  sm_mcp_http_answer_dispose(&ans);
+  assert_int_equal(sm_mcp_http_count(h), 3);
   sm_mcp_http_free(h);
 }
 
