@@ -92,6 +92,12 @@ typedef enum {
 
 SM_API int sm_sync_mode_parse(const char *s, sm_sync_mode *out, sm_error *err);
 
+/* The io.sandman.owner label this process writes on its per_tool
+ * sandboxes, "<hostname>:<pid>" (sm_ops_owner_check reads it back): the
+ * runner finds its own sandboxes by it. */
+#define SM_OWNER_LABEL_MAX 300
+SM_API void sm_sandbox_owner_label(char *out, size_t len);
+
 /* The environment policy: one rule, used by `sandman run` (-e,
  * --env-passthrough) and by the runner (a request's env, env.passthrough),
  * for every name that could reach a tool. */

@@ -322,9 +322,8 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
   switch (info->kind) {
     case CK_MODE: {
       if ((rc = get_string(v, n, path, &s))) return rc;
-      static const char *const modes[] = {"none", "per_tool", "per_run", "per_worker"};
-      for (int i = 0; i < 4; i++)
-        if (strcmp(s, modes[i]) == 0) out->i = i, out->set = 1;
+      sm_mode mode;
+      if (sm_mode_parse(s, &mode, NULL) == 0) out->i = (int)mode, out->set = 1;
       if (!out->set)
         return verr(v, n, path, "'%s' is not one of none, per_tool, per_run, per_worker", s);
       return 0;

@@ -30,12 +30,6 @@ const char *sm_setting_source_name(sm_setting_source s) {
   return "built_in";
 }
 
-static const char *const mode_names[] = {"none", "per_tool", "per_run", "per_worker"};
-
-static const char *mode_str(sm_mode m) {
-  return (unsigned)m < 4 ? mode_names[m] : "none";
-}
-
 static void set_source(sm_resolved *out, const char *name, sm_setting_source src) {
   for (size_t i = 0; i < out->n_sources; i++) {
     if (strcmp(out->sources[i].name, name) == 0) {
@@ -73,10 +67,10 @@ static int parse_flag(cfg_setting id, const char *s, cfg_value *v, sm_error *err
   sm_error perr = SM_ERROR_INIT;
   memset(v, 0, sizeof *v);
   v->set = 1;
+  sm_mode mode;
   switch (cfg_settings[id].kind) {
     case CK_MODE:
-      for (int i = 0; i < 4; i++)
-        if (strcmp(s, mode_names[i]) == 0) return v->i = i, 0;
+      if (sm_mode_parse(s, &mode, NULL) == 0) return v->i = (int64_t)mode, 0;
       return sm_error_set(err, SM_EINVAL, "%s: '%s' is not one of none, per_tool, per_run, per_worker",
                           flag, s);
     case CK_NETWORK:
@@ -399,7 +393,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
   } else if ((m = cfg_list_match(work_list, tool))) {
     sandboxed = 1;
     rule(out->sandbox_rule, sizeof out->sandbox_rule, "%s: %s matches %s (mode %s)", ww, m, tool,
-         mode_str(mode));
+         sm_mode_name(mode));
   } else if (work == NULL) {
     /* Unset worker_tools name no tool on the host: only host_tools and
      * sandbox_tools.never do. An unknown tool is sandboxed. */
@@ -407,7 +401,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
     rule(out->sandbox_rule, sizeof out->sandbox_rule,
          "worker_tools is unset and neither host_tools nor sandbox_tools.never names %s "
          "(mode %s)",
-         tool, mode_str(mode));
+         tool, sm_mode_name(mode));
   } else {
     decided = wsrc;
     if (work_list->n == 0)
@@ -547,7 +541,7 @@ static json_object *list_array(const sm_string_list *l) {
 
 static json_object *setting_value(const sm_resolved *r, const char *name) {
   const sm_sandbox_settings *s = &r->settings;
-  if (!strcmp(name, "mode")) return json_object_new_string(mode_str(s->mode));
+  if (!strcmp(name, "mode")) return json_object_new_string(sm_mode_name(s->mode));
   if (!strcmp(name, "image")) return json_object_new_string(s->image);
   if (!strcmp(name, "network")) return json_object_new_string(s->network);
   if (!strcmp(name, "runtime")) return json_object_new_string(s->runtime);

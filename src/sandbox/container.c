@@ -351,12 +351,6 @@ static int remove_sandbox(sm_engine *e, const char *state_dir, const char *name,
   return 0;
 }
 
-static void owner_label(char *out, size_t len) {
-  char host[256];
-  sm_host_name(host, sizeof host);
-  snprintf(out, len, "%s:%ld", host, (long)getpid());
-}
-
 /* chmod 1777 /tmp as root inside the started sandbox (root owns the tmpfs;
  * no capability is needed for an owner's chmod). */
 static int make_tmp_writable(sm_engine *e, const sandbox *sb, const char *image, unsigned mode,
@@ -443,7 +437,7 @@ static int sandbox_config(sm_runner *runner, sm_engine *e, const sm_run_request 
 
   char created[40], owner[300];
   sm_format_time(sm_now(), created, sizeof created);
-  owner_label(owner, sizeof owner);
+  sm_sandbox_owner_label(owner, sizeof owner);
   sm_label_info li = {
       .instance = sm_runner_instance(runner),
       .mode = sm_mode_name(sb->mode),
@@ -936,7 +930,7 @@ static int prewarm_swarm(sm_runner *runner, sandbox_swarm *sw, sm_engine *manage
   char service[SM_SWARM_SERVICE_NAME_MAX + 1];
   sandbox_swarm_service_name(sb->name, service);
   char owner[300], node_id[SM_ENGINE_ID_MAX];
-  owner_label(owner, sizeof owner);
+  sm_sandbox_owner_label(owner, sizeof owner);
   int rc = sandbox_swarm_pool_node(sw, manager, sb->hash, owner, node_id, err);
   if (rc) return sm_error_wrap(err, "placing a warm pool sandbox");
   swarm_config_ud cu = {runner, req, sb};

@@ -45,6 +45,12 @@ void sm_host_name(char *out, size_t len) {
   out[len - 1] = '\0';
 }
 
+void sm_sandbox_owner_label(char *out, size_t len) {
+  char host[256];
+  sm_host_name(host, sizeof host);
+  snprintf(out, len, "%s:%ld", host, (long)getpid());
+}
+
 /* ---- removing a scratch tree ---- */
 static int make_writable(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)ftw;

@@ -45,7 +45,7 @@ struct sm_server {
   sm_metrics *metrics;
   struct sm_mcp_http *mcp;   /* /mcp sessions (mcp_route.c), NULL without an engine */
   char ws_root[PATH_MAX];    /* realpath of --workspaces-root, or "" */
-  char owner_label[300];     /* io.sandman.owner of our per_tool sandboxes */
+  char owner_label[SM_OWNER_LABEL_MAX]; /* io.sandman.owner of our per_tool sandboxes */
 
   pthread_mutex_t mu;        /* guards everything below */
   pthread_cond_t cv_job;     /* a job was queued, or the threads must stop */

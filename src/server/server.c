@@ -313,11 +313,8 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   srv->handles = calloc(srv->opts.max_handles, sizeof *srv->handles);
   if (!srv->leases || !srv->metrics || !srv->handles)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
-  /* As the sandbox module writes io.sandman.owner on per_tool sandboxes. */
-  char hostname[256] = "";
-  if (gethostname(hostname, sizeof hostname - 1) != 0 || hostname[0] == '\0')
-    snprintf(hostname, sizeof hostname, "localhost");
-  snprintf(srv->owner_label, sizeof srv->owner_label, "%s:%ld", hostname, (long)getpid());
+  /* The io.sandman.owner its per_tool sandboxes carry. */
+  sm_sandbox_owner_label(srv->owner_label, sizeof srv->owner_label);
 
   const char *listen_addr = o->listen;
   char def[PATH_MAX];
