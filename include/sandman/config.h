@@ -87,6 +87,16 @@ SM_API int sm_config_worker_may_lease(const sm_config *cfg, const char *worker_k
 SM_API int sm_config_worker_services(const sm_config *cfg, const char *worker_key,
                                      sm_string_list *out);
 
+/* The host-tool broker's section (broker:, defaults.broker,
+ * agents.<name>.broker), validated at load and normalized as JSON (see
+ * docs/host-tools.md): {"tools": {NAME: {...}}, "groups": {G: [...]},
+ * "mcp_servers": {S: {...}}, "defaults": {"allow", "deny", "from_tools"},
+ * "agents": {A: {...}}}. Borrowed; NULL when the file has none. */
+SM_API json_object *sm_config_broker(const sm_config *cfg);
+/* 1 when a tool-name pattern (a glob, or a built-in group such as
+ * "group:runtime") matches tool. */
+SM_API int sm_config_tool_matches(const char *pattern, const char *tool);
+
 /* Flag values as the user typed them (NULL = not given). */
 typedef struct sm_config_flags {
   const char *mode, *image, *network, *runtime, *user;

@@ -17,4 +17,5 @@
 #include <sandman/audit.h>
 #include <sandman/egress.h>
 #include <sandman/hostroute.h>
+#include <sandman/broker.h>
 #endif

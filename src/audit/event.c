@@ -31,7 +31,7 @@ typedef struct event_kind {
 /* One row per event sandman records. Append rows; never change a row's
  * class or activity (a SIEM's rules depend on them). Classes: 1007 Process
  * Activity, 3002 Authentication, 3003 Authorize Session, 3004 Entity
- * Management, 4001 Network Activity. */
+ * Management, 4001 Network Activity, 6003 API Activity. */
 static const event_kind kinds[] = {
     {"call.allowed", 1007, "Process Activity", 1, "Launch", DISP_ALLOWED, 0},
     {"call.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
@@ -46,6 +46,11 @@ static const event_kind kinds[] = {
     {"egress.allowed", 4001, "Network Activity", 1, "Open", DISP_ALLOWED, 0},
     {"egress.denied", 4001, "Network Activity", 5, "Refuse", DISP_BLOCKED, 1},
     {"egress.failed", 4001, "Network Activity", 4, "Fail", DISP_ALLOWED, 1},
+    {"host_tool.list", 6003, "API Activity", 2, "Read", DISP_NONE, 0},
+    {"host_tool.allowed", 1007, "Process Activity", 1, "Launch", DISP_ALLOWED, 0},
+    {"host_tool.call", 1007, "Process Activity", 99, "Other", DISP_NONE, 0},
+    {"host_tool.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
+    {"host_tool.approval", 3003, "Authorize Session", 1, "Assign Privileges", DISP_NONE, 0},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

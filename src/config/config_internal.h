@@ -186,9 +186,24 @@ struct sm_config {
   size_t n_tools;
   cfg_worker *workers;
   size_t n_workers;
+  json_object *broker; /* the broker section, normalized (config_broker.c); NULL: none */
 };
 
 const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name);
+
+/* ---- the loader's context (file name for messages, the error) ---- */
+typedef struct cfg_vctx {
+  const char *file;
+  sm_error *err;
+} cfg_vctx;
+/* SM_ECONFIG "FILE:LINE:COLUMN: path: message" (yaml_tree.c). */
+__attribute__((format(printf, 4, 5))) int cfg_verr(cfg_vctx *v, const cfg_ynode *at,
+                                                   const char *path, const char *fmt, ...);
+
+/* ---- the host-tool broker's section (config_broker.c) ---- */
+/* Validates broker:, defaults.broker and agents.<name>.broker of root into
+ * c->broker (the normalized JSON sm_config_broker returns). */
+int cfg_broker_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
 
 /* ---- tool groups and patterns (config_tools.c) ---- */
 

@@ -43,7 +43,8 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 };
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
-                                       "tools", "workers", "audit", "egress_proxy", NULL};
+                                       "tools", "workers", "audit", "egress_proxy", "broker",
+                                       NULL};
 static const char *const worker_keys[] = {"services", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "backend",
@@ -59,13 +60,13 @@ static const char *const defaults_keys[] = {
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
-    "workspace", "egress", NULL};
+    "workspace", "egress", "broker", NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
-    "workspace", "egress", NULL};
+    "workspace", "egress", "broker", NULL};
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
@@ -84,21 +85,8 @@ static const struct {
     {"protect", "workspace.protect"}, {"protect_add", "workspace.protect_add"},
 };
 
-typedef struct vctx {
-  const char *file;
-  sm_error *err;
-} vctx;
+typedef cfg_vctx vctx;
 
-__attribute__((format(printf, 4, 5))) static int verr(vctx *v, const cfg_ynode *at,
-                                                      const char *path, const char *fmt, ...) {
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return sm_error_set(v->err, SM_ECONFIG, "%s:%zu:%zu: %s: %s", v->file, at ? at->line : 1,
-                      at ? at->col : 1, path[0] ? path : "(top level)", msg);
-}
 
 static void join(char *out, size_t len, const char *path, const char *key) {
   if (path[0]) snprintf(out, len, "%s.%s", path, key);
@@ -128,21 +116,21 @@ static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
     }
   }
   size_t lim = best ? (strlen(best) <= 4 ? 1 : strlen(best) <= 8 ? 2 : 3) : 0;
-  if (best && best_d <= lim) return verr(v, key, full, "unknown key (did you mean '%s'?)", best);
+  if (best && best_d <= lim) return cfg_verr(v, key, full, "unknown key (did you mean '%s'?)", best);
   if (strcmp(key->str, "workspace_root") == 0)
-    return verr(v, key, full, "unknown key (workspace_root is only allowed under agents.<name>)");
+    return cfg_verr(v, key, full, "unknown key (workspace_root is only allowed under agents.<name>)");
   /* The warm pool belongs to the runner, not to one agent's calls. */
   if (strcmp(key->str, "pool_size") == 0)
-    return verr(v, key, full,
+    return cfg_verr(v, key, full,
                 "unknown key (pool_size is only allowed under defaults: the warm pool belongs "
                 "to the runner; did you mean 'defaults.pool_size'?)");
   for (size_t i = 0; i < sizeof misplaced / sizeof misplaced[0]; i++)
     if (strcmp(key->str, misplaced[i].key) == 0)
-      return verr(v, key, full, "unknown key here (did you mean '%s'?)", misplaced[i].where);
+      return cfg_verr(v, key, full, "unknown key here (did you mean '%s'?)", misplaced[i].where);
   if (path[0] == '\0')
     for (const char *const *k = defaults_keys; *k; k++)
       if (strcmp(key->str, *k) == 0)
-        return verr(v, key, full, "unknown key at the top level (did you mean 'defaults.%s'?)",
+        return cfg_verr(v, key, full, "unknown key at the top level (did you mean 'defaults.%s'?)",
                     *k);
   char list[512] = "";
   size_t used = 0;
@@ -151,7 +139,7 @@ static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
     if (w < 0) break;
     used += (size_t)w;
   }
-  return verr(v, key, full, "unknown key (known keys: %s)", list);
+  return cfg_verr(v, key, full, "unknown key (known keys: %s)", list);
 }
 
 /* A mapping (or nothing): keys are plain strings, unique, and from known
@@ -160,18 +148,18 @@ static int check_map(vctx *v, const cfg_ynode *map, const char *path,
                      const char *const *known) {
   if (cfg_ynode_is_null(map)) return 0;
   if (map->type != CFG_Y_MAP)
-    return verr(v, map, path, "expected a mapping of keys, got %s", describe(map));
-  if (cfg_map_size(map) > 1024) return verr(v, map, path, "more than 1024 keys");
+    return cfg_verr(v, map, path, "expected a mapping of keys, got %s", describe(map));
+  if (cfg_map_size(map) > 1024) return cfg_verr(v, map, path, "more than 1024 keys");
   for (size_t i = 0; i < cfg_map_size(map); i++) {
     const cfg_ynode *k = cfg_map_key(map, i);
     if (k->type != CFG_Y_SCALAR || cfg_ynode_is_null(k))
-      return verr(v, k, path, "keys must be plain names, got %s", describe(k));
+      return cfg_verr(v, k, path, "keys must be plain names, got %s", describe(k));
     for (size_t j = 0; j < i; j++) {
       const cfg_ynode *prev = cfg_map_key(map, j);
       if (strcmp(prev->str, k->str) == 0) {
         char full[512];
         join(full, sizeof full, path, k->str);
-        return verr(v, k, full, "duplicate key (first at line %zu, column %zu)", prev->line,
+        return cfg_verr(v, k, full, "duplicate key (first at line %zu, column %zu)", prev->line,
                     prev->col);
       }
     }
@@ -186,7 +174,7 @@ static int check_map(vctx *v, const cfg_ynode *map, const char *path,
 
 static int get_string(vctx *v, const cfg_ynode *n, const char *path, const char **out) {
   if (n->type != CFG_Y_SCALAR)
-    return verr(v, n, path, "expected a string, got %s", describe(n));
+    return cfg_verr(v, n, path, "expected a string, got %s", describe(n));
   *out = n->str;
   return 0;
 }
@@ -200,8 +188,8 @@ static int get_bool(vctx *v, const cfg_ynode *n, const char *path, int *out) {
     for (const char *const *s = no; *s; s++)
       if (strcmp(n->str, *s) == 0) return *out = 0, 0;
   }
-  if (n->type == CFG_Y_SCALAR) return verr(v, n, path, "expected true or false, got '%s'", n->str);
-  return verr(v, n, path, "expected true or false, got %s", describe(n));
+  if (n->type == CFG_Y_SCALAR) return cfg_verr(v, n, path, "expected true or false, got '%s'", n->str);
+  return cfg_verr(v, n, path, "expected true or false, got %s", describe(n));
 }
 
 static int set_str(vctx *v, char **dst, const char *s) {
@@ -250,15 +238,15 @@ static int runner_name(const char *s, size_t max) {
 
 static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind kind) {
   const char *s = it->str;
-  if (it->len == 0) return verr(v, it, path, "empty entry");
+  if (it->len == 0) return cfg_verr(v, it, path, "empty entry");
   if (kind == LIST_TOOLS) {
     if (strncmp(s, "group:", 6) == 0) {
       if (!cfg_group_members(s))
-        return verr(v, it, path, "unknown group '%s' (known: %s)", s, cfg_group_names());
+        return cfg_verr(v, it, path, "unknown group '%s' (known: %s)", s, cfg_group_names());
       return 0;
     }
     if (it->len >= CFG_NAME_MAX || !valid_chars(s, "_.-*?[]!"))
-      return verr(v, it, path,
+      return cfg_verr(v, it, path,
                   "'%s' is not a tool name or pattern (letters, digits, '_', '.', '-' and the "
                   "globs * ? [...]; or group:NAME)",
                   s);
@@ -266,23 +254,23 @@ static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind 
   }
   if (kind == LIST_HOSTS) {
     sm_error perr = SM_ERROR_INIT;
-    if (sm_egress_pattern_check(s, &perr) != 0) return verr(v, it, path, "%s", perr.message);
+    if (sm_egress_pattern_check(s, &perr) != 0) return cfg_verr(v, it, path, "%s", perr.message);
     return 0;
   }
   if (kind == LIST_SERVICES) {
     if (!runner_name(s, CFG_SERVICE_MAX))
-      return verr(v, it, path,
+      return cfg_verr(v, it, path,
                   "'%s' is not a service name (1 to %d letters, digits and _ . : @ + = -, not "
                   "starting with - or .)",
                   s, CFG_SERVICE_MAX);
     return 0;
   }
-  if (it->len >= SM_NAME_MAX) return verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
+  if (it->len >= SM_NAME_MAX) return cfg_verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
   if (kind == LIST_ENV_GLOBS && !valid_chars(s, "_*?[]!"))
-    return verr(v, it, path, "'%s' is not a variable name or pattern", s);
+    return cfg_verr(v, it, path, "'%s' is not a variable name or pattern", s);
   sm_error gerr = SM_ERROR_INIT;
   if (kind == LIST_PROTECT && sm_workspace_protect_check(s, &gerr) != 0)
-    return verr(v, it, path, "%s", gerr.message);
+    return cfg_verr(v, it, path, "%s", gerr.message);
   return 0;
 }
 
@@ -292,18 +280,18 @@ static int get_list(vctx *v, const cfg_ynode *n, const char *path, list_kind kin
   if (cfg_ynode_is_null(n)) return 0;
   if (n->type != CFG_Y_SEQ) {
     if (n->type == CFG_Y_SCALAR)
-      return verr(v, n, path, "expected a list, got a single value ('%s'); write [\"%s\"]",
+      return cfg_verr(v, n, path, "expected a list, got a single value ('%s'); write [\"%s\"]",
                   n->str, n->str);
-    return verr(v, n, path, "expected a list, got %s", describe(n));
+    return cfg_verr(v, n, path, "expected a list, got %s", describe(n));
   }
-  if (n->n > SM_LIST_MAX) return verr(v, n, path, "more than %d entries", SM_LIST_MAX);
+  if (n->n > SM_LIST_MAX) return cfg_verr(v, n, path, "more than %d entries", SM_LIST_MAX);
   list_free(out);
   for (size_t i = 0; i < n->n; i++) {
     const cfg_ynode *it = n->kids[i];
     char ipath[544];
     snprintf(ipath, sizeof ipath, "%s[%zu]", path, i);
     if (it->type != CFG_Y_SCALAR || cfg_ynode_is_null(it))
-      return verr(v, it, ipath, "expected a string, got %s", describe(it));
+      return cfg_verr(v, it, ipath, "expected a string, got %s", describe(it));
     int rc = check_item(v, it, ipath, kind);
     if (rc == 0) rc = list_push(v, out, it->str);
     if (rc) return rc;
@@ -325,59 +313,59 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
       sm_mode mode;
       if (sm_mode_parse(s, &mode, NULL) == 0) out->i = (int)mode, out->set = 1;
       if (!out->set)
-        return verr(v, n, path, "'%s' is not one of none, per_tool, per_run, per_worker", s);
+        return cfg_verr(v, n, path, "'%s' is not one of none, per_tool, per_run, per_worker", s);
       return 0;
     }
     case CK_NETWORK:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (strcmp(s, "none") != 0 && strcmp(s, "bridge") != 0 && strcmp(s, "allowlist") != 0)
-        return verr(v, n, path, "'%s' is not one of none, bridge, allowlist", s);
+        return cfg_verr(v, n, path, "'%s' is not one of none, bridge, allowlist", s);
       break;
     case CK_IMAGE:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (n->len == 0 || n->len >= SM_NAME_MAX || !valid_chars(s, "_.-/:@"))
-        return verr(v, n, path, "'%s' is not an image reference (e.g. sandman/minimal:latest)",
+        return cfg_verr(v, n, path, "'%s' is not an image reference (e.g. sandman/minimal:latest)",
                     s);
       {
         /* A pin must be a well-formed sha256 digest: caught here, with its
          * position, rather than at the first call. */
         sm_image_ref ref;
         sm_error ie = SM_ERROR_INIT;
-        if (sm_image_ref_parse(s, &ref, &ie) != 0) return verr(v, n, path, "%s", ie.message);
+        if (sm_image_ref_parse(s, &ref, &ie) != 0) return cfg_verr(v, n, path, "%s", ie.message);
       }
       break;
     case CK_RUNTIME:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (n->len >= 64 || !valid_chars(s, "_.-"))
-        return verr(v, n, path, "'%s' is not a runtime name (e.g. runc, runsc)", s);
+        return cfg_verr(v, n, path, "'%s' is not a runtime name (e.g. runc, runsc)", s);
       break;
     case CK_USER:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (n->len == 0 || n->len >= 64 || !valid_chars(s, "_.-:"))
-        return verr(v, n, path, "'%s' is not a user (a name, UID or UID:GID)", s);
+        return cfg_verr(v, n, path, "'%s' is not a user (a name, UID or UID:GID)", s);
       break;
     case CK_CPU:
       if (n->type != CFG_Y_SCALAR)
-        return verr(v, n, path, "expected a number of CPUs, got %s", describe(n));
+        return cfg_verr(v, n, path, "expected a number of CPUs, got %s", describe(n));
       if (sm_parse_double(n->str, 0, 1024, &out->d, &perr))
-        return verr(v, n, path, "%s", perr.message);
+        return cfg_verr(v, n, path, "%s", perr.message);
       out->set = 1;
       return 0;
     case CK_COUNT:
       if (n->type != CFG_Y_SCALAR)
-        return verr(v, n, path, "expected a whole number, got %s", describe(n));
+        return cfg_verr(v, n, path, "expected a whole number, got %s", describe(n));
       if (sm_parse_int(n->str, 1, 4194304, &out->i, &perr))
-        return verr(v, n, path, "%s", perr.message);
+        return cfg_verr(v, n, path, "%s", perr.message);
       out->set = 1;
       return 0;
     case CK_SIZE:
       if (n->type != CFG_Y_SCALAR)
-        return verr(v, n, path, "expected a size (e.g. 512k, 64m, 2g), got %s", describe(n));
-      if (sm_parse_size(n->str, &out->i, &perr)) return verr(v, n, path, "%s", perr.message);
+        return cfg_verr(v, n, path, "expected a size (e.g. 512k, 64m, 2g), got %s", describe(n));
+      if (sm_parse_size(n->str, &out->i, &perr)) return cfg_verr(v, n, path, "%s", perr.message);
       if (id == CS_MEMORY && out->i < (6 << 20))
-        return verr(v, n, path, "'%s' is below the engine's minimum of 6m", n->str);
+        return cfg_verr(v, n, path, "'%s' is below the engine's minimum of 6m", n->str);
       if ((id == CS_DISK || id == CS_TMPFS) && out->i == 0)
-        return verr(v, n, path, "must be more than 0");
+        return cfg_verr(v, n, path, "must be more than 0");
       out->set = 1;
       return 0;
     case CK_BOOL: {
@@ -389,9 +377,9 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
     }
     case CK_DURATION:
       if (n->type != CFG_Y_SCALAR)
-        return verr(v, n, path, "expected a duration (e.g. 90s, 10m, 2h), got %s", describe(n));
-      if (sm_parse_duration(n->str, &out->d, &perr)) return verr(v, n, path, "%s", perr.message);
-      if (id == CS_TIMEOUT && out->d <= 0) return verr(v, n, path, "must be more than 0s");
+        return cfg_verr(v, n, path, "expected a duration (e.g. 90s, 10m, 2h), got %s", describe(n));
+      if (sm_parse_duration(n->str, &out->d, &perr)) return cfg_verr(v, n, path, "%s", perr.message);
+      if (id == CS_TIMEOUT && out->d <= 0) return cfg_verr(v, n, path, "must be more than 0s");
       out->set = 1;
       return 0;
     case CK_GLOBS:
@@ -441,7 +429,7 @@ static int parse_scope(vctx *v, const cfg_ynode *n, const char *path, cfg_scope 
   if (rc) return rc;
   for (cfg_scope sc = CFG_SCOPE_CALL; sc <= CFG_SCOPE_USER_AGENT; sc++)
     if (strcmp(s, cfg_scope_name(sc)) == 0) return *out = sc, 0;
-  return verr(v, n, path, "'%s' is not one of shared, user, user_agent, per_call", s);
+  return cfg_verr(v, n, path, "'%s' is not one of shared, user, user_agent, per_call", s);
 }
 
 static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_agent,
@@ -528,7 +516,7 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     join(p, sizeof p, path, "workspace_root");
     if ((rc = get_string(v, n, p, &s))) return rc;
     if (s[0] != '/' || n->len >= SM_NAME_MAX)
-      return verr(v, n, p, "'%s' is not an absolute path", s);
+      return cfg_verr(v, n, p, "'%s' is not an absolute path", s);
     if ((rc = set_str(v, &l->workspace_root, s))) return rc;
   }
   return 0;
@@ -542,7 +530,7 @@ static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
   if ((n = cfg_map_get(map, "id")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "project.id", &s))) return rc;
     if (!sm_name_valid(s))
-      return verr(v, n, "project.id",
+      return cfg_verr(v, n, "project.id",
                   "'%.64s' is not a project id (1 to %d letters, digits and _ . : @ + = -, not "
                   "starting with - or .)",
                   s, SM_NAME_LEN_MAX);
@@ -551,7 +539,7 @@ static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
   if ((n = cfg_map_get(map, "environment")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "project.environment", &s))) return rc;
     if (strcmp(s, "production") && strcmp(s, "staging") && strcmp(s, "development"))
-      return verr(v, n, "project.environment",
+      return cfg_verr(v, n, "project.environment",
                   "'%s' is not one of production, staging, development", s);
     if ((rc = set_str(v, &c->project_env, s))) return rc;
   }
@@ -567,14 +555,14 @@ static int parse_swarm(vctx *v, const cfg_ynode *map, sm_config *c) {
   sm_error perr = SM_ERROR_INIT;
   if ((n = cfg_map_get(map, "node_certs")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.swarm.node_certs", &s))) return rc;
-    if (n->len == 0) return verr(v, n, "engine.swarm.node_certs", "empty path");
+    if (n->len == 0) return cfg_verr(v, n, "engine.swarm.node_certs", "empty path");
     if ((rc = set_str(v, &c->swarm_node_certs, s))) return rc;
   }
   if ((n = cfg_map_get(map, "node_port")) && !cfg_ynode_is_null(n)) {
     int64_t port = 0;
     if ((rc = get_string(v, n, "engine.swarm.node_port", &s))) return rc;
     if (sm_parse_int(s, 1, 65535, &port, &perr) != 0)
-      return verr(v, n, "engine.swarm.node_port", "%s", perr.message);
+      return cfg_verr(v, n, "engine.swarm.node_port", "%s", perr.message);
     c->swarm_node_port = (int)port;
   }
   int set = 0;
@@ -584,12 +572,12 @@ static int parse_swarm(vctx *v, const cfg_ynode *map, sm_config *c) {
   if ((n = cfg_map_get(map, "reserve_cpu")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.swarm.reserve_cpu", &s))) return rc;
     if (sm_parse_double(s, 0, 1024, &c->swarm_reserve_cpu, &perr) != 0)
-      return verr(v, n, "engine.swarm.reserve_cpu", "%s", perr.message);
+      return cfg_verr(v, n, "engine.swarm.reserve_cpu", "%s", perr.message);
   }
   if ((n = cfg_map_get(map, "reserve_memory")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.swarm.reserve_memory", &s))) return rc;
     if (sm_parse_size(s, &c->swarm_reserve_memory, &perr) != 0)
-      return verr(v, n, "engine.swarm.reserve_memory", "%s", perr.message);
+      return cfg_verr(v, n, "engine.swarm.reserve_memory", "%s", perr.message);
   }
   return 0;
 }
@@ -603,7 +591,7 @@ static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
     if ((rc = get_string(v, n, "engine.host", &s))) return rc;
     if (strncmp(s, "unix://", 7) && strncmp(s, "tcp://", 6) && strncmp(s, "http://", 7) &&
         strncmp(s, "https://", 8))
-      return verr(v, n, "engine.host",
+      return cfg_verr(v, n, "engine.host",
                   "'%s' is not an engine address (unix:///PATH or tcp://HOST:PORT)", s);
     if ((rc = set_str(v, &c->engine_host, s))) return rc;
   }
@@ -614,13 +602,13 @@ static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
   }
   if ((n = cfg_map_get(map, "cert_path")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.cert_path", &s))) return rc;
-    if (n->len == 0) return verr(v, n, "engine.cert_path", "empty path");
+    if (n->len == 0) return cfg_verr(v, n, "engine.cert_path", "empty path");
     if ((rc = set_str(v, &c->cert_path, s))) return rc;
   }
   if ((n = cfg_map_get(map, "backend")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.backend", &s))) return rc;
     if (strcmp(s, "docker") != 0 && strcmp(s, "swarm") != 0)
-      return verr(v, n, "engine.backend", "'%s' is not a backend (docker or swarm)", s);
+      return cfg_verr(v, n, "engine.backend", "'%s' is not a backend (docker or swarm)", s);
     if ((rc = set_str(v, &c->backend, s))) return rc;
   }
   return parse_swarm(v, cfg_map_get(map, "swarm"), c);
@@ -644,14 +632,14 @@ static int parse_audit(vctx *v, const cfg_ynode *map, sm_config *c) {
   if ((n = cfg_map_get(map, "file")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "audit.file", &s))) return rc;
     if (n->len > 0 && s[0] != '/')
-      return verr(v, n, "audit.file", "'%s' is not an absolute path (or \"\" for no file)", s);
+      return cfg_verr(v, n, "audit.file", "'%s' is not an absolute path (or \"\" for no file)", s);
     if ((rc = set_str(v, &c->audit_file, s))) return rc;
   }
   if ((n = cfg_map_get(map, "max_size")) && !cfg_ynode_is_null(n)) {
     int64_t sz = 0;
     sm_error perr = SM_ERROR_INIT;
     if (n->type != CFG_Y_SCALAR || sm_parse_size(n->str, &sz, &perr) != 0 || sz < 4096)
-      return verr(v, n, "audit.max_size", "expected a size of at least 4k (e.g. 10m), got %s",
+      return cfg_verr(v, n, "audit.max_size", "expected a size of at least 4k (e.g. 10m), got %s",
                   n->type == CFG_Y_SCALAR ? n->str : describe(n));
     c->audit_max_bytes = sz;
   }
@@ -659,7 +647,7 @@ static int parse_audit(vctx *v, const cfg_ynode *map, sm_config *c) {
     int64_t k = 0;
     sm_error perr = SM_ERROR_INIT;
     if (n->type != CFG_Y_SCALAR || sm_parse_int(n->str, 0, SM_AUDIT_MAX_KEEP, &k, &perr) != 0)
-      return verr(v, n, "audit.keep", "expected a whole number from 0 to %d, got %s",
+      return cfg_verr(v, n, "audit.keep", "expected a whole number from 0 to %d, got %s",
                   SM_AUDIT_MAX_KEEP, n->type == CFG_Y_SCALAR ? n->str : describe(n));
     c->audit_keep = (int)k;
   }
@@ -670,7 +658,7 @@ static int whole_number(vctx *v, const cfg_ynode *n, const char *path, int64_t m
   int64_t i = 0;
   sm_error perr = SM_ERROR_INIT;
   if (n->type != CFG_Y_SCALAR || sm_parse_int(n->str, min, max, &i, &perr) != 0)
-    return verr(v, n, path, "expected a whole number from %lld to %lld, got %s", (long long)min, (long long)max,
+    return cfg_verr(v, n, path, "expected a whole number from %lld to %lld, got %s", (long long)min, (long long)max,
                 n->type == CFG_Y_SCALAR ? n->str : describe(n));
   *out = (int)i;
   return 0;
@@ -680,7 +668,7 @@ static int seconds(vctx *v, const cfg_ynode *n, const char *path, int max, int *
   double d = 0;
   sm_error perr = SM_ERROR_INIT;
   if (n->type != CFG_Y_SCALAR || sm_parse_duration(n->str, &d, &perr) != 0 || d < 1 || d > max)
-    return verr(v, n, path, "expected a duration from 1s to %ds (e.g. 30s, 5m), got %s", max,
+    return cfg_verr(v, n, path, "expected a duration from 1s to %ds (e.g. 30s, 5m), got %s", max,
                 n->type == CFG_Y_SCALAR ? n->str : describe(n));
   *out = (int)d;
   return 0;
@@ -695,7 +683,7 @@ static int parse_egress_proxy(vctx *v, const cfg_ynode *map, sm_config *c) {
   if ((n = cfg_map_get(map, "network")) && !cfg_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "egress_proxy.network", &s))) return rc;
     if (n->len == 0 || n->len > 128 || !valid_chars(s, "_.-"))
-      return verr(v, n, "egress_proxy.network", "'%s' is not a network name", s);
+      return cfg_verr(v, n, "egress_proxy.network", "'%s' is not a network name", s);
     if ((rc = set_str(v, &c->egress_network, s))) return rc;
   }
   if ((n = cfg_map_get(map, "hosts")) && !cfg_ynode_is_null(n)) {
@@ -707,9 +695,9 @@ static int parse_egress_proxy(vctx *v, const cfg_ynode *map, sm_config *c) {
       sm_error perr = SM_ERROR_INIT;
       if (k->str[0] == '*' || sm_egress_pattern_check(k->str, &perr) != 0 || strchr(k->str, ':') ||
           strchr(k->str, '/'))
-        return verr(v, k, p, "'%s' is not a host name", k->str);
+        return cfg_verr(v, k, p, "'%s' is not a host name", k->str);
       if (val->type != CFG_Y_SCALAR || cfg_ynode_is_null(val) || sm_egress_address_check(val->str) != 0)
-        return verr(v, val ? val : k, p, "expected an IP address, got %s",
+        return cfg_verr(v, val ? val : k, p, "expected an IP address, got %s",
                     val && val->type == CFG_Y_SCALAR ? val->str : describe(val));
       snprintf(entry, sizeof entry, "%s=%s", k->str, val->str);
       if ((rc = list_push(v, &c->egress_hosts, entry))) return rc;
@@ -734,7 +722,7 @@ static int parse_agents(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "agents", NULL);
   if (rc || cfg_ynode_is_null(map)) return rc;
   size_t n = cfg_map_size(map);
-  if (n > CFG_MAX_AGENTS) return verr(v, map, "agents", "more than %d agents", CFG_MAX_AGENTS);
+  if (n > CFG_MAX_AGENTS) return cfg_verr(v, map, "agents", "more than %d agents", CFG_MAX_AGENTS);
   c->agents = calloc(n ? n : 1, sizeof *c->agents);
   if (!c->agents) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
   for (size_t i = 0; i < n; i++) {
@@ -742,7 +730,7 @@ static int parse_agents(vctx *v, const cfg_ynode *map, sm_config *c) {
     char p[512];
     join(p, sizeof p, "agents", k->str);
     if (!cfg_valid_name(k->str))
-      return verr(v, k, p,
+      return cfg_verr(v, k, p,
                   "agent names may only hold letters, digits, '.', '_' and '-' (up to 63, "
                   "starting with a letter or digit)");
     cfg_agent *a = &c->agents[c->n_agents++];
@@ -756,7 +744,7 @@ static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "tools", NULL);
   if (rc || cfg_ynode_is_null(map)) return rc;
   size_t n = cfg_map_size(map);
-  if (n > CFG_MAX_TOOLS) return verr(v, map, "tools", "more than %d tools", CFG_MAX_TOOLS);
+  if (n > CFG_MAX_TOOLS) return cfg_verr(v, map, "tools", "more than %d tools", CFG_MAX_TOOLS);
   c->tools = calloc(n ? n : 1, sizeof *c->tools);
   if (!c->tools) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
   for (size_t i = 0; i < n; i++) {
@@ -764,23 +752,23 @@ static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
     char p[512], q[600];
     join(p, sizeof p, "tools", k->str);
     if (strcmp(k->str, "allow") == 0 || strcmp(k->str, "deny") == 0)
-      return verr(v, k, p, "tool policy lives under defaults (did you mean 'defaults.tools.%s'?)",
+      return cfg_verr(v, k, p, "tool policy lives under defaults (did you mean 'defaults.tools.%s'?)",
                   k->str);
     if (!cfg_valid_name(k->str))
-      return verr(v, k, p, "tool names may only hold letters, digits, '.', '_' and '-'");
+      return cfg_verr(v, k, p, "tool names may only hold letters, digits, '.', '_' and '-'");
     if ((rc = check_map(v, body, p, tool_keys))) return rc;
     cfg_tool *t = &c->tools[c->n_tools++];
     if ((rc = set_str(v, &t->name, k->str))) return rc;
     const cfg_ynode *argv = cfg_map_get(body, "argv");
     snprintf(q, sizeof q, "%s.argv", p);
     if (cfg_ynode_is_null(argv))
-      return verr(v, cfg_ynode_is_null(body) ? k : body, q,
+      return cfg_verr(v, cfg_ynode_is_null(body) ? k : body, q,
                   "missing (a list such as [\"sh\", \"-c\", \"{command}\"])");
     if (argv->type != CFG_Y_SEQ)
-      return verr(v, argv, q, "expected a list of arguments, got %s", describe(argv));
-    if (argv->n == 0) return verr(v, argv, q, "empty list");
+      return cfg_verr(v, argv, q, "expected a list of arguments, got %s", describe(argv));
+    if (argv->n == 0) return cfg_verr(v, argv, q, "empty list");
     if (argv->n >= SM_CONFIG_MAX_ARGV)
-      return verr(v, argv, q, "more than %d arguments", SM_CONFIG_MAX_ARGV - 1);
+      return cfg_verr(v, argv, q, "more than %d arguments", SM_CONFIG_MAX_ARGV - 1);
     t->argv = calloc(argv->n + 1, sizeof *t->argv);
     if (!t->argv) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
     for (size_t j = 0; j < argv->n; j++) {
@@ -788,8 +776,8 @@ static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
       char ip[640];
       snprintf(ip, sizeof ip, "%s[%zu]", q, j);
       if (it->type != CFG_Y_SCALAR || cfg_ynode_is_null(it))
-        return verr(v, it, ip, "expected a string, got %s", describe(it));
-      if (j == 0 && it->len == 0) return verr(v, it, ip, "the command is empty");
+        return cfg_verr(v, it, ip, "expected a string, got %s", describe(it));
+      if (j == 0 && it->len == 0) return cfg_verr(v, it, ip, "the command is empty");
       if (!(t->argv[j] = strdup(it->str)))
         return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
       t->argc++;
@@ -810,7 +798,7 @@ static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "workers", NULL);
   if (rc || cfg_ynode_is_null(map)) return rc;
   size_t n = cfg_map_size(map);
-  if (n > CFG_MAX_WORKERS) return verr(v, map, "workers", "more than %d workers", CFG_MAX_WORKERS);
+  if (n > CFG_MAX_WORKERS) return cfg_verr(v, map, "workers", "more than %d workers", CFG_MAX_WORKERS);
   c->workers = calloc(n ? n : 1, sizeof *c->workers);
   if (!c->workers) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
   for (size_t i = 0; i < n; i++) {
@@ -818,7 +806,7 @@ static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
     char p[512], q[600];
     join(p, sizeof p, "workers", k->str);
     if (strcmp(k->str, "*") != 0 && !runner_name(k->str, CFG_WORKER_KEY_MAX))
-      return verr(v, k, p,
+      return cfg_verr(v, k, p,
                   "a worker key is 1 to %d letters, digits and _ . : @ + = - (not starting with "
                   "- or .), or \"*\" for every worker",
                   CFG_WORKER_KEY_MAX);
@@ -841,12 +829,12 @@ static int parse_pool_size(vctx *v, const cfg_ynode *defaults, sm_config *c) {
                                                               : NULL;
   if (n == NULL || cfg_ynode_is_null(n)) return 0;
   if (n->type != CFG_Y_SCALAR)
-    return verr(v, n, "defaults.pool_size", "expected a whole number from 0 to %d, got %s",
+    return cfg_verr(v, n, "defaults.pool_size", "expected a whole number from 0 to %d, got %s",
                 SM_POOL_MAX_SIZE, describe(n));
   int64_t i = 0;
   sm_error perr = SM_ERROR_INIT;
   if (sm_parse_int(n->str, 0, SM_POOL_MAX_SIZE, &i, &perr))
-    return verr(v, n, "defaults.pool_size", "%s", perr.message);
+    return cfg_verr(v, n, "defaults.pool_size", "%s", perr.message);
   c->pool_size = (int)i;
   return 0;
 }
@@ -854,7 +842,7 @@ static int parse_pool_size(vctx *v, const cfg_ynode *defaults, sm_config *c) {
 static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if (cfg_ynode_is_null(root)) return 0;
   if (root->type != CFG_Y_MAP)
-    return verr(v, root, "",
+    return cfg_verr(v, root, "",
                 "expected a mapping of keys (version, project, engine, defaults, agents, "
                 "tools, workers, audit, egress_proxy), got %s",
                 describe(root));
@@ -863,7 +851,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   const cfg_ynode *n = cfg_map_get(root, "version");
   if (n && !cfg_ynode_is_null(n)) {
     if (n->type != CFG_Y_SCALAR || strcmp(n->str, "1") != 0)
-      return verr(v, n, "version", "unsupported version %s%s%s (this sandman reads version 1)",
+      return cfg_verr(v, n, "version", "unsupported version %s%s%s (this sandman reads version 1)",
                   n->type == CFG_Y_SCALAR ? "'" : "", n->type == CFG_Y_SCALAR ? n->str : describe(n),
                   n->type == CFG_Y_SCALAR ? "'" : "");
   }
@@ -876,6 +864,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if ((rc = parse_pool_size(v, cfg_map_get(root, "defaults"), c))) return rc;
   if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
   if ((rc = parse_workers(v, cfg_map_get(root, "workers"), c))) return rc;
+  if ((rc = cfg_broker_parse(v, root, c))) return rc;
   return parse_tools(v, cfg_map_get(root, "tools"), c);
 }
 
@@ -923,6 +912,7 @@ void sm_config_free(sm_config *cfg) {
     list_free(&cfg->workers[i].services);
   }
   free(cfg->workers);
+  json_object_put(cfg->broker);
   free(cfg);
 }
 

@@ -4,6 +4,8 @@
  * document. Aliases are refused (an alias bomb would expand without bound),
  * tags other than !!str are refused, and depth, node count and scalar size
  * are capped so that a hostile file cannot exhaust memory. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,4 +190,14 @@ int cfg_yaml_parse(cfg_ynode **out, const char *name, const char *text, size_t l
   }
   *out = b.root;
   return 0;
+}
+
+int cfg_verr(cfg_vctx *v, const cfg_ynode *at, const char *path, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return sm_error_set(v->err, SM_ECONFIG, "%s:%zu:%zu: %s: %s", v->file, at ? at->line : 1,
+                      at ? at->col : 1, path[0] ? path : "(top level)", msg);
 }
