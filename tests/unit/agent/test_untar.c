@@ -153,6 +153,18 @@ static void test_round_trip(void **state) {
   put(f->src, "run.sh", "#!/bin/sh\n", 0755);
   put(f->src, "ünïcødé name.txt", "u\n", 0644);
   mkd(f->src, "emptydir", 0700);
+  /* Sizes around a block and past the unpacker's 1 MiB input buffer. */
+  static const size_t sizes[] = {511, 512, 513, 10245, ((size_t)1 << 20) + 3, (size_t)3 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char *big = malloc(sizes[i] + 1);
+    assert_non_null(big);
+    for (size_t k = 0; k < sizes[i]; k++) big[k] = (char)('a' + (k * 7 + i) % 26);
+    big[sizes[i]] = '\0';
+    char name[64];
+    snprintf(name, sizeof name, "size-%zu.bin", sizes[i]);
+    put(f->src, name, big, 0644);
+    free(big);
+  }
   char p[512];
   snprintf(p, sizeof p, "%s/deep/link", f->src);
   assert_int_equal(symlink("../plain.txt", p), 0);
@@ -174,6 +186,16 @@ static void test_round_trip(void **state) {
   assert_string_equal(a, b);
   free(a);
   free(b);
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char ps[512], pd[512];
+    snprintf(ps, sizeof ps, "%s/size-%zu.bin", f->src, sizes[i]);
+    snprintf(pd, sizeof pd, "%s/size-%zu.bin", f->dst, sizes[i]);
+    char *want = read_file(ps), *got = read_file(pd);
+    assert_non_null(got);
+    assert_string_equal(want, got);
+    free(want);
+    free(got);
+  }
   struct stat st = lst(f->dst, "plain.txt");
   assert_int_equal(st.st_mode & 07777, 0640);
   st = lst(f->dst, "deep");
