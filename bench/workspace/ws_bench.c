@@ -96,7 +96,9 @@ static int box_sh(sm_engine *e, const char *id, const char *script, sm_error *er
 static void log_line(sm_log_level level, const char *rid, const char *msg, void *ud) {
   (void)rid;
   (void)ud;
-  fprintf(stderr, "[%s] %s\n", sm_log_level_name(level), msg);
+  static double t0;
+  if (t0 == 0) t0 = now();
+  fprintf(stderr, "%8.1f ms [%s] %s\n", (now() - t0) * 1000, sm_log_level_name(level), msg);
 }
 
 static int bench(const char *dir, const char *container, const char *manifest) {

@@ -404,14 +404,16 @@ static void read_host(sm_frame_reader *r) {
 }
 
 int main(int argc, char **argv) {
-  /* `sandman-agent untar DIR`: a workspace copy in (untar.c). */
-  if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2]);
+  /* `sandman-agent untar DIR [--list]`: a workspace copy in (untar.c). */
+  if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2], 0);
+  if (argc == 4 && strcmp(argv[1], "untar") == 0 && strcmp(argv[3], "--list") == 0)
+    return agent_untar(argv[2], 1);
   /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
   if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
   /* `sandman-agent quiet`: every other process of the user stopped (quiet.c). */
   if (argc == 2 && strcmp(argv[1], "quiet") == 0) return agent_quiet();
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR | fs OP ROOT ARGS... | quiet]\n");
+    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | quiet]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */

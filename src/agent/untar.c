@@ -147,6 +147,20 @@ static int skip_bytes(int64_t n) {
 /* Drops an entry's data of size bytes and its padding to a block. */
 static int skip_data(int64_t size) { return skip_bytes((size + BLOCK - 1) / BLOCK * BLOCK); }
 
+/* With --list, a line for every entry written, as the workspace's listing
+ * (src/workspace/box.c) prints them: size|mtime|ctime|ctime with its
+ * nanoseconds|hex mode|./path, read after our last change to the entry, so
+ * the host needs no listing of its own after a copy in. A name with a
+ * newline is left out (the host then compares that entry in full). */
+static int g_list;
+
+static void list_entry(const char *path, const struct stat *st) {
+  if (!g_list || strchr(path, '\n')) return;
+  printf("%lld|%lld|%lld|%lld.%09ld +0000|%x|./%s\n", (long long)st->st_size,
+         (long long)st->st_mtim.tv_sec, (long long)st->st_ctim.tv_sec,
+         (long long)st->st_ctim.tv_sec, (long)st->st_ctim.tv_nsec, (unsigned)st->st_mode, path);
+}
+
 /* "LEN key=value\n" records; only the keys the packer writes matter. */
 static int parse_pax(const char *p, size_t len, entry *e, int *has_path, int *has_link,
                      int *has_size, int *has_mtime) {
@@ -389,6 +403,8 @@ static int write_file(int dfd, const char *name, const entry *e) {
   if (rc == 0 && skip_bytes(pad)) rc = -EPIPE;
   struct timespec ts[2] = {e->mtime, e->mtime};
   if (rc == 0 && futimens(fd, ts) != 0) rc = -errno;
+  struct stat st;
+  if (rc == 0 && g_list && fstat(fd, &st) == 0) list_entry(e->path, &st);
   if (close(fd) != 0 && rc == 0) rc = -errno;
   return rc;
 }
@@ -429,8 +445,11 @@ static int finish_dirs(int root, dirs *d) {
                     : -1;
     if (dfd >= 0) close(dfd);
     struct timespec ts[2] = {d->mtime[i - 1], d->mtime[i - 1]};
+    struct stat st;
     if (fd < 0 || fchmod(fd, d->mode[i - 1]) != 0 || futimens(fd, ts) != 0) {
       if (rc == 0) rc = fail("setting the mode of", path, errno);
+    } else if (g_list && fstat(fd, &st) == 0) {
+      list_entry(path, &st);
     }
     if (fd >= 0) close(fd);
     free(d->path[i - 1]);
@@ -441,8 +460,11 @@ static int finish_dirs(int root, dirs *d) {
   return rc;
 }
 
-int agent_untar(const char *dir) {
+int agent_untar(const char *dir, int list) {
   g_dir = dir;
+  g_list = list;
+  static char out_buf[1 << 16];
+  if (list) setvbuf(stdout, out_buf, _IOFBF, sizeof out_buf);
   umask(0);
   /* A larger pipe from the engine: fewer wake-ups of the writer (fails
    * harmlessly when fd 0 is no pipe or the limit is lower). */
@@ -501,6 +523,9 @@ int agent_untar(const char *dir) {
       struct timespec ts[2] = {e.mtime, e.mtime};
       if (r == 0 && symlinkat(e.link, dfd, name) != 0) r = -errno;
       if (r == 0) utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW);
+      struct stat lst;
+      if (r == 0 && g_list && fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0)
+        list_entry(e.path, &lst);
       if (r == 0 && e.size > 0 && skip_data(e.size)) r = -EPIPE;
       break;
     }

@@ -19,12 +19,20 @@ typedef struct exec_out {
   sm_buf err;
   sm_buf *out;      /* stdout kept here when given */
   int overflow;
+  int out_optional; /* past out's cap, stdout is dropped (out->len = 0): no error */
+  int out_dropped;
 } exec_out;
 
 static int exec_collect(void *ud, int stream, const char *data, size_t len) {
   exec_out *o = ud;
   if (stream == 1 && o->out) {
+    if (o->out_dropped) return 0;
     if (sm_buf_append(o->out, data, len) != 0) {
+      if (o->out_optional) {
+        o->out_dropped = 1;
+        sm_buf_reset(o->out);
+        return 0;
+      }
       o->overflow = 1;
       return SM_ETOOBIG;
     }
@@ -48,14 +56,26 @@ static int exec_end(exec_out *o, int rc, int code, const char *argv0, int *code_
   return rc;
 }
 
+static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
+                    size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int out_optional,
+                    int *code_out, sm_error *err);
+
 int ws_box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
                 size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int *code_out,
                 sm_error *err) {
+  return box_exec(engine, t, argv, argc, in, in_ud, out, 0, code_out, err);
+}
+
+static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
+                    size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int out_optional,
+                    int *code_out, sm_error *err) {
   if (code_out) *code_out = 0;
   exec_out o;
   sm_buf_init(&o.err, 4096);
   o.out = out;
   o.overflow = 0;
+  o.out_optional = out_optional;
+  o.out_dropped = 0;
   int code = 0;
   if (t->run && engine == t->engine) {
     /* The sandbox layer's own way in (its agent): no engine round trips. */
@@ -64,7 +84,8 @@ int ws_box_exec(sm_engine *engine, const sm_workspace_target *t, const char *con
       sm_buf_dispose(&o.err);
       sm_workspace_target plain = *t;
       plain.run = NULL;
-      return ws_box_exec(engine, &plain, argv, argc, in, in_ud, out, code_out, err);
+      if (out) sm_buf_reset(out);
+      return box_exec(engine, &plain, argv, argc, in, in_ud, out, out_optional, code_out, err);
     }
     return exec_end(&o, rc, code, argv[0], code_out, err);
   }
@@ -271,7 +292,7 @@ int ws_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t 
  * upload into an untouched sandbox; else sandman's unpacker, run as the
  * sandbox's user with the stream on its stdin. */
 int ws_box_put(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *missing,
-                      sm_error *err) {
+               sm_buf *listing, sm_error *err) {
   *missing = 0;
   if (t->untouched)
     return sm_engine_archive_put(t->engine, t->container_id, t->sandbox_path, reader, ud, err);
@@ -279,9 +300,9 @@ int ws_box_put(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *m
     return sm_error_set(err, SM_EINVAL, "no unpacker to copy into a sandbox that may run "
                                         "processes (sm_workspace_target.unpacker)");
   const char *argv[] = {"/bin/sh", "-c", "[ -x \"$1\" ] || exit 112; exec \"$@\"", "sh",
-                        t->unpacker, "untar", t->sandbox_path};
+                        t->unpacker, "untar", t->sandbox_path, "--list"};
   int code = 0;
-  int rc = ws_box_exec(t->engine, t, argv, 7, reader, ud, NULL, &code, err);
+  int rc = box_exec(t->engine, t, argv, listing ? 8 : 7, reader, ud, listing, 1, &code, err);
   if (rc == SM_ESANDBOX && code == UNPACKER_MISSING) *missing = 1;
   return rc;
 }

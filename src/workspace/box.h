@@ -42,9 +42,12 @@ int ws_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t 
                      ws_entry **sent, size_t n, ws_manifest *listing, sm_error *err);
 
 /* Hands a copy in's tar stream to the sandbox (upload.c says how);
- * *missing: sandman's unpacker is not installed (nothing was extracted). */
+ * *missing: sandman's unpacker is not installed (nothing was extracted).
+ * listing (may be NULL): the unpacker's listing of what it wrote (the
+ * format of ws_box_list), left empty by the engine's upload or when it
+ * would pass the buffer's cap. */
 int ws_box_put(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *missing,
-               sm_error *err);
+               sm_buf *listing, sm_error *err);
 /* Installs sandman's unpacker through the target's hook. */
 int ws_box_install_unpacker(const sm_workspace_target *t, sm_error *err);
 

@@ -16,15 +16,17 @@ static void *early_main(void *ud) {
    * caller scans. */
   u->rc = u->t->untouched || u->t->install == NULL ? 0 : ws_box_install_unpacker(u->t, &u->err);
   int missing = 0;
-  if (u->rc == 0) u->rc = ws_box_put(u->t, ws_packer_read, u->pk, &missing, &u->err);
+  if (u->rc == 0)
+    u->rc = ws_box_put(u->t, ws_packer_read, u->pk, &missing, u->listing, &u->err);
   return NULL;
 }
 
 int ws_early_start(ws_early_put *u, const sm_workspace_target *t, int root_fd, int64_t budget,
-                   ws_prelist *pre) {
+                   ws_prelist *pre, sm_buf *listing) {
   memset(u, 0, sizeof *u);
   u->t = t;
   u->pre = pre;
+  u->listing = listing;
   sm_error_clear(&u->err);
   sm_error perr = SM_ERROR_INIT;
   if (ws_packer_new_deferred(&u->pk, root_fd, t->uid, t->gid, &perr) != 0) return -1;

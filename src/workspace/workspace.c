@@ -45,6 +45,9 @@ struct sm_workspace_sync {
   int64_t abort_after;
   int64_t abort_spent;   /* bytes counted against abort_after in this copy */
   int last_out_listed;
+  /* What sandman's unpacker wrote, as it listed it (ws_box_put): the ctimes
+   * a copy in records, with no listing exec after it. Empty: none. */
+  sm_buf sent_listing;
 };
 
 int ws_sync_last_out_listed(const sm_workspace_sync *sync) { return sync->last_out_listed; }
@@ -81,6 +84,10 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
   s->max_bytes = limits && limits->max_bytes > 0 ? limits->max_bytes : WS_DEFAULT_MAX_BYTES;
   s->max_entries = limits && limits->max_entries > 0 ? limits->max_entries : WS_DEFAULT_MAX_ENTRIES;
   s->max_path = limits && limits->max_path > 0 ? limits->max_path : WS_DEFAULT_MAX_PATH;
+  /* As ws_box_list's cap: past it the listing is dropped, not the copy. */
+  int64_t listing_cap = s->max_entries * 352;
+  sm_buf_init(&s->sent_listing,
+              (size_t)(listing_cap > ((int64_t)64 << 20) ? (int64_t)64 << 20 : listing_cap));
   s->abort_after = -1;
   ws_manifest_init(&s->base);
   ws_manifest_init(&s->held);
@@ -116,6 +123,7 @@ void sm_workspace_sync_free(sm_workspace_sync *sync) {
   ws_protect_free(sync->protect);
   ws_refusal_list_dispose(&sync->refused);
   ws_redact_dispose(&sync->redact);
+  sm_buf_dispose(&sync->sent_listing);
   free(sync->host_dir);
   free(sync->manifest_path);
   free(sync);
@@ -380,8 +388,20 @@ static void record_sent(const sm_workspace_sync *s, const side *d, ws_prelist *p
   ws_manifest_init(&listing);
   sm_error lerr = SM_ERROR_INIT;
   int64_t t0 = ws_now_ns();
-  int rc;
-  if (pre) {
+  int rc = -1;
+  if (s->sent_listing.len > 0) {
+    /* The unpacker's own listing of what it wrote. */
+    rc = ws_probe_parse(s->sent_listing.data, s->sent_listing.len, s->max_entries, s->max_path,
+                        &listing, &lerr);
+    if (rc) {
+      sm_log(SM_LOG_DEBUG, "workspace: the unpacker's listing is unusable (%s)", lerr.message);
+      sm_error_clear(&lerr);
+    } else if (pre) {
+      ws_prelist_drop(pre);
+    }
+  }
+  if (rc == 0) {
+  } else if (pre) {
     ws_prelist_finish(pre, 1);
     t0 = pre->t_go;
     rc = pre->rc;
@@ -404,14 +424,15 @@ static void record_sent(const sm_workspace_sync *s, const side *d, ws_prelist *p
 /* Sends pack (a packer each try: a missing unpacker is installed once and
  * the copy starts again). */
 static int put_entries(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd,
-                       ws_entry **pack, size_t npack, sm_error *err) {
+                       ws_entry **pack, size_t npack, sm_buf *listing, sm_error *err) {
   for (int attempt = 0;; attempt++) {
     ws_packer *pk = NULL;
     int rc = ws_packer_new(&pk, root_fd, pack, npack, "", t->uid, t->gid, err);
     if (rc) return rc;
     if (s->abort_after >= 0) ws_packer_abort_after(pk, abort_budget(s));
     int missing = 0;
-    rc = ws_box_put(t, ws_packer_read, pk, &missing, err);
+    if (listing) sm_buf_reset(listing);
+    rc = ws_box_put(t, ws_packer_read, pk, &missing, listing, err);
     if (rc) ws_packer_reason(pk, err);
     ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
     ws_packer_free(pk);
@@ -622,13 +643,17 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
   int valid = base_matches(s, t);
   side d;
   side_init(&d, t);
+  sm_buf_reset(&s->sent_listing);
+  /* sandman's unpacker lists what it writes: only the engine's upload
+   * (an untouched sandbox) needs the listing's exec. */
   ws_prelist pre;
-  int have_pre = !d.ops->local && !t->run && !valid &&
+  int have_pre = !d.ops->local && !t->run && !valid && t->untouched &&
                  ws_prelist_start(&pre, t, s->max_entries, s->max_path) == 0;
   /* A fresh sandbox: nothing to clear first, everything to send. */
   ws_early_put up;
   int early = !d.ops->local && !valid && !s->wipe_first && !s->had_manifest &&
-              ws_early_start(&up, t, root_fd, abort_budget(s), have_pre ? &pre : NULL) == 0;
+              ws_early_start(&up, t, root_fd, abort_budget(s), have_pre ? &pre : NULL,
+                             &s->sent_listing) == 0;
 
   ws_manifest cur;
   ws_manifest_init(&cur);
@@ -745,7 +770,8 @@ static int engine_remove(const side *d, char **paths, size_t n, sm_error *err) {
 
 static int engine_put(const side *d, sm_workspace_sync *s, int root_fd, const in_plan *p,
                       sm_error *err) {
-  return p->npack > 0 ? put_entries(s, d->t, root_fd, p->pack, p->npack, err) : 0;
+  return p->npack > 0 ? put_entries(s, d->t, root_fd, p->pack, p->npack, &s->sent_listing, err)
+                      : 0;
 }
 
 static int engine_list(const side *d, const sm_workspace_sync *s, int64_t base_total,
