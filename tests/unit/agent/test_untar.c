@@ -270,6 +270,67 @@ static void test_planted_things_are_replaced(void **state) {
 /* A stream sandman never writes is refused with a reason, and nothing
  * escapes the destination: absolute names, "..", a header that is not a
  * tar header, a hard link, a device. */
+/* `untar DIR --list`: a line for every entry written, in the workspace
+ * listing's format, with what the destination really has (the ctime to
+ * the nanosecond is what the next copy out compares). */
+static void test_listing(void **state) {
+  fx *f = *state;
+  mkd(f->src, "d", 0750);
+  mkd(f->src, "d/e", 0755);
+  put(f->src, "d/e/a.txt", "alpha\n", 0640);
+  put(f->src, "top.bin", "0123456789", 0755);
+  char p[512];
+  snprintf(p, sizeof p, "%s/d/ln", f->src);
+  assert_int_equal(symlink("e/a.txt", p), 0);
+  size_t len = 0;
+  char *data = pack_all(f->src, &len);
+  char listing[256];
+  snprintf(listing, sizeof listing, "%s/listing", f->dir);
+  int in[2];
+  assert_int_equal(pipe(in), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int out = open(listing, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(in[0], 0);
+    dup2(out, 1);
+    close(in[1]);
+    execl(SANDMAN_AGENT_PATH, SANDMAN_AGENT_PATH, "untar", f->dst, "--list", (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  for (size_t off = 0; off < len;) {
+    ssize_t n = write(in[1], data + off, len - off);
+    assert_true(n > 0);
+    off += (size_t)n;
+  }
+  close(in[1]);
+  free(data);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char *text = read_file(listing);
+  assert_non_null(text);
+  ws_manifest m;
+  ws_manifest_init(&m);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(ws_probe_parse(text, strlen(text), 1000, 4096, &m, &err), 0);
+  free(text);
+  static const char *const paths[] = {"d", "d/e", "d/e/a.txt", "top.bin", "d/ln"};
+  assert_int_equal(m.n, sizeof paths / sizeof paths[0]);
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    const ws_entry *e = ws_manifest_get(&m, paths[i]);
+    assert_non_null(e);
+    struct stat want = lst(f->dst, paths[i]);
+    assert_int_equal(e->size, S_ISDIR(want.st_mode) ? e->size : want.st_size);
+    assert_int_equal(e->box_mtime, want.st_mtim.tv_sec);
+    assert_int_equal(e->ctime, (int64_t)want.st_ctim.tv_sec * 1000000000 + want.st_ctim.tv_nsec);
+    assert_int_equal(e->mode, want.st_mode & 0777);
+    assert_int_equal(e->type, S_ISDIR(want.st_mode) ? 'd' : S_ISLNK(want.st_mode) ? 'l' : 'f');
+  }
+  ws_manifest_dispose(&m);
+}
+
 static void test_bad_streams(void **state) {
   fx *f = *state;
   struct {
@@ -316,6 +377,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_planted_things_are_replaced, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_listing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_streams, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
