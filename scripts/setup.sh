@@ -210,7 +210,7 @@ start_engine() {
     say engine "dockerd ($pid) is running but not answering yet; waiting up to ${ENGINE_WAIT}s"
   else
     mkdir -p "$(dirname "$DOCKERD_LOG")"
-    log_from=$(($(wc -l <"$DOCKERD_LOG" 2>/dev/null || echo 0) + 1))
+    log_from=$(($( { wc -l <"$DOCKERD_LOG"; } 2>/dev/null || echo 0) + 1))
     printf '\n== %s: started by sandman scripts/setup.sh: %s %s\n' "$(date -u +%FT%TZ)" \
       "${cmd[*]}" "${args[*]}" >>"$DOCKERD_LOG"
     # setsid + nohup: the engine outlives this script and its terminal or CI job.
