@@ -57,6 +57,8 @@ typedef struct sm_broker_options {
 } sm_broker_options;
 
 SM_API int sm_broker_new(sm_broker **out, const sm_broker_options *opts, sm_error *err);
+/* Sets (or, fn NULL, takes away) where `credentials:` come from. */
+SM_API void sm_broker_set_credentials(sm_broker *b, sm_broker_credentials_fn fn, void *ud);
 /* Stops host MCP servers it started and waits for calls in flight. */
 SM_API void sm_broker_free(sm_broker *b);
 

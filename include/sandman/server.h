@@ -82,6 +82,12 @@ typedef struct sm_server_options {
   /* The audit trail (borrowed, must outlive the server; NULL: none): every
    * decision of the runner, and GET /v1/audit for the control token. */
   sm_audit *audit;
+  /* The host-tool broker (sandman/broker.h; borrowed, must outlive the
+   * runner, whose sandboxes' routes keep using it; NULL: no host tools):
+   * calls whose agent and tool it offers host tools get the route, and
+   * GET/POST /v1/approvals answer its pending approvals. The server lends
+   * it the credentials file while it runs. */
+  struct sm_broker *broker;
 } sm_server_options;
 
 /* Validates options, loads the credentials file (mode 0600 or stricter),
@@ -95,6 +101,9 @@ SM_API const char *sm_server_address(const sm_server *srv); /* borrowed */
  * keeps every configuration it gave until sm_server_free. */
 SM_API const sm_config *sm_server_config(sm_server *srv);
 SM_API void sm_server_set_config(sm_server *srv, const sm_config *cfg);
+/* Replaces the broker (a reload; the caller keeps the old one alive as long
+ * as the runner: routes of running sandboxes still hold it). */
+SM_API void sm_server_set_broker(sm_server *srv, struct sm_broker *broker);
 
 /* Clean stop: no new connections or calls, calls in flight run to their end
  * (their own timeouts bound this), backgrounded calls are killed, per_tool

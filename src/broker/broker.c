@@ -53,6 +53,14 @@ void sm_broker_free(sm_broker *b) {
   free(b);
 }
 
+void sm_broker_set_credentials(sm_broker *b, sm_broker_credentials_fn fn, void *ud) {
+  if (!b) return;
+  pthread_mutex_lock(&b->mu);
+  b->credentials = fn;
+  b->credentials_ud = fn ? ud : NULL;
+  pthread_mutex_unlock(&b->mu);
+}
+
 int sm_broker_offers(sm_broker *b, const char *agent, const char *tool) {
   char rule[256];
   if (!b || !b->conf || !bk_policy_route(b->conf, agent, tool, rule, sizeof rule)) return 0;

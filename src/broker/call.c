@@ -77,13 +77,16 @@ static int admit(call *c, sm_error *err) {
   if (bk_schema_check(c->tool->schema, c->args, why, sizeof why))
     return refuse(c, SM_EINVAL, 400, "schema", "input_schema", err, "%s", why);
   json_object *creds = NULL;
+  pthread_mutex_lock(&b->mu);
+  int have_creds = b->credentials != NULL;
+  pthread_mutex_unlock(&b->mu);
   if (c->tool->approval && !b->approvals_on)
     return refuse(c, SM_EPOLICY, 403, "approval", "approval: required", err,
                   "host tool '%s' needs an operator: run it through the runner (sandman worker "
                   "start)",
                   c->name);
   if (json_object_object_get_ex(c->tool->def, "credentials", &creds) &&
-      json_object_array_length(creds) > 0 && !b->credentials)
+      json_object_array_length(creds) > 0 && !have_creds)
     return refuse(c, SM_EPOLICY, 403, "credentials", "credentials", err,
                   "host tool '%s' needs the runner's credentials file (sandman worker start "
                   "--credentials-file)",
@@ -148,9 +151,14 @@ static int build_env(call *c, sm_strv *env, sm_error *err) {
     if (v && sm_strv_addf(env, "%s=%s", n, v)) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
   }
   json_object_object_get_ex(c->tool->def, "credentials", &creds);
+  pthread_mutex_lock(&c->b->mu);
+  sm_broker_credentials_fn fn = c->b->credentials;
+  void *ud = c->b->credentials_ud;
+  pthread_mutex_unlock(&c->b->mu);
   for (size_t i = 0; creds && i < json_object_array_length(creds); i++) {
     const char *svc = json_object_get_string(json_object_array_get_idx(creds, i));
-    int rc = c->b->credentials(c->b->credentials_ud, svc, add_env, env, err);
+    int rc = fn ? fn(ud, svc, add_env, env, err)
+                : sm_error_set(err, SM_EPOLICY, "no credentials file is lent to the broker");
     if (rc) return rc;
   }
   return 0;

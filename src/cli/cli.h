@@ -89,6 +89,9 @@ int cli_audit_file(const sm_config *cfg, char *buf, size_t len, sm_error *err);
  * does). *out is NULL when auditing is off. On failure prints the error and
  * returns the exit code. */
 int cli_audit_open(const sm_config *cfg, int on_by_default, sm_audit **out);
+/* The host-tool broker of cfg (cli_broker.c): approvals 1 in the runner.
+ * Returns a CLI exit code (CLI_EXIT_OK with *out set). */
+int cli_broker_new(const sm_config *cfg, sm_audit *audit, int approvals, sm_broker **out);
 
 /* Engine options: --host > DOCKER_HOST > the configuration's engine
  * section (cfg may be NULL) > the default socket; TLS from the environment

@@ -92,6 +92,32 @@ static void print_egress(const sm_resolved *r, json_object *j) {
   }
 }
 
+/* The "host_tools" part: whether the call gets the route, and each host
+ * tool with the rule that gives or refuses it. */
+static void print_host_tools(json_object *j) {
+  json_object *h = NULL, *tools = NULL, *route = NULL, *why = NULL;
+  if (!json_object_object_get_ex(j, "host_tools", &h)) return;
+  json_object_object_get_ex(h, "tools", &tools);
+  json_object_object_get_ex(h, "route", &route);
+  json_object_object_get_ex(h, "route_rule", &why);
+  if (json_object_array_length(tools) == 0) {
+    printf("host tools:  none (no broker.tools)\n");
+    return;
+  }
+  const char *w = json_object_get_string(why);
+  if (json_object_get_boolean(route)) printf("host tools:  the call gets the host-tool route\n");
+  else if (strstr(w, "from_tools") || strstr(w, "mode none")) printf("host tools:  no route: %s\n", w);
+  else printf("host tools:  no route: no host tool is allowed to this call\n");
+  for (size_t i = 0; i < json_object_array_length(tools); i++) {
+    json_object *t = json_object_array_get_idx(tools, i), *n = NULL, *ok = NULL, *rule = NULL;
+    json_object_object_get_ex(t, "name", &n);
+    json_object_object_get_ex(t, "allowed", &ok);
+    json_object_object_get_ex(t, "rule", &rule);
+    printf("  %-20s %-4s %s\n", json_object_get_string(n), json_object_get_boolean(ok) ? "yes" : "NO",
+           json_object_get_string(rule));
+  }
+}
+
 static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *j,
                        const char *agent, const char *tool, const char *user) {
   const char *path = sm_config_path(cfg);
@@ -124,6 +150,7 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
            json_object_array_length(svc) ? buf : "nothing (no workers entry grants it)");
   }
   print_egress(r, j);
+  print_host_tools(j);
   printf("\n%-22s %-40s %s\n", "SETTING", "VALUE", "SOURCE");
   json_object *settings = NULL;
   json_object_object_get_ex(j, "settings", &settings);
@@ -194,6 +221,24 @@ int cmd_config_explain(const cli_call *call) {
   sm_config_egress eg;
   sm_config_egress_get(cfg, agent, &eg);
   json_object_object_add(j, "egress", sm_config_egress_json(&eg));
+  sm_broker *broker = NULL;
+  sm_broker_options bo = {cfg, NULL, 0, NULL, NULL};
+  if (sm_broker_new(&broker, &bo, &err) != 0) {
+    json_object_put(j);
+    sm_config_free(cfg);
+    return cli_fail(&err);
+  }
+  json_object *ht = sm_broker_explain(broker, agent, tool);
+  if (ht && !r.sandboxed) {
+    /* The route lives in a container sandbox: a call on the host has none. */
+    json_object_object_add(ht, "route", json_object_new_boolean(0));
+    json_object_object_add(ht, "route_rule",
+                           json_object_new_string("the call runs on the host (mode none): the "
+                                                  "host-tool route exists only in a container "
+                                                  "sandbox"));
+  }
+  json_object_object_add(j, "host_tools", ht);
+  sm_broker_free(broker);
   if (json) cli_print_json(j);
   else print_text(cfg, &r, j, agent, tool, user);
   json_object_put(j);

@@ -320,6 +320,19 @@ static int run_call(const cli_call *call, run_args *a) {
   catch_signals();
 
   audit_call(cfg, runner, "call.allowed", a, &res, fb.mode);
+  /* Host tools through the route: a one-shot call has no operator, so a
+   * tool that needs approval is refused with a message that says so. */
+  sm_broker *broker = NULL;
+  sm_host_route route;
+  if ((rc = cli_broker_new(cfg, sm_runner_audit(runner), 0, &broker)) != CLI_EXIT_OK) {
+    sm_runner_free(runner);
+    sm_config_free(cfg);
+    return rc;
+  }
+  if (sm_broker_offers(broker, a->agent, a->tool)) {
+    route = sm_broker_route(broker);
+    req.host_route = &route;
+  }
   sm_run_result result;
   rc = sm_run(runner, &req, &result, &err);
   int code = report_result(a, &result, rc, &err);
@@ -328,6 +341,7 @@ static int run_call(const cli_call *call, run_args *a) {
   sm_run_result_dispose(&result);
   sm_audit *audit = sm_runner_audit(runner);
   sm_runner_free(runner);
+  sm_broker_free(broker); /* after the runner: its sandboxes' routes hold it */
   sm_audit_close(audit);
   sm_config_free(cfg);
   return code;

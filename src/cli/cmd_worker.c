@@ -87,13 +87,16 @@ static int parse_args(const cli_call *call, worker_args *a) {
 #define MAX_RELOADS 1024
 typedef struct reloads {
   sm_config *v[MAX_RELOADS];
+  sm_broker *brokers[MAX_RELOADS]; /* the host-tool broker of each (routes keep them) */
   size_t n;
+  sm_audit *audit;
 } reloads;
 
 /* SIGHUP: the configuration file again. Calls that come afterwards resolve
  * with it; running allowlist sandboxes get their egress lists from it at
  * once (docs/network.md#live-policy). A bad file changes nothing. */
-static void reload(const cli_globals *g, sm_server *srv, sm_runner *runner, sm_config **cfg, reloads *old) {
+static void reload(const cli_globals *g, sm_server *srv, sm_runner *runner, sm_config **cfg,
+                   sm_broker **brokerp, reloads *old) {
   sm_error err = SM_ERROR_INIT;
   sm_config *fresh = NULL;
   if (old->n == MAX_RELOADS) {
@@ -104,15 +107,25 @@ static void reload(const cli_globals *g, sm_server *srv, sm_runner *runner, sm_c
     sm_log(SM_LOG_WARN, "reload refused, the configuration in force stays: %s", err.message);
     return;
   }
+  sm_broker *broker = NULL;
+  if (cli_broker_new(fresh, old->audit, 1, &broker) != CLI_EXIT_OK) {
+    sm_log(SM_LOG_WARN, "reload refused, the configuration in force stays");
+    sm_config_free(fresh);
+    return;
+  }
   sm_egress_proxy_options eo;
   sm_config_egress_proxy(fresh, &eo);
   if (sm_runner_set_egress(runner, &eo, &err) != 0) {
     sm_log(SM_LOG_WARN, "reload refused, the configuration in force stays: %s", err.message);
+    sm_broker_free(broker);
     sm_config_free(fresh);
     return;
   }
   sm_server_set_config(srv, fresh);
-  old->v[old->n++] = *cfg;
+  sm_server_set_broker(srv, broker);
+  old->v[old->n] = *cfg;
+  old->brokers[old->n++] = *brokerp;
+  *brokerp = broker;
   *cfg = fresh;
   size_t n = 0;
   if (cli_egress_reapply(runner, fresh, &n, &err) != 0)
@@ -232,11 +245,20 @@ int cmd_worker_start(const cli_call *call) {
   }
   so.audit = audit;
   sm_runner_set_audit(runner, audit);
+  sm_broker *broker = NULL;
+  if ((rc = cli_broker_new(cfg, audit, 1, &broker)) != CLI_EXIT_OK) {
+    sm_runner_free(runner);
+    sm_audit_close(audit);
+    sm_config_free(cfg);
+    return rc;
+  }
+  so.broker = broker;
   sm_server *srv = NULL;
   rc = sm_server_start(&srv, &so, &err);
   memset(token, 0, sizeof token);
   if (rc != 0) {
     sm_runner_free(runner);
+    sm_broker_free(broker);
     sm_audit_close(audit);
     sm_config_free(cfg);
     return cli_fail(&err);
@@ -246,16 +268,19 @@ int cmd_worker_start(const cli_call *call) {
          project_env ? project_env : "-");
 
   int sig = 0;
-  reloads old = {0};
+  static reloads old; /* large: not on the stack */
+  old.audit = audit;
   for (;;) {
     if (sigwait(&set, &sig) != 0) continue;
     if (sig != SIGHUP) break;
-    reload(g, srv, runner, &cfg, &old);
+    reload(g, srv, runner, &cfg, &broker, &old);
   }
   sm_log(SM_LOG_INFO, "received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   sm_server_stop(srv);
   sm_server_free(srv);
-  sm_runner_free(runner);
+  sm_runner_free(runner); /* before the brokers: the sandboxes' routes hold them */
+  sm_broker_free(broker);
+  for (size_t i = 0; i < old.n; i++) sm_broker_free(old.brokers[i]);
   sm_audit_close(audit);
   sm_config_free(cfg);
   for (size_t i = 0; i < old.n; i++) sm_config_free(old.v[i]);

@@ -29,6 +29,7 @@ struct sm_call {
   sm_handle *handle;
   const sm_config *cfg; /* the configuration in force when the call came */
   sm_config_egress egress; /* network allowlist: its lists (borrowed from cfg) */
+  sm_host_route route;     /* the host-tool route when the broker offers one */
 };
 
 #define SM_CALL_GENERIC_401 "missing or invalid token"

@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 
 #include <sandman/config.h>
+#include <sandman/hostroute.h>
 #include <sandman/server.h>
 
 #include "server/answer.h"
@@ -41,6 +42,7 @@ struct sm_server {
   struct MHD_Daemon *mhd;
   sm_gate *gate;             /* accepts connections for mhd (gate.c) */
   sm_creds *creds;
+  struct sm_broker *broker;  /* host tools (broker_route.c); under mu */
   sm_lease_store *leases;
   sm_metrics *metrics;
   struct sm_mcp_http *mcp;   /* /mcp sessions (mcp_route.c), NULL without an engine */
@@ -89,6 +91,17 @@ void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a);
 /* GET /v1/audit (the control token only: the route checks): the HTTP
  * status, with *body (200) or the reason in why. */
 int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why, size_t len);
+
+/* ---- host tools (broker_route.c) ---- */
+/* Lends the broker the credentials file (start) or takes it back (free). */
+void sm_server_broker_attach(sm_server *srv, struct sm_broker *b);
+void sm_server_broker_detach(sm_server *srv);
+/* 1 and *route filled when the broker offers agent's tool host tools. */
+int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route);
+/* GET /v1/approvals (id NULL) and POST /v1/approvals/{id} {"approve": bool};
+ * control: the request has the control token (else 403). */
+void sm_server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
+                               const char *body, size_t len, sm_answer *a);
 
 /* jobs.c: queues a job for a call thread; SM_EBUSY when the queue is full. */
 int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg);

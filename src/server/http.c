@@ -60,11 +60,12 @@ typedef enum {
   R_FILES,
   R_MCP,
   R_AUDIT,
+  R_APPROVALS,
 } route_id;
 
 static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
                                           "handles", "sandboxes", "reap", "metrics",
-                                          "files", "mcp", "audit"};
+                                          "files", "mcp", "audit", "approvals"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -457,6 +458,15 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   if (strcmp(url, "/v1/sandboxes") == 0) return get ? R_SANDBOXES : R_BAD_METHOD;
   if (strcmp(url, "/v1/audit") == 0) return get ? R_AUDIT : R_BAD_METHOD;
   if (strcmp(url, "/v1/sandboxes/reap") == 0) return post ? R_REAP : R_BAD_METHOD;
+  if (strcmp(url, "/v1/approvals") == 0) return get ? R_APPROVALS : R_BAD_METHOD;
+  if (strncmp(url, "/v1/approvals/", 14) == 0) {
+    /* handle_id holds the approval's id (32 hex digits, as a handle's) */
+    const char *id = url + 14;
+    size_t n = strlen(id);
+    if (n == 0 || n > SM_HANDLE_ID_LEN || strspn(id, "0123456789abcdef") != n) return R_NOT_FOUND;
+    memcpy(handle_id, id, n + 1);
+    return post ? R_APPROVALS : R_BAD_METHOD;
+  }
   if (strncmp(url, "/v1/handles/", 12) == 0) {
     const char *id = url + 12;
     size_t n = strlen(id);
@@ -570,7 +580,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   if (c->route != R_HEALTHZ) {
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
-                    c->route == R_FILES || c->route == R_MCP;
+                    c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -646,6 +656,10 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch(c, job_metrics);
     case R_AUDIT:
       return dispatch(c, job_audit);
+    case R_APPROVALS:
+      sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
+                                c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
+      return queue_answer(c);
     default:
       return answer_error(c, 404, "policy", "no such route");
   }

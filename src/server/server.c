@@ -308,6 +308,7 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
     sm_log(SM_LOG_INFO, "credentials: %zu service(s) from %s", sm_creds_count(srv->creds),
            o->credentials_file);
   }
+  sm_server_broker_attach(srv, o->broker);
   srv->leases = sm_lease_store_new(MAX_LEASES);
   srv->metrics = sm_metrics_new();
   srv->handles = calloc(srv->opts.max_handles, sizeof *srv->handles);
@@ -468,6 +469,7 @@ void sm_server_free(sm_server *srv) {
   }
   free(srv->threads);
   free(srv->handles);
+  sm_server_broker_detach(srv);
   sm_creds_free(srv->creds);
   sm_lease_store_free(srv->leases);
   sm_metrics_free(srv->metrics);
