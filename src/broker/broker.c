@@ -1,13 +1,14 @@
-/* The broker: its life, who sees which host tool (list, offers, explain)
- * and the approvals table. Calls are in call.c. */
+/* The broker: its life, whether a call gets the route (offers), explain,
+ * and the approvals table. The list is in list.c, calls in call.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <sandman/config.h>
 
 #include "broker/audit_rows.h"
-#include "broker/core.h"
+#include "broker/mcp_catalog.h"
 #include "broker/policy.h"
+#include "broker/route_mcp.h"
 #include "broker/state.h"
 
 int sm_broker_new(sm_broker **out, const sm_broker_options *opts, sm_error *err) {
@@ -44,6 +45,7 @@ void sm_broker_free(sm_broker *b) {
   pthread_mutex_lock(&b->mu);
   while (b->in_flight > 0) pthread_cond_wait(&b->idle, &b->mu);
   pthread_mutex_unlock(&b->mu);
+  bk_route_mcp_dispose(b); /* its sessions' calls are over: in_flight is 0 */
   bk_approvals_free(b->approvals);
   bk_mcp_servers_free(b->mcp);
   bk_limits_free(b->limits);
@@ -66,54 +68,9 @@ int sm_broker_offers(sm_broker *b, const char *agent, const char *tool) {
   if (!b || !b->conf || !bk_policy_route(b->conf, agent, tool, rule, sizeof rule)) return 0;
   for (size_t i = 0; i < b->catalog.n; i++)
     if (bk_policy_tool(b->conf, agent, tool, b->catalog.tools[i].name, rule, sizeof rule)) return 1;
-  return 0;
-}
-
-static void refuse_inactive(sm_broker *b, const sm_route_caller *who, const char *tool) {
-  bk_row row = BK_ROW_INIT;
-  row.event = "host_tool.refused";
-  row.host_tool = tool;
-  row.reason = "no_active_call";
-  row.rule = "the route answers only while sandman drives a call in the sandbox";
-  row.message = "a host-tool request came from a sandbox with no call in progress";
-  bk_audit(b->audit, who, &row);
-}
-
-int sm_broker_list(sm_broker *b, const sm_route_caller *who, json_object **tools,
-                   sm_error *err) {
-  *tools = NULL;
-  if (!who || !who->active) {
-    if (who) refuse_inactive(b, who, NULL);
-    return sm_error_set(err, SM_EPOLICY, "no active call");
-  }
-  json_object *arr = json_object_new_array();
-  if (!arr) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
-  char rule[256];
-  for (size_t i = 0; i < b->catalog.n; i++) {
-    const bk_tool *t = &b->catalog.tools[i];
-    if (!bk_policy_tool(b->conf, who->agent, who->tool, t->name, rule, sizeof rule)) continue;
-    json_object *d = bk_tool_describe(t);
-    if (!d || json_object_array_add(arr, d)) {
-      json_object_put(d);
-      json_object_put(arr);
-      return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
-    }
-  }
-  bk_row row = BK_ROW_INIT;
-  row.event = "host_tool.list";
-  row.count = (int)json_object_array_length(arr);
-  row.message = "host tools listed";
-  bk_audit(b->audit, who, &row);
-  *tools = arr;
-  return 0;
-}
-
-json_object *bk_describe_visible(sm_broker *b, const sm_route_caller *who, const char *name) {
-  const bk_tool *t = bk_catalog_find(&b->catalog, name);
-  char rule[256];
-  if (!t || !who->active || !bk_policy_tool(b->conf, who->agent, who->tool, name, rule, sizeof rule))
-    return NULL;
-  return bk_tool_describe(t);
+  /* The host MCP servers' tools are known once a server runs: the route is
+   * offered, and the list decides (no server starts for this). */
+  return b->mcp != NULL;
 }
 
 json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool) {
@@ -127,8 +84,13 @@ json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool
   int route = b && b->conf && bk_policy_route(b->conf, agent, tool, rule, sizeof rule);
   json_object_object_add(o, "route", json_object_new_boolean(route && sm_broker_offers(b, agent, tool)));
   json_object_object_add(o, "route_rule", json_object_new_string(rule));
-  for (size_t i = 0; b && i < b->catalog.n; i++) {
-    const bk_tool *t = &b->catalog.tools[i];
+  /* The host MCP servers are asked for their tools (started) here too: a
+   * server that cannot start leaves its tools out, and says why. */
+  sm_error jerr = SM_ERROR_INIT;
+  if (b && bk_catalog_join_servers(b, &jerr))
+    json_object_object_add(o, "mcp_servers_error", json_object_new_string(jerr.message));
+  for (size_t i = 0; b && i < bk_catalog_size(&b->catalog); i++) {
+    const bk_tool *t = bk_catalog_at(&b->catalog, i);
     json_object *e = json_object_new_object();
     int ok = bk_policy_tool(b->conf, agent, tool, t->name, rule, sizeof rule);
     json_object_object_add(e, "name", json_object_new_string(t->name));

@@ -13,6 +13,7 @@
 #include "broker/audit_rows.h"
 #include "broker/core.h"
 #include "broker/ids.h"
+#include "broker/mcp_catalog.h"
 #include "broker/policy.h"
 #include "broker/run_argv.h"
 #include "broker/run_http.h"
@@ -68,13 +69,17 @@ static int admit(call *c, sm_error *err) {
     return refuse(c, SM_EPOLICY, 403, "no_active_call",
                   "the route answers only while sandman drives a call in the sandbox", err,
                   "no active call");
+  sm_error jerr = SM_ERROR_INIT;
+  if (bk_catalog_join_servers(b, &jerr))
+    return refuse(c, jerr.code ? jerr.code : SM_ECONFIG, 503, "mcp_servers", "broker.mcp_servers",
+                  err, "%s", jerr.message);
   c->tool = bk_catalog_find(&b->catalog, c->name);
   if (!c->tool) snprintf(rule, sizeof rule, "no broker.tools.%.64s", c->name);
   if (!c->tool || !bk_policy_tool(b->conf, c->who->agent, c->who->tool, c->name, rule, sizeof rule))
     return refuse(c, SM_ENOTFOUND, 404, "not_found", rule, err, "no host tool '%.64s'", c->name);
   c->masked = bk_tool_masked_args(c->tool, c->args);
   char why[256];
-  if (bk_schema_check(c->tool->schema, c->args, why, sizeof why))
+  if (!c->tool->by_server && bk_schema_check(c->tool->schema, c->args, why, sizeof why))
     return refuse(c, SM_EINVAL, 400, "schema", "input_schema", err, "%s", why);
   json_object *creds = NULL;
   pthread_mutex_lock(&b->mu);

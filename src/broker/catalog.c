@@ -14,6 +14,25 @@ static double num(json_object *o, const char *key, double dflt) {
   return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : dflt;
 }
 
+/* One entry's limits and kind, read once. */
+static void read_tool(bk_tool *t, const char *name, json_object *def) {
+  json_object *kind = NULL, *ap = NULL, *bs = NULL;
+  t->name = name;
+  t->def = def;
+  json_object_object_get_ex(def, "input_schema", &t->schema);
+  json_object_object_get_ex(def, "secret", &t->secret);
+  json_object_object_get_ex(def, "kind", &kind);
+  const char *k = json_object_get_string(kind);
+  t->kind = k && strcmp(k, "http") == 0 ? BK_HTTP : k && strcmp(k, "mcp") == 0 ? BK_MCP : BK_ARGV;
+  t->timeout_s = num(def, "timeout", 30);
+  t->approval_timeout_s = num(def, "approval_timeout", 300);
+  t->max_output = (size_t)num(def, "max_output", 1 << 20);
+  t->concurrency = (int)num(def, "concurrency", 4);
+  t->rate = (int)num(def, "rate", 60);
+  t->approval = json_object_object_get_ex(def, "approval", &ap) && json_object_get_boolean(ap);
+  t->by_server = json_object_object_get_ex(def, "schema_by_server", &bs) && json_object_get_boolean(bs);
+}
+
 int bk_catalog_build(bk_catalog *c, json_object *broker, sm_error *err) {
   memset(c, 0, sizeof *c);
   json_object *tools = NULL;
@@ -21,35 +40,53 @@ int bk_catalog_build(bk_catalog *c, json_object *broker, sm_error *err) {
   size_t n = (size_t)json_object_object_length(tools);
   c->tools = calloc(n ? n : 1, sizeof *c->tools);
   if (!c->tools) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
-  json_object_object_foreach(tools, name, def) {
-    bk_tool *t = &c->tools[c->n++];
-    json_object *kind = NULL;
-    t->name = name;
-    t->def = def;
-    json_object_object_get_ex(def, "input_schema", &t->schema);
-    json_object_object_get_ex(def, "secret", &t->secret);
-    json_object_object_get_ex(def, "kind", &kind);
-    const char *k = json_object_get_string(kind);
-    t->kind = k && strcmp(k, "http") == 0 ? BK_HTTP : k && strcmp(k, "mcp") == 0 ? BK_MCP : BK_ARGV;
-    t->timeout_s = num(def, "timeout", 30);
-    t->approval_timeout_s = num(def, "approval_timeout", 300);
-    t->max_output = (size_t)num(def, "max_output", 1 << 20);
-    t->concurrency = (int)num(def, "concurrency", 4);
-    t->rate = (int)num(def, "rate", 60);
-    json_object *ap = NULL;
-    t->approval = json_object_object_get_ex(def, "approval", &ap) && json_object_get_boolean(ap);
-  }
+  json_object_object_foreach(tools, name, def) read_tool(&c->tools[c->n++], name, def);
   return 0;
 }
 
 void bk_catalog_dispose(bk_catalog *c) {
   free(c->tools);
+  free(c->extra);
+  json_object_put(c->extra_defs);
   memset(c, 0, sizeof *c);
 }
 
+int bk_catalog_extend(bk_catalog *c, json_object *entries, sm_error *err) {
+  if (c->joined) return 0;
+  size_t n = json_object_array_length(entries);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = json_object_get_string(
+        json_object_object_get(json_object_array_get_idx(entries, i), "name"));
+    for (size_t j = 0; name && j < c->n; j++)
+      if (strcmp(c->tools[j].name, name) == 0)
+        return sm_error_set(err, SM_ECONFIG,
+                            "host tool '%s' is both a broker.tools entry and a tool of a host MCP "
+                            "server: give the server a prefix (broker.mcp_servers.S.prefix) or "
+                            "narrow its tools",
+                            name);
+  }
+  bk_tool *extra = calloc(n ? n : 1, sizeof *extra);
+  if (!extra) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_object *def = json_object_array_get_idx(entries, i);
+    read_tool(&extra[i], json_object_get_string(json_object_object_get(def, "name")), def);
+  }
+  c->extra_defs = json_object_get(entries);
+  c->extra = extra;
+  c->n_extra = n;
+  c->joined = 1;
+  return 0;
+}
+
+size_t bk_catalog_size(const bk_catalog *c) { return c->n + c->n_extra; }
+
+const bk_tool *bk_catalog_at(const bk_catalog *c, size_t i) {
+  return i < c->n ? &c->tools[i] : &c->extra[i - c->n];
+}
+
 const bk_tool *bk_catalog_find(const bk_catalog *c, const char *name) {
-  for (size_t i = 0; name && i < c->n; i++)
-    if (strcmp(c->tools[i].name, name) == 0) return &c->tools[i];
+  for (size_t i = 0; name && i < bk_catalog_size(c); i++)
+    if (strcmp(bk_catalog_at(c, i)->name, name) == 0) return bk_catalog_at(c, i);
   return NULL;
 }
 

@@ -20,16 +20,31 @@ typedef struct bk_tool {
   double timeout_s, approval_timeout_s;
   size_t max_output;
   int concurrency, rate, approval;
+  int by_server;        /* re-exported from a host MCP server: its schema is the server's to check */
 } bk_tool;
 
 typedef struct bk_catalog {
-  bk_tool *tools;
+  bk_tool *tools;       /* broker.tools */
   size_t n;
+  /* The tools host MCP servers re-export (mcp_catalog.c): added once by
+   * bk_catalog_extend, never changed after; read them only once
+   * bk_catalog_join_servers has returned 0. */
+  bk_tool *extra;
+  size_t n_extra;
+  json_object *extra_defs; /* their entries (owned) */
+  int joined;
 } bk_catalog;
 
 /* From sm_config_broker's object (NULL: an empty catalog). */
 int bk_catalog_build(bk_catalog *c, json_object *broker, sm_error *err);
 void bk_catalog_dispose(bk_catalog *c);
+/* Adds the tools of entries (an array of normalized entries with "name";
+ * a reference is taken), once. A name broker.tools has already is
+ * SM_ECONFIG and adds nothing. */
+int bk_catalog_extend(bk_catalog *c, json_object *entries, sm_error *err);
+/* Every tool: broker.tools, then the re-exported ones. */
+size_t bk_catalog_size(const bk_catalog *c);
+const bk_tool *bk_catalog_at(const bk_catalog *c, size_t i);
 const bk_tool *bk_catalog_find(const bk_catalog *c, const char *name);
 const char *bk_kind_name(bk_kind k);
 /* {"name", "description", "inputSchema"} (an MCP tool description). */

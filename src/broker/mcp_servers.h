@@ -1,6 +1,6 @@
-/* Host MCP servers (broker.mcp_servers): started over stdio by the broker,
- * their tools called for host tools of kind "mcp" (the hostmcp part of
- * issue 16; docs/host-tools.md "Host MCP servers"). */
+/* Host MCP servers (broker.mcp_servers): started over stdio by the broker
+ * on first use, their tools re-exported into the catalog and called for
+ * host tools of kind "mcp" (docs/host-tools.md "Host MCP servers"). */
 #ifndef SANDMAN_BROKER_MCP_SERVERS_H
 #define SANDMAN_BROKER_MCP_SERVERS_H
 
@@ -17,10 +17,18 @@ int bk_mcp_servers_new(bk_mcp_servers **out, json_object *servers, sm_error *err
 /* Stops the servers it started. */
 void bk_mcp_servers_free(bk_mcp_servers *s);
 /* Calls tool of server with args (borrowed) within timeout_s. A tool that
- * ran and failed is out->is_error with 0; a negative code when the server
- * cannot be reached (SM_EUNSUPPORTED when host MCP servers are not there). */
+ * ran and failed, an error the server answers, or a server that died in
+ * the call is out->is_error with 0; a negative code when the server cannot
+ * be started, SM_ETIMEOUT, SM_ECANCELLED (both tell the server). */
 int bk_mcp_servers_call(bk_mcp_servers *s, const char *server, const char *tool,
                         json_object *args, double timeout_s, volatile int *cancel,
                         sm_mcp_result *out, sm_error *err);
+/* The tools the servers re-export, each server started once: an array
+ * (a reference, shared: do not change it) of catalog entries {"name"
+ * (prefix + the server's name), "description", "input_schema", "kind":
+ * "mcp", "mcp": {"server", "tool"}, "timeout", "schema_by_server": true},
+ * filtered by each server's `tools` globs; cached after the first success.
+ * A name two servers give is SM_ECONFIG. */
+int bk_mcp_servers_tools(bk_mcp_servers *s, json_object **tools, sm_error *err);
 
 #endif

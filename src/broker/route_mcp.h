@@ -15,5 +15,10 @@
  * or a negative code when no answer can be made (out of memory). */
 int bk_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *req, char **resp,
                  size_t *resp_len, sm_error *err);
+/* Ends every MCP session of b (in sm_broker_free, before the catalog). */
+void bk_route_mcp_dispose(sm_broker *b);
+
+/* The MCP session table of a broker, made on the first request. */
+typedef struct bk_route_mcp_state bk_route_mcp_state;
 
 #endif

@@ -22,6 +22,7 @@ struct sm_broker {
   bk_limits *limits;
   bk_approvals *approvals;
   bk_mcp_servers *mcp;
+  struct bk_route_mcp_state *mcp_http; /* route_mcp.c, made on first use (under mu) */
   pthread_mutex_t mu;
   pthread_cond_t idle;
   int in_flight; /* calls running (sm_broker_free waits for them) */

@@ -5,7 +5,7 @@
  *                    env, credentials, cwd, timeout, max_output,
  *                    concurrency, rate, approval, approval_timeout}}
  *     groups: {G: [host tool names or globs]}
- *     mcp_servers: {S: {command, env, cwd, timeout}}
+ *     mcp_servers: {S: {command, env, cwd, timeout, tools, prefix}}
  *   defaults.broker / agents.<name>.broker: {allow, deny, from_tools}
  *
  * Everything is checked here, at load, so that `config check` and every
@@ -48,7 +48,7 @@ static const char *const tool_keys[] = {
     "max_output",  "concurrency",  "rate",        "approval", "approval_timeout", NULL};
 static const char *const http_keys[] = {"url", "method", "headers", NULL};
 static const char *const mcp_keys[] = {"server", "tool", NULL};
-static const char *const server_keys[] = {"command", "env", "cwd", "timeout", NULL};
+static const char *const server_keys[] = {"command", "env", "cwd", "timeout", "tools", "prefix", NULL};
 static const char *const policy_keys[] = {"allow", "deny", "from_tools", NULL};
 /* The JSON Schema subset sandman enforces; any other keyword is refused. */
 static const char *const schema_keys[] = {"type", "properties", "required",
@@ -626,6 +626,29 @@ static int parse_tool(cfg_vctx *v, const cfg_ynode *k, const cfg_ynode *body, js
   return parse_limits(v, body, p, tool);
 }
 
+/* A server's tools (globs of its tools' names; absent: all) and prefix
+ * (put before each name in the catalog). */
+static int parse_server_exports(cfg_vctx *v, const cfg_ynode *body, const char *p, json_object *s) {
+  char q[600];
+  int rc = 0;
+  const cfg_ynode *t = cfg_map_get(body, "tools");
+  snprintf(q, sizeof q, "%s.tools", p);
+  if (t && !cfg_ynode_is_null(t) &&
+      (rc = string_list(v, t, q, valid_glob, "a tool name or glob", s, "tools", NULL)))
+    return rc;
+  const cfg_ynode *x = cfg_map_get(body, "prefix");
+  const char *str = NULL;
+  snprintf(q, sizeof q, "%s.prefix", p);
+  if (x && !cfg_ynode_is_null(x)) {
+    if ((rc = scalar(v, x, q, &str))) return rc;
+    if (strlen(str) > 32 || strspn(str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_.-") != strlen(str))
+      return cfg_verr(v, x, q, "'%s' is not a prefix (up to 32 of A-Z a-z 0-9 _ . -)", str);
+    if ((rc = add_string(v, s, "prefix", str))) return rc;
+  }
+  return 0;
+}
+
 static int parse_servers(cfg_vctx *v, const cfg_ynode *n, json_object *out) {
   const char *path = "broker.mcp_servers";
   int rc = check_map(v, n, path, NULL);
@@ -659,6 +682,7 @@ static int parse_servers(cfg_vctx *v, const cfg_ynode *n, json_object *out) {
       if (str[0] != '/') return cfg_verr(v, w, q, "'%s' is not an absolute path", str);
       if ((rc = add_string(v, s, "cwd", str))) return rc;
     }
+    if ((rc = parse_server_exports(v, body, p, s))) return rc;
     double t = BK_DEF_TIMEOUT;
     const cfg_ynode *to = cfg_map_get(body, "timeout");
     snprintf(q, sizeof q, "%s.timeout", p);

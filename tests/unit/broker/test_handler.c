@@ -390,7 +390,9 @@ static void refusals_and_bad_requests(void **state) {
   assert_int_equal(req(F.b, &w, "DELETE", "/v1/tools", NULL, NULL), 405);
   assert_int_equal(req(F.b, &w, "GET", "/v1/tools/read_host/call", NULL, NULL), 405);
   assert_int_equal(req(F.b, &w, "GET", "/v2/else", NULL, NULL), 404);
-  assert_int_equal(req(F.b, &w, "POST", "/mcp", "{}", NULL), 404);
+  /* /mcp is MCP (unit/broker/test_route_mcp.c): a message without
+   * Content-Type: application/json is 415 there. */
+  assert_int_equal(req(F.b, &w, "POST", "/mcp", "{}", NULL), 415);
   const char *chunked = "POST /v1/tools/x/call HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
   assert_int_equal(send_raw(F.b, &w, chunked, strlen(chunked), NULL), 501);
   const char *partial = "GET /v1/tools HTTP/1.1\r\nHost: x\r\n";
