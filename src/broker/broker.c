@@ -1,5 +1,6 @@
 /* The broker: its life, whether a call gets the route (offers), explain,
  * and the approvals table. The list is in list.c, calls in call.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +83,9 @@ json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool
   }
   char rule[256] = "no broker section: nobody gets a host tool";
   int route = b && b->conf && bk_policy_route(b->conf, agent, tool, rule, sizeof rule);
-  json_object_object_add(o, "route", json_object_new_boolean(route && sm_broker_offers(b, agent, tool)));
+  int offers = route && sm_broker_offers(b, agent, tool);
+  if (route && !offers) snprintf(rule, sizeof rule, "no host tool is allowed to this call");
+  json_object_object_add(o, "route", json_object_new_boolean(offers));
   json_object_object_add(o, "route_rule", json_object_new_string(rule));
   /* The host MCP servers are asked for their tools (started) here too: a
    * server that cannot start leaves its tools out, and says why. */

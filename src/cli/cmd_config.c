@@ -106,8 +106,7 @@ static void print_host_tools(json_object *j) {
   }
   const char *w = json_object_get_string(why);
   if (json_object_get_boolean(route)) printf("host tools:  the call gets the host-tool route\n");
-  else if (strstr(w, "from_tools") || strstr(w, "mode none")) printf("host tools:  no route: %s\n", w);
-  else printf("host tools:  no route: no host tool is allowed to this call\n");
+  else printf("host tools:  no route: %s\n", w);
   for (size_t i = 0; i < json_object_array_length(tools); i++) {
     json_object *t = json_object_array_get_idx(tools, i), *n = NULL, *ok = NULL, *rule = NULL;
     json_object_object_get_ex(t, "name", &n);
