@@ -21,7 +21,7 @@
 
 /* The unpacker's path and installer: internal to the library (src/sandbox),
  * linked from libsandman.a as the integration tests do. */
-#include "sandbox/internal.h"
+#include "sandbox/agent.h"
 
 static double now(void) {
   struct timespec ts;

@@ -34,7 +34,9 @@
 
 #include "agent/blob.h"
 #include "agent/frame.h"
-#include "sandbox/internal.h"
+#include "sandbox/agent.h"
+#include "sandbox/helper.h"
+#include "sandbox/spec.h"
 
 #define MAX_IDLE 64              /* idle sessions kept per runner */
 #define MAX_IDLE_PER_CONTAINER 8

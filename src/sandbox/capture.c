@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/capture.h"
 
 void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_fn forward,
                      void *forward_ud) {

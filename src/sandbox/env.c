@@ -7,7 +7,7 @@
 
 #include <sandman/util.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/env.h"
 
 static int name_is(const char *name, size_t len, const char *want) {
   return strlen(want) == len && memcmp(name, want, len) == 0;

@@ -11,7 +11,7 @@
 #include <sandman/image.h>
 #include <sandman/log.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/lifecycle.h"
 
 #define DEFAULT_IMAGE_FOR_CHECK "sandman/minimal:latest"
 

@@ -33,23 +33,17 @@
 #include <sandman/workspace.h>
 
 #include "common/thread.h"
-#include "sandbox/internal.h"
+#include "sandbox/capture.h"
+#include "sandbox/env.h"
+#include "sandbox/host.h"
+#include "sandbox/result.h"
+#include "sandbox/settings.h"
+#include "sandbox/spec.h"
 
 extern char **environ;
 
 #define READ_CHUNK 65536
 #define DRAIN_GRACE_MS 1000.0
-
-void sm_host_name(char *out, size_t len) {
-  if (gethostname(out, len) != 0 || out[0] == '\0') snprintf(out, len, "localhost");
-  out[len - 1] = '\0';
-}
-
-void sm_sandbox_owner_label(char *out, size_t len) {
-  char host[256];
-  sm_host_name(host, sizeof host);
-  snprintf(out, len, "%s:%ld", host, (long)getpid());
-}
 
 /* ---- removing a scratch tree ---- */
 static int make_writable(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -304,60 +298,99 @@ static void supervise(host_call *hc, const sm_run_request *req, sm_capture *cap,
   else oc->exit_code = exit_code_of(status);
 }
 
-int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
-                sm_error *err) {
-  const sm_sandbox_settings *s = &req->settings;
-  char id[17], scratch[PATH_MAX], work[PATH_MAX], tmp[PATH_MAX], base[PATH_MAX];
+/* The call's scratch directory under the state directory: work (its
+ * home and workspace) and tmp. */
+static int scratch_dirs(const char *state_dir, char *scratch, char *work, char *tmp,
+                        sm_error *err) {
+  char id[17], base[PATH_MAX];
   int rc = sm_random_hex(id, 8, err);
-  if (rc) goto fail_early;
-  snprintf(base, sizeof base, "%s/scratch", sm_runner_state_dir(runner));
-  if (snprintf(scratch, sizeof scratch, "%s/%s", base, id) >= (int)sizeof scratch) {
-    rc = sm_error_set(err, SM_EINVAL, "state directory path too long");
-    goto fail_early;
+  if (rc) return rc;
+  snprintf(base, sizeof base, "%s/scratch", state_dir);
+  if (snprintf(scratch, PATH_MAX, "%s/%s", base, id) >= PATH_MAX) {
+    scratch[0] = '\0'; /* nothing made, nothing to remove */
+    return sm_error_set(err, SM_EINVAL, "state directory path too long");
   }
-  snprintf(work, sizeof work, "%s/work", scratch);
-  snprintf(tmp, sizeof tmp, "%s/tmp", scratch);
-  if ((rc = make_dir(sm_runner_state_dir(runner), err)) || (rc = make_dir(base, err)) ||
+  snprintf(work, PATH_MAX, "%s/work", scratch);
+  snprintf(tmp, PATH_MAX, "%s/tmp", scratch);
+  if ((rc = make_dir(state_dir, err)) || (rc = make_dir(base, err)) ||
       (rc = make_dir(scratch, err)) || (rc = make_dir(work, err)) || (rc = make_dir(tmp, err)))
-    goto fail_cleanup;
+    return rc;
+  return 0;
+}
 
-  sm_workspace_sync *ws = NULL;
-  sm_sync_mode sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
-  sm_workspace_target target = {.sandbox_path = work, .uid = (int)getuid(), .gid = (int)getgid()};
-  if (req->workspace && sync != SM_SYNC_NONE) {
-    sm_string_list excludes = s->excludes;
-    if (req->extra_excludes)
-      for (size_t i = 0; i < req->extra_excludes->n; i++)
-        if (sm_string_list_add(&excludes, req->extra_excludes->items[i], NULL) != 0) break;
-    rc = sm_workspace_sync_new(&ws, req->workspace, NULL, &excludes, NULL, err);
-    if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &s->protect, err);
-    if (rc == 0) rc = sm_workspace_sync_set_redact(ws, req->secret_env, req->n_secret_env, err);
-    if (rc == 0) rc = sm_workspace_sync_in(ws, &target, err);
-    if (rc) {
-      sm_error_wrap(err, "copying the workspace into %s", work);
-      if (ws) sm_workspace_sync_free(ws);
-      goto fail_cleanup;
-    }
+/* The workspace copied into work (*ws NULL: no copy). */
+static int host_workspace_in(const sm_run_request *req, sm_sync_mode sync,
+                             sm_workspace_target *target, sm_workspace_sync **ws, sm_error *err) {
+  const sm_sandbox_settings *s = &req->settings;
+  *ws = NULL;
+  if (!req->workspace || sync == SM_SYNC_NONE) return 0;
+  sm_string_list excludes = s->excludes;
+  if (req->extra_excludes)
+    for (size_t i = 0; i < req->extra_excludes->n; i++)
+      if (sm_string_list_add(&excludes, req->extra_excludes->items[i], NULL) != 0) break;
+  int rc = sm_workspace_sync_new(ws, req->workspace, NULL, &excludes, NULL, err);
+  if (rc == 0) rc = sm_workspace_sync_set_protect(*ws, &s->protect, err);
+  if (rc == 0) rc = sm_workspace_sync_set_redact(*ws, req->secret_env, req->n_secret_env, err);
+  if (rc == 0) rc = sm_workspace_sync_in(*ws, target, err);
+  if (rc) {
+    sm_error_wrap(err, "copying the workspace into %s", target->sandbox_path);
+    if (*ws) sm_workspace_sync_free(*ws);
+    *ws = NULL;
   }
+  return rc;
+}
 
+/* The tool's scrubbed environment on the host: the host's PATH and USER,
+ * home in work, TMPDIR in tmp. */
+static int host_env(const sm_run_request *req, const char *work, const char *tmp, sm_strv *env,
+                    sm_error *err) {
   char user[256] = "";
   const char *u = getenv("USER");
   snprintf(user, sizeof user, "%s", u ? u : "");
   const char *path = getenv("PATH");
-  sm_strv env = {0};
   sm_env_spec es = {
       .path = path && *path ? path : "/usr/local/bin:/usr/bin:/bin",
       .user = user[0] ? user : NULL,
       .home = work,
       .tmpdir = tmp,
       .host_env = (const char *const *)environ,
-      .passthrough = &s->env_passthrough,
+      .passthrough = &req->settings.env_passthrough,
       .explicit_env = req->env,
       .n_explicit = req->n_env,
       .secret_env = req->secret_env,
       .n_secret = req->n_secret_env,
   };
-  rc = sm_env_build(&es, &env, err);
+  return sm_env_build(&es, env, err);
+}
+
+/* The stdin feeder may block on a terminal: wait a moment, then let it be. */
+static void join_feeder(host_call *hc) {
+  if (!hc->feeder_started) return;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += 200 * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(hc->feeder_thread, NULL, &until) != 0)
+    pthread_detach(hc->feeder_thread);
+}
+
+int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
+                sm_error *err) {
+  const sm_sandbox_settings *s = &req->settings;
+  char scratch[PATH_MAX] = "", work[PATH_MAX], tmp[PATH_MAX];
+  int rc = scratch_dirs(ctx->state_dir, scratch, work, tmp, err);
+  if (rc) goto fail;
+
+  sm_workspace_sync *ws = NULL;
+  sm_sync_mode sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
+  sm_workspace_target target = {.sandbox_path = work, .uid = (int)getuid(), .gid = (int)getgid()};
+  if ((rc = host_workspace_in(req, sync, &target, &ws, err)) != 0) goto fail;
+
+  sm_strv env = {0};
+  rc = host_env(req, work, tmp, &env, err);
   host_call hc;
   memset(&hc, 0, sizeof hc);
   hc.out_fd = hc.err_fd = hc.go_fd = -1;
@@ -365,7 +398,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
   sm_strv_dispose(&env);
   if (rc) {
     if (ws) sm_workspace_sync_free(ws);
-    goto fail_cleanup;
+    goto fail;
   }
   rc = apply_limits(hc.pid, s, err);
   if (rc == 0 && write(hc.go_fd, "go\n", 3) != 3)
@@ -379,18 +412,7 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
   sm_exec_outcome oc;
   memset(&oc, 0, sizeof oc);
   supervise(&hc, req, &cap, &oc); /* the wrapper exits 125 by itself if rc != 0 */
-  if (hc.feeder_started) {
-    /* The reader may block on a terminal: wait a moment, then let it be. */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 200 * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
-    if (pthread_timedjoin_np(hc.feeder_thread, NULL, &until) != 0)
-      pthread_detach(hc.feeder_thread);
-  }
+  join_feeder(&hc);
   int sync_failed = 0;
   sm_error sync_err = SM_ERROR_INIT;
   if (rc == 0 && ws && sync == SM_SYNC_INOUT) {
@@ -411,11 +433,11 @@ int sm_run_host(sm_runner *runner, const sm_run_request *req, sm_run_result *out
   if (sync_failed) sm_result_sync_failed(out, &sync_err);
   return 0;
 
-fail_cleanup: {
-  sm_error rm_err2 = SM_ERROR_INIT;
-  sm_remove_tree(scratch, &rm_err2);
-}
-fail_early:
+fail:
+  if (scratch[0]) {
+    sm_error rm_err2 = SM_ERROR_INIT;
+    sm_remove_tree(scratch, &rm_err2);
+  }
   sm_result_fail(out, sm_failure_kind_for(rc), err);
   return 0;
 }

@@ -9,7 +9,7 @@
 #include <sandman/egress.h>
 #include <sandman/log.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/network.h"
 
 int sm_sandbox_allowlist(const sm_sandbox_settings *s) { return strcmp(s->network, "allowlist") == 0; }
 

@@ -1,6 +1,6 @@
 /* A runner's speed work (see pool.h): the warm pool of per_tool
- * containers, per_tool removals in the background, and the lookup cache of
- * keyed sandboxes.
+ * containers, per_tool removals in the background, and agent sessions
+ * opened ahead. (The lookup cache of keyed sandboxes is lookup.c.)
  *
  * Pools are keyed by configuration: the settings hash and the project (the
  * project is a label of every container). Calls come in "slots" (project,
@@ -30,19 +30,18 @@
 #include <sandman/util.h>
 
 #include "common/thread.h"
-#include "sandbox/internal.h"
+#include "sandbox/agent.h"
 #include "sandbox/pool.h"
+#include "sandbox/settings.h"
+#include "sandbox/spec.h"
 
 #define MAX_POOLS 16
 #define MAX_SLOTS 256
-#define CACHE_BUCKETS 256
-#define CACHE_MAX 4096
 #define WORKERS 2
 #define BACKOFF_MIN_MS 2000.0
 #define BACKOFF_MAX_MS 60000.0
 #define IMAGE_CHECK_MS 30000.0
 #define IDLE_WAIT_MS 5000.0
-#define TOUCH_EVERY_S 1.0
 
 typedef struct cfg_pool {
   char key[65];              /* sha256(hash NUL project) */
@@ -85,15 +84,8 @@ typedef struct agent_prep {
 } agent_prep;
 #define MAX_PREPS 64
 
-typedef struct cache_entry {
-  char *name;
-  sm_pool_cached c;
-  double touched;            /* epoch seconds of our last last-used write, 0 never */
-  struct cache_entry *next;
-} cache_entry;
-
 struct sm_pool {
-  sm_runner *runner;
+  const sandbox_ctx *ctx;    /* the runner's; the pool is its ctx->pool */
   pthread_mutex_t mu;
   pthread_cond_t cv_work;    /* a job may be there, or stop */
   pthread_cond_t cv_done;    /* a job finished (settle and drain wait on it) */
@@ -110,8 +102,6 @@ struct sm_pool {
   agent_prep *prep_head;     /* LIFO; at most MAX_PREPS */
   unsigned n_preps, preps_running;
   unsigned long taken, missed, created, removed, failed;
-  cache_entry *cache[CACHE_BUCKETS];
-  size_t n_cache;
 };
 
 static double mono_ms(void) { return sm_monotonic_ms(); }
@@ -325,7 +315,7 @@ static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
 
 static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
   sm_error err = SM_ERROR_INIT;
-  int rc = e ? sm_sandbox_discard(p->runner, e, r->name, r->volume, &err) : SM_EUNREACHABLE;
+  int rc = e ? sm_sandbox_discard(p->ctx, e, r->name, r->volume, &err) : SM_EUNREACHABLE;
   if (rc != 0)
     sm_log(SM_LOG_WARN, "removing %s in the background: %s (a reap will remove it)", r->name,
            e ? err.message : "no engine client");
@@ -364,7 +354,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
   sm_error err = SM_ERROR_INIT;
   int rc = req == NULL ? sm_error_set(&err, SM_ENOMEM, NULL)
            : e == NULL ? sm_error_set(&err, SM_EUNREACHABLE, "no engine client")
-                       : sm_sandbox_prewarm(p->runner, e, req, &item, &err);
+                       : sm_sandbox_prewarm(p->ctx, e, req, &item, &err);
   free(req);
 
   pthread_mutex_lock(&p->mu);
@@ -388,7 +378,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
        * session is there uses the engine's exec), so a burst of calls
        * does not wait for sessions to be made. */
       /* (On a swarm the call opens it on the node.) */
-      if (sm_agents_enabled(sm_runner_agents(p->runner)) && sm_runner_swarm(p->runner) == NULL) {
+      if (sm_agents_enabled(p->ctx->agents) && p->ctx->swarm == NULL) {
         char user[32];
         snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
         queue_prep(p, item.id, user);
@@ -463,12 +453,12 @@ static void *worker_main(void *arg) {
   pthread_setname_np(pthread_self(), wa.prefer_removal ? "sandman-pool-rm" : "sandman-pool");
   sm_engine *e = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (sm_runner_engine(p->runner, &e, &err) != 0) {
+  if (p->ctx->engine(p->ctx->runner, &e, &err) != 0) {
     sm_log(SM_LOG_WARN, "pool: no engine client: %s", err.message);
     e = NULL;
   }
   double last_image_check = mono_ms();
-  unsigned width = e ? sm_sandbox_pool_width(p->runner, e) : 1;
+  unsigned width = e ? sm_sandbox_pool_width(p->ctx, e) : 1;
   pthread_mutex_lock(&p->mu);
   p->width = width;
   for (;;) {
@@ -514,7 +504,7 @@ static void *worker_main(void *arg) {
       p->n_preps--;
       p->preps_running++;
       pthread_mutex_unlock(&p->mu);
-      sm_agent_prepare(sm_runner_agents(p->runner), e, ap->id, ap->user);
+      sm_agent_prepare(p->ctx->agents, e, ap->id, ap->user);
       free(ap);
       pthread_mutex_lock(&p->mu);
       p->preps_running--;
@@ -526,7 +516,7 @@ static void *worker_main(void *arg) {
       last_image_check = now;
       pthread_mutex_unlock(&p->mu);
       check_images(p, e);
-      width = sm_sandbox_pool_width(p->runner, e);
+      width = sm_sandbox_pool_width(p->ctx, e);
       pthread_mutex_lock(&p->mu);
       p->width = width;
       continue;
@@ -563,10 +553,10 @@ static void ensure_threads(sm_pool *p) {
 
 /* ---- the pool's life ---- */
 
-sm_pool *sm_pool_new(sm_runner *runner) {
+sm_pool *sm_pool_new(const sandbox_ctx *ctx) {
   sm_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
-  p->runner = runner;
+  p->ctx = ctx;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv_work, NULL);
   pthread_cond_init(&p->cv_done, NULL);
@@ -638,7 +628,7 @@ void sm_pool_free(sm_pool *p) {
   removal *r = p->rm_head;
   sm_engine *e = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (r && sm_runner_engine(p->runner, &e, &err) != 0) e = NULL;
+  if (r && p->ctx->engine(p->ctx->runner, &e, &err) != 0) e = NULL;
   while (r) {
     removal *next = r->next;
     p->rm_running++;
@@ -646,15 +636,6 @@ void sm_pool_free(sm_pool *p) {
     r = next;
   }
   for (int i = 0; i < MAX_POOLS; i++) free_pool(p->pools[i]);
-  for (int b = 0; b < CACHE_BUCKETS; b++) {
-    cache_entry *ce = p->cache[b];
-    while (ce) {
-      cache_entry *next = ce->next;
-      free(ce->name);
-      free(ce);
-      ce = next;
-    }
-  }
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv_work);
   pthread_cond_destroy(&p->cv_done);
@@ -663,9 +644,8 @@ void sm_pool_free(sm_pool *p) {
 
 /* ---- what sm_run uses ---- */
 
-int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
+int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
                  sm_pool_item *out) {
-  sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
   if (p->size == 0 || p->stopping) {
@@ -703,8 +683,7 @@ int sm_pool_take(sm_runner *runner, const sm_run_request *req, const char *hash,
   return got;
 }
 
-void sm_pool_call_done(sm_runner *runner, const char *pool_key) {
-  sm_pool *p = sm_runner_pool(runner);
+void sm_pool_call_done(sm_pool *p, const char *pool_key) {
   if (p == NULL || pool_key == NULL || pool_key[0] == '\0') return;
   pthread_mutex_lock(&p->mu);
   cfg_pool *cp = find_pool(p, pool_key);
@@ -713,8 +692,7 @@ void sm_pool_call_done(sm_runner *runner, const char *pool_key) {
   pthread_mutex_unlock(&p->mu);
 }
 
-void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *hash) {
-  sm_pool *p = sm_runner_pool(runner);
+void sm_pool_forget(sm_pool *p, const sm_run_request *req, const char *hash) {
   if (p == NULL) return;
   char pkey[65];
   key_of(pkey, hash, project_of(req), NULL);
@@ -731,18 +709,16 @@ void sm_pool_forget(sm_runner *runner, const sm_run_request *req, const char *ha
   pthread_mutex_unlock(&p->mu);
 }
 
-void sm_pool_prepare_agent_later(sm_runner *runner, const char *container_id,
+void sm_pool_prepare_agent_later(sm_pool *p, const char *container_id,
                                  const char *user) {
-  sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   if (p->bg_remove) queue_prep(p, container_id, user);
   pthread_mutex_unlock(&p->mu);
 }
 
-int sm_pool_remove_later(sm_runner *runner, const char *name, const char *volume,
+int sm_pool_remove_later(sm_pool *p, const char *name, const char *volume,
                          sm_state_lock *busy) {
-  sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return -1;
   removal *r = malloc(sizeof *r);
   if (r == NULL) return -1;
@@ -764,93 +740,12 @@ int sm_pool_remove_later(sm_runner *runner, const char *name, const char *volume
   return 0;
 }
 
-/* ---- the lookup cache ---- */
+/* ---- what the runner's public functions do (sandbox.h, runner.c) ---- */
 
-static unsigned bucket_of(const char *name) {
-  unsigned h = 2166136261u;
-  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 16777619u;
-  return h % CACHE_BUCKETS;
-}
-
-static cache_entry *cache_find(sm_pool *p, const char *name) {
-  for (cache_entry *ce = p->cache[bucket_of(name)]; ce; ce = ce->next)
-    if (strcmp(ce->name, name) == 0) return ce;
-  return NULL;
-}
-
-int sm_pool_cache_get(sm_runner *runner, const char *name, const char *hash,
-                      sm_pool_cached *out) {
-  sm_pool *p = sm_runner_pool(runner);
-  if (p == NULL) return 0;
-  pthread_mutex_lock(&p->mu);
-  cache_entry *ce = cache_find(p, name);
-  int hit = ce != NULL && strcmp(ce->c.hash, hash) == 0;
-  if (hit) *out = ce->c;
-  pthread_mutex_unlock(&p->mu);
-  return hit;
-}
-
-void sm_pool_cache_put(sm_runner *runner, const char *name, const sm_pool_cached *entry) {
-  sm_pool *p = sm_runner_pool(runner);
-  if (p == NULL) return;
-  pthread_mutex_lock(&p->mu);
-  cache_entry *ce = cache_find(p, name);
-  if (ce == NULL && p->n_cache < CACHE_MAX) {
-    ce = calloc(1, sizeof *ce);
-    if (ce && (ce->name = strdup(name)) == NULL) {
-      free(ce);
-      ce = NULL;
-    }
-    if (ce) {
-      unsigned b = bucket_of(name);
-      ce->next = p->cache[b];
-      p->cache[b] = ce;
-      p->n_cache++;
-    }
-  }
-  if (ce) ce->c = *entry;
-  pthread_mutex_unlock(&p->mu);
-}
-
-void sm_pool_cache_drop(sm_runner *runner, const char *name) {
-  sm_pool *p = sm_runner_pool(runner);
-  if (p == NULL) return;
-  pthread_mutex_lock(&p->mu);
-  for (cache_entry **pp = &p->cache[bucket_of(name)]; *pp; pp = &(*pp)->next) {
-    if (strcmp((*pp)->name, name) == 0) {
-      cache_entry *ce = *pp;
-      *pp = ce->next;
-      free(ce->name);
-      free(ce);
-      p->n_cache--;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&p->mu);
-}
-
-int sm_pool_touch_due(sm_runner *runner, const char *name, double now) {
-  sm_pool *p = sm_runner_pool(runner);
-  if (p == NULL) return 1;
-  pthread_mutex_lock(&p->mu);
-  cache_entry *ce = cache_find(p, name);
-  int due = 1;
-  if (ce) {
-    due = !(ce->touched > 0 && now - ce->touched >= 0 && now - ce->touched < TOUCH_EVERY_S);
-    if (due) ce->touched = now;
-  }
-  pthread_mutex_unlock(&p->mu);
-  return due;
-}
-
-/* ---- the public functions (sandbox.h) ---- */
-
-int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err) {
-  if (runner == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
+int sm_pool_set_size(sm_pool *p, unsigned size, sm_error *err) {
   if (size > SM_POOL_MAX_SIZE)
     return sm_error_set(err, SM_EINVAL, "pool size %u is more than the %d allowed", size,
                         SM_POOL_MAX_SIZE);
-  sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   pthread_mutex_lock(&p->mu);
   p->size = size;
@@ -867,16 +762,14 @@ int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err) {
   return 0;
 }
 
-void sm_runner_set_background_removal(sm_runner *runner, int on) {
-  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+void sm_pool_set_background_removal(sm_pool *p, int on) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   p->bg_remove = on != 0;
   pthread_mutex_unlock(&p->mu);
 }
 
-unsigned sm_runner_pool_size(sm_runner *runner) {
-  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+unsigned sm_pool_size(sm_pool *p) {
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
   unsigned n = p->size;
@@ -884,13 +777,12 @@ unsigned sm_runner_pool_size(sm_runner *runner) {
   return n;
 }
 
-int sm_runner_pool_prepare(sm_runner *runner, const sm_run_request *req, sm_error *err) {
-  if (runner == NULL || req == NULL) return sm_error_set(err, SM_EINVAL, "no runner or request");
+int sm_pool_prepare(sm_pool *p, const sm_run_request *req, sm_error *err) {
+  if (req == NULL) return sm_error_set(err, SM_EINVAL, "no request");
   if (req->settings.mode != SM_MODE_PER_TOOL)
     return sm_error_set(err, SM_EINVAL, "the warm pool is for mode per_tool, not %s",
                         sm_mode_name(req->settings.mode));
   if (req->settings.image[0] == '\0') return sm_error_set(err, SM_EINVAL, "no image given");
-  sm_pool *p = sm_runner_pool(runner);
   if (p == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   char hash[65];
   sm_sandbox_settings_hash(&req->settings, hash);
@@ -907,8 +799,7 @@ int sm_runner_pool_prepare(sm_runner *runner, const sm_run_request *req, sm_erro
   return 0;
 }
 
-void sm_runner_pool_drain(sm_runner *runner) {
-  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+void sm_pool_drain(sm_pool *p) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   p->size = 0;
@@ -918,8 +809,7 @@ void sm_runner_pool_drain(sm_runner *runner) {
   pthread_mutex_unlock(&p->mu);
 }
 
-int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err) {
-  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
+int sm_pool_settle(sm_pool *p, double timeout_s, sm_error *err) {
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
   int rc = wait_settled(p, 0, timeout_s >= 0 ? mono_ms() + timeout_s * 1000.0 : -1);
@@ -930,9 +820,8 @@ int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err) {
   return 0;
 }
 
-void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out) {
+void sm_pool_stats_get(sm_pool *p, sm_pool_stats *out) {
   memset(out, 0, sizeof *out);
-  sm_pool *p = runner ? sm_runner_pool(runner) : NULL;
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   out->size = p->size;

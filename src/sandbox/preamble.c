@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/capture.h"
+#include "sandbox/preamble.h"
 
 #define PREFIX "sandman-call "
 

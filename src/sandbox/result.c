@@ -7,7 +7,7 @@
 #include <sandman/sandbox.h>
 
 #include "common/text.h"
-#include "sandbox/internal.h"
+#include "sandbox/result.h"
 
 void sm_run_result_dispose(sm_run_result *r) {
   if (r == NULL) return;

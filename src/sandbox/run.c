@@ -7,7 +7,9 @@
 #include <sandman/image.h>
 #include <sandman/log.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/call.h"
+#include "sandbox/host.h"
+#include "sandbox/result.h"
 
 static int check_request(const sm_run_request *req, sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
@@ -80,7 +82,7 @@ static int run_pinned(sm_runner *runner, const sm_run_request *req, sm_run_resul
   }
   sm_run_request pinned = *req;
   snprintf(pinned.settings.image, sizeof pinned.settings.image, "%s", id);
-  return sm_run_container(runner, &pinned, out, err);
+  return sm_run_container(sm_runner_ctx(runner), &pinned, out, err);
 }
 
 int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_error *err) {
@@ -104,9 +106,9 @@ int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_
                              SM_LOG_STR("run_id", req->run_id),
                              SM_LOG_STR("worker_id", req->worker_id)),
                "call %s in mode %s", req->argv[0], mode);
-  if (req->settings.mode == SM_MODE_NONE) rc = sm_run_host(runner, req, out, err);
+  if (req->settings.mode == SM_MODE_NONE) rc = sm_run_host(sm_runner_ctx(runner), req, out, err);
   else if (strchr(req->settings.image, '@') != NULL) rc = run_pinned(runner, req, out, err);
-  else rc = sm_run_container(runner, req, out, err);
+  else rc = sm_run_container(sm_runner_ctx(runner), req, out, err);
   const char *kind = sm_failure_kind_name(out->failure_kind);
   sm_log_event(SM_LOG_DEBUG, "call.end",
                SM_LOG_FIELDS(SM_LOG_STR("tool", req->tool), SM_LOG_STR("mode", sm_mode_name(out->mode)),

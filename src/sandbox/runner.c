@@ -12,9 +12,12 @@
 #include <sandman/sandbox.h>
 #include <sandman/state.h>
 
-#include "sandbox/internal.h"
-#include "sandbox/swarm.h"
+#include "sandbox/agent.h"
+#include "sandbox/context.h"
+#include "sandbox/lookup.h"
 #include "sandbox/pool.h"
+#include "sandbox/spec.h"
+#include "sandbox/swarm.h"
 
 typedef struct thread_engine {
   struct sm_runner *runner;
@@ -33,11 +36,12 @@ struct sm_runner {
   pthread_key_t key;
   sm_engine *template_engine; /* negotiated once, then cloned */
   thread_engine *threads;
-  sm_pool *pool;              /* warm pool, background removals, lookup cache */
-  sm_agents *agents;          /* sessions with in-sandbox agents (agent.c) */
-  sandbox_swarm *swarm;            /* the swarm backend, or NULL (swarm.c) */
   sm_egress_settings *egress; /* network allowlist: the proxy's settings (under lock) */
-  sm_audit *audit;            /* borrowed; NULL: no trail */
+  /* What the parts below the runner are handed: the agents' sessions
+   * (agent.c), the warm pool and background removals (pool.c), the lookup
+   * cache (lookup.c), the swarm backend or NULL (swarm.c), the audit trail
+   * (borrowed; NULL: none). */
+  sandbox_ctx ctx;
 };
 
 static void thread_engine_free(void *p) {
@@ -54,6 +58,28 @@ static void thread_engine_free(void *p) {
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The parts below the runner, handed down in r->ctx. Agents are on unless
+ * SANDMAN_AGENT says off/0/false (or a program turns them off): they only
+ * start from a sandbox's second call in a runner. */
+static int make_parts(sm_runner *r, sm_error *err) {
+  r->ctx.instance = r->instance;
+  r->ctx.state_dir = r->state_dir;
+  r->ctx.runner = r;
+  r->ctx.engine = sm_runner_engine;
+  r->ctx.egress = sm_runner_egress;
+  r->ctx.agents = sm_agents_new();
+  r->ctx.lookup = sandbox_lookup_new();
+  r->ctx.pool = sm_pool_new(&r->ctx);
+  if (!r->ctx.agents || !r->ctx.lookup || !r->ctx.pool) return sm_error_set(err, SM_ENOMEM, NULL);
+  const char *v = getenv("SANDMAN_AGENT");
+  if (v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0 ||
+            strcmp(v, "no") == 0))
+    sm_agents_set_enabled(r->ctx.agents, 0);
+  return 0;
+}
+
+const sandbox_ctx *sm_runner_ctx(const sm_runner *r) { return &r->ctx; }
 
 int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err) {
   sm_runner_options defaults = SM_RUNNER_OPTIONS_INIT;
@@ -101,7 +127,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
       rc = sm_error_set(err, SM_EINVAL, "unknown sandbox backend '%s' (use docker or swarm)",
                         opts->backend);
     else
-      rc = sandbox_swarm_new(&r->swarm, &opts->swarm, &r->engine_opts, err);
+      rc = sandbox_swarm_new(&r->ctx.swarm, &opts->swarm, &r->engine_opts, err);
     if (rc) goto fail;
   }
   sm_egress_proxy_options eo = SM_EGRESS_PROXY_OPTIONS_INIT;
@@ -109,6 +135,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   eo.instance = r->instance; /* the proxy belongs to the runner's instance */
   eo.state_dir = r->state_dir;
   if ((rc = sm_egress_settings_new(&r->egress, &eo, err)) != 0) goto fail;
+  if ((rc = make_parts(r, err)) != 0) goto fail;
   pthread_mutex_init(&r->lock, NULL);
   if (pthread_key_create(&r->key, thread_engine_free) != 0) {
     pthread_mutex_destroy(&r->lock);
@@ -119,8 +146,11 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   return 0;
 
 fail:
+  sm_pool_free(r->ctx.pool);
+  sandbox_lookup_free(r->ctx.lookup);
+  sm_agents_free(r->ctx.agents);
   sm_egress_settings_unref(r->egress);
-  sandbox_swarm_free(r->swarm);
+  sandbox_swarm_free(r->ctx.swarm);
   sm_engine_free(r->template_engine);
   free(r->host);
   free(r->cert_path);
@@ -133,12 +163,14 @@ void sm_runner_free(sm_runner *r) {
   if (r == NULL) return;
   /* First, while every engine client still works: the pool's containers
    * and pending per_tool removals go, and its threads end. */
-  sm_pool_free(r->pool);
-  r->pool = NULL;
-  sm_agents_free(r->agents);
-  r->agents = NULL;
-  sandbox_swarm_free(r->swarm);
-  r->swarm = NULL;
+  sm_pool_free(r->ctx.pool);
+  r->ctx.pool = NULL;
+  sm_agents_free(r->ctx.agents);
+  r->ctx.agents = NULL;
+  sandbox_lookup_free(r->ctx.lookup);
+  r->ctx.lookup = NULL;
+  sandbox_swarm_free(r->ctx.swarm);
+  r->ctx.swarm = NULL;
   /* Deleting the key first means no destructor runs on a freed runner. */
   pthread_key_delete(r->key);
   pthread_mutex_lock(&r->lock);
@@ -160,7 +192,7 @@ void sm_runner_free(sm_runner *r) {
   free(r);
 }
 
-int sm_runner_new_engine(sm_runner *r, sm_engine **out, sm_error *err) {
+static int new_engine(sm_runner *r, sm_engine **out, sm_error *err) {
   pthread_mutex_lock(&r->lock);
   int rc = 0;
   if (sm_engine_api_version(r->template_engine) == NULL)
@@ -177,7 +209,7 @@ int sm_runner_engine(sm_runner *r, sm_engine **out, sm_error *err) {
     return 0;
   }
   sm_engine *e = NULL;
-  int rc = sm_runner_new_engine(r, &e, err);
+  int rc = new_engine(r, &e, err);
   if (rc) return rc;
   te = calloc(1, sizeof *te);
   if (te == NULL) {
@@ -199,40 +231,15 @@ int sm_runner_engine(sm_runner *r, sm_engine **out, sm_error *err) {
   return 0;
 }
 
-sm_pool *sm_runner_pool(sm_runner *r) {
-  pthread_mutex_lock(&r->lock);
-  if (r->pool == NULL) r->pool = sm_pool_new(r);
-  sm_pool *p = r->pool;
-  pthread_mutex_unlock(&r->lock);
-  return p;
-}
+void sm_runner_set_agent(sm_runner *r, int on) { sm_agents_set_enabled(r->ctx.agents, on); }
 
-/* Agents are on unless SANDMAN_AGENT says off/0/false (or a program turns
- * them off): they only start from a sandbox's second call in a runner. */
-sm_agents *sm_runner_agents(sm_runner *r) {
-  pthread_mutex_lock(&r->lock);
-  if (r->agents == NULL) {
-    r->agents = sm_agents_new();
-    const char *v = getenv("SANDMAN_AGENT");
-    if (r->agents && v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 ||
-                           strcmp(v, "false") == 0 || strcmp(v, "no") == 0))
-      sm_agents_set_enabled(r->agents, 0);
-  }
-  sm_agents *a = r->agents;
-  pthread_mutex_unlock(&r->lock);
-  return a;
-}
-
-void sm_runner_set_agent(sm_runner *r, int on) { sm_agents_set_enabled(sm_runner_agents(r), on); }
-
-int sm_runner_agent_enabled(sm_runner *r) { return sm_agents_enabled(sm_runner_agents(r)); }
+int sm_runner_agent_enabled(sm_runner *r) { return sm_agents_enabled(r->ctx.agents); }
 
 void sm_runner_agent_stats(sm_runner *r, sm_agent_stats *out) {
-  sm_agents_stats(sm_runner_agents(r), &out->sessions_opened, &out->calls, &out->fallbacks);
+  sm_agents_stats(r->ctx.agents, &out->sessions_opened, &out->calls, &out->fallbacks);
 }
 
-sandbox_swarm *sm_runner_swarm(sm_runner *r) { return r->swarm; }
-const char *sm_runner_backend(const sm_runner *r) { return r->swarm ? "swarm" : "docker"; }
+const char *sm_runner_backend(const sm_runner *r) { return r->ctx.swarm ? "swarm" : "docker"; }
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }
 const char *sm_runner_instance(const sm_runner *r) { return r->instance; }
@@ -260,5 +267,36 @@ int sm_runner_set_egress(sm_runner *r, const sm_egress_proxy_options *opts, sm_e
   return 0;
 }
 
-void sm_runner_set_audit(sm_runner *r, sm_audit *audit) { r->audit = audit; }
-sm_audit *sm_runner_audit(const sm_runner *r) { return r->audit; }
+void sm_runner_set_audit(sm_runner *r, sm_audit *audit) { r->ctx.audit = audit; }
+sm_audit *sm_runner_audit(const sm_runner *r) { return r->ctx.audit; }
+
+/* ---- the warm pool and background work (pool.c) ---- */
+
+int sm_runner_pool_set_size(sm_runner *r, unsigned size, sm_error *err) {
+  if (r == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
+  return sm_pool_set_size(r->ctx.pool, size, err);
+}
+
+void sm_runner_set_background_removal(sm_runner *r, int on) {
+  if (r) sm_pool_set_background_removal(r->ctx.pool, on);
+}
+
+unsigned sm_runner_pool_size(sm_runner *r) { return r ? sm_pool_size(r->ctx.pool) : 0; }
+
+int sm_runner_pool_prepare(sm_runner *r, const sm_run_request *req, sm_error *err) {
+  if (r == NULL || req == NULL) return sm_error_set(err, SM_EINVAL, "no runner or request");
+  return sm_pool_prepare(r->ctx.pool, req, err);
+}
+
+void sm_runner_pool_drain(sm_runner *r) {
+  if (r) sm_pool_drain(r->ctx.pool);
+}
+
+int sm_runner_settle(sm_runner *r, double timeout_s, sm_error *err) {
+  return r ? sm_pool_settle(r->ctx.pool, timeout_s, err) : 0;
+}
+
+void sm_runner_pool_stats(sm_runner *r, sm_pool_stats *out) {
+  if (r) sm_pool_stats_get(r->ctx.pool, out);
+  else memset(out, 0, sizeof *out);
+}

@@ -12,7 +12,7 @@
 #include <sandman/sandbox.h>
 #include <sandman/workspace.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/settings.h"
 
 /* ---- built-in values ---- */
 #define SM_DEFAULT_IMAGE "sandman/minimal:latest"

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/settings.h"
+#include "sandbox/spec.h"
 
 int sm_instance_valid(const char *instance) {
   if (instance == NULL || *instance == '\0' || strlen(instance) > 64) return 0;
@@ -240,15 +241,9 @@ static void ulimit(json_object *list, const char *name, int64_t value) {
   json_object_array_add(list, u);
 }
 
-json_object *sm_container_config_build(const sm_container_spec *spec) {
+/* The container's own fields: image, user, the keeper, labels. */
+static void container_fields(json_object *c, const sm_container_spec *spec) {
   const sm_sandbox_settings *s = spec->settings;
-  json_object *c = json_object_new_object();
-  json_object *hc = json_object_new_object();
-  if (c == NULL || hc == NULL) {
-    json_object_put(c);
-    json_object_put(hc);
-    return NULL;
-  }
   json_object_object_add(c, "Image", json_object_new_string(s->image));
   /* The container's own processes (init, the keeper) run as root without
    * capabilities: the sandbox's user can neither signal nor trace them, so
@@ -277,7 +272,12 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   json_object *labels = NULL;
   if (spec->labels) json_object_deep_copy(spec->labels, &labels, NULL);
   json_object_object_add(c, "Labels", labels ? labels : json_object_new_object());
+}
 
+/* Isolation: network, init, read-only root, no capabilities, no new
+ * privileges. */
+static void host_isolation(json_object *hc, const sm_container_spec *spec) {
+  const sm_sandbox_settings *s = spec->settings;
   json_object_object_add(hc, "NetworkMode", json_object_new_string(spec->network ? spec->network : s->network));
   json_object_object_add(hc, "Init", json_object_new_boolean(s->init));
   json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(s->read_only_root));
@@ -292,6 +292,11 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
     json_object_array_add(so, json_object_new_string("no-new-privileges"));
     json_object_object_add(hc, "SecurityOpt", so);
   }
+}
+
+/* Limits: pids, cpu, memory, the tmpfs mounts, ulimits. */
+static void host_limits(json_object *hc, const sm_container_spec *spec) {
+  const sm_sandbox_settings *s = spec->settings;
   if (s->pids > 0)
     json_object_object_add(hc, "PidsLimit",
                            json_object_new_int64(sm_host_pids_limit(s->pids, spec->gvisor)));
@@ -319,13 +324,12 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   if (spec->gvisor && s->pids > 0) ulimit(ul, "nproc", s->pids);
   if (json_object_array_length(ul) > 0) json_object_object_add(hc, "Ulimits", ul);
   else json_object_put(ul);
-  if (s->runtime[0]) json_object_object_add(hc, "Runtime", json_object_new_string(s->runtime));
-  json_object *rp = json_object_new_object();
-  json_object_object_add(rp, "Name", json_object_new_string("no"));
-  json_object_object_add(hc, "RestartPolicy", rp);
+}
 
-  /* /workspace: a named volume on tmpfs sized by --disk. The engine makes it
-   * with the container, with the same labels (minus io.sandman.volume). */
+/* /workspace: a named volume on tmpfs sized by --disk. The engine makes it
+ * with the container, with the same labels (minus io.sandman.volume). */
+static json_object *workspace_mounts(const sm_container_spec *spec) {
+  const sm_sandbox_settings *s = spec->settings;
   json_object *mounts = json_object_new_array();
   json_object *m = json_object_new_object();
   json_object_object_add(m, "Type", json_object_new_string("volume"));
@@ -355,8 +359,26 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   json_object_object_add(vo, "DriverConfig", dc);
   json_object_object_add(m, "VolumeOptions", vo);
   json_object_array_add(mounts, m);
-  json_object_object_add(hc, "Mounts", mounts);
+  return mounts;
+}
 
+json_object *sm_container_config_build(const sm_container_spec *spec) {
+  json_object *c = json_object_new_object();
+  json_object *hc = json_object_new_object();
+  if (c == NULL || hc == NULL) {
+    json_object_put(c);
+    json_object_put(hc);
+    return NULL;
+  }
+  container_fields(c, spec);
+  host_isolation(hc, spec);
+  host_limits(hc, spec);
+  const sm_sandbox_settings *s = spec->settings;
+  if (s->runtime[0]) json_object_object_add(hc, "Runtime", json_object_new_string(s->runtime));
+  json_object *rp = json_object_new_object();
+  json_object_object_add(rp, "Name", json_object_new_string("no"));
+  json_object_object_add(hc, "RestartPolicy", rp);
+  json_object_object_add(hc, "Mounts", workspace_mounts(spec));
   json_object_object_add(c, "HostConfig", hc);
   return c;
 }

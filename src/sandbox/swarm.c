@@ -11,7 +11,9 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/helper.h"
+#include "sandbox/settings.h"
+#include "sandbox/spec.h"
 #include "sandbox/swarm.h"
 #include "sandbox/swarm_spec.h"
 

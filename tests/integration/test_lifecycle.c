@@ -15,7 +15,7 @@
 
 #include <sandman/sandman.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/spec.h"
 #include "support/itest.h"
 
 static sm_engine *engine;

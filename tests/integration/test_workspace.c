@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/agent.h"
 #include "support/itest.h"
 #include "workspace/ws.h"
 #include "unit/workspace/tarbuild.h"

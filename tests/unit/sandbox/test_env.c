@@ -10,7 +10,7 @@
 
 #include <sandman/sandman.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/env.h"
 
 static const char *get(const sm_strv *env, const char *name) {
   size_t n = strlen(name);

@@ -16,7 +16,9 @@
 
 #include <sandman/sandman.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/context.h"
+#include "sandbox/host.h"
+#include "sandbox/lookup.h"
 #include "sandbox/pool.h"
 
 static char state_dir[] = "/tmp/sandman-test-pool-XXXXXX";
@@ -71,7 +73,7 @@ static void test_off_takes_nothing(void **state) {
   char hash[65];
   sm_sandbox_settings_hash(&req.settings, hash);
   sm_pool_item item;
-  assert_int_equal(sm_pool_take(r, &req, hash, &item), 0);
+  assert_int_equal(sm_pool_take(sm_runner_ctx(r)->pool, &req, hash, &item), 0);
   sm_pool_stats st;
   sm_runner_pool_stats(r, &st);
   assert_int_equal(st.configurations, 0); /* no pool made while off */
@@ -134,7 +136,7 @@ static void test_failing_engine_backs_off(void **state) {
   sm_sandbox_settings_hash(&req.settings, hash);
   sm_pool_item item;
   /* The first call finds the pool empty and starts it. */
-  assert_int_equal(sm_pool_take(r, &req, hash, &item), 0);
+  assert_int_equal(sm_pool_take(sm_runner_ctx(r)->pool, &req, hash, &item), 0);
   /* Creations fail (no engine): the pool backs off rather than spinning,
    * and counts as settled meanwhile. */
   assert_int_equal(sm_runner_settle(r, 10, &err), 0);
@@ -160,11 +162,11 @@ static void test_background_removal_is_opt_in(void **state) {
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_state_busy_acquire(state_dir, "sandman-unit-pool-tool-x", &busy, &err), 0);
   /* Off: the caller removes its container itself. */
-  assert_int_equal(sm_pool_remove_later(r, "sandman-unit-pool-tool-x", "v", busy), -1);
+  assert_int_equal(sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-x", "v", busy), -1);
   sm_state_unlock(busy);
   sm_runner_set_background_removal(r, 1);
   assert_int_equal(sm_state_busy_acquire(state_dir, "sandman-unit-pool-tool-y", &busy, &err), 0);
-  assert_int_equal(sm_pool_remove_later(r, "sandman-unit-pool-tool-y", "v", busy), 0);
+  assert_int_equal(sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-y", "v", busy), 0);
   /* The queue holds the busy lock until the removal was tried. */
   sm_runner_free(r);
   assert_int_equal(sm_state_is_busy(state_dir, "sandman-unit-pool-tool-y"), 0);
@@ -173,33 +175,34 @@ static void test_background_removal_is_opt_in(void **state) {
 static void test_cache(void **state) {
   (void)state;
   sm_runner *r = new_runner();
-  sm_pool_cached c, got;
+  sandbox_lookup *l = sm_runner_ctx(r)->lookup;
+  sandbox_lookup_entry c, got;
   memset(&c, 0, sizeof c);
   snprintf(c.id, sizeof c.id, "abc123");
   snprintf(c.hash, sizeof c.hash, "h1");
   snprintf(c.project, sizeof c.project, "p");
   c.uid = 1000;
   c.gid = 1001;
-  assert_int_equal(sm_pool_cache_get(r, "sb1", "h1", &got), 0);
-  sm_pool_cache_put(r, "sb1", &c);
-  assert_int_equal(sm_pool_cache_get(r, "sb1", "h1", &got), 1);
+  assert_int_equal(sandbox_lookup_get(l, "sb1", "h1", &got), 0);
+  sandbox_lookup_put(l, "sb1", &c);
+  assert_int_equal(sandbox_lookup_get(l, "sb1", "h1", &got), 1);
   assert_string_equal(got.id, "abc123");
   assert_int_equal(got.gid, 1001);
   /* Another configuration never hits: the sandbox must be looked at. */
-  assert_int_equal(sm_pool_cache_get(r, "sb1", "h2", &got), 0);
-  assert_int_equal(sm_pool_cache_get(r, "sb2", "h1", &got), 0);
-  sm_pool_cache_drop(r, "sb1");
-  assert_int_equal(sm_pool_cache_get(r, "sb1", "h1", &got), 0);
-  sm_pool_cache_drop(r, "never-there");
+  assert_int_equal(sandbox_lookup_get(l, "sb1", "h2", &got), 0);
+  assert_int_equal(sandbox_lookup_get(l, "sb2", "h1", &got), 0);
+  sandbox_lookup_drop(l, "sb1");
+  assert_int_equal(sandbox_lookup_get(l, "sb1", "h1", &got), 0);
+  sandbox_lookup_drop(l, "never-there");
 
   /* Last-used writes: at most one a second per sandbox this runner knows. */
-  assert_int_equal(sm_pool_touch_due(r, "unknown", 100.0), 1);
-  assert_int_equal(sm_pool_touch_due(r, "unknown", 100.1), 1);
-  sm_pool_cache_put(r, "sb1", &c);
-  assert_int_equal(sm_pool_touch_due(r, "sb1", 100.0), 1);
-  assert_int_equal(sm_pool_touch_due(r, "sb1", 100.5), 0);
-  assert_int_equal(sm_pool_touch_due(r, "sb1", 101.2), 1);
-  assert_int_equal(sm_pool_touch_due(r, "sb1", 50.0), 1); /* the clock went back */
+  assert_int_equal(sandbox_lookup_touch_due(l, "unknown", 100.0), 1);
+  assert_int_equal(sandbox_lookup_touch_due(l, "unknown", 100.1), 1);
+  sandbox_lookup_put(l, "sb1", &c);
+  assert_int_equal(sandbox_lookup_touch_due(l, "sb1", 100.0), 1);
+  assert_int_equal(sandbox_lookup_touch_due(l, "sb1", 100.5), 0);
+  assert_int_equal(sandbox_lookup_touch_due(l, "sb1", 101.2), 1);
+  assert_int_equal(sandbox_lookup_touch_due(l, "sb1", 50.0), 1); /* the clock went back */
   sm_runner_free(r);
 }
 

@@ -10,7 +10,8 @@
 
 #include <sandman/sandman.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/capture.h"
+#include "sandbox/result.h"
 
 static void test_json_has_exactly_the_contract_fields(void **state) {
   (void)state;

@@ -9,7 +9,10 @@
 
 #include <sandman/sandman.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/capture.h"
+#include "sandbox/preamble.h"
+#include "sandbox/settings.h"
+#include "sandbox/spec.h"
 
 static const char *jstr(json_object *o, const char *path) {
   /* "a.b.c" walk; keys here contain no dots except label keys, which are

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/settings.h"
 #include "sandbox/swarm.h"
 #include "sandbox/swarm_spec.h"
 

@@ -11,7 +11,7 @@
 
 #include <sandman/sandman.h>
 
-#include "sandbox/internal.h"
+#include "sandbox/spec.h"
 #include "sandbox/swarm_spec.h"
 
 /* get(o, "a", "b", NULL): o.a.b, or NULL. */

@@ -1,0 +1,43 @@
+/* Internal to src/sandbox: what the runner hands down to the parts below it.
+ *
+ * The runner (runner.c) is the top of the module: it makes the agents'
+ * sessions, the warm pool, the lookup cache and the swarm backend, frees
+ * them, and hands them down in one sandbox_ctx. Nothing below the runner
+ * finds these through the runner: the call driver (call.c), acquisition
+ * (acquire*.c), the pool (pool.c), creation and removal (lifecycle.c) and
+ * mode none (host.c) are given the ctx. The two pieces of the runner that
+ * change while it lives, its per-thread engine clients and its egress
+ * settings, are reached through the ctx's two functions. */
+#ifndef SANDMAN_SANDBOX_CONTEXT_H
+#define SANDMAN_SANDBOX_CONTEXT_H
+
+#include <sandman/audit.h>
+#include <sandman/egress.h>
+#include <sandman/engine.h>
+#include <sandman/error.h>
+#include <sandman/sandbox.h>
+
+typedef struct sm_agents sm_agents;         /* agent.h */
+typedef struct sm_pool sm_pool;             /* pool.h */
+typedef struct sandbox_lookup sandbox_lookup; /* lookup.h */
+typedef struct sandbox_swarm sandbox_swarm; /* swarm.h */
+
+typedef struct sandbox_ctx {
+  const char *instance;
+  const char *state_dir;
+  sm_agents *agents;       /* the runner's agent sessions */
+  sm_pool *pool;           /* warm pool and background work */
+  sandbox_lookup *lookup;  /* keyed sandboxes found before */
+  sandbox_swarm *swarm;    /* the swarm backend, or NULL: the docker backend */
+  sm_audit *audit;         /* NULL: no trail (sm_runner_set_audit sets it) */
+  sm_runner *runner;       /* only to pass to the two functions below */
+  /* The calling thread's engine client (kept by the runner). */
+  int (*engine)(sm_runner *runner, sm_engine **out, sm_error *err);
+  /* A reference to the egress settings in force (the callee unrefs). */
+  sm_egress_settings *(*egress)(sm_runner *runner);
+} sandbox_ctx;
+
+/* The runner's ctx (runner.c; for sm_run and the tests). */
+const sandbox_ctx *sm_runner_ctx(const sm_runner *runner);
+
+#endif
