@@ -33,9 +33,9 @@ static int provider_list(void *ud, void *request, json_object **tools, sm_error 
 }
 
 /* A host tool the caller may not see is an unknown tool (JSON-RPC
- * -32602); any other refusal (schema, limits, approval) or a timeout is a
- * tool error whose text says why, so that the model reads it (the broker
- * audited it). */
+ * -32602); any other refusal (schema, limits, approval: "refused: ..."), a
+ * timeout or a tool that could not be reached is a tool error whose text
+ * says why, so that the model reads it (the broker audited it). */
 static int provider_call(void *ud, void *request, const char *name, json_object *args,
                          volatile int *cancel, sm_mcp_result *out, sm_error *err) {
   sm_error why = SM_ERROR_INIT;
@@ -45,7 +45,8 @@ static int provider_call(void *ud, void *request, const char *name, json_object 
     return sm_error_set(err, rc, "%s", why.message);
   sm_mcp_result_dispose(out);
   sm_mcp_result_init(out);
-  return sm_mcp_result_error(out, "%s%s", rc == SM_ETIMEOUT ? "" : "refused: ", why.message);
+  int refusal = rc == SM_EPOLICY || rc == SM_EINVAL || rc == SM_EBUSY;
+  return sm_mcp_result_error(out, "%s%s", refusal ? "refused: " : "", why.message);
 }
 
 static int make_session(void *ud, const char *owner, sm_mcp_session **out, sm_error *err) {

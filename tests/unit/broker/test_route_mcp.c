@@ -7,6 +7,7 @@
  * audited, refusals are tool errors or -32602, relayed calls and a tool
  * exposed under another name (broker.tools.X.mcp), the scrubbed
  * environment, GET/DELETE, and a name clash between servers. No engine. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -295,17 +296,44 @@ static void test_sessions_belong_to_the_sandbox(void **state) {
   assert_true(relayed >= 1); /* from test_calls */
 }
 
+/* Processes whose command line has word as an argument. */
+static int processes_with(const char *word) {
+  DIR *d = opendir("/proc");
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[300], buf[4096];
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1) {
+      buf[len] = '\0';
+      if (strcmp(buf + i, word) == 0) {
+        n++;
+        break;
+      }
+    }
+  }
+  closedir(d);
+  return n;
+}
+
 /* Two servers offering one name without a prefix: a configuration error
  * when the catalog is first needed, and nothing listed. */
 static void test_name_clash(void **state) {
   (void)state;
-  char y[2048];
+  char y[2048], marker[64];
+  snprintf(marker, sizeof marker, "hostmcp-clash-%d", (int)getpid());
   snprintf(y, sizeof y,
            "broker:\n  mcp_servers:\n"
-           "    one: {command: [python3, \"%s\"], tools: [echo]}\n"
-           "    two: {command: [python3, \"%s\"], tools: [echo]}\n"
+           "    one: {command: [python3, \"%s\", normal, %s], tools: [echo]}\n"
+           "    two: {command: [python3, \"%s\", normal, %s], tools: [echo]}\n"
            "agents:\n  coder:\n    broker:\n      allow: [\"*\"]\n",
-           fake, fake);
+           fake, marker, fake, marker);
   sm_config *c2 = NULL;
   sm_broker *b2 = NULL;
   sm_error err = SM_ERROR_INIT;
@@ -317,7 +345,10 @@ static void test_name_clash(void **state) {
   assert_int_equal(sm_broker_list(b2, &who, &tools, &err), SM_ECONFIG);
   assert_non_null(strstr(err.message, "prefix"));
   assert_null(tools);
+  /* Both servers were started (to list them), and end with the broker. */
+  assert_int_equal(processes_with(marker), 2);
   sm_broker_free(b2);
+  assert_int_equal(processes_with(marker), 0);
   sm_config_free(c2);
 }
 
