@@ -170,13 +170,18 @@ static int build_env(call *c, sm_strv *env, sm_error *err) {
 }
 
 static void shape_proc(const bk_proc_result *r, size_t cap, sm_mcp_result *out) {
-  if (r->out_len) sm_mcp_result_text(out, r->out, r->out_len);
+  /* Always a text block, empty too: a client shows content, not structured. */
+  sm_mcp_result_text(out, r->out, r->out_len);
   if (r->out_truncated) {
     char note[96];
     int n = snprintf(note, sizeof note, "[output truncated at %zu bytes]", cap);
     sm_mcp_result_text(out, note, (size_t)n);
   }
-  if (r->exit_code != 0 && r->err_len && !r->out_len) sm_mcp_result_text(out, r->errout, r->err_len);
+  if (r->exit_code != 0 && r->err_len && !r->out_len) {
+    json_object_put(out->content); /* the empty block goes: stderr says why */
+    out->content = NULL;
+    sm_mcp_result_text(out, r->errout, r->err_len);
+  }
   json_object *s = json_object_new_object();
   json_object_object_add(s, "exit_code", json_object_new_int(r->exit_code));
   json_object_object_add(s, "stderr", json_object_new_string_len(r->errout, (int)r->err_len));
