@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/fs.h"
+#include "common/io.h"
 
 #define OUT_BUF (64u << 10)
 #define GREP_FILE_MAX ((off_t)64 << 20) /* larger files are not searched */
@@ -30,27 +31,15 @@ static unsigned char out_buf[OUT_BUF];
 static char chunk[256 << 10];
 static size_t out_len;
 
-static int write_all(int fd, const void *data, size_t len) {
-  const unsigned char *p = data;
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 static void out_flush(void) {
-  if (out_len && write_all(1, out_buf, out_len) != 0) _exit(3); /* the host is gone */
+  if (out_len && sm_write_all(1, out_buf, out_len) != 0) _exit(3); /* the host is gone */
   out_len = 0;
 }
 
 static void out(const void *data, size_t len) {
   if (len >= OUT_BUF) {
     out_flush();
-    if (write_all(1, data, len) != 0) _exit(3);
+    if (sm_write_all(1, data, len) != 0) _exit(3);
     return;
   }
   if (out_len + len > OUT_BUF) out_flush();
@@ -460,7 +449,7 @@ static int op_read(int root, char **argv) {
       fprintf(stderr, "%s: changed while being read\n", argv[0]);
       return 1;
     }
-    if (write_all(1, chunk, (size_t)n) != 0) _exit(3);
+    if (sm_write_all(1, chunk, (size_t)n) != 0) _exit(3);
     done += n;
   }
   close(fd);
@@ -505,7 +494,7 @@ static int copy_in(int fd, long long count, long long *written) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
     if (n == 0) return EPIPE; /* the stream ended inside a file */
-    if (write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
+    if (sm_write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
     *written += n;
   }
   return 0;
@@ -531,7 +520,7 @@ static int copy_chunks(int fd, long long *written) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return errno;
       if (n == 0) return EPIPE;
-      if (write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
+      if (sm_write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
       *written += n;
       len -= n;
     }
@@ -969,7 +958,7 @@ static int send_file(listing *l, int dirfd, const char *name, const char *rel,
       fprintf(stderr, "%s: changed while being read\n", rel);
       _exit(1); /* the stream cannot be framed any more */
     }
-    if (write_all(1, chunk, (size_t)n) != 0) _exit(3);
+    if (sm_write_all(1, chunk, (size_t)n) != 0) _exit(3);
     done += n;
   }
   close(fd);

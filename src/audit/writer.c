@@ -16,6 +16,7 @@
 #include <sandman/state.h>
 
 #include "audit/audit_internal.h"
+#include "common/io.h"
 
 struct sm_audit {
   pthread_mutex_t mu;
@@ -112,19 +113,6 @@ void sm_audit_close(sm_audit *a) {
 
 const char *sm_audit_file(const sm_audit *a) { return a ? a->file : NULL; }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* FILE.keep is dropped, each FILE.i becomes FILE.i+1, FILE becomes FILE.1
  * (with keep 0, FILE is simply dropped). Called under the lock. */
 static int rotate(const sm_audit *a, sm_error *err) {
@@ -171,10 +159,10 @@ static int append_file(sm_audit *a, const char *line, size_t len, sm_error *err)
     /* A writer that died mid-line left no newline: end that line first so
      * this event stays a line of its own. */
     char last = '\n';
-    if (pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' && write_all(fd, "\n", 1) != 0)
+    if (pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' && sm_write_all(fd, "\n", 1) != 0)
       rc = sm_error_set_errno(err, SM_EIO, errno, "audit: writing %s", a->file);
   }
-  if (rc == 0 && write_all(fd, line, len) != 0)
+  if (rc == 0 && sm_write_all(fd, line, len) != 0)
     rc = sm_error_set_errno(err, SM_EIO, errno, "audit: writing %s", a->file);
   if (fd >= 0) close(fd);
   flock(lfd, LOCK_UN);
@@ -215,7 +203,7 @@ int sm_audit_record(sm_audit *a, const sm_audit_event *ev, sm_error *err) {
   pthread_mutex_lock(&a->mu);
   if (a->file) rc = append_file(a, line, n + 1, err);
   if (a->to_stderr) {
-    int e = write_all(STDERR_FILENO, line, n + 1);
+    int e = sm_write_all(STDERR_FILENO, line, n + 1);
     if (e != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "audit: writing to stderr");
   }
   pthread_mutex_unlock(&a->mu);

@@ -13,6 +13,7 @@
 #include <sandman/state.h>
 
 #include "common/cleanup.h"
+#include "common/io.h"
 
 struct sm_state_lock {
   int fd;
@@ -148,19 +149,6 @@ int sm_state_is_busy(const char *state_dir, const char *sandbox_name) {
 }
 
 /* Writes all of buf, retrying short writes and EINTR. */
-static int write_all(int fd, const char *buf, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, buf, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    buf += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 /* Makes a rename inside dir durable; failure only costs durability. */
 static void sync_dir_of(const char *path) {
   char dir[PATH_MAX];
@@ -186,7 +174,7 @@ int sm_state_touch(const char *state_dir, const char *sandbox_name, double when,
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   char line[64];
   int n = snprintf(line, sizeof line, "%.3f\n", when);
-  if (write_all(fd, line, (size_t)n) != 0 || fsync(fd) != 0) {
+  if (sm_write_all(fd, line, (size_t)n) != 0 || fsync(fd) != 0) {
     int e = errno;
     close(fd);
     unlink(tmp);

@@ -8,14 +8,30 @@
 
 #include "common/strv.h"
 
+int sm_grow(void *itemsp, size_t *cap, size_t n, size_t elem, size_t first) {
+  if (n < *cap) return 0;
+  size_t c = *cap ? *cap * 2 : first;
+  while (c <= n) c *= 2;
+  void *old;
+  memcpy(&old, itemsp, sizeof old);
+  void *nv = realloc(old, c * elem);
+  if (nv == NULL) return SM_ENOMEM;
+  memcpy(itemsp, &nv, sizeof nv);
+  *cap = c;
+  return 0;
+}
+
+int sm_strings_push(char ***v, size_t *n, size_t *cap, const char *s) {
+  if (sm_grow(v, cap, *n, sizeof **v, 16) != 0) return SM_ENOMEM;
+  char *d = strdup(s);
+  if (d == NULL) return SM_ENOMEM;
+  (*v)[(*n)++] = d;
+  return 0;
+}
+
 int sm_strv_add(sm_strv *sv, const char *s) {
-  if (sv->n + 2 > sv->alloc) {
-    size_t na = sv->alloc ? sv->alloc * 2 : 16;
-    char **nv = realloc(sv->v, na * sizeof *nv);
-    if (nv == NULL) return SM_ENOMEM;
-    sv->v = nv;
-    sv->alloc = na;
-  }
+  /* Room for s and the NULL after it. */
+  if (sm_grow(&sv->v, &sv->alloc, sv->n + 1, sizeof *sv->v, 16) != 0) return SM_ENOMEM;
   char *copy = strdup(s);
   if (copy == NULL) return SM_ENOMEM;
   sv->v[sv->n++] = copy;

@@ -18,6 +18,13 @@ int sm_strv_addf(sm_strv *sv, const char *fmt, ...) __attribute__((format(printf
 /* Frees the strings and the array; the vector is left empty and reusable. */
 void sm_strv_dispose(sm_strv *sv);
 
+/* Makes room for one more element in the array *itemsp (a T **) of *cap
+ * elements of elem bytes, n of them in use: the capacity doubles (the
+ * first time: first). 0, or SM_ENOMEM with the array as it was. */
+int sm_grow(void *itemsp, size_t *cap, size_t n, size_t elem, size_t first);
+/* Appends a copy of s to the counted array (*v, *n, capacity *cap). */
+int sm_strings_push(char ***v, size_t *n, size_t *cap, const char *s);
+
 /* Frees v[0..n) and v itself (NULL entries and a NULL v are fine). */
 void sm_strings_free(char **v, size_t n);
 

@@ -12,6 +12,7 @@
 
 #include "common/thread.h"
 #include "mcp/mcp_internal.h"
+#include "common/io.h"
 
 #define READ_CHUNK (64u << 10)
 
@@ -31,20 +32,9 @@ typedef struct job {
   size_t len;
 } job;
 
-static int write_all(int fd, const char *p, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 static void send_line(stdio_ctx *c, const char *text, size_t len) {
   pthread_mutex_lock(&c->write_mu);
-  if (!c->write_failed && (write_all(c->out_fd, text, len) != 0 || write_all(c->out_fd, "\n", 1) != 0))
+  if (!c->write_failed && (sm_write_all(c->out_fd, text, len) != 0 || sm_write_all(c->out_fd, "\n", 1) != 0))
     c->write_failed = 1;
   pthread_mutex_unlock(&c->write_mu);
 }

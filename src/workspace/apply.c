@@ -15,21 +15,8 @@
 #include <sandman/log.h>
 
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "workspace/ws.h"
-
-static int list_push(char ***v, size_t *n, size_t *cap, const char *s) {
-  if (*n == *cap) {
-    size_t c = *cap ? *cap * 2 : 16;
-    char **nv = realloc(*v, c * sizeof *nv);
-    if (nv == NULL) return SM_ENOMEM;
-    *v = nv;
-    *cap = c;
-  }
-  char *d = strdup(s);
-  if (d == NULL) return SM_ENOMEM;
-  (*v)[(*n)++] = d;
-  return 0;
-}
 
 void ws_apply_result_dispose(ws_apply_result *r) {
   for (size_t i = 0; i < r->n_changed; i++) free(r->changed[i]);
@@ -139,7 +126,7 @@ typedef struct plan {
 
 static int note_changed(plan *p, const char *path) {
   p->res->entries++;
-  return list_push(&p->res->changed, &p->res->n_changed, &p->res->cap_changed, path);
+  return sm_strings_push(&p->res->changed, &p->res->n_changed, &p->res->cap_changed, path);
 }
 
 /* Removes what is in the way of a new entry of another type. */
@@ -176,7 +163,7 @@ static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e) {
   }
   sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
          "sandbox's is in '%s'", LOG_PATH(p, e->path), LOG_PATH(p, apath));
-  int rc = list_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
+  int rc = sm_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
   if (!rc) rc = note_changed(p, apath);
   return rc;
 }
@@ -228,24 +215,38 @@ static int do_deletions(plan *p, sm_error *err) {
   return rc;
 }
 
-static int put_dir(plan *p, ws_entry *e, sm_error *err) {
-  const ws_entry *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
-  host_state hs;
-  host_look(&p->dc, e->path, &hs);
-  if (hs.blocked) {
+/* The base's entry for e (NULL when new) and the host's state of its
+ * path: 1 when its parent is no longer a directory on the host, so the
+ * entry is dropped. */
+static int look_up(plan *p, const ws_entry *e, const ws_entry **b, host_state *hs) {
+  *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
+  host_look(&p->dc, e->path, hs);
+  if (hs->blocked)
     sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
            "dropped", LOG_PATH(p, e->path));
-    return 0;
-  }
+  return hs->blocked;
+}
+
+/* The host directory e goes into: 0 with *dfd (and the last name), 0 with
+ * *dfd < 0 when a check finds none, or an error. */
+static int parent_of(plan *p, const ws_entry *e, int *dfd, const char **name, sm_error *err) {
+  *dfd = ws_dircache_parent(&p->dc, e->path, name, !p->check);
+  if (*dfd < 0 && !p->check)
+    return sm_error_set_errno(err, SM_EIO, -*dfd, "writing '%s': %s", e->path, strerror(-*dfd));
+  return 0;
+}
+
+static int put_dir(plan *p, ws_entry *e, sm_error *err) {
+  const ws_entry *b;
+  host_state hs;
+  if (look_up(p, e, &b, &hs)) return 0;
   if (hs.exists && S_ISDIR(hs.st.st_mode)) {
     if (b == NULL || b->type != 'd' || (uint32_t)(hs.st.st_mode & 0777) != e->mode) return 0;
     return 0; /* mode set in the last pass */
   }
   const char *name;
-  int dfd = ws_dircache_parent(&p->dc, e->path, &name, !p->check);
-  if (dfd < 0 && !p->check)
-    return sm_error_set_errno(err, SM_EIO, -dfd, "writing '%s': %s", e->path, strerror(-dfd));
-  if (dfd < 0) return 0;
+  int dfd, rc0 = parent_of(p, e, &dfd, &name, err);
+  if (rc0 || dfd < 0) return rc0;
   int r = clear_way(p, dfd, name, &hs, b);
   if (r == -EEXIST) {
     sm_log(SM_LOG_WARN, "workspace: '%s' became a directory in the sandbox but changed on the "
@@ -259,20 +260,15 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
 }
 
 static int put_file(plan *p, ws_entry *e, sm_error *err) {
-  const ws_entry *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
+  const ws_entry *b;
   host_state hs;
-  host_look(&p->dc, e->path, &hs);
-  if (hs.blocked) {
-    sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
-           "dropped", LOG_PATH(p, e->path));
+  if (look_up(p, e, &b, &hs)) {
     e->host_mtime_ns = WS_UNKNOWN_MTIME;
     return 0;
   }
   const char *name;
-  int dfd = ws_dircache_parent(&p->dc, e->path, &name, !p->check);
-  if (dfd < 0 && !p->check)
-    return sm_error_set_errno(err, SM_EIO, -dfd, "writing '%s': %s", e->path, strerror(-dfd));
-  if (dfd < 0) return 0;
+  int dfd, rc0 = parent_of(p, e, &dfd, &name, err);
+  if (rc0 || dfd < 0) return rc0;
   if (p->check && host_changed(&p->dc, b, &hs)) {
     if (host_equals(&p->dc, e, &hs)) {
       set_host_mtime(&p->dc, e);

@@ -21,6 +21,7 @@
 
 #include "common/cleanup.h"
 #include "workspace/ws.h"
+#include "common/io.h"
 
 #define X_CHUNK 65536
 
@@ -168,17 +169,6 @@ static int over_bytes(ws_extract *x, const char *path, int64_t size, sm_error *e
                       path, size, lim, x->bytes_staged);
 }
 
-static int write_all(int fd, const char *buf, size_t len) {
-  while (len > 0) {
-    ssize_t w = write(fd, buf, len);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return errno ? -errno : -EIO;
-    buf += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
 static int finish_staged(int fd, uint32_t mode, int64_t mtime, int64_t mtime_ns) {
   struct timespec ts[2];
   ts[0].tv_sec = ts[1].tv_sec = (time_t)mtime;
@@ -219,9 +209,9 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
       rc = sm_error_set(err, SM_EUNSAFE, "'%s': more data than its header says", path);
       break;
     }
-    int w = write_all(fd, buf, (size_t)r);
-    if (w) {
-      rc = sm_error_set_errno(err, SM_EIO, -w, "staging '%s': %s", path, strerror(-w));
+    if (sm_write_all(fd, buf, (size_t)r) != 0) {
+      int w = errno;
+      rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s': %s", path, strerror(w));
       break;
     }
     EVP_DigestUpdate(md, buf, (size_t)r);
@@ -262,6 +252,15 @@ static int ctime_kept(const ws_extract *x, const char *path, const ws_entry *b) 
   return l && b->box_ctime != 0 && l->ctime == b->box_ctime;
 }
 
+/* e is unchanged since the base: it keeps the base's hash and host time. */
+static void keep_base(ws_entry *e, const ws_entry *b) {
+  e->state = WS_SAME;
+  e->racy = b->racy;
+  e->has_hash = b->has_hash;
+  memcpy(e->hash, b->hash, 32);
+  e->host_mtime_ns = b->host_mtime_ns;
+}
+
 static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, const char *path,
                    ws_entry *e, sm_error *err) {
   if (!archive_entry_size_is_set(ae) || archive_entry_size(ae) < 0)
@@ -271,11 +270,7 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
       b->mode == e->mode && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
-    e->state = WS_SAME;
-    e->racy = b->racy;
-    e->has_hash = b->has_hash;
-    memcpy(e->hash, b->hash, 32);
-    e->host_mtime_ns = b->host_mtime_ns;
+    keep_base(e, b);
     return 0;
   }
   int rc = over_bytes(x, path, e->size, err);
@@ -367,9 +362,9 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
       break;
     }
     total += r;
-    int w = write_all(out, buf, (size_t)r);
-    if (w) {
-      rc = sm_error_set_errno(err, SM_EIO, -w, "staging '%s': %s", e->path, strerror(-w));
+    if (sm_write_all(out, buf, (size_t)r) != 0) {
+      int w = errno;
+      rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s': %s", e->path, strerror(w));
       break;
     }
   }
@@ -406,11 +401,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
       b->mode == e->mode && !(b->racy & WS_RACY_BOX) &&
       (!t->has_hash || !b->has_hash || memcmp(b->hash, t->hash, 32) == 0)) {
-    e->state = WS_SAME;
-    e->racy = b->racy;
-    e->has_hash = b->has_hash;
-    memcpy(e->hash, b->hash, 32);
-    e->host_mtime_ns = b->host_mtime_ns;
+    keep_base(e, b);
     return 0;
   }
   e->state = WS_CHANGED;

@@ -12,6 +12,7 @@
 
 #include "common/buf.h"
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "workspace/ws.h"
 
 /* Version 2 adds "h" lines (entries held back from the host); a version 1
@@ -96,13 +97,7 @@ ws_entry *ws_manifest_get(const ws_manifest *m, const char *path) {
 
 int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out) {
   if (ws_manifest_get(m, e->path)) return SM_ECONFLICT;
-  if (m->n == m->cap) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    ws_entry *v = realloc(m->v, cap * sizeof *v);
-    if (v == NULL) return SM_ENOMEM;
-    m->v = v;
-    m->cap = cap;
-  }
+  if (sm_grow(&m->v, &m->cap, m->n, sizeof *m->v, 64) != 0) return SM_ENOMEM;
   if ((m->n + 1) * 2 > m->index_cap) {
     size_t cap = m->index_cap ? m->index_cap * 2 : 128;
     while ((m->n + 1) * 2 > cap) cap *= 2;

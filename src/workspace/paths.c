@@ -235,15 +235,19 @@ int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_erro
   return sm_error_set(err, SM_EIO, "cannot make a staging directory in %s", root_path);
 }
 
+/* A directory stream of fd's directory (fd stays open), or NULL. */
+static DIR *open_dir_at(int fd) {
+  int dup_fd = dup(fd);
+  if (dup_fd < 0) return NULL;
+  DIR *d = fdopendir(dup_fd);
+  if (d == NULL) close(dup_fd);
+  return d;
+}
+
 /* Stage directories are flat (files and symlinks only), so emptying is one pass. */
 static void stage_empty(int fd) {
-  int dup_fd = dup(fd);
-  if (dup_fd < 0) return;
-  DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    close(dup_fd);
-    return;
-  }
+  DIR *d = open_dir_at(fd);
+  if (d == NULL) return;
   rewinddir(d);
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
@@ -262,13 +266,8 @@ void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd) {
 }
 
 void ws_stage_sweep(int root_fd) {
-  int fd = dup(root_fd);
-  if (fd < 0) return;
-  DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return;
-  }
+  DIR *d = open_dir_at(root_fd);
+  if (d == NULL) return;
   struct dirent *de;
   time_t now = time(NULL);
   while ((de = readdir(d)) != NULL) {

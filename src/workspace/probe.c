@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/strv.h"
 #include "workspace/ws.h"
 
 static int parse_i64(const char *s, size_t n, int base, int64_t *out) {
@@ -123,20 +124,6 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
 
 static int cmp_entry(const void *a, const void *b) {
   return strcmp((*(ws_entry *const *)a)->path, (*(ws_entry *const *)b)->path);
-}
-
-static int root_push(char ***v, size_t *n, size_t *cap, const char *s) {
-  if (*n == *cap) {
-    size_t c = *cap ? *cap * 2 : 32;
-    char **nv = realloc(*v, c * sizeof *nv);
-    if (nv == NULL) return SM_ENOMEM;
-    *v = nv;
-    *cap = c;
-  }
-  char *d = strdup(s);
-  if (d == NULL) return SM_ENOMEM;
-  (*v)[(*n)++] = d;
-  return 0;
 }
 
 void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which) {
@@ -249,7 +236,7 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
       rc = 1;
       break;
     }
-    if (root_push(&roots, &nroots, &cap, l->path) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+    if (sm_strings_push(&roots, &nroots, &cap, l->path) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   free(v);
   if (rc) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strv.h"
 #include "workspace/ws.h"
 
 int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err) {
@@ -173,13 +174,7 @@ void ws_refusal_list_dispose(ws_refusal_list *l) {
 }
 
 int ws_refusal_list_add(ws_refusal_list *l, const char *path, int reason) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    ws_refusal *v = realloc(l->v, cap * sizeof *v);
-    if (v == NULL) return SM_ENOMEM;
-    l->v = v;
-    l->cap = cap;
-  }
+  if (sm_grow(&l->v, &l->cap, l->n, sizeof *l->v, 16) != 0) return SM_ENOMEM;
   char *p = strdup(path);
   if (p == NULL) return SM_ENOMEM;
   l->v[l->n].path = p;
