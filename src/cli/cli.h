@@ -66,6 +66,14 @@ int cli_fail(const sm_error *err);
 /* Adds every value of a repeatable flag to list; a usage error (exit 2)
  * when it is full or a value too long. */
 int cli_add_list(const cli_call *call, const char *flag, sm_string_list *list, int json);
+/* The sandbox settings flags (mode, image, network, cpu, mem, pids, disk,
+ * runtime, timeout: each as prefix + name, e.g. "sandbox-" for worker
+ * start) and --project-environment, into flags (values borrowed). */
+void cli_sandbox_flags(const cli_call *call, const char *prefix, sm_config_flags *flags);
+/* --workspace and --sync: a usage error (exit 2) for --sync without a
+ * workspace or a workspace that is not a directory. */
+int cli_workspace_flags(const cli_call *call, int json, const char **workspace,
+                        const char **sync);
 /* --protect: every value (checked) added to list; a usage error (exit 2)
  * for a bad glob. */
 int cli_protect_flags(const cli_call *call, sm_string_list *list, int json);

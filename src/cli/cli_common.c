@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -143,6 +144,37 @@ int cli_runner_new(const cli_globals *g, sm_config *cfg, const char *backend, sm
     return cli_fail(&err);
   }
   return CLI_EXIT_OK;
+}
+
+/* The value of the flag prefix + name. */
+static const char *prefixed(const cli_call *call, const char *prefix, const char *name) {
+  char full[64];
+  snprintf(full, sizeof full, "%s%s", prefix, name);
+  return cli_str(call, full);
+}
+
+void cli_sandbox_flags(const cli_call *call, const char *prefix, sm_config_flags *flags) {
+  flags->mode = prefixed(call, prefix, "mode");
+  flags->image = prefixed(call, prefix, "image");
+  flags->network = prefixed(call, prefix, "network");
+  flags->cpu = prefixed(call, prefix, "cpu");
+  flags->memory = prefixed(call, prefix, "mem");
+  flags->pids = prefixed(call, prefix, "pids");
+  flags->disk = prefixed(call, prefix, "disk");
+  flags->runtime = prefixed(call, prefix, "runtime");
+  flags->timeout = prefixed(call, prefix, "timeout");
+  flags->project_environment = cli_str(call, "project-environment");
+}
+
+int cli_workspace_flags(const cli_call *call, int json, const char **workspace,
+                        const char **sync) {
+  *workspace = cli_str(call, "workspace");
+  *sync = cli_str(call, "sync");
+  if (*sync && !*workspace) return cli_usage_error(call->cmd, json, "--sync: needs --workspace");
+  struct stat st;
+  if (*workspace && (stat(*workspace, &st) != 0 || !S_ISDIR(st.st_mode)))
+    return cli_usage_error(call->cmd, json, "--workspace: %s is not a directory", *workspace);
+  return 0;
 }
 
 int cli_add_list(const cli_call *call, const char *flag, sm_string_list *list, int json) {

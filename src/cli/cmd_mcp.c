@@ -34,31 +34,18 @@ typedef struct mcp_ctx {
  * join flags. */
 static int parse_args(const cli_call *call, mcp_ctx *c, int *keep, const char **run_id) {
   sm_error err = SM_ERROR_INIT;
-  c->flags.mode = cli_str(call, "mode");
+  cli_sandbox_flags(call, "", &c->flags);
   *run_id = cli_str(call, "run-id");
   c->worker_id = cli_str(call, "worker-id");
   *keep = cli_has(call, "keep");
   c->agent = cli_str(call, "agent");
   c->project = cli_str(call, "project");
-  c->flags.project_environment = cli_str(call, "project-environment");
-  c->flags.image = cli_str(call, "image");
-  c->flags.network = cli_str(call, "network");
-  c->flags.cpu = cli_str(call, "cpu");
-  c->flags.memory = cli_str(call, "mem");
-  c->flags.pids = cli_str(call, "pids");
-  c->flags.disk = cli_str(call, "disk");
-  c->flags.runtime = cli_str(call, "runtime");
-  c->flags.timeout = cli_str(call, "timeout");
-  c->workspace = cli_str(call, "workspace");
-  const char *sync = cli_str(call, "sync");
+  const char *sync;
   int rc = cli_add_list(call, "exclude", &c->flags.excludes, 0);
+  if (rc == 0) rc = cli_workspace_flags(call, 0, &c->workspace, &sync);
   if (rc) return rc;
-  if (sync && !c->workspace) return cli_usage_error(call->cmd, 0, "--sync: needs --workspace");
   if (sync && sm_sync_mode_parse(sync, &c->sync, &err) != 0)
     return cli_usage_error(call->cmd, 0, "--sync: %s", err.message);
-  struct stat st;
-  if (c->workspace && (stat(c->workspace, &st) != 0 || !S_ISDIR(st.st_mode)))
-    return cli_usage_error(call->cmd, 0, "--workspace: %s is not a directory", c->workspace);
   return 0;
 }
 

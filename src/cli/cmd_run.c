@@ -50,24 +50,13 @@ static int env_refused(const cli_call *call, int json, const char *entry) {
 static int parse_args(const cli_call *call, run_args *a) {
   memset(a, 0, sizeof *a);
   a->json = cli_has(call, "json");
-  a->flags.mode = cli_str(call, "mode");
+  cli_sandbox_flags(call, "", &a->flags);
   a->project = cli_str(call, "project");
-  a->flags.project_environment = cli_str(call, "project-environment");
   a->agent = cli_str(call, "agent");
   a->tool = cli_str(call, "tool");
   a->user = cli_str(call, "user");
   a->run_id = cli_str(call, "run-id");
   a->worker_id = cli_str(call, "worker-id");
-  a->flags.image = cli_str(call, "image");
-  a->flags.network = cli_str(call, "network");
-  a->flags.cpu = cli_str(call, "cpu");
-  a->flags.memory = cli_str(call, "mem");
-  a->flags.pids = cli_str(call, "pids");
-  a->flags.disk = cli_str(call, "disk");
-  a->flags.runtime = cli_str(call, "runtime");
-  a->workspace = cli_str(call, "workspace");
-  a->sync = cli_str(call, "sync");
-  a->flags.timeout = cli_str(call, "timeout");
   a->use_stdin = cli_has(call, "stdin");
   a->n_env = cli_list(call, "env", &a->env);
   if (a->n_env > MAX_ENV)
@@ -84,13 +73,7 @@ static int parse_args(const cli_call *call, run_args *a) {
   if (rc == 0) rc = cli_add_list(call, "exclude", &a->flags.excludes, a->json);
   if (rc == 0) rc = cli_protect_flags(call, &a->flags.protect, a->json);
   if (rc) return rc;
-  if (a->sync && !a->workspace)
-    return cli_usage_error(call->cmd, a->json, "--sync: needs --workspace");
-  struct stat st;
-  if (a->workspace && (stat(a->workspace, &st) != 0 || !S_ISDIR(st.st_mode)))
-    return cli_usage_error(call->cmd, a->json, "--workspace: %s is not a directory",
-                           a->workspace);
-  return 0;
+  return cli_workspace_flags(call, a->json, &a->workspace, &a->sync);
 }
 
 /* SIGINT/SIGTERM/SIGHUP cancel the call: the library kills the tool and

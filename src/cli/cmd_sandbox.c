@@ -333,8 +333,43 @@ static int finish_report(sm_ops_report *report, int as_json) {
   return rc;
 }
 
+/* What reap and rm act on: the engine, this instance's sandboxes and the
+ * trail (when the configuration turns it on). */
+typedef struct ops_session {
+  sm_config *cfg;
+  sm_engine *engine;
+  sm_ops_scope scope;
+  sm_audit *audit;
+} ops_session;
+
+static int session_open(const cli_globals *g, ops_session *s) {
+  memset(s, 0, sizeof *s);
+  int rc = open_engine(g, &s->cfg, &s->engine);
+  if (rc) return rc;
+  s->scope.engine = s->engine;
+  s->scope.backend = sm_config_engine_backend(s->cfg);
+  if (cli_audit_open(s->cfg, 0, &s->audit) != CLI_EXIT_OK) s->audit = NULL;
+  return CLI_EXIT_OK;
+}
+
+/* The end of an operation that returned op_rc: its error, or its report
+ * recorded as event and printed; then the session is closed. */
+static int session_finish(ops_session *s, int op_rc, const sm_error *err, sm_ops_report *report,
+                          const char *event, int as_json) {
+  int rc;
+  if (op_rc != 0) {
+    rc = cli_fail(err);
+  } else {
+    sm_ops_report_audit(report, event, s->audit);
+    rc = finish_report(report, as_json);
+  }
+  sm_audit_close(s->audit);
+  sm_engine_free(s->engine);
+  sm_config_free(s->cfg);
+  return rc;
+}
+
 int cmd_sandbox_reap(const cli_call *call) {
-  const cli_globals *g = call->g;
   sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
   int as_json = cli_has(call, "json");
   sm_error err = SM_ERROR_INIT;
@@ -342,30 +377,15 @@ int cmd_sandbox_reap(const cli_call *call) {
     sm_parse_duration(cli_str(call, "older-than"), &ro.older_than_s, &err); /* checked by the table */
   ro.dry_run = cli_has(call, "dry-run");
   ro.force = cli_has(call, "force");
-  sm_config *cfg = NULL;
-  sm_engine *engine = NULL;
-  int rc = open_engine(g, &cfg, &engine);
+  ops_session s;
+  int rc = session_open(call->g, &s);
   if (rc) return rc;
-  sm_ops_scope scope = SM_OPS_SCOPE_INIT;
-  scope.engine = engine;
-  scope.backend = sm_config_engine_backend(cfg);
   sm_ops_report report;
-  sm_audit *audit = NULL; /* the trail, when the configuration turns it on */
-  if (cli_audit_open(cfg, 0, &audit) != CLI_EXIT_OK) audit = NULL;
-  if (sm_ops_reap(&scope, &ro, &report, &err) != 0) {
-    rc = cli_fail(&err);
-  } else {
-    sm_ops_report_audit(&report, "sandbox.reaped", audit);
-    rc = finish_report(&report, as_json);
-  }
-  sm_audit_close(audit);
-  sm_engine_free(engine);
-  sm_config_free(cfg);
-  return rc;
+  int op = sm_ops_reap(&s.scope, &ro, &report, &err);
+  return session_finish(&s, op, &err, &report, "sandbox.reaped", as_json);
 }
 
 int cmd_sandbox_rm(const cli_call *call) {
-  const cli_globals *g = call->g;
   sm_ops_rm_options ro = SM_OPS_RM_OPTIONS_INIT;
   int as_json = cli_has(call, "json");
   ro.run_id = cli_str(call, "run-id");
@@ -375,28 +395,14 @@ int cmd_sandbox_rm(const cli_call *call) {
   ro.n_refs = (size_t)call->n_args;
   if (ro.n_refs == 0 && !ro.run_id && !ro.worker_id)
     return cli_usage_error(call->cmd, as_json, "name a sandbox, or give --run-id or --worker-id");
-  sm_config *cfg = NULL;
-  sm_engine *engine = NULL;
-  int rc = open_engine(g, &cfg, &engine);
+  ops_session s;
+  int rc = session_open(call->g, &s);
   if (rc) return rc;
-  sm_ops_scope scope = SM_OPS_SCOPE_INIT;
-  scope.engine = engine;
-  scope.backend = sm_config_engine_backend(cfg);
   sm_ops_report report;
   sm_error err = SM_ERROR_INIT;
-  sm_audit *audit = NULL; /* the trail, when the configuration turns it on */
-  if (cli_audit_open(cfg, 0, &audit) != CLI_EXIT_OK) audit = NULL;
-  if (sm_ops_rm(&scope, &ro, &report, &err) != 0) {
-    rc = cli_fail(&err);
-  } else {
-    if (report.n_removed == 0 && report.n_spared == 0 && !as_json)
-      cli_note("no sandbox of instance '%s' matched", sm_ops_scope_instance(&scope));
-    sm_ops_report_audit(&report, "sandbox.removed", audit);
-    rc = finish_report(&report, as_json);
-  }
-  sm_audit_close(audit);
-  sm_engine_free(engine);
-  sm_config_free(cfg);
-  return rc;
+  int op = sm_ops_rm(&s.scope, &ro, &report, &err);
+  if (op == 0 && report.n_removed == 0 && report.n_spared == 0 && !as_json)
+    cli_note("no sandbox of instance '%s' matched", sm_ops_scope_instance(&s.scope));
+  return session_finish(&s, op, &err, &report, "sandbox.removed", as_json);
 }
 

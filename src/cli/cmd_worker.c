@@ -30,16 +30,7 @@ static int parse_args(const cli_call *call, worker_args *a) {
   sm_error err = SM_ERROR_INIT;
   int64_t v;
   a->pool = cli_str(call, "pool");
-  a->flags.mode = cli_str(call, "sandbox-mode");
-  a->flags.image = cli_str(call, "sandbox-image");
-  a->flags.network = cli_str(call, "sandbox-network");
-  a->flags.cpu = cli_str(call, "sandbox-cpu");
-  a->flags.memory = cli_str(call, "sandbox-mem");
-  a->flags.pids = cli_str(call, "sandbox-pids");
-  a->flags.disk = cli_str(call, "sandbox-disk");
-  a->flags.runtime = cli_str(call, "sandbox-runtime");
-  a->flags.timeout = cli_str(call, "sandbox-timeout");
-  a->flags.project_environment = cli_str(call, "project-environment");
+  cli_sandbox_flags(call, "sandbox-", &a->flags);
   a->project = cli_str(call, "project");
   a->listen = cli_str(call, "listen");
   a->token_file = cli_str(call, "token-file");

@@ -14,6 +14,31 @@
 #define ENVIRONMENTS "production|staging|development"
 #define END {0}
 
+/* Rows that `run` and `mcp` share, in the same words in both helps. */
+#define FLAG_PROJECT \
+  {.name = "project", .kind = CLI_NAME, .metavar = "ID", \
+   .help = "project (default: the config's project.id, else \"default\")"}
+#define FLAG_WORKER_ID \
+  {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS, \
+   .help = "per_worker: the worker whose sandbox is used"}
+#define FLAG_SYNC \
+  {.name = "sync", .kind = CLI_ENUM, .metavar = "MODE", .values = "none|in|inout", \
+   .help = "none | in | inout: workspace direction (default inout)"}
+#define FLAG_EXCLUDE \
+  {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT, \
+   .help = "workspace paths not copied (repeatable)"}
+#define FLAGS_SANDBOX_LIMITS \
+  {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge|allowlist", \
+   .help = "none | bridge | allowlist (default none; allowlist: only egress.allow, through the egress proxy)"}, \
+  {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024, \
+   .help = "CPUs, fractions allowed (default 1)"}, \
+  {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "memory, no swap (default 512m)"}, \
+  {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304, \
+   .help = "processes (default 256)"}, \
+  {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /workspace (default 1g)"}, \
+  {.name = "runtime", .kind = CLI_STRING, .metavar = "NAME", \
+   .help = "engine runtime, e.g. runsc for gVisor"}
+
 const cli_flag cli_help_flag = {.name = "help", .short_name = 'h', .help = "show this help"};
 
 static const cli_flag global_flags[] = {
@@ -33,8 +58,7 @@ static const cli_flag global_flags[] = {
 static const cli_flag run_flags[] = {
     {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
      .section = "Where it runs:", .help = "none | per_tool | per_run | per_worker"},
-    {.name = "project", .kind = CLI_NAME, .metavar = "ID",
-     .help = "project (default: the config's project.id, else \"default\")"},
+    FLAG_PROJECT,
     {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
      .help = "production | staging | development (picks the default mode)"},
     {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
@@ -44,30 +68,18 @@ static const cli_flag run_flags[] = {
      .help = "end user on whose behalf the call runs"},
     {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
      .help = "per_run: the run whose sandbox is used"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "per_worker: the worker whose sandbox is used"},
+    FLAG_WORKER_ID,
     {.name = "image", .kind = CLI_STRING, .metavar = "REF",
      .section = "Sandbox settings (defaults: built in, or from the configuration):",
      .help = "image (default sandman/minimal:latest; never pulled)"},
-    {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge|allowlist",
-     .help = "none | bridge | allowlist (default none; allowlist: only egress.allow, through the egress proxy)"},
-    {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
-     .help = "CPUs, fractions allowed (default 1)"},
-    {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "memory, no swap (default 512m)"},
+    FLAGS_SANDBOX_LIMITS,
     {.name = "memory", .kind = CLI_SIZE, .metavar = "SIZE", .attrs = CLI_HIDDEN, .alias_of = "mem"},
-    {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
-     .help = "processes (default 256)"},
-    {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /workspace (default 1g)"},
-    {.name = "runtime", .kind = CLI_STRING, .metavar = "NAME",
-     .help = "engine runtime, e.g. runsc for gVisor"},
     {.name = "timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
      .help = "per call (default 120; 90, 90s, 2m work)"},
     {.name = "workspace", .kind = CLI_DIR, .metavar = "DIR", .section = "The call:",
      .help = "copy DIR into /workspace (and changes back)"},
-    {.name = "sync", .kind = CLI_ENUM, .metavar = "MODE", .values = "none|in|inout",
-     .help = "none | in | inout: workspace direction (default inout)"},
-    {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
-     .help = "workspace paths not copied (repeatable)"},
+    FLAG_SYNC,
+    FLAG_EXCLUDE,
     {.name = "protect", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
      .help = "workspace paths whose changes never reach the host, added to the configured "
              "list (repeatable)"},
@@ -226,35 +238,22 @@ static const cli_flag mcp_flags[] = {
      .help = "per_run (default: a sandbox of this session's own) or per_worker"},
     {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
      .help = "per_run: use (and keep) the sandbox of this run"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "per_worker: the worker whose sandbox is used"},
+    FLAG_WORKER_ID,
     {.name = "keep", .help = "keep the session's own sandbox when the session ends"},
     {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
      .help = "agent (configuration entry: settings and tool rules)"},
-    {.name = "project", .kind = CLI_NAME, .metavar = "ID",
-     .help = "project (default: the config's project.id, else \"default\")"},
+    FLAG_PROJECT,
     {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
      .help = "production | staging | development"},
     {.name = "image", .kind = CLI_STRING, .metavar = "REF",
      .help = "image (default sandman/minimal:latest; never pulled)"},
-    {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge|allowlist",
-     .help = "none | bridge | allowlist (default none; allowlist: only egress.allow, through the egress proxy)"},
-    {.name = "cpu", .kind = CLI_NUMBER, .metavar = "N", .min = 0.01, .max = 1024,
-     .help = "CPUs, fractions allowed (default 1)"},
-    {.name = "mem", .kind = CLI_SIZE, .metavar = "SIZE", .help = "memory, no swap (default 512m)"},
-    {.name = "pids", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 4194304,
-     .help = "processes (default 256)"},
-    {.name = "disk", .kind = CLI_SIZE, .metavar = "SIZE", .help = "size of /workspace (default 1g)"},
-    {.name = "runtime", .kind = CLI_STRING, .metavar = "NAME",
-     .help = "engine runtime, e.g. runsc for gVisor"},
+    FLAGS_SANDBOX_LIMITS,
     {.name = "timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
      .help = "per tool call (default 120)"},
     {.name = "workspace", .kind = CLI_DIR, .metavar = "DIR", .section = "A workspace:",
      .help = "copy DIR into /workspace before each tool call and the changes back after it"},
-    {.name = "sync", .kind = CLI_ENUM, .metavar = "MODE", .values = "none|in|inout",
-     .help = "none | in | inout: workspace direction (default inout)"},
-    {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
-     .help = "workspace paths not copied (repeatable)"},
+    FLAG_SYNC,
+    FLAG_EXCLUDE,
     END};
 
 static const cli_flag help_flags[] = {
