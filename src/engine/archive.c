@@ -25,47 +25,41 @@ static int archive_path(sm_engine *e, sm_buf *out, const char *id, const char *p
   return rc;
 }
 
+/* One archive call (req: its method and body or sink), the stream as long
+ * as it lasts while it moves. */
+static int archive_call(sm_engine *engine, const char *id, const char *path, engine_request *req,
+                        const char *what, long *status, sm_error *err) {
+  cleanup_buf sm_buf full;
+  sm_buf_init(&full, PATH_CAP);
+  int rc = archive_path(engine, &full, id, path, err);
+  if (rc != 0) return rc;
+  req->path = full.data;
+  req->timeout_ms = -1;
+  req->stall_timeout = 1;
+  return engine_call_stream(engine, req, what, status, NULL, err);
+}
+
 int sm_engine_archive_put(sm_engine *engine, const char *id, const char *path,
                           sm_read_fn reader, void *reader_ud, sm_error *err) {
   if (engine == NULL || reader == NULL)
     return sm_error_set(err, SM_EINVAL, "archive put: needs a client and a reader");
-  cleanup_buf sm_buf full;
-  sm_buf_init(&full, PATH_CAP);
-  int rc = archive_path(engine, &full, id, path, err);
-  if (rc == 0) {
-    engine_request req = {0};
-    req.method = "PUT";
-    req.path = full.data;
-    req.body_is_tar = 1;
-    req.reader = reader;
-    req.reader_ud = reader_ud;
-    req.timeout_ms = -1; /* as long as the stream lasts, while it moves */
-    req.stall_timeout = 1;
-    rc = engine_call_stream(engine, &req, "archive put", NULL, NULL, err);
-  }
-  return rc;
+  engine_request req;
+  engine_request_tar(&req, "PUT", NULL, reader, reader_ud);
+  return archive_call(engine, id, path, &req, "archive put", NULL, err);
 }
 
 int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
                           sm_write_fn writer, void *writer_ud, sm_error *err) {
   if (engine == NULL || writer == NULL)
     return sm_error_set(err, SM_EINVAL, "archive get: needs a client and a writer");
-  cleanup_buf sm_buf full;
-  sm_buf_init(&full, PATH_CAP);
-  int rc = archive_path(engine, &full, id, path, err);
-  if (rc == 0) {
-    engine_request req = {0};
-    req.method = "GET";
-    req.path = full.data;
-    req.sink = writer;
-    req.sink_ud = writer_ud;
-    req.timeout_ms = -1;
-    req.stall_timeout = 1;
-    long status = 0;
-    rc = engine_call_stream(engine, &req, "archive get", &status, NULL, err);
-    if (rc == 0 && status != 200)
-      rc = sm_error_set(err, SM_EPROTOCOL, "archive get: unexpected HTTP status %ld", status);
-  }
+  engine_request req = {0};
+  req.method = "GET";
+  req.sink = writer;
+  req.sink_ud = writer_ud;
+  long status = 0;
+  int rc = archive_call(engine, id, path, &req, "archive get", &status, err);
+  if (rc == 0 && status != 200)
+    rc = sm_error_set(err, SM_EPROTOCOL, "archive get: unexpected HTTP status %ld", status);
   return rc;
 }
 

@@ -150,3 +150,25 @@ int engine_call_stream(sm_engine *e, const engine_request *req, const char *what
   engine_response_dispose(&resp);
   return rc;
 }
+
+int engine_call_list(sm_engine *e, int build_rc, const char *rel_path, const char *what,
+                     const char *filters, json_object **out, sm_error *err) {
+  if (build_rc != 0) return sm_error_set(err, SM_EINVAL, "%s: %s too long", what, filters);
+  int rc = engine_call_json(e, "GET", rel_path, NULL, 0, NULL, out, err);
+  if (rc == 0) rc = engine_expect_json(out, json_type_array, what, err);
+  return rc;
+}
+
+int engine_create_body(const char *what, const char *name, const char *driver,
+                       json_object *labels, json_object **out, sm_error *err) {
+  *out = NULL;
+  if (labels != NULL && !json_object_is_type(labels, json_type_object))
+    return sm_error_set(err, SM_EINVAL, "%s: labels must be a JSON object", what);
+  json_object *body = json_object_new_object();
+  if (body == NULL) return sm_error_set(err, SM_ENOMEM, "%s: out of memory", what);
+  json_object_object_add(body, "Name", json_object_new_string(name));
+  json_object_object_add(body, "Driver", json_object_new_string(driver));
+  if (labels) json_object_object_add(body, "Labels", json_object_get(labels));
+  *out = body;
+  return 0;
+}

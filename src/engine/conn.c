@@ -308,6 +308,20 @@ static int connect_tls(sm_engine *e, engine_conn *c, int64_t deadline, sm_error 
   }
 }
 
+/* One SSL_read (or SSL_write) of at most len bytes with SIGPIPE blocked:
+ * its result, with the SSL error in *se and errno in *en. */
+static int ssl_io(engine_conn *c, int writing, char *buf, size_t len, int *se, int *en) {
+  ERR_clear_error();
+  sigpipe_guard g;
+  sigpipe_block(&g);
+  int n = len > INT32_MAX ? INT32_MAX : (int)len;
+  int r = writing ? SSL_write(c->ssl, buf, n) : SSL_read(c->ssl, buf, n);
+  *se = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
+  *en = errno;
+  sigpipe_restore(&g);
+  return r;
+}
+
 /* >0 bytes, 0 end of stream, ENGINE_IO_AGAIN (c->want says for what), or <0. */
 ssize_t engine_conn_read(const char *host, engine_conn *c, char *buf, size_t len, sm_error *err) {
   if (c->ssl == NULL) {
@@ -321,13 +335,8 @@ ssize_t engine_conn_read(const char *host, engine_conn *c, char *buf, size_t len
     return sm_error_set_errno(err, SM_EIO, errno, "exec start: reading from the engine at %s",
                               host);
   }
-  ERR_clear_error();
-  sigpipe_guard g;
-  sigpipe_block(&g);
-  int r = SSL_read(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
-  int se = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-  int en = errno;
-  sigpipe_restore(&g);
+  int se, en;
+  int r = ssl_io(c, 0, buf, len, &se, &en);
   if (r > 0) return r;
   switch (se) {
   case SSL_ERROR_WANT_READ:
@@ -359,13 +368,8 @@ ssize_t engine_conn_write(const char *host, engine_conn *c, const char *buf, siz
     return sm_error_set_errno(err, SM_EIO, errno, "exec start: writing to the engine at %s",
                               host);
   }
-  ERR_clear_error();
-  sigpipe_guard g;
-  sigpipe_block(&g);
-  int r = SSL_write(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
-  int se = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
-  int en = errno;
-  sigpipe_restore(&g);
+  int se, en;
+  int r = ssl_io(c, 1, (char *)buf, len, &se, &en);
   if (r > 0) return r;
   if (se == SSL_ERROR_WANT_WRITE || se == SSL_ERROR_WANT_READ) {
     c->want = se == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;

@@ -84,10 +84,7 @@ int sm_engine_container_list(sm_engine *engine, int all, const char *const *labe
     rc = sm_buf_append(&path, "&", 1);
     if (rc == 0) rc = engine_label_filters(&path, labels, n_labels);
   }
-  if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "container list: label filter too long");
-  if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  if (rc == 0) rc = engine_expect_json(out, json_type_array, "container list", err);
-  return rc;
+  return engine_call_list(engine, rc, path.data, "container list", "label filter", out, err);
 }
 
 int sm_engine_container_stop(sm_engine *engine, const char *id, int timeout_s, sm_error *err) {

@@ -40,10 +40,7 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
                                  filters, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
                              NULL);
   }
-  if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image list: filters too long");
-  if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  if (rc == 0) rc = engine_expect_json(out, json_type_array, "image list", err);
-  return rc;
+  return engine_call_list(engine, rc, path.data, "image list", "filters", out, err);
 }
 
 int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err) {
@@ -79,12 +76,8 @@ static int streamed_post(sm_engine *e, const char *rel_path, const char *what, s
   progress_sink sink;
   memset(&sink, 0, sizeof sink);
   engine_progress_init(&sink.p, progress, progress_ud);
-  engine_request req = {0};
-  req.method = "POST";
-  req.path = path.data;
-  req.body_is_tar = 1;
-  req.reader = reader;
-  req.reader_ud = reader_ud;
+  engine_request req;
+  engine_request_tar(&req, "POST", path.data, reader, reader_ud);
   req.sink = progress_write;
   req.sink_ud = &sink;
   req.timeout_ms = -1; /* a build takes as long as it takes */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/call.h"
 #include "engine/swarm.h"
 
 #define PATH_CAP 4096
@@ -111,13 +112,19 @@ int engine_node_list(sm_engine *e, json_object **out, sm_error *err) {
   return sm_engine_request_json(e, "GET", "/nodes", NULL, NULL, out, err);
 }
 
-int engine_node_inspect(sm_engine *e, const char *id, json_object **out, sm_error *err) {
+/* GET <prefix><ref> (ref checked, named by what). */
+static int inspect(sm_engine *e, const char *prefix, const char *ref, const char *what,
+                   json_object **out, sm_error *err) {
   *out = NULL;
-  int rc = check_ref(id, "node id", err);
+  int rc = check_ref(ref, what, err);
   if (rc != 0) return rc;
   char path[PATH_CAP];
-  snprintf(path, sizeof path, "/nodes/%s", id);
+  snprintf(path, sizeof path, "%s%s", prefix, ref);
   return sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
+}
+
+int engine_node_inspect(sm_engine *e, const char *id, json_object **out, sm_error *err) {
+  return inspect(e, "/nodes/", id, "node id", out, err);
 }
 
 static json_object *at(json_object *o, const char *a, const char *b) {
@@ -174,6 +181,20 @@ int engine_swarm_node_parse(json_object *node, engine_swarm_node *out, sm_error 
   return 0;
 }
 
+/* The id a create answered with (resp is taken): SM_EPROTOCOL when its
+ * key holds no usable id. */
+static int created_id(json_object *resp, const char *key, const char *what,
+                      char out_id[SM_ENGINE_ID_MAX], sm_error *err) {
+  const char *id = str_at(resp, key, NULL);
+  int rc = 0;
+  if (id == NULL || !engine_swarm_ref_valid(id))
+    rc = sm_error_set(err, SM_EPROTOCOL, "%s: the answer has no usable %s", what, key);
+  else if (out_id)
+    copy(out_id, SM_ENGINE_ID_MAX, id);
+  json_object_put(resp);
+  return rc;
+}
+
 /* ---- services ---- */
 
 int engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENGINE_ID_MAX],
@@ -182,23 +203,11 @@ int engine_service_create(sm_engine *e, json_object *spec, char out_id[SM_ENGINE
   json_object *resp = NULL;
   int rc = sm_engine_request_json(e, "POST", "/services/create", spec, NULL, &resp, err);
   if (rc != 0) return rc;
-  const char *id = str_at(resp, "ID", NULL);
-  if (id == NULL || !engine_swarm_ref_valid(id)) {
-    json_object_put(resp);
-    return sm_error_set(err, SM_EPROTOCOL, "service create: the answer has no usable ID");
-  }
-  if (out_id) copy(out_id, SM_ENGINE_ID_MAX, id);
-  json_object_put(resp);
-  return 0;
+  return created_id(resp, "ID", "service create", out_id, err);
 }
 
 int engine_service_inspect(sm_engine *e, const char *ref, json_object **out, sm_error *err) {
-  *out = NULL;
-  int rc = check_ref(ref, "service", err);
-  if (rc != 0) return rc;
-  char path[PATH_CAP];
-  snprintf(path, sizeof path, "/services/%s", ref);
-  return sm_engine_request_json(e, "GET", path, NULL, NULL, out, err);
+  return inspect(e, "/services/", ref, "service", out, err);
 }
 
 int engine_service_list(sm_engine *e, const char *const *labels, size_t n_labels,
@@ -304,28 +313,17 @@ int sm_engine_network_create(sm_engine *e, const char *name, const char *driver,
   if (out_id) out_id[0] = '\0';
   int rc = check_ref(name, "network name", err);
   if (rc != 0) return rc;
-  if (labels != NULL && !json_object_is_type(labels, json_type_object))
-    return sm_error_set(err, SM_EINVAL, "network create: labels must be a JSON object");
-  json_object *body = json_object_new_object();
-  if (body == NULL) return sm_error_set(err, SM_ENOMEM, "network create: out of memory");
-  json_object_object_add(body, "Name", json_object_new_string(name));
-  json_object_object_add(body, "Driver", json_object_new_string(driver ? driver : "bridge"));
+  json_object *body = NULL;
+  rc = engine_create_body("network create", name, driver ? driver : "bridge", labels, &body, err);
+  if (rc != 0) return rc;
   json_object_object_add(body, "Internal", json_object_new_boolean(internal));
   json_object_object_add(body, "Attachable", json_object_new_boolean(0));
   json_object_object_add(body, "CheckDuplicate", json_object_new_boolean(1));
-  if (labels) json_object_object_add(body, "Labels", json_object_get(labels));
   json_object *resp = NULL;
   rc = sm_engine_request_json(e, "POST", "/networks/create", body, NULL, &resp, err);
   json_object_put(body);
   if (rc != 0) return rc;
-  const char *id = str_at(resp, "Id", NULL);
-  if (id == NULL || !engine_swarm_ref_valid(id)) {
-    json_object_put(resp);
-    return sm_error_set(err, SM_EPROTOCOL, "network create: the answer has no usable Id");
-  }
-  if (out_id) copy(out_id, SM_ENGINE_ID_MAX, id);
-  json_object_put(resp);
-  return 0;
+  return created_id(resp, "Id", "network create", out_id, err);
 }
 
 int sm_engine_network_remove(sm_engine *e, const char *id, sm_error *err) {

@@ -17,6 +17,16 @@ typedef struct xfer {
   int reader_rc;
 } xfer;
 
+void engine_request_tar(engine_request *req, const char *method, const char *path,
+                        sm_read_fn reader, void *reader_ud) {
+  memset(req, 0, sizeof *req);
+  req->method = method;
+  req->path = path;
+  req->body_is_tar = 1;
+  req->reader = reader;
+  req->reader_ud = reader_ud;
+}
+
 void engine_response_init(engine_response *r, size_t max_body) {
   r->status = 0;
   sm_buf_init(&r->body, max_body);

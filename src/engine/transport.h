@@ -36,6 +36,10 @@ typedef struct engine_response {
   char path_stat[ENGINE_PATH_STAT_MAX];
 } engine_response;
 
+/* A request whose body is a tar stream read from reader (the rest zero). */
+void engine_request_tar(engine_request *req, const char *method, const char *path,
+                        sm_read_fn reader, void *reader_ud);
+
 void engine_response_init(engine_response *r, size_t max_body);
 void engine_response_dispose(engine_response *r);
 /* Performs one HTTP exchange. Transport failures are errors (unreachable,

@@ -18,14 +18,10 @@ int sm_engine_volume_create(sm_engine *engine, const char *name, const char *dri
   if (rc != 0) return rc;
   if (driver_opts != NULL && !json_object_is_type(driver_opts, json_type_object))
     return sm_error_set(err, SM_EINVAL, "volume create: driver options must be a JSON object");
-  if (labels != NULL && !json_object_is_type(labels, json_type_object))
-    return sm_error_set(err, SM_EINVAL, "volume create: labels must be a JSON object");
-  json_object *body = json_object_new_object();
-  if (body == NULL) return sm_error_set(err, SM_ENOMEM, "volume create: out of memory");
-  json_object_object_add(body, "Name", json_object_new_string(name));
-  json_object_object_add(body, "Driver", json_object_new_string(driver ? driver : "local"));
+  json_object *body = NULL;
+  rc = engine_create_body("volume create", name, driver ? driver : "local", labels, &body, err);
+  if (rc != 0) return rc;
   if (driver_opts) json_object_object_add(body, "DriverOpts", json_object_get(driver_opts));
-  if (labels) json_object_object_add(body, "Labels", json_object_get(labels));
   rc = engine_call_json(engine, "POST", "/volumes/create", body, 0, NULL, NULL, err);
   json_object_put(body);
   return rc;
