@@ -214,6 +214,10 @@ SM_API int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, 
 /* True when nothing has arrived on an idle stream (no output, no end):
  * what a cached stream must be before it is used again. */
 SM_API int sm_exec_stream_quiet(sm_exec_stream *s);
+/* Ends the stream's connection from any thread: a pump in progress on
+ * another thread returns at once (1 or an error), and the process sees its
+ * stdin end. The stream must still be closed. */
+SM_API void sm_exec_stream_shutdown(sm_exec_stream *s);
 SM_API void sm_exec_stream_close(sm_exec_stream *s);
 
 /* A container's log (stdout and stderr) since an epoch time (0: all of

@@ -38,6 +38,10 @@ uint32_t sm_frame_type_max(int type) {
     return 4096;
   case SM_FRAME_EXIT:
     return 4;
+  case SM_FRAME_ROUTE_REQUEST:
+    return SM_FRAME_ROUTE_REQUEST_MAX;
+  case SM_FRAME_ROUTE_RESPONSE:
+    return SM_FRAME_ROUTE_RESPONSE_MAX;
   default:
     return 0;
   }
@@ -46,7 +50,8 @@ uint32_t sm_frame_type_max(int type) {
 static int known_type(int type) {
   return type == SM_FRAME_CALL || type == SM_FRAME_STDIN || type == SM_FRAME_EOF ||
          type == SM_FRAME_HELLO || type == SM_FRAME_STDOUT || type == SM_FRAME_STDERR ||
-         type == SM_FRAME_EXIT || type == SM_FRAME_FAIL;
+         type == SM_FRAME_EXIT || type == SM_FRAME_FAIL || type == SM_FRAME_ROUTE_REQUEST ||
+         type == SM_FRAME_ROUTE_RESPONSE;
 }
 
 void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud) {

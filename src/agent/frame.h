@@ -27,6 +27,17 @@
  *   SM_FRAME_FAIL   the program could not be started: errno (4 bytes, BE)
  *                   then a message. The call is over.
  *
+ * The host-tool route's relay (`sandman-agent route`, route.c) speaks the
+ * same framing on its own exec; the id field is then a connection id:
+ * Relay -> host:
+ *   SM_FRAME_HELLO          once, when its socket listens: SM_ROUTE_HELLO,
+ *                           a NUL, then the container's PATH.
+ *   SM_FRAME_ROUTE_REQUEST  one whole HTTP/1.1 request (head and body, the
+ *                           bytes the sandbox's process sent) of connection id.
+ * Host -> relay:
+ *   SM_FRAME_ROUTE_RESPONSE the whole HTTP/1.1 response for connection id;
+ *                           the relay writes it and closes the connection.
+ *
  * One call at a time per agent. Stdin frames of a call id other than the
  * current one are dropped (they can cross an exit on the wire). Either side
  * ends the session by closing its end. */
@@ -38,12 +49,17 @@
 
 #define SM_AGENT_PROTOCOL "1"
 #define SM_AGENT_HELLO "sandman-agent " SM_AGENT_PROTOCOL
+#define SM_ROUTE_HELLO "sandman-route 1"
 
 #define SM_FRAME_HEADER 9
 /* Hard caps: a call frame holds argv and the environment; output and stdin
  * travel in chunks of at most SM_FRAME_DATA_MAX. */
 #define SM_FRAME_CALL_MAX (4u << 20)
 #define SM_FRAME_DATA_MAX (64u << 10)
+/* The route's caps: SM_ROUTE_REQUEST_MAX and SM_ROUTE_RESPONSE_MAX of
+ * sandman/hostroute.h (tool_route.c checks that they agree). */
+#define SM_FRAME_ROUTE_REQUEST_MAX (4u << 20)
+#define SM_FRAME_ROUTE_RESPONSE_MAX (8u << 20)
 
 enum {
   SM_FRAME_CALL = 'C',
@@ -54,6 +70,8 @@ enum {
   SM_FRAME_STDERR = 'R',
   SM_FRAME_EXIT = 'X',
   SM_FRAME_FAIL = 'F',
+  SM_FRAME_ROUTE_REQUEST = 'Q',
+  SM_FRAME_ROUTE_RESPONSE = 'P',
 };
 
 /* Writes the 9-byte header for a frame into out. */

@@ -23,6 +23,7 @@
 #include "agent/untar.h"
 #include "agent/fs.h"
 #include "agent/quiet.h"
+#include "agent/route.h"
 
 #define MAX_ARGV 65536
 #define MAX_ENV 8192
@@ -403,7 +404,18 @@ static void read_host(sm_frame_reader *r) {
   if (sm_frame_reader_feed(r, in, (size_t)n) != 0) protocol_error("malformed frame");
 }
 
+static int called_as(const char *argv0, const char *name) {
+  const char *base = strrchr(argv0, '/');
+  return strcmp(base ? base + 1 : argv0, name) == 0;
+}
+
 int main(int argc, char **argv) {
+  /* `sandman-tools ...` (a link to this binary) or `sandman-agent tools
+   * ...`: the host-tool route's command (tools_cli.c). */
+  if (argc > 0 && called_as(argv[0], "sandman-tools")) return agent_tools_main(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "tools") == 0) return agent_tools_main(argc - 1, argv + 1);
+  /* `sandman-agent route`: the host-tool route's relay (route.c). */
+  if (argc == 2 && strcmp(argv[1], "route") == 0) return agent_route(argv[0]);
   /* `sandman-agent untar DIR [--list]`: a workspace copy in (untar.c). */
   if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2], 0);
   if (argc == 4 && strcmp(argv[1], "untar") == 0 && strcmp(argv[3], "--list") == 0)
@@ -413,7 +425,8 @@ int main(int argc, char **argv) {
   /* `sandman-agent quiet`: every other process of the user stopped (quiet.c). */
   if (argc == 2 && strcmp(argv[1], "quiet") == 0) return agent_quiet();
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | quiet]\n");
+    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | quiet | route |"
+                    " tools ...]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */

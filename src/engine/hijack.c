@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <sandman/log.h>
 
@@ -437,6 +438,11 @@ int sm_exec_stream_quiet(sm_exec_stream *s) {
   struct pollfd p = {s->h.c.fd, POLLIN, 0};
   int n = poll(&p, 1, 0);
   return n == 0;
+}
+
+void sm_exec_stream_shutdown(sm_exec_stream *s) {
+  /* Only the socket: the TLS state belongs to the pumping thread. */
+  if (s && s->h.c.fd >= 0) shutdown(s->h.c.fd, SHUT_RDWR);
 }
 
 void sm_exec_stream_close(sm_exec_stream *s) {

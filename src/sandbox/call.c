@@ -25,6 +25,7 @@
 #include "sandbox/result.h"
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
+#include "sandbox/tool_route.h"
 
 extern char **environ;
 
@@ -311,7 +312,13 @@ static int call_exec(call *c, sm_error *err) {
   int rc = node_lost(
       c, helper_call(c->ctx, c->e, c->sb.id, req, &c->helper_req, &c->helper_argv, err), err);
   if (rc) return rc;
+  /* The host-tool route answers for this call while it runs. */
+  sandbox_route_call *route = NULL;
+  if (req->host_route && (rc = sandbox_route_begin(c->ctx->routes, c->ctx->agents, c->e, c->sb.id,
+                                                   c->sb.name, req, &c->env, &route, err)) != 0)
+    return rc;
   rc = sm_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
+  sandbox_route_end(c->ctx->routes, route, c->sb.mode == SM_MODE_PER_TOOL);
   rc = node_lost(c, rc, err);
   if (rc) return rc;
   c->out->started = 1;
@@ -326,6 +333,9 @@ static int call_exec(call *c, sm_error *err) {
 
 static int call_attempt(call *c, sm_error *err) {
   c->may_retry = 0;
+  if (c->req->host_route && c->ctx->swarm)
+    return sm_error_set(err, SM_EUNSUPPORTED, "the host-tool route is not available on the swarm "
+                                              "backend: run this agent's calls on the docker backend");
   int rc = call_acquire(c, err);
   if (rc == 0) rc = call_exec_path(c, err);
   if (rc == 0) rc = call_workspace_in(c, err);

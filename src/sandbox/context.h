@@ -21,6 +21,7 @@ typedef struct sm_agents sm_agents;         /* agent.h */
 typedef struct sm_pool sm_pool;             /* pool.h */
 typedef struct sandbox_lookup sandbox_lookup; /* lookup.h */
 typedef struct sandbox_swarm sandbox_swarm; /* swarm.h */
+typedef struct sandbox_routes sandbox_routes; /* tool_route.h */
 
 typedef struct sandbox_ctx {
   const char *instance;
@@ -29,6 +30,7 @@ typedef struct sandbox_ctx {
   sm_pool *pool;           /* warm pool and background work */
   sandbox_lookup *lookup;  /* keyed sandboxes found before */
   sandbox_swarm *swarm;    /* the swarm backend, or NULL: the docker backend */
+  sandbox_routes *routes;  /* the host-tool routes this process keeps */
   sm_audit *audit;         /* NULL: no trail (sm_runner_set_audit sets it) */
   sm_runner *runner;       /* only to pass to the two functions below */
   /* The calling thread's engine client (kept by the runner). */

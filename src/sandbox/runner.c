@@ -18,6 +18,7 @@
 #include "sandbox/pool.h"
 #include "sandbox/spec.h"
 #include "sandbox/swarm.h"
+#include "sandbox/tool_route.h"
 
 typedef struct thread_engine {
   struct sm_runner *runner;
@@ -71,7 +72,9 @@ static int make_parts(sm_runner *r, sm_error *err) {
   r->ctx.agents = sm_agents_new();
   r->ctx.lookup = sandbox_lookup_new();
   r->ctx.pool = sm_pool_new(&r->ctx);
-  if (!r->ctx.agents || !r->ctx.lookup || !r->ctx.pool) return sm_error_set(err, SM_ENOMEM, NULL);
+  r->ctx.routes = sandbox_routes_new();
+  if (!r->ctx.agents || !r->ctx.lookup || !r->ctx.pool || !r->ctx.routes)
+    return sm_error_set(err, SM_ENOMEM, NULL);
   const char *v = getenv("SANDMAN_AGENT");
   if (v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0 ||
             strcmp(v, "no") == 0))
@@ -146,6 +149,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   return 0;
 
 fail:
+  sandbox_routes_free(r->ctx.routes);
   sm_pool_free(r->ctx.pool);
   sandbox_lookup_free(r->ctx.lookup);
   sm_agents_free(r->ctx.agents);
@@ -161,7 +165,10 @@ fail:
 
 void sm_runner_free(sm_runner *r) {
   if (r == NULL) return;
-  /* First, while every engine client still works: the pool's containers
+  /* The host-tool routes end first (their relays remove their sockets). */
+  sandbox_routes_free(r->ctx.routes);
+  r->ctx.routes = NULL;
+  /* Then, while every engine client still works: the pool's containers
    * and pending per_tool removals go, and its threads end. */
   sm_pool_free(r->ctx.pool);
   r->ctx.pool = NULL;

@@ -129,6 +129,37 @@ tls_engine_load_image() {
   docker save "$1" | docker -H "$TLS_ENGINE_SOCK" load >/dev/null
 }
 
+# For a test that runs one of its C tests against the TLS engine: starts it
+# (stopped on exit) with sandman/minimal loaded, or fails the test.
+tls_engine_start_minimal() {
+  trap tls_engine_stop EXIT
+  if ! tls_engine_start; then
+    echo "FAIL: the second (TLS) engine did not start" >&2
+    exit 1
+  fi
+  echo "TLS engine at $TLS_ENGINE_HOST"
+  if tls_engine_load_image sandman/minimal:latest; then
+    it_pass "image loaded into the TLS engine"
+  else
+    it_fail "image loaded into the TLS engine"
+  fi
+}
+
+# tls_engine_run WHAT BINARY VAR=VALUE...: runs the C test BINARY (with the
+# assignments, CI=true) against the TLS engine: a pass or a fail named WHAT.
+tls_engine_run() {
+  local what=$1 bin=$2
+  shift 2
+  if [ ! -x "$bin" ]; then
+    it_fail "test binary $bin not built"
+  elif env DOCKER_HOST="$TLS_ENGINE_HOST" DOCKER_TLS_VERIFY=1 \
+    DOCKER_CERT_PATH="$TLS_ENGINE_CLIENT_CERTS" CI=true "$@" "$bin"; then
+    it_pass "$what"
+  else
+    it_fail "$what"
+  fi
+}
+
 tls_engine_stop() {
   local d=$TLS_ENGINE_DIR
   [ -n "$d" ] && [ -d "$d" ] || return 0
