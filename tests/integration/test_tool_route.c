@@ -13,6 +13,7 @@
  * script (test_tool_route_tls.sh) runs test_tls against the TLS engine. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,6 +163,8 @@ static int setup(void **state) {
   /* The runner and the clean-up must agree on the instance. */
   setenv("SANDMAN_INSTANCE", instance(), 0);
   engine = itest_engine();
+  /* What a killed earlier run left (its files would fool the checks). */
+  itest_remove_instance(engine, instance());
   sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
   sm_error err = SM_ERROR_INIT;
   if (sm_runner_new(&runner, &o, &err) != 0) fail_msg("runner: %s", err.message);
@@ -287,7 +290,10 @@ static int raw_connect(long pid) {
 
 static void raw_request(long pid, const char *req, char *out, size_t cap) {
   int fd = raw_connect(pid);
-  assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+  /* The relay may answer and close before it has read everything (its own
+   * refusals): a short write is fine, the answer is what counts. */
+  ssize_t w = write(fd, req, strlen(req));
+  (void)w;
   size_t n = 0;
   ssize_t r;
   while (n + 1 < cap && (r = read(fd, out + n, cap - 1 - n)) > 0) n += (size_t)r;
@@ -369,8 +375,8 @@ static void test_per_run(void **state) {
   if (!wait_inactive(before, &inactive)) {
     call(SM_MODE_PER_RUN, "", "route-r1", "ps -o pid,user,args; ls -la /tmp; cat /tmp/route-bg.*",
          NULL, 0, 0, &res);
-    fail_msg("the process left behind never reached the handler: %s %s", res.stdout_data,
-             res.stderr_data);
+    print_message("in the sandbox now:\n%s\n%s\n", res.stdout_data, res.stderr_data);
+    fail_msg("the process left behind never reached the handler");
   }
   assert_int_equal(inactive.active, 0);
   assert_string_equal(inactive.who[W_CID], cid);
@@ -458,6 +464,7 @@ static void test_tls(void **state) {
 }
 
 int main(void) {
+  signal(SIGPIPE, SIG_IGN); /* see raw_request */
   const char *only = getenv("ROUTE_IT_ONLY");
   if (only && only[0]) cmocka_set_test_filter(only);
   else cmocka_set_skip_filter("test_tls");
