@@ -8,7 +8,8 @@
  * the sandbox's user can neither remove nor replace the socket, the link or
  * the relay, nor kill it; the relay refuses an oversized or chunked request
  * and a 33rd connection itself (the handler never sees them); a call
- * without a route starts none. Then a per_tool call, and the same list
+ * without a route starts none. Two calls of different calling tools at once
+ * in one sandbox: a request gets no identity. Then a per_tool call, and the same list
  * through gVisor (runsc). ROUTE_IT_ONLY=<glob> runs a subset: the TLS
  * script (test_tool_route_tls.sh) runs test_tls against the TLS engine. */
 #include <errno.h>
@@ -185,8 +186,9 @@ static int teardown(void **state) {
   return 0;
 }
 
-static void call(sm_mode mode, const char *runtime, const char *run_id, const char *script,
-                 const char *const *env, size_t n_env, int with_route, sm_run_result *res) {
+static void call_as(const char *tool, sm_mode mode, const char *runtime, const char *run_id,
+                    const char *script, const char *const *env, size_t n_env, int with_route,
+                    sm_run_result *res) {
   const char *argv[] = {"sh", "-c", script};
   sm_run_request req;
   sm_run_request_init(&req);
@@ -199,7 +201,7 @@ static void call(sm_mode mode, const char *runtime, const char *run_id, const ch
   req.n_env = n_env;
   req.project = "route-proj";
   req.agent = "route-agent";
-  req.tool = "route-tool";
+  req.tool = tool;
   req.user = "route-user";
   req.run_id = run_id;
   req.host_route = with_route ? &route : NULL;
@@ -208,6 +210,11 @@ static void call(sm_mode mode, const char *runtime, const char *run_id, const ch
   int rc = sm_run(runner, &req, res, &err);
   if (rc != 0 || res->failure_kind == SM_FAIL_SANDBOX || res->failure_kind == SM_FAIL_ENGINE)
     fail_msg("call '%s': rc %d: %s %s", script, rc, err.message, res->error);
+}
+
+static void call(sm_mode mode, const char *runtime, const char *run_id, const char *script,
+                 const char *const *env, size_t n_env, int with_route, sm_run_result *res) {
+  call_as("route-tool", mode, runtime, run_id, script, env, n_env, with_route, res);
 }
 
 /* The identity the handler echoed in `sandman-tools list --json`. */
@@ -433,6 +440,41 @@ static void test_per_run(void **state) {
   sm_run_result_dispose(&res);
 }
 
+/* Two calls at once in one keyed sandbox, of two calling tools: a request
+ * could come from either, so the handler gets no identity. */
+typedef struct other_call {
+  sm_run_result res;
+} other_call;
+
+static void *second_call(void *arg) {
+  other_call *o = arg;
+  call_as("route-other", SM_MODE_PER_RUN, "", "route-two",
+          "touch /tmp/route-second-in; while [ ! -e /tmp/route-first-done ]; do sleep 0.05; done",
+          NULL, 0, 1, &o->res);
+  return NULL;
+}
+
+static void test_two_calls_at_once(void **state) {
+  (void)state;
+  sm_run_result res;
+  /* The sandbox exists before the two race to it. */
+  call(SM_MODE_PER_RUN, "", "route-two", "true", NULL, 0, 1, &res);
+  sm_run_result_dispose(&res);
+  other_call o;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, second_call, &o), 0);
+  call(SM_MODE_PER_RUN, "", "route-two",
+       "while [ ! -e /tmp/route-second-in ]; do sleep 0.05; done; sandman-tools list; "
+       "echo \"rc=$?\"; touch /tmp/route-first-done",
+       NULL, 0, 1, &res);
+  pthread_join(t, NULL);
+  assert_int_equal(o.res.exit_code, 0);
+  sm_run_result_dispose(&o.res);
+  if (strstr(res.stdout_data, "rc=4") == NULL || strstr(res.stderr_data, "no active call") == NULL)
+    fail_msg("two callers at once got an identity: %s / %s", res.stdout_data, res.stderr_data);
+  sm_run_result_dispose(&res);
+}
+
 static void test_per_tool(void **state) {
   (void)state;
   sm_run_result res;
@@ -470,6 +512,7 @@ int main(void) {
   else cmocka_set_skip_filter("test_tls");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_per_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_calls_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_per_tool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gvisor, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
