@@ -124,15 +124,42 @@ static void finish(stream *s, char **out, size_t *len, int *trunc) {
   if (s->fd >= 0) close(s->fd);
 }
 
+/* 1 when the program has ended (also when it cannot be waited for: an
+ * application that ignores SIGCHLD has its children reaped for it). */
+static int reaped(pid_t pid, int *status, int flags) {
+  pid_t r;
+  do r = waitpid(pid, status, flags);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) *status = -1;
+  return r == pid || r < 0;
+}
+
+/* 1 when the program has ended, without reaping it: its process group
+ * cannot be reused while it is a zombie, so killing the group is safe. */
+static int ended(pid_t pid, int block) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int r;
+  do r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+  while (r < 0 && errno == EINTR);
+  return r < 0 || si.si_pid == pid;
+}
+
+/* The program ended: the rest of its group goes, then it is reaped. */
+static void finish_group(pid_t pid, int *status) {
+  kill(-pid, SIGKILL);
+  reaped(pid, status, 0);
+}
+
 /* One loop: read both pipes, watch the deadline and the cancel flag, and
  * reap the program, killing its group when it ends. */
 static void supervise(pid_t pid, const bk_proc_opts *o, stream st[2], bk_proc_result *r) {
   double start = sm_now(), deadline = start + o->timeout_s;
   int status = 0, exited = 0;
   while (st[0].fd >= 0 || st[1].fd >= 0 || !exited) {
-    if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+    if (!exited && ended(pid, 0)) {
       exited = 1;
-      kill(-pid, SIGKILL); /* what it left behind goes with it */
+      finish_group(pid, &status); /* what it left behind goes with it */
     }
     double now = sm_now();
     if (exited && now >= deadline) {
@@ -144,8 +171,7 @@ static void supervise(pid_t pid, const bk_proc_opts *o, stream st[2], bk_proc_re
     if (!exited && (now >= deadline || (o->cancel && *o->cancel))) {
       if (now >= deadline) r->timed_out = 1;
       else r->cancelled = 1;
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      finish_group(pid, &status);
       exited = 1;
       continue;
     }
@@ -154,7 +180,7 @@ static void supervise(pid_t pid, const bk_proc_opts *o, stream st[2], bk_proc_re
     for (int i = 0; i < 2; i++)
       if (st[i].fd >= 0) p[n++] = (struct pollfd){.fd = st[i].fd, .events = POLLIN};
     if (n == 0) {
-      if (!exited && waitpid(pid, &status, 0) == pid) exited = 1, kill(-pid, SIGKILL);
+      if (!exited && ended(pid, 1)) exited = 1, finish_group(pid, &status);
       continue;
     }
     int ms = (int)((deadline - now) * 1000) + 1;
@@ -169,8 +195,8 @@ static void supervise(pid_t pid, const bk_proc_opts *o, stream st[2], bk_proc_re
       }
     }
   }
-  if (WIFEXITED(status)) r->exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r->exit_code = 128 + WTERMSIG(status);
+  if (status != -1 && WIFEXITED(status)) r->exit_code = WEXITSTATUS(status);
+  else if (status != -1 && WIFSIGNALED(status)) r->exit_code = 128 + WTERMSIG(status);
   r->duration_ms = (sm_now() - start) * 1000.0;
 }
 
