@@ -228,8 +228,10 @@ static int run_tool(call *c, sm_mcp_result *out, int *exit_code, sm_error *err) 
   json_object_object_get_ex(x, "server", &srv);
   json_object_object_get_ex(x, "tool", &tool);
   if (!c->b->mcp) return sm_error_set(err, SM_EUNSUPPORTED, "no host MCP server is running");
-  return bk_mcp_servers_call(c->b->mcp, json_object_get_string(srv), json_object_get_string(tool),
-                             c->args, c->tool->timeout_s, c->cancel, out, err);
+  int rc = bk_mcp_servers_call(c->b->mcp, json_object_get_string(srv), json_object_get_string(tool),
+                               c->args, c->tool->timeout_s, c->cancel, out, err);
+  if (rc == 0) bk_mcp_result_cap(out, c->tool->max_output);
+  return rc;
 }
 
 /* Runs the admitted call and records how it ended. */

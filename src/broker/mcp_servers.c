@@ -236,3 +236,33 @@ int bk_mcp_servers_tools(bk_mcp_servers *s, json_object **tools, sm_error *err) 
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
+
+static size_t json_len(json_object *o) {
+  size_t n = 0;
+  if (o) json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
+  return n;
+}
+
+void bk_mcp_result_cap(sm_mcp_result *r, size_t max) {
+  if (json_len(r->content) + json_len(r->structured) <= max) return;
+  /* Over the cap: the text of the blocks, cut at max bytes, and a note;
+   * other blocks (images, resources) and structuredContent go. */
+  json_object *old = r->content;
+  json_object *structured = r->structured;
+  r->content = NULL;
+  r->structured = NULL;
+  size_t left = max;
+  for (size_t i = 0; i < json_object_array_length(old) && left > 0; i++) {
+    json_object *b = json_object_array_get_idx(old, i), *t = NULL;
+    if (!json_object_object_get_ex(b, "text", &t) || !json_object_is_type(t, json_type_string)) continue;
+    size_t n = (size_t)json_object_get_string_len(t);
+    if (n > left) n = left;
+    sm_mcp_result_text(r, json_object_get_string(t), n);
+    left -= n;
+  }
+  char note[96];
+  int n = snprintf(note, sizeof note, "[output truncated at %zu bytes]", max);
+  sm_mcp_result_text(r, note, (size_t)n);
+  json_object_put(old);
+  json_object_put(structured);
+}

@@ -30,5 +30,9 @@ int bk_mcp_servers_call(bk_mcp_servers *s, const char *server, const char *tool,
  * filtered by each server's `tools` globs; cached after the first success.
  * A name two servers give is SM_ECONFIG. */
 int bk_mcp_servers_tools(bk_mcp_servers *s, json_object **tools, sm_error *err);
+/* Holds r to max bytes (its content's and structuredContent's JSON): over
+ * it, the text of its blocks cut at max and "[output truncated at N
+ * bytes]"; other blocks and structuredContent are dropped. */
+void bk_mcp_result_cap(sm_mcp_result *r, size_t max);
 
 #endif

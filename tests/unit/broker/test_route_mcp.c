@@ -49,6 +49,8 @@ static int setup(void **state) {
            "    say:\n      description: the fake server's echo under another name\n"
            "      input_schema: {type: object, properties: {text: {type: string}}}\n"
            "      mcp: {server: fake, tool: echo}\n"
+           "    big_short:\n      input_schema: {type: object, properties: {bytes: {type: integer}}}\n"
+           "      mcp: {server: fake, tool: big}\n      max_output: 100\n"
            "  mcp_servers:\n"
            "    fake:\n      command: [python3, \"%s\"]\n      env: [SM_HM_VISIBLE]\n"
            "      tools: [echo, env, \"fail*\"]\n      prefix: fk_\n"
@@ -188,7 +190,7 @@ static void test_list_by_caller(void **state) {
   tool_names(a.body, names, sizeof names);
   /* The server's echo and env (prefixed), not its denied fails, not its
    * unexported slow/die/...; the configuration's tools but the denied other. */
-  assert_string_equal(names, "fk_echo fk_env read_host say");
+  assert_string_equal(names, "big_short fk_echo fk_env read_host say");
   json_object_put(a.body);
   /* The same session, another caller (a later call of another agent in
    * the sandbox): the list is that caller's. */
@@ -219,6 +221,13 @@ static void test_calls(void **state) {
   json_object_put(a.body);
   a = call(&coder, sid, "say", "{\"text\":\"renamed\"}");
   assert_string_equal(result_text(a.body), "renamed");
+  json_object_put(a.body);
+  /* A relayed answer is held to the tool's max_output. */
+  a = call(&coder, sid, "big_short", "{\"bytes\":5000}");
+  assert_int_equal(strlen(result_text(a.body)), 100);
+  json_object *content = json_object_object_get(json_object_object_get(a.body, "result"), "content");
+  assert_string_equal(json_object_get_string(json_object_object_get(json_object_array_get_idx(content, 1), "text")),
+                      "[output truncated at 100 bytes]");
   json_object_put(a.body);
   /* The server got only the variables its entry names. */
   a = call(&coder, sid, "fk_env", NULL);
