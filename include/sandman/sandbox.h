@@ -199,7 +199,10 @@ typedef struct sm_run_request {
   int helper;
   /* The host-tool route (sandman/hostroute.h): when set, a container call
    * gets the route at SM_ROUTE_SOCKET for its duration and the handler
-   * answers what comes through it. NULL: no route. Borrowed. */
+   * answers what comes through it. NULL: no route. Borrowed, but the
+   * container's route keeps using it between calls (with an inactive
+   * caller) until the runner is freed: it must outlive the runner. Mode
+   * none has no route; the swarm backend refuses such a call. */
   const struct sm_host_route *host_route;
 } sm_run_request;
 
