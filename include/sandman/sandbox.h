@@ -307,9 +307,13 @@ SM_API sm_egress_settings *sm_runner_egress(sm_runner *runner);
  * the new ones. Copies opts. */
 SM_API int sm_runner_set_egress(sm_runner *runner, const sm_egress_proxy_options *opts, sm_error *err);
 
-/* Runs one tool call. Returns 0 whenever a result was produced (the tool may
- * still have failed: see result->failure_kind); a negative code only when
- * nothing could be reported (result->error is still filled). */
+/* Runs one tool call. Returns 0 when the call was made: *out says how it
+ * went, the tool's failure and sandman's included (out->failure_kind,
+ * out->error). Returns a negative code when the request was refused before
+ * a sandbox was sought: an invalid request, an image pin the engine does
+ * not confirm, no key for its scope; *out is filled then too (failure_kind, exit code 125,
+ * error), so a caller can always report *out. SM_EINVAL with *out
+ * untouched only when out is NULL. */
 SM_API int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
                   sm_error *err);
 

@@ -945,11 +945,10 @@ int sm_config_load_string(sm_config **out, const char *name, const char *text, s
 static int read_file(const char *path, char **out, size_t *out_len, sm_error *err) {
   cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: cannot open: %s", path,
-                              strerror(errno));
+    return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: cannot open", path);
   struct stat st;
   if (fstat(fd, &st) != 0)
-    return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: %s", path, strerror(errno));
+    return sm_error_set_errno(err, SM_ECONFIG, errno, "%s", path);
   if (!S_ISREG(st.st_mode)) return sm_error_set(err, SM_ECONFIG, "%s: not a regular file", path);
   if ((uint64_t)st.st_size > CFG_MAX_BYTES)
     return sm_error_set(err, SM_ECONFIG, "%s: larger than %u bytes", path, CFG_MAX_BYTES);
@@ -962,7 +961,7 @@ static int read_file(const char *path, char **out, size_t *out_len, sm_error *er
     ssize_t r = read(fd, buf + got, want);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0)
-      return sm_error_set_errno(err, SM_ECONFIG, errno, "%s: %s", path, strerror(errno));
+      return sm_error_set_errno(err, SM_ECONFIG, errno, "%s", path);
     if (r == 0) break;
     got += (size_t)r;
   }

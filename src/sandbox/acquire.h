@@ -11,7 +11,7 @@
 
 #include "sandbox/box.h"
 #include "sandbox/context.h"
-#include "sandbox/prewarm.h"
+#include "sandbox/backend.h"
 
 /* sb has its mode, hash, name, volume and scope key. On success the call
  * holds the sandbox's busy lock (exclusive for a leased call). */

@@ -1,10 +1,11 @@
 /* The call driver of the container modes (call.h). One call:
- *   acquire (acquire.c, acquire_swarm.c) -> its exec path (an agent session,
+ *   acquire (the backend: backend.h) -> its exec path (an agent session,
  *   or alone with `quiet` for a leased call) -> workspace in -> environment
  *   -> the exec (exec.c) -> workspace out -> release.
- * A keyed sandbox can vanish between lookup and exec (a forced reap), and a
- * pooled one can be gone: then the call looks it up (and creates it) once
- * more (sandbox_retry_gone). */
+ * Everything in the sandbox goes through the engine the backend hands back
+ * (c->e). A keyed sandbox can vanish between lookup and exec (a forced
+ * reap), and a pooled one can be gone: then the call looks it up (and
+ * creates it) once more, when the backend says so (backend->gone). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,7 @@
 #include <sandman/log.h>
 #include <sandman/workspace.h>
 
-#include "sandbox/acquire.h"
-#include "sandbox/acquire_swarm.h"
+#include "sandbox/backend.h"
 #include "sandbox/agent.h"
 #include "sandbox/call.h"
 #include "sandbox/capture.h"
@@ -71,7 +71,8 @@ static int take_agent(const sandbox_ctx *ctx, sm_engine *e, const sandbox_box *s
                       sm_exec_target *t, sm_error *err) {
   sm_agents *a = ctx->agents;
   if (a == NULL || !sm_agents_enabled(a)) return 0;
-  int open_new = sb->mode != SM_MODE_PER_TOOL && (sb->cached || sb->swarm.node != NULL);
+  int open_new =
+      sb->mode != SM_MODE_PER_TOOL && (sb->cached || ctx->backend->sessions_at_once);
   if (!open_new && !sb->pooled) return 0;
   int rc = sm_agent_take(a, e, sb->id, sb->user, open_new, &t->agent);
   if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
@@ -143,6 +144,11 @@ static int helper_call(const sandbox_ctx *ctx, sm_engine *e, const char *cid,
   return 0;
 }
 
+/* The sandbox went since it was found: look it up again (the backend says). */
+static int gone(const call *c, int rc) {
+  return c->ctx->backend->gone && c->ctx->backend->gone(&c->sb, rc);
+}
+
 /* The sandbox's name, volume and key (keyed modes; per_tool gets them when
  * acquired). */
 static int call_names(call *c, sm_error *err) {
@@ -166,12 +172,10 @@ static int call_acquire(call *c, sm_error *err) {
   sb->pooled = 0;
   sb->cached = 0;
   sb->id[0] = '\0';
-  int rc = ctx->swarm ? sandbox_acquire_swarm(ctx, c->manager, req, sb, err)
-           : sb->mode == SM_MODE_PER_TOOL ? sandbox_acquire_per_tool(ctx, c->e, req, sb, err)
-                                          : sandbox_acquire_keyed(ctx, c->e, req, sb, err);
+  int rc = ctx->backend->acquire(ctx, c->manager, req, sb, &c->e, err);
   if (rc) return rc;
   c->held = 1;
-  if (ctx->swarm) c->e = c->t.engine = sb->swarm.node;
+  c->t.engine = c->e;
   /* A sandbox made before (or by the pool): this call's policy, which a
    * reloaded configuration may have changed since. */
   if (sm_sandbox_allowlist(&req->settings) && (sb->reused || sb->pooled) &&
@@ -202,18 +206,17 @@ static int call_exec_path(call *c, sm_error *err) {
   int leased = c->req->n_secret_env > 0;
   c->t.quiet = NULL;
   c->may_retry = 1;
-  if (leased && sb->mode != SM_MODE_PER_TOOL && c->ctx->swarm) {
-    /* Several runners share a swarm sandbox and none can hold it alone. */
+  if (leased && sb->mode != SM_MODE_PER_TOOL && !c->ctx->backend->exclusive) {
     return sm_error_set(err, SM_ESANDBOX,
                         "a call with leased credentials runs alone in its sandbox, which the "
-                        "swarm backend cannot promise for %s sandboxes; lease in mode per_tool",
-                        sm_mode_name(sb->mode));
+                        "%s backend cannot promise for %s sandboxes; lease in mode per_tool",
+                        c->ctx->backend->name, sm_mode_name(sb->mode));
   }
   if (leased && sb->mode != SM_MODE_PER_TOOL) {
     sm_agent_binary_path(c->quiet, sizeof c->quiet);
     int rc = sm_agent_install(c->ctx->agents, c->e, sb->id, err);
     if (rc == 0) c->t.quiet = c->quiet;
-    else if (!sandbox_retry_gone(sb, rc))
+    else if (!gone(c, rc))
       sm_error_wrap(err, "installing sandman's helper to run a call with leased credentials "
                          "alone in sandbox %s", sb->name);
     return rc;
@@ -251,10 +254,8 @@ static int call_workspace_open(call *c, sm_error *err) {
   char manifest[PATH_MAX];
   sm_string_list excludes;
   merge_excludes(req, &excludes);
-  /* On a swarm, per container: a sandbox made again elsewhere starts
-   * with an empty manifest, so its workspace is copied in whole. */
   snprintf(manifest, sizeof manifest, "%s/workspaces/%s.manifest", c->ctx->state_dir,
-           c->ctx->swarm ? c->sb.swarm.state_name : c->sb.name);
+           c->ctx->backend->state_name(&c->sb));
   int rc = sm_workspace_sync_new(&c->ws, req->workspace,
                                  c->sb.mode == SM_MODE_PER_TOOL ? NULL : manifest, &excludes,
                                  NULL, err);
@@ -264,10 +265,10 @@ static int call_workspace_open(call *c, sm_error *err) {
   return rc;
 }
 
-/* On a swarm a failure may be the node's loss: said so. */
-static int node_lost(call *c, int rc, sm_error *err) {
-  if (c->ctx->swarm == NULL) return rc;
-  return sandbox_swarm_check_node_lost(c->ctx->swarm, c->manager, &c->sb.swarm, rc, err);
+/* A step in the sandbox failed: as the backend reads it (the swarm: a
+ * node's loss is said so). */
+static int backend_failed(call *c, int rc, sm_error *err) {
+  return rc ? c->ctx->backend->failed(c->ctx, c->manager, &c->sb, rc, err) : 0;
 }
 
 static int call_workspace_in(call *c, sm_error *err) {
@@ -276,8 +277,8 @@ static int call_workspace_in(call *c, sm_error *err) {
   int rc = call_workspace_open(c, err);
   if (rc || c->ws == NULL) return rc;
   c->may_retry = 1;
-  rc = node_lost(c, sm_workspace_sync_in(c->ws, &c->target, err), err);
-  if (rc && !(c->ctx->swarm == NULL && c->attempt == 0 && sandbox_retry_gone(&c->sb, rc)))
+  rc = backend_failed(c, sm_workspace_sync_in(c->ws, &c->target, err), err);
+  if (rc && !(c->attempt == 0 && gone(c, rc)))
     sm_error_wrap(err, "copying the workspace into %s", c->sb.name);
   return rc;
 }
@@ -309,7 +310,7 @@ static int call_env(call *c, sm_error *err) {
 static int call_exec(call *c, sm_error *err) {
   const sm_run_request *req = c->req;
   c->may_retry = 1;
-  int rc = node_lost(
+  int rc = backend_failed(
       c, helper_call(c->ctx, c->e, c->sb.id, req, &c->helper_req, &c->helper_argv, err), err);
   if (rc) return rc;
   /* The host-tool route answers for this call while it runs. */
@@ -319,23 +320,25 @@ static int call_exec(call *c, sm_error *err) {
     return rc;
   rc = sm_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
   sandbox_route_end(c->ctx->routes, route, c->sb.mode == SM_MODE_PER_TOOL);
-  rc = node_lost(c, rc, err);
+  rc = backend_failed(c, rc, err);
   if (rc) return rc;
   c->out->started = 1;
   if (c->ws && c->sync == SM_SYNC_INOUT) {
     /* The tool ran: a failed copy out is added to its result. */
     c->sync_failed = sm_result_copy_out(c->out, c->ws, &c->target, c->sb.name, &c->sync_err) != 0;
     /* On a swarm the copy out may have failed because the node is gone. */
-    if (c->sync_failed) node_lost(c, c->sync_err.code, &c->sync_err);
+    if (c->sync_failed) backend_failed(c, c->sync_err.code, &c->sync_err);
   }
   return 0;
 }
 
 static int call_attempt(call *c, sm_error *err) {
   c->may_retry = 0;
-  if (c->req->host_route && c->ctx->swarm)
-    return sm_error_set(err, SM_EUNSUPPORTED, "the host-tool route is not available on the swarm "
-                                              "backend: run this agent's calls on the docker backend");
+  if (c->req->host_route && !c->ctx->backend->host_route)
+    return sm_error_set(err, SM_EUNSUPPORTED,
+                        "the host-tool route is not available on the %s backend: run this "
+                        "agent's calls on the docker backend",
+                        c->ctx->backend->name);
   int rc = call_acquire(c, err);
   if (rc == 0) rc = call_exec_path(c, err);
   if (rc == 0) rc = call_workspace_in(c, err);
@@ -346,8 +349,7 @@ static int call_attempt(call *c, sm_error *err) {
 
 static void call_release(call *c) {
   if (!c->held) return;
-  if (c->ctx->swarm) sandbox_release_swarm(c->ctx, c->manager, c->req, &c->sb);
-  else sandbox_release(c->ctx, c->e, c->req, &c->sb);
+  c->ctx->backend->release(c->ctx, c->manager, c->req, &c->sb);
   c->held = 0;
 }
 
@@ -360,10 +362,15 @@ static int call_end(call *c, int rc, sm_error *err) {
   int keep = sm_capture_to_result(&c->cap, c->out);
   sm_capture_dispose(&c->cap);
   if (rc) {
-    sm_result_fail(c->out, sm_failure_kind_for(rc), err);
+    sm_result_fail(c->out, sm_error_failure_kind(rc), err);
     return 0;
   }
-  if (keep) return sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
+  if (keep) {
+    /* The tool ran: its result says what was lost (sm_run's contract). */
+    sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
+    sm_result_fail(c->out, SM_FAIL_SANDBOX, err);
+    return 0;
+  }
   sm_result_apply_outcome(c->out, &c->oc, &c->req->settings);
   if (c->sync_failed) sm_result_sync_failed(c->out, &c->sync_err);
   return 0;
@@ -383,7 +390,7 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   c->out = out;
   int rc = ctx->engine(ctx->runner, &c->e, err);
   if (rc) {
-    sm_result_fail(out, sm_failure_kind_for(rc), err);
+    sm_result_fail(out, sm_error_failure_kind(rc), err);
     free(c);
     return 0;
   }
@@ -399,10 +406,9 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   c->sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
   for (c->attempt = 0; c->attempt < 2; c->attempt++) {
     rc = call_attempt(c, err);
-    if (rc && c->held && c->may_retry && ctx->swarm == NULL && c->attempt == 0 &&
-        sandbox_retry_gone(&c->sb, rc)) {
+    if (rc && c->held && c->may_retry && c->attempt == 0 && gone(c, rc)) {
       drop_agent(&c->t, 0);
-      sandbox_release_gone(ctx, c->e, req, &c->sb);
+      ctx->backend->release_gone(ctx, c->manager, req, &c->sb);
       c->held = 0;
       if (c->ws) sm_workspace_sync_free(c->ws);
       c->ws = NULL;
@@ -413,8 +419,9 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   if (rc == 0) {
     /* A keyed sandbox's first call here went through the engine: its next
      * one can find a session ready (long-running processes only). */
-    if (!ctx->swarm && c->t.agent == NULL && c->sb.mode != SM_MODE_PER_TOOL && !c->sb.cached &&
-        c->sb.id[0] && sm_agents_enabled(ctx->agents))
+    if (!ctx->backend->sessions_at_once && c->t.agent == NULL &&
+        c->sb.mode != SM_MODE_PER_TOOL && !c->sb.cached && c->sb.id[0] &&
+        sm_agents_enabled(ctx->agents))
       sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.user);
     /* A per_tool container goes now: its session goes with it. */
     drop_agent(&c->t, c->sb.mode != SM_MODE_PER_TOOL);

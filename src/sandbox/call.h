@@ -9,8 +9,9 @@
 
 #include "sandbox/context.h"
 
-/* Returns 0 whenever *out describes the call (its failure included);
- * a negative code only when the scope key cannot be made (out filled too). */
+/* sm_run's contract: 0 with *out describing the call (its failure
+ * included); a negative code, *out filled too, only when the scope key
+ * cannot be made. */
 int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
                      sm_error *err);
 

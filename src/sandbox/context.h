@@ -1,8 +1,9 @@
 /* Internal to src/sandbox: what the runner hands down to the parts below it.
  *
- * The runner (runner.c) is the top of the module: it makes the agents'
- * sessions, the warm pool, the lookup cache and the swarm backend, frees
- * them, and hands them down in one sandbox_ctx. Nothing below the runner
+ * The runner (runner.c) is the top of the module: it picks the backend
+ * (backend.h), makes the agents' sessions, the warm pool, the lookup cache
+ * and the swarm backend's state, frees them, and hands them down in one
+ * sandbox_ctx. Nothing below the runner
  * finds these through the runner: the call driver (call.c), acquisition
  * (acquire*.c), the pool (pool.c), creation and removal (lifecycle.c) and
  * mode none (host.c) are given the ctx. The two pieces of the runner that
@@ -21,6 +22,7 @@ typedef struct sm_agents sm_agents;         /* agent.h */
 typedef struct sm_pool sm_pool;             /* pool.h */
 typedef struct sandbox_lookup sandbox_lookup; /* lookup.h */
 typedef struct sandbox_swarm sandbox_swarm; /* swarm.h */
+typedef struct sandbox_backend sandbox_backend; /* backend.h */
 typedef struct sandbox_routes sandbox_routes; /* tool_route.h */
 
 typedef struct sandbox_ctx {
@@ -29,7 +31,8 @@ typedef struct sandbox_ctx {
   sm_agents *agents;       /* the runner's agent sessions */
   sm_pool *pool;           /* warm pool and background work */
   sandbox_lookup *lookup;  /* keyed sandboxes found before */
-  sandbox_swarm *swarm;    /* the swarm backend, or NULL: the docker backend */
+  const sandbox_backend *backend; /* where sandboxes live: docker or swarm */
+  sandbox_swarm *swarm;    /* the swarm backend's state, or NULL */
   sandbox_routes *routes;  /* the host-tool routes this process keeps */
   sm_audit *audit;         /* NULL: no trail (sm_runner_set_audit sets it) */
   sm_runner *runner;       /* only to pass to the two functions below */

@@ -426,7 +426,7 @@ int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result
   if (sm_remove_tree(scratch, &rm_err) != 0)
     sm_log(SM_LOG_WARN, "removing scratch directory: %s", rm_err.message);
   if (rc) {
-    sm_result_fail(out, sm_failure_kind_for(rc), err);
+    sm_result_fail(out, sm_error_failure_kind(rc), err);
     return 0;
   }
   sm_result_apply_outcome(out, &oc, s);
@@ -438,6 +438,6 @@ fail:
     sm_error rm_err2 = SM_ERROR_INIT;
     sm_remove_tree(scratch, &rm_err2);
   }
-  sm_result_fail(out, sm_failure_kind_for(rc), err);
+  sm_result_fail(out, sm_error_failure_kind(rc), err);
   return 0;
 }

@@ -15,7 +15,15 @@
  * to 60 s, so a broken configuration never spins; calls then create their
  * own containers and report the real error. Every 30 s an idle thread
  * checks that the image of each pool still has the id its containers were
- * made from, and drains the pool when it was rebuilt. */
+ * made from, and drains the pool when it was rebuilt.
+ *
+ * The three kinds of background work (refills, removals, sessions opened
+ * ahead) stay in this one file because they share the two threads, one
+ * lock and the order between them: removals and refills each have a
+ * thread that prefers them, and sessions wait until neither is running
+ * (on two cores a session's two execs slowed a burst of calls). Split into
+ * files, that order would have to cross a file boundary under one lock.
+ * The lookup cache, which shares nothing of it, is lookup.c. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
 #endif
@@ -315,7 +323,7 @@ static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
 
 static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
   sm_error err = SM_ERROR_INIT;
-  int rc = e ? sm_sandbox_discard(p->ctx, e, r->name, r->volume, &err) : SM_EUNREACHABLE;
+  int rc = e ? p->ctx->backend->discard(p->ctx, e, r->name, r->volume, &err) : SM_EUNREACHABLE;
   if (rc != 0)
     sm_log(SM_LOG_WARN, "removing %s in the background: %s (a reap will remove it)", r->name,
            e ? err.message : "no engine client");
@@ -354,7 +362,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
   sm_error err = SM_ERROR_INIT;
   int rc = req == NULL ? sm_error_set(&err, SM_ENOMEM, NULL)
            : e == NULL ? sm_error_set(&err, SM_EUNREACHABLE, "no engine client")
-                       : sm_sandbox_prewarm(p->ctx, e, req, &item, &err);
+                       : p->ctx->backend->prewarm(p->ctx, e, req, &item, &err);
   free(req);
 
   pthread_mutex_lock(&p->mu);
@@ -378,7 +386,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
        * session is there uses the engine's exec), so a burst of calls
        * does not wait for sessions to be made. */
       /* (On a swarm the call opens it on the node.) */
-      if (sm_agents_enabled(p->ctx->agents) && p->ctx->swarm == NULL) {
+      if (sm_agents_enabled(p->ctx->agents) && !p->ctx->backend->sessions_at_once) {
         char user[32];
         snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
         queue_prep(p, item.id, user);
@@ -458,7 +466,7 @@ static void *worker_main(void *arg) {
     e = NULL;
   }
   double last_image_check = mono_ms();
-  unsigned width = e ? sm_sandbox_pool_width(p->ctx, e) : 1;
+  unsigned width = e ? p->ctx->backend->width(p->ctx, e) : 1;
   pthread_mutex_lock(&p->mu);
   p->width = width;
   for (;;) {
@@ -516,7 +524,7 @@ static void *worker_main(void *arg) {
       last_image_check = now;
       pthread_mutex_unlock(&p->mu);
       check_images(p, e);
-      width = sm_sandbox_pool_width(p->ctx, e);
+      width = p->ctx->backend->width(p->ctx, e);
       pthread_mutex_lock(&p->mu);
       p->width = width;
       continue;

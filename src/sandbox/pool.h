@@ -8,7 +8,7 @@
  *    gone (sm_runner_free and the runner's shutdown wait for them);
  *  - agent sessions opened ahead in keyed sandboxes, on the same threads.
  * The runner makes the pool and hands it down (sandbox_ctx.pool); the pool
- * makes and removes containers through prewarm.h. */
+ * makes and removes containers through the backend (backend.h). */
 #ifndef SANDMAN_SANDBOX_POOL_H
 #define SANDMAN_SANDBOX_POOL_H
 
@@ -18,7 +18,7 @@
 #include <sandman/state.h>
 
 #include "sandbox/context.h"
-#include "sandbox/prewarm.h"
+#include "sandbox/backend.h"
 
 typedef struct sm_pool sm_pool;
 

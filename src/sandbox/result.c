@@ -117,20 +117,6 @@ void sm_result_sync_failed(sm_run_result *r, const sm_error *err) {
            (int)(sizeof r->error - 220), msg, tool);
 }
 
-sm_failure_kind sm_failure_kind_for(int code) {
-  switch (code) {
-    case SM_EUNREACHABLE:
-    case SM_EENGINE:
-    case SM_EPROTOCOL:
-    case SM_ETLS:
-      return SM_FAIL_ENGINE;
-    case SM_EPOLICY:
-      return SM_FAIL_POLICY;
-    default:
-      return SM_FAIL_SANDBOX;
-  }
-}
-
 void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err) {
   r->ok = 0;
   r->failure_kind = kind;

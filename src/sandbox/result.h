@@ -16,9 +16,6 @@ int sm_result_copy_out(sm_run_result *r, sm_workspace_sync *ws, const sm_workspa
 /* A copy out that failed after the tool ran: failure kind "sandbox" and
  * why, the tool's own exit code, output and duration kept. */
 void sm_result_sync_failed(sm_run_result *r, const sm_error *err);
-/* Which failure kind an error code is: engine codes -> "engine",
- * SM_EPOLICY -> "policy", the rest -> "sandbox". */
-sm_failure_kind sm_failure_kind_for(int code);
 
 /* How a call ended (exec.c, host.c). */
 typedef struct sm_exec_outcome {

@@ -74,10 +74,9 @@ static int run_pinned(sm_runner *runner, const sm_run_request *req, sm_run_resul
   if (rc == 0) rc = sm_image_check_pinned(e, req->settings.image, NULL, id, err);
   if (rc == 0 && id[0] == '\0') rc = sm_error_set(err, SM_EPOLICY, "image '%s' has no usable digest", req->settings.image);
   if (rc) {
-    sm_result_fail(out, rc == SM_EUNREACHABLE ? SM_FAIL_ENGINE
-                        : rc == SM_EPOLICY || rc == SM_EINVAL ? SM_FAIL_POLICY
-                                                              : SM_FAIL_SANDBOX,
-                   err);
+    /* A reference that is no pin (SM_EINVAL) is refused like a pin that
+     * does not match; the rest by the code's kind (error.h). */
+    sm_result_fail(out, rc == SM_EINVAL ? SM_FAIL_POLICY : sm_error_failure_kind(rc), err);
     return rc;
   }
   sm_run_request pinned = *req;

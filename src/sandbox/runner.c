@@ -13,6 +13,7 @@
 #include <sandman/state.h>
 
 #include "sandbox/agent.h"
+#include "sandbox/backend.h"
 #include "sandbox/context.h"
 #include "sandbox/lookup.h"
 #include "sandbox/pool.h"
@@ -67,6 +68,7 @@ static int make_parts(sm_runner *r, sm_error *err) {
   r->ctx.instance = r->instance;
   r->ctx.state_dir = r->state_dir;
   r->ctx.runner = r;
+  r->ctx.backend = r->ctx.swarm ? &sandbox_backend_swarm : &sandbox_backend_docker;
   r->ctx.engine = sm_runner_engine;
   r->ctx.egress = sm_runner_egress;
   r->ctx.agents = sm_agents_new();
@@ -246,7 +248,7 @@ void sm_runner_agent_stats(sm_runner *r, sm_agent_stats *out) {
   sm_agents_stats(r->ctx.agents, &out->sessions_opened, &out->calls, &out->fallbacks);
 }
 
-const char *sm_runner_backend(const sm_runner *r) { return r->ctx.swarm ? "swarm" : "docker"; }
+const char *sm_runner_backend(const sm_runner *r) { return r->ctx.backend->name; }
 
 const char *sm_runner_state_dir(const sm_runner *r) { return r->state_dir; }
 const char *sm_runner_instance(const sm_runner *r) { return r->instance; }

@@ -206,7 +206,7 @@ static int do_deletions(plan *p, sm_error *err) {
       continue;
     }
     if (r && r != -ENOENT)
-      rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s': %s", b->path, strerror(-r));
+      rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s'", b->path);
     else if (r == 0)
       rc = note_changed(p, b->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
   }
@@ -232,7 +232,7 @@ static int look_up(plan *p, const ws_entry *e, const ws_entry **b, host_state *h
 static int parent_of(plan *p, const ws_entry *e, int *dfd, const char **name, sm_error *err) {
   *dfd = ws_dircache_parent(&p->dc, e->path, name, !p->check);
   if (*dfd < 0 && !p->check)
-    return sm_error_set_errno(err, SM_EIO, -*dfd, "writing '%s': %s", e->path, strerror(-*dfd));
+    return sm_error_set_errno(err, SM_EIO, -*dfd, "writing '%s'", e->path);
   return 0;
 }
 
@@ -255,7 +255,7 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
     return 0;
   }
   if (r == 0 && mkdirat(dfd, name, 0700) != 0 && errno != EEXIST) r = -errno;
-  if (r) return sm_error_set_errno(err, SM_EIO, -r, "creating '%s': %s", e->path, strerror(-r));
+  if (r) return sm_error_set_errno(err, SM_EIO, -r, "creating '%s'", e->path);
   return note_changed(p, e->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
 }
 
@@ -292,7 +292,7 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
       int rc = conflict_aside(p, dfd, name, e);
       return rc ? sm_error_set(err, rc, "out of memory") : 0;
     }
-    return sm_error_set_errno(err, SM_EIO, en, "writing '%s': %s", e->path, strerror(en));
+    return sm_error_set_errno(err, SM_EIO, en, "writing '%s'", e->path);
   }
   set_host_mtime(&p->dc, e);
   return note_changed(p, e->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;

@@ -186,7 +186,7 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
   stage_name(e->stage, name);
   int fd = openat(x->stage_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
-    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", path, strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s'", path);
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
     EVP_MD_CTX_free(md);
@@ -211,7 +211,7 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
     }
     if (sm_write_all(fd, buf, (size_t)r) != 0) {
       int w = errno;
-      rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s': %s", path, strerror(w));
+      rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s'", path);
       break;
     }
     EVP_DigestUpdate(md, buf, (size_t)r);
@@ -224,7 +224,7 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
   e->has_hash = 1;
   if (rc == 0) {
     int f = finish_staged(fd, e->mode, e->box_mtime, mtime_ns);
-    if (f) rc = sm_error_set_errno(err, SM_EIO, -f, "staging '%s': %s", path, strerror(-f));
+    if (f) rc = sm_error_set_errno(err, SM_EIO, -f, "staging '%s'", path);
   }
   close(fd);
   x->bytes_staged += total;
@@ -314,7 +314,7 @@ static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path,
   e->stage = x->next_stage++;
   stage_name(e->stage, name);
   if (symlinkat(target, x->stage_fd, name) != 0)
-    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", path, strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s'", path);
   e->state = WS_CHANGED;
   return 0;
 }
@@ -350,7 +350,7 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
   int out = openat(x->stage_fd, sname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) {
     close(fd);
-    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", e->path, strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "staging '%s'", e->path);
   }
   char buf[X_CHUNK];
   int64_t total = 0;
@@ -364,7 +364,7 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
     total += r;
     if (sm_write_all(out, buf, (size_t)r) != 0) {
       int w = errno;
-      rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s': %s", e->path, strerror(w));
+      rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s'", e->path);
       break;
     }
   }
@@ -373,7 +373,7 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
     rc = sm_error_set(err, SM_ECONFLICT, "'%s' changed on the host during the call", t->path);
   if (rc == 0) {
     int f = finish_staged(out, e->mode, e->box_mtime, 0);
-    if (f) rc = sm_error_set_errno(err, SM_EIO, -f, "staging '%s': %s", e->path, strerror(-f));
+    if (f) rc = sm_error_set_errno(err, SM_EIO, -f, "staging '%s'", e->path);
   }
   close(out);
   x->bytes_staged += total;
@@ -411,7 +411,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
     e->stage = x->next_stage++;
     stage_name(e->stage, to);
     if (linkat(x->stage_fd, from, x->stage_fd, to, 0) != 0)
-      return sm_error_set_errno(err, SM_EIO, errno, "staging '%s': %s", path, strerror(errno));
+      return sm_error_set_errno(err, SM_EIO, errno, "staging '%s'", path);
   } else {
     int rc = stage_from_host(x, t, x->base ? ws_manifest_get(x->base, tpath) : NULL, e, err);
     if (rc) return rc;

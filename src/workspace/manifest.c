@@ -297,8 +297,7 @@ int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *
   if (fd < 0) {
     int e = errno;
     sm_buf_dispose(&b);
-    return sm_error_set_errno(err, SM_EIO, e, "writing the workspace manifest %s: %s", path,
-                              strerror(e));
+    return sm_error_set_errno(err, SM_EIO, e, "writing the workspace manifest %s", path);
   }
   size_t off = 0;
   int werr = 0;
@@ -317,8 +316,7 @@ int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *
   if (!werr && rename(tmp, path) != 0) werr = errno;
   if (werr) {
     unlink(tmp);
-    return sm_error_set_errno(err, SM_EIO, werr, "writing the workspace manifest %s: %s", path,
-                              strerror(werr));
+    return sm_error_set_errno(err, SM_EIO, werr, "writing the workspace manifest %s", path);
   }
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
@@ -411,8 +409,7 @@ int ws_manifest_load(ws_manifest *m, ws_manifest *held, const char *path, int64_
   FILE *f = fopen(path, "re");
   if (f == NULL) {
     if (errno == ENOENT) return 0;
-    return sm_error_set_errno(err, SM_EIO, errno, "reading the workspace manifest %s: %s", path,
-                              strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "reading the workspace manifest %s", path);
   }
   char *line = NULL;
   size_t cap = 0;

@@ -214,15 +214,15 @@ int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_erro
     snprintf(name, sizeof name, "%s%08x", WS_STAGE_PREFIX, r);
     if (mkdirat(root_fd, name, 0700) != 0) {
       if (errno == EEXIST) continue;
-      return sm_error_set_errno(err, SM_EIO, errno, "cannot make a staging directory in %s: %s",
-                                root_path, strerror(errno));
+      return sm_error_set_errno(err, SM_EIO, errno, "cannot make a staging directory in %s",
+                                root_path);
     }
     int fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       int e = errno;
       unlinkat(root_fd, name, AT_REMOVEDIR);
-      return sm_error_set_errno(err, SM_EIO, e, "cannot open the staging directory in %s: %s",
-                                root_path, strerror(e));
+      return sm_error_set_errno(err, SM_EIO, e, "cannot open the staging directory in %s",
+                                root_path);
     }
     *out_path = strdup(name);
     if (*out_path == NULL) {

@@ -93,8 +93,8 @@ static int entry_type(int dfd, const char *name, const struct stat *st, const ch
     size_t cap = (size_t)o->max_path + 1 < linkcap ? (size_t)o->max_path + 1 : linkcap;
     ssize_t n = readlinkat(dfd, name, linkbuf, cap);
     if (n < 0)
-      return sm_error_set_errno(err, SM_EIO, errno, "reading the link %s/%s: %s", root_path,
-                                e->path, strerror(errno));
+      return sm_error_set_errno(err, SM_EIO, errno, "reading the link %s/%s", root_path,
+                                e->path);
     if ((size_t)n >= cap)
       return sm_error_set(err, SM_ETOOBIG, "%s/%s: link target longer than %" PRId64 " bytes",
                           root_path, e->path, o->max_path);
@@ -139,8 +139,7 @@ static int scan_entry(int dfd, const char *name, const char *path, const char *r
   struct stat st;
   if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return 0; /* gone while we looked */
-    return sm_error_set_errno(err, SM_EIO, errno, "reading %s/%s: %s", root_path, path,
-                              strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "reading %s/%s", root_path, path);
   }
   ws_entry e;
   memset(&e, 0, sizeof e);
@@ -172,8 +171,7 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
                     ws_manifest *out, strvec *stack, sm_error *err) {
   int fd = ws_open_dir(root_fd, dir, 0);
   if (fd < 0)
-    return sm_error_set_errno(err, SM_EIO, -fd, "reading %s/%s: %s", root_path, dir,
-                              strerror(-fd));
+    return sm_error_set_errno(err, SM_EIO, -fd, "reading %s/%s", root_path, dir);
   DIR *d = fdopendir(fd);
   if (d == NULL) {
     close(fd);

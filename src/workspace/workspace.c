@@ -69,7 +69,7 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
     return sm_error_set(err, SM_EINVAL, "no workspace directory given");
   struct stat st;
   if (stat(host_dir, &st) != 0)
-    return sm_error_set_errno(err, SM_EINVAL, errno, "workspace %s: %s", host_dir, strerror(errno));
+    return sm_error_set_errno(err, SM_EINVAL, errno, "workspace %s", host_dir);
   if (!S_ISDIR(st.st_mode))
     return sm_error_set(err, SM_EINVAL, "workspace %s is not a directory", host_dir);
   sm_workspace_sync *s = calloc(1, sizeof *s);
@@ -249,7 +249,7 @@ static int side_open(side *d, int *fd, sm_error *err) {
 static int open_host(const sm_workspace_sync *s, sm_error *err) {
   int fd = open(s->host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return sm_error_set_errno(err, SM_EIO, errno, "workspace %s: %s", s->host_dir, strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "workspace %s", s->host_dir);
   return fd;
 }
 
@@ -281,8 +281,7 @@ static int scratch_wipe(int fd, sm_error *err) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
     if (ws_is_reserved(de->d_name)) continue;
     int r = ws_remove_tree(fd, de->d_name);
-    if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "clearing the scratch directory: %s",
-                                   strerror(-r));
+    if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "clearing the scratch directory");
   }
   closedir(d);
   return rc;
@@ -301,8 +300,7 @@ static int open_scratch(const char *path, sm_error *err) {
   mkdir(p, 0700);
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return sm_error_set_errno(err, SM_EIO, errno, "scratch directory %s: %s", path,
-                              strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "scratch directory %s", path);
   return fd;
 }
 
@@ -541,8 +539,8 @@ static int scratch_delete(int scratch_fd, char **dels, size_t ndel, sm_error *er
     int dfd = ws_dircache_parent(&sdc, dels[i], &name, 0);
     if (dfd < 0) continue;
     int r = ws_remove_tree(dfd, name);
-    if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s' in the scratch directory: %s",
-                                   dels[i], strerror(-r));
+    if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s' in the scratch directory",
+                                   dels[i]);
   }
   ws_dircache_dispose(&sdc);
   return rc;
@@ -1090,7 +1088,7 @@ int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
   sm_error local_err = SM_ERROR_INIT;
   if (err == NULL) err = &local_err;
   cleanup_fd int fd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "%s: %s", dest_dir, strerror(errno));
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "%s", dest_dir);
   cleanup_free char *stage = NULL;
   int stage_fd = ws_stage_create(fd, dest_dir, &stage, err);
   if (stage_fd < 0) return stage_fd;

@@ -61,7 +61,7 @@ static void test_json_failure_and_bad_utf8(void **state) {
   r.stdout_len = 4;
   sm_error err = SM_ERROR_INIT;
   sm_error_set(&err, SM_EUNREACHABLE, "engine unreachable at unix:///nowhere");
-  sm_result_fail(&r, sm_failure_kind_for(err.code), &err);
+  sm_result_fail(&r, sm_error_failure_kind(err.code), &err);
   json_object *o = sm_run_result_to_json(&r);
   const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
   assert_non_null(strstr(text, "\"failure_kind\":\"engine\""));
@@ -82,11 +82,11 @@ static void test_json_failure_and_bad_utf8(void **state) {
 
 static void test_failure_kinds(void **state) {
   (void)state;
-  assert_int_equal(sm_failure_kind_for(SM_EUNREACHABLE), SM_FAIL_ENGINE);
-  assert_int_equal(sm_failure_kind_for(SM_EENGINE), SM_FAIL_ENGINE);
-  assert_int_equal(sm_failure_kind_for(SM_EPOLICY), SM_FAIL_POLICY);
-  assert_int_equal(sm_failure_kind_for(SM_ESANDBOX), SM_FAIL_SANDBOX);
-  assert_int_equal(sm_failure_kind_for(SM_EIO), SM_FAIL_SANDBOX);
+  assert_int_equal(sm_error_failure_kind(SM_EUNREACHABLE), SM_FAIL_ENGINE);
+  assert_int_equal(sm_error_failure_kind(SM_EENGINE), SM_FAIL_ENGINE);
+  assert_int_equal(sm_error_failure_kind(SM_EPOLICY), SM_FAIL_POLICY);
+  assert_int_equal(sm_error_failure_kind(SM_ESANDBOX), SM_FAIL_SANDBOX);
+  assert_int_equal(sm_error_failure_kind(SM_EIO), SM_FAIL_SANDBOX);
 }
 
 static int forwarded;
