@@ -54,6 +54,10 @@ tool_call() {
 }
 
 check "config check accepts the broker section" "$SANDMAN" config check "$CFG"
+explain=$("$SANDMAN" --config "$CFG" config explain --agent coder --tool shell --mode per_run --json)
+expect_eq "explain: coder's shell gets the route" "True" "$(echo "$explain" | json 'd["host_tools"]["route"]')"
+expect_eq "explain: the rule refusing forbidden" "agents.coder.broker.deny: forbidden matches forbidden" \
+  "$(echo "$explain" | json '[t["rule"] for t in d["host_tools"]["tools"] if t["name"] == "forbidden"][0]')"
 
 # --- the agent's list, and only its own
 tool_call list
