@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -217,6 +218,24 @@ static int link_tools(const char *self) {
   return 0;
 }
 
+/* One relay serves a sandbox: it holds /.sandman/route.lock (root's, 0600)
+ * for its life. The relay of another sandman process keeps it, and this
+ * one refuses to start (its process would otherwise answer the other's
+ * calls). One that is exiting (its sandman let it go) gets 2 seconds. */
+static int take_lock(void) {
+  int fd = open("/.sandman/route.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -1;
+  for (int i = 0; i < 40; i++) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    if (errno != EWOULDBLOCK && errno != EINTR) break;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  close(fd);
+  errno = EBUSY;
+  return -1;
+}
+
 /* Binds under a temporary name and renames it over SM_ROUTE_SOCKET (a
  * stale socket of an earlier relay is replaced, never half there). */
 static int listen_socket(struct stat *mine) {
@@ -277,6 +296,12 @@ int agent_route(const char *self) {
     fprintf(stderr, "sandman-agent route: cannot link %s/sandman-tools: %s\n", SM_ROUTE_BIN_DIR,
             strerror(errno));
     return 1;
+  }
+  if (take_lock() < 0) {
+    fprintf(stderr, "sandman-agent route: %s\n",
+            errno == EBUSY ? "another sandman process serves the host-tool route of this sandbox"
+                           : strerror(errno));
+    return 3;
   }
   struct stat mine;
   int lfd = listen_socket(&mine);

@@ -28,7 +28,10 @@ void sandbox_routes_free(sandbox_routes *rs);
  * req->host_route: starts the container's route unless this process has
  * one alive (installing the agent first), makes req->host_route its
  * handler, marks the call active with its identity, and adds PATH (with
- * SM_ROUTE_BIN_DIR) and SANDMAN_TOOLS_SOCKET to env. */
+ * SM_ROUTE_BIN_DIR) and SANDMAN_TOOLS_SOCKET to env. A call without
+ * host_route is only marked active, and only when the container has a
+ * route (*out NULL otherwise): a request beside it gets no identity unless
+ * its identity is the route call's. */
 int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const char *cid,
                         const char *name, const sm_run_request *req, sm_strv *env,
                         sandbox_route_call **out, sm_error *err);

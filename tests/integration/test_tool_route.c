@@ -9,7 +9,9 @@
  * the relay, nor kill it; the relay refuses an oversized or chunked request
  * and a 33rd connection itself (the handler never sees them); a call
  * without a route starts none. Two calls of different calling tools at once
- * in one sandbox: a request gets no identity. Then a per_tool call, and the same list
+ * in one sandbox (the other with or without the route): a request gets no
+ * identity. A second sandman process is refused the sandbox's route while
+ * the first serves it. Then a per_tool call, and the same list
  * through gVisor (runsc). ROUTE_IT_ONLY=<glob> runs a subset: the TLS
  * script (test_tool_route_tls.sh) runs test_tls against the TLS engine. */
 #include <errno.h>
@@ -451,30 +453,32 @@ static void test_per_run(void **state) {
   sm_run_result_dispose(&res);
 }
 
-/* Two calls at once in one keyed sandbox, of two calling tools: a request
- * could come from either, so the handler gets no identity. */
+/* Two calls at once in one keyed sandbox, of two calling tools, the other
+ * with the route too (first) or without it (then): a request could come
+ * from either, so the handler gets no identity. */
 typedef struct other_call {
+  const char *run_id;
+  int with_route;
   sm_run_result res;
 } other_call;
 
 static void *second_call(void *arg) {
   other_call *o = arg;
-  call_as("route-other", SM_MODE_PER_RUN, "", "route-two",
+  call_as("route-other", SM_MODE_PER_RUN, "", o->run_id,
           "touch /tmp/route-second-in; while [ ! -e /tmp/route-first-done ]; do sleep 0.05; done",
-          NULL, 0, 1, &o->res);
+          NULL, 0, o->with_route, &o->res);
   return NULL;
 }
 
-static void test_two_calls_at_once(void **state) {
-  (void)state;
+static void two_calls(const char *run_id, int other_has_route) {
   sm_run_result res;
-  /* The sandbox exists before the two race to it. */
-  call(SM_MODE_PER_RUN, "", "route-two", "true", NULL, 0, 1, &res);
+  /* The sandbox (and its route) exist before the two race to it. */
+  call(SM_MODE_PER_RUN, "", run_id, "true", NULL, 0, 1, &res);
   sm_run_result_dispose(&res);
-  other_call o;
+  other_call o = {.run_id = run_id, .with_route = other_has_route};
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, second_call, &o), 0);
-  call(SM_MODE_PER_RUN, "", "route-two",
+  call(SM_MODE_PER_RUN, "", run_id,
        "while [ ! -e /tmp/route-second-in ]; do sleep 0.05; done; sandman-tools list; "
        "echo \"rc=$?\"; touch /tmp/route-first-done",
        NULL, 0, 1, &res);
@@ -482,7 +486,50 @@ static void test_two_calls_at_once(void **state) {
   assert_int_equal(o.res.exit_code, 0);
   sm_run_result_dispose(&o.res);
   if (strstr(res.stdout_data, "rc=4") == NULL || strstr(res.stderr_data, "no active call") == NULL)
-    fail_msg("two callers at once got an identity: %s / %s", res.stdout_data, res.stderr_data);
+    fail_msg("two callers at once (the other %s the route) got an identity: %s / %s",
+             other_has_route ? "with" : "without", res.stdout_data, res.stderr_data);
+  sm_run_result_dispose(&res);
+}
+
+static void test_two_calls_at_once(void **state) {
+  (void)state;
+  two_calls("route-two", 1);
+  two_calls("route-two-plain", 0);
+}
+
+/* Another sandman process (here: another runner) with host tools for the
+ * same sandbox is refused while this one serves its route, and served once
+ * this one has gone. */
+static void test_second_process(void **state) {
+  (void)state;
+  sm_run_result res;
+  call(SM_MODE_PER_RUN, "", "route-shared", "sandman-tools list >/dev/null", NULL, 0, 1, &res);
+  assert_int_equal(res.exit_code, 0);
+  sm_run_result_dispose(&res);
+  sm_runner *first = runner, *second = NULL;
+  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_runner_new(&second, &o, &err) != 0) fail_msg("runner: %s", err.message);
+  runner = second;
+  const char *argv[] = {"sandman-tools", "list"};
+  sm_run_request req;
+  sm_run_request_init(&req);
+  req.settings.mode = SM_MODE_PER_RUN;
+  req.project = "route-proj";
+  req.run_id = "route-shared";
+  req.argv = argv;
+  req.argc = 2;
+  req.host_route = &route;
+  memset(&res, 0, sizeof res);
+  sm_run(second, &req, &res, &err);
+  int refused = res.failure_kind == SM_FAIL_SANDBOX && strstr(res.error, "another sandman process");
+  char text[sizeof res.error];
+  snprintf(text, sizeof text, "%s", res.error);
+  sm_run_result_dispose(&res);
+  sm_runner_free(first); /* its relay goes */
+  if (!refused) fail_msg("a second process got the route: '%s'", text);
+  call(SM_MODE_PER_RUN, "", "route-shared", "sandman-tools list --json", NULL, 0, 1, &res);
+  check_list_answer(&res, "per_run", "", "route-shared");
   sm_run_result_dispose(&res);
 }
 
@@ -524,6 +571,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_per_run, setup, teardown),
       cmocka_unit_test_setup_teardown(test_two_calls_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_second_process, setup, teardown),
       cmocka_unit_test_setup_teardown(test_per_tool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gvisor, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
