@@ -5,10 +5,8 @@
 #ifndef SANDMAN_AGENT_BLOB_H
 #define SANDMAN_AGENT_BLOB_H
 
-#include <stddef.h>
+#include "common/blob.h"
 
-extern const unsigned char sm_agent_blob[]; /* the static binary */
-extern const size_t sm_agent_blob_len;
-extern const char sm_agent_blob_sha256[65]; /* lowercase hex */
+SM_BLOB_DECLARE(sm_agent_blob);
 
 #endif

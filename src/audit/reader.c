@@ -48,10 +48,9 @@ int sm_audit_filter_match(const sm_audit_filter *f, json_object *ev) {
   return 1;
 }
 
-/* Splits what was read into lines; a partial last line stays in pending. */
+/* Splits what was read into lines; a partial last line waits in lines. */
 typedef struct line_reader {
-  sm_buf pending;
-  int overlong; /* the current line passed the cap: drop it up to its end */
+  sm_lines lines;
   const sm_audit_filter *filter;
   sm_audit_event_fn fn;
   void *ud;
@@ -73,25 +72,18 @@ static int emit_line(line_reader *lr, const char *s, size_t n) {
   return rc;
 }
 
-static int feed(line_reader *lr, const char *data, size_t len) {
-  while (len > 0) {
-    const char *nl = memchr(data, '\n', len);
-    size_t take = nl ? (size_t)(nl - data) : len;
-    if (!lr->overlong && sm_buf_append(&lr->pending, data, take) != 0) {
-      lr->overlong = 1;
-      sm_buf_reset(&lr->pending);
-    }
-    if (nl == NULL) return 0;
-    int rc = 0;
-    if (lr->overlong) lr->skipped++;
-    else rc = emit_line(lr, lr->pending.data, lr->pending.len);
-    lr->overlong = 0;
-    sm_buf_reset(&lr->pending);
-    if (rc != 0) return rc;
-    data = nl + 1;
-    len -= take + 1;
+/* A line to emit_line; one over the cap is counted as skipped. */
+static int on_line(void *ud, const char *s, size_t n) {
+  line_reader *lr = ud;
+  if (s == NULL) {
+    lr->skipped++;
+    return 0;
   }
-  return 0;
+  return emit_line(lr, s, n);
+}
+
+static int feed(line_reader *lr, const char *data, size_t len) {
+  return sm_lines_feed(&lr->lines, data, len, on_line, lr);
 }
 
 /* Reads fd to its current end. */
@@ -114,14 +106,7 @@ static int drain(line_reader *lr, int fd, sm_error *err, const char *path) {
 }
 
 /* The last line of a finished file may lack its newline (a crash). */
-static int flush_pending(line_reader *lr) {
-  int rc = 0;
-  if (lr->overlong) lr->skipped++;
-  else if (lr->pending.len > 0) rc = emit_line(lr, lr->pending.data, lr->pending.len);
-  lr->overlong = 0;
-  sm_buf_reset(&lr->pending);
-  return rc;
-}
+static int flush_pending(line_reader *lr) { return sm_lines_flush(&lr->lines, on_line, lr); }
 
 static int read_all(line_reader *lr, const char *file, int keep, int *out_fd, sm_error *err) {
   if (keep < 0) keep = SM_AUDIT_DEFAULT_KEEP;
@@ -151,9 +136,9 @@ int sm_audit_read(const char *file, int keep, const sm_audit_filter *filter, sm_
                   void *ud, size_t *out_skipped, sm_error *err) {
   if (file == NULL || *file == '\0') return sm_error_set(err, SM_EINVAL, "audit: no file to read");
   line_reader lr = {.filter = filter, .fn = fn, .ud = ud};
-  sm_buf_init(&lr.pending, SM_AUDIT_MAX_LINE);
+  sm_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
   int rc = read_all(&lr, file, keep, NULL, err);
-  sm_buf_dispose(&lr.pending);
+  sm_buf_dispose(&lr.lines.line);
   if (out_skipped) *out_skipped = lr.skipped;
   return rc;
 }
@@ -194,7 +179,7 @@ int sm_audit_follow(const char *file, int keep, const sm_audit_filter *filter, s
   if (file == NULL || *file == '\0') return sm_error_set(err, SM_EINVAL, "audit: no file to read");
   if (poll_ms <= 0) poll_ms = 250;
   line_reader lr = {.filter = filter, .fn = fn, .ud = ud};
-  sm_buf_init(&lr.pending, SM_AUDIT_MAX_LINE);
+  sm_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
   int fd = -1;
   int rc = read_all(&lr, file, keep, &fd, err);
   while (rc == 0 && !(stop && *stop)) {
@@ -220,6 +205,6 @@ int sm_audit_follow(const char *file, int keep, const sm_audit_filter *filter, s
     if (fd >= 0) rc = drain(&lr, fd, err, file);
   }
   if (fd >= 0) close(fd);
-  sm_buf_dispose(&lr.pending);
+  sm_buf_dispose(&lr.lines.line);
   return rc;
 }

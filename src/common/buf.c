@@ -86,3 +86,33 @@ void sm_buf_dispose(sm_buf *b) {
   b->len = 0;
   b->alloc = 0;
 }
+
+/* The line gathered so far to fn, then a fresh one. */
+static int lines_end(sm_lines *l, sm_line_fn fn, void *ud) {
+  int rc = l->overlong ? fn(ud, NULL, 0) : fn(ud, l->line.data ? l->line.data : "", l->line.len);
+  l->overlong = 0;
+  sm_buf_reset(&l->line);
+  return rc;
+}
+
+int sm_lines_feed(sm_lines *l, const char *data, size_t len, sm_line_fn fn, void *ud) {
+  while (len > 0) {
+    const char *nl = memchr(data, '\n', len);
+    size_t take = nl ? (size_t)(nl - data) : len;
+    if (!l->overlong && sm_buf_append(&l->line, data, take) != 0) {
+      l->overlong = 1;
+      sm_buf_reset(&l->line);
+    }
+    if (nl == NULL) return 0;
+    int rc = lines_end(l, fn, ud);
+    if (rc != 0) return rc;
+    data = nl + 1;
+    len -= take + 1;
+  }
+  return 0;
+}
+
+int sm_lines_flush(sm_lines *l, sm_line_fn fn, void *ud) {
+  if (!l->overlong && l->line.len == 0) return 0;
+  return lines_end(l, fn, ud);
+}

@@ -24,4 +24,19 @@ void sm_buf_reset(sm_buf *b);
 char *sm_buf_steal(sm_buf *b, size_t *out_len);
 void sm_buf_dispose(sm_buf *b);
 
+/* A byte stream cut into lines (without their '\n') of at most line.max
+ * bytes; a longer one is dropped up to its end. sm_buf_init the line. */
+typedef struct sm_lines {
+  sm_buf line;  /* the partial line so far */
+  int overlong; /* the current line passed the cap */
+} sm_lines;
+
+/* Gets each complete line, or line NULL for one that passed the cap; a
+ * non-zero return stops the feed and is its result. */
+typedef int (*sm_line_fn)(void *ud, const char *line, size_t len);
+
+int sm_lines_feed(sm_lines *l, const char *data, size_t len, sm_line_fn fn, void *ud);
+/* The last line when the stream ended without a '\n' (nothing if empty). */
+int sm_lines_flush(sm_lines *l, sm_line_fn fn, void *ud);
+
 #endif

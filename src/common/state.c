@@ -108,28 +108,28 @@ static int lock_file(const char *path, int how, sm_state_lock **out, sm_error *e
   return 0;
 }
 
+/* Locks <state dir>/<dir>/<name>.lock with flock's op. */
+static int lock_named(const char *state_dir, const char *dir, const char *name, int op,
+                      sm_state_lock **out, sm_error *err) {
+  char path[PATH_MAX];
+  int rc = state_path(state_dir, dir, name, ".lock", path, sizeof path, err);
+  if (rc) return rc;
+  return lock_file(path, op, out, err);
+}
+
 int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
                           sm_error *err) {
-  char path[PATH_MAX];
-  int rc = state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, err);
-  if (rc) return rc;
-  return lock_file(path, LOCK_SH, out, err);
+  return lock_named(state_dir, "busy", sandbox_name, LOCK_SH, out, err);
 }
 
 int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
                            sm_error *err) {
-  char path[PATH_MAX];
-  int rc = state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, err);
-  if (rc) return rc;
-  return lock_file(path, LOCK_EX | LOCK_NB, out, err);
+  return lock_named(state_dir, "busy", sandbox_name, LOCK_EX | LOCK_NB, out, err);
 }
 
 int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **out,
                       sm_error *err) {
-  char path[PATH_MAX];
-  int rc = state_path(state_dir, "keys", key, ".lock", path, sizeof path, err);
-  if (rc) return rc;
-  return lock_file(path, LOCK_EX, out, err);
+  return lock_named(state_dir, "keys", key, LOCK_EX, out, err);
 }
 
 void sm_state_unlock(sm_state_lock *lock) {

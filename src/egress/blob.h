@@ -5,10 +5,8 @@
 #ifndef SANDMAN_EGRESS_BLOB_H
 #define SANDMAN_EGRESS_BLOB_H
 
-#include <stddef.h>
+#include "common/blob.h"
 
-extern const unsigned char sm_egress_blob[]; /* the static binary */
-extern const size_t sm_egress_blob_len;
-extern const char sm_egress_blob_sha256[65]; /* lowercase hex */
+SM_BLOB_DECLARE(sm_egress_blob);
 
 #endif

@@ -121,8 +121,7 @@ int eg_collect_line(sm_audit *audit, const char *line, size_t len, sm_error *err
 
 typedef struct collector {
   sm_audit *audit;
-  sm_buf line;
-  int overlong;
+  sm_lines lines;
   long long sec;
   long nsec;
   size_t n;
@@ -132,9 +131,10 @@ typedef struct collector {
 
 static int later(long long s1, long n1, long long s2, long n2) { return s1 > s2 || (s1 == s2 && n1 > n2); }
 
-static int take_line(collector *c) {
-  const char *s = c->line.data;
-  size_t len = c->line.len;
+/* One line of the proxy's log (NULL: one over the cap, skipped). */
+static int take_line(void *ud, const char *s, size_t len) {
+  collector *c = ud;
+  if (s == NULL) return 0;
   const char *sp = memchr(s, ' ', len);
   long long sec = 0;
   long nsec = 0;
@@ -151,22 +151,7 @@ static int take_line(collector *c) {
 static int on_log(void *ud, int stream, const char *data, size_t len) {
   collector *c = ud;
   (void)stream;
-  while (len > 0) {
-    const char *nl = memchr(data, '\n', len);
-    size_t take = nl ? (size_t)(nl - data) : len;
-    if (!c->overlong && sm_buf_append(&c->line, data, take) != 0) {
-      c->overlong = 1;
-      sm_buf_reset(&c->line);
-    }
-    if (nl == NULL) return 0;
-    int rc = c->overlong ? 0 : take_line(c);
-    c->overlong = 0;
-    sm_buf_reset(&c->line);
-    if (rc < 0) return rc;
-    data = nl + 1;
-    len -= take + 1;
-  }
-  return 0;
+  return sm_lines_feed(&c->lines, data, len, take_line, c);
 }
 
 static int cursor_path(const sm_egress_proxy_options *opts, const char *instance, const char *proxy_id, char *out,
@@ -233,7 +218,7 @@ int sm_egress_collect(sm_engine *e, const sm_egress_proxy_options *opts, sm_audi
   sm_state_lock *lock = NULL;
   if ((rc = sm_state_key_lock(opts ? opts->state_dir : NULL, key, &lock, err)) != 0) return rc;
   collector c = {.audit = audit, .err = err};
-  sm_buf_init(&c.line, LINE_CAP);
+  sm_buf_init(&c.lines.line, LINE_CAP);
   read_cursor(path, &c.sec, &c.nsec);
   long long start_sec = c.sec;
   long start_nsec = c.nsec;
@@ -247,7 +232,7 @@ int sm_egress_collect(sm_engine *e, const sm_egress_proxy_options *opts, sm_audi
       if (err) *err = werr;
     }
   }
-  sm_buf_dispose(&c.line);
+  sm_buf_dispose(&c.lines.line);
   sm_state_unlock(lock);
   if (out_n) *out_n = c.n;
   return rc;

@@ -29,8 +29,8 @@ typedef struct sm_call call;
 static void call_free(call *k) {
   if (k == NULL) return;
   sm_execute_params_dispose(&k->p);
-  sm_server_strv_free(k->argv, k->argc);
-  sm_server_strv_free(k->env, k->n_env);
+  sm_strings_free(k->argv, k->argc);
+  sm_strings_free(k->env, k->n_env);
   sm_secret_env_dispose(&k->secrets);
   OPENSSL_cleanse(&k->req, sizeof k->req);
   free(k);
@@ -193,7 +193,7 @@ static int build_env(call *k, sm_answer *a) {
   size_t total = n_pass + k->p.n_env;
   k->env = calloc(total + 1, sizeof *k->env);
   if (k->env == NULL) {
-    sm_server_strv_free(pass, n_pass);
+    sm_strings_free(pass, n_pass);
     sm_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
@@ -249,7 +249,7 @@ static int wrap_hook(call *k, sm_answer *a, int *hook_failed, sm_run_result *res
     sm_answer_error(a, 503, "sandbox", "%s", err.message);
     return -1;
   }
-  sm_server_strv_free(k->argv, k->argc);
+  sm_strings_free(k->argv, k->argc);
   k->argv = wrapped;
   k->argc = wn;
   k->hook = 1;

@@ -19,12 +19,6 @@ int sm_server_env_owned(const char *name, const sm_creds *creds) {
   return creds != NULL && sm_creds_is_name(creds, name);
 }
 
-void sm_server_strv_free(char **v, size_t n) {
-  if (v == NULL) return;
-  for (size_t i = 0; i < n; i++) free(v[i]);
-  free(v);
-}
-
 int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds,
                               char ***out, size_t *out_n, sm_error *err) {
   *out = NULL;
@@ -49,7 +43,7 @@ int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds
     if (!match) continue;
     v[n] = strdup(*e);
     if (v[n] == NULL) {
-      sm_server_strv_free(v, n);
+      sm_strings_free(v, n);
       return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
     n++;

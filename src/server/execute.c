@@ -29,6 +29,14 @@ typedef struct bg_arg {
   sm_handle *h;
 } bg_arg;
 
+/* Background threads alive: the stop waits (cv_idle) until none is. */
+static void bg_count(sm_server *srv, int delta) {
+  pthread_mutex_lock(&srv->mu);
+  srv->bg_running += delta;
+  if (delta < 0) pthread_cond_broadcast(&srv->cv_idle);
+  pthread_mutex_unlock(&srv->mu);
+}
+
 static void *bg_main(void *arg) {
   bg_arg *b = arg;
   call *k = b->k;
@@ -51,10 +59,7 @@ static void *bg_main(void *arg) {
   pthread_mutex_unlock(&h->mu);
   sm_call_free(k);
   sm_handle_unref(h);
-  pthread_mutex_lock(&srv->mu);
-  srv->bg_running--;
-  pthread_cond_broadcast(&srv->cv_idle);
-  pthread_mutex_unlock(&srv->mu);
+  bg_count(srv, -1);
   return NULL;
 }
 
@@ -119,9 +124,7 @@ static void run_background(call *k, sm_answer *a) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t th;
-  pthread_mutex_lock(&srv->mu);
-  srv->bg_running++;
-  pthread_mutex_unlock(&srv->mu);
+  bg_count(srv, 1);
   if (b) {
     b->k = k;
     b->h = h;
@@ -129,9 +132,7 @@ static void run_background(call *k, sm_answer *a) {
   if (b == NULL || pthread_create(&th, &attr, bg_main, b) != 0) {
     free(b);
     pthread_attr_destroy(&attr);
-    pthread_mutex_lock(&srv->mu);
-    srv->bg_running--;
-    pthread_mutex_unlock(&srv->mu);
+    bg_count(srv, -1);
     if (sm_handles_take(srv, h)) sm_handle_unref(h);
     sm_handle_unref(h);
     sm_call_free(k);

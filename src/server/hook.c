@@ -175,7 +175,7 @@ int sm_hook_wrap(const char *const *argv, size_t argc, const char *content, cons
   for (size_t i = 0; i < argc; i++) v[k++] = strdup(argv[i]);
   for (size_t i = 0; i < k; i++) {
     if (v[i] == NULL) {
-      sm_server_strv_free(v, k);
+      sm_strings_free(v, k);
       return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
   }

@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 
 #include "common/cleanup.h"
+#include "common/strv.h"
 #include "server/server_internal.h"
 
 #define JSON_DEPTH_MAX 16
@@ -186,16 +187,30 @@ int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned cha
 
 /* ---- field helpers: NULL means absent (JSON null counts as absent) ---- */
 
-static int get_string(json_object *v, const char *field, size_t max, char **out,
-                      sm_error *err) {
+/* A JSON string of at most max bytes with no NUL in it; errors name it
+ * as what ("field 'tool'"). */
+static int string_value(json_object *v, const char *what, size_t max, const char **out,
+                        size_t *out_len, sm_error *err) {
   if (!json_object_is_type(v, json_type_string))
-    return sm_error_set(err, SM_EINVAL, "field '%s' must be a string", field);
+    return sm_error_set(err, SM_EINVAL, "%s must be a string", what);
   size_t n = (size_t)json_object_get_string_len(v);
   const char *s = json_object_get_string(v);
   if (memchr(s, '\0', n) != NULL)
-    return sm_error_set(err, SM_EINVAL, "field '%s' contains a NUL character", field);
-  if (n > max)
-    return sm_error_set(err, SM_EINVAL, "field '%s' is longer than %zu bytes", field, max);
+    return sm_error_set(err, SM_EINVAL, "%s contains a NUL character", what);
+  if (n > max) return sm_error_set(err, SM_EINVAL, "%s is longer than %zu bytes", what, max);
+  *out = s;
+  *out_len = n;
+  return 0;
+}
+
+static int get_string(json_object *v, const char *field, size_t max, char **out,
+                      sm_error *err) {
+  char what[SM_SERVER_TOOL_MAX + 16];
+  snprintf(what, sizeof what, "field '%s'", field);
+  const char *s;
+  size_t n;
+  int rc = string_value(v, what, max, &s, &n, err);
+  if (rc != 0) return rc;
   *out = strdup(s);
   if (*out == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   return 0;
@@ -253,25 +268,13 @@ static int copy_fixed(const char *s, char *dst, size_t size) {
 
 void sm_execute_params_dispose(sm_execute_params *p) {
   if (p == NULL) return;
-  free(p->tool);
-  free(p->agent);
-  free(p->user);
-  free(p->project);
-  free(p->run_id);
-  free(p->worker_key);
-  free(p->lease_id);
-  free(p->workspace);
-  free(p->command);
-  if (p->argv) {
-    for (size_t i = 0; i < p->argc; i++) free(p->argv[i]);
-    free(p->argv);
-  }
+  char *owned[] = {p->tool,       p->agent,    p->user,      p->project, p->run_id,
+                   p->worker_key, p->lease_id, p->workspace, p->command};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+  sm_strings_free(p->argv, p->argc);
   if (p->params) json_object_put(p->params);
   free(p->stdin_data);
-  if (p->env) {
-    for (size_t i = 0; i < p->n_env; i++) free(p->env[i]);
-    free(p->env);
-  }
+  sm_strings_free(p->env, p->n_env);
   memset(p, 0, sizeof *p);
 }
 
@@ -315,15 +318,12 @@ static int parse_env(json_object *v, sm_execute_params *p, sm_error *err) {
     if (cls == SM_ENV_NAME_BLOCKED || cls == SM_ENV_NAME_HOME)
       return sm_error_set(err, SM_EINVAL, "field 'env': %s: %s", key,
                           sm_env_name_refusal(cls));
-    if (!json_object_is_type(val, json_type_string))
-      return sm_error_set(err, SM_EINVAL, "field 'env': %s must be a string", key);
-    size_t vl = (size_t)json_object_get_string_len(val);
-    const char *vs = json_object_get_string(val);
-    if (memchr(vs, '\0', vl) != NULL)
-      return sm_error_set(err, SM_EINVAL, "field 'env': %s contains a NUL character", key);
-    if (vl > SM_SERVER_ENV_VALUE_MAX)
-      return sm_error_set(err, SM_EINVAL, "field 'env': %s is longer than %d bytes", key,
-                          SM_SERVER_ENV_VALUE_MAX);
+    char what[300];
+    snprintf(what, sizeof what, "field 'env': %s", key);
+    const char *vs;
+    size_t vl;
+    int rc = string_value(val, what, SM_SERVER_ENV_VALUE_MAX, &vs, &vl, err);
+    if (rc != 0) return rc;
     size_t kl = strlen(key);
     char *kv = malloc(kl + vl + 2);
     if (kv == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");

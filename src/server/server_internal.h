@@ -14,6 +14,7 @@
 #include <sandman/server.h>
 
 #include "common/buf.h"
+#include "common/strv.h"
 #include "server/auth.h"
 
 #define SM_SERVER_TOOL_MAX 64     /* tool and service names */
@@ -131,7 +132,6 @@ int sm_server_env_owned(const char *name, const sm_creds *creds);
 /* Host variables matching globs, minus owned names, as owned "K=V". */
 int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds,
                               char ***out, size_t *out_n, sm_error *err);
-void sm_server_strv_free(char **v, size_t n);
 /* Replaces every occurrence of each secret value (the part after '=' of
  * each entry, when at least SM_REDACT_MIN_LEN bytes) in *data with
  * "[REDACTED]". *data is reallocated when needed; stays NUL-terminated. */

@@ -137,11 +137,11 @@ static void owned_names_and_passthrough(void **state) {
   assert_int_equal(sm_server_env_passthrough(&globs, c, &out, &n, NULL), 0);
   assert_int_equal(n, 1);
   assert_string_equal(out[0], "SMTEST_PLAIN=1");
-  sm_server_strv_free(out, n);
+  sm_strings_free(out, n);
   /* Without credentials, GH_TOKEN is an ordinary variable. */
   assert_int_equal(sm_server_env_passthrough(&globs, NULL, &out, &n, NULL), 0);
   assert_int_equal(n, 2);
-  sm_server_strv_free(out, n);
+  sm_strings_free(out, n);
   unsetenv("SMTEST_PLAIN");
   unsetenv("SANDMAN_SMTEST");
   unsetenv("GH_TOKEN");

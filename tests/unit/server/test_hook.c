@@ -74,7 +74,7 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, cha
   r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r->ok = r->exit_code == 0;
   r->failure_kind = r->ok ? SM_FAIL_NONE : SM_FAIL_TOOL;
-  sm_server_strv_free(wrapped, wn);
+  sm_strings_free(wrapped, wn);
   sm_hook_finish(NONCE, r);
 }
 
