@@ -50,15 +50,7 @@ static int make_parent(const char *file, sm_error *err) {
   if ((size_t)(slash - file) >= sizeof dir) return sm_error_set(err, SM_EINVAL, "audit file path too long");
   memcpy(dir, file, (size_t)(slash - file));
   dir[slash - file] = '\0';
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-      return sm_error_set_errno(err, SM_EIO, errno, "audit: creating %s", dir);
-    *p = '/';
-  }
-  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-    return sm_error_set_errno(err, SM_EIO, errno, "audit: creating %s", dir);
+  if (sm_mkdirs(dir) != 0) return sm_error_set_errno(err, SM_EIO, errno, "audit: creating %s", dir);
   return 0;
 }
 

@@ -20,7 +20,8 @@
 
 typedef struct run_args {
   sm_config_flags flags;
-  const char *project, *agent, *tool, *user, *run_id, *worker_id, *workspace;
+  sm_call_names names; /* project as given (NULL: the configuration's) */
+  const char *workspace;
   const char *sync;
   const char **env;
   size_t n_env;
@@ -51,12 +52,12 @@ static int parse_args(const cli_call *call, run_args *a) {
   memset(a, 0, sizeof *a);
   a->json = cli_has(call, "json");
   cli_sandbox_flags(call, "", &a->flags);
-  a->project = cli_str(call, "project");
-  a->agent = cli_str(call, "agent");
-  a->tool = cli_str(call, "tool");
-  a->user = cli_str(call, "user");
-  a->run_id = cli_str(call, "run-id");
-  a->worker_id = cli_str(call, "worker-id");
+  a->names = (sm_call_names){.project = cli_str(call, "project"),
+                             .agent = cli_str(call, "agent"),
+                             .tool = cli_str(call, "tool"),
+                             .user = cli_str(call, "user"),
+                             .run_id = cli_str(call, "run-id"),
+                             .worker_id = cli_str(call, "worker-id")};
   a->use_stdin = cli_has(call, "stdin");
   a->n_env = cli_list(call, "env", &a->env);
   if (a->n_env > MAX_ENV)
@@ -208,18 +209,43 @@ static void audit_call(const sm_config *cfg, sm_runner *runner, const char *even
   if (cli_audit_open(cfg, 0, &audit) != CLI_EXIT_OK || audit == NULL) return;
   sm_audit_event ev = SM_AUDIT_EVENT_INIT;
   ev.name = event;
-  ev.agent = a->agent;
-  ev.user = a->user;
-  ev.project = a->project ? a->project : sm_config_project_id(cfg);
-  ev.run_id = a->run_id;
-  ev.worker = a->worker_id;
-  ev.tool = a->tool ? a->tool : "exec";
+  ev.agent = a->names.agent;
+  ev.user = a->names.user;
+  ev.project = a->names.project ? a->names.project : sm_config_project_id(cfg);
+  ev.run_id = a->names.run_id;
+  ev.worker = a->names.worker_id;
+  ev.tool = a->names.tool ? a->names.tool : "exec";
   ev.mode = sm_mode_name(mode);
   ev.rule = res->rule[0] ? res->rule : NULL;
   sm_error err = SM_ERROR_INIT;
   if (sm_audit_record(audit, &ev, &err) != 0) cli_note("audit: %s", err.message);
   if (runner) sm_runner_set_audit(runner, audit); /* its sandboxes' lives too; closed with it */
   else sm_audit_close(audit);
+}
+
+/* What the configuration refuses before anything starts: the tool, or
+ * --runtime for a call that would run on the host. 0 with the call's mode,
+ * or the refusal's exit code (reported). */
+static int refusal(const run_args *a, const sm_config *cfg, const sm_resolved *res,
+                   sm_mode *mode) {
+  sm_error err = SM_ERROR_INIT;
+  *mode = res->settings.mode;
+  if (!res->allowed) {
+    sm_error_set(&err, SM_EPOLICY, "tool '%s' refused by the configuration (%s)",
+                 a->names.tool ? a->names.tool : "(none)", res->rule);
+    audit_call(cfg, NULL, "call.refused", a, res, *mode);
+    return report_failure(a, *mode, SM_FAIL_POLICY, &err);
+  }
+  if (!res->sandboxed) *mode = SM_MODE_NONE;
+  /* --runtime asks for a container under that runtime: never the host. */
+  if (*mode == SM_MODE_NONE && a->flags.runtime && *a->flags.runtime) {
+    sm_error_set(&err, SM_ESANDBOX,
+                 "--runtime %s asks for a sandbox, but the call would run on the host (%s): "
+                 "add --mode per_tool (or per_run, per_worker)",
+                 a->flags.runtime, res->sandbox_rule);
+    return report_failure(a, *mode, SM_FAIL_POLICY, &err);
+  }
+  return 0;
 }
 
 int cmd_run(const cli_call *call) {
@@ -237,28 +263,15 @@ static int run_call(const cli_call *call, run_args *a) {
   sm_error err = SM_ERROR_INIT;
   sm_config *cfg = NULL;
   sm_resolved res;
-  rc = cli_load_resolve(g, a->agent, a->tool, a->user, &a->flags, &cfg, &res);
+  rc = cli_load_resolve(g, a->names.agent, a->names.tool, a->names.user, &a->flags, &cfg, &res);
   if (rc) return rc;
-  sm_mode mode = res.settings.mode;
-  if (!res.allowed) {
-    sm_error_set(&err, SM_EPOLICY, "tool '%s' refused by the configuration (%s)",
-                 a->tool ? a->tool : "(none)", res.rule);
-    audit_call(cfg, NULL, "call.refused", a, &res, mode);
+  sm_mode mode;
+  if ((rc = refusal(a, cfg, &res, &mode)) != 0) {
     sm_config_free(cfg);
-    return report_failure(a, mode, SM_FAIL_POLICY, &err);
-  }
-  if (!res.sandboxed) mode = SM_MODE_NONE;
-  /* --runtime asks for a container under that runtime: never the host. */
-  if (mode == SM_MODE_NONE && a->flags.runtime && *a->flags.runtime) {
-    sm_error_set(&err, SM_ESANDBOX,
-                 "--runtime %s asks for a sandbox, but the call would run on the host (%s): "
-                 "add --mode per_tool (or per_run, per_worker)",
-                 a->flags.runtime, res.sandbox_rule);
-    sm_config_free(cfg);
-    return report_failure(a, mode, SM_FAIL_POLICY, &err);
+    return rc;
   }
 
-  const char *project = a->project ? a->project : sm_config_project_id(cfg);
+  const char *project = a->names.project ? a->names.project : sm_config_project_id(cfg);
   const char *project_env =
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
   sm_runner *runner = NULL;
@@ -284,7 +297,9 @@ static int run_call(const cli_call *call, run_args *a) {
 
   sm_run_request req;
   sm_config_egress eg; /* network allowlist: the lists that govern the sandbox */
-  sm_call_names names = {project, project_env, a->agent, a->tool, a->user, a->run_id, a->worker_id};
+  sm_call_names names = a->names;
+  names.project = project;
+  names.project_environment = project_env;
   sm_run_request_from_config(&req, &eg, cfg, &res, &names);
   req.settings.mode = fb.mode;
   req.argv = (const char *const *)call->args;
@@ -312,7 +327,7 @@ static int run_call(const cli_call *call, run_args *a) {
     sm_config_free(cfg);
     return rc;
   }
-  if (sm_broker_offers(broker, a->agent, a->tool)) {
+  if (sm_broker_offers(broker, a->names.agent, a->names.tool)) {
     route = sm_broker_route(broker);
     req.host_route = &route;
   }

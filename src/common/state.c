@@ -42,15 +42,7 @@ static int make_dirs(const char *path, sm_error *err) {
   char tmp[PATH_MAX];
   if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-      return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
-    *p = '/';
-  }
-  if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-    return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
+  if (sm_mkdirs(tmp) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
   return 0;
 }
 

@@ -402,6 +402,16 @@ static int put_list(sm_mcp_result *out, const sm_file_list *l, const char *empty
   return 0;
 }
 
+/* The answer of a listing call that returned rc (what: its argument, for
+ * the error). */
+static int list_answer(sm_mcp_result *out, int rc, const char *what, const sm_error *err,
+                       sm_file_list *l, const char *empty) {
+  if (rc != 0) return files_failed(out, what, err);
+  rc = put_list(out, l, empty);
+  sm_file_list_dispose(l);
+  return rc;
+}
+
 static int tool_ls(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
   sm_run_request req;
   if (prepare(t, "list_dir", cancel, &req, out)) return 0;
@@ -409,11 +419,8 @@ static int tool_ls(tools *t, json_object *args, volatile int *cancel, sm_mcp_res
   if (path == NULL) path = ".";
   sm_file_list l;
   sm_error err = SM_ERROR_INIT;
-  if (sm_files_list(t->o.runner, &req, path, 1, LIST_MAX, &l, NULL, &err) != 0)
-    return files_failed(out, path, &err);
-  int rc = put_list(out, &l, "(empty)");
-  sm_file_list_dispose(&l);
-  return rc;
+  int rc = sm_files_list(t->o.runner, &req, path, 1, LIST_MAX, &l, NULL, &err);
+  return list_answer(out, rc, path, &err, &l, "(empty)");
 }
 
 static int tool_glob(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
@@ -423,11 +430,8 @@ static int tool_glob(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   if (path == NULL) path = ".";
   sm_file_list l;
   sm_error err = SM_ERROR_INIT;
-  if (sm_files_glob(t->o.runner, &req, path, pattern, LIST_MAX, &l, NULL, &err) != 0)
-    return files_failed(out, pattern, &err);
-  int rc = put_list(out, &l, "(no match)");
-  sm_file_list_dispose(&l);
-  return rc;
+  int rc = sm_files_glob(t->o.runner, &req, path, pattern, LIST_MAX, &l, NULL, &err);
+  return list_answer(out, rc, pattern, &err, &l, "(no match)");
 }
 
 static int tool_grep(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {

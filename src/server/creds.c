@@ -14,6 +14,7 @@
 
 #include "common/buf.h"
 #include "common/cleanup.h"
+#include "common/io.h"
 #include "server/server_internal.h"
 
 #define CREDS_FILE_MAX (1024 * 1024)
@@ -186,8 +187,7 @@ int sm_creds_load(sm_creds **out, const char *path, sm_error *err) {
   char chunk[4096];
   int rc = 0;
   for (;;) {
-    ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = sm_read_retry(fd, chunk, sizeof chunk);
     if (n < 0) {
       rc = sm_error_set_errno(err, SM_EIO, errno, "reading credentials file %s: %s", path,
                               strerror(errno));

@@ -192,12 +192,9 @@ void sm_mcp_req_set_stream(sm_mcp_req *r, sm_stream *s) {
 
 void sm_mcp_req_free(sm_mcp_req *r) {
   if (r == NULL) return;
-  free(r->accept);
-  free(r->content_type);
-  free(r->session_id);
-  free(r->protocol_version);
-  free(r->origin);
-  free(r->body);
+  char *owned[] = {r->accept, r->content_type, r->session_id, r->protocol_version, r->origin,
+                   r->body};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   sm_stream_unref(r->stream);
   free(r);
 }

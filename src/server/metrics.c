@@ -117,30 +117,28 @@ void sm_metrics_call(sm_metrics *m, const char *tool, const char *mode, const ch
   pthread_mutex_unlock(&m->mu);
 }
 
-void sm_metrics_failure(sm_metrics *m, const char *kind) {
-  if (m == NULL || kind == NULL) return;
+/* One more of the series (a, b) of arr (at most max series). */
+static void count(sm_metrics *m, kv_series *arr, size_t *n, size_t max, const char *a,
+                  const char *b) {
   pthread_mutex_lock(&m->mu);
-  kv_series *s = kv_get(m->failures, &m->n_failures, 16, kind, NULL);
+  kv_series *s = kv_get(arr, n, max, a, b);
   if (s) s->count++;
   pthread_mutex_unlock(&m->mu);
+}
+
+void sm_metrics_failure(sm_metrics *m, const char *kind) {
+  if (m && kind) count(m, m->failures, &m->n_failures, 16, kind, NULL);
 }
 
 void sm_metrics_http(sm_metrics *m, const char *route, int status) {
   if (m == NULL) return;
   char code[16];
   snprintf(code, sizeof code, "%d", status);
-  pthread_mutex_lock(&m->mu);
-  kv_series *s = kv_get(m->http, &m->n_http, 64, route, code);
-  if (s) s->count++;
-  pthread_mutex_unlock(&m->mu);
+  count(m, m->http, &m->n_http, 64, route, code);
 }
 
 void sm_metrics_lease(sm_metrics *m, const char *event) {
-  if (m == NULL) return;
-  pthread_mutex_lock(&m->mu);
-  kv_series *s = kv_get(m->leases, &m->n_leases, 8, event, NULL);
-  if (s) s->count++;
-  pthread_mutex_unlock(&m->mu);
+  if (m) count(m, m->leases, &m->n_leases, 8, event, NULL);
 }
 
 void sm_metrics_background(sm_metrics *m) {

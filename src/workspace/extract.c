@@ -355,8 +355,7 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
   char buf[X_CHUNK];
   int64_t total = 0;
   for (;;) {
-    ssize_t r = read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r = sm_read_retry(fd, buf, sizeof buf);
     if (r <= 0) {
       if (r < 0) rc = sm_error_set_errno(err, SM_EIO, errno, "reading '%s'", t->path);
       break;

@@ -17,6 +17,7 @@
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
+#include "common/io.h"
 #include "common/rmtree.h"
 #include "workspace/ws.h"
 
@@ -301,8 +302,7 @@ int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
   char buf[65536];
   int64_t total = 0;
   for (;;) {
-    ssize_t r = read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
+    ssize_t r = sm_read_retry(fd, buf, sizeof buf);
     if (r < 0) {
       EVP_MD_CTX_free(md);
       return SM_EIO;
