@@ -62,3 +62,9 @@ json_object *sm_json_text(const char *data, size_t len) {
   return s;
 }
 
+
+json_object *sm_json_strings(const char *const *v, size_t n) {
+  json_object *a = json_object_new_array();
+  for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_string(v[i]));
+  return a;
+}

@@ -1,6 +1,7 @@
 #include "common/thread.h"
 
 #include <signal.h>
+#include <time.h>
 
 int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
                     void *arg) {
@@ -11,4 +12,9 @@ int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(v
   int r = pthread_create(thread, attr, fn, arg);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return r;
+}
+
+void sm_sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
 }

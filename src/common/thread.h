@@ -12,4 +12,7 @@
 int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
                     void *arg);
 
+/* Sleeps ms milliseconds (a poll's pause; a signal may end it early). */
+void sm_sleep_ms(long ms);
+
 #endif

@@ -19,17 +19,13 @@
 #include <sandman/state.h>
 #include <sandman/util.h>
 
+#include "common/thread.h"
 #include "sandbox/acquire.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/lookup.h"
 #include "sandbox/pool.h"
 
 #define REPLACE_POLL_MS 100
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static int is_running(json_object *inspect) {
   json_object *st = NULL, *r = NULL;
@@ -97,7 +93,7 @@ static int wait_exclusive(const char *state_dir, const char *name, double wait_s
                           "sandbox %s %s, but a call is still running in it; retry when it has "
                           "finished",
                           name, why);
-    sleep_ms(REPLACE_POLL_MS);
+    sm_sleep_ms(REPLACE_POLL_MS);
   }
 }
 
@@ -254,7 +250,7 @@ int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_req
     rc = keyed_attempt(ctx, e, req, sb, &again, err);
     if (!again) break;
     sm_log(SM_LOG_DEBUG, "sandbox %s was created elsewhere meanwhile: looking again", sb->name);
-    sleep_ms(50);
+    sm_sleep_ms(50);
   }
   sm_state_unlock(key_lock);
   return rc;

@@ -11,6 +11,8 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/text.h"
+#include "common/thread.h"
 #include "sandbox/agent.h"
 #include "sandbox/capture.h"
 #include "sandbox/exec.h"
@@ -24,17 +26,6 @@
 /* The group `sandman-agent quiet` runs in: nogroup, or one below when that
  * is the sandbox's own group. */
 #define QUIET_GID 65534
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static json_object *str_array(const char *const *v, size_t n) {
-  json_object *a = json_object_new_array();
-  for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_string(v[i]));
-  return a;
-}
 
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
@@ -77,7 +68,7 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_cal
       /* A sandbox at its pids limit may refuse even the killer: retry. */
       sm_log(SM_LOG_DEBUG, "killing call %s: %s (exit %d), retrying", w->token,
              rc ? err.message : "helper failed", code);
-      sleep_ms(200 * (attempt + 1));
+      sm_sleep_ms(200 * (attempt + 1));
     }
   }
   if (!killed)
@@ -86,7 +77,7 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_cal
   int running = exec_id != NULL;
   for (int i = 0; i < 100 && running; i++) {
     if (sm_engine_exec_inspect(t->engine, exec_id, &running, NULL, NULL, &err) != 0) break;
-    if (running) sleep_ms(50);
+    if (running) sm_sleep_ms(50);
   }
 }
 
@@ -368,7 +359,7 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   for (size_t i = 0; i < req->argc; i++)
     json_object_array_add(cmd, json_object_new_string(req->argv[i]));
   json_object_object_add(cfg, "Cmd", cmd);
-  json_object_object_add(cfg, "Env", str_array((const char *const *)env->v, env->n));
+  json_object_object_add(cfg, "Env", sm_json_strings((const char *const *)env->v, env->n));
   if (t->user) json_object_object_add(cfg, "User", json_object_new_string(t->user));
   json_object_object_add(cfg, "WorkingDir", json_object_new_string("/workspace"));
   json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(req->stdin_read != NULL));
@@ -414,7 +405,7 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   for (int i = 0; i < 200 && running; i++) {
     rc = sm_engine_exec_inspect(t->engine, exec_id, &running, &code, NULL, err);
     if (rc) return sm_error_wrap(err, "reading the tool's exit code");
-    if (running) sleep_ms(10);
+    if (running) sm_sleep_ms(10);
   }
   if (running) return sm_error_set(err, SM_EENGINE, "the engine still reports the tool running");
   return finish(t, w, w->cap, code, out, err);
@@ -446,7 +437,7 @@ static int freeze(const sm_exec_target *t, sm_error *err) {
     sm_buf_dispose(&out);
     if (rc == 0 && code == 0) return 0;
     if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) break;
-    sleep_ms(100 * (attempt + 1));
+    sm_sleep_ms(100 * (attempt + 1));
   }
   if (rc == 0)
     rc = sm_error_set(err, SM_ESANDBOX,
@@ -467,7 +458,7 @@ static void thaw(const sm_exec_target *t, const sm_call_watch *w) {
                         started ? w->pid : "", started ? w->start : "", &out, &code, &err);
     sm_buf_dispose(&out);
     if ((rc == 0 && code == 0) || rc == SM_ECONFLICT || rc == SM_ENOTFOUND) return;
-    sleep_ms(100 * (attempt + 1));
+    sm_sleep_ms(100 * (attempt + 1));
   }
   sm_log(SM_LOG_WARN, "sandbox %.12s: after a call with leased credentials, its other processes "
          "could not be resumed: %s", t->container_id, err.message);

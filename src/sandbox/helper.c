@@ -3,18 +3,9 @@
  * call's exec (exec.c), so that neither needs the other for this. */
 #include <time.h>
 
+#include "common/text.h"
+#include "common/thread.h"
 #include "sandbox/helper.h"
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static json_object *str_array(const char *const *v, size_t n) {
-  json_object *a = json_object_new_array();
-  for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_string(v[i]));
-  return a;
-}
 
 static int helper_output(void *ud, int stream, const char *data, size_t len) {
   sm_buf *b = ud;
@@ -25,7 +16,7 @@ static int helper_output(void *ud, int stream, const char *data, size_t len) {
 json_object *sm_exec_config(const char *const *argv, size_t argc, const char *user,
                             int attach_stdin) {
   json_object *cfg = json_object_new_object();
-  json_object_object_add(cfg, "Cmd", str_array(argv, argc));
+  json_object_object_add(cfg, "Cmd", sm_json_strings(argv, argc));
   if (user) json_object_object_add(cfg, "User", json_object_new_string(user));
   json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
   json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(attach_stdin));
@@ -56,7 +47,7 @@ int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_
     for (int i = 0; i < 100 && running; i++) {
       rc = sm_engine_exec_inspect(e, id, &running, exit_code, NULL, err);
       if (rc) return rc;
-      if (running) sleep_ms(20);
+      if (running) sm_sleep_ms(20);
     }
   }
   return 0;

@@ -12,6 +12,7 @@
 #include <sandman/state.h>
 #include <sandman/util.h>
 
+#include "common/thread.h"
 #include "sandbox/env.h"
 #include "sandbox/helper.h"
 #include "sandbox/lifecycle.h"
@@ -19,11 +20,6 @@
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
 #include "sandbox/users.h"
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 const char *sandbox_json_str(json_object *o, const char *a, const char *b) {
   json_object *x = NULL, *y = NULL;
@@ -125,7 +121,7 @@ int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const 
     /* The engine may still hold the volume for a moment after the removal. */
     vrc = ignore_missing(sm_engine_volume_remove(e, volume, 1, &e2));
     if (vrc != SM_ECONFLICT || rc != 0) break;
-    sleep_ms(100);
+    sm_sleep_ms(100);
   }
   sm_state_forget(state_dir, name);
   if (rc == 0 && vrc == 0)

@@ -11,6 +11,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/thread.h"
 #include "sandbox/helper.h"
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
@@ -77,11 +78,6 @@ struct sandbox_swarm {
     unsigned n;
   } pending[MAX_NODES];
 };
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static void nodes_free_list(node_engine *n) {
   while (n) {
@@ -637,7 +633,7 @@ static int wait_running(sm_engine *m, const char *service, engine_swarm_task *ta
                           "the swarm did not start it within %.0f s (task %s: %s)", START_WAIT_S,
                           rc == 0 ? task->state : "not scheduled",
                           rc == 0 && task->message[0] ? task->message : "no message");
-    sleep_ms(POLL_MS);
+    sm_sleep_ms(POLL_MS);
   }
 }
 
@@ -773,7 +769,7 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
       /* Being removed by a runner that read it with no call in flight:
        * a new one is made once it is gone. */
       json_object_put(svc);
-      sleep_ms(POLL_MS);
+      sm_sleep_ms(POLL_MS);
       continue;
     }
     if (verdict == 1) {
@@ -781,7 +777,7 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
       rc = remove_read(m, svc, 0, err);
       json_object_put(svc);
       if (rc && rc != SM_EBUSY && rc != SM_ECONFLICT && rc != SM_ENOTFOUND) return rc;
-      if (rc) sleep_ms(POLL_MS);
+      if (rc) sm_sleep_ms(POLL_MS);
       continue;
     }
     snprintf(box->service_id, sizeof box->service_id, "%s", service_id(svc));
