@@ -186,11 +186,6 @@ static int spawn(sm_mcp_client *c, sm_error *err) {
   return 0;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* Ends the process group and the reader; fails what still waits
  * (c->life held). */
 static void stop(sm_mcp_client *c) {
@@ -206,12 +201,12 @@ static void stop(sm_mcp_client *c) {
     int status, gone = 0;
     for (int waited = 0; waited < 200 && !gone; waited += 10) {
       gone = waitpid(pid, &status, WNOHANG) == pid;
-      if (!gone) sleep_ms(10);
+      if (!gone) sm_sleep_ms(10);
       if (!gone && waited == 100) kill(-pid, SIGTERM);
     }
     for (int waited = 0; !gone && waited < STOP_GRACE_MS; waited += 10) {
       gone = waitpid(pid, &status, WNOHANG) == pid;
-      if (!gone) sleep_ms(10);
+      if (!gone) sm_sleep_ms(10);
     }
     kill(-pid, SIGKILL); /* the group: whatever it left behind */
     if (!gone) waitpid(pid, &status, 0);
