@@ -125,6 +125,83 @@ static void reload(const cli_globals *g, sm_server *srv, sm_runner *runner, sm_c
          sm_config_path(fresh) ? sm_config_path(fresh) : "built-in defaults", n);
 }
 
+/* The warm pool: per_tool calls take containers made ahead of time. On a
+ * per_tool runner the default configuration's pool fills at once. Used
+ * per_tool containers are removed off the calls' time (stop waits). Its
+ * size: --sandbox-pool-size > defaults.pool_size > built-in. */
+static int start_pool(const worker_args *a, const sm_config *cfg, sm_runner *runner,
+                      const sm_resolved *res, sm_mode mode, const char *project, sm_error *err) {
+  unsigned pool_size = SM_POOL_DEFAULT_SIZE;
+  if (a->have_pool_size) pool_size = a->pool_size;
+  else if (sm_config_pool_size(cfg) >= 0) pool_size = (unsigned)sm_config_pool_size(cfg);
+  if (sm_runner_pool_set_size(runner, pool_size, err) != 0) return -1;
+  sm_runner_set_background_removal(runner, 1);
+  if (mode == SM_MODE_PER_TOOL) {
+    static sm_run_request warm; /* large (settings): not on the stack */
+    sm_run_request_init(&warm);
+    warm.settings = res->settings;
+    warm.settings.mode = SM_MODE_PER_TOOL;
+    warm.project = project;
+    if (sm_runner_pool_prepare(runner, &warm, err) != 0)
+      sm_log(SM_LOG_WARN, "warm pool: %s", err->message);
+  }
+  return 0;
+}
+
+/* Signals are taken by sigwait in this thread only: every thread the
+ * server starts inherits the blocked mask. */
+static void block_signals(sigset_t *set) {
+  sigemptyset(set);
+  sigaddset(set, SIGTERM);
+  sigaddset(set, SIGINT);
+  sigaddset(set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+/* The server's options from the flags (the runner, configuration and mode
+ * are the caller's to add). */
+static void server_options(sm_server_options *so, worker_args *a, const char *token,
+                           const char *project, const char *project_env) {
+  memset(so, 0, sizeof *so);
+  so->listen = a->listen;
+  so->token = token;
+  so->threads = a->threads;
+  so->max_connections = a->max_connections;
+  so->max_body = a->max_body;
+  so->max_file_body = a->max_file_body;
+  so->credentials_file = a->creds;
+  so->workspaces_root = a->ws_root;
+  so->pool = a->pool;
+  so->project = project;
+  so->project_environment = project_env;
+  so->background_max_s = a->background_max;
+  so->flags = &a->flags;
+}
+
+/* Serves until SIGTERM or SIGINT (SIGHUP reloads the configuration), then
+ * stops and frees everything. */
+static void serve(const cli_globals *g, sm_server *srv, sm_runner *runner, const sigset_t *set,
+                  sm_config *cfg, sm_broker *broker, sm_audit *audit) {
+  int sig = 0;
+  static reloads old; /* large: not on the stack */
+  old.audit = audit;
+  for (;;) {
+    if (sigwait(set, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    reload(g, srv, runner, &cfg, &broker, &old);
+  }
+  sm_log(SM_LOG_INFO, "received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  sm_server_stop(srv);
+  sm_server_free(srv);
+  sm_runner_free(runner); /* before the brokers: the sandboxes' routes hold them */
+  sm_broker_free(broker);
+  for (size_t i = 0; i < old.n; i++) sm_broker_free(old.brokers[i]);
+  sm_audit_close(audit);
+  sm_config_free(cfg);
+  for (size_t i = 0; i < old.n; i++) sm_config_free(old.v[i]);
+}
+
 int cmd_worker_start(const cli_call *call) {
   const cli_globals *g = call->g;
   static worker_args a; /* large (string lists): not on the stack */
@@ -174,57 +251,20 @@ int cmd_worker_start(const cli_call *call) {
   }
   int degraded = fb.mode != res.settings.mode;
 
-  /* The warm pool: per_tool calls take containers made ahead of time. On a
-   * per_tool runner the default configuration's pool fills at once. Used
-   * per_tool containers are removed off the calls' time (stop waits). */
-  /* Its size: --sandbox-pool-size > defaults.pool_size > built-in. */
-  unsigned pool_size = SM_POOL_DEFAULT_SIZE;
-  if (a.have_pool_size) pool_size = a.pool_size;
-  else if (sm_config_pool_size(cfg) >= 0) pool_size = (unsigned)sm_config_pool_size(cfg);
-  if (sm_runner_pool_set_size(runner, pool_size, &err) != 0) {
+  if (start_pool(&a, cfg, runner, &res, fb.mode, project, &err) != 0) {
     sm_runner_free(runner);
     sm_config_free(cfg);
     return cli_fail(&err);
   }
-  sm_runner_set_background_removal(runner, 1);
-  if (fb.mode == SM_MODE_PER_TOOL) {
-    static sm_run_request warm; /* large (settings): not on the stack */
-    sm_run_request_init(&warm);
-    warm.settings = res.settings;
-    warm.settings.mode = SM_MODE_PER_TOOL;
-    warm.project = project;
-    if (sm_runner_pool_prepare(runner, &warm, &err) != 0)
-      sm_log(SM_LOG_WARN, "warm pool: %s", err.message);
-  }
   a.flags.mode = sm_mode_name(fb.mode);
 
-  /* Signals are taken by sigwait in this thread only: every thread the
-   * server starts inherits the blocked mask. */
   sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  block_signals(&set);
 
   sm_server_options so;
-  memset(&so, 0, sizeof so);
-  so.listen = a.listen;
-  so.token = token;
-  so.threads = a.threads;
-  so.max_connections = a.max_connections;
-  so.max_body = a.max_body;
-  so.max_file_body = a.max_file_body;
-  so.credentials_file = a.creds;
-  so.workspaces_root = a.ws_root;
-  so.pool = a.pool;
-  so.project = project;
-  so.project_environment = project_env;
-  so.background_max_s = a.background_max;
+  server_options(&so, &a, token, project, project_env);
   so.runner = runner;
   so.config = cfg;
-  so.flags = &a.flags;
   so.mode = fb.mode;
   so.degraded = degraded;
   /* The audit trail: on by default for a runner (audit.enabled: false turns it off). */
@@ -258,23 +298,7 @@ int cmd_worker_start(const cli_call *call) {
          a.pool ? a.pool : "-", sm_mode_name(fb.mode), degraded ? " (fallback)" : "",
          project_env ? project_env : "-");
 
-  int sig = 0;
-  static reloads old; /* large: not on the stack */
-  old.audit = audit;
-  for (;;) {
-    if (sigwait(&set, &sig) != 0) continue;
-    if (sig != SIGHUP) break;
-    reload(g, srv, runner, &cfg, &broker, &old);
-  }
-  sm_log(SM_LOG_INFO, "received %s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  sm_server_stop(srv);
-  sm_server_free(srv);
-  sm_runner_free(runner); /* before the brokers: the sandboxes' routes hold them */
-  sm_broker_free(broker);
-  for (size_t i = 0; i < old.n; i++) sm_broker_free(old.brokers[i]);
-  sm_audit_close(audit);
-  sm_config_free(cfg);
-  for (size_t i = 0; i < old.n; i++) sm_config_free(old.v[i]);
+  serve(g, srv, runner, &set, cfg, broker, audit);
   return CLI_EXIT_OK;
 }
 

@@ -283,6 +283,34 @@ static int take(const cli_command *cmd, int json, cli_call *c, size_t *cap, cons
   return 0;
 }
 
+/* The arguments' count and values against the command's table: 0, or a
+ * usage error (reported). */
+static int check_args(const cli_command *cmd, const cli_command *target, int json,
+                      const cli_call *out) {
+  int rc;
+  if (out->n_args < target->min_args || (target->max_args >= 0 && out->n_args > target->max_args)) {
+    const char *name = cmd->name;
+    if (out->n_args > target->max_args && target->max_args >= 0)
+      rc = cli_usage_error(cmd, json, "`sandman %s` takes %s, not '%s'", name,
+                           target->max_args == 0 ? "no arguments" : target->args,
+                           out->args[target->max_args]);
+    else
+      rc = cli_usage_error(cmd, json, "`sandman %s` needs %s", name, target->args);
+    return rc;
+  }
+  if (target->arg_values) {
+    for (int j = 0; j < out->n_args; j++) {
+      if (!enum_has(target->arg_values, out->args[j])) {
+        char words[256];
+        enum_words(target->arg_values, words, sizeof words);
+        rc = cli_usage_error(cmd, json, "'%s' is not one of %s", out->args[j], words);
+        return rc;
+      }
+    }
+  }
+  return 0;
+}
+
 int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_globals *g,
               cli_call *out) {
   memset(out, 0, sizeof *out);
@@ -366,29 +394,9 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_globals *
   for (size_t j = 0; j < out->n_values; j++)
     if (out->values[j].flag) out->values[k++] = out->values[j];
   out->n_values = k;
-  if (out->n_args < target->min_args || (target->max_args >= 0 && out->n_args > target->max_args)) {
-    const char *name = cmd->name;
-    if (out->n_args > target->max_args && target->max_args >= 0)
-      rc = cli_usage_error(cmd, json, "`sandman %s` takes %s, not '%s'", name,
-                           target->max_args == 0 ? "no arguments" : target->args,
-                           out->args[target->max_args]);
-    else
-      rc = cli_usage_error(cmd, json, "`sandman %s` needs %s", name, target->args);
-    cli_call_dispose(out);
-    return rc;
-  }
-  if (target->arg_values) {
-    for (int j = 0; j < out->n_args; j++) {
-      if (!enum_has(target->arg_values, out->args[j])) {
-        char words[256];
-        enum_words(target->arg_values, words, sizeof words);
-        rc = cli_usage_error(cmd, json, "'%s' is not one of %s", out->args[j], words);
-        cli_call_dispose(out);
-        return rc;
-      }
-    }
-  }
-  return 0;
+  rc = check_args(cmd, target, json, out);
+  if (rc) cli_call_dispose(out);
+  return rc;
 }
 
 void cli_call_dispose(cli_call *call) {
