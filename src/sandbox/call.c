@@ -27,8 +27,6 @@
 #include "sandbox/spec.h"
 #include "sandbox/tool_route.h"
 
-extern char **environ;
-
 /* sm_workspace_target.install: the copy in of a sandbox that may run
  * processes is extracted by the agent binary as the sandbox's user. */
 typedef struct unpacker_ctx {
@@ -292,17 +290,8 @@ static int call_env(call *c, sm_error *err) {
   if (rc) return rc;
   snprintf(marker, sizeof marker, "SANDMAN_CALL=%s", token);
   sm_strv_dispose(&c->env);
-  sm_env_spec es = {
-      .home = "/workspace",
-      .tmpdir = "/tmp",
-      .host_env = (const char *const *)environ,
-      .passthrough = &req->settings.env_passthrough,
-      .explicit_env = req->env,
-      .n_explicit = req->n_env,
-      .secret_env = req->secret_env,
-      .n_secret = req->n_secret_env,
-      .marker = marker,
-  };
+  sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .marker = marker};
+  sandbox_env_from_request(&es, req);
   return sm_env_build(&es, &c->env, err);
 }
 

@@ -9,6 +9,8 @@
 
 #include "sandbox/env.h"
 
+extern char **environ;
+
 static int name_is(const char *name, size_t len, const char *want) {
   return strlen(want) == len && memcmp(name, want, len) == 0;
 }
@@ -97,6 +99,15 @@ static const char *host_lookup(const char *const *host_env, const char *name, si
     if (strncmp(host_env[i], name, nlen) == 0 && host_env[i][nlen] == '=')
       return host_env[i] + nlen + 1;
   return NULL;
+}
+
+void sandbox_env_from_request(sm_env_spec *spec, const sm_run_request *req) {
+  spec->host_env = (const char *const *)environ;
+  spec->passthrough = &req->settings.env_passthrough;
+  spec->explicit_env = req->env;
+  spec->n_explicit = req->n_env;
+  spec->secret_env = req->secret_env;
+  spec->n_secret = req->n_secret_env;
 }
 
 int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err) {

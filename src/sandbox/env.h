@@ -32,5 +32,8 @@ typedef struct sm_env_spec {
  * the fixed names), -e, secrets, the call marker. A later entry replaces an
  * earlier one of the same name. */
 int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err);
+/* What a request gives the spec: the host's environ, its passthrough globs,
+ * its -e entries and its leased credentials (the rest is the caller's). */
+void sandbox_env_from_request(sm_env_spec *spec, const sm_run_request *req);
 
 #endif

@@ -353,13 +353,8 @@ static int host_env(const sm_run_request *req, const char *work, const char *tmp
       .user = user[0] ? user : NULL,
       .home = work,
       .tmpdir = tmp,
-      .host_env = (const char *const *)environ,
-      .passthrough = &req->settings.env_passthrough,
-      .explicit_env = req->env,
-      .n_explicit = req->n_env,
-      .secret_env = req->secret_env,
-      .n_secret = req->n_secret_env,
   };
+  sandbox_env_from_request(&es, req);
   return sm_env_build(&es, env, err);
 }
 

@@ -36,17 +36,22 @@ sm_handle *sm_handle_new(const char *worker_key, const char *tool, const char *n
   return h;
 }
 
+/* The output gathered and the secrets' copies, wiped before they go. */
+static void wipe_output(sm_handle *h) {
+  if (h->out.data) OPENSSL_cleanse(h->out.data, h->out.len);
+  if (h->err.data) OPENSSL_cleanse(h->err.data, h->err.len);
+  sm_buf_dispose(&h->out);
+  sm_buf_dispose(&h->err);
+  sm_secret_env_dispose(&h->secrets);
+}
+
 void sm_handle_unref(sm_handle *h) {
   pthread_mutex_lock(&h->mu);
   int last = --h->refs == 0;
   pthread_mutex_unlock(&h->mu);
   if (!last) return;
   if (h->result) json_object_put(h->result);
-  if (h->out.data) OPENSSL_cleanse(h->out.data, h->out.len);
-  if (h->err.data) OPENSSL_cleanse(h->err.data, h->err.len);
-  sm_buf_dispose(&h->out);
-  sm_buf_dispose(&h->err);
-  sm_secret_env_dispose(&h->secrets);
+  wipe_output(h);
   pthread_mutex_destroy(&h->mu);
   pthread_cond_destroy(&h->cv);
   free(h);

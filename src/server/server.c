@@ -477,9 +477,8 @@ void sm_server_free(sm_server *srv) {
     OPENSSL_cleanse(srv->token, strlen(srv->token));
     free(srv->token);
   }
-  free(srv->pool);
-  free(srv->project);
-  free(srv->project_environment);
+  char *owned[] = {srv->pool, srv->project, srv->project_environment};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   pthread_mutex_destroy(&srv->mu);
   pthread_cond_destroy(&srv->cv_job);
   pthread_cond_destroy(&srv->cv_idle);
