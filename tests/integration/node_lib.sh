@@ -15,6 +15,16 @@ require_node() {
   exit 77
 }
 
+# What every Node suite needs: an engine, Node with the built client, the
+# sandman binary for the client to start, and this test's instance removed
+# at the end.
+node_suite_setup() {
+  require_engine
+  require_node
+  trap cleanup_instance EXIT
+  export SANDMAN_BIN=$SANDMAN
+}
+
 # Runs node's test runner on the named files of clients/typescript/test.
 node_tests() {
   local files=()

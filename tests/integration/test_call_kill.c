@@ -20,29 +20,7 @@
 
 #include "support/itest.h"
 
-static sm_engine *engine;
-static sm_runner *with_agent;
-static sm_runner *without_agent;
-
-static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_call_kill";
-}
-
-static int setup(void **state) {
-  (void)state;
-  engine = itest_two_runners(instance(), &with_agent, &without_agent);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  sm_runner_free(with_agent);
-  sm_runner_free(without_agent);
-  if (engine) itest_remove_instance(engine, instance());
-  sm_engine_free(engine);
-  return 0;
-}
+ITEST_TWO_RUNNERS_GROUP("it-test_call_kill")
 
 /* Every way out of the call's process group and environment marker, then
  * "started" once they all run, then a wait the timeout (or cancel) ends. */

@@ -25,30 +25,9 @@
 
 #include "support/itest.h"
 
-static sm_engine *engine;
-static sm_runner *with_agent;
-static sm_runner *without_agent;
+ITEST_TWO_RUNNERS_GROUP("it-test_lease_isolation")
+
 static const char *runtime = ""; /* the engine's default, or runsc */
-
-static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_lease_isolation";
-}
-
-static int setup(void **state) {
-  (void)state;
-  engine = itest_two_runners(instance(), &with_agent, &without_agent);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  sm_runner_free(with_agent);
-  sm_runner_free(without_agent);
-  if (engine) itest_remove_instance(engine, instance());
-  sm_engine_free(engine);
-  return 0;
-}
 
 /* Reads every other process's environ and cmdline, and seizes every new
  * process with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT: the same access

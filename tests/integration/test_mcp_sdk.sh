@@ -6,10 +6,7 @@
 # command-line mode listing the tools.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_lib.sh"
-require_engine
-require_node
-trap cleanup_instance EXIT
-export SANDMAN_BIN=$SANDMAN
+node_suite_setup
 
 if node_tests mcp-stdio.test.mjs mcp-http.test.mjs; then it_pass "MCP SDK client over stdio and the runner's /mcp (and the Inspector over HTTP)"; else it_fail "MCP SDK client over stdio and the runner's /mcp"; fi
 

@@ -5,9 +5,6 @@
 # (clients/typescript/test/adapters.test.mjs).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_lib.sh"
-require_engine
-require_node
-trap cleanup_instance EXIT
-export SANDMAN_BIN=$SANDMAN
+node_suite_setup
 if node_tests adapters.test.mjs; then it_pass "adapters: deepagents, OpenAI Agents SDK"; else it_fail "adapters: deepagents, OpenAI Agents SDK"; fi
 it_done

@@ -3,9 +3,6 @@
 # the real engine: clients/typescript/test/client.test.mjs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_lib.sh"
-require_engine
-require_node
-trap cleanup_instance EXIT
-export SANDMAN_BIN=$SANDMAN
+node_suite_setup
 if node_tests client.test.mjs files-stream.test.mjs; then it_pass "TypeScript client (files, streamed execute)"; else it_fail "TypeScript client (files, streamed execute)"; fi
 it_done

@@ -95,4 +95,30 @@ static inline sm_engine *itest_two_runners(const char *instance, sm_runner **wit
   return engine;
 }
 
+/* A group of tests on the two runners of itest_two_runners: the statics
+ * engine, with_agent and without_agent, instance() (default_instance
+ * unless SANDMAN_INSTANCE is set), and cmocka's setup() and teardown(),
+ * which remove the instance's sandboxes. */
+#define ITEST_TWO_RUNNERS_GROUP(default_instance)                           \
+  static sm_engine *engine;                                                \
+  static sm_runner *with_agent;                                            \
+  static sm_runner *without_agent;                                         \
+  static const char *instance(void) {                                      \
+    const char *i = getenv("SANDMAN_INSTANCE");                            \
+    return i && *i ? i : default_instance;                                 \
+  }                                                                        \
+  static int setup(void **state) {                                         \
+    (void)state;                                                           \
+    engine = itest_two_runners(instance(), &with_agent, &without_agent);   \
+    return 0;                                                              \
+  }                                                                        \
+  static int teardown(void **state) {                                      \
+    (void)state;                                                           \
+    sm_runner_free(with_agent);                                            \
+    sm_runner_free(without_agent);                                         \
+    if (engine) itest_remove_instance(engine, instance());                 \
+    sm_engine_free(engine);                                                \
+    return 0;                                                              \
+  }
+
 #endif
