@@ -21,8 +21,6 @@
 #ifndef SANDMAN_SANDBOX_BACKEND_H
 #define SANDMAN_SANDBOX_BACKEND_H
 
-#include <stdio.h>
-
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
@@ -41,16 +39,6 @@ typedef struct sm_pool_item {
   int uid, gid;
   sandbox_swarm_box swarm; /* on a swarm: the service, its node, the pool's lease */
 } sm_pool_item;
-
-/* The pool's item for a sandbox made ready (out->swarm is the backend's). */
-static inline void sandbox_pool_item_of(sm_pool_item *out, const sandbox_box *sb) {
-  snprintf(out->id, sizeof out->id, "%s", sb->id);
-  snprintf(out->name, sizeof out->name, "%s", sb->name);
-  snprintf(out->volume, sizeof out->volume, "%s", sb->volume);
-  snprintf(out->scope_key, sizeof out->scope_key, "%s", sb->scope_key);
-  out->uid = sb->uid;
-  out->gid = sb->gid;
-}
 
 struct sandbox_backend {
   const char *name; /* "docker", "swarm" (sm_runner_backend) */

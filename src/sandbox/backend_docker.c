@@ -1,9 +1,6 @@
 /* The docker backend (backend.h): sandboxes are containers with a volume on
  * the engine the runner talks to; acquire.c holds them, lifecycle.c makes
  * and removes them. */
-#include <stdio.h>
-#include <string.h>
-
 #include "sandbox/acquire.h"
 #include "sandbox/backend.h"
 #include "sandbox/lifecycle.h"
@@ -26,23 +23,17 @@ static int docker_failed(const sandbox_ctx *ctx, sm_engine *e, sandbox_box *sb, 
 
 static const char *docker_state_name(const sandbox_box *sb) { return sb->name; }
 
+static int docker_make(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                       sandbox_box *sb, sm_pool_item *out, sm_error *err) {
+  (void)out;
+  return sandbox_create(ctx, e, req, sb, err);
+}
+
 /* A per_tool container made ahead for the warm pool, labelled
- * io.sandman.pool=true, named sandman-<instance>-pool-<random>. */
+ * io.sandman.pool=true. */
 static int docker_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                           sm_pool_item *out, sm_error *err) {
-  sandbox_box sb;
-  memset(&sb, 0, sizeof sb);
-  memset(out, 0, sizeof *out);
-  sb.mode = SM_MODE_PER_TOOL;
-  sb.pooled = 1;
-  sm_sandbox_settings_hash(&req->settings, sb.hash);
-  int rc = sandbox_fresh_names(ctx, "pool", &sb, err);
-  if (rc == 0) rc = sandbox_create(ctx, e, req, &sb, err);
-  if (rc == SM_ECONFLICT)
-    return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
-  if (rc) return rc;
-  sandbox_pool_item_of(out, &sb);
-  return 0;
+  return sandbox_prewarm(ctx, e, req, docker_make, out, err);
 }
 
 static int docker_discard(const sandbox_ctx *ctx, sm_engine *e, const char *name,

@@ -124,21 +124,14 @@ static int prewarm_swarm(const sandbox_ctx *ctx, sandbox_swarm *sw, sm_engine *m
   return 0;
 }
 
+static int swarm_make(const sandbox_ctx *ctx, sm_engine *manager, const sm_run_request *req,
+                      sandbox_box *sb, sm_pool_item *out, sm_error *err) {
+  return prewarm_swarm(ctx, ctx->swarm, manager, req, sb, out, err);
+}
+
 static int swarm_prewarm(const sandbox_ctx *ctx, sm_engine *manager, const sm_run_request *req,
                          sm_pool_item *out, sm_error *err) {
-  sandbox_box sb;
-  memset(&sb, 0, sizeof sb);
-  memset(out, 0, sizeof *out);
-  sb.mode = SM_MODE_PER_TOOL;
-  sb.pooled = 1;
-  sm_sandbox_settings_hash(&req->settings, sb.hash);
-  int rc = sandbox_fresh_names(ctx, "pool", &sb, err);
-  if (rc == 0) rc = prewarm_swarm(ctx, ctx->swarm, manager, req, &sb, out, err);
-  if (rc == SM_ECONFLICT)
-    return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
-  if (rc) return rc;
-  sandbox_pool_item_of(out, &sb);
-  return 0;
+  return sandbox_prewarm(ctx, manager, req, swarm_make, out, err);
 }
 
 /* The service named `name`, whatever lease it holds (manager: e). */

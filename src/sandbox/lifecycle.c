@@ -377,6 +377,28 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   return 0;
 }
 
+int sandbox_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                    sandbox_make_fn make, sm_pool_item *out, sm_error *err) {
+  sandbox_box sb;
+  memset(&sb, 0, sizeof sb);
+  memset(out, 0, sizeof *out);
+  sb.mode = SM_MODE_PER_TOOL;
+  sb.pooled = 1;
+  sm_sandbox_settings_hash(&req->settings, sb.hash);
+  int rc = sandbox_fresh_names(ctx, "pool", &sb, err);
+  if (rc == 0) rc = make(ctx, e, req, &sb, out, err);
+  if (rc == SM_ECONFLICT)
+    return sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", sb.name);
+  if (rc) return rc;
+  snprintf(out->id, sizeof out->id, "%s", sb.id);
+  snprintf(out->name, sizeof out->name, "%s", sb.name);
+  snprintf(out->volume, sizeof out->volume, "%s", sb.volume);
+  snprintf(out->scope_key, sizeof out->scope_key, "%s", sb.scope_key);
+  out->uid = sb.uid;
+  out->gid = sb.gid;
+  return 0;
+}
+
 int sandbox_swarm_config(void *ud, sm_engine *manager, json_object **config, int *uid, int *gid,
                          sm_error *err) {
   sandbox_swarm_config_ud *c = ud;

@@ -12,6 +12,7 @@
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
 
+#include "sandbox/backend.h"
 #include "sandbox/box.h"
 #include "sandbox/context.h"
 
@@ -52,6 +53,14 @@ int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const 
 /* A sandbox's life in the audit trail (sandbox.created, .replaced, .removed). */
 void sandbox_audit(const sandbox_ctx *ctx, const char *event, const sm_run_request *req,
                    const sandbox_box *sb, const char *message);
+
+/* A ready per_tool sandbox for the warm pool: sb named
+ * sandman-<instance>-pool-<random> and marked pooled, made by the backend's
+ * make, then described in *out (out->swarm is make's to fill). */
+typedef int (*sandbox_make_fn)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                               sandbox_box *sb, sm_pool_item *out, sm_error *err);
+int sandbox_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                    sandbox_make_fn make, sm_pool_item *out, sm_error *err);
 
 /* The swarm backend's config callback (sandbox_swarm_want.config): the same
  * hardened config, the runtime left to the node. */
