@@ -32,7 +32,8 @@ broker:
     slow: {argv: [sleep, "30"], timeout: 1s}
     rated: {argv: ["true"], rate: 2}
     forbidden: {argv: ["true"]}
-    gated: {argv: [echo, approved], approval: required, approval_timeout: 3s}
+    gated: {argv: [echo, approved], approval: required, approval_timeout: 2m}
+    gated_short: {argv: [echo, approved], approval: required, approval_timeout: 2s}
 agents:
   coder:
     broker:
@@ -127,7 +128,7 @@ sm -- sh -c '(sleep 2; sandman-tools list >/tmp/late.out 2>&1; echo "rc=$?" >>/t
 late_answer() {
   local box late=""
   box=$(docker ps -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.run=$1" | head -1)
-  for _ in $(seq 1 100); do # waiting for the background process's answer, bounded
+  for _ in $(seq 1 600); do # waiting for the background process's answer, bounded (loaded CI)
     late=$(docker exec "$box" cat /tmp/late.out 2>/dev/null || true)
     case "$late" in *rc=*) break ;; esac
     sleep 0.1
@@ -143,9 +144,9 @@ IT_WORKER_GLOBAL=(--config "$CFG")
 check "runner started" it_start_worker
 TOKEN=$(cat "$WORK/token")
 api() { curl -s --unix-socket "$SOCK" -H "Authorization: Bearer $TOKEN" "$@"; }
-execute_gated() {
+execute_gated() { # TOOL
   api -X POST http://sandman/v1/execute -d \
-    "{\"agent\": \"coder\", \"tool\": \"shell\", \"run_id\": \"$RUN-r\", \"mode\": \"per_run\", \"argv\": [\"sandman-tools\", \"call\", \"gated\"]}"
+    "{\"agent\": \"coder\", \"tool\": \"shell\", \"run_id\": \"$RUN-r\", \"mode\": \"per_run\", \"argv\": [\"sandman-tools\", \"call\", \"$1\"]}"
 }
 # a process left behind by a runner call: the runner's route still answers, and refuses it
 api -X POST http://sandman/v1/execute -d "{\"agent\": \"coder\", \"tool\": \"shell\", \"run_id\": \"$RUN-bg\", \"mode\": \"per_run\", \"argv\": [\"sh\", \"-c\", \"(sleep 2; sandman-tools list >/tmp/late.out 2>&1; echo rc=\$? >>/tmp/late.out) >/dev/null 2>&1 &\"]}" >/dev/null
@@ -153,10 +154,10 @@ late=$(late_answer "$RUN-bg")
 expect_contains "background (runner): refused after its call ended (exit 4)" "rc=4" "$late"
 expect_contains "background (runner): no active call" "no active call" "$late"
 expect_not_contains "background (runner): it got no list" "read_host" "$late"
-execute_gated >"$WORK/approved.json" &
+execute_gated gated >"$WORK/approved.json" &
 call_pid=$!
 id=""
-for _ in $(seq 1 200); do # waiting for the call to ask, bounded
+for _ in $(seq 1 1200); do # waiting for the call to ask, bounded (loaded CI)
   id=$(api http://sandman/v1/approvals | json 'd["approvals"][0]["id"] if d["approvals"] else ""')
   [ -n "$id" ] && break
   sleep 0.05
@@ -170,10 +171,10 @@ expect_contains "approvals: approved" '"approved":true' "$answer"
 wait "$call_pid" || true
 expect_eq "approvals: the approved call ran on the host" "approved" \
   "$(json 'd["stdout"].strip()' <"$WORK/approved.json")"
-execute_gated >"$WORK/expired.json"
+execute_gated gated_short >"$WORK/expired.json"
 expect_eq "approvals: nobody answers: refused at approval_timeout (exit 1)" 1 \
   "$(json 'd["exit_code"]' <"$WORK/expired.json")"
-expect_contains "approvals: the refusal says so" "no operator approved host tool 'gated' within 3s" \
+expect_contains "approvals: the refusal says so" "no operator approved host tool 'gated_short' within 2s" \
   "$(json 'd["stderr"]' <"$WORK/expired.json")"
 gone=$(api -o /dev/null -w '%{http_code}' -X POST "http://sandman/v1/approvals/$id" -d '{"approve": true}')
 expect_eq "approvals: an answered id is gone (404)" 404 "$gone"
