@@ -325,20 +325,47 @@ static void where_of(sm_setting_source src, const char *agent_where, const char 
   else snprintf(dst, len, "built-in %s", key);
 }
 
-static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *agent_where,
-                         const char *tool, sm_resolved *out) {
-  /* Policy: defaults, then the agent. */
+/* Tool policy: defaults, then the agent (out->allowed, out->allow_rule). */
+static void resolve_policy(const cfg_layer *D, const cfg_layer *A, const char *agent_where,
+                           const char *tool, sm_resolved *out) {
   const char *allowed_by = NULL, *allowed_where = NULL;
   out->allowed = policy_level(D, "defaults", tool, out, &allowed_by, &allowed_where) &&
                  policy_level(A, agent_where, tool, out, &allowed_by, &allowed_where);
-  if (out->allowed) {
-    if (allowed_by)
-      rule(out->allow_rule, sizeof out->allow_rule, "%s.tools.allow: %s matches %s",
-           allowed_where, allowed_by, tool);
-    else
-      rule(out->allow_rule, sizeof out->allow_rule, "no tools.allow or tools.deny refuses %s",
-           tool);
+  if (!out->allowed) return;
+  if (allowed_by)
+    rule(out->allow_rule, sizeof out->allow_rule, "%s.tools.allow: %s matches %s", allowed_where,
+         allowed_by, tool);
+  else
+    rule(out->allow_rule, sizeof out->allow_rule, "no tools.allow or tools.deny refuses %s", tool);
+}
+
+/* For explain: the tool lists that applied to a resolved tool. */
+static void record_lists(const cfg_layer *D, const cfg_layer *A, const cfg_opt_list *work,
+                         const cfg_list *host_list, const cfg_list *work_list,
+                         sm_setting_source wsrc, sm_setting_source hsrc, sm_resolved *out) {
+  out->worker_tools_set = work != NULL;
+  join_list(out->worker_tools, sizeof out->worker_tools, work_list);
+  join_list(out->host_tools, sizeof out->host_tools, host_list);
+  set_source(out, "worker_tools", wsrc);
+  set_source(out, "host_tools", hsrc);
+  char *dsts[2] = {out->sandbox_always, out->sandbox_never};
+  const char *names[2] = {"sandbox_tools.always", "sandbox_tools.never"};
+  for (int k = 0; k < 2; k++) {
+    const cfg_opt_list *dl = D ? (k ? &D->never : &D->always) : NULL;
+    const cfg_opt_list *al = A ? (k ? &A->never : &A->always) : NULL;
+    char a[1024] = "", d[1024] = "";
+    if (dl) join_list(d, sizeof d, &dl->list);
+    if (al) join_list(a, sizeof a, &al->list);
+    snprintf(dsts[k], 1024, "%s%s%s", d, d[0] && a[0] ? "," : "", a);
+    set_source(out, names[k], al && al->set   ? SM_SOURCE_AGENT
+                               : dl && dl->set ? SM_SOURCE_DEFAULTS
+                                               : SM_SOURCE_BUILT_IN);
   }
+}
+
+static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *agent_where,
+                         const char *tool, sm_resolved *out) {
+  resolve_policy(D, A, agent_where, tool, out);
 
   /* Placement. */
   sm_setting_source hsrc, wsrc, msrc = SM_SOURCE_BUILT_IN;
@@ -433,25 +460,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
          ww, tool);
   }
 
-  /* For explain: the lists that applied. */
-  out->worker_tools_set = work != NULL;
-  join_list(out->worker_tools, sizeof out->worker_tools, work_list);
-  join_list(out->host_tools, sizeof out->host_tools, host_list);
-  set_source(out, "worker_tools", wsrc);
-  set_source(out, "host_tools", hsrc);
-  char *dsts[2] = {out->sandbox_always, out->sandbox_never};
-  const char *names[2] = {"sandbox_tools.always", "sandbox_tools.never"};
-  for (int k = 0; k < 2; k++) {
-    const cfg_opt_list *dl = D ? (k ? &D->never : &D->always) : NULL;
-    const cfg_opt_list *al = A ? (k ? &A->never : &A->always) : NULL;
-    char a[1024] = "", d[1024] = "";
-    if (dl) join_list(d, sizeof d, &dl->list);
-    if (al) join_list(a, sizeof a, &al->list);
-    snprintf(dsts[k], 1024, "%s%s%s", d, d[0] && a[0] ? "," : "", a);
-    set_source(out, names[k], al && al->set   ? SM_SOURCE_AGENT
-                               : dl && dl->set ? SM_SOURCE_DEFAULTS
-                                               : SM_SOURCE_BUILT_IN);
-  }
+  record_lists(D, A, work, host_list, work_list, wsrc, hsrc, out);
 }
 
 int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
