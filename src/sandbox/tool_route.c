@@ -66,7 +66,6 @@ struct route {
   int has_thread;
   /* under rs->mu */
   int starting, dead, stopping, hello;
-  int unlisted;               /* taken off rs->list while calls still held it */
   sm_host_route handler;
   sandbox_route_call *active; /* oldest first */
   int in_flight;
@@ -80,8 +79,51 @@ struct sandbox_routes {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   route *list;
+  /* Calls in containers with no live route (r NULL): a route started
+   * there later takes them into its active list, so a request from their
+   * processes is never taken for a route call beside them. */
+  sandbox_route_call *orphans;
   unsigned long started;
 };
+
+/* Under rs->mu: appends c to a list. */
+static void calls_append(sandbox_route_call **list, sandbox_route_call *c) {
+  c->next = NULL;
+  while (*list) list = &(*list)->next;
+  *list = c;
+}
+
+/* Under rs->mu: moves r's calls to the orphans (r is going away). */
+static void calls_orphan(sandbox_routes *rs, route *r) {
+  while (r->active) {
+    sandbox_route_call *c = r->active;
+    r->active = c->next;
+    c->r = NULL;
+    calls_append(&rs->orphans, c);
+  }
+}
+
+/* Under rs->mu: r (live now) takes the orphaned calls of its container,
+ * oldest first. */
+static void calls_adopt(sandbox_routes *rs, route *r) {
+  sandbox_route_call **pp = &rs->orphans, *taken = NULL;
+  while (*pp) {
+    sandbox_route_call *c = *pp;
+    if (strcmp(c->who->container_id, r->cid) == 0) {
+      *pp = c->next;
+      c->r = r;
+      calls_append(&taken, c);
+    } else {
+      pp = &c->next;
+    }
+  }
+  if (taken) {
+    sandbox_route_call **tail = &taken;
+    while (*tail) tail = &(*tail)->next;
+    *tail = r->active;
+    r->active = taken;
+  }
+}
 
 typedef struct job {
   route *r;
@@ -382,10 +424,7 @@ static int route_get(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const 
       /* Ended (the container was removed or restarted): start afresh. A
        * call still holding the old one frees it when it ends. */
       *pp = r->next;
-      if (r->active) {
-        r->unlisted = 1;
-        continue;
-      }
+      calls_orphan(rs, r);
       pthread_mutex_unlock(&rs->mu);
       route_destroy(rs, r);
       pthread_mutex_lock(&rs->mu);
@@ -418,6 +457,7 @@ static int route_get(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const 
     pthread_mutex_unlock(&rs->mu);
     return rc;
   }
+  calls_adopt(rs, r);
   *out = r;
   return 0;
 }
@@ -448,10 +488,11 @@ static int route_env(const route *r, sm_strv *env, sm_error *err) {
 
 static const char *or_empty(const char *s) { return s ? s : ""; }
 
-/* A call without the route in a container whose route is up: it is active
- * there too (a request could come from its processes), so a route call
- * beside it of another identity is handed none. Nothing when there is no
- * route: such calls pay a lock and a list walk. */
+/* A call without the route: it is active in its container too (a request
+ * could come from its processes), so a route call beside it of another
+ * identity is handed none. With no live route there it waits among the
+ * orphans, which a route started later takes in. Such calls pay an
+ * allocation, a lock and a list walk. */
 static void watch(sandbox_routes *rs, const sm_route_caller *me, sandbox_route_call **out) {
   sandbox_route_call *c = calloc(1, sizeof *c);
   if (c == NULL || (c->who = caller_dup(me)) == NULL) {
@@ -463,15 +504,12 @@ static void watch(sandbox_routes *rs, const sm_route_caller *me, sandbox_route_c
   while (r && strcmp(r->cid, me->container_id) != 0) r = r->next;
   if (r && !r->dead && !r->starting) {
     c->r = r;
-    sandbox_route_call **tail = &r->active;
-    while (*tail) tail = &(*tail)->next;
-    *tail = c;
-    *out = c;
-    c = NULL;
+    calls_append(&r->active, c);
+  } else {
+    calls_append(&rs->orphans, c);
   }
+  *out = c;
   pthread_mutex_unlock(&rs->mu);
-  if (c) free(c->who);
-  free(c);
 }
 
 int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const char *cid,
@@ -518,9 +556,7 @@ int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, con
   /* Under rs->mu: the call is active from here until sandbox_route_end. */
   r->handler = *req->host_route;
   c->r = r;
-  sandbox_route_call **tail = &r->active;
-  while (*tail) tail = &(*tail)->next;
-  *tail = c;
+  calls_append(&r->active, c);
   rc = route_env(r, env, err);
   pthread_mutex_unlock(&rs->mu);
   if (rc) {
@@ -533,14 +569,13 @@ int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, con
 
 void sandbox_route_end(sandbox_routes *rs, sandbox_route_call *c, int close) {
   if (rs == NULL || c == NULL) return;
-  route *r = c->r, *drop = NULL;
+  route *drop = NULL;
   pthread_mutex_lock(&rs->mu);
-  sandbox_route_call **pp = &r->active;
+  route *r = c->r; /* read under the lock: a route's start or end moves calls */
+  sandbox_route_call **pp = r ? &r->active : &rs->orphans;
   while (*pp && *pp != c) pp = &(*pp)->next;
   if (*pp) *pp = c->next;
-  if (r->active == NULL && r->unlisted) {
-    drop = r;
-  } else if (close && r->active == NULL) {
+  if (r != NULL && close && r->active == NULL) {
     route **rp = &rs->list;
     while (*rp && *rp != r) rp = &(*rp)->next;
     if (*rp) {

@@ -470,14 +470,24 @@ static void *second_call(void *arg) {
   return NULL;
 }
 
-static void two_calls(const char *run_id, int other_has_route) {
+/* route_before: the sandbox's route is up before the two race to it; else
+ * the other call (without the route) is running before the route starts. */
+static void two_calls(const char *run_id, int other_has_route, int route_before) {
   sm_run_result res;
-  /* The sandbox (and its route) exist before the two race to it. */
-  call(SM_MODE_PER_RUN, "", run_id, "true", NULL, 0, 1, &res);
+  call(SM_MODE_PER_RUN, "", run_id, "true", NULL, 0, route_before, &res);
   sm_run_result_dispose(&res);
   other_call o = {.run_id = run_id, .with_route = other_has_route};
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, second_call, &o), 0);
+  for (int i = 0; !route_before; i++) {
+    /* The other call is in before this one's route starts. */
+    call(SM_MODE_PER_RUN, "", run_id, "test -e /tmp/route-second-in", NULL, 0, 0, &res);
+    int in = res.exit_code == 0;
+    sm_run_result_dispose(&res);
+    if (in) break;
+    if (i == 600) fail_msg("the other call did not start");
+    usleep(50 * 1000);
+  }
   call(SM_MODE_PER_RUN, "", run_id,
        "while [ ! -e /tmp/route-second-in ]; do sleep 0.05; done; sandman-tools list; "
        "echo \"rc=$?\"; touch /tmp/route-first-done",
@@ -493,8 +503,9 @@ static void two_calls(const char *run_id, int other_has_route) {
 
 static void test_two_calls_at_once(void **state) {
   (void)state;
-  two_calls("route-two", 1);
-  two_calls("route-two-plain", 0);
+  two_calls("route-two", 1, 1);
+  two_calls("route-two-plain", 0, 1);
+  two_calls("route-two-late", 0, 0);
 }
 
 /* Another sandman process (here: another runner) with host tools for the
