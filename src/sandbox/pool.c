@@ -757,22 +757,26 @@ static void take_ready(sm_pool *p, cfg_pool *cp, sm_pool_item *out) {
   p->taken++;
 }
 
-/* The pool is empty but a container of cp is being made that no other
- * waiting call has claimed: waits for it (hold p->mu), up to about twice
- * a container's making time. Sooner than making another beside it, which
- * would compete with it for the engine. 1 when one is ready. */
+/* The pool is empty, but a container of cp is being made that no other
+ * waiting call has claimed, or one can start now: waits for it (hold
+ * p->mu), up to about twice a container's making time. Sooner than making
+ * another beside it, which would compete with it for the engine. Not while
+ * its creations fail (backing off): the call then makes its own and
+ * reports the real error. 1 when one is ready. */
 static int wait_for_making(sm_pool *p, cfg_pool *cp) {
-  if (cp->creating <= cp->waiting) return 0;
+  double now = mono_ms();
+  int coming = cp->creating > cp->waiting || creating_total(p) < p->parallel;
+  if (!coming || p->n_threads == 0 || now < cp->retry_at) return 0;
   double budget = cp->demand.make_ms * 2;
   if (budget < MISS_WAIT_MIN_MS) budget = MISS_WAIT_MIN_MS;
   if (budget > MISS_WAIT_MAX_MS) budget = MISS_WAIT_MAX_MS;
-  double deadline = mono_ms() + budget;
+  double deadline = now + budget;
   cp->waiting++;
   pthread_cond_broadcast(&p->cv_work); /* the refill counts waiting calls */
-  while (cp->n_ready == 0 && cp->creating > 0 && !cp->dead && !p->stopping && p->size > 0) {
-    double left = deadline - mono_ms();
-    if (left <= 0) break;
-    wait_until(p, &p->cv_done, left);
+  while (cp->n_ready == 0 && !cp->dead && !p->stopping && p->size > 0) {
+    now = mono_ms();
+    if (now >= deadline || (cp->creating == 0 && now < cp->retry_at)) break;
+    wait_until(p, &p->cv_done, deadline - now);
   }
   cp->waiting--;
   return !cp->dead && !p->stopping && cp->n_ready > 0;
@@ -804,7 +808,7 @@ int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
     got = 1;
   }
   if (got) take_ready(p, cp, out);
-  else p->missed++;
+  if (!got || waited) p->missed++; /* found it empty: waited, or makes its own */
   /* Only when there is work for them: a call that took a container leaves
    * its refill until it ends (pool_wants), and wakes nobody meanwhile. */
   if (cp && pool_wants(p, cp, mono_ms())) pthread_cond_broadcast(&p->cv_work);

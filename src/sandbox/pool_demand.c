@@ -24,7 +24,7 @@ void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned 
   d->next = (d->next + 1) % SM_POOL_DEMAND_RING;
   if (d->n < SM_POOL_DEMAND_RING) d->n++;
   unsigned burst = calls_since(d, now_ms - d->make_ms);
-  if (missed) {
+  if (missed && d->made > 0) {
     unsigned held = now_ms - d->peak_at > SM_POOL_DEMAND_HOLD_MS ? 0 : d->peak;
     unsigned more = (held > base ? held : base) + 1;
     if (more > burst) burst = more;
@@ -37,6 +37,7 @@ void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned 
 
 void sm_pool_demand_made(sm_pool_demand *d, double ms) {
   if (!(ms > 0)) return;
+  d->made++;
   d->make_ms = d->make_ms * 0.75 + ms * 0.25;
 }
 

@@ -9,7 +9,9 @@
  * first of them can be ready, so that many must be ready when such a burst
  * comes again. A call that finds the pool empty adds one more: calls that
  * wait for their container come no faster than containers are made, so
- * the first measure alone would not see a burst that outruns the pool.
+ * the first measure alone would not see a burst that outruns the pool
+ * (not before the pool has made its first container: until then it is
+ * empty because it is new).
  * The peak is kept for SM_POOL_DEMAND_HOLD_MS after it was last raised,
  * then falls back to what recent calls show. */
 #ifndef SANDMAN_SANDBOX_POOL_DEMAND_H
@@ -23,6 +25,7 @@ typedef struct sm_pool_demand {
   double at[SM_POOL_DEMAND_RING]; /* monotonic ms of the last calls, a ring */
   unsigned next, n;
   double make_ms;                 /* average making time (exponential, 1/4 weight) */
+  unsigned long made;             /* containers made so far */
   unsigned peak;                  /* most calls within one making time... */
   double peak_at;                 /* ...last seen then */
 } sm_pool_demand;

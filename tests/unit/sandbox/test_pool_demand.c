@@ -70,8 +70,12 @@ static void test_misses_grow_it(void **state) {
   (void)state;
   sm_pool_demand d;
   sm_pool_demand_init(&d);
-  /* A client that waits for each container: one call per making time,
-   * but each found the pool empty. */
+  /* A new pool is empty because it is new: no growth... */
+  sm_pool_demand_call(&d, 500.0, 1, 2);
+  assert_int_equal(sm_pool_demand_target(&d, 2, 8, 500.0), 2);
+  sm_pool_demand_made(&d, 600.0);
+  /* ...but a client that waits for each container later (one call per
+   * making time, each finding the pool empty) grows it. */
   for (int i = 0; i < 5; i++) sm_pool_demand_call(&d, 1000.0 + i * 700.0, 1, 2);
   assert_int_equal(sm_pool_demand_target(&d, 2, 8, 4000.0), 7);
   for (int i = 5; i < 10; i++) sm_pool_demand_call(&d, 1000.0 + i * 700.0, 1, 2);
