@@ -766,7 +766,10 @@ static void take_ready(sm_pool *p, cfg_pool *cp, sm_pool_item *out) {
 static int wait_for_making(sm_pool *p, cfg_pool *cp) {
   double now = mono_ms();
   int coming = cp->creating > cp->waiting || creating_total(p) < p->parallel;
-  if (!coming || p->n_threads == 0 || now < cp->retry_at) return 0;
+  /* A pool that has made nothing yet is empty because it is new: its
+   * first call makes its own (it would wait as long, for a container not
+   * yet measured). */
+  if (!coming || p->n_threads == 0 || now < cp->retry_at || cp->demand.made == 0) return 0;
   double budget = cp->demand.make_ms * 2;
   if (budget < MISS_WAIT_MIN_MS) budget = MISS_WAIT_MIN_MS;
   if (budget > MISS_WAIT_MAX_MS) budget = MISS_WAIT_MAX_MS;
