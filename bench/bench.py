@@ -178,9 +178,28 @@ class Bench:
                     hwm = int(line.split()[1])
         return rss, hwm
 
-    def http(self, calls, clients, body):
-        return self.client([os.path.join(self.bin, "smhttp"), self.sock, self.token_file,
-                            str(calls), str(clients), body])
+    def http(self, calls, clients, body, pause_ms=None):
+        argv = [os.path.join(self.bin, "smhttp"), self.sock, self.token_file, str(calls),
+                str(clients), body]
+        if pause_ms:
+            argv.append(pause_ms)
+        return self.client(argv)
+
+    def s2_runner(self, paused, bursts, burst_len, burst_pause_s):
+        """S2 through the runner as an agent sees it: `paused` calls with
+        1-5 s between them (the pool never waited for), then `bursts` bursts
+        of `burst_len` calls back to back with burst_pause_s between bursts
+        (the pool sizes itself from the calls it sees). (paused, burst)
+        samples."""
+        body = '{"argv": ["true"], "mode": "per_tool"}'
+        self.http(1, 1, body)  # the pool starts on a configuration's first call
+        time.sleep(5.0)
+        spaced = self.http(paused, 1, body, "1000-5000")["samples"]
+        burst = []
+        for _ in range(bursts):
+            time.sleep(burst_pause_s)
+            burst += self.http(burst_len, 1, body)["samples"]
+        return spaced, burst
 
     def sandboxes(self):
         p = self.run([self.sandman, "sandbox", "list", "--all", "--json"])
@@ -272,12 +291,19 @@ class Bench:
         for i in range(n):
             self.wait_runner_pool(2)
             acc["http_pool"] += self.http(1, 1, '{"argv": ["true"], "mode": "per_tool"}')["samples"]
+        # As an agent sees it: 1-5 s between calls, never waiting for the
+        # pool; then bursts of calls back to back, a few seconds apart.
+        spaced, bursts = self.s2_runner(max(6, n // 2), 3, max(4, n // 3), 6.0)
+        self.add("S2", "sandman per_tool, HTTP API, 1-5 s between calls", spaced,
+                 note="one client, pauses 1-5 s (not timed); the pool is not waited for")
+        self.add("S2", "sandman per_tool, HTTP API, bursts", bursts,
+                 note="3 bursts of %d calls back to back, 6 s apart" % max(4, n // 3))
         self.add("S2", "sandman per_tool, warm pool", acc["pool"],
                  note="library; pool of 2, refilled between calls")
         self.add("S2", "sandman per_tool, pool, HTTP API", acc["http_pool"],
                  note="the runner's pool, full before each call")
         self.add("S2", "sandman per_tool, pool, back to back", acc["pool_b2b"],
-                 note="no pause: the pool runs dry")
+                 note="library, pool of 2, no pause: the pool runs dry")
         self.add("S2", "sandman per_tool, no pool", acc["nopool"],
                  note="create + start + exec; removal in the background")
         self.add("S2", "docker run --rm", acc["docker"], kind="peer", note="--network none")
@@ -611,6 +637,57 @@ class Bench:
         meta["duration_s"] = round(time.perf_counter() - t0, 1)
         return meta
 
+    # ---- the short guard (scripts/bench.sh --guard) ----
+    def guard(self):
+        """A minute or two: each sandman figure as a ratio to a baseline of
+        the same run, so a slow machine moves both and a regression shows."""
+        a = self.args
+        t0 = time.perf_counter()
+        meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
+                "cpus": os.cpu_count(), "load": open("/proc/loadavg").read().split()[:3],
+                "instance": self.instance}
+        self.start_worker()
+        try:
+            self.http(1, 1, '{"argv": ["true"], "run_id": "guard"}')
+            cid = self.container_of_run("guard")
+            self.http(3, 1, '{"argv": ["true"], "run_id": "guard"}')  # its agent session
+            time.sleep(1.0)
+            s1 = self.http(a.guard_calls, 1, '{"argv": ["true"], "run_id": "guard"}')["samples"]
+            floor = self.client([os.path.join(self.bin, "floor"), "exec", self.engine_sock, cid,
+                                 str(a.guard_calls)])["samples"]
+            run = self.timed_cli(["docker", "run", "--rm", "--network", "none", IMAGE, "true"],
+                                 a.guard_runs)
+            spaced, bursts = self.s2_runner(a.guard_spaced, 2, a.guard_burst, 6.0)
+            run += self.timed_cli(["docker", "run", "--rm", "--network", "none", IMAGE, "true"],
+                                  a.guard_runs)
+        finally:
+            self.stop_worker()
+        rows = [("docker run --rm (baseline)", run), ("floor: engine exec in the sandbox", floor),
+                ("S1 HTTP API, reused per_run sandbox", s1),
+                ("S2 HTTP API per_tool, 1-5 s between calls", spaced),
+                ("S2 HTTP API per_tool, bursts back to back", bursts)]
+        base = pct(run, 0.5)
+        lines = ["# sandman speed guard", "",
+                 "%s on `%s` (%d CPUs, load %s at start), %.0f s. Ratios: docker run --rm p50 / "
+                 "the row's p50 (higher is faster), measured in this run; not a pass/fail test." %
+                 (meta["date"], meta["host"], meta["cpus"], " ".join(meta["load"]),
+                  time.perf_counter() - t0), "",
+                 "| row | calls | p50 ms | p95 ms | docker run --rm / row |", "|---|---|---|---|---|"]
+        for name, samples in rows:
+            lines.append("| %s | %d | %.2f | %.2f | %.1fx |" % (
+                name, len(samples), pct(samples, 0.5), pct(samples, 0.95),
+                base / pct(samples, 0.5) if pct(samples, 0.5) else float("nan")))
+        lines += ["", "Reference (docs/performance.md): S1 >= 50x, S2 with pauses >= 50x, "
+                  "S2 in bursts >= 5x."]
+        text = "\n".join(lines) + "\n"
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "guard.md"), "w") as f:
+            f.write(text)
+        with open(os.path.join(a.out, "guard.json"), "w") as f:
+            json.dump({"meta": meta, "rows": [{"name": n, "samples": [round(x, 3) for x in v]}
+                                              for n, v in rows]}, f, indent=1)
+        sys.stdout.write(text)
+
     def cleanup(self):
         self.stop_worker()
         for c in self.peer_containers:
@@ -634,6 +711,7 @@ def main():
     ap.add_argument("--out", required=True, help="where latest.{md,json,png} go")
     ap.add_argument("--instance", default="bench-%d" % os.getpid())
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--guard", action="store_true", help="the short ratio run (CI)")
     ap.add_argument("--workspace", help="S3 workspace directory (default: generated)")
     ap.add_argument("--skip-ws", action="store_true", help="leave S3/S4 out")
     args = ap.parse_args()
@@ -646,7 +724,14 @@ def main():
     args.s6_count = 20 if q else 100
     args.s7_count = 20 if q else 200
     args.think = 1.0
+    args.guard_calls, args.guard_runs, args.guard_spaced, args.guard_burst = 20, 4, 8, 8
     b = Bench(args)
+    if args.guard:
+        try:
+            b.guard()
+        finally:
+            b.cleanup()
+        return 0
     try:
         meta = b.main()
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

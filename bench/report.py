@@ -61,6 +61,14 @@ def targets(res):
         1.5, "<=")
     add("S2-run-pool", "docker run --rm p50 / S2 warm pool p50", ratio(p50("S2", "docker run"), pool),
         3.0, ">=")
+    run2 = p50("S2", "docker run")
+    add("S2-run-spaced", "docker run --rm p50 / S2 HTTP API, 1-5 s between calls p50",
+        ratio(run2, p50("S2", "sandman per_tool, HTTP API, 1-5 s")), 50.0, ">=")
+    add("S2-spaced-ms", "S2 HTTP API, 1-5 s between calls p50 (ms)",
+        p50("S2", "sandman per_tool, HTTP API, 1-5 s"), 5.0, "<=")
+    add("S2-run-bursts", "docker run --rm p50 / S2 HTTP API, bursts p50",
+        ratio(run2, p50("S2", "sandman per_tool, HTTP API, bursts")), 5.0, ">=")
+    add("S1-http-ms", "S1 HTTP API p50 (ms)", p50("S1", "sandman HTTP"), 3.0, "<=")
     s3 = p50("S3", "sandman copy-in (sync)")
     s3call = p50("S3", "sandman call")
     add("S3-cp", "docker cp p50 / S3 sandman copy-in p50", ratio(p50("S3", "docker cp"), s3), 1.5,

@@ -7,6 +7,9 @@
 #   scripts/test.sh [--quick] [-R REGEX]
 #     --quick     leave out the ASan/UBSan pass
 #     -R REGEX    only the tests whose name matches (ctest -R), e.g. -R engine
+# After the plain integration tests, the speed guard (scripts/bench.sh
+# --guard, about a minute) writes its ratios to the log: figures, never a
+# verdict. Left out with -R, or with SANDMAN_BENCH_GUARD=0.
 set -euo pipefail
 
 SM_SCRIPT="test"
@@ -106,6 +109,20 @@ run_ctest "$SM_ROOT/build" unit
 run_ctest "$SM_ROOT/build" integration
 # The swarm backend on a three-node swarm in containers: once, plain build only.
 run_ctest "$SM_ROOT/build" swarm
+
+# ---- the speed guard: figures for the log, not a test (docs/performance.md) ----
+if [ ${#REGEX[@]} -eq 0 ] && [ "${SANDMAN_BENCH_GUARD:-1}" != 0 ]; then
+  echo
+  echo "== speed guard (scripts/bench.sh --guard; ratios to docker run --rm, not pass/fail)"
+  if SANDMAN_BENCH_BUILD=$SM_ROOT/build SANDMAN_BENCH_OUT=$LOGS/bench-guard \
+    "$SM_ROOT/scripts/bench.sh" --guard >"$LOGS/bench-guard.log" 2>&1; then
+    cat "$LOGS/bench-guard/guard.md"
+    SUMMARY+=("$(printf '%-6s %-10s %-11s %s' info build speed-guard "$LOGS/bench-guard/guard.md")")
+  else
+    tail -n 20 "$LOGS/bench-guard.log"
+    SUMMARY+=("$(printf '%-6s %-10s %-11s %s' info build speed-guard "did not run: $LOGS/bench-guard.log")")
+  fi
+fi
 
 if [ "$QUICK" = 0 ]; then
   # Any sanitizer report fails the test that triggered it, with a stack.

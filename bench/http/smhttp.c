@@ -1,16 +1,19 @@
 /* sandman through its HTTP API (`sandman worker start` on a unix socket):
  * POST /v1/execute from CLIENTS threads, each on one kept-alive connection.
  *
- *   smhttp SOCK TOKEN_FILE CALLS CLIENTS BODY
+ *   smhttp SOCK TOKEN_FILE CALLS CLIENTS BODY [PAUSE_MS[-PAUSE_MS]]
  *
  * BODY is the request's JSON; "{i}" in it becomes a number counting calls
- * across all clients (distinct run ids for S6). Prints "sample MS" per
- * call, "wall MS", "calls N", "connects N". A call whose answer is not
- * 200 with "ok": true fails the run. */
+ * across all clients (distinct run ids for S6). PAUSE_MS: each client
+ * waits that long before each call (a range: spread evenly over it, as an
+ * agent thinks between tool calls); the pause is not timed. Prints
+ * "sample MS" per call, "wall MS", "calls N", "connects N". A call whose
+ * answer is not 200 with "ok": true fails the run. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/rawhttp.h"
 
@@ -18,6 +21,7 @@ static const char *sock_path, *body_tmpl;
 static char auth[4200];
 static long calls_per_client;
 static long counter;
+static double pause_lo, pause_hi; /* ms before each call */
 
 typedef struct worker {
   pthread_t t;
@@ -55,6 +59,13 @@ static void *client(void *arg) {
   }
   char body[8192];
   for (long k = 0; k < calls_per_client; k++) {
+    if (pause_hi > 0) {
+      double ms = calls_per_client > 1
+                      ? pause_lo + (pause_hi - pause_lo) * (double)k / (double)(calls_per_client - 1)
+                      : pause_lo;
+      struct timespec ts = {(time_t)(ms / 1000), (long)((ms - 1000.0 * (time_t)(ms / 1000)) * 1e6)};
+      nanosleep(&ts, NULL);
+    }
     render(body, sizeof body, __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
     rh_answer a;
     double t0 = rh_now_ms();
@@ -75,7 +86,7 @@ static void *client(void *arg) {
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: smhttp SOCK TOKEN_FILE CALLS CLIENTS BODY\n");
+    fprintf(stderr, "usage: smhttp SOCK TOKEN_FILE CALLS CLIENTS BODY [PAUSE_MS[-PAUSE_MS]]\n");
     return 2;
   }
   sock_path = argv[1];
@@ -91,6 +102,12 @@ int main(int argc, char **argv) {
   calls_per_client = strtol(argv[3], NULL, 10);
   long clients = strtol(argv[4], NULL, 10);
   body_tmpl = argv[5];
+  if (argc > 6) {
+    char *end = NULL;
+    pause_lo = pause_hi = strtod(argv[6], &end);
+    if (end && *end == '-') pause_hi = strtod(end + 1, NULL);
+    if (pause_lo < 0 || pause_hi < pause_lo) return 2;
+  }
   if (calls_per_client < 1 || clients < 1 || clients > 256) return 2;
   worker *ws = calloc((size_t)clients, sizeof *ws);
   for (long i = 0; i < clients; i++) ws[i].samples = calloc((size_t)calls_per_client, sizeof(double));

@@ -354,6 +354,13 @@ SM_API void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
  * is left. */
 #define SM_POOL_DEFAULT_SIZE 2
 #define SM_POOL_MAX_SIZE 64
+/* While calls come faster than containers are made (bursts), a
+ * configuration keeps more ready: as many as arrived within one making
+ * time lately, up to the maximum (default SM_POOL_DEFAULT_MAX, never below
+ * the size). Refills run up to `parallel` at once (all configurations). */
+#define SM_POOL_DEFAULT_MAX 8
+#define SM_POOL_DEFAULT_PARALLEL 2
+#define SM_POOL_MAX_PARALLEL 8
 
 /* Off by default: a per_tool container is gone when sm_run returns. On: it
  * is removed by a background thread holding the call's busy lock until it is
@@ -363,6 +370,11 @@ SM_API void sm_runner_set_background_removal(sm_runner *runner, int on);
  * background). SM_EINVAL above SM_POOL_MAX_SIZE. */
 SM_API int sm_runner_pool_set_size(sm_runner *runner, unsigned size, sm_error *err);
 SM_API unsigned sm_runner_pool_size(sm_runner *runner);
+/* The pool's bounds while calls come in bursts: ready containers per
+ * configuration at most (0..SM_POOL_MAX_SIZE; below the size: the size)
+ * and refills at once (1..SM_POOL_MAX_PARALLEL). SM_EINVAL outside. */
+SM_API int sm_runner_pool_set_limits(sm_runner *runner, unsigned max_size, unsigned parallel,
+                                     sm_error *err);
 /* Fills the pool of req's configuration (req->settings.mode must be
  * per_tool) ahead of its first call. Returns at once; a no-op while the
  * pool is off. */
@@ -376,7 +388,7 @@ SM_API void sm_runner_pool_drain(sm_runner *runner);
 SM_API int sm_runner_settle(sm_runner *runner, double timeout_s, sm_error *err);
 
 typedef struct sm_pool_stats {
-  unsigned size;              /* ready containers wanted per configuration */
+  unsigned size;              /* ready containers wanted per configuration (its base) */
   unsigned configurations;    /* pools */
   unsigned ready;             /* containers ready now, all pools */
   unsigned creating;
@@ -385,6 +397,9 @@ typedef struct sm_pool_stats {
   unsigned long taken;        /* calls that got a ready container */
   unsigned long missed;       /* calls that found their pool empty */
   unsigned long created, removed, failed;
+  unsigned max_size;          /* the most kept per configuration while calls come fast */
+  unsigned parallel;          /* refills at once */
+  unsigned wanted;            /* ready containers wanted now, all pools (from their calls) */
 } sm_pool_stats;
 
 SM_API void sm_runner_pool_stats(sm_runner *runner, sm_pool_stats *out);

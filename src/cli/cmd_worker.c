@@ -18,7 +18,7 @@ typedef struct worker_args {
   sm_config_flags flags;
   const char *pool, *project, *listen, *token_file, *creds, *ws_root;
   unsigned threads, max_connections;
-  unsigned pool_size;
+  unsigned pool_size, pool_max, pool_parallel;
   int have_pool_size;
   size_t max_body, max_file_body;
   double background_max;
@@ -70,6 +70,14 @@ static int parse_args(const cli_call *call, worker_args *a) {
     a->pool_size = (unsigned)v;
     a->have_pool_size = 1;
   }
+  a->pool_max = SM_POOL_DEFAULT_MAX;
+  if (cli_str(call, "sandbox-pool-max") &&
+      sm_parse_int(cli_str(call, "sandbox-pool-max"), 0, SM_POOL_MAX_SIZE, &v, &err) == 0)
+    a->pool_max = (unsigned)v;
+  a->pool_parallel = SM_POOL_DEFAULT_PARALLEL;
+  if (cli_str(call, "sandbox-pool-parallel") &&
+      sm_parse_int(cli_str(call, "sandbox-pool-parallel"), 1, SM_POOL_MAX_PARALLEL, &v, &err) == 0)
+    a->pool_parallel = (unsigned)v;
   return 0;
 }
 
@@ -134,7 +142,9 @@ static int start_pool(const worker_args *a, const sm_config *cfg, sm_runner *run
   unsigned pool_size = SM_POOL_DEFAULT_SIZE;
   if (a->have_pool_size) pool_size = a->pool_size;
   else if (sm_config_pool_size(cfg) >= 0) pool_size = (unsigned)sm_config_pool_size(cfg);
-  if (sm_runner_pool_set_size(runner, pool_size, err) != 0) return -1;
+  if (sm_runner_pool_set_size(runner, pool_size, err) != 0 ||
+      sm_runner_pool_set_limits(runner, a->pool_max, a->pool_parallel, err) != 0)
+    return -1;
   sm_runner_set_background_removal(runner, 1);
   if (mode == SM_MODE_PER_TOOL) {
     static sm_run_request warm; /* large (settings): not on the stack */

@@ -238,8 +238,11 @@ static void agent_path(char *out, size_t len) {
 void sm_agent_binary_path(char *out, size_t len) { agent_path(out, len); }
 
 /* Writes the binary into the container's /.sandman as root (a tmpfs the
- * sandbox user cannot write), unless it is there already. */
-static int install(sm_engine *e, const char *cid, sm_error *err) {
+ * sandbox user cannot write), unless it is there already. checked: learn
+ * the exit code (one more engine request, and a wait while the engine
+ * still calls the exec running); a session opened right after needs no
+ * check, its hello proves the binary is there. */
+static int install(sm_engine *e, const char *cid, int checked, sm_error *err) {
   char path[128], script[512];
   agent_path(path, sizeof path);
   snprintf(script, sizeof script,
@@ -248,9 +251,9 @@ static int install(sm_engine *e, const char *cid, sm_error *err) {
            path);
   const char *argv[] = {"/bin/sh", "-c", script};
   blob_reader br = {0};
-  int code = -1;
-  int rc = sm_exec_helper(e, cid, argv, 3, "0:0", read_blob, &br, INSTALL_TIMEOUT_S, NULL, &code,
-                          err);
+  int code = 0;
+  int rc = sm_exec_helper(e, cid, argv, 3, "0:0", read_blob, &br, INSTALL_TIMEOUT_S, NULL,
+                          checked ? &code : NULL, err);
   if (rc) return rc;
   if (code != 0)
     return sm_error_set(err, SM_ESANDBOX, "installing the agent exited with %d (no %s?)", code,
@@ -345,7 +348,7 @@ int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err)
     pthread_mutex_unlock(&a->mu);
     if (installed) return 0;
   }
-  int rc = install(e, cid, err);
+  int rc = install(e, cid, 1, err);
   if (rc == 0 && a) note_installed(a, cid);
   return rc;
 }
@@ -362,10 +365,10 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user,
   sm_agent_session *s = take_idle(a, cid);
   if (s == NULL && open_new) {
     sm_error err = SM_ERROR_INIT;
-    int rc = installed ? 0 : install(e, cid, &err);
+    int rc = installed ? 0 : install(e, cid, 0, &err);
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc; /* the container is gone */
-    if (rc == 0 && !installed) note_installed(a, cid);
     if (rc == 0) rc = open_session(e, cid, user, &s, &err);
+    if (rc == 0 && !installed) note_installed(a, cid); /* the hello proved it */
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
     if (rc) {
       mark_unusable(a, cid, err.message);

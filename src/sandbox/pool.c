@@ -8,9 +8,15 @@
  * When a slot's configuration changes and no other slot uses the old one,
  * the old pool is drained: its ready containers are removed.
  *
- * Two background threads do the engine work: one prefers refilling, the
- * other removing, and each does the other's work when it has none of its
- * own. Each has its own engine client (the runner's per-thread client).
+ * Background threads do the engine work: one prefers removing, the others
+ * (one per refill allowed at once: sm_pool_set_limits) refilling, and each
+ * does the other kind of work when it has none of its own. Each has its own
+ * engine client (the runner's per-thread client). How many containers a
+ * configuration keeps ready is its base size, more while its calls come
+ * faster than containers are made (pool_demand.c), up to the pool's
+ * maximum. A call that finds its pool empty while a container of its
+ * configuration is being made waits for that one rather than making
+ * another beside it (on two CPUs the two would slow each other).
  * A failing creation (image gone, engine down) backs off, doubling from 2 s
  * to 60 s, so a broken configuration never spins; calls then create their
  * own containers and report the real error. Every 30 s an idle thread
@@ -40,16 +46,27 @@
 #include "common/thread.h"
 #include "sandbox/agent.h"
 #include "sandbox/pool.h"
+#include "sandbox/pool_demand.h"
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
 
 #define MAX_POOLS 16
 #define MAX_SLOTS 256
-#define WORKERS 2
+#define WORKERS_MAX (1 + SM_POOL_MAX_PARALLEL)
+#define MISS_WAIT_MIN_MS 1000.0  /* how long a call waits for a container being made... */
+#define MISS_WAIT_MAX_MS 10000.0 /* ...at least and at most */
 #define BACKOFF_MIN_MS 2000.0
 #define BACKOFF_MAX_MS 60000.0
 #define IMAGE_CHECK_MS 30000.0
 #define IDLE_WAIT_MS 5000.0
+/* Background work that no call waits for (removals, refills above a
+ * quarter of the target, sessions, image checks) starts in a pause between
+ * calls: none running and none begun or ended for QUIET_MS (an answer is
+ * still on its way, or the next call of a burst is coming). Removals go
+ * anyway once RM_BACKLOG wait or the oldest has waited RM_MAX_WAIT_MS. */
+#define QUIET_MS 50.0
+#define RM_BACKLOG 16
+#define RM_MAX_WAIT_MS 5000.0
 
 typedef struct cfg_pool {
   char key[65];              /* sha256(hash NUL project) */
@@ -60,6 +77,8 @@ typedef struct cfg_pool {
   unsigned n_ready;
   unsigned creating;
   unsigned in_flight;        /* calls running in containers taken from here */
+  unsigned waiting;          /* calls waiting for a container being made */
+  sm_pool_demand demand;     /* how fast its calls come (the size it keeps) */
   unsigned refs;             /* slots pointing here */
   double last_use;           /* monotonic ms */
   double retry_at;           /* no creation before this (after a failure) */
@@ -67,7 +86,7 @@ typedef struct cfg_pool {
   char image_id[SM_ENGINE_ID_MAX];
   double image_checked;
   unsigned long generation;  /* bumped when drained: late creations are not kept */
-  int dead;                  /* dropped while creations were in flight: freed by the last */
+  int dead;                  /* dropped while creations or waiting calls were in flight: freed by the last */
 } cfg_pool;
 
 typedef struct slot {
@@ -80,6 +99,7 @@ typedef struct removal {
   char name[SM_NAME_MAX];
   char volume[SM_NAME_MAX + 8];
   sm_state_lock *busy;
+  double queued_at;
   struct removal *next;
 } removal;
 
@@ -98,13 +118,16 @@ struct sm_pool {
   pthread_cond_t cv_work;    /* a job may be there, or stop */
   pthread_cond_t cv_done;    /* a job finished (settle and drain wait on it) */
   unsigned size;             /* ready containers per configuration; 0: off */
+  unsigned max_size;         /* ...at most, while calls come fast (>= size) */
+  unsigned parallel;         /* creations at once, all configurations */
   unsigned width;            /* nodes it is kept on (a swarm's ready nodes; else 1) */
   int bg_remove;             /* per_tool removals off the caller's time */
   int stopping;
-  pthread_t threads[WORKERS];
+  pthread_t threads[WORKERS_MAX];
   int n_threads;
   cfg_pool *pools[MAX_POOLS];
   slot slots[MAX_SLOTS];
+  double last_call;          /* a pool call began or ended then (monotonic ms) */
   removal *rm_head, *rm_tail;
   unsigned rm_queued, rm_running;
   agent_prep *prep_head;     /* LIFO; at most MAX_PREPS */
@@ -114,10 +137,31 @@ struct sm_pool {
 
 static double mono_ms(void) { return sm_monotonic_ms(); }
 
-/* Ready containers kept per configuration: the size on each node. */
-static unsigned target(const sm_pool *p) {
-  unsigned long n = (unsigned long)p->size * (p->width ? p->width : 1);
+/* Ready containers kept for cp now: what its calls ask for within the
+ * pool's bounds, on each node. */
+static unsigned target(const sm_pool *p, const cfg_pool *cp, double now) {
+  unsigned want = sm_pool_demand_target(&cp->demand, p->size, p->max_size, now);
+  unsigned long n = (unsigned long)want * (p->width ? p->width : 1);
   return n > SM_POOL_MAX_SIZE ? SM_POOL_MAX_SIZE : (unsigned)n;
+}
+
+/* Calls running in pool containers, all configurations (hold p->mu). */
+static int calls_in_flight(const sm_pool *p) {
+  for (int i = 0; i < MAX_POOLS; i++)
+    if (p->pools[i] && p->pools[i]->in_flight > 0) return 1;
+  return 0;
+}
+
+/* A pause between calls (hold p->mu): see QUIET_MS. */
+static int calls_quiet(const sm_pool *p, double now) {
+  return !calls_in_flight(p) && now - p->last_call >= QUIET_MS;
+}
+
+static unsigned creating_total(const sm_pool *p) {
+  unsigned n = 0;
+  for (int i = 0; i < MAX_POOLS; i++)
+    if (p->pools[i]) n += p->pools[i]->creating;
+  return n;
 }
 
 /* ---- small helpers (hold p->mu) ---- */
@@ -148,6 +192,7 @@ static void queue_removal(sm_pool *p, const char *name, const char *volume, sm_s
   snprintf(r->name, sizeof r->name, "%s", name);
   snprintf(r->volume, sizeof r->volume, "%s", volume);
   r->busy = busy;
+  r->queued_at = sm_monotonic_ms();
   r->next = NULL;
   if (p->rm_tail) p->rm_tail->next = r;
   else p->rm_head = r;
@@ -194,6 +239,16 @@ static void free_pool(cfg_pool *cp) {
   free(cp);
 }
 
+static int pool_index(sm_pool *p, const cfg_pool *cp);
+
+/* A dropped pool goes once no creation and no waiting call holds it. */
+static void free_if_unheld(sm_pool *p, cfg_pool *cp) {
+  if (!cp->dead || cp->creating > 0 || cp->waiting > 0) return;
+  int i = pool_index(p, cp);
+  if (i >= 0) p->pools[i] = NULL;
+  free_pool(cp);
+}
+
 /* Drains and forgets pool i (its ready containers go, creations in flight
  * are removed when they finish). */
 static void drop_pool(sm_pool *p, int i, const char *why) {
@@ -211,7 +266,7 @@ static void drop_pool(sm_pool *p, int i, const char *why) {
   for (int s = 0; s < MAX_SLOTS; s++)
     if (p->slots[s].pool == cp) p->slots[s].pool = NULL;
   cp->refs = 0;
-  if (cp->creating > 0) {
+  if (cp->creating > 0 || cp->waiting > 0) {
     cp->dead = 1;
   } else {
     free_pool(cp);
@@ -261,6 +316,7 @@ static cfg_pool *new_pool(sm_pool *p, const char *key, const sm_run_request *req
   snprintf(cp->hash, sizeof cp->hash, "%s", hash);
   snprintf(cp->project, sizeof cp->project, "%s", project_of(req));
   *cp->settings = req->settings;
+  sm_pool_demand_init(&cp->demand);
   cp->last_use = mono_ms();
   p->pools[free_i] = cp;
   sm_log(SM_LOG_DEBUG, "pool: new configuration %.12s (project %s, image %s)", hash, cp->project,
@@ -311,12 +367,21 @@ static cfg_pool *pool_for(sm_pool *p, const sm_run_request *req, const char *has
   return cp;
 }
 
-/* A refill waits for the calls in the pool's containers to end (unless the
- * pool is empty): creating a container keeps the engine busy, and on two
- * cores that slows the very call that took one. */
+/* cp has fewer containers ready or being made than its calls want. */
+static int pool_short(const sm_pool *p, const cfg_pool *cp, double now) {
+  return !p->stopping && !cp->dead && p->size > 0 && now >= cp->retry_at &&
+         cp->n_ready + cp->creating < target(p, cp, now) + cp->waiting;
+}
+
+/* ...and its refill may start now. It waits for a pause between calls:
+ * creating a container keeps the engine busy, and on two cores that slows
+ * the calls running and the next ones of a burst. Not when calls need
+ * containers: the pool is empty, calls wait, or it is down to a quarter
+ * of what it wants. */
 static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
-  return !p->stopping && !cp->dead && p->size > 0 && cp->n_ready + cp->creating < target(p) &&
-         now >= cp->retry_at && (cp->in_flight == 0 || cp->n_ready == 0);
+  if (!pool_short(p, cp, now)) return 0;
+  return cp->n_ready == 0 || cp->waiting > 0 || cp->n_ready * 4 <= target(p, cp, now) ||
+         calls_quiet(p, now);
 }
 
 /* ---- the background threads ---- */
@@ -357,6 +422,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
   }
   pthread_mutex_unlock(&p->mu);
 
+  double t0 = mono_ms();
   sm_pool_item item;
   memset(&item, 0, sizeof item);
   sm_error err = SM_ERROR_INIT;
@@ -378,7 +444,10 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
            cp->backoff_ms / 1000.0, err.message);
   } else {
     p->created++;
-    if (!cp->dead && cp->generation == gen && !p->stopping && cp->n_ready < target(p)) {
+    sm_pool_demand_made(&cp->demand, mono_ms() - t0);
+    /* Waiting calls take what is made for them, beyond the target. */
+    if (!cp->dead && cp->generation == gen && !p->stopping && cp->n_ready < SM_POOL_MAX_SIZE &&
+        cp->n_ready < target(p, cp, mono_ms()) + cp->waiting) {
       cp->ready[cp->n_ready++] = item;
       cp->backoff_ms = 0;
       /* Its agent session is opened next, as a job of its own: the
@@ -391,19 +460,15 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
         snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
         queue_prep(p, item.id, user);
       }
-      sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready, target(p),
-             cp->hash);
+      sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready,
+             target(p, cp, mono_ms()), cp->hash);
     } else {
       removal *r = malloc(sizeof *r);
       if (r) queue_removal(p, item.name, item.volume, NULL, r);
       else sm_log(SM_LOG_WARN, "pool: out of memory: %s is left for a reap", item.name);
     }
   }
-  if (cp->dead && cp->creating == 0) {
-    int i = pool_index(p, cp);
-    if (i >= 0) p->pools[i] = NULL;
-    free_pool(cp);
-  }
+  free_if_unheld(p, cp);
   pthread_cond_broadcast(&p->cv_done);
   pthread_cond_broadcast(&p->cv_work);
 }
@@ -447,6 +512,22 @@ static void check_images(sm_pool *p, sm_engine *e) {
   }
 }
 
+/* Waits on cv (hold p->mu) for at most ms. */
+static void wait_until(sm_pool *p, pthread_cond_t *cv, double ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  long long ns = (long long)ts.tv_nsec + (long long)(ms * 1e6);
+  ts.tv_sec += (time_t)(ns / 1000000000LL);
+  ts.tv_nsec = (long)(ns % 1000000000LL);
+  pthread_cond_timedwait(cv, &p->mu, &ts);
+}
+
+/* *at_ms = t when t is later than now and sooner than *at_ms: a time
+ * that has passed is no reason to wake (a broadcast will come). */
+static void sooner(double *at_ms, double t, double now) {
+  if (t > now && t < *at_ms) *at_ms = t;
+}
+
 typedef struct worker_arg {
   sm_pool *pool;
   int prefer_removal;
@@ -473,16 +554,25 @@ static void *worker_main(void *arg) {
     double now = mono_ms();
     cfg_pool *want = NULL;
     double next_retry = now + IDLE_WAIT_MS;
+    int may_create = creating_total(p) < p->parallel;
     for (int i = 0; i < MAX_POOLS; i++) {
       cfg_pool *cp = p->pools[i];
       if (cp == NULL) continue;
-      if (pool_wants(p, cp, now)) {
+      if (may_create && pool_wants(p, cp, now)) {
         if (want == NULL || cp->n_ready + cp->creating < want->n_ready + want->creating) want = cp;
       } else if (!p->stopping && p->size > 0 && cp->retry_at > now && cp->retry_at < next_retry) {
         next_retry = cp->retry_at;
+      } else if (pool_short(p, cp, now)) {
+        sooner(&next_retry, p->last_call + QUIET_MS, now); /* the pause it waits for */
       }
     }
-    int can_remove = p->rm_head != NULL;
+    int can_remove = p->rm_head != NULL &&
+                     (calls_quiet(p, now) || p->rm_queued >= RM_BACKLOG || p->stopping ||
+                      now - p->rm_head->queued_at >= RM_MAX_WAIT_MS);
+    if (p->rm_head && !can_remove) {
+      sooner(&next_retry, p->last_call + QUIET_MS, now);
+      sooner(&next_retry, p->rm_head->queued_at + RM_MAX_WAIT_MS, now);
+    }
     if (can_remove && (wa.prefer_removal || want == NULL)) {
       removal *r = p->rm_head;
       p->rm_head = r->next;
@@ -502,10 +592,8 @@ static void *worker_main(void *arg) {
     /* Sessions wait for a quiet moment: opening one is two execs, and on
      * two CPUs it would slow the creations and removals of a burst of
      * calls (whose containers then go without: a call taking a container
-     * drops its queued session). */
-    int engine_busy = p->rm_running > 0;
-    for (int i = 0; i < MAX_POOLS && !engine_busy; i++)
-      engine_busy = p->pools[i] && p->pools[i]->creating > 0;
+     * drops its queued session), and a call running in a pool container. */
+    int engine_busy = p->rm_running > 0 || creating_total(p) > 0 || !calls_quiet(p, now);
     if (p->prep_head && !p->stopping && e && !engine_busy) {
       agent_prep *ap = p->prep_head;
       p->prep_head = ap->next;
@@ -520,7 +608,9 @@ static void *worker_main(void *arg) {
       continue;
     }
     if (p->stopping) break;
-    if (e && !wa.prefer_removal && now - last_image_check >= IMAGE_CHECK_MS) {
+    /* The image check waits for no call to be running, like sessions. */
+    if (e && !wa.prefer_removal && now - last_image_check >= IMAGE_CHECK_MS &&
+        calls_quiet(p, now)) {
       last_image_check = now;
       pthread_mutex_unlock(&p->mu);
       check_images(p, e);
@@ -529,27 +619,25 @@ static void *worker_main(void *arg) {
       p->width = width;
       continue;
     }
+    if (p->prep_head && !p->stopping && e) sooner(&next_retry, p->last_call + QUIET_MS, now);
+    /* Otherwise what it waits for (a call's end, a creation or removal
+     * done) broadcasts cv_work. */
     double wait_ms = next_retry - now;
-    if (wait_ms < 10) wait_ms = 10;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long ns = (long long)ts.tv_nsec + (long long)(wait_ms * 1e6);
-    ts.tv_sec += (time_t)(ns / 1000000000LL);
-    ts.tv_nsec = (long)(ns % 1000000000LL);
-    pthread_cond_timedwait(&p->cv_work, &p->mu, &ts);
+    wait_until(p, &p->cv_work, wait_ms < 1 ? 1 : wait_ms);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
-/* Starts the threads on first need (hold p->mu). */
+/* Starts the threads on first need, and more when more refills may run at
+ * once (hold p->mu): one that prefers removals, one per refill. */
 static void ensure_threads(sm_pool *p) {
-  if (p->n_threads > 0 || p->stopping) return;
-  for (int i = 0; i < WORKERS; i++) {
+  if (p->stopping) return;
+  while (p->n_threads < 1 + (int)p->parallel && p->n_threads < WORKERS_MAX) {
     worker_arg *wa = malloc(sizeof *wa);
     if (wa == NULL) break;
     wa->pool = p;
-    wa->prefer_removal = i == 1;
+    wa->prefer_removal = p->n_threads == 1;
     if (sm_thread_start(&p->threads[p->n_threads], NULL, worker_main, wa) != 0) {
       free(wa);
       break;
@@ -565,6 +653,8 @@ sm_pool *sm_pool_new(const sandbox_ctx *ctx) {
   sm_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
   p->ctx = ctx;
+  p->max_size = SM_POOL_DEFAULT_MAX;
+  p->parallel = SM_POOL_DEFAULT_PARALLEL;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv_work, NULL);
   pthread_cond_init(&p->cv_done, NULL);
@@ -579,7 +669,7 @@ static int all_settled(const sm_pool *p, int only_removals) {
     const cfg_pool *cp = p->pools[i];
     if (cp == NULL) continue;
     if (cp->creating) return 0;
-    if (!only_removals && pool_wants(p, cp, now) && p->n_threads > 0) return 0;
+    if (!only_removals && pool_short(p, cp, now) && p->n_threads > 0) return 0;
   }
   return 1;
 }
@@ -601,13 +691,8 @@ static int wait_settled(sm_pool *p, int only_removals, double deadline_ms) {
     }
     double now = mono_ms();
     if (deadline_ms >= 0 && now >= deadline_ms) return SM_ETIMEOUT;
-    double wait_ms = deadline_ms >= 0 && deadline_ms - now < 200 ? deadline_ms - now : 200;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long ns = (long long)ts.tv_nsec + (long long)(wait_ms * 1e6);
-    ts.tv_sec += (time_t)(ns / 1000000000LL);
-    ts.tv_nsec = (long)(ns % 1000000000LL);
-    pthread_cond_timedwait(&p->cv_done, &p->mu, &ts);
+    wait_until(p, &p->cv_done,
+               deadline_ms >= 0 && deadline_ms - now < 200 ? deadline_ms - now : 200);
   }
   return 0;
 }
@@ -652,6 +737,54 @@ void sm_pool_free(sm_pool *p) {
 
 /* ---- what sm_run uses ---- */
 
+/* Takes cp's oldest ready container into out (hold p->mu; n_ready > 0). */
+static void take_ready(sm_pool *p, cfg_pool *cp, sm_pool_item *out) {
+  *out = cp->ready[0];
+  memmove(&cp->ready[0], &cp->ready[1], (cp->n_ready - 1) * sizeof cp->ready[0]);
+  cp->n_ready--;
+  cp->in_flight++;
+  /* A session not opened yet will not be: the call uses an engine exec. */
+  for (agent_prep **pp = &p->prep_head; *pp; pp = &(*pp)->next) {
+    if (strcmp((*pp)->id, out->id) == 0) {
+      agent_prep *gone = *pp;
+      *pp = gone->next;
+      p->n_preps--;
+      free(gone);
+      break;
+    }
+  }
+  snprintf(out->pool_key, sizeof out->pool_key, "%s", cp->key);
+  p->taken++;
+}
+
+/* The pool is empty, but a container of cp is being made that no other
+ * waiting call has claimed, or one can start now: waits for it (hold
+ * p->mu), up to about twice a container's making time. Sooner than making
+ * another beside it, which would compete with it for the engine. Not while
+ * its creations fail (backing off): the call then makes its own and
+ * reports the real error. 1 when one is ready. */
+static int wait_for_making(sm_pool *p, cfg_pool *cp) {
+  double now = mono_ms();
+  int coming = cp->creating > cp->waiting || creating_total(p) < p->parallel;
+  /* A pool that has made nothing yet is empty because it is new: its
+   * first call makes its own (it would wait as long, for a container not
+   * yet measured). */
+  if (!coming || p->n_threads == 0 || now < cp->retry_at || cp->demand.made == 0) return 0;
+  double budget = cp->demand.make_ms * 2;
+  if (budget < MISS_WAIT_MIN_MS) budget = MISS_WAIT_MIN_MS;
+  if (budget > MISS_WAIT_MAX_MS) budget = MISS_WAIT_MAX_MS;
+  double deadline = now + budget;
+  cp->waiting++;
+  pthread_cond_broadcast(&p->cv_work); /* the refill counts waiting calls */
+  while (cp->n_ready == 0 && !cp->dead && !p->stopping && p->size > 0) {
+    now = mono_ms();
+    if (now >= deadline || (cp->creating == 0 && now < cp->retry_at)) break;
+    wait_until(p, &p->cv_done, deadline - now);
+  }
+  cp->waiting--;
+  return !cp->dead && !p->stopping && cp->n_ready > 0;
+}
+
 int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
                  sm_pool_item *out) {
   if (p == NULL) return 0;
@@ -660,34 +793,36 @@ int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
     pthread_mutex_unlock(&p->mu);
     return 0;
   }
-  int got = 0;
+  int got = 0, waited = 0;
+  double t0 = mono_ms();
+  p->last_call = t0;
   cfg_pool *cp = pool_for(p, req, hash);
-  if (cp && cp->n_ready > 0) {
-    *out = cp->ready[0];
-    memmove(&cp->ready[0], &cp->ready[1], (cp->n_ready - 1) * sizeof cp->ready[0]);
-    cp->n_ready--;
-    cp->in_flight++;
-    /* A session not opened yet will not be: the call uses an engine exec. */
-    for (agent_prep **pp = &p->prep_head; *pp; pp = &(*pp)->next) {
-      if (strcmp((*pp)->id, out->id) == 0) {
-        agent_prep *gone = *pp;
-        *pp = gone->next;
-        p->n_preps--;
-        free(gone);
-        break;
-      }
-    }
-    snprintf(out->pool_key, sizeof out->pool_key, "%s", cp->key);
-    got = 1;
-    p->taken++;
-  } else {
-    p->missed++;
-  }
+  if (cp) sm_pool_demand_call(&cp->demand, t0, cp->n_ready == 0, p->size);
   ensure_threads(p);
-  pthread_cond_broadcast(&p->cv_work);
+  if (cp && cp->n_ready == 0) {
+    waited = 1;
+    if (wait_for_making(p, cp)) got = 1;
+    if (cp->dead) {
+      free_if_unheld(p, cp);
+      cp = NULL;
+      got = 0;
+    }
+  } else if (cp) {
+    got = 1;
+  }
+  if (got) take_ready(p, cp, out);
+  if (!got || waited) p->missed++; /* found it empty: waited, or makes its own */
+  /* Only when there is work for them: a call that took a container leaves
+   * its refill until it ends (pool_wants), and wakes nobody meanwhile. */
+  if (cp && pool_wants(p, cp, mono_ms())) pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
-  if (got) sm_log(SM_LOG_DEBUG, "pool: call takes %s", out->name);
-  else sm_log(SM_LOG_DEBUG, "pool: empty for %.12s: the call creates its container", hash);
+  if (got && waited)
+    sm_log(SM_LOG_DEBUG, "pool: call takes %s after %.0f ms waiting for it to be made", out->name,
+           mono_ms() - t0);
+  else if (got)
+    sm_log(SM_LOG_DEBUG, "pool: call takes %s", out->name);
+  else
+    sm_log(SM_LOG_DEBUG, "pool: empty for %.12s: the call creates its container", hash);
   return got;
 }
 
@@ -696,6 +831,7 @@ void sm_pool_call_done(sm_pool *p, const char *pool_key) {
   pthread_mutex_lock(&p->mu);
   cfg_pool *cp = find_pool(p, pool_key);
   if (cp && cp->in_flight > 0) cp->in_flight--;
+  p->last_call = mono_ms();
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
 }
@@ -761,12 +897,29 @@ int sm_pool_set_size(sm_pool *p, unsigned size, sm_error *err) {
     drain_all(p);
   } else {
     for (int i = 0; i < MAX_POOLS; i++)
-      if (p->pools[i]) trim_pool(p, p->pools[i], target(p));
+      if (p->pools[i]) trim_pool(p, p->pools[i], target(p, p->pools[i], mono_ms()));
   }
   if (p->rm_head || size > 0) ensure_threads(p);
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
   sm_log(SM_LOG_DEBUG, "pool: %u ready container(s) per configuration", size);
+  return 0;
+}
+
+int sm_pool_set_limits(sm_pool *p, unsigned max_size, unsigned parallel, sm_error *err) {
+  if (max_size > SM_POOL_MAX_SIZE)
+    return sm_error_set(err, SM_EINVAL, "pool maximum %u is more than the %d allowed", max_size,
+                        SM_POOL_MAX_SIZE);
+  if (parallel < 1 || parallel > SM_POOL_MAX_PARALLEL)
+    return sm_error_set(err, SM_EINVAL, "refills at once must be 1 to %d, not %u",
+                        SM_POOL_MAX_PARALLEL, parallel);
+  if (p == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  pthread_mutex_lock(&p->mu);
+  p->max_size = max_size;
+  p->parallel = parallel;
+  if (p->n_threads > 0) ensure_threads(p);
+  pthread_cond_broadcast(&p->cv_work);
+  pthread_mutex_unlock(&p->mu);
   return 0;
 }
 
@@ -833,9 +986,12 @@ void sm_pool_stats_get(sm_pool *p, sm_pool_stats *out) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   out->size = p->size;
+  out->max_size = p->max_size < p->size ? p->size : p->max_size;
+  out->parallel = p->parallel;
   for (int i = 0; i < MAX_POOLS; i++) {
     if (p->pools[i] == NULL) continue;
     out->configurations += !p->pools[i]->dead;
+    if (!p->pools[i]->dead) out->wanted += target(p, p->pools[i], mono_ms());
     out->ready += p->pools[i]->n_ready;
     out->creating += p->pools[i]->creating;
   }

@@ -51,10 +51,11 @@ int sm_pool_remove_later(sm_pool *pool, const char *name, const char *volume,
                          sm_state_lock *busy);
 
 /* The runner's public pool functions (sandbox.h: sm_runner_pool_set_size,
- * sm_runner_set_background_removal, sm_runner_pool_size,
+ * sm_runner_pool_set_limits, sm_runner_set_background_removal, sm_runner_pool_size,
  * sm_runner_pool_prepare, sm_runner_pool_drain, sm_runner_settle,
  * sm_runner_pool_stats) on the runner's pool. */
 int sm_pool_set_size(sm_pool *pool, unsigned size, sm_error *err);
+int sm_pool_set_limits(sm_pool *pool, unsigned max_size, unsigned parallel, sm_error *err);
 void sm_pool_set_background_removal(sm_pool *pool, int on);
 unsigned sm_pool_size(sm_pool *pool);
 int sm_pool_prepare(sm_pool *pool, const sm_run_request *req, sm_error *err);

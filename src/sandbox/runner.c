@@ -286,6 +286,12 @@ int sm_runner_pool_set_size(sm_runner *r, unsigned size, sm_error *err) {
   return sm_pool_set_size(r->ctx.pool, size, err);
 }
 
+int sm_runner_pool_set_limits(sm_runner *r, unsigned max_size, unsigned parallel,
+                              sm_error *err) {
+  if (r == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
+  return sm_pool_set_limits(r->ctx.pool, max_size, parallel, err);
+}
+
 void sm_runner_set_background_removal(sm_runner *r, int on) {
   if (r) sm_pool_set_background_removal(r->ctx.pool, on);
 }

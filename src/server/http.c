@@ -769,7 +769,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   free(c);
 }
 
+/* libmicrohttpd 0.9.75 learns that a socket is not TCP only from EINVAL,
+ * ENOPROTOOPT or ENOTSOCK; a unix socket answers EOPNOTSUPP, so after every
+ * answer it tries TCP_NODELAY and TCP_CORK again and says the data "could
+ * not be pushed" (a delay of "200ms - 5 sec"). On a unix socket nothing is
+ * held back: the answer is in the peer's buffer before these calls (see
+ * docs/performance.md). Those three lines say nothing there. */
+static int mhd_noise(const sm_server *srv, const char *fmt) {
+  return strncmp(srv->address, "unix:", 5) == 0 &&
+         (strncmp(fmt, "Setting %s option to %s state failed", 36) == 0 ||
+          strncmp(fmt, "Failed to push the data from buffers", 36) == 0);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  if (mhd_noise(cls, fmt)) return;
   char line[512];
   vsnprintf(line, sizeof line, fmt, ap);
   size_t n = strlen(line);
@@ -786,14 +799,15 @@ int sm_http_start(sm_server *srv, sm_error *err) {
   /* libmicrohttpd never accepts: the gate hands it complete heads. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+  /* The logger first: libmicrohttpd prints what comes before it itself. */
   srv->mhd = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_THREAD_POOL_SIZE, srv->opts.io_threads,
-      MHD_OPTION_CONNECTION_LIMIT,
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+      MHD_OPTION_THREAD_POOL_SIZE, srv->opts.io_threads, MHD_OPTION_CONNECTION_LIMIT,
       (srv->opts.max_connections + CONNECTION_SLACK) * srv->opts.io_threads,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-      on_connection, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+      on_connection, srv, MHD_OPTION_END);
   if (srv->mhd == NULL)
     return sm_error_set(err, SM_EIO, "libmicrohttpd could not start on %s", srv->address);
   return sm_gate_start(srv, err);

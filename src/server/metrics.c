@@ -255,6 +255,16 @@ static void render_pool(const sm_metrics_gauges *g, sm_buf *out) {
                 p->size, p->configurations, p->ready, p->creating, p->removals_pending,
                 p->taken, p->missed, p->created, p->removed, p->failed);
   sm_buf_printf(out,
+                "# HELP sandman_pool_max Ready containers the warm pool keeps at most per "
+                "configuration while calls come in bursts.\n# TYPE sandman_pool_max gauge\n"
+                "sandman_pool_max %u\n"
+                "# HELP sandman_pool_wanted Ready containers the warm pool wants now, all "
+                "configurations (grown by bursts of calls).\n# TYPE sandman_pool_wanted gauge\n"
+                "sandman_pool_wanted %u\n"
+                "# HELP sandman_pool_parallel Warm pool containers made at once at most.\n"
+                "# TYPE sandman_pool_parallel gauge\nsandman_pool_parallel %u\n",
+                p->max_size, p->wanted, p->parallel);
+  sm_buf_printf(out,
                 "# HELP sandman_agent_sessions_preparing Agent sessions being opened in "
                 "the background (pool containers, keyed sandboxes after a first call).\n"
                 "# TYPE sandman_agent_sessions_preparing gauge\n"

@@ -5,7 +5,9 @@
  * runner is freed; listed and reaped like other sandboxes. Also: per_tool
  * removal in the background, a ready container removed behind the pool's
  * back, and the lookup cache of keyed sandboxes when the sandbox is removed
- * or stopped behind the runner's back. Behaviour only: no timings. */
+ * or stopped behind the runner's back; a burst of calls grows the pool
+ * within its maximum, and every container of the burst is still taken once
+ * and removed. Behaviour only: no timings. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -409,6 +411,47 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* Calls back to back outrun a pool of 1: the calls that find it empty
+ * grow it (sandman_pool_wanted), never past its maximum; each call still
+ * runs in a container of its own, and after the runner nothing is left. */
+static void test_burst_grows_within_max(void **state) {
+  (void)state;
+  sm_error err = SM_ERROR_INIT;
+  for (unsigned max = 1; max <= 3; max += 2) {
+    sm_runner *r = new_runner(1);
+    assert_int_equal(sm_runner_pool_set_limits(r, max, 1, &err), 0);
+    sm_run_request req;
+    request(&req, SM_MODE_PER_TOOL, "true");
+    assert_int_equal(sm_runner_pool_prepare(r, &req, &err), 0);
+    settle(r);
+    sm_pool_stats st;
+    sm_runner_pool_stats(r, &st);
+    assert_int_equal(st.wanted, 1);
+    enum { CALLS = 4 };
+    char seen[CALLS][SM_ENGINE_ID_MAX];
+    for (int k = 0; k < CALLS; k++) {
+      sm_run_result res;
+      run_ok(r, &req, &res);
+      for (int j = 0; j < k; j++) assert_string_not_equal(seen[j], res.sandbox_id);
+      snprintf(seen[k], sizeof seen[k], "%s", res.sandbox_id);
+      sm_run_result_dispose(&res);
+    }
+    sm_runner_pool_stats(r, &st);
+    /* A call is a few process starts, a container's making a create and a
+     * start: the next call finds the pool empty. */
+    assert_true(st.missed >= 1);
+    assert_int_equal(st.max_size, max);
+    assert_true(st.wanted <= max);
+    if (max > 1) assert_true(st.wanted >= 2);
+    settle(r);
+    sm_runner_pool_stats(r, &st);
+    assert_int_equal(count("io.sandman.pool=true"), (int)st.wanted);
+    sm_runner_free(r);
+    assert_int_equal(count(NULL), 0);
+    assert_int_equal(count_volumes(), 0);
+  }
+}
+
 /* Each test starts from nothing, whatever the one before left. */
 static int each(void **state) {
   (void)state;
@@ -424,6 +467,7 @@ int main(void) {
       cmocka_unit_test_setup(test_reaped_behind_the_pools_back, each),
       cmocka_unit_test_setup(test_background_removal_without_pool, each),
       cmocka_unit_test_setup(test_keyed_cache_recovers, each),
+      cmocka_unit_test_setup(test_burst_grows_within_max, each),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,53 @@
+/* The warm pool's size from the calls it sees (pool_demand.h). */
+#include "sandbox/pool_demand.h"
+
+#include <string.h>
+
+void sm_pool_demand_init(sm_pool_demand *d) {
+  memset(d, 0, sizeof *d);
+  d->make_ms = SM_POOL_DEMAND_MAKE_MS;
+}
+
+/* Calls in the ring at or after `since`. */
+static unsigned calls_since(const sm_pool_demand *d, double since) {
+  unsigned count = 0;
+  for (unsigned k = 0; k < d->n; k++) {
+    unsigned i = (d->next + SM_POOL_DEMAND_RING - 1 - k) % SM_POOL_DEMAND_RING;
+    if (d->at[i] < since) break; /* newest first: the rest are older */
+    count++;
+  }
+  return count;
+}
+
+void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base) {
+  d->at[d->next] = now_ms;
+  d->next = (d->next + 1) % SM_POOL_DEMAND_RING;
+  if (d->n < SM_POOL_DEMAND_RING) d->n++;
+  unsigned burst = calls_since(d, now_ms - d->make_ms);
+  if (missed && d->made > 0) {
+    unsigned held = now_ms - d->peak_at > SM_POOL_DEMAND_HOLD_MS ? 0 : d->peak;
+    unsigned more = (held > base ? held : base) + 1;
+    if (more > burst) burst = more;
+  }
+  if (burst >= d->peak || now_ms - d->peak_at > SM_POOL_DEMAND_HOLD_MS) {
+    d->peak = burst;
+    d->peak_at = now_ms;
+  }
+}
+
+void sm_pool_demand_made(sm_pool_demand *d, double ms) {
+  if (!(ms > 0)) return;
+  d->made++;
+  d->make_ms = d->make_ms * 0.75 + ms * 0.25;
+}
+
+unsigned sm_pool_demand_target(const sm_pool_demand *d, unsigned base, unsigned max,
+                               double now_ms) {
+  if (base == 0) return 0;
+  if (max < base) max = base;
+  unsigned want = d->peak;
+  if (now_ms - d->peak_at > SM_POOL_DEMAND_HOLD_MS)
+    want = calls_since(d, now_ms - d->make_ms); /* the peak has aged out */
+  if (want < base) want = base;
+  return want > max ? max : want;
+}
