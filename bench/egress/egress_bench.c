@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
   if (ew_start_server(&w, "server", "allowed.test", server) != 0 ||
       ew_ip_on(&w, server, w.network, ip, sizeof ip) != 0)
     goto out;
-  if (sm_egress_prepare(e, &po, "bench", &net, &err) != 0) {
+  if (sm_egress_prepare(e, &po, &net, &err) != 0) {
     fprintf(stderr, "egress_bench: %s\n", err.message);
     goto out;
   }
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
   const char *env[SM_EGRESS_ENV_COUNT];
   size_t nv = sm_egress_env(&net, vars, SM_EGRESS_ENV_COUNT);
   for (size_t i = 0; i < nv; i++) env[i] = vars[i];
-  if (ew_start_client(&w, "via-proxy", net.network, env, nv, NULL, via) != 0 ||
+  if (ew_start_client(&w, "via-proxy", SM_EGRESS_SANDBOX_NETWORK, env, nv, NULL, via) != 0 ||
       ew_start_client(&w, "direct", w.network, NULL, 0, NULL, open_c) != 0)
     goto out;
   snprintf(ip32, sizeof ip32, "%s/32", ip);
