@@ -27,6 +27,7 @@ WORLD=$INST-world
 it_runner_workdir
 cleanup_all() {
   stop_worker
+  egress_listen_stop 2>/dev/null || true
   cleanup_instance
   local n
   for n in $(docker network ls -q --filter "label=io.sandman.instance=$INST" 2>/dev/null); do
@@ -127,92 +128,18 @@ refused "run: raw TCP ignoring the proxy gets nowhere (allowed server's address)
 refused "run: curl told to ignore the proxy gets nowhere (no outside DNS)" "$CURL --noproxy '*' https://allowed.test/"
 
 # ---- the proxy and nothing else: the engine host's own addresses ----
-# (issue 25, finding 3) Listeners of the test's own on every address this
-# host holds (the gateways of the engine's networks among them), TCP and
-# UDP on one port. An allowlist sandbox tries each, and its own default
-# gateway if it has one, under runc and under gVisor (runsc-net): nothing
-# may arrive. Markers the test sends itself, before and after, show that
-# every listener does receive, and that what the sandbox sent came first.
-LISTEN=$WORK/listen
-mkdir -p "$LISTEN"
-host_addrs() {
-  ip -o addr show | awk '{print $4}' | cut -d/ -f1 | grep -v -e '^127\.' -e '^::1$' -e '^fe80:' | sort -u | tr '\n' ' '
-}
-ADDRS=$(host_addrs)
-python3 "$SRC_DIR/tests/integration/egress_listen.py" "$LISTEN" $ADDRS 2>"$LISTEN/err" &
-LISTEN_PID=$!
-for _ in $(seq 1 300); do [ -s "$LISTEN/port" ] && break; sleep 0.1; done
-PORT=$(cat "$LISTEN/port" 2>/dev/null || echo 0)
-send_markers() { # word
-  python3 - "$PORT" "$1" $ADDRS <<'PY'
-import socket, sys
-port, word = int(sys.argv[1]), sys.argv[2].encode()
-for a in sys.argv[3:]:
-    fam = socket.AF_INET6 if ":" in a else socket.AF_INET
-    c = socket.socket(fam)
-    c.settimeout(10)
-    c.connect((a, port))
-    c.sendall(word)
-    c.close()
-    socket.socket(fam, socket.SOCK_DGRAM).sendto(word, (a, port))
-PY
-}
-arrived() { grep -c " $1\$" "$LISTEN/log" || true; }
-wait_markers() { # word: every listener has its TCP and UDP marker (bounded)
-  local want=$((2 * $(wc -w <<<"$ADDRS")))
-  for _ in $(seq 1 600); do [ "$(arrived "$1")" -ge "$want" ] && return 0; sleep 0.1; done
-  return 1
-}
-send_markers selfcheck || true
-check "host: a listener on each of the host's $(wc -w <<<"$ADDRS") addresses, TCP and UDP (port $PORT)" wait_markers selfcheck
-PROBE='
-import socket, struct, sys
-port, targets = int(sys.argv[1]), sys.argv[2:]
-try:
-    for line in open("/proc/net/route").read().splitlines()[1:]:
-        f = line.split()
-        if f[1] == "00000000" and f[2] != "00000000":
-            targets.append(socket.inet_ntoa(struct.pack("<I", int(f[2], 16))))
-            print("gateway", targets[-1])
-except OSError:
-    pass
-for a in targets:
-    fam = socket.AF_INET6 if ":" in a else socket.AF_INET
-    try:
-        socket.socket(fam, socket.SOCK_DGRAM).sendto(b"attack", (a, port))
-        print("udp-sent", a)
-    except OSError as e:
-        print("udp-failed", a, e)
-    try:
-        c = socket.socket(fam)
-        c.settimeout(5)
-        c.connect((a, port))
-        c.sendall(b"attack")
-        c.close()
-        print("tcp-reached", a)
-    except OSError as e:
-        print("tcp-failed", a, e)
-print("probe-done")
-'
-probe() { # description, then the arguments of sandman run before "--"
-  local what=$1 out
-  shift
-  out=$("$SANDMAN" --config "$CFG" run "$@" -- python3 -c "$PROBE" "$PORT" $ADDRS 2>&1 || true)
-  expect_contains "$what: the probe ran" "probe-done" "$out"
-  expect_not_contains "$what: no TCP connection to any host address" "tcp-reached" "$out"
-  send_markers "after-$what" || true
-  check "$what: the listeners took the markers sent after it" wait_markers "after-$what"
-  expect_eq "$what: nothing arrived at any host address, TCP or UDP" "0" "$(arrived attack)"
-  out=$("$SANDMAN" --config "$CFG" run "$@" -- sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | sort | tr "\n" " "' 2>&1 || true)
-  expect_eq "$what: no network interface but loopback" "lo " "$out"
-}
-probe "run (runc)" --mode per_run --agent coder --run-id r1
-probe "run (gVisor, runsc-net)" --mode per_tool --runtime runsc-net --agent coder
+# (issue 25, finding 3; tests/integration/egress_probe.sh) Listeners of the
+# test's own on every address this host holds (the gateways of the engine's
+# networks among them), TCP and UDP; an allowlist sandbox tries each, under
+# runc and under gVisor (runsc-net): nothing may arrive.
+source "$SRC_DIR/tests/integration/egress_probe.sh"
+egress_listen_start "$WORK/listen"
+egress_probe "run (runc)" --mode per_run --agent coder --run-id r1
+egress_probe "run (gVisor, runsc-net)" --mode per_tool --runtime runsc-net --agent coder
 out=$("$SANDMAN" --config "$CFG" run --mode per_tool --runtime runsc-net --agent coder -e "CA_PEM=$CA_PEM" \
   -- sh -c "printf '%s' \"\$CA_PEM\" > /tmp/ca.pem; $CURL https://allowed.test/" 2>&1 || true)
 expect_contains "run (gVisor, runsc-net): the allowed name through the proxy" "hello from allowed.test" "$out"
-kill "$LISTEN_PID" 2>/dev/null || true
-wait "$LISTEN_PID" 2>/dev/null || true
+egress_listen_stop
 
 # No network of its own: its relay is the one container in its network
 # namespace and shares nothing else with it; the proxy is on its outbound
