@@ -18,14 +18,15 @@
 
 static const char client_py[] =
     "printf '%%s' \"$CA_PEM\" > /tmp/ca.pem; python3 -c \"\n"
-    "import http.client, os, ssl, sys, time\n"
+    "import http.client, os, ssl, sys, time, urllib.parse\n"
     "ctx = ssl.create_default_context(cafile='/tmp/ca.pem')\n"
     "proxy = os.environ.get('HTTPS_PROXY')\n"
+    "via = urllib.parse.urlsplit(proxy) if proxy else None\n"
     "out = []\n"
     "for i in range(%d):\n"
     "    t0 = time.perf_counter()\n"
     "    if proxy:\n"
-    "        c = http.client.HTTPSConnection('sandman-egress', 3128, context=ctx, timeout=30)\n"
+    "        c = http.client.HTTPSConnection(via.hostname, via.port, context=ctx, timeout=30)\n"
     "        c.set_tunnel('allowed.test', 443)\n"
     "    else:\n"
     "        c = http.client.HTTPSConnection('allowed.test', 443, context=ctx, timeout=30)\n"
