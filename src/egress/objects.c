@@ -1,14 +1,13 @@
 /* What the proxy (topology.c) and the relays (relay.c) share on the engine:
  * names, labels, the image's reference, the socket volume's mount, reading
  * inspect answers, and waiting for a program's ready line. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <openssl/evp.h>
 
+#include "common/thread.h"
 #include "egress/blob.h"
 #include "egress/egress_internal.h"
 
@@ -149,12 +148,6 @@ int eg_started_at(json_object *info, long long *sec, long *nsec) {
   return t ? eg_parse_log_time(t, strlen(t), sec, nsec) : -1;
 }
 
-static void nap_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 typedef struct ready_scan {
   const char *needle;
   int seen;
@@ -182,7 +175,7 @@ int eg_wait_ready(sm_engine *e, const char *id, const char *event, sm_error *err
       json_object_put(info);
       if (!up) return sm_error_set(err, SM_ESANDBOX, "%.12s stopped at start (docker logs %.12s)", id, id);
     }
-    nap_ms(20);
+    sm_sleep_ms(20);
   }
   return sm_error_set(err, SM_ETIMEOUT, "%.12s did not say it was ready within %d s", id, READY_WAIT_MS / 1000);
 }

@@ -15,6 +15,7 @@
 
 #include <sandman/log.h>
 
+#include "common/thread.h"
 #include "egress/blob.h"
 #include "egress/egress_internal.h"
 #include "egress/policy.h"
@@ -150,11 +151,27 @@ static int relay_make(sm_engine *e, const relay_settings *r, const sandbox_info 
   return rc;
 }
 
+/* A relay another sandman process has just made and not started yet is
+ * not stale: waits (up to 10 s) until it is no longer "created". */
+static void wait_started(sm_engine *e, const char *id) {
+  for (int i = 0; i < 100; i++) {
+    json_object *info = NULL;
+    sm_error ierr = SM_ERROR_INIT;
+    if (sm_engine_container_inspect(e, id, &info, &ierr) != 0) return;
+    const char *status = eg_jstr(info, "State", "Status", NULL);
+    int created = status && strcmp(status, "created") == 0;
+    json_object_put(info);
+    if (!created) return;
+    sm_sleep_ms(100);
+  }
+}
+
 /* The sandbox's relay, current and holding text as its policy. */
 static int relay_ensure(sm_engine *e, const relay_settings *r, const sandbox_info *sb, const sm_buf *text,
                         sm_error *err) {
   char name[SM_EGRESS_NAME_MAX + 300];
   relay_name(sb->name, name, sizeof name);
+  int waited = 0;
   for (int attempt = 0; attempt < 3; attempt++) {
     json_object *info = NULL;
     sm_error ierr = SM_ERROR_INIT;
@@ -170,10 +187,16 @@ static int relay_ensure(sm_engine *e, const relay_settings *r, const sandbox_inf
       return rc;
     }
     char id[SM_ENGINE_ID_MAX];
-    const char *rid = eg_jstr(info, "Id", NULL, NULL);
+    const char *rid = eg_jstr(info, "Id", NULL, NULL), *status = eg_jstr(info, "State", "Status", NULL);
     snprintf(id, sizeof id, "%s", rid ? rid : name);
-    int current = relay_current(info, r, sb);
+    int current = relay_current(info, r, sb), created = status && strcmp(status, "created") == 0;
     json_object_put(info);
+    if (created && !waited) {
+      waited = 1;
+      wait_started(e, id);
+      attempt--;
+      continue;
+    }
     if (current) {
       rc = write_policy(e, id, text, err);
       /* One another sandman process has just started: wait for it to listen. */
