@@ -218,7 +218,9 @@ static int sandbox_of(sm_engine *e, const char *container, sandbox_info *out, sm
   int rc = sm_engine_container_inspect(e, container, &info, err);
   if (rc != 0) return rc;
   const char *id = eg_jstr(info, "Id", NULL, NULL), *name = eg_jstr(info, "Name", NULL, NULL);
-  const char *mode = eg_jstr(info, "HostConfig", "NetworkMode", NULL);
+  const char *nm = eg_jstr(info, "HostConfig", "NetworkMode", NULL);
+  char mode[SM_ENGINE_ID_MAX + 16];
+  snprintf(mode, sizeof mode, "%s", nm ? nm : "");
   int running = is_running(info);
   if (id) snprintf(out->id, sizeof out->id, "%s", id);
   if (name) snprintf(out->name, sizeof out->name, "%s", name[0] == '/' ? name + 1 : name);
@@ -229,9 +231,9 @@ static int sandbox_of(sm_engine *e, const char *container, sandbox_info *out, sm
   if (!running) return sm_error_set(err, SM_ESANDBOX, "container %s is not running", out->name);
   /* Its relay would share a network namespace that has more than the
    * sandbox's loopback in it: never. */
-  if (mode == NULL || strcmp(mode, SM_EGRESS_SANDBOX_NETWORK) != 0)
+  if (strcmp(mode, SM_EGRESS_SANDBOX_NETWORK) != 0)
     return sm_error_set(err, SM_EUNSAFE, "container %s has network mode %s, not %s: no egress relay for it",
-                        out->name, mode ? mode : "(none given)", SM_EGRESS_SANDBOX_NETWORK);
+                        out->name, mode[0] ? mode : "(none given)", SM_EGRESS_SANDBOX_NETWORK);
   return 0;
 }
 
