@@ -18,14 +18,15 @@
 
 static const char client_py[] =
     "printf '%%s' \"$CA_PEM\" > /tmp/ca.pem; python3 -c \"\n"
-    "import http.client, os, ssl, sys, time\n"
+    "import http.client, os, ssl, sys, time, urllib.parse\n"
     "ctx = ssl.create_default_context(cafile='/tmp/ca.pem')\n"
     "proxy = os.environ.get('HTTPS_PROXY')\n"
+    "via = urllib.parse.urlsplit(proxy) if proxy else None\n"
     "out = []\n"
     "for i in range(%d):\n"
     "    t0 = time.perf_counter()\n"
     "    if proxy:\n"
-    "        c = http.client.HTTPSConnection('sandman-egress', 3128, context=ctx, timeout=30)\n"
+    "        c = http.client.HTTPSConnection(via.hostname, via.port, context=ctx, timeout=30)\n"
     "        c.set_tunnel('allowed.test', 443)\n"
     "    else:\n"
     "        c = http.client.HTTPSConnection('allowed.test', 443, context=ctx, timeout=30)\n"
@@ -99,7 +100,7 @@ int main(int argc, char **argv) {
   if (ew_start_server(&w, "server", "allowed.test", server) != 0 ||
       ew_ip_on(&w, server, w.network, ip, sizeof ip) != 0)
     goto out;
-  if (sm_egress_prepare(e, &po, "bench", &net, &err) != 0) {
+  if (sm_egress_prepare(e, &po, &net, &err) != 0) {
     fprintf(stderr, "egress_bench: %s\n", err.message);
     goto out;
   }
@@ -107,7 +108,7 @@ int main(int argc, char **argv) {
   const char *env[SM_EGRESS_ENV_COUNT];
   size_t nv = sm_egress_env(&net, vars, SM_EGRESS_ENV_COUNT);
   for (size_t i = 0; i < nv; i++) env[i] = vars[i];
-  if (ew_start_client(&w, "via-proxy", net.network, env, nv, NULL, via) != 0 ||
+  if (ew_start_client(&w, "via-proxy", SM_EGRESS_SANDBOX_NETWORK, env, nv, NULL, via) != 0 ||
       ew_start_client(&w, "direct", w.network, NULL, 0, NULL, open_c) != 0)
     goto out;
   snprintf(ip32, sizeof ip32, "%s/32", ip);

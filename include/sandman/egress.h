@@ -1,15 +1,19 @@
 /* sandman: egress by allowlist (docs/network.md).
  *
- * A sandbox in network mode allowlist joins an internal network of its
- * project (no route out, no outside DNS) on which sandman's egress proxy
- * (sandman-egress, one container per instance) is the only way out. The
- * proxy decides per connection from the sandbox's policy, which sandman
- * writes into it keyed by the sandbox's address on that network; its
- * decisions come back through its container log into the audit trail.
+ * A sandbox in network mode allowlist has no network of its own (network
+ * mode none: nothing but its loopback). Its one way out is its relay: a
+ * container of sandman's own that shares the sandbox's network namespace
+ * and nothing else, listens on the sandbox's loopback and carries each
+ * connection over a unix socket to the instance's egress proxy
+ * (sandman-egress, one container per instance, on its outbound network).
+ * The proxy decides per connection by the sandbox's policy, which sandman
+ * writes into the sandbox's relay and the relay hands over with each
+ * connection; its decisions come back through its container log into the
+ * audit trail. No address the engine host holds is on the sandbox's side.
  *
  * Everything goes through the Engine API, so it works the same with a
- * local engine, a remote one over TLS, or a runner. Functions take an
- * engine client of the calling thread. */
+ * local engine, a remote one over TLS, docker-in-docker, or a runner.
+ * Functions take an engine client of the calling thread. */
 #ifndef SANDMAN_EGRESS_H
 #define SANDMAN_EGRESS_H
 
@@ -24,8 +28,7 @@
 extern "C" {
 #endif
 
-#define SM_EGRESS_PROXY_ALIAS "sandman-egress"
-#define SM_EGRESS_PROXY_PORT 3128
+#define SM_EGRESS_PROXY_PORT 3128 /* the relay's, on the sandbox's loopback */
 #define SM_EGRESS_NAME_MAX 160
 
 /* The proxy of an instance (the configuration's egress_proxy section). */
@@ -58,20 +61,20 @@ SM_API const sm_egress_proxy_options *sm_egress_settings_options(const sm_egress
  * `runsc-net`, docs/network.md#gvisor). "" is the engine's default. */
 SM_API int sm_egress_runtime_check(sm_engine *engine, const char *runtime, sm_error *err);
 
-/* Where a sandbox of a project goes: its internal network and the proxy. */
+/* What a sandbox in allowlist mode is given: the network mode to create it
+ * with (SM_EGRESS_SANDBOX_NETWORK) and the proxy variables' URL. */
+#define SM_EGRESS_SANDBOX_NETWORK "none"
 typedef struct sm_egress_net {
-  char network[SM_EGRESS_NAME_MAX]; /* join this network (and no other) */
-  char subnet[64];                  /* its IPv4 range, "172.30.0.0/16" */
-  char proxy_url[64];               /* "http://sandman-egress:3128" */
-  char proxy_id[SM_ENGINE_ID_MAX];  /* the proxy container */
+  char proxy_url[64];              /* "http://127.0.0.1:3128": the relay, on the sandbox's loopback */
+  char proxy_id[SM_ENGINE_ID_MAX]; /* the proxy container */
 } sm_egress_net;
 
 /* Makes sure the instance's proxy runs (making its image from the binary in
- * the library, its policy volume and its container, or replacing a proxy
- * whose settings differ) and that the project's internal network exists
- * with the proxy on it. Idempotent; safe from several processes at once. */
-SM_API int sm_egress_prepare(sm_engine *engine, const sm_egress_proxy_options *opts,
-                             const char *project, sm_egress_net *out, sm_error *err);
+ * the library, the volume of its socket and its container, or replacing a
+ * proxy whose settings differ). Idempotent; safe from several processes at
+ * once. */
+SM_API int sm_egress_prepare(sm_engine *engine, const sm_egress_proxy_options *opts, sm_egress_net *out,
+                             sm_error *err);
 
 /* One level of rules, in the order they narrow ("defaults", then
  * "agents.<name>"): a destination must match an allow pattern of every
@@ -99,17 +102,23 @@ SM_API int sm_egress_pattern_check(const char *pattern, sm_error *err);
 /* 0 if addr is an IPv4 or IPv6 address (no brackets), else -1. */
 SM_API int sm_egress_address_check(const char *addr);
 
-/* Writes the policy of a container attached to net into the proxy, keyed by
- * the container's address on that network (read from the engine), with the
- * engine's own addresses and networks to refuse. Replaces what was there:
- * connections opened from then on are judged by it. */
+/* Gives a running container (created with SM_EGRESS_SANDBOX_NETWORK) its
+ * relay, made if missing, or made again when the container was restarted
+ * since (a new network namespace) or the proxy's settings changed, and
+ * writes the container's policy into it, with the engine's own addresses
+ * and networks to refuse. Replaces what was there: connections opened from
+ * then on are judged by it. */
 SM_API int sm_egress_set_policy(sm_engine *engine, const sm_egress_proxy_options *opts,
                                 const sm_egress_net *net, const char *container,
                                 const sm_egress_policy *policy, sm_error *err);
-/* Revokes what the container's address may reach (before it is removed, so
- * that a later sandbox given the same address starts with nothing). */
-SM_API int sm_egress_revoke(sm_engine *engine, const sm_egress_proxy_options *opts,
-                            const sm_egress_net *net, const char *container, sm_error *err);
+/* Removes the relay of the sandbox named sandbox: from then on the sandbox
+ * reaches nothing, and its open connections end. No relay: 0. Called when a
+ * sandbox is removed. */
+SM_API int sm_egress_revoke(sm_engine *engine, const char *sandbox, sm_error *err);
+/* Removes the instance's relays whose sandbox is gone (removed by hand, or
+ * by a process that died on the way); *out_n (may be NULL) gets how many. */
+SM_API int sm_egress_sweep(sm_engine *engine, const sm_egress_proxy_options *opts, size_t *out_n,
+                           sm_error *err);
 
 /* The variables a tool in the sandbox needs: HTTP_PROXY, HTTPS_PROXY,
  * NO_PROXY and their lower-case forms, "NAME=value" into out (n entries,
@@ -124,8 +133,8 @@ SM_API size_t sm_egress_env(const sm_egress_net *net, char out[][128], size_t n)
 SM_API int sm_egress_collect(sm_engine *engine, const sm_egress_proxy_options *opts,
                              sm_audit *audit, size_t *out_n, sm_error *err);
 
-/* Removes the instance's proxy, its internal networks (those no other
- * container uses) and its policy volume. */
+/* Removes the instance's proxy, its relays, the volume of its socket, and
+ * what an older sandman made for it (internal networks, a policy volume). */
 SM_API int sm_egress_teardown(sm_engine *engine, const sm_egress_proxy_options *opts,
                               sm_error *err);
 

@@ -19,46 +19,6 @@
 
 #define LINE_CAP (64u * 1024)
 
-int eg_parse_log_time(const char *s, size_t len, long long *sec, long *nsec) {
-  /* YYYY-MM-DDTHH:MM:SS[.fraction]Z, as the engine writes it (UTC). */
-  if (len < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') return -1;
-  int v[6] = {0};
-  const int at[6] = {0, 5, 8, 11, 14, 17}, w[6] = {4, 2, 2, 2, 2, 2};
-  for (int i = 0; i < 6; i++)
-    for (int j = 0; j < w[i]; j++) {
-      char c = s[at[i] + j];
-      if (c < '0' || c > '9') return -1;
-      v[i] = v[i] * 10 + (c - '0');
-    }
-  size_t p = 19;
-  long frac = 0;
-  int digits = 0;
-  if (p < len && s[p] == '.') {
-    for (p++; p < len && s[p] >= '0' && s[p] <= '9'; p++)
-      if (digits < 9) {
-        frac = frac * 10 + (s[p] - '0');
-        digits++;
-      }
-  }
-  if (p >= len || s[p] != 'Z') return -1;
-  while (digits < 9) {
-    frac *= 10;
-    digits++;
-  }
-  /* Days from the civil date (Howard Hinnant's algorithm). */
-  int y = v[0], m = v[1], d = v[2];
-  if (m < 1 || m > 12 || d < 1 || d > 31 || v[3] > 23 || v[4] > 59 || v[5] > 60) return -1;
-  y -= m <= 2;
-  long long era = (y >= 0 ? y : y - 399) / 400;
-  long long yoe = y - era * 400;
-  long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  long long days = era * 146097 + doe - 719468;
-  *sec = days * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
-  *nsec = frac;
-  return 0;
-}
-
 static const char *jstring(json_object *o, const char *key) {
   json_object *v = NULL;
   if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string)) return NULL;

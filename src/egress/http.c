@@ -89,6 +89,31 @@ static int check_host(const char *v, size_t vlen, eg_request *out, char *why, si
   return 0;
 }
 
+/* Headers that frame the request or name where it goes: the proxy reads
+ * the body by them and checks Host against the target, so the head it sends
+ * upstream must carry them as the client sent them (issue 25, finding 10). */
+static int framing_header(const char *name, size_t n) {
+  return ieq(name, n, "content-length") || ieq(name, n, "transfer-encoding") || ieq(name, n, "host");
+}
+
+/* A Connection header naming a framing header asks the proxy to drop it
+ * upstream while it still forwards what it framed: refused. */
+static int check_connection(const char *v, size_t vlen, char *why, size_t why_len) {
+  while (vlen > 0) {
+    const char *comma = memchr(v, ',', vlen);
+    size_t tl = comma ? (size_t)(comma - v) : vlen;
+    const char *t = v;
+    size_t tn = tl;
+    trim(&t, &tn);
+    if (framing_header(t, tn))
+      return eg_fail(why, why_len, "the Connection header names %.*s, which the server must get", (int)tn, t);
+    if (comma == NULL) break;
+    v = comma + 1;
+    vlen -= tl + 1;
+  }
+  return 0;
+}
+
 static int content_length(const char *v, size_t vlen, eg_request *out, char *why, size_t why_len) {
   if (vlen == 0 || vlen > 15) return eg_fail(why, why_len, "bad Content-Length");
   long long cl = 0;
@@ -131,6 +156,7 @@ static int parse_headers(const char *p, const char *end, eg_request *out, char *
     if (ieq(p, nl, "host")) rc = check_host(v, vlen, out, why, why_len);
     else if (ieq(p, nl, "content-length")) rc = content_length(v, vlen, out, why, why_len);
     else if (ieq(p, nl, "transfer-encoding")) te = 1;
+    else if (ieq(p, nl, "connection")) rc = check_connection(v, vlen, why, why_len);
     if (rc != 0) return rc;
     p = e + 1;
   }
@@ -194,8 +220,10 @@ int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, si
   return 1;
 }
 
-/* Hop-by-hop: for this connection only, never forwarded. */
+/* Hop-by-hop: for this connection only, never forwarded (framing headers
+ * never are, whatever Connection names). */
 static int hop_by_hop(const char *name, size_t n, const char *connection, size_t clen) {
+  if (framing_header(name, n)) return 0;
   static const char *const fixed[] = {"connection", "proxy-connection", "keep-alive", "proxy-authorization",
                                       "proxy-authenticate", "te", "trailer", "upgrade", NULL};
   for (const char *const *f = fixed; *f; f++)

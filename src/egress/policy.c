@@ -350,9 +350,8 @@ int eg_pattern_match_dest(const eg_pattern *p, const eg_dest *d) {
 
 /* ---- the policy file ----
  *
- *   sandman-egress-policy 1
+ *   sandman-egress-policy 2
  *   sandbox NAME | agent NAME | project NAME | run ID | worker ID   (- for none)
- *   subnet 172.30.0.0/16          the internal network: the client must be in it
  *   block 172.17.0.1/32 engine host     addresses refused unless allowed by address
  *   level defaults                 the rules below belong to this level
  *   allow PATTERN | deny PATTERN
@@ -440,7 +439,7 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
     if (sp) *sp = '\0';
     int bad = 0;
     if (!seen_header) {
-      if (strcmp(key, "sandman-egress-policy") != 0 || val == NULL || strcmp(val, "1") != 0) bad = 1;
+      if (strcmp(key, "sandman-egress-policy") != 0 || val == NULL || strcmp(val, "2") != 0) bad = 1;
       seen_header = 1;
     } else if (strcmp(key, "end") == 0 && val == NULL) {
       seen_end = 1;
@@ -454,9 +453,6 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
       else if (!strcmp(key, "project")) set_id(out->project, val);
       else if (!strcmp(key, "run")) set_id(out->run, val);
       else set_id(out->worker, val);
-    } else if (!strcmp(key, "subnet")) {
-      if (parse_cidr(val, &out->subnet, &out->subnet_prefix) != 0) bad = 1;
-      else out->have_subnet = 1;
     } else if (!strcmp(key, "block")) {
       char *sp2 = strchr(val, ' ');
       if (sp2) *sp2 = '\0';

@@ -103,9 +103,6 @@ typedef struct eg_block {
 typedef struct eg_policy {
   char sandbox[EG_ID_MAX], agent[EG_ID_MAX], project[EG_ID_MAX], run[EG_ID_MAX],
       worker[EG_ID_MAX];
-  int have_subnet;
-  eg_addr subnet;
-  int subnet_prefix;
   size_t n_levels;
   char levels[EG_POLICY_MAX_LEVELS][EG_ID_MAX]; /* "defaults", "agents.coder" */
   eg_rule *allow, *deny;

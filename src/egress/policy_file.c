@@ -1,5 +1,6 @@
-/* The policy file sandman writes into the proxy for one sandbox (the
- * format is parsed by eg_policy_parse in policy.c, in the proxy). */
+/* The policy file sandman writes into a sandbox's relay, which hands it to
+ * the proxy with each connection (the format is parsed by eg_policy_parse
+ * in policy.c, in the proxy). */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,23 +34,13 @@ static int id_line(sm_buf *out, const char *key, const char *v, sm_error *err) {
   return 0;
 }
 
-static int subnet_line(sm_buf *out, const char *subnet, sm_error *err) {
-  eg_pattern p;
-  char why[EG_WHY_MAX];
-  if (subnet == NULL || eg_pattern_parse(subnet, &p, why, sizeof why) != 0 || p.kind != EG_PAT_ADDR)
-    return sm_error_set(err, SM_EINVAL, "egress policy: bad subnet '%s'", subnet ? subnet : "");
-  if (sm_buf_printf(out, "subnet %s\n", subnet) != 0)
-    return sm_error_set(err, SM_ETOOBIG, "egress policy too large");
-  return 0;
-}
-
-int eg_policy_text(sm_buf *out, const sm_egress_policy *p, const char *subnet,
-                   const eg_block_in *blocks, size_t n_blocks, sm_error *err) {
+int eg_policy_text(sm_buf *out, const sm_egress_policy *p, const eg_block_in *blocks, size_t n_blocks,
+                   sm_error *err) {
   int rc = 0;
-  if (sm_buf_printf(out, "sandman-egress-policy 1\n") != 0) return sm_error_set(err, SM_ENOMEM, "egress policy");
+  if (sm_buf_printf(out, "sandman-egress-policy 2\n") != 0) return sm_error_set(err, SM_ENOMEM, "egress policy");
   if ((rc = id_line(out, "sandbox", p->sandbox, err)) || (rc = id_line(out, "agent", p->agent, err)) ||
       (rc = id_line(out, "project", p->project, err)) || (rc = id_line(out, "run", p->run_id, err)) ||
-      (rc = id_line(out, "worker", p->worker, err)) || (rc = subnet_line(out, subnet, err)))
+      (rc = id_line(out, "worker", p->worker, err)))
     return rc;
   if (n_blocks > EG_POLICY_MAX_BLOCKS) n_blocks = EG_POLICY_MAX_BLOCKS;
   for (size_t i = 0; i < n_blocks; i++)
@@ -78,14 +69,6 @@ int eg_policy_text(sm_buf *out, const sm_egress_policy *p, const char *subnet,
   }
   if (sm_buf_printf(out, "end\n") != 0) return sm_error_set(err, SM_ETOOBIG, "egress policy too large");
   return 0;
-}
-
-int eg_policy_revoked_text(sm_buf *out, const char *subnet, sm_error *err) {
-  if (sm_buf_printf(out, "sandman-egress-policy 1\nsandbox -\n") != 0)
-    return sm_error_set(err, SM_ENOMEM, "egress policy");
-  int rc = subnet_line(out, subnet, err);
-  if (rc == 0 && sm_buf_printf(out, "end\n") != 0) rc = sm_error_set(err, SM_ENOMEM, "egress policy");
-  return rc;
 }
 
 size_t sm_egress_env(const sm_egress_net *net, char out[][128], size_t n) {

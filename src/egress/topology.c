@@ -1,101 +1,20 @@
-/* The egress topology on the engine: the proxy's image (made from the
- * binary in the library), its policy volume and container, the internal
- * network per project with the proxy on it, policies written into the
- * proxy, and teardown. Every step is idempotent and tolerates another
- * sandman doing the same at once (a name conflict means "already made"). */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <ifaddrs.h>
-#include <limits.h>
-#include <netdb.h>
+/* The egress proxy on the engine: its image (made from the binary in the
+ * library), its container on its outbound network with the volume of the
+ * socket the relays reach it by (relay.c), and teardown. Every step is
+ * idempotent and tolerates another sandman doing the same at once (a name
+ * conflict means "already made"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#include <openssl/evp.h>
 
 #include <sandman/log.h>
 #include <sandman/state.h>
-#include <sandman/version.h>
 
 #include "egress/blob.h"
 #include "egress/egress_internal.h"
-#include "egress/policy.h"
 
 #define LABEL_PREFIX "io.sandman."
-#define POLICY_DIR "/policy"
-#define READY_WAIT_MS 10000
 #define IMAGE_REPO "sandman/egress"
-
-static void nap_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-static void sha256_hex(const void *data, size_t len, char out[65]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-  static const char hex[] = "0123456789abcdef";
-  for (unsigned i = 0; i < n && i < 32; i++) {
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
-  }
-  out[64] = '\0';
-}
-
-static int valid_instance(const char *s) {
-  if (s == NULL || *s == '\0' || strlen(s) > 64) return 0;
-  if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
-    return 0;
-  for (const char *p = s; *p; p++) {
-    char c = *p;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '.' || c == '-'))
-      return 0;
-  }
-  return 1;
-}
-
-int eg_instance(const sm_egress_proxy_options *opts, char *out, size_t len, sm_error *err) {
-  const char *inst = opts ? opts->instance : NULL;
-  if (inst == NULL || *inst == '\0') inst = getenv("SANDMAN_INSTANCE");
-  if (inst == NULL || *inst == '\0') inst = "default";
-  if (!valid_instance(inst))
-    return sm_error_set(err, SM_EINVAL,
-                        "instance '%s' must be 1-64 letters, digits, '_', '.' or '-' (set SANDMAN_INSTANCE)", inst);
-  snprintf(out, len, "%s", inst);
-  return 0;
-}
-
-void eg_proxy_name(const char *instance, char *out, size_t len) {
-  snprintf(out, len, "sandman-egress-%s", instance);
-}
-
-static void volume_name(const char *instance, char *out, size_t len) {
-  snprintf(out, len, "sandman-egress-%s-policy", instance);
-}
-
-static void network_name(const char *instance, const char *project, char *out, size_t len) {
-  char h[65];
-  const char *p = project && *project ? project : "default";
-  sha256_hex(p, strlen(p), h);
-  snprintf(out, len, "sandman-egress-%s-%.12s", instance, h);
-}
-
-static void image_ref(char *out, size_t len) {
-  snprintf(out, len, IMAGE_REPO ":%.16s", sm_egress_blob_sha256);
-}
-
-static json_object *labels_new(const char *instance, const char *role) {
-  json_object *l = json_object_new_object();
-  json_object_object_add(l, LABEL_PREFIX "managed", json_object_new_string("true"));
-  json_object_object_add(l, LABEL_PREFIX "instance", json_object_new_string(instance));
-  json_object_object_add(l, EG_LABEL, json_object_new_string(role));
-  return l;
-}
 
 /* ---- the image ---- */
 
@@ -125,7 +44,7 @@ static void drop_old_images(sm_engine *e, const char *keep) {
 
 static int ensure_image(sm_engine *e, sm_error *err) {
   char ref[96];
-  image_ref(ref, sizeof ref);
+  eg_image_ref(ref, sizeof ref);
   json_object *info = NULL;
   sm_error ierr = SM_ERROR_INIT;
   int rc = sm_engine_image_inspect(e, ref, &info, &ierr);
@@ -169,43 +88,60 @@ static void settings_of(const sm_egress_proxy_options *o, proxy_settings *s) {
 }
 
 /* A hash of what the container is made from: a proxy with another hash is
- * replaced. */
+ * replaced (v2: the proxy behind relays). */
 static void settings_hash(const proxy_settings *s, char out[17]) {
   sm_buf b;
   sm_buf_init(&b, 1 << 20);
-  sm_buf_printf(&b, "v1 %s %s %d %d %d %d", sm_egress_blob_sha256, s->network, s->max_conns,
+  sm_buf_printf(&b, "v2 %s %s %d %d %d %d", sm_egress_blob_sha256, s->network, s->max_conns,
                 s->max_per_sandbox, s->idle_s, s->connect_s);
   for (size_t i = 0; i < s->n_hosts; i++) sm_buf_printf(&b, " %s", s->hosts[i]);
-  char h[65];
-  sha256_hex(b.data ? b.data : "", b.len, h);
+  eg_settings_hash(b.data ? b.data : "", out);
   sm_buf_dispose(&b);
-  snprintf(out, 17, "%.16s", h);
+}
+
+static void add_arg(json_object *cmd, const char *flag, int value) {
+  char num[32];
+  snprintf(num, sizeof num, "%d", value);
+  json_object_array_add(cmd, json_object_new_string(flag));
+  json_object_array_add(cmd, json_object_new_string(num));
+}
+
+static json_object *proxy_cmd(const proxy_settings *s) {
+  json_object *cmd = json_object_new_array();
+  json_object_array_add(cmd, json_object_new_string("serve"));
+  json_object_array_add(cmd, json_object_new_string("--socket"));
+  json_object_array_add(cmd, json_object_new_string(EG_SOCKET_PATH));
+  add_arg(cmd, "--max-connections", s->max_conns);
+  add_arg(cmd, "--max-per-sandbox", s->max_per_sandbox);
+  add_arg(cmd, "--idle-timeout", s->idle_s);
+  add_arg(cmd, "--connect-timeout", s->connect_s);
+  return cmd;
+}
+
+static json_object *extra_hosts(const proxy_settings *s) {
+  json_object *eh = json_object_new_array();
+  for (size_t i = 0; i < s->n_hosts; i++) {
+    char entry[320];
+    const char *eq = strchr(s->hosts[i], '=');
+    if (eq == NULL) continue;
+    snprintf(entry, sizeof entry, "%.*s:%s", (int)(eq - s->hosts[i]), s->hosts[i], eq + 1);
+    json_object_array_add(eh, json_object_new_string(entry));
+  }
+  return eh;
 }
 
 static json_object *proxy_config(const char *instance, const proxy_settings *s, const char *hash) {
-  char ref[96], vol[SM_EGRESS_NAME_MAX], num[32];
-  image_ref(ref, sizeof ref);
-  volume_name(instance, vol, sizeof vol);
+  char ref[96];
+  eg_image_ref(ref, sizeof ref);
   json_object *c = json_object_new_object(), *hc = json_object_new_object();
   json_object_object_add(c, "Image", json_object_new_string(ref));
   json_object_object_add(c, "User", json_object_new_string("65534:65534"));
-  json_object *cmd = json_object_new_array();
-  const char *args[] = {"--port", "--policy-dir", "--max-connections", "--max-per-sandbox",
-                        "--idle-timeout", "--connect-timeout"};
-  int vals[] = {SM_EGRESS_PROXY_PORT, 0, s->max_conns, s->max_per_sandbox, s->idle_s, s->connect_s};
-  for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
-    json_object_array_add(cmd, json_object_new_string(args[i]));
-    if (i == 1) {
-      json_object_array_add(cmd, json_object_new_string(POLICY_DIR));
-    } else {
-      snprintf(num, sizeof num, "%d", vals[i]);
-      json_object_array_add(cmd, json_object_new_string(num));
-    }
-  }
-  json_object_object_add(c, "Cmd", cmd);
-  json_object *labels = labels_new(instance, "proxy");
+  json_object_object_add(c, "Cmd", proxy_cmd(s));
+  json_object *labels = eg_labels_new(instance, "proxy");
   json_object_object_add(labels, EG_LABEL "-config", json_object_new_string(hash));
   json_object_object_add(c, "Labels", labels);
+  /* Its outbound network only: it listens on no network at all, only on
+   * its socket in the volume that the relays mount. */
   json_object_object_add(hc, "NetworkMode", json_object_new_string(s->network));
   json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
   json_object *caps = json_object_new_array();
@@ -226,84 +162,40 @@ static json_object *proxy_config(const char *instance, const proxy_settings *s, 
   json_object_object_add(lco, "max-file", json_object_new_string("3"));
   json_object_object_add(lc, "Config", lco);
   json_object_object_add(hc, "LogConfig", lc);
-  if (s->n_hosts > 0) {
-    json_object *eh = json_object_new_array();
-    for (size_t i = 0; i < s->n_hosts; i++) {
-      char entry[320];
-      const char *eq = strchr(s->hosts[i], '=');
-      if (eq == NULL) continue;
-      snprintf(entry, sizeof entry, "%.*s:%s", (int)(eq - s->hosts[i]), s->hosts[i], eq + 1);
-      json_object_array_add(eh, json_object_new_string(entry));
-    }
-    json_object_object_add(hc, "ExtraHosts", eh);
-  }
-  json_object *mounts = json_object_new_array(), *m = json_object_new_object();
-  json_object_object_add(m, "Type", json_object_new_string("volume"));
-  json_object_object_add(m, "Source", json_object_new_string(vol));
-  json_object_object_add(m, "Target", json_object_new_string(POLICY_DIR));
-  json_object *vo = json_object_new_object();
-  json_object_object_add(vo, "Labels", labels_new(instance, "policy"));
-  json_object_object_add(m, "VolumeOptions", vo);
-  json_object_array_add(mounts, m);
+  if (s->n_hosts > 0) json_object_object_add(hc, "ExtraHosts", extra_hosts(s));
+  json_object *mounts = json_object_new_array();
+  json_object_array_add(mounts, eg_socket_mount(instance, 0));
   json_object_object_add(hc, "Mounts", mounts);
   json_object_object_add(c, "HostConfig", hc);
   return c;
 }
 
-static const char *jstr(json_object *o, const char *a, const char *b, const char *c) {
-  json_object *x = o;
-  const char *path[] = {a, b, c};
-  for (int i = 0; i < 3 && path[i]; i++)
-    if (!json_object_object_get_ex(x, path[i], &x)) return NULL;
-  return json_object_is_type(x, json_type_string) ? json_object_get_string(x) : NULL;
-}
-
-typedef struct ready_scan {
-  int seen;
-} ready_scan;
-
-static int scan_ready(void *ud, int stream, const char *data, size_t len) {
-  ready_scan *r = ud;
-  if (stream == 1 && memmem(data, len, "\"event\":\"proxy.ready\"", 21)) r->seen = 1;
+/* The container found under the proxy's name: 0 with *same when it has
+ * these settings (started if it was stopped); else it is removed. */
+static int proxy_found(sm_engine *e, json_object *info, const char *hash, const char *name, int *same,
+                       char id[SM_ENGINE_ID_MAX], sm_error *err) {
+  const char *have = eg_jstr(info, "Config", "Labels", EG_LABEL "-config");
+  const char *cid = eg_jstr(info, "Id", NULL, NULL);
+  json_object *st = NULL, *running = NULL;
+  int up = json_object_object_get_ex(info, "State", &st) && json_object_object_get_ex(st, "Running", &running) &&
+           json_object_get_boolean(running);
+  snprintf(id, SM_ENGINE_ID_MAX, "%s", cid ? cid : name);
+  *same = have && strcmp(have, hash) == 0;
+  if (*same && up) return 0;
+  if (*same) {
+    int rc = sm_engine_container_start(e, id, err);
+    return rc ? rc : eg_wait_ready(e, id, "proxy.ready", err);
+  }
+  /* Other settings (or an older sandman): replace it. Relays connect per
+   * connection, to whichever proxy listens on the socket then. */
+  sm_log(SM_LOG_INFO, "egress: replacing the proxy %s (its settings changed)", name);
+  sm_error ierr = SM_ERROR_INIT;
+  int rc = sm_engine_container_remove(e, id, 1, 0, &ierr);
+  if (rc != 0 && rc != SM_ENOTFOUND) {
+    *err = ierr;
+    return rc;
+  }
   return 0;
-}
-
-/* Waits until the proxy says it listens (a fresh start takes a few ms). */
-static int wait_ready(sm_engine *e, const char *id, sm_error *err) {
-  for (int waited = 0; waited < READY_WAIT_MS; waited += 20) {
-    ready_scan r = {0};
-    sm_error lerr = SM_ERROR_INIT;
-    if (sm_engine_container_logs(e, id, 0, 0, scan_ready, &r, &lerr) == 0 && r.seen) return 0;
-    json_object *info = NULL;
-    if (sm_engine_container_inspect(e, id, &info, &lerr) == 0) {
-      json_object *st = NULL, *running = NULL;
-      int up = json_object_object_get_ex(info, "State", &st) && json_object_object_get_ex(st, "Running", &running) &&
-               json_object_get_boolean(running);
-      json_object_put(info);
-      if (!up) return sm_error_set(err, SM_ESANDBOX, "the egress proxy %s stopped at start (docker logs %.12s)", id, id);
-    }
-    nap_ms(20);
-  }
-  return sm_error_set(err, SM_ETIMEOUT, "the egress proxy %.12s did not say it was ready within %d s", id,
-                      READY_WAIT_MS / 1000);
-}
-
-/* A new proxy (its settings changed) joins the instance's internal networks
- * at once: their running sandboxes keep a way out. */
-static void rejoin_networks(sm_engine *e, const char *instance, const char *proxy_id) {
-  char label[160];
-  snprintf(label, sizeof label, LABEL_PREFIX "instance=%s", instance);
-  const char *labels[] = {label, EG_LABEL "=network"};
-  json_object *nets = NULL;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_engine_network_list(e, labels, 2, &nets, &err) != 0) return;
-  for (size_t i = 0; i < json_object_array_length(nets); i++) {
-    const char *n = jstr(json_object_array_get_idx(nets, i), "Name", NULL, NULL);
-    const char *alias[] = {SM_EGRESS_PROXY_ALIAS};
-    if (n && sm_engine_network_connect(e, n, proxy_id, alias, 1, &err) != 0)
-      sm_log(SM_LOG_WARN, "egress: joining the new proxy to %s: %s", n, err.message);
-  }
-  json_object_put(nets);
 }
 
 /* The running proxy of the instance with these settings, made if needed. */
@@ -317,27 +209,10 @@ static int ensure_proxy(sm_engine *e, const char *instance, const proxy_settings
     sm_error ierr = SM_ERROR_INIT;
     int rc = sm_engine_container_inspect(e, name, &info, &ierr);
     if (rc == 0) {
-      const char *have = jstr(info, "Config", "Labels", EG_LABEL "-config");
-      const char *cid = jstr(info, "Id", NULL, NULL);
-      json_object *st = NULL, *running = NULL;
-      int up = json_object_object_get_ex(info, "State", &st) &&
-               json_object_object_get_ex(st, "Running", &running) && json_object_get_boolean(running);
-      snprintf(id, SM_ENGINE_ID_MAX, "%s", cid ? cid : name);
-      int same = have && strcmp(have, hash) == 0;
+      int same = 0;
+      rc = proxy_found(e, info, hash, name, &same, id, err);
       json_object_put(info);
-      if (same && up) return 0;
-      if (same) {
-        if ((rc = sm_engine_container_start(e, id, err)) != 0) return rc;
-        return wait_ready(e, id, err);
-      }
-      /* Other settings (or an older sandman): replace it. Its networks are
-       * joined again by whoever prepares them next. */
-      sm_log(SM_LOG_INFO, "egress: replacing the proxy %s (its settings changed)", name);
-      rc = sm_engine_container_remove(e, id, 1, 0, &ierr);
-      if (rc != 0 && rc != SM_ENOTFOUND) {
-        *err = ierr;
-        return rc;
-      }
+      if (rc != 0 || same) return rc;
       continue;
     }
     if (rc != SM_ENOTFOUND) {
@@ -355,81 +230,13 @@ static int ensure_proxy(sm_engine *e, const char *instance, const proxy_settings
       return sm_error_wrap(err, "creating the egress proxy %s", name);
     }
     if ((rc = sm_engine_container_start(e, id, err)) != 0) return sm_error_wrap(err, "starting the egress proxy");
-    if ((rc = wait_ready(e, id, err)) != 0) return rc;
-    rejoin_networks(e, instance, id);
+    if ((rc = eg_wait_ready(e, id, "proxy.ready", err)) != 0) return sm_error_wrap(err, "the egress proxy");
     return 0;
   }
   return sm_error_set(err, SM_ECONFLICT, "the egress proxy %s keeps changing under us", name);
 }
 
-/* ---- the internal network ---- */
-
-static int network_subnet(json_object *net, char *out, size_t len) {
-  json_object *ipam = NULL, *cfgs = NULL;
-  if (!json_object_object_get_ex(net, "IPAM", &ipam) || !json_object_object_get_ex(ipam, "Config", &cfgs) ||
-      !json_object_is_type(cfgs, json_type_array))
-    return -1;
-  for (size_t i = 0; i < json_object_array_length(cfgs); i++) {
-    const char *sub = jstr(json_object_array_get_idx(cfgs, i), "Subnet", NULL, NULL);
-    if (sub && strchr(sub, '.')) { /* the IPv4 range */
-      snprintf(out, len, "%s", sub);
-      return 0;
-    }
-  }
-  return -1;
-}
-
-static int ensure_network(sm_engine *e, const char *instance, const char *project, const char *proxy_id,
-                          sm_egress_net *out, sm_error *err) {
-  network_name(instance, project, out->network, sizeof out->network);
-  for (int attempt = 0; attempt < 3; attempt++) {
-    json_object *net = NULL;
-    sm_error ierr = SM_ERROR_INIT;
-    int rc = sm_engine_network_inspect(e, out->network, &net, &ierr);
-    if (rc == SM_ENOTFOUND) {
-      json_object *labels = labels_new(instance, "network");
-      json_object_object_add(labels, LABEL_PREFIX "project",
-                             json_object_new_string(project && *project ? project : "default"));
-      rc = sm_engine_network_create(e, out->network, NULL, 1, labels, NULL, &ierr);
-      json_object_put(labels);
-      if (rc != 0 && rc != SM_ECONFLICT) {
-        *err = ierr;
-        return sm_error_wrap(err, "creating the internal network %s", out->network);
-      }
-      continue;
-    }
-    if (rc != 0) {
-      *err = ierr;
-      return rc;
-    }
-    json_object *internal = NULL;
-    if (!json_object_object_get_ex(net, "Internal", &internal) || !json_object_get_boolean(internal)) {
-      json_object_put(net);
-      return sm_error_set(err, SM_EUNSAFE, "network %s exists but is not internal: refusing to use it", out->network);
-    }
-    if (network_subnet(net, out->subnet, sizeof out->subnet) != 0) {
-      json_object_put(net);
-      return sm_error_set(err, SM_EPROTOCOL, "network %s has no IPv4 subnet", out->network);
-    }
-    json_object *containers = NULL;
-    int joined = json_object_object_get_ex(net, "Containers", &containers) &&
-                 json_object_object_get_ex(containers, proxy_id, NULL);
-    json_object_put(net);
-    if (joined) return 0;
-    const char *alias[] = {SM_EGRESS_PROXY_ALIAS};
-    rc = sm_engine_network_connect(e, out->network, proxy_id, alias, 1, &ierr);
-    if (rc == 0) return 0;
-    /* "already exists in network": someone else connected it; look again. */
-    if (attempt == 2) {
-      *err = ierr;
-      return sm_error_wrap(err, "connecting the egress proxy to %s", out->network);
-    }
-  }
-  return sm_error_set(err, SM_ECONFLICT, "network %s keeps changing under us", out->network);
-}
-
-int sm_egress_prepare(sm_engine *e, const sm_egress_proxy_options *opts, const char *project,
-                      sm_egress_net *out, sm_error *err) {
+int sm_egress_prepare(sm_engine *e, const sm_egress_proxy_options *opts, sm_egress_net *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   char instance[80], key[128];
   int rc = eg_instance(opts, instance, sizeof instance, err);
@@ -440,166 +247,50 @@ int sm_egress_prepare(sm_engine *e, const sm_egress_proxy_options *opts, const c
   sm_state_lock *lock = NULL;
   if ((rc = sm_state_key_lock(opts ? opts->state_dir : NULL, key, &lock, err)) != 0) return rc;
   rc = ensure_proxy(e, instance, &s, out->proxy_id, err);
-  if (rc == 0) rc = ensure_network(e, instance, project, out->proxy_id, out, err);
   sm_state_unlock(lock);
   if (rc != 0) return rc;
-  snprintf(out->proxy_url, sizeof out->proxy_url, "http://%s:%d", SM_EGRESS_PROXY_ALIAS, SM_EGRESS_PROXY_PORT);
+  snprintf(out->proxy_url, sizeof out->proxy_url, "http://127.0.0.1:%d", SM_EGRESS_PROXY_PORT);
   return 0;
-}
-
-/* ---- policies ---- */
-
-/* What the engine host and its networks are: refused unless listed by
- * address. A local engine shares this host's addresses; a remote one is
- * the address it is reached at. */
-static size_t engine_blocks(sm_engine *e, eg_block_in *out, size_t cap) {
-  size_t n = 0;
-  const char *host = sm_engine_host(e);
-  if (host && strncmp(host, "unix://", 7) == 0) {
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) == 0) {
-      for (struct ifaddrs *i = ifs; i && n < cap; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-          continue;
-        char a[64];
-        const void *src = i->ifa_addr->sa_family == AF_INET
-                              ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
-                              : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-        if (inet_ntop(i->ifa_addr->sa_family, src, a, sizeof a) == NULL || strchr(a, '%')) continue;
-        /* Loopback and link-local say more by their own names. */
-        eg_addr ea;
-        const char *what = eg_addr_parse(a, &ea) == 0 ? eg_addr_special(&ea) : NULL;
-        if (what && (strcmp(what, "loopback") == 0 || strncmp(what, "link-local", 10) == 0)) continue;
-        snprintf(out[n].cidr, sizeof out[n].cidr, "%s/%d", a, i->ifa_addr->sa_family == AF_INET ? 32 : 128);
-        snprintf(out[n].why, sizeof out[n].why, "engine host");
-        n++;
-      }
-      freeifaddrs(ifs);
-    }
-  } else if (host && (strncmp(host, "tcp://", 6) == 0 || strncmp(host, "https://", 8) == 0 ||
-                      strncmp(host, "http://", 7) == 0)) {
-    char name[256];
-    const char *h = strstr(host, "://") + 3;
-    size_t hl = strcspn(h, ":/");
-    if (*h == '[') {
-      h++;
-      hl = strcspn(h, "]");
-    }
-    snprintf(name, sizeof name, "%.*s", (int)hl, h);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(name, NULL, &hints, &res) == 0) {
-      for (struct addrinfo *ai = res; ai && n < cap; ai = ai->ai_next) {
-        char a[64];
-        const void *src = ai->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
-                                                   : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
-        if (inet_ntop(ai->ai_family, src, a, sizeof a) == NULL) continue;
-        snprintf(out[n].cidr, sizeof out[n].cidr, "%s/%d", a, ai->ai_family == AF_INET ? 32 : 128);
-        snprintf(out[n].why, sizeof out[n].why, "engine host");
-        n++;
-      }
-      freeaddrinfo(res);
-    }
-  }
-  /* Every network of the engine: other sandboxes, other containers. */
-  json_object *nets = NULL;
-  sm_error lerr = SM_ERROR_INIT;
-  if (sm_engine_network_list(e, NULL, 0, &nets, &lerr) == 0) {
-    for (size_t i = 0; i < json_object_array_length(nets) && n < cap; i++) {
-      json_object *ipam = NULL, *cfgs = NULL;
-      json_object *net = json_object_array_get_idx(nets, i);
-      if (!json_object_object_get_ex(net, "IPAM", &ipam) || !json_object_object_get_ex(ipam, "Config", &cfgs) ||
-          !json_object_is_type(cfgs, json_type_array))
-        continue;
-      for (size_t j = 0; j < json_object_array_length(cfgs) && n < cap; j++) {
-        const char *sub = jstr(json_object_array_get_idx(cfgs, j), "Subnet", NULL, NULL);
-        eg_pattern p;
-        char why[EG_WHY_MAX], tmp[80];
-        if (sub == NULL) continue;
-        snprintf(tmp, sizeof tmp, strchr(sub, ':') ? "[%s]" : "%s", sub);
-        if (eg_pattern_parse(tmp, &p, why, sizeof why) != 0 || p.kind != EG_PAT_ADDR) continue;
-        snprintf(out[n].cidr, sizeof out[n].cidr, "%s", sub);
-        snprintf(out[n].why, sizeof out[n].why, "engine network");
-        n++;
-      }
-    }
-    json_object_put(nets);
-  } else {
-    sm_log(SM_LOG_WARN, "egress: listing the engine's networks: %s (their ranges are refused as private anyway)",
-           lerr.message);
-  }
-  return n;
-}
-
-static int container_address(sm_engine *e, const char *container, const char *network, char *out, size_t len,
-                             sm_error *err) {
-  json_object *info = NULL;
-  int rc = sm_engine_container_inspect(e, container, &info, err);
-  if (rc != 0) return rc;
-  json_object *ns = NULL, *nets = NULL, *net = NULL;
-  const char *ip = NULL;
-  if (json_object_object_get_ex(info, "NetworkSettings", &ns) && json_object_object_get_ex(ns, "Networks", &nets) &&
-      json_object_object_get_ex(nets, network, &net))
-    ip = jstr(net, "IPAddress", NULL, NULL);
-  eg_addr a;
-  if (ip == NULL || *ip == '\0' || eg_addr_parse(ip, &a) != 0) {
-    json_object_put(info);
-    return sm_error_set(err, SM_ESANDBOX, "container %.12s has no address on network %s (not started, or not attached)",
-                        container, network);
-  }
-  eg_addr_format(&a, out, len);
-  json_object_put(info);
-  return 0;
-}
-
-static int write_policy_file(sm_engine *e, const sm_egress_net *net, const char *ip, const sm_buf *text,
-                             sm_error *err) {
-  eg_tar t;
-  if (eg_tar_one(&t, ip, 0644, text->data, text->len) != 0)
-    return sm_error_set(err, SM_ENOMEM, "egress policy: out of memory");
-  int rc = sm_engine_archive_put(e, net->proxy_id, POLICY_DIR, eg_tar_read, &t, err);
-  eg_tar_dispose(&t);
-  if (rc != 0) sm_error_wrap(err, "writing the egress policy of %s into the proxy", ip);
-  return rc;
-}
-
-int sm_egress_set_policy(sm_engine *e, const sm_egress_proxy_options *opts, const sm_egress_net *net,
-                         const char *container, const sm_egress_policy *policy, sm_error *err) {
-  (void)opts;
-  char ip[64];
-  int rc = container_address(e, container, net->network, ip, sizeof ip, err);
-  if (rc != 0) return rc;
-  eg_block_in *blocks = calloc(EG_POLICY_MAX_BLOCKS, sizeof *blocks);
-  if (blocks == NULL) return sm_error_set(err, SM_ENOMEM, "egress policy: out of memory");
-  size_t nb = engine_blocks(e, blocks, EG_POLICY_MAX_BLOCKS);
-  sm_buf text;
-  sm_buf_init(&text, EG_POLICY_MAX_BYTES);
-  rc = eg_policy_text(&text, policy, net->subnet, blocks, nb, err);
-  free(blocks);
-  if (rc == 0) rc = write_policy_file(e, net, ip, &text, err);
-  sm_buf_dispose(&text);
-  return rc;
-}
-
-int sm_egress_revoke(sm_engine *e, const sm_egress_proxy_options *opts, const sm_egress_net *net,
-                     const char *container, sm_error *err) {
-  (void)opts;
-  char ip[64];
-  int rc = container_address(e, container, net->network, ip, sizeof ip, err);
-  if (rc != 0) return rc;
-  sm_buf text;
-  sm_buf_init(&text, EG_POLICY_MAX_BYTES);
-  rc = eg_policy_revoked_text(&text, net->subnet, err);
-  if (rc == 0) rc = write_policy_file(e, net, ip, &text, err);
-  sm_buf_dispose(&text);
-  return rc;
 }
 
 /* ---- teardown ---- */
 
+typedef enum { KIND_CONTAINER, KIND_NETWORK, KIND_VOLUME } kind;
+
+/* Removes the instance's containers, networks or volumes of an egress
+ * role; the first failure goes into *first and err. */
+static void remove_role(sm_engine *e, const char *instance, kind k, const char *role, int *first, sm_error *err) {
+  char label[160], rl[64];
+  snprintf(label, sizeof label, LABEL_PREFIX "instance=%s", instance);
+  snprintf(rl, sizeof rl, EG_LABEL "=%s", role);
+  const char *labels[] = {label, rl};
+  json_object *items = NULL;
+  sm_error lerr = SM_ERROR_INIT;
+  int rc = k == KIND_NETWORK  ? sm_engine_network_list(e, labels, 2, &items, &lerr)
+           : k == KIND_VOLUME ? sm_engine_volume_list(e, labels, 2, &items, &lerr)
+                              : sm_engine_container_list(e, 1, labels, 2, &items, &lerr);
+  for (size_t i = 0; rc == 0 && items && i < json_object_array_length(items); i++) {
+    const char *n = eg_jstr(json_object_array_get_idx(items, i), k == KIND_CONTAINER ? "Id" : "Name", NULL, NULL);
+    if (n == NULL) continue;
+    sm_error one = SM_ERROR_INIT;
+    int r = k == KIND_NETWORK  ? sm_engine_network_remove(e, n, &one)
+            : k == KIND_VOLUME ? sm_engine_volume_remove(e, n, 1, &one)
+                               : sm_engine_container_remove(e, n, 1, 0, &one);
+    if (r != 0 && r != SM_ENOTFOUND) {
+      rc = r;
+      lerr = one;
+      sm_error_wrap(&lerr, "removing %s (a container still on it?)", n);
+    }
+  }
+  json_object_put(items);
+  if (rc != 0 && *first == 0) {
+    *first = rc;
+    *err = lerr;
+  }
+}
+
 int sm_egress_teardown(sm_engine *e, const sm_egress_proxy_options *opts, sm_error *err) {
-  char instance[80], name[SM_EGRESS_NAME_MAX], label[160];
+  char instance[80], name[SM_EGRESS_NAME_MAX];
   int rc = eg_instance(opts, instance, sizeof instance, err);
   if (rc != 0) return rc;
   eg_proxy_name(instance, name, sizeof name);
@@ -610,30 +301,11 @@ int sm_egress_teardown(sm_engine *e, const sm_egress_proxy_options *opts, sm_err
     return rc;
   }
   int first = 0;
-  snprintf(label, sizeof label, LABEL_PREFIX "instance=%s", instance);
-  const char *labels[] = {label, EG_LABEL "=network"};
-  json_object *nets = NULL;
-  if ((rc = sm_engine_network_list(e, labels, 2, &nets, err)) != 0) return rc;
-  for (size_t i = 0; i < json_object_array_length(nets); i++) {
-    const char *n = jstr(json_object_array_get_idx(nets, i), "Name", NULL, NULL);
-    if (n == NULL) continue;
-    sm_error nerr = SM_ERROR_INIT;
-    int r = sm_engine_network_remove(e, n, &nerr);
-    if (r != 0 && r != SM_ENOTFOUND && first == 0) {
-      first = r;
-      *err = nerr;
-      sm_error_wrap(err, "removing network %s (a container still on it?)", n);
-    }
-  }
-  json_object_put(nets);
-  char vol[SM_EGRESS_NAME_MAX];
-  volume_name(instance, vol, sizeof vol);
-  sm_error verr = SM_ERROR_INIT;
-  rc = sm_engine_volume_remove(e, vol, 1, &verr);
-  if (rc != 0 && rc != SM_ENOTFOUND && first == 0) {
-    first = rc;
-    *err = verr;
-  }
+  remove_role(e, instance, KIND_CONTAINER, "relay", &first, err);
+  remove_role(e, instance, KIND_VOLUME, "socket", &first, err);
+  /* What an older sandman made: internal networks, the policy volume. */
+  remove_role(e, instance, KIND_NETWORK, "network", &first, err);
+  remove_role(e, instance, KIND_VOLUME, "policy", &first, err);
   return first;
 }
 

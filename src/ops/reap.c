@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sandman/egress.h>
 #include <sandman/log.h>
 #include <sandman/ops.h>
 #include <sandman/state.h>
@@ -25,9 +26,10 @@ static int check_scope(const sm_ops_scope *scope, sm_error *err) {
   return 0;
 }
 
-/* The instance's egress proxy, its policy volume and networks carry the
- * managed and instance labels too, with io.sandman.egress: not sandboxes,
- * never listed, reaped or removed as such (sm_egress_teardown does). */
+/* The instance's egress proxy, the sandboxes' relays and the socket volume
+ * carry the managed and instance labels too, with io.sandman.egress: not
+ * sandboxes, never listed, reaped or removed as such (a relay goes with its
+ * sandbox; sm_egress_teardown removes the rest). */
 static void drop_egress(json_object *array) {
   for (size_t i = array ? json_object_array_length(array) : 0; i-- > 0;) {
     json_object *labels = NULL;
@@ -229,6 +231,11 @@ static int remove_sandbox(const sm_ops_scope *scope, removal *r) {
   }
 
   int gone = 0;
+  /* Its egress relay first (network allowlist), if it has one. */
+  if (sm_egress_revoke(scope->engine, sb->name, &e) != 0) {
+    sm_log(SM_LOG_WARN, "sandbox %s: removing its egress relay: %s", sb->name, e.message);
+    sm_error_clear(&e);
+  }
   int rc = sm_engine_container_remove(scope->engine, sb->id, 1, 1, &e);
   if (rc == SM_ENOTFOUND) {
     gone = 1;
@@ -472,6 +479,19 @@ static int being_reaped(const sm_ops_scope *scope, const char *name) {
   return rc == SM_EBUSY;
 }
 
+/* Egress relays whose sandbox is gone (removed by hand, or by a process
+ * that died on the way): removed. What fails is logged, never fatal. */
+static void sweep_relays(const sm_ops_scope *scope) {
+  sm_egress_proxy_options po = SM_EGRESS_PROXY_OPTIONS_INIT;
+  po.instance = sm_ops_scope_instance(scope);
+  size_t n = 0;
+  sm_error e = SM_ERROR_INIT;
+  if (sm_egress_sweep(scope->engine, &po, &n, &e) != 0)
+    sm_log(SM_LOG_WARN, "removing egress relays of sandboxes that are gone: %s", e.message);
+  else if (n > 0)
+    sm_log(SM_LOG_INFO, "removed %zu egress relay(s) of sandboxes that are gone", n);
+}
+
 int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_ops_report *out,
                 sm_error *err) {
   memset(out, 0, sizeof *out);
@@ -533,6 +553,7 @@ int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_o
     rc = reap_volume(scope, vol, &o, now, out, err);
   }
   if (rc == 0 && !o.dry_run) forget_stale(scope, &list);
+  if (rc == 0 && !o.dry_run) sweep_relays(scope);
   sm_ops_sandbox_list_dispose(&list);
   if (rc) sm_ops_report_dispose(out);
   return rc;

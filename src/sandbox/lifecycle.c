@@ -114,6 +114,11 @@ static int ignore_missing(int rc) { return rc == SM_ENOTFOUND ? 0 : rc; }
 int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const char *volume,
                    sm_error *err) {
   sm_error e1 = SM_ERROR_INIT;
+  /* Its egress relay (network allowlist), if it has one. */
+  if (sm_egress_revoke(e, name, &e1) != 0) {
+    sm_log(SM_LOG_WARN, "sandbox %s: removing its egress relay: %s", name, e1.message);
+    sm_error_clear(&e1);
+  }
   int rc = ignore_missing(sm_engine_container_remove(e, name, 1, 1, &e1));
   int vrc = 0;
   sm_error e2 = SM_ERROR_INIT;
@@ -271,7 +276,8 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   sm_strv env = {0};
   sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
   rc = sm_env_build(&es, &env, err);
-  /* network allowlist: the project's internal network and the proxy. */
+  /* network allowlist: no network of its own; the proxy, and its relay
+   * once it runs (sandbox_create). */
   sm_egress_net net;
   int allowlist = sm_sandbox_allowlist(s);
   if (rc == 0 && allowlist && !check_runtime)
@@ -291,7 +297,7 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
         .env = (const char *const *)env.v,
         .n_env = env.n,
         .gvisor = gvisor,
-        .network = allowlist ? net.network : NULL,
+        .network = allowlist ? SM_EGRESS_SANDBOX_NETWORK : NULL,
     };
     config = sm_container_config_build(&cs);
     if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");

@@ -1,8 +1,7 @@
 /* Network mode allowlist, the sandbox's side (docs/network.md): before a
- * sandbox is created, the egress topology (the project's internal network
- * with the proxy on it) and the proxy variables; once it runs, and on
- * every later call, its policy written into the proxy. The work itself is
- * in src/egress. */
+ * sandbox is created (with no network: SM_EGRESS_SANDBOX_NETWORK), the
+ * proxy and the proxy variables; once it runs, and on every later call, its
+ * relay and its policy in it. The work itself is in src/egress. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +19,7 @@ int sandbox_egress_prepare(sm_egress_settings *st, sm_engine *e, const sm_run_re
     sm_egress_settings_unref(st);
     return rc;
   }
-  rc = sm_egress_prepare(e, sm_egress_settings_options(st), req->project, net, err);
+  rc = sm_egress_prepare(e, sm_egress_settings_options(st), net, err);
   sm_egress_settings_unref(st);
   if (rc != 0) return sm_error_wrap(err, "network allowlist");
   char vars[SM_EGRESS_ENV_COUNT][128];
@@ -35,10 +34,10 @@ int sandbox_egress_apply(sm_egress_settings *st, sm_engine *e, const sm_run_requ
   sm_egress_net net;
   const sm_egress_proxy_options *po = sm_egress_settings_options(st);
   int rc = 0;
-  /* A sandbox found again: the topology may have changed meanwhile (a
-   * replaced proxy). Making sure is idempotent. */
+  /* A sandbox found again: the proxy may have changed meanwhile (replaced,
+   * or removed). Making sure is idempotent. */
   if (known) net = *known;
-  else rc = sm_egress_prepare(e, po, req->project, &net, err);
+  else rc = sm_egress_prepare(e, po, &net, err);
   sm_egress_policy p = {name, req->agent, req->project, req->run_id, req->worker_id, req->egress, req->n_egress};
   if (rc == 0) rc = sm_egress_set_policy(e, po, &net, cid, &p, err);
   sm_egress_settings_unref(st);

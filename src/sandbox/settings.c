@@ -76,6 +76,12 @@ void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]) {
     int m = snprintf(text + n, sizeof text - (size_t)n, "egress_owner=%s\n", s->egress_owner);
     if (m > 0 && (size_t)m < sizeof text - (size_t)n) n += m;
   }
+  /* Allowlist sandboxes have no network and a relay (docs/network.md): one
+   * made on an internal network by an older sandman is never reused. */
+  if (strcmp(s->network, "allowlist") == 0) {
+    int m = snprintf(text + n, sizeof text - (size_t)n, "egress=relay\n");
+    if (m > 0 && (size_t)m < sizeof text - (size_t)n) n += m;
+  }
   sm_sha256_hex(text, (size_t)n, out);
 }
 

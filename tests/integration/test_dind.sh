@@ -158,6 +158,31 @@ fi
 expect_eq "the failed job removed its sandbox" "" \
   "$(in_engine docker ps -aq --filter "label=io.sandman.run=$RUN_ID-fail" 2>&1)"
 
+# ---- network allowlist in the inner engine (issue 25, finding 3) ----
+# The inner engine's host is the engine container, whose dockerd listens on
+# 2376 on every address it holds (a service bound to 0.0.0.0, as the finding
+# says). An allowlist sandbox of the inner engine reaches none of them, its
+# gateway included (it has none); the proxy, made in the inner engine from
+# sandman's embedded binary, answers it through its relay.
+printf 'defaults:\n  network: allowlist\n  image: sandman/minimal:latest\n  egress:\n    allow: ["allowed.test"]\n' \
+  >"$WORK/allow.yaml"
+allow_run() { job -v "$WORK/allow.yaml:/allow.yaml:ro" --entrypoint sandman job --config /allow.yaml run "$@" 2>&1 || true; }
+out=$(allow_run --mode per_run --run-id "$RUN_ID-allow" -- echo ready)
+expect_contains "allowlist: a sandbox in the inner engine" "ready" "$out"
+engine_addrs=$(in_engine hostname -I 2>/dev/null | tr ' ' '\n' | grep -v -e '^$' -e '^127\.' -e ':' | tr '\n' ' ')
+check "allowlist: the engine container's addresses ($engine_addrs)" test -n "$engine_addrs"
+out=$(allow_run --mode per_run --run-id "$RUN_ID-allow" -- sh -c \
+  "for a in $engine_addrs; do if nc -w 3 \$a 2376 </dev/null; then echo reached \$a; else echo failed \$a; fi; done; echo probed")
+expect_contains "allowlist: the probe ran" "probed" "$out"
+expect_not_contains "allowlist: no address of the engine container answers on the engine's port" "reached" "$out"
+out=$(allow_run --mode per_run --run-id "$RUN_ID-allow" -- sh -c 'echo devices: $(tail -n +3 /proc/net/dev | cut -d: -f1)')
+expect_eq "allowlist: no network device but loopback" "devices: lo" "$(grep '^devices:' <<<"$out")"
+out=$(allow_run --mode per_run --run-id "$RUN_ID-allow" -- wget -q -O- http://denied.test/)
+expect_contains "allowlist: the proxy answers through the relay (and refuses an unlisted name)" "403" "$out"
+check "allowlist: sandbox rm removes the sandbox" job --entrypoint sandman job sandbox rm --run-id "$RUN_ID-allow"
+expect_eq "allowlist: ... and its relay" "" \
+  "$(in_engine docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter label=io.sandman.egress=relay 2>&1)"
+
 if "${COMPOSE[@]}" down -v -t 20 >"$WORK/down.log" 2>&1; then
   it_pass "docker-compose down -v"
 else

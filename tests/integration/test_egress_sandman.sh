@@ -8,8 +8,10 @@
 #     variables; a denied name, an IP literal, the metadata address, a
 #     CONNECT to an unlisted port, a Host that disagrees with the target and
 #     a raw TCP connection that ignores the proxy all fail;
-#   - the sandbox joins only its internal network; a changed network mode
-#     replaces the sandbox (settings hash); gVisor as `runsc` is refused;
+#   - the sandbox has no network, its relay shares its network namespace
+#     only; nothing the engine host holds answers it (TCP, UDP, runc and
+#     gVisor); a changed network mode replaces the sandbox (settings hash);
+#     gVisor as `runsc` is refused;
 #   - a changed allowlist reaches a running sandbox without recreating it:
 #     `sandman config reload`, and SIGHUP to the runner;
 #   - two agents with different allowlists on one runner each get their own;
@@ -25,6 +27,7 @@ WORLD=$INST-world
 it_runner_workdir
 cleanup_all() {
   stop_worker
+  egress_listen_stop 2>/dev/null || true
   cleanup_instance
   local n
   for n in $(docker network ls -q --filter "label=io.sandman.instance=$INST" 2>/dev/null); do
@@ -99,8 +102,8 @@ expect_contains "run: curl reaches an allowed name over plain HTTP (absolute for
 out=$(sb coder r1 "python3 -c \"import ssl,urllib.request as u; print(u.urlopen('https://allowed.test/', context=ssl.create_default_context(cafile='/tmp/ca.pem'), timeout=20).read().decode())\"" || true)
 expect_contains "run: Python's urllib reaches it through the proxy variables" "hello from allowed.test" "$out"
 out=$(sb coder r1 'env | grep -i _proxy= | sort | tr "\n" " "')
-expect_contains "run: HTTPS_PROXY is set" "HTTPS_PROXY=http://sandman-egress:3128" "$out"
-expect_contains "run: https_proxy is set" "https_proxy=http://sandman-egress:3128" "$out"
+expect_contains "run: HTTPS_PROXY is set" "HTTPS_PROXY=http://127.0.0.1:3128" "$out"
+expect_contains "run: https_proxy is set" "https_proxy=http://127.0.0.1:3128" "$out"
 expect_contains "run: NO_PROXY is set" "NO_PROXY=localhost" "$out"
 expect_contains "run: no_proxy is set" "no_proxy=localhost" "$out"
 
@@ -124,13 +127,50 @@ refused "run: raw TCP ignoring the proxy gets nowhere (allowed server's address)
   "python3 -c \"import socket; socket.create_connection(('$ALLOWED_IP', 443), timeout=5)\""
 refused "run: curl told to ignore the proxy gets nowhere (no outside DNS)" "$CURL --noproxy '*' https://allowed.test/"
 
-# Only its internal network; the same sandbox across calls.
+# ---- the proxy and nothing else: the engine host's own addresses ----
+# (issue 25, finding 3; tests/integration/egress_probe.sh) Listeners of the
+# test's own on every address this host holds (the gateways of the engine's
+# networks among them), TCP and UDP; an allowlist sandbox tries each, under
+# runc and under gVisor (runsc-net): nothing may arrive.
+source "$SRC_DIR/tests/integration/egress_probe.sh"
+egress_listen_start "$WORK/listen"
+egress_probe "run (runc)" --mode per_run --agent coder --run-id r1
+egress_probe "run (gVisor, runsc-net)" --mode per_tool --runtime runsc-net --agent coder
+out=$("$SANDMAN" --config "$CFG" run --mode per_tool --runtime runsc-net --agent coder -e "CA_PEM=$CA_PEM" \
+  -- sh -c "printf '%s' \"\$CA_PEM\" > /tmp/ca.pem; $CURL https://allowed.test/" 2>&1 || true)
+expect_contains "run (gVisor, runsc-net): the allowed name through the proxy" "hello from allowed.test" "$out"
+egress_listen_stop
+
+# No network of its own: its relay is the one container in its network
+# namespace and shares nothing else with it; the proxy is on its outbound
+# network only and listens on none. The same sandbox across calls.
 id1=$("$SANDMAN" --config "$CFG" run --json --mode per_run --agent coder --run-id r1 -- true | jq -r .sandbox_id)
 coder_name=$(docker inspect -f '{{.Name}}' "$id1" | tr -d /)
-nets=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$id1")
-expect_eq "run: the sandbox joins only its project's internal network" "1" "$(wc -w <<<"$nets")"
-expect_contains "run: ... an egress network" "sandman-egress-" "$nets"
-expect_eq "run: that network is internal (no route out)" "true" "$(docker network inspect -f '{{.Internal}}' $nets)"
+expect_eq "run: the sandbox has network mode none" "none" "$(docker inspect -f '{{.HostConfig.NetworkMode}}' "$id1")"
+relay=$(docker ps -q --filter "label=io.sandman.instance=$INST" --filter "label=io.sandman.egress-sandbox=$id1")
+expect_eq "run: it has one relay, named after it" "/$coder_name-egress" "$(docker inspect -f '{{.Name}}' $relay 2>&1)"
+expect_eq "run: the relay joins its network namespace" "container:$id1" \
+  "$(docker inspect -f '{{.HostConfig.NetworkMode}}' $relay 2>&1)"
+shares=$(docker inspect -f '{{.HostConfig.PidMode}} {{.HostConfig.IpcMode}} {{.HostConfig.UTSMode}} {{.HostConfig.VolumesFrom}}' $relay 2>&1)
+expect_not_contains "run: ... and no other of its namespaces, nor its volumes" "$id1" "$shares"
+expect_eq "run: the relay runs as the proxy's user without capabilities" "65534:65534 [ALL]" \
+  "$(docker inspect -f '{{.Config.User}} {{.HostConfig.CapDrop}}' $relay 2>&1)"
+expect_eq "run: the relay's one mount is the proxy's socket volume, read-only" "sandman-egress-$INST-socket:false" \
+  "$(docker inspect -f '{{range .Mounts}}{{.Name}}:{{.RW}}{{end}}' $relay 2>&1)"
+expect_eq "run: the proxy is on its outbound network only" "$WORLD" \
+  "$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "sandman-egress-$INST" 2>&1)"
+PROXY_IP=$(docker inspect -f "{{(index .NetworkSettings.Networks \"$WORLD\").IPAddress}}" "sandman-egress-$INST")
+out=$(docker exec "$INST-allowed" python3 -c "import socket; socket.create_connection(('$PROXY_IP', 3128), timeout=5)" 2>&1 || true)
+expect_contains "run: the proxy listens on no network (its port, from beside it)" "refused" "$out"
+orphans() { # relays of the instance whose sandbox is gone
+  local n=0 r sb
+  for r in $(docker ps -aq --filter "label=io.sandman.instance=$INST" --filter "label=io.sandman.egress=relay"); do
+    sb=$(docker inspect -f '{{index .Config.Labels "io.sandman.egress-sandbox"}}' "$r")
+    docker inspect "$sb" >/dev/null 2>&1 || n=$((n + 1))
+  done
+  echo "$n"
+}
+expect_eq "run: no relay outlives its sandbox (the per_tool ones went with theirs)" "0" "$(orphans)"
 
 # ---- live policy: sandman config reload ----
 write_config "\"allowed.test:8443\", \"$ALLOWED_IP:8443\""
@@ -206,5 +246,11 @@ other_name=$(docker ps --filter "label=io.sandman.instance=$INST" --filter "labe
 check "audit: other's allowed connection is under other's sandbox" [ "$(ev egress.allowed "$other_name" denied.test)" -ge 1 ]
 bytes=$(jq -r --arg s "$coder_name" 'select(.unmapped.event == "egress.allowed" and .unmapped.sandbox == $s) | .traffic.bytes_in // 0' <<<"$trail" | sort -n | tail -1)
 check "audit: an allowed connection carries its bytes ($bytes)" [ "${bytes:-0}" -gt 0 ]
+
+# ---- a relay whose sandbox went away by hand: the reaper removes it ----
+docker rm -f "$coder_sb" >/dev/null
+check "reap: the relay of a sandbox removed by hand is left over at first" [ "$(orphans)" -ge 1 ]
+"$SANDMAN" --config "$CFG" sandbox reap >/dev/null 2>&1 || true
+expect_eq "reap: removes relays whose sandbox is gone" "0" "$(orphans)"
 
 it_done

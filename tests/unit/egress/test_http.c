@@ -128,11 +128,62 @@ static void test_upstream_head(void **state) {
   assert_int_equal(eg_request_upstream_head(head, &r, out, 10), -1);
 }
 
+/* Issue 25, finding 10: a Connection header that names a framing header
+ * (Content-Length, Transfer-Encoding) or Host would have the proxy drop it
+ * from the head it sends upstream while still forwarding the body it
+ * framed: the server would read that body as a second request. Such a
+ * request is refused; and the head sent upstream never loses those headers,
+ * whatever Connection says. */
+static void test_connection_names_framing(void **state) {
+  (void)state;
+  static const char *const refused[] = {
+      "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\n"
+      "Connection: Content-Length\r\n\r\n",
+      "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\n"
+      "Connection: keep-alive , content-length\r\n\r\n",
+      "GET http://allowed.test/ HTTP/1.1\r\nConnection: close, HOST\r\nHost: allowed.test\r\n\r\n",
+      "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n"
+      "Connection: Transfer-Encoding\r\n\r\n",
+      "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\nConnection: host\r\n\r\n",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    eg_request r;
+    char why[EG_WHY_MAX] = "";
+    int rc = eg_request_parse(refused[i], strlen(refused[i]), &r, why, sizeof why);
+    if (rc != -1) fail_msg("case %zu: rc %d, want -1 (refused)", i, rc);
+    if (strstr(why, "Connection header names") == NULL) fail_msg("case %zu: why '%s'", i, why);
+  }
+  /* Names that only look alike are hop-by-hop as before. */
+  const char *ok = "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\n"
+                   "Connection: Content-Length-X, X-Host\r\nContent-Length-X: 1\r\nX-Host: h\r\n\r\n";
+  eg_request r;
+  char why[EG_WHY_MAX], out[4096];
+  assert_int_equal(eg_request_parse(ok, strlen(ok), &r, why, sizeof why), 1);
+  long n = eg_request_upstream_head(ok, &r, out, sizeof out);
+  assert_true(n > 0);
+  out[n] = '\0';
+  assert_string_equal(out, "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\nConnection: close\r\n\r\n");
+  /* Built by hand past the parser: the framing headers stay all the same. */
+  const char *raw = "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\n"
+                    "Connection: content-length, host, transfer-encoding\r\n\r\n";
+  memset(&r, 0, sizeof r);
+  r.head_len = strlen(raw);
+  r.has_host = 1;
+  snprintf(r.method, sizeof r.method, "POST");
+  r.path_off = (size_t)(strstr(raw, "/ HTTP") - raw);
+  r.path_len = 1;
+  n = eg_request_upstream_head(raw, &r, out, sizeof out);
+  assert_true(n > 0);
+  out[n] = '\0';
+  assert_string_equal(out, "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\nConnection: close\r\n\r\n");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_requests),
       cmocka_unit_test(test_caps),
       cmocka_unit_test(test_upstream_head),
+      cmocka_unit_test(test_connection_names_framing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,13 +143,12 @@ static void test_address_classes(void **state) {
 }
 
 static const char policy_text[] =
-    "sandman-egress-policy 1\n"
+    "sandman-egress-policy 2\n"
     "sandbox sandman-t-per_run-0123\n"
     "agent coder\n"
     "project demo\n"
     "run r1\n"
     "worker -\n"
-    "subnet 172.30.0.0/16\n"
     "block 172.17.0.1/32 engine host\n"
     "block 8.8.4.0/24 engine network\n"
     "level defaults\n"
@@ -244,16 +243,17 @@ static void test_policy_file_errors(void **state) {
   (void)state;
   static const char *bad[] = {
       "",
-      "sandman-egress-policy 2\nend\n",
-      "sandman-egress-policy 1\nlevel defaults\nallow pypi.org\n",      /* cut: no end */
-      "sandman-egress-policy 1\nlevel defaults\nallow pypi.org\nend",   /* cut: no newline */
-      "sandman-egress-policy 1\nallow pypi.org\nend\n",                 /* rule before level */
-      "sandman-egress-policy 1\nlevel d\nallow a..b\nend\n",
-      "sandman-egress-policy 1\nsubnet 10.0.0.0/40\nend\n",
-      "sandman-egress-policy 1\nagent a b\nend\n",
-      "sandman-egress-policy 1\nwhat x\nend\n",
-      "sandman-egress-policy 1\nend\nallow x\n",
-      "sandman-egress-policy 1\nlevel a\nlevel b\nlevel c\nlevel d\nlevel e\nend\n",
+      "sandman-egress-policy 3\nend\n",
+      "sandman-egress-policy 2\nlevel defaults\nallow pypi.org\n",      /* cut: no end */
+      "sandman-egress-policy 2\nlevel defaults\nallow pypi.org\nend",   /* cut: no newline */
+      "sandman-egress-policy 2\nallow pypi.org\nend\n",                 /* rule before level */
+      "sandman-egress-policy 2\nlevel d\nallow a..b\nend\n",
+      "sandman-egress-policy 2\nsubnet 10.0.0.0/16\nend\n", /* an internal network: no more */
+      "sandman-egress-policy 1\nend\n",
+      "sandman-egress-policy 2\nagent a b\nend\n",
+      "sandman-egress-policy 2\nwhat x\nend\n",
+      "sandman-egress-policy 2\nend\nallow x\n",
+      "sandman-egress-policy 2\nlevel a\nlevel b\nlevel c\nlevel d\nlevel e\nend\n",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     eg_policy p;
@@ -263,7 +263,7 @@ static void test_policy_file_errors(void **state) {
     assert_int_equal(p.n_allow, 0);
   }
   /* No allow list at all: nothing is reachable. */
-  const char *empty = "sandman-egress-policy 1\nsubnet 172.30.0.0/16\nlevel defaults\nend\n";
+  const char *empty = "sandman-egress-policy 2\nlevel defaults\nend\n";
   eg_policy p;
   char why[EG_WHY_MAX];
   assert_int_equal(eg_policy_parse(empty, strlen(empty), &p, why, sizeof why), 0);
