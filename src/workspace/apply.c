@@ -325,9 +325,16 @@ int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply
     struct stat st;
     if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
       continue;
-    if ((uint32_t)(st.st_mode & 0777) != e->mode) {
-      const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
-      if (fchmodat(dfd, name, e->mode, 0) == 0 && b && b->type == 'd') note_changed(&p, e->path);
+    const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
+    uint32_t want = e->mode;
+    struct stat pst;
+    /* On the host, a new folder in a .git gets no permission its parent
+     * lacks (refusal.c refuses a wider mode for one that was there). */
+    if (check_host && (b == NULL || b->type != 'd') && ws_git_in_dotgit(e->path) &&
+        fstat(dfd, &pst) == 0)
+      want &= (uint32_t)pst.st_mode & 0777;
+    if ((uint32_t)(st.st_mode & 0777) != want) {
+      if (fchmodat(dfd, name, want, 0) == 0 && b && b->type == 'd') note_changed(&p, e->path);
     }
     set_host_mtime(&p.dc, e);
   }

@@ -169,6 +169,23 @@ static int over_bytes(ws_extract *x, const char *path, int64_t size, sm_error *e
                       path, size, lim, x->bytes_staged);
 }
 
+/* Keeps a file's first bytes, for what they say (ws_entry.sniff). */
+typedef struct sniffer {
+  char head[7];
+  size_t n;
+} sniffer;
+
+static void sniff_feed(sniffer *s, const char *data, size_t len) {
+  size_t k = sizeof s->head - s->n;
+  if (k > len) k = len;
+  memcpy(s->head + s->n, data, k);
+  s->n += k;
+}
+
+static unsigned char sniff_result(const sniffer *s) {
+  return s->n == 7 && memcmp(s->head, "gitdir:", 7) == 0 ? WS_SNIFF_GITFILE : 0;
+}
+
 static int finish_staged(int fd, uint32_t mode, int64_t mtime, int64_t mtime_ns) {
   struct timespec ts[2];
   ts[0].tv_sec = ts[1].tv_sec = (time_t)mtime;
@@ -196,6 +213,7 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
   char buf[X_CHUNK];
   int64_t total = 0;
   int rc = 0;
+  sniffer sn = {{0}, 0};
   for (;;) {
     la_ssize_t r = archive_read_data(a, buf, sizeof buf);
     if (r == 0) break;
@@ -215,7 +233,9 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
       break;
     }
     EVP_DigestUpdate(md, buf, (size_t)r);
+    sniff_feed(&sn, buf, (size_t)r);
   }
+  e->sniff = sniff_result(&sn);
   if (rc == 0 && total != e->size)
     rc = sm_error_set(err, SM_EPROTOCOL, "'%s': truncated in the tar stream", path);
   unsigned int hn = 0;
@@ -354,12 +374,14 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
   }
   char buf[X_CHUNK];
   int64_t total = 0;
+  sniffer sn = {{0}, 0};
   for (;;) {
     ssize_t r = sm_read_retry(fd, buf, sizeof buf);
     if (r <= 0) {
       if (r < 0) rc = sm_error_set_errno(err, SM_EIO, errno, "reading '%s'", t->path);
       break;
     }
+    sniff_feed(&sn, buf, (size_t)r);
     total += r;
     if (sm_write_all(out, buf, (size_t)r) != 0) {
       int w = errno;
@@ -368,6 +390,7 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
     }
   }
   close(fd);
+  e->sniff = sniff_result(&sn);
   if (rc == 0 && total != tb->size)
     rc = sm_error_set(err, SM_ECONFLICT, "'%s' changed on the host during the call", t->path);
   if (rc == 0) {
@@ -396,6 +419,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
   e->box_mtime = t->box_mtime;
   e->has_hash = t->has_hash;
   memcpy(e->hash, t->hash, 32);
+  e->sniff = t->sniff;
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
       b->mode == e->mode && !(b->racy & WS_RACY_BOX) &&

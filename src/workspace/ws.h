@@ -51,6 +51,10 @@ const char *ws_reason_name(int reason); /* "protected", ... */
 const char *ws_reason_text(int reason); /* "a protected path", ... */
 int ws_reason_parse(const char *name);  /* WS_R_NONE if unknown */
 
+/* ws_entry.sniff: a staged file that starts with "gitdir:" (git follows
+ * such a file to another repository). */
+#define WS_SNIFF_GITFILE 1
+
 /* The type of a held deletion: the tool deleted a protected path. */
 #define WS_DELETED 'x'
 
@@ -77,6 +81,7 @@ typedef struct ws_entry {
   /* Working fields, not saved. */
   unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED / WS_REFUSED */
   unsigned char quiet;    /* refused exactly as reported before: not reported again */
+  unsigned char sniff;    /* WS_SNIFF_*: what a staged file's first bytes say */
   int32_t stage;          /* staged file number, or -1 */
   int64_t ctime;          /* listings only: change time (ns), not saved */
 } ws_entry;
@@ -241,6 +246,10 @@ int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *
                     sm_error *err);
 
 /* ---- protected paths (protect.c) ---- */
+/* Folds n bytes of the name s into out (room for n + 1) as a host file
+ * system might take it: lower-case ASCII, no HFS+-ignorable code points,
+ * no trailing dots or spaces. Returns the folded length. */
+size_t ws_name_fold(const char *s, size_t n, char *out);
 /* Compiles globs (NULL or none: nothing protected). SM_EINVAL names a bad one. */
 int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err);
 void ws_protect_free(ws_protect *p);
@@ -266,6 +275,30 @@ int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir);
 void ws_protect_walk_dispose(ws_protect_walk *w);
 /* strcmp with '/' before every other byte: depth-first order. */
 int ws_path_cmp(const char *a, const char *b);
+
+/* ---- git's own ways to run a command (gitconf.c, gitdir.c) ---- */
+/* 1 if a git configuration file's text names a command (or other code or
+ * configuration git would take) as git would read it; also 1 when it
+ * cannot be read to its end. The fd is read from its start. */
+int ws_gitconf_runs_fd(int fd);
+int ws_gitconf_runs_text(const char *data, size_t len);
+/* 1 if the last component of path, folded (ws_name_fold), is name. */
+int ws_git_name_is(const char *path, const char *name);
+/* 1 if a component of path, folded, is ".git". */
+int ws_git_in_dotgit(const char *path);
+/* Which directories git would take for a repository (HEAD with objects
+ * and refs, or with commondir) in what the sandbox holds (box) joined with
+ * what the host holds (root_fd; -1: nothing). */
+typedef struct ws_gitdirs {
+  ws_manifest marks; /* folded directory -> the markers the box has in it (size: bits) */
+  ws_manifest memo;  /* directory as named -> its answer (size) */
+  int root_fd;
+} ws_gitdirs;
+int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd);
+/* 1 if path, or a directory above it (the root too), is a repository not
+ * named .git; out of memory counts as 1. */
+int ws_gitdirs_covers(ws_gitdirs *g, const char *path);
+void ws_gitdirs_dispose(ws_gitdirs *g);
 
 /* ---- upload: what a copy in sends (upload.c) ---- */
 /* pack: the entries of send, with every directory above each (from cur),

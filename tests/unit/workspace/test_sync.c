@@ -330,6 +330,7 @@ static void expect_out(sm_workspace_sync *s, fx *f, const char *changed, const c
   sm_error err = SM_ERROR_INIT;
   if (sync_out(s, f, &r, &err) != 0) fail_msg("sync out: %s", err.message);
   char *c = joined(r.changed, r.n_changed), *x = refusals(s);
+  if (strcmp(c, changed) != 0) print_message("refused: %s\n", x);
   assert_string_equal(c, changed);
   assert_string_equal(x, refused);
   free(c);
@@ -498,6 +499,130 @@ static size_t count(const char *hay, const char *needle) {
   size_t n = 0;
   for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
   return n;
+}
+
+
+static mode_t mode_of(const char *dir, const char *rel) {
+  char p[1024];
+  struct stat st;
+  pathf(p, sizeof p, dir, rel);
+  if (lstat(p, &st) != 0) return (mode_t)-1;
+  return st.st_mode & 07777;
+}
+
+/* A repository: HEAD, objects and refs. */
+static void make_repo(const char *dir, const char *rel) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/objects", rel);
+  mkdirs(dir, p);
+  snprintf(p, sizeof p, "%s/refs/heads", rel);
+  mkdirs(dir, p);
+  snprintf(p, sizeof p, "%s/HEAD", rel);
+  put(dir, p, "ref: refs/heads/main\n");
+}
+
+/* Issue 25.4: a git directory under any name (what git takes for one:
+ * HEAD with objects and refs), one made piece by piece over two calls, a
+ * copy of .git with a hook, one the host already has, spellings a
+ * case-insensitive host would take, a "gitdir:" file, and config files
+ * that name commands: none of it reaches the host, whatever the list of
+ * globs says, and the rest of the call applies. */
+static void test_git_directories(void **state) {
+  fx *f = *state;
+  put(f->host, "src.c", "int x;\n");
+  make_repo(f->host, "bare.git");
+  mkdirs(f->host, "half");
+  put(f->host, "half/HEAD", "ref: refs/heads/main\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sm_string_list none;
+  memset(&none, 0, sizeof none);
+  sm_error err = SM_ERROR_INIT;
+  /* The rules hold with an empty list of globs too. */
+  assert_int_equal(sm_workspace_sync_set_protect(s, &none, &err), 0);
+  sync_in_ok(s, f);
+  make_repo(f->scratch, "sub");
+  put(f->scratch, "sub/config", "[core]\n\tfsmonitor = touch FSMON-RAN\n");
+  make_repo(f->scratch, "x");
+  mkdirs(f->scratch, "x/hooks");
+  put_mode(f->scratch, "x/hooks/pre-commit", "#!/bin/sh\ntouch HOOK-RAN\n", 0755);
+  make_repo(f->scratch, "q");
+  char a[1024], b[1024];
+  pathf(a, sizeof a, f->scratch, "q/HEAD");
+  pathf(b, sizeof b, f->scratch, "q/head");
+  assert_int_equal(rename(a, b), 0);
+  pathf(a, sizeof a, f->scratch, "q/objects");
+  pathf(b, sizeof b, f->scratch, "q/OBJECTS.");
+  assert_int_equal(rename(a, b), 0);
+  mkdirs(f->scratch, "bare.git/hooks");
+  put_mode(f->scratch, "bare.git/hooks/post-update", "#!/bin/sh\nevil\n", 0755);
+  put(f->scratch, "notes.txt", "gitdir: /tmp/elsewhere\n");
+  mkdirs(f->scratch, "y");
+  put(f->scratch, "y/config", "[alias]\n\tst = !touch ALIAS-RAN\n");
+  mkdirs(f->scratch, "z");
+  put(f->scratch, "z/config", "# a plain one\n[user]\n\tname = t\n[core]\n\tbare = false\n");
+  pathf(a, sizeof a, f->scratch, "z/config.worktree");
+  assert_int_equal(symlink("../notes.txt", a), 0);
+  mkdirs(f->scratch, "half/objects");
+  mkdirs(f->scratch, "half/refs");
+  put(f->scratch, "src.c", "int y;\n");
+  expect_out(s, f, "src.c,y,z,z/config",
+             "bare.git/hooks=protected,bare.git/hooks/post-update=protected,"
+             "half/objects=protected,half/refs=protected,notes.txt=protected,"
+             "q=protected,q/OBJECTS.=protected,q/head=protected,q/refs=protected,"
+             "q/refs/heads=protected,sub=protected,sub/HEAD=protected,sub/config=protected,"
+             "sub/objects=protected,sub/refs=protected,sub/refs/heads=protected,"
+             "x=protected,x/HEAD=protected,x/hooks=protected,x/hooks/pre-commit=protected,"
+             "x/objects=protected,x/refs=protected,x/refs/heads=protected,"
+             "y/config=protected,z/config.worktree=protected");
+  assert_false(exists(f->host, "sub"));
+  assert_false(exists(f->host, "x"));
+  assert_false(exists(f->host, "q"));
+  assert_false(exists(f->host, "notes.txt"));
+  assert_false(exists(f->host, "y/config"));
+  assert_false(exists(f->host, "bare.git/hooks"));
+  assert_false(exists(f->host, "half/objects"));
+  assert_true(exists(f->host, "z/config"));
+  /* The host's repository is kept whole: deleting a part of it is refused too. */
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "bare.git/HEAD");
+  unlink(p);
+  expect_out(s, f, "", "bare.git/HEAD=protected");
+  assert_true(exists(f->host, "bare.git/HEAD"));
+  sm_workspace_sync_free(s);
+}
+
+/* Issue 25.11: a tool's chmod 0777 of .git, .git/objects and .git/refs
+ * never reaches the host (refused as protected); a narrower mode does; a
+ * folder the tool makes in .git gets no permission its parent lacks. */
+static void test_git_modes_never_widen(void **state) {
+  fx *f = *state;
+  mkdirs(f->host, ".git/objects");
+  mkdirs(f->host, ".git/refs");
+  char p[1024];
+  pathf(p, sizeof p, f->host, ".git/objects");
+  chmod(p, 0750);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  const char *dirs[] = {".git", ".git/objects", ".git/refs"};
+  for (size_t i = 0; i < 3; i++) {
+    pathf(p, sizeof p, f->scratch, dirs[i]);
+    assert_int_equal(chmod(p, 0777), 0);
+  }
+  mkdirs(f->scratch, ".git/objects/ab");
+  pathf(p, sizeof p, f->scratch, ".git/objects/ab");
+  chmod(p, 0777);
+  put(f->scratch, ".git/objects/ab/cdef", "blob\n");
+  expect_out(s, f, ".git/objects/ab,.git/objects/ab/cdef",
+             ".git=protected,.git/objects=protected,.git/refs=protected");
+  assert_int_equal(mode_of(f->host, ".git"), 0755);
+  assert_int_equal(mode_of(f->host, ".git/objects"), 0750);
+  assert_int_equal(mode_of(f->host, ".git/refs"), 0755);
+  assert_int_equal(mode_of(f->host, ".git/objects/ab"), 0750);
+  pathf(p, sizeof p, f->scratch, ".git/refs");
+  chmod(p, 0700);
+  expect_out(s, f, ".git/refs", "");
+  assert_int_equal(mode_of(f->host, ".git/refs"), 0700);
+  sm_workspace_sync_free(s);
 }
 
 /* A value the call was given in secret (a leased credential) that the tool
@@ -843,6 +968,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_git_directories, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_git_modes_never_widen, setup, teardown),
       cmocka_unit_test_setup_teardown(test_log_masks_secret_values, setup, teardown),
       cmocka_unit_test(test_log_path),
       cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
