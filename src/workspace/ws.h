@@ -365,6 +365,22 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
 void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which);
 void ws_probe_free_roots(char **roots, size_t n);
 
+/* ---- conflict copies of folders (aside.c) ---- */
+typedef struct ws_aside {
+  char **from, **to; /* a folder put aside and its place (NULL: dropped) */
+  size_t n, cap;
+} ws_aside;
+void ws_aside_dispose(ws_aside *a);
+/* Where path lands on the host: itself; its place under a folder put
+ * aside (malloc'ed into *owned); NULL when dropped or out of memory. */
+const char *ws_aside_map(const ws_aside *a, const char *path, char **owned);
+/* The length of the shallowest folder above path that the host does not
+ * have as a directory (missing, a file, a link), or 0 when it has all. */
+size_t ws_aside_blocker(int root_fd, const char *path);
+/* Makes <dir>.sandman-conflict (replacing an older one) and maps dir to it
+ * (*out, owned by a; dir maps to nothing when this fails: 0 or -errno). */
+int ws_aside_make(ws_aside *a, int root_fd, const char *dir, char **out);
+
 /* ---- apply: staged changes onto a directory ---- */
 typedef struct ws_apply_result {
   char **changed; size_t n_changed, cap_changed;

@@ -410,6 +410,73 @@ static void mkdirs(const char *dir, const char *rel) {
   mkdir(p, 0755);
 }
 
+/* Issue 25.12: where the tool's folder meets a host that has no folder
+ * there any more (the user edited the file F the tool turned into a folder
+ * F/, replaced the folder D by a file, or deleted the folder E), the tool's
+ * work is kept beside the host's version as <name>.sandman-conflict/, and
+ * listed as a conflict; the next copy in makes both sides agree. */
+static void test_folder_conflicts(void **state) {
+  fx *f = *state;
+  put(f->host, "F", "host v1\n");
+  mkdirs(f->host, "D");
+  put(f->host, "D/old", "d\n");
+  mkdirs(f->host, "E");
+  put(f->host, "E/old", "e\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "F");
+  unlink(p);
+  mkdirs(f->scratch, "F/sub");
+  put(f->scratch, "F/x", "tool x\n");
+  put(f->scratch, "F/sub/y", "tool y\n");
+  put(f->host, "F", "host v2!\n");
+  put(f->scratch, "D/new", "tool d\n");
+  pathf(p, sizeof p, f->host, "D");
+  rm_rf(p);
+  put(f->host, "D", "now a file\n");
+  put(f->scratch, "E/new", "tool e\n");
+  pathf(p, sizeof p, f->host, "E");
+  rm_rf(p);
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  char *cf = joined(r.conflicts, r.n_conflicts), *ch = joined(r.changed, r.n_changed);
+  assert_string_equal(cf, "D.sandman-conflict,E.sandman-conflict,F.sandman-conflict");
+  assert_string_equal(ch, "D.sandman-conflict,D.sandman-conflict/new,E.sandman-conflict,"
+                          "E.sandman-conflict/new,F.sandman-conflict,F.sandman-conflict/sub,"
+                          "F.sandman-conflict/sub/y,F.sandman-conflict/x");
+  free(cf);
+  free(ch);
+  outres_free(&r);
+  char *c = get(f->host, "F");
+  assert_string_equal(c, "host v2!\n");
+  free(c);
+  c = get(f->host, "F.sandman-conflict/x");
+  assert_string_equal(c, "tool x\n");
+  free(c);
+  c = get(f->host, "F.sandman-conflict/sub/y");
+  assert_string_equal(c, "tool y\n");
+  free(c);
+  c = get(f->host, "D");
+  assert_string_equal(c, "now a file\n");
+  free(c);
+  c = get(f->host, "D.sandman-conflict/new");
+  assert_string_equal(c, "tool d\n");
+  free(c);
+  assert_false(exists(f->host, "E"));
+  c = get(f->host, "E.sandman-conflict/new");
+  assert_string_equal(c, "tool e\n");
+  free(c);
+  /* The next copy in brings the host's versions to the sandbox. */
+  sync_in_ok(s, f);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  sm_workspace_sync_free(s);
+}
+
 /* The built-in protected paths: a tool that writes a git hook, edits
  * .git/config and .envrc, chmods and deletes protected files, or swaps
  * .git for a file pointing elsewhere changes none of it on the host; each
@@ -966,6 +1033,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_folder_conflicts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_git_directories, setup, teardown),
