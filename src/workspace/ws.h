@@ -152,11 +152,13 @@ int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int 
 
 /* Removes name under dir_fd, recursively for a directory (never following links). */
 int ws_remove_tree(int dir_fd, const char *name);
-/* Makes <dir>/.sandman-stage-XXXXXX; *out_path malloc'ed; returns an fd or error. */
+/* Makes <dir>/.sandman-stage-XXXXXX, locked (flock) for as long as the
+ * returned fd is open; *out_path malloc'ed; returns the fd or an error. */
 int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err);
 /* Empties and removes a flat stage directory. */
 void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd);
-/* Removes stale stage directories (older than an hour) left by a crash. */
+/* Removes the stage directories no live copy holds (left by a crash);
+ * where locks do not work, those untouched for an hour. */
 void ws_stage_sweep(int root_fd);
 
 int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len);

@@ -8,8 +8,13 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <sandman/sandman.h>
 
@@ -475,6 +480,60 @@ static void test_folder_conflicts(void **state) {
   free(a);
   free(b);
   sm_workspace_sync_free(s);
+}
+
+static size_t stage_dirs(const char *dir) {
+  DIR *d = opendir(dir);
+  size_t n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d)) != NULL)
+    if (strncmp(de->d_name, WS_STAGE_PREFIX, strlen(WS_STAGE_PREFIX)) == 0) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+/* A stage directory made in a child that then waits (hold) or dies at once. */
+static pid_t stage_in_child(const char *host, int hold, int ready[2]) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
+  int fd = open(host, O_RDONLY | O_DIRECTORY);
+  char *path = NULL;
+  sm_error err = SM_ERROR_INIT;
+  int sfd = ws_stage_create(fd, host, &path, &err);
+  if (sfd < 0) _exit(1);
+  if (openat(sfd, "0", O_WRONLY | O_CREAT, 0600) < 0) _exit(1);
+  if (write(ready[1], "x", 1) != 1) _exit(1);
+  if (hold) pause();
+  _exit(0); /* a crash: nothing removed */
+}
+
+/* Issue 25.15: a runner killed during a copy out leaves its stage
+ * directory in the workspace; the next copy removes it at once (its lock
+ * died with it), and never one a live copy holds. */
+static void test_stage_left_by_crash(void **state) {
+  fx *f = *state;
+  put(f->host, "a.txt", "a\n");
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  char c;
+  pid_t dead = stage_in_child(f->host, 0, ready);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  waitpid(dead, NULL, 0);
+  pid_t live = stage_in_child(f->host, 1, ready);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  assert_int_equal(stage_dirs(f->host), 2);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  assert_int_equal(stage_dirs(f->host), 1);
+  kill(live, SIGKILL);
+  waitpid(live, NULL, 0);
+  put(f->host, "a.txt", "b\n");
+  sync_in_ok(s, f);
+  assert_int_equal(stage_dirs(f->host), 0);
+  sm_workspace_sync_free(s);
+  close(ready[0]);
+  close(ready[1]);
 }
 
 /* The built-in protected paths: a tool that writes a git hook, edits
@@ -1034,6 +1093,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_folder_conflicts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stage_left_by_crash, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_git_directories, setup, teardown),
