@@ -44,11 +44,13 @@ void ws_extract_init(ws_extract *x) {
   x->max_path = WS_DEFAULT_MAX_PATH;
   ws_manifest_init(&x->box);
   ws_manifest_init(&x->stray);
+  ws_manifest_init(&x->again);
 }
 
 void ws_extract_dispose(ws_extract *x) {
   ws_manifest_dispose(&x->box);
   ws_manifest_dispose(&x->stray);
+  ws_manifest_dispose(&x->again);
 }
 
 static la_ssize_t x_read_cb(struct archive *a, void *ud, const void **buf) {
@@ -281,6 +283,43 @@ static void keep_base(ws_entry *e, const ws_entry *b) {
   e->host_mtime_ns = b->host_mtime_ns;
 }
 
+/* Hashes a file's data from the archive into e->hash, writing nothing. */
+static int hash_data(struct archive *a, const char *path, ws_entry *e, sm_error *err) {
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(md);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  char buf[X_CHUNK];
+  int64_t total = 0;
+  int rc = 0;
+  for (;;) {
+    la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+    if (r == 0) break;
+    if (r < 0) {
+      rc = sm_error_set(err, SM_EPROTOCOL, "reading '%s' from the tar stream: %s", path,
+                        archive_error_string(a));
+      break;
+    }
+    total += r;
+    if (total > e->size) {
+      rc = sm_error_set(err, SM_EUNSAFE, "'%s': more data than its header says", path);
+      break;
+    }
+    EVP_DigestUpdate(md, buf, (size_t)r);
+  }
+  if (rc == 0 && total != e->size)
+    rc = sm_error_set(err, SM_EPROTOCOL, "'%s': truncated in the tar stream", path);
+  unsigned int hn = 0;
+  EVP_DigestFinal_ex(md, e->hash, &hn);
+  EVP_MD_CTX_free(md);
+  e->has_hash = 1;
+  return rc;
+}
+
+/* on_file's answer for an entry to read again (not to be kept now). */
+#define X_AGAIN 1
+
 static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, const char *path,
                    ws_entry *e, sm_error *err) {
   if (!archive_entry_size_is_set(ae) || archive_entry_size(ae) < 0)
@@ -288,10 +327,24 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   e->type = 'f';
   e->size = archive_entry_size(ae);
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
-  if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
-      b->mode == e->mode && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
+  int header_same = b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
+                    b->mode == e->mode;
+  if (header_same && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
     keep_base(e, b);
     return 0;
+  }
+  if (header_same && b->has_hash && x->verify && x->only == NULL) {
+    int rc = hash_data(a, path, e, err);
+    if (rc) return rc;
+    if (memcmp(e->hash, b->hash, 32) == 0) {
+      keep_base(e, b);
+      e->state = WS_TOUCHED; /* its times are recorded anew */
+      e->racy = b->racy & WS_RACY_HOST;
+      return 0;
+    }
+    rc = ws_manifest_add(&x->again, e, NULL);
+    if (rc && rc != SM_ECONFLICT) return sm_error_set(err, rc, "out of memory");
+    return X_AGAIN;
   }
   int rc = over_bytes(x, path, e->size, err);
   if (rc) return rc;
@@ -462,6 +515,8 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
       return sm_error_set(err, SM_EUNSAFE, "'%s': the workspace root is not a directory", raw);
     return 0;
   }
+  /* Read again: only the entries asked for; they were counted the first time. */
+  if (x->only && ws_manifest_get(x->only, path) == NULL) return 0;
   if (ws_is_reserved(path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
   if (ws_excluded(x->excludes, path)) return 0;
   /* tar would let a second entry silently replace the first. */
@@ -492,6 +547,7 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
     switch (ft) {
     case AE_IFREG:
       rc = on_file(x, a, ae, path, &e, err);
+      if (rc == X_AGAIN) return 0;
       break;
     case AE_IFDIR: {
       const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
@@ -568,7 +624,7 @@ int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *
       }
       break;
     }
-    if (++x->entries > x->max_entries) {
+    if (x->only == NULL && ++x->entries > x->max_entries) {
       rc = sm_error_set(err, SM_ETOOBIG,
                         "the archive has more than %" PRId64 " entries (the workspace entry limit)",
                         x->max_entries);

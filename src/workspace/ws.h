@@ -340,6 +340,14 @@ struct ws_extract {
   int64_t raw_bytes;
   int64_t entries;              /* over every stream read into this extractor */
   int32_t next_stage;
+  /* A file whose size, mtime and mode are the manifest's but that must be
+   * compared by content (racy, or a new ctime) is hashed as it streams by,
+   * not staged: unchanged, it costs no disk (a nearly full one cannot
+   * wedge the copy out). One that differs is left out of box and listed
+   * here, to be read again with `only` set. */
+  int verify;                   /* set by the caller for the first reads */
+  ws_manifest again;            /* out: paths to read again and stage */
+  const ws_manifest *only;      /* a read again: every other entry is skipped */
 };
 
 void ws_extract_init(ws_extract *x);

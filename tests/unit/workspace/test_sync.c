@@ -9,7 +9,10 @@
 
 #include <cmocka.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -534,6 +537,56 @@ static void test_stage_left_by_crash(void **state) {
   sm_workspace_sync_free(s);
   close(ready[0]);
   close(ready[1]);
+}
+
+/* The racy-file scenario of issue 25.8 in a child with its own mount
+ * namespace: the host workspace is a 4 MiB tmpfs holding a 2.5 MiB file
+ * written right before the copy in (so compared by content on the way
+ * back); the tool changes one byte elsewhere. Exit 0: two copies out
+ * succeed; 2: one failed (the message on stderr); 77: no mount allowed. */
+static int racy_on_a_small_disk(fx *f) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    return 77;
+  if (mount("tmpfs", f->host, "tmpfs", 0, "size=4m") != 0) return errno == EPERM ? 77 : 3;
+  char p[1024];
+  pathf(p, sizeof p, f->host, "big.bin");
+  FILE *fp = fopen(p, "wb");
+  for (int i = 0; i < 2560 * 1024; i++) fputc(i * 31, fp);
+  fclose(fp);
+  put(f->host, "small.txt", "a");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  for (int round = 0; round < 2; round++) {
+    put(f->scratch, "small.txt", round ? "c" : "b");
+    outres r;
+    sm_error err = SM_ERROR_INIT;
+    if (sync_out(s, f, &r, &err) != 0) {
+      fprintf(stderr, "copy out %d: %s\n", round + 1, err.message);
+      return 2;
+    }
+    outres_free(&r);
+  }
+  char *c = get(f->host, "small.txt");
+  int ok = strcmp(c, "c") == 0;
+  free(c);
+  sm_workspace_sync_free(s);
+  umount2(f->host, MNT_DETACH);
+  return ok ? 0 : 4;
+}
+
+/* Issue 25.8: a nearly full host disk does not wedge the copy out: an
+ * unchanged file written right before a sync is compared by its content as
+ * it streams by, never staged, so a one-byte change elsewhere applies. */
+static void test_racy_file_never_wedges(void **state) {
+  fx *f = *state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(racy_on_a_small_disk(f));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) skip();
+  assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* The built-in protected paths: a tool that writes a git hook, edits
@@ -1094,6 +1147,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_folder_conflicts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stage_left_by_crash, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_racy_file_never_wedges, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_git_directories, setup, teardown),
