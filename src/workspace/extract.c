@@ -356,6 +356,27 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   return 0;
 }
 
+/* A path past WS_LIST_PATH_MAX: its first component past the limit is
+ * refused, once, as the listing refuses it (what is under it goes with
+ * it, unread). */
+static int refuse_too_long(ws_extract *x, const char *path, sm_error *err) {
+  size_t cut = WS_LIST_PATH_MAX + 1;
+  while (path[cut] && path[cut] != '/') cut++;
+  cleanup_free char *first = strndup(path, cut);
+  if (first == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (ws_manifest_get(&x->box, first)) return 0;
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.path = first;
+  e.type = '?'; /* as the listing has it: the same refusal is then quiet */
+  e.stage = -1;
+  e.host_mtime_ns = WS_UNKNOWN_MTIME;
+  e.state = WS_REFUSED;
+  e.refusal = WS_R_PATH_TOO_LONG;
+  int rc = ws_manifest_add(&x->box, &e, NULL);
+  return rc ? sm_error_set(err, rc, "out of memory") : 0;
+}
+
 static int refuse(ws_entry *e, int reason) {
   e->state = WS_REFUSED;
   e->refusal = (unsigned char)reason;
@@ -519,6 +540,8 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
   if (x->only && ws_manifest_get(x->only, path) == NULL) return 0;
   if (ws_is_reserved(path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
   if (ws_excluded(x->excludes, path)) return 0;
+  /* Past what comes back (the listing may have refused it already). */
+  if (!x->trusted && strlen(path) > WS_LIST_PATH_MAX) return refuse_too_long(x, path, err);
   /* tar would let a second entry silently replace the first. */
   if (ws_manifest_get(&x->box, path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
 

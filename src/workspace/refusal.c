@@ -61,6 +61,7 @@ typedef struct cand {
   const char *path;
   ws_entry *entry;      /* a change in x->box, or NULL */
   const ws_entry *gone; /* a deletion (a base entry not in x->box) */
+  int reason;           /* why a deletion is held */
 } cand;
 
 static int cmp_cand(const void *a, const void *b) {
@@ -109,17 +110,26 @@ static int git_refuses(const ws_extract *x, ws_gitdirs *g, const cand *c) {
   return 0;
 }
 
+/* Past what the engine reads back, absence is no deletion: unless a
+ * listing reached its folder (it would have shown the path as too long). */
+static int beyond_reach(const ws_extract *x, const char *path) {
+  size_t len = strlen(path);
+  if (len <= WS_LIST_PATH_MAX) return 0;
+  const char *slash = strrchr(path, '/');
+  return x->listing == NULL || (slash && (size_t)(slash - path) > WS_LIST_PATH_MAX);
+}
+
 int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, sm_error *err) {
   size_t nbase = deletions && x->base ? x->base->n : 0;
   cand *c = calloc(x->box.n + nbase + 1, sizeof *c);
   if (c == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   size_t n = 0;
   for (size_t i = 0; i < x->box.n; i++)
-    if (x->box.v[i].state == WS_CHANGED) c[n++] = (cand){x->box.v[i].path, &x->box.v[i], NULL};
+    if (x->box.v[i].state == WS_CHANGED) c[n++] = (cand){x->box.v[i].path, &x->box.v[i], NULL, 0};
   for (size_t i = 0; i < nbase; i++) {
     const ws_entry *b = &x->base->v[i];
     if (ws_manifest_get(&x->box, b->path) == NULL && !ws_excluded(x->excludes, b->path))
-      c[n++] = (cand){b->path, NULL, b};
+      c[n++] = (cand){b->path, NULL, b, 0};
   }
   ws_gitdirs g;
   int rc = n > 0 ? ws_gitdirs_init(&g, &x->box, x->root_fd) : 0;
@@ -139,11 +149,13 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
       int is_dir = c[i].entry ? c[i].entry->type == 'd' : c[i].gone->type == 'd';
       /* The walk sees every path, in order, to keep its states. */
       int listed = ws_protect_walk_path(&w, c[i].path, is_dir);
-      if (!listed && !git_refuses(x, &g, &c[i])) continue;
+      int unread = c[i].gone && beyond_reach(x, c[i].path);
+      if (!listed && !unread && !git_refuses(x, &g, &c[i])) continue;
       if (c[i].entry) {
         c[i].entry->state = WS_REFUSED;
         c[i].entry->refusal = WS_R_PROTECTED;
       } else {
+        c[i].reason = listed || !unread ? WS_R_PROTECTED : WS_R_PATH_TOO_LONG;
         c[ngone++] = c[i];
       }
     }
@@ -156,7 +168,7 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
       t.type = WS_DELETED;
       t.stage = -1;
       t.state = WS_REFUSED;
-      t.refusal = WS_R_PROTECTED;
+      t.refusal = (unsigned char)c[i].reason;
       t.host_mtime_ns = WS_UNKNOWN_MTIME;
       if (ws_manifest_add(&x->box, &t, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     }

@@ -18,6 +18,12 @@
 #define WS_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
 #define WS_DEFAULT_MAX_ENTRIES ((int64_t)100000)
 #define WS_DEFAULT_MAX_PATH ((int64_t)4096)
+/* The longest workspace path that comes back (path_too_long past it): the
+ * engine reads /workspace under a folder of its own (the container's or
+ * the volume's, some 100 bytes or more) and no tool in the sandbox takes a
+ * path of more than 4,095 bytes; the listing stops where a path passes
+ * this, so it never meets one that it could not read. */
+#define WS_LIST_PATH_MAX 3072
 /* Top-level names sandman uses inside a workspace: never copied either way. */
 #define WS_STAGE_PREFIX ".sandman-stage-"
 #define WS_CONFLICT_SUFFIX ".sandman-conflict"
@@ -45,6 +51,7 @@ enum {
   WS_R_NAME_TOO_LONG, /* a name of more than 255 bytes */
   WS_R_UNSAFE_PATH,   /* absolute, "..", under a link or a file, twice, reserved */
   WS_R_HARD_LINK,     /* a hard link to anything but a file earlier in the stream */
+  WS_R_PATH_TOO_LONG, /* a path longer than WS_LIST_PATH_MAX */
   WS_R_COUNT
 };
 const char *ws_reason_name(int reason); /* "protected", ... */
