@@ -44,6 +44,12 @@ SM_API int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lo
 SM_API int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out,
                             sm_error *err);
 SM_API void sm_state_unlock(sm_state_lock *lock);
+/* Releases the lock and removes its file, when what it describes is gone
+ * (a removed sandbox): only if this process can hold it exclusively (a
+ * shared hold is converted, without waiting); else the file stays for the
+ * last holder or sm_state_forget. Lockers that waited on the removed file
+ * lock a new one: see state.c. */
+SM_API void sm_state_unlock_remove(sm_state_lock *lock);
 /* 1 if a call holds the sandbox, 0 if not. */
 SM_API int sm_state_is_busy(const char *state_dir, const char *sandbox_name);
 
@@ -51,8 +57,9 @@ SM_API int sm_state_touch(const char *state_dir, const char *sandbox_name, doubl
                           sm_error *err);
 /* Epoch seconds, or -1 when never recorded. */
 SM_API double sm_state_last_used(const char *state_dir, const char *sandbox_name);
-/* Drops the files kept for a removed sandbox: its last-used time and its
- * workspace manifest (missing files are fine). */
+/* Drops the files kept for a removed sandbox: its last-used time, its
+ * workspace manifest and the lock files no process holds (missing files
+ * are fine). */
 SM_API void sm_state_forget(const char *state_dir, const char *sandbox_name);
 /* The sandbox names that have a last-used time recorded, so that files of
  * sandboxes gone from the engine can be dropped. The caller frees the list

@@ -67,7 +67,7 @@ typedef struct sm_workspace_sync sm_workspace_sync;
 /* An entry the tool changed that a copy out did not apply to the host (it
  * stays in the sandbox). reason: "protected", "link_outside",
  * "link_absolute", "device", "fifo", "socket", "special", "name_too_long",
- * "unsafe_path", "hard_link" (docs/workspaces.md). */
+ * "unsafe_path", "hard_link", "path_too_long" (docs/workspaces.md). */
 typedef struct sm_workspace_refusal {
   const char *path;   /* workspace-relative, as the sandbox named it */
   const char *reason; /* static */

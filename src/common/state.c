@@ -15,8 +15,17 @@
 #include "common/cleanup.h"
 #include "common/io.h"
 
+/* A lock is a flock(2) on a file of the state directory. Lock files are
+ * removed with what they describe (sm_state_unlock_remove, and
+ * sm_state_forget for locks nobody holds), which is safe across processes
+ * because of two rules: a file is unlinked only by a process holding its
+ * lock exclusively, after checking that the name still leads to the very
+ * file it locked; and a locker, once it has the lock, checks the same and
+ * starts again if the file was unlinked (or replaced) while it waited. So
+ * two processes never hold the lock of one name on two different files. */
 struct sm_state_lock {
   int fd;
+  char *path;
 };
 
 int sm_state_default_dir(char *buf, size_t len, sm_error *err) {
@@ -74,30 +83,79 @@ static int state_path(const char *state_dir, const char *sub, const char *name,
   return 0;
 }
 
-static int lock_file(const char *path, int how, sm_state_lock **out, sm_error *err) {
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  /* flock needs no write access: an operator who may only read the state
-   * directory (list as another user) still sees what is busy. */
-  if (fd < 0 && errno == EACCES) fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "opening lock %s", path);
-  int rc;
-  do {
-    rc = flock(fd, how);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    int e = errno;
+/* Does path still name the file open as fd? */
+static int still_named(int fd, const char *path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Opens path (made when missing, unless no_create) and locks it with
+ * flock's how, again as long as the file it got was removed meanwhile.
+ * With no_create, a missing file is SM_ENOTFOUND. */
+static int lock_file_fd(const char *path, int how, int no_create, int *out_fd, sm_error *err) {
+  for (int attempt = 0; attempt < 1000; attempt++) {
+    int fd = open(path, no_create ? O_RDWR | O_CLOEXEC : O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* flock needs no write access: an operator who may only read the state
+     * directory (list as another user) still sees what is busy. */
+    if (fd < 0 && errno == EACCES) fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && no_create) return SM_ENOTFOUND;
+    if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "opening lock %s", path);
+    int rc;
+    do {
+      rc = flock(fd, how);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      int e = errno;
+      close(fd);
+      if (e == EWOULDBLOCK) return sm_error_set(err, SM_EBUSY, "a call is in flight (%s)", path);
+      return sm_error_set_errno(err, SM_EIO, e, "locking %s", path);
+    }
+    if (still_named(fd, path)) {
+      *out_fd = fd;
+      return 0;
+    }
+    /* Removed (by the holder we waited for) while we waited: a new file. */
     close(fd);
-    if (e == EWOULDBLOCK) return sm_error_set(err, SM_EBUSY, "a call is in flight (%s)", path);
-    return sm_error_set_errno(err, SM_EIO, e, "locking %s", path);
   }
+  return sm_error_set(err, SM_EIO, "locking %s: the file keeps being replaced", path);
+}
+
+static int lock_file(const char *path, int how, sm_state_lock **out, sm_error *err) {
   sm_state_lock *l = malloc(sizeof *l);
-  if (l == NULL) {
-    close(fd);
+  char *p = strdup(path);
+  if (l == NULL || p == NULL) {
+    free(l);
+    free(p);
     return sm_error_set(err, SM_ENOMEM, NULL);
   }
-  l->fd = fd;
+  int rc = lock_file_fd(path, how, 0, &l->fd, err);
+  if (rc) {
+    free(l);
+    free(p);
+    return rc;
+  }
+  l->path = p;
   *out = l;
   return 0;
+}
+
+/* Unlinks the lock file open as fd if this process can lock it
+ * exclusively (converting a shared hold) and the name still leads to it;
+ * the lock goes with fd, closed here. */
+static void remove_locked(int fd, const char *path) {
+  int rc;
+  do {
+    rc = flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 && still_named(fd, path)) unlink(path);
+  close(fd);
+}
+
+/* Removes the lock file at path unless someone holds it. */
+static void remove_if_free(const char *path) {
+  int fd = -1;
+  sm_error err = SM_ERROR_INIT;
+  if (lock_file_fd(path, LOCK_EX | LOCK_NB, 1, &fd, &err) == 0) remove_locked(fd, path);
 }
 
 /* Locks <state dir>/<dir>/<name>.lock with flock's op. */
@@ -127,17 +185,26 @@ int sm_state_key_lock(const char *state_dir, const char *key, sm_state_lock **ou
 void sm_state_unlock(sm_state_lock *lock) {
   if (lock == NULL) return;
   close(lock->fd); /* closing drops the flock */
+  free(lock->path);
+  free(lock);
+}
+
+void sm_state_unlock_remove(sm_state_lock *lock) {
+  if (lock == NULL) return;
+  remove_locked(lock->fd, lock->path);
+  free(lock->path);
   free(lock);
 }
 
 int sm_state_is_busy(const char *state_dir, const char *sandbox_name) {
-  sm_state_lock *l = NULL;
+  char path[PATH_MAX];
   sm_error err = SM_ERROR_INIT;
-  if (sm_state_exclusive_try(state_dir, sandbox_name, &l, &err) == 0) {
-    sm_state_unlock(l);
-    return 0;
-  }
-  return err.code == SM_EBUSY;
+  if (state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, &err) != 0) return 0;
+  /* No file, no call: asking makes none. */
+  int fd = -1;
+  int rc = lock_file_fd(path, LOCK_EX | LOCK_NB, 1, &fd, &err);
+  if (rc == 0) close(fd);
+  return rc == SM_EBUSY;
 }
 
 /* Writes all of buf, retrying short writes and EINTR. */
@@ -205,8 +272,17 @@ void sm_state_forget(const char *state_dir, const char *sandbox_name) {
   /* The workspace module keeps its incremental manifest here. */
   if (state_path(state_dir, "workspaces", sandbox_name, ".manifest", path, sizeof path, &err) == 0)
     unlink(path);
-  /* The busy lock file stays: unlinking it could let two processes lock two
-   * different inodes of the same name. It is empty and tiny. */
+  /* Its lock files, where nobody holds them (a holder removes its own with
+   * sm_state_unlock_remove). */
+  if (state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, &err) == 0)
+    remove_if_free(path);
+  static const char *const keys[] = {"create-", "reap-"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    char key[256];
+    if (snprintf(key, sizeof key, "%s%s", keys[i], sandbox_name) >= (int)sizeof key) continue;
+    if (state_path(state_dir, "keys", key, ".lock", path, sizeof path, &err) == 0)
+      remove_if_free(path);
+  }
 }
 
 int sm_state_key_try(const char *state_dir, const char *key, sm_state_lock **out,

@@ -134,6 +134,15 @@ static void unlock_removal(removal_locks *l) {
   memset(l, 0, sizeof *l);
 }
 
+/* After the sandbox is gone: its lock files go too (state.c says why
+ * that is safe for a process waiting on one). */
+static void unlock_removal_gone(removal_locks *l) {
+  sm_state_unlock_remove(l->busy);
+  sm_state_unlock_remove(l->create);
+  sm_state_unlock_remove(l->reap);
+  memset(l, 0, sizeof *l);
+}
+
 /* After one lock attempt (rc): LOCKED to go on, or the outcome (the locks
  * taken so far released). A held lock is `held_means` without force; with
  * force the removal goes on and *was_busy is set. */
@@ -263,7 +272,7 @@ static int remove_sandbox(const sm_ops_scope *scope, removal *r) {
     }
   }
   sm_state_forget(scope->state_dir, sb->name);
-  unlock_removal(&locks);
+  unlock_removal_gone(&locks);
   if (gone) {
     /* Another reaper or `docker rm` got there first: not an error, and
      * not ours to report as removed. */
@@ -457,12 +466,14 @@ static void forget_stale(const sm_ops_scope *scope, const sm_ops_sandbox_list *p
     if (lock_removal(scope, names[i], 0, &locks, &busy, &e) != LOCKED) continue;
     /* Created after our listing? Then it is not stale. */
     json_object *c = NULL;
-    if (sm_engine_container_inspect(scope->engine, names[i], &c, &e) == SM_ENOTFOUND) {
+    int gone = sm_engine_container_inspect(scope->engine, names[i], &c, &e) == SM_ENOTFOUND;
+    if (gone) {
       sm_state_forget(scope->state_dir, names[i]);
       sm_log(SM_LOG_DEBUG, "dropped the state files of gone sandbox %s", names[i]);
     }
     json_object_put(c);
-    unlock_removal(&locks);
+    if (gone) unlock_removal_gone(&locks);
+    else unlock_removal(&locks);
   }
   sm_state_names_free(names, n);
 }
@@ -475,7 +486,8 @@ static int being_reaped(const sm_ops_scope *scope, const char *name) {
   sm_error e = SM_ERROR_INIT;
   snprintf(key, sizeof key, "reap-%s", name);
   int rc = sm_state_key_try(scope->state_dir, key, &l, &e);
-  sm_state_unlock(l);
+  /* Asking leaves no file behind. */
+  sm_state_unlock_remove(l);
   return rc == SM_EBUSY;
 }
 

@@ -323,8 +323,13 @@ void sandbox_release(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request 
     }
     if (sb->id[0]) {
       sm_error err = SM_ERROR_INIT;
-      if (sandbox_remove(e, state_dir, sb->name, sb->volume, &err) != 0)
+      if (sandbox_remove(e, state_dir, sb->name, sb->volume, &err) != 0) {
         sm_log(SM_LOG_WARN, "%s (a reap will remove it)", err.message);
+      } else {
+        /* Gone: its busy lock file goes with it. */
+        sm_state_unlock_remove(sb->busy);
+        sb->busy = NULL;
+      }
     }
   } else if (sb->id[0] && sandbox_lookup_touch_due(ctx->lookup, sb->name, sm_now())) {
     sm_error err = SM_ERROR_INIT;

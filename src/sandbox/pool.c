@@ -394,7 +394,9 @@ static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
            e ? err.message : "no engine client");
   else
     sm_log(SM_LOG_DEBUG, "removed %s in the background", r->name);
-  sm_state_unlock(r->busy);
+  /* Removed: its busy lock file goes with it. */
+  if (rc == 0) sm_state_unlock_remove(r->busy);
+  else sm_state_unlock(r->busy);
   pthread_mutex_lock(&p->mu);
   p->removed += rc == 0;
   p->rm_running--;

@@ -50,6 +50,10 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   for (size_t i = 0; i < r->n_files_changed; i++)
     json_object_array_add(files, sm_json_text(r->files_changed[i], strlen(r->files_changed[i])));
   json_object_object_add(o, "files_changed", files);
+  json_object *conflicts = json_object_new_array();
+  for (size_t i = 0; i < r->n_conflicts; i++)
+    json_object_array_add(conflicts, sm_json_text(r->conflicts[i], strlen(r->conflicts[i])));
+  json_object_object_add(o, "conflicts", conflicts);
   json_object *refused = json_object_new_array();
   for (size_t i = 0; i < r->n_refused; i++) {
     json_object *x = json_object_new_object();

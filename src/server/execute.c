@@ -86,6 +86,7 @@ static json_object *background_answer(sm_mode mode, sm_handle *h, double waited_
   json_object_object_add(o, "sandbox_id", NULL);
   json_object_object_add(o, "reused", json_object_new_boolean(0));
   json_object_object_add(o, "files_changed", json_object_new_array());
+  json_object_object_add(o, "conflicts", json_object_new_array());
   json_object_object_add(o, "failure_kind", NULL);
   json_object_object_add(o, "error", NULL);
   json_object_object_add(o, "handle", json_object_new_string(h->id));

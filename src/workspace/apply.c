@@ -34,7 +34,8 @@ static int cmp_entry_desc(const void *a, const void *b) { return -cmp_entry_asc(
 /* What the host has at a path right now. */
 typedef struct host_state {
   int exists;
-  int blocked;          /* a parent is missing or not a directory */
+  int blocked;          /* a parent is not a directory */
+  int no_parent;        /* a parent is missing */
   struct stat st;
   char link[4097];
 } host_state;
@@ -45,6 +46,7 @@ static void host_look(ws_dircache *dc, const char *path, host_state *hs) {
   int dfd = ws_dircache_parent(dc, path, &name, 0);
   if (dfd < 0) {
     hs->blocked = dfd != -ENOENT;
+    hs->no_parent = dfd == -ENOENT;
     return;
   }
   if (fstatat(dfd, name, &hs->st, AT_SYMLINK_NOFOLLOW) != 0) return;
@@ -118,6 +120,7 @@ typedef struct plan {
   int check;
   ws_apply_result *res;
   ws_dircache dc;
+  ws_aside aside;       /* the tool's folders kept beside the host's version */
 } plan;
 
 /* A path of the tool's for a warning line, with the call's secret values
@@ -216,15 +219,80 @@ static int do_deletions(plan *p, sm_error *err) {
 }
 
 /* The base's entry for e (NULL when new) and the host's state of its
- * path: 1 when its parent is no longer a directory on the host, so the
- * entry is dropped. */
+ * path: 1 when a folder above it is no longer a directory on the host (or,
+ * with the host's changes checked, is gone): e goes aside (put_aside). */
 static int look_up(plan *p, const ws_entry *e, const ws_entry **b, host_state *hs) {
   *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
   host_look(&p->dc, e->path, hs);
-  if (hs->blocked)
-    sm_log(SM_LOG_WARN, "workspace: '%s': its parent is no longer a directory on the host; "
+  return hs->blocked || (p->check && hs->no_parent);
+}
+
+/* Is e under a folder already put aside? */
+static int under_aside(const plan *p, const ws_entry *e) {
+  char *owned = NULL;
+  const char *hp = ws_aside_map(&p->aside, e->path, &owned);
+  free(owned);
+  return hp != e->path;
+}
+
+/* The folder of e's that the host has no more as a folder (at: that
+ * folder, e itself; NULL: the shallowest one above e) is kept beside the
+ * host's version as <folder>.sandman-conflict, and listed as a conflict.
+ * 0, or -ENOMEM. */
+static int make_aside(plan *p, const ws_entry *e, const char *at) {
+  size_t bl = at ? strlen(at) : ws_aside_blocker(p->root_fd, e->path);
+  if (bl == 0) {
+    sm_log(SM_LOG_WARN, "workspace: '%s': its folder changed on the host during the copy; "
            "dropped", LOG_PATH(p, e->path));
-  return hs->blocked;
+    return 0;
+  }
+  char *dir = strndup(e->path, bl), *aside = NULL;
+  if (dir == NULL) return -ENOMEM;
+  int r = ws_aside_make(&p->aside, p->root_fd, dir, &aside);
+  if (r == 0) {
+    sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides (the host has no folder there "
+           "now); kept the host's version, the sandbox's is in '%s'", LOG_PATH(p, dir),
+           LOG_PATH(p, aside));
+    r = sm_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, aside);
+    if (r == 0) r = note_changed(p, aside);
+    r = r ? -ENOMEM : 0;
+  } else if (r != -ENOMEM) {
+    sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
+           "sandbox's could not be saved beside it", LOG_PATH(p, dir));
+    r = 0;
+  }
+  free(dir);
+  return r;
+}
+
+/* Writes e where its folder was put aside (made first if need be). */
+static int put_aside(plan *p, ws_entry *e, const char *at, sm_error *err) {
+  e->host_mtime_ns = WS_UNKNOWN_MTIME;
+  if (!p->check) {
+    sm_log(SM_LOG_WARN, "workspace: '%s': its parent is not a directory; dropped",
+           LOG_PATH(p, e->path));
+    return 0;
+  }
+  int made = !under_aside(p, e);
+  if (made && make_aside(p, e, at) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  char *owned = NULL;
+  const char *hp = ws_aside_map(&p->aside, e->path, &owned);
+  if (hp == NULL || (made && at)) { /* dropped, or the aside folder itself */
+    free(owned);
+    return 0;
+  }
+  const char *name;
+  int dfd = ws_dircache_parent(&p->dc, hp, &name, 1);
+  int r = dfd < 0 ? dfd : 0;
+  char sname[16];
+  snprintf(sname, sizeof sname, "%d", (int)e->stage);
+  if (r == 0 && e->type == 'd' && mkdirat(dfd, name, 0700) != 0 && errno != EEXIST) r = -errno;
+  if (r == 0 && e->type != 'd' && renameat(p->x->stage_fd, sname, dfd, name) != 0) r = -errno;
+  if (r == 0) r = note_changed(p, hp) ? -ENOMEM : 0;
+  else sm_log(SM_LOG_WARN, "workspace: '%s' could not be written in its conflict copy: %s",
+              LOG_PATH(p, hp), strerror(-r));
+  free(owned);
+  return r == -ENOMEM ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
 }
 
 /* The host directory e goes into: 0 with *dfd (and the last name), 0 with
@@ -239,7 +307,7 @@ static int parent_of(plan *p, const ws_entry *e, int *dfd, const char **name, sm
 static int put_dir(plan *p, ws_entry *e, sm_error *err) {
   const ws_entry *b;
   host_state hs;
-  if (look_up(p, e, &b, &hs)) return 0;
+  if (under_aside(p, e) || look_up(p, e, &b, &hs)) return put_aside(p, e, NULL, err);
   if (hs.exists && S_ISDIR(hs.st.st_mode)) {
     if (b == NULL || b->type != 'd' || (uint32_t)(hs.st.st_mode & 0777) != e->mode) return 0;
     return 0; /* mode set in the last pass */
@@ -248,12 +316,7 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
   int dfd, rc0 = parent_of(p, e, &dfd, &name, err);
   if (rc0 || dfd < 0) return rc0;
   int r = clear_way(p, dfd, name, &hs, b);
-  if (r == -EEXIST) {
-    sm_log(SM_LOG_WARN, "workspace: '%s' became a directory in the sandbox but changed on the "
-           "host; kept the host's version", LOG_PATH(p, e->path));
-    e->host_mtime_ns = WS_UNKNOWN_MTIME;
-    return 0;
-  }
+  if (r == -EEXIST) return put_aside(p, e, e->path, err);
   if (r == 0 && mkdirat(dfd, name, 0700) != 0 && errno != EEXIST) r = -errno;
   if (r) return sm_error_set_errno(err, SM_EIO, -r, "creating '%s'", e->path);
   return note_changed(p, e->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
@@ -262,10 +325,7 @@ static int put_dir(plan *p, ws_entry *e, sm_error *err) {
 static int put_file(plan *p, ws_entry *e, sm_error *err) {
   const ws_entry *b;
   host_state hs;
-  if (look_up(p, e, &b, &hs)) {
-    e->host_mtime_ns = WS_UNKNOWN_MTIME;
-    return 0;
-  }
+  if (under_aside(p, e) || look_up(p, e, &b, &hs)) return put_aside(p, e, NULL, err);
   const char *name;
   int dfd, rc0 = parent_of(p, e, &dfd, &name, err);
   if (rc0 || dfd < 0) return rc0;
@@ -298,9 +358,19 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
   return note_changed(p, e->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
 }
 
+/* The tool's mode for a folder in a conflict copy (one it made). */
+static void set_aside_mode(plan *p, const char *hp, uint32_t mode) {
+  if (hp == NULL) return;
+  const char *name;
+  int dfd = ws_dircache_parent(&p->dc, hp, &name, 0);
+  struct stat st;
+  if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+    fchmodat(dfd, name, mode, 0);
+}
+
 int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
              sm_error *err) {
-  plan p = {root_fd, x, check_host, res, {0}};
+  plan p = {root_fd, x, check_host, res, {0}, {0}};
   ws_dircache_init(&p.dc, root_fd);
   int rc = deletions ? do_deletions(&p, err) : 0;
   ws_entry **v = calloc(x->box.n + 1, sizeof *v);
@@ -320,18 +390,33 @@ int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply
   for (size_t i = n; rc == 0 && i > 0; i--) {
     ws_entry *e = v[i - 1];
     if (e->type != 'd') continue;
+    char *owned = NULL;
+    const char *hp = ws_aside_map(&p.aside, e->path, &owned);
+    if (hp != e->path) {
+      set_aside_mode(&p, hp, e->mode);
+      free(owned);
+      continue;
+    }
     const char *name;
     int dfd = ws_dircache_parent(&p.dc, e->path, &name, 0);
     struct stat st;
     if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
       continue;
-    if ((uint32_t)(st.st_mode & 0777) != e->mode) {
-      const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
-      if (fchmodat(dfd, name, e->mode, 0) == 0 && b && b->type == 'd') note_changed(&p, e->path);
+    const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
+    uint32_t want = e->mode;
+    struct stat pst;
+    /* On the host, a new folder in a .git gets no permission its parent
+     * lacks (refusal.c refuses a wider mode for one that was there). */
+    if (check_host && (b == NULL || b->type != 'd') && ws_git_in_dotgit(e->path) &&
+        fstat(dfd, &pst) == 0)
+      want &= (uint32_t)pst.st_mode & 0777;
+    if ((uint32_t)(st.st_mode & 0777) != want) {
+      if (fchmodat(dfd, name, want, 0) == 0 && b && b->type == 'd') note_changed(&p, e->path);
     }
     set_host_mtime(&p.dc, e);
   }
   ws_dircache_dispose(&p.dc);
+  ws_aside_dispose(&p.aside);
   free(v);
   return rc;
 }

@@ -214,20 +214,28 @@ int ws_box_list(sm_engine *engine, const sm_workspace_target *t, int64_t max_ent
                 int64_t max_path, sm_read_fn in, void *in_ud, ws_manifest *listing,
                 sm_error *err) {
   /* TZ set: stat's %z (read only for its nanoseconds) then does not look
-   * for the zone file once per entry, a quarter of the listing's time. */
-  static const char script[] =
-      "export TZ=UTC0; cd -- \"$1\" && find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
+   * for the zone file once per entry, a quarter of the listing's time. An
+   * entry whose path passes WS_LIST_PATH_MAX ($2 matches it: -path's `?`
+   * takes a '/' too) is printed as "L|./path" and not entered, so find and
+   * stat never meet a path they cannot take (busybox's find fails on one). */
+#define WS_LIST_FIND                                                                    \
+  "find . -mindepth 1 \\( -path \"$2\" -prune -exec printf 'L|%s\\n' {} + \\) -o "     \
+  "-exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +"
+  static const char script[] = "export TZ=UTC0; cd -- \"$1\" && " WS_LIST_FIND;
   static const char waiting[] =
-      "export TZ=UTC0; read -r go && [ \"$go\" = go ] && cd -- \"$1\" && "
-      "find . -mindepth 1 -exec stat -c '%s|%Y|%Z|%z|%f|%n' {} +";
-  const char *argv[] = {"sh", "-c", in ? waiting : script, "sh", t->sandbox_path};
+      "export TZ=UTC0; read -r go && [ \"$go\" = go ] && cd -- \"$1\" && " WS_LIST_FIND;
+  char too_long[WS_LIST_PATH_MAX + 8];
+  memcpy(too_long, "./", 2);
+  memset(too_long + 2, '?', WS_LIST_PATH_MAX + 1);
+  memcpy(too_long + 3 + WS_LIST_PATH_MAX, "*", 2);
+  const char *argv[] = {"sh", "-c", in ? waiting : script, "sh", t->sandbox_path, too_long};
   /* Typical lines are well under 352 bytes; past the cap the full copy
    * (with its own limits) is used instead. */
   int64_t cap = max_entries * 352;
   if (cap > ((int64_t)64 << 20)) cap = (int64_t)64 << 20;
   sm_buf out;
   sm_buf_init(&out, (size_t)cap);
-  int rc = ws_box_exec(engine, t, argv, 5, in, in_ud, &out, NULL, err);
+  int rc = ws_box_exec(engine, t, argv, 6, in, in_ud, &out, NULL, err);
   if (rc == 0)
     rc = ws_probe_parse(out.data ? out.data : "", out.len, max_entries, max_path, listing,
                         err);

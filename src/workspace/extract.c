@@ -44,11 +44,13 @@ void ws_extract_init(ws_extract *x) {
   x->max_path = WS_DEFAULT_MAX_PATH;
   ws_manifest_init(&x->box);
   ws_manifest_init(&x->stray);
+  ws_manifest_init(&x->again);
 }
 
 void ws_extract_dispose(ws_extract *x) {
   ws_manifest_dispose(&x->box);
   ws_manifest_dispose(&x->stray);
+  ws_manifest_dispose(&x->again);
 }
 
 static la_ssize_t x_read_cb(struct archive *a, void *ud, const void **buf) {
@@ -169,6 +171,23 @@ static int over_bytes(ws_extract *x, const char *path, int64_t size, sm_error *e
                       path, size, lim, x->bytes_staged);
 }
 
+/* Keeps a file's first bytes, for what they say (ws_entry.sniff). */
+typedef struct sniffer {
+  char head[7];
+  size_t n;
+} sniffer;
+
+static void sniff_feed(sniffer *s, const char *data, size_t len) {
+  size_t k = sizeof s->head - s->n;
+  if (k > len) k = len;
+  memcpy(s->head + s->n, data, k);
+  s->n += k;
+}
+
+static unsigned char sniff_result(const sniffer *s) {
+  return s->n == 7 && memcmp(s->head, "gitdir:", 7) == 0 ? WS_SNIFF_GITFILE : 0;
+}
+
 static int finish_staged(int fd, uint32_t mode, int64_t mtime, int64_t mtime_ns) {
   struct timespec ts[2];
   ts[0].tv_sec = ts[1].tv_sec = (time_t)mtime;
@@ -196,6 +215,7 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
   char buf[X_CHUNK];
   int64_t total = 0;
   int rc = 0;
+  sniffer sn = {{0}, 0};
   for (;;) {
     la_ssize_t r = archive_read_data(a, buf, sizeof buf);
     if (r == 0) break;
@@ -215,7 +235,9 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
       break;
     }
     EVP_DigestUpdate(md, buf, (size_t)r);
+    sniff_feed(&sn, buf, (size_t)r);
   }
+  e->sniff = sniff_result(&sn);
   if (rc == 0 && total != e->size)
     rc = sm_error_set(err, SM_EPROTOCOL, "'%s': truncated in the tar stream", path);
   unsigned int hn = 0;
@@ -261,6 +283,43 @@ static void keep_base(ws_entry *e, const ws_entry *b) {
   e->host_mtime_ns = b->host_mtime_ns;
 }
 
+/* Hashes a file's data from the archive into e->hash, writing nothing. */
+static int hash_data(struct archive *a, const char *path, ws_entry *e, sm_error *err) {
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(md);
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
+  }
+  char buf[X_CHUNK];
+  int64_t total = 0;
+  int rc = 0;
+  for (;;) {
+    la_ssize_t r = archive_read_data(a, buf, sizeof buf);
+    if (r == 0) break;
+    if (r < 0) {
+      rc = sm_error_set(err, SM_EPROTOCOL, "reading '%s' from the tar stream: %s", path,
+                        archive_error_string(a));
+      break;
+    }
+    total += r;
+    if (total > e->size) {
+      rc = sm_error_set(err, SM_EUNSAFE, "'%s': more data than its header says", path);
+      break;
+    }
+    EVP_DigestUpdate(md, buf, (size_t)r);
+  }
+  if (rc == 0 && total != e->size)
+    rc = sm_error_set(err, SM_EPROTOCOL, "'%s': truncated in the tar stream", path);
+  unsigned int hn = 0;
+  EVP_DigestFinal_ex(md, e->hash, &hn);
+  EVP_MD_CTX_free(md);
+  e->has_hash = 1;
+  return rc;
+}
+
+/* on_file's answer for an entry to read again (not to be kept now). */
+#define X_AGAIN 1
+
 static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, const char *path,
                    ws_entry *e, sm_error *err) {
   if (!archive_entry_size_is_set(ae) || archive_entry_size(ae) < 0)
@@ -268,10 +327,24 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   e->type = 'f';
   e->size = archive_entry_size(ae);
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
-  if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
-      b->mode == e->mode && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
+  int header_same = b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
+                    b->mode == e->mode;
+  if (header_same && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
     keep_base(e, b);
     return 0;
+  }
+  if (header_same && b->has_hash && x->verify && x->only == NULL) {
+    int rc = hash_data(a, path, e, err);
+    if (rc) return rc;
+    if (memcmp(e->hash, b->hash, 32) == 0) {
+      keep_base(e, b);
+      e->state = WS_TOUCHED; /* its times are recorded anew */
+      e->racy = b->racy & WS_RACY_HOST;
+      return 0;
+    }
+    rc = ws_manifest_add(&x->again, e, NULL);
+    if (rc && rc != SM_ECONFLICT) return sm_error_set(err, rc, "out of memory");
+    return X_AGAIN;
   }
   int rc = over_bytes(x, path, e->size, err);
   if (rc) return rc;
@@ -281,6 +354,27 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
   if (rc) return rc;
   maybe_touched(x, e, b);
   return 0;
+}
+
+/* A path past WS_LIST_PATH_MAX: its first component past the limit is
+ * refused, once, as the listing refuses it (what is under it goes with
+ * it, unread). */
+static int refuse_too_long(ws_extract *x, const char *path, sm_error *err) {
+  size_t cut = WS_LIST_PATH_MAX + 1;
+  while (path[cut] && path[cut] != '/') cut++;
+  cleanup_free char *first = strndup(path, cut);
+  if (first == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (ws_manifest_get(&x->box, first)) return 0;
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.path = first;
+  e.type = '?'; /* as the listing has it: the same refusal is then quiet */
+  e.stage = -1;
+  e.host_mtime_ns = WS_UNKNOWN_MTIME;
+  e.state = WS_REFUSED;
+  e.refusal = WS_R_PATH_TOO_LONG;
+  int rc = ws_manifest_add(&x->box, &e, NULL);
+  return rc ? sm_error_set(err, rc, "out of memory") : 0;
 }
 
 static int refuse(ws_entry *e, int reason) {
@@ -354,12 +448,14 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
   }
   char buf[X_CHUNK];
   int64_t total = 0;
+  sniffer sn = {{0}, 0};
   for (;;) {
     ssize_t r = sm_read_retry(fd, buf, sizeof buf);
     if (r <= 0) {
       if (r < 0) rc = sm_error_set_errno(err, SM_EIO, errno, "reading '%s'", t->path);
       break;
     }
+    sniff_feed(&sn, buf, (size_t)r);
     total += r;
     if (sm_write_all(out, buf, (size_t)r) != 0) {
       int w = errno;
@@ -368,6 +464,7 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
     }
   }
   close(fd);
+  e->sniff = sniff_result(&sn);
   if (rc == 0 && total != tb->size)
     rc = sm_error_set(err, SM_ECONFLICT, "'%s' changed on the host during the call", t->path);
   if (rc == 0) {
@@ -396,6 +493,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
   e->box_mtime = t->box_mtime;
   e->has_hash = t->has_hash;
   memcpy(e->hash, t->hash, 32);
+  e->sniff = t->sniff;
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
       b->mode == e->mode && !(b->racy & WS_RACY_BOX) &&
@@ -438,8 +536,12 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
       return sm_error_set(err, SM_EUNSAFE, "'%s': the workspace root is not a directory", raw);
     return 0;
   }
+  /* Read again: only the entries asked for; they were counted the first time. */
+  if (x->only && ws_manifest_get(x->only, path) == NULL) return 0;
   if (ws_is_reserved(path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
   if (ws_excluded(x->excludes, path)) return 0;
+  /* Past what comes back (the listing may have refused it already). */
+  if (!x->trusted && strlen(path) > WS_LIST_PATH_MAX) return refuse_too_long(x, path, err);
   /* tar would let a second entry silently replace the first. */
   if (ws_manifest_get(&x->box, path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
 
@@ -468,6 +570,7 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
     switch (ft) {
     case AE_IFREG:
       rc = on_file(x, a, ae, path, &e, err);
+      if (rc == X_AGAIN) return 0;
       break;
     case AE_IFDIR: {
       const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
@@ -544,7 +647,7 @@ int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *
       }
       break;
     }
-    if (++x->entries > x->max_entries) {
+    if (x->only == NULL && ++x->entries > x->max_entries) {
       rc = sm_error_set(err, SM_ETOOBIG,
                         "the archive has more than %" PRId64 " entries (the workspace entry limit)",
                         x->max_entries);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -201,6 +202,26 @@ int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int 
 
 int ws_remove_tree(int dir_fd, const char *name) { return sm_rmtree_at(dir_fd, name); }
 
+/* A stage directory is flock'ed by the copy using it, for as long as its
+ * descriptor is open: a process that dies drops the lock, so the next
+ * sweep knows a stage left by a crash at once, whatever pid namespace or
+ * machine it came from. A sweeper locks before it removes anything; a new
+ * stage that a sweeper got first is given up for another name. */
+static int stage_lock(int fd) {
+  int rc;
+  do {
+    rc = flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0 ? 0 : -errno;
+}
+
+/* Does name under root_fd still lead to the directory open as fd? */
+static int stage_still_there(int root_fd, const char *name, int fd) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && fstatat(root_fd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err) {
   *out_path = NULL;
   char name[64];
@@ -219,11 +240,18 @@ int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_erro
                                 root_path);
     }
     int fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) continue; /* a sweeper took it */
     if (fd < 0) {
       int e = errno;
       unlinkat(root_fd, name, AT_REMOVEDIR);
       return sm_error_set_errno(err, SM_EIO, e, "cannot open the staging directory in %s",
                                 root_path);
+    }
+    /* Without locks (some network file systems) the stage is swept by age. */
+    int lr = stage_lock(fd);
+    if (lr == -EWOULDBLOCK || !stage_still_there(root_fd, name, fd)) {
+      close(fd);
+      continue;
     }
     *out_path = strdup(name);
     if (*out_path == NULL) {
@@ -276,10 +304,18 @@ void ws_stage_sweep(int root_fd) {
     struct stat st;
     if (fstatat(root_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
       continue;
-    if (now - st.st_mtime < 3600) continue; /* may belong to a sync in progress */
     int sfd = openat(root_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0) continue;
-    ws_stage_remove(root_fd, de->d_name, sfd);
+    int lr = stage_lock(sfd);
+    /* Held: a copy in progress. No locks here: an hour without a change. */
+    if (lr == -EWOULDBLOCK || (lr != 0 && now - st.st_mtime < 3600)) {
+      close(sfd);
+      continue;
+    }
+    /* Removed while locked, so no new copy takes it meanwhile. */
+    stage_empty(sfd);
+    unlinkat(root_fd, de->d_name, AT_REMOVEDIR);
+    close(sfd);
   }
   closedir(d);
 }

@@ -37,6 +37,33 @@ static int parse_i64(const char *s, size_t n, int base, int64_t *out) {
   return 0;
 }
 
+/* "L|./path": an entry whose path passes WS_LIST_PATH_MAX, not entered
+ * (type '?': refused as path_too_long by ws_probe_plan). */
+static int parse_too_long(const char *line, size_t n, int64_t max_entries, ws_manifest *listing,
+                          sm_error *err) {
+  if (n < 5 || n - 4 > WS_LIST_PATH_MAX + 256 || memchr(line, '\0', n))
+    return sm_error_set(err, SM_EPROTOCOL, "workspace listing: an odd path");
+  char *raw = strndup(line + 4, n - 4), *norm = NULL;
+  sm_error nerr = SM_ERROR_INIT;
+  int bad = raw == NULL || ws_path_normalize(raw, &norm, &nerr) != 0 || norm[0] == '\0' ||
+            strcmp(norm, raw) != 0;
+  free(raw);
+  if (bad || (int64_t)listing->n >= max_entries) {
+    free(norm);
+    return sm_error_set(err, SM_EPROTOCOL, "workspace listing: an odd path");
+  }
+  ws_entry e;
+  memset(&e, 0, sizeof e);
+  e.path = norm;
+  e.type = '?';
+  e.stage = -1;
+  e.host_mtime_ns = WS_UNKNOWN_MTIME;
+  int rc = ws_manifest_add(listing, &e, NULL);
+  free(norm);
+  if (rc == SM_ECONFLICT) return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a path twice");
+  return rc ? sm_error_set(err, rc, "out of memory") : 0;
+}
+
 int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
                    ws_manifest *listing, sm_error *err) {
   ws_manifest_clear(listing);
@@ -46,6 +73,11 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
     const char *nl = memchr(line, '\n', len - pos);
     size_t n = nl ? (size_t)(nl - line) : len - pos;
     pos += n + (nl ? 1 : 0);
+    if (n >= 4 && memcmp(line, "L|./", 4) == 0) {
+      int rc = parse_too_long(line, n, max_entries, listing, err);
+      if (rc) return rc;
+      continue;
+    }
     /* size|mtime|ctime|ctime as text|hexmode|./path */
     const char *f[6];
     size_t fl[6];
@@ -210,12 +242,15 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
       continue;
     }
     /* A fifo, a device or a socket is refused on what the listing says:
-     * nothing of it would be written anyway. */
-    if (!same && special(l->type)) {
+     * nothing of it would be written anyway; so is a path too long to read. */
+    if (!same && (special(l->type) || l->type == '?')) {
       ws_entry e = *l;
       e.stage = -1;
       e.state = WS_REFUSED;
-      e.refusal = l->type == 's' ? WS_R_SOCKET : l->type == 'p' ? WS_R_FIFO : WS_R_DEVICE;
+      e.refusal = l->type == 's'   ? WS_R_SOCKET
+                  : l->type == 'p' ? WS_R_FIFO
+                  : l->type == '?' ? WS_R_PATH_TOO_LONG
+                                   : WS_R_DEVICE;
       e.box_ctime = l->ctime;
       if (ws_manifest_add(&x->box, &e, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
       continue;

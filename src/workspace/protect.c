@@ -56,9 +56,7 @@ static size_t ignorable(const unsigned char *s, size_t left) {
   return 0;
 }
 
-/* Folds n bytes of s into out (room for n + 1): lower-case ASCII, no
- * ignorable code points, no trailing dots or spaces. */
-static size_t fold(const char *s, size_t n, char *out) {
+size_t ws_name_fold(const char *s, size_t n, char *out) {
   const unsigned char *p = (const unsigned char *)s;
   size_t o = 0;
   for (size_t i = 0; i < n;) {
@@ -183,7 +181,7 @@ static int glob_parse(const char *text, glob *g, sm_error *err) {
       glob_dispose(g);
       return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
-    fold(p, n, c);
+    ws_name_fold(p, n, c);
     if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.') || check_comp(c) != 0) {
       free(c);
       glob_dispose(g);
@@ -335,7 +333,7 @@ int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir) {
   for (size_t depth = keep; depth < ncomp; depth++) {
     const char *e = strchr(c, '/');
     size_t n = e ? (size_t)(e - c) : strlen(c);
-    fold(c, n, buf);
+    ws_name_fold(c, n, buf);
     const uint64_t *from = w->states[depth];
     uint64_t *to = w->states[depth + 1];
     unsigned char cov = w->covered[depth];

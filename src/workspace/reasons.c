@@ -20,6 +20,8 @@ static const struct {
                           "a path that could lead outside the workspace (absolute, '..', under a "
                           "link or a file, given twice, or reserved)"},
     [WS_R_HARD_LINK] = {"hard_link", "a hard link to something that is not a file of the copy"},
+    [WS_R_PATH_TOO_LONG] = {"path_too_long",
+                            "a path longer than 3072 bytes (the engine cannot read it back)"},
 };
 
 const char *ws_reason_name(int r) { return r > 0 && r < WS_R_COUNT ? reasons[r].name : "unsafe_path"; }

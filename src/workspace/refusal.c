@@ -7,8 +7,12 @@
  * Only what signals an attack on the host's resources (the byte, entry and
  * path-length caps; a stream that is not a valid tar) or an I/O failure on
  * the host still fails a whole copy out (workspace.c). */
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/strv.h"
 #include "workspace/ws.h"
@@ -57,10 +61,62 @@ typedef struct cand {
   const char *path;
   ws_entry *entry;      /* a change in x->box, or NULL */
   const ws_entry *gone; /* a deletion (a base entry not in x->box) */
+  int reason;           /* why a deletion is held */
 } cand;
 
 static int cmp_cand(const void *a, const void *b) {
   return ws_path_cmp(((const cand *)a)->path, ((const cand *)b)->path);
+}
+
+/* A staged file named config: does git read a command in it? */
+static int staged_config_runs(const ws_extract *x, const ws_entry *e) {
+  if (e->stage < 0 || x->stage_fd < 0) return 1;
+  char name[16];
+  snprintf(name, sizeof name, "%d", (int)e->stage);
+  int fd = openat(x->stage_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 1;
+  int runs = ws_gitconf_runs_fd(fd);
+  close(fd);
+  return runs;
+}
+
+/* Would the directory e, which exists on the host, get a permission bit
+ * there that it has neither on the host now nor in the manifest? */
+static int mode_widens(const ws_extract *x, const ws_entry *e) {
+  const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
+  uint32_t ref = b && b->type == 'd' ? b->mode : 0777;
+  struct stat st;
+  int fd = x->root_fd >= 0 ? ws_open_dir(x->root_fd, e->path, 0) : -1;
+  if (fd >= 0 && fstat(fd, &st) == 0) ref &= (uint32_t)st.st_mode & 0777;
+  else if (b == NULL || b->type != 'd') ref = e->mode; /* new: ws_apply narrows it */
+  if (fd >= 0) close(fd);
+  return (e->mode & ~ref) != 0;
+}
+
+/* The git rules, whatever the list of globs says: nothing in or of a
+ * repository other than a .git (by what it holds, the host's side
+ * included); no file that starts with "gitdir:"; no config file that names
+ * a command, nor a link in its place; no wider permissions for a folder in
+ * or of a .git. */
+static int git_refuses(const ws_extract *x, ws_gitdirs *g, const cand *c) {
+  if (ws_gitdirs_covers(g, c->path)) return 1;
+  const ws_entry *e = c->entry;
+  if (e == NULL) return 0;
+  if (e->type == 'f' && (e->sniff & WS_SNIFF_GITFILE)) return 1;
+  if ((e->type == 'f' || e->type == 'l') &&
+      (ws_git_name_is(e->path, "config") || ws_git_name_is(e->path, "config.worktree")))
+    return e->type == 'l' || staged_config_runs(x, e);
+  if (e->type == 'd' && ws_git_in_dotgit(e->path)) return mode_widens(x, e);
+  return 0;
+}
+
+/* Past what the engine reads back, absence is no deletion: unless a
+ * listing reached its folder (it would have shown the path as too long). */
+static int beyond_reach(const ws_extract *x, const char *path) {
+  size_t len = strlen(path);
+  if (len <= WS_LIST_PATH_MAX) return 0;
+  const char *slash = strrchr(path, '/');
+  return x->listing == NULL || (slash && (size_t)(slash - path) > WS_LIST_PATH_MAX);
 }
 
 int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, sm_error *err) {
@@ -69,14 +125,20 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
   if (c == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   size_t n = 0;
   for (size_t i = 0; i < x->box.n; i++)
-    if (x->box.v[i].state == WS_CHANGED) c[n++] = (cand){x->box.v[i].path, &x->box.v[i], NULL};
+    if (x->box.v[i].state == WS_CHANGED) c[n++] = (cand){x->box.v[i].path, &x->box.v[i], NULL, 0};
   for (size_t i = 0; i < nbase; i++) {
     const ws_entry *b = &x->base->v[i];
     if (ws_manifest_get(&x->box, b->path) == NULL && !ws_excluded(x->excludes, b->path))
-      c[n++] = (cand){b->path, NULL, b};
+      c[n++] = (cand){b->path, NULL, b, 0};
   }
-  int rc = 0;
-  if (ws_protect_count(protect) > 0 && n > 0) {
+  ws_gitdirs g;
+  int rc = n > 0 ? ws_gitdirs_init(&g, &x->box, x->root_fd) : 0;
+  if (rc) {
+    free(c);
+    ws_gitdirs_dispose(&g);
+    return sm_error_set(err, rc, "out of memory");
+  }
+  if (n > 0) {
     qsort(c, n, sizeof *c, cmp_cand);
     ws_protect_walk w;
     ws_protect_walk_init(&w, protect);
@@ -85,15 +147,20 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
     size_t ngone = 0;
     for (size_t i = 0; i < n; i++) {
       int is_dir = c[i].entry ? c[i].entry->type == 'd' : c[i].gone->type == 'd';
-      if (!ws_protect_walk_path(&w, c[i].path, is_dir)) continue;
+      /* The walk sees every path, in order, to keep its states. */
+      int listed = ws_protect_walk_path(&w, c[i].path, is_dir);
+      int unread = c[i].gone && beyond_reach(x, c[i].path);
+      if (!listed && !unread && !git_refuses(x, &g, &c[i])) continue;
       if (c[i].entry) {
         c[i].entry->state = WS_REFUSED;
         c[i].entry->refusal = WS_R_PROTECTED;
       } else {
+        c[i].reason = listed || !unread ? WS_R_PROTECTED : WS_R_PATH_TOO_LONG;
         c[ngone++] = c[i];
       }
     }
     ws_protect_walk_dispose(&w);
+    ws_gitdirs_dispose(&g);
     for (size_t i = 0; i < ngone && rc == 0; i++) {
       ws_entry t;
       memset(&t, 0, sizeof t);
@@ -101,7 +168,7 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
       t.type = WS_DELETED;
       t.stage = -1;
       t.state = WS_REFUSED;
-      t.refusal = WS_R_PROTECTED;
+      t.refusal = (unsigned char)c[i].reason;
       t.host_mtime_ns = WS_UNKNOWN_MTIME;
       if (ws_manifest_add(&x->box, &t, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     }

@@ -868,6 +868,7 @@ static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int 
   x->max_entries = s->max_entries;
   x->max_path = s->max_path;
   x->redact = &s->redact;
+  x->verify = 1;
 }
 
 /* Lists the side (unless it is listed already) and fetches only what
@@ -969,6 +970,39 @@ static int read_out(sm_workspace_sync *s, const side *d, int root_fd, int valid,
   return rc;
 }
 
+/* Files the reads found changed behind the manifest's size, mtime and mode
+ * (hashed as they streamed by, not staged: ws_extract.verify) are read
+ * again, this time staged: each alone when they are few, else in one more
+ * full read that skips every other entry. One gone meanwhile counts as
+ * deleted by the tool. */
+static int read_again(sm_workspace_sync *s, const side *d, ws_extract *x, ws_manifest *listing,
+                      const char *prefix, sm_error *err) {
+  if (x->again.n == 0) return 0;
+  sm_log(SM_LOG_DEBUG, "workspace: %zu file(s) changed behind their size and mtime: read again",
+         x->again.n);
+  x->only = &x->again;
+  int rc = 0;
+  if (x->again.n <= d->ops->max_roots) {
+    for (size_t i = 0; rc == 0 && i < x->again.n; i++) {
+      const char *p = x->again.v[i].path;
+      const char *slash = strrchr(p, '/');
+      x->strip = slash ? slash + 1 : p;
+      x->place = p;
+      rc = d->ops->fetch(d, s, x, listing, p, "", err);
+      if (rc == SM_ENOTFOUND) {
+        sm_error_clear(err);
+        rc = 0;
+      }
+    }
+    x->place = NULL;
+  } else {
+    x->strip = prefix;
+    rc = d->ops->fetch(d, s, x, listing, NULL, prefix, err);
+  }
+  x->only = NULL;
+  return rc;
+}
+
 /* After a copy out that went well: the sandbox's side (x->box, taken) is
  * now the reference for both directions, nheld (taken) what it holds that
  * the host did not get; listing (or NULL) what is known of its times. */
@@ -1046,6 +1080,7 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   ws_manifest_init(&listing);
   int listed = 0;
   rc = read_out(s, &d, root_fd, valid, prefix, &x, &stage, &stage_fd, &listing, &listed, err);
+  if (rc == 0 && stage_fd >= 0) rc = read_again(s, &d, &x, listed ? &listing : NULL, prefix, err);
   if (stage_fd < 0) {
     ws_manifest_dispose(&listing);
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);

@@ -18,6 +18,12 @@
 #define WS_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
 #define WS_DEFAULT_MAX_ENTRIES ((int64_t)100000)
 #define WS_DEFAULT_MAX_PATH ((int64_t)4096)
+/* The longest workspace path that comes back (path_too_long past it): the
+ * engine reads /workspace under a folder of its own (the container's or
+ * the volume's, some 100 bytes or more) and no tool in the sandbox takes a
+ * path of more than 4,095 bytes; the listing stops where a path passes
+ * this, so it never meets one that it could not read. */
+#define WS_LIST_PATH_MAX 3072
 /* Top-level names sandman uses inside a workspace: never copied either way. */
 #define WS_STAGE_PREFIX ".sandman-stage-"
 #define WS_CONFLICT_SUFFIX ".sandman-conflict"
@@ -45,11 +51,16 @@ enum {
   WS_R_NAME_TOO_LONG, /* a name of more than 255 bytes */
   WS_R_UNSAFE_PATH,   /* absolute, "..", under a link or a file, twice, reserved */
   WS_R_HARD_LINK,     /* a hard link to anything but a file earlier in the stream */
+  WS_R_PATH_TOO_LONG, /* a path longer than WS_LIST_PATH_MAX */
   WS_R_COUNT
 };
 const char *ws_reason_name(int reason); /* "protected", ... */
 const char *ws_reason_text(int reason); /* "a protected path", ... */
 int ws_reason_parse(const char *name);  /* WS_R_NONE if unknown */
+
+/* ws_entry.sniff: a staged file that starts with "gitdir:" (git follows
+ * such a file to another repository). */
+#define WS_SNIFF_GITFILE 1
 
 /* The type of a held deletion: the tool deleted a protected path. */
 #define WS_DELETED 'x'
@@ -77,6 +88,7 @@ typedef struct ws_entry {
   /* Working fields, not saved. */
   unsigned char state;    /* WS_SAME / WS_CHANGED / WS_TOUCHED / WS_REFUSED */
   unsigned char quiet;    /* refused exactly as reported before: not reported again */
+  unsigned char sniff;    /* WS_SNIFF_*: what a staged file's first bytes say */
   int32_t stage;          /* staged file number, or -1 */
   int64_t ctime;          /* listings only: change time (ns), not saved */
 } ws_entry;
@@ -147,11 +159,13 @@ int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int 
 
 /* Removes name under dir_fd, recursively for a directory (never following links). */
 int ws_remove_tree(int dir_fd, const char *name);
-/* Makes <dir>/.sandman-stage-XXXXXX; *out_path malloc'ed; returns an fd or error. */
+/* Makes <dir>/.sandman-stage-XXXXXX, locked (flock) for as long as the
+ * returned fd is open; *out_path malloc'ed; returns the fd or an error. */
 int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err);
 /* Empties and removes a flat stage directory. */
 void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd);
-/* Removes stale stage directories (older than an hour) left by a crash. */
+/* Removes the stage directories no live copy holds (left by a crash);
+ * where locks do not work, those untouched for an hour. */
 void ws_stage_sweep(int root_fd);
 
 int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len);
@@ -241,6 +255,10 @@ int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *
                     sm_error *err);
 
 /* ---- protected paths (protect.c) ---- */
+/* Folds n bytes of the name s into out (room for n + 1) as a host file
+ * system might take it: lower-case ASCII, no HFS+-ignorable code points,
+ * no trailing dots or spaces. Returns the folded length. */
+size_t ws_name_fold(const char *s, size_t n, char *out);
 /* Compiles globs (NULL or none: nothing protected). SM_EINVAL names a bad one. */
 int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err);
 void ws_protect_free(ws_protect *p);
@@ -266,6 +284,30 @@ int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir);
 void ws_protect_walk_dispose(ws_protect_walk *w);
 /* strcmp with '/' before every other byte: depth-first order. */
 int ws_path_cmp(const char *a, const char *b);
+
+/* ---- git's own ways to run a command (gitconf.c, gitdir.c) ---- */
+/* 1 if a git configuration file's text names a command (or other code or
+ * configuration git would take) as git would read it; also 1 when it
+ * cannot be read to its end. The fd is read from its start. */
+int ws_gitconf_runs_fd(int fd);
+int ws_gitconf_runs_text(const char *data, size_t len);
+/* 1 if the last component of path, folded (ws_name_fold), is name. */
+int ws_git_name_is(const char *path, const char *name);
+/* 1 if a component of path, folded, is ".git". */
+int ws_git_in_dotgit(const char *path);
+/* Which directories git would take for a repository (HEAD with objects
+ * and refs, or with commondir) in what the sandbox holds (box) joined with
+ * what the host holds (root_fd; -1: nothing). */
+typedef struct ws_gitdirs {
+  ws_manifest marks; /* folded directory -> the markers the box has in it (size: bits) */
+  ws_manifest memo;  /* directory as named -> its answer (size) */
+  int root_fd;
+} ws_gitdirs;
+int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd);
+/* 1 if path, or a directory above it (the root too), is a repository not
+ * named .git; out of memory counts as 1. */
+int ws_gitdirs_covers(ws_gitdirs *g, const char *path);
+void ws_gitdirs_dispose(ws_gitdirs *g);
 
 /* ---- upload: what a copy in sends (upload.c) ---- */
 /* pack: the entries of send, with every directory above each (from cur),
@@ -305,6 +347,14 @@ struct ws_extract {
   int64_t raw_bytes;
   int64_t entries;              /* over every stream read into this extractor */
   int32_t next_stage;
+  /* A file whose size, mtime and mode are the manifest's but that must be
+   * compared by content (racy, or a new ctime) is hashed as it streams by,
+   * not staged: unchanged, it costs no disk (a nearly full one cannot
+   * wedge the copy out). One that differs is left out of box and listed
+   * here, to be read again with `only` set. */
+  int verify;                   /* set by the caller for the first reads */
+  ws_manifest again;            /* out: paths to read again and stage */
+  const ws_manifest *only;      /* a read again: every other entry is skipped */
 };
 
 void ws_extract_init(ws_extract *x);
@@ -331,6 +381,22 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
  * when which < 0); the others get 0 (unknown: compared in full next time). */
 void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which);
 void ws_probe_free_roots(char **roots, size_t n);
+
+/* ---- conflict copies of folders (aside.c) ---- */
+typedef struct ws_aside {
+  char **from, **to; /* a folder put aside and its place (NULL: dropped) */
+  size_t n, cap;
+} ws_aside;
+void ws_aside_dispose(ws_aside *a);
+/* Where path lands on the host: itself; its place under a folder put
+ * aside (malloc'ed into *owned); NULL when dropped or out of memory. */
+const char *ws_aside_map(const ws_aside *a, const char *path, char **owned);
+/* The length of the shallowest folder above path that the host does not
+ * have as a directory (missing, a file, a link), or 0 when it has all. */
+size_t ws_aside_blocker(int root_fd, const char *path);
+/* Makes <dir>.sandman-conflict (replacing an older one) and maps dir to it
+ * (*out, owned by a; dir maps to nothing when this fails: 0 or -errno). */
+int ws_aside_make(ws_aside *a, int root_fd, const char *dir, char **out);
 
 /* ---- apply: staged changes onto a directory ---- */
 typedef struct ws_apply_result {

@@ -40,6 +40,8 @@ export interface RunResult {
   sandbox_id: string;
   reused: boolean;
   files_changed: string[];
+  /** Conflict copies kept beside the host's version (`<name>.sandman-conflict`). */
+  conflicts: string[];
   failure_kind: FailureKind;
   error: string | null;
   handle?: string;

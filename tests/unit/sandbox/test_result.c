@@ -28,11 +28,14 @@ static void test_json_has_exactly_the_contract_fields(void **state) {
   r.files_changed = calloc(1, sizeof(char *));
   r.files_changed[0] = strdup("out/report.txt");
   r.n_files_changed = 1;
+  r.conflicts = calloc(1, sizeof(char *));
+  r.conflicts[0] = strdup("a.txt.sandman-conflict");
+  r.n_conflicts = 1;
   json_object *o = sm_run_result_to_json(&r);
   const char *want[] = {"ok", "exit_code", "stdout", "stderr", "stdout_truncated",
                         "stderr_truncated", "timed_out", "oom_killed", "duration_ms", "mode",
-                        "sandbox_id", "reused", "files_changed", "refused", "failure_kind",
-                        "error"};
+                        "sandbox_id", "reused", "files_changed", "conflicts", "refused",
+                        "failure_kind", "error"};
   assert_int_equal(json_object_object_length(o), sizeof want / sizeof want[0]);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     json_object *v = NULL;
@@ -46,6 +49,7 @@ static void test_json_has_exactly_the_contract_fields(void **state) {
   assert_non_null(strstr(text, "\"files_changed\":[\"out\\/report.txt\"]") ||
                   strstr(text, "\"files_changed\":[\"out/report.txt\"]"));
   assert_non_null(strstr(text, "\"stdout\":\"hi\\n\""));
+  assert_non_null(strstr(text, "\"conflicts\":[\"a.txt.sandman-conflict\"]"));
   json_object_put(o);
   sm_run_result_dispose(&r);
   assert_null(r.stdout_data);

@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -152,10 +154,74 @@ static void test_plan(void **state) {
   ws_manifest_dispose(&list);
 }
 
+/* Issue 25.9: the listing names an entry whose path passes the limit as
+ * "L|./path" (not entered); it is parsed as such, and refused by the plan
+ * as path_too_long rather than fetched or taken for a deletion. */
+static void test_parse_too_long(void **state) {
+  (void)state;
+  /* d, then 200-byte names down to the first past the limit; the folders
+   * above it listed (and known to the manifest), that one as too long. */
+  sm_buf text;
+  sm_buf_init(&text, 1 << 20);
+  char path[2 * WS_LIST_PATH_MAX] = "d";
+  ws_manifest base;
+  ws_manifest_init(&base);
+  ws_entry d;
+  memset(&d, 0, sizeof d);
+  d.type = 'd';
+  d.mode = 0755;
+  d.stage = -1;
+  for (;;) {
+    d.path = path;
+    assert_int_equal(ws_manifest_add(&base, &d, NULL), 0);
+    sm_buf_printf(&text, "0|1|2|x|41ed|./%s\n", path);
+    size_t len = strlen(path);
+    path[len] = '/';
+    memset(path + len + 1, 'n', 200);
+    path[len + 201] = '\0';
+    if (len + 201 > WS_LIST_PATH_MAX) break;
+  }
+  sm_buf_printf(&text, "L|./%s\n", path);
+  ws_manifest m;
+  ws_manifest_init(&m);
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(ws_probe_parse(text.data, text.len, 1000, 4096, &m, &err), 0);
+  const ws_entry *e = ws_manifest_get(&m, path);
+  assert_non_null(e);
+  assert_int_equal(e->type, '?');
+  ws_extract x;
+  ws_extract_init(&x);
+  x.base = &base;
+  char **roots = NULL;
+  size_t n = 0;
+  assert_int_equal(ws_probe_plan(&x, &m, 8, &roots, &n, &err), 0);
+  assert_int_equal(n, 0); /* nothing to fetch */
+  const ws_entry *r = ws_manifest_get(&x.box, path);
+  assert_non_null(r);
+  assert_int_equal(r->state, WS_REFUSED);
+  assert_string_equal(ws_reason_name(r->refusal), "path_too_long");
+  ws_probe_free_roots(roots, n);
+  ws_extract_dispose(&x);
+  ws_manifest_dispose(&m);
+  /* Longer than a pruned entry can be: not a listing. */
+  sm_buf_reset(&text);
+  size_t len = strlen(path);
+  path[len] = '/';
+  memset(path + len + 1, 'n', 200);
+  path[len + 201] = '\0';
+  sm_buf_printf(&text, "L|./%s\n", path);
+  ws_manifest_init(&m);
+  assert_int_equal(ws_probe_parse(text.data, text.len, 1000, 4096, &m, &err), SM_EPROTOCOL);
+  ws_manifest_dispose(&m);
+  ws_manifest_dispose(&base);
+  sm_buf_dispose(&text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_good),
       cmocka_unit_test(test_parse_bad),
+      cmocka_unit_test(test_parse_too_long),
       cmocka_unit_test(test_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,8 +8,16 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <sandman/sandman.h>
 
@@ -330,6 +338,7 @@ static void expect_out(sm_workspace_sync *s, fx *f, const char *changed, const c
   sm_error err = SM_ERROR_INIT;
   if (sync_out(s, f, &r, &err) != 0) fail_msg("sync out: %s", err.message);
   char *c = joined(r.changed, r.n_changed), *x = refusals(s);
+  if (strcmp(c, changed) != 0) print_message("refused: %s\n", x);
   assert_string_equal(c, changed);
   assert_string_equal(x, refused);
   free(c);
@@ -407,6 +416,177 @@ static void mkdirs(const char *dir, const char *rel) {
       *c = '/';
     }
   mkdir(p, 0755);
+}
+
+/* Issue 25.12: where the tool's folder meets a host that has no folder
+ * there any more (the user edited the file F the tool turned into a folder
+ * F/, replaced the folder D by a file, or deleted the folder E), the tool's
+ * work is kept beside the host's version as <name>.sandman-conflict/, and
+ * listed as a conflict; the next copy in makes both sides agree. */
+static void test_folder_conflicts(void **state) {
+  fx *f = *state;
+  put(f->host, "F", "host v1\n");
+  mkdirs(f->host, "D");
+  put(f->host, "D/old", "d\n");
+  mkdirs(f->host, "E");
+  put(f->host, "E/old", "e\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "F");
+  unlink(p);
+  mkdirs(f->scratch, "F/sub");
+  put(f->scratch, "F/x", "tool x\n");
+  put(f->scratch, "F/sub/y", "tool y\n");
+  put(f->host, "F", "host v2!\n");
+  put(f->scratch, "D/new", "tool d\n");
+  pathf(p, sizeof p, f->host, "D");
+  rm_rf(p);
+  put(f->host, "D", "now a file\n");
+  put(f->scratch, "E/new", "tool e\n");
+  pathf(p, sizeof p, f->host, "E");
+  rm_rf(p);
+  outres r;
+  sm_error err = SM_ERROR_INIT;
+  if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
+  char *cf = joined(r.conflicts, r.n_conflicts), *ch = joined(r.changed, r.n_changed);
+  assert_string_equal(cf, "D.sandman-conflict,E.sandman-conflict,F.sandman-conflict");
+  assert_string_equal(ch, "D.sandman-conflict,D.sandman-conflict/new,E.sandman-conflict,"
+                          "E.sandman-conflict/new,F.sandman-conflict,F.sandman-conflict/sub,"
+                          "F.sandman-conflict/sub/y,F.sandman-conflict/x");
+  free(cf);
+  free(ch);
+  outres_free(&r);
+  char *c = get(f->host, "F");
+  assert_string_equal(c, "host v2!\n");
+  free(c);
+  c = get(f->host, "F.sandman-conflict/x");
+  assert_string_equal(c, "tool x\n");
+  free(c);
+  c = get(f->host, "F.sandman-conflict/sub/y");
+  assert_string_equal(c, "tool y\n");
+  free(c);
+  c = get(f->host, "D");
+  assert_string_equal(c, "now a file\n");
+  free(c);
+  c = get(f->host, "D.sandman-conflict/new");
+  assert_string_equal(c, "tool d\n");
+  free(c);
+  assert_false(exists(f->host, "E"));
+  c = get(f->host, "E.sandman-conflict/new");
+  assert_string_equal(c, "tool e\n");
+  free(c);
+  /* The next copy in brings the host's versions to the sandbox. */
+  sync_in_ok(s, f);
+  char *a = snapshot(f->host), *b = snapshot(f->scratch);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  sm_workspace_sync_free(s);
+}
+
+static size_t stage_dirs(const char *dir) {
+  DIR *d = opendir(dir);
+  size_t n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d)) != NULL)
+    if (strncmp(de->d_name, WS_STAGE_PREFIX, strlen(WS_STAGE_PREFIX)) == 0) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+/* A stage directory made in a child that then waits (hold) or dies at once. */
+static pid_t stage_in_child(const char *host, int hold, int ready[2]) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
+  int fd = open(host, O_RDONLY | O_DIRECTORY);
+  char *path = NULL;
+  sm_error err = SM_ERROR_INIT;
+  int sfd = ws_stage_create(fd, host, &path, &err);
+  if (sfd < 0) _exit(1);
+  if (openat(sfd, "0", O_WRONLY | O_CREAT, 0600) < 0) _exit(1);
+  if (write(ready[1], "x", 1) != 1) _exit(1);
+  if (hold) pause();
+  _exit(0); /* a crash: nothing removed */
+}
+
+/* Issue 25.15: a runner killed during a copy out leaves its stage
+ * directory in the workspace; the next copy removes it at once (its lock
+ * died with it), and never one a live copy holds. */
+static void test_stage_left_by_crash(void **state) {
+  fx *f = *state;
+  put(f->host, "a.txt", "a\n");
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  char c;
+  pid_t dead = stage_in_child(f->host, 0, ready);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  waitpid(dead, NULL, 0);
+  pid_t live = stage_in_child(f->host, 1, ready);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  assert_int_equal(stage_dirs(f->host), 2);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  assert_int_equal(stage_dirs(f->host), 1);
+  kill(live, SIGKILL);
+  waitpid(live, NULL, 0);
+  put(f->host, "a.txt", "b\n");
+  sync_in_ok(s, f);
+  assert_int_equal(stage_dirs(f->host), 0);
+  sm_workspace_sync_free(s);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+/* The racy-file scenario of issue 25.8 in a child with its own mount
+ * namespace: the host workspace is a 4 MiB tmpfs holding a 2.5 MiB file
+ * written right before the copy in (so compared by content on the way
+ * back); the tool changes one byte elsewhere. Exit 0: two copies out
+ * succeed; 2: one failed (the message on stderr); 77: no mount allowed. */
+static int racy_on_a_small_disk(fx *f) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    return 77;
+  if (mount("tmpfs", f->host, "tmpfs", 0, "size=4m") != 0) return errno == EPERM ? 77 : 3;
+  char p[1024];
+  pathf(p, sizeof p, f->host, "big.bin");
+  FILE *fp = fopen(p, "wb");
+  for (int i = 0; i < 2560 * 1024; i++) fputc(i * 31, fp);
+  fclose(fp);
+  put(f->host, "small.txt", "a");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  for (int round = 0; round < 2; round++) {
+    put(f->scratch, "small.txt", round ? "c" : "b");
+    outres r;
+    sm_error err = SM_ERROR_INIT;
+    if (sync_out(s, f, &r, &err) != 0) {
+      fprintf(stderr, "copy out %d: %s\n", round + 1, err.message);
+      return 2;
+    }
+    outres_free(&r);
+  }
+  char *c = get(f->host, "small.txt");
+  int ok = strcmp(c, "c") == 0;
+  free(c);
+  sm_workspace_sync_free(s);
+  umount2(f->host, MNT_DETACH);
+  return ok ? 0 : 4;
+}
+
+/* Issue 25.8: a nearly full host disk does not wedge the copy out: an
+ * unchanged file written right before a sync is compared by its content as
+ * it streams by, never staged, so a one-byte change elsewhere applies. */
+static void test_racy_file_never_wedges(void **state) {
+  fx *f = *state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(racy_on_a_small_disk(f));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) skip();
+  assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* The built-in protected paths: a tool that writes a git hook, edits
@@ -498,6 +678,130 @@ static size_t count(const char *hay, const char *needle) {
   size_t n = 0;
   for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
   return n;
+}
+
+
+static mode_t mode_of(const char *dir, const char *rel) {
+  char p[1024];
+  struct stat st;
+  pathf(p, sizeof p, dir, rel);
+  if (lstat(p, &st) != 0) return (mode_t)-1;
+  return st.st_mode & 07777;
+}
+
+/* A repository: HEAD, objects and refs. */
+static void make_repo(const char *dir, const char *rel) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/objects", rel);
+  mkdirs(dir, p);
+  snprintf(p, sizeof p, "%s/refs/heads", rel);
+  mkdirs(dir, p);
+  snprintf(p, sizeof p, "%s/HEAD", rel);
+  put(dir, p, "ref: refs/heads/main\n");
+}
+
+/* Issue 25.4: a git directory under any name (what git takes for one:
+ * HEAD with objects and refs), one made piece by piece over two calls, a
+ * copy of .git with a hook, one the host already has, spellings a
+ * case-insensitive host would take, a "gitdir:" file, and config files
+ * that name commands: none of it reaches the host, whatever the list of
+ * globs says, and the rest of the call applies. */
+static void test_git_directories(void **state) {
+  fx *f = *state;
+  put(f->host, "src.c", "int x;\n");
+  make_repo(f->host, "bare.git");
+  mkdirs(f->host, "half");
+  put(f->host, "half/HEAD", "ref: refs/heads/main\n");
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sm_string_list none;
+  memset(&none, 0, sizeof none);
+  sm_error err = SM_ERROR_INIT;
+  /* The rules hold with an empty list of globs too. */
+  assert_int_equal(sm_workspace_sync_set_protect(s, &none, &err), 0);
+  sync_in_ok(s, f);
+  make_repo(f->scratch, "sub");
+  put(f->scratch, "sub/config", "[core]\n\tfsmonitor = touch FSMON-RAN\n");
+  make_repo(f->scratch, "x");
+  mkdirs(f->scratch, "x/hooks");
+  put_mode(f->scratch, "x/hooks/pre-commit", "#!/bin/sh\ntouch HOOK-RAN\n", 0755);
+  make_repo(f->scratch, "q");
+  char a[1024], b[1024];
+  pathf(a, sizeof a, f->scratch, "q/HEAD");
+  pathf(b, sizeof b, f->scratch, "q/head");
+  assert_int_equal(rename(a, b), 0);
+  pathf(a, sizeof a, f->scratch, "q/objects");
+  pathf(b, sizeof b, f->scratch, "q/OBJECTS.");
+  assert_int_equal(rename(a, b), 0);
+  mkdirs(f->scratch, "bare.git/hooks");
+  put_mode(f->scratch, "bare.git/hooks/post-update", "#!/bin/sh\nevil\n", 0755);
+  put(f->scratch, "notes.txt", "gitdir: /tmp/elsewhere\n");
+  mkdirs(f->scratch, "y");
+  put(f->scratch, "y/config", "[alias]\n\tst = !touch ALIAS-RAN\n");
+  mkdirs(f->scratch, "z");
+  put(f->scratch, "z/config", "# a plain one\n[user]\n\tname = t\n[core]\n\tbare = false\n");
+  pathf(a, sizeof a, f->scratch, "z/config.worktree");
+  assert_int_equal(symlink("../notes.txt", a), 0);
+  mkdirs(f->scratch, "half/objects");
+  mkdirs(f->scratch, "half/refs");
+  put(f->scratch, "src.c", "int y;\n");
+  expect_out(s, f, "src.c,y,z,z/config",
+             "bare.git/hooks=protected,bare.git/hooks/post-update=protected,"
+             "half/objects=protected,half/refs=protected,notes.txt=protected,"
+             "q=protected,q/OBJECTS.=protected,q/head=protected,q/refs=protected,"
+             "q/refs/heads=protected,sub=protected,sub/HEAD=protected,sub/config=protected,"
+             "sub/objects=protected,sub/refs=protected,sub/refs/heads=protected,"
+             "x=protected,x/HEAD=protected,x/hooks=protected,x/hooks/pre-commit=protected,"
+             "x/objects=protected,x/refs=protected,x/refs/heads=protected,"
+             "y/config=protected,z/config.worktree=protected");
+  assert_false(exists(f->host, "sub"));
+  assert_false(exists(f->host, "x"));
+  assert_false(exists(f->host, "q"));
+  assert_false(exists(f->host, "notes.txt"));
+  assert_false(exists(f->host, "y/config"));
+  assert_false(exists(f->host, "bare.git/hooks"));
+  assert_false(exists(f->host, "half/objects"));
+  assert_true(exists(f->host, "z/config"));
+  /* The host's repository is kept whole: deleting a part of it is refused too. */
+  char p[1024];
+  pathf(p, sizeof p, f->scratch, "bare.git/HEAD");
+  unlink(p);
+  expect_out(s, f, "", "bare.git/HEAD=protected");
+  assert_true(exists(f->host, "bare.git/HEAD"));
+  sm_workspace_sync_free(s);
+}
+
+/* Issue 25.11: a tool's chmod 0777 of .git, .git/objects and .git/refs
+ * never reaches the host (refused as protected); a narrower mode does; a
+ * folder the tool makes in .git gets no permission its parent lacks. */
+static void test_git_modes_never_widen(void **state) {
+  fx *f = *state;
+  mkdirs(f->host, ".git/objects");
+  mkdirs(f->host, ".git/refs");
+  char p[1024];
+  pathf(p, sizeof p, f->host, ".git/objects");
+  chmod(p, 0750);
+  sm_workspace_sync *s = new_sync(f, NULL, NULL);
+  sync_in_ok(s, f);
+  const char *dirs[] = {".git", ".git/objects", ".git/refs"};
+  for (size_t i = 0; i < 3; i++) {
+    pathf(p, sizeof p, f->scratch, dirs[i]);
+    assert_int_equal(chmod(p, 0777), 0);
+  }
+  mkdirs(f->scratch, ".git/objects/ab");
+  pathf(p, sizeof p, f->scratch, ".git/objects/ab");
+  chmod(p, 0777);
+  put(f->scratch, ".git/objects/ab/cdef", "blob\n");
+  expect_out(s, f, ".git/objects/ab,.git/objects/ab/cdef",
+             ".git=protected,.git/objects=protected,.git/refs=protected");
+  assert_int_equal(mode_of(f->host, ".git"), 0755);
+  assert_int_equal(mode_of(f->host, ".git/objects"), 0750);
+  assert_int_equal(mode_of(f->host, ".git/refs"), 0755);
+  assert_int_equal(mode_of(f->host, ".git/objects/ab"), 0750);
+  pathf(p, sizeof p, f->scratch, ".git/refs");
+  chmod(p, 0700);
+  expect_out(s, f, ".git/refs", "");
+  assert_int_equal(mode_of(f->host, ".git/refs"), 0700);
+  sm_workspace_sync_free(s);
 }
 
 /* A value the call was given in secret (a leased credential) that the tool
@@ -841,8 +1145,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_incremental, setup, teardown),
       cmocka_unit_test_setup_teardown(test_conflicts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_folder_conflicts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stage_left_by_crash, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_racy_file_never_wedges, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refused_per_entry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_protected_paths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_git_directories, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_git_modes_never_widen, setup, teardown),
       cmocka_unit_test_setup_teardown(test_log_masks_secret_values, setup, teardown),
       cmocka_unit_test(test_log_path),
       cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
