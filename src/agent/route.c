@@ -7,9 +7,11 @@
  * SM_ROUTE_SOCKET, reads ONE request per connection (the head, then the
  * body by Content-Length), sends its bytes to the host as a frame, writes
  * the host's answer back and closes. It parses no more than it must to find
- * the request's end: the host parses it again. What it refuses itself (too
- * large, chunked, malformed, too many connections, too slow) it answers
- * itself. When fd 0 ends (sandman went away) it removes the socket and
+ * the request's end: the host parses it again. In front of the request
+ * goes who connected: the process the kernel names and its ancestors
+ * (route_peer.h), from which the host knows the call it belongs to. What
+ * it refuses itself (too large, chunked, malformed, too many connections,
+ * too slow) it answers itself. When fd 0 ends (sandman went away) it removes the socket and
  * exits. One thread, poll(2). */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,7 @@
 #include "common/io.h"
 #include "agent/route.h"
 #include "agent/route_http.h"
+#include "agent/route_peer.h"
 
 #define MAX_CONNS 32
 #define READ_TIMEOUT_MS 10000  /* a request must arrive whole within this */
@@ -48,6 +51,7 @@ typedef struct conn {
   route_head head;
   int head_done, continued;
   long long deadline;   /* ms, monotonic; 0 none (waiting for the host) */
+  route_peer peer;      /* who connected, read when it was accepted */
 } conn;
 
 static conn conns[MAX_CONNS];
@@ -67,12 +71,33 @@ static void conn_close(conn *c) {
   c->fd = -1;
 }
 
-/* Frames go out with blocking writes: the host always reads them. */
-static void send_frame(int type, uint32_t id, const void *payload, uint32_t len) {
+/* Frames go out with blocking writes: the host always reads them. A
+ * frame's payload may come in two parts (the peer block, the request). */
+static void send_frame2(int type, uint32_t id, const void *a, uint32_t alen, const void *b,
+                        uint32_t blen) {
   unsigned char head[SM_FRAME_HEADER];
-  sm_frame_header(head, type, id, len);
-  if (sm_write_all(1, head, sizeof head) != 0 || sm_write_all(1, payload, len) != 0)
+  sm_frame_header(head, type, id, alen + blen);
+  if (sm_write_all(1, head, sizeof head) != 0 || sm_write_all(1, a, alen) != 0 ||
+      (blen && sm_write_all(1, b, blen) != 0))
     host_gone = 1;
+}
+
+static void send_frame(int type, uint32_t id, const void *payload, uint32_t len) {
+  send_frame2(type, id, payload, len, NULL, 0);
+}
+
+/* Who connected (the kernel says: SO_PEERCRED) and the ancestors it
+ * descends from, read now, while the connection is new: a process of the
+ * sandbox, or none (the peer is outside the sandbox's pid namespace). */
+static void read_peer(int fd, route_peer *peer) {
+  struct ucred cr;
+  socklen_t l = sizeof cr;
+  memset(peer, 0, sizeof *peer);
+  peer->uid = peer->gid = UINT32_MAX;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || l != sizeof cr) return;
+  peer->uid = (uint32_t)cr.uid;
+  peer->gid = (uint32_t)cr.gid;
+  route_peer_walk("/proc", (long)cr.pid, route_peer_now_ticks(), peer);
 }
 
 /* An answer of the relay's own; the connection then writes it and closes. */
@@ -107,6 +132,7 @@ static void accept_one(int lfd) {
   }
   memset(c, 0, sizeof *c);
   c->fd = fd;
+  read_peer(fd, &c->peer);
   c->state = C_READ;
   c->id = next_id++;
   if (next_id == 0) next_id = 1;
@@ -114,7 +140,7 @@ static void accept_one(int lfd) {
 }
 
 static void read_request(conn *c) {
-  size_t total_max = SM_FRAME_ROUTE_REQUEST_MAX;
+  size_t total_max = SM_ROUTE_REQUEST_MAX;
   size_t want = c->head_done ? c->head.head_len + c->head.body_len : ROUTE_HEAD_MAX;
   if (c->len >= want) return;
   if (c->cap < want) {
@@ -161,8 +187,11 @@ static void read_request(conn *c) {
     }
     return;
   }
-  /* Whole: bytes past it (a pipelined second request) are not read. */
-  send_frame(SM_FRAME_ROUTE_REQUEST, c->id, c->buf, (uint32_t)total);
+  /* Whole: bytes past it (a pipelined second request) are not read. The
+   * host gets who connected in front of it. */
+  unsigned char peer[ROUTE_PEER_BLOCK_MAX];
+  size_t plen = route_peer_encode(&c->peer, peer, sizeof peer);
+  send_frame2(SM_FRAME_ROUTE_REQUEST, c->id, peer, (uint32_t)plen, c->buf, (uint32_t)total);
   free(c->buf);
   c->buf = NULL;
   c->len = c->cap = 0;

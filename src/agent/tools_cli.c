@@ -47,10 +47,9 @@ typedef struct answer {
 
 static void answer_dispose(answer *a) { free(a->data); }
 
-static const char *socket_path(void) {
-  const char *p = getenv("SANDMAN_TOOLS_SOCKET");
-  return p && *p ? p : SM_ROUTE_SOCKET;
-}
+/* The route is always at its fixed place: sandman puts no variable of its
+ * own in a tool's environment to say where. */
+static const char *socket_path(void) { return SM_ROUTE_SOCKET; }
 
 static int no_route(const char *why) {
   fprintf(stderr, "sandman-tools: no host-tool route in this sandbox (%s: %s)\n", socket_path(),

@@ -165,7 +165,13 @@ done
 check "approvals: the waiting call is listed" test -n "$id"
 wtoken=$("$SANDMAN" token derive --worker-key w1 --token-file "$WORK/token" 2>/dev/null || true)
 wstatus=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -H "Authorization: Bearer $wtoken" http://sandman/v1/approvals)
-expect_eq "approvals: a worker token is refused" 403 "$wstatus"
+expect_eq "approvals: a worker token is refused" 401 "$wstatus"
+made_up=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+mbody=$(curl -s --unix-socket "$SOCK" -H "Authorization: Bearer $made_up" http://sandman/v1/approvals)
+wbody=$(curl -s --unix-socket "$SOCK" -H "Authorization: Bearer $wtoken" http://sandman/v1/approvals)
+xbody=$(curl -s --unix-socket "$SOCK" -H "Authorization: Bearer x" http://sandman/v1/approvals)
+expect_eq "approvals: a made-up 64-character token gets the generic 401 of a bad token" "$xbody" "$mbody"
+expect_eq "approvals: so does a worker token (the same answer)" "$xbody" "$wbody"
 answer=$(api -X POST "http://sandman/v1/approvals/$id" -d '{"approve": true}')
 expect_contains "approvals: approved" '"approved":true' "$answer"
 wait "$call_pid" || true

@@ -149,7 +149,7 @@ static int teardown(void **state) {
 
 static sm_route_caller caller(const char *agent, int active) {
   sm_route_caller w = {active, "c0ffee-container", "sm-box", "per_run", "", "proj", agent,
-                       "shell", "alice", "run-1", "", "control", "call-42"};
+                       "shell", "alice", "run-1", "", "control", "call-42", 4242, 1000};
   return w;
 }
 
