@@ -8,8 +8,8 @@
  * `network: none`, under gVisor and with a remote engine.
  *
  * On the host, the call driver (sm_run) knows who is calling: the relay
- * names the process that connected as the kernel gives it (SO_PEERCRED)
- * with its ancestors, and the request belongs to the call with the route
+ * names the process that wrote the request as the kernel gives it
+ * (SCM_CREDENTIALS) with its ancestors, and the request belongs to the call with the route
  * whose first process (known from the call's own output, its preamble) is
  * among them. The request's raw bytes and the caller's identity go to a
  * handler (the broker, sandman/broker.h), whose answer is a complete
@@ -54,7 +54,7 @@ typedef struct sm_route_caller {
   const char *worker_id;
   const char *principal;    /* "control" or "worker:<key>" */
   const char *call_id;      /* sandman's id of the tool call in progress */
-  long peer_pid;            /* the connecting process in the sandbox, -1 unknown */
+  long peer_pid;            /* the requesting process in the sandbox, -1 unknown */
   long peer_uid;            /* its user id, -1 unknown */
 } sm_route_caller;
 

@@ -8,7 +8,7 @@
  * body by Content-Length), sends its bytes to the host as a frame, writes
  * the host's answer back and closes. It parses no more than it must to find
  * the request's end: the host parses it again. In front of the request
- * goes who connected: the process the kernel names and its ancestors
+ * goes who sent it: the process the kernel names and its ancestors
  * (route_peer.h), from which the host knows the call it belongs to. What
  * it refuses itself (too large, chunked, malformed, too many connections,
  * too slow) it answers itself. When fd 0 ends (sandman went away) it removes the socket and
@@ -51,7 +51,9 @@ typedef struct conn {
   route_head head;
   int head_done, continued;
   long long deadline;   /* ms, monotonic; 0 none (waiting for the host) */
-  route_peer peer;      /* who connected, read when it was accepted */
+  route_peer peer;      /* who wrote the request, read at its first bytes */
+  int writer_known;
+  pid_t writer;
 } conn;
 
 static conn conns[MAX_CONNS];
@@ -86,18 +88,51 @@ static void send_frame(int type, uint32_t id, const void *payload, uint32_t len)
   send_frame2(type, id, payload, len, NULL, 0);
 }
 
-/* Who connected (the kernel says: SO_PEERCRED) and the ancestors it
- * descends from, read now, while the connection is new: a process of the
- * sandbox, or none (the peer is outside the sandbox's pid namespace). */
-static void read_peer(int fd, route_peer *peer) {
-  struct ucred cr;
-  socklen_t l = sizeof cr;
-  memset(peer, 0, sizeof *peer);
-  peer->uid = peer->gid = UINT32_MAX;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || l != sizeof cr) return;
-  peer->uid = (uint32_t)cr.uid;
-  peer->gid = (uint32_t)cr.gid;
-  route_peer_walk("/proc", (long)cr.pid, route_peer_now_ticks(), peer);
+/* Reads what the connection holds, with the credentials the kernel
+ * attaches to it (SO_PASSCRED: SCM_CREDENTIALS, the pid of the process
+ * that wrote it, in our pid namespace; 0 when it is outside it or, under
+ * gVisor, gone). The request's writer is who is asking: its ancestors are
+ * read at its first bytes, while it is there. Bytes of another process, or
+ * of none the kernel names, leave the request no peer (fail closed).
+ * (SO_PEERCRED would name the connecting process, but gVisor answers it
+ * with the caller's own credentials.) */
+static ssize_t read_with_peer(conn *c, char *buf, size_t room) {
+  struct iovec iov = {buf, room};
+  union {
+    char buf[CMSG_SPACE(sizeof(struct ucred))];
+    struct cmsghdr align;
+  } ctl;
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl.buf;
+  m.msg_controllen = sizeof ctl.buf;
+  ssize_t n = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return n;
+  struct ucred cr = {0, 0, 0};
+  int have = 0;
+  for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+      /* Nobody sends us descriptors: close what came. */
+      int *fds = (int *)CMSG_DATA(h);
+      for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) close(fds[i]);
+    } else if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS &&
+               h->cmsg_len >= CMSG_LEN(sizeof cr)) {
+      memcpy(&cr, CMSG_DATA(h), sizeof cr);
+      have = 1;
+    }
+  }
+  if (!c->writer_known) {
+    c->writer_known = 1;
+    c->writer = have ? cr.pid : 0;
+    c->peer.uid = have ? (uint32_t)cr.uid : UINT32_MAX;
+    c->peer.gid = have ? (uint32_t)cr.gid : UINT32_MAX;
+    if (c->writer > 0) route_peer_walk("/proc", (long)c->writer, route_peer_now_ticks(), &c->peer);
+  } else if (!have || cr.pid != c->writer) {
+    c->peer.n = 0; /* another writer: nobody's */
+  }
+  return n;
 }
 
 /* An answer of the relay's own; the connection then writes it and closes. */
@@ -132,7 +167,8 @@ static void accept_one(int lfd) {
   }
   memset(c, 0, sizeof *c);
   c->fd = fd;
-  read_peer(fd, &c->peer);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
   c->state = C_READ;
   c->id = next_id++;
   if (next_id == 0) next_id = 1;
@@ -158,7 +194,7 @@ static void read_request(conn *c) {
     c->cap = cap;
   }
   size_t room = (c->cap < want ? c->cap : want) - c->len;
-  ssize_t n = read(c->fd, c->buf + c->len, room);
+  ssize_t n = read_with_peer(c, c->buf + c->len, room);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     conn_close(c); /* gone before its request was whole */
@@ -188,7 +224,7 @@ static void read_request(conn *c) {
     return;
   }
   /* Whole: bytes past it (a pipelined second request) are not read. The
-   * host gets who connected in front of it. */
+   * host gets who sent it in front of it. */
   unsigned char peer[ROUTE_PEER_BLOCK_MAX];
   size_t plen = route_peer_encode(&c->peer, peer, sizeof peer);
   send_frame2(SM_FRAME_ROUTE_REQUEST, c->id, peer, (uint32_t)plen, c->buf, (uint32_t)total);
@@ -270,6 +306,8 @@ static int take_lock(void) {
 static int listen_socket(struct stat *mine) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
+  int one = 1; /* bytes come with their writer's credentials (read_with_peer) */
+  setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;

@@ -1,6 +1,7 @@
-/* Who connected to the host-tool route: the process the kernel names for
- * the connection (SO_PEERCRED) and its ancestors, with their start times,
- * as the relay reads them from /proc the moment it accepts (route.c). The
+/* Who asks the host-tool route: the process the kernel names as the
+ * writer of a request's first bytes (SCM_CREDENTIALS) and its ancestors,
+ * with their start times, as the relay reads them from /proc when those
+ * bytes arrive (route.c). The
  * relay sends this "peer block" in front of each request; the host gives
  * the request the identity of the live call whose first process (pid and
  * start time, from the call's preamble) is in the chain, and none
@@ -24,7 +25,7 @@
 typedef struct route_peer {
   uint32_t uid, gid;
   uint32_t n;                            /* 0: no process of the sandbox's (or it is gone) */
-  uint32_t pid[ROUTE_PEER_CHAIN_MAX];    /* [0] the connecting process, then its parent, ... */
+  uint32_t pid[ROUTE_PEER_CHAIN_MAX];    /* [0] the writing process, then its parent, ... */
   uint64_t start[ROUTE_PEER_CHAIN_MAX];  /* start times, clock ticks since boot */
 } route_peer;
 

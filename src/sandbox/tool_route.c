@@ -2,8 +2,9 @@
  * and docs/host-tools.md).
  *
  * Who a request comes from is decided here, from what the kernel says,
- * never from what the sandbox sends: the relay reads the connecting
- * process (SO_PEERCRED) and its ancestors with their start times (the peer
+ * never from what the sandbox sends: the relay reads the process the
+ * kernel names as the request's writer (SCM_CREDENTIALS) and its
+ * ancestors with their start times (the peer
  * block of agent/route_peer.h), and a request gets the identity of the
  * call with the route whose first process (pid and start time, from the
  * call's preamble: sandbox_route_started) is among them. A process of no
@@ -144,7 +145,7 @@ typedef struct job {
   uint32_t conn;
   char *req;
   size_t len;
-  route_peer peer; /* who connected, as the relay read it */
+  route_peer peer; /* who sent the request, as the relay read it */
   sm_host_route handler;
 } job;
 

@@ -3,7 +3,7 @@
  * sandman-agent (`route`, as root without capabilities) that this process
  * keeps attached, and a thread that pumps its frames: each request the
  * relay forwards goes to the handler on a thread of its own, with the
- * identity of the call with the route that the connecting process descends
+ * identity of the call with the route that the requesting process descends
  * from (or none), and the handler's answer goes back as a frame. */
 #ifndef SANDMAN_SANDBOX_TOOL_ROUTE_H
 #define SANDMAN_SANDBOX_TOOL_ROUTE_H
