@@ -423,7 +423,7 @@ static void auth_matrix(void **state) {
     assert_int_equal(r.status, 401);
     assert_string_equal(r.body, first401);
     resp_free(&r);
-    http("POST", "/v1/approvals/x", approvals_tokens[i], "{\"approve\": true}", &r);
+    http("POST", "/v1/approvals/abcd", approvals_tokens[i], "{\"approve\": true}", &r);
     assert_int_equal(r.status, 401);
     assert_string_equal(r.body, first401);
     resp_free(&r);
