@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "broker/core.h"
+#include "common/json_keys.h"
 #include "broker/http_msg.h"
 #include "broker/route_mcp.h"
 
@@ -70,9 +71,15 @@ static int call(sm_broker *b, const sm_route_caller *who, const char *name, cons
   if (m->body_len > 0) {
     json_tokener *tok = json_tokener_new_ex(64);
     if (tok) body = json_tokener_parse_ex(tok, m->body, (int)m->body_len);
+    const char *dup = NULL;
     int bad = !tok || json_tokener_get_error(tok) != json_tokener_success ||
               json_tokener_get_parse_end(tok) != m->body_len || !json_object_is_type(body, json_type_object);
     if (tok) json_tokener_free(tok);
+    /* A repeated key: json-c would keep one, another reader the other. */
+    if (!bad && sm_json_keys_unique(m->body, m->body_len, body, &dup) != 0) {
+      json_object_put(body);
+      return bk_http_error(400, "bad_request", dup, NULL, resp, len, err);
+    }
     if (bad || (json_object_object_get_ex(body, "arguments", &args) &&
                 !json_object_is_type(args, json_type_object))) {
       json_object_put(body);

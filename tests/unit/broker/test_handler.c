@@ -421,6 +421,17 @@ static void refusals_and_bad_requests(void **state) {
   json_object_put(o);
   assert_int_equal(req(F.b, &w, "POST", "/v1/tools/read_host/call", "{\"arguments\": [", &o), 400);
   json_object_put(o);
+  /* A repeated key (issue 25): json-c would keep the last one, so the
+   * schema would check one value and a second reader see another. */
+  const char *dups[] = {"{\"arguments\": {\"path\": \"/a\", \"path\": \"/b\"}}",
+                        "{\"arguments\": {\"path\": \"/a\", \"\\u0070ath\": \"/b\"}}",
+                        "{\"arguments\": {\"path\": \"/a\"}, \"arguments\": {\"path\": \"/b\"}}"};
+  for (size_t i = 0; i < sizeof dups / sizeof dups[0]; i++) {
+    assert_int_equal(req(F.b, &w, "POST", "/v1/tools/read_host/call", dups[i], &o), 400);
+    assert_string_equal(get(o, "reason"), "bad_request");
+    assert_non_null(strstr(get(o, "error"), "repeats a key"));
+    json_object_put(o);
+  }
   assert_int_equal(req(F.b, &w, "DELETE", "/v1/tools", NULL, NULL), 405);
   assert_int_equal(req(F.b, &w, "GET", "/v1/tools/read_host/call", NULL, NULL), 405);
   assert_int_equal(req(F.b, &w, "GET", "/v2/else", NULL, NULL), 404);
