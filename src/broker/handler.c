@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/audit_rows.h"
 #include "broker/core.h"
 #include "common/json_keys.h"
 #include "broker/http_msg.h"
 #include "broker/route_mcp.h"
+#include "broker/state.h"
 
 #define PREFIX "/v1/tools"
 
@@ -41,8 +43,16 @@ static int list(sm_broker *b, const sm_route_caller *who, char **resp, size_t *l
 
 static int describe(sm_broker *b, const sm_route_caller *who, const char *name, char **resp,
                     size_t *len, sm_error *err) {
-  if (!who->active)
+  if (!who->active) {
+    bk_row row = BK_ROW_INIT;
+    row.event = "host_tool.refused";
+    row.host_tool = name;
+    row.reason = "no_active_call";
+    row.rule = "the route answers only while sandman drives a call in the sandbox";
+    row.message = "no active call";
+    bk_audit(b->audit, who, &row);
     return bk_http_error(403, "no_active_call", "no active call", NULL, resp, len, err);
+  }
   json_object *d = bk_describe_visible(b, who, name);
   if (!d) {
     char msg[128];
