@@ -310,7 +310,7 @@ SM_API sm_audit *sm_runner_audit(const sm_runner *runner);
 /* The most bytes of host-tool requests (sandman/hostroute.h) the runner's
  * routes hold at once, over all its sandboxes: a request past it is
  * answered 503 (reason "busy") before the host sees it. 0: the default,
- * 64 MiB. */
+ * 32 MiB. */
 SM_API void sm_runner_set_route_memory(sm_runner *runner, size_t bytes);
 /* The egress proxy settings in force (a reference: sm_egress_settings_unref). */
 SM_API sm_egress_settings *sm_runner_egress(sm_runner *runner);

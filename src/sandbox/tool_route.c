@@ -49,7 +49,7 @@ _Static_assert(SM_FRAME_ROUTE_RESPONSE_MAX == SM_ROUTE_RESPONSE_MAX, "route resp
 #define POLL_IDLE_MS 1000
 #define PATH_MAX_LEN 3000
 #define ROOT_WAIT_MS 10000       /* for a call beside the request to say its first process */
-#define MEMORY_DEFAULT ((size_t)64 << 20) /* request bytes held at once, all routes */
+#define MEMORY_DEFAULT ((size_t)32 << 20) /* request bytes held at once, all routes */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /* The string fields of sm_route_caller, for copying it. */

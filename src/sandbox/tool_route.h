@@ -45,7 +45,7 @@ void sandbox_route_end(sandbox_routes *rs, sandbox_route_call *c, int close);
 
 /* The most bytes of requests this process's routes hold at once (the
  * handlers' copies, over every sandbox); a request past it is answered 503
- * (reason busy) at once. 0: the default, 64 MiB. */
+ * (reason busy) at once. 0: the default, 32 MiB. */
 void sandbox_routes_set_memory(sandbox_routes *rs, size_t bytes);
 
 /* How many relays this process started (tests: a call without a route
