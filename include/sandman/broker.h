@@ -66,6 +66,11 @@ SM_API void sm_broker_free(sm_broker *b);
  * the route), 0 when none; the same policy as sm_broker_list. */
 SM_API int sm_broker_offers(sm_broker *b, const char *agent, const char *tool);
 
+/* 1 when some level's broker.allow (defaults.broker, agents.<agent>.broker)
+ * names anything for agent: any of its calls may get host tools, and its
+ * keyed sandboxes are its own (sm_run_request.agent_has_host_tools). */
+SM_API int sm_broker_agent_has_tools(sm_broker *b, const char *agent);
+
 /* `config explain`'s "host_tools" part for agent and its tool: {"route":
  * bool, "route_rule", "tools": [{"name", "kind", "allowed", "rule"}]}
  * (caller owns it). */

@@ -7,12 +7,15 @@
  * over that exec's stream: never over a network, so the route works with
  * `network: none`, under gVisor and with a remote engine.
  *
- * On the host, the call driver (sm_run) knows who is calling, because it
- * owns that stream and drives the call: the request's raw bytes and the
- * caller's identity go to a handler (the broker, sandman/broker.h), whose
- * answer is a complete HTTP/1.1 response. Nothing the sandbox sends can
- * change the identity. Outside a call (a process left behind by one) the
- * caller is inactive and the handler refuses.
+ * On the host, the call driver (sm_run) knows who is calling: the relay
+ * names the process that wrote the request as the kernel gives it
+ * (SCM_CREDENTIALS) with its ancestors, and the request belongs to the call with the route
+ * whose first process (known from the call's own output, its preamble) is
+ * among them. The request's raw bytes and the caller's identity go to a
+ * handler (the broker, sandman/broker.h), whose answer is a complete
+ * HTTP/1.1 response. A process of no live call (one a call left behind),
+ * or of a call without the route, is an inactive caller and the handler
+ * refuses.
  *
  * See docs/host-tools.md. */
 #ifndef SANDMAN_HOSTROUTE_H
@@ -38,7 +41,7 @@ extern "C" {
 /* Who a request through the route comes from, as sandman knows it. All
  * strings are borrowed for the handler's duration; "" when not known. */
 typedef struct sm_route_caller {
-  int active;               /* 0: no call of sandman's is running in this sandbox */
+  int active;               /* 0: the process is of no live call with the route */
   const char *container_id;
   const char *sandbox;      /* container name */
   const char *mode;         /* "per_tool", "per_run", "per_worker" */
@@ -51,6 +54,8 @@ typedef struct sm_route_caller {
   const char *worker_id;
   const char *principal;    /* "control" or "worker:<key>" */
   const char *call_id;      /* sandman's id of the tool call in progress */
+  long peer_pid;            /* the requesting process in the sandbox, -1 unknown */
+  long peer_uid;            /* its user id, -1 unknown */
 } sm_route_caller;
 
 /* Answers one request (req[0..len), raw HTTP/1.1 as the sandbox sent it:

@@ -204,6 +204,12 @@ typedef struct sm_run_request {
    * caller) until the runner is freed: it must outlive the runner. Mode
    * none has no route; the swarm backend refuses such a call. */
   const struct sm_host_route *host_route;
+  /* The call's agent may use host tools (sm_broker_agent_has_tools), this
+   * call with the route or not: its keyed sandbox (per_run, per_worker,
+   * scope user) is the agent's own, its key gains ":ht:<agent>", so that no
+   * other agent's processes share a sandbox with calls that reach the host.
+   * A call with host_route is keyed so whatever this says. */
+  int agent_has_host_tools;
 } sm_run_request;
 
 #define SM_PRINCIPAL_CONTROL "control"
@@ -301,6 +307,11 @@ SM_API const char *sm_runner_backend(const sm_runner *runner);
  * replaced, removed, reaped); borrowed, NULL (the default): none. */
 SM_API void sm_runner_set_audit(sm_runner *runner, sm_audit *audit);
 SM_API sm_audit *sm_runner_audit(const sm_runner *runner);
+/* The most bytes of host-tool requests (sandman/hostroute.h) the runner's
+ * routes hold at once, over all its sandboxes: a request past it is
+ * answered 503 (reason "busy") before the host sees it. 0: the default,
+ * 32 MiB. */
+SM_API void sm_runner_set_route_memory(sm_runner *runner, size_t bytes);
 /* The egress proxy settings in force (a reference: sm_egress_settings_unref). */
 SM_API sm_egress_settings *sm_runner_egress(sm_runner *runner);
 /* Replaces them (a configuration reload): calls that start afterwards use

@@ -67,6 +67,10 @@ typedef struct sm_server_options {
   const char *project_environment;
   double background_max_s;     /* longest life of a backgrounded call; 0: 3600 */
   unsigned max_handles;        /* 0: 1024 */
+  /* /mcp sessions one token may hold at once (the control token, or one
+   * worker key), so that one cannot take the table (64) from the others;
+   * 0: 8. */
+  unsigned mcp_sessions_per_token;
   /* Borrowed, must outlive the server. config may be NULL (built-ins). */
   sm_runner *runner;
   const sm_config *config;

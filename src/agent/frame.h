@@ -32,8 +32,11 @@
  * Relay -> host:
  *   SM_FRAME_HELLO          once, when its socket listens: SM_ROUTE_HELLO,
  *                           a NUL, then the container's PATH.
- *   SM_FRAME_ROUTE_REQUEST  one whole HTTP/1.1 request (head and body, the
- *                           bytes the sandbox's process sent) of connection id.
+ *   SM_FRAME_ROUTE_REQUEST  who connected (the peer block of route_peer.h:
+ *                           the process the kernel names and its
+ *                           ancestors), then one whole HTTP/1.1 request
+ *                           (head and body, the bytes the sandbox's process
+ *                           sent) of connection id.
  * Host -> relay:
  *   SM_FRAME_ROUTE_RESPONSE the whole HTTP/1.1 response for connection id;
  *                           the relay writes it and closes the connection.
@@ -56,9 +59,11 @@
  * travel in chunks of at most SM_FRAME_DATA_MAX. */
 #define SM_FRAME_CALL_MAX (4u << 20)
 #define SM_FRAME_DATA_MAX (64u << 10)
-/* The route's caps: SM_ROUTE_REQUEST_MAX and SM_ROUTE_RESPONSE_MAX of
- * sandman/hostroute.h (tool_route.c checks that they agree). */
-#define SM_FRAME_ROUTE_REQUEST_MAX (4u << 20)
+/* The route's caps: SM_ROUTE_REQUEST_MAX (and the peer block in front of
+ * it, ROUTE_PEER_BLOCK_MAX of route_peer.h) and SM_ROUTE_RESPONSE_MAX of
+ * sandman/hostroute.h (tool_route.c and route_peer.c check that they agree). */
+#define SM_FRAME_ROUTE_PEER_MAX 1548u
+#define SM_FRAME_ROUTE_REQUEST_MAX ((4u << 20) + SM_FRAME_ROUTE_PEER_MAX)
 #define SM_FRAME_ROUTE_RESPONSE_MAX (8u << 20)
 
 enum {

@@ -7,9 +7,11 @@
  * SM_ROUTE_SOCKET, reads ONE request per connection (the head, then the
  * body by Content-Length), sends its bytes to the host as a frame, writes
  * the host's answer back and closes. It parses no more than it must to find
- * the request's end: the host parses it again. What it refuses itself (too
- * large, chunked, malformed, too many connections, too slow) it answers
- * itself. When fd 0 ends (sandman went away) it removes the socket and
+ * the request's end: the host parses it again. In front of the request
+ * goes who sent it: the process the kernel names and its ancestors
+ * (route_peer.h), from which the host knows the call it belongs to. What
+ * it refuses itself (too large, chunked, malformed, too many connections,
+ * too slow) it answers itself. When fd 0 ends (sandman went away) it removes the socket and
  * exits. One thread, poll(2). */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,7 @@
 #include "common/io.h"
 #include "agent/route.h"
 #include "agent/route_http.h"
+#include "agent/route_peer.h"
 
 #define MAX_CONNS 32
 #define READ_TIMEOUT_MS 10000  /* a request must arrive whole within this */
@@ -48,6 +51,9 @@ typedef struct conn {
   route_head head;
   int head_done, continued;
   long long deadline;   /* ms, monotonic; 0 none (waiting for the host) */
+  route_peer peer;      /* who wrote the request, read at its first bytes */
+  int writer_known;
+  pid_t writer;
 } conn;
 
 static conn conns[MAX_CONNS];
@@ -67,12 +73,66 @@ static void conn_close(conn *c) {
   c->fd = -1;
 }
 
-/* Frames go out with blocking writes: the host always reads them. */
-static void send_frame(int type, uint32_t id, const void *payload, uint32_t len) {
+/* Frames go out with blocking writes: the host always reads them. A
+ * frame's payload may come in two parts (the peer block, the request). */
+static void send_frame2(int type, uint32_t id, const void *a, uint32_t alen, const void *b,
+                        uint32_t blen) {
   unsigned char head[SM_FRAME_HEADER];
-  sm_frame_header(head, type, id, len);
-  if (sm_write_all(1, head, sizeof head) != 0 || sm_write_all(1, payload, len) != 0)
+  sm_frame_header(head, type, id, alen + blen);
+  if (sm_write_all(1, head, sizeof head) != 0 || sm_write_all(1, a, alen) != 0 ||
+      (blen && sm_write_all(1, b, blen) != 0))
     host_gone = 1;
+}
+
+static void send_frame(int type, uint32_t id, const void *payload, uint32_t len) {
+  send_frame2(type, id, payload, len, NULL, 0);
+}
+
+/* Reads what the connection holds, with the credentials the kernel
+ * attaches to it (SO_PASSCRED: SCM_CREDENTIALS, the pid of the process
+ * that wrote it, in our pid namespace; 0 when it is outside it or, under
+ * gVisor, gone). The request's writer is who is asking: its ancestors are
+ * read at its first bytes, while it is there. Bytes of another process, or
+ * of none the kernel names, leave the request no peer (fail closed).
+ * (SO_PEERCRED would name the connecting process, but gVisor answers it
+ * with the caller's own credentials.) */
+static ssize_t read_with_peer(conn *c, char *buf, size_t room) {
+  struct iovec iov = {buf, room};
+  union {
+    char buf[CMSG_SPACE(sizeof(struct ucred))];
+    struct cmsghdr align;
+  } ctl;
+  struct msghdr m;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl.buf;
+  m.msg_controllen = sizeof ctl.buf;
+  ssize_t n = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return n;
+  struct ucred cr = {0, 0, 0};
+  int have = 0;
+  for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+      /* Nobody sends us descriptors: close what came. */
+      int *fds = (int *)CMSG_DATA(h);
+      for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) close(fds[i]);
+    } else if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS &&
+               h->cmsg_len >= CMSG_LEN(sizeof cr)) {
+      memcpy(&cr, CMSG_DATA(h), sizeof cr);
+      have = 1;
+    }
+  }
+  if (!c->writer_known) {
+    c->writer_known = 1;
+    c->writer = have ? cr.pid : 0;
+    c->peer.uid = have ? (uint32_t)cr.uid : UINT32_MAX;
+    c->peer.gid = have ? (uint32_t)cr.gid : UINT32_MAX;
+    if (c->writer > 0) route_peer_walk("/proc", (long)c->writer, route_peer_now_ticks(), &c->peer);
+  } else if (!have || cr.pid != c->writer) {
+    c->peer.n = 0; /* another writer: nobody's */
+  }
+  return n;
 }
 
 /* An answer of the relay's own; the connection then writes it and closes. */
@@ -107,6 +167,8 @@ static void accept_one(int lfd) {
   }
   memset(c, 0, sizeof *c);
   c->fd = fd;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
   c->state = C_READ;
   c->id = next_id++;
   if (next_id == 0) next_id = 1;
@@ -114,7 +176,7 @@ static void accept_one(int lfd) {
 }
 
 static void read_request(conn *c) {
-  size_t total_max = SM_FRAME_ROUTE_REQUEST_MAX;
+  size_t total_max = SM_ROUTE_REQUEST_MAX;
   size_t want = c->head_done ? c->head.head_len + c->head.body_len : ROUTE_HEAD_MAX;
   if (c->len >= want) return;
   if (c->cap < want) {
@@ -132,7 +194,7 @@ static void read_request(conn *c) {
     c->cap = cap;
   }
   size_t room = (c->cap < want ? c->cap : want) - c->len;
-  ssize_t n = read(c->fd, c->buf + c->len, room);
+  ssize_t n = read_with_peer(c, c->buf + c->len, room);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     conn_close(c); /* gone before its request was whole */
@@ -161,8 +223,11 @@ static void read_request(conn *c) {
     }
     return;
   }
-  /* Whole: bytes past it (a pipelined second request) are not read. */
-  send_frame(SM_FRAME_ROUTE_REQUEST, c->id, c->buf, (uint32_t)total);
+  /* Whole: bytes past it (a pipelined second request) are not read. The
+   * host gets who sent it in front of it. */
+  unsigned char peer[ROUTE_PEER_BLOCK_MAX];
+  size_t plen = route_peer_encode(&c->peer, peer, sizeof peer);
+  send_frame2(SM_FRAME_ROUTE_REQUEST, c->id, peer, (uint32_t)plen, c->buf, (uint32_t)total);
   free(c->buf);
   c->buf = NULL;
   c->len = c->cap = 0;
@@ -241,6 +306,8 @@ static int take_lock(void) {
 static int listen_socket(struct stat *mine) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
+  int one = 1; /* bytes come with their writer's credentials (read_with_peer) */
+  setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;

@@ -47,10 +47,9 @@ typedef struct answer {
 
 static void answer_dispose(answer *a) { free(a->data); }
 
-static const char *socket_path(void) {
-  const char *p = getenv("SANDMAN_TOOLS_SOCKET");
-  return p && *p ? p : SM_ROUTE_SOCKET;
-}
+/* The route is always at its fixed place: sandman puts no variable of its
+ * own in a tool's environment to say where. */
+static const char *socket_path(void) { return SM_ROUTE_SOCKET; }
 
 static int no_route(const char *why) {
   fprintf(stderr, "sandman-tools: no host-tool route in this sandbox (%s: %s)\n", socket_path(),
@@ -91,6 +90,43 @@ static int parse_answer(answer *a) {
   return 0;
 }
 
+/* Writes a then b, each piece with our credentials attached (the kernel
+ * checks that they are ours): the relay knows who asks by them, and under
+ * gVisor, whose own attaching misses what is written before the relay
+ * accepted the connection, only so. -1 with errno on failure. */
+static int send_with_creds(int fd, const char *a, size_t alen, const char *b, size_t blen) {
+  size_t done = 0, total = alen + blen;
+  while (done < total) {
+    struct iovec iov[2];
+    int n = 0;
+    if (done < alen) iov[n++] = (struct iovec){(char *)a + done, alen - done};
+    size_t boff = done > alen ? done - alen : 0;
+    if (blen > boff) iov[n++] = (struct iovec){(char *)b + boff, blen - boff};
+    union {
+      char buf[CMSG_SPACE(sizeof(struct ucred))];
+      struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = iov;
+    m.msg_iovlen = (size_t)n;
+    m.msg_control = ctl.buf;
+    m.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_CREDENTIALS;
+    h->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+    struct ucred cr = {getpid(), geteuid(), getegid()};
+    memcpy(CMSG_DATA(h), &cr, sizeof cr);
+    ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    done += (size_t)w;
+  }
+  return 0;
+}
+
 /* One request over the route; 0 with *a filled, or an exit code. */
 static int route_request(const char *method, const char *path, const jm_buf *body, answer *a) {
   memset(a, 0, sizeof *a);
@@ -123,8 +159,7 @@ static int route_request(const char *method, const char *path, const jm_buf *bod
     n += snprintf(head + n, sizeof head - (size_t)n,
                   "Content-Type: application/json\r\nContent-Length: %zu\r\n", body->len);
   n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
-  if (sm_write_all(fd, head, (size_t)n) != 0 ||
-      (body && sm_write_all(fd, body->data, body->len) != 0)) {
+  if (send_with_creds(fd, head, (size_t)n, body ? body->data : NULL, body ? body->len : 0) != 0) {
     int e = errno;
     close(fd);
     return no_route(strerror(e));

@@ -20,6 +20,9 @@ void bk_audit(sm_audit *audit, const sm_route_caller *who, const bk_row *row) {
   add(d, "container_id", who->container_id);
   add(d, "principal", who->principal);
   add(d, "runtime", who->runtime);
+  /* The process that asked, as the kernel named it to the relay. */
+  if (who->peer_pid > 0) json_object_object_add(d, "peer_pid", json_object_new_int64(who->peer_pid));
+  if (who->peer_uid >= 0) json_object_object_add(d, "peer_uid", json_object_new_int64(who->peer_uid));
   add(d, "outcome", row->outcome);
   add(d, "reason", row->reason);
   add(d, "approved_by", row->by);

@@ -74,6 +74,10 @@ int sm_broker_offers(sm_broker *b, const char *agent, const char *tool) {
   return b->mcp != NULL;
 }
 
+int sm_broker_agent_has_tools(sm_broker *b, const char *agent) {
+  return b && b->conf && bk_policy_agent_allows(b->conf, agent);
+}
+
 json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool) {
   json_object *o = json_object_new_object(), *arr = json_object_new_array();
   if (!o || !arr) {

@@ -81,6 +81,12 @@ static int admit(call *c, sm_error *err) {
   char why[256];
   if (!c->tool->by_server && bk_schema_check(c->tool->schema, c->args, why, sizeof why))
     return refuse(c, SM_EINVAL, 400, "schema", "input_schema", err, "%s", why);
+  json_object *tmpl = NULL, *dash = NULL;
+  if (c->tool->kind == BK_ARGV && json_object_object_get_ex(c->tool->def, "argv", &tmpl)) {
+    json_object_object_get_ex(c->tool->def, "allow_dash", &dash);
+    if (bk_argv_dash_check(tmpl, c->args, dash, why, sizeof why))
+      return refuse(c, SM_EINVAL, 400, "schema", "allow_dash", err, "%s", why);
+  }
   json_object *creds = NULL;
   pthread_mutex_lock(&b->mu);
   int have_creds = b->credentials != NULL;

@@ -12,9 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/audit_rows.h"
 #include "broker/core.h"
+#include "common/json_keys.h"
 #include "broker/http_msg.h"
 #include "broker/route_mcp.h"
+#include "broker/state.h"
 
 #define PREFIX "/v1/tools"
 
@@ -40,8 +43,16 @@ static int list(sm_broker *b, const sm_route_caller *who, char **resp, size_t *l
 
 static int describe(sm_broker *b, const sm_route_caller *who, const char *name, char **resp,
                     size_t *len, sm_error *err) {
-  if (!who->active)
+  if (!who->active) {
+    bk_row row = BK_ROW_INIT;
+    row.event = "host_tool.refused";
+    row.host_tool = name;
+    row.reason = "no_active_call";
+    row.rule = "the route answers only while sandman drives a call in the sandbox";
+    row.message = "no active call";
+    bk_audit(b->audit, who, &row);
     return bk_http_error(403, "no_active_call", "no active call", NULL, resp, len, err);
+  }
   json_object *d = bk_describe_visible(b, who, name);
   if (!d) {
     char msg[128];
@@ -70,9 +81,15 @@ static int call(sm_broker *b, const sm_route_caller *who, const char *name, cons
   if (m->body_len > 0) {
     json_tokener *tok = json_tokener_new_ex(64);
     if (tok) body = json_tokener_parse_ex(tok, m->body, (int)m->body_len);
+    const char *dup = NULL;
     int bad = !tok || json_tokener_get_error(tok) != json_tokener_success ||
               json_tokener_get_parse_end(tok) != m->body_len || !json_object_is_type(body, json_type_object);
     if (tok) json_tokener_free(tok);
+    /* A repeated key: json-c would keep one, another reader the other. */
+    if (!bad && sm_json_keys_unique(m->body, m->body_len, body, &dup) != 0) {
+      json_object_put(body);
+      return bk_http_error(400, "bad_request", dup, NULL, resp, len, err);
+    }
     if (bad || (json_object_object_get_ex(body, "arguments", &args) &&
                 !json_object_is_type(args, json_type_object))) {
       json_object_put(body);

@@ -106,3 +106,15 @@ int bk_policy_tool(json_object *broker, const char *agent, const char *tool,
   snprintf(rule, len, "%s.allow: %s matches %s", where, by, host_tool);
   return 1;
 }
+
+int bk_policy_agent_allows(json_object *broker, const char *agent) {
+  level lv[2];
+  char aw[128];
+  size_t n = broker ? levels(broker, agent, lv, aw, sizeof aw) : 0;
+  for (size_t i = 0; i < n; i++) {
+    json_object *l = NULL;
+    if (json_object_object_get_ex(lv[i].o, "allow", &l) && json_object_array_length(l) > 0)
+      return 1;
+  }
+  return 0;
+}

@@ -16,4 +16,8 @@ int bk_policy_route(json_object *broker, const char *agent, const char *tool, ch
 int bk_policy_tool(json_object *broker, const char *agent, const char *tool,
                    const char *host_tool, char *rule, size_t len);
 
+/* 1 when an allow list of defaults.broker or agents.<agent>.broker is not
+ * empty: some calling tool of agent may get a host tool. */
+int bk_policy_agent_allows(json_object *broker, const char *agent);
+
 #endif

@@ -16,17 +16,45 @@
 
 #include "broker/run_argv.h"
 
+/* The text a value becomes as a command argument (num: room for a number);
+ * NULL for a type that cannot be one. */
+static const char *value_text(json_object *v, char num[64]) {
+  if (json_object_is_type(v, json_type_string)) return json_object_get_string(v);
+  if (json_object_is_type(v, json_type_boolean)) return json_object_get_boolean(v) ? "true" : "false";
+  if (json_object_is_type(v, json_type_int)) {
+    snprintf(num, 64, "%lld", (long long)json_object_get_int64(v));
+    return num;
+  }
+  if (json_object_is_type(v, json_type_double)) {
+    snprintf(num, 64, "%.17g", json_object_get_double(v));
+    return num;
+  }
+  return NULL;
+}
+
 static int add_value(sm_strv *out, json_object *v, sm_error *err) {
   char num[64];
-  const char *s;
-  if (json_object_is_type(v, json_type_string)) s = json_object_get_string(v);
-  else if (json_object_is_type(v, json_type_boolean)) s = json_object_get_boolean(v) ? "true" : "false";
-  else if (json_object_is_type(v, json_type_int))
-    snprintf(num, sizeof num, "%lld", (long long)json_object_get_int64(v)), s = num;
-  else if (json_object_is_type(v, json_type_double))
-    snprintf(num, sizeof num, "%.17g", json_object_get_double(v)), s = num;
-  else return sm_error_set(err, SM_EINVAL, "an argument of this type cannot be a command argument");
+  const char *s = value_text(v, num);
+  if (s == NULL) return sm_error_set(err, SM_EINVAL, "an argument of this type cannot be a command argument");
   return sm_strv_add(out, s) ? sm_error_set(err, SM_ENOMEM, "broker: out of memory") : 0;
+}
+
+static int listed(json_object *list, const char *name) {
+  for (size_t i = 0; list && i < json_object_array_length(list); i++)
+    if (strcmp(json_object_get_string(json_object_array_get_idx(list, i)), name) == 0) return 1;
+  return 0;
+}
+
+/* 1 when v (or an item of it) would be an argument starting with '-'. */
+static int dashed(json_object *v) {
+  char num[64];
+  if (json_object_is_type(v, json_type_array)) {
+    for (size_t j = 0; j < json_object_array_length(v); j++)
+      if (dashed(json_object_array_get_idx(v, j))) return 1;
+    return 0;
+  }
+  const char *s = value_text(v, num);
+  return s != NULL && s[0] == '-';
 }
 
 static int placeholder(const char *a, char *name, size_t len) {
@@ -35,6 +63,24 @@ static int placeholder(const char *a, char *name, size_t len) {
   memcpy(name, a + 1, n - 2);
   name[n - 2] = '\0';
   return strchr(name, '{') == NULL && strchr(name, '}') == NULL;
+}
+
+int bk_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_dash, char *why,
+                       size_t len) {
+  for (size_t i = 1; i < json_object_array_length(tmpl); i++) {
+    const char *a = json_object_get_string(json_object_array_get_idx(tmpl, i));
+    char name[128];
+    json_object *v = NULL;
+    if (!placeholder(a, name, sizeof name) || !json_object_object_get_ex(args, name, &v) ||
+        listed(allow_dash, name) || !dashed(v))
+      continue;
+    snprintf(why, len,
+             "argument '%s' may not start with '-' (the host program would read it as an option; "
+             "the tool's allow_dash must name it)",
+             name);
+    return 1;
+  }
+  return 0;
 }
 
 int bk_argv_build(json_object *tmpl, json_object *args, sm_strv *out, sm_error *err) {

@@ -15,6 +15,12 @@
  * of strings: one argument per item; an absent optional argument: none);
  * every other argument is copied as it is. Never through a shell. */
 int bk_argv_build(json_object *tmpl, json_object *args, sm_strv *out, sm_error *err);
+/* 1 with why set when a value args gives a placeholder of tmpl would be
+ * an argument starting with '-' (a string, a negative number, an array's
+ * item) and allow_dash (an array of names, may be NULL) does not name it:
+ * it would become an option of the host program. 0 otherwise. */
+int bk_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_dash, char *why,
+                       size_t len);
 
 typedef struct bk_proc_opts {
   char *const *argv;

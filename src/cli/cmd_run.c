@@ -331,6 +331,8 @@ static int run_call(const cli_call *call, run_args *a) {
     route = sm_broker_route(broker);
     req.host_route = &route;
   }
+  /* An agent that may use host tools has keyed sandboxes of its own. */
+  req.agent_has_host_tools = sm_broker_agent_has_tools(broker, a->names.agent);
   sm_run_result result;
   rc = sm_run(runner, &req, &result, &err);
   int code = report_result(a, &result, rc, &err);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sandman/hostroute.h>
 #include <sandman/server.h>
 
 #include "cli.h"
@@ -17,10 +18,10 @@
 typedef struct worker_args {
   sm_config_flags flags;
   const char *pool, *project, *listen, *token_file, *creds, *ws_root;
-  unsigned threads, max_connections;
+  unsigned threads, max_connections, mcp_per_token;
   unsigned pool_size, pool_max, pool_parallel;
   int have_pool_size;
-  size_t max_body, max_file_body;
+  size_t max_body, max_file_body, host_tool_memory;
   double background_max;
 } worker_args;
 
@@ -57,6 +58,17 @@ static int parse_args(const cli_call *call, worker_args *a) {
                              "--max-file-body: takes a size from 1k to 1t, not '%s'",
                              cli_str(call, "max-file-body"));
     a->max_file_body = (size_t)v;
+  }
+  if (cli_str(call, "mcp-sessions-per-token") &&
+      sm_parse_int(cli_str(call, "mcp-sessions-per-token"), 1, 64, &v, &err) == 0)
+    a->mcp_per_token = (unsigned)v;
+  if (cli_str(call, "host-tool-memory")) {
+    if (sm_parse_size(cli_str(call, "host-tool-memory"), &v, &err) != 0 ||
+        v < (int64_t)SM_ROUTE_REQUEST_MAX || v > (int64_t)1 << 40)
+      return cli_usage_error(call->cmd, 0,
+                             "--host-tool-memory: takes a size from 4m to 1t, not '%s'",
+                             cli_str(call, "host-tool-memory"));
+    a->host_tool_memory = (size_t)v;
   }
   if (cli_str(call, "background-max")) {
     if (sm_parse_duration(cli_str(call, "background-max"), &a->background_max, &err) != 0 ||
@@ -180,6 +192,7 @@ static void server_options(sm_server_options *so, worker_args *a, const char *to
   so->max_connections = a->max_connections;
   so->max_body = a->max_body;
   so->max_file_body = a->max_file_body;
+  so->mcp_sessions_per_token = a->mcp_per_token;
   so->credentials_file = a->creds;
   so->workspaces_root = a->ws_root;
   so->pool = a->pool;
@@ -249,6 +262,7 @@ int cmd_worker_start(const cli_call *call) {
   sm_runner *runner = NULL;
   rc = cli_runner_new(g, cfg, cli_str(call, "sandbox-backend"), &runner);
   if (rc) return rc;
+  if (a.host_tool_memory) sm_runner_set_route_memory(runner, a.host_tool_memory);
   /* The health check and the fallback rule, once at start. */
   sm_fallback_decision fb;
   if (sm_fallback_decide(runner, res.settings.mode, !res.mode_explicit, project_env,

@@ -140,6 +140,10 @@ static const cli_flag worker_flags[] = {
      .help = "open connections (default 256)"},
     {.name = "background-max", .kind = CLI_DURATION, .metavar = "DURATION",
      .help = "longest life of a backgrounded call (default 1h)"},
+    {.name = "mcp-sessions-per-token", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 64,
+     .help = "/mcp sessions one token may hold, of 64 (default 8)"},
+    {.name = "host-tool-memory", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "host-tool requests held at once, all sandboxes, 4m to 1t (default 32m)"},
     END};
 
 static const cli_flag doctor_flags[] = {

@@ -2,7 +2,7 @@
  *
  *   broker:
  *     tools: {NAME: {description, input_schema, secret, argv | http | mcp,
- *                    env, credentials, cwd, timeout, max_output,
+ *                    allow_dash, env, credentials, cwd, timeout, max_output,
  *                    concurrency, rate, approval, approval_timeout}}
  *     groups: {G: [host tool names or globs]}
  *     mcp_servers: {S: {command, env, cwd, timeout, tools, prefix}}
@@ -45,7 +45,8 @@ static const char *const broker_keys[] = {"tools", "groups", "mcp_servers", NULL
 static const char *const tool_keys[] = {
     "description", "input_schema", "secret",      "argv", "env",
     "credentials", "cwd",          "http",        "mcp",  "timeout",
-    "max_output",  "concurrency",  "rate",        "approval", "approval_timeout", NULL};
+    "max_output",  "concurrency",  "rate",        "approval", "approval_timeout",
+    "allow_dash",  NULL};
 static const char *const http_keys[] = {"url", "method", "headers", NULL};
 static const char *const mcp_keys[] = {"server", "tool", NULL};
 static const char *const server_keys[] = {"command", "env", "cwd", "timeout", "tools", "prefix", NULL};
@@ -587,6 +588,30 @@ static int parse_limits(cfg_vctx *v, const cfg_ynode *body, const char *path, js
   return 0;
 }
 
+/* A list of input_schema's property names under key (secret, allow_dash);
+ * [] when absent. allow_dash: argv tools only (a value that may start with
+ * '-', so become an option of the host program, must be said so). */
+static int prop_list(cfg_vctx *v, const cfg_ynode *body, const char *p, const char *key,
+                     json_object *tool) {
+  json_object *schema = NULL, *props = NULL, *list = NULL, *kind = NULL;
+  json_object_object_get_ex(tool, "input_schema", &schema);
+  json_object_object_get_ex(schema, "properties", &props);
+  const cfg_ynode *x = cfg_map_get(body, key);
+  char q[600];
+  snprintf(q, sizeof q, "%s.%s", p, key);
+  if (!x || cfg_ynode_is_null(x)) return add_array(v, tool, key, &list);
+  json_object_object_get_ex(tool, "kind", &kind);
+  if (!strcmp(key, "allow_dash") && strcmp(json_object_get_string(kind), "argv") != 0)
+    return cfg_verr(v, x, q, "only an argv tool takes allow_dash");
+  int rc = string_list(v, x, q, valid_prop, "a property name", tool, key, &list);
+  for (size_t i = 0; rc == 0 && i < json_object_array_length(list); i++) {
+    const char *name = json_object_get_string(json_object_array_get_idx(list, i));
+    if (!json_object_object_get_ex(props, name, NULL))
+      return cfg_verr(v, x->kids[i], q, "'%s' is not a property of input_schema", name);
+  }
+  return rc;
+}
+
 static int parse_tool(cfg_vctx *v, const cfg_ynode *k, const cfg_ynode *body, json_object *servers,
                       json_object *tools) {
   char p[512];
@@ -607,22 +632,8 @@ static int parse_tool(cfg_vctx *v, const cfg_ynode *k, const cfg_ynode *body, js
   snprintf(q, sizeof q, "%s.input_schema", p);
   if ((rc = parse_schema(v, cfg_map_get(body, "input_schema"), q, tool))) return rc;
   if ((rc = parse_runner(v, body, p, servers, tool))) return rc;
-  json_object *schema = NULL, *props = NULL, *secret = NULL;
-  json_object_object_get_ex(tool, "input_schema", &schema);
-  json_object_object_get_ex(schema, "properties", &props);
-  const cfg_ynode *sec = cfg_map_get(body, "secret");
-  snprintf(q, sizeof q, "%s.secret", p);
-  if (sec && !cfg_ynode_is_null(sec)) {
-    if ((rc = string_list(v, sec, q, valid_prop, "a property name", tool, "secret", &secret)))
-      return rc;
-    for (size_t i = 0; i < json_object_array_length(secret); i++) {
-      const char *name = json_object_get_string(json_object_array_get_idx(secret, i));
-      if (!json_object_object_get_ex(props, name, NULL))
-        return cfg_verr(v, sec->kids[i], q, "'%s' is not a property of input_schema", name);
-    }
-  } else if ((rc = add_array(v, tool, "secret", &secret))) {
+  if ((rc = prop_list(v, body, p, "secret", tool)) || (rc = prop_list(v, body, p, "allow_dash", tool)))
     return rc;
-  }
   return parse_limits(v, body, p, tool);
 }
 

@@ -14,6 +14,7 @@
 
 #include <sandman/mcp.h>
 
+#include "common/json_keys.h"
 #include "common/text.h"
 #include "mcp/mcp_internal.h"
 
@@ -176,6 +177,13 @@ int mcp_parse(const char *msg, size_t len, size_t max, json_object **out, const 
   if (o == NULL || e != json_tokener_success || used != len) {
     json_object_put(o);
     *why = "the message is not valid JSON";
+    return -1;
+  }
+  /* A repeated key: json-c would keep one, another reader the other. */
+  const char *dup = NULL;
+  if (sm_json_keys_unique(msg, len, o, &dup) != 0) {
+    json_object_put(o);
+    *why = dup;
     return -1;
   }
   *out = o;

@@ -302,13 +302,17 @@ static int call_exec(call *c, sm_error *err) {
   int rc = backend_failed(
       c, helper_call(c->ctx, c->e, c->sb.id, req, &c->helper_req, &c->helper_argv, err), err);
   if (rc) return rc;
-  /* The host-tool route answers for this call while it runs (and a call
-   * without it is active beside a route's calls). */
+  /* The host-tool route answers for this call's processes while it runs:
+   * it knows them by the call's first process, which the wrapper names. */
   sandbox_route_call *route = NULL;
   if ((rc = sandbox_route_begin(c->ctx->routes, c->ctx->agents, c->e, c->sb.id, c->sb.name, req,
                                 &c->env, &route, err)) != 0)
     return rc;
+  c->t.on_start = route ? sandbox_route_started : NULL;
+  c->t.on_start_ud = route;
   rc = sm_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
+  c->t.on_start = NULL;
+  c->t.on_start_ud = NULL;
   sandbox_route_end(c->ctx->routes, route, c->sb.mode == SM_MODE_PER_TOOL);
   rc = backend_failed(c, rc, err);
   if (rc) return rc;

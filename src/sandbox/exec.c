@@ -471,6 +471,8 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
   sm_call_watch w;
   sm_call_watch_init(&w, token, cap);
+  w.on_start = t->on_start;
+  w.on_start_ud = t->on_start_ud;
   int rc = 0;
   if (t->quiet && (rc = freeze(t, err)) != 0) {
     thaw(t, NULL);

@@ -24,6 +24,10 @@ typedef struct sm_exec_target {
                           * what it leaves is killed after. NULL otherwise */
   sm_agents *agents;     /* with agent: the call goes over this session */
   sm_agent_session *agent;
+  /* Told the call's first process (pid, start time) once the wrapper
+   * names it: the host-tool route (tool_route.h). NULL: nobody. */
+  void (*on_start)(void *ud, const char *pid, const char *start);
+  void *on_start_ud;
 } sm_exec_target;
 
 int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,

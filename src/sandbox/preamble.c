@@ -65,6 +65,7 @@ static void not_ours(sm_call_watch *w, const char *data, size_t len) {
 /* The preamble came: stderr held meanwhile was the tool's. */
 static int started(sm_call_watch *w) {
   w->state = SM_CALL_WATCH_STARTED;
+  if (w->on_start) w->on_start(w->on_start_ud, w->pid, w->start);
   int rc = 0;
   if (w->early_err.len) rc = sm_capture_output(w->cap, 2, w->early_err.data, w->early_err.len);
   if (w->early_err_dropped) w->cap->err_truncated = 1;

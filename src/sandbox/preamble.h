@@ -26,6 +26,10 @@ typedef struct sm_call_watch {
   sm_buf runtime;       /* what came on stdout instead of a preamble */
   sm_buf early_err;     /* stderr before the preamble (the tool's if it comes) */
   int early_err_dropped;
+  /* Told the call's first process when the preamble comes (NULL: nobody):
+   * the host-tool route knows the call's processes by it. */
+  void (*on_start)(void *ud, const char *pid, const char *start);
+  void *on_start_ud;
 } sm_call_watch;
 
 void sm_call_watch_init(sm_call_watch *w, const char *token, sm_capture *cap);

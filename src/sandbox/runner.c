@@ -279,6 +279,10 @@ int sm_runner_set_egress(sm_runner *r, const sm_egress_proxy_options *opts, sm_e
 void sm_runner_set_audit(sm_runner *r, sm_audit *audit) { r->ctx.audit = audit; }
 sm_audit *sm_runner_audit(const sm_runner *r) { return r->ctx.audit; }
 
+void sm_runner_set_route_memory(sm_runner *r, size_t bytes) {
+  if (r) sandbox_routes_set_memory(r->ctx.routes, bytes);
+}
+
 /* ---- the warm pool and background work (pool.c) ---- */
 
 int sm_runner_pool_set_size(sm_runner *r, unsigned size, sm_error *err) {

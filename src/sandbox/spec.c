@@ -138,13 +138,33 @@ int sm_principal_may_use(const char *who, const char *label) {
   return label != NULL && strcmp(label, who) == 0;
 }
 
+/* ":ht:<agent>" when the call's agent may use host tools (or the call has
+ * the route): such an agent's keyed sandboxes are its own, since another
+ * agent's processes beside its calls could act through them (plant what
+ * they run, trace them) and so reach the host with its identity and
+ * rights (docs/host-tools.md "Whose sandbox"). Other keys are unchanged. */
+static int host_tools_field(const sm_run_request *req, char *out, size_t len, size_t *u,
+                            sm_error *err) {
+  if (req->host_route == NULL && !req->agent_has_host_tools) return 0;
+  int rc = sm_key_append(out, len, u, "ht", err);
+  if (rc == 0) rc = sm_key_append(out, len, u, req->agent ? req->agent : "", err);
+  return rc;
+}
+
 int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
                  sm_error *err) {
-  if (req->scope != SM_SCOPE_NONE)
-    return sm_scope_key_build(req->scope, req->principal, req->project, req->agent, req->user,
-                              out, len, err);
   size_t u = 0;
   int rc;
+  if (req->scope != SM_SCOPE_NONE) {
+    rc = sm_scope_key_build(req->scope, req->principal, req->project, req->agent, req->user, out,
+                            len, err);
+    /* Scopes shared and user_agent have the agent already. */
+    if (rc == 0 && req->scope == SM_SCOPE_USER) {
+      u = strlen(out);
+      rc = host_tools_field(req, out, len, &u, err);
+    }
+    return rc;
+  }
   if (mode == SM_MODE_PER_RUN) {
     if (req->run_id == NULL || *req->run_id == '\0')
       return sm_error_set(err, SM_EINVAL, "mode per_run needs a run id (--run-id)");
@@ -152,6 +172,7 @@ int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
     if (rc == 0) rc = sm_key_append(out, len, &u, "run", err);
     if (rc == 0) rc = sm_key_append(out, len, &u, project_or_default(req->project), err);
     if (rc == 0) rc = sm_key_append(out, len, &u, req->run_id, err);
+    if (rc == 0) rc = host_tools_field(req, out, len, &u, err);
     return rc;
   }
   if (mode == SM_MODE_PER_WORKER) {
@@ -160,6 +181,7 @@ int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
     rc = key_start(req->principal, out, len, &u, err);
     if (rc == 0) rc = sm_key_append(out, len, &u, "worker", err);
     if (rc == 0) rc = sm_key_append(out, len, &u, req->worker_id, err);
+    if (rc == 0) rc = host_tools_field(req, out, len, &u, err);
     return rc;
   }
   return sm_error_set(err, SM_EINVAL, "mode %s has no scope key", sm_mode_name(mode));

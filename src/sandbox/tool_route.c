@@ -1,38 +1,46 @@
 /* The host-tool route, host side (see tool_route.h, sandman/hostroute.h
  * and docs/host-tools.md).
  *
- * Who a request comes from is decided here, never by the sandbox: the
- * relay's frames carry nothing but a connection id and the request's
- * bytes, and the identity handed to the handler is the one of the call
- * sandman is driving in that container when the request arrives (none
- * between calls: a process left behind by a call finds no active call).
- * Several calls active at once in one keyed sandbox share the route; the
- * handler then gets an identity only when they all have the same one
- * (project, agent, tool, user, run, worker, principal), else none: which of
- * them sent a request cannot be known, so nobody's identity is lent.
+ * Who a request comes from is decided here, from what the kernel says,
+ * never from what the sandbox sends: the relay reads the process the
+ * kernel names as the request's writer (SCM_CREDENTIALS) and its
+ * ancestors with their start times (the peer
+ * block of agent/route_peer.h), and a request gets the identity of the
+ * call with the route whose first process (pid and start time, from the
+ * call's preamble: sandbox_route_started) is among them. A process of no
+ * live call (one a call left behind was handed to the sandbox's init when
+ * its call ended), of a call without host tools, or of sandman's own
+ * execs, gets none. Several calls at once in one sandbox each get their
+ * own identity. A request that arrives before a call beside it has said
+ * its first process waits for that (bounded): it may be that call's.
  *
  * Threads: one pump per route (the exec stream is used by one thread at a
  * time), one per request in flight (handlers may block: approvals, host
- * tools), bounded. The pump cannot be woken from outside its poll, so it
- * polls briefly while answers may be coming and long otherwise;
- * sm_exec_stream_shutdown ends it at once. */
+ * tools), bounded per route and, by the bytes of the requests they hold,
+ * for the whole process (sandbox_routes_set_memory). The pump cannot be
+ * woken from outside its poll, so it polls briefly while answers may be
+ * coming and long otherwise; sm_exec_stream_shutdown ends it at once. */
 #include "sandbox/tool_route.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sandman/hostroute.h>
 #include <sandman/log.h>
 #include <sandman/util.h>
 
 #include "agent/frame.h"
+#include "agent/route_peer.h"
 #include "common/buf.h"
 #include "sandbox/helper.h"
 #include "sandbox/settings.h"
 
-_Static_assert(SM_FRAME_ROUTE_REQUEST_MAX == SM_ROUTE_REQUEST_MAX, "route request caps differ");
+_Static_assert(SM_FRAME_ROUTE_REQUEST_MAX == SM_ROUTE_REQUEST_MAX + SM_FRAME_ROUTE_PEER_MAX,
+               "route request caps differ");
 _Static_assert(SM_FRAME_ROUTE_RESPONSE_MAX == SM_ROUTE_RESPONSE_MAX, "route response caps differ");
 
 #define START_TIMEOUT_MS 30000
@@ -40,6 +48,8 @@ _Static_assert(SM_FRAME_ROUTE_RESPONSE_MAX == SM_ROUTE_RESPONSE_MAX, "route resp
 #define POLL_BUSY_MS 2           /* while answers may be coming */
 #define POLL_IDLE_MS 1000
 #define PATH_MAX_LEN 3000
+#define ROOT_WAIT_MS 10000       /* for a call beside the request to say its first process */
+#define MEMORY_DEFAULT ((size_t)32 << 20) /* request bytes held at once, all routes */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /* The string fields of sm_route_caller, for copying it. */
@@ -51,8 +61,13 @@ typedef struct route route;
 
 struct sandbox_route_call {
   sandbox_route_call *next;
+  sandbox_routes *rs;
   route *r;
   sm_route_caller *who; /* one allocation with its strings */
+  /* under rs->mu: the call's first process, from its preamble */
+  int rooted;
+  uint32_t pid;
+  uint64_t start;
 };
 
 struct route {
@@ -67,7 +82,7 @@ struct route {
   /* under rs->mu */
   int starting, dead, stopping, hello;
   sm_host_route handler;
-  sandbox_route_call *active; /* oldest first */
+  sandbox_route_call *active; /* the calls with the route, oldest first */
   int in_flight;
   sm_buf out;                 /* frames for the relay, not yet taken by the pump */
   char path[PATH_MAX_LEN + 1];
@@ -79,11 +94,11 @@ struct sandbox_routes {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   route *list;
-  /* Calls in containers with no live route (r NULL): a route started
-   * there later takes them into its active list, so a request from their
-   * processes is never taken for a route call beside them. */
+  /* Calls whose route ended under them (r NULL): the container's next
+   * route takes them in. */
   sandbox_route_call *orphans;
   unsigned long started;
+  size_t mem_used, mem_max; /* request bytes held by handlers, all routes */
 };
 
 /* Under rs->mu: appends c to a list. */
@@ -130,7 +145,7 @@ typedef struct job {
   uint32_t conn;
   char *req;
   size_t len;
-  sm_route_caller *who;
+  route_peer peer; /* who sent the request, as the relay read it */
   sm_host_route handler;
 } job;
 
@@ -143,7 +158,7 @@ static sm_route_caller *caller_dup(const sm_route_caller *src) {
 #undef LEN
   sm_route_caller *c = malloc(sizeof *c + total);
   if (c == NULL) return NULL;
-  c->active = src->active;
+  *c = *src;
   char *p = (char *)(c + 1);
 #define COPY(f)                                                                             \
   {                                                                                         \
@@ -157,24 +172,51 @@ static sm_route_caller *caller_dup(const sm_route_caller *src) {
   return c;
 }
 
-/* Every field but the call id (which is each call's own). */
-static int same_identity(const sm_route_caller *a, const sm_route_caller *b) {
-  return strcmp(a->project, b->project) == 0 && strcmp(a->agent, b->agent) == 0 &&
-         strcmp(a->tool, b->tool) == 0 && strcmp(a->user, b->user) == 0 &&
-         strcmp(a->run_id, b->run_id) == 0 && strcmp(a->worker_id, b->worker_id) == 0 &&
-         strcmp(a->principal, b->principal) == 0 && strcmp(a->mode, b->mode) == 0 &&
-         strcmp(a->runtime, b->runtime) == 0;
+/* Who a request of peer comes from (under rs->mu): 1 with *out the call
+ * whose first process is among peer's chain; 0 with *out none; with
+ * may_wait, -1 (*out NULL) while a call of r has not said its first
+ * process yet. *out NULL with 0 or 1: out of memory. */
+static int caller_of(route *r, const route_peer *peer, int may_wait, sm_route_caller **out) {
+  sm_route_caller none = {.active = 0, .container_id = r->cid, .sandbox = r->name};
+  const sm_route_caller *found = &none;
+  int pending = 0;
+  for (const sandbox_route_call *c = r->active; c && found == &none; c = c->next) {
+    if (!c->rooted) pending = 1;
+    for (uint32_t i = 0; c->rooted && i < peer->n; i++)
+      if (peer->pid[i] == c->pid && peer->start[i] == c->start) found = c->who;
+  }
+  *out = NULL;
+  if (found == &none && pending && may_wait) return -1;
+  sm_route_caller who = *found;
+  who.peer_pid = peer->n ? (long)peer->pid[0] : -1;
+  who.peer_uid = peer->uid == UINT32_MAX ? -1 : (long)peer->uid;
+  *out = caller_dup(&who);
+  return found != &none;
 }
 
-/* Who a request arriving now comes from (under rs->mu). */
-static sm_route_caller *caller_now(route *r) {
-  const sandbox_route_call *first = r->active;
-  int shared = first != NULL;
-  for (const sandbox_route_call *c = first; c && shared; c = c->next)
-    shared = same_identity(c->who, first->who);
-  if (shared) return caller_dup(first->who);
-  sm_route_caller none = {.active = 0, .container_id = r->cid, .sandbox = r->name};
-  return caller_dup(&none);
+/* The caller for job j: waits (bounded) while a call beside it has not
+ * said its first process (then, past the bound, that call lends nothing).
+ * NULL: out of memory. */
+static sm_route_caller *caller_for(const job *j) {
+  sandbox_routes *rs = j->r->rs;
+  sm_route_caller *who = NULL;
+  double deadline = sm_monotonic_ms() + ROOT_WAIT_MS;
+  pthread_mutex_lock(&rs->mu);
+  while (caller_of(j->r, &j->peer, 1, &who) < 0) {
+    double left = deadline - sm_monotonic_ms();
+    if (left <= 0) {
+      caller_of(j->r, &j->peer, 0, &who);
+      break;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(left * 1e6);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_cond_timedwait(&rs->cv, &rs->mu, &ts);
+  }
+  pthread_mutex_unlock(&rs->mu);
+  return who;
 }
 
 /* ---- frames to the relay ---- */
@@ -187,18 +229,26 @@ static void queue_answer(route *r, uint32_t conn, const char *resp, size_t len) 
   if (sm_buf_append(&r->out, resp, len) != 0) r->out.len -= sizeof head;
 }
 
-static void queue_error(route *r, uint32_t conn, int status, const char *message) {
-  char body[256], resp[512];
-  int bl = snprintf(body, sizeof body, "{\"error\": \"%s\"}\n", message);
+static void queue_error(route *r, uint32_t conn, int status, const char *reason,
+                        const char *message) {
+  char body[384], resp[640];
+  int bl = snprintf(body, sizeof body, "{\"error\": \"%s\", \"reason\": \"%s\", \"rule\": null}\n",
+                    message, reason);
   int n = snprintf(resp, sizeof resp,
                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                    "Connection: close\r\n\r\n%s",
                    status, status == 503 ? "Service Unavailable" : "Internal Server Error", bl,
                    body);
-  if (n > 0 && (size_t)n < sizeof resp) queue_answer(r, conn, resp, (size_t)n);
+  if (bl > 0 && (size_t)bl < sizeof body && n > 0 && (size_t)n < sizeof resp)
+    queue_answer(r, conn, resp, (size_t)n);
 }
 
 /* ---- requests ---- */
+
+static void job_free(job *j) {
+  free(j->req);
+  free(j);
+}
 
 static void *answer_thread(void *arg) {
   job *j = arg;
@@ -206,7 +256,9 @@ static void *answer_thread(void *arg) {
   char *resp = NULL;
   size_t resp_len = 0;
   sm_error err = SM_ERROR_INIT;
-  int rc = j->handler.handle(j->handler.ud, j->who, j->req, j->len, &resp, &resp_len, &err);
+  sm_route_caller *who = caller_for(j);
+  int rc = who ? j->handler.handle(j->handler.ud, who, j->req, j->len, &resp, &resp_len, &err)
+               : -1;
   if (rc == 0 && (resp == NULL || resp_len > SM_ROUTE_RESPONSE_MAX)) {
     sm_log(SM_LOG_WARN, "host-tool route: the handler's answer is %s; answering 500",
            resp ? "over the route's limit" : "missing");
@@ -214,58 +266,74 @@ static void *answer_thread(void *arg) {
   }
   pthread_mutex_lock(&r->rs->mu);
   if (rc == 0) queue_answer(r, j->conn, resp, resp_len);
-  else queue_error(r, j->conn, 500, "the host could not answer");
+  else queue_error(r, j->conn, 500, "internal", "the host could not answer");
   r->in_flight--;
+  r->rs->mem_used -= j->len;
   pthread_cond_broadcast(&r->rs->cv);
   pthread_mutex_unlock(&r->rs->mu);
   free(resp);
-  free(j->req);
-  free(j->who);
-  free(j);
+  free(who);
+  job_free(j);
   return NULL;
 }
 
-static int dispatch(route *r, uint32_t conn, const unsigned char *req, uint32_t len) {
+/* A request of connection conn (the peer block, then its bytes) goes to a
+ * thread of its own, within the route's bound and the process's bound on
+ * the bytes held; past them the relay is answered 503 at once. */
+static int dispatch(route *r, uint32_t conn, const unsigned char *p, uint32_t len) {
   sandbox_routes *rs = r->rs;
   job *j = calloc(1, sizeof *j);
-  char *copy = malloc(len ? len : 1);
-  pthread_mutex_lock(&rs->mu);
-  int ok = j && copy && r->in_flight < MAX_IN_FLIGHT && r->handler.handle != NULL;
-  if (ok) {
-    j->who = caller_now(r);
-    ok = j->who != NULL;
-  }
-  if (!ok) {
-    queue_error(r, conn, 503, "the host-tool route is busy");
+  if (j == NULL) {
+    pthread_mutex_lock(&rs->mu);
+    queue_error(r, conn, 503, "busy", "the host is out of memory");
     pthread_mutex_unlock(&rs->mu);
-    if (j) free(j->who);
-    free(j);
-    free(copy);
     return 0;
   }
-  r->in_flight++;
-  j->handler = r->handler;
+  size_t used = route_peer_decode(p, len, &j->peer);
+  if (used == 0) {
+    free(j);
+    return -1; /* a relay that breaks its protocol ends its route */
+  }
+  const unsigned char *req = p + used;
+  size_t req_len = len - used;
+  pthread_mutex_lock(&rs->mu);
+  const char *why = r->handler.handle == NULL || r->in_flight >= MAX_IN_FLIGHT
+                        ? "the host-tool route is busy: too many requests at once"
+                    : rs->mem_used + req_len > rs->mem_max
+                        ? "the host holds too many host-tool requests at once (their bytes are "
+                          "over its bound, worker start --host-tool-memory): try again later"
+                        : NULL;
+  if (why == NULL) {
+    r->in_flight++;
+    rs->mem_used += req_len;
+    j->handler = r->handler;
+  } else {
+    queue_error(r, conn, 503, "busy", why);
+  }
   pthread_mutex_unlock(&rs->mu);
-  memcpy(copy, req, len);
+  if (why) {
+    free(j);
+    return 0;
+  }
+  j->req = malloc(req_len ? req_len : 1);
+  if (j->req) memcpy(j->req, req, req_len);
   j->r = r;
   j->conn = conn;
-  j->req = copy;
-  j->len = len;
+  j->len = req_len;
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int trc = pthread_create(&t, &attr, answer_thread, j);
+  int trc = j->req ? pthread_create(&t, &attr, answer_thread, j) : -1;
   pthread_attr_destroy(&attr);
   if (trc != 0) {
     pthread_mutex_lock(&rs->mu);
     r->in_flight--;
-    queue_error(r, conn, 503, "the host-tool route is busy");
+    rs->mem_used -= req_len;
+    queue_error(r, conn, 503, "busy", "the host-tool route is busy: no thread");
     pthread_cond_broadcast(&rs->cv);
     pthread_mutex_unlock(&rs->mu);
-    free(j->who);
-    free(j);
-    free(copy);
+    job_free(j);
   }
   return 0;
 }
@@ -463,7 +531,8 @@ static int route_get(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const 
 }
 
 /* PATH with SM_ROUTE_BIN_DIR appended (the call's own PATH if it set one,
- * else the container's as the relay saw it) and the socket's address. */
+ * else the container's as the relay saw it). No variable of sandman's: the
+ * socket is at its fixed place, SM_ROUTE_SOCKET. */
 static int route_env(const route *r, sm_strv *env, sm_error *err) {
   const char *base = r->path[0] ? r->path : DEFAULT_PATH;
   size_t at = env->n;
@@ -482,45 +551,23 @@ static int route_env(const route *r, sm_strv *env, sm_error *err) {
     rc = sm_strv_add(env, path);
     free(path);
   }
-  if (rc == 0) rc = sm_strv_add(env, "SANDMAN_TOOLS_SOCKET=" SM_ROUTE_SOCKET);
   return rc ? sm_error_set(err, SM_ENOMEM, NULL) : 0;
 }
 
 static const char *or_empty(const char *s) { return s ? s : ""; }
 
-/* A call without the route: it is active in its container too (a request
- * could come from its processes), so a route call beside it of another
- * identity is handed none. With no live route there it waits among the
- * orphans, which a route started later takes in. Such calls pay an
- * allocation, a lock and a list walk. */
-static void watch(sandbox_routes *rs, const sm_route_caller *me, sandbox_route_call **out) {
-  sandbox_route_call *c = calloc(1, sizeof *c);
-  if (c == NULL || (c->who = caller_dup(me)) == NULL) {
-    free(c);
-    return; /* no memory: the worst is an identity lent to it (as before) */
-  }
-  pthread_mutex_lock(&rs->mu);
-  route *r = rs->list;
-  while (r && strcmp(r->cid, me->container_id) != 0) r = r->next;
-  if (r && !r->dead && !r->starting) {
-    c->r = r;
-    calls_append(&r->active, c);
-  } else {
-    calls_append(&rs->orphans, c);
-  }
-  *out = c;
-  pthread_mutex_unlock(&rs->mu);
-}
-
 int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const char *cid,
                         const char *name, const sm_run_request *req, sm_strv *env,
                         sandbox_route_call **out, sm_error *err) {
   *out = NULL;
-  if (rs == NULL) return req->host_route ? sm_error_set(err, SM_ENOMEM, NULL) : 0;
-  if (req->host_route && req->host_route->handle == NULL)
+  /* A call without the route is not tracked: its processes find no call
+   * with the route among their ancestors. */
+  if (req->host_route == NULL) return 0;
+  if (rs == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  if (req->host_route->handle == NULL)
     return sm_error_set(err, SM_EINVAL, "no handler for the host-tool route");
   char call_id[33] = "";
-  int rc = req->host_route ? sm_random_hex(call_id, 16, err) : 0;
+  int rc = sm_random_hex(call_id, 16, err);
   if (rc) return rc;
   sm_route_caller me = {
       .active = 1,
@@ -536,11 +583,9 @@ int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, con
       .worker_id = or_empty(req->worker_id),
       .principal = req->principal && *req->principal ? req->principal : SM_PRINCIPAL_CONTROL,
       .call_id = call_id,
+      .peer_pid = -1,
+      .peer_uid = -1,
   };
-  if (req->host_route == NULL) {
-    watch(rs, &me, out);
-    return 0;
-  }
   sandbox_route_call *c = calloc(1, sizeof *c);
   if (c == NULL || (c->who = caller_dup(&me)) == NULL) {
     free(c);
@@ -553,8 +598,10 @@ int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, con
     free(c);
     return sm_error_wrap(err, "starting the host-tool route in %s", name);
   }
-  /* Under rs->mu: the call is active from here until sandbox_route_end. */
+  /* Under rs->mu: the call is active from here until sandbox_route_end;
+   * its processes get its identity once its preamble names the first. */
   r->handler = *req->host_route;
+  c->rs = rs;
   c->r = r;
   calls_append(&r->active, c);
   rc = route_env(r, env, err);
@@ -565,6 +612,22 @@ int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, con
   }
   *out = c;
   return 0;
+}
+
+void sandbox_route_started(void *call, const char *pid, const char *start) {
+  sandbox_route_call *c = call;
+  if (c == NULL || pid == NULL || start == NULL) return;
+  char *end1 = NULL, *end2 = NULL;
+  unsigned long long p = strtoull(pid, &end1, 10), st = strtoull(start, &end2, 10);
+  if (*pid == '\0' || *end1 != '\0' || *start == '\0' || *end2 != '\0' || p == 0 ||
+      p > UINT32_MAX)
+    return; /* never said: nothing of the call's is lent */
+  pthread_mutex_lock(&c->rs->mu);
+  c->pid = (uint32_t)p;
+  c->start = st;
+  c->rooted = 1;
+  pthread_cond_broadcast(&c->rs->cv);
+  pthread_mutex_unlock(&c->rs->mu);
 }
 
 void sandbox_route_end(sandbox_routes *rs, sandbox_route_call *c, int close) {
@@ -583,6 +646,7 @@ void sandbox_route_end(sandbox_routes *rs, sandbox_route_call *c, int close) {
       drop = r;
     }
   }
+  pthread_cond_broadcast(&rs->cv); /* a request waiting for its first process */
   pthread_mutex_unlock(&rs->mu);
   free(c->who);
   free(c);
@@ -593,8 +657,20 @@ sandbox_routes *sandbox_routes_new(void) {
   sandbox_routes *rs = calloc(1, sizeof *rs);
   if (rs == NULL) return NULL;
   pthread_mutex_init(&rs->mu, NULL);
-  pthread_cond_init(&rs->cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* caller_for's bounded wait */
+  pthread_cond_init(&rs->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  rs->mem_max = MEMORY_DEFAULT;
   return rs;
+}
+
+void sandbox_routes_set_memory(sandbox_routes *rs, size_t bytes) {
+  if (rs == NULL) return;
+  pthread_mutex_lock(&rs->mu);
+  rs->mem_max = bytes ? bytes : MEMORY_DEFAULT;
+  pthread_mutex_unlock(&rs->mu);
 }
 
 void sandbox_routes_free(sandbox_routes *rs) {

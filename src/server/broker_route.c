@@ -58,10 +58,13 @@ void sm_server_set_broker(sm_server *srv, struct sm_broker *broker) {
   sm_server_broker_attach(srv, broker);
 }
 
-int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route) {
+int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route,
+                         int *agent_has_tools) {
   pthread_mutex_lock(&srv->mu);
   sm_broker *b = srv->broker;
   pthread_mutex_unlock(&srv->mu);
+  /* Its keyed sandboxes are its own, with the route or not. */
+  *agent_has_tools = sm_broker_agent_has_tools(b, agent);
   if (!b || !sm_broker_offers(b, agent, tool)) return 0;
   *route = sm_broker_route(b);
   return 1;
@@ -92,9 +95,10 @@ static void approve(sm_broker *b, const char *id, const char *body, size_t len, 
 void sm_server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
                                const char *body, size_t len, sm_answer *a) {
   if (!control) {
-    sm_server_audit_token(srv, "approvals", NULL, "approvals answer to the control token only");
-    sm_answer_error(a, 403, "policy",
-                    "approvals answer to the control token only (a worker token cannot approve)");
+    /* Any other token, a worker's included (a worker must not approve its
+     * own calls), gets the generic 401: the answer does not tell a made-up
+     * token from a worker's. */
+    sm_server_refuse_token(srv, "approvals", a);
     return;
   }
   pthread_mutex_lock(&srv->mu);

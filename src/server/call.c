@@ -389,7 +389,8 @@ static void fill_request(call *k) {
   q->workspace = k->has_ws ? k->ws : NULL;
   q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;
   if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
-  if (sm_server_host_route(srv, p->agent, p->tool, &k->route)) q->host_route = &k->route;
+  if (sm_server_host_route(srv, p->agent, p->tool, &k->route, &q->agent_has_host_tools))
+    q->host_route = &k->route;
   sm_server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
 }
 

@@ -96,8 +96,10 @@ int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object
 /* Lends the broker the credentials file (start) or takes it back (free). */
 void sm_server_broker_attach(sm_server *srv, struct sm_broker *b);
 void sm_server_broker_detach(sm_server *srv);
-/* 1 and *route filled when the broker offers agent's tool host tools. */
-int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route);
+/* 1 and *route filled when the broker offers agent's tool host tools;
+ * *agent_has_tools: whether any of agent's calls may get them. */
+int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route,
+                         int *agent_has_tools);
 /* GET /v1/approvals (id NULL) and POST /v1/approvals/{id} {"approve": bool};
  * control: the request has the control token (else 403). */
 void sm_server_approvals_route(sm_server *srv, const char *method, const char *id, int control,

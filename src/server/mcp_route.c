@@ -2,7 +2,8 @@
  * tools of `sandman mcp` (sm_mcp_sandbox_provider).
  *
  * A session belongs to the token that made it (its owner: "control" or
- * "worker:<key>"; the MCP module answers 404 to any other). A control
+ * "worker:<key>"; the MCP module answers 404 to any other), and one owner
+ * holds at most --mcp-sessions-per-token of the table's 64. A control
  * session runs its tools in a per_run sandbox of its own, removed when the
  * session ends; a worker session in that worker's per_worker sandbox (the
  * one its execute calls use). Every tool call passes the configuration's
@@ -22,6 +23,8 @@
 #include "server/stream.h"
 
 #define MCP_HEADER_MAX 256
+#define MCP_SESSIONS_MAX 64      /* the runner's /mcp sessions at once */
+#define MCP_SESSIONS_PER_TOKEN 8 /* one token's, unless --mcp-sessions-per-token says */
 
 struct sm_mcp_req {
   sm_server *srv;
@@ -127,6 +130,11 @@ int sm_mcp_route_start(sm_server *srv, sm_error *err) {
   o.factory = make_session;
   o.factory_ud = srv;
   o.max_message = srv->opts.max_body;
+  o.max_sessions = MCP_SESSIONS_MAX;
+  /* One token (the control token, or one worker key) cannot fill the table
+   * and lock the others out. */
+  o.max_sessions_per_owner =
+      srv->opts.mcp_sessions_per_token ? srv->opts.mcp_sessions_per_token : MCP_SESSIONS_PER_TOKEN;
   return sm_mcp_http_new(&srv->mcp, &o, err);
 }
 

@@ -9,52 +9,11 @@
 #include <json-c/json.h>
 
 #include "common/cleanup.h"
+#include "common/json_keys.h"
 #include "common/strv.h"
 #include "server/server_internal.h"
 
 #define JSON_DEPTH_MAX 16
-
-/* Key tokens of a syntactically valid JSON text: every string followed by
- * ':'. A key holding \u0000 is refused here because json-c keeps keys as C
- * strings (it would cut the key at the NUL). */
-static int count_raw_keys(const char *s, size_t n, size_t *out, sm_error *err) {
-  size_t keys = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] != '"') continue;
-    int nul = 0;
-    for (i++; i < n && s[i] != '"'; i++) {
-      if (s[i] != '\\') continue;
-      if (i + 5 < n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0) nul = 1;
-      i++; /* the escaped character ("\u" digits are plain characters) */
-    }
-    size_t j = i + 1;
-    while (j < n && isspace((unsigned char)s[j])) j++;
-    if (j < n && s[j] == ':') {
-      if (nul) return sm_error_set(err, SM_EINVAL, "a key in the request body holds a NUL character");
-      keys++;
-    }
-  }
-  *out = keys;
-  return 0;
-}
-
-/* Keys json-c kept: one per name and object, so fewer than the text's key
- * tokens exactly when some object repeats a key (a repeated key replaces
- * the earlier value, in json-c as in most parsers: two readers of one body
- * could disagree on what it says). */
-static size_t count_tree_keys(json_object *o) {
-  size_t n = 0;
-  if (json_object_is_type(o, json_type_object)) {
-    json_object_object_foreach(o, k, v) {
-      (void)k;
-      n += 1 + count_tree_keys(v);
-    }
-  } else if (json_object_is_type(o, json_type_array)) {
-    size_t len = json_object_array_length(o);
-    for (size_t i = 0; i < len; i++) n += count_tree_keys(json_object_array_get_idx(o, i));
-  }
-  return n;
-}
 
 int sm_server_json_object(const char *body, size_t len, json_object **out, sm_error *err) {
   *out = NULL;
@@ -86,15 +45,10 @@ int sm_server_json_object(const char *body, size_t len, json_object **out, sm_er
     json_object_put(obj);
     return sm_error_set(err, SM_EINVAL, "request body must be a JSON object");
   }
-  size_t raw_keys = 0;
-  if (count_raw_keys(body, len, &raw_keys, err) != 0) {
+  const char *why = NULL;
+  if (sm_json_keys_unique(body, len, obj, &why) != 0) {
     json_object_put(obj);
-    return SM_EINVAL;
-  }
-  if (count_tree_keys(obj) != raw_keys) {
-    json_object_put(obj);
-    return sm_error_set(err, SM_EINVAL,
-                        "request body repeats a key in one object (each key may appear once)");
+    return sm_error_set(err, SM_EINVAL, "request body: %s", why);
   }
   *out = obj;
   return 0;

@@ -17,11 +17,10 @@ parsed when it is JSON; for an SSE answer, its one event's data).
 """
 import http.client
 import json
-import os
 import socket
 import sys
 
-SOCKET = os.environ.get("SANDMAN_TOOLS_SOCKET", "/.sandman/tools.sock")
+SOCKET = "/.sandman/tools.sock"  # the route's fixed place (docs/host-tools.md)
 PROTOCOL = "2025-06-18"
 
 

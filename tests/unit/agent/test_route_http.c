@@ -117,9 +117,9 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *p, uin
 
 static void test_route_frames(void **state) {
   (void)state;
-  assert_int_equal(SM_FRAME_ROUTE_REQUEST_MAX, SM_ROUTE_REQUEST_MAX);
+  assert_int_equal(SM_FRAME_ROUTE_REQUEST_MAX, SM_ROUTE_REQUEST_MAX + SM_FRAME_ROUTE_PEER_MAX);
   assert_int_equal(SM_FRAME_ROUTE_RESPONSE_MAX, SM_ROUTE_RESPONSE_MAX);
-  assert_int_equal(sm_frame_type_max(SM_FRAME_ROUTE_REQUEST), SM_ROUTE_REQUEST_MAX);
+  assert_int_equal(sm_frame_type_max(SM_FRAME_ROUTE_REQUEST), SM_FRAME_ROUTE_REQUEST_MAX);
   assert_int_equal(sm_frame_type_max(SM_FRAME_ROUTE_RESPONSE), SM_ROUTE_RESPONSE_MAX);
   /* A request frame of connection 7, fed a byte at a time. */
   unsigned char buf[SM_FRAME_HEADER + 5];
@@ -134,7 +134,7 @@ static void test_route_frames(void **state) {
   assert_int_equal(got_id, 7);
   assert_int_equal(got_len, 5);
   /* Over the request cap: refused by its header alone. */
-  sm_frame_header(buf, SM_FRAME_ROUTE_REQUEST, 7, SM_ROUTE_REQUEST_MAX + 1);
+  sm_frame_header(buf, SM_FRAME_ROUTE_REQUEST, 7, SM_FRAME_ROUTE_REQUEST_MAX + 1);
   sm_frame_reader_dispose(&r);
   sm_frame_reader_init(&r, SM_ROUTE_RESPONSE_MAX, on_frame, NULL);
   assert_int_equal(sm_frame_reader_feed(&r, buf, SM_FRAME_HEADER), -1);

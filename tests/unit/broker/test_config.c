@@ -117,6 +117,12 @@ static void refusals(void **state) {
   refused("broker:\n  tools:\n    t:\n      mcp: {server: nope, tool: x}\n", "no broker.mcp_servers.nope");
   refused("broker:\n  tools:\n    t:\n      argv: [x]\n      secret: [token]\n",
           "'token' is not a property");
+  /* allow_dash: properties of the schema, argv tools only */
+  refused("broker:\n  tools:\n    t:\n      argv: [x]\n      allow_dash: [ref]\n",
+          "'ref' is not a property");
+  refused("broker:\n  tools:\n    t:\n      input_schema: {type: object, properties: {q: {type: string}}}\n"
+          "      http: {url: \"http://a\"}\n      allow_dash: [q]\n",
+          "only an argv tool takes allow_dash");
   refused("broker:\n  tools:\n    t:\n      argv: [x]\n      rate: 0\n", "broker.tools.t.rate");
   refused("broker:\n  tools:\n    t:\n      argv: [x]\n      approval: maybe\n", "not one of required, none");
   refused("defaults:\n  broker:\n    allow: [group:nope]\n", "no broker.groups.nope");

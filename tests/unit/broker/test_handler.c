@@ -36,7 +36,11 @@ static const char *config_text(void) {
            "          a: {type: string}\n          b: {type: array, items: {type: string}}\n"
            "          token: {type: string}\n"
            "      secret: [token]\n"
+           "      allow_dash: [b]\n"
            "      argv: [printf, \"%%s\\n\", \"{a}\", \"{b}\"]\n"
+           "    show_ref:\n"
+           "      input_schema: {type: object, properties: {ref: {type: string}, n: {type: integer}}}\n"
+           "      argv: [printf, \"[%%s]\\n\", \"{ref}\", \"{n}\"]\n"
            "    slow: {argv: [sleep, \"30\"], timeout: 1s}\n"
            "    rated: {argv: [\"true\"], rate: 2}\n"
            "    bg: {argv: [sh, -c, \"sleep 300 & echo $!\"]}\n"
@@ -149,7 +153,7 @@ static int teardown(void **state) {
 
 static sm_route_caller caller(const char *agent, int active) {
   sm_route_caller w = {active, "c0ffee-container", "sm-box", "per_run", "", "proj", agent,
-                       "shell", "alice", "run-1", "", "control", "call-42"};
+                       "shell", "alice", "run-1", "", "control", "call-42", 4242, 1000};
   return w;
 }
 
@@ -246,6 +250,36 @@ static void hostile_arguments_stay_one_argument_each(void **state) {
   assert_string_equal(text0(o),
                       "x; rm -rf / && $(id) `id` | cat > /tmp/p 'q' \"d\" *\ntwo words\n"
                       "--flag=$HOME\n\n");
+  json_object_put(o);
+}
+
+/* Issue 25, finding 5: a value that starts with '-' would be an option of
+ * the host program (git log {ref} with ref=--output=FILE writes FILE): it
+ * is refused before anything runs (400 schema, naming the argument, never
+ * the value), a negative number too, unless allow_dash names the argument
+ * (echo_args' b: the test above passes "--flag=$HOME"). */
+static void values_never_become_options(void **state) {
+  (void)state;
+  sm_route_caller w = caller("coder", 1);
+  const char *bad[] = {"{\"arguments\": {\"ref\": \"--output=/tmp/sm-injected\"}}",
+                       "{\"arguments\": {\"ref\": \"-p\"}}", "{\"arguments\": {\"n\": -1}}"};
+  json_object *o = NULL;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(req(F.b, &w, "POST", "/v1/tools/show_ref/call", bad[i], &o), 400);
+    assert_string_equal(get(o, "reason"), "schema");
+    assert_non_null(strstr(get(o, "error"), "may not start with '-'"));
+    assert_null(strstr(get(o, "error"), "sm-injected"));
+    json_object_put(o);
+  }
+  assert_int_equal(req(F.b, &w, "POST", "/v1/tools/echo_args/call",
+                       "{\"arguments\": {\"a\": \"-n\"}}", &o),
+                   400);
+  assert_non_null(strstr(get(o, "error"), "argument 'a'"));
+  json_object_put(o);
+  assert_int_equal(req(F.b, &w, "POST", "/v1/tools/show_ref/call",
+                       "{\"arguments\": {\"ref\": \"main-x\", \"n\": 3}}", &o),
+                   200);
+  assert_string_equal(text0(o), "[main-x]\n[3]\n");
   json_object_put(o);
 }
 
@@ -387,6 +421,17 @@ static void refusals_and_bad_requests(void **state) {
   json_object_put(o);
   assert_int_equal(req(F.b, &w, "POST", "/v1/tools/read_host/call", "{\"arguments\": [", &o), 400);
   json_object_put(o);
+  /* A repeated key (issue 25): json-c would keep the last one, so the
+   * schema would check one value and a second reader see another. */
+  const char *dups[] = {"{\"arguments\": {\"path\": \"/a\", \"path\": \"/b\"}}",
+                        "{\"arguments\": {\"path\": \"/a\", \"\\u0070ath\": \"/b\"}}",
+                        "{\"arguments\": {\"path\": \"/a\"}, \"arguments\": {\"path\": \"/b\"}}"};
+  for (size_t i = 0; i < sizeof dups / sizeof dups[0]; i++) {
+    assert_int_equal(req(F.b, &w, "POST", "/v1/tools/read_host/call", dups[i], &o), 400);
+    assert_string_equal(get(o, "reason"), "bad_request");
+    assert_non_null(strstr(get(o, "error"), "repeats a key"));
+    json_object_put(o);
+  }
   assert_int_equal(req(F.b, &w, "DELETE", "/v1/tools", NULL, NULL), 405);
   assert_int_equal(req(F.b, &w, "GET", "/v1/tools/read_host/call", NULL, NULL), 405);
   assert_int_equal(req(F.b, &w, "GET", "/v2/else", NULL, NULL), 404);
@@ -455,6 +500,7 @@ int main(void) {
       cmocka_unit_test(list_by_policy),
       cmocka_unit_test(reads_a_host_file),
       cmocka_unit_test(hostile_arguments_stay_one_argument_each),
+      cmocka_unit_test(values_never_become_options),
       cmocka_unit_test(failures_timeouts_and_caps),
       cmocka_unit_test(rate_limit),
       cmocka_unit_test(environment_and_credentials),

@@ -85,7 +85,7 @@ static int teardown(void **state) {
 
 static sm_route_caller caller(const char *container, const char *agent, int active) {
   sm_route_caller w = {active, container, "sm-box", "per_run", "", "proj", agent,
-                       "shell", "alice", "run-1", "", "control", "call-7"};
+                       "shell", "alice", "run-1", "", "control", "call-7", 77, 1000};
   return w;
 }
 

@@ -195,6 +195,10 @@ static void test_malformed_messages(void **state) {
       {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\"}", -32601},
       {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}", -32601},
       {"\"str\"", -32600},
+      /* a repeated key (issue 25): json-c would keep the last one */
+      {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"method\":\"tools/list\"}", -32700},
+      {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+       "\"arguments\":{\"a\":\"x\",\"\\u0061\":\"y\"}}}", -32700},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_object *a = send(s, cases[i].msg);

@@ -95,6 +95,33 @@ static void test_scope_keys(void **state) {
   req.scope = SM_SCOPE_USER;
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "p:worker%3AK1:user:proj:u@x");
+  /* An agent that may use host tools has keyed sandboxes of its own
+   * (issue 25): its key names it, whether or not this call has the route;
+   * scopes that name the agent already are unchanged. */
+  req.principal = NULL;
+  req.scope = SM_SCOPE_NONE;
+  req.agent_has_host_tools = 1;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "run:proj:r1:ht:a");
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "worker:w1:ht:a");
+  req.scope = SM_SCOPE_USER;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "user:proj:u@x:ht:a");
+  req.scope = SM_SCOPE_SHARED;
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "shared:proj:a");
+  req.scope = SM_SCOPE_NONE;
+  req.agent_has_host_tools = 0;
+  static const sm_host_route any_route = {NULL, NULL};
+  req.host_route = &any_route; /* a call with the route is keyed so anyway */
+  req.agent = "b:c";
+  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_string_equal(key, "run:proj:r1:ht:b%3Ac");
+  req.host_route = NULL;
+  req.agent = "a";
+  req.principal = "worker:K1";
+  req.scope = SM_SCOPE_USER;
   /* Too small a buffer is an error, never a truncated (shared) key. */
   char tiny[12];
   assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, tiny, sizeof tiny, &err), SM_EINVAL);
@@ -423,6 +450,13 @@ static void feed(sm_call_watch *w, int stream, const char *s) {
   assert_int_equal(sm_call_watch_output(w, stream, s, strlen(s)), 0);
 }
 
+static int started_n;
+static char started_pid[64];
+static void started_at(void *ud, const char *pid, const char *start) {
+  (*(int *)ud)++;
+  snprintf(started_pid, sizeof started_pid, "%s %s", pid, start);
+}
+
 static void test_call_preamble(void **state) {
   (void)state;
   sm_capture cap;
@@ -431,8 +465,16 @@ static void test_call_preamble(void **state) {
   /* In pieces, then the tool's own output passes through untouched. */
   sm_capture_init(&cap, 1024, 1024, NULL, NULL);
   sm_call_watch_init(&w, "tok1", &cap);
+  /* The host-tool route is told the call's first process once, from the
+   * wrapper's line (not from a line the tool prints after it). */
+  w.on_start = started_at;
+  w.on_start_ud = &started_n;
+  started_n = 0;
   feed(&w, 1, "sandman-ca");
+  assert_int_equal(started_n, 0);
   feed(&w, 1, "ll tok1 42 51234 7\nhello\n");
+  assert_int_equal(started_n, 1);
+  assert_string_equal(started_pid, "42 51234");
   feed(&w, 2, "err\n");
   feed(&w, 1, "sandman-call tok1 1 1 1\n"); /* the tool may print one too */
   assert_int_equal(w.state, SM_CALL_WATCH_STARTED);
@@ -441,6 +483,7 @@ static void test_call_preamble(void **state) {
   assert_int_equal(w.oom_before, 7);
   assert_string_equal(cap.out.data, "hello\nsandman-call tok1 1 1 1\n");
   assert_string_equal(cap.err.data, "err\n");
+  assert_int_equal(started_n, 1);
   assert_false(sm_call_watch_runtime_text(&w, text, sizeof text));
   sm_call_watch_dispose(&w);
   sm_capture_dispose(&cap);

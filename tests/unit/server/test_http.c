@@ -414,6 +414,21 @@ static void auth_matrix(void **state) {
   expect("GET", "/v1/sandboxes", w1, NULL, 401, NULL);
   expect("POST", "/v1/sandboxes/reap", w1, "{\"older_than_s\":1}", 401, NULL);
   expect("GET", "/metrics", CONTROL, NULL, 200, "sandman_calls_total");
+  /* Approvals: a made-up 64-character token and a worker's token get the
+   * very answer of any bad token (issue 25, finding 13). */
+  const char *made_up = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  const char *approvals_tokens[] = {made_up, w1};
+  for (size_t i = 0; i < 2; i++) {
+    http("GET", "/v1/approvals", approvals_tokens[i], NULL, &r);
+    assert_int_equal(r.status, 401);
+    assert_string_equal(r.body, first401);
+    resp_free(&r);
+    http("POST", "/v1/approvals/abcd", approvals_tokens[i], "{\"approve\": true}", &r);
+    assert_int_equal(r.status, 401);
+    assert_string_equal(r.body, first401);
+    resp_free(&r);
+  }
+  expect("GET", "/v1/approvals", CONTROL, NULL, 200, "approvals");
 }
 
 static void errors(void **state) {
