@@ -310,6 +310,8 @@ static int call_exec(call *c, sm_error *err) {
     return rc;
   c->t.on_start = route ? sandbox_route_started : NULL;
   c->t.on_start_ud = route;
+  /* From here on leased values may be in the sandbox, whatever follows. */
+  c->out->credentials_passed = req->n_secret_env > 0;
   rc = sm_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
   c->t.on_start = NULL;
   c->t.on_start_ud = NULL;
