@@ -527,11 +527,14 @@ const char sm_exec_kill_script[] =
     "sweep\n";
 
 /* The watcher: its stdin is an exec stream the runner holds; when that
- * ends (the runner closed it, or died and the engine closed it), it asks
- * the container's keeper to end (pid 1: the keeper, or the init that
- * passes the signal on), and the container stops with everything in it.
- * Root's, so the sandbox's user can neither signal it nor reach its stdin. */
-const char sm_exec_watch_script[] = "read -r _; kill -TERM 1\n";
+ * ends (the runner closed it, or died and the engine closed it), it ends
+ * the container's keeper: TERM to pid 1 (the keeper, or the init that
+ * passes it on), and KILL to every other process of root's, the keeper
+ * under an init and its sleep included (root without capabilities reaches
+ * no process of the sandbox's user). The container stops with everything
+ * in it. Root's, so the sandbox's user can neither signal it nor reach its
+ * stdin. */
+const char sm_exec_watch_script[] = "read -r _; kill -TERM 1; kill -KILL -1\n";
 
 /* Prints "counts <oom kills now>". */
 const char sm_exec_oom_script[] =
