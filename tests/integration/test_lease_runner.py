@@ -17,6 +17,7 @@ only when everything passed, 77 when no engine answers outside CI.
 import json
 import os
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -116,9 +117,24 @@ def crash_once(tmp, creds, value, runtime):
     stopped = as_user(keyed, STOPPED).stdout.strip()
     check("%s: no process in the sandbox is left stopped" % tag, stopped == "", stopped)
 
+    # Had the watcher not ended it, the lease container would still be there,
+    # labelled with its dead owner: a stand-in for one, which a restarted
+    # runner removes at once.
+    dead_owner = "%s:%d" % (socket.gethostname(), r.proc.pid)
+    stand_in = docker("run", "-d", "--label", "io.sandman.managed=true",
+                      "--label", "io.sandman.instance=" + ts.INSTANCE,
+                      "--label", "io.sandman.mode=per_run", "--label", "io.sandman.run=" + run_id,
+                      "--label", "io.sandman.lease=stand-in", "--label", "io.sandman.owner=" + dead_owner,
+                      "--name", "sandman-%s-lease-standin-%s" % (ts.INSTANCE, tag),
+                      "sandman/minimal:latest", "sleep", "600").stdout.strip()
+    check("%s: a stand-in for a lease container the crash left" % tag, stand_in != "")
+
     # A restarted runner; the run's next plain call looks as the sandbox's
     # user would.
     r = start_runner(tmp, args, "runner-" + tag + "-again")
+    gone = wait_for(lambda: instance_containers(of_run) == [keyed[:12]], 30)
+    check("%s: the restarted runner removed what the crash left" % tag, gone,
+          instance_containers(of_run))
     res = r.client.execute(argv=["sh", "-c", HOLDERS + "; echo ---; " + STOPPED + "; echo ---; "
                                  "for d in /proc/[0-9]*; do tr '\\000' ' ' < $d/cmdline; echo; "
                                  "done | grep -E '^sleep (900|600|300) ' | sort"], run_id=run_id)
