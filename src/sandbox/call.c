@@ -404,7 +404,7 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   c->sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
   for (c->attempt = 0; c->attempt < 2; c->attempt++) {
     rc = call_attempt(c, err);
-    sandbox_lease_close(ctx, c->e, &c->lease);
+    sandbox_lease_close(ctx, c->e, req, &c->lease);
     if (rc && c->held && c->may_retry && c->attempt == 0 && gone(c, rc)) {
       drop_agent(&c->t, 0);
       ctx->backend->release_gone(ctx, c->manager, req, &c->sb);

@@ -61,6 +61,7 @@ static int lease_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reque
   if (rc == SM_ECONFLICT) rc = sm_error_set(err, SM_ESANDBOX, "sandbox name %s is taken", lb.name);
   if (rc) return sm_error_wrap(err, "making the leased call's own container");
   snprintf(l->id, sizeof l->id, "%s", lb.id);
+  l->mode = lb.mode;
   return 0;
 }
 
@@ -73,11 +74,12 @@ int sandbox_lease_open(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
     if (rc == 0) rc = lease_create(ctx, e, req, sb, out, err);
   }
   if (rc == 0) rc = watch_open(e, out->id[0] ? out->id : sb->id, &out->watch, err);
-  if (rc) sandbox_lease_close(ctx, e, out);
+  if (rc) sandbox_lease_close(ctx, e, req, out);
   return rc;
 }
 
-void sandbox_lease_close(const sandbox_ctx *ctx, sm_engine *e, sandbox_lease *l) {
+void sandbox_lease_close(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                         sandbox_lease *l) {
   if (l->watch) {
     sm_exec_stream_shutdown(l->watch);
     sm_exec_stream_close(l->watch);
@@ -91,6 +93,11 @@ void sandbox_lease_close(const sandbox_ctx *ctx, sm_engine *e, sandbox_lease *l)
     if (rc && rc != SM_ENOTFOUND && rc != SM_ECONFLICT)
       sm_log(SM_LOG_WARN, "removing the leased call's container %s: %s (it ends by itself, its "
              "watcher saw the call end)", l->name, err.message);
+    sandbox_box lb;
+    memset(&lb, 0, sizeof lb);
+    lb.mode = l->mode;
+    snprintf(lb.name, sizeof lb.name, "%s", l->name);
+    sandbox_audit(ctx, "sandbox.removed", req, &lb, "a leased call's own container goes after its call");
     l->id[0] = '\0';
   }
   if (l->busy) {

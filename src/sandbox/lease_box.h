@@ -36,6 +36,7 @@
 typedef struct sandbox_lease {
   char id[SM_ENGINE_ID_MAX]; /* the lease container; "" when the call runs in its per_tool sandbox */
   char name[SM_NAME_MAX];
+  sm_mode mode;              /* its sandbox's (the audit trail's) */
   sm_state_lock *busy;       /* the lease container's busy lock (a reap spares it) */
   sm_exec_stream *watch;     /* the watcher's stream: closing it ends the container */
 } sandbox_lease;
@@ -50,6 +51,7 @@ int sandbox_lease_open(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
 
 /* Ends it: the watcher's stream closed, a lease container removed with
  * everything in it (its shared volume stays). Safe on a zeroed lease. */
-void sandbox_lease_close(const sandbox_ctx *ctx, sm_engine *e, sandbox_lease *l);
+void sandbox_lease_close(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                         sandbox_lease *l);
 
 #endif
