@@ -11,6 +11,10 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/spec.h"
 
+/* How long the end of a lease container the engine is removing already
+ * is waited for. */
+#define LEASE_GONE_WAIT_MS 30000
+
 /* The watcher: a root exec in container cid reading its stdin, which is
  * the stream this process keeps (see sm_exec_watch_script). */
 static int watch_open(sm_engine *e, const char *cid, sm_exec_stream **out, sm_error *err) {
@@ -80,25 +84,30 @@ int sandbox_lease_open(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
 
 void sandbox_lease_close(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                          sandbox_lease *l) {
-  if (l->watch) {
-    sm_exec_stream_shutdown(l->watch);
-    sm_exec_stream_close(l->watch);
-    l->watch = NULL;
-  }
   if (l->id[0]) {
     /* Now, not when the keeper gets round to it: nothing the leased call
-     * left may run on beside the sandbox's next call. */
+     * left may run on beside the sandbox's next call. 409: the engine is
+     * removing it already (it stopped: AutoRemove), wait for the end. */
     sm_error err = SM_ERROR_INIT;
     int rc = sm_engine_container_remove(e, l->id, 1, 0, &err);
-    if (rc && rc != SM_ENOTFOUND && rc != SM_ECONFLICT)
-      sm_log(SM_LOG_WARN, "removing the leased call's container %s: %s (it ends by itself, its "
-             "watcher saw the call end)", l->name, err.message);
+    if (rc == SM_ECONFLICT) {
+      sm_error_clear(&err);
+      rc = sm_engine_container_wait(e, l->id, "removed", LEASE_GONE_WAIT_MS, NULL, &err);
+    }
+    if (rc && rc != SM_ENOTFOUND)
+      sm_log(SM_LOG_WARN, "removing the leased call's container %s: %s (it ends by itself when "
+             "its watcher sees the call end)", l->name, err.message);
     sandbox_box lb;
     memset(&lb, 0, sizeof lb);
     lb.mode = l->mode;
     snprintf(lb.name, sizeof lb.name, "%s", l->name);
     sandbox_audit(ctx, "sandbox.removed", req, &lb, "a leased call's own container goes after its call");
     l->id[0] = '\0';
+  }
+  if (l->watch) {
+    sm_exec_stream_shutdown(l->watch);
+    sm_exec_stream_close(l->watch);
+    l->watch = NULL;
   }
   if (l->busy) {
     sm_state_unlock(l->busy);
