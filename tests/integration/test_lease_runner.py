@@ -6,7 +6,8 @@ test_lease_crash.sh and test_lease_runner.sh; one suite per ctest entry:
   crash   the runner is SIGKILLed while a leased call runs in a per_run
           sandbox (runc, then gVisor): nothing is left holding the credential
           and nothing stays stopped, and after a restart the run's next plain
-          call cannot read the credential
+          call cannot read the credential; in per_tool the call's container
+          stops with the runner
   runner  a leased call refused with 503 before anything ran leaves its
           lease usable; a leased value cut by the 1 MiB output cap is masked
           in the answer, the stream and a handle
@@ -150,11 +151,51 @@ def crash_once(tmp, creds, value, runtime):
     r.stop()
 
 
+def crash_per_tool(tmp, creds):
+    """The same in per_tool: the call's own container stops with the
+    runner, and the restarted runner removes it."""
+    run_id = "crash-per_tool"
+    args = sandbox_args(mode="per_tool") + ["--credentials-file", creds]
+    r = start_runner(tmp, args, "runner-per_tool")
+    c = r.client
+    lease = c.create_lease(tool="shell", services=["github"])
+    t = threading.Thread(target=lambda: ignore_errors(lambda: c.execute(
+        tool="shell", run_id=run_id, lease_id=lease["lease_id"], timeout_s=600,
+        argv=["sh", "-c", "touch /tmp/leased.started; sleep 300"])), daemon=True)
+    t.start()
+    of_run = "label=io.sandman.run=" + run_id
+
+    def started():
+        ids = instance_containers(of_run)
+        return len(ids) == 1 and docker("exec", ids[0], "test", "-e",
+                                        "/tmp/leased.started").returncode == 0
+    check("per_tool: the leased call runs", wait_for(started))
+    r.proc.kill()
+    r.proc.wait()
+    t.join(60)
+    running = wait_for(lambda: docker("ps", "-q", "--filter", "label=io.sandman.instance=" +
+                                      ts.INSTANCE, "--filter", of_run).stdout.strip() == "", 60)
+    check("per_tool: after the runner's SIGKILL its call's container no longer runs", running,
+          docker("ps", "--filter", of_run).stdout)
+    r = start_runner(tmp, args, "runner-per_tool-again")
+    gone = wait_for(lambda: instance_containers(of_run) == [], 30)
+    check("per_tool: the restarted runner removed it", gone, instance_containers(of_run))
+    r.stop()
+
+
+def ignore_errors(fn):
+    try:
+        fn()
+    except (SandmanError, OSError):  # the runner is killed under it
+        pass
+
+
 def suite_crash(tmp):
     value = "ghp_crash_" + secrets.token_hex(12)
     creds = write_creds(tmp, value)
     crash_once(tmp, creds, value, "")
     crash_once(tmp, creds, value, "runsc")
+    crash_per_tool(tmp, creds)
 
 
 # ---------------------------------------------------------------- runner
