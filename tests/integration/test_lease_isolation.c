@@ -53,7 +53,10 @@ static void make_workspace(void) {
   close(out);
 }
 
-static void remove_workspace(void) {
+/* After each test, passed or not. */
+static int remove_workspace(void **state) {
+  (void)state;
+  if (workspace[0] == '\0') return 0;
   const char *names[] = {"snoop", "leased.txt", "concurrent.done"};
   for (size_t i = 0; i < 3; i++) {
     char p[320];
@@ -61,6 +64,8 @@ static void remove_workspace(void) {
     unlink(p);
   }
   rmdir(workspace);
+  workspace[0] = '\0';
+  return 0;
 }
 
 static int run_call(sm_runner *r, const char *run_id, const char *script, const char *const *env,
@@ -233,7 +238,6 @@ static void attack(sm_runner *r, const char *run_id) {
       strcmp(tail, "---\n1\n0\nsnooper R\npid 1 uid 0\nleased\n") != 0)
     fail_msg("left running: %s\n%s", tail, res.stderr_data);
   sm_run_result_dispose(&res);
-  remove_workspace();
 }
 
 static void test_engine_exec(void **state) {
@@ -257,9 +261,9 @@ static void test_gvisor(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_engine_exec),
-      cmocka_unit_test(test_runner_with_agent_sessions),
-      cmocka_unit_test(test_gvisor),
+      cmocka_unit_test_teardown(test_engine_exec, remove_workspace),
+      cmocka_unit_test_teardown(test_runner_with_agent_sessions, remove_workspace),
+      cmocka_unit_test_teardown(test_gvisor, remove_workspace),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
