@@ -246,6 +246,9 @@ typedef struct sm_run_result {
   int reused;
   int started;             /* the tool was started (else the sandbox could not be
                             * made or used: nothing ran) */
+  int credentials_passed;  /* the request's secret_env was handed to the sandbox
+                            * (the tool's exec was made with it), whether or not
+                            * the tool then ran: a lease's use is spent */
   char **files_changed;    /* owned; workspace-relative paths */
   size_t n_files_changed;
   char **conflicts;        /* owned; paths kept beside the host's version */

@@ -22,7 +22,6 @@
 #include "agent/frame.h"
 #include "agent/untar.h"
 #include "agent/fs.h"
-#include "agent/quiet.h"
 #include "agent/route.h"
 
 #define MAX_ARGV 65536
@@ -422,10 +421,8 @@ int main(int argc, char **argv) {
     return agent_untar(argv[2], 1);
   /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
   if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
-  /* `sandman-agent quiet`: every other process of the user stopped (quiet.c). */
-  if (argc == 2 && strcmp(argv[1], "quiet") == 0) return agent_quiet();
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | quiet | route |"
+    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | route |"
                     " tools ...]\n");
     return 2;
   }

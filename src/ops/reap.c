@@ -437,7 +437,8 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
  * (sandman-<instance>-<mode>-...)? Another instance may share the state
  * directory: its files are not ours to drop. */
 static int ours_by_name(const char *instance, const char *name) {
-  static const char *const modes[] = {"per_tool-", "tool-", "per_run-", "per_worker-", "pool-"};
+  static const char *const modes[] = {"per_tool-", "tool-", "per_run-", "per_worker-", "pool-",
+                                      "lease-"};
   size_t plen = strlen("sandman-"), ilen = strlen(instance);
   if (strncmp(name, "sandman-", plen) != 0 || strncmp(name + plen, instance, ilen) != 0 ||
       name[plen + ilen] != '-')

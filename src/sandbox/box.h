@@ -25,6 +25,9 @@ typedef struct sandbox_box {
   int cached;          /* keyed: found in the runner's lookup cache, not inspected */
   char replaced[SM_ENGINE_ID_MAX]; /* keyed: the sandbox this call replaced, or "" */
   char because[256];   /* why */
+  char lease_of[SM_NAME_MAX]; /* a leased call's own container (lease_box.h): the
+                               * keyed sandbox whose volume it shares; "" otherwise */
+  double lease_deadline_s;    /* with lease_of: when its keeper ends at the latest */
   sm_state_lock *busy;
   sandbox_swarm_box swarm;  /* the swarm backend's hold on it */
 } sandbox_box;

@@ -1,7 +1,8 @@
 /* The call driver of the container modes (call.h). One call:
  *   acquire (the backend: backend.h) -> its exec path (an agent session,
- *   or alone with `quiet` for a leased call) -> workspace in -> environment
- *   -> the exec (exec.c) -> workspace out -> release.
+ *   or for a leased call a container of its own: lease_box.h) ->
+ *   workspace in -> environment -> the exec (exec.c) -> workspace out ->
+ *   release.
  * Everything in the sandbox goes through the engine the backend hands back
  * (c->e). A keyed sandbox can vanish between lookup and exec (a forced
  * reap), and a pooled one can be gone: then the call looks it up (and
@@ -20,6 +21,7 @@
 #include "sandbox/capture.h"
 #include "sandbox/env.h"
 #include "sandbox/exec.h"
+#include "sandbox/lease_box.h"
 #include "sandbox/network.h"
 #include "sandbox/pool.h"
 #include "sandbox/result.h"
@@ -47,7 +49,7 @@ typedef struct call {
   int attempt;         /* 0, or 1 when the sandbox was gone and looked up again */
   int may_retry;       /* the failure may be a sandbox gone since it was found */
   sm_exec_target t;
-  char quiet[128];
+  sandbox_lease lease;  /* a leased call: where it runs (lease_box.h) */
   char unpacker[128];
   unpacker_ctx uctx;
   sm_workspace_target target;
@@ -195,32 +197,29 @@ static int call_acquire(call *c, sm_error *err) {
 
 /* How the call runs in it. A call with leased credentials never goes
  * through the agent (a process of the sandbox's user that earlier calls
- * could have touched), and in a shared sandbox it runs alone: every other
- * process of the sandbox's user stopped while it runs (exec.c,
- * src/agent/quiet.c). Other calls go over an agent session when there is
- * one. */
+ * could have touched) and never shares a process namespace with what
+ * earlier calls left: in a shared sandbox it runs in a container of its
+ * own on the sandbox's /workspace, which dies with it (lease_box.h). Other
+ * calls go over an agent session when there is one. */
 static int call_exec_path(call *c, sm_error *err) {
   const sandbox_box *sb = &c->sb;
   int leased = c->req->n_secret_env > 0;
-  c->t.quiet = NULL;
   c->may_retry = 1;
   if (leased && sb->mode != SM_MODE_PER_TOOL && !c->ctx->backend->exclusive) {
     return sm_error_set(err, SM_ESANDBOX,
-                        "a call with leased credentials runs alone in its sandbox, which the "
-                        "%s backend cannot promise for %s sandboxes; lease in mode per_tool",
+                        "a call with leased credentials runs in a container of its own beside "
+                        "its sandbox, which the %s backend cannot make for %s sandboxes; lease "
+                        "in mode per_tool",
                         c->ctx->backend->name, sm_mode_name(sb->mode));
   }
-  if (leased && sb->mode != SM_MODE_PER_TOOL) {
-    sm_agent_binary_path(c->quiet, sizeof c->quiet);
-    int rc = sm_agent_install(c->ctx->agents, c->e, sb->id, err);
-    if (rc == 0) c->t.quiet = c->quiet;
-    else if (!gone(c, rc))
-      sm_error_wrap(err, "installing sandman's helper to run a call with leased credentials "
-                         "alone in sandbox %s", sb->name);
-    return rc;
-  }
-  return leased ? 0 : take_agent(c->ctx, c->e, sb, &c->t, err);
+  if (!leased) return take_agent(c->ctx, c->e, sb, &c->t, err);
+  int rc = sandbox_lease_open(c->ctx, c->e, c->req, sb, &c->lease, err);
+  if (rc == 0 && c->lease.id[0]) c->t.container_id = c->lease.id;
+  return rc;
 }
+
+/* Where the call's execs go: its lease container, else its sandbox. */
+static const char *call_container(const call *c) { return c->t.container_id; }
 
 /* The copy's target: a per_tool sandbox is this call's alone and nothing
  * has run in it yet: the engine may extract its copy in. Any other copy in
@@ -228,9 +227,9 @@ static int call_exec_path(call *c, sm_error *err) {
 static void call_target(call *c) {
   const sandbox_box *sb = &c->sb;
   sm_agent_binary_path(c->unpacker, sizeof c->unpacker);
-  c->uctx = (unpacker_ctx){c->ctx->agents, c->e, sb->id};
+  c->uctx = (unpacker_ctx){c->ctx->agents, c->e, call_container(c)};
   c->target = (sm_workspace_target){.engine = c->e,
-                                    .container_id = sb->id,
+                                    .container_id = call_container(c),
                                     .sandbox_path = "/workspace",
                                     .uid = sb->uid,
                                     .gid = sb->gid,
@@ -300,20 +299,25 @@ static int call_exec(call *c, sm_error *err) {
   const sm_run_request *req = c->req;
   c->may_retry = 1;
   int rc = backend_failed(
-      c, helper_call(c->ctx, c->e, c->sb.id, req, &c->helper_req, &c->helper_argv, err), err);
+      c, helper_call(c->ctx, c->e, call_container(c), req, &c->helper_req, &c->helper_argv, err),
+      err);
   if (rc) return rc;
   /* The host-tool route answers for this call's processes while it runs:
    * it knows them by the call's first process, which the wrapper names. */
   sandbox_route_call *route = NULL;
-  if ((rc = sandbox_route_begin(c->ctx->routes, c->ctx->agents, c->e, c->sb.id, c->sb.name, req,
-                                &c->env, &route, err)) != 0)
+  if ((rc = sandbox_route_begin(c->ctx->routes, c->ctx->agents, c->e, call_container(c),
+                                c->sb.name, req, &c->env, &route, err)) != 0)
     return rc;
   c->t.on_start = route ? sandbox_route_started : NULL;
   c->t.on_start_ud = route;
+  /* From here on leased values may be in the sandbox, whatever follows. */
+  c->out->credentials_passed = req->n_secret_env > 0;
   rc = sm_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
   c->t.on_start = NULL;
   c->t.on_start_ud = NULL;
-  sandbox_route_end(c->ctx->routes, route, c->sb.mode == SM_MODE_PER_TOOL);
+  /* A per_tool sandbox or a lease container goes after the call: its route too. */
+  sandbox_route_end(c->ctx->routes, route,
+                    c->sb.mode == SM_MODE_PER_TOOL || c->lease.id[0] != '\0');
   rc = backend_failed(c, rc, err);
   if (rc) return rc;
   c->out->started = 1;
@@ -400,6 +404,7 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   c->sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
   for (c->attempt = 0; c->attempt < 2; c->attempt++) {
     rc = call_attempt(c, err);
+    sandbox_lease_close(ctx, c->e, req, &c->lease);
     if (rc && c->held && c->may_retry && c->attempt == 0 && gone(c, rc)) {
       drop_agent(&c->t, 0);
       ctx->backend->release_gone(ctx, c->manager, req, &c->sb);

@@ -23,9 +23,6 @@
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
-/* The group `sandman-agent quiet` runs in: nogroup, or one below when that
- * is the sandbox's own group. */
-#define QUIET_GID 65534
 
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
@@ -411,59 +408,6 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   return finish(t, w, w->cap, code, out, err);
 }
 
-/* A leased call's sandbox made quiet: every other process of the user
- * stopped by `sandman-agent quiet` (src/agent/quiet.c). It runs with the
- * user's uid, which lets it stop them, and a group id none of them has,
- * which keeps them from tracing it or reading its memory before they are
- * stopped (both need uid and gid to match). Retried: a sandbox at its
- * process limit may refuse the exec. */
-static int freeze(const sm_exec_target *t, sm_error *err) {
-  const char *argv[] = {t->quiet, "quiet"};
-  const char *colon = t->user ? strchr(t->user, ':') : NULL;
-  if (colon == NULL || colon == t->user)
-    return sm_error_set(err, SM_ESANDBOX, "a call with leased credentials needs the sandbox's "
-                        "user by number");
-  char user[64];
-  long gid = strtol(colon + 1, NULL, 10);
-  snprintf(user, sizeof user, "%.*s:%d", (int)(colon - t->user), t->user,
-           gid == QUIET_GID ? QUIET_GID - 1 : QUIET_GID);
-  int code = -1, rc = 0;
-  for (int attempt = 0; attempt < 5; attempt++) {
-    sm_buf out;
-    sm_buf_init(&out, HELPER_OUTPUT_CAP);
-    code = -1;
-    rc = sm_exec_helper(t->engine, t->container_id, argv, 2, user, NULL, NULL,
-                        HELPER_TIMEOUT_S, &out, &code, err);
-    sm_buf_dispose(&out);
-    if (rc == 0 && code == 0) return 0;
-    if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) break;
-    sm_sleep_ms(100 * (attempt + 1));
-  }
-  if (rc == 0)
-    rc = sm_error_set(err, SM_ESANDBOX,
-                      "the sandbox's other processes could not all be stopped (exit %d)", code);
-  return sm_error_wrap(err, "running a call with leased credentials alone in its sandbox");
-}
-
-/* After it: what it left killed (it inherited the credentials), the others
- * let go on. */
-static void thaw(const sm_exec_target *t, const sm_call_watch *w) {
-  int started = w && w->state == SM_CALL_WATCH_STARTED;
-  sm_error err = SM_ERROR_INIT;
-  for (int attempt = 0; attempt < 5; attempt++) {
-    int code = -1;
-    sm_buf out;
-    sm_buf_init(&out, HELPER_OUTPUT_CAP);
-    int rc = run_helper(t, sm_exec_thaw_script, "sandman-thaw", w ? w->token : "",
-                        started ? w->pid : "", started ? w->start : "", &out, &code, &err);
-    sm_buf_dispose(&out);
-    if ((rc == 0 && code == 0) || rc == SM_ECONFLICT || rc == SM_ENOTFOUND) return;
-    sm_sleep_ms(100 * (attempt + 1));
-  }
-  sm_log(SM_LOG_WARN, "sandbox %.12s: after a call with leased credentials, its other processes "
-         "could not be resumed: %s", t->container_id, err.message);
-}
-
 int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                  sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
   memset(out, 0, sizeof *out);
@@ -473,17 +417,9 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   sm_call_watch_init(&w, token, cap);
   w.on_start = t->on_start;
   w.on_start_ud = t->on_start_ud;
-  int rc = 0;
-  if (t->quiet && (rc = freeze(t, err)) != 0) {
-    thaw(t, NULL);
-    sm_call_watch_dispose(&w);
-    return rc;
-  }
-  /* Never over the agent when isolated: the engine's exec is the only way
-   * in that no process of the sandbox could have prepared. */
-  if (t->agent && !t->quiet) rc = agent_call(t, req, env, &w, out, err);
+  int rc;
+  if (t->agent) rc = agent_call(t, req, env, &w, out, err);
   else rc = engine_call(t, req, env, &w, out, err);
-  if (t->quiet) thaw(t, &w);
   sm_call_watch_dispose(&w);
   return rc;
 }

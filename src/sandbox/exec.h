@@ -18,10 +18,6 @@ typedef struct sm_exec_target {
   const char *user;      /* "uid:gid" every exec of the call runs as (the
                           * container's own processes run as root) */
   int per_tool;          /* a fresh container: timeouts kill the container */
-  const char *quiet;     /* a leased call in a shared sandbox: the installed
-                          * sandman-agent, whose `quiet` stops every other
-                          * process of the user while the call runs alone;
-                          * what it leaves is killed after. NULL otherwise */
   sm_agents *agents;     /* with agent: the call goes over this session */
   sm_agent_session *agent;
   /* Told the call's first process (pid, start time) once the wrapper

@@ -401,6 +401,8 @@ int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result
   close(hc.go_fd);
   hc.go_fd = -1;
   out->started = rc == 0;
+  /* The wrapper holds them, but runs the tool only after "go". */
+  out->credentials_passed = out->started && req->n_secret_env > 0;
   sm_capture cap;
   sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
   cap.forward_only = req->stdout_forward_only;

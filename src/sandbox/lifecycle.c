@@ -122,7 +122,7 @@ int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const 
   int rc = ignore_missing(sm_engine_container_remove(e, name, 1, 1, &e1));
   int vrc = 0;
   sm_error e2 = SM_ERROR_INIT;
-  for (int i = 0; i < 20; i++) {
+  for (int i = 0; volume && i < 20; i++) {
     /* The engine may still hold the volume for a moment after the removal. */
     vrc = ignore_missing(sm_engine_volume_remove(e, volume, 1, &e2));
     if (vrc != SM_ECONFLICT || rc != 0) break;
@@ -265,10 +265,12 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
       .scope_key = sb->scope_key,
       .config_hash = sb->hash,
       .created = created,
-      .owner = sb->mode == SM_MODE_PER_TOOL ? owner : NULL,
+      .owner = sb->mode == SM_MODE_PER_TOOL || sb->lease_of[0] ? owner : NULL,
       .principal = sb->mode == SM_MODE_PER_TOOL ? NULL : req->principal,
       .user = sb->user,
-      .volume = sb->volume,
+      /* A lease container's volume is its sandbox's: never removed with it. */
+      .volume = sb->lease_of[0] ? NULL : sb->volume,
+      .lease = sb->lease_of[0] ? sb->lease_of : NULL,
   };
   json_object *labels = sm_labels_build(&li);
   if (labels && sb->pooled)
@@ -298,6 +300,7 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
         .n_env = env.n,
         .gvisor = gvisor,
         .network = allowlist ? SM_EGRESS_SANDBOX_NETWORK : NULL,
+        .lease_deadline_s = sb->lease_of[0] ? sb->lease_deadline_s : 0,
     };
     config = sm_container_config_build(&cs);
     if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");
@@ -343,9 +346,11 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   rc = sm_engine_container_create(e, sb->name, config, sb->id, &warnings, err);
   json_object_put(config);
   if (rc == SM_ECONFLICT) return rc;
+  /* A lease container's volume is its sandbox's, in use: never removed here. */
+  const char *own_volume = sb->lease_of[0] ? NULL : sb->volume;
   if (rc) {
     sm_error ignore = SM_ERROR_INIT;
-    sm_engine_volume_remove(e, sb->volume, 1, &ignore);
+    if (own_volume) sm_engine_volume_remove(e, own_volume, 1, &ignore);
     /* The engine answered but refused this sandbox: it could not be made. */
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "creating sandbox %s", sb->name);
@@ -370,7 +375,7 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
     sm_error ignore = SM_ERROR_INIT;
-    sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, &ignore);
+    sandbox_remove(e, ctx->state_dir, sb->name, own_volume, &ignore);
     sb->id[0] = '\0';
     return rc;
   }
@@ -379,7 +384,10 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
                              SM_LOG_STR("mode", sm_mode_name(sb->mode)), SM_LOG_STR("image", s->image),
                              SM_LOG_STR("run_id", req->run_id), SM_LOG_STR("worker_id", req->worker_id)),
                "created sandbox %s", sb->name);
-  sandbox_audit(ctx, "sandbox.created", req, sb, sb->pooled ? "made ahead for the warm pool" : NULL);
+  sandbox_audit(ctx, "sandbox.created", req, sb,
+                sb->pooled     ? "made ahead for the warm pool"
+                : sb->lease_of[0] ? "a leased call's own container, sharing its sandbox's /workspace"
+                                  : NULL);
   return 0;
 }
 

@@ -46,8 +46,8 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
  * volume) when the name is taken; any other failure removes what was made. */
 int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                    sandbox_box *sb, sm_error *err);
-/* Removes a container and its volume (what is gone already is fine) and
- * drops its state files. */
+/* Removes a container and its volume (NULL: none; what is gone already is
+ * fine) and drops its state files. */
 int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const char *volume,
                    sm_error *err);
 /* A sandbox's life in the audit trail (sandbox.created, .replaced, .removed). */

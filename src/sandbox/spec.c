@@ -210,6 +210,7 @@ json_object *sm_labels_build(const sm_label_info *li) {
   if (li->principal) label(o, "principal", li->principal);
   if (li->user) label(o, "user", li->user);
   if (li->volume) label(o, "volume", li->volume);
+  if (li->lease) label(o, "lease", li->lease);
   return o;
 }
 
@@ -248,6 +249,12 @@ void sm_container_user(const sm_sandbox_settings *s, const char *image_user, cha
 static const char keeper_script[] =
     "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done";
 
+/* A leased call's own container (lease_box.c): it keeps the container up
+ * for at most $1 seconds, a backstop should the runner's watcher never
+ * end it, and ends at once on SIGTERM. */
+static const char lease_keeper_script[] =
+    "trap 'exit 0' TERM INT HUP; sleep \"$1\" & wait $!";
+
 int64_t sm_host_pids_limit(int64_t pids, int gvisor) {
   if (!gvisor || pids <= 0) return pids;
   int64_t cap = 4194304; /* the kernel's pid_max ceiling */
@@ -281,8 +288,16 @@ static void container_fields(json_object *c, const sm_container_spec *spec) {
   json_object *ep = json_object_new_array();
   json_object_array_add(ep, json_object_new_string("/bin/sh"));
   json_object_array_add(ep, json_object_new_string("-c"));
-  json_object_array_add(ep, json_object_new_string(keeper_script));
-  json_object_array_add(ep, json_object_new_string("sandman-sandbox"));
+  if (spec->lease_deadline_s > 0) {
+    char deadline[32];
+    snprintf(deadline, sizeof deadline, "%.0f", spec->lease_deadline_s);
+    json_object_array_add(ep, json_object_new_string(lease_keeper_script));
+    json_object_array_add(ep, json_object_new_string("sandman-lease"));
+    json_object_array_add(ep, json_object_new_string(deadline));
+  } else {
+    json_object_array_add(ep, json_object_new_string(keeper_script));
+    json_object_array_add(ep, json_object_new_string("sandman-sandbox"));
+  }
   json_object_object_add(c, "Entrypoint", ep);
   json_object_object_add(c, "Cmd", json_object_new_array());
   json_object_object_add(c, "Tty", json_object_new_boolean(0));
@@ -400,6 +415,8 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   json_object *rp = json_object_new_object();
   json_object_object_add(rp, "Name", json_object_new_string("no"));
   json_object_object_add(hc, "RestartPolicy", rp);
+  /* A lease container goes as soon as it stops, whoever stopped it. */
+  if (spec->lease_deadline_s > 0) json_object_object_add(hc, "AutoRemove", json_object_new_boolean(1));
   json_object_object_add(hc, "Mounts", workspace_mounts(spec));
   json_object_object_add(c, "HostConfig", hc);
   return c;
@@ -509,16 +526,15 @@ const char sm_exec_kill_script[] =
     "[ -n \"$p\" ] && [ -n \"$s\" ] || exit 0\n" SCRIPT_SWEEP
     "sweep\n";
 
-/* After it: sandman-thaw TOKEN PID START kills everything the leased call
- * started (its background processes inherited the credentials), as a
- * timeout would, then lets every stopped process of the user go on. */
-const char sm_exec_thaw_script[] =
-    "t=$1 p=$2 s=$3 me=$$\n" SCRIPT_INFO SCRIPT_SWEEP
-    "if [ -n \"$t\" ]; then\n" SCRIPT_FIND_CALL
-    "  [ -n \"$p\" ] && [ -n \"$s\" ] && sweep\n"
-    "fi\n"
-    "kill -CONT -1 2>/dev/null\n"
-    "exit 0\n";
+/* The watcher: its stdin is an exec stream the runner holds; when that
+ * ends (the runner closed it, or died and the engine closed it), it ends
+ * the container's keeper: TERM to pid 1 (the keeper, or the init that
+ * passes it on), and KILL to every other process of root's, the keeper
+ * under an init and its sleep included (root without capabilities reaches
+ * no process of the sandbox's user). The container stops with everything
+ * in it. Root's, so the sandbox's user can neither signal it nor reach its
+ * stdin. */
+const char sm_exec_watch_script[] = "read -r _; kill -TERM 1; kill -KILL -1\n";
 
 /* Prints "counts <oom kills now>". */
 const char sm_exec_oom_script[] =

@@ -21,10 +21,12 @@ typedef struct sm_label_info {
   const char *scope_key;
   const char *config_hash;
   const char *created;  /* RFC 3339 UTC */
-  const char *owner;    /* per_tool: "<host>:<pid>"; NULL otherwise */
+  const char *owner;    /* per_tool, lease: "<host>:<pid>"; NULL otherwise */
   const char *volume;   /* containers only; NULL on the volume itself */
   const char *principal;/* keyed: the call's principal, when it has one */
   const char *user;     /* "uid:gid" the calls run as (the container runs as root) */
+  const char *lease;    /* a leased call's own container: the keyed sandbox whose
+                         * /workspace it shares (lease_box.h); NULL otherwise */
 } sm_label_info;
 
 #define SM_LABEL_PREFIX "io.sandman."
@@ -54,6 +56,9 @@ typedef struct sm_container_spec {
   size_t n_env;
   int gvisor;           /* the runtime is gVisor: --pids is enforced inside it */
   const char *network;  /* NULL: settings->network; else join this network (allowlist) */
+  double lease_deadline_s; /* > 0: a leased call's own container (lease_box.h): its
+                            * keeper ends after this many seconds and the engine
+                            * removes it when it stops */
 } sm_container_spec;
 
 /* Under gVisor the host's pids cgroup counts gVisor's own threads too (its
@@ -81,7 +86,10 @@ void sm_container_user(const sm_sandbox_settings *s, const char *image_user, cha
 extern const char sm_exec_wrapper_script[];
 extern const char sm_exec_kill_script[];
 extern const char sm_exec_oom_script[];
-extern const char sm_exec_thaw_script[];
+/* Run as root in a container whose life is bound to the runner's: waits
+ * for its stdin to end (the runner closed the stream, or is gone), then
+ * ends the container's keeper (lease_box.c). */
+extern const char sm_exec_watch_script[];
 extern const char sm_host_wrapper_script[];
 
 #endif

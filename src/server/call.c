@@ -26,8 +26,23 @@ typedef struct sm_call call;
 
 /* ---- small helpers ---- */
 
+/* The lease's use taken for this call: spent when the credentials were
+ * handed to the sandbox, else given back (nothing ran with them: a 503
+ * before the tool, a full queue). */
+static void settle_lease(call *k, int used) {
+  if (!k->lease_pending) return;
+  k->lease_pending = 0;
+  sm_server *srv = k->srv;
+  if (sm_lease_settle(srv->leases, k->p.lease_id, used, sm_now()) != 0 || used) return;
+  sm_metrics_lease(srv->metrics, "restored");
+  sm_server_audit_lease(srv, "lease.restored", k->p.lease_id, k->p.tool, k->p.worker_key,
+                        "the call did not run: its use is given back");
+  sm_log(SM_LOG_INFO, "lease %.6s...: the call did not run, its use is given back", k->p.lease_id);
+}
+
 static void call_free(call *k) {
   if (k == NULL) return;
+  settle_lease(k, 0);
   sm_execute_params_dispose(&k->p);
   sm_strings_free(k->argv, k->argc);
   sm_strings_free(k->env, k->n_env);
@@ -351,6 +366,7 @@ static int take_lease(call *k, sm_answer *a) {
     sm_answer_error(a, 403, "policy", LEASE_REFUSED);
     return -1;
   }
+  k->lease_pending = 1; /* settled when the call ran, or given back (call_free) */
   if (sm_creds_env(srv->creds, &lp, &k->secrets, &err) != 0) {
     OPENSSL_cleanse(&lp, sizeof lp);
     sm_answer_error(a, 403, "policy", LEASE_REFUSED);
@@ -440,6 +456,7 @@ static void run_call(call *k, sm_run_result *res) {
   sm_error err = SM_ERROR_INIT;
   memset(res, 0, sizeof *res);
   int rc = do_run(k->srv, &k->req, res, &err);
+  settle_lease(k, res->credentials_passed);
   if (rc != 0) {
     res->ok = 0;
     if (res->failure_kind == SM_FAIL_NONE) {
@@ -467,8 +484,11 @@ static const char *outcome_of(const sm_run_result *res) {
 /* Scrubs, records metrics and builds the answer. */
 static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
   sm_server *srv = k->srv;
-  sm_server_redact(&res->stdout_data, &res->stdout_len, &k->secrets);
-  sm_server_redact(&res->stderr_data, &res->stderr_len, &k->secrets);
+  /* A value cut by the output cap is masked too. */
+  if (res->stdout_truncated) sm_server_redact_cut(&res->stdout_data, &res->stdout_len, &k->secrets, 1);
+  else sm_server_redact(&res->stdout_data, &res->stdout_len, &k->secrets);
+  if (res->stderr_truncated) sm_server_redact_cut(&res->stderr_data, &res->stderr_len, &k->secrets, 1);
+  else sm_server_redact(&res->stderr_data, &res->stderr_len, &k->secrets);
   sm_server_redact_str(res->error, sizeof res->error, &k->secrets);
   const char *outcome = outcome_of(res);
   double secs = (sm_monotonic_ms() - k->t0) / 1000.0;

@@ -17,6 +17,7 @@ struct sm_call {
   char **env;
   size_t n_env;
   sm_secret_env secrets;
+  int lease_pending;    /* a use of p.lease_id taken and not settled yet (call.c) */
   char ws[PATH_MAX];
   int has_ws;
   int control;          /* made with the control token */

@@ -106,6 +106,47 @@ void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets) {
   }
 }
 
+/* The longest k (0 < k < the value's length) such that data ends with the
+ * first k bytes of a value of at least SM_REDACT_MIN_LEN bytes; 0 if none. */
+static size_t cut_value_at_end(const char *data, size_t len, const sm_secret_env *secrets) {
+  size_t best = 0;
+  for (size_t i = 0; i < secrets->n; i++) {
+    const char *v = strchr(secrets->kv[i], '=');
+    if (v == NULL) continue;
+    v++;
+    size_t vl = strlen(v);
+    if (vl < SM_REDACT_MIN_LEN) continue;
+    for (size_t k = vl - 1 < len ? vl - 1 : len; k > best; k--)
+      if (memcmp(data + len - k, v, k) == 0) {
+        best = k;
+        break;
+      }
+  }
+  return best;
+}
+
+void sm_server_redact_cut(char **data, size_t *len, const sm_secret_env *secrets, int mark) {
+  sm_server_redact(data, len, secrets);
+  if (secrets == NULL || data == NULL || *data == NULL) return;
+  size_t k = cut_value_at_end(*data, *len, secrets);
+  if (k == 0) return;
+  size_t keep = *len - k, rl = mark ? sizeof SM_REDACTED - 1 : 0;
+  OPENSSL_cleanse(*data + keep, k);
+  if (rl > k) {
+    char *grown = realloc(*data, keep + rl + 1);
+    if (grown == NULL) {
+      /* No room for the marker: the cut start goes, unmarked. */
+      (*data)[keep] = '\0';
+      *len = keep;
+      return;
+    }
+    *data = grown;
+  }
+  memcpy(*data + keep, SM_REDACTED, rl);
+  *len = keep + rl;
+  (*data)[*len] = '\0';
+}
+
 void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets) {
   if (s == NULL || size == 0 || secrets == NULL || secrets->n == 0) return;
   size_t len = strnlen(s, size - 1);

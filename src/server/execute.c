@@ -48,10 +48,15 @@ static void *bg_main(void *arg) {
   sm_log_set_request_id(rid);
   sm_run_result res;
   sm_call_run(k, &res);
+  /* The capture cut the output, not the handle's copy of what it kept:
+   * the handle says so too (and masks a value cut there: handles.c). */
+  int out_cut = res.stdout_truncated, err_cut = res.stderr_truncated;
   sm_answer a = {0, NULL};
   sm_call_answer(k, &res, &a);
   sm_run_result_dispose(&res);
   pthread_mutex_lock(&h->mu);
+  h->out_trunc |= out_cut;
+  h->err_trunc |= err_cut;
   h->result = a.body;
   h->result_status = a.status;
   h->done = 1;

@@ -66,11 +66,14 @@ static size_t utf8_cut(const char *p, size_t end) {
   return end;
 }
 
-/* Sends what may go of stream i's pending bytes (all of them at the end). */
-static void flush(out_state *o, int i, int all) {
+/* Sends what may go of stream i's pending bytes (all of them at the end;
+ * cut: the output was cut at its cap, and a value's start that ends it is
+ * masked too). */
+static void flush(out_state *o, int i, int all, int cut) {
   sm_buf *b = &o->pend[i];
   if (b->data == NULL) return;
-  sm_server_redact(&b->data, &b->len, o->secrets);
+  if (all && cut) sm_server_redact_cut(&b->data, &b->len, o->secrets, 1);
+  else sm_server_redact(&b->data, &b->len, o->secrets);
   /* redact may have moved the data: what is sure is len + 1 bytes. */
   b->alloc = b->len + 1;
   size_t end = all ? b->len : (b->len > o->hold ? b->len - o->hold : 0);
@@ -91,7 +94,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
   out_state *o = ud;
   int i = stream == 2 ? 1 : 0;
   pthread_mutex_lock(&o->mu);
-  if (sm_buf_append(&o->pend[i], data, len) == 0) flush(o, i, 0);
+  if (sm_buf_append(&o->pend[i], data, len) == 0) flush(o, i, 0, 0);
   pthread_mutex_unlock(&o->mu);
   return 0;
 }
@@ -121,8 +124,8 @@ void sm_execute_streamed(sm_call *k, sm_stream *s) {
   sm_run_result res;
   sm_call_run(k, &res);
   pthread_mutex_lock(&o.mu);
-  flush(&o, 0, 1);
-  flush(&o, 1, 1);
+  flush(&o, 0, 1, res.stdout_truncated);
+  flush(&o, 1, 1, res.stderr_truncated);
   pthread_mutex_unlock(&o.mu);
   sm_answer ans = {0, NULL};
   sm_call_answer(k, &res, &ans);

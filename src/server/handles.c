@@ -143,8 +143,12 @@ json_object *sm_handle_json(sm_handle *h, int removed) {
   json_object *result = h->result ? json_object_get(h->result) : NULL;
   pthread_mutex_unlock(&h->mu);
   if (err && h->nonce[0]) sm_hook_strip(h->nonce, err, &el);
-  sm_server_redact(&out, &ol, &h->secrets);
-  sm_server_redact(&err, &el, &h->secrets);
+  /* Output cut at its cap, or so far (more may come): a value whose start
+   * ends it is masked too (marked when cut, held back while running). */
+  if (ot || !done) sm_server_redact_cut(&out, &ol, &h->secrets, ot);
+  else sm_server_redact(&out, &ol, &h->secrets);
+  if (et || !done) sm_server_redact_cut(&err, &el, &h->secrets, et);
+  else sm_server_redact(&err, &el, &h->secrets);
   json_object_object_add(o, "handle", json_object_new_string(h->id));
   json_object_object_add(o, "state", json_object_new_string(killed ? "killed"
                                                              : done ? "finished"

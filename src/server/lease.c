@@ -1,7 +1,11 @@
 /* Credential leases: a lease names services whose credentials one tool may
- * receive, a number of uses and an expiry. Consuming one use is atomic
- * under the store's mutex, so two calls racing for a single-use lease
- * cannot both win. Times are passed in so tests control the clock. */
+ * receive, a number of uses and an expiry. Taking one use is atomic under
+ * the store's mutex, so two calls racing for a single-use lease cannot
+ * both win. A use taken is pending until its call settles it: used (the
+ * credentials reached the sandbox) or given back (the call never got that
+ * far), so a call refused before it ran does not use the lease up, and a
+ * use is never handed out twice. Times are passed in so tests control the
+ * clock. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,7 @@ typedef struct lease {
   char id[SM_LEASE_ID_LEN + 1];
   double expires;
   int uses_left;
+  int pending;    /* uses taken whose calls have not settled them yet */
   sm_lease_params p;
   int live;
 } lease;
@@ -45,11 +50,12 @@ void sm_lease_store_free(sm_lease_store *s) {
   free(s);
 }
 
-/* Caller holds the mutex. Drops expired and used-up leases. */
+/* Caller holds the mutex. Drops expired leases and used-up ones no call
+ * may give a use back to. */
 static void sweep(sm_lease_store *s, double now) {
   for (size_t i = 0; i < s->max; i++) {
     lease *l = &s->items[i];
-    if (l->live && (now >= l->expires || l->uses_left <= 0)) {
+    if (l->live && (now >= l->expires || (l->uses_left <= 0 && l->pending <= 0))) {
       OPENSSL_cleanse(l, sizeof *l);
     }
   }
@@ -94,13 +100,33 @@ int sm_lease_consume(sm_lease_store *s, const char *id, const char *tool,
     if (l->live && CRYPTO_memcmp(l->id, id, SM_LEASE_ID_LEN) == 0) found = l;
   }
   int rc = SM_EPOLICY;
-  if (found != NULL && tool != NULL && strcmp(found->p.tool, tool) == 0 &&
+  if (found != NULL && found->uses_left > 0 && tool != NULL && strcmp(found->p.tool, tool) == 0 &&
       (found->p.worker_key[0] == '\0' ||
        (worker_key != NULL && strcmp(found->p.worker_key, worker_key) == 0))) {
     *out = found->p;
-    if (--found->uses_left <= 0) OPENSSL_cleanse(found, sizeof *found);
+    found->uses_left--;
+    found->pending++;
     rc = 0;
   }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int sm_lease_settle(sm_lease_store *s, const char *id, int used, double now) {
+  if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return SM_ENOTFOUND;
+  pthread_mutex_lock(&s->mu);
+  lease *found = NULL;
+  for (size_t i = 0; i < s->max; i++) {
+    lease *l = &s->items[i];
+    if (l->live && l->pending > 0 && CRYPTO_memcmp(l->id, id, SM_LEASE_ID_LEN) == 0) found = l;
+  }
+  int rc = SM_ENOTFOUND; /* expired meanwhile: nothing to give back */
+  if (found != NULL && now < found->expires) {
+    found->pending--;
+    if (!used) found->uses_left++;
+    rc = 0;
+  }
+  sweep(s, now);
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
@@ -109,7 +135,7 @@ size_t sm_lease_live(sm_lease_store *s, double now) {
   pthread_mutex_lock(&s->mu);
   sweep(s, now);
   size_t n = 0;
-  for (size_t i = 0; i < s->max; i++) n += s->items[i].live ? 1 : 0;
+  for (size_t i = 0; i < s->max; i++) n += s->items[i].live && s->items[i].uses_left > 0 ? 1 : 0;
   pthread_mutex_unlock(&s->mu);
   return n;
 }

@@ -211,7 +211,7 @@ static void render_counters(const sm_metrics *m, sm_buf *out) {
                   m->http[i].a, m->http[i].b, m->http[i].count);
   sm_buf_printf(out,
                 "# HELP sandman_leases_total Credential lease events (created, consumed, "
-                "refused).\n# TYPE sandman_leases_total counter\n");
+                "refused, restored).\n# TYPE sandman_leases_total counter\n");
   for (size_t i = 0; i < m->n_leases; i++)
     sm_buf_printf(out, "sandman_leases_total{event=\"%s\"} %llu\n", m->leases[i].a,
                   m->leases[i].count);

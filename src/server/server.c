@@ -86,7 +86,9 @@ static double idle_timeout(sm_server *srv) {
 static void *health_main(void *arg) {
   sm_server *srv = arg;
   sm_log_set_request_id("health");
-  double last_reap = sm_monotonic_ms();
+  /* The first reap at start: what a crash of an earlier runner left (a
+   * per_tool or lease container whose owner is gone) goes at once. */
+  double last_reap = sm_monotonic_ms() - IDLE_REAP_PERIOD_S * 1000.0 - 1;
   pthread_mutex_lock(&srv->mu);
   while (!srv->health_stop) {
     pthread_mutex_unlock(&srv->mu);

@@ -97,9 +97,15 @@ void sm_lease_store_free(sm_lease_store *store);
 int sm_lease_create(sm_lease_store *store, const sm_lease_params *p, double now,
                     char out_id[SM_LEASE_ID_LEN + 1], double *out_expires, sm_error *err);
 /* Takes one use: 0 and the lease's services, or SM_EPOLICY (unknown,
- * expired, used up, other tool, other worker) without telling which. */
+ * expired, used up, other tool, other worker) without telling which. The
+ * use is pending until sm_lease_settle. */
 int sm_lease_consume(sm_lease_store *store, const char *id, const char *tool,
                      const char *worker_key, double now, sm_lease_params *out_services);
+/* Settles a use sm_lease_consume took: used (the credentials reached the
+ * sandbox) or given back (used 0: the call never got that far; the lease
+ * serves another call, unless it expired meanwhile: SM_ENOTFOUND). */
+int sm_lease_settle(sm_lease_store *store, const char *id, int used, double now);
+/* Leases with a use left, not expired. */
 size_t sm_lease_live(sm_lease_store *store, double now);
 
 /* ---- creds.c: the credentials file ---- */
@@ -136,6 +142,11 @@ int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds
  * each entry, when at least SM_REDACT_MIN_LEN bytes) in *data with
  * "[REDACTED]". *data is reallocated when needed; stays NUL-terminated. */
 void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets);
+/* The same for output that was cut (at its cap) or may go on (a running
+ * call's output so far): a value whose first bytes end the data is masked
+ * too, those bytes replaced with "[REDACTED]" (mark: the output ends there
+ * for good) or dropped (mark 0: more output will tell). */
+void sm_server_redact_cut(char **data, size_t *len, const sm_secret_env *secrets, int mark);
 /* In a fixed-size string. */
 void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets);
 /* In every string value and key of a JSON tree (in place). */

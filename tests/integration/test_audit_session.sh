@@ -65,9 +65,12 @@ expect_eq "the reap removes the run's sandbox" "1" "$(jq '.removed | length' <<<
 got=$(api GET /v1/audit)
 events=$(jq -r '.events[].unmapped.event' <<<"$got" | tr '\n' ' ' | sed 's/ $//')
 expect_eq "exactly the expected events, in order" \
-  "call.allowed sandbox.created call.refused lease.created lease.used call.allowed lease.refused token.refused call.allowed sandbox.reaped egress.denied" \
+  "call.allowed sandbox.created call.refused lease.created lease.used call.allowed sandbox.created sandbox.removed lease.refused token.refused call.allowed sandbox.reaped egress.denied" \
   "$events"
-sbname=$(jq -r '.events[] | select(.unmapped.event == "sandbox.created") | .unmapped.sandbox' <<<"$got")
+sbname=$(jq -r '[.events[] | select(.unmapped.event == "sandbox.created")][0] | .unmapped.sandbox' <<<"$got")
+leasebox=$(jq -r '[.events[] | select(.unmapped.event == "sandbox.created")][1] | .unmapped.sandbox' <<<"$got")
+expect_contains "the leased call ran in a container of its own" "-lease-" "$leasebox"
+expect_eq "... which went after it" "$leasebox" "$(jq -r '.events[] | select(.unmapped.event == "sandbox.removed") | .unmapped.sandbox' <<<"$got")"
 pick() { jq -c --arg e "$1" '.events[] | select(.unmapped.event == $e)' <<<"$got" | head -1; }
 expect_contains "call.refused names its rule" "agents.bot.tools.deny" "$(pick call.refused | jq -r .unmapped.rule)"
 expect_eq "call.refused is Blocked" "2" "$(pick call.refused | jq -r .disposition_id)"

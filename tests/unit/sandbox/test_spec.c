@@ -298,7 +298,7 @@ static void test_instance_names(void **state) {
 static void test_labels(void **state) {
   (void)state;
   sm_label_info li = {"inst", "per_tool", "proj", NULL, NULL, "agent1", "tool:x",
-                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws", NULL, NULL};
+                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws", NULL, NULL, NULL};
   json_object *l = sm_labels_build(&li);
   const char *want[][2] = {{"io.sandman.managed", "true"},  {"io.sandman.instance", "inst"},
                            {"io.sandman.mode", "per_tool"}, {"io.sandman.project", "proj"},
@@ -325,6 +325,12 @@ static void test_labels(void **state) {
   json_object *v = NULL;
   assert_true(json_object_object_get_ex(l, "io.sandman.principal", &v));
   assert_string_equal(json_object_get_string(v), "worker:w1");
+  json_object_put(l);
+  /* A lease container names the sandbox whose /workspace it shares. */
+  li.lease = "sandman-i-per_run-abc";
+  l = sm_labels_build(&li);
+  assert_true(json_object_object_get_ex(l, "io.sandman.lease", &v));
+  assert_string_equal(json_object_get_string(v), "sandman-i-per_run-abc");
   json_object_put(l);
 }
 
@@ -362,7 +368,7 @@ static void test_container_spec_is_hardened(void **state) {
   json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(labels, "io.sandman.volume", json_object_new_string("v-ws"));
   const char *env[] = {"HOME=/workspace"};
-  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL};
+  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL, 0};
   json_object *c = sm_container_config_build(&cs);
   assert_non_null(c);
   assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
@@ -441,6 +447,39 @@ static void test_container_spec_is_hardened(void **state) {
   json_object_put(c);
   assert_int_equal(sm_host_pids_limit(4194304, 1), 4194304);
   assert_int_equal(sm_host_pids_limit(0, 1), 0);
+  json_object_put(labels);
+}
+
+/* A leased call's own container (lease_box.h): hardened as any sandbox,
+ * on the sandbox's volume, its keeper ends at the deadline and the engine
+ * removes it when it stops; a sandbox's own container stays until removed. */
+static void test_lease_container_spec(void **state) {
+  (void)state;
+  sm_sandbox_settings s;
+  sm_sandbox_settings_defaults(&s);
+  json_object *labels = json_object_new_object();
+  const char *env[] = {"HOME=/workspace"};
+  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "sb-ws", labels, env, 1, 0, NULL, 0};
+  json_object *c = sm_container_config_build(&cs);
+  assert_null(jget(c, "HostConfig", "AutoRemove"));
+  json_object *ep = jget(c, "Entrypoint", NULL);
+  assert_int_equal(json_object_array_length(ep), 4);
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(ep, 3)), "sandman-sandbox");
+  json_object_put(c);
+  cs.lease_deadline_s = 720;
+  c = sm_container_config_build(&cs);
+  assert_true(json_object_get_boolean(jget(c, "HostConfig", "AutoRemove")));
+  ep = jget(c, "Entrypoint", NULL);
+  assert_int_equal(json_object_array_length(ep), 5);
+  assert_non_null(strstr(json_object_get_string(json_object_array_get_idx(ep, 2)), "sleep \"$1\""));
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(ep, 3)), "sandman-lease");
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(ep, 4)), "720");
+  assert_string_equal(jstr(c, "User"), "0:0");
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(jget(c, "HostConfig", "CapDrop"), 0)), "ALL");
+  json_object *m = json_object_array_get_idx(jget(c, "HostConfig", "Mounts"), 0);
+  assert_string_equal(jstr(m, "Source"), "sb-ws");
+  assert_string_equal(jstr(m, "Target"), "/workspace");
+  json_object_put(c);
   json_object_put(labels);
 }
 
@@ -559,6 +598,7 @@ int main(void) {
       cmocka_unit_test(test_labels),
       cmocka_unit_test(test_container_user),
       cmocka_unit_test(test_container_spec_is_hardened),
+      cmocka_unit_test(test_lease_container_spec),
       cmocka_unit_test(test_call_preamble),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

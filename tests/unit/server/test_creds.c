@@ -169,6 +169,53 @@ static void redaction(void **state) {
   assert_null(none);
 }
 
+/* Output cut at the cap in the middle of a value (issue 25, item 14): the
+ * value's first bytes that end the output are masked (marked) too; output
+ * that may go on holds them back; shorter values and a full value are as
+ * before; output that merely ends like a value's start loses nothing when
+ * it was not cut (sm_server_redact). */
+static void redaction_of_a_value_cut_at_the_end(void **state) {
+  (void)state;
+  char *kv[] = {"GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz", "SHORT=abc", "B=ghp_abX"};
+  sm_secret_env s = {kv, 3};
+  /* 29 of the 30 bytes: the cut value is not in the answer. */
+  char *data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
+  size_t len = strlen(data);
+  sm_server_redact_cut(&data, &len, &s, 1);
+  assert_string_equal(data, "xxxx " SM_REDACTED);
+  assert_int_equal(len, strlen(data));
+  free(data);
+  /* Held back (output so far), the longest start of any value. */
+  data = strdup("ghp_abcdefghijklmnopqrstuvwxyz then ghp_ab");
+  len = strlen(data);
+  sm_server_redact_cut(&data, &len, &s, 0);
+  assert_string_equal(data, SM_REDACTED " then ");
+  assert_int_equal(len, strlen(data));
+  free(data);
+  /* One byte of a value's start is masked; a short value's is not. */
+  data = strdup("a g");
+  len = strlen(data);
+  sm_server_redact_cut(&data, &len, &s, 1);
+  assert_string_equal(data, "a " SM_REDACTED);
+  free(data);
+  data = strdup("ends with ab");
+  len = strlen(data);
+  sm_server_redact_cut(&data, &len, &s, 1);
+  assert_string_equal(data, "ends with ab");
+  free(data);
+  data = strdup("whole ghp_abcdefghijklmnopqrstuvwxyz");
+  len = strlen(data);
+  sm_server_redact_cut(&data, &len, &s, 1);
+  assert_string_equal(data, "whole " SM_REDACTED);
+  free(data);
+  /* Without a cut, sm_server_redact leaves a value's start alone. */
+  data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
+  len = strlen(data);
+  sm_server_redact(&data, &len, &s);
+  assert_string_equal(data, "xxxx ghp_abcdefghijklmnopqrstuvwxy");
+  free(data);
+}
+
 /* Every field of an answer: paths, nested objects, keys, arrays. */
 static void redaction_of_every_field(void **state) {
   (void)state;
@@ -204,6 +251,7 @@ int main(void) {
       cmocka_unit_test(load_requires_private_mode),
       cmocka_unit_test(owned_names_and_passthrough),
       cmocka_unit_test(redaction),
+      cmocka_unit_test(redaction_of_a_value_cut_at_the_end),
       cmocka_unit_test(redaction_of_every_field),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -75,6 +75,7 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
   memset(out, 0, sizeof *out);
   out->mode = req->settings.mode;
   out->started = 1;
+  out->credentials_passed = req->n_secret_env > 0;
   const char *cmd = req->argv[0];
   if (strcmp(cmd, "secret") == 0) {
     /* Prints the leased value, as a careless tool would. */
@@ -109,12 +110,14 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
   } else if (strcmp(cmd, "engine-down") == 0) {
     out->exit_code = 125;
     out->started = 0;
+    out->credentials_passed = 0;
     out->failure_kind = SM_FAIL_ENGINE;
     snprintf(out->error, sizeof out->error, "engine unreachable");
   } else if (strcmp(cmd, "no-image") == 0 || strcmp(cmd, "sync-failed") == 0) {
     /* The sandbox could not be made (nothing ran), or failed after the tool. */
     out->exit_code = 125;
     out->started = strcmp(cmd, "sync-failed") == 0;
+    out->credentials_passed = out->started && req->n_secret_env > 0;
     out->failure_kind = SM_FAIL_SANDBOX;
     snprintf(out->error, sizeof out->error, "%s", cmd);
   } else {
@@ -557,6 +560,23 @@ static void leases(void **state) {
   assert_string_equal(jstr(r.json, "error"), "lease invalid or expired");
   assert_string_equal(jstr(r.json, "failure_kind"), "policy");
   resp_free(&r);
+  free(id);
+
+  /* Refused with 503 before anything ran (issue 25, item 16): the use is
+   * given back; once the tool ran, it is spent. */
+  id = create_lease(CONTROL, "{\"tool\":\"shell\",\"services\":[\"github\"]}");
+  snprintf(body, sizeof body, "{\"tool\":\"shell\",\"argv\":[\"no-image\"],\"run_id\":\"r\","
+           "\"lease_id\":\"%s\"}", id);
+  expect("POST", "/v1/execute", CONTROL, body, 503, "no-image");
+  snprintf(body, sizeof body, "{\"tool\":\"shell\",\"argv\":[\"engine-down\"],\"run_id\":\"r\","
+           "\"lease_id\":\"%s\"}", id);
+  expect("POST", "/v1/execute", CONTROL, body, 503, "engine unreachable");
+  snprintf(body, sizeof body, "{\"tool\":\"shell\",\"argv\":[\"sync-failed\"],\"run_id\":\"r\","
+           "\"lease_id\":\"%s\"}", id);
+  expect("POST", "/v1/execute", CONTROL, body, 200, "sync-failed");
+  snprintf(body, sizeof body, "{\"tool\":\"shell\",\"argv\":[\"secret\"],\"run_id\":\"r\","
+           "\"lease_id\":\"%s\"}", id);
+  expect("POST", "/v1/execute", CONTROL, body, 403, "lease invalid or expired");
   free(id);
 
   /* Another tool. */

@@ -112,6 +112,37 @@ static void full_store_and_sweep(void **state) {
   sm_lease_store_free(s);
 }
 
+/* A use taken is pending until its call settles it (issue 25, item 16):
+ * given back when the call never ran (the lease serves the next call),
+ * spent when it did; while pending it is nobody else's; a give-back after
+ * the expiry restores nothing. */
+static void settled_or_given_back(void **state) {
+  (void)state;
+  sm_lease_store *s = sm_lease_store_new(8);
+  sm_lease_params p = params("shell", 1, 60, NULL), got;
+  char id[SM_LEASE_ID_LEN + 1];
+  double exp;
+  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, NULL), 0);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), 0);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(sm_lease_live(s, 1), 0);
+  assert_int_equal(sm_lease_settle(s, id, 0, 2), 0);
+  assert_int_equal(sm_lease_live(s, 2), 1);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 3, &got), 0);
+  assert_int_equal(sm_lease_settle(s, id, 1, 4), 0);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 5, &got), SM_EPOLICY);
+  /* Settled once: a second settle finds nothing pending. */
+  assert_int_equal(sm_lease_settle(s, id, 0, 6), SM_ENOTFOUND);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 7, &got), SM_EPOLICY);
+
+  assert_int_equal(sm_lease_create(s, &p, 100, id, &exp, NULL), 0);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 101, &got), 0);
+  assert_int_equal(sm_lease_settle(s, id, 0, 160), SM_ENOTFOUND);
+  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 161, &got), SM_EPOLICY);
+  assert_int_equal(sm_lease_settle(s, "", 0, 1), SM_ENOTFOUND);
+  sm_lease_store_free(s);
+}
+
 typedef struct race {
   sm_lease_store *s;
   const char *id;
@@ -156,7 +187,7 @@ int main(void) {
       cmocka_unit_test(single_use),          cmocka_unit_test(several_uses),
       cmocka_unit_test(expiry),              cmocka_unit_test(tool_and_worker_binding),
       cmocka_unit_test(unknown_ids),         cmocka_unit_test(full_store_and_sweep),
-      cmocka_unit_test(racing_consumers_one_winner),
+      cmocka_unit_test(racing_consumers_one_winner), cmocka_unit_test(settled_or_given_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
