@@ -102,7 +102,8 @@ json_object *mcp_success(json_object *id, json_object *result) {
 
 int mcp_answer_text(json_object *a, char **answer, size_t *answer_len, sm_error *err) {
   size_t len = 0;
-  const char *text = json_object_to_json_string_length(a, JSON_C_TO_STRING_PLAIN, &len);
+  const char *text =
+      json_object_to_json_string_length(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
   char *copy = text ? malloc(len + 1) : NULL;
   if (copy == NULL) return sm_error_set(err, SM_ENOMEM, "writing an MCP answer");
   memcpy(copy, text, len + 1);
