@@ -66,11 +66,8 @@ static json_object *legacy_result(sm_mcp_session *s, json_object *id, const char
   json_object *meta = json_object_new_object(), *rel = json_object_new_object();
   json_object_object_add(rel, "taskId", json_object_new_string(tid));
   json_object_object_add(meta, "io.modelcontextprotocol/related-task", rel);
-  json_object *copy = NULL;
-  json_object_deep_copy(result, &copy, NULL);
-  json_object_put(result);
-  json_object_object_add(copy, "_meta", meta);
-  return mcp_success(id, copy);
+  json_object_object_add(result, "_meta", meta);
+  return mcp_success(id, result);
 }
 
 static json_object *legacy(sm_mcp_session *s, const char *m, json_object *id, const char *tid,

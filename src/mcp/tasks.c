@@ -187,6 +187,15 @@ static json_object *timestamp(double epoch) {
   return json_object_new_string(out);
 }
 
+/* A copy of a kept result (t->mu held): answers are written and freed on
+ * other threads, and json-c's reference counts are not atomic, so nothing
+ * kept here is shared with them. */
+static json_object *copy(json_object *o) {
+  json_object *c = NULL;
+  if (json_object_deep_copy(o, &c, NULL) != 0) return NULL;
+  return c;
+}
+
 /* The task's fields (t->mu held). */
 static json_object *render(const mcp_task *k, int detailed) {
   json_object *o = json_object_new_object();
@@ -204,9 +213,9 @@ static json_object *render(const mcp_task *k, int detailed) {
     json_object_object_add(o, legacy ? "pollInterval" : "pollIntervalMs",
                            json_object_new_int(MCP_TASK_POLL_MS));
   if (detailed && k->status == MCP_TASK_COMPLETED && k->result)
-    json_object_object_add(o, "result", json_object_get(k->result));
+    json_object_object_add(o, "result", copy(k->result));
   if (detailed && k->status == MCP_TASK_FAILED && k->error)
-    json_object_object_add(o, "error", json_object_get(k->error));
+    json_object_object_add(o, "error", copy(k->error));
   return o;
 }
 
@@ -268,8 +277,8 @@ int mcp_tasks_wait(mcp_tasks *t, const char *id, volatile int *stop, json_object
     pthread_cond_timedwait(&t->cv, &t->mu, &ts);
   }
   int rc = k ? 0 : -1;
-  if (k && k->status == MCP_TASK_COMPLETED) *result = json_object_get(k->result);
-  else if (k) *error = k->error ? json_object_get(k->error) : NULL;
+  if (k && k->status == MCP_TASK_COMPLETED) *result = copy(k->result);
+  else if (k) *error = k->error ? copy(k->error) : NULL;
   pthread_mutex_unlock(&t->mu);
   return rc;
 }

@@ -78,7 +78,12 @@ int mcp_tools_build(sm_mcp_session *s, sm_error *err) {
       return err->code;
     }
     json_object *copy = NULL;
-    json_object_deep_copy(o, &copy, NULL);
+    if (json_object_deep_copy(o, &copy, NULL) != 0 || copy == NULL) {
+      json_object_put(o);
+      json_object_put(plain);
+      json_object_put(tasks);
+      return sm_error_set(err, SM_ENOMEM, NULL);
+    }
     if (t[i].hints & SM_MCP_LONG_RUNNING) {
       json_object *ex = json_object_new_object();
       json_object_object_add(ex, "taskSupport", json_object_new_string("optional"));
@@ -105,7 +110,10 @@ json_object *mcp_tools_list(sm_mcp_session *s, void *request, json_object *id, j
                      "invalid cursor: this server lists every tool in one page (send no cursor)");
   json_object *tools = NULL;
   if (s->tools) {
-    tools = json_object_get(with_tasks ? s->tools_tasks : s->tools);
+    /* A copy: requests are answered on several threads at once, and
+     * json-c's reference counts are not atomic. */
+    if (json_object_deep_copy(with_tasks ? s->tools_tasks : s->tools, &tools, NULL) != 0)
+      return mcp_error(id, MCP_INTERNAL_ERROR, "out of memory");
   } else {
     sm_error err = SM_ERROR_INIT;
     int rc = s->provider.list(s->provider.ud, request, &tools, &err);
