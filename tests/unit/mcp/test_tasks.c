@@ -106,7 +106,9 @@ static void test_bounds(void **state) {
   /* Past the time to live: a finished task is gone, a running one is told
    * to stop (and gone when its work ends). A bounded poll, not a sleep. */
   double start = sm_monotonic_ms();
-  while (mcp_tasks_get(t, id[0], MCP_TASK_MODERN, 0) != NULL) {
+  json_object *still;
+  while ((still = mcp_tasks_get(t, id[0], MCP_TASK_MODERN, 0)) != NULL) {
+    json_object_put(still);
     assert_true(sm_monotonic_ms() - start < 10000);
     struct timespec ts = {0, 10000000};
     nanosleep(&ts, NULL);
