@@ -425,9 +425,13 @@ static int post_stateless(sm_mcp_http *h, const sm_mcp_http_request *req, json_o
 }
 
 /* 1 when the request is of the 2026-07-28 revision: its body names a
- * protocol version in params._meta, or its header a stateless revision. */
+ * protocol version in params._meta, or its header a stateless revision
+ * (an `initialize` always opens a session of the earlier ones). */
 static int stateless_request(json_object *msg, const char *header_version) {
-  json_object *params = NULL, *meta = NULL;
+  json_object *params = NULL, *meta = NULL, *m = NULL;
+  if (json_object_object_get_ex(msg, "method", &m) && json_object_is_type(m, json_type_string) &&
+      strcmp(json_object_get_string(m), "initialize") == 0)
+    return 0;
   if (header_version && mcp_revision_modern(header_version)) return 1;
   return json_object_object_get_ex(msg, "params", &params) &&
          json_object_object_get_ex(params, "_meta", &meta) &&

@@ -558,6 +558,17 @@ static void test_http_stateless(void **state) {
   assert_int_equal(code_of(e), -32700);
   json_object_put(e);
 
+  /* An initialize always opens a session of its era, whatever the header. */
+  a = http(h, list, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                    "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}");
+  assert_int_equal(a.status, 200);
+  assert_int_equal(strlen(a.session_id), 64);
+  snprintf(b, sizeof b, "%s", a.session_id);
+  sm_mcp_http_answer_dispose(&a);
+  sm_mcp_http_request del = {.method = "DELETE", .session_id = b, .owner = "control"};
+  assert_int_equal(sm_mcp_http_handle(h, &del, &a, &err), 0);
+  assert_int_equal(a.status, 204);
+  sm_mcp_http_answer_dispose(&a);
   /* A legacy session beside it; its id on a 2026-07-28 request is ignored. */
   hreq old = {"control", NULL, NULL, NULL, NULL};
   a = http(h, old, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
