@@ -6,15 +6,25 @@
  *   - a tool provider: lists tools (JSON Schema of their arguments, MCP
  *     annotations) and calls one;
  *   - a session: JSON-RPC 2.0 handling, transport-agnostic: one message in,
- *     its answer out (sm_mcp_session_handle). It negotiates the protocol
- *     version (2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05) in
- *     `initialize`, answers `ping`, `tools/list` and `tools/call`, and
- *     honours `notifications/cancelled` for a call in flight;
+ *     its answer out (sm_mcp_session_handle). It speaks two eras of the
+ *     protocol, chosen per message by what the client sends: the
+ *     2026-07-28 revision (no handshake: each request names its protocol
+ *     version and the client's capabilities in params._meta;
+ *     `server/discover`, `tools/list`, `tools/call`, the tasks extension's
+ *     `tasks/get`, `tasks/update`, `tasks/cancel`), and the revisions
+ *     opened by `initialize` (2025-11-25, 2025-06-18, 2025-03-26,
+ *     2024-11-05: `ping`, `tools/list`, `tools/call`, 2025-11-25's
+ *     `tasks/...`); it honours `notifications/cancelled` for a call in
+ *     flight. A tool flagged SM_MCP_LONG_RUNNING runs as a task when the
+ *     client supports tasks: the request is answered at once with a task
+ *     id, polled later;
  *   - transports: stdio (newline-delimited messages, sm_mcp_serve_stdio) and
  *     what the streamable HTTP transport needs as functions a route calls
- *     (sm_mcp_http_*: POST answered with JSON or an SSE stream, session ids
- *     in Mcp-Session-Id, the MCP-Protocol-Version header, DELETE ends a
- *     session, Origin checks).
+ *     (sm_mcp_http_*: POST answered with JSON or an SSE stream; for the
+ *     initialize era session ids in Mcp-Session-Id, the
+ *     MCP-Protocol-Version header, DELETE ends a session; for 2026-07-28
+ *     no session, the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers
+ *     checked against the body; Origin checks).
  *
  * Everything is bounded: a message's size and JSON depth, calls in flight
  * per session, sessions per table, a session's idle life.
@@ -37,7 +47,9 @@
 extern "C" {
 #endif
 
+/* The newest revision opened by `initialize`, and the newest stateless one. */
 #define SM_MCP_PROTOCOL_LATEST "2025-11-25"
+#define SM_MCP_PROTOCOL_STATELESS "2026-07-28"
 #define SM_MCP_DEFAULT_MAX_MESSAGE ((size_t)4 << 20)
 #define SM_MCP_MAX_CALLS_IN_FLIGHT 16
 
@@ -47,6 +59,10 @@ enum {
   SM_MCP_DESTRUCTIVE = 1u << 1, /* destructiveHint: may overwrite or delete */
   SM_MCP_IDEMPOTENT = 1u << 2,  /* idempotentHint: repeating it changes nothing more */
   SM_MCP_OPEN_WORLD = 1u << 3,  /* openWorldHint: reaches outside (the network) */
+  /* Not an MCP hint: the tool may run long, so a client that supports
+   * tasks gets a task for it (its call then runs on a thread of its own
+   * and gets request NULL: such a tool must not depend on who asks). */
+  SM_MCP_LONG_RUNNING = 1u << 4,
 };
 
 typedef struct sm_mcp_tool {
@@ -131,9 +147,10 @@ SM_API int sm_mcp_session_handle_for(sm_mcp_session *s, void *request, const cha
 /* Sets the cancel flag of every call in flight, and of every call that
  * starts later (the transport closed: the session is ending). */
 SM_API void sm_mcp_session_cancel_all(sm_mcp_session *s);
-/* The negotiated protocol version, or NULL before `initialize`. */
+/* The version `initialize` negotiated, or NULL before (and for a session
+ * that only ever served 2026-07-28 requests, which negotiate nothing). */
 SM_API const char *sm_mcp_session_protocol(const sm_mcp_session *s);
-/* 1 when version is one this implementation speaks. */
+/* 1 when version is one this implementation speaks (either era). */
 SM_API int sm_mcp_protocol_supported(const char *version);
 /* Whether a message is an `initialize` request (for the HTTP transport,
  * which makes a session for it). */
@@ -186,6 +203,8 @@ typedef struct sm_mcp_http_request {
   const char *owner;            /* who is asking (authenticated by the route) */
   volatile int *cancel;         /* set when the client disconnects; may be NULL */
   void *context;                /* handed to the provider (sm_mcp_session_handle_for); may be NULL */
+  const char *mcp_method;       /* Mcp-Method (2026-07-28) */
+  const char *mcp_name;         /* Mcp-Name (2026-07-28) */
 } sm_mcp_http_request;
 
 typedef struct sm_mcp_http_answer {

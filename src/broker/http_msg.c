@@ -111,6 +111,8 @@ int bk_http_parse(const char *req, size_t len, bk_http_msg *m, const char **why)
     else if (IS("Mcp-Session-Id")) copy_value(m->session_id, v, vn);
     else if (IS("MCP-Protocol-Version")) copy_value(m->protocol_version, v, vn);
     else if (IS("Origin")) copy_value(m->origin, v, vn);
+    else if (IS("Mcp-Method")) copy_value(m->mcp_method, v, vn);
+    else if (IS("Mcp-Name")) copy_value(m->mcp_name, v, vn);
 #undef IS
   }
   size_t have = len - (size_t)(end + 4 - req);

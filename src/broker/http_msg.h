@@ -19,6 +19,7 @@ typedef struct bk_http_msg {
   char accept[BK_HTTP_VALUE_MAX], content_type[BK_HTTP_VALUE_MAX];
   char session_id[BK_HTTP_VALUE_MAX], protocol_version[BK_HTTP_VALUE_MAX];
   char origin[BK_HTTP_VALUE_MAX];
+  char mcp_method[BK_HTTP_VALUE_MAX], mcp_name[BK_HTTP_VALUE_MAX]; /* MCP 2026-07-28 */
   const char *body; /* into the request; NUL-free not guaranteed */
   size_t body_len;
 } bk_http_msg;

@@ -116,7 +116,9 @@ int bk_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *re
                            .body_len = req->body_len,
                            .owner = who->container_id,
                            .cancel = NULL,
-                           .context = (void *)who};
+                           .context = (void *)who,
+                           .mcp_method = header(req->mcp_method),
+                           .mcp_name = header(req->mcp_name)};
   sm_mcp_http_answer a;
   int rc = sm_mcp_http_handle(st->http, &r, &a, err);
   if (rc) return rc;

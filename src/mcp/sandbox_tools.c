@@ -537,7 +537,8 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
   tools *t = calloc(1, sizeof *t);
   if (t == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   t->o = *opts;
-  unsigned exec_hints = SM_MCP_DESTRUCTIVE | (opts->network ? SM_MCP_OPEN_WORLD : 0);
+  unsigned exec_hints =
+      SM_MCP_DESTRUCTIVE | SM_MCP_LONG_RUNNING | (opts->network ? SM_MCP_OPEN_WORLD : 0);
   sm_mcp_tool list[] = {
       {"execute", "Run a command",
        "Runs a shell command (/bin/sh -c) in the sandbox, in /workspace, and returns its output "

@@ -1,7 +1,8 @@
 /* The MCP stdio transport: newline-delimited JSON-RPC on two descriptors.
  * Tool calls run on their own threads so that a long command does not hold
- * up pings, listings and cancellations; answers are written whole, one per
- * line, under a lock. */
+ * up pings, listings, task polls and cancellations; answers are written
+ * whole, one per line, under a lock. One process serves both eras of the
+ * protocol (the session tells them apart per message). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -61,24 +62,27 @@ static void *run_job(void *arg) {
   return NULL;
 }
 
-static int is_tool_call(const char *msg, size_t len, size_t max) {
+/* A message that may take long: a tool call, or 2025-11-25's tasks/result
+ * (which waits for its task). */
+static int runs_long(const char *msg, size_t len, size_t max) {
   json_object *o = NULL, *m = NULL;
   const char *why;
   if (mcp_parse(msg, len, max, &o, &why) != 0) return 0;
   int yes = json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "method", &m) &&
             json_object_is_type(m, json_type_string) &&
-            strcmp(json_object_get_string(m), "tools/call") == 0;
+            (strcmp(json_object_get_string(m), "tools/call") == 0 ||
+             strcmp(json_object_get_string(m), "tasks/result") == 0);
   json_object_put(o);
   return yes;
 }
 
-/* One line from the client: tool calls on a thread while there is room,
- * everything else (and calls past the room, which the session then
- * refuses at once) here. */
+/* One line from the client: tool calls (and tasks/result) on a thread
+ * while there is room, everything else (and calls past the room, which the
+ * session then refuses at once) here. */
 static void dispatch_line(stdio_ctx *c, const char *line, size_t len, size_t max) {
   while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
   if (len == 0) return;
-  if (is_tool_call(line, len, max)) {
+  if (runs_long(line, len, max)) {
     pthread_mutex_lock(&c->mu);
     int room = c->running < SM_MCP_MAX_CALLS_IN_FLIGHT;
     if (room) c->running++;

@@ -30,7 +30,7 @@ struct sm_mcp_req {
   sm_server *srv;
   char id[17];
   char method[8];
-  char *accept, *content_type, *session_id, *protocol_version, *origin;
+  char *accept, *content_type, *session_id, *protocol_version, *origin, *mcp_method, *mcp_name;
   char owner[SM_PRINCIPAL_MAX];
   char *body;
   size_t body_len;
@@ -181,6 +181,8 @@ sm_mcp_req *sm_mcp_req_new(sm_server *srv, struct MHD_Connection *conn, const ch
   r->session_id = header(conn, "Mcp-Session-Id");
   r->protocol_version = header(conn, "MCP-Protocol-Version");
   r->origin = header(conn, "Origin");
+  r->mcp_method = header(conn, "Mcp-Method");
+  r->mcp_name = header(conn, "Mcp-Name");
   return r;
 }
 
@@ -200,8 +202,8 @@ void sm_mcp_req_set_stream(sm_mcp_req *r, sm_stream *s) {
 
 void sm_mcp_req_free(sm_mcp_req *r) {
   if (r == NULL) return;
-  char *owned[] = {r->accept, r->content_type, r->session_id, r->protocol_version, r->origin,
-                   r->body};
+  char *owned[] = {r->accept,     r->content_type, r->session_id, r->protocol_version,
+                   r->origin,     r->mcp_method,   r->mcp_name,    r->body};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   sm_stream_unref(r->stream);
   free(r);
@@ -211,10 +213,19 @@ void sm_mcp_job(void *arg) {
   sm_mcp_req *r = arg;
   sm_stream *s = r->stream;
   sm_log_set_request_id(r->id);
-  sm_mcp_http_request hr = {r->method,           r->accept,           r->content_type,
-                            r->session_id,       r->protocol_version, r->origin,
-                            r->body ? r->body : "", r->body_len,     r->owner,
-                            sm_stream_cancel_flag(s),  NULL};
+  sm_mcp_http_request hr = {r->method,
+                            r->accept,
+                            r->content_type,
+                            r->session_id,
+                            r->protocol_version,
+                            r->origin,
+                            r->body ? r->body : "",
+                            r->body_len,
+                            r->owner,
+                            sm_stream_cancel_flag(s),
+                            NULL,
+                            r->mcp_method,
+                            r->mcp_name};
   /* A tool call may run long: a client that hangs up cancels it. */
   sm_stream_watch(s);
   sm_mcp_http_answer ans;

@@ -1,7 +1,9 @@
-/* Fuzzes the MCP session's message handling (src/mcp/session.c): any bytes
- * a client could send. The first byte says whether the session is
- * initialized first; every answer must be one JSON-RPC object that parses
- * back, with "jsonrpc": "2.0" and a result or an error. */
+/* Fuzzes the MCP session's message handling (src/mcp/session.c and the
+ * 2026-07-28 requests of stateless.c): any bytes a client could send. The
+ * first byte says whether the session is initialized first (2025-11-25,
+ * with its tasks); every answer must be one JSON-RPC object that parses
+ * back, with "jsonrpc": "2.0" and a result or an error. A long-running tool
+ * makes tasks, whose threads the session's end waits for. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +12,12 @@
 
 static const sm_mcp_tool tools[] = {
     {"echo", NULL, "echo", "{\"type\":\"object\"}", NULL, SM_MCP_READ_ONLY},
+    {"slow", NULL, "echo, as a task", "{\"type\":\"object\"}", NULL, SM_MCP_LONG_RUNNING},
 };
 
 static const sm_mcp_tool *list(void *ud, size_t *n) {
   (void)ud;
-  *n = 1;
+  *n = 2;
   return tools;
 }
 

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# `sandman mcp` with the official MCP TypeScript SDK's client over stdio, the
-# runner's /mcp over streamable HTTP (mcp-http.test.mjs, with the Inspector's
-# CLI over HTTP too)
-# (clients/typescript/test/mcp-stdio.test.mjs), and the MCP Inspector's
-# command-line mode listing the tools.
+# `sandman mcp` with the official MCP TypeScript SDK's client over stdio
+# (clients/typescript/test/mcp-stdio.test.mjs), the runner's /mcp over
+# streamable HTTP (mcp-http.test.mjs, with the Inspector's CLI over HTTP
+# too), the 2026-07-28 revision on both (mcp-2026.test.mjs: the SDK v2
+# client pinned to it and in its default mode, requests written from the
+# specification, tasks of both eras), and the MCP Inspector's command-line
+# mode listing the tools.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_lib.sh"
 node_suite_setup
 
 if node_tests mcp-stdio.test.mjs mcp-http.test.mjs; then it_pass "MCP SDK client over stdio and the runner's /mcp (and the Inspector over HTTP)"; else it_fail "MCP SDK client over stdio and the runner's /mcp"; fi
+# Alone: node runs test files at once, and these count the sandboxes of runs named mcp-*.
+if node_tests mcp-2026.test.mjs; then it_pass "MCP 2026-07-28 and tasks: SDK v2, requests from the specification, v1's 2025-11-25 tasks"; else it_fail "MCP 2026-07-28 over stdio and the runner's /mcp"; fi
 
 # The Inspector starts its server with a clean environment: pass the test's
 # instance and state folder (and engine) so that its sandbox is this test's.

@@ -109,9 +109,10 @@ static const char init_msg[] =
 static void test_lifecycle_and_tools(void **state) {
   (void)state;
   sm_mcp_session *s = new_session();
-  /* Before initialize: only ping. */
+  /* Before initialize, a request naming no protocol version (neither
+   * initialize nor 2026-07-28's _meta): only ping; the rest -32602. */
   json_object *a = send(s, "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"tools/list\"}");
-  assert_int_equal(error_code(a), -32600);
+  assert_int_equal(error_code(a), -32602);
   json_object_put(a);
   a = send(s, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}");
   assert_non_null(result(a));
@@ -427,7 +428,7 @@ static int factory(void *ud, const char *owner, sm_mcp_session **out, sm_error *
 
 static sm_mcp_http_answer post(sm_mcp_http *h, const char *owner, const char *sid, const char *body,
                                const char *accept) {
-  sm_mcp_http_request r = {"POST", accept, "application/json", sid, NULL, NULL, body, strlen(body), owner, NULL, NULL};
+  sm_mcp_http_request r = {"POST", accept, "application/json", sid, NULL, NULL, body, strlen(body), owner, NULL, NULL, NULL, NULL};
   sm_mcp_http_answer a;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
@@ -475,7 +476,7 @@ static void test_http(void **state) {
   sm_mcp_http_answer_dispose(&a);
 
   /* Headers: content type, accept, protocol version, origin; methods. */
-  sm_mcp_http_request r = {"POST", NULL, "text/plain", sid, NULL, NULL, "{}", 2, "control", NULL, NULL};
+  sm_mcp_http_request r = {"POST", NULL, "text/plain", sid, NULL, NULL, "{}", 2, "control", NULL, NULL, NULL, NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 415);
   sm_mcp_http_answer_dispose(&a);
@@ -515,7 +516,7 @@ static void test_http(void **state) {
   sm_mcp_http_answer_dispose(&a);
 
   /* DELETE ends the session (by its owner only). */
-  r = (sm_mcp_http_request){"DELETE", NULL, NULL, sid, NULL, NULL, NULL, 0, "worker:k2", NULL, NULL};
+  r = (sm_mcp_http_request){"DELETE", NULL, NULL, sid, NULL, NULL, NULL, 0, "worker:k2", NULL, NULL, NULL, NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 404);
   sm_mcp_http_answer_dispose(&a);
@@ -554,7 +555,7 @@ static void test_http_idle_expiry(void **state) {
   assert_int_equal(sm_mcp_http_count(h), 0);
   assert_int_equal(the_stub.freed, 1);
   /* Any Origin is refused when none is allowed. */
-  sm_mcp_http_request r = {"POST", NULL, "application/json", NULL, NULL, "http://localhost", init_msg, strlen(init_msg), "control", NULL, NULL};
+  sm_mcp_http_request r = {"POST", NULL, "application/json", NULL, NULL, "http://localhost", init_msg, strlen(init_msg), "control", NULL, NULL, NULL, NULL};
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
   assert_int_equal(a.status, 403);
   sm_mcp_http_answer_dispose(&a);
@@ -600,7 +601,7 @@ static int who_factory(void *ud, const char *owner, sm_mcp_session **out, sm_err
 static json_object *post_as(sm_mcp_http *h, const char *sid, const char *body, char *who,
                             char *sid_out) {
   sm_mcp_http_request r = {"POST", NULL, "application/json", sid, NULL, NULL,
-                           body,   strlen(body), "box-1",  NULL, who};
+                           body,   strlen(body), "box-1",  NULL, who, NULL, NULL};
   sm_mcp_http_answer a;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_mcp_http_handle(h, &r, &a, &err), 0);
