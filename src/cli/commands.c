@@ -88,6 +88,9 @@ static const cli_flag run_flags[] = {
     {.name = "env-passthrough", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
      .help = "pass host variables matching GLOB (repeatable; never SANDMAN_*)"},
     {.name = "stdin", .short_name = 'i', .help = "pass standard input to the tool"},
+    {.name = "replace",
+     .help = "a per_run/per_worker sandbox these settings change may be replaced with an empty "
+             "/workspace when its own cannot be carried over"},
     {.name = "json", .help = "print the result as one JSON object"},
     END};
 
