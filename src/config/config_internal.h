@@ -138,6 +138,7 @@ typedef struct cfg_layer {
   cfg_scope scope;
   char *workspace_root;               /* agents only */
   cfg_opt_list protect_add;           /* workspace.protect_add */
+  cfg_opt_list templates;             /* templates a caller may ask for (POST /v1/sandboxes) */
 } cfg_layer;
 
 typedef struct cfg_agent {
@@ -156,7 +157,15 @@ typedef struct cfg_tool {
 typedef struct cfg_worker {
   char *key;         /* a worker key, or "*" for every worker */
   cfg_list services; /* services of the credentials file it may lease */
+  cfg_opt_list templates; /* the templates its token may ask for (narrows) */
 } cfg_worker;
+
+/* templates.<name>: what a sandbox made from it gets (config_templates.c). */
+typedef struct cfg_template {
+  char *name;
+  cfg_value v[CS_COUNT]; /* image, network, runtime, cpu, memory, pids, disk, timeout, idle_timeout */
+  char *description;
+} cfg_template;
 
 struct sm_config {
   char *path; /* NULL: built-in defaults */
@@ -187,6 +196,9 @@ struct sm_config {
   cfg_worker *workers;
   size_t n_workers;
   json_object *broker; /* the broker section, normalized (config_broker.c); NULL: none */
+  cfg_template *templates;
+  size_t n_templates;
+  sm_config_limits limits; /* limits: (0 where the file does not say) */
 };
 
 const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name);
@@ -199,6 +211,19 @@ typedef struct cfg_vctx {
 /* SM_ECONFIG "FILE:LINE:COLUMN: path: message" (yaml_tree.c). */
 __attribute__((format(printf, 4, 5))) int cfg_verr(cfg_vctx *v, const cfg_ynode *at,
                                                    const char *path, const char *fmt, ...);
+
+/* ---- helpers of config_load.c for the other sections' parsers ---- */
+int cfg_load_check_map(cfg_vctx *v, const cfg_ynode *map, const char *path,
+                       const char *const *known);
+int cfg_load_setting(cfg_vctx *v, const cfg_ynode *n, const char *path, cfg_setting id,
+                     cfg_value *out);
+void cfg_value_free(cfg_value *val);
+
+/* ---- templates and limits (config_templates.c) ---- */
+/* templates: and limits: of root into c, and every templates list of
+ * defaults, agents and workers checked against the templates defined. */
+int cfg_templates_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
+void cfg_templates_free(sm_config *c);
 
 /* ---- the host-tool broker's section (config_broker.c) ---- */
 /* Validates broker:, defaults.broker and agents.<name>.broker of root into

@@ -44,8 +44,8 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
                                        "tools", "workers", "audit", "egress_proxy", "broker",
-                                       NULL};
-static const char *const worker_keys[] = {"services", NULL};
+                                       "templates", "limits", NULL};
+static const char *const worker_keys[] = {"services", "templates", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "backend",
                                           "swarm", NULL};
@@ -60,13 +60,13 @@ static const char *const defaults_keys[] = {
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
-    "workspace", "egress", "broker", NULL};
+    "workspace", "egress", "broker", "templates", NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
-    "workspace", "egress", "broker", NULL};
+    "workspace", "egress", "broker", "templates", NULL};
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
@@ -227,7 +227,8 @@ static int list_push(vctx *v, cfg_list *l, const char *s) {
   return 0;
 }
 
-typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT, LIST_HOSTS } list_kind;
+typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT, LIST_HOSTS,
+               LIST_TEMPLATES } list_kind;
 
 /* The runner's names (worker keys, services): 1..max of letters, digits and
  * _ . : @ + = -, not starting with - or . */
@@ -255,6 +256,12 @@ static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind 
   if (kind == LIST_HOSTS) {
     sm_error perr = SM_ERROR_INIT;
     if (sm_egress_pattern_check(s, &perr) != 0) return cfg_verr(v, it, path, "%s", perr.message);
+    return 0;
+  }
+  if (kind == LIST_TEMPLATES) {
+    if (!cfg_valid_name(s))
+      return cfg_verr(v, it, path,
+                  "'%s' is not a template name (letters, digits, '.', '_' and '-', up to 63)", s);
     return 0;
   }
   if (kind == LIST_SERVICES) {
@@ -298,6 +305,25 @@ static int get_list(vctx *v, const cfg_ynode *n, const char *path, list_kind kin
   }
   *set = 1;
   return 0;
+}
+
+static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_setting id,
+                         cfg_value *out);
+
+int cfg_load_check_map(cfg_vctx *v, const cfg_ynode *map, const char *path,
+                       const char *const *known) {
+  return check_map(v, map, path, known);
+}
+
+int cfg_load_setting(cfg_vctx *v, const cfg_ynode *n, const char *path, cfg_setting id,
+                     cfg_value *out) {
+  return parse_setting(v, n, path, id, out);
+}
+
+void cfg_value_free(cfg_value *val) {
+  free(val->str);
+  list_free(&val->list);
+  memset(val, 0, sizeof *val);
 }
 
 static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_setting id,
@@ -408,6 +434,7 @@ static void layer_free(cfg_layer *l) {
   list_free(&l->protect_add.list);
   list_free(&l->egress_allow.list);
   list_free(&l->egress_deny.list);
+  list_free(&l->templates.list);
   free(l->workspace_root);
   memset(l, 0, sizeof *l);
 }
@@ -506,6 +533,10 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     join(p, sizeof p, path, "host_tools");
     if ((rc = get_list(v, n, p, LIST_TOOLS, &l->host_tools.set, &l->host_tools.list)))
       return rc;
+  }
+  if ((n = cfg_map_get(map, "templates"))) {
+    join(p, sizeof p, path, "templates");
+    if ((rc = get_list(v, n, p, LIST_TEMPLATES, &l->templates.set, &l->templates.list))) return rc;
   }
   if ((n = cfg_map_get(map, "scope"))) {
     join(p, sizeof p, path, "scope");
@@ -817,6 +848,10 @@ static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
     int set = 0;
     snprintf(q, sizeof q, "%s.services", p);
     if (svc && (rc = get_list(v, svc, q, LIST_SERVICES, &set, &w->services))) return rc;
+    const cfg_ynode *tpl = cfg_ynode_is_null(body) ? NULL : cfg_map_get(body, "templates");
+    snprintf(q, sizeof q, "%s.templates", p);
+    if (tpl && (rc = get_list(v, tpl, q, LIST_TEMPLATES, &w->templates.set, &w->templates.list)))
+      return rc;
   }
   return 0;
 }
@@ -865,6 +900,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
   if ((rc = parse_workers(v, cfg_map_get(root, "workers"), c))) return rc;
   if ((rc = cfg_broker_parse(v, root, c))) return rc;
+  if ((rc = cfg_templates_parse(v, root, c))) return rc;
   return parse_tools(v, cfg_map_get(root, "tools"), c);
 }
 
@@ -910,7 +946,9 @@ void sm_config_free(sm_config *cfg) {
   for (size_t i = 0; i < cfg->n_workers; i++) {
     free(cfg->workers[i].key);
     list_free(&cfg->workers[i].services);
+    list_free(&cfg->workers[i].templates.list);
   }
+  cfg_templates_free(cfg);
   free(cfg->workers);
   json_object_put(cfg->broker);
   free(cfg);

@@ -94,6 +94,7 @@ void ops_sandbox_labels(json_object *labels, sm_ops_sandbox *out) {
   ops_copy(out->worker_id, sizeof out->worker_id, ops_label(labels, SM_OPS_LABEL_WORKER));
   ops_copy(out->agent, sizeof out->agent, ops_label(labels, SM_OPS_LABEL_AGENT));
   ops_copy(out->owner, sizeof out->owner, ops_label(labels, SM_OPS_LABEL_OWNER));
+  ops_sandbox_describe(labels, out);
 }
 
 int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err) {
@@ -176,6 +177,7 @@ json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb) {
   json_object_object_add(o, "busy", json_object_new_boolean(sb->busy));
   json_object_object_add(o, "pool", json_object_new_boolean(sb->pool));
   json_object_object_add(o, "node", string_or_null(sb->node));
+  ops_sandbox_describe_json(o, sb);
   return o;
 }
 
