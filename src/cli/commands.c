@@ -147,6 +147,10 @@ static const cli_flag worker_flags[] = {
      .help = "/mcp sessions one token may hold, of 64 (default 8)"},
     {.name = "host-tool-memory", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "host-tool requests held at once, all sandboxes, 4m to 1t (default 32m)"},
+    {.name = "mcp-session-idle", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "an MCP session idle this long ends, with its own sandbox (default 10m)"},
+    {.name = "reap-interval", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how often idle sandboxes and MCP sessions are looked for (default 60s)"},
     END};
 
 static const cli_flag doctor_flags[] = {
