@@ -373,7 +373,8 @@ SM_API int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *o
                   sm_error *err);
 
 /* Makes the keyed sandbox of req (settings.mode per_run or per_worker, its
- * keys, principal, settings, meta) and starts it, running nothing in it.
+ * keys, principal, settings, meta) and starts it, running nothing in it. A
+ * per_run sandbox without a run id gets one of its own ("sbx-<16 hex>").
  * SM_ECONFLICT when that sandbox exists already (id_out gets its id). id_out
  * (SM_ENGINE_ID_MAX) and name_out (SM_NAME_MAX) get the new sandbox's
  * container id and name. The docker backend only (SM_EUNSUPPORTED on a

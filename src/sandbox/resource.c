@@ -11,6 +11,7 @@
 #include "sandbox/acquire.h"
 #include "sandbox/backend.h"
 #include "sandbox/meta.h"
+#include "sandbox/settings.h"
 #include "sandbox/spec.h"
 
 static int check_create(const sm_run_request *req, sm_error *err) {
@@ -60,6 +61,14 @@ int sm_sandbox_create(sm_runner *runner, const sm_run_request *req, char *id_out
     rc = sm_image_check_pinned(e, req->settings.image, NULL, id, err);
     if (rc) return rc == SM_EINVAL ? sm_error_set(err, SM_EPOLICY, "%s", err->message) : rc;
     snprintf(made.settings.image, sizeof made.settings.image, "%s", id);
+  }
+  /* A run of its own when none is named: random, never another's. */
+  char run_id[24];
+  if (made.settings.mode == SM_MODE_PER_RUN && (made.run_id == NULL || *made.run_id == '\0')) {
+    char hex[17];
+    if ((rc = sm_random_hex(hex, 8, err)) != 0) return rc;
+    snprintf(run_id, sizeof run_id, "sbx-%s", hex);
+    made.run_id = run_id;
   }
   sandbox_box sb;
   memset(&sb, 0, sizeof sb);

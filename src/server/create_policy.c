@@ -188,15 +188,9 @@ static void answer_made(making *m, const char *id, sm_answer *a) {
 }
 
 static int make(making *m, sm_answer *a) {
-  char run_id[40] = "";
-  if (m->s.mode == SM_MODE_PER_RUN && m->p.run_id == NULL) {
-    char hex[17];
-    sm_server_random_hex(hex, 8);
-    snprintf(run_id, sizeof run_id, "sbx-%s", hex);
-  }
   sm_call_names names = {m->p.project ? m->p.project : m->srv->project,
                          m->srv->project_environment, m->p.agent, NULL, NULL,
-                         m->p.run_id ? m->p.run_id : run_id[0] ? run_id : NULL,
+                         m->s.mode == SM_MODE_PER_RUN ? m->p.run_id : NULL,
                          m->s.mode == SM_MODE_PER_WORKER ? m->p.worker_key : NULL};
   sm_run_request req;
   sm_config_egress eg;
