@@ -18,6 +18,7 @@
 #define CFG_MAX_AGENTS 256
 #define CFG_MAX_TOOLS 256
 #define CFG_MAX_WORKERS 1024
+#define CFG_MAX_TEMPLATES 256
 #define CFG_WORKER_KEY_MAX 128 /* as the runner's worker keys */
 #define CFG_SERVICE_MAX 64     /* as the runner's service names */
 #define CFG_NAME_MAX 64 /* agent, tool and user names */
@@ -211,19 +212,6 @@ typedef struct cfg_vctx {
 /* SM_ECONFIG "FILE:LINE:COLUMN: path: message" (yaml_tree.c). */
 __attribute__((format(printf, 4, 5))) int cfg_verr(cfg_vctx *v, const cfg_ynode *at,
                                                    const char *path, const char *fmt, ...);
-
-/* ---- helpers of config_load.c for the other sections' parsers ---- */
-int cfg_load_check_map(cfg_vctx *v, const cfg_ynode *map, const char *path,
-                       const char *const *known);
-int cfg_load_setting(cfg_vctx *v, const cfg_ynode *n, const char *path, cfg_setting id,
-                     cfg_value *out);
-void cfg_value_free(cfg_value *val);
-
-/* ---- templates and limits (config_templates.c) ---- */
-/* templates: and limits: of root into c, and every templates list of
- * defaults, agents and workers checked against the templates defined. */
-int cfg_templates_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
-void cfg_templates_free(sm_config *c);
 
 /* ---- the host-tool broker's section (config_broker.c) ---- */
 /* Validates broker:, defaults.broker and agents.<name>.broker of root into

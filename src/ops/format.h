@@ -21,7 +21,7 @@ const char *ops_label(json_object *labels, const char *key);
 void ops_sandbox_labels(json_object *labels, sm_ops_sandbox *out);
 
 /* What the labels say beyond the keys: principal, resource, template,
- * resources, life, the owner's labels (describe.c). */
+ * resources, life, the owner's labels. */
 void ops_sandbox_describe(json_object *labels, sm_ops_sandbox *out);
 /* Those fields into the sandbox's JSON object o. */
 void ops_sandbox_describe_json(json_object *o, const sm_ops_sandbox *sb);
