@@ -957,11 +957,18 @@ static int check_names(vctx *v, const sm_config *c, const cfg_ynode *entry, cons
       entry && entry->type == CFG_Y_MAP ? cfg_map_get(entry, "templates") : NULL;
   if (list == NULL || list->type != CFG_Y_SEQ) return 0;
   for (size_t i = 0; i < list->n; i++) {
-    if (template_named(c, list->kids[i]->str)) continue;
+    const char *name = list->kids[i]->str;
+    if (template_named(c, name)) continue;
     char p[600];
     snprintf(p, sizeof p, "%s.templates[%zu]", path, i);
-    return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (templates.%s)",
-                    list->kids[i]->str, list->kids[i]->str);
+    const char *near = NULL;
+    for (size_t t = 0; t < c->n_templates; t++)
+      if (sm_edit_distance(name, c->templates[t].name) <= 2) near = c->templates[t].name;
+    if (near)
+      return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (did you mean '%s'?)",
+                      name, near);
+    return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (templates.%s)", name,
+                    name);
   }
   return 0;
 }
