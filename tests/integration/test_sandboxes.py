@@ -239,7 +239,7 @@ def api_bounds(r):
     ]
     for what, fn, words in cases:
         st, body = error_of(fn)
-        check("refused (403): " + what, st == 403 and body.get("failure_kind") == "policy" and
+        check("refused (403): %s" % what, st == 403 and body.get("failure_kind") == "policy" and
               words in body.get("error", ""), (st, body))
     st, body = error_of(lambda: c.create_sandbox(template="small", image="sandman/minimal:latest"))
     check("template and image together: 400", st == 400, body)
