@@ -99,6 +99,9 @@ typedef struct sm_config_template {
 } sm_config_template;
 /* 0 and *out, or SM_ENOTFOUND when the file defines no such template. */
 SM_API int sm_config_template_get(const sm_config *cfg, const char *name, sm_config_template *out);
+/* The template's image, network, runtime and resources over s (what it
+ * does not say stays). */
+SM_API void sm_config_template_apply(const sm_config_template *t, sm_sandbox_settings *s);
 /* The templates a request of agent (NULL: none) and, for a worker token,
  * worker_key (NULL: not a worker token) may ask for: the agent entry's
  * templates list if it has one, else the defaults'; a worker's list

@@ -57,13 +57,7 @@ static int apply_template(const sm_config *cfg, create_args *a, sm_sandbox_setti
               sm_config_path(cfg) ? sm_config_path(cfg) : "none loaded");
     return CLI_EXIT_USAGE;
   }
-  if (t.image) snprintf(s->image, sizeof s->image, "%s", t.image);
-  if (t.network) snprintf(s->network, sizeof s->network, "%s", t.network);
-  if (t.runtime) snprintf(s->runtime, sizeof s->runtime, "%s", t.runtime);
-  if (t.cpu > 0) s->cpu = t.cpu;
-  if (t.memory > 0) s->memory = t.memory;
-  if (t.pids > 0) s->pids = t.pids;
-  if (t.disk > 0) s->disk = t.disk;
+  sm_config_template_apply(&t, s);
   if (a->timeout_s == 0) a->timeout_s = t.timeout_s;
   if (a->idle_s == 0) a->idle_s = t.idle_timeout_s;
   return CLI_EXIT_OK;

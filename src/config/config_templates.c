@@ -37,6 +37,16 @@ int sm_config_template_get(const sm_config *cfg, const char *name, sm_config_tem
   return 0;
 }
 
+void sm_config_template_apply(const sm_config_template *t, sm_sandbox_settings *s) {
+  if (t->image) snprintf(s->image, sizeof s->image, "%s", t->image);
+  if (t->network) snprintf(s->network, sizeof s->network, "%s", t->network);
+  if (t->runtime) snprintf(s->runtime, sizeof s->runtime, "%s", t->runtime);
+  if (t->cpu > 0) s->cpu = t->cpu;
+  if (t->memory > 0) s->memory = t->memory;
+  if (t->pids > 0) s->pids = t->pids;
+  if (t->disk > 0) s->disk = t->disk;
+}
+
 static int in_list(const cfg_list *l, const char *name) {
   for (size_t i = 0; i < l->n; i++)
     if (strcmp(l->items[i], name) == 0) return 1;

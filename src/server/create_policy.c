@@ -67,14 +67,7 @@ static int apply_template(making *m, sm_answer *a) {
     snprintf(allowed, sizeof allowed, "%s (%s)", list, m->rule);
     return refuse(a, "%s is not one this caller may ask for; allowed: %s", what, allowed);
   }
-  sm_sandbox_settings *s = &m->s;
-  if (t.image) snprintf(s->image, sizeof s->image, "%s", t.image);
-  if (t.network) snprintf(s->network, sizeof s->network, "%s", t.network);
-  if (t.runtime) snprintf(s->runtime, sizeof s->runtime, "%s", t.runtime);
-  if (t.cpu > 0) s->cpu = t.cpu;
-  if (t.memory > 0) s->memory = t.memory;
-  if (t.pids > 0) s->pids = t.pids;
-  if (t.disk > 0) s->disk = t.disk;
+  sm_config_template_apply(&t, &m->s);
   if (t.timeout_s > 0) m->timeout_s = t.timeout_s;
   if (t.idle_timeout_s > 0) m->idle_s = t.idle_timeout_s;
   m->template_name = t.name;

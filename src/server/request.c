@@ -224,6 +224,15 @@ static int get_bool(json_object *v, const char *field, int *out, sm_error *err) 
   return 0;
 }
 
+/* "network": one of the static names, so the value needs no copy. */
+static int get_network(json_object *v, const char **out, sm_error *err) {
+  const char *n = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+  if (strcmp(n, "none") != 0 && strcmp(n, "allowlist") != 0 && strcmp(n, "bridge") != 0)
+    return sm_error_set(err, SM_EINVAL, "field 'network' must be one of none, allowlist, bridge");
+  *out = n[0] == 'n' ? "none" : n[0] == 'a' ? "allowlist" : "bridge";
+  return 0;
+}
+
 static int copy_fixed(const char *s, char *dst, size_t size) {
   size_t n = strlen(s);
   if (n >= size) return SM_EINVAL;
@@ -352,13 +361,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
     p->has_mode = 1;
     return 0;
   }
-  if (strcmp(key, "network") == 0) {
-    const char *n = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    if (strcmp(n, "none") != 0 && strcmp(n, "allowlist") != 0 && strcmp(n, "bridge") != 0)
-      return sm_error_set(err, SM_EINVAL, "field 'network' must be one of none, allowlist, bridge");
-    p->network = n[0] == 'n' ? "none" : n[0] == 'a' ? "allowlist" : "bridge";
-    return 0;
-  }
+  if (strcmp(key, "network") == 0) return get_network(v, &p->network, err);
   if (strcmp(key, "sync") == 0) {
     const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     if (sm_sync_mode_parse(s, &p->sync, NULL) != 0)
@@ -516,13 +519,7 @@ static int parse_create_field(const char *key, json_object *v, sm_create_params 
     p->mode = m[4] == 'r' ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
     return 0;
   }
-  if (strcmp(key, "network") == 0) {
-    const char *n = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    if (strcmp(n, "none") != 0 && strcmp(n, "allowlist") != 0 && strcmp(n, "bridge") != 0)
-      return sm_error_set(err, SM_EINVAL, "field 'network' must be one of none, allowlist, bridge");
-    p->network = n[0] == 'n' ? "none" : n[0] == 'a' ? "allowlist" : "bridge";
-    return 0;
-  }
+  if (strcmp(key, "network") == 0) return get_network(v, &p->network, err);
   if (strcmp(key, "cpu") == 0) return get_number(v, key, 0.01, 1024, &p->cpu, err);
   if (strcmp(key, "memory") == 0) return get_size(v, key, &p->memory, err);
   if (strcmp(key, "disk") == 0) return get_size(v, key, &p->disk, err);
