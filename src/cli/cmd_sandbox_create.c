@@ -135,7 +135,10 @@ static int make(const cli_call *call, create_args *a, sm_config *cfg, sm_resolve
 int cmd_sandbox_create(const cli_call *call) {
   create_args a;
   int rc = parse_create(call, &a);
-  if (rc) return rc;
+  if (rc) {
+    free(a.labels);
+    return rc;
+  }
   sm_config *cfg = NULL;
   sm_resolved *res = calloc(1, sizeof *res);
   if (res == NULL) {
@@ -154,6 +157,7 @@ int cmd_sandbox_create(const cli_call *call) {
   }
   sm_config_free(cfg);
   free(res);
+  free(a.labels); /* cli_list's array (its strings are the command line's) */
   return rc;
 }
 
