@@ -96,6 +96,7 @@ typedef struct sm_ops_sandbox {
   int resource;            /* made as a resource (POST /v1/sandboxes, sandbox create) */
   char template_name[64];  /* the template it was made from, or "" */
   char network[16];        /* "" when not recorded (made by an older sandman) */
+  char runtime[64];        /* "" : the engine's default */
   double cpu;              /* the resources it was made with; -1 when not recorded */
   int64_t memory, pids, disk;
   double timeout_s;        /* its life from creation; 0: none */

@@ -180,6 +180,7 @@ void ops_sandbox_describe(json_object *labels, sm_ops_sandbox *out) {
   out->resource = res && strcmp(res, "true") == 0;
   ops_copy(out->template_name, sizeof out->template_name, ops_label(labels, SM_OPS_LABEL_TEMPLATE));
   ops_copy(out->network, sizeof out->network, ops_label(labels, "io.sandman.network"));
+  ops_copy(out->runtime, sizeof out->runtime, ops_label(labels, "io.sandman.runtime"));
   out->cpu = number_label(labels, "io.sandman.cpu", -1);
   out->memory = (int64_t)number_label(labels, "io.sandman.memory", -1);
   out->pids = (int64_t)number_label(labels, "io.sandman.pids", -1);

@@ -193,7 +193,17 @@ static int keyed_found(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
                           "sandbox %s is not running (%s): it keeps the settings it was made "
                           "with and is never replaced by a call; remove it and make another",
                           sb->name, sandbox_json_str(insp, "State", "Status") ? sandbox_json_str(insp, "State", "Status") : "stopped");
+    /* A leased call runs in a container of its own made with the call's
+     * settings beside the sandbox: never with others than the sandbox's. */
+    if (stale && req->n_secret_env > 0 && !req->sandbox)
+      return sm_error_set(err, SM_EPOLICY,
+                          "sandbox %s was made with other settings than this call's: a call with "
+                          "leased credentials runs in a container of the call's settings beside it, "
+                          "so it is refused here; name the sandbox by its id (\"sandbox_id\"), "
+                          "whose calls take its own settings",
+                          sb->name);
     keyed_use(sb, insp);
+    sb->uncached = stale; /* each call looks again: a leased one is refused above */
     return 0;
   }
   if (!stale && running) {
@@ -266,7 +276,7 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
     if (rc) return rc;
   }
   rc = take_busy(ctx->state_dir, req, sb, err);
-  if (rc == 0) keyed_remember(ctx, req, sb);
+  if (rc == 0 && !sb->uncached) keyed_remember(ctx, req, sb);
   return rc;
 }
 

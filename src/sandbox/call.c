@@ -183,6 +183,7 @@ static int call_acquire(call *c, sm_error *err) {
   sb->pooled = 0;
   sb->cached = 0;
   sb->made = 0;
+  sb->uncached = 0;
   sb->carried = NULL;
   sb->id[0] = '\0';
   int rc = ctx->backend->acquire(ctx, c->manager, req, sb, &c->e, err);

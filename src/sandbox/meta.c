@@ -76,6 +76,7 @@ void sandbox_meta_labels(json_object *labels, const sm_run_request *req) {
   add_number(labels, "pids", (double)s->pids);
   add_number(labels, "disk", (double)s->disk);
   add(labels, "network", s->network);
+  if (s->runtime[0]) add(labels, "runtime", s->runtime);
   if (s->idle_timeout_s > 0) add_number(labels, "idle-timeout", s->idle_timeout_s);
   const sm_sandbox_meta *m = req->meta;
   if (m == NULL) return;

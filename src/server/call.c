@@ -43,6 +43,7 @@ static void settle_lease(call *k, int used) {
 
 static void call_free(call *k) {
   if (k == NULL) return;
+  free(k->made);
   settle_lease(k, 0);
   sm_execute_params_dispose(&k->p);
   sm_strings_free(k->argv, k->argc);
@@ -420,8 +421,27 @@ static int named_sandbox(call *k, sm_answer *a) {
   }
   snprintf(k->sandbox, sizeof k->sandbox, "%s", sb.name);
   snprintf(k->sandbox_id, sizeof k->sandbox_id, "%s", sb.id);
-  snprintf(k->sandbox_network, sizeof k->sandbox_network, "%s", sb.network);
+  k->made = malloc(sizeof *k->made);
+  if (k->made == NULL) {
+    sm_answer_error(a, 503, "sandbox", "out of memory");
+    return -1;
+  }
+  *k->made = sb;
   return 0;
+}
+
+/* A sandbox named by its id is used as it was made: what its labels say
+ * of it (its image, resources, network, runtime) is the call's settings,
+ * so its egress, and a leased call's own container beside it, are the
+ * sandbox's. */
+static void made_settings(const sm_ops_sandbox *m, sm_sandbox_settings *s) {
+  if (m->image[0]) snprintf(s->image, sizeof s->image, "%s", m->image);
+  if (m->network[0]) snprintf(s->network, sizeof s->network, "%s", m->network);
+  if (m->network[0]) snprintf(s->runtime, sizeof s->runtime, "%s", m->runtime);
+  if (m->cpu >= 0) s->cpu = m->cpu;
+  if (m->memory >= 0) s->memory = m->memory;
+  if (m->pids >= 0) s->pids = m->pids;
+  if (m->disk >= 0) s->disk = m->disk;
 }
 
 /* The call's sm_run_request, from the resolution and what was built. */
@@ -452,10 +472,8 @@ static void fill_request(call *k) {
   q->settings.idle_timeout_s = server_idle_timeout(&k->r);
   q->replace = p->replace;
   if (k->sandbox[0]) {
-    /* Used as it was made: its network decides its egress. */
     q->sandbox = k->sandbox;
-    if (k->sandbox_network[0])
-      snprintf(q->settings.network, sizeof q->settings.network, "%s", k->sandbox_network);
+    made_settings(k->made, &q->settings);
   }
   if (sm_server_host_route(srv, p->agent, p->tool, &k->route, &q->agent_has_host_tools))
     q->host_route = &k->route;

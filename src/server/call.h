@@ -6,6 +6,8 @@
 
 #include <limits.h>
 
+#include <sandman/ops.h>
+
 #include "server/core.h"
 
 struct sm_call {
@@ -33,7 +35,7 @@ struct sm_call {
   sm_host_route route;     /* the host-tool route when the broker offers one */
   char sandbox[SM_NAME_MAX];        /* named by "sandbox_id": its container name, else "" */
   char sandbox_id[SM_ENGINE_ID_MAX]; /* and its container id */
-  char sandbox_network[16];         /* and the network it was made with ("": not recorded) */
+  sm_ops_sandbox *made;             /* and what its labels say (owned) */
 };
 
 /* The runner's idle timeout of the sandboxes it makes when the

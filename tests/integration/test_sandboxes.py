@@ -251,10 +251,34 @@ def api_bounds(r):
     check("nothing refused was made", left == [], left)
 
 
+def api_leased(r):
+    """A leased call runs in a container of its own beside the sandbox: by
+    id, with the sandbox's settings; reaching a sandbox made with other
+    settings by its run id, refused."""
+    c = r.client
+    sb = c.create_sandbox(template="small")
+    lease = c.create_lease(tool="shell", services=["svc"])
+    res = c.execute(tool="shell", command="cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu.max 2>/dev/null; echo $SVC_KEY",
+                    sandbox_id=sb["id"], lease_id=lease["lease_id"])
+    check("a leased call by sandbox_id runs with the sandbox's settings (cpu 0.5)",
+          res["ok"] and "50000" in res["stdout"] and "[REDACTED]" in res["stdout"], res)
+    lease = c.create_lease(tool="shell", services=["svc"])
+    st, body = error_of(lambda: c.execute(tool="shell", command="true", run_id=sb["run_id"],
+                                          mode="per_run", lease_id=lease["lease_id"]))
+    check("a leased call reaching it by run id with other settings: refused (403)",
+          st == 403 and "sandbox_id" in body["error"], (st, body))
+    c.delete_sandbox(sb["id"])
+
+
 def suite_api(tmp):
-    r = runner(tmp)
+    creds = os.path.join(tmp, "creds.json")
+    with open(creds, "w") as f:
+        json.dump({"svc": {"SVC_KEY": "svc-secret-0123456789"}}, f)
+    os.chmod(creds, 0o600)
+    r = runner(tmp, ["--credentials-file", creds])
     sb = api_create(r)
     api_calls(r, sb)
+    api_leased(r)
     api_list_keepalive(r, sb)
     api_delete(r, sb)
     api_owners(r)
