@@ -64,25 +64,35 @@ static int carry_keep(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request
   char aside[SM_NAME_MAX + 32], rnd[9];
   if (sm_random_hex(rnd, 4, err) != 0) return err->code;
   snprintf(aside, sizeof aside, "%s-old-%s", sb->name, rnd);
+  /* A reaper must not take the old one while it still holds the volume
+   * alone: it skips a sandbox whose reap lock is held. */
+  char key[SM_NAME_MAX + 48];
+  snprintf(key, sizeof key, "reap-%s", aside);
+  sm_state_lock *reap = NULL;
+  int rc = sm_state_key_lock(ctx->state_dir, key, &reap, err);
+  if (rc) return rc;
   /* Its egress relay is named after the sandbox: the new one gets its own. */
   sm_error ignore = SM_ERROR_INIT;
   sm_egress_revoke(e, sb->name, &ignore);
-  int rc = sm_engine_container_rename(e, sb->name, aside, err);
-  if (rc) return sm_error_wrap(err, "setting sandbox %s aside", sb->name);
+  rc = sm_engine_container_rename(e, sb->name, aside, err);
+  if (rc) {
+    sm_state_unlock(reap);
+    return sm_error_wrap(err, "setting sandbox %s aside", sb->name);
+  }
   rc = sandbox_create(ctx, e, req, sb, err);
+  sm_error_clear(&ignore);
   if (rc) {
     /* The old one takes its name back; its files are still there. */
-    sm_error_clear(&ignore);
     if (sm_engine_container_rename(e, aside, sb->name, &ignore) != 0)
       sm_log(SM_LOG_WARN, "sandbox %s: cannot take its name back: %s", aside, ignore.message);
-    return rc;
+  } else if (sm_engine_container_remove(e, aside, 1, 1, &ignore) != 0 &&
+             ignore.code != SM_ENOTFOUND) {
+    sm_log(SM_LOG_WARN, "sandbox %s (replaced): %s (a reap will remove it)", aside, ignore.message);
   }
-  sm_error_clear(&ignore);
-  if (sm_engine_container_remove(e, aside, 1, 1, &ignore) != 0 && ignore.code != SM_ENOTFOUND)
-    sm_log(SM_LOG_WARN, "sandbox %s (replaced): %s (a reap will remove it)", aside,
-           ignore.message);
-  sb->carried = "kept";
-  return 0;
+  sm_state_unlock(reap);
+  sm_state_forget(ctx->state_dir, aside);
+  if (rc == 0) sb->carried = "kept";
+  return rc;
 }
 
 /* The old /workspace as a tar in an unlinked file of the state directory;
