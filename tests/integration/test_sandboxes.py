@@ -65,6 +65,22 @@ def write_config(tmp, text=CONFIG):
     return path
 
 
+RUNNERS = []
+
+
+def stopping(suite):
+    """The suite, then every runner it started and did not stop (a failed
+    check that ended it early) stopped."""
+    def run(tmp):
+        try:
+            suite(tmp)
+        finally:
+            for r in RUNNERS:
+                if r.proc.poll() is None:
+                    r.stop()
+    return run
+
+
 def runner(tmp, extra=(), config=CONFIG, name="runner", base=None):
     """A runner with this configuration (--config goes before the command)."""
     path = write_config(tmp, config)
@@ -78,6 +94,7 @@ def runner(tmp, extra=(), config=CONFIG, name="runner", base=None):
     cmd += (ts.sandbox_args() if base is None else base) + list(extra)
     r.log = open(r.log_path, "w")
     r.proc = subprocess.Popen(cmd, stdout=r.log, stderr=subprocess.STDOUT)
+    RUNNERS.append(r)
     r.client = Client("unix:" + r.sock, r.token, timeout=300)
     if not wait_for(lambda: r.proc.poll() is not None or healthy(r.client), 60, 0.2) or \
             r.proc.poll() is not None:
@@ -415,7 +432,8 @@ def suite_carry(tmp):
 
 
 def main():
-    ts.run_suites({"api": suite_api, "life": suite_life, "carry": suite_carry}, "api", "smsbx-")
+    ts.run_suites({"api": stopping(suite_api), "life": stopping(suite_life),
+                   "carry": stopping(suite_carry)}, "api", "smsbx-")
 
 
 if __name__ == "__main__":
