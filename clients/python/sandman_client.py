@@ -219,7 +219,7 @@ class Client:
     def _execute_body(argv=None, command=None, tool=None, stdin=None, env=None, agent=None,
                       user=None, project=None, run_id=None, worker_key=None, mode=None,
                       timeout_s=None, background_on_timeout=None, lease_id=None,
-                      workspace=None, sync=None, params=None):
+                      workspace=None, sync=None, params=None, sandbox_id=None, replace=None):
         body = {}
         if argv is not None:
             body["argv"] = list(argv)
@@ -234,7 +234,7 @@ class Client:
                      ("mode", mode), ("timeout_s", timeout_s),
                      ("background_on_timeout", background_on_timeout),
                      ("lease_id", lease_id), ("workspace", workspace), ("sync", sync),
-                     ("params", params)):
+                     ("params", params), ("sandbox_id", sandbox_id), ("replace", replace)):
             if v is not None:
                 body[k] = v
         return body
@@ -282,6 +282,54 @@ class Client:
 
     def sandboxes(self, all=False):
         return self._call("GET", "/v1/sandboxes" + ("?all=1" if all else ""))
+
+    # ---- sandboxes as resources (docs/http-api.md#sandboxes) ----
+
+    def create_sandbox(self, template=None, image=None, **kw):
+        """Makes a sandbox ahead of its calls and returns its description
+        ({"id", "name", "run_id", "template", "resources", "timeout_s",
+        "idle_timeout_s", "expires_at", "labels", ...}). Arguments: template
+        or image, mode (per_run, per_worker), run_id, worker_key, project,
+        agent, cpu, memory, pids, disk (sizes: bytes or "512m"), network,
+        timeout_s (its life), idle_timeout_s, labels (dict)."""
+        body = {k: v for k, v in kw.items() if v is not None}
+        if template is not None:
+            body["template"] = template
+        if image is not None:
+            body["image"] = image
+        return self._call("POST", "/v1/sandboxes", body)
+
+    @staticmethod
+    def _sandbox_path(sandbox_id, suffix="", worker_key=None):
+        path = "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="") + suffix
+        if worker_key is not None:
+            path += "?" + urllib.parse.urlencode({"worker_key": worker_key})
+        return path
+
+    def get_sandbox(self, sandbox_id, worker_key=None):
+        """A sandbox's description (404 when missing, or another worker's)."""
+        return self._call("GET", self._sandbox_path(sandbox_id, "", worker_key))
+
+    def list_sandboxes(self, labels=None, all=False, worker_key=None):
+        """The sandboxes this token may see, those carrying every label of
+        labels (a dict; a value None matches any value of that key)."""
+        query = []
+        for k, v in (labels or {}).items():
+            query.append(("label", k if v is None else "%s=%s" % (k, v)))
+        if all:
+            query.append(("all", "1"))
+        if worker_key is not None:
+            query.append(("worker_key", worker_key))
+        qs = ("?" + urllib.parse.urlencode(query)) if query else ""
+        return self._call("GET", "/v1/sandboxes" + qs)
+
+    def keep_alive(self, sandbox_id, worker_key=None):
+        """Records a use now: the sandbox's idle timeout counts from here."""
+        return self._call("POST", self._sandbox_path(sandbox_id, "/keepalive", worker_key))
+
+    def delete_sandbox(self, sandbox_id, worker_key=None):
+        """Removes the sandbox (calls in flight in it are killed)."""
+        return self._call("DELETE", self._sandbox_path(sandbox_id, "", worker_key))
 
     def reap(self, older_than_s, dry_run=False, force=False):
         return self._call("POST", "/v1/sandboxes/reap",

@@ -87,6 +87,39 @@ SM_API int sm_config_worker_may_lease(const sm_config *cfg, const char *worker_k
 SM_API int sm_config_worker_services(const sm_config *cfg, const char *worker_key,
                                      sm_string_list *out);
 
+/* templates.<name> (docs/configuration.md#templates): what a sandbox made
+ * from it gets; 0 (NULL) where the template does not say. Borrowed. */
+typedef struct sm_config_template {
+  const char *name, *description;
+  const char *image, *network, *runtime;
+  double cpu;                   /* 0: not said */
+  int64_t memory, pids, disk;   /* 0: not said */
+  double timeout_s;             /* its life; 0: not said */
+  double idle_timeout_s;        /* 0: not said */
+} sm_config_template;
+/* 0 and *out, or SM_ENOTFOUND when the file defines no such template. */
+SM_API int sm_config_template_get(const sm_config *cfg, const char *name, sm_config_template *out);
+/* The template's image, network, runtime and resources over s (what it
+ * does not say stays). */
+SM_API void sm_config_template_apply(const sm_config_template *t, sm_sandbox_settings *s);
+/* The templates a request of agent (NULL: none) and, for a worker token,
+ * worker_key (NULL: not a worker token) may ask for: the agent entry's
+ * templates list if it has one, else the defaults'; a worker's list
+ * (workers.<key>.templates and workers."*".templates), when one is set,
+ * narrows it. Into out; returns how many. *rule names the lists (static
+ * text in rule, len bytes). */
+SM_API int sm_config_templates_allowed(const sm_config *cfg, const char *agent,
+                                       const char *worker_key, sm_string_list *out, char *rule,
+                                       size_t len);
+/* limits: the most a request to the runner may ask for a sandbox it makes
+ * (0 where the file does not say: docs/configuration.md#limits). */
+typedef struct sm_config_limits {
+  double cpu_max;
+  int64_t memory_max, pids_max, disk_max;
+  double timeout_max, idle_timeout_max;
+} sm_config_limits;
+SM_API void sm_config_limits_get(const sm_config *cfg, sm_config_limits *out);
+
 /* The host-tool broker's section (broker:, defaults.broker,
  * agents.<name>.broker), validated at load and normalized as JSON (see
  * docs/host-tools.md): {"tools": {NAME: {...}}, "groups": {G: [...]},

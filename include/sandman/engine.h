@@ -139,6 +139,9 @@ SM_API int sm_engine_container_kill(sm_engine *engine, const char *id, const cha
 /* A container already gone is SM_ENOTFOUND (callers that reap ignore it). */
 SM_API int sm_engine_container_remove(sm_engine *engine, const char *id, int force,
                                       int remove_volumes, sm_error *err);
+/* Renames a container (running or not); SM_ECONFLICT when the name is taken. */
+SM_API int sm_engine_container_rename(sm_engine *engine, const char *id, const char *new_name,
+                                      sm_error *err);
 /* condition: "not-running", "next-exit", "removed" or NULL. */
 SM_API int sm_engine_container_wait(sm_engine *engine, const char *id, const char *condition,
                                     long timeout_ms, int64_t *out_status_code, sm_error *err);
@@ -254,6 +257,10 @@ SM_API int sm_engine_network_list(sm_engine *engine, const char *const *labels,
 SM_API int sm_engine_volume_create(sm_engine *engine, const char *name, const char *driver,
                                    json_object *driver_opts, json_object *labels,
                                    sm_error *err);
+/* The engine's description of a volume (Name, Driver, Options, Labels...);
+ * a missing one is SM_ENOTFOUND. */
+SM_API int sm_engine_volume_inspect(sm_engine *engine, const char *name, json_object **out,
+                                    sm_error *err);
 SM_API int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_error *err);
 SM_API int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n_labels,
                                  json_object **out, sm_error *err);

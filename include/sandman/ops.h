@@ -46,6 +46,13 @@ extern "C" {
 #define SM_OPS_LABEL_OWNER "io.sandman.owner"   /* <hostname>:<pid>, per_tool */
 #define SM_OPS_LABEL_VOLUME "io.sandman.volume" /* the /workspace volume */
 #define SM_OPS_LABEL_POOL "io.sandman.pool"     /* warm-pool containers */
+#define SM_OPS_LABEL_PRINCIPAL "io.sandman.principal" /* keyed: control or worker:<key> */
+/* What a sandbox says about itself (docs/modes.md, Labels and names). */
+#define SM_OPS_LABEL_RESOURCE "io.sandman.resource"   /* "true": made as a resource */
+#define SM_OPS_LABEL_TEMPLATE "io.sandman.template"
+#define SM_OPS_LABEL_TIMEOUT "io.sandman.timeout"     /* its life, seconds from creation */
+#define SM_OPS_LABEL_IDLE_TIMEOUT "io.sandman.idle-timeout" /* seconds unused before a reap */
+#define SM_OPS_LABEL_USER_PREFIX "io.sandman.label."  /* the owner's labels */
 
 /* Where the operations work. */
 typedef struct sm_ops_scope {
@@ -85,6 +92,16 @@ typedef struct sm_ops_sandbox {
   int last_used_recorded;
   int busy;                /* a call holds the sandbox now */
   char node[SM_NAME_MAX];  /* swarm: the node running it; "" on one engine */
+  char principal[SM_PRINCIPAL_MAX]; /* io.sandman.principal, or "" */
+  int resource;            /* made as a resource (POST /v1/sandboxes, sandbox create) */
+  char template_name[64];  /* the template it was made from, or "" */
+  char network[16];        /* "" when not recorded (made by an older sandman) */
+  char runtime[64];        /* "" : the engine's default */
+  double cpu;              /* the resources it was made with; -1 when not recorded */
+  int64_t memory, pids, disk;
+  double timeout_s;        /* its life from creation; 0: none */
+  double idle_timeout_s;   /* its own idle timeout; 0: the configuration's */
+  char labels[1536];       /* the owner's labels as a JSON object's text ("{}") */
 } sm_ops_sandbox;
 
 typedef struct sm_ops_sandbox_list {
@@ -103,9 +120,20 @@ SM_API int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out,
  * `docker ps`). */
 SM_API int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err);
 
+/* This instance's sandboxes that carry every label filter ("key=value" or
+ * "key", ANDed; NULL/0: all), as sm_ops_list. */
+SM_API int sm_ops_list_filtered(const sm_ops_scope *scope, int all, const char *const *labels,
+                                size_t n_labels, sm_ops_sandbox_list *out, sm_error *err);
+/* One sandbox of this instance by its name, full id or unique id prefix:
+ * SM_ENOTFOUND when none (or not one of this instance). */
+SM_API int sm_ops_get(const sm_ops_scope *scope, const char *ref, sm_ops_sandbox *out,
+                      sm_error *err);
+
 /* {"id","name","mode","project","run_id","worker_id","agent","image",
- *  "status","created_at","last_used_at","busy"}; absent labels are null,
- * times RFC 3339, status the engine's State. */
+ *  "status","created_at","last_used_at","busy","pool","node","resource",
+ *  "template","network","resources":{"cpu","memory","pids","disk"},
+ *  "timeout_s","idle_timeout_s","expires_at","labels"}; absent labels are
+ * null, times RFC 3339, status the engine's State. */
 SM_API json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb);
 /* The `sandbox list --json` array. */
 SM_API json_object *sm_ops_list_to_json(const sm_ops_sandbox_list *list);
@@ -145,9 +173,15 @@ typedef struct sm_ops_reap_input {
   double now;
   sm_ops_owner_state owner;
   const char *owner_label; /* for the reason's words; may be NULL */
+  double own_idle_s;     /* the sandbox's own idle timeout (its label); 0: none */
+  double expires_at;     /* the end of its life (epoch); 0: none */
   double older_than_s;   /* < 0: no idle criterion (owner-gone and exited only) */
   int force;             /* busy and owner-alive ones too */
   int keep_pool;         /* spare warm-pool containers (idle reaping in a worker) */
+  /* The runner's idle reap: a sandbox's own idle timeout replaces
+   * older_than_s. Otherwise (sandbox reap) older_than_s, when given, wins
+   * and the own one applies to the rest. */
+  int own_first;
 } sm_ops_reap_input;
 
 typedef enum {
@@ -165,9 +199,10 @@ typedef struct sm_ops_reap_options {
   int dry_run;         /* decide and report, change nothing */
   int force;           /* busy ones too */
   int keep_pool;       /* spare warm-pool containers */
+  int own_first;       /* a sandbox's own idle timeout replaces older_than_s */
 } sm_ops_reap_options;
 
-#define SM_OPS_REAP_OPTIONS_INIT {-1, 0, 0, 0}
+#define SM_OPS_REAP_OPTIONS_INIT {-1, 0, 0, 0, 0}
 
 /* The body of POST /v1/sandboxes/reap: {"older_than_s", "dry_run", "force"}
  * (all optional; older_than_s a non-negative number). SM_EINVAL names the

@@ -210,7 +210,42 @@ typedef struct sm_run_request {
    * other agent's processes share a sandbox with calls that reach the host.
    * A call with host_route is keyed so whatever this says. */
   int agent_has_host_tools;
+  /* A keyed sandbox named by its container name (the runner finds it by its
+   * id and checks its owner first): the call uses it as it is, whatever
+   * its settings; it is never created or replaced (gone: SM_ENOTFOUND).
+   * settings.mode must be its mode. NULL: the sandbox of the call's keys. */
+  const char *sandbox;
+  /* A keyed sandbox whose settings the call would change is replaced with
+   * its /workspace carried over (docs/modes.md); when the workspace cannot
+   * be carried (larger than the new disk, unreadable), the call is refused
+   * (SM_EPOLICY) unless replace is set: then the new sandbox starts empty. */
+  int replace;
+  /* What a sandbox made as a resource carries (sm_sandbox_create); NULL:
+   * nothing. Calls leave it NULL. */
+  const struct sm_sandbox_meta *meta;
 } sm_run_request;
+
+/* A sandbox made as a resource (POST /v1/sandboxes, `sandman sandbox
+ * create`): its labels say all of it (io.sandman.resource, .template,
+ * .timeout, .label.<key>), so a runner that starts again finds it as it
+ * was. Such a sandbox is never replaced by a call: calls that reach it,
+ * by its id or by its keys, use it as it was made. */
+#define SM_SANDBOX_LABELS_MAX 16
+#define SM_SANDBOX_LABEL_KEY_MAX 63
+#define SM_SANDBOX_LABEL_VALUE_MAX 255
+typedef struct sm_sandbox_meta {
+  const char *template_name; /* the configuration's template it was made from, or NULL */
+  double timeout_s;          /* its life from creation; 0: no limit but its idle timeout */
+  const char *const *labels; /* "key=value" (sm_sandbox_label_check) */
+  size_t n_labels;
+} sm_sandbox_meta;
+
+/* 0 when "key=value" may be a sandbox's label: key 1..63 of [a-z0-9._-]
+ * starting with a letter or digit, value up to 255 printable characters;
+ * SM_EINVAL saying why otherwise. */
+SM_API int sm_sandbox_label_check(const char *kv, sm_error *err);
+
+
 
 #define SM_PRINCIPAL_CONTROL "control"
 #define SM_PRINCIPAL_MAX 160 /* "worker:" and a key */
@@ -260,6 +295,12 @@ typedef struct sm_run_result {
    * and why ("image changed (a -> b)", "it was not running", ...). */
   char replaced_previous[SM_ENGINE_ID_MAX];
   char replaced_because[256];
+  /* What became of its /workspace (static; NULL when nothing was
+   * replaced): "kept" (its volume moved to the new sandbox), "copied"
+   * (copied into the new one's), "dropped" (it could not be carried and
+   * the call said replace), "gone" (the old sandbox had stopped: its
+   * /workspace, a tmpfs, went with it). */
+  const char *replaced_workspace;
   sm_failure_kind failure_kind;
   char error[SM_ERROR_MESSAGE_MAX]; /* "" when none */
 } sm_run_result;
@@ -330,6 +371,16 @@ SM_API int sm_runner_set_egress(sm_runner *runner, const sm_egress_proxy_options
  * untouched only when out is NULL. */
 SM_API int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out,
                   sm_error *err);
+
+/* Makes the keyed sandbox of req (settings.mode per_run or per_worker, its
+ * keys, principal, settings, meta) and starts it, running nothing in it. A
+ * per_run sandbox without a run id gets one of its own ("sbx-<16 hex>").
+ * SM_ECONFLICT when that sandbox exists already (id_out gets its id). id_out
+ * (SM_ENGINE_ID_MAX) and name_out (SM_NAME_MAX) get the new sandbox's
+ * container id and name. The docker backend only (SM_EUNSUPPORTED on a
+ * swarm). */
+SM_API int sm_sandbox_create(sm_runner *runner, const sm_run_request *req, char *id_out,
+                             char *name_out, sm_error *err);
 
 /* ---- speed: the in-sandbox agent (src/sandbox/agent.c, docs/agent.md) ----
  * From the second call a runner makes in a keyed sandbox (and for warm-pool

@@ -66,6 +66,8 @@ typedef struct sm_server_options {
   const char *project;         /* default project of calls */
   const char *project_environment;
   double background_max_s;     /* longest life of a backgrounded call; 0: 3600 */
+  double mcp_session_idle_s;   /* an MCP session idle this long ends; 0: 600 */
+  double reap_interval_s;      /* how often idle sandboxes and sessions are reaped; 0: 60 */
   unsigned max_handles;        /* 0: 1024 */
   /* /mcp sessions one token may hold at once (the control token, or one
    * worker key), so that one cannot take the table (64) from the others;

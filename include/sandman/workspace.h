@@ -119,6 +119,12 @@ SM_API int sm_workspace_protect_check(const char *glob, sm_error *err);
 SM_API void sm_workspace_sync_stats(const sm_workspace_sync *sync, int64_t *bytes_in,
                                     int64_t *entries_in, int64_t *bytes_out, int64_t *entries_out);
 SM_API void sm_workspace_sync_free(sm_workspace_sync *sync);
+/* The manifest at path (a sync's manifest_path) of container old_container
+ * now names new_container: its /workspace was carried into a new sandbox,
+ * so the next copy stays incremental. A missing manifest, or one of
+ * another container, is left as it is. */
+SM_API int sm_workspace_manifest_retarget(const char *path, const char *old_container,
+                                          const char *new_container, sm_error *err);
 
 SM_API void sm_workspace_free_list(char **list, size_t n);
 

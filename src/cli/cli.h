@@ -35,6 +35,8 @@ int cmd_sandbox_doctor(const cli_call *call);
 int cmd_sandbox_list(const cli_call *call);
 int cmd_sandbox_reap(const cli_call *call);
 int cmd_sandbox_rm(const cli_call *call);
+int cmd_sandbox_create(const cli_call *call);
+int cmd_sandbox_inspect(const cli_call *call);
 int cmd_config_check(const cli_call *call);
 int cmd_config_explain(const cli_call *call);
 int cmd_config_reload(const cli_call *call);

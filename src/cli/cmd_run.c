@@ -128,9 +128,13 @@ static int stream_output(void *ud, int stream, const char *data, size_t len) {
 #define REFUSED_LINES 10
 
 static void report_workspace(const sm_run_result *r) {
+  const char *ws = r->replaced_workspace ? r->replaced_workspace : "";
   if (r->replaced_previous[0])
-    cli_warn("the sandbox was replaced (%s): what was installed in it is gone",
-             r->replaced_because);
+    cli_warn("the sandbox was replaced (%s); %s", r->replaced_because,
+             strcmp(ws, "kept") == 0 || strcmp(ws, "copied") == 0
+                 ? "its /workspace was carried over; what was installed elsewhere is gone"
+             : strcmp(ws, "gone") == 0 ? "it had stopped: its /workspace had gone with it"
+                                       : "its /workspace was not carried over (--replace)");
   for (size_t i = 0; i < r->n_refused && i < REFUSED_LINES; i++)
     cli_warn("not applied to the workspace: %s: %s", r->refused[i].path,
              sm_workspace_refusal_text(r->refused[i].reason));
@@ -313,6 +317,7 @@ static int run_call(const cli_call *call, run_args *a) {
     return cli_fail(&err);
   }
   if (a->use_stdin) req.stdin_read = read_stdin;
+  req.replace = cli_has(call, "replace");
   if (!a->json) req.on_output = stream_output;
   req.cancel = &cancelled;
   catch_signals();

@@ -23,6 +23,7 @@ typedef struct worker_args {
   int have_pool_size;
   size_t max_body, max_file_body, host_tool_memory;
   double background_max;
+  double mcp_session_idle, reap_interval;
 } worker_args;
 
 /* The table checked every value's form; here they become the runner's
@@ -76,6 +77,14 @@ static int parse_args(const cli_call *call, worker_args *a) {
       return cli_usage_error(call->cmd, 0,
                              "--background-max: takes a duration such as 10m or 1h, not '%s'",
                              cli_str(call, "background-max"));
+  }
+  const char *durations[] = {"mcp-session-idle", "reap-interval"};
+  double *slots[] = {&a->mcp_session_idle, &a->reap_interval};
+  for (size_t i = 0; i < 2; i++) {
+    const char *d = cli_str(call, durations[i]);
+    if (d && (sm_parse_duration(d, slots[i], &err) != 0 || *slots[i] <= 0))
+      return cli_usage_error(call->cmd, 0, "--%s: takes a duration such as 30s or 10m, not '%s'",
+                             durations[i], d);
   }
   if (cli_str(call, "sandbox-pool-size") &&
       sm_parse_int(cli_str(call, "sandbox-pool-size"), 0, SM_POOL_MAX_SIZE, &v, &err) == 0) {
@@ -199,6 +208,8 @@ static void server_options(sm_server_options *so, worker_args *a, const char *to
   so->project = project;
   so->project_environment = project_env;
   so->background_max_s = a->background_max;
+  so->mcp_session_idle_s = a->mcp_session_idle;
+  so->reap_interval_s = a->reap_interval;
   so->flags = &a->flags;
 }
 

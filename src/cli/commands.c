@@ -88,6 +88,9 @@ static const cli_flag run_flags[] = {
     {.name = "env-passthrough", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT,
      .help = "pass host variables matching GLOB (repeatable; never SANDMAN_*)"},
     {.name = "stdin", .short_name = 'i', .help = "pass standard input to the tool"},
+    {.name = "replace",
+     .help = "a per_run/per_worker sandbox these settings change may be replaced with an empty "
+             "/workspace when its own cannot be carried over"},
     {.name = "json", .help = "print the result as one JSON object"},
     END};
 
@@ -144,6 +147,10 @@ static const cli_flag worker_flags[] = {
      .help = "/mcp sessions one token may hold, of 64 (default 8)"},
     {.name = "host-tool-memory", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "host-tool requests held at once, all sandboxes, 4m to 1t (default 32m)"},
+    {.name = "mcp-session-idle", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "an MCP session idle this long ends, with its own sandbox (default 10m)"},
+    {.name = "reap-interval", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how often idle sandboxes and MCP sessions are looked for (default 60s)"},
     END};
 
 static const cli_flag doctor_flags[] = {
@@ -180,6 +187,33 @@ static const cli_flag rm_flags[] = {
      .help = "every sandbox of this worker"},
     {.name = "force", .short_name = 'f', .help = "busy sandboxes too"},
     {.name = "json", .help = "print {\"removed\", \"spared\", \"dry_run\"}"},
+    END};
+
+static const cli_flag create_flags[] = {
+    {.name = "template", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "a template of the configuration (templates.NAME)"},
+    {.name = "image", .kind = CLI_STRING, .metavar = "REF", .help = "image (never pulled)"},
+    FLAGS_SANDBOX_LIMITS,
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
+     .help = "per_run (default) or per_worker"},
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID",
+     .help = "its run (default: a run of its own, sbx-<random>)"},
+    FLAG_WORKER_ID,
+    FLAG_PROJECT,
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "the agent whose configuration entry gives the settings"},
+    {.name = "timeout", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "its life: removed by the next reap after it (default: the template's, else none)"},
+    {.name = "idle-timeout", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "removed by a reap once unused this long (default: the template's, else the "
+             "configuration's idle_timeout)"},
+    {.name = "label", .kind = CLI_STRING, .metavar = "KEY=VALUE", .attrs = CLI_REPEAT,
+     .help = "a label of its owner's (repeatable; GET /v1/sandboxes?label=KEY=VALUE finds it)"},
+    {.name = "json", .help = "print its description (as GET /v1/sandboxes/ID)"},
+    END};
+
+static const cli_flag inspect_flags[] = {
+    {.name = "json", .help = "print its description as JSON (the default)"},
     END};
 
 static const cli_flag explain_flags[] = {
@@ -296,7 +330,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm",
+    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -325,6 +359,20 @@ const cli_command cli_commands[] = {
                     "a named sandbox does not exist, is busy or could not be removed.",
      .min_args = 0, .max_args = -1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "sandbox remove", .alias_of = "sandbox rm", .summary = "alias of `sandbox rm`"},
+    {.name = "sandbox create", .flags = create_flags, .fn = cmd_sandbox_create,
+     .summary = "make a sandbox ahead of its calls",
+     .description = "Makes a per_run (or per_worker) sandbox from a template or image and "
+                    "starts it, against the engine (no runner needed), and prints its id "
+                    "(--json: its description). Calls reach it by its run id, or on a runner "
+                    "by its id (\"sandbox_id\"); it keeps its settings and is never replaced "
+                    "by a call. Exit 1 when that sandbox exists already.",
+     .max_args = 0},
+    {.name = "sandbox inspect", .flags = inspect_flags, .fn = cmd_sandbox_inspect,
+     .args = "SANDBOX", .summary = "one sandbox's description",
+     .description = "Prints a sandbox's description (id, keys, template, resources, life, "
+                    "labels) as JSON, as GET /v1/sandboxes/ID answers it. SANDBOX is its name, "
+                    "id or a unique id prefix. Exit 1 when there is no such sandbox.",
+     .min_args = 1, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,

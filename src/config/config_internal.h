@@ -18,6 +18,7 @@
 #define CFG_MAX_AGENTS 256
 #define CFG_MAX_TOOLS 256
 #define CFG_MAX_WORKERS 1024
+#define CFG_MAX_TEMPLATES 256
 #define CFG_WORKER_KEY_MAX 128 /* as the runner's worker keys */
 #define CFG_SERVICE_MAX 64     /* as the runner's service names */
 #define CFG_NAME_MAX 64 /* agent, tool and user names */
@@ -138,6 +139,7 @@ typedef struct cfg_layer {
   cfg_scope scope;
   char *workspace_root;               /* agents only */
   cfg_opt_list protect_add;           /* workspace.protect_add */
+  cfg_opt_list templates;             /* templates a caller may ask for (POST /v1/sandboxes) */
 } cfg_layer;
 
 typedef struct cfg_agent {
@@ -156,7 +158,15 @@ typedef struct cfg_tool {
 typedef struct cfg_worker {
   char *key;         /* a worker key, or "*" for every worker */
   cfg_list services; /* services of the credentials file it may lease */
+  cfg_opt_list templates; /* the templates its token may ask for (narrows) */
 } cfg_worker;
+
+/* templates.<name>: what a sandbox made from it gets (config_templates.c). */
+typedef struct cfg_template {
+  char *name;
+  cfg_value v[CS_COUNT]; /* image, network, runtime, cpu, memory, pids, disk, timeout, idle_timeout */
+  char *description;
+} cfg_template;
 
 struct sm_config {
   char *path; /* NULL: built-in defaults */
@@ -187,6 +197,9 @@ struct sm_config {
   cfg_worker *workers;
   size_t n_workers;
   json_object *broker; /* the broker section, normalized (config_broker.c); NULL: none */
+  cfg_template *templates;
+  size_t n_templates;
+  sm_config_limits limits; /* limits: (0 where the file does not say) */
 };
 
 const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name);

@@ -44,8 +44,8 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
                                        "tools", "workers", "audit", "egress_proxy", "broker",
-                                       NULL};
-static const char *const worker_keys[] = {"services", NULL};
+                                       "templates", "limits", NULL};
+static const char *const worker_keys[] = {"services", "templates", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "backend",
                                           "swarm", NULL};
@@ -60,13 +60,13 @@ static const char *const defaults_keys[] = {
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
-    "workspace", "egress", "broker", NULL};
+    "workspace", "egress", "broker", "templates", NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
-    "workspace", "egress", "broker", NULL};
+    "workspace", "egress", "broker", "templates", NULL};
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
@@ -227,7 +227,8 @@ static int list_push(vctx *v, cfg_list *l, const char *s) {
   return 0;
 }
 
-typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT, LIST_HOSTS } list_kind;
+typedef enum { LIST_GLOBS, LIST_ENV_GLOBS, LIST_TOOLS, LIST_SERVICES, LIST_PROTECT, LIST_HOSTS,
+               LIST_TEMPLATES } list_kind;
 
 /* The runner's names (worker keys, services): 1..max of letters, digits and
  * _ . : @ + = -, not starting with - or . */
@@ -255,6 +256,12 @@ static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind 
   if (kind == LIST_HOSTS) {
     sm_error perr = SM_ERROR_INIT;
     if (sm_egress_pattern_check(s, &perr) != 0) return cfg_verr(v, it, path, "%s", perr.message);
+    return 0;
+  }
+  if (kind == LIST_TEMPLATES) {
+    if (!cfg_valid_name(s))
+      return cfg_verr(v, it, path,
+                  "'%s' is not a template name (letters, digits, '.', '_' and '-', up to 63)", s);
     return 0;
   }
   if (kind == LIST_SERVICES) {
@@ -408,6 +415,7 @@ static void layer_free(cfg_layer *l) {
   list_free(&l->protect_add.list);
   list_free(&l->egress_allow.list);
   list_free(&l->egress_deny.list);
+  list_free(&l->templates.list);
   free(l->workspace_root);
   memset(l, 0, sizeof *l);
 }
@@ -506,6 +514,10 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     join(p, sizeof p, path, "host_tools");
     if ((rc = get_list(v, n, p, LIST_TOOLS, &l->host_tools.set, &l->host_tools.list)))
       return rc;
+  }
+  if ((n = cfg_map_get(map, "templates"))) {
+    join(p, sizeof p, path, "templates");
+    if ((rc = get_list(v, n, p, LIST_TEMPLATES, &l->templates.set, &l->templates.list))) return rc;
   }
   if ((n = cfg_map_get(map, "scope"))) {
     join(p, sizeof p, path, "scope");
@@ -817,6 +829,10 @@ static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
     int set = 0;
     snprintf(q, sizeof q, "%s.services", p);
     if (svc && (rc = get_list(v, svc, q, LIST_SERVICES, &set, &w->services))) return rc;
+    const cfg_ynode *tpl = cfg_ynode_is_null(body) ? NULL : cfg_map_get(body, "templates");
+    snprintf(q, sizeof q, "%s.templates", p);
+    if (tpl && (rc = get_list(v, tpl, q, LIST_TEMPLATES, &w->templates.set, &w->templates.list)))
+      return rc;
   }
   return 0;
 }
@@ -837,6 +853,156 @@ static int parse_pool_size(vctx *v, const cfg_ynode *defaults, sm_config *c) {
     return cfg_verr(v, n, "defaults.pool_size", "%s", perr.message);
   c->pool_size = (int)i;
   return 0;
+}
+
+static void value_free(cfg_value *val) {
+  free(val->str);
+  list_free(&val->list);
+  memset(val, 0, sizeof *val);
+}
+
+/* ---- templates: and limits: (docs/configuration.md#templates); every name a
+ * templates list gives must be a template of the file ---- */
+
+static const char *const template_keys[] = {"image",   "network", "runtime", "cpu",
+                                            "memory",  "pids",    "disk",    "timeout",
+                                            "idle_timeout", "description", NULL};
+static const cfg_setting template_settings[] = {CS_IMAGE,  CS_NETWORK, CS_RUNTIME, CS_CPU,
+                                                CS_MEMORY, CS_PIDS,    CS_DISK,    CS_TIMEOUT,
+                                                CS_IDLE_TIMEOUT};
+static const char *const limits_keys[] = {"cpu_max", "memory_max", "pids_max", "disk_max",
+                                          "timeout_max", "idle_timeout_max", NULL};
+
+static const cfg_template *template_named(const sm_config *c, const char *name) {
+  for (size_t i = 0; c && name && i < c->n_templates; i++)
+    if (strcmp(c->templates[i].name, name) == 0) return &c->templates[i];
+  return NULL;
+}
+
+static int parse_template(vctx *v, const cfg_ynode *key, const cfg_ynode *body,
+                          cfg_template *t) {
+  char p[512], q[600];
+  snprintf(p, sizeof p, "templates.%s", key->str);
+  if (!cfg_valid_name(key->str))
+    return cfg_verr(v, key, p,
+                    "template names may only hold letters, digits, '.', '_' and '-' (up to 63, "
+                    "starting with a letter or digit)");
+  int rc = check_map(v, body, p, template_keys);
+  if (rc) return rc;
+  if (!(t->name = strdup(key->str))) return sm_error_set(v->err, SM_ENOMEM, NULL);
+  if (cfg_ynode_is_null(body)) return 0;
+  for (size_t i = 0; i < sizeof template_settings / sizeof template_settings[0]; i++) {
+    cfg_setting id = template_settings[i];
+    const cfg_ynode *n = cfg_map_get(body, cfg_settings[id].name);
+    snprintf(q, sizeof q, "%s.%s", p, cfg_settings[id].name);
+    if (n && (rc = parse_setting(v, n, q, id, &t->v[id]))) return rc;
+  }
+  const cfg_ynode *d = cfg_map_get(body, "description");
+  if (d && !cfg_ynode_is_null(d)) {
+    snprintf(q, sizeof q, "%s.description", p);
+    if (d->type != CFG_Y_SCALAR) return cfg_verr(v, d, q, "expected a string");
+    if (!(t->description = strdup(d->str))) return sm_error_set(v->err, SM_ENOMEM, NULL);
+  }
+  return 0;
+}
+
+static int parse_templates(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "templates", NULL);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  size_t n = cfg_map_size(map);
+  if (n > CFG_MAX_TEMPLATES)
+    return cfg_verr(v, map, "templates", "more than %d templates", CFG_MAX_TEMPLATES);
+  c->templates = calloc(n ? n : 1, sizeof *c->templates);
+  if (!c->templates) return sm_error_set(v->err, SM_ENOMEM, NULL);
+  for (size_t i = 0; i < n; i++) {
+    rc = parse_template(v, cfg_map_key(map, i), cfg_map_value(map, i), &c->templates[c->n_templates++]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* One limits key: the same kind as the setting it bounds. */
+static int parse_limit(vctx *v, const cfg_ynode *map, const char *key, cfg_setting id,
+                       cfg_value *out) {
+  const cfg_ynode *n = cfg_map_get(map, key);
+  char p[64];
+  snprintf(p, sizeof p, "limits.%s", key);
+  return n ? parse_setting(v, n, p, id, out) : 0;
+}
+
+static int parse_limits(vctx *v, const cfg_ynode *map, sm_config *c) {
+  int rc = check_map(v, map, "limits", limits_keys);
+  if (rc || cfg_ynode_is_null(map)) return rc;
+  cfg_value val[6];
+  memset(val, 0, sizeof val);
+  if ((rc = parse_limit(v, map, "cpu_max", CS_CPU, &val[0])) == 0 &&
+      (rc = parse_limit(v, map, "memory_max", CS_MEMORY, &val[1])) == 0 &&
+      (rc = parse_limit(v, map, "pids_max", CS_PIDS, &val[2])) == 0 &&
+      (rc = parse_limit(v, map, "disk_max", CS_DISK, &val[3])) == 0 &&
+      (rc = parse_limit(v, map, "timeout_max", CS_TIMEOUT, &val[4])) == 0)
+    rc = parse_limit(v, map, "idle_timeout_max", CS_IDLE_TIMEOUT, &val[5]);
+  c->limits.cpu_max = val[0].d;
+  c->limits.memory_max = val[1].i;
+  c->limits.pids_max = val[2].i;
+  c->limits.disk_max = val[3].i;
+  c->limits.timeout_max = val[4].d;
+  c->limits.idle_timeout_max = val[5].d;
+  return rc;
+}
+
+/* Every name of a templates list under node (a layer, or a worker entry)
+ * is a template of the file. */
+static int check_names(vctx *v, const sm_config *c, const cfg_ynode *entry, const char *path) {
+  const cfg_ynode *list =
+      entry && entry->type == CFG_Y_MAP ? cfg_map_get(entry, "templates") : NULL;
+  if (list == NULL || list->type != CFG_Y_SEQ) return 0;
+  for (size_t i = 0; i < list->n; i++) {
+    const char *name = list->kids[i]->str;
+    if (template_named(c, name)) continue;
+    char p[600];
+    snprintf(p, sizeof p, "%s.templates[%zu]", path, i);
+    const char *near = NULL;
+    for (size_t t = 0; t < c->n_templates; t++)
+      if (sm_edit_distance(name, c->templates[t].name) <= 2) near = c->templates[t].name;
+    if (near)
+      return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (did you mean '%s'?)",
+                      name, near);
+    return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (templates.%s)", name,
+                    name);
+  }
+  return 0;
+}
+
+static int check_lists(vctx *v, const cfg_ynode *root, const sm_config *c) {
+  int rc = check_names(v, c, cfg_map_get(root, "defaults"), "defaults");
+  const char *sections[] = {"agents", "workers"};
+  for (size_t s = 0; rc == 0 && s < 2; s++) {
+    const cfg_ynode *map = cfg_map_get(root, sections[s]);
+    for (size_t i = 0; rc == 0 && map && map->type == CFG_Y_MAP && i < cfg_map_size(map); i++) {
+      char p[512];
+      snprintf(p, sizeof p, "%s.%s", sections[s], cfg_map_key(map, i)->str);
+      rc = check_names(v, c, cfg_map_value(map, i), p);
+    }
+  }
+  return rc;
+}
+
+static int parse_templates_limits(vctx *v, const cfg_ynode *root, sm_config *c) {
+  int rc = parse_templates(v, cfg_map_get(root, "templates"), c);
+  if (rc == 0) rc = parse_limits(v, cfg_map_get(root, "limits"), c);
+  if (rc == 0) rc = check_lists(v, root, c);
+  return rc;
+}
+
+static void templates_free(sm_config *c) {
+  for (size_t i = 0; i < c->n_templates; i++) {
+    for (int j = 0; j < CS_COUNT; j++) value_free(&c->templates[i].v[j]);
+    free(c->templates[i].name);
+    free(c->templates[i].description);
+  }
+  free(c->templates);
+  c->templates = NULL;
+  c->n_templates = 0;
 }
 
 static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
@@ -865,6 +1031,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
   if ((rc = parse_workers(v, cfg_map_get(root, "workers"), c))) return rc;
   if ((rc = cfg_broker_parse(v, root, c))) return rc;
+  if ((rc = parse_templates_limits(v, root, c))) return rc;
   return parse_tools(v, cfg_map_get(root, "tools"), c);
 }
 
@@ -910,7 +1077,9 @@ void sm_config_free(sm_config *cfg) {
   for (size_t i = 0; i < cfg->n_workers; i++) {
     free(cfg->workers[i].key);
     list_free(&cfg->workers[i].services);
+    list_free(&cfg->workers[i].templates.list);
   }
+  templates_free(cfg);
   free(cfg->workers);
   json_object_put(cfg->broker);
   free(cfg);

@@ -123,6 +123,21 @@ int sm_engine_container_remove(sm_engine *engine, const char *id, int force,
   return rc;
 }
 
+int sm_engine_container_rename(sm_engine *engine, const char *id, const char *new_name,
+                               sm_error *err) {
+  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  int rc = engine_check_ref(new_name, "container name", err);
+  if (rc != 0) return rc;
+  cleanup_buf sm_buf suffix;
+  sm_buf_init(&suffix, PATH_CAP);
+  rc = engine_ref_path(&suffix, "/rename?name=", new_name, NULL, NULL, "container name", err);
+  cleanup_buf sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  if (rc == 0) rc = container_path(&path, id, suffix.data, err);
+  if (rc == 0) rc = engine_call_json(engine, "POST", path.data, NULL, 0, NULL, NULL, err);
+  return rc;
+}
+
 int sm_engine_container_wait(sm_engine *engine, const char *id, const char *condition,
                              long timeout_ms, int64_t *out_status_code, sm_error *err) {
   if (out_status_code) *out_status_code = -1;

@@ -37,6 +37,17 @@ int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_e
   return rc;
 }
 
+int sm_engine_volume_inspect(sm_engine *engine, const char *name, json_object **out,
+                             sm_error *err) {
+  *out = NULL;
+  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  cleanup_buf sm_buf path;
+  sm_buf_init(&path, PATH_CAP);
+  int rc = engine_ref_path(&path, "/volumes/", name, NULL, NULL, "volume name", err);
+  if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
+  return rc;
+}
+
 int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n_labels,
                           json_object **out, sm_error *err) {
   *out = NULL;

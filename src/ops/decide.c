@@ -119,7 +119,15 @@ sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, siz
     snprintf(reason, len, "its owner %s is alive (a call is being set up or torn down)", owner);
     return SM_OPS_SPARE;
   }
-  if (in->older_than_s < 0) {
+  if (in->expires_at > 0 && in->now >= in->expires_at) {
+    sm_ops_format_duration(in->expires_at - in->created_at, limit_s, sizeof limit_s);
+    snprintf(reason, len, "its life of %s is over%s", limit_s, busy_note);
+    return SM_OPS_REMOVE;
+  }
+  /* Which idle limit applies: the sandbox's own, or the reap's. */
+  double limit = in->older_than_s;
+  if (in->own_idle_s > 0 && (in->own_first || limit < 0)) limit = in->own_idle_s;
+  if (limit < 0) {
     snprintf(reason, len, "%s and its owner is not gone (no --older-than given)",
              in->state && *in->state ? in->state : "present");
     return SM_OPS_SPARE;
@@ -128,8 +136,8 @@ sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, siz
   double idle = in->now - since;
   if (idle < 0) idle = 0;
   sm_ops_format_duration(idle, idle_s, sizeof idle_s);
-  sm_ops_format_duration(in->older_than_s, limit_s, sizeof limit_s);
-  if (idle >= in->older_than_s) {
+  sm_ops_format_duration(limit, limit_s, sizeof limit_s);
+  if (idle >= limit) {
     if (in->last_used_at >= 0)
       snprintf(reason, len, "idle for %s (limit %s)%s", idle_s, limit_s, busy_note);
     else

@@ -94,6 +94,7 @@ void ops_sandbox_labels(json_object *labels, sm_ops_sandbox *out) {
   ops_copy(out->worker_id, sizeof out->worker_id, ops_label(labels, SM_OPS_LABEL_WORKER));
   ops_copy(out->agent, sizeof out->agent, ops_label(labels, SM_OPS_LABEL_AGENT));
   ops_copy(out->owner, sizeof out->owner, ops_label(labels, SM_OPS_LABEL_OWNER));
+  ops_sandbox_describe(labels, out);
 }
 
 int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_error *err) {
@@ -146,6 +147,81 @@ void sm_ops_sandbox_list_dispose(sm_ops_sandbox_list *list) {
   list->n = 0;
 }
 
+/* ---- what a sandbox says about itself beyond its keys ---- */
+
+static double number_label(json_object *labels, const char *key, double none) {
+  const char *v = ops_label(labels, key);
+  double d = 0;
+  if (v == NULL || sm_parse_double(v, 0, 1e15, &d, NULL) != 0) return none;
+  return d;
+}
+
+/* The owner's labels (io.sandman.label.<key>) as a JSON object's text. */
+static void user_labels(json_object *labels, char *out, size_t len) {
+  json_object *o = json_object_new_object();
+  size_t plen = strlen(SM_OPS_LABEL_USER_PREFIX);
+  if (o && labels && json_object_is_type(labels, json_type_object)) {
+    json_object_object_foreach(labels, k, v) {
+      if (strncmp(k, SM_OPS_LABEL_USER_PREFIX, plen) != 0 || k[plen] == '\0' ||
+          !json_object_is_type(v, json_type_string))
+        continue;
+      json_object_object_add(o, k + plen, json_object_get(v));
+    }
+  }
+  const char *text = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "{}";
+  /* Labels this sandman wrote fit; anything else is not shown cut. */
+  snprintf(out, len, "%s", strlen(text) < len ? text : "{}");
+  json_object_put(o);
+}
+
+void ops_sandbox_describe(json_object *labels, sm_ops_sandbox *out) {
+  ops_copy(out->principal, sizeof out->principal, ops_label(labels, SM_OPS_LABEL_PRINCIPAL));
+  const char *res = ops_label(labels, SM_OPS_LABEL_RESOURCE);
+  out->resource = res && strcmp(res, "true") == 0;
+  ops_copy(out->template_name, sizeof out->template_name, ops_label(labels, SM_OPS_LABEL_TEMPLATE));
+  ops_copy(out->network, sizeof out->network, ops_label(labels, "io.sandman.network"));
+  ops_copy(out->runtime, sizeof out->runtime, ops_label(labels, "io.sandman.runtime"));
+  out->cpu = number_label(labels, "io.sandman.cpu", -1);
+  out->memory = (int64_t)number_label(labels, "io.sandman.memory", -1);
+  out->pids = (int64_t)number_label(labels, "io.sandman.pids", -1);
+  out->disk = (int64_t)number_label(labels, "io.sandman.disk", -1);
+  out->timeout_s = number_label(labels, SM_OPS_LABEL_TIMEOUT, 0);
+  out->idle_timeout_s = number_label(labels, SM_OPS_LABEL_IDLE_TIMEOUT, 0);
+  user_labels(labels, out->labels, sizeof out->labels);
+}
+
+static json_object *count_or_null(double v) {
+  return v >= 0 ? json_object_new_int64((int64_t)v) : NULL;
+}
+
+void ops_sandbox_describe_json(json_object *o, const sm_ops_sandbox *sb) {
+  json_object_object_add(o, "resource", json_object_new_boolean(sb->resource));
+  json_object_object_add(o, "template", sb->template_name[0]
+                                            ? json_object_new_string(sb->template_name)
+                                            : NULL);
+  json_object_object_add(o, "network", sb->network[0] ? json_object_new_string(sb->network) : NULL);
+  json_object *r = json_object_new_object();
+  json_object_object_add(r, "cpu", sb->cpu >= 0 ? json_object_new_double(sb->cpu) : NULL);
+  json_object_object_add(r, "memory", count_or_null((double)sb->memory));
+  json_object_object_add(r, "pids", count_or_null((double)sb->pids));
+  json_object_object_add(r, "disk", count_or_null((double)sb->disk));
+  json_object_object_add(o, "resources", r);
+  json_object_object_add(o, "timeout_s",
+                         sb->timeout_s > 0 ? json_object_new_double(sb->timeout_s) : NULL);
+  json_object_object_add(o, "idle_timeout_s", sb->idle_timeout_s > 0
+                                                  ? json_object_new_double(sb->idle_timeout_s)
+                                                  : NULL);
+  char t[40];
+  if (sb->timeout_s > 0 && sb->created_at > 0) {
+    sm_format_time(sb->created_at + sb->timeout_s, t, sizeof t);
+    json_object_object_add(o, "expires_at", json_object_new_string(t));
+  } else {
+    json_object_object_add(o, "expires_at", NULL);
+  }
+  json_object *labels = json_tokener_parse(sb->labels[0] ? sb->labels : "{}");
+  json_object_object_add(o, "labels", labels ? labels : json_object_new_object());
+}
+
 /* ---- JSON ---- */
 
 static json_object *string_or_null(const char *s) {
@@ -176,6 +252,7 @@ json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb) {
   json_object_object_add(o, "busy", json_object_new_boolean(sb->busy));
   json_object_object_add(o, "pool", json_object_new_boolean(sb->pool));
   json_object_object_add(o, "node", string_or_null(sb->node));
+  ops_sandbox_describe_json(o, sb);
   return o;
 }
 

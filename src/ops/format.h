@@ -20,6 +20,12 @@ const char *ops_label(json_object *labels, const char *key);
 /* The sandbox's mode, project, run, worker, agent and owner from labels. */
 void ops_sandbox_labels(json_object *labels, sm_ops_sandbox *out);
 
+/* What the labels say beyond the keys: principal, resource, template,
+ * resources, life, the owner's labels. */
+void ops_sandbox_describe(json_object *labels, sm_ops_sandbox *out);
+/* Those fields into the sandbox's JSON object o. */
+void ops_sandbox_describe_json(json_object *o, const sm_ops_sandbox *sb);
+
 /* Copies src into dst (always NUL-terminated; NULL copies ""). */
 void ops_copy(char *dst, size_t len, const char *src);
 

@@ -28,6 +28,7 @@ int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *ou
   sm_ops_reap_options opts = SM_OPS_REAP_OPTIONS_INIT;
   opts.older_than_s = idle_timeout_s > 0 ? idle_timeout_s : -1;
   opts.keep_pool = 1; /* the pool keeps idle containers on purpose */
+  opts.own_first = 1; /* a sandbox's own idle timeout is its owner's word */
   rc = sm_ops_reap(&scope, &opts, report, err);
   if (rc == 0) sm_ops_report_audit(report, "sandbox.reaped", sm_runner_audit(runner));
   /* The service's log is where an operator sees what went away. */

@@ -40,15 +40,20 @@ static void drop_egress(json_object *array) {
   }
 }
 
-/* The engine's containers of this instance (plus one more label filter,
- * "key=value", when extra is not NULL). */
-static int list_containers(const sm_ops_scope *scope, int all, const char *extra,
-                           json_object **out, sm_error *err) {
+#define EXTRA_FILTERS_MAX 24
+
+/* The engine's containers of this instance (plus the label filters
+ * extra[0..n_extra), "key=value" or "key"). */
+static int list_containers(const sm_ops_scope *scope, int all, const char *const *extra,
+                           size_t n_extra, json_object **out, sm_error *err) {
   char managed[LABEL_MAX], instance[LABEL_MAX];
   snprintf(managed, sizeof managed, "%s=true", SM_OPS_LABEL_MANAGED);
   snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
-  const char *labels[3] = {managed, instance, extra};
-  int rc = sm_engine_container_list(scope->engine, all, labels, extra ? 3 : 2, out, err);
+  if (n_extra > EXTRA_FILTERS_MAX)
+    return sm_error_set(err, SM_EINVAL, "at most %d label filters", EXTRA_FILTERS_MAX);
+  const char *labels[EXTRA_FILTERS_MAX + 2] = {managed, instance};
+  for (size_t i = 0; i < n_extra; i++) labels[2 + i] = extra[i];
+  int rc = sm_engine_container_list(scope->engine, all, labels, 2 + n_extra, out, err);
   if (rc) return sm_error_wrap(err, "listing the sandboxes of instance '%s'", labels[1] + strlen(SM_OPS_LABEL_INSTANCE) + 1);
   if (*out == NULL || !json_object_is_type(*out, json_type_array)) {
     json_object_put(*out);
@@ -101,13 +106,22 @@ int ops_is_swarm(const sm_ops_scope *scope) {
 }
 
 int sm_ops_list(const sm_ops_scope *scope, int all, sm_ops_sandbox_list *out, sm_error *err) {
+  return sm_ops_list_filtered(scope, all, NULL, 0, out, err);
+}
+
+int sm_ops_list_filtered(const sm_ops_scope *scope, int all, const char *const *labels,
+                         size_t n_labels, sm_ops_sandbox_list *out, sm_error *err) {
   out->n = 0;
   out->items = NULL;
   int rc = check_scope(scope, err);
   if (rc) return rc;
-  if (ops_is_swarm(scope)) return ops_swarm_list(scope, all, out, err);
+  if (ops_is_swarm(scope)) {
+    if (n_labels)
+      return sm_error_set(err, SM_EUNSUPPORTED, "label filters are not supported on a swarm");
+    return ops_swarm_list(scope, all, out, err);
+  }
   cleanup_json json_object *array = NULL;
-  rc = list_containers(scope, all, NULL, &array, err);
+  rc = list_containers(scope, all, labels, n_labels, &array, err);
   if (rc) return rc;
   return to_sandboxes(scope, array, out, err);
 }
@@ -341,6 +355,9 @@ static void reap_input(const sm_ops_sandbox *sb, const sm_ops_reap_options *opts
   in->older_than_s = opts->older_than_s;
   in->force = opts->force;
   in->keep_pool = opts->keep_pool;
+  in->own_first = opts->own_first;
+  in->own_idle_s = sb->idle_timeout_s;
+  in->expires_at = sb->timeout_s > 0 && sb->created_at > 0 ? sb->created_at + sb->timeout_s : 0;
 }
 
 static int volumes_of(json_object *answer, json_object **out) {
@@ -529,7 +546,7 @@ int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_o
     return sm_error_set(err, SM_EPROTOCOL, "the engine's volume list has no Volumes array");
 
   cleanup_json json_object *array = NULL;
-  rc = list_containers(scope, 1, NULL, &array, err);
+  rc = list_containers(scope, 1, NULL, 0, &array, err);
   if (rc) return rc;
   sm_ops_sandbox_list list = {0, NULL};
   rc = to_sandboxes(scope, array, &list, err);
@@ -607,7 +624,8 @@ static int select_by_label(const sm_ops_scope *scope, const char *key, const cha
   if (snprintf(filter, sizeof filter, "%s=%s", key, value) >= (int)sizeof filter)
     return sm_error_set(err, SM_EINVAL, "'%s' is too long", value);
   cleanup_json json_object *array = NULL;
-  int rc = list_containers(scope, 1, filter, &array, err);
+  const char *filters[1] = {filter};
+  int rc = list_containers(scope, 1, filters, 1, &array, err);
   if (rc) return rc;
   return to_sandboxes(scope, array, out, err);
 }

@@ -21,6 +21,7 @@
 
 #include "common/thread.h"
 #include "sandbox/acquire.h"
+#include "sandbox/carry.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/lookup.h"
 #include "sandbox/pool.h"
@@ -62,7 +63,7 @@ static void replace_reason(json_object *insp, const sm_sandbox_settings *s, int 
   }
   const char *net = sandbox_json_str(insp, "HostConfig", "NetworkMode");
   const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
-  const char *names[6];
+  const char *names[7];
   size_t n = 0;
   if (net && strcmp(net, s->network) != 0) names[n++] = "network";
   if (rt && strcmp(rt, s->runtime[0] ? s->runtime : "runc") != 0) names[n++] = "runtime";
@@ -70,6 +71,8 @@ static void replace_reason(json_object *insp, const sm_sandbox_settings *s, int 
   if (json_int(insp, "HostConfig", "NanoCpus") != (s->cpu > 0 ? (int64_t)(s->cpu * 1e9 + 0.5) : 0))
     names[n++] = "cpu";
   if (json_int(insp, "HostConfig", "PidsLimit") != (s->pids > 0 ? s->pids : 0)) names[n++] = "pids";
+  const char *disk = sandbox_label_of(insp, "disk");
+  if (disk && strtoll(disk, NULL, 10) != s->disk) names[n++] = "disk";
   if (n == 0) {
     snprintf(out, len, "its configuration changed");
     return;
@@ -107,6 +110,10 @@ static int take_busy(const char *state_dir, const sm_run_request *req, sandbox_b
                         "is needed alone by a call with leased credentials", &sb->busy, err);
 }
 
+static int is_keyed_label(const char *mode) {
+  return mode && (strcmp(mode, "per_run") == 0 || strcmp(mode, "per_worker") == 0);
+}
+
 static const char *project_of(const sm_run_request *req) {
   return req->project && *req->project ? req->project : "default";
 }
@@ -141,13 +148,15 @@ static int keyed_check_found(const sandbox_ctx *ctx, const sm_run_request *req,
                         "a container named %s exists that this sandman instance did not make; "
                         "remove or rename it",
                         sb->name);
+  if (req->sandbox && !is_keyed_label(sandbox_label_of(insp, "mode")))
+    return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s", sb->name);
   if (!sm_principal_may_use(req->principal, sandbox_label_of(insp, "principal")))
     /* Only a key collision or a hand-made container gets here: a
      * worker's keys carry its principal. */
     return sm_error_set(err, SM_EPOLICY,
                         "sandbox %s belongs to another worker; this call may not use it",
                         sb->name);
-  if (sb->mode == SM_MODE_PER_WORKER && proj && strcmp(proj, project_of(req)) != 0)
+  if (!req->sandbox && sb->mode == SM_MODE_PER_WORKER && proj && strcmp(proj, project_of(req)) != 0)
     return sm_error_set(err, SM_EPOLICY,
                         "worker '%s' is pinned to project '%s'; a call for project '%s' is "
                         "refused",
@@ -155,23 +164,50 @@ static int keyed_check_found(const sandbox_ctx *ctx, const sm_run_request *req,
   return 0;
 }
 
+/* The sandbox found is used as it is. */
+static void keyed_use(sandbox_box *sb, json_object *insp) {
+  const char *id = sandbox_json_str(insp, "Id", NULL);
+  snprintf(sb->id, sizeof sb->id, "%s", id ? id : sb->name);
+  /* Its calls' user: the label (the container itself runs as root);
+   * Config.User for a sandbox made before the label existed. */
+  const char *u = sandbox_label_of(insp, "user");
+  ids_from_user(u && *u ? u : sandbox_json_str(insp, "Config", "User"), &sb->uid, &sb->gid);
+  sb->reused = 1;
+}
+
 /* The container found under the sandbox's name: used when it runs with
- * the call's configuration, else removed (holding *excl, so that no call
- * is in flight in it) to be made again. */
+ * the call's configuration (or is pinned: named by its id, or made as a
+ * resource), else replaced with its /workspace carried over, holding its
+ * exclusive lock (*excl) so that no call is in flight in it. */
 static int keyed_found(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                        sandbox_box *sb, json_object *insp, sm_state_lock **excl, sm_error *err) {
   int rc = keyed_check_found(ctx, req, sb, insp, err);
   if (rc) return rc;
   const char *hash = sandbox_label_of(insp, "config-hash");
+  const char *resource = sandbox_label_of(insp, "resource");
   int stale = !hash || strcmp(hash, sb->hash) != 0;
-  if (!stale && is_running(insp)) {
-    const char *id = sandbox_json_str(insp, "Id", NULL);
-    snprintf(sb->id, sizeof sb->id, "%s", id ? id : sb->name);
-    /* Its calls' user: the label (the container itself runs as root);
-     * Config.User for a sandbox made before the label existed. */
-    const char *u = sandbox_label_of(insp, "user");
-    ids_from_user(u && *u ? u : sandbox_json_str(insp, "Config", "User"), &sb->uid, &sb->gid);
-    sb->reused = 1;
+  int running = is_running(insp);
+  if (req->sandbox || (resource && strcmp(resource, "true") == 0)) {
+    if (!running)
+      return sm_error_set(err, SM_ESANDBOX,
+                          "sandbox %s is not running (%s): it keeps the settings it was made "
+                          "with and is never replaced by a call; remove it and make another",
+                          sb->name, sandbox_json_str(insp, "State", "Status") ? sandbox_json_str(insp, "State", "Status") : "stopped");
+    /* A leased call runs in a container of its own made with the call's
+     * settings beside the sandbox: never with others than the sandbox's. */
+    if (stale && req->n_secret_env > 0 && !req->sandbox)
+      return sm_error_set(err, SM_EPOLICY,
+                          "sandbox %s was made with other settings than this call's: a call with "
+                          "leased credentials runs in a container of the call's settings beside it, "
+                          "so it is refused here; name the sandbox by its id (\"sandbox_id\"), "
+                          "whose calls take its own settings",
+                          sb->name);
+    keyed_use(sb, insp);
+    sb->uncached = stale; /* each call looks again: a leased one is refused above */
+    return 0;
+  }
+  if (!stale && running) {
+    keyed_use(sb, insp);
     return 0;
   }
   const char *old = sandbox_json_str(insp, "Id", NULL);
@@ -183,14 +219,15 @@ static int keyed_found(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
                       req->settings.timeout_s > 0 ? req->settings.timeout_s : 3600,
                       "must be replaced (its configuration changed)", excl, err);
   if (rc) return rc;
-  sm_log(SM_LOG_WARN, "replacing sandbox %s: %s; what was installed in it is gone", sb->name,
-         sb->because);
-  sandbox_audit(ctx, "sandbox.replaced", req, sb, sb->because);
-  rc = sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, err);
-  if (rc) {
-    sm_state_unlock(*excl);
-    *excl = NULL;
+  rc = sandbox_replace(ctx, e, req, sb, running, err);
+  if (rc == 0) {
+    sm_log(SM_LOG_DEBUG, "replaced sandbox %s: %s; its /workspace: %s", sb->name, sb->because,
+           sb->carried);
+    sandbox_audit(ctx, "sandbox.replaced", req, sb, sb->because);
+    sb->made = 1;
   }
+  sm_state_unlock(*excl);
+  *excl = NULL;
   return rc;
 }
 
@@ -207,6 +244,18 @@ static void keyed_remember(const sandbox_ctx *ctx, const sm_run_request *req,
   sandbox_lookup_put(ctx->lookup, sb->name, &c);
 }
 
+/* A new keyed sandbox under its name (nothing found there). */
+static int keyed_make(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                      sandbox_box *sb, sm_error *err) {
+  /* A volume left by a crash would carry old files and old options. */
+  sm_error ignore = SM_ERROR_INIT;
+  sm_engine_volume_remove(e, sb->volume, 1, &ignore);
+  sm_state_forget(ctx->state_dir, sb->name);
+  int rc = sandbox_create(ctx, e, req, sb, err);
+  if (rc == 0) sb->made = 1;
+  return rc;
+}
+
 /* One look under the key lock: found, replaced or created. *again when
  * another sandman created it meanwhile (look again). */
 static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
@@ -214,25 +263,20 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
   json_object *insp = NULL;
   sm_state_lock *excl = NULL;
   int rc = sm_engine_container_inspect(e, sb->name, &insp, err);
+  if (rc == SM_ENOTFOUND && req->sandbox)
+    return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s (removed since?)", sb->name);
   if (rc == SM_ENOTFOUND) rc = 0;
   else if (rc) return sm_error_wrap(err, "looking up sandbox %s", sb->name);
   else rc = keyed_found(ctx, e, req, sb, insp, &excl, err);
   json_object_put(insp);
   if (rc) return rc;
-  if (!sb->reused) {
-    if (excl == NULL) {
-      /* A volume left by a crash would carry old files and old options. */
-      sm_error ignore = SM_ERROR_INIT;
-      sm_engine_volume_remove(e, sb->volume, 1, &ignore);
-      sm_state_forget(ctx->state_dir, sb->name);
-    }
-    rc = sandbox_create(ctx, e, req, sb, err);
-    sm_state_unlock(excl);
+  if (!sb->reused && !sb->made) {
+    rc = keyed_make(ctx, e, req, sb, err);
     *again = rc == SM_ECONFLICT;
     if (rc) return rc;
   }
   rc = take_busy(ctx->state_dir, req, sb, err);
-  if (rc == 0) keyed_remember(ctx, req, sb);
+  if (rc == 0 && !sb->uncached) keyed_remember(ctx, req, sb);
   return rc;
 }
 
@@ -252,6 +296,28 @@ int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_req
     sm_log(SM_LOG_DEBUG, "sandbox %s was created elsewhere meanwhile: looking again", sb->name);
     sm_sleep_ms(50);
   }
+  sm_state_unlock(key_lock);
+  return rc;
+}
+
+int sandbox_make_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                       sandbox_box *sb, sm_error *err) {
+  char key[SM_NAME_MAX + 16];
+  snprintf(key, sizeof key, "create-%s", sb->name);
+  sm_state_lock *key_lock = NULL;
+  int rc = sm_state_key_lock(ctx->state_dir, key, &key_lock, err);
+  if (rc) return sm_error_wrap(err, "locking sandbox key %s", sb->name);
+  json_object *insp = NULL;
+  rc = sm_engine_container_inspect(e, sb->name, &insp, err);
+  if (rc == 0) {
+    const char *id = sandbox_json_str(insp, "Id", NULL);
+    snprintf(sb->id, sizeof sb->id, "%s", id ? id : "");
+    rc = sm_error_set(err, SM_ECONFLICT, "sandbox %s exists already (id %.12s)", sb->name, sb->id);
+  } else if (rc == SM_ENOTFOUND) {
+    sm_error_clear(err);
+    rc = keyed_make(ctx, e, req, sb, err);
+  }
+  json_object_put(insp);
   sm_state_unlock(key_lock);
   return rc;
 }

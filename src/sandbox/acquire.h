@@ -17,6 +17,11 @@
  * holds the sandbox's busy lock (exclusive for a leased call). */
 int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                           sandbox_box *sb, sm_error *err);
+/* Makes the keyed sandbox sb (its mode, hash, name, volume and key set)
+ * under its key lock, holding nothing after: SM_ECONFLICT (sb->id set)
+ * when it exists already. */
+int sandbox_make_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                       sandbox_box *sb, sm_error *err);
 /* sb has its mode and hash; the name comes from the pool's item or is new. */
 int sandbox_acquire_per_tool(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                              sandbox_box *sb, sm_error *err);

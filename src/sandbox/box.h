@@ -28,6 +28,9 @@ typedef struct sandbox_box {
   char lease_of[SM_NAME_MAX]; /* a leased call's own container (lease_box.h): the
                                * keyed sandbox whose volume it shares; "" otherwise */
   double lease_deadline_s;    /* with lease_of: when its keeper ends at the latest */
+  const char *carried; /* what became of its /workspace (sm_run_result.replaced_workspace) */
+  int made;            /* keyed: made by this call (a replacement, or new) */
+  int uncached;        /* keyed: used though made with other settings: not remembered */
   sm_state_lock *busy;
   sandbox_swarm_box swarm;  /* the swarm backend's hold on it */
 } sandbox_box;

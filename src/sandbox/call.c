@@ -156,6 +156,17 @@ static int call_names(call *c, sm_error *err) {
   sb->mode = c->req->settings.mode;
   sm_sandbox_settings_hash(&c->req->settings, sb->hash);
   if (sb->mode == SM_MODE_PER_TOOL) return 0;
+  if (c->req->sandbox) {
+    /* Named by the runner: found under its name, never made. */
+    if (sb->mode != SM_MODE_PER_RUN && sb->mode != SM_MODE_PER_WORKER)
+      return sm_error_set(err, SM_EINVAL, "a sandbox named by its id is per_run or per_worker");
+    if (strcmp(c->ctx->backend->name, "docker") != 0)
+      return sm_error_set(err, SM_EUNSUPPORTED, "sandboxes named by their id need the docker backend");
+    snprintf(sb->name, sizeof sb->name, "%s", c->req->sandbox);
+    snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
+    sb->scope_key[0] = '\0';
+    return 0;
+  }
   int rc = sm_scope_key(c->req, sb->mode, sb->scope_key, sizeof sb->scope_key, err);
   if (rc == 0)
     rc = sm_keyed_name(c->ctx->instance, sb->mode, sb->scope_key, sb->name, sizeof sb->name, err);
@@ -171,6 +182,9 @@ static int call_acquire(call *c, sm_error *err) {
   sb->reused = 0;
   sb->pooled = 0;
   sb->cached = 0;
+  sb->made = 0;
+  sb->uncached = 0;
+  sb->carried = NULL;
   sb->id[0] = '\0';
   int rc = ctx->backend->acquire(ctx, c->manager, req, sb, &c->e, err);
   if (rc) return rc;
@@ -187,6 +201,7 @@ static int call_acquire(call *c, sm_error *err) {
   out->reused = sb->reused;
   snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb->replaced);
   snprintf(out->replaced_because, sizeof out->replaced_because, "%s", sb->because);
+  out->replaced_workspace = sb->replaced[0] ? sb->carried : NULL;
   /* Every exec of the call names its user: the container runs as root. */
   snprintf(sb->user, sizeof sb->user, "%d:%d", sb->uid, sb->gid);
   c->t.container_id = sb->id;

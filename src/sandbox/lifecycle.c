@@ -16,6 +16,7 @@
 #include "sandbox/env.h"
 #include "sandbox/helper.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/meta.h"
 #include "sandbox/network.h"
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
@@ -108,11 +109,27 @@ static int prepare_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_s
   return 0;
 }
 
+int sandbox_plan_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_settings *s,
+                      sandbox_box *sb, sm_error *err) {
+  json_object *image = NULL;
+  int rc = sm_sandbox_image_present(e, s->image, &image, err);
+  if (rc == 0) rc = prepare_user(ctx, e, s, image, sb, err);
+  json_object_put(image);
+  return rc;
+}
+
 static int ignore_missing(int rc) { return rc == SM_ENOTFOUND ? 0 : rc; }
 
-/* Removes the container and its volume; what is already gone is fine. */
 int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const char *volume,
                    sm_error *err) {
+  int rc = sandbox_remove_keep_state(e, name, volume, err);
+  sm_state_forget(state_dir, name);
+  return rc;
+}
+
+/* Removes the container and its volume (volume NULL: the container
+ * only); what is already gone is fine. */
+int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume, sm_error *err) {
   sm_error e1 = SM_ERROR_INIT;
   /* Its egress relay (network allowlist), if it has one. */
   if (sm_egress_revoke(e, name, &e1) != 0) {
@@ -128,7 +145,6 @@ int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const 
     if (vrc != SM_ECONFLICT || rc != 0) break;
     sm_sleep_ms(100);
   }
-  sm_state_forget(state_dir, name);
   if (rc == 0 && vrc == 0)
     sm_log_event(SM_LOG_DEBUG, "sandbox.remove", SM_LOG_FIELDS(SM_LOG_STR("name", name)),
                  "removed sandbox %s", name);
@@ -275,6 +291,7 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   json_object *labels = sm_labels_build(&li);
   if (labels && sb->pooled)
     json_object_object_add(labels, SM_LABEL_PREFIX "pool", json_object_new_string("true"));
+  if (labels) sandbox_meta_labels(labels, req);
   sm_strv env = {0};
   sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
   rc = sm_env_build(&es, &env, err);

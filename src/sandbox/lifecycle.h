@@ -25,6 +25,11 @@ int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, s
 int sm_sandbox_image_present(sm_engine *e, const char *image, json_object **out,
                              sm_error *err);
 
+/* The user (sb->user, uid, gid) a sandbox of settings s gets from its
+ * image, as creating it would choose it. */
+int sandbox_plan_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_settings *s,
+                      sandbox_box *sb, sm_error *err);
+
 /* o[a] (b NULL) or o[a][b] when it is a string; NULL otherwise. */
 const char *sandbox_json_str(json_object *o, const char *a, const char *b);
 /* The io.sandman.<key> label of a container's inspect object, or NULL. */
@@ -50,6 +55,10 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
  * fine) and drops its state files. */
 int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const char *volume,
                    sm_error *err);
+/* The same without dropping its state files (its workspace manifest,
+ * last use): a sandbox replaced by one of the same name keeps them.
+ * volume NULL: the container alone goes. */
+int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume, sm_error *err);
 /* A sandbox's life in the audit trail (sandbox.created, .replaced, .removed). */
 void sandbox_audit(const sandbox_ctx *ctx, const char *event, const sm_run_request *req,
                    const sandbox_box *sb, const char *message);

@@ -66,6 +66,9 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
     json_object *x = json_object_new_object();
     json_object_object_add(x, "previous", json_object_new_string(r->replaced_previous));
     json_object_object_add(x, "because", sm_json_text(r->replaced_because, strlen(r->replaced_because)));
+    json_object_object_add(x, "workspace", r->replaced_workspace
+                                               ? json_object_new_string(r->replaced_workspace)
+                                               : NULL);
     json_object_object_add(o, "replaced", x);
   }
   const char *kind = sm_failure_kind_name(r->failure_kind);

@@ -363,6 +363,15 @@ static void host_limits(json_object *hc, const sm_container_spec *spec) {
   else json_object_put(ul);
 }
 
+void sandbox_volume_options(const sm_sandbox_settings *s, int uid, int gid, char *out, size_t len) {
+  /* nosuid, nodev: nothing the tool leaves in /workspace is a device or
+   * gains privileges by its mode bits. */
+  int n = snprintf(out, len, "size=%lld,nosuid,nodev",
+                   (long long)(s->disk > 0 ? s->disk : 1024LL * 1024 * 1024));
+  if (uid >= 0 && n > 0 && (size_t)n < len)
+    snprintf(out + n, len - (size_t)n, ",uid=%d,gid=%d,mode=0755", uid, gid >= 0 ? gid : uid);
+}
+
 /* /workspace: a named volume on tmpfs sized by --disk. The engine makes it
  * with the container, with the same labels (minus io.sandman.volume). */
 static json_object *workspace_mounts(const sm_container_spec *spec) {
@@ -384,13 +393,7 @@ static json_object *workspace_mounts(const sm_container_spec *spec) {
   json_object_object_add(dopts, "type", json_object_new_string("tmpfs"));
   json_object_object_add(dopts, "device", json_object_new_string("tmpfs"));
   char o[128];
-  /* nosuid, nodev: nothing the tool leaves in /workspace is a device or
-   * gains privileges by its mode bits. */
-  int n = snprintf(o, sizeof o, "size=%lld,nosuid,nodev",
-                   (long long)(s->disk > 0 ? s->disk : 1024LL * 1024 * 1024));
-  if (spec->uid >= 0 && n > 0 && (size_t)n < sizeof o)
-    snprintf(o + n, sizeof o - (size_t)n, ",uid=%d,gid=%d,mode=0755", spec->uid,
-             spec->gid >= 0 ? spec->gid : spec->uid);
+  sandbox_volume_options(s, spec->uid, spec->gid, o, sizeof o);
   json_object_object_add(dopts, "o", json_object_new_string(o));
   json_object_object_add(dc, "Options", dopts);
   json_object_object_add(vo, "DriverConfig", dc);

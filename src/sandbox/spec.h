@@ -71,6 +71,11 @@ typedef struct sm_container_spec {
 #define SM_GVISOR_PIDS_PER_TASK 12
 int64_t sm_host_pids_limit(int64_t pids, int gvisor);
 
+/* The /workspace volume's tmpfs options ("size=...,nosuid,nodev,uid=...")
+ * for settings s and its owner: a volume keeps the options it was made
+ * with, so a sandbox that would need others gets a volume of its own. */
+void sandbox_volume_options(const sm_sandbox_settings *s, int uid, int gid, char *out, size_t len);
+
 /* The ContainerConfig (HostConfig inside) of a hardened sandbox. Caller
  * owns the result. */
 json_object *sm_container_config_build(const sm_container_spec *spec);

@@ -16,6 +16,7 @@
 #include <sandman/util.h>
 
 #include "server/call.h"
+#include "server/sandbox_owner.h"
 
 #define GENERIC_401 SM_CALL_GENERIC_401
 #define LEASE_REFUSED "lease invalid or expired"
@@ -42,6 +43,7 @@ static void settle_lease(call *k, int used) {
 
 static void call_free(call *k) {
   if (k == NULL) return;
+  free(k->made);
   settle_lease(k, 0);
   sm_execute_params_dispose(&k->p);
   sm_strings_free(k->argv, k->argc);
@@ -380,6 +382,68 @@ static int take_lease(call *k, sm_answer *a) {
   return 0;
 }
 
+double server_idle_timeout(const sm_resolved *r) {
+  for (size_t i = 0; i < r->n_sources; i++)
+    if (strcmp(r->sources[i].name, "idle_timeout") == 0 &&
+        r->sources[i].source != SM_SOURCE_BUILT_IN)
+      return r->settings.idle_timeout_s;
+  return SM_SERVER_IDLE_DEFAULT_S;
+}
+
+/* "sandbox_id": the sandbox the call runs in, found with the owner rules
+ * (sandbox_owner.c); its keys replace the call's. Keys that would name
+ * another sandbox are refused, never silently ignored. */
+static int named_sandbox(call *k, sm_answer *a) {
+  sm_execute_params *p = &k->p;
+  if (p->run_id || p->has_mode || p->project) {
+    sm_answer_error(a, 400, "policy",
+                    "'sandbox_id' names the sandbox: give no 'run_id', 'mode' or 'project' with it");
+    return -1;
+  }
+  sm_ops_sandbox sb;
+  sm_error err = SM_ERROR_INIT;
+  int rc = server_sandbox_find(k->srv, p->sandbox_id, p->worker_key, 1, &sb, &err);
+  if (rc) {
+    sm_answer_error(a, rc == SM_ENOTFOUND ? 404 : 503, rc == SM_ENOTFOUND ? "policy" : "engine",
+                    "%s", err.message);
+    return -1;
+  }
+  /* A per_worker sandbox's worker is its key; a run's, its run id. */
+  p->has_mode = 1;
+  p->mode = strcmp(sb.mode, "per_worker") == 0 ? SM_MODE_PER_WORKER : SM_MODE_PER_RUN;
+  if (p->mode == SM_MODE_PER_RUN) p->run_id = strdup(sb.run_id[0] ? sb.run_id : sb.name);
+  if (p->mode == SM_MODE_PER_WORKER && p->worker_key == NULL) p->worker_key = strdup(sb.worker_id);
+  p->project = strdup(sb.project[0] ? sb.project : "default");
+  if ((p->mode == SM_MODE_PER_RUN && !p->run_id) || !p->project ||
+      (p->mode == SM_MODE_PER_WORKER && !p->worker_key)) {
+    sm_answer_error(a, 503, "sandbox", "out of memory");
+    return -1;
+  }
+  snprintf(k->sandbox, sizeof k->sandbox, "%s", sb.name);
+  snprintf(k->sandbox_id, sizeof k->sandbox_id, "%s", sb.id);
+  k->made = malloc(sizeof *k->made);
+  if (k->made == NULL) {
+    sm_answer_error(a, 503, "sandbox", "out of memory");
+    return -1;
+  }
+  *k->made = sb;
+  return 0;
+}
+
+/* A sandbox named by its id is used as it was made: what its labels say
+ * of it (its image, resources, network, runtime) is the call's settings,
+ * so its egress, and a leased call's own container beside it, are the
+ * sandbox's. */
+static void made_settings(const sm_ops_sandbox *m, sm_sandbox_settings *s) {
+  if (m->image[0]) snprintf(s->image, sizeof s->image, "%s", m->image);
+  if (m->network[0]) snprintf(s->network, sizeof s->network, "%s", m->network);
+  if (m->network[0]) snprintf(s->runtime, sizeof s->runtime, "%s", m->runtime);
+  if (m->cpu >= 0) s->cpu = m->cpu;
+  if (m->memory >= 0) s->memory = m->memory;
+  if (m->pids >= 0) s->pids = m->pids;
+  if (m->disk >= 0) s->disk = m->disk;
+}
+
 /* The call's sm_run_request, from the resolution and what was built. */
 static void fill_request(call *k) {
   sm_server *srv = k->srv;
@@ -405,6 +469,12 @@ static void fill_request(call *k) {
   q->workspace = k->has_ws ? k->ws : NULL;
   q->sync = p->has_sync ? p->sync : SM_SYNC_DEFAULT;
   if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
+  q->settings.idle_timeout_s = server_idle_timeout(&k->r);
+  q->replace = p->replace;
+  if (k->sandbox[0]) {
+    q->sandbox = k->sandbox;
+    made_settings(k->made, &q->settings);
+  }
   if (sm_server_host_route(srv, p->agent, p->tool, &k->route, &q->agent_has_host_tools))
     q->host_route = &k->route;
   sm_server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
@@ -423,6 +493,7 @@ static int prepare(call *k, int control, const char *token, sm_answer *a, int *e
   /* Whose keyed sandbox the call may use: a worker's own (the control token
    * naming a worker_key acts for that worker), or any for the control token. */
   k->control = control;
+  if (p->sandbox_id && named_sandbox(k, a) != 0) return -1;
   if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0) {
     sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
     return -1;

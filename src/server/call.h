@@ -6,6 +6,8 @@
 
 #include <limits.h>
 
+#include <sandman/ops.h>
+
 #include "server/core.h"
 
 struct sm_call {
@@ -31,7 +33,18 @@ struct sm_call {
   const sm_config *cfg; /* the configuration in force when the call came */
   sm_config_egress egress; /* network allowlist: its lists (borrowed from cfg) */
   sm_host_route route;     /* the host-tool route when the broker offers one */
+  char sandbox[SM_NAME_MAX];        /* named by "sandbox_id": its container name, else "" */
+  char sandbox_id[SM_ENGINE_ID_MAX]; /* and its container id */
+  sm_ops_sandbox *made;             /* and what its labels say (owned) */
 };
+
+/* The runner's idle timeout of the sandboxes it makes when the
+ * configuration sets none (docs/operations.md#idle-timeouts). */
+#define SM_SERVER_IDLE_DEFAULT_S 1800.0
+/* The idle timeout a sandbox this runner makes carries: the
+ * configuration's idle_timeout when it sets one (0: never), else
+ * SM_SERVER_IDLE_DEFAULT_S. */
+double server_idle_timeout(const sm_resolved *r);
 
 #define SM_CALL_GENERIC_401 "missing or invalid token"
 

@@ -111,6 +111,7 @@ static void run_background(call *k, sm_answer *a) {
     return;
   }
   k->handle = h;
+  snprintf(h->sandbox_id, sizeof h->sandbox_id, "%s", k->sandbox_id);
   sm_mode mode = k->req.settings.mode;
   double wait_s = k->req.settings.timeout_s;
   if (k->req.settings.timeout_s < srv->opts.background_max_s)

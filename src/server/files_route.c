@@ -135,6 +135,10 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.run_id, v) : -1;
   } else if (strcmp(key, "worker_key") == 0) {
     rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.worker_key, v) : -1;
+  } else if (strcmp(key, "sandbox_id") == 0) {
+    rc = sm_server_sandbox_ref_valid(v) ? take_string(&r->p.sandbox_id, v) : -1;
+  } else if (strcmp(key, "replace") == 0) {
+    rc = bool_value(v, &r->p.replace);
   } else if (strcmp(key, "project") == 0) {
     rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.project, v) : -1;
   } else if (strcmp(key, "agent") == 0) {
@@ -213,14 +217,15 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
     sm_files_req_free(r);
     return NULL;
   }
-  if (!r->p.has_mode) {
+  if (!r->p.has_mode && !r->p.sandbox_id) {
     if (r->p.run_id) r->p.mode = SM_MODE_PER_RUN;
     else r->p.mode = SM_MODE_PER_WORKER;
     r->p.has_mode = 1;
   }
-  if (r->p.run_id == NULL && r->p.worker_key == NULL) {
+  if (r->p.run_id == NULL && r->p.worker_key == NULL && r->p.sandbox_id == NULL) {
     sm_answer_error(a, 400, "policy",
-                    "name the sandbox: 'run_id' (per_run) or 'worker_key' (per_worker)");
+                    "name the sandbox: 'sandbox_id', 'run_id' (per_run) or 'worker_key' "
+                    "(per_worker)");
     sm_files_req_free(r);
     return NULL;
   }

@@ -154,6 +154,11 @@ json_object *sm_handle_json(sm_handle *h, int removed) {
                                                              : done ? "finished"
                                                                     : "running"));
   json_object_object_add(o, "tool", h->tool[0] ? json_object_new_string(h->tool) : NULL);
+  /* The sandbox it runs in: the one it named, else the result's. */
+  json_object *sid = NULL;
+  if (h->sandbox_id[0]) sid = json_object_new_string(h->sandbox_id);
+  else if (result && json_object_object_get_ex(result, "sandbox_id", &sid)) sid = json_object_get(sid);
+  json_object_object_add(o, "sandbox_id", sid);
   json_object_object_add(o, "elapsed_ms",
                          json_object_new_double((double)(long long)(sm_monotonic_ms() - h->t0)));
   json_object_object_add(o, "stdout", json_object_new_string_len(out ? out : "", (int)(out ? ol : 0)));

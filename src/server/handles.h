@@ -15,6 +15,7 @@ struct sm_handle {
   char worker_key[SM_SERVER_KEY_MAX + 1];
   char tool[SM_SERVER_TOOL_MAX + 1];
   char nonce[SM_HOOK_NONCE_LEN * 2 + 1];
+  char sandbox_id[SM_ENGINE_ID_MAX]; /* the sandbox the call named ("" : its result says) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int done;

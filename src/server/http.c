@@ -26,6 +26,7 @@
 #include "server/core.h"
 #include "server/files_route.h"
 #include "server/mcp_route.h"
+#include "server/sandboxes_route.h"
 #include "server/stream.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
@@ -61,11 +62,12 @@ typedef enum {
   R_MCP,
   R_AUDIT,
   R_APPROVALS,
+  R_SANDBOX,
 } route_id;
 
 static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
                                           "handles", "sandboxes", "reap", "metrics",
-                                          "files", "mcp", "audit", "approvals"};
+                                          "files", "mcp", "audit", "approvals", "sandbox"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -90,7 +92,8 @@ typedef struct req_ctx {
   char method[8];
   route_id route;
   char handle_id[SM_HANDLE_ID_LEN + 1];
-  int list_all;
+  char sandbox_id[SM_NAME_MAX];  /* /v1/sandboxes/{id} */
+  int sandbox_op;                /* its sm_sandboxes_op */
   auth_state auth;
   char *token;         /* presented token when its check waits for the body */
   sm_buf body;
@@ -111,6 +114,7 @@ typedef struct req_ctx {
   sm_files_req *files;  /* until its job takes it */
   char files_name[16];  /* the route's last segment */
   sm_mcp_req *mcp;      /* until its job takes it */
+  sm_sandboxes_req *sbx; /* the sandboxes routes' request */
 } req_ctx;
 
 /* ---- answers ---- */
@@ -332,19 +336,7 @@ static int engine_error_answer(sm_answer *a, const sm_error *err, const char *wh
 static void job_sandboxes(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_ops_scope scope;
-  sm_ops_sandbox_list list = {0, NULL};
-  sm_error err = SM_ERROR_INIT;
-  if (c->srv->opts.runner == NULL)
-    sm_answer_error(&c->answer, 503, "engine", "this runner has no engine");
-  else if (sm_ops_scope_from_runner(&scope, c->srv->opts.runner, &err) != 0 ||
-           sm_ops_list(&scope, c->list_all, &list, &err) != 0)
-    engine_error_answer(&c->answer, &err, "listing sandboxes");
-  else {
-    c->answer.status = 200;
-    c->answer.body = sm_ops_list_to_json(&list);
-    sm_ops_sandbox_list_dispose(&list);
-  }
+  sm_sandboxes_run(c->sbx, c->body.data, c->body.len, &c->answer);
   finish_job(c);
 }
 
@@ -455,7 +447,7 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   if (strcmp(url, "/metrics") == 0) return get ? R_METRICS : R_BAD_METHOD;
   if (strcmp(url, "/v1/execute") == 0) return post ? R_EXECUTE : R_BAD_METHOD;
   if (strcmp(url, "/v1/leases") == 0) return post ? R_LEASES : R_BAD_METHOD;
-  if (strcmp(url, "/v1/sandboxes") == 0) return get ? R_SANDBOXES : R_BAD_METHOD;
+  if (strcmp(url, "/v1/sandboxes") == 0) return get || post ? R_SANDBOXES : R_BAD_METHOD;
   if (strcmp(url, "/v1/audit") == 0) return get ? R_AUDIT : R_BAD_METHOD;
   if (strcmp(url, "/v1/sandboxes/reap") == 0) return post ? R_REAP : R_BAD_METHOD;
   if (strcmp(url, "/v1/approvals") == 0) return get ? R_APPROVALS : R_BAD_METHOD;
@@ -477,6 +469,30 @@ static route_id match_route(const char *url, const char *method, char *handle_id
     return (get || del) ? R_HANDLE : R_BAD_METHOD;
   }
   return R_NOT_FOUND;
+}
+
+/* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive (POST). */
+static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
+  if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
+  const char *id = url + 14;
+  const char *slash = strchr(id, '/');
+  size_t n = slash ? (size_t)(slash - id) : strlen(id);
+  if (n == 0 || n >= sizeof c->sandbox_id) return R_NOT_FOUND;
+  memcpy(c->sandbox_id, id, n);
+  c->sandbox_id[n] = '\0';
+  if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
+  if (slash) {
+    if (strcmp(slash, "/keepalive") != 0) return R_NOT_FOUND;
+    c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
+    c->allow = "POST";
+    return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
+  }
+  c->allow = "GET, DELETE";
+  c->sandbox_op = strcmp(method, "DELETE") == 0 ? SM_SANDBOXES_DELETE : SM_SANDBOXES_GET;
+  return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
+                 strcmp(method, "DELETE") == 0
+             ? R_SANDBOX
+             : R_BAD_METHOD;
 }
 
 /* The bearer token of the request, or NULL. */
@@ -563,6 +579,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   int files_op = -1;
   c->route = match_route(url, method, c->handle_id);
   if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
+  if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
   const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
   const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
   const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
@@ -580,7 +597,8 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   if (c->route != R_HEALTHZ) {
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
-                    c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS;
+                    c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
+                    c->route == R_SANDBOXES || c->route == R_SANDBOX;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -609,9 +627,13 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
     return decide(c, 413, "policy", msg);
   }
-  if (c->route == R_SANDBOXES) {
-    const char *all = MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, "all");
-    c->list_all = all && (strcmp(all, "1") == 0 || strcmp(all, "true") == 0);
+  if (c->route == R_SANDBOXES || c->route == R_SANDBOX) {
+    sm_sandboxes_op op = c->route == R_SANDBOX ? (sm_sandboxes_op)c->sandbox_op
+                         : strcmp(method, "POST") == 0 ? SM_SANDBOXES_CREATE
+                                                       : SM_SANDBOXES_LIST;
+    c->sbx = sm_sandboxes_req_new(srv, c->conn, op, c->route == R_SANDBOX ? c->sandbox_id : NULL,
+                                  c->auth == AUTH_CONTROL, c->token, &c->answer);
+    if (c->sbx == NULL) return decide_answer(c);
   }
   return MHD_YES;
 }
@@ -649,6 +671,7 @@ static enum MHD_Result body_complete(req_ctx *c) {
       sm_handle_route_get(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
       return queue_answer(c);
     case R_SANDBOXES:
+    case R_SANDBOX:
       return dispatch(c, job_sandboxes);
     case R_REAP:
       return dispatch(c, job_reap);
@@ -761,6 +784,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (c->stream) sm_stream_detach(c->stream);
   sm_files_req_free(c->files);
   sm_mcp_req_free(c->mcp);
+  sm_sandboxes_req_free(c->sbx);
   pthread_mutex_lock(&srv->mu);
   srv->body_bytes -= c->counted;
   srv->requests_open--;

@@ -19,6 +19,7 @@
 #include <sandman/ops.h>
 #include <sandman/version.h>
 
+#include "server/call.h"
 #include "server/mcp_route.h"
 #include "server/stream.h"
 
@@ -63,6 +64,7 @@ static int prepare(void *ud, const char *tool, sm_run_request *req, sm_error *er
   req->settings = res.settings;
   req->settings.mode = m->worker_key[0] ? SM_MODE_PER_WORKER : SM_MODE_PER_RUN;
   req->settings.env_passthrough.n = 0;
+  req->settings.idle_timeout_s = server_idle_timeout(&res);
   req->project = srv->project;
   req->project_environment = srv->project_environment;
   req->tool = tool;
@@ -135,7 +137,12 @@ int sm_mcp_route_start(sm_server *srv, sm_error *err) {
    * and lock the others out. */
   o.max_sessions_per_owner =
       srv->opts.mcp_sessions_per_token ? srv->opts.mcp_sessions_per_token : MCP_SESSIONS_PER_TOKEN;
+  o.idle_timeout_s = srv->opts.mcp_session_idle_s;
   return sm_mcp_http_new(&srv->mcp, &o, err);
+}
+
+void sm_mcp_route_expire(sm_server *srv) {
+  if (srv->mcp) sm_mcp_http_expire(srv->mcp);
 }
 
 void sm_mcp_route_stop(sm_server *srv) {

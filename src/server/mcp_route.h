@@ -11,6 +11,8 @@ typedef struct sm_mcp_req sm_mcp_req;
 
 /* The session table (srv->mcp); nothing when the runner has no engine. */
 int sm_mcp_route_start(sm_server *srv, sm_error *err);
+/* Ends the sessions idle past --mcp-session-idle (their own sandboxes go). */
+void sm_mcp_route_expire(sm_server *srv);
 /* Ends every session (their calls cancelled, their own sandboxes removed). */
 void sm_mcp_route_stop(sm_server *srv);
 

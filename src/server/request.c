@@ -3,10 +3,13 @@
  * refused so that a typo never silently changes what runs. */
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
+
+#include <sandman/util.h>
 
 #include "common/cleanup.h"
 #include "common/json_keys.h"
@@ -80,6 +83,14 @@ int sm_server_name_valid(const char *s, size_t max) {
   /* The library's one name check (the CLI uses it too); some fields are
    * shorter still. */
   return sm_name_valid(s) && strlen(s) <= max;
+}
+
+int sm_server_sandbox_ref_valid(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n >= SM_NAME_MAX || !isalnum((unsigned char)s[0])) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-') return 0;
+  return 1;
 }
 
 int sm_server_env_name_valid(const char *s) {
@@ -213,6 +224,15 @@ static int get_bool(json_object *v, const char *field, int *out, sm_error *err) 
   return 0;
 }
 
+/* "network": one of the static names, so the value needs no copy. */
+static int get_network(json_object *v, const char **out, sm_error *err) {
+  const char *n = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+  if (strcmp(n, "none") != 0 && strcmp(n, "allowlist") != 0 && strcmp(n, "bridge") != 0)
+    return sm_error_set(err, SM_EINVAL, "field 'network' must be one of none, allowlist, bridge");
+  *out = n[0] == 'n' ? "none" : n[0] == 'a' ? "allowlist" : "bridge";
+  return 0;
+}
+
 static int copy_fixed(const char *s, char *dst, size_t size) {
   size_t n = strlen(s);
   if (n >= size) return SM_EINVAL;
@@ -223,7 +243,7 @@ static int copy_fixed(const char *s, char *dst, size_t size) {
 void sm_execute_params_dispose(sm_execute_params *p) {
   if (p == NULL) return;
   char *owned[] = {p->tool,       p->agent,    p->user,      p->project, p->run_id,
-                   p->worker_key, p->lease_id, p->workspace, p->command};
+                   p->worker_key, p->lease_id, p->workspace, p->command, p->sandbox_id};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   sm_strings_free(p->argv, p->argc);
   if (p->params) json_object_put(p->params);
@@ -341,13 +361,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
     p->has_mode = 1;
     return 0;
   }
-  if (strcmp(key, "network") == 0) {
-    const char *n = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    if (strcmp(n, "none") != 0 && strcmp(n, "allowlist") != 0 && strcmp(n, "bridge") != 0)
-      return sm_error_set(err, SM_EINVAL, "field 'network' must be one of none, allowlist, bridge");
-    p->network = n[0] == 'n' ? "none" : n[0] == 'a' ? "allowlist" : "bridge";
-    return 0;
-  }
+  if (strcmp(key, "network") == 0) return get_network(v, &p->network, err);
   if (strcmp(key, "sync") == 0) {
     const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     if (sm_sync_mode_parse(s, &p->sync, NULL) != 0)
@@ -360,6 +374,14 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
   if (strcmp(key, "background_on_timeout") == 0)
     return get_bool(v, key, &p->background_on_timeout, err);
   if (strcmp(key, "stream") == 0) return get_bool(v, key, &p->stream, err);
+  if (strcmp(key, "replace") == 0) return get_bool(v, key, &p->replace, err);
+  if (strcmp(key, "sandbox_id") == 0) {
+    int rc = get_string(v, key, SM_NAME_MAX, &p->sandbox_id, err);
+    if (rc == 0 && !sm_server_sandbox_ref_valid(p->sandbox_id))
+      return sm_error_set(err, SM_EINVAL,
+                          "field 'sandbox_id' must be a sandbox's id or name (letters, digits, _ . -)");
+    return rc;
+  }
   return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
 }
 
@@ -437,5 +459,101 @@ int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm
   }
   if (!have_tool) return sm_error_set(err, SM_EINVAL, "missing 'tool'");
   if (!have_services) return sm_error_set(err, SM_EINVAL, "missing 'services'");
+  return 0;
+}
+
+/* ---- POST /v1/sandboxes ---- */
+
+void sm_create_params_dispose(sm_create_params *p) {
+  if (p == NULL) return;
+  char *owned[] = {p->run_id, p->worker_key, p->project, p->agent, p->template_name, p->image};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+  for (size_t i = 0; i < p->n_labels; i++) free(p->labels[i]);
+  memset(p, 0, sizeof *p);
+}
+
+/* A size: a number of bytes, or a string with k/m/g (as the configuration). */
+static int get_size(json_object *v, const char *field, int64_t *out, sm_error *err) {
+  if (json_object_is_type(v, json_type_int)) {
+    *out = json_object_get_int64(v);
+  } else if (!json_object_is_type(v, json_type_string) ||
+             sm_parse_size(json_object_get_string(v), out, NULL) != 0) {
+    return sm_error_set(err, SM_EINVAL, "field '%s' must be a size (bytes, or e.g. \"512m\")", field);
+  }
+  if (*out <= 0) return sm_error_set(err, SM_EINVAL, "field '%s' must be more than 0", field);
+  return 0;
+}
+
+static int parse_labels(json_object *v, sm_create_params *p, sm_error *err) {
+  if (!json_object_is_type(v, json_type_object))
+    return sm_error_set(err, SM_EINVAL, "field 'labels' must be an object of strings");
+  if (json_object_object_length(v) > SM_CREATE_LABELS_MAX)
+    return sm_error_set(err, SM_EINVAL, "field 'labels' has more than %d entries", SM_CREATE_LABELS_MAX);
+  json_object_object_foreach(v, key, val) {
+    if (!json_object_is_type(val, json_type_string))
+      return sm_error_set(err, SM_EINVAL, "field 'labels': '%.64s' must be a string", key);
+    size_t n = strlen(key) + (size_t)json_object_get_string_len(val) + 2;
+    char *kv = malloc(n);
+    if (kv == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+    snprintf(kv, n, "%s=%s", key, json_object_get_string(val));
+    p->labels[p->n_labels++] = kv;
+    sm_error lerr = SM_ERROR_INIT;
+    if (strlen(kv) != n - 1 || sm_sandbox_label_check(kv, &lerr) != 0)
+      return sm_error_set(err, SM_EINVAL, "field 'labels': %s", lerr.message[0] ? lerr.message : "a NUL character");
+  }
+  return 0;
+}
+
+static int parse_create_field(const char *key, json_object *v, sm_create_params *p, sm_error *err) {
+  if (strcmp(key, "run_id") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->run_id, err);
+  if (strcmp(key, "worker_key") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->worker_key, err);
+  if (strcmp(key, "project") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->project, err);
+  if (strcmp(key, "agent") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->agent, err);
+  if (strcmp(key, "template") == 0) return get_name(v, key, 63, &p->template_name, err);
+  if (strcmp(key, "image") == 0) return get_string(v, key, SM_NAME_MAX - 1, &p->image, err);
+  if (strcmp(key, "mode") == 0) {
+    const char *m = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+    if (strcmp(m, "per_run") != 0 && strcmp(m, "per_worker") != 0)
+      return sm_error_set(err, SM_EINVAL, "field 'mode' must be per_run or per_worker");
+    p->has_mode = 1;
+    p->mode = m[4] == 'r' ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
+    return 0;
+  }
+  if (strcmp(key, "network") == 0) return get_network(v, &p->network, err);
+  if (strcmp(key, "cpu") == 0) return get_number(v, key, 0.01, 1024, &p->cpu, err);
+  if (strcmp(key, "memory") == 0) return get_size(v, key, &p->memory, err);
+  if (strcmp(key, "disk") == 0) return get_size(v, key, &p->disk, err);
+  if (strcmp(key, "pids") == 0) {
+    int n = 0;
+    int rc = get_int(v, key, 1, 4194304, &n, err);
+    p->pids = n;
+    return rc;
+  }
+  if (strcmp(key, "timeout_s") == 0) return get_number(v, key, 1, 1e9, &p->timeout_s, err);
+  if (strcmp(key, "idle_timeout_s") == 0)
+    return get_number(v, key, 1, 1e9, &p->idle_timeout_s, err);
+  if (strcmp(key, "labels") == 0) return parse_labels(v, p, err);
+  return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
+}
+
+int sm_server_parse_create(const char *body, size_t len, sm_create_params *out, sm_error *err) {
+  memset(out, 0, sizeof *out);
+  cleanup_json json_object *obj = NULL;
+  /* An empty body is a sandbox with every default. */
+  if (len == 0) return 0;
+  int rc = sm_server_json_object(body, len, &obj, err);
+  if (rc != 0) return rc;
+  json_object_object_foreach(obj, key, val) {
+    if (val == NULL) continue;
+    rc = parse_create_field(key, val, out, err);
+    if (rc != 0) {
+      sm_create_params_dispose(out);
+      return rc;
+    }
+  }
+  if (out->template_name && out->image) {
+    sm_create_params_dispose(out);
+    return sm_error_set(err, SM_EINVAL, "give either 'template' or 'image', not both");
+  }
   return 0;
 }

@@ -35,6 +35,7 @@
 #define MAX_LEASES 4096
 #define HEALTH_PERIOD_S 10
 #define IDLE_REAP_PERIOD_S 60
+#define MCP_SESSION_IDLE_S 600
 
 /* ---- health ---- */
 
@@ -83,33 +84,54 @@ static double idle_timeout(sm_server *srv) {
   return r.settings.idle_timeout_s;
 }
 
+/* MCP sessions idle past --mcp-session-idle end (their own sandboxes go),
+ * then sandboxes idle past their idle timeout (their own label's, else
+ * the configuration's) are reaped. */
+static void reap_idle(sm_server *srv) {
+  sm_mcp_route_expire(srv);
+  if (!srv->engine_up) return;
+  sm_ops_report rep;
+  memset(&rep, 0, sizeof rep);
+  sm_error err = SM_ERROR_INIT;
+  if (sm_ops_reap_idle(srv->opts.runner, idle_timeout(srv), &rep, &err) == 0) {
+    if (rep.n_removed) sm_log(SM_LOG_INFO, "idle reap removed %zu sandbox(es)", rep.n_removed);
+    sm_ops_report_dispose(&rep);
+  } else {
+    sm_log(SM_LOG_WARN, "idle reap: %s", err.message);
+  }
+}
+
 static void *health_main(void *arg) {
   sm_server *srv = arg;
   sm_log_set_request_id("health");
   /* The first reap at start: what a crash of an earlier runner left (a
    * per_tool or lease container whose owner is gone) goes at once. */
-  double last_reap = sm_monotonic_ms() - IDLE_REAP_PERIOD_S * 1000.0 - 1;
+  double reap_ms = srv->opts.reap_interval_s * 1000.0;
+  double last_reap = sm_monotonic_ms() - reap_ms - 1, last_health = 0;
+  /* The loop wakes for whichever comes first: a health check, a reap. */
+  double tick_ms = reap_ms < HEALTH_PERIOD_S * 1000.0 ? reap_ms : HEALTH_PERIOD_S * 1000.0;
   pthread_mutex_lock(&srv->mu);
   while (!srv->health_stop) {
     pthread_mutex_unlock(&srv->mu);
-    health_check(srv);
-    if (srv->engine_up && srv->opts.runner && sm_monotonic_ms() - last_reap > IDLE_REAP_PERIOD_S * 1000.0) {
+    if (sm_monotonic_ms() - last_health >= HEALTH_PERIOD_S * 1000.0 - tick_ms / 2) {
+      last_health = sm_monotonic_ms();
+      health_check(srv);
+    }
+    if (srv->opts.runner && sm_monotonic_ms() - last_reap >= reap_ms - tick_ms / 2) {
       last_reap = sm_monotonic_ms();
-      sm_ops_report rep;
-      memset(&rep, 0, sizeof rep);
-      sm_error err = SM_ERROR_INIT;
-      if (sm_ops_reap_idle(srv->opts.runner, idle_timeout(srv), &rep, &err) == 0) {
-        if (rep.n_removed) sm_log(SM_LOG_INFO, "idle reap removed %zu sandbox(es)", rep.n_removed);
-        sm_ops_report_dispose(&rep);
-      } else {
-        sm_log(SM_LOG_WARN, "idle reap: %s", err.message);
-      }
+      reap_idle(srv);
     }
     pthread_mutex_lock(&srv->mu);
     if (srv->health_stop) break;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += HEALTH_PERIOD_S;
+    long ns = (long)(tick_ms * 1e6);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec += ns % 1000000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
     pthread_cond_timedwait(&srv->cv_health, &srv->mu, &ts);
   }
   pthread_mutex_unlock(&srv->mu);
@@ -287,6 +309,8 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   if (!srv->opts.max_body) srv->opts.max_body = DEFAULT_MAX_BODY;
   if (!srv->opts.max_file_body) srv->opts.max_file_body = DEFAULT_MAX_FILE_BODY;
   if (srv->opts.background_max_s <= 0) srv->opts.background_max_s = DEFAULT_BACKGROUND_MAX;
+  if (srv->opts.mcp_session_idle_s <= 0) srv->opts.mcp_session_idle_s = MCP_SESSION_IDLE_S;
+  if (srv->opts.reap_interval_s <= 0) srv->opts.reap_interval_s = IDLE_REAP_PERIOD_S;
   if (!srv->opts.max_handles) srv->opts.max_handles = DEFAULT_MAX_HANDLES;
   if (srv->opts.threads > 1024 || srv->opts.io_threads > 64)
     return sm_error_set(err, SM_EINVAL, "too many threads (at most 1024 call threads and 64 "

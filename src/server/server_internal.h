@@ -52,6 +52,8 @@ typedef struct sm_execute_params {
   int has_sync;
   sm_sync_mode sync;
   const char *network;  /* NULL, or a static "none"/"allowlist"/"bridge" */
+  char *sandbox_id;     /* a keyed sandbox named by its id or name (sandboxes_route.c) */
+  int replace;          /* may replace a sandbox whose /workspace cannot be carried */
 } sm_execute_params;
 
 /* body need not be NUL-terminated. max_stdin caps the decoded stdin_b64.
@@ -59,6 +61,23 @@ typedef struct sm_execute_params {
 int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
                             sm_execute_params *out, sm_error *err);
 void sm_execute_params_dispose(sm_execute_params *p);
+
+/* The body of POST /v1/sandboxes (a sandbox made ahead, as a resource). */
+#define SM_CREATE_LABELS_MAX 16
+typedef struct sm_create_params {
+  int has_mode;
+  sm_mode mode;                 /* per_run (default) or per_worker */
+  char *run_id, *worker_key, *project, *agent, *template_name, *image;
+  double cpu;                   /* 0: not given */
+  int64_t memory, pids, disk;   /* 0: not given */
+  const char *network;          /* NULL, or a static "none"/"allowlist"/"bridge" */
+  double timeout_s, idle_timeout_s; /* 0: not given */
+  char *labels[SM_CREATE_LABELS_MAX]; /* "key=value" */
+  size_t n_labels;
+} sm_create_params;
+
+int sm_server_parse_create(const char *body, size_t len, sm_create_params *out, sm_error *err);
+void sm_create_params_dispose(sm_create_params *p);
 
 typedef struct sm_lease_params {
   char tool[SM_SERVER_TOOL_MAX + 1];
@@ -74,6 +93,9 @@ int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm
 /* Identifiers in requests: sm_name_valid (1..SM_NAME_LEN_MAX of
  * [A-Za-z0-9_.:@+=-], not starting with '-' or '.'), and at most max. */
 int sm_server_name_valid(const char *s, size_t max);
+/* A sandbox's id or name as a request gives it: 1 to 127 letters, digits
+ * and _ . - (a container id, a unique prefix of one, or a name). */
+int sm_server_sandbox_ref_valid(const char *s);
 /* POSIX environment variable names. */
 int sm_server_env_name_valid(const char *s);
 /* Strict base64 (standard alphabet, padding optional). Owned output. */

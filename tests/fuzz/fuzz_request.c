@@ -1,5 +1,5 @@
-/* Fuzz target: request bodies of the runner's HTTP API (execute and lease
- * bodies, the worker key read before them, base64 stdin), then the
+/* Fuzz target: request bodies of the runner's HTTP API (execute, lease and
+ * sandbox create bodies, the worker key read before them, base64 stdin), then the
  * scrubbing of answers with what parsed. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +49,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (lp.n_services < 1 || lp.n_services > SM_LEASE_SERVICES_MAX) abort();
     if (lp.max_uses < 1 || lp.max_uses > SM_LEASE_USES_MAX) abort();
     if (!(lp.ttl_s >= 1 && lp.ttl_s <= SM_LEASE_TTL_MAX)) abort();
+  }
+  sm_create_params cp;
+  if (sm_server_parse_create(body, size, &cp, &err) == 0) {
+    /* A sandbox's labels: each one a label the sandbox module takes. */
+    if (cp.n_labels > SM_CREATE_LABELS_MAX) abort();
+    for (size_t i = 0; i < cp.n_labels; i++)
+      if (sm_sandbox_label_check(cp.labels[i], NULL) != 0) abort();
+    if (cp.template_name && cp.image) abort();
+    if (cp.memory < 0 || cp.disk < 0 || cp.pids < 0 || cp.cpu < 0) abort();
+    sm_create_params_dispose(&cp);
   }
   unsigned char *dec = NULL;
   size_t n = 0;

@@ -20,6 +20,8 @@ import type {
   LeaseRequest,
   RunResult,
   Sandbox,
+  SandboxInfo,
+  CreateSandboxRequest,
   SandboxKey,
   StreamEvent,
   TarStats,
@@ -55,6 +57,16 @@ function executeBody(req: ExecuteRequest): Record<string, unknown> {
   const body: Record<string, unknown> = { ...rest };
   if (stdin !== undefined) body.stdin_b64 = Buffer.from(stdin).toString("base64");
   return body;
+}
+
+/** Options of the routes of one sandbox: a worker token names its key. */
+export interface SandboxOptions extends CallOptions {
+  workerKey?: string;
+}
+
+function sandboxPath(id: string, suffix: string, workerKey?: string): string {
+  const q = workerKey ? `?worker_key=${encodeURIComponent(workerKey)}` : "";
+  return `/v1/sandboxes/${encodeURIComponent(id)}${suffix}${q}`;
 }
 
 export class SandmanClient {
@@ -144,6 +156,42 @@ export class SandmanClient {
   /** The runner's sandboxes (control token only). */
   sandboxes(opts: CallOptions = {}): Promise<Sandbox[]> {
     return this.t.json<Sandbox[]>({ method: "GET", path: "/v1/sandboxes", ...opts });
+  }
+
+  /** Makes a sandbox ahead of its calls; its description, with its `id` for `execute({sandbox_id})`. */
+  createSandbox(req: CreateSandboxRequest = {}, opts: CallOptions = {}): Promise<SandboxInfo> {
+    return this.t.json<SandboxInfo>({
+      method: "POST",
+      path: "/v1/sandboxes",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(req),
+      ...opts,
+    });
+  }
+
+  /** A sandbox's description (404 when it is missing, or another worker's). */
+  getSandbox(id: string, opts: SandboxOptions = {}): Promise<SandboxInfo> {
+    return this.t.json<SandboxInfo>({ method: "GET", path: sandboxPath(id, "", opts.workerKey), ...opts });
+  }
+
+  /** The sandboxes this token may see, with every label of `labels` (a value of null matches any). */
+  listSandboxes(q: { labels?: Record<string, string | null>; all?: boolean; workerKey?: string } = {}, opts: CallOptions = {}): Promise<SandboxInfo[]> {
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries(q.labels ?? {})) query.append("label", v === null ? k : `${k}=${v}`);
+    if (q.all) query.append("all", "1");
+    if (q.workerKey) query.append("worker_key", q.workerKey);
+    const qs = query.toString();
+    return this.t.json<SandboxInfo[]>({ method: "GET", path: "/v1/sandboxes" + (qs ? "?" + qs : ""), ...opts });
+  }
+
+  /** Records a use now: the sandbox's idle timeout counts from here. */
+  keepAlive(id: string, opts: SandboxOptions = {}): Promise<SandboxInfo> {
+    return this.t.json<SandboxInfo>({ method: "POST", path: sandboxPath(id, "/keepalive", opts.workerKey), ...opts });
+  }
+
+  /** Removes the sandbox (calls in flight in it are killed). */
+  deleteSandbox(id: string, opts: SandboxOptions = {}): Promise<{ id: string; name: string; removed: boolean }> {
+    return this.t.json({ method: "DELETE", path: sandboxPath(id, "", opts.workerKey), ...opts });
   }
 
   reap(body: { older_than_s: number; dry_run?: boolean; force?: boolean }, opts: CallOptions = {}): Promise<Record<string, unknown>> {

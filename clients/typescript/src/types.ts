@@ -23,6 +23,10 @@ export interface ExecuteRequest {
   lease_id?: string;
   workspace?: string;
   sync?: "none" | "in" | "inout";
+  /** A sandbox by its id (createSandbox): used as it was made. */
+  sandbox_id?: string;
+  /** A sandbox these settings change may be replaced with an empty /workspace when its own cannot be carried over. */
+  replace?: boolean;
 }
 
 /** The `sandman run --json` object. */
@@ -95,8 +99,44 @@ export interface Sandbox {
   [key: string]: unknown;
 }
 
+/** A sandbox made ahead of its calls (POST /v1/sandboxes). */
+export interface CreateSandboxRequest {
+  /** A template of the runner's configuration, or an image (one of those the configuration allows). */
+  template?: string;
+  image?: string;
+  mode?: "per_run" | "per_worker";
+  run_id?: string;
+  worker_key?: string;
+  project?: string;
+  agent?: string;
+  cpu?: number;
+  /** Sizes: bytes, or a string such as "512m". */
+  memory?: number | string;
+  pids?: number;
+  disk?: number | string;
+  network?: "none" | "allowlist" | "bridge";
+  /** Its life in seconds from creation. */
+  timeout_s?: number;
+  idle_timeout_s?: number;
+  labels?: Record<string, string>;
+}
+
+/** A sandbox's description (GET /v1/sandboxes/{id}). */
+export interface SandboxInfo extends Sandbox {
+  resource: boolean;
+  template: string | null;
+  network: string | null;
+  resources: { cpu: number | null; memory: number | null; pids: number | null; disk: number | null };
+  timeout_s: number | null;
+  idle_timeout_s: number | null;
+  expires_at: string | null;
+  labels: Record<string, string>;
+}
+
 /** Which keyed sandbox a files call works in (as execute's fields). */
 export interface SandboxKey {
+  /** A sandbox by its id (instead of run_id or mode). */
+  sandbox_id?: string;
   run_id?: string;
   worker_key?: string;
   mode?: "per_run" | "per_worker";

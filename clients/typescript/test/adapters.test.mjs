@@ -87,3 +87,31 @@ test("OpenAI Agents SDK: a scripted SandboxAgent runs commands in a sandman sand
   assert.match(seen, /sandbox\\n/); // id -un: sandman's sandbox user
   assert.equal(await runner.client.files.readText({ run_id: "ts-openai" }, "note.txt"), "from the agent\n");
 });
+
+test("OpenAI Agents SDK: a session's own sandbox is removed when the SDK closes the session", async () => {
+  const own = async () => (await runner.client.listSandboxes({ all: true })).filter((s) => (s.run_id ?? "").startsWith("openai-"));
+  assert.equal((await own()).length, 0);
+  const model = new ScriptedModel([[call("c1", "exec_command", { cmd: "echo kept > /workspace/x; cat /workspace/x" })], [message("done")]]);
+  const agent = new SandboxAgent({ name: "coder", instructions: "test", model, capabilities: [shell()] });
+  const client = new SandmanSandboxClient(runner.client);
+  const result = await new Runner({ tracingDisabled: true }).run(agent, "go", { sandbox: { client } });
+  assert.equal(result.finalOutput, "done");
+  assert.match(JSON.stringify(model.requests.at(-1).input), /kept/);
+  // The runner made the session, so it ended it: close() deleted the sandbox.
+  assert.deepEqual(await own(), []);
+
+  // A session made and closed by hand, and the client's delete(state).
+  const s1 = await client.create();
+  assert.ok(s1.state.sandboxId);
+  assert.equal((await own()).length, 1);
+  await s1.close();
+  await s1.close(); // once is enough; again is fine
+  const s2 = await client.create();
+  await client.delete(s2.state);
+  assert.deepEqual(await own(), []);
+  // A named run is the caller's: it stays.
+  const s3 = await new SandmanSandboxClient(runner.client, { runId: "ts-openai-named" }).create();
+  assert.equal((await s3.exec({ cmd: "true" })).exitCode, 0);
+  await s3.close();
+  assert.equal((await runner.client.listSandboxes()).filter((s) => s.run_id === "ts-openai-named").length, 1);
+});

@@ -65,6 +65,38 @@ static void test_idle(void **state) {
   assert_string_equal(why, "idle for 0s (limit 0s)");
 }
 
+/* A sandbox's own idle timeout and life (its labels). */
+static void test_own_limits(void **state) {
+  (void)state;
+  char why[320];
+  sm_ops_reap_input in = base(); /* used 10m ago, reap --older-than 30m */
+  in.own_idle_s = 300;           /* its own: 5m */
+  assert_int_equal(decide(&in, why), SM_OPS_SPARE); /* the reap's limit wins when given */
+  in.own_first = 1;              /* the runner's idle reap: its own wins */
+  assert_int_equal(decide(&in, why), SM_OPS_REMOVE);
+  assert_string_equal(why, "idle for 10m (limit 5m)");
+  in.own_idle_s = 3600;
+  assert_int_equal(decide(&in, why), SM_OPS_SPARE);
+  assert_string_equal(why, "used 10m ago (limit 1h)");
+  /* No --older-than: its own applies. */
+  in = base();
+  in.older_than_s = -1;
+  in.own_idle_s = 300;
+  assert_int_equal(decide(&in, why), SM_OPS_REMOVE);
+  /* Its life is over: removed whatever its use, but never while busy. */
+  in = base();
+  in.older_than_s = -1;
+  in.last_used_at = NOW;
+  in.expires_at = NOW - 1;
+  assert_int_equal(decide(&in, why), SM_OPS_REMOVE);
+  assert_string_equal(why, "its life of 59m59s is over");
+  in.busy = 1;
+  assert_int_equal(decide(&in, why), SM_OPS_SPARE);
+  in.busy = 0;
+  in.expires_at = NOW + 60;
+  assert_int_equal(decide(&in, why), SM_OPS_SPARE);
+}
+
 static void test_busy(void **state) {
   (void)state;
   char why[320];
@@ -172,6 +204,7 @@ static void test_owner_check(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_idle),       cmocka_unit_test(test_busy),
+      cmocka_unit_test(test_own_limits),
       cmocka_unit_test(test_state_and_owner), cmocka_unit_test(test_pool),
       cmocka_unit_test(test_owner_check),
   };

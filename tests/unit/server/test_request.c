@@ -261,13 +261,47 @@ static void keys_and_env_names(void **state) {
   assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
 }
 
+/* POST /v1/sandboxes: every field typed and bounded, unknown ones refused. */
+static void create_parsing(void **state) {
+  (void)state;
+  sm_create_params p;
+  sm_error err = SM_ERROR_INIT;
+  const char *full =
+      "{\"template\": \"py\", \"mode\": \"per_worker\", \"worker_key\": \"k1\", \"cpu\": 1.5,"
+      " \"memory\": \"512m\", \"disk\": 1048576, \"pids\": 64, \"network\": \"none\","
+      " \"timeout_s\": 600, \"idle_timeout_s\": 60, \"labels\": {\"team\": \"a b\"}}";
+  assert_int_equal(sm_server_parse_create(full, strlen(full), &p, &err), 0);
+  assert_string_equal(p.template_name, "py");
+  assert_int_equal(p.mode, SM_MODE_PER_WORKER);
+  assert_true(p.cpu == 1.5 && p.memory == 512LL << 20 && p.disk == 1048576 && p.pids == 64);
+  assert_true(p.timeout_s == 600 && p.idle_timeout_s == 60);
+  assert_int_equal(p.n_labels, 1);
+  assert_string_equal(p.labels[0], "team=a b");
+  sm_create_params_dispose(&p);
+  assert_int_equal(sm_server_parse_create("", 0, &p, &err), 0); /* every default */
+  const char *bad[] = {
+      "{\"image\": \"x\", \"template\": \"y\"}", "{\"imagee\": \"x\"}", "{\"mode\": \"per_tool\"}",
+      "{\"memory\": \"lots\"}", "{\"memory\": 0}", "{\"cpu\": 0}", "{\"labels\": {\"Bad\": \"x\"}}",
+      "{\"labels\": {\"k\": 1}}", "{\"labels\": {\"k\": \"a\\nb\"}}", "{\"idle_timeout_s\": 0}",
+      "{\"run_id\": \"../x\"}", "{\"network\": \"host\"}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sm_error e = SM_ERROR_INIT;
+    if (sm_server_parse_create(bad[i], strlen(bad[i]), &p, &e) == 0) fail_msg("accepted: %s", bad[i]);
+  }
+  assert_true(sm_server_sandbox_ref_valid("sandman-default-per_run-0123abcd"));
+  assert_true(sm_server_sandbox_ref_valid("55ac9e35c91c"));
+  assert_false(sm_server_sandbox_ref_valid("../x"));
+  assert_false(sm_server_sandbox_ref_valid("-x"));
+  assert_false(sm_server_sandbox_ref_valid(""));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(execute_full),         cmocka_unit_test(execute_command_and_nulls),
       cmocka_unit_test(execute_rejects),      cmocka_unit_test(execute_stdin_cap),
       cmocka_unit_test(base64_variants),      cmocka_unit_test(lease_parsing),
       cmocka_unit_test(names),                cmocka_unit_test(json_depth_is_bounded),
-      cmocka_unit_test(keys_and_env_names),
+      cmocka_unit_test(keys_and_env_names),  cmocka_unit_test(create_parsing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,20 @@ export interface SandmanSandboxSessionState extends SandboxSessionState {
   workerKey?: string;
   project?: string;
   agent?: string;
+  /** The sandbox the session made for itself (POST /v1/sandboxes): removed by close() and delete(). */
+  sandboxId?: string;
+}
+
+/** Removes the session's own sandbox, once; one already gone is fine. */
+async function deleteOwnSandbox(client: SandmanClient, state: SandmanSandboxSessionState): Promise<void> {
+  const id = state.sandboxId;
+  if (!id) return;
+  try {
+    await client.deleteSandbox(id);
+  } catch (e) {
+    if (!(e instanceof SandmanError && e.status === 404)) throw e;
+  }
+  state.sandboxId = undefined;
 }
 
 const BYTES_PER_TOKEN = 4;
@@ -224,8 +238,9 @@ export class SandmanSandboxSession implements SandboxSession<SandmanSandboxSessi
     return true;
   }
 
+  /** Ends the session: a sandbox it made for itself goes; a named run's or worker's stays. */
   async close(): Promise<void> {
-    // The sandbox stays for the run; the runner reaps it when idle.
+    await deleteOwnSandbox(this.client, this.state);
   }
 }
 
@@ -255,9 +270,24 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
       agent: o.agent,
       workspaceReady: true,
     };
+    // A run of its own: made now, removed when the session ends.
+    if (!o.workerKey && !o.runId) {
+      const made = await this.client.createSandbox({ run_id: state.runId, project: o.project, agent: o.agent });
+      state.sandboxId = made.id;
+    }
     const session = new SandmanSandboxSession(this.client, state, o);
-    await session.applyManifest(n.manifest);
+    try {
+      await session.applyManifest(n.manifest);
+    } catch (e) {
+      await deleteOwnSandbox(this.client, state).catch(() => undefined);
+      throw e;
+    }
     return session;
+  }
+
+  /** Removes the sandbox a session made for itself (the SDK calls it for sessions it owns). */
+  async delete(state: SandmanSandboxSessionState): Promise<void> {
+    await deleteOwnSandbox(this.client, state);
   }
 
   async resume(state: SandmanSandboxSessionState): Promise<SandmanSandboxSession> {
