@@ -48,7 +48,8 @@ const char *fake_engine_host(const fake_engine *fe);
 void fake_engine_add_image(fake_engine *fe, const char *ref, const char *user);
 
 /* How many requests were seen with this method (NULL: any) whose path and
- * query contain part (NULL: any). */
+ * query contain part (NULL: any); a '*' in part stands for any bytes but
+ * '/' and '?' ("/containers/ * /start" without the spaces). */
 size_t fake_engine_count(fake_engine *fe, const char *method, const char *part);
 /* The requests seen so far, one a line (the caller frees it). */
 char *fake_engine_log(fake_engine *fe);
