@@ -382,11 +382,13 @@ static void free_state(fake_engine *fe) {
     fe->images = i->next;
     free(i);
   }
-  while (fe->faults) {
-    fe_fault *f = fe->faults;
-    fe->faults = f->next;
-    free(f);
-  }
+  fe_fault *lists[] = {fe->faults, fe->exec_faults};
+  for (size_t i = 0; i < 2; i++)
+    while (lists[i]) {
+      fe_fault *f = lists[i];
+      lists[i] = f->next;
+      free(f);
+    }
   for (size_t i = 0; i < fe->n_log; i++) free(fe->log[i]);
   free(fe->log);
 }
@@ -478,8 +480,8 @@ void fake_engine_clear_log(fake_engine *fe) {
   pthread_mutex_unlock(&fe->mu);
 }
 
-void fake_engine_fail(fake_engine *fe, const char *method, const char *part, int status,
-                      const char *message, int times) {
+static void add_fault(fake_engine *fe, fe_fault **list, const char *method, const char *part,
+                      int status, const char *message, int times) {
   fe_fault *f = calloc(1, sizeof *f);
   if (f == NULL) return;
   snprintf(f->method, sizeof f->method, "%s", method ? method : "");
@@ -488,7 +490,17 @@ void fake_engine_fail(fake_engine *fe, const char *method, const char *part, int
   f->status = status;
   f->times = times;
   pthread_mutex_lock(&fe->mu);
-  f->next = fe->faults;
-  fe->faults = f;
+  f->next = *list;
+  *list = f;
   pthread_mutex_unlock(&fe->mu);
+}
+
+void fake_engine_fail(fake_engine *fe, const char *method, const char *part, int status,
+                      const char *message, int times) {
+  add_fault(fe, &fe->faults, method, part, status, message, times);
+}
+
+void fake_engine_fail_exec(fake_engine *fe, const char *part, const char *message, int code,
+                           int times) {
+  add_fault(fe, &fe->exec_faults, NULL, part, code, message, times);
 }

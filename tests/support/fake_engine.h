@@ -25,7 +25,10 @@
  * a copy in through sandman's unpacker, a listing with find and stat, and
  * a call over an agent session all run for real. Tools run by a test must
  * therefore name only such paths (or relative ones). The exec's user is
- * recorded, not applied.
+ * recorded, not applied. sandman's own kill, thaw and quiet helpers are
+ * never run on the host (their sweeps of /proc and kill -1 would reach the
+ * host's processes): the fake does what they do to the processes of the
+ * container's execs (fake_engine_helpers.c).
  *
  * Every request is recorded ("METHOD /path?query", without the version
  * prefix), so a test can assert which engine round trips a call made. */
@@ -59,6 +62,12 @@ void fake_engine_clear_log(fake_engine *fe);
  * contains part are answered with status and {"message": message}. */
 void fake_engine_fail(fake_engine *fe, const char *method, const char *part, int status,
                       const char *message, int times);
+
+/* The next `times` execs with an argument that contains part cannot start:
+ * the stream says message on stdout, as the runtime does, and the exit
+ * code is code (126 or 127 for runc). */
+void fake_engine_fail_exec(fake_engine *fe, const char *part, const char *message, int code,
+                           int times);
 
 /* Containers that exist now. */
 size_t fake_engine_containers(fake_engine *fe);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "support/fake_engine_internal.h"
+#include "support/files.h"
 
 #define SEGS_MAX 8
 #define SEG_LEN 512
@@ -370,6 +371,9 @@ static void volume_route(fake_engine *fe, const fe_request *req, const char *nam
     if (volume_in_use(fe, name)) return fe_reply_error(r, 409, "remove %s: volume is in use", name);
     fe_volume *v = *pp;
     *pp = v->next;
+    char dir[FE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/volumes/%s", fe->dir, v->name);
+    tf_rm_rf(dir); /* its files go with it */
     json_object_put(v->labels);
     free(v);
     r->status = 204;

@@ -137,8 +137,15 @@ static void resolve(const spec *s, char *out, size_t len) {
  * default signal dispositions and mask, whatever the test's threads have. */
 static int spawn(const spec *s, pid_t *pid, int fds[3]) {
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return errno;
-  if (s->stdin_attached && pipe2(in, O_CLOEXEC) != 0) return errno;
+  fds[0] = fds[1] = fds[2] = -1;
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+      (s->stdin_attached && pipe2(in, O_CLOEXEC) != 0)) {
+    int saved = errno;
+    int all[] = {in[0], in[1], out[0], out[1], err[0], err[1]};
+    for (size_t i = 0; i < 6; i++)
+      if (all[i] >= 0) close(all[i]);
+    return saved;
+  }
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
@@ -313,27 +320,55 @@ static void pump_run(pump *p) {
   if (!p->exited) waitpid(p->pid, &p->status, 0);
 }
 
+/* What one exec start has: its command, its container as it is when it
+ * starts (the mounts, for the mapping), an injected failure. */
+typedef struct start {
+  spec s;
+  fe_container snap;
+  json_object *cmd;
+  int fail_code; /* 0: none */
+  char fail_message[512];
+} start;
+
+/* An injected failure for this command (fe->mu held): 1 and st filled. */
+static int take_exec_fault(fake_engine *fe, json_object *cmd, start *st) {
+  for (fe_fault *f = fe->exec_faults; f; f = f->next) {
+    if (f->times <= 0) continue;
+    for (size_t i = 0; i < fe_len(cmd); i++) {
+      const char *a = json_object_get_string(json_object_array_get_idx(cmd, i));
+      if (a && strstr(a, f->part)) {
+        f->times--;
+        st->fail_code = f->status;
+        snprintf(st->fail_message, sizeof st->fail_message, "%s\r\n", f->message);
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 /* The exec and its container as they are when it starts; 0, or an answer. */
-static int exec_begin(fake_engine *fe, const char *id, spec *s, fe_container *snap,
-                      fe_reply *r) {
+static int exec_begin(fake_engine *fe, const char *id, start *st, fe_reply *r) {
   pthread_mutex_lock(&fe->mu);
   fe_exec *x = fe_exec_find(fe, id);
   fe_container *c = x ? fe_container_find(fe, x->container) : NULL;
-  int rc = 0;
+  json_object *cmd = NULL;
+  if (x) json_object_object_get_ex(x->config, "Cmd", &cmd);
   if (x == NULL) fe_reply_error(r, 404, "No such exec instance: %s", id);
   else if (x->started) fe_reply_error(r, 409, "Exec %s has already run", id);
   else if (c == NULL || !c->running)
     fe_reply_error(r, 409, "Container %s is not running", x->container);
-  else if (spec_make(c, x->config, s) != 0) fe_reply_error(r, 500, "out of memory");
-  else {
-    *snap = *c; /* the mounts, for the mapping; its config is not used */
-    snap->config = NULL;
+  else if (spec_make(c, x->config, &st->s) != 0) fe_reply_error(r, 500, "out of memory");
+  if (r->status == 0) {
+    st->snap = *c;
+    st->snap.config = NULL;
+    st->cmd = json_object_get(cmd);
+    take_exec_fault(fe, cmd, st);
     x->started = 1;
     x->running = 1;
   }
-  if (r->status) rc = -1;
   pthread_mutex_unlock(&fe->mu);
-  return rc;
+  return r->status ? -1 : 0;
 }
 
 static void exec_end(fake_engine *fe, const char *id, int code) {
@@ -348,47 +383,58 @@ static void exec_end(fake_engine *fe, const char *id, int code) {
   pthread_mutex_unlock(&fe->mu);
 }
 
-void fe_exec_start(fake_engine *fe, fe_conn *c, const char *id, fe_reply *r) {
-  spec s;
-  fe_container snap;
-  memset(&s, 0, sizeof s);
-  if (exec_begin(fe, id, &s, &snap, r) != 0) return spec_free(&s);
-  r->hijacked = 1;
-  static const char upgraded[] = "HTTP/1.1 101 UPGRADED\r\nContent-Type: "
-                                 "application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\n"
-                                 "Upgrade: tcp\r\nApi-Version: " FE_API "\r\n\r\n";
-  pump p = {.c = &snap, .s = &s, .sock = c->fd, .sock_open = 1, .in_fd = -1};
+/* The process, its stream until it ends; its exit code. */
+static int run_process(fake_engine *fe, fe_conn *c, const char *id, start *st, int sock_dead) {
+  pump p = {.c = &st->snap, .s = &st->s, .sock = c->fd, .sock_open = 1, .in_fd = -1};
   int fds[3];
-  int src = spawn(&s, &p.pid, fds);
-  pthread_mutex_lock(&fe->mu);
-  fe_exec *x = fe_exec_find(fe, id);
-  if (x && src == 0) x->pid = p.pid;
-  pthread_mutex_unlock(&fe->mu);
-  int sent = fe_send_all(c->fd, upgraded, sizeof upgraded - 1);
+  int src = spawn(&st->s, &p.pid, fds);
   if (src != 0) {
     /* As runc says it, on the stream, with its exit code. */
     char msg[FE_PATH_MAX + 200];
     int n = snprintf(msg, sizeof msg, "OCI runtime exec failed: exec failed: unable to start "
-                     "container process: exec: \"%s\": %s: unknown\r\n", s.argv[0], strerror(src));
-    if (sent == 0) send_frame(c->fd, 1, msg, (size_t)n);
-    exec_end(fe, id, src == ENOENT ? 127 : 126);
-  } else {
-    p.in_fd = fds[0];
-    p.out_fd = fds[1];
-    p.err_fd = fds[2];
-    p.sock_dead = sent != 0;
-    /* What came with the request head is stdin already. */
-    if (c->len > c->off) stdin_from(&p, c->buf + c->off, c->len - c->off);
-    c->off = c->len = 0;
-    pump_run(&p);
-    if (p.in_fd >= 0) close(p.in_fd);
-    if (p.out_fd >= 0) close(p.out_fd);
-    if (p.err_fd >= 0) close(p.err_fd);
-    free(p.pending.data);
-    free(p.frames.data);
-    int code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : 128 + WTERMSIG(p.status);
-    exec_end(fe, id, code);
+                     "container process: exec: \"%s\": %s: unknown\r\n", st->s.argv[0],
+                     strerror(src));
+    if (!sock_dead) send_frame(c->fd, 1, msg, (size_t)n);
+    return src == ENOENT ? 127 : 126;
   }
+  pthread_mutex_lock(&fe->mu);
+  fe_exec *x = fe_exec_find(fe, id);
+  if (x) x->pid = p.pid;
+  pthread_mutex_unlock(&fe->mu);
+  p.in_fd = fds[0];
+  p.out_fd = fds[1];
+  p.err_fd = fds[2];
+  p.sock_dead = sock_dead;
+  /* What came with the request head is stdin already. */
+  if (c->len > c->off) stdin_from(&p, c->buf + c->off, c->len - c->off);
+  c->off = c->len = 0;
+  pump_run(&p);
+  if (p.in_fd >= 0) close(p.in_fd);
+  if (p.out_fd >= 0) close(p.out_fd);
+  if (p.err_fd >= 0) close(p.err_fd);
+  free(p.pending.data);
+  free(p.frames.data);
+  return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : 128 + WTERMSIG(p.status);
+}
+
+void fe_exec_start(fake_engine *fe, fe_conn *c, const char *id, fe_reply *r) {
+  start st;
+  memset(&st, 0, sizeof st);
+  if (exec_begin(fe, id, &st, r) != 0) return spec_free(&st.s);
+  r->hijacked = 1;
+  static const char upgraded[] = "HTTP/1.1 101 UPGRADED\r\nContent-Type: "
+                                 "application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\n"
+                                 "Upgrade: tcp\r\nApi-Version: " FE_API "\r\n\r\n";
+  int sock_dead = fe_send_all(c->fd, upgraded, sizeof upgraded - 1) != 0;
+  int code = 0;
+  if (st.fail_code) {
+    if (!sock_dead) send_frame(c->fd, 1, st.fail_message, strlen(st.fail_message));
+    code = st.fail_code;
+  } else if (!fe_helper_emulate(fe, st.snap.id, st.cmd)) {
+    code = run_process(fe, c, id, &st, sock_dead);
+  }
+  exec_end(fe, id, code);
   shutdown(c->fd, SHUT_RDWR);
-  spec_free(&s);
+  json_object_put(st.cmd);
+  spec_free(&st.s);
 }

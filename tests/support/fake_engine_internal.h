@@ -2,7 +2,8 @@
  *   fake_engine.c       the server: socket, connections, HTTP, the log
  *   fake_engine_api.c   the routes: system, images, containers, volumes, execs
  *   fake_engine_fs.c    the containers' folders, path mapping, archives
- *   fake_engine_exec.c  exec processes and the hijacked stream */
+ *   fake_engine_exec.c  exec processes and the hijacked stream
+ *   fake_engine_helpers.c  sandman's kill, thaw and quiet helpers, done by the fake */
 #ifndef SANDMAN_TESTS_FAKE_ENGINE_INTERNAL_H
 #define SANDMAN_TESTS_FAKE_ENGINE_INTERNAL_H
 
@@ -111,6 +112,7 @@ struct fake_engine {
   fe_volume *volumes;
   fe_exec *execs;
   fe_fault *faults;
+  fe_fault *exec_faults; /* status: the exit code; part: in an argument */
   char **log;
   size_t n_log, cap_log;
 };
@@ -151,6 +153,11 @@ char *fe_fs_map(const fe_container *c, const char *s);
 void fe_archive_put(fake_engine *fe, const fe_request *req, const char *ref, fe_reply *r);
 void fe_archive_get(fake_engine *fe, const fe_request *req, const char *ref, int head,
                     fe_reply *r);
+
+/* ---- fake_engine_helpers.c ---- */
+/* 1 when the exec (of container cid, command cmd) is one of sandman's own
+ * helpers that the fake does itself (done then, exit code 0); else 0. */
+int fe_helper_emulate(fake_engine *fe, const char *cid, json_object *cmd);
 
 /* ---- fake_engine_exec.c ---- */
 /* POST /exec/{id}/start: the 101 and the stream, on c's socket. */

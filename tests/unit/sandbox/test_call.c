@@ -4,6 +4,7 @@
  * in a per_run one (its second call over the in-sandbox agent), with the
  * engine round trips each step costs; a timeout, stdin, a missing image, a
  * refused create, and a keyed sandbox removed behind the runner's back. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,7 +77,7 @@ static void request(fixture *f, sm_run_request *req, sm_mode mode, const char *c
 static void run(fixture *f, const sm_run_request *req, sm_run_result *out) {
   sm_error err = SM_ERROR_INIT;
   int rc = sm_run(f->runner, req, out, &err);
-  if (rc != 0 || out->failure_kind > SM_FAIL_TIMEOUT) {
+  if (rc != 0) {
     char *log = fake_engine_log(f->fe);
     print_error("sm_run: %d %s\nresult: %s (exit %d)\nstdout: %s\nstderr: %s\nengine log:\n%s",
                 rc, err.message, out->error, out->exit_code,
@@ -85,6 +86,17 @@ static void run(fixture *f, const sm_run_request *req, sm_run_result *out) {
     free(log);
   }
   assert_int_equal(rc, 0);
+}
+
+/* The call went well (the tool's exit code aside); else the engine's log. */
+static void assert_ran(fixture *f, const sm_run_result *r) {
+  if (r->failure_kind > SM_FAIL_TIMEOUT) {
+    char *log = fake_engine_log(f->fe);
+    print_error("result: %s (exit %d)\nstderr: %s\nengine log:\n%s", r->error, r->exit_code,
+                r->stderr_data ? r->stderr_data : "", log);
+    free(log);
+  }
+  assert_true(r->failure_kind <= SM_FAIL_TIMEOUT);
 }
 
 static char *host_file(fixture *f, const char *name) { return tf_read_at(f->ws, name); }
@@ -115,6 +127,7 @@ static void per_tool_walk(void **state) {
   request(f, &req, SM_MODE_PER_TOOL, argv, 3);
   sm_run_result r;
   run(f, &req, &r);
+  assert_ran(f, &r);
   assert_true(r.ok);
   assert_int_equal(r.exit_code, 0);
   assert_true(r.started);
@@ -156,6 +169,7 @@ static void per_run_walk(void **state) {
   req.run_id = "walk";
   sm_run_result r;
   run(f, &req, &r);
+  assert_ran(f, &r);
   assert_true(r.ok);
   assert_string_equal(r.stdout_data, "one\n");
   assert_false(r.reused);
@@ -174,6 +188,7 @@ static void per_run_walk(void **state) {
   req.argv = second;
   fake_engine_clear_log(f->fe);
   run(f, &req, &r);
+  assert_ran(f, &r);
   assert_true(r.ok);
   assert_string_equal(r.stdout_data, "two\nkept\n");
   assert_true(r.reused);
@@ -196,14 +211,15 @@ static void per_run_walk(void **state) {
  * its cached entry stale, looks again and makes it anew. */
 static void per_run_gone(void **state) {
   fixture *f = *state;
-  const char *argv[] = {"sh", "-c", "echo hi"};
+  const char *argv[] = {"sh", "-c", "cat in.txt"};
+  assert_int_equal(tf_write_at(f->ws, "in.txt", "hi\n"), 0);
   sm_run_request req;
   request(f, &req, SM_MODE_PER_RUN, argv, 3);
   req.run_id = "gone";
-  req.workspace = NULL;
   sm_runner_set_agent(f->runner, 0);
   sm_run_result r;
   run(f, &req, &r);
+  assert_ran(f, &r);
   assert_true(r.ok);
   sm_engine *e = NULL;
   sm_error err = SM_ERROR_INIT;
@@ -211,6 +227,7 @@ static void per_run_gone(void **state) {
   assert_int_equal(sm_engine_container_remove(e, r.sandbox_id, 1, 1, &err), 0);
   sm_run_result_dispose(&r);
   run(f, &req, &r);
+  assert_ran(f, &r);
   assert_true(r.ok);
   assert_string_equal(r.stdout_data, "hi\n");
   assert_false(r.reused);
@@ -222,7 +239,8 @@ static void per_run_gone(void **state) {
 static void timeout(void **state) {
   fixture *f = *state;
   const char *argv[] = {"sleep", "30"};
-  for (int keyed = 0; keyed < 2; keyed++) {
+  /* per_tool, then per_run twice: through the engine, then over the agent. */
+  for (int keyed = 0; keyed < 3; keyed++) {
     sm_run_request req;
     request(f, &req, keyed ? SM_MODE_PER_RUN : SM_MODE_PER_TOOL, argv, 2);
     req.run_id = "timeout";
@@ -238,6 +256,137 @@ static void timeout(void **state) {
   /* per_tool: the container was killed; per_run: the call's processes, by
    * sandman's kill script in the sandbox. */
   assert_int_equal(fake_engine_count(f->fe, "POST", "/kill"), 1);
+  sm_agent_stats st;
+  sm_runner_agent_stats(f->runner, &st);
+  assert_int_equal(st.calls, 1);
+  char user[64];
+  assert_int_equal(fake_engine_exec_user(f->fe, "sandman-kill", user, sizeof user), 0);
+  assert_string_equal(user, "1000:1000");
+}
+
+typedef struct stopper {
+  fake_engine *fe;
+  sm_runner *runner;
+  int done;
+} stopper;
+
+/* An output callback that stops the sandbox the way the kernel's OOM killer
+ * takes a container down, once the tool has said something. */
+static int stop_on_output(void *ud, int stream, const char *data, size_t len) {
+  (void)stream;
+  (void)data;
+  (void)len;
+  stopper *s = ud;
+  if (s->done++) return 0;
+  json_object *list = NULL;
+  sm_engine *e = NULL;
+  sm_error err = SM_ERROR_INIT;
+  const char *labels[] = {"io.sandman.instance=unit-call"};
+  /* Another engine client: this thread's is in the middle of the call. */
+  sm_engine_options o = SM_ENGINE_OPTIONS_INIT;
+  o.host = fake_engine_host(s->fe);
+  if (sm_engine_new(&e, &o, &err) == 0 && sm_engine_container_list(e, 1, labels, 1, &list, &err) == 0) {
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+      json_object *id = NULL;
+      json_object_object_get_ex(json_object_array_get_idx(list, i), "Id", &id);
+      fake_engine_stop_container(s->fe, json_object_get_string(id), 1);
+    }
+  }
+  json_object_put(list);
+  sm_engine_free(e);
+  return 0;
+}
+
+/* The sandbox dies of OOM under the call: 137 and oom_killed, through the
+ * engine's exec (per_tool) and over an agent session (per_run). */
+static void out_of_memory(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"sh", "-c", "echo start; exec sleep 30"};
+  for (int i = 0; i < 2; i++) {
+    sm_run_request req;
+    request(f, &req, i ? SM_MODE_PER_RUN : SM_MODE_PER_TOOL, argv, 3);
+    req.workspace = NULL;
+    req.run_id = "oom";
+    sm_run_result r;
+    if (i) {
+      const char *warm[] = {"true"};
+      req.argv = warm;
+      req.argc = 1;
+      run(f, &req, &r); /* the next call goes over an agent session */
+      sm_run_result_dispose(&r);
+      req.argv = argv;
+      req.argc = 3;
+    }
+    stopper st = {f->fe, f->runner, 0};
+    req.on_output = stop_on_output;
+    req.on_output_ud = &st;
+    run(f, &req, &r);
+    assert_int_equal(r.exit_code, 137);
+    assert_true(r.oom_killed);
+    assert_int_equal(r.failure_kind, SM_FAIL_TOOL);
+    sm_run_result_dispose(&r);
+  }
+  sm_agent_stats as;
+  sm_runner_agent_stats(f->runner, &as);
+  assert_int_equal(as.calls, 1);
+}
+
+/* The runtime could not start the call's wrapper: sandman's failure, in
+ * words that say what is missing. */
+static void not_started(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"true"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_TOOL, argv, 1);
+  req.workspace = NULL;
+  fake_engine_fail_exec(f->fe, "sandman-call", "OCI runtime exec failed: exec failed: unable to "
+                        "start container process: exec: \"/bin/sh\": stat /bin/sh: no such file "
+                        "or directory: unknown", 126, 1);
+  sm_run_result r;
+  run(f, &req, &r);
+  assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
+  assert_non_null(strstr(r.error, "no /bin/sh"));
+  sm_run_result_dispose(&r);
+  fake_engine_fail_exec(f->fe, "sandman-call", "OCI runtime exec failed: exec failed: "
+                        "container_linux.go: starting container process caused: \"/bin/sh -c "
+                        "exec 3>&2\": resource temporarily unavailable: unknown", 126, 1);
+  run(f, &req, &r);
+  assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
+  assert_non_null(strstr(r.error, "could not start the call"));
+  assert_non_null(strstr(r.error, "/bin/sh -c ...")); /* the wrapper's text left out */
+  sm_run_result_dispose(&r);
+}
+
+/* Leased credentials: in a per_run sandbox the call runs alone (its other
+ * processes stopped meanwhile) through the engine's exec, never the agent. */
+static void leased(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"sh", "-c", "echo ready"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_RUN, argv, 3);
+  req.workspace = NULL;
+  req.run_id = "leased";
+  sm_run_result r;
+  run(f, &req, &r); /* makes the sandbox */
+  assert_true(r.ok);
+  sm_run_result_dispose(&r);
+  const char *secret[] = {"LEASED_TOKEN=s3cret"};
+  const char *show[] = {"sh", "-c", "test \"$LEASED_TOKEN\" = s3cret && echo has-it"};
+  req.argv = show;
+  req.secret_env = secret;
+  req.n_secret_env = 1;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_true(r.ok);
+  assert_string_equal(r.stdout_data, "has-it\n");
+  sm_run_result_dispose(&r);
+  sm_agent_stats st;
+  sm_runner_agent_stats(f->runner, &st);
+  assert_int_equal(st.calls, 0);
+  char user[64];
+  assert_int_equal(fake_engine_exec_user(f->fe, "quiet", user, sizeof user), 0);
+  assert_string_equal(user, "1000:65534"); /* a group none of the user's processes has */
+  assert_int_equal(fake_engine_exec_user(f->fe, "sandman-thaw", user, sizeof user), 0);
 }
 
 static void with_stdin(void **state) {
@@ -285,6 +434,171 @@ static void refusals(void **state) {
   assert_int_equal(fake_engine_volumes(f->fe), 0);
 }
 
+/* A runner of its own (no lookup cache) on the same state and instance. */
+static sm_runner *fresh_runner(fixture *f) {
+  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
+  o.engine.host = fake_engine_host(f->fe);
+  o.state_dir = f->state;
+  o.instance = "unit-call";
+  sm_runner *r = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_runner_new(&r, &o, &err) != 0) fail_msg("runner: %s", err.message);
+  return r;
+}
+
+static void run_with(fixture *f, sm_runner *runner, const sm_run_request *req,
+                     sm_run_result *out) {
+  sm_runner *mine = f->runner;
+  f->runner = runner;
+  run(f, req, out);
+  f->runner = mine;
+}
+
+/* A keyed sandbox found by a runner that did not make it: used as it is,
+ * replaced when its configuration changed or it stopped, refused when
+ * another instance made it. */
+static void keyed_found(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"sh", "-c", "echo here"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_RUN, argv, 3);
+  req.workspace = NULL;
+  req.run_id = "found";
+  sm_run_result r;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  char first[SM_ENGINE_ID_MAX];
+  snprintf(first, sizeof first, "%s", r.sandbox_id);
+  sm_run_result_dispose(&r);
+
+  sm_runner *other = fresh_runner(f);
+  run_with(f, other, &req, &r);
+  assert_ran(f, &r);
+  assert_true(r.reused);
+  assert_string_equal(r.sandbox_id, first);
+  sm_run_result_dispose(&r);
+  assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/create"), 1);
+
+  req.settings.memory = 256 * 1024 * 1024;
+  run_with(f, other, &req, &r);
+  assert_ran(f, &r);
+  assert_false(r.reused);
+  assert_string_equal(r.replaced_previous, first);
+  assert_non_null(strstr(r.replaced_because, "memory"));
+  char second[SM_ENGINE_ID_MAX];
+  snprintf(second, sizeof second, "%s", r.sandbox_id);
+  sm_run_result_dispose(&r);
+  sm_runner_free(other);
+
+  assert_int_equal(fake_engine_stop_container(f->fe, second, 0), 0);
+  other = fresh_runner(f);
+  run_with(f, other, &req, &r);
+  assert_ran(f, &r);
+  assert_string_equal(r.replaced_previous, second);
+  assert_string_equal(r.replaced_because, "it was not running");
+  sm_run_result_dispose(&r);
+  sm_runner_free(other);
+
+  /* The same name on a container of someone else's. */
+  sm_engine *e = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_runner_engine(f->runner, &e, &err), 0);
+  json_object *insp = NULL, *name = NULL;
+  run(f, &req, &r);
+  assert_int_equal(sm_engine_container_inspect(e, r.sandbox_id, &insp, &err), 0);
+  assert_true(json_object_object_get_ex(insp, "Name", &name));
+  char taken[300];
+  snprintf(taken, sizeof taken, "%s", json_object_get_string(name) + 1);
+  json_object_put(insp);
+  assert_int_equal(sm_engine_container_remove(e, r.sandbox_id, 1, 1, &err), 0);
+  sm_run_result_dispose(&r);
+  json_object *cfg = json_object_new_object(), *labels = json_object_new_object();
+  json_object_object_add(cfg, "Image", json_object_new_string(IMAGE));
+  json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
+  json_object_object_add(labels, "io.sandman.instance", json_object_new_string("someone-else"));
+  json_object_object_add(cfg, "Labels", labels);
+  char foreign[SM_ENGINE_ID_MAX];
+  assert_int_equal(sm_engine_container_create(e, taken, cfg, foreign, NULL, &err), 0);
+  json_object_put(cfg);
+  assert_int_equal(sm_engine_container_start(e, foreign, &err), 0);
+  other = fresh_runner(f);
+  run_with(f, other, &req, &r);
+  assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
+  assert_non_null(strstr(r.error, "did not make"));
+  assert_false(r.started);
+  sm_run_result_dispose(&r);
+  sm_runner_free(other);
+}
+
+/* A per_worker sandbox is pinned to the project of its first call. */
+static void worker_pinned(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"true"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_WORKER, argv, 1);
+  req.workspace = NULL;
+  req.worker_id = "w1";
+  req.project = "p1";
+  sm_run_result r;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_true(r.ok);
+  sm_run_result_dispose(&r);
+  req.project = "p2";
+  run(f, &req, &r);
+  assert_int_equal(r.failure_kind, SM_FAIL_POLICY);
+  assert_non_null(strstr(r.error, "pinned to project 'p1'"));
+  sm_run_result_dispose(&r);
+}
+
+/* Between two calls in a per_run sandbox the host deletes a file and adds
+ * a link that leaves the workspace: the sandbox gets both (through the
+ * engine's execs, the agent being off); with its manifest spoiled, the
+ * sandbox's side is cleared before the copy. */
+static void keyed_workspace(void **state) {
+  fixture *f = *state;
+  sm_runner_set_agent(f->runner, 0);
+  assert_int_equal(tf_write_at(f->ws, "keep.txt", "k\n"), 0);
+  assert_int_equal(tf_write_at(f->ws, "drop.txt", "d\n"), 0);
+  const char *list[] = {"sh", "-c", "ls -A | sort | tr '\\n' ' '; echo stale > /workspace/.stale"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_RUN, list, 3);
+  req.run_id = "ws";
+  req.sync = SM_SYNC_IN;
+  sm_run_result r;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_string_equal(r.stdout_data, "drop.txt keep.txt ");
+  sm_run_result_dispose(&r);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/drop.txt", f->ws);
+  assert_int_equal(unlink(path), 0);
+  snprintf(path, sizeof path, "%s/up", f->ws);
+  assert_int_equal(symlink("../somewhere-else", path), 0);
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_string_equal(r.stdout_data, ".stale keep.txt up ");
+  sm_run_result_dispose(&r);
+  /* A manifest that cannot be read: the next copy clears the sandbox's
+   * side first, or what the sandbox holds would pass for the host's. */
+  char manifests[4200];
+  snprintf(manifests, sizeof manifests, "%s/workspaces", f->state);
+  DIR *d = opendir(manifests);
+  assert_non_null(d);
+  int spoiled = 0;
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    if (de->d_name[0] == '.') continue;
+    assert_int_equal(tf_write_at(manifests, de->d_name, "not a manifest\n"), 0);
+    spoiled++;
+  }
+  closedir(d);
+  assert_int_equal(spoiled, 1);
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_string_equal(r.stdout_data, "keep.txt up ");
+  sm_run_result_dispose(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(per_tool_walk, setup, teardown),
@@ -292,7 +606,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(per_run_gone, setup, teardown),
       cmocka_unit_test_setup_teardown(timeout, setup, teardown),
       cmocka_unit_test_setup_teardown(with_stdin, setup, teardown),
+      cmocka_unit_test_setup_teardown(out_of_memory, setup, teardown),
+      cmocka_unit_test_setup_teardown(not_started, setup, teardown),
+      cmocka_unit_test_setup_teardown(leased, setup, teardown),
       cmocka_unit_test_setup_teardown(refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(keyed_found, setup, teardown),
+      cmocka_unit_test_setup_teardown(worker_pinned, setup, teardown),
+      cmocka_unit_test_setup_teardown(keyed_workspace, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
