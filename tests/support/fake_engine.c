@@ -175,10 +175,14 @@ static int read_request(fe_conn *c, fe_request *req) {
     if (strncasecmp(line, "Expect:", 7) == 0 && strstr(line + 7, "100")) expect = 1;
   }
   if (expect && fe_send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0) return -1;
-  if (chunked) return read_chunked(c, req) == 0 ? 1 : -1;
-  if (clen < 0 || (size_t)clen >= FE_BODY_MAX || body_grow(req, (size_t)clen) != 0) return -1;
-  if (clen > 0 && conn_bytes(c, req->body, (size_t)clen) != 0) return -1;
-  req->body_len = (size_t)clen;
+  if (chunked) {
+    if (read_chunked(c, req) != 0 || body_grow(req, 0) != 0) return -1;
+  } else {
+    if (clen < 0 || (size_t)clen >= FE_BODY_MAX || body_grow(req, (size_t)clen) != 0) return -1;
+    if (clen > 0 && conn_bytes(c, req->body, (size_t)clen) != 0) return -1;
+    req->body_len = (size_t)clen;
+  }
+  req->body[req->body_len] = '\0'; /* the JSON parser reads up to a NUL */
   return 1;
 }
 

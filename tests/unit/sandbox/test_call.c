@@ -120,8 +120,12 @@ static void per_tool_walk(void **state) {
   fixture *f = *state;
   assert_int_equal(tf_write_at(f->ws, "in.txt", "from the host\n"), 0);
   assert_int_equal(tf_write_at(f->ws, "gone.txt", "delete me\n"), 0);
+  char link[4200];
+  snprintf(link, sizeof link, "%s/up", f->ws);
+  assert_int_equal(symlink("../elsewhere", link), 0); /* made after the upload */
   const char *argv[] = {"sh", "-c",
                         "cat in.txt; echo made > out.txt; rm gone.txt; echo to-stderr >&2; "
+                        "test \"$(readlink up)\" = ../elsewhere && "
                         "test \"$HOME\" -ef ."};
   sm_run_request req;
   request(f, &req, SM_MODE_PER_TOOL, argv, 3);
@@ -144,9 +148,9 @@ static void per_tool_walk(void **state) {
   assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/create"), 1);
   assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/*/start"), 1);
   assert_int_equal(fake_engine_count(f->fe, "PUT", "/archive"), 1);
-  /* Three execs: the listing that waits for the upload, the tool, the
-   * listing after it. */
-  assert_int_equal(fake_engine_count(f->fe, "POST", "/exec/"), 3);
+  /* Four execs: the listing that waits for the upload, the link that the
+   * engine's upload would refuse, the tool, the listing after it. */
+  assert_int_equal(fake_engine_count(f->fe, "POST", "/exec/"), 4);
   assert_true(fake_engine_count(f->fe, "GET", "/archive") >= 1);
   assert_int_equal(fake_engine_count(f->fe, "DELETE", "/containers/"), 1);
   assert_int_equal(fake_engine_containers(f->fe), 0);
@@ -599,6 +603,69 @@ static void keyed_workspace(void **state) {
   sm_run_result_dispose(&r);
 }
 
+/* The warm pool makes a per_tool sandbox ahead, with an agent session: the
+ * call takes it and runs over the session, the pool makes the next one,
+ * and the used one goes in the background. */
+static void warm_pool(void **state) {
+  fixture *f = *state;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(tf_write_at(f->ws, "in.txt", "pooled\n"), 0);
+  const char *argv[] = {"sh", "-c", "cat in.txt; echo back > out.txt"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_TOOL, argv, 3);
+  assert_int_equal(sm_runner_pool_set_size(f->runner, 1, &err), 0);
+  assert_int_equal(sm_runner_pool_prepare(f->runner, &req, &err), 0);
+  assert_int_equal(sm_runner_settle(f->runner, 60, &err), 0);
+  sm_pool_stats ps;
+  sm_runner_pool_stats(f->runner, &ps);
+  assert_int_equal(ps.ready, 1);
+  fake_engine_clear_log(f->fe);
+  sm_run_result r;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_true(r.ok);
+  assert_string_equal(r.stdout_data, "pooled\n");
+  assert_file(f, "out.txt", "back\n");
+  sm_run_result_dispose(&r);
+  sm_agent_stats as;
+  sm_runner_agent_stats(f->runner, &as);
+  assert_int_equal(as.calls, 1);
+  assert_int_equal(fake_engine_count(f->fe, "GET", "/containers/*/json"), 0);
+  assert_int_equal(sm_runner_settle(f->runner, 60, &err), 0);
+  sm_runner_pool_stats(f->runner, &ps);
+  assert_int_equal(ps.taken, 1);
+  assert_int_equal(ps.ready, 1);
+  assert_int_equal(fake_engine_containers(f->fe), 1); /* the next one, ready */
+  sm_runner_pool_drain(f->runner);
+  assert_int_equal(fake_engine_containers(f->fe), 0);
+}
+
+/* The tool kills the agent that runs it: 137, and the copy out falls back
+ * to the engine's execs. */
+static void agent_killed(void **state) {
+  fixture *f = *state;
+  const char *warm[] = {"true"};
+  sm_run_request req;
+  request(f, &req, SM_MODE_PER_RUN, warm, 1);
+  req.run_id = "killer";
+  sm_run_result r;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  sm_run_result_dispose(&r);
+  const char *argv[] = {"sh", "-c", "echo made > out.txt; kill -9 $PPID; sleep 30"};
+  req.argv = argv;
+  req.argc = 3;
+  run(f, &req, &r);
+  assert_ran(f, &r);
+  assert_int_equal(r.exit_code, 137);
+  assert_false(r.oom_killed);
+  sm_run_result_dispose(&r);
+  assert_file(f, "out.txt", "made\n");
+  sm_agent_stats as;
+  sm_runner_agent_stats(f->runner, &as);
+  assert_int_equal(as.calls, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(per_tool_walk, setup, teardown),
@@ -613,6 +680,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(keyed_found, setup, teardown),
       cmocka_unit_test_setup_teardown(worker_pinned, setup, teardown),
       cmocka_unit_test_setup_teardown(keyed_workspace, setup, teardown),
+      cmocka_unit_test_setup_teardown(warm_pool, setup, teardown),
+      cmocka_unit_test_setup_teardown(agent_killed, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
