@@ -1,0 +1,227 @@
+/* The egress proxy program itself (src/egress/proxy/main.c) on loopback:
+ * a policy file for 127.0.0.1 that lists the loopback address, a local
+ * upstream; a plain request relayed, a CONNECT tunnelled, a name the policy
+ * does not list refused, a malformed head refused, a sandbox with no policy
+ * refused, each decision one JSON line on the proxy's stdout. In the
+ * sanitizer tree it is the sanitized build of the proxy that runs. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "support/files.h"
+
+#ifndef SANDMAN_EGRESS_PATH
+#error "SANDMAN_EGRESS_PATH must name the built sandman-egress"
+#endif
+
+#define WAIT_MS 30000
+
+typedef struct fixture {
+  char policy_dir[4096];
+  pid_t pid;
+  int out_fd;  /* the proxy's stdout: its log lines */
+  char log[65536];
+  size_t log_len;
+  int port;
+  int up_fd;   /* the upstream's listening socket */
+  int up_port;
+  pthread_t up_thread;
+} fixture;
+
+/* A free loopback port (bound and let go: the proxy binds it next). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* The upstream: each connection gets "hello" after its request head. */
+static void *upstream(void *p) {
+  fixture *f = p;
+  for (;;) {
+    int fd = accept(f->up_fd, NULL, NULL);
+    if (fd < 0) return NULL;
+    char buf[4096];
+    size_t n = 0;
+    while (n < sizeof buf - 1) {
+      ssize_t r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+      if (r <= 0) break;
+      n += (size_t)r;
+      buf[n] = '\0';
+      if (strstr(buf, "\r\n\r\n")) break;
+    }
+    static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+    if (send(fd, reply, sizeof reply - 1, MSG_NOSIGNAL) < 0) perror("upstream");
+    close(fd);
+  }
+}
+
+/* Reads the proxy's stdout until it holds text (bounded). */
+static int log_has(fixture *f, const char *text) {
+  for (int waited = 0; !strstr(f->log, text) && waited < WAIT_MS; waited += 50) {
+    struct pollfd pf = {f->out_fd, POLLIN, 0};
+    if (poll(&pf, 1, 50) > 0) {
+      ssize_t r = read(f->out_fd, f->log + f->log_len, sizeof f->log - 1 - f->log_len);
+      if (r <= 0) break;
+      f->log_len += (size_t)r;
+      f->log[f->log_len] = '\0';
+    }
+  }
+  return strstr(f->log, text) != NULL;
+}
+
+static int start_proxy(fixture *f) {
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  f->port = free_port();
+  char port[16];
+  snprintf(port, sizeof port, "%d", f->port);
+  f->pid = fork();
+  if (f->pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    execl(SANDMAN_EGRESS_PATH, "sandman-egress", "--port", port, "--policy-dir", f->policy_dir,
+          "--head-timeout", "5", (char *)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  f->out_fd = out[0];
+  return f->pid > 0 && log_has(f, "proxy.ready") ? 0 : -1;
+}
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  if (f == NULL || tf_temp_dir(f->policy_dir, sizeof f->policy_dir, "sandman-test-proxy") != 0)
+    return -1;
+  f->up_fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (bind(f->up_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(f->up_fd, 16) != 0 ||
+      getsockname(f->up_fd, (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  f->up_port = ntohs(a.sin_port);
+  pthread_create(&f->up_thread, NULL, upstream, f);
+  char policy[1024];
+  snprintf(policy, sizeof policy,
+           "sandman-egress-policy 1\nsandbox sandman-unit-proxy\nagent coder\nproject demo\n"
+           "run r1\nworker -\nsubnet 127.0.0.0/8\nlevel defaults\nallow 127.0.0.1:%d\n"
+           "allow allowed.test\nend\n",
+           f->up_port);
+  if (tf_write_at(f->policy_dir, "127.0.0.1", policy) != 0) return -1;
+  /* A few tries: the free port may be taken by someone else meanwhile. */
+  for (int i = 0; i < 5; i++) {
+    if (start_proxy(f) == 0) {
+      *state = f;
+      return 0;
+    }
+    if (f->pid > 0) {
+      kill(f->pid, SIGKILL);
+      waitpid(f->pid, NULL, 0);
+    }
+    close(f->out_fd);
+  }
+  return -1;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  kill(f->pid, SIGTERM);
+  int status = 0;
+  waitpid(f->pid, &status, 0);
+  shutdown(f->up_fd, SHUT_RDWR);
+  close(f->up_fd);
+  pthread_join(f->up_thread, NULL);
+  close(f->out_fd);
+  tf_rm_rf(f->policy_dir);
+  free(f);
+  return 0;
+}
+
+/* Sends text through the proxy and reads its answer until it closes. */
+static void exchange(fixture *f, const char *text, char *out, size_t cap) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_true(send(fd, text, strlen(text), MSG_NOSIGNAL) == (ssize_t)strlen(text));
+  size_t n = 0;
+  for (;;) {
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, WAIT_MS) <= 0 || n + 1 >= cap) break;
+    ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
+    if (r <= 0) break;
+    n += (size_t)r;
+    /* A tunnel stays open: once the upstream's answer is through, done. */
+    out[n] = '\0';
+    if (strstr(out, "Connection established") && strstr(out, "hello")) break;
+  }
+  out[n] = '\0';
+  close(fd);
+}
+
+static void relayed(void **state) {
+  fixture *f = *state;
+  char req[512], out[8192];
+  snprintf(req, sizeof req, "GET http://127.0.0.1:%d/x HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+           f->up_port, f->up_port);
+  exchange(f, req, out, sizeof out);
+  assert_non_null(strstr(out, "200 OK"));
+  assert_non_null(strstr(out, "hello"));
+  assert_true(log_has(f, "\"event\":\"egress.allowed\""));
+  assert_true(log_has(f, "\"sandbox\":\"sandman-unit-proxy\""));
+  snprintf(req, sizeof req,
+           "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+           f->up_port, f->up_port);
+  exchange(f, req, out, sizeof out);
+  assert_non_null(strstr(out, "200 Connection established"));
+  assert_non_null(strstr(out, "hello"));
+}
+
+static void refused(void **state) {
+  fixture *f = *state;
+  char out[8192];
+  exchange(f, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n", out, sizeof out);
+  assert_non_null(strstr(out, "403 Forbidden"));
+  assert_true(log_has(f, "\"dst_host\":\"denied.test\""));
+  exchange(f, "this is not HTTP\r\n\r\n", out, sizeof out);
+  assert_non_null(strstr(out, "400 Bad Request"));
+  /* An address the policy does not list, by name or literal. */
+  exchange(f, "CONNECT 127.0.0.2:22 HTTP/1.1\r\nHost: 127.0.0.2:22\r\n\r\n", out, sizeof out);
+  assert_non_null(strstr(out, "403 Forbidden"));
+  /* No policy for the sandbox: nothing at all. */
+  char path[4200];
+  snprintf(path, sizeof path, "%s/127.0.0.1", f->policy_dir);
+  assert_int_equal(unlink(path), 0);
+  exchange(f, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", out, sizeof out);
+  assert_non_null(strstr(out, "403 Forbidden"));
+  assert_non_null(strstr(out, "no egress policy"));
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(relayed, setup, teardown),
+      cmocka_unit_test_setup_teardown(refused, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
