@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "server/server_internal.h"
+#include "support/files.h"
 
 #define NONCE "00112233445566778899aabbccddeeff"
 #define OWNED "HOME XDG_CONFIG_HOME GH_TOKEN"
@@ -208,13 +209,6 @@ static void strip_for_streamed_output(void **state) {
   assert_string_equal(buf, "no marker");
 }
 
-static void write_file(const char *path, const char *content, size_t len) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_int_equal(fwrite(content, 1, len, f), len);
-  fclose(f);
-}
-
 static void loading_from_a_workspace(void **state) {
   (void)state;
   char tmpl[] = "/tmp/sm-hook-XXXXXX";
@@ -231,7 +225,7 @@ static void loading_from_a_workspace(void **state) {
   snprintf(path, sizeof path, "%s/.sandman", ws);
   assert_int_equal(mkdir(path, 0700), 0);
   snprintf(path, sizeof path, "%s/.sandman/worker-env.sh", ws);
-  write_file(path, "export A=1\n", 11);
+  assert_int_equal(tf_write(path, "export A=1\n", 11), 0);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
   assert_string_equal(content, "export A=1\n");
   free(content);
@@ -240,14 +234,14 @@ static void loading_from_a_workspace(void **state) {
   unlink(path);
   char inner[4096];
   snprintf(inner, sizeof inner, "%s/real-hook.sh", ws);
-  write_file(inner, "export B=2\n", 11);
+  assert_int_equal(tf_write(inner, "export B=2\n", 11), 0);
   assert_int_equal(symlink("../real-hook.sh", path), 0);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
   assert_string_equal(content, "export B=2\n");
   free(content);
   unlink(path);
   snprintf(outside, sizeof outside, "%s-outside.sh", ws);
-  write_file(outside, "export C=3\n", 11);
+  assert_int_equal(tf_write(outside, "export C=3\n", 11), 0);
   assert_int_equal(symlink(outside, path), 0);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_EUNSAFE);
   assert_non_null(strstr(err.message, "outside the workspace"));
@@ -257,7 +251,7 @@ static void loading_from_a_workspace(void **state) {
 
   char *big = malloc(70000);
   memset(big, '#', 70000);
-  write_file(path, big, 70000);
+  assert_int_equal(tf_write(path, big, 70000), 0);
   free(big);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_ETOOBIG);
   assert_non_null(strstr(err.message, "64 KiB"));

@@ -31,16 +31,16 @@ static int setup(void **state) {
   assert_int_equal(mkdir(f->outside, 0755), 0);
   char p[400];
   snprintf(p, sizeof p, "%s/secret.txt", f->outside);
-  write_file(p, "do not touch\n");
+  tf_write_str(p, "do not touch\n");
   snprintf(p, sizeof p, "%s/x", f->parent);
-  write_file(p, "parent file\n");
+  tf_write_str(p, "parent file\n");
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
-  rm_rf(f->parent);
+  tf_rm_rf(f->parent);
   free(f);
   return 0;
 }
@@ -67,7 +67,7 @@ static void expect_failed(fixture *f, tb *t, sm_workspace_limits *lim, int code,
 static char *around(fixture *f) {
   char p[400];
   snprintf(p, sizeof p, "%s/x", f->parent);
-  char *x = read_file(p);
+  char *x = tf_read(p, NULL);
   char *o = snapshot(f->outside);
   size_t n = strlen(x) + strlen(o) + 2;
   char *s = malloc(n);
@@ -82,7 +82,7 @@ static char *around(fixture *f) {
  * target changed, and *applied (when given) what the target holds. */
 static void expect_refused(fixture *f, tb *t, sm_workspace_limits *lim, const char *refusals,
                            const char *applied) {
-  rm_rf(f->target);
+  tf_rm_rf(f->target);
   assert_int_equal(mkdir(f->target, 0755), 0);
   char *before = around(f);
   memsrc m = {t->out.data, t->out.len, 0, 0};
@@ -344,7 +344,7 @@ static void test_structure(void **state) {
   expect_refused(f, &t, NULL, "dup=unsafe_path", "dup");
   char p[400];
   snprintf(p, sizeof p, "%s/dup", f->target);
-  char *c = read_file(p);
+  char *c = tf_read(p, NULL);
   assert_string_equal(c, "1");
   free(c);
   tb_open(&t);
@@ -412,7 +412,7 @@ static void test_good_archive(void **state) {
   ws_apply_result_dispose(&res);
   char p[600];
   snprintf(p, sizeof p, "%s/dir with space/héllo wörld.txt", f->target);
-  char *c = read_file(p);
+  char *c = tf_read(p, NULL);
   assert_non_null(c);
   assert_string_equal(c, "utf-8 name");
   free(c);
@@ -422,7 +422,7 @@ static void test_good_archive(void **state) {
   assert_int_equal(st.st_mode & 0777, 0755);
   assert_int_equal(st.st_mtime, 1700000000);
   snprintf(p, sizeof p, "%s/a/hard", f->target);
-  c = read_file(p);
+  c = tf_read(p, NULL);
   assert_string_equal(c, "#!/bin/sh\necho hi\n");
   free(c);
   snprintf(p, sizeof p, "%s/a/b/up", f->target);
@@ -464,7 +464,7 @@ static void test_existing_symlink_not_followed(void **state) {
   char *after = snapshot(f->outside);
   assert_string_equal(before, after);
   snprintf(p, sizeof p, "%s/secret.txt", f->outside);
-  char *c = read_file(p);
+  char *c = tf_read(p, NULL);
   assert_string_equal(c, "do not touch\n");
   free(c);
   free(before);
