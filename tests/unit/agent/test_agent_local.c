@@ -563,8 +563,20 @@ static void test_many_calls_leak_nothing(void **state) {
     result_dispose(&r);
   }
   assert_int_equal(count_fds(a->pid), fds);
+#ifdef SANDMAN_PROGRAMS_SANITIZED
+  /* The sanitizers' allocator keeps freed memory a while: its resident size
+   * says nothing. LeakSanitizer says it instead, as the agent exits (its
+   * exit code is then not 0). */
+  (void)rss;
+#else
   /* A leak of even a small buffer per call would show over 1000 calls. */
   assert_true(rss_kib(a->pid) <= rss + 256);
+#endif
+  close(a->to);
+  a->to = -1;
+  int st = agent_wait(a);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void test_out_of_fds_fails_the_call(void **state) {
