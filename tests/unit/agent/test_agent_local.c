@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "agent/frame.h"
+#include "common/unconst.h"
 
 #ifndef SANDMAN_AGENT_PATH
 #error "SANDMAN_AGENT_PATH must name the built sandman-agent"
@@ -177,7 +178,7 @@ static void agent_start(agent *a, const char *const *extra_env) {
     /* A descriptor the agent did not open itself: calls must not get it. */
     int stray = open("/dev/null", O_RDONLY);
     if (stray >= 0 && stray != 9) dup2(stray, 9), close(stray);
-    for (size_t i = 0; extra_env && extra_env[i]; i++) putenv((char *)extra_env[i]);
+    for (size_t i = 0; extra_env && extra_env[i]; i++) putenv(SM_UNCONST(extra_env[i]));
     signal(SIGHUP, SIG_IGN); /* calls must not inherit this (nor our SIGPIPE) */
     struct rlimit rl = {nofile_limit, nofile_limit};
     if (nofile_limit && setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(126);

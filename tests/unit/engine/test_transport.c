@@ -22,6 +22,7 @@
 
 #include <sandman/engine.h>
 
+#include "common/unconst.h"
 #include "support/memio.h"
 
 typedef enum {
@@ -545,7 +546,7 @@ static void test_exec_timeout_cancel(void **st) {
 
   volatile int cancel = 0;
   pthread_t t;
-  pthread_create(&t, NULL, cancel_soon, (void *)&cancel);
+  pthread_create(&t, NULL, cancel_soon, SM_UNCONST(&cancel));
   io.timeout_s = 0;
   io.cancel = &cancel;
   assert_int_equal(sm_engine_exec_start(e, "abc", &io, &err), SM_ECANCELLED);

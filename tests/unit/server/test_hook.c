@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "common/unconst.h"
 #include "server/server_internal.h"
 #include "support/files.h"
 
@@ -30,7 +31,7 @@ static void append(char **buf, size_t *len, const char *data, size_t n) {
 }
 
 /* Runs the hook runner around argv with env; fills a result as sm_run would. */
-static void run_hook(const char *hook, const char *const *argv, size_t argc, char *const *env,
+static void run_hook(const char *hook, const char *const *argv, size_t argc, const char *const *env,
                      sm_run_result *r) {
   char **wrapped = NULL;
   size_t wn = 0;
@@ -46,7 +47,7 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, cha
   posix_spawn_file_actions_addclose(&fa, err[0]);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   pid_t pid;
-  assert_int_equal(posix_spawnp(&pid, "bash", &fa, NULL, wrapped, env), 0);
+  assert_int_equal(posix_spawnp(&pid, "bash", &fa, NULL, wrapped, SM_UNCONST(env)), 0);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
   close(err[1]);
@@ -79,7 +80,7 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, cha
   sm_hook_finish(NONCE, r);
 }
 
-static char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/ws",
+static const char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/ws",
                                  "XDG_CONFIG_HOME=/ws/.config", "GH_TOKEN=leased-value",
                                  "KEEP=1", NULL};
 
