@@ -20,6 +20,7 @@
 
 #include "support/files.h"
 #include "support/itest.h"
+#include "support/memio.h"
 
 /* Cases list only the fields they need. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -70,22 +71,6 @@ typedef struct call {
   int64_t stdout_cap;
 } call;
 
-typedef struct feed {
-  const char *data;
-  size_t len, off;
-} feed;
-
-static ssize_t feed_read(void *ud, char *buf, size_t len) {
-  feed *f = ud;
-  size_t n = f->len - f->off;
-  if (n > len) n = len;
-  /* Odd sizes: frames must not depend on the reader's chunking. */
-  if (n > 7777) n = 7777;
-  memcpy(buf, f->data + f->off, n);
-  f->off += n;
-  return (ssize_t)n;
-}
-
 static void run_in(sm_runner *r, const char *run_id, const call *c, sm_run_result *res) {
   sm_run_request req;
   sm_run_request_init(&req);
@@ -97,9 +82,10 @@ static void run_in(sm_runner *r, const char *run_id, const call *c, sm_run_resul
   req.n_env = c->n_env;
   req.settings.timeout_s = c->timeout_s > 0 ? c->timeout_s : 60;
   if (c->stdout_cap > 0) req.settings.stdout_cap = c->stdout_cap;
-  feed f = {c->stdin_data, c->stdin_len, 0};
+  /* Odd sizes: frames must not depend on the reader's chunking. */
+  mem_reader f = {c->stdin_data, c->stdin_len, 0, 7777};
   if (c->stdin_data) {
-    req.stdin_read = feed_read;
+    req.stdin_read = read_mem;
     req.stdin_ud = &f;
   }
   memset(res, 0, sizeof *res);

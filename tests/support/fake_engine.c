@@ -16,20 +16,9 @@
 
 #include "support/fake_engine_internal.h"
 #include "support/files.h"
+#include "support/sock.h"
 
 #define HEAD_MAX 65536
-
-int fe_send_all(int fd, const void *data, size_t len) {
-  const char *p = data;
-  while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
 
 void fe_new_id(fake_engine *fe, char out[FE_ID_LEN + 1]) {
   unsigned long n = ++fe->next_id;
@@ -174,7 +163,7 @@ static int read_request(fe_conn *c, fe_request *req) {
       chunked = 1;
     if (strncasecmp(line, "Expect:", 7) == 0 && strstr(line + 7, "100")) expect = 1;
   }
-  if (expect && fe_send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0) return -1;
+  if (expect && ts_send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0) return -1;
   if (chunked) {
     if (read_chunked(c, req) != 0 || body_grow(req, 0) != 0) return -1;
   } else {
@@ -209,8 +198,8 @@ static int send_reply(fe_conn *c, const fe_request *req, const fe_reply *r) {
                    "Content-Type: %s\r\n%sContent-Length: %zu\r\n\r\n",
                    r->status, reason(r->status), r->type ? r->type : "application/json",
                    r->headers, head_only ? (size_t)0 : r->len);
-  if (fe_send_all(c->fd, head, (size_t)n) != 0) return -1;
-  if (!head_only && r->len > 0 && fe_send_all(c->fd, r->body, r->len) != 0) return -1;
+  if (ts_send_all(c->fd, head, (size_t)n) != 0) return -1;
+  if (!head_only && r->len > 0 && ts_send_all(c->fd, r->body, r->len) != 0) return -1;
   return 0;
 }
 
@@ -427,6 +416,17 @@ void fake_engine_stop(fake_engine *fe) {
 }
 
 const char *fake_engine_host(const fake_engine *fe) { return fe->host; }
+
+sm_runner *fake_engine_runner(fake_engine *fe, const char *state_dir, const char *instance) {
+  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
+  o.engine.host = fe->host;
+  o.state_dir = state_dir;
+  o.instance = instance;
+  sm_runner *r = NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_runner_new(&r, &o, &err) != 0) fprintf(stderr, "fake engine: runner: %s\n", err.message);
+  return r;
+}
 
 /* ---- what tests ask ---- */
 

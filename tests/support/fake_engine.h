@@ -37,6 +37,8 @@
 
 #include <stddef.h>
 
+#include <sandman/sandbox.h>
+
 typedef struct fake_engine fake_engine;
 
 /* Starts the server; NULL (errno set) when it cannot. */
@@ -45,6 +47,26 @@ fake_engine *fake_engine_start(void);
 void fake_engine_stop(fake_engine *fe);
 /* "unix://<folder>/engine.sock": for sm_engine_options.host or DOCKER_HOST. */
 const char *fake_engine_host(const fake_engine *fe);
+
+/* A runner on this engine with its state in state_dir and the instance
+ * named so (the caller frees it); NULL, said on stderr, when it cannot be
+ * made. */
+sm_runner *fake_engine_runner(fake_engine *fe, const char *state_dir, const char *instance);
+
+/* What a test of calls against the fake engine holds: the engine, which
+ * has FAKE_ENGINE_IMAGE (its user ""), a runner on it with its state in
+ * state, and an empty folder ws for a workspace. */
+#define FAKE_ENGINE_IMAGE "sandman-test/fake:latest"
+typedef struct fake_world {
+  fake_engine *fe;
+  sm_runner *runner;
+  char state[4096];
+  char ws[4096];
+} fake_world;
+
+/* 0, or -1 (said on stderr; fake_world_close cleans up what was made). */
+int fake_world_open(fake_world *w, const char *instance);
+void fake_world_close(fake_world *w);
 
 /* An image the engine has (ref as given in a request, e.g.
  * "sandman-test/fake:latest"); user is its Config.User ("" for root). */

@@ -19,6 +19,7 @@
 
 #include "agent/frame.h"
 #include "support/fake_engine_internal.h"
+#include "support/sock.h"
 
 #define CHUNK 65536
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -182,10 +183,9 @@ static int spawn(const spec *s, pid_t *pid, int fds[3]) {
 }
 
 static int send_frame(int fd, int stream, const char *data, size_t len) {
-  unsigned char h[8] = {(unsigned char)stream, 0, 0, 0, (unsigned char)(len >> 24),
-                        (unsigned char)(len >> 16), (unsigned char)(len >> 8),
-                        (unsigned char)len};
-  return fe_send_all(fd, h, 8) == 0 && fe_send_all(fd, data, len) == 0 ? 0 : -1;
+  unsigned char h[8];
+  ts_mux_head(h, stream, (uint32_t)len);
+  return ts_send_all(fd, h, 8) == 0 && ts_send_all(fd, data, len) == 0 ? 0 : -1;
 }
 
 /* ---- an agent session's call frames, mapped on their way in ---- */
@@ -425,7 +425,7 @@ void fe_exec_start(fake_engine *fe, fe_conn *c, const char *id, fe_reply *r) {
   static const char upgraded[] = "HTTP/1.1 101 UPGRADED\r\nContent-Type: "
                                  "application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\n"
                                  "Upgrade: tcp\r\nApi-Version: " FE_API "\r\n\r\n";
-  int sock_dead = fe_send_all(c->fd, upgraded, sizeof upgraded - 1) != 0;
+  int sock_dead = ts_send_all(c->fd, upgraded, sizeof upgraded - 1) != 0;
   int code = 0;
   if (st.fail_code) {
     if (!sock_dead) send_frame(c->fd, 1, st.fail_message, strlen(st.fail_message));

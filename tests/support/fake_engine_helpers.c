@@ -14,23 +14,14 @@
 #include <sys/types.h>
 
 #include "support/fake_engine_internal.h"
+#include "support/proc.h"
 
 #define PIDS_MAX 256
 
 /* The parent of pid, or 0. */
 static pid_t parent_of(pid_t pid) {
-  char path[64], line[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return 0;
-  size_t n = fread(line, 1, sizeof line - 1, f);
-  fclose(f);
-  line[n] = '\0';
-  const char *close_paren = strrchr(line, ')');
-  int ppid = 0;
-  char state;
-  if (close_paren == NULL || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return 0;
-  return (pid_t)ppid;
+  pid_t ppid = 0;
+  return tp_stat(pid, NULL, &ppid) == 0 ? ppid : 0;
 }
 
 /* Is pid one of roots or below one of them? */

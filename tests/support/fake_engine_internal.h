@@ -128,7 +128,6 @@ void fe_reply_error(fe_reply *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Answers with status and the JSON of obj (taken). */
 void fe_reply_json(fe_reply *r, int status, json_object *obj);
-int fe_send_all(int fd, const void *data, size_t len);
 /* A fresh 64-hex-digit id. */
 void fe_new_id(fake_engine *fe, char out[FE_ID_LEN + 1]);
 /* Routes one request; the caller holds no lock. */

@@ -23,6 +23,7 @@
 
 #include "agent/frame.h"
 #include "common/unconst.h"
+#include "support/proc.h"
 
 #ifndef SANDMAN_AGENT_PATH
 #error "SANDMAN_AGENT_PATH must name the built sandman-agent"
@@ -310,15 +311,8 @@ static int output_is(const result *r, const char *out, const char *err) {
 
 /* Dead or a zombie (when no one reaps orphans here). */
 static int process_gone(pid_t pid) {
-  char path[64], stat[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return 1;
-  size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
-  stat[n] = 0;
-  const char *paren = strrchr(stat, ')');
-  return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+  char state = 0;
+  return tp_stat(pid, &state, NULL) != 0 || state == 'Z' || state == 'X';
 }
 
 static int wait_gone(pid_t pid) {

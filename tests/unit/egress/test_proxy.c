@@ -219,9 +219,10 @@ static void refused(void **state) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(relayed, setup, teardown),
-      cmocka_unit_test_setup_teardown(refused, setup, teardown),
+      T(relayed), T(refused),
   };
+#undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

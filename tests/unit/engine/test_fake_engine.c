@@ -282,12 +282,11 @@ static void faults_and_log(void **state) {
 }
 
 int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(system_calls, setup, teardown),
-      cmocka_unit_test_setup_teardown(containers_and_volumes, setup, teardown),
-      cmocka_unit_test_setup_teardown(archives_round_trip, setup, teardown),
-      cmocka_unit_test_setup_teardown(execs, setup, teardown),
-      cmocka_unit_test_setup_teardown(faults_and_log, setup, teardown),
+      T(system_calls), T(containers_and_volumes), T(archives_round_trip), T(execs),
+      T(faults_and_log),
   };
+#undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

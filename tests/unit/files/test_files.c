@@ -18,41 +18,30 @@
 #include "common/buf.h"
 #include "support/fake_engine.h"
 #include "support/files.h"
-
-#define IMAGE "sandman-test/fake:latest"
+#include "support/memio.h"
 
 typedef struct fixture {
-  fake_engine *fe;
-  sm_runner *runner;
-  char state[4096];
+  fake_world w;
+  sm_runner *runner; /* w.runner */
   sm_run_request base;
 } fixture;
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  if (f == NULL || (f->fe = fake_engine_start()) == NULL) return -1;
-  fake_engine_add_image(f->fe, IMAGE, "");
-  if (tf_temp_dir(f->state, sizeof f->state, "sandman-test-files") != 0) return -1;
-  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
-  o.engine.host = fake_engine_host(f->fe);
-  o.state_dir = f->state;
-  o.instance = "unit-files";
-  sm_error err = SM_ERROR_INIT;
-  if (sm_runner_new(&f->runner, &o, &err) != 0) return -1;
+  *state = f;
+  if (f == NULL || fake_world_open(&f->w, "unit-files") != 0) return -1;
+  f->runner = f->w.runner;
   sm_run_request_init(&f->base);
   f->base.settings.mode = SM_MODE_PER_RUN;
-  snprintf(f->base.settings.image, sizeof f->base.settings.image, "%s", IMAGE);
+  snprintf(f->base.settings.image, sizeof f->base.settings.image, "%s", FAKE_ENGINE_IMAGE);
   f->base.settings.timeout_s = 60;
   f->base.run_id = "files";
-  *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
-  sm_runner_free(f->runner);
-  fake_engine_stop(f->fe);
-  tf_rm_rf(f->state);
+  fake_world_close(&f->w);
   free(f);
   return 0;
 }
@@ -126,19 +115,6 @@ static int to_buf(void *ud, const char *data, size_t len) {
   return sm_buf_append(ud, data, len) == 0 ? 0 : SM_ETOOBIG;
 }
 
-typedef struct reader {
-  const char *data;
-  size_t len, off;
-} reader;
-
-static ssize_t from_buf(void *ud, char *buf, size_t len) {
-  reader *r = ud;
-  size_t n = r->len - r->off < len ? r->len - r->off : len;
-  memcpy(buf, r->data + r->off, n);
-  r->off += n;
-  return (ssize_t)n;
-}
-
 /* A tar down and up again lands the same files elsewhere; a link on the
  * path is refused, never followed. */
 static void tar_round_trip(void **state) {
@@ -153,8 +129,8 @@ static void tar_round_trip(void **state) {
   assert_int_equal(sm_files_download_tar(f->runner, &f->base, paths, 1, 0, to_buf, &tar, &st,
                                          NULL, &err), 0);
   assert_int_equal(st.files, 2);
-  reader r = {tar.data, tar.len, 0};
-  assert_int_equal(sm_files_upload_tar(f->runner, &f->base, "copy", from_buf, &r, 0, 0, &st, NULL,
+  mem_reader r = {tar.data, tar.len, 0, 0};
+  assert_int_equal(sm_files_upload_tar(f->runner, &f->base, "copy", read_mem, &r, 0, 0, &st, NULL,
                                        &err), 0);
   sm_buf_dispose(&tar);
   char *got = NULL;
@@ -177,10 +153,10 @@ static void tar_round_trip(void **state) {
 }
 
 int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(write_read_stat, setup, teardown),
-      cmocka_unit_test_setup_teardown(folders_and_search, setup, teardown),
-      cmocka_unit_test_setup_teardown(tar_round_trip, setup, teardown),
+      T(write_read_stat), T(folders_and_search), T(tar_round_trip),
   };
+#undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,42 +22,19 @@
 #include "support/files.h"
 #include "support/memio.h"
 
-#define IMAGE "sandman-test/fake:latest"
+#define IMAGE FAKE_ENGINE_IMAGE
 
-typedef struct fixture {
-  fake_engine *fe;
-  sm_runner *runner;
-  char state[4096];
-  char ws[4096];
-} fixture;
+typedef fake_world fixture;
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  if (f == NULL || (f->fe = fake_engine_start()) == NULL) return -1;
-  fake_engine_add_image(f->fe, IMAGE, "");
-  if (tf_temp_dir(f->state, sizeof f->state, "sandman-test-call-state") != 0 ||
-      tf_temp_dir(f->ws, sizeof f->ws, "sandman-test-call-ws") != 0)
-    return -1;
-  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
-  o.engine.host = fake_engine_host(f->fe);
-  o.state_dir = f->state;
-  o.instance = "unit-call";
-  sm_error err = SM_ERROR_INIT;
-  if (sm_runner_new(&f->runner, &o, &err) != 0) {
-    print_error("runner: %s\n", err.message);
-    return -1;
-  }
   *state = f;
-  return 0;
+  return f && fake_world_open(f, "unit-call") == 0 ? 0 : -1;
 }
 
 static int teardown(void **state) {
-  fixture *f = *state;
-  sm_runner_free(f->runner);
-  fake_engine_stop(f->fe);
-  tf_rm_rf(f->state);
-  tf_rm_rf(f->ws);
-  free(f);
+  fake_world_close(*state);
+  free(*state);
   return 0;
 }
 
@@ -440,13 +417,8 @@ static void refusals(void **state) {
 
 /* A runner of its own (no lookup cache) on the same state and instance. */
 static sm_runner *fresh_runner(fixture *f) {
-  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
-  o.engine.host = fake_engine_host(f->fe);
-  o.state_dir = f->state;
-  o.instance = "unit-call";
-  sm_runner *r = NULL;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_runner_new(&r, &o, &err) != 0) fail_msg("runner: %s", err.message);
+  sm_runner *r = fake_engine_runner(f->fe, f->state, "unit-call");
+  assert_non_null(r);
   return r;
 }
 
@@ -667,21 +639,12 @@ static void agent_killed(void **state) {
 }
 
 int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(per_tool_walk, setup, teardown),
-      cmocka_unit_test_setup_teardown(per_run_walk, setup, teardown),
-      cmocka_unit_test_setup_teardown(per_run_gone, setup, teardown),
-      cmocka_unit_test_setup_teardown(timeout, setup, teardown),
-      cmocka_unit_test_setup_teardown(with_stdin, setup, teardown),
-      cmocka_unit_test_setup_teardown(out_of_memory, setup, teardown),
-      cmocka_unit_test_setup_teardown(not_started, setup, teardown),
-      cmocka_unit_test_setup_teardown(leased, setup, teardown),
-      cmocka_unit_test_setup_teardown(refusals, setup, teardown),
-      cmocka_unit_test_setup_teardown(keyed_found, setup, teardown),
-      cmocka_unit_test_setup_teardown(worker_pinned, setup, teardown),
-      cmocka_unit_test_setup_teardown(keyed_workspace, setup, teardown),
-      cmocka_unit_test_setup_teardown(warm_pool, setup, teardown),
-      cmocka_unit_test_setup_teardown(agent_killed, setup, teardown),
+      T(per_tool_walk), T(per_run_walk), T(per_run_gone), T(timeout), T(with_stdin),
+      T(out_of_memory), T(not_started), T(leased), T(refusals), T(keyed_found), T(worker_pinned),
+      T(keyed_workspace), T(warm_pool), T(agent_killed),
   };
+#undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,27 +21,12 @@
 #include "support/files.h"
 #include "support/memio.h"
 
-typedef struct fixture {
-  fake_engine *fe;
-  sm_runner *runner;
-  char state[4096];
-  char ws[4096];
-} fixture;
+typedef fake_world fixture;
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  if (f == NULL || (f->fe = fake_engine_start()) == NULL) return -1;
-  if (tf_temp_dir(f->state, sizeof f->state, "sandman-test-host-state") != 0 ||
-      tf_temp_dir(f->ws, sizeof f->ws, "sandman-test-host-ws") != 0)
-    return -1;
-  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
-  o.engine.host = fake_engine_host(f->fe);
-  o.state_dir = f->state;
-  o.instance = "unit-host";
-  sm_error err = SM_ERROR_INIT;
-  if (sm_runner_new(&f->runner, &o, &err) != 0) return -1;
   *state = f;
-  return 0;
+  return f && fake_world_open(f, "unit-host") == 0 ? 0 : -1;
 }
 
 /* Every call left its scratch folder behind it empty, and not one request
@@ -56,10 +41,7 @@ static int teardown(void **state) {
     left += de->d_name[0] != '.';
   if (d) closedir(d);
   size_t requests = fake_engine_count(f->fe, NULL, NULL);
-  sm_runner_free(f->runner);
-  fake_engine_stop(f->fe);
-  tf_rm_rf(f->state);
-  tf_rm_rf(f->ws);
+  fake_world_close(f);
   free(f);
   if (left || requests) print_error("%zu scratch folders left, %zu engine requests\n", left, requests);
   return left || requests ? -1 : 0;
@@ -214,12 +196,11 @@ static void sync_modes(void **state) {
 }
 
 int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(workspace_round_trip, setup, teardown),
-      cmocka_unit_test_setup_teardown(environment, setup, teardown),
-      cmocka_unit_test_setup_teardown(stdin_and_codes, setup, teardown),
-      cmocka_unit_test_setup_teardown(caps_and_timeout, setup, teardown),
-      cmocka_unit_test_setup_teardown(sync_modes, setup, teardown),
+      T(workspace_round_trip), T(environment), T(stdin_and_codes), T(caps_and_timeout),
+      T(sync_modes),
   };
+#undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

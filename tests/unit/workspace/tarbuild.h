@@ -19,6 +19,7 @@
 
 #include "common/buf.h"
 #include "support/files.h"
+#include "support/memio.h"
 
 typedef struct tb {
   struct archive *a;
@@ -83,23 +84,6 @@ static inline void tb_close(tb *t) {
   archive_write_close(t->a);
   archive_write_free(t->a);
   t->a = NULL;
-}
-
-/* A reader over memory. */
-typedef struct memsrc {
-  const char *data;
-  size_t len, pos;
-  size_t chunk;
-} memsrc;
-
-static inline ssize_t mem_read(void *ud, char *buf, size_t len) {
-  memsrc *m = ud;
-  size_t n = m->len - m->pos;
-  if (n > len) n = len;
-  if (m->chunk && n > m->chunk) n = m->chunk;
-  memcpy(buf, m->data + m->pos, n);
-  m->pos += n;
-  return (ssize_t)n;
 }
 
 /* A lazy stream of n empty entries (files or directories) named e0000001... */
