@@ -71,18 +71,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int in = memfd_create("untar-input", MFD_CLOEXEC);
   if (in < 0 || (size && write(in, data, size) != (ssize_t)size) || lseek(in, 0, SEEK_SET) != 0)
     abort();
+  /* Its stderr is kept: a sanitizer's report there fails the input (their
+   * exit code could pass for untar's own 1). */
+  int errs = memfd_create("untar-stderr", MFD_CLOEXEC);
+  if (errs < 0) abort();
   pid_t pid = fork();
   if (pid == 0) {
     int quiet = open("/dev/null", O_WRONLY);
     if (isolate(jail) != 0) _exit(100);
     dup2(in, 0);
     dup2(quiet, 1);
-    dup2(quiet, 2);
+    dup2(errs, 2);
     _exit(agent_untar("/root", 1) == 0 ? 0 : 1);
   }
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) abort();
   close(in);
+  static char said[65536];
+  ssize_t n = pread(errs, said, sizeof said - 1, 0);
+  close(errs);
+  said[n > 0 ? n : 0] = '\0';
+  if (strstr(said, "runtime error:") || strstr(said, "Sanitizer")) {
+    fprintf(stderr, "fuzz_untar: a sanitizer spoke:\n%s", said);
+    abort();
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 100) {
     fprintf(stderr, "fuzz_untar: no chroot nor user namespace here: nothing is run\n");
     unusable = 1;

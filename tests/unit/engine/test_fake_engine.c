@@ -83,6 +83,7 @@ static void system_calls(void **state) {
   json_object *v = NULL, *info = NULL, *rt = NULL, *img = NULL;
   assert_int_equal(sm_engine_version(f->e, &v, &err), 0);
   assert_true(json_object_object_get_ex(v, "ApiVersion", NULL));
+  json_object_put(v);
   assert_int_equal(sm_engine_info(f->e, &info, &err), 0);
   assert_true(json_object_object_get_ex(info, "Runtimes", &rt));
   assert_true(json_object_object_get_ex(rt, "runsc", NULL));
