@@ -76,8 +76,8 @@ static void config_load(void **state) {
 /* ---- an egress policy file ---- */
 
 static const char policy_text[] =
-    "sandman-egress-policy 1\nsandbox s1\nagent coder\nproject demo\nrun r1\nworker -\n"
-    "subnet 172.30.0.0/16\nblock 172.17.0.1/32 engine host\nlevel defaults\nallow pypi.org\n"
+    "sandman-egress-policy 2\nsandbox s1\nagent coder\nproject demo\nrun r1\nworker -\n"
+    "block 172.17.0.1/32 engine host\nlevel defaults\nallow pypi.org\n"
     "allow *.pythonhosted.org\nallow 10.20.0.0/16\ndeny *.evil.pythonhosted.org\n"
     "level agents.coder\nallow pypi.org:443\ndeny 10.20.9.0/24\nend\n";
 

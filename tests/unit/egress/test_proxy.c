@@ -1,9 +1,11 @@
-/* The egress proxy program itself (src/egress/proxy/main.c) on loopback:
- * a policy file for 127.0.0.1 that lists the loopback address, a local
- * upstream; a plain request relayed, a CONNECT tunnelled, a name the policy
- * does not list refused, a malformed head refused, a sandbox with no policy
- * refused, each decision one JSON line on the proxy's stdout. In the
- * sanitizer tree it is the sanitized build of the proxy that runs. */
+/* The egress programs themselves (src/egress/proxy/) on this host: the
+ * proxy (`sandman-egress serve`) on a unix socket and a relay
+ * (`sandman-egress relay`) on a loopback port with a policy file that lists
+ * the loopback address of a local upstream; a plain request relayed, a
+ * CONNECT tunnelled, a name and an address the policy does not list
+ * refused, a malformed head refused, a relay with no policy refused, each
+ * decision one JSON line on the proxy's stdout. In the sanitizer tree it is
+ * the sanitized build of the programs that runs. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +34,15 @@
 #define WAIT_MS 30000
 
 typedef struct fixture {
-  char policy_dir[4096];
-  pid_t pid;
-  int out_fd;  /* the proxy's stdout: its log lines */
+  char dir[4096];   /* the proxy's socket and the policy file */
+  char sock[4200], policy[4200];
+  pid_t proxy, relay;
+  int out_fd;       /* the proxy's stdout: its log lines */
+  int relay_out;    /* the relay's stdout: its ready line */
   char log[65536];
   size_t log_len;
-  int port;
-  int up_fd;   /* the upstream's listening socket */
+  int port;         /* the relay's */
+  int up_fd;        /* the upstream's listening socket */
   int up_port;
   pthread_t up_thread;
 } fixture;
@@ -76,43 +80,73 @@ static void *upstream(void *p) {
   }
 }
 
-/* Reads the proxy's stdout until it holds text (bounded). */
-static int log_has(fixture *f, const char *text) {
-  for (int waited = 0; !strstr(f->log, text) && waited < WAIT_MS; waited += 50) {
-    struct pollfd pf = {f->out_fd, POLLIN, 0};
+/* Reads fd (a program's stdout) into buf until it holds text (bounded). */
+static int read_until(int fd, char *buf, size_t cap, size_t *len, const char *text) {
+  for (int waited = 0; !strstr(buf, text) && waited < WAIT_MS; waited += 50) {
+    struct pollfd pf = {fd, POLLIN, 0};
     if (poll(&pf, 1, 50) > 0) {
-      ssize_t r = read(f->out_fd, f->log + f->log_len, sizeof f->log - 1 - f->log_len);
+      ssize_t r = read(fd, buf + *len, cap - 1 - *len);
       if (r <= 0) break;
-      f->log_len += (size_t)r;
-      f->log[f->log_len] = '\0';
+      *len += (size_t)r;
+      buf[*len] = '\0';
     }
   }
-  return strstr(f->log, text) != NULL;
+  return strstr(buf, text) != NULL;
+}
+
+static int log_has(fixture *f, const char *text) {
+  return read_until(f->out_fd, f->log, sizeof f->log, &f->log_len, text);
+}
+
+/* Runs the program with args, its stdout to *out; its pid, or -1. */
+static pid_t run(char *const args[], int *out) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 1);
+    close(p[0]);
+    execv(SANDMAN_EGRESS_PATH, args);
+    _exit(127);
+  }
+  close(p[1]);
+  *out = p[0];
+  return pid;
 }
 
 static int start_proxy(fixture *f) {
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  f->port = free_port();
-  char port[16];
-  snprintf(port, sizeof port, "%d", f->port);
-  f->pid = fork();
-  if (f->pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    execl(SANDMAN_EGRESS_PATH, "sandman-egress", "--port", port, "--policy-dir", f->policy_dir,
-          "--head-timeout", "5", (char *)NULL);
-    _exit(127);
+  char a0[] = "sandman-egress", serve[] = "serve", o_sock[] = "--socket",
+       o_head[] = "--head-timeout", five[] = "5";
+  char *args[] = {a0, serve, o_sock, f->sock, o_head, five, NULL};
+  f->proxy = run(args, &f->out_fd);
+  return f->proxy > 0 && log_has(f, "proxy.ready") ? 0 : -1;
+}
+
+/* The relay on a free port: a few tries, someone may take the port meanwhile. */
+static int start_relay(fixture *f) {
+  for (int i = 0; i < 5; i++) {
+    char port[16], seen[4096] = "", a0[] = "sandman-egress", relay[] = "relay",
+         o_sock[] = "--socket", o_pol[] = "--policy", o_port[] = "--port";
+    size_t len = 0;
+    f->port = free_port();
+    snprintf(port, sizeof port, "%d", f->port);
+    char *args[] = {a0, relay, o_sock, f->sock, o_pol, f->policy, o_port, port, NULL};
+    f->relay = run(args, &f->relay_out);
+    if (f->relay > 0 && read_until(f->relay_out, seen, sizeof seen, &len, "relay.ready")) return 0;
+    if (f->relay > 0) {
+      kill(f->relay, SIGKILL);
+      waitpid(f->relay, NULL, 0);
+    }
+    close(f->relay_out);
   }
-  close(out[1]);
-  f->out_fd = out[0];
-  return f->pid > 0 && log_has(f, "proxy.ready") ? 0 : -1;
+  return -1;
 }
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
-  if (f == NULL || tf_temp_dir(f->policy_dir, sizeof f->policy_dir, "sandman-test-proxy") != 0)
-    return -1;
+  if (f == NULL || tf_temp_dir(f->dir, sizeof f->dir, "sandman-test-proxy") != 0) return -1;
+  snprintf(f->sock, sizeof f->sock, "%s/proxy.sock", f->dir);
+  snprintf(f->policy, sizeof f->policy, "%s/policy", f->dir);
   f->up_fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof a;
@@ -123,36 +157,28 @@ static int setup(void **state) {
   pthread_create(&f->up_thread, NULL, upstream, f);
   char policy[1024];
   snprintf(policy, sizeof policy,
-           "sandman-egress-policy 1\nsandbox sandman-unit-proxy\nagent coder\nproject demo\n"
-           "run r1\nworker -\nsubnet 127.0.0.0/8\nlevel defaults\nallow 127.0.0.1:%d\n"
-           "allow allowed.test\nend\n",
+           "sandman-egress-policy 2\nsandbox sandman-unit-proxy\nagent coder\nproject demo\n"
+           "run r1\nworker -\nlevel defaults\nallow 127.0.0.1:%d\nallow allowed.test\nend\n",
            f->up_port);
-  if (tf_write_at(f->policy_dir, "127.0.0.1", policy) != 0) return -1;
-  /* A few tries: the free port may be taken by someone else meanwhile. */
-  for (int i = 0; i < 5; i++) {
-    if (start_proxy(f) == 0) {
-      *state = f;
-      return 0;
-    }
-    if (f->pid > 0) {
-      kill(f->pid, SIGKILL);
-      waitpid(f->pid, NULL, 0);
-    }
-    close(f->out_fd);
-  }
-  return -1;
+  if (tf_write_str(f->policy, policy) != 0 || start_proxy(f) != 0 || start_relay(f) != 0)
+    return -1;
+  *state = f;
+  return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
-  kill(f->pid, SIGTERM);
-  int status = 0;
-  waitpid(f->pid, &status, 0);
+  pid_t pids[] = {f->relay, f->proxy};
+  for (size_t i = 0; i < 2; i++) {
+    kill(pids[i], SIGTERM);
+    waitpid(pids[i], NULL, 0);
+  }
   shutdown(f->up_fd, SHUT_RDWR);
   close(f->up_fd);
   pthread_join(f->up_thread, NULL);
   close(f->out_fd);
-  tf_rm_rf(f->policy_dir);
+  close(f->relay_out);
+  tf_rm_rf(f->dir);
   free(f);
   return 0;
 }
@@ -208,13 +234,11 @@ static void refused(void **state) {
   /* An address the policy does not list, by name or literal. */
   exchange(f, "CONNECT 127.0.0.2:22 HTTP/1.1\r\nHost: 127.0.0.2:22\r\n\r\n", out, sizeof out);
   assert_non_null(strstr(out, "403 Forbidden"));
-  /* No policy for the sandbox: nothing at all. */
-  char path[4200];
-  snprintf(path, sizeof path, "%s/127.0.0.1", f->policy_dir);
-  assert_int_equal(unlink(path), 0);
+  /* No policy in the relay: nothing at all. */
+  assert_int_equal(unlink(f->policy), 0);
   exchange(f, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", out, sizeof out);
   assert_non_null(strstr(out, "403 Forbidden"));
-  assert_non_null(strstr(out, "no egress policy"));
+  assert_non_null(strstr(out, "egress policy"));
 }
 
 int main(void) {

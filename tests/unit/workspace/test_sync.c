@@ -441,11 +441,11 @@ static void test_folder_conflicts(void **state) {
   put(f->host, "F", "host v2!\n");
   put(f->scratch, "D/new", "tool d\n");
   pathf(p, sizeof p, f->host, "D");
-  rm_rf(p);
+  tf_rm_rf(p);
   put(f->host, "D", "now a file\n");
   put(f->scratch, "E/new", "tool e\n");
   pathf(p, sizeof p, f->host, "E");
-  rm_rf(p);
+  tf_rm_rf(p);
   outres r;
   sm_error err = SM_ERROR_INIT;
   if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
