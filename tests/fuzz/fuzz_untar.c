@@ -64,7 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char jail[4096], root[4200];
   /* A tmpfs when there is one: a few thousand small trees made and removed. */
   snprintf(jail, sizeof jail, "%s/sandman-fuzz-untar-XXXXXX",
-           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+           access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+           : getenv("TMPDIR")            ? getenv("TMPDIR")
+                                         : "/tmp");
   if (mkdtemp(jail) == NULL) abort();
   snprintf(root, sizeof root, "%s/root", jail);
   if (mkdir(root, 0755) != 0) abort();

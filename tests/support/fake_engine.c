@@ -179,14 +179,22 @@ static int read_request(fe_conn *c, fe_request *req) {
 
 static const char *reason(int status) {
   switch (status) {
-  case 200: return "OK";
-  case 201: return "Created";
-  case 204: return "No Content";
-  case 304: return "Not Modified";
-  case 400: return "Bad Request";
-  case 404: return "Not Found";
-  case 409: return "Conflict";
-  default: return status >= 500 ? "Server Error" : "Status";
+  case 200:
+    return "OK";
+  case 201:
+    return "Created";
+  case 204:
+    return "No Content";
+  case 304:
+    return "Not Modified";
+  case 400:
+    return "Bad Request";
+  case 404:
+    return "Not Found";
+  case 409:
+    return "Conflict";
+  default:
+    return status >= 500 ? "Server Error" : "Status";
   }
 }
 
@@ -196,8 +204,8 @@ static int send_reply(fe_conn *c, const fe_request *req, const fe_reply *r) {
   int n = snprintf(head, sizeof head,
                    "HTTP/1.1 %d %s\r\nApi-Version: " FE_API "\r\nServer: sandman-fake-engine\r\n"
                    "Content-Type: %s\r\n%sContent-Length: %zu\r\n\r\n",
-                   r->status, reason(r->status), r->type ? r->type : "application/json",
-                   r->headers, head_only ? (size_t)0 : r->len);
+                   r->status, reason(r->status), r->type ? r->type : "application/json", r->headers,
+                   head_only ? (size_t)0 : r->len);
   if (ts_send_all(c->fd, head, (size_t)n) != 0) return -1;
   if (!head_only && r->len > 0 && ts_send_all(c->fd, r->body, r->len) != 0) return -1;
   return 0;

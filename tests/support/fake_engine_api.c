@@ -159,8 +159,10 @@ static json_object *container_json(const fe_container *c) {
   json_object_object_add(o, "Id", json_object_new_string(c->id));
   json_object_object_add(o, "Name", json_object_new_string(name));
   json_object_object_add(o, "Image", json_object_new_string(c->image_id));
-  json_object_object_add(st, "Status", json_object_new_string(
-                                           c->running ? "running" : c->started ? "exited" : "created"));
+  json_object_object_add(st, "Status",
+                         json_object_new_string(c->running   ? "running"
+                                                : c->started ? "exited"
+                                                             : "created"));
   json_object_object_add(st, "Running", json_object_new_boolean(c->running));
   json_object_object_add(st, "OOMKilled", json_object_new_boolean(c->oom_killed));
   json_object_object_add(st, "ExitCode", json_object_new_int(c->exit_code));
@@ -238,8 +240,10 @@ static void container_create(fake_engine *fe, const fe_request *req, fe_reply *r
   if (config == NULL || img == NULL || taken) {
     json_object_put(config);
     if (taken)
-      return fe_reply_error(r, 409, "Conflict. The container name \"/%s\" is already in use by "
-                                    "container \"%s\"", name, taken->id);
+      return fe_reply_error(r, 409,
+                            "Conflict. The container name \"/%s\" is already in use by "
+                            "container \"%s\"",
+                            name, taken->id);
     return fe_reply_error(r, config ? 404 : 400, "No such image: %s", image ? image : "(none)");
   }
   fe_container *c = calloc(1, sizeof *c);
@@ -266,11 +270,12 @@ static void container_create(fake_engine *fe, const fe_request *req, fe_reply *r
   fe_reply_json(r, 201, o);
 }
 
-static void container_remove(fake_engine *fe, const fe_request *req, fe_container *c,
-                             fe_reply *r) {
+static void container_remove(fake_engine *fe, const fe_request *req, fe_container *c, fe_reply *r) {
   if (c->running && !query_flag(req, "force"))
-    return fe_reply_error(r, 409, "You cannot remove a running container %s. Stop the "
-                                  "container before attempting removal or force remove", c->id);
+    return fe_reply_error(r, 409,
+                          "You cannot remove a running container %s. Stop the "
+                          "container before attempting removal or force remove",
+                          c->id);
   fe_container_kill(fe, c, 137);
   fe_fs_remove(c);
   for (fe_container **pp = &fe->containers; *pp; pp = &(*pp)->next)
@@ -389,8 +394,7 @@ static void exec_create(fake_engine *fe, const fe_request *req, const char *ref,
   if (c == NULL) return fe_reply_error(r, 404, "No such container: %s", ref);
   if (!c->running) return fe_reply_error(r, 409, "Container %s is not running", c->id);
   json_object *config = req->body ? json_tokener_parse(req->body) : NULL, *cmd = NULL;
-  if (config == NULL || !json_object_object_get_ex(config, "Cmd", &cmd) ||
-      fe_len(cmd) == 0) {
+  if (config == NULL || !json_object_object_get_ex(config, "Cmd", &cmd) || fe_len(cmd) == 0) {
     json_object_put(config);
     return fe_reply_error(r, 400, "No exec command specified");
   }
@@ -417,9 +421,8 @@ static void exec_inspect(fake_engine *fe, const char *id, fe_reply *r) {
   json_object_object_add(o, "ID", json_object_new_string(x->id));
   json_object_object_add(o, "ContainerID", json_object_new_string(x->container));
   json_object_object_add(o, "Running", json_object_new_boolean(x->running));
-  json_object_object_add(o, "ExitCode", x->started && !x->running
-                                            ? json_object_new_int(x->exit_code)
-                                            : NULL);
+  json_object_object_add(o, "ExitCode",
+                         x->started && !x->running ? json_object_new_int(x->exit_code) : NULL);
   json_object_object_add(o, "Pid", json_object_new_int(x->pid));
   fe_reply_json(r, 200, o);
 }
@@ -476,8 +479,8 @@ static void route_locked(fake_engine *fe, fe_conn *conn, const fe_request *req, 
 
 void fe_route_api(fake_engine *fe, fe_conn *c, const fe_request *req, fe_reply *r) {
   char s[SEGS_MAX][SEG_LEN];
-  if (strcmp(req->method, "POST") == 0 && split(req->path, s) == 3 &&
-      strcmp(s[0], "exec") == 0 && strcmp(s[2], "start") == 0)
+  if (strcmp(req->method, "POST") == 0 && split(req->path, s) == 3 && strcmp(s[0], "exec") == 0 &&
+      strcmp(s[2], "start") == 0)
     return fe_exec_start(fe, c, s[1], r); /* streams without the lock */
   pthread_mutex_lock(&fe->mu);
   route_locked(fe, c, req, r);

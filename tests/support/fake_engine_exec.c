@@ -162,8 +162,8 @@ static int spawn(const spec *s, pid_t *pid, int fds[3]) {
   sigaddset(&dfl, SIGPIPE);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &dfl);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                    POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&at,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   char prog[FE_PATH_MAX];
   resolve(s, prog, sizeof prog);
   int rc = posix_spawn(pid, prog, &fa, &at, s->argv, s->envp);
@@ -219,8 +219,8 @@ static int agent_frames(const fe_container *c, bytes *in, bytes *out) {
       p += n + 1;
     }
     unsigned char head[SM_FRAME_HEADER];
-    sm_frame_header(head, SM_FRAME_CALL, (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 |
-                                             (uint32_t)h[3] << 8 | h[4],
+    sm_frame_header(head, SM_FRAME_CALL,
+                    (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4],
                     (uint32_t)payload.len);
     int rc = bytes_add(out, head, sizeof head);
     if (rc == 0 && payload.len) rc = bytes_add(out, payload.data, payload.len);
@@ -391,9 +391,10 @@ static int run_process(fake_engine *fe, fe_conn *c, const char *id, start *st, i
   if (src != 0) {
     /* As runc says it, on the stream, with its exit code. */
     char msg[FE_PATH_MAX + 200];
-    int n = snprintf(msg, sizeof msg, "OCI runtime exec failed: exec failed: unable to start "
-                     "container process: exec: \"%s\": %s: unknown\r\n", st->s.argv[0],
-                     strerror(src));
+    int n = snprintf(msg, sizeof msg,
+                     "OCI runtime exec failed: exec failed: unable to start "
+                     "container process: exec: \"%s\": %s: unknown\r\n",
+                     st->s.argv[0], strerror(src));
     if (!sock_dead) send_frame(c->fd, 1, msg, (size_t)n);
     return src == ENOENT ? 127 : 126;
   }

@@ -72,8 +72,7 @@ static int add_mounts(fake_engine *fe, fe_container *c, json_object *hc) {
       snprintf(host, sizeof host, "%s", json_object_get_string(src));
     else if (strcmp(type, "tmpfs") == 0)
       snprintf(host, sizeof host, "%s/tmpfs%s", c->root, json_object_get_string(dst));
-    else
-      continue;
+    else continue;
     rc = add_mount(c, json_object_get_string(dst), host);
   }
   json_object_object_get_ex(hc, "Binds", &binds);
@@ -192,9 +191,11 @@ static int extract(const char *dir, const char *tar, size_t len, char *why, size
       if (archive_write_data_block(out, buf, n, off) != ARCHIVE_OK) r = ARCHIVE_FATAL;
     if (r != ARCHIVE_EOF || archive_write_finish_entry(out) != ARCHIVE_OK) rc = -1;
   }
-  if (rc) snprintf(why, wlen, "%s", archive_error_string(in) ? archive_error_string(in)
-                                     : archive_error_string(out) ? archive_error_string(out)
-                                                                 : "bad archive");
+  if (rc)
+    snprintf(why, wlen, "%s",
+             archive_error_string(in)    ? archive_error_string(in)
+             : archive_error_string(out) ? archive_error_string(out)
+                                         : "bad archive");
   archive_read_free(in);
   archive_write_free(out);
   return rc;
@@ -207,8 +208,11 @@ void fe_archive_put(fake_engine *fe, const fe_request *req, const char *ref, fe_
   if (fe_query(req, "path", path, sizeof path) != 0) return fe_reply_error(r, 400, "no path");
   fe_fs_host_path(c, path, host, sizeof host);
   struct stat st;
-  if (stat(host, &st) != 0) return fe_reply_error(r, 404, "Could not find the file %s in "
-                                                          "container %s", path, c->name);
+  if (stat(host, &st) != 0)
+    return fe_reply_error(r, 404,
+                          "Could not find the file %s in "
+                          "container %s",
+                          path, c->name);
   if (!S_ISDIR(st.st_mode)) return fe_reply_error(r, 400, "extraction point is not a directory");
   if (extract(host, req->body ? req->body : "", req->body_len, why, sizeof why) != 0)
     return fe_reply_error(r, 500, "extracting into %s: %s", path, why);

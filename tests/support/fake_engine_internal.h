@@ -81,7 +81,7 @@ typedef struct fe_exec {
   char id[FE_ID_LEN + 1];
   char container[FE_ID_LEN + 1];
   json_object *config;
-  pid_t pid;     /* 0 before start and after the end */
+  pid_t pid; /* 0 before start and after the end */
   int running, exit_code, started;
   struct fe_exec *next;
 } fe_exec;
@@ -150,8 +150,7 @@ void fe_fs_host_path(const fe_container *c, const char *path, char *out, size_t 
 /* s with every mount path in it replaced by its host folder (malloc'd). */
 char *fe_fs_map(const fe_container *c, const char *s);
 void fe_archive_put(fake_engine *fe, const fe_request *req, const char *ref, fe_reply *r);
-void fe_archive_get(fake_engine *fe, const fe_request *req, const char *ref, int head,
-                    fe_reply *r);
+void fe_archive_get(fake_engine *fe, const fe_request *req, const char *ref, int head, fe_reply *r);
 
 /* ---- fake_engine_helpers.c ---- */
 /* 1 when the exec (of container cid, command cmd) is one of sandman's own

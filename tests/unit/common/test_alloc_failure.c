@@ -43,7 +43,7 @@ static void torture(int (*op)(void *), void *ud) {
   unsaid = 0;
   int rc = af_torture(op, ud, &allocs);
   if (rc != 0) fail_msg("the undisturbed run failed (%d): %s", rc, said);
-  assert_true(allocs > 0); /* else this tortured nothing */
+  assert_true(allocs > 0);     /* else this tortured nothing */
   assert_int_equal(unsaid, 0); /* every failure said why */
 }
 
@@ -220,7 +220,8 @@ static int read_frames(void *ud) {
 
 static int parse_json(void *ud) {
   (void)ud;
-  static const char doc[] = "{\"tool\":\"x\",\"args\":{\"a\":[1,2,{\"b\":\"c\\u00e9\"}],\"d\":null}}";
+  static const char doc[] =
+      "{\"tool\":\"x\",\"args\":{\"a\":[1,2,{\"b\":\"c\\u00e9\"}],\"d\":null}}";
   jm_node *n = jm_parse(doc, sizeof doc - 1);
   int rc = n ? 0 : SM_ENOMEM;
   jm_free(n);

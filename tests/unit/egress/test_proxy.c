@@ -34,15 +34,15 @@
 #define WAIT_MS 30000
 
 typedef struct fixture {
-  char dir[4096];   /* the proxy's socket and the policy file */
+  char dir[4096]; /* the proxy's socket and the policy file */
   char sock[4200], policy[4200];
   pid_t proxy, relay;
-  int out_fd;       /* the proxy's stdout: its log lines */
-  int relay_out;    /* the relay's stdout: its ready line */
+  int out_fd;    /* the proxy's stdout: its log lines */
+  int relay_out; /* the relay's stdout: its ready line */
   char log[65536];
   size_t log_len;
-  int port;         /* the relay's */
-  int up_fd;        /* the upstream's listening socket */
+  int port;  /* the relay's */
+  int up_fd; /* the upstream's listening socket */
   int up_port;
   pthread_t up_thread;
 } fixture;
@@ -74,7 +74,8 @@ static void *upstream(void *p) {
       buf[n] = '\0';
       if (strstr(buf, "\r\n\r\n")) break;
     }
-    static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+    static const char reply[] =
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
     if (send(fd, reply, sizeof reply - 1, MSG_NOSIGNAL) < 0) perror("upstream");
     close(fd);
   }
@@ -126,7 +127,7 @@ static int start_proxy(fixture *f) {
 static int start_relay(fixture *f) {
   for (int i = 0; i < 5; i++) {
     char port[16], seen[4096] = "", a0[] = "sandman-egress", relay[] = "relay",
-         o_sock[] = "--socket", o_pol[] = "--policy", o_port[] = "--port";
+                   o_sock[] = "--socket", o_pol[] = "--policy", o_port[] = "--port";
     size_t len = 0;
     f->port = free_port();
     snprintf(port, sizeof port, "%d", f->port);
@@ -160,8 +161,7 @@ static int setup(void **state) {
            "sandman-egress-policy 2\nsandbox sandman-unit-proxy\nagent coder\nproject demo\n"
            "run r1\nworker -\nlevel defaults\nallow 127.0.0.1:%d\nallow allowed.test\nend\n",
            f->up_port);
-  if (tf_write_str(f->policy, policy) != 0 || start_proxy(f) != 0 || start_relay(f) != 0)
-    return -1;
+  if (tf_write_str(f->policy, policy) != 0 || start_proxy(f) != 0 || start_relay(f) != 0) return -1;
   *state = f;
   return 0;
 }
@@ -186,7 +186,8 @@ static int teardown(void **state) {
 /* Sends text through the proxy and reads its answer until it closes. */
 static void exchange(fixture *f, const char *text, char *out, size_t cap) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port),
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)f->port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   assert_true(send(fd, text, strlen(text), MSG_NOSIGNAL) == (ssize_t)strlen(text));
@@ -245,7 +246,8 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(relayed), T(refused),
+      T(relayed),
+      T(refused),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

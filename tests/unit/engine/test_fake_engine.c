@@ -205,8 +205,8 @@ static int collect(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-static int run_exec(fixture *f, const char *cid, const char *const *cmd, size_t n,
-                    const char *in, streams *s) {
+static int run_exec(fixture *f, const char *cid, const char *const *cmd, size_t n, const char *in,
+                    streams *s) {
   sm_error err = SM_ERROR_INIT;
   json_object *cfg = json_object_new_object(), *argv = json_object_new_array();
   for (size_t i = 0; i < n; i++) json_object_array_add(argv, json_object_new_string(cmd[i]));
@@ -244,8 +244,9 @@ static void execs(void **state) {
   assert_string_equal(user, "1000:1000");
   /* The working folder and the mount paths are the container's. */
   memset(&s, 0, sizeof s);
-  const char *sh[] = {"/bin/sh", "-c", "echo out; echo err >&2; echo x > /workspace/made; "
-                                       "test -f made && test -d /tmp && exit 3"};
+  const char *sh[] = {"/bin/sh", "-c",
+                      "echo out; echo err >&2; echo x > /workspace/made; "
+                      "test -f made && test -d /tmp && exit 3"};
   assert_int_equal(run_exec(f, id, sh, 3, NULL, &s), 3);
   assert_string_equal(s.out, "out\n");
   assert_string_equal(s.err, "err\n");
@@ -285,8 +286,8 @@ static void faults_and_log(void **state) {
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(system_calls), T(containers_and_volumes), T(archives_round_trip), T(execs),
-      T(faults_and_log),
+      T(system_calls), T(containers_and_volumes), T(archives_round_trip),
+      T(execs),        T(faults_and_log),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

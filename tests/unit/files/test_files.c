@@ -51,16 +51,19 @@ static void write_read_stat(void **state) {
   sm_error err = SM_ERROR_INIT;
   const char text[] = "line one\nline two\n";
   assert_int_equal(sm_files_write_all(f->runner, &f->base, "notes/a.txt", text, sizeof text - 1,
-                                      0640, NULL, &err), 0);
+                                      0640, NULL, &err),
+                   0);
   char *got = NULL;
   size_t len = 0;
   assert_int_equal(sm_files_read_all(f->runner, &f->base, "/workspace/notes/a.txt", 0, -1, 4096,
-                                     &got, &len, NULL, &err), 0);
+                                     &got, &len, NULL, &err),
+                   0);
   assert_int_equal(len, sizeof text - 1);
   assert_string_equal(got, text);
   free(got);
   assert_int_equal(sm_files_read_all(f->runner, &f->base, "notes/a.txt", 5, 3, 4096, &got, &len,
-                                     NULL, &err), 0);
+                                     NULL, &err),
+                   0);
   assert_string_equal(got, "one");
   free(got);
   sm_file_entry e;
@@ -71,7 +74,8 @@ static void write_read_stat(void **state) {
   sm_file_entry_dispose(&e);
   assert_int_equal(sm_files_stat(f->runner, &f->base, "notes/none", &e, NULL, &err), SM_ENOTFOUND);
   assert_int_equal(sm_files_read_all(f->runner, &f->base, "../etc/passwd", 0, -1, 4096, &got, &len,
-                                     NULL, &err), SM_EUNSAFE);
+                                     NULL, &err),
+                   SM_EUNSAFE);
   /* One exec for the first operation and one for the agent's session; the
    * others went over the session. */
   sm_agent_stats st;
@@ -84,10 +88,12 @@ static void folders_and_search(void **state) {
   fixture *f = *state;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_files_mkdir(f->runner, &f->base, "src/deep", -1, 1, NULL, &err), 0);
-  assert_int_equal(sm_files_write_all(f->runner, &f->base, "src/deep/x.c", "int x;\n", 7, -1,
-                                      NULL, &err), 0);
+  assert_int_equal(sm_files_write_all(f->runner, &f->base, "src/deep/x.c", "int x;\n", 7, -1, NULL,
+                                      &err),
+                   0);
   assert_int_equal(sm_files_write_all(f->runner, &f->base, "src/y.h", "int y;\nfind me\n", 15, -1,
-                                      NULL, &err), 0);
+                                      NULL, &err),
+                   0);
   sm_file_list l;
   assert_int_equal(sm_files_list(f->runner, &f->base, "src", 0, 0, &l, NULL, &err), 0);
   assert_int_equal(l.n, 3);
@@ -120,23 +126,28 @@ static int to_buf(void *ud, const char *data, size_t len) {
 static void tar_round_trip(void **state) {
   fixture *f = *state;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_files_write_all(f->runner, &f->base, "t/one.txt", "1\n", 2, -1, NULL, &err), 0);
-  assert_int_equal(sm_files_write_all(f->runner, &f->base, "t/two.txt", "22\n", 3, -1, NULL, &err), 0);
+  assert_int_equal(sm_files_write_all(f->runner, &f->base, "t/one.txt", "1\n", 2, -1, NULL, &err),
+                   0);
+  assert_int_equal(sm_files_write_all(f->runner, &f->base, "t/two.txt", "22\n", 3, -1, NULL, &err),
+                   0);
   sm_buf tar;
   sm_buf_init(&tar, 1 << 20);
   const char *paths[] = {"t"};
   sm_files_tar_stats st;
-  assert_int_equal(sm_files_download_tar(f->runner, &f->base, paths, 1, 0, to_buf, &tar, &st,
-                                         NULL, &err), 0);
+  assert_int_equal(sm_files_download_tar(f->runner, &f->base, paths, 1, 0, to_buf, &tar, &st, NULL,
+                                         &err),
+                   0);
   assert_int_equal(st.files, 2);
   mem_reader r = {tar.data, tar.len, 0, 0};
   assert_int_equal(sm_files_upload_tar(f->runner, &f->base, "copy", read_mem, &r, 0, 0, &st, NULL,
-                                       &err), 0);
+                                       &err),
+                   0);
   sm_buf_dispose(&tar);
   char *got = NULL;
   size_t len = 0;
   assert_int_equal(sm_files_read_all(f->runner, &f->base, "copy/t/two.txt", 0, -1, 64, &got, &len,
-                                     NULL, &err), 0);
+                                     NULL, &err),
+                   0);
   assert_string_equal(got, "22\n");
   free(got);
   /* A link planted in the sandbox by a tool. */
@@ -148,14 +159,17 @@ static void tar_round_trip(void **state) {
   assert_int_equal(sm_run(f->runner, &req, &res, &err), 0);
   assert_true(res.ok);
   sm_run_result_dispose(&res);
-  assert_int_equal(sm_files_read_all(f->runner, &f->base, "planted/hostname", 0, -1, 64, &got,
-                                     &len, NULL, &err), SM_EUNSAFE);
+  assert_int_equal(sm_files_read_all(f->runner, &f->base, "planted/hostname", 0, -1, 64, &got, &len,
+                                     NULL, &err),
+                   SM_EUNSAFE);
 }
 
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(write_read_stat), T(folders_and_search), T(tar_round_trip),
+      T(write_read_stat),
+      T(folders_and_search),
+      T(tar_round_trip),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

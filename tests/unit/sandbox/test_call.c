@@ -56,10 +56,9 @@ static void run(fixture *f, const sm_run_request *req, sm_run_result *out) {
   int rc = sm_run(f->runner, req, out, &err);
   if (rc != 0) {
     char *log = fake_engine_log(f->fe);
-    print_error("sm_run: %d %s\nresult: %s (exit %d)\nstdout: %s\nstderr: %s\nengine log:\n%s",
-                rc, err.message, out->error, out->exit_code,
-                out->stdout_data ? out->stdout_data : "", out->stderr_data ? out->stderr_data : "",
-                log);
+    print_error("sm_run: %d %s\nresult: %s (exit %d)\nstdout: %s\nstderr: %s\nengine log:\n%s", rc,
+                err.message, out->error, out->exit_code, out->stdout_data ? out->stdout_data : "",
+                out->stderr_data ? out->stderr_data : "", log);
     free(log);
   }
   assert_int_equal(rc, 0);
@@ -266,7 +265,8 @@ static int stop_on_output(void *ud, int stream, const char *data, size_t len) {
   /* Another engine client: this thread's is in the middle of the call. */
   sm_engine_options o = SM_ENGINE_OPTIONS_INIT;
   o.host = fake_engine_host(s->fe);
-  if (sm_engine_new(&e, &o, &err) == 0 && sm_engine_container_list(e, 1, labels, 1, &list, &err) == 0) {
+  if (sm_engine_new(&e, &o, &err) == 0 &&
+      sm_engine_container_list(e, 1, labels, 1, &list, &err) == 0) {
     for (size_t i = 0; i < json_object_array_length(list); i++) {
       json_object *id = NULL;
       json_object_object_get_ex(json_object_array_get_idx(list, i), "Id", &id);
@@ -320,17 +320,21 @@ static void not_started(void **state) {
   sm_run_request req;
   request(f, &req, SM_MODE_PER_TOOL, argv, 1);
   req.workspace = NULL;
-  fake_engine_fail_exec(f->fe, "sandman-call", "OCI runtime exec failed: exec failed: unable to "
+  fake_engine_fail_exec(f->fe, "sandman-call",
+                        "OCI runtime exec failed: exec failed: unable to "
                         "start container process: exec: \"/bin/sh\": stat /bin/sh: no such file "
-                        "or directory: unknown", 126, 1);
+                        "or directory: unknown",
+                        126, 1);
   sm_run_result r;
   run(f, &req, &r);
   assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
   assert_non_null(strstr(r.error, "no /bin/sh"));
   sm_run_result_dispose(&r);
-  fake_engine_fail_exec(f->fe, "sandman-call", "OCI runtime exec failed: exec failed: "
+  fake_engine_fail_exec(f->fe, "sandman-call",
+                        "OCI runtime exec failed: exec failed: "
                         "container_linux.go: starting container process caused: \"/bin/sh -c "
-                        "exec 3>&2\": resource temporarily unavailable: unknown", 126, 1);
+                        "exec 3>&2\": resource temporarily unavailable: unknown",
+                        126, 1);
   run(f, &req, &r);
   assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
   assert_non_null(strstr(r.error, "could not start the call"));
@@ -422,8 +426,7 @@ static sm_runner *fresh_runner(fixture *f) {
   return r;
 }
 
-static void run_with(fixture *f, sm_runner *runner, const sm_run_request *req,
-                     sm_run_result *out) {
+static void run_with(fixture *f, sm_runner *runner, const sm_run_request *req, sm_run_result *out) {
   sm_runner *mine = f->runner;
   f->runner = runner;
   run(f, req, out);
@@ -644,9 +647,9 @@ static void agent_killed(void **state) {
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(per_tool_walk), T(per_run_walk), T(per_run_gone), T(timeout), T(with_stdin),
-      T(out_of_memory), T(not_started), T(leased), T(refusals), T(keyed_found), T(worker_pinned),
-      T(keyed_workspace), T(warm_pool), T(agent_killed),
+      T(per_tool_walk), T(per_run_walk),    T(per_run_gone), T(timeout),      T(with_stdin),
+      T(out_of_memory), T(not_started),     T(leased),       T(refusals),     T(keyed_found),
+      T(worker_pinned), T(keyed_workspace), T(warm_pool),    T(agent_killed),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,13 +37,13 @@ static int teardown(void **state) {
   snprintf(scratch, sizeof scratch, "%s/scratch", f->state);
   DIR *d = opendir(scratch);
   size_t left = 0;
-  for (struct dirent *de; d && (de = readdir(d)) != NULL;)
-    left += de->d_name[0] != '.';
+  for (struct dirent *de; d && (de = readdir(d)) != NULL;) left += de->d_name[0] != '.';
   if (d) closedir(d);
   size_t requests = fake_engine_count(f->fe, NULL, NULL);
   fake_world_close(f);
   free(f);
-  if (left || requests) print_error("%zu scratch folders left, %zu engine requests\n", left, requests);
+  if (left || requests)
+    print_error("%zu scratch folders left, %zu engine requests\n", left, requests);
   return left || requests ? -1 : 0;
 }
 
@@ -153,8 +153,9 @@ static void stdin_and_codes(void **state) {
 
 static void caps_and_timeout(void **state) {
   fixture *f = *state;
-  const char *loud[] = {"sh", "-c", "i=0; while [ $i -lt 100 ]; do printf 0123456789; "
-                                    "i=$((i+1)); done"};
+  const char *loud[] = {"sh", "-c",
+                        "i=0; while [ $i -lt 100 ]; do printf 0123456789; "
+                        "i=$((i+1)); done"};
   sm_run_request req;
   request(f, &req, loud, 3);
   req.workspace = NULL;
@@ -198,8 +199,8 @@ static void sync_modes(void **state) {
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(workspace_round_trip), T(environment), T(stdin_and_codes), T(caps_and_timeout),
-      T(sync_modes),
+      T(workspace_round_trip), T(environment), T(stdin_and_codes),
+      T(caps_and_timeout),     T(sync_modes),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
