@@ -201,18 +201,27 @@ static int extract(const char *dir, const char *tar, size_t len, char *why, size
   return rc;
 }
 
+/* The container path an archive request names, its host path and what is
+ * there (lstat): 0, or -1 with r answered. */
+static int archive_target(fake_engine *fe, const fe_request *req, const char *ref, char *path,
+                          char *host, struct stat *st, fe_reply *r) {
+  fe_container *c = fe_container_find(fe, ref);
+  if (c == NULL) {
+    fe_reply_error(r, 404, "No such container: %s", ref);
+  } else if (fe_query(req, "path", path, FE_PATH_MAX) != 0) {
+    fe_reply_error(r, 400, "no path");
+  } else {
+    fe_fs_host_path(c, path, host, FE_PATH_MAX);
+    if (lstat(host, st) == 0) return 0;
+    fe_reply_error(r, 404, "Could not find the file %s in container %s", path, c->name);
+  }
+  return -1;
+}
+
 void fe_archive_put(fake_engine *fe, const fe_request *req, const char *ref, fe_reply *r) {
   char path[FE_PATH_MAX], host[FE_PATH_MAX], why[512] = "";
-  fe_container *c = fe_container_find(fe, ref);
-  if (c == NULL) return fe_reply_error(r, 404, "No such container: %s", ref);
-  if (fe_query(req, "path", path, sizeof path) != 0) return fe_reply_error(r, 400, "no path");
-  fe_fs_host_path(c, path, host, sizeof host);
   struct stat st;
-  if (stat(host, &st) != 0)
-    return fe_reply_error(r, 404,
-                          "Could not find the file %s in "
-                          "container %s",
-                          path, c->name);
+  if (archive_target(fe, req, ref, path, host, &st, r) != 0) return;
   if (!S_ISDIR(st.st_mode)) return fe_reply_error(r, 400, "extraction point is not a directory");
   if (extract(host, req->body ? req->body : "", req->body_len, why, sizeof why) != 0)
     return fe_reply_error(r, 500, "extracting into %s: %s", path, why);
@@ -298,13 +307,8 @@ static void stat_header(const char *name, const struct stat *st, fe_reply *r) {
 void fe_archive_get(fake_engine *fe, const fe_request *req, const char *ref, int head,
                     fe_reply *r) {
   char path[FE_PATH_MAX], host[FE_PATH_MAX];
-  fe_container *c = fe_container_find(fe, ref);
-  if (c == NULL) return fe_reply_error(r, 404, "No such container: %s", ref);
-  if (fe_query(req, "path", path, sizeof path) != 0) return fe_reply_error(r, 400, "no path");
-  fe_fs_host_path(c, path, host, sizeof host);
   struct stat st;
-  if (lstat(host, &st) != 0)
-    return fe_reply_error(r, 404, "Could not find the file %s in container %s", path, c->name);
+  if (archive_target(fe, req, ref, path, host, &st, r) != 0) return;
   size_t plen = strlen(path);
   while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
