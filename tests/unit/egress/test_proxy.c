@@ -235,11 +235,13 @@ static void refused(void **state) {
   /* An address the policy does not list, by name or literal. */
   exchange(f, "CONNECT 127.0.0.2:22 HTTP/1.1\r\nHost: 127.0.0.2:22\r\n\r\n", out, sizeof out);
   assert_non_null(strstr(out, "403 Forbidden"));
-  /* No policy in the relay: nothing at all. */
+  /* No policy in the relay: nothing at all. The proxy refuses before it
+   * reads the request, so the relay may close on unread bytes and the 403
+   * be lost to a reset: its decision is read from its log. */
   assert_int_equal(unlink(f->policy), 0);
   exchange(f, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", out, sizeof out);
-  assert_non_null(strstr(out, "403 Forbidden"));
-  assert_non_null(strstr(out, "egress policy"));
+  assert_null(strstr(out, "200"));
+  assert_true(log_has(f, "\"reason\":\"the sandbox's egress policy"));
 }
 
 int main(void) {
