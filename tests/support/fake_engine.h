@@ -25,10 +25,13 @@
  * a copy in through sandman's unpacker, a listing with find and stat, and
  * a call over an agent session all run for real. Tools run by a test must
  * therefore name only such paths (or relative ones). The exec's user is
- * recorded, not applied. sandman's own kill, thaw and quiet helpers are
- * never run on the host (their sweeps of /proc and kill -1 would reach the
- * host's processes): the fake does what they do to the processes of the
- * container's execs (fake_engine_helpers.c).
+ * recorded, not applied. sandman's own helpers that would reach the host's
+ * processes are never run on the host: the fake kills a call's process
+ * tree for `sandman-kill` (a sweep of /proc) and stops the container when
+ * a leased call's watcher (`read; kill -KILL -1`) sees its stdin end
+ * (fake_engine_helpers.c); any other command that would signal every
+ * process (kill -1, kill 1, killall, pkill) is refused. Containers made
+ * with AutoRemove go when they stop.
  *
  * Every request is recorded ("METHOD /path?query", without the version
  * prefix), so a test can assert which engine round trips a call made. */

@@ -270,12 +270,8 @@ static void container_create(fake_engine *fe, const fe_request *req, fe_reply *r
   fe_reply_json(r, 201, o);
 }
 
-static void container_remove(fake_engine *fe, const fe_request *req, fe_container *c, fe_reply *r) {
-  if (c->running && !query_flag(req, "force"))
-    return fe_reply_error(r, 409,
-                          "You cannot remove a running container %s. Stop the "
-                          "container before attempting removal or force remove",
-                          c->id);
+/* Kills what runs in c, removes its files and frees it (fe->mu held). */
+static void container_drop(fake_engine *fe, fe_container *c) {
   fe_container_kill(fe, c, 137);
   fe_fs_remove(c);
   for (fe_container **pp = &fe->containers; *pp; pp = &(*pp)->next)
@@ -285,14 +281,47 @@ static void container_remove(fake_engine *fe, const fe_request *req, fe_containe
     }
   json_object_put(c->config);
   free(c);
+  pthread_cond_broadcast(&fe->cv);
+}
+
+static int auto_remove(const fe_container *c) {
+  json_object *hc = NULL, *v = NULL;
+  return json_object_object_get_ex(c->config, "HostConfig", &hc) &&
+         json_object_object_get_ex(hc, "AutoRemove", &v) && json_object_get_boolean(v);
+}
+
+/* The container stops (its main process ended): what runs in it is killed;
+ * made with AutoRemove, it goes (fe->mu held; c is gone then). */
+static void container_stopped(fake_engine *fe, fe_container *c, int code) {
+  fe_container_kill(fe, c, code);
+  if (auto_remove(c)) container_drop(fe, c);
+}
+
+void fe_container_end(fake_engine *fe, const char *cid) {
+  pthread_mutex_lock(&fe->mu);
+  fe_container *c = fe_container_find(fe, cid);
+  if (c && c->running) container_stopped(fe, c, 137);
+  pthread_mutex_unlock(&fe->mu);
+}
+
+static void container_remove(fake_engine *fe, const fe_request *req, fe_container *c, fe_reply *r) {
+  if (c->running && !query_flag(req, "force"))
+    return fe_reply_error(r, 409,
+                          "You cannot remove a running container %s. Stop the "
+                          "container before attempting removal or force remove",
+                          c->id);
+  container_drop(fe, c);
   r->status = 204;
 }
 
-static void container_wait(fake_engine *fe, fe_container *c, fe_reply *r) {
-  char id[FE_ID_LEN + 1];
+static void container_wait(fake_engine *fe, const fe_request *req, fe_container *c,
+                           fe_reply *r) {
+  char id[FE_ID_LEN + 1], cond[32] = "";
   snprintf(id, sizeof id, "%s", c->id);
+  fe_query(req, "condition", cond, sizeof cond);
+  int removed = strcmp(cond, "removed") == 0;
   /* The container may go while we wait: look it up again each time. */
-  while ((c = fe_container_find(fe, id)) != NULL && c->running && !fe->stopping)
+  while ((c = fe_container_find(fe, id)) != NULL && (removed || c->running) && !fe->stopping)
     pthread_cond_wait(&fe->cv, &fe->mu);
   json_object *o = json_object_new_object();
   json_object_object_add(o, "StatusCode", json_object_new_int(c ? c->exit_code : 0));
@@ -318,10 +347,10 @@ static void container_route(fake_engine *fe, const fe_request *req, const char *
     if (!c->running && what[0] == 'k')
       return fe_reply_error(r, 409, "Container %s is not running", c->id);
     r->status = c->running ? 204 : 304;
-    fe_container_kill(fe, c, what[0] == 'k' ? 137 : 143);
+    container_stopped(fe, c, what[0] == 'k' ? 137 : 143);
     return;
   }
-  if (strcmp(what, "wait") == 0 && strcmp(m, "POST") == 0) return container_wait(fe, c, r);
+  if (strcmp(what, "wait") == 0 && strcmp(m, "POST") == 0) return container_wait(fe, req, c, r);
   fe_reply_error(r, 404, "page not found");
 }
 
@@ -516,12 +545,13 @@ int fake_engine_path(fake_engine *fe, const char *ref, const char *path, char *o
 int fake_engine_stop_container(fake_engine *fe, const char *ref, int oom) {
   pthread_mutex_lock(&fe->mu);
   fe_container *c = fe_container_find(fe, ref);
+  int found = c != NULL;
   if (c) {
     c->oom_killed = oom;
-    fe_container_kill(fe, c, 137);
+    container_stopped(fe, c, 137);
   }
   pthread_mutex_unlock(&fe->mu);
-  return c ? 0 : -1;
+  return found ? 0 : -1;
 }
 
 int fake_engine_exec_user(fake_engine *fe, const char *part, char *out, size_t len) {

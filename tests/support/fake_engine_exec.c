@@ -418,6 +418,45 @@ static int run_process(fake_engine *fe, fe_conn *c, const char *id, start *st, i
   return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : 128 + WTERMSIG(p.status);
 }
 
+/* A leased call's watcher: when its stdin ends (the runner closed the
+ * stream, or went) or brings a line, the container ends, as the watcher's
+ * kill would end it. */
+static void watch(fake_engine *fe, fe_conn *c, const char *cid) {
+  int line = c->len > c->off && memchr(c->buf + c->off, '\n', c->len - c->off) != NULL;
+  char buf[4096];
+  while (!line) {
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    line = memchr(buf, '\n', (size_t)n) != NULL;
+  }
+  fe_container_end(fe, cid);
+}
+
+/* What the fake does instead of running a command: its exit code, or -1
+ * when the command is to run. sandman's own helpers first (the watcher's
+ * script kills every process, in its container), then the refusals. */
+static int instead(fake_engine *fe, fe_conn *c, start *st, int sock_dead) {
+  if (st->fail_code == 0) {
+    switch (fe_helper_emulate(fe, st->snap.id, st->cmd)) {
+    case FE_HELPER_DONE: return 0;
+    case FE_HELPER_WATCH: watch(fe, c, st->snap.id); return 137;
+    default: break;
+    }
+  }
+  const char *refused = st->fail_code ? NULL : fe_refused(st->cmd);
+  if (refused) {
+    fprintf(stderr, "fake engine: not run on this host (it signals every process): %s\n",
+            refused);
+    snprintf(st->fail_message, sizeof st->fail_message,
+             "the fake engine does not run what signals every process\r\n");
+    st->fail_code = 126;
+  }
+  if (!st->fail_code) return -1;
+  if (!sock_dead) send_frame(c->fd, 1, st->fail_message, strlen(st->fail_message));
+  return st->fail_code;
+}
+
 void fe_exec_start(fake_engine *fe, fe_conn *c, const char *id, fe_reply *r) {
   start st;
   memset(&st, 0, sizeof st);
@@ -427,13 +466,8 @@ void fe_exec_start(fake_engine *fe, fe_conn *c, const char *id, fe_reply *r) {
                                  "application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\n"
                                  "Upgrade: tcp\r\nApi-Version: " FE_API "\r\n\r\n";
   int sock_dead = ts_send_all(c->fd, upgraded, sizeof upgraded - 1) != 0;
-  int code = 0;
-  if (st.fail_code) {
-    if (!sock_dead) send_frame(c->fd, 1, st.fail_message, strlen(st.fail_message));
-    code = st.fail_code;
-  } else if (!fe_helper_emulate(fe, st.snap.id, st.cmd)) {
-    code = run_process(fe, c, id, &st, sock_dead);
-  }
+  int code = instead(fe, c, &st, sock_dead);
+  if (code < 0) code = run_process(fe, c, id, &st, sock_dead);
   exec_end(fe, id, code);
   shutdown(c->fd, SHUT_RDWR);
   json_object_put(st.cmd);

@@ -1,11 +1,12 @@
 /* sandman's own helpers that the fake engine does itself instead of running
- * them (fake_engine.h). In a container, `sandman-kill` and `sandman-thaw`
- * sweep /proc for the call's processes and `sandman-agent quiet` stops
- * every process of the user (kill -1): run on the host, the sweep would
- * reach the host's processes, and kill -1 as root all of them. So the fake
- * does to the processes of the container's execs, and to nothing else,
- * what they would do in the container: kill the call's process tree, stop
- * them all, let them all go on. Their exit code is 0, as theirs is. */
+ * them (fake_engine.h), and the commands it never runs. In a container,
+ * `sandman-kill` sweeps /proc for the call's processes and `sandman-watch`
+ * (a leased call's watcher) ends with `kill -KILL -1`: run on the host, the
+ * sweep would reach the host's processes, and kill -1 as root all of them.
+ * So the fake does to the container, and to nothing else, what they would
+ * do in it: kill the call's process tree; stop the container when the
+ * watcher's stdin ends. And it refuses to run any other command that
+ * signals every process (kill -1, kill 1, killall, pkill). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -100,18 +101,39 @@ static const char *arg(json_object *cmd, size_t i) {
 }
 
 int fe_helper_emulate(fake_engine *fe, const char *cid, json_object *cmd) {
-  const char *name = arg(cmd, 3), *first = arg(cmd, 0), *mode = arg(cmd, 1);
-  int helper_script = first && strcmp(first, "/bin/sh") == 0 && name &&
-                      (strcmp(name, "sandman-kill") == 0 || strcmp(name, "sandman-thaw") == 0);
-  int quiet = first && strncmp(first, "/.sandman/agent-", 16) == 0 && mode &&
-              strcmp(mode, "quiet") == 0 && fe_len(cmd) == 2;
-  if (!helper_script && !quiet) return 0;
+  const char *name = arg(cmd, 3), *first = arg(cmd, 0);
+  int sh = first && strcmp(first, "/bin/sh") == 0 && name;
+  if (sh && strcmp(name, "sandman-watch") == 0) return FE_HELPER_WATCH;
+  if (!sh || strcmp(name, "sandman-kill") != 0) return FE_HELPER_NONE;
   pthread_mutex_lock(&fe->mu);
   pid_t roots[PIDS_MAX];
   size_t n = exec_roots(fe, cid, roots);
-  if (helper_script) kill_call(roots, n, arg(cmd, 4), arg(cmd, 5));
-  if (quiet) signal_below(roots, n, SIGSTOP, 0);
-  if (helper_script && strcmp(name, "sandman-thaw") == 0) signal_below(roots, n, SIGCONT, 0);
+  kill_call(roots, n, arg(cmd, 4), arg(cmd, 5));
   pthread_mutex_unlock(&fe->mu);
-  return 1;
+  return FE_HELPER_DONE;
+}
+
+/* Does text run kill (or killall, pkill) on every process: a target of -1
+ * or 1 among the words after "kill" up to the end of that command? */
+static int kills_all(const char *text) {
+  if (strstr(text, "killall") || strstr(text, "pkill")) return 1;
+  for (const char *k = strstr(text, "kill"); k; k = strstr(k + 4, "kill")) {
+    if (k > text && !strchr(" \t\n;|&(", k[-1])) continue;
+    const char *p = k + 4;
+    while (*p && !strchr(";|&\n", *p)) {
+      while (*p == ' ' || *p == '\t') p++;
+      size_t len = strcspn(p, " \t;|&\n");
+      if ((len == 2 && strncmp(p, "-1", 2) == 0) || (len == 1 && *p == '1')) return 1;
+      p += len;
+    }
+  }
+  return 0;
+}
+
+const char *fe_refused(json_object *cmd) {
+  for (size_t i = 0; i < fe_len(cmd); i++) {
+    const char *a = arg(cmd, i);
+    if (a && kills_all(a)) return a;
+  }
+  return NULL;
 }

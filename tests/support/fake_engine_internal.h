@@ -3,7 +3,8 @@
  *   fake_engine_api.c   the routes: system, images, containers, volumes, execs
  *   fake_engine_fs.c    the containers' folders, path mapping, archives
  *   fake_engine_exec.c  exec processes and the hijacked stream
- *   fake_engine_helpers.c  sandman's kill, thaw and quiet helpers, done by the fake */
+ *   fake_engine_helpers.c  sandman's kill and watch helpers, done by the fake; what
+ *                          it never runs on the host */
 #ifndef SANDMAN_TESTS_FAKE_ENGINE_INTERNAL_H
 #define SANDMAN_TESTS_FAKE_ENGINE_INTERNAL_H
 
@@ -153,9 +154,18 @@ void fe_archive_put(fake_engine *fe, const fe_request *req, const char *ref, fe_
 void fe_archive_get(fake_engine *fe, const fe_request *req, const char *ref, int head, fe_reply *r);
 
 /* ---- fake_engine_helpers.c ---- */
-/* 1 when the exec (of container cid, command cmd) is one of sandman's own
- * helpers that the fake does itself (done then, exit code 0); else 0. */
+enum { FE_HELPER_NONE, FE_HELPER_DONE, FE_HELPER_WATCH };
+/* Whether the exec (of container cid, command cmd) is one of sandman's own
+ * helpers that the fake does itself: FE_HELPER_DONE (done: exit code 0),
+ * FE_HELPER_WATCH (a leased call's watcher: the caller stops the container
+ * when the exec's stdin ends), or FE_HELPER_NONE. */
 int fe_helper_emulate(fake_engine *fe, const char *cid, json_object *cmd);
+/* The argument of cmd that would signal every process on the host (kill
+ * -1, kill 1, killall, pkill), or NULL: such a command is never run. */
+const char *fe_refused(json_object *cmd);
+/* Stops container cid as its keeper's end would (fe->mu not held): its
+ * execs killed, and removed when it was made with AutoRemove. */
+void fe_container_end(fake_engine *fe, const char *cid);
 
 /* ---- fake_engine_exec.c ---- */
 /* POST /exec/{id}/start: the 101 and the stream, on c's socket. */
