@@ -342,11 +342,13 @@ static void not_started(void **state) {
   sm_run_result_dispose(&r);
 }
 
-/* Leased credentials: in a per_run sandbox the call runs alone (its other
- * processes stopped meanwhile) through the engine's exec, never the agent. */
+/* Leased credentials: in a per_run sandbox the call runs in a container of
+ * its own that shares the sandbox's /workspace, through the engine's exec
+ * (never the agent), bound to the runner by a watcher; that container goes
+ * with the call. */
 static void leased(void **state) {
   fixture *f = *state;
-  const char *argv[] = {"sh", "-c", "echo ready"};
+  const char *argv[] = {"sh", "-c", "echo ready > /workspace/shared.txt"};
   sm_run_request req;
   request(f, &req, SM_MODE_PER_RUN, argv, 3);
   req.workspace = NULL;
@@ -354,24 +356,40 @@ static void leased(void **state) {
   sm_run_result r;
   run(f, &req, &r); /* makes the sandbox */
   assert_true(r.ok);
+  char keyed[SM_ENGINE_ID_MAX];
+  snprintf(keyed, sizeof keyed, "%s", r.sandbox_id);
   sm_run_result_dispose(&r);
   const char *secret[] = {"LEASED_TOKEN=s3cret"};
-  const char *show[] = {"sh", "-c", "test \"$LEASED_TOKEN\" = s3cret && echo has-it"};
+  const char *show[] = {"sh", "-c",
+                        "cat shared.txt; test \"$LEASED_TOKEN\" = s3cret && echo has-it; "
+                        "echo left > from-lease.txt"};
   req.argv = show;
   req.secret_env = secret;
   req.n_secret_env = 1;
   run(f, &req, &r);
   assert_ran(f, &r);
   assert_true(r.ok);
-  assert_string_equal(r.stdout_data, "has-it\n");
+  assert_string_equal(r.stdout_data, "ready\nhas-it\n");
   sm_run_result_dispose(&r);
   sm_agent_stats st;
   sm_runner_agent_stats(f->runner, &st);
   assert_int_equal(st.calls, 0);
+  /* Its own container, watched as root, gone after the call. */
+  assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/create"), 2);
   char user[64];
-  assert_int_equal(fake_engine_exec_user(f->fe, "quiet", user, sizeof user), 0);
-  assert_string_equal(user, "1000:65534"); /* a group none of the user's processes has */
-  assert_int_equal(fake_engine_exec_user(f->fe, "sandman-thaw", user, sizeof user), 0);
+  assert_int_equal(fake_engine_exec_user(f->fe, "sandman-watch", user, sizeof user), 0);
+  assert_string_equal(user, "0:0");
+  assert_int_equal(fake_engine_containers(f->fe), 1);
+  /* What it left in /workspace, the sandbox's next call sees. */
+  const char *look[] = {"cat", "from-lease.txt"};
+  req.argv = look;
+  req.argc = 2;
+  req.secret_env = NULL;
+  req.n_secret_env = 0;
+  run(f, &req, &r);
+  assert_string_equal(r.stdout_data, "left\n");
+  assert_string_equal(r.sandbox_id, keyed);
+  sm_run_result_dispose(&r);
 }
 
 static void with_stdin(void **state) {

@@ -178,7 +178,8 @@ static void redaction(void **state) {
  * it was not cut (sm_server_redact). */
 static void redaction_of_a_value_cut_at_the_end(void **state) {
   (void)state;
-  char *kv[] = {"GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz", "SHORT=abc", "B=ghp_abX"};
+  char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz"), SM_UNCONST("SHORT=abc"),
+                SM_UNCONST("B=ghp_abX")};
   sm_secret_env s = {kv, 3};
   /* 29 of the 30 bytes: the cut value is not in the answer. */
   char *data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
