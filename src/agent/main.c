@@ -23,6 +23,7 @@
 #include "agent/untar.h"
 #include "agent/fs.h"
 #include "agent/route.h"
+#include "common/unconst.h"
 
 #define MAX_ARGV 65536
 #define MAX_ENV 8192
@@ -355,7 +356,7 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *payloa
   switch (type) {
   case SM_FRAME_CALL:
     if (call.active) protocol_error("a call frame while a call runs");
-    start_call(id, (unsigned char *)payload, len);
+    start_call(id, SM_UNCONST(payload), len); /* read only: argv points into it */
     return 0;
   case SM_FRAME_STDIN:
     /* Other ids are stale: they crossed the previous call's exit. */

@@ -15,6 +15,7 @@
 #include <sandman/log.h>
 #include <sandman/workspace.h>
 
+#include "common/unconst.h"
 #include "sandbox/backend.h"
 #include "sandbox/agent.h"
 #include "sandbox/call.h"
@@ -113,7 +114,7 @@ static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
 }
 
 static void helper_dispose(const char **argv) {
-  if (argv) free((char *)argv[0]);
+  if (argv) free(SM_UNCONST(argv[0]));
   free(argv);
 }
 

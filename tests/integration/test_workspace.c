@@ -111,7 +111,7 @@ static int teardown(void **state) {
   sm_error err = SM_ERROR_INIT;
   if (b->id[0]) sm_engine_container_remove(b->e, b->id, 1, 1, &err);
   sm_engine_volume_remove(b->e, b->volume, 1, &err);
-  rm_rf(b->dir);
+  tf_rm_rf(b->dir);
   sm_engine_free(b->e);
   free(b);
   return 0;
@@ -277,7 +277,7 @@ static char *no_owner(const char *list) {
 static void hput(box *b, const char *rel, const char *data) {
   char p[1024];
   snprintf(p, sizeof p, "%s/%s", b->host, rel);
-  write_file(p, data);
+  tf_write_str(p, data);
 }
 
 static void hmkdir(box *b, const char *rel) {
@@ -289,7 +289,7 @@ static void hmkdir(box *b, const char *rel) {
 static char *hget(box *b, const char *rel) {
   char p[1024];
   snprintf(p, sizeof p, "%s/%s", b->host, rel);
-  return read_file(p);
+  return tf_read(p, NULL);
 }
 
 static int hexists(box *b, const char *rel) {
@@ -649,12 +649,12 @@ static void test_recreated_sandbox(void **state) {
   sm_workspace_sync_free(s);
   /* The manifest now names an older container of the same sandbox, whose
    * volume held a file the host has since deleted. */
-  char *m = read_file(b->manifest);
+  char *m = tf_read(b->manifest, NULL);
   assert_non_null(m);
   char *c = strstr(m, "container ");
   assert_non_null(c);
   memset(c + 10, 'f', 12);
-  write_file(b->manifest, m);
+  tf_write_str(b->manifest, m);
   free(m);
   assert_int_equal(box_sh(b, "echo stale > stale.txt", NULL), 0);
   s = new_sync(b, NULL, NULL);
