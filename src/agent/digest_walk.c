@@ -54,6 +54,7 @@ static char **read_names(const walk *w, DIR *d, size_t *n, int *rc) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
     if (*n + w->d.count >= w->max_entries + 1) {
       free_names(v, *n);
+      *n = 0;
       *rc = say(WALK_NO_DIGEST, "more entries than the limit", w->path);
       return NULL;
     }
@@ -69,6 +70,7 @@ static char **read_names(const walk *w, DIR *d, size_t *n, int *rc) {
   }
   if (de != NULL || errno != 0) {
     free_names(v, *n);
+    *n = 0;
     *rc = say(WALK_ERROR, errno ? strerror(errno) : "out of memory", w->path);
     return NULL;
   }
