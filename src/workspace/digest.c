@@ -41,12 +41,25 @@ void ws_digest_add(ws_digest *d, const char *path, size_t len, char type, int64_
   d->count++;
 }
 
-void ws_digest_final(ws_digest *d, char hex[65]) {
-  static const char digits[] = "0123456789abcdef";
-  unsigned char tail[8], out[32];
+void ws_digest_sum(ws_digest *d, unsigned char sum[32]) {
+  unsigned char tail[8];
   put_u64(tail, d->count);
   sm_sha256_update(&d->sha, tail, sizeof tail);
-  sm_sha256_final(&d->sha, out);
+  sm_sha256_final(&d->sha, sum);
+}
+
+void ws_digest_add_sum(ws_digest *top, const unsigned char sum[32], uint64_t count) {
+  unsigned char n[8];
+  put_u64(n, count);
+  sm_sha256_update(&top->sha, sum, 32);
+  sm_sha256_update(&top->sha, n, sizeof n);
+  top->count += count;
+}
+
+void ws_digest_final(ws_digest *top, char hex[65]) {
+  static const char digits[] = "0123456789abcdef";
+  unsigned char out[32];
+  ws_digest_sum(top, out);
   for (int i = 0; i < 32; i++) {
     hex[2 * i] = digits[out[i] >> 4];
     hex[2 * i + 1] = digits[out[i] & 15];

@@ -132,16 +132,35 @@ int ws_expected_collect(const ws_manifest *base, const ws_manifest *held,
   return 1;
 }
 
+/* The length of path's first component. */
+static size_t top_len(const char *path) {
+  const char *slash = strchr(path, '/');
+  return slash ? (size_t)(slash - path) : strlen(path);
+}
+
 void ws_expected_digest(ws_expected *x, char hex[65], uint64_t *count) {
   if (x->n > 1) qsort(x->v, x->n, sizeof *x->v, cmp_expect);
-  ws_digest d;
-  ws_digest_init(&d);
-  for (size_t i = 0; i < x->n; i++) {
-    const expect *e = &x->v[i];
-    ws_digest_add(&d, e->path, strlen(e->path), e->type, e->size, e->mtime, e->ctime, e->mode);
+  /* Sorted depth-first, a top-level entry's subtree is one run. */
+  ws_digest top, sub;
+  ws_digest_init(&top);
+  size_t i = 0;
+  while (i < x->n) {
+    const char *head = x->v[i].path;
+    size_t hl = top_len(head);
+    ws_digest_init(&sub);
+    do {
+      const expect *e = &x->v[i];
+      ws_digest_add(&sub, e->path, strlen(e->path), e->type, e->size, e->mtime, e->ctime,
+                    e->mode);
+      i++;
+    } while (i < x->n && top_len(x->v[i].path) == hl && memcmp(x->v[i].path, head, hl) == 0);
+    unsigned char sum[32];
+    uint64_t n = sub.count;
+    ws_digest_sum(&sub, sum);
+    ws_digest_add_sum(&top, sum, n);
   }
-  *count = d.count;
-  ws_digest_final(&d, hex);
+  *count = top.count;
+  ws_digest_final(&top, hex);
 }
 
 int ws_unchanged_expect(const ws_manifest *base, const ws_manifest *held,
