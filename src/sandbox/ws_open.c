@@ -19,13 +19,15 @@ static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
       if (sm_string_list_add(out, req->extra_excludes->items[i], NULL) != 0) break;
 }
 
-int sandbox_ws_open_now(const sm_run_request *req, const char *manifest, sm_workspace_sync **out,
-                        sm_error *err) {
+/* walk: the host folder walked too, while the manifest is read. */
+static int open_state(const sm_run_request *req, const char *manifest, int walk,
+                      sm_workspace_sync **out, sm_error *err) {
   sm_string_list excludes;
   merge_excludes(req, &excludes);
   sm_workspace_sync *ws = NULL;
-  int rc = sm_workspace_sync_new(&ws, req->workspace, manifest && manifest[0] ? manifest : NULL,
-                                 &excludes, NULL, err);
+  const char *m = manifest && manifest[0] ? manifest : NULL;
+  int rc = walk ? sm_workspace_sync_new_walked(&ws, req->workspace, m, &excludes, NULL, err)
+                : sm_workspace_sync_new(&ws, req->workspace, m, &excludes, NULL, err);
   if (rc == 0) rc = sm_workspace_sync_set_protect(ws, &req->settings.protect, err);
   if (rc == 0) rc = sm_workspace_sync_set_redact(ws, req->secret_env, req->n_secret_env, err);
   if (rc) {
@@ -36,16 +38,15 @@ int sandbox_ws_open_now(const sm_run_request *req, const char *manifest, sm_work
   return rc;
 }
 
+int sandbox_ws_open_now(const sm_run_request *req, const char *manifest, sm_workspace_sync **out,
+                        sm_error *err) {
+  return open_state(req, manifest, 0, out, err);
+}
+
 static void *open_main(void *ud) {
   sandbox_ws_open *o = ud;
   if (o->request_id[0]) sm_log_set_request_id(o->request_id);
-  o->rc = sandbox_ws_open_now(o->req, o->manifest, &o->ws, &o->err);
-  if (o->rc == 0 && o->prescan) {
-    sm_error serr = SM_ERROR_INIT;
-    /* A failed walk is made again by the copy in, which reports it. */
-    if (sm_workspace_sync_prescan(o->ws, &serr) != 0)
-      sm_log(SM_LOG_DEBUG, "workspace: walking the host folder ahead: %s", serr.message);
-  }
+  o->rc = open_state(o->req, o->manifest, o->prescan, &o->ws, &o->err);
   return NULL;
 }
 

@@ -26,7 +26,7 @@ typedef struct sandbox_ws_open {
 /* Opens the call's workspace state in this thread (no walk): into *out. */
 int sandbox_ws_open_now(const sm_run_request *req, const char *manifest, sm_workspace_sync **out,
                         sm_error *err);
-/* Starts opening it, and walking the host folder (sm_workspace_sync_prescan),
+/* Starts opening it, and walking the host folder (sm_workspace_sync_new_walked),
  * on a thread; 0 when it runs. Only while the call holds its sandbox. */
 int sandbox_ws_open_start(sandbox_ws_open *o, const sm_run_request *req, const char *manifest);
 /* Waits for it: the state into *out (the caller's), or its error. */

@@ -50,7 +50,7 @@ struct sm_workspace_sync {
   /* What sandman's unpacker wrote, as it listed it (ws_box_put): the ctimes
    * a copy in records, with no listing exec after it. Empty: none. */
   sm_buf sent_listing;
-  /* The host's walk made ahead (sm_workspace_sync_prescan), and when it
+  /* The host's walk made ahead (sm_workspace_sync_new_walked), and when it
    * started: the next copy in's stamp. */
   ws_manifest prescan;
   int have_prescan;
@@ -68,11 +68,10 @@ static int64_t abort_budget(const sm_workspace_sync *s) {
   return s->abort_after > s->abort_spent ? s->abort_after - s->abort_spent : 0;
 }
 
-int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
-                          const sm_string_list *excludes, const sm_workspace_limits *limits,
-                          sm_error *err) {
-  sm_error local_err = SM_ERROR_INIT;
-  if (err == NULL) err = &local_err;
+/* The sync object without its manifest (sync_load reads it). */
+static int sync_alloc(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
+                      const sm_string_list *excludes, const sm_workspace_limits *limits,
+                      sm_error *err) {
   *out = NULL;
   if (host_dir == NULL || host_dir[0] == '\0')
     return sm_error_set(err, SM_EINVAL, "no workspace directory given");
@@ -109,20 +108,69 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
     sm_workspace_sync_free(s);
     return prc;
   }
-  if (s->manifest_path) {
-    sm_error lerr = SM_ERROR_INIT;
-    if (ws_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
-      sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
-             lerr.message);
-      ws_manifest_clear(&s->base);
-      s->wipe_first = 1;
-    } else {
-      s->have_base = s->base.root != NULL;
-      s->had_manifest = s->have_base;
-      s->disk_current = s->have_base;
-    }
-  }
   *out = s;
+  return 0;
+}
+
+/* Reads the manifest; a damaged one is ignored (a full copy next). */
+static void sync_load(sm_workspace_sync *s) {
+  if (s->manifest_path == NULL) return;
+  sm_error lerr = SM_ERROR_INIT;
+  if (ws_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
+    sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
+           lerr.message);
+    ws_manifest_clear(&s->base);
+    s->wipe_first = 1;
+  } else {
+    s->have_base = s->base.root != NULL;
+    s->had_manifest = s->have_base;
+    s->disk_current = s->have_base;
+  }
+}
+
+int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
+                          const sm_string_list *excludes, const sm_workspace_limits *limits,
+                          sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
+  int rc = sync_alloc(out, host_dir, manifest_path, excludes, limits, err);
+  if (rc == 0) sync_load(*out);
+  return rc;
+}
+
+static int prescan_walk(sm_workspace_sync *s, sm_error *err);
+
+typedef struct walk_job {
+  sm_workspace_sync *s;
+  char request_id[64];
+} walk_job;
+
+static void *walk_main(void *ud) {
+  walk_job *j = ud;
+  if (j->request_id[0]) sm_log_set_request_id(j->request_id);
+  sm_error err = SM_ERROR_INIT;
+  /* A failed walk is made again by the copy in, which reports it. */
+  if (prescan_walk(j->s, &err) != 0)
+    sm_log(SM_LOG_DEBUG, "workspace: walking the host folder ahead: %s", err.message);
+  return NULL;
+}
+
+int sm_workspace_sync_new_walked(sm_workspace_sync **out, const char *host_dir,
+                                 const char *manifest_path, const sm_string_list *excludes,
+                                 const sm_workspace_limits *limits, sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
+  int rc = sync_alloc(out, host_dir, manifest_path, excludes, limits, err);
+  if (rc) return rc;
+  /* The walk fills prescan, the load base and held: apart until joined. */
+  walk_job j = {.s = *out};
+  const char *rid = sm_log_request_id();
+  if (rid) snprintf(j.request_id, sizeof j.request_id, "%s", rid);
+  pthread_t th;
+  int threaded = sm_thread_start(&th, NULL, walk_main, &j) == 0;
+  sync_load(*out);
+  if (threaded) pthread_join(th, NULL);
+  else walk_main(&j);
   return 0;
 }
 
@@ -649,9 +697,7 @@ static int scan_host(sm_workspace_sync *s, int root_fd, ws_manifest *cur, int64_
   return ws_scan(root_fd, s->host_dir, &so, cur, err);
 }
 
-int sm_workspace_sync_prescan(sm_workspace_sync *s, sm_error *err) {
-  sm_error local_err = SM_ERROR_INIT;
-  if (err == NULL) err = &local_err;
+static int prescan_walk(sm_workspace_sync *s, sm_error *err) {
   s->have_prescan = 0;
   int64_t stamp = ws_now_ns();
   cleanup_fd int root_fd = open_host(s, err);
