@@ -272,11 +272,13 @@ static void workspace_manifest(const call *c, char *out, size_t len) {
            c->ctx->backend->state_name(&c->sb));
 }
 
-/* Once the call holds a keyed sandbox: its workspace state is opened, and
- * the host folder walked, while the call waits for its agent session. */
+/* Once the call holds a keyed sandbox made before: its workspace state is
+ * opened, and the host folder walked, while the call waits for its agent
+ * session. (A new sandbox's first copy in starts its upload before the
+ * walk instead: early.c.) */
 static void workspace_open_ahead(call *c) {
   if (!c->req->workspace || c->sync == SM_SYNC_NONE || c->ws || c->wsopen.running ||
-      c->sb.mode == SM_MODE_PER_TOOL)
+      c->sb.mode == SM_MODE_PER_TOOL || !c->sb.reused)
     return;
   char manifest[PATH_MAX];
   workspace_manifest(c, manifest, sizeof manifest);
