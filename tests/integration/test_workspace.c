@@ -921,8 +921,8 @@ static void test_quick_unchanged(void **state) {
   free(c);
   /* Every other kind of change (a file written within two seconds of a
    * copy is compared by content, with a listing: this one is dated). */
-  const char *tools[] = {"chmod 700 src", "touch -d '2024-01-02 03:04:05' src/deep/new.c", "rm empty",
-                         "ln -sfn ../run.sh src/link", "mkdir emptydir/sub"};
+  const char *tools[] = {"chmod 700 src", "touch -d '2024-01-02 03:04:05' src/deep/new.c",
+                         "rm empty", "ln -sfn ../run.sh src/link", "mkdir emptydir/sub"};
   const char *want[] = {"src", "src/deep/new.c", "empty", "src/link", "emptydir/sub"};
   for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
     sync_in(s, b);
