@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/digest_walk.h"
 #include "agent/frame.h"
 #include "agent/untar.h"
 #include "agent/fs.h"
@@ -422,9 +423,13 @@ int main(int argc, char **argv) {
     return agent_untar(argv[2], 1);
   /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
   if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
+  /* `sandman-agent wsdigest DIR MAX [EXCLUDE...]`: the workspace's digest
+   * (digest_walk.c). */
+  if (argc > 1 && strcmp(argv[1], "wsdigest") == 0)
+    return sm_agent_wsdigest_main(argc - 1, argv + 1);
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | route |"
-                    " tools ...]\n");
+    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | wsdigest DIR "
+                    "MAX [EXCLUDE...] | route | tools ...]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */
