@@ -101,6 +101,8 @@ static const cli_flag code_flags[] = {
     {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
      .help = "per_run | per_worker (default: from --run-id or --worker-id)"},
     FLAG_PROJECT,
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "production | staging | development"},
     {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
      .help = "agent making the call (configuration entry)"},
     {.name = "user", .kind = CLI_NAME, .metavar = "ID",
@@ -190,6 +192,12 @@ static const cli_flag worker_flags[] = {
      .help = "an MCP session idle this long ends, with its own sandbox (default 10m)"},
     {.name = "reap-interval", .kind = CLI_DURATION, .metavar = "DURATION",
      .help = "how often idle sandboxes and MCP sessions are looked for (default 60s)"},
+    {.name = "code-queue", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 1024,
+     .section = "Code contexts:", .help = "code runs waiting or running per sandbox (default 16)"},
+    {.name = "code-max-contexts", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 64,
+     .help = "code contexts per sandbox (default 8)"},
+    {.name = "code-max-output", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "output of one code run, 1k to 256m (default 16m)"},
     END};
 
 static const cli_flag doctor_flags[] = {

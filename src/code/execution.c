@@ -1,6 +1,7 @@
 /* A run's events as JSON: one by one (the runner's NDJSON stream), and
  * gathered into one object shaped like E2B's Execution (results, logs,
  * error), for the MCP tool and the clients. See sandman/code.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,13 @@ static const char *const event_names[] = {"start",  "restarted", "stdout",    "s
 
 const char *sm_code_event_name(sm_code_event_type t) {
   return (unsigned)t < sizeof event_names / sizeof event_names[0] ? event_names[t] : "unknown";
+}
+
+/* Milliseconds with 3 decimals (json-c would print 17 digits). */
+static json_object *ms_json(double ms) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3f", ms);
+  return json_object_new_double_s(ms, buf);
 }
 
 static json_object *text_of(const char *s, size_t len) {
@@ -52,7 +60,7 @@ json_object *sm_code_event_to_json(const sm_code_event *ev) {
       json_object_object_add(o, "execution_count", ev->execution_count >= 0
                                                        ? json_object_new_int64(ev->execution_count)
                                                        : NULL);
-      json_object_object_add(o, "duration_ms", json_object_new_double(ev->duration_ms));
+      json_object_object_add(o, "duration_ms", ms_json(ev->duration_ms));
       json_object_object_add(o, "truncated", json_object_new_boolean(ev->truncated));
       if (ev->text) json_object_object_add(o, "message", text_of(ev->text, ev->text_len));
       break;
@@ -186,7 +194,7 @@ json_object *sm_code_execution_to_json(const sm_code_execution *x, const sm_code
   json_object_object_add(o, "execution_count",
                          end->execution_count >= 0 ? json_object_new_int64(end->execution_count) : NULL);
   json_object_object_add(o, "status", json_object_new_string(end->status));
-  json_object_object_add(o, "duration_ms", json_object_new_double(end->duration_ms));
+  json_object_object_add(o, "duration_ms", ms_json(end->duration_ms));
   json_object_object_add(o, "truncated", json_object_new_boolean(x->truncated || end->truncated));
   json_object_object_add(o, "state_lost",
                          x->restarted ? json_object_new_string(x->restarted) : NULL);
@@ -204,9 +212,9 @@ json_object *sm_code_context_to_json(const sm_code_context *c) {
   json_object_object_add(o, "cwd", json_object_new_string(c->cwd));
   json_object_object_add(o, "state", json_object_new_string(c->state));
   json_object_object_add(o, "execution_count", json_object_new_int64(c->execution_count));
-  json_object_object_add(o, "created_at", json_object_new_double(c->created_at));
+  json_object_object_add(o, "created_at", ms_json(c->created_at));
   json_object_object_add(o, "last_run_at",
-                         c->last_run_at > 0 ? json_object_new_double(c->last_run_at) : NULL);
+                         c->last_run_at > 0 ? ms_json(c->last_run_at) : NULL);
   json_object_object_add(o, "queued", json_object_new_int64(c->queued));
   return o;
 }
