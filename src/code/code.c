@@ -16,18 +16,6 @@
 #define OP_TIMEOUT_S 90.0
 #define START_STDERR_MAX (16 * 1024)
 
-int sm_code_name_valid(const char *s) {
-  if (s == NULL || s[0] == '\0' || s[0] == '.' || s[0] == '-') return 0;
-  size_t n = 0;
-  for (const char *p = s; *p; p++, n++) {
-    char c = *p;
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '.' || c == '-'))
-      return 0;
-  }
-  return n <= SM_CODE_NAME_MAX;
-}
-
 /* ---- one helper call ---- */
 
 typedef struct code_call {

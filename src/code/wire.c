@@ -18,6 +18,19 @@ static const char *const mime_types[] = {
 static const char *const end_statuses[] = {"ok",   "error",    "timeout", "interrupted",
                                            "died", "cancelled"};
 
+/* Public (sandman/code.h), here because the parser checks names too. */
+int sm_code_name_valid(const char *s) {
+  if (s == NULL || s[0] == '\0' || s[0] == '.' || s[0] == '-') return 0;
+  size_t n = 0;
+  for (const char *p = s; *p; p++, n++) {
+    char c = *p;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '_' || c == '.' || c == '-'))
+      return 0;
+  }
+  return n <= SM_CODE_NAME_MAX;
+}
+
 void code_wire_init(code_wire *w, code_wire_mode mode, size_t max_output, sm_code_event_fn fn,
                     void *ud) {
   memset(w, 0, sizeof *w);
