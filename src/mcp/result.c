@@ -36,6 +36,23 @@ int sm_mcp_result_error(sm_mcp_result *r, const char *fmt, ...) {
   return sm_mcp_result_text(r, msg, strlen(msg));
 }
 
+int sm_mcp_result_image(sm_mcp_result *r, const char *mime, const char *b64, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    char c = b64[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+          c == '/' || c == '=' || c == '\n' || c == '\r'))
+      return SM_EINVAL;
+  }
+  if (r->content == NULL && (r->content = json_object_new_array()) == NULL) return SM_ENOMEM;
+  json_object *block = json_object_new_object();
+  if (block == NULL) return SM_ENOMEM;
+  json_object_object_add(block, "type", json_object_new_string("image"));
+  json_object_object_add(block, "data", json_object_new_string_len(b64, (int)len));
+  json_object_object_add(block, "mimeType", json_object_new_string(mime));
+  json_object_array_add(r->content, block);
+  return 0;
+}
+
 void sm_mcp_result_structured(sm_mcp_result *r, json_object *obj) {
   json_object_put(r->structured);
   r->structured = obj;

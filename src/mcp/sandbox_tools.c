@@ -13,6 +13,7 @@
 #include <sandman/mcp.h>
 
 #include "common/text.h"
+#include "mcp/code_tool.h"
 
 #define DEFAULT_READ_MAX ((size_t)1 << 20)
 #define DEFAULT_OUTPUT_MAX ((size_t)256 << 10)
@@ -79,7 +80,7 @@ static const char schema_grep[] =
     "\"required\":[\"pattern\"],\"additionalProperties\":false}";
 
 typedef struct tools {
-  sm_mcp_tool list[7];
+  sm_mcp_tool list[8];
   sm_mcp_sandbox_options o;
 } tools;
 
@@ -484,6 +485,15 @@ static int tool_grep(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   return 0;
 }
 
+/* ---- run_code (code_tool.c) ---- */
+
+static int tool_code(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "code", cancel, &req, out)) return 0;
+  size_t cap = t->o.max_output_bytes ? t->o.max_output_bytes : DEFAULT_OUTPUT_MAX;
+  return mcp_code_tool_call(t->o.runner, &req, args, cap, out);
+}
+
 /* ---- the provider ---- */
 
 typedef int (*tool_fn)(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out);
@@ -500,6 +510,7 @@ static const struct {
     {"ls", "path:s", tool_ls},
     {"glob", "pattern:S,path:s", tool_glob},
     {"grep", "pattern:S,path:s,include:s,ignore_case:b,fixed:b,max_results:i", tool_grep},
+    {"run_code", MCP_CODE_TOOL_ARGS, tool_code},
 };
 
 static const sm_mcp_tool *list_tools(void *ud, size_t *n) {
@@ -564,6 +575,12 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
        "Searches the text files of the sandbox's workspace for lines matching a regular "
        "expression.",
        schema_grep, NULL, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+      {"run_code", "Run Python code",
+       "Runs code in a live Python interpreter (a Jupyter kernel) in the sandbox, as a notebook "
+       "cell: variables, imports and loaded data stay for the next call. Returns the output, "
+       "the last expression's value, an exception's traceback, and figures (matplotlib) as "
+       "images. Needs an image with a Jupyter kernel (sandman/general).",
+       mcp_code_tool_schema, mcp_code_tool_output, exec_hints},
   };
   memcpy(t->list, list, sizeof list);
   out->tools = list_tools;

@@ -15,7 +15,9 @@ Run by test_code.sh; one suite per ctest entry:
           outside every call (no host-tool identity); the limits (output cap,
           queued runs, contexts) and an audit row per run
   cli     `sandman code` against the engine: state between invocations,
-          --json events, --save-images, exit statuses, --list and --delete
+          --json events, --save-images, exit statuses, --list and --delete;
+          and the MCP tool run_code over `sandman mcp` (stdio): state kept, a
+          figure as an image content block, an exception as a tool error
 
 Uses test_server.py's helpers (check, Runner, cleanup).
 """
@@ -410,8 +412,62 @@ def suite_cli(tmp):
           p.stderr)
 
 
+def mcp_stdio(tmp):
+    """run_code over `sandman mcp` (stdio): state kept, a figure as MCP image content."""
+    p = subprocess.Popen([ts.SANDMAN, "mcp", "--mode", "per_run", "--run-id", "code-mcp",
+                          "--image", IMAGE, "--network", "none"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def ask(i, method, params):
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                  "params": params}) + "\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+    try:
+        ask(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                              "clientInfo": {"name": "it", "version": "1"}})
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        tools = ask(2, "tools/list", {})["result"]["tools"]
+        rc = [t for t in tools if t["name"] == "run_code"]
+        check("MCP: tools/list offers run_code", len(rc) == 1 and
+              "code" in rc[0]["inputSchema"]["properties"], [t["name"] for t in tools])
+        ask(3, "tools/call", {"name": "run_code", "arguments": {"code": "z = 20"}})
+        r = ask(4, "tools/call", {"name": "run_code", "arguments": {"code": "z + 22"}})["result"]
+        check("MCP: run_code keeps state; the value in the text", not r.get("isError") and
+              "Out: 42" in r["content"][0]["text"] and
+              r["structuredContent"]["results"][0]["text"] == "42", r)
+        r = ask(5, "tools/call", {"name": "run_code", "arguments": {
+            "code": "import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.show()"}})["result"]
+        imgs = [b for b in r["content"] if b["type"] == "image"]
+        size = None
+        try:
+            size = png_size(imgs[0]["data"]) if imgs else None
+        except (ValueError, zlib.error, struct.error) as e:
+            size = repr(e)
+        check("MCP: a figure comes back as an image content block (a valid PNG)",
+              len(imgs) == 1 and imgs[0]["mimeType"] == "image/png" and isinstance(size, tuple) and
+              "image 1" in r["structuredContent"]["results"][0]["png"],
+              (size, [b["type"] for b in r["content"]]))
+        r = ask(6, "tools/call", {"name": "run_code", "arguments": {"code": "1/0"}})["result"]
+        check("MCP: an exception is a tool error with its traceback", r.get("isError") is True and
+              "ZeroDivisionError" in r["content"][0]["text"] and
+              r["structuredContent"]["error"]["name"] == "ZeroDivisionError", r)
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    check("MCP: sandman mcp exits 0 when stdin ends", p.returncode == 0, p.stderr.read()[-2000:])
+
+
+def suite_cli_and_mcp(tmp):
+    suite_cli(tmp)
+    mcp_stdio(tmp)
+
+
 def main():
-    ts.run_suites({"runner": suite_runner, "cli": suite_cli}, "runner", "smcode-")
+    ts.run_suites({"runner": suite_runner, "cli": suite_cli_and_mcp}, "runner", "smcode-")
 
 
 if __name__ == "__main__":
