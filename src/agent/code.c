@@ -20,30 +20,42 @@
 #include "agent/code_driver.h"
 #include "common/io.h"
 
-#define SOCK_PATH AGENT_CODE_ROOT "/ctl.sock"
-#define LOCK_PATH AGENT_CODE_ROOT "/start.lock"
-#define LOG_PATH AGENT_CODE_ROOT "/driver.log"
+#define PATH_LEN 96
 #define READY_FD 3
 #define START_WAIT_MS 60000
 #define LOG_TAIL 1500
 
 extern char **environ;
 
-/* The driver's folder: made 0700 when missing; refused unless it is a
- * folder (not a link) of ours that nobody else may enter. */
-static int check_root(void) {
-  if (mkdir(AGENT_CODE_ROOT, 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "sandman-code: cannot make %s: %s\n", AGENT_CODE_ROOT, strerror(errno));
+/* The driver's folder, AGENT_CODE_ROOT/<the driver's hash, 12 digits>: a
+ * driver of another sandman version (a sandbox older than this binary)
+ * keeps its own folder and contexts, and never gets requests it does not
+ * know. */
+static char dir_path[PATH_LEN - 16], sock_path[PATH_LEN], lock_path[PATH_LEN], log_path[PATH_LEN];
+
+/* A folder made 0700 when missing; refused unless it is a folder (not a
+ * link) of ours that nobody else may enter. */
+static int private_dir(const char *path) {
+  if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "sandman-code: cannot make %s: %s\n", path, strerror(errno));
     return -1;
   }
   struct stat st;
-  if (lstat(AGENT_CODE_ROOT, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+  if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
       (st.st_mode & 077) != 0) {
-    fprintf(stderr, "sandman-code: %s is not a private folder of this user (uid %u)\n",
-            AGENT_CODE_ROOT, (unsigned)getuid());
+    fprintf(stderr, "sandman-code: %s is not a private folder of this user (uid %u)\n", path,
+            (unsigned)getuid());
     return -1;
   }
   return 0;
+}
+
+static int check_root(void) {
+  snprintf(dir_path, sizeof dir_path, "%s/%.12s", AGENT_CODE_ROOT, agent_code_driver_sha256);
+  snprintf(sock_path, sizeof sock_path, "%s/ctl.sock", dir_path);
+  snprintf(lock_path, sizeof lock_path, "%s/start.lock", dir_path);
+  snprintf(log_path, sizeof log_path, "%s/driver.log", dir_path);
+  return private_dir(AGENT_CODE_ROOT) == 0 && private_dir(dir_path) == 0 ? 0 : -1;
 }
 
 /* A connected socket to the driver, or -1 with errno. */
@@ -51,7 +63,7 @@ static int dial(void) {
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, SOCK_PATH, sizeof SOCK_PATH);
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
@@ -109,7 +121,7 @@ static void close_from(int first) {
  * /dev/null and the log, the ready pipe as READY_FD, then python3. */
 static void exec_driver(int ready_w) {
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  int log = open(LOG_PATH, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0 ||
       dup2(ready_w, READY_FD) < 0)
     _exit(126);
@@ -121,7 +133,7 @@ static void exec_driver(int ready_w) {
   src[agent_code_driver_len] = '\0';
   char fdarg[16];
   snprintf(fdarg, sizeof fdarg, "%d", READY_FD);
-  char *argv[] = {"python3", "-I", "-c", src, AGENT_CODE_ROOT, fdarg, NULL};
+  char *argv[] = {"python3", "-I", "-c", src, dir_path, fdarg, NULL};
   environ = env;
   execvp("python3", argv);
   fprintf(stderr, "sandman-code: cannot run python3: %s: code contexts need an image with "
@@ -131,7 +143,7 @@ static void exec_driver(int ready_w) {
 
 /* The end of the driver's log, on our stderr: why it did not start. */
 static void show_log(void) {
-  int fd = open(LOG_PATH, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open(log_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return;
   char buf[LOG_TAIL + 1];
   off_t end = lseek(fd, 0, SEEK_END);
@@ -172,9 +184,9 @@ static int wait_ready(int r) {
 static int code_start(void) {
   if (check_root() != 0) return 3;
   /* One start at a time: a second caller finds the first one's driver. */
-  int lock = open(LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (lock < 0 || flock(lock, LOCK_EX) != 0) {
-    fprintf(stderr, "sandman-code: cannot lock %s: %s\n", LOCK_PATH, strerror(errno));
+    fprintf(stderr, "sandman-code: cannot lock %s: %s\n", lock_path, strerror(errno));
     return 3;
   }
   int fd = dial();

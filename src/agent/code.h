@@ -10,8 +10,9 @@
  *                              driver runs, the one line
  *                              {"event":"fail","code":"no_server",...}
  *
- * The driver's folder is AGENT_CODE_ROOT, private to the sandbox's user
- * (0700, checked to be a folder of ours and no link before use). The driver
+ * The driver's folder is AGENT_CODE_ROOT/<its hash>, private to the
+ * sandbox's user (0700, both checked to be folders of ours and no links
+ * before use). The driver
  * runs in a session of its own, its parent the sandbox's init once started,
  * with the caller's environment less every SANDMAN_ variable: a kernel is
  * no process of the call that started it, and so has no host-tool

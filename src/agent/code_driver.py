@@ -52,6 +52,7 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MIME_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png",
               "image/jpeg", "image/svg+xml", "application/json", "application/javascript",
               "application/pdf")
+BASE64_TYPES = ("image/png", "image/jpeg", "application/pdf")
 REQUEST_MAX = 16 << 20        # one request line
 EVENT_MAX = 12 << 20          # one event line; a bigger one is dropped and said so
 CONNECTIONS_MAX = 64
@@ -393,6 +394,9 @@ class Run:
             self.emit({"event": name, "text": text}, len(text))
         elif kind in ("display_data", "update_display_data", "execute_result"):
             data = {m: v for m, v in (c.get("data") or {}).items() if m in MIME_TYPES}
+            for m in BASE64_TYPES:  # Jupyter's base64 may carry line breaks
+                if isinstance(data.get(m), str):
+                    data[m] = "".join(data[m].split())
             size = sum(len(json.dumps(v)) for v in data.values())
             if kind == "execute_result":
                 self.execution_count = c.get("execution_count")

@@ -9,6 +9,8 @@
 import { createHmac } from "node:crypto";
 import type { Readable } from "node:stream";
 
+import { Contexts, Execution, runCode, runCodeStream } from "./code.js";
+import type { CodeEvent, RunCodeOptions } from "./code.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
@@ -29,6 +31,7 @@ import type {
 } from "./types.js";
 
 export * from "./types.js";
+export * from "./code.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
 
 export const WORKER_TOKEN_PREFIX = "sandman-worker-token-v1";
@@ -73,6 +76,8 @@ export class SandmanClient {
   readonly address: string;
   readonly token: string | undefined;
   readonly files: Files;
+  /** The code contexts of keyed sandboxes (/v1/contexts). */
+  readonly contexts: Contexts;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions = {}) {
@@ -80,6 +85,21 @@ export class SandmanClient {
     this.token = opts.token ?? process.env.SANDMAN_TOKEN;
     this.t = new Transport(this.address, this.token, opts.timeoutMs ?? 600_000);
     this.files = new Files(this.t);
+    this.contexts = new Contexts(this.t);
+  }
+
+  /**
+   * Runs code in a code context of the keyed sandbox `key` (a live Jupyter
+   * kernel: state stays between runs) and gathers the events into an
+   * Execution (results, logs, error: E2B's shape). docs/code.md.
+   */
+  runCode(key: SandboxKey, code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    return runCode(this.t, key, code, opts);
+  }
+
+  /** The run's NDJSON events as they come (breaking out early interrupts the cell). */
+  runCodeStream(key: SandboxKey, code: string, opts: RunCodeOptions = {}): AsyncGenerator<CodeEvent, void, undefined> {
+    return runCodeStream(this.t, key, code, opts);
   }
 
   /** A client holding a worker's derived token (it serves that worker key only). */
