@@ -164,6 +164,11 @@ class Kernel:
                                username="sandman")
         argv = [a.replace("{connection_file}", self.connection_file)
                  .replace("{resource_dir}", ctx.spec.resource_dir) for a in ctx.spec.argv]
+        if any("ipykernel" in a for a in argv):
+            # IPython's SQLite history (a write and a thread wake-up per cell,
+            # ~1.5 ms): nothing outlives the sandbox's /tmp anyway; a
+            # session's history stays in memory.
+            argv.append("--HistoryManager.enabled=False")
         log = os.open(os.path.join(d, "kernel.log"),
                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:

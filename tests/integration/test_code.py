@@ -131,11 +131,22 @@ def timeouts_and_death(c, key):
     t0 = time.monotonic()
     x = c.run_code("while True:\n    pass", timeout_s=2, **key)
     took = time.monotonic() - t0
-    check("a `while True` cell is interrupted by its timeout, and says so",
+    check("a while True cell is interrupted by its timeout, and says so",
           x.status == "timeout" and "timeout" in (x.message or "") and
           x.error is not None and x.error.name == "KeyboardInterrupt", (vars(x), took))
     check("after the timeout the context still answers, its state kept",
           in_kernel(c, key, "x * 2") == "82")
+    # A client that goes away: the runner cancels its call (the relay is
+    # killed with what the call started); the kernel, started by an
+    # earlier call, is no process of it and keeps its state.
+    gen = c.run_code_stream("import time\nfor i in range(600):\n    time.sleep(0.1)", **key)
+    for ev in gen:
+        if ev["event"] == "start":
+            break
+    gen.close()
+    x = c.run_code("(x * 2, i < 599)", **key)
+    check("a client that goes away: its cell stops and the context keeps its state",
+          x.text == "(82, True)", vars(x))
     x = c.run_code("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", **key)
     check("a killed kernel is reported", x.status == "died" and "died" in (x.message or "") and
           x.error is not None and x.error.name == "KernelDied", vars(x))
@@ -252,11 +263,10 @@ def inside(c, key):
     check("the connection file is 0600 in a 0700 folder, signed with a 64-digit key",
           p.get("mode") == "0o600" and p.get("dir") == "0o700" and p.get("scheme") ==
           "hmac-sha256" and p.get("keylen") == 64, (p, vars(probe)))
-    check("the kernel's channels are Unix sockets, and nothing listens beyond the sandbox's "
-          "own loopback", p.get("transport") == "ipc" and p.get("tcp_wide") == [], p)
+    check("the kernel's channels are Unix sockets, and nothing listens beyond the sandbox's own loopback",
+          p.get("transport") == "ipc" and p.get("tcp_wide") == [], p)
     check("network none: the sandbox has only loopback", p.get("nets") == ["lo"], p)
-    check("the kernel is no process of a call: its driver's parent is the sandbox's init, and "
-          "no SANDMAN_ variable (the call marker) reaches it",
+    check("the kernel is no process of a call: its driver's parent is the sandbox's init, and no SANDMAN_ variable (the call marker) reaches it",  # noqa: E501
           p.get("driver_parent") == 1 and p.get("sandman_env") == [], p)
     check("the kernel runs as the sandbox's user and writes nothing of its own to /workspace",
           p.get("uid") == 1000 and p.get("ipython_in_ws") is False, p)

@@ -276,6 +276,27 @@ static void an_execution_like_e2b(void **state) {
   sm_code_execution_free(x);
 }
 
+/* Leased credentials never reach a context: refused before any call (no
+ * runner is needed to see it). */
+static void a_lease_never_enters_a_context(void **state) {
+  (void)state;
+  const char *secret[] = {"GH_TOKEN=abc123"};
+  sm_run_request req;
+  sm_run_request_init(&req);
+  req.settings.mode = SM_MODE_PER_RUN;
+  req.run_id = "r1";
+  req.secret_env = secret;
+  req.n_secret_env = 1;
+  sm_code_run_end end;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_code_run(NULL, &req, NULL, "1", NULL, &end, NULL, &err), SM_EPOLICY);
+  assert_non_null(strstr(err.message, "leased credentials never enter a code context"));
+  sm_code_context c;
+  assert_int_equal(sm_code_create(NULL, &req, "x", NULL, &c, NULL, &err), SM_EPOLICY);
+  sm_code_context_list l;
+  assert_int_equal(sm_code_list(NULL, &req, &l, NULL, &err), SM_EPOLICY);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_run_in_any_pieces),
@@ -287,6 +308,7 @@ int main(void) {
       cmocka_unit_test(a_context_answer),
       cmocka_unit_test(names),
       cmocka_unit_test(an_execution_like_e2b),
+      cmocka_unit_test(a_lease_never_enters_a_context),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
