@@ -611,12 +611,13 @@ class Server:
             reply.send({"event": "start", "context": ctx.name})
             end = run.run()
             with ctx.lock:
-                ctx.busy = False
                 ctx.last_run_at = time.time()
                 if isinstance(run.execution_count, int):
                     ctx.execution_count = run.execution_count
             reply.send(end)
         finally:
+            with ctx.lock:
+                ctx.busy = False
             ctx.turns.release()
 
     def op_interrupt(self, req, reply):

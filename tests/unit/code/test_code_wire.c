@@ -133,7 +133,6 @@ static void bad_lines_are_protocol_errors(void **state) {
       "{\"event\":\"start\"}\n{\"event\":\"end\",\"status\":\"ok\",\"execution_count\":\"3\"}\n",
       "{\"event\":\"start\"}\n{\"event\":\"mystery\"}\n",
       "{\"event\":\"start\"}\n{\"event\":\"end\",\"status\":\"ok\"}\n{\"event\":\"start\"}\n",
-      "{\"event\":\"start\"}\n{\"event\":\"fail\",\"code\":\"x\",\"message\":\"late\"}\n",
       "{\"event\":\"start\"}\n{\"event\":\"stdout\",\"text\":\"\xff\xfe\"}\n", /* not UTF-8 */
       "{\"event\":\"start\"}\n",                                          /* no end */
       "{\"event\":\"start\"}\n{\"event\":\"end\",\"status\":\"ok\"}",     /* cut line */
@@ -203,6 +202,25 @@ static void fail_answers_map_to_errors(void **state) {
     assert_non_null(strstr(err.message, "m "));
     code_wire_dispose(&w);
   }
+}
+
+/* The driver may fail a run after it started (an internal error): the
+ * failure is the run's error, not a protocol error. */
+static void a_failure_after_the_start(void **state) {
+  (void)state;
+  seen s;
+  memset(&s, 0, sizeof s);
+  code_wire w;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(run_text("{\"event\":\"start\"}\n{\"event\":\"stdout\",\"text\":\"a\"}\n"
+                            "{\"event\":\"fail\",\"code\":\"internal\",\"message\":\"boom\"}\n",
+                            0, 0, &s, &w, &err),
+                   0);
+  assert_string_equal(code_wire_fail_code(&w), "internal");
+  assert_int_equal(code_wire_fail_error(&w, &err), SM_ESANDBOX);
+  assert_string_equal(err.message, "boom");
+  assert_int_equal(s.n[SM_CODE_EV_STDOUT], 1);
+  code_wire_dispose(&w);
 }
 
 static void a_context_answer(void **state) {
@@ -305,6 +323,7 @@ int main(void) {
       cmocka_unit_test(a_line_over_the_cap),
       cmocka_unit_test(a_handler_stops_the_feed),
       cmocka_unit_test(fail_answers_map_to_errors),
+      cmocka_unit_test(a_failure_after_the_start),
       cmocka_unit_test(a_context_answer),
       cmocka_unit_test(names),
       cmocka_unit_test(an_execution_like_e2b),
