@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -260,6 +261,20 @@ class Kernel:
             s.close(0)
 
 
+def end_old_kernel(pid, connection_file):
+    """Kills pid when it is a kernel of that connection file (a pid may have
+    been used again by another process since)."""
+    if not isinstance(pid, int) or pid <= 1 or not connection_file:
+        return
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if connection_file.encode() not in f.read().split(b"\0"):
+                return
+        os.killpg(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
 def spawn(argv, cwd, env, log):
     import subprocess
     return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -328,6 +343,20 @@ class Context:
         with self.lock:
             self.k = k
             self.execution_count = 0
+        self.save(k.proc.pid)
+
+    def save(self, pid):
+        """The context's record (context.json): a driver started again (this
+        one was killed) knows its contexts, says their state was lost, and
+        ends their old kernels."""
+        rec = {"name": self.name, "kernel": self.kernel, "cwd": self.cwd, "env": self.env,
+               "created_at": self.created_at, "pid": pid,
+               "connection_file": os.path.join(self.dir, "kernel.json")}
+        tmp = os.path.join(self.dir, ".context.json")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(rec, f)
+        os.rename(tmp, os.path.join(self.dir, "context.json"))
 
     def stop(self, why):
         """The kernel gone (the turn's holder calls it)."""
@@ -513,6 +542,28 @@ class Server:
         self.ksm = KernelSpecManager()
         self.connections = 0
         self.kernel_defaults = KERNEL_DEFAULTS
+        self.restore()
+
+    def restore(self):
+        """The contexts of a driver that was killed: each comes back without a
+        kernel, its state lost (said at its next run); a kernel of theirs that
+        still runs (its command line names its connection file) is killed."""
+        cdir = os.path.join(self.root, "c")
+        for name in sorted(os.listdir(cdir)):
+            try:
+                with open(os.path.join(cdir, name, "context.json")) as f:
+                    rec = json.load(f)
+                spec = self.ksm.get_kernel_spec(rec["kernel"])
+            except Exception:
+                continue
+            if rec.get("name") != name or not NAME_RE.match(name):
+                continue
+            end_old_kernel(rec.get("pid"), rec.get("connection_file"))
+            ctx = Context(self, name, rec["kernel"], spec, rec.get("cwd") or "/workspace",
+                          rec.get("env") or {})
+            ctx.created_at = rec.get("created_at") or ctx.created_at
+            ctx.lost = "the sandbox's code driver was stopped (its processes were killed)"
+            self.contexts[name] = ctx
 
     # ---- kernelspecs ----
     def find_spec(self, kernel, language):
@@ -565,6 +616,7 @@ class Server:
         except Exception as exc:
             with self.lock:
                 self.contexts.pop(name, None)
+            shutil.rmtree(ctx.dir, ignore_errors=True)
             ctx.turns.release()
             return reply.fail("start_failed", str(exc))
         ctx.turns.release()
@@ -660,6 +712,7 @@ class Server:
         ctx.turns.take(None, front=True)
         try:
             ctx.stop(None)
+            shutil.rmtree(ctx.dir, ignore_errors=True)
         finally:
             ctx.turns.release()
         reply.send({"event": "ok", "deleted": ctx.name})

@@ -155,6 +155,21 @@ def timeouts_and_death(c, key):
           x.text == "False" and x.state_lost and "died" in x.state_lost and x.status == "ok",
           vars(x))
     check("the fresh kernel goes on answering", in_kernel(c, key, "6 * 7") == "42")
+    # The code driver itself killed (as `kill -9 -1` by a tool would): the
+    # run in flight fails, the next one starts a new driver that knows the
+    # sandbox's contexts and says their state was lost.
+    c.run_code("y = 7", **key)
+    try:
+        c.run_code("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\n"
+                   "time.sleep(30)", **key)
+        died = None
+    except SandmanError as e:
+        died = e
+    check("a killed code driver fails the run in flight", died is not None and
+          died.status in (502, 503), repr(died))
+    x = c.run_code("'y' in dir()", **key)
+    check("after the driver was killed, the next run says the state was lost",
+          x.text == "False" and x.state_lost and "driver" in x.state_lost, vars(x))
 
 
 def two_contexts(c, key):
