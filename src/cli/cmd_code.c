@@ -1,8 +1,10 @@
-/* sandman code [WHERE] [--context NAME] (-c CODE | FILE | -): a run in a
- * code context of a keyed sandbox, and the contexts' management (--list,
- * --create, --info, --interrupt, --restart, --delete). Works against the
- * engine, as `sandman run` does (docs/code.md): the sandbox is the one
- * `sandman run --mode per_run --run-id ID` uses.
+/* sandman code [--run-id ID | --worker-id ID | SANDBOX] [--context NAME]
+ * (-c CODE | FILE | -): a run in a code context of a keyed sandbox, and the
+ * contexts' management (--list, --create, --info, --interrupt, --restart,
+ * --delete). Works against the engine, as `sandman run` does
+ * (docs/code.md): the sandbox is the one `sandman run --mode per_run
+ * --run-id ID` uses, or SANDBOX (a name or id, `sandman sandbox create`)
+ * used as it was made.
  *
  * Plain output: stdout and the cell's value (text/plain) on stdout, stderr
  * and the error's traceback on stderr, images saved with --save-images DIR;
@@ -31,6 +33,7 @@ typedef struct code_args {
   size_t n_env;
   sm_code_context_opts copts;
   const char *action;   /* NULL (a run), "list", "create", "info", ... */
+  const char *sandbox;  /* SANDBOX (a name or id), or NULL */
   const char *save_dir; /* --save-images */
   int json;
   char *code;
@@ -102,17 +105,27 @@ static int read_fd(int fd, char **out) {
   return 0;
 }
 
-static int load_code(const cli_call *call, code_args *a) {
+/* The positional arguments: [SANDBOX] with -c or an action, [SANDBOX] FILE
+ * otherwise. */
+static int positionals(const cli_call *call, code_args *a, const char **file) {
+  int takes_file = !a->action && !cli_has(call, "code");
+  *file = NULL;
+  if (call->n_args > (takes_file ? 2 : 1))
+    return cli_usage_error(call->cmd, a->json, "%s", takes_file ? "takes [SANDBOX] FILE"
+                                                    : "takes at most SANDBOX (-c or an action: no FILE)");
+  if (takes_file && call->n_args > 0) *file = call->args[call->n_args - 1];
+  if (call->n_args == (takes_file ? 2 : 1)) a->sandbox = call->args[0];
+  return 0;
+}
+
+static int load_code(const cli_call *call, code_args *a, const char *path) {
   const char *c = cli_str(call, "code");
   if (c) {
-    if (call->n_args > 0)
-      return cli_usage_error(call->cmd, a->json, "give the code with -c or as FILE, not both");
     a->code = strdup(c);
     return a->code ? 0 : cli_usage_error(call->cmd, a->json, "out of memory");
   }
-  if (call->n_args == 0)
+  if (path == NULL)
     return cli_usage_error(call->cmd, a->json, "no code: -c CODE, FILE, or - for standard input");
-  const char *path = call->args[0];
   int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || read_fd(fd, &a->code) != 0) {
     int e = errno;
@@ -136,22 +149,31 @@ static int parse_args(const cli_call *call, code_args *a) {
                              .user = cli_str(call, "user"),
                              .run_id = cli_str(call, "run-id"),
                              .worker_id = cli_str(call, "worker-id")};
-  if (a->flags.mode == NULL)
-    a->flags.mode = a->names.run_id ? "per_run" : a->names.worker_id ? "per_worker" : NULL;
-  if (a->flags.mode == NULL || (strcmp(a->flags.mode, "per_run") != 0 && strcmp(a->flags.mode, "per_worker") != 0))
-    return cli_usage_error(call->cmd, a->json,
-                           "code contexts live in a keyed sandbox: --run-id ID (per_run) or "
-                           "--worker-id ID (per_worker)");
-  a->context = cli_str(call, "context");
-  if (a->context && !sm_code_name_valid(a->context))
-    return cli_usage_error(call->cmd, a->json,
-                           "--context: 1-64 letters, digits, _ . - (not starting with . or -)");
   size_t n_actions = 0;
   for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
     if (cli_has(call, actions[i])) a->action = actions[i], n_actions++;
   if (n_actions > 1)
     return cli_usage_error(call->cmd, a->json, "one of --list, --create, --info, --interrupt, "
                                                "--restart, --delete at a time");
+  const char *file = NULL;
+  int rc = positionals(call, a, &file);
+  if (rc) return rc;
+  if (a->sandbox && (a->names.run_id || a->names.worker_id || a->flags.mode || a->names.project))
+    return cli_usage_error(call->cmd, a->json,
+                           "SANDBOX names the sandbox: no --run-id, --worker-id, --mode or "
+                           "--project with it");
+  if (a->flags.mode == NULL && a->sandbox == NULL)
+    a->flags.mode = a->names.run_id ? "per_run" : a->names.worker_id ? "per_worker" : NULL;
+  if (a->sandbox == NULL &&
+      (a->flags.mode == NULL ||
+       (strcmp(a->flags.mode, "per_run") != 0 && strcmp(a->flags.mode, "per_worker") != 0)))
+    return cli_usage_error(call->cmd, a->json,
+                           "code contexts live in a keyed sandbox: --run-id ID (per_run), "
+                           "--worker-id ID (per_worker) or SANDBOX");
+  a->context = cli_str(call, "context");
+  if (a->context && !sm_code_name_valid(a->context))
+    return cli_usage_error(call->cmd, a->json,
+                           "--context: 1-64 letters, digits, _ . - (not starting with . or -)");
   a->n_env = cli_list(call, "env", &a->env);
   if (a->n_env > MAX_ENV) return cli_usage_error(call->cmd, a->json, "-e: at most %d", MAX_ENV);
   for (size_t i = 0; i < a->n_env; i++) {
@@ -173,13 +195,13 @@ static int parse_args(const cli_call *call, code_args *a) {
     return cli_usage_error(call->cmd, a->json, "--cwd: an absolute path in the sandbox");
   a->save_dir = cli_str(call, "save-images");
   if (a->action) {
-    if (call->n_args > 0 || cli_has(call, "code"))
+    if (cli_has(call, "code"))
       return cli_usage_error(call->cmd, a->json, "--%s takes no code", a->action);
-    if (strcmp(a->action, "list") != 0 && a->context == NULL && strcmp(a->action, "create") == 0)
+    if (a->context == NULL && strcmp(a->action, "create") == 0)
       return cli_usage_error(call->cmd, a->json, "--create needs --context NAME");
     return 0;
   }
-  return load_code(call, a);
+  return load_code(call, a, file);
 }
 
 /* ---- images ---- */
@@ -392,6 +414,38 @@ static void audit_run(const sm_config *cfg, const code_args *a, const char *stat
   sm_audit_close(audit);
 }
 
+/* SANDBOX (a name or id of this instance) into req: its keys, and its
+ * settings as it was made (the call uses it as it is, never replaces it). */
+static int named_sandbox(sm_runner *runner, const char *ref, sm_ops_sandbox *sb,
+                         sm_run_request *req) {
+  sm_ops_scope scope;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0 || sm_ops_get(&scope, ref, sb, &err) != 0) {
+    cli_error("%s", err.message);
+    return CLI_EXIT_FAILURE;
+  }
+  if (sm_mode_parse(sb->mode, &req->settings.mode, NULL) != 0 ||
+      (req->settings.mode != SM_MODE_PER_RUN && req->settings.mode != SM_MODE_PER_WORKER)) {
+    cli_error("sandbox %s is %s: code contexts live in a keyed sandbox (per_run, per_worker)",
+              sb->name, sb->mode);
+    return CLI_EXIT_FAILURE;
+  }
+  req->sandbox = sb->name;
+  req->run_id = req->settings.mode == SM_MODE_PER_RUN ? (sb->run_id[0] ? sb->run_id : sb->name) : NULL;
+  req->worker_id = req->settings.mode == SM_MODE_PER_WORKER ? sb->worker_id : NULL;
+  req->project = sb->project[0] ? sb->project : "default";
+  if (sb->agent[0]) req->agent = sb->agent;
+  sm_sandbox_settings *s = &req->settings;
+  if (sb->image[0]) snprintf(s->image, sizeof s->image, "%s", sb->image);
+  if (sb->network[0]) snprintf(s->network, sizeof s->network, "%s", sb->network);
+  if (sb->network[0]) snprintf(s->runtime, sizeof s->runtime, "%s", sb->runtime);
+  if (sb->cpu >= 0) s->cpu = sb->cpu;
+  if (sb->memory >= 0) s->memory = sb->memory;
+  if (sb->pids >= 0) s->pids = sb->pids;
+  if (sb->disk >= 0) s->disk = sb->disk;
+  return 0;
+}
+
 static int code_call(const cli_call *call, code_args *a) {
   const cli_globals *g = call->g;
   sm_config *cfg = NULL;
@@ -417,8 +471,19 @@ static int code_call(const cli_call *call, code_args *a) {
   names.project = a->names.project ? a->names.project : sm_config_project_id(cfg);
   sm_run_request_from_config(&req, &eg, cfg, &res, &names);
   /* Whatever a rule says about where the tool runs, a context needs a
-   * container: the keyed mode the flags chose. */
-  sm_mode_parse(a->flags.mode, &req.settings.mode, NULL);
+   * container: the keyed mode the flags chose, or SANDBOX's. */
+  sm_ops_sandbox sb;
+  if (a->sandbox) {
+    rc = named_sandbox(runner, a->sandbox, &sb, &req);
+    if (rc) {
+      sm_broker_free(broker);
+      sm_runner_free(runner);
+      sm_config_free(cfg);
+      return rc;
+    }
+  } else {
+    sm_mode_parse(a->flags.mode, &req.settings.mode, NULL);
+  }
   req.agent_has_host_tools = sm_broker_agent_has_tools(broker, a->names.agent);
   req.cancel = &cancelled;
   catch_signals();

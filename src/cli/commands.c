@@ -370,9 +370,10 @@ const cli_command cli_commands[] = {
                     "stdout and stderr as they arrive, and its exit status. The command "
                     "starts at the first argument that is not an option, or after --.",
      .notes = RUN_NOTES, .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS},
-    {.name = "code", .args = "[OPTIONS] (-c CODE | FILE | -)", .flags = code_flags, .fn = cmd_code,
+    {.name = "code", .args = "[OPTIONS] [SANDBOX] (-c CODE | FILE | -)", .flags = code_flags, .fn = cmd_code,
      .summary = "run code in a live interpreter (a code context) of a keyed sandbox",
-     .description = "Runs code in a code context of a keyed sandbox: a Jupyter kernel that "
+     .description = "Runs code in a code context of a keyed sandbox (--run-id, --worker-id, or "
+                    "SANDBOX: a name or id of `sandbox list`): a Jupyter kernel that "
                     "keeps its variables, imports and data between runs (docs/code.md). Output "
                     "and the cell's value go to stdout as they come, errors with their traceback "
                     "to stderr; images are saved with --save-images. --list, --create, --info, "
@@ -380,7 +381,7 @@ const cli_command cli_commands[] = {
      .notes = "Exit status: 0 ok, 1 the cell raised, 124 its timeout interrupted it, 130 "
               "interrupted or cancelled, 137 the kernel died (the next run starts a fresh one), "
               "125 sandman or the sandbox failed, 2 usage error.",
-     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_FILES},
+     .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_FILES},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",

@@ -138,6 +138,12 @@ static int key_value(sm_execute_params *p, const char *key, const char *v) {
   if (strcmp(key, "project") == 0) return take(&p->project, v) == 0 ? 1 : -1;
   if (strcmp(key, "agent") == 0) return take(&p->agent, v) == 0 ? 1 : -1;
   if (strcmp(key, "user") == 0) return take(&p->user, v) == 0 ? 1 : -1;
+  if (strcmp(key, "sandbox_id") == 0) {
+    if (!sm_server_sandbox_ref_valid(v)) return -1;
+    free(p->sandbox_id);
+    p->sandbox_id = strdup(v);
+    return p->sandbox_id ? 1 : -1;
+  }
   if (strcmp(key, "mode") == 0) {
     p->has_mode = 1;
     if (sm_mode_parse(v, &p->mode, NULL) != 0 ||
@@ -165,11 +171,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 /* The keyed mode and the rest every route needs; 0, or -1 with *a. */
 static int finish_keys(context_req *r, sm_answer *a) {
   sm_execute_params *p = &r->p;
-  if (p->run_id == NULL && p->worker_key == NULL) {
-    sm_answer_error(a, 400, "policy", "name the sandbox: 'run_id' (per_run) or 'worker_key' (per_worker)");
+  if (p->run_id == NULL && p->worker_key == NULL && p->sandbox_id == NULL) {
+    sm_answer_error(a, 400, "policy",
+                    "name the sandbox: 'sandbox_id', 'run_id' (per_run) or 'worker_key' (per_worker)");
     return -1;
   }
-  if (!p->has_mode) {
+  if (!p->has_mode && p->sandbox_id == NULL) {
     p->mode = p->run_id ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
     p->has_mode = 1;
   }
@@ -321,7 +328,8 @@ static int body_field(context_req *r, ctx_body *b, const char *key, json_object 
     return 0;
   }
   if (strcmp(key, "run_id") == 0 || strcmp(key, "worker_key") == 0 || strcmp(key, "mode") == 0 ||
-      strcmp(key, "project") == 0 || strcmp(key, "agent") == 0 || strcmp(key, "user") == 0) {
+      strcmp(key, "project") == 0 || strcmp(key, "agent") == 0 || strcmp(key, "user") == 0 ||
+      strcmp(key, "sandbox_id") == 0) {
     sm_answer_error(a, 400, "policy", "field '%s' is a name", key);
     return -1;
   }

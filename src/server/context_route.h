@@ -9,9 +9,9 @@
  *   POST   /v1/contexts/{name}/interrupt     interrupt its running cell
  *   POST   /v1/contexts/{name}/restart       a fresh kernel
  *
- * The sandbox is named as execute names it (run_id or worker_key, mode,
- * project, agent, user): in the JSON body of a POST, in the query of a GET
- * or DELETE. */
+ * The sandbox is named as execute names it (sandbox_id, or run_id or
+ * worker_key, mode, project, agent, user): in the JSON body of a POST, in
+ * the query of a GET or DELETE. */
 #ifndef SANDMAN_SERVER_CONTEXT_ROUTE_H
 #define SANDMAN_SERVER_CONTEXT_ROUTE_H
 

@@ -287,7 +287,31 @@ def inside(c, key):
           p.get("uid") == 1000 and p.get("ipython_in_ws") is False, p)
 
 
+def by_sandbox_id(r, c):
+    """A sandbox made ahead (POST /v1/sandboxes) is named by its id."""
+    sb = c.create_sandbox(template="py")
+    key = {"sandbox_id": sb["id"]}
+    c.run_code("v = 3", **key)
+    x = c.run_code("v * 2", **key)
+    check("a context in a sandbox named by its sandbox_id keeps its state", x.text == "6", vars(x))
+    names = [x["name"] for x in c.contexts.list(key)]
+    check("its contexts are listed by sandbox_id", names == ["default"], names)
+    wb = Client("unix:" + r.sock, derive_worker_token(r.token, "wb"), timeout=300)
+    try:
+        wb.run_code("v", sandbox_id=sb["id"], worker_key="wb")
+        st = 200
+    except SandmanError as e:
+        st = e.status
+    check("another worker naming that sandbox_id is told it does not exist (404)", st == 404, st)
+    c.delete_sandbox(sb["id"])
+
+
 def suite_runner(tmp):
+    cfg = os.path.join(tmp, "sandman.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: 1\ntemplates:\n  py:\n    image: %s\n    memory: 768m\n"
+                "defaults:\n  templates: [py]\n" % IMAGE)
+    os.environ["SANDMAN_CONFIG"] = cfg
     r = ts.Runner(tmp, runner_args(["--code-queue", "3", "--code-max-contexts", "3"]))
     c = r.client
     key = {"run_id": "code-1"}
@@ -300,6 +324,7 @@ def suite_runner(tmp):
         inside(c, key)
         isolation(r, c)
         limits(r, c)
+        by_sandbox_id(r, c)
         audit(r, c)
     finally:
         code = r.stop()
@@ -437,6 +462,20 @@ def suite_cli(tmp):
     p = subprocess.run([ts.SANDMAN, "code", "-c", "1"], capture_output=True, text=True)
     check("no keyed sandbox named: a usage error", p.returncode == 2 and "--run-id" in p.stderr,
           p.stderr)
+    # A sandbox made ahead (`sandman sandbox create`), named by its id.
+    made = subprocess.run([ts.SANDMAN, "sandbox", "create", "--image", IMAGE, "--mem", "768m",
+                           "--network", "none"], capture_output=True, text=True, timeout=300)
+    sid = made.stdout.strip()
+    p = subprocess.run([ts.SANDMAN, "code", sid, "-c", "w = 'made'"], capture_output=True,
+                       text=True, timeout=300)
+    p2 = subprocess.run([ts.SANDMAN, "code", sid, "-c", "w"], capture_output=True, text=True,
+                        timeout=300)
+    check("SANDBOX: a sandbox made ahead, named by its id, keeps a context's state",
+          made.returncode == 0 and p.returncode == 0 and p2.stdout == "'made'\n",
+          (made.stderr, p.stderr, p2.stdout, p2.stderr))
+    p = subprocess.run([ts.SANDMAN, "code", "nosuch-sandbox", "-c", "1"], capture_output=True,
+                       text=True)
+    check("SANDBOX that does not exist: exit 125", p.returncode == 125, (p.returncode, p.stderr))
 
 
 def mcp_stdio(tmp):
