@@ -17,7 +17,8 @@ Run by test_code.sh; one suite per ctest entry:
   cli     `sandman code` against the engine: state between invocations,
           --json events, --save-images, exit statuses, --list and --delete;
           and the MCP tool run_code over `sandman mcp` (stdio): state kept, a
-          figure as an image content block, an exception as a tool error
+          figure as an image content block, an exception as a tool error;
+          run_code as a task of MCP 2026-07-28 (requests from the spec)
 
 Uses test_server.py's helpers (check, Runner, cleanup).
 """
@@ -527,9 +528,53 @@ def mcp_stdio(tmp):
     check("MCP: sandman mcp exits 0 when stdin ends", p.returncode == 0, p.stderr.read()[-2000:])
 
 
+def mcp_task(tmp):
+    """run_code as a task of MCP 2026-07-28 (no initialize; the tasks
+    extension declared in each request's _meta), written from the spec."""
+    p = subprocess.Popen([ts.SANDMAN, "mcp", "--mode", "per_run", "--run-id", "code-mcp-task",
+                          "--image", IMAGE, "--network", "none"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    n = [0]
+
+    def ask(method, params):
+        n[0] += 1
+        params = dict(params, _meta=meta)
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method,
+                                  "params": params}) + "\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+    try:
+        t = ask("tools/call", {"name": "run_code", "arguments": {
+            "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n6 * 7"}})
+        task = t.get("result", {})
+        done = task
+        for _ in range(600):  # a bounded poll: until the task leaves "working"
+            if done.get("status") != "working":
+                break
+            done = ask("tasks/get", {"taskId": task["taskId"]}).get("result", {})
+            time.sleep(0.2)
+        r = done.get("result", {})
+        kinds = [b["type"] for b in r.get("content", [])]
+        check("MCP 2026-07-28: run_code runs as a task and its result has the value and the image",
+              task.get("resultType") == "task" and done.get("status") == "completed" and
+              "Out: 42" in r["content"][0]["text"] and kinds.count("image") == 1,
+              (task, done.get("status"), kinds))
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def suite_cli_and_mcp(tmp):
     suite_cli(tmp)
     mcp_stdio(tmp)
+    mcp_task(tmp)
 
 
 def main():
