@@ -133,9 +133,10 @@ static void exec_driver(int ready_w) {
   src[agent_code_driver_len] = '\0';
   char fdarg[16];
   snprintf(fdarg, sizeof fdarg, "%d", READY_FD);
-  char *argv[] = {"python3", "-I", "-c", src, dir_path, fdarg, NULL};
+  static char python[] = "python3", isolated[] = "-I", command[] = "-c";
+  char *argv[] = {python, isolated, command, src, dir_path, fdarg, NULL};
   environ = env;
-  execvp("python3", argv);
+  execvp(python, argv);
   fprintf(stderr, "sandman-code: cannot run python3: %s: code contexts need an image with "
                   "python3 and a Jupyter kernel (e.g. sandman/general)\n", strerror(errno));
   _exit(127);

@@ -261,11 +261,15 @@ static void save_images(printer *p, json_object *data) {
       cli_note("an %s image was not shown (--save-images DIR saves it)", kinds[i].mime);
       continue;
     }
-    unsigned char *bytes = (unsigned char *)s;
+    unsigned char *decoded = NULL; /* base64 images: their bytes (ours) */
+    const void *bytes = s;
     size_t n = len;
-    if (kinds[i].b64 && b64_decode(s, len, &bytes, &n) != 0) {
-      cli_warn("an %s image was not valid base64: not saved", kinds[i].mime);
-      continue;
+    if (kinds[i].b64) {
+      if (b64_decode(s, len, &decoded, &n) != 0) {
+        cli_warn("an %s image was not valid base64: not saved", kinds[i].mime);
+        continue;
+      }
+      bytes = decoded;
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/image-%u.%s", p->a->save_dir, ++p->images, kinds[i].ext);
@@ -274,7 +278,7 @@ static void save_images(printer *p, json_object *data) {
     if (fd < 0 || w != (ssize_t)n) cli_warn("%s: %s", path, strerror(errno));
     else cli_note("image saved: %s", path);
     if (fd >= 0) close(fd);
-    if (bytes != (unsigned char *)s) free(bytes);
+    free(decoded);
   }
 }
 
