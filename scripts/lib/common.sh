@@ -6,6 +6,9 @@
 
 SM_ROOT=${SM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 SM_DEFAULT_SOCK=/var/run/docker.sock
+# What scripts/setup.sh builds: the only images a test may use without
+# building them itself or through scripts/test-images.sh.
+SM_SETUP_IMAGES="sandman/minimal:latest"
 SM_SCRIPT=${SM_SCRIPT:-$(basename "$0" .sh)}
 
 # The Debian python3, not a user's pyenv/venv shim, so that set-up works on a

@@ -20,6 +20,13 @@ expect_eq() { if [ "$2" == "$3" ]; then it_pass "$1"; else it_fail "$1: expected
 expect_contains() { case "$3" in *"$2"*) it_pass "$1" ;; *) it_fail "$1: [$2] not in [$3]" ;; esac; }
 expect_not_contains() { case "$3" in *"$2"*) it_fail "$1: [$2] found in [$3]" ;; *) it_pass "$1" ;; esac; }
 
+# it_test_image NAME: the tag of images/NAME built for the tests
+# (scripts/test-images.sh: sandman-test/NAME:<inputs hash>, built on first
+# use, reused while its inputs are unchanged). Never a user's sandman/*:latest.
+it_test_image() {
+  SANDMAN_BIN=$SANDMAN "$SRC_DIR/scripts/test-images.sh" ensure "$1"
+}
+
 # Prints the totals in the plain form CI reads and exits accordingly.
 it_done() {
   echo "$IT_PASSED passed, $IT_FAILED failed"

@@ -17,7 +17,8 @@
 # Settings (environment, before swarm_rig_up):
 #   SWARM_RIG_NODES    how many engines (3)
 #   SWARM_RIG_IMAGES   images loaded into every node (sandman/minimal:latest)
-#   SWARM_RIG_DIND     the engine image (sandman/dind:latest; must exist)
+#   SWARM_RIG_DIND     the engine image (sandman/dind:latest; must exist; the
+#                      swarm tests give scripts/test-images.sh's build of it)
 #   SWARM_RIG_DOCKERD_ARGS  the nodes' dockerd flags (--no-new-privileges:
 #                      what docs/scale-out.md asks of every node)
 #   SANDMAN_INSTANCE   labels everything the rig makes (io.sandman.instance)
