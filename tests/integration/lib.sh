@@ -4,7 +4,9 @@ set -euo pipefail
 
 SANDMAN=${SANDMAN_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/sandman}
 SRC_DIR=${SANDMAN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-export SANDMAN_INSTANCE=${SANDMAN_INSTANCE:-it-$(basename "$0" .sh)}
+# The instance: ctest's launcher (launch.sh) sets it; run by hand, it is
+# <SANDMAN_TEST_PREFIX, default it>-<test name> unless SANDMAN_INSTANCE says.
+export SANDMAN_INSTANCE=${SANDMAN_INSTANCE:-${SANDMAN_TEST_PREFIX:-it}-$(basename "$0" .sh)}
 export SANDMAN_STATE_DIR=${SANDMAN_STATE_DIR:-$(mktemp -d)}
 mkdir -p "$SANDMAN_STATE_DIR"
 IT_PASSED=0

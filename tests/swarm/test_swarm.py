@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from swarmlib import (SANDMAN, Rig, Runner, ensure_dind_image, host_docker, rig_env,  # noqa: E402
                       sweep_stale_rigs, wait_for)
 
-INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "it-swarm-%d" % os.getpid())
+INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "%s-swarm-%d" % (
+    os.environ.get("SANDMAN_TEST_PREFIX") or "it", os.getpid()))
 IN_CI = os.environ.get("CI") in ("true", "1")
 IMAGE = "sandman/minimal:latest"
 
