@@ -72,15 +72,16 @@ _rig_log() { printf 'swarm-rig: %s\n' "$*" >&2; }
 . "$(dirname "${BASH_SOURCE[0]}")/tls_engine.sh"
 
 # _rig_network: a bridge network with a /24 of its own on the host engine.
-# A random subnet, tried again on a clash with an existing one.
+# A random subnet of $SWARM_RIG_SUBNET_PREFIX.0.0/16 (172.29; a fresh
+# engine of scripts/test.sh gives its own range), tried again on a clash.
 _rig_network() {
-  local try x
+  local try x p=${SWARM_RIG_SUBNET_PREFIX:-172.29}
   for try in $(seq 1 20); do
     x=$((RANDOM % 200 + 20))
-    if docker network create --driver bridge --subnet "172.29.$x.0/24" \
+    if docker network create --driver bridge --subnet "$p.$x.0/24" \
       --label io.sandman.instance="$SANDMAN_INSTANCE" --label io.sandman.component=swarm-rig \
       --label io.sandman.swarm-rig="$SWARM_RIG_ID" "$SWARM_RIG_NETWORK" >/dev/null 2>"$SWARM_RIG_DIR/net.err"; then
-      SWARM_RIG_SUBNET="172.29.$x.0/24"
+      SWARM_RIG_SUBNET="$p.$x.0/24"
       return 0
     fi
     grep -qi 'overlap' "$SWARM_RIG_DIR/net.err" || break
