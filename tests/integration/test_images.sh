@@ -91,7 +91,7 @@ for name in "${images[@]}"; do
       expect_eq "sandman/sandman runs the sandman that built it" "$want" \
         "$(docker run --rm --network none "$tag" version 2>/dev/null | head -n 1)"
       expect_contains "sandman/sandman reaches the engine through its socket" "api" \
-        "$(docker run --rm --network none -v /var/run/docker.sock:/var/run/docker.sock \
+        "$(docker run --rm --network none -v "$(it_engine_socket)":/var/run/docker.sock \
           "$tag" version 2>&1)"
       ;;
     dind)
