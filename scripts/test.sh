@@ -122,6 +122,7 @@ fi
 echo "== set-up (scripts/setup.sh)"
 "$SM_ROOT/scripts/setup.sh" || die "set-up failed; nothing was tested"
 mkdir -p "$LOGS"
+[ "$FRESH" = 1 ] && fresh_engine_open_to_host
 
 # Built here once, so that no test pays for it and the time shows; a test
 # run on its own builds what it needs itself (scripts/test-images.sh).

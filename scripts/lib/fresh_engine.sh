@@ -2,14 +2,16 @@
 # A brand-new Docker Engine for one test run (scripts/test.sh --fresh-engine,
 # which CI uses): nothing in it but what scripts/setup.sh and the test run
 # put there, so a test that needs something an earlier run or a person left
-# behind fails. Sourced after common.sh; needs root, dockerd and iproute2.
+# behind fails. Sourced after common.sh; needs root and iproute2 (dockerd
+# and iptables come with docker.io, which set-up installs).
 #
 # fresh_engine_prepare makes its place and exports what scripts/setup.sh
 # reads to start it: DOCKER_HOST (its own socket), SANDMAN_DOCKERD,
 # SANDMAN_DOCKERD_ARGS, SANDMAN_DOCKERD_LOG, SANDMAN_DOCKERD_PIDFILE and
 # SANDMAN_DOCKER_DAEMON_JSON (its own daemon.json, where set-up registers
-# gVisor as on any new machine). fresh_engine_stop stops it and removes
-# everything it had: call it on exit.
+# gVisor as on any new machine). Once set-up has started it,
+# fresh_engine_open_to_host lets the host reach its containers.
+# fresh_engine_stop stops it and removes everything it had: call it on exit.
 #
 # It runs in a network namespace of its own (ip netns), so its bridges,
 # docker0 and iptables rules are its own and the machine's engine never
@@ -45,8 +47,8 @@ _fresh_pick_net() {
 fresh_engine_prepare() {
   local c
   sm_is_root || die "--fresh-engine starts a second dockerd: run as root"
-  for c in dockerd ip iptables nsenter unshare; do
-    command -v "$c" >/dev/null || die "--fresh-engine needs $c"
+  for c in ip nsenter unshare; do
+    command -v "$c" >/dev/null || die "--fresh-engine needs $c (apt-get install iproute2 util-linux)"
   done
   _fresh_pick_net || die "no free 10.X.0.0/16 (X in 200-249) for the fresh engine's networks"
   # Short: the unix sockets under it must fit in 108 bytes.
@@ -61,13 +63,6 @@ fresh_engine_prepare() {
     ip -n "$FRESH_NS" route add default via "$FRESH_NET.254.1" &&
     ip route add "$FRESH_NET.0.0/16" via "$FRESH_NET.254.2" ||
     die "could not make the fresh engine's network namespace $FRESH_NS"
-  # The engine's FORWARD policy is DROP with only its published ports open:
-  # connections the host opens to its containers (as to the machine's own
-  # engine's, where they are not forwarded) are let in. DOCKER-USER is the
-  # chain the engine leaves to its user.
-  ip netns exec "$FRESH_NS" iptables -N DOCKER-USER &&
-    ip netns exec "$FRESH_NS" iptables -A DOCKER-USER -i "$n" -j ACCEPT ||
-    die "could not open the fresh engine's namespace to the host (iptables)"
 
   export DOCKER_HOST="unix://$FRESH_DIR/docker.sock"
   unset DOCKER_TLS_VERIFY DOCKER_TLS DOCKER_CERT_PATH DOCKER_CONTEXT
@@ -84,6 +79,15 @@ fresh_engine_prepare() {
   # The swarm rig's network, in the range the host routes to this engine.
   export SWARM_RIG_SUBNET_PREFIX=$FRESH_NET
   say fresh-engine "a new engine for this run: data root $FRESH_DIR/data, socket $DOCKER_HOST, network namespace $FRESH_NS ($FRESH_NET.0.0/16)"
+}
+
+# The engine's FORWARD policy is DROP with only its published ports open:
+# connections the host opens to its containers (as to the machine's own
+# engine's, where they are not forwarded) are let in, in DOCKER-USER, the
+# chain the engine leaves to its user (it makes it when it starts).
+fresh_engine_open_to_host() {
+  ip netns exec "$FRESH_NS" iptables -I DOCKER-USER 1 -i "${FRESH_VETH}n" -j ACCEPT ||
+    die "could not open the fresh engine's namespace $FRESH_NS to the host (iptables)"
 }
 
 # Stops the engine (its containers with it), then removes its namespace,
