@@ -465,6 +465,24 @@ def suite_load(tmp):
 
 # ---------------------------------------------------------------- hook
 
+def wait_until(cond, timeout, step=0.2):
+    """Polls cond until it holds (True) or timeout seconds pass (False)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def hook_sleeping(run_id):
+    """True when the sandbox of run_id runs the slow hook's sleep."""
+    for cid in instance_containers("label=io.sandman.run=" + run_id):
+        if "sleep 60" in docker("top", cid, "-o", "args").stdout:
+            return True
+    return False
+
+
 def suite_hook(tmp):
     # sandman/general as the tests build it (scripts/test-images.sh: their
     # own tag, reused while its inputs are unchanged), never a user's
@@ -514,7 +532,10 @@ def suite_hook(tmp):
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         fs = pool.submit(c.execute, tool="shell", command="echo tool-ran", run_id="hook-slow",
                          workspace="slow", timeout_s=60)
-        time.sleep(1)
+        # The other call starts once the slow hook runs (its sleep is in the
+        # sandbox), not after a fixed time a loaded machine can outrun.
+        check("hook: the slow hook is running",
+              wait_until(lambda: fs.done() or hook_sleeping("hook-slow"), 120), fs.done())
         fg = pool.submit(c.execute, tool="shell", command=cmd, run_id="hook-good",
                          workspace="good")
         slow, good = fs.result(), fg.result()
