@@ -283,10 +283,29 @@ def main():
                         lambda: any(s.get("run_id") == k_run and s.get("busy") for s in listing(env)),
                         timeout=60)
         check("the run's call is in flight (list says busy)", busy)
-        on_victim = {s.get("run_id") or "" for s in listing(env) if s.get("node") == victim}
+        before = {s["name"]: s.get("run_id") for s in listing(env) if s.get("node") == victim}
+        on_victim = {r or "" for r in before.values()}
         kill = host_docker("kill", victim)
         check("node %s killed" % victim, kill.returncode == 0, kill.stderr)
         t0 = time.time()
+        # What list says of the node from now on. The runners' own idle reap
+        # (every 60 s) removes dead sandboxes too, so a sandbox may be listed
+        # dead only for a while: watched from the kill on, not looked at once
+        # after the calls below (under load that came after the runners'
+        # reap, and the wait never saw one dead).
+        seen_dead = {}
+        watching = threading.Event()
+        watching.set()
+
+        def watch():
+            while watching.is_set():
+                for s in listing(env):
+                    if s.get("node") == victim and s.get("status") == "dead":
+                        seen_dead.setdefault(s["name"], time.time() - t0)
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         th.join(timeout=240)
         r = holder.get("r", {})
         check("the call on the killed node failed cleanly: failure_kind sandbox, 'node lost' "
@@ -300,35 +319,38 @@ def main():
         check("its workspace was copied in again",
               r.get("stdout", "").startswith("in-%s\n" % k_run[1:]) and "out.txt" in r.get("stdout", ""),
               r.get("stdout"))
-        # Done when the swarm reports the node down: every sandbox listed on it
-        # is dead, and they are the runs that were there (the killed call's
-        # moved). A pool sandbox (no run) may be there too, made on the node
-        # before the swarm noticed: dead as well. Waited for, not timed: the
-        # manager sees the node down when its heartbeats stop (about 20 s,
-        # longer on a loaded machine).
-        stayed = {x for x in on_victim if x and x != k_run}
+        # Done when every sandbox that stayed on the node (the killed call's
+        # moved) was listed dead, or was removed as dead by a runner's idle
+        # reap ("not running (dead)" in its log). The manager sees the node
+        # down when its heartbeats stop: about 20 s, longer under load.
+        stayed = {n for n, r in before.items() if r and r != k_run}
 
-        def all_dead():
-            there = [s for s in listing(env) if s.get("node") == victim]
-            runs = {s.get("run_id") for s in there if s.get("run_id")}
-            ok = there and all(s.get("status") == "dead" for s in there) and runs == stayed
-            return there if ok else None
+        def reaped_dead():
+            text = a.read_log() + b.read_log()
+            return {n for n in stayed if "idle reap removed sandbox %s: not running (dead)" % n in text}
 
-        dead = wait_for("the swarm to report the node down", all_dead, timeout=240)
-        if not dead:
+        done = wait_for("the node's sandboxes to be listed dead or reaped as dead",
+                        lambda: stayed and stayed <= set(seen_dead) | reaped_dead(), timeout=240)
+        watching.clear()
+        watcher.join(timeout=60)
+        if not done:
             print("# the manager's nodes: %s" % rig.in_node(rig.nodes[0], "node", "ls").stdout,
                   flush=True)
-            dead = [s for s in listing(env) if s.get("node") == victim]
-        check("list shows the killed node's sandboxes as dead (%d, %.0f s after the kill)" % (
-            len(dead or []), time.time() - t0),
-              dead and all(s.get("status") == "dead" for s in dead) and
-              {s.get("run_id") for s in dead if s.get("run_id")} == stayed,
-              ([(s.get("run_id"), s.get("status")) for s in dead or []], sorted(stayed)))
+        # Either way sandman's list found them dead (the runners' reap decides
+        # from the same list); which of the two saw them first is the load's.
+        listed = {n for n in stayed if n in seen_dead}
+        check("the killed node's sandboxes are dead: %d seen so in list (the first %.0f s after "
+              "the kill), %d removed as dead by the runners' idle reap before" % (
+                  len(listed), min(seen_dead.values() or [0]), len(stayed - listed)),
+              done, (sorted(seen_dead), sorted(stayed), sorted(reaped_dead())))
+        dead = [s for s in listing(env) if s.get("node") == victim]
+        check("what is still listed on the killed node is dead",
+              all(s.get("status") == "dead" for s in dead), dead)
         p = sandman(env, "sandbox", "reap", "--json")
         rep = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         removed = {x["name"] for x in rep.get("removed", [])}
         check("reap removes the dead sandboxes (no --older-than needed)",
-              dead and {s["name"] for s in dead} <= removed, p.stdout + p.stderr)
+              {s["name"] for s in dead} <= removed, p.stdout + p.stderr)
         check("and nothing on the killed node is listed any more",
               not [s for s in listing(env) if s.get("node") == victim])
 
