@@ -76,6 +76,9 @@ SM_API void sm_config_egress_proxy(const sm_config *cfg, sm_egress_proxy_options
 
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
 SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);
+/* The file's agent name nearest to agent (a likely typo of it), or NULL
+ * when none is near or agent has an entry. Borrowed from cfg. */
+SM_API const char *sm_config_agent_nearest(const sm_config *cfg, const char *agent);
 /* 1 when a worker token of worker_key may lease service on a runner: the
  * file's workers.<worker_key>.services or workers."*".services name it. 0
  * otherwise, and always without a file: only the control token leases

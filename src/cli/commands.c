@@ -349,8 +349,11 @@ const cli_command cli_commands[] = {
      .summary = "remove idle sandboxes and those whose owner is gone",
      .description = "Removes this instance's sandboxes (container, volume, state files) "
                     "unused for longer than DURATION, those whose owner process is gone, "
-                    "exited ones and orphaned volumes. A busy sandbox (a call in flight) is "
-                    "never removed without --force. --dry-run changes nothing.",
+                    "exited ones and orphaned volumes. It covers the whole instance: every "
+                    "project's, run's, worker's and runner's sandboxes on this engine, not only "
+                    "those of your own calls (`sandbox rm` ends chosen ones). A busy sandbox (a "
+                    "call in flight) is never removed without --force. --dry-run changes "
+                    "nothing.",
      .max_args = 0},
     {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
      .summary = "remove sandboxes by id, name, run or worker",

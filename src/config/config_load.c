@@ -1221,6 +1221,22 @@ int sm_config_has_agent(const sm_config *cfg, const char *agent) {
   return cfg_find_agent(cfg, agent) != NULL;
 }
 
+const char *sm_config_agent_nearest(const sm_config *cfg, const char *agent) {
+  if (cfg == NULL || agent == NULL || cfg_find_agent(cfg, agent)) return NULL;
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (size_t i = 0; i < cfg->n_agents; i++) {
+    size_t d = sm_edit_distance(agent, cfg->agents[i].name);
+    if (d < best_d) {
+      best_d = d;
+      best = cfg->agents[i].name;
+    }
+  }
+  /* As for unknown keys: a short name tolerates one edit, longer ones more. */
+  size_t lim = best ? (strlen(best) <= 4 ? 1 : strlen(best) <= 8 ? 2 : 3) : 0;
+  return best && best_d <= lim ? best : NULL;
+}
+
 int sm_config_worker_services(const sm_config *cfg, const char *worker_key, sm_string_list *out) {
   memset(out, 0, sizeof *out);
   if (cfg == NULL || worker_key == NULL) return 0;

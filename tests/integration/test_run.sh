@@ -5,7 +5,8 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 # Unique per process: the same test may run from several build trees at once.
 export SANDMAN_INSTANCE="${SANDMAN_INSTANCE}-$$"
-trap cleanup_instance EXIT
+tmpd=$(mktemp -d)
+trap 'cleanup_instance; rm -rf "$tmpd"' EXIT
 cleanup_instance
 
 # Field of the JSON object on stdin: jf FIELD
@@ -168,12 +169,22 @@ expect_eq "no stdin without -i" "" "$(echo data | run --mode per_tool -- cat)"
 # ---- command not found / not executable ----
 for m in "--mode none" "--mode per_tool"; do
   set +e
-  run $m -- no-such-command-here 2>/dev/null
+  run $m -- no-such-command-here 2>"$tmpd/nf.err"
   expect_eq "not found: 127 ($m)" 127 "$?"
-  run $m -- /etc/passwd 2>/dev/null
+  run $m -- /etc/passwd 2>"$tmpd/nx.err"
   expect_eq "not executable: 126 ($m)" 126 "$?"
   set -e
+  # The message names the command, not a line of sandman's wrapper script.
+  expect_contains "not found: the message names the command ($m)" "no-such-command-here" "$(cat "$tmpd/nf.err")"
+  expect_not_contains "not found: no wrapper line number ($m)" "line " "$(cat "$tmpd/nf.err")"
+  expect_contains "not executable: the message names the file ($m)" "/etc/passwd" "$(cat "$tmpd/nx.err")"
+  expect_not_contains "not executable: no wrapper line number ($m)" "line " "$(cat "$tmpd/nx.err")"
 done
+set +e
+run --mode per_tool -- /etc 2>"$tmpd/dir.err"
+expect_eq "a folder as the command: 126" 126 "$?"
+set -e
+expect_contains "a folder as the command: says so" "/etc: Is a directory" "$(cat "$tmpd/dir.err")"
 
 # ---- runtimes ----
 if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
@@ -246,6 +257,11 @@ rc=$?
 expect_eq "refused tool: exit 125" 125 "$rc"
 expect_eq "refused tool: failure_kind policy" policy "$(jf failure_kind <<<"$j")"
 expect_eq "refused tool: nothing ran" "" "$(jf stdout <<<"$j")"
+# Without --tool a plain command is checked as the tool exec, and said so.
+printf 'defaults:\n  mode: none\n  tools:\n    deny: [exec]\n' >"$cfg"
+err=$("$SANDMAN" --config "$cfg" run -- echo ran 2>&1 >/dev/null)
+expect_contains "a refused plain command names the tool exec" "tool 'exec' refused" "$err"
+expect_not_contains "a refused plain command: no '(none)'" "(none)" "$err"
 rm -f "$cfg"
 set -e
 out=$("$SANDMAN" run --help)
