@@ -73,6 +73,7 @@ static int parse_args(const cli_call *call, run_args *a) {
   }
   int rc = cli_add_list(call, "env-passthrough", &a->flags.env_passthrough, a->json);
   if (rc == 0) rc = cli_add_list(call, "exclude", &a->flags.excludes, a->json);
+  if (cli_has(call, "copy-env-files")) a->flags.copy_env_files = "true";
   if (rc == 0) rc = cli_protect_flags(call, &a->flags.protect, a->json);
   if (rc) return rc;
   return cli_workspace_flags(call, a->json, &a->workspace, &a->sync);

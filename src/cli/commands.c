@@ -26,7 +26,9 @@
    .help = "none | in | inout: workspace direction (default inout)"}
 #define FLAG_EXCLUDE \
   {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT, \
-   .help = "workspace paths not copied (repeatable)"}
+   .help = "workspace paths not copied (repeatable)"}, \
+  {.name = "copy-env-files", \
+   .help = "copy the workspace's .env and .env.* files too (left out by default)"}
 #define FLAGS_SANDBOX_LIMITS \
   {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge|allowlist", \
    .help = "none | bridge | allowlist (default none; allowlist: only egress.allow, through the egress proxy)"}, \

@@ -242,6 +242,29 @@ expect_eq "twenty concurrent calls: one container" 1 \
   "$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter label=io.sandman.scope-key=run:default:crowd | wc -l)"
 rm -rf "$tmp"
 
+# ---- .env files stay on the host unless asked for ----
+# They hold secrets the tool has no need of, and a .env the tool writes
+# would be loaded by the host's tools: left out both ways by default.
+envws=$tmpd/envws
+mkdir -p "$envws/sub"
+echo 'API_KEY=host-secret' >"$envws/.env"
+echo 'API_KEY=local-secret' >"$envws/.env.local"
+echo 'NESTED=1' >"$envws/sub/.env"
+echo 'code' >"$envws/app.txt"
+out=$(run --mode per_tool --workspace "$envws" -- sh -c \
+  'ls -A . sub | tr "\n" " "; cat .env 2>/dev/null; echo "NODE_OPTIONS=--require=/tmp/evil" > .env; echo new > made.txt')
+expect_contains "the workspace is copied in" "app.txt" "$out"
+expect_not_contains "a .env is not copied into the sandbox" "host-secret" "$out"
+expect_not_contains ".env.local is not copied either" ".env.local" "$out"
+expect_eq ".env in a subfolder is not copied either" "0" "$(grep -c 'sub:.*\.env' <<<"$out")"
+expect_eq "a .env the tool wrote does not come back" "API_KEY=host-secret" "$(cat "$envws/.env")"
+expect_eq "other files come back" "new" "$(cat "$envws/made.txt")"
+out=$(run --mode per_tool --workspace "$envws" --copy-env-files -- sh -c 'cat .env .env.local sub/.env')
+expect_eq "--copy-env-files copies them" "API_KEY=host-secret API_KEY=local-secret NESTED=1" "$(echo $out)"
+printf 'defaults:\n  workspace:\n    copy_env_files: true\n' >"$tmpd/envcfg.yaml"
+out=$("$SANDMAN" --config "$tmpd/envcfg.yaml" run --mode per_tool --workspace "$envws" -- cat .env)
+expect_eq "workspace.copy_env_files: true copies them" "API_KEY=host-secret" "$out"
+
 # ---- usage errors, configuration, policy ----
 set +e
 run --mode sometimes -- true 2>/dev/null; expect_eq "bad --mode: exit 2" 2 "$?"
@@ -267,7 +290,7 @@ set -e
 out=$("$SANDMAN" run --help)
 for f in --mode --project --project-environment --agent --tool --user --run-id --worker-id --image \
          --network --cpu --mem --pids --disk --runtime --workspace --sync --timeout --env \
-         --env-passthrough --stdin --json --exclude; do
+         --env-passthrough --stdin --json --exclude --copy-env-files; do
   expect_contains "--help lists $f" "$f" "$out"
 done
 
