@@ -402,8 +402,10 @@ const cli_command cli_commands[] = {
      .max_args = 0},
     {.name = "image", .summary = "build | load sandbox images"},
     {.name = "image build", .flags = image_build_flags, .fn = cmd_image_build, .args = "NAME|DIR",
-     .summary = "build an image from images/ through the engine, offline",
-     .description = "Builds a sandbox image through the engine's build endpoint, offline. "
+     .summary = "build an image from images/ through the engine, nothing pulled",
+     .description = "Builds a sandbox image through the engine's build endpoint; nothing is "
+                    "pulled from a registry (minimal and sandman need no network; the first "
+                    "build of general and dind downloads Debian packages with debootstrap). "
                     "NAME is a folder under images/: $SANDMAN_IMAGES_DIR/NAME, else "
                     "images/NAME in the current directory or a parent, else beside the "
                     "sandman binary (../images, ../share/sandman/images). DIR is a folder "

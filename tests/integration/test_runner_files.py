@@ -145,6 +145,12 @@ def suite_files(tmp):
         check("exclusive write of an existing file refused (409)",
               status_of(lambda: c.files.write(key, "tree/b.txt", b"x", exclusive=True)) == 409)
         check("a missing file is 404", status_of(lambda: c.files.read(key, "nope")) == 404)
+        # The names both clients give the same operations.
+        import sandman_client as sc
+        check("SandmanClient is Client (the TypeScript name)", sc.SandmanClient is sc.Client)
+        check("health() and healthz() are one", c.health()["status"] == c.healthz()["status"] == "ok")
+        check("kill_handle and kill are one", c.kill_handle.__func__ is c.kill.__func__)
+        check("files.read_text", c.files.read_text(key, "tree/b.txt") == "hay\nneedle here\n")
         check("a folder that is not empty needs recursive (400)",
               status_of(lambda: c.files.delete(key, "tree")) == 400)
         # What the sandbox's file system answered is the tool's failure; a
