@@ -434,7 +434,11 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
     };
     // A run of its own: made now, removed when the session ends.
     if (!o.workerKey && !o.runId) {
-      const made = await this.client.createSandbox({ run_id: state.runId, project: o.project, agent: o.agent });
+      const made = await this.client
+        .createSandbox({ run_id: state.runId, project: o.project, agent: o.agent })
+        .catch((e) => {
+          throw sdkFileError(e, `the session's sandbox (run ${state.runId})`);
+        });
       state.sandboxId = made.id;
     }
     const session = new SandmanSandboxSession(this.client, state, o);
