@@ -324,6 +324,14 @@ def suite_core(tmp):
     check("metrics by tool, mode and outcome", 'sandman_calls_total{tool="shell",mode="per_run",'
           'outcome="ok"}' in metrics and "sandman_call_duration_seconds_bucket" in metrics and
           'sandman_sandboxes{mode="per_run"}' in metrics and "sandman_failures_total" in metrics)
+    # The buckets docs/http-api.md lists are those /metrics has.
+    served = sorted({float(v) for v in re.findall(
+        r'sandman_call_duration_seconds_bucket\{[^}]*le="([0-9.e+-]+)"', metrics)})
+    with open(os.path.join(SRC, "docs", "http-api.md")) as f:
+        row = next((l for l in f if l.startswith("| `sandman_call_duration_seconds`")), "")
+    listed = sorted(float(v) for v in re.findall(r"[0-9.]+", row.split("buckets", 1)[-1]))
+    check("docs/http-api.md lists the histogram's buckets", served and served == listed,
+          (served, listed))
 
     # --- workspaces
     res = c.execute(argv=["sh", "-c", "echo made > out.txt; pwd"], run_id="ws",
