@@ -203,8 +203,11 @@ class Client:
 
     # ---- routes ----
 
-    def healthz(self):
+    def health(self):
+        """GET /healthz (no token needed)."""
         return self._call("GET", "/healthz", auth=False)
+
+    healthz = health  # the earlier name, kept
 
     def execute(self, argv=None, command=None, **kw):
         """Runs one tool call: the `sandman run --json` object, plus "handle"
@@ -276,9 +279,11 @@ class Client:
         """State and output so far of a background call."""
         return self._call("GET", "/v1/handles/" + handle_id)
 
-    def kill(self, handle_id):
+    def kill_handle(self, handle_id):
         """Kills a background call (if still running) and forgets its handle."""
         return self._call("DELETE", "/v1/handles/" + handle_id)
+
+    kill = kill_handle  # the earlier name, kept
 
     def sandboxes(self, all=False):
         return self._call("GET", "/v1/sandboxes" + ("?all=1" if all else ""))
@@ -448,6 +453,10 @@ class Files:
         self.read_to(key, path, out.extend, offset, length)
         return bytes(out)
 
+    def read_text(self, key, path, offset=None, length=None, encoding="utf-8"):
+        """The file decoded as text (as the TypeScript client's readText)."""
+        return self.read(key, path, offset, length).decode(encoding)
+
     def read_to(self, key, path, write, offset=None, length=None, chunk=1024 * 1024):
         """Streams the file to write(bytes) (never whole in memory): its size."""
         conn, resp = self.c._open("GET", _files_path("content", key, path=path, offset=offset,
@@ -518,6 +527,12 @@ class Files:
                 write(b)
         finally:
             conn.close()
+
+
+# The TypeScript client's name for the same class: both clients name the
+# same operations alike (health, execute, execute_stream / executeStream,
+# create_lease, handle, kill_handle, sandboxes, reap, metrics, files.*).
+SandmanClient = Client
 
 
 # ---- code contexts ----
