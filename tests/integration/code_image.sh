@@ -1,29 +1,26 @@
 # Sourced by test_code*.sh: sandman/general (its kernel, numpy, pandas,
-# matplotlib) for code contexts, built under this test's own tag with the
-# shared root file system cache, unless SANDMAN_CODE_IMAGE names one
-# already; removed on exit when this test built it.
+# matplotlib) for code contexts, the tests' own build of it
+# (scripts/test-images.sh through it_test_image: sandman-test/general:<inputs
+# hash>, built on first use, shared by the tests), unless SANDMAN_CODE_IMAGE
+# names one already. Never a user's sandman/general:latest.
 code_image() {
   if [ -n "${SANDMAN_CODE_IMAGE:-}" ]; then
     export SANDMAN_CODE_IMAGE
     return 0
   fi
-  export SANDMAN_IMAGE_CACHE=${SANDMAN_IMAGE_CACHE:-$SRC_DIR/build/image-cache}
   local tag log
-  tag=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')/general:1
   log=$(mktemp)
-  if ! (cd "$SRC_DIR" && "$SANDMAN" image build general --tag "$tag") >"$log" 2>&1; then
-    it_fail "image build general: $(tail -n 5 "$log")"
+  if ! tag=$(it_test_image general 2>"$log"); then
+    it_fail "the test image general: scripts/test-images.sh failed: $(tail -n 5 "$log")"
     rm -f "$log"
     it_done
     exit 1
   fi
   rm -f "$log"
-  CODE_IMAGE_BUILT=$tag
   export SANDMAN_CODE_IMAGE=$tag
 }
 
 code_image_cleanup() {
   cleanup_instance
-  [ -n "${CODE_IMAGE_BUILT:-}" ] && docker image rm -f "$CODE_IMAGE_BUILT" >/dev/null 2>&1
   return 0
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Code contexts (docs/code.md) against the real engine, with sandman/general
-(its image in SANDMAN_CODE_IMAGE: test_code.sh builds it under its own tag).
+(its image in SANDMAN_CODE_IMAGE: code_image.sh, scripts/test-images.sh's general).
 Run by test_code.sh; one suite per ctest entry:
 
   runner  through the runner's /v1/contexts routes and the Python client:
@@ -36,7 +36,7 @@ import test_server as ts  # noqa: E402
 from sandman_client import Client, SandmanError, derive_worker_token  # noqa: E402
 
 check = ts.check
-IMAGE = os.environ.get("SANDMAN_CODE_IMAGE", "sandman/general:latest")
+IMAGE = os.environ["SANDMAN_CODE_IMAGE"]  # code_image.sh: the tests' own build of general
 
 
 def runner_args(extra=()):
