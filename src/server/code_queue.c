@@ -119,6 +119,15 @@ int code_queue_enter(code_queue *q, const char *sandbox, const char *context, si
   return 0;
 }
 
+size_t code_queue_waiting(code_queue *q, const char *sandbox, const char *context) {
+  size_t n = 0;
+  pthread_mutex_lock(&q->mu);
+  for (const code_ticket *x = q->head; x; x = x->next)
+    if (strcmp(x->sandbox, sandbox) == 0 && strcmp(x->context, context) == 0) n++;
+  pthread_mutex_unlock(&q->mu);
+  return n > 0 ? n - 1 : 0; /* the first of its context has its turn */
+}
+
 void code_queue_leave(code_queue *q, code_ticket *t) {
   if (t == NULL) return;
   pthread_mutex_lock(&q->mu);

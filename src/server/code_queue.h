@@ -19,6 +19,9 @@ void code_queue_free(code_queue *q);
  * set while it waited. *waited_ms: how long it waited. */
 int code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
                      volatile int *cancel, code_ticket **out, double *waited_ms);
+/* How many runs of context `context` in sandbox `sandbox` wait for their
+ * turn (the one running, if any, not counted). */
+size_t code_queue_waiting(code_queue *q, const char *sandbox, const char *context);
 /* The run is over: the next one of its context goes. */
 void code_queue_leave(code_queue *q, code_ticket *t);
 

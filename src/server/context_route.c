@@ -514,6 +514,14 @@ static void context_answer(sm_answer *a, int status, const sm_code_context *c, c
                                                     : NULL);
 }
 
+/* A context's queued runs: those waiting in the runner's turns besides the
+ * driver's own count. */
+static void add_runner_queue(sm_server *srv, const sm_run_request *q, sm_code_context *c) {
+  char key[1024];
+  sandbox_key(q, key, sizeof key);
+  c->queued += (int64_t)code_queue_waiting(srv->code_queue, key, c->name);
+}
+
 static int do_op(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer *a,
                  sm_run_result *call, sm_error *err) {
   sm_runner *runner = r->srv->opts.runner;
@@ -523,7 +531,10 @@ static int do_op(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer
     sm_code_context_list l;
     if ((rc = sm_code_list(runner, q, &l, call, err)) != 0) return rc;
     json_object *arr = json_object_new_array();
-    for (size_t i = 0; i < l.n; i++) json_object_array_add(arr, sm_code_context_to_json(&l.v[i]));
+    for (size_t i = 0; i < l.n; i++) {
+      add_runner_queue(r->srv, q, &l.v[i]);
+      json_object_array_add(arr, sm_code_context_to_json(&l.v[i]));
+    }
     sm_code_context_list_dispose(&l);
     a->status = 200;
     a->body = json_object_new_object();
@@ -535,7 +546,10 @@ static int do_op(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer
                                b->n_env, r->srv->opts.code_max_contexts};
     if ((rc = sm_code_create(runner, q, r->name, &co, &c, call, err)) == 0) context_answer(a, 201, &c, call);
   } else if (r->op == OP_INFO) {
-    if ((rc = sm_code_info(runner, q, r->name, &c, call, err)) == 0) context_answer(a, 200, &c, call);
+    if ((rc = sm_code_info(runner, q, r->name, &c, call, err)) == 0) {
+      add_runner_queue(r->srv, q, &c);
+      context_answer(a, 200, &c, call);
+    }
   } else if (r->op == OP_RESTART) {
     if ((rc = sm_code_restart(runner, q, r->name, &c, call, err)) == 0) context_answer(a, 200, &c, call);
   } else if (r->op == OP_INTERRUPT) {

@@ -196,9 +196,7 @@ def two_contexts(c, key):
     t = threading.Thread(target=lambda: out.update(x=c.run_code(
         "import time\ntime.sleep(60)", "second", **key)))
     t.start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and c.contexts.get(key, "second")["state"] != "busy":
-        time.sleep(0.1)
+    poll(lambda: c.contexts.get(key, "second")["state"] == "busy")
     r = c.contexts.interrupt(key, "second")
     t.join(60)
     check("interrupt stops the running cell", r["interrupted"] is True and
@@ -349,50 +347,78 @@ def limits(r, c):
         status = (e.status, e.error)
     check("the sandbox's limit of contexts (--code-max-contexts 3) holds", status[0] == 429 and
           "limit" in status[1], status)
-    # Three runs at once hold the sandbox's queue (--code-queue 3): a fourth waits for none.
+    # Three runs at once hold the sandbox's queue (--code-queue 3): a fourth
+    # waits for none. The cells wait until the test lets them go (a file
+    # made by an execute call, which the code queue does not count).
     started = threading.Barrier(4)
     results = []
 
-    def slow(ctx):
+    def held(ctx):
         started.wait()
-        results.append(c.run_code("import time\ntime.sleep(4)", ctx, **key).status)
-    threads = [threading.Thread(target=slow, args=(n,)) for n in ("default", "c2", "c3")]
+        results.append(c.run_code(hold_cell("/tmp/go-limit"), ctx, **key).status)
+    threads = [threading.Thread(target=held, args=(n,)) for n in ("default", "c2", "c3")]
     for t in threads:
         t.start()
     started.wait()
-    deadline = time.monotonic() + 30
-    busy = 0
-    while time.monotonic() < deadline and busy < 3:
-        busy = sum(1 for x in c.contexts.list(key) if x["state"] == "busy")
-        time.sleep(0.1)
-    try:
-        c.run_code("1", "default", **key)
-        status = 200
-    except SandmanError as e:
-        status = e.status
+    busy = poll(lambda: sum(1 for x in c.contexts.list(key) if x["state"] == "busy") == 3)
+    status = None
+    if busy:
+        try:
+            c.run_code("1", "default", **key)
+            status = 200
+        except SandmanError as e:
+            status = e.status
+    release(c, key, "/tmp/go-limit")
     for t in threads:
-        t.join(60)
-    check("a sandbox's runs are limited (--code-queue 3): the fourth is 429", busy == 3 and
+        t.join(300)
+    check("a sandbox's runs are limited (--code-queue 3): the fourth is 429", busy and
           status == 429 and results == ["ok"] * 3, (busy, status, results))
-    # Runs of one context go in order.
+    # Runs of one context go in order: the first holds the context; each
+    # next one is sent once the runner counts the one before it as queued.
     order = []
     lock = threading.Lock()
 
-    def nth(i):
-        x = c.run_code("import time\ntime.sleep(0.3)\n%d" % i, "c2", **key)
+    def nth(i, code):
+        x = c.run_code(code, "c2", **key)
         with lock:
-            order.append((x.execution_count, int(x.text)))
-    ts_ = []
-    for i in range(3):
-        t = threading.Thread(target=nth, args=(i,))
+            order.append((x.execution_count, x.text))
+    ts_ = [threading.Thread(target=nth, args=(0, hold_cell("/tmp/go-order") + "\n0"))]
+    ts_[0].start()
+    arrived = poll(lambda: c.contexts.get(key, "c2")["state"] == "busy")
+    for i in (1, 2):
+        t = threading.Thread(target=nth, args=(i, str(i)))
         t.start()
         ts_.append(t)
-        time.sleep(0.1)
+        arrived = arrived and poll(lambda: c.contexts.get(key, "c2")["queued"] == i)
+    check("a context's queued runs are counted", arrived)
+    release(c, key, "/tmp/go-order")
     for t in ts_:
-        t.join(60)
+        t.join(300)
     order.sort()
     check("runs of one context are served in the order they came",
-          [v for _, v in order] == [0, 1, 2], order)
+          [v for _, v in order] == ["0", "1", "2"], order)
+
+
+def hold_cell(path):
+    """A cell that waits (at most 300 s) until path exists."""
+    return ("import os, time\nfor _ in range(3000):\n    if os.path.exists(%r):\n"
+            "        break\n    time.sleep(0.1)" % path)
+
+
+def release(c, key, path):
+    """Lets hold_cell(path) go: an execute call in the same sandbox."""
+    out = c.execute(command="touch " + path, **key)
+    check("execute in the sandbox lets the held cells go", out.get("exit_code") == 0, out)
+
+
+def poll(cond, limit_s=120):
+    """A bounded poll: True once cond() holds, False after limit_s."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def audit(r, c):
