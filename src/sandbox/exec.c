@@ -23,6 +23,7 @@
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
+#define KILL_UNSTARTED_MS 10000 /* how long a killed call's start is waited for */
 
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
@@ -263,9 +264,35 @@ static int finish(const sm_exec_target *t, const sm_call_watch *w, sm_capture *c
   return 0;
 }
 
+/* Kills a timed-out or cancelled call over the agent. A cancel may come
+ * before the wrapper reported its start: the killer then looks for the
+ * call by its marker, and a process the agent starts a moment later would
+ * be missed and run on (a cancelled `sleep 600` that kept its sandbox
+ * busy). So until the start is reported (then it is killed by its pid) or
+ * the call ends, it is killed again as soon as its start arrives. */
+static void agent_kill(const sm_exec_target *t, sm_agent_session *s, sm_agent_feed *f,
+                       sm_call_watch *w) {
+  double until = sm_monotonic_ms() + KILL_UNSTARTED_MS;
+  for (;;) {
+    int started = w->state == SM_CALL_WATCH_STARTED;
+    kill_call(t, NULL, w);
+    if (started) break;
+    int ended = 0;
+    while (!ended && w->state != SM_CALL_WATCH_STARTED && sm_monotonic_ms() < until)
+      ended = sm_agent_step(s, f, 50);
+    if (ended || w->state != SM_CALL_WATCH_STARTED) break;
+  }
+  sm_agent_settle(s, f);
+}
+
 static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                       sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
   sm_agent_session *s = t->agent;
+  if (req->cancel && *req->cancel) {
+    /* Cancelled before it was sent: nothing to start, nothing to kill. */
+    stopped_call(SM_ECANCELLED, out, err);
+    return 0;
+  }
   size_t argc = 5 + req->argc;
   const char **argv = calloc(argc + 1, sizeof *argv);
   if (argv == NULL) {
@@ -297,8 +324,7 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
       sm_agent_feed_dispose(&f);
       return verdict;
     }
-    kill_call(t, NULL, w);
-    sm_agent_settle(s, &f);
+    agent_kill(t, s, &f, w);
     sm_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
