@@ -15,6 +15,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
