@@ -224,11 +224,12 @@ typedef struct sm_run_request {
    * nothing. Calls leave it NULL. */
   const struct sm_sandbox_meta *meta;
   /* The call runs on a pseudo-terminal that sandman's agent opens in the
-   * sandbox (sandman/terminal.h): input from the tty, output through
-   * on_output (stream 1, not kept in the result: set stdout_forward_only
-   * or not, it is forwarded only). Keyed modes only, on the docker
-   * backend; never with leased credentials (secret_env), a host-tool route,
-   * stdin_read, a workspace copy or helper. Borrowed. NULL: no terminal. */
+   * sandbox (sandman/terminal.h), or on pipes fed as input comes (a tty of
+   * size 0): input from the tty, output through on_output (on a terminal
+   * stream 1 only) and kept in the result as any call's. Keyed modes only,
+   * on the docker backend; never with leased credentials (secret_env), a
+   * host-tool route, stdin_read, a workspace copy or helper. Borrowed.
+   * NULL: none. */
   struct sm_tty *tty;
   /* The working directory in the sandbox; NULL: /workspace. */
   const char *cwd;

@@ -603,17 +603,25 @@ int sandbox_agent_start_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, 
   if (f->chunk == NULL && (f->chunk = malloc(SM_FRAME_DATA_MAX)) == NULL)
     return sm_error_set(err, SM_ENOMEM, NULL);
   sm_exec_stream_set_wake(s->stream, sandbox_tty_fd(tty));
+  f->in_open = 1; /* pipes: until the input's end is sent */
   return start_call(s, f, rows, cols, cwd, argv, argc, env, envc, out, out_ud, err);
 }
 
 /* What waits in the terminal, as frames: its new size, and (once the
- * program has started) what was typed, up to one data frame at a time. */
+ * program has started) what was typed, up to one data frame at a time;
+ * on pipes, the end of the input once all of it went. */
 static void tty_frames(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, int started) {
-  int resized = 0;
+  int resized = 0, ended = 0;
   unsigned rows = 0, cols = 0;
   size_t n = sandbox_tty_take(tty, (unsigned char *)f->chunk, started ? SM_FRAME_DATA_MAX : 0,
-                              &resized, &rows, &cols);
-  if (resized) {
+                              &resized, &rows, &cols, &ended);
+  if (ended && started && rows == 0 && f->in_open) {
+    f->in_open = 0; /* sent once */
+    if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
+    frame_data(s, SM_FRAME_EOF, NULL, 0, &f->frame);
+    return;
+  }
+  if (resized && rows) {
     unsigned char size[4];
     agent_frame_size_put(size, rows, cols);
     frame_data(s, SM_FRAME_RESIZE, size, sizeof size, &f->frame);

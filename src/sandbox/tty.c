@@ -16,6 +16,7 @@ struct sm_tty {
   int wake;
   unsigned rows, cols;
   int resized;            /* the size changed since the driver took it */
+  int ended;              /* no more input (sm_tty_end_input) */
   unsigned char *in;      /* typed, not yet taken */
   size_t in_len, in_cap;
   sm_tty_start_fn on_start;
@@ -28,7 +29,7 @@ static int dims_ok(unsigned rows, unsigned cols) {
 
 int sm_tty_new(sm_tty **out, unsigned rows, unsigned cols, sm_error *err) {
   *out = NULL;
-  if (!dims_ok(rows, cols))
+  if (!dims_ok(rows, cols) && !(rows == 0 && cols == 0))
     return sm_error_set(err, SM_EINVAL, "a terminal has 1 to %d rows and columns", SM_TTY_DIM_MAX);
   sm_tty *t = calloc(1, sizeof *t);
   if (t == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
@@ -84,12 +85,21 @@ int sm_tty_resize(sm_tty *t, unsigned rows, unsigned cols, sm_error *err) {
   if (!dims_ok(rows, cols))
     return sm_error_set(err, SM_EINVAL, "a terminal has 1 to %d rows and columns", SM_TTY_DIM_MAX);
   pthread_mutex_lock(&t->mu);
-  t->rows = rows;
-  t->cols = cols;
-  t->resized = 1;
+  if (t->rows) {
+    t->rows = rows;
+    t->cols = cols;
+    t->resized = 1;
+  }
   pthread_mutex_unlock(&t->mu);
   poke(t);
   return 0;
+}
+
+void sm_tty_end_input(sm_tty *t) {
+  pthread_mutex_lock(&t->mu);
+  t->ended = 1;
+  pthread_mutex_unlock(&t->mu);
+  poke(t);
 }
 
 void sm_tty_size(sm_tty *t, unsigned *rows, unsigned *cols) {
@@ -109,7 +119,7 @@ void sm_tty_on_start(sm_tty *t, sm_tty_start_fn fn, void *ud) {
 int sandbox_tty_fd(sm_tty *t) { return t->wake; }
 
 size_t sandbox_tty_take(sm_tty *t, unsigned char *buf, size_t cap, int *resized, unsigned *rows,
-                        unsigned *cols) {
+                        unsigned *cols, int *ended) {
   uint64_t v;
   (void)!read(t->wake, &v, sizeof v);
   pthread_mutex_lock(&t->mu);
@@ -124,6 +134,7 @@ size_t sandbox_tty_take(sm_tty *t, unsigned char *buf, size_t cap, int *resized,
     t->in_len -= n;
   }
   int more = t->in_len > 0 && cap > 0;
+  *ended = t->ended && t->in_len == 0;
   pthread_mutex_unlock(&t->mu);
   /* What did not fit wakes the driver again. */
   if (more) poke(t);
