@@ -1,14 +1,16 @@
 /* The runner's terminals (terminal.h).
  *
  * Each terminal is a call (sm_call: checked, resolved and audited as any)
- * that sm_run runs on a pseudo-terminal, on a detached thread of its own;
- * its output feeds the screen and every attached client under the
- * terminal's lock, so a client that attaches gets the screen and then
- * exactly what follows. A janitor thread ends terminals nobody has used
- * for the grace time and forgets ended ones as long after.
+ * running on a pseudo-terminal (terminal_run.h, on a thread of its own);
+ * its output goes to every attached client under the terminal's lock, the
+ * lock a client is added under with the screen's redraw, so a client that
+ * attaches gets the screen and then exactly what follows. A janitor thread
+ * ends terminals nobody has used for the grace time and forgets ended ones
+ * as long after.
  *
- * Locks: the table's (ts->mu) before a terminal's (t->mu), never the other
- * way; a WebSocket connection's own lock is taken under t->mu (sends). */
+ * Locks: the table's (ts->mu) before a terminal's (terminal_run_lock),
+ * never the other way; a WebSocket connection's own lock is taken under
+ * the terminal's (sends). */
 #include "server/terminal.h"
 
 #include <pthread.h>
@@ -21,42 +23,32 @@
 #include <sandman/terminal.h>
 #include <sandman/util.h>
 
-#include "server/terminal_screen.h"
+#include "terminal/terminal_run.h"
 
 #define START_WAIT_MS 300000.0 /* for the sandbox and the program to start */
 #define JANITOR_MS 1000
-#define ANSWERS_MAX 4096
-
-enum { T_STARTING = 0, T_RUNNING, T_EXITED };
 
 struct server_terminal {
   server_terminals *ts;
   server_terminal *next;      /* under ts->mu */
   int in_table;               /* under ts->mu */
-  int counted;                /* under ts->mu: counts in its sandbox's terminals */
+  int counted;                /* under ts->mu: counts in its sandbox's terminals while it runs */
+  int over_cap;               /* under ts->mu */
   char sandbox_id[SM_ENGINE_ID_MAX]; /* under ts->mu once counted */
   char id[SERVER_TERMINAL_ID_LEN + 1];
   char worker_key[SM_SERVER_KEY_MAX + 1];
   char command[256];
   char *cwd;
   double created_at;
+  int refs;                   /* atomic */
   sm_call *k;
-  sm_tty *tty;
-  volatile int cancel;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  /* under mu */
-  int refs;
-  int state, started, over_cap, expired, exit_code;
-  sm_failure_kind failure;
-  char error[512];
-  server_screen *screen;
-  unsigned rows, cols;
+  terminal_run *run;
+  /* under the terminal's lock (terminal_run_lock) */
   server_ws_conn *clients[SERVER_TERMINAL_CLIENTS_MAX];
   size_t n_clients;
+  int started;
+  int expired;                /* the grace time ended it */
   double last_seen;           /* monotonic ms: a client's last sign */
-  double changed_at;          /* monotonic ms: the screen's last change */
-  sm_buf answers;             /* the emulator's answers to one output */
 };
 
 struct server_terminals {
@@ -66,7 +58,6 @@ struct server_terminals {
   pthread_cond_t cv;
   server_terminal *list;
   size_t n;
-  long threads;               /* terminal threads alive */
   int stop;
   pthread_t janitor;
   int has_janitor;
@@ -74,25 +65,14 @@ struct server_terminals {
 
 /* ---- references ---- */
 
-static void terminal_ref(server_terminal *t) {
-  pthread_mutex_lock(&t->mu);
-  t->refs++;
-  pthread_mutex_unlock(&t->mu);
-}
+static void terminal_ref(server_terminal *t) { __atomic_add_fetch(&t->refs, 1, __ATOMIC_SEQ_CST); }
 
 void server_terminal_unref(server_terminal *t) {
-  if (t == NULL) return;
-  pthread_mutex_lock(&t->mu);
-  int last = --t->refs == 0;
-  pthread_mutex_unlock(&t->mu);
-  if (!last) return;
-  server_screen_free(t->screen);
-  sm_tty_free(t->tty);
+  if (t == NULL || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_SEQ_CST) != 0) return;
+  /* Nothing of the terminal runs after this (its thread is waited for). */
+  terminal_run_free(t->run);
   sm_call_free(t->k);
   free(t->cwd);
-  sm_buf_dispose(&t->answers);
-  pthread_mutex_destroy(&t->mu);
-  pthread_cond_destroy(&t->cv);
   free(t);
 }
 
@@ -133,101 +113,60 @@ static void audit(server_terminal *t, const char *event, const char *message) {
   json_object_put(d);
 }
 
-/* ---- the call's side ---- */
+/* ---- the hooks (on the terminal's thread) ---- */
 
-/* The program's output: the screen, then every client. What the emulator
- * answers goes back as typed when no client is there to answer. */
-static int on_output(void *ud, int stream, const char *data, size_t len) {
+static void hook_run(void *ud, const sm_run_request *req, sm_run_result *res) {
   server_terminal *t = ud;
-  (void)stream;
-  pthread_mutex_lock(&t->mu);
-  sm_buf_reset(&t->answers);
-  server_screen_feed(t->screen, data, len, &t->answers);
-  for (size_t i = 0; i < t->n_clients; i++) server_ws_send(t->clients[i], SERVER_WS_BINARY, data, len);
-  if (t->n_clients == 0 && t->answers.len > 0) {
-    sm_error ignore = SM_ERROR_INIT;
-    sm_tty_write(t->tty, t->answers.data, t->answers.len, &ignore);
-  }
-  t->changed_at = sm_monotonic_ms();
-  pthread_cond_broadcast(&t->cv);
-  pthread_mutex_unlock(&t->mu);
-  return 0;
+  (void)req;
+  sm_call_run(t->k, res);
+}
+
+/* Under the lock: every client gets the output; they answer the
+ * program's questions themselves when there are any. */
+static int hook_output(void *ud, const char *data, size_t len, const sm_buf *answers) {
+  server_terminal *t = ud;
+  (void)answers;
+  for (size_t i = 0; i < t->n_clients; i++)
+    server_ws_send(t->clients[i], SERVER_WS_BINARY, data, len);
+  return t->n_clients > 0;
 }
 
 /* The program started in sandbox_id: it counts there, unless the sandbox
  * has its share already, and then it is ended at once. */
-static void on_start(void *ud, const char *sandbox_id) {
+static int hook_started(void *ud, const char *sandbox_id) {
   server_terminal *t = ud;
   server_terminals *ts = t->ts;
   pthread_mutex_lock(&ts->mu);
   unsigned same = 0;
   for (server_terminal *o = ts->list; o; o = o->next)
-    same += o != t && o->counted && strcmp(o->sandbox_id, sandbox_id) == 0;
-  int over = same >= ts->lim.per_sandbox;
-  if (!over) {
+    same += o != t && o->counted && o->run && strcmp(o->sandbox_id, sandbox_id) == 0 &&
+            terminal_run_state(o->run, NULL, NULL, NULL, 0) != TERMINAL_EXITED;
+  t->over_cap = same >= ts->lim.per_sandbox;
+  if (!t->over_cap) {
     t->counted = 1;
     snprintf(t->sandbox_id, sizeof t->sandbox_id, "%s", sandbox_id);
   }
+  int over = t->over_cap;
   pthread_mutex_unlock(&ts->mu);
-  pthread_mutex_lock(&t->mu);
-  if (over) {
-    t->over_cap = 1;
-    t->cancel = 1;
-  } else {
-    t->state = T_RUNNING;
-    t->started = 1;
-  }
-  pthread_cond_broadcast(&t->cv);
-  pthread_mutex_unlock(&t->mu);
+  return over;
 }
 
-static void exit_message(server_terminal *t, char *buf, size_t len) {
-  snprintf(buf, len, "{\"type\":\"exit\",\"exit_code\":%d}", t->exit_code);
+static void exit_message(int code, char *buf, size_t len) {
+  snprintf(buf, len, "{\"type\":\"exit\",\"exit_code\":%d}", code);
 }
 
-/* Under t->mu: the program ended; clients are told and let go. */
-static void ended(server_terminal *t, const sm_run_result *res) {
-  t->state = T_EXITED;
-  t->exit_code = res->exit_code;
-  t->failure = res->failure_kind;
-  if (res->failure_kind != SM_FAIL_NONE && res->failure_kind != SM_FAIL_TOOL)
-    snprintf(t->error, sizeof t->error, "%s", res->error);
+/* Under the lock: the program ended; clients are told and let go. */
+static void hook_ended(void *ud, const sm_run_result *res) {
+  server_terminal *t = ud;
   t->last_seen = sm_monotonic_ms();
   char msg[64];
-  exit_message(t, msg, sizeof msg);
+  exit_message(res->exit_code, msg, sizeof msg);
   for (size_t i = 0; i < t->n_clients; i++) {
     server_ws_send(t->clients[i], SERVER_WS_TEXT, msg, strlen(msg));
     server_ws_close(t->clients[i], SERVER_WS_NORMAL, "the terminal's program ended");
   }
-  pthread_cond_broadcast(&t->cv);
-}
-
-static void *terminal_main(void *arg) {
-  server_terminal *t = arg;
-  server_terminals *ts = t->ts;
-  sm_run_result res;
-  sm_call_run(t->k, &res);
-  pthread_mutex_lock(&ts->mu);
-  t->counted = 0;
-  pthread_mutex_unlock(&ts->mu);
-  pthread_mutex_lock(&t->mu);
-  ended(t, &res);
-  int started = t->started;
-  pthread_mutex_unlock(&t->mu);
-  if (started) {
-    char why[96];
-    snprintf(why, sizeof why, "the terminal's program ended with %d", res.exit_code);
-    audit(t, "terminal.ended", why);
-  }
-  sm_log(SM_LOG_INFO, "terminal %.8s...: ended (exit %d%s%s)", t->id, res.exit_code,
-         res.error[0] ? ": " : "", res.error);
-  sm_run_result_dispose(&res);
-  server_terminal_unref(t);
-  pthread_mutex_lock(&ts->mu);
-  ts->threads--;
-  pthread_cond_broadcast(&ts->cv);
-  pthread_mutex_unlock(&ts->mu);
-  return NULL;
+  sm_log(SM_LOG_INFO, "terminal %.8s...: ended (exit %d%s%s)", t->id, res->exit_code,
+         res->error[0] ? ": " : "", res->error);
 }
 
 /* ---- making one ---- */
@@ -240,50 +179,12 @@ static void describe_command(server_terminal *t, const sm_run_request *q) {
                              q->argv[i]);
 }
 
-static server_terminal *terminal_new(server_terminals *ts, sm_call *k, const char *worker_key,
-                                     unsigned rows, unsigned cols, char *cwd) {
-  server_terminal *t = calloc(1, sizeof *t);
-  if (t == NULL) return NULL;
-  t->cwd = cwd;
-  sm_error err = SM_ERROR_INIT;
-  t->ts = ts;
-  t->k = k;
-  t->refs = 1;
-  t->rows = rows;
-  t->cols = cols;
-  pthread_mutex_init(&t->mu, NULL);
-  pthread_cond_init(&t->cv, NULL);
-  sm_buf_init(&t->answers, ANSWERS_MAX);
-  sm_server_random_hex(t->id, SERVER_TERMINAL_ID_LEN / 2);
-  snprintf(t->worker_key, sizeof t->worker_key, "%s", worker_key ? worker_key : "");
-  t->created_at = sm_now();
-  t->last_seen = t->changed_at = sm_monotonic_ms();
-  t->screen = server_screen_new(rows, cols, ts->lim.scrollback);
-  if (t->screen == NULL || sm_tty_new(&t->tty, rows, cols, &err) != 0) {
-    t->k = NULL; /* the caller's still */
-    t->cwd = NULL;
-    server_terminal_unref(t);
-    return NULL;
-  }
-  sm_run_request *q = sm_call_request(k);
-  describe_command(t, q);
-  /* A terminal is a call on its tty with nothing that reaches beyond its
-   * sandbox: no host-tool route, no lease, no time limit but its life. */
-  q->tty = t->tty;
-  q->host_route = NULL;
-  q->settings.timeout_s = 0;
-  q->on_output = on_output;
-  q->on_output_ud = t;
-  q->stdout_forward_only = 1;
-  q->cancel = &t->cancel;
-  q->cwd = t->cwd;
-  sm_tty_on_start(t->tty, on_start, t);
-  return t;
-}
-
 /* The answer of a terminal whose program never ran. */
 static void refused(server_terminal *t, sm_answer *a) {
-  if (t->over_cap) {
+  pthread_mutex_lock(&t->ts->mu);
+  int over = t->over_cap;
+  pthread_mutex_unlock(&t->ts->mu);
+  if (over) {
     audit(t, "terminal.refused", "the sandbox has as many terminals as the runner allows");
     sm_answer_error(a, 403, "policy",
                     "the sandbox has %u terminals already (--terminals-per-sandbox)",
@@ -292,70 +193,74 @@ static void refused(server_terminal *t, sm_answer *a) {
   }
   sm_run_result r;
   memset(&r, 0, sizeof r);
-  r.failure_kind = t->failure;
-  const char *kind = sm_failure_kind_name(t->failure);
+  char error[512];
+  terminal_run_state(t->run, NULL, &r.failure_kind, error, sizeof error);
+  const char *kind = sm_failure_kind_name(r.failure_kind);
   int status = sm_answer_status_of(&r);
   sm_answer_error(a, status == 200 ? 503 : status, kind ? kind : "sandbox", "%s",
-                  t->error[0] ? t->error : "the terminal's program did not start");
+                  error[0] ? error : "the terminal's program did not start");
+}
+
+/* Into the table, if there is room. */
+static int table_add(server_terminals *ts, server_terminal *t) {
+  pthread_mutex_lock(&ts->mu);
+  int ok = ts->n < ts->lim.max && !ts->stop;
+  if (ok) {
+    t->next = ts->list;
+    ts->list = t;
+    ts->n++;
+    t->in_table = 1;
+  }
+  pthread_mutex_unlock(&ts->mu);
+  return ok;
 }
 
 int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key,
                            unsigned rows, unsigned cols, char *cwd, server_terminal **out,
                            sm_answer *a) {
   *out = NULL;
-  pthread_mutex_lock(&ts->mu);
-  int full = ts->n >= ts->lim.max || ts->stop;
-  pthread_mutex_unlock(&ts->mu);
-  server_terminal *t = full ? NULL : terminal_new(ts, k, worker_key, rows, cols, cwd);
+  server_terminal *t = calloc(1, sizeof *t);
   if (t == NULL) {
     sm_call_free(k);
     free(cwd);
-    if (full) sm_answer_error(a, 503, "sandbox", "the runner has %u terminals already (--max-terminals)", ts->lim.max);
-    else sm_answer_error(a, 503, "sandbox", "out of memory");
+    sm_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
-  pthread_mutex_lock(&ts->mu);
-  t->next = ts->list;
-  ts->list = t;
-  ts->n++;
-  t->in_table = 1;
-  t->refs += 2; /* the table's and the thread's (and ours) */
-  ts->threads++;
-  pthread_mutex_unlock(&ts->mu);
-  pthread_t th;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&th, &attr, terminal_main, t) != 0) {
-    pthread_mutex_lock(&ts->mu);
-    table_take(ts, t);
-    ts->threads--;
-    t->refs -= 2;
-    pthread_mutex_unlock(&ts->mu);
+  t->ts = ts;
+  t->k = k;
+  t->cwd = cwd;
+  t->refs = 2; /* the table's and ours */
+  sm_server_random_hex(t->id, SERVER_TERMINAL_ID_LEN / 2);
+  snprintf(t->worker_key, sizeof t->worker_key, "%s", worker_key ? worker_key : "");
+  t->created_at = sm_now();
+  t->last_seen = sm_monotonic_ms();
+  sm_run_request *q = sm_call_request(k);
+  describe_command(t, q);
+  q->cwd = t->cwd;
+  if (!table_add(ts, t)) {
+    t->refs = 1;
     server_terminal_unref(t);
-    pthread_attr_destroy(&attr);
-    sm_answer_error(a, 503, "sandbox", "cannot start the terminal's thread");
+    sm_answer_error(a, 503, "sandbox", "the runner has %u terminals already (--max-terminals)",
+                    ts->lim.max);
     return -1;
   }
-  pthread_attr_destroy(&attr);
-  /* Until the program runs (or the call failed before it did). */
-  double until = sm_monotonic_ms() + START_WAIT_MS;
-  pthread_mutex_lock(&t->mu);
-  while (t->state == T_STARTING && sm_monotonic_ms() < until) {
-    struct timespec w;
-    clock_gettime(CLOCK_REALTIME, &w);
-    w.tv_sec += 1;
-    pthread_cond_timedwait(&t->cv, &t->mu, &w);
-  }
-  int started = t->started;
-  if (!started) t->cancel = 1;
-  pthread_mutex_unlock(&t->mu);
-  if (!started) {
+  terminal_run_hooks hooks = {hook_run, hook_output, hook_started, hook_ended, t};
+  sm_error err = SM_ERROR_INIT;
+  terminal_run *run = terminal_run_start(q, rows, cols, ts->lim.scrollback, &hooks, &err);
+  /* Seen by the table's readers from now on (they skip it before). */
+  pthread_mutex_lock(&ts->mu);
+  t->run = run;
+  pthread_mutex_unlock(&ts->mu);
+  int started = t->run && terminal_run_wait_started(t->run, START_WAIT_MS);
+  if (t->run && !started) {
     /* Its thread ends it; the answer says why it never ran. */
-    pthread_mutex_lock(&t->mu);
-    while (t->state != T_EXITED) pthread_cond_wait(&t->cv, &t->mu);
-    pthread_mutex_unlock(&t->mu);
+    terminal_run_cancel(t->run);
+    terminal_run_wait_ended(t->run, START_WAIT_MS);
     refused(t, a);
+  } else if (!started) {
+    sm_answer_error(a, 503, "sandbox", "%s", err.message);
+  }
+  if (!started) {
     pthread_mutex_lock(&ts->mu);
     int was = table_take(ts, t);
     pthread_mutex_unlock(&ts->mu);
@@ -363,6 +268,9 @@ int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_
     server_terminal_unref(t);
     return -1;
   }
+  terminal_run_lock(t->run);
+  t->started = 1;
+  terminal_run_unlock(t->run);
   audit(t, "terminal.created", "a terminal was opened");
   *out = t;
   return 0;
@@ -375,7 +283,7 @@ server_terminal *server_terminal_find(server_terminals *ts, const char *id, int 
   server_terminal *found = NULL;
   pthread_mutex_lock(&ts->mu);
   for (server_terminal *t = ts->list; t; t = t->next)
-    if (strcmp(t->id, id) == 0) found = t;
+    if (t->run && strcmp(t->id, id) == 0) found = t;
   if (found) terminal_ref(found);
   pthread_mutex_unlock(&ts->mu);
   if (found == NULL || control) return found;
@@ -388,8 +296,27 @@ server_terminal *server_terminal_find(server_terminals *ts, const char *id, int 
   return found;
 }
 
-static const char *state_name(int state) {
-  return state == T_EXITED ? "exited" : state == T_RUNNING ? "running" : "starting";
+static const char *state_name(terminal_state s) {
+  return s == TERMINAL_EXITED ? "exited" : s == TERMINAL_RUNNING ? "running" : "starting";
+}
+
+/* Its state, size and clients: one snapshot under its lock. */
+static void add_state(server_terminal *t, json_object *o) {
+  char error[512] = "";
+  int code = 0;
+  sm_failure_kind failure;
+  terminal_state st = terminal_run_state(t->run, &code, &failure, error, sizeof error);
+  unsigned rows, cols;
+  terminal_run_size(t->run, &rows, &cols);
+  terminal_run_lock(t->run);
+  size_t clients = t->n_clients;
+  terminal_run_unlock(t->run);
+  json_object_object_add(o, "state", json_object_new_string(state_name(st)));
+  json_object_object_add(o, "exit_code", st == TERMINAL_EXITED ? json_object_new_int(code) : NULL);
+  json_object_object_add(o, "rows", json_object_new_int((int)rows));
+  json_object_object_add(o, "cols", json_object_new_int((int)cols));
+  json_object_object_add(o, "clients", json_object_new_int((int)clients));
+  json_object_object_add(o, "error", error[0] ? json_object_new_string(error) : NULL);
 }
 
 json_object *server_terminal_json(server_terminal *t) {
@@ -399,15 +326,8 @@ json_object *server_terminal_json(server_terminal *t) {
   char sandbox[SM_ENGINE_ID_MAX];
   snprintf(sandbox, sizeof sandbox, "%s", t->sandbox_id);
   pthread_mutex_unlock(&t->ts->mu);
-  pthread_mutex_lock(&t->mu);
   json_object_object_add(o, "id", json_object_new_string(t->id));
-  json_object_object_add(o, "state", json_object_new_string(state_name(t->state)));
-  json_object_object_add(o, "exit_code", t->state == T_EXITED ? json_object_new_int(t->exit_code) : NULL);
-  json_object_object_add(o, "rows", json_object_new_int((int)t->rows));
-  json_object_object_add(o, "cols", json_object_new_int((int)t->cols));
-  json_object_object_add(o, "clients", json_object_new_int((int)t->n_clients));
-  json_object_object_add(o, "error", t->error[0] ? json_object_new_string(t->error) : NULL);
-  pthread_mutex_unlock(&t->mu);
+  add_state(t, o);
   json_object_object_add(o, "command", json_object_new_string(t->command));
   json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(q->settings.mode)));
   json_object_object_add(o, "run_id", q->run_id ? json_object_new_string(q->run_id) : NULL);
@@ -422,11 +342,11 @@ json_object *server_terminal_json(server_terminal *t) {
 }
 
 json_object *server_terminals_list(server_terminals *ts, const char *worker_key) {
-  server_terminal *snap[SERVER_TERMINAL_MAX_DEFAULT * 16];
+  server_terminal **snap = calloc(ts->lim.max + 1, sizeof *snap);
   size_t n = 0;
   pthread_mutex_lock(&ts->mu);
-  for (server_terminal *t = ts->list; t && n < sizeof snap / sizeof snap[0]; t = t->next) {
-    if (worker_key && strcmp(t->worker_key, worker_key) != 0) continue;
+  for (server_terminal *t = ts->list; snap && t && n < ts->lim.max; t = t->next) {
+    if (t->run == NULL || (worker_key && strcmp(t->worker_key, worker_key) != 0)) continue;
     terminal_ref(t);
     snap[n++] = t;
   }
@@ -436,83 +356,60 @@ json_object *server_terminals_list(server_terminals *ts, const char *worker_key)
     json_object_array_add(arr, server_terminal_json(snap[i]));
     server_terminal_unref(snap[i]);
   }
+  free(snap);
   json_object *o = json_object_new_object();
   json_object_object_add(o, "terminals", arr);
   return o;
 }
 
-int server_terminal_input(server_terminal *t, const void *data, size_t len, sm_error *err) {
-  pthread_mutex_lock(&t->mu);
-  int exited = t->state == T_EXITED;
+/* A client's sign of life (the grace time counts from the last). */
+static void seen(server_terminal *t) {
+  terminal_run_lock(t->run);
   t->last_seen = sm_monotonic_ms();
-  pthread_mutex_unlock(&t->mu);
-  if (exited) return sm_error_set(err, SM_ECONFLICT, "the terminal's program has ended");
-  return sm_tty_write(t->tty, data, len, err);
+  terminal_run_unlock(t->run);
+}
+
+int server_terminal_input(server_terminal *t, const void *data, size_t len, sm_error *err) {
+  seen(t);
+  return terminal_run_input(t->run, data, len, err);
 }
 
 int server_terminal_resize(server_terminal *t, unsigned rows, unsigned cols, sm_error *err) {
-  int rc = sm_tty_resize(t->tty, rows, cols, err);
+  int rc = terminal_run_resize(t->run, rows, cols, err);
   if (rc) return rc;
   char msg[96];
   snprintf(msg, sizeof msg, "{\"type\":\"resize\",\"rows\":%u,\"cols\":%u}", rows, cols);
-  pthread_mutex_lock(&t->mu);
-  t->rows = rows;
-  t->cols = cols;
+  terminal_run_lock(t->run);
   t->last_seen = sm_monotonic_ms();
-  server_screen_resize(t->screen, rows, cols);
-  for (size_t i = 0; i < t->n_clients; i++) server_ws_send(t->clients[i], SERVER_WS_TEXT, msg, strlen(msg));
-  pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; i < t->n_clients; i++)
+    server_ws_send(t->clients[i], SERVER_WS_TEXT, msg, strlen(msg));
+  terminal_run_unlock(t->run);
   return 0;
 }
 
 json_object *server_terminal_screen_json(server_terminal *t, size_t scrollback) {
-  pthread_mutex_lock(&t->mu);
-  t->last_seen = sm_monotonic_ms();
-  json_object *o = server_screen_json(t->screen, scrollback);
+  seen(t);
+  json_object *o = terminal_run_screen_json(t->run, scrollback);
   json_object_object_add(o, "id", json_object_new_string(t->id));
-  json_object_object_add(o, "state", json_object_new_string(state_name(t->state)));
-  json_object_object_add(o, "exit_code", t->state == T_EXITED ? json_object_new_int(t->exit_code) : NULL);
-  pthread_mutex_unlock(&t->mu);
+  int code = 0;
+  terminal_state st = terminal_run_state(t->run, &code, NULL, NULL, 0);
+  json_object_object_add(o, "state", json_object_new_string(state_name(st)));
+  json_object_object_add(o, "exit_code", st == TERMINAL_EXITED ? json_object_new_int(code) : NULL);
   return o;
 }
 
 int server_terminal_screen_text(server_terminal *t, sm_buf *out) {
-  pthread_mutex_lock(&t->mu);
-  t->last_seen = sm_monotonic_ms();
-  int rc = server_screen_text(t->screen, out);
-  pthread_mutex_unlock(&t->mu);
-  return rc;
+  seen(t);
+  return terminal_run_screen_text(t->run, out);
 }
 
 void server_terminal_settle(server_terminal *t, int quiet_ms, int wait_ms) {
-  double until = sm_monotonic_ms() + wait_ms;
-  pthread_mutex_lock(&t->mu);
-  for (;;) {
-    double now = sm_monotonic_ms();
-    double quiet_until = t->changed_at + quiet_ms;
-    if (now >= until || (now >= quiet_until) || t->state == T_EXITED) break;
-    double next = quiet_until < until ? quiet_until : until;
-    struct timespec w;
-    clock_gettime(CLOCK_REALTIME, &w);
-    long long ns = w.tv_nsec + (long long)((next - now) * 1e6);
-    w.tv_sec += ns / 1000000000;
-    w.tv_nsec = ns % 1000000000;
-    pthread_cond_timedwait(&t->cv, &t->mu, &w);
-  }
-  pthread_mutex_unlock(&t->mu);
+  terminal_run_settle(t->run, quiet_ms, wait_ms);
 }
 
 json_object *server_terminal_kill(server_terminals *ts, server_terminal *t, double wait_s) {
-  double until = sm_monotonic_ms() + wait_s * 1000.0;
-  pthread_mutex_lock(&t->mu);
-  t->cancel = 1;
-  while (t->state != T_EXITED && sm_monotonic_ms() < until) {
-    struct timespec w;
-    clock_gettime(CLOCK_REALTIME, &w);
-    w.tv_sec += 1;
-    pthread_cond_timedwait(&t->cv, &t->mu, &w);
-  }
-  pthread_mutex_unlock(&t->mu);
+  terminal_run_cancel(t->run);
+  terminal_run_wait_ended(t->run, wait_s * 1000.0);
   pthread_mutex_lock(&ts->mu);
   int was = table_take(ts, t);
   pthread_mutex_unlock(&ts->mu);
@@ -530,15 +427,21 @@ static void janitor_round(server_terminals *ts, server_terminal **drop) {
   server_terminal **pp = &ts->list;
   while (*pp) {
     server_terminal *t = *pp;
-    pthread_mutex_lock(&t->mu);
-    int idle = t->n_clients == 0 && now - t->last_seen >= grace;
-    if (idle && t->state != T_EXITED && !t->expired) {
-      t->expired = 1;
-      t->cancel = 1;
-      sm_log(SM_LOG_INFO, "terminal %.8s...: no client for %.0f s: ended", t->id, ts->lim.grace_s);
+    if (t->run == NULL) {
+      pp = &t->next;
+      continue;
     }
-    int gone = t->state == T_EXITED && (t->expired || idle);
-    pthread_mutex_unlock(&t->mu);
+    terminal_run_lock(t->run);
+    int idle = t->n_clients == 0 && now - t->last_seen >= grace;
+    int ended = terminal_run_state_locked(t->run, NULL) == TERMINAL_EXITED;
+    int expire = idle && !ended && !t->expired;
+    if (expire) t->expired = 1;
+    int gone = ended && (t->expired || idle);
+    terminal_run_unlock(t->run);
+    if (expire) {
+      sm_log(SM_LOG_INFO, "terminal %.8s...: no client for %.0f s: ended", t->id, ts->lim.grace_s);
+      terminal_run_cancel(t->run);
+    }
     if (gone) {
       *pp = t->next;
       t->in_table = 0;
@@ -582,7 +485,7 @@ server_terminals *server_terminals_new(sm_server *srv, const server_terminal_lim
   if (ts->lim.grace_s <= 0) ts->lim.grace_s = SERVER_TERMINAL_GRACE_DEFAULT;
   if (ts->lim.per_sandbox == 0) ts->lim.per_sandbox = SERVER_TERMINAL_PER_SANDBOX_DEFAULT;
   if (ts->lim.max == 0) ts->lim.max = SERVER_TERMINAL_MAX_DEFAULT;
-  if (ts->lim.max > SERVER_TERMINAL_MAX_DEFAULT * 16) ts->lim.max = SERVER_TERMINAL_MAX_DEFAULT * 16;
+  if (ts->lim.max > SERVER_TERMINAL_MAX_LIMIT) ts->lim.max = SERVER_TERMINAL_MAX_LIMIT;
   if (ts->lim.scrollback == 0) ts->lim.scrollback = SERVER_TERMINAL_SCROLLBACK_DEFAULT;
   pthread_mutex_init(&ts->mu, NULL);
   pthread_cond_init(&ts->cv, NULL);
@@ -594,22 +497,29 @@ void server_terminals_stop(server_terminals *ts) {
   if (ts == NULL) return;
   pthread_mutex_lock(&ts->mu);
   ts->stop = 1;
-  for (server_terminal *t = ts->list; t; t = t->next) t->cancel = 1;
+  server_terminal *all = ts->list;
+  ts->list = NULL;
+  ts->n = 0;
   pthread_cond_broadcast(&ts->cv);
-  while (ts->threads > 0) pthread_cond_wait(&ts->cv, &ts->mu);
   pthread_mutex_unlock(&ts->mu);
   if (ts->has_janitor) pthread_join(ts->janitor, NULL);
   ts->has_janitor = 0;
+  /* Each program is ended and waited for as its last reference goes;
+   * clients still attached hold theirs until their connections close. */
+  for (server_terminal *t = all; t; t = t->next)
+    if (t->run) terminal_run_cancel(t->run);
+  while (all) {
+    server_terminal *next = all->next;
+    all->in_table = 0;
+    if (all->run) terminal_run_wait_ended(all->run, 60000.0);
+    server_terminal_unref(all);
+    all = next;
+  }
 }
 
 void server_terminals_free(server_terminals *ts) {
   if (ts == NULL) return;
   server_terminals_stop(ts);
-  while (ts->list) {
-    server_terminal *t = ts->list;
-    ts->list = t->next;
-    server_terminal_unref(t);
-  }
   pthread_mutex_destroy(&ts->mu);
   pthread_cond_destroy(&ts->cv);
   free(ts);
@@ -622,9 +532,11 @@ static void ws_open(void *ud, server_ws_conn *c) {
   sm_buf redraw;
   sm_buf_init(&redraw, (size_t)64 << 20);
   char hello[160];
-  pthread_mutex_lock(&t->mu);
+  unsigned rows, cols;
+  terminal_run_size(t->run, &rows, &cols);
+  terminal_run_lock(t->run);
   if (t->n_clients >= SERVER_TERMINAL_CLIENTS_MAX) {
-    pthread_mutex_unlock(&t->mu);
+    terminal_run_unlock(t->run);
     sm_buf_dispose(&redraw);
     server_ws_close(c, SERVER_WS_POLICY, "too many clients on this terminal");
     return;
@@ -632,19 +544,22 @@ static void ws_open(void *ud, server_ws_conn *c) {
   server_ws_conn_ref(c);
   t->clients[t->n_clients++] = c;
   t->last_seen = sm_monotonic_ms();
-  snprintf(hello, sizeof hello, "{\"type\":\"attached\",\"id\":\"%s\",\"rows\":%u,\"cols\":%u,\"state\":\"%s\"}",
-           t->id, t->rows, t->cols, state_name(t->state));
+  int code = 0;
+  terminal_state st = terminal_run_state_locked(t->run, &code);
+  snprintf(hello, sizeof hello,
+           "{\"type\":\"attached\",\"id\":\"%s\",\"rows\":%u,\"cols\":%u,\"state\":\"%s\"}", t->id,
+           rows, cols, state_name(st));
   server_ws_send(c, SERVER_WS_TEXT, hello, strlen(hello));
   /* The screen as it is, then (under the same lock) what follows. */
-  if (server_screen_redraw(t->screen, &redraw) == 0 && redraw.len)
+  if (terminal_run_redraw_locked(t->run, &redraw) == 0 && redraw.len)
     server_ws_send(c, SERVER_WS_BINARY, redraw.data, redraw.len);
-  if (t->state == T_EXITED) {
+  if (st == TERMINAL_EXITED) {
     char msg[64];
-    exit_message(t, msg, sizeof msg);
+    exit_message(code, msg, sizeof msg);
     server_ws_send(c, SERVER_WS_TEXT, msg, strlen(msg));
     server_ws_close(c, SERVER_WS_NORMAL, "the terminal's program ended");
   }
-  pthread_mutex_unlock(&t->mu);
+  terminal_run_unlock(t->run);
   sm_buf_dispose(&redraw);
   audit(t, "terminal.attached", "a client attached to the terminal");
 }
@@ -656,7 +571,7 @@ static int ws_control(server_terminal *t, const unsigned char *data, size_t len)
   if (sm_server_json_object((const char *)data, len, &o, &err) != 0) return SERVER_WS_POLICY;
   json_object *type = NULL, *r = NULL, *c = NULL;
   int rc = 0;
-  if (json_object_object_get_ex(o, "type", &type) &&
+  if (json_object_object_get_ex(o, "type", &type) && json_object_is_type(type, json_type_string) &&
       strcmp(json_object_get_string(type), "resize") == 0) {
     if (!json_object_object_get_ex(o, "rows", &r) || !json_object_object_get_ex(o, "cols", &c) ||
         !json_object_is_type(r, json_type_int) || !json_object_is_type(c, json_type_int) ||
@@ -684,7 +599,7 @@ static void ws_close(void *ud, server_ws_conn *c, int code) {
   server_terminal *t = ud;
   (void)code;
   int was = 0;
-  pthread_mutex_lock(&t->mu);
+  terminal_run_lock(t->run);
   for (size_t i = 0; i < t->n_clients; i++) {
     if (t->clients[i] != c) continue;
     t->clients[i] = t->clients[--t->n_clients];
@@ -692,7 +607,7 @@ static void ws_close(void *ud, server_ws_conn *c, int code) {
     break;
   }
   t->last_seen = sm_monotonic_ms();
-  pthread_mutex_unlock(&t->mu);
+  terminal_run_unlock(t->run);
   if (was) server_ws_conn_unref(c);
   server_terminal_unref(t);
 }

@@ -1,7 +1,7 @@
 /* A terminal's screen on the runner: libvterm fed with the output, a
  * capped scrollback of the lines that left it, and three ways to read it
  * (terminal_screen.h). */
-#include "server/terminal_screen.h"
+#include "terminal/terminal_screen.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #define ANSWERS_MAX 4096 /* the emulator's answers kept between two reads */
 
-struct server_screen {
+struct terminal_screen {
   VTerm *vt;
   VTermScreen *screen;
   unsigned rows, cols;
@@ -80,21 +80,21 @@ static int cells_text(sm_buf *b, const VTermScreenCell *cells, int n) {
 }
 
 /* Reads a visible row into s->row. */
-static void read_row(server_screen *s, int row) {
+static void read_row(terminal_screen *s, int row) {
   for (unsigned c = 0; c < s->cols; c++) {
     VTermPos pos = {row, (int)c};
     if (!vterm_screen_get_cell(s->screen, pos, &s->row[c])) memset(&s->row[c], 0, sizeof s->row[c]);
   }
 }
 
-static int row_text(server_screen *s, int row, sm_buf *b) {
+static int row_text(terminal_screen *s, int row, sm_buf *b) {
   read_row(s, row);
   return cells_text(b, s->row, (int)s->cols);
 }
 
 /* ---- the scrollback ---- */
 
-static void sb_drop_oldest(server_screen *s) {
+static void sb_drop_oldest(terminal_screen *s) {
   char *old = s->sb[s->sb_head];
   s->sb_bytes -= strlen(old) + 1;
   free(old);
@@ -102,7 +102,7 @@ static void sb_drop_oldest(server_screen *s) {
   s->sb_n--;
 }
 
-static void sb_push(server_screen *s, char *line) {
+static void sb_push(terminal_screen *s, char *line) {
   size_t need = strlen(line) + 1;
   if (s->sb_max == 0 || need > s->sb_max) {
     free(line);
@@ -130,7 +130,7 @@ static void sb_push(server_screen *s, char *line) {
 /* ---- libvterm's callbacks ---- */
 
 static int on_pushline(int cols, const VTermScreenCell *cells, void *user) {
-  server_screen *s = user;
+  terminal_screen *s = user;
   sm_buf b;
   sm_buf_init(&b, (size_t)cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1);
   if (cells_text(&b, cells, cols) == 0) {
@@ -143,7 +143,7 @@ static int on_pushline(int cols, const VTermScreenCell *cells, void *user) {
 }
 
 static int on_prop(VTermProp prop, VTermValue *val, void *user) {
-  server_screen *s = user;
+  terminal_screen *s = user;
   if (prop == VTERM_PROP_CURSORVISIBLE) s->cursor_visible = val->boolean;
   else if (prop == VTERM_PROP_ALTSCREEN) s->alt_screen = val->boolean;
   else if (prop == VTERM_PROP_TITLE && val->string)
@@ -152,7 +152,7 @@ static int on_prop(VTermProp prop, VTermValue *val, void *user) {
 }
 
 static void on_output(const char *data, size_t len, void *user) {
-  server_screen *s = user;
+  terminal_screen *s = user;
   if (s->answers) sm_buf_append_capped(s->answers, data, len);
 }
 
@@ -161,8 +161,8 @@ static const VTermScreenCallbacks callbacks = {
     .sb_pushline = on_pushline,
 };
 
-server_screen *server_screen_new(unsigned rows, unsigned cols, size_t scrollback_max) {
-  server_screen *s = calloc(1, sizeof *s);
+terminal_screen *terminal_screen_new(unsigned rows, unsigned cols, size_t scrollback_max) {
+  terminal_screen *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   s->vt = vterm_new((int)rows, (int)cols);
   if (s->vt == NULL) {
@@ -188,7 +188,7 @@ server_screen *server_screen_new(unsigned rows, unsigned cols, size_t scrollback
   return s;
 }
 
-void server_screen_free(server_screen *s) {
+void terminal_screen_free(terminal_screen *s) {
   if (s == NULL) return;
   vterm_free(s->vt);
   free(s->row);
@@ -197,13 +197,13 @@ void server_screen_free(server_screen *s) {
   free(s);
 }
 
-void server_screen_feed(server_screen *s, const char *data, size_t len, sm_buf *answers) {
+void terminal_screen_feed(terminal_screen *s, const char *data, size_t len, sm_buf *answers) {
   s->answers = answers;
   vterm_input_write(s->vt, data, len);
   s->answers = NULL;
 }
 
-void server_screen_resize(server_screen *s, unsigned rows, unsigned cols) {
+void terminal_screen_resize(terminal_screen *s, unsigned rows, unsigned cols) {
   VTermScreenCell *row = realloc(s->row, cols * sizeof *row);
   if (row == NULL) return; /* the old size stays, as the emulator's */
   s->row = row;
@@ -215,7 +215,7 @@ void server_screen_resize(server_screen *s, unsigned rows, unsigned cols) {
 /* ---- reading it ---- */
 
 /* The visible rows' text; *last: the last row that is not empty, -1. */
-static json_object *rows_json(server_screen *s, int *last) {
+static json_object *rows_json(terminal_screen *s, int *last) {
   json_object *lines = json_object_new_array();
   *last = -1;
   sm_buf b;
@@ -230,7 +230,7 @@ static json_object *rows_json(server_screen *s, int *last) {
   return lines;
 }
 
-int server_screen_text(server_screen *s, sm_buf *out) {
+int terminal_screen_text(terminal_screen *s, sm_buf *out) {
   int last = -1;
   json_object *lines = rows_json(s, &last);
   int rc = 0;
@@ -243,7 +243,7 @@ int server_screen_text(server_screen *s, sm_buf *out) {
   return rc;
 }
 
-json_object *server_screen_json(server_screen *s, size_t scrollback) {
+json_object *terminal_screen_json(terminal_screen *s, size_t scrollback) {
   json_object *o = json_object_new_object();
   VTermPos cur;
   vterm_state_get_cursorpos(vterm_obtain_state(s->vt), &cur);
@@ -320,7 +320,7 @@ static int plain(const VTermScreenCell *c) {
          VTERM_COLOR_IS_DEFAULT_BG(&c->bg);
 }
 
-static int redraw_row(server_screen *s, int row, sm_buf *b, VTermScreenCell *pen, int *have_pen) {
+static int redraw_row(terminal_screen *s, int row, sm_buf *b, VTermScreenCell *pen, int *have_pen) {
   read_row(s, row);
   const VTermScreenCell *cells = s->row;
   int end = 0;
@@ -339,7 +339,7 @@ static int redraw_row(server_screen *s, int row, sm_buf *b, VTermScreenCell *pen
   return rc;
 }
 
-int server_screen_redraw(server_screen *s, sm_buf *out) {
+int terminal_screen_redraw(terminal_screen *s, sm_buf *out) {
   int rc = sm_buf_printf(out, "\033[0m%s\033[H\033[2J", s->alt_screen ? "\033[?1049h" : "");
   VTermScreenCell pen;
   memset(&pen, 0, sizeof pen);
