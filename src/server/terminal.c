@@ -404,7 +404,7 @@ int server_terminal_screen_text(server_terminal *t, sm_buf *out) {
 }
 
 void server_terminal_settle(server_terminal *t, int quiet_ms, int wait_ms) {
-  terminal_run_settle(t->run, quiet_ms, wait_ms);
+  terminal_run_settle(t->run, quiet_ms, wait_ms, 0);
 }
 
 json_object *server_terminal_kill(server_terminals *ts, server_terminal *t, double wait_s) {

@@ -184,12 +184,18 @@ int terminal_run_wait_ended(terminal_run *t, double wait_ms) {
   return ended;
 }
 
-void terminal_run_settle(terminal_run *t, int quiet_ms, int wait_ms) {
-  double until = sm_monotonic_ms() + wait_ms;
+void terminal_run_settle(terminal_run *t, int quiet_ms, int wait_ms, int need_change) {
+  double start = sm_monotonic_ms(), until = start + wait_ms;
   pthread_mutex_lock(&t->mu);
   for (;;) {
-    double now = sm_monotonic_ms(), quiet_until = t->changed_at + quiet_ms;
-    if (now >= until || now >= quiet_until || t->state == TERMINAL_EXITED) break;
+    double now = sm_monotonic_ms();
+    if (now >= until || t->state == TERMINAL_EXITED) break;
+    if (need_change && t->changed_at <= start) {
+      wait_until(t, until);
+      continue;
+    }
+    double quiet_until = (t->changed_at > start ? t->changed_at : start) + quiet_ms;
+    if (now >= quiet_until) break;
     wait_until(t, quiet_until < until ? quiet_until : until);
   }
   pthread_mutex_unlock(&t->mu);

@@ -60,9 +60,10 @@ void terminal_run_cancel(terminal_run *t);
 int terminal_run_wait_started(terminal_run *t, double wait_ms);
 /* Waits at most wait_ms for its end; 1 once ended. */
 int terminal_run_wait_ended(terminal_run *t, double wait_ms);
-/* Waits until the screen was quiet for quiet_ms, or wait_ms passed, or
- * the program ended. */
-void terminal_run_settle(terminal_run *t, int quiet_ms, int wait_ms);
+/* Waits until the screen has been quiet for quiet_ms (from now at the
+ * earliest; need_change: after it changed at least once, as the echo of
+ * what was just typed), or wait_ms passed, or the program ended. */
+void terminal_run_settle(terminal_run *t, int quiet_ms, int wait_ms, int need_change);
 
 /* The state; with the lock held or not (a snapshot). exit_code and the
  * error (failure, message: "" when none) once ended. */
