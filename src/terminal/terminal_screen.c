@@ -65,11 +65,16 @@ static int cell_text(sm_buf *b, const VTermScreenCell *cell) {
   return sm_buf_append(b, u, n);
 }
 
+/* The right half of a wide character (libvterm marks it so). */
+static int continuation(const VTermScreenCell *c) {
+  return c->width == 0 || c->chars[0] == (uint32_t)-1;
+}
+
 /* A row of cells as text, trailing blanks dropped. */
 static int cells_text(sm_buf *b, const VTermScreenCell *cells, int n) {
   size_t start = b->len, keep = b->len;
   for (int c = 0; c < n; c++) {
-    if (cells[c].width == 0) continue; /* the right half of a wide character */
+    if (continuation(&cells[c])) continue;
     if (cell_text(b, &cells[c]) != 0) return -1;
     if (cells[c].chars[0] && cells[c].chars[0] != ' ') keep = b->len;
   }
@@ -328,7 +333,7 @@ static int redraw_row(terminal_screen *s, int row, sm_buf *b, VTermScreenCell *p
     if (!plain(&cells[c])) end = (int)c + 1;
   int rc = end ? sm_buf_printf(b, "\033[%d;1H", row + 1) : 0;
   for (int c = 0; c < end && rc == 0; c++) {
-    if (cells[c].width == 0) continue;
+    if (continuation(&cells[c])) continue;
     if (!*have_pen || !same_pen(&cells[c], pen)) {
       rc = pen_sgr(b, &cells[c]);
       *pen = cells[c];
