@@ -573,7 +573,12 @@ int main(int argc, char **argv) {
     if (i_out >= 0 && pf[i_out].revents) pump(&call.out, SM_FRAME_STDOUT);
     if (i_err >= 0 && pf[i_err].revents) pump(&call.err, SM_FRAME_STDERR);
     if (i_in >= 0 && pf[i_in].revents) flush_stdin();
-    if (i_host >= 0 && pf[i_host].revents) read_host(&reader);
+    if (i_host >= 0 && pf[i_host].revents) {
+      read_host(&reader);
+      /* A terminal echoes what was just typed at once: read it now rather
+       * than after one more poll (a keystroke's round trip). */
+      if (call.active && call.tty && call.out >= 0) pump(&call.out, SM_FRAME_STDOUT);
+    }
     if (call.active && call.exited &&
         ((call.out < 0 && call.err < 0) || now_ms() >= call.deadline))
       end_call();

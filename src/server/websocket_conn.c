@@ -168,6 +168,19 @@ static int queue_frame(server_ws_conn *c, int opcode, const void *data, size_t l
   return 0;
 }
 
+/* Under c->mu: writes what the socket takes now (it never blocks). -1
+ * when the socket is broken (the connection's thread ends it). */
+static int write_out(server_ws_conn *c) {
+  while (c->out_off < c->out_len) {
+    ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return 0;
+    if (n <= 0) return -1;
+    c->out_off += (size_t)n;
+  }
+  return 0;
+}
+
 /* Under c->mu: our close frame, after which nothing else goes. */
 static void queue_close(server_ws_conn *c, int code, const char *reason) {
   if (c->close_sent || c->ended) return;
@@ -192,9 +205,15 @@ int server_ws_send(server_ws_conn *c, int opcode, const void *data, size_t len) 
   } else if (queue_frame(c, opcode, data, len) != 0) {
     queue_close(c, SERVER_WS_INTERNAL, "out of memory");
     rc = SM_ENOMEM;
+  } else if (queued == 0) {
+    /* Nothing was waiting: the socket most likely takes it now, without
+     * waking the connection's thread (a keystroke's echo is one hop
+     * shorter). What it does not take, the thread writes. */
+    write_out(c);
   }
+  int more = c->out_off < c->out_len || c->close_sent;
   pthread_mutex_unlock(&c->mu);
-  poke(c);
+  if (more) poke(c);
   return rc;
 }
 
@@ -255,17 +274,7 @@ static int read_peer(server_ws_conn *c) {
 /* Writes what the socket takes. -1 when it is broken. */
 static int write_peer(server_ws_conn *c) {
   pthread_mutex_lock(&c->mu);
-  int rc = 0;
-  while (c->out_off < c->out_len) {
-    ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
-    if (n <= 0) {
-      rc = -1;
-      break;
-    }
-    c->out_off += (size_t)n;
-  }
+  int rc = write_out(c);
   pthread_mutex_unlock(&c->mu);
   return rc;
 }
