@@ -142,8 +142,10 @@ def exec_tty(run):
         out = t.until("probe-%d" % (n + 1000), 10)
         seen = "40 120" in out.split("probe-%d" % (n + 1000))[0]
     check("exec -t: the new size after the caller's window changed (40 120)", seen, out[-300:])
-    t.type("sleep 300\r")
-    t.until("sleep 300")
+    # The job prints its mark once it is the terminal's foreground (the
+    # shell hands it the terminal before it runs), so ^C is its.
+    t.type("sh -c 'echo going-$((1+2)); exec sleep 300'\r")
+    t.until("going-3")
     t.type("\x03")
     t.type("echo back-$((2*3))\r")
     out = t.until("back-6")
