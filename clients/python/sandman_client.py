@@ -492,11 +492,13 @@ class Terminals:
 
     def create(self, argv=None, command=None, rows=None, cols=None, env=None, cwd=None,
                run_id=None, worker_key=None, mode=None, project=None, agent=None, user=None,
-               network=None):
-        """Starts a terminal (default program /bin/sh): its state, {"id", ...}."""
+               network=None, sandbox_id=None):
+        """Starts a terminal (default program /bin/sh) in the sandbox of the keys,
+        or the one sandbox_id names: its state, {"id", ...}."""
         body = {}
         for k, v in (("argv", list(argv) if argv is not None else None), ("command", command),
                      ("rows", rows), ("cols", cols), ("env", env), ("cwd", cwd),
+                     ("sandbox_id", sandbox_id),
                      ("run_id", run_id), ("worker_key", worker_key), ("mode", mode),
                      ("project", project), ("agent", agent), ("user", user),
                      ("network", network)):

@@ -34,9 +34,10 @@ typedef struct exec_args {
   size_t n_env;
   char *const *cmd;
   size_t n_cmd;
-  /* from SANDBOX's labels */
+  /* SANDBOX found: its container name and what its labels say */
+  char name[SM_NAME_MAX];
   char lbl_mode[32], lbl_run[SM_NAME_MAX], lbl_worker[SM_NAME_MAX], lbl_project[SM_NAME_MAX],
-      lbl_agent[SM_NAME_MAX], lbl_principal[SM_PRINCIPAL_MAX];
+      lbl_agent[SM_NAME_MAX];
 } exec_args;
 
 /* ---- the caller's terminal ---- */
@@ -149,15 +150,9 @@ static int parse_args(const cli_call *call, exec_args *a) {
   return 0;
 }
 
-static void copy_label(json_object *labels, const char *key, char *out, size_t len) {
-  json_object *v = NULL;
-  out[0] = '\0';
-  if (labels && json_object_object_get_ex(labels, key, &v) && json_object_is_type(v, json_type_string))
-    snprintf(out, len, "%s", json_object_get_string(v));
-}
-
 /* SANDBOX (a name, an id or a unique prefix of one among this instance's
- * sandboxes): its keys from its labels. 0 or an exit code (reported). */
+ * sandboxes): the call names it (sm_run_request.sandbox) and takes its
+ * mode and names from its labels. 0 or an exit code (reported). */
 static int find_sandbox(sm_runner *runner, exec_args *a) {
   sm_ops_scope scope;
   sm_ops_sandbox_list list = {0, NULL};
@@ -175,29 +170,24 @@ static int find_sandbox(sm_runner *runner, exec_args *a) {
     }
     if (strncmp(s->id, a->sandbox, plen) == 0) hit = s, matches++;
   }
-  char id[SM_ENGINE_ID_MAX] = "";
-  if (hit && matches == 1) snprintf(id, sizeof id, "%s", hit->id);
+  int found = hit && matches == 1;
+  if (found) {
+    snprintf(a->name, sizeof a->name, "%s", hit->name);
+    snprintf(a->lbl_mode, sizeof a->lbl_mode, "%s", hit->mode);
+    snprintf(a->lbl_run, sizeof a->lbl_run, "%s", hit->run_id);
+    snprintf(a->lbl_worker, sizeof a->lbl_worker, "%s", hit->worker_id);
+    snprintf(a->lbl_project, sizeof a->lbl_project, "%s", hit->project);
+    snprintf(a->lbl_agent, sizeof a->lbl_agent, "%s", hit->agent);
+  }
   sm_ops_sandbox_list_dispose(&list);
   if (matches > 1) {
     cli_error("'%s' names %zu sandboxes: give more of the id", a->sandbox, matches);
     return CLI_EXIT_FAILURE;
   }
-  if (id[0] == '\0') {
+  if (!found) {
     cli_error("no sandbox '%s' in this instance (sandman sandbox list)", a->sandbox);
     return CLI_EXIT_FAILURE;
   }
-  sm_engine *e = NULL;
-  json_object *insp = NULL, *cfg = NULL, *labels = NULL;
-  if (sm_runner_engine(runner, &e, &err) != 0 || sm_engine_container_inspect(e, id, &insp, &err) != 0)
-    return cli_fail(&err);
-  if (json_object_object_get_ex(insp, "Config", &cfg)) json_object_object_get_ex(cfg, "Labels", &labels);
-  copy_label(labels, "io.sandman.mode", a->lbl_mode, sizeof a->lbl_mode);
-  copy_label(labels, "io.sandman.run", a->lbl_run, sizeof a->lbl_run);
-  copy_label(labels, "io.sandman.worker", a->lbl_worker, sizeof a->lbl_worker);
-  copy_label(labels, "io.sandman.project", a->lbl_project, sizeof a->lbl_project);
-  copy_label(labels, "io.sandman.agent", a->lbl_agent, sizeof a->lbl_agent);
-  copy_label(labels, "io.sandman.principal", a->lbl_principal, sizeof a->lbl_principal);
-  json_object_put(insp);
   if (strcmp(a->lbl_mode, "per_run") != 0 && strcmp(a->lbl_mode, "per_worker") != 0) {
     cli_error("sandbox '%s' is a %s sandbox: exec needs a per_run or per_worker one", a->sandbox,
               a->lbl_mode[0] ? a->lbl_mode : "per_tool");
@@ -320,7 +310,9 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
                          .agent = a->agent, .user = a->user, .run_id = a->run_id,
                          .worker_id = a->worker_id};
   sm_run_request_from_config(&req, &eg, cfg, res, &names);
-  req.settings.mode = a->run_id ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
+  req.settings.mode = a->run_id || (a->mode && strcmp(a->mode, "per_run") == 0)
+                          ? SM_MODE_PER_RUN
+                          : SM_MODE_PER_WORKER;
   req.settings.timeout_s = 0; /* as docker exec: until it ends */
   req.argv = (const char *const *)a->cmd;
   req.argc = a->n_cmd;
@@ -328,7 +320,7 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
   req.n_env = a->n_env;
   req.cwd = a->workdir;
   req.existing = 1;
-  req.principal = a->lbl_principal[0] ? a->lbl_principal : NULL;
+  req.sandbox = a->name[0] ? a->name : NULL; /* SANDBOX: by its name, whatever its keys */
   req.on_output = stream_output;
   req.stdout_forward_only = 1;
   req.cancel = &cancelled;

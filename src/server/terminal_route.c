@@ -1,6 +1,6 @@
 /* The terminals' routes (terminal_route.h, docs/terminals.md):
  *
- *   POST   /v1/terminals               create: {"run_id" | "worker_key", "mode", "project",
+ *   POST   /v1/terminals               create: {"sandbox_id" | "run_id" | "worker_key", "mode", "project",
  *                                      "agent", "user", "argv" | "command", "env", "cwd",
  *                                      "rows", "cols", "network"}
  *   GET    /v1/terminals[?worker_key=K]  list
@@ -335,11 +335,12 @@ static int parse_create(server_terminal_req *r, sm_execute_params *p, unsigned *
     sm_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
-  if (!p->has_mode) {
+  /* A sandbox named by its id brings its own mode (sm_call_prepare). */
+  if (!p->has_mode && !p->sandbox_id) {
     p->mode = p->run_id ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
     p->has_mode = 1;
   }
-  if (p->mode != SM_MODE_PER_RUN && p->mode != SM_MODE_PER_WORKER) {
+  if (p->has_mode && p->mode != SM_MODE_PER_RUN && p->mode != SM_MODE_PER_WORKER) {
     sm_answer_error(a, 400, "policy", "a terminal runs in a per_run or per_worker sandbox");
     return -1;
   }

@@ -196,6 +196,20 @@ def core_owners(r, c):
     a.terminals.kill(tid)
 
 
+def core_by_sandbox_id(r, c):
+    sb = c.create_sandbox(mode="per_run", run_id="term-made")
+    t = c.terminals.create(sandbox_id=sb["id"])
+    check("a terminal in a sandbox named by its id (POST /v1/sandboxes)",
+          t["state"] == "running" and t["sandbox_id"] and sb["id"].startswith(t["sandbox_id"][:12]),
+          (t, sb))
+    c.terminals.kill(t["id"])
+    b = Client("unix:" + r.sock, derive_worker_token(r.token, "term-wb"), timeout=300)
+    st, body = error_of(lambda: b.terminals.create(sandbox_id=sb["id"], worker_key="term-wb"))
+    check("another worker cannot open a terminal in a sandbox named by its id (404)",
+          st == 404, (st, body))
+    c.delete_sandbox(sb["id"])
+
+
 def core_refusals(c):
     for field, value in (("lease_id", "0" * 32), ("workspace", "/tmp"), ("stdin_b64", "eA=="),
                          ("timeout_s", 5), ("tool", "shell")):
@@ -233,6 +247,7 @@ def suite_core(tmp):
         tid = core_size_and_resize(c)
         core_detach_attach(c, tid)
         core_refusals(c)
+        core_by_sandbox_id(r, c)
         core_owners(r, c)
         core_audit(c, tid)
         core_kill(c, tid)

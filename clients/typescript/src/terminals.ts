@@ -18,6 +18,8 @@ export interface TerminalRequest {
   env?: Record<string, string>;
   /** Working directory in the sandbox (default /workspace). */
   cwd?: string;
+  /** A sandbox named by its id (POST /v1/sandboxes), instead of the keys below. */
+  sandbox_id?: string;
   run_id?: string;
   worker_key?: string;
   mode?: "per_run" | "per_worker";
