@@ -14,6 +14,11 @@ With none given, the SANDMAN_URL variable, else the runner's default socket
 root). The token defaults to the SANDMAN_TOKEN variable. Every call opens
 its own connection, so one Client may be shared by many threads.
 
+Terminals (docs/terminals.md): c.terminals.create(run_id="run-1") starts a
+program on a terminal in a keyed sandbox; c.terminals.attach(id) gives a
+TerminalConnection (a WebSocket, written here on the standard library) to
+type into it and read its output; c.terminals.screen(id) its screen as text.
+
 Errors: an HTTP status of 400 or more raises SandmanError with the runner's
 "error" and "failure_kind" (and the whole answer in .body). A tool that ran
 and failed is not an error: its answer has "ok": false. When no runner
