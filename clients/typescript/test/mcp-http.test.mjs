@@ -1,6 +1,7 @@
 // /mcp on a real runner with the official MCP TypeScript SDK's client over
 // the streamable HTTP transport: list the tools, run a command, write, edit
-// and read back a file; a worker token's session, another token refused the
+// and read back a file, type into a terminal of the session; a worker token's
+// session, another token refused the
 // session; the session's sandbox removed when it ends (run through
 // tests/integration/test_mcp_sdk.sh).
 import assert from "node:assert/strict";
@@ -48,6 +49,11 @@ test("the runner's /mcp with the MCP SDK client", async () => {
   assert.equal(text(await client.callTool({ name: "read_file", arguments: { path: "notes.md" } })), "a\nc\n");
   const out = await client.callTool({ name: "read_file", arguments: { path: "../etc/passwd" } });
   assert.equal(out.isError, true);
+  // A terminal in the session's sandbox, through the runner: it sees the file the tools wrote.
+  const typed = await client.callTool({ name: "terminal_send", arguments: { keys: "cat notes.md; echo t-$((40+2))\r" } });
+  assert.equal(typed.isError, false, text(typed));
+  assert.match(text(typed), /t-42/);
+  assert.match(typed.structuredContent.text, /^a$/m);
 
   // The session is the control token's: a worker token cannot use it.
   const sid = transport.sessionId;
