@@ -1,8 +1,8 @@
 // /mcp on a real runner with the official MCP TypeScript SDK's client over
 // the streamable HTTP transport: list the tools, run a command, write, edit
-// and read back a file, type into a terminal of the session; a worker token's
-// session, another token refused the
-// session; the session's sandbox removed when it ends (run through
+// and read back a file, type into a terminal of the session; a worker
+// token's session, another token refused the session; the session's
+// sandbox removed when it ends (run through
 // tests/integration/test_mcp_sdk.sh).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
