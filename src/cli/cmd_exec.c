@@ -131,7 +131,8 @@ static int parse_args(const cli_call *call, exec_args *a) {
   size_t n = (size_t)call->n_args;
   if (!a->run_id && !a->worker_id) {
     /* SANDBOX [--] CMD... */
-    if (n < 1) return cli_usage_error(call->cmd, 0, "name the sandbox: --run-id, --worker-id or SANDBOX");
+    if (n < 1)
+      return cli_usage_error(call->cmd, 0, "name the sandbox: --run-id, --worker-id or SANDBOX");
     a->sandbox = args[0];
     args++, n--;
     if (n > 0 && strcmp(args[0], "--") == 0) args++, n--;
@@ -157,7 +158,8 @@ static int find_sandbox(sm_runner *runner, exec_args *a) {
   sm_ops_scope scope;
   sm_ops_sandbox_list list = {0, NULL};
   sm_error err = SM_ERROR_INIT;
-  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0 || sm_ops_list(&scope, 1, &list, &err) != 0)
+  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0 ||
+      sm_ops_list(&scope, 1, &list, &err) != 0)
     return cli_fail(&err);
   const sm_ops_sandbox *hit = NULL;
   size_t matches = 0, plen = strlen(a->sandbox);
@@ -257,7 +259,8 @@ static int pump_input(sm_tty *tty) {
 static void input_loop(exec_run *r, sm_tty *tty, int interactive) {
   int in_open = interactive && tty != NULL;
   for (;;) {
-    struct pollfd p[3] = {{r->done_pipe[0], POLLIN, 0}, {sig_pipe[0], POLLIN, 0},
+    struct pollfd p[3] = {{r->done_pipe[0], POLLIN, 0},
+                          {sig_pipe[0], POLLIN, 0},
                           {STDIN_FILENO, POLLIN, 0}};
     int n = poll(p, in_open ? 3 : 2, -1);
     if (n < 0 && errno != EINTR) break;
@@ -285,14 +288,14 @@ static void input_loop(exec_run *r, sm_tty *tty, int interactive) {
 
 static int exit_code_for(const sm_run_result *r) {
   switch (r->failure_kind) {
-    case SM_FAIL_SANDBOX:
-    case SM_FAIL_ENGINE:
-    case SM_FAIL_POLICY:
-      return CLI_EXIT_FAILURE;
-    case SM_FAIL_TIMEOUT:
-      return CLI_EXIT_TIMEOUT;
-    default:
-      break;
+  case SM_FAIL_SANDBOX:
+  case SM_FAIL_ENGINE:
+  case SM_FAIL_POLICY:
+    return CLI_EXIT_FAILURE;
+  case SM_FAIL_TIMEOUT:
+    return CLI_EXIT_TIMEOUT;
+  default:
+    break;
   }
   return r->exit_code < 0 || r->exit_code > 255 ? CLI_EXIT_FAILURE : r->exit_code;
 }
@@ -307,7 +310,9 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
   sm_run_request req;
   sm_config_egress eg;
   sm_call_names names = {.project = a->project ? a->project : sm_config_project_id(cfg),
-                         .agent = a->agent, .user = a->user, .run_id = a->run_id,
+                         .agent = a->agent,
+                         .user = a->user,
+                         .run_id = a->run_id,
                          .worker_id = a->worker_id};
   sm_run_request_from_config(&req, &eg, cfg, res, &names);
   req.settings.mode = a->run_id || (a->mode && strcmp(a->mode, "per_run") == 0)

@@ -57,7 +57,7 @@ typedef struct slot {
   struct slot *next;
   sm_runner *runner;
   char name[16];
-  int refs;              /* under ts->mu */
+  int refs; /* under ts->mu */
   sm_run_request req;
   const char *argv[3];
   const char *env[1];
@@ -70,7 +70,7 @@ struct mcp_terminals {
   sm_runner *runner;
   mcp_terminal_prepare_fn prepare;
   void *ud;
-  slot *list;            /* newest first */
+  slot *list; /* newest first */
   size_t n;
   unsigned next_num;
 };
@@ -147,11 +147,12 @@ static int screen_result(slot *s, sm_mcp_result *out) {
   unsigned rows, cols;
   terminal_run_size(s->run, &rows, &cols);
   char head[768];
-  int n = st == TERMINAL_EXITED
-              ? snprintf(head, sizeof head, "[terminal %s: exited with %d%s%s, %ux%u]\n", s->name,
-                         code, error[0] ? ": " : "", error, cols, rows)
-              : snprintf(head, sizeof head, "[terminal %s: running, %ux%u, cursor at row %d col %d]\n",
-                         s->name, cols, rows, json_object_get_int(row), json_object_get_int(col));
+  int n =
+      st == TERMINAL_EXITED
+          ? snprintf(head, sizeof head, "[terminal %s: exited with %d%s%s, %ux%u]\n", s->name, code,
+                     error[0] ? ": " : "", error, cols, rows)
+          : snprintf(head, sizeof head, "[terminal %s: running, %ux%u, cursor at row %d col %d]\n",
+                     s->name, cols, rows, json_object_get_int(row), json_object_get_int(col));
   const char *t = json_object_get_string(text);
   size_t tl = (size_t)json_object_get_string_len(text);
   char *all = malloc((size_t)n + tl + 1);
@@ -164,7 +165,8 @@ static int screen_result(slot *s, sm_mcp_result *out) {
   sm_mcp_result_text(out, all, (size_t)n + tl);
   free(all);
   json_object_object_add(o, "terminal", json_object_new_string(s->name));
-  json_object_object_add(o, "state", json_object_new_string(st == TERMINAL_EXITED ? "exited" : "running"));
+  json_object_object_add(o, "state",
+                         json_object_new_string(st == TERMINAL_EXITED ? "exited" : "running"));
   json_object_object_add(o, "exit_code", st == TERMINAL_EXITED ? json_object_new_int(code) : NULL);
   sm_mcp_result_structured(out, o);
   return 0;
@@ -222,7 +224,8 @@ static int open_slot(mcp_terminals *ts, const char *command, unsigned rows, unsi
     terminal_run_wait_ended(s->run, START_WAIT_MS);
     terminal_run_state(s->run, NULL, NULL, why, sizeof why);
     slot_free(s);
-    return sm_mcp_result_error(out, "the terminal could not start: %s", why[0] ? why : "it ended at once");
+    return sm_mcp_result_error(out, "the terminal could not start: %s",
+                               why[0] ? why : "it ended at once");
   }
   pthread_mutex_lock(&ts->mu);
   snprintf(s->name, sizeof s->name, "%u", ++ts->next_num);
@@ -290,7 +293,8 @@ int mcp_terminal_screen(mcp_terminals *ts, json_object *args, volatile int *canc
   slot *s = slot_find(ts, name);
   if (s == NULL)
     return name ? sm_mcp_result_error(out, "no terminal '%s' in this session", name)
-                : sm_mcp_result_error(out, "no terminal is open: terminal_open or terminal_send first");
+                : sm_mcp_result_error(out,
+                                      "no terminal is open: terminal_open or terminal_send first");
   if (wait > 0) terminal_run_settle(s->run, DEFAULT_QUIET_MS, wait, 0);
   int rc = screen_result(s, out);
   slot_release(ts, s);

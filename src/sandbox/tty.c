@@ -15,9 +15,9 @@ struct sm_tty {
   pthread_mutex_t mu;
   int wake;
   unsigned rows, cols;
-  int resized;            /* the size changed since the driver took it */
-  int ended;              /* no more input (sm_tty_end_input) */
-  unsigned char *in;      /* typed, not yet taken */
+  int resized;       /* the size changed since the driver took it */
+  int ended;         /* no more input (sm_tty_end_input) */
+  unsigned char *in; /* typed, not yet taken */
   size_t in_len, in_cap;
   sm_tty_start_fn on_start;
   void *on_start_ud;

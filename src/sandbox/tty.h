@@ -15,8 +15,8 @@ int sandbox_tty_fd(sm_tty *tty);
  * (*resized 1, with *rows and *cols; *rows 0: pipes, no terminal).
  * *ended: the input has ended and all of it was taken. Returns the bytes
  * taken. */
-size_t sandbox_tty_take(sm_tty *tty, unsigned char *buf, size_t cap, int *resized,
-                        unsigned *rows, unsigned *cols, int *ended);
+size_t sandbox_tty_take(sm_tty *tty, unsigned char *buf, size_t cap, int *resized, unsigned *rows,
+                        unsigned *cols, int *ended);
 /* The program started in sandbox_id: the sm_tty_on_start hook. */
 void sandbox_tty_started(sm_tty *tty, const char *sandbox_id);
 

@@ -30,25 +30,25 @@
 
 struct server_terminal {
   server_terminals *ts;
-  server_terminal *next;      /* under ts->mu */
-  int in_table;               /* under ts->mu */
-  int counted;                /* under ts->mu: counts in its sandbox's terminals while it runs */
-  int over_cap;               /* under ts->mu */
+  server_terminal *next; /* under ts->mu */
+  int in_table;          /* under ts->mu */
+  int counted;           /* under ts->mu: counts in its sandbox's terminals while it runs */
+  int over_cap;          /* under ts->mu */
   char sandbox_id[SM_ENGINE_ID_MAX]; /* under ts->mu once counted */
   char id[SERVER_TERMINAL_ID_LEN + 1];
   char worker_key[SM_SERVER_KEY_MAX + 1];
   char command[256];
   char *cwd;
   double created_at;
-  int refs;                   /* atomic */
+  int refs; /* atomic */
   sm_call *k;
   terminal_run *run;
   /* under the terminal's lock (terminal_run_lock) */
   server_ws_conn *clients[SERVER_TERMINAL_CLIENTS_MAX];
   size_t n_clients;
   int started;
-  int expired;                /* the grace time ended it */
-  double last_seen;           /* monotonic ms: a client's last sign */
+  int expired;      /* the grace time ended it */
+  double last_seen; /* monotonic ms: a client's last sign */
 };
 
 struct server_terminals {
@@ -215,9 +215,8 @@ static int table_add(server_terminals *ts, server_terminal *t) {
   return ok;
 }
 
-int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key,
-                           unsigned rows, unsigned cols, char *cwd, server_terminal **out,
-                           sm_answer *a) {
+int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key, unsigned rows,
+                           unsigned cols, char *cwd, server_terminal **out, sm_answer *a) {
   *out = NULL;
   server_terminal *t = calloc(1, sizeof *t);
   if (t == NULL) {
@@ -331,7 +330,8 @@ json_object *server_terminal_json(server_terminal *t) {
   json_object_object_add(o, "command", json_object_new_string(t->command));
   json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(q->settings.mode)));
   json_object_object_add(o, "run_id", q->run_id ? json_object_new_string(q->run_id) : NULL);
-  json_object_object_add(o, "worker_key", t->worker_key[0] ? json_object_new_string(t->worker_key) : NULL);
+  json_object_object_add(o, "worker_key",
+                         t->worker_key[0] ? json_object_new_string(t->worker_key) : NULL);
   json_object_object_add(o, "project", q->project ? json_object_new_string(q->project) : NULL);
   json_object_object_add(o, "agent", q->agent ? json_object_new_string(q->agent) : NULL);
   json_object_object_add(o, "sandbox_id", sandbox[0] ? json_object_new_string(sandbox) : NULL);
@@ -616,6 +616,9 @@ static void ws_discard(void *ud) { server_terminal_unref(ud); }
 
 void server_terminal_ws_handler(server_terminal *t, server_ws_handler *out) {
   terminal_ref(t);
-  *out = (server_ws_handler){.on_open = ws_open, .on_message = ws_message, .on_close = ws_close,
-                             .discard = ws_discard, .ud = t};
+  *out = (server_ws_handler){.on_open = ws_open,
+                             .on_message = ws_message,
+                             .on_close = ws_close,
+                             .discard = ws_discard,
+                             .ud = t};
 }

@@ -44,9 +44,8 @@ void server_terminals_free(server_terminals *ts);
  * NULL: the control token's own). Waits
  * until its program has started or the call failed: 0 and *out (a
  * reference), or -1 with *a filled. */
-int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key,
-                           unsigned rows, unsigned cols, char *cwd, server_terminal **out,
-                           sm_answer *a);
+int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key, unsigned rows,
+                           unsigned cols, char *cwd, server_terminal **out, sm_answer *a);
 /* The terminal id as the token may see it (a reference), or NULL: missing,
  * or another worker's, which is the same. */
 server_terminal *server_terminal_find(server_terminals *ts, const char *id, int control,

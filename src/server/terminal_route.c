@@ -45,9 +45,9 @@ struct server_terminal_req {
   term_op op;
   int control;
   char *token;
-  server_terminal *t;   /* the terminal of an id route */
-  char *list_worker;    /* GET /v1/terminals?worker_key= */
-  int text;             /* the screen as text/plain */
+  server_terminal *t; /* the terminal of an id route */
+  char *list_worker;  /* GET /v1/terminals?worker_key= */
+  int text;           /* the screen as text/plain */
   int64_t scrollback, wait_ms, quiet_ms;
   char *body;
   size_t body_len;
@@ -156,8 +156,7 @@ static int check_access(server_terminal_req *r, server_terminals *ts, const char
 
 server_terminal_req *server_terminal_req_new(sm_server *srv, struct MHD_Connection *conn,
                                              const char *url, const char *method, int control,
-                                             const char *token, const char **allow,
-                                             sm_answer *a) {
+                                             const char *token, const char **allow, sm_answer *a) {
   char id[SERVER_TERMINAL_ID_LEN + 1] = "";
   term_op op = OP_LIST;
   int status = route_op(url, method, id, allow, &op);
@@ -260,9 +259,9 @@ void server_terminal_req_set_stream(server_terminal_req *r, sm_stream *s) {
 /* Fields of execute a terminal does not take: refused by name rather than
  * ignored, so nothing that reaches beyond the sandbox (a lease, a host
  * workspace) is ever silently dropped either. */
-static const char *const refused_fields[] = {"tool", "lease_id", "workspace", "stdin_b64",
-                                             "stream", "background_on_timeout", "timeout_s",
-                                             "sync", "params"};
+static const char *const refused_fields[] = {"tool",      "lease_id", "workspace",
+                                             "stdin_b64", "stream",   "background_on_timeout",
+                                             "timeout_s", "sync",     "params"};
 
 /* rows, cols and cwd out of the body; the rest is execute's. */
 static int take_own_fields(json_object *o, unsigned *rows, unsigned *cols, char **cwd,
@@ -288,14 +287,16 @@ static int take_own_fields(json_object *o, unsigned *rows, unsigned *cols, char 
   json_object *v = NULL;
   if (json_object_object_get_ex(o, "cwd", &v) && v) {
     const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    if (s[0] != '/' || strlen(s) > SM_SERVER_PATH_MAX || memchr(s, '\0', (size_t)json_object_get_string_len(v))) {
+    if (s[0] != '/' || strlen(s) > SM_SERVER_PATH_MAX ||
+        memchr(s, '\0', (size_t)json_object_get_string_len(v))) {
       sm_answer_error(a, 400, "policy", "field 'cwd' must be an absolute path in the sandbox");
       return -1;
     }
     *cwd = strdup(s);
     json_object_object_del(o, "cwd");
   }
-  if (!json_object_object_get_ex(o, "argv", NULL) && !json_object_object_get_ex(o, "command", NULL)) {
+  if (!json_object_object_get_ex(o, "argv", NULL) &&
+      !json_object_object_get_ex(o, "command", NULL)) {
     json_object *argv = json_object_new_array();
     json_object_array_add(argv, json_object_new_string("/bin/sh"));
     json_object_object_add(o, "argv", argv);
@@ -422,10 +423,11 @@ static void do_resize(server_terminal_req *r, sm_answer *a) {
   json_object *o = NULL, *rows = NULL, *cols = NULL;
   sm_error err = SM_ERROR_INIT;
   if (sm_server_json_object(r->body, r->body_len, &o, &err) != 0 ||
-      !json_object_object_get_ex(o, "rows", &rows) || !json_object_object_get_ex(o, "cols", &cols) ||
-      !json_object_is_type(rows, json_type_int) || !json_object_is_type(cols, json_type_int) ||
-      json_object_get_int64(rows) < 1 || json_object_get_int64(cols) < 1 ||
-      json_object_get_int64(rows) > SM_TTY_DIM_MAX || json_object_get_int64(cols) > SM_TTY_DIM_MAX) {
+      !json_object_object_get_ex(o, "rows", &rows) ||
+      !json_object_object_get_ex(o, "cols", &cols) || !json_object_is_type(rows, json_type_int) ||
+      !json_object_is_type(cols, json_type_int) || json_object_get_int64(rows) < 1 ||
+      json_object_get_int64(cols) < 1 || json_object_get_int64(rows) > SM_TTY_DIM_MAX ||
+      json_object_get_int64(cols) > SM_TTY_DIM_MAX) {
     json_object_put(o);
     sm_answer_error(a, 400, "policy", "give {\"rows\": 1..%d, \"cols\": 1..%d}", SM_TTY_DIM_MAX,
                     SM_TTY_DIM_MAX);
@@ -446,23 +448,31 @@ void server_terminal_job(void *arg) {
   server_terminal_req *r = arg;
   sm_answer a = {0, NULL};
   switch (r->op) {
-    case OP_CREATE: do_create(r, &a); break;
-    case OP_LIST:
-      a.status = 200;
-      a.body = server_terminals_list(r->srv->terminals, r->list_worker);
-      break;
-    case OP_GET:
-      a.status = 200;
-      a.body = server_terminal_json(r->t);
-      break;
-    case OP_SCREEN: do_screen(r, &a); break;
-    case OP_INPUT: do_input(r, &a); break;
-    case OP_RESIZE: do_resize(r, &a); break;
-    case OP_DELETE:
-      sm_log(SM_LOG_INFO, "terminal %.8s...: killed by request", server_terminal_id(r->t));
-      a.status = 200;
-      a.body = server_terminal_kill(r->srv->terminals, r->t, KILL_WAIT_S);
-      break;
+  case OP_CREATE:
+    do_create(r, &a);
+    break;
+  case OP_LIST:
+    a.status = 200;
+    a.body = server_terminals_list(r->srv->terminals, r->list_worker);
+    break;
+  case OP_GET:
+    a.status = 200;
+    a.body = server_terminal_json(r->t);
+    break;
+  case OP_SCREEN:
+    do_screen(r, &a);
+    break;
+  case OP_INPUT:
+    do_input(r, &a);
+    break;
+  case OP_RESIZE:
+    do_resize(r, &a);
+    break;
+  case OP_DELETE:
+    sm_log(SM_LOG_INFO, "terminal %.8s...: killed by request", server_terminal_id(r->t));
+    a.status = 200;
+    a.body = server_terminal_kill(r->srv->terminals, r->t, KILL_WAIT_S);
+    break;
   }
   sm_stream_finish(r->stream, 0, sm_stream_begun(r->stream) ? NULL : &a);
   if (a.body) json_object_put(a.body);

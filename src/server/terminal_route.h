@@ -21,8 +21,7 @@ int server_terminal_route_match(const char *url);
  * (400, 404, 405 with *allow set). */
 server_terminal_req *server_terminal_req_new(sm_server *srv, struct MHD_Connection *conn,
                                              const char *url, const char *method, int control,
-                                             const char *token, const char **allow,
-                                             sm_answer *a);
+                                             const char *token, const char **allow, sm_answer *a);
 /* An attach: 1 when the request is a WebSocket handshake, then *u (run it
  * with server_ws_upgrade_response and accept) or *a (a refusal: 400, 426).
  * 0: an ordinary request. */

@@ -27,7 +27,8 @@ int server_ws_accept(const char *key, char out[SERVER_WS_ACCEPT_LEN + 1]) {
   memcpy(buf + SERVER_WS_KEY_LEN, WS_GUID, sizeof WS_GUID);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int dlen = 0;
-  if (EVP_Digest(buf, SERVER_WS_KEY_LEN + sizeof WS_GUID - 1, digest, &dlen, EVP_sha1(), NULL) != 1 ||
+  if (EVP_Digest(buf, SERVER_WS_KEY_LEN + sizeof WS_GUID - 1, digest, &dlen, EVP_sha1(), NULL) !=
+          1 ||
       dlen != 20)
     return -1;
   unsigned char enc[SERVER_WS_ACCEPT_LEN + 4];
@@ -37,8 +38,8 @@ int server_ws_accept(const char *key, char out[SERVER_WS_ACCEPT_LEN + 1]) {
   return 0;
 }
 
-size_t server_ws_header(unsigned char out[SERVER_WS_HEADER_MAX], int fin, int opcode,
-                        uint64_t len, const unsigned char *mask) {
+size_t server_ws_header(unsigned char out[SERVER_WS_HEADER_MAX], int fin, int opcode, uint64_t len,
+                        const unsigned char *mask) {
   size_t n = 0;
   out[n++] = (unsigned char)((fin ? 0x80 : 0) | (opcode & 0x0f));
   unsigned char m = mask ? 0x80 : 0;
@@ -233,8 +234,7 @@ static int frame_done(server_ws_reader *r) {
 static size_t take_payload(server_ws_reader *r, const unsigned char *data, size_t len) {
   uint64_t left = r->len - r->got;
   size_t n = left < len ? (size_t)left : len;
-  unsigned char *dst =
-      is_control(r->opcode) ? r->control + r->got : r->msg + r->msg_len;
+  unsigned char *dst = is_control(r->opcode) ? r->control + r->got : r->msg + r->msg_len;
   memcpy(dst, data, n);
   if (r->masked) server_ws_mask(dst, n, r->mask, r->got);
   if (!is_control(r->opcode)) r->msg_len += n;

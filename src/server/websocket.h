@@ -57,8 +57,8 @@ int server_ws_accept(const char *key, char out[SERVER_WS_ACCEPT_LEN + 1]);
  * unmasked (server to client); else the 4 mask bytes are written after
  * the length, and the payload must be masked with them
  * (server_ws_mask). */
-size_t server_ws_header(unsigned char out[SERVER_WS_HEADER_MAX], int fin, int opcode,
-                        uint64_t len, const unsigned char *mask);
+size_t server_ws_header(unsigned char out[SERVER_WS_HEADER_MAX], int fin, int opcode, uint64_t len,
+                        const unsigned char *mask);
 /* XORs data with the mask, as if data started at byte offset of the
  * payload (masking is its own inverse). */
 void server_ws_mask(unsigned char *data, size_t len, const unsigned char mask[4], uint64_t offset);
@@ -79,9 +79,9 @@ int server_ws_utf8_valid(const unsigned char *data, size_t len);
 typedef int (*server_ws_message_fn)(void *ud, int opcode, const unsigned char *data, size_t len);
 
 typedef struct server_ws_reader {
-  int masked;          /* frames must be masked (1: the server side) or not (0) */
-  size_t max_frame;    /* payload of one frame */
-  size_t max_message;  /* a reassembled message */
+  int masked;         /* frames must be masked (1: the server side) or not (0) */
+  size_t max_frame;   /* payload of one frame */
+  size_t max_message; /* a reassembled message */
   server_ws_message_fn on_message;
   void *ud;
   /* the frame being read */
@@ -95,7 +95,7 @@ typedef struct server_ws_reader {
   int msg_opcode;
   unsigned char *msg;
   size_t msg_len, msg_cap;
-  int failed;          /* the close code of the first error; the reader stays failed */
+  int failed; /* the close code of the first error; the reader stays failed */
 } server_ws_reader;
 
 void server_ws_reader_init(server_ws_reader *r, int masked, size_t max_frame, size_t max_message,

@@ -28,21 +28,21 @@
 
 struct server_ws_conn {
   server_ws_group *g;
-  server_ws_conn *next;      /* in g's list, under g->mu */
+  server_ws_conn *next; /* in g's list, under g->mu */
   int fd, wake;
   server_ws_limits lim;
   server_ws_handler h;
   void (*release)(void *);
   void *release_ud;
-  server_ws_reader reader;   /* the connection's thread only */
-  double last_heard;         /* the thread only */
-  int ping_sent;             /* the thread only */
-  int peer_code;             /* the thread only: the peer's close code, 0 before */
-  pthread_mutex_t mu;        /* guards what follows */
+  server_ws_reader reader; /* the connection's thread only */
+  double last_heard;       /* the thread only */
+  int ping_sent;           /* the thread only */
+  int peer_code;           /* the thread only: the peer's close code, 0 before */
+  pthread_mutex_t mu;      /* guards what follows */
   int refs;
   unsigned char *out;
   size_t out_off, out_len, out_cap;
-  int close_sent;            /* our close frame is queued: nothing else may follow */
+  int close_sent; /* our close frame is queued: nothing else may follow */
   double close_deadline;
   int ended;
 };
@@ -99,7 +99,8 @@ static int group_wait(server_ws_group *g, int wait_ms) {
 void server_ws_group_close_all(server_ws_group *g, int wait_ms) {
   if (g == NULL) return;
   pthread_mutex_lock(&g->mu);
-  for (server_ws_conn *c = g->list; c; c = c->next) server_ws_close(c, SERVER_WS_GOING_AWAY, "the runner is stopping");
+  for (server_ws_conn *c = g->list; c; c = c->next)
+    server_ws_close(c, SERVER_WS_GOING_AWAY, "the runner is stopping");
   pthread_mutex_unlock(&g->mu);
   if (group_wait(g, wait_ms)) return;
   /* Peers that do not answer: their sockets end now. */
@@ -172,7 +173,8 @@ static int queue_frame(server_ws_conn *c, int opcode, const void *data, size_t l
  * when the socket is broken (the connection's thread ends it). */
 static int write_out(server_ws_conn *c) {
   while (c->out_off < c->out_len) {
-    ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n =
+        send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return 0;
     if (n <= 0) return -1;
@@ -230,31 +232,31 @@ void server_ws_close(server_ws_conn *c, int code, const char *reason) {
 static int on_frame(void *ud, int opcode, const unsigned char *data, size_t len) {
   server_ws_conn *c = ud;
   switch (opcode) {
-    case SERVER_WS_PING:
-      pthread_mutex_lock(&c->mu);
-      if (!c->close_sent) queue_frame(c, SERVER_WS_PONG, data, len);
-      pthread_mutex_unlock(&c->mu);
-      return 0;
-    case SERVER_WS_PONG:
-      c->ping_sent = 0;
-      return 0;
-    case SERVER_WS_CLOSE: {
-      int code = server_ws_close_code(data, len);
-      c->peer_code = code > 0 ? code : SERVER_WS_PROTOCOL_ERROR;
-      pthread_mutex_lock(&c->mu);
-      queue_close(c, code == SERVER_WS_NO_STATUS ? SERVER_WS_NORMAL : code, NULL);
-      pthread_mutex_unlock(&c->mu);
-      return -1; /* nothing the peer sends after its close counts */
-    }
-    default: {
-      pthread_mutex_lock(&c->mu);
-      int closing = c->close_sent;
-      pthread_mutex_unlock(&c->mu);
-      if (closing) return 0;
-      int rc = c->h.on_message ? c->h.on_message(c->h.ud, c, opcode, data, len) : 0;
-      if (rc > 0) server_ws_close(c, rc, NULL);
-      return 0;
-    }
+  case SERVER_WS_PING:
+    pthread_mutex_lock(&c->mu);
+    if (!c->close_sent) queue_frame(c, SERVER_WS_PONG, data, len);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+  case SERVER_WS_PONG:
+    c->ping_sent = 0;
+    return 0;
+  case SERVER_WS_CLOSE: {
+    int code = server_ws_close_code(data, len);
+    c->peer_code = code > 0 ? code : SERVER_WS_PROTOCOL_ERROR;
+    pthread_mutex_lock(&c->mu);
+    queue_close(c, code == SERVER_WS_NO_STATUS ? SERVER_WS_NORMAL : code, NULL);
+    pthread_mutex_unlock(&c->mu);
+    return -1; /* nothing the peer sends after its close counts */
+  }
+  default: {
+    pthread_mutex_lock(&c->mu);
+    int closing = c->close_sent;
+    pthread_mutex_unlock(&c->mu);
+    if (closing) return 0;
+    int rc = c->h.on_message ? c->h.on_message(c->h.ud, c, opcode, data, len) : 0;
+    if (rc > 0) server_ws_close(c, rc, NULL);
+    return 0;
+  }
   }
 }
 
@@ -303,7 +305,8 @@ static int step(server_ws_conn *c) {
   if (close_sent && !want_write && c->peer_code) return 1; /* the handshake is done */
   if (close_sent && now >= deadline) return 1;
   if (!close_sent && keepalive(c, now)) return 1;
-  double until = close_sent ? deadline : c->last_heard + c->lim.ping_ms * (c->ping_sent ? 2.0 : 1.0);
+  double until =
+      close_sent ? deadline : c->last_heard + c->lim.ping_ms * (c->ping_sent ? 2.0 : 1.0);
   int timeout = until - now > 0 ? (int)(until - now) + 1 : 0;
   struct pollfd p[2] = {{c->fd, (short)(POLLIN | (want_write ? POLLOUT : 0)), 0},
                         {c->wake, POLLIN, 0}};
@@ -410,9 +413,7 @@ int server_ws_conn_start(server_ws_group *g, int fd, const char *extra, size_t e
 
 /* ---- libmicrohttpd's upgrade ---- */
 
-static void release_urh(void *urh) {
-  MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-}
+static void release_urh(void *urh) { MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE); }
 
 static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra,
                        size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {

@@ -23,10 +23,10 @@ typedef struct server_ws_conn server_ws_conn;
 typedef struct server_ws_group server_ws_group;
 
 typedef struct server_ws_limits {
-  size_t max_frame;     /* one frame's payload from the peer; 0: 1 MiB */
-  size_t max_message;   /* a reassembled message from the peer; 0: 1 MiB */
-  size_t max_queued;    /* bytes waiting to go to the peer; 0: 8 MiB */
-  int ping_ms;          /* a ping when the peer was silent this long; 0: 30 s */
+  size_t max_frame;   /* one frame's payload from the peer; 0: 1 MiB */
+  size_t max_message; /* a reassembled message from the peer; 0: 1 MiB */
+  size_t max_queued;  /* bytes waiting to go to the peer; 0: 8 MiB */
+  int ping_ms;        /* a ping when the peer was silent this long; 0: 30 s */
 } server_ws_limits;
 
 /* What a route does with a connection. Every callback runs on the
@@ -36,8 +36,7 @@ typedef struct server_ws_handler {
   void (*on_open)(void *ud, server_ws_conn *c);
   /* A whole text or binary message. Non-zero: the connection is closed
    * with that code (1003, 1008...). */
-  int (*on_message)(void *ud, server_ws_conn *c, int opcode, const unsigned char *data,
-                    size_t len);
+  int (*on_message)(void *ud, server_ws_conn *c, int opcode, const unsigned char *data, size_t len);
   /* Once, when the connection is over (code: the peer's, or why it ended:
    * 1006 without a close frame). Sends fail from then on. */
   void (*on_close)(void *ud, server_ws_conn *c, int code);

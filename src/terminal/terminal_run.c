@@ -30,7 +30,7 @@ struct terminal_run {
   char error[512];
   unsigned rows, cols;
   terminal_screen *screen;
-  double changed_at;   /* monotonic ms: the screen's last change */
+  double changed_at; /* monotonic ms: the screen's last change */
   sm_buf answers;
 };
 

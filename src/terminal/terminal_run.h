@@ -48,8 +48,7 @@ typedef struct terminal_run_hooks {
  * output and cancel flag, no time limit and no host-tool route; then the
  * thread starts. NULL with err when it cannot. */
 terminal_run *terminal_run_start(sm_run_request *req, unsigned rows, unsigned cols,
-                                 size_t scrollback, const terminal_run_hooks *hooks,
-                                 sm_error *err);
+                                 size_t scrollback, const terminal_run_hooks *hooks, sm_error *err);
 /* Ends the program if it runs and waits for the thread; then frees. Never
  * from a hook. */
 void terminal_run_free(terminal_run *t);

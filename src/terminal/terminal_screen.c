@@ -18,8 +18,8 @@ struct terminal_screen {
   unsigned rows, cols;
   int cursor_visible, alt_screen;
   char title[256];
-  VTermScreenCell *row;     /* one row's cells, read at a time */
-  sm_buf *answers;          /* during a feed only */
+  VTermScreenCell *row; /* one row's cells, read at a time */
+  sm_buf *answers;      /* during a feed only */
   /* the scrollback: a ring of lines, oldest at head */
   char **sb;
   size_t sb_cap, sb_head, sb_n, sb_bytes, sb_max;
@@ -270,7 +270,8 @@ json_object *terminal_screen_json(terminal_screen *s, size_t scrollback) {
   json_object_object_add(o, "cursor", c);
   json_object_object_add(o, "alt_screen", json_object_new_boolean(s->alt_screen));
   json_object_object_add(o, "title", json_object_new_string(s->title));
-  json_object_object_add(o, "text", json_object_new_string_len(text.data ? text.data : "", (int)text.len));
+  json_object_object_add(o, "text",
+                         json_object_new_string_len(text.data ? text.data : "", (int)text.len));
   json_object_object_add(o, "lines", lines);
   sm_buf_dispose(&text);
   if (scrollback > 0) {
@@ -349,7 +350,8 @@ int terminal_screen_redraw(terminal_screen *s, sm_buf *out) {
   VTermScreenCell pen;
   memset(&pen, 0, sizeof pen);
   int have_pen = 0;
-  for (unsigned r = 0; r < s->rows && rc == 0; r++) rc = redraw_row(s, (int)r, out, &pen, &have_pen);
+  for (unsigned r = 0; r < s->rows && rc == 0; r++)
+    rc = redraw_row(s, (int)r, out, &pen, &have_pen);
   VTermPos cur;
   vterm_state_get_cursorpos(vterm_obtain_state(s->vt), &cur);
   if (rc == 0)

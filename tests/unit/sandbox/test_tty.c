@@ -121,10 +121,14 @@ static void test_run_refuses(void **state) {
   struct {
     const char *what;
     int rc;
-  } cases[] = {{"leased credentials", SM_EPOLICY}, {"host-tool route", SM_EPOLICY},
-               {"per_tool", SM_EINVAL},           {"stdin", SM_EINVAL},
-               {"workspace", SM_EINVAL},          {"helper", SM_EINVAL},
-               {"relative cwd", SM_EINVAL},       {"existing per_tool", SM_EINVAL}};
+  } cases[] = {{"leased credentials", SM_EPOLICY},
+               {"host-tool route", SM_EPOLICY},
+               {"per_tool", SM_EINVAL},
+               {"stdin", SM_EINVAL},
+               {"workspace", SM_EINVAL},
+               {"helper", SM_EINVAL},
+               {"relative cwd", SM_EINVAL},
+               {"existing per_tool", SM_EINVAL}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sm_run_request req;
     sm_run_request_init(&req);
@@ -134,14 +138,30 @@ static void test_run_refuses(void **state) {
     req.argc = 1;
     req.tty = t;
     switch (i) {
-      case 0: req.secret_env = secret, req.n_secret_env = 1; break;
-      case 1: req.host_route = &route; break;
-      case 2: req.settings.mode = SM_MODE_PER_TOOL; break;
-      case 3: req.stdin_read = no_input; break;
-      case 4: req.workspace = "/tmp"; break;
-      case 5: req.helper = 1; break;
-      case 6: req.cwd = "workspace"; break;
-      case 7: req.tty = NULL, req.existing = 1, req.settings.mode = SM_MODE_PER_TOOL; break;
+    case 0:
+      req.secret_env = secret, req.n_secret_env = 1;
+      break;
+    case 1:
+      req.host_route = &route;
+      break;
+    case 2:
+      req.settings.mode = SM_MODE_PER_TOOL;
+      break;
+    case 3:
+      req.stdin_read = no_input;
+      break;
+    case 4:
+      req.workspace = "/tmp";
+      break;
+    case 5:
+      req.helper = 1;
+      break;
+    case 6:
+      req.cwd = "workspace";
+      break;
+    case 7:
+      req.tty = NULL, req.existing = 1, req.settings.mode = SM_MODE_PER_TOOL;
+      break;
     }
     sm_run_result res;
     sm_error e = SM_ERROR_INIT;

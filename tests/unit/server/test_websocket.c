@@ -77,10 +77,10 @@ static void test_accept_value(void **state) {
   /* RFC 6455 section 1.3's example. */
   assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZQ==", out), 0);
   assert_string_equal(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
-  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZQ=", out), -1);   /* too short */
-  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZQ=x", out), -1);  /* no padding */
-  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25j*Q==", out), -1);  /* not base64 */
-  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZR==", out), -1);  /* 17 bits set */
+  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZQ=", out), -1);  /* too short */
+  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZQ=x", out), -1); /* no padding */
+  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25j*Q==", out), -1); /* not base64 */
+  assert_int_equal(server_ws_accept("dGhlIHNhbXBsZSBub25jZR==", out), -1); /* 17 bits set */
   assert_int_equal(server_ws_accept(NULL, out), -1);
 }
 
@@ -115,7 +115,8 @@ static void test_masking_is_its_own_inverse(void **state) {
 static void test_utf8(void **state) {
   (void)state;
   assert_true(server_ws_utf8_valid((const unsigned char *)"plain", 5));
-  assert_true(server_ws_utf8_valid((const unsigned char *)"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9));
+  assert_true(
+      server_ws_utf8_valid((const unsigned char *)"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9));
   assert_false(server_ws_utf8_valid((const unsigned char *)"\xc0\xaf", 2));         /* overlong */
   assert_false(server_ws_utf8_valid((const unsigned char *)"\xed\xa0\x80", 3));     /* surrogate */
   assert_false(server_ws_utf8_valid((const unsigned char *)"\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
@@ -161,8 +162,8 @@ static void test_long_lengths(void **state) {
   static unsigned char big[70000];
   memset(big, 'z', sizeof big);
   b.len = 0;
-  put_frame(&b, 1, SERVER_WS_BINARY, big, 300, 1);      /* 16-bit length */
-  put_frame(&b, 1, SERVER_WS_BINARY, big, 70000, 1);    /* 64-bit length */
+  put_frame(&b, 1, SERVER_WS_BINARY, big, 300, 1);   /* 16-bit length */
+  put_frame(&b, 1, SERVER_WS_BINARY, big, 70000, 1); /* 64-bit length */
   static got g;
   assert_int_equal(feed(&b, 1, 100000, 100000, &g), 0);
   assert_int_equal(g.n, 2);
@@ -286,7 +287,7 @@ typedef struct peer {
   int n_msgs;
   int last_opcode;
   size_t last_len;
-  int echo;             /* send each message back */
+  int echo; /* send each message back */
   server_ws_conn *conn;
 } peer;
 
@@ -299,7 +300,8 @@ static void p_open(void *ud, server_ws_conn *c) {
   pthread_mutex_unlock(&p->mu);
 }
 
-static int p_message(void *ud, server_ws_conn *c, int opcode, const unsigned char *data, size_t len) {
+static int p_message(void *ud, server_ws_conn *c, int opcode, const unsigned char *data,
+                     size_t len) {
   peer *p = ud;
   pthread_mutex_lock(&p->mu);
   p->n_msgs++;
@@ -399,7 +401,9 @@ static void test_conn_echo_ping_and_close(void **state) {
   static bytes first;
   first.len = 0;
   put_frame(&first, 1, SERVER_WS_BINARY, "early", 5, 1);
-  assert_int_equal(server_ws_conn_start(g, sv[0], (const char *)first.p, first.len, NULL, &h, NULL, NULL), 0);
+  assert_int_equal(server_ws_conn_start(g, sv[0], (const char *)first.p, first.len, NULL, &h, NULL,
+                                        NULL),
+                   0);
   wait_flag(&p, &p.opened);
   int op;
   unsigned char data[256];

@@ -53,7 +53,8 @@ static void test_text_and_cursor(void **state) {
 static void test_redraw_reproduces_the_screen(void **state) {
   (void)state;
   terminal_screen *a = terminal_screen_new(6, 30, 0), *b = terminal_screen_new(6, 30, 0);
-  feed(a, "line one\r\n\033[7mreverse\033[0m and \033[38;5;200mcolour\033[0m\r\n\033[?25l  indented");
+  feed(a,
+       "line one\r\n\033[7mreverse\033[0m and \033[38;5;200mcolour\033[0m\r\n\033[?25l  indented");
   sm_buf r;
   sm_buf_init(&r, 1 << 20);
   assert_int_equal(terminal_screen_redraw(a, &r), 0);
@@ -104,10 +105,12 @@ static void test_scrollback_cap(void **state) {
   assert_true(json_object_object_get_ex(o, "scrollback", &sb));
   size_t n = json_object_array_length(sb), bytes = 0;
   assert_true(n > 0);
-  for (size_t i = 0; i < n; i++) bytes += strlen(json_object_get_string(json_object_array_get_idx(sb, i))) + 1;
+  for (size_t i = 0; i < n; i++)
+    bytes += strlen(json_object_get_string(json_object_array_get_idx(sb, i))) + 1;
   assert_true(bytes <= 100);
   /* The newest line that left the screen is the last one kept. */
-  assert_string_equal(json_object_get_string(json_object_array_get_idx(sb, n - 1)), "line 47 with some text");
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(sb, n - 1)),
+                      "line 47 with some text");
   json_object_put(o);
   terminal_screen_free(s);
 }
