@@ -36,11 +36,13 @@ static int terminal_args(const cli_call *call, worker_args *a) {
   const char *grace = cli_str(call, "terminal-grace");
   if (grace && (sm_parse_duration(grace, &a->terminal_grace, &err) != 0 || a->terminal_grace <= 0))
     return cli_usage_error(call->cmd, 0,
-                           "--terminal-grace: takes a duration such as 30s or 10m, not '%s'", grace);
+                           "--terminal-grace: takes a duration such as 30s or 10m, not '%s'",
+                           grace);
   if (cli_str(call, "terminals-per-sandbox") &&
       sm_parse_int(cli_str(call, "terminals-per-sandbox"), 1, 256, &v, &err) == 0)
     a->terminals_per_sandbox = (unsigned)v;
-  if (cli_str(call, "max-terminals") && sm_parse_int(cli_str(call, "max-terminals"), 1, 1024, &v, &err) == 0)
+  if (cli_str(call, "max-terminals") &&
+      sm_parse_int(cli_str(call, "max-terminals"), 1, 1024, &v, &err) == 0)
     a->max_terminals = (unsigned)v;
   const char *sb = cli_str(call, "terminal-scrollback");
   if (sb) {

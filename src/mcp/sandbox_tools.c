@@ -493,10 +493,12 @@ static int terminal_prepare(void *ud, volatile int *cancel, sm_run_request *req,
   return prepare(ud, "terminal", cancel, req, out);
 }
 
-static int tool_terminal_open(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+static int tool_terminal_open(tools *t, json_object *args, volatile int *cancel,
+                              sm_mcp_result *out) {
   return mcp_terminal_open(t->terminals, args, cancel, out);
 }
-static int tool_terminal_send(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+static int tool_terminal_send(tools *t, json_object *args, volatile int *cancel,
+                              sm_mcp_result *out) {
   return mcp_terminal_send(t->terminals, args, cancel, out);
 }
 static int tool_terminal_screen(tools *t, json_object *args, volatile int *cancel,
@@ -583,8 +585,8 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
        "this session.",
        schema_execute, out_execute, exec_hints},
       {"read_file", "Read a file",
-       "Reads a text file of the sandbox's workspace (lines offset to offset+limit).",
-       schema_read, NULL, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+       "Reads a text file of the sandbox's workspace (lines offset to offset+limit).", schema_read,
+       NULL, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
       {"write_file", "Write a file",
        "Writes a whole file in the sandbox's workspace (made with its folders if missing, "
        "replaced if there).",

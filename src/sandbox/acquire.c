@@ -269,8 +269,8 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
   if (rc == SM_ENOTFOUND && req->sandbox)
     return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s (removed since?)", sb->name);
   if (rc == SM_ENOTFOUND && req->existing)
-    return sm_error_set(err, SM_ENOTFOUND, "no sandbox %s: it is made by a call (sandman run) first",
-                        sb->name);
+    return sm_error_set(err, SM_ENOTFOUND,
+                        "no sandbox %s: it is made by a call (sandman run) first", sb->name);
   if (rc == SM_ENOTFOUND) rc = 0;
   else if (rc) return sm_error_wrap(err, "looking up sandbox %s", sb->name);
   else rc = keyed_found(ctx, e, req, sb, insp, &excl, err);

@@ -555,9 +555,8 @@ void sm_agent_feed_dispose(sm_agent_feed *f) {
 
 /* The call frame (SM_FRAME_TTY with a size when rows is not 0). */
 static int start_call(sm_agent_session *s, sm_agent_feed *f, unsigned rows, unsigned cols,
-                      const char *cwd, const char *const *argv, size_t argc,
-                      const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
-                      sm_error *err) {
+                      const char *cwd, const char *const *argv, size_t argc, const char *const *env,
+                      size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
   s->call_id++;
   s->out = out;
   s->out_ud = out_ud;
@@ -589,9 +588,9 @@ static int start_call(sm_agent_session *s, sm_agent_feed *f, unsigned rows, unsi
   return 0;
 }
 
-int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd,
-                   const char *const *argv, size_t argc, const char *const *env, size_t envc,
-                   sm_output_fn out, void *out_ud, sm_error *err) {
+int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd, const char *const *argv,
+                   size_t argc, const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
+                   sm_error *err) {
   return start_call(s, f, 0, 0, cwd, argv, argc, env, envc, out, out_ud, err);
 }
 
@@ -629,9 +628,8 @@ static void tty_frames(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, int s
   if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
 }
 
-int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty,
-                            const int *started, double deadline_ms, volatile int *cancel,
-                            sm_error *err) {
+int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const int *started,
+                            double deadline_ms, volatile int *cancel, sm_error *err) {
   for (;;) {
     if (s->exited || s->failed) return 0;
     if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");

@@ -235,7 +235,8 @@ static int call_exec_path(call *c, sm_error *err) {
     /* A terminal holds a session of its own for its whole life. */
     int rc = sandbox_agent_open(c->ctx->agents, c->e, sb->id, sb->user, &c->t.agent, err);
     if (rc == 0) c->t.agents = c->ctx->agents;
-    else if (!gone(c, rc)) sm_error_wrap(err, "opening sandman's agent for a terminal in %s", sb->name);
+    else if (!gone(c, rc))
+      sm_error_wrap(err, "opening sandman's agent for a terminal in %s", sb->name);
     return rc;
   }
   if (!leased) return take_agent(c->ctx, c->e, sb, c->req, c->sync, &c->t, err);

@@ -285,8 +285,8 @@ static int agent_start(const sm_exec_target *t, const sm_run_request *req, const
   const char *const *ev = (const char *const *)env->v;
   int rc = sm_agent_feed_init(f, req->tty ? NULL : req->stdin_read, req->stdin_ud, err);
   if (rc == 0 && req->tty)
-    rc = sandbox_agent_start_tty(s, f, req->tty, cwd, argv, argc, ev, env->n,
-                                 sm_call_watch_output, w, err);
+    rc = sandbox_agent_start_tty(s, f, req->tty, cwd, argv, argc, ev, env->n, sm_call_watch_output,
+                                 w, err);
   else if (rc == 0)
     rc = sm_agent_start(s, f, cwd, argv, argc, ev, env->n, sm_call_watch_output, w, err);
   free(argv);
@@ -295,8 +295,7 @@ static int agent_start(const sm_exec_target *t, const sm_run_request *req, const
 }
 
 static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                      sm_call_watch *w, const int *started, sm_exec_outcome *out,
-                      sm_error *err) {
+                      sm_call_watch *w, const int *started, sm_exec_outcome *out, sm_error *err) {
   sm_agent_session *s = t->agent;
   sm_agent_feed f;
   int rc = agent_start(t, req, env, w, &f, err);
@@ -304,8 +303,7 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
   if (rc == 0 && req->tty)
     rc = sandbox_agent_drive_tty(s, &f, req->tty, started, deadline, req->cancel, err);
-  else if (rc == 0)
-    rc = sm_agent_drive(s, &f, deadline, req->cancel, err);
+  else if (rc == 0) rc = sm_agent_drive(s, &f, deadline, req->cancel, err);
   out->duration_ms = sm_monotonic_ms() - t0;
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
@@ -376,7 +374,8 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   json_object_object_add(cfg, "Cmd", cmd);
   json_object_object_add(cfg, "Env", sm_json_strings((const char *const *)env->v, env->n));
   if (t->user) json_object_object_add(cfg, "User", json_object_new_string(t->user));
-  json_object_object_add(cfg, "WorkingDir", json_object_new_string(req->cwd ? req->cwd : "/workspace"));
+  json_object_object_add(cfg, "WorkingDir",
+                         json_object_new_string(req->cwd ? req->cwd : "/workspace"));
   json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(req->stdin_read != NULL));
   json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
   json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));

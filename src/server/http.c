@@ -67,10 +67,10 @@ typedef enum {
   R_TERMINALS,
 } route_id;
 
-static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
-                                          "handles", "sandboxes", "reap", "metrics",
-                                          "files", "mcp", "audit", "approvals", "sandbox",
-                                          "terminals"};
+static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
+                                          "leases",    "handles", "sandboxes", "reap",
+                                          "metrics",   "files",   "mcp",       "audit",
+                                          "approvals", "sandbox", "terminals"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -118,8 +118,8 @@ typedef struct req_ctx {
   char files_name[16];  /* the route's last segment */
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
-  server_terminal_req *term;   /* until its job takes it (terminal_route.c) */
-  server_ws_upgrade *upgrade;  /* a WebSocket's 101 answer (websocket_conn.c) */
+  server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
+  server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
 
 /* ---- answers ---- */
@@ -563,8 +563,8 @@ static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const cha
 /* After the token: a terminals request (terminal_route.c); an attach is
  * answered now. */
 static enum MHD_Result terminals_start(req_ctx *c, const char *url, const char *method) {
-  c->term = server_terminal_req_new(c->srv, c->conn, url, method, c->auth == AUTH_CONTROL,
-                                    c->token, &c->allow, &c->answer);
+  c->term = server_terminal_req_new(c->srv, c->conn, url, method, c->auth == AUTH_CONTROL, c->token,
+                                    &c->allow, &c->answer);
   if (c->term == NULL) return decide_answer(c);
   server_ws_upgrade *u = NULL;
   char accept[SERVER_WS_ACCEPT_LEN + 1];
@@ -637,8 +637,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
                     c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
-                    c->route == R_SANDBOXES || c->route == R_SANDBOX ||
-                    c->route == R_TERMINALS;
+                    c->route == R_SANDBOXES || c->route == R_SANDBOX || c->route == R_TERMINALS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -877,8 +876,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 int sm_http_start(sm_server *srv, sm_error *err) {
   /* libmicrohttpd never accepts: the gate hands it complete heads. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET |
-                   MHD_ALLOW_UPGRADE;
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_UPGRADE;
   /* The logger first: libmicrohttpd prints what comes before it itself. */
   srv->mhd = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,

@@ -796,17 +796,25 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(test_output_and_exit_code),     T(test_five_megabytes_through_cat),
-      T(test_exec_and_chdir_failures),  T(test_environment),
-      T(test_child_starts_clean),       T(test_killed_by_signal),
+      T(test_output_and_exit_code),
+      T(test_five_megabytes_through_cat),
+      T(test_exec_and_chdir_failures),
+      T(test_environment),
+      T(test_child_starts_clean),
+      T(test_killed_by_signal),
       T(test_background_processes),
-      T(test_stale_stdin_ignored),      T(test_many_calls_leak_nothing),
+      T(test_stale_stdin_ignored),
+      T(test_many_calls_leak_nothing),
       cmocka_unit_test_setup_teardown(test_out_of_fds_fails_the_call, setup_few_fds, teardown),
-      T(test_protocol_error_exits_2),   T(test_unknown_type_exits_2),
-      T(test_call_during_call_exits_2), T(test_close_while_idle_exits_0),
+      T(test_protocol_error_exits_2),
+      T(test_unknown_type_exits_2),
+      T(test_call_during_call_exits_2),
+      T(test_close_while_idle_exits_0),
       T(test_close_during_call_kills_group),
-      T(test_tty_size_resize_and_input), T(test_tty_ctrl_c_interrupts),
-      T(test_resize_without_tty_ignored), T(test_tty_bad_size_exits_2),
+      T(test_tty_size_resize_and_input),
+      T(test_tty_ctrl_c_interrupts),
+      T(test_resize_without_tty_ignored),
+      T(test_tty_bad_size_exits_2),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
