@@ -211,8 +211,11 @@ class Client:
 
     # ---- routes ----
 
-    def healthz(self):
+    def health(self):
+        """GET /healthz (no token needed)."""
         return self._call("GET", "/healthz", auth=False)
+
+    healthz = health  # the earlier name, kept
 
     def execute(self, argv=None, command=None, **kw):
         """Runs one tool call: the `sandman run --json` object, plus "handle"
@@ -284,9 +287,11 @@ class Client:
         """State and output so far of a background call."""
         return self._call("GET", "/v1/handles/" + handle_id)
 
-    def kill(self, handle_id):
+    def kill_handle(self, handle_id):
         """Kills a background call (if still running) and forgets its handle."""
         return self._call("DELETE", "/v1/handles/" + handle_id)
+
+    kill = kill_handle  # the earlier name, kept
 
     def sandboxes(self, all=False):
         return self._call("GET", "/v1/sandboxes" + ("?all=1" if all else ""))
@@ -413,6 +418,10 @@ class Files:
         out = bytearray()
         self.read_to(key, path, out.extend, offset, length)
         return bytes(out)
+
+    def read_text(self, key, path, offset=None, length=None, encoding="utf-8"):
+        """The file decoded as text (as the TypeScript client's readText)."""
+        return self.read(key, path, offset, length).decode(encoding)
 
     def read_to(self, key, path, write, offset=None, length=None, chunk=1024 * 1024):
         """Streams the file to write(bytes) (never whole in memory): its size."""
@@ -741,3 +750,10 @@ class TerminalConnection:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# The TypeScript client's name for the same class: both clients name the
+# same operations alike (health, execute, execute_stream / executeStream,
+# create_lease, handle, kill_handle, sandboxes, reap, metrics, files.*,
+# terminals.*).
+SandmanClient = Client

@@ -42,6 +42,7 @@ static int parse_args(const cli_call *call, mcp_ctx *c, int *keep, const char **
   c->project = cli_str(call, "project");
   const char *sync;
   int rc = cli_add_list(call, "exclude", &c->flags.excludes, 0);
+  if (cli_has(call, "copy-env-files")) c->flags.copy_env_files = "true";
   if (rc == 0) rc = cli_workspace_flags(call, 0, &c->workspace, &sync);
   if (rc) return rc;
   if (sync && sm_sync_mode_parse(sync, &c->sync, &err) != 0)

@@ -294,12 +294,22 @@ int cmd_sandbox_list(const cli_call *call) {
     sm_ops_sandbox blank;
     memset(&blank, 0, sizeof blank);
     json_object *probe = format ? sm_ops_sandbox_to_json(&blank) : NULL;
-    if (format && (probe == NULL || render_template(format, probe, NULL, bad, sizeof bad) != 0))
+    if (format && (probe == NULL || render_template(format, probe, NULL, bad, sizeof bad) != 0)) {
+      /* The fields named from the object itself, so the list cannot drift. */
+      char fields[512] = "";
+      size_t o = 0;
+      if (probe) {
+        json_object_object_foreach(probe, key, val) {
+          (void)val;
+          int n = snprintf(fields + o, sizeof fields - o, "%s%s", o ? ", " : "", key);
+          if (n < 0 || (size_t)n >= sizeof fields - o) break;
+          o += (size_t)n;
+        }
+      }
       rc = cli_usage_error(call->cmd, 0,
-                           "--format: unknown field '%s' (the fields of `sandbox list --json`: "
-                           "id, name, mode, project, run_id, worker_id, agent, image, status, "
-                           "created_at, last_used_at, busy, pool)",
-                           bad);
+                           "--format: unknown field '%s' (the fields of `sandbox list --json`: %s)",
+                           bad, fields);
+    }
     json_object_put(probe);
     for (size_t i = 0; i < list.n && rc == 0; i++) {
       if (quiet) {

@@ -26,7 +26,9 @@
    .help = "none | in | inout: workspace direction (default inout)"}
 #define FLAG_EXCLUDE \
   {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT, \
-   .help = "workspace paths not copied (repeatable)"}
+   .help = "workspace paths not copied (repeatable)"}, \
+  {.name = "copy-env-files", \
+   .help = "copy the workspace's .env and .env.* files too (left out by default)"}
 #define FLAGS_SANDBOX_LIMITS \
   {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge|allowlist", \
    .help = "none | bridge | allowlist (default none; allowlist: only egress.allow, through the egress proxy)"}, \
@@ -393,8 +395,11 @@ const cli_command cli_commands[] = {
      .summary = "remove idle sandboxes and those whose owner is gone",
      .description = "Removes this instance's sandboxes (container, volume, state files) "
                     "unused for longer than DURATION, those whose owner process is gone, "
-                    "exited ones and orphaned volumes. A busy sandbox (a call in flight) is "
-                    "never removed without --force. --dry-run changes nothing.",
+                    "exited ones and orphaned volumes. It covers the whole instance: every "
+                    "project's, run's, worker's and runner's sandboxes on this engine, not only "
+                    "those of your own calls (`sandbox rm` ends chosen ones). A busy sandbox (a "
+                    "call in flight) is never removed without --force. --dry-run changes "
+                    "nothing.",
      .max_args = 0},
     {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
      .summary = "remove sandboxes by id, name, run or worker",
@@ -441,8 +446,10 @@ const cli_command cli_commands[] = {
      .max_args = 0},
     {.name = "image", .summary = "build | load sandbox images"},
     {.name = "image build", .flags = image_build_flags, .fn = cmd_image_build, .args = "NAME|DIR",
-     .summary = "build an image from images/ through the engine, offline",
-     .description = "Builds a sandbox image through the engine's build endpoint, offline. "
+     .summary = "build an image from images/ through the engine, nothing pulled",
+     .description = "Builds a sandbox image through the engine's build endpoint; nothing is "
+                    "pulled from a registry (minimal and sandman need no network; the first "
+                    "build of general and dind downloads Debian packages with debootstrap). "
                     "NAME is a folder under images/: $SANDMAN_IMAGES_DIR/NAME, else "
                     "images/NAME in the current directory or a parent, else beside the "
                     "sandman binary (../images, ../share/sandman/images). DIR is a folder "

@@ -72,6 +72,7 @@ typedef enum {
   CS_EXCLUDES,
   CS_ENV_PASSTHROUGH,
   CS_PROTECT, /* workspace.protect (+ workspace.protect_add) */
+  CS_COPY_ENV_FILES, /* workspace.copy_env_files */
   CS_COUNT
 } cfg_setting;
 

@@ -53,6 +53,22 @@ const char mcp_terminal_schema_close[] =
     "\"terminal\":{\"type\":\"string\",\"description\":\"Which terminal\"}},"
     "\"required\":[\"terminal\"],\"additionalProperties\":false}";
 
+/* The screen as screen_result gives it (terminal_screen_json and the
+ * terminal's name and state). */
+const char mcp_terminal_out_screen[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"terminal\":{\"type\":\"string\",\"description\":\"The terminal's name\"},"
+    "\"state\":{\"type\":\"string\",\"enum\":[\"running\",\"exited\"]},"
+    "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+    "\"rows\":{\"type\":\"integer\"},\"cols\":{\"type\":\"integer\"},"
+    "\"cursor\":{\"type\":\"object\",\"properties\":{\"row\":{\"type\":\"integer\"},"
+    "\"col\":{\"type\":\"integer\"},\"visible\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"row\",\"col\"]},"
+    "\"alt_screen\":{\"type\":\"boolean\"},\"title\":{\"type\":\"string\"},"
+    "\"text\":{\"type\":\"string\",\"description\":\"The screen's text, line by line\"},"
+    "\"lines\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
+    "\"required\":[\"terminal\",\"state\",\"rows\",\"cols\",\"cursor\",\"text\",\"lines\"]}";
+
 typedef struct slot {
   struct slot *next;
   sm_runner *runner;

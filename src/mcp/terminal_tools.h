@@ -39,5 +39,7 @@ int mcp_terminal_close(mcp_terminals *ts, json_object *args, volatile int *cance
 /* The tools' input schemas. */
 extern const char mcp_terminal_schema_open[], mcp_terminal_schema_send[],
     mcp_terminal_schema_screen[], mcp_terminal_schema_close[];
+/* Their output schema: every tool answers with the screen. */
+extern const char mcp_terminal_out_screen[];
 
 #endif

@@ -30,8 +30,7 @@ static sm_runner *with_agent;
 static sm_runner *without_agent;
 
 static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_agent";
+  return itest_instance("test_agent");
 }
 
 static void cleanup(void) { itest_remove_instance(engine, instance()); }

@@ -21,8 +21,7 @@
 #include "unit/workspace/tarbuild.h"
 
 static const char *instance(void) {
-  const char *s = getenv("SANDMAN_INSTANCE");
-  return s && s[0] ? s : "default";
+  return itest_instance("test_workspace");
 }
 
 typedef struct box {

@@ -97,6 +97,11 @@ export class SandmanClient {
     return this.t.json<Health>({ method: "GET", path: "/healthz", ...opts });
   }
 
+  /** The Python client's earlier name of health(). */
+  healthz(opts: CallOptions = {}): Promise<Health> {
+    return this.health(opts);
+  }
+
   /** Runs one tool call and waits for its result. A tool that ran and failed is `ok: false`, not an error. */
   execute(req: ExecuteRequest, opts: CallOptions = {}): Promise<RunResult> {
     return this.t.json<RunResult>({
@@ -157,6 +162,11 @@ export class SandmanClient {
 
   killHandle(id: string, opts: CallOptions = {}): Promise<RunResult> {
     return this.t.json<RunResult>({ method: "DELETE", path: `/v1/handles/${encodeURIComponent(id)}`, ...opts });
+  }
+
+  /** The Python client's earlier name of killHandle(). */
+  kill(id: string, opts: CallOptions = {}): Promise<RunResult> {
+    return this.killHandle(id, opts);
   }
 
   /** The runner's sandboxes (control token only). */
@@ -364,4 +374,6 @@ export class Files {
 }
 
 export { readAll };
+/** The Python client's name for the same class. */
+export { SandmanClient as Client };
 export type { Body };

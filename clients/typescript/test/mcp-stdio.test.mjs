@@ -46,6 +46,10 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
     assert.equal(byName.execute.annotations.destructiveHint, true);
     assert.equal(byName.execute.annotations.openWorldHint, false);
     assert.deepEqual(byName.edit_file.inputSchema.required, ["path", "old_string", "new_string"]);
+    // Every tool says what its structured result holds (the SDK client checks
+    // each structuredContent below against it).
+    for (const t of tools) assert.equal(t.outputSchema?.type, "object", `${t.name} has an outputSchema`);
+    assert.deepEqual(byName.read_file.outputSchema.properties.encoding.enum, ["utf-8", "base64"]);
 
     const run = await client.callTool({ name: "execute", arguments: { command: "echo hello from $(id -un); pwd" } });
     assert.equal(run.isError, false);
@@ -61,16 +65,20 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
       arguments: { path: "notes/todo.md", content: "# Todo\n- write tests\n- ship it\n" },
     });
     assert.equal(w.isError, false, text(w));
+    assert.deepEqual(w.structuredContent, { path: "notes/todo.md", size: 31 });
     const e = await client.callTool({
       name: "edit_file",
       arguments: { path: "/workspace/notes/todo.md", old_string: "- write tests", new_string: "- write more tests" },
     });
     assert.equal(e.isError, false, text(e));
+    assert.equal(e.structuredContent.occurrences, 1);
     const twice = await client.callTool({ name: "edit_file", arguments: { path: "notes/todo.md", old_string: "-", new_string: "*" } });
     assert.equal(twice.isError, true);
     assert.match(text(twice), /occurs 2 times/);
     const r = await client.callTool({ name: "read_file", arguments: { path: "notes/todo.md" } });
     assert.equal(text(r), "# Todo\n- write more tests\n- ship it\n");
+    assert.equal(r.structuredContent.encoding, "utf-8");
+    assert.equal(r.structuredContent.total_lines, 3);
     const part = await client.callTool({ name: "read_file", arguments: { path: "notes/todo.md", offset: 1, limit: 1 } });
     assert.equal(text(part), "- write more tests\n");
     // The command sees what the file tools wrote, and the other way round.
@@ -114,9 +122,19 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
     const link = await client.callTool({ name: "read_file", arguments: { path: "pw" } });
     assert.equal(link.isError, true);
     assert.match(text(link), /symbolic link/);
+    // A binary file comes back whole, in base64, not refused.
     const bin2 = await client.callTool({ name: "read_file", arguments: { path: "bin.dat" } });
-    assert.equal(bin2.isError, true);
-    assert.match(text(bin2), /binary/);
+    assert.equal(bin2.isError, false, text(bin2));
+    assert.match(text(bin2), /bin\.dat is a binary file \(100 bytes\), in base64/);
+    assert.equal(bin2.structuredContent.encoding, "base64");
+    assert.equal(bin2.structuredContent.size, 100);
+    const sum = await client.callTool({ name: "execute", arguments: { command: "sha256sum bin.dat" } });
+    const { createHash } = await import("node:crypto");
+    const got = createHash("sha256").update(Buffer.from(bin2.structuredContent.content, "base64")).digest("hex");
+    assert.equal(sum.structuredContent.stdout.split(" ")[0], got);
+    const editBin = await client.callTool({ name: "edit_file", arguments: { path: "bin.dat", old_string: "a", new_string: "b" } });
+    assert.equal(editBin.isError, true);
+    assert.match(text(editBin), /binary file/);
     const unknownArg = await client.callTool({ name: "ls", arguments: { path: ".", recursive: true } });
     assert.equal(unknownArg.isError, true);
 
