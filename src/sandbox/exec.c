@@ -313,8 +313,13 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
       sm_agent_feed_dispose(&f);
       return verdict;
     }
-    kill_call(t, NULL, w);
-    sm_agent_settle(s, &f);
+    /* Stopped before a byte of the call went: it never reaches the agent
+     * (sending it now would start it after the kill), and the session is
+     * as it was. */
+    if (f.off > 0) {
+      kill_call(t, NULL, w);
+      sm_agent_settle(s, &f);
+    }
     sm_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
