@@ -341,8 +341,13 @@ def sandbox_ps(c, run_id):
 def limits_grace(c):
     t = c.terminals.create(run_id="term-grace", argv=["sh", "-c", "exec sleep 3217"])
     tid = t["id"]
-    check("grace: the program runs in the sandbox", "sleep 3217" in sandbox_ps(c, "term-grace"))
-    check("grace: a terminal nobody attached to is ended after the grace time", wait_gone(c, tid))
+    # Attached while the sandbox is looked at (a slow call must not outlast
+    # the 2 s grace time first), then left alone.
+    with c.terminals.attach(tid) as ws:
+        ws.recv(GUARD)
+        check("grace: the program runs in the sandbox", "sleep 3217" in sandbox_ps(c, "term-grace"))
+    check("grace: a terminal nobody is attached to is ended after the grace time",
+          wait_gone(c, tid))
     check("grace: its program was killed in the sandbox",
           "sleep 3217" not in sandbox_ps(c, "term-grace"))
     # One that stays attached outlives the grace time.

@@ -45,7 +45,8 @@ test("terminals: size, resize, detach and attach again, screen, kill", async () 
   conn.close();
   await c.terminals.send(t.id, "echo typed-$((2+3))\r");
   let screen;
-  for (let i = 0; i < 100; i++) {
+  // A bounded poll (120 s): the input reaches the shell asynchronously.
+  for (const until = Date.now() + 120_000; Date.now() < until; ) {
     screen = await c.terminals.screen(t.id, { waitMs: 300, quietMs: 50 });
     if (screen.text.includes("typed-5")) break;
   }
