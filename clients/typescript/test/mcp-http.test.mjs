@@ -26,6 +26,16 @@ function text(result) {
   return result.content.map((c) => c.text ?? "").join("");
 }
 
+// A terminal tool answers once the screen was quiet for a moment, which a
+// slow machine can reach before the program has written all it will:
+// read the terminal's screen again until re shows (a bounded poll, 60 s).
+async function screenUntil(client, result, terminal, re) {
+  const until = Date.now() + 60_000;
+  while (!re.test(text(result)) && Date.now() < until)
+    result = await client.callTool({ name: "terminal_screen", arguments: { terminal, wait_ms: 1000 } });
+  return result;
+}
+
 async function connect(token, query = "") {
   const transport = new StreamableHTTPClientTransport(new URL(`${runner.url}/mcp${query}`), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
@@ -50,8 +60,9 @@ test("the runner's /mcp with the MCP SDK client", async () => {
   const out = await client.callTool({ name: "read_file", arguments: { path: "../etc/passwd" } });
   assert.equal(out.isError, true);
   // A terminal in the session's sandbox, through the runner: it sees the file the tools wrote.
-  const typed = await client.callTool({ name: "terminal_send", arguments: { keys: "cat notes.md; echo t-$((40+2))\r" } });
-  assert.equal(typed.isError, false, text(typed));
+  const sent = await client.callTool({ name: "terminal_send", arguments: { keys: "cat notes.md; echo t-$((40+2))\r" } });
+  assert.equal(sent.isError, false, text(sent));
+  const typed = await screenUntil(client, sent, sent.structuredContent.terminal, /t-42/);
   assert.match(text(typed), /t-42/);
   assert.match(typed.structuredContent.text, /^a$/m);
 

@@ -24,6 +24,16 @@ function text(result) {
   return result.content.map((c) => c.text ?? "").join("");
 }
 
+// A terminal tool answers once the screen was quiet for a moment, which a
+// slow machine can reach before the program has written all it will:
+// read the terminal's screen again until re shows (a bounded poll, 60 s).
+async function screenUntil(client, result, terminal, re) {
+  const until = Date.now() + 60_000;
+  while (!re.test(text(result)) && Date.now() < until)
+    result = await client.callTool({ name: "terminal_screen", arguments: { terminal, wait_ms: 1000 } });
+  return result;
+}
+
 test("sandman mcp over stdio with the MCP SDK client", async () => {
   const before = sandboxes().length;
   const transport = new StdioClientTransport({
@@ -91,14 +101,14 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
     const first = await client.callTool({ name: "terminal_send", arguments: { keys: "x=41\r" } });
     assert.equal(first.isError, false, text(first));
     assert.match(text(first), /^\[terminal 1: running, 80x24/);
-    const sent = await client.callTool({ name: "terminal_send", arguments: { terminal: "1", keys: "echo v=$((x+1))\r" } });
+    const sent = await screenUntil(client, await client.callTool({ name: "terminal_send", arguments: { terminal: "1", keys: "echo v=$((x+1))\r" } }), "1", /v=42/);
     assert.match(text(sent), /v=42/);
     assert.equal(sent.structuredContent.state, "running");
     const scr = await client.callTool({ name: "terminal_screen", arguments: { terminal: "1" } });
     assert.match(scr.structuredContent.text, /v=42/);
     const opened = await client.callTool({ name: "terminal_open", arguments: { command: "read line; echo got-$line", rows: 10, cols: 40 } });
     assert.match(text(opened), /^\[terminal 2: running, 40x10/);
-    const done = await client.callTool({ name: "terminal_send", arguments: { terminal: "2", keys: "hi\r" } });
+    const done = await screenUntil(client, await client.callTool({ name: "terminal_send", arguments: { terminal: "2", keys: "hi\r" } }), "2", /got-hi/);
     assert.match(text(done), /got-hi/);
     const closed = await client.callTool({ name: "terminal_close", arguments: { terminal: "1" } });
     assert.equal(closed.structuredContent.state, "exited");
