@@ -713,6 +713,15 @@ void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f) {
   }
 }
 
+int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms) {
+  if (s->broken || s->exited || s->failed) return 1;
+  size_t w = 0;
+  sm_error ignore = SM_ERROR_INIT;
+  pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait_ms, &ignore);
+  f->off += w;
+  return s->broken || s->exited || s->failed;
+}
+
 int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
                         const char **fail_msg) {
   if (s->exited) {

@@ -78,6 +78,10 @@ int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
  * rest of a half-written frame, so the next call starts on a frame
  * boundary; a session that cannot is marked broken. */
 void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f);
+/* One bounded step of a call being killed: writes what is left of its
+ * frame and reads what arrives for up to wait_ms. 1 once the call ended
+ * or the session broke, else 0. */
+int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms);
 /* 1 (exited: *exit_code), 2 (could not start: *fail_errno, *fail_msg) or 0. */
 int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
                         const char **fail_msg);

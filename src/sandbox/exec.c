@@ -24,6 +24,7 @@
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
+#define KILL_UNSTARTED_MS 10000 /* how long a killed call's start is waited for */
 
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
@@ -264,6 +265,27 @@ static int finish(const sm_exec_target *t, const sm_call_watch *w, sm_capture *c
   return 0;
 }
 
+/* Kills a timed-out or cancelled call over the agent. A cancel may come
+ * before the wrapper reported its start: the killer then looks for the
+ * call by its marker, and a process the agent starts a moment later would
+ * be missed and run on (a cancelled `sleep 600` that kept its sandbox
+ * busy). So until the start is reported (then it is killed by its pid) or
+ * the call ends, it is killed again as soon as its start arrives. */
+static void agent_kill(const sm_exec_target *t, sm_agent_session *s, sm_agent_feed *f,
+                       sm_call_watch *w) {
+  double until = sm_monotonic_ms() + KILL_UNSTARTED_MS;
+  for (;;) {
+    int started = w->state == SM_CALL_WATCH_STARTED;
+    kill_call(t, NULL, w);
+    if (started) break;
+    int ended = 0;
+    while (!ended && w->state != SM_CALL_WATCH_STARTED && sm_monotonic_ms() < until)
+      ended = sm_agent_step(s, f, 50);
+    if (ended || w->state != SM_CALL_WATCH_STARTED) break;
+  }
+  sm_agent_settle(s, f);
+}
+
 /* The call's frame goes to the session (on a terminal when the request
  * has one); 0 once it is on its way. */
 static int agent_start(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
@@ -297,6 +319,11 @@ static int agent_start(const sm_exec_target *t, const sm_run_request *req, const
 static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                       sm_call_watch *w, const int *started, sm_exec_outcome *out, sm_error *err) {
   sm_agent_session *s = t->agent;
+  if (req->cancel && *req->cancel) {
+    /* Cancelled before it was sent: nothing to start, nothing to kill. */
+    stopped_call(SM_ECANCELLED, out, err);
+    return 0;
+  }
   sm_agent_feed f;
   int rc = agent_start(t, req, env, w, &f, err);
   double t0 = sm_monotonic_ms();
@@ -314,12 +341,8 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
       return verdict;
     }
     /* Stopped before a byte of the call went: it never reaches the agent
-     * (sending it now would start it after the kill), and the session is
-     * as it was. */
-    if (f.off > 0) {
-      kill_call(t, NULL, w);
-      sm_agent_settle(s, &f);
-    }
+     * (sending it now would start it after the kill). */
+    if (f.off > 0) agent_kill(t, s, &f, w);
     sm_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
