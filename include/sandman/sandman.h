@@ -18,4 +18,5 @@
 #include <sandman/egress.h>
 #include <sandman/hostroute.h>
 #include <sandman/broker.h>
+#include <sandman/terminal.h>
 #endif

@@ -9,6 +9,7 @@
 import { createHmac } from "node:crypto";
 import type { Readable } from "node:stream";
 
+import { Terminals } from "./terminals.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
@@ -29,6 +30,8 @@ import type {
 } from "./types.js";
 
 export * from "./types.js";
+export { Terminals, TerminalConnection } from "./terminals.js";
+export type { Terminal, TerminalEvent, TerminalRequest, TerminalScreen } from "./terminals.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
 
 export const WORKER_TOKEN_PREFIX = "sandman-worker-token-v1";
@@ -73,6 +76,8 @@ export class SandmanClient {
   readonly address: string;
   readonly token: string | undefined;
   readonly files: Files;
+  /** Terminals in keyed sandboxes (/v1/terminals). */
+  readonly terminals: Terminals;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions = {}) {
@@ -80,6 +85,7 @@ export class SandmanClient {
     this.token = opts.token ?? process.env.SANDMAN_TOKEN;
     this.t = new Transport(this.address, this.token, opts.timeoutMs ?? 600_000);
     this.files = new Files(this.t);
+    this.terminals = new Terminals(this.t);
   }
 
   /** A client holding a worker's derived token (it serves that worker key only). */
