@@ -36,7 +36,7 @@ START=$(date +%s)
 PACKAGES=(cmake pkg-config libcurl4-openssl-dev libjson-c-dev libyaml-dev libarchive-dev
   libssl-dev libcmocka-dev libmicrohttpd-dev docker.io busybox-static musl-tools runsc openssl curl
   python3 iproute2 procps tar util-linux debootstrap docker-compose
-  zsh fish python3-venv git) # the completion scripts are checked in zsh and fish; test_install makes
+  zsh fish python3-venv git libvterm-dev) # the completion scripts are checked in zsh and fish; test_install makes
                              # a venv; test_workspace_refusals commits to a git repository
 # shellcheck disable=SC2206
 PACKAGES+=(${SANDMAN_EXTRA_PACKAGES:-})

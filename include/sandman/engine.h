@@ -214,6 +214,10 @@ SM_API int sm_engine_exec_open(sm_engine *engine, const char *exec_id, sm_output
  * (including what output returned). */
 SM_API int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t *written,
                                int timeout_ms, sm_error *err);
+/* A descriptor (-1: none) whose becoming readable ends a pump's wait
+ * early (returning 0): another thread has something to send (a
+ * terminal's keystroke). The pump never reads it. */
+SM_API void sm_exec_stream_set_wake(sm_exec_stream *s, int fd);
 /* True when nothing has arrived on an idle stream (no output, no end):
  * what a cached stream must be before it is used again. */
 SM_API int sm_exec_stream_quiet(sm_exec_stream *s);

@@ -19,4 +19,5 @@
 #include <sandman/egress.h>
 #include <sandman/hostroute.h>
 #include <sandman/broker.h>
+#include <sandman/terminal.h>
 #endif

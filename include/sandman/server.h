@@ -73,6 +73,14 @@ typedef struct sm_server_options {
    * worker key), so that one cannot take the table (64) from the others;
    * 0: 8. */
   unsigned mcp_sessions_per_token;
+  /* Terminals (docs/terminals.md): how long one lives without a client
+   * (and is kept after its program ended), 0: 600 s; how many run in one
+   * sandbox at once, 0: 8; how many the runner keeps, 0: 64 (at most
+   * 1024); bytes of scrolled-off text kept per terminal, 0: 1 MiB. */
+  double terminal_grace_s;
+  unsigned terminals_per_sandbox;
+  unsigned max_terminals;
+  size_t terminal_scrollback;
   /* Borrowed, must outlive the server. config may be NULL (built-ins). */
   sm_runner *runner;
   const sm_config *config;

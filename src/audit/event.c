@@ -55,6 +55,10 @@ static const event_kind kinds[] = {
     {"code.run", 1007, "Process Activity", 99, "Other", DISP_ALLOWED, 0},
     {"code.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
     {"code.context", 3004, "Entity Management", 99, "Other", DISP_NONE, 0},
+    {"terminal.created", 1007, "Process Activity", 1, "Launch", DISP_ALLOWED, 0},
+    {"terminal.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
+    {"terminal.attached", 1007, "Process Activity", 99, "Other", DISP_ALLOWED, 0},
+    {"terminal.ended", 1007, "Process Activity", 2, "Terminate", DISP_NONE, 0},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

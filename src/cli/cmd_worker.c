@@ -26,7 +26,35 @@ typedef struct worker_args {
   double mcp_session_idle, reap_interval;
   unsigned code_queue, code_max_contexts;
   size_t code_max_output;
+  double terminal_grace;
+  unsigned terminals_per_sandbox, max_terminals;
+  size_t terminal_scrollback;
 } worker_args;
+
+/* The terminals' flags (docs/terminals.md). */
+static int terminal_args(const cli_call *call, worker_args *a) {
+  sm_error err = SM_ERROR_INIT;
+  int64_t v;
+  const char *grace = cli_str(call, "terminal-grace");
+  if (grace && (sm_parse_duration(grace, &a->terminal_grace, &err) != 0 || a->terminal_grace <= 0))
+    return cli_usage_error(call->cmd, 0,
+                           "--terminal-grace: takes a duration such as 30s or 10m, not '%s'",
+                           grace);
+  if (cli_str(call, "terminals-per-sandbox") &&
+      sm_parse_int(cli_str(call, "terminals-per-sandbox"), 1, 256, &v, &err) == 0)
+    a->terminals_per_sandbox = (unsigned)v;
+  if (cli_str(call, "max-terminals") &&
+      sm_parse_int(cli_str(call, "max-terminals"), 1, 1024, &v, &err) == 0)
+    a->max_terminals = (unsigned)v;
+  const char *sb = cli_str(call, "terminal-scrollback");
+  if (sb) {
+    if (sm_parse_size(sb, &v, &err) != 0 || v < 1024 || v > (int64_t)64 << 20)
+      return cli_usage_error(call->cmd, 0,
+                             "--terminal-scrollback: takes a size from 1k to 64m, not '%s'", sb);
+    a->terminal_scrollback = (size_t)v;
+  }
+  return 0;
+}
 
 /* --code-queue, --code-max-contexts, --code-max-output (docs/code.md). */
 static int code_limits(const cli_call *call, worker_args *a) {
@@ -121,7 +149,7 @@ static int parse_args(const cli_call *call, worker_args *a) {
   if (cli_str(call, "sandbox-pool-parallel") &&
       sm_parse_int(cli_str(call, "sandbox-pool-parallel"), 1, SM_POOL_MAX_PARALLEL, &v, &err) == 0)
     a->pool_parallel = (unsigned)v;
-  return 0;
+  return terminal_args(call, a);
 }
 
 /* Configurations replaced by a reload: calls in flight may still use
@@ -235,6 +263,10 @@ static void server_options(sm_server_options *so, worker_args *a, const char *to
   so->background_max_s = a->background_max;
   so->mcp_session_idle_s = a->mcp_session_idle;
   so->reap_interval_s = a->reap_interval;
+  so->terminal_grace_s = a->terminal_grace;
+  so->terminals_per_sandbox = a->terminals_per_sandbox;
+  so->max_terminals = a->max_terminals;
+  so->terminal_scrollback = a->terminal_scrollback;
   so->flags = &a->flags;
 }
 

@@ -137,6 +137,28 @@ static const cli_flag code_flags[] = {
     {.name = "delete", .help = "delete the context"},
     END};
 
+static const cli_flag exec_flags[] = {
+    {.name = "interactive", .short_name = 'i',
+     .help = "pass standard input to the command as it comes"},
+    {.name = "tty", .short_name = 't',
+     .help = "a pseudo-terminal of this terminal's size (raw mode, size changes passed on)"},
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .section = "The sandbox (one of these, or SANDBOX):",
+     .help = "the per_run sandbox of this run"},
+    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
+     .help = "the per_worker sandbox of this worker"},
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
+     .help = "per_run or per_worker (implied by --run-id or --worker-id)"},
+    FLAG_PROJECT,
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "agent whose sandbox it is (configuration entry)"},
+    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
+     .section = "The command:", .help = "set a variable; K alone passes the host's value (repeatable)"},
+    {.name = "workdir", .short_name = 'w', .kind = CLI_STRING, .metavar = "DIR",
+     .help = "working directory in the sandbox (default /workspace)"},
+    END};
+
 static const cli_flag worker_flags[] = {
     {.name = "pool", .kind = CLI_STRING, .metavar = "NAME", .section = "Sandboxes:",
      .help = "name of this runner's pool (logs, /healthz)"},
@@ -200,6 +222,14 @@ static const cli_flag worker_flags[] = {
      .help = "code contexts per sandbox (default 8)"},
     {.name = "code-max-output", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "output of one code run, 1k to 256m (default 16m)"},
+    {.name = "terminal-grace", .kind = CLI_DURATION, .metavar = "DURATION", .section = "Terminals:",
+     .help = "how long a terminal lives without a client, and stays listed once ended (default 10m)"},
+    {.name = "terminals-per-sandbox", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .help = "terminals running in one sandbox at once (default 8)"},
+    {.name = "max-terminals", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 1024,
+     .help = "terminals of this runner (default 64)"},
+    {.name = "terminal-scrollback", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "text kept of lines that scrolled off a terminal's screen, 1k to 64m (default 1m)"},
     END};
 
 static const cli_flag doctor_flags[] = {
@@ -384,6 +414,20 @@ const cli_command cli_commands[] = {
               "interrupted or cancelled, 137 the kernel died (the next run starts a fresh one), "
               "125 sandman or the sandbox failed, 2 usage error.",
      .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_FILES},
+    {.name = "exec", .args = "[OPTIONS] [SANDBOX] -- CMD [ARG...]", .flags = exec_flags,
+     .fn = cmd_exec, .summary = "run a command in an existing sandbox, like docker exec",
+     .description = "Runs a command in a per_run or per_worker sandbox that exists already "
+                    "(named by --run-id, --worker-id, or SANDBOX: a name or id from `sandbox "
+                    "list`), as the sandbox's user, in /workspace, with the environment its "
+                    "calls get; no workspace is copied. With -t it runs on a pseudo-terminal "
+                    "of this terminal's size that sandman's agent opens in the sandbox (so it "
+                    "works with network none and on a remote engine); with -i standard input "
+                    "goes to it as it comes (docs/terminals.md).",
+     .notes = "Exit status: the command's, or 2 usage error, 125 no such sandbox, sandbox "
+              "stopped or sandman/engine failure, 137 killed; 128+N when sandman was stopped "
+              "by signal N (the command is killed then).",
+     .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS,
+     .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",

@@ -14,6 +14,7 @@
 
 #include "common/text.h"
 #include "mcp/code_tool.h"
+#include "mcp/terminal_tools.h"
 
 #define DEFAULT_READ_MAX ((size_t)1 << 20)
 #define DEFAULT_OUTPUT_MAX ((size_t)256 << 10)
@@ -115,8 +116,9 @@ static const char out_grep[] =
     "\"required\":[\"matches\",\"truncated\"]}";
 
 typedef struct tools {
-  sm_mcp_tool list[8];
+  sm_mcp_tool list[12];
   sm_mcp_sandbox_options o;
+  mcp_terminals *terminals;
 } tools;
 
 /* ---- arguments ---- */
@@ -593,6 +595,30 @@ static int tool_code(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   return mcp_code_tool_call(t->o.runner, &req, args, cap, out);
 }
 
+/* ---- terminals (terminal_tools.c) ---- */
+
+static int terminal_prepare(void *ud, volatile int *cancel, sm_run_request *req,
+                            sm_mcp_result *out) {
+  return prepare(ud, "terminal", cancel, req, out);
+}
+
+static int tool_terminal_open(tools *t, json_object *args, volatile int *cancel,
+                              sm_mcp_result *out) {
+  return mcp_terminal_open(t->terminals, args, cancel, out);
+}
+static int tool_terminal_send(tools *t, json_object *args, volatile int *cancel,
+                              sm_mcp_result *out) {
+  return mcp_terminal_send(t->terminals, args, cancel, out);
+}
+static int tool_terminal_screen(tools *t, json_object *args, volatile int *cancel,
+                                sm_mcp_result *out) {
+  return mcp_terminal_screen(t->terminals, args, cancel, out);
+}
+static int tool_terminal_close(tools *t, json_object *args, volatile int *cancel,
+                               sm_mcp_result *out) {
+  return mcp_terminal_close(t->terminals, args, cancel, out);
+}
+
 /* ---- the provider ---- */
 
 typedef int (*tool_fn)(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out);
@@ -610,6 +636,10 @@ static const struct {
     {"glob", "pattern:S,path:s", tool_glob},
     {"grep", "pattern:S,path:s,include:s,ignore_case:b,fixed:b,max_results:i", tool_grep},
     {"run_code", MCP_CODE_TOOL_ARGS, tool_code},
+    {"terminal_open", "command:s,rows:i,cols:i,wait_ms:i", tool_terminal_open},
+    {"terminal_send", "terminal:s,keys:S,wait_ms:i", tool_terminal_send},
+    {"terminal_screen", "terminal:s,wait_ms:i", tool_terminal_screen},
+    {"terminal_close", "terminal:S", tool_terminal_close},
 };
 
 static const sm_mcp_tool *list_tools(void *ud, size_t *n) {
@@ -635,6 +665,8 @@ static int call_tool(void *ud, void *request, const char *name, json_object *arg
 
 static void free_tools(void *ud) {
   tools *t = ud;
+  /* Before the session's sandbox may go (prepare_free). */
+  mcp_terminals_free(t->terminals);
   if (t->o.prepare_free) t->o.prepare_free(t->o.prepare_ud);
   free(t);
 }
@@ -647,8 +679,15 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
   tools *t = calloc(1, sizeof *t);
   if (t == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   t->o = *opts;
+  t->terminals = mcp_terminals_new(opts->runner, terminal_prepare, t);
+  if (t->terminals == NULL) {
+    free(t);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
   unsigned exec_hints =
       SM_MCP_DESTRUCTIVE | SM_MCP_LONG_RUNNING | (opts->network ? SM_MCP_OPEN_WORLD : 0);
+  /* A terminal tool answers within its wait (30 s at most): no task. */
+  unsigned term_hints = SM_MCP_DESTRUCTIVE | (opts->network ? SM_MCP_OPEN_WORLD : 0);
   sm_mcp_tool list[] = {
       {"execute", "Run a command",
        "Runs a shell command (/bin/sh -c) in the sandbox, in /workspace, and returns its output "
@@ -681,6 +720,20 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
        "the last expression's value, an exception's traceback, and figures (matplotlib) as "
        "images. Needs an image with a Jupyter kernel (sandman/general).",
        mcp_code_tool_schema, mcp_code_tool_output, exec_hints},
+      {"terminal_open", "Open a terminal",
+       "Starts a program on a terminal in the sandbox (default: a shell; e.g. python3, a "
+       "debugger, vim) and returns its screen. The terminal keeps running between calls.",
+       mcp_terminal_schema_open, mcp_terminal_out_screen, term_hints},
+      {"terminal_send", "Type into a terminal",
+       "Types keys into a terminal of this session (a shell is opened when none is) and "
+       "returns its screen once it has settled: the visible text and the cursor.",
+       mcp_terminal_schema_send, mcp_terminal_out_screen, term_hints},
+      {"terminal_screen", "Read a terminal's screen",
+       "Returns a terminal's screen as it is: its visible text and the cursor.",
+       mcp_terminal_schema_screen, mcp_terminal_out_screen, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+      {"terminal_close", "Close a terminal",
+       "Ends a terminal's program (and whatever it started) and returns its last screen.",
+       mcp_terminal_schema_close, mcp_terminal_out_screen, SM_MCP_DESTRUCTIVE},
   };
   memcpy(t->list, list, sizeof list);
   out->tools = list_tools;

@@ -188,7 +188,9 @@ static int keyed_found(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
   const char *resource = sandbox_label_of(insp, "resource");
   int stale = !hash || strcmp(hash, sb->hash) != 0;
   int running = is_running(insp);
-  if (req->sandbox || (resource && strcmp(resource, "true") == 0)) {
+  /* Named by its id, asked to exist (`sandman exec`), or made as a
+   * resource: the sandbox as it is, never replaced. */
+  if (req->sandbox || req->existing || (resource && strcmp(resource, "true") == 0)) {
     if (!running)
       return sm_error_set(err, SM_ESANDBOX,
                           "sandbox %s is not running (%s): it keeps the settings it was made "
@@ -266,6 +268,9 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
   int rc = sm_engine_container_inspect(e, sb->name, &insp, err);
   if (rc == SM_ENOTFOUND && req->sandbox)
     return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s (removed since?)", sb->name);
+  if (rc == SM_ENOTFOUND && req->existing)
+    return sm_error_set(err, SM_ENOTFOUND,
+                        "no sandbox %s: it is made by a call (sandman run) first", sb->name);
   if (rc == SM_ENOTFOUND) rc = 0;
   else if (rc) return sm_error_wrap(err, "looking up sandbox %s", sb->name);
   else rc = keyed_found(ctx, e, req, sb, insp, &excl, err);

@@ -29,6 +29,7 @@
 #include "server/mcp_route.h"
 #include "server/sandboxes_route.h"
 #include "server/stream.h"
+#include "server/terminal_route.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
 #define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
@@ -65,12 +66,13 @@ typedef enum {
   R_APPROVALS,
   R_SANDBOX,
   R_CONTEXTS,
+  R_TERMINALS,
 } route_id;
 
-static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
-                                          "handles", "sandboxes", "reap", "metrics",
-                                          "files", "mcp", "audit", "approvals", "sandbox",
-                                          "contexts"};
+static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
+                                          "leases",    "handles", "sandboxes", "reap",
+                                          "metrics",   "files",   "mcp",       "audit",
+                                          "approvals", "sandbox", "contexts",  "terminals"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -119,6 +121,8 @@ typedef struct req_ctx {
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
   context_req *contexts; /* until its job takes it */
+  server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
+  server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
 
 /* ---- answers ---- */
@@ -250,6 +254,7 @@ static enum MHD_Result stream_step(req_ctx *c) {
 }
 
 static void files_discard(void *arg) { sm_files_req_free(arg); }
+static void term_discard(void *arg) { server_terminal_req_free(arg); }
 static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
 static void contexts_discard(void *arg) { context_req_free(arg); }
 
@@ -543,6 +548,38 @@ static route_id match_stream_route(req_ctx *c, const char *url, const char *meth
   return R_FILES;
 }
 
+/* A WebSocket handshake's 101 answer: the connection then belongs to the
+ * route's handler (websocket_conn.c). */
+static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const char *accept) {
+  struct MHD_Response *r = server_ws_upgrade_response(u, accept);
+  if (r == NULL) {
+    server_ws_upgrade_done(u);
+    return answer_error(c, 503, "sandbox", "out of memory");
+  }
+  c->upgrade = u;
+  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], c->status);
+  }
+  return ret;
+}
+
+/* After the token: a terminals request (terminal_route.c); an attach is
+ * answered now. */
+static enum MHD_Result terminals_start(req_ctx *c, const char *url, const char *method) {
+  c->term = server_terminal_req_new(c->srv, c->conn, url, method, c->auth == AUTH_CONTROL, c->token,
+                                    &c->allow, &c->answer);
+  if (c->term == NULL) return decide_answer(c);
+  server_ws_upgrade *u = NULL;
+  char accept[SERVER_WS_ACCEPT_LEN + 1];
+  if (!server_terminal_req_upgrade(c->term, c->conn, &u, accept, &c->answer)) return MHD_YES;
+  if (u == NULL) return decide_answer(c);
+  return queue_upgrade(c, u, accept);
+}
+
 /* After the token: the files request from the query (its own token check
  * for a worker token), its call thread started at once when the body is
  * the content. */
@@ -588,6 +625,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   c->route = match_route(url, method, c->handle_id);
   if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
   if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
+  if (c->route == R_NOT_FOUND && server_terminal_route_match(url)) c->route = R_TERMINALS;
   const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
   const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
   const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
@@ -607,7 +645,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
                     c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
                     c->route == R_SANDBOXES || c->route == R_SANDBOX ||
-                    c->route == R_CONTEXTS;
+                    c->route == R_CONTEXTS || c->route == R_TERMINALS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -622,6 +660,10 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     }
   }
   if (c->route == R_FILES) return files_start(c, files_op);
+  if (c->route == R_TERMINALS) {
+    enum MHD_Result ret = terminals_start(c, url, method);
+    if (c->state != ST_READING || c->term == NULL) return ret;
+  }
   if (c->route == R_MCP) {
     c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
                             &c->answer);
@@ -702,6 +744,15 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch(c, job_metrics);
     case R_AUDIT:
       return dispatch(c, job_audit);
+    case R_TERMINALS: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      server_terminal_req *t = c->term;
+      if (server_terminal_req_body(t, c->body.data ? c->body.data : "", c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      server_terminal_req_set_stream(t, c->stream);
+      c->term = NULL;
+      return dispatch_stream(c, server_terminal_job, t, term_discard);
+    }
     case R_APPROVALS:
       sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
                                 c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
@@ -809,6 +860,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   sm_mcp_req_free(c->mcp);
   sm_sandboxes_req_free(c->sbx);
   context_req_free(c->contexts);
+  server_terminal_req_free(c->term);
+  server_ws_upgrade_done(c->upgrade);
   pthread_mutex_lock(&srv->mu);
   srv->body_bytes -= c->counted;
   srv->requests_open--;
@@ -846,7 +899,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 int sm_http_start(sm_server *srv, sm_error *err) {
   /* libmicrohttpd never accepts: the gate hands it complete heads. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_UPGRADE;
   /* The logger first: libmicrohttpd prints what comes before it itself. */
   srv->mhd = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,

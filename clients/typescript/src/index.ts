@@ -11,6 +11,7 @@ import type { Readable } from "node:stream";
 
 import { Contexts, Execution, runCode, runCodeStream } from "./code.js";
 import type { CodeEvent, RunCodeOptions } from "./code.js";
+import { Terminals } from "./terminals.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
@@ -32,6 +33,8 @@ import type {
 
 export * from "./types.js";
 export * from "./code.js";
+export { Terminals, TerminalConnection } from "./terminals.js";
+export type { Terminal, TerminalEvent, TerminalRequest, TerminalScreen } from "./terminals.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
 
 export const WORKER_TOKEN_PREFIX = "sandman-worker-token-v1";
@@ -78,6 +81,8 @@ export class SandmanClient {
   readonly files: Files;
   /** The code contexts of keyed sandboxes (/v1/contexts). */
   readonly contexts: Contexts;
+  /** Terminals in keyed sandboxes (/v1/terminals). */
+  readonly terminals: Terminals;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions = {}) {
@@ -86,6 +91,7 @@ export class SandmanClient {
     this.t = new Transport(this.address, this.token, opts.timeoutMs ?? 600_000);
     this.files = new Files(this.t);
     this.contexts = new Contexts(this.t);
+    this.terminals = new Terminals(this.t);
   }
 
   /**

@@ -1,6 +1,8 @@
 // `sandman mcp` with the official MCP TypeScript SDK's client over stdio:
 // list the tools (schemas, annotations), run a command, write, edit and read
-// back a file, list/glob/grep, paths that leave the workspace refused, and
+// back a file, drive terminals (a shell keeps its variable between two
+// calls, a program reads what is typed, a closed one is gone),
+// list/glob/grep, paths that leave the workspace refused, and
 // the session's sandbox removed when the session ends. Needs SANDMAN_BIN and
 // an engine (run through tests/integration/test_mcp_sdk.sh).
 import assert from "node:assert/strict";
@@ -22,6 +24,16 @@ function text(result) {
   return result.content.map((c) => c.text ?? "").join("");
 }
 
+// A terminal tool answers once the screen was quiet for a moment, which a
+// slow machine can reach before the program has written all it will:
+// read the terminal's screen again until re shows (a bounded poll, 60 s).
+async function screenUntil(client, result, terminal, re) {
+  const until = Date.now() + 60_000;
+  while (!re.test(text(result)) && Date.now() < until)
+    result = await client.callTool({ name: "terminal_screen", arguments: { terminal, wait_ms: 1000 } });
+  return result;
+}
+
 test("sandman mcp over stdio with the MCP SDK client", async () => {
   const before = sandboxes().length;
   const transport = new StdioClientTransport({
@@ -37,7 +49,7 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
 
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "run_code", "write_file"]);
+    assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "run_code", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
     assert.equal(byName.read_file.annotations.readOnlyHint, true);
     assert.equal(byName.read_file.annotations.destructiveHint, false);
@@ -83,6 +95,25 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
     const cat = await client.callTool({ name: "execute", arguments: { command: "cat notes/todo.md | wc -l; echo made > made.txt" } });
     assert.match(text(cat), /^3\n/);
     assert.equal(text(await client.callTool({ name: "read_file", arguments: { path: "made.txt" } })), "made\n");
+
+    // A terminal the model drives across its turns: a shell keeps its
+    // variable between two calls, the screen reads as text.
+    const first = await client.callTool({ name: "terminal_send", arguments: { keys: "x=41\r" } });
+    assert.equal(first.isError, false, text(first));
+    assert.match(text(first), /^\[terminal 1: running, 80x24/);
+    const sent = await screenUntil(client, await client.callTool({ name: "terminal_send", arguments: { terminal: "1", keys: "echo v=$((x+1))\r" } }), "1", /v=42/);
+    assert.match(text(sent), /v=42/);
+    assert.equal(sent.structuredContent.state, "running");
+    const scr = await client.callTool({ name: "terminal_screen", arguments: { terminal: "1" } });
+    assert.match(scr.structuredContent.text, /v=42/);
+    const opened = await client.callTool({ name: "terminal_open", arguments: { command: "read line; echo got-$line", rows: 10, cols: 40 } });
+    assert.match(text(opened), /^\[terminal 2: running, 40x10/);
+    const done = await screenUntil(client, await client.callTool({ name: "terminal_send", arguments: { terminal: "2", keys: "hi\r" } }), "2", /got-hi/);
+    assert.match(text(done), /got-hi/);
+    const closed = await client.callTool({ name: "terminal_close", arguments: { terminal: "1" } });
+    assert.equal(closed.structuredContent.state, "exited");
+    const gone = await client.callTool({ name: "terminal_screen", arguments: { terminal: "1" } });
+    assert.equal(gone.isError, true);
 
     const ls = await client.callTool({ name: "ls", arguments: {} });
     assert.match(text(ls), /notes\//);
