@@ -38,8 +38,9 @@ import struct
 import time
 import urllib.parse
 
-__all__ = ["Client", "Files", "Terminals", "TerminalConnection", "SandmanError",
-           "SandmanUnreachable", "derive_worker_token", "default_address"]
+__all__ = ["Client", "Files", "Contexts", "Execution", "Result", "Logs", "ExecutionError",
+           "Terminals", "TerminalConnection", "SandmanError", "SandmanUnreachable",
+           "derive_worker_token", "default_address"]
 
 WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"
 
@@ -350,6 +351,68 @@ class Client:
 
     def metrics(self):
         return self._call("GET", "/metrics")
+
+    # ---- code contexts of a keyed sandbox (/v1/contexts) ----
+
+    @property
+    def contexts(self):
+        """The code contexts: c.contexts.create({"run_id": "r1"}, "data")."""
+        return Contexts(self)
+
+    def run_code_stream(self, code, context=None, **kw):
+        """Runs code in a code context of a keyed sandbox, yielding its
+        events as they come ({"event": "start" | "restarted" | "stdout" |
+        "stderr" | "display" | "result" | "error" | "truncated" | "notice" |
+        "end", ...}; docs/code.md). context None: the sandbox's default
+        context (made on first use). Name the sandbox with run_id or
+        worker_key (and mode, project, agent, user); also timeout_s,
+        max_output, and for a context this run makes: kernel, language, cwd,
+        env (dict). A failure after the first event raises SandmanError
+        (status 502, the "fail" line as its body). Closing the generator
+        early disconnects, which interrupts the cell."""
+        body = {"code": code}
+        for k, v in kw.items():
+            if v is not None:
+                body[k] = v
+        path = "/v1/contexts/%s/run" % urllib.parse.quote(context or "default", safe="")
+        conn, resp = self._open("POST", path, json.dumps(body).encode(),
+                                {"Content-Type": "application/json",
+                                 "Accept": "application/x-ndjson"})
+        try:
+            if resp.status >= 400:
+                self._raise(resp, resp.read())
+            while True:
+                line = resp.readline(64 * 1024 * 1024)
+                if not line:
+                    break
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                if ev.get("event") == "fail":
+                    raise SandmanError(502, ev, self.last_request_id)
+                yield ev
+        finally:
+            conn.close()
+
+    def run_code(self, code, context=None, on_stdout=None, on_stderr=None, on_result=None,
+                 on_error=None, **kw):
+        """Runs code (as run_code_stream) and gathers its events into an
+        Execution (results, logs, error: the shape of E2B's code
+        interpreter). on_stdout(text), on_stderr(text), on_result(Result),
+        on_error(ExecutionError) are called as the events come."""
+        x = Execution()
+        for ev in self.run_code_stream(code, context, **kw):
+            x._add(ev)
+            kind = ev.get("event")
+            if kind == "stdout" and on_stdout:
+                on_stdout(ev["text"])
+            elif kind == "stderr" and on_stderr:
+                on_stderr(ev["text"])
+            elif kind in ("display", "result") and on_result:
+                on_result(x.results[-1])
+            elif kind == "error" and on_error:
+                on_error(x.error)
+        return x
 
     # ---- files of a keyed sandbox (/v1/files) ----
 
@@ -757,3 +820,139 @@ class TerminalConnection:
 # create_lease, handle, kill_handle, sandboxes, reap, metrics, files.*,
 # terminals.*).
 SandmanClient = Client
+
+
+# ---- code contexts ----
+
+_MIME_FIELDS = (("text/plain", "text"), ("text/html", "html"), ("text/markdown", "markdown"),
+                ("text/latex", "latex"), ("image/png", "png"), ("image/jpeg", "jpeg"),
+                ("image/svg+xml", "svg"), ("application/json", "json"),
+                ("application/javascript", "javascript"), ("application/pdf", "pdf"))
+
+
+class Result:
+    """One display or the cell's value: its MIME bundle as fields (text,
+    html, markdown, latex, png and jpeg as base64, svg, json, javascript,
+    pdf as base64; None when absent); is_main_result for the cell's value."""
+
+    def __init__(self, data, is_main_result=False):
+        self.data = dict(data or {})
+        for mime, field in _MIME_FIELDS:
+            setattr(self, field, self.data.get(mime))
+        self.is_main_result = is_main_result
+
+    def formats(self):
+        return [field for mime, field in _MIME_FIELDS if mime in self.data]
+
+    def __repr__(self):
+        return "Result(%s%s)" % (", ".join(self.formats()),
+                                 ", main" if self.is_main_result else "")
+
+
+class Logs:
+    def __init__(self):
+        self.stdout = []
+        self.stderr = []
+
+
+class ExecutionError:
+    def __init__(self, name, value, traceback):
+        self.name = name
+        self.value = value
+        self.traceback = traceback
+
+    def __repr__(self):
+        return "ExecutionError(%s: %s)" % (self.name, self.value)
+
+
+class Execution:
+    """A run's outcome: results (Result), logs (stdout and stderr pieces),
+    error (ExecutionError or None), execution_count, status ("ok", "error",
+    "timeout", "interrupted", "died", "cancelled"), duration_ms, truncated,
+    state_lost (why the context's earlier state is gone, or None), message."""
+
+    def __init__(self):
+        self.results = []
+        self.logs = Logs()
+        self.error = None
+        self.execution_count = None
+        self.status = None
+        self.duration_ms = None
+        self.truncated = False
+        self.state_lost = None
+        self.message = None
+
+    @property
+    def text(self):
+        """The text of the cell's value, or None."""
+        for r in self.results:
+            if r.is_main_result:
+                return r.text
+        return None
+
+    def _add(self, ev):
+        kind = ev.get("event")
+        if kind == "stdout":
+            self.logs.stdout.append(ev["text"])
+        elif kind == "stderr":
+            self.logs.stderr.append(ev["text"])
+        elif kind in ("display", "result"):
+            self.results.append(Result(ev.get("data"), kind == "result"))
+        elif kind == "error":
+            self.error = ExecutionError(ev.get("name"), ev.get("value"), ev.get("traceback"))
+        elif kind == "restarted":
+            self.state_lost = ev.get("reason")
+        elif kind == "truncated":
+            self.truncated = True
+        elif kind == "end":
+            self.status = ev.get("status")
+            self.execution_count = ev.get("execution_count")
+            self.duration_ms = ev.get("duration_ms")
+            self.truncated = self.truncated or bool(ev.get("truncated"))
+            self.message = ev.get("message")
+
+
+class Contexts:
+    """The code contexts of a per_run or per_worker sandbox. key names the
+    sandbox: {"run_id": ...} or {"worker_key": ...}, with "mode", "project",
+    "agent", "user" if needed."""
+
+    def __init__(self, client):
+        self.c = client
+
+    @staticmethod
+    def _path(name=None, verb=None, key=None):
+        p = "/v1/contexts"
+        if name is not None:
+            p += "/" + urllib.parse.quote(name, safe="")
+        if verb:
+            p += "/" + verb
+        if key is not None:
+            p += "?" + urllib.parse.urlencode([(k, v) for k, v in key.items() if v is not None])
+        return p
+
+    def create(self, key, name, kernel=None, language=None, cwd=None, env=None):
+        """Makes context name: {"name", "kernel", "language", "cwd", "state", ...}."""
+        body = dict(key)
+        body["name"] = name
+        for k, v in (("kernel", kernel), ("language", language), ("cwd", cwd), ("env", env)):
+            if v is not None:
+                body[k] = v
+        return self.c._call("POST", self._path(), body)
+
+    def list(self, key):
+        return self.c._call("GET", self._path(key=key))["contexts"]
+
+    def get(self, key, name):
+        return self.c._call("GET", self._path(name, key=key))
+
+    def delete(self, key, name):
+        return self.c._call("DELETE", self._path(name, key=key))
+
+    def interrupt(self, key, name="default"):
+        """Interrupts the running cell: {"context", "interrupted": bool}."""
+        return self.c._call("POST", self._path(name, "interrupt"), dict(key))
+
+    def restart(self, key, name="default"):
+        """A fresh kernel (the state is dropped)."""
+        return self.c._call("POST", self._path(name, "restart"), dict(key))

@@ -10,6 +10,7 @@
 #include <sandman/state.h>
 #include <sandman/workspace.h>
 #include <sandman/files.h>
+#include <sandman/code.h>
 #include <sandman/mcp.h>
 #include <sandman/config.h>
 #include <sandman/ops.h>

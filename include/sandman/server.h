@@ -102,6 +102,12 @@ typedef struct sm_server_options {
    * GET/POST /v1/approvals answer its pending approvals. The server lends
    * it the credentials file while it runs. */
   struct sm_broker *broker;
+  /* Code contexts (docs/code.md): runs waiting or running in one sandbox
+   * at once (more: 429), 0: 16; contexts of one sandbox, 0: 8; output of
+   * one run, bytes, 0: 16 MiB (a run may ask for less). */
+  unsigned code_queue;
+  unsigned code_max_contexts;
+  size_t code_max_output;
 } sm_server_options;
 
 /* Validates options, loads the credentials file (mode 0600 or stricter),

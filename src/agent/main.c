@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/code.h"
 #include "agent/digest_walk.h"
 #include "agent/frame.h"
 #include "agent/untar.h"
@@ -511,9 +512,11 @@ int main(int argc, char **argv) {
    * (digest_walk.c). */
   if (argc > 1 && strcmp(argv[1], "wsdigest") == 0)
     return sm_agent_wsdigest_main(argc - 1, argv + 1);
+  /* `sandman-agent code start|send`: code contexts' driver (code.c). */
+  if (argc > 1 && strcmp(argv[1], "code") == 0) return agent_code_main(argc - 1, argv + 1);
   if (argc != 1) {
     fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | wsdigest DIR "
-                    "MAX [EXCLUDE...] | route | tools ...]\n");
+                    "MAX [EXCLUDE...] | route | tools ... | code start|send]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */

@@ -29,6 +29,7 @@ typedef struct cli_globals {
 /* One per command, in cmd_<group>.c; each gets its parsed command line
  * (table.h) and returns the exit code. */
 int cmd_run(const cli_call *call);
+int cmd_code(const cli_call *call);
 int cmd_exec(const cli_call *call);
 int cmd_worker_start(const cli_call *call);
 int cmd_version(const cli_call *call);

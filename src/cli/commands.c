@@ -96,6 +96,47 @@ static const cli_flag run_flags[] = {
     {.name = "json", .help = "print the result as one JSON object"},
     END};
 
+static const cli_flag code_flags[] = {
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .section = "The sandbox (a keyed one):", .help = "per_run: the run whose sandbox holds the context"},
+    FLAG_WORKER_ID,
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
+     .help = "per_run | per_worker (default: from --run-id or --worker-id)"},
+    FLAG_PROJECT,
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "production | staging | development"},
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "agent making the call (configuration entry)"},
+    {.name = "user", .kind = CLI_NAME, .metavar = "ID",
+     .help = "end user on whose behalf the call runs"},
+    {.name = "image", .kind = CLI_STRING, .metavar = "REF",
+     .help = "image, when the sandbox is made (needs a Jupyter kernel: sandman/general)"},
+    FLAGS_SANDBOX_LIMITS,
+    {.name = "context", .kind = CLI_STRING, .metavar = "NAME", .section = "The context:",
+     .help = "the context (default: the sandbox's default one, made on first use)"},
+    {.name = "kernel", .kind = CLI_STRING, .metavar = "NAME",
+     .help = "kernelspec of a context this makes (default: python3)"},
+    {.name = "language", .kind = CLI_STRING, .metavar = "LANG",
+     .help = "or the first kernel of this language"},
+    {.name = "cwd", .kind = CLI_STRING, .metavar = "DIR",
+     .help = "its working directory (default /workspace)"},
+    {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
+     .help = "a variable of a context this makes (repeatable)"},
+    {.name = "code", .short_name = 'c', .kind = CLI_STRING, .metavar = "CODE", .section = "A run:",
+     .help = "the code to run (else FILE, or - for standard input)"},
+    {.name = "timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
+     .help = "the cell's; past it the cell is interrupted (default 120)"},
+    {.name = "save-images", .kind = CLI_DIR, .metavar = "DIR",
+     .help = "save images (png, jpeg, svg) of the results in DIR"},
+    {.name = "json", .help = "print each event as a JSON line (an action: its JSON)"},
+    {.name = "list", .section = "Instead of a run:", .help = "list the sandbox's contexts"},
+    {.name = "create", .help = "make context --context NAME"},
+    {.name = "info", .help = "describe the context"},
+    {.name = "interrupt", .help = "interrupt the cell running in the context"},
+    {.name = "restart", .help = "a fresh kernel for the context (its state is dropped)"},
+    {.name = "delete", .help = "delete the context"},
+    END};
+
 static const cli_flag exec_flags[] = {
     {.name = "interactive", .short_name = 'i',
      .help = "pass standard input to the command as it comes"},
@@ -175,6 +216,12 @@ static const cli_flag worker_flags[] = {
      .help = "an MCP session idle this long ends, with its own sandbox (default 10m)"},
     {.name = "reap-interval", .kind = CLI_DURATION, .metavar = "DURATION",
      .help = "how often idle sandboxes and MCP sessions are looked for (default 60s)"},
+    {.name = "code-queue", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 1024,
+     .section = "Code contexts:", .help = "code runs waiting or running per sandbox (default 16)"},
+    {.name = "code-max-contexts", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 64,
+     .help = "code contexts per sandbox (default 8)"},
+    {.name = "code-max-output", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "output of one code run, 1k to 256m (default 16m)"},
     {.name = "terminal-grace", .kind = CLI_DURATION, .metavar = "DURATION", .section = "Terminals:",
      .help = "how long a terminal lives without a client, and stays listed once ended (default 10m)"},
     {.name = "terminals-per-sandbox", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
@@ -355,6 +402,18 @@ const cli_command cli_commands[] = {
                     "stdout and stderr as they arrive, and its exit status. The command "
                     "starts at the first argument that is not an option, or after --.",
      .notes = RUN_NOTES, .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS},
+    {.name = "code", .args = "[OPTIONS] [SANDBOX] (-c CODE | FILE | -)", .flags = code_flags, .fn = cmd_code,
+     .summary = "run code in a live interpreter (a code context) of a keyed sandbox",
+     .description = "Runs code in a code context of a keyed sandbox (--run-id, --worker-id, or "
+                    "SANDBOX: a name or id of `sandbox list`): a Jupyter kernel that "
+                    "keeps its variables, imports and data between runs (docs/code.md). Output "
+                    "and the cell's value go to stdout as they come, errors with their traceback "
+                    "to stderr; images are saved with --save-images. --list, --create, --info, "
+                    "--interrupt, --restart and --delete manage the contexts instead.",
+     .notes = "Exit status: 0 ok, 1 the cell raised, 124 its timeout interrupted it, 130 "
+              "interrupted or cancelled, 137 the kernel died (the next run starts a fresh one), "
+              "125 sandman or the sandbox failed, 2 usage error.",
+     .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_FILES},
     {.name = "exec", .args = "[OPTIONS] [SANDBOX] -- CMD [ARG...]", .flags = exec_flags,
      .fn = cmd_exec, .summary = "run a command in an existing sandbox, like docker exec",
      .description = "Runs a command in a per_run or per_worker sandbox that exists already "

@@ -13,6 +13,7 @@
 #include <sandman/mcp.h>
 
 #include "common/text.h"
+#include "mcp/code_tool.h"
 #include "mcp/terminal_tools.h"
 
 #define DEFAULT_READ_MAX ((size_t)1 << 20)
@@ -115,7 +116,7 @@ static const char out_grep[] =
     "\"required\":[\"matches\",\"truncated\"]}";
 
 typedef struct tools {
-  sm_mcp_tool list[11];
+  sm_mcp_tool list[12];
   sm_mcp_sandbox_options o;
   mcp_terminals *terminals;
 } tools;
@@ -585,6 +586,15 @@ static int tool_grep(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   return 0;
 }
 
+/* ---- run_code (code_tool.c) ---- */
+
+static int tool_code(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "code", cancel, &req, out)) return 0;
+  size_t cap = t->o.max_output_bytes ? t->o.max_output_bytes : DEFAULT_OUTPUT_MAX;
+  return mcp_code_tool_call(t->o.runner, &req, args, cap, out);
+}
+
 /* ---- terminals (terminal_tools.c) ---- */
 
 static int terminal_prepare(void *ud, volatile int *cancel, sm_run_request *req,
@@ -625,6 +635,7 @@ static const struct {
     {"ls", "path:s", tool_ls},
     {"glob", "pattern:S,path:s", tool_glob},
     {"grep", "pattern:S,path:s,include:s,ignore_case:b,fixed:b,max_results:i", tool_grep},
+    {"run_code", MCP_CODE_TOOL_ARGS, tool_code},
     {"terminal_open", "command:s,rows:i,cols:i,wait_ms:i", tool_terminal_open},
     {"terminal_send", "terminal:s,keys:S,wait_ms:i", tool_terminal_send},
     {"terminal_screen", "terminal:s,wait_ms:i", tool_terminal_screen},
@@ -703,6 +714,12 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
        "Searches the text files of the sandbox's workspace for lines matching a regular "
        "expression.",
        schema_grep, out_grep, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+      {"run_code", "Run Python code",
+       "Runs code in a live Python interpreter (a Jupyter kernel) in the sandbox, as a notebook "
+       "cell: variables, imports and loaded data stay for the next call. Returns the output, "
+       "the last expression's value, an exception's traceback, and figures (matplotlib) as "
+       "images. Needs an image with a Jupyter kernel (sandman/general).",
+       mcp_code_tool_schema, mcp_code_tool_output, exec_hints},
       {"terminal_open", "Open a terminal",
        "Starts a program on a terminal in the sandbox (default: a shell; e.g. python3, a "
        "debugger, vim) and returns its screen. The terminal keeps running between calls.",

@@ -24,6 +24,7 @@
 
 #include "common/buf.h"
 #include "server/core.h"
+#include "server/context_route.h"
 #include "server/files_route.h"
 #include "server/mcp_route.h"
 #include "server/sandboxes_route.h"
@@ -64,13 +65,14 @@ typedef enum {
   R_AUDIT,
   R_APPROVALS,
   R_SANDBOX,
+  R_CONTEXTS,
   R_TERMINALS,
 } route_id;
 
 static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
                                           "leases",    "handles", "sandboxes", "reap",
                                           "metrics",   "files",   "mcp",       "audit",
-                                          "approvals", "sandbox", "terminals"};
+                                          "approvals", "sandbox", "contexts",  "terminals"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -118,6 +120,7 @@ typedef struct req_ctx {
   char files_name[16];  /* the route's last segment */
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
+  context_req *contexts; /* until its job takes it */
   server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
   server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
@@ -253,6 +256,7 @@ static enum MHD_Result stream_step(req_ctx *c) {
 static void files_discard(void *arg) { sm_files_req_free(arg); }
 static void term_discard(void *arg) { server_terminal_req_free(arg); }
 static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
+static void contexts_discard(void *arg) { context_req_free(arg); }
 
 static int stream_open(req_ctx *c) {
   c->stream = sm_stream_new(c->conn, NULL, NULL);
@@ -525,10 +529,13 @@ static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
   return ok;
 }
 
-/* /v1/files/<name> and /mcp. */
+/* /v1/files/<name>, /mcp and /v1/contexts... */
 static route_id match_stream_route(req_ctx *c, const char *url, const char *method,
                                    int *files_op) {
   if (strcmp(url, "/mcp") == 0) return R_MCP;
+  int ctx_op = context_route_match(url, method, &c->allow);
+  if (ctx_op >= 0) return R_CONTEXTS;
+  if (ctx_op == -2) return R_BAD_METHOD;
   if (strncmp(url, "/v1/files/", 10) != 0 || strlen(url + 10) >= sizeof c->files_name)
     return R_NOT_FOUND;
   snprintf(c->files_name, sizeof c->files_name, "%s", url + 10);
@@ -637,7 +644,8 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
                     c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
-                    c->route == R_SANDBOXES || c->route == R_SANDBOX || c->route == R_TERMINALS;
+                    c->route == R_SANDBOXES || c->route == R_SANDBOX ||
+                    c->route == R_CONTEXTS || c->route == R_TERMINALS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -660,6 +668,11 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
                             &c->answer);
     if (c->mcp == NULL) return decide_answer(c);
+  }
+  if (c->route == R_CONTEXTS) {
+    c->contexts = context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
+                                  c->token, &c->answer);
+    if (c->contexts == NULL) return decide_answer(c);
   }
   if (c->route == R_EXECUTE) {
     const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
@@ -704,6 +717,15 @@ static enum MHD_Result body_complete(req_ctx *c) {
       sm_mcp_req_set_stream(m, c->stream);
       c->mcp = NULL;
       return dispatch_stream(c, sm_mcp_job, m, mcp_discard);
+    }
+    case R_CONTEXTS: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      context_req *x = c->contexts;
+      if (context_req_body(x, c->body.data, c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      context_req_set_stream(x, c->stream);
+      c->contexts = NULL;
+      return dispatch_stream(c, context_job, x, contexts_discard);
     }
     case R_LEASES:
       sm_lease_route(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
@@ -837,6 +859,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   sm_files_req_free(c->files);
   sm_mcp_req_free(c->mcp);
   sm_sandboxes_req_free(c->sbx);
+  context_req_free(c->contexts);
   server_terminal_req_free(c->term);
   server_ws_upgrade_done(c->upgrade);
   pthread_mutex_lock(&srv->mu);

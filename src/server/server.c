@@ -20,6 +20,7 @@
 #include <sandman/version.h>
 
 #include "common/cleanup.h"
+#include "server/code_queue.h"
 #include "server/core.h"
 #include "server/handles.h"
 #include "server/terminal.h"
@@ -340,11 +341,13 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   srv->leases = sm_lease_store_new(MAX_LEASES);
   srv->metrics = sm_metrics_new();
   srv->handles = calloc(srv->opts.max_handles, sizeof *srv->handles);
+  srv->code_queue = code_queue_new();
   server_terminal_limits tl = {o->terminal_grace_s, o->terminals_per_sandbox, o->max_terminals,
                                o->terminal_scrollback};
   srv->ws = server_ws_group_new();
   srv->terminals = srv->ws ? server_terminals_new(srv, &tl) : NULL;
-  if (!srv->leases || !srv->metrics || !srv->handles || !srv->terminals)
+  if (!srv->leases || !srv->metrics || !srv->handles || !srv->terminals ||
+      !srv->code_queue)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   /* The io.sandman.owner its per_tool sandboxes carry. */
   sm_sandbox_owner_label(srv->owner_label, sizeof srv->owner_label);
@@ -511,6 +514,7 @@ void sm_server_free(sm_server *srv) {
   sm_creds_free(srv->creds);
   sm_lease_store_free(srv->leases);
   sm_metrics_free(srv->metrics);
+  code_queue_free(srv->code_queue);
   if (srv->token) {
     OPENSSL_cleanse(srv->token, strlen(srv->token));
     free(srv->token);

@@ -9,6 +9,8 @@
 import { createHmac } from "node:crypto";
 import type { Readable } from "node:stream";
 
+import { Contexts, Execution, runCode, runCodeStream } from "./code.js";
+import type { CodeEvent, RunCodeOptions } from "./code.js";
 import { Terminals } from "./terminals.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
@@ -30,6 +32,7 @@ import type {
 } from "./types.js";
 
 export * from "./types.js";
+export * from "./code.js";
 export { Terminals, TerminalConnection } from "./terminals.js";
 export type { Terminal, TerminalEvent, TerminalRequest, TerminalScreen } from "./terminals.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
@@ -76,6 +79,8 @@ export class SandmanClient {
   readonly address: string;
   readonly token: string | undefined;
   readonly files: Files;
+  /** The code contexts of keyed sandboxes (/v1/contexts). */
+  readonly contexts: Contexts;
   /** Terminals in keyed sandboxes (/v1/terminals). */
   readonly terminals: Terminals;
   private readonly t: Transport;
@@ -85,7 +90,22 @@ export class SandmanClient {
     this.token = opts.token ?? process.env.SANDMAN_TOKEN;
     this.t = new Transport(this.address, this.token, opts.timeoutMs ?? 600_000);
     this.files = new Files(this.t);
+    this.contexts = new Contexts(this.t);
     this.terminals = new Terminals(this.t);
+  }
+
+  /**
+   * Runs code in a code context of the keyed sandbox `key` (a live Jupyter
+   * kernel: state stays between runs) and gathers the events into an
+   * Execution (results, logs, error: E2B's shape). docs/code.md.
+   */
+  runCode(key: SandboxKey, code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    return runCode(this.t, key, code, opts);
+  }
+
+  /** The run's NDJSON events as they come (breaking out early interrupts the cell). */
+  runCodeStream(key: SandboxKey, code: string, opts: RunCodeOptions = {}): AsyncGenerator<CodeEvent, void, undefined> {
+    return runCodeStream(this.t, key, code, opts);
   }
 
   /** A client holding a worker's derived token (it serves that worker key only). */

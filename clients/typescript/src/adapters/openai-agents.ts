@@ -18,9 +18,24 @@
 // execCommand, which the shell tool calls, gives a command that could not
 // run to the model as text. A command that ran and timed out is a result
 // (exit code 124, with a line saying so), as one that failed.
+//
+// codeInterpreterTool() is a function tool for any Agent: Python in a live
+// interpreter of a sandman sandbox (a code context, docs/code.md), state
+// kept between calls, figures returned to the model as images:
+//
+//   const agent = new Agent({ name: "analyst", tools: [codeInterpreterTool(new SandmanClient(), { runId: "r1" })] });
 import { randomUUID } from "node:crypto";
 
-import { applyDiff, type ApplyPatchOperation, type ApplyPatchResult, type Editor, type ToolOutputImage } from "@openai/agents";
+import {
+  applyDiff,
+  tool,
+  type ApplyPatchOperation,
+  type ApplyPatchResult,
+  type Editor,
+  type FunctionTool,
+  type ToolCallOutputContent,
+  type ToolOutputImage,
+} from "@openai/agents";
 import {
   Manifest,
   normalizeSandboxClientCreateArgs,
@@ -459,4 +474,61 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
   async resume(state: SandmanSandboxSessionState): Promise<SandmanSandboxSession> {
     return new SandmanSandboxSession(this.client, state, this.defaults);
   }
+}
+
+export interface CodeInterpreterOptions extends SandboxChoice {
+  /** The tool's name (default "code_interpreter"). */
+  name?: string;
+  /** The code context (default: the sandbox's default one). */
+  context?: string;
+  /** Most images of one run given to the model (default 4). */
+  maxImages?: number;
+}
+
+/**
+ * A code-interpreter function tool: the model's Python runs as a notebook
+ * cell in a code context of a sandman sandbox (per_run by runId, per_worker
+ * by workerKey; without either, a run of its own). The model reads the
+ * output, the value, the traceback and how the run ended as text, and png or
+ * jpeg figures as images.
+ */
+export function codeInterpreterTool(client: SandmanClient, opts: CodeInterpreterOptions = {}): FunctionTool {
+  const key: SandboxKey = opts.workerKey
+    ? { worker_key: opts.workerKey, mode: "per_worker", project: opts.project, agent: opts.agent }
+    : { run_id: opts.runId ?? `openai-code-${randomUUID()}`, mode: "per_run", project: opts.project, agent: opts.agent };
+  const maxImages = opts.maxImages ?? 4;
+  return tool({
+    name: opts.name ?? "code_interpreter",
+    description:
+      "Runs Python code in a live interpreter (a Jupyter kernel) in a sandbox, as a notebook cell: " +
+      "variables, imports and loaded data stay for the next call. Returns the printed output, the last " +
+      "expression's value, an exception's traceback, and matplotlib figures as images.",
+    parameters: {
+      type: "object",
+      properties: { code: { type: "string", description: "The Python code of the cell" } },
+      required: ["code"],
+      additionalProperties: false,
+    },
+    strict: true,
+    execute: async (input: unknown): Promise<ToolCallOutputContent[]> => {
+      const code = String((input as { code?: unknown }).code ?? "");
+      const x = await client.runCode(key, code, { context: opts.context, timeout_s: opts.timeoutS });
+      const parts: string[] = [];
+      if (x.stateLost) parts.push(`[a fresh kernel was started: the earlier state was lost (${x.stateLost})]`);
+      parts.push(...x.logs.stdout, ...x.logs.stderr);
+      for (const r of x.results) if (r.text !== undefined) parts.push(`${r.isMainResult ? "Out: " : ""}${r.text}\n`);
+      if (x.error) parts.push(x.error.traceback || `${x.error.name}: ${x.error.value}`);
+      parts.push(`[${x.status}${x.message ? `: ${x.message}` : ""}${x.truncated ? "; output truncated" : ""}]`);
+      const out: ToolCallOutputContent[] = [{ type: "text", text: parts.join("") }];
+      const images = x.results.flatMap((r) =>
+        r.png
+          ? [{ data: r.png.replace(/\s+/g, ""), mediaType: "image/png" }]
+          : r.jpeg
+            ? [{ data: r.jpeg.replace(/\s+/g, ""), mediaType: "image/jpeg" }]
+            : [],
+      );
+      for (const img of images.slice(0, maxImages)) out.push({ type: "image", image: img });
+      return out;
+    },
+  }) as unknown as FunctionTool;
 }
