@@ -272,6 +272,10 @@ void sm_state_forget(const char *state_dir, const char *sandbox_name) {
   /* The workspace module keeps its incremental manifest here. */
   if (state_path(state_dir, "workspaces", sandbox_name, ".manifest", path, sizeof path, &err) == 0)
     unlink(path);
+  /* Its rest record and saved /workspace (docs/state.md). */
+  if (state_path(state_dir, "rest", sandbox_name, ".json", path, sizeof path, &err) == 0) unlink(path);
+  if (state_path(state_dir, "rest", sandbox_name, ".ws.tar", path, sizeof path, &err) == 0)
+    unlink(path);
   /* Its lock files, where nobody holds them (a holder removes its own with
    * sm_state_unlock_remove). */
   if (state_path(state_dir, "busy", sandbox_name, ".lock", path, sizeof path, &err) == 0)

@@ -206,6 +206,7 @@ static int call_acquire(call *c, sm_error *err) {
   snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb->replaced);
   snprintf(out->replaced_because, sizeof out->replaced_because, "%s", sb->because);
   out->replaced_workspace = sb->replaced[0] ? sb->carried : NULL;
+  snprintf(out->resumed, sizeof out->resumed, "%s", sb->resumed);
   /* Every exec of the call names its user: the container runs as root. */
   snprintf(sb->user, sizeof sb->user, "%d:%d", sb->uid, sb->gid);
   c->t.container_id = sb->id;
