@@ -124,8 +124,12 @@ static int rest_command(const cli_call *call, int pause) {
   sm_error err = SM_ERROR_INIT;
   if (pause && cli_str(call, "tier") && sm_tier_parse(cli_str(call, "tier"), &o.tier, &err) != 0)
     return cli_usage_error(call->cmd, json, "%s", err.message);
-  o.no_wait = cli_has(call, "no-wait");
-  if (cli_str(call, "wait")) sm_parse_duration(cli_str(call, "wait"), &o.wait_s, &err);
+  if (pause) {
+    /* Only a pause waits for calls in flight (resume's table has no such flags). */
+    o.no_wait = cli_has(call, "no-wait");
+    if (cli_str(call, "wait") && sm_parse_duration(cli_str(call, "wait"), &o.wait_s, &err) != 0)
+      return cli_usage_error(call->cmd, json, "--wait: %s", err.message);
+  }
   o.why = "requested (sandman sandbox)";
   keep_session s;
   int rc = keep_session_open(call, &s);

@@ -172,6 +172,11 @@ int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name, sm_st
   return lock_named(state_dir, "busy", sandbox_name, LOCK_SH, out, err);
 }
 
+int sm_state_busy_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
+                      sm_error *err) {
+  return lock_named(state_dir, "busy", sandbox_name, LOCK_SH | LOCK_NB, out, err);
+}
+
 int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
                            sm_error *err) {
   return lock_named(state_dir, "busy", sandbox_name, LOCK_EX | LOCK_NB, out, err);

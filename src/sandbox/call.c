@@ -471,7 +471,7 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
     if (!ctx->backend->sessions_at_once && c->t.agent == NULL &&
         c->sb.mode != SM_MODE_PER_TOOL && !c->sb.cached && c->sb.id[0] &&
         sm_agents_enabled(ctx->agents))
-      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.user);
+      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.name, c->sb.user);
     /* A per_tool container goes now: its session goes with it; a
      * terminal's was its own. */
     drop_agent(&c->t, c->sb.mode != SM_MODE_PER_TOOL && req->tty == NULL);

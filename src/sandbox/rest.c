@@ -100,6 +100,14 @@ int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned gen
   return rec.pending[0] || !is(rec.state, "running") || rec.generation != generation;
 }
 
+int sandbox_rest_resting(const char *state_dir, const char *name) {
+  sandbox_rest_record rec;
+  sm_error ignore = SM_ERROR_INIT;
+  int rc = sandbox_rest_read(state_dir, name, &rec, &ignore);
+  if (rc == SM_ENOTFOUND) return 0;
+  return rc != 0 || rec.pending[0] || !is(rec.state, "running");
+}
+
 unsigned sandbox_rest_generation(const char *state_dir, const char *name) {
   sandbox_rest_record rec;
   sm_error ignore = SM_ERROR_INIT;

@@ -31,6 +31,9 @@ int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, ch
  * may not be as cached (at rest, a change under way, or its processes or
  * container changed since `generation`), 0 when it runs as it did. */
 int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned generation);
+/* 1 when the sandbox is at rest or a change of its state is under way (its
+ * record says so), 0 when it runs or has no record. */
+int sandbox_rest_resting(const char *state_dir, const char *name);
 /* The record's generation, 0 without one. */
 unsigned sandbox_rest_generation(const char *state_dir, const char *name);
 

@@ -50,23 +50,31 @@ static int put(sandbox_rest_op *op, sm_error *err) {
 int sandbox_rest_can_checkpoint(sm_engine *e, json_object *insp, int *gvisor, sm_error *err) {
   json_object *info = NULL, *v = NULL;
   *gvisor = 0;
+  const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
+  sm_error ignore = SM_ERROR_INIT;
+  if (rt && *rt && sm_sandbox_runtime_present(e, rt, gvisor, &ignore) != 0)
+    *gvisor = strncmp(rt, "runsc", 5) == 0;
   int rc = sm_engine_info(e, &info, err);
   if (rc) return rc;
   int experimental = json_object_object_get_ex(info, "ExperimentalBuild", &v) &&
                      json_object_get_boolean(v);
   json_object_put(info);
-  if (!experimental)
+  if (experimental) return 0;
+  /* Said before anything is touched: the sandbox stays as it is. */
+  if (*gvisor)
     return sm_error_set(err, SM_EUNSUPPORTED,
-                        "hibernate needs the engine's checkpoints, which are on only in its "
-                        "experimental mode, and the engine at %s runs without it: set "
-                        "\"experimental\": true in its daemon.json and restart it (scripts/setup.sh "
-                        "does; docs/setup.md), or freeze or stop the sandbox instead",
+                        "hibernate is refused: it needs the engine's checkpoints, which the engine "
+                        "at %s does not offer (its experimental mode is off: \"experimental\": "
+                        "true in its daemon.json, then restart it; docs/state.md); freeze or stop "
+                        "the sandbox instead",
                         sm_engine_host(e));
-  const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
-  sm_error ignore = SM_ERROR_INIT;
-  if (rt && *rt && sm_sandbox_runtime_present(e, rt, gvisor, &ignore) != 0)
-    *gvisor = strncmp(rt, "runsc", 5) == 0;
-  return 0;
+  return sm_error_set(err, SM_EUNSUPPORTED,
+                      "hibernate is refused: this sandbox runs under %s, whose checkpoint needs "
+                      "a working CRIU on the engine's host, and the engine at %s does not offer "
+                      "checkpoints (its experimental mode is off: \"experimental\": true in its "
+                      "daemon.json, then restart it; docs/state.md); freeze or stop the sandbox "
+                      "instead, or make it with --runtime runsc (gVisor)",
+                      rt && *rt ? rt : "runc", sm_engine_host(e));
 }
 
 /* The engine's words for a failed checkpoint, with what to do. */
