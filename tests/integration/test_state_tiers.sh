@@ -182,6 +182,13 @@ expect_eq "stop: list says stopped" "stopped" "$(listed_state "$R1")"
 if "$SANDMAN" sandbox pause --run-id "$R1" --tier freeze >"$WORK/out" 2>&1; then rc=0; else rc=$?; fi
 expect_eq "freeze from stopped: refused (exit 1)" 1 "$rc"
 expect_contains "it says resume first" "resume it first" "$(cat "$WORK/out")"
+# A reap keeps a stopped sandbox (its engine state is "exited", which a
+# reap removes otherwise): it was put to rest on purpose.
+out=$("$SANDMAN" sandbox reap --json)
+expect_eq "reap: the stopped sandbox is spared, not removed" "0 1" \
+  "$(json "str(sum(1 for x in d['removed'] if x['name']=='$N1')) + ' ' + str(sum(1 for x in d['spared'] if x['name']=='$N1'))" <<<"$out")"
+expect_contains "reap: it says why" "on purpose" "$(json "[x['reason'] for x in d['spared'] if x['name']=='$N1']" <<<"$out")"
+expect_eq "after the reap the stopped sandbox is there" "exited" "$(engine_state "$N1")"
 out=$(call "$R1" -- sh -c 'echo back')
 expect_eq "a call into a stopped sandbox works" "0 back" \
   "$(json "str(d['exit_code']) + ' ' + d['stdout'].strip()" <<<"$out")"
