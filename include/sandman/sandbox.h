@@ -316,6 +316,9 @@ typedef struct sm_run_result {
    * the call said replace), "gone" (the old sandbox had stopped: its
    * /workspace, a tmpfs, went with it). */
   const char *replaced_workspace;
+  /* A keyed sandbox at rest that this call brought back (docs/state.md):
+   * "frozen", "stopped" or "hibernated"; "" when it was running. */
+  char resumed[16];
   sm_failure_kind failure_kind;
   char error[SM_ERROR_MESSAGE_MAX]; /* "" when none */
 } sm_run_result;

@@ -39,6 +39,8 @@ int cmd_sandbox_reap(const cli_call *call);
 int cmd_sandbox_rm(const cli_call *call);
 int cmd_sandbox_create(const cli_call *call);
 int cmd_sandbox_inspect(const cli_call *call);
+int cmd_sandbox_pause(const cli_call *call);
+int cmd_sandbox_resume(const cli_call *call);
 int cmd_config_check(const cli_call *call);
 int cmd_config_explain(const cli_call *call);
 int cmd_config_reload(const cli_call *call);

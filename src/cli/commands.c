@@ -291,6 +291,28 @@ static const cli_flag create_flags[] = {
     {.name = "json", .help = "print its description (as GET /v1/sandboxes/ID)"},
     END};
 
+#define FLAGS_KEEP_TARGET                                                                   \
+  {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,     \
+   .help = "the sandbox of this run"},                                                         \
+  {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS, \
+   .help = "the sandbox of this worker"}
+
+static const cli_flag pause_flags[] = {
+    {.name = "tier", .kind = CLI_ENUM, .metavar = "TIER", .values = "freeze|stop|hibernate",
+     .help = "freeze (default: memory kept, no CPU), stop (processes end, files kept) or "
+             "hibernate (memory written to disk; gVisor)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "no-wait", .help = "refuse when a call is in flight instead of waiting for it"},
+    {.name = "wait", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how long calls in flight are waited for (default 60s)"},
+    {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", \"since\", ...}"},
+    END};
+
+static const cli_flag resume_flags[] = {
+    FLAGS_KEEP_TARGET,
+    {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", \"since\", ...}"},
+    END};
+
 static const cli_flag inspect_flags[] = {
     {.name = "json", .help = "print its description as JSON (the default)"},
     END};
@@ -435,7 +457,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect",
+    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -481,6 +503,23 @@ const cli_command cli_commands[] = {
                     "labels) as JSON, as GET /v1/sandboxes/ID answers it. SANDBOX is its name, "
                     "id or a unique id prefix. Exit 1 when there is no such sandbox.",
      .min_args = 1, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox pause", .flags = pause_flags, .fn = cmd_sandbox_pause, .args = "[SANDBOX]",
+     .summary = "put a keyed sandbox to rest: freeze, stop or hibernate",
+     .description = "Puts one keyed sandbox (per_run, per_worker) to rest, named by SANDBOX, "
+                    "--run-id or --worker-id. freeze (the default) pauses its processes: memory "
+                    "kept, no CPU. stop ends them and keeps its files: /workspace is saved in the "
+                    "state directory and put back when it starts again. hibernate writes its "
+                    "processes' memory to disk through the engine's checkpoint and restores them "
+                    "running (gVisor sandboxes; the engine's experimental mode). A call into a "
+                    "resting sandbox resumes it by itself. Calls in flight are waited for "
+                    "(--no-wait: refused). Exit 1 when the sandbox is missing, busy or cannot "
+                    "go there from its state (docs/state.md).",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox resume", .flags = resume_flags, .fn = cmd_sandbox_resume, .args = "[SANDBOX]",
+     .summary = "bring a resting sandbox back to running",
+     .description = "Brings a frozen, stopped or hibernated sandbox back to running (a call "
+                    "into it would too). A running one is left as it is.",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,

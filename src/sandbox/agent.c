@@ -160,6 +160,34 @@ static void mark_unusable(sm_agents *a, const char *cid, const char *why) {
   pthread_mutex_unlock(&a->mu);
 }
 
+void sm_agents_forget(sm_agents *a, const char *cid) {
+  if (a == NULL || cid == NULL || *cid == '\0') return;
+  sm_agent_session *drop = NULL;
+  pthread_mutex_lock(&a->mu);
+  for (unsigned i = 0; i < MAX_UNUSABLE; i++) {
+    if (strcmp(a->installed[i], cid) == 0) a->installed[i][0] = '\0';
+    if (strcmp(a->unusable[i], cid) == 0) a->unusable[i][0] = '\0';
+  }
+  sm_agent_session **pp = &a->idle;
+  while (*pp) {
+    sm_agent_session *s = *pp;
+    if (strcmp(s->container_id, cid) == 0) {
+      *pp = s->next;
+      a->n_idle--;
+      s->next = drop;
+      drop = s;
+      continue;
+    }
+    pp = &s->next;
+  }
+  pthread_mutex_unlock(&a->mu);
+  while (drop) {
+    sm_agent_session *next = drop->next;
+    sm_agent_close(drop);
+    drop = next;
+  }
+}
+
 /* ---- frames from the agent ---- */
 
 static int on_frame(void *ud, int type, uint32_t call_id, const unsigned char *p, uint32_t len) {

@@ -49,6 +49,10 @@ int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err)
 /* Installs the agent in a new container and parks a session (the pool). */
 int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *user);
 void sm_agent_note_fallback(sm_agents *a);
+/* Container cid's processes ended or it is gone (a sandbox stopped,
+ * hibernated or rolled back): its idle sessions close, and what is known
+ * about it (the agent installed, or unusable there) is forgotten. */
+void sm_agents_forget(sm_agents *a, const char *cid);
 /* Counts a tool call made over a session (sm_runner_agent_stats). */
 void sm_agent_note_call(sm_agents *a);
 

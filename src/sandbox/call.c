@@ -206,6 +206,7 @@ static int call_acquire(call *c, sm_error *err) {
   snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb->replaced);
   snprintf(out->replaced_because, sizeof out->replaced_because, "%s", sb->because);
   out->replaced_workspace = sb->replaced[0] ? sb->carried : NULL;
+  snprintf(out->resumed, sizeof out->resumed, "%s", sb->resumed);
   /* Every exec of the call names its user: the container runs as root. */
   snprintf(sb->user, sizeof sb->user, "%d:%d", sb->uid, sb->gid);
   c->t.container_id = sb->id;
@@ -470,7 +471,7 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
     if (!ctx->backend->sessions_at_once && c->t.agent == NULL &&
         c->sb.mode != SM_MODE_PER_TOOL && !c->sb.cached && c->sb.id[0] &&
         sm_agents_enabled(ctx->agents))
-      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.user);
+      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.name, c->sb.user);
     /* A per_tool container goes now: its session goes with it; a
      * terminal's was its own. */
     drop_agent(&c->t, c->sb.mode != SM_MODE_PER_TOOL && req->tty == NULL);

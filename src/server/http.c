@@ -481,7 +481,8 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   return R_NOT_FOUND;
 }
 
-/* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive (POST). */
+/* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive, /pause,
+ * /resume (POST). */
 static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
   if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
   const char *id = url + 14;
@@ -492,8 +493,10 @@ static route_id match_sandbox_route(req_ctx *c, const char *url, const char *met
   c->sandbox_id[n] = '\0';
   if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
   if (slash) {
-    if (strcmp(slash, "/keepalive") != 0) return R_NOT_FOUND;
-    c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
+    if (strcmp(slash, "/keepalive") == 0) c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
+    else if (strcmp(slash, "/pause") == 0) c->sandbox_op = SM_SANDBOXES_PAUSE;
+    else if (strcmp(slash, "/resume") == 0) c->sandbox_op = SM_SANDBOXES_RESUME;
+    else return R_NOT_FOUND;
     c->allow = "POST";
     return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
   }
