@@ -120,6 +120,20 @@ static int send_once(code_call *c, sm_runner *runner, const sm_run_request *base
   return code_wire_finish(&c->wire, err);
 }
 
+/* A stopped sandbox ends its processes, the contexts' kernels and their
+ * records (in its /tmp, a new tmpfs when it starts again) with them. */
+#define STOPPED_TEXT \
+  "the sandbox was stopped (tier stop) since its last call: its code contexts and their state were lost"
+
+/* The call that brought the sandbox back from stopped tells its run so
+ * (as the driver does for a kernel that died): a RESTARTED event first. */
+static int say_stopped(code_call *c, sm_error *err) {
+  static const char line[] = "{\"event\":\"restarted\",\"reason\":\"" STOPPED_TEXT
+                             "\",\"state_lost\":true}\n";
+  if (c->wire.mode != CODE_WIRE_RUN) return 0;
+  return code_wire_feed(&c->wire, line, sizeof line - 1, err);
+}
+
 /* Sends request (and starts the driver when none runs). The wire is
  * initialised by the caller; a "fail" answer becomes its error. */
 static int code_send(code_call *c, sm_runner *runner, const sm_run_request *base,
@@ -141,6 +155,7 @@ static int code_send(code_call *c, sm_runner *runner, const sm_run_request *base
   sm_run_result *r = call ? call : &local;
   int rc = send_once(c, runner, base, timeout_s, r, err);
   const char *fail = rc == 0 ? code_wire_fail_code(&c->wire) : NULL;
+  int stopped = 0;
   if (fail && strcmp(fail, "no_server") == 0) {
     /* Nothing runs yet (a fresh sandbox, or the driver died): start it and
      * ask once more. */
@@ -148,13 +163,19 @@ static int code_send(code_call *c, sm_runner *runner, const sm_run_request *base
     size_t max = c->wire.max_output;
     sm_code_event_fn fn = c->wire.on_event;
     void *ud = c->wire.ud;
+    stopped = strcmp(r->resumed, "stopped") == 0;
     code_wire_dispose(&c->wire);
     code_wire_init(&c->wire, mode, max, fn, ud);
     sm_run_result_dispose(r);
     rc = start_driver(runner, base, err);
+    if (rc == 0 && stopped) rc = say_stopped(c, err);
     if (rc == 0) rc = send_once(c, runner, base, timeout_s, r, err);
+    if (stopped) snprintf(r->resumed, sizeof r->resumed, "stopped");
   }
-  if (rc == 0 && code_wire_fail_code(&c->wire)) rc = code_wire_fail_error(&c->wire, err);
+  if (rc == 0 && code_wire_fail_code(&c->wire)) {
+    rc = code_wire_fail_error(&c->wire, err);
+    if (stopped && rc == SM_ENOTFOUND) sm_error_wrap(err, "%s", STOPPED_TEXT);
+  }
   free(text);
   c->text = NULL;
   if (r == &local) sm_run_result_dispose(&local);

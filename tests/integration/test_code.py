@@ -13,7 +13,9 @@ Run by test_code.sh; one suite per ctest entry:
           missing one; a run with a lease refused; network none; the kernel
           on private Unix sockets (connection file 0600, no TCP listener),
           outside every call (no host-tool identity); the limits (output cap,
-          queued runs, contexts) and an audit row per run
+          queued runs, contexts) and an audit row per run; a context across
+          its sandbox's tiers of rest (rest_tiers: kept across freeze, lost
+          at stop and said so)
   cli     `sandman code` against the engine: state between invocations,
           --json events, --save-images, exit statuses, --list and --delete;
           and the MCP tool run_code over `sandman mcp` (stdio): state kept, a
@@ -305,6 +307,47 @@ def by_sandbox_id(r, c):
     c.delete_sandbox(sb["id"])
 
 
+def rest_tiers(r, c):
+    """A context across its sandbox's tiers of rest (docs/state.md): kept
+    across freeze, lost at stop and said so."""
+    sb = c.create_sandbox(template="py")
+    key = {"sandbox_id": sb["id"]}
+    path = "/v1/sandboxes/" + sb["id"]
+    c.run_code("x = 41", **key)
+    c.contexts.create(key, "kept")
+    c.run_code("k = 'named'", "kept", **key)
+    p = c._call("POST", path + "/pause?tier=freeze")
+    check("the context's sandbox is frozen", p.get("state") == "frozen" and
+          c.get_sandbox(sb["id"]).get("state") == "frozen", p)
+    x = c.run_code("x + 1", **key)
+    check("a context survives a freeze and resume of its sandbox: x + 1 answers 42 (the run "
+          "resumes the frozen sandbox)", x.status == "ok" and x.text == "42" and
+          not x.state_lost and c.get_sandbox(sb["id"]).get("state") == "running", vars(x))
+    check("a named context survives the freeze too", in_kernel(c, key, "k", "kept") == "'named'")
+    p = c._call("POST", path + "/pause?tier=stop")
+    check("the context's sandbox is stopped", p.get("state") == "stopped", p)
+    x = c.run_code("'x' in dir()", **key)
+    check("after a stop the next run says the state was lost (the run resumes the sandbox)",
+          x.status == "ok" and x.text == "False" and x.state_lost and
+          "stopped" in x.state_lost, vars(x))
+    check("after the stop the default context works again", in_kernel(c, key, "6 * 7") == "42")
+    try:
+        c.run_code("k", "kept", **key)
+        gone = None
+    except SandmanError as e:
+        gone = (e.status, e.error)
+    check("after the stop a named context is gone (404, no context)", gone is not None and
+          gone[0] == 404 and "no context" in gone[1], gone)
+    # Stopped, then brought back by the resume route before the run: the run
+    # has a fresh kernel; it never answers from the old state.
+    c._call("POST", path + "/pause?tier=stop")
+    p = c._call("POST", path + "/resume")
+    x = c.run_code("'x' in dir()", **key)
+    check("stopped and resumed by the route: the next run has none of the old state",
+          p.get("state") == "running" and x.status == "ok" and x.text == "False", (p, vars(x)))
+    c.delete_sandbox(sb["id"])
+
+
 def suite_runner(tmp):
     cfg = os.path.join(tmp, "sandman.yaml")
     with open(cfg, "w") as f:
@@ -324,6 +367,7 @@ def suite_runner(tmp):
         isolation(r, c)
         limits(r, c)
         by_sandbox_id(r, c)
+        rest_tiers(r, c)
         audit(r, c)
     finally:
         code = r.stop()
