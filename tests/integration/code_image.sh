@@ -2,7 +2,7 @@
 # matplotlib) for code contexts, the tests' own build of it
 # (scripts/test-images.sh through it_test_image: sandman-test/general:<inputs
 # hash>, built on first use, shared by the tests), unless SANDMAN_CODE_IMAGE
-# names one already. Never a user's sandman/general:latest.
+# names one already. Never the user's own build of sandman/general.
 code_image() {
   if [ -n "${SANDMAN_CODE_IMAGE:-}" ]; then
     export SANDMAN_CODE_IMAGE

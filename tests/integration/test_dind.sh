@@ -41,8 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Both images under this test's own tags (a user's sandman/dind:latest and
-# sandman/sandman:latest are never replaced); compose/dind-ci.yml takes them
+# Both images under this test's own tags (the user's own builds of the
+# dind and sandman images are never replaced); compose/dind-ci.yml takes them
 # through SANDMAN_DIND_IMAGE and SANDMAN_JOB_IMAGE.
 TEST_TAG=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')
 MAKE_IMAGE=""

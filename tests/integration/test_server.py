@@ -494,8 +494,8 @@ def hook_sleeping(run_id):
 
 def suite_hook(tmp):
     # sandman/general as the tests build it (scripts/test-images.sh: their
-    # own tag, reused while its inputs are unchanged), never a user's
-    # sandman/general:latest, which may be missing or stale.
+    # own tag, reused while its inputs are unchanged), never the user's
+    # own build of it, which may be missing or stale.
     b = subprocess.run([os.path.join(SRC, "scripts", "test-images.sh"), "ensure", "general"],
                        capture_output=True, text=True, timeout=1800,
                        env=dict(os.environ, SANDMAN_BIN=SANDMAN))

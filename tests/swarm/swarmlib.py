@@ -128,8 +128,8 @@ def sweep_stale_rigs(instance):
 
 def ensure_dind_image(report):
     """sandman/dind from this checkout as the tests build it
-    (scripts/test-images.sh: sandman-test/dind:<inputs hash>, never a
-    user's sandman/dind:latest), made the rig's engine image through
+    (scripts/test-images.sh: sandman-test/dind:<inputs hash>, never the
+    user's own build of it), made the rig's engine image through
     SWARM_RIG_DIND; report(desc, ok, detail) says how it went."""
     p = subprocess.run([os.path.join(SRC, "scripts", "test-images.sh"), "ensure", "dind"],
                        capture_output=True, text=True, env=dict(os.environ, SANDMAN_BIN=SANDMAN))
