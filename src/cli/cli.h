@@ -57,6 +57,9 @@ int cmd_help(const cli_call *call);
 
 /* Installs the log handler (text or JSON lines on stderr, --log-level). */
 void cli_log_setup(const cli_globals *g);
+/* Installs the stop signals (INT, TERM, HUP; no SA_RESTART) of a
+ * long-running command; returns the flag they set. */
+volatile int *cli_catch_stop_signals(void);
 /* "unknown command 'X'; did you mean ...": a usage error (exit 2). */
 int cli_unknown_command(const char *name, int json);
 

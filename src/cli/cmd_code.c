@@ -46,22 +46,6 @@ typedef struct printer {
   int error_seen;
 } printer;
 
-static volatile int cancelled;
-
-static void on_signal(int sig) {
-  (void)sig;
-  cancelled = 1;
-}
-
-static void catch_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
-}
 
 static const char *const actions[] = {"list", "create", "info", "interrupt", "restart", "delete"};
 
@@ -489,8 +473,8 @@ static int code_call(const cli_call *call, code_args *a) {
     sm_mode_parse(a->flags.mode, &req.settings.mode, NULL);
   }
   req.agent_has_host_tools = sm_broker_agent_has_tools(broker, a->names.agent);
-  req.cancel = &cancelled;
-  catch_signals();
+  volatile int *cancelled = cli_catch_stop_signals();
+  req.cancel = cancelled;
   sm_error err = SM_ERROR_INIT;
   int code = CLI_EXIT_OK;
   if (a->action) {
@@ -516,7 +500,7 @@ static int code_call(const cli_call *call, code_args *a) {
     else
       cli_error("%s", err.message);
     code = rc == SM_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
-    if (cancelled) code = 130;
+    if (*cancelled) code = 130;
   }
   sm_runner_free(runner);
   sm_broker_free(broker);
