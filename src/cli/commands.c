@@ -71,6 +71,8 @@ static const cli_flag run_flags[] = {
     {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
      .help = "per_run: the run whose sandbox is used"},
     FLAG_WORKER_ID,
+    {.name = "from-snapshot", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "per_run/per_worker: a new sandbox is made from this snapshot"},
     {.name = "image", .kind = CLI_STRING, .metavar = "REF",
      .section = "Sandbox settings (defaults: built in, or from the configuration):",
      .help = "image (default sandman/minimal:latest; never pulled)"},
@@ -313,6 +315,42 @@ static const cli_flag resume_flags[] = {
     {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", \"since\", ...}"},
     END};
 
+static const cli_flag snapshot_take_flags[] = {
+    {.name = "name", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "the snapshot's name (default snap-<UTC time>-<4 hex>)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "no-wait", .help = "refuse when a call is in flight instead of waiting for it"},
+    {.name = "wait", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how long calls in flight are waited for (default 60s)"},
+    {.name = "json", .help = "print the snapshot as JSON"},
+    END};
+
+static const cli_flag fork_flags[] = {
+    {.name = "from-snapshot", .kind = CLI_NAME, .metavar = "NAME", .help = "the snapshot (required)"},
+    {.name = "count", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 64,
+     .help = "how many sandboxes (default 1)"},
+    {.name = "prefix", .kind = CLI_NAME, .metavar = "P",
+     .help = "their run ids are P-<8 hex> (default: the snapshot's name)"},
+    FLAG_PROJECT,
+    {.name = "json", .help = "print [{\"run_id\", \"name\", \"id\", \"duration_ms\", \"error\"}]"},
+    END};
+
+static const cli_flag rollback_flags[] = {
+    {.name = "to", .kind = CLI_NAME, .metavar = "NAME", .help = "the snapshot (required)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", ...}"},
+    END};
+
+static const cli_flag diff_flags[] = {
+    {.name = "from-snapshot", .kind = CLI_NAME, .metavar = "NAME", .help = "the snapshot (required)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "json", .help = "print {\"added\", \"modified\", \"deleted\"}"},
+    END};
+
+static const cli_flag snapshot_list_flags[] = {
+    {.name = "json", .help = "print a JSON array"},
+    END};
+
 static const cli_flag inspect_flags[] = {
     {.name = "json", .help = "print its description as JSON (the default)"},
     END};
@@ -457,7 +495,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume",
+    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume | snapshot | fork | rollback | diff",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -520,6 +558,45 @@ const cli_command cli_commands[] = {
      .description = "Brings a frozen, stopped or hibernated sandbox back to running (a call "
                     "into it would too). A running one is left as it is.",
      .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox snapshot", .flags = snapshot_take_flags, .fn = cmd_sandbox_snapshot,
+     .args = "[SANDBOX]", .summary = "capture a keyed sandbox's files under a name",
+     .description = "Captures one keyed sandbox (named by SANDBOX, --run-id or --worker-id): its "
+                    "writable layer committed as an image and its /workspace as a tar in the state "
+                    "directory, with a manifest of every file's SHA-256. Calls in flight are "
+                    "waited for (--no-wait: refused); refused while a call with leased "
+                    "credentials runs beside it. Exit 1 when the sandbox is missing or busy, or "
+                    "the name is taken (docs/state.md).",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox fork", .flags = fork_flags, .fn = cmd_sandbox_fork,
+     .summary = "new per_run sandboxes from a snapshot",
+     .description = "Makes --count new per_run sandboxes from a snapshot and prints their run "
+                    "ids, one a line. Each is a new sandbox: new container, /workspace from the "
+                    "snapshot, none of the source's processes, leases or sessions. Calls reach one "
+                    "with --mode per_run --run-id ID.",
+     .max_args = 0},
+    {.name = "sandbox rollback", .flags = rollback_flags, .fn = cmd_sandbox_rollback,
+     .args = "[SANDBOX]", .summary = "return a keyed sandbox to a snapshot",
+     .description = "Replaces the sandbox's container and /workspace with the snapshot's; its "
+                    "name and keys stay, its processes end.",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox diff", .flags = diff_flags, .fn = cmd_sandbox_diff, .args = "[SANDBOX]",
+     .summary = "what changed in /workspace since a snapshot",
+     .description = "Lists the files of the sandbox's /workspace added (A), modified (M) and "
+                    "deleted (D) since the snapshot, with their sizes.",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "snapshot", .summary = "list | inspect | rm"},
+    {.name = "snapshot list", .flags = snapshot_list_flags, .fn = cmd_snapshot_list,
+     .summary = "this instance's snapshots, newest first",
+     .description = "Lists the snapshots of this instance: name, source sandbox, files, sizes, age.",
+     .max_args = 0},
+    {.name = "snapshot inspect", .fn = cmd_snapshot_inspect, .args = "NAME",
+     .summary = "one snapshot as JSON", .description = "Prints one snapshot as JSON. Exit 1 when there is none of that name.",
+     .min_args = 1, .max_args = 1},
+    {.name = "snapshot rm", .fn = cmd_snapshot_rm, .args = "NAME...",
+     .summary = "remove snapshots",
+     .description = "Removes snapshots: their folder in the state directory and their image "
+                    "(kept while a sandbox forked from it still uses it). Exit 1 when one is missing.",
+     .min_args = 1, .max_args = 64},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,
