@@ -23,6 +23,7 @@
 #include "server/create_policy.h"
 #include "server/sandbox_owner.h"
 #include "server/sandboxes_route.h"
+#include "server/snapshots_route.h"
 
 #define LABEL_FILTERS_MAX 8
 
@@ -38,6 +39,7 @@ struct sm_sandboxes_req {
   int no_wait;
   char *labels[LABEL_FILTERS_MAX];        /* "io.sandman.label.k=v" engine filters */
   size_t n_labels;
+  server_snapshot_args snap;               /* the snapshot routes' query */
   char bad[128];
 };
 
@@ -82,8 +84,11 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     sm_error ignore = SM_ERROR_INIT;
     rc = sm_tier_parse(v, &r->tier, &ignore) == 0 ? 0 : -1;
   } else if (strcmp(key, "no_wait") == 0 &&
-             (r->op == SM_SANDBOXES_PAUSE || r->op == SM_SANDBOXES_RESUME)) {
+             (r->op == SM_SANDBOXES_PAUSE || r->op == SM_SANDBOXES_RESUME ||
+              r->op == SM_SANDBOXES_SNAPSHOT)) {
     r->no_wait = strcmp(v, "1") == 0 || strcmp(v, "true") == 0;
+  } else if (r->op >= SM_SANDBOXES_SNAPSHOT && server_snapshot_arg(&r->snap, r->op, key, v, &rc)) {
+    /* taken (rc says whether it was good) */
   } else {
     snprintf(r->bad, sizeof r->bad, "unknown query parameter '%.40s'", key);
     return MHD_NO;
@@ -259,6 +264,18 @@ void sm_sandboxes_run(sm_sandboxes_req *r, const char *body, size_t len, sm_answ
     case SM_SANDBOXES_DELETE: remove_one(r, a); break;
     case SM_SANDBOXES_PAUSE: rest(r, a, 1); break;
     case SM_SANDBOXES_RESUME: rest(r, a, 0); break;
+    case SM_SANDBOXES_SNAPSHOT:
+    case SM_SANDBOXES_ROLLBACK:
+    case SM_SANDBOXES_DIFF:
+    case SM_SANDBOXES_FORK:
+    case SM_SNAPSHOTS_LIST:
+    case SM_SNAPSHOTS_GET:
+    case SM_SNAPSHOTS_DELETE:
+      r->snap.id = r->id;
+      r->snap.worker_key = acting_for(r);
+      r->snap.no_wait = r->no_wait;
+      server_snapshot_run(r->srv, r->op, &r->snap, a);
+      break;
     case SM_SANDBOXES_CREATE:
       server_sandbox_create(r->srv, body, len, r->control, r->token, a);
       break;
