@@ -177,6 +177,8 @@ def suite_leased(tmp):
     img = ts.docker("image", "inspect", snap.get("image", "none")).stdout
     check("the credential is nowhere in the snapshot's image configuration",
           img and value not in img and "GH_TOKEN" not in img)
+    st, body = call(c, "DELETE", "/v1/snapshots/after", None)
+    check("the control token removes it", st == 200 and body.get("removed") is True, (st, body))
     check("runner exits 0", r.stop() == 0)
     remove_images()
 
