@@ -110,6 +110,9 @@ R3=snap-run-$$
 out=$(call "$R3" --from-snapshot snap-one -- sh -c 'ls /workspace/t | wc -l')
 expect_eq "run --from-snapshot makes a sandbox from the snapshot" "11" "$(stdout_of <<<"$out" | tr -d ' \n')"
 tree_same "run --from-snapshot" "$R3"
+rc=0; out=$(call "$R" --from-snapshot snap-one -- true 2>&1) || rc=$?
+check "run --from-snapshot into a sandbox not made from it is refused" test "$rc" -ne 0
+expect_contains "... saying so" "not made from snapshot" "$out"
 
 # --- diff ----------------------------------------------------------------------
 call "$R" -- sh -c 'cd /workspace && echo new >t/added && echo changed >>t/d1/f1 && rm t/d2/f2' >/dev/null

@@ -53,7 +53,7 @@ def remove_images():
 
 
 def same_404(what, got, missing, ref, gone):
-    check(what + ": 404 as for a missing one",
+    check(what,
           got[0] == 404 and got[1].get("error", "").replace(ref, "X") ==
           missing[1].get("error", "").replace(gone, "X"), (got, missing))
 
@@ -71,7 +71,7 @@ def suite_owners(tmp):
     # Another worker cannot snapshot k1's sandbox.
     got = call(k2, "POST", "/v1/sandboxes/%s/snapshot" % sid, "k2", name="s2")
     miss = call(k2, "POST", "/v1/sandboxes/sandman-no-such/snapshot", "k2", name="s2")
-    same_404("k2 snapshots k1's sandbox", got, miss, sid, "sandman-no-such")
+    same_404("k2 snapshots k1's sandbox: 404 as for a missing one", got, miss, sid, "sandman-no-such")
 
     st, snap = call(k1, "POST", "/v1/sandboxes/%s/snapshot" % sid, "k1", name="s1")
     check("k1 snapshots its own sandbox", st == 200 and snap.get("name") == "s1" and
@@ -86,20 +86,25 @@ def suite_owners(tmp):
     check("the control token's list shows it", st == 200 and "s1" in [x["name"] for x in body],
           (st, body))
 
-    for what, method, path, q in [
-            ("inspect", "GET", "/v1/snapshots/%s", {}),
-            ("remove", "DELETE", "/v1/snapshots/%s", {}),
-            ("fork", "POST", "/v1/sandboxes/fork", {"snapshot": "%s"}),
-            ("roll its own sandbox back to", "POST", "/v1/sandboxes/%s/rollback" % own2,
-             {"snapshot": "%s"}),
-            ("diff its own sandbox against", "GET", "/v1/sandboxes/%s/diff" % own2,
-             {"snapshot": "%s"})]:
-        def fill(name):
-            return (path % name if "%s" in path else path), {k: v % name for k, v in q.items()}
-        p1, q1 = fill("s1")
-        p0, q0 = fill("nosuch")
-        same_404("k2 cannot %s k1's snapshot" % what, call(k2, method, p1, "k2", **q1),
-                 call(k2, method, p0, "k2", **q0), "s1", "nosuch")
+    def tried(method, path, **q):
+        """k2's try on k1's s1 and on a missing snapshot, as (got, missing)."""
+        fill = {k: v % "s1" for k, v in q.items()}
+        none = {k: v % "nosuch" for k, v in q.items()}
+        return (call(k2, method, path.replace("{}", "s1"), "k2", **fill),
+                call(k2, method, path.replace("{}", "nosuch"), "k2", **none))
+
+    got, miss = tried("GET", "/v1/snapshots/{}")
+    same_404("k2 cannot inspect k1's snapshot: 404 as for a missing one", got, miss, "s1", "nosuch")
+    got, miss = tried("DELETE", "/v1/snapshots/{}")
+    same_404("k2 cannot remove k1's snapshot: 404 as for a missing one", got, miss, "s1", "nosuch")
+    got, miss = tried("POST", "/v1/sandboxes/fork", snapshot="%s")
+    same_404("k2 cannot fork k1's snapshot: 404 as for a missing one", got, miss, "s1", "nosuch")
+    got, miss = tried("POST", "/v1/sandboxes/%s/rollback" % own2, snapshot="%s")
+    same_404("k2 cannot roll its own sandbox back to k1's snapshot: 404 as for a missing one",
+             got, miss, "s1", "nosuch")
+    got, miss = tried("GET", "/v1/sandboxes/%s/diff" % own2, snapshot="%s")
+    same_404("k2 cannot diff its own sandbox against k1's snapshot: 404 as for a missing one",
+             got, miss, "s1", "nosuch")
     st, body = call(k1, "GET", "/v1/snapshots/s1", "k1")
     check("k1's snapshot is still there after k2's tries", st == 200 and body.get("name") == "s1",
           (st, body))
