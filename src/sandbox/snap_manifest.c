@@ -61,7 +61,10 @@ static json_object *entry_of(struct archive *a, struct archive_entry *ae, const 
   mode_t m = archive_entry_mode(ae);
   json_object *o = json_object_new_object();
   if (o == NULL) return NULL;
-  json_object_object_add(o, "path", json_object_new_string(path));
+  /* A folder's entry may end with '/' ("d/"): its path is "d" either way. */
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  json_object_object_add(o, "path", json_object_new_string_len(path, (int)n));
   json_object_object_add(o, "type", json_object_new_string(type_of(m)));
   json_object_object_add(o, "size", json_object_new_int64(S_ISREG(m) ? archive_entry_size(ae) : 0));
   char mode[8];
