@@ -2,9 +2,9 @@
 # Issue 14 against the real engine, through `sandman run`: a copy out
 # applies what it can and refuses entry by entry (a Python virtual
 # environment's links, a fifo, a socket, an absolute link), never brings
-# back what the host would run (git hooks, .git/config, .envrc), keeps the
-# tool's own result when the whole copy fails (nor a planted rebase whose
-# todo list git would run), (a cap), copies host links
+# back what the host would run (git hooks, .git/config, .envrc, a planted
+# rebase whose todo list git would run), keeps the tool's own result when
+# the whole copy fails (a cap), copies host links
 # that leave the workspace as links, says when a sandbox was replaced, and
 # (13.4) a copy in never writes through a link the sandbox planted.
 #
