@@ -138,6 +138,9 @@ def suite_owners(tmp):
     check("k1 removes its snapshot", st == 200 and body.get("removed") is True, (st, body))
     st, body = call(k1, "GET", "/v1/snapshots", "k1")
     check("... gone from its list", st == 200 and body == [], (st, body))
+    events = [e.get("unmapped", {}).get("event") for e in c._call("GET", "/v1/audit")["events"]]
+    for ev in ("snapshot.created", "sandbox.forked", "sandbox.rolled_back", "snapshot.removed"):
+        check("the audit trail has %s" % ev, ev in events, events)
     check("runner exits 0", r.stop() == 0)
     remove_images()
 
