@@ -48,6 +48,7 @@ int cmd_sandbox_diff(const cli_call *call);
 int cmd_snapshot_list(const cli_call *call);
 int cmd_snapshot_inspect(const cli_call *call);
 int cmd_snapshot_rm(const cli_call *call);
+int cmd_snapshot_reap(const cli_call *call);
 int cmd_config_check(const cli_call *call);
 int cmd_config_explain(const cli_call *call);
 int cmd_config_reload(const cli_call *call);

@@ -111,6 +111,34 @@ int cmd_snapshot_rm(const cli_call *call) {
   return rc;
 }
 
+int cmd_snapshot_reap(const cli_call *call) {
+  int json = cli_has(call, "json"), dry = cli_has(call, "dry-run");
+  double age = 0;
+  sm_error err = SM_ERROR_INIT;
+  if (cli_str(call, "older-than") && sm_parse_duration(cli_str(call, "older-than"), &age, &err) != 0)
+    return cli_usage_error(call->cmd, json, "--older-than: %s", err.message);
+  size_t keep = cli_str(call, "keep") ? (size_t)strtoul(cli_str(call, "keep"), NULL, 10) : 0;
+  keep_session s;
+  int rc = keep_session_open(call, &s);
+  if (rc) return rc;
+  sm_snapshot_list removed = {0, NULL};
+  if (sm_snapshot_reap(s.runner, age, keep, dry, &removed, &err) != 0) {
+    rc = cli_fail(&err);
+  } else if (json) {
+    json_object *a = json_object_new_array();
+    double now = sm_now();
+    for (size_t i = 0; a && i < removed.n; i++)
+      json_object_array_add(a, sm_snapshot_to_json(&removed.items[i], now));
+    rc = print_json_owned(a);
+  } else {
+    for (size_t i = 0; i < removed.n; i++)
+      printf("%s%s\n", dry ? "would remove " : "", removed.items[i].name);
+  }
+  sm_snapshot_list_dispose(&removed);
+  keep_session_close(&s);
+  return rc;
+}
+
 /* Run ids <prefix>-<8 hex>, one per fork. */
 static int fork_ids(const cli_call *call, const char *prefix, size_t n, char ids[][SM_NAME_MAX],
                     int json) {

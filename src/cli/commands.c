@@ -347,6 +347,15 @@ static const cli_flag diff_flags[] = {
     {.name = "json", .help = "print {\"added\", \"modified\", \"deleted\"}"},
     END};
 
+static const cli_flag snapshot_reap_flags[] = {
+    {.name = "older-than", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "remove snapshots older than this (90s, 10m, 2h, 7d)"},
+    {.name = "keep", .kind = CLI_INT, .metavar = "N", .min = 0, .max = 1000000,
+     .help = "keep only each owner's N newest"},
+    {.name = "dry-run", .help = "say what would be removed, remove nothing"},
+    {.name = "json", .help = "print the removed snapshots as a JSON array"},
+    END};
+
 static const cli_flag snapshot_list_flags[] = {
     {.name = "json", .help = "print a JSON array"},
     END};
@@ -584,7 +593,7 @@ const cli_command cli_commands[] = {
      .description = "Lists the files of the sandbox's /workspace added (A), modified (M) and "
                     "deleted (D) since the snapshot, with their sizes.",
      .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
-    {.name = "snapshot", .summary = "list | inspect | rm"},
+    {.name = "snapshot", .summary = "list | inspect | rm | reap"},
     {.name = "snapshot list", .flags = snapshot_list_flags, .fn = cmd_snapshot_list,
      .summary = "this instance's snapshots, newest first",
      .description = "Lists the snapshots of this instance: name, source sandbox, files, sizes, age.",
@@ -597,6 +606,13 @@ const cli_command cli_commands[] = {
      .description = "Removes snapshots: their folder in the state directory and their image "
                     "(kept while a sandbox forked from it still uses it). Exit 1 when one is missing.",
      .min_args = 1, .max_args = 64},
+    {.name = "snapshot reap", .flags = snapshot_reap_flags, .fn = cmd_snapshot_reap,
+     .summary = "remove old snapshots and what a crash left",
+     .description = "Removes snapshots older than --older-than and, per owner, all but the --keep "
+                    "newest (neither: none), then what a crash left: temporary folders over an "
+                    "hour old and snapshot images of this instance whose snapshot is gone (unless "
+                    "a sandbox still uses one). Prints the removed snapshots' names.",
+     .max_args = 0},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,

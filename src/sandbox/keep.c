@@ -160,8 +160,21 @@ json_object *sm_snapshot_to_json(const sm_snapshot *s, double now) {
   return o;
 }
 
+/* 1 when a snapshot of key is being made (its temporary folder is there):
+ * its image is committed before its folder is renamed into place. */
+static int in_progress(const char *root, const char *key) {
+  char prefix[40];
+  snprintf(prefix, sizeof prefix, ".tmp-%s-", key);
+  cleanup_dir DIR *d = opendir(root);
+  struct dirent *de;
+  while (d && (de = readdir(d)) != NULL)
+    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) return 1;
+  return 0;
+}
+
 /* What a crash left: temporary folders an hour old, and images of this
- * instance's snapshots whose folder is gone (used ones stay). */
+ * instance's snapshots whose folder is gone and none is being made (used
+ * ones stay: the engine refuses to remove them). */
 static void reap_leftovers(const sandbox_ctx *ctx, sm_engine *e, int dry_run) {
   char root[PATH_MAX];
   sm_error ignore = SM_ERROR_INIT;
@@ -191,7 +204,7 @@ static void reap_leftovers(const sandbox_ctx *ctx, sm_engine *e, int dry_run) {
         continue;
       char dir[PATH_MAX];
       if (snap_dir(ctx->state_dir, json_object_get_string(k), dir, sizeof dir, &ignore) == 0 &&
-          access(dir, F_OK) != 0)
+          access(dir, F_OK) != 0 && !in_progress(root, json_object_get_string(k)))
         sm_engine_image_remove(e, json_object_get_string(id), 0, &ignore);
     }
   json_object_put(images);

@@ -6,14 +6,16 @@
 # forks of one snapshot do not see each other's writes; diff lists exactly
 # what changed; a snapshot while a call is in flight is refused with
 # --no-wait; a crash's half-made folder is never listed; rm removes the
-# snapshot's image. Every image the test commits is removed at the end.
+# snapshot's image; reap keeps each owner's newest and removes what a
+# crash left (not what a snapshot being made has). Every image the test commits is removed at the end.
 source "$(dirname "$0")/lib.sh"
 require_engine
 
 WORK=$(mktemp -d)
 remove_images() {
   local ids
-  ids=$(docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" 2>/dev/null | sort -u)
+  ids=$( (docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE"
+    docker images -q "sandman-snap-test/leftover") 2>/dev/null | sort -u)
   [ -n "$ids" ] && docker rmi -f $ids >/dev/null 2>&1 || true
 }
 trap 'kill_pids_and_cleanup; remove_images; rm -rf "$WORK"' EXIT
@@ -137,4 +139,32 @@ expect_eq "rm: the snapshot is gone" "[]" "$("$SANDMAN" snapshot list --json | t
 rc=0; out=$("$SANDMAN" snapshot inspect snap-one 2>&1) || rc=$?
 expect_eq "inspect of a removed snapshot: exit 1" 1 "$rc"
 check "rm: its image is gone (no sandbox uses it)" test -z "$(docker images -q "$image")"
+
+# --- reap ----------------------------------------------------------------------
+R4=snap-reap-$$
+call "$R4" -- sh -c 'echo x >/workspace/x' >/dev/null
+for n in reap-a reap-b reap-c; do "$SANDMAN" sandbox snapshot --run-id "$R4" --name "$n" >/dev/null; done
+img_a=$("$SANDMAN" snapshot inspect reap-a | json "d['image']")
+expect_eq "reap --keep 1 --dry-run names the two older" "would remove reap-b would remove reap-a" \
+  "$("$SANDMAN" snapshot reap --keep 1 --dry-run | tr '\n' ' ' | sed 's/ $//')"
+expect_eq "... and removes nothing" "reap-a reap-b reap-c" \
+  "$("$SANDMAN" snapshot list --json | json "' '.join(sorted(x['name'] for x in d))")"
+# What a crash leaves: an image whose snapshot folder is gone (aa), an image
+# of a snapshot being made (bb, its fresh temporary folder there), a
+# temporary folder two hours old (cc).
+N4=$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.run=$R4")
+for k in 00000000000000aa 00000000000000bb; do
+  docker commit --change "LABEL io.sandman.snapshot.instance=$SANDMAN_INSTANCE io.sandman.snapshot.key=$k" \
+    "$N4" "sandman-snap-test/leftover:$k" >/dev/null
+done
+mkdir -p "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000bb-x" "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
+touch -d '2 hours ago' "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
+expect_eq "reap --keep 1 removes the two older" "reap-b reap-a" \
+  "$("$SANDMAN" snapshot reap --keep 1 | tr '\n' ' ' | sed 's/ $//')"
+expect_eq "... the newest is kept" "reap-c" "$("$SANDMAN" snapshot list --json | json "' '.join(x['name'] for x in d)")"
+check "... the removed one's image is gone" test -z "$(docker images -q "$img_a")"
+check "reap removes an image whose snapshot is gone" test -z "$(docker images -q sandman-snap-test/leftover:00000000000000aa)"
+check "... not the image of a snapshot being made" test -n "$(docker images -q sandman-snap-test/leftover:00000000000000bb)"
+check "... and removes a temporary folder two hours old" test ! -e "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
+check "... not a fresh one" test -e "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000bb-x"
 it_done
