@@ -119,14 +119,26 @@ int sandbox_fork_make(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s
   sm_error ignore = SM_ERROR_INIT;
   sm_engine_volume_remove(e, t->volume, 1, &ignore);
   sm_state_forget(ctx->state_dir, t->name);
-  rc = sm_engine_container_create(e, t->name, config, id_out, NULL, err);
-  if (rc == SM_ECONFLICT) return sm_error_set(err, rc, "sandbox %s exists already", t->name);
+  /* Made under a name of its own and given the sandbox's name last: a fork
+   * cut short (a SIGKILL) is never found by a call under the sandbox's name
+   * with half its /workspace. */
+  char hex[9], making[SM_NAME_MAX + 24];
+  rc = sm_random_hex(hex, 4, err);
+  if (rc) return rc;
+  snprintf(making, sizeof making, "%s-forking-%s", t->name, hex);
+  id_out[0] = '\0';
+  rc = sm_engine_container_create(e, making, config, id_out, NULL, err);
   if (rc == 0) rc = sm_engine_container_start(e, id_out, err);
   if (rc == 0) rc = sandbox_fix_tmp(e, id_out, t->name, s->image_id, err);
   if (rc == 0) rc = sandbox_ws_restore(e, id_out, tar, err);
+  if (rc == 0) {
+    rc = sm_engine_container_rename(e, id_out, t->name, err);
+    if (rc == SM_ECONFLICT) rc = sm_error_set(err, rc, "sandbox %s exists already", t->name);
+  }
   if (rc) {
     sm_error_wrap(err, "making sandbox %s from snapshot %s", t->name, s->name);
-    sandbox_remove(e, ctx->state_dir, t->name, t->volume, 1, &ignore);
+    if (id_out[0]) sandbox_remove(e, ctx->state_dir, id_out, t->volume, 1, &ignore);
+    else sm_engine_volume_remove(e, t->volume, 1, &ignore);
     id_out[0] = '\0';
     return rc == SM_EENGINE ? (err->code = SM_ESANDBOX) : rc;
   }
