@@ -99,13 +99,32 @@ int cmd_snapshot_inspect(const cli_call *call) {
 }
 
 int cmd_snapshot_rm(const cli_call *call) {
+  int json = cli_has(call, "json");
   keep_session s;
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
+  json_object *removed = json_object_new_array(), *failed = json_object_new_array();
   for (int i = 0; i < call->n_args; i++) {
     sm_error err = SM_ERROR_INIT;
-    if (sm_snapshot_remove(s.runner, call->args[i], NULL, &err) != 0) rc = keep_exit(&err);
-    else printf("%s\n", call->args[i]);
+    if (sm_snapshot_remove(s.runner, call->args[i], NULL, &err) == 0) {
+      if (json) json_object_array_add(removed, json_object_new_string(call->args[i]));
+      else printf("%s\n", call->args[i]);
+      continue;
+    }
+    rc = keep_exit(&err);
+    json_object *f = json_object_new_object();
+    json_object_object_add(f, "name", json_object_new_string(call->args[i]));
+    json_object_object_add(f, "error", json_object_new_string(err.message));
+    json_object_array_add(failed, f);
+  }
+  if (json) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "removed", removed);
+    json_object_object_add(o, "failed", failed);
+    print_json_owned(o);
+  } else {
+    json_object_put(removed);
+    json_object_put(failed);
   }
   keep_session_close(&s);
   return rc;

@@ -360,6 +360,14 @@ static const cli_flag snapshot_list_flags[] = {
     {.name = "json", .help = "print a JSON array"},
     END};
 
+static const cli_flag snapshot_inspect_flags[] = {
+    {.name = "json", .help = "print it as JSON (the default)"},
+    END};
+
+static const cli_flag snapshot_rm_flags[] = {
+    {.name = "json", .help = "print {\"removed\": [NAME...], \"failed\": [{\"name\", \"error\"}]}"},
+    END};
+
 static const cli_flag inspect_flags[] = {
     {.name = "json", .help = "print its description as JSON (the default)"},
     END};
@@ -598,10 +606,10 @@ const cli_command cli_commands[] = {
      .summary = "this instance's snapshots, newest first",
      .description = "Lists the snapshots of this instance: name, source sandbox, files, sizes, age.",
      .max_args = 0},
-    {.name = "snapshot inspect", .fn = cmd_snapshot_inspect, .args = "NAME",
+    {.name = "snapshot inspect", .flags = snapshot_inspect_flags, .fn = cmd_snapshot_inspect, .args = "NAME",
      .summary = "one snapshot as JSON", .description = "Prints one snapshot as JSON. Exit 1 when there is none of that name.",
      .min_args = 1, .max_args = 1},
-    {.name = "snapshot rm", .fn = cmd_snapshot_rm, .args = "NAME...",
+    {.name = "snapshot rm", .flags = snapshot_rm_flags, .fn = cmd_snapshot_rm, .args = "NAME...",
      .summary = "remove snapshots",
      .description = "Removes snapshots: their folder in the state directory and their image "
                     "(kept while a sandbox forked from it still uses it). Exit 1 when one is missing.",

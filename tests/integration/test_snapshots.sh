@@ -134,7 +134,8 @@ expect_eq "after rollback diff is empty" "0 0 0" \
 
 # --- rm ------------------------------------------------------------------------
 cleanup_instance
-"$SANDMAN" snapshot rm snap-one >/dev/null
+expect_eq "rm --json names what it removed" '["snap-one"]' \
+  "$("$SANDMAN" snapshot rm --json snap-one | json "json.dumps(d['removed'])")"
 expect_eq "rm: the snapshot is gone" "[]" "$("$SANDMAN" snapshot list --json | tr -d ' \n')"
 rc=0; out=$("$SANDMAN" snapshot inspect snap-one 2>&1) || rc=$?
 expect_eq "inspect of a removed snapshot: exit 1" 1 "$rc"
