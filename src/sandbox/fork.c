@@ -81,16 +81,24 @@ static json_object *fork_config(json_object *source, const fork_target *t, const
     json_object_object_add(c, "Labels", labels);
   }
   identity_labels(labels, t, s, 0);
+  /* Nothing of the source's but its /workspace mount (made anew below):
+   * no bind, no other container's volumes or links. */
+  json_object_object_del(h, "Binds");
+  json_object_object_del(h, "VolumesFrom");
+  json_object_object_del(h, "Links");
+  json_object *kept = json_object_new_array();
   if (json_object_object_get_ex(h, "Mounts", &mounts) && json_object_is_type(mounts, json_type_array))
     for (size_t i = 0; i < json_object_array_length(mounts); i++) {
       json_object *m = json_object_array_get_idx(mounts, i), *vo = NULL, *vl = NULL;
       const char *target = sandbox_json_str(m, "Target", NULL);
       if (target == NULL || strcmp(target, "/workspace") != 0) continue;
+      json_object_array_add(kept, json_object_get(m));
       json_object_object_add(m, "Source", json_object_new_string(t->volume));
       if (json_object_object_get_ex(m, "VolumeOptions", &vo) &&
           json_object_object_get_ex(vo, "Labels", &vl) && json_object_is_type(vl, json_type_object))
         identity_labels(vl, t, s, 1);
     }
+  json_object_object_add(h, "Mounts", kept);
   json_object_object_add(c, "HostConfig", h);
   return c;
 }
