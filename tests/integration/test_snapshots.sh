@@ -139,6 +139,53 @@ expect_eq "after rollback diff is empty" "0 0 0" \
   "$("$SANDMAN" sandbox diff --run-id "$R" --from-snapshot snap-one --json |
     json "' '.join(str(len(d[k])) for k in ('added', 'modified', 'deleted'))")"
 
+# --- SIGKILL in the middle ------------------------------------------------------
+# The kill lands wherever the work is (a bounded poll for the sandbox to be
+# frozen, or the process's end); what must hold holds wherever it landed.
+call "$R" -- sh -c 'head -c 60000000 /dev/zero >/workspace/big' >/dev/null
+"$SANDMAN" sandbox snapshot --run-id "$R" --name snap-crash >/dev/null 2>&1 &
+sp=$!
+IT_PIDS+=("$sp")
+for _ in $(seq 1 3000); do
+  [ "$(docker inspect -f '{{.State.Paused}}' "$N" 2>/dev/null)" = true ] && break
+  kill -0 "$sp" 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 "$sp" 2>/dev/null || true
+wait "$sp" 2>/dev/null || true
+names=$("$SANDMAN" snapshot list --json | json "' '.join(sorted(x['name'] for x in d))")
+if [ "$names" = "snap-crash snap-one" ]; then
+  expect_eq "SIGKILL during a snapshot (it had finished): the one listed is whole" 1013 \
+    "$("$SANDMAN" snapshot inspect snap-crash | json "d['files']")"
+  "$SANDMAN" snapshot rm snap-crash >/dev/null
+else
+  expect_eq "SIGKILL during a snapshot: no half snapshot listed" "snap-one" "$names"
+fi
+tree_same "SIGKILL during a snapshot: the sandbox answers" "$R"
+call "$R" -- rm /workspace/big >/dev/null
+
+"$SANDMAN" sandbox fork --from-snapshot snap-one --count 3 --prefix "snap-crashfork-$$" >/dev/null 2>&1 &
+fp=$!
+IT_PIDS+=("$fp")
+for _ in $(seq 1 3000); do
+  [ -n "$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter name=-forking-)" ] && break
+  kill -0 "$fp" 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 "$fp" 2>/dev/null || true
+wait "$fp" 2>/dev/null || true
+named=0
+for n in $(docker ps -a --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.snapshot" \
+  --format '{{.Names}}' | grep "snap-crashfork\|per_run" || true); do
+  case $n in *-forking-*) continue ;; esac
+  run=$(docker inspect -f '{{index .Config.Labels "io.sandman.run"}}' "$n")
+  case $run in snap-crashfork-$$-*) ;; *) continue ;; esac
+  named=$((named + 1))
+  tree_same "SIGKILL during a fork: fork $run under its name is whole" "$run"
+done
+echo "# SIGKILL during a fork: $named of 3 forks had their name"
+check "SIGKILL during a fork: sandman answers after it" "$SANDMAN" snapshot list --json
+
 # --- rm ------------------------------------------------------------------------
 cleanup_instance
 expect_eq "rm --json names what it removed" '["snap-one"]' \
