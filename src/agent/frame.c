@@ -42,6 +42,16 @@ uint32_t sm_frame_type_max(int type) {
     return SM_FRAME_ROUTE_REQUEST_MAX;
   case SM_FRAME_ROUTE_RESPONSE:
     return SM_FRAME_ROUTE_RESPONSE_MAX;
+  case SM_FRAME_PORT_OPEN:
+    return 2;
+  case SM_FRAME_PORT_OPENED:
+  case SM_FRAME_PORT_ACK:
+    return 4;
+  case SM_FRAME_PORT_DATA:
+    return SM_FRAME_DATA_MAX;
+  case SM_FRAME_PORT_EOF:
+  case SM_FRAME_PORT_CLOSE:
+    return 0;
   default:
     return 0;
   }
@@ -51,7 +61,9 @@ static int known_type(int type) {
   return type == SM_FRAME_CALL || type == SM_FRAME_STDIN || type == SM_FRAME_EOF ||
          type == SM_FRAME_HELLO || type == SM_FRAME_STDOUT || type == SM_FRAME_STDERR ||
          type == SM_FRAME_EXIT || type == SM_FRAME_FAIL || type == SM_FRAME_ROUTE_REQUEST ||
-         type == SM_FRAME_ROUTE_RESPONSE;
+         type == SM_FRAME_ROUTE_RESPONSE || type == SM_FRAME_PORT_OPEN ||
+         type == SM_FRAME_PORT_OPENED || type == SM_FRAME_PORT_DATA || type == SM_FRAME_PORT_ACK ||
+         type == SM_FRAME_PORT_EOF || type == SM_FRAME_PORT_CLOSE;
 }
 
 void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud) {
