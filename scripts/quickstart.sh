@@ -4,6 +4,16 @@
 #   build/sandman run --mode per_tool -- sh -c 'echo hello from $(hostname) as $(id -un); uname -a'
 # (a fresh container from sandman/minimal:latest, removed afterwards). Until
 # `sandman run` is in the build it runs `build/sandman version` instead.
+#
+# The first run on a new Debian 12 machine takes about 5 minutes on 2 cores
+# (1 once the Debian packages are there) and about 1.5 GB of disk: the
+# Debian packages set-up installs (about 1.1 GB with what they pull in,
+# less what the machine has), clients/typescript/node_modules (300 MB),
+# build/ (80 MB) and the 2 MB image. A second run takes seconds.
+# scripts/test.sh then needs about 20 minutes and 1.6 GB more the first time:
+# the ASan/UBSan build, and the images the tests use (scripts/test-images.sh:
+# sandman-test/general and sandman-test/dind, from debootstrap, cached in
+# build/image-cache); README.md says more.
 set -euo pipefail
 
 SM_SCRIPT=quickstart
@@ -11,7 +21,7 @@ SM_SCRIPT=quickstart
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$SM_ROOT"
 
-echo "== set-up (scripts/setup.sh)"
+echo "== set-up (scripts/setup.sh; the first time on a machine: about 5 minutes and 1.5 GB of disk)"
 scripts/setup.sh || die "set-up failed"
 
 SANDMAN=build/sandman
@@ -23,7 +33,7 @@ if "$SANDMAN" run --help >/dev/null 2>&1; then
   cmd=("$SANDMAN" run --mode per_tool -- sh -c 'echo hello from $(hostname) as $(id -un); uname -a')
   shown="$SANDMAN run --mode per_tool -- sh -c 'echo hello from \$(hostname) as \$(id -un); uname -a'"
   what="one tool call in a fresh sandbox (per_tool: container created, command run, container removed)"
-  next="scripts/test.sh runs the tests; docs/run.md explains sandman run"
+  next="scripts/test.sh runs the tests (the first time about 20 minutes and 1.6 GB more: it builds an ASan build and the images the tests use); docs/run.md explains sandman run"
 else
   cmd=("$SANDMAN" version)
   shown="$SANDMAN version"

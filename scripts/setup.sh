@@ -22,7 +22,7 @@ SM_SCRIPT=setup
 cd "$SM_ROOT"
 
 BUILD_DIR=$SM_ROOT/build
-IMAGE=sandman/minimal:latest
+IMAGE=$SM_SETUP_IMAGES
 IMAGE_LABEL=io.sandman.image-inputs
 DAEMON_JSON=${SANDMAN_DOCKER_DAEMON_JSON:-/etc/docker/daemon.json}
 DOCKERD_LOG=${SANDMAN_DOCKERD_LOG:-/var/log/sandman-dockerd.log}

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# sandman's whole test run: set-up (scripts/setup.sh), then in build/ the
-# unit tests and the integration tests against the real engine, then the same
-# again in an ASan/UBSan build (build-asan/). Exits non-zero if anything
-# failed, and, in CI (CI=true), if any test was skipped instead of run.
+# sandman's whole test run: set-up (scripts/setup.sh), the images the tests
+# use (scripts/test-images.sh), then in build/ the unit tests and the
+# integration tests against the real engine, then the same again in an
+# ASan/UBSan build (build-asan/). Exits non-zero if anything failed, and, in
+# CI (CI=true), if any test was skipped instead of run.
 #
-#   scripts/test.sh [--quick] [-R REGEX]
-#     --quick     leave out the ASan/UBSan pass
-#     -R REGEX    only the tests whose name matches (ctest -R), e.g. -R engine
+#   scripts/test.sh [--quick] [--fresh-engine] [--prefix P] [-R REGEX]
+#     --quick         leave out the ASan/UBSan pass
+#     --fresh-engine  run everything against a brand-new engine started for
+#                     this run (its own data root, socket and network
+#                     namespace; root only), removed at the end: what CI does
+#     --prefix P      the tests' instance names start with P, not "it" (two
+#                     runs at once from one checkout)
+#     -R REGEX        only the tests whose name matches (ctest -R), e.g. -R engine
 # After the plain integration tests, the speed guard (scripts/bench.sh
 # --guard, about a minute) writes its ratios to the log: figures, never a
 # verdict. Left out with -R, or with SANDMAN_BENCH_GUARD=0.
@@ -23,10 +29,13 @@ usage() {
 }
 
 QUICK=0
+FRESH=0
 REGEX=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
+    --fresh-engine) FRESH=1 ;;
+    --prefix) [ $# -ge 2 ] || usage 2; export SANDMAN_TEST_PREFIX=$2; shift ;;
     -R) [ $# -ge 2 ] || usage 2; REGEX=(-R "$2"); shift ;;
     -R*) REGEX=(-R "${1#-R}") ;;
     -h | --help) usage 0 ;;
@@ -78,7 +87,7 @@ run_ctest() {
   fi
   [ "$verdict" = ok ] || FAILED=1
   local extra=""
-  [ "$label" != unit ] && extra=" - $executed $label tests executed against $(engine_host)"
+  [ "$label" != unit ] && extra=" - $executed $label tests executed against $(engine_host)${FRESH_DIR:+ (a brand-new engine)}"
   [ "$skipped" -gt 0 ] && extra="$extra, $skipped skipped: $(tr '\n' ' ' <<<"$names")"
   SUMMARY+=("$(printf '%-6s %-10s %-11s %s%s' "$verdict" "$(basename "$dir")" "$label" "${line:-ctest gave no summary (exit $rc)}" "$extra")")
 }
@@ -101,9 +110,27 @@ build_asan() {
   echo "build-asan: built ($(grep -c 'Building C object' "$log" || true) sources compiled)"
 }
 
+if [ "$FRESH" = 1 ]; then
+  # shellcheck source=lib/fresh_engine.sh
+  . "$SM_ROOT/scripts/lib/fresh_engine.sh"
+  echo "== a brand-new engine (--fresh-engine)"
+  trap fresh_engine_stop EXIT
+  trap 'exit 130' INT TERM
+  fresh_engine_prepare
+fi
+
 echo "== set-up (scripts/setup.sh)"
 "$SM_ROOT/scripts/setup.sh" || die "set-up failed; nothing was tested"
 mkdir -p "$LOGS"
+[ "$FRESH" = 1 ] && fresh_engine_open_to_host
+
+# Built here once, so that no test pays for it and the time shows; a test
+# run on its own builds what it needs itself (scripts/test-images.sh).
+echo
+echo "== test images (scripts/test-images.sh ensure general dind)"
+IMAGES_START=$(date +%s)
+"$SM_ROOT/scripts/test-images.sh" ensure general dind || die "the test images could not be built; nothing was tested"
+echo "test-images: ready in $(sm_elapsed "$IMAGES_START")"
 
 run_ctest "$SM_ROOT/build" unit
 run_ctest "$SM_ROOT/build" integration
@@ -136,6 +163,10 @@ if [ "$QUICK" = 0 ]; then
     SUMMARY+=("$(printf '%-6s %-10s %-11s %s' FAILED build-asan build "see $LOGS/build-asan-build.log")")
   fi
 fi
+
+# Test images of other inputs that no run wanted for a week (the engine's
+# disk); a fresh engine goes away whole.
+[ "$FRESH" = 1 ] || "$SM_ROOT/scripts/test-images.sh" prune 7 || true
 
 echo
 echo "== summary ($(sm_elapsed "$START"); logs in $LOGS)"

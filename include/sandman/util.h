@@ -38,6 +38,9 @@ SM_API int sm_glob_match(const char *pattern, const char *s);
 /* Edit distance where a swap of two neighbouring letters counts once
  * (for "did you mean" suggestions); (size_t)-1 for words over 63 bytes. */
 SM_API size_t sm_edit_distance(const char *a, const char *b);
+/* nbytes (at most 64) random bytes from the kernel (getrandom) as 2 *
+ * nbytes lowercase hex characters; out has room for 2 * nbytes + 1. */
+SM_API int sm_random_hex(char *out, size_t nbytes, sm_error *err);
 
 #ifdef __cplusplus
 }

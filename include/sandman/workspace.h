@@ -79,6 +79,19 @@ typedef struct sm_workspace_refusal {
 SM_API int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir,
                                  const char *manifest_path, const sm_string_list *excludes,
                                  const sm_workspace_limits *limits, sm_error *err);
+/* sm_workspace_sync_new, and the host folder walked (lstat only, nothing
+ * read) for the next sm_workspace_sync_in, on a second thread while the
+ * manifest is read: the copy in then compares this walk with the manifest
+ * instead of walking again. A caller can make it while it waits for
+ * something else (its agent session opening). A change on the host after
+ * the walk reaches the sandbox on the next call. Only while the caller
+ * holds the sandbox (no other call's copy out may apply in between). A
+ * failed walk is forgotten (sm_workspace_sync_in walks again and says
+ * why). */
+SM_API int sm_workspace_sync_new_walked(sm_workspace_sync **out, const char *host_dir,
+                                        const char *manifest_path,
+                                        const sm_string_list *excludes,
+                                        const sm_workspace_limits *limits, sm_error *err);
 /* Host -> sandbox: only what changed since the manifest (all of it the first
  * time); files deleted on the host are deleted in the sandbox. */
 SM_API int sm_workspace_sync_in(sm_workspace_sync *sync, const sm_workspace_target *target,

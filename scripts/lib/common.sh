@@ -6,6 +6,9 @@
 
 SM_ROOT=${SM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 SM_DEFAULT_SOCK=/var/run/docker.sock
+# What scripts/setup.sh builds: the only images a test may use without
+# building them itself or through scripts/test-images.sh.
+SM_SETUP_IMAGES="sandman/minimal:latest"
 SM_SCRIPT=${SM_SCRIPT:-$(basename "$0" .sh)}
 
 # The Debian python3, not a user's pyenv/venv shim, so that set-up works on a
@@ -106,6 +109,10 @@ sm_elapsed() {
 # did; nothing when the bridge is there or the engine is not local.
 engine_heal_bridge() {
   engine_is_local && sm_is_root && command -v ip >/dev/null || return 0
+  # An engine in a network namespace of its own (scripts/test.sh
+  # --fresh-engine) has its bridge there.
+  local ipc=(ip)
+  [ -n "${SM_ENGINE_NETNS:-}" ] && ipc=(ip -n "$SM_ENGINE_NETNS")
   local spec name addr
   spec=$(engine_json /networks/bridge '"%s %s" % (d["Options"]["com.docker.network.bridge.name"],
     (lambda c, ip: c.get("Gateway", str(next(ip.ip_network(c["Subnet"]).hosts())))
@@ -113,8 +120,9 @@ engine_heal_bridge() {
     return 0
   read -r name addr <<<"$spec"
   [ -n "$name" ] && [ -n "$addr" ] || return 0
-  ip link show "$name" >/dev/null 2>&1 && return 0
-  if ip link add "$name" type bridge && ip addr add "$addr" dev "$name" && ip link set "$name" up; then
+  "${ipc[@]}" link show "$name" >/dev/null 2>&1 && return 0
+  if "${ipc[@]}" link add "$name" type bridge && "${ipc[@]}" addr add "$addr" dev "$name" &&
+    "${ipc[@]}" link set "$name" up; then
     say engine "the default bridge $name was missing (deleted by a dockerd started with --bridge=none): recreated it with $addr"
   else
     warn "the default bridge $name is missing and could not be recreated: containers on the default network will not start"

@@ -19,12 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/digest_walk.h"
 #include "agent/frame.h"
 #include "agent/untar.h"
 #include "agent/fs.h"
 #include "agent/route.h"
 #include "agent/port_relay.h"
 #include "agent/watch.h"
+#include "common/unconst.h"
 
 #define MAX_ARGV 65536
 #define MAX_ENV 8192
@@ -357,7 +359,7 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *payloa
   switch (type) {
   case SM_FRAME_CALL:
     if (call.active) protocol_error("a call frame while a call runs");
-    start_call(id, (unsigned char *)payload, len);
+    start_call(id, SM_UNCONST(payload), len); /* read only: argv points into it */
     return 0;
   case SM_FRAME_STDIN:
     /* Other ids are stale: they crossed the previous call's exit. */
@@ -428,9 +430,13 @@ int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "watch") == 0) return agent_watch(argv[2], argv[3], argv[4]);
   /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
   if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
+  /* `sandman-agent wsdigest DIR MAX [EXCLUDE...]`: the workspace's digest
+   * (digest_walk.c). */
+  if (argc > 1 && strcmp(argv[1], "wsdigest") == 0)
+    return sm_agent_wsdigest_main(argc - 1, argv + 1);
   if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | route |"
-                    " tools ... | ports | watch ROOT PATH FLAGS]\n");
+    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | wsdigest DIR "
+                    "MAX [EXCLUDE...] | route | tools ... | ports | watch ROOT PATH FLAGS]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */

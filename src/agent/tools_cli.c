@@ -21,6 +21,7 @@
 #include "agent/json_mini.h"
 #include "agent/route.h"
 #include "common/io.h"
+#include "common/unconst.h"
 
 enum { EXIT_TOOL = 1, EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_NO_ROUTE = 4, EXIT_ROUTE = 5 };
 
@@ -99,9 +100,10 @@ static int send_with_creds(int fd, const char *a, size_t alen, const char *b, si
   while (done < total) {
     struct iovec iov[2];
     int n = 0;
-    if (done < alen) iov[n++] = (struct iovec){(char *)a + done, alen - done};
+    /* iovec's base is not const; sendmsg only reads it. */
+    if (done < alen) iov[n++] = (struct iovec){(char *)SM_UNCONST(a) + done, alen - done};
     size_t boff = done > alen ? done - alen : 0;
-    if (blen > boff) iov[n++] = (struct iovec){(char *)b + boff, blen - boff};
+    if (blen > boff) iov[n++] = (struct iovec){(char *)SM_UNCONST(b) + boff, blen - boff};
     union {
       char buf[CMSG_SPACE(sizeof(struct ucred))];
       struct cmsghdr align;

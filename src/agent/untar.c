@@ -107,11 +107,16 @@ static int read_full(void *buf, size_t len) {
   return 1;
 }
 
+/* A number field: octal, or base-256 (GNU) when its first bit is set; -1
+ * when it does not fit in an int64_t (no size or time can be that large). */
 static int64_t octal(const char *p, size_t n) {
   if ((unsigned char)p[0] & 0x80) { /* base-256 */
-    int64_t v = p[0] & 0x3f;
-    for (size_t i = 1; i < n; i++) v = (v << 8) | (unsigned char)p[i];
-    return v;
+    uint64_t v = (unsigned char)p[0] & 0x3f;
+    for (size_t i = 1; i < n; i++) {
+      if (v > (uint64_t)INT64_MAX >> 8) return -1;
+      v = (v << 8) | (unsigned char)p[i];
+    }
+    return (int64_t)v;
   }
   int64_t v = 0;
   size_t i = 0;

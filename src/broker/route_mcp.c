@@ -19,6 +19,7 @@
 #include "broker/audit_rows.h"
 #include "broker/route_mcp.h"
 #include "broker/state.h"
+#include "common/unconst.h"
 
 #define MCP_SESSIONS_MAX 256          /* per broker (one runner) */
 #define MCP_SESSIONS_PER_SANDBOX 8    /* one sandbox cannot take them all */
@@ -116,7 +117,7 @@ int bk_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *re
                            .body_len = req->body_len,
                            .owner = who->container_id,
                            .cancel = NULL,
-                           .context = (void *)who,
+                           .context = SM_UNCONST(who),
                            .mcp_method = header(req->mcp_method),
                            .mcp_name = header(req->mcp_name)};
   sm_mcp_http_answer a;

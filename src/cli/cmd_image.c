@@ -118,8 +118,9 @@ static int run_rootfs_script(const char *folder, const char *name, const char *s
   setenv("SANDMAN_IMAGE_NAME", name, 1);
   setenv("SANDMAN_IMAGE_FOLDER", folder, 1);
 
-  char *argv_exec[] = {script, "--tar", tar, NULL};
-  char *argv_sh[] = {"/bin/sh", script, "--tar", tar, NULL};
+  char sh[] = "/bin/sh", tar_flag[] = "--tar";
+  char *argv_exec[] = {script, tar_flag, tar, NULL};
+  char *argv_sh[] = {sh, script, tar_flag, tar, NULL};
   char **argv = access(script, X_OK) == 0 ? argv_exec : argv_sh;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

@@ -159,19 +159,15 @@ static int resolve_session(const cli_call *call, mcp_ctx *c, const char *run_id,
                                               : sm_config_project_environment(c->cfg);
   if (mode == SM_MODE_PER_RUN && run_id == NULL) {
     /* A run of its own: random, so that two sessions never share one. */
-    unsigned char rnd[8];
-    FILE *f = fopen("/dev/urandom", "rb");
-    size_t got = f ? fread(rnd, 1, sizeof rnd, f) : 0;
-    if (f) fclose(f);
-    if (got != sizeof rnd) {
+    char rnd[17];
+    sm_error rerr = SM_ERROR_INIT;
+    if (sm_random_hex(rnd, 8, &rerr) != 0) {
       sm_config_free(c->cfg);
       c->cfg = NULL;
-      cli_error("no randomness for the session's run id");
+      cli_error("no randomness for the session's run id: %s", rerr.message);
       return CLI_EXIT_FAILURE;
     }
-    int n = snprintf(c->run_id, sizeof c->run_id, "mcp-");
-    for (size_t i = 0; i < sizeof rnd; i++)
-      n += snprintf(c->run_id + n, sizeof c->run_id - (size_t)n, "%02x", rnd[i]);
+    snprintf(c->run_id, sizeof c->run_id, "mcp-%s", rnd);
     c->own_run = !keep && c->scope == SM_SCOPE_NONE;
   } else if (run_id) {
     snprintf(c->run_id, sizeof c->run_id, "%s", run_id);

@@ -1,4 +1,5 @@
-/* Parsers for sizes, durations and numbers; clocks; glob matching. */
+/* Parsers for sizes, durations and numbers; clocks; glob matching; random
+ * names. */
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <sandman/util.h>
@@ -179,4 +181,25 @@ size_t sm_edit_distance(const char *a, const char *b) {
     }
   }
   return d[la][lb];
+}
+
+int sm_random_hex(char *out, size_t nbytes, sm_error *err) {
+  unsigned char raw[64];
+  if (nbytes > sizeof raw) return sm_error_set(err, SM_EINVAL, "too many random bytes");
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t r = getrandom(raw + got, nbytes - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return sm_error_set_errno(err, SM_EIO, errno, "reading random bytes");
+    }
+    got += (size_t)r;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < nbytes; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[2 * nbytes] = '\0';
+  return 0;
 }

@@ -14,6 +14,7 @@
 
 #include <sandman/util.h>
 
+#include "common/unconst.h"
 #include "config/config_internal.h"
 
 /* A call without a tool name is a plain command: it is checked as "exec". */
@@ -77,7 +78,7 @@ static int parse_flag(cfg_setting id, const char *s, cfg_value *v, sm_error *err
       if (strcmp(s, "none") && strcmp(s, "bridge") && strcmp(s, "allowlist"))
         return sm_error_set(err, SM_EINVAL, "%s: '%s' is not one of none, bridge, allowlist", flag,
                             s);
-      v->str = (char *)s;
+      v->str = SM_UNCONST(s);
       return 0;
     case CK_IMAGE:
     case CK_RUNTIME:
@@ -89,7 +90,7 @@ static int parse_flag(cfg_setting id, const char *s, cfg_value *v, sm_error *err
         if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
           return sm_error_set(err, SM_EINVAL, "%s: '%s' holds spaces or control characters",
                               flag, s);
-      v->str = (char *)s;
+      v->str = SM_UNCONST(s);
       return 0;
     case CK_CPU:
       if (sm_parse_double(s, 0, 1024, &v->d, &perr))

@@ -34,8 +34,11 @@ static const struct {
     {"group:web", group_web},         {"group:messaging", group_messaging},
 };
 
-static char *builtin_worker_items[] = {"group:runtime", "group:fs", "group:code"};
-static char *builtin_host_items[] = {"group:messaging"};
+/* Writable arrays: cfg_list holds char *, as it does for the lists it owns. */
+static char b_runtime[] = "group:runtime", b_fs[] = "group:fs", b_code[] = "group:code",
+            b_messaging[] = "group:messaging";
+static char *builtin_worker_items[] = {b_runtime, b_fs, b_code};
+static char *builtin_host_items[] = {b_messaging};
 const cfg_list cfg_builtin_worker_tools = {3, builtin_worker_items};
 const cfg_list cfg_builtin_host_tools = {1, builtin_host_items};
 

@@ -7,6 +7,8 @@
 
 #include <sandman/egress.h>
 
+#include "common/unconst.h"
+
 struct sm_egress_settings {
   pthread_mutex_t mu;
   unsigned refs;
@@ -55,9 +57,9 @@ void sm_egress_settings_unref(sm_egress_settings *s) {
   unsigned left = --s->refs;
   pthread_mutex_unlock(&s->mu);
   if (left) return;
-  free((char *)s->opts.instance);
-  free((char *)s->opts.state_dir);
-  free((char *)s->opts.network);
+  free(SM_UNCONST(s->opts.instance));
+  free(SM_UNCONST(s->opts.state_dir));
+  free(SM_UNCONST(s->opts.network));
   for (size_t i = 0; s->hosts && i < s->opts.n_hosts; i++) free(s->hosts[i]);
   free(s->hosts);
   pthread_mutex_destroy(&s->mu);

@@ -26,6 +26,7 @@
 
 #include <sandman/log.h>
 
+#include "common/unconst.h"
 #include "engine/conn.h"
 #include "engine/transport.h"
 
@@ -369,7 +370,7 @@ ssize_t engine_conn_write(const char *host, engine_conn *c, const char *buf, siz
                               host);
   }
   int se, en;
-  int r = ssl_io(c, 1, (char *)buf, len, &se, &en);
+  int r = ssl_io(c, 1, SM_UNCONST(buf), len, &se, &en);
   if (r > 0) return r;
   if (se == SSL_ERROR_WANT_WRITE || se == SSL_ERROR_WANT_READ) {
     c->want = se == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;

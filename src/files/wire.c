@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/fs.h"
+#include "common/unconst.h"
 #include "files/wire.h"
 
 enum { S_STATUS, S_HEAD, S_PATH, S_LINK, S_CONTENT, S_MATCH_PATH, S_MATCH_TEXT, S_RAW, S_DONE };
@@ -122,7 +123,7 @@ static int on_head(fs_wire *w, const char *line, sm_error *err) {
 
 /* The record is whole: hand it on, then its content if any. */
 static int record_done(fs_wire *w, sm_error *err) {
-  char *base = w->name.data ? w->name.data : (char *)"";
+  char *base = w->name.data ? w->name.data : SM_UNCONST("");
   size_t plen = w->name.len - w->need_link;
   char *path = malloc(plen + 1);
   char *link = w->need_link ? malloc(w->need_link + 1) : NULL;

@@ -24,6 +24,7 @@
 #include "sandbox/carry.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/lookup.h"
+#include "sandbox/network.h"
 #include "sandbox/pool.h"
 
 #define REPLACE_POLL_MS 100
@@ -344,8 +345,9 @@ int sandbox_acquire_per_tool(const sandbox_ctx *ctx, sm_engine *e, const sm_run_
     sm_pool_call_done(ctx->pool, sb->pool_key);
     sb->pool_key[0] = '\0';
     sm_error ignore = SM_ERROR_INIT;
-    if (sm_pool_remove_later(ctx->pool, sb->name, sb->volume, NULL) != 0)
-      sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, &ignore);
+    int relay = sm_sandbox_allowlist(&req->settings);
+    if (sm_pool_remove_later(ctx->pool, sb->name, sb->volume, NULL, relay) != 0)
+      sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, relay, &ignore);
     sb->id[0] = '\0';
     return rc;
   }
@@ -382,14 +384,18 @@ void sandbox_release(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request 
   if (sb->mode == SM_MODE_PER_TOOL && sb->id[0])
     sandbox_audit(ctx, "sandbox.removed", req, sb, "a per_tool sandbox goes after its call");
   if (sb->mode == SM_MODE_PER_TOOL) {
+    /* Its settings (the pool's too: a pool is per settings) say whether it
+     * has an egress relay to remove with it. */
+    int relay = sm_sandbox_allowlist(&req->settings);
     /* Off the caller's time; the queue now holds the busy lock. */
-    if (sb->id[0] && sm_pool_remove_later(ctx->pool, sb->name, sb->volume, sb->busy) == 0) {
+    if (sb->id[0] &&
+        sm_pool_remove_later(ctx->pool, sb->name, sb->volume, sb->busy, relay) == 0) {
       sb->busy = NULL;
       return;
     }
     if (sb->id[0]) {
       sm_error err = SM_ERROR_INIT;
-      if (sandbox_remove(e, state_dir, sb->name, sb->volume, &err) != 0) {
+      if (sandbox_remove(e, state_dir, sb->name, sb->volume, relay, &err) != 0) {
         sm_log(SM_LOG_WARN, "%s (a reap will remove it)", err.message);
       } else {
         /* Gone: its busy lock file goes with it. */

@@ -365,9 +365,18 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user,
   sm_agent_session *s = take_idle(a, cid);
   if (s == NULL && open_new) {
     sm_error err = SM_ERROR_INIT;
-    int rc = installed ? 0 : install(e, cid, 0, &err);
-    if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc; /* the container is gone */
-    if (rc == 0) rc = open_session(e, cid, user, &s, &err);
+    int rc = 0;
+    if (!installed && open_new == SM_AGENT_OPEN_INSTALLED) {
+      /* The runtime's "no such file" ends the exec at once (SM_ESANDBOX). */
+      rc = open_session(e, cid, user, &s, &err);
+      if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
+      if (rc) sm_error_clear(&err);
+    }
+    if (s == NULL) {
+      rc = installed ? 0 : install(e, cid, 0, &err);
+      if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc; /* the container is gone */
+      if (rc == 0) rc = open_session(e, cid, user, &s, &err);
+    }
     if (rc == 0 && !installed) note_installed(a, cid); /* the hello proved it */
     if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
     if (rc) {

@@ -20,10 +20,20 @@ int sm_agents_enabled(sm_agents *a);
 void sm_agents_stats(sm_agents *a, unsigned long *opened, unsigned long *calls,
                      unsigned long *fallbacks);
 
-/* An idle session in container cid (*out), or, when open_new, a new one
- * (installing the agent first if needed). *out NULL: use the engine's exec.
- * Returns SM_ENOTFOUND/SM_ECONFLICT when the container is gone or stopped,
- * else 0 (an agent that cannot work there is remembered, not an error). */
+/* How sm_agent_take opens a session when there is no idle one. */
+enum {
+  SM_AGENT_IDLE_ONLY = 0,  /* none: use the engine's exec */
+  SM_AGENT_OPEN = 1,       /* installing the agent first unless this runner did */
+  /* Opened at once, the agent taken to be there (a copy in through the
+   * unpacker, which is the agent binary, installed it); installed and
+   * opened again only when that fails. */
+  SM_AGENT_OPEN_INSTALLED = 2,
+};
+
+/* An idle session in container cid (*out), or a new one as open_new
+ * (SM_AGENT_*) says. *out NULL: use the engine's exec. Returns
+ * SM_ENOTFOUND/SM_ECONFLICT when the container is gone or stopped, else 0
+ * (an agent that cannot work there is remembered, not an error). */
 int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user, int open_new,
                   sm_agent_session **out);
 /* After a call that ended cleanly: parks the session (or closes it). */

@@ -65,12 +65,13 @@ struct sandbox_backend {
                            * first call (else from its second, or ahead) */
   int host_route;         /* a call may have the host-tool route (tool_route.c) */
   /* The warm pool: makes a ready per_tool sandbox for req's settings and
-   * project; discards one (whatever holds it); on how many nodes to keep
+   * project; discards one (whatever holds it; relay: sandbox_remove's);
+   * on how many nodes to keep
    * the pool's size (may ask e: call without the pool's lock). */
   int (*prewarm)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                  sm_pool_item *out, sm_error *err);
   int (*discard)(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *volume,
-                 sm_error *err);
+                 int relay, sm_error *err);
   unsigned (*width)(const sandbox_ctx *ctx, sm_engine *e);
 };
 

@@ -37,8 +37,8 @@ static int docker_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_req
 }
 
 static int docker_discard(const sandbox_ctx *ctx, sm_engine *e, const char *name,
-                          const char *volume, sm_error *err) {
-  return sandbox_remove(e, ctx->state_dir, name, volume, err);
+                          const char *volume, int relay, sm_error *err) {
+  return sandbox_remove(e, ctx->state_dir, name, volume, relay, err);
 }
 
 static unsigned docker_width(const sandbox_ctx *ctx, sm_engine *e) {

@@ -136,9 +136,10 @@ static int swarm_prewarm(const sandbox_ctx *ctx, sm_engine *manager, const sm_ru
 
 /* The service named `name`, whatever lease it holds (manager: e). */
 static int swarm_discard(const sandbox_ctx *ctx, sm_engine *e, const char *name,
-                         const char *volume, sm_error *err) {
+                         const char *volume, int relay, sm_error *err) {
   (void)ctx;
   (void)volume;
+  (void)relay;
   int rc = sandbox_swarm_remove(e, name, 1, err);
   return rc == SM_ENOTFOUND ? 0 : rc;
 }

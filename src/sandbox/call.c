@@ -15,6 +15,7 @@
 #include <sandman/log.h>
 #include <sandman/workspace.h>
 
+#include "common/unconst.h"
 #include "sandbox/backend.h"
 #include "sandbox/agent.h"
 #include "sandbox/call.h"
@@ -28,6 +29,7 @@
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
 #include "sandbox/tool_route.h"
+#include "sandbox/ws_open.h"
 
 /* sm_workspace_target.install: the copy in of a sandbox that may run
  * processes is extracted by the agent binary as the sandbox's user. */
@@ -55,6 +57,7 @@ typedef struct call {
   sm_workspace_target target;
   sm_sync_mode sync;
   sm_workspace_sync *ws;
+  sandbox_ws_open wsopen; /* ws being opened on a thread */
   sm_capture cap;
   sm_strv env;
   sm_exec_outcome oc;
@@ -66,13 +69,21 @@ typedef struct call {
 
 /* The call goes over an agent session when one is parked for this
  * container (the pool opened it) or, in a keyed sandbox this runner has
- * used before, when one can be opened (see agent.c). */
+ * used before, when one can be opened (see agent.c). So does a keyed
+ * sandbox's first call here when it copies a workspace into a sandbox made
+ * before: the copy in that made it installed the agent (its unpacker), and
+ * over a session the copy out learns from the agent's digest that nothing
+ * changed, where an engine exec would list the whole workspace. */
 static int take_agent(const sandbox_ctx *ctx, sm_engine *e, const sandbox_box *sb,
-                      sm_exec_target *t, sm_error *err) {
+                      const sm_run_request *req, sm_sync_mode sync, sm_exec_target *t,
+                      sm_error *err) {
   sm_agents *a = ctx->agents;
   if (a == NULL || !sm_agents_enabled(a)) return 0;
-  int open_new =
-      sb->mode != SM_MODE_PER_TOOL && (sb->cached || ctx->backend->sessions_at_once);
+  int keyed = sb->mode != SM_MODE_PER_TOOL;
+  int open_new = keyed && (sb->cached || ctx->backend->sessions_at_once) ? SM_AGENT_OPEN
+                 : keyed && sb->reused && req->workspace && sync == SM_SYNC_INOUT
+                     ? SM_AGENT_OPEN_INSTALLED
+                     : SM_AGENT_IDLE_ONLY;
   if (!open_new && !sb->pooled) return 0;
   int rc = sm_agent_take(a, e, sb->id, sb->user, open_new, &t->agent);
   if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
@@ -105,15 +116,8 @@ static int install_unpacker(void *ud, sm_error *err) {
   return sm_agent_install(u->agents, u->e, u->cid, err);
 }
 
-static void merge_excludes(const sm_run_request *req, sm_string_list *out) {
-  *out = req->settings.excludes;
-  if (req->extra_excludes)
-    for (size_t i = 0; i < req->extra_excludes->n; i++)
-      if (sm_string_list_add(out, req->extra_excludes->items[i], NULL) != 0) break;
-}
-
 static void helper_dispose(const char **argv) {
-  if (argv) free((char *)argv[0]);
+  if (argv) free(SM_UNCONST(argv[0]));
   free(argv);
 }
 
@@ -227,7 +231,7 @@ static int call_exec_path(call *c, sm_error *err) {
                         "in mode per_tool",
                         c->ctx->backend->name, sm_mode_name(sb->mode));
   }
-  if (!leased) return take_agent(c->ctx, c->e, sb, &c->t, err);
+  if (!leased) return take_agent(c->ctx, c->e, sb, c->req, c->sync, &c->t, err);
   int rc = sandbox_lease_open(c->ctx, c->e, c->req, sb, &c->lease, err);
   if (rc == 0 && c->lease.id[0]) c->t.container_id = c->lease.id;
   return rc;
@@ -259,22 +263,37 @@ static void call_target(call *c) {
   }
 }
 
+/* Where this sandbox's manifest is kept ("" for per_tool: none). */
+static void workspace_manifest(const call *c, char *out, size_t len) {
+  if (c->sb.mode == SM_MODE_PER_TOOL) {
+    out[0] = '\0';
+    return;
+  }
+  snprintf(out, len, "%s/workspaces/%s.manifest", c->ctx->state_dir,
+           c->ctx->backend->state_name(&c->sb));
+}
+
+/* Once the call holds a keyed sandbox made before: its workspace state is
+ * opened, and the host folder walked, while the call waits for its agent
+ * session. (A new sandbox's first copy in starts its upload before the
+ * walk instead: early.c.) */
+static void workspace_open_ahead(call *c) {
+  if (!c->req->workspace || c->sync == SM_SYNC_NONE || c->ws || c->wsopen.running ||
+      c->sb.mode == SM_MODE_PER_TOOL || !c->sb.reused)
+    return;
+  char manifest[PATH_MAX];
+  workspace_manifest(c, manifest, sizeof manifest);
+  sandbox_ws_open_start(&c->wsopen, c->req, manifest);
+}
+
 /* The workspace state of this sandbox (once per call: a retry reloads it). */
 static int call_workspace_open(call *c, sm_error *err) {
   const sm_run_request *req = c->req;
   if (!req->workspace || c->sync == SM_SYNC_NONE || c->ws) return 0;
+  if (c->wsopen.running) return sandbox_ws_open_finish(&c->wsopen, &c->ws, err);
   char manifest[PATH_MAX];
-  sm_string_list excludes;
-  merge_excludes(req, &excludes);
-  snprintf(manifest, sizeof manifest, "%s/workspaces/%s.manifest", c->ctx->state_dir,
-           c->ctx->backend->state_name(&c->sb));
-  int rc = sm_workspace_sync_new(&c->ws, req->workspace,
-                                 c->sb.mode == SM_MODE_PER_TOOL ? NULL : manifest, &excludes,
-                                 NULL, err);
-  if (rc == 0) rc = sm_workspace_sync_set_protect(c->ws, &req->settings.protect, err);
-  if (rc == 0)
-    rc = sm_workspace_sync_set_redact(c->ws, req->secret_env, req->n_secret_env, err);
-  return rc;
+  workspace_manifest(c, manifest, sizeof manifest);
+  return sandbox_ws_open_now(req, manifest, &c->ws, err);
 }
 
 /* A step in the sandbox failed: as the backend reads it (the swarm: a
@@ -353,6 +372,7 @@ static int call_attempt(call *c, sm_error *err) {
                         "agent's calls on the docker backend",
                         c->ctx->backend->name);
   int rc = call_acquire(c, err);
+  if (rc == 0) workspace_open_ahead(c);
   if (rc == 0) rc = call_exec_path(c, err);
   if (rc == 0) rc = call_workspace_in(c, err);
   if (rc == 0) rc = call_env(c, err);
@@ -368,6 +388,7 @@ static void call_release(call *c) {
 
 /* What the call held goes; its output and outcome go into the result. */
 static int call_end(call *c, int rc, sm_error *err) {
+  sandbox_ws_open_drop(&c->wsopen);
   call_release(c);
   if (c->ws) sm_workspace_sync_free(c->ws);
   sm_strv_dispose(&c->env);
@@ -424,6 +445,7 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
       drop_agent(&c->t, 0);
       ctx->backend->release_gone(ctx, c->manager, req, &c->sb);
       c->held = 0;
+      sandbox_ws_open_drop(&c->wsopen);
       if (c->ws) sm_workspace_sync_free(c->ws);
       c->ws = NULL;
       continue;

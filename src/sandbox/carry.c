@@ -143,12 +143,13 @@ static int carry_copy(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request
     sm_log(SM_LOG_WARN, "sandbox %s: its /workspace is not carried over (%s): replace was asked",
            sb->name, err->message);
     sm_error_clear(err);
-    rc = sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, err);
+    rc = sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, 1, err);
     if (rc == 0) rc = sandbox_create(ctx, e, req, sb, err);
     sb->carried = "dropped";
     return rc;
   }
-  rc = sandbox_remove_keep_state(e, sb->name, sb->volume, err);
+  /* Made with other settings, perhaps another network: its relay is looked for. */
+  rc = sandbox_remove_keep_state(e, sb->name, sb->volume, 1, err);
   if (rc == 0) rc = sandbox_create(ctx, e, req, sb, err);
   if (rc == 0) {
     sandbox_tar_source src;
@@ -172,7 +173,7 @@ int sandbox_replace(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *
   int rc;
   if (!running) {
     /* Its tmpfs went when it stopped: nothing to carry. */
-    rc = sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, err);
+    rc = sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, 1, err);
     if (rc == 0) rc = sandbox_create(ctx, e, req, sb, err);
     sb->carried = "gone";
     return rc;

@@ -121,18 +121,19 @@ int sandbox_plan_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_set
 static int ignore_missing(int rc) { return rc == SM_ENOTFOUND ? 0 : rc; }
 
 int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const char *volume,
-                   sm_error *err) {
-  int rc = sandbox_remove_keep_state(e, name, volume, err);
+                   int relay, sm_error *err) {
+  int rc = sandbox_remove_keep_state(e, name, volume, relay, err);
   sm_state_forget(state_dir, name);
   return rc;
 }
 
 /* Removes the container and its volume (volume NULL: the container
  * only); what is already gone is fine. */
-int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume, sm_error *err) {
+int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume, int relay,
+                              sm_error *err) {
   sm_error e1 = SM_ERROR_INIT;
-  /* Its egress relay (network allowlist), if it has one. */
-  if (sm_egress_revoke(e, name, &e1) != 0) {
+  /* Its egress relay (network allowlist), if it may have one. */
+  if (relay && sm_egress_revoke(e, name, &e1) != 0) {
     sm_log(SM_LOG_WARN, "sandbox %s: removing its egress relay: %s", name, e1.message);
     sm_error_clear(&e1);
   }
@@ -392,7 +393,7 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
     sm_error ignore = SM_ERROR_INIT;
-    sandbox_remove(e, ctx->state_dir, sb->name, own_volume, &ignore);
+    sandbox_remove(e, ctx->state_dir, sb->name, own_volume, sm_sandbox_allowlist(s), &ignore);
     sb->id[0] = '\0';
     return rc;
   }

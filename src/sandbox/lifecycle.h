@@ -52,13 +52,16 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
 int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                    sandbox_box *sb, sm_error *err);
 /* Removes a container and its volume (NULL: none; what is gone already is
- * fine) and drops its state files. */
+ * fine) and drops its state files. relay: the sandbox may have an egress
+ * relay (network allowlist, or not known): it is looked for and removed
+ * too; 0 only when its settings say it has none (one engine request less). */
 int sandbox_remove(sm_engine *e, const char *state_dir, const char *name, const char *volume,
-                   sm_error *err);
+                   int relay, sm_error *err);
 /* The same without dropping its state files (its workspace manifest,
  * last use): a sandbox replaced by one of the same name keeps them.
  * volume NULL: the container alone goes. */
-int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume, sm_error *err);
+int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume, int relay,
+                              sm_error *err);
 /* A sandbox's life in the audit trail (sandbox.created, .replaced, .removed). */
 void sandbox_audit(const sandbox_ctx *ctx, const char *event, const sm_run_request *req,
                    const sandbox_box *sb, const char *message);

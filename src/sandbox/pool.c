@@ -46,6 +46,7 @@
 #include "common/thread.h"
 #include "sandbox/agent.h"
 #include "sandbox/pool.h"
+#include "sandbox/network.h"
 #include "sandbox/pool_demand.h"
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
@@ -99,6 +100,7 @@ typedef struct removal {
   char name[SM_NAME_MAX];
   char volume[SM_NAME_MAX + 8];
   sm_state_lock *busy;
+  int relay; /* it may have an egress relay (sandbox_remove) */
   double queued_at;
   struct removal *next;
 } removal;
@@ -188,10 +190,11 @@ static const char *project_of(const sm_run_request *req) {
 }
 
 static void queue_removal(sm_pool *p, const char *name, const char *volume, sm_state_lock *busy,
-                          removal *r) {
+                          int relay, removal *r) {
   snprintf(r->name, sizeof r->name, "%s", name);
   snprintf(r->volume, sizeof r->volume, "%s", volume);
   r->busy = busy;
+  r->relay = relay;
   r->queued_at = sm_monotonic_ms();
   r->next = NULL;
   if (p->rm_tail) p->rm_tail->next = r;
@@ -227,7 +230,7 @@ static void trim_pool(sm_pool *p, cfg_pool *cp, unsigned keep) {
     if (r == NULL) break;
     sm_pool_item *it = &cp->ready[cp->n_ready - 1];
     sm_log(SM_LOG_DEBUG, "pool: removing spare container %s", it->name);
-    queue_removal(p, it->name, it->volume, NULL, r);
+    queue_removal(p, it->name, it->volume, NULL, sm_sandbox_allowlist(cp->settings), r);
     cp->n_ready--;
   }
 }
@@ -388,7 +391,8 @@ static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
 
 static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
   sm_error err = SM_ERROR_INIT;
-  int rc = e ? p->ctx->backend->discard(p->ctx, e, r->name, r->volume, &err) : SM_EUNREACHABLE;
+  int rc = e ? p->ctx->backend->discard(p->ctx, e, r->name, r->volume, r->relay, &err)
+             : SM_EUNREACHABLE;
   if (rc != 0)
     sm_log(SM_LOG_WARN, "removing %s in the background: %s (a reap will remove it)", r->name,
            e ? err.message : "no engine client");
@@ -466,7 +470,8 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
              target(p, cp, mono_ms()), cp->hash);
     } else {
       removal *r = malloc(sizeof *r);
-      if (r) queue_removal(p, item.name, item.volume, NULL, r);
+      if (r)
+        queue_removal(p, item.name, item.volume, NULL, sm_sandbox_allowlist(cp->settings), r);
       else sm_log(SM_LOG_WARN, "pool: out of memory: %s is left for a reap", item.name);
     }
   }
@@ -864,7 +869,7 @@ void sm_pool_prepare_agent_later(sm_pool *p, const char *container_id,
 }
 
 int sm_pool_remove_later(sm_pool *p, const char *name, const char *volume,
-                         sm_state_lock *busy) {
+                         sm_state_lock *busy, int relay) {
   if (p == NULL) return -1;
   removal *r = malloc(sizeof *r);
   if (r == NULL) return -1;
@@ -880,7 +885,7 @@ int sm_pool_remove_later(sm_pool *p, const char *name, const char *volume,
     free(r);
     return -1;
   }
-  queue_removal(p, name, volume, busy, r);
+  queue_removal(p, name, volume, busy, relay, r);
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
   return 0;

@@ -43,12 +43,13 @@ void sm_pool_prepare_agent_later(sm_pool *pool, const char *container_id, const 
  * the others of its configuration are replaced too, so that the call's
  * second attempt makes its own rather than finding another stale one. */
 void sm_pool_forget(sm_pool *pool, const sm_run_request *req, const char *hash);
-/* Queues the removal of a per_tool sandbox (container and volume) and the
- * release of its busy lock, which the queue now owns. 0 when queued; -1 when
- * the caller must remove it itself: background removal is off (for a call's
- * container, busy != NULL), out of memory, shutting down. */
+/* Queues the removal of a per_tool sandbox (container and volume; relay:
+ * and its egress relay, sandbox_remove's) and the release of its busy
+ * lock, which the queue now owns. 0 when queued; -1 when the caller must
+ * remove it itself: background removal is off (for a call's container,
+ * busy != NULL), out of memory, shutting down. */
 int sm_pool_remove_later(sm_pool *pool, const char *name, const char *volume,
-                         sm_state_lock *busy);
+                         sm_state_lock *busy, int relay);
 
 /* The runner's public pool functions (sandbox.h: sm_runner_pool_set_size,
  * sm_runner_pool_set_limits, sm_runner_set_background_removal, sm_runner_pool_size,

@@ -1,11 +1,9 @@
 /* Built-in settings (the one place they live), the settings hash, and the
  * names of modes, sync modes and failure kinds. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <openssl/evp.h>
 
@@ -129,27 +127,6 @@ int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err) {
 }
 
 /* ---- small shared helpers ---- */
-int sm_random_hex(char *out, size_t nbytes, sm_error *err) {
-  unsigned char raw[64];
-  if (nbytes > sizeof raw) return sm_error_set(err, SM_EINVAL, "too many random bytes");
-  size_t got = 0;
-  while (got < nbytes) {
-    ssize_t r = getrandom(raw + got, nbytes - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return sm_error_set_errno(err, SM_EIO, errno, "reading random bytes");
-    }
-    got += (size_t)r;
-  }
-  static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < nbytes; i++) {
-    out[2 * i] = hex[raw[i] >> 4];
-    out[2 * i + 1] = hex[raw[i] & 15];
-  }
-  out[2 * nbytes] = '\0';
-  return 0;
-}
-
 void sm_sha256_hex(const void *data, size_t len, char out[65]) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdlen = 0;

@@ -15,6 +15,7 @@
 #include "common/buf.h"
 #include "common/cleanup.h"
 #include "common/io.h"
+#include "common/unconst.h"
 #include "server/server_internal.h"
 
 #define CREDS_FILE_MAX (1024 * 1024)
@@ -147,7 +148,7 @@ int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t le
     json_object_object_foreach(vars2, var2, val2) {
       (void)var2;
       if (val2 && json_object_is_type(val2, json_type_string))
-        OPENSSL_cleanse((char *)json_object_get_string(val2),
+        OPENSSL_cleanse(SM_UNCONST(json_object_get_string(val2)),
                         (size_t)json_object_get_string_len(val2));
     }
   }

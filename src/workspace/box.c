@@ -11,6 +11,7 @@
 #include "common/buf.h"
 #include "common/cleanup.h"
 #include "workspace/box.h"
+#include "workspace/digest.h"
 
 #define RM_BATCH_PATHS 256
 #define RM_BATCH_BYTES (96 * 1024)
@@ -321,5 +322,30 @@ int ws_box_install_unpacker(const sm_workspace_target *t, sm_error *err) {
                         t->unpacker);
   int rc = t->install(t->install_ud, err);
   if (rc) sm_error_wrap(err, "installing sandman's unpacker in the sandbox");
+  return rc;
+}
+
+int ws_box_digest(const sm_workspace_target *t, int64_t max_entries,
+                  const sm_string_list *excludes, char hex[65], uint64_t *count, sm_error *err) {
+  if (t->run == NULL || t->unpacker == NULL || t->unpacker[0] == '\0')
+    return sm_error_set(err, SM_EUNSUPPORTED, "no agent session for the workspace's digest");
+  size_t nex = excludes ? excludes->n : 0;
+  const char **argv = calloc(nex + 5, sizeof *argv);
+  if (argv == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  char max[24];
+  snprintf(max, sizeof max, "%lld", (long long)max_entries);
+  size_t argc = 0;
+  argv[argc++] = t->unpacker;
+  argv[argc++] = "wsdigest";
+  argv[argc++] = t->sandbox_path;
+  argv[argc++] = max;
+  for (size_t i = 0; i < nex; i++) argv[argc++] = excludes->items[i];
+  sm_buf out;
+  sm_buf_init(&out, WS_DIGEST_LINE_MAX);
+  int rc = ws_box_exec(t->engine, t, argv, argc, NULL, NULL, &out, NULL, err);
+  if (rc == 0 && ws_unchanged_parse(out.data ? out.data : "", out.len, hex, count) != 0)
+    rc = sm_error_set(err, SM_EPROTOCOL, "the workspace's digest did not parse");
+  sm_buf_dispose(&out);
+  free(argv);
   return rc;
 }

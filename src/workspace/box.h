@@ -41,6 +41,14 @@ int ws_box_list(sm_engine *engine, const sm_workspace_target *t, int64_t max_ent
 int ws_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t max_path,
                      ws_entry **sent, size_t n, ws_manifest *listing, sm_error *err);
 
+/* `sandman-agent wsdigest` (t->unpacker) of the workspace, excludes
+ * passed on: its digest and entry count. Only over the sandbox layer's
+ * own way in (t->run, an agent session: the agent is there); an engine
+ * exec per copy out would cost what the listing saves. SM_EUNSUPPORTED
+ * without one; any other error when the agent gave no digest. */
+int ws_box_digest(const sm_workspace_target *t, int64_t max_entries,
+                  const sm_string_list *excludes, char hex[65], uint64_t *count, sm_error *err);
+
 /* Hands a copy in's tar stream to the sandbox (upload.c says how);
  * *missing: sandman's unpacker is not installed (nothing was extracted).
  * listing (may be NULL): the unpacker's listing of what it wrote (the

@@ -20,6 +20,7 @@
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
+#include "common/unconst.h"
 #include "workspace/ws.h"
 #include "common/io.h"
 
@@ -83,7 +84,7 @@ static const char *entry_name(struct archive_entry *ae) {
 static int refuse_stray(ws_extract *x, const char *name, int reason, sm_error *err) {
   ws_entry e;
   memset(&e, 0, sizeof e);
-  e.path = (char *)(name && name[0] ? name : "(no name)");
+  e.path = SM_UNCONST(name && name[0] ? name : "(no name)");
   e.type = '?';
   e.stage = -1;
   e.state = WS_REFUSED;
@@ -393,7 +394,7 @@ static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path,
   if ((int64_t)strlen(target) > x->max_path)
     return sm_error_set(err, SM_ETOOBIG, "'%s': link target longer than %" PRId64 " bytes", path,
                         x->max_path);
-  e->link = (char *)target;
+  e->link = SM_UNCONST(target);
   const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'l' && strcmp(b->link, target) == 0) {
     /* Unchanged: the host's own link, whatever it points at. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/strv.h"
+#include "common/unconst.h"
 #include "workspace/ws.h"
 
 int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err) {
@@ -230,7 +231,7 @@ int ws_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err) 
 /* ---- the list handed to callers ---- */
 
 void ws_refusal_list_clear(ws_refusal_list *l) {
-  for (size_t i = 0; i < l->n; i++) free((char *)l->v[i].path);
+  for (size_t i = 0; i < l->n; i++) free(SM_UNCONST(l->v[i].path));
   l->n = 0;
 }
 

@@ -14,6 +14,7 @@
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
+#include "common/unconst.h"
 #include "workspace/ws.h"
 
 static int cmp_str(const void *a, const void *b) {
@@ -143,7 +144,7 @@ static int scan_entry(int dfd, const char *name, const char *path, const char *r
   }
   ws_entry e;
   memset(&e, 0, sizeof e);
-  e.path = (char *)path;
+  e.path = SM_UNCONST(path);
   e.mode = (uint32_t)(st.st_mode & 0777);
   e.host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
   e.box_mtime = WS_UNKNOWN_MTIME;

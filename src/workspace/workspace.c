@@ -21,6 +21,7 @@
 #include <sandman/workspace.h>
 
 #include "common/cleanup.h"
+#include "common/thread.h"
 #include "workspace/box.h"
 #include "workspace/early.h"
 #include "workspace/prelist.h"
@@ -45,12 +46,20 @@ struct sm_workspace_sync {
   int64_t abort_after;
   int64_t abort_spent;   /* bytes counted against abort_after in this copy */
   int last_out_listed;
+  int last_out_quick;
   /* What sandman's unpacker wrote, as it listed it (ws_box_put): the ctimes
    * a copy in records, with no listing exec after it. Empty: none. */
   sm_buf sent_listing;
+  /* The host's walk made ahead (sm_workspace_sync_new_walked), and when it
+   * started: the next copy in's stamp. */
+  ws_manifest prescan;
+  int have_prescan;
+  int64_t prescan_stamp;
 };
 
 int ws_sync_last_out_listed(const sm_workspace_sync *sync) { return sync->last_out_listed; }
+
+int ws_sync_last_out_quick(const sm_workspace_sync *sync) { return sync->last_out_quick; }
 
 void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) { sync->abort_after = bytes; }
 
@@ -59,11 +68,10 @@ static int64_t abort_budget(const sm_workspace_sync *s) {
   return s->abort_after > s->abort_spent ? s->abort_after - s->abort_spent : 0;
 }
 
-int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
-                          const sm_string_list *excludes, const sm_workspace_limits *limits,
-                          sm_error *err) {
-  sm_error local_err = SM_ERROR_INIT;
-  if (err == NULL) err = &local_err;
+/* The sync object without its manifest (sync_load reads it). */
+static int sync_alloc(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
+                      const sm_string_list *excludes, const sm_workspace_limits *limits,
+                      sm_error *err) {
   *out = NULL;
   if (host_dir == NULL || host_dir[0] == '\0')
     return sm_error_set(err, SM_EINVAL, "no workspace directory given");
@@ -91,6 +99,7 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
   s->abort_after = -1;
   ws_manifest_init(&s->base);
   ws_manifest_init(&s->held);
+  ws_manifest_init(&s->prescan);
   /* Protected by default: the built-in list until the caller says otherwise. */
   sm_string_list builtin;
   sm_workspace_protect_defaults(&builtin);
@@ -99,20 +108,69 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
     sm_workspace_sync_free(s);
     return prc;
   }
-  if (s->manifest_path) {
-    sm_error lerr = SM_ERROR_INIT;
-    if (ws_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
-      sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
-             lerr.message);
-      ws_manifest_clear(&s->base);
-      s->wipe_first = 1;
-    } else {
-      s->have_base = s->base.root != NULL;
-      s->had_manifest = s->have_base;
-      s->disk_current = s->have_base;
-    }
-  }
   *out = s;
+  return 0;
+}
+
+/* Reads the manifest; a damaged one is ignored (a full copy next). */
+static void sync_load(sm_workspace_sync *s) {
+  if (s->manifest_path == NULL) return;
+  sm_error lerr = SM_ERROR_INIT;
+  if (ws_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
+    sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
+           lerr.message);
+    ws_manifest_clear(&s->base);
+    s->wipe_first = 1;
+  } else {
+    s->have_base = s->base.root != NULL;
+    s->had_manifest = s->have_base;
+    s->disk_current = s->have_base;
+  }
+}
+
+int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const char *manifest_path,
+                          const sm_string_list *excludes, const sm_workspace_limits *limits,
+                          sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
+  int rc = sync_alloc(out, host_dir, manifest_path, excludes, limits, err);
+  if (rc == 0) sync_load(*out);
+  return rc;
+}
+
+static int prescan_walk(sm_workspace_sync *s, sm_error *err);
+
+typedef struct walk_job {
+  sm_workspace_sync *s;
+  char request_id[64];
+} walk_job;
+
+static void *walk_main(void *ud) {
+  walk_job *j = ud;
+  if (j->request_id[0]) sm_log_set_request_id(j->request_id);
+  sm_error err = SM_ERROR_INIT;
+  /* A failed walk is made again by the copy in, which reports it. */
+  if (prescan_walk(j->s, &err) != 0)
+    sm_log(SM_LOG_DEBUG, "workspace: walking the host folder ahead: %s", err.message);
+  return NULL;
+}
+
+int sm_workspace_sync_new_walked(sm_workspace_sync **out, const char *host_dir,
+                                 const char *manifest_path, const sm_string_list *excludes,
+                                 const sm_workspace_limits *limits, sm_error *err) {
+  sm_error local_err = SM_ERROR_INIT;
+  if (err == NULL) err = &local_err;
+  int rc = sync_alloc(out, host_dir, manifest_path, excludes, limits, err);
+  if (rc) return rc;
+  /* The walk fills prescan, the load base and held: apart until joined. */
+  walk_job j = {.s = *out};
+  const char *rid = sm_log_request_id();
+  if (rid) snprintf(j.request_id, sizeof j.request_id, "%s", rid);
+  pthread_t th;
+  int threaded = sm_thread_start(&th, NULL, walk_main, &j) == 0;
+  sync_load(*out);
+  if (threaded) pthread_join(th, NULL);
+  else walk_main(&j);
   return 0;
 }
 
@@ -120,6 +178,7 @@ void sm_workspace_sync_free(sm_workspace_sync *sync) {
   if (sync == NULL) return;
   ws_manifest_dispose(&sync->base);
   ws_manifest_dispose(&sync->held);
+  ws_manifest_dispose(&sync->prescan);
   ws_protect_free(sync->protect);
   ws_refusal_list_dispose(&sync->refused);
   ws_redact_dispose(&sync->redact);
@@ -621,6 +680,39 @@ static int commit_in(sm_workspace_sync *s, const sm_workspace_target *t, ws_mani
   return 0;
 }
 
+/* The host's walk for a copy in; its records are compared with the
+ * manifest as of *stamp (when the walk started). */
+static int scan_host(sm_workspace_sync *s, int root_fd, ws_manifest *cur, int64_t *stamp,
+                     sm_error *err) {
+  if (s->have_prescan) {
+    ws_manifest_dispose(cur);
+    *cur = s->prescan;
+    ws_manifest_init(&s->prescan);
+    s->have_prescan = 0;
+    /* Earlier than now: more entries count as racy, never fewer. */
+    *stamp = s->prescan_stamp;
+    return 0;
+  }
+  ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
+  return ws_scan(root_fd, s->host_dir, &so, cur, err);
+}
+
+static int prescan_walk(sm_workspace_sync *s, sm_error *err) {
+  s->have_prescan = 0;
+  int64_t stamp = ws_now_ns();
+  cleanup_fd int root_fd = open_host(s, err);
+  if (root_fd < 0) return root_fd;
+  ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
+  int rc = ws_scan(root_fd, s->host_dir, &so, &s->prescan, err);
+  if (rc) {
+    ws_manifest_clear(&s->prescan);
+    return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
+  }
+  s->have_prescan = 1;
+  s->prescan_stamp = stamp;
+  return 0;
+}
+
 int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_error *err) {
   sm_error local_err = SM_ERROR_INIT;
   if (err == NULL) err = &local_err;
@@ -655,8 +747,7 @@ int sm_workspace_sync_in(sm_workspace_sync *s, const sm_workspace_target *t, sm_
 
   ws_manifest cur;
   ws_manifest_init(&cur);
-  ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
-  rc = ws_scan(root_fd, s->host_dir, &so, &cur, err);
+  rc = scan_host(s, root_fd, &cur, &stamp, err);
   if (rc) {
     if (early) ws_early_cancel(&up, rc);
     if (have_pre) ws_prelist_drop(&pre);
@@ -1026,6 +1117,52 @@ static int commit_out(sm_workspace_sync *s, const sm_workspace_target *t, ws_ext
   return ws_manifest_set_target(&s->base, target_container(t), t->sandbox_path);
 }
 
+/* The digest the manifest gives, worked out while the sandbox works out
+ * its own. */
+typedef struct expect_job {
+  ws_expected *x;
+  char hex[65];
+  uint64_t count;
+} expect_job;
+
+static void *expect_main(void *ud) {
+  expect_job *j = ud;
+  ws_expected_digest(j->x, j->hex, &j->count);
+  return NULL;
+}
+
+/* The copy out's quick check (unchanged.c): 1 when the sandbox's digest is
+ * the one the manifest gives, so there is nothing to fetch, apply or
+ * report; 0 when the listing must decide (no agent session, a manifest
+ * the check cannot vouch for, no digest, another one). */
+static int quick_unchanged(const sm_workspace_sync *s, const sm_workspace_target *t) {
+  if (!t->engine || t->run == NULL) return 0;
+  int64_t t0 = ws_now_ns();
+  expect_job j = {0};
+  if (!ws_expected_collect(&s->base, &s->held, &s->excludes, &j.x)) {
+    sm_log(SM_LOG_DEBUG, "workspace: no quick check (the manifest has entries only a listing "
+           "can show unchanged)");
+    return 0;
+  }
+  pthread_t th;
+  int threaded = sm_thread_start(&th, NULL, expect_main, &j) == 0;
+  char got[65];
+  uint64_t ngot = 0;
+  sm_error derr = SM_ERROR_INIT;
+  int drc = ws_box_digest(t, s->max_entries, &s->excludes, got, &ngot, &derr);
+  if (threaded) pthread_join(th, NULL);
+  else expect_main(&j);
+  ws_expected_free(j.x);
+  if (drc != 0) {
+    sm_log(SM_LOG_DEBUG, "workspace: no digest from the sandbox (%s)", derr.message);
+    return 0;
+  }
+  int same = ngot == j.count && strcmp(got, j.hex) == 0;
+  sm_log(SM_LOG_DEBUG, "workspace: the sandbox's digest of %" PRIu64 " entries %s the "
+         "manifest's (%" PRId64 " ms)", ngot, same ? "is" : "is not", (ws_now_ns() - t0) / 1000000);
+  return same;
+}
+
 /* Saves the manifest and logs what the copy out did not apply. */
 static int finish_out(sm_workspace_sync *s, sm_error *err) {
   if (s->manifest_path && ws_manifest_save(&s->base, &s->held, s->manifest_path, err) != 0)
@@ -1056,11 +1193,18 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   s->bytes_out = s->entries_out = 0;
   s->abort_spent = 0;
   s->last_out_listed = 0;
+  s->last_out_quick = 0;
   ws_refusal_list_clear(&s->refused);
   int64_t stamp = ws_now_ns();
   cleanup_fd int root_fd = open_host(s, err);
   if (root_fd < 0) return root_fd;
   int valid = base_matches(s, t);
+  if (valid && quick_unchanged(s, t)) {
+    /* Nothing changed: the base and held sets stand as they are. */
+    s->last_out_quick = 1;
+    if (s->manifest_path && !s->disk_current) return finish_out(s, err);
+    return 0;
+  }
   if (!valid)
     sm_log(SM_LOG_WARN, "workspace: no copy-in record for this sandbox; nothing is deleted on "
            "the host and every file counts as new");

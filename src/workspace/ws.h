@@ -382,6 +382,27 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
 void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which);
 void ws_probe_free_roots(char **roots, size_t n);
 
+/* ---- nothing changed: the copy out's quick check (unchanged.c) ---- */
+/* The digest (digest.h) of the listing the sandbox shows if nothing changed
+ * since the manifest (base, with held's versions of what the host did not
+ * get). 0 when a listing alone could not show every entry unchanged (a
+ * file without a recorded ctime or racy, a held deletion, an entry the
+ * excludes now leave out, a path past WS_LIST_PATH_MAX, out of memory):
+ * then the listing decides. 1 with hex and *count otherwise. */
+int ws_unchanged_expect(const ws_manifest *base, const ws_manifest *held,
+                        const sm_string_list *excludes, char hex[65], uint64_t *count);
+/* The same in two steps: which entries (fast: 0 as above), then their
+ * digest (the sort and the hash, worth a thread of its own). The entries
+ * borrow the manifests' paths. */
+typedef struct ws_expected ws_expected;
+int ws_expected_collect(const ws_manifest *base, const ws_manifest *held,
+                        const sm_string_list *excludes, ws_expected **out);
+void ws_expected_digest(ws_expected *x, char hex[65], uint64_t *count);
+void ws_expected_free(ws_expected *x);
+/* Parses `sandman-agent wsdigest`'s output, "wsdigest HEX COUNT\n"; -1
+ * when it is anything else. */
+int ws_unchanged_parse(const char *out, size_t len, char hex[65], uint64_t *count);
+
 /* ---- conflict copies of folders (aside.c) ---- */
 typedef struct ws_aside {
   char **from, **to; /* a folder put aside and its place (NULL: dropped) */
@@ -426,5 +447,8 @@ void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes);
 /* 1 if the last copy out fetched only what a listing showed changed; 0 if
  * it read the whole workspace. */
 int ws_sync_last_out_listed(const sm_workspace_sync *sync);
+/* 1 if the last copy out was settled by the quick check alone (the
+ * sandbox's digest was the manifest's: nothing listed, nothing read). */
+int ws_sync_last_out_quick(const sm_workspace_sync *sync);
 
 #endif

@@ -12,23 +12,8 @@
 
 #include <sandman/sandman.h>
 
+#include "support/memio.h"
 #include "workspace/ws.h"
-
-typedef struct src {
-  const uint8_t *data;
-  size_t len, pos;
-} src;
-
-static ssize_t src_read(void *ud, char *buf, size_t len) {
-  src *s = ud;
-  size_t n = s->len - s->pos;
-  if (n > len) n = len;
-  /* Small, uneven pieces exercise the reader's buffering. */
-  if (n > 4093) n = 4093;
-  memcpy(buf, s->data + s->pos, n);
-  s->pos += n;
-  return (ssize_t)n;
-}
 
 static char parent[64];
 static char target[128];
@@ -86,11 +71,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   init_once();
-  src s = {data, size, 0};
+  /* Small, uneven pieces exercise the reader's buffering. */
+  mem_reader s = {(const char *)data, size, 0, 4093};
   sm_workspace_limits lim = {4 << 20, 2000, 1024};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  ws_unpack_dir(target, src_read, &s, &lim, &res, NULL, &err);
+  ws_unpack_dir(target, read_mem, &s, &lim, &res, NULL, &err);
   ws_apply_result_dispose(&res);
   /* The invariants: the parent holds exactly the target and the sentinel,
    * the sentinel is unchanged, the target has no staging directory left. */

@@ -4,7 +4,9 @@ set -euo pipefail
 
 SANDMAN=${SANDMAN_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/sandman}
 SRC_DIR=${SANDMAN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-export SANDMAN_INSTANCE=${SANDMAN_INSTANCE:-it-$(basename "$0" .sh)}
+# The instance: ctest's launcher (launch.sh) sets it; run by hand, it is
+# <SANDMAN_TEST_PREFIX, default it>-<test name> unless SANDMAN_INSTANCE says.
+export SANDMAN_INSTANCE=${SANDMAN_INSTANCE:-${SANDMAN_TEST_PREFIX:-it}-$(basename "$0" .sh)}
 export SANDMAN_STATE_DIR=${SANDMAN_STATE_DIR:-$(mktemp -d)}
 mkdir -p "$SANDMAN_STATE_DIR"
 IT_PASSED=0
@@ -19,6 +21,25 @@ expect_eq() { if [ "$2" == "$3" ]; then it_pass "$1"; else it_fail "$1: expected
 # expect_contains "description" needle haystack
 expect_contains() { case "$3" in *"$2"*) it_pass "$1" ;; *) it_fail "$1: [$2] not in [$3]" ;; esac; }
 expect_not_contains() { case "$3" in *"$2"*) it_fail "$1: [$2] found in [$3]" ;; *) it_pass "$1" ;; esac; }
+
+# The engine's unix socket on this machine (DOCKER_HOST, else the default),
+# for a container that must reach the same engine as the test; fails when
+# the engine is not on a local socket.
+it_engine_socket() {
+  local h=${DOCKER_HOST:-unix:///var/run/docker.sock}
+  case "$h" in
+    unix://*) printf '%s\n' "${h#unix://}" ;;
+    /*) printf '%s\n' "$h" ;;
+    *) return 1 ;;
+  esac
+}
+
+# it_test_image NAME: the tag of images/NAME built for the tests
+# (scripts/test-images.sh: sandman-test/NAME:<inputs hash>, built on first
+# use, reused while its inputs are unchanged). Never a user's sandman/*:latest.
+it_test_image() {
+  SANDMAN_BIN=$SANDMAN "$SRC_DIR/scripts/test-images.sh" ensure "$1"
+}
 
 # Prints the totals in the plain form CI reads and exits accordingly.
 it_done() {
@@ -63,6 +84,27 @@ kill_pids_and_cleanup() {
   local p
   for p in "${IT_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   cleanup_instance
+}
+
+# it_hold_busy NAME: a call in flight on sandbox NAME as the runner marks
+# one (a shared lock on $SANDMAN_STATE_DIR/busy/NAME.lock), held by a
+# background process of this shell whose pid is left in IT_HOLDER (and
+# IT_PIDS). The lock dies with that process: `kill -9 "$IT_HOLDER"; wait
+# "$IT_HOLDER"` ends the call, and once wait returns the lock is free.
+# Returns 1 if the lock is not held within 60 s.
+IT_HOLDER=
+it_hold_busy() {
+  local lock=$SANDMAN_STATE_DIR/busy/$1.lock i
+  mkdir -p "$SANDMAN_STATE_DIR/busy"
+  # The subshell takes the lock and becomes the sleep: one process holds it.
+  (exec 9>"$lock" && flock -s 9 && exec sleep 600) >/dev/null 2>&1 &
+  IT_HOLDER=$!
+  IT_PIDS+=("$IT_HOLDER")
+  for i in $(seq 1 600); do
+    flock -x -n "$lock" true 2>/dev/null || return 0
+    sleep 0.1
+  done
+  return 1
 }
 
 # json 'python expression over d' < JSON

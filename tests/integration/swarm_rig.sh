@@ -17,7 +17,8 @@
 # Settings (environment, before swarm_rig_up):
 #   SWARM_RIG_NODES    how many engines (3)
 #   SWARM_RIG_IMAGES   images loaded into every node (sandman/minimal:latest)
-#   SWARM_RIG_DIND     the engine image (sandman/dind:latest; must exist)
+#   SWARM_RIG_DIND     the engine image (sandman/dind:latest; must exist; the
+#                      swarm tests give scripts/test-images.sh's build of it)
 #   SWARM_RIG_DOCKERD_ARGS  the nodes' dockerd flags (--no-new-privileges:
 #                      what docs/scale-out.md asks of every node)
 #   SANDMAN_INSTANCE   labels everything the rig makes (io.sandman.instance)
@@ -71,15 +72,16 @@ _rig_log() { printf 'swarm-rig: %s\n' "$*" >&2; }
 . "$(dirname "${BASH_SOURCE[0]}")/tls_engine.sh"
 
 # _rig_network: a bridge network with a /24 of its own on the host engine.
-# A random subnet, tried again on a clash with an existing one.
+# A random subnet of $SWARM_RIG_SUBNET_PREFIX.0.0/16 (172.29; a fresh
+# engine of scripts/test.sh gives its own range), tried again on a clash.
 _rig_network() {
-  local try x
+  local try x p=${SWARM_RIG_SUBNET_PREFIX:-172.29}
   for try in $(seq 1 20); do
     x=$((RANDOM % 200 + 20))
-    if docker network create --driver bridge --subnet "172.29.$x.0/24" \
+    if docker network create --driver bridge --subnet "$p.$x.0/24" \
       --label io.sandman.instance="$SANDMAN_INSTANCE" --label io.sandman.component=swarm-rig \
       --label io.sandman.swarm-rig="$SWARM_RIG_ID" "$SWARM_RIG_NETWORK" >/dev/null 2>"$SWARM_RIG_DIR/net.err"; then
-      SWARM_RIG_SUBNET="172.29.$x.0/24"
+      SWARM_RIG_SUBNET="$p.$x.0/24"
       return 0
     fi
     grep -qi 'overlap' "$SWARM_RIG_DIR/net.err" || break

@@ -18,7 +18,9 @@
 
 #include <sandman/sandman.h>
 
+#include "support/files.h"
 #include "support/itest.h"
+#include "support/memio.h"
 
 /* Cases list only the fields they need. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -28,8 +30,7 @@ static sm_runner *with_agent;
 static sm_runner *without_agent;
 
 static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_agent";
+  return itest_instance("test_agent");
 }
 
 static void cleanup(void) { itest_remove_instance(engine, instance()); }
@@ -69,22 +70,6 @@ typedef struct call {
   int64_t stdout_cap;
 } call;
 
-typedef struct feed {
-  const char *data;
-  size_t len, off;
-} feed;
-
-static ssize_t feed_read(void *ud, char *buf, size_t len) {
-  feed *f = ud;
-  size_t n = f->len - f->off;
-  if (n > len) n = len;
-  /* Odd sizes: frames must not depend on the reader's chunking. */
-  if (n > 7777) n = 7777;
-  memcpy(buf, f->data + f->off, n);
-  f->off += n;
-  return (ssize_t)n;
-}
-
 static void run_in(sm_runner *r, const char *run_id, const call *c, sm_run_result *res) {
   sm_run_request req;
   sm_run_request_init(&req);
@@ -96,9 +81,10 @@ static void run_in(sm_runner *r, const char *run_id, const call *c, sm_run_resul
   req.n_env = c->n_env;
   req.settings.timeout_s = c->timeout_s > 0 ? c->timeout_s : 60;
   if (c->stdout_cap > 0) req.settings.stdout_cap = c->stdout_cap;
-  feed f = {c->stdin_data, c->stdin_len, 0};
+  /* Odd sizes: frames must not depend on the reader's chunking. */
+  mem_reader f = {c->stdin_data, c->stdin_len, 0, 7777};
   if (c->stdin_data) {
-    req.stdin_read = feed_read;
+    req.stdin_read = read_mem;
     req.stdin_ud = &f;
   }
   memset(res, 0, sizeof *res);
@@ -324,33 +310,18 @@ static void ws_call(sm_runner *r, const char *run_id, const char *dir, const cha
   assert_string_equal(res->error, "");
 }
 
-static void write_file(const char *dir, const char *name, const char *text) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static char *read_file(const char *dir, const char *name) {
-  static char buf[256];
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return NULL;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  return buf;
+static void assert_file(const char *dir, const char *name, const char *text) {
+  char *got = tf_read_at(dir, name);
+  assert_string_equal(got ? got : "(missing)", text);
+  free(got);
 }
 
 static void workspace_rounds(sm_runner *r, const char *run_id, char *out_listing,
                              size_t out_len) {
   char dir[] = "/tmp/sandman-agent-ws-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  write_file(dir, "keep.txt", "keep\n");
-  write_file(dir, "gone.txt", "gone\n");
+  assert_int_equal(tf_write_at(dir, "keep.txt", "keep\n"), 0);
+  assert_int_equal(tf_write_at(dir, "gone.txt", "gone\n"), 0);
   sm_run_result res;
   ws_call(r, run_id, dir, "cat keep.txt", &res);
   assert_string_equal(res.stdout_data, "keep\n");
@@ -361,20 +332,18 @@ static void workspace_rounds(sm_runner *r, const char *run_id, char *out_listing
   assert_true(res.n_files_changed >= 3); /* the three files (and new folders) */
   size_t changed = res.n_files_changed;
   sm_run_result_dispose(&res);
-  assert_string_equal(read_file(dir, "keep.txt"), "keep\nmore\n");
-  assert_string_equal(read_file(dir, "new.txt"), "new\n");
-  assert_string_equal(read_file(dir, "d/e/f"), "x\n");
+  assert_file(dir, "keep.txt", "keep\nmore\n");
+  assert_file(dir, "new.txt", "new\n");
+  assert_file(dir, "d/e/f", "x\n");
   /* The host deletes and edits: the sandbox sees both. */
   char path[512];
   snprintf(path, sizeof path, "%s/gone.txt", dir);
   assert_int_equal(unlink(path), 0);
-  write_file(dir, "new.txt", "edited on the host\n");
+  assert_int_equal(tf_write_at(dir, "new.txt", "edited on the host\n"), 0);
   ws_call(r, run_id, dir, "ls -R | sort | tr '\\n' ' '; cat new.txt", &res);
   snprintf(out_listing, out_len, "%zu changed; %s", changed, res.stdout_data);
   sm_run_result_dispose(&res);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tf_rm_rf(dir), 0);
 }
 
 static void test_workspace_sync_through_the_agent(void **state) {

@@ -20,7 +20,7 @@
 
 #include "support/itest.h"
 
-ITEST_TWO_RUNNERS_GROUP("it-test_call_kill")
+ITEST_TWO_RUNNERS_GROUP("test_call_kill")
 
 /* Every way out of the call's process group and environment marker, then
  * "started" once they all run, then a wait the timeout (or cancel) ends. */

@@ -19,6 +19,9 @@ PROJECT=sm$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9' '_' | tr -s '_')$$
 COMPOSE=(docker-compose -p "$PROJECT" -f "$SRC_DIR/compose/workstation.yml")
 export SANDMAN_TOKEN_FILE=$WORK/token
 export SANDMAN_MODE=per_tool
+# The runner in its container reaches the engine this test runs against.
+SANDMAN_DOCKER_SOCKET=$(it_engine_socket) || { echo "SKIP: the engine is not on a local unix socket"; exit 77; }
+export SANDMAN_DOCKER_SOCKET
 
 cleanup() {
   "${COMPOSE[@]}" down -v --remove-orphans -t 60 >/dev/null 2>&1 || true

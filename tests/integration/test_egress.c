@@ -56,8 +56,7 @@ static void set_policy(const char *cid, const char *name, const char *agent, con
 static int setup(void **state) {
   (void)state;
   E = itest_engine();
-  const char *inst = getenv("SANDMAN_INSTANCE");
-  if (ew_setup(&W, E, inst && *inst ? inst : "it-egress", 1) != 0) fail_msg("the stand-in internet");
+  if (ew_setup(&W, E, itest_instance("test_egress"), 1) != 0) fail_msg("the stand-in internet");
   PO.instance = W.instance;
   PO.network = W.network;
   PO.hosts = pinned;

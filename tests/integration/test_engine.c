@@ -13,12 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/unconst.h"
 #include "support/itest.h"
 #include "support/memio.h"
 
 static const char *instance(void) {
-  const char *s = getenv("SANDMAN_INSTANCE");
-  return s && s[0] ? s : "default";
+  return itest_instance("test_engine");
 }
 
 static json_object *labels_object(void) {
@@ -364,7 +364,7 @@ static void test_exec_cancel(void **state) {
   json_object_put(cfg);
   volatile int cancel = 0;
   pthread_t t;
-  pthread_create(&t, NULL, cancel_later, (void *)&cancel);
+  pthread_create(&t, NULL, cancel_later, SM_UNCONST(&cancel));
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.cancel = &cancel;
   assert_int_equal(sm_engine_exec_start(e, xid, &io, &err), SM_ECANCELLED);

@@ -14,8 +14,7 @@
 #include "support/memio.h"
 
 static const char *instance(void) {
-  const char *s = getenv("SANDMAN_INSTANCE");
-  return s && s[0] ? s : "default";
+  return itest_instance("test_engine_exec_env");
 }
 
 typedef struct buf {

@@ -34,8 +34,7 @@ static void print_log(sm_log_level level, const char *request_id, const char *li
 
 static int setup(void **state) {
   (void)state;
-  const char *i = getenv("SANDMAN_INSTANCE");
-  snprintf(inst, sizeof inst, "%s-%ld", i && *i ? i : "it-test_files", (long)getpid());
+  snprintf(inst, sizeof inst, "%s-%ld", itest_instance("test_files"), (long)getpid());
   setenv("SANDMAN_INSTANCE", inst, 1);
   engine = itest_engine();
   sm_runner_options o = SM_RUNNER_OPTIONS_INIT;

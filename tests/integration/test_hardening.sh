@@ -7,6 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 require_engine
 trap cleanup_instance EXIT
+GENERAL=$(it_test_image general) || { it_fail "the test image general: scripts/test-images.sh failed"; it_done; exit 1; }
 
 field() { python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v, end="")' "$1"; }
 
@@ -53,7 +54,7 @@ while time.time() < end:
             os._exit(0)
     except OSError:
         time.sleep(0.01)'
-gen=(--image sandman/general:latest --mode per_run --run-id full --pids 12)
+gen=(--image "$GENERAL" --mode per_run --run-id full --pids 12)
 "$SANDMAN" run "${gen[@]}" -- python3 -c "$filler"
 # Wait until the filler holds every slot (not a sleep: a condition). Under
 # runc the exec's own start forks too: when the filler took the last slot
@@ -79,7 +80,7 @@ expect_contains "a full sandbox (runc): the tool's stderr says why" "fork" "$(fi
 "$SANDMAN" sandbox rm --run-id full >/dev/null
 
 if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
-  gen=(--image sandman/general:latest --mode per_run --run-id full --runtime runsc --pids 12)
+  gen=(--image "$GENERAL" --mode per_run --run-id full --runtime runsc --pids 12)
   "$SANDMAN" run "${gen[@]}" -- python3 -c "$filler"
   for _ in $(seq 100); do
     j=$("$SANDMAN" run --json "${gen[@]}" --timeout 20 -- echo hi || true)

@@ -2,7 +2,8 @@
 # MCP over the host-tool route, against the real engine: a Python MCP client
 # written for the test (tests/integration/hostmcp_client.py: streamable HTTP
 # over the unix socket /.sandman/tools.sock, with http.client) runs inside a
-# `network: none` sandbox of sandman/general and lists and calls host tools
+# `network: none` sandbox of sandman/general (the tests' own build,
+# scripts/test-images.sh) and lists and calls host tools
 # at /mcp: it sees only what its agent's policy allows, a tool it may not use
 # is refused (JSON-RPC -32602, audited), and a real MCP server on the host
 # (@modelcontextprotocol/server-everything from the npm registry, pinned in
@@ -24,6 +25,7 @@ if [ ! -f "$SERVER_JS" ]; then
   exit 77
 fi
 
+GENERAL=$(it_test_image general) || { echo "FAIL: the test image general: scripts/test-images.sh failed" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/hostmcp-it-XXXXXX)
 WORKER_PID=
 cleanup() {
@@ -69,7 +71,7 @@ export HOSTMCP_HOST_SECRET=never-relayed-5c1d
 CLIENT=$SRC_DIR/tests/integration/hostmcp_client.py
 run_client() { # run_client RUN_ID PLAN: the client's JSON report on stdout
   "$SANDMAN" --config "$WORK/sandman.yaml" run --agent hostmcp-agent --tool shell \
-    --image sandman/general:latest --mode per_run --run-id "$1" --network none -i \
+    --image "$GENERAL" --mode per_run --run-id "$1" --network none -i \
     -- python3 - "$2" <"$CLIENT"
 }
 # step N EXPR: python expression over the report's step d (parsed JSON)
@@ -122,7 +124,7 @@ SOCK=$WORK/runner.sock
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
 chmod 600 "$WORK/token"
 "$SANDMAN" --config "$WORK/sandman.yaml" worker start --sandbox-mode per_run \
-  --sandbox-image sandman/general:latest --listen "unix:$SOCK" --token-file "$WORK/token" \
+  --sandbox-image "$GENERAL" --listen "unix:$SOCK" --token-file "$WORK/token" \
   >>"$WORK/runner.log" 2>&1 &
 WORKER_PID=$!
 for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

@@ -51,9 +51,9 @@ check "images/ holds minimal, general, sandman and dind" \
   bash -c "[[ ' ${images[*]} ' == *' minimal '* && ' ${images[*]} ' == *' general '* && ' ${images[*]} ' == *' sandman '* && ' ${images[*]} ' == *' dind '* ]]"
 
 for name in "${images[@]}"; do
-  # Every folder is built under this test's own tag: sandman/minimal and
-  # sandman/general belong to scripts/setup.sh, sandman/sandman and
-  # sandman/dind to whoever built them; a test never replaces them.
+  # Every folder is built under this test's own tag: sandman/minimal:latest
+  # belongs to scripts/setup.sh, the other sandman/*:latest to whoever built
+  # them, sandman-test/* to scripts/test-images.sh; a test never replaces them.
   tag=$TEST_TAG/$name:latest
   args=(--tag "$tag")
   if build "$name" "${args[@]}"; then
@@ -91,7 +91,7 @@ for name in "${images[@]}"; do
       expect_eq "sandman/sandman runs the sandman that built it" "$want" \
         "$(docker run --rm --network none "$tag" version 2>/dev/null | head -n 1)"
       expect_contains "sandman/sandman reaches the engine through its socket" "api" \
-        "$(docker run --rm --network none -v /var/run/docker.sock:/var/run/docker.sock \
+        "$(docker run --rm --network none -v "$(it_engine_socket)":/var/run/docker.sock \
           "$tag" version 2>&1)"
       ;;
     dind)

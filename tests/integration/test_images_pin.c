@@ -14,6 +14,7 @@
 
 #include <sandman/image.h>
 
+#include "support/files.h"
 #include "support/itest.h"
 
 static char workdir[256];
@@ -31,15 +32,6 @@ static void on_line(void *ud, const char *line) {
   l->n++;
   if (strncmp(line, "Step 1/", 7) == 0) l->saw_step = 1;
   if (strstr(line, "sent a build context of 3 entries")) l->saw_context = 1;
-}
-
-static void write_file(const char *rel, const char *text) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", workdir, rel);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
 }
 
 static int setup(void **state) {
@@ -80,9 +72,9 @@ static int teardown(void **state) {
 static void test_build_streams_context(void **state) {
   (void)state;
   sm_engine *e = itest_engine();
-  write_file("ctx/Dockerfile", "FROM " ITEST_IMAGE "\nCOPY a.txt b.txt /opt/\n");
-  write_file("ctx/a.txt", "from the folder\n");
-  write_file("stage/b.txt", "from the staging directory\n");
+  assert_int_equal(tf_write_at(workdir, "ctx/Dockerfile", "FROM " ITEST_IMAGE "\nCOPY a.txt b.txt /opt/\n"), 0);
+  assert_int_equal(tf_write_at(workdir, "ctx/a.txt", "from the folder\n"), 0);
+  assert_int_equal(tf_write_at(workdir, "stage/b.txt", "from the staging directory\n"), 0);
   char ctx[300], stage[300];
   snprintf(ctx, sizeof ctx, "%s/ctx", workdir);
   snprintf(stage, sizeof stage, "%s/stage", workdir);

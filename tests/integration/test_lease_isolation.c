@@ -31,7 +31,7 @@
 
 #include "support/itest.h"
 
-ITEST_TWO_RUNNERS_GROUP("it-test_lease_isolation")
+ITEST_TWO_RUNNERS_GROUP("test_lease_isolation")
 
 static const char *runtime = ""; /* the engine's default, or runsc */
 static char workspace[256];      /* the calls' host workspace, holding the snooper */

@@ -22,8 +22,7 @@ static sm_engine *engine;
 static sm_runner *runner;
 
 static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_lifecycle";
+  return itest_instance("test_lifecycle");
 }
 
 static int count(const char *extra_label, int volumes) {

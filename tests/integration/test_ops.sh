@@ -30,21 +30,6 @@ exists() { docker container inspect "$1" >/dev/null 2>&1; }
 vol_exists() { docker volume inspect "$1" >/dev/null 2>&1; }
 # last_used NAME EPOCH: what the runner records after a call.
 last_used() { mkdir -p "$STATE/last-used"; echo "$2" >"$STATE/last-used/$1"; }
-# hold NAME: a call in flight (a shared lock held by a process); prints its pid.
-# -o: the lock lives in flock itself, so SIGKILL to that pid ends the call.
-hold() {
-  mkdir -p "$STATE/busy"
-  flock -s -o "$STATE/busy/$1.lock" sleep 600 >/dev/null 2>&1 &
-  local pid=$!
-  IT_PIDS+=("$pid")
-  # Wait until the lock is really held.
-  local i
-  for i in $(seq 1 100); do
-    flock -x -n "$STATE/busy/$1.lock" true 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "$pid"
-}
 now=$(date +%s)
 
 # --- list --------------------------------------------------------------------
@@ -102,7 +87,8 @@ expect_contains "reap: says why it spared" "ago (limit 1h)" \
 
 # A call in flight survives reap --older-than 0s; SIGKILL ends the call.
 BUSY=$(mk per_run per_run-busy io.sandman.run=r2)
-holder=$(hold "$BUSY")
+check "a call in flight on $BUSY (its busy lock held)" it_hold_busy "$BUSY"
+holder=$IT_HOLDER
 out=$("$SANDMAN" sandbox list --json)
 expect_eq "list: busy shown" "True" "$(json "[x['busy'] for x in d if x['name']=='$BUSY'][0]" <<<"$out")"
 out=$("$SANDMAN" sandbox reap --older-than 0s --json)
@@ -117,6 +103,9 @@ set -e
 expect_eq "rm: busy refused without --force (exit 1)" 1 "$rc"
 check "rm: busy one still there" exists "$BUSY"
 kill -9 "$holder"
+# The holder is this shell's child: once wait returns it is gone, and with
+# it the lock. (Started in a $(...) subshell, as it was, it was not a child,
+# wait returned at once, and under load reap still found the lock held.)
 wait "$holder" 2>/dev/null || true
 out=$("$SANDMAN" sandbox reap --older-than 0s --json)
 expect_contains "reap after SIGKILL of the call: removed" "$BUSY" "$(json "' '.join(x['name'] for x in d['removed'])" <<<"$out")"
@@ -127,10 +116,15 @@ check "reap after SIGKILL: gone" bash -c "! docker container inspect $BUSY >/dev
 # reap leaves it alone.
 SETUP=$(mk per_run per_run-setup io.sandman.run=r4)
 mkdir -p "$STATE/keys"
-flock -x -o "$STATE/keys/create-$SETUP.lock" sleep 600 >/dev/null 2>&1 &
+(exec 9>"$STATE/keys/create-$SETUP.lock" && flock -x 9 && exec sleep 600) >/dev/null 2>&1 &
 creator=$!
 IT_PIDS+=("$creator")
-for i in $(seq 1 100); do flock -x -n "$STATE/keys/create-$SETUP.lock" true 2>/dev/null || break; sleep 0.05; done
+held=0
+for i in $(seq 1 600); do
+  flock -x -n "$STATE/keys/create-$SETUP.lock" true 2>/dev/null || { held=1; break; }
+  sleep 0.1
+done
+expect_eq "the creation lock of $SETUP is held" 1 "$held"
 out=$("$SANDMAN" sandbox reap --older-than 0s --json)
 check "reap 0s: a sandbox being set up survives" exists "$SETUP"
 expect_contains "reap 0s: spared as being set up" "setting it up" \
@@ -211,10 +205,11 @@ expect_eq "rm: unknown sandbox is exit 1" 1 "$rc"
 expect_eq "rm: another instance's sandbox is not ours (exit 1)" 1 "$rc2"
 check "rm: another instance's sandbox untouched" exists "$OTHER"
 E=$(mk per_run per_run-rm5 io.sandman.run=forced)
-holder=$(hold "$E")
+check "a call in flight on $E (its busy lock held)" it_hold_busy "$E"
 "$SANDMAN" sandbox rm --force "$E" >/dev/null
 check "rm --force: busy one removed" bash -c "! docker container inspect $E >/dev/null 2>&1"
-kill -9 "$holder" 2>/dev/null || true
+kill -9 "$IT_HOLDER" 2>/dev/null || true
+wait "$IT_HOLDER" 2>/dev/null || true
 
 # --- doctor ---------------------------------------------------------------------
 set +e

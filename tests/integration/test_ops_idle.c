@@ -15,8 +15,7 @@
 #include "support/itest.h"
 
 static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_ops_idle";
+  return itest_instance("test_ops_idle");
 }
 
 static const char *state_dir(void) {

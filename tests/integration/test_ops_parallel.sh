@@ -35,23 +35,10 @@ mk_many() {
 }
 count_ours() { docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | wc -l | tr -d ' '; }
 count_vols() { docker volume ls -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | wc -l | tr -d ' '; }
-hold() {
-  mkdir -p "$STATE/busy"
-  flock -s -o "$STATE/busy/$1.lock" sleep 600 >/dev/null 2>&1 &
-  local pid=$!
-  IT_PIDS+=("$pid")
-  local i
-  for i in $(seq 1 100); do
-    flock -x -n "$STATE/busy/$1.lock" true 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "$pid"
-}
-
 # --- one reap over 20, one of them busy ---------------------------------------
 NAMES=$(mk_many 20 a)
 BUSY=$(mk busy1)
-hold "$BUSY" >/dev/null
+check "a call in flight on $BUSY (its busy lock held)" it_hold_busy "$BUSY"
 expect_eq "setup: 21 sandboxes" 21 "$(count_ours)"
 
 out=$("$SANDMAN" sandbox reap --older-than 0s --dry-run --json)

@@ -394,8 +394,7 @@ static void cleanup(void) {
 
 static int setup(void **state) {
   (void)state;
-  const char *i = getenv("SANDMAN_INSTANCE");
-  snprintf(inst, sizeof inst, "%s-%ld", i && *i ? i : "it-test_pool", (long)getpid());
+  snprintf(inst, sizeof inst, "%s-%ld", itest_instance("test_pool"), (long)getpid());
   setenv("SANDMAN_INSTANCE", inst, 1);
   engine = itest_engine();
   cleanup();

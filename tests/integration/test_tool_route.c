@@ -50,8 +50,7 @@ static sm_engine *engine;
 static sm_runner *runner;
 
 static const char *instance(void) {
-  const char *i = getenv("SANDMAN_INSTANCE");
-  return i && *i ? i : "it-test_tool_route";
+  return itest_instance("test_tool_route");
 }
 
 /* ---- the test's handler: records every request, echoes ---- */

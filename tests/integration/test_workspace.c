@@ -16,12 +16,12 @@
 
 #include "sandbox/agent.h"
 #include "support/itest.h"
+#include "workspace/box.h"
 #include "workspace/ws.h"
 #include "unit/workspace/tarbuild.h"
 
 static const char *instance(void) {
-  const char *s = getenv("SANDMAN_INSTANCE");
-  return s && s[0] ? s : "default";
+  return itest_instance("test_workspace");
 }
 
 typedef struct box {
@@ -111,7 +111,7 @@ static int teardown(void **state) {
   sm_error err = SM_ERROR_INIT;
   if (b->id[0]) sm_engine_container_remove(b->e, b->id, 1, 1, &err);
   sm_engine_volume_remove(b->e, b->volume, 1, &err);
-  rm_rf(b->dir);
+  tf_rm_rf(b->dir);
   sm_engine_free(b->e);
   free(b);
   return 0;
@@ -277,7 +277,7 @@ static char *no_owner(const char *list) {
 static void hput(box *b, const char *rel, const char *data) {
   char p[1024];
   snprintf(p, sizeof p, "%s/%s", b->host, rel);
-  write_file(p, data);
+  tf_write_str(p, data);
 }
 
 static void hmkdir(box *b, const char *rel) {
@@ -289,7 +289,7 @@ static void hmkdir(box *b, const char *rel) {
 static char *hget(box *b, const char *rel) {
   char p[1024];
   snprintf(p, sizeof p, "%s/%s", b->host, rel);
-  return read_file(p);
+  return tf_read(p, NULL);
 }
 
 static int hexists(box *b, const char *rel) {
@@ -649,12 +649,12 @@ static void test_recreated_sandbox(void **state) {
   sm_workspace_sync_free(s);
   /* The manifest now names an older container of the same sandbox, whose
    * volume held a file the host has since deleted. */
-  char *m = read_file(b->manifest);
+  char *m = tf_read(b->manifest, NULL);
   assert_non_null(m);
   char *c = strstr(m, "container ");
   assert_non_null(c);
   memset(c + 10, 'f', 12);
-  write_file(b->manifest, m);
+  tf_write_str(b->manifest, m);
   free(m);
   assert_int_equal(box_sh(b, "echo stale > stale.txt", NULL), 0);
   s = new_sync(b, NULL, NULL);
@@ -833,6 +833,261 @@ static void test_planted_link_copy_in(void **state) {
   sm_workspace_sync_free(s);
 }
 
+/* ---- the copy out's quick check (sandman-agent wsdigest) ----
+ * The sandbox layer hands the workspace an agent session (t->run); here a
+ * hook stands in for it: every command goes through an engine exec as
+ * without one, and the digest's answer can be recorded and replayed, as a
+ * tool that controls what the sandbox's processes print could forge it. */
+enum { DIGEST_HONEST, DIGEST_RECORD, DIGEST_FORGE, DIGEST_GARBAGE };
+
+typedef struct quick_hook {
+  box *b;
+  int mode;
+  char recorded[160];
+  int digests;  /* wsdigest commands run */
+  int others;   /* other commands (the listing, deletes, the unpacker) */
+} quick_hook;
+
+static int quick_run(void *ud, const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
+                     sm_output_fn out, void *out_ud, int *exit_code, sm_error *err) {
+  quick_hook *h = ud;
+  if (argc < 2 || strcmp(argv[1], "wsdigest") != 0) {
+    h->others++;
+    return 1; /* an engine exec, as without a session */
+  }
+  h->digests++;
+  *exit_code = 0;
+  if (h->mode == DIGEST_FORGE) return out(out_ud, 1, h->recorded, strlen(h->recorded));
+  if (h->mode == DIGEST_GARBAGE) return out(out_ud, 1, "wsdigest 00 1\n", 14);
+  sm_workspace_target plain = h->b->t;
+  plain.run = NULL;
+  sm_buf o;
+  sm_buf_init(&o, 4096);
+  sm_buf_append(&o, "", 0);
+  int rc = ws_box_exec(plain.engine, &plain, argv, argc, in, in_ud, &o, exit_code, err);
+  if (rc == 0 && h->mode == DIGEST_RECORD) snprintf(h->recorded, sizeof h->recorded, "%s", o.data);
+  if (rc == 0) rc = out(out_ud, 1, o.data, o.len);
+  sm_buf_dispose(&o);
+  return rc;
+}
+
+static void quick_attach(box *b, quick_hook *h, int mode) {
+  memset(h, 0, sizeof *h);
+  h->b = b;
+  h->mode = mode;
+  b->t.run = quick_run;
+  b->t.run_ud = h;
+}
+
+/* An unchanged workspace: one digest, no listing, nothing moves; a tool's
+ * change of any kind is found and comes back as before. */
+static void test_quick_unchanged(void **state) {
+  box *b = *state;
+  make_tree(b);
+  quick_hook h;
+  quick_attach(b, &h, DIGEST_HONEST);
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  h.others = 0;
+  char *changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  assert_true(ws_sync_last_out_quick(s));
+  assert_int_equal(h.digests, 1);
+  assert_int_equal(h.others, 0);
+  sm_workspace_sync_free(s);
+
+  /* A later call (a new sync over the saved manifest): the same. */
+  s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  assert_true(ws_sync_last_out_quick(s));
+  assert_same_tree(b);
+
+  /* Content changed with size and mtime kept: the ctime gives it away. */
+  assert_int_equal(box_sh(b, "printf H | dd of=plain.txt bs=1 count=1 conv=notrunc 2>/dev/null && "
+                             "touch -d '2024-01-02 03:04:05' plain.txt",
+                          NULL),
+                   0);
+  changed = sync_out(s, b, NULL);
+  assert_false(ws_sync_last_out_quick(s));
+  assert_string_equal(changed, "plain.txt");
+  free(changed);
+  char *c = hget(b, "plain.txt");
+  assert_string_equal(c, "Hello\n");
+  free(c);
+  /* Every other kind of change (a file written within two seconds of a
+   * copy is compared by content, with a listing: this one is dated). */
+  const char *tools[] = {"chmod 700 src", "touch -d '2024-01-02 03:04:05' src/deep/new.c",
+                         "rm empty", "ln -sfn ../run.sh src/link", "mkdir emptydir/sub"};
+  const char *want[] = {"src", "src/deep/new.c", "empty", "src/link", "emptydir/sub"};
+  for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+    sync_in(s, b);
+    changed = sync_out(s, b, NULL);
+    assert_true(ws_sync_last_out_quick(s));
+    free(changed);
+    assert_int_equal(box_sh(b, tools[i], NULL), 0);
+    changed = sync_out(s, b, NULL);
+    assert_false(ws_sync_last_out_quick(s));
+    assert_string_equal(changed, want[i]);
+    free(changed);
+    assert_same_tree(b);
+  }
+  sm_workspace_sync_free(s);
+  b->t.run = NULL;
+}
+
+/* A change on the host between calls is still copied in; what was
+ * refused before and stands unchanged does not stop the quick check; nor
+ * does what the excludes leave out. */
+static void test_quick_host_held_excludes(void **state) {
+  box *b = *state;
+  make_tree(b);
+  quick_hook h;
+  quick_attach(b, &h, DIGEST_HONEST);
+  sm_string_list ex = {0};
+  sm_string_list_add(&ex, "node_modules", NULL);
+  sm_workspace_sync *s = new_sync(b, &ex, NULL);
+  sync_in(s, b);
+  free(sync_out(s, b, NULL));
+  assert_true(ws_sync_last_out_quick(s));
+  hput(b, "plain.txt", "edited on the host\n");
+  /* Dated, or it is compared by content for two seconds (racy). */
+  char p[1024];
+  snprintf(p, sizeof p, "%s/plain.txt", b->host);
+  struct timespec ts[2] = {{1704164645, 0}, {1704164645, 0}};
+  assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+  sync_in(s, b);
+  int64_t bi, ei;
+  sm_workspace_sync_stats(s, &bi, &ei, NULL, NULL);
+  assert_int_equal(ei, 1);
+  char *out = NULL;
+  assert_int_equal(box_sh(b, "cat plain.txt", &out), 0);
+  assert_string_equal(out, "edited on the host\n");
+  free(out);
+  free(sync_out(s, b, NULL));
+  assert_same_tree(b);
+
+  /* The tool's link out of the workspace is refused once, then held. */
+  assert_int_equal(box_sh(b, "ln -s /etc/passwd evil && mkdir -p node_modules && "
+                             "echo m > node_modules/m.js",
+                          NULL),
+                   0);
+  free(sync_out(s, b, NULL));
+  char *r = refusals(s);
+  assert_string_equal(r, "evil=link_absolute");
+  free(r);
+  assert_false(hexists(b, "evil"));
+  assert_false(hexists(b, "node_modules"));
+  assert_int_equal(box_sh(b, "echo n > node_modules/n.js", NULL), 0);
+  sync_in(s, b);
+  char *changed = sync_out(s, b, NULL);
+  assert_true(ws_sync_last_out_quick(s));
+  assert_string_equal(changed, "");
+  free(changed);
+  r = refusals(s);
+  assert_string_equal(r, "");
+  free(r);
+  sm_workspace_sync_free(s);
+  b->t.run = NULL;
+}
+
+/* The attack: the sandbox's answer to the quick check says "nothing
+ * changed" (recorded before the tool's changes and replayed, as a tool
+ * that ptraces the agent's child could make it say). Nothing of the
+ * tool's reaches the host then, and its changes are not lost for the
+ * checks: the next honest copy out refuses the hook and the link and
+ * reports them, and brings back its ordinary change, checked. A change
+ * the tool hid that way while the host changed the same file is the
+ * tool's loss: the host's version goes in and stays. */
+static void test_quick_forged(void **state) {
+  box *b = *state;
+  make_tree(b);
+  hmkdir(b, ".git");
+  hmkdir(b, ".git/hooks");
+  hput(b, "other.txt", "other\n");
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "find '%s' -exec touch -h -d '2024-01-02 03:04:05' {} +", b->host);
+  assert_int_equal(system(cmd), 0);
+  quick_hook h;
+  quick_attach(b, &h, DIGEST_RECORD);
+  sm_workspace_sync *s = new_sync(b, NULL, NULL);
+  sync_in(s, b);
+  free(sync_out(s, b, NULL));
+  assert_true(ws_sync_last_out_quick(s));
+  assert_true(strncmp(h.recorded, "wsdigest ", 9) == 0);
+
+  assert_int_equal(box_sh(b, "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit && "
+                             "chmod 755 .git/hooks/pre-commit && ln -s /etc/shadow evil && "
+                             "echo 'tool edit' > plain.txt && "
+                             "touch -d '2024-01-02 03:04:05' plain.txt",
+                          NULL),
+                   0);
+  h.mode = DIGEST_FORGE;
+  char *changed = sync_out(s, b, NULL);
+  assert_true(ws_sync_last_out_quick(s));
+  assert_string_equal(changed, "");
+  free(changed);
+  assert_false(hexists(b, ".git/hooks/pre-commit"));
+  assert_false(hexists(b, "evil"));
+  char *c = hget(b, "plain.txt");
+  assert_string_equal(c, "hello\n");
+  free(c);
+
+  /* The next call, nothing changed on the host, an honest answer. */
+  sm_workspace_sync_free(s);
+  s = new_sync(b, NULL, NULL);
+  h.mode = DIGEST_HONEST;
+  sync_in(s, b);
+  changed = sync_out(s, b, NULL);
+  assert_false(ws_sync_last_out_quick(s));
+  assert_string_equal(changed, "plain.txt");
+  free(changed);
+  char *r = refusals(s);
+  assert_string_equal(r, ".git/hooks/pre-commit=protected,evil=link_absolute");
+  free(r);
+  assert_false(hexists(b, ".git/hooks/pre-commit"));
+  assert_false(hexists(b, "evil"));
+  c = hget(b, "plain.txt");
+  assert_string_equal(c, "tool edit\n");
+  free(c);
+
+  /* Hidden again, while the host edits the same file. */
+  sync_in(s, b);
+  h.mode = DIGEST_RECORD;
+  free(sync_out(s, b, NULL));
+  assert_true(ws_sync_last_out_quick(s));
+  assert_int_equal(box_sh(b, "echo 'tool other' > other.txt", NULL), 0);
+  h.mode = DIGEST_FORGE;
+  free(sync_out(s, b, NULL));
+  assert_true(ws_sync_last_out_quick(s));
+  hput(b, "other.txt", "host other\n");
+  sync_in(s, b);
+  char *out = NULL;
+  assert_int_equal(box_sh(b, "cat other.txt", &out), 0);
+  assert_string_equal(out, "host other\n");
+  free(out);
+  h.mode = DIGEST_HONEST;
+  changed = sync_out(s, b, NULL);
+  assert_string_equal(changed, "");
+  free(changed);
+  c = hget(b, "other.txt");
+  assert_string_equal(c, "host other\n");
+  free(c);
+
+  /* An answer that does not parse is no answer: the listing decides. */
+  assert_int_equal(box_sh(b, "echo again > plain.txt", NULL), 0);
+  h.mode = DIGEST_GARBAGE;
+  changed = sync_out(s, b, NULL);
+  assert_false(ws_sync_last_out_quick(s));
+  assert_string_equal(changed, "plain.txt");
+  free(changed);
+  sm_workspace_sync_free(s);
+  b->t.run = NULL;
+}
+
 int main(void) {
   const char *only = getenv("WS_IT_ONLY");
   if (only && only[0]) cmocka_set_test_filter(only);
@@ -846,6 +1101,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_readonly_dir_in_sandbox, setup, teardown),
       cmocka_unit_test_setup_teardown(test_first_copy_early_upload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_planted_link_copy_in, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_quick_unchanged, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_quick_host_held_excludes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_quick_forged, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,21 +7,16 @@
 # that leave the workspace as links, says when a sandbox was replaced, and
 # (13.4) a copy in never writes through a link the sandbox planted.
 #
-# One per_run sandbox of sandman/general (built under this test's own tag:
-# `sandman image build`, with the shared root file system cache) carries
-# most checks, so the test stays lean.
+# One per_run sandbox of sandman/general (the tests' own build of it,
+# scripts/test-images.sh) carries most checks, so the test stays lean.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_engine
 
-export SANDMAN_IMAGE_CACHE=${SANDMAN_IMAGE_CACHE:-$SRC_DIR/build/image-cache}
 WORK=$(mktemp -d)
-TEST_TAG=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')
-GENERAL=$TEST_TAG/general:1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 cleanup() {
   cleanup_instance
-  docker image rm -f "$GENERAL" >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -40,10 +35,10 @@ run_json() {
 }
 refused() { json "$1" "','.join(x['path'] + '=' + x['reason'] for x in r['refused'])"; }
 
-if (cd "$SRC_DIR" && "$SANDMAN" image build general --tag "$GENERAL") >"$WORK/build.log" 2>&1; then
-  it_pass "sandman/general built under this test's tag"
+if GENERAL=$(it_test_image general 2>"$WORK/build.log"); then
+  it_pass "sandman/general built for the tests ($GENERAL)"
 else
-  it_fail "image build general: $(tail -n 5 "$WORK/build.log")"
+  it_fail "the test image general: $(tail -n 5 "$WORK/build.log")"
   it_done
   exit 1
 fi

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,14 @@ typedef struct ew_world {
   char server_py[EW_PEM_MAX]; /* tests/fixtures/egress-world/server.py */
 } ew_world;
 
-/* Runs argv (stdout to /dev/null); its exit status, or -1. */
-static inline int ew_run(char *const argv[]) {
+/* Runs argv (stdout to /dev/null); its exit status, or -1. (posix_spawnp
+ * takes char *const[] but only reads it.) */
+static inline int ew_run(const char *const argv[]) {
   pid_t pid;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)(uintptr_t)argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return -1;
   int status = 0;
@@ -70,7 +72,7 @@ static inline int ew_setup(ew_world *w, sm_engine *engine, const char *instance,
   const char *bin = getenv("SANDMAN_BIN"), *src = getenv("SANDMAN_SOURCE_DIR");
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/tests/fixtures/egress-world", src ? src : ".");
-  char *build[] = {(char *)(bin ? bin : "sandman"), "image", "build", dir, "--tag", w->image, NULL};
+  const char *build[] = {bin ? bin : "sandman", "image", "build", dir, "--tag", w->image, NULL};
   if (ew_run(build) != 0) {
     fprintf(stderr, "egress world: building %s failed\n", w->image);
     return -1;
@@ -93,11 +95,11 @@ static inline int ew_setup(ew_world *w, sm_engine *engine, const char *instance,
   if (f == NULL) return -1;
   fputs("subjectAltName=DNS:allowed.test,DNS:denied.test\n", f);
   fclose(f);
-  char *g1[] = {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+  const char *g1[] = {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
                 "/CN=sandman test CA", "-keyout", ca_key, "-out", ca_crt, NULL};
-  char *g2[] = {"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=allowed.test",
+  const char *g2[] = {"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=allowed.test",
                 "-keyout", key, "-out", csr, NULL};
-  char *g3[] = {"openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
+  const char *g3[] = {"openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial",
                 "-days", "2", "-extfile", ext, "-out", crt, NULL};
   if (ew_run(g1) != 0 || ew_run(g2) != 0 || ew_run(g3) != 0 ||
       ew_read_file(ca_crt, w->ca_pem, sizeof w->ca_pem) != 0 ||
@@ -133,7 +135,7 @@ static inline void ew_teardown(ew_world *w) {
   sm_engine_network_remove(w->engine, w->network, &err);
   sm_engine_image_remove(w->engine, w->image, 1, &err);
   if (w->workdir[0]) {
-    char *rm[] = {"rm", "-rf", w->workdir, NULL};
+    const char *rm[] = {"rm", "-rf", w->workdir, NULL};
     ew_run(rm);
   }
 }

@@ -34,6 +34,19 @@ static inline sm_engine *itest_engine(void) {
   return NULL;
 }
 
+/* This test's instance: SANDMAN_INSTANCE (ctest's launcher,
+ * tests/integration/launch.sh, sets it), else <prefix>-<name> with the
+ * prefix SANDMAN_TEST_PREFIX (default "it"): two runs at once keep apart by
+ * giving different prefixes. The string is static or the environment's. */
+static inline const char *itest_instance(const char *name) {
+  static char buf[160];
+  const char *i = getenv("SANDMAN_INSTANCE");
+  if (i && *i) return i;
+  const char *p = getenv("SANDMAN_TEST_PREFIX");
+  snprintf(buf, sizeof buf, "%s-%s", p && *p ? p : "it", name);
+  return buf;
+}
+
 /* Removes every container and volume labelled with this instance. */
 static inline void itest_remove_instance(sm_engine *engine, const char *instance) {
   char l1[200];
@@ -96,17 +109,14 @@ static inline sm_engine *itest_two_runners(const char *instance, sm_runner **wit
 }
 
 /* A group of tests on the two runners of itest_two_runners: the statics
- * engine, with_agent and without_agent, instance() (default_instance
- * unless SANDMAN_INSTANCE is set), and cmocka's setup() and teardown(),
- * which remove the instance's sandboxes. */
-#define ITEST_TWO_RUNNERS_GROUP(default_instance)                           \
+ * engine, with_agent and without_agent, instance() (itest_instance(name)),
+ * and cmocka's setup() and teardown(), which remove the instance's
+ * sandboxes. */
+#define ITEST_TWO_RUNNERS_GROUP(name)                                      \
   static sm_engine *engine;                                                \
   static sm_runner *with_agent;                                            \
   static sm_runner *without_agent;                                         \
-  static const char *instance(void) {                                      \
-    const char *i = getenv("SANDMAN_INSTANCE");                            \
-    return i && *i ? i : default_instance;                                 \
-  }                                                                        \
+  static const char *instance(void) { return itest_instance(name); }      \
   static int setup(void **state) {                                         \
     (void)state;                                                           \
     engine = itest_two_runners(instance(), &with_agent, &without_agent);   \

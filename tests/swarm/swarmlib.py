@@ -126,19 +126,17 @@ def sweep_stale_rigs(instance):
 
 
 def ensure_dind_image(report):
-    """sandman/dind from this checkout (its entry point takes the rig's
-    certificates); report(desc, ok, detail) says how a build went."""
-    want = open(os.path.join(SRC, "images", "dind", "dind-entrypoint.sh")).read()
-    have = host_docker("run", "--rm", "--network", "none", "--entrypoint", "cat",
-                       "sandman/dind:latest", "/usr/local/bin/dind-entrypoint")
-    if have.returncode == 0 and have.stdout == want:
-        return True
-    os.environ.setdefault("SANDMAN_IMAGE_CACHE", os.path.join(SRC, "build", "image-cache"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
-    p = subprocess.run([SANDMAN, "image", "build", "dind"], cwd=SRC, capture_output=True,
-                       text=True, env=env)
-    return report("sandman image build dind (the rig's engines)", p.returncode == 0,
-                  p.stderr[-2000:])
+    """sandman/dind from this checkout as the tests build it
+    (scripts/test-images.sh: sandman-test/dind:<inputs hash>, never a
+    user's sandman/dind:latest), made the rig's engine image through
+    SWARM_RIG_DIND; report(desc, ok, detail) says how it went."""
+    p = subprocess.run([os.path.join(SRC, "scripts", "test-images.sh"), "ensure", "dind"],
+                       capture_output=True, text=True, env=dict(os.environ, SANDMAN_BIN=SANDMAN))
+    tag = p.stdout.strip()
+    if p.returncode == 0 and tag:
+        os.environ["SWARM_RIG_DIND"] = tag
+    return report("the rig's engine image %s (scripts/test-images.sh ensure dind)" % (tag or "dind"),
+                  p.returncode == 0 and bool(tag), p.stderr[-2000:])
 
 
 def rig_env(rig, tmp, config_lines=""):

@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from swarmlib import (SANDMAN, Rig, Runner, ensure_dind_image, host_docker, rig_env,  # noqa: E402
                       sweep_stale_rigs, wait_for)
 
-INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "it-swarm-%d" % os.getpid())
+INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "%s-swarm-%d" % (
+    os.environ.get("SANDMAN_TEST_PREFIX") or "it", os.getpid()))
 IN_CI = os.environ.get("CI") in ("true", "1")
 IMAGE = "sandman/minimal:latest"
 
@@ -282,10 +283,29 @@ def main():
                         lambda: any(s.get("run_id") == k_run and s.get("busy") for s in listing(env)),
                         timeout=60)
         check("the run's call is in flight (list says busy)", busy)
-        on_victim = {s.get("run_id") or "" for s in listing(env) if s.get("node") == victim}
+        before = {s["name"]: s.get("run_id") for s in listing(env) if s.get("node") == victim}
+        on_victim = {r or "" for r in before.values()}
         kill = host_docker("kill", victim)
         check("node %s killed" % victim, kill.returncode == 0, kill.stderr)
         t0 = time.time()
+        # What list says of the node from now on. The runners' own idle reap
+        # (every 60 s) removes dead sandboxes too, so a sandbox may be listed
+        # dead only for a while: watched from the kill on, not looked at once
+        # after the calls below (under load that came after the runners'
+        # reap, and the wait never saw one dead).
+        seen_dead = {}
+        watching = threading.Event()
+        watching.set()
+
+        def watch():
+            while watching.is_set():
+                for s in listing(env):
+                    if s.get("node") == victim and s.get("status") == "dead":
+                        seen_dead.setdefault(s["name"], time.time() - t0)
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         th.join(timeout=240)
         r = holder.get("r", {})
         check("the call on the killed node failed cleanly: failure_kind sandbox, 'node lost' "
@@ -299,17 +319,38 @@ def main():
         check("its workspace was copied in again",
               r.get("stdout", "").startswith("in-%s\n" % k_run[1:]) and "out.txt" in r.get("stdout", ""),
               r.get("stdout"))
-        dead = wait_for("the swarm to report the node down", lambda: [
-            s for s in listing(env) if s.get("node") == victim and s.get("status") == "dead"],
-            timeout=60)
-        check("list shows the killed node's sandboxes as dead (%d)" % len(dead or []),
-              dead and {s.get("run_id") or "" for s in dead} <= on_victim - {k_run},
-              ([s.get("run_id") for s in dead or []], sorted(on_victim)))
+        # Done when every sandbox that stayed on the node (the killed call's
+        # moved) was listed dead, or was removed as dead by a runner's idle
+        # reap ("not running (dead)" in its log). The manager sees the node
+        # down when its heartbeats stop: about 20 s, longer under load.
+        stayed = {n for n, r in before.items() if r and r != k_run}
+
+        def reaped_dead():
+            text = a.read_log() + b.read_log()
+            return {n for n in stayed if "idle reap removed sandbox %s: not running (dead)" % n in text}
+
+        done = wait_for("the node's sandboxes to be listed dead or reaped as dead",
+                        lambda: stayed and stayed <= set(seen_dead) | reaped_dead(), timeout=240)
+        watching.clear()
+        watcher.join(timeout=60)
+        if not done:
+            print("# the manager's nodes: %s" % rig.in_node(rig.nodes[0], "node", "ls").stdout,
+                  flush=True)
+        # Either way sandman's list found them dead (the runners' reap decides
+        # from the same list); which of the two saw them first is the load's.
+        listed = {n for n in stayed if n in seen_dead}
+        check("the killed node's sandboxes are dead: %d seen so in list (the first %.0f s after "
+              "the kill), %d removed as dead by the runners' idle reap before" % (
+                  len(listed), min(seen_dead.values() or [0]), len(stayed - listed)),
+              done, (sorted(seen_dead), sorted(stayed), sorted(reaped_dead())))
+        dead = [s for s in listing(env) if s.get("node") == victim]
+        check("what is still listed on the killed node is dead",
+              all(s.get("status") == "dead" for s in dead), dead)
         p = sandman(env, "sandbox", "reap", "--json")
         rep = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         removed = {x["name"] for x in rep.get("removed", [])}
         check("reap removes the dead sandboxes (no --older-than needed)",
-              dead and {s["name"] for s in dead} <= removed, p.stdout + p.stderr)
+              {s["name"] for s in dead} <= removed, p.stdout + p.stderr)
         check("and nothing on the killed node is listed any more",
               not [s for s in listing(env) if s.get("node") == victim])
 
@@ -335,8 +376,15 @@ def main():
 
         held = {}
 
+        # Each call stays in flight until the test lets it go (a file in its
+        # sandbox, made through the node's engine after the reap), not for a
+        # fixed time a loaded machine can outrun; at most 150 s.
+        release = "/tmp/sm-release"
+
         def hold(k):
-            held[k] = a.client.execute(command="sleep 8; echo held", run_id=k, timeout_s=120)
+            held[k] = a.client.execute(
+                command="i=0; while [ ! -e %s ] && [ $i -lt 750 ]; do sleep 0.2; i=$((i+1)); "
+                        "done; echo held" % release, run_id=k, timeout_s=200)
 
         threads = [threading.Thread(target=hold, args=(k,)) for k in keys[:3]]
         for t in threads:
@@ -353,8 +401,11 @@ def main():
         check("runner b's reap spared the busy ones", busy_names.isdisjoint(removed) and all(
             "busy" in spared.get(n, "") for n in busy_names), rep)
         check("and removed the idle ones across the swarm", idle_names <= removed, rep)
+        for s in listing(env):
+            if s.get("run_id") in keys[:3]:
+                rig.in_node(s.get("node"), "exec", s.get("id"), "touch", release)
         for t in threads:
-            t.join(timeout=120)
+            t.join(timeout=240)
         check("the calls in flight finished", all(
             held.get(k, {}).get("stdout") == "held\n" for k in keys[:3]), held)
 

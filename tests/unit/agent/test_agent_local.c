@@ -22,6 +22,8 @@
 #include <cmocka.h>
 
 #include "agent/frame.h"
+#include "common/unconst.h"
+#include "support/proc.h"
 
 #ifndef SANDMAN_AGENT_PATH
 #error "SANDMAN_AGENT_PATH must name the built sandman-agent"
@@ -177,7 +179,7 @@ static void agent_start(agent *a, const char *const *extra_env) {
     /* A descriptor the agent did not open itself: calls must not get it. */
     int stray = open("/dev/null", O_RDONLY);
     if (stray >= 0 && stray != 9) dup2(stray, 9), close(stray);
-    for (size_t i = 0; extra_env && extra_env[i]; i++) putenv((char *)extra_env[i]);
+    for (size_t i = 0; extra_env && extra_env[i]; i++) putenv(SM_UNCONST(extra_env[i]));
     signal(SIGHUP, SIG_IGN); /* calls must not inherit this (nor our SIGPIPE) */
     struct rlimit rl = {nofile_limit, nofile_limit};
     if (nofile_limit && setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(126);
@@ -309,15 +311,8 @@ static int output_is(const result *r, const char *out, const char *err) {
 
 /* Dead or a zombie (when no one reaps orphans here). */
 static int process_gone(pid_t pid) {
-  char path[64], stat[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return 1;
-  size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
-  stat[n] = 0;
-  const char *paren = strrchr(stat, ')');
-  return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+  char state = 0;
+  return tp_stat(pid, &state, NULL) != 0 || state == 'Z' || state == 'X';
 }
 
 static int wait_gone(pid_t pid) {
@@ -563,8 +558,20 @@ static void test_many_calls_leak_nothing(void **state) {
     result_dispose(&r);
   }
   assert_int_equal(count_fds(a->pid), fds);
+#ifdef SANDMAN_PROGRAMS_SANITIZED
+  /* The sanitizers' allocator keeps freed memory a while: its resident size
+   * says nothing. LeakSanitizer says it instead, as the agent exits (its
+   * exit code is then not 0). */
+  (void)rss;
+#else
   /* A leak of even a small buffer per call would show over 1000 calls. */
   assert_true(rss_kib(a->pid) <= rss + 256);
+#endif
+  close(a->to);
+  a->to = -1;
+  int st = agent_wait(a);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void test_out_of_fds_fails_the_call(void **state) {

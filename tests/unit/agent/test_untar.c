@@ -42,7 +42,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   fx *f = *state;
-  rm_rf(f->dir);
+  tf_rm_rf(f->dir);
   free(f);
   return 0;
 }
@@ -114,7 +114,7 @@ static char *pack_all(const char *src, size_t *len) {
 static void put(const char *root, const char *rel, const char *data, mode_t mode) {
   char p[512];
   snprintf(p, sizeof p, "%s/%s", root, rel);
-  write_file(p, data);
+  tf_write_str(p, data);
   chmod(p, mode);
 }
 
@@ -190,7 +190,7 @@ static void test_round_trip(void **state) {
     char ps[512], pd[512];
     snprintf(ps, sizeof ps, "%s/size-%zu.bin", f->src, sizes[i]);
     snprintf(pd, sizeof pd, "%s/size-%zu.bin", f->dst, sizes[i]);
-    char *want = read_file(ps), *got = read_file(pd);
+    char *want = tf_read(ps, NULL), *got = tf_read(pd, NULL);
     assert_non_null(got);
     assert_string_equal(want, got);
     free(want);
@@ -250,14 +250,14 @@ static void test_planted_things_are_replaced(void **state) {
   assert_true(S_ISDIR(lst(f->dst, "d").st_mode));
   char *c = NULL;
   snprintf(p, sizeof p, "%s/d/passwd", f->dst);
-  c = read_file(p);
+  c = tf_read(p, NULL);
   assert_string_equal(c, "host\n");
   free(c);
   assert_true(S_ISDIR(lst(f->dst, "e").st_mode));
   assert_true(S_ISREG(lst(f->dst, "f").st_mode));
   assert_true(S_ISREG(lst(f->dst, "g").st_mode));
   snprintf(p, sizeof p, "%s/ro.txt", f->dst);
-  c = read_file(p);
+  c = tf_read(p, NULL);
   assert_string_equal(c, "new\n");
   free(c);
   assert_int_equal(lst(f->dst, "rodir").st_mode & 07777, 0555);
@@ -309,7 +309,7 @@ static void test_listing(void **state) {
   int st = 0;
   waitpid(pid, &st, 0);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  char *text = read_file(listing);
+  char *text = tf_read(listing, NULL);
   assert_non_null(text);
   ws_manifest m;
   ws_manifest_init(&m);

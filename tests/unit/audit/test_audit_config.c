@@ -8,6 +8,8 @@
 
 #include <sandman/sandman.h>
 
+#include "support/config_errors.h"
+
 static int load(const char *text, sm_config **cfg, sm_error *err) {
   return sm_config_load_string(cfg, "t.yaml", text, strlen(text), err);
 }
@@ -44,9 +46,7 @@ static void test_values_and_defaults(void **state) {
 
 static void test_errors(void **state) {
   (void)state;
-  static const struct {
-    const char *text, *want;
-  } cases[] = {
+  static const tc_config_error cases[] = {
       {"audit:\n  keep: 101\n", "t.yaml:2:9: audit.keep: expected a whole number from 0 to 100"},
       {"audit:\n  max_size: 1k\n", "t.yaml:2:13: audit.max_size: expected a size of at least 4k"},
       {"audit:\n  file: audit.jsonl\n", "t.yaml:2:9: audit.file: 'audit.jsonl' is not an absolute path"},
@@ -54,13 +54,7 @@ static void test_errors(void **state) {
       {"audit:\n  rotate: 3\n", "t.yaml:2:3: audit.rotate: unknown key"},
       {"audit: [a]\n", "t.yaml:1:8: audit: expected a mapping"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_config *cfg = NULL;
-    sm_error err = SM_ERROR_INIT;
-    assert_int_equal(load(cases[i].text, &cfg, &err), SM_ECONFIG);
-    if (strncmp(err.message, cases[i].want, strlen(cases[i].want)) != 0)
-      fail_msg("case %zu: got '%s', want prefix '%s'", i, err.message, cases[i].want);
-  }
+  tc_config_errors(cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(void) {

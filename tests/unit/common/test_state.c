@@ -15,6 +15,8 @@
 
 #include <sandman/sandman.h>
 
+#include "support/files.h"
+
 static char dir[] = "/tmp/sandman-state-test-XXXXXX";
 
 static void test_busy_lock_dies_with_process(void **state) {
@@ -185,11 +187,6 @@ int main(void) {
       cmocka_unit_test(test_waiter_relocks_after_removal),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  if (rc == 0 && strncmp(dir, "/tmp/sandman-state-test-", 24) == 0) {
-    char *argv[] = {"rm", "-rf", dir, NULL};
-    pid_t p = fork();
-    if (p == 0) { execvp("rm", argv); _exit(127); }
-    waitpid(p, NULL, 0);
-  }
+  if (rc == 0 && strncmp(dir, "/tmp/sandman-state-test-", 24) == 0) tf_rm_rf(dir);
   return rc;
 }

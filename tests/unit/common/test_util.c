@@ -125,11 +125,28 @@ static void test_errors(void **state) {
   assert_false(sm_glob_match("web_*", "shell"));
 }
 
+/* sm_random_hex: 2n lowercase hex digits from the kernel, never the same
+ * twice in practice, and no more than 64 bytes at once. */
+static void test_random_hex(void **s) {
+  (void)s;
+  char a[129], b[129];
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_random_hex(a, 64, &err), 0);
+  assert_int_equal(strlen(a), 128);
+  assert_int_equal(strspn(a, "0123456789abcdef"), 128);
+  assert_int_equal(sm_random_hex(b, 64, &err), 0);
+  assert_string_not_equal(a, b);
+  assert_int_equal(sm_random_hex(a, 0, &err), 0);
+  assert_string_equal(a, "");
+  assert_int_equal(sm_random_hex(a, 65, &err), SM_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),   cmocka_unit_test(test_durations),
       cmocka_unit_test(test_ints),    cmocka_unit_test(test_time_round_trip),
       cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_random_hex),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

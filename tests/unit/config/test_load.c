@@ -13,15 +13,10 @@
 
 #include <sandman/sandman.h>
 
+#include "support/files.h"
+
 static char tmp[] = "/tmp/sandman-config-test-XXXXXX";
 static char cwd[4096];
-
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 static int setup(void **state) {
   (void)state;
@@ -79,16 +74,16 @@ static void test_search_order(void **state) {
   sm_config *cfg = NULL;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(mkdir("sandman", 0700), 0);
-  write_file("sandman/config.yaml", "project:\n  id: from-xdg\n");
+  assert_int_equal(tf_write_str("sandman/config.yaml", "project:\n  id: from-xdg\n"), 0);
   assert_int_equal(sm_config_load(&cfg, NULL, &err), 0);
   assert_string_equal(sm_config_project_id(cfg), "from-xdg");
   sm_config_free(cfg);
-  write_file("sandman.yaml", "project:\n  id: from-cwd\n");
+  assert_int_equal(tf_write_str("sandman.yaml", "project:\n  id: from-cwd\n"), 0);
   assert_int_equal(sm_config_load(&cfg, NULL, &err), 0);
   assert_string_equal(sm_config_project_id(cfg), "from-cwd");
   assert_string_equal(sm_config_path(cfg), "sandman.yaml");
   sm_config_free(cfg);
-  write_file("env.yaml", "project:\n  id: from-env\n");
+  assert_int_equal(tf_write_str("env.yaml", "project:\n  id: from-env\n"), 0);
   setenv("SANDMAN_CONFIG", "env.yaml", 1);
   assert_int_equal(sm_config_load(&cfg, NULL, &err), 0);
   assert_string_equal(sm_config_project_id(cfg), "from-env");

@@ -12,6 +12,8 @@
 
 #include <sandman/sandman.h>
 
+#include "common/unconst.h"
+
 typedef struct qcase {
   const char *name;
   const char *yaml; /* NULL: no file */
@@ -252,7 +254,7 @@ int main(void) {
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;
-    tests[i].initial_state = (void *)&cases[i];
+    tests[i].initial_state = SM_UNCONST(&cases[i]);
   }
   tests[n].name = "bad_identities";
   tests[n].test_func = test_bad_identities;

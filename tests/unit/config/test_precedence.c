@@ -14,6 +14,8 @@
 
 #include <sandman/sandman.h>
 
+#include "common/unconst.h"
+
 typedef struct flagset {
   const char *mode, *image, *network, *runtime, *cpu, *memory, *pids, *disk, *tmpfs, *timeout;
   const char *env;  /* --project-environment */
@@ -260,7 +262,7 @@ int main(void) {
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;
-    tests[i].initial_state = (void *)&cases[i];
+    tests[i].initial_state = SM_UNCONST(&cases[i]);
   }
   tests[n].name = "bad_flags";
   tests[n].test_func = test_bad_flags;

@@ -11,6 +11,8 @@
 
 #include <sandman/sandman.h>
 
+#include "common/unconst.h"
+
 typedef struct tcase {
   const char *name;
   const char *yaml;   /* NULL: no file (built-in templates only) */
@@ -88,7 +90,7 @@ int main(void) {
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;
-    tests[i].initial_state = (void *)&cases[i];
+    tests[i].initial_state = SM_UNCONST(&cases[i]);
   }
   int rc = _cmocka_run_group_tests("config_templates", tests, n, NULL, NULL);
   free(tests);

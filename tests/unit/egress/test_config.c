@@ -9,6 +9,8 @@
 
 #include <sandman/sandman.h>
 
+#include "support/config_errors.h"
+
 static int load(const char *text, sm_config **cfg, sm_error *err) {
   return sm_config_load_string(cfg, "t.yaml", text, strlen(text), err);
 }
@@ -80,9 +82,7 @@ static void test_levels_and_proxy(void **state) {
 
 static void test_errors(void **state) {
   (void)state;
-  static const struct {
-    const char *text, *want;
-  } cases[] = {
+  static const tc_config_error cases[] = {
       {"defaults:\n  network: wide\n", "t.yaml:2:12: defaults.network: 'wide' is not one of none, bridge, allowlist"},
       {"defaults:\n  egress:\n    allow: [\"a.*.b\"]\n", "t.yaml:3:13: defaults.egress.allow[0]: 'a.*.b' is not a host pattern"},
       {"defaults:\n  egress:\n    allow: pypi.org\n", "t.yaml:3:12: defaults.egress.allow: expected a list"},
@@ -95,13 +95,7 @@ static void test_errors(void **state) {
       {"egress_proxy:\n  idle_timeout: 0s\n", "t.yaml:2:17: egress_proxy.idle_timeout: expected a duration from 1s"},
       {"egress_proxy:\n  port: 8080\n", "t.yaml:2:3: egress_proxy.port: unknown key"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_config *cfg = NULL;
-    sm_error err = SM_ERROR_INIT;
-    assert_int_equal(load(cases[i].text, &cfg, &err), SM_ECONFIG);
-    if (strncmp(err.message, cases[i].want, strlen(cases[i].want)) != 0)
-      fail_msg("case %zu: got '%s', want prefix '%s'", i, err.message, cases[i].want);
-  }
+  tc_config_errors(cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(void) {

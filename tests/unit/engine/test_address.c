@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "engine/address.h"
+#include "support/files.h"
 
 static engine_address addr;
 static sm_error err;
@@ -96,22 +97,13 @@ static void test_bad_addresses(void **s) {
 
 static char certdir[64];
 
-static void write_file(const char *dir, const char *name) {
-  char p[256];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "w");
-  assert_non_null(f);
-  fputs("x\n", f);
-  fclose(f);
-}
-
 static void test_tls_env(void **s) {
   (void)s;
   snprintf(certdir, sizeof certdir, "/tmp/sandman-ut-certs-XXXXXX");
   assert_non_null(mkdtemp(certdir));
-  write_file(certdir, "ca.pem");
-  write_file(certdir, "cert.pem");
-  write_file(certdir, "key.pem");
+  assert_int_equal(tf_write_at(certdir, "ca.pem", "x\n"), 0);
+  assert_int_equal(tf_write_at(certdir, "cert.pem", "x\n"), 0);
+  assert_int_equal(tf_write_at(certdir, "key.pem", "x\n"), 0);
 
   /* Any non-empty DOCKER_TLS_VERIFY turns TLS on, as in the docker CLI. */
   assert_int_equal(resolve(NULL, -1, NULL, "tcp://127.0.0.1:2376", "1", certdir, NULL), 0);
@@ -138,9 +130,9 @@ static void test_tls_env(void **s) {
   char dotdocker[160];
   snprintf(dotdocker, sizeof dotdocker, "%s/.docker", home);
   mkdir(dotdocker, 0700);
-  write_file(dotdocker, "ca.pem");
-  write_file(dotdocker, "cert.pem");
-  write_file(dotdocker, "key.pem");
+  assert_int_equal(tf_write_at(dotdocker, "ca.pem", "x\n"), 0);
+  assert_int_equal(tf_write_at(dotdocker, "cert.pem", "x\n"), 0);
+  assert_int_equal(tf_write_at(dotdocker, "key.pem", "x\n"), 0);
   assert_int_equal(resolve(NULL, -1, NULL, "tcp://h:1", "yes", NULL, home), 0);
   snprintf(want, sizeof want, "%s/cert.pem", dotdocker);
   assert_string_equal(addr.cert, want);

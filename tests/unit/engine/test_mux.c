@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "engine/mux.h"
+#include "support/sock.h"
 
 typedef struct sink {
   char out[4096], err[4096];
@@ -32,12 +33,7 @@ static int collect(void *ud, int stream, const char *data, size_t len) {
 }
 
 static size_t frame(unsigned char *p, int type, const char *payload, size_t len) {
-  p[0] = (unsigned char)type;
-  p[1] = p[2] = p[3] = 0;
-  p[4] = (unsigned char)(len >> 24);
-  p[5] = (unsigned char)(len >> 16);
-  p[6] = (unsigned char)(len >> 8);
-  p[7] = (unsigned char)len;
+  ts_mux_head(p, type, (uint32_t)len);
   memcpy(p + 8, payload, len);
   return 8 + len;
 }

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "engine/swarm.h"
+#include "support/sock.h"
 
 /* ---- a recording engine: one canned answer for every request ---- */
 typedef struct recorder {
@@ -33,17 +34,6 @@ typedef struct recorder {
 } recorder;
 
 static recorder rec;
-
-static int send_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
 
 /* Serves one connection: requests one after another (keep-alive). */
 static void serve(int fd) {
@@ -83,7 +73,7 @@ static void serve(int fd) {
                      "HTTP/1.1 %d X\r\nApi-Version: 1.41\r\nContent-Type: %s\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
                      status, ping ? "text/plain" : "application/json", strlen(body), body);
-    if (send_all(fd, out, (size_t)n) != 0) return;
+    if (ts_send_all(fd, out, (size_t)n) != 0) return;
     memmove(buf, buf + head + clen, have - head - clen);
     have -= head + clen;
     buf[have] = '\0';

@@ -22,7 +22,9 @@
 
 #include <sandman/engine.h>
 
+#include "common/unconst.h"
 #include "support/memio.h"
+#include "support/sock.h"
 
 typedef enum {
   M_NORMAL,      /* ping 1.41, JSON answers, exec echo */
@@ -56,28 +58,7 @@ typedef struct server {
 
 static server srv;
 
-static int write_all(int fd, const void *buf, size_t len) {
-  const char *p = buf;
-  while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
-static int say(int fd, const char *s) { return write_all(fd, s, strlen(s)); }
-
-static void frame_head(unsigned char *h, int type, uint32_t len) {
-  h[0] = (unsigned char)type;
-  h[1] = h[2] = h[3] = 0;
-  h[4] = (unsigned char)(len >> 24);
-  h[5] = (unsigned char)(len >> 16);
-  h[6] = (unsigned char)(len >> 8);
-  h[7] = (unsigned char)len;
-}
+static int say(int fd, const char *s) { return ts_send_all(fd, s, strlen(s)); }
 
 /* Reads a request head (and a Content-Length body). 0 on EOF. */
 static int read_request(int fd, char *head, size_t cap, char *method, char *path) {
@@ -138,21 +119,21 @@ static void exec_echo(int fd) {
     }
     srv.stdin_bytes += (size_t)n;
     unsigned char h[8];
-    frame_head(h, 1, (uint32_t)n);
+    ts_mux_head(h, 1, (uint32_t)n);
     /* Header split in two writes, payload in two more. */
-    write_all(fd, h, 3);
+    ts_send_all(fd, h, 3);
     usleep(1000);
-    write_all(fd, h + 3, 5);
-    write_all(fd, buf, (size_t)n / 2);
-    write_all(fd, buf + n / 2, (size_t)n - (size_t)n / 2);
+    ts_send_all(fd, h + 3, 5);
+    ts_send_all(fd, buf, (size_t)n / 2);
+    ts_send_all(fd, buf + n / 2, (size_t)n - (size_t)n / 2);
   }
   unsigned char z[8];
-  frame_head(z, 1, 0);
-  write_all(fd, z, 8);
+  ts_mux_head(z, 1, 0);
+  ts_send_all(fd, z, 8);
   unsigned char h[8];
-  frame_head(h, 2, 4);
-  write_all(fd, h, 8);
-  write_all(fd, "bye\n", 4);
+  ts_mux_head(h, 2, 4);
+  ts_send_all(fd, h, 8);
+  ts_send_all(fd, "bye\n", 4);
 }
 
 static void exec_flood(int fd) {
@@ -161,8 +142,8 @@ static void exec_flood(int fd) {
   memset(chunk, 'f', sizeof chunk);
   for (int i = 0; i < 64; i++) {
     unsigned char h[8];
-    frame_head(h, 1, sizeof chunk);
-    if (write_all(fd, h, 8) != 0 || write_all(fd, chunk, sizeof chunk) != 0) return;
+    ts_mux_head(h, 1, sizeof chunk);
+    if (ts_send_all(fd, h, 8) != 0 || ts_send_all(fd, chunk, sizeof chunk) != 0) return;
   }
   char buf[65536];
   ssize_t n;
@@ -171,9 +152,9 @@ static void exec_flood(int fd) {
   char msg[64];
   int len = snprintf(msg, sizeof msg, "%zu", srv.stdin_bytes);
   unsigned char h[8];
-  frame_head(h, 2, (uint32_t)len);
-  write_all(fd, h, 8);
-  write_all(fd, msg, (size_t)len);
+  ts_mux_head(h, 2, (uint32_t)len);
+  ts_send_all(fd, h, 8);
+  ts_send_all(fd, msg, (size_t)len);
 }
 
 /* Serves one connection; returns when it is closed. */
@@ -202,7 +183,7 @@ static void serve(int fd) {
       static char chunk[65536];
       memset(chunk, ' ', sizeof chunk);
       for (int i = 0; i < 32; i++)
-        if (write_all(fd, chunk, sizeof chunk) != 0) return;
+        if (ts_send_all(fd, chunk, sizeof chunk) != 0) return;
       continue;
     }
     case M_TRUNCATED:
@@ -232,9 +213,9 @@ static void serve(int fd) {
       if (is_exec) {
         say(fd, "HTTP/1.1 101 UPGRADED\r\n\r\n");
         unsigned char h[8];
-        frame_head(h, 1, 100);
-        write_all(fd, h, 8);
-        write_all(fd, "only part", 9);
+        ts_mux_head(h, 1, 100);
+        ts_send_all(fd, h, 8);
+        ts_send_all(fd, "only part", 9);
         return;
       }
       break;
@@ -545,7 +526,7 @@ static void test_exec_timeout_cancel(void **st) {
 
   volatile int cancel = 0;
   pthread_t t;
-  pthread_create(&t, NULL, cancel_soon, (void *)&cancel);
+  pthread_create(&t, NULL, cancel_soon, SM_UNCONST(&cancel));
   io.timeout_s = 0;
   io.cancel = &cancel;
   assert_int_equal(sm_engine_exec_start(e, "abc", &io, &err), SM_ECANCELLED);

@@ -18,6 +18,8 @@
 
 #include <sandman/image.h>
 
+#include "support/files.h"
+
 #define BIG_SIZE (300 * 1024 + 7)
 
 static char tmpdir[256];
@@ -29,10 +31,7 @@ static void path_of(char *out, size_t len, const char *rel) {
 static void write_file(const char *rel, const char *data, size_t len) {
   char path[512];
   path_of(path, sizeof path, rel);
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, len, f), len);
-  fclose(f);
+  assert_int_equal(tf_write(path, data, len), 0);
 }
 
 static char pattern(size_t i) { return (char)('a' + i % 26); }

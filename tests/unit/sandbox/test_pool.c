@@ -162,11 +162,13 @@ static void test_background_removal_is_opt_in(void **state) {
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_state_busy_acquire(state_dir, "sandman-unit-pool-tool-x", &busy, &err), 0);
   /* Off: the caller removes its container itself. */
-  assert_int_equal(sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-x", "v", busy), -1);
+  assert_int_equal(
+      sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-x", "v", busy, 0), -1);
   sm_state_unlock(busy);
   sm_runner_set_background_removal(r, 1);
   assert_int_equal(sm_state_busy_acquire(state_dir, "sandman-unit-pool-tool-y", &busy, &err), 0);
-  assert_int_equal(sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-y", "v", busy), 0);
+  assert_int_equal(
+      sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-y", "v", busy, 0), 0);
   /* The queue holds the busy lock until the removal was tried. */
   sm_runner_free(r);
   assert_int_equal(sm_state_is_busy(state_dir, "sandman-unit-pool-tool-y"), 0);

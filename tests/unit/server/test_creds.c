@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "common/unconst.h"
 #include "server/server_internal.h"
 
 static const char good[] =
@@ -150,7 +151,8 @@ static void owned_names_and_passthrough(void **state) {
 
 static void redaction(void **state) {
   (void)state;
-  char *kv[] = {"GH_TOKEN=ghp_secretvalue123", "SHORT=abc", "X=sk-abcdef123456"};
+  char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_secretvalue123"), SM_UNCONST("SHORT=abc"),
+                SM_UNCONST("X=sk-abcdef123456")};
   sm_secret_env s = {kv, 3};
   char *data = strdup("token ghp_secretvalue123 and ghp_secretvalue123; abc stays; sk-abcdef123456");
   size_t len = strlen(data);
@@ -176,7 +178,8 @@ static void redaction(void **state) {
  * it was not cut (sm_server_redact). */
 static void redaction_of_a_value_cut_at_the_end(void **state) {
   (void)state;
-  char *kv[] = {"GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz", "SHORT=abc", "B=ghp_abX"};
+  char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz"), SM_UNCONST("SHORT=abc"),
+                SM_UNCONST("B=ghp_abX")};
   sm_secret_env s = {kv, 3};
   /* 29 of the 30 bytes: the cut value is not in the answer. */
   char *data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
@@ -219,7 +222,7 @@ static void redaction_of_a_value_cut_at_the_end(void **state) {
 /* Every field of an answer: paths, nested objects, keys, arrays. */
 static void redaction_of_every_field(void **state) {
   (void)state;
-  char *kv[] = {"GH_TOKEN=ghp_secretvalue123"};
+  char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_secretvalue123")};
   sm_secret_env s = {kv, 1};
   const char *text =
       "{\"ok\":true,\"stdout\":\"x\",\"files_changed\":[\"a/ghp_secretvalue123/b\",\"c\"],"

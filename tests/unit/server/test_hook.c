@@ -16,7 +16,9 @@
 
 #include <cmocka.h>
 
+#include "common/unconst.h"
 #include "server/server_internal.h"
+#include "support/files.h"
 
 #define NONCE "00112233445566778899aabbccddeeff"
 #define OWNED "HOME XDG_CONFIG_HOME GH_TOKEN"
@@ -29,7 +31,7 @@ static void append(char **buf, size_t *len, const char *data, size_t n) {
 }
 
 /* Runs the hook runner around argv with env; fills a result as sm_run would. */
-static void run_hook(const char *hook, const char *const *argv, size_t argc, char *const *env,
+static void run_hook(const char *hook, const char *const *argv, size_t argc, const char *const *env,
                      sm_run_result *r) {
   char **wrapped = NULL;
   size_t wn = 0;
@@ -45,7 +47,7 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, cha
   posix_spawn_file_actions_addclose(&fa, err[0]);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   pid_t pid;
-  assert_int_equal(posix_spawnp(&pid, "bash", &fa, NULL, wrapped, env), 0);
+  assert_int_equal(posix_spawnp(&pid, "bash", &fa, NULL, wrapped, SM_UNCONST(env)), 0);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
   close(err[1]);
@@ -78,7 +80,7 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, cha
   sm_hook_finish(NONCE, r);
 }
 
-static char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/ws",
+static const char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/ws",
                                  "XDG_CONFIG_HOME=/ws/.config", "GH_TOKEN=leased-value",
                                  "KEEP=1", NULL};
 
@@ -208,13 +210,6 @@ static void strip_for_streamed_output(void **state) {
   assert_string_equal(buf, "no marker");
 }
 
-static void write_file(const char *path, const char *content, size_t len) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  assert_int_equal(fwrite(content, 1, len, f), len);
-  fclose(f);
-}
-
 static void loading_from_a_workspace(void **state) {
   (void)state;
   char tmpl[] = "/tmp/sm-hook-XXXXXX";
@@ -231,7 +226,7 @@ static void loading_from_a_workspace(void **state) {
   snprintf(path, sizeof path, "%s/.sandman", ws);
   assert_int_equal(mkdir(path, 0700), 0);
   snprintf(path, sizeof path, "%s/.sandman/worker-env.sh", ws);
-  write_file(path, "export A=1\n", 11);
+  assert_int_equal(tf_write(path, "export A=1\n", 11), 0);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
   assert_string_equal(content, "export A=1\n");
   free(content);
@@ -240,14 +235,14 @@ static void loading_from_a_workspace(void **state) {
   unlink(path);
   char inner[4096];
   snprintf(inner, sizeof inner, "%s/real-hook.sh", ws);
-  write_file(inner, "export B=2\n", 11);
+  assert_int_equal(tf_write(inner, "export B=2\n", 11), 0);
   assert_int_equal(symlink("../real-hook.sh", path), 0);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
   assert_string_equal(content, "export B=2\n");
   free(content);
   unlink(path);
   snprintf(outside, sizeof outside, "%s-outside.sh", ws);
-  write_file(outside, "export C=3\n", 11);
+  assert_int_equal(tf_write(outside, "export C=3\n", 11), 0);
   assert_int_equal(symlink(outside, path), 0);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_EUNSAFE);
   assert_non_null(strstr(err.message, "outside the workspace"));
@@ -257,7 +252,7 @@ static void loading_from_a_workspace(void **state) {
 
   char *big = malloc(70000);
   memset(big, '#', 70000);
-  write_file(path, big, 70000);
+  assert_int_equal(tf_write(path, big, 70000), 0);
   free(big);
   assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_ETOOBIG);
   assert_non_null(strstr(err.message, "64 KiB"));

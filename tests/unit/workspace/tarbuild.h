@@ -18,6 +18,8 @@
 #include <archive_entry.h>
 
 #include "common/buf.h"
+#include "support/files.h"
+#include "support/memio.h"
 
 typedef struct tb {
   struct archive *a;
@@ -82,23 +84,6 @@ static inline void tb_close(tb *t) {
   archive_write_close(t->a);
   archive_write_free(t->a);
   t->a = NULL;
-}
-
-/* A reader over memory. */
-typedef struct memsrc {
-  const char *data;
-  size_t len, pos;
-  size_t chunk;
-} memsrc;
-
-static inline ssize_t mem_read(void *ud, char *buf, size_t len) {
-  memsrc *m = ud;
-  size_t n = m->len - m->pos;
-  if (n > len) n = len;
-  if (m->chunk && n > m->chunk) n = m->chunk;
-  memcpy(buf, m->data + m->pos, n);
-  m->pos += n;
-  return (ssize_t)n;
 }
 
 /* A lazy stream of n empty entries (files or directories) named e0000001... */
@@ -206,47 +191,6 @@ static inline char *snapshot(const char *dir) {
   sm_buf_append(&b, "", 0);
   snap_rec(&b, dir, "");
   return sm_buf_steal(&b, NULL);
-}
-
-static inline void write_file(const char *path, const char *data) {
-  FILE *f = fopen(path, "wb");
-  if (f) {
-    fputs(data, f);
-    fclose(f);
-  }
-}
-
-static inline char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  sm_buf b;
-  sm_buf_init(&b, (size_t)16 << 20);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) sm_buf_append(&b, buf, n);
-  fclose(f);
-  if (b.data == NULL) sm_buf_append(&b, "", 0);
-  return sm_buf_steal(&b, NULL);
-}
-
-static inline void rm_rf(const char *path) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    chmod(path, 0700);
-    DIR *d = opendir(path);
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-      char p[8192];
-      snprintf(p, sizeof p, "%s/%s", path, de->d_name);
-      rm_rf(p);
-    }
-    if (d) closedir(d);
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
 }
 
 #endif

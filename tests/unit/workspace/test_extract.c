@@ -31,16 +31,16 @@ static int setup(void **state) {
   assert_int_equal(mkdir(f->outside, 0755), 0);
   char p[400];
   snprintf(p, sizeof p, "%s/secret.txt", f->outside);
-  write_file(p, "do not touch\n");
+  tf_write_str(p, "do not touch\n");
   snprintf(p, sizeof p, "%s/x", f->parent);
-  write_file(p, "parent file\n");
+  tf_write_str(p, "parent file\n");
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
-  rm_rf(f->parent);
+  tf_rm_rf(f->parent);
   free(f);
   return 0;
 }
@@ -49,10 +49,10 @@ static int teardown(void **state) {
  * with code and a message containing needle, and the parent tree unchanged. */
 static void expect_failed(fixture *f, tb *t, sm_workspace_limits *lim, int code, const char *needle) {
   char *before = snapshot(f->parent);
-  memsrc m = {t->out.data, t->out.len, 0, 0};
+  mem_reader m = {t->out.data, t->out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  int rc = ws_unpack_dir(f->target, mem_read, &m, lim, &res, NULL, &err);
+  int rc = ws_unpack_dir(f->target, read_mem, &m, lim, &res, NULL, &err);
   ws_apply_result_dispose(&res);
   char *after = snapshot(f->parent);
   if (rc != code) fail_msg("expected %d, got %d: %s", code, rc, err.message);
@@ -67,7 +67,7 @@ static void expect_failed(fixture *f, tb *t, sm_workspace_limits *lim, int code,
 static char *around(fixture *f) {
   char p[400];
   snprintf(p, sizeof p, "%s/x", f->parent);
-  char *x = read_file(p);
+  char *x = tf_read(p, NULL);
   char *o = snapshot(f->outside);
   size_t n = strlen(x) + strlen(o) + 2;
   char *s = malloc(n);
@@ -82,14 +82,14 @@ static char *around(fixture *f) {
  * target changed, and *applied (when given) what the target holds. */
 static void expect_refused(fixture *f, tb *t, sm_workspace_limits *lim, const char *refusals,
                            const char *applied) {
-  rm_rf(f->target);
+  tf_rm_rf(f->target);
   assert_int_equal(mkdir(f->target, 0755), 0);
   char *before = around(f);
-  memsrc m = {t->out.data, t->out.len, 0, 0};
+  mem_reader m = {t->out.data, t->out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
   ws_refusal_list refused = {0};
-  int rc = ws_unpack_dir(f->target, mem_read, &m, lim, &res, &refused, &err);
+  int rc = ws_unpack_dir(f->target, read_mem, &m, lim, &res, &refused, &err);
   ws_apply_result_dispose(&res);
   if (rc != 0) fail_msg("the copy failed: %s", err.message);
   char got[4096] = "";
@@ -223,10 +223,10 @@ static void test_setuid_stripped(void **state) {
   tb_add(&t, "sgid", AE_IFREG, 02775, NULL, NULL, "x", -1);
   tb_add(&t, "dir", AE_IFDIR, 03777, NULL, NULL, NULL, 0);
   tb_close(&t);
-  memsrc m = {t.out.data, t.out.len, 0, 0};
+  mem_reader m = {t.out.data, t.out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  assert_int_equal(ws_unpack_dir(f->target, mem_read, &m, NULL, &res, NULL, &err), 0);
+  assert_int_equal(ws_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err), 0);
   assert_int_equal(res.n_changed, 3);
   ws_apply_result_dispose(&res);
   char p[400];
@@ -344,7 +344,7 @@ static void test_structure(void **state) {
   expect_refused(f, &t, NULL, "dup=unsafe_path", "dup");
   char p[400];
   snprintf(p, sizeof p, "%s/dup", f->target);
-  char *c = read_file(p);
+  char *c = tf_read(p, NULL);
   assert_string_equal(c, "1");
   free(c);
   tb_open(&t);
@@ -403,16 +403,16 @@ static void test_good_archive(void **state) {
   tb_symlink(&t, "a/self", ".");
   tb_add(&t, "a/hard", AE_IFREG, 0644, NULL, "run.sh", NULL, 0);
   tb_close(&t);
-  memsrc m = {t.out.data, t.out.len, 0, 7}; /* odd chunks on purpose */
+  mem_reader m = {t.out.data, t.out.len, 0, 7}; /* odd chunks on purpose */
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  int rc = ws_unpack_dir(f->target, mem_read, &m, NULL, &res, NULL, &err);
+  int rc = ws_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err);
   if (rc) fail_msg("%s", err.message);
   assert_int_equal(res.n_changed, 10);
   ws_apply_result_dispose(&res);
   char p[600];
   snprintf(p, sizeof p, "%s/dir with space/héllo wörld.txt", f->target);
-  char *c = read_file(p);
+  char *c = tf_read(p, NULL);
   assert_non_null(c);
   assert_string_equal(c, "utf-8 name");
   free(c);
@@ -422,7 +422,7 @@ static void test_good_archive(void **state) {
   assert_int_equal(st.st_mode & 0777, 0755);
   assert_int_equal(st.st_mtime, 1700000000);
   snprintf(p, sizeof p, "%s/a/hard", f->target);
-  c = read_file(p);
+  c = tf_read(p, NULL);
   assert_string_equal(c, "#!/bin/sh\necho hi\n");
   free(c);
   snprintf(p, sizeof p, "%s/a/b/up", f->target);
@@ -456,15 +456,15 @@ static void test_existing_symlink_not_followed(void **state) {
   tb_file(&t, "link/secret.txt", "owned");
   tb_close(&t);
   char *before = snapshot(f->outside);
-  memsrc m = {t.out.data, t.out.len, 0, 0};
+  mem_reader m = {t.out.data, t.out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  ws_unpack_dir(f->target, mem_read, &m, NULL, &res, NULL, &err);
+  ws_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err);
   ws_apply_result_dispose(&res);
   char *after = snapshot(f->outside);
   assert_string_equal(before, after);
   snprintf(p, sizeof p, "%s/secret.txt", f->outside);
-  char *c = read_file(p);
+  char *c = tf_read(p, NULL);
   assert_string_equal(c, "do not touch\n");
   free(c);
   free(before);

@@ -68,7 +68,7 @@ static int teardown(void **state) {
   free(f->items);
   ws_manifest_dispose(&f->m);
   close(f->root_fd);
-  rm_rf(f->root);
+  tf_rm_rf(f->root);
   free(f);
   return 0;
 }
@@ -125,7 +125,7 @@ static void test_full_stream(void **state) {
   assert_string_equal(a, b);
   free(a);
   free(b);
-  rm_rf(dest);
+  tf_rm_rf(dest);
 }
 
 /* The upload stops after a few bytes (closed reader): freeing the packer
@@ -238,7 +238,7 @@ static void test_extractor_cap_stops_producer(void **state) {
   ws_apply_result_dispose(&res);
   assert_int_equal(ws_packer_error(p)->code, 0);
   ws_packer_free(p);
-  rm_rf(dest);
+  tf_rm_rf(dest);
 }
 
 
@@ -338,9 +338,9 @@ static void test_stream_format(void **state) {
   snprintf(p, sizeof p, "%s/src", root);
   assert_int_equal(mkdir(p, 0755), 0);
   snprintf(p, sizeof p, "%s/src/main.c", root);
-  write_file(p, "int main(void) { return 0; }\n");
+  tf_write_str(p, "int main(void) { return 0; }\n");
   snprintf(p, sizeof p, "%s/empty", root);
-  write_file(p, "");
+  tf_write_str(p, "");
   snprintf(p, sizeof p, "%s/src/link", root);
   assert_int_equal(symlink("main.c", p), 0);
   int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -372,13 +372,13 @@ static void test_stream_format(void **state) {
                                       "\xe6\x97\xa5\xe6\x9c\xac"};
   for (size_t i = 0; i < 3; i++) {
     snprintf(p, sizeof p, "%s/%s", root, names[i]);
-    write_file(p, names[i]);
+    tf_write_str(p, names[i]);
   }
   char longname[201];
   memset(longname, 'n', 200);
   longname[200] = '\0';
   snprintf(p, sizeof p, "%s/%s", root, longname);
-  write_file(p, "long");
+  tf_write_str(p, "long");
   char target[300];
   snprintf(target, sizeof target, "src/%s/../../t\xc3\xa4rget-\xff", longname);
   snprintf(p, sizeof p, "%s/oddlink", root);
@@ -418,7 +418,7 @@ static void test_stream_format(void **state) {
   free(items);
   ws_manifest_dispose(&m);
   close(fd);
-  rm_rf(root);
+  tf_rm_rf(root);
 }
 
 int main(void) {

@@ -12,6 +12,7 @@
 
 #include <sandman/sandman.h>
 
+#include "common/unconst.h"
 #include "workspace/ws.h"
 
 static int parse(const char *text, ws_manifest *m) {
@@ -85,14 +86,14 @@ static void add(ws_manifest *m, const char *path, char type, int64_t size, int64
                 int64_t ctime, const char *link) {
   ws_entry e;
   memset(&e, 0, sizeof e);
-  e.path = (char *)path;
+  e.path = SM_UNCONST(path);
   e.type = type;
   e.size = size;
   e.box_mtime = mtime;
   e.box_ctime = ctime;
   e.ctime = ctime;
   e.mode = type == 'd' ? 0755 : 0644;
-  e.link = (char *)link;
+  e.link = SM_UNCONST(link);
   e.stage = -1;
   assert_int_equal(ws_manifest_add(m, &e, NULL), 0);
 }

@@ -40,13 +40,13 @@ static void pathf(char *out, size_t len, const char *dir, const char *rel) {
 static void put(const char *dir, const char *rel, const char *data) {
   char p[1024];
   pathf(p, sizeof p, dir, rel);
-  write_file(p, data);
+  tf_write_str(p, data);
 }
 
 static char *get(const char *dir, const char *rel) {
   char p[1024];
   pathf(p, sizeof p, dir, rel);
-  return read_file(p);
+  return tf_read(p, NULL);
 }
 
 static int exists(const char *dir, const char *rel) {
@@ -77,7 +77,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   fx *f = *state;
-  rm_rf(f->root);
+  tf_rm_rf(f->root);
   free(f);
   return 0;
 }
@@ -402,7 +402,7 @@ static void test_refused_per_entry(void **state) {
 static void put_mode(const char *dir, const char *rel, const char *data, mode_t mode) {
   char p[1024];
   pathf(p, sizeof p, dir, rel);
-  write_file(p, data);
+  tf_write_str(p, data);
   chmod(p, mode);
 }
 
@@ -441,11 +441,11 @@ static void test_folder_conflicts(void **state) {
   put(f->host, "F", "host v2!\n");
   put(f->scratch, "D/new", "tool d\n");
   pathf(p, sizeof p, f->host, "D");
-  rm_rf(p);
+  tf_rm_rf(p);
   put(f->host, "D", "now a file\n");
   put(f->scratch, "E/new", "tool e\n");
   pathf(p, sizeof p, f->host, "E");
-  rm_rf(p);
+  tf_rm_rf(p);
   outres r;
   sm_error err = SM_ERROR_INIT;
   if (sync_out(s, f, &r, &err) != 0) fail_msg("%s", err.message);
@@ -988,7 +988,7 @@ static void test_tool_type_changes_and_links(void **state) {
   mkdir(p, 0755);
   put(f->scratch, "was-file/inside", "inside\n");
   pathf(p, sizeof p, f->scratch, "was-dir");
-  rm_rf(p);
+  tf_rm_rf(p);
   put(f->scratch, "was-dir", "now a file\n");
   /* A hard link made by the tool, and an inside link. */
   pathf(p, sizeof p, f->scratch, "orig");
@@ -1030,7 +1030,7 @@ static void test_manifest_file(void **state) {
   assert_string_equal(e->link, "/etc/hostname");
   ws_manifest_dispose(&m);
   /* A damaged manifest is ignored: a full copy, and a clean scratch. */
-  write_file(f->manifest, "sandman-workspace-manifest 1\ne q\n");
+  tf_write_str(f->manifest, "sandman-workspace-manifest 1\ne q\n");
   put(f->scratch, "stale", "left from before\n");
   s = new_sync(f, NULL, NULL);
   sync_in_ok(s, f);
@@ -1061,7 +1061,7 @@ static void test_manifest_not_rewritten(void **state) {
   sm_workspace_sync_free(s);
   ino_t first = manifest_ino(f);
   assert_true(first != 0);
-  char *before = read_file(f->manifest);
+  char *before = tf_read(f->manifest, NULL);
   /* The next call: a new sync object over the saved manifest. */
   s = new_sync(f, NULL, NULL);
   sync_in_ok(s, f);
@@ -1072,7 +1072,7 @@ static void test_manifest_not_rewritten(void **state) {
   /* And again in the same object. */
   sync_in_ok(s, f);
   assert_true(manifest_ino(f) == first);
-  char *after = read_file(f->manifest);
+  char *after = tf_read(f->manifest, NULL);
   assert_string_equal(before, after);
   free(after);
   /* Touched, same content: nothing is sent, but its record changed. */
@@ -1085,7 +1085,7 @@ static void test_manifest_not_rewritten(void **state) {
   assert_int_equal(ei, 0);
   ino_t second = manifest_ino(f);
   assert_true(second != 0 && second != first);
-  after = read_file(f->manifest);
+  after = tf_read(f->manifest, NULL);
   assert_string_not_equal(before, after);
   free(after);
   /* The file is gone (removed by hand): written again. */
