@@ -16,10 +16,13 @@
 #
 # Environment (defaults):
 #   CI_COMMAND     make test
-#   CI_IMAGE       sandman/general:latest (an image that has make)
+#   CI_IMAGE       sandman/general:latest (an image that has make) when
+#                  CI_IMAGES are loaded, else sandman/minimal:latest (the
+#                  image CI_BUILD builds by default)
 #   CI_IMAGES      none: `docker save` tars to load first
 #   CI_BUILD       minimal when CI_IMAGES is unset, else none: image folders to build
-#   CI_WORKSPACE   $CI_PROJECT_DIR, else $GITHUB_WORKSPACE, else the current directory
+#   CI_WORKSPACE   $CI_PROJECT_DIR, else $GITHUB_WORKSPACE, else the current
+#                  directory (refused when that is /: name the project)
 #   CI_TIMEOUT 30m, CI_MEM 4g, CI_CPU 2, CI_PIDS 4096, CI_DISK 4g   the sandbox's limits
 #   CI_ENGINE_WAIT 120   seconds to wait for the engine
 #   CI_RUN_ID      ci-<job id>: the run whose sandbox is used
@@ -30,8 +33,10 @@ say() { echo "ci-job: $*"; }
 fail() { echo "ci-job: FAILED: $*" >&2; exit 1; }
 
 COMMAND=${CI_COMMAND:-make test}
-IMAGE=${CI_IMAGE:-sandman/general:latest}
 IMAGES=${CI_IMAGES:-}
+# The default image is one this job has: loaded (general, as docs/ci.md
+# saves it) or built here (minimal).
+if [ -n "$IMAGES" ]; then IMAGE=${CI_IMAGE:-sandman/general:latest}; else IMAGE=${CI_IMAGE:-sandman/minimal:latest}; fi
 if [ -z "${CI_BUILD+set}" ]; then
   if [ -z "$IMAGES" ]; then BUILD=minimal; else BUILD=; fi
 else
@@ -67,6 +72,8 @@ for name in $BUILD; do
 done
 
 [ -d "$WORKSPACE" ] || fail "the workspace $WORKSPACE is not a directory"
+[ "$(cd "$WORKSPACE" && pwd -P)" != / ] ||
+  fail "the workspace is / (the job's whole file system): set CI_WORKSPACE to the project's folder"
 say "running '$COMMAND' in $IMAGE with $WORKSPACE (run $RUN_ID)"
 rc=0
 sandman run --mode per_run --run-id "$RUN_ID" --image "$IMAGE" --workspace "$WORKSPACE" \

@@ -36,7 +36,7 @@ START=$(date +%s)
 PACKAGES=(cmake pkg-config libcurl4-openssl-dev libjson-c-dev libyaml-dev libarchive-dev
   libssl-dev libcmocka-dev libmicrohttpd-dev docker.io busybox-static musl-tools runsc openssl curl
   python3 iproute2 procps tar util-linux debootstrap docker-compose
-  zsh fish python3-venv git) # the completion scripts are checked in zsh and fish; test_install makes
+  zsh fish python3-venv git libvterm-dev) # the completion scripts are checked in zsh and fish; test_install makes
                              # a venv; test_workspace_refusals commits to a git repository
 # shellcheck disable=SC2206
 PACKAGES+=(${SANDMAN_EXTRA_PACKAGES:-})
@@ -76,8 +76,9 @@ step_packages() {
 }
 
 # --- gVisor -----------------------------------------------------------------
-# Merges runtimes.runsc and runtimes.runsc-net into daemon.json keeping
-# every other key. Prints "unchanged", "changed" or (with --check)
+# Merges runtimes.runsc and runtimes.runsc-net, and "experimental": true
+# (the engine's checkpoint/restore, which the hibernate tier needs:
+# docs/state.md), into daemon.json keeping every other key. Prints "unchanged", "changed" or (with --check)
 # "would-change". runsc has no network at all; runsc-net is gVisor on the
 # container's own network namespace through the host's network stack
 # (--network=host), for network mode allowlist: Debian's runsc cannot start
@@ -98,13 +99,15 @@ except ValueError as e:
     sys.exit(f"{path} is not valid JSON ({e}); fix it by hand, nothing was changed")
 if not isinstance(data, dict) or not isinstance(data.get("runtimes", {}), dict):
     sys.exit(f"{path}: expected an object with an object 'runtimes'; nothing was changed")
-if all(data.get("runtimes", {}).get(k) == v for k, v in wants.items()):
+if data.get("experimental") is True and \
+        all(data.get("runtimes", {}).get(k) == v for k, v in wants.items()):
     print("unchanged")
     sys.exit(0)
 if check:
     print("would-change")
     sys.exit(0)
 data.setdefault("runtimes", {}).update(wants)
+data["experimental"] = True
 d = os.path.dirname(path) or "."
 os.makedirs(d, exist_ok=True)
 fd, tmp = tempfile.mkstemp(dir=d, prefix=".daemon.json.")
@@ -127,7 +130,7 @@ step_gvisor() {
     # No python and no file: a fresh file is all we can (and need to) write.
     sm_is_root || die "$DAEMON_JSON must register runsc; run this script as root"
     mkdir -p "$(dirname "$DAEMON_JSON")"
-    printf '{\n  "runtimes": {\n    "runsc": {"path": "%s", "runtimeArgs": ["--network=none"]},\n    "runsc-net": {"path": "%s", "runtimeArgs": ["--network=host"]}\n  }\n}\n' \
+    printf '{\n  "experimental": true,\n  "runtimes": {\n    "runsc": {"path": "%s", "runtimeArgs": ["--network=none"]},\n    "runsc-net": {"path": "%s", "runtimeArgs": ["--network=host"]}\n  }\n}\n' \
       "$RUNSC_PATH" "$RUNSC_PATH" >"$DAEMON_JSON"
     r=changed
   else
@@ -139,7 +142,7 @@ step_gvisor() {
   fi
   if [ "$r" = changed ]; then
     DAEMON_JSON_CHANGED=1
-    say gvisor "registered runtimes runsc and runsc-net in $DAEMON_JSON"
+    say gvisor "registered runtimes runsc and runsc-net and experimental mode in $DAEMON_JSON"
   else
     say gvisor "runsc and runsc-net already registered in $DAEMON_JSON"
   fi
@@ -274,6 +277,13 @@ step_engine() {
     fi
   fi
   say gvisor "engine lists runtimes runsc and runsc-net"
+  # experimental is not reloaded by SIGHUP: an engine started before it
+  # was set keeps running without it until it restarts.
+  if [ "$(engine_json /info 'd.get("ExperimentalBuild")' || true)" = True ]; then
+    say engine "experimental mode on (checkpoint/restore for --tier hibernate)"
+  else
+    say engine "experimental mode off: --tier hibernate is refused until the engine restarts and reads $DAEMON_JSON"
+  fi
   engine_heal_bridge
 }
 

@@ -18,7 +18,7 @@ def main():
     address = sys.argv[1] if len(sys.argv) > 1 else None
     runner = Client(address)  # address from SANDMAN_URL, token from SANDMAN_TOKEN
     try:
-        print("runner:", runner.healthz())
+        print("runner:", runner.health())
     except SandmanUnreachable as e:
         print("example: %s" % e, file=sys.stderr)
         return 1
@@ -53,7 +53,7 @@ def main():
             if state["state"] != "running":
                 break
             time.sleep(1)
-        runner.kill(h)  # forget it
+        runner.kill_handle(h)  # forget it
     return 0
 
 

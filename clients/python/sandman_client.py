@@ -14,6 +14,11 @@ With none given, the SANDMAN_URL variable, else the runner's default socket
 root). The token defaults to the SANDMAN_TOKEN variable. Every call opens
 its own connection, so one Client may be shared by many threads.
 
+Terminals (docs/terminals.md): c.terminals.create(run_id="run-1") starts a
+program on a terminal in a keyed sandbox; c.terminals.attach(id) gives a
+TerminalConnection (a WebSocket, written here on the standard library) to
+type into it and read its output; c.terminals.screen(id) its screen as text.
+
 Errors: an HTTP status of 400 or more raises SandmanError with the runner's
 "error" and "failure_kind" (and the whole answer in .body). A tool that ran
 and failed is not an error: its answer has "ok": false. When no runner
@@ -27,11 +32,15 @@ import hmac
 import http.client
 import json
 import os
+import select
 import socket
+import struct
+import time
 import urllib.parse
 
-__all__ = ["Client", "Files", "SandmanError", "SandmanUnreachable", "derive_worker_token",
-           "default_address"]
+__all__ = ["Client", "Files", "Contexts", "Execution", "Result", "Logs", "ExecutionError",
+           "Terminals", "TerminalConnection", "SandmanError", "SandmanUnreachable",
+           "derive_worker_token", "default_address"]
 
 WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"
 
@@ -203,8 +212,11 @@ class Client:
 
     # ---- routes ----
 
-    def healthz(self):
+    def health(self):
+        """GET /healthz (no token needed)."""
         return self._call("GET", "/healthz", auth=False)
+
+    healthz = health  # the earlier name, kept
 
     def execute(self, argv=None, command=None, **kw):
         """Runs one tool call: the `sandman run --json` object, plus "handle"
@@ -276,9 +288,11 @@ class Client:
         """State and output so far of a background call."""
         return self._call("GET", "/v1/handles/" + handle_id)
 
-    def kill(self, handle_id):
+    def kill_handle(self, handle_id):
         """Kills a background call (if still running) and forgets its handle."""
         return self._call("DELETE", "/v1/handles/" + handle_id)
+
+    kill = kill_handle  # the earlier name, kept
 
     def sandboxes(self, all=False):
         return self._call("GET", "/v1/sandboxes" + ("?all=1" if all else ""))
@@ -338,12 +352,94 @@ class Client:
     def metrics(self):
         return self._call("GET", "/metrics")
 
+    # ---- code contexts of a keyed sandbox (/v1/contexts) ----
+
+    @property
+    def contexts(self):
+        """The code contexts: c.contexts.create({"run_id": "r1"}, "data")."""
+        return Contexts(self)
+
+    def run_code_stream(self, code, context=None, **kw):
+        """Runs code in a code context of a keyed sandbox, yielding its
+        events as they come ({"event": "start" | "restarted" | "stdout" |
+        "stderr" | "display" | "result" | "error" | "truncated" | "notice" |
+        "end", ...}; docs/code.md). context None: the sandbox's default
+        context (made on first use). Name the sandbox with run_id or
+        worker_key (and mode, project, agent, user); also timeout_s,
+        max_output, and for a context this run makes: kernel, language, cwd,
+        env (dict). A failure after the first event raises SandmanError
+        (status 502, the "fail" line as its body). Closing the generator
+        early disconnects, which interrupts the cell."""
+        body = {"code": code}
+        for k, v in kw.items():
+            if v is not None:
+                body[k] = v
+        path = "/v1/contexts/%s/run" % urllib.parse.quote(context or "default", safe="")
+        conn, resp = self._open("POST", path, json.dumps(body).encode(),
+                                {"Content-Type": "application/json",
+                                 "Accept": "application/x-ndjson"})
+        try:
+            if resp.status >= 400:
+                self._raise(resp, resp.read())
+            while True:
+                line = resp.readline(64 * 1024 * 1024)
+                if not line:
+                    break
+                if not line.strip():
+                    continue
+                ev = json.loads(line)
+                if ev.get("event") == "fail":
+                    raise SandmanError(502, ev, self.last_request_id)
+                yield ev
+        finally:
+            conn.close()
+
+    def run_code(self, code, context=None, on_stdout=None, on_stderr=None, on_result=None,
+                 on_error=None, **kw):
+        """Runs code (as run_code_stream) and gathers its events into an
+        Execution (results, logs, error: the shape of E2B's code
+        interpreter). on_stdout(text), on_stderr(text), on_result(Result),
+        on_error(ExecutionError) are called as the events come."""
+        x = Execution()
+        for ev in self.run_code_stream(code, context, **kw):
+            x._add(ev)
+            kind = ev.get("event")
+            if kind == "stdout" and on_stdout:
+                on_stdout(ev["text"])
+            elif kind == "stderr" and on_stderr:
+                on_stderr(ev["text"])
+            elif kind in ("display", "result") and on_result:
+                on_result(x.results[-1])
+            elif kind == "error" and on_error:
+                on_error(x.error)
+        return x
+
     # ---- files of a keyed sandbox (/v1/files) ----
 
     @property
     def files(self):
         """The files routes: c.files.write({"run_id": "r1"}, "src/a.c", b"...")."""
         return Files(self)
+
+    @property
+    def terminals(self):
+        """Terminals in keyed sandboxes: c.terminals.create(run_id="r1")."""
+        return Terminals(self)
+
+    def _socket(self):
+        """A connected socket to the runner (for a WebSocket)."""
+        try:
+            if self._unix is not None:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(self.timeout)
+                s.connect(self._unix)
+            else:
+                s = socket.create_connection(self._host, timeout=self.timeout)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as e:
+            raise SandmanUnreachable(self.address, self.address_source,
+                                     e.strerror or str(e)) from None
+        return s
 
 
 def _files_path(route, key, **query):
@@ -385,6 +481,10 @@ class Files:
         out = bytearray()
         self.read_to(key, path, out.extend, offset, length)
         return bytes(out)
+
+    def read_text(self, key, path, offset=None, length=None, encoding="utf-8"):
+        """The file decoded as text (as the TypeScript client's readText)."""
+        return self.read(key, path, offset, length).decode(encoding)
 
     def read_to(self, key, path, write, offset=None, length=None, chunk=1024 * 1024):
         """Streams the file to write(bytes) (never whole in memory): its size."""
@@ -456,3 +556,403 @@ class Files:
                 write(b)
         finally:
             conn.close()
+
+
+# ---- terminals (/v1/terminals) ----
+
+class Terminals:
+    """Terminals: programs on a pseudo-terminal in a per_run or per_worker
+    sandbox, kept by the runner while no client is attached (docs/terminals.md)."""
+
+    def __init__(self, client):
+        self.c = client
+
+    def create(self, argv=None, command=None, rows=None, cols=None, env=None, cwd=None,
+               run_id=None, worker_key=None, mode=None, project=None, agent=None, user=None,
+               network=None, sandbox_id=None):
+        """Starts a terminal (default program /bin/sh) in the sandbox of the keys,
+        or the one sandbox_id names: its state, {"id", ...}."""
+        body = {}
+        for k, v in (("argv", list(argv) if argv is not None else None), ("command", command),
+                     ("rows", rows), ("cols", cols), ("env", env), ("cwd", cwd),
+                     ("sandbox_id", sandbox_id),
+                     ("run_id", run_id), ("worker_key", worker_key), ("mode", mode),
+                     ("project", project), ("agent", agent), ("user", user),
+                     ("network", network)):
+            if v is not None:
+                body[k] = v
+        return self.c._call("POST", "/v1/terminals", body)
+
+    def list(self, worker_key=None):
+        """The terminals the token may see (a worker token: give its worker_key)."""
+        q = "?" + urllib.parse.urlencode({"worker_key": worker_key}) if worker_key else ""
+        return self.c._call("GET", "/v1/terminals" + q)["terminals"]
+
+    def get(self, terminal_id):
+        return self.c._call("GET", "/v1/terminals/" + terminal_id)
+
+    def screen(self, terminal_id, scrollback=None, wait_ms=None, quiet_ms=None):
+        """The screen as a model reads it: {"text", "lines", "cursor", "rows", "cols", ...}.
+        wait_ms: first wait (up to that long) until the screen was quiet for quiet_ms."""
+        q = {k: v for k, v in (("scrollback", scrollback), ("wait_ms", wait_ms),
+                               ("quiet_ms", quiet_ms)) if v is not None}
+        path = "/v1/terminals/%s/screen" % terminal_id
+        return self.c._call("GET", path + ("?" + urllib.parse.urlencode(q) if q else ""))
+
+    def screen_text(self, terminal_id, wait_ms=None, quiet_ms=None):
+        return self.screen(terminal_id, wait_ms=wait_ms, quiet_ms=quiet_ms)["text"]
+
+    def send(self, terminal_id, data):
+        """Types data (bytes or str) into the terminal: {"bytes"}."""
+        if isinstance(data, str):
+            data = data.encode()
+        conn, resp = self.c._open("POST", "/v1/terminals/%s/input" % terminal_id, bytes(data),
+                                  {"Content-Type": "application/octet-stream"})
+        try:
+            raw = resp.read()
+        finally:
+            conn.close()
+        if resp.status >= 400:
+            self.c._raise(resp, raw)
+        return json.loads(raw.decode())
+
+    def resize(self, terminal_id, rows, cols):
+        return self.c._call("POST", "/v1/terminals/%s/resize" % terminal_id,
+                            {"rows": rows, "cols": cols})
+
+    def kill(self, terminal_id):
+        """Kills the terminal's program and forgets it: its last state."""
+        return self.c._call("DELETE", "/v1/terminals/" + terminal_id)
+
+    def attach(self, terminal_id):
+        """A WebSocket to the terminal: its screen as it is, then its output as
+        it comes (TerminalConnection)."""
+        return TerminalConnection(self.c, terminal_id)
+
+
+_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_WS_MAX = 64 * 1024 * 1024
+
+
+class TerminalConnection:
+    """An attached terminal (RFC 6455 over the runner's socket). recv()
+    gives ("output", bytes), ("attached", dict), ("resize", dict),
+    ("exit", code), or None once the connection is closed. Closing it
+    detaches; the terminal lives on for the runner's grace time."""
+
+    def __init__(self, client, terminal_id):
+        self.exit_code = None
+        self._buf = b""
+        self._closed = False
+        self.sock = client._socket()
+        key = base64.b64encode(os.urandom(16)).decode()
+        host = "localhost" if client._unix is not None else "%s:%d" % client._host
+        head = ("GET /v1/terminals/%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+                % (terminal_id, host, key))
+        if client.token:
+            head += "Authorization: Bearer %s\r\n" % client.token
+        self.sock.sendall((head + "\r\n").encode())
+        while b"\r\n\r\n" not in self._buf:
+            d = self.sock.recv(65536)
+            if not d:
+                raise SandmanError(502, {"error": "the runner closed the connection",
+                                         "failure_kind": "sandbox"})
+            self._buf += d
+            if len(self._buf) > 1 << 20:
+                raise SandmanError(502, {"error": "an answer head too large"})
+        raw_head, self._buf = self._buf.split(b"\r\n\r\n", 1)
+        lines = raw_head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        if status != 101:
+            body = self._buf
+            n = int(headers.get("content-length", "0"))
+            while len(body) < n:
+                d = self.sock.recv(65536)
+                if not d:
+                    break
+                body += d
+            self.sock.close()
+            try:
+                parsed = json.loads(body.decode())
+            except ValueError:
+                parsed = body.decode("utf-8", "replace")
+            raise SandmanError(status, parsed)
+        want = base64.b64encode(hashlib.sha1(key.encode() + _WS_GUID).digest()).decode()
+        if headers.get("sec-websocket-accept") != want:
+            self.sock.close()
+            raise SandmanError(502, {"error": "bad Sec-WebSocket-Accept", "failure_kind": "sandbox"})
+
+    def _send_frame(self, opcode, payload):
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+        elif n < 65536:
+            head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+        body = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+        self.sock.sendall(head + mask + body)
+
+    def send(self, data):
+        """Types data (bytes or str)."""
+        if isinstance(data, str):
+            data = data.encode()
+        self._send_frame(0x2, data)
+
+    def resize(self, rows, cols):
+        self._send_frame(0x1, json.dumps({"type": "resize", "rows": rows, "cols": cols}).encode())
+
+    def _need(self, n, deadline):
+        while len(self._buf) < n:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                return False
+            d = self.sock.recv(1 << 20)
+            if not d:
+                raise EOFError
+            self._buf += d
+        return True
+
+    def _frame(self, deadline):
+        """(fin, opcode, payload), or None when the deadline passed first."""
+        if not self._need(2, deadline):
+            return None
+        b0, b1 = self._buf[0], self._buf[1]
+        n, at = b1 & 0x7F, 2
+        if n == 126:
+            self._need(4, None)
+            n, at = struct.unpack("!H", self._buf[2:4])[0], 4
+        elif n == 127:
+            self._need(10, None)
+            n, at = struct.unpack("!Q", self._buf[2:10])[0], 10
+        if n > _WS_MAX or b1 & 0x80:
+            raise SandmanError(502, {"error": "a bad frame from the runner"})
+        self._need(at + n, None)
+        payload, self._buf = self._buf[at:at + n], self._buf[at + n:]
+        return bool(b0 & 0x80), b0 & 0x0F, payload
+
+    def recv(self, timeout=None):
+        """The next event, None once closed, or ("timeout", None)."""
+        if self._closed:
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        message, mop = b"", None
+        try:
+            while True:
+                f = self._frame(deadline)
+                if f is None:
+                    return ("timeout", None)
+                fin, op, payload = f
+                if op == 0x9:
+                    self._send_frame(0xA, payload)
+                    continue
+                if op == 0xA:
+                    continue
+                if op == 0x8:
+                    if not self._closed:
+                        self._send_frame(0x8, payload[:2])
+                    self.sock.close()
+                    self._closed = True
+                    return None
+                if op != 0x0:
+                    mop = op
+                message += payload
+                if fin:
+                    break
+        except (EOFError, OSError):
+            self._closed = True
+            self.sock.close()
+            return None
+        if mop == 0x2:
+            return ("output", message)
+        ev = json.loads(message.decode())
+        if ev.get("type") == "exit":
+            self.exit_code = ev.get("exit_code")
+            return ("exit", self.exit_code)
+        return (ev.get("type"), ev)
+
+    def read_until(self, pattern, timeout=30.0):
+        """Output until pattern (bytes or str) appears in it: all of it, or
+        what came before the timeout or the end."""
+        if isinstance(pattern, str):
+            pattern = pattern.encode()
+        out = b""
+        deadline = time.monotonic() + timeout
+        while pattern not in out:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ev = self.recv(left)
+            if ev is None or ev[0] == "timeout":
+                break
+            if ev[0] == "output":
+                out += ev[1]
+        return out
+
+    def close(self):
+        """Detaches (the terminal goes on)."""
+        if not self._closed:
+            try:
+                self._send_frame(0x8, struct.pack("!H", 1000))
+            except OSError:
+                pass
+            self._closed = True
+            self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# The TypeScript client's name for the same class: both clients name the
+# same operations alike (health, execute, execute_stream / executeStream,
+# create_lease, handle, kill_handle, sandboxes, reap, metrics, files.*,
+# terminals.*).
+SandmanClient = Client
+
+
+# ---- code contexts ----
+
+_MIME_FIELDS = (("text/plain", "text"), ("text/html", "html"), ("text/markdown", "markdown"),
+                ("text/latex", "latex"), ("image/png", "png"), ("image/jpeg", "jpeg"),
+                ("image/svg+xml", "svg"), ("application/json", "json"),
+                ("application/javascript", "javascript"), ("application/pdf", "pdf"))
+
+
+class Result:
+    """One display or the cell's value: its MIME bundle as fields (text,
+    html, markdown, latex, png and jpeg as base64, svg, json, javascript,
+    pdf as base64; None when absent); is_main_result for the cell's value."""
+
+    def __init__(self, data, is_main_result=False):
+        self.data = dict(data or {})
+        for mime, field in _MIME_FIELDS:
+            setattr(self, field, self.data.get(mime))
+        self.is_main_result = is_main_result
+
+    def formats(self):
+        return [field for mime, field in _MIME_FIELDS if mime in self.data]
+
+    def __repr__(self):
+        return "Result(%s%s)" % (", ".join(self.formats()),
+                                 ", main" if self.is_main_result else "")
+
+
+class Logs:
+    def __init__(self):
+        self.stdout = []
+        self.stderr = []
+
+
+class ExecutionError:
+    def __init__(self, name, value, traceback):
+        self.name = name
+        self.value = value
+        self.traceback = traceback
+
+    def __repr__(self):
+        return "ExecutionError(%s: %s)" % (self.name, self.value)
+
+
+class Execution:
+    """A run's outcome: results (Result), logs (stdout and stderr pieces),
+    error (ExecutionError or None), execution_count, status ("ok", "error",
+    "timeout", "interrupted", "died", "cancelled"), duration_ms, truncated,
+    state_lost (why the context's earlier state is gone, or None), message."""
+
+    def __init__(self):
+        self.results = []
+        self.logs = Logs()
+        self.error = None
+        self.execution_count = None
+        self.status = None
+        self.duration_ms = None
+        self.truncated = False
+        self.state_lost = None
+        self.message = None
+
+    @property
+    def text(self):
+        """The text of the cell's value, or None."""
+        for r in self.results:
+            if r.is_main_result:
+                return r.text
+        return None
+
+    def _add(self, ev):
+        kind = ev.get("event")
+        if kind == "stdout":
+            self.logs.stdout.append(ev["text"])
+        elif kind == "stderr":
+            self.logs.stderr.append(ev["text"])
+        elif kind in ("display", "result"):
+            self.results.append(Result(ev.get("data"), kind == "result"))
+        elif kind == "error":
+            self.error = ExecutionError(ev.get("name"), ev.get("value"), ev.get("traceback"))
+        elif kind == "restarted":
+            self.state_lost = ev.get("reason")
+        elif kind == "truncated":
+            self.truncated = True
+        elif kind == "end":
+            self.status = ev.get("status")
+            self.execution_count = ev.get("execution_count")
+            self.duration_ms = ev.get("duration_ms")
+            self.truncated = self.truncated or bool(ev.get("truncated"))
+            self.message = ev.get("message")
+
+
+class Contexts:
+    """The code contexts of a per_run or per_worker sandbox. key names the
+    sandbox: {"run_id": ...} or {"worker_key": ...}, with "mode", "project",
+    "agent", "user" if needed."""
+
+    def __init__(self, client):
+        self.c = client
+
+    @staticmethod
+    def _path(name=None, verb=None, key=None):
+        p = "/v1/contexts"
+        if name is not None:
+            p += "/" + urllib.parse.quote(name, safe="")
+        if verb:
+            p += "/" + verb
+        if key is not None:
+            p += "?" + urllib.parse.urlencode([(k, v) for k, v in key.items() if v is not None])
+        return p
+
+    def create(self, key, name, kernel=None, language=None, cwd=None, env=None):
+        """Makes context name: {"name", "kernel", "language", "cwd", "state", ...}."""
+        body = dict(key)
+        body["name"] = name
+        for k, v in (("kernel", kernel), ("language", language), ("cwd", cwd), ("env", env)):
+            if v is not None:
+                body[k] = v
+        return self.c._call("POST", self._path(), body)
+
+    def list(self, key):
+        return self.c._call("GET", self._path(key=key))["contexts"]
+
+    def get(self, key, name):
+        return self.c._call("GET", self._path(name, key=key))
+
+    def delete(self, key, name):
+        return self.c._call("DELETE", self._path(name, key=key))
+
+    def interrupt(self, key, name="default"):
+        """Interrupts the running cell: {"context", "interrupted": bool}."""
+        return self.c._call("POST", self._path(name, "interrupt"), dict(key))
+
+    def restart(self, key, name="default"):
+        """A fresh kernel (the state is dropped)."""
+        return self.c._call("POST", self._path(name, "restart"), dict(key))

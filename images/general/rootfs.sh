@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Root file system of sandman/general: Debian minbase (debootstrap) with
-# bash, coreutils, python3, git and ca-certificates; the non-root user
+# bash, coreutils, python3, git and ca-certificates, and for code contexts
+# (docs/code.md) a Jupyter kernel (ipykernel, jupyter_client) with numpy,
+# pandas and matplotlib, all from Debian's packages; the non-root user
 # `sandbox` (uid/gid 1000) and /workspace owned by it.
 #
 #   rootfs.sh DEST         fill directory DEST (as root)
@@ -30,6 +32,17 @@ HERE=$(dirname "$SELF")
 SRC_ROOT=$(cd "$HERE/../.." && pwd)
 FLAVOUR=${SANDMAN_ROOTFS_FLAVOUR:-general}
 PACKAGES="bash coreutils python3 git make ca-certificates ${SANDMAN_ROOTFS_EXTRA:-}"
+# Code contexts' kernel and data packages: sandman/general only (images that
+# reuse this script under a flavour of their own, dind, do without them).
+# apt installs them in the new root file system after debootstrap: its
+# resolver knows virtual packages (python3-zmq needs one) and takes one
+# alternative, where debootstrap's takes them all (python3-munkres is named
+# so that fonttools' "scipy | munkres" needs no scipy).
+CODE_PACKAGES=""
+if [ "$FLAVOUR" = general ]; then
+  CODE_PACKAGES="python3-ipykernel python3-jupyter-client python3-numpy python3-pandas"
+  CODE_PACKAGES="$CODE_PACKAGES python3-matplotlib python3-munkres"
+fi
 CACHE_DIR=${SANDMAN_IMAGE_CACHE:-$SRC_ROOT/build/image-cache}
 SANDBOX_UID=1000
 SANDBOX_GID=1000
@@ -89,7 +102,7 @@ DEB822_AWK='
 
 # Everything the cached root file system depends on.
 cache_key() {
-  { sha256sum "$SELF" | cut -d' ' -f1; echo "$MIRROR $SUITE $PACKAGES $(dpkg --print-architecture)"; } |
+  { sha256sum "$SELF" | cut -d' ' -f1; echo "$MIRROR $SUITE $PACKAGES + $CODE_PACKAGES $(dpkg --print-architecture)"; } |
     sha256sum | cut -c1-16
 }
 
@@ -119,6 +132,27 @@ finish_rootfs() {
   chmod 1777 "$r/tmp" "$r/var/tmp"
 }
 
+# CODE_PACKAGES with apt in the root file system r (from the same mirror,
+# Recommends left out), then apt's caches emptied.
+install_code_packages() {
+  local r=$1
+  [ -n "$CODE_PACKAGES" ] || return 0
+  say "apt-get install --no-install-recommends $CODE_PACKAGES (in the new root file system)"
+  cp -f /etc/resolv.conf "$r/etc/resolv.conf" # emptied again by finish_rootfs
+  mount -t proc proc "$r/proc"
+  local rc=0
+  # shellcheck disable=SC2086
+  { chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends $CODE_PACKAGES; } >"$r/../apt.log" 2>&1 || rc=$?
+  umount "$r/proc"
+  if [ "$rc" -ne 0 ]; then
+    tail -n 20 "$r/../apt.log" | sed 's/^/    /' >&2
+    die "apt-get install in the root file system failed (log above)"
+  fi
+  chroot "$r" apt-get clean
+}
+
 build_cache() {
   local out=$1 work
   command -v debootstrap >/dev/null ||
@@ -140,6 +174,7 @@ build_cache() {
       tail -n 20 "$work/rootfs/debootstrap/debootstrap.log" | sed 's/^/    /' >&2
     die "debootstrap failed (log above)"
   fi
+  install_code_packages "$work/rootfs"
   finish_rootfs "$work/rootfs"
   # Sorted names, numeric owners: the same tree gives the same bytes.
   tar --sort=name --numeric-owner -C "$work/rootfs" -cf "$work/rootfs.tar" .

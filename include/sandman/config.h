@@ -76,6 +76,9 @@ SM_API void sm_config_egress_proxy(const sm_config *cfg, sm_egress_proxy_options
 
 /* 1 if the file has an agents.<agent> entry (else the defaults apply). */
 SM_API int sm_config_has_agent(const sm_config *cfg, const char *agent);
+/* The file's agent name nearest to agent (a likely typo of it), or NULL
+ * when none is near or agent has an entry. Borrowed from cfg. */
+SM_API const char *sm_config_agent_nearest(const sm_config *cfg, const char *agent);
 /* 1 when a worker token of worker_key may lease service on a runner: the
  * file's workers.<worker_key>.services or workers."*".services name it. 0
  * otherwise, and always without a file: only the control token leases
@@ -138,6 +141,7 @@ typedef struct sm_config_flags {
   sm_string_list env_passthrough; /* --env-passthrough globs (extend) */
   sm_string_list excludes;        /* --exclude globs (extend) */
   sm_string_list protect;         /* --protect globs (extend) */
+  const char *copy_env_files;     /* --copy-env-files: "true" (NULL: not given) */
 } sm_config_flags;
 
 typedef enum {
@@ -151,6 +155,9 @@ typedef enum {
 SM_API const char *sm_setting_source_name(sm_setting_source s); /* "built_in", "flag", ... */
 
 #define SM_CONFIG_MAX_SETTINGS 32
+/* What a workspace's copy leaves out unless workspace.copy_env_files:
+ * dotenv files, which hold secrets and which the host's tools load. */
+#define SM_CONFIG_ENV_FILE_EXCLUDES {".env", ".env.*"}
 #define SM_CONFIG_MAX_ARGV 64
 
 typedef struct sm_resolved {
@@ -183,6 +190,9 @@ typedef struct sm_resolved {
   char scope[16];         /* "shared", "user", "user_agent", "per_call" or "" */
   char project_environment[16]; /* resolved: flag, else project.environment, else "" */
   int agent_known;        /* the file has an entry for the agent */
+  /* workspace.copy_env_files: .env files are copied with a workspace (else
+   * settings.excludes starts with SM_CONFIG_ENV_FILE_EXCLUDES). */
+  int copy_env_files;
   /* Effective tool lists, comma-separated patterns (for explain). */
   int worker_tools_set;   /* 0: the built-in list applies */
   char worker_tools[1024];

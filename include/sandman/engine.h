@@ -133,6 +133,10 @@ SM_API int sm_engine_container_list(sm_engine *engine, int all, const char *cons
                                     size_t n_labels, json_object **out, sm_error *err);
 SM_API int sm_engine_container_stop(sm_engine *engine, const char *id, int timeout_s,
                                     sm_error *err);
+/* The engine's pause (the cgroup freezer) and its end. Pausing a paused
+ * container, or unpausing one that is not, is SM_ECONFLICT. */
+SM_API int sm_engine_container_pause(sm_engine *engine, const char *id, sm_error *err);
+SM_API int sm_engine_container_unpause(sm_engine *engine, const char *id, sm_error *err);
 /* signal: "KILL", "TERM" or NULL (KILL). */
 SM_API int sm_engine_container_kill(sm_engine *engine, const char *id, const char *signal,
                                     sm_error *err);
@@ -145,6 +149,27 @@ SM_API int sm_engine_container_rename(sm_engine *engine, const char *id, const c
 /* condition: "not-running", "next-exit", "removed" or NULL. */
 SM_API int sm_engine_container_wait(sm_engine *engine, const char *id, const char *condition,
                                     long timeout_ms, int64_t *out_status_code, sm_error *err);
+
+/* ---- a container's state kept by the engine (checkpoints.c) ---- */
+/* Commits container id's writable layer as image repo:tag; config (may be
+ * NULL) is the image's config to merge (Labels...); pause: freeze it for
+ * the commit. out_id (may be NULL) gets the image id. */
+SM_API int sm_engine_container_commit(sm_engine *engine, const char *id, const char *repo,
+                                      const char *tag, json_object *config, int pause,
+                                      char out_id[SM_ENGINE_ID_MAX], sm_error *err);
+/* A checkpoint of a running container's processes (the engine's
+ * experimental mode): name, dir (NULL: the container's own checkpoint
+ * folder; else a folder on the engine's host), exit_after: the container
+ * stops once its memory is written. */
+SM_API int sm_engine_checkpoint_create(sm_engine *engine, const char *id, const char *name,
+                                       const char *dir, int exit_after, sm_error *err);
+/* Removes a checkpoint from the container's own checkpoint folder. */
+SM_API int sm_engine_checkpoint_remove(sm_engine *engine, const char *id, const char *name,
+                                       sm_error *err);
+/* Starts a created or stopped container from its checkpoint `checkpoint`
+ * (in its own checkpoint folder: the engine takes no other for a start). */
+SM_API int sm_engine_container_restore(sm_engine *engine, const char *id, const char *checkpoint,
+                                       sm_error *err);
 
 /* ---- archives (tar streams, never held whole in memory) ---- */
 /* Extracts the tar stream produced by reader into path inside the container.
@@ -214,6 +239,10 @@ SM_API int sm_engine_exec_open(sm_engine *engine, const char *exec_id, sm_output
  * (including what output returned). */
 SM_API int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t *written,
                                int timeout_ms, sm_error *err);
+/* A descriptor (-1: none) whose becoming readable ends a pump's wait
+ * early (returning 0): another thread has something to send (a
+ * terminal's keystroke). The pump never reads it. */
+SM_API void sm_exec_stream_set_wake(sm_exec_stream *s, int fd);
 /* True when nothing has arrived on an idle stream (no output, no end):
  * what a cached stream must be before it is used again. */
 SM_API int sm_exec_stream_quiet(sm_exec_stream *s);

@@ -88,6 +88,9 @@ SM_API int sm_mcp_result_text(sm_mcp_result *r, const char *text, size_t len);
 /* is_error and one text block saying why. */
 SM_API int sm_mcp_result_error(sm_mcp_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Appends an image block {"type": "image", "data", "mimeType"}: b64 is the
+ * image in base64 (checked to be base64, else SM_EINVAL). */
+SM_API int sm_mcp_result_image(sm_mcp_result *r, const char *mime, const char *b64, size_t len);
 /* Takes ownership of obj as structuredContent. */
 SM_API void sm_mcp_result_structured(sm_mcp_result *r, json_object *obj);
 

@@ -26,6 +26,7 @@
 #include <sandman/audit.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
+#include <sandman/keep.h>
 #include <sandman/sandbox.h>
 
 #ifdef __cplusplus
@@ -102,6 +103,10 @@ typedef struct sm_ops_sandbox {
   double timeout_s;        /* its life from creation; 0: none */
   double idle_timeout_s;   /* its own idle timeout; 0: the configuration's */
   char labels[1536];       /* the owner's labels as a JSON object's text ("{}") */
+  /* Its state (sandman/keep.h): running, frozen, stopped, hibernated, or
+   * the engine's word for anything else; when it entered it (0: unknown). */
+  char rest[16];
+  double rest_since;
 } sm_ops_sandbox;
 
 typedef struct sm_ops_sandbox_list {
@@ -130,7 +135,7 @@ SM_API int sm_ops_get(const sm_ops_scope *scope, const char *ref, sm_ops_sandbox
                       sm_error *err);
 
 /* {"id","name","mode","project","run_id","worker_id","agent","image",
- *  "status","created_at","last_used_at","busy","pool","node","resource",
+ *  "status","state","state_since","created_at","last_used_at","busy","pool","node","resource",
  *  "template","network","resources":{"cpu","memory","pids","disk"},
  *  "timeout_s","idle_timeout_s","expires_at","labels"}; absent labels are
  * null, times RFC 3339, status the engine's State. */
@@ -182,6 +187,12 @@ typedef struct sm_ops_reap_input {
    * older_than_s. Otherwise (sandbox reap) older_than_s, when given, wins
    * and the own one applies to the rest. */
   int own_first;
+  /* At rest (sandman/keep.h): "frozen", "stopped" or "hibernated"; NULL or
+   * "": running. A sandbox at rest is kept on purpose: never removed for
+   * being stopped, nor by its idle timeouts, only by remove_after_s, its
+   * life, or an operator's --older-than (own_first unset). */
+  const char *rest;
+  double remove_after_s; /* the lifecycle's remove_after; 0: never */
 } sm_ops_reap_input;
 
 typedef enum {
@@ -200,9 +211,10 @@ typedef struct sm_ops_reap_options {
   int force;           /* busy ones too */
   int keep_pool;       /* spare warm-pool containers */
   int own_first;       /* a sandbox's own idle timeout replaces older_than_s */
+  double remove_after_s; /* the lifecycle's remove_after for sandboxes at rest; 0: never */
 } sm_ops_reap_options;
 
-#define SM_OPS_REAP_OPTIONS_INIT {-1, 0, 0, 0, 0}
+#define SM_OPS_REAP_OPTIONS_INIT {-1, 0, 0, 0, 0, 0}
 
 /* The body of POST /v1/sandboxes/reap: {"older_than_s", "dry_run", "force"}
  * (all optional; older_than_s a non-negative number). SM_EINVAL names the

@@ -223,6 +223,21 @@ typedef struct sm_run_request {
   /* What a sandbox made as a resource carries (sm_sandbox_create); NULL:
    * nothing. Calls leave it NULL. */
   const struct sm_sandbox_meta *meta;
+  /* The call runs on a pseudo-terminal that sandman's agent opens in the
+   * sandbox (sandman/terminal.h), or on pipes fed as input comes (a tty of
+   * size 0): input from the tty, output through on_output (on a terminal
+   * stream 1 only) and kept in the result as any call's. Keyed modes only,
+   * on the docker backend; never with leased credentials (secret_env), a
+   * host-tool route, stdin_read, a workspace copy or helper. Borrowed.
+   * NULL: none. */
+  struct sm_tty *tty;
+  /* The working directory in the sandbox; NULL: /workspace. */
+  const char *cwd;
+  /* The keyed sandbox of the call's keys must exist already and run: it
+   * is used as it is, as one named by `sandbox` is (never created, nor
+   * replaced for settings that differ); missing is SM_ENOTFOUND
+   * (`sandman exec`). */
+  int existing;
 } sm_run_request;
 
 /* A sandbox made as a resource (POST /v1/sandboxes, `sandman sandbox
@@ -301,6 +316,9 @@ typedef struct sm_run_result {
    * the call said replace), "gone" (the old sandbox had stopped: its
    * /workspace, a tmpfs, went with it). */
   const char *replaced_workspace;
+  /* A keyed sandbox at rest that this call brought back (docs/state.md):
+   * "frozen", "stopped" or "hibernated"; "" when it was running. */
+  char resumed[16];
   sm_failure_kind failure_kind;
   char error[SM_ERROR_MESSAGE_MAX]; /* "" when none */
 } sm_run_result;

@@ -10,6 +10,7 @@
 #include <sandman/state.h>
 #include <sandman/workspace.h>
 #include <sandman/files.h>
+#include <sandman/code.h>
 #include <sandman/mcp.h>
 #include <sandman/config.h>
 #include <sandman/ops.h>
@@ -18,4 +19,5 @@
 #include <sandman/egress.h>
 #include <sandman/hostroute.h>
 #include <sandman/broker.h>
+#include <sandman/terminal.h>
 #endif

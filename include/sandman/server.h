@@ -73,6 +73,14 @@ typedef struct sm_server_options {
    * worker key), so that one cannot take the table (64) from the others;
    * 0: 8. */
   unsigned mcp_sessions_per_token;
+  /* Terminals (docs/terminals.md): how long one lives without a client
+   * (and is kept after its program ended), 0: 600 s; how many run in one
+   * sandbox at once, 0: 8; how many the runner keeps, 0: 64 (at most
+   * 1024); bytes of scrolled-off text kept per terminal, 0: 1 MiB. */
+  double terminal_grace_s;
+  unsigned terminals_per_sandbox;
+  unsigned max_terminals;
+  size_t terminal_scrollback;
   /* Borrowed, must outlive the server. config may be NULL (built-ins). */
   sm_runner *runner;
   const sm_config *config;
@@ -94,6 +102,12 @@ typedef struct sm_server_options {
    * GET/POST /v1/approvals answer its pending approvals. The server lends
    * it the credentials file while it runs. */
   struct sm_broker *broker;
+  /* Code contexts (docs/code.md): runs waiting or running in one sandbox
+   * at once (more: 429), 0: 16; contexts of one sandbox, 0: 8; output of
+   * one run, bytes, 0: 16 MiB (a run may ask for less). */
+  unsigned code_queue;
+  unsigned code_max_contexts;
+  size_t code_max_output;
 } sm_server_options;
 
 /* Validates options, loads the credentials file (mode 0600 or stricter),

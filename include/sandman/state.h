@@ -32,6 +32,10 @@ typedef struct sm_state_lock sm_state_lock;
  * sandbox finishes. */
 SM_API int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name,
                                  sm_state_lock **out, sm_error *err);
+/* Shared, without waiting: SM_EBUSY at once while someone holds the
+ * sandbox alone (a reap, a pause putting it to rest). */
+SM_API int sm_state_busy_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
+                             sm_error *err);
 /* Exclusive, for reaping/removing: SM_EBUSY at once if a call is in flight. */
 SM_API int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name,
                                   sm_state_lock **out, sm_error *err);

@@ -44,15 +44,41 @@ _fresh_pick_net() {
   return 1
 }
 
+# A run killed before its exit trap (a session ended, SIGKILL) leaves its
+# folder, namespace and route: removed here when its dockerd is gone, so
+# the next run neither trips on them nor leaves the machine filling up
+# (a folder younger than 5 minutes may be another run's engine starting).
+_fresh_sweep_stale() {
+  local dir pid x
+  for dir in "${SANDMAN_FRESH_ENGINE_DIR:-/var/tmp}"/sm-fresh.*; do
+    [ -d "$dir" ] || continue
+    # Another run's engine may be starting (no pid yet): only old folders.
+    [ -n "$(find "$dir" -maxdepth 0 -mmin +5 2>/dev/null)" ] || continue
+    pid=$(cat "$dir/docker.pid" 2>/dev/null || true)
+    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] && continue
+    x=$(cat "$dir/net" 2>/dev/null || true)
+    case "$x" in '' | *[!0-9]*) x="" ;; esac
+    (
+      FRESH_DIR=$dir
+      if [ -n "$x" ]; then FRESH_NS=smfresh$x FRESH_NET=10.$x FRESH_VETH=smf$x; fi
+      say fresh-engine "removing what a killed earlier run left: $dir${x:+ (namespace smfresh$x)}"
+      fresh_engine_stop
+    ) || true
+  done
+}
+
 fresh_engine_prepare() {
   local c
   sm_is_root || die "--fresh-engine starts a second dockerd: run as root"
   for c in ip nsenter unshare; do
     command -v "$c" >/dev/null || die "--fresh-engine needs $c (apt-get install iproute2 util-linux)"
   done
+  _fresh_sweep_stale
   _fresh_pick_net || die "no free 10.X.0.0/16 (X in 200-249) for the fresh engine's networks"
   # Short: the unix sockets under it must fit in 108 bytes.
   FRESH_DIR=$(mktemp -d "${SANDMAN_FRESH_ENGINE_DIR:-/var/tmp}/sm-fresh.XXXXXX")
+  # X of 10.X.0.0/16, for the sweep of a later run should this one be killed.
+  echo "${FRESH_NET#10.}" >"$FRESH_DIR/net"
   local h=${FRESH_VETH}h n=${FRESH_VETH}n
   ip netns add "$FRESH_NS" &&
     ip link add "$h" type veth peer name "$n" &&
@@ -124,7 +150,15 @@ fresh_engine_stop() {
   fi
   local cg
   for cg in /sys/fs/cgroup/*/"sandman-$FRESH_NS" /sys/fs/cgroup/"sandman-$FRESH_NS"; do
-    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+    [ -d "$cg" ] || continue
+    # Containers of an engine that was killed outlive it: theirs to end.
+    [ -n "$FRESH_NS" ] && find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null |
+      while read -r pid; do kill -KILL "$pid" 2>/dev/null; done
+    for i in $(seq 1 50); do
+      find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+      [ -d "$cg" ] || break
+      sleep 0.1
+    done
   done
   say fresh-engine "stopped and removed (data root, namespace $FRESH_NS, route $FRESH_NET.0.0/16)"
   FRESH_DIR=""

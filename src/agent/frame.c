@@ -27,6 +27,8 @@ uint32_t sm_frame_type_max(int type) {
   switch (type) {
   case SM_FRAME_CALL:
     return SM_FRAME_CALL_MAX;
+  case SM_FRAME_TTY:
+    return SM_FRAME_CALL_MAX + 4;
   case SM_FRAME_STDIN:
   case SM_FRAME_STDOUT:
   case SM_FRAME_STDERR:
@@ -37,6 +39,7 @@ uint32_t sm_frame_type_max(int type) {
   case SM_FRAME_FAIL:
     return 4096;
   case SM_FRAME_EXIT:
+  case SM_FRAME_RESIZE:
     return 4;
   case SM_FRAME_ROUTE_REQUEST:
     return SM_FRAME_ROUTE_REQUEST_MAX;
@@ -61,9 +64,9 @@ static int known_type(int type) {
   return type == SM_FRAME_CALL || type == SM_FRAME_STDIN || type == SM_FRAME_EOF ||
          type == SM_FRAME_HELLO || type == SM_FRAME_STDOUT || type == SM_FRAME_STDERR ||
          type == SM_FRAME_EXIT || type == SM_FRAME_FAIL || type == SM_FRAME_ROUTE_REQUEST ||
-         type == SM_FRAME_ROUTE_RESPONSE || type == SM_FRAME_PORT_OPEN ||
-         type == SM_FRAME_PORT_OPENED || type == SM_FRAME_PORT_DATA || type == SM_FRAME_PORT_ACK ||
-         type == SM_FRAME_PORT_EOF || type == SM_FRAME_PORT_CLOSE;
+         type == SM_FRAME_ROUTE_RESPONSE || type == SM_FRAME_TTY || type == SM_FRAME_RESIZE ||
+         type == SM_FRAME_PORT_OPEN || type == SM_FRAME_PORT_OPENED || type == SM_FRAME_PORT_DATA ||
+         type == SM_FRAME_PORT_ACK || type == SM_FRAME_PORT_EOF || type == SM_FRAME_PORT_CLOSE;
 }
 
 void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud) {
@@ -129,6 +132,22 @@ int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t l
       if (rc) return rc;
     }
   }
+  return 0;
+}
+
+void agent_frame_size_put(unsigned char p[4], unsigned rows, unsigned cols) {
+  p[0] = (unsigned char)(rows >> 8);
+  p[1] = (unsigned char)rows;
+  p[2] = (unsigned char)(cols >> 8);
+  p[3] = (unsigned char)cols;
+}
+
+int agent_frame_size_get(const unsigned char *p, uint32_t len, unsigned *rows, unsigned *cols) {
+  if (len < 4) return -1;
+  unsigned r = (unsigned)p[0] << 8 | p[1], c = (unsigned)p[2] << 8 | p[3];
+  if (r == 0 || c == 0 || r > SM_FRAME_TTY_DIM_MAX || c > SM_FRAME_TTY_DIM_MAX) return -1;
+  *rows = r;
+  *cols = c;
   return 0;
 }
 

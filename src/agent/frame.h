@@ -19,6 +19,17 @@
  *   SM_FRAME_STDIN  bytes for the call's stdin.
  *   SM_FRAME_EOF    the call's stdin ends (empty payload). A call without
  *                   stdin gets this right after SM_FRAME_CALL.
+ *   SM_FRAME_TTY    a call on a pseudo-terminal the agent opens (a terminal,
+ *                   `sandman exec -t`): rows and columns (2 bytes each, BE),
+ *                   then the payload of SM_FRAME_CALL. The program is a
+ *                   session leader with the terminal as its controlling
+ *                   terminal and fds 0-2; SM_FRAME_STDIN is what is typed,
+ *                   its output comes back as SM_FRAME_STDOUT (the terminal
+ *                   merges both streams); SM_FRAME_EOF is ignored (a terminal
+ *                   has no end of input but ^D).
+ *   SM_FRAME_RESIZE rows and columns (2 bytes each, BE) of the current
+ *                   call's terminal: the program gets SIGWINCH. Ignored for
+ *                   a call without one.
  * Agent -> host:
  *   SM_FRAME_HELLO  once, at start: "sandman-agent <protocol version>".
  *   SM_FRAME_STDOUT / SM_FRAME_STDERR   the call's output as it arrives.
@@ -74,7 +85,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SM_AGENT_PROTOCOL "1"
+#define SM_AGENT_PROTOCOL "2"
 #define SM_AGENT_HELLO "sandman-agent " SM_AGENT_PROTOCOL
 #define SM_ROUTE_HELLO "sandman-route 1"
 #define SM_PORTS_HELLO "sandman-ports 1"
@@ -108,7 +119,12 @@ enum {
   SM_FRAME_PORT_ACK = 'K',
   SM_FRAME_PORT_EOF = 'Z',
   SM_FRAME_PORT_CLOSE = 'Y',
+  SM_FRAME_TTY = 'T',
+  SM_FRAME_RESIZE = 'W',
 };
+
+/* A terminal's size: 1..SM_FRAME_TTY_DIM_MAX in each direction. */
+#define SM_FRAME_TTY_DIM_MAX 4096u
 
 /* The bytes of one connection a side may have in flight (sent, not yet
  * acknowledged), each way. */
@@ -146,6 +162,12 @@ void sm_frame_reader_dispose(sm_frame_reader *r);
 
 /* The largest payload a frame of this type may have, 0 for an unknown type. */
 uint32_t sm_frame_type_max(int type);
+
+/* A terminal's size as SM_FRAME_TTY and SM_FRAME_RESIZE carry it (4 bytes
+ * at p). get: -1 when len < 4 or a dimension is 0 or over
+ * SM_FRAME_TTY_DIM_MAX. */
+void agent_frame_size_put(unsigned char p[4], unsigned rows, unsigned cols);
+int agent_frame_size_get(const unsigned char *p, uint32_t len, unsigned *rows, unsigned *cols);
 
 /* Splits a SM_FRAME_CALL payload in place. Fills *cwd, argv (argc entries
  * plus a NULL; room for max_argv + 1) and env (the rest plus a NULL; room

@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/code.h"
 #include "agent/digest_walk.h"
 #include "agent/frame.h"
 #include "agent/untar.h"
@@ -39,9 +41,12 @@
 
 extern char **environ;
 
-/* The call in progress, if any. Our ends of its pipes are -1 once closed. */
+/* The call in progress, if any. Our ends of its pipes are -1 once closed.
+ * On a terminal (tty), out is the terminal's master and in a duplicate of
+ * it; err is not used. */
 static struct {
   int active;
+  int tty;
   uint32_t id;
   pid_t pid;
   int in, out, err;
@@ -197,6 +202,7 @@ static void close_others(int keep) {
 /* What the child needs; it shares our memory until it execs. */
 struct spawn {
   int in, out, err, fail; /* its ends of the pipes; fail is close-on-exec */
+  int tty;                /* in, out and err are a terminal's slave */
   const char *cwd;
   char **argv, **env;
 };
@@ -207,7 +213,15 @@ struct spawn {
  * {stage, errno} on the fail pipe; success closes it, and we read EOF. */
 static int child(void *arg) {
   const struct spawn *sp = arg;
-  setpgid(0, 0); /* the host kills the call's group without hitting us */
+  /* The host kills the call's group without hitting us. On a terminal the
+   * call leads a session of its own, whose controlling terminal it is
+   * (so ^C reaches its foreground group and SIGWINCH its size). */
+  if (sp->tty) {
+    setsid();
+    ioctl(sp->in, TIOCSCTTY, 0);
+  } else {
+    setpgid(0, 0);
+  }
   /* main reset every other signal to the default; ignoring survives
    * execve, and so does the mask (SIGCHLD is blocked for the signalfd). */
   signal(SIGPIPE, SIG_DFL);
@@ -234,7 +248,58 @@ static int child(void *arg) {
 
 static int make_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
-static void start_call(uint32_t id, unsigned char *payload, uint32_t len) {
+/* A new pseudo-terminal of the given size: fds[0] its master, fds[1] its
+ * slave (both close-on-exec). By ioctl rather than posix_openpt and
+ * friends, which differ between the C libraries the agent is built with. */
+static int make_pty(unsigned rows, unsigned cols, int fds[2]) {
+  fds[0] = fds[1] = -1;
+  int m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (m < 0) return -1;
+  int unlock = 0, n = -1;
+  char name[32];
+  if (ioctl(m, TIOCSPTLCK, &unlock) != 0 || ioctl(m, TIOCGPTN, &n) != 0) {
+    int e = errno;
+    close(m);
+    errno = e;
+    return -1;
+  }
+  snprintf(name, sizeof name, "/dev/pts/%d", n);
+  int sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (sl < 0) {
+    int e = errno;
+    close(m);
+    errno = e;
+    return -1;
+  }
+  struct winsize ws = {(unsigned short)rows, (unsigned short)cols, 0, 0};
+  ioctl(m, TIOCSWINSZ, &ws);
+  fds[0] = m;
+  fds[1] = sl;
+  return 0;
+}
+
+/* The call's ends: pipes, or a terminal whose slave is all three of the
+ * child's (pin[0], pout[1], perr[1]) and whose master is ours (pout[0],
+ * and pin[1] a duplicate). */
+static int make_ends(unsigned rows, unsigned cols, int pin[2], int pout[2], int perr[2]) {
+  if (rows == 0) return make_pipe(pin) || make_pipe(pout) || make_pipe(perr) ? -1 : 0;
+  int pt[2];
+  if (make_pty(rows, cols, pt) != 0) return -1;
+  int dup_m = fcntl(pt[0], F_DUPFD_CLOEXEC, 3);
+  int dup_s1 = fcntl(pt[1], F_DUPFD_CLOEXEC, 3);
+  int dup_s2 = fcntl(pt[1], F_DUPFD_CLOEXEC, 3);
+  pout[0] = pt[0];
+  pin[0] = pt[1];
+  pin[1] = dup_m;
+  pout[1] = dup_s1;
+  perr[1] = dup_s2;
+  perr[0] = -1;
+  return dup_m < 0 || dup_s1 < 0 || dup_s2 < 0 ? -1 : 0;
+}
+
+/* rows 0: a call on pipes; else on a terminal of rows x cols. */
+static void start_call(uint32_t id, unsigned char *payload, uint32_t len, unsigned rows,
+                       unsigned cols) {
   const char *cwd;
   size_t argc, envc;
   if (sm_frame_parse_call(payload, len, &cwd, argv_slots, MAX_ARGV, &argc, env_slots, MAX_ENV,
@@ -248,18 +313,18 @@ static void start_call(uint32_t id, unsigned char *payload, uint32_t len) {
     return;
   }
   int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, pfail[2] = {-1, -1};
-  if (make_pipe(pin) || make_pipe(pout) || make_pipe(perr) || make_pipe(pfail)) {
+  if (make_ends(rows, cols, pin, pout, perr) || make_pipe(pfail)) {
     int e = errno;
     int *all[] = {&pin[0], &pin[1], &pout[0], &pout[1], &perr[0], &perr[1], &pfail[0], &pfail[1]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) close_fd(all[i]);
     free(env);
-    send_fail(id, e, "pipe", argv_slots[0]);
+    send_fail(id, e, rows ? "pty" : "pipe", argv_slots[0]);
     return;
   }
   /* Like posix_spawn: no copy of our address space (a fork costs gVisor a
    * new one, ~4 ms), and we resume once the child has exec'd or failed. */
   static _Alignas(16) unsigned char stack[64 << 10];
-  struct spawn sp = {pin[0], pout[1], perr[1], pfail[1], cwd, argv_slots, env};
+  struct spawn sp = {pin[0], pout[1], perr[1], pfail[1], rows != 0, cwd, argv_slots, env};
   pid_t pid = clone(child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &sp);
   int fork_errno = errno;
   free(env);
@@ -291,6 +356,7 @@ static void start_call(uint32_t id, unsigned char *payload, uint32_t len) {
   }
   fcntl(pin[1], F_SETFL, O_NONBLOCK);
   call.active = 1;
+  call.tty = rows != 0;
   call.id = id;
   call.pid = pid;
   call.in = pin[1];
@@ -354,12 +420,30 @@ static void flush_stdin(void) {
   if (call.eof) close_fd(&call.in);
 }
 
+/* The current call's terminal takes a new size (its program gets SIGWINCH). */
+static void resize(uint32_t id, const unsigned char *payload, uint32_t len) {
+  unsigned rows, cols;
+  if (agent_frame_size_get(payload, len, &rows, &cols) != 0) protocol_error("bad terminal size");
+  if (!call.active || !call.tty || id != call.id || call.out < 0) return;
+  struct winsize ws = {(unsigned short)rows, (unsigned short)cols, 0, 0};
+  ioctl(call.out, TIOCSWINSZ, &ws);
+}
+
 static int on_frame(void *ud, int type, uint32_t id, const unsigned char *payload, uint32_t len) {
   (void)ud;
+  unsigned rows = 0, cols = 0;
   switch (type) {
   case SM_FRAME_CALL:
     if (call.active) protocol_error("a call frame while a call runs");
-    start_call(id, SM_UNCONST(payload), len); /* read only: argv points into it */
+    start_call(id, SM_UNCONST(payload), len, 0, 0); /* read only: argv points into it */
+    return 0;
+  case SM_FRAME_TTY:
+    if (call.active) protocol_error("a call frame while a call runs");
+    if (agent_frame_size_get(payload, len, &rows, &cols) != 0) protocol_error("bad terminal size");
+    start_call(id, (unsigned char *)SM_UNCONST(payload) + 4, len - 4, rows, cols);
+    return 0;
+  case SM_FRAME_RESIZE:
+    resize(id, payload, len);
     return 0;
   case SM_FRAME_STDIN:
     /* Other ids are stale: they crossed the previous call's exit. */
@@ -369,7 +453,8 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *payloa
     }
     return 0;
   case SM_FRAME_EOF:
-    if (stdin_open() && id == call.id) {
+    /* A terminal's input has no end (^D is a byte like any other). */
+    if (stdin_open() && id == call.id && !call.tty) {
       call.eof = 1;
       if (call.off == call.len) close_fd(&call.in);
     }
@@ -434,9 +519,12 @@ int main(int argc, char **argv) {
    * (digest_walk.c). */
   if (argc > 1 && strcmp(argv[1], "wsdigest") == 0)
     return sm_agent_wsdigest_main(argc - 1, argv + 1);
+  /* `sandman-agent code start|send`: code contexts' driver (code.c). */
+  if (argc > 1 && strcmp(argv[1], "code") == 0) return agent_code_main(argc - 1, argv + 1);
   if (argc != 1) {
     fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | wsdigest DIR "
-                    "MAX [EXCLUDE...] | route | tools ... | ports | watch ROOT PATH FLAGS]\n");
+                    "MAX [EXCLUDE...] | route | tools ... | code start|send | ports |\n"
+                    "       watch ROOT PATH FLAGS]\n");
     return 2;
   }
   /* Fds 0-2 must be taken so that no pipe end lands on them. */
@@ -461,7 +549,7 @@ int main(int argc, char **argv) {
   send_frame(SM_FRAME_HELLO, 0, sizeof SM_AGENT_HELLO - 1);
 
   sm_frame_reader reader;
-  sm_frame_reader_init(&reader, SM_FRAME_CALL_MAX, on_frame, NULL);
+  sm_frame_reader_init(&reader, SM_FRAME_CALL_MAX + 4, on_frame, NULL);
   while (!host_eof || call.active) {
     struct pollfd pf[5];
     int np = 0, i_host = -1, i_out = -1, i_err = -1, i_in = -1, timeout = -1;
@@ -496,7 +584,12 @@ int main(int argc, char **argv) {
     if (i_out >= 0 && pf[i_out].revents) pump(&call.out, SM_FRAME_STDOUT);
     if (i_err >= 0 && pf[i_err].revents) pump(&call.err, SM_FRAME_STDERR);
     if (i_in >= 0 && pf[i_in].revents) flush_stdin();
-    if (i_host >= 0 && pf[i_host].revents) read_host(&reader);
+    if (i_host >= 0 && pf[i_host].revents) {
+      read_host(&reader);
+      /* A terminal echoes what was just typed at once: read it now rather
+       * than after one more poll (a keystroke's round trip). */
+      if (call.active && call.tty && call.out >= 0) pump(&call.out, SM_FRAME_STDOUT);
+    }
     if (call.active && call.exited &&
         ((call.out < 0 && call.err < 0) || now_ms() >= call.deadline))
       end_call();

@@ -52,6 +52,17 @@ static const event_kind kinds[] = {
     {"host_tool.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
     {"host_tool.approval", 3003, "Authorize Session", 1, "Assign Privileges", DISP_NONE, 0},
     {"lease.restored", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
+    {"code.run", 1007, "Process Activity", 99, "Other", DISP_ALLOWED, 0},
+    {"code.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
+    {"code.context", 3004, "Entity Management", 99, "Other", DISP_NONE, 0},
+    {"terminal.created", 1007, "Process Activity", 1, "Launch", DISP_ALLOWED, 0},
+    {"terminal.refused", 1007, "Process Activity", 1, "Launch", DISP_BLOCKED, 1},
+    {"terminal.attached", 1007, "Process Activity", 99, "Other", DISP_ALLOWED, 0},
+    {"terminal.ended", 1007, "Process Activity", 2, "Terminate", DISP_NONE, 0},
+    {"sandbox.frozen", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
+    {"sandbox.stopped", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
+    {"sandbox.hibernated", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
+    {"sandbox.resumed", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

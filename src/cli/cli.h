@@ -29,6 +29,8 @@ typedef struct cli_globals {
 /* One per command, in cmd_<group>.c; each gets its parsed command line
  * (table.h) and returns the exit code. */
 int cmd_run(const cli_call *call);
+int cmd_code(const cli_call *call);
+int cmd_exec(const cli_call *call);
 int cmd_worker_start(const cli_call *call);
 int cmd_version(const cli_call *call);
 int cmd_sandbox_doctor(const cli_call *call);
@@ -37,6 +39,8 @@ int cmd_sandbox_reap(const cli_call *call);
 int cmd_sandbox_rm(const cli_call *call);
 int cmd_sandbox_create(const cli_call *call);
 int cmd_sandbox_inspect(const cli_call *call);
+int cmd_sandbox_pause(const cli_call *call);
+int cmd_sandbox_resume(const cli_call *call);
 int cmd_config_check(const cli_call *call);
 int cmd_config_explain(const cli_call *call);
 int cmd_config_reload(const cli_call *call);
@@ -53,6 +57,9 @@ int cmd_help(const cli_call *call);
 
 /* Installs the log handler (text or JSON lines on stderr, --log-level). */
 void cli_log_setup(const cli_globals *g);
+/* Installs the stop signals (INT, TERM, HUP; no SA_RESTART) of a
+ * long-running command; returns the flag they set. */
+volatile int *cli_catch_stop_signals(void);
 /* "unknown command 'X'; did you mean ...": a usage error (exit 2). */
 int cli_unknown_command(const char *name, int json);
 

@@ -125,6 +125,12 @@ int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, 
     *cfg = NULL;
     return cli_fail(&err);
   }
+  /* An agent without an entry gets the defaults, as it may; a name one
+   * typo away from a configured one is most likely that one. */
+  const char *near = agent && !res->agent_known ? sm_config_agent_nearest(*cfg, agent) : NULL;
+  if (near)
+    cli_warn("agent '%s' has no entry in the configuration, so the defaults apply; did you mean "
+             "'%s'?", agent, near);
   return CLI_EXIT_OK;
 }
 

@@ -121,7 +121,11 @@ static void print_text(const sm_config *cfg, const sm_resolved *r, json_object *
                        const char *agent, const char *tool, const char *user) {
   const char *path = sm_config_path(cfg);
   printf("config:      %s\n", path ? path : "(none found: built-in defaults)");
-  if (agent)
+  const char *near = agent ? sm_config_agent_nearest(cfg, agent) : NULL;
+  if (near)
+    printf("agent:       %s (no agents entry: the defaults apply; did you mean '%s'?)\n", agent,
+           near);
+  else if (agent)
     printf("agent:       %s%s\n", agent,
            r->agent_known ? "" : " (no agents entry: the defaults apply)");
   else

@@ -42,6 +42,7 @@ static int parse_args(const cli_call *call, mcp_ctx *c, int *keep, const char **
   c->project = cli_str(call, "project");
   const char *sync;
   int rc = cli_add_list(call, "exclude", &c->flags.excludes, 0);
+  if (cli_has(call, "copy-env-files")) c->flags.copy_env_files = "true";
   if (rc == 0) rc = cli_workspace_flags(call, 0, &c->workspace, &sync);
   if (rc) return rc;
   if (sync && sm_sync_mode_parse(sync, &c->sync, &err) != 0)
@@ -78,23 +79,6 @@ static int prepare(void *ud, const char *tool, sm_run_request *req, sm_error *er
   return 0;
 }
 
-static volatile int stop;
-static void on_signal(int sig) {
-  (void)sig;
-  stop = 1;
-}
-
-/* Without SA_RESTART: the blocked read returns and the loop sees stop. */
-static void catch_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN); /* a client that went away: a write error, not a kill */
-}
 
 static int source_is_configured(const sm_resolved *res, const char *name) {
   for (size_t i = 0; i < res->n_sources; i++)
@@ -198,11 +182,12 @@ static int serve(sm_runner *runner, mcp_ctx *c, sm_error *err) {
     rc = err->code;
   }
   if (rc == 0) {
-    catch_signals();
+    volatile int *stop = cli_catch_stop_signals();
+    signal(SIGPIPE, SIG_IGN); /* a client that went away: a write error, not a kill */
     sm_log(SM_LOG_INFO, "sandman mcp: serving on stdio, sandbox %s %s",
            sm_mode_name(c->settings.mode),
            c->settings.mode == SM_MODE_PER_RUN ? c->run_id : c->worker_id);
-    rc = sm_mcp_serve_stdio(session, STDIN_FILENO, STDOUT_FILENO, &stop, err);
+    rc = sm_mcp_serve_stdio(session, STDIN_FILENO, STDOUT_FILENO, stop, err);
   }
   sm_mcp_session_free(session);
   return rc;

@@ -26,6 +26,7 @@ typedef struct run_args {
   const char **env;
   size_t n_env;
   int use_stdin, json;
+  const char *mode_source; /* where the mode came from (--json's mode_source) */
 } run_args;
 
 static void run_args_dispose(run_args *a) {
@@ -72,6 +73,7 @@ static int parse_args(const cli_call *call, run_args *a) {
   }
   int rc = cli_add_list(call, "env-passthrough", &a->flags.env_passthrough, a->json);
   if (rc == 0) rc = cli_add_list(call, "exclude", &a->flags.excludes, a->json);
+  if (cli_has(call, "copy-env-files")) a->flags.copy_env_files = "true";
   if (rc == 0) rc = cli_protect_flags(call, &a->flags.protect, a->json);
   if (rc) return rc;
   return cli_workspace_flags(call, a->json, &a->workspace, &a->sync);
@@ -123,8 +125,9 @@ static int stream_output(void *ud, int stream, const char *data, size_t len) {
   return write_all(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
 }
 
-/* One WARN line per entry the copy out did not apply (capped), and one for a
- * replaced sandbox: a plain run must not lose them. */
+/* One WARN line per entry the copy out did not apply (capped): a plain run
+ * must not lose them. A replaced sandbox has its WARN line from the library
+ * already, when it happens. */
 #define REFUSED_LINES 10
 
 static void report_workspace(const sm_run_result *r) {
@@ -157,6 +160,19 @@ static int exit_code_for(const sm_run_result *r) {
   return r->exit_code < 0 || r->exit_code > 255 ? CLI_EXIT_FAILURE : r->exit_code;
 }
 
+/* The contract's object with where the mode came from. */
+static void print_result_json(const run_args *a, const sm_run_result *r) {
+  json_object *o = sm_run_result_to_json(r);
+  if (o == NULL) {
+    cli_error("out of memory");
+    return;
+  }
+  if (a->mode_source)
+    json_object_object_add(o, "mode_source", json_object_new_string(a->mode_source));
+  cli_print_json(o);
+  json_object_put(o);
+}
+
 /* A call that never ran (refused, bad setup): the same JSON object. */
 static int report_failure(const run_args *a, sm_mode mode, sm_failure_kind kind,
                           const sm_error *err) {
@@ -167,9 +183,7 @@ static int report_failure(const run_args *a, sm_mode mode, sm_failure_kind kind,
   r.exit_code = CLI_EXIT_FAILURE;
   snprintf(r.error, sizeof r.error, "%s", err->message);
   if (a->json) {
-    json_object *o = sm_run_result_to_json(&r);
-    if (o) cli_print_json(o);
-    json_object_put(o);
+    print_result_json(a, &r);
   } else {
     cli_error("%s", err->message);
   }
@@ -182,10 +196,7 @@ static int report_result(const run_args *a, const sm_run_result *result, int rc,
                          const sm_error *err) {
   int code = exit_code_for(result);
   if (a->json) {
-    json_object *o = sm_run_result_to_json(result);
-    if (o) cli_print_json(o);
-    else cli_error("out of memory");
-    json_object_put(o);
+    print_result_json(a, result);
   } else {
     if (result->failure_kind == SM_FAIL_SANDBOX || result->failure_kind == SM_FAIL_ENGINE ||
         result->failure_kind == SM_FAIL_POLICY || rc != 0) {
@@ -227,20 +238,43 @@ static void audit_call(const sm_config *cfg, sm_runner *runner, const char *even
   else sm_audit_close(audit);
 }
 
-/* What the configuration refuses before anything starts: the tool, or
- * --runtime for a call that would run on the host. 0 with the call's mode,
- * or the refusal's exit code (reported). */
-static int refusal(const run_args *a, const sm_config *cfg, const sm_resolved *res,
-                   sm_mode *mode) {
+/* Where the call's mode came from: "flag", "agent", "defaults",
+ * "project_environment" or "built_in". */
+static const char *mode_source_of(const sm_resolved *res) {
+  for (size_t i = 0; i < res->n_sources; i++)
+    if (strcmp(res->sources[i].name, "mode") == 0)
+      return sm_setting_source_name(res->sources[i].source);
+  return sm_setting_source_name(SM_SOURCE_BUILT_IN);
+}
+
+/* What the configuration refuses before anything starts: the tool, a
+ * command root would run on the host only because nothing chose a mode,
+ * or --runtime for a call that would run on the host. 0 with the call's
+ * mode, or the refusal's exit code (reported). */
+static int refusal(const run_args *a, const char *cmd, const sm_config *cfg,
+                   const sm_resolved *res, sm_mode *mode) {
   sm_error err = SM_ERROR_INIT;
   *mode = res->settings.mode;
   if (!res->allowed) {
-    sm_error_set(&err, SM_EPOLICY, "tool '%s' refused by the configuration (%s)",
-                 a->names.tool ? a->names.tool : "(none)", res->rule);
+    /* No --tool: the configuration checks a plain command as "exec". */
+    sm_error_set(&err, SM_EPOLICY, "tool '%s' refused by the configuration (%s)%s",
+                 a->names.tool ? a->names.tool : "exec", res->rule,
+                 a->names.tool ? "" : "; without --tool a plain command is the tool 'exec'");
     audit_call(cfg, NULL, "call.refused", a, res, *mode);
     return report_failure(a, *mode, SM_FAIL_POLICY, &err);
   }
   if (!res->sandboxed) *mode = SM_MODE_NONE;
+  /* The built-in mode none runs a command on the host as its caller: for
+   * root, only when asked for. */
+  if (res->mode_unchosen && geteuid() == 0) {
+    sm_error_set(&err, SM_EPOLICY,
+                 "refusing to run '%s' on the host as root: no mode was chosen (no --mode, no "
+                 "mode in the configuration, no project environment). Run it in a sandbox with "
+                 "--mode per_tool, or on the host on purpose with --mode none",
+                 cmd ? cmd : "");
+    audit_call(cfg, NULL, "call.refused", a, res, *mode);
+    return report_failure(a, *mode, SM_FAIL_POLICY, &err);
+  }
   /* --runtime asks for a container under that runtime: never the host. */
   if (*mode == SM_MODE_NONE && a->flags.runtime && *a->flags.runtime) {
     sm_error_set(&err, SM_ESANDBOX,
@@ -269,8 +303,9 @@ static int run_call(const cli_call *call, run_args *a) {
   sm_resolved res;
   rc = cli_load_resolve(g, a->names.agent, a->names.tool, a->names.user, &a->flags, &cfg, &res);
   if (rc) return rc;
+  a->mode_source = mode_source_of(&res);
   sm_mode mode;
-  if ((rc = refusal(a, cfg, &res, &mode)) != 0) {
+  if ((rc = refusal(a, call->n_args > 0 ? call->args[0] : NULL, cfg, &res, &mode)) != 0) {
     sm_config_free(cfg);
     return rc;
   }

@@ -117,7 +117,7 @@ static const struct {
 } filter_keys[] = {{"id", "id"},           {"name", "name"},     {"mode", "mode"},
                    {"project", "project"}, {"run", "run_id"},    {"worker", "worker_id"},
                    {"agent", "agent"},     {"status", "status"}, {"pool", "pool"},
-                   {"busy", "busy"},       {"image", "image"}};
+                   {"busy", "busy"},       {"image", "image"},   {"state", "state"}};
 
 #define N_FILTER_KEYS (sizeof filter_keys / sizeof filter_keys[0])
 
@@ -145,7 +145,7 @@ static int check_filters(const cli_call *call, const char **filters, size_t n, i
       const char *near = cli_nearest(word, keys, N_FILTER_KEYS + 1);
       return cli_usage_error(call->cmd, json,
                              "--filter: unknown key '%s'%s%s%s (use id, name, mode, project, run, "
-                             "worker, agent, status, pool, busy, image or label)",
+                             "worker, agent, status, state, pool, busy, image or label)",
                              word, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
     }
   }
@@ -183,7 +183,8 @@ static int label_ids(sm_engine *engine, int all, const char **filters, size_t n,
   for (size_t i = 0; i < n && nl < 64; i++)
     if (strncmp(filters[i], "label=", 6) == 0) labels[nl++] = filters[i] + 6;
   if (nl == 0) return 0;
-  return sm_engine_container_list(engine, all, labels, nl, out, err);
+  (void)all; /* stopped and hibernated sandboxes are listed without --all */
+  return sm_engine_container_list(engine, 1, labels, nl, out, err);
 }
 
 static int listed_by_engine(json_object *ids, const char *id) {
@@ -294,12 +295,22 @@ int cmd_sandbox_list(const cli_call *call) {
     sm_ops_sandbox blank;
     memset(&blank, 0, sizeof blank);
     json_object *probe = format ? sm_ops_sandbox_to_json(&blank) : NULL;
-    if (format && (probe == NULL || render_template(format, probe, NULL, bad, sizeof bad) != 0))
+    if (format && (probe == NULL || render_template(format, probe, NULL, bad, sizeof bad) != 0)) {
+      /* The fields named from the object itself, so the list cannot drift. */
+      char fields[512] = "";
+      size_t o = 0;
+      if (probe) {
+        json_object_object_foreach(probe, key, val) {
+          (void)val;
+          int n = snprintf(fields + o, sizeof fields - o, "%s%s", o ? ", " : "", key);
+          if (n < 0 || (size_t)n >= sizeof fields - o) break;
+          o += (size_t)n;
+        }
+      }
       rc = cli_usage_error(call->cmd, 0,
-                           "--format: unknown field '%s' (the fields of `sandbox list --json`: "
-                           "id, name, mode, project, run_id, worker_id, agent, image, status, "
-                           "created_at, last_used_at, busy, pool)",
-                           bad);
+                           "--format: unknown field '%s' (the fields of `sandbox list --json`: %s)",
+                           bad, fields);
+    }
     json_object_put(probe);
     for (size_t i = 0; i < list.n && rc == 0; i++) {
       if (quiet) {

@@ -24,7 +24,56 @@ typedef struct worker_args {
   size_t max_body, max_file_body, host_tool_memory;
   double background_max;
   double mcp_session_idle, reap_interval;
+  unsigned code_queue, code_max_contexts;
+  size_t code_max_output;
+  double terminal_grace;
+  unsigned terminals_per_sandbox, max_terminals;
+  size_t terminal_scrollback;
 } worker_args;
+
+/* The terminals' flags (docs/terminals.md). */
+static int terminal_args(const cli_call *call, worker_args *a) {
+  sm_error err = SM_ERROR_INIT;
+  int64_t v;
+  const char *grace = cli_str(call, "terminal-grace");
+  if (grace && (sm_parse_duration(grace, &a->terminal_grace, &err) != 0 || a->terminal_grace <= 0))
+    return cli_usage_error(call->cmd, 0,
+                           "--terminal-grace: takes a duration such as 30s or 10m, not '%s'",
+                           grace);
+  if (cli_str(call, "terminals-per-sandbox") &&
+      sm_parse_int(cli_str(call, "terminals-per-sandbox"), 1, 256, &v, &err) == 0)
+    a->terminals_per_sandbox = (unsigned)v;
+  if (cli_str(call, "max-terminals") &&
+      sm_parse_int(cli_str(call, "max-terminals"), 1, 1024, &v, &err) == 0)
+    a->max_terminals = (unsigned)v;
+  const char *sb = cli_str(call, "terminal-scrollback");
+  if (sb) {
+    if (sm_parse_size(sb, &v, &err) != 0 || v < 1024 || v > (int64_t)64 << 20)
+      return cli_usage_error(call->cmd, 0,
+                             "--terminal-scrollback: takes a size from 1k to 64m, not '%s'", sb);
+    a->terminal_scrollback = (size_t)v;
+  }
+  return 0;
+}
+
+/* --code-queue, --code-max-contexts, --code-max-output (docs/code.md). */
+static int code_limits(const cli_call *call, worker_args *a) {
+  sm_error err = SM_ERROR_INIT;
+  int64_t v;
+  if (cli_str(call, "code-queue") && sm_parse_int(cli_str(call, "code-queue"), 1, 1024, &v, &err) == 0)
+    a->code_queue = (unsigned)v;
+  if (cli_str(call, "code-max-contexts") &&
+      sm_parse_int(cli_str(call, "code-max-contexts"), 1, 64, &v, &err) == 0)
+    a->code_max_contexts = (unsigned)v;
+  if (cli_str(call, "code-max-output")) {
+    if (sm_parse_size(cli_str(call, "code-max-output"), &v, &err) != 0 || v < 1024 ||
+        v > (int64_t)SM_CODE_MAX_OUTPUT_LIMIT)
+      return cli_usage_error(call->cmd, 0, "--code-max-output: takes a size from 1k to 256m, not '%s'",
+                             cli_str(call, "code-max-output"));
+    a->code_max_output = (size_t)v;
+  }
+  return 0;
+}
 
 /* The table checked every value's form; here they become the runner's
  * settings. */
@@ -39,6 +88,7 @@ static int parse_args(const cli_call *call, worker_args *a) {
   a->creds = cli_str(call, "credentials-file");
   a->ws_root = cli_str(call, "workspaces-root");
   int rc = cli_add_list(call, "env-passthrough", &a->flags.env_passthrough, 0);
+  if (rc == 0) rc = code_limits(call, a);
   if (rc) return rc;
   if (cli_str(call, "threads") && sm_parse_int(cli_str(call, "threads"), 1, 1024, &v, &err) == 0)
     a->threads = (unsigned)v;
@@ -99,7 +149,7 @@ static int parse_args(const cli_call *call, worker_args *a) {
   if (cli_str(call, "sandbox-pool-parallel") &&
       sm_parse_int(cli_str(call, "sandbox-pool-parallel"), 1, SM_POOL_MAX_PARALLEL, &v, &err) == 0)
     a->pool_parallel = (unsigned)v;
-  return 0;
+  return terminal_args(call, a);
 }
 
 /* Configurations replaced by a reload: calls in flight may still use
@@ -202,6 +252,9 @@ static void server_options(sm_server_options *so, worker_args *a, const char *to
   so->max_body = a->max_body;
   so->max_file_body = a->max_file_body;
   so->mcp_sessions_per_token = a->mcp_per_token;
+  so->code_queue = a->code_queue;
+  so->code_max_contexts = a->code_max_contexts;
+  so->code_max_output = a->code_max_output;
   so->credentials_file = a->creds;
   so->workspaces_root = a->ws_root;
   so->pool = a->pool;
@@ -210,6 +263,10 @@ static void server_options(sm_server_options *so, worker_args *a, const char *to
   so->background_max_s = a->background_max;
   so->mcp_session_idle_s = a->mcp_session_idle;
   so->reap_interval_s = a->reap_interval;
+  so->terminal_grace_s = a->terminal_grace;
+  so->terminals_per_sandbox = a->terminals_per_sandbox;
+  so->max_terminals = a->max_terminals;
+  so->terminal_scrollback = a->terminal_scrollback;
   so->flags = &a->flags;
 }
 

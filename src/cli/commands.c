@@ -26,7 +26,9 @@
    .help = "none | in | inout: workspace direction (default inout)"}
 #define FLAG_EXCLUDE \
   {.name = "exclude", .kind = CLI_STRING, .metavar = "GLOB", .attrs = CLI_REPEAT, \
-   .help = "workspace paths not copied (repeatable)"}
+   .help = "workspace paths not copied (repeatable)"}, \
+  {.name = "copy-env-files", \
+   .help = "copy the workspace's .env and .env.* files too (left out by default)"}
 #define FLAGS_SANDBOX_LIMITS \
   {.name = "network", .kind = CLI_ENUM, .metavar = "NET", .values = "none|bridge|allowlist", \
    .help = "none | bridge | allowlist (default none; allowlist: only egress.allow, through the egress proxy)"}, \
@@ -94,6 +96,69 @@ static const cli_flag run_flags[] = {
     {.name = "json", .help = "print the result as one JSON object"},
     END};
 
+static const cli_flag code_flags[] = {
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .section = "The sandbox (a keyed one):", .help = "per_run: the run whose sandbox holds the context"},
+    FLAG_WORKER_ID,
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
+     .help = "per_run | per_worker (default: from --run-id or --worker-id)"},
+    FLAG_PROJECT,
+    {.name = "project-environment", .kind = CLI_ENUM, .metavar = "ENV", .values = ENVIRONMENTS,
+     .help = "production | staging | development"},
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "agent making the call (configuration entry)"},
+    {.name = "user", .kind = CLI_NAME, .metavar = "ID",
+     .help = "end user on whose behalf the call runs"},
+    {.name = "image", .kind = CLI_STRING, .metavar = "REF",
+     .help = "image, when the sandbox is made (needs a Jupyter kernel: sandman/general)"},
+    FLAGS_SANDBOX_LIMITS,
+    {.name = "context", .kind = CLI_STRING, .metavar = "NAME", .section = "The context:",
+     .help = "the context (default: the sandbox's default one, made on first use)"},
+    {.name = "kernel", .kind = CLI_STRING, .metavar = "NAME",
+     .help = "kernelspec of a context this makes (default: python3)"},
+    {.name = "language", .kind = CLI_STRING, .metavar = "LANG",
+     .help = "or the first kernel of this language"},
+    {.name = "cwd", .kind = CLI_STRING, .metavar = "DIR",
+     .help = "its working directory (default /workspace)"},
+    {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
+     .help = "a variable of a context this makes (repeatable)"},
+    {.name = "code", .short_name = 'c', .kind = CLI_STRING, .metavar = "CODE", .section = "A run:",
+     .help = "the code to run (else FILE, or - for standard input)"},
+    {.name = "timeout", .kind = CLI_DURATION, .metavar = "SECONDS",
+     .help = "the cell's; past it the cell is interrupted (default 120)"},
+    {.name = "save-images", .kind = CLI_DIR, .metavar = "DIR",
+     .help = "save images (png, jpeg, svg) of the results in DIR"},
+    {.name = "json", .help = "print each event as a JSON line (an action: its JSON)"},
+    {.name = "list", .section = "Instead of a run:", .help = "list the sandbox's contexts"},
+    {.name = "create", .help = "make context --context NAME"},
+    {.name = "info", .help = "describe the context"},
+    {.name = "interrupt", .help = "interrupt the cell running in the context"},
+    {.name = "restart", .help = "a fresh kernel for the context (its state is dropped)"},
+    {.name = "delete", .help = "delete the context"},
+    END};
+
+static const cli_flag exec_flags[] = {
+    {.name = "interactive", .short_name = 'i',
+     .help = "pass standard input to the command as it comes"},
+    {.name = "tty", .short_name = 't',
+     .help = "a pseudo-terminal of this terminal's size (raw mode, size changes passed on)"},
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .section = "The sandbox (one of these, or SANDBOX):",
+     .help = "the per_run sandbox of this run"},
+    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
+     .help = "the per_worker sandbox of this worker"},
+    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
+     .help = "per_run or per_worker (implied by --run-id or --worker-id)"},
+    FLAG_PROJECT,
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "agent whose sandbox it is (configuration entry)"},
+    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
+     .section = "The command:", .help = "set a variable; K alone passes the host's value (repeatable)"},
+    {.name = "workdir", .short_name = 'w', .kind = CLI_STRING, .metavar = "DIR",
+     .help = "working directory in the sandbox (default /workspace)"},
+    END};
+
 static const cli_flag worker_flags[] = {
     {.name = "pool", .kind = CLI_STRING, .metavar = "NAME", .section = "Sandboxes:",
      .help = "name of this runner's pool (logs, /healthz)"},
@@ -151,6 +216,20 @@ static const cli_flag worker_flags[] = {
      .help = "an MCP session idle this long ends, with its own sandbox (default 10m)"},
     {.name = "reap-interval", .kind = CLI_DURATION, .metavar = "DURATION",
      .help = "how often idle sandboxes and MCP sessions are looked for (default 60s)"},
+    {.name = "code-queue", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 1024,
+     .section = "Code contexts:", .help = "code runs waiting or running per sandbox (default 16)"},
+    {.name = "code-max-contexts", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 64,
+     .help = "code contexts per sandbox (default 8)"},
+    {.name = "code-max-output", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "output of one code run, 1k to 256m (default 16m)"},
+    {.name = "terminal-grace", .kind = CLI_DURATION, .metavar = "DURATION", .section = "Terminals:",
+     .help = "how long a terminal lives without a client, and stays listed once ended (default 10m)"},
+    {.name = "terminals-per-sandbox", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .help = "terminals running in one sandbox at once (default 8)"},
+    {.name = "max-terminals", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 1024,
+     .help = "terminals of this runner (default 64)"},
+    {.name = "terminal-scrollback", .kind = CLI_SIZE, .metavar = "SIZE",
+     .help = "text kept of lines that scrolled off a terminal's screen, 1k to 64m (default 1m)"},
     END};
 
 static const cli_flag doctor_flags[] = {
@@ -210,6 +289,28 @@ static const cli_flag create_flags[] = {
     {.name = "label", .kind = CLI_STRING, .metavar = "KEY=VALUE", .attrs = CLI_REPEAT,
      .help = "a label of its owner's (repeatable; GET /v1/sandboxes?label=KEY=VALUE finds it)"},
     {.name = "json", .help = "print its description (as GET /v1/sandboxes/ID)"},
+    END};
+
+#define FLAGS_KEEP_TARGET                                                                   \
+  {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,     \
+   .help = "the sandbox of this run"},                                                         \
+  {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS, \
+   .help = "the sandbox of this worker"}
+
+static const cli_flag pause_flags[] = {
+    {.name = "tier", .kind = CLI_ENUM, .metavar = "TIER", .values = "freeze|stop|hibernate",
+     .help = "freeze (default: memory kept, no CPU), stop (processes end, files kept) or "
+             "hibernate (memory written to disk; gVisor)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "no-wait", .help = "refuse when a call is in flight instead of waiting for it"},
+    {.name = "wait", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how long calls in flight are waited for (default 60s)"},
+    {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", \"since\", ...}"},
+    END};
+
+static const cli_flag resume_flags[] = {
+    FLAGS_KEEP_TARGET,
+    {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", \"since\", ...}"},
     END};
 
 static const cli_flag inspect_flags[] = {
@@ -323,6 +424,32 @@ const cli_command cli_commands[] = {
                     "stdout and stderr as they arrive, and its exit status. The command "
                     "starts at the first argument that is not an option, or after --.",
      .notes = RUN_NOTES, .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS},
+    {.name = "code", .args = "[OPTIONS] [SANDBOX] (-c CODE | FILE | -)", .flags = code_flags, .fn = cmd_code,
+     .summary = "run code in a live interpreter (a code context) of a keyed sandbox",
+     .description = "Runs code in a code context of a keyed sandbox (--run-id, --worker-id, or "
+                    "SANDBOX: a name or id of `sandbox list`): a Jupyter kernel that "
+                    "keeps its variables, imports and data between runs (docs/code.md). Output "
+                    "and the cell's value go to stdout as they come, errors with their traceback "
+                    "to stderr; images are saved with --save-images. --list, --create, --info, "
+                    "--interrupt, --restart and --delete manage the contexts instead.",
+     .notes = "Exit status: 0 ok, 1 the cell raised, 124 its timeout interrupted it, 130 "
+              "interrupted or cancelled, 137 the kernel died (the next run starts a fresh one), "
+              "125 sandman or the sandbox failed, 2 usage error.",
+     .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_FILES},
+    {.name = "exec", .args = "[OPTIONS] [SANDBOX] -- CMD [ARG...]", .flags = exec_flags,
+     .fn = cmd_exec, .summary = "run a command in an existing sandbox, like docker exec",
+     .description = "Runs a command in a per_run or per_worker sandbox that exists already "
+                    "(named by --run-id, --worker-id, or SANDBOX: a name or id from `sandbox "
+                    "list`), as the sandbox's user, in /workspace, with the environment its "
+                    "calls get; no workspace is copied. With -t it runs on a pseudo-terminal "
+                    "of this terminal's size that sandman's agent opens in the sandbox (so it "
+                    "works with network none and on a remote engine); with -i standard input "
+                    "goes to it as it comes (docs/terminals.md).",
+     .notes = "Exit status: the command's, or 2 usage error, 125 no such sandbox, sandbox "
+              "stopped or sandman/engine failure, 137 killed; 128+N when sandman was stopped "
+              "by signal N (the command is killed then).",
+     .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS,
+     .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",
@@ -330,7 +457,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect",
+    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -349,8 +476,11 @@ const cli_command cli_commands[] = {
      .summary = "remove idle sandboxes and those whose owner is gone",
      .description = "Removes this instance's sandboxes (container, volume, state files) "
                     "unused for longer than DURATION, those whose owner process is gone, "
-                    "exited ones and orphaned volumes. A busy sandbox (a call in flight) is "
-                    "never removed without --force. --dry-run changes nothing.",
+                    "exited ones and orphaned volumes. It covers the whole instance: every "
+                    "project's, run's, worker's and runner's sandboxes on this engine, not only "
+                    "those of your own calls (`sandbox rm` ends chosen ones). A busy sandbox (a "
+                    "call in flight) is never removed without --force. --dry-run changes "
+                    "nothing.",
      .max_args = 0},
     {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
      .summary = "remove sandboxes by id, name, run or worker",
@@ -373,6 +503,23 @@ const cli_command cli_commands[] = {
                     "labels) as JSON, as GET /v1/sandboxes/ID answers it. SANDBOX is its name, "
                     "id or a unique id prefix. Exit 1 when there is no such sandbox.",
      .min_args = 1, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox pause", .flags = pause_flags, .fn = cmd_sandbox_pause, .args = "[SANDBOX]",
+     .summary = "put a keyed sandbox to rest: freeze, stop or hibernate",
+     .description = "Puts one keyed sandbox (per_run, per_worker) to rest, named by SANDBOX, "
+                    "--run-id or --worker-id. freeze (the default) pauses its processes: memory "
+                    "kept, no CPU. stop ends them and keeps its files: /workspace is saved in the "
+                    "state directory and put back when it starts again. hibernate writes its "
+                    "processes' memory to disk through the engine's checkpoint and restores them "
+                    "running (gVisor sandboxes; the engine's experimental mode). A call into a "
+                    "resting sandbox resumes it by itself. Calls in flight are waited for "
+                    "(--no-wait: refused). Exit 1 when the sandbox is missing, busy or cannot "
+                    "go there from its state (docs/state.md).",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox resume", .flags = resume_flags, .fn = cmd_sandbox_resume, .args = "[SANDBOX]",
+     .summary = "bring a resting sandbox back to running",
+     .description = "Brings a frozen, stopped or hibernated sandbox back to running (a call "
+                    "into it would too). A running one is left as it is.",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,
@@ -397,8 +544,10 @@ const cli_command cli_commands[] = {
      .max_args = 0},
     {.name = "image", .summary = "build | load sandbox images"},
     {.name = "image build", .flags = image_build_flags, .fn = cmd_image_build, .args = "NAME|DIR",
-     .summary = "build an image from images/ through the engine, offline",
-     .description = "Builds a sandbox image through the engine's build endpoint, offline. "
+     .summary = "build an image from images/ through the engine, nothing pulled",
+     .description = "Builds a sandbox image through the engine's build endpoint; nothing is "
+                    "pulled from a registry (minimal and sandman need no network; the first "
+                    "build of general and dind downloads Debian packages with debootstrap). "
                     "NAME is a folder under images/: $SANDMAN_IMAGES_DIR/NAME, else "
                     "images/NAME in the current directory or a parent, else beside the "
                     "sandman binary (../images, ../share/sandman/images). DIR is a folder "

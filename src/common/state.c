@@ -172,6 +172,11 @@ int sm_state_busy_acquire(const char *state_dir, const char *sandbox_name, sm_st
   return lock_named(state_dir, "busy", sandbox_name, LOCK_SH, out, err);
 }
 
+int sm_state_busy_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
+                      sm_error *err) {
+  return lock_named(state_dir, "busy", sandbox_name, LOCK_SH | LOCK_NB, out, err);
+}
+
 int sm_state_exclusive_try(const char *state_dir, const char *sandbox_name, sm_state_lock **out,
                            sm_error *err) {
   return lock_named(state_dir, "busy", sandbox_name, LOCK_EX | LOCK_NB, out, err);
@@ -271,6 +276,10 @@ void sm_state_forget(const char *state_dir, const char *sandbox_name) {
   if (state_path(state_dir, "last-used", sandbox_name, "", path, sizeof path, &err) == 0) unlink(path);
   /* The workspace module keeps its incremental manifest here. */
   if (state_path(state_dir, "workspaces", sandbox_name, ".manifest", path, sizeof path, &err) == 0)
+    unlink(path);
+  /* Its rest record and saved /workspace (docs/state.md). */
+  if (state_path(state_dir, "rest", sandbox_name, ".json", path, sizeof path, &err) == 0) unlink(path);
+  if (state_path(state_dir, "rest", sandbox_name, ".ws.tar", path, sizeof path, &err) == 0)
     unlink(path);
   /* Its lock files, where nobody holds them (a holder removes its own with
    * sm_state_unlock_remove). */

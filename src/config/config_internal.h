@@ -72,6 +72,7 @@ typedef enum {
   CS_EXCLUDES,
   CS_ENV_PASSTHROUGH,
   CS_PROTECT, /* workspace.protect (+ workspace.protect_add) */
+  CS_COPY_ENV_FILES, /* workspace.copy_env_files */
   CS_COUNT
 } cfg_setting;
 
@@ -161,7 +162,7 @@ typedef struct cfg_worker {
   cfg_opt_list templates; /* the templates its token may ask for (narrows) */
 } cfg_worker;
 
-/* templates.<name>: what a sandbox made from it gets (config_templates.c). */
+/* templates.<name>: the settings a sandbox made from it receives (config_templates.c). */
 typedef struct cfg_template {
   char *name;
   cfg_value v[CS_COUNT]; /* image, network, runtime, cpu, memory, pids, disk, timeout, idle_timeout */

@@ -40,6 +40,7 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
     [CS_EXCLUDES] = {"excludes", CK_GLOBS, CFG_MERGE_EXTEND, "--exclude"},
     [CS_ENV_PASSTHROUGH] = {"env_passthrough", CK_GLOBS, CFG_MERGE_REPLACE, "--env-passthrough"},
     [CS_PROTECT] = {"protect", CK_GLOBS, CFG_MERGE_REPLACE, "--protect"},
+    [CS_COPY_ENV_FILES] = {"copy_env_files", CK_BOOL, CFG_MERGE_REPLACE, "--copy-env-files"},
 };
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
@@ -70,7 +71,7 @@ static const char *const agent_keys[] = {
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
-static const char *const workspace_keys[] = {"protect", "protect_add", NULL};
+static const char *const workspace_keys[] = {"protect", "protect_add", "copy_env_files", NULL};
 static const char *const tool_keys[] = {"argv", "description", NULL};
 
 /* Keys people put one level off: the full path they probably meant. */
@@ -83,6 +84,7 @@ static const struct {
     {"environment", "project.environment"}, {"host", "engine.host"},
     {"argv", "tools.<name>.argv"},
     {"protect", "workspace.protect"}, {"protect_add", "workspace.protect_add"},
+    {"copy_env_files", "workspace.copy_env_files"},
 };
 
 typedef cfg_vctx vctx;
@@ -476,6 +478,10 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
     if (pr && (rc = parse_setting(v, pr, q, CS_PROTECT, &l->v[CS_PROTECT]))) return rc;
     snprintf(q, sizeof q, "%s.protect_add", p);
     if (pa && (rc = get_list(v, pa, q, LIST_PROTECT, &l->protect_add.set, &l->protect_add.list)))
+      return rc;
+    const cfg_ynode *ce = cfg_map_get(n, "copy_env_files");
+    snprintf(q, sizeof q, "%s.copy_env_files", p);
+    if (ce && (rc = parse_setting(v, ce, q, CS_COPY_ENV_FILES, &l->v[CS_COPY_ENV_FILES])))
       return rc;
   }
   if ((n = cfg_map_get(map, "tools"))) {
@@ -1219,6 +1225,22 @@ const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name) {
 
 int sm_config_has_agent(const sm_config *cfg, const char *agent) {
   return cfg_find_agent(cfg, agent) != NULL;
+}
+
+const char *sm_config_agent_nearest(const sm_config *cfg, const char *agent) {
+  if (cfg == NULL || agent == NULL || cfg_find_agent(cfg, agent)) return NULL;
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (size_t i = 0; i < cfg->n_agents; i++) {
+    size_t d = sm_edit_distance(agent, cfg->agents[i].name);
+    if (d < best_d) {
+      best_d = d;
+      best = cfg->agents[i].name;
+    }
+  }
+  /* As for unknown keys: a short name tolerates one edit, longer ones more. */
+  size_t lim = best ? (strlen(best) <= 4 ? 1 : strlen(best) <= 8 ? 2 : 3) : 0;
+  return best && best_d <= lim ? best : NULL;
 }
 
 int sm_config_worker_services(const sm_config *cfg, const char *worker_key, sm_string_list *out) {

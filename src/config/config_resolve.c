@@ -58,6 +58,7 @@ static const char *flag_value(const sm_config_flags *f, cfg_setting id) {
     case CS_DISK: return f->disk;
     case CS_TMPFS: return f->tmpfs;
     case CS_TIMEOUT: return f->timeout;
+    case CS_COPY_ENV_FILES: return f->copy_env_files;
     default: return NULL;
   }
 }
@@ -113,6 +114,9 @@ static int parse_flag(cfg_setting id, const char *s, cfg_value *v, sm_error *err
         return sm_error_set(err, SM_EINVAL, "%s: %s", flag, perr.message);
       if (id == CS_TIMEOUT && v->d <= 0)
         return sm_error_set(err, SM_EINVAL, "%s: must be more than 0s", flag);
+      return 0;
+    case CK_BOOL:
+      v->i = strcmp(s, "false") != 0 && strcmp(s, "0") != 0;
       return 0;
     default: return 0;
   }
@@ -201,6 +205,27 @@ static int resolve_protect(const cfg_layer *D, const cfg_layer *A, const sm_conf
   return rc;
 }
 
+/* Unless workspace.copy_env_files, a workspace's .env files stay on the
+ * host: they hold secrets a sandboxed tool has no need of, and a .env
+ * written in the sandbox would be loaded by the host's tools (excluded
+ * paths go neither way). */
+static int env_file_excludes(sm_resolved *out, sm_error *err) {
+  static const char *const globs[] = SM_CONFIG_ENV_FILE_EXCLUDES;
+  if (out->copy_env_files) return 0;
+  /* The built-in layer's globs come first, the configuration's after. */
+  sm_string_list *l = &out->settings.excludes, rest = *l;
+  l->n = 0;
+  for (size_t g = 0; g < sizeof globs / sizeof globs[0]; g++) {
+    int rc = list_add_unique(l, globs[g], "excludes", err);
+    if (rc) return rc;
+  }
+  for (size_t i = 0; i < rest.n; i++) {
+    int rc = list_add_unique(l, rest.items[i], "excludes", err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int resolve_settings(const sm_config *cfg, const cfg_layer *D, const cfg_layer *A,
                             const sm_config_flags *flags, sm_resolved *out, sm_error *err) {
   const char *env = flags && flags->project_environment ? flags->project_environment
@@ -264,9 +289,10 @@ static int resolve_settings(const sm_config *cfg, const cfg_layer *D, const cfg_
       src = SM_SOURCE_PROJECT_ENVIRONMENT;
     }
     if (v) apply_value(&out->settings, id, v);
+    if (v && id == CS_COPY_ENV_FILES) out->copy_env_files = (int)v->i;
     set_source(out, cfg_settings[id].name, src);
   }
-  return 0;
+  return env_file_excludes(out, err);
 }
 
 static void join_list(char *dst, size_t len, const cfg_list *l) {
@@ -569,6 +595,7 @@ static json_object *setting_value(const sm_resolved *r, const char *name) {
   if (!strcmp(name, "excludes")) return list_array(&s->excludes);
   if (!strcmp(name, "env_passthrough")) return list_array(&s->env_passthrough);
   if (!strcmp(name, "protect")) return list_array(&s->protect);
+  if (!strcmp(name, "copy_env_files")) return json_object_new_boolean(r->copy_env_files);
   if (!strcmp(name, "scope")) return r->scope[0] ? json_object_new_string(r->scope) : NULL;
   if (!strcmp(name, "worker_tools")) return csv_array(r->worker_tools);
   if (!strcmp(name, "host_tools")) return csv_array(r->host_tools);

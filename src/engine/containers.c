@@ -1,5 +1,5 @@
-/* Containers: create, start, inspect, list by label, stop, kill, remove,
- * wait. */
+/* Containers: create, start, inspect, list by label, stop, kill, pause,
+ * unpause, remove, wait. */
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +59,14 @@ static int simple_post(sm_engine *engine, const char *id, const char *suffix, lo
 int sm_engine_container_start(sm_engine *engine, const char *id, sm_error *err) {
   /* 304 (already started) is not an error. */
   return simple_post(engine, id, "/start", 0, err);
+}
+
+int sm_engine_container_pause(sm_engine *engine, const char *id, sm_error *err) {
+  return simple_post(engine, id, "/pause", 0, err);
+}
+
+int sm_engine_container_unpause(sm_engine *engine, const char *id, sm_error *err) {
+  return simple_post(engine, id, "/unpause", 0, err);
 }
 
 int sm_engine_container_inspect(sm_engine *engine, const char *id, json_object **out,

@@ -336,6 +336,7 @@ struct sm_exec_stream {
   sm_exec_io io;
   char host[ENGINE_HOST_MAX];
   int ended;
+  int wake_fd; /* -1, or a descriptor whose readability ends a pump's wait */
 };
 
 int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, void *ud,
@@ -348,6 +349,7 @@ int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, 
   if (s == NULL) return sm_error_set(err, SM_ENOMEM, "exec stream: out of memory");
   sm_exec_io io = SM_EXEC_IO_INIT;
   s->io = io;
+  s->wake_fd = -1;
   s->io.output = output;
   s->io.output_ud = ud;
   snprintf(s->host, sizeof s->host, "%s", e->addr.host);
@@ -424,13 +426,16 @@ int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t 
     if (written) *written = done;
     if (progress || round == 1 || timeout_ms == 0) return 0;
     if (done < len) want |= POLLOUT;
-    struct pollfd p = {h->c.fd, want ? want : POLLIN, 0};
-    int n = poll(&p, 1, timeout_ms);
+    struct pollfd p[2] = {{h->c.fd, want ? want : POLLIN, 0}, {s->wake_fd, POLLIN, 0}};
+    int n = poll(p, s->wake_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0 && errno != EINTR) return sm_error_set_errno(err, SM_EIO, errno, "exec stream: poll");
     if (n == 0) return 0;
+    if (s->wake_fd >= 0 && p[1].revents && !p[0].revents) return 0;
   }
   return 0;
 }
+
+void sm_exec_stream_set_wake(sm_exec_stream *s, int fd) { s->wake_fd = fd; }
 
 int sm_exec_stream_quiet(sm_exec_stream *s) {
   if (s->ended || s->h.c.fd < 0) return 0;

@@ -154,6 +154,8 @@ int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
       if (err) *err = c->parse_err;
     } else if (c->wire.failed) {
       rc = sm_error_set(err, fs_wire_error_code(c->wire.errname), "%s", c->wire.message);
+      /* What the sandbox's file system said, apart from sandman's own refusals. */
+      if (err) err->sys_errno = fs_wire_errno(c->wire.errname);
     } else if (r->failure_kind != SM_FAIL_NONE && r->failure_kind != SM_FAIL_TOOL) {
       rc = sm_error_set(err, failure_code(r), "%s", r->error[0] ? r->error : "the call failed");
     } else if (r->exit_code != 0) {

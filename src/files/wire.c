@@ -274,3 +274,18 @@ int fs_wire_error_code(const char *name) {
     if (strcmp(map[i].name, name) == 0) return map[i].code;
   return SM_EIO;
 }
+
+int fs_wire_errno(const char *name) {
+  static const struct {
+    const char *name;
+    int value;
+  } map[] = {
+      {"ENOENT", ENOENT}, {"EEXIST", EEXIST},       {"ELOOP", ELOOP},   {"EXDEV", EXDEV},
+      {"EISDIR", EISDIR}, {"ENOTDIR", ENOTDIR},     {"EINVAL", EINVAL}, {"ENOTEMPTY", ENOTEMPTY},
+      {"EACCES", EACCES}, {"ENAMETOOLONG", ENAMETOOLONG}, {"EPERM", EPERM}, {"EROFS", EROFS},
+      {"ENOSPC", ENOSPC}, {"EFBIG", EFBIG},         {"EPIPE", EPIPE},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strcmp(map[i].name, name) == 0) return map[i].value;
+  return 0;
+}

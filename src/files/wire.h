@@ -64,5 +64,7 @@ int fs_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err);
 int fs_wire_finish(fs_wire *w, sm_error *err);
 /* The sandman code for a helper's errno name ("ENOENT" -> SM_ENOTFOUND). */
 int fs_wire_error_code(const char *errname);
+/* The errno that errname spells (ENOENT...), or 0 for one not known here. */
+int fs_wire_errno(const char *errname);
 
 #endif

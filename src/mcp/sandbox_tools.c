@@ -13,6 +13,8 @@
 #include <sandman/mcp.h>
 
 #include "common/text.h"
+#include "mcp/code_tool.h"
+#include "mcp/terminal_tools.h"
 
 #define DEFAULT_READ_MAX ((size_t)1 << 20)
 #define DEFAULT_OUTPUT_MAX ((size_t)256 << 10)
@@ -40,6 +42,15 @@ static const char schema_read[] =
     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"Lines to return at most "
     "(default 2000)\"}},"
     "\"required\":[\"path\"],\"additionalProperties\":false}";
+static const char out_read[] =
+    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"content\":{\"type\":\"string\",\"description\":\"The lines asked for (text), or the "
+    "whole file in base64 (a binary file)\"},"
+    "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
+    "\"size\":{\"type\":\"integer\",\"description\":\"The file's size in bytes\"},"
+    "\"total_lines\":{\"type\":\"integer\"},\"truncated\":{\"type\":\"boolean\","
+    "\"description\":\"Lines before offset or after offset+limit were left out\"}},"
+    "\"required\":[\"path\",\"content\",\"encoding\",\"size\"]}";
 static const char schema_write[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"path\":{\"type\":\"string\",\"description\":\"File path, relative to /workspace; missing "
@@ -48,6 +59,10 @@ static const char schema_write[] =
     "\"mode\":{\"type\":\"string\",\"pattern\":\"^0?[0-7]{3}$\",\"description\":\"Permission bits "
     "in octal, e.g. 0755 (default: kept, or 0644 for a new file)\"}},"
     "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}";
+static const char out_write[] =
+    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"size\":{\"type\":\"integer\",\"description\":\"Bytes written\"}},"
+    "\"required\":[\"path\",\"size\"]}";
 static const char schema_edit[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"path\":{\"type\":\"string\",\"description\":\"File path, relative to /workspace\"},"
@@ -56,6 +71,10 @@ static const char schema_edit[] =
     "\"new_string\":{\"type\":\"string\",\"description\":\"The replacement\"},"
     "\"replace_all\":{\"type\":\"boolean\",\"description\":\"Replace every occurrence\"}},"
     "\"required\":[\"path\",\"old_string\",\"new_string\"],\"additionalProperties\":false}";
+static const char out_edit[] =
+    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"occurrences\":{\"type\":\"integer\",\"description\":\"Occurrences replaced\"}},"
+    "\"required\":[\"path\",\"occurrences\"]}";
 static const char schema_ls[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"path\":{\"type\":\"string\",\"description\":\"Folder, relative to /workspace (default "
@@ -78,9 +97,28 @@ static const char schema_grep[] =
     "\"max_results\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
     "\"required\":[\"pattern\"],\"additionalProperties\":false}";
 
+/* ls and glob: entries as the runner's files API gives them. */
+static const char out_list[] =
+    "{\"type\":\"object\",\"properties\":{\"entries\":{\"type\":\"array\",\"items\":{"
+    "\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"dir\",\"symlink\",\"other\"]},"
+    "\"size\":{\"type\":\"integer\"},\"mode\":{\"type\":\"string\"},"
+    "\"mtime\":{\"type\":\"string\"},\"link\":{\"type\":\"string\"}},"
+    "\"required\":[\"path\",\"type\"]}},"
+    "\"truncated\":{\"type\":\"boolean\",\"description\":\"More entries were left out\"}},"
+    "\"required\":[\"entries\",\"truncated\"]}";
+static const char out_grep[] =
+    "{\"type\":\"object\",\"properties\":{\"matches\":{\"type\":\"array\",\"items\":{"
+    "\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"line\":{\"type\":\"integer\"},\"text\":{\"type\":\"string\"}},"
+    "\"required\":[\"path\",\"line\",\"text\"]}},"
+    "\"truncated\":{\"type\":\"boolean\",\"description\":\"More matches were left out\"}},"
+    "\"required\":[\"matches\",\"truncated\"]}";
+
 typedef struct tools {
-  sm_mcp_tool list[7];
+  sm_mcp_tool list[12];
   sm_mcp_sandbox_options o;
+  mcp_terminals *terminals;
 } tools;
 
 /* ---- arguments ---- */
@@ -236,9 +274,10 @@ static int tool_execute(tools *t, json_object *args, volatile int *cancel, sm_mc
 
 /* ---- files ---- */
 
-/* A whole text file, or a tool error (missing, too large, binary). */
-static char *read_text_file(tools *t, const sm_run_request *req, const char *path, size_t *len,
-                            sm_mcp_result *out) {
+/* A whole file, or a tool error (missing, too large); *binary set when it
+ * is not UTF-8 text (a NUL, or not valid UTF-8). */
+static char *read_whole_file(tools *t, const sm_run_request *req, const char *path, size_t *len,
+                             int *binary, sm_mcp_result *out) {
   size_t max = t->o.max_read_bytes ? t->o.max_read_bytes : DEFAULT_READ_MAX;
   char *data = NULL;
   sm_error err = SM_ERROR_INIT;
@@ -250,13 +289,54 @@ static char *read_text_file(tools *t, const sm_run_request *req, const char *pat
       files_failed(out, path, &err);
     return NULL;
   }
-  if (!sm_utf8_valid(data, *len) || memchr(data, '\0', *len) != NULL) {
-    sm_mcp_result_error(out, "%s is a binary file (%zu bytes): use execute (e.g. base64 %s)", path,
-                        *len, path);
-    free(data);
-    return NULL;
-  }
+  *binary = !sm_utf8_valid(data, *len) || memchr(data, '\0', *len) != NULL;
   return data;
+}
+
+/* data[0..len) in base64 (RFC 4648, padded); the caller frees it. */
+static char *base64_of(const unsigned char *data, size_t len, size_t *out_len) {
+  static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t n = (len + 2) / 3 * 4;
+  char *o = malloc(n + 1);
+  if (o == NULL) return NULL;
+  size_t j = 0;
+  for (size_t i = 0; i < len; i += 3) {
+    unsigned v = (unsigned)data[i] << 16 | (i + 1 < len ? (unsigned)data[i + 1] << 8 : 0) |
+                 (i + 2 < len ? data[i + 2] : 0);
+    o[j++] = abc[v >> 18 & 63];
+    o[j++] = abc[v >> 12 & 63];
+    o[j++] = i + 1 < len ? abc[v >> 6 & 63] : '=';
+    o[j++] = i + 2 < len ? abc[v & 63] : '=';
+  }
+  o[j] = '\0';
+  *out_len = j;
+  return o;
+}
+
+/* A binary file: its bytes in base64 (offset and limit count lines of text
+ * and do not apply), with a line that says so before them. */
+static int put_binary(sm_mcp_result *out, const char *path, const char *data, size_t len) {
+  size_t blen = 0;
+  char *b64 = base64_of((const unsigned char *)data, len, &blen);
+  size_t tlen = blen + strlen(path) + 128;
+  char *text = b64 ? malloc(tlen) : NULL;
+  if (text == NULL) {
+    free(b64);
+    return SM_ENOMEM;
+  }
+  int n = snprintf(text, tlen, "%s is a binary file (%zu bytes), in base64:\n%s\n", path, len, b64);
+  sm_mcp_result_text(out, text, n > 0 ? (size_t)n : 0);
+  free(text);
+  json_object *st = json_object_new_object();
+  json_object_object_add(st, "path", json_object_new_string(path));
+  json_object_object_add(st, "content", json_object_new_string_len(b64, (int)blen));
+  json_object_object_add(st, "encoding", json_object_new_string("base64"));
+  json_object_object_add(st, "size", json_object_new_int64((int64_t)len));
+  json_object_object_add(st, "total_lines", json_object_new_int64(0));
+  json_object_object_add(st, "truncated", json_object_new_boolean(0));
+  sm_mcp_result_structured(out, st);
+  free(b64);
+  return 0;
 }
 
 static int tool_read(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
@@ -269,8 +349,14 @@ static int tool_read(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   if (json_object_object_get_ex(args, "limit", &v)) limit = json_object_get_int64(v);
   if (offset < 0 || limit < 1) return sm_mcp_result_error(out, "offset must be >= 0 and limit >= 1");
   size_t len = 0;
-  char *data = read_text_file(t, &req, path, &len, out);
+  int binary = 0;
+  char *data = read_whole_file(t, &req, path, &len, &binary, out);
   if (data == NULL) return 0;
+  if (binary) {
+    int rc = put_binary(out, path, data, len);
+    free(data);
+    return rc;
+  }
   /* Lines [offset, offset + limit). */
   size_t start = 0, end = len;
   int64_t line = 0, total = 0;
@@ -287,6 +373,8 @@ static int tool_read(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   json_object *st = json_object_new_object();
   json_object_object_add(st, "path", json_object_new_string(path));
   json_object_object_add(st, "content", sm_json_text(data + start, end - start));
+  json_object_object_add(st, "encoding", json_object_new_string("utf-8"));
+  json_object_object_add(st, "size", json_object_new_int64((int64_t)len));
   json_object_object_add(st, "total_lines", json_object_new_int64(total));
   json_object_object_add(st, "truncated", json_object_new_boolean(end < len || start > 0));
   sm_mcp_result_structured(out, st);
@@ -317,6 +405,10 @@ static int tool_write(tools *t, json_object *args, volatile int *cancel, sm_mcp_
     return files_failed(out, path, &err);
   char msg[SM_FILES_PATH_MAX + 64];
   int n = snprintf(msg, sizeof msg, "wrote %zu bytes to %s", len, path);
+  json_object *st = json_object_new_object();
+  json_object_object_add(st, "path", json_object_new_string(path));
+  json_object_object_add(st, "size", json_object_new_int64((int64_t)len));
+  sm_mcp_result_structured(out, st);
   return sm_mcp_result_text(out, msg, (size_t)n);
 }
 
@@ -337,8 +429,14 @@ static int tool_edit(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   size_t olen = strlen(old), nlen = strlen(new);
   if (olen == 0) return sm_mcp_result_error(out, "old_string must not be empty (use write_file for a new file)");
   size_t len = 0;
-  char *data = read_text_file(t, &req, path, &len, out);
+  int binary = 0;
+  char *data = read_whole_file(t, &req, path, &len, &binary, out);
   if (data == NULL) return 0;
+  if (binary) {
+    free(data);
+    return sm_mcp_result_error(out, "%s is a binary file (%zu bytes): edit_file changes text; "
+                                    "write the whole file with write_file", path, len);
+  }
   size_t n = count_of(data, len, old, olen);
   if (n == 0 || (n > 1 && !all)) {
     free(data);
@@ -369,6 +467,10 @@ static int tool_edit(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   if (rc) return files_failed(out, path, &err);
   char msg[SM_FILES_PATH_MAX + 64];
   int m = snprintf(msg, sizeof msg, "replaced %zu occurrence%s in %s", n, n == 1 ? "" : "s", path);
+  json_object *st = json_object_new_object();
+  json_object_object_add(st, "path", json_object_new_string(path));
+  json_object_object_add(st, "occurrences", json_object_new_int64((int64_t)n));
+  sm_mcp_result_structured(out, st);
   return sm_mcp_result_text(out, msg, (size_t)m);
 }
 
@@ -484,6 +586,39 @@ static int tool_grep(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   return 0;
 }
 
+/* ---- run_code (code_tool.c) ---- */
+
+static int tool_code(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "code", cancel, &req, out)) return 0;
+  size_t cap = t->o.max_output_bytes ? t->o.max_output_bytes : DEFAULT_OUTPUT_MAX;
+  return mcp_code_tool_call(t->o.runner, &req, args, cap, out);
+}
+
+/* ---- terminals (terminal_tools.c) ---- */
+
+static int terminal_prepare(void *ud, volatile int *cancel, sm_run_request *req,
+                            sm_mcp_result *out) {
+  return prepare(ud, "terminal", cancel, req, out);
+}
+
+static int tool_terminal_open(tools *t, json_object *args, volatile int *cancel,
+                              sm_mcp_result *out) {
+  return mcp_terminal_open(t->terminals, args, cancel, out);
+}
+static int tool_terminal_send(tools *t, json_object *args, volatile int *cancel,
+                              sm_mcp_result *out) {
+  return mcp_terminal_send(t->terminals, args, cancel, out);
+}
+static int tool_terminal_screen(tools *t, json_object *args, volatile int *cancel,
+                                sm_mcp_result *out) {
+  return mcp_terminal_screen(t->terminals, args, cancel, out);
+}
+static int tool_terminal_close(tools *t, json_object *args, volatile int *cancel,
+                               sm_mcp_result *out) {
+  return mcp_terminal_close(t->terminals, args, cancel, out);
+}
+
 /* ---- the provider ---- */
 
 typedef int (*tool_fn)(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out);
@@ -500,6 +635,11 @@ static const struct {
     {"ls", "path:s", tool_ls},
     {"glob", "pattern:S,path:s", tool_glob},
     {"grep", "pattern:S,path:s,include:s,ignore_case:b,fixed:b,max_results:i", tool_grep},
+    {"run_code", MCP_CODE_TOOL_ARGS, tool_code},
+    {"terminal_open", "command:s,rows:i,cols:i,wait_ms:i", tool_terminal_open},
+    {"terminal_send", "terminal:s,keys:S,wait_ms:i", tool_terminal_send},
+    {"terminal_screen", "terminal:s,wait_ms:i", tool_terminal_screen},
+    {"terminal_close", "terminal:S", tool_terminal_close},
 };
 
 static const sm_mcp_tool *list_tools(void *ud, size_t *n) {
@@ -525,6 +665,8 @@ static int call_tool(void *ud, void *request, const char *name, json_object *arg
 
 static void free_tools(void *ud) {
   tools *t = ud;
+  /* Before the session's sandbox may go (prepare_free). */
+  mcp_terminals_free(t->terminals);
   if (t->o.prepare_free) t->o.prepare_free(t->o.prepare_ud);
   free(t);
 }
@@ -537,8 +679,15 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
   tools *t = calloc(1, sizeof *t);
   if (t == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   t->o = *opts;
+  t->terminals = mcp_terminals_new(opts->runner, terminal_prepare, t);
+  if (t->terminals == NULL) {
+    free(t);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
   unsigned exec_hints =
       SM_MCP_DESTRUCTIVE | SM_MCP_LONG_RUNNING | (opts->network ? SM_MCP_OPEN_WORLD : 0);
+  /* A terminal tool answers within its wait (30 s at most): no task. */
+  unsigned term_hints = SM_MCP_DESTRUCTIVE | (opts->network ? SM_MCP_OPEN_WORLD : 0);
   sm_mcp_tool list[] = {
       {"execute", "Run a command",
        "Runs a shell command (/bin/sh -c) in the sandbox, in /workspace, and returns its output "
@@ -546,24 +695,45 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
        "this session.",
        schema_execute, out_execute, exec_hints},
       {"read_file", "Read a file",
-       "Reads a text file of the sandbox's workspace (lines offset to offset+limit).",
-       schema_read, NULL, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+       "Reads a file of the sandbox's workspace: a text file's lines offset to offset+limit, a "
+       "binary file whole in base64.",
+       schema_read, out_read, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
       {"write_file", "Write a file",
        "Writes a whole file in the sandbox's workspace (made with its folders if missing, "
        "replaced if there).",
-       schema_write, NULL, SM_MCP_DESTRUCTIVE | SM_MCP_IDEMPOTENT},
+       schema_write, out_write, SM_MCP_DESTRUCTIVE | SM_MCP_IDEMPOTENT},
       {"edit_file", "Edit a file",
        "Replaces old_string with new_string in a file of the sandbox's workspace: the exact "
        "text, which must occur once unless replace_all.",
-       schema_edit, NULL, SM_MCP_DESTRUCTIVE},
-      {"ls", "List a folder", "Lists a folder of the sandbox's workspace.", schema_ls, NULL,
+       schema_edit, out_edit, SM_MCP_DESTRUCTIVE},
+      {"ls", "List a folder", "Lists a folder of the sandbox's workspace.", schema_ls, out_list,
        SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
       {"glob", "Find files", "Finds files of the sandbox's workspace by a path pattern.",
-       schema_glob, NULL, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+       schema_glob, out_list, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
       {"grep", "Search files",
        "Searches the text files of the sandbox's workspace for lines matching a regular "
        "expression.",
-       schema_grep, NULL, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+       schema_grep, out_grep, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+      {"run_code", "Run Python code",
+       "Runs code in a live Python interpreter (a Jupyter kernel) in the sandbox, as a notebook "
+       "cell: variables, imports and loaded data stay for the next call. Returns the output, "
+       "the last expression's value, an exception's traceback, and figures (matplotlib) as "
+       "images. Needs an image with a Jupyter kernel (sandman/general).",
+       mcp_code_tool_schema, mcp_code_tool_output, exec_hints},
+      {"terminal_open", "Open a terminal",
+       "Starts a program on a terminal in the sandbox (default: a shell; e.g. python3, a "
+       "debugger, vim) and returns its screen. The terminal keeps running between calls.",
+       mcp_terminal_schema_open, mcp_terminal_out_screen, term_hints},
+      {"terminal_send", "Type into a terminal",
+       "Types keys into a terminal of this session (a shell is opened when none is) and "
+       "returns its screen once it has settled: the visible text and the cursor.",
+       mcp_terminal_schema_send, mcp_terminal_out_screen, term_hints},
+      {"terminal_screen", "Read a terminal's screen",
+       "Returns a terminal's screen as it is: its visible text and the cursor.",
+       mcp_terminal_schema_screen, mcp_terminal_out_screen, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+      {"terminal_close", "Close a terminal",
+       "Ends a terminal's program (and whatever it started) and returns its last screen.",
+       mcp_terminal_schema_close, mcp_terminal_out_screen, SM_MCP_DESTRUCTIVE},
   };
   memcpy(t->list, list, sizeof list);
   out->tools = list_tools;

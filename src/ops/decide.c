@@ -87,6 +87,36 @@ static int is_state(const char *state, const char *want) {
   return state != NULL && strcmp(state, want) == 0;
 }
 
+/* A sandbox put to rest (frozen, stopped, hibernated) is kept on purpose:
+ * its life, the lifecycle's remove_after or an operator's --older-than
+ * remove it; its idle timeouts and the engine's "exited" do not. */
+static sm_ops_verdict decide_at_rest(const sm_ops_reap_input *in, const char *busy_note,
+                                     char *reason, size_t len) {
+  char idle_s[32], limit_s[32];
+  double since = in->last_used_at >= 0 ? in->last_used_at : in->created_at;
+  double idle = in->now - since > 0 ? in->now - since : 0;
+  sm_ops_format_duration(idle, idle_s, sizeof idle_s);
+  if (in->expires_at > 0 && in->now >= in->expires_at) {
+    sm_ops_format_duration(in->expires_at - in->created_at, limit_s, sizeof limit_s);
+    snprintf(reason, len, "%s, and its life of %s is over%s", in->rest, limit_s, busy_note);
+    return SM_OPS_REMOVE;
+  }
+  double limit = !in->own_first && in->older_than_s >= 0 ? in->older_than_s : -1;
+  const char *why = "--older-than";
+  if (in->remove_after_s > 0 && (limit < 0 || in->remove_after_s < limit)) {
+    limit = in->remove_after_s;
+    why = "remove_after";
+  }
+  if (limit >= 0 && idle >= limit) {
+    sm_ops_format_duration(limit, limit_s, sizeof limit_s);
+    snprintf(reason, len, "%s and unused for %s (%s %s)%s", in->rest, idle_s, why, limit_s, busy_note);
+    return SM_OPS_REMOVE;
+  }
+  snprintf(reason, len, "%s on purpose, unused for %s: kept (remove_after, rm or --older-than remove it)",
+           in->rest, idle_s);
+  return SM_OPS_SPARE;
+}
+
 sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, size_t len) {
   const char *owner = in->owner_label && *in->owner_label ? in->owner_label : "?";
   char idle_s[32], limit_s[32];
@@ -105,6 +135,7 @@ sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, siz
     return SM_OPS_SPARE;
   }
   const char *busy_note = in->busy ? "; busy, removed because of --force" : "";
+  if (in->rest && *in->rest) return decide_at_rest(in, busy_note, reason, len);
   if (is_state(in->state, "exited") || is_state(in->state, "dead")) {
     snprintf(reason, len, "not running (%s)%s", in->state, busy_note);
     return SM_OPS_REMOVE;

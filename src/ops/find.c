@@ -34,6 +34,7 @@ static int from_inspect(const sm_ops_scope *scope, json_object *insp, sm_ops_san
   }
   int rc = sm_ops_sandbox_from_engine(sum, out, err);
   if (rc) return rc;
+  sm_sandbox_rest_state(scope->state_dir, out->name, out->state, out->rest, &out->rest_since);
   out->busy = sm_state_is_busy(scope->state_dir, out->name) == 1;
   double lu = sm_state_last_used(scope->state_dir, out->name);
   if (lu >= 0) {
@@ -41,6 +42,33 @@ static int from_inspect(const sm_ops_scope *scope, json_object *insp, sm_ops_san
     out->last_used_recorded = 1;
   }
   return 0;
+}
+
+/* A hibernated sandbox comes back in a new container (docs/state.md): the
+ * id its caller kept is its io.sandman.origin label. A full id, or a
+ * prefix of one that names one sandbox. */
+static int by_origin(const sm_ops_scope *scope, const char *ref, json_object **insp, sm_error *err) {
+  char managed[128], instance[200];
+  snprintf(managed, sizeof managed, "%s=true", SM_OPS_LABEL_MANAGED);
+  snprintf(instance, sizeof instance, "%s=%s", SM_OPS_LABEL_INSTANCE, sm_ops_scope_instance(scope));
+  const char *labels[3] = {managed, instance, "io.sandman.origin"};
+  cleanup_json json_object *list = NULL;
+  sm_error e = SM_ERROR_INIT;
+  if (strlen(ref) < 4 || sm_engine_container_list(scope->engine, 1, labels, 3, &list, &e) != 0)
+    return SM_ENOTFOUND;
+  const char *hit = NULL;
+  size_t rlen = strlen(ref);
+  for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+    json_object *c = json_object_array_get_idx(list, i), *l = NULL, *id = NULL;
+    json_object_object_get_ex(c, "Labels", &l);
+    const char *origin = ops_label(l, "io.sandman.origin");
+    if (origin == NULL || strncmp(origin, ref, rlen) != 0) continue;
+    if (hit) return SM_ENOTFOUND; /* ambiguous */
+    if (json_object_object_get_ex(c, "Id", &id)) hit = json_object_get_string(id);
+  }
+  if (hit == NULL) return SM_ENOTFOUND;
+  sm_error_clear(err);
+  return sm_engine_container_inspect(scope->engine, hit, insp, err);
 }
 
 int sm_ops_get(const sm_ops_scope *scope, const char *ref, sm_ops_sandbox *out, sm_error *err) {
@@ -52,6 +80,7 @@ int sm_ops_get(const sm_ops_scope *scope, const char *ref, sm_ops_sandbox *out, 
   /* The name, or an id: the engine resolves both (a prefix too). */
   cleanup_json json_object *insp = NULL;
   int rc = sm_engine_container_inspect(scope->engine, ref, &insp, err);
+  if (rc == SM_ENOTFOUND) rc = by_origin(scope, ref, &insp, err);
   if (rc == SM_ENOTFOUND || (rc == 0 && insp == NULL))
     return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s", ref);
   if (rc) return rc;

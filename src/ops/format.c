@@ -113,7 +113,12 @@ int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_err
     if (n && *n == '/') n++;
     ops_copy(out->name, sizeof out->name, n);
   }
-  ops_copy(out->image, sizeof out->image, get_string(summary, "Image"));
+  /* A sandbox back from hibernation runs its image by id; the name it was
+   * made with is its label. */
+  const char *image_label = NULL;
+  json_object *lab = NULL;
+  if (json_object_object_get_ex(summary, "Labels", &lab)) image_label = ops_label(lab, "io.sandman.image");
+  ops_copy(out->image, sizeof out->image, image_label ? image_label : get_string(summary, "Image"));
   ops_copy(out->state, sizeof out->state, get_string(summary, "State"));
   ops_copy(out->status_text, sizeof out->status_text, get_string(summary, "Status"));
 
@@ -247,6 +252,8 @@ json_object *sm_ops_sandbox_to_json(const sm_ops_sandbox *sb) {
   json_object_object_add(o, "agent", string_or_null(sb->agent));
   json_object_object_add(o, "image", string_or_null(sb->image));
   json_object_object_add(o, "status", string_or_null(sb->state));
+  json_object_object_add(o, "state", string_or_null(sb->rest[0] ? sb->rest : sb->state));
+  json_object_object_add(o, "state_since", time_or_null(sb->rest_since));
   json_object_object_add(o, "created_at", time_or_null(sb->created_at));
   json_object_object_add(o, "last_used_at", time_or_null(sb->last_used_at));
   json_object_object_add(o, "busy", json_object_new_boolean(sb->busy));
@@ -297,8 +304,12 @@ static void row_cells(const sm_ops_sandbox *sb, double now, char cells[NCOLS][CE
   cell(cells[5], sb->agent);
   cell(cells[6], sb->image);
   /* On a swarm the status says where it runs. */
-  snprintf(tmp, sizeof tmp, "%s%s%.64s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
-           sb->node[0] ? " on " : "", sb->node, sb->pool ? " (pool)" : "", sb->busy ? " (busy)" : "");
+  /* At rest: its state after the engine's words ("Exited (137) 2 minutes ago (stopped)"). */
+  int rest = strcmp(sb->rest, "stopped") == 0 || strcmp(sb->rest, "hibernated") == 0 ||
+             (strcmp(sb->rest, "frozen") == 0 && strstr(sb->status_text, "Paused") == NULL);
+  snprintf(tmp, sizeof tmp, "%s%s%.64s%s%s%s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
+           sb->node[0] ? " on " : "", sb->node, sb->pool ? " (pool)" : "", sb->busy ? " (busy)" : "",
+           rest ? " (" : "", rest ? sb->rest : "", rest ? ")" : "");
   cell(cells[7], tmp);
   if (sb->created_at > 0) sm_ops_format_ago(now - sb->created_at, tmp, sizeof tmp);
   else snprintf(tmp, sizeof tmp, "-");

@@ -64,9 +64,10 @@ static int list_containers(const sm_ops_scope *scope, int all, const char *const
   return 0;
 }
 
-/* busy and last-used from the state directory. */
+/* busy, last-used and the state of rest from the state directory. */
 static void add_state(const sm_ops_scope *scope, sm_ops_sandbox *sb) {
   if (sb->name[0] == '\0') return;
+  sm_sandbox_rest_state(scope->state_dir, sb->name, sb->state, sb->rest, &sb->rest_since);
   sb->busy = sm_state_is_busy(scope->state_dir, sb->name) == 1;
   double lu = sm_state_last_used(scope->state_dir, sb->name);
   if (lu >= 0) {
@@ -77,8 +78,12 @@ static void add_state(const sm_ops_scope *scope, sm_ops_sandbox *sb) {
 
 /* Turns the engine's array into sandboxes (entries it cannot read are
  * logged and skipped: one odd container must not hide the others). */
-static int to_sandboxes(const sm_ops_scope *scope, json_object *array, sm_ops_sandbox_list *out,
-                        sm_error *err) {
+static int at_rest(const sm_ops_sandbox *sb) {
+  return strcmp(sb->rest, "stopped") == 0 || strcmp(sb->rest, "hibernated") == 0;
+}
+
+static int to_sandboxes(const sm_ops_scope *scope, json_object *array, int all,
+                        sm_ops_sandbox_list *out, sm_error *err) {
   size_t n = json_object_array_length(array);
   out->n = 0;
   out->items = NULL;
@@ -96,6 +101,10 @@ static int to_sandboxes(const sm_ops_scope *scope, json_object *array, sm_ops_sa
       continue;
     }
     add_state(scope, sb);
+    /* Without --all: running ones, and those kept at rest on purpose. */
+    if (!all && strcmp(sb->state, "running") != 0 && strcmp(sb->state, "paused") != 0 &&
+        !at_rest(sb))
+      continue;
     out->n++;
   }
   return 0;
@@ -121,9 +130,10 @@ int sm_ops_list_filtered(const sm_ops_scope *scope, int all, const char *const *
     return ops_swarm_list(scope, all, out, err);
   }
   cleanup_json json_object *array = NULL;
-  rc = list_containers(scope, all, labels, n_labels, &array, err);
+  /* Stopped and hibernated ones are listed without --all too: ask for all. */
+  rc = list_containers(scope, 1, labels, n_labels, &array, err);
   if (rc) return rc;
-  return to_sandboxes(scope, array, out, err);
+  return to_sandboxes(scope, array, all, out, err);
 }
 
 /* ---- removing one sandbox ---- */
@@ -358,6 +368,8 @@ static void reap_input(const sm_ops_sandbox *sb, const sm_ops_reap_options *opts
   in->own_first = opts->own_first;
   in->own_idle_s = sb->idle_timeout_s;
   in->expires_at = sb->timeout_s > 0 && sb->created_at > 0 ? sb->created_at + sb->timeout_s : 0;
+  if (strcmp(sb->rest, "frozen") == 0 || at_rest(sb)) in->rest = sb->rest;
+  in->remove_after_s = opts->remove_after_s;
 }
 
 static int volumes_of(json_object *answer, json_object **out) {
@@ -549,7 +561,7 @@ int sm_ops_reap(const sm_ops_scope *scope, const sm_ops_reap_options *opts, sm_o
   rc = list_containers(scope, 1, NULL, 0, &array, err);
   if (rc) return rc;
   sm_ops_sandbox_list list = {0, NULL};
-  rc = to_sandboxes(scope, array, &list, err);
+  rc = to_sandboxes(scope, array, 1, &list, err);
   if (rc) return rc;
 
   double now = sm_now();
@@ -627,7 +639,7 @@ static int select_by_label(const sm_ops_scope *scope, const char *key, const cha
   const char *filters[1] = {filter};
   int rc = list_containers(scope, 1, filters, 1, &array, err);
   if (rc) return rc;
-  return to_sandboxes(scope, array, out, err);
+  return to_sandboxes(scope, array, 1, out, err);
 }
 
 int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,

@@ -26,6 +26,8 @@
 #include "sandbox/lookup.h"
 #include "sandbox/network.h"
 #include "sandbox/pool.h"
+#include "sandbox/rest.h"
+#include "sandbox/agent.h"
 
 #define REPLACE_POLL_MS 100
 
@@ -33,6 +35,12 @@ static int is_running(json_object *inspect) {
   json_object *st = NULL, *r = NULL;
   return json_object_object_get_ex(inspect, "State", &st) &&
          json_object_object_get_ex(st, "Running", &r) && json_object_get_boolean(r);
+}
+
+static int is_paused(json_object *inspect) {
+  json_object *st = NULL, *p = NULL;
+  return json_object_object_get_ex(inspect, "State", &st) &&
+         json_object_object_get_ex(st, "Paused", &p) && json_object_get_boolean(p);
 }
 
 static void ids_from_user(const char *user, int *uid, int *gid) {
@@ -128,8 +136,22 @@ static int keyed_from_cache(const sandbox_ctx *ctx, const sm_run_request *req, s
   if (!sandbox_lookup_get(ctx->lookup, sb->name, sb->hash, &hit) ||
       (sb->mode == SM_MODE_PER_WORKER && strcmp(hit.project, project_of(req)) != 0))
     return 0;
+  /* At rest, or started again since (rest.h): looked at under the key lock. */
+  if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
+    sandbox_lookup_drop(ctx->lookup, sb->name);
+    sm_agents_forget(ctx->agents, hit.id);
+    return 0;
+  }
   *rc = take_busy(ctx->state_dir, req, sb, err);
   if (*rc) return 1;
+  /* A pause holds the busy lock alone: one that ended while this call
+   * waited for it left its record. */
+  if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
+    sm_state_unlock(sb->busy);
+    sb->busy = NULL;
+    sandbox_lookup_drop(ctx->lookup, sb->name);
+    return 0;
+  }
   snprintf(sb->id, sizeof sb->id, "%s", hit.id);
   sb->uid = hit.uid;
   sb->gid = hit.gid;
@@ -188,7 +210,16 @@ static int keyed_found(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
   const char *resource = sandbox_label_of(insp, "resource");
   int stale = !hash || strcmp(hash, sb->hash) != 0;
   int running = is_running(insp);
-  if (req->sandbox || (resource && strcmp(resource, "true") == 0)) {
+  if (running && is_paused(insp)) {
+    /* Paused outside sandman (docker pause): a call resumes it too. */
+    rc = sm_engine_container_unpause(e, sb->name, err);
+    if (rc && rc != SM_ECONFLICT) return sm_error_wrap(err, "unfreezing sandbox %s", sb->name);
+    sm_error_clear(err);
+    snprintf(sb->resumed, sizeof sb->resumed, "frozen");
+  }
+  /* Named by its id, asked to exist (`sandman exec`), or made as a
+   * resource: the sandbox as it is, never replaced. */
+  if (req->sandbox || req->existing || (resource && strcmp(resource, "true") == 0)) {
     if (!running)
       return sm_error_set(err, SM_ESANDBOX,
                           "sandbox %s is not running (%s): it keeps the settings it was made "
@@ -242,6 +273,7 @@ static void keyed_remember(const sandbox_ctx *ctx, const sm_run_request *req,
   snprintf(c.project, sizeof c.project, "%s", project_of(req));
   c.uid = sb->uid;
   c.gid = sb->gid;
+  c.generation = sandbox_rest_generation(ctx->state_dir, sb->name);
   sandbox_lookup_put(ctx->lookup, sb->name, &c);
 }
 
@@ -263,9 +295,15 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
                          sandbox_box *sb, int *again, sm_error *err) {
   json_object *insp = NULL;
   sm_state_lock *excl = NULL;
-  int rc = sm_engine_container_inspect(e, sb->name, &insp, err);
+  /* A sandbox at rest runs again first (a call resumes it by itself). */
+  int rc = sandbox_rest_wake(ctx, e, sb->name, sb->resumed, err);
+  if (rc) return rc;
+  rc = sm_engine_container_inspect(e, sb->name, &insp, err);
   if (rc == SM_ENOTFOUND && req->sandbox)
     return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s (removed since?)", sb->name);
+  if (rc == SM_ENOTFOUND && req->existing)
+    return sm_error_set(err, SM_ENOTFOUND,
+                        "no sandbox %s: it is made by a call (sandman run) first", sb->name);
   if (rc == SM_ENOTFOUND) rc = 0;
   else if (rc) return sm_error_wrap(err, "looking up sandbox %s", sb->name);
   else rc = keyed_found(ctx, e, req, sb, insp, &excl, err);

@@ -37,6 +37,7 @@
 #include "sandbox/agent.h"
 #include "sandbox/helper.h"
 #include "sandbox/spec.h"
+#include "sandbox/tty.h"
 
 #define MAX_IDLE 64              /* idle sessions kept per runner */
 #define MAX_IDLE_PER_CONTAINER 8
@@ -157,6 +158,34 @@ static void mark_unusable(sm_agents *a, const char *cid, const char *why) {
     if (a->n_unusable < MAX_UNUSABLE) a->n_unusable++;
   }
   pthread_mutex_unlock(&a->mu);
+}
+
+void sm_agents_forget(sm_agents *a, const char *cid) {
+  if (a == NULL || cid == NULL || *cid == '\0') return;
+  sm_agent_session *drop = NULL;
+  pthread_mutex_lock(&a->mu);
+  for (unsigned i = 0; i < MAX_UNUSABLE; i++) {
+    if (strcmp(a->installed[i], cid) == 0) a->installed[i][0] = '\0';
+    if (strcmp(a->unusable[i], cid) == 0) a->unusable[i][0] = '\0';
+  }
+  sm_agent_session **pp = &a->idle;
+  while (*pp) {
+    sm_agent_session *s = *pp;
+    if (strcmp(s->container_id, cid) == 0) {
+      *pp = s->next;
+      a->n_idle--;
+      s->next = drop;
+      drop = s;
+      continue;
+    }
+    pp = &s->next;
+  }
+  pthread_mutex_unlock(&a->mu);
+  while (drop) {
+    sm_agent_session *next = drop->next;
+    sm_agent_close(drop);
+    drop = next;
+  }
 }
 
 /* ---- frames from the agent ---- */
@@ -552,9 +581,10 @@ void sm_agent_feed_dispose(sm_agent_feed *f) {
   f->chunk = NULL;
 }
 
-int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd,
-                   const char *const *argv, size_t argc, const char *const *env, size_t envc,
-                   sm_output_fn out, void *out_ud, sm_error *err) {
+/* The call frame (SM_FRAME_TTY with a size when rows is not 0). */
+static int start_call(sm_agent_session *s, sm_agent_feed *f, unsigned rows, unsigned cols,
+                      const char *cwd, const char *const *argv, size_t argc, const char *const *env,
+                      size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
   s->call_id++;
   s->out = out;
   s->out_ud = out_ud;
@@ -567,19 +597,101 @@ int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd,
   sm_buf *frame = &f->frame;
   sm_buf_reset(frame);
   f->off = 0;
-  unsigned char head[SM_FRAME_HEADER] = {0};
+  unsigned char head[SM_FRAME_HEADER] = {0}, size[4];
   char num[24];
   snprintf(num, sizeof num, "%zu", argc);
-  int bad = sm_buf_append(frame, (const char *)head, sizeof head) || append_str(frame, cwd) ||
+  agent_frame_size_put(size, rows, cols);
+  size_t pre = rows ? sizeof size : 0;
+  int bad = sm_buf_append(frame, (const char *)head, sizeof head) ||
+            (pre && sm_buf_append(frame, (const char *)size, pre)) || append_str(frame, cwd) ||
             append_str(frame, num);
   for (size_t i = 0; !bad && i < argc; i++) bad = append_str(frame, argv[i]);
   for (size_t i = 0; !bad && i < envc; i++) bad = append_str(frame, env[i]);
-  if (bad || frame->len - SM_FRAME_HEADER > SM_FRAME_CALL_MAX)
+  if (bad || frame->len - SM_FRAME_HEADER - pre > SM_FRAME_CALL_MAX)
     return sm_error_set(err, SM_ETOOBIG, "the call's arguments and environment are too large");
-  sm_frame_header(head, SM_FRAME_CALL, s->call_id, (uint32_t)(frame->len - SM_FRAME_HEADER));
+  sm_frame_header(head, rows ? SM_FRAME_TTY : SM_FRAME_CALL, s->call_id,
+                  (uint32_t)(frame->len - SM_FRAME_HEADER));
   memcpy(frame->data, head, sizeof head);
-  if (!f->in_open) frame_data(s, SM_FRAME_EOF, NULL, 0, frame);
+  if (!f->in_open && !rows) frame_data(s, SM_FRAME_EOF, NULL, 0, frame);
   return 0;
+}
+
+int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd, const char *const *argv,
+                   size_t argc, const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
+                   sm_error *err) {
+  return start_call(s, f, 0, 0, cwd, argv, argc, env, envc, out, out_ud, err);
+}
+
+int sandbox_agent_start_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const char *cwd,
+                            const char *const *argv, size_t argc, const char *const *env,
+                            size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
+  unsigned rows, cols;
+  sm_tty_size(tty, &rows, &cols);
+  if (f->chunk == NULL && (f->chunk = malloc(SM_FRAME_DATA_MAX)) == NULL)
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  sm_exec_stream_set_wake(s->stream, sandbox_tty_fd(tty));
+  f->in_open = 1; /* pipes: until the input's end is sent */
+  return start_call(s, f, rows, cols, cwd, argv, argc, env, envc, out, out_ud, err);
+}
+
+/* What waits in the terminal, as frames: its new size, and (once the
+ * program has started) what was typed, up to one data frame at a time;
+ * on pipes, the end of the input once all of it went. */
+static void tty_frames(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, int started) {
+  int resized = 0, ended = 0;
+  unsigned rows = 0, cols = 0;
+  size_t n = sandbox_tty_take(tty, (unsigned char *)f->chunk, started ? SM_FRAME_DATA_MAX : 0,
+                              &resized, &rows, &cols, &ended);
+  if (ended && started && rows == 0 && f->in_open) {
+    f->in_open = 0; /* sent once */
+    if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
+    frame_data(s, SM_FRAME_EOF, NULL, 0, &f->frame);
+    return;
+  }
+  if (resized && rows) {
+    unsigned char size[4];
+    agent_frame_size_put(size, rows, cols);
+    frame_data(s, SM_FRAME_RESIZE, size, sizeof size, &f->frame);
+  }
+  if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
+}
+
+int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const int *started,
+                            double deadline_ms, volatile int *cancel, sm_error *err) {
+  for (;;) {
+    if (s->exited || s->failed) return 0;
+    if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
+    if (f->off == f->frame.len) {
+      sm_buf_reset(&f->frame);
+      f->off = 0;
+      tty_frames(s, f, tty, *started);
+    }
+    int wait = -1;
+    if (deadline_ms > 0) {
+      double left = deadline_ms - sm_monotonic_ms();
+      if (left <= 0) return sm_error_set(err, SM_ETIMEOUT, "the call did not end in time");
+      wait = left > 1e6 ? 1000000 : (int)left + 1;
+    }
+    if (cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
+    size_t w = 0;
+    int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait, err);
+    f->off += w;
+    if (rc) return rc;
+  }
+}
+
+int sandbox_agent_open(sm_agents *a, sm_engine *e, const char *cid, const char *user,
+                       sm_agent_session **out, sm_error *err) {
+  *out = NULL;
+  if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
+  int rc = sm_agent_install(a, e, cid, err);
+  if (rc == 0) rc = open_session(e, cid, user, out, err);
+  if (rc == 0 && a) {
+    pthread_mutex_lock(&a->mu);
+    a->opened++;
+    pthread_mutex_unlock(&a->mu);
+  }
+  return rc;
 }
 
 int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
@@ -627,6 +739,15 @@ void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f) {
     pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, left, &ignore);
     f->off += w;
   }
+}
+
+int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms) {
+  if (s->broken || s->exited || s->failed) return 1;
+  size_t w = 0;
+  sm_error ignore = SM_ERROR_INIT;
+  pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait_ms, &ignore);
+  f->off += w;
+  return s->broken || s->exited || s->failed;
 }
 
 int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,

@@ -7,6 +7,7 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/terminal.h>
 
 #include "common/buf.h"
 
@@ -48,6 +49,10 @@ int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err)
 /* Installs the agent in a new container and parks a session (the pool). */
 int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *user);
 void sm_agent_note_fallback(sm_agents *a);
+/* Container cid's processes ended or it is gone (a sandbox stopped,
+ * hibernated or rolled back): its idle sessions close, and what is known
+ * about it (the agent installed, or unusable there) is forgotten. */
+void sm_agents_forget(sm_agents *a, const char *cid);
 /* Counts a tool call made over a session (sm_runner_agent_stats). */
 void sm_agent_note_call(sm_agents *a);
 
@@ -77,6 +82,10 @@ int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
  * rest of a half-written frame, so the next call starts on a frame
  * boundary; a session that cannot is marked broken. */
 void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f);
+/* One bounded step of a call being killed: writes what is left of its
+ * frame and reads what arrives for up to wait_ms. 1 once the call ended
+ * or the session broke, else 0. */
+int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms);
 /* 1 (exited: *exit_code), 2 (could not start: *fail_errno, *fail_msg) or 0. */
 int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
                         const char **fail_msg);
@@ -86,6 +95,24 @@ int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_err
 int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc, sm_read_fn in,
                  void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms, int *exit_code,
                  sm_error *err);
+/* A session of its own in container cid for one long call (a terminal),
+ * the agent installed first if needed, whether sessions are on for calls
+ * or not: 0 with *out, or why it cannot be had. Closed after (never
+ * parked). */
+int sandbox_agent_open(sm_agents *a, sm_engine *e, const char *cid, const char *user,
+                       sm_agent_session **out, sm_error *err);
+/* Like sm_agent_start for a call on a pseudo-terminal of tty's size that
+ * the agent opens in the sandbox; f has no stdin reader (the tty is). */
+int sandbox_agent_start_tty(sm_agent_session *s, sm_agent_feed *f, struct sm_tty *tty,
+                            const char *cwd, const char *const *argv, size_t argc,
+                            const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
+                            sm_error *err);
+/* Like sm_agent_drive for it: what is typed and the size's changes go to
+ * the agent as they come (typed input only once *started: nothing may
+ * reach the terminal before the call's wrapper has named its process). */
+int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, struct sm_tty *tty,
+                            const int *started, double deadline_ms, volatile int *cancel,
+                            sm_error *err);
 void sm_agent_mark_broken(sm_agent_session *s);
 int sm_agent_broken(const sm_agent_session *s);
 

@@ -29,6 +29,7 @@ typedef struct sandbox_box {
                                * keyed sandbox whose volume it shares; "" otherwise */
   double lease_deadline_s;    /* with lease_of: when its keeper ends at the latest */
   const char *carried; /* what became of its /workspace (sm_run_result.replaced_workspace) */
+  char resumed[16];    /* keyed: the state of rest it was brought back from, or "" */
   int made;            /* keyed: made by this call (a replacement, or new) */
   int uncached;        /* keyed: used though made with other settings: not remembered */
   sm_state_lock *busy;

@@ -206,6 +206,7 @@ static int call_acquire(call *c, sm_error *err) {
   snprintf(out->replaced_previous, sizeof out->replaced_previous, "%s", sb->replaced);
   snprintf(out->replaced_because, sizeof out->replaced_because, "%s", sb->because);
   out->replaced_workspace = sb->replaced[0] ? sb->carried : NULL;
+  snprintf(out->resumed, sizeof out->resumed, "%s", sb->resumed);
   /* Every exec of the call names its user: the container runs as root. */
   snprintf(sb->user, sizeof sb->user, "%d:%d", sb->uid, sb->gid);
   c->t.container_id = sb->id;
@@ -230,6 +231,14 @@ static int call_exec_path(call *c, sm_error *err) {
                         "its sandbox, which the %s backend cannot make for %s sandboxes; lease "
                         "in mode per_tool",
                         c->ctx->backend->name, sm_mode_name(sb->mode));
+  }
+  if (c->req->tty) {
+    /* A terminal holds a session of its own for its whole life. */
+    int rc = sandbox_agent_open(c->ctx->agents, c->e, sb->id, sb->user, &c->t.agent, err);
+    if (rc == 0) c->t.agents = c->ctx->agents;
+    else if (!gone(c, rc))
+      sm_error_wrap(err, "opening sandman's agent for a terminal in %s", sb->name);
+    return rc;
   }
   if (!leased) return take_agent(c->ctx, c->e, sb, c->req, c->sync, &c->t, err);
   int rc = sandbox_lease_open(c->ctx, c->e, c->req, sb, &c->lease, err);
@@ -371,6 +380,10 @@ static int call_attempt(call *c, sm_error *err) {
                         "the host-tool route is not available on the %s backend: run this "
                         "agent's calls on the docker backend",
                         c->ctx->backend->name);
+  if ((c->req->tty || c->req->existing) && c->ctx->backend != &sandbox_backend_docker)
+    return sm_error_set(err, SM_EUNSUPPORTED,
+                        "terminals and sandman exec need the docker backend, not %s",
+                        c->ctx->backend->name);
   int rc = call_acquire(c, err);
   if (rc == 0) workspace_open_ahead(c);
   if (rc == 0) rc = call_exec_path(c, err);
@@ -458,9 +471,10 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
     if (!ctx->backend->sessions_at_once && c->t.agent == NULL &&
         c->sb.mode != SM_MODE_PER_TOOL && !c->sb.cached && c->sb.id[0] &&
         sm_agents_enabled(ctx->agents))
-      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.user);
-    /* A per_tool container goes now: its session goes with it. */
-    drop_agent(&c->t, c->sb.mode != SM_MODE_PER_TOOL);
+      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.name, c->sb.user);
+    /* A per_tool container goes now: its session goes with it; a
+     * terminal's was its own. */
+    drop_agent(&c->t, c->sb.mode != SM_MODE_PER_TOOL && req->tty == NULL);
   } else {
     drop_agent(&c->t, 0);
   }

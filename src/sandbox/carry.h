@@ -33,7 +33,7 @@ int sandbox_tar_sink_write(void *ud, const char *buf, size_t len);
 
 /* The tar in fd again, for the engine's upload into /workspace: the
  * leading folder `strip` ("workspace") taken off every path, every entry
- * owned by uid:gid. A failure ends the stream (read returns -1) and is
+ * owned by uid:gid (uid < 0: as the tar says). A failure ends the stream (read returns -1) and is
  * kept in err. */
 typedef struct sandbox_tar_source {
   struct archive *in, *out;

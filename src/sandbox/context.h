@@ -14,6 +14,7 @@
 
 #include <sandman/audit.h>
 #include <sandman/egress.h>
+#include <sandman/keep.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
@@ -35,6 +36,9 @@ typedef struct sandbox_ctx {
   sandbox_swarm *swarm;    /* the swarm backend's state, or NULL */
   sandbox_routes *routes;  /* the host-tool routes this process keeps */
   sm_audit *audit;         /* NULL: no trail (sm_runner_set_audit sets it) */
+  /* Told of each change of a sandbox's state (keep.h); NULL: nobody. */
+  void (*state_hook)(void *ud, const struct sm_state_event *ev);
+  void *state_hook_ud;
   sm_runner *runner;       /* only to pass to the two functions below */
   /* The calling thread's engine client (kept by the runner). */
   int (*engine)(sm_runner *runner, sm_engine **out, sm_error *err);

@@ -20,9 +20,11 @@
 #include "sandbox/preamble.h"
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
+#include "sandbox/tty.h"
 
 #define HELPER_TIMEOUT_S 20.0
 #define HELPER_OUTPUT_CAP 4096
+#define KILL_UNSTARTED_MS 10000 /* how long a killed call's start is waited for */
 
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
@@ -263,8 +265,31 @@ static int finish(const sm_exec_target *t, const sm_call_watch *w, sm_capture *c
   return 0;
 }
 
-static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                      sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
+/* Kills a timed-out or cancelled call over the agent. A cancel may come
+ * before the wrapper reported its start: the killer then looks for the
+ * call by its marker, and a process the agent starts a moment later would
+ * be missed and run on (a cancelled `sleep 600` that kept its sandbox
+ * busy). So until the start is reported (then it is killed by its pid) or
+ * the call ends, it is killed again as soon as its start arrives. */
+static void agent_kill(const sm_exec_target *t, sm_agent_session *s, sm_agent_feed *f,
+                       sm_call_watch *w) {
+  double until = sm_monotonic_ms() + KILL_UNSTARTED_MS;
+  for (;;) {
+    int started = w->state == SM_CALL_WATCH_STARTED;
+    kill_call(t, NULL, w);
+    if (started) break;
+    int ended = 0;
+    while (!ended && w->state != SM_CALL_WATCH_STARTED && sm_monotonic_ms() < until)
+      ended = sm_agent_step(s, f, 50);
+    if (ended || w->state != SM_CALL_WATCH_STARTED) break;
+  }
+  sm_agent_settle(s, f);
+}
+
+/* The call's frame goes to the session (on a terminal when the request
+ * has one); 0 once it is on its way. */
+static int agent_start(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                       sm_call_watch *w, sm_agent_feed *f, sm_error *err) {
   sm_agent_session *s = t->agent;
   size_t argc = 5 + req->argc;
   const char **argv = calloc(argc + 1, sizeof *argv);
@@ -278,16 +303,34 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   argv[3] = "sh"; /* $0: the shell's own errors read "sh: ...", not as sandman's */
   argv[4] = w->token;
   for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
-  sm_agent_feed f;
-  int rc = sm_agent_feed_init(&f, req->stdin_read, req->stdin_ud, err);
-  if (rc == 0)
-    rc = sm_agent_start(s, &f, "/workspace", argv, argc, (const char *const *)env->v, env->n,
-                        sm_call_watch_output, w, err);
+  const char *cwd = req->cwd ? req->cwd : "/workspace";
+  const char *const *ev = (const char *const *)env->v;
+  int rc = sm_agent_feed_init(f, req->tty ? NULL : req->stdin_read, req->stdin_ud, err);
+  if (rc == 0 && req->tty)
+    rc = sandbox_agent_start_tty(s, f, req->tty, cwd, argv, argc, ev, env->n, sm_call_watch_output,
+                                 w, err);
+  else if (rc == 0)
+    rc = sm_agent_start(s, f, cwd, argv, argc, ev, env->n, sm_call_watch_output, w, err);
   free(argv);
   if (rc == 0) sm_agent_note_call(t->agents);
+  return rc;
+}
+
+static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
+                      sm_call_watch *w, const int *started, sm_exec_outcome *out, sm_error *err) {
+  sm_agent_session *s = t->agent;
+  if (req->cancel && *req->cancel) {
+    /* Cancelled before it was sent: nothing to start, nothing to kill. */
+    stopped_call(SM_ECANCELLED, out, err);
+    return 0;
+  }
+  sm_agent_feed f;
+  int rc = agent_start(t, req, env, w, &f, err);
   double t0 = sm_monotonic_ms();
   double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
-  if (rc == 0) rc = sm_agent_drive(s, &f, deadline, req->cancel, err);
+  if (rc == 0 && req->tty)
+    rc = sandbox_agent_drive_tty(s, &f, req->tty, started, deadline, req->cancel, err);
+  else if (rc == 0) rc = sm_agent_drive(s, &f, deadline, req->cancel, err);
   out->duration_ms = sm_monotonic_ms() - t0;
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
@@ -297,8 +340,9 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
       sm_agent_feed_dispose(&f);
       return verdict;
     }
-    kill_call(t, NULL, w);
-    sm_agent_settle(s, &f);
+    /* Stopped before a byte of the call went: it never reaches the agent
+     * (sending it now would start it after the kill). */
+    if (f.off > 0) agent_kill(t, s, &f, w);
     sm_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
@@ -358,7 +402,8 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   json_object_object_add(cfg, "Cmd", cmd);
   json_object_object_add(cfg, "Env", sm_json_strings((const char *const *)env->v, env->n));
   if (t->user) json_object_object_add(cfg, "User", json_object_new_string(t->user));
-  json_object_object_add(cfg, "WorkingDir", json_object_new_string("/workspace"));
+  json_object_object_add(cfg, "WorkingDir",
+                         json_object_new_string(req->cwd ? req->cwd : "/workspace"));
   json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(req->stdin_read != NULL));
   json_object_object_add(cfg, "AttachStdout", json_object_new_boolean(1));
   json_object_object_add(cfg, "AttachStderr", json_object_new_boolean(1));
@@ -408,17 +453,41 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   return finish(t, w, w->cap, code, out, err);
 }
 
+/* A terminal's call: its program has started once the wrapper named it. */
+typedef struct tty_watch {
+  sm_tty *tty;
+  const char *container_id;
+  int started;
+  void (*next)(void *ud, const char *pid, const char *start);
+  void *next_ud;
+} tty_watch;
+
+static void tty_started(void *ud, const char *pid, const char *start) {
+  tty_watch *tw = ud;
+  tw->started = 1;
+  sandbox_tty_started(tw->tty, tw->container_id);
+  if (tw->next) tw->next(tw->next_ud, pid, start);
+}
+
 int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                  sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   const char *token = find_token(env);
   if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
+  /* The agent opens the terminal: no other way in has one. */
+  if (req->tty && t->agent == NULL)
+    return sm_error_set(err, SM_EUNSUPPORTED, "a terminal needs sandman's agent in the sandbox");
   sm_call_watch w;
   sm_call_watch_init(&w, token, cap);
   w.on_start = t->on_start;
   w.on_start_ud = t->on_start_ud;
+  tty_watch tw = {req->tty, t->container_id, 0, t->on_start, t->on_start_ud};
+  if (req->tty) {
+    w.on_start = tty_started;
+    w.on_start_ud = &tw;
+  }
   int rc;
-  if (t->agent) rc = agent_call(t, req, env, &w, out, err);
+  if (t->agent) rc = agent_call(t, req, env, &w, &tw.started, out, err);
   else rc = engine_call(t, req, env, &w, out, err);
   sm_call_watch_dispose(&w);
   return rc;

@@ -247,6 +247,17 @@ static int tmp_needs_fix(sm_engine *e, const char *cid, const char *image_id, un
   return *mode != 0 && (*mode & 07777) != 01777;
 }
 
+int sandbox_fix_tmp(sm_engine *e, const char *id, const char *name, const char *image_id,
+                    sm_error *err) {
+  unsigned mode = 0;
+  if (!tmp_needs_fix(e, id, image_id ? image_id : "", &mode)) return 0;
+  sandbox_box sb;
+  memset(&sb, 0, sizeof sb);
+  snprintf(sb.id, sizeof sb.id, "%s", id);
+  snprintf(sb.name, sizeof sb.name, "%s", name);
+  return make_tmp_writable(e, &sb, image_id ? image_id : "its image", mode, err);
+}
+
 /* The hardened container config of sandbox sb (labels, user, environment)
  * against engine e: its image there, its user resolved in the image. The
  * docker backend creates it; the swarm backend translates it. image_id (may

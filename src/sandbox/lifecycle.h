@@ -51,6 +51,10 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
  * volume) when the name is taken; any other failure removes what was made. */
 int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                    sandbox_box *sb, sm_error *err);
+/* A sandbox started again (resumed from stop): its /tmp, a new tmpfs,
+ * made 1777 when its image's /tmp is not (as at creation). */
+int sandbox_fix_tmp(sm_engine *e, const char *id, const char *name, const char *image_id,
+                    sm_error *err);
 /* Removes a container and its volume (NULL: none; what is gone already is
  * fine) and drops its state files. relay: the sandbox may have an egress
  * relay (network allowlist, or not known): it is looked for and removed

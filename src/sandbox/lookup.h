@@ -15,6 +15,7 @@ typedef struct sandbox_lookup_entry {
   char hash[65];
   char project[SM_NAME_MAX];
   int uid, gid;
+  unsigned generation; /* its rest record's (rest.h) when found */
 } sandbox_lookup_entry;
 
 /* NULL when out of memory. */

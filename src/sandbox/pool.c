@@ -48,6 +48,7 @@
 #include "sandbox/pool.h"
 #include "sandbox/network.h"
 #include "sandbox/pool_demand.h"
+#include "sandbox/rest.h"
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
 
@@ -109,6 +110,7 @@ typedef struct removal {
  * its first call, so that its second call is fast too. */
 typedef struct agent_prep {
   char id[SM_ENGINE_ID_MAX];
+  char name[SM_NAME_MAX]; /* a keyed sandbox's, "" for a pool container */
   char user[32]; /* "uid:gid" the session runs as */
   struct agent_prep *next;
 } agent_prep;
@@ -207,7 +209,8 @@ static void ensure_threads(sm_pool *p);
 
 /* Queues opening an agent session in a container (hold p->mu). Newest
  * first: the container most likely to be used next. */
-static void queue_prep(sm_pool *p, const char *container_id, const char *user) {
+static void queue_prep(sm_pool *p, const char *container_id, const char *name,
+                       const char *user) {
   if (p->stopping || p->n_preps >= MAX_PREPS) return;
   for (agent_prep *i = p->prep_head; i; i = i->next)
     if (strcmp(i->id, container_id) == 0) return;
@@ -215,6 +218,7 @@ static void queue_prep(sm_pool *p, const char *container_id, const char *user) {
   if (ap == NULL) return;
   ensure_threads(p);
   snprintf(ap->id, sizeof ap->id, "%s", container_id);
+  snprintf(ap->name, sizeof ap->name, "%s", name ? name : "");
   snprintf(ap->user, sizeof ap->user, "%s", user ? user : "");
   ap->next = p->prep_head;
   p->prep_head = ap;
@@ -464,7 +468,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
       if (sm_agents_enabled(p->ctx->agents) && !p->ctx->backend->sessions_at_once) {
         char user[32];
         snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
-        queue_prep(p, item.id, user);
+        queue_prep(p, item.id, NULL, user);
       }
       sm_log(SM_LOG_DEBUG, "pool: %s ready (%u/%u for %.12s)", item.name, cp->n_ready,
              target(p, cp, mono_ms()), cp->hash);
@@ -540,6 +544,25 @@ typedef struct worker_arg {
   int prefer_removal;
 } worker_arg;
 
+/* Opens ap's session. A keyed sandbox is held as a call holds it (its busy
+ * lock, shared) and skipped when it is at rest or someone holds it alone:
+ * an exec that starts while the engine freezes the container never ends
+ * (runc waits on the frozen cgroup) and wedges the engine's hold on that
+ * container, so no session is opened under a pause. */
+static void prepare_one(sm_pool *p, sm_engine *e, const agent_prep *ap) {
+  sm_state_lock *busy = NULL;
+  if (ap->name[0]) {
+    sm_error err = SM_ERROR_INIT;
+    if (sm_state_busy_try(p->ctx->state_dir, ap->name, &busy, &err) != 0) return;
+    if (sandbox_rest_resting(p->ctx->state_dir, ap->name)) {
+      sm_state_unlock(busy);
+      return;
+    }
+  }
+  sm_agent_prepare(p->ctx->agents, e, ap->id, ap->user);
+  sm_state_unlock(busy);
+}
+
 static void *worker_main(void *arg) {
   worker_arg wa = *(worker_arg *)arg;
   free(arg);
@@ -607,7 +630,7 @@ static void *worker_main(void *arg) {
       p->n_preps--;
       p->preps_running++;
       pthread_mutex_unlock(&p->mu);
-      sm_agent_prepare(p->ctx->agents, e, ap->id, ap->user);
+      prepare_one(p, e, ap);
       free(ap);
       pthread_mutex_lock(&p->mu);
       p->preps_running--;
@@ -860,11 +883,11 @@ void sm_pool_forget(sm_pool *p, const sm_run_request *req, const char *hash) {
   pthread_mutex_unlock(&p->mu);
 }
 
-void sm_pool_prepare_agent_later(sm_pool *p, const char *container_id,
+void sm_pool_prepare_agent_later(sm_pool *p, const char *container_id, const char *name,
                                  const char *user) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
-  if (p->bg_remove) queue_prep(p, container_id, user);
+  if (p->bg_remove) queue_prep(p, container_id, name, user);
   pthread_mutex_unlock(&p->mu);
 }
 

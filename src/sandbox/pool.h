@@ -36,9 +36,11 @@ int sm_pool_take(sm_pool *pool, const sm_run_request *req, const char *hash, sm_
  * may refill now. */
 void sm_pool_call_done(sm_pool *pool, const char *pool_key);
 /* In a long-running process (background removal on): opens and parks an
- * agent session in keyed sandbox container_id on a background thread, so
- * its next call does not pay for it. Dropped, not waited for, at the end. */
-void sm_pool_prepare_agent_later(sm_pool *pool, const char *container_id, const char *user);
+ * agent session in keyed sandbox container_id (named name) on a background
+ * thread, so its next call does not pay for it; never while it rests or
+ * goes to rest (pool.c prepare_one). Dropped, not waited for, at the end. */
+void sm_pool_prepare_agent_later(sm_pool *pool, const char *container_id, const char *name,
+                                 const char *user);
 /* A container taken from the pool was gone (an operator's forced reap):
  * the others of its configuration are replaced too, so that the call's
  * second attempt makes its own rather than finding another stale one. */

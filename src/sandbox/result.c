@@ -71,6 +71,7 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
                                                : NULL);
     json_object_object_add(o, "replaced", x);
   }
+  if (r->resumed[0]) json_object_object_add(o, "resumed", json_object_new_string(r->resumed));
   const char *kind = sm_failure_kind_name(r->failure_kind);
   json_object_object_add(o, "failure_kind", kind ? json_object_new_string(kind) : NULL);
   json_object_object_add(o, "error",

@@ -56,6 +56,23 @@ static int check_request(const sm_run_request *req, sm_error *err) {
     return sm_error_set(err, SM_EINVAL,
                         "files work in a per_run or per_worker sandbox, not in mode %s",
                         sm_mode_name(s->mode));
+  if (req->tty && s->mode != SM_MODE_PER_RUN && s->mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL,
+                        "a terminal runs in a per_run or per_worker sandbox, not in mode %s",
+                        sm_mode_name(s->mode));
+  /* Nothing that reaches beyond the sandbox ever enters a terminal. */
+  if (req->tty && req->n_secret_env > 0)
+    return sm_error_set(err, SM_EPOLICY, "a terminal never gets leased credentials");
+  if (req->tty && req->host_route)
+    return sm_error_set(err, SM_EPOLICY, "a terminal never gets the host-tool route");
+  if (req->tty && (req->stdin_read || req->helper || req->workspace))
+    return sm_error_set(err, SM_EINVAL,
+                        "a terminal takes its input from the terminal and copies no workspace");
+  if (req->existing && s->mode != SM_MODE_PER_RUN && s->mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL,
+                        "only a per_run or per_worker sandbox exists before a call");
+  if (req->cwd && req->cwd[0] != '/')
+    return sm_error_set(err, SM_EINVAL, "the working directory must be an absolute path");
   if (req->sync != SM_SYNC_DEFAULT && req->sync != SM_SYNC_NONE && req->sync != SM_SYNC_IN &&
       req->sync != SM_SYNC_INOUT)
     return sm_error_set(err, SM_EINVAL, "unknown sync mode %d", (int)req->sync);

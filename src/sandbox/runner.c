@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sandman/keep.h>
 #include <sandman/sandbox.h>
 #include <sandman/state.h>
 
@@ -277,6 +278,11 @@ int sm_runner_set_egress(sm_runner *r, const sm_egress_proxy_options *opts, sm_e
 }
 
 void sm_runner_set_audit(sm_runner *r, sm_audit *audit) { r->ctx.audit = audit; }
+
+void sm_runner_set_state_hook(sm_runner *r, sm_state_hook hook, void *ud) {
+  r->ctx.state_hook = hook;
+  r->ctx.state_hook_ud = ud;
+}
 sm_audit *sm_runner_audit(const sm_runner *r) { return r->ctx.audit; }
 
 void sm_runner_set_route_memory(sm_runner *r, size_t bytes) {

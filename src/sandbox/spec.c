@@ -425,6 +425,20 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
   return c;
 }
 
+/* Before the wrappers' exec: a command that is not there (127), or a path
+ * that cannot be run (126), said in the command's own words, so the
+ * shell's message, which names a line of the wrapper ("sh: exec: line 11:
+ * x: not found"), is not what the caller reads. Builtins only. */
+#define SCRIPT_CHECK_COMMAND                                                                   \
+  "case $1 in\n"                                                                               \
+  "*/*) w=\n"                                                                                  \
+  "  [ -e \"$1\" ] || { printf '%s: No such file or directory\\n' \"$1\" >&2; exit 127; }\n"    \
+  "  [ -d \"$1\" ] && w='Is a directory'\n"                                                     \
+  "  [ -z \"$w\" ] && [ ! -x \"$1\" ] && w='Permission denied'\n"                              \
+  "  [ -z \"$w\" ] || { printf '%s: %s\\n' \"$1\" \"$w\" >&2; exit 126; } ;;\n"                 \
+  "*) command -v \"$1\" >/dev/null || { printf '%s: command not found\\n' \"$1\" >&2; exit 127; } ;;\n" \
+  "esac\n"
+
 /* Every container exec runs as
  *   /bin/sh -c WRAPPER sandman TOKEN CMD ARGS...
  * Before the tool starts, the wrapper prints one line on stdout that only
@@ -451,6 +465,7 @@ const char sm_exec_wrapper_script[] =
     "read -r l < /proc/$$/stat; st ${l##*) }\n"
     "printf 'sandman-call %s %s %s %s\\n' \"$t\" \"$$\" \"$s\" \"${n:--}\"\n"
     "exec 2>&3 3>&-\n"
+    SCRIPT_CHECK_COMMAND
     "exec \"$@\"\n";
 
 /* Pieces of the scripts below. info PID: its state (sa), parent (pp) and
@@ -556,4 +571,5 @@ const char sm_host_wrapper_script[] =
     "IFS= read -r go <&3 || exit 125\n"
     "[ \"$go\" = go ] || exit 125\n"
     "exec 3<&-\n"
+    SCRIPT_CHECK_COMMAND
     "exec \"$@\"\n";

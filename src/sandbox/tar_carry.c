@@ -104,8 +104,10 @@ static int step(sandbox_tar_source *s) {
     archive_entry_copy_pathname(ae, p);
     const char *hl = archive_entry_hardlink(ae);
     if (hl) archive_entry_copy_hardlink(ae, rerooted(hl, s->strip) ? rerooted(hl, s->strip) : ".");
-    archive_entry_set_uid(ae, s->uid);
-    archive_entry_set_gid(ae, s->gid);
+    if (s->uid >= 0) {
+      archive_entry_set_uid(ae, s->uid);
+      archive_entry_set_gid(ae, s->gid);
+    }
     archive_entry_set_uname(ae, NULL);
     archive_entry_set_gname(ae, NULL);
     if (archive_write_header(s->out, ae) != ARCHIVE_OK) return fail(s, s->out);

@@ -8,6 +8,7 @@
  * sandboxes. Contents go through the request's stream (stream.h): a read or
  * a tar download is written to the answer as it comes, a write or a tar
  * upload reads the request body as it arrives, capped by --max-file-body. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,8 +257,20 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
 
 /* ---- answers ---- */
 
+/* An error the sandbox's file system answered (no such path, a folder
+ * where a file was expected, exists, not empty, permission denied or disk
+ * full in the sandbox) is the operation's own failure: failure_kind "tool",
+ * as a tool that ran and failed. sandman's refusals (a link on the path,
+ * a path leaving the workspace, the configuration) stay "policy". */
 static void files_error(sm_answer *a, int rc, const sm_error *err) {
-  sm_answer_error_code(a, rc, err->message);
+  int e = err->sys_errno;
+  if (e == 0 || e == ELOOP || e == EXDEV || e == EPIPE) {
+    sm_answer_error_code(a, rc, err->message);
+    return;
+  }
+  int status = rc == SM_ENOTFOUND ? 404 : rc == SM_ECONFLICT ? 409 : rc == SM_EPOLICY ? 403
+             : rc == SM_ETOOBIG ? 413 : 400;
+  sm_answer_error(a, status, "tool", "%s", err->message);
 }
 
 static void add_sandbox(json_object *o, const sm_run_result *call) {
@@ -471,7 +484,12 @@ void sm_files_job(void *arg) {
             ro.held.len > 0)
           sm_stream_write(s, ro.held.data, ro.held.len);
       }
-      const char *outcome = rc == 0 ? "ok" : a.status == 503 ? "sandbox" : "policy";
+      json_object *kind = NULL;
+      const char *outcome = "ok";
+      if (rc != 0 && a.body && json_object_object_get_ex(a.body, "failure_kind", &kind))
+        outcome = json_object_get_string(kind);
+      else if (rc != 0)
+        outcome = a.status == 503 ? "sandbox" : "policy";
       sm_metrics_call(srv->metrics, "files", sm_mode_name(base->settings.mode), outcome,
                       (sm_monotonic_ms() - t0) / 1000.0);
       sm_run_result_dispose(&call);

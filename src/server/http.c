@@ -24,10 +24,12 @@
 
 #include "common/buf.h"
 #include "server/core.h"
+#include "server/context_route.h"
 #include "server/files_route.h"
 #include "server/mcp_route.h"
 #include "server/sandboxes_route.h"
 #include "server/stream.h"
+#include "server/terminal_route.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
 #define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
@@ -63,11 +65,14 @@ typedef enum {
   R_AUDIT,
   R_APPROVALS,
   R_SANDBOX,
+  R_CONTEXTS,
+  R_TERMINALS,
 } route_id;
 
-static const char *const route_names[] = {"unknown", "unknown", "healthz", "execute", "leases",
-                                          "handles", "sandboxes", "reap", "metrics",
-                                          "files", "mcp", "audit", "approvals", "sandbox"};
+static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
+                                          "leases",    "handles", "sandboxes", "reap",
+                                          "metrics",   "files",   "mcp",       "audit",
+                                          "approvals", "sandbox", "contexts",  "terminals"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -115,6 +120,9 @@ typedef struct req_ctx {
   char files_name[16];  /* the route's last segment */
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
+  context_req *contexts; /* until its job takes it */
+  server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
+  server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
 
 /* ---- answers ---- */
@@ -246,7 +254,9 @@ static enum MHD_Result stream_step(req_ctx *c) {
 }
 
 static void files_discard(void *arg) { sm_files_req_free(arg); }
+static void term_discard(void *arg) { server_terminal_req_free(arg); }
 static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
+static void contexts_discard(void *arg) { context_req_free(arg); }
 
 static int stream_open(req_ctx *c) {
   c->stream = sm_stream_new(c->conn, NULL, NULL);
@@ -471,7 +481,8 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   return R_NOT_FOUND;
 }
 
-/* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive (POST). */
+/* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive, /pause,
+ * /resume (POST). */
 static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
   if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
   const char *id = url + 14;
@@ -482,8 +493,10 @@ static route_id match_sandbox_route(req_ctx *c, const char *url, const char *met
   c->sandbox_id[n] = '\0';
   if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
   if (slash) {
-    if (strcmp(slash, "/keepalive") != 0) return R_NOT_FOUND;
-    c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
+    if (strcmp(slash, "/keepalive") == 0) c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
+    else if (strcmp(slash, "/pause") == 0) c->sandbox_op = SM_SANDBOXES_PAUSE;
+    else if (strcmp(slash, "/resume") == 0) c->sandbox_op = SM_SANDBOXES_RESUME;
+    else return R_NOT_FOUND;
     c->allow = "POST";
     return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
   }
@@ -519,10 +532,13 @@ static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
   return ok;
 }
 
-/* /v1/files/<name> and /mcp. */
+/* /v1/files/<name>, /mcp and /v1/contexts... */
 static route_id match_stream_route(req_ctx *c, const char *url, const char *method,
                                    int *files_op) {
   if (strcmp(url, "/mcp") == 0) return R_MCP;
+  int ctx_op = context_route_match(url, method, &c->allow);
+  if (ctx_op >= 0) return R_CONTEXTS;
+  if (ctx_op == -2) return R_BAD_METHOD;
   if (strncmp(url, "/v1/files/", 10) != 0 || strlen(url + 10) >= sizeof c->files_name)
     return R_NOT_FOUND;
   snprintf(c->files_name, sizeof c->files_name, "%s", url + 10);
@@ -533,6 +549,38 @@ static route_id match_stream_route(req_ctx *c, const char *url, const char *meth
     return R_BAD_METHOD;
   }
   return R_FILES;
+}
+
+/* A WebSocket handshake's 101 answer: the connection then belongs to the
+ * route's handler (websocket_conn.c). */
+static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const char *accept) {
+  struct MHD_Response *r = server_ws_upgrade_response(u, accept);
+  if (r == NULL) {
+    server_ws_upgrade_done(u);
+    return answer_error(c, 503, "sandbox", "out of memory");
+  }
+  c->upgrade = u;
+  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], c->status);
+  }
+  return ret;
+}
+
+/* After the token: a terminals request (terminal_route.c); an attach is
+ * answered now. */
+static enum MHD_Result terminals_start(req_ctx *c, const char *url, const char *method) {
+  c->term = server_terminal_req_new(c->srv, c->conn, url, method, c->auth == AUTH_CONTROL, c->token,
+                                    &c->allow, &c->answer);
+  if (c->term == NULL) return decide_answer(c);
+  server_ws_upgrade *u = NULL;
+  char accept[SERVER_WS_ACCEPT_LEN + 1];
+  if (!server_terminal_req_upgrade(c->term, c->conn, &u, accept, &c->answer)) return MHD_YES;
+  if (u == NULL) return decide_answer(c);
+  return queue_upgrade(c, u, accept);
 }
 
 /* After the token: the files request from the query (its own token check
@@ -580,6 +628,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   c->route = match_route(url, method, c->handle_id);
   if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
   if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
+  if (c->route == R_NOT_FOUND && server_terminal_route_match(url)) c->route = R_TERMINALS;
   const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
   const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
   const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
@@ -598,7 +647,8 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
                     c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
-                    c->route == R_SANDBOXES || c->route == R_SANDBOX;
+                    c->route == R_SANDBOXES || c->route == R_SANDBOX ||
+                    c->route == R_CONTEXTS || c->route == R_TERMINALS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -613,10 +663,19 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     }
   }
   if (c->route == R_FILES) return files_start(c, files_op);
+  if (c->route == R_TERMINALS) {
+    enum MHD_Result ret = terminals_start(c, url, method);
+    if (c->state != ST_READING || c->term == NULL) return ret;
+  }
   if (c->route == R_MCP) {
     c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
                             &c->answer);
     if (c->mcp == NULL) return decide_answer(c);
+  }
+  if (c->route == R_CONTEXTS) {
+    c->contexts = context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
+                                  c->token, &c->answer);
+    if (c->contexts == NULL) return decide_answer(c);
   }
   if (c->route == R_EXECUTE) {
     const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
@@ -662,6 +721,15 @@ static enum MHD_Result body_complete(req_ctx *c) {
       c->mcp = NULL;
       return dispatch_stream(c, sm_mcp_job, m, mcp_discard);
     }
+    case R_CONTEXTS: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      context_req *x = c->contexts;
+      if (context_req_body(x, c->body.data, c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      context_req_set_stream(x, c->stream);
+      c->contexts = NULL;
+      return dispatch_stream(c, context_job, x, contexts_discard);
+    }
     case R_LEASES:
       sm_lease_route(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
                     &c->answer);
@@ -679,6 +747,15 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch(c, job_metrics);
     case R_AUDIT:
       return dispatch(c, job_audit);
+    case R_TERMINALS: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      server_terminal_req *t = c->term;
+      if (server_terminal_req_body(t, c->body.data ? c->body.data : "", c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      server_terminal_req_set_stream(t, c->stream);
+      c->term = NULL;
+      return dispatch_stream(c, server_terminal_job, t, term_discard);
+    }
     case R_APPROVALS:
       sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
                                 c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
@@ -785,6 +862,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   sm_files_req_free(c->files);
   sm_mcp_req_free(c->mcp);
   sm_sandboxes_req_free(c->sbx);
+  context_req_free(c->contexts);
+  server_terminal_req_free(c->term);
+  server_ws_upgrade_done(c->upgrade);
   pthread_mutex_lock(&srv->mu);
   srv->body_bytes -= c->counted;
   srv->requests_open--;
@@ -822,7 +902,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 int sm_http_start(sm_server *srv, sm_error *err) {
   /* libmicrohttpd never accepts: the gate hands it complete heads. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_UPGRADE;
   /* The logger first: libmicrohttpd prints what comes before it itself. */
   srv->mhd = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,

@@ -1,7 +1,8 @@
 /* The sandboxes as resources (docs/http-api.md#sandboxes): list them
  * (GET /v1/sandboxes, by label), make one (POST /v1/sandboxes), describe
- * (GET /v1/sandboxes/{id}), keep alive (POST /v1/sandboxes/{id}/keepalive)
- * and remove one (DELETE /v1/sandboxes/{id}).
+ * (GET /v1/sandboxes/{id}), keep alive (POST /v1/sandboxes/{id}/keepalive),
+ * put to rest and bring back (POST /v1/sandboxes/{id}/pause, /resume:
+ * sandman/keep.h, docs/state.md) and remove one (DELETE /v1/sandboxes/{id}).
  *
  * Owner rules as for calls: the control token reaches every sandbox of the
  * runner's instance (or, naming a worker_key, acts for that worker); a
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sandman/keep.h>
 #include <sandman/log.h>
 #include <sandman/ops.h>
 #include <sandman/state.h>
@@ -32,6 +34,8 @@ struct sm_sandboxes_req {
   char *token;
   char worker_key[SM_SERVER_KEY_MAX + 1]; /* from the query; "" none */
   int all;
+  sm_tier tier;                           /* a pause's */
+  int no_wait;
   char *labels[LABEL_FILTERS_MAX];        /* "io.sandman.label.k=v" engine filters */
   size_t n_labels;
   char bad[128];
@@ -74,6 +78,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     r->all = strcmp(v, "1") == 0 || strcmp(v, "true") == 0;
   } else if (strcmp(key, "label") == 0 && r->op == SM_SANDBOXES_LIST) {
     rc = add_label_filter(r, v);
+  } else if (strcmp(key, "tier") == 0 && r->op == SM_SANDBOXES_PAUSE) {
+    sm_error ignore = SM_ERROR_INIT;
+    rc = sm_tier_parse(v, &r->tier, &ignore) == 0 ? 0 : -1;
+  } else if (strcmp(key, "no_wait") == 0 &&
+             (r->op == SM_SANDBOXES_PAUSE || r->op == SM_SANDBOXES_RESUME)) {
+    r->no_wait = strcmp(v, "1") == 0 || strcmp(v, "true") == 0;
   } else {
     snprintf(r->bad, sizeof r->bad, "unknown query parameter '%.40s'", key);
     return MHD_NO;
@@ -173,6 +183,37 @@ static void keepalive(sm_sandboxes_req *r, sm_answer *a) {
   a->body = sm_ops_sandbox_to_json(&sb);
 }
 
+/* Put to rest (pause) or brought back (resume): keyed sandboxes only; a
+ * worker token reaches only its own (another's is a 404 as a missing one). */
+static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
+  sm_ops_sandbox sb;
+  sm_error err = SM_ERROR_INIT;
+  int rc = server_sandbox_find(r->srv, r->id, acting_for(r), 1, &sb, &err);
+  if (rc == SM_ENOTFOUND) {
+    sm_answer_error(a, 404, "policy", "no such keyed sandbox: %s", r->id);
+    return;
+  }
+  sm_rest_options o = SM_REST_OPTIONS_INIT;
+  o.tier = r->tier;
+  o.no_wait = r->no_wait;
+  o.why = "requested (runner)";
+  sm_rest_report rep;
+  if (rc == 0)
+    rc = pause ? sm_sandbox_pause(r->srv->opts.runner, sb.name, &o, &rep, &err)
+               : sm_sandbox_resume(r->srv->opts.runner, sb.name, &o, &rep, &err);
+  if (rc == SM_EBUSY || rc == SM_EUNSUPPORTED) {
+    /* Busy, or a tier this engine cannot give: said, nothing changed. */
+    sm_answer_error(a, 409, "policy", "%s", err.message);
+    return;
+  }
+  if (rc) {
+    sm_answer_error_code(a, rc, err.message);
+    return;
+  }
+  a->status = 200;
+  a->body = sm_rest_report_to_json(&rep);
+}
+
 static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   sm_ops_sandbox sb;
   if (find(r, &sb, a) != 0) return;
@@ -216,6 +257,8 @@ void sm_sandboxes_run(sm_sandboxes_req *r, const char *body, size_t len, sm_answ
     case SM_SANDBOXES_GET: describe(r, a); break;
     case SM_SANDBOXES_KEEPALIVE: keepalive(r, a); break;
     case SM_SANDBOXES_DELETE: remove_one(r, a); break;
+    case SM_SANDBOXES_PAUSE: rest(r, a, 1); break;
+    case SM_SANDBOXES_RESUME: rest(r, a, 0); break;
     case SM_SANDBOXES_CREATE:
       server_sandbox_create(r->srv, body, len, r->control, r->token, a);
       break;

@@ -12,12 +12,14 @@ typedef enum {
   SM_SANDBOXES_GET,       /* GET /v1/sandboxes/{id} */
   SM_SANDBOXES_DELETE,    /* DELETE /v1/sandboxes/{id} */
   SM_SANDBOXES_KEEPALIVE, /* POST /v1/sandboxes/{id}/keepalive */
+  SM_SANDBOXES_PAUSE,     /* POST /v1/sandboxes/{id}/pause */
+  SM_SANDBOXES_RESUME,    /* POST /v1/sandboxes/{id}/resume */
 } sm_sandboxes_op;
 
 typedef struct sm_sandboxes_req sm_sandboxes_req;
 
-/* Reads the query on the I/O thread (worker_key, and for a list all and
- * label) and checks a worker token against the query's worker_key first
+/* Reads the query on the I/O thread (worker_key; for a list all and
+ * label; for a pause tier and no_wait) and checks a worker token against the query's worker_key first
  * (a create checks it against its body later): NULL with *a filled when
  * refused. id: the route's {id} (NULL for the list and the create). */
 sm_sandboxes_req *sm_sandboxes_req_new(sm_server *srv, struct MHD_Connection *conn,

@@ -20,8 +20,11 @@
 #include <sandman/version.h>
 
 #include "common/cleanup.h"
+#include "server/code_queue.h"
 #include "server/core.h"
 #include "server/handles.h"
+#include "server/terminal.h"
+#include "server/websocket_conn.h"
 #include "server/mcp_route.h"
 
 #define DEFAULT_THREADS 16
@@ -338,7 +341,13 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   srv->leases = sm_lease_store_new(MAX_LEASES);
   srv->metrics = sm_metrics_new();
   srv->handles = calloc(srv->opts.max_handles, sizeof *srv->handles);
-  if (!srv->leases || !srv->metrics || !srv->handles)
+  srv->code_queue = code_queue_new();
+  server_terminal_limits tl = {o->terminal_grace_s, o->terminals_per_sandbox, o->max_terminals,
+                               o->terminal_scrollback};
+  srv->ws = server_ws_group_new();
+  srv->terminals = srv->ws ? server_terminals_new(srv, &tl) : NULL;
+  if (!srv->leases || !srv->metrics || !srv->handles || !srv->terminals ||
+      !srv->code_queue)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   /* The io.sandman.owner its per_tool sandboxes carry. */
   sm_sandbox_owner_label(srv->owner_label, sizeof srv->owner_label);
@@ -452,6 +461,10 @@ void sm_server_stop(sm_server *srv) {
   sm_log(SM_LOG_INFO, "stopping: no new connections; waiting for calls in flight");
   sm_http_quiesce(srv);
   unlink_socket(srv);
+  /* Terminals run until someone ends them: they are ended now, and their
+   * clients' connections (open requests until they close) let go. */
+  server_terminals_stop(srv->terminals);
+  server_ws_group_close_all(srv->ws, 2000);
   pthread_mutex_lock(&srv->mu);
   while (srv->requests_open > 0) pthread_cond_wait(&srv->cv_idle, &srv->mu);
   pthread_mutex_unlock(&srv->mu);
@@ -488,6 +501,8 @@ void sm_server_free(sm_server *srv) {
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   unlink_socket(srv);
   sm_handles_free(srv);
+  server_terminals_free(srv->terminals);
+  server_ws_group_free(srv->ws);
   while (srv->head) {
     sm_job *j = srv->head;
     srv->head = j->next;
@@ -499,6 +514,7 @@ void sm_server_free(sm_server *srv) {
   sm_creds_free(srv->creds);
   sm_lease_store_free(srv->leases);
   sm_metrics_free(srv->metrics);
+  code_queue_free(srv->code_queue);
   if (srv->token) {
     OPENSSL_cleanse(srv->token, strlen(srv->token));
     free(srv->token);

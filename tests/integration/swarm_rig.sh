@@ -17,8 +17,9 @@
 # Settings (environment, before swarm_rig_up):
 #   SWARM_RIG_NODES    how many engines (3)
 #   SWARM_RIG_IMAGES   images loaded into every node (sandman/minimal:latest)
-#   SWARM_RIG_DIND     the engine image (sandman/dind:latest; must exist; the
-#                      swarm tests give scripts/test-images.sh's build of it)
+#   SWARM_RIG_DIND     the engine image (default: scripts/test-images.sh's
+#                      build of images/dind under the tests' own tag, built
+#                      on first use; the swarm tests pass the same)
 #   SWARM_RIG_DOCKERD_ARGS  the nodes' dockerd flags (--no-new-privileges:
 #                      what docs/scale-out.md asks of every node)
 #   SANDMAN_INSTANCE   labels everything the rig makes (io.sandman.instance)
@@ -94,7 +95,11 @@ _rig_network() {
 _rig_in() { local n=$1; shift; docker exec "$n" docker "$@"; }
 
 swarm_rig_up() {
-  local nodes=${SWARM_RIG_NODES:-3} dind=${SWARM_RIG_DIND:-sandman/dind:latest}
+  local nodes=${SWARM_RIG_NODES:-3} dind=${SWARM_RIG_DIND:-}
+  if [ -z "$dind" ]; then
+    dind=$("$(dirname "${BASH_SOURCE[0]}")/../../scripts/test-images.sh" ensure dind | tail -n 1) ||
+      { echo "swarm rig: could not build the dind image (scripts/test-images.sh ensure dind)" >&2; return 1; }
+  fi
   local images=${SWARM_RIG_IMAGES:-sandman/minimal:latest}
   local why="" i
   command -v openssl >/dev/null 2>&1 || why="openssl is not installed"

@@ -137,6 +137,9 @@ expect_eq "only the pool container is marked" "1" "$(grep -c '(pool)' <<<"$out")
 run_cli sandbox list --format '{{.nope}}'
 expect_eq "an unknown template field exits 2" 2 "$rc"
 expect_contains "... and names the fields" "unknown field 'nope'" "$err"
+expect_contains "... every one of them, node included" ", node," "$err"
+run_cli sandbox reap --help
+expect_contains "sandbox reap --help says it covers the whole instance" "It covers the whole instance" "$out"
 run_cli sandbox list --filter rnu=x
 expect_contains "an unknown filter key suggests the nearest" "did you mean run?" "$err"
 

@@ -7,6 +7,12 @@
 # files copied in, changed files copied back, no bind mount of the
 # workspace. `down -v` leaves nothing behind.
 #
+# First it runs the one-machine recipe of docs/ci.md exactly as the page
+# prints it (the lines are read from the page, so the two cannot drift),
+# with the test's own image tags and compose project: the job's default
+# image is built in the inner engine and the workspace is the mounted
+# project (compose/ci-example), not the job container's /.
+#
 # On an engine that cannot start privileged containers (its own capability
 # bounding set lacks one: runc says "unable to apply caps"), the engine
 # container runs with compose/dind-ci.unprivileged.yml instead; the test
@@ -26,49 +32,21 @@ PROJECT=sm$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9' '_' | tr -s '_')$$
 COMPOSE=(docker-compose -p "$PROJECT" -f "$SRC_DIR/compose/dind-ci.yml")
 RUN_ID=dind-$$
 
+BUILT=()
 cleanup() {
   "${COMPOSE[@]}" down -v --remove-orphans -t 20 >/dev/null 2>&1 || true
   cleanup_instance
-  docker image rm -f "${SANDMAN_DIND_IMAGE:-}" "${SANDMAN_JOB_IMAGE:-}" >/dev/null 2>&1 || true
+  docker image rm -f "${SANDMAN_DIND_IMAGE:-}" "${SANDMAN_JOB_IMAGE:-}" "${BUILT[@]}" >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-# Both images under this test's own tags (a user's sandman/dind:latest and
-# sandman/sandman:latest are never replaced); compose/dind-ci.yml takes them
+# Both images under this test's own tags (the user's own builds of the
+# dind and sandman images are never replaced); compose/dind-ci.yml takes them
 # through SANDMAN_DIND_IMAGE and SANDMAN_JOB_IMAGE.
 TEST_TAG=sandman-it/$(printf '%s' "$SANDMAN_INSTANCE" | tr -c 'a-z0-9._-' '-')
 MAKE_IMAGE=""
 export SANDMAN_DIND_IMAGE=$TEST_TAG/dind:1 SANDMAN_JOB_IMAGE=$TEST_TAG/sandman:1
-check "image build dind (as $SANDMAN_DIND_IMAGE)" \
-  bash -c "cd '$SRC_DIR' && '$SANDMAN' image build dind --tag '$SANDMAN_DIND_IMAGE' >'$WORK/build-dind.log' 2>&1"
-check "image build sandman (as $SANDMAN_JOB_IMAGE)" \
-  bash -c "cd '$SRC_DIR' && '$SANDMAN' image build sandman --tag '$SANDMAN_JOB_IMAGE' >'$WORK/build-sandman.log' 2>&1"
-
-# The suite's image, as a CI without a registry gets it: built elsewhere
-# (here: sandman/minimal plus this machine's make and the libraries it
-# needs), saved with `docker save`, loaded into the job's engine by
-# ci-job.sh (`sandman image load`).
-mkdir -p "$WORK/make-image/lib" "$WORK/ws/src"
-cp /usr/bin/make "$WORK/make-image/make"
-for lib in $(ldd /usr/bin/make | grep -o '/[^ ]*'); do cp "$lib" "$WORK/make-image/lib/"; done
-{
-  echo "FROM sandman/minimal:latest"
-  echo "USER 0"
-  echo "COPY lib/ /lib/x86_64-linux-gnu/"
-  echo "COPY make /usr/bin/make"
-  echo "RUN mkdir -p /lib64 && ln -sf /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2"
-  echo "USER 1000"
-} >"$WORK/make-image/Dockerfile"
-MAKE_IMAGE=$TEST_TAG/make:1
-check "image build of a small image with make (as $MAKE_IMAGE)" \
-  bash -c "'$SANDMAN' image build '$WORK/make-image' --tag '$MAKE_IMAGE' >'$WORK/build-make.log' 2>&1"
-docker save "$MAKE_IMAGE" -o "$WORK/images.tar"
-docker image rm -f "$MAKE_IMAGE" >/dev/null 2>&1 || true
-# The project the job tests: `make test` reads a file, writes one, changes one.
-printf 'test:\n\tcat in.txt\n\techo made-in-sandbox > out.txt\n\techo line2 >> src/a.txt\n' >"$WORK/ws/Makefile"
-echo "input from the job" >"$WORK/ws/in.txt"
-echo "line1" >"$WORK/ws/src/a.txt"
 
 # Can this engine start a privileged container at all?
 if docker run --rm --network none --privileged --user 0 \
@@ -81,6 +59,85 @@ else
   echo "# the engine container runs with compose/dind-ci.unprivileged.yml instead."
   COMPOSE+=(-f "$SRC_DIR/compose/dind-ci.unprivileged.yml")
 fi
+
+# ---- docs/ci.md's recipe, as printed ----
+# The first code block under "## On one machine". Each line runs as it is,
+# from the checkout, but for what keeps a test apart from a user's things:
+# `build/sandman image build NAME` gets this build's sandman and the tag
+# $TEST_TAG/NAME:1 (compose takes the dind and sandman ones through
+# SANDMAN_DIND_IMAGE and SANDMAN_JOB_IMAGE), `docker-compose -f
+# compose/dind-ci.yml` this test's project name (and the unprivileged
+# override where needed). A line of any other form fails the test.
+recipe=$(awk '/^## On one machine/ { f = 1 } f && /^```/ { n++; if (n == 2) exit; next } f && n == 1' "$SRC_DIR/docs/ci.md")
+check "docs/ci.md has the one-machine recipe" test -n "$recipe"
+expect_eq "the page has the recipe's two image builds, up, the job and down" "5" "$(grep -c . <<<"$recipe")"
+step=0
+while IFS= read -r line; do
+  line=${line%%#*}
+  line=$(sed 's/[[:space:]]*$//' <<<"$line")
+  [ -n "$line" ] || continue
+  step=$((step + 1))
+  case "$line" in
+    "build/sandman image build "*)
+      name=${line#build/sandman image build }
+      case "$name" in dind) tag=$SANDMAN_DIND_IMAGE ;; sandman) tag=$SANDMAN_JOB_IMAGE ;; *) tag=$TEST_TAG/$name:1 ;; esac
+      BUILT+=("$tag")
+      cmd=("$SANDMAN" image build "$name" --tag "$tag") ;;
+    "docker-compose -f compose/dind-ci.yml "*)
+      read -ra words <<<"${line#docker-compose -f compose/dind-ci.yml }"
+      cmd=("${COMPOSE[@]}" "${words[@]}") ;;
+    *)
+      it_fail "docs/ci.md's recipe has a line this test does not know how to run: $line"
+      continue ;;
+  esac
+  rc=0
+  (cd "$SRC_DIR" && "${cmd[@]}") </dev/null >"$WORK/recipe-$step.log" 2>&1 || rc=$?
+  expect_eq "recipe step $step as printed: $line" 0 "$rc"
+  [ "$rc" -eq 0 ] || tail -n 30 "$WORK/recipe-$step.log" | sed 's/^/#   /'
+  case "$line" in
+    *" run --rm job"*)
+      log=$(cat "$WORK/recipe-$step.log")
+      expect_contains "recipe: the job built its default image in the inner engine" "building minimal" "$log"
+      expect_contains "recipe: the job ran in sandman/minimal:latest (present: built by the job)" \
+        "in sandman/minimal:latest with /project" "$log"
+      expect_contains "recipe: the workspace is the mounted project (compose/ci-example), copied into /workspace" \
+        "ci-example: in /workspace as sandbox" "$log"
+      expect_contains "recipe: the project's test passed" "ci-example: ok" "$log"
+      expect_contains "recipe: the job ended well" "ci-job: ok" "$log" ;;
+  esac
+done <<<"$recipe"
+expect_eq "recipe: compose/ci-example is as it was" "" "$(git -C "$SRC_DIR" status --porcelain -- compose/ci-example 2>&1)"
+expect_eq "recipe: down -v left no container of the project" "" \
+  "$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")"
+expect_eq "recipe: down -v left no volume of the project" "" \
+  "$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT")"
+
+# ---- the pieces, one by one ----
+
+# The suite's image, as a CI without a registry gets it: built elsewhere
+# (here: sandman/minimal plus this machine's make and the libraries it
+# needs), saved with `docker save`, loaded into the job's engine by
+# ci-job.sh (`sandman image load`).
+# COPY only, no RUN: the build needs no container (nor the engine's bridge).
+mkdir -p "$WORK/make-image/lib" "$WORK/make-image/lib64" "$WORK/ws/src"
+cp /usr/bin/make "$WORK/make-image/make"
+for lib in $(ldd /usr/bin/make | grep -o '/[^ ]*'); do cp "$lib" "$WORK/make-image/lib/"; done
+ln -s /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$WORK/make-image/lib64/ld-linux-x86-64.so.2"
+{
+  echo "FROM sandman/minimal:latest"
+  echo "COPY lib/ /lib/x86_64-linux-gnu/"
+  echo "COPY lib64/ /lib64/"
+  echo "COPY make /usr/bin/make"
+} >"$WORK/make-image/Dockerfile"
+MAKE_IMAGE=$TEST_TAG/make:1
+check "image build of a small image with make (as $MAKE_IMAGE)" \
+  bash -c "'$SANDMAN' image build '$WORK/make-image' --tag '$MAKE_IMAGE' >'$WORK/build-make.log' 2>&1"
+docker save "$MAKE_IMAGE" -o "$WORK/images.tar"
+docker image rm -f "$MAKE_IMAGE" >/dev/null 2>&1 || true
+# The project the job tests: `make test` reads a file, writes one, changes one.
+printf 'test:\n\tcat in.txt\n\techo made-in-sandbox > out.txt\n\techo line2 >> src/a.txt\n' >"$WORK/ws/Makefile"
+echo "input from the job" >"$WORK/ws/in.txt"
+echo "line1" >"$WORK/ws/src/a.txt"
 
 check "compose/dind-ci.yml is valid for docker-compose $(docker-compose version --short)" \
   bash -c "$(printf '%q ' "${COMPOSE[@]}") config -q"
@@ -125,7 +182,7 @@ check "plain HTTP to the TLS port fails (exit $rc)" test "$rc" -ne 0
 # image, build sandman/minimal), `make test` in the workspace, files back.
 rc=0
 job -e CI_KEEP_SANDBOX=1 -e CI_RUN_ID="$RUN_ID" -e CI_IMAGES=/images.tar -e CI_BUILD=minimal \
-  -e CI_IMAGE="$MAKE_IMAGE" -e CI_WORKSPACE=/ws -e CI_MEM=256m -e CI_DISK=64m \
+  -e CI_IMAGE="$MAKE_IMAGE" -e CI_COMMAND='make test' -e CI_WORKSPACE=/ws -e CI_MEM=256m -e CI_DISK=64m \
   -v "$WORK/images.tar:/images.tar:ro" -v "$WORK/ws:/ws" job >"$WORK/job.log" 2>&1 || rc=$?
 expect_eq "the CI job (compose/ci-job.sh) succeeds" 0 "$rc"
 log=$(cat "$WORK/job.log")
@@ -139,6 +196,10 @@ rc=0
 job -e CI_RUN_ID="$RUN_ID-fail" -e CI_BUILD= -e CI_IMAGE="$MAKE_IMAGE" -e CI_WORKSPACE=/ws \
   -e CI_COMMAND='make no-such-target' -v "$WORK/ws:/ws" job >"$WORK/job-fail.log" 2>&1 || rc=$?
 expect_eq "a failing suite fails the job with make's status" 2 "$rc"
+rc=0
+out=$(job -e CI_BUILD= -e CI_WORKSPACE=/ job 2>&1) || rc=$?
+expect_eq "a workspace of / (the job's whole file system) is refused" 1 "$rc"
+expect_contains "... saying to name the project's folder" "set CI_WORKSPACE to the project's folder" "$out"
 
 # Inside the engine: the sandbox's /workspace is a volume, nothing bound.
 sandbox=$(in_engine docker ps -aq --filter "label=io.sandman.run=$RUN_ID" 2>/dev/null | head -n 1)

@@ -5,7 +5,8 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 # Unique per process: the same test may run from several build trees at once.
 export SANDMAN_INSTANCE="${SANDMAN_INSTANCE}-$$"
-trap cleanup_instance EXIT
+tmpd=$(mktemp -d)
+trap 'cleanup_instance; rm -rf "$tmpd"' EXIT
 cleanup_instance
 
 # Field of the JSON object on stdin: jf FIELD
@@ -168,12 +169,22 @@ expect_eq "no stdin without -i" "" "$(echo data | run --mode per_tool -- cat)"
 # ---- command not found / not executable ----
 for m in "--mode none" "--mode per_tool"; do
   set +e
-  run $m -- no-such-command-here 2>/dev/null
+  run $m -- no-such-command-here 2>"$tmpd/nf.err"
   expect_eq "not found: 127 ($m)" 127 "$?"
-  run $m -- /etc/passwd 2>/dev/null
+  run $m -- /etc/passwd 2>"$tmpd/nx.err"
   expect_eq "not executable: 126 ($m)" 126 "$?"
   set -e
+  # The message names the command, not a line of sandman's wrapper script.
+  expect_contains "not found: the message names the command ($m)" "no-such-command-here" "$(cat "$tmpd/nf.err")"
+  expect_not_contains "not found: no wrapper line number ($m)" "line " "$(cat "$tmpd/nf.err")"
+  expect_contains "not executable: the message names the file ($m)" "/etc/passwd" "$(cat "$tmpd/nx.err")"
+  expect_not_contains "not executable: no wrapper line number ($m)" "line " "$(cat "$tmpd/nx.err")"
 done
+set +e
+run --mode per_tool -- /etc 2>"$tmpd/dir.err"
+expect_eq "a folder as the command: 126" 126 "$?"
+set -e
+expect_contains "a folder as the command: says so" "/etc: Is a directory" "$(cat "$tmpd/dir.err")"
 
 # ---- runtimes ----
 if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
@@ -231,6 +242,29 @@ expect_eq "twenty concurrent calls: one container" 1 \
   "$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter label=io.sandman.scope-key=run:default:crowd | wc -l)"
 rm -rf "$tmp"
 
+# ---- .env files stay on the host unless asked for ----
+# They hold secrets the tool has no need of, and a .env the tool writes
+# would be loaded by the host's tools: left out both ways by default.
+envws=$tmpd/envws
+mkdir -p "$envws/sub"
+echo 'API_KEY=host-secret' >"$envws/.env"
+echo 'API_KEY=local-secret' >"$envws/.env.local"
+echo 'NESTED=1' >"$envws/sub/.env"
+echo 'code' >"$envws/app.txt"
+out=$(run --mode per_tool --workspace "$envws" -- sh -c \
+  'ls -A . sub | tr "\n" " "; cat .env 2>/dev/null; echo "NODE_OPTIONS=--require=/tmp/evil" > .env; echo new > made.txt')
+expect_contains "the workspace is copied in" "app.txt" "$out"
+expect_not_contains "a .env is not copied into the sandbox" "host-secret" "$out"
+expect_not_contains ".env.local is not copied either" ".env.local" "$out"
+expect_eq ".env in a subfolder is not copied either" "0" "$(grep -c 'sub:.*\.env' <<<"$out")"
+expect_eq "a .env the tool wrote does not come back" "API_KEY=host-secret" "$(cat "$envws/.env")"
+expect_eq "other files come back" "new" "$(cat "$envws/made.txt")"
+out=$(run --mode per_tool --workspace "$envws" --copy-env-files -- sh -c 'cat .env .env.local sub/.env')
+expect_eq "--copy-env-files copies them" "API_KEY=host-secret API_KEY=local-secret NESTED=1" "$(echo $out)"
+printf 'defaults:\n  workspace:\n    copy_env_files: true\n' >"$tmpd/envcfg.yaml"
+out=$("$SANDMAN" --config "$tmpd/envcfg.yaml" run --mode per_tool --workspace "$envws" -- cat .env)
+expect_eq "workspace.copy_env_files: true copies them" "API_KEY=host-secret" "$out"
+
 # ---- usage errors, configuration, policy ----
 set +e
 run --mode sometimes -- true 2>/dev/null; expect_eq "bad --mode: exit 2" 2 "$?"
@@ -246,12 +280,17 @@ rc=$?
 expect_eq "refused tool: exit 125" 125 "$rc"
 expect_eq "refused tool: failure_kind policy" policy "$(jf failure_kind <<<"$j")"
 expect_eq "refused tool: nothing ran" "" "$(jf stdout <<<"$j")"
+# Without --tool a plain command is checked as the tool exec, and said so.
+printf 'defaults:\n  mode: none\n  tools:\n    deny: [exec]\n' >"$cfg"
+err=$("$SANDMAN" --config "$cfg" run -- echo ran 2>&1 >/dev/null)
+expect_contains "a refused plain command names the tool exec" "tool 'exec' refused" "$err"
+expect_not_contains "a refused plain command: no '(none)'" "(none)" "$err"
 rm -f "$cfg"
 set -e
 out=$("$SANDMAN" run --help)
 for f in --mode --project --project-environment --agent --tool --user --run-id --worker-id --image \
          --network --cpu --mem --pids --disk --runtime --workspace --sync --timeout --env \
-         --env-passthrough --stdin --json --exclude; do
+         --env-passthrough --stdin --json --exclude --copy-env-files; do
   expect_contains "--help lists $f" "$f" "$out"
 done
 

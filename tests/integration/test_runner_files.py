@@ -32,6 +32,15 @@ status_of = ts.status_of
 MIB = 1024 * 1024
 
 
+def kind_of(fn):
+    """(status, failure_kind) of a files call that fails."""
+    try:
+        fn()
+        return (200, None)
+    except ts.SandmanError as e:
+        return (e.status, e.failure_kind)
+
+
 def runner_args(max_file_body="300m"):
     # /workspace must hold the 200 MiB file.
     return ["--pool", "it-files", "--sandbox-mode", "per_run", "--sandbox-backend", "docker",
@@ -136,8 +145,27 @@ def suite_files(tmp):
         check("exclusive write of an existing file refused (409)",
               status_of(lambda: c.files.write(key, "tree/b.txt", b"x", exclusive=True)) == 409)
         check("a missing file is 404", status_of(lambda: c.files.read(key, "nope")) == 404)
+        # The names both clients give the same operations.
+        import sandman_client as sc
+        check("SandmanClient is Client (the TypeScript name)", sc.SandmanClient is sc.Client)
+        check("health() and healthz() are one", c.health()["status"] == c.healthz()["status"] == "ok")
+        check("kill_handle and kill are one", c.kill_handle.__func__ is c.kill.__func__)
+        check("files.read_text", c.files.read_text(key, "tree/b.txt") == "hay\nneedle here\n")
         check("a folder that is not empty needs recursive (400)",
               status_of(lambda: c.files.delete(key, "tree")) == 400)
+        # What the sandbox's file system answered is the tool's failure; a
+        # path sandman refuses (a planted link) stays policy.
+        check("a missing file is failure_kind tool",
+              kind_of(lambda: c.files.read(key, "nope")) == (404, "tool"))
+        check("reading a folder is 400, failure_kind tool",
+              kind_of(lambda: c.files.read(key, "tree")) == (400, "tool"))
+        check("an exclusive write of an existing file is 409, failure_kind tool",
+              kind_of(lambda: c.files.write(key, "tree/b.txt", b"x", exclusive=True)) ==
+              (409, "tool"))
+        check("a read through a planted link stays 403, failure_kind policy",
+              kind_of(lambda: c.files.read(key, "planted/passwd")) == (403, "policy"))
+        check("a path leaving the workspace stays 403, failure_kind policy",
+              kind_of(lambda: c.files.read(key, "../x")) == (403, "policy"))
 
         # ---- tar
         buf = io.BytesIO()

@@ -15,6 +15,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -324,6 +325,14 @@ def suite_core(tmp):
     check("metrics by tool, mode and outcome", 'sandman_calls_total{tool="shell",mode="per_run",'
           'outcome="ok"}' in metrics and "sandman_call_duration_seconds_bucket" in metrics and
           'sandman_sandboxes{mode="per_run"}' in metrics and "sandman_failures_total" in metrics)
+    # The buckets docs/http-api.md lists are those /metrics has.
+    served = sorted({float(v) for v in re.findall(
+        r'sandman_call_duration_seconds_bucket\{[^}]*le="([0-9.e+-]+)"', metrics)})
+    with open(os.path.join(SRC, "docs", "http-api.md")) as f:
+        row = next((l for l in f if l.startswith("| `sandman_call_duration_seconds`")), "")
+    listed = sorted(float(v) for v in re.findall(r"[0-9.]+", row.split("buckets", 1)[-1]))
+    check("docs/http-api.md lists the histogram's buckets", served and served == listed,
+          (served, listed))
 
     # --- workspaces
     res = c.execute(argv=["sh", "-c", "echo made > out.txt; pwd"], run_id="ws",
@@ -485,8 +494,8 @@ def hook_sleeping(run_id):
 
 def suite_hook(tmp):
     # sandman/general as the tests build it (scripts/test-images.sh: their
-    # own tag, reused while its inputs are unchanged), never a user's
-    # sandman/general:latest, which may be missing or stale.
+    # own tag, reused while its inputs are unchanged), never the user's
+    # own build of it, which may be missing or stale.
     b = subprocess.run([os.path.join(SRC, "scripts", "test-images.sh"), "ensure", "general"],
                        capture_output=True, text=True, timeout=1800,
                        env=dict(os.environ, SANDMAN_BIN=SANDMAN))

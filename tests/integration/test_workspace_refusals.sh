@@ -156,5 +156,6 @@ expect_eq "replaced: previous is the old sandbox's id" "64" \
 "$SANDMAN" run --workspace "$WS" "${R[@]}" -- true 2>"$WORK/replaced.err" >/dev/null || true
 expect_contains "replaced: the plain CLI prints a WARN line" \
   "sandman: warning: the sandbox was replaced (image changed" "$(cat "$WORK/replaced.err")"
+expect_eq "replaced: said once, not twice" 1 "$(grep -c 'image changed' "$WORK/replaced.err")"
 
 it_done

@@ -17,10 +17,11 @@ RIG = os.path.join(SRC, "tests", "integration", "swarm_rig.sh")
 
 
 def host_docker(*args, stdin=None):
-    """The host engine (never the rig's): DOCKER_* of the test are not passed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, env=env,
-                          input=stdin)
+    """The engine the test runs against (never the rig's): the test's own
+    DOCKER_HOST, which under scripts/test.sh --fresh-engine is not the
+    machine's default socket."""
+    return subprocess.run(["docker"] + list(args), capture_output=True, text=True,
+                          env=dict(os.environ), input=stdin)
 
 
 def wait_for(what, cond, timeout=120, step=0.2):
@@ -127,8 +128,8 @@ def sweep_stale_rigs(instance):
 
 def ensure_dind_image(report):
     """sandman/dind from this checkout as the tests build it
-    (scripts/test-images.sh: sandman-test/dind:<inputs hash>, never a
-    user's sandman/dind:latest), made the rig's engine image through
+    (scripts/test-images.sh: sandman-test/dind:<inputs hash>, never the
+    user's own build of it), made the rig's engine image through
     SWARM_RIG_DIND; report(desc, ok, detail) says how it went."""
     p = subprocess.run([os.path.join(SRC, "scripts", "test-images.sh"), "ensure", "dind"],
                        capture_output=True, text=True, env=dict(os.environ, SANDMAN_BIN=SANDMAN))

@@ -9,6 +9,9 @@
 import { createHmac } from "node:crypto";
 import type { Readable } from "node:stream";
 
+import { Contexts, Execution, runCode, runCodeStream } from "./code.js";
+import type { CodeEvent, RunCodeOptions } from "./code.js";
+import { Terminals } from "./terminals.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
@@ -29,6 +32,9 @@ import type {
 } from "./types.js";
 
 export * from "./types.js";
+export * from "./code.js";
+export { Terminals, TerminalConnection } from "./terminals.js";
+export type { Terminal, TerminalEvent, TerminalRequest, TerminalScreen } from "./terminals.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
 
 export const WORKER_TOKEN_PREFIX = "sandman-worker-token-v1";
@@ -73,6 +79,10 @@ export class SandmanClient {
   readonly address: string;
   readonly token: string | undefined;
   readonly files: Files;
+  /** The code contexts of keyed sandboxes (/v1/contexts). */
+  readonly contexts: Contexts;
+  /** Terminals in keyed sandboxes (/v1/terminals). */
+  readonly terminals: Terminals;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions = {}) {
@@ -80,6 +90,22 @@ export class SandmanClient {
     this.token = opts.token ?? process.env.SANDMAN_TOKEN;
     this.t = new Transport(this.address, this.token, opts.timeoutMs ?? 600_000);
     this.files = new Files(this.t);
+    this.contexts = new Contexts(this.t);
+    this.terminals = new Terminals(this.t);
+  }
+
+  /**
+   * Runs code in a code context of the keyed sandbox `key` (a live Jupyter
+   * kernel: state stays between runs) and gathers the events into an
+   * Execution (results, logs, error: E2B's shape). docs/code.md.
+   */
+  runCode(key: SandboxKey, code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    return runCode(this.t, key, code, opts);
+  }
+
+  /** The run's NDJSON events as they come (breaking out early interrupts the cell). */
+  runCodeStream(key: SandboxKey, code: string, opts: RunCodeOptions = {}): AsyncGenerator<CodeEvent, void, undefined> {
+    return runCodeStream(this.t, key, code, opts);
   }
 
   /** A client holding a worker's derived token (it serves that worker key only). */
@@ -89,6 +115,11 @@ export class SandmanClient {
 
   health(opts: CallOptions = {}): Promise<Health> {
     return this.t.json<Health>({ method: "GET", path: "/healthz", ...opts });
+  }
+
+  /** The Python client's earlier name of health(). */
+  healthz(opts: CallOptions = {}): Promise<Health> {
+    return this.health(opts);
   }
 
   /** Runs one tool call and waits for its result. A tool that ran and failed is `ok: false`, not an error. */
@@ -151,6 +182,11 @@ export class SandmanClient {
 
   killHandle(id: string, opts: CallOptions = {}): Promise<RunResult> {
     return this.t.json<RunResult>({ method: "DELETE", path: `/v1/handles/${encodeURIComponent(id)}`, ...opts });
+  }
+
+  /** The Python client's earlier name of killHandle(). */
+  kill(id: string, opts: CallOptions = {}): Promise<RunResult> {
+    return this.killHandle(id, opts);
   }
 
   /** The runner's sandboxes (control token only). */
@@ -358,4 +394,6 @@ export class Files {
 }
 
 export { readAll };
+/** The Python client's name for the same class. */
+export { SandmanClient as Client };
 export type { Body };

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { SandmanClient, SandmanError, deriveWorkerToken } from "../dist/index.js";
+import { Client, SandmanClient, SandmanError, deriveWorkerToken } from "../dist/index.js";
 import { startRunner } from "./runner.mjs";
 
 let runner;
@@ -19,6 +19,15 @@ test("health", async () => {
   const h = await runner.client.health();
   assert.equal(h.status, "ok");
   assert.equal(h.mode, "per_run");
+});
+
+test("the Python client's names work here too", async () => {
+  assert.equal(Client, SandmanClient);
+  assert.equal((await runner.client.healthz()).status, "ok");
+  const r = await runner.client.execute({ command: "true", run_id: "ts-names" });
+  assert.equal(r.ok, true);
+  assert.equal(typeof runner.client.kill, "function");
+  assert.equal(typeof runner.client.killHandle, "function");
 });
 
 test("execute: argv, command, stdin, env, failures", async () => {

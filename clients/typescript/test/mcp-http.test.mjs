@@ -1,7 +1,8 @@
 // /mcp on a real runner with the official MCP TypeScript SDK's client over
 // the streamable HTTP transport: list the tools, run a command, write, edit
-// and read back a file; a worker token's session, another token refused the
-// session; the session's sandbox removed when it ends (run through
+// and read back a file, type into a terminal of the session; a worker
+// token's session, another token refused the session; the session's
+// sandbox removed when it ends (run through
 // tests/integration/test_mcp_sdk.sh).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -25,6 +26,16 @@ function text(result) {
   return result.content.map((c) => c.text ?? "").join("");
 }
 
+// A terminal tool answers once the screen was quiet for a moment, which a
+// slow machine can reach before the program has written all it will:
+// read the terminal's screen again until re shows (a bounded poll, 60 s).
+async function screenUntil(client, result, terminal, re) {
+  const until = Date.now() + 60_000;
+  while (!re.test(text(result)) && Date.now() < until)
+    result = await client.callTool({ name: "terminal_screen", arguments: { terminal, wait_ms: 1000 } });
+  return result;
+}
+
 async function connect(token, query = "") {
   const transport = new StreamableHTTPClientTransport(new URL(`${runner.url}/mcp${query}`), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
@@ -37,7 +48,7 @@ async function connect(token, query = "") {
 test("the runner's /mcp with the MCP SDK client", async () => {
   const { client, transport } = await connect(runner.token);
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(), ["edit_file", "execute", "glob", "grep", "ls", "read_file", "write_file"]);
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["edit_file", "execute", "glob", "grep", "ls", "read_file", "run_code", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
   const run = await client.callTool({ name: "execute", arguments: { command: "echo hello; pwd" } });
   assert.equal(run.isError, false, text(run));
   assert.match(text(run), /hello\n\/workspace\n/);
@@ -48,6 +59,12 @@ test("the runner's /mcp with the MCP SDK client", async () => {
   assert.equal(text(await client.callTool({ name: "read_file", arguments: { path: "notes.md" } })), "a\nc\n");
   const out = await client.callTool({ name: "read_file", arguments: { path: "../etc/passwd" } });
   assert.equal(out.isError, true);
+  // A terminal in the session's sandbox, through the runner: it sees the file the tools wrote.
+  const sent = await client.callTool({ name: "terminal_send", arguments: { keys: "cat notes.md; echo t-$((40+2))\r" } });
+  assert.equal(sent.isError, false, text(sent));
+  const typed = await screenUntil(client, sent, sent.structuredContent.terminal, /t-42/);
+  assert.match(text(typed), /t-42/);
+  assert.match(typed.structuredContent.text, /^a$/m);
 
   // The session is the control token's: a worker token cannot use it.
   const sid = transport.sessionId;
@@ -94,5 +111,5 @@ test("a worker token's MCP session uses that worker's sandbox", async () => {
 test("the MCP Inspector's CLI lists the tools over HTTP", async () => {
   const out = execFileSync("node_modules/.bin/mcp-inspector", ["--cli", `${runner.url}/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${runner.token}`, "--method", "tools/list"], { encoding: "utf8" });
   const names = JSON.parse(out).tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "write_file"]);
+  assert.deepEqual(names, ["edit_file", "execute", "glob", "grep", "ls", "read_file", "run_code", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
 });

@@ -662,19 +662,159 @@ static void test_close_during_call_kills_group(void **state) {
   free(b.p);
 }
 
+/* ---- calls on a terminal (SM_FRAME_TTY, SM_FRAME_RESIZE) ---- */
+
+/* A call frame on a terminal of rows x cols. */
+static void add_tty_call(bytes *b, uint32_t id, unsigned rows, unsigned cols,
+                         const char *const *argv) {
+  bytes c = {0};
+  add_call(&c, id, "/", argv, NULL);
+  unsigned char size[4];
+  agent_frame_size_put(size, rows, cols);
+  bytes p = {0};
+  bytes_add(&p, size, 4);
+  bytes_add(&p, c.p + SM_FRAME_HEADER, c.len - SM_FRAME_HEADER);
+  add_frame(b, SM_FRAME_TTY, id, p.p, p.len);
+  free(c.p);
+  free(p.p);
+}
+
+static int has_text(const bytes *b, const char *text) {
+  size_t n = strlen(text);
+  for (size_t i = 0; b->p && i + n <= b->len; i++)
+    if (memcmp(b->p + i, text, n) == 0) return 1;
+  return 0;
+}
+
+/* Reads the call's frames into res until its output holds text (1) or the
+ * call ends (0). */
+static int read_until(agent *a, uint32_t id, result *res, const char *text) {
+  for (;;) {
+    if (text && has_text(&res->out, text)) return 1;
+    if (res->exited || res->failed) return 0;
+    frame *f = next_frame(a);
+    assert_non_null(f);
+    assert_int_equal(f->id, id);
+    if (f->type == SM_FRAME_STDOUT) bytes_add(&res->out, f->data, f->len);
+    if (f->type == SM_FRAME_STDERR) bytes_add(&res->err, f->data, f->len);
+    if (f->type == SM_FRAME_EXIT) {
+      res->exited = 1;
+      res->code = f->data[3];
+    }
+    if (f->type == SM_FRAME_FAIL) res->failed = 1;
+    frame_free(f);
+  }
+}
+
+static void test_tty_size_resize_and_input(void **state) {
+  agent *a = *state;
+  const char *const argv[] = {"/bin/sh", "-c",
+                              "tty; stty size; echo ready; read x; stty size; echo got-$x; "
+                              "echo to-stderr >&2",
+                              NULL};
+  bytes b = {0};
+  add_tty_call(&b, 1, 30, 100, argv);
+  send_all(a, &b);
+  result r;
+  memset(&r, 0, sizeof r);
+  assert_true(read_until(a, 1, &r, "ready"));
+  assert_true(has_text(&r.out, "/dev/pts/"));
+  assert_true(has_text(&r.out, "30 100"));
+  b.len = 0;
+  unsigned char size[4];
+  agent_frame_size_put(size, 40, 120);
+  add_frame(&b, SM_FRAME_RESIZE, 1, size, 4);
+  add_frame(&b, SM_FRAME_STDIN, 1, "hi\r", 3);
+  add_frame(&b, SM_FRAME_EOF, 1, NULL, 0); /* no end of input on a terminal */
+  send_all(a, &b);
+  read_until(a, 1, &r, NULL);
+  assert_true(r.exited);
+  assert_int_equal(r.code, 0);
+  assert_true(has_text(&r.out, "40 120"));
+  assert_true(has_text(&r.out, "got-hi"));
+  /* One stream: stderr comes through the terminal too. */
+  assert_true(has_text(&r.out, "to-stderr"));
+  assert_int_equal(r.err.len, 0);
+  result_dispose(&r);
+  free(b.p);
+}
+
+/* ^C typed reaches the foreground program: the terminal is its
+ * controlling terminal. */
+static void test_tty_ctrl_c_interrupts(void **state) {
+  agent *a = *state;
+  const char *const argv[] = {"/bin/sh", "-c", "echo ready; exec sleep 600", NULL};
+  bytes b = {0};
+  add_tty_call(&b, 1, 24, 80, argv);
+  send_all(a, &b);
+  result r;
+  memset(&r, 0, sizeof r);
+  assert_true(read_until(a, 1, &r, "ready"));
+  b.len = 0;
+  add_frame(&b, SM_FRAME_STDIN, 1, "\003", 1);
+  send_all(a, &b);
+  read_until(a, 1, &r, NULL);
+  assert_true(r.exited);
+  assert_int_equal(r.code, 128 + SIGINT);
+  result_dispose(&r);
+  free(b.p);
+}
+
+/* A size for a call without a terminal changes nothing. */
+static void test_resize_without_tty_ignored(void **state) {
+  agent *a = *state;
+  const char *const argv[] = {"/bin/sh", "-c", "cat", NULL};
+  bytes b = {0};
+  add_call(&b, 1, "/", argv, NULL);
+  unsigned char size[4];
+  agent_frame_size_put(size, 40, 120);
+  add_frame(&b, SM_FRAME_RESIZE, 1, size, 4);
+  add_stdin(&b, 1, (const unsigned char *)"x", 1);
+  result r;
+  exchange(a, &b, 1, &r);
+  assert_true(r.exited);
+  assert_int_equal(r.code, 0);
+  assert_true(output_is(&r, "x", ""));
+  result_dispose(&r);
+  free(b.p);
+}
+
+/* A terminal of 0 rows is a protocol error. */
+static void test_tty_bad_size_exits_2(void **state) {
+  agent *a = *state;
+  const char *const argv[] = {"/bin/true", NULL};
+  bytes b = {0};
+  add_tty_call(&b, 1, 0, 80, argv);
+  send_all(a, &b);
+  int st = agent_wait(a);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 2);
+  free(b.p);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
   const struct CMUnitTest tests[] = {
-      T(test_output_and_exit_code),     T(test_five_megabytes_through_cat),
-      T(test_exec_and_chdir_failures),  T(test_environment),
-      T(test_child_starts_clean),       T(test_killed_by_signal),
+      T(test_output_and_exit_code),
+      T(test_five_megabytes_through_cat),
+      T(test_exec_and_chdir_failures),
+      T(test_environment),
+      T(test_child_starts_clean),
+      T(test_killed_by_signal),
       T(test_background_processes),
-      T(test_stale_stdin_ignored),      T(test_many_calls_leak_nothing),
+      T(test_stale_stdin_ignored),
+      T(test_many_calls_leak_nothing),
       cmocka_unit_test_setup_teardown(test_out_of_fds_fails_the_call, setup_few_fds, teardown),
-      T(test_protocol_error_exits_2),   T(test_unknown_type_exits_2),
-      T(test_call_during_call_exits_2), T(test_close_while_idle_exits_0),
+      T(test_protocol_error_exits_2),
+      T(test_unknown_type_exits_2),
+      T(test_call_during_call_exits_2),
+      T(test_close_while_idle_exits_0),
       T(test_close_during_call_kills_group),
+      T(test_tty_size_resize_and_input),
+      T(test_tty_ctrl_c_interrupts),
+      T(test_resize_without_tty_ignored),
+      T(test_tty_bad_size_exits_2),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

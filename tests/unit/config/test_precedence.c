@@ -22,6 +22,7 @@ typedef struct flagset {
   const char *pass; /* one --env-passthrough */
   const char *excl; /* one --exclude */
   const char *prot; /* one --protect */
+  const char *copy_env; /* --copy-env-files */
 } flagset;
 
 typedef struct pcase {
@@ -95,12 +96,22 @@ static const pcase cases[] = {
     {"agent_stdout_cap_over_defaults_output_cap",
      "defaults:\n  output_cap: 64k\nagents:\n  a:\n    stdout_cap: 2k\n", "a", NULL, {0},
      "stdout_cap", "2048", "agent"},
-    {"excludes_extend_defaults_only", AGENTS_A, NULL, NULL, {0}, "excludes", "[\"*.log\"]",
-     "defaults"},
+    {"excludes_built_in", NULL, NULL, NULL, {0}, "excludes", "[\".env\",\".env.*\"]", "built_in"},
+    {"excludes_extend_defaults_only", AGENTS_A, NULL, NULL, {0}, "excludes",
+     "[\".env\",\".env.*\",\"*.log\"]", "defaults"},
     {"excludes_agent_extends_defaults", AGENTS_A, "a", NULL, {0}, "excludes",
-     "[\"*.log\",\"node_modules\"]", "agent"},
+     "[\".env\",\".env.*\",\"*.log\",\"node_modules\"]", "agent"},
     {"excludes_flag_extends", AGENTS_A, "a", NULL, {.excl = "dist"}, "excludes",
-     "[\"*.log\",\"node_modules\",\"dist\"]", "flag"},
+     "[\".env\",\".env.*\",\"*.log\",\"node_modules\",\"dist\"]", "flag"},
+    {"copy_env_files_built_in", NULL, NULL, NULL, {0}, "copy_env_files", "false", "built_in"},
+    {"copy_env_files_defaults", "defaults:\n  workspace:\n    copy_env_files: true\n", NULL, NULL,
+     {0}, "excludes", "[]", "built_in"},
+    {"copy_env_files_agent_over_defaults",
+     "defaults:\n  workspace:\n    copy_env_files: true\nagents:\n  a:\n    workspace:\n"
+     "      copy_env_files: false\n",
+     "a", NULL, {0}, "copy_env_files", "false", "agent"},
+    {"copy_env_files_flag", AGENTS_A, "a", NULL, {.copy_env = "true"}, "excludes",
+     "[\"*.log\",\"node_modules\"]", "agent"},
     {"passthrough_defaults", AGENTS_A, NULL, NULL, {0}, "env_passthrough",
      "[\"LANG\",\"LC_*\"]", "defaults"},
     {"passthrough_agent_replaces", AGENTS_A, "a", NULL, {0}, "env_passthrough", "[\"TERM\"]",
@@ -158,6 +169,7 @@ static json_object *resolve_json(const pcase *c, sm_resolved *r) {
   f.tmpfs = c->flags.tmpfs;
   f.timeout = c->flags.timeout;
   f.project_environment = c->flags.env;
+  f.copy_env_files = c->flags.copy_env;
   if (c->flags.pass) assert_int_equal(sm_string_list_add(&f.env_passthrough, c->flags.pass, NULL), 0);
   if (c->flags.excl) assert_int_equal(sm_string_list_add(&f.excludes, c->flags.excl, NULL), 0);
   if (c->flags.prot) assert_int_equal(sm_string_list_add(&f.protect, c->flags.prot, NULL), 0);

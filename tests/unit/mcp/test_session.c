@@ -147,6 +147,17 @@ static void test_lifecycle_and_tools(void **state) {
   assert_true(json_object_object_get_ex(t0, "inputSchema", &schema));
   assert_true(json_object_is_type(schema, json_type_object));
   json_object_put(a);
+  /* One page: no answer has a nextCursor, so any cursor sent is invalid
+   * params (-32602), a null one is none. */
+  a = send(s, "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/list\",\"params\":{\"cursor\":\"x\"}}");
+  assert_int_equal(error_code(a), -32602);
+  json_object_put(a);
+  a = send(s, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"tools/list\",\"params\":{\"cursor\":7}}");
+  assert_int_equal(error_code(a), -32602);
+  json_object_put(a);
+  a = send(s, "{\"jsonrpc\":\"2.0\",\"id\":23,\"method\":\"tools/list\",\"params\":{\"cursor\":null}}");
+  assert_true(json_object_object_get_ex(result(a), "tools", NULL));
+  json_object_put(a);
 
   a = send(s, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
               "\"arguments\":{\"text\":\"h\\u00e9llo\"}}}");

@@ -1,0 +1,400 @@
+/* sandman exec [-i] [-t] (--run-id ID | --worker-id ID | SANDBOX) -- CMD:
+ * a command in a keyed sandbox that exists already, like `docker exec`
+ * (docs/terminals.md).
+ *
+ * It runs as the sandbox's user in /workspace with the environment every
+ * call of the sandbox gets, through sandman's agent. With -t on a
+ * pseudo-terminal the agent opens in the sandbox, of this terminal's size:
+ * this terminal in raw mode (restored on every way out), its size changes
+ * (SIGWINCH) passed on. With -i, standard input goes to the command as it
+ * comes. The call runs on a thread of its own; this one moves the input,
+ * the size and the signals. The exit status is the command's, or the
+ * contract's codes (125 when the sandbox is missing or stopped). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define MAX_ENV 256
+#define INPUT_CHUNK 65536
+
+typedef struct exec_args {
+  int interactive, tty;
+  const char *run_id, *worker_id, *sandbox, *mode, *project, *agent, *user, *workdir;
+  const char **env;
+  size_t n_env;
+  char *const *cmd;
+  size_t n_cmd;
+  /* SANDBOX found: its container name and what its labels say */
+  char name[SM_NAME_MAX];
+  char lbl_mode[32], lbl_run[SM_NAME_MAX], lbl_worker[SM_NAME_MAX], lbl_project[SM_NAME_MAX],
+      lbl_agent[SM_NAME_MAX];
+} exec_args;
+
+/* ---- the caller's terminal ---- */
+
+static struct termios saved_termios;
+static int termios_saved;
+
+static void restore_terminal(void) {
+  if (termios_saved) tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_termios);
+  termios_saved = 0;
+}
+
+static int raw_terminal(void) {
+  struct termios t;
+  if (tcgetattr(STDIN_FILENO, &t) != 0) return -1;
+  saved_termios = t;
+  termios_saved = 1;
+  atexit(restore_terminal);
+  cfmakeraw(&t);
+  return tcsetattr(STDIN_FILENO, TCSADRAIN, &t);
+}
+
+static void terminal_size(unsigned *rows, unsigned *cols) {
+  struct winsize ws;
+  *rows = 24;
+  *cols = 80;
+  int fds[] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
+  for (size_t i = 0; i < 3; i++) {
+    if (ioctl(fds[i], TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+      *rows = ws.ws_row > SM_TTY_DIM_MAX ? SM_TTY_DIM_MAX : ws.ws_row;
+      *cols = ws.ws_col > SM_TTY_DIM_MAX ? SM_TTY_DIM_MAX : ws.ws_col;
+      return;
+    }
+  }
+}
+
+/* ---- signals: a pipe the input loop polls ---- */
+
+static int sig_pipe[2] = {-1, -1};
+static volatile int cancelled;
+static volatile sig_atomic_t cancel_signal;
+
+static void on_signal(int sig) {
+  if (sig != SIGWINCH) {
+    cancel_signal = sig;
+    cancelled = 1;
+  }
+  int e = errno;
+  unsigned char b = (unsigned char)sig;
+  (void)!write(sig_pipe[1], &b, 1);
+  errno = e;
+}
+
+static int catch_signals(void) {
+  if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+
+/* ---- the flags ---- */
+
+static int parse_args(const cli_call *call, exec_args *a) {
+  memset(a, 0, sizeof *a);
+  a->interactive = cli_has(call, "interactive");
+  a->tty = cli_has(call, "tty");
+  a->run_id = cli_str(call, "run-id");
+  a->worker_id = cli_str(call, "worker-id");
+  a->mode = cli_str(call, "mode");
+  a->project = cli_str(call, "project");
+  a->agent = cli_str(call, "agent");
+  a->user = cli_str(call, "user");
+  a->workdir = cli_str(call, "workdir");
+  a->n_env = cli_list(call, "env", &a->env);
+  if (a->n_env > MAX_ENV) return cli_usage_error(call->cmd, 0, "-e: at most %d variables", MAX_ENV);
+  for (size_t i = 0; i < a->n_env; i++) {
+    const char *eq = strchr(a->env[i], '=');
+    size_t n = eq ? (size_t)(eq - a->env[i]) : strlen(a->env[i]);
+    sm_env_name_class cls = sm_env_name_classify(a->env[i], n);
+    if (cls == SM_ENV_NAME_INVALID || cls == SM_ENV_NAME_BLOCKED)
+      return cli_usage_error(call->cmd, 0, "-e %.*s: %s", (int)(n > 200 ? 200 : n), a->env[i],
+                             sm_env_name_refusal(cls));
+  }
+  char *const *args = call->args;
+  size_t n = (size_t)call->n_args;
+  if (!a->run_id && !a->worker_id) {
+    /* SANDBOX [--] CMD... */
+    if (n < 1)
+      return cli_usage_error(call->cmd, 0, "name the sandbox: --run-id, --worker-id or SANDBOX");
+    a->sandbox = args[0];
+    args++, n--;
+    if (n > 0 && strcmp(args[0], "--") == 0) args++, n--;
+  } else if (a->run_id && a->worker_id) {
+    return cli_usage_error(call->cmd, 0, "--run-id and --worker-id name two sandboxes: give one");
+  }
+  if (n == 0) return cli_usage_error(call->cmd, 0, "no command to run (give it after --)");
+  if (a->workdir && a->workdir[0] != '/')
+    return cli_usage_error(call->cmd, 0, "--workdir must be an absolute path in the sandbox");
+  if (a->mode && a->run_id && strcmp(a->mode, "per_run") != 0)
+    return cli_usage_error(call->cmd, 0, "--run-id names a per_run sandbox");
+  if (a->mode && a->worker_id && strcmp(a->mode, "per_worker") != 0)
+    return cli_usage_error(call->cmd, 0, "--worker-id names a per_worker sandbox");
+  a->cmd = args;
+  a->n_cmd = n;
+  return 0;
+}
+
+/* SANDBOX (a name, an id or a unique prefix of one among this instance's
+ * sandboxes): the call names it (sm_run_request.sandbox) and takes its
+ * mode and names from its labels. 0 or an exit code (reported). */
+static int find_sandbox(sm_runner *runner, exec_args *a) {
+  sm_ops_scope scope;
+  sm_ops_sandbox_list list = {0, NULL};
+  sm_error err = SM_ERROR_INIT;
+  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0 ||
+      sm_ops_list(&scope, 1, &list, &err) != 0)
+    return cli_fail(&err);
+  const sm_ops_sandbox *hit = NULL;
+  size_t matches = 0, plen = strlen(a->sandbox);
+  for (size_t i = 0; i < list.n; i++) {
+    const sm_ops_sandbox *s = &list.items[i];
+    if (strcmp(s->name, a->sandbox) == 0 || strcmp(s->id, a->sandbox) == 0) {
+      hit = s;
+      matches = 1;
+      break;
+    }
+    if (strncmp(s->id, a->sandbox, plen) == 0) hit = s, matches++;
+  }
+  int found = hit && matches == 1;
+  if (found) {
+    snprintf(a->name, sizeof a->name, "%s", hit->name);
+    snprintf(a->lbl_mode, sizeof a->lbl_mode, "%s", hit->mode);
+    snprintf(a->lbl_run, sizeof a->lbl_run, "%s", hit->run_id);
+    snprintf(a->lbl_worker, sizeof a->lbl_worker, "%s", hit->worker_id);
+    snprintf(a->lbl_project, sizeof a->lbl_project, "%s", hit->project);
+    snprintf(a->lbl_agent, sizeof a->lbl_agent, "%s", hit->agent);
+  }
+  sm_ops_sandbox_list_dispose(&list);
+  if (matches > 1) {
+    cli_error("'%s' names %zu sandboxes: give more of the id", a->sandbox, matches);
+    return CLI_EXIT_FAILURE;
+  }
+  if (!found) {
+    cli_error("no sandbox '%s' in this instance (sandman sandbox list)", a->sandbox);
+    return CLI_EXIT_FAILURE;
+  }
+  if (strcmp(a->lbl_mode, "per_run") != 0 && strcmp(a->lbl_mode, "per_worker") != 0) {
+    cli_error("sandbox '%s' is a %s sandbox: exec needs a per_run or per_worker one", a->sandbox,
+              a->lbl_mode[0] ? a->lbl_mode : "per_tool");
+    return CLI_EXIT_FAILURE;
+  }
+  a->mode = a->lbl_mode;
+  a->run_id = a->lbl_run[0] ? a->lbl_run : NULL;
+  a->worker_id = a->lbl_worker[0] ? a->lbl_worker : NULL;
+  if (!a->project && a->lbl_project[0]) a->project = a->lbl_project;
+  if (!a->agent && a->lbl_agent[0]) a->agent = a->lbl_agent;
+  return 0;
+}
+
+/* ---- the call's thread ---- */
+
+typedef struct exec_run {
+  sm_runner *runner;
+  sm_run_request *req;
+  sm_run_result result;
+  sm_error err;
+  int rc;
+  int done_pipe[2];
+} exec_run;
+
+static void *run_main(void *arg) {
+  exec_run *r = arg;
+  r->rc = sm_run(r->runner, r->req, &r->result, &r->err);
+  (void)!write(r->done_pipe[1], "x", 1);
+  return NULL;
+}
+
+static int write_all(int fd, const char *data, size_t len) {
+  while (len > 0) {
+    ssize_t w = write(fd, data, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      struct pollfd p = {fd, POLLOUT, 0};
+      poll(&p, 1, 1000);
+      continue;
+    }
+    if (w <= 0) return SM_EIO;
+    data += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+static int stream_output(void *ud, int stream, const char *data, size_t len) {
+  (void)ud;
+  return write_all(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+}
+
+/* Standard input into the tty as it comes; 1 at its end. A full queue
+ * (the sandbox is not reading) waits before reading more. */
+static int pump_input(sm_tty *tty) {
+  char buf[INPUT_CHUNK];
+  ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+  if (n <= 0) return 1;
+  sm_error err = SM_ERROR_INIT;
+  for (int i = 0; i < 1000 && sm_tty_write(tty, buf, (size_t)n, &err) == SM_EBUSY; i++)
+    poll(NULL, 0, 10);
+  return 0;
+}
+
+/* Moves input, sizes and signals until the call's thread is done. */
+static void input_loop(exec_run *r, sm_tty *tty, int interactive) {
+  int in_open = interactive && tty != NULL;
+  for (;;) {
+    struct pollfd p[3] = {{r->done_pipe[0], POLLIN, 0},
+                          {sig_pipe[0], POLLIN, 0},
+                          {STDIN_FILENO, POLLIN, 0}};
+    int n = poll(p, in_open ? 3 : 2, -1);
+    if (n < 0 && errno != EINTR) break;
+    if (p[0].revents) break;
+    if (p[1].revents) {
+      unsigned char b[64];
+      ssize_t k = read(sig_pipe[0], b, sizeof b);
+      for (ssize_t i = 0; i < k; i++) {
+        if (b[i] == SIGWINCH && tty) {
+          unsigned rows, cols;
+          terminal_size(&rows, &cols);
+          sm_error err = SM_ERROR_INIT;
+          sm_tty_resize(tty, rows, cols, &err);
+        }
+      }
+    }
+    if (in_open && p[2].revents && pump_input(tty)) {
+      in_open = 0;
+      sm_tty_end_input(tty);
+    }
+  }
+}
+
+/* ---- the command ---- */
+
+static int exit_code_for(const sm_run_result *r) {
+  switch (r->failure_kind) {
+  case SM_FAIL_SANDBOX:
+  case SM_FAIL_ENGINE:
+  case SM_FAIL_POLICY:
+    return CLI_EXIT_FAILURE;
+  case SM_FAIL_TIMEOUT:
+    return CLI_EXIT_TIMEOUT;
+  default:
+    break;
+  }
+  return r->exit_code < 0 || r->exit_code > 255 ? CLI_EXIT_FAILURE : r->exit_code;
+}
+
+/* The request for the sandbox (its keys, the configuration's settings for
+ * it), run on its thread with the caller's input. */
+static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_resolved *res,
+                   sm_runner *runner) {
+  sm_broker *broker = NULL;
+  int code = cli_broker_new(cfg, NULL, 0, &broker);
+  if (code != CLI_EXIT_OK) return code;
+  sm_run_request req;
+  sm_config_egress eg;
+  sm_call_names names = {.project = a->project ? a->project : sm_config_project_id(cfg),
+                         .agent = a->agent,
+                         .user = a->user,
+                         .run_id = a->run_id,
+                         .worker_id = a->worker_id};
+  sm_run_request_from_config(&req, &eg, cfg, res, &names);
+  req.settings.mode = a->run_id || (a->mode && strcmp(a->mode, "per_run") == 0)
+                          ? SM_MODE_PER_RUN
+                          : SM_MODE_PER_WORKER;
+  req.settings.timeout_s = 0; /* as docker exec: until it ends */
+  req.argv = (const char *const *)a->cmd;
+  req.argc = a->n_cmd;
+  req.env = a->env;
+  req.n_env = a->n_env;
+  req.cwd = a->workdir;
+  req.existing = 1;
+  req.sandbox = a->name[0] ? a->name : NULL; /* SANDBOX: by its name, whatever its keys */
+  req.on_output = stream_output;
+  req.stdout_forward_only = 1;
+  req.cancel = &cancelled;
+  /* Its keyed sandbox is the agent's own when the agent has host tools;
+   * the command itself never gets the route. */
+  req.agent_has_host_tools = sm_broker_agent_has_tools(broker, a->agent);
+  sm_tty *tty = NULL;
+  sm_error err = SM_ERROR_INIT;
+  unsigned rows = 0, cols = 0;
+  if (a->tty) terminal_size(&rows, &cols);
+  if ((a->tty || a->interactive) && sm_tty_new(&tty, rows, cols, &err) != 0) {
+    sm_broker_free(broker);
+    return cli_fail(&err);
+  }
+  req.tty = tty;
+  exec_run r = {.runner = runner, .req = &req, .err = SM_ERROR_INIT};
+  if (pipe2(r.done_pipe, O_CLOEXEC) != 0 || catch_signals() != 0) {
+    sm_tty_free(tty);
+    sm_broker_free(broker);
+    cli_error("pipe: %s", strerror(errno));
+    return CLI_EXIT_FAILURE;
+  }
+  if (a->tty && a->interactive && isatty(STDIN_FILENO) && raw_terminal() != 0)
+    cli_warn("could not put this terminal in raw mode: %s", strerror(errno));
+  pthread_t t;
+  if (pthread_create(&t, NULL, run_main, &r) != 0) {
+    restore_terminal();
+    sm_tty_free(tty);
+    sm_broker_free(broker);
+    cli_error("could not start a thread");
+    return CLI_EXIT_FAILURE;
+  }
+  input_loop(&r, tty, a->interactive);
+  pthread_join(t, NULL);
+  restore_terminal();
+  code = exit_code_for(&r.result);
+  if (r.rc != 0 || r.result.failure_kind == SM_FAIL_SANDBOX ||
+      r.result.failure_kind == SM_FAIL_ENGINE || r.result.failure_kind == SM_FAIL_POLICY)
+    cli_error("%s", r.result.error[0] ? r.result.error : r.err.message);
+  if (r.rc == SM_EINVAL && code == CLI_EXIT_FAILURE) code = CLI_EXIT_USAGE;
+  if (cancel_signal) code = 128 + cancel_signal;
+  sm_run_result_dispose(&r.result);
+  sm_tty_free(tty);
+  close(r.done_pipe[0]);
+  close(r.done_pipe[1]);
+  sm_broker_free(broker);
+  return code;
+}
+
+int cmd_exec(const cli_call *call) {
+  exec_args a;
+  int rc = parse_args(call, &a);
+  if (rc) {
+    free(a.env);
+    return rc;
+  }
+  const cli_globals *g = call->g;
+  sm_config *cfg = NULL;
+  sm_resolved res;
+  sm_config_flags flags;
+  memset(&flags, 0, sizeof flags);
+  flags.mode = a.run_id ? "per_run" : a.worker_id ? "per_worker" : NULL;
+  rc = cli_load_resolve(g, a.agent, NULL, a.user, &flags, &cfg, &res);
+  sm_runner *runner = NULL;
+  if (rc == 0 && (rc = cli_runner_new(g, cfg, NULL, &runner)) != 0) cfg = NULL; /* freed */
+  if (rc == 0 && a.sandbox) rc = find_sandbox(runner, &a);
+  if (rc == 0) rc = exec_in(call, &a, cfg, &res, runner);
+  sm_runner_free(runner);
+  sm_config_free(cfg);
+  free(a.env);
+  return rc;
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Sandboxes that keep their state, on the runner (docs/state.md,
+docs/http-api.md#sandboxes): POST /v1/sandboxes/{id}/pause and /resume
+with the Python client against the real engine. Run by
+test_state_runner.sh.
+
+  owners  a worker token pauses and resumes its own sandbox (freeze, stop),
+          a call into it by sandbox_id says "resumed" and finds its file;
+          another worker's token can neither pause nor resume it (404,
+          exactly as for a missing sandbox) and leaves it as it was;
+          hibernate under runc is refused (409) saying what is missing;
+          a bad tier is 400; list shows state and state_since
+
+Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
+(77: no engine outside CI).
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_sandboxes as tsb  # noqa: E402
+import test_server as ts  # noqa: E402
+from sandman_client import Client  # noqa: E402
+
+check = ts.check
+
+
+def rest(client, sid, verb, key, **query):
+    """POST /v1/sandboxes/{sid}/{verb}?worker_key=key&...: (status, body)."""
+    path = client._sandbox_path(sid, "/" + verb, key)
+    for k, v in query.items():
+        path += ("&" if "?" in path else "?") + "%s=%s" % (k, v)
+    return tsb.error_of(lambda: client._call("POST", path))
+
+
+def engine_state(sid):
+    insp = tsb.inspect(sid)
+    return insp["State"]["Status"] if insp else "gone"
+
+
+def listed(client, key, sid):
+    for x in client.list_sandboxes(worker_key=key):
+        if x["id"] == sid:
+            return x
+    return {}
+
+
+def suite_owners(tmp):
+    r = tsb.runner(tmp)
+    c = r.client
+    k1 = Client.for_worker(c.address, r.token, "k1")
+    k2 = Client.for_worker(c.address, r.token, "k2")
+    sb = k1.create_sandbox(worker_key="k1", template="small")
+    sid = sb["id"]
+    out = k1.execute(command="echo kept >/workspace/note && cat /workspace/note", sandbox_id=sid,
+                     worker_key="k1")
+    check("k1's sandbox runs a call", out.get("stdout") == "kept\n", out)
+
+    # Another worker: every pause and resume answers as for a missing one.
+    missing = {
+        "pause": rest(k2, "sandman-no-such-sandbox", "pause", "k2"),
+        "pause stop": rest(k2, "sandman-no-such-sandbox", "pause", "k2", tier="stop"),
+        "resume": rest(k2, "sandman-no-such-sandbox", "resume", "k2"),
+    }
+    others = {
+        "pause": rest(k2, sid, "pause", "k2"),
+        "pause stop": rest(k2, sid, "pause", "k2", tier="stop"),
+        "resume": rest(k2, sid, "resume", "k2"),
+    }
+    for k in missing:
+        check("another worker cannot %s it: 404 as a missing sandbox" % k,
+              others[k][0] == 404 and others[k][1].get("error", "").replace(sid, "X") ==
+              missing[k][1].get("error", "").replace("sandman-no-such-sandbox", "X"),
+              (others[k], missing[k]))
+    check("k1's sandbox still runs after k2's tries", engine_state(sid) == "running")
+    st, body = rest(k1, sid, "pause", "k2")
+    check("a worker token naming another key: 401", st == 401, (st, body))
+
+    # freeze by its own worker
+    st, body = rest(k1, sid, "pause", "k1")
+    check("k1 freezes its own sandbox", st == 200 and body.get("state") == "frozen" and
+          body.get("previous") == "running", (st, body))
+    check("the engine has it paused", engine_state(sid) == "paused")
+    entry = listed(k1, "k1", sid)
+    check("GET /v1/sandboxes: state frozen, state_since", entry.get("state") == "frozen" and
+          entry.get("state_since"), entry)
+    st, body = rest(k2, sid, "resume", "k2")
+    check("k2 cannot resume it (404)", st == 404, (st, body))
+    check("it stays frozen after k2's try", engine_state(sid) == "paused")
+    out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
+    check("a call into the frozen sandbox works and says resumed: frozen",
+          out.get("stdout") == "kept\n" and out.get("resumed") == "frozen", out)
+
+    # stop, and resume by the route
+    st, body = rest(k1, sid, "pause", "k1", tier="stop")
+    check("k1 stops it", st == 200 and body.get("state") == "stopped", (st, body))
+    check("the engine has it exited", engine_state(sid) == "exited")
+    check("list: stopped", listed(k1, "k1", sid).get("state") == "stopped")
+    st, body = rest(k1, sid, "resume", "k1")
+    check("k1 resumes it: stopped -> running", st == 200 and body.get("previous") == "stopped" and
+          body.get("state") == "running", (st, body))
+    out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
+    check("its file is there after stop and resume", out.get("stdout") == "kept\n", out)
+
+    # refusals
+    st, body = rest(k1, sid, "pause", "k1", tier="hibernate")
+    check("hibernate under runc: 409 naming CRIU", st == 409 and "CRIU" in body.get("error", ""),
+          (st, body))
+    check("after the refusal it still runs", engine_state(sid) == "running")
+    st, body = rest(k1, sid, "pause", "k1", tier="nap")
+    check("an unknown tier: 400", st == 400, (st, body))
+
+    # the control token reaches it too
+    st, body = rest(c, sid, "pause", None)
+    check("the control token freezes it", st == 200 and body.get("state") == "frozen", (st, body))
+    st, body = rest(c, sid, "resume", None)
+    check("the control token resumes it", st == 200 and body.get("state") == "running", (st, body))
+    c.delete_sandbox(sid)
+    check("runner exits 0", r.stop() == 0)
+
+
+def main():
+    ts.run_suites({"owners": tsb.stopping(suite_owners)}, "owners", "smstate-")
+
+
+if __name__ == "__main__":
+    main()
