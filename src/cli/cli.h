@@ -115,4 +115,18 @@ int cli_broker_new(const sm_config *cfg, sm_audit *audit, int approvals, sm_brok
  * or, with the configuration's host, from its engine section. */
 void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *out);
 
+/* A keyed sandbox named on the command line (cli_keyed.c): its container
+ * name and what its labels say. */
+typedef struct cli_keyed_sandbox {
+  char name[SM_NAME_MAX];
+  char mode[32], run_id[SM_NAME_MAX], worker_id[SM_NAME_MAX], project[SM_NAME_MAX],
+      agent[SM_NAME_MAX];
+} cli_keyed_sandbox;
+/* ref: a name, an id or a unique prefix of one among this instance's
+ * sandboxes, which must be per_run or per_worker (what: the command, for
+ * the message). 0 or an exit code (reported). */
+int cli_find_keyed_sandbox(sm_runner *runner, const char *ref, const char *what,
+                           cli_keyed_sandbox *out);
+int cmd_sandbox_port(const cli_call *call);
+
 #endif

@@ -34,10 +34,7 @@ typedef struct exec_args {
   size_t n_env;
   char *const *cmd;
   size_t n_cmd;
-  /* SANDBOX found: its container name and what its labels say */
-  char name[SM_NAME_MAX];
-  char lbl_mode[32], lbl_run[SM_NAME_MAX], lbl_worker[SM_NAME_MAX], lbl_project[SM_NAME_MAX],
-      lbl_agent[SM_NAME_MAX];
+  cli_keyed_sandbox found; /* SANDBOX found */
 } exec_args;
 
 /* ---- the caller's terminal ---- */
@@ -151,55 +148,16 @@ static int parse_args(const cli_call *call, exec_args *a) {
   return 0;
 }
 
-/* SANDBOX (a name, an id or a unique prefix of one among this instance's
- * sandboxes): the call names it (sm_run_request.sandbox) and takes its
- * mode and names from its labels. 0 or an exit code (reported). */
+/* SANDBOX: the call names it (sm_run_request.sandbox) and takes its mode
+ * and names from its labels. 0 or an exit code (reported). */
 static int find_sandbox(sm_runner *runner, exec_args *a) {
-  sm_ops_scope scope;
-  sm_ops_sandbox_list list = {0, NULL};
-  sm_error err = SM_ERROR_INIT;
-  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0 ||
-      sm_ops_list(&scope, 1, &list, &err) != 0)
-    return cli_fail(&err);
-  const sm_ops_sandbox *hit = NULL;
-  size_t matches = 0, plen = strlen(a->sandbox);
-  for (size_t i = 0; i < list.n; i++) {
-    const sm_ops_sandbox *s = &list.items[i];
-    if (strcmp(s->name, a->sandbox) == 0 || strcmp(s->id, a->sandbox) == 0) {
-      hit = s;
-      matches = 1;
-      break;
-    }
-    if (strncmp(s->id, a->sandbox, plen) == 0) hit = s, matches++;
-  }
-  int found = hit && matches == 1;
-  if (found) {
-    snprintf(a->name, sizeof a->name, "%s", hit->name);
-    snprintf(a->lbl_mode, sizeof a->lbl_mode, "%s", hit->mode);
-    snprintf(a->lbl_run, sizeof a->lbl_run, "%s", hit->run_id);
-    snprintf(a->lbl_worker, sizeof a->lbl_worker, "%s", hit->worker_id);
-    snprintf(a->lbl_project, sizeof a->lbl_project, "%s", hit->project);
-    snprintf(a->lbl_agent, sizeof a->lbl_agent, "%s", hit->agent);
-  }
-  sm_ops_sandbox_list_dispose(&list);
-  if (matches > 1) {
-    cli_error("'%s' names %zu sandboxes: give more of the id", a->sandbox, matches);
-    return CLI_EXIT_FAILURE;
-  }
-  if (!found) {
-    cli_error("no sandbox '%s' in this instance (sandman sandbox list)", a->sandbox);
-    return CLI_EXIT_FAILURE;
-  }
-  if (strcmp(a->lbl_mode, "per_run") != 0 && strcmp(a->lbl_mode, "per_worker") != 0) {
-    cli_error("sandbox '%s' is a %s sandbox: exec needs a per_run or per_worker one", a->sandbox,
-              a->lbl_mode[0] ? a->lbl_mode : "per_tool");
-    return CLI_EXIT_FAILURE;
-  }
-  a->mode = a->lbl_mode;
-  a->run_id = a->lbl_run[0] ? a->lbl_run : NULL;
-  a->worker_id = a->lbl_worker[0] ? a->lbl_worker : NULL;
-  if (!a->project && a->lbl_project[0]) a->project = a->lbl_project;
-  if (!a->agent && a->lbl_agent[0]) a->agent = a->lbl_agent;
+  int rc = cli_find_keyed_sandbox(runner, a->sandbox, "exec", &a->found);
+  if (rc) return rc;
+  a->mode = a->found.mode;
+  a->run_id = a->found.run_id[0] ? a->found.run_id : NULL;
+  a->worker_id = a->found.worker_id[0] ? a->found.worker_id : NULL;
+  if (!a->project && a->found.project[0]) a->project = a->found.project;
+  if (!a->agent && a->found.agent[0]) a->agent = a->found.agent;
   return 0;
 }
 
@@ -325,7 +283,7 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
   req.n_env = a->n_env;
   req.cwd = a->workdir;
   req.existing = 1;
-  req.sandbox = a->name[0] ? a->name : NULL; /* SANDBOX: by its name, whatever its keys */
+  req.sandbox = a->found.name[0] ? a->found.name : NULL; /* SANDBOX: by its name, whatever its keys */
   req.on_output = stream_output;
   req.stdout_forward_only = 1;
   req.cancel = &cancelled;
