@@ -181,6 +181,8 @@ static void take_data(pconn *c, const unsigned char *p, uint32_t len) {
   c->len += len;
 }
 
+static void flush_to_socket(pconn *c);
+
 static int on_host_frame(void *ud, int type, uint32_t id, const unsigned char *p, uint32_t len) {
   (void)ud;
   if (type == SM_FRAME_PORT_OPEN) {
@@ -199,7 +201,10 @@ static int on_host_frame(void *ud, int type, uint32_t id, const unsigned char *p
       return 0;
     }
     case SM_FRAME_PORT_EOF:
+      /* Passed on now when nothing waits to be written: no poll event
+       * would bring the connection back here otherwise. */
       if (c) c->host_eof = 1;
+      if (c && !c->connecting) flush_to_socket(c);
       return 0;
     case SM_FRAME_PORT_CLOSE:
       if (c) conn_free(c);

@@ -473,7 +473,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume | port",
+    {.name = "sandbox", .summary = "doctor, list, reap, rm, create, inspect, pause, resume, port",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,

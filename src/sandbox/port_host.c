@@ -187,6 +187,9 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *p, uin
     pthread_mutex_unlock(&r->mu);
     return 0;
   }
+  if (type != SM_FRAME_PORT_OPENED && type != SM_FRAME_PORT_DATA && type != SM_FRAME_PORT_ACK &&
+      type != SM_FRAME_PORT_EOF && type != SM_FRAME_PORT_CLOSE)
+    return -1; /* nothing the relay ever sends */
   hconn *c = find(r, id);
   if (c == NULL) return 0; /* over: its frames crossed ours on the wire */
   switch (type) {

@@ -9,7 +9,8 @@ PORTS_IMAGE.
         this host through `sandman sandbox port`: a page, a 404, a 20 MB
         file by hash, eight downloads at once by hash, a client that does
         not read while another request is answered (backpressure stops its
-        own connection only), WebSocket text and a 1 MiB binary message
+        own connection only), 300 connections one after the other (more
+        than the relay holds at once: each one's end frees its slot), WebSocket text and a 1 MiB binary message
         echoed; a port nothing listens on resets its connection and the
         forward goes on; SANDBOX by name; --listen on a non-loopback address
         is refused (2) and listens nowhere; interrupted it exits 0 and its
@@ -209,6 +210,10 @@ def http_checks(addr, big_hash):
           st == 200 and body == b"hello-port\n", (st, body))
     st, _ = get(addr, "/missing")
     check("port: its 404 comes back as it is", st == 404, st)
+    got = [get(addr, "/index.html") for _ in range(300)]
+    check("port: 300 connections one after the other, each ended and its slot freed",
+          all(r == (200, b"hello-port\n") for r in got),
+          sum(1 for r in got if r != (200, b"hello-port\n")))
     st, body = get(addr, "/big")
     check("port: a 20 MB file comes through whole (by hash)",
           st == 200 and hashlib.sha256(body).hexdigest() == big_hash, (st, len(body)))
