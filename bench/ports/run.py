@@ -201,7 +201,9 @@ def main():
                     p.wait(30)
                 except subprocess.TimeoutExpired:
                     p.kill()
-        sandman("sandbox", "rm", "--force", run, check=False)
+        listing = sandman("sandbox", "list", "--all", "--json", check=False).stdout
+        for s in json.loads(listing or b"[]"):
+            sandman("sandbox", "rm", "--force", s["name"], check=False)
     meta = {"image": image, "runtime": a.runtime, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                           time.gmtime()),
             "load_before": load_before,
