@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +25,9 @@
 #include "cli.h"
 
 typedef struct port_args {
-  const char *run_id, *worker_id, *sandbox, *mode, *project, *agent, *user, *listen;
+  cli_keyed k;
+  const char *listen;
   unsigned port;
-  cli_keyed_sandbox found;
 } port_args;
 
 static int parse_port(const char *s, unsigned *out) {
@@ -43,27 +42,22 @@ static int parse_port(const char *s, unsigned *out) {
 
 static int parse_args(const cli_call *call, port_args *a) {
   memset(a, 0, sizeof *a);
-  a->run_id = cli_str(call, "run-id");
-  a->worker_id = cli_str(call, "worker-id");
-  a->mode = cli_str(call, "mode");
-  a->project = cli_str(call, "project");
-  a->agent = cli_str(call, "agent");
-  a->user = cli_str(call, "user");
+  cli_keyed_flags(call, &a->k);
   a->listen = cli_str(call, "listen");
   size_t n = (size_t)call->n_args;
-  if (a->run_id && a->worker_id)
+  if (a->k.run_id && a->k.worker_id)
     return cli_usage_error(call->cmd, 0, "--run-id and --worker-id name two sandboxes: give one");
-  size_t want = a->run_id || a->worker_id ? 1 : 2;
+  size_t want = a->k.run_id || a->k.worker_id ? 1 : 2;
   if (n != want)
     return cli_usage_error(call->cmd, 0, want == 2 ? "give SANDBOX and PORT (or --run-id or "
                                                      "--worker-id and PORT)"
                                                    : "give PORT only (the sandbox is named)");
-  if (want == 2) a->sandbox = call->args[0];
+  if (want == 2) a->k.sandbox = call->args[0];
   if (parse_port(call->args[n - 1], &a->port) != 0)
     return cli_usage_error(call->cmd, 0, "PORT must be a number from 1 to 65535");
-  if (a->mode && a->run_id && strcmp(a->mode, "per_run") != 0)
+  if (a->k.mode && a->k.run_id && strcmp(a->k.mode, "per_run") != 0)
     return cli_usage_error(call->cmd, 0, "--run-id names a per_run sandbox");
-  if (a->mode && a->worker_id && strcmp(a->mode, "per_worker") != 0)
+  if (a->k.mode && a->k.worker_id && strcmp(a->k.mode, "per_worker") != 0)
     return cli_usage_error(call->cmd, 0, "--worker-id names a per_worker sandbox");
   return 0;
 }
@@ -137,21 +131,7 @@ static int listen_on(const struct sockaddr_storage *ss, socklen_t sl, char *addr
 
 /* ---- the relay's call, on its thread ---- */
 
-typedef struct port_run {
-  sm_runner *runner;
-  sm_run_request *req;
-  sm_run_result result;
-  sm_error err;
-  int rc;
-  int done_pipe[2];
-} port_run;
-
-static void *run_main(void *arg) {
-  port_run *r = arg;
-  r->rc = sm_run(r->runner, r->req, &r->result, &r->err);
-  (void)!write(r->done_pipe[1], "x", 1);
-  return NULL;
-}
+/* ---- the relay ---- */
 
 static void on_event(void *ud, sm_port_event ev, unsigned port, int err_no,
                      unsigned long long bytes_in, unsigned long long bytes_out) {
@@ -172,7 +152,7 @@ static void accept_all(sm_port_relay *relay, int lfd, unsigned port) {
 
 /* Drives the relay until its call ends or a signal stops it. 0, or -1 when
  * the relay broke (reported). */
-static int serve(port_run *r, sm_port_relay *relay, int lfd, const port_args *a,
+static int serve(cli_run_thread *r, sm_port_relay *relay, int lfd, const port_args *a,
                  const char *addr, volatile int *stop) {
   int announced = 0;
   while (!*stop) {
@@ -188,7 +168,7 @@ static int serve(port_run *r, sm_port_relay *relay, int lfd, const port_args *a,
       printf("%s\n", addr);
       fflush(stdout);
       cli_note("forwarding %s to port %u of %s (Ctrl-C stops)", addr, a->port,
-               a->sandbox ? a->sandbox : a->run_id ? a->run_id : a->worker_id);
+               a->k.sandbox ? a->k.sandbox : a->k.run_id ? a->k.run_id : a->k.worker_id);
     }
     if (ex[1].revents & POLLIN) accept_all(relay, lfd, a->port);
   }
@@ -211,25 +191,13 @@ static int forward(port_args *a, sm_config *cfg, const sm_resolved *res, sm_runn
   sm_port_relay_on_event(relay, on_event, NULL);
   sm_run_request req;
   sm_config_egress eg;
-  sm_call_names names = {.project = a->project ? a->project : sm_config_project_id(cfg),
-                         .agent = a->agent,
-                         .user = a->user,
-                         .run_id = a->run_id,
-                         .worker_id = a->worker_id};
-  sm_run_request_from_config(&req, &eg, cfg, res, &names);
-  req.settings.mode = a->run_id || (a->mode && strcmp(a->mode, "per_run") == 0)
-                          ? SM_MODE_PER_RUN
-                          : SM_MODE_PER_WORKER;
-  req.existing = 1;
-  req.sandbox = a->found.name[0] ? a->found.name : NULL;
-  req.agent_has_host_tools = sm_broker_agent_has_tools(broker, a->agent);
+  cli_keyed_request(&a->k, &req, &eg, cfg, res, broker);
   sm_port_relay_request(relay, &req);
   volatile int *stop = cli_catch_stop_signals();
   signal(SIGPIPE, SIG_IGN);
   req.cancel = stop;
-  port_run r = {.runner = runner, .req = &req, .err = SM_ERROR_INIT, .done_pipe = {-1, -1}};
-  pthread_t t;
-  int started = pipe2(r.done_pipe, O_CLOEXEC) == 0 && pthread_create(&t, NULL, run_main, &r) == 0;
+  cli_run_thread r;
+  int started = cli_run_thread_start(&r, runner, &req) == 0;
   if (!started) {
     cli_error("could not start the relay's thread");
     code = CLI_EXIT_FAILURE;
@@ -237,7 +205,7 @@ static int forward(port_args *a, sm_config *cfg, const sm_resolved *res, sm_runn
     int broke = serve(&r, relay, lfd, a, addr, stop);
     sm_port_relay_end(relay);
     if (broke) *stop = 1;
-    pthread_join(t, NULL);
+    cli_run_thread_join(&r);
     code = CLI_EXIT_OK;
     if (broke) {
       code = CLI_EXIT_FAILURE;
@@ -251,8 +219,6 @@ static int forward(port_args *a, sm_config *cfg, const sm_resolved *res, sm_runn
     }
     sm_run_result_dispose(&r.result);
   }
-  for (int i = 0; i < 2; i++)
-    if (r.done_pipe[i] >= 0) close(r.done_pipe[i]);
   sm_port_relay_free(relay);
   sm_broker_free(broker);
   return code;
@@ -270,17 +236,11 @@ int cmd_sandbox_port(const cli_call *call) {
   sm_resolved res;
   sm_config_flags flags;
   memset(&flags, 0, sizeof flags);
-  flags.mode = a.run_id ? "per_run" : a.worker_id ? "per_worker" : NULL;
-  rc = cli_load_resolve(g, a.agent, NULL, a.user, &flags, &cfg, &res);
+  flags.mode = a.k.run_id ? "per_run" : a.k.worker_id ? "per_worker" : NULL;
+  rc = cli_load_resolve(g, a.k.agent, NULL, a.k.user, &flags, &cfg, &res);
   sm_runner *runner = NULL;
   if (rc == 0 && (rc = cli_runner_new(g, cfg, NULL, &runner)) != 0) cfg = NULL; /* freed */
-  if (rc == 0 && a.sandbox && (rc = cli_find_keyed_sandbox(runner, a.sandbox, "port", &a.found)) == 0) {
-    a.mode = a.found.mode;
-    a.run_id = a.found.run_id[0] ? a.found.run_id : NULL;
-    a.worker_id = a.found.worker_id[0] ? a.found.worker_id : NULL;
-    if (!a.project && a.found.project[0]) a.project = a.found.project;
-    if (!a.agent && a.found.agent[0]) a.agent = a.found.agent;
-  }
+  if (rc == 0 && a.k.sandbox) rc = cli_keyed_resolve(runner, &a.k, "port");
   char addr[96];
   int lfd = rc == 0 ? listen_on(&ss, sl, addr, sizeof addr) : -1;
   if (rc == 0 && lfd < 0) rc = CLI_EXIT_FAILURE;

@@ -137,22 +137,26 @@ static const cli_flag code_flags[] = {
     {.name = "delete", .help = "delete the context"},
     END};
 
+/* A keyed sandbox that exists, named by its keys (sandman exec, sandbox port). */
+#define FLAGS_KEYED_SANDBOX                                                                        \
+  {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,          \
+   .section = "The sandbox (one of these, or SANDBOX):",                                           \
+   .help = "the per_run sandbox of this run"},                                                     \
+      {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID",                                     \
+       .complete = CLI_COMPLETE_WORKER_IDS, .help = "the per_worker sandbox of this worker"},      \
+      {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",        \
+       .help = "per_run or per_worker (implied by --run-id or --worker-id)"},                      \
+      FLAG_PROJECT,                                                                                \
+      {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",                                       \
+       .help = "agent whose sandbox it is (configuration entry)"},                                 \
+      {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"}
+
 static const cli_flag exec_flags[] = {
     {.name = "interactive", .short_name = 'i',
      .help = "pass standard input to the command as it comes"},
     {.name = "tty", .short_name = 't',
      .help = "a pseudo-terminal of this terminal's size (raw mode, size changes passed on)"},
-    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
-     .section = "The sandbox (one of these, or SANDBOX):",
-     .help = "the per_run sandbox of this run"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "the per_worker sandbox of this worker"},
-    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
-     .help = "per_run or per_worker (implied by --run-id or --worker-id)"},
-    FLAG_PROJECT,
-    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
-     .help = "agent whose sandbox it is (configuration entry)"},
-    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    FLAGS_KEYED_SANDBOX,
     {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
      .section = "The command:", .help = "set a variable; K alone passes the host's value (repeatable)"},
     {.name = "workdir", .short_name = 'w', .kind = CLI_STRING, .metavar = "DIR",
@@ -162,17 +166,7 @@ static const cli_flag exec_flags[] = {
 static const cli_flag port_flags[] = {
     {.name = "listen", .kind = CLI_STRING, .metavar = "ADDR:N",
      .help = "the loopback address and port to listen on (default 127.0.0.1:0, a free port)"},
-    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
-     .section = "The sandbox (one of these, or SANDBOX):",
-     .help = "the per_run sandbox of this run"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "the per_worker sandbox of this worker"},
-    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
-     .help = "per_run or per_worker (implied by --run-id or --worker-id)"},
-    FLAG_PROJECT,
-    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
-     .help = "agent whose sandbox it is (configuration entry)"},
-    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    FLAGS_KEYED_SANDBOX,
     END};
 
 static const cli_flag worker_flags[] = {

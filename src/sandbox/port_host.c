@@ -73,17 +73,6 @@ struct sm_port_relay {
   void *event_ud;
 };
 
-static void put_be32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)(v >> 24);
-  p[1] = (unsigned char)(v >> 16);
-  p[2] = (unsigned char)(v >> 8);
-  p[3] = (unsigned char)v;
-}
-
-static uint32_t get_be32(const unsigned char *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
 /* ---- the call's thread ---- */
 
 static int relay_output(void *ud, int stream, const char *data, size_t len) {
@@ -110,7 +99,7 @@ static void queue_frame(sm_port_relay *r, int type, uint32_t id, const void *p, 
 
 static void queue_u32(sm_port_relay *r, int type, uint32_t id, uint32_t v) {
   unsigned char b[4];
-  put_be32(b, v);
+  sm_frame_put_u32(b, v);
   queue_frame(r, type, id, b, 4);
 }
 
@@ -194,7 +183,7 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *p, uin
   if (c == NULL) return 0; /* over: its frames crossed ours on the wire */
   switch (type) {
   case SM_FRAME_PORT_OPENED: {
-    uint32_t e = len == 4 ? get_be32(p) : EPROTO;
+    uint32_t e = len == 4 ? sm_frame_get_u32(p) : EPROTO;
     if (c->opened) return -1;
     if (e != 0) {
       event(r, SM_PORT_REFUSED, c, (int)e);
@@ -211,7 +200,7 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *p, uin
     if (len > 0) take_data(r, c, p, len);
     return 0;
   case SM_FRAME_PORT_ACK: {
-    uint32_t n = len == 4 ? get_be32(p) : UINT32_MAX;
+    uint32_t n = len == 4 ? sm_frame_get_u32(p) : UINT32_MAX;
     if ((uint64_t)c->credit + n <= SM_PORT_WINDOW) c->credit += n;
     else conn_reset(r, c); /* more acknowledged than was sent */
     return 0;
