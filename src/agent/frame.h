@@ -52,6 +52,30 @@
  *   SM_FRAME_ROUTE_RESPONSE the whole HTTP/1.1 response for connection id;
  *                           the relay writes it and closes the connection.
  *
+ * The ports relay (`sandman-agent ports`, port_relay.c) speaks it on its
+ * own exec too; the id field is a connection id the host chose (never 0,
+ * never used twice by one host). It carries TCP connections to the
+ * sandbox's own loopback (docs/ports.md):
+ * Relay -> host:
+ *   SM_FRAME_HELLO       once, at start: SM_PORTS_HELLO.
+ *   SM_FRAME_PORT_OPENED 4 bytes, BE: 0 when the connection asked for by
+ *                        SM_FRAME_PORT_OPEN is up, else the errno of the
+ *                        connect (the connection is then over).
+ * Host -> relay:
+ *   SM_FRAME_PORT_OPEN   2 bytes, BE: the port (1-65535) to connect to on
+ *                        127.0.0.1 (then ::1) inside the sandbox.
+ * Both ways:
+ *   SM_FRAME_PORT_DATA   bytes of the connection (at most
+ *                        SM_FRAME_DATA_MAX). A side never has more than
+ *                        SM_PORT_WINDOW bytes of one connection sent and
+ *                        not yet acknowledged: the other side's buffer.
+ *   SM_FRAME_PORT_ACK    4 bytes, BE: that many more bytes were delivered
+ *                        (written to the socket at the far end).
+ *   SM_FRAME_PORT_EOF    this side sends nothing more (a half close).
+ *   SM_FRAME_PORT_CLOSE  the connection is over (both halves closed, an
+ *                        error, a reset): nothing more of it either way.
+ * Frames of a connection that is over are dropped (they cross on the wire).
+ *
  * One call at a time per agent. Stdin frames of a call id other than the
  * current one are dropped (they can cross an exit on the wire). Either side
  * ends the session by closing its end. */
@@ -64,6 +88,7 @@
 #define SM_AGENT_PROTOCOL "2"
 #define SM_AGENT_HELLO "sandman-agent " SM_AGENT_PROTOCOL
 #define SM_ROUTE_HELLO "sandman-route 1"
+#define SM_PORTS_HELLO "sandman-ports 1"
 
 #define SM_FRAME_HEADER 9
 /* Hard caps: a call frame holds argv and the environment; output and stdin
@@ -88,12 +113,26 @@ enum {
   SM_FRAME_FAIL = 'F',
   SM_FRAME_ROUTE_REQUEST = 'Q',
   SM_FRAME_ROUTE_RESPONSE = 'P',
+  SM_FRAME_PORT_OPEN = 'N',
+  SM_FRAME_PORT_OPENED = 'A',
+  SM_FRAME_PORT_DATA = 'D',
+  SM_FRAME_PORT_ACK = 'K',
+  SM_FRAME_PORT_EOF = 'Z',
+  SM_FRAME_PORT_CLOSE = 'Y',
   SM_FRAME_TTY = 'T',
   SM_FRAME_RESIZE = 'W',
 };
 
 /* A terminal's size: 1..SM_FRAME_TTY_DIM_MAX in each direction. */
 #define SM_FRAME_TTY_DIM_MAX 4096u
+
+/* The bytes of one connection a side may have in flight (sent, not yet
+ * acknowledged), each way. */
+#define SM_PORT_WINDOW (256u << 10)
+
+/* A 4-byte big-endian number at p (ids, lengths, the ports' counts). */
+void sm_frame_put_u32(unsigned char *p, uint32_t v);
+uint32_t sm_frame_get_u32(const unsigned char *p);
 
 /* Writes the 9-byte header for a frame into out. */
 void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,

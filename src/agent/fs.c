@@ -181,8 +181,8 @@ static void canonical(const resolved *r, char *outp, size_t len) {
     o += (size_t)snprintf(outp + o, len - o, "%s%s", i ? "/" : "", r->names[i]);
 }
 
-/* Opens the folder path names (the root for "."). */
-static int open_path_dir(int root, const char *path, int *out, char *canon, size_t clen) {
+/* Opens the folder path names (the root for "."); fs.h. */
+int agent_fs_open_dir(int root, const char *path, int *out, char *canon, size_t clen) {
   resolved r;
   int e = resolve(root, path, 0, &r);
   if (e) return e;
@@ -691,7 +691,7 @@ static int visit_list(void *ud, int dirfd, const char *name, const char *rel,
 
 /* Sets up rel and the start folder of a walk from path. */
 static int start_walk(int root, const char *path, int *fd, char *rel, const char *label) {
-  int e = open_path_dir(root, path, fd, rel, SM_FS_PATH_MAX + 1);
+  int e = agent_fs_open_dir(root, path, fd, rel, SM_FS_PATH_MAX + 1);
   if (e) return fail(e, label, NULL);
   return 0;
 }

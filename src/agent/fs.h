@@ -47,11 +47,19 @@
 #ifndef SANDMAN_AGENT_FS_H
 #define SANDMAN_AGENT_FS_H
 
+#include <stddef.h>
+
 #define SM_FS_PATH_MAX 4096   /* bytes of a relative path */
 #define SM_FS_NAME_MAX 255    /* bytes of one component */
 #define SM_FS_LINE_MAX 512    /* a status, record or end line */
 #define SM_FS_TEXT_MAX 2048   /* bytes of a grep line sent back */
 #define SM_FS_DEPTH_MAX 256   /* folder levels walked */
+
+/* Opens the folder PATH (relative to the folder root; "." is root itself)
+ * walking one name at a time with O_NOFOLLOW: *out a new descriptor and
+ * canon its canonical form ("" for root). 0 or an errno (ELOOP: a link on
+ * the way, EXDEV: '..' or absolute, ENOTDIR, ENOENT...). */
+int agent_fs_open_dir(int root, const char *path, int *out, char *canon, size_t clen);
 
 /* The agent's entry point for `sandman-agent fs ...` (argv[0] is "fs"). */
 int sm_agent_fs_main(int argc, char **argv);

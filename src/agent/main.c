@@ -27,6 +27,8 @@
 #include "agent/untar.h"
 #include "agent/fs.h"
 #include "agent/route.h"
+#include "agent/port_relay.h"
+#include "agent/watch.h"
 #include "common/unconst.h"
 
 #define MAX_ARGV 65536
@@ -509,6 +511,11 @@ static int command(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "untar") == 0) return agent_untar(argv[2], 0);
   if (argc == 4 && strcmp(argv[1], "untar") == 0 && strcmp(argv[3], "--list") == 0)
     return agent_untar(argv[2], 1);
+  /* `sandman-agent ports`: TCP connections to the sandbox's loopback
+   * (port_relay.c). */
+  if (argc == 2 && strcmp(argv[1], "ports") == 0) return agent_ports();
+  /* `sandman-agent watch ROOT PATH FLAGS`: file events (watch.c). */
+  if (argc == 5 && strcmp(argv[1], "watch") == 0) return agent_watch(argv[2], argv[3], argv[4]);
   /* `sandman-agent fs ...`: one file operation of the files API (fs.c). */
   if (argc > 1 && strcmp(argv[1], "fs") == 0) return sm_agent_fs_main(argc - 1, argv + 1);
   /* `sandman-agent wsdigest DIR MAX [EXCLUDE...]`: the workspace's digest
@@ -518,7 +525,8 @@ static int command(int argc, char **argv) {
   /* `sandman-agent code start|send`: code contexts' driver (code.c). */
   if (argc > 1 && strcmp(argv[1], "code") == 0) return agent_code_main(argc - 1, argv + 1);
   fprintf(stderr, "usage: sandman-agent [[call TOKEN] untar DIR [--list] | fs OP ROOT ARGS... | "
-                  "wsdigest DIR MAX [EXCLUDE...] | route | tools ... | code start|send]\n");
+                  "wsdigest DIR MAX [EXCLUDE...] | route | tools ... | code start|send | ports |\n"
+                  "       watch ROOT PATH FLAGS]\n");
   return 2;
 }
 

@@ -139,26 +139,36 @@ static const cli_flag code_flags[] = {
     {.name = "delete", .help = "delete the context"},
     END};
 
+/* A keyed sandbox that exists, named by its keys (sandman exec, sandbox port). */
+#define FLAGS_KEYED_SANDBOX                                                                        \
+  {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,          \
+   .section = "The sandbox (one of these, or SANDBOX):",                                           \
+   .help = "the per_run sandbox of this run"},                                                     \
+      {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID",                                     \
+       .complete = CLI_COMPLETE_WORKER_IDS, .help = "the per_worker sandbox of this worker"},      \
+      {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",        \
+       .help = "per_run or per_worker (implied by --run-id or --worker-id)"},                      \
+      FLAG_PROJECT,                                                                                \
+      {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",                                       \
+       .help = "agent whose sandbox it is (configuration entry)"},                                 \
+      {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"}
+
 static const cli_flag exec_flags[] = {
     {.name = "interactive", .short_name = 'i',
      .help = "pass standard input to the command as it comes"},
     {.name = "tty", .short_name = 't',
      .help = "a pseudo-terminal of this terminal's size (raw mode, size changes passed on)"},
-    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
-     .section = "The sandbox (one of these, or SANDBOX):",
-     .help = "the per_run sandbox of this run"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "the per_worker sandbox of this worker"},
-    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
-     .help = "per_run or per_worker (implied by --run-id or --worker-id)"},
-    FLAG_PROJECT,
-    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
-     .help = "agent whose sandbox it is (configuration entry)"},
-    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    FLAGS_KEYED_SANDBOX,
     {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
      .section = "The command:", .help = "set a variable; K alone passes the host's value (repeatable)"},
     {.name = "workdir", .short_name = 'w', .kind = CLI_STRING, .metavar = "DIR",
      .help = "working directory in the sandbox (default /workspace)"},
+    END};
+
+static const cli_flag port_flags[] = {
+    {.name = "listen", .kind = CLI_STRING, .metavar = "ADDR:N",
+     .help = "the loopback address and port to listen on (default 127.0.0.1:0, a free port)"},
+    FLAGS_KEYED_SANDBOX,
     END};
 
 static const cli_flag worker_flags[] = {
@@ -512,7 +522,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume | snapshot | fork | rollback | diff",
+    {.name = "sandbox", .summary = "doctor, list, reap, rm, create, inspect, pause, resume, port, snapshot, fork, rollback, diff",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -575,6 +585,19 @@ const cli_command cli_commands[] = {
      .description = "Brings a frozen, stopped or hibernated sandbox back to running (a call "
                     "into it would too). A running one is left as it is.",
      .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox port", .flags = port_flags, .fn = cmd_sandbox_port,
+     .args = "[SANDBOX] PORT",
+     .summary = "forward a local port to a port on a sandbox's loopback",
+     .description = "Listens on a loopback address of this host (--listen, default a free "
+                    "port on 127.0.0.1) and carries each connection to PORT on the own "
+                    "loopback of a per_run or per_worker sandbox (named by --run-id, "
+                    "--worker-id, or SANDBOX), through sandman's agent: it works with "
+                    "network none, and the sandbox gains no network. Prints the address it "
+                    "listens on once the relay runs in the sandbox; runs until interrupted. "
+                    "The forward counts as a call in flight of the sandbox (docs/ports.md).",
+     .notes = "Exit status: 0 when interrupted, 2 usage error, 125 no such sandbox, the "
+              "sandbox stopped or went away, or sandman/engine failure.",
+     .min_args = 1, .max_args = 2, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "sandbox snapshot", .flags = snapshot_take_flags, .fn = cmd_sandbox_snapshot,
      .args = "[SANDBOX]", .summary = "capture a keyed sandbox's files under a name",
      .description = "Captures one keyed sandbox (named by SANDBOX, --run-id or --worker-id): its "
