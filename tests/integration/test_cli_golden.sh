@@ -34,6 +34,7 @@ def help_commands(group):
         if line.startswith("Commands:"): on = True; continue
         if on:
             if not line.strip(): break
+            if line.startswith("   "): continue  # a summary's wrapped line
             name, summary = line.split()[0], line.split(None, 1)[1] if len(line.split()) > 1 else ""
             cmds.append(((group + " " + name).strip(), summary))
     return cmds
