@@ -230,6 +230,12 @@ static const cli_flag worker_flags[] = {
      .help = "terminals of this runner (default 64)"},
     {.name = "terminal-scrollback", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "text kept of lines that scrolled off a terminal's screen, 1k to 64m (default 1m)"},
+    {.name = "watches-per-sandbox", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .section = "File events:", .help = "watches of GET /v1/files/watch in one sandbox at once (default 8)"},
+    {.name = "watches-per-token", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .help = "watches of one token (the control token, or one worker key) at once (default 16)"},
+    {.name = "watch-queue", .kind = CLI_INT, .metavar = "N", .min = 16, .max = 1000000,
+     .help = "events held per watch for a slow client before one \"overflow\" event (default 4096)"},
     END};
 
 static const cli_flag doctor_flags[] = {
