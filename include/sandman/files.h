@@ -220,7 +220,9 @@ typedef struct sm_files_watch_opts {
 
 /* Events of folder path (inotify in the sandbox, by sandman's agent, as
  * the sandbox's user): runs until the watched folder itself goes (0,
- * *ended set), base's cancel flag is set (SM_ECANCELLED), the call's
+ * *ended set), base's cancel flag is set (SM_ECANCELLED; the flag is
+ * required, and set by the watch itself when a handler refuses or the
+ * agent's output is malformed, which ends the call), the call's
  * timeout (base->settings.timeout_s; 0: none), or an error. The path's
  * rules are the files API's: a link on it (or path itself a link) is
  * SM_EUNSAFE, never followed; a folder made later through a link is

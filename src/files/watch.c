@@ -13,6 +13,7 @@ typedef struct watching {
   const sm_files_watch_opts *o;
   const sm_run_result *call;
   watch_wire wire;
+  volatile int *cancel; /* the call's: set to end it when the parse stops */
   int rc;         /* the first error of the parser or a handler */
   sm_error rc_err;
 } watching;
@@ -33,6 +34,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
   w->rc = watch_wire_feed(&w->wire, data, len, &w->rc_err);
   if (w->rc && w->rc_err.code == 0)
     sm_error_set(&w->rc_err, w->rc, "stopped by the receiver (%s)", sm_error_name(w->rc));
+  if (w->rc) *w->cancel = 1; /* nothing more is read: the call ends */
   return w->rc ? -1 : 0;
 }
 
@@ -68,6 +70,8 @@ int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *pa
                    const sm_files_watch_opts *opts, int *ended, sm_run_result *call,
                    sm_error *err) {
   *ended = 0;
+  if (base->cancel == NULL)
+    return sm_error_set(err, SM_EINVAL, "a watch needs a cancel flag (it runs until it is ended)");
   char canon[SM_FILES_PATH_MAX + 1];
   int rc = sm_files_path(path, canon, sizeof canon, err);
   if (rc) return rc;
@@ -78,6 +82,7 @@ int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *pa
   memset(&w, 0, sizeof w);
   w.o = opts;
   w.call = r;
+  w.cancel = base->cancel;
   watch_wire_init(&w.wire, on_ready, on_event, &w);
   const char *argv[] = {"watch", "/workspace", canon, opts->recursive ? "r" : "-"};
   sm_run_request req = *base;
@@ -96,8 +101,8 @@ int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *pa
   if (req.settings.stderr_cap <= 0 || req.settings.stderr_cap > 64 * 1024)
     req.settings.stderr_cap = 64 * 1024;
   rc = sm_run(runner, &req, r, err);
-  if (rc == 0) rc = outcome(&w, &req, r, ended, err);
-  else if (req.cancel && *req.cancel) rc = sm_error_set(err, SM_ECANCELLED, "the watch was cancelled");
+  if (rc == 0 || w.rc) rc = outcome(&w, &req, r, ended, err);
+  else if (*req.cancel) rc = sm_error_set(err, SM_ECANCELLED, "the watch was cancelled");
   if (rc) sm_error_wrap(err, "watch %s", canon);
   if (r == &local) sm_run_result_dispose(&local);
   return rc;

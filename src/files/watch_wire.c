@@ -34,15 +34,12 @@ static int length(const char *s, size_t *out) {
 static int event_head(watch_wire *w, char *fields, sm_error *err) {
   char *f[4];
   int n = 0;
-  for (char *p = fields; n < 4; n++) {
-    f[n] = p;
-    char *sp = strchr(p, ' ');
-    if (sp == NULL) {
-      n++;
-      break;
-    }
-    *sp = '\0';
-    p = sp + 1;
+  f[n++] = fields;
+  for (char *p = fields; *p; p++) {
+    if (*p != ' ') continue;
+    if (n == 4) return bad(err, "an event's header");
+    *p = '\0';
+    f[n++] = p + 1;
   }
   if (n != 4 || strlen(f[0]) != 1 || strchr("cmdvo", f[0][0]) == NULL ||
       (strcmp(f[1], "0") != 0 && strcmp(f[1], "1") != 0) || length(f[2], &w->path_len) != 0 ||
