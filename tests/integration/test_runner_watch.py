@@ -100,8 +100,15 @@ def run(c, command, **key):
 
 
 def events_in_order(c, key):
+    # A link to a folder outside the workspace, there before the watch:
+    # the watch's first walk of the tree never follows it.
+    run(c, "mkdir -p /tmp/outside0 pre && ln -s /tmp/outside0 pre/out", **key)
     w = c.files.watch(key, ".", recursive=True)
     r = Reader(w)
+    run(c, "printf s > /tmp/outside0/secret0 && printf t > pre/mark", **key)
+    r.until(is_event("created", "pre/mark"))
+    check("a link to a folder outside, there before the watch, is not followed",
+          not any("secret0" in (e.get("path") or "") for e in r.seen), r.seen)
     run(c, "mkdir -p src && printf 'one\\n' > src/a.txt", **key)
     check("a file the tool created: created", r.until(is_event("created", "src/a.txt")) is not None,
           r.seen)
