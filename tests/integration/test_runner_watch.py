@@ -165,7 +165,7 @@ def refusals(c, token, key, sandbox_id):
     for path, why in (("../etc", "'..'"), ("/etc", "an absolute path outside /workspace"),
                       ("lnk", "a link itself"), ("lnk/ssl", "a path through a link")):
         try:
-            c.files.watch(key, path).close()
+            c.files.watch_dir(key, path).close()
             got = (200, None)
         except ts.SandmanError as e:
             got = (e.status, e.failure_kind)
