@@ -170,6 +170,15 @@ def refusals(c, token, key, sandbox_id):
         except ts.SandmanError as e:
             got = (e.status, e.failure_kind)
         check("a watch of %s is refused (403 policy)" % why, got == (403, "policy"), got)
+    run(c, "printf f > plain-file", **key)
+    for path, want, why in (("no-such-folder", 404, "a missing folder"),
+                            ("plain-file", 400, "a file")):
+        try:
+            c.files.watch(key, path).close()
+            got = (200, None)
+        except ts.SandmanError as e:
+            got = (e.status, e.failure_kind)
+        check("a watch of %s: %d (tool)" % (why, want), got == (want, "tool"), got)
     a = Client(c.address, derive_worker_token(token, "watch-a"), timeout=120)
     check("a worker token naming another worker's key: 401",
           status(lambda: a.files.watch({"worker_key": "watch-b", "mode": "per_worker"},
