@@ -99,7 +99,8 @@ build_asan() {
   echo "== build-asan: ASan/UBSan build"
   if [ ! -f "$dir/CMakeCache.txt" ]; then
     cmake -S "$SM_ROOT" -B "$dir" -DSANDMAN_SANITIZE='address;undefined' \
-      -DCMAKE_BUILD_TYPE=Debug >"$log" 2>&1 || { tail -n 30 "$log" >&2; return 1; }
+      -DCMAKE_BUILD_TYPE=Debug -DSANDMAN_WERROR="$([ "$IN_CI" = 1 ] && echo ON || echo OFF)" \
+      >"$log" 2>&1 || { tail -n 30 "$log" >&2; return 1; }
   fi
   if ! cmake --build "$dir" -j"$(nproc)" >"$log" 2>&1; then
     echo "test: error: the ASan build failed (full log: $log):" >&2

@@ -181,10 +181,9 @@ static enum MHD_Result queue_answer(req_ctx *c) {
   MHD_add_response_header(r, "Cache-Control", "no-store");
   if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   if (status == 405) {
-    const char *allow = c->allow                ? c->allow
-                        : c->route == R_HANDLE ? "GET, DELETE"
-                                               : "GET, POST";
-    MHD_add_response_header(r, "Allow", allow);
+    /* Every route that answers 405 names its methods (match_route and the
+     * other matchers set c->allow). */
+    if (c->allow) MHD_add_response_header(r, "Allow", c->allow);
   }
   return send_response(c, r, status);
 }
@@ -460,25 +459,52 @@ static void healthz(req_ctx *c) {
 
 /* ---- requests ---- */
 
-static route_id match_route(const char *url, const char *method, char *handle_id) {
-  int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-  int post = strcmp(method, "POST") == 0;
-  int del = strcmp(method, "DELETE") == 0;
-  if (strcmp(url, "/healthz") == 0) return get ? R_HEALTHZ : R_BAD_METHOD;
-  if (strcmp(url, "/metrics") == 0) return get ? R_METRICS : R_BAD_METHOD;
-  if (strcmp(url, "/v1/execute") == 0) return post ? R_EXECUTE : R_BAD_METHOD;
-  if (strcmp(url, "/v1/leases") == 0) return post ? R_LEASES : R_BAD_METHOD;
-  if (strcmp(url, "/v1/sandboxes") == 0) return get || post ? R_SANDBOXES : R_BAD_METHOD;
-  if (strcmp(url, "/v1/audit") == 0) return get ? R_AUDIT : R_BAD_METHOD;
-  if (strcmp(url, "/v1/sandboxes/reap") == 0) return post ? R_REAP : R_BAD_METHOD;
-  if (strcmp(url, "/v1/approvals") == 0) return get ? R_APPROVALS : R_BAD_METHOD;
+/* Is method one of methods ("GET", "GET, POST", ...)? HEAD is GET. */
+static int method_in(const char *methods, const char *method) {
+  if (strcmp(method, "HEAD") == 0) method = "GET";
+  size_t n = strlen(method);
+  for (const char *p = methods; *p;) {
+    size_t k = strcspn(p, ",");
+    if (k == n && strncmp(p, method, n) == 0) return 1;
+    p += k;
+    p += strspn(p, ", ");
+  }
+  return 0;
+}
+
+/* A route that answers only methods: r when method is one of them, else
+ * R_BAD_METHOD; either way the 405's Allow header is methods. */
+static route_id only(route_id r, const char *methods, const char *method, const char **allow) {
+  *allow = methods;
+  return method_in(methods, method) ? r : R_BAD_METHOD;
+}
+
+/* handle_id gets the id of /v1/handles/{id} or /v1/approvals/{id}. */
+static route_id match_route(const char *url, const char *method, char *handle_id,
+                            const char **allow) {
+  static const struct {
+    const char *path, *methods;
+    route_id route;
+  } exact[] = {
+      {"/healthz", "GET", R_HEALTHZ},
+      {"/metrics", "GET", R_METRICS},
+      {"/v1/execute", "POST", R_EXECUTE},
+      {"/v1/leases", "POST", R_LEASES},
+      {"/v1/sandboxes", "GET, POST", R_SANDBOXES},
+      {"/v1/audit", "GET", R_AUDIT},
+      {"/v1/sandboxes/reap", "POST", R_REAP},
+      {"/v1/approvals", "GET", R_APPROVALS},
+  };
+  for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+    if (strcmp(url, exact[i].path) == 0)
+      return only(exact[i].route, exact[i].methods, method, allow);
   if (strncmp(url, "/v1/approvals/", 14) == 0) {
     /* handle_id holds the approval's id (32 hex digits, as a handle's) */
     const char *id = url + 14;
     size_t n = strlen(id);
     if (n == 0 || n > SM_HANDLE_ID_LEN || strspn(id, "0123456789abcdef") != n) return R_NOT_FOUND;
     memcpy(handle_id, id, n + 1);
-    return post ? R_APPROVALS : R_BAD_METHOD;
+    return only(R_APPROVALS, "POST", method, allow);
   }
   if (strncmp(url, "/v1/handles/", 12) == 0) {
     const char *id = url + 12;
@@ -487,7 +513,7 @@ static route_id match_route(const char *url, const char *method, char *handle_id
     for (size_t i = 0; i < n; i++)
       if (!isxdigit((unsigned char)id[i])) return R_NOT_FOUND;
     memcpy(handle_id, id, n + 1);
-    return (get || del) ? R_HANDLE : R_BAD_METHOD;
+    return only(R_HANDLE, "GET, DELETE", method, allow);
   }
   return R_NOT_FOUND;
 }
@@ -636,7 +662,7 @@ static enum MHD_Result upload_step(req_ctx *c, const char *data, size_t *size) {
 static enum MHD_Result first_call(req_ctx *c, const char *url, const char *method) {
   sm_server *srv = c->srv;
   int files_op = -1;
-  c->route = match_route(url, method, c->handle_id);
+  c->route = match_route(url, method, c->handle_id, &c->allow);
   if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
   if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
   if (c->route == R_NOT_FOUND && server_terminal_route_match(url)) c->route = R_TERMINALS;

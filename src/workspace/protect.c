@@ -380,6 +380,9 @@ static const char *const builtin[] = {
     ".git/commondir",          /* git then reads config and hooks from another directory */
     ".git/modules/**",         /* submodules' git directories: their config and hooks */
     ".git/worktrees/**",       /* linked worktrees' git directories */
+    ".git/rebase-merge/**",    /* a rebase's todo list: `exec` lines run on --continue */
+    ".git/rebase-apply/**",    /* git am's and the apply backend's state */
+    ".git/sequencer/**",       /* cherry-pick and revert todo lists */
     ".gitmodules",             /* submodule URLs and update commands */
     ".hg/hgrc",                /* Mercurial's hooks */
     ".envrc",                  /* direnv loads it on cd */

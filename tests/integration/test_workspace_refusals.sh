@@ -2,8 +2,9 @@
 # Issue 14 against the real engine, through `sandman run`: a copy out
 # applies what it can and refuses entry by entry (a Python virtual
 # environment's links, a fifo, a socket, an absolute link), never brings
-# back what the host would run (git hooks, .git/config, .envrc), keeps the
-# tool's own result when the whole copy fails (a cap), copies host links
+# back what the host would run (git hooks, .git/config, .envrc, a planted
+# rebase whose todo list git would run), keeps the tool's own result when
+# the whole copy fails (a cap), copies host links
 # that leave the workspace as links, says when a sandbox was replaced, and
 # (13.4) a copy in never writes through a link the sandbox planted.
 #
@@ -124,6 +125,26 @@ expect_eq "git: not reported again on the next call" "" "$(refused "$WORK/git2.j
 run_json "$WORK/git3.json" "${R[@]}" --protect 'src.txt' -- sh -c 'echo changed > repo/src.txt'
 expect_eq "--protect adds a glob for one call" "repo/src.txt=protected fine" \
   "$(refused "$WORK/git3.json") $(cat "$REPO/src.txt")"
+
+# --- a planted rebase: git runs a todo list's `exec` lines on --continue ---
+RB=$WS/rb
+git init -q "$RB"
+git -C "$RB" -c user.name=t -c user.email=t@t commit -q --allow-empty -m first
+head=$(git -C "$RB" rev-parse HEAD)
+branch=$(git -C "$RB" symbolic-ref HEAD)
+run_json "$WORK/rebase.json" "${R[@]}" -- sh -c \
+  "cd rb/.git && mkdir -p rebase-merge sequencer && cd rebase-merge &&
+   echo $branch > head-name && echo $head > onto && echo $head > orig-head && : > interactive &&
+   : > done && echo 0 > msgnum && echo 1 > end && echo 'exec touch ../REBASE-RAN' > git-rebase-todo &&
+   echo 'exec touch ../SEQ-RAN' > ../sequencer/todo"
+expect_eq "rebase: the call succeeds" "0" "$RC"
+check "rebase: no rebase or sequencer state reached the host" \
+  test ! -e "$RB/.git/rebase-merge" -a ! -e "$RB/.git/sequencer"
+git -C "$RB" -c user.name=t -c user.email=t@t rebase --continue >/dev/null 2>&1 || true
+check "rebase: a following git rebase --continue on the host runs nothing the tool wrote" \
+  test ! -e "$WS/REBASE-RAN"
+run_json "$WORK/apply.json" "${R[@]}" -- sh -c 'mkdir -p rb/.git/rebase-apply && echo 1 > rb/.git/rebase-apply/next'
+check "rebase: no git am state reached the host" test ! -e "$RB/.git/rebase-apply"
 
 # --- a cap fails the whole copy: the host stays as it was, the tool's result is kept ---
 echo keep > "$WS/keep.txt"

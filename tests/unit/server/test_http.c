@@ -148,6 +148,7 @@ typedef struct resp {
   char body[65536];
   size_t len;
   char request_id[64];
+  char allow[64]; /* the Allow header, if any */
   json_object *json;
 } resp;
 
@@ -161,16 +162,23 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   return size * n;
 }
 
+/* Copies the value of header line data (name and ": " of length skip)
+ * into out, without its line end. */
+static void header_value(const char *data, size_t len, size_t skip, char *out, size_t cap) {
+  size_t k = len - skip;
+  while (k > 0 && (data[skip + k - 1] == '\r' || data[skip + k - 1] == '\n')) k--;
+  if (k >= cap) k = cap - 1;
+  memcpy(out, data + skip, k);
+  out[k] = '\0';
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   resp *r = ud;
   size_t len = size * n;
-  if (len > 14 && strncasecmp(data, "X-Request-Id: ", 14) == 0) {
-    size_t k = len - 14;
-    while (k > 0 && (data[14 + k - 1] == '\r' || data[14 + k - 1] == '\n')) k--;
-    if (k >= sizeof r->request_id) k = sizeof r->request_id - 1;
-    memcpy(r->request_id, data + 14, k);
-    r->request_id[k] = '\0';
-  }
+  if (len > 14 && strncasecmp(data, "X-Request-Id: ", 14) == 0)
+    header_value(data, len, 14, r->request_id, sizeof r->request_id);
+  if (len > 7 && strncasecmp(data, "Allow: ", 7) == 0)
+    header_value(data, len, 7, r->allow, sizeof r->allow);
   return len;
 }
 
@@ -444,6 +452,28 @@ static void errors(void **state) {
          "no such handle");
   expect("GET", "/v1/handles/not-hex", CONTROL, NULL, 404, NULL);
   expect("DELETE", "/v1/execute", CONTROL, NULL, 405, NULL);
+  /* A 405 names the methods the route answers (RFC 9110 15.5.6). */
+  static const struct {
+    const char *method, *path, *allow;
+  } not_allowed[] = {
+      {"DELETE", "/v1/execute", "POST"},
+      {"GET", "/v1/sandboxes/reap", "POST"},
+      {"GET", "/v1/leases", "POST"},
+      {"POST", "/healthz", "GET"},
+      {"POST", "/metrics", "GET"},
+      {"POST", "/v1/audit", "GET"},
+      {"DELETE", "/v1/sandboxes", "GET, POST"},
+      {"POST", "/v1/handles/0123456789abcdef0123456789abcdef", "GET, DELETE"},
+      {"GET", "/v1/approvals/0123456789abcdef0123456789abcdef", "POST"},
+  };
+  for (size_t i = 0; i < sizeof not_allowed / sizeof *not_allowed; i++) {
+    resp r;
+    http(not_allowed[i].method, not_allowed[i].path, CONTROL, NULL, &r);
+    if (r.status != 405 || strcmp(r.allow, not_allowed[i].allow) != 0)
+      fail_msg("%s %s: got %ld, Allow '%s'; want 405, Allow '%s'", not_allowed[i].method,
+               not_allowed[i].path, r.status, r.allow, not_allowed[i].allow);
+    resp_free(&r);
+  }
   expect("POST", "/v1/execute", CONTROL, "{\"argv\":[\"engine-down\"],\"run_id\":\"r\"}", 503,
          "\"failure_kind\":\"engine\"");
   /* A sandbox that cannot be had is refused (503), not answered as a call. */
