@@ -142,6 +142,13 @@ static int add_tree(int fd, const char *rel, int depth, int tell) {
   return e;
 }
 
+/* The process's working folder goes back to ROOT: a watched folder that
+ * stayed it would be held, and its removal never told (IN_DELETE_SELF
+ * comes once nothing holds it). */
+static void leave_tree(void) {
+  if (fchdir(root_fd) != 0) _exit(3);
+}
+
 /* A folder that appeared at path: watched (and what it holds told). */
 static void add_new_dir(const char *path) {
   int fd;
@@ -149,7 +156,9 @@ static void add_new_dir(const char *path) {
   if (agent_fs_open_dir(root_fd, path, &fd, canon, sizeof canon) != 0) return;
   int depth = 0;
   for (const char *p = canon; *p; p++) depth += *p == '/';
-  if (add_tree(fd, canon, depth, 1) == ENOSPC && !lost) {
+  int e = add_tree(fd, canon, depth, 1);
+  leave_tree();
+  if (e == ENOSPC && !lost) {
     lost = 1; /* told once: some folders are not watched */
     record('o', 0, "", NULL);
   }
@@ -278,6 +287,7 @@ static int start(const char *root, const char *path) {
     return fail(e, path, NULL);
   }
   e = add_tree(fd, canon, 0, 0);
+  leave_tree();
   if (e == ENOSPC) return fail(e, path, "too many folders to watch (more than 8192)");
   if (e) return fail(e, path, NULL);
   out_len += (size_t)snprintf(out_buf + out_len, sizeof out_buf - out_len, "ok\n");

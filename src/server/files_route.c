@@ -61,8 +61,10 @@ int sm_files_route_op(const char *name, const char *method) {
   for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
     if (strcmp(routes[i].name, name) != 0) continue;
     known = 1;
+    /* HEAD as GET, but for a watch: a stream without its body is no watch. */
     if (strcmp(routes[i].method, method) == 0 ||
-        (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0))
+        (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0 &&
+         routes[i].op != SM_FILES_WATCH))
       return (int)routes[i].op;
   }
   return known ? -2 : -1;

@@ -237,6 +237,16 @@ def pause_no_wait(c, sandbox_id):
     return st, body
 
 
+def folder_gone(c, key):
+    run(c, "mkdir -p gone", **key)
+    w = open_watch(c, key, "gone")
+    r = Reader(w)
+    run(c, "rm -r gone", **key)
+    ev = r.until(is_event("end"))
+    check("the watched folder removed: end, reason deleted",
+          ev is not None and ev.get("reason") == "deleted", r.seen)
+
+
 def ends(c, key, sandbox_id):
     # A client that goes away ends its watch: the sandbox can then be
     # frozen at once (no_wait), which a call in flight would refuse (409).
@@ -275,6 +285,7 @@ def suite_watch(tmp):
         overflow(c, key)
         refusals(c, r.token, key, sandbox_id)
         caps(c, r.token)
+        folder_gone(c, key)
         ends(c, key, sandbox_id)
     finally:
         r.stop()
