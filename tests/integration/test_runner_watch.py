@@ -270,6 +270,13 @@ def ends(c, key, sandbox_id):
     c.request("POST", "/v1/sandboxes/%s/resume" % sandbox_id, {})
     w = open_watch(c, key)
     r = Reader(w)
+    st, body, _ = c.request("POST", "/v1/sandboxes/%s/pause?tier=stop" % sandbox_id, {})
+    ev = r.until(is_event("end"))
+    check("stopped through the runner: end, reason stopped",
+          st == 200 and ev is not None and ev.get("reason") == "stopped", (st, body, r.seen))
+    c.request("POST", "/v1/sandboxes/%s/resume" % sandbox_id, {})
+    w = open_watch(c, key)
+    r = Reader(w)
     c.delete_sandbox(sandbox_id)
     ev = r.until(is_event("end"))
     check("removed: end, reason removed", ev is not None and ev.get("reason") == "removed", r.seen)
