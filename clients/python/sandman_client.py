@@ -38,8 +38,8 @@ import struct
 import time
 import urllib.parse
 
-__all__ = ["Client", "Files", "FileWatch", "Contexts", "Execution", "Result", "Logs", "ExecutionError",
-           "Terminals", "TerminalConnection", "SandmanError", "SandmanUnreachable",
+__all__ = ["Client", "Files", "FileWatch", "Contexts", "Execution", "Result", "Logs",
+           "ExecutionError", "Terminals", "TerminalConnection", "SandmanError", "SandmanUnreachable",
            "derive_worker_token", "default_address"]
 
 WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"

@@ -6,6 +6,7 @@
 
 #include <sandman/files.h>
 
+#include "files/files_internal.h"
 #include "files/watch_wire.h"
 #include "files/wire.h"
 
@@ -85,21 +86,9 @@ int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *pa
   w.cancel = base->cancel;
   watch_wire_init(&w.wire, on_ready, on_event, &w);
   const char *argv[] = {"watch", "/workspace", canon, opts->recursive ? "r" : "-"};
-  sm_run_request req = *base;
-  req.argv = argv;
-  req.argc = 4;
-  req.helper = 1;
+  sm_run_request req;
+  fs_helper_request(&req, base, argv, 4, on_output, &w);
   req.workspace = NULL; /* a watch copies nothing in or out */
-  req.stdin_read = NULL;
-  req.on_output = on_output;
-  req.on_output_ud = &w;
-  req.stdout_forward_only = 1;
-  req.env = NULL;
-  req.n_env = 0;
-  req.secret_env = NULL;
-  req.n_secret_env = 0;
-  if (req.settings.stderr_cap <= 0 || req.settings.stderr_cap > 64 * 1024)
-    req.settings.stderr_cap = 64 * 1024;
   rc = sm_run(runner, &req, r, err);
   if (rc == 0 || w.rc) rc = outcome(&w, &req, r, ended, err);
   else if (*req.cancel) rc = sm_error_set(err, SM_ECANCELLED, "the watch was cancelled");

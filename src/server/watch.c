@@ -248,13 +248,19 @@ static void send_end(server_watch *w) {
   send_json(w, o);
 }
 
-/* Waits under w->mu for news; the client's absence cancels the watch. */
-static void wait_news(server_watch *w) {
+/* POLL_MS from now, for pthread_cond_timedwait. */
+static struct timespec poll_deadline(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_nsec += POLL_MS * 1000000L;
   ts.tv_sec += ts.tv_nsec / 1000000000L;
   ts.tv_nsec %= 1000000000L;
+  return ts;
+}
+
+/* Waits under w->mu for news; the client's absence cancels the watch. */
+static void wait_news(server_watch *w) {
+  struct timespec ts = poll_deadline();
   pthread_cond_timedwait(&w->cv, &w->mu, &ts);
   if (sm_stream_cancelled(w->args.stream)) w->cancel = 1;
 }
@@ -462,11 +468,7 @@ void server_watches_end(server_watches *ws, const char *sandbox_id, const char *
   size_t n = cancel_matching(ws, sandbox_id, reason);
   if (n) sm_log(SM_LOG_INFO, "sandbox %.12s %s: %zu watch(es) ended", sandbox_id, reason, n);
   while (n > 0 && sm_monotonic_ms() < deadline) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += POLL_MS * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    struct timespec ts = poll_deadline();
     pthread_cond_timedwait(&ws->cv, &ws->mu, &ts);
     n = 0;
     for (server_watch *w = ws->list; w; w = w->next)
