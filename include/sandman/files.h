@@ -218,6 +218,11 @@ typedef struct sm_files_watch_opts {
   void *ud;
 } sm_files_watch_opts;
 
+/* An event as the runner's NDJSON line has it ({"event": "created", "path",
+ * "dir"}, a move's "from" and "to", an overflow's "dropped": dropped, or
+ * null when it is < 0). Caller owns it. */
+SM_API json_object *sm_watch_event_to_json(const sm_watch_event *ev, long long dropped);
+
 /* Events of folder path (inotify in the sandbox, by sandman's agent, as
  * the sandbox's user): runs until the watched folder itself goes (0,
  * *ended set), base's cancel flag is set (SM_ECANCELLED; the flag is

@@ -238,6 +238,18 @@ static const cli_flag worker_flags[] = {
      .help = "events held per watch for a slow client before one \"overflow\" event (default 4096)"},
     END};
 
+static const cli_flag files_watch_flags[] = {
+    {.name = "recursive", .short_name = 'r', .help = "the folders below PATH too"},
+    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
+     .section = "The sandbox (one of these):", .help = "the per_run sandbox of this run"},
+    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
+     .help = "the per_worker sandbox of this worker"},
+    FLAG_PROJECT,
+    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "agent whose sandbox it is (configuration entry)"},
+    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    END};
+
 static const cli_flag doctor_flags[] = {
     {.name = "json", .help = "print {\"healthy\", \"checks\": [...]}"},
     {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = MODES,
@@ -456,6 +468,18 @@ const cli_command cli_commands[] = {
               "by signal N (the command is killed then).",
      .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS,
      .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "files", .summary = "watch: file events of a keyed sandbox's folder"},
+    {.name = "files watch", .flags = files_watch_flags, .fn = cmd_files_watch, .args = "[PATH]",
+     .summary = "print a folder's file events as they happen",
+     .description = "Prints the file events of folder PATH (default \".\", relative to "
+                    "/workspace) of a per_run or per_worker sandbox that exists already, one "
+                    "JSON line each as GET /v1/files/watch streams them (created, modified, "
+                    "deleted, moved, overflow), until SIGINT, SIGTERM or SIGHUP, or until the "
+                    "folder itself goes (docs/file-events.md). A link on PATH is refused, "
+                    "never followed.",
+     .notes = "Exit status: 0 stopped by a signal or the folder gone, 1 PATH refused or "
+              "missing, 2 usage error, 125 no such sandbox or sandman/engine failure.",
+     .min_args = 0, .max_args = 1},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",

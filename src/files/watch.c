@@ -6,6 +6,7 @@
 
 #include <sandman/files.h>
 
+#include "common/text.h"
 #include "files/files_internal.h"
 #include "files/watch_wire.h"
 #include "files/wire.h"
@@ -65,6 +66,29 @@ static int outcome(watching *w, const sm_run_request *req, const sm_run_result *
                       r->exit_code, r->stderr_len ? ": " : "",
                       (int)(r->stderr_len > 512 ? 512 : r->stderr_len),
                       r->stderr_data ? r->stderr_data : "");
+}
+
+static const char *kind_name(sm_watch_kind k) {
+  return k == SM_WATCH_CREATED ? "created" : k == SM_WATCH_MODIFIED ? "modified"
+       : k == SM_WATCH_DELETED ? "deleted" : k == SM_WATCH_MOVED ? "moved" : "overflow";
+}
+
+json_object *sm_watch_event_to_json(const sm_watch_event *ev, long long dropped) {
+  json_object *o = json_object_new_object();
+  if (o == NULL) return NULL;
+  json_object_object_add(o, "event", json_object_new_string(kind_name(ev->kind)));
+  if (ev->kind == SM_WATCH_OVERFLOW) {
+    json_object_object_add(o, "dropped", dropped < 0 ? NULL : json_object_new_int64(dropped));
+    return o;
+  }
+  const char *p = ev->kind == SM_WATCH_MOVED && ev->to ? ev->to : ev->path;
+  json_object_object_add(o, "path", sm_json_text(p, strlen(p)));
+  if (ev->kind == SM_WATCH_MOVED && ev->to) {
+    json_object_object_add(o, "from", sm_json_text(ev->path, strlen(ev->path)));
+    json_object_object_add(o, "to", sm_json_text(ev->to, strlen(ev->to)));
+  }
+  json_object_object_add(o, "dir", json_object_new_boolean(ev->is_dir));
+  return o;
 }
 
 int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *path,

@@ -190,11 +190,6 @@ static int on_ready(void *ud, const sm_run_result *call) {
 
 /* ---- the writer ---- */
 
-static const char *kind_name(char k) {
-  return k == SM_WATCH_CREATED ? "created" : k == SM_WATCH_MODIFIED ? "modified"
-       : k == SM_WATCH_DELETED ? "deleted" : k == SM_WATCH_MOVED ? "moved" : "overflow";
-}
-
 static int send_json(server_watch *w, json_object *o) {
   size_t n = 0;
   const char *text =
@@ -206,20 +201,8 @@ static int send_json(server_watch *w, json_object *o) {
 }
 
 static int send_event(server_watch *w, const wev *e) {
-  json_object *o = json_object_new_object();
-  json_object_object_add(o, "event", json_object_new_string(kind_name(e->kind)));
-  if (e->kind == SM_WATCH_OVERFLOW) {
-    json_object_object_add(o, "dropped", e->dropped < 0 ? NULL : json_object_new_int64(e->dropped));
-    return send_json(w, o);
-  }
-  const char *p = e->kind == SM_WATCH_MOVED ? e->to : e->path;
-  json_object_object_add(o, "path", sm_json_text(p, strlen(p)));
-  if (e->kind == SM_WATCH_MOVED) {
-    json_object_object_add(o, "from", sm_json_text(e->path, strlen(e->path)));
-    json_object_object_add(o, "to", sm_json_text(e->to, strlen(e->to)));
-  }
-  json_object_object_add(o, "dir", json_object_new_boolean(e->dir));
-  return send_json(w, o);
+  sm_watch_event ev = {(sm_watch_kind)e->kind, e->dir, e->path ? e->path : "", e->to};
+  return send_json(w, sm_watch_event_to_json(&ev, e->dropped));
 }
 
 static int send_ready(server_watch *w) {

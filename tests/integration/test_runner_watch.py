@@ -13,11 +13,15 @@ test_runner_watch.sh.
           tree is never followed; caps per sandbox and per token (403); the
           stream ends with its reason when the sandbox is frozen or
           removed, and a client that goes away lets go of the sandbox.
+  cli     `sandman files watch`: the events on stdout, SIGINT ends it (0), a
+          link refused (1), a missing sandbox 125 and none made.
 
 Uses test_server.py's helpers (check, Runner, cleanup).
 """
+import json
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -304,8 +308,55 @@ def suite_watch(tmp):
         r.stop()
 
 
+def suite_cli(tmp):
+    """`sandman files watch`: the same events on stdout, against the engine."""
+    import subprocess
+
+    def sandman(*args):
+        return subprocess.run([ts.SANDMAN] + list(args), capture_output=True, timeout=WAIT_S)
+
+    made = sandman("run", "--run-id", "watch-cli", "--mode", "per_run", "--", "sh", "-c",
+                   "mkdir -p w && ln -sfn /etc lnk")
+    check("the sandbox is made by a call", made.returncode == 0, made.stderr)
+    out_path = os.path.join(tmp, "events")
+    with open(out_path, "w") as out:
+        p = subprocess.Popen([ts.SANDMAN, "files", "watch", "--run-id", "watch-cli", "-r", "w"],
+                             stdout=out, stderr=subprocess.PIPE)
+
+    def lines():
+        with open(out_path) as f:
+            return [json.loads(x) for x in f if x.strip()]
+
+    def wait_for(pred):
+        deadline = time.time() + WAIT_S
+        while time.time() < deadline and p.poll() is None:
+            if any(pred(e) for e in lines()):
+                return True
+            time.sleep(0.1)
+        return any(pred(e) for e in lines())
+    try:
+        check("files watch: ready once the watches are in place",
+              wait_for(is_event("ready")), lines())
+        sandman("run", "--run-id", "watch-cli", "--mode", "per_run", "--", "sh", "-c",
+                "printf a > w/f && mv w/f w/g")
+        check("files watch: created, then moved with from and to",
+              wait_for(is_event("moved", "w/g", **{"from": "w/f"})) and
+              wait_for(is_event("created", "w/f")), lines())
+    finally:
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=WAIT_S)
+    check("files watch: SIGINT ends it, exit 0", rc == 0, (rc, p.stderr.read()))
+    r = sandman("files", "watch", "--run-id", "watch-cli", "lnk")
+    check("files watch: a link as the folder is refused (exit 1)",
+          r.returncode == 1 and b"symbolic link" in r.stderr, (r.returncode, r.stderr))
+    r = sandman("files", "watch", "--run-id", "watch-cli-missing", ".")
+    check("files watch: no such sandbox, exit 125, none made",
+          r.returncode == 125 and not ts.instance_containers(
+              "label=io.sandman.run=watch-cli-missing"), (r.returncode, r.stderr))
+
+
 def main():
-    ts.run_suites({"watch": suite_watch}, "watch", "smwatch-")
+    ts.run_suites({"watch": suite_watch, "cli": suite_cli}, "watch", "smwatch-")
 
 
 if __name__ == "__main__":
