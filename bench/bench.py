@@ -138,7 +138,10 @@ class Bench:
         with open(self.token_file, "w") as f:
             f.write(secrets.token_hex(24) + "\n")
         os.chmod(self.token_file, 0o600)
-        argv = [self.sandman, "--log-level", "info", "worker", "start",
+        # SANDMAN_BENCH_LOG_LEVEL=debug and SANDMAN_BENCH_RUNNER_LOG=FILE keep
+        # the runner's log for a trace (where a call's time went).
+        argv = [self.sandman, "--log-level", os.environ.get("SANDMAN_BENCH_LOG_LEVEL", "info"),
+                "worker", "start",
                 "--sandbox-mode", "per_run", "--sandbox-image", IMAGE,
                 "--project-environment", "development", "--listen", "unix:" + self.sock,
                 "--token-file", self.token_file]
@@ -166,6 +169,8 @@ class Bench:
             except subprocess.TimeoutExpired:
                 self.worker.kill()
                 self.worker.wait()
+        if self.worker and os.environ.get("SANDMAN_BENCH_RUNNER_LOG"):
+            shutil.copyfile(self.worker_log, os.environ["SANDMAN_BENCH_RUNNER_LOG"])
         self.worker = None
 
     def vmrss_kb(self, pid):

@@ -17,6 +17,12 @@ The machine's load is said with the figures.
 
   python3 bench/code/run.py [--rounds N] [--creates N] [--fresh N]
         [--image sandman/general:latest] [--sandman build/sandman]
+        [--base OTHER/sandman]
+
+--base: a second build's runner (its own sandbox and state), whose warm
+`1 + 1` is timed in the same rounds, each right after this build's: two
+builds compared on a loaded machine (the row "warm context `1 + 1`, base
+build").
 """
 import argparse
 import json
@@ -86,18 +92,18 @@ def end_of(body):
     raise RuntimeError("no end event: %r" % body[:300])
 
 
-def start_runner(a, tmp):
+def start_runner(a, tmp, sandman=None, env=None):
     tok = secrets.token_hex(24)
     with open(os.path.join(tmp, "token"), "w") as f:
         f.write(tok)
     os.chmod(os.path.join(tmp, "token"), 0o600)
     sock = os.path.join(tmp, "s.sock")
     log = open(os.path.join(tmp, "runner.log"), "w")
-    proc = subprocess.Popen([a.sandman, "worker", "start", "--listen", "unix:" + sock,
+    proc = subprocess.Popen([sandman or a.sandman, "worker", "start", "--listen", "unix:" + sock,
                              "--token-file", os.path.join(tmp, "token"), "--sandbox-mode",
                              "per_run", "--sandbox-image", a.image, "--sandbox-network", "none",
                              "--sandbox-mem", "1g", "--project-environment", "development"],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     for _ in range(600):
         try:
             s = socket.socket(socket.AF_UNIX)
@@ -109,21 +115,27 @@ def start_runner(a, tmp):
     raise RuntimeError("the runner did not start")
 
 
-def measure(a, raw):
+def measure(a, raw, base=None):
     key = {"run_id": "bench-code"}
     code = lambda: raw.post("/v1/contexts/default/run", dict(key, code="1 + 1"))  # noqa: E731
+    base_code = base and (lambda: base.post("/v1/contexts/default/run",  # noqa: E731
+                                            dict(key, code="1 + 1")))
     py = lambda: raw.post("/v1/execute", dict(key, argv=["python3", "-c", "print(1+1)"]))  # noqa
     tru = lambda: raw.post("/v1/execute", dict(key, argv=["true"]))  # noqa: E731
-    for fn in (tru, py, code, tru, py, code):  # the sandbox, the driver, the sessions
+    warm_up = (tru, py, code, tru, py, code) + ((base_code, base_code) if base else ())
+    for fn in warm_up:  # the sandbox, the driver, the sessions
         st, body = fn()
         assert st == 200, body[:300]
     # Wait until the runner's agent sessions are parked (a background open).
     time.sleep(1.0)
-    rows = {"warm context `1 + 1`": [], "execute `python3 -c`": [], "execute `true`": []}
+    clients = [("warm context `1 + 1`", code), ("execute `python3 -c`", py),
+               ("execute `true`", tru)]
+    if base:
+        clients.insert(1, ("warm context `1 + 1`, base build", base_code))
+    rows = {name: [] for name, _ in clients}
     kernel_ms, server_ms = [], []
     for _ in range(a.rounds):
-        for name, fn in (("warm context `1 + 1`", code), ("execute `python3 -c`", py),
-                         ("execute `true`", tru)):
+        for name, fn in clients:
             t = time.perf_counter()
             st, body = fn()
             rows[name].append((time.perf_counter() - t) * 1000.0)
@@ -135,6 +147,8 @@ def measure(a, raw):
                 server_ms.append(e["total_ms"])
             elif fn is py:
                 assert json.loads(body)["stdout"] == "2\n", body
+            elif fn is base_code:
+                assert end_of(body)["status"] == "ok", body
     creates = []
     for i in range(a.creates):
         t = time.perf_counter()
@@ -190,6 +204,9 @@ def report(a, rows, kernel_ms, server_ms, creates, fresh, load0, load1):
              (out["date"], os.cpu_count(), a.image, a.rounds,
               " ".join("%.2f" % x for x in load0), " ".join("%.2f" % x for x in load1)), "",
              "| client | median ms | p90 ms | n |", "|---|---|---|---|"]
+    if a.base:
+        out["base"] = a.base
+        lines[-2:-2] = ["The base build: `%s` (its own runner and sandbox)." % a.base, ""]
     for name, v in res.items():
         lines.append("| %s | %.2f | %.2f | %d |" % (name, v["median_ms"], v["p90_ms"], v["n"]))
     lines += ["", "| target | measured | |", "|---|---|---|"]
@@ -219,16 +236,22 @@ def main():
     ap.add_argument("--sandman", default=os.path.join(SRC, "build", "sandman"))
     ap.add_argument("--image", default="sandman/general:latest")
     ap.add_argument("--out", default=os.path.join(SRC, "bench", "results"))
+    ap.add_argument("--base", help="another build's sandman, timed beside this one")
     a = ap.parse_args()
     instance = "bench-code-%d" % os.getpid()
     os.environ["SANDMAN_INSTANCE"] = instance
     tmp = tempfile.mkdtemp(prefix="smbench-code-")
     os.environ.setdefault("SANDMAN_STATE_DIR", os.path.join(tmp, "state"))
-    proc = None
+    proc = base_proc = base = None
+    base_tmp = tempfile.mkdtemp(prefix="smbench-code-base-") if a.base else None
+    base_env = dict(os.environ, SANDMAN_INSTANCE=instance + "-base",
+                    SANDMAN_STATE_DIR=os.path.join(base_tmp, "state")) if a.base else None
     try:
         proc, raw = start_runner(a, tmp)
+        if a.base:
+            base_proc, base = start_runner(a, base_tmp, a.base, base_env)
         load0 = os.getloadavg()
-        rows, kernel_ms, server_ms, creates, fresh = measure(a, raw)
+        rows, kernel_ms, server_ms, creates, fresh = measure(a, raw, base)
         out, text = report(a, rows, kernel_ms, server_ms, creates, fresh, load0, os.getloadavg())
         print(text)
         os.makedirs(a.out, exist_ok=True)
@@ -237,10 +260,13 @@ def main():
         with open(os.path.join(a.out, "code.md"), "w") as f:
             f.write(text)
     finally:
-        if proc:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=120)
+        for p in (proc, base_proc):
+            if p:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=120)
         cleanup(instance, tmp)
+        if base_tmp:
+            cleanup(instance + "-base", base_tmp)
 
 
 if __name__ == "__main__":

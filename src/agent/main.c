@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/call_preamble.h"
 #include "agent/code.h"
 #include "agent/digest_walk.h"
 #include "agent/frame.h"
@@ -497,7 +498,9 @@ static int called_as(const char *argv0, const char *name) {
   return strcmp(base ? base + 1 : argv0, name) == 0;
 }
 
-int main(int argc, char **argv) {
+/* One of the agent's commands (anything but the session: argc 1):
+ * its exit status. */
+static int command(int argc, char **argv) {
   /* `sandman-tools ...` (a link to this binary) or `sandman-agent tools
    * ...`: the host-tool route's command (tools_cli.c). */
   if (argc > 0 && called_as(argv[0], "sandman-tools")) return agent_tools_main(argc, argv);
@@ -521,12 +524,26 @@ int main(int argc, char **argv) {
     return sm_agent_wsdigest_main(argc - 1, argv + 1);
   /* `sandman-agent code start|send`: code contexts' driver (code.c). */
   if (argc > 1 && strcmp(argv[1], "code") == 0) return agent_code_main(argc - 1, argv + 1);
-  if (argc != 1) {
-    fprintf(stderr, "usage: sandman-agent [untar DIR [--list] | fs OP ROOT ARGS... | wsdigest DIR "
-                    "MAX [EXCLUDE...] | route | tools ... | code start|send | ports |\n"
-                    "       watch ROOT PATH FLAGS]\n");
-    return 2;
+  fprintf(stderr, "usage: sandman-agent [[call TOKEN] untar DIR [--list] | fs OP ROOT ARGS... | "
+                  "wsdigest DIR MAX [EXCLUDE...] | route | tools ... | code start|send | ports |\n"
+                  "       watch ROOT PATH FLAGS]\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  /* `sandman-agent call TOKEN COMMAND...`: a helper call of the host's,
+   * which prints the call's preamble first (call_preamble.c), then runs
+   * COMMAND in this process. Never the session (no COMMAND). */
+  if (argc > 3 && strcmp(argv[1], "call") == 0) {
+    if (agent_call_preamble_print(argv[2]) != 0) {
+      fprintf(stderr, "sandman-agent: cannot say the call's preamble\n");
+      return 125;
+    }
+    argv[2] = argv[0];
+    argc -= 2;
+    argv += 2;
   }
+  if (argc != 1 || called_as(argv[0], "sandman-tools")) return command(argc, argv);
   /* Fds 0-2 must be taken so that no pipe end lands on them. */
   for (int fd = 0; fd < 3; fd++)
     if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return 1;

@@ -286,23 +286,42 @@ static void agent_kill(const sm_exec_target *t, sm_agent_session *s, sm_agent_fe
   sm_agent_settle(s, f);
 }
 
+/* The call's command line (NULL-terminated, *argc set; NULL when out of
+ * memory): the tool through the wrapper, which prints the call's preamble
+ * and execs it; a helper call (sandman-agent's own command, argv[0] its
+ * path) as `sandman-agent call TOKEN ...`, which prints the same preamble
+ * itself (src/agent/call_preamble.h): no shell before it. */
+static const char **call_argv(const sm_run_request *req, const char *token, size_t *argc) {
+  int helper = req->helper && req->argc > 1;
+  *argc = helper ? 2 + req->argc : 5 + req->argc; /* the token besides */
+  const char **argv = calloc(*argc + 1, sizeof *argv);
+  if (argv == NULL) return NULL;
+  size_t o = 0;
+  if (helper) {
+    argv[o++] = req->argv[0];
+    argv[o++] = "call";
+  } else {
+    argv[o++] = "/bin/sh";
+    argv[o++] = "-c";
+    argv[o++] = sm_exec_wrapper_script;
+    argv[o++] = "sh"; /* $0: the shell's own errors read "sh: ...", not as sandman's */
+  }
+  argv[o++] = token;
+  for (size_t i = helper ? 1 : 0; i < req->argc; i++) argv[o++] = req->argv[i];
+  return argv;
+}
+
 /* The call's frame goes to the session (on a terminal when the request
  * has one); 0 once it is on its way. */
 static int agent_start(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                        sm_call_watch *w, sm_agent_feed *f, sm_error *err) {
   sm_agent_session *s = t->agent;
-  size_t argc = 5 + req->argc;
-  const char **argv = calloc(argc + 1, sizeof *argv);
+  size_t argc = 0;
+  const char **argv = call_argv(req, w->token, &argc);
   if (argv == NULL) {
     sm_agent_mark_broken(s);
     return sm_error_set(err, SM_ENOMEM, NULL);
   }
-  argv[0] = "/bin/sh";
-  argv[1] = "-c";
-  argv[2] = sm_exec_wrapper_script;
-  argv[3] = "sh"; /* $0: the shell's own errors read "sh: ...", not as sandman's */
-  argv[4] = w->token;
-  for (size_t i = 0; i < req->argc; i++) argv[5 + i] = req->argv[i];
   const char *cwd = req->cwd ? req->cwd : "/workspace";
   const char *const *ev = (const char *const *)env->v;
   int rc = sm_agent_feed_init(f, req->tty ? NULL : req->stdin_read, req->stdin_ud, err);
@@ -391,15 +410,14 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
 static int engine_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                        sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
   json_object *cfg = json_object_new_object();
-  json_object *cmd = json_object_new_array();
-  json_object_array_add(cmd, json_object_new_string("/bin/sh"));
-  json_object_array_add(cmd, json_object_new_string("-c"));
-  json_object_array_add(cmd, json_object_new_string(sm_exec_wrapper_script));
-  json_object_array_add(cmd, json_object_new_string("sh"));
-  json_object_array_add(cmd, json_object_new_string(w->token));
-  for (size_t i = 0; i < req->argc; i++)
-    json_object_array_add(cmd, json_object_new_string(req->argv[i]));
-  json_object_object_add(cfg, "Cmd", cmd);
+  size_t argc = 0;
+  const char **argv = call_argv(req, w->token, &argc);
+  if (argv == NULL) {
+    json_object_put(cfg);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  json_object_object_add(cfg, "Cmd", sm_json_strings(argv, argc));
+  free(argv);
   json_object_object_add(cfg, "Env", sm_json_strings((const char *const *)env->v, env->n));
   if (t->user) json_object_object_add(cfg, "User", json_object_new_string(t->user));
   json_object_object_add(cfg, "WorkingDir",

@@ -26,8 +26,10 @@
  * The three kinds of background work (refills, removals, sessions opened
  * ahead) stay in this one file because they share the two threads, one
  * lock and the order between them: removals and refills each have a
- * thread that prefers them, and sessions wait until neither is running
- * (on two cores a session's two execs slowed a burst of calls). Split into
+ * thread that prefers them, sessions wait until neither is running (on two
+ * cores a session's two execs slowed a burst of calls), and removals that
+ * are not overdue wait for the refills and sessions (the next burst needs
+ * ready containers with their sessions, not the last one's gone). Split into
  * files, that order would have to cross a file boundary under one lock.
  * The lookup cache, which shares nothing of it, is lookup.c. */
 #ifndef _GNU_SOURCE
@@ -149,10 +151,12 @@ static unsigned target(const sm_pool *p, const cfg_pool *cp, double now) {
   return n > SM_POOL_MAX_SIZE ? SM_POOL_MAX_SIZE : (unsigned)n;
 }
 
-/* Calls running in pool containers, all configurations (hold p->mu). */
+/* Calls running in pool containers or waiting for one being made, all
+ * configurations (hold p->mu). A waiting call is no pause: a removal or a
+ * session started then slows the creation it waits for. */
 static int calls_in_flight(const sm_pool *p) {
   for (int i = 0; i < MAX_POOLS; i++)
-    if (p->pools[i] && p->pools[i]->in_flight > 0) return 1;
+    if (p->pools[i] && (p->pools[i]->in_flight > 0 || p->pools[i]->waiting > 0)) return 1;
   return 0;
 }
 
@@ -596,9 +600,13 @@ static void *worker_main(void *arg) {
         sooner(&next_retry, p->last_call + QUIET_MS, now); /* the pause it waits for */
       }
     }
-    int can_remove = p->rm_head != NULL &&
-                     (calls_quiet(p, now) || p->rm_queued >= RM_BACKLOG || p->stopping ||
-                      now - p->rm_head->queued_at >= RM_MAX_WAIT_MS);
+    /* Removals come last: after the refills and the sessions the next
+     * calls need (a burst's containers are ready sooner), unless they pile
+     * up or have waited long. */
+    int rm_urgent = p->rm_head != NULL && (p->rm_queued >= RM_BACKLOG || p->stopping ||
+                                           now - p->rm_head->queued_at >= RM_MAX_WAIT_MS);
+    int refilling = want != NULL || creating_total(p) > 0 || p->prep_head || p->preps_running;
+    int can_remove = p->rm_head != NULL && (rm_urgent || (calls_quiet(p, now) && !refilling));
     if (p->rm_head && !can_remove) {
       sooner(&next_retry, p->last_call + QUIET_MS, now);
       sooner(&next_retry, p->rm_head->queued_at + RM_MAX_WAIT_MS, now);
@@ -635,6 +643,7 @@ static void *worker_main(void *arg) {
       pthread_mutex_lock(&p->mu);
       p->preps_running--;
       pthread_cond_broadcast(&p->cv_done);
+      pthread_cond_broadcast(&p->cv_work); /* removals may have waited for it */
       continue;
     }
     if (p->stopping) break;
@@ -827,7 +836,9 @@ int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
   double t0 = mono_ms();
   p->last_call = t0;
   cfg_pool *cp = pool_for(p, req, hash);
-  if (cp) sm_pool_demand_call(&cp->demand, t0, cp->n_ready == 0, p->size);
+  if (cp)
+    sm_pool_demand_call(&cp->demand, t0, cp->n_ready == 0, p->size,
+                        cp->in_flight + cp->waiting > 0);
   ensure_threads(p);
   if (cp && cp->n_ready == 0) {
     waited = 1;
@@ -862,6 +873,7 @@ void sm_pool_call_done(sm_pool *p, const char *pool_key) {
   cfg_pool *cp = find_pool(p, pool_key);
   if (cp && cp->in_flight > 0) cp->in_flight--;
   p->last_call = mono_ms();
+  if (cp) sm_pool_demand_done(&cp->demand, p->last_call);
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
 }

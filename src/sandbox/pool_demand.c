@@ -19,20 +19,35 @@ static unsigned calls_since(const sm_pool_demand *d, double since) {
   return count;
 }
 
-void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base) {
+void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base,
+                         int others) {
   d->at[d->next] = now_ms;
   d->next = (d->next + 1) % SM_POOL_DEMAND_RING;
   if (d->n < SM_POOL_DEMAND_RING) d->n++;
+  /* The run of calls back to back this one belongs to. */
+  if (others || (d->last_seen > 0 && now_ms - d->last_seen <= d->make_ms)) {
+    if (d->run < SM_POOL_DEMAND_RING) d->run++;
+  } else {
+    d->run = 1;
+    d->run_missed = 0;
+  }
+  d->last_seen = now_ms;
   unsigned burst = calls_since(d, now_ms - d->make_ms);
   if (missed && d->made > 0) {
     unsigned held = now_ms - d->peak_at > SM_POOL_DEMAND_HOLD_MS ? 0 : d->peak;
     unsigned more = (held > base ? held : base) + 1;
     if (more > burst) burst = more;
+    d->run_missed = 1;
   }
+  if (d->run_missed && d->run > burst) burst = d->run;
   if (burst >= d->peak || now_ms - d->peak_at > SM_POOL_DEMAND_HOLD_MS) {
     d->peak = burst;
     d->peak_at = now_ms;
   }
+}
+
+void sm_pool_demand_done(sm_pool_demand *d, double now_ms) {
+  if (now_ms > d->last_seen) d->last_seen = now_ms;
 }
 
 void sm_pool_demand_made(sm_pool_demand *d, double ms) {

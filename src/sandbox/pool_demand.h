@@ -11,7 +11,12 @@
  * wait for their container come no faster than containers are made, so
  * the first measure alone would not see a burst that outruns the pool
  * (not before the pool has made its first container: until then it is
- * empty because it is new).
+ * empty because it is new). And once a call of a run of calls back to
+ * back (each began while another ran or waited, or within one making time
+ * of the last one's start or end) found the pool empty, the whole run
+ * counts: one client calling back to back never has two calls within one
+ * making time while it waits for each container, yet its next burst as
+ * long needs that many ready.
  * The peak is kept for SM_POOL_DEMAND_HOLD_MS after it was last raised,
  * then falls back to what recent calls show. */
 #ifndef SANDMAN_SANDBOX_POOL_DEMAND_H
@@ -28,12 +33,19 @@ typedef struct sm_pool_demand {
   unsigned long made;             /* containers made so far */
   unsigned peak;                  /* most calls within one making time... */
   double peak_at;                 /* ...last seen then */
+  double last_seen;               /* the last call's start or end (0: none yet) */
+  unsigned run;                   /* calls of the current run back to back */
+  int run_missed;                 /* one of them found the pool empty */
 } sm_pool_demand;
 
 void sm_pool_demand_init(sm_pool_demand *d);
 /* A call of the configuration at now_ms; missed: it found no container
- * ready, with `base` the pool's base size. */
-void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base);
+ * ready, with `base` the pool's base size; others: another call of it is
+ * running or waiting for its container. */
+void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base,
+                         int others);
+/* A call that took a container ended at now_ms. */
+void sm_pool_demand_done(sm_pool_demand *d, double now_ms);
 /* A container was made in ms (create to ready). */
 void sm_pool_demand_made(sm_pool_demand *d, double ms);
 /* Ready containers wanted now: the peak, within [base, max] (max below
