@@ -304,6 +304,15 @@ def suite_watch(tmp):
         caps(c, r.token)
         folder_gone(c, key)
         ends(c, key, sandbox_id)
+        # A watch running when the runner stops ends with its reason; under
+        # the sanitizers a leak or an error is a non-zero exit.
+        last = Reader(c.files.watch({"run_id": "watch-2"}, "."))
+        rc = r.stop()
+        ev = last.until(is_event("end"))
+        check("the runner stopping: end, reason runner_stopping",
+              ev is not None and ev.get("reason") == "runner_stopping", last.seen)
+        check("the runner stops cleanly with its watches ended (exit 0)", rc == 0,
+              r.read_log()[-3000:])
     finally:
         r.stop()
 
