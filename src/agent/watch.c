@@ -127,7 +127,10 @@ static int add_tree(int fd, const char *rel, int depth, int tell) {
     while (d && e == 0 && (de = readdir(d)) != NULL) {
       if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
       char child[SM_FS_PATH_MAX + 2];
-      if (join(child, sizeof child, rel, de->d_name) != 0) continue;
+      if (join(child, sizeof child, rel, de->d_name) != 0) {
+        if (tell) record('o', 0, "", NULL); /* too long to tell */
+        continue;
+      }
       struct stat st;
       int is_dir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
       if (tell) record('c', is_dir, child, NULL);
@@ -226,7 +229,11 @@ static int handle(const struct inotify_event *ev) {
   if (w == NULL) return 0;
   if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) return ev->wd == base_wd;
   char path[SM_FS_PATH_MAX + 2];
-  if (ev->len == 0 || join(path, sizeof path, w->rel, ev->name) != 0) return 0;
+  if (ev->len == 0) return 0;
+  if (join(path, sizeof path, w->rel, ev->name) != 0) {
+    record('o', 0, "", NULL); /* a path too long to tell: lost, and said so */
+    return 0;
+  }
   int dir = (ev->mask & IN_ISDIR) != 0;
   if (pending.have && !((ev->mask & IN_MOVED_TO) && ev->cookie == pending.cookie))
     flush_pending();

@@ -4,7 +4,8 @@
  * made later and what it holds; a link to a folder outside is never
  * followed, whether there before the watch or made during it; a link on
  * the path is refused (ELOOP), ".." too (EXDEV); the watched folder
- * removed ends the watch; closing its output ends the process. */
+ * removed ends the watch; a path too long to tell is an overflow; closing
+ * its output ends the process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -36,7 +37,7 @@ typedef struct watcher {
   pid_t pid;
   int out; /* the agent's stdout */
   watch_wire wire;
-  char log[8192];
+  char log[1 << 18]; /* paths of up to 4 KiB each */
   size_t n;
   int ready;
 } watcher;
@@ -200,12 +201,41 @@ static void the_folder_removed_ends_it(void **state) {
   stop(w);
 }
 
+/* A file whose path would pass 4096 bytes: not told, but an overflow says
+ * something was lost. */
+static void a_path_too_long_is_an_overflow(void **state) {
+  watcher *w = *state;
+  start(w, ".", "r");
+  assert_true(read_until(w, NULL, &w->ready));
+  char name[251];
+  memset(name, 'd', 250);
+  name[250] = '\0';
+  int fd = open(w->root, O_RDONLY | O_DIRECTORY);
+  assert_true(fd >= 0);
+  for (int level = 0; level < 16; level++) { /* 16 * 251 bytes of folders */
+    assert_int_equal(mkdirat(fd, name, 0755), 0);
+    int next = openat(fd, name, O_RDONLY | O_DIRECTORY);
+    close(fd);
+    assert_true(next >= 0);
+    fd = next;
+  }
+  memset(name, 'f', 200);
+  name[200] = '\0';
+  int f = openat(fd, name, O_WRONLY | O_CREAT, 0644);
+  assert_true(f >= 0);
+  close(f);
+  close(fd);
+  assert_true(read_until(w, "o0:>-;", NULL));
+  stop(w);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(events_of_a_file_and_a_new_folder, setup, teardown),
       cmocka_unit_test_setup_teardown(refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(the_folder_removed_ends_it, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_path_too_long_is_an_overflow, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
