@@ -5,22 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_be32(unsigned char *p, uint32_t v) {
+void sm_frame_put_u32(unsigned char *p, uint32_t v) {
   p[0] = (unsigned char)(v >> 24);
   p[1] = (unsigned char)(v >> 16);
   p[2] = (unsigned char)(v >> 8);
   p[3] = (unsigned char)v;
 }
 
-static uint32_t get_be32(const unsigned char *p) {
+uint32_t sm_frame_get_u32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
 void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
                      uint32_t len) {
   out[0] = (unsigned char)type;
-  put_be32(out + 1, call_id);
-  put_be32(out + 5, len);
+  sm_frame_put_u32(out + 1, call_id);
+  sm_frame_put_u32(out + 5, len);
 }
 
 uint32_t sm_frame_type_max(int type) {
@@ -106,8 +106,8 @@ int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t l
       len -= take;
       if (r->head_have < SM_FRAME_HEADER) return 0;
       r->type = r->head[0];
-      r->call_id = get_be32(r->head + 1);
-      r->need = get_be32(r->head + 5);
+      r->call_id = sm_frame_get_u32(r->head + 1);
+      r->need = sm_frame_get_u32(r->head + 5);
       r->have = 0;
       if (!known_type(r->type) || r->need > sm_frame_type_max(r->type) || r->need > r->max_len)
         return -1;

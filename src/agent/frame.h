@@ -130,6 +130,10 @@ enum {
  * acknowledged), each way. */
 #define SM_PORT_WINDOW (256u << 10)
 
+/* A 4-byte big-endian number at p (ids, lengths, the ports' counts). */
+void sm_frame_put_u32(unsigned char *p, uint32_t v);
+uint32_t sm_frame_get_u32(const unsigned char *p);
+
 /* Writes the 9-byte header for a frame into out. */
 void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
                      uint32_t len);

@@ -47,17 +47,6 @@ static pconn conns[AGENT_PORTS_MAX_CONNS];
 static int host_gone, broken;
 static unsigned char frame_out[SM_FRAME_HEADER + SM_FRAME_DATA_MAX];
 
-static void put_be32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)(v >> 24);
-  p[1] = (unsigned char)(v >> 16);
-  p[2] = (unsigned char)(v >> 8);
-  p[3] = (unsigned char)v;
-}
-
-static uint32_t get_be32(const unsigned char *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
 /* The payload is already in frame_out after the header. */
 static void send_frame(int type, uint32_t id, uint32_t len) {
   sm_frame_header(frame_out, type, id, len);
@@ -65,7 +54,7 @@ static void send_frame(int type, uint32_t id, uint32_t len) {
 }
 
 static void send_u32(int type, uint32_t id, uint32_t v) {
-  put_be32(frame_out + SM_FRAME_HEADER, v);
+  sm_frame_put_u32(frame_out + SM_FRAME_HEADER, v);
   send_frame(type, id, 4);
 }
 
@@ -181,6 +170,8 @@ static void take_data(pconn *c, const unsigned char *p, uint32_t len) {
   c->len += len;
 }
 
+static void flush_to_socket(pconn *c);
+
 static int on_host_frame(void *ud, int type, uint32_t id, const unsigned char *p, uint32_t len) {
   (void)ud;
   if (type == SM_FRAME_PORT_OPEN) {
@@ -193,13 +184,21 @@ static int on_host_frame(void *ud, int type, uint32_t id, const unsigned char *p
       if (c && len > 0) take_data(c, p, len);
       return 0;
     case SM_FRAME_PORT_ACK: {
-      uint32_t n = get_be32(p);
+      if (len != 4) {
+        fprintf(stderr, "sandman-agent ports: protocol error: an acknowledgement of %u bytes\n",
+                len);
+        return -1;
+      }
+      uint32_t n = sm_frame_get_u32(p);
       if (c && (uint64_t)c->credit + n <= SM_PORT_WINDOW) c->credit += n;
       else if (c) conn_end(c); /* more acknowledged than was sent */
       return 0;
     }
     case SM_FRAME_PORT_EOF:
+      /* Passed on now when nothing waits to be written: no poll event
+       * would bring the connection back here otherwise. */
       if (c) c->host_eof = 1;
+      if (c && !c->connecting) flush_to_socket(c);
       return 0;
     case SM_FRAME_PORT_CLOSE:
       if (c) conn_free(c);

@@ -3,6 +3,7 @@
 #ifndef SANDMAN_CLI_H
 #define SANDMAN_CLI_H
 
+#include <pthread.h>
 #include <sandman/sandman.h>
 
 #include "table.h"
@@ -115,5 +116,50 @@ int cli_broker_new(const sm_config *cfg, sm_audit *audit, int approvals, sm_brok
  * section (cfg may be NULL) > the default socket; TLS from the environment
  * or, with the configuration's host, from its engine section. */
 void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *out);
+
+/* A keyed sandbox named on the command line (cli_keyed.c): its container
+ * name and what its labels say. */
+typedef struct cli_keyed_sandbox {
+  char name[SM_NAME_MAX];
+  char mode[32], run_id[SM_NAME_MAX], worker_id[SM_NAME_MAX], project[SM_NAME_MAX],
+      agent[SM_NAME_MAX];
+} cli_keyed_sandbox;
+/* ref: a name, an id or a unique prefix of one among this instance's
+ * sandboxes, which must be per_run or per_worker (what: the command, for
+ * the message). 0 or an exit code (reported). */
+int cli_find_keyed_sandbox(sm_runner *runner, const char *ref, const char *what,
+                           cli_keyed_sandbox *out);
+/* The sandbox a command names by the flags of FLAGS_KEYED_SANDBOX or by
+ * SANDBOX (sandman exec, sandbox port). */
+typedef struct cli_keyed {
+  const char *run_id, *worker_id, *sandbox, *mode, *project, *agent, *user;
+  cli_keyed_sandbox found; /* SANDBOX found */
+} cli_keyed;
+/* Its flags (sandbox left NULL). */
+void cli_keyed_flags(const cli_call *call, cli_keyed *k);
+/* With k->sandbox: finds it; its keys from its labels. 0 or an exit code. */
+int cli_keyed_resolve(sm_runner *runner, cli_keyed *k, const char *what);
+/* A request for a call in k's sandbox as it is (never made nor replaced):
+ * its keys and the configuration's settings; the host-tool keying of its
+ * agent from broker. */
+void cli_keyed_request(const cli_keyed *k, sm_run_request *req, sm_config_egress *eg,
+                       sm_config *cfg, const sm_resolved *res, sm_broker *broker);
+/* A call run on a thread of its own; done_pipe[0] becomes readable once
+ * sm_run returned (result, rc and err then set). */
+typedef struct cli_run_thread {
+  sm_runner *runner;
+  sm_run_request *req;
+  sm_run_result result;
+  sm_error err;
+  int rc;
+  int done_pipe[2];
+  pthread_t thread;
+} cli_run_thread;
+/* 0, or -1 (errno) when no pipe or thread could be had. */
+int cli_run_thread_start(cli_run_thread *r, sm_runner *runner, sm_run_request *req);
+/* Waits for the call's end and closes the pipe; the result stays (the
+ * caller disposes of it). */
+void cli_run_thread_join(cli_run_thread *r);
+int cmd_sandbox_port(const cli_call *call);
 
 #endif

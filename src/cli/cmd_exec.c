@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,15 +28,12 @@
 
 typedef struct exec_args {
   int interactive, tty;
-  const char *run_id, *worker_id, *sandbox, *mode, *project, *agent, *user, *workdir;
+  cli_keyed k;
+  const char *workdir;
   const char **env;
   size_t n_env;
   char *const *cmd;
   size_t n_cmd;
-  /* SANDBOX found: its container name and what its labels say */
-  char name[SM_NAME_MAX];
-  char lbl_mode[32], lbl_run[SM_NAME_MAX], lbl_worker[SM_NAME_MAX], lbl_project[SM_NAME_MAX],
-      lbl_agent[SM_NAME_MAX];
 } exec_args;
 
 /* ---- the caller's terminal ---- */
@@ -110,12 +106,7 @@ static int parse_args(const cli_call *call, exec_args *a) {
   memset(a, 0, sizeof *a);
   a->interactive = cli_has(call, "interactive");
   a->tty = cli_has(call, "tty");
-  a->run_id = cli_str(call, "run-id");
-  a->worker_id = cli_str(call, "worker-id");
-  a->mode = cli_str(call, "mode");
-  a->project = cli_str(call, "project");
-  a->agent = cli_str(call, "agent");
-  a->user = cli_str(call, "user");
+  cli_keyed_flags(call, &a->k);
   a->workdir = cli_str(call, "workdir");
   a->n_env = cli_list(call, "env", &a->env);
   if (a->n_env > MAX_ENV) return cli_usage_error(call->cmd, 0, "-e: at most %d variables", MAX_ENV);
@@ -129,97 +120,29 @@ static int parse_args(const cli_call *call, exec_args *a) {
   }
   char *const *args = call->args;
   size_t n = (size_t)call->n_args;
-  if (!a->run_id && !a->worker_id) {
+  if (!a->k.run_id && !a->k.worker_id) {
     /* SANDBOX [--] CMD... */
     if (n < 1)
       return cli_usage_error(call->cmd, 0, "name the sandbox: --run-id, --worker-id or SANDBOX");
-    a->sandbox = args[0];
+    a->k.sandbox = args[0];
     args++, n--;
     if (n > 0 && strcmp(args[0], "--") == 0) args++, n--;
-  } else if (a->run_id && a->worker_id) {
+  } else if (a->k.run_id && a->k.worker_id) {
     return cli_usage_error(call->cmd, 0, "--run-id and --worker-id name two sandboxes: give one");
   }
   if (n == 0) return cli_usage_error(call->cmd, 0, "no command to run (give it after --)");
   if (a->workdir && a->workdir[0] != '/')
     return cli_usage_error(call->cmd, 0, "--workdir must be an absolute path in the sandbox");
-  if (a->mode && a->run_id && strcmp(a->mode, "per_run") != 0)
+  if (a->k.mode && a->k.run_id && strcmp(a->k.mode, "per_run") != 0)
     return cli_usage_error(call->cmd, 0, "--run-id names a per_run sandbox");
-  if (a->mode && a->worker_id && strcmp(a->mode, "per_worker") != 0)
+  if (a->k.mode && a->k.worker_id && strcmp(a->k.mode, "per_worker") != 0)
     return cli_usage_error(call->cmd, 0, "--worker-id names a per_worker sandbox");
   a->cmd = args;
   a->n_cmd = n;
   return 0;
 }
 
-/* SANDBOX (a name, an id or a unique prefix of one among this instance's
- * sandboxes): the call names it (sm_run_request.sandbox) and takes its
- * mode and names from its labels. 0 or an exit code (reported). */
-static int find_sandbox(sm_runner *runner, exec_args *a) {
-  sm_ops_scope scope;
-  sm_ops_sandbox_list list = {0, NULL};
-  sm_error err = SM_ERROR_INIT;
-  if (sm_ops_scope_from_runner(&scope, runner, &err) != 0 ||
-      sm_ops_list(&scope, 1, &list, &err) != 0)
-    return cli_fail(&err);
-  const sm_ops_sandbox *hit = NULL;
-  size_t matches = 0, plen = strlen(a->sandbox);
-  for (size_t i = 0; i < list.n; i++) {
-    const sm_ops_sandbox *s = &list.items[i];
-    if (strcmp(s->name, a->sandbox) == 0 || strcmp(s->id, a->sandbox) == 0) {
-      hit = s;
-      matches = 1;
-      break;
-    }
-    if (strncmp(s->id, a->sandbox, plen) == 0) hit = s, matches++;
-  }
-  int found = hit && matches == 1;
-  if (found) {
-    snprintf(a->name, sizeof a->name, "%s", hit->name);
-    snprintf(a->lbl_mode, sizeof a->lbl_mode, "%s", hit->mode);
-    snprintf(a->lbl_run, sizeof a->lbl_run, "%s", hit->run_id);
-    snprintf(a->lbl_worker, sizeof a->lbl_worker, "%s", hit->worker_id);
-    snprintf(a->lbl_project, sizeof a->lbl_project, "%s", hit->project);
-    snprintf(a->lbl_agent, sizeof a->lbl_agent, "%s", hit->agent);
-  }
-  sm_ops_sandbox_list_dispose(&list);
-  if (matches > 1) {
-    cli_error("'%s' names %zu sandboxes: give more of the id", a->sandbox, matches);
-    return CLI_EXIT_FAILURE;
-  }
-  if (!found) {
-    cli_error("no sandbox '%s' in this instance (sandman sandbox list)", a->sandbox);
-    return CLI_EXIT_FAILURE;
-  }
-  if (strcmp(a->lbl_mode, "per_run") != 0 && strcmp(a->lbl_mode, "per_worker") != 0) {
-    cli_error("sandbox '%s' is a %s sandbox: exec needs a per_run or per_worker one", a->sandbox,
-              a->lbl_mode[0] ? a->lbl_mode : "per_tool");
-    return CLI_EXIT_FAILURE;
-  }
-  a->mode = a->lbl_mode;
-  a->run_id = a->lbl_run[0] ? a->lbl_run : NULL;
-  a->worker_id = a->lbl_worker[0] ? a->lbl_worker : NULL;
-  if (!a->project && a->lbl_project[0]) a->project = a->lbl_project;
-  if (!a->agent && a->lbl_agent[0]) a->agent = a->lbl_agent;
-  return 0;
-}
-
 /* ---- the call's thread ---- */
-
-typedef struct exec_run {
-  sm_runner *runner;
-  sm_run_request *req;
-  sm_run_result result;
-  sm_error err;
-  int rc;
-  int done_pipe[2];
-} exec_run;
-
-static void *run_main(void *arg) {
-  exec_run *r = arg;
-  r->rc = sm_run(r->runner, r->req, &r->result, &r->err);
-  (void)!write(r->done_pipe[1], "x", 1);
-  return NULL;
-}
 
 static int write_all(int fd, const char *data, size_t len) {
   while (len > 0) {
@@ -256,7 +179,7 @@ static int pump_input(sm_tty *tty) {
 }
 
 /* Moves input, sizes and signals until the call's thread is done. */
-static void input_loop(exec_run *r, sm_tty *tty, int interactive) {
+static void input_loop(cli_run_thread *r, sm_tty *tty, int interactive) {
   int in_open = interactive && tty != NULL;
   for (;;) {
     struct pollfd p[3] = {{r->done_pipe[0], POLLIN, 0},
@@ -309,29 +232,16 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
   if (code != CLI_EXIT_OK) return code;
   sm_run_request req;
   sm_config_egress eg;
-  sm_call_names names = {.project = a->project ? a->project : sm_config_project_id(cfg),
-                         .agent = a->agent,
-                         .user = a->user,
-                         .run_id = a->run_id,
-                         .worker_id = a->worker_id};
-  sm_run_request_from_config(&req, &eg, cfg, res, &names);
-  req.settings.mode = a->run_id || (a->mode && strcmp(a->mode, "per_run") == 0)
-                          ? SM_MODE_PER_RUN
-                          : SM_MODE_PER_WORKER;
+  cli_keyed_request(&a->k, &req, &eg, cfg, res, broker);
   req.settings.timeout_s = 0; /* as docker exec: until it ends */
   req.argv = (const char *const *)a->cmd;
   req.argc = a->n_cmd;
   req.env = a->env;
   req.n_env = a->n_env;
   req.cwd = a->workdir;
-  req.existing = 1;
-  req.sandbox = a->name[0] ? a->name : NULL; /* SANDBOX: by its name, whatever its keys */
   req.on_output = stream_output;
   req.stdout_forward_only = 1;
   req.cancel = &cancelled;
-  /* Its keyed sandbox is the agent's own when the agent has host tools;
-   * the command itself never gets the route. */
-  req.agent_has_host_tools = sm_broker_agent_has_tools(broker, a->agent);
   sm_tty *tty = NULL;
   sm_error err = SM_ERROR_INIT;
   unsigned rows = 0, cols = 0;
@@ -341,8 +251,7 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
     return cli_fail(&err);
   }
   req.tty = tty;
-  exec_run r = {.runner = runner, .req = &req, .err = SM_ERROR_INIT};
-  if (pipe2(r.done_pipe, O_CLOEXEC) != 0 || catch_signals() != 0) {
+  if (catch_signals() != 0) {
     sm_tty_free(tty);
     sm_broker_free(broker);
     cli_error("pipe: %s", strerror(errno));
@@ -350,8 +259,8 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
   }
   if (a->tty && a->interactive && isatty(STDIN_FILENO) && raw_terminal() != 0)
     cli_warn("could not put this terminal in raw mode: %s", strerror(errno));
-  pthread_t t;
-  if (pthread_create(&t, NULL, run_main, &r) != 0) {
+  cli_run_thread r;
+  if (cli_run_thread_start(&r, runner, &req) != 0) {
     restore_terminal();
     sm_tty_free(tty);
     sm_broker_free(broker);
@@ -359,7 +268,7 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
     return CLI_EXIT_FAILURE;
   }
   input_loop(&r, tty, a->interactive);
-  pthread_join(t, NULL);
+  cli_run_thread_join(&r);
   restore_terminal();
   code = exit_code_for(&r.result);
   if (r.rc != 0 || r.result.failure_kind == SM_FAIL_SANDBOX ||
@@ -369,8 +278,6 @@ static int exec_in(const cli_call *call, exec_args *a, sm_config *cfg, const sm_
   if (cancel_signal) code = 128 + cancel_signal;
   sm_run_result_dispose(&r.result);
   sm_tty_free(tty);
-  close(r.done_pipe[0]);
-  close(r.done_pipe[1]);
   sm_broker_free(broker);
   return code;
 }
@@ -387,11 +294,11 @@ int cmd_exec(const cli_call *call) {
   sm_resolved res;
   sm_config_flags flags;
   memset(&flags, 0, sizeof flags);
-  flags.mode = a.run_id ? "per_run" : a.worker_id ? "per_worker" : NULL;
-  rc = cli_load_resolve(g, a.agent, NULL, a.user, &flags, &cfg, &res);
+  flags.mode = a.k.run_id ? "per_run" : a.k.worker_id ? "per_worker" : NULL;
+  rc = cli_load_resolve(g, a.k.agent, NULL, a.k.user, &flags, &cfg, &res);
   sm_runner *runner = NULL;
   if (rc == 0 && (rc = cli_runner_new(g, cfg, NULL, &runner)) != 0) cfg = NULL; /* freed */
-  if (rc == 0 && a.sandbox) rc = find_sandbox(runner, &a);
+  if (rc == 0 && a.k.sandbox) rc = cli_keyed_resolve(runner, &a.k, "exec");
   if (rc == 0) rc = exec_in(call, &a, cfg, &res, runner);
   sm_runner_free(runner);
   sm_config_free(cfg);

@@ -1,5 +1,5 @@
-/* sandman files watch (--run-id ID | --worker-id ID) [-r] [PATH]: the file
- * events of a folder of a keyed sandbox that exists already, one NDJSON
+/* sandman files watch (--run-id ID | --worker-id ID | SANDBOX) [-r] [PATH]:
+ * the file events of a folder of a keyed sandbox that exists already, one NDJSON
  * line each as GET /v1/files/watch streams them (docs/file-events.md),
  * until SIGINT, SIGTERM or SIGHUP, or until the folder itself goes. */
 #include <stdio.h>
@@ -30,34 +30,43 @@ static int on_event(void *ud, const sm_watch_event *ev) {
   return print_line(ud, sm_watch_event_to_json(ev, -1));
 }
 
-/* The request for the sandbox of the keys, as `sandman exec` makes it. */
-static int watch_in(const cli_call *call, sm_config *cfg, const sm_resolved *res,
-                    sm_runner *runner) {
+/* The arguments: the sandbox by its keys or SANDBOX, then PATH. */
+static int parse_args(const cli_call *call, cli_keyed *k, const char **path) {
+  cli_keyed_flags(call, k);
+  size_t n = (size_t)call->n_args;
+  if (k->run_id && k->worker_id)
+    return cli_usage_error(call->cmd, 0, "--run-id and --worker-id name two sandboxes: give one");
+  int named = k->run_id || k->worker_id;
+  if (!named && n == 0)
+    return cli_usage_error(call->cmd, 0, "name the sandbox: --run-id, --worker-id or SANDBOX");
+  if (named && n > 1)
+    return cli_usage_error(call->cmd, 0, "give PATH only (the sandbox is named)");
+  if (!named) k->sandbox = call->args[0];
+  *path = n > (named ? 0u : 1u) ? call->args[n - 1] : ".";
+  if (k->mode && k->run_id && strcmp(k->mode, "per_run") != 0)
+    return cli_usage_error(call->cmd, 0, "--run-id names a per_run sandbox");
+  if (k->mode && k->worker_id && strcmp(k->mode, "per_worker") != 0)
+    return cli_usage_error(call->cmd, 0, "--worker-id names a per_worker sandbox");
+  return 0;
+}
+
+/* The watch in k's sandbox as it is, until a signal or the folder's end. */
+static int watch_in(const cli_call *call, const cli_keyed *k, const char *path, sm_config *cfg,
+                    const sm_resolved *res, sm_runner *runner) {
   sm_broker *broker = NULL;
   int code = cli_broker_new(cfg, NULL, 0, &broker);
   if (code != CLI_EXIT_OK) return code;
-  const char *run_id = cli_str(call, "run-id"), *agent = cli_str(call, "agent");
-  const char *project = cli_str(call, "project");
   sm_run_request req;
   sm_config_egress eg;
-  sm_call_names names = {.project = project ? project : sm_config_project_id(cfg),
-                         .agent = agent,
-                         .user = cli_str(call, "user"),
-                         .run_id = run_id,
-                         .worker_id = cli_str(call, "worker-id")};
-  sm_run_request_from_config(&req, &eg, cfg, res, &names);
-  req.settings.mode = run_id ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
+  cli_keyed_request(k, &req, &eg, cfg, res, broker);
   req.settings.timeout_s = 0; /* until it is stopped */
-  req.existing = 1;
   req.cancel = cli_catch_stop_signals();
-  req.agent_has_host_tools = sm_broker_agent_has_tools(broker, agent);
   watch_out out = {0};
   sm_files_watch_opts o = {cli_has(call, "recursive"), on_ready, on_event, &out};
   sm_run_result result;
   memset(&result, 0, sizeof result);
   sm_error err = SM_ERROR_INIT;
   int ended = 0;
-  const char *path = call->n_args > 0 ? call->args[0] : ".";
   int rc = sm_files_watch(runner, &req, path, &o, &ended, &result, &err);
   if (rc == 0 && ended) {
     json_object *j = json_object_new_object();
@@ -79,19 +88,20 @@ static int watch_in(const cli_call *call, sm_config *cfg, const sm_resolved *res
 }
 
 int cmd_files_watch(const cli_call *call) {
-  const char *run_id = cli_str(call, "run-id"), *worker_id = cli_str(call, "worker-id");
-  if (!run_id == !worker_id)
-    return cli_usage_error(call->cmd, 0, "name the sandbox: --run-id or --worker-id (one)");
+  cli_keyed k;
+  const char *path = ".";
+  int rc = parse_args(call, &k, &path);
+  if (rc) return rc;
   sm_config *cfg = NULL;
   sm_resolved res;
   sm_config_flags flags;
   memset(&flags, 0, sizeof flags);
-  flags.mode = run_id ? "per_run" : "per_worker";
-  int rc = cli_load_resolve(call->g, cli_str(call, "agent"), NULL, cli_str(call, "user"), &flags,
-                            &cfg, &res);
+  flags.mode = k.run_id ? "per_run" : k.worker_id ? "per_worker" : NULL;
+  rc = cli_load_resolve(call->g, k.agent, NULL, k.user, &flags, &cfg, &res);
   sm_runner *runner = NULL;
   if (rc == 0 && (rc = cli_runner_new(call->g, cfg, NULL, &runner)) != 0) cfg = NULL; /* freed */
-  if (rc == 0) rc = watch_in(call, cfg, &res, runner);
+  if (rc == 0 && k.sandbox) rc = cli_keyed_resolve(runner, &k, "files watch");
+  if (rc == 0) rc = watch_in(call, &k, path, cfg, &res, runner);
   sm_runner_free(runner);
   sm_config_free(cfg);
   return rc;

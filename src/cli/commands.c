@@ -137,26 +137,36 @@ static const cli_flag code_flags[] = {
     {.name = "delete", .help = "delete the context"},
     END};
 
+/* A keyed sandbox that exists, named by its keys (sandman exec, sandbox port). */
+#define FLAGS_KEYED_SANDBOX                                                                        \
+  {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,          \
+   .section = "The sandbox (one of these, or SANDBOX):",                                           \
+   .help = "the per_run sandbox of this run"},                                                     \
+      {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID",                                     \
+       .complete = CLI_COMPLETE_WORKER_IDS, .help = "the per_worker sandbox of this worker"},      \
+      {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",        \
+       .help = "per_run or per_worker (implied by --run-id or --worker-id)"},                      \
+      FLAG_PROJECT,                                                                                \
+      {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",                                       \
+       .help = "agent whose sandbox it is (configuration entry)"},                                 \
+      {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"}
+
 static const cli_flag exec_flags[] = {
     {.name = "interactive", .short_name = 'i',
      .help = "pass standard input to the command as it comes"},
     {.name = "tty", .short_name = 't',
      .help = "a pseudo-terminal of this terminal's size (raw mode, size changes passed on)"},
-    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
-     .section = "The sandbox (one of these, or SANDBOX):",
-     .help = "the per_run sandbox of this run"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "the per_worker sandbox of this worker"},
-    {.name = "mode", .kind = CLI_ENUM, .metavar = "MODE", .values = "per_run|per_worker",
-     .help = "per_run or per_worker (implied by --run-id or --worker-id)"},
-    FLAG_PROJECT,
-    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
-     .help = "agent whose sandbox it is (configuration entry)"},
-    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    FLAGS_KEYED_SANDBOX,
     {.name = "env", .short_name = 'e', .kind = CLI_STRING, .metavar = "K=V", .attrs = CLI_REPEAT,
      .section = "The command:", .help = "set a variable; K alone passes the host's value (repeatable)"},
     {.name = "workdir", .short_name = 'w', .kind = CLI_STRING, .metavar = "DIR",
      .help = "working directory in the sandbox (default /workspace)"},
+    END};
+
+static const cli_flag port_flags[] = {
+    {.name = "listen", .kind = CLI_STRING, .metavar = "ADDR:N",
+     .help = "the loopback address and port to listen on (default 127.0.0.1:0, a free port)"},
+    FLAGS_KEYED_SANDBOX,
     END};
 
 static const cli_flag worker_flags[] = {
@@ -240,14 +250,7 @@ static const cli_flag worker_flags[] = {
 
 static const cli_flag files_watch_flags[] = {
     {.name = "recursive", .short_name = 'r', .help = "the folders below PATH too"},
-    {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
-     .section = "The sandbox (one of these):", .help = "the per_run sandbox of this run"},
-    {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
-     .help = "the per_worker sandbox of this worker"},
-    FLAG_PROJECT,
-    {.name = "agent", .kind = CLI_NAME, .metavar = "NAME",
-     .help = "agent whose sandbox it is (configuration entry)"},
-    {.name = "user", .kind = CLI_NAME, .metavar = "ID", .help = "end user of the sandbox's scope"},
+    FLAGS_KEYED_SANDBOX,
     END};
 
 static const cli_flag doctor_flags[] = {
@@ -469,17 +472,18 @@ const cli_command cli_commands[] = {
      .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS,
      .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "files", .summary = "watch: file events of a keyed sandbox's folder"},
-    {.name = "files watch", .flags = files_watch_flags, .fn = cmd_files_watch, .args = "[PATH]",
+    {.name = "files watch", .flags = files_watch_flags, .fn = cmd_files_watch,
+     .args = "[SANDBOX] [PATH]",
      .summary = "print a folder's file events as they happen",
      .description = "Prints the file events of folder PATH (default \".\", relative to "
-                    "/workspace) of a per_run or per_worker sandbox that exists already, one "
-                    "JSON line each as GET /v1/files/watch streams them (created, modified, "
+                    "/workspace) of a per_run or per_worker sandbox that exists already "
+                    "(named by --run-id, --worker-id, or SANDBOX), one JSON line each as GET /v1/files/watch streams them (created, modified, "
                     "deleted, moved, overflow), until SIGINT, SIGTERM or SIGHUP, or until the "
                     "folder itself goes (docs/file-events.md). A link on PATH is refused, "
                     "never followed.",
      .notes = "Exit status: 0 stopped by a signal or the folder gone, 1 PATH refused or "
               "missing, 2 usage error, 125 no such sandbox or sandman/engine failure.",
-     .min_args = 0, .max_args = 1},
+     .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",
@@ -487,7 +491,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor | list | reap | rm | create | inspect | pause | resume",
+    {.name = "sandbox", .summary = "doctor, list, reap, rm, create, inspect, pause, resume, port",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -550,6 +554,19 @@ const cli_command cli_commands[] = {
      .description = "Brings a frozen, stopped or hibernated sandbox back to running (a call "
                     "into it would too). A running one is left as it is.",
      .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox port", .flags = port_flags, .fn = cmd_sandbox_port,
+     .args = "[SANDBOX] PORT",
+     .summary = "forward a local port to a port on a sandbox's loopback",
+     .description = "Listens on a loopback address of this host (--listen, default a free "
+                    "port on 127.0.0.1) and carries each connection to PORT on the own "
+                    "loopback of a per_run or per_worker sandbox (named by --run-id, "
+                    "--worker-id, or SANDBOX), through sandman's agent: it works with "
+                    "network none, and the sandbox gains no network. Prints the address it "
+                    "listens on once the relay runs in the sandbox; runs until interrupted. "
+                    "The forward counts as a call in flight of the sandbox (docs/ports.md).",
+     .notes = "Exit status: 0 when interrupted, 2 usage error, 125 no such sandbox, the "
+              "sandbox stopped or went away, or sandman/engine failure.",
+     .min_args = 1, .max_args = 2, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,

@@ -358,6 +358,11 @@ def suite_cli(tmp):
     r = sandman("files", "watch", "--run-id", "watch-cli", "lnk")
     check("files watch: a link as the folder is refused (exit 1)",
           r.returncode == 1 and b"symbolic link" in r.stderr, (r.returncode, r.stderr))
+    sid = next((e.get("sandbox_id") for e in lines() if e.get("event") == "ready"), "")
+    r = sandman("files", "watch", sid[:12], "lnk/ssl")
+    check("files watch: SANDBOX by its id, a path through a link refused (exit 1)",
+          len(sid) >= 12 and r.returncode == 1 and b"symbolic link" in r.stderr,
+          (sid, r.returncode, r.stderr))
     r = sandman("files", "watch", "--run-id", "watch-cli-missing", ".")
     check("files watch: no such sandbox, exit 125, none made",
           r.returncode == 125 and not ts.instance_containers(

@@ -179,10 +179,10 @@ static void test_caps_and_types(void **state) {
   /* The reader's own cap is tighter than the type's. */
   assert_int_equal(feed_one(SM_FRAME_CALL, 101, 100), -1);
   assert_int_equal(feed_one(SM_FRAME_CALL, 100, 100), 0);
-  assert_int_equal(feed_one('Z', 0, SM_FRAME_CALL_MAX), -1);
+  assert_int_equal(feed_one('j', 0, SM_FRAME_CALL_MAX), -1); /* no frame has type 'j' */
   assert_int_equal(feed_one(0, 0, SM_FRAME_CALL_MAX), -1);
   assert_int_equal(feed_one('c', 1, SM_FRAME_CALL_MAX), -1);
-  assert_int_equal(sm_frame_type_max('Z'), 0);
+  assert_int_equal(sm_frame_type_max('j'), 0);
   assert_int_equal(sm_frame_type_max(SM_FRAME_EOF), 0);
   assert_int_equal(sm_frame_type_max(SM_FRAME_EXIT), 4);
 }
