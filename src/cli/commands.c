@@ -518,9 +518,10 @@ const cli_command cli_commands[] = {
      .max_args = 0},
     {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
      .summary = "remove sandboxes by id, name, run or worker",
-     .description = "Removes sandboxes of this instance by id (or a unique id prefix), name, "
-                    "run id or worker id. A busy one is refused without --force. Exit 1 when "
-                    "a named sandbox does not exist, is busy or could not be removed.",
+     .description = "Removes sandboxes of this instance: each SANDBOX by id (or a unique id "
+                    "prefix) or name; every sandbox of a run with --run-id, of a worker with "
+                    "--worker-id. A busy one is refused without --force. Exit 1 when a named "
+                    "sandbox does not exist, is busy or could not be removed.",
      .min_args = 0, .max_args = -1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "sandbox remove", .alias_of = "sandbox rm", .summary = "alias of `sandbox rm`"},
     {.name = "sandbox create", .flags = create_flags, .fn = cmd_sandbox_create,
