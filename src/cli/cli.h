@@ -32,6 +32,7 @@ typedef struct cli_globals {
 int cmd_run(const cli_call *call);
 int cmd_code(const cli_call *call);
 int cmd_exec(const cli_call *call);
+int cmd_files_watch(const cli_call *call);
 int cmd_worker_start(const cli_call *call);
 int cmd_version(const cli_call *call);
 int cmd_sandbox_doctor(const cli_call *call);

@@ -242,6 +242,17 @@ static const cli_flag worker_flags[] = {
      .help = "terminals of this runner (default 64)"},
     {.name = "terminal-scrollback", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "text kept of lines that scrolled off a terminal's screen, 1k to 64m (default 1m)"},
+    {.name = "watches-per-sandbox", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .section = "File events:", .help = "watches of GET /v1/files/watch in one sandbox at once (default 8)"},
+    {.name = "watches-per-token", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .help = "watches of one token (the control token, or one worker key) at once (default 16)"},
+    {.name = "watch-queue", .kind = CLI_INT, .metavar = "N", .min = 16, .max = 1000000,
+     .help = "events held per watch for a slow client before one \"overflow\" event (default 4096)"},
+    END};
+
+static const cli_flag files_watch_flags[] = {
+    {.name = "recursive", .short_name = 'r', .help = "the folders below PATH too"},
+    FLAGS_KEYED_SANDBOX,
     END};
 
 static const cli_flag doctor_flags[] = {
@@ -515,6 +526,19 @@ const cli_command cli_commands[] = {
               "by signal N (the command is killed then).",
      .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS,
      .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "files", .summary = "watch: file events of a keyed sandbox's folder"},
+    {.name = "files watch", .flags = files_watch_flags, .fn = cmd_files_watch,
+     .args = "[SANDBOX] [PATH]",
+     .summary = "print a folder's file events as they happen",
+     .description = "Prints the file events of folder PATH (default \".\", relative to "
+                    "/workspace) of a per_run or per_worker sandbox that exists already "
+                    "(named by --run-id, --worker-id, or SANDBOX), one JSON line each as GET /v1/files/watch streams them (created, modified, "
+                    "deleted, moved, overflow), until SIGINT, SIGTERM or SIGHUP, or until the "
+                    "folder itself goes (docs/file-events.md). A link on PATH is refused, "
+                    "never followed.",
+     .notes = "Exit status: 0 stopped by a signal or the folder gone, 1 PATH refused or "
+              "missing, 2 usage error, 125 no such sandbox or sandman/engine failure.",
+     .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",
@@ -549,9 +573,10 @@ const cli_command cli_commands[] = {
      .max_args = 0},
     {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
      .summary = "remove sandboxes by id, name, run or worker",
-     .description = "Removes sandboxes of this instance by id (or a unique id prefix), name, "
-                    "run id or worker id. A busy one is refused without --force. Exit 1 when "
-                    "a named sandbox does not exist, is busy or could not be removed.",
+     .description = "Removes sandboxes of this instance: each SANDBOX by id (or a unique id "
+                    "prefix) or name; every sandbox of a run with --run-id, of a worker with "
+                    "--worker-id. A busy one is refused without --force. Exit 1 when a named "
+                    "sandbox does not exist, is busy or could not be removed.",
      .min_args = 0, .max_args = -1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "sandbox remove", .alias_of = "sandbox rm", .summary = "alias of `sandbox rm`"},
     {.name = "sandbox create", .flags = create_flags, .fn = cmd_sandbox_create,

@@ -642,6 +642,17 @@ static int select_by_label(const sm_ops_scope *scope, const char *key, const cha
   return to_sandboxes(scope, array, 1, out, err);
 }
 
+/* A name that is no sandbox's but some sandbox's run or worker id: what
+ * it is ("run id", "worker id"), so that the refusal says which flag was
+ * meant; NULL otherwise. */
+static const char *label_hint(const sm_ops_sandbox_list *all, const char *ref) {
+  for (size_t i = 0; i < all->n; i++) {
+    if (strcmp(all->items[i].run_id, ref) == 0) return "run id";
+    if (strcmp(all->items[i].worker_id, ref) == 0) return "worker id";
+  }
+  return NULL;
+}
+
 int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,
               sm_error *err) {
   memset(out, 0, sizeof *out);
@@ -664,10 +675,16 @@ int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_r
 
   for (size_t i = 0; rc == 0 && i < opts->n_refs; i++) {
     int ambiguous = 0;
+    const char *hint = NULL;
     const sm_ops_sandbox *sb = find_ref(&all, opts->refs[i], &ambiguous);
     if (sb == NULL && ambiguous)
       rc = ops_report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
                           "ambiguous: the ids of several sandboxes start with it");
+    else if (sb == NULL && (hint = label_hint(&all, opts->refs[i])) != NULL)
+      rc = ops_report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
+                          "no sandbox has that id or name; it is a %s: `sandman sandbox rm --%s %s`",
+                          hint, strcmp(hint, "run id") == 0 ? "run-id" : "worker-id",
+                          opts->refs[i]);
     else if (sb == NULL)
       rc = ops_report_add(out, 0, SM_OPS_ITEM_SANDBOX, NULL, opts->refs[i], 1, err,
                           "no such sandbox in instance '%s' (`sandman sandbox list --all` lists them)",

@@ -26,6 +26,7 @@
 #include "server/core.h"
 #include "server/context_route.h"
 #include "server/files_route.h"
+#include "server/watch.h"
 #include "server/mcp_route.h"
 #include <sandman/keep.h>
 
@@ -274,6 +275,16 @@ static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg
     c->state = ST_READING;
     return answer_error(c, 503, "sandbox",
                         "the runner is overloaded: too many calls waiting; try again later");
+  }
+  return stream_step(c);
+}
+
+/* File events: threads of their own (watch.h), never a call thread. */
+static enum MHD_Result dispatch_watch(req_ctx *c, sm_files_req *f) {
+  c->state = ST_STREAM;
+  if (server_watches_start(c->srv->watches, f, &c->answer) != 0) {
+    c->state = ST_READING;
+    return queue_answer(c);
   }
   return stream_step(c);
 }
@@ -773,6 +784,7 @@ static enum MHD_Result body_complete(req_ctx *c) {
       sm_files_req *f = c->files;
       sm_files_req_set_stream(f, c->stream);
       c->files = NULL; /* the job's once submitted */
+      if (sm_files_req_op(f) == SM_FILES_WATCH) return dispatch_watch(c, f);
       return dispatch_stream(c, sm_files_job, f, files_discard);
     }
     case R_MCP: {

@@ -24,8 +24,10 @@
 #include "server/sandbox_owner.h"
 #include "server/sandboxes_route.h"
 #include "server/snapshots_route.h"
+#include "server/watch.h"
 
 #define LABEL_FILTERS_MAX 8
+#define WATCH_END_WAIT_MS 10000.0 /* for the watches of a sandbox to let go of it */
 
 struct sm_sandboxes_req {
   sm_server *srv;
@@ -203,6 +205,10 @@ static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
   o.no_wait = r->no_wait;
   o.why = "requested (runner)";
   sm_rest_report rep;
+  /* Its file events end first (their calls hold the sandbox), each
+   * stream's last event saying why. */
+  if (rc == 0 && pause)
+    server_watches_end(r->srv->watches, sb.id, sm_tier_state(r->tier), WATCH_END_WAIT_MS);
   if (rc == 0)
     rc = pause ? sm_sandbox_pause(r->srv->opts.runner, sb.name, &o, &rep, &err)
                : sm_sandbox_resume(r->srv->opts.runner, sb.name, &o, &rep, &err);
@@ -229,6 +235,7 @@ static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   o.refs = refs;
   o.n_refs = 1;
   o.force = 1; /* DELETE ends it now: calls in flight there are killed */
+  server_watches_end(r->srv->watches, sb.id, "removed", WATCH_END_WAIT_MS);
   sm_ops_report rep;
   if (sm_ops_scope_from_runner(&scope, r->srv->opts.runner, &err) != 0 ||
       sm_ops_rm(&scope, &o, &rep, &err) != 0) {

@@ -24,6 +24,7 @@
 #include "server/core.h"
 #include "server/handles.h"
 #include "server/terminal.h"
+#include "server/watch.h"
 #include "server/websocket_conn.h"
 #include "server/mcp_route.h"
 
@@ -346,7 +347,9 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
                                o->terminal_scrollback};
   srv->ws = server_ws_group_new();
   srv->terminals = srv->ws ? server_terminals_new(srv, &tl) : NULL;
-  if (!srv->leases || !srv->metrics || !srv->handles || !srv->terminals ||
+  server_watch_limits wl = {o->watches_per_sandbox, o->watches_per_token, o->watch_queue};
+  srv->watches = server_watches_new(srv, &wl);
+  if (!srv->leases || !srv->metrics || !srv->handles || !srv->terminals || !srv->watches ||
       !srv->code_queue)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   /* The io.sandman.owner its per_tool sandboxes carry. */
@@ -465,6 +468,8 @@ void sm_server_stop(sm_server *srv) {
    * clients' connections (open requests until they close) let go. */
   server_terminals_stop(srv->terminals);
   server_ws_group_close_all(srv->ws, 2000);
+  /* Watches too: each stream's last event says the runner stopped. */
+  server_watches_stop(srv->watches);
   pthread_mutex_lock(&srv->mu);
   while (srv->requests_open > 0) pthread_cond_wait(&srv->cv_idle, &srv->mu);
   pthread_mutex_unlock(&srv->mu);
@@ -502,6 +507,7 @@ void sm_server_free(sm_server *srv) {
   unlink_socket(srv);
   sm_handles_free(srv);
   server_terminals_free(srv->terminals);
+  server_watches_free(srv->watches);
   server_ws_group_free(srv->ws);
   while (srv->head) {
     sm_job *j = srv->head;

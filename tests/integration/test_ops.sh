@@ -186,6 +186,10 @@ A=$(mk per_run per_run-rm1 io.sandman.run=rmrun)
 B=$(mk per_run per_run-rm2 io.sandman.run=rmrun)
 C=$(mk per_worker per_worker-rm3 io.sandman.worker=rmw)
 D=$(mk per_run per_run-rm4 io.sandman.run=other)
+rc=0
+out=$("$SANDMAN" sandbox rm rmrun 2>&1) || rc=$?
+expect_eq "rm of a run id as a name: exit 1, nothing removed" "1 $A" "$rc $(docker inspect -f '{{.Name}}' "$A" | tr -d /)"
+expect_contains "... the refusal names the flag meant" "it is a run id: \`sandman sandbox rm --run-id rmrun\`" "$out"
 "$SANDMAN" sandbox rm --run-id rmrun >/dev/null
 check "rm --run-id: both gone" bash -c "! docker container inspect $A >/dev/null 2>&1 && ! docker container inspect $B >/dev/null 2>&1"
 check "rm --run-id: volumes gone" bash -c "! docker volume inspect $A-ws >/dev/null 2>&1"
