@@ -345,6 +345,60 @@ class Client:
         """Removes the sandbox (calls in flight in it are killed)."""
         return self._call("DELETE", self._sandbox_path(sandbox_id, "", worker_key))
 
+    # ---- rest, snapshots, fork, rollback, diff (docs/state.md) ----
+
+    def _query_path(self, path, worker_key=None, **query):
+        q = [(k, v) for k, v in query.items() if v is not None and v is not False]
+        q = [(k, 1 if v is True else v) for k, v in q]
+        if worker_key is not None:
+            q.append(("worker_key", worker_key))
+        return path + (("?" + urllib.parse.urlencode(q)) if q else "")
+
+    def pause_sandbox(self, sandbox_id, tier="freeze", no_wait=False, worker_key=None):
+        """Puts a keyed sandbox to rest: tier "freeze", "stop" or "hibernate".
+        Waits for calls in flight (no_wait: 409 at once instead). Returns
+        {"id", "name", "previous", "state", "since", "changed", ...}."""
+        return self._call("POST", self._query_path(self._sandbox_path(sandbox_id, "/pause"), worker_key,
+                                                   tier=tier, no_wait=no_wait))
+
+    def resume_sandbox(self, sandbox_id, worker_key=None):
+        """Back to running (a call into a resting sandbox does that too)."""
+        return self._call("POST", self._sandbox_path(sandbox_id, "/resume", worker_key))
+
+    def snapshot_sandbox(self, sandbox_id, name=None, no_wait=False, worker_key=None):
+        """Captures a keyed sandbox's writable layer and /workspace under name
+        (default snap-<UTC time>-<4 hex>); returns the snapshot."""
+        return self._call("POST", self._query_path(self._sandbox_path(sandbox_id, "/snapshot"), worker_key,
+                                                   name=name, no_wait=no_wait))
+
+    def fork_snapshot(self, snapshot, count=1, prefix=None, worker_key=None):
+        """Makes count (1 to 64) new per_run sandboxes from a snapshot; returns
+        {"forks": [{"run_id", "name", "id", "duration_ms", "error"}]}."""
+        return self._call("POST", self._query_path("/v1/sandboxes/fork", worker_key, snapshot=snapshot,
+                                                   count=count, prefix=prefix))
+
+    def rollback_sandbox(self, sandbox_id, to, worker_key=None):
+        """Returns the sandbox to snapshot to (its "id" in the answer is its new container)."""
+        return self._call("POST", self._query_path(self._sandbox_path(sandbox_id, "/rollback"), worker_key,
+                                                   snapshot=to))
+
+    def diff_sandbox(self, sandbox_id, from_snapshot, worker_key=None):
+        """What changed in the sandbox since from_snapshot: {"added", "modified", "deleted"}."""
+        return self._call("GET", self._query_path(self._sandbox_path(sandbox_id, "/diff"), worker_key,
+                                                  snapshot=from_snapshot))
+
+    def list_snapshots(self, worker_key=None):
+        """The snapshots this token may see, newest first."""
+        return self._call("GET", self._query_path("/v1/snapshots", worker_key))
+
+    def get_snapshot(self, name, worker_key=None):
+        return self._call("GET", self._query_path("/v1/snapshots/" + urllib.parse.quote(name, safe=""),
+                                                  worker_key))
+
+    def delete_snapshot(self, name, worker_key=None):
+        return self._call("DELETE", self._query_path("/v1/snapshots/" + urllib.parse.quote(name, safe=""),
+                                                     worker_key))
+
     def reap(self, older_than_s, dry_run=False, force=False):
         return self._call("POST", "/v1/sandboxes/reap",
                           {"older_than_s": older_than_s, "dry_run": dry_run, "force": force})

@@ -8,6 +8,10 @@ test_snapshots_runner.sh.
           worker's token can do none of these to it (404, exactly as for
           a missing snapshot or sandbox), does not see it in its list, and
           leaves it as it was; the control token sees it
+  client  the Python client's own methods (pause_sandbox, resume_sandbox,
+          snapshot_sandbox, list_snapshots, get_snapshot, fork_snapshot,
+          diff_sandbox, rollback_sandbox, delete_snapshot) for a worker on
+          its own sandbox; another worker's client gets SandmanError 404
   leased  a snapshot while a call with leased credentials runs in the
           sandbox is refused (409) and nothing is made; after the call it
           is made, and the credential is in none of its image's
@@ -145,6 +149,71 @@ def suite_owners(tmp):
     remove_images()
 
 
+def refused(fn):
+    """The HTTP status of a refused client call (200 when it was not refused)."""
+    return tsb.error_of(fn)[0]
+
+
+def suite_client(tmp):
+    r = tsb.runner(tmp)
+    c = r.client
+    k1 = Client.for_worker(c.address, r.token, "k1")
+    k2 = Client.for_worker(c.address, r.token, "k2")
+    sid = k1.create_sandbox(worker_key="k1", template="small")["id"]
+    k1.execute(command="echo kept >/workspace/note", sandbox_id=sid, worker_key="k1")
+
+    rest = k1.pause_sandbox(sid, tier="freeze", worker_key="k1")
+    check("pause_sandbox freezes it", rest.get("state") == "frozen" and rest.get("changed"), rest)
+    check("another worker's pause_sandbox: 404",
+          refused(lambda: k2.pause_sandbox(sid, worker_key="k2")) == 404)
+    rest = k1.resume_sandbox(sid, worker_key="k1")
+    check("resume_sandbox runs it again", rest.get("state") == "running", rest)
+    rest = k1.pause_sandbox(sid, tier="stop", worker_key="k1")
+    check("pause_sandbox(tier='stop') stops it", rest.get("state") == "stopped", rest)
+    check("resume_sandbox after stop", k1.resume_sandbox(sid, worker_key="k1").get("state") == "running")
+
+    snap = k1.snapshot_sandbox(sid, name="c1", no_wait=True, worker_key="k1")
+    check("snapshot_sandbox makes k1's snapshot", snap.get("name") == "c1" and
+          snap.get("owner") == "worker:k1", snap)
+    check("another worker's snapshot_sandbox of it: 404",
+          refused(lambda: k2.snapshot_sandbox(sid, name="c2", worker_key="k2")) == 404)
+    check("list_snapshots: k1 sees it", [x["name"] for x in k1.list_snapshots(worker_key="k1")] == ["c1"])
+    check("list_snapshots: k2 does not", k2.list_snapshots(worker_key="k2") == [])
+    check("get_snapshot", k1.get_snapshot("c1", worker_key="k1").get("name") == "c1")
+    check("another worker's get_snapshot: 404",
+          refused(lambda: k2.get_snapshot("c1", worker_key="k2")) == 404)
+    check("another worker's fork_snapshot: 404",
+          refused(lambda: k2.fork_snapshot("c1", worker_key="k2")) == 404)
+
+    forks = k1.fork_snapshot("c1", count=2, prefix="cf", worker_key="k1").get("forks", [])
+    check("fork_snapshot(count=2) makes two", len(forks) == 2 and all(
+        f.get("id") and not f.get("error") and f["run_id"].startswith("cf-") for f in forks), forks)
+    for f in forks:
+        out = k1.execute(command="cat /workspace/note", run_id=f["run_id"], worker_key="k1")
+        check("fork %s holds the file" % f["run_id"], out.get("stdout") == "kept\n", out)
+    k1.execute(command="echo new >/workspace/added", sandbox_id=sid, worker_key="k1")
+    d = k1.diff_sandbox(sid, "c1", worker_key="k1")
+    check("diff_sandbox lists the new file", [x["path"] for x in d.get("added", [])] == ["added"]
+          and d.get("modified") == [] and d.get("deleted") == [], d)
+    check("another worker's diff_sandbox: 404",
+          refused(lambda: k2.diff_sandbox(sid, "c1", worker_key="k2")) == 404)
+    back = k1.rollback_sandbox(sid, to="c1", worker_key="k1")
+    check("rollback_sandbox", back.get("state") == "running", back)
+    out = k1.execute(command="ls /workspace", sandbox_id=back.get("id") or sid, worker_key="k1")
+    check("after rollback_sandbox the new file is gone", out.get("stdout") == "note\n", out)
+    for f in forks:
+        c.delete_sandbox(f["id"])
+    check("another worker's delete_snapshot: 404",
+          refused(lambda: k2.delete_snapshot("c1", worker_key="k2")) == 404)
+    check("delete_snapshot", k1.delete_snapshot("c1", worker_key="k1").get("removed") is True)
+    check("... gone", k1.list_snapshots(worker_key="k1") == [])
+    check("get_snapshot of a removed one: 404",
+          refused(lambda: k1.get_snapshot("c1", worker_key="k1")) == 404)
+    c.delete_sandbox(back.get("id") or sid)
+    check("runner exits 0", r.stop() == 0)
+    remove_images()
+
+
 def suite_leased(tmp):
     value = "snap-secret-" + os.urandom(8).hex()
     creds = os.path.join(tmp, "creds.json")
@@ -192,7 +261,8 @@ def suite_leased(tmp):
 
 
 def main():
-    suites = {"owners": tsb.stopping(suite_owners), "leased": tsb.stopping(suite_leased)}
+    suites = {"owners": tsb.stopping(suite_owners),
+              "client": tsb.stopping(suite_client), "leased": tsb.stopping(suite_leased)}
     try:
         ts.run_suites(suites, "owners", "smsnap-")
     finally:
