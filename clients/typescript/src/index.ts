@@ -16,6 +16,11 @@ import { FileWatch } from "./watch.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
+  ForkItem,
+  RestReport,
+  RestTier,
+  Snapshot,
+  SnapshotDiff,
   FileEntry,
   FileList,
   GrepResult,
@@ -76,6 +81,10 @@ export interface SandboxOptions extends CallOptions {
 function sandboxPath(id: string, suffix: string, workerKey?: string): string {
   const q = workerKey ? `?worker_key=${encodeURIComponent(workerKey)}` : "";
   return `/v1/sandboxes/${encodeURIComponent(id)}${suffix}${q}`;
+}
+
+function snapshotPath(name: string, workerKey?: string): string {
+  return `/v1/snapshots/${encodeURIComponent(name)}${query({ worker_key: workerKey })}`;
 }
 
 export class SandmanClient {
@@ -231,6 +240,54 @@ export class SandmanClient {
   /** Removes the sandbox (calls in flight in it are killed). */
   deleteSandbox(id: string, opts: SandboxOptions = {}): Promise<{ id: string; name: string; removed: boolean }> {
     return this.t.json({ method: "DELETE", path: sandboxPath(id, "", opts.workerKey), ...opts });
+  }
+
+  /** Puts a keyed sandbox to rest (tier "freeze", the default, "stop" or "hibernate"); waits for calls in flight unless `noWait` (then 409). */
+  pauseSandbox(id: string, opts: SandboxOptions & { tier?: RestTier; noWait?: boolean } = {}): Promise<RestReport> {
+    const q = query({ tier: opts.tier, no_wait: opts.noWait || undefined, worker_key: opts.workerKey });
+    return this.t.json<RestReport>({ method: "POST", path: `/v1/sandboxes/${encodeURIComponent(id)}/pause${q}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** Back to running (a call into a resting sandbox does that too). */
+  resumeSandbox(id: string, opts: SandboxOptions = {}): Promise<RestReport> {
+    return this.t.json<RestReport>({ method: "POST", path: sandboxPath(id, "/resume", opts.workerKey), signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** Captures a keyed sandbox's writable layer and /workspace under `name` (default snap-<UTC time>-<4 hex>). */
+  snapshotSandbox(id: string, opts: SandboxOptions & { name?: string; noWait?: boolean } = {}): Promise<Snapshot> {
+    const q = query({ name: opts.name, no_wait: opts.noWait || undefined, worker_key: opts.workerKey });
+    return this.t.json<Snapshot>({ method: "POST", path: `/v1/sandboxes/${encodeURIComponent(id)}/snapshot${q}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** Makes `count` (1 to 64) new per_run sandboxes from a snapshot; run ids `<prefix>-<8 hex>`. */
+  forkSnapshot(snapshot: string, opts: SandboxOptions & { count?: number; prefix?: string } = {}): Promise<{ forks: ForkItem[] }> {
+    const q = query({ snapshot, count: opts.count, prefix: opts.prefix, worker_key: opts.workerKey });
+    return this.t.json({ method: "POST", path: `/v1/sandboxes/fork${q}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** Returns the sandbox to snapshot `to` (the answer's `id` is its new container). */
+  rollbackSandbox(id: string, to: string, opts: SandboxOptions = {}): Promise<RestReport> {
+    const q = query({ snapshot: to, worker_key: opts.workerKey });
+    return this.t.json<RestReport>({ method: "POST", path: `/v1/sandboxes/${encodeURIComponent(id)}/rollback${q}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** What changed in the sandbox since `fromSnapshot`: added, modified, deleted. */
+  diffSandbox(id: string, fromSnapshot: string, opts: SandboxOptions = {}): Promise<SnapshotDiff> {
+    const q = query({ snapshot: fromSnapshot, worker_key: opts.workerKey });
+    return this.t.json<SnapshotDiff>({ method: "GET", path: `/v1/sandboxes/${encodeURIComponent(id)}/diff${q}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** The snapshots this token may see, newest first. */
+  listSnapshots(opts: SandboxOptions = {}): Promise<Snapshot[]> {
+    return this.t.json<Snapshot[]>({ method: "GET", path: `/v1/snapshots${query({ worker_key: opts.workerKey })}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  getSnapshot(name: string, opts: SandboxOptions = {}): Promise<Snapshot> {
+    return this.t.json<Snapshot>({ method: "GET", path: snapshotPath(name, opts.workerKey), signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  deleteSnapshot(name: string, opts: SandboxOptions = {}): Promise<{ name: string; removed: boolean }> {
+    return this.t.json({ method: "DELETE", path: snapshotPath(name, opts.workerKey), signal: opts.signal, timeoutMs: opts.timeoutMs });
   }
 
   reap(body: { older_than_s: number; dry_run?: boolean; force?: boolean }, opts: CallOptions = {}): Promise<Record<string, unknown>> {

@@ -181,3 +181,59 @@ export interface TarStats {
   bytes: number;
   [key: string]: unknown;
 }
+
+/** A rest tier of a keyed sandbox (docs/state.md). */
+export type RestTier = "freeze" | "stop" | "hibernate";
+
+/** The answer of pause, resume and rollback. */
+export interface RestReport {
+  id: string;
+  name: string;
+  previous: string;
+  state: string;
+  since: number;
+  changed: boolean;
+  duration_ms: number;
+  workspace_bytes: number;
+  [key: string]: unknown;
+}
+
+/** A snapshot of a keyed sandbox (docs/http-api.md#snapshots). */
+export interface Snapshot {
+  name: string;
+  key: string;
+  owner: string;
+  source: string;
+  source_id: string;
+  mode: string;
+  image: string;
+  created_at: number;
+  age_s: number;
+  size: { workspace: number; layer: number };
+  files: number;
+  duration_ms: number;
+  [key: string]: unknown;
+}
+
+export interface ForkItem {
+  run_id: string;
+  name: string | null;
+  id: string | null;
+  duration_ms: number;
+  error: string | null;
+}
+
+export interface DiffEntry {
+  path: string;
+  type: string;
+  size: number;
+  size_before?: number;
+}
+
+export interface SnapshotDiff {
+  sandbox: string;
+  snapshot: string;
+  added: DiffEntry[];
+  modified: DiffEntry[];
+  deleted: DiffEntry[];
+}
