@@ -203,6 +203,12 @@ SM_API int sm_sandbox_rollback(sm_runner *runner, const char *sandbox, const cha
  * "size_before"}],"deleted":[...]}. */
 SM_API int sm_sandbox_diff(sm_runner *runner, const char *sandbox, const char *snapshot,
                            const char *owner, json_object **out, sm_error *err);
+/* The name of the keyed sandbox a call prepared as req would run in (its
+ * sandbox_id's, or the one its mode and keys name), whether or not it
+ * exists yet: what the calls above take. SM_EINVAL when req's mode is not
+ * per_run or per_worker. */
+SM_API int sm_run_keyed_sandbox(sm_runner *runner, const sm_run_request *req, char *out,
+                                size_t len, sm_error *err);
 
 /* ---- state changes, for other parts of a program ---- */
 

@@ -14,6 +14,7 @@
 
 #include "common/text.h"
 #include "mcp/code_tool.h"
+#include "mcp/snapshot_tools.h"
 #include "mcp/terminal_tools.h"
 
 #define DEFAULT_READ_MAX ((size_t)1 << 20)
@@ -116,7 +117,7 @@ static const char out_grep[] =
     "\"required\":[\"matches\",\"truncated\"]}";
 
 typedef struct tools {
-  sm_mcp_tool list[12];
+  sm_mcp_tool list[16];
   sm_mcp_sandbox_options o;
   mcp_terminals *terminals;
 } tools;
@@ -619,6 +620,29 @@ static int tool_terminal_close(tools *t, json_object *args, volatile int *cancel
   return mcp_terminal_close(t->terminals, args, cancel, out);
 }
 
+/* ---- branches of the session's own sandbox (snapshot_tools.c) ---- */
+
+static int tool_snapshot(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "snapshot", cancel, &req, out)) return 0;
+  return mcp_snapshot_call(t->o.runner, &req, args, out);
+}
+static int tool_fork(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "fork", cancel, &req, out)) return 0;
+  return mcp_fork_call(t->o.runner, &req, args, out);
+}
+static int tool_rollback(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "rollback", cancel, &req, out)) return 0;
+  return mcp_rollback_call(t->o.runner, &req, args, out);
+}
+static int tool_diff(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "diff", cancel, &req, out)) return 0;
+  return mcp_diff_call(t->o.runner, &req, args, out);
+}
+
 /* ---- the provider ---- */
 
 typedef int (*tool_fn)(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out);
@@ -640,6 +664,10 @@ static const struct {
     {"terminal_send", "terminal:s,keys:S,wait_ms:i", tool_terminal_send},
     {"terminal_screen", "terminal:s,wait_ms:i", tool_terminal_screen},
     {"terminal_close", "terminal:S", tool_terminal_close},
+    {"snapshot", MCP_SNAPSHOT_ARGS, tool_snapshot},
+    {"fork", MCP_FORK_ARGS, tool_fork},
+    {"rollback", MCP_ROLLBACK_ARGS, tool_rollback},
+    {"diff", MCP_DIFF_ARGS, tool_diff},
 };
 
 static const sm_mcp_tool *list_tools(void *ud, size_t *n) {
@@ -734,6 +762,21 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
       {"terminal_close", "Close a terminal",
        "Ends a terminal's program (and whatever it started) and returns its last screen.",
        mcp_terminal_schema_close, mcp_terminal_out_screen, SM_MCP_DESTRUCTIVE},
+      {"snapshot", "Snapshot the sandbox",
+       "Saves this session's sandbox (its files, /workspace and installed packages) under a "
+       "name, to compare with (diff), go back to (rollback) or start new sandboxes from (fork).",
+       mcp_snapshot_schema, mcp_snapshot_out, 0},
+      {"fork", "Fork a snapshot",
+       "Starts new sandboxes from a snapshot of this session's and returns their run ids; this "
+       "session's tools stay in its own sandbox.",
+       mcp_fork_schema, mcp_fork_out, 0},
+      {"rollback", "Go back to a snapshot",
+       "Returns this session's sandbox to a snapshot: every file as it was then; what changed "
+       "since is lost and running processes end.",
+       mcp_rollback_schema, mcp_rollback_out, SM_MCP_DESTRUCTIVE},
+      {"diff", "Changes since a snapshot",
+       "Lists the files of the workspace added, modified and deleted since a snapshot.",
+       mcp_diff_schema, mcp_diff_out, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
   };
   memcpy(t->list, list, sizeof list);
   out->tools = list_tools;

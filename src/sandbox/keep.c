@@ -22,6 +22,7 @@
 #include "sandbox/rest.h"
 #include "sandbox/snap_store.h"
 #include "sandbox/snapshot.h"
+#include "sandbox/spec.h"
 
 /* The runner's ctx and this thread's engine, on the docker backend. */
 static int keep_begin(sm_runner *runner, const char *name, const char *what,
@@ -56,6 +57,25 @@ int sm_sandbox_resume(sm_runner *runner, const char *name, const sm_rest_options
   int rc = keep_begin(runner, name, "resume", &ctx, &e, err);
   if (rc) return rc;
   return sandbox_rest_resume(ctx, e, name, o, out ? out : &ignore, err);
+}
+
+int sm_run_keyed_sandbox(sm_runner *runner, const sm_run_request *req, char *out, size_t len,
+                         sm_error *err) {
+  if (runner == NULL || req == NULL || out == NULL || len == 0)
+    return sm_error_set(err, SM_EINVAL, "needs a runner, a request and room for the name");
+  sm_mode mode = req->settings.mode;
+  if (mode != SM_MODE_PER_RUN && mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL, "only keyed sandboxes (per_run, per_worker) keep their state; "
+                        "this one is made for each call");
+  if (req->sandbox) {
+    if (strlen(req->sandbox) >= len) return sm_error_set(err, SM_EINVAL, "sandbox name too long");
+    snprintf(out, len, "%s", req->sandbox);
+    return 0;
+  }
+  char key[SM_KEY_MAX];
+  int rc = sm_scope_key(req, mode, key, sizeof key, err);
+  if (rc == 0) rc = sm_keyed_name(sm_runner_ctx(runner)->instance, mode, key, out, len, err);
+  return rc;
 }
 
 /* ---- snapshots ---- */

@@ -4,15 +4,22 @@
 // resumeSandbox, snapshotSandbox, listSnapshots, getSnapshot, forkSnapshot,
 // diffSandbox, rollbackSandbox, deleteSnapshot; another worker's token is
 // answered 404 for a worker's sandbox and snapshot, and its list is empty.
+// The MCP tools snapshot, diff, rollback and fork on a worker session's own
+// sandbox over the runner's /mcp (the official MCP SDK client); another
+// worker's session cannot roll back to, diff against or fork that snapshot
+// (the same tool error as for a missing one).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 import { SandmanClient, SandmanError } from "../dist/index.js";
 import { startRunner } from "./runner.mjs";
 
 let runner;
 before(async () => {
-  runner = await startRunner();
+  runner = await startRunner([], { tcp: true });
 });
 after(async () => {
   if (runner) {
@@ -77,4 +84,65 @@ test("the TypeScript client: pause, resume, snapshot, fork, diff, rollback, snap
   assert.deepEqual(await k1.listSnapshots(own), []);
   await assert.rejects(k1.getSnapshot("t1", own), is404);
   await runner.client.deleteSandbox(back.id);
+});
+
+async function mcpSession(workerKey) {
+  const token = SandmanClient.forWorker(runner.token, workerKey, { address: runner.address }).token;
+  const transport = new StreamableHTTPClientTransport(new URL(`${runner.url}/mcp?worker_key=${workerKey}`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: "sandman-test", version: "1.0.0" });
+  await client.connect(transport);
+  const call = (name, args) => client.callTool({ name, arguments: args });
+  return { client, transport, call };
+}
+
+const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("");
+
+test("MCP tools: a session snapshots, diffs, rolls back and forks its own sandbox; another worker's cannot use it", async () => {
+  const m1 = await mcpSession("m1");
+  const m2 = await mcpSession("m2");
+  try {
+    assert.equal((await m1.call("execute", { command: "echo kept > note" })).isError, false);
+    const snap = await m1.call("snapshot", { name: "ms1" });
+    assert.equal(snap.isError, false, text(snap));
+    assert.equal(snap.structuredContent.name, "ms1");
+    assert.equal(snap.structuredContent.owner, "worker:m1");
+    await m1.call("execute", { command: "echo new > added" });
+    const d = await m1.call("diff", { snapshot: "ms1" });
+    assert.equal(d.isError, false, text(d));
+    assert.deepEqual(d.structuredContent.added.map((x) => x.path), ["added"]);
+    assert.equal(d.structuredContent.truncated, false);
+
+    // Another worker's session: the snapshot is not found, exactly as a missing one.
+    assert.equal((await m2.call("execute", { command: "echo theirs > mine" })).isError, false);
+    for (const [tool, extra] of [["rollback", {}], ["diff", {}], ["fork", { count: 1 }]]) {
+      const got = await m2.call(tool, { snapshot: "ms1", ...extra });
+      const miss = await m2.call(tool, { snapshot: "nosuch", ...extra });
+      assert.equal(got.isError, true, `${tool}: ${text(got)}`);
+      assert.equal(text(got).replaceAll("ms1", "X"), text(miss).replaceAll("nosuch", "X"), tool);
+    }
+    assert.equal(text(await m2.call("execute", { command: "ls" })), "mine\n[exit code 0]");
+    assert.deepEqual((await runner.client.listSnapshots()).map((s) => s.name), ["ms1"]);
+
+    const back = await m1.call("rollback", { snapshot: "ms1" });
+    assert.equal(back.isError, false, text(back));
+    assert.equal(back.structuredContent.state, "running");
+    assert.equal(text(await m1.call("execute", { command: "ls" })), "note\n[exit code 0]");
+
+    const f = await m1.call("fork", { snapshot: "ms1", count: 1, prefix: "mf" });
+    assert.equal(f.isError, false, text(f));
+    const [fork] = f.structuredContent.forks;
+    assert.match(fork.run_id, /^mf-/);
+    const k1 = SandmanClient.forWorker(runner.token, "m1", { address: runner.address });
+    const r = await k1.execute({ command: "cat /workspace/note", run_id: fork.run_id, worker_key: "m1" });
+    assert.equal(r.stdout, "kept\n");
+    await runner.client.deleteSandbox(fork.id);
+  } finally {
+    for (const m of [m1, m2]) {
+      await m.transport.terminateSession().catch(() => {});
+      await m.client.close();
+    }
+    for (const sb of await runner.client.listSandboxes({ all: true })) await runner.client.deleteSandbox(sb.id).catch(() => {});
+  }
 });
