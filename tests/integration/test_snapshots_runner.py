@@ -201,15 +201,17 @@ def suite_client(tmp):
     check("rollback_sandbox", back.get("state") == "running", back)
     out = k1.execute(command="ls /workspace", sandbox_id=back.get("id") or sid, worker_key="k1")
     check("after rollback_sandbox the new file is gone", out.get("stdout") == "note\n", out)
+    # The sandboxes made from the snapshot go first: its image is kept while one uses it.
     for f in forks:
         c.delete_sandbox(f["id"])
+    c.delete_sandbox(back.get("id") or sid)
     check("another worker's delete_snapshot: 404",
           refused(lambda: k2.delete_snapshot("c1", worker_key="k2")) == 404)
     check("delete_snapshot", k1.delete_snapshot("c1", worker_key="k1").get("removed") is True)
     check("... gone", k1.list_snapshots(worker_key="k1") == [])
     check("get_snapshot of a removed one: 404",
           refused(lambda: k1.get_snapshot("c1", worker_key="k1")) == 404)
-    c.delete_sandbox(back.get("id") or sid)
+    check("the snapshot's image is gone with it", snapshot_images() == [], snapshot_images())
     check("runner exits 0", r.stop() == 0)
     remove_images()
 
