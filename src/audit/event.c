@@ -63,6 +63,8 @@ static const event_kind kinds[] = {
     {"sandbox.stopped", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
     {"sandbox.hibernated", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
     {"sandbox.resumed", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
+    {"port.opened", 4001, "Network Activity", 1, "Open", DISP_ALLOWED, 0},
+    {"port.failed", 4001, "Network Activity", 4, "Fail", DISP_ALLOWED, 1},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

@@ -30,6 +30,7 @@
 #include "server/sandboxes_route.h"
 #include "server/stream.h"
 #include "server/terminal_route.h"
+#include "server/port_route.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
 #define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
@@ -67,12 +68,14 @@ typedef enum {
   R_SANDBOX,
   R_CONTEXTS,
   R_TERMINALS,
+  R_PORT,
 } route_id;
 
 static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
                                           "leases",    "handles", "sandboxes", "reap",
                                           "metrics",   "files",   "mcp",       "audit",
-                                          "approvals", "sandbox", "contexts",  "terminals"};
+                                          "approvals", "sandbox", "contexts",  "terminals",
+                                          "ports"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -121,7 +124,10 @@ typedef struct req_ctx {
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
   context_req *contexts; /* until its job takes it */
-  server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
+  server_terminal_req *term;
+  server_port_req *port_req;  /* until its job takes it (port_route.c) */
+  unsigned port;              /* /v1/sandboxes/{id}/ports/{port} */
+  const char *port_path;      /* and the path after it (in the url) */  /* until its job takes it (terminal_route.c) */
   server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
 
@@ -256,6 +262,7 @@ static void files_discard(void *arg) { sm_files_req_free(arg); }
 static void term_discard(void *arg) { server_terminal_req_free(arg); }
 static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
 static void contexts_discard(void *arg) { context_req_free(arg); }
+static void port_discard(void *arg) { server_port_req_free(arg); }
 
 static int stream_open(req_ctx *c) {
   c->stream = sm_stream_new(c->conn, NULL, NULL);
@@ -509,6 +516,22 @@ static route_id match_route(const char *url, const char *method, char *handle_id
 
 /* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive, /pause,
  * /resume (POST). */
+/* /v1/sandboxes/{id}/ports/{port}[/{path}]: any method (port_route.c). */
+static route_id match_port_route(req_ctx *c, const char *rest) {
+  const char *slash = strchr(rest, '/');
+  size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+  char num[8];
+  int64_t port = 0;
+  if (n == 0 || n >= sizeof num) return R_NOT_FOUND;
+  memcpy(num, rest, n);
+  num[n] = '\0';
+  if (strspn(num, "0123456789") != n || sm_parse_int(num, 1, 65535, &port, NULL) != 0)
+    return R_NOT_FOUND;
+  c->port = (unsigned)port;
+  c->port_path = slash ? slash + 1 : "";
+  return R_PORT;
+}
+
 static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
   if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
   const char *id = url + 14;
@@ -518,6 +541,7 @@ static route_id match_sandbox_route(req_ctx *c, const char *url, const char *met
   memcpy(c->sandbox_id, id, n);
   c->sandbox_id[n] = '\0';
   if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
+  if (slash && strncmp(slash, "/ports/", 7) == 0) return match_port_route(c, slash + 7);
   if (slash) {
     if (strcmp(slash, "/keepalive") == 0) c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
     else if (strcmp(slash, "/pause") == 0) c->sandbox_op = SM_SANDBOXES_PAUSE;
@@ -674,7 +698,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
                     c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
                     c->route == R_SANDBOXES || c->route == R_SANDBOX ||
-                    c->route == R_CONTEXTS || c->route == R_TERMINALS;
+                    c->route == R_CONTEXTS || c->route == R_TERMINALS || c->route == R_PORT;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -702,6 +726,11 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     c->contexts = context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
                                   c->token, &c->answer);
     if (c->contexts == NULL) return decide_answer(c);
+  }
+  if (c->route == R_PORT) {
+    c->port_req = server_port_req_new(srv, c->conn, c->sandbox_id, c->port, c->port_path, method,
+                                      c->auth == AUTH_CONTROL, c->token);
+    if (c->port_req == NULL) return decide(c, 503, "sandbox", "out of memory");
   }
   if (c->route == R_EXECUTE) {
     const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
@@ -781,6 +810,15 @@ static enum MHD_Result body_complete(req_ctx *c) {
       server_terminal_req_set_stream(t, c->stream);
       c->term = NULL;
       return dispatch_stream(c, server_terminal_job, t, term_discard);
+    }
+    case R_PORT: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      server_port_req *pr = c->port_req;
+      if (server_port_req_body(pr, c->body.data ? c->body.data : "", c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      server_port_req_set_stream(pr, c->stream);
+      c->port_req = NULL;
+      return dispatch_stream(c, server_port_job, pr, port_discard);
     }
     case R_APPROVALS:
       sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
@@ -890,6 +928,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   sm_sandboxes_req_free(c->sbx);
   context_req_free(c->contexts);
   server_terminal_req_free(c->term);
+  server_port_req_free(c->port_req);
   server_ws_upgrade_done(c->upgrade);
   pthread_mutex_lock(&srv->mu);
   srv->body_bytes -= c->counted;
