@@ -28,6 +28,8 @@
 #include "common/buf.h"
 #include "server/call.h"
 #include "server/port_http.h"
+#include "server/preview.h"
+#include "server/sandbox_owner.h"
 
 #define REQUEST_HEAD_MAX (64 * 1024)
 #define ROUTE_TIMEOUT_MS 60000
@@ -42,6 +44,8 @@ struct server_port_req {
   char method[16];
   char path[512];
   sm_buf out; /* the request's bytes as they go to the sandbox */
+  int preview; /* came to /preview/{token} */
+  char preview_token[SERVER_PREVIEW_TOKEN_LEN + 1];
   sm_stream *stream;
 };
 
@@ -117,9 +121,18 @@ server_port_req *server_port_req_new(sm_server *srv, struct MHD_Connection *conn
   encode(&r->out, r->path);
   query_walk w = {&r->out, 0};
   MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_arg, &w);
-  sm_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n", port);
+  /* A preview's port is known once its token is looked up: its Host has none. */
+  if (port)
+    sm_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n", port);
+  else
+    sm_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
   MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header, r);
   return r;
+}
+
+void server_port_req_preview(server_port_req *r, const char *token) {
+  r->preview = 1;
+  snprintf(r->preview_token, sizeof r->preview_token, "%s", token);
 }
 
 int server_port_req_body(server_port_req *r, const char *body, size_t len) {
@@ -179,7 +192,7 @@ static void on_event(void *ud, sm_port_event ev, unsigned port, int err_no,
   a.mode = sm_mode_name(q->settings.mode);
   a.dst_port = (int)port;
   json_object *d = json_object_new_object();
-  json_object_object_add(d, "via", json_object_new_string("route"));
+  json_object_object_add(d, "via", json_object_new_string(cs->r->preview ? "preview" : "route"));
   json_object_object_add(d, "method", json_object_new_string(cs->r->method));
   json_object_object_add(d, "path", json_object_new_string(cs->r->path));
   if (err_no) json_object_object_add(d, "error", json_object_new_string(strerror(err_no)));
@@ -277,9 +290,44 @@ static void relay(server_port_req *r, sm_call *k, sm_answer *a) {
   sm_port_relay_free(relay);
 }
 
+/* A preview's token to its sandbox and port, the sandbox checked as it is
+ * now: the same container (not one made again under its name), keyed and
+ * running (not frozen, stopped or hibernated, by the runner or by anyone
+ * else). A preview that fails the check is dropped. 0, or -1 with *a the
+ * answer of an unknown token. */
+static int preview_target(server_port_req *r, sm_answer *a) {
+  server_preview p;
+  int ok = r->preview_token[0] &&
+           server_previews_find(r->srv->previews, r->preview_token, sm_monotonic_ms(), &p) == 0;
+  if (ok) {
+    sm_ops_sandbox sb;
+    sm_error err = SM_ERROR_INIT;
+    ok = server_sandbox_find(r->srv, p.container_id, p.worker_key[0] ? p.worker_key : NULL, 1,
+                             &sb, &err) == 0 &&
+         strcmp(sb.id, p.container_id) == 0 && strcmp(sb.rest, "running") == 0 &&
+         strcmp(sb.state, "running") == 0;
+    if (!ok) server_previews_revoke(r->srv->previews, p.container_id);
+  }
+  if (!ok) {
+    sm_answer_error(a, 404, "policy", "no such preview");
+    return -1;
+  }
+  snprintf(r->sandbox_id, sizeof r->sandbox_id, "%s", p.container_id);
+  snprintf(r->worker_key, sizeof r->worker_key, "%s", p.worker_key);
+  r->port = p.port;
+  r->control = 1; /* the preview's token stood for its owner's */
+  return 0;
+}
+
 void server_port_job(void *arg) {
   server_port_req *r = arg;
   sm_answer a = {0, NULL};
+  if (r->preview && preview_target(r, &a) != 0) {
+    sm_stream_finish(r->stream, 0, &a);
+    if (a.body) json_object_put(a.body);
+    server_port_req_free(r);
+    return;
+  }
   sm_execute_params p;
   memset(&p, 0, sizeof p);
   p.sandbox_id = strdup(r->sandbox_id);

@@ -22,6 +22,10 @@ typedef struct server_port_req server_port_req;
 server_port_req *server_port_req_new(sm_server *srv, struct MHD_Connection *conn,
                                      const char *sandbox_id, unsigned port, const char *path,
                                      const char *method, int control, const char *token);
+/* The request came to /preview/{token}: the token alone names the sandbox
+ * and port (server/preview.h); "" or an unknown one is answered as
+ * "no such preview". */
+void server_port_req_preview(server_port_req *r, const char *token);
 int server_port_req_body(server_port_req *r, const char *body, size_t len);
 void server_port_req_set_stream(server_port_req *r, sm_stream *s);
 /* The call thread's job: relays, answers through the stream, frees r. */
