@@ -202,8 +202,8 @@ static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
   if (rc == 0)
     rc = pause ? sm_sandbox_pause(r->srv->opts.runner, sb.name, &o, &rep, &err)
                : sm_sandbox_resume(r->srv->opts.runner, sb.name, &o, &rep, &err);
-  /* Its preview URLs end as it is put to rest, whatever the outcome. */
-  if (pause && rc != SM_ENOTFOUND) server_preview_revoke(r->srv, sb.id);
+  /* Its preview URLs end once it is put to rest. */
+  if (pause && rc == 0) server_preview_revoke(r->srv, sb.id);
   if (rc == SM_EBUSY || rc == SM_EUNSUPPORTED) {
     /* Busy, or a tier this engine cannot give: said, nothing changed. */
     sm_answer_error(a, 409, "policy", "%s", err.message);

@@ -20,6 +20,7 @@ import json
 import os
 import socket
 import http.client
+import subprocess
 import sys
 import time
 
@@ -57,10 +58,16 @@ def serve(k1, sid):
     out = k1.execute(command="mkdir -p /workspace/www && echo hello-port >/workspace/www/index.html",
                      sandbox_id=sid, worker_key="k1")
     check("the page is written in the sandbox", out.get("exit_code") == 0, out)
-    k1._call("POST", "/v1/terminals", {
+    return k1._call("POST", "/v1/terminals", {
         "sandbox_id": sid, "worker_key": "k1",
         "argv": ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1",
-                 "--directory", "/workspace/www"]})
+                 "--directory", "/workspace/www"]})["id"]
+
+
+def kill_server(r, term):
+    """Ends the server's terminal: the sandbox has no call in flight then."""
+    st, _, body = raw(r, "DELETE", "/v1/terminals/" + term, r.token)
+    check("the server's terminal is killed", st == 200, (st, body))
 
 
 def page(r, sid, token, key, path="/index.html"):
@@ -129,8 +136,117 @@ def route_checks(r):
     check("after removal the route answers as for a missing sandbox", st == 404, (st, body))
 
 
+def preview(r, sid, token, key, port=8000, ttl=None):
+    """POST /v1/sandboxes/{sid}/previews: (status, answer dict or body)."""
+    q = "port=%d" % port + ("&worker_key=" + key if key else "") + \
+        ("&ttl_s=%d" % ttl if ttl else "")
+    st, _, body = raw(r, "POST", "/v1/sandboxes/%s/previews?%s" % (sid, q), token)
+    try:
+        return st, json.loads(body)
+    except ValueError:
+        return st, body
+
+
+def visit(r, path, sub="index.html"):
+    st, _, body = raw(r, "GET", path + sub)
+    return st, body
+
+
+def rest_verb(r, sid, verb, tier=None):
+    q = "?tier=" + tier if tier else ""
+    st, _, body = raw(r, "POST", "/v1/sandboxes/%s/%s%s" % (sid, verb, q), r.token)
+    return st, body
+
+
+def fresh(r, sid, tok1):
+    st, pv = preview(r, sid, tok1, "k1")
+    check("k1 makes a preview of port 8000 (201)", st == 201 and "token" in pv, (st, pv))
+    return pv.get("path", "/preview/none/") if isinstance(pv, dict) else "/preview/none/"
+
+
+def preview_checks(r):
+    tok1 = derive_worker_token(r.token, "k1")
+    tok2 = derive_worker_token(r.token, "k2")
+    k1 = Client.for_worker(r.client.address, r.token, "k1")
+    run = "preview-pv-%d" % os.getpid()
+    k1.execute(command="true", run_id=run, worker_key="k1", mode="per_run")
+    sid = [x for x in k1.list_sandboxes(worker_key="k1") if x.get("run_id") == run][0]["id"]
+    term = serve(k1, sid)
+    tsb.wait_for(lambda: page(r, sid, tok1, "k1")[0] == 200, 60, 0.3)
+    unknown = visit(r, "/preview/" + "0" * 48 + "/")
+    check("an unknown preview token is 404", unknown[0] == 404, unknown)
+
+    path = fresh(r, sid, tok1)
+    st, body = visit(r, path)
+    check("the page through the preview URL, no other token", st == 200 and body ==
+          b"hello-port\n", (st, body))
+    rows = [x for x in audit_rows(r, "port.opened") if '"preview"' in json.dumps(x)]
+    check("the preview's connection is a port.opened row (via preview)", len(rows) >= 1)
+    st, pv = preview(r, sid, tok1, "k1", port=8001)
+    st2, body = visit(r, pv.get("path", "/x/") if isinstance(pv, dict) else "/x/")
+    check("a preview of port 8001 does not reach port 8000", st == 201 and st2 == 502 and
+          b"hello" not in body, (st, st2, body))
+    check("a mangled token is exactly an unknown one", visit(r, path[:-3] + "/") == unknown)
+    st, pv = preview(r, sid, tok2, "k2")
+    miss = preview(r, "no-such-sandbox", tok2, "k2")
+    check("k2 cannot make a preview of k1's sandbox (a missing one's 404)", st == 404 and
+          miss[0] == 404, (st, pv, miss))
+    st, pv = preview(r, sid, tok2, "k1")
+    check("k2's token naming k1's key is refused (401)", st == 401, (st, pv))
+    st, _ = preview(r, sid, tok1, "k1", ttl=100000)
+    check("a ttl over the cap is refused (400)", st == 400, st)
+
+    # Frozen through the runner: revoked, exactly as unknown; resumed: still revoked.
+    # (The server's terminal is a call in flight, which a pause waits for:
+    # it goes first, and the preview then answers 502, not as unknown.)
+    kill_server(r, term)
+    check("with its server gone the preview is still valid (502)", visit(r, path)[0] == 502)
+    st, body = rest_verb(r, sid, "pause", "freeze")
+    check("the runner freezes the sandbox", st == 200, (st, body))
+    check("after freeze the preview answers as an unknown one", visit(r, path) == unknown)
+    rest_verb(r, sid, "resume")
+    check("after resume the old preview stays revoked", visit(r, path) == unknown)
+
+    # Paused behind the runner's back (the engine itself): refused on use.
+    path = fresh(r, sid, tok1)
+    subprocess.run(["docker", "pause", sid], check=True, capture_output=True)
+    check("paused by the engine directly: the preview is refused as unknown",
+          visit(r, path) == unknown)
+    subprocess.run(["docker", "unpause", sid], check=True, capture_output=True)
+    check("unpaused: that preview stays revoked", visit(r, path) == unknown)
+
+    # Stopped through the runner.
+    path = fresh(r, sid, tok1)
+    check("a preview of a sandbox with no server is valid (502)", visit(r, path)[0] == 502)
+    st, body = rest_verb(r, sid, "pause", "stop")
+    check("the runner stops the sandbox", st == 200, (st, body))
+    check("after stop the preview answers as an unknown one", visit(r, path) == unknown)
+    st, body = rest_verb(r, sid, "resume")
+    check("the sandbox resumes", st == 200, (st, body))
+    serve(k1, sid)
+    tsb.wait_for(lambda: page(r, sid, tok1, "k1")[0] == 200, 60, 0.3)
+
+    # Expiry, then removal.
+    st, pv = preview(r, sid, tok1, "k1", ttl=1)
+    p1 = pv.get("path", "/x/") if isinstance(pv, dict) else "/x/"
+    check("an expiring preview is made", st == 201, (st, pv))
+    check("it expires", tsb.wait_for(lambda: visit(r, p1) == unknown, 30, 0.3))
+    path = fresh(r, sid, tok1)
+    check("a new preview serves", visit(r, path)[0] == 200)
+    k1.delete_sandbox(sid, worker_key="k1")
+    check("after removal the preview answers as an unknown one", visit(r, path) == unknown)
+
+
+def suite_preview(tmp):
+    r = tsb.runner(tmp, base=ts.sandbox_args(image=IMAGE))
+    try:
+        preview_checks(r)
+    finally:
+        r.stop()
+
+
 def main():
-    ts.run_suites({"route": suite_route}, "route", "preview-ports")
+    ts.run_suites({"route": suite_route, "preview": suite_preview}, "route", "preview-ports")
 
 
 if __name__ == "__main__":
