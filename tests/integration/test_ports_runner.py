@@ -206,6 +206,13 @@ def preview_checks(r):
     check("after freeze the preview answers as an unknown one", visit(r, path) == unknown)
     rest_verb(r, sid, "resume")
     check("after resume the old preview stays revoked", visit(r, path) == unknown)
+    # Revoked by the freeze itself, not only when used while frozen.
+    path = fresh(r, sid, tok1)
+    check("a preview of the sandbox is valid (502: no server)", visit(r, path)[0] == 502)
+    rest_verb(r, sid, "pause", "freeze")
+    rest_verb(r, sid, "resume")
+    check("frozen and resumed without a use between: the preview is revoked",
+          visit(r, path) == unknown)
 
     # Paused behind the runner's back (the engine itself): refused on use.
     path = fresh(r, sid, tok1)
