@@ -72,7 +72,7 @@ static int unchunk(const char *d, size_t len, port_http_answer *out) {
   return -1;
 }
 
-int port_http_parse(const char *data, size_t len, port_http_answer *out) {
+int port_http_parse(const char *data, size_t len, int head, port_http_answer *out) {
   memset(out, 0, sizeof *out);
   size_t body = head_end(data, len);
   if (body == 0 || len < 12 || strncmp(data, "HTTP/1.", 7) != 0 || data[8] != ' ') return -1;
@@ -82,6 +82,10 @@ int port_http_parse(const char *data, size_t len, port_http_answer *out) {
   out->status = (int)st;
   header(data, body, "Content-Type", out->content_type, sizeof out->content_type);
   header(data, body, "Location", out->location, sizeof out->location);
+  if (head || st < 200 || st == 204 || st == 304) { /* no body */
+    out->body = calloc(1, 1);
+    return out->body ? 0 : -1;
+  }
   char v[64];
   if (header(data, body, "Transfer-Encoding", v, sizeof v) && strcasecmp(v, "chunked") == 0)
     return unchunk(data + body, len - body, out);

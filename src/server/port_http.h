@@ -19,8 +19,9 @@ typedef struct port_http_answer {
 /* Parses data[0..len) (the whole answer, the server having closed its
  * end): 0, or -1 when it is not an HTTP/1.x answer (a bad status line,
  * a head without its end, a broken chunk, a body shorter than its
- * Content-Length). */
-int port_http_parse(const char *data, size_t len, port_http_answer *out);
+ * Content-Length). head: the answer of a HEAD request (no body, whatever
+ * its Content-Length says); 1xx, 204 and 304 answers have none either. */
+int port_http_parse(const char *data, size_t len, int head, port_http_answer *out);
 void port_http_answer_dispose(port_http_answer *a);
 
 /* 1 when a request header of this name is passed on to the sandbox's

@@ -270,7 +270,8 @@ static void relay(server_port_req *r, sm_call *k, sm_answer *a) {
       sm_port_relay_end(relay);
       pthread_join(rc.thread, NULL);
       port_http_answer h;
-      if (st == 0 && port_http_parse(cs.in.data ? cs.in.data : "", cs.in.len, &h) != 0)
+      if (st == 0 && port_http_parse(cs.in.data ? cs.in.data : "", cs.in.len,
+                                     strcmp(r->method, "HEAD") == 0, &h) != 0)
         st = 502, why = "the sandbox's server gave no HTTP/1.x answer";
       if (st != 0) {
         sm_answer_error(a, st, "sandbox", "%s%s%s", why,

@@ -110,6 +110,8 @@ def route_checks(r):
     st, _, body = page(r, sid, r.token, None, "/index.html?x=1&y=a%20b")
     check("the control token reaches it too, a query passed on", st == 200 and body ==
           b"hello-port\n", (st, body))
+    st, h, body = raw(r, "HEAD", "/v1/sandboxes/%s/ports/8000/index.html" % sid, tok1, "k1")
+    check("a HEAD is answered without a body", st == 200 and body == b"", (st, h, body))
     st, _, _ = page(r, sid, tok1, "k1", "/missing")
     check("the server's 404 is passed on", st == 404, st)
     st, _, body = raw(r, "POST", "/v1/sandboxes/%s/ports/8999/x" % sid, tok1, "k1", b"data")

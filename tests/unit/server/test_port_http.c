@@ -11,7 +11,25 @@
 
 #include "server/port_http.h"
 
-static int parse(const char *s, port_http_answer *a) { return port_http_parse(s, strlen(s), a); }
+static int parse(const char *s, port_http_answer *a) {
+  return port_http_parse(s, strlen(s), 0, a);
+}
+
+static void no_body(void **state) {
+  (void)state;
+  port_http_answer a;
+  const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+  assert_int_equal(port_http_parse(h, strlen(h), 1, &a), 0); /* a HEAD's */
+  assert_int_equal(a.body_len, 0);
+  port_http_answer_dispose(&a);
+  h = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  assert_int_equal(port_http_parse(h, strlen(h), 1, &a), 0);
+  assert_int_equal(a.body_len, 0);
+  port_http_answer_dispose(&a);
+  assert_int_equal(parse("HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", &a), 0);
+  assert_int_equal(a.body_len, 0);
+  port_http_answer_dispose(&a);
+}
 
 static void by_length(void **state) {
   (void)state;
@@ -75,6 +93,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(by_length),
       cmocka_unit_test(chunked),
+      cmocka_unit_test(no_body),
       cmocka_unit_test(refused),
       cmocka_unit_test(owned_headers),
   };
