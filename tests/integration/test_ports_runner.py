@@ -87,7 +87,10 @@ def suite_route(tmp):
     try:
         route_checks(r)
     finally:
-        r.stop()
+        rc = r.stop()
+    log = r.read_log()
+    check("the runner ends cleanly, no sanitizer report in its log", rc == 0 and
+          "Sanitizer" not in log and "runtime error" not in log, (rc, log[-2000:]))
 
 
 def route_checks(r):
@@ -251,7 +254,10 @@ def suite_preview(tmp):
     try:
         preview_checks(r)
     finally:
-        r.stop()
+        rc = r.stop()
+    log = r.read_log()
+    check("the runner ends cleanly, no sanitizer report in its log", rc == 0 and
+          "Sanitizer" not in log and "runtime error" not in log, (rc, log[-2000:]))
 
 
 def main():
