@@ -38,8 +38,8 @@ import struct
 import time
 import urllib.parse
 
-__all__ = ["Client", "Files", "Contexts", "Execution", "Result", "Logs", "ExecutionError",
-           "Terminals", "TerminalConnection", "SandmanError", "SandmanUnreachable",
+__all__ = ["Client", "Files", "FileWatch", "Contexts", "Execution", "Result", "Logs",
+           "ExecutionError", "Terminals", "TerminalConnection", "SandmanError", "SandmanUnreachable",
            "derive_worker_token", "default_address"]
 
 WORKER_TOKEN_PREFIX = b"sandman-worker-token-v1"
@@ -543,6 +543,23 @@ class Files:
         {"files", "bytes"}."""
         return self._json("PUT", "archive", key, tar, path=path)
 
+    def watch(self, key, path=".", recursive=False):
+        """The file events of folder path (and with recursive, the folders
+        below it) as they happen: a FileWatch, an iterator of events, made
+        once the watches are in place. Paths in events are relative to
+        /workspace; a link on path is refused (403) as every files call."""
+        conn, resp = self.c._open("GET", _files_path("watch", key, path=path,
+                                                      recursive=bool(recursive)),
+                                  headers={"Accept": "application/x-ndjson"})
+        if resp.status >= 400:
+            try:
+                self.c._raise(resp, resp.read())
+            finally:
+                conn.close()
+        return FileWatch(conn, resp)
+
+    watch_dir = watch  # the name E2B's SDK uses
+
     def download_tar(self, key, paths, write, chunk=1024 * 1024):
         """Streams a tar of paths to write(bytes)."""
         conn, resp = self.c._open("GET", _files_path("archive", key, path=list(paths)))
@@ -556,6 +573,61 @@ class Files:
                 write(b)
         finally:
             conn.close()
+
+
+class FileWatch:
+    """The file events of a sandbox's folder (Files.watch): iterate over it
+    for {"event": "created"|"modified"|"deleted"|"moved"|"overflow"|"end",
+    ...} as they happen; "end" (with its "reason") comes last when the
+    runner ends the watch. The watches are in place once it is made.
+    close() (or leaving a with block) disconnects, which ends the watch."""
+
+    def __init__(self, conn, resp):
+        self._conn, self._resp = conn, resp
+        self.ended = None  # the "end" event, once it came
+        ready = self._next_line()
+        if ready is None or ready.get("event") != "ready":
+            self.close()
+            raise SandmanError(502, {"error": "the watch did not start: %r" % (ready,),
+                                     "failure_kind": "sandbox"})
+        self.sandbox_id = ready.get("sandbox_id")
+        self.path = ready.get("path")
+        # Events come when they happen: no read timeout from here on.
+        if conn.sock is not None:
+            conn.sock.settimeout(None)
+
+    def _next_line(self):
+        while True:
+            line = self._resp.readline(64 * 1024)
+            if not line:
+                return None
+            if line.strip():
+                return json.loads(line)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.ended is not None or self._conn is None:
+            raise StopIteration
+        ev = self._next_line()
+        if ev is None:
+            self.close()
+            raise StopIteration
+        if ev.get("event") == "end":
+            self.ended = ev
+        return ev
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 # ---- terminals (/v1/terminals) ----

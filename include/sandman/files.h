@@ -192,6 +192,51 @@ SM_API int sm_files_download_tar(sm_runner *runner, const sm_run_request *base,
                           sm_write_fn write, void *ud, sm_files_tar_stats *stats,
                           sm_run_result *call, sm_error *err);
 
+/* ---- file events ---- */
+typedef enum {
+  SM_WATCH_CREATED = 'c',
+  SM_WATCH_MODIFIED = 'm',
+  SM_WATCH_DELETED = 'd',
+  SM_WATCH_MOVED = 'v',    /* path to to */
+  SM_WATCH_OVERFLOW = 'o', /* events were lost here (no path) */
+} sm_watch_kind;
+
+typedef struct sm_watch_event {
+  sm_watch_kind kind;
+  int is_dir;
+  const char *path; /* relative to /workspace; "" for an overflow */
+  const char *to;   /* a move's new path, else NULL */
+} sm_watch_event;
+
+typedef struct sm_files_watch_opts {
+  int recursive; /* the folders below path too */
+  /* Told once every watch is in place (call->sandbox_id is known then),
+   * then each event as it comes, on the thread that runs the call. A
+   * non-zero return ends the watch with that code. */
+  int (*on_ready)(void *ud, const sm_run_result *call);
+  int (*on_event)(void *ud, const sm_watch_event *ev);
+  void *ud;
+} sm_files_watch_opts;
+
+/* An event as the runner's NDJSON line has it ({"event": "created", "path",
+ * "dir"}, a move's "from" and "to", an overflow's "dropped": dropped, or
+ * null when it is < 0). Caller owns it. */
+SM_API json_object *sm_watch_event_to_json(const sm_watch_event *ev, long long dropped);
+
+/* Events of folder path (inotify in the sandbox, by sandman's agent, as
+ * the sandbox's user): runs until the watched folder itself goes (0,
+ * *ended set), base's cancel flag is set (SM_ECANCELLED; the flag is
+ * required, and set by the watch itself when a handler refuses or the
+ * agent's output is malformed, which ends the call), the call's
+ * timeout (base->settings.timeout_s; 0: none), or an error. The path's
+ * rules are the files API's: a link on it (or path itself a link) is
+ * SM_EUNSAFE, never followed; a folder made later through a link is
+ * never watched. Unlike the other operations it copies no workspace in
+ * or out (base->workspace is ignored). */
+SM_API int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *path,
+                          const sm_files_watch_opts *opts, int *ended, sm_run_result *call,
+                          sm_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,6 +89,121 @@ SM_API json_object *sm_rest_report_to_json(const sm_rest_report *r);
 SM_API void sm_sandbox_rest_state(const char *state_dir, const char *name,
                                   const char *engine_state, char *out, double *since);
 
+/* ---- snapshots ---- */
+
+/* A snapshot of a keyed sandbox: its writable layer committed as the image
+ * sandman-snapshot/<instance>:<key> (labelled with its owner, source and
+ * time), its /workspace as a tar in the state directory
+ * (<state>/snapshots/<key>/) with a manifest of every file's SHA-256.
+ * Owned by the sandbox's principal ("control", or "worker:<key>"): a
+ * worker sees and uses only its own. Names are 1 to 100 letters, digits,
+ * '_', '.', '-' (not starting with '.' or '-'), unique per owner. */
+#define SM_SNAPSHOT_NAME_MAX 101
+
+typedef struct sm_snapshot_options {
+  const char *name;  /* NULL: "snap-<UTC time>-<4 hex>" */
+  int no_wait;       /* a call in flight: SM_EBUSY at once instead of waiting */
+  double wait_s;     /* how long calls in flight are waited for (0: 60 s) */
+} sm_snapshot_options;
+
+#define SM_SNAPSHOT_OPTIONS_INIT {NULL, 0, 0}
+
+typedef struct sm_snapshot {
+  char name[SM_SNAPSHOT_NAME_MAX];
+  char key[17];                     /* its folder and image tag */
+  char owner[SM_PRINCIPAL_MAX];
+  char source[SM_NAME_MAX];         /* the sandbox it was taken of */
+  char source_id[SM_ENGINE_ID_MAX];
+  char mode[16];
+  char project[SM_NAME_MAX];
+  char run_id[SM_NAME_MAX];
+  char worker_id[SM_NAME_MAX];
+  char image[SM_NAME_MAX];          /* sandman-snapshot/<instance>:<key> */
+  char image_id[SM_ENGINE_ID_MAX];
+  double created_at;
+  int64_t workspace_bytes;          /* its /workspace tar */
+  int64_t layer_bytes;              /* its writable layer */
+  int64_t files;                    /* entries in the manifest */
+  double duration_ms;               /* how long it took (when just made) */
+} sm_snapshot;
+
+typedef struct sm_snapshot_list {
+  size_t n;
+  sm_snapshot *items;
+} sm_snapshot_list;
+
+/* Takes a snapshot of keyed sandbox `sandbox` (its container name): calls
+ * in flight are waited for (no_wait: SM_EBUSY), none starts meanwhile, and
+ * the sandbox is frozen while its layer and /workspace are read, so the
+ * snapshot holds one moment. Refused (SM_EBUSY) while a call with leased
+ * credentials runs beside it. A running or frozen sandbox (left as it
+ * was), or a stopped one; not a hibernated one (SM_ECONFLICT: resume it).
+ * SM_ECONFLICT when its owner has a snapshot of that name. */
+SM_API int sm_sandbox_snapshot(sm_runner *runner, const char *sandbox, const sm_snapshot_options *o,
+                               sm_snapshot *out, sm_error *err);
+/* This runner's instance's snapshots, newest first; owner NULL: all. */
+SM_API int sm_snapshots_list(sm_runner *runner, const char *owner, sm_snapshot_list *out,
+                            sm_error *err);
+SM_API void sm_snapshot_list_dispose(sm_snapshot_list *l);
+/* One snapshot by name (or key), of owner (NULL: any; a name several
+ * owners use is SM_ECONFLICT naming them). Another owner's is SM_ENOTFOUND,
+ * exactly as a missing one. */
+SM_API int sm_snapshot_get(sm_runner *runner, const char *name, const char *owner,
+                           sm_snapshot *out, sm_error *err);
+/* Its manifest: {"files": [{"path","type","size","mode","sha256"}]}. */
+SM_API int sm_snapshot_manifest(sm_runner *runner, const sm_snapshot *s, json_object **out,
+                                sm_error *err);
+/* Removes it: its folder, then its image (kept while sandboxes forked from
+ * it use it; a later removal or reap takes it). */
+SM_API int sm_snapshot_remove(sm_runner *runner, const char *name, const char *owner,
+                              sm_error *err);
+/* {"name","key","owner","source","source_id","mode","project","run_id","worker_id","image",
+ *  "image_id","created_at","age_s","size":{"workspace","layer"},"files","duration_ms"}. */
+SM_API json_object *sm_snapshot_to_json(const sm_snapshot *s, double now);
+
+/* Removes snapshots older than max_age_s (0: any age) and, per owner,
+ * all but the newest keep (0: no count limit; both 0: nothing), and what
+ * a crash left half made. names (may be NULL) gets the removed ones. */
+SM_API int sm_snapshot_reap(sm_runner *runner, double max_age_s, size_t keep, int dry_run,
+                            sm_snapshot_list *removed, sm_error *err);
+
+/* ---- forks, rollbacks, differences ---- */
+
+/* New per_run sandboxes made from a snapshot, one per run id: each is a
+ * new sandbox (new container, identity, /workspace filled from the
+ * snapshot's tar), owned by the snapshot's owner. owner: the caller's
+ * principal, whose snapshot it must be (NULL: the operator, any). */
+typedef struct sm_fork_request {
+  const char *snapshot;
+  const char *owner;
+  const char *project;           /* NULL: the snapshot's */
+  const char *const *run_ids;
+  size_t n;
+} sm_fork_request;
+
+typedef struct sm_fork_item {
+  char run_id[SM_NAME_MAX];
+  char id[SM_ENGINE_ID_MAX];     /* "" when it failed */
+  char name[SM_NAME_MAX];
+  double duration_ms;
+  char error[256];               /* why it failed, "" when made */
+} sm_fork_item;
+
+/* Makes them (up to 4 at once); out has req->n items. 0 when the snapshot
+ * was found (each item says whether it was made), else its error. */
+SM_API int sm_sandbox_fork(sm_runner *runner, const sm_fork_request *req, sm_fork_item *out,
+                           sm_error *err);
+/* Returns keyed sandbox `sandbox` to snapshot `snapshot` (of its own
+ * owner): its processes end, its container and /workspace become the
+ * snapshot's; its name and keys stay (a new container id). */
+SM_API int sm_sandbox_rollback(sm_runner *runner, const char *sandbox, const char *snapshot,
+                               const char *owner, sm_rest_report *out, sm_error *err);
+/* What changed in the sandbox's /workspace since the snapshot:
+ * {"sandbox","snapshot","added":[{"path","type","size"}],"modified":[{...,
+ * "size_before"}],"deleted":[...]}. */
+SM_API int sm_sandbox_diff(sm_runner *runner, const char *sandbox, const char *snapshot,
+                           const char *owner, json_object **out, sm_error *err);
+
 /* ---- state changes, for other parts of a program ---- */
 
 /* One change of a sandbox's state made by this process: state is the new

@@ -238,6 +238,11 @@ typedef struct sm_run_request {
    * replaced for settings that differ); missing is SM_ENOTFOUND
    * (`sandman exec`). */
   int existing;
+  /* A keyed call's sandbox, when it does not exist, is made from this
+   * snapshot (its name or key; sandman/keep.h) instead of the settings: a
+   * fork that keeps the snapshot's settings. One that exists must have been
+   * made from it (else SM_ECONFLICT). NULL: none. */
+  const char *from_snapshot;
 } sm_run_request;
 
 /* A sandbox made as a resource (POST /v1/sandboxes, `sandman sandbox

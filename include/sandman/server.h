@@ -81,6 +81,12 @@ typedef struct sm_server_options {
   unsigned terminals_per_sandbox;
   unsigned max_terminals;
   size_t terminal_scrollback;
+  /* File events (GET /v1/files/watch): watches at once in one sandbox,
+   * 0: 8; of one token (the control token, or one worker key), 0: 16;
+   * events held for a slow client per watch before an "overflow", 0: 4096. */
+  unsigned watches_per_sandbox;
+  unsigned watches_per_token;
+  size_t watch_queue;
   /* Borrowed, must outlive the server. config may be NULL (built-ins). */
   sm_runner *runner;
   const sm_config *config;

@@ -127,7 +127,10 @@ static int add_tree(int fd, const char *rel, int depth, int tell) {
     while (d && e == 0 && (de = readdir(d)) != NULL) {
       if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
       char child[SM_FS_PATH_MAX + 2];
-      if (join(child, sizeof child, rel, de->d_name) != 0) continue;
+      if (join(child, sizeof child, rel, de->d_name) != 0) {
+        if (tell) record('o', 0, "", NULL); /* too long to tell */
+        continue;
+      }
       struct stat st;
       int is_dir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
       if (tell) record('c', is_dir, child, NULL);
@@ -142,6 +145,13 @@ static int add_tree(int fd, const char *rel, int depth, int tell) {
   return e;
 }
 
+/* The process's working folder goes back to ROOT: a watched folder that
+ * stayed it would be held, and its removal never told (IN_DELETE_SELF
+ * comes once nothing holds it). */
+static void leave_tree(void) {
+  if (fchdir(root_fd) != 0) _exit(3);
+}
+
 /* A folder that appeared at path: watched (and what it holds told). */
 static void add_new_dir(const char *path) {
   int fd;
@@ -149,7 +159,9 @@ static void add_new_dir(const char *path) {
   if (agent_fs_open_dir(root_fd, path, &fd, canon, sizeof canon) != 0) return;
   int depth = 0;
   for (const char *p = canon; *p; p++) depth += *p == '/';
-  if (add_tree(fd, canon, depth, 1) == ENOSPC && !lost) {
+  int e = add_tree(fd, canon, depth, 1);
+  leave_tree();
+  if (e == ENOSPC && !lost) {
     lost = 1; /* told once: some folders are not watched */
     record('o', 0, "", NULL);
   }
@@ -217,7 +229,11 @@ static int handle(const struct inotify_event *ev) {
   if (w == NULL) return 0;
   if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) return ev->wd == base_wd;
   char path[SM_FS_PATH_MAX + 2];
-  if (ev->len == 0 || join(path, sizeof path, w->rel, ev->name) != 0) return 0;
+  if (ev->len == 0) return 0;
+  if (join(path, sizeof path, w->rel, ev->name) != 0) {
+    record('o', 0, "", NULL); /* a path too long to tell: lost, and said so */
+    return 0;
+  }
   int dir = (ev->mask & IN_ISDIR) != 0;
   if (pending.have && !((ev->mask & IN_MOVED_TO) && ev->cookie == pending.cookie))
     flush_pending();
@@ -278,6 +294,7 @@ static int start(const char *root, const char *path) {
     return fail(e, path, NULL);
   }
   e = add_tree(fd, canon, 0, 0);
+  leave_tree();
   if (e == ENOSPC) return fail(e, path, "too many folders to watch (more than 8192)");
   if (e) return fail(e, path, NULL);
   out_len += (size_t)snprintf(out_buf + out_len, sizeof out_buf - out_len, "ok\n");

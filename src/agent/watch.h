@@ -1,6 +1,6 @@
 /* `sandman-agent watch ROOT PATH FLAGS`: file events of a folder of the
  * workspace as they happen (inotify), for GET /v1/files/watch
- * (docs/ports.md#file-events). It runs as the sandbox's user like the
+ * (docs/file-events.md). It runs as the sandbox's user like the
  * files API's helper (fs.h), and follows the same path rules: PATH is
  * relative to ROOT, walked with O_NOFOLLOW one name at a time (a link on
  * the way is refused), a folder reached through a link is never watched.

@@ -353,6 +353,7 @@ static int run_call(const cli_call *call, run_args *a) {
   }
   if (a->use_stdin) req.stdin_read = read_stdin;
   req.replace = cli_has(call, "replace");
+  req.from_snapshot = cli_str(call, "from-snapshot");
   if (!a->json) req.on_output = stream_output;
   req.cancel = &cancelled;
   catch_signals();

@@ -29,9 +29,11 @@ typedef struct worker_args {
   double terminal_grace;
   unsigned terminals_per_sandbox, max_terminals;
   size_t terminal_scrollback;
+  unsigned watches_per_sandbox, watches_per_token;
+  size_t watch_queue;
 } worker_args;
 
-/* The terminals' flags (docs/terminals.md). */
+/* The terminals' flags (docs/terminals.md) and the file events' (docs/http-api.md). */
 static int terminal_args(const cli_call *call, worker_args *a) {
   sm_error err = SM_ERROR_INIT;
   int64_t v;
@@ -46,6 +48,15 @@ static int terminal_args(const cli_call *call, worker_args *a) {
   if (cli_str(call, "max-terminals") &&
       sm_parse_int(cli_str(call, "max-terminals"), 1, 1024, &v, &err) == 0)
     a->max_terminals = (unsigned)v;
+  /* File events (docs/http-api.md#file-events); the ranges are the flags'. */
+  if (cli_str(call, "watches-per-sandbox") &&
+      sm_parse_int(cli_str(call, "watches-per-sandbox"), 1, 256, &v, &err) == 0)
+    a->watches_per_sandbox = (unsigned)v;
+  if (cli_str(call, "watches-per-token") &&
+      sm_parse_int(cli_str(call, "watches-per-token"), 1, 256, &v, &err) == 0)
+    a->watches_per_token = (unsigned)v;
+  if (cli_str(call, "watch-queue") && sm_parse_int(cli_str(call, "watch-queue"), 16, 1000000, &v, &err) == 0)
+    a->watch_queue = (size_t)v;
   const char *sb = cli_str(call, "terminal-scrollback");
   if (sb) {
     if (sm_parse_size(sb, &v, &err) != 0 || v < 1024 || v > (int64_t)64 << 20)
@@ -267,6 +278,9 @@ static void server_options(sm_server_options *so, worker_args *a, const char *to
   so->terminals_per_sandbox = a->terminals_per_sandbox;
   so->max_terminals = a->max_terminals;
   so->terminal_scrollback = a->terminal_scrollback;
+  so->watches_per_sandbox = a->watches_per_sandbox;
+  so->watches_per_token = a->watches_per_token;
+  so->watch_queue = a->watch_queue;
   so->flags = &a->flags;
 }
 

@@ -71,6 +71,8 @@ static const cli_flag run_flags[] = {
     {.name = "run-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_RUN_IDS,
      .help = "per_run: the run whose sandbox is used"},
     FLAG_WORKER_ID,
+    {.name = "from-snapshot", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "per_run/per_worker: a new sandbox is made from this snapshot"},
     {.name = "image", .kind = CLI_STRING, .metavar = "REF",
      .section = "Sandbox settings (defaults: built in, or from the configuration):",
      .help = "image (default sandman/minimal:latest; never pulled)"},
@@ -240,6 +242,17 @@ static const cli_flag worker_flags[] = {
      .help = "terminals of this runner (default 64)"},
     {.name = "terminal-scrollback", .kind = CLI_SIZE, .metavar = "SIZE",
      .help = "text kept of lines that scrolled off a terminal's screen, 1k to 64m (default 1m)"},
+    {.name = "watches-per-sandbox", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .section = "File events:", .help = "watches of GET /v1/files/watch in one sandbox at once (default 8)"},
+    {.name = "watches-per-token", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 256,
+     .help = "watches of one token (the control token, or one worker key) at once (default 16)"},
+    {.name = "watch-queue", .kind = CLI_INT, .metavar = "N", .min = 16, .max = 1000000,
+     .help = "events held per watch for a slow client before one \"overflow\" event (default 4096)"},
+    END};
+
+static const cli_flag files_watch_flags[] = {
+    {.name = "recursive", .short_name = 'r', .help = "the folders below PATH too"},
+    FLAGS_KEYED_SANDBOX,
     END};
 
 static const cli_flag doctor_flags[] = {
@@ -321,6 +334,59 @@ static const cli_flag pause_flags[] = {
 static const cli_flag resume_flags[] = {
     FLAGS_KEEP_TARGET,
     {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", \"since\", ...}"},
+    END};
+
+static const cli_flag snapshot_take_flags[] = {
+    {.name = "name", .kind = CLI_NAME, .metavar = "NAME",
+     .help = "the snapshot's name (default snap-<UTC time>-<4 hex>)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "no-wait", .help = "refuse when a call is in flight instead of waiting for it"},
+    {.name = "wait", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how long calls in flight are waited for (default 60s)"},
+    {.name = "json", .help = "print the snapshot as JSON"},
+    END};
+
+static const cli_flag fork_flags[] = {
+    {.name = "from-snapshot", .kind = CLI_NAME, .metavar = "NAME", .help = "the snapshot (required)"},
+    {.name = "count", .kind = CLI_INT, .metavar = "N", .min = 1, .max = 64,
+     .help = "how many sandboxes (default 1)"},
+    {.name = "prefix", .kind = CLI_NAME, .metavar = "P",
+     .help = "their run ids are P-<8 hex> (default: the snapshot's name)"},
+    FLAG_PROJECT,
+    {.name = "json", .help = "print [{\"run_id\", \"name\", \"id\", \"duration_ms\", \"error\"}]"},
+    END};
+
+static const cli_flag rollback_flags[] = {
+    {.name = "to", .kind = CLI_NAME, .metavar = "NAME", .help = "the snapshot (required)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "json", .help = "print {\"id\", \"name\", \"previous\", \"state\", ...}"},
+    END};
+
+static const cli_flag diff_flags[] = {
+    {.name = "from-snapshot", .kind = CLI_NAME, .metavar = "NAME", .help = "the snapshot (required)"},
+    FLAGS_KEEP_TARGET,
+    {.name = "json", .help = "print {\"added\", \"modified\", \"deleted\"}"},
+    END};
+
+static const cli_flag snapshot_reap_flags[] = {
+    {.name = "older-than", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "remove snapshots older than this (90s, 10m, 2h, 7d)"},
+    {.name = "keep", .kind = CLI_INT, .metavar = "N", .min = 0, .max = 1000000,
+     .help = "keep only each owner's N newest"},
+    {.name = "dry-run", .help = "say what would be removed, remove nothing"},
+    {.name = "json", .help = "print the removed snapshots as a JSON array"},
+    END};
+
+static const cli_flag snapshot_list_flags[] = {
+    {.name = "json", .help = "print a JSON array"},
+    END};
+
+static const cli_flag snapshot_inspect_flags[] = {
+    {.name = "json", .help = "print it as JSON (the default)"},
+    END};
+
+static const cli_flag snapshot_rm_flags[] = {
+    {.name = "json", .help = "print {\"removed\": [NAME...], \"failed\": [{\"name\", \"error\"}]}"},
     END};
 
 static const cli_flag inspect_flags[] = {
@@ -460,6 +526,19 @@ const cli_command cli_commands[] = {
               "by signal N (the command is killed then).",
      .min_args = 1, .max_args = -1, .attrs = CLI_CMD_STOP_AT_ARGS,
      .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "files", .summary = "watch: file events of a keyed sandbox's folder"},
+    {.name = "files watch", .flags = files_watch_flags, .fn = cmd_files_watch,
+     .args = "[SANDBOX] [PATH]",
+     .summary = "print a folder's file events as they happen",
+     .description = "Prints the file events of folder PATH (default \".\", relative to "
+                    "/workspace) of a per_run or per_worker sandbox that exists already "
+                    "(named by --run-id, --worker-id, or SANDBOX), one JSON line each as GET /v1/files/watch streams them (created, modified, "
+                    "deleted, moved, overflow), until SIGINT, SIGTERM or SIGHUP, or until the "
+                    "folder itself goes (docs/file-events.md). A link on PATH is refused, "
+                    "never followed.",
+     .notes = "Exit status: 0 stopped by a signal or the folder gone, 1 PATH refused or "
+              "missing, 2 usage error, 125 no such sandbox or sandman/engine failure.",
+     .min_args = 0, .max_args = 2, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "worker", .summary = "worker start: serve the HTTP API"},
     {.name = "worker start", .flags = worker_flags, .fn = cmd_worker_start,
      .summary = "serve the runner's HTTP API",
@@ -467,7 +546,7 @@ const cli_command cli_commands[] = {
                     "SIGINT; then calls in flight finish and per_tool sandboxes are removed.",
      .max_args = 0},
     {.name = "serve", .alias_of = "worker start", .summary = "alias of `worker start`"},
-    {.name = "sandbox", .summary = "doctor, list, reap, rm, create, inspect, pause, resume, port",
+    {.name = "sandbox", .summary = "doctor, list, reap, rm, create, inspect, pause, resume, port, snapshot, fork, rollback, diff",
      .description = "Operates the sandboxes of this instance ($SANDMAN_INSTANCE, default "
                     "\"default\"): only they are seen."},
     {.name = "sandbox doctor", .flags = doctor_flags, .fn = cmd_sandbox_doctor,
@@ -544,6 +623,52 @@ const cli_command cli_commands[] = {
      .notes = "Exit status: 0 when interrupted, 2 usage error, 125 no such sandbox, the "
               "sandbox stopped or went away, or sandman/engine failure.",
      .min_args = 1, .max_args = 2, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox snapshot", .flags = snapshot_take_flags, .fn = cmd_sandbox_snapshot,
+     .args = "[SANDBOX]", .summary = "capture a keyed sandbox's files under a name",
+     .description = "Captures one keyed sandbox (named by SANDBOX, --run-id or --worker-id): its "
+                    "writable layer committed as an image and its /workspace as a tar in the state "
+                    "directory, with a manifest of every file's SHA-256. Calls in flight are "
+                    "waited for (--no-wait: refused); refused while a call with leased "
+                    "credentials runs beside it. Exit 1 when the sandbox is missing or busy, or "
+                    "the name is taken (docs/state.md).",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox fork", .flags = fork_flags, .fn = cmd_sandbox_fork,
+     .summary = "new per_run sandboxes from a snapshot",
+     .description = "Makes --count new per_run sandboxes from a snapshot and prints their run "
+                    "ids, one a line. Each is a new sandbox: new container, /workspace from the "
+                    "snapshot, none of the source's processes, leases or sessions. Calls reach one "
+                    "with --mode per_run --run-id ID.",
+     .max_args = 0},
+    {.name = "sandbox rollback", .flags = rollback_flags, .fn = cmd_sandbox_rollback,
+     .args = "[SANDBOX]", .summary = "return a keyed sandbox to a snapshot",
+     .description = "Replaces the sandbox's container and /workspace with the snapshot's; its "
+                    "name and keys stay, its processes end.",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "sandbox diff", .flags = diff_flags, .fn = cmd_sandbox_diff, .args = "[SANDBOX]",
+     .summary = "what changed in /workspace since a snapshot",
+     .description = "Lists the files of the sandbox's /workspace added (A), modified (M) and "
+                    "deleted (D) since the snapshot, with their sizes.",
+     .min_args = 0, .max_args = 1, .complete_args = CLI_COMPLETE_SANDBOXES},
+    {.name = "snapshot", .summary = "list | inspect | rm | reap"},
+    {.name = "snapshot list", .flags = snapshot_list_flags, .fn = cmd_snapshot_list,
+     .summary = "this instance's snapshots, newest first",
+     .description = "Lists the snapshots of this instance: name, source sandbox, files, sizes, age.",
+     .max_args = 0},
+    {.name = "snapshot inspect", .flags = snapshot_inspect_flags, .fn = cmd_snapshot_inspect, .args = "NAME",
+     .summary = "one snapshot as JSON", .description = "Prints one snapshot as JSON. Exit 1 when there is none of that name.",
+     .min_args = 1, .max_args = 1},
+    {.name = "snapshot rm", .flags = snapshot_rm_flags, .fn = cmd_snapshot_rm, .args = "NAME...",
+     .summary = "remove snapshots",
+     .description = "Removes snapshots: their folder in the state directory and their image "
+                    "(kept while a sandbox forked from it still uses it). Exit 1 when one is missing.",
+     .min_args = 1, .max_args = 64},
+    {.name = "snapshot reap", .flags = snapshot_reap_flags, .fn = cmd_snapshot_reap,
+     .summary = "remove old snapshots and what a crash left",
+     .description = "Removes snapshots older than --older-than and, per owner, all but the --keep "
+                    "newest (neither: none), then what a crash left: temporary folders over an "
+                    "hour old and snapshot images of this instance whose snapshot is gone (unless "
+                    "a sandbox still uses one). Prints the removed snapshots' names.",
+     .max_args = 0},
     {.name = "config", .summary = "check | explain | reload"},
     {.name = "config check", .fn = cmd_config_check, .args = "[FILE]",
      .complete_args = CLI_COMPLETE_FILES,

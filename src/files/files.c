@@ -121,24 +121,31 @@ static int failure_code(const sm_run_result *r) {
   }
 }
 
+void fs_helper_request(sm_run_request *req, const sm_run_request *base,
+                       const char *const *argv, size_t argc, sm_output_fn on_out, void *ud) {
+  *req = *base;
+  req->argv = argv;
+  req->argc = argc;
+  req->helper = 1;
+  req->stdin_read = NULL;
+  req->on_output = on_out;
+  req->on_output_ud = ud;
+  req->stdout_forward_only = 1;
+  req->env = NULL;
+  req->n_env = 0;
+  req->secret_env = NULL;
+  req->n_secret_env = 0;
+  if (req->settings.stderr_cap <= 0 || req->settings.stderr_cap > 64 * 1024)
+    req->settings.stderr_cap = 64 * 1024;
+}
+
 int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
                 const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
                 sm_run_result *call, sm_error *err) {
-  sm_run_request req = *base;
-  req.argv = argv;
-  req.argc = argc;
-  req.helper = 1;
+  sm_run_request req;
+  fs_helper_request(&req, base, argv, argc, on_output, c);
   req.stdin_read = in;
   req.stdin_ud = in_ud;
-  req.on_output = on_output;
-  req.on_output_ud = c;
-  req.stdout_forward_only = 1;
-  req.env = NULL;
-  req.n_env = 0;
-  req.secret_env = NULL;
-  req.n_secret_env = 0;
-  if (req.settings.stderr_cap <= 0 || req.settings.stderr_cap > 64 * 1024)
-    req.settings.stderr_cap = 64 * 1024;
   sm_run_result local;
   sm_run_result *r = call ? call : &local;
   memset(r, 0, sizeof *r);

@@ -22,6 +22,7 @@
 #include "common/thread.h"
 #include "sandbox/acquire.h"
 #include "sandbox/carry.h"
+#include "sandbox/fork.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/lookup.h"
 #include "sandbox/network.h"
@@ -277,9 +278,30 @@ static void keyed_remember(const sandbox_ctx *ctx, const sm_run_request *req,
   sandbox_lookup_put(ctx->lookup, sb->name, &c);
 }
 
+/* A call's sandbox made from a snapshot: it takes the snapshot's settings
+ * and user. */
+static int keyed_fork(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                      sandbox_box *sb, sm_error *err) {
+  int rc = sandbox_fork_for_call(ctx, e, req, sb->name, sb->volume, sb->scope_key, sb->id, err);
+  json_object *insp = NULL;
+  if (rc == 0) rc = sm_engine_container_inspect(e, sb->id, &insp, err);
+  if (rc == 0) {
+    keyed_use(sb, insp);
+    sb->reused = 0;
+    sb->uncached = 1; /* its hash is the source's: each call looks */
+  }
+  json_object_put(insp);
+  return rc;
+}
+
 /* A new keyed sandbox under its name (nothing found there). */
 static int keyed_make(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                       sandbox_box *sb, sm_error *err) {
+  if (req->from_snapshot) {
+    int rc = keyed_fork(ctx, e, req, sb, err);
+    if (rc == 0) sb->made = 1;
+    return rc;
+  }
   /* A volume left by a crash would carry old files and old options. */
   sm_error ignore = SM_ERROR_INIT;
   sm_engine_volume_remove(e, sb->volume, 1, &ignore);
@@ -287,6 +309,22 @@ static int keyed_make(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request
   int rc = sandbox_create(ctx, e, req, sb, err);
   if (rc == 0) sb->made = 1;
   return rc;
+}
+
+/* A sandbox found under the name of a call with from_snapshot must be one
+ * made from that snapshot. */
+static int check_from_snapshot(const sandbox_ctx *ctx, const sm_run_request *req,
+                               const sandbox_box *sb, json_object *insp, sm_error *err) {
+  if (!req->from_snapshot) return 0;
+  char key[17];
+  int rc = sandbox_fork_snapshot_key(ctx, req, key, err);
+  if (rc) return rc;
+  const char *made_from = sandbox_label_of(insp, "snapshot");
+  if (made_from && strcmp(made_from, key) == 0) return 0;
+  return sm_error_set(err, SM_ECONFLICT,
+                      "%s has a sandbox already (%s), not made from snapshot %s: --from-snapshot "
+                      "makes a new one; name another run, or remove it first",
+                      req->run_id ? "this run" : "this worker", sb->name, req->from_snapshot);
 }
 
 /* One look under the key lock: found, replaced or created. *again when
@@ -306,7 +344,8 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
                         "no sandbox %s: it is made by a call (sandman run) first", sb->name);
   if (rc == SM_ENOTFOUND) rc = 0;
   else if (rc) return sm_error_wrap(err, "looking up sandbox %s", sb->name);
-  else rc = keyed_found(ctx, e, req, sb, insp, &excl, err);
+  else if ((rc = check_from_snapshot(ctx, req, sb, insp, err)) == 0)
+    rc = keyed_found(ctx, e, req, sb, insp, &excl, err);
   json_object_put(insp);
   if (rc) return rc;
   if (!sb->reused && !sb->made) {

@@ -380,9 +380,10 @@ static int call_attempt(call *c, sm_error *err) {
                         "the host-tool route is not available on the %s backend: run this "
                         "agent's calls on the docker backend",
                         c->ctx->backend->name);
-  if ((c->req->tty || c->req->existing) && c->ctx->backend != &sandbox_backend_docker)
+  if ((c->req->tty || c->req->existing || c->req->from_snapshot) &&
+      c->ctx->backend != &sandbox_backend_docker)
     return sm_error_set(err, SM_EUNSUPPORTED,
-                        "terminals and sandman exec need the docker backend, not %s",
+                        "terminals, sandman exec and forks need the docker backend, not %s",
                         c->ctx->backend->name);
   int rc = call_acquire(c, err);
   if (rc == 0) workspace_open_ahead(c);

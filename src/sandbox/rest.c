@@ -160,7 +160,7 @@ static int op_put(sandbox_rest_op *op, sm_error *err) {
 }
 
 /* The audit trail, the log and the program's hook hear of a change. */
-static void op_notify(sandbox_rest_op *op, const char *event, const char *state,
+void sandbox_rest_notify(sandbox_rest_op *op, const char *event, const char *state,
                       const char *previous, const char *previous_id, const char *why) {
   const sandbox_ctx *ctx = op->ctx;
   char msg[256];
@@ -375,7 +375,7 @@ static int wake_op(sandbox_rest_op *op, char *was, sm_error *err) {
   if (rc) return rc;
   if (was) snprintf(was, SM_REST_STATE_MAX, "%s", prev);
   rc = op_look(op, err);
-  if (rc == 0) op_notify(op, "sandbox.resumed", "running", prev, prev_id, NULL);
+  if (rc == 0) sandbox_rest_notify(op, "sandbox.resumed", "running", prev, prev_id, NULL);
   return rc;
 }
 
@@ -406,7 +406,7 @@ int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, ch
 
 /* The key lock, and for a pause the sandbox to itself: calls in flight
  * are waited for (o->wait_s) or, with no_wait, refused. */
-static int hold(const sandbox_ctx *ctx, const char *name, const sm_rest_options *o, int alone,
+int sandbox_rest_hold(const sandbox_ctx *ctx, const char *name, const sm_rest_options *o, int alone,
                 sm_state_lock **key, sm_state_lock **busy, sm_error *err) {
   char k[SM_NAME_MAX + 16];
   snprintf(k, sizeof k, "create-%s", name);
@@ -484,7 +484,7 @@ static int pause_held(sandbox_rest_op *op, const sm_rest_options *o, sm_rest_rep
     if (rc) return rc;
     char ev[32];
     snprintf(ev, sizeof ev, "sandbox.%s", sm_tier_state(o->tier));
-    op_notify(op, ev, sm_tier_state(o->tier), prev, prev_id, o->why ? o->why : "requested");
+    sandbox_rest_notify(op, ev, sm_tier_state(o->tier), prev, prev_id, o->why ? o->why : "requested");
   }
   report(op, prev, out);
   return 0;
@@ -495,7 +495,7 @@ int sandbox_rest_pause(const sandbox_ctx *ctx, sm_engine *e, const char *name,
   sm_rest_options defaults = SM_REST_OPTIONS_INIT;
   if (o == NULL) o = &defaults;
   sm_state_lock *key = NULL, *busy = NULL;
-  int rc = hold(ctx, name, o, 1, &key, &busy, err);
+  int rc = sandbox_rest_hold(ctx, name, o, 1, &key, &busy, err);
   if (rc) return rc;
   sandbox_rest_op op;
   op_init(&op, ctx, e, name);
@@ -509,7 +509,7 @@ int sandbox_rest_pause(const sandbox_ctx *ctx, sm_engine *e, const char *name,
 int sandbox_rest_resume(const sandbox_ctx *ctx, sm_engine *e, const char *name,
                         const sm_rest_options *o, sm_rest_report *out, sm_error *err) {
   sm_state_lock *key = NULL, *busy = NULL;
-  int rc = hold(ctx, name, o, 0, &key, &busy, err);
+  int rc = sandbox_rest_hold(ctx, name, o, 0, &key, &busy, err);
   if (rc) return rc;
   sandbox_rest_op op;
   op_init(&op, ctx, e, name);
@@ -531,6 +531,17 @@ int sandbox_rest_resume(const sandbox_ctx *ctx, sm_engine *e, const char *name,
   sm_state_unlock(key);
   return rc;
 }
+
+int sandbox_rest_open(const sandbox_ctx *ctx, sm_engine *e, const char *name, sandbox_rest_op *op,
+                      sm_error *err) {
+  op_init(op, ctx, e, name);
+  int rc = op_look(op, err);
+  if (rc == 0) rc = keyed_sandbox(op, err);
+  if (rc == 0) rc = recover(op, err);
+  return rc;
+}
+
+void sandbox_rest_close(sandbox_rest_op *op) { op_dispose(op); }
 
 json_object *sm_rest_report_to_json(const sm_rest_report *r) {
   json_object *o = json_object_new_object();

@@ -11,6 +11,8 @@
 #include <sandman/keep.h>
 
 #include "sandbox/context.h"
+#include <sandman/state.h>
+
 #include "sandbox/rest_record.h"
 
 /* The public pause and resume (keep.h), on the runner's engine e: they
@@ -62,6 +64,23 @@ int sandbox_rest_restore(sandbox_rest_op *op, sm_error *err);
 /* A hibernation cut short: finished when the checkpoint was written, else
  * undone. */
 int sandbox_rest_hibernate_recover(sandbox_rest_op *op, sm_error *err);
+/* ---- for snapshots, forks and rollbacks (snapshot.c, fork.c) ---- */
+
+/* The sandbox's key lock and, with alone, its busy lock exclusively (calls
+ * in flight waited for up to o->wait_s, or SM_EBUSY at once with
+ * o->no_wait; o may be NULL). */
+int sandbox_rest_hold(const sandbox_ctx *ctx, const char *name, const sm_rest_options *o, int alone,
+                      sm_state_lock **key, sm_state_lock **busy, sm_error *err);
+/* op for keyed sandbox name, looked at, a change cut short finished or
+ * undone (SM_ENOTFOUND: no such keyed sandbox of the instance). */
+int sandbox_rest_open(const sandbox_ctx *ctx, sm_engine *e, const char *name, sandbox_rest_op *op,
+                      sm_error *err);
+void sandbox_rest_close(sandbox_rest_op *op);
+/* Tells the audit trail, the log and the hook (event "sandbox.<...>" or
+ * "snapshot.created"). */
+void sandbox_rest_notify(sandbox_rest_op *op, const char *event, const char *state,
+                         const char *previous, const char *previous_id, const char *why);
+
 /* Whether the engine can checkpoint this sandbox: 0, or SM_EUNSUPPORTED
  * saying what is missing. *gvisor: its runtime is gVisor. */
 int sandbox_rest_can_checkpoint(sm_engine *e, json_object *insp, int *gvisor, sm_error *err);

@@ -71,6 +71,10 @@ static int check_request(const sm_run_request *req, sm_error *err) {
   if (req->existing && s->mode != SM_MODE_PER_RUN && s->mode != SM_MODE_PER_WORKER)
     return sm_error_set(err, SM_EINVAL,
                         "only a per_run or per_worker sandbox exists before a call");
+  if (req->from_snapshot && s->mode != SM_MODE_PER_RUN && s->mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL,
+                        "--from-snapshot makes a per_run or per_worker sandbox, not one of mode %s",
+                        sm_mode_name(s->mode));
   if (req->cwd && req->cwd[0] != '/')
     return sm_error_set(err, SM_EINVAL, "the working directory must be an absolute path");
   if (req->sync != SM_SYNC_DEFAULT && req->sync != SM_SYNC_NONE && req->sync != SM_SYNC_IN &&

@@ -53,6 +53,7 @@ static const struct {
     {"stat", "GET", SM_FILES_STAT},        {"list", "GET", SM_FILES_LIST},
     {"glob", "GET", SM_FILES_GLOB},        {"grep", "GET", SM_FILES_GREP},
     {"archive", "PUT", SM_FILES_TAR_PUT},  {"archive", "GET", SM_FILES_TAR_GET},
+    {"watch", "GET", SM_FILES_WATCH},
 };
 
 int sm_files_route_op(const char *name, const char *method) {
@@ -60,8 +61,10 @@ int sm_files_route_op(const char *name, const char *method) {
   for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
     if (strcmp(routes[i].name, name) != 0) continue;
     known = 1;
+    /* HEAD as GET, but for a watch: a stream without its body is no watch. */
     if (strcmp(routes[i].method, method) == 0 ||
-        (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0))
+        (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0 &&
+         routes[i].op != SM_FILES_WATCH))
       return (int)routes[i].op;
   }
   return known ? -2 : -1;
@@ -90,6 +93,13 @@ void sm_files_req_free(sm_files_req *r) {
   free(r->include);
   sm_stream_unref(r->stream);
   free(r);
+}
+
+sm_files_op sm_files_req_op(const sm_files_req *r) { return r->op; }
+
+void sm_files_req_watch_args(sm_files_req *r, sm_files_watch_args *out) {
+  *out = (sm_files_watch_args){r->srv,  r->id,   r->control,   r->token,
+                               &r->p,   r->path, r->recursive, r->stream};
 }
 
 void sm_files_req_set_stream(sm_files_req *r, sm_stream *s) {
@@ -262,7 +272,7 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
  * full in the sandbox) is the operation's own failure: failure_kind "tool",
  * as a tool that ran and failed. sandman's refusals (a link on the path,
  * a path leaving the workspace, the configuration) stay "policy". */
-static void files_error(sm_answer *a, int rc, const sm_error *err) {
+void sm_files_answer_error(sm_answer *a, int rc, const sm_error *err) {
   int e = err->sys_errno;
   if (e == 0 || e == ELOOP || e == EXDEV || e == EPIPE) {
     sm_answer_error_code(a, rc, err->message);
@@ -443,6 +453,9 @@ static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base
                                  max_file, write_out, ro, &st, call, err);
       break;
     }
+    case SM_FILES_WATCH: /* served by watch.c on threads of its own, never a job */
+      rc = sm_error_set(err, SM_EINVAL, "file events are not a files job");
+      break;
   }
   if (rc == 0 && o) {
     a->status = 200;
@@ -475,7 +488,7 @@ void sm_files_job(void *arg) {
       if (rc != 0) {
         sm_log(SM_LOG_INFO, "files %s: %s", r->path ? r->path : "", err.message);
         if (ro.begun) failed_after_begin = 1;
-        else files_error(&a, rc, &err);
+        else sm_files_answer_error(&a, rc, &err);
       } else if (!ro.begun && a.body == NULL) {
         /* A small tar, held whole (or a read that met no content). */
         ro.begun = 1;

@@ -17,6 +17,7 @@ typedef enum {
   SM_FILES_GREP,
   SM_FILES_TAR_PUT,
   SM_FILES_TAR_GET,
+  SM_FILES_WATCH, /* file events: a watch of its own (watch.h), no call thread */
 } sm_files_op;
 
 typedef struct sm_files_req sm_files_req;
@@ -36,6 +37,24 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
                                const char *id, int control, const char *token, sm_answer *a);
 void sm_files_req_set_stream(sm_files_req *r, sm_stream *s);
 void sm_files_req_free(sm_files_req *r);
+sm_files_op sm_files_req_op(const sm_files_req *r);
+
+/* What a watch (watch.c) takes of its request. */
+typedef struct sm_files_watch_args {
+  sm_server *srv;
+  const char *id;        /* the request's */
+  int control;
+  const char *token;
+  sm_execute_params *p;  /* the sandbox's keys */
+  const char *path;
+  int recursive;
+  sm_stream *stream;
+} sm_files_watch_args;
+void sm_files_req_watch_args(sm_files_req *r, sm_files_watch_args *out);
+/* An error of the files API as the files routes answer it: what the
+ * sandbox's file system said is failure_kind "tool", sandman's refusals
+ * "policy". */
+void sm_files_answer_error(sm_answer *a, int rc, const sm_error *err);
 /* The call-thread job (arg: the request, freed at its end; it finishes the
  * stream with the answer). */
 void sm_files_job(void *arg);

@@ -26,7 +26,10 @@
 #include "server/core.h"
 #include "server/context_route.h"
 #include "server/files_route.h"
+#include "server/watch.h"
 #include "server/mcp_route.h"
+#include <sandman/keep.h>
+
 #include "server/sandboxes_route.h"
 #include "server/stream.h"
 #include "server/terminal_route.h"
@@ -289,6 +292,16 @@ static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg
   return stream_step(c);
 }
 
+/* File events: threads of their own (watch.h), never a call thread. */
+static enum MHD_Result dispatch_watch(req_ctx *c, sm_files_req *f) {
+  c->state = ST_STREAM;
+  if (server_watches_start(c->srv->watches, f, &c->answer) != 0) {
+    c->state = ST_READING;
+    return queue_answer(c);
+  }
+  return stream_step(c);
+}
+
 /* ---- the handlers that run on call threads ---- */
 
 static void finish_job(req_ctx *c) {
@@ -528,8 +541,6 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   return R_NOT_FOUND;
 }
 
-/* /v1/sandboxes/{id} (GET, DELETE) and /v1/sandboxes/{id}/keepalive, /pause,
- * /resume (POST). */
 /* /preview/{token}[/{path}]: any method, no other token (port_route.c). */
 static route_id match_preview_route(req_ctx *c, const char *url) {
   if (strncmp(url, "/preview/", 9) != 0) return R_NOT_FOUND;
@@ -558,7 +569,32 @@ static route_id match_port_route(req_ctx *c, const char *rest) {
   return R_PORT;
 }
 
+/* /v1/snapshots (GET) and /v1/snapshots/{name} (GET, DELETE): carried by
+ * the sandboxes routes' request (snapshots_route.c). */
+static route_id match_snapshot_route(req_ctx *c, const char *url, const char *method) {
+  int get = strcmp(method, "GET") == 0, del = strcmp(method, "DELETE") == 0;
+  if (strcmp(url, "/v1/snapshots") == 0) {
+    c->sandbox_op = SM_SNAPSHOTS_LIST;
+    c->allow = "GET";
+    snprintf(c->sandbox_id, sizeof c->sandbox_id, "-");
+    return get ? R_SANDBOX : R_BAD_METHOD;
+  }
+  const char *name = url + 14;
+  size_t n = strlen(name);
+  if (n == 0 || n >= sizeof c->sandbox_id || !sm_server_name_valid(name, SM_SNAPSHOT_NAME_MAX - 1))
+    return R_NOT_FOUND;
+  memcpy(c->sandbox_id, name, n + 1);
+  c->sandbox_op = del ? SM_SNAPSHOTS_DELETE : SM_SNAPSHOTS_GET;
+  c->allow = "GET, DELETE";
+  return get || del ? R_SANDBOX : R_BAD_METHOD;
+}
+
+/* /v1/sandboxes/{id} (GET, DELETE), /v1/sandboxes/{id}/keepalive, /pause,
+ * /resume, /snapshot, /rollback (POST), /diff (GET), /v1/sandboxes/fork
+ * (POST), and the snapshots' routes. */
 static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
+  if (strncmp(url, "/v1/snapshots", 13) == 0 && (url[13] == '\0' || url[13] == '/'))
+    return match_snapshot_route(c, url, method);
   if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
   const char *id = url + 14;
   const char *slash = strchr(id, '/');
@@ -572,11 +608,23 @@ static route_id match_sandbox_route(req_ctx *c, const char *url, const char *met
     c->allow = "POST";
     return strcmp(method, "POST") == 0 ? R_PREVIEWS : R_BAD_METHOD;
   }
+  if (slash && strcmp(slash, "/diff") == 0) {
+    c->sandbox_op = SM_SANDBOXES_DIFF;
+    c->allow = "GET";
+    return strcmp(method, "GET") == 0 ? R_SANDBOX : R_BAD_METHOD;
+  }
   if (slash) {
     if (strcmp(slash, "/keepalive") == 0) c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
     else if (strcmp(slash, "/pause") == 0) c->sandbox_op = SM_SANDBOXES_PAUSE;
     else if (strcmp(slash, "/resume") == 0) c->sandbox_op = SM_SANDBOXES_RESUME;
+    else if (strcmp(slash, "/snapshot") == 0) c->sandbox_op = SM_SANDBOXES_SNAPSHOT;
+    else if (strcmp(slash, "/rollback") == 0) c->sandbox_op = SM_SANDBOXES_ROLLBACK;
     else return R_NOT_FOUND;
+    c->allow = "POST";
+    return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
+  }
+  if (strcmp(c->sandbox_id, "fork") == 0) {
+    c->sandbox_op = SM_SANDBOXES_FORK;
     c->allow = "POST";
     return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
   }
@@ -799,6 +847,7 @@ static enum MHD_Result body_complete(req_ctx *c) {
       sm_files_req *f = c->files;
       sm_files_req_set_stream(f, c->stream);
       c->files = NULL; /* the job's once submitted */
+      if (sm_files_req_op(f) == SM_FILES_WATCH) return dispatch_watch(c, f);
       return dispatch_stream(c, sm_files_job, f, files_discard);
     }
     case R_MCP: {

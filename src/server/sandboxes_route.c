@@ -24,8 +24,11 @@
 #include "server/preview_route.h"
 #include "server/sandbox_owner.h"
 #include "server/sandboxes_route.h"
+#include "server/snapshots_route.h"
+#include "server/watch.h"
 
 #define LABEL_FILTERS_MAX 8
+#define WATCH_END_WAIT_MS 10000.0 /* for the watches of a sandbox to let go of it */
 
 struct sm_sandboxes_req {
   sm_server *srv;
@@ -39,6 +42,7 @@ struct sm_sandboxes_req {
   int no_wait;
   char *labels[LABEL_FILTERS_MAX];        /* "io.sandman.label.k=v" engine filters */
   size_t n_labels;
+  server_snapshot_args snap;               /* the snapshot routes' query */
   char bad[128];
 };
 
@@ -83,8 +87,11 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     sm_error ignore = SM_ERROR_INIT;
     rc = sm_tier_parse(v, &r->tier, &ignore) == 0 ? 0 : -1;
   } else if (strcmp(key, "no_wait") == 0 &&
-             (r->op == SM_SANDBOXES_PAUSE || r->op == SM_SANDBOXES_RESUME)) {
+             (r->op == SM_SANDBOXES_PAUSE || r->op == SM_SANDBOXES_RESUME ||
+              r->op == SM_SANDBOXES_SNAPSHOT)) {
     r->no_wait = strcmp(v, "1") == 0 || strcmp(v, "true") == 0;
+  } else if (r->op >= SM_SANDBOXES_SNAPSHOT && server_snapshot_arg(&r->snap, r->op, key, v, &rc)) {
+    /* taken (rc says whether it was good) */
   } else {
     snprintf(r->bad, sizeof r->bad, "unknown query parameter '%.40s'", key);
     return MHD_NO;
@@ -199,6 +206,10 @@ static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
   o.no_wait = r->no_wait;
   o.why = "requested (runner)";
   sm_rest_report rep;
+  /* Its file events end first (their calls hold the sandbox), each
+   * stream's last event saying why. */
+  if (rc == 0 && pause)
+    server_watches_end(r->srv->watches, sb.id, sm_tier_state(r->tier), WATCH_END_WAIT_MS);
   if (rc == 0)
     rc = pause ? sm_sandbox_pause(r->srv->opts.runner, sb.name, &o, &rep, &err)
                : sm_sandbox_resume(r->srv->opts.runner, sb.name, &o, &rep, &err);
@@ -228,6 +239,7 @@ static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   o.n_refs = 1;
   o.force = 1; /* DELETE ends it now: calls in flight there are killed */
   server_preview_revoke(r->srv, sb.id);
+  server_watches_end(r->srv->watches, sb.id, "removed", WATCH_END_WAIT_MS);
   sm_ops_report rep;
   if (sm_ops_scope_from_runner(&scope, r->srv->opts.runner, &err) != 0 ||
       sm_ops_rm(&scope, &o, &rep, &err) != 0) {
@@ -263,6 +275,18 @@ void sm_sandboxes_run(sm_sandboxes_req *r, const char *body, size_t len, sm_answ
     case SM_SANDBOXES_DELETE: remove_one(r, a); break;
     case SM_SANDBOXES_PAUSE: rest(r, a, 1); break;
     case SM_SANDBOXES_RESUME: rest(r, a, 0); break;
+    case SM_SANDBOXES_SNAPSHOT:
+    case SM_SANDBOXES_ROLLBACK:
+    case SM_SANDBOXES_DIFF:
+    case SM_SANDBOXES_FORK:
+    case SM_SNAPSHOTS_LIST:
+    case SM_SNAPSHOTS_GET:
+    case SM_SNAPSHOTS_DELETE:
+      r->snap.id = r->id;
+      r->snap.worker_key = acting_for(r);
+      r->snap.no_wait = r->no_wait;
+      server_snapshot_run(r->srv, r->op, &r->snap, a);
+      break;
     case SM_SANDBOXES_CREATE:
       server_sandbox_create(r->srv, body, len, r->control, r->token, a);
       break;

@@ -14,6 +14,13 @@ typedef enum {
   SM_SANDBOXES_KEEPALIVE, /* POST /v1/sandboxes/{id}/keepalive */
   SM_SANDBOXES_PAUSE,     /* POST /v1/sandboxes/{id}/pause */
   SM_SANDBOXES_RESUME,    /* POST /v1/sandboxes/{id}/resume */
+  SM_SANDBOXES_SNAPSHOT,  /* POST /v1/sandboxes/{id}/snapshot (snapshots_route.c) */
+  SM_SANDBOXES_ROLLBACK,  /* POST /v1/sandboxes/{id}/rollback */
+  SM_SANDBOXES_DIFF,      /* GET /v1/sandboxes/{id}/diff */
+  SM_SANDBOXES_FORK,      /* POST /v1/sandboxes/fork */
+  SM_SNAPSHOTS_LIST,      /* GET /v1/snapshots */
+  SM_SNAPSHOTS_GET,       /* GET /v1/snapshots/{name} */
+  SM_SNAPSHOTS_DELETE,    /* DELETE /v1/snapshots/{name} */
 } sm_sandboxes_op;
 
 typedef struct sm_sandboxes_req sm_sandboxes_req;

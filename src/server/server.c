@@ -25,6 +25,7 @@
 #include "server/handles.h"
 #include "server/terminal.h"
 #include "server/preview.h"
+#include "server/watch.h"
 #include "server/websocket_conn.h"
 #include "server/mcp_route.h"
 
@@ -348,7 +349,9 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   srv->ws = server_ws_group_new();
   srv->terminals = srv->ws ? server_terminals_new(srv, &tl) : NULL;
   srv->previews = server_previews_new(SERVER_PREVIEW_MAX_TOTAL, SERVER_PREVIEW_MAX_PER_SANDBOX);
-  if (!srv->previews || !srv->leases || !srv->metrics || !srv->handles || !srv->terminals ||
+  server_watch_limits wl = {o->watches_per_sandbox, o->watches_per_token, o->watch_queue};
+  srv->watches = server_watches_new(srv, &wl);
+  if (!srv->previews || !srv->leases || !srv->metrics || !srv->handles || !srv->terminals || !srv->watches ||
       !srv->code_queue)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   /* The io.sandman.owner its per_tool sandboxes carry. */
@@ -467,6 +470,8 @@ void sm_server_stop(sm_server *srv) {
    * clients' connections (open requests until they close) let go. */
   server_terminals_stop(srv->terminals);
   server_ws_group_close_all(srv->ws, 2000);
+  /* Watches too: each stream's last event says the runner stopped. */
+  server_watches_stop(srv->watches);
   pthread_mutex_lock(&srv->mu);
   while (srv->requests_open > 0) pthread_cond_wait(&srv->cv_idle, &srv->mu);
   pthread_mutex_unlock(&srv->mu);
@@ -505,6 +510,7 @@ void sm_server_free(sm_server *srv) {
   sm_handles_free(srv);
   server_terminals_free(srv->terminals);
   server_previews_free(srv->previews);
+  server_watches_free(srv->watches);
   server_ws_group_free(srv->ws);
   while (srv->head) {
     sm_job *j = srv->head;

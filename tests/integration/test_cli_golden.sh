@@ -34,6 +34,7 @@ def help_commands(group):
         if line.startswith("Commands:"): on = True; continue
         if on:
             if not line.strip(): break
+            if line.startswith("   "): continue  # a summary's wrapped line
             name, summary = line.split()[0], line.split(None, 1)[1] if len(line.split()) > 1 else ""
             cmds.append(((group + " " + name).strip(), summary))
     return cmds
@@ -137,7 +138,7 @@ complete_bash() {
     _ "$WORK/completion.bash" "$@"
 }
 expect_contains "bash: commands" "sandbox" "$(complete_bash sandman sa)"
-expect_eq "bash: commands of a group" "doctor list ls reap rm remove create inspect pause resume port" "$(complete_bash sandman sandbox '')"
+expect_eq "bash: commands of a group" "doctor list ls reap rm remove create inspect pause resume port snapshot fork rollback diff" "$(complete_bash sandman sandbox '')"
 expect_eq "bash: flags by prefix" "--timeout" "$(complete_bash sandman run --tim)"
 expect_eq "bash: enum values" "none per_tool per_run per_worker" "$(complete_bash sandman run --mode '')"
 expect_eq "bash: after a global option with a value" "debug" "$(complete_bash sandman --log-level d)"
@@ -150,7 +151,7 @@ expect_not_contains "bash: the tool's own arguments are not sandman's flags" "--
 if command -v fish >/dev/null; then
   complete_fish() { fish -c "source '$WORK/completion.fish'; complete -C '$1'" 2>&1 | cut -f1 | tr '\n' ' ' | sed 's/ $//'; }
   expect_eq "fish: flags by prefix" "--timeout" "$(complete_fish 'sandman run --tim')"
-  expect_eq "fish: commands of a group" "create doctor inspect list ls pause port reap remove resume rm" "$(complete_fish 'sandman sandbox ')"
+  expect_eq "fish: commands of a group" "create diff doctor fork inspect list ls pause port reap remove resume rm rollback snapshot" "$(complete_fish 'sandman sandbox ')"
   expect_eq "fish: enum values, no file names" "none per_run per_tool per_worker" "$(complete_fish 'sandman run --mode ')"
   expect_eq "fish: an alias takes its command's flags" "--sandbox-mem --sandbox-mode" "$(complete_fish 'sandman serve --sandbox-m')"
 elif [ "${CI:-}" = true ]; then

@@ -235,16 +235,30 @@ def preview_checks(r):
     check("after stop the preview answers as an unknown one", visit(r, path) == unknown)
     st, body = rest_verb(r, sid, "resume")
     check("the sandbox resumes", st == 200, (st, body))
-    serve(k1, sid)
+    term = serve(k1, sid)
     tsb.wait_for(lambda: page(r, sid, tok1, "k1")[0] == 200, 60, 0.3)
 
-    # Expiry, then removal.
+    # Expiry.
     st, pv = preview(r, sid, tok1, "k1", ttl=1)
     p1 = pv.get("path", "/x/") if isinstance(pv, dict) else "/x/"
     check("an expiring preview is made", st == 201, (st, pv))
     check("it expires", tsb.wait_for(lambda: visit(r, p1) == unknown, 30, 0.3))
+
+    # A snapshot (what a fork is made from) revokes the sandbox's previews;
+    # the server's terminal goes first (a snapshot waits for calls in flight).
     path = fresh(r, sid, tok1)
     check("a new preview serves", visit(r, path)[0] == 200)
+    kill_server(r, term)
+    check("with its server gone that preview is still valid (502)", visit(r, path)[0] == 502)
+    st, _, body = raw(r, "POST", "/v1/sandboxes/%s/snapshot?name=preview-snap-%d" %
+                      (sid, os.getpid()), r.token)
+    check("the runner snapshots the sandbox", st == 200, (st, body))
+    check("after a snapshot the preview answers as an unknown one", visit(r, path) == unknown)
+    raw(r, "DELETE", "/v1/snapshots/preview-snap-%d" % os.getpid(), r.token)
+
+    # Removal.
+    path = fresh(r, sid, tok1)
+    check("a preview before removal is valid (502)", visit(r, path)[0] == 502)
     k1.delete_sandbox(sid, worker_key="k1")
     check("after removal the preview answers as an unknown one", visit(r, path) == unknown)
 

@@ -4,5 +4,5 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_lib.sh"
 node_suite_setup
-if node_tests client.test.mjs files-stream.test.mjs terminals.test.mjs; then it_pass "TypeScript client (files, streamed execute, terminals)"; else it_fail "TypeScript client (files, streamed execute, terminals)"; fi
+if node_tests client.test.mjs files-stream.test.mjs terminals.test.mjs; then it_pass "TypeScript client (files, file events, streamed execute, terminals)"; else it_fail "TypeScript client (files, file events, streamed execute, terminals)"; fi
 it_done

@@ -12,6 +12,7 @@ import type { Readable } from "node:stream";
 import { Contexts, Execution, runCode, runCodeStream } from "./code.js";
 import type { CodeEvent, RunCodeOptions } from "./code.js";
 import { Terminals } from "./terminals.js";
+import { FileWatch } from "./watch.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
@@ -34,6 +35,8 @@ import type {
 export * from "./types.js";
 export * from "./code.js";
 export { Terminals, TerminalConnection } from "./terminals.js";
+export { FileWatch } from "./watch.js";
+export type { FileEvent } from "./watch.js";
 export type { Terminal, TerminalEvent, TerminalRequest, TerminalScreen } from "./terminals.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
 
@@ -383,6 +386,29 @@ export class Files {
       body: tar,
       ...opts,
     });
+  }
+
+  /**
+   * The file events of folder `path` (and with `recursive`, the folders
+   * below it) as they happen: resolves once the watches are in place to a
+   * FileWatch, an async iterable of events. A link on the path is refused
+   * (403) as for every files call; paths in events are relative to /workspace.
+   */
+  async watch(key: SandboxKey, path = ".", opts: CallOptions & { recursive?: boolean } = {}): Promise<FileWatch> {
+    const res = await this.t.open({
+      method: "GET",
+      path: this.path("watch", key, { path, recursive: opts.recursive || undefined }),
+      headers: { Accept: "application/x-ndjson" },
+      timeoutMs: 0,
+      signal: opts.signal,
+    });
+    await this.t.check(res);
+    return FileWatch.open(res.body);
+  }
+
+  /** E2B's name for watch. */
+  watchDir(key: SandboxKey, path = ".", opts: CallOptions & { recursive?: boolean } = {}): Promise<FileWatch> {
+    return this.watch(key, path, opts);
   }
 
   /** A tar stream of paths (folders with what they hold). */

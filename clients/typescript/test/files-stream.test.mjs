@@ -71,3 +71,36 @@ test("executeStream: the first line before the command ends; leaving the loop ca
   }
   assert.equal(left, "0");
 });
+
+test("files.watch: created, modified, moved, deleted as tool calls make them; refusals", async () => {
+  const c = runner.client;
+  const key = { run_id: "ts-watch" };
+  await c.execute({ command: "mkdir -p w && ln -sfn /etc lnk", ...key });
+  const watch = await c.files.watch(key, "w", { recursive: true });
+  assert.match(watch.sandboxId, /^[0-9a-f]{12,}$/);
+  const seen = [];
+  const it = watch[Symbol.asyncIterator]();
+  // The next event that pred accepts (bounded: the test runner's timeout).
+  const until = async (pred) => {
+    for (;;) {
+      const n = await it.next();
+      if (n.done) return undefined;
+      seen.push(n.value);
+      if (pred(n.value)) return n.value;
+    }
+  };
+  await c.execute({ command: "printf a > w/f.txt", ...key });
+  assert.ok(await until((e) => e.event === "created" && e.path === "w/f.txt"), JSON.stringify(seen));
+  await c.execute({ command: "printf b >> w/f.txt", ...key });
+  assert.ok(await until((e) => e.event === "modified" && e.path === "w/f.txt"), JSON.stringify(seen));
+  await c.execute({ command: "mv w/f.txt w/g.txt", ...key });
+  const moved = await until((e) => e.event === "moved");
+  assert.deepEqual([moved.from, moved.to, moved.path], ["w/f.txt", "w/g.txt", "w/g.txt"]);
+  await c.execute({ command: "rm w/g.txt", ...key });
+  assert.ok(await until((e) => e.event === "deleted" && e.path === "w/g.txt"), JSON.stringify(seen));
+  await it.return(); // closes: the runner ends the watch
+  await assert.rejects(c.files.watchDir(key, "lnk"), (e) => e instanceof SandmanError && e.status === 403);
+  await assert.rejects(c.files.watch(key, "../etc"), (e) => e instanceof SandmanError && e.status === 403);
+  const other = SandmanClient.forWorker(runner.token, "tw-watch", { address: runner.address });
+  await assert.rejects(other.files.watch({ worker_key: "tw-other" }, "."), (e) => e instanceof SandmanError && e.status === 401);
+});
