@@ -533,8 +533,9 @@ static int command(int argc, char **argv) {
 int main(int argc, char **argv) {
   /* `sandman-agent call TOKEN COMMAND...`: a helper call of the host's,
    * which prints the call's preamble first (call_preamble.c), then runs
-   * COMMAND in this process. Never the session (no COMMAND). */
-  if (argc > 3 && strcmp(argv[1], "call") == 0) {
+   * COMMAND in this process. Never the session (no COMMAND), and never
+   * as `sandman-tools`, whose own `call NAME ...` this is not. */
+  if (argc > 3 && !called_as(argv[0], "sandman-tools") && strcmp(argv[1], "call") == 0) {
     if (agent_call_preamble_print(argv[2]) != 0) {
       fprintf(stderr, "sandman-agent: cannot say the call's preamble\n");
       return 125;
