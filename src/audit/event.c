@@ -67,6 +67,8 @@ static const event_kind kinds[] = {
     {"snapshot.removed", 3004, "Entity Management", 4, "Delete", DISP_NONE, 0},
     {"sandbox.forked", 3004, "Entity Management", 1, "Create", DISP_NONE, 0},
     {"sandbox.rolled_back", 3004, "Entity Management", 3, "Update", DISP_NONE, 0},
+    {"port.opened", 4001, "Network Activity", 1, "Open", DISP_ALLOWED, 0},
+    {"port.failed", 4001, "Network Activity", 4, "Fail", DISP_ALLOWED, 1},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

@@ -48,6 +48,7 @@ struct sm_server {
   struct sm_mcp_http *mcp;   /* /mcp sessions (mcp_route.c), NULL without an engine */
   struct code_queue *code_queue; /* turns of code runs (code_queue.c) */
   struct server_terminals *terminals; /* terminal.c */
+  struct server_previews *previews;   /* preview URLs' tokens (preview.c) */
   struct server_watches *watches;     /* file events, watch.c */
   struct server_ws_group *ws;         /* WebSocket connections (websocket_conn.c) */
   char ws_root[PATH_MAX];    /* realpath of --workspaces-root, or "" */

@@ -33,6 +33,9 @@
 #include "server/sandboxes_route.h"
 #include "server/stream.h"
 #include "server/terminal_route.h"
+#include "server/port_route.h"
+#include "server/preview.h"
+#include "server/preview_route.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
 #define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
@@ -70,12 +73,16 @@ typedef enum {
   R_SANDBOX,
   R_CONTEXTS,
   R_TERMINALS,
+  R_PORT,
+  R_PREVIEWS,
+  R_PREVIEW,
 } route_id;
 
 static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
                                           "leases",    "handles", "sandboxes", "reap",
                                           "metrics",   "files",   "mcp",       "audit",
-                                          "approvals", "sandbox", "contexts",  "terminals"};
+                                          "approvals", "sandbox", "contexts",  "terminals",
+                                          "ports",     "previews",  "preview"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -124,7 +131,12 @@ typedef struct req_ctx {
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
   context_req *contexts; /* until its job takes it */
-  server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
+  server_terminal_req *term;
+  server_port_req *port_req;  /* until its job takes it (port_route.c) */
+  unsigned port;              /* /v1/sandboxes/{id}/ports/{port} */
+  const char *port_path;      /* and the path after it (in the url) */
+  char preview_token[SERVER_PREVIEW_TOKEN_LEN + 1]; /* /preview/{token}: "" a bad one */
+  server_preview_ask preview_ask; /* POST /v1/sandboxes/{id}/previews */  /* until its job takes it (terminal_route.c) */
   server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
 
@@ -259,6 +271,7 @@ static void files_discard(void *arg) { sm_files_req_free(arg); }
 static void term_discard(void *arg) { server_terminal_req_free(arg); }
 static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
 static void contexts_discard(void *arg) { context_req_free(arg); }
+static void port_discard(void *arg) { server_port_req_free(arg); }
 
 static int stream_open(req_ctx *c) {
   c->stream = sm_stream_new(c->conn, NULL, NULL);
@@ -359,6 +372,14 @@ static void job_sandboxes(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
   sm_sandboxes_run(c->sbx, c->body.data, c->body.len, &c->answer);
+  finish_job(c);
+}
+
+static void job_previews(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  server_preview_create(c->srv, c->sandbox_id, &c->preview_ask, c->auth == AUTH_CONTROL, c->token,
+                        &c->answer);
   finish_job(c);
 }
 
@@ -520,6 +541,34 @@ static route_id match_route(const char *url, const char *method, char *handle_id
   return R_NOT_FOUND;
 }
 
+/* /preview/{token}[/{path}]: any method, no other token (port_route.c). */
+static route_id match_preview_route(req_ctx *c, const char *url) {
+  if (strncmp(url, "/preview/", 9) != 0) return R_NOT_FOUND;
+  const char *tok = url + 9, *slash = strchr(tok, '/');
+  size_t n = slash ? (size_t)(slash - tok) : strlen(tok);
+  if (n == 0 || n > SERVER_PREVIEW_TOKEN_LEN) n = 0;
+  memcpy(c->preview_token, tok, n);
+  c->preview_token[n] = '\0';
+  c->port_path = slash ? slash + 1 : "";
+  return R_PREVIEW;
+}
+
+/* /v1/sandboxes/{id}/ports/{port}[/{path}]: any method (port_route.c). */
+static route_id match_port_route(req_ctx *c, const char *rest) {
+  const char *slash = strchr(rest, '/');
+  size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+  char num[8];
+  int64_t port = 0;
+  if (n == 0 || n >= sizeof num) return R_NOT_FOUND;
+  memcpy(num, rest, n);
+  num[n] = '\0';
+  if (strspn(num, "0123456789") != n || sm_parse_int(num, 1, 65535, &port, NULL) != 0)
+    return R_NOT_FOUND;
+  c->port = (unsigned)port;
+  c->port_path = slash ? slash + 1 : "";
+  return R_PORT;
+}
+
 /* /v1/snapshots (GET) and /v1/snapshots/{name} (GET, DELETE): carried by
  * the sandboxes routes' request (snapshots_route.c). */
 static route_id match_snapshot_route(req_ctx *c, const char *url, const char *method) {
@@ -554,6 +603,11 @@ static route_id match_sandbox_route(req_ctx *c, const char *url, const char *met
   memcpy(c->sandbox_id, id, n);
   c->sandbox_id[n] = '\0';
   if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
+  if (slash && strncmp(slash, "/ports/", 7) == 0) return match_port_route(c, slash + 7);
+  if (slash && strcmp(slash, "/previews") == 0) {
+    c->allow = "POST";
+    return strcmp(method, "POST") == 0 ? R_PREVIEWS : R_BAD_METHOD;
+  }
   if (slash && strcmp(slash, "/diff") == 0) {
     c->sandbox_op = SM_SANDBOXES_DIFF;
     c->allow = "GET";
@@ -702,6 +756,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   c->route = match_route(url, method, c->handle_id, &c->allow);
   if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
   if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
+  if (c->route == R_NOT_FOUND) c->route = match_preview_route(c, url);
   if (c->route == R_NOT_FOUND && server_terminal_route_match(url)) c->route = R_TERMINALS;
   const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
   const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
@@ -717,12 +772,13 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   if (srv->draining) return decide(c, 503, "sandbox", "the runner is stopping");
   if (c->route == R_NOT_FOUND) return decide(c, 404, "policy", "no such route");
   if (c->route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
-  if (c->route != R_HEALTHZ) {
+  if (c->route != R_HEALTHZ && c->route != R_PREVIEW) {
     const char *tok = bearer(c->conn);
     int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
                     c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
                     c->route == R_SANDBOXES || c->route == R_SANDBOX ||
-                    c->route == R_CONTEXTS || c->route == R_TERMINALS;
+                    c->route == R_CONTEXTS || c->route == R_TERMINALS || c->route == R_PORT ||
+                    c->route == R_PREVIEWS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -751,6 +807,13 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
                                   c->token, &c->answer);
     if (c->contexts == NULL) return decide_answer(c);
   }
+  if (c->route == R_PORT || c->route == R_PREVIEW) {
+    c->port_req = server_port_req_new(srv, c->conn, c->sandbox_id, c->port, c->port_path, method,
+                                      c->auth == AUTH_CONTROL, c->token);
+    if (c->port_req == NULL) return decide(c, 503, "sandbox", "out of memory");
+    if (c->route == R_PREVIEW) server_port_req_preview(c->port_req, c->preview_token);
+  }
+  if (c->route == R_PREVIEWS) server_preview_ask_read(c->conn, &c->preview_ask);
   if (c->route == R_EXECUTE) {
     const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
     c->accept_stream = acc && strstr(acc, "application/x-ndjson") != NULL;
@@ -830,6 +893,18 @@ static enum MHD_Result body_complete(req_ctx *c) {
       server_terminal_req_set_stream(t, c->stream);
       c->term = NULL;
       return dispatch_stream(c, server_terminal_job, t, term_discard);
+    }
+    case R_PREVIEWS:
+      return dispatch(c, job_previews);
+    case R_PORT:
+    case R_PREVIEW: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      server_port_req *pr = c->port_req;
+      if (server_port_req_body(pr, c->body.data ? c->body.data : "", c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      server_port_req_set_stream(pr, c->stream);
+      c->port_req = NULL;
+      return dispatch_stream(c, server_port_job, pr, port_discard);
     }
     case R_APPROVALS:
       sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
@@ -939,6 +1014,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   sm_sandboxes_req_free(c->sbx);
   context_req_free(c->contexts);
   server_terminal_req_free(c->term);
+  server_port_req_free(c->port_req);
   server_ws_upgrade_done(c->upgrade);
   pthread_mutex_lock(&srv->mu);
   srv->body_bytes -= c->counted;

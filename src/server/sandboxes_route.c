@@ -21,6 +21,7 @@
 #include <sandman/util.h>
 
 #include "server/create_policy.h"
+#include "server/preview_route.h"
 #include "server/sandbox_owner.h"
 #include "server/sandboxes_route.h"
 #include "server/snapshots_route.h"
@@ -212,6 +213,8 @@ static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
   if (rc == 0)
     rc = pause ? sm_sandbox_pause(r->srv->opts.runner, sb.name, &o, &rep, &err)
                : sm_sandbox_resume(r->srv->opts.runner, sb.name, &o, &rep, &err);
+  /* Its preview URLs end once it is put to rest. */
+  if (pause && rc == 0) server_preview_revoke(r->srv, sb.id);
   if (rc == SM_EBUSY || rc == SM_EUNSUPPORTED) {
     /* Busy, or a tier this engine cannot give: said, nothing changed. */
     sm_answer_error(a, 409, "policy", "%s", err.message);
@@ -235,6 +238,7 @@ static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   o.refs = refs;
   o.n_refs = 1;
   o.force = 1; /* DELETE ends it now: calls in flight there are killed */
+  server_preview_revoke(r->srv, sb.id);
   server_watches_end(r->srv->watches, sb.id, "removed", WATCH_END_WAIT_MS);
   sm_ops_report rep;
   if (sm_ops_scope_from_runner(&scope, r->srv->opts.runner, &err) != 0 ||

@@ -24,6 +24,7 @@
 #include "server/core.h"
 #include "server/handles.h"
 #include "server/terminal.h"
+#include "server/preview.h"
 #include "server/watch.h"
 #include "server/websocket_conn.h"
 #include "server/mcp_route.h"
@@ -347,9 +348,10 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
                                o->terminal_scrollback};
   srv->ws = server_ws_group_new();
   srv->terminals = srv->ws ? server_terminals_new(srv, &tl) : NULL;
+  srv->previews = server_previews_new(SERVER_PREVIEW_MAX_TOTAL, SERVER_PREVIEW_MAX_PER_SANDBOX);
   server_watch_limits wl = {o->watches_per_sandbox, o->watches_per_token, o->watch_queue};
   srv->watches = server_watches_new(srv, &wl);
-  if (!srv->leases || !srv->metrics || !srv->handles || !srv->terminals || !srv->watches ||
+  if (!srv->previews || !srv->leases || !srv->metrics || !srv->handles || !srv->terminals || !srv->watches ||
       !srv->code_queue)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   /* The io.sandman.owner its per_tool sandboxes carry. */
@@ -507,6 +509,7 @@ void sm_server_free(sm_server *srv) {
   unlink_socket(srv);
   sm_handles_free(srv);
   server_terminals_free(srv->terminals);
+  server_previews_free(srv->previews);
   server_watches_free(srv->watches);
   server_ws_group_free(srv->ws);
   while (srv->head) {

@@ -13,6 +13,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "server/preview_route.h"
 #include "server/sandbox_owner.h"
 #include "server/server_internal.h"
 #include "server/snapshots_route.h"
@@ -75,6 +76,8 @@ static void take(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
   if (sm_sandbox_snapshot(srv->opts.runner, sb.name, &o, &snap, &err) != 0) return fail(a, &err);
+  /* Its preview URLs end: what forks are made from is this snapshot. */
+  server_preview_revoke(srv, sb.id);
   a->status = 200;
   a->body = sm_snapshot_to_json(&snap, sm_now());
 }
@@ -89,6 +92,7 @@ static void rollback(sm_server *srv, const server_snapshot_args *s, sm_answer *a
   if (sm_sandbox_rollback(srv->opts.runner, sb.name, s->snapshot, owner_of(s, buf, sizeof buf), &rep,
                           &err) != 0)
     return fail(a, &err);
+  server_preview_revoke(srv, sb.id); /* it is another sandbox now */
   a->status = 200;
   a->body = sm_rest_report_to_json(&rep);
 }
