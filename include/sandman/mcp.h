@@ -252,6 +252,10 @@ typedef struct sm_mcp_sandbox_options {
   size_t max_read_bytes;        /* read_file and edit_file; 0: 1 MiB */
   size_t max_output_bytes;      /* execute's stdout and stderr each; 0: 256 KiB */
   int network;                  /* the sandbox has a network: execute is open-world */
+  /* The session's sandbox (its container id) was snapshot by the tool
+   * snapshot (may be NULL; called with prepare_ud): the runner ends its
+   * preview URLs there, as its snapshot route does. */
+  void (*snapshotted)(void *ud, const char *container_id);
 } sm_mcp_sandbox_options;
 
 /* A provider of the sandbox's tools (out->free frees it, and calls

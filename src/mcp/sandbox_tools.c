@@ -625,7 +625,7 @@ static int tool_terminal_close(tools *t, json_object *args, volatile int *cancel
 static int tool_snapshot(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
   sm_run_request req;
   if (prepare(t, "snapshot", cancel, &req, out)) return 0;
-  return mcp_snapshot_call(t->o.runner, &req, args, out);
+  return mcp_snapshot_call(&t->o, &req, args, out);
 }
 static int tool_fork(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
   sm_run_request req;

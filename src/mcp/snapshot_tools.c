@@ -93,15 +93,16 @@ static int answer(sm_mcp_result *out, const char *head, json_object *st) {
   return 0;
 }
 
-int mcp_snapshot_call(sm_runner *runner, const sm_run_request *req, json_object *args,
+int mcp_snapshot_call(const sm_mcp_sandbox_options *opts, const sm_run_request *req, json_object *args,
                       sm_mcp_result *out) {
   char name[SM_NAME_MAX];
-  if (own_sandbox(runner, req, name, out)) return 0;
+  if (own_sandbox(opts->runner, req, name, out)) return 0;
   sm_snapshot_options o = SM_SNAPSHOT_OPTIONS_INIT;
   o.name = arg_str(args, "name");
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
-  if (sm_sandbox_snapshot(runner, name, &o, &snap, &err) != 0) return failed(out, "snapshot", &err);
+  if (sm_sandbox_snapshot(opts->runner, name, &o, &snap, &err) != 0) return failed(out, "snapshot", &err);
+  if (opts->snapshotted && snap.source_id[0]) opts->snapshotted(opts->prepare_ud, snap.source_id);
   char head[SM_SNAPSHOT_NAME_MAX + 96];
   snprintf(head, sizeof head, "snapshot %s: %lld files in %.0f ms", snap.name, (long long)snap.files,
            snap.duration_ms);

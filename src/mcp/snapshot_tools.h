@@ -27,7 +27,7 @@ extern const char mcp_diff_out[];
 
 /* Each runs on req (prepared for the tool of its name): 0 with *out
  * filled (a refusal is out->is_error), or SM_ENOMEM. */
-int mcp_snapshot_call(sm_runner *runner, const sm_run_request *req, json_object *args,
+int mcp_snapshot_call(const sm_mcp_sandbox_options *o, const sm_run_request *req, json_object *args,
                       sm_mcp_result *out);
 int mcp_fork_call(sm_runner *runner, const sm_run_request *req, json_object *args,
                   sm_mcp_result *out);

@@ -21,6 +21,7 @@
 
 #include "server/call.h"
 #include "server/mcp_route.h"
+#include "server/preview_route.h"
 #include "server/stream.h"
 
 #define MCP_HEADER_MAX 256
@@ -94,6 +95,12 @@ static void prepare_free(void *ud) {
   free(m);
 }
 
+/* The session's sandbox was snapshot: its previews end (as the route's). */
+static void snapshotted(void *ud, const char *container_id) {
+  mcp_ctx *m = ud;
+  server_preview_revoke(m->srv, container_id);
+}
+
 static int make_session(void *ud, const char *owner, sm_mcp_session **out, sm_error *err) {
   sm_server *srv = ud;
   mcp_ctx *m = calloc(1, sizeof *m);
@@ -112,6 +119,7 @@ static int make_session(void *ud, const char *owner, sm_mcp_session **out, sm_er
   so.prepare = prepare;
   so.prepare_ud = m;
   so.prepare_free = prepare_free;
+  so.snapshotted = snapshotted;
   so.network = srv->have_flags && srv->flags.network && strcmp(srv->flags.network, "none") != 0;
   sm_mcp_provider prov;
   int rc = sm_mcp_sandbox_provider(&prov, &so, err);

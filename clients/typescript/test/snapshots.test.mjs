@@ -7,7 +7,8 @@
 // The MCP tools snapshot, diff, rollback and fork on a worker session's own
 // sandbox over the runner's /mcp (the official MCP SDK client); another
 // worker's session cannot roll back to, diff against or fork that snapshot
-// (the same tool error as for a missing one).
+// (the same tool error as for a missing one); a preview URL of the
+// session's sandbox ends with its MCP snapshot, as with the route's.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -105,8 +106,19 @@ test("MCP tools: a session snapshots, diffs, rolls back and forks its own sandbo
   const m2 = await mcpSession("m2");
   try {
     assert.equal((await m1.call("execute", { command: "echo kept > note" })).isError, false);
+    // A preview URL of the session's sandbox (no server: 502) ends with the MCP snapshot, as with the route's.
+    const [own] = await runner.client.listSandboxes({ workerKey: "m1" });
+    const m1token = SandmanClient.forWorker(runner.token, "m1").token;
+    const pv = await fetch(`${runner.url}/v1/sandboxes/${own.id}/previews?port=8000&worker_key=m1`, { method: "POST", headers: { Authorization: `Bearer ${m1token}` } });
+    assert.equal(pv.status, 201, await pv.clone().text());
+    const pvPath = (await pv.json()).path;
+    const visit = async (path) => (await fetch(`${runner.url}${path}index.html`)).status;
+    assert.equal(await visit(pvPath), 502);
+    const unknown = await visit("/preview/" + "0".repeat(48) + "/");
+    assert.equal(unknown, 404);
     const snap = await m1.call("snapshot", { name: "ms1" });
     assert.equal(snap.isError, false, text(snap));
+    assert.equal(await visit(pvPath), unknown, "the preview outlived the MCP snapshot");
     assert.equal(snap.structuredContent.name, "ms1");
     assert.equal(snap.structuredContent.owner, "worker:m1");
     await m1.call("execute", { command: "echo new > added" });
