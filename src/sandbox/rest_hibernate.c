@@ -77,17 +77,23 @@ int sandbox_rest_can_checkpoint(sm_engine *e, json_object *insp, int *gvisor, sm
                       rt && *rt ? rt : "runc", sm_engine_host(e));
 }
 
-/* The engine's words for a failed checkpoint, with what to do. */
-static int checkpoint_failed(int gvisor, sm_error *err) {
+/* The engine's words for a failed checkpoint, with what to do. Under runc
+ * the usual cause is CRIU, missing or not working on the engine's host;
+ * the engine's long answer is kept for the rest. */
+static int checkpoint_failed(json_object *insp, int gvisor, sm_error *err) {
   char why[SM_ERROR_MESSAGE_MAX];
   snprintf(why, sizeof why, "%s", err->message);
   if (gvisor) return sm_error_set(err, SM_ESANDBOX, "the engine's checkpoint failed: %s", why);
+  const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
+  int missing = strstr(why, "\"criu\": executable file not found") != NULL;
   return sm_error_set(err, SM_EUNSUPPORTED,
-                      "hibernate is not available for this sandbox: under runc the engine's "
-                      "checkpoint needs a working CRIU on the engine's host (`criu check`), and "
-                      "it failed (%s); freeze or stop it instead, or make it with --runtime runsc "
-                      "(gVisor), whose checkpoint works",
-                      why);
+                      "hibernate is refused: this sandbox runs under %s, whose checkpoint needs "
+                      "a working CRIU on the engine's host, and %s%s; freeze or stop the sandbox "
+                      "instead, or make it with --runtime runsc (gVisor), whose checkpoint works",
+                      rt && *rt && strcmp(rt, "runc") != 0 ? rt : "runc",
+                      missing ? "CRIU is not installed there (the engine found no `criu`)"
+                              : "the engine's checkpoint failed (check `criu check` there): ",
+                      missing ? "" : why);
 }
 
 /* ---- the successor ---- */
@@ -219,7 +225,7 @@ static int hibernate_steps(sandbox_rest_op *op, const char *was, int gvisor, sm_
   if (rc) return rc;
   /* The checkpoint of a frozen container: what it holds is what was saved. */
   rc = sm_engine_checkpoint_create(op->e, id, CHECKPOINT, dir, 1, err);
-  if (rc) return checkpoint_failed(gvisor, err);
+  if (rc) return checkpoint_failed(op->insp, gvisor, err);
   sm_error ignore = SM_ERROR_INIT;
   /* The engine still calls it paused: the unpause lets it see the end. */
   sm_engine_container_unpause(op->e, id, &ignore);
