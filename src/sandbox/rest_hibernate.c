@@ -27,6 +27,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/thread.h"
 #include "sandbox/agent.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
@@ -34,6 +35,8 @@
 
 #define CHECKPOINT "sandman"
 #define DOWN_WAIT_MS 30000
+#define EXECS_WAIT_MS 10000
+#define EXECS_POLL_MS 100
 #define KEEPER_SCRIPT "trap 'exit 0' TERM INT HUP; sleep 3600 & wait $!"
 
 static int is(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
@@ -199,6 +202,7 @@ static void hibernate_undo(sandbox_rest_op *op, const char *prior) {
   if (op->rec.next_id[0]) remove_quietly(op->e, op->rec.next_id);
   if (sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, &ignore) == 0) unlink(path);
   if (is(prior, "running")) sm_engine_container_unpause(op->e, op->rec.id, &ignore);
+  else if (is(prior, "frozen")) sm_engine_container_pause(op->e, op->rec.id, &ignore); /* thawed */
   snprintf(op->rec.state, sizeof op->rec.state, "%s", prior[0] ? prior : "running");
   op->rec.pending[0] = op->rec.prior[0] = op->rec.next_id[0] = '\0';
   op->rec.ws_saved = 0;
@@ -206,13 +210,63 @@ static void hibernate_undo(sandbox_rest_op *op, const char *prior) {
   sandbox_rest_write(op->ctx->state_dir, op->name, &op->rec, &ignore);
 }
 
+/* How many of container id's engine execs still run (-1: not known). */
+static int execs_running(sm_engine *e, const char *id) {
+  json_object *insp = NULL, *ids = NULL;
+  sm_error ignore = SM_ERROR_INIT;
+  if (sm_engine_container_inspect(e, id, &insp, &ignore) != 0) return -1;
+  int n = 0;
+  if (json_object_object_get_ex(insp, "ExecIDs", &ids) && json_object_is_type(ids, json_type_array))
+    for (size_t i = 0; i < json_object_array_length(ids); i++) {
+      int running = 0;
+      const char *x = json_object_get_string(json_object_array_get_idx(ids, i));
+      if (x && sm_engine_exec_inspect(e, x, &running, NULL, NULL, &ignore) == 0 && running) n++;
+      sm_error_clear(&ignore);
+    }
+  json_object_put(insp);
+  return n;
+}
+
+/* No engine exec runs in the sandbox: a process whose stdio is an exec's
+ * holds the host's file descriptors, which gVisor's restore cannot open
+ * again (the restore then fails and the processes are lost). The runner's
+ * idle agent sessions end first (their agent exits at the end of its
+ * stdin; a frozen sandbox is thawed for that, *thawed says so); anything
+ * else still running after a bounded wait refuses the hibernate. */
+static int execs_ended(sandbox_rest_op *op, const char *was, int *thawed, sm_error *err) {
+  const char *id = op->rec.id;
+  *thawed = 0;
+  sm_agents_forget(op->ctx->agents, id);
+  int n = execs_running(op->e, id);
+  if (n > 0 && is(was, "frozen")) {
+    int rc = sm_engine_container_unpause(op->e, id, err);
+    if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
+    if (rc) return rc;
+    *thawed = 1;
+  }
+  double deadline = sm_monotonic_ms() + EXECS_WAIT_MS;
+  while (n != 0 && sm_monotonic_ms() < deadline) {
+    sm_sleep_ms(EXECS_POLL_MS);
+    n = execs_running(op->e, id);
+  }
+  if (n == 0) return 0;
+  return sm_error_set(err, SM_EBUSY,
+                      "hibernate is refused: %s in sandbox %s (gVisor cannot restore a process "
+                      "attached to the engine's exec); retry when it has ended, or freeze or "
+                      "stop the sandbox instead",
+                      n < 0 ? "its processes cannot be listed" : "a process started by an engine exec still runs",
+                      op->name);
+}
+
 /* Frozen, /workspace saved, the successor made, the checkpoint written
  * into it (the old container stops). */
 static int hibernate_steps(sandbox_rest_op *op, const char *was, int gvisor, sm_error *err) {
   char path[4096], dir[4096];
   const char *id = op->rec.id;
-  int rc = sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, err);
-  if (rc == 0 && is(was, "running")) {
+  int thawed = 0;
+  int rc = gvisor ? execs_ended(op, was, &thawed, err) : 0;
+  if (rc == 0) rc = sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, err);
+  if (rc == 0 && (is(was, "running") || thawed)) {
     rc = sm_engine_container_pause(op->e, id, err);
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
   }
