@@ -29,6 +29,7 @@
 
 #include "common/thread.h"
 #include "sandbox/agent.h"
+#include "sandbox/helper.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
 #include "sandbox/ws_save.h"
@@ -37,6 +38,7 @@
 #define DOWN_WAIT_MS 30000
 #define EXECS_WAIT_MS 10000
 #define EXECS_POLL_MS 100
+#define NET_TABLE_MAX (1 << 20)
 #define KEEPER_SCRIPT "trap 'exit 0' TERM INT HUP; sleep 3600 & wait $!"
 
 static int is(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
@@ -227,23 +229,58 @@ static int execs_running(sm_engine *e, const char *id) {
   return n;
 }
 
+/* How many TCP sockets listen in the sandbox (its /proc/net/tcp and tcp6,
+ * state 0A), -1 when they cannot be read (no /bin/sh, no /proc). */
+static int tcp_listeners(sm_engine *e, const char *id) {
+  static const char *const argv[] = {"/bin/sh", "-c",
+                                     "cat /proc/net/tcp && { cat /proc/net/tcp6 2>/dev/null || :; }"};
+  sm_buf out;
+  sm_buf_init(&out, NET_TABLE_MAX);
+  sm_error ignore = SM_ERROR_INIT;
+  int code = -1, n = -1;
+  if (sm_exec_helper(e, id, argv, 3, NULL, NULL, NULL, 30, &out, &code, &ignore) == 0 && code == 0 &&
+      sm_buf_append(&out, "", 1) == 0) {
+    n = 0;
+    for (char *line = out.data, *next; line && *line; line = next) {
+      next = strchr(line, '\n');
+      if (next) *next++ = '\0';
+      char sl[16] = "", local[64] = "", remote[64] = "", st[8] = "";
+      if (sscanf(line, "%15s %63s %63s %7s", sl, local, remote, st) == 4 && strcmp(st, "0A") == 0) n++;
+    }
+  }
+  sm_buf_dispose(&out);
+  return n;
+}
+
 /* No engine exec runs in the sandbox: a process whose stdio is an exec's
  * holds the host's file descriptors, which gVisor's restore cannot open
  * again (the restore then fails and the processes are lost). The runner's
  * idle agent sessions end first (their agent exits at the end of its
- * stdin; a frozen sandbox is thawed for that, *thawed says so); anything
- * else still running after a bounded wait refuses the hibernate. */
+ * stdin; a frozen sandbox is thawed for that and for the look at its
+ * sockets, *thawed says so); anything else still running after a bounded
+ * wait refuses the hibernate. A listening TCP socket refuses it too: the
+ * checkpoint cannot save one a process waits on, and gVisor ends the
+ * sandbox when its checkpoint fails. */
 static int execs_ended(sandbox_rest_op *op, const char *was, int *thawed, sm_error *err) {
   const char *id = op->rec.id;
   *thawed = 0;
-  sm_agents_forget(op->ctx->agents, id);
-  int n = execs_running(op->e, id);
-  if (n > 0 && is(was, "frozen")) {
+  if (is(was, "frozen")) {
     int rc = sm_engine_container_unpause(op->e, id, err);
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
     if (rc) return rc;
     *thawed = 1;
   }
+  int listening = tcp_listeners(op->e, id);
+  if (listening != 0)
+    return sm_error_set(err, SM_EUNSUPPORTED,
+                        "hibernate is refused: %s in sandbox %s, which gVisor's checkpoint "
+                        "cannot save (a failed checkpoint ends the sandbox); freeze or stop it "
+                        "instead",
+                        listening < 0 ? "its TCP sockets cannot be listed (/proc/net/tcp)"
+                                      : "a process listens on a TCP port",
+                        op->name);
+  sm_agents_forget(op->ctx->agents, id);
+  int n = execs_running(op->e, id);
   double deadline = sm_monotonic_ms() + EXECS_WAIT_MS;
   while (n != 0 && sm_monotonic_ms() < deadline) {
     sm_sleep_ms(EXECS_POLL_MS);

@@ -268,6 +268,17 @@ else
   tree_same "gVisor: after hibernate" "$R2"
   expect_eq "after hibernate: the same loop process runs" "$loop2" "$(loop_state "$R2")"
   check "after hibernate: its counter goes on counting" wait_counter_past "$R2" "$c3"
+  # A process listening on TCP (nc -l, waiting in accept): gVisor's
+  # checkpoint cannot save it and, failing, ends the sandbox (its processes
+  # and its /workspace would be lost). Refused before anything is touched.
+  call "$R2" -- sh -c 'nc -l -p 8123 >/dev/null 2>&1 & echo $! >/tmp/nc.pid' >/dev/null
+  if "$SANDMAN" sandbox pause --run-id "$R2" --tier hibernate >"$WORK/out" 2>&1; then rc=0; else rc=$?; fi
+  expect_eq "hibernate with a TCP listener in the gVisor sandbox: refused (exit 125)" 125 "$rc"
+  expect_contains "the refusal says a process listens on TCP" "listens on a TCP port" "$(cat "$WORK/out")"
+  expect_eq "after the refusal the gVisor sandbox runs" "running" "$(engine_state "$N2")"
+  expect_eq "after the refusal its loop runs" "$loop2" "$(loop_state "$R2")"
+  tree_same "gVisor: after the refused hibernate" "$R2"
+  call "$R2" -- sh -c 'kill $(cat /tmp/nc.pid)' >/dev/null
   # Frozen first, hibernated from there, brought back by the command.
   c4=$(counter "$R2")
   "$SANDMAN" sandbox pause --run-id "$R2" --json >/dev/null
