@@ -15,7 +15,8 @@ Run by test_code.sh; one suite per ctest entry:
           outside every call (no host-tool identity); the limits (output cap,
           queued runs, contexts) and an audit row per run; a context across
           its sandbox's tiers of rest (rest_tiers: kept across freeze, lost
-          at stop and said so)
+          at stop and said so; rest_hibernate: kept across hibernate under
+          gVisor, or refused on an engine without checkpoints)
   cli     `sandman code` against the engine: state between invocations,
           --json events, --save-images, exit statuses, --list and --delete;
           and the MCP tool run_code over `sandman mcp` (stdio): state kept, a
@@ -374,9 +375,8 @@ def rest_hibernate(r, c):
         check("the context's sandbox is hibernated", p.get("state") == "hibernated" and
               c.get_sandbox(sb["id"]).get("state") == "hibernated", p)
         x = c.run_code("x + 1 + int(df.a.sum())", **key)
-        check("a context survives hibernate and restore of its sandbox: its variable and its "
-              "DataFrame are there (48; the run restores the sandbox)", x.status == "ok" and
-              x.text == "48" and not x.state_lost and
+        check("a context survives hibernate and restore of its sandbox (x and a DataFrame)",
+              x.status == "ok" and x.text == "48" and not x.state_lost and
               c.get_sandbox(sb["id"]).get("state") == "running", vars(x))
         check("a named context survives hibernate too", in_kernel(c, key, "k", "kept") == "'named'")
         x = c.run_code("import subprocess\nsubprocess.run(['echo', 'from a child'])", **key)

@@ -190,7 +190,7 @@ else
   expect_eq "after the refusal no successor container is left" "" \
     "$(docker ps -a --filter "name=^/$N1-" --format '{{.Names}}')"
 fi
-expect_eq "after the hibernate attempt the loop still runs" "$loop1" "$(loop_state "$R1")"
+expect_eq "after the refusal the loop still runs" "$loop1" "$(loop_state "$R1")"
 
 echo "# $(date -u +%T) stop"
 # --- stop (runc) --------------------------------------------------------------
