@@ -178,6 +178,7 @@ class Kernel:
             # ~1.5 ms): nothing outlives the sandbox's /tmp anyway; a
             # session's history stays in memory.
             argv.append("--HistoryManager.enabled=False")
+            argv = without_tcp_pipe(argv)
         log = os.open(os.path.join(d, "kernel.log"),
                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
@@ -281,6 +282,34 @@ def end_old_kernel(pid, connection_file):
         os.killpg(pid, signal.SIGKILL)
     except (OSError, ValueError):
         pass
+
+
+# ipykernel's launcher, started without the one TCP socket it opens: the
+# pipe its IOPub thread listens on (127.0.0.1, a random port) for output of
+# forked children. A listening TCP socket someone waits on is what gVisor's
+# checkpoint cannot save, so with it no sandbox holding a kernel could
+# hibernate (docs/code.md). Without it the kernel is what ipykernel makes
+# when that bind fails (its own fallback): output printed by forked
+# children's Python (multiprocessing) is not forwarded; output written to
+# the file descriptors (subprocesses, C code) still is.
+IPYKERNEL_NO_TCP = (
+    "import sys\n"
+    "if sys.path and sys.path[0] == '':\n"
+    "    del sys.path[0]\n"
+    "from ipykernel import iostream, kernelapp\n"
+    "def _no_pipe(self):\n"
+    "    self._pipe_flag = False\n"
+    "if hasattr(iostream.IOPubThread, '_setup_pipe_in'):\n"
+    "    iostream.IOPubThread._setup_pipe_in = _no_pipe\n"
+    "kernelapp.launch_new_instance()\n")
+
+
+def without_tcp_pipe(argv):
+    """argv with `-m ipykernel_launcher` replaced by IPYKERNEL_NO_TCP."""
+    for i in range(len(argv) - 1):
+        if argv[i] == "-m" and argv[i + 1] == "ipykernel_launcher":
+            return argv[:i] + ["-c", IPYKERNEL_NO_TCP] + argv[i + 2:]
+    return argv
 
 
 def spawn(argv, cwd, env, log):

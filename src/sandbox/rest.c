@@ -100,6 +100,13 @@ int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned gen
   return rec.pending[0] || !is(rec.state, "running") || rec.generation != generation;
 }
 
+int sandbox_rest_only_frozen(const char *state_dir, const char *name, unsigned generation) {
+  sandbox_rest_record rec;
+  sm_error ignore = SM_ERROR_INIT;
+  return sandbox_rest_read(state_dir, name, &rec, &ignore) == 0 && !rec.pending[0] &&
+         is(rec.state, "frozen") && rec.generation == generation;
+}
+
 int sandbox_rest_resting(const char *state_dir, const char *name) {
   sandbox_rest_record rec;
   sm_error ignore = SM_ERROR_INIT;

@@ -33,6 +33,10 @@ int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, ch
  * may not be as cached (at rest, a change under way, or its processes or
  * container changed since `generation`), 0 when it runs as it did. */
 int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned generation);
+/* 1 when the sandbox is frozen and nothing else changed since `generation`
+ * (its processes, and the runner's agent sessions in it, go on after the
+ * thaw), 0 otherwise. */
+int sandbox_rest_only_frozen(const char *state_dir, const char *name, unsigned generation);
 /* 1 when the sandbox is at rest or a change of its state is under way (its
  * record says so), 0 when it runs or has no record. */
 int sandbox_rest_resting(const char *state_dir, const char *name);

@@ -27,13 +27,18 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/thread.h"
 #include "sandbox/agent.h"
+#include "sandbox/helper.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
 #include "sandbox/ws_save.h"
 
 #define CHECKPOINT "sandman"
 #define DOWN_WAIT_MS 30000
+#define EXECS_WAIT_MS 10000
+#define EXECS_POLL_MS 100
+#define NET_TABLE_MAX (1 << 20)
 #define KEEPER_SCRIPT "trap 'exit 0' TERM INT HUP; sleep 3600 & wait $!"
 
 static int is(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
@@ -77,17 +82,23 @@ int sandbox_rest_can_checkpoint(sm_engine *e, json_object *insp, int *gvisor, sm
                       rt && *rt ? rt : "runc", sm_engine_host(e));
 }
 
-/* The engine's words for a failed checkpoint, with what to do. */
-static int checkpoint_failed(int gvisor, sm_error *err) {
+/* The engine's words for a failed checkpoint, with what to do. Under runc
+ * the usual cause is CRIU, missing or not working on the engine's host;
+ * the engine's long answer is kept for the rest. */
+static int checkpoint_failed(json_object *insp, int gvisor, sm_error *err) {
   char why[SM_ERROR_MESSAGE_MAX];
   snprintf(why, sizeof why, "%s", err->message);
   if (gvisor) return sm_error_set(err, SM_ESANDBOX, "the engine's checkpoint failed: %s", why);
+  const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
+  int missing = strstr(why, "\"criu\": executable file not found") != NULL;
   return sm_error_set(err, SM_EUNSUPPORTED,
-                      "hibernate is not available for this sandbox: under runc the engine's "
-                      "checkpoint needs a working CRIU on the engine's host (`criu check`), and "
-                      "it failed (%s); freeze or stop it instead, or make it with --runtime runsc "
-                      "(gVisor), whose checkpoint works",
-                      why);
+                      "hibernate is refused: this sandbox runs under %s, whose checkpoint needs "
+                      "a working CRIU on the engine's host, and %s%s; freeze or stop the sandbox "
+                      "instead, or make it with --runtime runsc (gVisor), whose checkpoint works",
+                      rt && *rt && strcmp(rt, "runc") != 0 ? rt : "runc",
+                      missing ? "CRIU is not installed there (the engine found no `criu`)"
+                              : "the engine's checkpoint failed (check `criu check` there): ",
+                      missing ? "" : why);
 }
 
 /* ---- the successor ---- */
@@ -193,6 +204,7 @@ static void hibernate_undo(sandbox_rest_op *op, const char *prior) {
   if (op->rec.next_id[0]) remove_quietly(op->e, op->rec.next_id);
   if (sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, &ignore) == 0) unlink(path);
   if (is(prior, "running")) sm_engine_container_unpause(op->e, op->rec.id, &ignore);
+  else if (is(prior, "frozen")) sm_engine_container_pause(op->e, op->rec.id, &ignore); /* thawed */
   snprintf(op->rec.state, sizeof op->rec.state, "%s", prior[0] ? prior : "running");
   op->rec.pending[0] = op->rec.prior[0] = op->rec.next_id[0] = '\0';
   op->rec.ws_saved = 0;
@@ -200,13 +212,98 @@ static void hibernate_undo(sandbox_rest_op *op, const char *prior) {
   sandbox_rest_write(op->ctx->state_dir, op->name, &op->rec, &ignore);
 }
 
+/* How many of container id's engine execs still run (-1: not known). */
+static int execs_running(sm_engine *e, const char *id) {
+  json_object *insp = NULL, *ids = NULL;
+  sm_error ignore = SM_ERROR_INIT;
+  if (sm_engine_container_inspect(e, id, &insp, &ignore) != 0) return -1;
+  int n = 0;
+  if (json_object_object_get_ex(insp, "ExecIDs", &ids) && json_object_is_type(ids, json_type_array))
+    for (size_t i = 0; i < json_object_array_length(ids); i++) {
+      int running = 0;
+      const char *x = json_object_get_string(json_object_array_get_idx(ids, i));
+      if (x && sm_engine_exec_inspect(e, x, &running, NULL, NULL, &ignore) == 0 && running) n++;
+      sm_error_clear(&ignore);
+    }
+  json_object_put(insp);
+  return n;
+}
+
+/* How many TCP sockets listen in the sandbox (its /proc/net/tcp and tcp6,
+ * state 0A), -1 when they cannot be read (no /bin/sh, no /proc). */
+static int tcp_listeners(sm_engine *e, const char *id) {
+  static const char *const argv[] = {"/bin/sh", "-c",
+                                     "cat /proc/net/tcp && { cat /proc/net/tcp6 2>/dev/null || :; }"};
+  sm_buf out;
+  sm_buf_init(&out, NET_TABLE_MAX);
+  sm_error ignore = SM_ERROR_INIT;
+  int code = -1, n = -1;
+  if (sm_exec_helper(e, id, argv, 3, NULL, NULL, NULL, 30, &out, &code, &ignore) == 0 && code == 0 &&
+      sm_buf_append(&out, "", 1) == 0) {
+    n = 0;
+    for (char *line = out.data, *next; line && *line; line = next) {
+      next = strchr(line, '\n');
+      if (next) *next++ = '\0';
+      char sl[16] = "", local[64] = "", remote[64] = "", st[8] = "";
+      if (sscanf(line, "%15s %63s %63s %7s", sl, local, remote, st) == 4 && strcmp(st, "0A") == 0) n++;
+    }
+  }
+  sm_buf_dispose(&out);
+  return n;
+}
+
+/* No engine exec runs in the sandbox: a process whose stdio is an exec's
+ * holds the host's file descriptors, which gVisor's restore cannot open
+ * again (the restore then fails and the processes are lost). The runner's
+ * idle agent sessions end first (their agent exits at the end of its
+ * stdin; a frozen sandbox is thawed for that and for the look at its
+ * sockets, *thawed says so); anything else still running after a bounded
+ * wait refuses the hibernate. A listening TCP socket refuses it too: the
+ * checkpoint cannot save one a process waits on, and gVisor ends the
+ * sandbox when its checkpoint fails. */
+static int execs_ended(sandbox_rest_op *op, const char *was, int *thawed, sm_error *err) {
+  const char *id = op->rec.id;
+  *thawed = 0;
+  if (is(was, "frozen")) {
+    int rc = sm_engine_container_unpause(op->e, id, err);
+    if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
+    if (rc) return rc;
+    *thawed = 1;
+  }
+  int listening = tcp_listeners(op->e, id);
+  if (listening != 0)
+    return sm_error_set(err, SM_EUNSUPPORTED,
+                        "hibernate is refused: %s in sandbox %s, which gVisor's checkpoint "
+                        "cannot save (a failed checkpoint ends the sandbox); freeze or stop it "
+                        "instead",
+                        listening < 0 ? "its TCP sockets cannot be listed (/proc/net/tcp)"
+                                      : "a process listens on a TCP port",
+                        op->name);
+  sm_agents_forget(op->ctx->agents, id);
+  int n = execs_running(op->e, id);
+  double deadline = sm_monotonic_ms() + EXECS_WAIT_MS;
+  while (n != 0 && sm_monotonic_ms() < deadline) {
+    sm_sleep_ms(EXECS_POLL_MS);
+    n = execs_running(op->e, id);
+  }
+  if (n == 0) return 0;
+  return sm_error_set(err, SM_EBUSY,
+                      "hibernate is refused: %s in sandbox %s (gVisor cannot restore a process "
+                      "attached to the engine's exec); retry when it has ended, or freeze or "
+                      "stop the sandbox instead",
+                      n < 0 ? "its processes cannot be listed" : "a process started by an engine exec still runs",
+                      op->name);
+}
+
 /* Frozen, /workspace saved, the successor made, the checkpoint written
  * into it (the old container stops). */
 static int hibernate_steps(sandbox_rest_op *op, const char *was, int gvisor, sm_error *err) {
   char path[4096], dir[4096];
   const char *id = op->rec.id;
-  int rc = sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, err);
-  if (rc == 0 && is(was, "running")) {
+  int thawed = 0;
+  int rc = gvisor ? execs_ended(op, was, &thawed, err) : 0;
+  if (rc == 0) rc = sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, err);
+  if (rc == 0 && (is(was, "running") || thawed)) {
     rc = sm_engine_container_pause(op->e, id, err);
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
   }
@@ -219,7 +316,7 @@ static int hibernate_steps(sandbox_rest_op *op, const char *was, int gvisor, sm_
   if (rc) return rc;
   /* The checkpoint of a frozen container: what it holds is what was saved. */
   rc = sm_engine_checkpoint_create(op->e, id, CHECKPOINT, dir, 1, err);
-  if (rc) return checkpoint_failed(gvisor, err);
+  if (rc) return checkpoint_failed(op->insp, gvisor, err);
   sm_error ignore = SM_ERROR_INIT;
   /* The engine still calls it paused: the unpause lets it see the end. */
   sm_engine_container_unpause(op->e, id, &ignore);

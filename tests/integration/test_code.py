@@ -15,7 +15,8 @@ Run by test_code.sh; one suite per ctest entry:
           outside every call (no host-tool identity); the limits (output cap,
           queued runs, contexts) and an audit row per run; a context across
           its sandbox's tiers of rest (rest_tiers: kept across freeze, lost
-          at stop and said so)
+          at stop and said so; rest_hibernate: kept across hibernate under
+          gVisor, or refused on an engine without checkpoints)
   cli     `sandman code` against the engine: state between invocations,
           --json events, --save-images, exit statuses, --list and --delete;
           and the MCP tool run_code over `sandman mcp` (stdio): state kept, a
@@ -348,11 +349,57 @@ def rest_tiers(r, c):
     c.delete_sandbox(sb["id"])
 
 
+def engine_checkpoints():
+    """What the engine reports: does it offer checkpoints (its experimental
+    mode)? Never guessed: a docker that does not answer fails the test."""
+    out = subprocess.run(["docker", "info", "-f", "{{.ExperimentalBuild}}"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    check("the engine says whether it offers checkpoints", out in ("true", "false"), out)
+    return out == "true"
+
+
+def rest_hibernate(r, c):
+    """A context across hibernate (docs/code.md, docs/state.md), in a gVisor
+    sandbox (template pyg, runtime runsc): on an engine with checkpoints the
+    kernel is written to disk and restored with its variables, imports and
+    data; without them hibernate is refused (409) and the context answers."""
+    sb = c.create_sandbox(template="pyg")
+    key = {"sandbox_id": sb["id"]}
+    path = "/v1/sandboxes/" + sb["id"]
+    x = c.run_code("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\nx = 41", **key)
+    check("gVisor: a context runs", x.status == "ok", vars(x))
+    c.contexts.create(key, "kept")
+    c.run_code("k = 'named'", "kept", **key)
+    if engine_checkpoints():
+        p = c._call("POST", path + "/pause?tier=hibernate")
+        check("the context's sandbox is hibernated", p.get("state") == "hibernated" and
+              c.get_sandbox(sb["id"]).get("state") == "hibernated", p)
+        x = c.run_code("x + 1 + int(df.a.sum())", **key)
+        check("a context survives hibernate and restore of its sandbox (x and a DataFrame)",
+              x.status == "ok" and x.text == "48" and not x.state_lost and
+              c.get_sandbox(sb["id"]).get("state") == "running", vars(x))
+        check("a named context survives hibernate too", in_kernel(c, key, "k", "kept") == "'named'")
+        x = c.run_code("import subprocess\nsubprocess.run(['echo', 'from a child'])", **key)
+        check("after the restore a child process's output still comes back",
+              x.status == "ok" and "from a child" in "".join(x.logs.stdout), vars(x))
+    else:
+        try:
+            c._call("POST", path + "/pause?tier=hibernate")
+            st = 200
+        except SandmanError as e:
+            st = (e.status, e.error)
+        check("hibernate on an engine without checkpoints: refused (409, experimental mode)",
+              st != 200 and st[0] == 409 and "experimental" in st[1], st)
+        check("after the refusal the context still answers", in_kernel(c, key, "x + 1") == "42")
+    c.delete_sandbox(sb["id"])
+
+
 def suite_runner(tmp):
     cfg = os.path.join(tmp, "sandman.yaml")
     with open(cfg, "w") as f:
         f.write("version: 1\ntemplates:\n  py:\n    image: %s\n    memory: 768m\n"
-                "defaults:\n  templates: [py]\n" % IMAGE)
+                "  pyg:\n    image: %s\n    memory: 768m\n    runtime: runsc\n"
+                "defaults:\n  templates: [py, pyg]\n" % (IMAGE, IMAGE))
     os.environ["SANDMAN_CONFIG"] = cfg
     r = ts.Runner(tmp, runner_args(["--code-queue", "3", "--code-max-contexts", "3"]))
     c = r.client
@@ -368,6 +415,7 @@ def suite_runner(tmp):
         limits(r, c)
         by_sandbox_id(r, c)
         rest_tiers(r, c)
+        rest_hibernate(r, c)
         audit(r, c)
     finally:
         code = r.stop()
