@@ -489,7 +489,11 @@ class Run:
                 k.recv(sock)
         msg = k.session.send(k.shell, "execute_request", {
             "code": self.code, "silent": False, "store_history": True,
-            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+            # Runs are queued here, one at a time, never in the kernel: a
+            # cell's error has no queued cell to abort. With stop_on_error
+            # the kernel also aborted, unrun, a cell sent just after an
+            # interrupted one (ipykernel aborts for a moment after an error).
+            "user_expressions": {}, "allow_stdin": False, "stop_on_error": False})
         mid = msg["header"]["msg_id"]
         t0 = time.monotonic()
         deadline = t0 + self.timeout_s if self.timeout_s > 0 else None
@@ -560,6 +564,8 @@ class Run:
                 self.status = "ok"
             else:
                 self.status = "error"
+                if reply_status == "aborted" and not self.message:
+                    self.message = "the kernel aborted the cell without running it"
         end = {"event": "end", "status": self.status, "execution_count": self.execution_count,
                "duration_ms": round((time.monotonic() - t0) * 1000.0, 3)}
         if self.message:
