@@ -37,7 +37,10 @@ import test_server as ts  # noqa: E402
 
 check = ts.check
 GUARD = 120
-IMAGE = os.environ.get("PORTS_IMAGE", "sandman/general:latest")
+# The tests' own build of sandman/general (its .sh wrapper sets it), never
+# a user's sandman/general:latest, which set-up does not build.
+IMAGE = os.environ.get("PORTS_IMAGE") or sys.exit(
+    "PORTS_IMAGE is not set: run this through its .sh wrapper (scripts/test-images.sh)")
 
 WS_ECHO = r'''
 import base64, hashlib, socket, struct, sys, threading

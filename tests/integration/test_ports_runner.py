@@ -22,7 +22,6 @@ import socket
 import http.client
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -31,7 +30,10 @@ import test_server as ts  # noqa: E402
 from sandman_client import Client, derive_worker_token  # noqa: E402
 
 check = ts.check
-IMAGE = os.environ.get("PORTS_IMAGE", "sandman/general:latest")
+# The tests' own build of sandman/general (its .sh wrapper sets it), never
+# a user's sandman/general:latest, which set-up does not build.
+IMAGE = os.environ.get("PORTS_IMAGE") or sys.exit(
+    "PORTS_IMAGE is not set: run this through its .sh wrapper (scripts/test-images.sh)")
 
 
 def raw(r, method, path, token=None, key=None, body=None):
