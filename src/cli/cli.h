@@ -98,6 +98,9 @@ int cli_workspace_flags(const cli_call *call, int json, const char **workspace,
 int cli_protect_flags(const cli_call *call, sm_string_list *list, int json);
 /* Prints a JSON object to stdout (pretty when stdout is a terminal). */
 void cli_print_json(json_object *obj);
+/* Prints obj (as cli_print_json) and frees it; NULL (an allocation that
+ * failed) is an error: CLI_EXIT_FAILURE, else CLI_EXIT_OK. */
+int cli_print_json_owned(json_object *obj);
 /* Loads the configuration (--config or the search) and resolves one call.
  * On failure prints the error, frees what it made and returns the exit
  * code (2 for a bad file); 0 on success, *cfg then the caller's. */

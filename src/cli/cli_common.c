@@ -97,6 +97,16 @@ void cli_print_json(json_object *obj) {
   fflush(stdout);
 }
 
+int cli_print_json_owned(json_object *obj) {
+  if (obj == NULL) {
+    cli_error("out of memory");
+    return CLI_EXIT_FAILURE;
+  }
+  cli_print_json(obj);
+  json_object_put(obj);
+  return CLI_EXIT_OK;
+}
+
 void cli_engine_options(const cli_globals *g, const sm_config *cfg, sm_engine_options *out) {
   sm_engine_options init = SM_ENGINE_OPTIONS_INIT;
   *out = init;

@@ -100,16 +100,7 @@ int keep_exit(const sm_error *err) {
 }
 
 static int print_report(const sm_rest_report *r, int json, const char *verb) {
-  if (json) {
-    json_object *o = sm_rest_report_to_json(r);
-    if (o == NULL) {
-      cli_error("out of memory");
-      return CLI_EXIT_FAILURE;
-    }
-    cli_print_json(o);
-    json_object_put(o);
-    return CLI_EXIT_OK;
-  }
+  if (json) return cli_print_json_owned(sm_rest_report_to_json(r));
   if (!r->changed)
     printf("%s (%.12s) is %s already\n", r->name, r->id, r->state);
   else

@@ -48,16 +48,6 @@ static void print_owned(char *text) {
   free(text);
 }
 
-static int print_json_owned(json_object *o) {
-  if (o == NULL) {
-    cli_error("out of memory");
-    return CLI_EXIT_FAILURE;
-  }
-  cli_print_json(o);
-  json_object_put(o);
-  return CLI_EXIT_OK;
-}
-
 /* ---- doctor ---- */
 
 int cmd_sandbox_doctor(const cli_call *call) {
@@ -99,7 +89,7 @@ int cmd_sandbox_doctor(const cli_call *call) {
   if (report == NULL || sm_ops_doctor(&o, report, &err) != 0) {
     rc = report ? cli_fail(&err) : CLI_EXIT_FAILURE;
   } else {
-    if (as_json) print_json_owned(sm_ops_doctor_to_json(report));
+    if (as_json) cli_print_json_owned(sm_ops_doctor_to_json(report));
     else print_owned(sm_ops_doctor_text(report));
     rc = report->healthy ? CLI_EXIT_OK : CLI_EXIT_UNHEALTHY;
   }
@@ -287,7 +277,7 @@ int cmd_sandbox_list(const cli_call *call) {
   }
   list.n = kept;
   if (as_json) {
-    rc = print_json_owned(sm_ops_list_to_json(&list));
+    rc = cli_print_json_owned(sm_ops_list_to_json(&list));
   } else if (quiet || format) {
     /* The template is checked on an empty row first: an unknown field is a
      * usage error before anything is printed. */
@@ -337,7 +327,7 @@ done:
 /* ---- reap and rm share their output ---- */
 
 static int finish_report(sm_ops_report *report, int as_json) {
-  if (as_json) print_json_owned(sm_ops_report_to_json(report));
+  if (as_json) cli_print_json_owned(sm_ops_report_to_json(report));
   else print_owned(sm_ops_report_text(report));
   int rc = report->n_failed ? CLI_EXIT_UNHEALTHY : CLI_EXIT_OK;
   sm_ops_report_dispose(report);

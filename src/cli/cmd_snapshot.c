@@ -14,16 +14,6 @@
 
 #define FORK_MAX 64
 
-static int print_json_owned(json_object *o) {
-  if (o == NULL) {
-    cli_error("out of memory");
-    return CLI_EXIT_FAILURE;
-  }
-  cli_print_json(o);
-  json_object_put(o);
-  return CLI_EXIT_OK;
-}
-
 static void print_size(int64_t bytes, char *out, size_t len) {
   if (bytes >= 1 << 20) snprintf(out, len, "%.1f MB", (double)bytes / (1 << 20));
   else if (bytes >= 1 << 10) snprintf(out, len, "%.1f kB", (double)bytes / (1 << 10));
@@ -46,7 +36,7 @@ int cmd_sandbox_snapshot(const cli_call *call) {
   if (rc == CLI_EXIT_OK) {
     sm_snapshot snap;
     if (sm_sandbox_snapshot(s.runner, name, &o, &snap, &err) != 0) rc = keep_exit(&err);
-    else if (json) rc = print_json_owned(sm_snapshot_to_json(&snap, sm_now()));
+    else if (json) rc = cli_print_json_owned(sm_snapshot_to_json(&snap, sm_now()));
     else
       printf("snapshot %s of %s: %lld files in %.0f ms\n", snap.name, name, (long long)snap.files,
              snap.duration_ms);
@@ -70,7 +60,7 @@ int cmd_snapshot_list(const cli_call *call) {
   if (json) {
     json_object *a = json_object_new_array();
     for (size_t i = 0; a && i < l.n; i++) json_object_array_add(a, sm_snapshot_to_json(&l.items[i], now));
-    rc = print_json_owned(a);
+    rc = cli_print_json_owned(a);
   } else {
     printf("%-30s %-40s %8s %10s %10s %8s\n", "NAME", "SOURCE", "FILES", "WORKSPACE", "LAYER", "AGE");
     for (size_t i = 0; i < l.n; i++) {
@@ -93,7 +83,7 @@ int cmd_snapshot_inspect(const cli_call *call) {
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
   if (sm_snapshot_get(s.runner, call->args[0], NULL, &snap, &err) != 0) rc = keep_exit(&err);
-  else rc = print_json_owned(sm_snapshot_to_json(&snap, sm_now()));
+  else rc = cli_print_json_owned(sm_snapshot_to_json(&snap, sm_now()));
   keep_session_close(&s);
   return rc;
 }
@@ -121,7 +111,7 @@ int cmd_snapshot_rm(const cli_call *call) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "removed", removed);
     json_object_object_add(o, "failed", failed);
-    print_json_owned(o);
+    cli_print_json_owned(o);
   } else {
     json_object_put(removed);
     json_object_put(failed);
@@ -148,7 +138,7 @@ int cmd_snapshot_reap(const cli_call *call) {
     double now = sm_now();
     for (size_t i = 0; a && i < removed.n; i++)
       json_object_array_add(a, sm_snapshot_to_json(&removed.items[i], now));
-    rc = print_json_owned(a);
+    rc = cli_print_json_owned(a);
   } else {
     for (size_t i = 0; i < removed.n; i++)
       printf("%s%s\n", dry ? "would remove " : "", removed.items[i].name);
@@ -191,7 +181,7 @@ static int print_forks(const sm_fork_item *items, size_t n, int json) {
     json_object_object_add(o, "error", items[i].error[0] ? json_object_new_string(items[i].error) : NULL);
     json_object_array_add(a, o);
   }
-  if (json) print_json_owned(a);
+  if (json) cli_print_json_owned(a);
   return rc;
 }
 
@@ -237,7 +227,7 @@ int cmd_sandbox_rollback(const cli_call *call) {
     sm_rest_report r;
     sm_error err = SM_ERROR_INIT;
     if (sm_sandbox_rollback(s.runner, name, to, NULL, &r, &err) != 0) rc = keep_exit(&err);
-    else if (json) rc = print_json_owned(sm_rest_report_to_json(&r));
+    else if (json) rc = cli_print_json_owned(sm_rest_report_to_json(&r));
     else printf("rolled back %s (%.12s) to snapshot %s in %.0f ms\n", r.name, r.id, to, r.duration_ms);
   }
   keep_session_close(&s);
@@ -270,7 +260,7 @@ int cmd_sandbox_diff(const cli_call *call) {
     if (sm_sandbox_diff(s.runner, name, from, NULL, &d, &err) != 0) {
       rc = keep_exit(&err);
     } else if (json) {
-      rc = print_json_owned(d);
+      rc = cli_print_json_owned(d);
     } else {
       print_changes(d, "added", 'A');
       print_changes(d, "modified", 'M');
