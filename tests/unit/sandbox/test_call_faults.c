@@ -252,12 +252,76 @@ static void lookup_fails(void **state) {
   assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/create"), 0);
 }
 
+/* A per_tool sandbox's fresh name taken (409): refused, nothing left. */
+static void name_taken(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"true"};
+  sm_run_request req;
+  fake_world_request(f, &req, SM_MODE_PER_TOOL, argv, 1);
+  req.workspace = NULL;
+  fake_engine_fail(f->fe, "POST", "/containers/create", 409, "name in use", 1);
+  sm_run_result r;
+  assert_failed(f, &req, &r, "is taken");
+  assert_false(r.started);
+  sm_run_result_dispose(&r);
+  assert_int_equal(fake_engine_containers(f->fe), 0);
+}
+
+/* No engine answers where the runner looks: the call fails as the engine's
+ * failure, before anything is made. */
+static void engine_unreachable(void **state) {
+  fixture *f = *state;
+  sm_runner_options o = SM_RUNNER_OPTIONS_INIT;
+  char host[4300];
+  snprintf(host, sizeof host, "unix://%s/no-engine.sock", f->state);
+  o.engine.host = host;
+  o.state_dir = f->state;
+  o.instance = "unit-faults";
+  sm_runner *runner = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_runner_new(&runner, &o, &err), 0);
+  sm_runner *mine = f->runner;
+  f->runner = runner;
+  const char *argv[] = {"true"};
+  sm_run_request req;
+  fake_world_request(f, &req, SM_MODE_PER_TOOL, argv, 1);
+  req.workspace = NULL;
+  sm_run_result r;
+  assert_int_equal(fake_world_run(f, &req, &r, 0), 0);
+  f->runner = mine;
+  sm_runner_free(runner);
+  assert_int_equal(r.failure_kind, SM_FAIL_ENGINE);
+  assert_false(r.started);
+  assert_true(r.error[0] != '\0');
+  sm_run_result_dispose(&r);
+  assert_int_equal(fake_engine_count(f->fe, NULL, NULL), 0);
+}
+
+/* A per_run call without its run id has no sandbox to name: refused (sm_run
+ * says so too), nothing asked of the engine but its version. */
+static void no_run_id(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"true"};
+  sm_run_request req;
+  fake_world_request(f, &req, SM_MODE_PER_RUN, argv, 1);
+  req.workspace = NULL;
+  sm_run_result r;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_not_equal(sm_run(f->runner, &req, &r, &err), 0);
+  assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
+  assert_non_null(strstr(r.error, "per_run needs a run id"));
+  assert_false(r.started);
+  sm_run_result_dispose(&r);
+  assert_int_equal(fake_engine_count(f->fe, "POST", NULL), 0);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
       T(copy_in_fails),      T(tool_exec_fails),   T(copy_out_fails),
       T(removal_fails),      T(kill_fails),        T(killer_retried),
       T(not_started_silent), T(created_elsewhere), T(lookup_fails),
+      T(name_taken),         T(engine_unreachable), T(no_run_id),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

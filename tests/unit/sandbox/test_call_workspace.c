@@ -2,9 +2,9 @@
  * workspace/box.c) against the fake engine (tests/support/fake_engine.h):
  * what the copy out refuses to bring back (protected paths, links that
  * leave the workspace, a fifo) while it applies the rest; a path both
- * sides changed during the call (a conflict copy beside the host's); and a
- * copy in of more files than one stat command takes. In a per_tool sandbox
- * (the engine's execs) and a per_run one over the agent alike. */
+ * sides changed during the call (a conflict copy beside the host's), in a
+ * per_tool sandbox (the engine's execs) and a per_run one over the agent
+ * alike; and a copy in of 300 files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,9 +151,8 @@ static void conflict(void **state) {
   }
 }
 
-/* More files than one stat after the upload takes (256): the listing of
- * the whole workspace instead; every file arrives, the tool's change comes
- * back. */
+/* A copy in of 300 files in one upload: every file arrives, and of them
+ * only the one the tool changed comes back. */
 static void many_files(void **state) {
   fixture *f = *state;
   for (int i = 0; i < 300; i++) {

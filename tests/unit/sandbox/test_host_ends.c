@@ -209,11 +209,31 @@ static void scratch_refused(void **state) {
   assert_int_equal(unlink(path), 0);
 }
 
+/* A limit the kernel refuses (open files past fs.nr_open): the tool never
+ * runs, and the result says which limit. */
+static void limit_refused(void **state) {
+  fixture *f = *state;
+  char marker[4200];
+  snprintf(marker, sizeof marker, "%s/ran", f->ws);
+  const char *argv[] = {"sh", "-c", "touch \"$1\"", "sh", marker};
+  sm_run_request req;
+  host_request(f, &req, argv, 5);
+  req.settings.nofile = (int64_t)1 << 40;
+  sm_run_result r;
+  assert_int_equal(fake_world_run(f, &req, &r, 0), 0);
+  assert_false(r.started);
+  assert_int_equal(r.failure_kind, SM_FAIL_SANDBOX);
+  assert_non_null(strstr(r.error, "setting the open files limit"));
+  sm_run_result_dispose(&r);
+  assert_null(tf_read(marker, NULL));
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
       T(killed_by_signal),  T(cancelled),       T(limits),
       T(call_excludes),     T(workspace_refused), T(scratch_refused),
+      T(limit_refused),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
