@@ -315,6 +315,39 @@ static void no_run_id(void **state) {
   assert_int_equal(fake_engine_count(f->fe, "POST", NULL), 0);
 }
 
+/* A helper call (sandman's own in-sandbox program) whose install the
+ * runtime refuses: the call fails saying so, and nothing ran; the next
+ * installs it and runs it as the sandbox's user. */
+static void helper_not_installed(void **state) {
+  fixture *f = *state;
+  const char *warm[] = {"true"};
+  sm_run_request req;
+  fake_world_request(f, &req, SM_MODE_PER_RUN, warm, 1);
+  req.workspace = NULL;
+  req.run_id = "helper";
+  sm_runner_set_agent(f->runner, 0);
+  sm_run_result r;
+  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
+  sm_run_result_dispose(&r);
+  fake_engine_fail_exec(f->fe, "/.sandman/agent-", "read-only file system", 126, 1);
+  const char *argv[] = {"wsdigest", "/workspace", "100"};
+  req.argv = argv;
+  req.argc = 3;
+  req.helper = 1;
+  assert_failed(f, &req, &r, "installing sandman's helper in the sandbox");
+  assert_false(r.started);
+  sm_run_result_dispose(&r);
+  char user[64];
+  assert_int_equal(fake_engine_exec_user(f->fe, "wsdigest", user, sizeof user), -1);
+  /* Installed on the next call, it runs as the sandbox's user. */
+  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
+  assert_true(r.ok);
+  assert_true(r.stdout_len > 0);
+  sm_run_result_dispose(&r);
+  assert_int_equal(fake_engine_exec_user(f->fe, "wsdigest", user, sizeof user), 0);
+  assert_string_equal(user, "1000:1000");
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -322,6 +355,7 @@ int main(void) {
       T(removal_fails),      T(kill_fails),        T(killer_retried),
       T(not_started_silent), T(created_elsewhere), T(lookup_fails),
       T(name_taken),         T(engine_unreachable), T(no_run_id),
+      T(helper_not_installed),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

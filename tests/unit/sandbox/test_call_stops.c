@@ -278,11 +278,39 @@ static void agent_cannot_start(void **state) {
   sm_run_result_dispose(&r);
 }
 
+/* The agent cannot be put in the sandbox nor started there (the runtime
+ * refuses both execs): the call runs through the engine's exec instead,
+ * and says it fell back. */
+static void agent_unusable(void **state) {
+  fixture *f = *state;
+  sm_run_request req;
+  char id[SM_ENGINE_ID_MAX];
+  warm(f, &req, "no-agent", 0, id, sizeof id); /* no session prepared ahead */
+  sm_runner_set_agent(f->runner, 1);
+  fake_engine_fail_exec(f->fe, "/.sandman/agent-", "exec format error", 126, 2);
+  const char *argv[] = {"echo", "by-engine"};
+  req.argv = argv;
+  req.argc = 2;
+  sm_run_result r;
+  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
+  assert_true(r.ok);
+  assert_string_equal(r.stdout_data, "by-engine\n");
+  sm_run_result_dispose(&r);
+  sm_agent_stats st;
+  sm_runner_agent_stats(f->runner, &st);
+  assert_int_equal(st.sessions_opened, 0);
+  assert_int_equal(st.calls, 0);
+  assert_int_equal(st.fallbacks, 1);
+  char user[64];
+  assert_int_equal(fake_engine_exec_user(f->fe, "by-engine", user, sizeof user), 0);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
       T(cancel_running),     T(cancel_before),      T(output_caps),
       T(stopped_under_call), T(runtime_last_words), T(agent_cannot_start),
+      T(agent_unusable),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
