@@ -73,6 +73,12 @@ typedef struct fake_world {
 int fake_world_open(fake_world *w, const char *instance);
 void fake_world_close(fake_world *w);
 
+/* cmocka's setup and teardown of a test of calls: *state a fake_world
+ * opened with this instance name (the setup returns -1 when it cannot be),
+ * then closed and freed. */
+int fake_world_setup(void **state, const char *instance);
+int fake_world_teardown(void **state);
+
 /* A call's request in w: mode, FAKE_ENGINE_IMAGE, a 60 s timeout, argv,
  * w->ws as its workspace, tool "shell". */
 void fake_world_request(const fake_world *w, sm_run_request *req, sm_mode mode,
@@ -82,6 +88,10 @@ void fake_world_request(const fake_world *w, sm_run_request *req, sm_mode mode,
  * say_failure is set, the error, the result and the engine's log go to
  * stderr. */
 int fake_world_run(fake_world *w, const sm_run_request *req, sm_run_result *out, int say_failure);
+/* Runs req, which must go well (ok) and print exactly stdout_text (NULL:
+ * anything): 0, or -1 said on stderr with the result and the engine's log.
+ * The result is disposed of. */
+int fake_world_expect(fake_world *w, const sm_run_request *req, const char *stdout_text);
 
 /* An image the engine has (ref as given in a request, e.g.
  * "sandman-test/fake:latest"); user is its Config.User ("" for root). */

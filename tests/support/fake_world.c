@@ -31,6 +31,20 @@ void fake_world_close(fake_world *w) {
   memset(w, 0, sizeof *w);
 }
 
+int fake_world_setup(void **state, const char *instance) {
+  fake_world *w = calloc(1, sizeof *w);
+  *state = w;
+  return w && fake_world_open(w, instance) == 0 ? 0 : -1;
+}
+
+int fake_world_teardown(void **state) {
+  fake_world *w = *state;
+  if (w) fake_world_close(w);
+  free(w);
+  *state = NULL;
+  return 0;
+}
+
 void fake_world_request(const fake_world *w, sm_run_request *req, sm_mode mode,
                         const char *const *argv, size_t argc) {
   sm_run_request_init(req);
@@ -55,4 +69,16 @@ int fake_world_run(fake_world *w, const sm_run_request *req, sm_run_result *out,
     free(log);
   }
   return rc;
+}
+
+int fake_world_expect(fake_world *w, const sm_run_request *req, const char *stdout_text) {
+  sm_run_result r;
+  int rc = fake_world_run(w, req, &r, 1);
+  const char *got = r.stdout_data ? r.stdout_data : "";
+  int bad = rc == 0 && (!r.ok || (stdout_text && strcmp(got, stdout_text) != 0));
+  if (bad)
+    fprintf(stderr, "expected ok and stdout \"%s\"; got ok %d, exit %d, stdout \"%s\", error %s\n",
+            stdout_text ? stdout_text : "(any)", r.ok, r.exit_code, got, r.error);
+  if (rc == 0) sm_run_result_dispose(&r);
+  return rc || bad ? -1 : 0;
 }

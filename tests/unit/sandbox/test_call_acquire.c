@@ -25,17 +25,10 @@
 typedef fake_world fixture;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  *state = f;
-  if (f == NULL || fake_world_open(f, "unit-acquire") != 0) return -1;
+  if (fake_world_setup(state, "unit-acquire") != 0) return -1;
+  fixture *f = *state;
   fake_engine_add_image(f->fe, OTHER_IMAGE, "");
   sm_runner_set_agent(f->runner, 0); /* every call through the engine: what it asks is seen */
-  return 0;
-}
-
-static int teardown(void **state) {
-  fake_world_close(*state);
-  free(*state);
   return 0;
 }
 
@@ -277,7 +270,7 @@ static void paused_behind(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
       T(resource),        T(named_refusals), T(existing_only),
       T(replace_reasons), T(busy_sandbox),   T(paused_behind),

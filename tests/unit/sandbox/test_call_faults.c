@@ -21,17 +21,7 @@
 
 typedef fake_world fixture;
 
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  *state = f;
-  return f && fake_world_open(f, "unit-faults") == 0 ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  fake_world_close(*state);
-  free(*state);
-  return 0;
-}
+static int setup(void **state) { return fake_world_setup(state, "unit-faults"); }
 
 /* A call that sm_run takes (returns 0) whose result is sandman's failure,
  * with `words` in its error. */
@@ -135,11 +125,7 @@ static void removal_fails(void **state) {
   fake_world_request(f, &req, SM_MODE_PER_TOOL, argv, 2);
   req.workspace = NULL;
   fake_engine_fail(f->fe, "DELETE", "/containers/", 500, "device or resource busy", 1);
-  sm_run_result r;
-  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-  assert_true(r.ok);
-  assert_string_equal(r.stdout_data, "fine\n");
-  sm_run_result_dispose(&r);
+  assert_int_equal(fake_world_expect(f, &req, "fine\n"), 0);
   assert_int_equal(fake_engine_count(f->fe, "DELETE", "/containers/"), 1);
   assert_int_equal(fake_engine_containers(f->fe), 1);
 }
@@ -191,10 +177,7 @@ static void killer_retried(void **state) {
   const char *again[] = {"echo", "again"};
   req.argv = again;
   req.argc = 2;
-  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-  assert_true(r.ok);
-  assert_string_equal(r.stdout_data, "again\n");
-  sm_run_result_dispose(&r);
+  assert_int_equal(fake_world_expect(f, &req, "again\n"), 0);
 }
 
 /* The runtime could not start the wrapper and said nothing: the result
@@ -349,7 +332,7 @@ static void helper_not_installed(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
       T(copy_in_fails),      T(tool_exec_fails),   T(copy_out_fails),
       T(removal_fails),      T(kill_fails),        T(killer_retried),

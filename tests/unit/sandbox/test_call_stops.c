@@ -22,17 +22,7 @@
 
 typedef fake_world fixture;
 
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  *state = f;
-  return f && fake_world_open(f, "unit-stops") == 0 ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  fake_world_close(*state);
-  free(*state);
-  return 0;
-}
+static int setup(void **state) { return fake_world_setup(state, "unit-stops"); }
 
 /* What an output callback does once the tool has said `when`. */
 typedef struct trigger {
@@ -272,10 +262,7 @@ static void agent_cannot_start(void **state) {
   assert_null(r.stdout_data && *r.stdout_data ? r.stdout_data : NULL);
   sm_run_result_dispose(&r);
   req.cwd = NULL;
-  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-  assert_true(r.ok);
-  assert_string_equal(r.stdout_data, "never\n");
-  sm_run_result_dispose(&r);
+  assert_int_equal(fake_world_expect(f, &req, "never\n"), 0);
 }
 
 /* The agent cannot be put in the sandbox nor started there (the runtime
@@ -291,11 +278,7 @@ static void agent_unusable(void **state) {
   const char *argv[] = {"echo", "by-engine"};
   req.argv = argv;
   req.argc = 2;
-  sm_run_result r;
-  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-  assert_true(r.ok);
-  assert_string_equal(r.stdout_data, "by-engine\n");
-  sm_run_result_dispose(&r);
+  assert_int_equal(fake_world_expect(f, &req, "by-engine\n"), 0);
   sm_agent_stats st;
   sm_runner_agent_stats(f->runner, &st);
   assert_int_equal(st.sessions_opened, 0);
@@ -306,7 +289,7 @@ static void agent_unusable(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
       T(cancel_running),     T(cancel_before),      T(output_caps),
       T(stopped_under_call), T(runtime_last_words), T(agent_cannot_start),

@@ -19,17 +19,7 @@
 
 typedef fake_world fixture;
 
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  *state = f;
-  return f && fake_world_open(f, "unit-calltty") == 0 ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  fake_world_close(*state);
-  free(*state);
-  return 0;
-}
+static int setup(void **state) { return fake_world_setup(state, "unit-calltty"); }
 
 typedef struct started {
   char id[SM_ENGINE_ID_MAX];
@@ -55,6 +45,16 @@ static void make_sandbox(fixture *f, sm_run_request *req, char *id, size_t len) 
   sm_run_result_dispose(&r);
 }
 
+/* A terminal of rows x cols whose start is told to st, with typed queued. */
+static sm_tty *new_tty(unsigned rows, unsigned cols, started *st, const char *typed) {
+  sm_tty *tty = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_tty_new(&tty, rows, cols, &err), 0);
+  sm_tty_on_start(tty, on_start, st);
+  assert_int_equal(sm_tty_write(tty, typed, strlen(typed), &err), 0);
+  return tty;
+}
+
 /* Pipes (a terminal of 0 x 0): the input typed ahead reaches the program's
  * stdin, which ends at sm_tty_end_input; its stdout and stderr stay apart. */
 static void pipes(void **state) {
@@ -62,12 +62,8 @@ static void pipes(void **state) {
   sm_run_request req;
   char id[SM_ENGINE_ID_MAX];
   make_sandbox(f, &req, id, sizeof id);
-  sm_tty *tty = NULL;
-  sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_tty_new(&tty, 0, 0, &err), 0);
   started st = {"", 0};
-  sm_tty_on_start(tty, on_start, &st);
-  assert_int_equal(sm_tty_write(tty, "typed ahead\n", 12, &err), 0);
+  sm_tty *tty = new_tty(0, 0, &st, "typed ahead\n");
   sm_tty_end_input(tty);
   const char *argv[] = {"sh", "-c", "tr a-z A-Z; echo to-err >&2"};
   req.argv = argv;
@@ -92,12 +88,8 @@ static void terminal(void **state) {
   sm_run_request req;
   char id[SM_ENGINE_ID_MAX];
   make_sandbox(f, &req, id, sizeof id);
-  sm_tty *tty = NULL;
-  sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_tty_new(&tty, 33, 101, &err), 0);
   started st = {"", 0};
-  sm_tty_on_start(tty, on_start, &st);
-  assert_int_equal(sm_tty_write(tty, "line\n", 5, &err), 0);
+  sm_tty *tty = new_tty(33, 101, &st, "line\n");
   const char *argv[] = {"sh", "-c",
                         "test -t 0 && echo is-a-tty; stty size; read -r x; echo got-$x; exit 3"};
   req.argv = argv;
@@ -130,7 +122,7 @@ static void terminal(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
       T(pipes),
       T(terminal),

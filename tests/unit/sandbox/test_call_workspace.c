@@ -23,17 +23,7 @@
 
 typedef fake_world fixture;
 
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  *state = f;
-  return f && fake_world_open(f, "unit-callws") == 0 ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  fake_world_close(*state);
-  free(*state);
-  return 0;
-}
+static int setup(void **state) { return fake_world_setup(state, "unit-callws"); }
 
 /* 1 when the result refused path for reason. */
 static int refused(const sm_run_result *r, const char *path, const char *reason) {
@@ -54,11 +44,17 @@ static void assert_host_file(fixture *f, const char *name, const char *text) {
   free(got);
 }
 
-/* The request of call i: 0 per_tool, 1 per_run (its first call makes the
- * sandbox, the second goes over the agent). */
+/* The request of call i: 0 per_tool, 1 per_run (a first call, made here,
+ * makes the sandbox: this one goes over the agent). */
 static void request(fixture *f, sm_run_request *req, int i, const char *const *argv, size_t argc) {
-  fake_world_request(f, req, i ? SM_MODE_PER_RUN : SM_MODE_PER_TOOL, argv, argc);
+  static const char *const warm[] = {"true"};
+  fake_world_request(f, req, i ? SM_MODE_PER_RUN : SM_MODE_PER_TOOL, i ? warm : argv, i ? 1 : argc);
   req->run_id = "ws";
+  if (i) {
+    assert_int_equal(fake_world_expect(f, req, ""), 0);
+    req->argv = argv;
+    req->argc = argc;
+  }
 }
 
 /* What the copy out must not bring back stays in the sandbox, each said
@@ -75,12 +71,6 @@ static void refusals(void **state) {
   for (int i = 0; i < 2; i++) {
     sm_run_request req;
     sm_run_result r;
-    if (i) {
-      const char *warm[] = {"true"};
-      request(f, &req, 1, warm, 1);
-      assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-      sm_run_result_dispose(&r);
-    }
     request(f, &req, i, argv, 3);
     assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
     assert_true(r.ok);
@@ -128,12 +118,6 @@ static void conflict(void **state) {
     assert_int_equal(tf_write_at(f->ws, "shared.txt", "base\n"), 0);
     sm_run_request req;
     sm_run_result r;
-    if (i) {
-      const char *warm[] = {"true"};
-      request(f, &req, 1, warm, 1);
-      assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-      sm_run_result_dispose(&r);
-    }
     request(f, &req, i, argv, 3);
     host_edit h = {f, 0};
     req.on_output = edit_on_output;
@@ -175,7 +159,7 @@ static void many_files(void **state) {
 }
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
       T(refusals),
       T(conflict),

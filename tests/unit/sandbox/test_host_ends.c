@@ -23,11 +23,7 @@
 
 typedef fake_world fixture;
 
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  *state = f;
-  return f && fake_world_open(f, "unit-host-ends") == 0 ? 0 : -1;
-}
+static int setup(void **state) { return fake_world_setup(state, "unit-host-ends"); }
 
 /* Nothing reached the engine and no scratch folder is left. */
 static int teardown(void **state) {
@@ -39,8 +35,7 @@ static int teardown(void **state) {
   for (struct dirent *de; d && (de = readdir(d)) != NULL;) left += de->d_name[0] != '.';
   if (d) closedir(d);
   size_t requests = fake_engine_count(f->fe, NULL, NULL);
-  fake_world_close(f);
-  free(f);
+  fake_world_teardown(state);
   if (left || requests) print_error("%zu scratch folders left, %zu engine requests\n", left, requests);
   return left || requests ? -1 : 0;
 }
@@ -153,11 +148,7 @@ static void call_excludes(void **state) {
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_string_list_add(&extra, "*.log", &err), 0);
   req.extra_excludes = &extra;
-  sm_run_result r;
-  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
-  assert_true(r.ok);
-  assert_string_equal(r.stdout_data, "keep.txt\n");
-  sm_run_result_dispose(&r);
+  assert_int_equal(fake_world_expect(f, &req, "keep.txt\n"), 0);
   char *made = tf_read_at(f->ws, "made.txt");
   assert_string_equal(made, "new\n");
   free(made);
