@@ -49,8 +49,16 @@ JOBS=${SANDMAN_COVERAGE_JOBS:-2}
 OUT=$BUILD/coverage
 
 # The call driver: the files issue 26 asks the unit tier to cover (70 %).
-DRIVER_FILES=(src/sandbox/call.c src/sandbox/exec.c src/sandbox/acquire.c src/sandbox/host.c
-  src/workspace/box.c)
+# Each is the first of its '|' names that the build has (the names of the
+# tree since issue 26, then those before it, so that an older checkout is
+# measured alike).
+DRIVER_FILES=(
+  'src/lib/sandbox/sandbox_call.c|src/sandbox/call.c'
+  'src/lib/sandbox/exec.c|src/sandbox/exec.c'
+  'src/lib/sandbox/acquire.c|src/sandbox/acquire.c'
+  'src/lib/sandbox/host.c|src/sandbox/host.c'
+  'src/lib/workspace/workspace_box.c|src/workspace/box.c'
+)
 
 # --- tools --------------------------------------------------------------------
 need_tools() {
@@ -135,9 +143,10 @@ for name in sorted(files):
 print()
 print("the call driver (issue 26: 70 % or more)")
 print(head)
-for name in driver:
-    f = files.get(name)
-    print(row(name, f["line_covered"], f["line_total"]) if f else f"{name:<48} (no counts: not built?)")
+for names in driver:
+    name = next((n for n in names.split("|") if n in files), None)
+    f = files[name] if name else None
+    print(row(name, f["line_covered"], f["line_total"]) if f else f"{names:<48} (no counts: not built?)")
 print()
 def total(names):
     c = sum(files[n]["line_covered"] for n in names)
