@@ -7,7 +7,7 @@
  * FLAGS: "r" (the folders below too) or "-".
  *
  * Output on stdout (the host parses it against hard caps,
- * src/files/watch_wire.c):
+ * src/lib/files/watch_wire.c):
  *   "ok\n"                          once every watch is in place
  *   "e K D PATHLEN TOLEN\n" PATH TO  an event; PATH (and TO) relative to
  *                                   ROOT; K: c created, m modified,

@@ -1,4 +1,4 @@
-/* Fuzzes the parser of the code driver's answers (src/code/wire.c): what a
+/* Fuzzes the parser of the code driver's answers (src/lib/code/wire.c): what a
  * hostile sandbox could send. The first byte picks the mode, the output cap
  * and the piece size; the events seen must be the same whatever the split
  * (differential check), and every event must respect the caps: output past

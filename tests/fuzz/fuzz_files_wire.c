@@ -1,4 +1,4 @@
-/* Fuzzes the parser of sandman's in-sandbox helper output (src/files/wire.c):
+/* Fuzzes the parser of sandman's in-sandbox helper output (src/lib/files/wire.c):
  * what a hostile sandbox could print. The first byte picks the mode, the
  * record cap and the read sizes; the records, matches and content seen must
  * be the same whatever the split (differential check), and every field

@@ -1,4 +1,4 @@
-/* The parser of the code driver's answers (src/code/wire.c): what a
+/* The parser of the code driver's answers (src/lib/code/wire.c): what a
  * hostile sandbox could send, against the caps. */
 #include <setjmp.h>
 #include <stdarg.h>
