@@ -23,7 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 #include "egress_proxy/proxy_io.h"
 
 #define POLICY_RETRIES 50 /* a policy file being rewritten: up to ~1 s */

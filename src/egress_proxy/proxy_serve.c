@@ -28,8 +28,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "egress/http.h"
-#include "egress/policy.h"
+#include "egress/egress_http.h"
+#include "egress/egress_policy.h"
 #include "egress_proxy/proxy_io.h"
 
 #define MAX_ADDRS 16

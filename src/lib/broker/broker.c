@@ -1,5 +1,5 @@
 /* The broker: its life, whether a call gets the route (offers), explain,
- * and the approvals table. The list is in list.c, calls in call.c. */
+ * and the approvals table. The list is in list.c, calls in broker_call.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,7 @@
 
 #include "broker/audit_rows.h"
 #include "broker/mcp_catalog.h"
-#include "broker/policy.h"
+#include "broker/broker_policy.h"
 #include "broker/route_mcp.h"
 #include "broker/state.h"
 

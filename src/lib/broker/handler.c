@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "broker/audit_rows.h"
-#include "broker/core.h"
+#include "broker/broker_core.h"
 #include "common/json_keys.h"
 #include "broker/http_msg.h"
 #include "broker/route_mcp.h"

@@ -2,9 +2,9 @@
  * one tool's description, by policy; a tool the caller may not use is not
  * listed. */
 #include "broker/audit_rows.h"
-#include "broker/core.h"
+#include "broker/broker_core.h"
 #include "broker/mcp_catalog.h"
-#include "broker/policy.h"
+#include "broker/broker_policy.h"
 #include "broker/state.h"
 
 static void refuse_inactive(sm_broker *b, const sm_route_caller *who, const char *tool) {

@@ -1,6 +1,6 @@
 /* Code contexts: each operation is one call of `sandman-agent code send`
  * in the keyed sandbox (a helper call, as the files API makes), whose
- * answer wire.c parses; when no driver runs there yet, one call of
+ * answer code_wire.c parses; when no driver runs there yet, one call of
  * `sandman-agent code start` first. See sandman/code.h. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include <sandman/code.h>
 
-#include "code/wire.h"
+#include "code/code_wire.h"
 
 /* The helper call's own time beyond the cell's: a kernel that must be
  * started again first (at most 60 s in the driver), the interrupt's grace. */

@@ -12,7 +12,7 @@
 #include <sandman/log.h>
 
 #include "egress/egress_internal.h"
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 
 /* What the engine host and its networks are: refused unless listed by
  * address. A local engine shares this host's addresses; a remote one is

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "egress/egress_internal.h"
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 
 int sm_egress_pattern_check(const char *pattern, sm_error *err) {
   if (pattern == NULL) return sm_error_set(err, SM_EINVAL, "no pattern");

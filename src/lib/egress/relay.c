@@ -18,7 +18,7 @@
 #include "common/thread.h"
 #include "egress/egress_blob.h"
 #include "egress/egress_internal.h"
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 
 #define LABEL_PREFIX "io.sandman."
 

@@ -9,7 +9,7 @@
 
 #include <sandman/error.h>
 
-#include "engine/client.h"
+#include "engine/engine_client.h"
 
 /* A read or write that would block: conn->want says for what. */
 enum { ENGINE_IO_AGAIN = 1 };

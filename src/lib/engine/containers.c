@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
-#include "engine/call.h"
+#include "engine/engine_call.h"
 #include "engine/path.h"
 #include "engine/response.h"
 #include "engine/transport.h"

@@ -19,7 +19,7 @@
 #include <sandman/log.h>
 
 #include "common/cleanup.h"
-#include "engine/call.h"
+#include "engine/engine_call.h"
 #include "engine/conn.h"
 #include "engine/hijack.h"
 #include "engine/mux.h"

@@ -1,12 +1,12 @@
 /* Networks (inspect, connect, disconnect; create, remove and list are in
- * swarm.c) and a container's log, demultiplexed: what the egress topology
+ * engine_swarm.c) and a container's log, demultiplexed: what the egress topology
  * needs (docs/network.md). */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/buf.h"
-#include "engine/call.h"
-#include "engine/client.h"
+#include "engine/engine_call.h"
+#include "engine/engine_client.h"
 #include "engine/mux.h"
 #include "engine/path.h"
 #include "engine/response.h"

@@ -6,7 +6,7 @@
 #include <sandman/engine.h>
 
 #include "common/buf.h"
-#include "engine/client.h"
+#include "engine/engine_client.h"
 
 /* ---- transport (libcurl) ---- */
 typedef struct engine_request {

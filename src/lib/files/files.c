@@ -1,6 +1,6 @@
 /* The files API: each operation is one sm_run call of sandman's helper in
  * the keyed sandbox (sm_run_request.helper), whose output is parsed by
- * wire.c. See sandman/files.h. */
+ * files_wire.c. See sandman/files.h. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 #include "agent/fs.h"
 #include "files/files_internal.h"
-#include "files/wire.h"
+#include "files/files_wire.h"
 
 #define ROOT "/workspace"
 #define CHUNK (64u << 10)

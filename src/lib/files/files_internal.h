@@ -5,7 +5,7 @@
 
 #include <sandman/files.h>
 
-#include "files/wire.h"
+#include "files/files_wire.h"
 
 typedef struct fs_call {
   fs_wire wire;

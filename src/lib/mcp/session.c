@@ -1,5 +1,5 @@
 /* An MCP session: JSON-RPC 2.0 messages in, answers out, over a tool
- * provider. Transport-agnostic (stdio.c and http.c carry the bytes).
+ * provider. Transport-agnostic (stdio.c and mcp_http.c carry the bytes).
  *
  * Dual-era, as the 2026-07-28 revision calls it, chosen per message by
  * what the client sends:

@@ -15,7 +15,7 @@
 #include "common/cleanup.h"
 #include "ops/format.h"
 #include "ops/parallel.h"
-#include "ops/swarm.h"
+#include "ops/ops_swarm.h"
 
 #define LABEL_MAX (SM_NAME_MAX + 64)
 

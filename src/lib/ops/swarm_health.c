@@ -7,7 +7,7 @@
 
 #include "common/cleanup.h"
 #include "ops/swarm_health.h"
-#include "sandbox/swarm.h"
+#include "sandbox/backend_swarm_box.h"
 
 static void append(char *buf, size_t cap, const char *sep, const char *text) {
   size_t used = strlen(buf);

@@ -9,7 +9,7 @@
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
 
-#include "sandbox/box.h"
+#include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
 #include "sandbox/backend.h"
 

@@ -15,7 +15,7 @@
  * runs the calls). The runner picks one (sandbox_ctx.backend).
  *
  * Not on the seam yet: listing and reaping by labels (src/lib/ops: reap.c and
- * swarm.c choose by sm_ops_scope.backend) and the hardened config itself
+ * backend_swarm_box.c choose by sm_ops_scope.backend) and the hardened config itself
  * (lifecycle.c's sandbox_config, which the swarm backend translates into a
  * service spec). */
 #ifndef SANDMAN_SANDBOX_BACKEND_H
@@ -25,9 +25,9 @@
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
 
-#include "sandbox/box.h"
+#include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
-#include "sandbox/swarm.h"
+#include "sandbox/backend_swarm_box.h"
 
 /* A ready sandbox of the warm pool, as the pool hands it to a call. */
 typedef struct sm_pool_item {

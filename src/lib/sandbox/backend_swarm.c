@@ -1,5 +1,5 @@
 /* The swarm backend (backend.h): a sandbox is a swarm service of one task
- * (swarm.c), made from the same hardened container config as the docker
+ * (backend_swarm_box.c), made from the same hardened container config as the docker
  * backend's; the call then runs on the task's node, over its engine. */
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/pool.h"
-#include "sandbox/swarm.h"
+#include "sandbox/backend_swarm_box.h"
 
 /* A ready sandbox of the warm pool for this per_tool call (1), or none (0:
  * the call makes its own). One that cannot be taken is removed. */

@@ -27,7 +27,7 @@
 
 #include "sandbox/carry.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 
 #define CARRY_SLACK (1 << 20) /* tar headers beyond the files themselves */

@@ -11,7 +11,7 @@
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
 
-#include "sandbox/box.h"
+#include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
 
 /* Replaces the sandbox found under sb->name (its id in sb->replaced, why

@@ -4,7 +4,7 @@
  * (backend.h), makes the agents' sessions, the warm pool, the lookup cache
  * and the swarm backend's state, frees them, and hands them down in one
  * sandbox_ctx. Nothing below the runner
- * finds these through the runner: the call driver (call.c), acquisition
+ * finds these through the runner: the call driver (sandbox_call.c), acquisition
  * (acquire*.c), the pool (pool.c), creation and removal (lifecycle.c) and
  * mode none (host.c) are given the ctx. The two pieces of the runner that
  * change while it lives, its per-thread engine clients and its egress
@@ -22,7 +22,7 @@
 typedef struct sm_agents sm_agents;         /* agent.h */
 typedef struct sm_pool sm_pool;             /* pool.h */
 typedef struct sandbox_lookup sandbox_lookup; /* lookup.h */
-typedef struct sandbox_swarm sandbox_swarm; /* swarm.h */
+typedef struct sandbox_swarm sandbox_swarm; /* backend_swarm_box.h */
 typedef struct sandbox_backend sandbox_backend; /* backend.h */
 typedef struct sandbox_routes sandbox_routes; /* tool_route.h */
 

@@ -18,7 +18,7 @@
 #include "sandbox/exec.h"
 #include "sandbox/helper.h"
 #include "sandbox/preamble.h"
-#include "sandbox/result.h"
+#include "sandbox/sandbox_result.h"
 #include "sandbox/spec.h"
 #include "sandbox/tty.h"
 

@@ -10,7 +10,7 @@
 #include "common/strv.h"
 #include "sandbox/agent.h"
 #include "sandbox/capture.h"
-#include "sandbox/result.h"
+#include "sandbox/sandbox_result.h"
 
 typedef struct sm_exec_target {
   sm_engine *engine;

@@ -36,8 +36,8 @@
 #include "sandbox/capture.h"
 #include "sandbox/env.h"
 #include "sandbox/host.h"
-#include "sandbox/result.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_result.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 
 extern char **environ;

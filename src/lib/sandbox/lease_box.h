@@ -25,7 +25,7 @@
 #include <sandman/sandbox.h>
 #include <sandman/state.h>
 
-#include "sandbox/box.h"
+#include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
 
 /* What the keeper's deadline adds to the call's timeout (copies in and

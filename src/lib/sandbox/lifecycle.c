@@ -18,7 +18,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/meta.h"
 #include "sandbox/network.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 #include "sandbox/users.h"
 

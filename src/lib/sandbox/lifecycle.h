@@ -13,7 +13,7 @@
 #include <sandman/sandbox.h>
 
 #include "sandbox/backend.h"
-#include "sandbox/box.h"
+#include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
 
 /* 0 if runtime is empty or registered with the engine (/info Runtimes);

@@ -51,7 +51,7 @@
 #include "sandbox/network.h"
 #include "sandbox/pool_demand.h"
 #include "sandbox/rest.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 
 #define MAX_POOLS 16

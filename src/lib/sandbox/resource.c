@@ -11,7 +11,7 @@
 #include "sandbox/acquire.h"
 #include "sandbox/backend.h"
 #include "sandbox/meta.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 
 static int check_create(const sm_run_request *req, sm_error *err) {

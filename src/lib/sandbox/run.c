@@ -7,9 +7,9 @@
 #include <sandman/image.h>
 #include <sandman/log.h>
 
-#include "sandbox/call.h"
+#include "sandbox/sandbox_call.h"
 #include "sandbox/host.h"
-#include "sandbox/result.h"
+#include "sandbox/sandbox_result.h"
 
 static int check_request(const sm_run_request *req, sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;

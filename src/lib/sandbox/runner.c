@@ -19,7 +19,7 @@
 #include "sandbox/lookup.h"
 #include "sandbox/pool.h"
 #include "sandbox/spec.h"
-#include "sandbox/swarm.h"
+#include "sandbox/backend_swarm_box.h"
 #include "sandbox/tool_route.h"
 
 typedef struct thread_engine {
@@ -42,7 +42,7 @@ struct sm_runner {
   sm_egress_settings *egress; /* network allowlist: the proxy's settings (under lock) */
   /* What the parts below the runner are handed: the agents' sessions
    * (agent.c), the warm pool and background removals (pool.c), the lookup
-   * cache (lookup.c), the swarm backend or NULL (swarm.c), the audit trail
+   * cache (lookup.c), the swarm backend or NULL (backend_swarm_box.c), the audit trail
    * (borrowed; NULL: none). */
   sandbox_ctx ctx;
 };

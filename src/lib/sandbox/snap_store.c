@@ -15,7 +15,7 @@
 #include "common/durable.h"
 #include "common/io.h"
 #include "common/rmtree.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/snap_store.h"
 
 #define META_CAP (1 << 20)

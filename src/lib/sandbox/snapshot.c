@@ -24,7 +24,7 @@
 #include "common/durable.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/snap_manifest.h"
 #include "sandbox/snap_store.h"
 #include "sandbox/snapshot.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 
 int sm_instance_valid(const char *instance) {

@@ -37,7 +37,7 @@
 #include "agent/route_peer.h"
 #include "common/buf.h"
 #include "sandbox/helper.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 
 _Static_assert(SM_FRAME_ROUTE_REQUEST_MAX == SM_ROUTE_REQUEST_MAX + SM_FRAME_ROUTE_PEER_MAX,
                "route request caps differ");

@@ -2,7 +2,7 @@
  * the configuration in force and the checks of a request's token against
  * the server's control token (auth.c). Kept apart so that the routes'
  * files never call back into the server's start and stop. */
-#include "server/core.h"
+#include "server/server_core.h"
 
 /* ---- tokens ---- */
 

@@ -12,7 +12,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 #include "server/server_internal.h"
 
 void sm_server_audit(sm_server *srv, sm_audit_event *ev) {

@@ -9,7 +9,7 @@
 
 #include <sandman/broker.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 /* The variables of one service of the credentials file, one by one. */
 static int lend_credentials(void *ud, const char *service, sm_broker_add_env_fn add, void *add_ud,

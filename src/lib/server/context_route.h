@@ -17,7 +17,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 typedef struct context_req context_req;
 

@@ -16,7 +16,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "server/call.h"
+#include "server/server_call.h"
 #include "server/create_policy.h"
 #include "server/sandbox_owner.h"
 

@@ -3,7 +3,7 @@
 #ifndef SANDMAN_SERVER_CREATE_POLICY_H
 #define SANDMAN_SERVER_CREATE_POLICY_H
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 /* Checks the token (a worker token against the body's worker_key first),
  * the body and the configuration's bounds, makes the sandbox and answers

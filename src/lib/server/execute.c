@@ -1,4 +1,4 @@
-/* The execute route: a request body to a call (call.c) run in the
+/* The execute route: a request body to a call (server_call.c) run in the
  * foreground or as a background handle (handles.c), or handed back to be
  * streamed (execute_stream.c). Also the handle routes. */
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "server/call.h"
+#include "server/server_call.h"
 #include "server/handles.h"
 
 #define GENERIC_401 SM_CALL_GENERIC_401

@@ -453,7 +453,7 @@ static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base
                                  max_file, write_out, ro, &st, call, err);
       break;
     }
-    case SM_FILES_WATCH: /* served by watch.c on threads of its own, never a job */
+    case SM_FILES_WATCH: /* served by server_watch.c on threads of its own, never a job */
       rc = sm_error_set(err, SM_EINVAL, "file events are not a files job");
       break;
   }

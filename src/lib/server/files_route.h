@@ -4,7 +4,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 typedef enum {
   SM_FILES_READ = 0,
@@ -17,7 +17,7 @@ typedef enum {
   SM_FILES_GREP,
   SM_FILES_TAR_PUT,
   SM_FILES_TAR_GET,
-  SM_FILES_WATCH, /* file events: a watch of its own (watch.h), no call thread */
+  SM_FILES_WATCH, /* file events: a watch of its own (server_watch.h), no call thread */
 } sm_files_op;
 
 typedef struct sm_files_req sm_files_req;
@@ -39,7 +39,7 @@ void sm_files_req_set_stream(sm_files_req *r, sm_stream *s);
 void sm_files_req_free(sm_files_req *r);
 sm_files_op sm_files_req_op(const sm_files_req *r);
 
-/* What a watch (watch.c) takes of its request. */
+/* What a watch (server_watch.c) takes of its request. */
 typedef struct sm_files_watch_args {
   sm_server *srv;
   const char *id;        /* the request's */

@@ -35,7 +35,7 @@
 #include <sandman/util.h>
 
 #include "common/thread.h"
-#include "server/core.h"
+#include "server/server_core.h"
 
 #define GATE_HEAD_TIMEOUT_MS 10000.0 /* from accept to a complete request head */
 #define GATE_HEAD_MAX (32 * 1024)    /* a request head larger than this gets 431 */
@@ -373,7 +373,7 @@ static void *gate_main(void *arg) {
   }
 }
 
-/* ---- life cycle, seen from http.c ---- */
+/* ---- life cycle, seen from server_http.c ---- */
 
 int sm_gate_start(sm_server *srv, sm_error *err) {
   sm_gate *g = calloc(1, sizeof *g);

@@ -5,7 +5,7 @@
 #include <sandman/ops.h>
 #include <sandman/util.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 #include "server/handles.h"
 
 void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) {

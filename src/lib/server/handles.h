@@ -6,7 +6,7 @@
 #ifndef SANDMAN_SERVER_HANDLES_H
 #define SANDMAN_SERVER_HANDLES_H
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 #define SM_HANDLE_OUTPUT_MAX (1024 * 1024)
 

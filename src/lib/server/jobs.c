@@ -5,7 +5,7 @@
 
 #include <sandman/log.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
   sm_job *j = malloc(sizeof *j);

@@ -8,7 +8,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 void sm_lease_route(sm_server *srv, const char *body, size_t len, int control,
                     const char *token, sm_answer *a) {

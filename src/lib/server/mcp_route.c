@@ -19,7 +19,7 @@
 #include <sandman/ops.h>
 #include <sandman/version.h>
 
-#include "server/call.h"
+#include "server/server_call.h"
 #include "server/mcp_route.h"
 #include "server/preview_route.h"
 #include "server/stream.h"

@@ -5,7 +5,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 typedef struct sm_mcp_req sm_mcp_req;
 

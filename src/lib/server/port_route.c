@@ -26,7 +26,7 @@
 #include <sandman/util.h>
 
 #include "common/buf.h"
-#include "server/call.h"
+#include "server/server_call.h"
 #include "server/port_http.h"
 #include "server/preview.h"
 #include "server/sandbox_owner.h"

@@ -8,7 +8,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 #include "server/stream.h"
 
 /* The answer's body kept at most (the whole answer is read before it is

@@ -5,7 +5,7 @@
 #ifndef SANDMAN_SERVER_PREVIEW_ROUTE_H
 #define SANDMAN_SERVER_PREVIEW_ROUTE_H
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 /* The query as read on the I/O thread. */
 typedef struct server_preview_ask {

@@ -6,7 +6,7 @@
 
 #include <sandman/ops.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 /* The sandbox ref (a name, full id or unique id prefix) when the caller
  * may see it: worker_key NULL for the control token acting for itself (any

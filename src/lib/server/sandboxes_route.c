@@ -25,7 +25,7 @@
 #include "server/sandbox_owner.h"
 #include "server/sandboxes_route.h"
 #include "server/snapshots_route.h"
-#include "server/watch.h"
+#include "server/server_watch.h"
 
 #define LABEL_FILTERS_MAX 8
 #define WATCH_END_WAIT_MS 10000.0 /* for the watches of a sandbox to let go of it */

@@ -4,7 +4,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 typedef enum {
   SM_SANDBOXES_LIST = 0,  /* GET /v1/sandboxes */

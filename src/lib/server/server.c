@@ -21,11 +21,11 @@
 
 #include "common/cleanup.h"
 #include "server/code_queue.h"
-#include "server/core.h"
+#include "server/server_core.h"
 #include "server/handles.h"
 #include "server/terminal.h"
 #include "server/preview.h"
-#include "server/watch.h"
+#include "server/server_watch.h"
 #include "server/websocket_conn.h"
 #include "server/mcp_route.h"
 

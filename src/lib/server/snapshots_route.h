@@ -7,7 +7,7 @@
 
 #include <sandman/keep.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 #include "server/sandboxes_route.h"
 
 typedef struct server_snapshot_args {

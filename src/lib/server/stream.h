@@ -1,7 +1,7 @@
 /* A request whose body or answer is streamed between libmicrohttpd's I/O
  * thread and a call thread (streamed execute, the files routes).
  *
- * The I/O side (http.c) pushes the request body in as it arrives and gives
+ * The I/O side (server_http.c) pushes the request body in as it arrives and gives
  * the answer to libmicrohttpd as a content reader; the call side reads the
  * body (sm_stream_read, an sm_read_fn) and writes the answer
  * (sm_stream_write). Both directions go through a bounded ring: a side that
@@ -22,7 +22,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 
 typedef struct sm_stream sm_stream;
 

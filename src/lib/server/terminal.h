@@ -12,7 +12,7 @@
 
 #include <json-c/json.h>
 
-#include "server/call.h"
+#include "server/server_call.h"
 #include "server/websocket_conn.h"
 
 #define SERVER_TERMINAL_ID_LEN 32 /* hex digits: 128 random bits */

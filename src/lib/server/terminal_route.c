@@ -27,7 +27,7 @@
 #include <sandman/terminal.h>
 #include <sandman/util.h>
 
-#include "server/call.h"
+#include "server/server_call.h"
 #include "server/terminal.h"
 
 #define DEFAULT_ROWS 24

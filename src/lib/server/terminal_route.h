@@ -1,5 +1,5 @@
 /* Internal to src/lib/server: the terminals' routes, /v1/terminals...
- * (terminal_route.c; docs/terminals.md). http.c hands them the request
+ * (terminal_route.c; docs/terminals.md). server_http.c hands them the request
  * once its token is known: an attach (GET of a terminal with a WebSocket
  * handshake) is answered 101 from the I/O thread; everything else runs on
  * a call thread and answers through the request's stream. */
@@ -8,7 +8,7 @@
 
 #include <microhttpd.h>
 
-#include "server/core.h"
+#include "server/server_core.h"
 #include "server/stream.h"
 #include "server/websocket_conn.h"
 

@@ -5,7 +5,7 @@
 #include <sandman/log.h>
 
 #include "common/thread.h"
-#include "workspace/box.h"
+#include "workspace/workspace_box.h"
 #include "workspace/early.h"
 
 static void *early_main(void *ud) {

@@ -4,7 +4,7 @@
 #include <sandman/util.h>
 
 #include "common/thread.h"
-#include "workspace/box.h"
+#include "workspace/workspace_box.h"
 #include "workspace/prelist.h"
 
 static ssize_t prelist_stdin(void *ud, char *buf, size_t len) {

@@ -3,7 +3,7 @@
  * deleted; copy out reads the sandbox's tar through the checking extractor,
  * stages it inside the host workspace and applies it file by file. Mode
  * none runs the very same packer and extractor against a scratch directory.
- * The commands run in the sandbox are in box.c, the listing started ahead
+ * The commands run in the sandbox are in workspace_box.c, the listing started ahead
  * of an upload in prelist.c, the upload started ahead of the scan in
  * early.c, the download's pipe into the extractor in ring.c. */
 #include <dirent.h>
@@ -22,7 +22,7 @@
 
 #include "common/cleanup.h"
 #include "common/thread.h"
-#include "workspace/box.h"
+#include "workspace/workspace_box.h"
 #include "workspace/early.h"
 #include "workspace/prelist.h"
 #include "workspace/ring.h"

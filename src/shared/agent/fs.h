@@ -10,7 +10,7 @@
  * planted can point an operation outside ROOT. ".." and absolute paths are
  * refused (EXDEV).
  *
- * Output on stdout (the host parses it against hard caps, src/lib/files/wire.c):
+ * Output on stdout (the host parses it against hard caps, src/lib/files/files_wire.c):
  *   status line   "ok[ FIELDS]\n"  or  "err ERRNAME MESSAGE\n"
  *   record        "T MODE SIZE MTIME_S MTIME_NS PATHLEN LINKLEN\n" PATH LINK
  *                 T: f file, d directory, l symbolic link, o other
