@@ -94,7 +94,7 @@ void sandbox_swarm_release(sandbox_swarm *sw, sm_engine *manager, sandbox_swarm_
 int sandbox_swarm_check_node_lost(sandbox_swarm *sw, sm_engine *manager, sandbox_swarm_box *box, int rc,
                              sm_error *err);
 
-/* The warm pool (pool.c keeps the ready ones, container.c makes them with
+/* The warm pool (pool.c keeps the ready ones, backend_swarm.c makes them with
  * sandbox_swarm_acquire): a per_tool sandbox made ahead of time holds the
  * pool's lease, of SM_SWARM_POOL_LEASE_S, until a call takes it. A pool
  * whose runner died is reaped when that lease has run out. */

@@ -39,6 +39,7 @@
 #include "sandbox/sandbox_result.h"
 #include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
+#include "sandbox/ws_copy_out.h"
 
 extern char **environ;
 
@@ -414,7 +415,7 @@ int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result
   sm_error sync_err = SM_ERROR_INIT;
   if (rc == 0 && ws && sync == SM_SYNC_INOUT) {
     /* The tool ran: a failed copy out is added to its result. */
-    sync_failed = sm_result_copy_out(out, ws, &target, work, &sync_err) != 0;
+    sync_failed = sandbox_ws_copy_out(out, ws, &target, work, &sync_err) != 0;
   }
   if (ws) sm_workspace_sync_free(ws);
   sm_capture_to_result(&cap, out);

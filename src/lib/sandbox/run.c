@@ -1,5 +1,5 @@
 /* sm_run: checks the request, then hands it to mode none (host.c) or to
- * the container modes (container.c). */
+ * the call driver of the container modes (sandbox_call.c). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

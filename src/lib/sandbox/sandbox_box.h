@@ -1,5 +1,6 @@
 /* Internal to src/lib/sandbox: the sandbox a call holds, from acquisition
- * (acquire.c, acquire_swarm.c) through creation (lifecycle.c) to release. */
+ * (acquire.c; backend_swarm.c for a swarm) through creation (lifecycle.c)
+ * to release. */
 #ifndef SANDMAN_SANDBOX_BOX_H
 #define SANDMAN_SANDBOX_BOX_H
 

@@ -29,6 +29,7 @@
 #include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 #include "sandbox/tool_route.h"
+#include "sandbox/ws_copy_out.h"
 #include "sandbox/ws_open.h"
 
 /* sm_workspace_target.install: the copy in of a sandbox that may run
@@ -366,7 +367,7 @@ static int call_exec(call *c, sm_error *err) {
   c->out->started = 1;
   if (c->ws && c->sync == SM_SYNC_INOUT) {
     /* The tool ran: a failed copy out is added to its result. */
-    c->sync_failed = sm_result_copy_out(c->out, c->ws, &c->target, c->sb.name, &c->sync_err) != 0;
+    c->sync_failed = sandbox_ws_copy_out(c->out, c->ws, &c->target, c->sb.name, &c->sync_err) != 0;
     /* On a swarm the copy out may have failed because the node is gone. */
     if (c->sync_failed) backend_failed(c, c->sync_err.code, &c->sync_err);
   }

@@ -79,7 +79,7 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   return o;
 }
 
-static int add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n) {
+int sm_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n) {
   if (n == 0) return 0;
   sm_run_refusal *a = realloc(r->refused, (r->n_refused + n) * sizeof *a);
   if (a == NULL) return SM_ENOMEM;
@@ -90,22 +90,6 @@ static int add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t 
     a[r->n_refused].path = p;
     a[r->n_refused].reason = v[i].reason;
     r->n_refused++;
-  }
-  return 0;
-}
-
-int sm_result_copy_out(sm_run_result *r, sm_workspace_sync *ws, const sm_workspace_target *t,
-                       const char *where, sm_error *sync_err) {
-  if (sm_workspace_sync_out(ws, t, &r->files_changed, &r->n_files_changed, &r->conflicts,
-                            &r->n_conflicts, sync_err) != 0) {
-    sm_error_wrap(sync_err, "copying the workspace out of %s", where);
-    return -1;
-  }
-  const sm_workspace_refusal *rv = NULL;
-  size_t nr = sm_workspace_sync_refused(ws, &rv);
-  if (add_refusals(r, rv, nr) != 0) {
-    sm_error_set(sync_err, SM_ENOMEM, "out of memory keeping the copy out's refusals");
-    return -1;
   }
   return 0;
 }

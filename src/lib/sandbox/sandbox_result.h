@@ -8,11 +8,9 @@
 
 /* Fills failure_kind, exit code 125 and the error text from err. */
 void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err);
-/* The copy out after the tool ran: the changed files, conflicts and
- * refusals go into the result; -1 with sync_err set when it failed (the
- * tool's result stands: pass sync_err to sm_result_sync_failed). */
-int sm_result_copy_out(sm_run_result *r, sm_workspace_sync *ws, const sm_workspace_target *t,
-                       const char *where, sm_error *sync_err);
+/* Adds the copy out's n refusals v to the result (ws_copy_out.c): 0, or
+ * SM_ENOMEM. */
+int sm_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n);
 /* A copy out that failed after the tool ran: failure kind "sandbox" and
  * why, the tool's own exit code, output and duration kept. */
 void sm_result_sync_failed(sm_run_result *r, const sm_error *err);

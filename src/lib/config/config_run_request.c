@@ -1,6 +1,8 @@
-/* A call's request from what the configuration resolved for it
- * (sm_run_request_from_config): the one place the CLI and the runner turn
- * a resolution into an sm_run_request. */
+/* A call's sm_run_request (the sandbox module's request) from what the
+ * configuration resolved for it (sm_run_request_from_config): the one place
+ * the CLI and the runner turn a resolution into a request. It lives here,
+ * not in src/lib/sandbox, because the configuration depends on the sandbox
+ * module and never the other way round. */
 #include <sandman/config.h>
 
 void sm_run_request_from_config(sm_run_request *out, sm_config_egress *egress,
