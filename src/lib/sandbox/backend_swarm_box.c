@@ -15,315 +15,8 @@
 #include "sandbox/helper.h"
 #include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
-#include "sandbox/backend_swarm_box.h"
+#include "sandbox/backend_swarm_state.h"
 #include "sandbox/swarm_spec.h"
-
-#define START_WAIT_S 90.0      /* a task from create to running */
-#define POLL_MS 100
-#define CAS_TRIES 40
-#define LOST_NODE_MEMORY_S 120.0
-#define MAX_LOST 16
-#define NODE_CONNECT_TIMEOUT_MS 3000L
-#define KNOWN_MAX 65536
-#define NODES_COUNT_EVERY_S 30.0
-#define MAX_NODES 256
-
-typedef struct node_engine {
-  char id[SM_ENGINE_ID_MAX];
-  char addr[ENGINE_SWARM_ADDR_MAX];
-  sm_engine *engine;
-  struct node_engine *next;
-} node_engine;
-
-typedef struct known_box {
-  char name[SM_SWARM_SERVICE_NAME_MAX + 1];
-  char service_id[SM_ENGINE_ID_MAX];
-  char container_id[SM_ENGINE_ID_MAX];
-  char node_id[SM_ENGINE_ID_MAX];
-  char node_addr[ENGINE_SWARM_ADDR_MAX];
-  char node_name[ENGINE_SWARM_NAME_MAX];
-  int uid, gid;
-} known_box;
-
-typedef struct thread_nodes {
-  sandbox_swarm *sw;
-  node_engine *list;
-  struct thread_nodes *prev, *next;
-} thread_nodes;
-
-struct sandbox_swarm {
-  char node_certs[PATH_MAX];
-  int node_port;
-  char **constraints;
-  size_t n_constraints;
-  double reserve_cpu;
-  int64_t reserve_memory;
-  pthread_mutex_t lock;
-  pthread_key_t key;
-  thread_nodes *threads;
-  known_box *known;           /* sandboxes this runner met, by name */
-  size_t n_known, cap_known;
-  /* Nodes this runner found unreachable, avoided by its next sandboxes
-   * while the manager may still count them ready. */
-  struct {
-    char id[SM_ENGINE_ID_MAX];
-    double at;
-  } lost[MAX_LOST];
-  unsigned ready_nodes;       /* last count (sandbox_swarm_ready_nodes) */
-  double ready_nodes_at;      /* when, epoch seconds; 0 never */
-  /* Pool sandboxes this process is making, per node (pool_lock). */
-  pthread_mutex_t pool_lock;
-  struct {
-    char id[SM_ENGINE_ID_MAX];
-    unsigned n;
-  } pending[MAX_NODES];
-};
-
-static void nodes_free_list(node_engine *n) {
-  while (n) {
-    node_engine *next = n->next;
-    sm_engine_free(n->engine);
-    free(n);
-    n = next;
-  }
-}
-
-static void thread_nodes_free(void *p) {
-  thread_nodes *tn = p;
-  if (tn == NULL) return;
-  sandbox_swarm *sw = tn->sw;
-  pthread_mutex_lock(&sw->lock);
-  if (tn->prev) tn->prev->next = tn->next;
-  else sw->threads = tn->next;
-  if (tn->next) tn->next->prev = tn->prev;
-  pthread_mutex_unlock(&sw->lock);
-  nodes_free_list(tn->list);
-  free(tn);
-}
-
-int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *o, const sm_engine_options *manager,
-                 sm_error *err) {
-  *out = NULL;
-  sandbox_swarm *sw = calloc(1, sizeof *sw);
-  if (sw == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
-  const char *certs = o && o->node_certs ? o->node_certs : NULL;
-  if (certs == NULL) certs = manager && manager->cert_path ? manager->cert_path : getenv("DOCKER_CERT_PATH");
-  char home_certs[PATH_MAX];
-  if (certs == NULL || *certs == '\0') {
-    const char *home = getenv("HOME");
-    snprintf(home_certs, sizeof home_certs, "%s/.docker", home ? home : "");
-    certs = home_certs;
-  }
-  if (snprintf(sw->node_certs, sizeof sw->node_certs, "%s", certs) >= (int)sizeof sw->node_certs) {
-    free(sw);
-    return sm_error_set(err, SM_EINVAL, "the nodes' certificate directory path is too long");
-  }
-  sw->node_port = o && o->node_port > 0 ? o->node_port : 2376;
-  if (sw->node_port > 65535) {
-    free(sw);
-    return sm_error_set(err, SM_EINVAL, "node port %d is not a TCP port", o->node_port);
-  }
-  sw->reserve_cpu = o ? o->reserve_cpu : 0;
-  sw->reserve_memory = o ? o->reserve_memory : 0;
-  size_t n = o ? o->n_constraints : 0;
-  if (n > 0) {
-    sw->constraints = calloc(n, sizeof *sw->constraints);
-    for (size_t i = 0; sw->constraints && i < n; i++) {
-      sw->constraints[i] = strdup(o->constraints[i] ? o->constraints[i] : "");
-      if (sw->constraints[i] == NULL) break;
-      sw->n_constraints++;
-    }
-    if (sw->n_constraints != n) {
-      sandbox_swarm_free(sw);
-      return sm_error_set(err, SM_ENOMEM, NULL);
-    }
-  }
-  pthread_mutex_init(&sw->lock, NULL);
-  pthread_mutex_init(&sw->pool_lock, NULL);
-  if (pthread_key_create(&sw->key, thread_nodes_free) != 0) {
-    pthread_mutex_destroy(&sw->lock);
-    pthread_mutex_destroy(&sw->pool_lock);
-    free(sw->constraints);
-    free(sw);
-    return sm_error_set(err, SM_ENOMEM, "no thread key left");
-  }
-  *out = sw;
-  return 0;
-}
-
-void sandbox_swarm_free(sandbox_swarm *sw) {
-  if (sw == NULL) return;
-  pthread_key_delete(sw->key);
-  pthread_mutex_lock(&sw->lock);
-  thread_nodes *tn = sw->threads;
-  sw->threads = NULL;
-  pthread_mutex_unlock(&sw->lock);
-  while (tn) {
-    thread_nodes *next = tn->next;
-    nodes_free_list(tn->list);
-    free(tn);
-    tn = next;
-  }
-  for (size_t i = 0; i < sw->n_constraints; i++) free(sw->constraints[i]);
-  free(sw->constraints);
-  free(sw->known);
-  pthread_mutex_destroy(&sw->lock);
-  pthread_mutex_destroy(&sw->pool_lock);
-  free(sw);
-}
-
-static int has_ca(const char *dir) {
-  char p[PATH_MAX];
-  if (snprintf(p, sizeof p, "%s/ca.pem", dir) >= (int)sizeof p) return 0;
-  return access(p, R_OK) == 0;
-}
-
-void sandbox_swarm_node_cert_dir(const sandbox_swarm *sw, const engine_swarm_node *node, char *out,
-                            size_t len) {
-  const char *names[] = {node->hostname, node->id};
-  for (size_t i = 0; i < 2; i++) {
-    if (!engine_swarm_ref_valid(names[i])) continue;
-    if (snprintf(out, len, "%s/%s", sw->node_certs, names[i]) < (int)len && has_ca(out)) return;
-  }
-  snprintf(out, len, "%s", sw->node_certs);
-}
-
-int sandbox_swarm_node_engine(sandbox_swarm *sw, const engine_swarm_node *node, sm_engine **out,
-                         sm_error *err) {
-  *out = NULL;
-  thread_nodes *tn = pthread_getspecific(sw->key);
-  if (tn == NULL) {
-    tn = calloc(1, sizeof *tn);
-    if (tn == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
-    tn->sw = sw;
-    pthread_mutex_lock(&sw->lock);
-    tn->next = sw->threads;
-    if (sw->threads) sw->threads->prev = tn;
-    sw->threads = tn;
-    pthread_mutex_unlock(&sw->lock);
-    if (pthread_setspecific(sw->key, tn) != 0) {
-      thread_nodes_free(tn);
-      return sm_error_set(err, SM_ENOMEM, "storing the thread's node clients");
-    }
-  }
-  for (node_engine *n = tn->list; n; n = n->next)
-    if (strcmp(n->id, node->id) == 0) {
-      if (strcmp(n->addr, node->addr) == 0) {
-        *out = n->engine;
-        return 0;
-      }
-      /* The node came back elsewhere: a new client. */
-      sm_engine_free(n->engine);
-      n->engine = NULL;
-      n->addr[0] = '\0';
-    }
-  char host[ENGINE_SWARM_ADDR_MAX + 32], dir[PATH_MAX];
-  int colon = strchr(node->addr, ':') != NULL; /* IPv6 */
-  snprintf(host, sizeof host, colon ? "tcp://[%s]:%d" : "tcp://%s:%d", node->addr, sw->node_port);
-  sandbox_swarm_node_cert_dir(sw, node, dir, sizeof dir);
-  sm_engine_options o = SM_ENGINE_OPTIONS_INIT;
-  o.host = host;
-  o.tls_verify = 1;
-  o.cert_path = dir;
-  o.connect_timeout_ms = NODE_CONNECT_TIMEOUT_MS;
-  sm_engine *e = NULL;
-  int rc = sm_engine_new(&e, &o, err);
-  if (rc == 0) rc = sm_engine_negotiate(e, err);
-  if (rc) {
-    sm_engine_free(e);
-    return sm_error_wrap(err, "reaching node %s at %s", node->hostname, host);
-  }
-  node_engine *slot = NULL;
-  for (node_engine *n = tn->list; n; n = n->next)
-    if (strcmp(n->id, node->id) == 0) slot = n;
-  if (slot == NULL) {
-    slot = calloc(1, sizeof *slot);
-    if (slot == NULL) {
-      sm_engine_free(e);
-      return sm_error_set(err, SM_ENOMEM, NULL);
-    }
-    snprintf(slot->id, sizeof slot->id, "%s", node->id);
-    slot->next = tn->list;
-    tn->list = slot;
-  }
-  snprintf(slot->addr, sizeof slot->addr, "%s", node->addr);
-  slot->engine = e;
-  *out = e;
-  return 0;
-}
-
-/* ---- labels ---- */
-
-static const char *label(json_object *labels, const char *key) {
-  json_object *v = NULL;
-  if (labels == NULL || !json_object_object_get_ex(labels, key, &v)) return NULL;
-  return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-int sandbox_swarm_live_leases(json_object *labels, double now) {
-  int n = 0;
-  size_t plen = strlen(SM_SWARM_LABEL_LEASE_PREFIX);
-  if (!json_object_is_type(labels, json_type_object)) return 0;
-  json_object_object_foreach(labels, key, v) {
-    if (strncmp(key, SM_SWARM_LABEL_LEASE_PREFIX, plen) != 0) continue;
-    double deadline = strtod(json_object_get_string(v), NULL);
-    if (deadline > now) n++;
-  }
-  return n;
-}
-
-int sandbox_swarm_busy(json_object *labels, double now) {
-  const char *pool = label(labels, SM_LABEL_PREFIX "pool");
-  if (pool && strcmp(pool, "true") == 0) return 0;
-  return sandbox_swarm_live_leases(labels, now) > 0;
-}
-
-void sandbox_swarm_labels_lease(json_object *labels, const char *id, double deadline, const char *drop,
-                           double used, double now) {
-  size_t plen = strlen(SM_SWARM_LABEL_LEASE_PREFIX);
-  char *gone[64];
-  size_t n_gone = 0;
-  json_object_object_foreach(labels, key, v) {
-    if (strncmp(key, SM_SWARM_LABEL_LEASE_PREFIX, plen) != 0) continue;
-    int expired = strtod(json_object_get_string(v), NULL) <= now;
-    int dropped = drop && strcmp(key + plen, drop) == 0;
-    if ((expired || dropped) && n_gone < 64) gone[n_gone++] = strdup(key);
-  }
-  for (size_t i = 0; i < n_gone; i++) {
-    if (gone[i]) json_object_object_del(labels, gone[i]);
-    free(gone[i]);
-  }
-  char lease_key[96], value[32];
-  if (id) {
-    snprintf(lease_key, sizeof lease_key, SM_SWARM_LABEL_LEASE_PREFIX "%s", id);
-    snprintf(value, sizeof value, "%.0f", deadline);
-    json_object_object_add(labels, lease_key, json_object_new_string(value));
-  }
-  if (used > 0) {
-    snprintf(value, sizeof value, "%.0f", used);
-    json_object_object_add(labels, SM_SWARM_LABEL_LAST_USED, json_object_new_string(value));
-  }
-}
-
-/* The service's Spec (borrowed), its labels (borrowed), its version. */
-static int service_parts(json_object *svc, json_object **spec, json_object **labels,
-                         uint64_t *version, sm_error *err) {
-  *spec = NULL;
-  *labels = NULL;
-  if (!json_object_object_get_ex(svc, "Spec", spec) || engine_swarm_version(svc, version) != 0)
-    return sm_error_set(err, SM_EPROTOCOL, "a service in the swarm's answer has no Spec or Version");
-  if (!json_object_object_get_ex(*spec, "Labels", labels) ||
-      !json_object_is_type(*labels, json_type_object)) {
-    *labels = json_object_new_object();
-    json_object_object_add(*spec, "Labels", *labels);
-  }
-  return 0;
-}
-
-static const char *service_id(json_object *svc) {
-  json_object *v = NULL;
-  return json_object_object_get_ex(svc, "ID", &v) ? json_object_get_string(v) : NULL;
-}
 
 /* ---- removal ---- */
 
@@ -333,13 +26,13 @@ static const char *service_id(json_object *svc) {
 static int remove_read(sm_engine *m, json_object *svc, int force, sm_error *err) {
   json_object *spec = NULL, *labels = NULL;
   uint64_t version = 0;
-  int rc = service_parts(svc, &spec, &labels, &version, err);
+  int rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, err);
   if (rc) return rc;
-  const char *id = service_id(svc);
+  const char *id = sandbox_swarm_service_id(svc);
   if (id == NULL) return sm_error_set(err, SM_EPROTOCOL, "a service without an ID");
   if (!force && sandbox_swarm_busy(labels, sm_now()))
     return sm_error_set(err, SM_EBUSY, "a call is in flight in it");
-  if (label(labels, SM_SWARM_LABEL_REAPING) == NULL) {
+  if (sandbox_swarm_label(labels, SM_SWARM_LABEL_REAPING) == NULL) {
     char who[64];
     snprintf(who, sizeof who, "%.0f", sm_now());
     json_object_object_add(labels, SM_SWARM_LABEL_REAPING, json_object_new_string(who));
@@ -347,7 +40,7 @@ static int remove_read(sm_engine *m, json_object *svc, int force, sm_error *err)
     if (rc) return rc;
   }
   char net[SM_NAME_MAX];
-  const char *n = label(labels, SM_SWARM_LABEL_NETWORK);
+  const char *n = sandbox_swarm_label(labels, SM_SWARM_LABEL_NETWORK);
   snprintf(net, sizeof net, "%s", n ? n : "");
   rc = engine_service_remove(m, id, err);
   if (rc) return rc;
@@ -370,21 +63,6 @@ int sandbox_swarm_remove(sm_engine *m, const char *ref, int force, sm_error *err
     if (rc != SM_ECONFLICT) return rc;
   }
   return sm_error_set(err, SM_EBUSY, "service %s kept changing while being removed", ref);
-}
-
-/* ---- names ---- */
-
-void sandbox_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME_MAX + 1]) {
-  /* A swarm name is a DNS label: at most 63 characters. A longer sandbox
-   * name (a long instance) becomes a digest of itself, still one name per
-   * sandbox; the labels keep the instance, mode and keys for list and reap. */
-  if (strlen(name) <= SM_SWARM_SERVICE_NAME_MAX) {
-    snprintf(out, SM_SWARM_SERVICE_NAME_MAX + 1, "%s", name);
-    return;
-  }
-  char hex[65];
-  sm_sha256_hex(name, strlen(name), hex);
-  snprintf(out, SM_SWARM_SERVICE_NAME_MAX + 1, "sandman-%.48s", hex);
 }
 
 /* ---- creation ---- */
@@ -443,7 +121,7 @@ static int create_service(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_w
      * nothing (not the outside, not the node, not another sandbox). */
     snprintf(net, sizeof net, "sandman-net-%s", rnd);
     json_object *nl = json_object_new_object();
-    const char *inst = label(labels, SM_LABEL_PREFIX "instance");
+    const char *inst = sandbox_swarm_label(labels, SM_LABEL_PREFIX "instance");
     json_object_object_add(nl, SM_LABEL_PREFIX "instance", json_object_new_string(inst ? inst : ""));
     json_object_object_add(nl, SM_LABEL_PREFIX "component",
                            json_object_new_string(SM_SWARM_NETWORK_COMPONENT));
@@ -579,19 +257,19 @@ static void checks_of(json_object *svc, sandbox_swarm_checks *c) {
   json_object *labels = NULL, *spec = NULL;
   json_object_object_get_ex(svc, "Spec", &spec);
   json_object_object_get_ex(spec, "Labels", &labels);
-  const char *v = label(labels, "io.sandman.swarm.nnp");
+  const char *v = sandbox_swarm_label(labels, "io.sandman.swarm.nnp");
   c->no_new_privileges = v && strcmp(v, "1") == 0;
-  v = label(labels, "io.sandman.swarm.ipc");
+  v = sandbox_swarm_label(labels, "io.sandman.swarm.ipc");
   c->ipc_private = v && strcmp(v, "private") == 0;
-  v = label(labels, "io.sandman.swarm.runtime");
+  v = sandbox_swarm_label(labels, "io.sandman.swarm.runtime");
   snprintf(c->runtime, sizeof c->runtime, "%s", v ? v : "");
-  v = label(labels, "io.sandman.swarm.swap");
+  v = sandbox_swarm_label(labels, "io.sandman.swarm.swap");
   c->memory_swap = v ? strtoll(v, NULL, 10) : 0;
 }
 
 /* ---- acquire ---- */
 
-static int node_of(sm_engine *m, const char *node_id, engine_swarm_node *out, sm_error *err) {
+int sandbox_swarm_node_of(sm_engine *m, const char *node_id, engine_swarm_node *out, sm_error *err) {
   json_object *n = NULL;
   int rc = engine_node_inspect(m, node_id, &n, err);
   if (rc == 0) rc = engine_swarm_node_parse(n, out, err);
@@ -616,7 +294,7 @@ static int node_lost(sandbox_swarm *sw, sm_engine *m, const char *service, const
 
 /* Waits for the service's task to run. 0 with *task; SM_ESANDBOX when it
  * ended or failed (*task tells how), SM_ETIMEOUT. */
-static int wait_running(sm_engine *m, const char *service, engine_swarm_task *task, sm_error *err) {
+int sandbox_swarm_wait_running(sm_engine *m, const char *service, engine_swarm_task *task, sm_error *err) {
   double deadline = sm_monotonic_ms() + START_WAIT_S * 1000.0;
   for (;;) {
     json_object *tasks = NULL;
@@ -643,10 +321,10 @@ static int mark_checked(sm_engine *m, const char *name, const char *cid, sm_erro
     json_object *svc = NULL, *spec = NULL, *labels = NULL;
     uint64_t version = 0;
     int rc = engine_service_inspect(m, name, &svc, err);
-    if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, err);
+    if (rc == 0) rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, err);
     if (rc == 0) {
       json_object_object_add(labels, SM_SWARM_LABEL_CHECKED, json_object_new_string(cid));
-      rc = engine_service_update(m, service_id(svc), version, spec, err);
+      rc = engine_service_update(m, sandbox_swarm_service_id(svc), version, spec, err);
     }
     json_object_put(svc);
     if (rc != SM_ECONFLICT) return rc;
@@ -660,31 +338,31 @@ static int lease_read(json_object *svc, const char *lease, double deadline, sm_e
                       sm_error *err) {
   json_object *spec = NULL, *labels = NULL;
   uint64_t version = 0;
-  int rc = service_parts(svc, &spec, &labels, &version, err);
+  int rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, err);
   if (rc) return rc;
   sandbox_swarm_labels_lease(labels, lease, deadline, NULL, 0, sm_now());
-  return engine_service_update(m, service_id(svc), version, spec, err);
+  return engine_service_update(m, sandbox_swarm_service_id(svc), version, spec, err);
 }
 
 /* Whether a found service may serve this call: ours, same settings, same
  * principal and project. 0 yes, 1 no (to be replaced), <0 refused. */
 static int judge(json_object *labels, const sandbox_swarm_want *w, sm_error *err) {
-  const char *managed = label(labels, SM_LABEL_PREFIX "managed");
-  const char *inst = label(labels, SM_LABEL_PREFIX "instance");
+  const char *managed = sandbox_swarm_label(labels, SM_LABEL_PREFIX "managed");
+  const char *inst = sandbox_swarm_label(labels, SM_LABEL_PREFIX "instance");
   if (managed == NULL || strcmp(managed, "true") != 0 || inst == NULL ||
       strcmp(inst, w->instance) != 0)
     return sm_error_set(err, SM_ESANDBOX,
                         "a service named %s exists that sandman did not make; remove or rename it",
                         w->name);
-  if (!sm_principal_may_use(w->principal, label(labels, SM_LABEL_PREFIX "principal")))
+  if (!sm_principal_may_use(w->principal, sandbox_swarm_label(labels, SM_LABEL_PREFIX "principal")))
     return sm_error_set(err, SM_EPOLICY,
                         "sandbox %s belongs to another worker; this call may not use it", w->name);
-  const char *proj = label(labels, SM_LABEL_PREFIX "project");
+  const char *proj = sandbox_swarm_label(labels, SM_LABEL_PREFIX "project");
   if (w->project && proj && strcmp(proj, w->project) != 0)
     return sm_error_set(err, SM_EPOLICY, "this worker is pinned to project '%s'; a call for "
                                          "project '%s' is refused",
                         proj, w->project);
-  const char *hash = label(labels, SM_LABEL_PREFIX "config-hash");
+  const char *hash = sandbox_swarm_label(labels, SM_LABEL_PREFIX "config-hash");
   return hash == NULL || strcmp(hash, w->hash) != 0 ? 1 : 0;
 }
 
@@ -759,13 +437,13 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
     box->reused = 1;
     json_object *spec = NULL, *labels = NULL;
     uint64_t version = 0;
-    rc = service_parts(svc, &spec, &labels, &version, err);
+    rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, err);
     int verdict = rc == 0 ? judge(labels, w, err) : rc;
     if (verdict < 0) {
       json_object_put(svc);
       return verdict;
     }
-    if (label(labels, SM_SWARM_LABEL_REAPING)) {
+    if (sandbox_swarm_label(labels, SM_SWARM_LABEL_REAPING)) {
       /* Being removed by a runner that read it with no call in flight:
        * a new one is made once it is gone. */
       json_object_put(svc);
@@ -780,7 +458,7 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
       if (rc) sm_sleep_ms(POLL_MS);
       continue;
     }
-    snprintf(box->service_id, sizeof box->service_id, "%s", service_id(svc));
+    snprintf(box->service_id, sizeof box->service_id, "%s", sandbox_swarm_service_id(svc));
     rc = lease_read(svc, box->lease, deadline, m, err);
     json_object_put(svc);
     if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) continue;
@@ -795,8 +473,8 @@ static int first_meeting(sm_engine *m, const sandbox_swarm_want *w, sandbox_swar
   json_object *svc = NULL, *spec = NULL, *labels = NULL;
   uint64_t version = 0;
   int rc = engine_service_inspect(m, w->name, &svc, err);
-  if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, err);
-  const char *checked = rc == 0 ? label(labels, SM_SWARM_LABEL_CHECKED) : NULL;
+  if (rc == 0) rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, err);
+  const char *checked = rc == 0 ? sandbox_swarm_label(labels, SM_SWARM_LABEL_CHECKED) : NULL;
   if (rc == 0 && (checked == NULL || strcmp(checked, box->container_id) != 0)) {
     sandbox_swarm_checks c;
     checks_of(svc, &c);
@@ -833,11 +511,11 @@ static int first_meeting(sm_engine *m, const sandbox_swarm_want *w, sandbox_swar
 static int place(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_want *w, sandbox_swarm_box *box,
                  engine_swarm_node *node, sm_error *err) {
   engine_swarm_task task;
-  int rc = wait_running(m, w->name, &task, err);
+  int rc = sandbox_swarm_wait_running(m, w->name, &task, err);
   if (rc) return rc;
   snprintf(box->container_id, sizeof box->container_id, "%s", task.container_id);
   snprintf(box->node_id, sizeof box->node_id, "%s", task.node_id);
-  rc = node_of(m, task.node_id, node, err);
+  rc = sandbox_swarm_node_of(m, task.node_id, node, err);
   if (rc) return sm_error_wrap(err, "the node of sandbox %s", w->name);
   snprintf(box->node_name, sizeof box->node_name, "%s", node->hostname);
   snprintf(box->node_addr, sizeof box->node_addr, "%s", node->addr);
@@ -922,216 +600,6 @@ int sandbox_swarm_acquire(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_w
   return 0;
 }
 
-/* ---- the warm pool ---- */
-
-/* Swaps lease `drop` for `lease` (until deadline) on the service read as
- * svc; SM_ENOTFOUND when it is being removed or no longer holds `drop`. */
-static int swap_lease(sm_engine *m, json_object *svc, const char *drop, const char *lease,
-                      double deadline, sm_error *err) {
-  json_object *spec = NULL, *labels = NULL;
-  uint64_t version = 0;
-  int rc = service_parts(svc, &spec, &labels, &version, err);
-  if (rc) return rc;
-  char key[96];
-  snprintf(key, sizeof key, SM_SWARM_LABEL_LEASE_PREFIX "%s", drop);
-  if (label(labels, SM_SWARM_LABEL_REAPING) || label(labels, key) == NULL)
-    return sm_error_set(err, SM_ENOTFOUND, "it is being removed, or its pool lease ran out");
-  sandbox_swarm_labels_lease(labels, lease, deadline, drop, 0, sm_now());
-  /* The call's from now on: no longer a ready one of the pool. */
-  json_object_object_del(labels, SM_LABEL_PREFIX "pool");
-  return engine_service_update(m, service_id(svc), version, spec, err);
-}
-
-int sandbox_swarm_take(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_box *ready,
-                       double lease_s, sandbox_swarm_box *out, sm_error *err) {
-  *out = *ready;
-  out->node = NULL;
-  out->reused = 0;
-  int rc = sm_random_hex(out->lease, 8, err);
-  for (int attempt = 0; rc == 0 && attempt < CAS_TRIES; attempt++) {
-    json_object *svc = NULL;
-    rc = engine_service_inspect(m, ready->service_id, &svc, err);
-    if (rc == 0) rc = swap_lease(m, svc, ready->lease, out->lease, sm_now() + lease_s, err);
-    json_object_put(svc);
-    if (rc != SM_ECONFLICT) break;
-  }
-  if (rc) {
-    out->lease[0] = '\0';
-    return sm_error_wrap(err, "taking ready sandbox %s", ready->name);
-  }
-  /* Held by this call from here: the task and its node as they are now. */
-  engine_swarm_task task;
-  engine_swarm_node node;
-  rc = wait_running(m, ready->service_id, &task, err);
-  if (rc == 0 && strcmp(task.container_id, ready->container_id) != 0)
-    rc = sm_error_set(err, SM_ESANDBOX, "its task was replaced");
-  if (rc == 0) rc = node_of(m, task.node_id, &node, err);
-  if (rc == 0 && strcmp(node.state, "ready") != 0)
-    rc = sm_error_set(err, SM_ESANDBOX, "its node %s is %s", node.hostname, node.state);
-  if (rc == 0) rc = sandbox_swarm_node_engine(sw, &node, &out->node, err);
-  if (rc) {
-    out->node = NULL;
-    return sm_error_wrap(err, "ready sandbox %s", ready->name);
-  }
-  snprintf(out->node_addr, sizeof out->node_addr, "%s", node.addr);
-  snprintf(out->node_name, sizeof out->node_name, "%s", node.hostname);
-  return 0;
-}
-
-/* A node attribute a constraint names, from the node's JSON: "" when the
- * node lacks it, NULL when sandman does not read that key (the scheduler
- * alone judges those). */
-static const char *node_attr(json_object *n, const char *key) {
-  json_object *spec = NULL, *desc = NULL, *labels = NULL, *eng = NULL, *v = NULL;
-  json_object_object_get_ex(n, "Spec", &spec);
-  json_object_object_get_ex(n, "Description", &desc);
-  const char *out = NULL;
-  if (strcmp(key, "node.id") == 0) {
-    if (json_object_object_get_ex(n, "ID", &v)) out = json_object_get_string(v);
-  } else if (strcmp(key, "node.hostname") == 0) {
-    if (json_object_object_get_ex(desc, "Hostname", &v)) out = json_object_get_string(v);
-  } else if (strcmp(key, "node.role") == 0) {
-    if (json_object_object_get_ex(spec, "Role", &v)) out = json_object_get_string(v);
-  } else if (strncmp(key, "node.labels.", 12) == 0) {
-    json_object_object_get_ex(spec, "Labels", &labels);
-    if (json_object_object_get_ex(labels, key + 12, &v)) out = json_object_get_string(v);
-  } else if (strncmp(key, "engine.labels.", 14) == 0) {
-    json_object_object_get_ex(desc, "Engine", &eng);
-    json_object_object_get_ex(eng, "Labels", &labels);
-    if (json_object_object_get_ex(labels, key + 14, &v)) out = json_object_get_string(v);
-  } else {
-    return NULL;
-  }
-  return out ? out : "";
-}
-
-/* Whether node n meets the runner's constraints ("KEY==VALUE", "KEY!=VALUE"). */
-static int node_eligible(const sandbox_swarm *sw, json_object *n) {
-  for (size_t i = 0; i < sw->n_constraints; i++) {
-    const char *c = sw->constraints[i];
-    const char *eq = strstr(c, "==");
-    const char *ne = strstr(c, "!=");
-    const char *op = eq && (!ne || eq < ne) ? eq : ne;
-    if (op == NULL) continue;
-    char key[128];
-    size_t klen = (size_t)(op - c);
-    while (klen > 0 && c[klen - 1] == ' ') klen--;
-    while (*c == ' ' && klen > 0) c++, klen--;
-    if (klen >= sizeof key) continue;
-    memcpy(key, c, klen);
-    key[klen] = '\0';
-    const char *want = op + 2;
-    while (*want == ' ') want++;
-    const char *have = node_attr(n, key);
-    if (have == NULL) continue;
-    int same = strcmp(have, want) == 0;
-    if (op == eq ? !same : same) return 0;
-  }
-  return 1;
-}
-
-/* The ready, active nodes that meet the constraints: their ids. */
-static size_t eligible_nodes(sandbox_swarm *sw, sm_engine *m, char (*ids)[SM_ENGINE_ID_MAX],
-                             size_t cap, sm_error *err) {
-  json_object *nodes = NULL;
-  if (engine_node_list(m, &nodes, err) != 0) return 0;
-  size_t n = 0;
-  for (size_t i = 0; i < json_object_array_length(nodes) && n < cap; i++) {
-    json_object *j = json_object_array_get_idx(nodes, i);
-    engine_swarm_node node;
-    sm_error ignore = SM_ERROR_INIT;
-    if (engine_swarm_node_parse(j, &node, &ignore) == 0 && node.ready && node_eligible(sw, j))
-      snprintf(ids[n++], SM_ENGINE_ID_MAX, "%s", node.id);
-  }
-  json_object_put(nodes);
-  return n;
-}
-
-unsigned sandbox_swarm_ready_nodes(sandbox_swarm *sw, sm_engine *m) {
-  double now = sm_now();
-  pthread_mutex_lock(&sw->lock);
-  unsigned n = sw->ready_nodes;
-  int fresh = sw->ready_nodes_at > 0 && now - sw->ready_nodes_at < NODES_COUNT_EVERY_S;
-  pthread_mutex_unlock(&sw->lock);
-  if (fresh) return n ? n : 1;
-  char (*ids)[SM_ENGINE_ID_MAX] = calloc(MAX_NODES, sizeof *ids);
-  sm_error err = SM_ERROR_INIT;
-  n = ids ? (unsigned)eligible_nodes(sw, m, ids, MAX_NODES, &err) : 0;
-  free(ids);
-  pthread_mutex_lock(&sw->lock);
-  sw->ready_nodes = n;
-  sw->ready_nodes_at = now;
-  pthread_mutex_unlock(&sw->lock);
-  return n ? n : 1;
-}
-
-static unsigned *pending_of(sandbox_swarm *sw, const char *node_id, int add) {
-  int free_i = -1;
-  for (int i = 0; i < MAX_NODES; i++) {
-    if (strcmp(sw->pending[i].id, node_id) == 0) return &sw->pending[i].n;
-    if (free_i < 0 && sw->pending[i].n == 0) free_i = i;
-  }
-  if (!add || free_i < 0) return NULL;
-  snprintf(sw->pending[free_i].id, sizeof sw->pending[free_i].id, "%s", node_id);
-  return &sw->pending[free_i].n;
-}
-
-int sandbox_swarm_pool_node(sandbox_swarm *sw, sm_engine *m, const char *hash, const char *owner,
-                            char node_id[SM_ENGINE_ID_MAX], sm_error *err) {
-  char (*ids)[SM_ENGINE_ID_MAX] = calloc(MAX_NODES, sizeof *ids);
-  unsigned *count = calloc(MAX_NODES, sizeof *count);
-  if (ids == NULL || count == NULL) {
-    free(ids);
-    free(count);
-    return sm_error_set(err, SM_ENOMEM, NULL);
-  }
-  /* One choice at a time in this process: two pool threads never both
-   * pick the node that lacks one. */
-  pthread_mutex_lock(&sw->pool_lock);
-  size_t n = eligible_nodes(sw, m, ids, MAX_NODES, err);
-  int rc = n == 0 ? (err->code ? err->code
-                               : sm_error_set(err, SM_ESANDBOX, "no ready node meets the constraints"))
-                  : 0;
-  char l_pool[64], l_hash[128], l_owner[400];
-  snprintf(l_pool, sizeof l_pool, SM_LABEL_PREFIX "pool=true");
-  snprintf(l_hash, sizeof l_hash, SM_LABEL_PREFIX "config-hash=%s", hash);
-  snprintf(l_owner, sizeof l_owner, SM_LABEL_PREFIX "owner=%s", owner);
-  const char *filters[3] = {l_pool, l_hash, l_owner};
-  json_object *svcs = NULL;
-  if (rc == 0) rc = engine_service_list(m, filters, 3, &svcs, err);
-  for (size_t i = 0; rc == 0 && i < json_object_array_length(svcs); i++) {
-    json_object *spec = NULL, *labels = NULL;
-    json_object_object_get_ex(json_object_array_get_idx(svcs, i), "Spec", &spec);
-    json_object_object_get_ex(spec, "Labels", &labels);
-    const char *on = label(labels, SM_SWARM_LABEL_POOL_NODE);
-    for (size_t k = 0; on && k < n; k++)
-      if (strcmp(ids[k], on) == 0) count[k]++;
-  }
-  json_object_put(svcs);
-  if (rc == 0) {
-    size_t best = 0;
-    for (size_t k = 0; k < n; k++) {
-      unsigned *p = pending_of(sw, ids[k], 0);
-      if (p) count[k] += *p;
-      if (count[k] < count[best]) best = k;
-    }
-    snprintf(node_id, SM_ENGINE_ID_MAX, "%s", ids[best]);
-    unsigned *p = pending_of(sw, node_id, 1);
-    if (p) (*p)++;
-  }
-  pthread_mutex_unlock(&sw->pool_lock);
-  free(ids);
-  free(count);
-  return rc;
-}
-
-void sandbox_swarm_pool_placed(sandbox_swarm *sw, const char *node_id) {
-  pthread_mutex_lock(&sw->pool_lock);
-  unsigned *p = pending_of(sw, node_id, 0);
-  if (p && *p > 0) (*p)--;
-  pthread_mutex_unlock(&sw->pool_lock);
-}
-
 void sandbox_swarm_release(sandbox_swarm *sw, sm_engine *m, sandbox_swarm_box *box) {
   (void)sw;
   if (box->lease[0] == '\0') return;
@@ -1147,10 +615,10 @@ void sandbox_swarm_release(sandbox_swarm *sw, sm_engine *m, sandbox_swarm_box *b
     json_object *svc = NULL, *spec = NULL, *labels = NULL;
     uint64_t version = 0;
     int rc = engine_service_inspect(m, box->name, &svc, &err);
-    if (rc == 0) rc = service_parts(svc, &spec, &labels, &version, &err);
+    if (rc == 0) rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, &err);
     if (rc == 0) {
       sandbox_swarm_labels_lease(labels, NULL, 0, box->lease, sm_now(), sm_now());
-      rc = engine_service_update(m, service_id(svc), version, spec, &err);
+      rc = engine_service_update(m, sandbox_swarm_service_id(svc), version, spec, &err);
     }
     json_object_put(svc);
     if (rc == SM_ECONFLICT) continue;
@@ -1174,7 +642,7 @@ int sandbox_swarm_check_node_lost(sandbox_swarm *sw, sm_engine *m, sandbox_swarm
   sm_error e2 = SM_ERROR_INIT;
   int gone = 0;
   char why[160] = "does not answer";
-  if (node_of(m, box->node_id, &node, &e2) != 0) {
+  if (sandbox_swarm_node_of(m, box->node_id, &node, &e2) != 0) {
     gone = 1;
     memset(&node, 0, sizeof node);
     snprintf(node.id, sizeof node.id, "%s", box->node_id);
