@@ -125,6 +125,17 @@ sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, siz
     snprintf(reason, len, "the engine is already removing it");
     return SM_OPS_SPARE;
   }
+  /* A fork cut short (its maker killed mid-way) is no sandbox: no call
+   * finds it under its "-forking-" name, and its /workspace may be half
+   * restored. Its maker alive: it is being made. */
+  if (in->making == SM_OPS_OWNER_GONE) {
+    snprintf(reason, len, "a fork cut short: its maker %s is gone", in->making_label);
+    return SM_OPS_REMOVE;
+  }
+  if (in->making == SM_OPS_OWNER_ALIVE && !in->force) {
+    snprintf(reason, len, "being made from a snapshot by %s", in->making_label);
+    return SM_OPS_SPARE;
+  }
   if (in->busy && !in->force) {
     snprintf(reason, len, "busy: a call is in flight (--force removes it anyway)");
     return SM_OPS_SPARE;

@@ -113,6 +113,9 @@ int sm_ops_sandbox_from_engine(json_object *summary, sm_ops_sandbox *out, sm_err
     if (n && *n == '/') n++;
     ops_copy(out->name, sizeof out->name, n);
   }
+  json_object *all_labels = NULL;
+  if (strstr(out->name, SM_OPS_FORKING_MARK) && json_object_object_get_ex(summary, "Labels", &all_labels))
+    ops_copy(out->making, sizeof out->making, ops_label(all_labels, SM_OPS_LABEL_MAKING));
   /* A sandbox back from hibernation runs its image by id; the name it was
    * made with is its label. */
   const char *image_label = NULL;

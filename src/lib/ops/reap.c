@@ -362,6 +362,8 @@ static void reap_input(const sm_ops_sandbox *sb, const sm_ops_reap_options *opts
   in->now = now;
   in->owner = sm_ops_owner_check(sb->owner, sb->created_at);
   in->owner_label = sb->owner;
+  in->making = sb->making[0] ? sm_ops_owner_check(sb->making, sb->created_at) : SM_OPS_OWNER_NONE;
+  in->making_label = sb->making;
   in->older_than_s = opts->older_than_s;
   in->force = opts->force;
   in->keep_pool = opts->keep_pool;

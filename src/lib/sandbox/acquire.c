@@ -139,7 +139,7 @@ static int keyed_from_cache(const sandbox_ctx *ctx, const sm_run_request *req, s
     return 0;
   /* At rest, or started again since (rest.h): looked at under the key lock. */
   if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
-    sandbox_lookup_drop(ctx->lookup, sb->name);
+    sandbox_lookup_invalidate(ctx->lookup, sb->name);
     /* A freeze ends no process: the agent sessions serve again once thawed. */
     if (!sandbox_rest_only_frozen(ctx->state_dir, sb->name, hit.generation))
       sm_agents_forget(ctx->agents, hit.id);

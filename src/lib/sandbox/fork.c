@@ -81,6 +81,11 @@ static json_object *fork_config(json_object *source, const fork_target *t, const
     json_object_object_add(c, "Labels", labels);
   }
   identity_labels(labels, t, s, 0);
+  /* Who makes it: a fork cut short (its maker killed) still has its
+   * "-forking-" name, and reap removes it once this process is gone. */
+  char maker[SM_NAME_MAX];
+  sm_sandbox_owner_label(maker, sizeof maker);
+  set_label(labels, "making", maker);
   /* Nothing of the source's but its /workspace mount (made anew below):
    * no bind, no other container's volumes or links. */
   json_object_object_del(h, "Binds");

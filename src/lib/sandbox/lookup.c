@@ -104,6 +104,14 @@ void sandbox_lookup_drop(sandbox_lookup *l, const char *name) {
   pthread_mutex_unlock(&l->mu);
 }
 
+void sandbox_lookup_invalidate(sandbox_lookup *l, const char *name) {
+  if (l == NULL) return;
+  pthread_mutex_lock(&l->mu);
+  cache_entry *ce = cache_find(l, name);
+  if (ce) ce->c.hash[0] = '\0';
+  pthread_mutex_unlock(&l->mu);
+}
+
 int sandbox_lookup_touch_due(sandbox_lookup *l, const char *name, double now) {
   if (l == NULL) return 1;
   pthread_mutex_lock(&l->mu);

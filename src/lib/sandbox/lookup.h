@@ -27,6 +27,10 @@ int sandbox_lookup_get(sandbox_lookup *l, const char *name, const char *hash,
                        sandbox_lookup_entry *out);
 void sandbox_lookup_put(sandbox_lookup *l, const char *name, const sandbox_lookup_entry *entry);
 void sandbox_lookup_drop(sandbox_lookup *l, const char *name);
+/* The entry no longer answers a get (the next call looks at the engine),
+ * but its last-used write time stays: a sandbox thawed or started again
+ * is not touched on disk again within the same second. */
+void sandbox_lookup_invalidate(sandbox_lookup *l, const char *name);
 /* 1 when the last-used time of `name` should be written now: not written
  * by this runner within the last second (idle timeouts are minutes; one
  * fsync per call is not worth it). */

@@ -85,7 +85,10 @@ static int take_agent(const sandbox_ctx *ctx, sm_engine *e, const sandbox_box *s
                  : keyed && sb->reused && req->workspace && sync == SM_SYNC_INOUT
                      ? SM_AGENT_OPEN_INSTALLED
                      : SM_AGENT_IDLE_ONLY;
-  if (!open_new && !sb->pooled) return 0;
+  /* A session parked for this very container serves any keyed call: one
+   * found again without the runner's cache (thawed after a freeze, which
+   * ends no process) takes it instead of an engine exec. */
+  if (!open_new && !keyed && !sb->pooled) return 0;
   int rc = sm_agent_take(a, e, sb->id, sb->user, open_new, &t->agent);
   if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
   if (t->agent) t->agents = a;
