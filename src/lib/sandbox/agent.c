@@ -8,7 +8,7 @@
  * forks the call's wrapper and streams its output back (a few ms).
  *
  * The agent binary is built with sandman and embedded in the library
- * (agent/blob.h), so it works with any image that has /bin/sh and with a
+ * (sandbox/agent_blob.h), so it works with any image that has /bin/sh and with a
  * remote engine. It is installed once per container into /.sandman, a
  * tmpfs owned by root (the install exec runs as root, with no
  * capabilities), so the sandbox's user cannot replace it; it runs as the
