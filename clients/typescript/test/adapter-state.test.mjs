@@ -1,0 +1,153 @@
+// The OpenAI Agents SDK adapter's session state and snapshot hooks against
+// a real runner and engine, through the SDK's own runtime with a scripted
+// model (run through tests/integration/test_ts_adapter_state.sh):
+//
+// - a run interrupted for an approval keeps its session; its RunState, as
+//   text (no token in it), is taken up by new client objects (another
+//   process, as far as the SDK can tell): the same sandbox, stopped in the
+//   meantime, resumes by itself and holds the file the first run wrote;
+// - a run with a sandman snapshot spec leaves a snapshot (owned by the
+//   worker) named in its state; a run started from it sees the file, and
+//   its writes do not reach the original; its state, once its own sandbox
+//   is gone, is resumed on a fork of the snapshot it names;
+// - another worker can neither start from that snapshot nor resume that
+//   state: refused as missing ones are; a state whose sandbox is gone and
+//   names no snapshot is refused too.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { Runner, RunState, tool } from "@openai/agents";
+import { SandboxAgent, SandboxSnapshotNotRestorableError, shell } from "@openai/agents/sandbox";
+
+import { SandmanClient } from "../dist/index.js";
+import { SandmanSandboxClient, sandmanSnapshot } from "../dist/adapters/openai-agents.js";
+import { startRunner } from "./runner.mjs";
+import { call, message, ScriptedModel } from "./scripted-model.mjs";
+
+let runner;
+before(async () => {
+  runner = await startRunner();
+});
+after(async () => {
+  if (runner) {
+    for (const sb of await runner.client.listSandboxes({ all: true }).catch(() => [])) await runner.client.deleteSandbox(sb.id).catch(() => {});
+    for (const s of await runner.client.listSnapshots().catch(() => [])) await runner.client.deleteSnapshot(s.name).catch(() => {});
+    await runner.stop();
+  }
+});
+
+const run = (agent, input, sandbox) => new Runner({ tracingDisabled: true }).run(agent, input, { sandbox });
+
+// A tool the model may call only once a person approves it: the run stops there.
+const deploy = tool({
+  name: "deploy",
+  description: "deploys",
+  parameters: { type: "object", properties: {}, required: [], additionalProperties: false },
+  strict: true,
+  needsApproval: true,
+  execute: async () => "deployed",
+});
+
+function coder(turns) {
+  const model = new ScriptedModel(turns);
+  return { model, agent: new SandboxAgent({ name: "coder", instructions: "test", model, capabilities: [shell()], tools: [deploy] }) };
+}
+
+const notRestorable = (re) => (e) => e instanceof SandboxSnapshotNotRestorableError && re.test(e.message);
+
+test("a RunState taken up by new client objects resumes the same sandbox, stopped in between", async () => {
+  const first = coder([[call("c1", "exec_command", { cmd: "echo 'first run' > /workspace/kept.txt" })], [call("c2", "deploy", {})]]);
+  const r1 = await run(first.agent, "write and deploy", { client: new SandmanSandboxClient(runner.client) });
+  assert.equal(r1.interruptions.length, 1);
+  const text = r1.state.toString();
+  assert.ok(!text.includes(runner.token), "the run state holds the runner's token");
+  const saved = JSON.parse(text).sandbox.sessionState.providerState;
+  assert.ok(saved.sandboxId, text);
+  assert.deepEqual(Object.keys(saved).sort(), ["runId", "sandboxId", "snapshotSpec"]);
+  const [made] = (await runner.client.listSandboxes()).filter((s) => s.run_id === saved.runId);
+  assert.equal(made.id, saved.sandboxId);
+  assert.equal((await runner.client.pauseSandbox(saved.sandboxId, { tier: "stop" })).state, "stopped");
+
+  // Another process: new objects from the text alone.
+  const client = new SandmanClient({ address: runner.address, token: runner.token });
+  const second = coder([[call("c3", "exec_command", { cmd: "cat /workspace/kept.txt; hostname" })], [message("done")]]);
+  const state = await RunState.fromString(second.agent, text);
+  state.approve(state.getInterruptions()[0]);
+  const r2 = await run(second.agent, state, { client: new SandmanSandboxClient(client) });
+  assert.equal(r2.finalOutput, "done");
+  const seen = second.model.lastInput();
+  assert.match(seen, /deployed/);
+  assert.match(seen, /first run\\n/);
+  // The SDK ended the session it resumed: the sandbox went with it.
+  await assert.rejects(runner.client.getSandbox(saved.sandboxId), (e) => e.status === 404);
+
+  // Its state again, now that the sandbox is gone and no snapshot was asked for: refused.
+  const adapter = new SandmanSandboxClient(client);
+  const again = await adapter.deserializeSessionState({ ...saved, manifest: {} });
+  await assert.rejects(adapter.resume(again), notRestorable(/was not found and its state names no snapshot/));
+});
+
+test("a completed run's own sandbox, without a snapshot spec, leaves no state to resume", async () => {
+  const { agent } = coder([[message("done")]]);
+  const r = await run(agent, "nothing", { client: new SandmanSandboxClient(runner.client) });
+  assert.equal(r.finalOutput, "done");
+  assert.equal(JSON.parse(r.state.toString()).sandbox, undefined);
+});
+
+test("a sandman snapshot through the SDK: a run starts from it, its writes stay its own; another worker cannot use it", async () => {
+  const k1 = SandmanClient.forWorker(runner.token, "sdk-k1", { address: runner.address });
+  const k2 = SandmanClient.forWorker(runner.token, "sdk-k2", { address: runner.address });
+  const own = { worker_key: "sdk-k1", mode: "per_worker" };
+
+  // A worker's run with a snapshot spec: the SDK serializes the session at its end, and that takes the snapshot.
+  const base = coder([[call("c1", "exec_command", { cmd: "echo base > /workspace/base.txt" })], [message("done")]]);
+  const r1 = await run(base.agent, "write", { client: new SandmanSandboxClient(k1, { workerKey: "sdk-k1" }), snapshot: sandmanSnapshot({ name: "sdk-base" }) });
+  assert.equal(r1.finalOutput, "done");
+  const s1 = JSON.parse(r1.state.toString()).sandbox.sessionState;
+  assert.deepEqual(s1.snapshot, { id: "sdk-base", type: "sandman" });
+  const [snap] = await k1.listSnapshots({ workerKey: "sdk-k1" });
+  assert.equal(snap.name, "sdk-base");
+  assert.equal(snap.owner, "worker:sdk-k1");
+
+  // A run started from the snapshot: a fork, which sees the file; what it writes stays in it.
+  const fork = coder([
+    [call("c1", "exec_command", { cmd: "cat /workspace/base.txt && echo fork > /workspace/base.txt && echo mine > /workspace/fork.txt" })],
+    [message("done")],
+  ]);
+  const r2 = await run(fork.agent, "change", { client: new SandmanSandboxClient(k1, { workerKey: "sdk-k1" }), snapshot: sandmanSnapshot({ from: "sdk-base" }) });
+  assert.equal(r2.finalOutput, "done");
+  assert.match(fork.model.lastInput(), /Output:\\nbase\\n/);
+  assert.equal(await k1.files.readText(own, "base.txt"), "base\n");
+  await assert.rejects(k1.files.stat(own, "fork.txt"), (e) => e.status === 404);
+  // Its state names the fork's own snapshot (taken at its end: the runner's default name); the fork went with the session.
+  const s2 = JSON.parse(r2.state.toString()).sandbox.sessionState;
+  assert.equal(s2.snapshot.type, "sandman");
+  assert.match(s2.snapshot.id, /^snap-/);
+  await assert.rejects(k1.getSandbox(s2.providerState.sandboxId, { workerKey: "sdk-k1" }), (e) => e.status === 404);
+
+  // That state resumed: its sandbox is gone, so the session starts again on a fork of its snapshot.
+  const mine = new SandmanSandboxClient(k1, { workerKey: "sdk-k1" });
+  const restored = await mine.resume(await mine.deserializeSessionState({ ...s2.providerState, manifest: s2.manifest, snapshot: s2.snapshot }));
+  assert.notEqual(restored.state.sandboxId, s2.providerState.sandboxId);
+  assert.equal(Buffer.from(await restored.readFile({ path: "fork.txt" })).toString(), "mine\n");
+  assert.equal(Buffer.from(await restored.readFile({ path: "base.txt" })).toString(), "fork\n");
+  await restored.close();
+
+  // Another worker: the snapshot and the states are answered as missing ones.
+  const theirs = new SandmanSandboxClient(k2, { workerKey: "sdk-k2" });
+  const errorOf = (p) => p.then(() => assert.fail("not refused"), (e) => e);
+  const refused = await errorOf(theirs.create({ snapshot: sandmanSnapshot({ from: "sdk-base" }) }));
+  const missing = await errorOf(theirs.create({ snapshot: sandmanSnapshot({ from: "sdk-none" }) }));
+  assert.ok(refused instanceof SandboxSnapshotNotRestorableError, String(refused));
+  assert.equal(refused.message.replace("sdk-base", "X"), missing.message.replace("sdk-none", "X"));
+  await assert.rejects(theirs.resume(await theirs.deserializeSessionState({ ...s2.providerState, snapshot: s2.snapshot })), notRestorable(/not found/));
+  const s1state = await theirs.deserializeSessionState({ ...s1.providerState, snapshot: s1.snapshot });
+  await assert.rejects(theirs.resume(s1state), notRestorable(/snapshot 'sdk-base' not found/));
+  // Through the SDK's runtime: worker 2's run given worker 1's session state is refused before the model is asked.
+  const other = coder([]);
+  const given = await theirs.deserializeSessionState({ ...s1.providerState, manifest: s1.manifest, snapshot: s1.snapshot });
+  await assert.rejects(run(other.agent, "go", { client: theirs, sessionState: given }), notRestorable(/snapshot 'sdk-base' not found/));
+  assert.equal(other.model.requests.length, 0);
+  assert.deepEqual(await k2.listSandboxes({ workerKey: "sdk-k2" }), []);
+  assert.equal(await k1.files.readText(own, "base.txt"), "base\n");
+});
