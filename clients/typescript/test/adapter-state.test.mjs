@@ -105,6 +105,8 @@ test("a sandman snapshot through the SDK: a run starts from it, its writes stay 
   assert.equal(r1.finalOutput, "done");
   const s1 = JSON.parse(r1.state.toString()).sandbox.sessionState;
   assert.deepEqual(s1.snapshot, { id: "sdk-base", type: "sandman" });
+  const [perWorker] = await k1.listSandboxes({ workerKey: "sdk-k1" });
+  assert.equal(s1.providerState.boundSandboxId, perWorker.id);
   const [snap] = await k1.listSnapshots({ workerKey: "sdk-k1" });
   assert.equal(snap.name, "sdk-base");
   assert.equal(snap.owner, "worker:sdk-k1");
@@ -131,6 +133,11 @@ test("a sandman snapshot through the SDK: a run starts from it, its writes stay 
   assert.notEqual(restored.state.sandboxId, s2.providerState.sandboxId);
   assert.equal(Buffer.from(await restored.readFile({ path: "fork.txt" })).toString(), "mine\n");
   assert.equal(Buffer.from(await restored.readFile({ path: "base.txt" })).toString(), "fork\n");
+  // Serialized again: the new snapshot replaces the one the state named (as the SDK's providers replace theirs).
+  await mine.serializeSessionState(restored.state);
+  assert.notEqual(restored.state.snapshot.id, s2.snapshot.id);
+  const names = (await k1.listSnapshots({ workerKey: "sdk-k1" })).map((s) => s.name).sort();
+  assert.deepEqual(names, ["sdk-base", restored.state.snapshot.id].sort());
   await restored.close();
 
   // Another worker: the snapshot and the states are answered as missing ones.

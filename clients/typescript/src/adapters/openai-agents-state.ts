@@ -208,8 +208,9 @@ export async function forkFrom(client: SandmanClient, name: string, workerKey?: 
 
 /**
  * Takes the session's snapshot (the spec's name, or the runner's default)
- * and records it in state.snapshot; the one it replaces, taken by this
- * session before, is removed (first, when it has the same name).
+ * and records it in state.snapshot; the one the state named before is
+ * removed (first, when it has the same name), as the SDK's providers
+ * replace theirs.
  */
 export async function takeSnapshot(client: SandmanClient, state: SandmanSandboxSessionState, sandboxId: string): Promise<void> {
   const name = state.snapshotSpec?.name;
