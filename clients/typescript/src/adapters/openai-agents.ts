@@ -505,7 +505,7 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
         });
         id = (await findSandbox(this.client, named)) ?? undefined;
       }
-      if (!id) throw new SandboxSnapshotNotRestorableError("sandman did not find the session's sandbox to record in its state", keyOf(state) as Record<string, unknown>);
+      if (!id) throw new SandboxProviderError("sandman did not list the session's sandbox: its state cannot name it", keyOf(state) as Record<string, unknown>);
       state.boundSandboxId = id;
     }
     if (state.snapshotSpec) await takeSnapshot(this.client, state, id);
