@@ -173,15 +173,19 @@ export async function findSandbox(client: SandmanClient, state: SandmanSandboxSe
     if (id) return (await client.getSandbox(id, { workerKey: state.workerKey })).id;
     const key = keyOf(state);
     const all = await client.listSandboxes({ all: true, workerKey: state.workerKey });
-    const found = all.find(
+    const found = all.filter(
       (s) =>
         s.mode === key.mode &&
         (s.worker_id ?? undefined) === state.workerKey &&
         (key.mode === "per_worker" || s.run_id === state.runId) &&
         (!state.project || s.project === state.project),
     );
-    return found?.id ?? null;
+    // The same run in two projects: which one the session's calls reach is the runner's default project's.
+    if (found.length > 1)
+      throw new SandboxConfigurationError(`sandboxes of projects ${found.map((s) => s.project).join(", ")} have the session's key: give the client's options a project`, { project: state.project });
+    return found[0]?.id ?? null;
   } catch (e) {
+    if (e instanceof SandboxConfigurationError) throw e;
     if (is404(e)) return null;
     throw runnerError(e, `the lookup of the session's sandbox`);
   }
