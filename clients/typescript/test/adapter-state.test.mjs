@@ -12,7 +12,10 @@
 //   is gone, is resumed on a fork of the snapshot it names;
 // - another worker can neither start from that snapshot nor resume that
 //   state: refused as missing ones are; a state whose sandbox is gone and
-//   names no snapshot is refused too.
+//   names no snapshot is refused too;
+// - a worker's state resumed on its sandbox, frozen in between (the first
+//   call thaws it); a named run's state whose sandbox was removed and made
+//   again by a later call is refused (not the same sandbox).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -157,4 +160,33 @@ test("a sandman snapshot through the SDK: a run starts from it, its writes stay 
   assert.equal(other.model.requests.length, 0);
   assert.deepEqual(await k2.listSandboxes({ workerKey: "sdk-k2" }), []);
   assert.equal(await k1.files.readText(own, "base.txt"), "base\n");
+});
+
+test("a named run's and a worker's state: the same sandbox, frozen in between; one made again since is not it", async () => {
+  // A worker's sandbox, frozen: taken up by new objects, the first call thaws it.
+  const k1 = () => SandmanClient.forWorker(runner.token, "sdk-k3", { address: runner.address });
+  const made = await new SandmanSandboxClient(k1(), { workerKey: "sdk-k3" }).create();
+  await made.exec({ cmd: "echo kept > /workspace/w.txt" });
+  const adapter = new SandmanSandboxClient(k1(), { workerKey: "sdk-k3" });
+  const saved = JSON.stringify(await adapter.serializeSessionState(made.state));
+  const [own] = await k1().listSandboxes({ workerKey: "sdk-k3" });
+  assert.equal(JSON.parse(saved).boundSandboxId, own.id);
+  assert.equal((await k1().pauseSandbox(own.id, { workerKey: "sdk-k3", tier: "freeze" })).state, "frozen");
+  const again = new SandmanSandboxClient(k1(), { workerKey: "sdk-k3" });
+  const back = await again.resume(await again.deserializeSessionState(JSON.parse(saved)));
+  assert.equal(back.state.sandboxId, undefined); // the worker's: not the session's to remove
+  assert.equal((await back.exec({ cmd: "cat /workspace/w.txt" })).output, "kept\n");
+  assert.equal((await k1().getSandbox(own.id, { workerKey: "sdk-k3" })).state, "running");
+  await back.close();
+  assert.equal((await k1().listSandboxes({ workerKey: "sdk-k3" })).length, 1);
+
+  // A named run's state, its sandbox removed and made again by a later call: another sandbox, refused.
+  const named = new SandmanSandboxClient(runner.client, { runId: "sdk-named" });
+  const s = await named.create();
+  await s.exec({ cmd: "echo one > /workspace/n.txt" });
+  const state = JSON.parse(JSON.stringify(await named.serializeSessionState(s.state)));
+  assert.equal(state.runId, "sdk-named");
+  await runner.client.deleteSandbox(state.boundSandboxId);
+  await runner.client.execute({ run_id: "sdk-named", command: "true" });
+  await assert.rejects(named.resume(await named.deserializeSessionState(state)), notRestorable(/was not found and its state names no snapshot/));
 });
