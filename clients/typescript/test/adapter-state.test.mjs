@@ -16,11 +16,21 @@
 // - a worker's state resumed on its sandbox, frozen in between (the first
 //   call thaws it); a named run's state whose sandbox was removed and made
 //   again by a later call is refused (not the same sandbox).
+// - a serialized state keeps no environment value; a state from JSON is
+//   checked (names, mode, snapshot type); a remote snapshot store, and a
+//   snapshot to start from with a runId, are refused.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
 import { Runner, RunState, tool } from "@openai/agents";
-import { SandboxAgent, SandboxSnapshotNotRestorableError, shell } from "@openai/agents/sandbox";
+import {
+  InMemoryRemoteSnapshotStore,
+  SandboxAgent,
+  SandboxConfigurationError,
+  SandboxSnapshotNotRestorableError,
+  SandboxUnsupportedFeatureError,
+  shell,
+} from "@openai/agents/sandbox";
 
 import { SandmanClient } from "../dist/index.js";
 import { SandmanSandboxClient, sandmanSnapshot } from "../dist/adapters/openai-agents.js";
@@ -189,4 +199,20 @@ test("a named run's and a worker's state: the same sandbox, frozen in between; o
   await runner.client.deleteSandbox(state.boundSandboxId);
   await runner.client.execute({ run_id: "sdk-named", command: "true" });
   await assert.rejects(named.resume(await named.deserializeSessionState(state)), notRestorable(/was not found and its state names no snapshot/));
+});
+
+test("a state is checked before it is used, and keeps no environment value; specs sandman cannot honour are refused", async () => {
+  const adapter = new SandmanSandboxClient(runner.client, { runId: "sdk-checks" });
+  const s = await adapter.create();
+  s.state.environment = { API_KEY: "sk-do-not-keep" };
+  const kept = JSON.stringify(await adapter.serializeSessionState(s.state));
+  assert.ok(!kept.includes("sk-do-not-keep"), kept);
+  const bad = async (raw, cls, re) => assert.rejects(adapter.deserializeSessionState(raw), (e) => e instanceof cls && re.test(e.message));
+  await bad({ runId: "../x" }, SandboxConfigurationError, /runId must be a name/);
+  await bad({ runId: "r", mode: "per_tool" }, SandboxConfigurationError, /mode must be per_run or per_worker/);
+  await bad({ runId: "r", snapshot: { id: "/tmp/x", type: "local" } }, SandboxSnapshotNotRestorableError, /not a sandman snapshot/);
+  const remote = { type: "remote", store: new InMemoryRemoteSnapshotStore() };
+  await assert.rejects(adapter.create({ snapshot: remote }), (e) => e instanceof SandboxUnsupportedFeatureError && /type 'remote' is not supported/.test(e.message));
+  await assert.rejects(adapter.create({ snapshot: sandmanSnapshot({ from: "x" }) }), (e) => e instanceof SandboxConfigurationError && /runId cannot be given/.test(e.message));
+  assert.throws(() => sandmanSnapshot({ name: "a b" }), SandboxConfigurationError);
 });
