@@ -19,6 +19,8 @@
 // - a serialized state keeps no environment value; a state from JSON is
 //   checked (names, mode, snapshot type); a remote snapshot store, and a
 //   snapshot to start from with a runId, are refused.
+// - a state whose own sandbox was swapped for a named run's (written by
+//   someone else) is refused, and delete(state) leaves that sandbox alone.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -215,4 +217,19 @@ test("a state is checked before it is used, and keeps no environment value; spec
   await assert.rejects(adapter.create({ snapshot: remote }), (e) => e instanceof SandboxUnsupportedFeatureError && /type 'remote' is not supported/.test(e.message));
   await assert.rejects(adapter.create({ snapshot: sandmanSnapshot({ from: "x" }) }), (e) => e instanceof SandboxConfigurationError && /runId cannot be given/.test(e.message));
   assert.throws(() => sandmanSnapshot({ name: "a b" }), SandboxConfigurationError);
+});
+
+test("a state that points its own sandbox at another of the token's sandboxes is refused, and that sandbox stays", async () => {
+  const adapter = new SandmanSandboxClient(runner.client);
+  const keep = (await runner.client.execute({ run_id: "sdk-precious", command: "echo mine > /workspace/p.txt" })).sandbox_id;
+  const s = await adapter.create();
+  const saved = await adapter.serializeSessionState(s.state);
+  await s.close();
+  // Written by someone else: the session's sandbox swapped for a named run's, its run id too.
+  for (const forged of [{ ...saved, sandboxId: keep }, { ...saved, sandboxId: keep, runId: "sdk-precious" }]) {
+    const state = await adapter.deserializeSessionState(forged);
+    await assert.rejects(adapter.resume(state), notRestorable(/was not found/));
+    await adapter.delete(state).catch(() => {});
+  }
+  assert.equal(await runner.client.files.readText({ run_id: "sdk-precious" }, "p.txt"), "mine\n");
 });

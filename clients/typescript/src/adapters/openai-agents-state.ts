@@ -24,7 +24,7 @@ import {
 
 import type { SandmanClient } from "../index.js";
 import { SandmanError } from "../transport.js";
-import type { SandboxKey } from "../types.js";
+import type { Sandbox, SandboxKey } from "../types.js";
 import { describeFailure } from "./common.js";
 
 /** The snapshot spec type this adapter acts on. */
@@ -166,20 +166,30 @@ function runnerError(e: unknown, what: string): Error {
 
 const is404 = (e: unknown) => e instanceof SandmanError && e.status === 404;
 
-/** The sandbox a session is on, found now (any state: running, frozen, stopped), or null when it is gone or not this token's. */
+/**
+ * Whether sandbox `s` is the one the state's calls reach by its key (and,
+ * for a sandbox the session removes when it ends, one this adapter made: a
+ * run `openai-...`), so that a state written by someone else cannot point
+ * the session, or its close(), at another of this token's sandboxes.
+ */
+function matches(s: Sandbox, state: SandmanSandboxSessionState): boolean {
+  const key = keyOf(state);
+  if (s.mode !== key.mode || (s.worker_id ?? undefined) !== state.workerKey) return false;
+  if (state.project && s.project !== state.project) return false;
+  if (key.mode === "per_worker") return !state.sandboxId;
+  return s.run_id === state.runId && (!state.sandboxId || /^openai-/.test(state.runId ?? ""));
+}
+
+/** The sandbox a session is on, found now (any state: running, frozen, stopped), or null when it is gone, not this token's, or not the state's. */
 export async function findSandbox(client: SandmanClient, state: SandmanSandboxSessionState): Promise<string | null> {
   const id = state.sandboxId ?? state.boundSandboxId;
   try {
-    if (id) return (await client.getSandbox(id, { workerKey: state.workerKey })).id;
-    const key = keyOf(state);
+    if (id) {
+      const s = await client.getSandbox(id, { workerKey: state.workerKey });
+      return matches(s, state) ? s.id : null;
+    }
     const all = await client.listSandboxes({ all: true, workerKey: state.workerKey });
-    const found = all.filter(
-      (s) =>
-        s.mode === key.mode &&
-        (s.worker_id ?? undefined) === state.workerKey &&
-        (key.mode === "per_worker" || s.run_id === state.runId) &&
-        (!state.project || s.project === state.project),
-    );
+    const found = all.filter((s) => matches(s, state));
     // The same run in two projects: which one the session's calls reach is the runner's default project's.
     if (found.length > 1)
       throw new SandboxConfigurationError(`sandboxes of projects ${found.map((s) => s.project).join(", ")} have the session's key: give the client's options a project`, { project: state.project });

@@ -480,8 +480,14 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
     return session;
   }
 
-  /** Removes the sandbox a session made for itself (the SDK calls it for sessions it owns). */
+  /**
+   * Removes the sandbox a session made for itself (the SDK calls it for
+   * sessions it owns). A state may come from storage: its sandbox is
+   * removed only when it is the one the state's key reaches and one this
+   * adapter made; another is left alone, as one already gone.
+   */
   async delete(state: SandmanSandboxSessionState): Promise<void> {
+    if (state.sandboxId && !(await findSandbox(this.client, state))) state.sandboxId = undefined;
     await deleteOwnSandbox(this.client, state);
   }
 
