@@ -1,4 +1,4 @@
-/* How a call finds its keyed sandbox (src/sandbox/acquire.c), against the
+/* How a call finds its keyed sandbox (src/lib/sandbox/acquire.c), against the
  * fake engine (tests/support/fake_engine.h): a sandbox made ahead as a
  * resource (sm_sandbox_create) is used as it was made and never replaced;
  * one named by its container name likewise, and refused when it is gone,

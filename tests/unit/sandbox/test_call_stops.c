@@ -1,5 +1,5 @@
 /* How a call in a container ends when it does not simply exit
- * (src/sandbox/exec.c), through the engine's exec and over an agent
+ * (src/lib/sandbox/exec.c), through the engine's exec and over an agent
  * session, against the fake engine (tests/support/fake_engine.h): a cancel
  * while the tool runs and before it starts, the output caps, the sandbox
  * stopping under the call (not out of memory) with or without the

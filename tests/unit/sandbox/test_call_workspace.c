@@ -1,5 +1,6 @@
-/* The workspace's way in and out of a container call (src/sandbox/call.c,
- * workspace/box.c) against the fake engine (tests/support/fake_engine.h):
+/* The workspace's way in and out of a container call
+ * (src/lib/sandbox/sandbox_call.c, src/lib/workspace/workspace_box.c)
+ * against the fake engine (tests/support/fake_engine.h):
  * what the copy out refuses to bring back (protected paths, links that
  * leave the workspace, a fifo) while it applies the rest; a path both
  * sides changed during the call (a conflict copy beside the host's), in a

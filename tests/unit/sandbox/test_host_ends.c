@@ -1,4 +1,4 @@
-/* Mode none (src/sandbox/host.c) beyond a plain exit, with no engine at
+/* Mode none (src/lib/sandbox/host.c) beyond a plain exit, with no engine at
  * all (the runner points at the fake engine, which must see no request):
  * a tool killed by a signal, a cancel, the resource limits as the tool
  * sees them, the call's own excludes, and the refusals before the tool
