@@ -1,10 +1,11 @@
 /* The call driver (src/lib/sandbox/sandbox_call.c, exec.c, acquire.c,
  * src/lib/workspace/workspace_box.c) when the engine fails one of its
- * steps (tests/support/fake_engine.h's canned failures): the copy in, the tool's exec (made, started, read
- * back), the copy out, the kill after a timeout, the removal after the
- * call, a lookup, a create that another sandman won. Each call's result
- * says what failed in the engine's words, and nothing is left running that
- * the call made (but a container whose removal failed, left for a reap). */
+ * steps (tests/support/fake_engine.h's canned failures): the copy in, the
+ * tool's exec (made, started, read back), the copy out, the kill after a
+ * timeout, the removal after the call, a lookup, a create that another
+ * sandman won. Each call's result says what failed in the engine's words,
+ * and nothing is left running that the call made (but a container whose
+ * removal failed, left for a reap). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
