@@ -233,7 +233,8 @@ const char *ws_sync_target_container(const sm_workspace_target *t) {
 
 /* Does the manifest describe this very sandbox? */
 int ws_sync_base_matches(const sm_workspace_sync *s, const sm_workspace_target *t) {
-  return s->have_base && s->base.root && strcmp(s->base.container, ws_sync_target_container(t)) == 0 &&
+  return s->have_base && s->base.root &&
+         strcmp(s->base.container, ws_sync_target_container(t)) == 0 &&
          strcmp(s->base.root, t->sandbox_path) == 0;
 }
 
