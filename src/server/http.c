@@ -360,14 +360,6 @@ static void job_metrics(void *arg) {
   finish_job(c);
 }
 
-static int engine_error_answer(sm_answer *a, const sm_error *err, const char *what) {
-  int engine = err->code == SM_EUNREACHABLE || err->code == SM_EENGINE ||
-               err->code == SM_ETIMEOUT || err->code == SM_EPROTOCOL || err->code == SM_ETLS;
-  sm_answer_error(a, engine ? 503 : 400, engine ? "engine" : "policy", "%s: %s", what,
-                  err->message[0] ? err->message : sm_error_default_message(err->code));
-  return 0;
-}
-
 static void job_sandboxes(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
@@ -401,7 +393,8 @@ static void job_reap(void *arg) {
     memset(&rep, 0, sizeof rep);
     if (sm_ops_scope_from_runner(&scope, c->srv->opts.runner, &err) != 0 ||
         sm_ops_reap(&scope, &ro, &rep, &err) != 0) {
-      engine_error_answer(&c->answer, &err, "reaping sandboxes");
+      sm_error_wrap(&err, "reaping sandboxes");
+      server_answer_from_error(&c->answer, &err);
     } else {
       sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
              ro.dry_run ? " (dry run)" : "");
