@@ -6,7 +6,9 @@
  * more output or the end shows they do not start a value, so a value cut
  * by a chunk boundary is masked too. A UTF-8 sequence cut by a boundary is
  * held back the same way. A client that disconnects cancels the call
- * (stream.c's watcher sees the hang-up even while the call is silent). */
+ * (stream.c's watcher sees the hang-up even while the call is silent).
+ * Also the execute route's job on its call thread (server_execute_job),
+ * which answers through the stream either way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,4 +151,22 @@ void sm_execute_streamed(sm_call *k, sm_stream *s) {
   }
   pthread_mutex_destroy(&o.mu);
   sm_call_free(k);
+}
+
+void server_execute_job(sm_server *srv, sm_stream *s, const char *body, size_t len, int control,
+                        const char *token, int accept_stream) {
+  sm_stream_ref(s);
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight++;
+  pthread_mutex_unlock(&srv->mu);
+  sm_answer a = {0, NULL};
+  sm_call *streamed = NULL;
+  sm_execute_route(srv, body, len, control, token, accept_stream, &streamed, &a);
+  if (streamed) sm_execute_streamed(streamed, s); /* the request may be gone once it begins */
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight--;
+  pthread_mutex_unlock(&srv->mu);
+  if (!sm_stream_begun(s)) sm_stream_finish(s, 0, &a);
+  if (a.body) json_object_put(a.body);
+  sm_stream_unref(s);
 }
