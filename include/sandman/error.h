@@ -19,7 +19,7 @@ extern "C" {
  * that failed with this code reports as its failure_kind (see
  * sm_error_failure_kind); the HTTP status column the one place that says
  * what the runner answers a request that failed with it
- * (sm_error_http_status; src/server/answer.c builds the answer). */
+ * (sm_error_http_status; src/lib/server/answer.c builds the answer). */
 #define SM_ERROR_MAP(X)                                       \
   X(OK, 0, NONE, 200, "success")                        \
   X(INVAL, -1, SANDBOX, 400, "invalid argument")        \

@@ -1,6 +1,6 @@
 /* Which route a request's URL and method name (docs/http-api.md), and
  * what the URL carries for it (an id, a port, a file operation...): the
- * routing table of the listener (http.c), apart from how a route is
+ * routing table of the listener (server_http.c), apart from how a route is
  * served. */
 #ifndef SANDMAN_SERVER_ROUTE_MATCH_H
 #define SANDMAN_SERVER_ROUTE_MATCH_H
