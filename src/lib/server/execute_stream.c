@@ -18,6 +18,7 @@
 #include <sandman/log.h>
 
 #include "common/buf.h"
+#include "common/cleanup.h"
 #include "common/text.h"
 #include "server/stream.h"
 
@@ -33,26 +34,21 @@ typedef struct out_state {
 } out_state;
 
 static int send_event(out_state *o, const char *name, const char *data, size_t len) {
-  json_object *ev = json_object_new_object();
+  cleanup_json json_object *ev = json_object_new_object();
   json_object_object_add(ev, "event", json_object_new_string(name));
   if (sm_utf8_valid(data, len)) {
     json_object_object_add(ev, "data", json_object_new_string_len(data, (int)len));
   } else {
-    char *b64 = malloc(4 * ((len + 2) / 3) + 1);
-    if (b64 == NULL) {
-      json_object_put(ev);
-      return -1;
-    }
+    cleanup_free char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+    if (b64 == NULL) return -1;
     int n = EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)data, (int)len);
     json_object_object_add(ev, "data_b64", json_object_new_string_len(b64, n));
-    free(b64);
   }
   size_t n = 0;
   const char *text = json_object_to_json_string_length(
       ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
   int rc = sm_stream_write(o->s, text, n);
   if (rc == 0) rc = sm_stream_write(o->s, "\n", 1);
-  json_object_put(ev);
   return rc;
 }
 
