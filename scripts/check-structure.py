@@ -250,18 +250,23 @@ ARCH_LINES_FRACTION = 0.10
 ARCH_LINES_SLACK = 300
 
 
+ARCH_LIBRARY_ROOTS = ("lib", "shared")
+
+
 def arch_unit_of(rel):
-    """The unit a path under src/ belongs to: src/lib/<m>/... and src/<m>/...
-    are module <m>."""
+    """The module a path under src/ belongs to: src/lib/<m>/..., the files
+    of it a static program compiles too (src/shared/<m>/...), and in the
+    older layout src/<m>/... are module <m>."""
     parts = rel.split("/")
-    if parts[0] == "lib" and len(parts) > 2:
+    if parts[0] in ARCH_LIBRARY_ROOTS and len(parts) > 2:
         parts = parts[1:]
     return parts[0]
 
 
-def arch_object_edges(objdir):
-    """Module -> modules it uses, measured as the deps mode measures it: file
-    A uses file B when A.o uses a symbol B.o defines."""
+def arch_object_edges(objdir, src_dir):
+    """Module -> modules it uses, measured as the deps mode measures it (file
+    A uses file B when A.o uses a symbol B.o defines); and the source files
+    (under src/) of the library's objects."""
     defs, uses = {}, collections.defaultdict(set)
     paths = sorted(os.path.join(root, f) for root, _, files in os.walk(objdir) for f in files
                    if f.endswith(".c.o") and "/src/" in os.path.join(root, f))
@@ -272,70 +277,98 @@ def arch_object_edges(objdir):
         for line in out.stdout.splitlines():
             if line.endswith(".c.o:") and "/src/" in line:
                 name = line[:-1].split("/src/", 1)[1][: -len(".o")]
+                if not os.path.isfile(os.path.join(src_dir, name)):
+                    name = None  # an object left by a file moved or removed since
+                continue
+            if name is None:
                 continue
             parts = line.split()
             if len(parts) == 3 and parts[1] in "TDBRCVWG":
                 defs[parts[2]] = name
             elif len(parts) == 2 and parts[0] == "U":
                 uses[name].add(parts[1])
+    objects = set(defs.values()) | set(uses)
     edges = collections.defaultdict(set)
-    for a in set(defs.values()) | set(uses):
+    for a in objects:
         edges[arch_unit_of(a)]
     for a, syms in uses.items():
         for s in syms:
             b = defs.get(s)
             if b and arch_unit_of(a) != arch_unit_of(b):
                 edges[arch_unit_of(a)].add(arch_unit_of(b))
-    return edges
+    return edges, objects
 
 
 def arch_folders(src_dir):
-    """Each folder of src/ that holds files: its unit's name (src/lib/ left
-    out), its files, and whether one of them defines main (a program)."""
+    """Each folder of src/ that holds files: its files, and whether one of
+    them defines main (a program)."""
     out = {}
     for root, dirs, files in os.walk(src_dir):
         dirs.sort()
         rel = os.path.relpath(root, src_dir).replace(os.sep, "/")
         if rel == "." or not files:
             continue
-        name = rel[len("lib/"):] if rel.startswith("lib/") else rel
         paths = [os.path.join(root, f) for f in sorted(files)]
-        main = any(f.endswith(".c") and re.search(r"^int main\s*\(", open(p, encoding="utf-8").read(), re.M)
-                   for f, p in zip(sorted(files), paths))
-        out[name] = {"folder": f"src/{rel}/", "paths": paths, "program": main}
+        main = any(p.endswith(".c") and re.search(r"^int main\s*\(", open(p, encoding="utf-8").read(), re.M)
+                   for p in paths)
+        out[rel] = {"paths": paths, "program": main}
     return out
 
 
-def arch_include_deps(paths, names):
-    """The units a program's files #include from (and include/sandman)."""
+def arch_include_deps(paths, src_dir, unit_of_file):
+    """The units whose files a program's files #include (looked up as the
+    compiler does: under src/ and each library root), and include/sandman."""
+    roots = [src_dir] + [os.path.join(src_dir, r) for r in ARCH_LIBRARY_ROOTS]
     deps = set()
     for p in paths:
-        for inc in re.findall(r'^#\s*include\s+[<"]([^>"]+)[>"]', open(p, encoding="utf-8", errors="replace").read(), re.M):
+        text = open(p, encoding="utf-8", errors="replace").read()
+        for inc in re.findall(r'^#\s*include\s+[<"]([^>"]+)[>"]', text, re.M):
             if inc.startswith("sandman/"):
                 deps.add("include/sandman")
                 continue
-            d = os.path.dirname(inc)
-            d = d[len("lib/"):] if d.startswith("lib/") else d
-            if d in names:
-                deps.add(d)
+            for r in [os.path.dirname(p)] + roots:
+                unit = unit_of_file.get(os.path.normpath(os.path.join(r, inc)))
+                if unit:
+                    deps.add(unit)
+                    break
     return deps
 
 
 def arch_units(objdir, src_dir):
-    """The table's rows: {name: folder, kind, files, lines, deps}. A library
-    module is a folder with objects in the library (a module's subfolders
-    are part of it); a program is a folder whose files define main."""
-    edges = arch_object_edges(objdir)
+    """The table's rows: {name: folders, kind, files, lines, deps}. A library
+    module is src/lib/<m>/ with src/shared/<m>/ (in the older layout
+    src/<m>/, its subfolders included); a program is a folder whose files
+    define main, named by its folder (with " (program)" when a module has
+    that name)."""
+    edges, objects = arch_object_edges(objdir, src_dir)
     if not edges:
         return None, None
-    folders = arch_folders(src_dir)
-    units = {}
-    for name, f in folders.items():
-        top = name.split("/")[0]
-        if not f["program"] and top in edges and name != top and not folders.get(top, {}).get("program"):
-            units[top]["paths"] += f["paths"]  # a library module's subfolder
-            continue
-        units[name] = {"folder": f["folder"], "paths": list(f["paths"]), "program": f["program"]}
+    modules, programs = {}, {}
+    for rel, f in sorted(arch_folders(src_dir).items()):
+        parts = rel.split("/")
+        if parts[0] in ARCH_LIBRARY_ROOTS and len(parts) > 1:
+            key, table = parts[1], modules
+        elif f["program"]:
+            key, table = rel, programs
+        else:
+            key, table = parts[0], modules
+        u = table.setdefault(key, {"folders": [], "paths": [], "program": table is programs})
+        if not u["folders"] or not rel.startswith(u["folders"][-1][len("src/"):]):
+            u["folders"].append(f"src/{rel}/")
+        u["paths"] += f["paths"]
+    units = dict(modules)
+    for key, u in programs.items():
+        if key not in units:
+            units[key] = u
+        elif any(os.path.relpath(p, src_dir) in objects for p in u["paths"]):
+            # The older layout: a program's folder whose files are in the
+            # library too is one unit.
+            units[key]["folders"] = sorted(set(units[key]["folders"]) | set(u["folders"]))
+            units[key]["paths"] = sorted(set(units[key]["paths"]) | set(u["paths"]))
+            units[key]["program"] = True
+        else:
+            units[f"{key} (program)"] = u
+    unit_of_file = {os.path.normpath(p): k for k, u in units.items() for p in u["paths"]}
     for name, u in units.items():
         lib = name in edges
         if u["program"]:
@@ -346,8 +379,9 @@ def arch_units(objdir, src_dir):
         u["lines"] = sum(open(p, "rb").read().count(b"\n") for p in u["paths"])
         deps = set(edges.get(name, ()))
         if u["program"]:
-            deps |= arch_include_deps(u["paths"], units) - {name}
+            deps |= arch_include_deps(u["paths"], src_dir, unit_of_file) - {name}
         u["deps"] = sorted(deps)
+        u["folder"] = ", ".join(f"`{f}`" for f in u["folders"])
     return units, edges
 
 
@@ -361,7 +395,7 @@ def arch_table(units, hand):
     for name in sorted(units, key=lambda n: (units[n]["program"], n)):
         u = units[name]
         deps = ", ".join(u["deps"]) or "—"
-        rows.append(f"| `{name}` | `{u['folder']}` | {u['kind']} | {u['files']} | {arch_round(u['lines'])} | "
+        rows.append(f"| `{name}` | {u['folder']} | {u['kind']} | {u['files']} | {arch_round(u['lines'])} | "
                     f"{deps} | {hand.get(name, '')} |")
     return rows
 
@@ -439,7 +473,7 @@ def arch_compare_table(units, doc_rows):
         problems.append(f"module table: `{name}` ({units[name]['folder']}) has no row")
     for name in sorted(set(units) & set(have)):
         u, cells = units[name], have[name]
-        want = [f"`{u['folder']}`", u["kind"], str(u["files"]), None, ", ".join(u["deps"]) or "—"]
+        want = [u["folder"], u["kind"], str(u["files"]), None, ", ".join(u["deps"]) or "—"]
         for col, w, got in zip(("folder", "kind", "files", None, "depends on"), want, cells[1:6]):
             if col and w != got:
                 problems.append(f"module table: `{name}` {col} is {got!r}, the tree says {w!r}")

@@ -87,12 +87,15 @@ try:
     expect_failure("the diagram's markers gone", text,
                    lambda t: t.replace("<!-- end of generated dependencies -->", ""),
                    "no generated block for the dependencies")
+    step = re.search(r"`(src/[\w/.-]+)/([\w.-]+\.c):(\w+)`", text)
+    assert step, "the document names no file:function step"
+    folder, _, fn = step.groups()
     expect_failure("a reading-path step naming a missing function", text,
-                   lambda t: t.replace("`src/cli/main.c:main`", "`src/cli/main.c:no_such_function`", 1),
+                   lambda t: t.replace(step.group(0), step.group(0).replace(":" + fn, ":no_such_function"), 1),
                    "defines no function no_such_function")
     expect_failure("a reading-path step naming a missing file", text,
-                   lambda t: t.replace("`src/cli/main.c:main`", "`src/cli/gone.c:main`", 1),
-                   "there is no src/cli/gone.c")
+                   lambda t: t.replace(step.group(0), f"`{folder}/gone.c:{fn}`", 1),
+                   f"there is no {folder}/gone.c")
     expect_failure("a src/ path that is gone", text,
                    lambda t: t + "\nSee src/no_such_module/.\n", "names src/no_such_module/")
     expect_failure("a file name that is gone", text,
@@ -111,7 +114,7 @@ try:
     shutil.copy(DOC, path)
     out = subprocess.run([sys.executable, CHECK, "architecture", OBJDIR, os.path.join(root, "src"), path],
                          capture_output=True, text=True)
-    if out.returncode != 1 or "`newprog` (src/newprog/) has no row" not in out.stdout:
+    if out.returncode != 1 or "`newprog` (`src/newprog/`) has no row" not in out.stdout:
         failures.append(f"a new program in src/: expected its missing row, got {out.returncode}:\n{out.stdout}")
     else:
         print("ok: a new program in src/ without a row fails")
