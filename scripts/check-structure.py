@@ -504,7 +504,8 @@ def arch_check_names(doc_text, root):
             problems.append(f"names `{path}:{fn}`, but there is no {path}")
         elif not arch_function_defined(full, fn):
             problems.append(f"names `{path}:{fn}`, but {path} defines no function {fn}")
-    for path in sorted(set(re.findall(r"\b((?:src|include)/[\w.-]+(?:/[\w.-]+)*/?)", doc_text))):
+    # A path of this checkout: not one inside another's ("libgit2/src/...").
+    for path in sorted(set(re.findall(r"(?<![\w/.-])((?:src|include)/[\w.-]+(?:/[\w.-]+)*/?)", doc_text))):
         path = path.rstrip(".")
         if not os.path.exists(os.path.join(root, path)):
             problems.append(f"names {path}, which does not exist")
