@@ -9,9 +9,13 @@
       unless the comment right above it gives the reason ("Long because
       ..."): a long function usually holds several steps that want names.
   check-structure.py deps OBJECT_DIR
-      Within one module (src/<module>/), no two files use each other's
-      functions, directly or through others (a cycle of files), and the
-      modules themselves depend on each other in one direction only.
+      Within one module of the library (src/lib/<module>/, with its files
+      in src/shared/<module>/ that a static program compiles too), no two
+      files use each other's functions, directly or through others (a
+      cycle of files), and the modules themselves depend on each other in
+      one direction only. The programs (src/cli, src/agent,
+      src/egress_proxy) are not in the library's objects: each is a unit
+      of its own, outside this graph.
       Measured on the compiled objects: file A depends on file B when A.o
       uses a symbol that B.o defines.
   check-structure.py architecture OBJECT_DIR SRC_DIR DOC [--write]
@@ -123,6 +127,16 @@ KNOWN_CYCLES = [
 ]
 
 
+def library_file(name):
+    """<module>/<file>.c of an object's source path under src/: the library's
+    files are in lib/<module>/ or, when a static program compiles them too,
+    in shared/<module>/; both count as the module's."""
+    for root in ("lib/", "shared/"):
+        if name.startswith(root):
+            return name[len(root):]
+    return name
+
+
 def check_deps(objdir):
     defs, uses = {}, collections.defaultdict(set)
     for root, _, files in os.walk(objdir):
@@ -130,7 +144,7 @@ def check_deps(objdir):
             path = os.path.join(root, f)
             if not f.endswith(".c.o") or "/src/" not in path:
                 continue
-            name = path.split("/src/", 1)[1][: -len(".o")]
+            name = library_file(path.split("/src/", 1)[1][: -len(".o")])
             for line in nm(path):
                 parts = line.split()
                 if len(parts) == 3 and parts[1] in "TDBRCVWG":

@@ -405,7 +405,7 @@ SM_API int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *o
 SM_API int sm_sandbox_create(sm_runner *runner, const sm_run_request *req, char *id_out,
                              char *name_out, sm_error *err);
 
-/* ---- speed: the in-sandbox agent (src/sandbox/agent.c, docs/agent.md) ----
+/* ---- speed: the in-sandbox agent (src/lib/sandbox/agent.c, docs/agent.md) ----
  * From the second call a runner makes in a keyed sandbox (and for warm-pool
  * containers), calls go over a long-lived exec of sandman-agent instead of
  * one engine exec each: a few ms instead of ~45. On by default; the
@@ -420,7 +420,7 @@ typedef struct sm_agent_stats {
 } sm_agent_stats;
 SM_API void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
 
-/* ---- speed: the warm pool and background work (src/sandbox/pool.c) ----
+/* ---- speed: the warm pool and background work (src/lib/sandbox/pool.c) ----
  *
  * A per_tool call normally waits for the engine to create and start its
  * container (a few hundred ms). A long-running process (the runner
