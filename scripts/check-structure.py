@@ -451,8 +451,7 @@ def arch_diagram(units, edges):
     for m in sorted(edges, key=lambda m: (level[m], m)):
         emit(m, sorted(edges[m]))
     lines.append("")
-    lines.append("programs (from their #include lines; a program that is partly in the library also")
-    lines.append("uses what its library files use):")
+    lines.append("programs (what their #include lines name):")
     for name in sorted(n for n in units if units[n]["program"]):
         emit(name, units[name]["deps"])
     lines.append("```")
