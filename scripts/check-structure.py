@@ -571,7 +571,7 @@ def check_architecture(objdir, src_dir, doc, write=False):
     if problems and not write:
         problems.append(f"regenerate with: python3 {sys.argv[0]} architecture {objdir} {src_dir} {doc} --write")
     root = os.path.dirname(os.path.abspath(src_dir.rstrip("/")))
-    problems += [f"{doc}: {p} (write it by hand)" for p in arch_check_names(text, root)]
+    problems += [f"{doc}: {p} (fix the document by hand)" for p in arch_check_names(text, root)]
     if not problems:
         steps = len(re.findall(r"`(?:src|include)/[\w./-]+\.[ch]:\w+(?:\(\))?`", text))
         print(f"architecture: {doc} matches {len(units)} modules and programs; "
