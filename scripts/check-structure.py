@@ -522,6 +522,11 @@ def arch_check_names(doc_text, root):
         path = path.rstrip(".")
         if not os.path.exists(os.path.join(root, path)):
             problems.append(f"names {path}, which does not exist")
+    # A module-relative path (`engine/conn.c`), as an #include names it.
+    for path in sorted(set(re.findall(r"`((?!src/|include/|tests/)[\w-]+/[\w./-]+\.[ch])`", doc_text))):
+        if not any(os.path.isfile(os.path.join(root, r, path))
+                   for r in ["src", "include"] + [os.path.join("src", d) for d in ARCH_LIBRARY_ROOTS]):
+            problems.append(f"names `{path}`, which is no file under src/ (or a library root) or include/")
     known = set()
     for top in ("src", "include", "tests", "scripts"):
         for _, _, files in os.walk(os.path.join(root, top)):

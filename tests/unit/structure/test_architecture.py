@@ -98,6 +98,8 @@ try:
                    f"there is no {folder}/gone.c")
     expect_failure("a src/ path that is gone", text,
                    lambda t: t + "\nSee src/no_such_module/.\n", "names src/no_such_module/")
+    expect_failure("a module-relative path that is gone", text,
+                   lambda t: t + "\nSee `engine/no_such_file.c`.\n", "names `engine/no_such_file.c`")
     expect_failure("a file name that is gone", text,
                    lambda t: t + "\nSee `no_such_file.c`.\n", "names `no_such_file.c`")
 
