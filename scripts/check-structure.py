@@ -23,7 +23,7 @@
       dependency diagram that the objects and src/ give (between its
       "generated" markers; the table's last column is written by hand), and
       each path (src/..., engine/conn.c), file name and `file:function` it
-      names exists.
+      names exists, and a module's table of files names each of its .c files.
       --write regenerates the two blocks in DOC, then checks.
 
 Exit 0 when the check holds, 1 with one line per problem when it does not.
@@ -528,6 +528,15 @@ def arch_check_names(doc_text, root):
         if not any(os.path.isfile(os.path.join(root, r, path))
                    for r in ["src", "include"] + [os.path.join("src", d) for d in ARCH_LIBRARY_ROOTS]):
             problems.append(f"names `{path}`, which is no file under src/ (or a library root) or include/")
+    # A module with a table of its files ("In `src/lib/engine/`, ...")
+    # names each of its .c files.
+    named = set(re.findall(r"`([\w-]+\.c)`", doc_text))
+    for m in sorted(set(re.findall(r"\bIn `src/(?:lib/)?(\w+)/`,", doc_text))):
+        for d in [os.path.join(root, "src", r, m) for r in ARCH_LIBRARY_ROOTS] + [os.path.join(root, "src", m)]:
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if f.endswith(".c") and f not in named:
+                    problems.append(f"the file table of module {m} leaves out `{f}` "
+                                    f"({os.path.relpath(os.path.join(d, f), root)}): give it a row")
     known = set()
     for top in ("src", "include", "tests", "scripts"):
         for _, _, files in os.walk(os.path.join(root, top)):

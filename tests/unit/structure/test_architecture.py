@@ -7,8 +7,8 @@ Copies DOC (docs/architecture.md) into a scratch folder, checks that the
 copy passes, then changes the copy in one way at a time (a module's row
 gone, a row of a module that does not exist, a wrong dependency, a wrong
 diagram, a reading-path step that names a missing function or file, a
-missing src/ path or file name, an empty hand-written column, a line count
-far off) and checks that each change fails with the message that names
+missing path or file name, a file left out of its module's file table,
+an empty hand-written column, a line count far off) and checks that each change fails with the message that names
 it. Last, --write on a drifted copy gives a document that passes and keeps
 the hand-written column.
 """
@@ -100,6 +100,9 @@ try:
                    lambda t: t + "\nSee src/no_such_module/.\n", "names src/no_such_module/")
     expect_failure("a module-relative path that is gone", text,
                    lambda t: t + "\nSee `engine/no_such_file.c`.\n", "names `engine/no_such_file.c`")
+    expect_failure("a file left out of its module's file table", text,
+                   lambda t: t.replace("`checkpoints.c`, `networks.c`", "`networks.c`", 1),
+                   "the file table of module engine leaves out `checkpoints.c`")
     expect_failure("a file name that is gone", text,
                    lambda t: t + "\nSee `no_such_file.c`.\n", "names `no_such_file.c`")
 
