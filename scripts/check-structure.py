@@ -504,7 +504,10 @@ def arch_compare_table(units, doc_rows):
 
 
 def arch_function_defined(path, fn):
+    """path defines fn (a .c file) or declares it (a header)."""
     text = open(path, encoding="utf-8").read()
+    if path.endswith(".h"):
+        return re.search(r"^[A-Za-z_][^;{}()]*\b" + re.escape(fn) + r"\s*\(", text, re.M) is not None
     return re.search(r"^[A-Za-z_][^;=(]*\b" + re.escape(fn) + r"\s*\([^;]*?\)\s*\{", text, re.M | re.S) is not None
 
 
@@ -517,7 +520,8 @@ def arch_check_names(doc_text, root):
         if not os.path.isfile(full):
             problems.append(f"names `{path}:{fn}`, but there is no {path}")
         elif not arch_function_defined(full, fn):
-            problems.append(f"names `{path}:{fn}`, but {path} defines no function {fn}")
+            problems.append(f"names `{path}:{fn}`, but {path} {'declares' if path.endswith('.h') else 'defines'} "
+                            f"no function {fn}")
     # A path of this checkout: not one inside another's ("libgit2/src/...").
     for path in sorted(set(re.findall(r"(?<![\w/.-])((?:src|include)/[\w.-]+(?:/[\w.-]+)*/?)", doc_text))):
         path = path.rstrip(".")

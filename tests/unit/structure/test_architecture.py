@@ -96,6 +96,9 @@ try:
     expect_failure("a reading-path step naming a missing file", text,
                    lambda t: t.replace(step.group(0), f"`{folder}/gone.c:{fn}`", 1),
                    f"there is no {folder}/gone.c")
+    expect_failure("a header step naming a function it does not declare", text,
+                   lambda t: t + "\nSee `include/sandman/error.h:sm_no_such_function`.\n",
+                   "declares no function sm_no_such_function")
     expect_failure("a src/ path that is gone", text,
                    lambda t: t + "\nSee src/no_such_module/.\n", "names src/no_such_module/")
     expect_failure("a module-relative path that is gone", text,
