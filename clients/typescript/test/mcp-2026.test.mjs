@@ -51,6 +51,21 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // The sandboxes of `sandman mcp` processes are removed as they end; a
 // client's close() may return before its process has ended (a bounded
 // poll, 60 s).
+/* `sandbox rm` spares a busy sandbox: the runner may still hold the worker's
+ * sandbox for a moment after the session's last request (its agent
+ * session parked in the background). A bounded poll, then the last error. */
+async function removeWorkerSandbox(key) {
+  for (let i = 0; ; i++) {
+    try {
+      execFileSync(bin, ["sandbox", "rm", "--worker-id", key]);
+      return;
+    } catch (e) {
+      if (i >= 50) throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 async function noneLeft() {
   const start = Date.now();
   while (mcpSandboxes().length > 0) {
@@ -307,7 +322,7 @@ test("SDK v2 pinned to 2026-07-28 over the runner's /mcp, and in its default mod
   assert.equal(ww.isError, false, text(ww));
   await worker.end();
   assert.equal(await runner.client.files.readText({ worker_key: "mw26" }, "mine.txt"), "mw26\n");
-  execFileSync(bin, ["sandbox", "rm", "--worker-id", "mw26"]);
+  await removeWorkerSandbox("mw26");
 
   const legacy = await connect(null, runner.token);
   assert.equal(legacy.getProtocolEra(), "legacy");
