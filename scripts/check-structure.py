@@ -254,19 +254,8 @@ PUBLIC_KEPT = {
     "sm_sandbox_resume", "sm_sandbox_rollback", "sm_sandbox_snapshot", "sm_snapshot_get",
     "sm_snapshot_list_dispose", "sm_snapshot_manifest", "sm_snapshot_reap", "sm_snapshot_remove",
     "sm_snapshot_to_json", "sm_snapshots_list", "sm_tier_name", "sm_tier_parse", "sm_tier_state",
-    # sandbox.h (until it is split, one module a header)
-    "sm_sync_mode_parse", "sm_string_list_add", "sm_mode_name", "sm_mode_parse",
-    "sm_env_name_classify", "sm_env_name_refusal", "sm_name_valid", "sm_name_check",
-    "sm_scope_key_build", "sm_principal_worker", "sm_principal_may_use", "sm_run",
-    "sm_run_request_init", "sm_run_result_dispose", "sm_run_result_to_json",
-    "sm_runner_new", "sm_runner_free", "sm_runner_engine", "sm_runner_state_dir",
-    "sm_runner_instance", "sm_runner_backend", "sm_runner_set_audit", "sm_runner_audit",
-    "sm_runner_set_route_memory", "sm_runner_egress", "sm_runner_set_egress",
-    "sm_runner_set_agent", "sm_runner_agent_enabled", "sm_runner_agent_stats",
-    "sm_runner_set_background_removal", "sm_runner_pool_set_size", "sm_runner_pool_size",
-    "sm_runner_pool_set_limits", "sm_runner_pool_prepare", "sm_runner_pool_drain",
-    "sm_runner_settle", "sm_runner_pool_stats", "sm_fallback_decide",
-    "sm_fallback_decision_to_json",
+    # run.h, sandbox.h: the sync mode of a run, the list type of the settings
+    "sm_sync_mode_parse", "sm_string_list_add",
     # server.h
     "sm_token_derive", "sm_token_equal", "sm_token_load",
     # terminal.h

@@ -6,7 +6,15 @@
 #include <sandman/util.h>
 #include <sandman/version.h>
 #include <sandman/engine.h>
+#include <sandman/mode.h>
+#include <sandman/name.h>
+#include <sandman/env.h>
+#include <sandman/scope.h>
+#include <sandman/principal.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
+#include <sandman/fallback.h>
 #include <sandman/state.h>
 #include <sandman/workspace.h>
 #include <sandman/files.h>

@@ -17,6 +17,7 @@
 #include <sandman/image.h>
 #include <sandman/util.h>
 #include <sandman/workspace.h>
+#include <sandman/name.h>
 
 #include "common/cleanup.h"
 #include "config/config_internal.h"

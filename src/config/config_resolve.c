@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <sandman/util.h>
+#include <sandman/name.h>
 
 #include "common/unconst.h"
 #include "config/config_internal.h"

@@ -14,6 +14,7 @@
 #include <sandman/ops.h>
 #include <sandman/state.h>
 #include <sandman/util.h>
+#include <sandman/fallback.h>
 
 #include "common/buf.h"
 #include "common/cleanup.h"

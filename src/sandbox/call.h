@@ -5,7 +5,7 @@
 #define SANDMAN_SANDBOX_CALL_H
 
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/context.h"
 

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/buf.h"
 

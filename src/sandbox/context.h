@@ -17,7 +17,7 @@
 #include <sandman/keep.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
 
 typedef struct sm_agents sm_agents;         /* agent.h */
 typedef struct sm_pool sm_pool;             /* pool.h */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <sandman/util.h>
+#include <sandman/env.h>
 
 #include "sandbox/env.h"
 

@@ -6,6 +6,7 @@
 
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/strv.h"
 

@@ -10,6 +10,7 @@
 
 #include <sandman/image.h>
 #include <sandman/log.h>
+#include <sandman/fallback.h>
 
 #include "sandbox/lifecycle.h"
 

@@ -23,6 +23,7 @@
 #include <sandman/log.h>
 #include <sandman/state.h>
 #include <sandman/util.h>
+#include <sandman/name.h>
 
 #include "common/cleanup.h"
 #include "sandbox/agent.h"

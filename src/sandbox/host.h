@@ -3,7 +3,7 @@
 #define SANDMAN_SANDBOX_HOST_H
 
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/context.h"
 

@@ -11,6 +11,7 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/backend.h"
 #include "sandbox/box.h"

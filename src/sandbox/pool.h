@@ -14,7 +14,8 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 #include <sandman/state.h>
 
 #include "sandbox/context.h"

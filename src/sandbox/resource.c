@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <sandman/image.h>
+#include <sandman/name.h>
 
 #include "sandbox/acquire.h"
 #include "sandbox/backend.h"

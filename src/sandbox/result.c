@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/text.h"
 #include "sandbox/result.h"

@@ -4,6 +4,7 @@
 
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/workspace.h>
 
 /* Fills failure_kind, exit code 125 and the error text from err. */

@@ -6,6 +6,7 @@
 
 #include <sandman/image.h>
 #include <sandman/log.h>
+#include <sandman/name.h>
 
 #include "sandbox/call.h"
 #include "sandbox/host.h"

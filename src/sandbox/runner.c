@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include <sandman/keep.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 #include <sandman/state.h>
 
 #include "sandbox/agent.h"

@@ -7,7 +7,9 @@
 
 #include <openssl/evp.h>
 
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/workspace.h>
 
 #include "sandbox/settings.h"

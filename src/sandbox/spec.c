@@ -7,6 +7,7 @@
 
 #include "sandbox/settings.h"
 #include "sandbox/spec.h"
+#include <sandman/name.h>
 
 int sm_instance_valid(const char *instance) {
   if (instance == NULL || *instance == '\0' || strlen(instance) > 64) return 0;

@@ -9,7 +9,9 @@
 #include <json-c/json.h>
 
 #include <sandman/error.h>
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 typedef struct sm_label_info {
   const char *instance;

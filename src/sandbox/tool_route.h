@@ -10,7 +10,7 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/strv.h"
 #include "sandbox/agent.h"

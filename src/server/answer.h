@@ -7,7 +7,7 @@
 
 #include <json-c/json.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 /* An answer: HTTP status and a JSON body (owned). */
 typedef struct sm_answer {

@@ -14,7 +14,7 @@
 #include <openssl/rand.h>
 #include <sys/random.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/principal.h>
 #include <sandman/server.h>
 
 #include "common/cleanup.h"

@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 
 #include <sandman/util.h>
+#include <sandman/env.h>
 
 #include "server/server_internal.h"
 

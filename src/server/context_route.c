@@ -19,6 +19,7 @@
 #include <sandman/code.h>
 #include <sandman/log.h>
 #include <sandman/util.h>
+#include <sandman/env.h>
 
 #include "server/code_queue.h"
 #include "server/context_route.h"

@@ -17,6 +17,7 @@
 #include "common/io.h"
 #include "common/unconst.h"
 #include "server/server_internal.h"
+#include <sandman/env.h>
 
 #define CREDS_FILE_MAX (1024 * 1024)
 #define CREDS_SERVICES_MAX 256

@@ -10,6 +10,8 @@
 #include <json-c/json.h>
 
 #include <sandman/util.h>
+#include <sandman/env.h>
+#include <sandman/name.h>
 
 #include "common/cleanup.h"
 #include "common/json_keys.h"

@@ -10,7 +10,10 @@
 #include <json-c/json.h>
 
 #include <sandman/error.h>
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 #include <sandman/server.h>
 
 #include "common/buf.h"

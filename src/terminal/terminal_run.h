@@ -15,7 +15,7 @@
 
 #include <json-c/json.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/terminal.h>
 
 #include "common/buf.h"

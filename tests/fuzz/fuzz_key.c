@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sandbox/spec.h"
+#include <sandman/name.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

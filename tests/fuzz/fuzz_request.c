@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include <sandman/env.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -40,7 +40,7 @@
 
 #include <stddef.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
 
 typedef struct fake_engine fake_engine;
 
