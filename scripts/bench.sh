@@ -82,7 +82,7 @@ else
     bench/sm/smbench.c -L"$BUILD" -lsandman -Wl,-rpath,"$BUILD" $(pkg-config --libs json-c)
   # The workspace engineer's copy benchmark (bench/workspace): S3/S4's copy alone.
   # shellcheck disable=SC2046
-  cc "${CFLAGS[@]}" -I"$SM_ROOT/include" -I"$SM_ROOT/src" -o "$BUILD/bench/ws_bench" \
+  cc "${CFLAGS[@]}" -I"$SM_ROOT/include" -I"$SM_ROOT/src/lib" -I"$SM_ROOT/src/shared" -o "$BUILD/bench/ws_bench" \
     bench/workspace/ws_bench.c "$BUILD/libsandman.a" \
     $(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttpd) -lm
 fi

@@ -9,9 +9,13 @@
       unless the comment right above it gives the reason ("Long because
       ..."): a long function usually holds several steps that want names.
   check-structure.py deps OBJECT_DIR
-      Within one module (src/<module>/), no two files use each other's
-      functions, directly or through others (a cycle of files), and the
-      modules themselves depend on each other in one direction only.
+      Within one module of the library (src/lib/<module>/, with its files
+      in src/shared/<module>/ that a static program compiles too), no two
+      files use each other's functions, directly or through others (a
+      cycle of files), and the modules themselves depend on each other in
+      one direction only. The programs (src/cli, src/agent,
+      src/egress_proxy) are not in the library's objects: each is a unit
+      of its own, outside this graph.
       Measured on the compiled objects: file A depends on file B when A.o
       uses a symbol that B.o defines.
   check-structure.py names OBJECT_DIR INCLUDE_DIR SRC_DIR [KNOWN_FILE]
@@ -20,9 +24,10 @@
       for a plural header, its singular), unless it is in PUBLIC_KEPT (an
       exported name is contract). Every other global function of the
       library (the objects under OBJECT_DIR) carries its module's full name,
-      <module>_<what>, the module being the folder under src/lib/ or src/;
-      never the public sm_ prefix, never a short form (ws_, bk_). No static
-      function in SRC_DIR is named sm_*. Names listed in KNOWN_FILE
+      <module>_<what>, the module being the folder under src/lib/ or
+      src/shared/ (or src/, for a program's files): never the public sm_
+      prefix, never a short form (ws_, bk_). No static function in SRC_DIR
+      is named sm_*. Names listed in KNOWN_FILE
       (default scripts/names-known.txt; violations from before the rule,
       being renamed) are reported as known.
 
@@ -127,6 +132,16 @@ KNOWN_CYCLES = [
 ]
 
 
+def library_file(name):
+    """<module>/<file>.c of an object's source path under src/: the library's
+    files are in lib/<module>/ or, when a static program compiles them too,
+    in shared/<module>/; both count as the module's."""
+    for root in ("lib/", "shared/"):
+        if name.startswith(root):
+            return name[len(root):]
+    return name
+
+
 def check_deps(objdir):
     defs, uses = {}, collections.defaultdict(set)
     for root, _, files in os.walk(objdir):
@@ -134,7 +149,7 @@ def check_deps(objdir):
             path = os.path.join(root, f)
             if not f.endswith(".c.o") or "/src/" not in path:
                 continue
-            name = path.split("/src/", 1)[1][: -len(".o")]
+            name = library_file(path.split("/src/", 1)[1][: -len(".o")])
             for line in nm(path):
                 parts = line.split()
                 if len(parts) == 3 and parts[1] in "TDBRCVWG":
@@ -272,9 +287,10 @@ NAMES_KNOWN_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nam
 
 def names_module_of(rel):
     """The module of a source path relative to src/: the folder under lib/
-    (src/lib/<module>/...) or under src/ (src/<module>/...)."""
+    or shared/ (src/lib/<module>/..., src/shared/<module>/...), else the
+    folder under src/ (src/<module>/...)."""
     parts = rel.split("/")
-    if parts[0] == "lib" and len(parts) > 2:
+    if parts[0] in ("lib", "shared") and len(parts) > 2:
         return parts[1]
     return parts[0] if len(parts) > 1 else ""
 

@@ -38,7 +38,7 @@ LIBS=$(pkg-config --libs libcurl json-c yaml-0.1 libarchive openssl libmicrohttp
 build_bench() { # build-dir output
   [ -f "$1/libsandman.a" ] || { echo "build first: $1/libsandman.a is missing" >&2; exit 1; }
   # shellcheck disable=SC2086
-  cc -O2 -I"$SRC/include" -I"$SRC/src" -o "$2" "$SRC/bench/workspace/ws_bench.c" "$1/libsandman.a" $LIBS \
+  cc -O2 -I"$SRC/include" -I"$SRC/src/lib" -I"$SRC/src/shared" -o "$2" "$SRC/bench/workspace/ws_bench.c" "$1/libsandman.a" $LIBS \
     -lpthread -lm
 }
 build_bench "$BUILD" "$WORK/ws_bench"

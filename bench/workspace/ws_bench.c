@@ -19,7 +19,7 @@
 
 #include <sandman/sandman.h>
 
-/* The unpacker's path and installer: internal to the library (src/sandbox),
+/* The unpacker's path and installer: internal to the library (src/lib/sandbox),
  * linked from libsandman.a as the integration tests do. */
 #include "sandbox/agent.h"
 

@@ -173,11 +173,11 @@ class Client:
                 pass
         return resp.status, parsed, rid
 
-    def _open(self, method, path, body=None, headers=None):
+    def _open(self, method, path, body=None, headers=None, auth=True):
         """A request whose answer is read by the caller: (connection, response).
         body may be bytes or a file object (sent chunked as it is read)."""
         h = dict(headers or {})
-        if self.token:
+        if auth and self.token:
             h["Authorization"] = "Bearer " + self.token
         conn = self._connection()
         try:
@@ -398,6 +398,54 @@ class Client:
     def delete_snapshot(self, name, worker_key=None):
         return self._call("DELETE", self._query_path("/v1/snapshots/" + urllib.parse.quote(name, safe=""),
                                                      worker_key))
+
+    # ---- ports and preview URLs (docs/ports.md) ----
+
+    def port_request(self, sandbox_id, port, path="/", method="GET", body=None, headers=None,
+                     worker_key=None):
+        """One HTTP request to a server listening on port of the sandbox's own
+        loopback, through /v1/sandboxes/{id}/ports/{port}/{path}. path may
+        carry a query. A worker token names its key in worker_key (sent as
+        X-Sandman-Worker-Key). Returns a PortAnswer: the server's own answer
+        (any status), or the runner's refusal, whose body is JSON with
+        "failure_kind" (PortAnswer.refusal): 404 no such sandbox, 502 nothing
+        listens or no HTTP answer, 504 no answer in 60 s."""
+        h = dict(headers or {})
+        if worker_key is not None:
+            h["X-Sandman-Worker-Key"] = worker_key
+        route = self._sandbox_path(sandbox_id, "/ports/%d" % _port_number(port))
+        return self._port_answer(method, route + _relayed_path(path), body, h, True)
+
+    def create_preview(self, sandbox_id, port, ttl_s=None, worker_key=None):
+        """A preview URL of the sandbox's port: {"token", "path",
+        "sandbox_id", "port", "expires_at"}. Anyone holding its path reaches
+        that port (and nothing else) until it expires (ttl_s, 1 to 86400,
+        default 3600) or the sandbox is paused, snapshotted, rolled back or
+        removed."""
+        return self._call("POST", self._query_path(self._sandbox_path(sandbox_id, "/previews"),
+                                                   worker_key, port=_port_number(port),
+                                                   ttl_s=ttl_s))
+
+    def preview_request(self, preview, path="/", method="GET", body=None, headers=None):
+        """A request through a preview URL, sending no token: preview is
+        create_preview's answer or its "path". Returns a PortAnswer; an
+        unknown, expired or revoked preview is a 404 refusal."""
+        base = preview.get("path") if isinstance(preview, dict) else preview
+        if not isinstance(base, str) or not base.startswith("/preview/"):
+            raise ValueError("preview must be create_preview's answer or its path, not %r"
+                             % (preview,))
+        return self._port_answer(method, base.rstrip("/") + _relayed_path(path), body,
+                                 dict(headers or {}), False)
+
+    def _port_answer(self, method, route, body, headers, auth):
+        if isinstance(body, str):
+            body = body.encode()
+        conn, resp = self._open(method, route, body, headers, auth)
+        try:
+            data = resp.read()
+        finally:
+            conn.close()
+        return PortAnswer(resp.status, resp.getheaders(), data)
 
     def reap(self, older_than_s, dry_run=False, force=False):
         return self._call("POST", "/v1/sandboxes/reap",
@@ -627,6 +675,56 @@ class Files:
                 write(b)
         finally:
             conn.close()
+
+
+def _port_number(port):
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError("port must be a number from 1 to 65535, not %r" % (port,))
+    return port
+
+
+def _relayed_path(path):
+    """The server's path (and query) as the route passes it on."""
+    if not isinstance(path, str) or any(c in path for c in "\r\n "):
+        raise ValueError("path must be a URL path without spaces or line breaks, not %r"
+                         % (path,))
+    return path if path.startswith("/") else "/" + path
+
+
+class PortAnswer:
+    """The answer of a request through a port route or a preview URL:
+    status, headers (a dict, lower-case names), body (bytes)."""
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = dict((k.lower(), v) for k, v in headers)
+        self.body = body
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+    @property
+    def refusal(self):
+        """The JSON of a refusal ({"error", "failure_kind"}), the form of the
+        runner's own errors; None otherwise. The sandbox's server could
+        answer the same form: a hint for messages, never a proof of origin."""
+        if self.status < 400 or not self.headers.get("content-type", "").startswith(
+                "application/json"):
+            return None
+        try:
+            doc = json.loads(self.body)
+        except ValueError:
+            return None
+        if isinstance(doc, dict) and "failure_kind" in doc and "error" in doc:
+            return doc
+        return None
+
+    def __repr__(self):
+        return "PortAnswer(%d, %d bytes)" % (self.status, len(self.body))
 
 
 class FileWatch:

@@ -262,7 +262,7 @@ SM_API int sm_engine_container_logs(sm_engine *engine, const char *id, double si
 /* ---- networks ---- */
 /* A network (driver NULL: "bridge"); internal: no route out and no outside
  * DNS. labels may be NULL; out_id may be NULL. A name already taken is
- * SM_ECONFLICT. (Defined in src/engine/swarm.c.) */
+ * SM_ECONFLICT. (Defined in src/lib/engine/swarm.c.) */
 SM_API int sm_engine_network_create(sm_engine *engine, const char *name, const char *driver,
                                     int internal, json_object *labels,
                                     char out_id[SM_ENGINE_ID_MAX], sm_error *err);

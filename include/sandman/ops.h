@@ -48,6 +48,10 @@ extern "C" {
 #define SM_OPS_LABEL_CONFIG_HASH "io.sandman.config-hash"
 #define SM_OPS_LABEL_CREATED "io.sandman.created"
 #define SM_OPS_LABEL_OWNER "io.sandman.owner"   /* <hostname>:<pid>, per_tool */
+/* <hostname>:<pid> of the process making a fork; counts only while the
+ * container still has its "-forking-" name (SM_OPS_FORKING_MARK). */
+#define SM_OPS_LABEL_MAKING "io.sandman.making"
+#define SM_OPS_FORKING_MARK "-forking-"
 #define SM_OPS_LABEL_VOLUME "io.sandman.volume" /* the /workspace volume */
 #define SM_OPS_LABEL_POOL "io.sandman.pool"     /* warm-pool containers */
 #define SM_OPS_LABEL_PRINCIPAL "io.sandman.principal" /* keyed: control or worker:<key> */
@@ -90,6 +94,9 @@ typedef struct sm_ops_sandbox {
   char status_text[128];  /* the engine's Status: "Up 5 minutes" */
   char volume[SM_NAME_MAX];
   char owner[SM_NAME_MAX]; /* io.sandman.owner, or "" */
+  /* A fork being made (its name still has "-forking-"): its maker's
+   * io.sandman.making label; "" for every finished sandbox. */
+  char making[SM_NAME_MAX];
   int pool;
   double created_at;       /* epoch: io.sandman.created, else the engine's */
   double last_used_at;     /* epoch: recorded, else created_at */
@@ -181,6 +188,9 @@ typedef struct sm_ops_reap_input {
   double now;
   sm_ops_owner_state owner;
   const char *owner_label; /* for the reason's words; may be NULL */
+  /* A fork being made: its maker's state (SM_OPS_OWNER_NONE: not one). */
+  sm_ops_owner_state making;
+  const char *making_label;
   double own_idle_s;     /* the sandbox's own idle timeout (its label); 0: none */
   double expires_at;     /* the end of its life (epoch); 0: none */
   double older_than_s;   /* < 0: no idle criterion (owner-gone and exited only) */

@@ -74,7 +74,7 @@ SM_API sm_egress_settings *sm_runner_egress(sm_runner *runner);
  * the new ones. Copies opts. */
 SM_API int sm_runner_set_egress(sm_runner *runner, const sm_egress_proxy_options *opts, sm_error *err);
 
-/* ---- speed: the in-sandbox agent (src/sandbox/agent.c, docs/agent.md) ----
+/* ---- speed: the in-sandbox agent (src/lib/sandbox/agent.c, docs/agent.md) ----
  * From the second call a runner makes in a keyed sandbox (and for warm-pool
  * containers), calls go over a long-lived exec of sandman-agent instead of
  * one engine exec each: a few ms instead of ~45. On by default; the
@@ -89,7 +89,7 @@ typedef struct sm_agent_stats {
 } sm_agent_stats;
 SM_API void sm_runner_agent_stats(sm_runner *runner, sm_agent_stats *out);
 
-/* ---- speed: the warm pool and background work (src/sandbox/pool.c) ----
+/* ---- speed: the warm pool and background work (src/lib/sandbox/pool.c) ----
  *
  * A per_tool call normally waits for the engine to create and start its
  * container (a few hundred ms). A long-running process (the runner

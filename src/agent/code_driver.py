@@ -1,5 +1,5 @@
 # sandman's code-context driver (docs/code.md). Runs inside a sandbox as
-# the sandbox's user, started by `sandman-agent code start` (src/agent/code.c),
+# the sandbox's user, started by `sandman-agent code start` (src/agent/agent_code.c),
 # which embeds this file and runs it as `python3 -I -c SOURCE DIR READY_FD`.
 #
 # It keeps the sandbox's code contexts: one Jupyter kernel each, started

@@ -1,7 +1,7 @@
 /* See digest_walk.h. Plain libc: the static agent. The top-level entries'
  * subtrees are walked on two threads (the walk is one lstat per entry, and
  * a sandbox's CPU share allows more than one thread at once); their sums
- * are then joined in the order of the names (src/workspace/digest.h). */
+ * are then joined in the order of the names (src/shared/workspace/digest.h). */
 #include "agent/digest_walk.h"
 
 #include <dirent.h>

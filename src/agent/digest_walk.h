@@ -1,4 +1,4 @@
-/* sandman-agent wsdigest: the workspace digest (src/workspace/digest.h) of
+/* sandman-agent wsdigest: the workspace digest (src/shared/workspace/digest.h) of
  * what a sandbox's workspace holds now.
  *
  *   sandman-agent wsdigest DIR MAX_ENTRIES [EXCLUDE...]

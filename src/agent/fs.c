@@ -1106,7 +1106,7 @@ static const struct {
 
 int sm_agent_fs_main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: sandman-agent fs OP ROOT ARGS... (see src/agent/fs.h)\n");
+    fprintf(stderr, "usage: sandman-agent fs OP ROOT ARGS... (see src/shared/agent/fs.h)\n");
     return 2;
   }
   const char *op = argv[1];

@@ -153,7 +153,7 @@ static int skip_bytes(int64_t n) {
 static int skip_data(int64_t size) { return skip_bytes((size + BLOCK - 1) / BLOCK * BLOCK); }
 
 /* With --list, a line for every entry written, as the workspace's listing
- * (src/workspace/box.c) prints them: size|mtime|ctime|ctime with its
+ * (src/lib/workspace/workspace_box.c) prints them: size|mtime|ctime|ctime with its
  * nanoseconds|hex mode|./path, read after our last change to the entry, so
  * the host needs no listing of its own after a copy in. A name with a
  * newline is left out (the host then compares that entry in full). */

@@ -1,11 +1,11 @@
-/* Fuzzes the broker's HTTP request parser (bk_http_parse, src/broker/
+/* Fuzzes the broker's HTTP request parser (bk_http_parse, src/lib/broker/
  * http_msg.c), which reads the whole request the host-tool route's relay
  * forwarded, on an exact-size copy (ASan catches a read past it). The
  * verdict is one of the documented ones with a reason; an accepted
  * request has a method of capitals, a path starting with '/', values cut to
  * their caps, and a body inside the input that ends with it. And the two
  * readers of one request agree: when the relay's head reader
- * (route_http_head, src/agent/route_http.c) found a whole request in the
+ * (route_http_head, src/shared/agent/route_http.c) found a whole request in the
  * input and the broker accepts it, both see the same head and body. */
 #include <ctype.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Fuzzes the parser of the code driver's answers (src/code/wire.c): what a
+/* Fuzzes the parser of the code driver's answers (src/lib/code/code_wire.c): what a
  * hostile sandbox could send. The first byte picks the mode, the output cap
  * and the piece size; the events seen must be the same whatever the split
  * (differential check), and every event must respect the caps: output past
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "code/wire.h"
+#include "code/code_wire.h"
 
 typedef struct acc {
   uint64_t hash;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress/http.h"
-#include "egress/policy.h"
+#include "egress/egress_http.h"
+#include "egress/egress_policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

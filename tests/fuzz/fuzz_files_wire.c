@@ -1,4 +1,4 @@
-/* Fuzzes the parser of sandman's in-sandbox helper output (src/files/wire.c):
+/* Fuzzes the parser of sandman's in-sandbox helper output (src/lib/files/files_wire.c):
  * what a hostile sandbox could print. The first byte picks the mode, the
  * record cap and the read sizes; the records, matches and content seen must
  * be the same whatever the split (differential check), and every field
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "agent/fs.h"
-#include "files/wire.h"
+#include "files/files_wire.h"
 
 typedef struct acc {
   uint64_t hash;

@@ -1,4 +1,4 @@
-/* Fuzz target for the git configuration scan (src/workspace/gitconf.c):
+/* Fuzz target for the git configuration scan (src/lib/workspace/gitconf.c):
  * any text is answered without crashing or reading past it, and a section
  * that names a command, added after any text and a blank line, is always
  * found: no text before it can hide it (git itself would read it there or

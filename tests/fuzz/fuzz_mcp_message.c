@@ -1,4 +1,4 @@
-/* Fuzzes the MCP session's message handling (src/mcp/session.c and the
+/* Fuzzes the MCP session's message handling (src/lib/mcp/session.c and the
  * 2026-07-28 requests of stateless.c): any bytes a client could send. The
  * first byte says whether the session is initialized first (2025-11-25,
  * with its tasks); every answer must be one JSON-RPC object that parses

@@ -1,4 +1,4 @@
-/* Fuzzes the host-tool route's peer pieces (src/agent/route_peer.c): the
+/* Fuzzes the host-tool route's peer pieces (src/shared/agent/route_peer.c): the
  * /proc/PID/stat reader (a process names itself, so its line is partly
  * its own) and the peer block the host decodes in front of each request.
  * The stat reader reads only within the input and gives a parent that fits

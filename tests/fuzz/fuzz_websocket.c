@@ -1,4 +1,4 @@
-/* Fuzzes the WebSocket frame reader (src/server/websocket.c), both sides'
+/* Fuzzes the WebSocket frame reader (src/lib/server/websocket.c), both sides'
  * rules (the first byte picks masked or not, the caps and the read
  * sizes): what it delivers must be the same whatever the split
  * (differential check), every message within its cap, every text message

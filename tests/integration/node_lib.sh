@@ -31,3 +31,16 @@ node_tests() {
   for f in "$@"; do files+=("$TS_DIR/test/$f"); done
   (cd "$TS_DIR" && node --test --test-reporter=spec "${files[@]}")
 }
+
+# For suites that take snapshots: at the end, every snapshot image of this
+# test's instance goes too (then the instance's containers and volumes).
+node_remove_snapshot_images_on_exit() {
+  trap node_remove_snapshot_images EXIT
+}
+
+node_remove_snapshot_images() {
+  local ids=()
+  mapfile -t ids < <(docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" | sort -u)
+  if [ "${#ids[@]}" -gt 0 ]; then docker rmi -f "${ids[@]}" >/dev/null 2>&1; fi
+  cleanup_instance
+}

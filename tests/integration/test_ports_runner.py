@@ -9,7 +9,8 @@ real engine. Run by test_ports_runner.sh, which gives the image
          a POST's body to a port nothing serves (502), a query passed on;
          the worker's own token with X-Sandman-Worker-Key reaches it;
          another worker's token (its own key, or k1's key) gets exactly the
-         answer of a missing sandbox; no token is 401; each opened
+         answer of a missing sandbox; no token is 401; the Python client's
+         port_request, create_preview and preview_request do the same; each opened
          connection is a port.opened audit row; after the sandbox is
          removed the route answers as for a missing one.
 
@@ -27,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import test_sandboxes as tsb  # noqa: E402
 import test_server as ts  # noqa: E402
-from sandman_client import Client, derive_worker_token  # noqa: E402
+from sandman_client import Client, SandmanError, derive_worker_token  # noqa: E402
 
 check = ts.check
 # The tests' own build of sandman/general (its .sh wrapper sets it), never
@@ -134,6 +135,8 @@ def route_checks(r):
     st, _, body = page(r, sid, None, None)
     check("no token is 401", st == 401 and b"hello" not in body, (st, body))
 
+    client_checks(r, k1, sid)
+
     rows = audit_rows(r, "port.opened")
     check("each opened connection is a port.opened audit row", len(rows) >= 2, rows[-3:])
     check("a failed one is a port.failed row", len(audit_rows(r, "port.failed")) >= 1)
@@ -141,6 +144,46 @@ def route_checks(r):
     k1.delete_sandbox(sid, worker_key="k1")
     st, _, body = page(r, sid, tok1, "k1")
     check("after removal the route answers as for a missing sandbox", st == 404, (st, body))
+
+
+def client_checks(r, k1, sid):
+    """The Python client's port_request, create_preview and preview_request."""
+    a = k1.port_request(sid, 8000, "/index.html", worker_key="k1")
+    check("client: port_request gets the page", a.status == 200 and a.body == b"hello-port\n"
+          and a.refusal is None and a.headers.get("content-type", "").startswith("text/html"), a)
+    a = r.client.port_request(sid, 8000, "index.html?x=1")
+    check("client: the control token, a relative path with a query", a.status == 200, a)
+    a = k1.port_request(sid, 8999, "/x", method="POST", body="data", worker_key="k1")
+    check("client: a port nothing serves is the runner's 502 refusal", a.status == 502 and
+          a.refusal is not None and "nothing listens" in a.refusal["error"], (a, a.body))
+    k2 = Client.for_worker(r.client.address, r.token, "k2")
+    a = k2.port_request(sid, 8000, "/index.html", worker_key="k2")
+    check("client: k2 on k1's sandbox is 404", a.status == 404 and b"hello" not in a.body, a)
+    for bad in (0, 70000, "80", True):
+        try:
+            k1.port_request(sid, bad, worker_key="k1")
+            check("client: port %r is refused before sending" % (bad,), False)
+        except ValueError:
+            pass
+    pv = k1.create_preview(sid, 8000, ttl_s=600, worker_key="k1")
+    check("client: create_preview answers the preview", pv.get("port") == 8000 and
+          pv.get("sandbox_id") == sid and pv.get("path", "").startswith("/preview/"), pv)
+    anon = Client(r.client.address, token="")
+    a = anon.preview_request(pv, "index.html")
+    check("client: preview_request (no token) gets the page", a.status == 200 and
+          a.body == b"hello-port\n", a)
+    a = anon.preview_request("/preview/" + "0" * 48 + "/")
+    check("client: an unknown preview is a 404 refusal", a.status == 404 and a.refusal, a)
+    try:
+        k2.create_preview(sid, 8000, worker_key="k2")
+        check("client: k2 cannot make a preview of k1's sandbox", False)
+    except SandmanError as e:
+        check("client: k2 cannot make a preview of k1's sandbox (404)", e.status == 404, e)
+    try:
+        anon.preview_request("/v1/execute")
+        check("client: preview_request takes only a preview's path", False)
+    except ValueError:
+        pass
 
 
 def preview(r, sid, token, key, port=8000, ttl=None):

@@ -16,6 +16,11 @@ test_snapshots_runner.sh.
           sandbox is refused (409) and nothing is made; after the call it
           is made, and the credential is in none of its image's
           configuration
+  crash   the runner SIGKILLed during a snapshot and during a fork, then
+          started again: no half snapshot or half-made fork is listed, the
+          sandbox answers with its files as they were (by hash) and is not
+          left frozen, forks listed under their names are whole, a new
+          fork works, a reap removes the forks cut short
 
 Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
 (77: no engine outside CI). Every image a suite commits is removed.
@@ -262,9 +267,110 @@ def suite_leased(tmp):
     remove_images()
 
 
+TREE = "cd /workspace && find t -type f | sort | xargs sha256sum | sha256sum | cut -c1-64"
+
+
+def tree_of(c, key, **where):
+    out = c.execute(command=TREE, worker_key=key, **where)
+    return out.get("stdout", "").strip() if out.get("exit_code") == 0 else ("failed: %r" % out)
+
+
+def killed_midway(r, work, busy):
+    """Runs work() on a thread, waits (bounded) for busy() or work's end,
+    then SIGKILLs the runner: the kill lands wherever the work is."""
+    t = threading.Thread(target=lambda: tsb.error_of(work), daemon=True)
+    t.start()
+    tsb.wait_for(lambda: not t.is_alive() or busy(), 120, 0.01)
+    r.proc.kill()
+    r.proc.wait()
+    t.join(30)
+
+
+def paused(cid):
+    info = tsb.inspect(cid)
+    return bool(info and info["State"].get("Paused"))
+
+
+def forking_containers():
+    """The engine's containers of this instance still named as forks being made."""
+    return ts.docker("ps", "-aq", "--filter", "name=-forking-", "--filter",
+                     "label=io.sandman.instance=" + os.environ["SANDMAN_INSTANCE"]).stdout.split()
+
+
+def suite_crash(tmp):
+    """SIGKILL of the runner during a snapshot and during a fork, then a
+    restart (docs/state.md): nothing half-made is listed and the sandbox
+    answers with its files as they were."""
+    r = tsb.runner(tmp, name="runner-crash1")
+    k1 = Client.for_worker(r.client.address, r.token, "k1")
+    sid = k1.create_sandbox(worker_key="k1", template="small")["id"]
+    made = k1.execute(command="cd /workspace && mkdir -p t && for i in $(seq 1 300); do "
+                      "echo file-$i >t/f$i; done && head -c 20000000 /dev/zero >big",
+                      sandbox_id=sid, worker_key="k1")
+    check("300 files and 20 MB are written", made.get("exit_code") == 0, made)
+    before = tree_of(k1, "k1", sandbox_id=sid)
+    base = k1.snapshot_sandbox(sid, name="crash-base", worker_key="k1")
+    check("a whole snapshot to fork from", base.get("name") == "crash-base", base)
+
+    killed_midway(r, lambda: k1.snapshot_sandbox(sid, name="crash-mid", worker_key="k1"),
+                  lambda: paused(sid))
+    r = tsb.runner(tmp, name="runner-crash2")
+    k1 = Client.for_worker(r.client.address, r.token, "k1")
+    names = sorted(x["name"] for x in k1.list_snapshots(worker_key="k1"))
+    if "crash-mid" in names:
+        whole = k1.get_snapshot("crash-mid", worker_key="k1")
+        check("SIGKILL during a snapshot (it had finished): the one listed is whole",
+              whole.get("files") == base.get("files") and names == ["crash-base", "crash-mid"],
+              (names, whole, base))
+        k1.delete_snapshot("crash-mid", worker_key="k1")
+    else:
+        check("SIGKILL during a snapshot: no half snapshot listed", names == ["crash-base"], names)
+    check("after the restart the sandbox answers with its files as they were",
+          tree_of(k1, "k1", sandbox_id=sid) == before)
+    check("... and is not left frozen", not paused(sid))
+
+    prefix = "crashfork-%d" % os.getpid()
+    killed_midway(r, lambda: k1.fork_snapshot("crash-base", count=3, prefix=prefix, worker_key="k1"),
+                  lambda: bool(forking_containers()))
+    held = forking_containers()
+    r = tsb.runner(tmp, name="runner-crash3")
+    k1 = Client.for_worker(r.client.address, r.token, "k1")
+    print("# fork containers cut short by the SIGKILL: %d" % len(held))
+    listed = k1.list_sandboxes(worker_key="k1")
+    check("after a SIGKILL during a fork no half-made sandbox is listed",
+          not any("-forking-" in (x.get("name") or "") for x in listed), listed)
+    forks = [x for x in listed if (x.get("run_id") or "").startswith(prefix)]
+    for f in forks:
+        check("fork %s, listed under its name, is whole" % f["run_id"],
+              tree_of(k1, "k1", run_id=f["run_id"], mode="per_run") == before)
+        r.client.delete_sandbox(f["id"])
+    print("# SIGKILL during a fork: %d of 3 forks were listed after the restart" % len(forks))
+    check("the source sandbox still answers", tree_of(k1, "k1", sandbox_id=sid) == before)
+    again = k1.fork_snapshot("crash-base", count=1, prefix=prefix + "-again", worker_key="k1")
+    f = (again.get("forks") or [{}])[0]
+    check("a fork after the restart works", f.get("id") and not f.get("error"), again)
+    if f.get("id"):
+        r.client.delete_sandbox(f["id"])
+    r.client.delete_sandbox(sid)
+    for x in k1.list_snapshots(worker_key="k1"):
+        k1.delete_snapshot(x["name"], worker_key="k1")
+    reaped = r.client.reap(86400)
+    half = [x for x in reaped.get("removed", reaped.get("sandboxes", [])) if
+            "-forking-" in json.dumps(x)]
+    print("# the reap removed %d half-made fork containers: %s" % (len(half), [x.get("reason") for x in half]))
+    leftovers = forking_containers()
+    check("a reap removes the forks cut short (their maker is gone), whatever their age",
+          leftovers == [], (leftovers, reaped))
+    if leftovers:
+        ts.docker("rm", "-f", *leftovers)
+    check("runner exits 0", r.stop() == 0)
+    remove_images()
+
+
 def main():
     suites = {"owners": tsb.stopping(suite_owners),
-              "client": tsb.stopping(suite_client), "leased": tsb.stopping(suite_leased)}
+              "client": tsb.stopping(suite_client), "leased": tsb.stopping(suite_leased),
+              "crash": tsb.stopping(suite_crash)}
     try:
         ts.run_suites(suites, "owners", "smsnap-")
     finally:

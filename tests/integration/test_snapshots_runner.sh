@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Snapshots on the runner: suites "owners", "client" and "leased" of
+# Snapshots on the runner: suites "owners", "client", "leased" and "crash" of
 # test_snapshots_runner.py (see its docstring).
 source "$(dirname "$0")/lib.sh"
 require_engine
 trap cleanup_instance EXIT
 cleanup_instance
 rm -rf "${SANDMAN_STATE_DIR:?}"/*
-for suite in owners client leased; do
+for suite in owners client leased crash; do
   rc=0
   python3 "$SRC_DIR/tests/integration/test_snapshots_runner.py" "$suite" || rc=$?
   [ "$rc" -eq 77 ] && exit 77

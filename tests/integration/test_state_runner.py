@@ -46,6 +46,14 @@ def listed(client, key, sid):
     return {}
 
 
+def agent_calls_total(r):
+    """The runner's count of calls made over an in-sandbox agent session."""
+    for line in r.client.metrics().splitlines():
+        if line.startswith("sandman_agent_calls_total "):
+            return int(float(line.split()[1]))
+    return -1
+
+
 def suite_owners(tmp):
     r = tsb.runner(tmp)
     c = r.client
@@ -78,6 +86,9 @@ def suite_owners(tmp):
     check("a worker token naming another key: 401", st == 401, (st, body))
 
     # freeze by its own worker
+    for _ in range(2):  # the agent's session opened and parked
+        k1.execute(command="true", sandbox_id=sid, worker_key="k1")
+    agent_calls = agent_calls_total(r)
     st, body = rest(k1, sid, "pause", "k1")
     check("k1 freezes its own sandbox", st == 200 and body.get("state") == "frozen" and
           body.get("previous") == "running", (st, body))
@@ -91,6 +102,8 @@ def suite_owners(tmp):
     out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
     check("a call into the frozen sandbox works and says resumed: frozen",
           out.get("stdout") == "kept\n" and out.get("resumed") == "frozen", out)
+    check("... over the agent's session parked before the freeze, not an engine exec",
+          agent_calls_total(r) == agent_calls + 1, (agent_calls, agent_calls_total(r)))
 
     # stop, and resume by the route
     st, body = rest(k1, sid, "pause", "k1", tier="stop")

@@ -7,12 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_lib.sh"
 node_suite_setup
-remove_snapshot_images() {
-  local ids=()
-  mapfile -t ids < <(docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" | sort -u)
-  if [ "${#ids[@]}" -gt 0 ]; then docker rmi -f "${ids[@]}" >/dev/null 2>&1; fi
-  cleanup_instance
-}
-trap remove_snapshot_images EXIT
+node_remove_snapshot_images_on_exit
 if node_tests snapshots.test.mjs; then it_pass "TypeScript snapshots, fork, rollback, diff, rest"; else it_fail "TypeScript snapshots, fork, rollback, diff, rest"; fi
 it_done

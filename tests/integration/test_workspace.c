@@ -16,7 +16,7 @@
 
 #include "sandbox/agent.h"
 #include "support/itest.h"
-#include "workspace/box.h"
+#include "workspace/workspace_box.h"
 #include "workspace/ws.h"
 #include "unit/workspace/tarbuild.h"
 

@@ -21,7 +21,7 @@
  * for the container's mounts: wherever a mount's path (/workspace, /tmp,
  * /.sandman) stands in an argument, the environment or the working folder,
  * it is replaced by the mount's host folder. The same is done to the
- * call frames a session of sandman's agent (src/agent/frame.h) is sent, so
+ * call frames a session of sandman's agent (src/shared/agent/frame.h) is sent, so
  * a copy in through sandman's unpacker, a listing with find and stat, and
  * a call over an agent session all run for real. Tools run by a test must
  * therefore name only such paths (or relative ones). The exec's user is

@@ -27,6 +27,7 @@ import type {
   Health,
   Lease,
   LeaseRequest,
+  Preview,
   RunResult,
   Sandbox,
   SandboxInfo,
@@ -300,11 +301,103 @@ export class SandmanClient {
     });
   }
 
+  /**
+   * One HTTP request to a server on `port` of the sandbox's own loopback,
+   * through /v1/sandboxes/{id}/ports/{port}/{path} (path may carry a query).
+   * A worker token names its key in `workerKey`. Resolves to the server's own
+   * answer (any status), or the runner's refusal (JSON with failure_kind:
+   * 404 no such sandbox, 502 nothing listens, 504 no answer in 60 s).
+   */
+  async portRequest(id: string, port: number, opts: PortRequestOptions = {}): Promise<PortAnswer> {
+    const headers = { ...(opts.headers ?? {}) };
+    if (opts.workerKey !== undefined) headers["X-Sandman-Worker-Key"] = opts.workerKey;
+    const route = sandboxPath(id, `/ports/${portNumber(port)}`) + relayedPath(opts.path);
+    return this.portAnswer(route, opts, headers, false);
+  }
+
+  /**
+   * A preview URL of the sandbox's port: anyone holding its path reaches that
+   * port (and nothing else) until it expires (ttlS, 1 to 86400, default 3600)
+   * or the sandbox is paused, snapshotted, rolled back or removed.
+   */
+  async createPreview(id: string, port: number, opts: SandboxOptions & { ttlS?: number } = {}): Promise<Preview> {
+    const q = query({ port: portNumber(port), ttl_s: opts.ttlS, worker_key: opts.workerKey });
+    return this.t.json<Preview>({ method: "POST", path: sandboxPath(id, "/previews") + q, signal: opts.signal, timeoutMs: opts.timeoutMs });
+  }
+
+  /** A request through a preview URL (createPreview's answer or its path), sending no token. */
+  async previewRequest(preview: Preview | string, opts: Omit<PortRequestOptions, "workerKey"> = {}): Promise<PortAnswer> {
+    const base = typeof preview === "string" ? preview : preview?.path;
+    if (typeof base !== "string" || !base.startsWith("/preview/")) {
+      throw new Error(`preview must be createPreview's answer or its path, not ${JSON.stringify(preview)}`);
+    }
+    return this.portAnswer(base.replace(/\/+$/, "") + relayedPath(opts.path), opts, { ...(opts.headers ?? {}) }, true);
+  }
+
+  private async portAnswer(route: string, opts: PortRequestOptions, headers: Record<string, string>, noAuth: boolean): Promise<PortAnswer> {
+    const res = await this.t.open({ method: opts.method ?? "GET", path: route, headers, body: opts.body, signal: opts.signal, timeoutMs: opts.timeoutMs, noAuth });
+    return new PortAnswer(res.status, res.headers, await readAll(res.body));
+  }
+
   metrics(opts: CallOptions = {}): Promise<string> {
     return this.t.open({ method: "GET", path: "/metrics", ...opts }).then(async (res) => {
       await this.t.check(res);
       return (await readAll(res.body)).toString("utf8");
     });
+  }
+}
+
+export interface PortRequestOptions extends CallOptions {
+  /** The server's path and query (default "/"). */
+  path?: string;
+  method?: string;
+  body?: Body;
+  headers?: Record<string, string>;
+  workerKey?: string;
+}
+
+function portNumber(port: number): number {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`port must be a number from 1 to 65535, not ${JSON.stringify(port)}`);
+  return port;
+}
+
+/** The server's path (and query) as the route passes it on. */
+function relayedPath(path = "/"): string {
+  if (typeof path !== "string" || /[\r\n ]/.test(path)) throw new Error(`path must be a URL path without spaces or line breaks, not ${JSON.stringify(path)}`);
+  return path.startsWith("/") ? path : "/" + path;
+}
+
+/** The answer of a request through a port route or a preview URL. */
+export class PortAnswer {
+  constructor(
+    readonly status: number,
+    readonly headers: Record<string, string | string[] | undefined>,
+    readonly body: Buffer,
+  ) {}
+
+  text(): string {
+    return this.body.toString("utf8");
+  }
+
+  json(): unknown {
+    return JSON.parse(this.text());
+  }
+
+  /**
+   * The JSON of a refusal ({error, failure_kind}), the form of the runner's
+   * own errors; null otherwise. The sandbox's server could answer the same
+   * form: a hint for messages, never a proof of origin.
+   */
+  get refusal(): { error: string; failure_kind: string } | null {
+    const type = this.headers["content-type"];
+    if (this.status < 400 || typeof type !== "string" || !type.startsWith("application/json")) return null;
+    try {
+      const doc = JSON.parse(this.text());
+      if (doc && typeof doc === "object" && "failure_kind" in doc && "error" in doc) return doc;
+    } catch {
+      // not JSON
+    }
+    return null;
   }
 }
 

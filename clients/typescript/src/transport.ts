@@ -53,6 +53,8 @@ export interface RequestOptions {
   body?: Body;
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** Send no token (a preview URL takes none). */
+  noAuth?: boolean;
 }
 
 /** A response whose body has not been read yet. */
@@ -77,7 +79,7 @@ export class Transport {
   /** Sends a request and resolves once the answer's headers are in. */
   open(opts: RequestOptions): Promise<RawResponse> {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-    if (this.token && headers.Authorization === undefined) headers.Authorization = `Bearer ${this.token}`;
+    if (this.token && !opts.noAuth && headers.Authorization === undefined) headers.Authorization = `Bearer ${this.token}`;
     let body = opts.body;
     if (typeof body === "string") body = Buffer.from(body);
     if (body instanceof Uint8Array) headers["Content-Length"] = String(body.byteLength);

@@ -237,3 +237,14 @@ export interface SnapshotDiff {
   modified: DiffEntry[];
   deleted: DiffEntry[];
 }
+
+/** A preview URL of a sandbox's port (POST /v1/sandboxes/{id}/previews; docs/ports.md). */
+export interface Preview {
+  token: string;
+  /** "/preview/{token}/": anyone holding it reaches that port, and nothing else. */
+  path: string;
+  sandbox_id: string;
+  port: number;
+  /** Unix seconds. */
+  expires_at: number;
+}

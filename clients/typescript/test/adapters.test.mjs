@@ -20,7 +20,7 @@ import { after, before, test } from "node:test";
 
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, ToolMessage } from "@langchain/core/messages";
-import { Runner, Usage } from "@openai/agents";
+import { Runner } from "@openai/agents";
 import {
   SandboxAgent,
   SandboxApplyPatchFileNotFoundError,
@@ -40,6 +40,7 @@ import { SandmanClient } from "../dist/index.js";
 import { SandmanSandbox } from "../dist/adapters/deepagents.js";
 import { SandmanSandboxClient } from "../dist/adapters/openai-agents.js";
 import { startRunner } from "./runner.mjs";
+import { call, message, ScriptedModel } from "./scripted-model.mjs";
 
 // The runner's configuration: agent "locked" may use no tool at all, agent
 // "broken" asks for a runtime the engine lacks (its sandbox cannot be made: 503).
@@ -204,31 +205,6 @@ test("deepagents: every failure is the framework's own result, with words a mode
 });
 
 // ---- OpenAI Agents SDK ----
-
-// A model that answers from a script: each turn returns the next items.
-class ScriptedModel {
-  constructor(turns) {
-    this.turns = turns;
-    this.requests = [];
-  }
-  async getResponse(request) {
-    this.requests.push(request);
-    const output = this.turns.shift();
-    assert.ok(output, "the agent asked the model more often than the script says");
-    return { usage: new Usage(), output, responseId: `r${this.requests.length}` };
-  }
-  async *getStreamedResponse() {
-    throw new Error("not streamed");
-  }
-}
-
-function call(id, name, args) {
-  return { type: "function_call", callId: id, name, arguments: JSON.stringify(args), status: "completed" };
-}
-
-function message(text) {
-  return { type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text }] };
-}
 
 test("OpenAI Agents SDK: a scripted SandboxAgent runs commands in a sandman sandbox", async () => {
   const model = new ScriptedModel([

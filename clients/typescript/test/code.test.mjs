@@ -5,11 +5,12 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Agent, Runner, Usage } from "@openai/agents";
+import { Agent, Runner } from "@openai/agents";
 
 import { SandmanClient, SandmanError, deriveWorkerToken } from "../dist/index.js";
 import { codeInterpreterTool } from "../dist/adapters/openai-agents.js";
 import { startRunner } from "./runner.mjs";
+import { call, message, ScriptedModel } from "./scripted-model.mjs";
 
 const image = process.env.SANDMAN_CODE_IMAGE;
 let runner;
@@ -69,26 +70,6 @@ test("contexts: create, list, restart, interrupt, delete; another worker's answe
   await assert.rejects(wb.contexts.get({ worker_key: "ts-wb" }, "mine"), (err) => err.status === 404);
   await assert.rejects(wb.contexts.get({ worker_key: "ts-wa" }, "mine"), (err) => err.status === 401);
 });
-
-// A model that answers from a script: each turn returns the next items.
-class ScriptedModel {
-  constructor(turns) {
-    this.turns = turns;
-    this.requests = [];
-  }
-  async getResponse(request) {
-    this.requests.push(request);
-    const output = this.turns.shift();
-    assert.ok(output, "the agent asked the model more often than the script says");
-    return { usage: new Usage(), output, responseId: `r${this.requests.length}` };
-  }
-  async *getStreamedResponse() {
-    throw new Error("not streamed");
-  }
-}
-
-const call = (id, name, args) => ({ type: "function_call", callId: id, name, arguments: JSON.stringify(args), status: "completed" });
-const message = (text) => ({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text }] });
 
 test("OpenAI Agents SDK: the code interpreter tool keeps state and gives figures to the model as images", async () => {
   const model = new ScriptedModel([

@@ -1,4 +1,4 @@
-/* `sandman-agent watch` (src/agent/watch.c) run here on a temporary
+/* `sandman-agent watch` (src/agent/agent_watch.c) run here on a temporary
  * folder, its output parsed by the host's parser (files/watch_wire.c):
  * the events of files created, appended, renamed and deleted, of a folder
  * made later and what it holds; a link to a folder outside is never

@@ -1,6 +1,6 @@
-/* A helper call's own preamble (src/agent/call_preamble.c): the line the
+/* A helper call's own preamble (src/shared/agent/call_preamble.c): the line the
  * shell wrapper prints for a tool, for the same process, which the host's
- * call watch (src/sandbox/preamble.c) takes as the call's first process;
+ * call watch (src/lib/sandbox/preamble.c) takes as the call's first process;
  * a token that is not one word is refused, and a process whose name
  * imitates the fields cannot move its start time. */
 #include <setjmp.h>

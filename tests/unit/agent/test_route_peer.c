@@ -1,4 +1,4 @@
-/* The host-tool route's peer (src/agent/route_peer.c): the /proc/PID/stat
+/* The host-tool route's peer (src/shared/agent/route_peer.c): the /proc/PID/stat
  * reader against names that try to fool it, the walk up this process's own
  * parents (each no younger than its child; a bound before the process
  * started gives nothing: a pid used again), and the peer block both ways. */

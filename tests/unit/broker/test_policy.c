@@ -11,7 +11,7 @@
 
 #include <sandman/sandman.h>
 
-#include "broker/policy.h"
+#include "broker/broker_policy.h"
 
 #define TOOLS                                                                        \
   "broker:\n  groups:\n    keys: [\"kc_*\"]\n  tools:\n    gh: {argv: [gh]}\n"      \

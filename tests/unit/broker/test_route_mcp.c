@@ -1,5 +1,5 @@
-/* MCP over the host-tool route (`/mcp`, src/broker/route_mcp.c) and host
- * MCP servers (broker.mcp_servers, src/broker/mcp_servers.c), on raw HTTP
+/* MCP over the host-tool route (`/mcp`, src/lib/broker/route_mcp.c) and host
+ * MCP servers (broker.mcp_servers, src/lib/broker/mcp_servers.c), on raw HTTP
  * requests through the broker's route handler, with real host processes:
  * the fake MCP server of tests/unit/mcp (python3) relayed with a prefix and
  * a tools filter. Checks: sessions belong to their sandbox, each request is

@@ -1,4 +1,4 @@
-/* The parser of the code driver's answers (src/code/wire.c): what a
+/* The parser of the code driver's answers (src/lib/code/code_wire.c): what a
  * hostile sandbox could send, against the caps. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "code/wire.h"
+#include "code/code_wire.h"
 
 typedef struct seen {
   int n[SM_CODE_EV_END + 1];

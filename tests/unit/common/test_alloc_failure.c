@@ -17,7 +17,7 @@
 
 #include "agent/frame.h"
 #include "agent/json_mini.h"
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 #include "server/server_internal.h"
 #include "support/alloc_fail.h"
 #include "support/files.h"

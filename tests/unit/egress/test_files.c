@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "egress/egress_internal.h"
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 
 static void test_policy_round_trip(void **state) {
   (void)state;

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "egress/http.h"
+#include "egress/egress_http.h"
 
 static void test_requests(void **state) {
   (void)state;

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "egress/policy.h"
+#include "egress/egress_policy.h"
 
 static void test_patterns(void **state) {
   (void)state;

@@ -1,4 +1,4 @@
-/* The egress programs themselves (src/egress/proxy/) on this host: the
+/* The egress programs themselves (src/egress_proxy/) on this host: the
  * proxy (`sandman-egress serve`) on a unix socket and a relay
  * (`sandman-egress relay`) on a loopback port with a policy file that lists
  * the loopback address of a local upstream; a plain request relayed, a

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "engine/swarm.h"
+#include "engine/engine_swarm.h"
 #include "support/sock.h"
 
 /* ---- a recording engine: one canned answer for every request ---- */

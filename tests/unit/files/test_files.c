@@ -1,4 +1,4 @@
-/* The files API (src/files/files.c) against the fake engine: each
+/* The files API (src/lib/files/files.c) against the fake engine: each
  * operation is one call of sandman's helper (`sandman-agent fs`) in a
  * per_run sandbox, the first through the engine's exec, the rest over the
  * agent's session: write, read (whole and a range), mkdir, stat, list,

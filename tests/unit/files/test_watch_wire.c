@@ -1,4 +1,4 @@
-/* The parser of `sandman-agent watch`'s output (src/files/watch_wire.c):
+/* The parser of `sandman-agent watch`'s output (src/lib/files/watch_wire.c):
  * events whole and fed one byte at a time, and the hard caps and
  * malformed output it refuses. */
 #include <setjmp.h>

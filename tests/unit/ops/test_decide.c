@@ -122,6 +122,31 @@ static void test_busy(void **state) {
   assert_int_equal(decide(&in, why), SM_OPS_SPARE);
 }
 
+/* A fork cut short keeps its "-forking-" name: removed once its maker is
+ * gone, whatever the age; spared while the maker lives (unless --force). */
+static void test_fork_cut_short(void **state) {
+  (void)state;
+  char why[320];
+  sm_ops_reap_input in = base();
+  in.older_than_s = -1;
+  in.making_label = "host:77";
+  in.making = SM_OPS_OWNER_GONE;
+  assert_int_equal(decide(&in, why), SM_OPS_REMOVE);
+  assert_string_equal(why, "a fork cut short: its maker host:77 is gone");
+  in.making = SM_OPS_OWNER_ALIVE;
+  in.older_than_s = 0;
+  in.last_used_at = NOW - 86400;
+  assert_int_equal(decide(&in, why), SM_OPS_SPARE);
+  assert_string_equal(why, "being made from a snapshot by host:77");
+  in.force = 1;
+  assert_int_equal(decide(&in, why), SM_OPS_REMOVE);
+  /* Not a fork being made: the usual rules (no age given: spared). */
+  in = base();
+  in.older_than_s = -1;
+  in.making = SM_OPS_OWNER_NONE;
+  assert_int_equal(decide(&in, why), SM_OPS_SPARE);
+}
+
 static void test_state_and_owner(void **state) {
   (void)state;
   char why[320];
@@ -206,6 +231,7 @@ int main(void) {
       cmocka_unit_test(test_idle),       cmocka_unit_test(test_busy),
       cmocka_unit_test(test_own_limits),
       cmocka_unit_test(test_state_and_owner), cmocka_unit_test(test_pool),
+      cmocka_unit_test(test_fork_cut_short),
       cmocka_unit_test(test_owner_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,4 @@
-/* The call driver (src/sandbox/call.c, exec.c, acquire.c, workspace/box.c)
+/* The call driver (src/lib/sandbox/sandbox_call.c, exec.c, acquire.c, workspace/box.c)
  * walked by sm_run against the fake engine (tests/support/fake_engine.h):
  * acquire, copy in, exec, copy out and release, in a per_tool sandbox and
  * in a per_run one (its second call over the in-sandbox agent), with the

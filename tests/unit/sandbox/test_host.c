@@ -1,4 +1,4 @@
-/* Mode none end to end (src/sandbox/host.c): sm_run with no engine at all
+/* Mode none end to end (src/lib/sandbox/host.c): sm_run with no engine at all
  * (the runner points at the fake engine, which must see no request): the
  * workspace copied into a scratch folder and its changes back, protected
  * paths refused, the scrubbed environment, stdin, exit codes, the output

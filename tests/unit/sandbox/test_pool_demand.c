@@ -1,4 +1,4 @@
-/* The warm pool's size from the calls it sees (src/sandbox/pool_demand.c):
+/* The warm pool's size from the calls it sees (src/lib/sandbox/pool_demand.c):
  * an agent that thinks between calls keeps the base size, a burst grows it
  * to the number of calls within one making time (and by one for each call
  * that found the pool empty, or to the length of a run of calls back to

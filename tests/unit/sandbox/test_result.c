@@ -11,7 +11,7 @@
 #include <sandman/sandman.h>
 
 #include "sandbox/capture.h"
-#include "sandbox/result.h"
+#include "sandbox/sandbox_result.h"
 
 static void test_json_has_exactly_the_contract_fields(void **state) {
   (void)state;

@@ -11,7 +11,7 @@
 
 #include "sandbox/capture.h"
 #include "sandbox/preamble.h"
-#include "sandbox/settings.h"
+#include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
 
 static const char *jstr(json_object *o, const char *path) {

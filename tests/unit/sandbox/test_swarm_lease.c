@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "sandbox/settings.h"
-#include "sandbox/swarm.h"
+#include "sandbox/sandbox_settings.h"
+#include "sandbox/backend_swarm_box.h"
 #include "sandbox/swarm_spec.h"
 
 static const char *label(json_object *l, const char *k) {

@@ -1,5 +1,5 @@
 /* The answer of a sandbox's server as the ports route reads it
- * (src/server/port_http.c): status, the headers passed on, the body by
+ * (src/lib/server/port_http.c): status, the headers passed on, the body by
  * Content-Length, chunked or to the end; a broken answer refused; the
  * request headers the runner owns never passed on. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* The preview tokens' table (src/server/preview.c): tokens are long and
+/* The preview tokens' table (src/lib/server/preview.c): tokens are long and
  * random, found only whole, gone once expired or revoked, and capped per
  * sandbox and in all. The clock is the caller's, so expiry is tested
  * without waiting. */

@@ -1,4 +1,4 @@
-/* WebSocket framing (src/server/websocket.c) and connections
+/* WebSocket framing (src/lib/server/websocket.c) and connections
  * (websocket_conn.c) without a runner: the handshake's accept value, frame
  * headers, masking, fragmentation and its rules, control frames, the caps
  * on frames and messages, text that is not UTF-8, the close handshake,

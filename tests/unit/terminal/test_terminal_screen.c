@@ -1,4 +1,4 @@
-/* A terminal's screen (src/terminal/terminal_screen.c): what a model reads
+/* A terminal's screen (src/lib/terminal/terminal_screen.c): what a model reads
  * (text, cursor), the redraw a client attaching again gets (fed to a second
  * screen it gives the same picture), the alternate screen, the scrollback's
  * cap, the emulator's answers to a program's questions, a resize. */

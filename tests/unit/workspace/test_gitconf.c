@@ -1,4 +1,4 @@
-/* The git configuration scan (src/workspace/gitconf.c): a config file that
+/* The git configuration scan (src/lib/workspace/gitconf.c): a config file that
  * names a command in any spelling git reads is found; plain settings and
  * files git cannot read as configuration are not. */
 #include <setjmp.h>

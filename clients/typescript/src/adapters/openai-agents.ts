@@ -49,6 +49,7 @@ import {
   SandboxPathResolutionError,
   SandboxProviderError,
   SandboxRuntimeError,
+  SandboxSnapshotNotRestorableError,
   SandboxUnsupportedFeatureError,
   SandboxWorkspaceReadNotFoundError,
   type ExecCommandArgs,
@@ -60,7 +61,6 @@ import {
   type SandboxDirectoryEntry,
   type SandboxExecResult,
   type SandboxSession,
-  type SandboxSessionState,
   type ViewImageArgs,
 } from "@openai/agents/sandbox";
 
@@ -68,19 +68,24 @@ import { SandmanClient } from "../index.js";
 import { SandmanError } from "../transport.js";
 import type { SandboxKey } from "../types.js";
 import { describeFailure, refusal, WORKSPACE, workspacePath, type SandboxChoice } from "./common.js";
+import {
+  findSandbox,
+  forkFrom,
+  keyOf,
+  providerStateOf,
+  SANDMAN_SNAPSHOT,
+  snapshotSpecOf,
+  stateFromProvider,
+  takeSnapshot,
+  type SandmanSandboxSessionState,
+} from "./openai-agents-state.js";
+
+export { sandmanSnapshot, SANDMAN_SNAPSHOT } from "./openai-agents-state.js";
+export type { SandmanSandboxSessionState, SandmanSnapshotSpec } from "./openai-agents-state.js";
 
 /** Without runId or workerKey, each session gets a run of its own. */
 export interface SandmanSandboxClientOptions extends SandboxChoice {
   [key: string]: unknown;
-}
-
-export interface SandmanSandboxSessionState extends SandboxSessionState {
-  runId?: string;
-  workerKey?: string;
-  project?: string;
-  agent?: string;
-  /** The sandbox the session made for itself (POST /v1/sandboxes): removed by close() and delete(). */
-  sandboxId?: string;
 }
 
 /** Removes the session's own sandbox, once; one already gone is fine. */
@@ -88,7 +93,7 @@ async function deleteOwnSandbox(client: SandmanClient, state: SandmanSandboxSess
   const id = state.sandboxId;
   if (!id) return;
   try {
-    await client.deleteSandbox(id);
+    await client.deleteSandbox(id, { workerKey: state.workerKey });
   } catch (e) {
     if (!(e instanceof SandmanError && e.status === 404))
       throw new SandboxLifecycleError(`sandman could not remove the session's sandbox ${id}: ${describeFailure(e, id)}`, detailsOf(e));
@@ -97,12 +102,6 @@ async function deleteOwnSandbox(client: SandmanClient, state: SandmanSandboxSess
 }
 
 const BYTES_PER_TOKEN = 4;
-
-function keyOf(state: SandmanSandboxSessionState): SandboxKey {
-  return state.workerKey
-    ? { worker_key: state.workerKey, mode: "per_worker", project: state.project, agent: state.agent }
-    : { run_id: state.runId, mode: "per_run", project: state.project, agent: state.agent };
-}
 
 function quote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
@@ -429,6 +428,11 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
     private readonly defaults: SandmanSandboxClientOptions = {},
   ) {}
 
+  /**
+   * A new session: a run of its own (made now, removed when the session
+   * ends), a named run's or worker's sandbox, or with a sandman snapshot
+   * spec naming `from`, a fork of that snapshot (the session's own).
+   */
   async create(
     args?: SandboxClientCreateArgs<SandmanSandboxClientOptions> | Manifest,
     manifestOptions?: SandmanSandboxClientOptions,
@@ -439,6 +443,12 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
       throw new SandboxConfigurationError(`sandman's sandboxes have their workspace at ${WORKSPACE}, not ${n.manifest.root}`, {
         root: n.manifest.root,
       });
+    const spec = snapshotSpecOf(n.snapshot);
+    if (spec?.from && o.runId)
+      throw new SandboxConfigurationError(`a session started from snapshot '${spec.from}' is a fork with a run of its own: runId cannot be given too`, {
+        runId: o.runId,
+        snapshot: spec.from,
+      });
     const state: SandmanSandboxSessionState = {
       manifest: n.manifest,
       runId: o.workerKey ? undefined : (o.runId ?? `openai-${randomUUID()}`),
@@ -446,9 +456,13 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
       project: o.project,
       agent: o.agent,
       workspaceReady: true,
+      snapshotSpec: spec,
+      snapshot: null,
     };
-    // A run of its own: made now, removed when the session ends.
-    if (!o.workerKey && !o.runId) {
+    if (spec?.from) {
+      const f = await forkFrom(this.client, spec.from, o.workerKey);
+      Object.assign(state, { runId: f.runId, sandboxId: f.sandboxId, mode: "per_run" });
+    } else if (!o.workerKey && !o.runId) {
       const made = await this.client
         .createSandbox({ run_id: state.runId, project: o.project, agent: o.agent })
         .catch((e) => {
@@ -466,13 +480,77 @@ export class SandmanSandboxClient implements SandboxClient<SandmanSandboxClientO
     return session;
   }
 
-  /** Removes the sandbox a session made for itself (the SDK calls it for sessions it owns). */
+  /**
+   * Removes the sandbox a session made for itself (the SDK calls it for
+   * sessions it owns). A state may come from storage: its sandbox is
+   * removed only when it is the one the state's key reaches and one this
+   * adapter made; another is left alone, as one already gone.
+   */
   async delete(state: SandmanSandboxSessionState): Promise<void> {
+    if (state.sandboxId && !(await findSandbox(this.client, state))) state.sandboxId = undefined;
     await deleteOwnSandbox(this.client, state);
   }
 
+  /**
+   * What the SDK keeps of a session (names of its sandbox and snapshot, no
+   * token, no environment). With a sandman snapshot spec, the sandbox is
+   * snapshotted first (the spec's name, or the runner's default) and the
+   * state names that snapshot: a later resume whose sandbox is gone starts
+   * from it. A named run's or worker's sandbox is recorded by its id, so a
+   * resume finds that sandbox or none.
+   */
+  async serializeSessionState(state: SandmanSandboxSessionState): Promise<Record<string, unknown>> {
+    let id = state.sandboxId;
+    if (!id) {
+      const named = { ...state, boundSandboxId: undefined };
+      id = (await findSandbox(this.client, named)) ?? undefined;
+      if (!id) {
+        // No call has made it yet: one files call does, so the state names a sandbox.
+        await this.client.files.stat(keyOf(state), ".").catch((e) => {
+          throw sdkFileError(e, `the session's sandbox`);
+        });
+        id = (await findSandbox(this.client, named)) ?? undefined;
+      }
+      if (!id) throw new SandboxProviderError("sandman did not list the session's sandbox: its state cannot name it", keyOf(state) as Record<string, unknown>);
+      state.boundSandboxId = id;
+    }
+    if (state.snapshotSpec) await takeSnapshot(this.client, state, id);
+    return providerStateOf(state);
+  }
+
+  async deserializeSessionState(state: Record<string, unknown>): Promise<SandmanSandboxSessionState> {
+    return stateFromProvider(state);
+  }
+
+  /** A session whose own sandbox goes when it closes is worth keeping only when a snapshot of it is taken. */
+  canPersistOwnedSessionState(state: SandmanSandboxSessionState): boolean {
+    return !state.sandboxId || !!state.snapshotSpec;
+  }
+
+  /**
+   * The session again, in this process or another: on the very sandbox the
+   * state names (a frozen or stopped one resumes by itself on the next
+   * call), or when that one is gone, on a fork of the state's snapshot.
+   * Otherwise SandboxSnapshotNotRestorableError: a sandbox that is gone, a
+   * snapshot that is gone, and another worker's state (this client's
+   * workerKey is not the state's), answered as missing ones.
+   */
   async resume(state: SandmanSandboxSessionState): Promise<SandmanSandboxSession> {
-    return new SandmanSandboxSession(this.client, state, this.defaults);
+    const s: SandmanSandboxSessionState = { ...state };
+    const foreign = this.defaults.workerKey !== undefined && this.defaults.workerKey !== state.workerKey;
+    if (foreign) s.workerKey = this.defaults.workerKey;
+    if (s.environment === undefined && typeof s.manifest?.resolveEnvironment === "function") s.environment = await s.manifest.resolveEnvironment();
+    const byId = s.sandboxId ?? s.boundSandboxId;
+    if ((!foreign || byId) && (await findSandbox(this.client, s))) return new SandmanSandboxSession(this.client, s, this.defaults);
+    if (s.snapshot?.type === SANDMAN_SNAPSHOT) {
+      const f = await forkFrom(this.client, s.snapshot.id, s.workerKey);
+      Object.assign(s, { runId: f.runId, sandboxId: f.sandboxId, boundSandboxId: undefined, mode: "per_run" });
+      return new SandmanSandboxSession(this.client, s, this.defaults);
+    }
+    throw new SandboxSnapshotNotRestorableError(
+      `the session's sandbox${byId ? ` ${byId.slice(0, 12)}` : ""} was not found and its state names no snapshot to start again from`,
+      { sandbox: byId },
+    );
   }
 }
 

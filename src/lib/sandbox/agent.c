@@ -1,0 +1,770 @@
+/* The in-sandbox agent, host side: sessions with sandman-agent (src/agent)
+ * and the runner's cache of idle ones.
+ *
+ * An engine exec costs a create, a start and an inspect (three requests, a
+ * runc exec: ~45 ms here). A runner that makes many calls in the same
+ * sandbox instead keeps one long-lived exec of sandman-agent per concurrent
+ * call and sends each call as a frame over its hijacked stream; the agent
+ * forks the call's wrapper and streams its output back (a few ms).
+ *
+ * The agent binary is built with sandman and embedded in the library
+ * (sandbox/agent_blob.h), so it works with any image that has /bin/sh and with a
+ * remote engine. It is installed once per container into /.sandman, a
+ * tmpfs owned by root (the install exec runs as root, with no
+ * capabilities), so the sandbox's user cannot replace it; it runs as the
+ * sandbox's user, like every call. What it sends back is untrusted: frames
+ * are parsed against hard caps and a session that breaks the protocol is
+ * closed.
+ *
+ * When sessions are used: a keyed sandbox (per_run, per_worker) from its
+ * second call in this runner (a one-shot CLI call never pays for the
+ * install), and per_tool containers of the warm pool, whose session is
+ * opened in the background when the pool makes them. Anything that does
+ * not work (an old container without /.sandman, an image without /bin/sh,
+ * gVisor refusing something) marks the container, and its calls go
+ * through the engine's exec as before. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+
+#include "sandbox/agent_blob.h"
+#include "agent/frame.h"
+#include "sandbox/agent.h"
+#include "sandbox/helper.h"
+#include "sandbox/spec.h"
+#include "sandbox/tty.h"
+
+#define MAX_IDLE 64              /* idle sessions kept per runner */
+#define MAX_IDLE_PER_CONTAINER 8
+#define MAX_UNUSABLE 256         /* containers remembered as agent-less */
+#define INSTALL_TIMEOUT_S 30.0
+#define AGENT_DIR "/.sandman"
+#define DIAG_CAP 2048            /* the agent's own stderr, kept for a log line */
+#define CANCEL_POLL_MS 100
+#define SETTLE_MS 10000          /* after a call's end or kill: the agent's report, the frame's rest */
+
+struct sm_agent_session {
+  sm_exec_stream *stream;
+  char container_id[SM_ENGINE_ID_MAX];
+  sm_frame_reader reader;
+  uint32_t call_id;
+  int hello;
+  int broken;        /* protocol error or end: never reuse */
+  /* the call in progress: where its output goes */
+  sm_output_fn out;
+  void *out_ud;
+  int exited, exit_code;
+  int failed, fail_errno;
+  char fail_msg[256];
+  char diag[DIAG_CAP];
+  size_t diag_len;
+  sm_agent_session *next;
+};
+
+struct sm_agents {
+  pthread_mutex_t mu;
+  int enabled;
+  sm_agent_session *idle;
+  unsigned n_idle;
+  char unusable[MAX_UNUSABLE][SM_ENGINE_ID_MAX];
+  unsigned n_unusable, next_unusable;
+  char installed[MAX_UNUSABLE][SM_ENGINE_ID_MAX];
+  unsigned next_installed;
+  /* what the sessions did, for tests and metrics */
+  unsigned long opened, calls, fallbacks;
+};
+
+sm_agents *sm_agents_new(void) {
+  sm_agents *a = calloc(1, sizeof *a);
+  if (a == NULL) return NULL;
+  pthread_mutex_init(&a->mu, NULL);
+  a->enabled = 1;
+  return a;
+}
+
+void sm_agent_close(sm_agent_session *s) {
+  if (s == NULL) return;
+  sm_exec_stream_close(s->stream);
+  sm_frame_reader_dispose(&s->reader);
+  free(s);
+}
+
+void sm_agents_free(sm_agents *a) {
+  if (a == NULL) return;
+  sm_agent_session *s = a->idle;
+  while (s) {
+    sm_agent_session *next = s->next;
+    sm_agent_close(s);
+    s = next;
+  }
+  pthread_mutex_destroy(&a->mu);
+  free(a);
+}
+
+void sm_agents_set_enabled(sm_agents *a, int on) {
+  if (a == NULL) return;
+  pthread_mutex_lock(&a->mu);
+  a->enabled = on;
+  sm_agent_session *s = on ? NULL : a->idle;
+  if (!on) {
+    a->idle = NULL;
+    a->n_idle = 0;
+  }
+  pthread_mutex_unlock(&a->mu);
+  while (s) {
+    sm_agent_session *next = s->next;
+    sm_agent_close(s);
+    s = next;
+  }
+}
+
+int sm_agents_enabled(sm_agents *a) {
+  if (a == NULL) return 0;
+  pthread_mutex_lock(&a->mu);
+  int on = a->enabled;
+  pthread_mutex_unlock(&a->mu);
+  return on;
+}
+
+void sm_agents_stats(sm_agents *a, unsigned long *opened, unsigned long *calls,
+                     unsigned long *fallbacks) {
+  *opened = *calls = *fallbacks = 0;
+  if (a == NULL) return;
+  pthread_mutex_lock(&a->mu);
+  *opened = a->opened;
+  *calls = a->calls;
+  *fallbacks = a->fallbacks;
+  pthread_mutex_unlock(&a->mu);
+}
+
+static int in_list(char (*list)[SM_ENGINE_ID_MAX], unsigned n, const char *cid) {
+  for (unsigned i = 0; i < n; i++)
+    if (strcmp(list[i], cid) == 0) return 1;
+  return 0;
+}
+
+static void mark_unusable(sm_agents *a, const char *cid, const char *why) {
+  sm_log(SM_LOG_DEBUG, "agent: not used in %.12s: %s; calls there use the engine's exec", cid,
+         why);
+  pthread_mutex_lock(&a->mu);
+  if (!in_list(a->unusable, a->n_unusable, cid)) {
+    snprintf(a->unusable[a->next_unusable], SM_ENGINE_ID_MAX, "%s", cid);
+    a->next_unusable = (a->next_unusable + 1) % MAX_UNUSABLE;
+    if (a->n_unusable < MAX_UNUSABLE) a->n_unusable++;
+  }
+  pthread_mutex_unlock(&a->mu);
+}
+
+void sm_agents_forget(sm_agents *a, const char *cid) {
+  if (a == NULL || cid == NULL || *cid == '\0') return;
+  sm_agent_session *drop = NULL;
+  pthread_mutex_lock(&a->mu);
+  for (unsigned i = 0; i < MAX_UNUSABLE; i++) {
+    if (strcmp(a->installed[i], cid) == 0) a->installed[i][0] = '\0';
+    if (strcmp(a->unusable[i], cid) == 0) a->unusable[i][0] = '\0';
+  }
+  sm_agent_session **pp = &a->idle;
+  while (*pp) {
+    sm_agent_session *s = *pp;
+    if (strcmp(s->container_id, cid) == 0) {
+      *pp = s->next;
+      a->n_idle--;
+      s->next = drop;
+      drop = s;
+      continue;
+    }
+    pp = &s->next;
+  }
+  pthread_mutex_unlock(&a->mu);
+  while (drop) {
+    sm_agent_session *next = drop->next;
+    sm_agent_close(drop);
+    drop = next;
+  }
+}
+
+/* ---- frames from the agent ---- */
+
+static int on_frame(void *ud, int type, uint32_t call_id, const unsigned char *p, uint32_t len) {
+  sm_agent_session *s = ud;
+  if (type == SM_FRAME_HELLO) {
+    if (s->hello || len != strlen(SM_AGENT_HELLO) || memcmp(p, SM_AGENT_HELLO, len) != 0)
+      return -1;
+    s->hello = 1;
+    return 0;
+  }
+  /* Everything else belongs to the call in progress, after the hello. */
+  if (!s->hello || s->out == NULL || call_id != s->call_id || s->exited || s->failed)
+    return -1;
+  switch (type) {
+  case SM_FRAME_STDOUT:
+  case SM_FRAME_STDERR: {
+    int rc = s->out(s->out_ud, type == SM_FRAME_STDOUT ? 1 : 2, (const char *)p, len);
+    return rc ? rc : 0;
+  }
+  case SM_FRAME_EXIT:
+    if (len != 4) return -1;
+    s->exit_code = (int)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+    if (s->exit_code < 0 || s->exit_code > 255) return -1;
+    s->exited = 1;
+    return 0;
+  case SM_FRAME_FAIL:
+    if (len < 4) return -1;
+    s->fail_errno = (int)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+    snprintf(s->fail_msg, sizeof s->fail_msg, "%.*s", (int)(len - 4), (const char *)p + 4);
+    s->failed = 1;
+    return 0;
+  default:
+    return -1; /* a host -> agent type coming back */
+  }
+}
+
+/* The exec's output: stdout carries frames, stderr the agent's own words. */
+static int on_output(void *ud, int stream, const char *data, size_t len) {
+  sm_agent_session *s = ud;
+  if (stream == 2) {
+    size_t room = sizeof s->diag - 1 - s->diag_len;
+    if (len > room) len = room;
+    memcpy(s->diag + s->diag_len, data, len);
+    s->diag_len += len;
+    s->diag[s->diag_len] = '\0';
+    return 0;
+  }
+  int rc = sm_frame_reader_feed(&s->reader, (const unsigned char *)data, len);
+  if (rc != 0) {
+    /* -1 is the reader's own verdict; other codes come from the output
+     * callback (a full buffer, say). Either way the stream is out of step. */
+    s->broken = 1;
+    return rc == -1 ? SM_EPROTOCOL : rc;
+  }
+  return 0;
+}
+
+/* ---- install and open ---- */
+
+typedef struct blob_reader {
+  size_t off;
+} blob_reader;
+
+static ssize_t read_blob(void *ud, char *buf, size_t len) {
+  blob_reader *b = ud;
+  size_t left = sm_agent_blob_len - b->off;
+  if (len > left) len = left;
+  memcpy(buf, sm_agent_blob + b->off, len);
+  b->off += len;
+  return (ssize_t)len;
+}
+
+static void agent_path(char *out, size_t len) {
+  snprintf(out, len, AGENT_DIR "/agent-%.16s", sm_agent_blob_sha256);
+}
+
+void sm_agent_binary_path(char *out, size_t len) { agent_path(out, len); }
+
+/* Writes the binary into the container's /.sandman as root (a tmpfs the
+ * sandbox user cannot write), unless it is there already. checked: learn
+ * the exit code (one more engine request, and a wait while the engine
+ * still calls the exec running); a session opened right after needs no
+ * check, its hello proves the binary is there. */
+static int install(sm_engine *e, const char *cid, int checked, sm_error *err) {
+  char path[128], script[512];
+  agent_path(path, sizeof path);
+  snprintf(script, sizeof script,
+           "f=%s; [ -x \"$f\" ] && exit 0; umask 022; t=\"$f.$$\"; "
+           "cat > \"$t\" && chmod 0555 \"$t\" && mv -f \"$t\" \"$f\"",
+           path);
+  const char *argv[] = {"/bin/sh", "-c", script};
+  blob_reader br = {0};
+  int code = 0;
+  int rc = sm_exec_helper(e, cid, argv, 3, "0:0", read_blob, &br, INSTALL_TIMEOUT_S, NULL,
+                          checked ? &code : NULL, err);
+  if (rc) return rc;
+  if (code != 0)
+    return sm_error_set(err, SM_ESANDBOX, "installing the agent exited with %d (no %s?)", code,
+                        AGENT_DIR);
+  return 0;
+}
+
+static int open_session(sm_engine *e, const char *cid, const char *user, sm_agent_session **out,
+                        sm_error *err) {
+  *out = NULL;
+  char path[128];
+  agent_path(path, sizeof path);
+  const char *argv[] = {path};
+  json_object *cfg = sm_exec_config(argv, 1, user, 1);
+  char id[SM_ENGINE_ID_MAX];
+  int rc = sm_engine_exec_create(e, cid, cfg, id, err);
+  json_object_put(cfg);
+  if (rc) return rc;
+  sm_agent_session *s = calloc(1, sizeof *s);
+  if (s == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  snprintf(s->container_id, sizeof s->container_id, "%s", cid);
+  sm_frame_reader_init(&s->reader, SM_FRAME_DATA_MAX, on_frame, s);
+  rc = sm_engine_exec_open(e, id, on_output, s, &s->stream, err);
+  /* Wait for the hello: it proves the agent runs (a missing binary ends
+   * the stream with the runtime's message instead). */
+  double deadline = sm_monotonic_ms() + INSTALL_TIMEOUT_S * 1000.0;
+  while (rc == 0 && !s->hello && !s->broken) {
+    int left = (int)(deadline - sm_monotonic_ms());
+    if (left <= 0) {
+      rc = sm_error_set(err, SM_ETIMEOUT, "the agent did not start in time");
+      break;
+    }
+    rc = sm_exec_stream_pump(s->stream, NULL, 0, NULL, left, err);
+    if (rc == 1)
+      rc = sm_error_set(err, SM_ESANDBOX, "the agent ended at once%s%s",
+                        s->diag_len ? ": " : "", s->diag);
+  }
+  if (rc == 0 && s->broken) rc = sm_error_set(err, SM_EPROTOCOL, "the agent's hello was wrong");
+  if (rc) {
+    sm_agent_close(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+static sm_agent_session *take_idle(sm_agents *a, const char *cid) {
+  sm_agent_session *found = NULL, *stale = NULL;
+  pthread_mutex_lock(&a->mu);
+  sm_agent_session **pp = &a->idle;
+  while (*pp) {
+    sm_agent_session *s = *pp;
+    if (strcmp(s->container_id, cid) == 0) {
+      *pp = s->next;
+      a->n_idle--;
+      s->next = NULL;
+      /* Anything that arrived on an idle session (its end, above all:
+       * the container is gone) makes it useless. */
+      if (sm_exec_stream_quiet(s->stream)) {
+        found = s;
+        break;
+      }
+      s->next = stale;
+      stale = s;
+      continue;
+    }
+    pp = &s->next;
+  }
+  pthread_mutex_unlock(&a->mu);
+  while (stale) {
+    sm_agent_session *next = stale->next;
+    sm_agent_close(stale);
+    stale = next;
+  }
+  return found;
+}
+
+static void note_installed(sm_agents *a, const char *cid) {
+  pthread_mutex_lock(&a->mu);
+  snprintf(a->installed[a->next_installed], SM_ENGINE_ID_MAX, "%s", cid);
+  a->next_installed = (a->next_installed + 1) % MAX_UNUSABLE;
+  pthread_mutex_unlock(&a->mu);
+}
+
+int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err) {
+  if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
+  if (a) {
+    /* Installed by this runner already: no exec (the files API calls this
+     * before each of its operations). */
+    pthread_mutex_lock(&a->mu);
+    int installed = in_list(a->installed, MAX_UNUSABLE, cid);
+    pthread_mutex_unlock(&a->mu);
+    if (installed) return 0;
+  }
+  int rc = install(e, cid, 1, err);
+  if (rc == 0 && a) note_installed(a, cid);
+  return rc;
+}
+
+int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user, int open_new,
+                  sm_agent_session **out) {
+  *out = NULL;
+  if (a == NULL || sm_agent_blob_len == 0) return 0;
+  pthread_mutex_lock(&a->mu);
+  int usable = a->enabled && !in_list(a->unusable, a->n_unusable, cid);
+  int installed = in_list(a->installed, MAX_UNUSABLE, cid);
+  pthread_mutex_unlock(&a->mu);
+  if (!usable) return 0;
+  sm_agent_session *s = take_idle(a, cid);
+  if (s == NULL && open_new) {
+    sm_error err = SM_ERROR_INIT;
+    int rc = 0;
+    if (!installed && open_new == SM_AGENT_OPEN_INSTALLED) {
+      /* The runtime's "no such file" ends the exec at once (SM_ESANDBOX). */
+      rc = open_session(e, cid, user, &s, &err);
+      if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
+      if (rc) sm_error_clear(&err);
+    }
+    if (s == NULL) {
+      rc = installed ? 0 : install(e, cid, 0, &err);
+      if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc; /* the container is gone */
+      if (rc == 0) rc = open_session(e, cid, user, &s, &err);
+    }
+    if (rc == 0 && !installed) note_installed(a, cid); /* the hello proved it */
+    if (rc == SM_ENOTFOUND || rc == SM_ECONFLICT) return rc;
+    if (rc) {
+      mark_unusable(a, cid, err.message);
+      s = NULL;
+    } else {
+      pthread_mutex_lock(&a->mu);
+      a->opened++;
+      pthread_mutex_unlock(&a->mu);
+    }
+  }
+  *out = s;
+  return 0;
+}
+
+void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
+  if (s == NULL) return;
+  if (a == NULL || s->broken || !sm_frame_reader_idle(&s->reader)) {
+    sm_agent_close(s);
+    return;
+  }
+  s->out = NULL;
+  sm_agent_session *drop = NULL, *dead = NULL;
+  pthread_mutex_lock(&a->mu);
+  /* Sessions whose container went away (a drained pool, a reap) end by
+   * themselves: drop them here rather than keep their sockets. */
+  sm_agent_session **pp = &a->idle;
+  while (*pp) {
+    sm_agent_session *i = *pp;
+    if (!sm_exec_stream_quiet(i->stream)) {
+      *pp = i->next;
+      a->n_idle--;
+      i->next = dead;
+      dead = i;
+      continue;
+    }
+    pp = &i->next;
+  }
+  unsigned same = 0;
+  for (sm_agent_session *i = a->idle; i; i = i->next)
+    same += strcmp(i->container_id, s->container_id) == 0;
+  if (!a->enabled || same >= MAX_IDLE_PER_CONTAINER) {
+    drop = s;
+  } else {
+    s->next = a->idle;
+    a->idle = s;
+    a->n_idle++;
+    /* Over the cap: the oldest (the list's tail) goes. */
+    if (a->n_idle > MAX_IDLE) {
+      sm_agent_session **tail = &a->idle;
+      while ((*tail)->next) tail = &(*tail)->next;
+      drop = *tail;
+      *tail = NULL;
+      a->n_idle--;
+    }
+  }
+  pthread_mutex_unlock(&a->mu);
+  sm_agent_close(drop);
+  while (dead) {
+    sm_agent_session *next = dead->next;
+    sm_agent_close(dead);
+    dead = next;
+  }
+}
+
+int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc,
+                 sm_read_fn in, void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms,
+                 int *exit_code, sm_error *err) {
+  *exit_code = -1;
+  /* The agent runs argv[0] as a path; a bare name is found on PATH by the
+   * shell, as an engine exec would find it. */
+  const char **via_sh = NULL;
+  if (argc > 0 && strchr(argv[0], '/') == NULL) {
+    via_sh = calloc(argc + 4, sizeof *via_sh);
+    if (via_sh == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+    via_sh[0] = "/bin/sh";
+    via_sh[1] = "-c";
+    via_sh[2] = "exec \"$0\" \"$@\"";
+    memcpy(via_sh + 3, argv, argc * sizeof *argv);
+    argv = via_sh;
+    argc += 3;
+  }
+  sm_agent_feed f;
+  int rc = sm_agent_feed_init(&f, in, in_ud, err);
+  if (rc == 0) rc = sm_agent_start(s, &f, "/", argv, argc, NULL, 0, out, out_ud, err);
+  if (rc == 0) rc = sm_agent_drive(s, &f, sm_monotonic_ms() + timeout_ms, NULL, err);
+  if (rc == 1)
+    rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent ended during '%s'", argv[0]);
+  if (rc == 0) sm_agent_settle(s, &f);
+  else s->broken = 1;
+  if (rc == 0 && s->failed)
+    rc = sm_error_set(err, SM_ESANDBOX, "'%s' could not start in the sandbox: %s", argv[0],
+                      s->fail_msg);
+  else if (rc == 0 && !s->exited)
+    rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent lost track of '%s'", argv[0]);
+  else if (rc == 0)
+    *exit_code = s->exit_code;
+  s->out = NULL;
+  sm_agent_feed_dispose(&f);
+  free(via_sh);
+  return rc;
+}
+
+static int drop_output(void *ud, int stream, const char *data, size_t len) { return 0; }
+
+int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *user) {
+  sm_agent_session *s = NULL;
+  int rc = sm_agent_take(a, e, cid, user, 1, &s);
+  if (s) {
+    /* One call through the same wrapper warms what the first real call
+     * would find cold in a new container (its overlay's dentries, the
+     * shell's pages): ~1 ms off that call. */
+    const char *argv[] = {"/bin/sh", "-c", sm_exec_wrapper_script, "sandman", "warmup", "true"};
+    int code = 0;
+    sm_error err = SM_ERROR_INIT;
+    sm_agent_run(s, argv, 6, NULL, NULL, drop_output, NULL, 10000, &code, &err);
+    sm_agent_give_back(a, s);
+  }
+  return rc;
+}
+
+void sm_agent_note_call(sm_agents *a) {
+  if (a == NULL) return;
+  pthread_mutex_lock(&a->mu);
+  a->calls++;
+  pthread_mutex_unlock(&a->mu);
+}
+
+void sm_agent_note_fallback(sm_agents *a) {
+  if (a == NULL) return;
+  pthread_mutex_lock(&a->mu);
+  a->fallbacks++;
+  pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- one call ---- */
+
+static int append_str(sm_buf *b, const char *s) { return sm_buf_append(b, s, strlen(s) + 1); }
+
+/* A data or end-of-stdin frame of the current call, appended to frame. */
+static void frame_data(sm_agent_session *s, int type, const void *data, size_t len,
+                       sm_buf *frame) {
+  unsigned char head[SM_FRAME_HEADER];
+  sm_frame_header(head, type, s->call_id, (uint32_t)len);
+  sm_buf_append(frame, (const char *)head, sizeof head);
+  if (len) sm_buf_append(frame, data, len);
+}
+
+static int pump(sm_agent_session *s, const void *data, size_t len, size_t *written,
+                int timeout_ms, sm_error *err) {
+  int rc = sm_exec_stream_pump(s->stream, data, len, written, timeout_ms, err);
+  if (rc != 0) s->broken = 1;
+  if (rc == SM_EPROTOCOL)
+    sm_error_set(err, SM_EPROTOCOL, "the sandbox's agent broke its protocol%s%s",
+                 s->diag_len ? ": " : "", s->diag);
+  return rc;
+}
+
+int sm_agent_feed_init(sm_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *err) {
+  memset(f, 0, sizeof *f);
+  sm_buf_init(&f->frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
+  f->in = in;
+  f->in_ud = in_ud;
+  f->in_open = in != NULL;
+  if (in && (f->chunk = malloc(SM_FRAME_DATA_MAX)) == NULL)
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  return 0;
+}
+
+void sm_agent_feed_dispose(sm_agent_feed *f) {
+  sm_buf_dispose(&f->frame);
+  free(f->chunk);
+  f->chunk = NULL;
+}
+
+/* The call frame (SM_FRAME_TTY with a size when rows is not 0). */
+static int start_call(sm_agent_session *s, sm_agent_feed *f, unsigned rows, unsigned cols,
+                      const char *cwd, const char *const *argv, size_t argc, const char *const *env,
+                      size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
+  s->call_id++;
+  s->out = out;
+  s->out_ud = out_ud;
+  s->exited = s->failed = 0;
+  s->exit_code = -1;
+  s->fail_errno = 0;
+  s->fail_msg[0] = '\0';
+  s->diag_len = 0;
+  s->diag[0] = '\0';
+  sm_buf *frame = &f->frame;
+  sm_buf_reset(frame);
+  f->off = 0;
+  unsigned char head[SM_FRAME_HEADER] = {0}, size[4];
+  char num[24];
+  snprintf(num, sizeof num, "%zu", argc);
+  agent_frame_size_put(size, rows, cols);
+  size_t pre = rows ? sizeof size : 0;
+  int bad = sm_buf_append(frame, (const char *)head, sizeof head) ||
+            (pre && sm_buf_append(frame, (const char *)size, pre)) || append_str(frame, cwd) ||
+            append_str(frame, num);
+  for (size_t i = 0; !bad && i < argc; i++) bad = append_str(frame, argv[i]);
+  for (size_t i = 0; !bad && i < envc; i++) bad = append_str(frame, env[i]);
+  if (bad || frame->len - SM_FRAME_HEADER - pre > SM_FRAME_CALL_MAX)
+    return sm_error_set(err, SM_ETOOBIG, "the call's arguments and environment are too large");
+  sm_frame_header(head, rows ? SM_FRAME_TTY : SM_FRAME_CALL, s->call_id,
+                  (uint32_t)(frame->len - SM_FRAME_HEADER));
+  memcpy(frame->data, head, sizeof head);
+  if (!f->in_open && !rows) frame_data(s, SM_FRAME_EOF, NULL, 0, frame);
+  return 0;
+}
+
+int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd, const char *const *argv,
+                   size_t argc, const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
+                   sm_error *err) {
+  return start_call(s, f, 0, 0, cwd, argv, argc, env, envc, out, out_ud, err);
+}
+
+int sandbox_agent_start_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const char *cwd,
+                            const char *const *argv, size_t argc, const char *const *env,
+                            size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
+  unsigned rows, cols;
+  sm_tty_size(tty, &rows, &cols);
+  if (f->chunk == NULL && (f->chunk = malloc(SM_FRAME_DATA_MAX)) == NULL)
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  sm_exec_stream_set_wake(s->stream, sandbox_tty_fd(tty));
+  f->in_open = 1; /* pipes: until the input's end is sent */
+  return start_call(s, f, rows, cols, cwd, argv, argc, env, envc, out, out_ud, err);
+}
+
+/* What waits in the terminal, as frames: its new size, and (once the
+ * program has started) what was typed, up to one data frame at a time;
+ * on pipes, the end of the input once all of it went. */
+static void tty_frames(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, int started) {
+  int resized = 0, ended = 0;
+  unsigned rows = 0, cols = 0;
+  size_t n = sandbox_tty_take(tty, (unsigned char *)f->chunk, started ? SM_FRAME_DATA_MAX : 0,
+                              &resized, &rows, &cols, &ended);
+  if (ended && started && rows == 0 && f->in_open) {
+    f->in_open = 0; /* sent once */
+    if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
+    frame_data(s, SM_FRAME_EOF, NULL, 0, &f->frame);
+    return;
+  }
+  if (resized && rows) {
+    unsigned char size[4];
+    agent_frame_size_put(size, rows, cols);
+    frame_data(s, SM_FRAME_RESIZE, size, sizeof size, &f->frame);
+  }
+  if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
+}
+
+int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const int *started,
+                            double deadline_ms, volatile int *cancel, sm_error *err) {
+  for (;;) {
+    if (s->exited || s->failed) return 0;
+    if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
+    if (f->off == f->frame.len) {
+      sm_buf_reset(&f->frame);
+      f->off = 0;
+      tty_frames(s, f, tty, *started);
+    }
+    int wait = -1;
+    if (deadline_ms > 0) {
+      double left = deadline_ms - sm_monotonic_ms();
+      if (left <= 0) return sm_error_set(err, SM_ETIMEOUT, "the call did not end in time");
+      wait = left > 1e6 ? 1000000 : (int)left + 1;
+    }
+    if (cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
+    size_t w = 0;
+    int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait, err);
+    f->off += w;
+    if (rc) return rc;
+  }
+}
+
+int sandbox_agent_open(sm_agents *a, sm_engine *e, const char *cid, const char *user,
+                       sm_agent_session **out, sm_error *err) {
+  *out = NULL;
+  if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
+  int rc = sm_agent_install(a, e, cid, err);
+  if (rc == 0) rc = open_session(e, cid, user, out, err);
+  if (rc == 0 && a) {
+    pthread_mutex_lock(&a->mu);
+    a->opened++;
+    pthread_mutex_unlock(&a->mu);
+  }
+  return rc;
+}
+
+int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
+                   volatile int *cancel, sm_error *err) {
+  for (;;) {
+    if (s->exited || s->failed) return 0;
+    if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
+    /* Stdin is read only once the previous frame is out: the agent's
+     * backpressure reaches the reader. */
+    if (f->off == f->frame.len && f->in_open) {
+      sm_buf_reset(&f->frame);
+      f->off = 0;
+      ssize_t n = f->in(f->in_ud, f->chunk, SM_FRAME_DATA_MAX);
+      if (n < 0)
+        return sm_error_set(err, (int)n, "the stdin reader failed (%s)", sm_error_name((int)n));
+      if ((size_t)n > SM_FRAME_DATA_MAX)
+        return sm_error_set(err, SM_EINVAL, "the stdin reader overran its buffer");
+      if (n == 0) f->in_open = 0;
+      frame_data(s, n ? SM_FRAME_STDIN : SM_FRAME_EOF, f->chunk, (size_t)n, &f->frame);
+    }
+    int wait = -1;
+    if (deadline_ms > 0) {
+      double left = deadline_ms - sm_monotonic_ms();
+      if (left <= 0) return sm_error_set(err, SM_ETIMEOUT, "the call did not end in time");
+      wait = left > 1e6 ? 1000000 : (int)left + 1;
+    }
+    if (cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
+    size_t w = 0;
+    int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait, err);
+    f->off += w;
+    if (rc) return rc;
+  }
+}
+
+void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f) {
+  double until = sm_monotonic_ms() + SETTLE_MS;
+  sm_error ignore = SM_ERROR_INIT;
+  while (!s->broken && (f->off < f->frame.len || !(s->exited || s->failed))) {
+    int left = (int)(until - sm_monotonic_ms());
+    if (left <= 0) {
+      s->broken = 1;
+      break;
+    }
+    size_t w = 0;
+    pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, left, &ignore);
+    f->off += w;
+  }
+}
+
+int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms) {
+  if (s->broken || s->exited || s->failed) return 1;
+  size_t w = 0;
+  sm_error ignore = SM_ERROR_INIT;
+  pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait_ms, &ignore);
+  f->off += w;
+  return s->broken || s->exited || s->failed;
+}
+
+int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
+                        const char **fail_msg) {
+  if (s->exited) {
+    *exit_code = s->exit_code;
+    return 1;
+  }
+  if (s->failed) {
+    *fail_errno = s->fail_errno;
+    *fail_msg = s->fail_msg;
+    return 2;
+  }
+  return 0;
+}
+
+void sm_agent_mark_broken(sm_agent_session *s) { s->broken = 1; }
+
+int sm_agent_broken(const sm_agent_session *s) { return s->broken; }
+

@@ -1,0 +1,92 @@
+/* Internal to src/lib/sandbox: a keyed sandbox's tiers of rest and its return
+ * (rest.c: freeze, stop, the record, the locks; rest_hibernate.c: the
+ * checkpoint and its restore). docs/state.md says what each keeps. */
+#ifndef SANDMAN_SANDBOX_REST_H
+#define SANDMAN_SANDBOX_REST_H
+
+#include <json-c/json.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+#include <sandman/keep.h>
+
+#include "sandbox/context.h"
+#include <sandman/state.h>
+
+#include "sandbox/rest_record.h"
+
+/* The public pause and resume (keep.h), on the runner's engine e: they
+ * take the sandbox's key lock and, to pause, its busy lock exclusively. */
+int sandbox_rest_pause(const sandbox_ctx *ctx, sm_engine *e, const char *name,
+                       const sm_rest_options *o, sm_rest_report *out, sm_error *err);
+int sandbox_rest_resume(const sandbox_ctx *ctx, sm_engine *e, const char *name,
+                        const sm_rest_options *o, sm_rest_report *out, sm_error *err);
+
+/* For a call, under the sandbox's key lock (acquire.c): a change cut short
+ * is finished or undone and a sandbox at rest runs again. was
+ * (SM_REST_STATE_MAX) gets the state it came back from, "" when it was
+ * running (or has no record). Cheap when the sandbox never rested (one
+ * failed open). */
+int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, char *was,
+                      sm_error *err);
+/* For a call that found the sandbox in its cache (no inspect): 1 when it
+ * may not be as cached (at rest, a change under way, or its processes or
+ * container changed since `generation`), 0 when it runs as it did. */
+int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned generation);
+/* 1 when the sandbox is frozen and nothing else changed since `generation`
+ * (its processes, and the runner's agent sessions in it, go on after the
+ * thaw), 0 otherwise. */
+int sandbox_rest_only_frozen(const char *state_dir, const char *name, unsigned generation);
+/* 1 when the sandbox is at rest or a change of its state is under way (its
+ * record says so), 0 when it runs or has no record. */
+int sandbox_rest_resting(const char *state_dir, const char *name);
+/* The record's generation, 0 without one. */
+unsigned sandbox_rest_generation(const char *state_dir, const char *name);
+
+/* ---- shared by rest.c and rest_hibernate.c ---- */
+
+/* One change in progress: the sandbox's name, its inspect object (owned)
+ * and its record. */
+typedef struct sandbox_rest_op {
+  const sandbox_ctx *ctx;
+  sm_engine *e;
+  const char *name;
+  json_object *insp;
+  sandbox_rest_record rec;
+  int has_rec;
+  char state[SM_REST_STATE_MAX]; /* what it is now, as list would say */
+  double t0;                     /* sm_monotonic_ms at the start */
+} sandbox_rest_op;
+
+/* The checkpoint of a running or frozen sandbox (op->rec has pending
+ * "hibernated" written): its /workspace saved, its memory written into a
+ * successor container that takes its name. */
+int sandbox_rest_hibernate(sandbox_rest_op *op, sm_error *err);
+/* Back from hibernated: the successor restored from its checkpoint, its
+ * /workspace put back first. */
+int sandbox_rest_restore(sandbox_rest_op *op, sm_error *err);
+/* A hibernation cut short: finished when the checkpoint was written, else
+ * undone. */
+int sandbox_rest_hibernate_recover(sandbox_rest_op *op, sm_error *err);
+/* ---- for snapshots, forks and rollbacks (snapshot.c, fork.c) ---- */
+
+/* The sandbox's key lock and, with alone, its busy lock exclusively (calls
+ * in flight waited for up to o->wait_s, or SM_EBUSY at once with
+ * o->no_wait; o may be NULL). */
+int sandbox_rest_hold(const sandbox_ctx *ctx, const char *name, const sm_rest_options *o, int alone,
+                      sm_state_lock **key, sm_state_lock **busy, sm_error *err);
+/* op for keyed sandbox name, looked at, a change cut short finished or
+ * undone (SM_ENOTFOUND: no such keyed sandbox of the instance). */
+int sandbox_rest_open(const sandbox_ctx *ctx, sm_engine *e, const char *name, sandbox_rest_op *op,
+                      sm_error *err);
+void sandbox_rest_close(sandbox_rest_op *op);
+/* Tells the audit trail, the log and the hook (event "sandbox.<...>" or
+ * "snapshot.created"). */
+void sandbox_rest_notify(sandbox_rest_op *op, const char *event, const char *state,
+                         const char *previous, const char *previous_id, const char *why);
+
+/* Whether the engine can checkpoint this sandbox: 0, or SM_EUNSUPPORTED
+ * saying what is missing. *gvisor: its runtime is gVisor. */
+int sandbox_rest_can_checkpoint(sm_engine *e, json_object *insp, int *gvisor, sm_error *err);
+
+#endif

@@ -1,0 +1,249 @@
+/* A snapshot of a keyed sandbox (sandman/keep.h, docs/state.md): its
+ * writable layer committed as an image, its /workspace as a tar with a
+ * manifest, one moment of it.
+ *
+ * The sandbox is held as for a pause (its key lock, its busy lock alone:
+ * calls in flight are waited for, none starts) and frozen while its layer
+ * and /workspace are read. A call with leased credentials runs in a
+ * container of its own beside the sandbox (lease_box.h), sharing its
+ * /workspace: a snapshot is refused while one runs, and never reads that
+ * container. Everything is made in a temporary folder and renamed into
+ * place last (snap_store.h): a crash leaves no half snapshot listed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sandman/log.h>
+#include <sandman/util.h>
+
+#include "common/cleanup.h"
+#include "common/durable.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/rest.h"
+#include "sandbox/sandbox_settings.h"
+#include "sandbox/snap_manifest.h"
+#include "sandbox/snap_store.h"
+#include "sandbox/snapshot.h"
+#include "sandbox/ws_save.h"
+
+static int is(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+
+/* Is a call with leased credentials running beside the sandbox? */
+static int leased_call_running(sm_engine *e, const char *instance, const char *name) {
+  char inst[200], lease[SM_NAME_MAX + 32];
+  snprintf(inst, sizeof inst, "io.sandman.instance=%s", instance);
+  snprintf(lease, sizeof lease, "io.sandman.lease=%s", name);
+  const char *labels[2] = {inst, lease};
+  json_object *list = NULL;
+  sm_error ignore = SM_ERROR_INIT;
+  int n = 0;
+  if (sm_engine_container_list(e, 0, labels, 2, &list, &ignore) == 0 && list)
+    n = (int)json_object_array_length(list);
+  json_object_put(list);
+  return n > 0;
+}
+
+static void default_name(char *out, size_t len) {
+  char when[40], hex[9];
+  sm_error ignore = SM_ERROR_INIT;
+  sm_format_time(sm_now(), when, sizeof when);
+  for (char *p = when; *p; p++)
+    if (*p == ':') *p = '-';
+  if (sm_random_hex(hex, 4, &ignore) != 0) snprintf(hex, sizeof hex, "0000");
+  snprintf(out, len, "snap-%s-%s", when, hex);
+}
+
+/* The image's own layer: the first entry of its history. */
+static int64_t layer_size(sm_engine *e, const char *image_id) {
+  char path[SM_ENGINE_ID_MAX + 32];
+  snprintf(path, sizeof path, "/images/%s/history", image_id);
+  json_object *h = NULL;
+  sm_error ignore = SM_ERROR_INIT;
+  int64_t size = 0;
+  if (sm_engine_request_json(e, "GET", path, NULL, NULL, &h, &ignore) == 0 &&
+      json_object_is_type(h, json_type_array) && json_object_array_length(h) > 0) {
+    json_object *s = NULL;
+    if (json_object_object_get_ex(json_object_array_get_idx(h, 0), "Size", &s))
+      size = json_object_get_int64(s);
+  }
+  json_object_put(h);
+  return size;
+}
+
+/* What a fork needs of the source: its config, host config and image. */
+static json_object *source_config(json_object *insp) {
+  json_object *o = json_object_new_object(), *v = NULL;
+  if (o == NULL) return NULL;
+  if (json_object_object_get_ex(insp, "Config", &v)) json_object_object_add(o, "Config", json_object_get(v));
+  if (json_object_object_get_ex(insp, "HostConfig", &v)) json_object_object_add(o, "HostConfig", json_object_get(v));
+  if (json_object_object_get_ex(insp, "Image", &v)) json_object_object_add(o, "Image", json_object_get(v));
+  return o;
+}
+
+static json_object *image_labels(const sm_snapshot *s, const char *instance) {
+  json_object *c = json_object_new_object(), *l = json_object_new_object();
+  char when[40];
+  sm_format_time(s->created_at, when, sizeof when);
+  json_object_object_add(l, "io.sandman.snapshot", json_object_new_string("true"));
+  json_object_object_add(l, "io.sandman.snapshot.instance", json_object_new_string(instance));
+  json_object_object_add(l, "io.sandman.snapshot.name", json_object_new_string(s->name));
+  json_object_object_add(l, "io.sandman.snapshot.key", json_object_new_string(s->key));
+  json_object_object_add(l, "io.sandman.snapshot.owner", json_object_new_string(s->owner));
+  json_object_object_add(l, "io.sandman.snapshot.source", json_object_new_string(s->source));
+  json_object_object_add(l, "io.sandman.snapshot.created", json_object_new_string(when));
+  json_object_object_add(c, "Labels", l);
+  return c;
+}
+
+/* The /workspace tar: read from the frozen sandbox, or the one a stopped
+ * sandbox keeps. */
+static int workspace_into(snapshot_take *t, const char *dir, sm_error *err) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/workspace.tar", dir);
+  if (!is(t->op.state, "stopped"))
+    return sandbox_ws_save(t->op.e, t->id, path, 0, &t->snap.workspace_bytes, err);
+  char kept[PATH_MAX];
+  int rc = sandbox_rest_ws_path(t->op.ctx->state_dir, t->op.name, kept, sizeof kept, err);
+  if (rc) return rc;
+  if (link(kept, path) != 0) return sm_error_set_errno(err, SM_EIO, errno, "linking %s", kept);
+  t->snap.workspace_bytes = t->op.rec.workspace_bytes;
+  return 0;
+}
+
+static int manifest_into(snapshot_take *t, const char *dir, sm_error *err) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/workspace.tar", dir);
+  cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading %s", path);
+  cleanup_json json_object *m = NULL;
+  int rc = snap_manifest_of_tar(fd, &m, &t->snap.files, err);
+  if (rc) return rc;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  const char *text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN);
+  return sm_file_replace(path, text, strlen(text), err);
+}
+
+/* The layer and /workspace while frozen; the sandbox is thawed as soon as
+ * both are read. */
+static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
+  int thaw = 0;
+  int rc = 0;
+  if (is(t->op.state, "running")) {
+    rc = sm_engine_container_pause(t->op.e, t->id, err);
+    if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
+    thaw = rc == 0;
+  }
+  char repo[SM_NAME_MAX], tag[17];
+  char *colon = NULL;
+  snprintf(repo, sizeof repo, "%s", t->snap.image);
+  if ((colon = strrchr(repo, ':')) != NULL) *colon = '\0';
+  snprintf(tag, sizeof tag, "%s", t->snap.key);
+  json_object *labels = image_labels(&t->snap, t->op.ctx->instance);
+  if (rc == 0) rc = sm_engine_container_commit(t->op.e, t->id, repo, tag, labels, 0, t->snap.image_id, err);
+  json_object_put(labels);
+  if (rc) sm_error_wrap(err, "committing its writable layer");
+  t->committed = rc == 0;
+  if (rc == 0) rc = workspace_into(t, tmp, err);
+  if (thaw) {
+    sm_error e = SM_ERROR_INIT;
+    if (sm_engine_container_unpause(t->op.e, t->id, &e) != 0 && e.code != SM_ECONFLICT && rc == 0)
+      rc = sm_error_set(err, e.code, "unfreezing it: %s", e.message);
+  }
+  return rc;
+}
+
+static int take_held(snapshot_take *t, sm_error *err) {
+  const char *st = t->op.state;
+  if (!is(st, "running") && !is(st, "frozen") && !is(st, "stopped"))
+    return sm_error_set(err, SM_ECONFLICT, "sandbox %s is %s: %s", t->op.name, st,
+                        is(st, "hibernated") ? "resume it first, then take its snapshot"
+                                             : "nothing of it is kept to take");
+  char dir[PATH_MAX], tmp[PATH_MAX];
+  int rc = snap_dir(t->op.ctx->state_dir, t->snap.key, dir, sizeof dir, err);
+  if (rc) return rc;
+  if (access(dir, F_OK) == 0)
+    return sm_error_set(err, SM_ECONFLICT, "a snapshot named %s exists already", t->snap.name);
+  rc = snap_tmp_dir(t->op.ctx->state_dir, t->snap.key, tmp, sizeof tmp, err);
+  if (rc) return rc;
+  rc = capture(t, tmp, err);
+  if (rc == 0) rc = manifest_into(t, tmp, err);
+  if (rc == 0) {
+    t->snap.layer_bytes = layer_size(t->op.e, t->snap.image_id);
+    t->snap.duration_ms = sm_monotonic_ms() - t->op.t0;
+    json_object *config = source_config(t->op.insp);
+    rc = snap_meta_write(tmp, t->op.ctx->instance, &t->snap, config, err);
+    json_object_put(config);
+  }
+  /* The commit point: the folder under its key is a whole snapshot. */
+  if (rc == 0 && rename(tmp, dir) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
+  if (rc == 0) {
+    sm_sync_dir_of(dir);
+    return 0;
+  }
+  sm_error ignore = SM_ERROR_INIT;
+  snap_remove_dir(tmp, &ignore);
+  if (t->committed) sm_engine_image_remove(t->op.e, t->snap.image, 0, &ignore);
+  return rc;
+}
+
+static void describe_source(snapshot_take *t) {
+  sm_snapshot *s = &t->snap;
+  json_object *insp = t->op.insp;
+  const char *p = sandbox_label_of(insp, "principal");
+  snprintf(s->owner, sizeof s->owner, "%s", p && *p ? p : SM_PRINCIPAL_CONTROL);
+  snprintf(s->source, sizeof s->source, "%s", t->op.name);
+  snprintf(s->source_id, sizeof s->source_id, "%s", t->id);
+  const char *v;
+  if ((v = sandbox_label_of(insp, "mode"))) snprintf(s->mode, sizeof s->mode, "%s", v);
+  if ((v = sandbox_label_of(insp, "project"))) snprintf(s->project, sizeof s->project, "%s", v);
+  if ((v = sandbox_label_of(insp, "run"))) snprintf(s->run_id, sizeof s->run_id, "%s", v);
+  if ((v = sandbox_label_of(insp, "worker"))) snprintf(s->worker_id, sizeof s->worker_id, "%s", v);
+  snap_key(t->op.ctx->instance, s->owner, s->name, s->key);
+  snap_image_ref(t->op.ctx->instance, s->key, s->image, sizeof s->image);
+  s->created_at = sm_now();
+}
+
+int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name,
+                          const sm_snapshot_options *o, sm_snapshot *out, sm_error *err) {
+  snapshot_take t;
+  memset(&t, 0, sizeof t);
+  if (o && o->name && !snap_name_valid(o->name))
+    return sm_error_set(err, SM_EINVAL,
+                        "snapshot name '%s' is not valid: 1 to 100 letters, digits, '_', '.' or "
+                        "'-', not starting with '.' or '-'",
+                        o->name);
+  if (o && o->name) snprintf(t.snap.name, sizeof t.snap.name, "%s", o->name);
+  else default_name(t.snap.name, sizeof t.snap.name);
+  if (leased_call_running(e, ctx->instance, name))
+    return sm_error_set(err, SM_EBUSY,
+                        "a call with leased credentials is running beside sandbox %s: a snapshot "
+                        "never runs beside one; retry when it has finished",
+                        name);
+  sm_rest_options ro = SM_REST_OPTIONS_INIT;
+  ro.no_wait = o && o->no_wait;
+  ro.wait_s = o ? o->wait_s : 0;
+  sm_state_lock *key = NULL, *busy = NULL;
+  int rc = sandbox_rest_hold(ctx, name, &ro, 1, &key, &busy, err);
+  if (rc) return rc;
+  rc = sandbox_rest_open(ctx, e, name, &t.op, err);
+  if (rc == 0) {
+    snprintf(t.id, sizeof t.id, "%s", sandbox_json_str(t.op.insp, "Id", NULL) ? sandbox_json_str(t.op.insp, "Id", NULL) : name);
+    describe_source(&t);
+    rc = take_held(&t, err);
+  }
+  if (rc == 0) {
+    char why[160];
+    snprintf(why, sizeof why, "snapshot %s (%lld files)", t.snap.name, (long long)t.snap.files);
+    sandbox_rest_notify(&t.op, "snapshot.created", "snapshot", t.op.state, t.id, why);
+    *out = t.snap;
+  }
+  sandbox_rest_close(&t.op);
+  sm_state_unlock(busy);
+  sm_state_unlock(key);
+  if (rc) return sm_error_wrap(err, "snapshot of sandbox %s", name);
+  return 0;
+}

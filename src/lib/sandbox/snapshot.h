@@ -1,0 +1,22 @@
+/* Internal to src/lib/sandbox: taking a snapshot (snapshot.c) of a keyed
+ * sandbox; where snapshots live is snap_store.h's. */
+#ifndef SANDMAN_SANDBOX_SNAPSHOT_H
+#define SANDMAN_SANDBOX_SNAPSHOT_H
+
+#include <sandman/keep.h>
+
+#include "sandbox/context.h"
+#include "sandbox/rest.h"
+
+/* One snapshot being taken. */
+typedef struct snapshot_take {
+  sandbox_rest_op op;
+  char id[SM_ENGINE_ID_MAX]; /* the sandbox's container */
+  sm_snapshot snap;
+  int committed;             /* its image was made (removed again on failure) */
+} snapshot_take;
+
+int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name,
+                          const sm_snapshot_options *o, sm_snapshot *out, sm_error *err);
+
+#endif

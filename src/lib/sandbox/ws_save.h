@@ -1,0 +1,24 @@
+/* Internal to src/lib/sandbox: a keyed sandbox's /workspace saved as a tar in
+ * the state directory and put back (ws_save.c): what a stopped or
+ * hibernated sandbox keeps (its /workspace is a tmpfs, gone when its
+ * container stops) and what a snapshot holds. */
+#ifndef SANDMAN_SANDBOX_WS_SAVE_H
+#define SANDMAN_SANDBOX_WS_SAVE_H
+
+#include <stdint.h>
+
+#include <sandman/engine.h>
+#include <sandman/error.h>
+
+/* The tar of container id's /workspace (the engine's archive, entries
+ * "workspace/...") written whole at path: a temporary file beside it,
+ * fsync, rename. *bytes (may be NULL) gets its size. cap: refused past it
+ * (SM_ETOOBIG; 0: no cap). */
+int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap, int64_t *bytes,
+                    sm_error *err);
+/* Puts the tar at path back into container id's /workspace (created or
+ * running; the volume must be mounted: a running container or one beside
+ * it), owners and modes as saved. */
+int sandbox_ws_restore(sm_engine *e, const char *id, const char *path, sm_error *err);
+
+#endif

@@ -1,0 +1,32 @@
+/* The runner's answers: an HTTP status and a JSON body, error answers
+ * ({"error", "failure_kind"}), and the status a call's result or a
+ * library error code maps to. A leaf of src/lib/server: it includes nothing
+ * else of the server, so every route and layer may use it. */
+#ifndef SANDMAN_SERVER_ANSWER_H
+#define SANDMAN_SERVER_ANSWER_H
+
+#include <json-c/json.h>
+
+#include <sandman/run.h>
+
+/* An answer: HTTP status and a JSON body (owned). */
+typedef struct sm_answer {
+  int status;
+  json_object *body;
+} sm_answer;
+
+/* Fills a {"error", "failure_kind"} answer. */
+void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The error answer of a library error code (message: the error's own
+ * words, or the code's default when empty): 404, 409, 403, 401, 400, 413,
+ * 504, else 503 ("engine" for the engine's codes, "sandbox" otherwise). */
+void sm_answer_error_code(sm_answer *a, int code, const char *message);
+
+/* The status of a call's result: 403 refused by policy, 503 when the
+ * engine failed or the sandbox could not be made or used (nothing ran: an
+ * isolation that cannot be had is refused, never weakened), else 200. */
+int sm_answer_status_of(const sm_run_result *res);
+
+#endif

@@ -1,0 +1,1078 @@
+/* HTTP plumbing on libmicrohttpd: routing, bearer tokens, body limits and
+ * deadlines, request ids and answers.
+ *
+ * Connections reach libmicrohttpd through the gate (gate.c) once their
+ * request head is complete, and every answer closes its connection, so a
+ * slow client never holds one of libmicrohttpd's connections while it
+ * sends a head. A small pool of I/O threads (MHD_OPTION_THREAD_POOL_SIZE)
+ * reads requests.
+ * Routes that block (tool calls, engine queries) suspend their connection
+ * and go to the call threads of server.c; when the answer is ready the
+ * connection is resumed and the answer queued from the I/O thread. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include <sandman/log.h>
+#include <sandman/ops.h>
+#include <sandman/util.h>
+#include <sandman/version.h>
+
+#include "common/buf.h"
+#include "server/server_core.h"
+#include "server/context_route.h"
+#include "server/files_route.h"
+#include "server/server_watch.h"
+#include "server/mcp_route.h"
+#include <sandman/keep.h>
+
+#include "server/sandboxes_route.h"
+#include "server/stream.h"
+#include "server/terminal_route.h"
+#include "server/port_route.h"
+#include "server/preview.h"
+#include "server/preview_route.h"
+
+#define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
+#define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
+/* The gate keeps to --max-connections; libmicrohttpd's own limit, which it
+ * splits among its I/O threads, must never be the one that refuses (it
+ * would close a connection without a word). */
+#define CONNECTION_SLACK 16
+/* From a complete request head: the body must be in by then, and a body
+ * read only to be dropped (the answer is decided) by DRAIN_TIMEOUT_MS. */
+#define REQUEST_TIMEOUT_MS 30000.0
+#define DRAIN_TIMEOUT_MS 10000.0
+#define METRICS_MAX (4 * 1024 * 1024)
+#define GENERIC_401 "missing or invalid token"
+/* Bodies of requests already refused are read and dropped up to this much,
+ * so that clients that write a whole body before reading the answer (most
+ * HTTP libraries) get the answer rather than a reset connection. Past it,
+ * or when the client waits for "100 Continue", the answer goes at once. */
+#define DRAIN_MAX ((uint64_t)64 * 1024 * 1024)
+#define STREAM_BLOCK (64 * 1024) /* what a streamed answer hands libmicrohttpd at once */
+
+typedef enum {
+  R_NOT_FOUND = 0,
+  R_BAD_METHOD,
+  R_HEALTHZ,
+  R_EXECUTE,
+  R_LEASES,
+  R_HANDLE,
+  R_SANDBOXES,
+  R_REAP,
+  R_METRICS,
+  R_FILES,
+  R_MCP,
+  R_AUDIT,
+  R_APPROVALS,
+  R_SANDBOX,
+  R_CONTEXTS,
+  R_TERMINALS,
+  R_PORT,
+  R_PREVIEWS,
+  R_PREVIEW,
+} route_id;
+
+static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
+                                          "leases",    "handles", "sandboxes", "reap",
+                                          "metrics",   "files",   "mcp",       "audit",
+                                          "approvals", "sandbox", "contexts",  "terminals",
+                                          "ports",     "previews",  "preview"};
+
+typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
+/* READING: the body is buffered. DRAIN: the answer is decided (an error)
+ * and the body is read and dropped before it is sent. RUNNING: a call
+ * thread has the request. DONE: its answer waits to be queued. UPLOAD: a
+ * call thread reads the body as it arrives (stream.h). STREAM: a call
+ * thread has the request and answers through its stream. */
+typedef enum {
+  ST_READING = 0,
+  ST_DRAIN,
+  ST_RUNNING,
+  ST_DONE,
+  ST_ANSWERED,
+  ST_UPLOAD,
+  ST_STREAM,
+} req_state;
+
+typedef struct req_ctx {
+  sm_server *srv;
+  struct MHD_Connection *conn;
+  char id[17];
+  char method[8];
+  route_id route;
+  char handle_id[SM_HANDLE_ID_LEN + 1];
+  char sandbox_id[SM_NAME_MAX];  /* /v1/sandboxes/{id} */
+  int sandbox_op;                /* its sm_sandboxes_op */
+  auth_state auth;
+  char *token;         /* presented token when its check waits for the body */
+  sm_buf body;
+  size_t counted;      /* bytes charged to the server's body budget */
+  int has_body;        /* Content-Length > 0 or a chunked body */
+  int expect_continue; /* the client waits for 100 Continue */
+  uint64_t declared;   /* Content-Length, 0 if none */
+  uint64_t drained;
+  req_state state;
+  double t0;
+  sm_answer answer;
+  char *raw;           /* non-JSON answer (metrics) */
+  size_t raw_len;
+  const char *allow;    /* Allow header of a 405 (NULL: the route's) */
+  int status;
+  int accept_stream;    /* Accept: application/x-ndjson */
+  sm_stream *stream;    /* streamed body or answer (one reference) */
+  sm_files_req *files;  /* until its job takes it */
+  char files_name[16];  /* the route's last segment */
+  sm_mcp_req *mcp;      /* until its job takes it */
+  sm_sandboxes_req *sbx; /* the sandboxes routes' request */
+  context_req *contexts; /* until its job takes it */
+  server_terminal_req *term;
+  server_port_req *port_req;  /* until its job takes it (port_route.c) */
+  unsigned port;              /* /v1/sandboxes/{id}/ports/{port} */
+  const char *port_path;      /* and the path after it (in the url) */
+  char preview_token[SERVER_PREVIEW_TOKEN_LEN + 1]; /* /preview/{token}: "" a bad one */
+  server_preview_ask preview_ask; /* POST /v1/sandboxes/{id}/previews */  /* until its job takes it (terminal_route.c) */
+  server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
+} req_ctx;
+
+/* ---- answers ---- */
+
+/* Queues r (and drops our reference to it). */
+static enum MHD_Result send_response(req_ctx *c, struct MHD_Response *r, int status) {
+  /* One request per connection: the next one goes through the gate again
+   * (a kept-alive connection would let a client trickle its next head to
+   * libmicrohttpd directly). */
+  MHD_add_response_header(r, "Connection", "close");
+  enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = status;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
+    if (status == 401 || status == 403 || status == 400 || status == 413 || status == 404)
+      sm_metrics_failure(c->srv->metrics, "policy");
+  }
+  return ret;
+}
+
+static enum MHD_Result queue_answer(req_ctx *c) {
+  char *data;
+  size_t len;
+  const char *ctype;
+  int status;
+  if (c->raw) {
+    data = c->raw;
+    len = c->raw_len;
+    c->raw = NULL;
+    ctype = "text/plain; version=0.0.4; charset=utf-8";
+    status = c->answer.status ? c->answer.status : 200;
+  } else {
+    if (c->answer.body == NULL) sm_answer_error(&c->answer, 500, "sandbox", "internal error");
+    size_t n = 0;
+    const char *s = json_object_to_json_string_length(
+        c->answer.body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    data = malloc(n + 2);
+    if (data == NULL) return MHD_NO;
+    memcpy(data, s, n);
+    data[n] = '\n';
+    data[n + 1] = '\0';
+    len = n + 1;
+    ctype = "application/json";
+    status = c->answer.status;
+  }
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+  if (r == NULL) {
+    free(data);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", ctype);
+  MHD_add_response_header(r, "X-Request-Id", c->id);
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+  if (status == 405) {
+    /* Every route that answers 405 names its methods (match_route and the
+     * other matchers set c->allow). */
+    if (c->allow) MHD_add_response_header(r, "Allow", c->allow);
+  }
+  return send_response(c, r, status);
+}
+
+static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, const char *msg) {
+  if (c->answer.body) json_object_put(c->answer.body);
+  c->answer.body = NULL;
+  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  return queue_answer(c);
+}
+
+/* An error decided before the body is read: answered now when there is no
+ * body to wait for, else once it has been read and dropped. */
+static enum MHD_Result decide_answer(req_ctx *c) {
+  if (!c->has_body) return queue_answer(c);
+  if (c->expect_continue || c->declared > DRAIN_MAX) return queue_answer(c);
+  sm_buf_dispose(&c->body);
+  sm_buf_init(&c->body, 0);
+  c->state = ST_DRAIN;
+  return MHD_YES;
+}
+
+static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const char *msg) {
+  if (c->answer.body) json_object_put(c->answer.body);
+  c->answer.body = NULL;
+  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  return decide_answer(c);
+}
+
+/* ---- streamed requests (stream.h) ---- */
+
+static void stream_response_free(void *cls) { sm_stream_unref(cls); }
+
+static enum MHD_Result queue_stream(req_ctx *c) {
+  int status;
+  int64_t len;
+  const char *ctype, *h1, *v1, *h2, *v2;
+  sm_stream_head(c->stream, &status, &ctype, &len, &h1, &v1, &h2, &v2);
+  sm_stream_ref(c->stream); /* the response's: libmicrohttpd may read after completion */
+  struct MHD_Response *r = MHD_create_response_from_callback(
+      len < 0 ? MHD_SIZE_UNKNOWN : (uint64_t)len, STREAM_BLOCK, sm_stream_reader, c->stream,
+      stream_response_free);
+  if (r == NULL) {
+    sm_stream_unref(c->stream);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", ctype);
+  MHD_add_response_header(r, "X-Request-Id", c->id);
+  MHD_add_response_header(r, "Cache-Control", "no-store");
+  if (h1) MHD_add_response_header(r, h1, v1);
+  if (h2) MHD_add_response_header(r, h2, v2);
+  return send_response(c, r, status);
+}
+
+/* Where the call of a streamed request stands: its streamed answer, its
+ * JSON answer, or a wait (the connection suspended until the call side
+ * resumes it). */
+static enum MHD_Result stream_step(req_ctx *c) {
+  switch (sm_stream_wait(c->stream, 1)) {
+    case SM_STREAM_BEGUN:
+      return queue_stream(c);
+    case SM_STREAM_ANSWERED:
+      sm_stream_take_answer(c->stream, &c->answer);
+      return queue_answer(c);
+    default:
+      return MHD_YES;
+  }
+}
+
+static void files_discard(void *arg) { sm_files_req_free(arg); }
+static void term_discard(void *arg) { server_terminal_req_free(arg); }
+static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
+static void contexts_discard(void *arg) { context_req_free(arg); }
+static void port_discard(void *arg) { server_port_req_free(arg); }
+
+static int stream_open(req_ctx *c) {
+  c->stream = sm_stream_new(c->conn, NULL, NULL);
+  return c->stream ? 0 : -1;
+}
+
+/* Hands a request to a call thread that answers through its stream;
+ * discard frees arg when no thread takes it. */
+static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg,
+                                       void (*discard)(void *)) {
+  c->state = ST_STREAM;
+  if (sm_server_submit(c->srv, fn, arg) != 0) {
+    if (discard) discard(arg);
+    c->state = ST_READING;
+    return answer_error(c, 503, "sandbox",
+                        "the runner is overloaded: too many calls waiting; try again later");
+  }
+  return stream_step(c);
+}
+
+/* File events: threads of their own (server_watch.h), never a call thread. */
+static enum MHD_Result dispatch_watch(req_ctx *c, sm_files_req *f) {
+  c->state = ST_STREAM;
+  if (server_watches_start(c->srv->watches, f, &c->answer) != 0) {
+    c->state = ST_READING;
+    return queue_answer(c);
+  }
+  return stream_step(c);
+}
+
+/* ---- the handlers that run on call threads ---- */
+
+static void finish_job(req_ctx *c) {
+  sm_server *srv = c->srv;
+  /* The state change and the resume happen in this order under MHD's own
+   * lock, so the I/O thread sees ST_DONE when it calls us again. */
+  c->state = ST_DONE;
+  (void)srv;
+  MHD_resume_connection(c->conn);
+}
+
+/* The request's connection stays suspended until the call begins a
+ * streamed answer or finishes: c is not touched after that. */
+static void job_execute(void *arg) {
+  req_ctx *c = arg;
+  sm_server *srv = c->srv;
+  sm_stream *s = c->stream;
+  sm_stream_ref(s);
+  sm_log_set_request_id(c->id);
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight++;
+  pthread_mutex_unlock(&srv->mu);
+  sm_answer a = {0, NULL};
+  sm_call *streamed = NULL;
+  sm_execute_route(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+                  c->accept_stream, &streamed, &a);
+  if (streamed) sm_execute_streamed(streamed, s); /* c may be gone once it begins */
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight--;
+  pthread_mutex_unlock(&srv->mu);
+  if (!sm_stream_begun(s)) sm_stream_finish(s, 0, &a);
+  if (a.body) json_object_put(a.body);
+  sm_stream_unref(s);
+}
+
+static void job_handle_delete(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_handle_route_delete(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+  finish_job(c);
+}
+
+static void job_metrics(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_metrics_gauges g;
+  sm_server_gauges(c->srv, &g, 1);
+  sm_buf b;
+  sm_buf_init(&b, METRICS_MAX);
+  sm_metrics_render(c->srv->metrics, &g, &b);
+  size_t n = 0;
+  c->raw = sm_buf_steal(&b, &n);
+  c->raw_len = n;
+  if (c->raw == NULL) sm_answer_error(&c->answer, 503, "sandbox", "out of memory");
+  else c->answer.status = 200;
+  finish_job(c);
+}
+
+static int engine_error_answer(sm_answer *a, const sm_error *err, const char *what) {
+  int engine = err->code == SM_EUNREACHABLE || err->code == SM_EENGINE ||
+               err->code == SM_ETIMEOUT || err->code == SM_EPROTOCOL || err->code == SM_ETLS;
+  sm_answer_error(a, engine ? 503 : 400, engine ? "engine" : "policy", "%s: %s", what,
+                  err->message[0] ? err->message : sm_error_default_message(err->code));
+  return 0;
+}
+
+static void job_sandboxes(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_sandboxes_run(c->sbx, c->body.data, c->body.len, &c->answer);
+  finish_job(c);
+}
+
+static void job_previews(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  server_preview_create(c->srv, c->sandbox_id, &c->preview_ask, c->auth == AUTH_CONTROL, c->token,
+                        &c->answer);
+  finish_job(c);
+}
+
+static void job_reap(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  sm_error err = SM_ERROR_INIT;
+  json_object *body = NULL;
+  sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
+  sm_ops_scope scope;
+  if (c->body.len > 0 && sm_server_json_object(c->body.data, c->body.len, &body, &err) != 0) {
+    sm_answer_error(&c->answer, 400, "policy", "%s", err.message);
+  } else if (sm_ops_reap_options_from_json(body, &ro, &err) != 0) {
+    sm_answer_error(&c->answer, 400, "policy", "%s", err.message);
+  } else if (c->srv->opts.runner == NULL) {
+    sm_answer_error(&c->answer, 503, "engine", "this runner has no engine");
+  } else {
+    sm_ops_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (sm_ops_scope_from_runner(&scope, c->srv->opts.runner, &err) != 0 ||
+        sm_ops_reap(&scope, &ro, &rep, &err) != 0) {
+      engine_error_answer(&c->answer, &err, "reaping sandboxes");
+    } else {
+      sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
+             ro.dry_run ? " (dry run)" : "");
+      sm_ops_report_audit(&rep, "sandbox.reaped", c->srv->opts.audit);
+      c->answer.status = 200;
+      c->answer.body = sm_ops_report_to_json(&rep);
+      sm_ops_report_dispose(&rep);
+    }
+  }
+  if (body) json_object_put(body);
+  finish_job(c);
+}
+
+/* On a call thread: collecting the proxy's decisions talks to the engine. */
+static void job_audit(void *arg) {
+  req_ctx *c = arg;
+  sm_log_set_request_id(c->id);
+  char why[512];
+  json_object *body = NULL;
+  int status = sm_server_audit_get(c->srv, c->conn, &body, why, sizeof why);
+  if (status == 200) {
+    c->answer.status = 200;
+    c->answer.body = body;
+  } else {
+    sm_answer_error(&c->answer, status, status == 500 || status == 503 ? "sandbox" : "policy", "%s", why);
+  }
+  finish_job(c);
+}
+
+static enum MHD_Result dispatch(req_ctx *c, void (*fn)(void *)) {
+  c->state = ST_RUNNING;
+  MHD_suspend_connection(c->conn);
+  if (sm_server_submit(c->srv, fn, c) != 0) {
+    MHD_resume_connection(c->conn);
+    c->state = ST_READING;
+    return answer_error(c, 503, "sandbox",
+                        "the runner is overloaded: too many calls waiting; try again later");
+  }
+  return MHD_YES;
+}
+
+/* ---- inline handlers ---- */
+
+static void healthz(req_ctx *c) {
+  sm_server *srv = c->srv;
+  json_object *o = json_object_new_object();
+  json_object *e = json_object_new_object();
+  pthread_mutex_lock(&srv->mu);
+  int up = srv->engine_up;
+  int has_engine = srv->opts.runner != NULL;
+  int degraded = srv->opts.degraded || srv->draining ||
+                 (has_engine && !up && srv->opts.mode != SM_MODE_NONE);
+  json_object_object_add(e, "host", srv->engine_host[0]
+                                        ? json_object_new_string(srv->engine_host)
+                                        : NULL);
+  json_object_object_add(e, "reachable", json_object_new_boolean(up));
+  json_object_object_add(e, "version", up && srv->engine_version[0]
+                                           ? json_object_new_string(srv->engine_version)
+                                           : NULL);
+  json_object_object_add(e, "api_version", up && srv->engine_api[0]
+                                               ? json_object_new_string(srv->engine_api)
+                                               : NULL);
+  if (!up && srv->engine_error[0])
+    json_object_object_add(e, "error", json_object_new_string(srv->engine_error));
+  int draining = srv->draining;
+  pthread_mutex_unlock(&srv->mu);
+  json_object_object_add(o, "status", json_object_new_string(degraded ? "degraded" : "ok"));
+  json_object_object_add(o, "version", json_object_new_string(sm_version()));
+  json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(srv->opts.mode)));
+  json_object_object_add(o, "pool", srv->pool ? json_object_new_string(srv->pool) : NULL);
+  if (srv->opts.degraded)
+    json_object_object_add(o, "fallback", json_object_new_boolean(1));
+  if (draining) json_object_object_add(o, "draining", json_object_new_boolean(1));
+  json_object_object_add(o, "engine", e);
+  c->answer.status = 200;
+  c->answer.body = o;
+}
+
+/* ---- requests ---- */
+
+/* Is method one of methods ("GET", "GET, POST", ...)? HEAD is GET. */
+static int method_in(const char *methods, const char *method) {
+  if (strcmp(method, "HEAD") == 0) method = "GET";
+  size_t n = strlen(method);
+  for (const char *p = methods; *p;) {
+    size_t k = strcspn(p, ",");
+    if (k == n && strncmp(p, method, n) == 0) return 1;
+    p += k;
+    p += strspn(p, ", ");
+  }
+  return 0;
+}
+
+/* A route that answers only methods: r when method is one of them, else
+ * R_BAD_METHOD; either way the 405's Allow header is methods. */
+static route_id only(route_id r, const char *methods, const char *method, const char **allow) {
+  *allow = methods;
+  return method_in(methods, method) ? r : R_BAD_METHOD;
+}
+
+/* handle_id gets the id of /v1/handles/{id} or /v1/approvals/{id}. */
+static route_id match_route(const char *url, const char *method, char *handle_id,
+                            const char **allow) {
+  static const struct {
+    const char *path, *methods;
+    route_id route;
+  } exact[] = {
+      {"/healthz", "GET", R_HEALTHZ},
+      {"/metrics", "GET", R_METRICS},
+      {"/v1/execute", "POST", R_EXECUTE},
+      {"/v1/leases", "POST", R_LEASES},
+      {"/v1/sandboxes", "GET, POST", R_SANDBOXES},
+      {"/v1/audit", "GET", R_AUDIT},
+      {"/v1/sandboxes/reap", "POST", R_REAP},
+      {"/v1/approvals", "GET", R_APPROVALS},
+  };
+  for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+    if (strcmp(url, exact[i].path) == 0)
+      return only(exact[i].route, exact[i].methods, method, allow);
+  if (strncmp(url, "/v1/approvals/", 14) == 0) {
+    /* handle_id holds the approval's id (32 hex digits, as a handle's) */
+    const char *id = url + 14;
+    size_t n = strlen(id);
+    if (n == 0 || n > SM_HANDLE_ID_LEN || strspn(id, "0123456789abcdef") != n) return R_NOT_FOUND;
+    memcpy(handle_id, id, n + 1);
+    return only(R_APPROVALS, "POST", method, allow);
+  }
+  if (strncmp(url, "/v1/handles/", 12) == 0) {
+    const char *id = url + 12;
+    size_t n = strlen(id);
+    if (n == 0 || n > SM_HANDLE_ID_LEN) return R_NOT_FOUND;
+    for (size_t i = 0; i < n; i++)
+      if (!isxdigit((unsigned char)id[i])) return R_NOT_FOUND;
+    memcpy(handle_id, id, n + 1);
+    return only(R_HANDLE, "GET, DELETE", method, allow);
+  }
+  return R_NOT_FOUND;
+}
+
+/* /preview/{token}[/{path}]: any method, no other token (port_route.c). */
+static route_id match_preview_route(req_ctx *c, const char *url) {
+  if (strncmp(url, "/preview/", 9) != 0) return R_NOT_FOUND;
+  const char *tok = url + 9, *slash = strchr(tok, '/');
+  size_t n = slash ? (size_t)(slash - tok) : strlen(tok);
+  if (n == 0 || n > SERVER_PREVIEW_TOKEN_LEN) n = 0;
+  memcpy(c->preview_token, tok, n);
+  c->preview_token[n] = '\0';
+  c->port_path = slash ? slash + 1 : "";
+  return R_PREVIEW;
+}
+
+/* /v1/sandboxes/{id}/ports/{port}[/{path}]: any method (port_route.c). */
+static route_id match_port_route(req_ctx *c, const char *rest) {
+  const char *slash = strchr(rest, '/');
+  size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+  char num[8];
+  int64_t port = 0;
+  if (n == 0 || n >= sizeof num) return R_NOT_FOUND;
+  memcpy(num, rest, n);
+  num[n] = '\0';
+  if (strspn(num, "0123456789") != n || sm_parse_int(num, 1, 65535, &port, NULL) != 0)
+    return R_NOT_FOUND;
+  c->port = (unsigned)port;
+  c->port_path = slash ? slash + 1 : "";
+  return R_PORT;
+}
+
+/* /v1/snapshots (GET) and /v1/snapshots/{name} (GET, DELETE): carried by
+ * the sandboxes routes' request (snapshots_route.c). */
+static route_id match_snapshot_route(req_ctx *c, const char *url, const char *method) {
+  int get = strcmp(method, "GET") == 0, del = strcmp(method, "DELETE") == 0;
+  if (strcmp(url, "/v1/snapshots") == 0) {
+    c->sandbox_op = SM_SNAPSHOTS_LIST;
+    c->allow = "GET";
+    snprintf(c->sandbox_id, sizeof c->sandbox_id, "-");
+    return get ? R_SANDBOX : R_BAD_METHOD;
+  }
+  const char *name = url + 14;
+  size_t n = strlen(name);
+  if (n == 0 || n >= sizeof c->sandbox_id || !sm_server_name_valid(name, SM_SNAPSHOT_NAME_MAX - 1))
+    return R_NOT_FOUND;
+  memcpy(c->sandbox_id, name, n + 1);
+  c->sandbox_op = del ? SM_SNAPSHOTS_DELETE : SM_SNAPSHOTS_GET;
+  c->allow = "GET, DELETE";
+  return get || del ? R_SANDBOX : R_BAD_METHOD;
+}
+
+/* /v1/sandboxes/{id} (GET, DELETE), /v1/sandboxes/{id}/keepalive, /pause,
+ * /resume, /snapshot, /rollback (POST), /diff (GET), /v1/sandboxes/fork
+ * (POST), and the snapshots' routes. */
+static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
+  if (strncmp(url, "/v1/snapshots", 13) == 0 && (url[13] == '\0' || url[13] == '/'))
+    return match_snapshot_route(c, url, method);
+  if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
+  const char *id = url + 14;
+  const char *slash = strchr(id, '/');
+  size_t n = slash ? (size_t)(slash - id) : strlen(id);
+  if (n == 0 || n >= sizeof c->sandbox_id) return R_NOT_FOUND;
+  memcpy(c->sandbox_id, id, n);
+  c->sandbox_id[n] = '\0';
+  if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
+  if (slash && strncmp(slash, "/ports/", 7) == 0) return match_port_route(c, slash + 7);
+  if (slash && strcmp(slash, "/previews") == 0) {
+    c->allow = "POST";
+    return strcmp(method, "POST") == 0 ? R_PREVIEWS : R_BAD_METHOD;
+  }
+  if (slash && strcmp(slash, "/diff") == 0) {
+    c->sandbox_op = SM_SANDBOXES_DIFF;
+    c->allow = "GET";
+    return strcmp(method, "GET") == 0 ? R_SANDBOX : R_BAD_METHOD;
+  }
+  if (slash) {
+    if (strcmp(slash, "/keepalive") == 0) c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
+    else if (strcmp(slash, "/pause") == 0) c->sandbox_op = SM_SANDBOXES_PAUSE;
+    else if (strcmp(slash, "/resume") == 0) c->sandbox_op = SM_SANDBOXES_RESUME;
+    else if (strcmp(slash, "/snapshot") == 0) c->sandbox_op = SM_SANDBOXES_SNAPSHOT;
+    else if (strcmp(slash, "/rollback") == 0) c->sandbox_op = SM_SANDBOXES_ROLLBACK;
+    else return R_NOT_FOUND;
+    c->allow = "POST";
+    return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
+  }
+  if (strcmp(c->sandbox_id, "fork") == 0) {
+    c->sandbox_op = SM_SANDBOXES_FORK;
+    c->allow = "POST";
+    return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
+  }
+  c->allow = "GET, DELETE";
+  c->sandbox_op = strcmp(method, "DELETE") == 0 ? SM_SANDBOXES_DELETE : SM_SANDBOXES_GET;
+  return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
+                 strcmp(method, "DELETE") == 0
+             ? R_SANDBOX
+             : R_BAD_METHOD;
+}
+
+/* The bearer token of the request, or NULL. */
+static const char *bearer(struct MHD_Connection *conn) {
+  const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+  if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
+  h += 7;
+  while (*h == ' ') h++;
+  return *h ? h : NULL;
+}
+
+static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
+  /* All bodies buffered at once stay under a budget of 16 bodies' worth:
+   * many slow uploads cannot exhaust memory before their tokens are even
+   * checked. */
+  size_t budget = srv->opts.max_body * 16;
+  pthread_mutex_lock(&srv->mu);
+  int ok = srv->body_bytes + n <= budget;
+  if (ok) {
+    srv->body_bytes += n;
+    c->counted += n;
+  }
+  pthread_mutex_unlock(&srv->mu);
+  return ok;
+}
+
+/* /v1/files/<name>, /mcp and /v1/contexts... */
+static route_id match_stream_route(req_ctx *c, const char *url, const char *method,
+                                   int *files_op) {
+  if (strcmp(url, "/mcp") == 0) return R_MCP;
+  int ctx_op = context_route_match(url, method, &c->allow);
+  if (ctx_op >= 0) return R_CONTEXTS;
+  if (ctx_op == -2) return R_BAD_METHOD;
+  if (strncmp(url, "/v1/files/", 10) != 0 || strlen(url + 10) >= sizeof c->files_name)
+    return R_NOT_FOUND;
+  snprintf(c->files_name, sizeof c->files_name, "%s", url + 10);
+  *files_op = sm_files_route_op(c->files_name, method);
+  if (*files_op == -1) return R_NOT_FOUND;
+  if (*files_op == -2) {
+    c->allow = sm_files_route_allow(c->files_name);
+    return R_BAD_METHOD;
+  }
+  return R_FILES;
+}
+
+/* A WebSocket handshake's 101 answer: the connection then belongs to the
+ * route's handler (websocket_conn.c). */
+static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const char *accept) {
+  struct MHD_Response *r = server_ws_upgrade_response(u, accept);
+  if (r == NULL) {
+    server_ws_upgrade_done(u);
+    return answer_error(c, 503, "sandbox", "out of memory");
+  }
+  c->upgrade = u;
+  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    c->state = ST_ANSWERED;
+    sm_metrics_http(c->srv->metrics, route_names[c->route], c->status);
+  }
+  return ret;
+}
+
+/* After the token: a terminals request (terminal_route.c); an attach is
+ * answered now. */
+static enum MHD_Result terminals_start(req_ctx *c, const char *url, const char *method) {
+  c->term = server_terminal_req_new(c->srv, c->conn, url, method, c->auth == AUTH_CONTROL, c->token,
+                                    &c->allow, &c->answer);
+  if (c->term == NULL) return decide_answer(c);
+  server_ws_upgrade *u = NULL;
+  char accept[SERVER_WS_ACCEPT_LEN + 1];
+  if (!server_terminal_req_upgrade(c->term, c->conn, &u, accept, &c->answer)) return MHD_YES;
+  if (u == NULL) return decide_answer(c);
+  return queue_upgrade(c, u, accept);
+}
+
+/* After the token: the files request from the query (its own token check
+ * for a worker token), its call thread started at once when the body is
+ * the content. */
+static enum MHD_Result files_start(req_ctx *c, int op) {
+  sm_server *srv = c->srv;
+  c->files = sm_files_req_new(srv, c->conn, (sm_files_op)op, c->id, c->auth == AUTH_CONTROL,
+                              c->token, &c->answer);
+  if (c->files == NULL) return decide_answer(c);
+  if (!sm_files_op_uploads((sm_files_op)op)) return MHD_YES; /* after the body */
+  if (c->declared > srv->opts.max_file_body) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "file body larger than %zu bytes (--max-file-body)",
+             srv->opts.max_file_body);
+    return decide(c, 413, "policy", msg);
+  }
+  if (stream_open(c) != 0) return decide(c, 503, "sandbox", "out of memory");
+  sm_files_req_set_stream(c->files, c->stream);
+  if (sm_server_submit(srv, sm_files_job, c->files) != 0)
+    return decide(c, 503, "sandbox",
+                  "the runner is overloaded: too many calls waiting; try again later");
+  c->files = NULL; /* the job's */
+  c->state = ST_UPLOAD;
+  return MHD_YES;
+}
+
+/* A piece of a streamed body, or its end. */
+static enum MHD_Result upload_step(req_ctx *c, const char *data, size_t *size) {
+  if (*size == 0) return stream_step(c);
+  size_t n = *size;
+  *size = 0;
+  if (sm_stream_push(c->stream, data, n) == SM_STREAM_DROPPED) {
+    /* The call is over (an error, the cap): the rest is read and dropped
+     * up to the drain's limit, then the answer goes. */
+    c->drained += n;
+    if (c->drained > DRAIN_MAX) return stream_step(c);
+  }
+  return MHD_YES;
+}
+
+static enum MHD_Result first_call(req_ctx *c, const char *url, const char *method) {
+  sm_server *srv = c->srv;
+  int files_op = -1;
+  c->route = match_route(url, method, c->handle_id, &c->allow);
+  if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
+  if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
+  if (c->route == R_NOT_FOUND) c->route = match_preview_route(c, url);
+  if (c->route == R_NOT_FOUND && server_terminal_route_match(url)) c->route = R_TERMINALS;
+  const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
+  const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+  const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
+  int64_t n = 0;
+  if (cl && sm_parse_int(cl, 0, INT64_MAX, &n, NULL) != 0) {
+    c->has_body = 0;
+    return decide(c, 400, "policy", "bad Content-Length");
+  }
+  c->declared = (uint64_t)n;
+  c->has_body = n > 0 || (te != NULL && !cl);
+  c->expect_continue = ex != NULL && strcasecmp(ex, "100-continue") == 0;
+  if (srv->draining) return decide(c, 503, "sandbox", "the runner is stopping");
+  if (c->route == R_NOT_FOUND) return decide(c, 404, "policy", "no such route");
+  if (c->route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
+  if (c->route != R_HEALTHZ && c->route != R_PREVIEW) {
+    const char *tok = bearer(c->conn);
+    int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
+                    c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
+                    c->route == R_SANDBOXES || c->route == R_SANDBOX ||
+                    c->route == R_CONTEXTS || c->route == R_TERMINALS || c->route == R_PORT ||
+                    c->route == R_PREVIEWS;
+    if (tok && sm_server_is_control(srv, tok)) {
+      c->auth = AUTH_CONTROL;
+    } else if (tok && worker_ok && strlen(tok) == 64) {
+      /* Possibly a worker token: it is checked against the worker key once
+       * the body (or the handle) names one. */
+      c->auth = AUTH_PENDING;
+      c->token = strdup(tok);
+      if (c->token == NULL) return decide(c, 503, "sandbox", "out of memory");
+    } else {
+      sm_server_audit_token(srv, route_names[c->route], NULL, GENERIC_401);
+      return decide(c, 401, "policy", GENERIC_401);
+    }
+  }
+  if (c->route == R_FILES) return files_start(c, files_op);
+  if (c->route == R_TERMINALS) {
+    enum MHD_Result ret = terminals_start(c, url, method);
+    if (c->state != ST_READING || c->term == NULL) return ret;
+  }
+  if (c->route == R_MCP) {
+    c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
+                            &c->answer);
+    if (c->mcp == NULL) return decide_answer(c);
+  }
+  if (c->route == R_CONTEXTS) {
+    c->contexts = context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
+                                  c->token, &c->answer);
+    if (c->contexts == NULL) return decide_answer(c);
+  }
+  if (c->route == R_PORT || c->route == R_PREVIEW) {
+    c->port_req = server_port_req_new(srv, c->conn, c->sandbox_id, c->port, c->port_path, method,
+                                      c->auth == AUTH_CONTROL, c->token);
+    if (c->port_req == NULL) return decide(c, 503, "sandbox", "out of memory");
+    if (c->route == R_PREVIEW) server_port_req_preview(c->port_req, c->preview_token);
+  }
+  if (c->route == R_PREVIEWS) server_preview_ask_read(c->conn, &c->preview_ask);
+  if (c->route == R_EXECUTE) {
+    const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
+    c->accept_stream = acc && strstr(acc, "application/x-ndjson") != NULL;
+  }
+  if (c->declared > srv->opts.max_body) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
+    return decide(c, 413, "policy", msg);
+  }
+  if (c->route == R_SANDBOXES || c->route == R_SANDBOX) {
+    sm_sandboxes_op op = c->route == R_SANDBOX ? (sm_sandboxes_op)c->sandbox_op
+                         : strcmp(method, "POST") == 0 ? SM_SANDBOXES_CREATE
+                                                       : SM_SANDBOXES_LIST;
+    c->sbx = sm_sandboxes_req_new(srv, c->conn, op, c->route == R_SANDBOX ? c->sandbox_id : NULL,
+                                  c->auth == AUTH_CONTROL, c->token, &c->answer);
+    if (c->sbx == NULL) return decide_answer(c);
+  }
+  return MHD_YES;
+}
+
+static enum MHD_Result body_complete(req_ctx *c) {
+  switch (c->route) {
+    case R_HEALTHZ:
+      healthz(c);
+      return queue_answer(c);
+    case R_EXECUTE:
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      return dispatch_stream(c, job_execute, c, NULL);
+    case R_FILES: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      sm_files_req *f = c->files;
+      sm_files_req_set_stream(f, c->stream);
+      c->files = NULL; /* the job's once submitted */
+      if (sm_files_req_op(f) == SM_FILES_WATCH) return dispatch_watch(c, f);
+      return dispatch_stream(c, sm_files_job, f, files_discard);
+    }
+    case R_MCP: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      sm_mcp_req *m = c->mcp;
+      if (sm_mcp_req_body(m, c->body.data, c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      sm_mcp_req_set_stream(m, c->stream);
+      c->mcp = NULL;
+      return dispatch_stream(c, sm_mcp_job, m, mcp_discard);
+    }
+    case R_CONTEXTS: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      context_req *x = c->contexts;
+      if (context_req_body(x, c->body.data, c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      context_req_set_stream(x, c->stream);
+      c->contexts = NULL;
+      return dispatch_stream(c, context_job, x, contexts_discard);
+    }
+    case R_LEASES:
+      sm_lease_route(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+                    &c->answer);
+      return queue_answer(c);
+    case R_HANDLE:
+      if (strcmp(c->method, "DELETE") == 0) return dispatch(c, job_handle_delete);
+      sm_handle_route_get(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+      return queue_answer(c);
+    case R_SANDBOXES:
+    case R_SANDBOX:
+      return dispatch(c, job_sandboxes);
+    case R_REAP:
+      return dispatch(c, job_reap);
+    case R_METRICS:
+      return dispatch(c, job_metrics);
+    case R_AUDIT:
+      return dispatch(c, job_audit);
+    case R_TERMINALS: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      server_terminal_req *t = c->term;
+      if (server_terminal_req_body(t, c->body.data ? c->body.data : "", c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      server_terminal_req_set_stream(t, c->stream);
+      c->term = NULL;
+      return dispatch_stream(c, server_terminal_job, t, term_discard);
+    }
+    case R_PREVIEWS:
+      return dispatch(c, job_previews);
+    case R_PORT:
+    case R_PREVIEW: {
+      if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
+      server_port_req *pr = c->port_req;
+      if (server_port_req_body(pr, c->body.data ? c->body.data : "", c->body.len) != 0)
+        return answer_error(c, 503, "sandbox", "out of memory");
+      server_port_req_set_stream(pr, c->stream);
+      c->port_req = NULL;
+      return dispatch_stream(c, server_port_job, pr, port_discard);
+    }
+    case R_APPROVALS:
+      sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
+                                c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
+      return queue_answer(c);
+    default:
+      return answer_error(c, 404, "policy", "no such route");
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  sm_server *srv = cls;
+  req_ctx *c = *con_cls;
+  if (c == NULL) {
+    c = calloc(1, sizeof *c);
+    if (c == NULL) return MHD_NO;
+    c->srv = srv;
+    c->conn = conn;
+    c->t0 = sm_monotonic_ms();
+    sm_server_random_hex(c->id, 8);
+    snprintf(c->method, sizeof c->method, "%s", method);
+    sm_buf_init(&c->body, srv->opts.max_body);
+    *con_cls = c;
+    pthread_mutex_lock(&srv->mu);
+    srv->requests_open++;
+    pthread_mutex_unlock(&srv->mu);
+    sm_log_set_request_id(c->id);
+    return first_call(c, url, method);
+  }
+  sm_log_set_request_id(c->id);
+  if (c->state == ST_DONE) return queue_answer(c);
+  if (c->state == ST_STREAM) {
+    *upload_data_size = 0;
+    return stream_step(c);
+  }
+  if (c->state == ST_UPLOAD) return upload_step(c, upload_data, upload_data_size);
+  if (c->state == ST_ANSWERED || c->state == ST_RUNNING) {
+    *upload_data_size = 0; /* answered at once (connection closes): drop the rest */
+    return MHD_YES;
+  }
+  if (c->state == ST_DRAIN) {
+    if (*upload_data_size == 0) return queue_answer(c);
+    c->drained += *upload_data_size;
+    *upload_data_size = 0;
+    /* Past the drain's limits the answer goes at once (and the client,
+     * still writing, may see the connection reset). */
+    if (c->drained > DRAIN_MAX || sm_monotonic_ms() - c->t0 > DRAIN_TIMEOUT_MS)
+      return queue_answer(c);
+    return MHD_YES;
+  }
+  if (*upload_data_size > 0) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    if (sm_monotonic_ms() - c->t0 > REQUEST_TIMEOUT_MS)
+      return answer_error(c, 408, "policy", "the request body did not arrive in time");
+    if (c->body.len + n > srv->opts.max_body) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
+      c->drained = c->body.len + n;
+      c->declared = 0;
+      /* The client is sending already (a chunked body, or one whose length
+       * was not given): read the rest and drop it, then answer 413, even
+       * when it asked for 100 Continue, so it gets the answer and no reset. */
+      c->expect_continue = 0;
+      return decide(c, 413, "policy", msg);
+    }
+    if (!charge_body(srv, c, n)) {
+      return decide(c, 503, "sandbox",
+                    "the runner is overloaded: too many large requests at once");
+    }
+    if (sm_buf_append(&c->body, upload_data, n) != 0) return MHD_NO;
+    return MHD_YES;
+  }
+  return body_complete(c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  sm_server *srv = cls;
+  req_ctx *c = *con_cls;
+  if (c == NULL) return;
+  *con_cls = NULL;
+  sm_log_set_request_id(c->id);
+  double ms = sm_monotonic_ms() - c->t0;
+  int early = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+  sm_log_event(c->status >= 500 ? SM_LOG_WARN : SM_LOG_INFO, "http.request",
+               SM_LOG_FIELDS(SM_LOG_STR("method", c->method), SM_LOG_STR("route", route_names[c->route]),
+                             SM_LOG_INT("status", c->status), SM_LOG_NUM("duration_ms", ms),
+                             SM_LOG_BOOL("ended_early", early)),
+               "%s %s -> %d in %.1f ms%s", c->method, route_names[c->route], c->status, ms,
+               early ? " (connection ended early)" : "");
+  sm_log_set_request_id(NULL);
+  if (c->token) {
+    OPENSSL_cleanse(c->token, strlen(c->token));
+    free(c->token);
+  }
+  if (c->body.data) OPENSSL_cleanse(c->body.data, c->body.len);
+  sm_buf_dispose(&c->body);
+  if (c->answer.body) json_object_put(c->answer.body);
+  free(c->raw);
+  if (c->stream) sm_stream_detach(c->stream);
+  sm_files_req_free(c->files);
+  sm_mcp_req_free(c->mcp);
+  sm_sandboxes_req_free(c->sbx);
+  context_req_free(c->contexts);
+  server_terminal_req_free(c->term);
+  server_port_req_free(c->port_req);
+  server_ws_upgrade_done(c->upgrade);
+  pthread_mutex_lock(&srv->mu);
+  srv->body_bytes -= c->counted;
+  srv->requests_open--;
+  pthread_cond_broadcast(&srv->cv_idle);
+  pthread_mutex_unlock(&srv->mu);
+  free(c);
+}
+
+/* libmicrohttpd 0.9.75 learns that a socket is not TCP only from EINVAL,
+ * ENOPROTOOPT or ENOTSOCK; a unix socket answers EOPNOTSUPP, so after every
+ * answer it tries TCP_NODELAY and TCP_CORK again and says the data "could
+ * not be pushed" (a delay of "200ms - 5 sec"). On a unix socket nothing is
+ * held back: the answer is in the peer's buffer before these calls (see
+ * docs/performance.md). Those three lines say nothing there. */
+static int mhd_noise(const sm_server *srv, const char *fmt) {
+  return strncmp(srv->address, "unix:", 5) == 0 &&
+         (strncmp(fmt, "Setting %s option to %s state failed", 36) == 0 ||
+          strncmp(fmt, "Failed to push the data from buffers", 36) == 0);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  if (mhd_noise(cls, fmt)) return;
+  char line[512];
+  vsnprintf(line, sizeof line, fmt, ap);
+  size_t n = strlen(line);
+  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+  sm_log(SM_LOG_DEBUG, "http: %s", line);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  sm_gate_connection(cls, conn, socket_context, toe == MHD_CONNECTION_NOTIFY_STARTED);
+}
+
+int sm_http_start(sm_server *srv, sm_error *err) {
+  /* libmicrohttpd never accepts: the gate hands it complete heads. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_UPGRADE;
+  /* The logger first: libmicrohttpd prints what comes before it itself. */
+  srv->mhd = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+      MHD_OPTION_THREAD_POOL_SIZE, srv->opts.io_threads, MHD_OPTION_CONNECTION_LIMIT,
+      (srv->opts.max_connections + CONNECTION_SLACK) * srv->opts.io_threads,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+      on_connection, srv, MHD_OPTION_END);
+  if (srv->mhd == NULL)
+    return sm_error_set(err, SM_EIO, "libmicrohttpd could not start on %s", srv->address);
+  return sm_gate_start(srv, err);
+}
+
+void sm_http_quiesce(sm_server *srv) { sm_gate_stop(srv); }
+
+void sm_http_stop(sm_server *srv) {
+  sm_gate_stop(srv);
+  if (srv->mhd) MHD_stop_daemon(srv->mhd);
+  srv->mhd = NULL;
+  sm_gate_free(srv);
+}
