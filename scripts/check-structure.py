@@ -27,9 +27,9 @@
       <module>_<what>, the module being the folder under src/lib/ or
       src/shared/ (or src/, for a program's files): never the public sm_
       prefix, never a short form (ws_, bk_). No static function in SRC_DIR
-      is named sm_*. Names listed in KNOWN_FILE
-      (default scripts/names-known.txt; violations from before the rule,
-      being renamed) are reported as known.
+      is named sm_*, nor is a type defined there that no public header
+      names. Names listed in KNOWN_FILE (default scripts/names-known.txt;
+      violations from before the rule, being renamed) are reported as known.
 
 Exit 0 when the check holds, 1 with one line per problem when it does not.
 """
@@ -346,6 +346,33 @@ def names_statics(src_dir):
     return out
 
 
+def names_types(src_dir, include_dir):
+    """(path, line, name) of each type src_dir defines named sm_* (a typedef
+    name, or a struct, enum or union tag) that no public header names."""
+    public_words = set()
+    for name in os.listdir(include_dir):
+        if name.endswith(".h"):
+            public_words.update(re.findall(r"\w+", open(os.path.join(include_dir, name),
+                                                         encoding="utf-8").read()))
+    pats = [re.compile(r"\}\s*(sm_\w+)\s*;"),
+            re.compile(r"\btypedef\s+(?:struct|enum|union)\s+\w+\s+(sm_\w+)\s*;"),
+            re.compile(r"\btypedef\b[^;(]*\(\s*\*\s*(sm_\w+)\s*\)"),
+            re.compile(r"\b(?:struct|enum|union)\s+(sm_\w+)\s*\{")]
+    out, seen = [], set()
+    for root, _, files in sorted(os.walk(src_dir)):
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                path = os.path.join(root, f)
+                text = open(path, encoding="utf-8").read()
+                for pat in pats:
+                    for m in pat.finditer(text):
+                        name = m.group(1)
+                        if name not in public_words and (path, name) not in seen:
+                            seen.add((path, name))
+                            out.append((path, text.count("\n", 0, m.start(1)) + 1, name))
+    return sorted(out)
+
+
 def names_known(path):
     if not os.path.exists(path):
         return set()
@@ -382,6 +409,11 @@ def check_names(objdir, include_dir, src_dir, known_file=NAMES_KNOWN_FILE):
             n_known += 1
             continue
         problems.append(f"{path}:{line}: static {fn} has the public prefix sm_")
+    for path, line, name in names_types(src_dir, include_dir):
+        if name in known:
+            n_known += 1
+            continue
+        problems.append(f"{path}:{line}: internal type {name} has the public prefix sm_")
     if not problems:
         print(f"names: {len(public)} public functions named sm_<header>_... "
               f"({len(PUBLIC_KEPT)} kept from before the rule), {n_internal} internal ones "
