@@ -28,4 +28,8 @@
 #include <sandman/hostroute.h>
 #include <sandman/broker.h>
 #include <sandman/terminal.h>
+#include <sandman/keep.h>
+#include <sandman/ports.h>
+#include <sandman/mcp_client.h>
+#include <sandman/server.h>
 #endif
