@@ -6,7 +6,7 @@
  *
  * Only what signals an attack on the host's resources (the byte, entry and
  * path-length caps; a stream that is not a valid tar) or an I/O failure on
- * the host still fails a whole copy out (workspace.c). */
+ * the host still fails a whole copy out (workspace_out.c). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* What a copy in uploads: the entries that changed on the host, and every
  * directory above each of them, before it in the stream.
  *
- * Who extracts it decides how safe that is (workspace.c). The engine's
+ * Who extracts it decides how safe that is (workspace_in.c). The engine's
  * archive upload runs as root and resolves each member's path in the
  * container, following the sandbox's symbolic links there (the read-only
  * root does not bind it): a directory that a tool replaced by "d -> /etc"

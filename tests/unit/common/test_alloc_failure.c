@@ -128,7 +128,7 @@ static int manifest_round_trip(void *ud) {
   ws_manifest_init(&back_held);
   sm_error err = SM_ERROR_INIT;
   int rc = ws_probe_parse(files_text, sizeof files_text - 1, 1000, 4096, &m, &err);
-  /* It takes no sm_error: its callers say "out of memory" (workspace.c). */
+  /* It takes no sm_error: its callers say "out of memory" (workspace_in.c, workspace_out.c). */
   if (rc == 0 && (rc = ws_manifest_set_target(&m, "c0ffee", "/workspace")) != 0)
     sm_error_set(&err, rc, "out of memory");
   if (rc == 0) rc = ws_manifest_save(&m, &held, path, &err);
