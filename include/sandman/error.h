@@ -14,33 +14,36 @@
 extern "C" {
 #endif
 
-/* X(name, number, failure kind, message). Append only; never renumber.
- * The failure kind column is the one place that says what a call that
- * failed with this code reports as its failure_kind (see sm_failure_kind). */
-#define SM_ERROR_MAP(X)                                                     \
-  X(OK, 0, NONE, "success")                                                 \
-  X(INVAL, -1, SANDBOX, "invalid argument")                                 \
-  X(NOMEM, -2, SANDBOX, "out of memory")                                    \
-  X(IO, -3, SANDBOX, "input/output error")                                  \
-  X(UNREACHABLE, -4, ENGINE, "engine unreachable")                          \
-  X(ENGINE, -5, ENGINE, "engine error")                                     \
-  X(NOTFOUND, -6, SANDBOX, "not found")                                     \
-  X(CONFLICT, -7, SANDBOX, "conflict")                                      \
-  X(TIMEOUT, -8, SANDBOX, "timed out")                                      \
-  X(TOOBIG, -9, SANDBOX, "too large")                                       \
-  X(PROTOCOL, -10, ENGINE, "protocol error")                                \
-  X(POLICY, -11, POLICY, "refused by policy")                               \
-  X(CONFIG, -12, SANDBOX, "configuration error")                            \
-  X(SANDBOX, -13, SANDBOX, "sandbox error")                                 \
-  X(UNSAFE, -14, SANDBOX, "unsafe input refused")                           \
-  X(UNSUPPORTED, -15, SANDBOX, "unsupported")                               \
-  X(BUSY, -16, SANDBOX, "busy")                                             \
-  X(AUTH, -17, POLICY, "not authorized")                                    \
-  X(TLS, -18, ENGINE, "TLS error")                                          \
-  X(CANCELLED, -19, SANDBOX, "cancelled")
+/* X(name, number, failure kind, HTTP status, message). Append only; never
+ * renumber. The failure kind column is the one place that says what a call
+ * that failed with this code reports as its failure_kind (see
+ * sm_error_failure_kind); the HTTP status column the one place that says
+ * what the runner answers a request that failed with it
+ * (sm_error_http_status; src/lib/server/answer.c builds the answer). */
+#define SM_ERROR_MAP(X)                                       \
+  X(OK, 0, NONE, 200, "success")                        \
+  X(INVAL, -1, SANDBOX, 400, "invalid argument")        \
+  X(NOMEM, -2, SANDBOX, 503, "out of memory")           \
+  X(IO, -3, SANDBOX, 503, "input/output error")         \
+  X(UNREACHABLE, -4, ENGINE, 503, "engine unreachable") \
+  X(ENGINE, -5, ENGINE, 503, "engine error")            \
+  X(NOTFOUND, -6, SANDBOX, 404, "not found")            \
+  X(CONFLICT, -7, SANDBOX, 409, "conflict")             \
+  X(TIMEOUT, -8, SANDBOX, 504, "timed out")             \
+  X(TOOBIG, -9, SANDBOX, 413, "too large")              \
+  X(PROTOCOL, -10, ENGINE, 503, "protocol error")       \
+  X(POLICY, -11, POLICY, 403, "refused by policy")      \
+  X(CONFIG, -12, SANDBOX, 503, "configuration error")   \
+  X(SANDBOX, -13, SANDBOX, 503, "sandbox error")        \
+  X(UNSAFE, -14, SANDBOX, 403, "unsafe input refused")  \
+  X(UNSUPPORTED, -15, SANDBOX, 503, "unsupported")      \
+  X(BUSY, -16, SANDBOX, 503, "busy")                    \
+  X(AUTH, -17, POLICY, 401, "not authorized")           \
+  X(TLS, -18, ENGINE, 503, "TLS error")                 \
+  X(CANCELLED, -19, SANDBOX, 503, "cancelled")
 
 typedef enum {
-#define SM_X_ENUM(name, num, kind, msg) SM_E##name = (num),
+#define SM_X_ENUM(name, num, kind, status, msg) SM_E##name = (num),
   SM_ERROR_MAP(SM_X_ENUM)
 #undef SM_X_ENUM
 } sm_error_code;
@@ -63,6 +66,10 @@ SM_API const char *sm_failure_kind_name(sm_failure_kind kind);
 /* The failure kind of a call stopped by error code `code` (the table's
  * column): SM_FAIL_NONE for 0, SM_FAIL_SANDBOX for a code not in the table. */
 SM_API sm_failure_kind sm_error_failure_kind(int code);
+/* The HTTP status the runner answers a request stopped by error code
+ * `code` (the table's column): 400, 401, 403, 404, 409, 413, 504 or 503;
+ * 200 for 0, 503 for a code not in the table. */
+SM_API int sm_error_http_status(int code);
 
 #define SM_ERROR_MESSAGE_MAX 1024
 

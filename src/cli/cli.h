@@ -106,9 +106,10 @@ int cli_print_json_owned(json_object *obj);
  * code (2 for a bad file); 0 on success, *cfg then the caller's. */
 int cli_load_resolve(const cli_globals *g, const char *agent, const char *tool, const char *user,
                      const sm_config_flags *flags, sm_config **cfg, sm_resolved *res);
-/* A runner on the engine cli_engine_options picks. On failure prints the
- * error, frees cfg and returns the exit code. */
-/* backend: the --sandbox-backend flag, or NULL for the configuration's. */
+/* A runner on the engine cli_engine_options picks (backend: the
+ * --sandbox-backend flag, or NULL for the configuration's). cfg is
+ * borrowed, on success and failure alike: the caller owns it and frees it
+ * after the runner. On failure prints the error and returns the exit code. */
 int cli_runner_new(const cli_globals *g, sm_config *cfg, const char *backend, sm_runner **out);
 
 /* The audit trail's file: the configuration's audit.file, else the default

@@ -155,10 +155,7 @@ int cli_runner_new(const cli_globals *g, sm_config *cfg, const char *backend, sm
   sm_config_egress_proxy(cfg, &eo);
   ro.egress = &eo;
   *out = NULL;
-  if (sm_runner_new(out, &ro, &err) != 0) {
-    sm_config_free(cfg);
-    return cli_fail(&err);
-  }
+  if (sm_runner_new(out, &ro, &err) != 0) return cli_fail(&err);
   return CLI_EXIT_OK;
 }
 

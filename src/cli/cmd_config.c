@@ -28,7 +28,10 @@ int cmd_config_reload(const cli_call *call) {
   if (sm_config_load(&cfg, call->g->config_path, &err) != 0) return cli_fail(&err);
   sm_runner *runner = NULL;
   int rc = cli_runner_new(call->g, cfg, NULL, &runner);
-  if (rc) return rc;
+  if (rc) {
+    sm_config_free(cfg);
+    return rc;
+  }
   size_t n = 0;
   rc = cli_egress_reapply(runner, cfg, &n, &err);
   sm_runner_free(runner);

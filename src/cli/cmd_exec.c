@@ -297,7 +297,7 @@ int cmd_exec(const cli_call *call) {
   flags.mode = a.k.run_id ? "per_run" : a.k.worker_id ? "per_worker" : NULL;
   rc = cli_load_resolve(g, a.k.agent, NULL, a.k.user, &flags, &cfg, &res);
   sm_runner *runner = NULL;
-  if (rc == 0 && (rc = cli_runner_new(g, cfg, NULL, &runner)) != 0) cfg = NULL; /* freed */
+  if (rc == 0) rc = cli_runner_new(g, cfg, NULL, &runner);
   if (rc == 0 && a.k.sandbox) rc = cli_keyed_resolve(runner, &a.k, "exec");
   if (rc == 0) rc = exec_in(call, &a, cfg, &res, runner);
   sm_runner_free(runner);

@@ -99,7 +99,7 @@ int cmd_files_watch(const cli_call *call) {
   flags.mode = k.run_id ? "per_run" : k.worker_id ? "per_worker" : NULL;
   rc = cli_load_resolve(call->g, k.agent, NULL, k.user, &flags, &cfg, &res);
   sm_runner *runner = NULL;
-  if (rc == 0 && (rc = cli_runner_new(call->g, cfg, NULL, &runner)) != 0) cfg = NULL; /* freed */
+  if (rc == 0) rc = cli_runner_new(call->g, cfg, NULL, &runner);
   if (rc == 0 && k.sandbox) rc = cli_keyed_resolve(runner, &k, "files watch");
   if (rc == 0) rc = watch_in(call, &k, path, cfg, &res, runner);
   sm_runner_free(runner);

@@ -75,7 +75,8 @@ int keep_session_open(const cli_call *call, keep_session *s) {
   if (sm_config_load(&s->cfg, call->g->config_path, &err) != 0) return cli_fail(&err);
   int rc = cli_runner_new(call->g, s->cfg, NULL, &s->runner);
   if (rc) {
-    s->cfg = NULL; /* freed by cli_runner_new */
+    sm_config_free(s->cfg);
+    s->cfg = NULL;
     return rc;
   }
   if (cli_audit_open(s->cfg, 0, &s->audit) != CLI_EXIT_OK) s->audit = NULL;

@@ -204,7 +204,10 @@ int cmd_mcp(const cli_call *call) {
   if (rc) return rc;
   sm_runner *runner = NULL;
   rc = cli_runner_new(call->g, c.cfg, NULL, &runner);
-  if (rc) return rc;
+  if (rc) {
+    sm_config_free(c.cfg);
+    return rc;
+  }
   /* A session is a long-running process: from a sandbox's second call on,
    * calls go over the in-sandbox agent (a few ms each). */
   sm_runner_set_background_removal(runner, 1);

@@ -315,7 +315,10 @@ static int run_call(const cli_call *call, run_args *a) {
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
   sm_runner *runner = NULL;
   rc = cli_runner_new(g, cfg, NULL, &runner);
-  if (rc) return rc;
+  if (rc) {
+    sm_config_free(cfg);
+    return rc;
+  }
 
   sm_fallback_decision fb;
   if (sm_fallback_decide(runner, mode, !res.mode_explicit, project_env, res.settings.runtime,

@@ -321,7 +321,6 @@ int cmd_worker_start(const cli_call *call) {
 #endif
   int rc = parse_args(call, &a);
   if (rc) return rc;
-
   /* The token first, and out of the environment at once: nothing started
    * from here on (tools on the host included) can inherit it. */
   static char token[SM_TOKEN_MAX_LEN + 2];
@@ -340,16 +339,17 @@ int cmd_worker_start(const cli_call *call) {
   const char *project_env =
       res.project_environment[0] ? res.project_environment : sm_config_project_environment(cfg);
   const char *project = a.project ? a.project : sm_config_project_id(cfg);
-
   sm_runner *runner = NULL;
   rc = cli_runner_new(g, cfg, cli_str(call, "sandbox-backend"), &runner);
-  if (rc) return rc;
+  if (rc) {
+    sm_config_free(cfg);
+    return rc;
+  }
   if (a.host_tool_memory) sm_runner_set_route_memory(runner, a.host_tool_memory);
   /* The health check and the fallback rule, once at start. */
   sm_fallback_decision fb;
   if (sm_fallback_decide(runner, res.settings.mode, !res.mode_explicit, project_env,
-                         res.settings.runtime,
-                         res.settings.image, &fb, &err) != 0) {
+                         res.settings.runtime, res.settings.image, &fb, &err) != 0) {
     cli_error("refusing to start: %s", err.message);
     sm_runner_free(runner);
     sm_config_free(cfg);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "support/alloc_fail.h"
 
@@ -19,9 +20,20 @@ char *__wrap_strdup(const char *s);
 char *__wrap_strndup(const char *s, size_t n);
 
 static atomic_long target, counted;
-static atomic_int reached;
+static atomic_int reached, env_read;
+
+/* SANDMAN_ALLOC_FAIL_AT=N: the Nth allocation of the program fails, once
+ * (scripts/alloc-fail.sh runs the unit tier so). Read at the first
+ * allocation; getenv and strtol allocate nothing. af_fail_at wins. */
+static void env_init(void) {
+  if (atomic_exchange(&env_read, 1)) return;
+  const char *s = getenv("SANDMAN_ALLOC_FAIL_AT");
+  long n = s && *s ? strtol(s, NULL, 10) : 0;
+  if (n > 0) atomic_store(&target, n);
+}
 
 void af_fail_at(long n) {
+  atomic_store(&env_read, 1);
   atomic_store(&target, 0);
   atomic_store(&counted, 0);
   atomic_store(&reached, 0);
@@ -33,6 +45,7 @@ int af_failed(void) { return atomic_load(&reached); }
 
 /* Counts one allocation; 1 when it is the one to fail. */
 static int fail_now(void) {
+  if (!atomic_load(&env_read)) env_init();
   long t = atomic_load(&target);
   if (t <= 0) return 0;
   if (atomic_fetch_add(&counted, 1) + 1 != t) return 0;

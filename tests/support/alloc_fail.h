@@ -4,7 +4,9 @@
  * (CMake: sandman_alloc_fail_test), every allocation the library's own
  * code makes through those goes through alloc_fail.c, which can make the
  * Nth of them fail. Allocations inside other libraries (json-c, libyaml,
- * libarchive) are theirs and are not counted. */
+ * libarchive) are theirs and are not counted. Every unit test program is
+ * linked so: SANDMAN_ALLOC_FAIL_AT=N in the environment makes the Nth
+ * allocation of the program fail, once (scripts/alloc-fail.sh). */
 #ifndef SANDMAN_TESTS_ALLOC_FAIL_H
 #define SANDMAN_TESTS_ALLOC_FAIL_H
 

@@ -49,7 +49,7 @@ int sm_file_read_small(const char *path, size_t cap, char **out, size_t *out_len
   if (out_len) *out_len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return SM_ENOTFOUND;
+    if (errno == ENOENT) return sm_error_set_errno(err, SM_ENOTFOUND, ENOENT, "reading %s", path);
     return sm_error_set_errno(err, SM_EIO, errno, "reading %s", path);
   }
   char *buf = malloc(cap + 1);

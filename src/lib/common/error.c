@@ -1,4 +1,4 @@
-/* Error codes, their messages and failure kinds, and the context-wrapping
+/* Error codes, their messages, failure kinds and HTTP statuses, and the context-wrapping
  * helper: the one error policy of the library (docs/architecture.md). */
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 const char *sm_error_name(int code) {
   switch (code) {
-#define SM_X_NAME(name, num, kind, msg) \
+#define SM_X_NAME(name, num, kind, status, msg) \
   case (num):                     \
     return #name;
     SM_ERROR_MAP(SM_X_NAME)
@@ -19,7 +19,7 @@ const char *sm_error_name(int code) {
 
 const char *sm_error_default_message(int code) {
   switch (code) {
-#define SM_X_MSG(name, num, kind, msg) \
+#define SM_X_MSG(name, num, kind, status, msg) \
   case (num):                    \
     return msg;
     SM_ERROR_MAP(SM_X_MSG)
@@ -30,13 +30,24 @@ const char *sm_error_default_message(int code) {
 
 sm_failure_kind sm_error_failure_kind(int code) {
   switch (code) {
-#define SM_X_KIND(name, num, kind, msg) \
+#define SM_X_KIND(name, num, kind, status, msg) \
   case (num):                           \
     return SM_FAIL_##kind;
     SM_ERROR_MAP(SM_X_KIND)
 #undef SM_X_KIND
   }
   return SM_FAIL_SANDBOX;
+}
+
+int sm_error_http_status(int code) {
+  switch (code) {
+#define SM_X_STATUS(name, num, kind, status, msg) \
+  case (num):                                     \
+    return (status);
+    SM_ERROR_MAP(SM_X_STATUS)
+#undef SM_X_STATUS
+  }
+  return 503;
 }
 
 const char *sm_failure_kind_name(sm_failure_kind kind) {

@@ -98,7 +98,8 @@ static int lock_file_fd(const char *path, int how, int no_create, int *out_fd, s
     /* flock needs no write access: an operator who may only read the state
      * directory (list as another user) still sees what is busy. */
     if (fd < 0 && errno == EACCES) fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && no_create) return SM_ENOTFOUND;
+    if (fd < 0 && errno == ENOENT && no_create)
+      return sm_error_set(err, SM_ENOTFOUND, "no lock %s", path);
     if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "opening lock %s", path);
     int rc;
     do {

@@ -688,7 +688,7 @@ static int call_tool(void *ud, void *request, const char *name, json_object *arg
     if (rc == SM_ENOMEM) return sm_error_set(err, rc, "out of memory");
     return rc == SM_ECANCELLED ? rc : 0;
   }
-  return SM_ENOTFOUND;
+  return sm_error_set(err, SM_ENOTFOUND, "no tool %s", name);
 }
 
 static void free_tools(void *ud) {

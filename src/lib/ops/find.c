@@ -55,7 +55,7 @@ static int by_origin(const sm_ops_scope *scope, const char *ref, json_object **i
   cleanup_json json_object *list = NULL;
   sm_error e = SM_ERROR_INIT;
   if (strlen(ref) < 4 || sm_engine_container_list(scope->engine, 1, labels, 3, &list, &e) != 0)
-    return SM_ENOTFOUND;
+    return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s", ref);
   const char *hit = NULL;
   size_t rlen = strlen(ref);
   for (size_t i = 0; list && i < json_object_array_length(list); i++) {
@@ -63,10 +63,10 @@ static int by_origin(const sm_ops_scope *scope, const char *ref, json_object **i
     json_object_object_get_ex(c, "Labels", &l);
     const char *origin = ops_label(l, "io.sandman.origin");
     if (origin == NULL || strncmp(origin, ref, rlen) != 0) continue;
-    if (hit) return SM_ENOTFOUND; /* ambiguous */
+    if (hit) return sm_error_set(err, SM_ENOTFOUND, "'%s' names more than one sandbox", ref);
     if (json_object_object_get_ex(c, "Id", &id)) hit = json_object_get_string(id);
   }
-  if (hit == NULL) return SM_ENOTFOUND;
+  if (hit == NULL) return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s", ref);
   sm_error_clear(err);
   return sm_engine_container_inspect(scope->engine, hit, insp, err);
 }

@@ -101,10 +101,12 @@ static int to_sandboxes(const sm_ops_scope *scope, json_object *array, int all,
       continue;
     }
     add_state(scope, sb);
-    /* Without --all: running ones, and those kept at rest on purpose. */
+    /* Without --all: running ones, and those kept at rest on purpose; a
+     * fork still being made (or cut short) is no sandbox yet. */
     if (!all && strcmp(sb->state, "running") != 0 && strcmp(sb->state, "paused") != 0 &&
         !at_rest(sb))
       continue;
+    if (!all && strstr(sb->name, SM_OPS_FORKING_MARK)) continue;
     out->n++;
   }
   return 0;

@@ -8,6 +8,7 @@
 #include <sandman/util.h>
 #include <sandman/env.h>
 
+#include "common/cleanup.h"
 #include "sandbox/env.h"
 
 extern char **environ;
@@ -65,7 +66,7 @@ static int env_set(env_acc *a, const char *name, size_t nlen, const char *value,
   if (a->bytes > SM_ENV_MAX_BYTES)
     return sm_error_set(err, SM_EINVAL, "the tool's environment is too large (over %d KiB)",
                         SM_ENV_MAX_BYTES / 1024);
-  char *entry = malloc(nlen + vlen + 2);
+  cleanup_free char *entry = malloc(nlen + vlen + 2);
   if (entry == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   memcpy(entry, name, nlen);
   entry[nlen] = '=';
@@ -73,17 +74,14 @@ static int env_set(env_acc *a, const char *name, size_t nlen, const char *value,
   for (size_t i = 0; i < a->out->n; i++) {
     if (strncmp(a->out->v[i], name, nlen) == 0 && a->out->v[i][nlen] == '=') {
       free(a->out->v[i]);
-      a->out->v[i] = entry;
+      a->out->v[i] = steal_pointer(&entry);
       return 0;
     }
   }
-  if (a->out->n >= SM_ENV_MAX_VARS) {
-    free(entry);
+  if (a->out->n >= SM_ENV_MAX_VARS)
     return sm_error_set(err, SM_EINVAL, "too many environment variables (at most %d)",
                         SM_ENV_MAX_VARS);
-  }
-  int rc = sm_strv_add(a->out, entry);
-  free(entry);
+  int rc = sm_strv_add(a->out, entry); /* a copy */
   if (rc) return sm_error_set(err, SM_ENOMEM, NULL);
   return 0;
 }

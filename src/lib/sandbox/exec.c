@@ -11,6 +11,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "common/text.h"
 #include "common/thread.h"
 #include "sandbox/agent.h"
@@ -409,13 +410,10 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
 
 static int engine_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
                        sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
-  json_object *cfg = json_object_new_object();
+  cleanup_json json_object *cfg = json_object_new_object();
   size_t argc = 0;
   const char **argv = call_argv(req, w->token, &argc);
-  if (argv == NULL) {
-    json_object_put(cfg);
-    return sm_error_set(err, SM_ENOMEM, NULL);
-  }
+  if (argv == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   json_object_object_add(cfg, "Cmd", sm_json_strings(argv, argc));
   free(argv);
   json_object_object_add(cfg, "Env", sm_json_strings((const char *const *)env->v, env->n));
@@ -428,7 +426,7 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   json_object_object_add(cfg, "Tty", json_object_new_boolean(0));
   char exec_id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(t->engine, t->container_id, cfg, exec_id, err);
-  json_object_put(cfg);
+  json_object_put(steal_pointer(&cfg)); /* not held through the exec */
   if (rc == SM_ECONFLICT)
     return sm_error_wrap(err, "the sandbox is not running");
   if (rc) return rc;

@@ -15,6 +15,7 @@
 #include <sandman/log.h>
 #include <sandman/workspace.h>
 
+#include "common/cleanup.h"
 #include "common/unconst.h"
 #include "sandbox/backend.h"
 #include "sandbox/agent.h"
@@ -133,18 +134,12 @@ static int helper_call(const sandbox_ctx *ctx, sm_engine *e, const char *cid,
   if (!req->helper) return 0;
   helper_dispose(*argv);
   *argv = calloc(req->argc + 2, sizeof **argv);
-  char *path = malloc(128);
-  if (*argv == NULL || path == NULL) {
-    free(path);
-    return sm_error_set(err, SM_ENOMEM, NULL);
-  }
+  cleanup_free char *path = malloc(128);
+  if (*argv == NULL || path == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   sm_agent_binary_path(path, 128);
   int rc = sm_agent_install(ctx->agents, e, cid, err);
-  if (rc) {
-    free(path);
-    return sm_error_wrap(err, "installing sandman's helper in the sandbox");
-  }
-  (*argv)[0] = path; /* freed with the array (below) */
+  if (rc) return sm_error_wrap(err, "installing sandman's helper in the sandbox");
+  (*argv)[0] = steal_pointer(&path); /* freed with the array (below) */
   for (size_t i = 0; i < req->argc; i++) (*argv)[i + 1] = req->argv[i];
   *out = *req;
   out->argv = *argv;

@@ -1,6 +1,8 @@
-/* The runner's answers (answer.h): error bodies and status mapping. */
+/* The runner's answers (answer.h): error bodies, and the one conversion
+ * of a library error into an answer (the error table's status column). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "server/answer.h"
 
@@ -16,26 +18,22 @@ void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt
   json_object_object_add(a->body, "failure_kind", json_object_new_string(kind));
 }
 
+const char *server_answer_kind_of_status(int status, int code) {
+  if (status < 500) return "policy";
+  if (status == 504) return "timeout";
+  const char *kind = sm_failure_kind_name(sm_error_failure_kind(code));
+  return kind && strcmp(kind, "policy") != 0 ? kind : "sandbox";
+}
+
 void sm_answer_error_code(sm_answer *a, int code, const char *message) {
-  int status = 503;
-  const char *kind = "sandbox";
-  switch (code) {
-    case SM_ENOTFOUND: status = 404, kind = "policy"; break;
-    case SM_ECONFLICT: status = 409, kind = "policy"; break;
-    case SM_EUNSAFE:
-    case SM_EPOLICY: status = 403, kind = "policy"; break;
-    case SM_EAUTH: status = 401, kind = "policy"; break;
-    case SM_EINVAL: status = 400, kind = "policy"; break;
-    case SM_ETOOBIG: status = 413, kind = "policy"; break;
-    case SM_ETIMEOUT: status = 504, kind = "timeout"; break;
-    case SM_EUNREACHABLE:
-    case SM_EENGINE:
-    case SM_ETLS:
-    case SM_EPROTOCOL: kind = "engine"; break;
-    default: break;
-  }
-  sm_answer_error(a, status, kind, "%s",
+  int status = sm_error_http_status(code);
+  if (status < 400) status = 503; /* an error without a code: the runner's own */
+  sm_answer_error(a, status, server_answer_kind_of_status(status, code), "%s",
                   message && message[0] ? message : sm_error_default_message(code));
+}
+
+void server_answer_from_error(sm_answer *a, const sm_error *err) {
+  sm_answer_error_code(a, err->code, err->message);
 }
 
 int sm_answer_status_of(const sm_run_result *res) {

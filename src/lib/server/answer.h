@@ -19,10 +19,18 @@ typedef struct sm_answer {
 void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* The error answer of a library error code (message: the error's own
- * words, or the code's default when empty): 404, 409, 403, 401, 400, 413,
- * 504, else 503 ("engine" for the engine's codes, "sandbox" otherwise). */
+/* The one conversion of a library error into an answer, used at the
+ * route boundary: the status is the error table's column
+ * (sm_error_http_status: 400, 401, 403, 404, 409, 413, 504, else 503;
+ * 503 also for code 0), the failure_kind "policy" for a 4xx (the request
+ * was refused), "timeout" for 504, else the table's kind ("engine" or
+ * "sandbox"), the message the error's own words (the code's default when
+ * empty). */
+void server_answer_from_error(sm_answer *a, const sm_error *err);
+/* The same from a code and a message. */
 void sm_answer_error_code(sm_answer *a, int code, const char *message);
+/* The failure_kind of an error answer with this status stopped by code. */
+const char *server_answer_kind_of_status(int status, int code);
 
 /* The status of a call's result: 403 refused by policy, 503 when the
  * engine failed or the sandbox could not be made or used (nothing ran: an

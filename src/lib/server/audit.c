@@ -134,7 +134,9 @@ static int audit_query(struct MHD_Connection *conn, sm_audit_filter *f, size_t *
   return 0;
 }
 
-int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why, size_t len) {
+/* The HTTP status, with *body (200) or the reason in why. */
+static int audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why,
+                     size_t len) {
   *body = NULL;
   if (srv->opts.audit == NULL || sm_audit_file(srv->opts.audit) == NULL) {
     snprintf(why, len, "this runner keeps no audit trail (audit.enabled is false or no audit.file)");
@@ -167,4 +169,16 @@ int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object
   json_object_object_add(*body, "truncated", json_object_new_boolean(t.dropped > 0));
   json_object_object_add(*body, "skipped_lines", json_object_new_int64((int64_t)skipped));
   return 200;
+}
+
+void server_audit_route(sm_server *srv, struct MHD_Connection *conn, sm_answer *a) {
+  char why[512];
+  json_object *body = NULL;
+  int status = audit_get(srv, conn, &body, why, sizeof why);
+  if (status == 200) {
+    a->status = 200;
+    a->body = body;
+  } else {
+    sm_answer_error(a, status, status == 500 || status == 503 ? "sandbox" : "policy", "%s", why);
+  }
 }

@@ -9,6 +9,7 @@
 
 #include <sandman/broker.h>
 
+#include "common/cleanup.h"
 #include "server/server_core.h"
 
 /* The variables of one service of the credentials file, one by one. */
@@ -71,16 +72,15 @@ int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm
 }
 
 static void approve(sm_broker *b, const char *id, const char *body, size_t len, sm_answer *a) {
-  json_object *o = NULL, *v = NULL;
+  cleanup_json json_object *o = NULL;
+  json_object *v = NULL;
   sm_error err = SM_ERROR_INIT;
   if (sm_server_json_object(body, len, &o, &err) != 0 ||
       !json_object_object_get_ex(o, "approve", &v) || !json_object_is_type(v, json_type_boolean)) {
-    json_object_put(o);
     sm_answer_error(a, 400, "policy", "the body must be {\"approve\": true} or {\"approve\": false}");
     return;
   }
   int yes = json_object_get_boolean(v);
-  json_object_put(o);
   if (!b || sm_broker_approve(b, id, yes, "control", &err) != 0) {
     sm_answer_error(a, 404, "policy", "no pending approval '%.64s'", id);
     return;

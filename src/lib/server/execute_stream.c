@@ -6,7 +6,9 @@
  * more output or the end shows they do not start a value, so a value cut
  * by a chunk boundary is masked too. A UTF-8 sequence cut by a boundary is
  * held back the same way. A client that disconnects cancels the call
- * (stream.c's watcher sees the hang-up even while the call is silent). */
+ * (stream.c's watcher sees the hang-up even while the call is silent).
+ * Also the execute route's job on its call thread (server_execute_job),
+ * which answers through the stream either way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,7 @@
 #include <sandman/log.h>
 
 #include "common/buf.h"
+#include "common/cleanup.h"
 #include "common/text.h"
 #include "server/stream.h"
 
@@ -31,26 +34,21 @@ typedef struct out_state {
 } out_state;
 
 static int send_event(out_state *o, const char *name, const char *data, size_t len) {
-  json_object *ev = json_object_new_object();
+  cleanup_json json_object *ev = json_object_new_object();
   json_object_object_add(ev, "event", json_object_new_string(name));
   if (sm_utf8_valid(data, len)) {
     json_object_object_add(ev, "data", json_object_new_string_len(data, (int)len));
   } else {
-    char *b64 = malloc(4 * ((len + 2) / 3) + 1);
-    if (b64 == NULL) {
-      json_object_put(ev);
-      return -1;
-    }
+    cleanup_free char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+    if (b64 == NULL) return -1;
     int n = EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)data, (int)len);
     json_object_object_add(ev, "data_b64", json_object_new_string_len(b64, n));
-    free(b64);
   }
   size_t n = 0;
   const char *text = json_object_to_json_string_length(
       ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
   int rc = sm_stream_write(o->s, text, n);
   if (rc == 0) rc = sm_stream_write(o->s, "\n", 1);
-  json_object_put(ev);
   return rc;
 }
 
@@ -149,4 +147,22 @@ void sm_execute_streamed(sm_call *k, sm_stream *s) {
   }
   pthread_mutex_destroy(&o.mu);
   sm_call_free(k);
+}
+
+void server_execute_job(sm_server *srv, sm_stream *s, const char *body, size_t len, int control,
+                        const char *token, int accept_stream) {
+  sm_stream_ref(s);
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight++;
+  pthread_mutex_unlock(&srv->mu);
+  sm_answer a = {0, NULL};
+  sm_call *streamed = NULL;
+  sm_execute_route(srv, body, len, control, token, accept_stream, &streamed, &a);
+  if (streamed) sm_execute_streamed(streamed, s); /* the request may be gone once it begins */
+  pthread_mutex_lock(&srv->mu);
+  srv->calls_in_flight--;
+  pthread_mutex_unlock(&srv->mu);
+  if (!sm_stream_begun(s)) sm_stream_finish(s, 0, &a);
+  if (a.body) json_object_put(a.body);
+  sm_stream_unref(s);
 }

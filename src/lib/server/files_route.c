@@ -278,8 +278,9 @@ void sm_files_answer_error(sm_answer *a, int rc, const sm_error *err) {
     sm_answer_error_code(a, rc, err->message);
     return;
   }
-  int status = rc == SM_ENOTFOUND ? 404 : rc == SM_ECONFLICT ? 409 : rc == SM_EPOLICY ? 403
-             : rc == SM_ETOOBIG ? 413 : 400;
+  /* The table's status when it is the caller's (4xx), else 400. */
+  int status = sm_error_http_status(rc);
+  if (status < 400 || status >= 500) status = 400;
   sm_answer_error(a, status, "tool", "%s", err->message);
 }
 

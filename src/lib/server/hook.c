@@ -116,12 +116,12 @@ int sm_hook_load(const char *ws, char **out_content, size_t *out_len, sm_error *
   struct stat st;
   if (lstat(path, &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return 0;
-    return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH ": %s", strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH);
   }
   char real[PATH_MAX];
   if (realpath(path, real) == NULL) {
     if (errno == ENOENT) return 0; /* a dangling link: no hook */
-    return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH ": %s", strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH);
   }
   size_t wl = strlen(ws);
   if (strncmp(real, ws, wl) != 0 || real[wl] != '/')
@@ -129,35 +129,27 @@ int sm_hook_load(const char *ws, char **out_content, size_t *out_len, sm_error *
                         SM_HOOK_PATH " resolves outside the workspace: refused");
   cleanup_fd int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0)
-    return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH ": %s", strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH);
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
     return sm_error_set(err, SM_EUNSAFE, SM_HOOK_PATH " is not a regular file");
   if (st.st_size > SM_HOOK_SCRIPT_MAX)
     return sm_error_set(err, SM_ETOOBIG, SM_HOOK_PATH " is larger than 64 KiB");
-  char *buf = malloc(SM_HOOK_SCRIPT_MAX + 2);
+  cleanup_free char *buf = malloc(SM_HOOK_SCRIPT_MAX + 2);
   if (buf == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   size_t len = 0;
   for (;;) {
     ssize_t n = read(fd, buf + len, SM_HOOK_SCRIPT_MAX + 1 - len);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      free(buf);
-      return sm_error_set_errno(err, SM_EIO, e, SM_HOOK_PATH ": %s", strerror(e));
-    }
+    if (n < 0) return sm_error_set_errno(err, SM_EIO, errno, SM_HOOK_PATH);
     if (n == 0) break;
     len += (size_t)n;
-    if (len > SM_HOOK_SCRIPT_MAX) {
-      free(buf);
+    if (len > SM_HOOK_SCRIPT_MAX)
       return sm_error_set(err, SM_ETOOBIG, SM_HOOK_PATH " is larger than 64 KiB");
-    }
   }
   buf[len] = '\0';
-  if (memchr(buf, '\0', len) != NULL) {
-    free(buf);
+  if (memchr(buf, '\0', len) != NULL)
     return sm_error_set(err, SM_EUNSAFE, SM_HOOK_PATH " contains a NUL byte");
-  }
-  *out_content = buf;
+  *out_content = steal_pointer(&buf);
   *out_len = len;
   return 0;
 }

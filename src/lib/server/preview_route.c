@@ -52,8 +52,7 @@ void server_preview_create(sm_server *srv, const char *sandbox_id, const server_
   sm_error err = SM_ERROR_INIT;
   int rc = server_sandbox_find(srv, sandbox_id, worker, 1, &sb, &err);
   if (rc) {
-    sm_answer_error(a, rc == SM_ENOTFOUND ? 404 : 503, rc == SM_ENOTFOUND ? "policy" : "engine",
-                    "%s", err.message);
+    server_answer_from_error(a, &err);
     return;
   }
   if (strcmp(sb.rest, "running") != 0) {

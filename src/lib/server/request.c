@@ -29,33 +29,25 @@ int sm_server_json_object(const char *body, size_t len, json_object **out, sm_er
   json_tokener *tok = json_tokener_new_ex(JSON_DEPTH_MAX);
   if (tok == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-  json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
+  cleanup_json json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
   enum json_tokener_error jerr = json_tokener_get_error(tok);
   size_t used = tok->char_offset;
   json_tokener_free(tok);
-  if (obj == NULL || jerr != json_tokener_success) {
-    if (obj) json_object_put(obj);
+  if (obj == NULL || jerr != json_tokener_success)
     return sm_error_set(err, SM_EINVAL, "request body is not valid JSON: %s",
                         jerr == json_tokener_continue ? "unexpected end of input"
                                                       : json_tokener_error_desc(jerr));
-  }
   for (size_t i = used; i < len; i++) {
-    if (!isspace((unsigned char)body[i])) {
-      json_object_put(obj);
+    if (!isspace((unsigned char)body[i]))
       return sm_error_set(err, SM_EINVAL,
                           "request body is not valid JSON: trailing data at byte %zu", i);
-    }
   }
-  if (!json_object_is_type(obj, json_type_object)) {
-    json_object_put(obj);
+  if (!json_object_is_type(obj, json_type_object))
     return sm_error_set(err, SM_EINVAL, "request body must be a JSON object");
-  }
   const char *why = NULL;
-  if (sm_json_keys_unique(body, len, obj, &why) != 0) {
-    json_object_put(obj);
+  if (sm_json_keys_unique(body, len, obj, &why) != 0)
     return sm_error_set(err, SM_EINVAL, "request body: %s", why);
-  }
-  *out = obj;
+  *out = steal_pointer(&obj);
   return 0;
 }
 
@@ -122,17 +114,14 @@ int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned cha
   if (len % 4 == 1) return SM_EINVAL;
   size_t cap = len / 4 * 3 + 3;
   if (len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) > max) return SM_ETOOBIG;
-  unsigned char *buf = malloc(cap + 1);
+  cleanup_free unsigned char *buf = malloc(cap + 1);
   if (buf == NULL) return SM_ENOMEM;
   size_t o = 0;
   uint32_t acc = 0;
   int bits = 0;
   for (size_t i = 0; i < len; i++) {
     int v = b64_value((unsigned char)in[i]);
-    if (v < 0) {
-      free(buf);
-      return SM_EINVAL;
-    }
+    if (v < 0) return SM_EINVAL;
     acc = (acc << 6) | (uint32_t)v;
     bits += 6;
     if (bits >= 8) {
@@ -142,12 +131,9 @@ int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned cha
     }
   }
   /* Leftover bits must be zero (canonical encoding). */
-  if (bits > 0 && acc != 0) {
-    free(buf);
-    return SM_EINVAL;
-  }
+  if (bits > 0 && acc != 0) return SM_EINVAL;
   buf[o] = '\0';
-  *out = buf;
+  *out = steal_pointer(&buf);
   *out_len = o;
   return 0;
 }

@@ -83,18 +83,17 @@ static int is_hook_tool(const sm_execute_params *p) {
 /* One answer for every workspace a request may not use (missing, outside
  * the root, not a directory, another worker's): the answer tells nothing
  * about the host's files. The reason goes to the runner's log. */
-static int workspace_refused(call *k, sm_answer *a, const char *why) {
+static int workspace_refused(call *k, sm_error *err, const char *why) {
   sm_log(SM_LOG_INFO, "workspace '%.200s' refused: %s", k->p.workspace, why);
-  sm_answer_error(a, 403, "policy",
-                  "workspace '%.200s' is not a directory this call may use below the "
-                  "workspaces root",
-                  k->p.workspace);
-  return -1;
+  return sm_error_set(err, SM_EPOLICY,
+                      "workspace '%.200s' is not a directory this call may use below the "
+                      "workspaces root",
+                      k->p.workspace);
 }
 
 /* The workspaces root of the call: the agent's workspace_root, else
  * --workspaces-root. */
-static int workspace_root(call *k, char root[PATH_MAX], sm_answer *a) {
+static int workspace_root(call *k, char root[PATH_MAX], sm_error *err) {
   sm_server *srv = k->srv;
   if (k->r.workspace_root[0]) {
     char joined[PATH_MAX * 2];
@@ -102,24 +101,19 @@ static int workspace_root(call *k, char root[PATH_MAX], sm_answer *a) {
       snprintf(joined, sizeof joined, "%s", k->r.workspace_root);
     else if (srv->ws_root[0])
       snprintf(joined, sizeof joined, "%s/%s", srv->ws_root, k->r.workspace_root);
-    else {
-      sm_answer_error(a, 403, "policy",
-                      "the agent's workspace_root is relative and this runner has no "
-                      "--workspaces-root");
-      return -1;
-    }
+    else
+      return sm_error_set(err, SM_EPOLICY,
+                          "the agent's workspace_root is relative and this runner has no "
+                          "--workspaces-root");
     /* The operator's own setting: its errors may be told. */
-    if (realpath(joined, root) == NULL) {
-      sm_answer_error(a, 403, "policy", "the agent's workspace_root %s: %s",
-                      k->r.workspace_root, strerror(errno));
-      return -1;
-    }
+    if (realpath(joined, root) == NULL)
+      return sm_error_set_errno(err, SM_EPOLICY, errno, "the agent's workspace_root %s",
+                                k->r.workspace_root);
   } else if (srv->ws_root[0]) {
     snprintf(root, PATH_MAX, "%s", srv->ws_root);
   } else {
-    sm_answer_error(a, 403, "policy",
-                    "this runner serves no workspaces: start it with --workspaces-root DIR");
-    return -1;
+    return sm_error_set(err, SM_EPOLICY,
+                        "this runner serves no workspaces: start it with --workspaces-root DIR");
   }
   return 0;
 }
@@ -127,34 +121,35 @@ static int workspace_root(call *k, char root[PATH_MAX], sm_answer *a) {
 /* A path names the same directory for every caller (relative to the root);
  * a worker token may use only what lies below <root>/<worker_key>/. Worker
  * keys hold no '/' and never start with '.': that is a child of the root. */
-static int resolve_workspace(call *k, sm_answer *a) {
+static int resolve_workspace(call *k, sm_error *err) {
   char root[PATH_MAX], limit[PATH_MAX];
-  if (workspace_root(k, root, a) != 0) return -1;
+  int rc = workspace_root(k, root, err);
+  if (rc != 0) return rc;
   if (k->control) {
     snprintf(limit, sizeof limit, "%s", root);
   } else {
     char mine[PATH_MAX * 2];
     snprintf(mine, sizeof mine, "%s/%s", root, k->p.worker_key);
     if (realpath(mine, limit) == NULL)
-      return workspace_refused(k, a, "the worker has no directory under the root");
+      return workspace_refused(k, err, "the worker has no directory under the root");
   }
   char cand[PATH_MAX * 2];
   if (k->p.workspace[0] == '/') snprintf(cand, sizeof cand, "%s", k->p.workspace);
   else snprintf(cand, sizeof cand, "%s/%s", root, k->p.workspace);
-  if (realpath(cand, k->ws) == NULL) return workspace_refused(k, a, strerror(errno));
+  if (realpath(cand, k->ws) == NULL) return workspace_refused(k, err, strerror(errno));
   size_t ll = strlen(limit);
   if (strncmp(k->ws, limit, ll) != 0 || k->ws[ll] != '/')
-    return workspace_refused(k, a, k->control ? "it does not resolve below the root"
+    return workspace_refused(k, err, k->control ? "it does not resolve below the root"
                                               : "it does not resolve below the worker's "
                                                 "directory");
   struct stat st;
   if (stat(k->ws, &st) != 0 || !S_ISDIR(st.st_mode))
-    return workspace_refused(k, a, "not a directory");
+    return workspace_refused(k, err, "not a directory");
   k->has_ws = 1;
   return 0;
 }
 
-static int build_argv(call *k, sm_answer *a) {
+static int build_argv(call *k, sm_error *err) {
   sm_execute_params *p = &k->p;
   if (p->argv) {
     k->argv = p->argv;
@@ -163,23 +158,19 @@ static int build_argv(call *k, sm_answer *a) {
     p->argc = 0;
     return 0;
   }
-  sm_error err = SM_ERROR_INIT;
   if (p->tool) {
+    sm_error tool_err = SM_ERROR_INIT;
     json_object *params = p->params ? json_object_get(p->params) : json_object_new_object();
     if (p->command && !json_object_object_get_ex(params, "command", NULL))
       json_object_object_add(params, "command", json_object_new_string(p->command));
-    int rc = sm_config_tool_argv(k->cfg, p->tool, params, &k->argv, &k->argc, &err);
+    int rc = sm_config_tool_argv(k->cfg, p->tool, params, &k->argv, &k->argc, &tool_err);
     json_object_put(params);
     if (rc == 0) return 0;
-    if (rc != SM_ENOTFOUND || p->command == NULL) {
-      sm_answer_error(a, 400, "policy", "%s", err.message);
-      return -1;
-    }
+    /* A tool template the request cannot fill is a bad request. */
+    if (rc != SM_ENOTFOUND || p->command == NULL)
+      return sm_error_set(err, SM_EINVAL, "%s", tool_err.message);
   }
-  if (p->command == NULL) {
-    sm_answer_error(a, 400, "policy", "missing 'argv' or 'command'");
-    return -1;
-  }
+  if (p->command == NULL) return sm_error_set(err, SM_EINVAL, "missing 'argv' or 'command'");
   k->argv = calloc(4, sizeof *k->argv);
   if (k->argv) {
     k->argv[0] = strdup("sh");
@@ -188,22 +179,17 @@ static int build_argv(call *k, sm_answer *a) {
     p->command = NULL;
     k->argc = 3;
   }
-  if (k->argv == NULL || !k->argv[0] || !k->argv[1]) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return -1;
-  }
+  if (k->argv == NULL || !k->argv[0] || !k->argv[1])
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
   return 0;
 }
 
-static int build_env(call *k, sm_answer *a) {
-  sm_error err = SM_ERROR_INIT;
+static int build_env(call *k, sm_error *err) {
   char **pass = NULL;
   size_t n_pass = 0;
-  if (sm_server_env_passthrough(&k->r.settings.env_passthrough, k->srv->creds, &pass, &n_pass,
-                                &err) != 0) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
-    return -1;
-  }
+  int rc = sm_server_env_passthrough(&k->r.settings.env_passthrough, k->srv->creds, &pass,
+                                     &n_pass, err);
+  if (rc != 0) return rc;
   /* The runner applied the globs itself (owned names dropped): sm_run must
    * not apply them again from its own environment. */
   k->r.settings.env_passthrough.n = 0;
@@ -211,8 +197,7 @@ static int build_env(call *k, sm_answer *a) {
   k->env = calloc(total + 1, sizeof *k->env);
   if (k->env == NULL) {
     sm_strings_free(pass, n_pass);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return -1;
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   /* Request values win over passthrough; leased credentials over both. */
   for (size_t i = 0; i < n_pass; i++) {
@@ -232,11 +217,11 @@ static int build_env(call *k, sm_answer *a) {
   return 0;
 }
 
-static int wrap_hook(call *k, sm_answer *a, int *hook_failed, sm_run_result *res) {
+static int wrap_hook(call *k, sm_error *err, int *hook_failed, sm_run_result *res) {
   char *content = NULL;
   size_t len = 0;
-  sm_error err = SM_ERROR_INIT;
-  if (sm_hook_load(k->ws, &content, &len, &err) != 0) {
+  sm_error load_err = SM_ERROR_INIT;
+  if (sm_hook_load(k->ws, &content, &len, &load_err) != 0) {
     /* The hook is the agent's own: its failure is the call's, a tool
      * failure, not a refusal of the request. */
     *hook_failed = 1;
@@ -244,7 +229,7 @@ static int wrap_hook(call *k, sm_answer *a, int *hook_failed, sm_run_result *res
     res->exit_code = 1;
     res->failure_kind = SM_FAIL_TOOL;
     res->mode = k->r.settings.mode;
-    snprintf(res->error, sizeof res->error, "%s", err.message);
+    snprintf(res->error, sizeof res->error, "%s", load_err.message);
     return 0;
   }
   if (content == NULL) return 0;
@@ -259,13 +244,10 @@ static int wrap_hook(call *k, sm_answer *a, int *hook_failed, sm_run_result *res
   char **wrapped = NULL;
   size_t wn = 0;
   int rc = sm_hook_wrap((const char *const *)k->argv, k->argc, content, k->nonce,
-                        owned.data ? owned.data : OWNED_HOME_NAMES, &wrapped, &wn, &err);
+                        owned.data ? owned.data : OWNED_HOME_NAMES, &wrapped, &wn, err);
   free(content);
   sm_buf_dispose(&owned);
-  if (rc != 0) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
-    return -1;
-  }
+  if (rc != 0) return rc;
   sm_strings_free(k->argv, k->argc);
   k->argv = wrapped;
   k->argc = wn;
@@ -279,13 +261,12 @@ static int network_rank(const char *n) {
   return strcmp(n, "bridge") == 0 ? 2 : strcmp(n, "allowlist") == 0 ? 1 : 0;
 }
 
-static int narrow_network(call *k, sm_answer *a) {
+static int narrow_network(call *k, sm_error *err) {
   sm_sandbox_settings *s = &k->r.settings;
   if (network_rank(k->p.network) > network_rank(s->network)) {
     sm_server_audit_call(k->srv, "call.refused", &k->p, NULL, NULL, "a network wider than the configuration's");
-    sm_answer_error(a, 403, "policy", "network %s is wider than this call's network %s", k->p.network,
-                    s->network);
-    return -1;
+    return sm_error_set(err, SM_EPOLICY, "network %s is wider than this call's network %s",
+                        k->p.network, s->network);
   }
   snprintf(s->network, sizeof s->network, "%s", k->p.network);
   if (strcmp(s->network, "allowlist") != 0) s->egress_owner[0] = '\0';
@@ -294,49 +275,43 @@ static int narrow_network(call *k, sm_answer *a) {
 }
 
 /* Resolves the call through the configuration and checks what the
- * request asks against it and the runner's mode; 0, or -1 with *a filled. */
-static int resolve_call(call *k, sm_answer *a) {
+ * request asks against it and the runner's mode; 0, or a code with *err
+ * filled. */
+static int resolve_call(call *k, sm_error *err) {
   sm_server *srv = k->srv;
   sm_execute_params *p = &k->p;
   sm_config_flags flags;
   if (srv->have_flags) flags = srv->flags;
   else memset(&flags, 0, sizeof flags);
   if (p->has_mode) flags.mode = sm_mode_name(p->mode);
-  sm_error err = SM_ERROR_INIT;
+  sm_error cfg_err = SM_ERROR_INIT;
   k->cfg = sm_server_config(srv);
-  if (sm_config_resolve(k->cfg, p->agent, p->tool, p->user, &flags, &k->r, &err) !=
-      0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
-    return -1;
-  }
+  /* What the request names that the configuration cannot resolve is a
+   * bad request, whatever the resolver's code. */
+  if (sm_config_resolve(k->cfg, p->agent, p->tool, p->user, &flags, &k->r, &cfg_err) != 0)
+    return sm_error_set(err, SM_EINVAL, "%s", cfg_err.message);
   if (!k->r.allowed) {
     sm_log_event(SM_LOG_INFO, "call.refused",
                  SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool), SM_LOG_STR("agent", p->agent),
                                SM_LOG_STR("rule", k->r.rule[0] ? k->r.rule : NULL)),
                  "tool %s refused by the configuration", p->tool ? p->tool : "(none)");
     sm_server_audit_call(srv, "call.refused", p, NULL, k->r.rule, "refused by the configuration's tool policy");
-    sm_answer_error(a, 403, "policy", "tool %s refused by %s", p->tool ? p->tool : "(none)",
-                    k->r.rule[0] ? k->r.rule : "the configuration");
-    return -1;
+    return sm_error_set(err, SM_EPOLICY, "tool %s refused by %s", p->tool ? p->tool : "(none)",
+                        k->r.rule[0] ? k->r.rule : "the configuration");
   }
   /* A request may pick any container mode, but not leave the sandbox on a
    * runner whose own mode is sandboxed: mode none runs on the host. */
   if (p->has_mode && p->mode == SM_MODE_NONE && srv->opts.mode != SM_MODE_NONE) {
     sm_server_audit_call(srv, "call.refused", p, "none", NULL, "mode none (the host) on a sandboxed runner");
-    sm_answer_error(a, 403, "policy",
-                    "mode none is not allowed on this runner (its mode is %s): calls may not "
-                    "run on the host",
-                    sm_mode_name(srv->opts.mode));
-    return -1;
+    return sm_error_set(err, SM_EPOLICY,
+                        "mode none is not allowed on this runner (its mode is %s): calls may "
+                        "not run on the host",
+                        sm_mode_name(srv->opts.mode));
   }
-  if (p->has_mode && p->mode == SM_MODE_PER_WORKER && p->worker_key == NULL) {
-    sm_answer_error(a, 400, "policy", "mode per_worker needs 'worker_key'");
-    return -1;
-  }
-  if (p->has_mode && p->mode == SM_MODE_PER_RUN && p->run_id == NULL) {
-    sm_answer_error(a, 400, "policy", "mode per_run needs 'run_id'");
-    return -1;
-  }
+  if (p->has_mode && p->mode == SM_MODE_PER_WORKER && p->worker_key == NULL)
+    return sm_error_set(err, SM_EINVAL, "mode per_worker needs 'worker_key'");
+  if (p->has_mode && p->mode == SM_MODE_PER_RUN && p->run_id == NULL)
+    return sm_error_set(err, SM_EINVAL, "mode per_run needs 'run_id'");
   /* Selective sandboxing decides where an agent runtime runs a tool; what
    * reaches the runner runs in the runner's sandboxes, never on its host
    * (unless the runner's own mode is none). */
@@ -352,11 +327,12 @@ static int resolve_call(call *k, sm_answer *a) {
 }
 
 /* Takes one use of the request's lease: its credentials for this call
- * only; 0, or -1 with *a filled (one answer whatever was wrong). */
-static int take_lease(call *k, sm_answer *a) {
+ * only; 0, or SM_EPOLICY with *err filled (one answer whatever was
+ * wrong). */
+static int take_lease(call *k, sm_error *err) {
   sm_server *srv = k->srv;
   sm_execute_params *p = &k->p;
-  sm_error err = SM_ERROR_INIT;
+  sm_error creds_err = SM_ERROR_INIT;
   sm_lease_params lp;
   if (srv->creds == NULL ||
       sm_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) !=
@@ -365,14 +341,12 @@ static int take_lease(call *k, sm_answer *a) {
     sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
                  "lease refused for tool %s", p->tool ? p->tool : "(none)");
     sm_server_audit_lease(srv, "lease.refused", p->lease_id, p->tool, p->worker_key, LEASE_REFUSED);
-    sm_answer_error(a, 403, "policy", LEASE_REFUSED);
-    return -1;
+    return sm_error_set(err, SM_EPOLICY, LEASE_REFUSED);
   }
   k->lease_pending = 1; /* settled when the call ran, or given back (call_free) */
-  if (sm_creds_env(srv->creds, &lp, &k->secrets, &err) != 0) {
+  if (sm_creds_env(srv->creds, &lp, &k->secrets, &creds_err) != 0) {
     OPENSSL_cleanse(&lp, sizeof lp);
-    sm_answer_error(a, 403, "policy", LEASE_REFUSED);
-    return -1;
+    return sm_error_set(err, SM_EPOLICY, LEASE_REFUSED);
   }
   sm_metrics_lease(srv->metrics, "consumed");
   sm_server_audit_lease(srv, "lease.used", p->lease_id, p->tool, p->worker_key, "credentials for this call only");
@@ -393,21 +367,14 @@ double server_idle_timeout(const sm_resolved *r) {
 /* "sandbox_id": the sandbox the call runs in, found with the owner rules
  * (sandbox_owner.c); its keys replace the call's. Keys that would name
  * another sandbox are refused, never silently ignored. */
-static int named_sandbox(call *k, sm_answer *a) {
+static int named_sandbox(call *k, sm_error *err) {
   sm_execute_params *p = &k->p;
-  if (p->run_id || p->has_mode || p->project) {
-    sm_answer_error(a, 400, "policy",
-                    "'sandbox_id' names the sandbox: give no 'run_id', 'mode' or 'project' with it");
-    return -1;
-  }
+  if (p->run_id || p->has_mode || p->project)
+    return sm_error_set(err, SM_EINVAL, "'sandbox_id' names the sandbox: give no 'run_id', "
+                                        "'mode' or 'project' with it");
   sm_ops_sandbox sb;
-  sm_error err = SM_ERROR_INIT;
-  int rc = server_sandbox_find(k->srv, p->sandbox_id, p->worker_key, 1, &sb, &err);
-  if (rc) {
-    sm_answer_error(a, rc == SM_ENOTFOUND ? 404 : 503, rc == SM_ENOTFOUND ? "policy" : "engine",
-                    "%s", err.message);
-    return -1;
-  }
+  int rc = server_sandbox_find(k->srv, p->sandbox_id, p->worker_key, 1, &sb, err);
+  if (rc) return rc;
   /* A per_worker sandbox's worker is its key; a run's, its run id. */
   p->has_mode = 1;
   p->mode = strcmp(sb.mode, "per_worker") == 0 ? SM_MODE_PER_WORKER : SM_MODE_PER_RUN;
@@ -415,17 +382,12 @@ static int named_sandbox(call *k, sm_answer *a) {
   if (p->mode == SM_MODE_PER_WORKER && p->worker_key == NULL) p->worker_key = strdup(sb.worker_id);
   p->project = strdup(sb.project[0] ? sb.project : "default");
   if ((p->mode == SM_MODE_PER_RUN && !p->run_id) || !p->project ||
-      (p->mode == SM_MODE_PER_WORKER && !p->worker_key)) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return -1;
-  }
+      (p->mode == SM_MODE_PER_WORKER && !p->worker_key))
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
   snprintf(k->sandbox, sizeof k->sandbox, "%s", sb.name);
   snprintf(k->sandbox_id, sizeof k->sandbox_id, "%s", sb.id);
   k->made = malloc(sizeof *k->made);
-  if (k->made == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    return -1;
-  }
+  if (k->made == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   *k->made = sb;
   return 0;
 }
@@ -480,33 +442,32 @@ static void fill_request(call *k) {
   sm_server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
 }
 
-/* Checks, resolves and builds everything; 0 and k ready, or -1 with *a
- * filled. A hook that cannot be used is reported through *early (a result
- * of the call, not an HTTP error). */
-static int prepare(call *k, int control, const char *token, sm_answer *a, int *early,
+/* Checks, resolves and builds everything; 0 and k ready, or a code with
+ * *err filled (the route answers it). A hook that cannot be used is
+ * reported through *early (a result of the call, not an HTTP error). */
+static int prepare(call *k, int control, const char *token, sm_error *err, int *early,
                    sm_run_result *early_res) {
   sm_execute_params *p = &k->p;
+  int rc;
   if (!control && !sm_server_token_ok(k->srv, token, p->worker_key)) {
-    sm_server_refuse_token(k->srv, "execute", a);
-    return -1;
+    sm_server_audit_token(k->srv, "execute", NULL, GENERIC_401);
+    return sm_error_set(err, SM_EAUTH, GENERIC_401);
   }
   /* Whose keyed sandbox the call may use: a worker's own (the control token
    * naming a worker_key acts for that worker), or any for the control token. */
   k->control = control;
-  if (p->sandbox_id && named_sandbox(k, a) != 0) return -1;
-  if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0) {
-    sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
-    return -1;
-  }
-  if (resolve_call(k, a) != 0) return -1;
-  if (p->network && narrow_network(k, a) != 0) return -1;
+  if (p->sandbox_id && (rc = named_sandbox(k, err)) != 0) return rc;
+  if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0)
+    return sm_error_set(err, SM_EINVAL, "field 'worker_key' is too long");
+  if ((rc = resolve_call(k, err)) != 0) return rc;
+  if (p->network && (rc = narrow_network(k, err)) != 0) return rc;
   int hook_tool = is_hook_tool(p);
-  if (build_argv(k, a) != 0) return -1;
-  if (p->workspace && resolve_workspace(k, a) != 0) return -1;
-  if (p->lease_id && take_lease(k, a) != 0) return -1;
-  if (build_env(k, a) != 0) return -1;
+  if ((rc = build_argv(k, err)) != 0) return rc;
+  if (p->workspace && (rc = resolve_workspace(k, err)) != 0) return rc;
+  if (p->lease_id && (rc = take_lease(k, err)) != 0) return rc;
+  if ((rc = build_env(k, err)) != 0) return rc;
   if (k->has_ws && hook_tool) {
-    if (wrap_hook(k, a, early, early_res) != 0) return -1;
+    if ((rc = wrap_hook(k, err, early, early_res)) != 0) return rc;
     if (*early) return 0;
   }
   fill_request(k);
@@ -531,10 +492,7 @@ static void run_call(call *k, sm_run_result *res) {
   if (rc != 0) {
     res->ok = 0;
     if (res->failure_kind == SM_FAIL_NONE) {
-      res->failure_kind = rc == SM_EPOLICY ? SM_FAIL_POLICY
-                          : (rc == SM_EUNREACHABLE || rc == SM_EENGINE || rc == SM_ETLS)
-                              ? SM_FAIL_ENGINE
-                              : SM_FAIL_SANDBOX;
+      res->failure_kind = sm_error_failure_kind(rc);
       res->exit_code = 125;
     }
     if (res->error[0] == '\0')
@@ -603,7 +561,9 @@ sm_call *sm_call_prepare(sm_server *srv, sm_execute_params *p, int control, cons
   int early = 0;
   sm_run_result early_res;
   memset(&early_res, 0, sizeof early_res);
-  if (prepare(k, control, token, a, &early, &early_res) != 0) {
+  sm_error err = SM_ERROR_INIT;
+  if (prepare(k, control, token, &err, &early, &early_res) != 0) {
+    server_answer_from_error(a, &err); /* the route's one conversion */
     call_free(k);
     return NULL;
   }

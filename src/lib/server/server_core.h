@@ -93,9 +93,10 @@ void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_
 void sm_server_audit_token(sm_server *srv, const char *route, const char *worker, const char *message);
 /* 401 "missing or invalid token" (the same words whatever was wrong), recorded. */
 void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a);
-/* GET /v1/audit (the control token only: the route checks): the HTTP
- * status, with *body (200) or the reason in why. */
-int sm_server_audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **body, char *why, size_t len);
+/* GET /v1/audit (audit.c; the control token only: the listener checks):
+ * the events of the query's filter in a, or the error answer. On a call
+ * thread (the proxy's decisions come from the engine). */
+void server_audit_route(sm_server *srv, struct MHD_Connection *conn, sm_answer *a);
 
 /* ---- host tools (broker_route.c) ---- */
 /* Lends the broker the credentials file (start) or takes it back (free). */
@@ -173,5 +174,11 @@ void sm_call_free(sm_call *k);
 
 /* execute_stream.c: the streamed answer of an execute (takes k). */
 void sm_execute_streamed(sm_call *k, sm_stream *stream);
+/* execute_stream.c: POST /v1/execute on its call thread, answered through
+ * stream s (streamed, or its JSON answer): the call counted in flight
+ * meanwhile. body belongs to the request, which may be gone once a
+ * streamed answer begins: it is not read after that. */
+void server_execute_job(sm_server *srv, sm_stream *s, const char *body, size_t len, int control,
+                        const char *token, int accept_stream);
 
 #endif

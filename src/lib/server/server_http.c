@@ -1,5 +1,8 @@
-/* HTTP plumbing on libmicrohttpd: routing, bearer tokens, body limits and
- * deadlines, request ids and answers.
+/* The listener on libmicrohttpd: a request from its head to its answer
+ * (bearer tokens, body limits and deadlines, request ids, dispatch to
+ * the route's code, the answer queued). Which route a URL names is
+ * route_match.c's; what a route answers is its own file's (execute.c,
+ * health_route.c, metrics_route.c, reap_route.c, audit.c, the *_route.c).
  *
  * Connections reach libmicrohttpd through the gate (gate.c) once their
  * request head is complete, and every answer closes its connection, so a
@@ -9,7 +12,6 @@
  * Routes that block (tool calls, engine queries) suspend their connection
  * and go to the call threads of server.c; when the answer is ready the
  * connection is resumed and the answer queued from the I/O thread. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +30,16 @@
 #include "server/files_route.h"
 #include "server/server_watch.h"
 #include "server/mcp_route.h"
-#include <sandman/keep.h>
-
 #include "server/sandboxes_route.h"
 #include "server/stream.h"
 #include "server/terminal_route.h"
 #include "server/port_route.h"
 #include "server/preview.h"
 #include "server/preview_route.h"
+#include "server/health_route.h"
+#include "server/metrics_route.h"
+#include "server/reap_route.h"
+#include "server/route_match.h"
 
 #define CONNECTION_MEMORY_LIMIT (64 * 1024) /* headers of one request */
 #define CONNECTION_TIMEOUT_S 20             /* a connection that makes no progress */
@@ -47,7 +51,6 @@
  * read only to be dropped (the answer is decided) by DRAIN_TIMEOUT_MS. */
 #define REQUEST_TIMEOUT_MS 30000.0
 #define DRAIN_TIMEOUT_MS 10000.0
-#define METRICS_MAX (4 * 1024 * 1024)
 #define GENERIC_401 "missing or invalid token"
 /* Bodies of requests already refused are read and dropped up to this much,
  * so that clients that write a whole body before reading the answer (most
@@ -56,33 +59,7 @@
 #define DRAIN_MAX ((uint64_t)64 * 1024 * 1024)
 #define STREAM_BLOCK (64 * 1024) /* what a streamed answer hands libmicrohttpd at once */
 
-typedef enum {
-  R_NOT_FOUND = 0,
-  R_BAD_METHOD,
-  R_HEALTHZ,
-  R_EXECUTE,
-  R_LEASES,
-  R_HANDLE,
-  R_SANDBOXES,
-  R_REAP,
-  R_METRICS,
-  R_FILES,
-  R_MCP,
-  R_AUDIT,
-  R_APPROVALS,
-  R_SANDBOX,
-  R_CONTEXTS,
-  R_TERMINALS,
-  R_PORT,
-  R_PREVIEWS,
-  R_PREVIEW,
-} route_id;
 
-static const char *const route_names[] = {"unknown",   "unknown", "healthz",   "execute",
-                                          "leases",    "handles", "sandboxes", "reap",
-                                          "metrics",   "files",   "mcp",       "audit",
-                                          "approvals", "sandbox", "contexts",  "terminals",
-                                          "ports",     "previews",  "preview"};
 
 typedef enum { AUTH_NONE = 0, AUTH_CONTROL, AUTH_PENDING } auth_state;
 /* READING: the body is buffered. DRAIN: the answer is decided (an error)
@@ -105,10 +82,7 @@ typedef struct req_ctx {
   struct MHD_Connection *conn;
   char id[17];
   char method[8];
-  route_id route;
-  char handle_id[SM_HANDLE_ID_LEN + 1];
-  char sandbox_id[SM_NAME_MAX];  /* /v1/sandboxes/{id} */
-  int sandbox_op;                /* its sm_sandboxes_op */
+  server_route_match m; /* the route and what its URL carries */
   auth_state auth;
   char *token;         /* presented token when its check waits for the body */
   sm_buf body;
@@ -122,21 +96,16 @@ typedef struct req_ctx {
   sm_answer answer;
   char *raw;           /* non-JSON answer (metrics) */
   size_t raw_len;
-  const char *allow;    /* Allow header of a 405 (NULL: the route's) */
   int status;
   int accept_stream;    /* Accept: application/x-ndjson */
   sm_stream *stream;    /* streamed body or answer (one reference) */
   sm_files_req *files;  /* until its job takes it */
-  char files_name[16];  /* the route's last segment */
   sm_mcp_req *mcp;      /* until its job takes it */
   sm_sandboxes_req *sbx; /* the sandboxes routes' request */
   context_req *contexts; /* until its job takes it */
-  server_terminal_req *term;
+  server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
   server_port_req *port_req;  /* until its job takes it (port_route.c) */
-  unsigned port;              /* /v1/sandboxes/{id}/ports/{port} */
-  const char *port_path;      /* and the path after it (in the url) */
-  char preview_token[SERVER_PREVIEW_TOKEN_LEN + 1]; /* /preview/{token}: "" a bad one */
-  server_preview_ask preview_ask; /* POST /v1/sandboxes/{id}/previews */  /* until its job takes it (terminal_route.c) */
+  server_preview_ask preview_ask; /* POST /v1/sandboxes/{id}/previews */
   server_ws_upgrade *upgrade; /* a WebSocket's 101 answer (websocket_conn.c) */
 } req_ctx;
 
@@ -153,7 +122,7 @@ static enum MHD_Result send_response(req_ctx *c, struct MHD_Response *r, int sta
   if (ret == MHD_YES) {
     c->status = status;
     c->state = ST_ANSWERED;
-    sm_metrics_http(c->srv->metrics, route_names[c->route], status);
+    sm_metrics_http(c->srv->metrics, server_route_name(c->m.route), status);
     if (status == 401 || status == 403 || status == 400 || status == 413 || status == 404)
       sm_metrics_failure(c->srv->metrics, "policy");
   }
@@ -196,8 +165,8 @@ static enum MHD_Result queue_answer(req_ctx *c) {
   if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   if (status == 405) {
     /* Every route that answers 405 names its methods (match_route and the
-     * other matchers set c->allow). */
-    if (c->allow) MHD_add_response_header(r, "Allow", c->allow);
+     * other matchers set c->m.allow). */
+    if (c->m.allow) MHD_add_response_header(r, "Allow", c->m.allow);
   }
   return send_response(c, r, status);
 }
@@ -317,55 +286,23 @@ static void finish_job(req_ctx *c) {
  * streamed answer or finishes: c is not touched after that. */
 static void job_execute(void *arg) {
   req_ctx *c = arg;
-  sm_server *srv = c->srv;
-  sm_stream *s = c->stream;
-  sm_stream_ref(s);
   sm_log_set_request_id(c->id);
-  pthread_mutex_lock(&srv->mu);
-  srv->calls_in_flight++;
-  pthread_mutex_unlock(&srv->mu);
-  sm_answer a = {0, NULL};
-  sm_call *streamed = NULL;
-  sm_execute_route(srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
-                  c->accept_stream, &streamed, &a);
-  if (streamed) sm_execute_streamed(streamed, s); /* c may be gone once it begins */
-  pthread_mutex_lock(&srv->mu);
-  srv->calls_in_flight--;
-  pthread_mutex_unlock(&srv->mu);
-  if (!sm_stream_begun(s)) sm_stream_finish(s, 0, &a);
-  if (a.body) json_object_put(a.body);
-  sm_stream_unref(s);
+  server_execute_job(c->srv, c->stream, c->body.data, c->body.len, c->auth == AUTH_CONTROL,
+                     c->token, c->accept_stream);
 }
 
 static void job_handle_delete(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_handle_route_delete(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+  sm_handle_route_delete(c->srv, c->m.handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
   finish_job(c);
 }
 
 static void job_metrics(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_metrics_gauges g;
-  sm_server_gauges(c->srv, &g, 1);
-  sm_buf b;
-  sm_buf_init(&b, METRICS_MAX);
-  sm_metrics_render(c->srv->metrics, &g, &b);
-  size_t n = 0;
-  c->raw = sm_buf_steal(&b, &n);
-  c->raw_len = n;
-  if (c->raw == NULL) sm_answer_error(&c->answer, 503, "sandbox", "out of memory");
-  else c->answer.status = 200;
+  server_metrics_route(c->srv, &c->raw, &c->raw_len, &c->answer);
   finish_job(c);
-}
-
-static int engine_error_answer(sm_answer *a, const sm_error *err, const char *what) {
-  int engine = err->code == SM_EUNREACHABLE || err->code == SM_EENGINE ||
-               err->code == SM_ETIMEOUT || err->code == SM_EPROTOCOL || err->code == SM_ETLS;
-  sm_answer_error(a, engine ? 503 : 400, engine ? "engine" : "policy", "%s: %s", what,
-                  err->message[0] ? err->message : sm_error_default_message(err->code));
-  return 0;
 }
 
 static void job_sandboxes(void *arg) {
@@ -378,7 +315,7 @@ static void job_sandboxes(void *arg) {
 static void job_previews(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  server_preview_create(c->srv, c->sandbox_id, &c->preview_ask, c->auth == AUTH_CONTROL, c->token,
+  server_preview_create(c->srv, c->m.sandbox_id, &c->preview_ask, c->auth == AUTH_CONTROL, c->token,
                         &c->answer);
   finish_job(c);
 }
@@ -386,32 +323,7 @@ static void job_previews(void *arg) {
 static void job_reap(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_error err = SM_ERROR_INIT;
-  json_object *body = NULL;
-  sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
-  sm_ops_scope scope;
-  if (c->body.len > 0 && sm_server_json_object(c->body.data, c->body.len, &body, &err) != 0) {
-    sm_answer_error(&c->answer, 400, "policy", "%s", err.message);
-  } else if (sm_ops_reap_options_from_json(body, &ro, &err) != 0) {
-    sm_answer_error(&c->answer, 400, "policy", "%s", err.message);
-  } else if (c->srv->opts.runner == NULL) {
-    sm_answer_error(&c->answer, 503, "engine", "this runner has no engine");
-  } else {
-    sm_ops_report rep;
-    memset(&rep, 0, sizeof rep);
-    if (sm_ops_scope_from_runner(&scope, c->srv->opts.runner, &err) != 0 ||
-        sm_ops_reap(&scope, &ro, &rep, &err) != 0) {
-      engine_error_answer(&c->answer, &err, "reaping sandboxes");
-    } else {
-      sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
-             ro.dry_run ? " (dry run)" : "");
-      sm_ops_report_audit(&rep, "sandbox.reaped", c->srv->opts.audit);
-      c->answer.status = 200;
-      c->answer.body = sm_ops_report_to_json(&rep);
-      sm_ops_report_dispose(&rep);
-    }
-  }
-  if (body) json_object_put(body);
+  server_reap_route(c->srv, c->body.data, c->body.len, &c->answer);
   finish_job(c);
 }
 
@@ -419,15 +331,7 @@ static void job_reap(void *arg) {
 static void job_audit(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  char why[512];
-  json_object *body = NULL;
-  int status = sm_server_audit_get(c->srv, c->conn, &body, why, sizeof why);
-  if (status == 200) {
-    c->answer.status = 200;
-    c->answer.body = body;
-  } else {
-    sm_answer_error(&c->answer, status, status == 500 || status == 503 ? "sandbox" : "policy", "%s", why);
-  }
+  server_audit_route(c->srv, c->conn, &c->answer);
   finish_job(c);
 }
 
@@ -443,198 +347,7 @@ static enum MHD_Result dispatch(req_ctx *c, void (*fn)(void *)) {
   return MHD_YES;
 }
 
-/* ---- inline handlers ---- */
-
-static void healthz(req_ctx *c) {
-  sm_server *srv = c->srv;
-  json_object *o = json_object_new_object();
-  json_object *e = json_object_new_object();
-  pthread_mutex_lock(&srv->mu);
-  int up = srv->engine_up;
-  int has_engine = srv->opts.runner != NULL;
-  int degraded = srv->opts.degraded || srv->draining ||
-                 (has_engine && !up && srv->opts.mode != SM_MODE_NONE);
-  json_object_object_add(e, "host", srv->engine_host[0]
-                                        ? json_object_new_string(srv->engine_host)
-                                        : NULL);
-  json_object_object_add(e, "reachable", json_object_new_boolean(up));
-  json_object_object_add(e, "version", up && srv->engine_version[0]
-                                           ? json_object_new_string(srv->engine_version)
-                                           : NULL);
-  json_object_object_add(e, "api_version", up && srv->engine_api[0]
-                                               ? json_object_new_string(srv->engine_api)
-                                               : NULL);
-  if (!up && srv->engine_error[0])
-    json_object_object_add(e, "error", json_object_new_string(srv->engine_error));
-  int draining = srv->draining;
-  pthread_mutex_unlock(&srv->mu);
-  json_object_object_add(o, "status", json_object_new_string(degraded ? "degraded" : "ok"));
-  json_object_object_add(o, "version", json_object_new_string(sm_version()));
-  json_object_object_add(o, "mode", json_object_new_string(sm_mode_name(srv->opts.mode)));
-  json_object_object_add(o, "pool", srv->pool ? json_object_new_string(srv->pool) : NULL);
-  if (srv->opts.degraded)
-    json_object_object_add(o, "fallback", json_object_new_boolean(1));
-  if (draining) json_object_object_add(o, "draining", json_object_new_boolean(1));
-  json_object_object_add(o, "engine", e);
-  c->answer.status = 200;
-  c->answer.body = o;
-}
-
 /* ---- requests ---- */
-
-/* Is method one of methods ("GET", "GET, POST", ...)? HEAD is GET. */
-static int method_in(const char *methods, const char *method) {
-  if (strcmp(method, "HEAD") == 0) method = "GET";
-  size_t n = strlen(method);
-  for (const char *p = methods; *p;) {
-    size_t k = strcspn(p, ",");
-    if (k == n && strncmp(p, method, n) == 0) return 1;
-    p += k;
-    p += strspn(p, ", ");
-  }
-  return 0;
-}
-
-/* A route that answers only methods: r when method is one of them, else
- * R_BAD_METHOD; either way the 405's Allow header is methods. */
-static route_id only(route_id r, const char *methods, const char *method, const char **allow) {
-  *allow = methods;
-  return method_in(methods, method) ? r : R_BAD_METHOD;
-}
-
-/* handle_id gets the id of /v1/handles/{id} or /v1/approvals/{id}. */
-static route_id match_route(const char *url, const char *method, char *handle_id,
-                            const char **allow) {
-  static const struct {
-    const char *path, *methods;
-    route_id route;
-  } exact[] = {
-      {"/healthz", "GET", R_HEALTHZ},
-      {"/metrics", "GET", R_METRICS},
-      {"/v1/execute", "POST", R_EXECUTE},
-      {"/v1/leases", "POST", R_LEASES},
-      {"/v1/sandboxes", "GET, POST", R_SANDBOXES},
-      {"/v1/audit", "GET", R_AUDIT},
-      {"/v1/sandboxes/reap", "POST", R_REAP},
-      {"/v1/approvals", "GET", R_APPROVALS},
-  };
-  for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
-    if (strcmp(url, exact[i].path) == 0)
-      return only(exact[i].route, exact[i].methods, method, allow);
-  if (strncmp(url, "/v1/approvals/", 14) == 0) {
-    /* handle_id holds the approval's id (32 hex digits, as a handle's) */
-    const char *id = url + 14;
-    size_t n = strlen(id);
-    if (n == 0 || n > SM_HANDLE_ID_LEN || strspn(id, "0123456789abcdef") != n) return R_NOT_FOUND;
-    memcpy(handle_id, id, n + 1);
-    return only(R_APPROVALS, "POST", method, allow);
-  }
-  if (strncmp(url, "/v1/handles/", 12) == 0) {
-    const char *id = url + 12;
-    size_t n = strlen(id);
-    if (n == 0 || n > SM_HANDLE_ID_LEN) return R_NOT_FOUND;
-    for (size_t i = 0; i < n; i++)
-      if (!isxdigit((unsigned char)id[i])) return R_NOT_FOUND;
-    memcpy(handle_id, id, n + 1);
-    return only(R_HANDLE, "GET, DELETE", method, allow);
-  }
-  return R_NOT_FOUND;
-}
-
-/* /preview/{token}[/{path}]: any method, no other token (port_route.c). */
-static route_id match_preview_route(req_ctx *c, const char *url) {
-  if (strncmp(url, "/preview/", 9) != 0) return R_NOT_FOUND;
-  const char *tok = url + 9, *slash = strchr(tok, '/');
-  size_t n = slash ? (size_t)(slash - tok) : strlen(tok);
-  if (n == 0 || n > SERVER_PREVIEW_TOKEN_LEN) n = 0;
-  memcpy(c->preview_token, tok, n);
-  c->preview_token[n] = '\0';
-  c->port_path = slash ? slash + 1 : "";
-  return R_PREVIEW;
-}
-
-/* /v1/sandboxes/{id}/ports/{port}[/{path}]: any method (port_route.c). */
-static route_id match_port_route(req_ctx *c, const char *rest) {
-  const char *slash = strchr(rest, '/');
-  size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-  char num[8];
-  int64_t port = 0;
-  if (n == 0 || n >= sizeof num) return R_NOT_FOUND;
-  memcpy(num, rest, n);
-  num[n] = '\0';
-  if (strspn(num, "0123456789") != n || sm_parse_int(num, 1, 65535, &port, NULL) != 0)
-    return R_NOT_FOUND;
-  c->port = (unsigned)port;
-  c->port_path = slash ? slash + 1 : "";
-  return R_PORT;
-}
-
-/* /v1/snapshots (GET) and /v1/snapshots/{name} (GET, DELETE): carried by
- * the sandboxes routes' request (snapshots_route.c). */
-static route_id match_snapshot_route(req_ctx *c, const char *url, const char *method) {
-  int get = strcmp(method, "GET") == 0, del = strcmp(method, "DELETE") == 0;
-  if (strcmp(url, "/v1/snapshots") == 0) {
-    c->sandbox_op = SM_SNAPSHOTS_LIST;
-    c->allow = "GET";
-    snprintf(c->sandbox_id, sizeof c->sandbox_id, "-");
-    return get ? R_SANDBOX : R_BAD_METHOD;
-  }
-  const char *name = url + 14;
-  size_t n = strlen(name);
-  if (n == 0 || n >= sizeof c->sandbox_id || !sm_server_name_valid(name, SM_SNAPSHOT_NAME_MAX - 1))
-    return R_NOT_FOUND;
-  memcpy(c->sandbox_id, name, n + 1);
-  c->sandbox_op = del ? SM_SNAPSHOTS_DELETE : SM_SNAPSHOTS_GET;
-  c->allow = "GET, DELETE";
-  return get || del ? R_SANDBOX : R_BAD_METHOD;
-}
-
-/* /v1/sandboxes/{id} (GET, DELETE), /v1/sandboxes/{id}/keepalive, /pause,
- * /resume, /snapshot, /rollback (POST), /diff (GET), /v1/sandboxes/fork
- * (POST), and the snapshots' routes. */
-static route_id match_sandbox_route(req_ctx *c, const char *url, const char *method) {
-  if (strncmp(url, "/v1/snapshots", 13) == 0 && (url[13] == '\0' || url[13] == '/'))
-    return match_snapshot_route(c, url, method);
-  if (strncmp(url, "/v1/sandboxes/", 14) != 0) return R_NOT_FOUND;
-  const char *id = url + 14;
-  const char *slash = strchr(id, '/');
-  size_t n = slash ? (size_t)(slash - id) : strlen(id);
-  if (n == 0 || n >= sizeof c->sandbox_id) return R_NOT_FOUND;
-  memcpy(c->sandbox_id, id, n);
-  c->sandbox_id[n] = '\0';
-  if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
-  if (slash && strncmp(slash, "/ports/", 7) == 0) return match_port_route(c, slash + 7);
-  if (slash && strcmp(slash, "/previews") == 0) {
-    c->allow = "POST";
-    return strcmp(method, "POST") == 0 ? R_PREVIEWS : R_BAD_METHOD;
-  }
-  if (slash && strcmp(slash, "/diff") == 0) {
-    c->sandbox_op = SM_SANDBOXES_DIFF;
-    c->allow = "GET";
-    return strcmp(method, "GET") == 0 ? R_SANDBOX : R_BAD_METHOD;
-  }
-  if (slash) {
-    if (strcmp(slash, "/keepalive") == 0) c->sandbox_op = SM_SANDBOXES_KEEPALIVE;
-    else if (strcmp(slash, "/pause") == 0) c->sandbox_op = SM_SANDBOXES_PAUSE;
-    else if (strcmp(slash, "/resume") == 0) c->sandbox_op = SM_SANDBOXES_RESUME;
-    else if (strcmp(slash, "/snapshot") == 0) c->sandbox_op = SM_SANDBOXES_SNAPSHOT;
-    else if (strcmp(slash, "/rollback") == 0) c->sandbox_op = SM_SANDBOXES_ROLLBACK;
-    else return R_NOT_FOUND;
-    c->allow = "POST";
-    return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
-  }
-  if (strcmp(c->sandbox_id, "fork") == 0) {
-    c->sandbox_op = SM_SANDBOXES_FORK;
-    c->allow = "POST";
-    return strcmp(method, "POST") == 0 ? R_SANDBOX : R_BAD_METHOD;
-  }
-  c->allow = "GET, DELETE";
-  c->sandbox_op = strcmp(method, "DELETE") == 0 ? SM_SANDBOXES_DELETE : SM_SANDBOXES_GET;
-  return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
-                 strcmp(method, "DELETE") == 0
-             ? R_SANDBOX
-             : R_BAD_METHOD;
-}
 
 /* The bearer token of the request, or NULL. */
 static const char *bearer(struct MHD_Connection *conn) {
@@ -660,25 +373,6 @@ static int charge_body(sm_server *srv, req_ctx *c, size_t n) {
   return ok;
 }
 
-/* /v1/files/<name>, /mcp and /v1/contexts... */
-static route_id match_stream_route(req_ctx *c, const char *url, const char *method,
-                                   int *files_op) {
-  if (strcmp(url, "/mcp") == 0) return R_MCP;
-  int ctx_op = context_route_match(url, method, &c->allow);
-  if (ctx_op >= 0) return R_CONTEXTS;
-  if (ctx_op == -2) return R_BAD_METHOD;
-  if (strncmp(url, "/v1/files/", 10) != 0 || strlen(url + 10) >= sizeof c->files_name)
-    return R_NOT_FOUND;
-  snprintf(c->files_name, sizeof c->files_name, "%s", url + 10);
-  *files_op = sm_files_route_op(c->files_name, method);
-  if (*files_op == -1) return R_NOT_FOUND;
-  if (*files_op == -2) {
-    c->allow = sm_files_route_allow(c->files_name);
-    return R_BAD_METHOD;
-  }
-  return R_FILES;
-}
-
 /* A WebSocket handshake's 101 answer: the connection then belongs to the
  * route's handler (websocket_conn.c). */
 static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const char *accept) {
@@ -693,7 +387,7 @@ static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const cha
   if (ret == MHD_YES) {
     c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
     c->state = ST_ANSWERED;
-    sm_metrics_http(c->srv->metrics, route_names[c->route], c->status);
+    sm_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
   }
   return ret;
 }
@@ -702,7 +396,7 @@ static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const cha
  * answered now. */
 static enum MHD_Result terminals_start(req_ctx *c, const char *url, const char *method) {
   c->term = server_terminal_req_new(c->srv, c->conn, url, method, c->auth == AUTH_CONTROL, c->token,
-                                    &c->allow, &c->answer);
+                                    &c->m.allow, &c->answer);
   if (c->term == NULL) return decide_answer(c);
   server_ws_upgrade *u = NULL;
   char accept[SERVER_WS_ACCEPT_LEN + 1];
@@ -752,12 +446,7 @@ static enum MHD_Result upload_step(req_ctx *c, const char *data, size_t *size) {
 
 static enum MHD_Result first_call(req_ctx *c, const char *url, const char *method) {
   sm_server *srv = c->srv;
-  int files_op = -1;
-  c->route = match_route(url, method, c->handle_id, &c->allow);
-  if (c->route == R_NOT_FOUND) c->route = match_stream_route(c, url, method, &files_op);
-  if (c->route == R_NOT_FOUND) c->route = match_sandbox_route(c, url, method);
-  if (c->route == R_NOT_FOUND) c->route = match_preview_route(c, url);
-  if (c->route == R_NOT_FOUND && server_terminal_route_match(url)) c->route = R_TERMINALS;
+  server_route_match_url(&c->m, url, method);
   const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Content-Length");
   const char *te = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Transfer-Encoding");
   const char *ex = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Expect");
@@ -770,15 +459,15 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
   c->has_body = n > 0 || (te != NULL && !cl);
   c->expect_continue = ex != NULL && strcasecmp(ex, "100-continue") == 0;
   if (srv->draining) return decide(c, 503, "sandbox", "the runner is stopping");
-  if (c->route == R_NOT_FOUND) return decide(c, 404, "policy", "no such route");
-  if (c->route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
-  if (c->route != R_HEALTHZ && c->route != R_PREVIEW) {
+  if (c->m.route == R_NOT_FOUND) return decide(c, 404, "policy", "no such route");
+  if (c->m.route == R_BAD_METHOD) return decide(c, 405, "policy", "method not allowed");
+  if (c->m.route != R_HEALTHZ && c->m.route != R_PREVIEW) {
     const char *tok = bearer(c->conn);
-    int worker_ok = c->route == R_EXECUTE || c->route == R_LEASES || c->route == R_HANDLE ||
-                    c->route == R_FILES || c->route == R_MCP || c->route == R_APPROVALS ||
-                    c->route == R_SANDBOXES || c->route == R_SANDBOX ||
-                    c->route == R_CONTEXTS || c->route == R_TERMINALS || c->route == R_PORT ||
-                    c->route == R_PREVIEWS;
+    int worker_ok = c->m.route == R_EXECUTE || c->m.route == R_LEASES || c->m.route == R_HANDLE ||
+                    c->m.route == R_FILES || c->m.route == R_MCP || c->m.route == R_APPROVALS ||
+                    c->m.route == R_SANDBOXES || c->m.route == R_SANDBOX ||
+                    c->m.route == R_CONTEXTS || c->m.route == R_TERMINALS || c->m.route == R_PORT ||
+                    c->m.route == R_PREVIEWS;
     if (tok && sm_server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
@@ -788,33 +477,33 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
       c->token = strdup(tok);
       if (c->token == NULL) return decide(c, 503, "sandbox", "out of memory");
     } else {
-      sm_server_audit_token(srv, route_names[c->route], NULL, GENERIC_401);
+      sm_server_audit_token(srv, server_route_name(c->m.route), NULL, GENERIC_401);
       return decide(c, 401, "policy", GENERIC_401);
     }
   }
-  if (c->route == R_FILES) return files_start(c, files_op);
-  if (c->route == R_TERMINALS) {
+  if (c->m.route == R_FILES) return files_start(c, c->m.files_op);
+  if (c->m.route == R_TERMINALS) {
     enum MHD_Result ret = terminals_start(c, url, method);
     if (c->state != ST_READING || c->term == NULL) return ret;
   }
-  if (c->route == R_MCP) {
+  if (c->m.route == R_MCP) {
     c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
                             &c->answer);
     if (c->mcp == NULL) return decide_answer(c);
   }
-  if (c->route == R_CONTEXTS) {
+  if (c->m.route == R_CONTEXTS) {
     c->contexts = context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
                                   c->token, &c->answer);
     if (c->contexts == NULL) return decide_answer(c);
   }
-  if (c->route == R_PORT || c->route == R_PREVIEW) {
-    c->port_req = server_port_req_new(srv, c->conn, c->sandbox_id, c->port, c->port_path, method,
+  if (c->m.route == R_PORT || c->m.route == R_PREVIEW) {
+    c->port_req = server_port_req_new(srv, c->conn, c->m.sandbox_id, c->m.port, c->m.port_path, method,
                                       c->auth == AUTH_CONTROL, c->token);
     if (c->port_req == NULL) return decide(c, 503, "sandbox", "out of memory");
-    if (c->route == R_PREVIEW) server_port_req_preview(c->port_req, c->preview_token);
+    if (c->m.route == R_PREVIEW) server_port_req_preview(c->port_req, c->m.preview_token);
   }
-  if (c->route == R_PREVIEWS) server_preview_ask_read(c->conn, &c->preview_ask);
-  if (c->route == R_EXECUTE) {
+  if (c->m.route == R_PREVIEWS) server_preview_ask_read(c->conn, &c->preview_ask);
+  if (c->m.route == R_EXECUTE) {
     const char *acc = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Accept");
     c->accept_stream = acc && strstr(acc, "application/x-ndjson") != NULL;
   }
@@ -823,11 +512,11 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     snprintf(msg, sizeof msg, "request body larger than %zu bytes", srv->opts.max_body);
     return decide(c, 413, "policy", msg);
   }
-  if (c->route == R_SANDBOXES || c->route == R_SANDBOX) {
-    sm_sandboxes_op op = c->route == R_SANDBOX ? (sm_sandboxes_op)c->sandbox_op
+  if (c->m.route == R_SANDBOXES || c->m.route == R_SANDBOX) {
+    sm_sandboxes_op op = c->m.route == R_SANDBOX ? (sm_sandboxes_op)c->m.sandbox_op
                          : strcmp(method, "POST") == 0 ? SM_SANDBOXES_CREATE
                                                        : SM_SANDBOXES_LIST;
-    c->sbx = sm_sandboxes_req_new(srv, c->conn, op, c->route == R_SANDBOX ? c->sandbox_id : NULL,
+    c->sbx = sm_sandboxes_req_new(srv, c->conn, op, c->m.route == R_SANDBOX ? c->m.sandbox_id : NULL,
                                   c->auth == AUTH_CONTROL, c->token, &c->answer);
     if (c->sbx == NULL) return decide_answer(c);
   }
@@ -835,9 +524,9 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
 }
 
 static enum MHD_Result body_complete(req_ctx *c) {
-  switch (c->route) {
+  switch (c->m.route) {
     case R_HEALTHZ:
-      healthz(c);
+      server_health_route(c->srv, &c->answer);
       return queue_answer(c);
     case R_EXECUTE:
       if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
@@ -874,7 +563,7 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return queue_answer(c);
     case R_HANDLE:
       if (strcmp(c->method, "DELETE") == 0) return dispatch(c, job_handle_delete);
-      sm_handle_route_get(c->srv, c->handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+      sm_handle_route_get(c->srv, c->m.handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
       return queue_answer(c);
     case R_SANDBOXES:
     case R_SANDBOX:
@@ -907,7 +596,7 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch_stream(c, server_port_job, pr, port_discard);
     }
     case R_APPROVALS:
-      sm_server_approvals_route(c->srv, c->method, c->handle_id[0] ? c->handle_id : NULL,
+      sm_server_approvals_route(c->srv, c->method, c->m.handle_id[0] ? c->m.handle_id : NULL,
                                 c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
       return queue_answer(c);
     default:
@@ -994,10 +683,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   double ms = sm_monotonic_ms() - c->t0;
   int early = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
   sm_log_event(c->status >= 500 ? SM_LOG_WARN : SM_LOG_INFO, "http.request",
-               SM_LOG_FIELDS(SM_LOG_STR("method", c->method), SM_LOG_STR("route", route_names[c->route]),
+               SM_LOG_FIELDS(SM_LOG_STR("method", c->method), SM_LOG_STR("route", server_route_name(c->m.route)),
                              SM_LOG_INT("status", c->status), SM_LOG_NUM("duration_ms", ms),
                              SM_LOG_BOOL("ended_early", early)),
-               "%s %s -> %d in %.1f ms%s", c->method, route_names[c->route], c->status, ms,
+               "%s %s -> %d in %.1f ms%s", c->method, server_route_name(c->m.route), c->status, ms,
                early ? " (connection ended early)" : "");
   sm_log_set_request_id(NULL);
   if (c->token) {

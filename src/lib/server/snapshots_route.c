@@ -13,6 +13,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "server/preview_route.h"
 #include "server/sandbox_owner.h"
 #include "server/server_internal.h"
@@ -139,16 +140,12 @@ static void fork_route(sm_server *srv, const server_snapshot_args *s, sm_answer 
     snprintf(ids[i], sizeof ids[i], "%s-%s", s->prefix[0] ? s->prefix : s->snapshot, hex);
     ptrs[i] = ids[i];
   }
-  sm_fork_item *items = calloc(n, sizeof *items);
+  cleanup_free sm_fork_item *items = calloc(n, sizeof *items);
   if (items == NULL) return sm_answer_error(a, 503, "sandbox", "out of memory");
   sm_fork_request req = {s->snapshot, owner_of(s, buf, sizeof buf), NULL, ptrs, n};
-  if (sm_sandbox_fork(srv->opts.runner, &req, items, &err) != 0) {
-    free(items);
-    return fail(a, &err);
-  }
+  if (sm_sandbox_fork(srv->opts.runner, &req, items, &err) != 0) return fail(a, &err);
   a->status = 200;
   a->body = fork_items(items, n);
-  free(items);
 }
 
 static void list(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {

@@ -16,6 +16,7 @@
  * "terminal", the principal), so a worker token reaches only its own
  * sandboxes; one that names a terminal of another worker gets the answer
  * of a missing one. */
+#include "common/cleanup.h"
 #include "server/terminal_route.h"
 
 #include <stdio.h>
@@ -361,21 +362,20 @@ static void do_create(server_terminal_req *r, sm_answer *a) {
   sm_execute_params p;
   memset(&p, 0, sizeof p);
   unsigned rows = DEFAULT_ROWS, cols = DEFAULT_COLS;
-  char *cwd = NULL;
+  cleanup_free char *cwd = NULL;
   if (parse_create(r, &p, &rows, &cols, &cwd, a) != 0) {
     sm_execute_params_dispose(&p);
-    free(cwd);
     return;
   }
   char worker[SM_SERVER_KEY_MAX + 1];
   snprintf(worker, sizeof worker, "%s", p.worker_key ? p.worker_key : "");
   sm_call *k = sm_call_prepare(srv, &p, r->control, r->token, a);
-  if (k == NULL) {
-    free(cwd);
-    return;
-  }
+  if (k == NULL) return;
   server_terminal *t = NULL;
-  if (server_terminal_create(srv->terminals, k, worker, rows, cols, cwd, &t, a) != 0) return;
+  /* cwd is the terminal's (taken whatever happens). */
+  if (server_terminal_create(srv->terminals, k, worker, rows, cols, steal_pointer(&cwd), &t, a) !=
+      0)
+    return;
   a->status = 201;
   a->body = server_terminal_json(t);
   server_terminal_unref(t);
@@ -390,17 +390,15 @@ static void do_screen(server_terminal_req *r, sm_answer *a) {
     a->body = server_terminal_screen_json(r->t, (size_t)r->scrollback);
     return;
   }
-  sm_buf text;
+  cleanup_buf sm_buf text;
   sm_buf_init(&text, (size_t)64 << 20);
   if (server_terminal_screen_text(r->t, &text) != 0 || sm_buf_append(&text, "\n", 1) != 0) {
-    sm_buf_dispose(&text);
     sm_answer_error(a, 503, "sandbox", "out of memory");
     return;
   }
   if (sm_stream_begin(r->stream, 200, "text/plain; charset=utf-8", (int64_t)text.len, NULL, NULL,
                       NULL, NULL) == 0)
     sm_stream_write(r->stream, text.data, text.len);
-  sm_buf_dispose(&text);
 }
 
 static void do_input(server_terminal_req *r, sm_answer *a) {
@@ -420,7 +418,8 @@ static void do_input(server_terminal_req *r, sm_answer *a) {
 }
 
 static void do_resize(server_terminal_req *r, sm_answer *a) {
-  json_object *o = NULL, *rows = NULL, *cols = NULL;
+  cleanup_json json_object *o = NULL;
+  json_object *rows = NULL, *cols = NULL;
   sm_error err = SM_ERROR_INIT;
   if (sm_server_json_object(r->body, r->body_len, &o, &err) != 0 ||
       !json_object_object_get_ex(o, "rows", &rows) ||
@@ -428,13 +427,11 @@ static void do_resize(server_terminal_req *r, sm_answer *a) {
       !json_object_is_type(cols, json_type_int) || json_object_get_int64(rows) < 1 ||
       json_object_get_int64(cols) < 1 || json_object_get_int64(rows) > SM_TTY_DIM_MAX ||
       json_object_get_int64(cols) > SM_TTY_DIM_MAX) {
-    json_object_put(o);
     sm_answer_error(a, 400, "policy", "give {\"rows\": 1..%d, \"cols\": 1..%d}", SM_TTY_DIM_MAX,
                     SM_TTY_DIM_MAX);
     return;
   }
   unsigned nr = (unsigned)json_object_get_int64(rows), nc = (unsigned)json_object_get_int64(cols);
-  json_object_put(o);
   int rc = server_terminal_resize(r->t, nr, nc, &err);
   if (rc) {
     sm_answer_error_code(a, rc, err.message);

@@ -182,7 +182,8 @@ static int scratch_list_sent(const side *d, const sm_workspace_sync *s, ws_entry
  * (without one there is nothing to read from). */
 static int scratch_fetch(const side *d, sm_workspace_sync *s, ws_extract *x, ws_manifest *listing,
                          const char *root, const char *prefix, sm_error *err) {
-  if (listing == NULL) return SM_EIO;
+  if (listing == NULL)
+    return sm_error_set(err, SM_EIO, "the scratch folder has no listing to read from");
   return fetch_local(s, d->fd, listing, x, root, prefix, err);
 }
 
