@@ -93,6 +93,8 @@ def suite_owners(tmp):
     check("k1 freezes its own sandbox", st == 200 and body.get("state") == "frozen" and
           body.get("previous") == "running", (st, body))
     check("the engine has it paused", engine_state(sid) == "paused")
+    check("/metrics counts it frozen", 'sandman_sandboxes_by_state{state="frozen"} 1' in
+          r.client.metrics(), r.client.metrics())
     entry = listed(k1, "k1", sid)
     check("GET /v1/sandboxes: state frozen, state_since", entry.get("state") == "frozen" and
           entry.get("state_since"), entry)

@@ -240,6 +240,10 @@ static int take_fault(fake_engine *fe, const fe_request *req, fe_reply *r) {
     if (f->times <= 0 || (f->method[0] && strcmp(f->method, req->method) != 0) ||
         !strstr(req->path, f->part))
       continue;
+    if (f->skip > 0) {
+      f->skip--;
+      continue;
+    }
     f->times--;
     fe_reply_error(r, f->status, "%s", f->message);
     hit = 1;
@@ -493,9 +497,10 @@ void fake_engine_clear_log(fake_engine *fe) {
 }
 
 static void add_fault(fake_engine *fe, fe_fault **list, const char *method, const char *part,
-                      int status, const char *message, int times) {
+                      int skip, int status, const char *message, int times) {
   fe_fault *f = calloc(1, sizeof *f);
   if (f == NULL) return;
+  f->skip = skip;
   snprintf(f->method, sizeof f->method, "%s", method ? method : "");
   snprintf(f->part, sizeof f->part, "%s", part ? part : "");
   snprintf(f->message, sizeof f->message, "%s", message ? message : "injected failure");
@@ -509,10 +514,15 @@ static void add_fault(fake_engine *fe, fe_fault **list, const char *method, cons
 
 void fake_engine_fail(fake_engine *fe, const char *method, const char *part, int status,
                       const char *message, int times) {
-  add_fault(fe, &fe->faults, method, part, status, message, times);
+  add_fault(fe, &fe->faults, method, part, 0, status, message, times);
+}
+
+void fake_engine_fail_after(fake_engine *fe, const char *method, const char *part, int after,
+                            int status, const char *message, int times) {
+  add_fault(fe, &fe->faults, method, part, after, status, message, times);
 }
 
 void fake_engine_fail_exec(fake_engine *fe, const char *part, const char *message, int code,
                            int times) {
-  add_fault(fe, &fe->exec_faults, NULL, part, code, message, times);
+  add_fault(fe, &fe->exec_faults, NULL, part, 0, code, message, times);
 }

@@ -8,8 +8,10 @@
  *   /_ping (Api-Version header), /version, /info (runtimes runc and runsc)
  *   images: inspect of the images added with fake_engine_add_image
  *   containers: create, start, inspect, list by label, wait, stop, kill,
- *     remove; each has a folder on the host for its own files, its tmpfs
- *     mounts and its volumes (named volumes live on until removed)
+ *     pause, unpause, remove; each has a folder on the host for its own
+ *     files, its tmpfs mounts and its volumes (named volumes live on until
+ *     removed); a paused container refuses execs (409) but its processes
+ *     run on (the pause is recorded, not applied)
  *   volumes: create, list, remove
  *   exec: create, start over the hijacked stream (101, then stdin in and the
  *     8-byte-header multiplexed stdout/stderr out), inspect (exit code)
@@ -71,6 +73,26 @@ typedef struct fake_world {
 int fake_world_open(fake_world *w, const char *instance);
 void fake_world_close(fake_world *w);
 
+/* cmocka's setup and teardown of a test of calls: *state a fake_world
+ * opened with this instance name (the setup returns -1 when it cannot be),
+ * then closed and freed. */
+int fake_world_setup(void **state, const char *instance);
+int fake_world_teardown(void **state);
+
+/* A call's request in w: mode, FAKE_ENGINE_IMAGE, a 60 s timeout, argv,
+ * w->ws as its workspace, tool "shell". */
+void fake_world_request(const fake_world *w, sm_run_request *req, sm_mode mode,
+                        const char *const *argv, size_t argc);
+/* sm_run on w's runner: its return code; when not 0, or when the result
+ * is a failure of sandman's (not the tool's exit code, nor a timeout) and
+ * say_failure is set, the error, the result and the engine's log go to
+ * stderr. */
+int fake_world_run(fake_world *w, const sm_run_request *req, sm_run_result *out, int say_failure);
+/* Runs req, which must go well (ok) and print exactly stdout_text (NULL:
+ * anything): 0, or -1 said on stderr with the result and the engine's log.
+ * The result is disposed of. */
+int fake_world_expect(fake_world *w, const sm_run_request *req, const char *stdout_text);
+
 /* An image the engine has (ref as given in a request, e.g.
  * "sandman-test/fake:latest"); user is its Config.User ("" for root). */
 void fake_engine_add_image(fake_engine *fe, const char *ref, const char *user);
@@ -87,6 +109,10 @@ void fake_engine_clear_log(fake_engine *fe);
  * contains part are answered with status and {"message": message}. */
 void fake_engine_fail(fake_engine *fe, const char *method, const char *part, int status,
                       const char *message, int times);
+/* The same, once `after` such requests have been answered as usual (the
+ * second copy out of a call, not the first). */
+void fake_engine_fail_after(fake_engine *fe, const char *method, const char *part, int after,
+                            int status, const char *message, int times);
 
 /* The next `times` execs with an argument that contains part cannot start:
  * the stream says message on stdout, as the runtime does, and the exit

@@ -77,6 +77,7 @@ void fe_container_kill(fake_engine *fe, fe_container *c, int code) {
     if (x->pid > 0 && strcmp(x->container, c->id) == 0) kill(-x->pid, SIGKILL);
   if (c->running) c->exit_code = code;
   c->running = 0;
+  c->paused = 0;
   pthread_cond_broadcast(&fe->cv);
 }
 
@@ -160,10 +161,12 @@ static json_object *container_json(const fe_container *c) {
   json_object_object_add(o, "Name", json_object_new_string(name));
   json_object_object_add(o, "Image", json_object_new_string(c->image_id));
   json_object_object_add(st, "Status",
-                         json_object_new_string(c->running   ? "running"
+                         json_object_new_string(c->paused      ? "paused"
+                                                : c->running ? "running"
                                                 : c->started ? "exited"
                                                              : "created"));
   json_object_object_add(st, "Running", json_object_new_boolean(c->running));
+  json_object_object_add(st, "Paused", json_object_new_boolean(c->paused));
   json_object_object_add(st, "OOMKilled", json_object_new_boolean(c->oom_killed));
   json_object_object_add(st, "ExitCode", json_object_new_int(c->exit_code));
   json_object_object_add(o, "State", st);
@@ -351,6 +354,15 @@ static void container_route(fake_engine *fe, const fe_request *req, const char *
     return;
   }
   if (strcmp(what, "wait") == 0 && strcmp(m, "POST") == 0) return container_wait(fe, req, c, r);
+  if ((strcmp(what, "pause") == 0 || strcmp(what, "unpause") == 0) && strcmp(m, "POST") == 0) {
+    int pause = what[0] == 'p';
+    if (!c->running) return fe_reply_error(r, 409, "Container %s is not running", c->id);
+    if (c->paused == pause)
+      return fe_reply_error(r, 409, "Container %s is %s", c->id, pause ? "already paused" : "not paused");
+    c->paused = pause;
+    r->status = 204;
+    return;
+  }
   fe_reply_error(r, 404, "page not found");
 }
 
@@ -422,6 +434,9 @@ static void exec_create(fake_engine *fe, const fe_request *req, const char *ref,
   fe_container *c = fe_container_find(fe, ref);
   if (c == NULL) return fe_reply_error(r, 404, "No such container: %s", ref);
   if (!c->running) return fe_reply_error(r, 409, "Container %s is not running", c->id);
+  if (c->paused)
+    return fe_reply_error(r, 409, "Container %s is paused, unpause the container before exec",
+                          c->id);
   json_object *config = req->body ? json_tokener_parse(req->body) : NULL, *cmd = NULL;
   if (config == NULL || !json_object_object_get_ex(config, "Cmd", &cmd) || fe_len(cmd) == 0) {
     json_object_put(config);

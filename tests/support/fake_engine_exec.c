@@ -3,7 +3,8 @@
  * its stdout and stderr the other, each chunk behind the engine's 8-byte
  * header (stream, 0, 0, 0, length big-endian). The process runs on the host
  * with the container's paths mapped (fake_engine_fs.c); a session of
- * sandman's agent gets the paths in its call frames mapped the same way. */
+ * sandman's agent gets the paths in its call frames (a terminal's too)
+ * mapped the same way. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -191,20 +192,23 @@ static int send_frame(int fd, int stream, const char *data, size_t len) {
 /* ---- an agent session's call frames, mapped on their way in ---- */
 
 /* Moves every whole frame of in to out, each string of a call frame's
- * payload mapped. -1 on a frame no agent would take. */
+ * payload mapped (a terminal's call frame: after its size, 4 bytes).
+ * -1 on a frame no agent would take. */
 static int agent_frames(const fe_container *c, bytes *in, bytes *out) {
   while (in->len >= SM_FRAME_HEADER) {
     const unsigned char *h = (const unsigned char *)in->data;
     uint32_t len = (uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8];
     if (len > SM_FRAME_CALL_MAX) return -1;
     if (in->len < SM_FRAME_HEADER + (size_t)len) return 0;
-    if (h[0] != SM_FRAME_CALL) {
+    size_t keep = h[0] == SM_FRAME_TTY ? 4 : 0; /* the terminal's rows and columns */
+    if ((h[0] != SM_FRAME_CALL && h[0] != SM_FRAME_TTY) || len < keep) {
       if (bytes_add(out, in->data, SM_FRAME_HEADER + len) != 0) return -1;
       bytes_drop(in, SM_FRAME_HEADER + len);
       continue;
     }
     bytes payload = {0};
-    const char *p = in->data + SM_FRAME_HEADER, *end = p + len;
+    if (keep && bytes_add(&payload, in->data + SM_FRAME_HEADER, keep) != 0) return -1;
+    const char *p = in->data + SM_FRAME_HEADER + keep, *end = in->data + SM_FRAME_HEADER + len;
     while (p < end) {
       size_t n = strnlen(p, (size_t)(end - p));
       char *raw = strndup(p, n);
@@ -219,7 +223,7 @@ static int agent_frames(const fe_container *c, bytes *in, bytes *out) {
       p += n + 1;
     }
     unsigned char head[SM_FRAME_HEADER];
-    sm_frame_header(head, SM_FRAME_CALL,
+    sm_frame_header(head, h[0],
                     (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4],
                     (uint32_t)payload.len);
     int rc = bytes_add(out, head, sizeof head);

@@ -66,6 +66,7 @@ typedef struct fe_container {
   char image_id[FE_ID_LEN + 8];
   json_object *config; /* as created (HostConfig included) */
   int running, oom_killed, exit_code, started;
+  int paused; /* frozen by POST /pause: no exec is made in it until unpaused */
   char root[FE_PATH_MAX]; /* its own files (what no mount covers) */
   fe_mount mounts[FE_MOUNTS_MAX];
   size_t n_mounts;
@@ -92,6 +93,7 @@ typedef struct fe_fault {
   char part[512];
   int status;
   char message[512];
+  int skip; /* matching requests still answered as usual before the fault */
   int times;
   struct fe_fault *next;
 } fe_fault;

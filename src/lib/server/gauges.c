@@ -8,6 +8,8 @@
 #include "server/server_core.h"
 #include "server/handles.h"
 
+const char *const server_sandbox_states[4] = {"running", "frozen", "stopped", "hibernated"};
+
 void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) {
   memset(g, 0, sizeof *g);
   if (with_sandboxes && srv->opts.runner) {
@@ -21,6 +23,8 @@ void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) 
         sm_mode m;
         if (list.items[i].pool) continue;
         if (sm_mode_parse(list.items[i].mode, &m, NULL) == 0) g->sandboxes[m]++;
+        for (int s = 0; s < 4; s++)
+          if (strcmp(list.items[i].rest, server_sandbox_states[s]) == 0) g->sandboxes_by_state[s]++;
       }
       sm_ops_sandbox_list_dispose(&list);
     }

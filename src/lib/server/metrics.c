@@ -312,6 +312,12 @@ int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out) {
     for (int i = 1; i < 4; i++)
       sm_buf_printf(out, "sandman_sandboxes{mode=\"%s\"} %ld\n",
                     sm_mode_name((sm_mode)i), g->sandboxes[i]);
+    sm_buf_printf(out,
+                  "# HELP sandman_sandboxes_by_state Live sandboxes of this instance by state "
+                  "of rest.\n# TYPE sandman_sandboxes_by_state gauge\n");
+    for (int i = 0; i < 4; i++)
+      sm_buf_printf(out, "sandman_sandboxes_by_state{state=\"%s\"} %ld\n",
+                    server_sandbox_states[i], g->sandboxes_by_state[i]);
   }
   if (g->pool_known) render_pool(g, out);
   if (g->http_known) render_http(g, out);

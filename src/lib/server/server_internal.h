@@ -237,6 +237,9 @@ typedef struct sm_metrics sm_metrics;
 typedef struct sm_metrics_gauges {
   int sandboxes_known;   /* live sandbox counts below are valid */
   long sandboxes[4];     /* by sm_mode (index 0 = none: always 0) */
+  /* Keyed and per_tool sandboxes by state: running, frozen, stopped,
+   * hibernated (SERVER_SANDBOX_STATES). */
+  long sandboxes_by_state[4];
   long calls_in_flight;
   long queue_depth;
   long leases_live;
@@ -250,6 +253,9 @@ typedef struct sm_metrics_gauges {
   int http_known;        /* http below is valid (the gate runs) */
   sm_gate_stats http;    /* connections (sm_gate_stats) */
 } sm_metrics_gauges;
+
+/* The states of sandboxes_by_state, in order (gauges.c). */
+extern const char *const server_sandbox_states[4];
 
 sm_metrics *sm_metrics_new(void);
 void sm_metrics_free(sm_metrics *m);

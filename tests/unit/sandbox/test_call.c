@@ -40,14 +40,7 @@ static int teardown(void **state) {
 
 static void request(fixture *f, sm_run_request *req, sm_mode mode, const char *const *argv,
                     size_t argc) {
-  sm_run_request_init(req);
-  req->settings.mode = mode;
-  snprintf(req->settings.image, sizeof req->settings.image, "%s", IMAGE);
-  req->settings.timeout_s = 60;
-  req->argv = argv;
-  req->argc = argc;
-  req->workspace = f->ws;
-  req->tool = "shell";
+  fake_world_request(f, req, mode, argv, argc);
 }
 
 /* Runs req; fails the test (with the engine's log) when sm_run refused it. */

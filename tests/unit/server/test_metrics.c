@@ -37,6 +37,8 @@ static void calls_histograms_failures(void **state) {
   g.sandboxes_known = 1;
   g.sandboxes[SM_MODE_PER_RUN] = 10;
   g.sandboxes[SM_MODE_PER_TOOL] = 2;
+  g.sandboxes_by_state[0] = 9;
+  g.sandboxes_by_state[1] = 3;
   g.calls_in_flight = 3;
   g.engine_up = 1;
   sm_buf b;
@@ -67,6 +69,10 @@ static void calls_histograms_failures(void **state) {
       "sandman_sandboxes{mode=\"per_run\"} 10\n",
       "sandman_sandboxes{mode=\"per_tool\"} 2\n",
       "sandman_sandboxes{mode=\"per_worker\"} 0\n",
+      "sandman_sandboxes_by_state{state=\"running\"} 9\n",
+      "sandman_sandboxes_by_state{state=\"frozen\"} 3\n",
+      "sandman_sandboxes_by_state{state=\"stopped\"} 0\n",
+      "sandman_sandboxes_by_state{state=\"hibernated\"} 0\n",
       "sandman_calls_in_flight 3\n",
       "sandman_engine_up 1\n",
   };
