@@ -43,6 +43,8 @@
 #include <stddef.h>
 
 #include <sandman/runner.h>
+#include <sandman/mode.h>
+#include <sandman/run.h>
 
 typedef struct fake_engine fake_engine;
 

@@ -1,10 +1,8 @@
 /* The audit events: sandman's event names mapped to OCSF classes and
  * activities, and one event turned into its JSON object. Pure: no files. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include <sandman/audit.h>
@@ -117,22 +115,9 @@ static json_object *obj_or_new(json_object *parent, const char *key) {
 }
 
 static void random_uid(char out[33]) {
-  unsigned char raw[16] = {0};
-  size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t r = getrandom(raw + got, sizeof raw - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      break; /* an id less random is still an id */
-    }
-    got += (size_t)r;
-  }
-  static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < sizeof raw; i++) {
-    out[2 * i] = hex[raw[i] >> 4];
-    out[2 * i + 1] = hex[raw[i] & 15];
-  }
-  out[32] = '\0';
+  sm_error err = SM_ERROR_INIT;
+  /* An id less random is still an id: zeros when the kernel gives none. */
+  if (sm_random_hex(out, 16, &err) != 0) snprintf(out, 33, "%032d", 0);
 }
 
 void audit_format_time_ms(int64_t epoch_ms, char *buf, size_t len) {

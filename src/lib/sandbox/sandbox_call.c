@@ -158,11 +158,12 @@ static int call_names(call *c, sm_error *err) {
   sandbox_box *sb = &c->sb;
   sb->mode = c->req->settings.mode;
   sm_sandbox_settings_hash(&c->req->settings, sb->hash);
+  /* Named, it runs there or nowhere: never in a fresh per_tool container. */
+  if (c->req->sandbox && sb->mode != SM_MODE_PER_RUN && sb->mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL, "a sandbox named by its id is per_run or per_worker");
   if (sb->mode == SM_MODE_PER_TOOL) return 0;
   if (c->req->sandbox) {
     /* Named by the runner: found under its name, never made. */
-    if (sb->mode != SM_MODE_PER_RUN && sb->mode != SM_MODE_PER_WORKER)
-      return sm_error_set(err, SM_EINVAL, "a sandbox named by its id is per_run or per_worker");
     if (strcmp(c->ctx->backend->name, "docker") != 0)
       return sm_error_set(err, SM_EUNSUPPORTED, "sandboxes named by their id need the docker backend");
     snprintf(sb->name, sizeof sb->name, "%s", c->req->sandbox);

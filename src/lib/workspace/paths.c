@@ -226,14 +226,13 @@ int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_erro
   *out_path = NULL;
   char name[64];
   for (int attempt = 0; attempt < 100; attempt++) {
-    unsigned r = 0;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) {
-      if (fread(&r, sizeof r, 1, f) != 1) r = 0;
-      fclose(f);
-    }
-    r ^= (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL) ^ (unsigned)attempt;
-    snprintf(name, sizeof name, "%s%08x", WS_STAGE_PREFIX, r);
+    /* A name no one can guess; mkdirat refuses one that is there. */
+    char rnd[9];
+    sm_error rerr = SM_ERROR_INIT;
+    if (sm_random_hex(rnd, 4, &rerr) != 0)
+      snprintf(rnd, sizeof rnd, "%08x",
+               (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL) ^ (unsigned)attempt);
+    snprintf(name, sizeof name, "%s%s", WS_STAGE_PREFIX, rnd);
     if (mkdirat(root_fd, name, 0700) != 0) {
       if (errno == EEXIST) continue;
       return sm_error_set_errno(err, SM_EIO, errno, "cannot make a staging directory in %s",

@@ -14,6 +14,8 @@
 
 #include <sandman/sandman.h>
 
+#include "support/files.h"
+
 #define MAX_FILES 128
 
 static char names[MAX_FILES][256];
@@ -21,11 +23,11 @@ static char names[MAX_FILES][256];
 static void read_expected(const char *yaml, char *out, size_t len) {
   char path[512];
   snprintf(path, sizeof path, "%.*s.expected", (int)(strlen(yaml) - 5), yaml);
-  FILE *f = fopen(path, "r");
-  if (!f) fail_msg("%s: no %s beside it", yaml, path);
-  size_t n = fread(out, 1, len - 1, f);
-  fclose(f);
-  out[n] = '\0';
+  char *text = tf_read(path, NULL);
+  if (!text) fail_msg("%s: no %s beside it", yaml, path);
+  size_t n = (size_t)snprintf(out, len, "%s", text);
+  if (n >= len) n = len - 1;
+  free(text);
   while (n > 0 && out[n - 1] == '\n') out[--n] = '\0';
 }
 

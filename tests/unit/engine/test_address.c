@@ -216,13 +216,6 @@ static void test_engine_new(void **s) {
 
 static char ctx_root[] = "/tmp/sandman-ctx-test-XXXXXX";
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 /* DOCKER_CONFIG/contexts/meta/<sha256(name)>/meta.json as `docker context
  * create` writes it; sha256 hex given by the caller. */
 static void mkdirs(const char *sha) {
@@ -249,12 +242,12 @@ static void make_context(const char *sha, const char *name, const char *host, in
            "{\"Name\":\"%s\",\"Metadata\":{},\"Endpoints\":{\"docker\":{\"Host\":\"%s\","
            "\"SkipTLSVerify\":%s}}}",
            name, host, skip_tls ? "true" : "false");
-  write_text(file, meta);
+  assert_int_equal(tf_write_str(file, meta), 0);
   if (tls_files) {
     const char *names[] = {"ca.pem", "cert.pem", "key.pem"};
     for (int i = 0; i < 3; i++) {
       snprintf(file, sizeof file, "%s/contexts/tls/%s/docker/%s", ctx_root, sha, names[i]);
-      write_text(file, "x");
+      assert_int_equal(tf_write_str(file, "x"), 0);
     }
   }
 }
@@ -304,17 +297,17 @@ static void test_contexts(void **s) {
   /* The docker CLI's current context, from config.json. */
   char cfg[600];
   snprintf(cfg, sizeof cfg, "%s/config.json", ctx_root);
-  write_text(cfg, "{\"auths\":{},\"currentContext\":\"colima\"}");
+  assert_int_equal(tf_write_str(cfg, "{\"auths\":{},\"currentContext\":\"colima\"}"), 0);
   assert_int_equal(resolve_ctx(NULL, NULL), 0);
   assert_string_equal(addr.host, "unix:///home/u/.colima/docker.sock");
   assert_string_equal(addr.source, "docker context colima (the docker CLI's current context)");
   /* DOCKER_CONTEXT beats it. */
   assert_int_equal(resolve_ctx(NULL, "remote"), 0);
   assert_string_equal(addr.host, "tcp://build.example:2376");
-  write_text(cfg, "{\"currentContext\":\"default\"}");
+  assert_int_equal(tf_write_str(cfg, "{\"currentContext\":\"default\"}"), 0);
   assert_int_equal(resolve_ctx(NULL, NULL), 0);
   assert_string_equal(addr.host, SM_ENGINE_DEFAULT_HOST);
-  write_text(cfg, "not json");
+  assert_int_equal(tf_write_str(cfg, "not json"), 0);
   assert_int_equal(resolve_ctx(NULL, NULL), SM_EINVAL);
   /* Leave nothing behind (files first, then the folders, deepest first). */
   const char *sub[] = {"meta", "tls"};

@@ -153,6 +153,12 @@ static void named_refusals(void **state) {
   assert_int_equal(sm_engine_container_remove(e, id, 1, 1, &err), 0);
   assert_refused(f, &named, SM_FAIL_SANDBOX, "no such sandbox");
   assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/create"), 1);
+  /* Named in mode per_tool: refused, never run in a fresh container. */
+  named.settings.mode = SM_MODE_PER_TOOL;
+  sm_error bad = SM_ERROR_INIT;
+  assert_int_equal(sm_run(f->runner, &named, &r, &bad), SM_EINVAL);
+  assert_non_null(strstr(bad.message, "per_run or per_worker"));
+  assert_int_equal(fake_engine_count(f->fe, "POST", "/containers/create"), 1);
 }
 
 /* `sandman exec` (existing) uses the run's sandbox and never makes one. */

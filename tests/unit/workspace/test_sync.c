@@ -37,11 +37,7 @@ static void pathf(char *out, size_t len, const char *dir, const char *rel) {
   snprintf(out, len, "%s/%s", dir, rel);
 }
 
-static void put(const char *dir, const char *rel, const char *data) {
-  char p[1024];
-  pathf(p, sizeof p, dir, rel);
-  tf_write_str(p, data);
-}
+static void put(const char *dir, const char *rel, const char *data) { tf_write_at(dir, rel, data); }
 
 static char *get(const char *dir, const char *rel) {
   char p[1024];

@@ -105,9 +105,7 @@ static void expect_hex(const ws_manifest *base, const ws_manifest *held,
 }
 
 static void put(const char *dir, const char *rel, const char *data) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", dir, rel);
-  assert_int_equal(tf_write_str(p, data), 0);
+  assert_int_equal(tf_write_at(dir, rel, data), 0);
 }
 
 static void sub(const char *dir, const char *rel) {
