@@ -12,7 +12,7 @@
 /* sm_run's contract: 0 with *out describing the call (its failure
  * included); a negative code, *out filled too, only when the scope key
  * cannot be made. */
-int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
-                     sm_error *err);
+int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
+                          sm_error *err);
 
 #endif
