@@ -18,6 +18,18 @@
       of its own, outside this graph.
       Measured on the compiled objects: file A depends on file B when A.o
       uses a symbol that B.o defines.
+  check-structure.py names OBJECT_DIR INCLUDE_DIR SRC_DIR [KNOWN_FILE]
+      One naming rule (issue 26). A public function (declared with SM_API
+      in include/sandman/<h>.h) is named sm_<h> or sm_<h>_<what> (<h> or,
+      for a plural header, its singular), unless it is in PUBLIC_KEPT (an
+      exported name is contract). Every other global function of the
+      library (the objects under OBJECT_DIR) carries its module's full name,
+      <module>_<what>, the module being the folder under src/lib/ or
+      src/shared/ (or src/, for a program's files): never the public sm_
+      prefix, never a short form (ws_, bk_). No static function in SRC_DIR
+      is named sm_*, nor is a type defined there that no public header
+      names. Names listed in KNOWN_FILE (default scripts/names-known.txt;
+      violations from before the rule, being renamed) are reported as known.
   check-structure.py architecture OBJECT_DIR SRC_DIR DOC [--write]
       DOC (docs/architecture.md) holds the module table and the module
       dependency diagram that the objects and src/ give (between its
@@ -244,6 +256,178 @@ def check_functions(src_dir):
                                 f"split it, or say why above it (\"{LONG_REASON} ...\")")
     if not problems:
         print(f"functions: none over {FUNCTION_LIMIT} lines without a reason ({n_long} long in all)")
+    return problems
+
+
+# Exported names from before the naming rule (issue 26): an exported name is
+# contract (renaming it breaks users), so these keep their names although
+# their header is another. A new public function follows the rule.
+PUBLIC_KEPT = {
+    # config.h
+    "sm_resolved_to_json", "sm_run_request_from_config", "sm_setting_source_name",
+    # engine.h: the exec stream of an engine exec
+    "sm_exec_stream_close", "sm_exec_stream_pump", "sm_exec_stream_quiet",
+    "sm_exec_stream_set_wake", "sm_exec_stream_shutdown",
+    # error.h
+    "sm_failure_kind_name",
+    # files.h
+    "sm_grep_result_dispose", "sm_watch_event_to_json",
+    # keep.h: sandboxes at rest, snapshots, tiers
+    "sm_rest_report_to_json", "sm_run_keyed_sandbox", "sm_runner_set_state_hook",
+    "sm_sandbox_diff", "sm_sandbox_fork", "sm_sandbox_pause", "sm_sandbox_rest_state",
+    "sm_sandbox_resume", "sm_sandbox_rollback", "sm_sandbox_snapshot", "sm_snapshot_get",
+    "sm_snapshot_list_dispose", "sm_snapshot_manifest", "sm_snapshot_reap", "sm_snapshot_remove",
+    "sm_snapshot_to_json", "sm_snapshots_list", "sm_tier_name", "sm_tier_parse", "sm_tier_state",
+    # run.h, sandbox.h: the sync mode of a run, the list type of the settings
+    "sm_sync_mode_parse", "sm_string_list_add",
+    # server.h
+    "sm_token_derive", "sm_token_equal", "sm_token_load",
+    # terminal.h
+    "sm_tty_end_input", "sm_tty_free", "sm_tty_new", "sm_tty_on_start", "sm_tty_resize",
+    "sm_tty_size", "sm_tty_write",
+    # util.h: small parsers and helpers
+    "sm_edit_distance", "sm_format_size", "sm_format_time", "sm_glob_match", "sm_monotonic_ms",
+    "sm_now", "sm_parse_double", "sm_parse_duration", "sm_parse_int", "sm_parse_size",
+    "sm_parse_time", "sm_random_hex",
+}
+
+NAMES_KNOWN_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "names-known.txt")
+
+
+def names_module_of(rel):
+    """The module of a source path relative to src/: the folder under lib/
+    or shared/ (src/lib/<module>/..., src/shared/<module>/...), else the
+    folder under src/ (src/<module>/...)."""
+    parts = rel.split("/")
+    if parts[0] in ("lib", "shared") and len(parts) > 2:
+        return parts[1]
+    return parts[0] if len(parts) > 1 else ""
+
+
+def names_public(include_dir):
+    """{function: header name without .h} of what include_dir declares with SM_API."""
+    public = {}
+    for name in sorted(os.listdir(include_dir)):
+        if not name.endswith(".h"):
+            continue
+        text = open(os.path.join(include_dir, name), encoding="utf-8").read()
+        text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+        text = re.sub(r"^\s*#.*$", " ", text, flags=re.M)
+        for m in re.finditer(r"\bSM_API\b[^;{]*?\b(\w+)\s*\(", text):
+            public[m.group(1)] = name[: -len(".h")]
+    return public
+
+
+def names_public_ok(fn, header):
+    stems = [header] + ([header[:-1]] if header.endswith("s") else [])
+    return any(fn == "sm_" + h or fn.startswith("sm_" + h + "_") for h in stems)
+
+
+def names_globals(objdir):
+    """{function: module} of the global functions the objects under objdir
+    (compiled from src/) define."""
+    out = {}
+    for root, _, files in os.walk(objdir):
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            if not f.endswith(".c.o") or "/src/" not in path:
+                continue
+            module = names_module_of(path.split("/src/", 1)[1])
+            for line in nm(path, "--defined-only"):
+                parts = line.split()
+                if len(parts) == 3 and parts[1] in "TW":
+                    out[parts[2]] = (module, path.split("/src/", 1)[1][: -len(".o")])
+    return out
+
+
+def names_statics(src_dir):
+    """(path, line, name) of each static function in src_dir named sm_*."""
+    head = re.compile(r"^(?:__attribute__\(\(.*?\)\)\s*)?static\b[^=;(]*?\b(sm_\w+)\s*\(")
+    out = []
+    for root, _, files in sorted(os.walk(src_dir)):
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                path = os.path.join(root, f)
+                for i, line in enumerate(open(path, encoding="utf-8"), 1):
+                    m = head.match(line)
+                    if m:
+                        out.append((path, i, m.group(1)))
+    return out
+
+
+def names_types(src_dir, include_dir):
+    """(path, line, name) of each type src_dir defines named sm_* (a typedef
+    name, or a struct, enum or union tag) that no public header names."""
+    public_words = set()
+    for name in os.listdir(include_dir):
+        if name.endswith(".h"):
+            public_words.update(re.findall(r"\w+", open(os.path.join(include_dir, name),
+                                                         encoding="utf-8").read()))
+    pats = [re.compile(r"\}\s*(sm_\w+)\s*;"),
+            re.compile(r"\btypedef\s+(?:struct|enum|union)\s+\w+\s+(sm_\w+)\s*;"),
+            re.compile(r"\btypedef\b[^;(]*\(\s*\*\s*(sm_\w+)\s*\)"),
+            re.compile(r"\b(?:struct|enum|union)\s+(sm_\w+)\s*\{")]
+    out, seen = [], set()
+    for root, _, files in sorted(os.walk(src_dir)):
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                path = os.path.join(root, f)
+                text = open(path, encoding="utf-8").read()
+                for pat in pats:
+                    for m in pat.finditer(text):
+                        name = m.group(1)
+                        if name not in public_words and (path, name) not in seen:
+                            seen.add((path, name))
+                            out.append((path, text.count("\n", 0, m.start(1)) + 1, name))
+    return sorted(out)
+
+
+def names_known(path):
+    if not os.path.exists(path):
+        return set()
+    lines = (line.split("#", 1)[0].strip() for line in open(path, encoding="utf-8"))
+    return {line for line in lines if line}
+
+
+def check_names(objdir, include_dir, src_dir, known_file=NAMES_KNOWN_FILE):
+    public = names_public(include_dir)
+    funcs = names_globals(objdir)
+    if not funcs:
+        return [f"{objdir}: no objects of src/ found (build first)"]
+    known = names_known(known_file)
+    problems, n_known, n_internal = [], 0, 0
+    for fn, header in sorted(public.items()):
+        if names_public_ok(fn, header) or fn in PUBLIC_KEPT:
+            continue
+        problems.append(f"{include_dir}/{header}.h: public {fn} is not named sm_{header}_...: "
+                        f"declare it in the header of its module")
+    for fn, (module, where) in sorted(funcs.items()):
+        if fn in public:
+            continue
+        n_internal += 1
+        if fn.startswith(module + "_"):
+            continue
+        if fn in known:
+            n_known += 1
+            n_internal -= 1
+            continue
+        why = "the public prefix sm_" if fn.startswith("sm_") else "no full module name"
+        problems.append(f"src/{where}: internal {fn} has {why}: name it {module}_...")
+    for path, line, fn in names_statics(src_dir):
+        if fn in known:
+            n_known += 1
+            continue
+        problems.append(f"{path}:{line}: static {fn} has the public prefix sm_")
+    for path, line, name in names_types(src_dir, include_dir):
+        if name in known:
+            n_known += 1
+            continue
+        problems.append(f"{path}:{line}: internal type {name} has the public prefix sm_")
+    if not problems:
+        print(f"names: {len(public)} public functions named sm_<header>_... "
+              f"({len(PUBLIC_KEPT)} kept from before the rule), {n_internal} internal ones "
+              f"named <module>_...; {n_known} known exceptions (being renamed), "
+              f"listed in {os.path.relpath(known_file)}")
     return problems
 
 
@@ -605,6 +789,8 @@ def main(argv):
         problems = check_functions(argv[2])
     elif len(argv) == 3 and argv[1] == "deps":
         problems = check_deps(argv[2])
+    elif len(argv) in (5, 6) and argv[1] == "names":
+        problems = check_names(*argv[2:])
     elif len(argv) in (5, 6) and argv[1] == "architecture" and argv[5:] in ([], ["--write"]):
         problems = check_architecture(argv[2], argv[3], argv[4], write=argv[5:] == ["--write"])
     else:

@@ -5,7 +5,7 @@
       with no message), each with its function and whether that function
       has an sm_error * (then the message should be in it)
   scripts/error-counts.py release [DIR...]  functions that release the same
-      local by hand (free, json_object_put, close, sm_buf_dispose...) on two
+      local by hand (free, json_object_put, close, common_buf_dispose...) on two
       or more paths: candidates for a cleanup attribute (common/cleanup.h)
 
 A measure for reports, not a check: it reads the text, not the compiler's
@@ -18,7 +18,7 @@ import sys
 
 FN = re.compile(r'^(?:static\s+)?[A-Za-z_][\w \*]*?\b([A-Za-z_]\w*)\s*\(([^;{}]*?)\)\s*\{\n(.*?)^\}',
                 re.M | re.S)
-RELEASE = re.compile(r'\b(free|json_object_put|close|fclose|closedir|sm_buf_dispose|'
+RELEASE = re.compile(r'\b(free|json_object_put|close|fclose|closedir|common_buf_dispose|'
                      r'curl_easy_cleanup|archive_\w*free)\((&?\w+)\);')
 
 

@@ -14,7 +14,9 @@
 #include <time.h>
 
 #include <sandman/hostroute.h>
-#include <sandman/sandbox.h>
+#include <sandman/mode.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 static double now_ms(void) {
   struct timespec ts;

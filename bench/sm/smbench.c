@@ -20,7 +20,9 @@
 
 #include <sandman/log.h>
 #include <sandman/ops.h>
-#include <sandman/sandbox.h>
+#include <sandman/mode.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 static double now_ms(void) {
   struct timespec ts;

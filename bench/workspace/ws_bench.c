@@ -114,7 +114,7 @@ static int bench(const char *dir, const char *container, const char *manifest) {
   /* A keyed sandbox's copy in: the unpacker, as the sandbox's user. Its
    * install happens once per sandbox (with the agent), so it is timed apart. */
   char unpacker[128];
-  sm_agent_binary_path(unpacker, sizeof unpacker);
+  sandbox_agent_binary_path(unpacker, sizeof unpacker);
   sm_workspace_target t = {.engine = e,
                            .container_id = container,
                            .sandbox_path = "/workspace",
@@ -122,7 +122,7 @@ static int bench(const char *dir, const char *container, const char *manifest) {
                            .gid = 1000,
                            .unpacker = unpacker};
   double t_install = now();
-  CHECK(sm_agent_install(NULL, e, container, &err));
+  CHECK(sandbox_agent_install(NULL, e, container, &err));
   printf("install %.3f 0 0\n", now() - t_install);
   unlink(manifest);
   sm_workspace_sync *s = NULL;

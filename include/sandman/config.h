@@ -16,7 +16,10 @@
 
 #include <sandman/egress.h>
 #include <sandman/error.h>
+#include <sandman/scope.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -36,7 +36,8 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/export.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 #ifdef __cplusplus
 extern "C" {

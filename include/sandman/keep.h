@@ -26,7 +26,10 @@
 #include <json-c/json.h>
 
 #include <sandman/error.h>
+#include <sandman/principal.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -41,7 +41,8 @@
 
 #include <sandman/error.h>
 #include <sandman/export.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -27,7 +27,10 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/keep.h>
+#include <sandman/mode.h>
+#include <sandman/principal.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -23,7 +23,7 @@
 
 #include <sandman/error.h>
 #include <sandman/export.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #ifdef __cplusplus
 extern "C" {

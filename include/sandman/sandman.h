@@ -6,7 +6,15 @@
 #include <sandman/util.h>
 #include <sandman/version.h>
 #include <sandman/engine.h>
+#include <sandman/mode.h>
+#include <sandman/name.h>
+#include <sandman/env.h>
+#include <sandman/scope.h>
+#include <sandman/principal.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
+#include <sandman/fallback.h>
 #include <sandman/state.h>
 #include <sandman/workspace.h>
 #include <sandman/files.h>
@@ -20,4 +28,8 @@
 #include <sandman/hostroute.h>
 #include <sandman/broker.h>
 #include <sandman/terminal.h>
+#include <sandman/keep.h>
+#include <sandman/ports.h>
+#include <sandman/mcp_client.h>
+#include <sandman/server.h>
 #endif

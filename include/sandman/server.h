@@ -19,7 +19,9 @@
 #include <sandman/audit.h>
 #include <sandman/config.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/mode.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -150,9 +150,9 @@ static void show_log(void) {
   off_t end = lseek(fd, 0, SEEK_END);
   if (end > LOG_TAIL) lseek(fd, end - LOG_TAIL, SEEK_SET);
   else lseek(fd, 0, SEEK_SET);
-  ssize_t n = sm_read_retry(fd, buf, LOG_TAIL);
+  ssize_t n = common_read_retry(fd, buf, LOG_TAIL);
   close(fd);
-  if (n > 0) sm_write_all(2, buf, (size_t)n);
+  if (n > 0) common_write_all(2, buf, (size_t)n);
 }
 
 static long long now_ms(void) {
@@ -174,7 +174,7 @@ static int wait_ready(int r) {
     int p = poll(&pf, 1, (int)left);
     if (p < 0 && errno == EINTR) continue;
     if (p <= 0) return -1;
-    ssize_t n = sm_read_retry(r, buf + have, sizeof buf - have);
+    ssize_t n = common_read_retry(r, buf + have, sizeof buf - have);
     if (n <= 0) break;
     have += (size_t)n;
     if (have >= 6 && memcmp(buf, "ready\n", 6) == 0) return 0;
@@ -243,7 +243,7 @@ static char *read_request(size_t *len) {
       if (bigger == NULL) break;
       buf = bigger;
     }
-    ssize_t r = sm_read_retry(0, buf + n, cap - n);
+    ssize_t r = common_read_retry(0, buf + n, cap - n);
     if (r < 0) break;
     if (r == 0) {
       *len = n;
@@ -271,7 +271,7 @@ static int code_send(void) {
          "in this sandbox\"}");
     return 0;
   }
-  int rc = sm_write_all(fd, req, len);
+  int rc = common_write_all(fd, req, len);
   free(req);
   if (rc != 0) {
     close(fd);
@@ -283,9 +283,9 @@ static int code_send(void) {
    * our hang-up for a cancel. */
   static char buf[65536];
   for (;;) {
-    ssize_t n = sm_read_retry(fd, buf, sizeof buf);
+    ssize_t n = common_read_retry(fd, buf, sizeof buf);
     if (n <= 0) break;
-    if (sm_write_all(1, buf, (size_t)n) != 0) break;
+    if (common_write_all(1, buf, (size_t)n) != 0) break;
   }
   close(fd);
   return 0;

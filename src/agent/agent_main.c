@@ -114,7 +114,7 @@ static void protocol_error(const char *what) {
 /* Blocking writes are fine: the host always reads our output. A failure
  * means the host's end is closed (SIGPIPE is ignored, so EPIPE). */
 static void send_frame(int type, uint32_t id, uint32_t len) {
-  sm_frame_header(frame_out, type, id, len);
+  agent_frame_header(frame_out, type, id, len);
   size_t done = 0, total = SM_FRAME_HEADER + (size_t)len;
   while (done < total) {
     ssize_t n = write(1, frame_out + done, total - done);
@@ -303,8 +303,8 @@ static void start_call(uint32_t id, unsigned char *payload, uint32_t len, unsign
                        unsigned cols) {
   const char *cwd;
   size_t argc, envc;
-  if (sm_frame_parse_call(payload, len, &cwd, argv_slots, MAX_ARGV, &argc, env_slots, MAX_ENV,
-                          &envc) != 0) {
+  if (agent_frame_parse_call(payload, len, &cwd, argv_slots, MAX_ARGV, &argc, env_slots, MAX_ENV,
+                             &envc) != 0) {
     send_fail(id, EINVAL, "call", "frame");
     return;
   }
@@ -480,7 +480,7 @@ static void pump(int *fd, int type) {
   send_frame(type, call.id, (uint32_t)n);
 }
 
-static void read_host(sm_frame_reader *r) {
+static void read_host(agent_frame_reader *r) {
   static unsigned char in[65536];
   ssize_t n = read(0, in, sizeof in);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
@@ -490,7 +490,7 @@ static void read_host(sm_frame_reader *r) {
     host_eof = 1;
     return;
   }
-  if (sm_frame_reader_feed(r, in, (size_t)n) != 0) protocol_error("malformed frame");
+  if (agent_frame_reader_feed(r, in, (size_t)n) != 0) protocol_error("malformed frame");
 }
 
 static int called_as(const char *argv0, const char *name) {
@@ -566,8 +566,8 @@ int main(int argc, char **argv) {
   memcpy(frame_out + SM_FRAME_HEADER, SM_AGENT_HELLO, sizeof SM_AGENT_HELLO - 1);
   send_frame(SM_FRAME_HELLO, 0, sizeof SM_AGENT_HELLO - 1);
 
-  sm_frame_reader reader;
-  sm_frame_reader_init(&reader, SM_FRAME_CALL_MAX + 4, on_frame, NULL);
+  agent_frame_reader reader;
+  agent_frame_reader_init(&reader, SM_FRAME_CALL_MAX + 4, on_frame, NULL);
   while (!host_eof || call.active) {
     struct pollfd pf[5];
     int np = 0, i_host = -1, i_out = -1, i_err = -1, i_in = -1, timeout = -1;
@@ -612,6 +612,6 @@ int main(int argc, char **argv) {
         ((call.out < 0 && call.err < 0) || now_ms() >= call.deadline))
       end_call();
   }
-  sm_frame_reader_dispose(&reader);
+  agent_frame_reader_dispose(&reader);
   return 0;
 }

@@ -55,7 +55,7 @@ static struct {
 static char last_modified[SM_FS_PATH_MAX + 1];
 
 static void flush_out(void) {
-  if (out_len && sm_write_all(1, out_buf, out_len) != 0) _exit(3); /* the host is gone */
+  if (out_len && common_write_all(1, out_buf, out_len) != 0) _exit(3); /* the host is gone */
   out_len = 0;
 }
 

@@ -129,8 +129,8 @@ static int walk_entry(walker *k, int dfd, const char *name, size_t plen, int dep
   }
   if (!count_one(k->w)) return say(WALK_NO_DIGEST, "more entries than the limit", k->path);
   int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-  ws_digest_add(&k->d, k->path, plen, type, (int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
-                ctime_ns, (uint32_t)(st.st_mode & 0777));
+  workspace_digest_add(&k->d, k->path, plen, type, (int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
+                       ctime_ns, (uint32_t)(st.st_mode & 0777));
   if (type != 'd') return WALK_OK;
   if (depth >= SM_DIGEST_DEPTH_MAX) return say(WALK_NO_DIGEST, "folders nested too deep", k->path);
   int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -185,13 +185,13 @@ static void *walk_main(void *ud) {
     size_t i = w->next++;
     pthread_mutex_unlock(&w->mu);
     if (i >= w->n_names || stopped(w)) return NULL;
-    ws_digest_init(&k->d);
+    workspace_digest_init(&k->d);
     size_t len = path_join(k, 0, w->names[i]);
     int rc = len == 0 ? say(WALK_NO_DIGEST, "a path longer than the listing takes", "")
              : excluded(w, k->path, w->names[i]) ? WALK_OK
                                                  : walk_entry(k, w->root_fd, w->names[i], len, 0);
     w->counts[i] = k->d.count;
-    ws_digest_sum(&k->d, w->sums[i]);
+    workspace_digest_sum(&k->d, w->sums[i]);
     k->path[0] = '\0';
     if (rc != WALK_OK) {
       int ok = WALK_OK;
@@ -258,12 +258,12 @@ int sm_agent_wsdigest_main(int argc, char **argv) {
   int rc = walk_root(&w, fd);
   if (rc != WALK_OK) return rc;
   ws_digest top;
-  ws_digest_init(&top);
+  workspace_digest_init(&top);
   for (size_t i = 0; i < w.n_names; i++)
-    if (w.counts[i] > 0) ws_digest_add_sum(&top, w.sums[i], w.counts[i]);
+    if (w.counts[i] > 0) workspace_digest_add_sum(&top, w.sums[i], w.counts[i]);
   char hex[65];
   unsigned long long count = top.count;
-  ws_digest_final(&top, hex);
+  workspace_digest_final(&top, hex);
   printf(WS_DIGEST_PREFIX "%s %llu\n", hex, count);
   return fflush(stdout) == 0 ? WALK_OK : WALK_ERROR;
 }

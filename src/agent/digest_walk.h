@@ -5,7 +5,7 @@
  *
  * Walks DIR (never following a link) depth-first, the names of each folder
  * sorted bytewise, every entry under DIR but those an EXCLUDE glob matches
- * (matched as ws_excluded does: the whole relative path and the name), and
+ * (matched as workspace_excluded does: the whole relative path and the name), and
  * prints "wsdigest HEX COUNT\n". Exit 0 then; 3 when it gives no digest
  * (more than MAX_ENTRIES entries, a path longer than WS_DIGEST_PATH_MAX,
  * folders nested too deep); 1 when a folder cannot be read; 2 for a usage

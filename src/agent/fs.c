@@ -32,14 +32,14 @@ static char chunk[256 << 10];
 static size_t out_len;
 
 static void out_flush(void) {
-  if (out_len && sm_write_all(1, out_buf, out_len) != 0) _exit(3); /* the host is gone */
+  if (out_len && common_write_all(1, out_buf, out_len) != 0) _exit(3); /* the host is gone */
   out_len = 0;
 }
 
 static void out(const void *data, size_t len) {
   if (len >= OUT_BUF) {
     out_flush();
-    if (sm_write_all(1, data, len) != 0) _exit(3);
+    if (common_write_all(1, data, len) != 0) _exit(3);
     return;
   }
   if (out_len + len > OUT_BUF) out_flush();
@@ -449,7 +449,7 @@ static int op_read(int root, char **argv) {
       fprintf(stderr, "%s: changed while being read\n", argv[0]);
       return 1;
     }
-    if (sm_write_all(1, chunk, (size_t)n) != 0) _exit(3);
+    if (common_write_all(1, chunk, (size_t)n) != 0) _exit(3);
     done += n;
   }
   close(fd);
@@ -494,7 +494,7 @@ static int copy_in(int fd, long long count, long long *written) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
     if (n == 0) return EPIPE; /* the stream ended inside a file */
-    if (sm_write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
+    if (common_write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
     *written += n;
   }
   return 0;
@@ -520,7 +520,7 @@ static int copy_chunks(int fd, long long *written) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return errno;
       if (n == 0) return EPIPE;
-      if (sm_write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
+      if (common_write_all(fd, chunk, (size_t)n) != 0) return errno ? errno : EIO;
       *written += n;
       len -= n;
     }
@@ -958,7 +958,7 @@ static int send_file(listing *l, int dirfd, const char *name, const char *rel,
       fprintf(stderr, "%s: changed while being read\n", rel);
       _exit(1); /* the stream cannot be framed any more */
     }
-    if (sm_write_all(1, chunk, (size_t)n) != 0) _exit(3);
+    if (common_write_all(1, chunk, (size_t)n) != 0) _exit(3);
     done += n;
   }
   close(fd);

@@ -49,12 +49,12 @@ static unsigned char frame_out[SM_FRAME_HEADER + SM_FRAME_DATA_MAX];
 
 /* The payload is already in frame_out after the header. */
 static void send_frame(int type, uint32_t id, uint32_t len) {
-  sm_frame_header(frame_out, type, id, len);
-  if (sm_write_all(1, frame_out, SM_FRAME_HEADER + (size_t)len) != 0) host_gone = 1;
+  agent_frame_header(frame_out, type, id, len);
+  if (common_write_all(1, frame_out, SM_FRAME_HEADER + (size_t)len) != 0) host_gone = 1;
 }
 
 static void send_u32(int type, uint32_t id, uint32_t v) {
-  sm_frame_put_u32(frame_out + SM_FRAME_HEADER, v);
+  agent_frame_put_u32(frame_out + SM_FRAME_HEADER, v);
   send_frame(type, id, 4);
 }
 
@@ -189,7 +189,7 @@ static int on_host_frame(void *ud, int type, uint32_t id, const unsigned char *p
                 len);
         return -1;
       }
-      uint32_t n = sm_frame_get_u32(p);
+      uint32_t n = agent_frame_get_u32(p);
       if (c && (uint64_t)c->credit + n <= SM_PORT_WINDOW) c->credit += n;
       else if (c) conn_end(c); /* more acknowledged than was sent */
       return 0;
@@ -254,7 +254,7 @@ static void read_socket(pconn *c) {
   send_frame(SM_FRAME_PORT_DATA, c->id, (uint32_t)n);
 }
 
-static void read_host(sm_frame_reader *r) {
+static void read_host(agent_frame_reader *r) {
   static unsigned char in[65536];
   ssize_t n = read(0, in, sizeof in);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
@@ -262,7 +262,7 @@ static void read_host(sm_frame_reader *r) {
     host_gone = 1;
     return;
   }
-  if (sm_frame_reader_feed(r, in, (size_t)n) != 0) broken = 1;
+  if (agent_frame_reader_feed(r, in, (size_t)n) != 0) broken = 1;
 }
 
 /* The events a connection waits for (0: none now). */
@@ -294,8 +294,8 @@ int agent_ports(void) {
   for (int i = 0; i < AGENT_PORTS_MAX_CONNS; i++) conns[i].fd = -1;
   memcpy(frame_out + SM_FRAME_HEADER, SM_PORTS_HELLO, sizeof SM_PORTS_HELLO - 1);
   send_frame(SM_FRAME_HELLO, 0, sizeof SM_PORTS_HELLO - 1);
-  sm_frame_reader reader;
-  sm_frame_reader_init(&reader, SM_FRAME_DATA_MAX, on_host_frame, NULL);
+  agent_frame_reader reader;
+  agent_frame_reader_init(&reader, SM_FRAME_DATA_MAX, on_host_frame, NULL);
   static struct pollfd pf[1 + AGENT_PORTS_MAX_CONNS];
   static int idx[AGENT_PORTS_MAX_CONNS];
   while (!host_gone && !broken) {
@@ -321,6 +321,6 @@ int agent_ports(void) {
   }
   for (int i = 0; i < AGENT_PORTS_MAX_CONNS; i++)
     if (conns[i].used) conn_free(&conns[i]);
-  sm_frame_reader_dispose(&reader);
+  agent_frame_reader_dispose(&reader);
   return broken ? 2 : 0;
 }

@@ -78,9 +78,9 @@ static void conn_close(conn *c) {
 static void send_frame2(int type, uint32_t id, const void *a, uint32_t alen, const void *b,
                         uint32_t blen) {
   unsigned char head[SM_FRAME_HEADER];
-  sm_frame_header(head, type, id, alen + blen);
-  if (sm_write_all(1, head, sizeof head) != 0 || sm_write_all(1, a, alen) != 0 ||
-      (blen && sm_write_all(1, b, blen) != 0))
+  agent_frame_header(head, type, id, alen + blen);
+  if (common_write_all(1, head, sizeof head) != 0 || common_write_all(1, a, alen) != 0 ||
+      (blen && common_write_all(1, b, blen) != 0))
     host_gone = 1;
 }
 
@@ -128,7 +128,8 @@ static ssize_t read_with_peer(conn *c, char *buf, size_t room) {
     c->writer = have ? cr.pid : 0;
     c->peer.uid = have ? (uint32_t)cr.uid : UINT32_MAX;
     c->peer.gid = have ? (uint32_t)cr.gid : UINT32_MAX;
-    if (c->writer > 0) route_peer_walk("/proc", (long)c->writer, route_peer_now_ticks(), &c->peer);
+    if (c->writer > 0)
+      agent_route_peer_walk("/proc", (long)c->writer, agent_route_peer_now_ticks(), &c->peer);
   } else if (!have || cr.pid != c->writer) {
     c->peer.n = 0; /* another writer: nobody's */
   }
@@ -138,7 +139,7 @@ static ssize_t read_with_peer(conn *c, char *buf, size_t room) {
 /* An answer of the relay's own; the connection then writes it and closes. */
 static void answer_locally(conn *c, int status, const char *message) {
   char text[1024];
-  size_t n = route_http_error(status, message, text, sizeof text);
+  size_t n = agent_route_http_error(status, message, text, sizeof text);
   char *copy = malloc(n ? n : 1);
   free(c->buf);
   c->buf = copy;
@@ -158,8 +159,8 @@ static void accept_one(int lfd) {
   if (c == NULL) {
     /* Over the bound: a best-effort answer, never a wait. */
     char text[512];
-    size_t n = route_http_error(503, "the host-tool route is busy: too many connections", text,
-                                sizeof text);
+    size_t n = agent_route_http_error(503, "the host-tool route is busy: too many connections",
+                                      text, sizeof text);
     ssize_t w = write(fd, text, n);
     (void)w;
     close(fd);
@@ -202,7 +203,7 @@ static void read_request(conn *c) {
   }
   c->len += (size_t)n;
   if (!c->head_done) {
-    int st = route_http_head(c->buf, c->len, total_max, &c->head);
+    int st = agent_route_http_head(c->buf, c->len, total_max, &c->head);
     if (st == 0) return;
     if (st != 1) {
       answer_locally(c, st, st == 411 ? "send the body with a Content-Length (no chunked bodies)"
@@ -226,7 +227,7 @@ static void read_request(conn *c) {
   /* Whole: bytes past it (a pipelined second request) are not read. The
    * host gets who sent it in front of it. */
   unsigned char peer[ROUTE_PEER_BLOCK_MAX];
-  size_t plen = route_peer_encode(&c->peer, peer, sizeof peer);
+  size_t plen = agent_route_peer_encode(&c->peer, peer, sizeof peer);
   send_frame2(SM_FRAME_ROUTE_REQUEST, c->id, peer, (uint32_t)plen, c->buf, (uint32_t)total);
   free(c->buf);
   c->buf = NULL;
@@ -337,11 +338,11 @@ static void hello(void) {
   send_frame(SM_FRAME_HELLO, 0, payload, (uint32_t)n);
 }
 
-static void read_host(sm_frame_reader *r) {
+static void read_host(agent_frame_reader *r) {
   static unsigned char in[65536];
   ssize_t n = read(0, in, sizeof in);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n <= 0 || sm_frame_reader_feed(r, in, (size_t)n) != 0) host_gone = 1;
+  if (n <= 0 || agent_frame_reader_feed(r, in, (size_t)n) != 0) host_gone = 1;
 }
 
 static void expire(long long now) {
@@ -378,8 +379,8 @@ int agent_route(const char *self) {
     return 1;
   }
   hello();
-  sm_frame_reader reader;
-  sm_frame_reader_init(&reader, SM_FRAME_ROUTE_RESPONSE_MAX, on_host_frame, NULL);
+  agent_frame_reader reader;
+  agent_frame_reader_init(&reader, SM_FRAME_ROUTE_RESPONSE_MAX, on_host_frame, NULL);
   while (!host_gone) {
     struct pollfd pf[2 + MAX_CONNS];
     int idx[MAX_CONNS], np = 0;
@@ -412,6 +413,6 @@ int agent_route(const char *self) {
   if (stat(SM_ROUTE_SOCKET, &now_there) == 0 && now_there.st_ino == mine.st_ino &&
       now_there.st_dev == mine.st_dev)
     unlink(SM_ROUTE_SOCKET);
-  sm_frame_reader_dispose(&reader);
+  agent_frame_reader_dispose(&reader);
   return 0;
 }

@@ -214,9 +214,9 @@ static int contains(const char *s, const char *what) { return s && strstr(s, wha
 /* A refusal or failure of the route: says why on stderr (the body too with
  * --json) and gives its exit code. */
 static int failed_answer(const answer *a, int json) {
-  jm_node *doc = jm_parse(a->body, a->body_len);
-  const char *error = jm_get_str(doc, "error"), *reason = jm_get_str(doc, "reason"),
-             *rule = jm_get_str(doc, "rule");
+  jm_node *doc = agent_json_parse(a->body, a->body_len);
+  const char *error = agent_json_get_str(doc, "error"), *reason = agent_json_get_str(doc, "reason"),
+             *rule = agent_json_get_str(doc, "rule");
   int code = a->status == 400 ? EXIT_USAGE
              : a->status == 403 || a->status == 404 || a->status == 429 ? EXIT_REFUSED
              : a->status == 504 ? EXIT_TOOL
@@ -228,7 +228,7 @@ static int failed_answer(const answer *a, int json) {
   if (reason && (error == NULL || strcmp(reason, error) != 0)) fprintf(stderr, " (%s)", reason);
   if (rule && *rule) fprintf(stderr, " [rule: %s]", rule);
   fprintf(stderr, " (HTTP %d)\n", a->status);
-  jm_free(doc);
+  agent_json_free(doc);
   return code;
 }
 
@@ -266,50 +266,51 @@ static int cmd_list(int json) {
   } else if (json) {
     print_body(&a);
   } else {
-    jm_node *doc = jm_parse(a.body, a.body_len);
-    const jm_node *tools = doc && doc->type == JM_ARR ? doc : jm_get(doc, "tools");
+    jm_node *doc = agent_json_parse(a.body, a.body_len);
+    const jm_node *tools = doc && doc->type == JM_ARR ? doc : agent_json_get(doc, "tools");
     if (tools == NULL || tools->type != JM_ARR) {
       fprintf(stderr, "sandman-tools: the route's list is not a list of tools\n");
       rc = EXIT_ROUTE;
     } else {
       int width = 4;
       for (const jm_node *t = tools->child; t; t = t->next) {
-        const char *name = jm_get_str(t, "name");
+        const char *name = agent_json_get_str(t, "name");
         int w = name ? (int)strlen(name) : 0;
         if (w > width) width = w > 40 ? 40 : w;
       }
       printf("%-*s  DESCRIPTION\n", width, "NAME");
       for (const jm_node *t = tools->child; t; t = t->next) {
-        first_line(jm_get_str(t, "name"), width);
+        first_line(agent_json_get_str(t, "name"), width);
         printf("  ");
-        first_line(jm_get_str(t, "description"), 0);
+        first_line(agent_json_get_str(t, "description"), 0);
         putchar('\n');
       }
     }
-    jm_free(doc);
+    agent_json_free(doc);
   }
   answer_dispose(&a);
   return rc;
 }
 
 static const jm_node *input_schema(const jm_node *tool) {
-  const jm_node *s = jm_get(tool, "inputSchema");
-  return s ? s : jm_get(tool, "input_schema");
+  const jm_node *s = agent_json_get(tool, "inputSchema");
+  return s ? s : agent_json_get(tool, "input_schema");
 }
 
 static void print_tool(const jm_node *tool) {
-  printf("%s\n", jm_get_str(tool, "name") ? jm_get_str(tool, "name") : "?");
-  const char *d = jm_get_str(tool, "description");
+  printf("%s\n", agent_json_get_str(tool, "name") ? agent_json_get_str(tool, "name") : "?");
+  const char *d = agent_json_get_str(tool, "description");
   if (d && *d) printf("  %s\n", d);
   const jm_node *schema = input_schema(tool);
-  const jm_node *props = jm_get(schema, "properties"), *req = jm_get(schema, "required");
+  const jm_node *props = agent_json_get(schema, "properties"),
+                *req = agent_json_get(schema, "required");
   if (props == NULL || props->type != JM_OBJ || props->child == NULL) return;
   printf("\nArguments:\n");
   for (const jm_node *p = props->child; p; p = p->next) {
     int required = 0;
     for (const jm_node *r = req && req->type == JM_ARR ? req->child : NULL; r; r = r->next)
       required |= r->type == JM_STR && strcmp(r->str, p->key) == 0;
-    const char *type = jm_get_str(p, "type"), *pd = jm_get_str(p, "description");
+    const char *type = agent_json_get_str(p, "type"), *pd = agent_json_get_str(p, "description");
     printf("  %s (%s%s)", p->key, type ? type : "any", required ? ", required" : "");
     if (pd && *pd) {
       printf("  ");
@@ -333,7 +334,7 @@ static int describe(const char *name, int json, int print, jm_node **doc) {
   if (a.status != 200) {
     rc = failed_answer(&a, json && print);
   } else {
-    *doc = jm_parse(a.body, a.body_len);
+    *doc = agent_json_parse(a.body, a.body_len);
     if (*doc == NULL || (*doc)->type != JM_OBJ) {
       fprintf(stderr, "sandman-tools: the route's description of '%s' is not JSON\n", name);
       rc = EXIT_ROUTE;
@@ -348,9 +349,9 @@ static int describe(const char *name, int json, int print, jm_node **doc) {
 }
 
 static int is_number(const char *s, int integer) {
-  jm_node *n = jm_parse(s, strlen(s));
+  jm_node *n = agent_json_parse(s, strlen(s));
   int ok = n && n->type == JM_NUM && (!integer || strpbrk(s, ".eE") == NULL);
-  jm_free(n);
+  agent_json_free(n);
   return ok;
 }
 
@@ -371,60 +372,60 @@ static int add_argument(jm_buf *b, const char *arg, const jm_node *props, int *f
   }
   memcpy(key, arg, klen);
   key[klen] = '\0';
-  jm_buf_str(b, *first ? "" : ", ");
+  agent_json_buf_str(b, *first ? "" : ", ");
   *first = 0;
-  jm_buf_json_string(b, key, klen);
-  jm_buf_str(b, ": ");
+  agent_json_buf_json_string(b, key, klen);
+  agent_json_buf_str(b, ": ");
   if (raw) {
-    jm_node *v = jm_parse(value, strlen(value));
-    jm_free(v);
+    jm_node *v = agent_json_parse(value, strlen(value));
+    agent_json_free(v);
     if (v == NULL) {
       fprintf(stderr, "sandman-tools: %s:= takes JSON, and '%s' is not\n", key, value);
       return EXIT_USAGE;
     }
-    jm_buf_str(b, value);
+    agent_json_buf_str(b, value);
     return 0;
   }
-  const char *type = jm_get_str(jm_get(props, key), "type");
+  const char *type = agent_json_get_str(agent_json_get(props, key), "type");
   if (type && (strcmp(type, "number") == 0 || strcmp(type, "integer") == 0)) {
     if (!is_number(value, strcmp(type, "integer") == 0)) {
       fprintf(stderr, "sandman-tools: %s takes %s %s, and '%s' is not one\n", key,
               type[0] == 'i' ? "an" : "a", type, value);
       return EXIT_USAGE;
     }
-    jm_buf_str(b, value);
+    agent_json_buf_str(b, value);
   } else if (type && strcmp(type, "boolean") == 0) {
     if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
       fprintf(stderr, "sandman-tools: %s takes true or false, not '%s'\n", key, value);
       return EXIT_USAGE;
     }
-    jm_buf_str(b, value);
+    agent_json_buf_str(b, value);
   } else {
-    jm_buf_json_string(b, value, strlen(value));
+    agent_json_buf_json_string(b, value, strlen(value));
   }
   return 0;
 }
 
 static int print_result(const answer *a, int json) {
-  jm_node *doc = jm_parse(a->body, a->body_len);
+  jm_node *doc = agent_json_parse(a->body, a->body_len);
   if (doc == NULL || doc->type != JM_OBJ) {
-    jm_free(doc);
+    agent_json_free(doc);
     fprintf(stderr, "sandman-tools: the route's answer is not JSON\n");
     return EXIT_ROUTE;
   }
-  const jm_node *ie = jm_get(doc, "is_error");
-  if (ie == NULL) ie = jm_get(doc, "isError");
+  const jm_node *ie = agent_json_get(doc, "is_error");
+  if (ie == NULL) ie = agent_json_get(doc, "isError");
   int is_error = ie && ie->type == JM_BOOL && ie->boolean;
   if (json) {
     print_body(a);
   } else {
     FILE *to = is_error ? stderr : stdout;
-    const jm_node *content = jm_get(doc, "content");
+    const jm_node *content = agent_json_get(doc, "content");
     int printed = 0;
     for (const jm_node *c = content && content->type == JM_ARR ? content->child : NULL; c;
          c = c->next) {
-      const char *type = jm_get_str(c, "type");
-      const jm_node *text = jm_get(c, "text");
+      const char *type = agent_json_get_str(c, "type");
+      const jm_node *text = agent_json_get(c, "text");
       if (type && strcmp(type, "text") == 0 && text && text->type == JM_STR) {
         fwrite(text->str, 1, text->str_len, to);
         if (text->str_len && text->str[text->str_len - 1] != '\n') fputc('\n', to);
@@ -433,13 +434,13 @@ static int print_result(const answer *a, int json) {
       }
       printed = 1;
     }
-    const jm_node *st = jm_get(doc, "structured");
+    const jm_node *st = agent_json_get(doc, "structured");
     if (!printed && st && st->type != JM_NULL) {
       fwrite(st->raw, 1, st->raw_len, to);
       fputc('\n', to);
     }
   }
-  jm_free(doc);
+  agent_json_free(doc);
   return is_error ? EXIT_TOOL : 0;
 }
 
@@ -455,13 +456,13 @@ static int cmd_call(const char *name, char **args, int nargs, int json) {
     int rc = describe(name, json, 0, &tool);
     if (rc) return rc;
   }
-  const jm_node *props = jm_get(input_schema(tool), "properties");
+  const jm_node *props = agent_json_get(input_schema(tool), "properties");
   jm_buf body = {.max = SM_ROUTE_REQUEST_MAX - 4096};
-  jm_buf_str(&body, "{\"arguments\": {");
+  agent_json_buf_str(&body, "{\"arguments\": {");
   int first = 1, rc = 0;
   for (int i = 0; i < nargs && rc == 0; i++) rc = add_argument(&body, args[i], props, &first);
-  jm_buf_str(&body, "}}");
-  jm_free(tool);
+  agent_json_buf_str(&body, "}}");
+  agent_json_free(tool);
   if (rc == 0 && body.failed) {
     fprintf(stderr, "sandman-tools: the arguments are over the route's limit\n");
     rc = EXIT_USAGE;
@@ -498,7 +499,7 @@ int agent_tools_main(int argc, char **argv) {
   } else if (strcmp(cmd, "describe") == 0 && n == 2) {
     jm_node *tool = NULL;
     rc = describe(words[1], json, 1, &tool);
-    jm_free(tool);
+    agent_json_free(tool);
   } else if (strcmp(cmd, "call") == 0 && n >= 2) {
     rc = cmd_call(words[1], words + 2, n - 2, json);
   } else {

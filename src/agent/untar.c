@@ -313,8 +313,8 @@ static int open_parent(int root, const char *rel, int *out) {
       int en = errno;
       if (en == ENOTDIR || en == ELOOP) {
         /* A file or link where a directory belongs: replaced. */
-        int r = sm_rmtree_at(fd, name);
-        if (r == -EACCES && fchmod(fd, 0700) == 0) r = sm_rmtree_at(fd, name);
+        int r = common_rmtree_at(fd, name);
+        if (r == -EACCES && fchmod(fd, 0700) == 0) r = common_rmtree_at(fd, name);
         if (r) {
           close(fd);
           return r;
@@ -351,12 +351,12 @@ static int clear(int dfd, const char *name, int keep_dir) {
   struct stat st;
   if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : -errno;
   if (keep_dir && S_ISDIR(st.st_mode)) return 1;
-  int r = sm_rmtree_at(dfd, name);
+  int r = common_rmtree_at(dfd, name);
   if (r == -EACCES) {
     /* The parent is ours but read-only (its final mode comes last). */
     struct stat ps;
     if (fstat(dfd, &ps) == 0 && fchmod(dfd, (ps.st_mode & 07777) | 0700) == 0)
-      r = sm_rmtree_at(dfd, name);
+      r = common_rmtree_at(dfd, name);
   }
   return r;
 }

@@ -5,7 +5,7 @@
 
 #include <sandman/audit.h>
 #include <sandman/config.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
 
 #include "cli.h"
 

@@ -212,39 +212,40 @@ static int read_policy(conn *c, char *why, size_t why_len) {
   size_t n = 0;
   for (;;) {
     if (n == EG_PREAMBLE_MAX || read_exact(c->cfd, pre + n, 1, deadline) != 0)
-      return eg_fail(why, why_len, "no relay preamble (not a sandbox's relay)");
+      return egress_fail(why, why_len, "no relay preamble (not a sandbox's relay)");
     if (pre[n++] == '\n') break;
   }
   pre[n - 1] = '\0';
   size_t ml = sizeof EG_RELAY_MAGIC - 1, len = 0;
   if (n - 1 <= ml || memcmp(pre, EG_RELAY_MAGIC, ml) != 0)
-    return eg_fail(why, why_len, "a bad relay preamble");
+    return egress_fail(why, why_len, "a bad relay preamble");
   for (const char *d = pre + ml; *d; d++) {
     if (*d < '0' || *d > '9' || len > EG_POLICY_MAX_BYTES)
-      return eg_fail(why, why_len, "a bad relay preamble (the policy's length)");
+      return egress_fail(why, why_len, "a bad relay preamble (the policy's length)");
     len = len * 10 + (size_t)(*d - '0');
   }
-  if (len > EG_POLICY_MAX_BYTES) return eg_fail(why, why_len, "the policy is over %d bytes", EG_POLICY_MAX_BYTES);
+  if (len > EG_POLICY_MAX_BYTES)
+    return egress_fail(why, why_len, "the policy is over %d bytes", EG_POLICY_MAX_BYTES);
   char *text = malloc(len + 1);
-  if (text == NULL) return eg_fail(why, why_len, "out of memory reading the policy");
+  if (text == NULL) return egress_fail(why, why_len, "out of memory reading the policy");
   int rc = read_exact(c->cfd, text, len, deadline);
   if (rc == 0) {
     char sub[EG_WHY_MAX];
-    rc = eg_policy_parse(text, len, &c->pol, sub, sizeof sub);
-    if (rc != 0) eg_fail(why, why_len, "the sandbox's egress policy: %s", sub);
+    rc = egress_policy_parse(text, len, &c->pol, sub, sizeof sub);
+    if (rc != 0) egress_fail(why, why_len, "the sandbox's egress policy: %s", sub);
   } else {
-    eg_fail(why, why_len, "the relay's policy did not arrive whole");
+    egress_fail(why, why_len, "the relay's policy did not arrive whole");
   }
   free(text);
   return rc;
 }
 
-/* Reads the request head within C.head_s. Returns eg_request_parse's
+/* Reads the request head within C.head_s. Returns egress_request_parse's
  * verdict, or -3 on timeout/close. */
 static int read_head(conn *c, char *why, size_t why_len) {
   double deadline = eg_mono_ms() + C.head_s * 1000.0;
   for (;;) {
-    int rc = eg_request_parse(c->buf, c->len, &c->req, why, why_len);
+    int rc = egress_request_parse(c->buf, c->len, &c->req, why, why_len);
     if (rc != 0) return rc;
     int left = (int)(deadline - eg_mono_ms());
     if (left <= 0 || eg_wait_fd(c->cfd, POLLIN, left) <= 0) {
@@ -335,7 +336,7 @@ static int resolve_usable(conn *c, eg_addr usable[MAX_ADDRS], char *why, size_t 
   int n = 0;
   why[0] = '\0';
   if (c->req.target.is_addr) {
-    if (eg_policy_addr_ok(&c->pol, &c->req.target.addr, c->req.target.port, why, why_len))
+    if (egress_policy_addr_ok(&c->pol, &c->req.target.addr, c->req.target.port, why, why_len))
       usable[n++] = c->req.target.addr;
     return n;
   }
@@ -355,7 +356,7 @@ static int resolve_usable(conn *c, eg_addr usable[MAX_ADDRS], char *why, size_t 
     eg_addr a;
     addr_from_sockaddr((struct sockaddr_storage *)ai->ai_addr, &a);
     char w[EG_WHY_MAX];
-    if (eg_policy_addr_ok(&c->pol, &a, c->req.target.port, w, sizeof w)) {
+    if (egress_policy_addr_ok(&c->pol, &a, c->req.target.port, w, sizeof w)) {
       int dup = 0;
       for (int i = 0; i < n; i++) dup |= memcmp(&usable[i], &a, sizeof a) == 0;
       if (!dup) usable[n++] = a;
@@ -381,7 +382,7 @@ static void forward(conn *c) {
   } else {
     enum { HEAD_CAP = EG_HEAD_MAX + 256 };
     char *head = malloc(HEAD_CAP);
-    long hl = head ? eg_request_upstream_head(c->buf, &c->req, head, HEAD_CAP) : -1;
+    long hl = head ? egress_request_upstream_head(c->buf, &c->req, head, HEAD_CAP) : -1;
     long long body = c->req.content_length > 0 ? c->req.content_length : 0;
     if ((long long)extra > body) extra = (size_t)body; /* pipelined requests are not forwarded */
     if (hl > 0 && eg_send_all(c->ufd, head, (size_t)hl) == 0 &&
@@ -398,7 +399,7 @@ static void forward(conn *c) {
 static int connect_upstream(conn *c, const eg_addr *usable, int n_usable, const char *rule) {
   int fd = -1, last_errno = 0;
   for (int i = 0; i < n_usable && fd < 0; i++) {
-    eg_addr_format(&usable[i], c->dst_ip, sizeof c->dst_ip);
+    egress_addr_format(&usable[i], c->dst_ip, sizeof c->dst_ip);
     fd = connect_to(&usable[i], c->req.target.port, C.connect_s);
     if (fd < 0) last_errno = errno;
   }
@@ -433,7 +434,7 @@ static int decide(conn *c, char *rule, size_t rule_len) {
     return -1;
   }
   c->have_req = 1;
-  if (!eg_policy_decide(&c->pol, &c->req.target, rule, rule_len)) {
+  if (!egress_policy_decide(&c->pol, &c->req.target, rule, rule_len)) {
     deny(c, 403, "Forbidden", rule, NULL);
     return -1;
   }
@@ -463,7 +464,7 @@ static void handle(conn *c) {
     }
   }
   if (c->counted) source_add(c->pol.sandbox, -1);
-  eg_policy_dispose(&c->pol);
+  egress_policy_dispose(&c->pol);
 }
 
 static void *conn_thread(void *arg) {

@@ -1,7 +1,7 @@
 /* Fuzzes the agent protocol's frame reader and call parser. The first byte
  * picks the reader's cap, the read sizes and after how many frames the
  * callback stops; the frames seen must be the same whatever the split
- * (differential check). Call payloads go through sm_frame_parse_call on an
+ * (differential check). Call payloads go through agent_frame_parse_call on an
  * exact-size copy, so any read past the payload is caught under ASan. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@ static void check_call(const unsigned char *payload, uint32_t len) {
   char *argv[9], *env[5];
   const char *cwd;
   size_t argc = 0, envc = 0;
-  if (sm_frame_parse_call(copy, len, &cwd, argv, 8, &argc, env, 4, &envc) == 0) {
+  if (agent_frame_parse_call(copy, len, &cwd, argv, 8, &argc, env, 4, &envc) == 0) {
     /* Every string lies inside the payload and the lists end in NULL. */
     if (argc == 0 || argc > 8 || envc > 4 || argv[argc] != NULL || env[envc] != NULL) abort();
     char *end = (char *)copy + len;
@@ -36,7 +36,7 @@ static void check_call(const unsigned char *payload, uint32_t len) {
 
 static int take(void *ud, int type, uint32_t id, const unsigned char *payload, uint32_t len) {
   acc *a = ud;
-  if (len > sm_frame_type_max(type)) abort();
+  if (len > agent_frame_type_max(type)) abort();
   uint64_t h = a->hash ^ (uint64_t)type ^ (uint64_t)id << 8 ^ (uint64_t)len << 40;
   for (uint32_t i = 0; i < len; i++) h = (h ^ payload[i]) * 1099511628211ull;
   a->hash = h * 1099511628211ull;
@@ -46,8 +46,8 @@ static int take(void *ud, int type, uint32_t id, const unsigned char *payload, u
 }
 
 static int run(const uint8_t *data, size_t size, uint32_t cap, unsigned split, acc *a) {
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, cap, take, a);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, cap, take, a);
   size_t off = 0;
   unsigned seed = split | 1u;
   int rc = 0;
@@ -55,10 +55,10 @@ static int run(const uint8_t *data, size_t size, uint32_t cap, unsigned split, a
     seed = seed * 1103515245u + 12345u;
     size_t n = split == 0 ? size - off : 1 + (seed >> 16) % (split * 5u + 1u);
     if (n > size - off) n = size - off;
-    rc = sm_frame_reader_feed(&r, data + off, n);
+    rc = agent_frame_reader_feed(&r, data + off, n);
     off += n;
   }
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader_dispose(&r);
   return rc;
 }
 

@@ -1,11 +1,11 @@
-/* Fuzzes the broker's HTTP request parser (bk_http_parse, src/lib/broker/
+/* Fuzzes the broker's HTTP request parser (broker_http_parse, src/lib/broker/
  * http_msg.c), which reads the whole request the host-tool route's relay
  * forwarded, on an exact-size copy (ASan catches a read past it). The
  * verdict is one of the documented ones with a reason; an accepted
  * request has a method of capitals, a path starting with '/', values cut to
  * their caps, and a body inside the input that ends with it. And the two
  * readers of one request agree: when the relay's head reader
- * (route_http_head, src/shared/agent/route_http.c) found a whole request in the
+ * (agent_route_http_head, src/shared/agent/route_http.c) found a whole request in the
  * input and the broker accepts it, both see the same head and body. */
 #include <ctype.h>
 #include <stdint.h>
@@ -36,13 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size) memcpy(copy, data, size);
   bk_http_msg m;
   const char *why = NULL;
-  int st = bk_http_parse(copy, size, &m, &why);
+  int st = broker_http_parse(copy, size, &m, &why);
   if (st != 0 && st != 400 && st != 411 && st != 413 && st != 501) abort();
   if (st != 0 && (why == NULL || why[0] == '\0')) abort();
   if (st == 0) {
     check_accepted(copy, size, &m);
     route_head h;
-    if (route_http_head(copy, size, SM_ROUTE_REQUEST_MAX, &h) == 1 &&
+    if (agent_route_http_head(copy, size, SM_ROUTE_REQUEST_MAX, &h) == 1 &&
         h.head_len + h.body_len == size &&
         (m.body != copy + h.head_len || m.body_len != h.body_len))
       abort();

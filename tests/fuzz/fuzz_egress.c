@@ -27,14 +27,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char why[EG_WHY_MAX];
   if (which == 0) {
     eg_request r;
-    int rc = eg_request_parse(text, len, &r, why, sizeof why);
+    int rc = egress_request_parse(text, len, &r, why, sizeof why);
     if (rc == 1) {
       if (r.head_len > len || r.head_len > EG_HEAD_MAX) abort();
       check_dest(&r.target);
       if (r.target.port == 0) abort();
       if (!r.is_connect && r.path_off + r.path_len > r.head_len) abort();
       static char out[EG_HEAD_MAX + 512];
-      long n = eg_request_upstream_head(text, &r, out, sizeof out);
+      long n = egress_request_upstream_head(text, &r, out, sizeof out);
       if (n > (long)sizeof out) abort();
       /* What goes upstream never carries proxy credentials. */
       if (n > 0 && memmem(out, (size_t)n, "\r\nProxy-Authorization:", 22)) abort();
@@ -42,7 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc < -2 || rc > 1) abort();
   } else if (which == 1) {
     eg_dest d;
-    if (eg_authority_parse(text, len, (int)(len % 3) - 1, &d, why, sizeof why) == 0) check_dest(&d);
+    if (egress_authority_parse(text, len, (int)(len % 3) - 1, &d, why, sizeof why) == 0)
+      check_dest(&d);
   } else {
     char *s = malloc(len + 1);
     if (s == NULL) return 0;
@@ -50,27 +51,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     s[len] = '\0';
     if (which == 2) {
       eg_pattern p;
-      if (eg_pattern_parse(s, &p, why, sizeof why) == 0) {
+      if (egress_pattern_parse(s, &p, why, sizeof why) == 0) {
         if (p.kind < EG_PAT_NAME || p.kind > EG_PAT_ADDR) abort();
         eg_dest d;
-        if (eg_authority_parse("pypi.org:443", 12, -1, &d, why, sizeof why) == 0) (void)eg_pattern_match_dest(&p, &d);
+        if (egress_authority_parse("pypi.org:443", 12, -1, &d, why, sizeof why) == 0)
+          (void)egress_pattern_match_dest(&p, &d);
       }
     } else {
       eg_policy pol;
-      if (eg_policy_parse(s, len, &pol, why, sizeof why) == 0) {
+      if (egress_policy_parse(s, len, &pol, why, sizeof why) == 0) {
         if (pol.n_allow > EG_POLICY_MAX_RULES || pol.n_levels > EG_POLICY_MAX_LEVELS) abort();
         eg_dest d;
         char rule[EG_WHY_MAX];
-        if (eg_authority_parse("files.pythonhosted.org:443", 26, -1, &d, why, sizeof why) == 0)
-          (void)eg_policy_decide(&pol, &d, rule, sizeof rule);
+        if (egress_authority_parse("files.pythonhosted.org:443", 26, -1, &d, why, sizeof why) == 0)
+          (void)egress_policy_decide(&pol, &d, rule, sizeof rule);
         eg_addr a;
-        if (eg_addr_parse("169.254.169.254", &a) == 0 && eg_policy_addr_ok(&pol, &a, 80, rule, sizeof rule)) {
+        if (egress_addr_parse("169.254.169.254", &a) == 0 &&
+            egress_policy_addr_ok(&pol, &a, 80, rule, sizeof rule)) {
           /* The metadata address is usable only when an allow address pattern lists it. */
           int listed = 0;
-          for (size_t i = 0; i < pol.n_allow; i++) listed |= eg_pattern_match_addr(&pol.allow[i].pat, &a, 80);
+          for (size_t i = 0; i < pol.n_allow; i++)
+            listed |= egress_pattern_match_addr(&pol.allow[i].pat, &a, 80);
           if (!listed) abort();
         }
-        eg_policy_dispose(&pol);
+        egress_policy_dispose(&pol);
       }
     }
     free(s);

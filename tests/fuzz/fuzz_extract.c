@@ -25,7 +25,7 @@ static void clear_dir(int dfd) {
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    ws_remove_tree(dfd, de->d_name);
+    workspace_remove_tree(dfd, de->d_name);
   }
   closedir(d);
 }
@@ -76,8 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sm_workspace_limits lim = {4 << 20, 2000, 1024};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  ws_unpack_dir(target, read_mem, &s, &lim, &res, NULL, &err);
-  ws_apply_result_dispose(&res);
+  workspace_unpack_dir(target, read_mem, &s, &lim, &res, NULL, &err);
+  workspace_apply_result_dispose(&res);
   /* The invariants: the parent holds exactly the target and the sentinel,
    * the sentinel is unchanged, the target has no staging directory left. */
   if (count_entries(parent) != 2) abort();

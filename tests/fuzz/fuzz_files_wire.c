@@ -54,18 +54,18 @@ static int run(const uint8_t *data, size_t size, fs_wire_mode mode, int64_t cap,
                acc *a) {
   fs_wire_handlers h = {on_ok, on_record, on_content, on_match, a};
   fs_wire w;
-  fs_wire_init(&w, mode, &h, cap);
+  files_wire_init(&w, mode, &h, cap);
   sm_error err = SM_ERROR_INIT;
   int rc = 0;
   for (size_t off = 0; rc == 0 && off < size;) {
     size_t n = step == 0 || size - off < step ? size - off : step;
-    rc = fs_wire_feed(&w, (const char *)data + off, n, &err);
+    rc = files_wire_feed(&w, (const char *)data + off, n, &err);
     off += n;
   }
-  if (rc == 0) rc = fs_wire_finish(&w, &err);
+  if (rc == 0) rc = files_wire_finish(&w, &err);
   int result = rc ? rc : w.failed ? 1 : 0;
   mix(a, &result, sizeof result);
-  fs_wire_dispose(&w);
+  files_wire_dispose(&w);
   return result;
 }
 

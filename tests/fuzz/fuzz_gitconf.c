@@ -13,13 +13,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1u << 20)) return 0;
-  (void)ws_gitconf_runs_text((const char *)data, size);
+  (void)workspace_gitconf_runs_text((const char *)data, size);
   static const char tail[] = "\n\n[core]\n\tfsmonitor = x\n";
   char *both = malloc(size + sizeof tail);
   if (both == NULL) return 0;
   memcpy(both, data, size);
   memcpy(both + size, tail, sizeof tail - 1);
-  if (!ws_gitconf_runs_text(both, size + sizeof tail - 1)) abort();
+  if (!workspace_gitconf_runs_text(both, size + sizeof tail - 1)) abort();
   free(both);
   return 0;
 }

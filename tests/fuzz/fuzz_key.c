@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sandbox/spec.h"
+#include <sandman/name.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -88,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     req.user = v[5];
     req.scope = (sm_scope)((bits >> 1) & 3);
     sm_mode mode = (bits & 8) ? SM_MODE_PER_WORKER : SM_MODE_PER_RUN;
-    if (sm_scope_key(&req, mode, keys[c], sizeof keys[c], NULL) != 0) continue;
+    if (sandbox_scope_key(&req, mode, keys[c], sizeof keys[c], NULL) != 0) continue;
     decode(keys[c], plain[c], sizeof plain[c]);
     /* The decoded key is exactly the fields it was made of. */
     char want[SM_KEY_MAX + 8];

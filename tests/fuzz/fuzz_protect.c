@@ -31,28 +31,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   l.n = 1;
   ws_protect *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  int rc = ws_protect_new(&p, &l, &err);
+  int rc = workspace_protect_new(&p, &l, &err);
   if (rc != 0) {
     if (rc != SM_EINVAL || err.message[0] == '\0') abort();
-    if (ws_protect_glob_check(glob, &err) != SM_EINVAL) abort();
+    if (workspace_protect_glob_check(glob, &err) != SM_EINVAL) abort();
     return 0;
   }
-  if (ws_protect_glob_check(glob, &err) != 0) abort();
+  if (workspace_protect_glob_check(glob, &err) != 0) abort();
   char *norm = NULL;
-  if (pl > 0 && ws_path_normalize(path, &norm, &err) == 0 && norm[0]) {
+  if (pl > 0 && workspace_path_normalize(path, &norm, &err) == 0 && norm[0]) {
     ws_protect_walk w;
-    ws_protect_walk_init(&w, p);
+    workspace_protect_walk_init(&w, p);
     for (size_t i = 0, n = strlen(norm); i <= n; i++) {
       if (norm[i] != '/' && norm[i] != '\0') continue;
       char c = norm[i];
       norm[i] = '\0';
       for (int dir = 0; dir < 2; dir++)
-        if (ws_protect_walk_path(&w, norm, dir) != ws_protected(p, norm, dir)) abort();
+        if (workspace_protect_walk_path(&w, norm, dir) != workspace_protected(p, norm, dir))
+          abort();
       norm[i] = c;
     }
-    ws_protect_walk_dispose(&w);
+    workspace_protect_walk_dispose(&w);
   }
   free(norm);
-  ws_protect_free(p);
+  workspace_protect_free(p);
   return 0;
 }

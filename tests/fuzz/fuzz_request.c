@@ -6,14 +6,15 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include <sandman/env.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *body = (const char *)data;
   sm_error err = SM_ERROR_INIT;
-  sm_execute_params p;
-  if (sm_server_parse_execute(body, size, 4096, &p, &err) == 0) {
+  server_execute_params p;
+  if (server_parse_execute(body, size, 4096, &p, &err) == 0) {
     /* What parsed is well formed. */
     if (p.argv && (p.argc == 0 || p.argv[p.argc] != NULL || p.argv[0][0] == '\0')) abort();
     if (p.argv && p.command) abort();
@@ -28,41 +29,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (p.stdin_len > 4096) abort();
     /* Use the env values as secrets to scrub the body with. */
-    sm_secret_env s = {p.env, p.n_env};
+    server_secret_env s = {p.env, p.n_env};
     char *copy = malloc(size + 1);
     if (copy) {
       memcpy(copy, data, size);
       copy[size] = '\0';
       size_t len = size;
-      sm_server_redact(&copy, &len, &s);
+      server_redact(&copy, &len, &s);
       if (strlen(copy) > len) abort();
       free(copy);
     }
-    sm_execute_params_dispose(&p);
+    server_execute_params_dispose(&p);
   }
   char key[SM_SERVER_KEY_MAX + 1];
-  if (sm_server_json_worker_key(body, size, key) == 0 &&
-      !sm_server_name_valid(key, SM_SERVER_KEY_MAX))
+  if (server_json_worker_key(body, size, key) == 0 && !server_name_valid(key, SM_SERVER_KEY_MAX))
     abort();
-  sm_lease_params lp;
-  if (sm_server_parse_lease(body, size, &lp, &err) == 0) {
+  server_lease_params lp;
+  if (server_parse_lease(body, size, &lp, &err) == 0) {
     if (lp.n_services < 1 || lp.n_services > SM_LEASE_SERVICES_MAX) abort();
     if (lp.max_uses < 1 || lp.max_uses > SM_LEASE_USES_MAX) abort();
     if (!(lp.ttl_s >= 1 && lp.ttl_s <= SM_LEASE_TTL_MAX)) abort();
   }
-  sm_create_params cp;
-  if (sm_server_parse_create(body, size, &cp, &err) == 0) {
+  server_create_params cp;
+  if (server_parse_create(body, size, &cp, &err) == 0) {
     /* A sandbox's labels: each one a label the sandbox module takes. */
     if (cp.n_labels > SM_CREATE_LABELS_MAX) abort();
     for (size_t i = 0; i < cp.n_labels; i++)
       if (sm_sandbox_label_check(cp.labels[i], NULL) != 0) abort();
     if (cp.template_name && cp.image) abort();
     if (cp.memory < 0 || cp.disk < 0 || cp.pids < 0 || cp.cpu < 0) abort();
-    sm_create_params_dispose(&cp);
+    server_create_params_dispose(&cp);
   }
   unsigned char *dec = NULL;
   size_t n = 0;
-  if (sm_server_base64_decode(body, size, 1 << 20, &dec, &n) == 0) {
+  if (server_base64_decode(body, size, 1 << 20, &dec, &n) == 0) {
     if (n > size) abort();
     free(dec);
   }

@@ -1,5 +1,5 @@
 /* Fuzzes what the host-tool route's relay reads from a sandbox process
- * (route_http_head) and sandman-tools' JSON reader. For the head: an
+ * (agent_route_http_head) and sandman-tools' JSON reader. For the head: an
  * exact-size copy (ASan catches a read past it), the verdict is one of the
  * documented ones, a complete head ends with the blank line inside the
  * input and within its caps, and every prefix of a complete head reads as
@@ -17,7 +17,7 @@ static void check_head(const uint8_t *data, size_t size, size_t max) {
   if (copy == NULL) return;
   if (size) memcpy(copy, data, size);
   route_head h;
-  int st = route_http_head(copy, size, max, &h);
+  int st = agent_route_http_head(copy, size, max, &h);
   if (st != 0 && st != 1 && st != 400 && st != 411 && st != 413 && st != 431) abort();
   if (st == 1) {
     if (h.head_len < 4 || h.head_len > size || h.head_len > ROUTE_HEAD_MAX) abort();
@@ -25,7 +25,7 @@ static void check_head(const uint8_t *data, size_t size, size_t max) {
     if (h.body_len > max || h.head_len + h.body_len > max) abort();
     /* Cut before its blank line the same head wants more. */
     route_head p;
-    if (route_http_head(copy, h.head_len - 1, max, &p) != 0) abort();
+    if (agent_route_http_head(copy, h.head_len - 1, max, &p) != 0) abort();
   }
   free(copy);
 }
@@ -33,12 +33,12 @@ static void check_head(const uint8_t *data, size_t size, size_t max) {
 static void check_json(const jm_node *n, int depth) {
   if (depth > JM_MAX_DEPTH) abort();
   for (; n; n = n->next) {
-    jm_node *again = jm_parse(n->raw, n->raw_len);
+    jm_node *again = agent_json_parse(n->raw, n->raw_len);
     if (again == NULL || again->type != n->type) abort();
     if (n->type == JM_STR && (again->str_len != n->str_len ||
                               memcmp(again->str, n->str, n->str_len) != 0))
       abort();
-    jm_free(again);
+    agent_json_free(again);
     check_json(n->child, depth + 1);
   }
 }
@@ -48,8 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   size_t max = (data[0] & 1) ? (4u << 20) : 64 + (size_t)data[0] * 4;
   check_head(data + 1, size - 1, max);
-  jm_node *doc = jm_parse((const char *)data + 1, size - 1);
+  jm_node *doc = agent_json_parse((const char *)data + 1, size - 1);
   if (doc) check_json(doc, 0);
-  jm_free(doc);
+  agent_json_free(doc);
   return 0;
 }

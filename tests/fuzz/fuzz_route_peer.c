@@ -17,15 +17,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size) memcpy(copy, data, size);
   long ppid = -1;
   unsigned long long start = 0;
-  if (route_peer_parse_stat(copy, size, &ppid, &start) == 0 && (ppid < 0 || ppid > 0x7fffffff))
+  if (agent_route_peer_parse_stat(copy, size, &ppid, &start) == 0 &&
+      (ppid < 0 || ppid > 0x7fffffff))
     abort();
   free(copy);
   static route_peer p;
   static unsigned char again[ROUTE_PEER_BLOCK_MAX];
-  size_t used = route_peer_decode(data, size, &p);
+  size_t used = agent_route_peer_decode(data, size, &p);
   if (used) {
     if (used > size || used > ROUTE_PEER_BLOCK_MAX || p.n > ROUTE_PEER_CHAIN_MAX) abort();
-    size_t n = route_peer_encode(&p, again, sizeof again);
+    size_t n = agent_route_peer_encode(&p, again, sizeof again);
     if (n != used || memcmp(again, data, n) != 0) abort();
   }
   return 0;

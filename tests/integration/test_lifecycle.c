@@ -75,8 +75,9 @@ static void request(sm_run_request *req, sm_mode mode, const char *run_id,
 }
 
 static void keyed_name(const char *key, char out[SM_NAME_MAX]) {
-  assert_int_equal(sm_keyed_name(sm_runner_instance(runner), SM_MODE_PER_RUN, key, out,
-                                 SM_NAME_MAX, NULL), 0);
+  assert_int_equal(sandbox_keyed_name(sm_runner_instance(runner), SM_MODE_PER_RUN, key, out,
+                                      SM_NAME_MAX, NULL),
+                   0);
 }
 
 static void test_reuse_busy_and_last_used(void **state) {

@@ -471,12 +471,12 @@ static void test_per_run(void **state) {
   assert_int_equal(seen_count(), before);
 
   /* 6. A call without a route starts none (and its PATH has no route). */
-  unsigned long started = sandbox_routes_started(sm_runner_ctx(runner)->routes);
+  unsigned long started = sandbox_routes_started(sandbox_runner_ctx(runner)->routes);
   call(SM_MODE_PER_RUN, "", "route-r2",
        "case \"$PATH\" in *" SM_ROUTE_BIN_DIR "*) echo route;; *) echo none;; esac", NULL, 0, 0,
        &res);
   assert_string_equal(res.stdout_data, "none\n");
-  assert_int_equal(sandbox_routes_started(sm_runner_ctx(runner)->routes), started);
+  assert_int_equal(sandbox_routes_started(sandbox_runner_ctx(runner)->routes), started);
   sm_run_result_dispose(&res);
 }
 
@@ -848,7 +848,7 @@ static void test_per_tool(void **state) {
 static void test_gvisor(void **state) {
   (void)state;
   sm_error err = SM_ERROR_INIT;
-  if (sm_sandbox_runtime_present(engine, "runsc", NULL, &err) != 0) {
+  if (sandbox_runtime_present(engine, "runsc", NULL, &err) != 0) {
     if (itest_in_ci()) fail_msg("runsc: %s", err.message);
     skip();
   }

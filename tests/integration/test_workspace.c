@@ -99,9 +99,9 @@ static int setup(void **state) {
   b->t.uid = 1000;
   b->t.gid = 1000;
   /* The copy in's unpacker, installed as the sandbox layer does it. */
-  sm_agent_binary_path(b->unpacker, sizeof b->unpacker);
+  sandbox_agent_binary_path(b->unpacker, sizeof b->unpacker);
   b->t.unpacker = b->unpacker;
-  if (sm_agent_install(NULL, b->e, b->id, &err) != 0) fail_msg("unpacker: %s", err.message);
+  if (sandbox_agent_install(NULL, b->e, b->id, &err) != 0) fail_msg("unpacker: %s", err.message);
   *state = b;
   return 0;
 }
@@ -118,12 +118,12 @@ static int teardown(void **state) {
 }
 
 typedef struct capture {
-  sm_buf out;
+  common_buf out;
 } capture;
 
 static int on_out(void *ud, int stream, const char *data, size_t len) {
   capture *c = ud;
-  if (stream == 1) sm_buf_append_capped(&c->out, data, len);
+  if (stream == 1) common_buf_append_capped(&c->out, data, len);
   return 0;
 }
 
@@ -146,8 +146,8 @@ static int box_sh(box *b, const char *script, char **out) {
   json_object_put(cfg);
   if (rc) fail_msg("exec create: %s", err.message);
   capture c;
-  sm_buf_init(&c.out, (size_t)16 << 20);
-  sm_buf_append(&c.out, "", 0);
+  common_buf_init(&c.out, (size_t)16 << 20);
+  common_buf_append(&c.out, "", 0);
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.output = on_out;
   io.output_ud = &c;
@@ -157,10 +157,8 @@ static int box_sh(box *b, const char *script, char **out) {
   int code = -1;
   rc = sm_engine_exec_inspect(b->e, xid, NULL, &code, NULL, &err);
   if (rc) fail_msg("exec inspect: %s", err.message);
-  if (out)
-    *out = sm_buf_steal(&c.out, NULL);
-  else
-    sm_buf_dispose(&c.out);
+  if (out) *out = common_buf_steal(&c.out, NULL);
+  else common_buf_dispose(&c.out);
   return code;
 }
 
@@ -214,9 +212,9 @@ static char *host_list(const char *root, const char *owner) {
   }
   free(v);
   qsort(dotted, n, sizeof *dotted, cmp_s);
-  sm_buf b;
-  sm_buf_init(&b, (size_t)16 << 20);
-  sm_buf_append(&b, "", 0);
+  common_buf b;
+  common_buf_init(&b, (size_t)16 << 20);
+  common_buf_append(&b, "", 0);
   for (size_t i = 0; i < n; i++) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", root, dotted[i] + 2);
@@ -229,24 +227,24 @@ static char *host_list(const char *root, const char *owner) {
       char l[4096];
       ssize_t k = readlink(p, l, sizeof l - 1);
       l[k > 0 ? k : 0] = '\0';
-      sm_buf_printf(&b, "%s|l|%s|%s\n", dotted[i], l, o);
+      common_buf_printf(&b, "%s|l|%s|%s\n", dotted[i], l, o);
     } else if (S_ISDIR(st.st_mode)) {
-      sm_buf_printf(&b, "%s|d|%o|%s\n", dotted[i], (unsigned)(st.st_mode & 07777), o);
+      common_buf_printf(&b, "%s|d|%o|%s\n", dotted[i], (unsigned)(st.st_mode & 07777), o);
     } else {
       unsigned char h[32];
       char hex[65];
       int fd = open(p, O_RDONLY);
-      ws_hash_fd(fd, h, NULL);
+      workspace_hash_fd(fd, h, NULL);
       close(fd);
-      ws_hex(h, 32, hex);
+      workspace_hex(h, 32, hex);
       hex[16] = '\0';
-      sm_buf_printf(&b, "%s|f|%lld|%o|%s|%s\n", dotted[i], (long long)st.st_size,
-                    (unsigned)(st.st_mode & 07777), o, hex);
+      common_buf_printf(&b, "%s|f|%lld|%o|%s|%s\n", dotted[i], (long long)st.st_size,
+                        (unsigned)(st.st_mode & 07777), o, hex);
     }
     free(dotted[i]);
   }
   free(dotted);
-  return sm_buf_steal(&b, NULL);
+  return common_buf_steal(&b, NULL);
 }
 
 /* Drops the owner field so host and sandbox listings compare. */
@@ -345,20 +343,20 @@ static char *sync_out(sm_workspace_sync *s, box *b, char **conflicts_out) {
   size_t nch = 0, ncf = 0;
   sm_error err = SM_ERROR_INIT;
   if (sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err)) fail_msg("sync out: %s", err.message);
-  sm_buf o;
-  sm_buf_init(&o, 1 << 20);
-  sm_buf_append(&o, "", 0);
-  for (size_t i = 0; i < nch; i++) sm_buf_printf(&o, "%s%s", i ? "," : "", ch[i]);
+  common_buf o;
+  common_buf_init(&o, 1 << 20);
+  common_buf_append(&o, "", 0);
+  for (size_t i = 0; i < nch; i++) common_buf_printf(&o, "%s%s", i ? "," : "", ch[i]);
   if (conflicts_out) {
-    sm_buf c;
-    sm_buf_init(&c, 1 << 20);
-    sm_buf_append(&c, "", 0);
-    for (size_t i = 0; i < ncf; i++) sm_buf_printf(&c, "%s%s", i ? "," : "", cf[i]);
-    *conflicts_out = sm_buf_steal(&c, NULL);
+    common_buf c;
+    common_buf_init(&c, 1 << 20);
+    common_buf_append(&c, "", 0);
+    for (size_t i = 0; i < ncf; i++) common_buf_printf(&c, "%s%s", i ? "," : "", cf[i]);
+    *conflicts_out = common_buf_steal(&c, NULL);
   }
   sm_workspace_free_list(ch, nch);
   sm_workspace_free_list(cf, ncf);
-  return sm_buf_steal(&o, NULL);
+  return common_buf_steal(&o, NULL);
 }
 
 static void assert_same_tree(box *b) {
@@ -398,7 +396,7 @@ static void test_round_trip(void **state) {
   assert_string_equal(changed, "empty,made,made/empty,made/lnk,made/tool.sh,new file ü.txt,"
                                "plain.txt,src/deep,src/deep/main.c,src/link");
   free(changed);
-  assert_true(ws_sync_last_out_listed(s));
+  assert_true(workspace_sync_last_out_listed(s));
   assert_same_tree(b);
   char *c = hget(b, "plain.txt");
   assert_string_equal(c, "changed\n");
@@ -417,7 +415,7 @@ static void test_round_trip(void **state) {
   changed = sync_out(s, b, NULL);
   assert_string_equal(changed, "");
   free(changed);
-  assert_true(ws_sync_last_out_listed(s));
+  assert_true(workspace_sync_last_out_listed(s));
 
   /* Content changed with size and mtime kept (the tool sets the mtime
    * back): the ctime gives it away. */
@@ -436,7 +434,7 @@ static void test_round_trip(void **state) {
    * whole workspace is read instead, with the same result. */
   assert_int_equal(box_sh(b, "mkdir -p locked && echo in > locked/f && chmod 000 locked", NULL), 0);
   changed = sync_out(s, b, NULL);
-  assert_false(ws_sync_last_out_listed(s));
+  assert_false(workspace_sync_last_out_listed(s));
   assert_string_equal(changed, "locked,locked/f");
   free(changed);
   assert_int_equal(box_sh(b, "chmod 755 locked", NULL), 0);
@@ -504,11 +502,12 @@ static void test_incremental(void **state) {
 static char *refusals(sm_workspace_sync *s) {
   const sm_workspace_refusal *v = NULL;
   size_t n = sm_workspace_sync_refused(s, &v);
-  sm_buf o;
-  sm_buf_init(&o, 1 << 20);
-  sm_buf_append(&o, "", 0);
-  for (size_t i = 0; i < n; i++) sm_buf_printf(&o, "%s%s=%s", i ? "," : "", v[i].path, v[i].reason);
-  return sm_buf_steal(&o, NULL);
+  common_buf o;
+  common_buf_init(&o, 1 << 20);
+  common_buf_append(&o, "", 0);
+  for (size_t i = 0; i < n; i++)
+    common_buf_printf(&o, "%s%s=%s", i ? "," : "", v[i].path, v[i].reason);
+  return common_buf_steal(&o, NULL);
 }
 
 /* Links the tool made that leave the workspace are refused one by one; the
@@ -542,7 +541,7 @@ static void test_planted_symlink(void **state) {
   r = refusals(s);
   assert_string_equal(r, "");
   free(r);
-  assert_true(ws_sync_last_out_listed(s));
+  assert_true(workspace_sync_last_out_listed(s));
   /* The next copy in leaves them in the sandbox. */
   sync_in(s, b);
   char *out = NULL;
@@ -565,10 +564,10 @@ static void test_interrupted(void **state) {
   make_tree(b);
   sm_workspace_sync *s = new_sync(b, NULL, NULL);
   /* A copy in cut half way is an error, and the next one is complete. */
-  ws_sync_abort_after(s, 1 << 20);
+  workspace_sync_abort_after(s, 1 << 20);
   sm_error err = SM_ERROR_INIT;
   assert_int_not_equal(sm_workspace_sync_in(s, &b->t, &err), 0);
-  ws_sync_abort_after(s, -1);
+  workspace_sync_abort_after(s, -1);
   sync_in(s, b);
   assert_same_tree(b);
   /* The tool rewrites a lot; the copy out is cut half way: the host
@@ -578,7 +577,7 @@ static void test_interrupted(void **state) {
                           NULL),
                    0);
   char *before = host_list(b->host, NULL);
-  ws_sync_abort_after(s, 1 << 20);
+  workspace_sync_abort_after(s, 1 << 20);
   char **ch = NULL, **cf = NULL;
   size_t nch = 0, ncf = 0;
   assert_int_not_equal(sm_workspace_sync_out(s, &b->t, &ch, &nch, &cf, &ncf, &err), 0);
@@ -586,7 +585,7 @@ static void test_interrupted(void **state) {
   assert_string_equal(before, after);
   free(after);
   /* A byte cap hit mid-way: the same. */
-  ws_sync_abort_after(s, -1);
+  workspace_sync_abort_after(s, -1);
   sm_workspace_sync_free(s);
   sm_workspace_limits lim = {1 << 20, 0, 0};
   s = new_sync(b, NULL, &lim);
@@ -747,7 +746,7 @@ static void test_first_copy_early_upload(void **state) {
   char *changed = sync_out(s, b, NULL);
   assert_string_equal(changed, "");
   free(changed);
-  assert_true(ws_sync_last_out_listed(s));
+  assert_true(workspace_sync_last_out_listed(s));
   sm_workspace_sync_free(s);
 
   /* A later copy in sends three edited files (old mtimes: no racy rule);
@@ -767,7 +766,7 @@ static void test_first_copy_early_upload(void **state) {
   changed = sync_out(s, b, NULL);
   assert_string_equal(changed, "");
   free(changed);
-  assert_true(ws_sync_last_out_listed(s));
+  assert_true(workspace_sync_last_out_listed(s));
   int64_t bo = -1;
   sm_workspace_sync_stats(s, NULL, NULL, &bo, NULL);
   assert_int_equal(bo, 0);
@@ -861,13 +860,13 @@ static int quick_run(void *ud, const char *const *argv, size_t argc, sm_read_fn 
   if (h->mode == DIGEST_GARBAGE) return out(out_ud, 1, "wsdigest 00 1\n", 14);
   sm_workspace_target plain = h->b->t;
   plain.run = NULL;
-  sm_buf o;
-  sm_buf_init(&o, 4096);
-  sm_buf_append(&o, "", 0);
-  int rc = ws_box_exec(plain.engine, &plain, argv, argc, in, in_ud, &o, exit_code, err);
+  common_buf o;
+  common_buf_init(&o, 4096);
+  common_buf_append(&o, "", 0);
+  int rc = workspace_box_exec(plain.engine, &plain, argv, argc, in, in_ud, &o, exit_code, err);
   if (rc == 0 && h->mode == DIGEST_RECORD) snprintf(h->recorded, sizeof h->recorded, "%s", o.data);
   if (rc == 0) rc = out(out_ud, 1, o.data, o.len);
-  sm_buf_dispose(&o);
+  common_buf_dispose(&o);
   return rc;
 }
 
@@ -892,7 +891,7 @@ static void test_quick_unchanged(void **state) {
   char *changed = sync_out(s, b, NULL);
   assert_string_equal(changed, "");
   free(changed);
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   assert_int_equal(h.digests, 1);
   assert_int_equal(h.others, 0);
   sm_workspace_sync_free(s);
@@ -903,7 +902,7 @@ static void test_quick_unchanged(void **state) {
   changed = sync_out(s, b, NULL);
   assert_string_equal(changed, "");
   free(changed);
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   assert_same_tree(b);
 
   /* Content changed with size and mtime kept: the ctime gives it away. */
@@ -912,7 +911,7 @@ static void test_quick_unchanged(void **state) {
                           NULL),
                    0);
   changed = sync_out(s, b, NULL);
-  assert_false(ws_sync_last_out_quick(s));
+  assert_false(workspace_sync_last_out_quick(s));
   assert_string_equal(changed, "plain.txt");
   free(changed);
   char *c = hget(b, "plain.txt");
@@ -926,11 +925,11 @@ static void test_quick_unchanged(void **state) {
   for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
     sync_in(s, b);
     changed = sync_out(s, b, NULL);
-    assert_true(ws_sync_last_out_quick(s));
+    assert_true(workspace_sync_last_out_quick(s));
     free(changed);
     assert_int_equal(box_sh(b, tools[i], NULL), 0);
     changed = sync_out(s, b, NULL);
-    assert_false(ws_sync_last_out_quick(s));
+    assert_false(workspace_sync_last_out_quick(s));
     assert_string_equal(changed, want[i]);
     free(changed);
     assert_same_tree(b);
@@ -952,7 +951,7 @@ static void test_quick_host_held_excludes(void **state) {
   sm_workspace_sync *s = new_sync(b, &ex, NULL);
   sync_in(s, b);
   free(sync_out(s, b, NULL));
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   hput(b, "plain.txt", "edited on the host\n");
   /* Dated, or it is compared by content for two seconds (racy). */
   char p[1024];
@@ -984,7 +983,7 @@ static void test_quick_host_held_excludes(void **state) {
   assert_int_equal(box_sh(b, "echo n > node_modules/n.js", NULL), 0);
   sync_in(s, b);
   char *changed = sync_out(s, b, NULL);
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   assert_string_equal(changed, "");
   free(changed);
   r = refusals(s);
@@ -1016,7 +1015,7 @@ static void test_quick_forged(void **state) {
   sm_workspace_sync *s = new_sync(b, NULL, NULL);
   sync_in(s, b);
   free(sync_out(s, b, NULL));
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   assert_true(strncmp(h.recorded, "wsdigest ", 9) == 0);
 
   assert_int_equal(box_sh(b, "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit && "
@@ -1027,7 +1026,7 @@ static void test_quick_forged(void **state) {
                    0);
   h.mode = DIGEST_FORGE;
   char *changed = sync_out(s, b, NULL);
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   assert_string_equal(changed, "");
   free(changed);
   assert_false(hexists(b, ".git/hooks/pre-commit"));
@@ -1042,7 +1041,7 @@ static void test_quick_forged(void **state) {
   h.mode = DIGEST_HONEST;
   sync_in(s, b);
   changed = sync_out(s, b, NULL);
-  assert_false(ws_sync_last_out_quick(s));
+  assert_false(workspace_sync_last_out_quick(s));
   assert_string_equal(changed, "plain.txt");
   free(changed);
   char *r = refusals(s);
@@ -1058,11 +1057,11 @@ static void test_quick_forged(void **state) {
   sync_in(s, b);
   h.mode = DIGEST_RECORD;
   free(sync_out(s, b, NULL));
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   assert_int_equal(box_sh(b, "echo 'tool other' > other.txt", NULL), 0);
   h.mode = DIGEST_FORGE;
   free(sync_out(s, b, NULL));
-  assert_true(ws_sync_last_out_quick(s));
+  assert_true(workspace_sync_last_out_quick(s));
   hput(b, "other.txt", "host other\n");
   sync_in(s, b);
   char *out = NULL;
@@ -1081,7 +1080,7 @@ static void test_quick_forged(void **state) {
   assert_int_equal(box_sh(b, "echo again > plain.txt", NULL), 0);
   h.mode = DIGEST_GARBAGE;
   changed = sync_out(s, b, NULL);
-  assert_false(ws_sync_last_out_quick(s));
+  assert_false(workspace_sync_last_out_quick(s));
   assert_string_equal(changed, "plain.txt");
   free(changed);
   sm_workspace_sync_free(s);

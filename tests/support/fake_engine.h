@@ -42,7 +42,9 @@
 
 #include <stddef.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/mode.h>
+#include <sandman/run.h>
 
 typedef struct fake_engine fake_engine;
 

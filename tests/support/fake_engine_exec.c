@@ -223,9 +223,9 @@ static int agent_frames(const fe_container *c, bytes *in, bytes *out) {
       p += n + 1;
     }
     unsigned char head[SM_FRAME_HEADER];
-    sm_frame_header(head, h[0],
-                    (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4],
-                    (uint32_t)payload.len);
+    agent_frame_header(head, h[0],
+                       (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4],
+                       (uint32_t)payload.len);
     int rc = bytes_add(out, head, sizeof head);
     if (rc == 0 && payload.len) rc = bytes_add(out, payload.data, payload.len);
     free(payload.data);

@@ -50,7 +50,7 @@ int sm_audit_filter_match(const sm_audit_filter *f, json_object *ev) {
 
 /* Splits what was read into lines; a partial last line waits in lines. */
 typedef struct line_reader {
-  sm_lines lines;
+  common_lines lines;
   const sm_audit_filter *filter;
   sm_audit_event_fn fn;
   void *ud;
@@ -83,7 +83,7 @@ static int on_line(void *ud, const char *s, size_t n) {
 }
 
 static int feed(line_reader *lr, const char *data, size_t len) {
-  return sm_lines_feed(&lr->lines, data, len, on_line, lr);
+  return common_lines_feed(&lr->lines, data, len, on_line, lr);
 }
 
 /* Reads fd to its current end. */
@@ -106,7 +106,7 @@ static int drain(line_reader *lr, int fd, sm_error *err, const char *path) {
 }
 
 /* The last line of a finished file may lack its newline (a crash). */
-static int flush_pending(line_reader *lr) { return sm_lines_flush(&lr->lines, on_line, lr); }
+static int flush_pending(line_reader *lr) { return common_lines_flush(&lr->lines, on_line, lr); }
 
 static int read_all(line_reader *lr, const char *file, int keep, int *out_fd, sm_error *err) {
   if (keep < 0) keep = SM_AUDIT_DEFAULT_KEEP;
@@ -136,9 +136,9 @@ int sm_audit_read(const char *file, int keep, const sm_audit_filter *filter, sm_
                   void *ud, size_t *out_skipped, sm_error *err) {
   if (file == NULL || *file == '\0') return sm_error_set(err, SM_EINVAL, "audit: no file to read");
   line_reader lr = {.filter = filter, .fn = fn, .ud = ud};
-  sm_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
+  common_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
   int rc = read_all(&lr, file, keep, NULL, err);
-  sm_buf_dispose(&lr.lines.line);
+  common_buf_dispose(&lr.lines.line);
   if (out_skipped) *out_skipped = lr.skipped;
   return rc;
 }
@@ -179,7 +179,7 @@ int sm_audit_follow(const char *file, int keep, const sm_audit_filter *filter, s
   if (file == NULL || *file == '\0') return sm_error_set(err, SM_EINVAL, "audit: no file to read");
   if (poll_ms <= 0) poll_ms = 250;
   line_reader lr = {.filter = filter, .fn = fn, .ud = ud};
-  sm_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
+  common_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
   int fd = -1;
   int rc = read_all(&lr, file, keep, &fd, err);
   while (rc == 0 && !(stop && *stop)) {
@@ -205,6 +205,6 @@ int sm_audit_follow(const char *file, int keep, const sm_audit_filter *filter, s
     if (fd >= 0) rc = drain(&lr, fd, err, file);
   }
   if (fd >= 0) close(fd);
-  sm_buf_dispose(&lr.lines.line);
+  common_buf_dispose(&lr.lines.line);
   return rc;
 }

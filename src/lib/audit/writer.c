@@ -50,7 +50,8 @@ static int make_parent(const char *file, sm_error *err) {
   if ((size_t)(slash - file) >= sizeof dir) return sm_error_set(err, SM_EINVAL, "audit file path too long");
   memcpy(dir, file, (size_t)(slash - file));
   dir[slash - file] = '\0';
-  if (sm_mkdirs(dir) != 0) return sm_error_set_errno(err, SM_EIO, errno, "audit: creating %s", dir);
+  if (common_mkdirs(dir) != 0)
+    return sm_error_set_errno(err, SM_EIO, errno, "audit: creating %s", dir);
   return 0;
 }
 
@@ -151,10 +152,11 @@ static int append_file(sm_audit *a, const char *line, size_t len, sm_error *err)
     /* A writer that died mid-line left no newline: end that line first so
      * this event stays a line of its own. */
     char last = '\n';
-    if (pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' && sm_write_all(fd, "\n", 1) != 0)
+    if (pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' &&
+        common_write_all(fd, "\n", 1) != 0)
       rc = sm_error_set_errno(err, SM_EIO, errno, "audit: writing %s", a->file);
   }
-  if (rc == 0 && sm_write_all(fd, line, len) != 0)
+  if (rc == 0 && common_write_all(fd, line, len) != 0)
     rc = sm_error_set_errno(err, SM_EIO, errno, "audit: writing %s", a->file);
   if (fd >= 0) close(fd);
   flock(lfd, LOCK_UN);
@@ -195,7 +197,7 @@ int sm_audit_record(sm_audit *a, const sm_audit_event *ev, sm_error *err) {
   pthread_mutex_lock(&a->mu);
   if (a->file) rc = append_file(a, line, n + 1, err);
   if (a->to_stderr) {
-    int e = sm_write_all(STDERR_FILENO, line, n + 1);
+    int e = common_write_all(STDERR_FILENO, line, n + 1);
     if (e != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "audit: writing to stderr");
   }
   pthread_mutex_unlock(&a->mu);

@@ -35,7 +35,7 @@ struct bk_approvals {
   int waiters;
 };
 
-int bk_approvals_new(bk_approvals **out) {
+int broker_approvals_new(bk_approvals **out) {
   bk_approvals *a = calloc(1, sizeof *a);
   if (!a) return -1;
   pthread_mutex_init(&a->mu, NULL);
@@ -48,7 +48,7 @@ int bk_approvals_new(bk_approvals **out) {
   return 0;
 }
 
-void bk_approvals_close(bk_approvals *a) {
+void broker_approvals_close(bk_approvals *a) {
   if (!a) return;
   pthread_mutex_lock(&a->mu);
   a->closing = 1;
@@ -56,9 +56,9 @@ void bk_approvals_close(bk_approvals *a) {
   pthread_mutex_unlock(&a->mu);
 }
 
-void bk_approvals_free(bk_approvals *a) {
+void broker_approvals_free(bk_approvals *a) {
   if (!a) return;
-  bk_approvals_close(a);
+  broker_approvals_close(a);
   pthread_mutex_lock(&a->mu);
   while (a->waiters > 0) pthread_cond_wait(&a->cv, &a->mu);
   pthread_mutex_unlock(&a->mu);
@@ -85,13 +85,13 @@ static struct timespec mono_in(double s) {
   return ts;
 }
 
-bk_verdict bk_approvals_wait(bk_approvals *a, const bk_approval_req *req,
-                             void (*on_open)(void *ud, const char *id), void *ud,
-                             char id[33], char who[128]) {
+bk_verdict broker_approvals_wait(bk_approvals *a, const bk_approval_req *req,
+                                 void (*on_open)(void *ud, const char *id), void *ud, char id[33],
+                                 char who[128]) {
   pending p = {.tool = req->tool, .agent = req->agent, .sandbox = req->sandbox,
                .call_id = req->call_id, .arguments = req->arguments};
   who[0] = '\0';
-  bk_random_id(p.id, sizeof p.id, "", 16);
+  broker_random_id(p.id, sizeof p.id, "", 16);
   snprintf(id, 33, "%s", p.id);
   p.created = sm_now();
   p.expires = p.created + req->timeout_s;
@@ -132,7 +132,7 @@ bk_verdict bk_approvals_wait(bk_approvals *a, const bk_approval_req *req,
   return v;
 }
 
-json_object *bk_approvals_list(bk_approvals *a) {
+json_object *broker_approvals_list(bk_approvals *a) {
   json_object *arr = json_object_new_array();
   if (!arr) return NULL;
   pthread_mutex_lock(&a->mu);
@@ -153,8 +153,8 @@ json_object *bk_approvals_list(bk_approvals *a) {
   return arr;
 }
 
-int bk_approvals_answer(bk_approvals *a, const char *id, int approve, const char *who,
-                        sm_error *err) {
+int broker_approvals_answer(bk_approvals *a, const char *id, int approve, const char *who,
+                            sm_error *err) {
   pthread_mutex_lock(&a->mu);
   pending *p = a->head;
   while (p && (p->answered || strcmp(p->id, id) != 0)) p = p->next;

@@ -10,7 +10,7 @@ static void add(json_object *o, const char *key, const char *v) {
   if (v && v[0]) json_object_object_add(o, key, json_object_new_string(v));
 }
 
-void bk_audit(sm_audit *audit, const sm_route_caller *who, const bk_row *row) {
+void broker_audit(sm_audit *audit, const sm_route_caller *who, const bk_row *row) {
   if (!audit) return;
   json_object *d = json_object_new_object();
   if (!d) return;

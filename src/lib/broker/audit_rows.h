@@ -27,6 +27,6 @@ typedef struct bk_row {
 #define BK_ROW_INIT {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, -1, -1, -1.0, NULL}
 
 /* Records row for who; a failed write is logged, never fatal. */
-void bk_audit(sm_audit *audit, const sm_route_caller *who, const bk_row *row);
+void broker_audit(sm_audit *audit, const sm_route_caller *who, const bk_row *row);
 
 #endif

@@ -27,11 +27,11 @@ int sm_broker_new(sm_broker **out, const sm_broker_options *opts, sm_error *err)
   pthread_cond_init(&b->idle, NULL);
   json_object *servers = NULL;
   if (b->conf) json_object_object_get_ex(b->conf, "mcp_servers", &servers);
-  int rc = bk_catalog_build(&b->catalog, b->conf, err);
-  if (rc == 0 && (bk_limits_new(&b->limits) || bk_approvals_new(&b->approvals)))
+  int rc = broker_catalog_build(&b->catalog, b->conf, err);
+  if (rc == 0 && (broker_limits_new(&b->limits) || broker_approvals_new(&b->approvals)))
     rc = sm_error_set(err, SM_ENOMEM, "broker: out of memory");
   if (rc == 0 && servers && json_object_object_length(servers) > 0)
-    rc = bk_mcp_servers_new(&b->mcp, servers, err);
+    rc = broker_mcp_servers_new(&b->mcp, servers, err);
   if (rc) {
     sm_broker_free(b);
     return rc;
@@ -42,15 +42,15 @@ int sm_broker_new(sm_broker **out, const sm_broker_options *opts, sm_error *err)
 
 void sm_broker_free(sm_broker *b) {
   if (!b) return;
-  bk_approvals_close(b->approvals); /* wakes calls waiting for an operator */
+  broker_approvals_close(b->approvals); /* wakes calls waiting for an operator */
   pthread_mutex_lock(&b->mu);
   while (b->in_flight > 0) pthread_cond_wait(&b->idle, &b->mu);
   pthread_mutex_unlock(&b->mu);
-  bk_route_mcp_dispose(b); /* its sessions' calls are over: in_flight is 0 */
-  bk_approvals_free(b->approvals);
-  bk_mcp_servers_free(b->mcp);
-  bk_limits_free(b->limits);
-  bk_catalog_dispose(&b->catalog);
+  broker_route_mcp_dispose(b); /* its sessions' calls are over: in_flight is 0 */
+  broker_approvals_free(b->approvals);
+  broker_mcp_servers_free(b->mcp);
+  broker_limits_free(b->limits);
+  broker_catalog_dispose(&b->catalog);
   pthread_cond_destroy(&b->idle);
   pthread_mutex_destroy(&b->mu);
   free(b);
@@ -66,16 +66,17 @@ void sm_broker_set_credentials(sm_broker *b, sm_broker_credentials_fn fn, void *
 
 int sm_broker_offers(sm_broker *b, const char *agent, const char *tool) {
   char rule[256];
-  if (!b || !b->conf || !bk_policy_route(b->conf, agent, tool, rule, sizeof rule)) return 0;
+  if (!b || !b->conf || !broker_policy_route(b->conf, agent, tool, rule, sizeof rule)) return 0;
   for (size_t i = 0; i < b->catalog.n; i++)
-    if (bk_policy_tool(b->conf, agent, tool, b->catalog.tools[i].name, rule, sizeof rule)) return 1;
+    if (broker_policy_tool(b->conf, agent, tool, b->catalog.tools[i].name, rule, sizeof rule))
+      return 1;
   /* The host MCP servers' tools are known once a server runs: the route is
    * offered, and the list decides (no server starts for this). */
   return b->mcp != NULL;
 }
 
 int sm_broker_agent_has_tools(sm_broker *b, const char *agent) {
-  return b && b->conf && bk_policy_agent_allows(b->conf, agent);
+  return b && b->conf && broker_policy_agent_allows(b->conf, agent);
 }
 
 json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool) {
@@ -86,7 +87,7 @@ json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool
     return NULL;
   }
   char rule[256] = "no broker section: nobody gets a host tool";
-  int route = b && b->conf && bk_policy_route(b->conf, agent, tool, rule, sizeof rule);
+  int route = b && b->conf && broker_policy_route(b->conf, agent, tool, rule, sizeof rule);
   int offers = route && sm_broker_offers(b, agent, tool);
   if (route && !offers) snprintf(rule, sizeof rule, "no host tool is allowed to this call");
   json_object_object_add(o, "route", json_object_new_boolean(offers));
@@ -94,14 +95,14 @@ json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool
   /* The host MCP servers are asked for their tools (started) here too: a
    * server that cannot start leaves its tools out, and says why. */
   sm_error jerr = SM_ERROR_INIT;
-  if (b && bk_catalog_join_servers(b, &jerr))
+  if (b && broker_catalog_join_servers(b, &jerr))
     json_object_object_add(o, "mcp_servers_error", json_object_new_string(jerr.message));
-  for (size_t i = 0; b && i < bk_catalog_size(&b->catalog); i++) {
-    const bk_tool *t = bk_catalog_at(&b->catalog, i);
+  for (size_t i = 0; b && i < broker_catalog_size(&b->catalog); i++) {
+    const bk_tool *t = broker_catalog_at(&b->catalog, i);
     json_object *e = json_object_new_object();
-    int ok = bk_policy_tool(b->conf, agent, tool, t->name, rule, sizeof rule);
+    int ok = broker_policy_tool(b->conf, agent, tool, t->name, rule, sizeof rule);
     json_object_object_add(e, "name", json_object_new_string(t->name));
-    json_object_object_add(e, "kind", json_object_new_string(bk_kind_name(t->kind)));
+    json_object_object_add(e, "kind", json_object_new_string(broker_kind_name(t->kind)));
     json_object_object_add(e, "allowed", json_object_new_boolean(ok));
     json_object_object_add(e, "rule", json_object_new_string(rule));
     json_object_object_add(e, "approval", json_object_new_boolean(t->approval));
@@ -112,7 +113,7 @@ json_object *sm_broker_explain(sm_broker *b, const char *agent, const char *tool
 }
 
 int sm_broker_approvals(sm_broker *b, json_object **pending, sm_error *err) {
-  *pending = b && b->approvals ? bk_approvals_list(b->approvals) : json_object_new_array();
+  *pending = b && b->approvals ? broker_approvals_list(b->approvals) : json_object_new_array();
   if (!*pending) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
   return 0;
 }
@@ -120,5 +121,5 @@ int sm_broker_approvals(sm_broker *b, json_object **pending, sm_error *err) {
 int sm_broker_approve(sm_broker *b, const char *id, int approve, const char *who,
                       sm_error *err) {
   if (!b || !b->approvals || !id) return sm_error_set(err, SM_ENOTFOUND, "no such approval");
-  return bk_approvals_answer(b->approvals, id, approve, who, err);
+  return broker_approvals_answer(b->approvals, id, approve, who, err);
 }

@@ -57,7 +57,7 @@ __attribute__((format(printf, 7, 8))) static int refuse(call *c, int code, int s
   row.rule = rule;
   row.message = msg;
   row.arguments = c->masked;
-  bk_audit(c->b->audit, c->who, &row);
+  broker_audit(c->b->audit, c->who, &row);
   return sm_error_set(err, code, "%s", msg);
 }
 
@@ -70,21 +70,22 @@ static int admit(call *c, sm_error *err) {
                   "the route answers only while sandman drives a call in the sandbox", err,
                   "no active call");
   sm_error jerr = SM_ERROR_INIT;
-  if (bk_catalog_join_servers(b, &jerr))
+  if (broker_catalog_join_servers(b, &jerr))
     return refuse(c, jerr.code ? jerr.code : SM_ECONFIG, 503, "mcp_servers", "broker.mcp_servers",
                   err, "%s", jerr.message);
-  c->tool = bk_catalog_find(&b->catalog, c->name);
+  c->tool = broker_catalog_find(&b->catalog, c->name);
   if (!c->tool) snprintf(rule, sizeof rule, "no broker.tools.%.64s", c->name);
-  if (!c->tool || !bk_policy_tool(b->conf, c->who->agent, c->who->tool, c->name, rule, sizeof rule))
+  if (!c->tool ||
+      !broker_policy_tool(b->conf, c->who->agent, c->who->tool, c->name, rule, sizeof rule))
     return refuse(c, SM_ENOTFOUND, 404, "not_found", rule, err, "no host tool '%.64s'", c->name);
-  c->masked = bk_tool_masked_args(c->tool, c->args);
+  c->masked = broker_tool_masked_args(c->tool, c->args);
   char why[256];
-  if (!c->tool->by_server && bk_schema_check(c->tool->schema, c->args, why, sizeof why))
+  if (!c->tool->by_server && broker_schema_check(c->tool->schema, c->args, why, sizeof why))
     return refuse(c, SM_EINVAL, 400, "schema", "input_schema", err, "%s", why);
   json_object *tmpl = NULL, *dash = NULL;
   if (c->tool->kind == BK_ARGV && json_object_object_get_ex(c->tool->def, "argv", &tmpl)) {
     json_object_object_get_ex(c->tool->def, "allow_dash", &dash);
-    if (bk_argv_dash_check(tmpl, c->args, dash, why, sizeof why))
+    if (broker_argv_dash_check(tmpl, c->args, dash, why, sizeof why))
       return refuse(c, SM_EINVAL, 400, "schema", "allow_dash", err, "%s", why);
   }
   json_object *creds = NULL;
@@ -115,7 +116,7 @@ static void approval_row(call *c, const char *outcome, const char *id, const cha
   row.by = by;
   row.arguments = c->masked;
   row.message = "an operator's approval of a host tool call";
-  bk_audit(c->b->audit, c->who, &row);
+  broker_audit(c->b->audit, c->who, &row);
 }
 
 static void on_open(void *ud, const char *id) { approval_row(ud, "requested", id, NULL); }
@@ -124,7 +125,7 @@ static int approve(call *c, sm_error *err) {
   char id[33], by[128];
   bk_approval_req req = {c->name, c->who->agent, c->who->sandbox, c->who->call_id,
                          json_object_get(c->masked), c->tool->approval_timeout_s, c->cancel};
-  bk_verdict v = bk_approvals_wait(c->b->approvals, &req, on_open, c, id, by);
+  bk_verdict v = broker_approvals_wait(c->b->approvals, &req, on_open, c, id, by);
   static const char *const names[] = {"approved", "denied", "expired", "abandoned"};
   approval_row(c, names[v], id, by[0] ? by : NULL);
   if (v == BK_APPROVED) return 0;
@@ -140,26 +141,27 @@ static int approve(call *c, sm_error *err) {
 }
 
 static int add_env(void *ud, const char *name, const char *value) {
-  return sm_strv_addf(ud, "%s=%s", name, value) ? -1 : 0;
+  return common_strv_addf(ud, "%s=%s", name, value) ? -1 : 0;
 }
 
-static void env_dispose(sm_strv *env) {
+static void env_dispose(common_strv *env) {
   for (size_t i = 0; i < env->n; i++) explicit_bzero(env->v[i], strlen(env->v[i]));
-  sm_strv_dispose(env);
+  common_strv_dispose(env);
 }
 
 /* PATH, the variables the tool's env names (from the host), then its
  * credentials; nothing else of sandman's environment. */
-static int build_env(call *c, sm_strv *env, sm_error *err) {
+static int build_env(call *c, common_strv *env, sm_error *err) {
   const char *path = getenv("PATH");
   json_object *names = NULL, *creds = NULL;
-  if (sm_strv_addf(env, "PATH=%s", path && path[0] ? path : DEFAULT_PATH))
+  if (common_strv_addf(env, "PATH=%s", path && path[0] ? path : DEFAULT_PATH))
     return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
   json_object_object_get_ex(c->tool->def, "env", &names);
   for (size_t i = 0; names && i < json_object_array_length(names); i++) {
     const char *n = json_object_get_string(json_object_array_get_idx(names, i));
     const char *v = strcmp(n, "PATH") ? getenv(n) : NULL;
-    if (v && sm_strv_addf(env, "%s=%s", n, v)) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
+    if (v && common_strv_addf(env, "%s=%s", n, v))
+      return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
   }
   json_object_object_get_ex(c->tool->def, "credentials", &creds);
   pthread_mutex_lock(&c->b->mu);
@@ -201,15 +203,15 @@ static int run_argv(call *c, sm_mcp_result *out, int *exit_code, sm_error *err) 
   json_object *tmpl = NULL, *cwd = NULL;
   json_object_object_get_ex(c->tool->def, "argv", &tmpl);
   json_object_object_get_ex(c->tool->def, "cwd", &cwd);
-  sm_strv argv = {0}, env = {0};
-  int rc = bk_argv_build(tmpl, c->args, &argv, err);
+  common_strv argv = {0}, env = {0};
+  int rc = broker_argv_build(tmpl, c->args, &argv, err);
   if (rc == 0) rc = build_env(c, &env, err);
   bk_proc_result r;
   bk_proc_opts o = {argv.v, env.v, cwd ? json_object_get_string(cwd) : NULL, c->tool->timeout_s,
                     c->tool->max_output, c->cancel};
-  if (rc == 0) rc = bk_proc_run(&o, &r, err);
+  if (rc == 0) rc = broker_proc_run(&o, &r, err);
   env_dispose(&env);
-  sm_strv_dispose(&argv);
+  common_strv_dispose(&argv);
   if (rc) return rc;
   *exit_code = r.exit_code;
   if (r.timed_out)
@@ -219,7 +221,7 @@ static int run_argv(call *c, sm_mcp_result *out, int *exit_code, sm_error *err) 
     rc = sm_error_set(err, SM_ECANCELLED, "the call to host tool '%s' was cancelled", c->name);
   else
     shape_proc(&r, c->tool->max_output, out);
-  bk_proc_result_dispose(&r);
+  broker_proc_result_dispose(&r);
   return rc;
 }
 
@@ -228,15 +230,17 @@ static int run_tool(call *c, sm_mcp_result *out, int *exit_code, sm_error *err) 
   if (c->tool->kind == BK_ARGV) return run_argv(c, out, exit_code, err);
   if (c->tool->kind == BK_HTTP) {
     json_object_object_get_ex(c->tool->def, "http", &x);
-    return bk_http_call(x, c->args, c->tool->timeout_s, c->tool->max_output, c->cancel, out, err);
+    return broker_http_call(x, c->args, c->tool->timeout_s, c->tool->max_output, c->cancel, out,
+                            err);
   }
   json_object_object_get_ex(c->tool->def, "mcp", &x);
   json_object_object_get_ex(x, "server", &srv);
   json_object_object_get_ex(x, "tool", &tool);
   if (!c->b->mcp) return sm_error_set(err, SM_EUNSUPPORTED, "no host MCP server is running");
-  int rc = bk_mcp_servers_call(c->b->mcp, json_object_get_string(srv), json_object_get_string(tool),
-                               c->args, c->tool->timeout_s, c->cancel, out, err);
-  if (rc == 0) bk_mcp_result_cap(out, c->tool->max_output);
+  int rc =
+      broker_mcp_servers_call(c->b->mcp, json_object_get_string(srv), json_object_get_string(tool),
+                              c->args, c->tool->timeout_s, c->cancel, out, err);
+  if (rc == 0) broker_mcp_result_cap(out, c->tool->max_output);
   return rc;
 }
 
@@ -244,14 +248,14 @@ static int run_tool(call *c, sm_mcp_result *out, int *exit_code, sm_error *err) 
 static int execute(call *c, sm_mcp_result *out, sm_error *err) {
   bk_row row = BK_ROW_INIT;
   char rule[256];
-  bk_policy_tool(c->b->conf, c->who->agent, c->who->tool, c->name, rule, sizeof rule);
+  broker_policy_tool(c->b->conf, c->who->agent, c->who->tool, c->name, rule, sizeof rule);
   row.event = "host_tool.allowed";
   row.host_tool = c->name;
   row.host_call = c->done->host_call;
   row.rule = rule;
   row.arguments = c->masked;
   row.message = "host tool call allowed";
-  bk_audit(c->b->audit, c->who, &row);
+  broker_audit(c->b->audit, c->who, &row);
   int exit_code = -1;
   double t0 = sm_now();
   int rc = run_tool(c, out, &exit_code, err);
@@ -264,7 +268,7 @@ static int execute(call *c, sm_mcp_result *out, sm_error *err) {
   row.outcome = rc == SM_ETIMEOUT ? "timeout" : rc == SM_ECANCELLED ? "cancelled" : rc ? "failed"
                 : out->is_error ? "error" : "ok";
   row.message = rc ? err->message : "host tool call ended";
-  bk_audit(c->b->audit, c->who, &row);
+  broker_audit(c->b->audit, c->who, &row);
   if (rc == SM_ETIMEOUT) c->why->status = 504, c->why->reason = "timeout";
   else if (rc == SM_ECANCELLED) c->why->status = 503, c->why->reason = "cancelled";
   else if (rc) c->why->status = 502, c->why->reason = "tool_failed";
@@ -274,8 +278,8 @@ static int execute(call *c, sm_mcp_result *out, sm_error *err) {
 static int limited(call *c, sm_mcp_result *out, sm_error *err) {
   const char *which = NULL;
   const char *box = c->who->container_id && c->who->container_id[0] ? c->who->container_id : "-";
-  if (bk_limits_enter(c->b->limits, box, c->name, c->tool->concurrency, c->tool->rate, sm_now(),
-                      &which))
+  if (broker_limits_enter(c->b->limits, box, c->name, c->tool->concurrency, c->tool->rate, sm_now(),
+                          &which))
     return refuse(c, SM_EBUSY, 429, which,
                   strcmp(which, "rate") == 0 ? "rate" : "concurrency", err,
                   strcmp(which, "rate") == 0
@@ -284,13 +288,13 @@ static int limited(call *c, sm_mcp_result *out, sm_error *err) {
                   c->name, strcmp(which, "rate") == 0 ? c->tool->rate : c->tool->concurrency);
   int rc = c->tool->approval ? approve(c, err) : 0;
   if (rc == 0) rc = execute(c, out, err);
-  bk_limits_leave(c->b->limits, box, c->name);
+  broker_limits_leave(c->b->limits, box, c->name);
   return rc;
 }
 
-int bk_call(sm_broker *b, const sm_route_caller *who, const char *name, json_object *args,
-            volatile int *cancel, sm_mcp_result *out, bk_outcome *done, bk_refusal *why,
-            sm_error *err) {
+int broker_call(sm_broker *b, const sm_route_caller *who, const char *name, json_object *args,
+                volatile int *cancel, sm_mcp_result *out, bk_outcome *done, bk_refusal *why,
+                sm_error *err) {
   bk_outcome d0;
   bk_refusal w0;
   json_object *empty = NULL;
@@ -298,7 +302,7 @@ int bk_call(sm_broker *b, const sm_route_caller *who, const char *name, json_obj
             sm_now()};
   memset(c.why, 0, sizeof *c.why);
   memset(c.done, 0, sizeof *c.done);
-  bk_random_id(c.done->host_call, sizeof c.done->host_call, "ht-", 12);
+  broker_random_id(c.done->host_call, sizeof c.done->host_call, "ht-", 12);
   if (!args) c.args = empty = json_object_new_object();
   pthread_mutex_lock(&b->mu);
   b->in_flight++;
@@ -317,5 +321,5 @@ int bk_call(sm_broker *b, const sm_route_caller *who, const char *name, json_obj
 int sm_broker_call(sm_broker *b, const sm_route_caller *who, const char *name, json_object *args,
                    volatile int *cancel, sm_mcp_result *out, sm_error *err) {
   if (!b || !who) return sm_error_set(err, SM_EINVAL, "broker: no broker or caller");
-  return bk_call(b, who, name, args, cancel, out, NULL, NULL, err);
+  return broker_call(b, who, name, args, cancel, out, NULL, NULL, err);
 }

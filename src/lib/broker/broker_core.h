@@ -19,11 +19,11 @@ typedef struct bk_outcome {
 } bk_outcome;
 
 /* sm_broker_call with the refusal's shape and the call's id and duration. */
-int bk_call(sm_broker *b, const sm_route_caller *who, const char *name, json_object *args,
-            volatile int *cancel, sm_mcp_result *out, bk_outcome *done, bk_refusal *why,
-            sm_error *err);
+int broker_call(sm_broker *b, const sm_route_caller *who, const char *name, json_object *args,
+                volatile int *cancel, sm_mcp_result *out, bk_outcome *done, bk_refusal *why,
+                sm_error *err);
 /* The description of host tool name if who may see it, else NULL (the
  * same for a tool that does not exist). */
-json_object *bk_describe_visible(sm_broker *b, const sm_route_caller *who, const char *name);
+json_object *broker_describe_visible(sm_broker *b, const sm_route_caller *who, const char *name);
 
 #endif

@@ -55,8 +55,8 @@ static const char *list_match(json_object *broker, json_object *o, const char *k
   return NULL;
 }
 
-int bk_policy_route(json_object *broker, const char *agent, const char *tool, char *rule,
-                    size_t len) {
+int broker_policy_route(json_object *broker, const char *agent, const char *tool, char *rule,
+                        size_t len) {
   level lv[2];
   char aw[128];
   const char *t = tool && tool[0] ? tool : "exec";
@@ -72,13 +72,13 @@ int bk_policy_route(json_object *broker, const char *agent, const char *tool, ch
   return 1;
 }
 
-int bk_policy_tool(json_object *broker, const char *agent, const char *tool,
-                   const char *host_tool, char *rule, size_t len) {
+int broker_policy_tool(json_object *broker, const char *agent, const char *tool,
+                       const char *host_tool, char *rule, size_t len) {
   if (!broker) {
     snprintf(rule, len, "no broker section: nobody gets a host tool");
     return 0;
   }
-  if (!bk_policy_route(broker, agent, tool, rule, len)) return 0;
+  if (!broker_policy_route(broker, agent, tool, rule, len)) return 0;
   level lv[2];
   char aw[128];
   size_t n = levels(broker, agent, lv, aw, sizeof aw);
@@ -107,7 +107,7 @@ int bk_policy_tool(json_object *broker, const char *agent, const char *tool,
   return 1;
 }
 
-int bk_policy_agent_allows(json_object *broker, const char *agent) {
+int broker_policy_agent_allows(json_object *broker, const char *agent) {
   level lv[2];
   char aw[128];
   size_t n = broker ? levels(broker, agent, lv, aw, sizeof aw) : 0;

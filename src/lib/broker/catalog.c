@@ -33,7 +33,7 @@ static void read_tool(bk_tool *t, const char *name, json_object *def) {
   t->by_server = json_object_object_get_ex(def, "schema_by_server", &bs) && json_object_get_boolean(bs);
 }
 
-int bk_catalog_build(bk_catalog *c, json_object *broker, sm_error *err) {
+int broker_catalog_build(bk_catalog *c, json_object *broker, sm_error *err) {
   memset(c, 0, sizeof *c);
   json_object *tools = NULL;
   if (!broker || !json_object_object_get_ex(broker, "tools", &tools)) return 0;
@@ -44,14 +44,14 @@ int bk_catalog_build(bk_catalog *c, json_object *broker, sm_error *err) {
   return 0;
 }
 
-void bk_catalog_dispose(bk_catalog *c) {
+void broker_catalog_dispose(bk_catalog *c) {
   free(c->tools);
   free(c->extra);
   json_object_put(c->extra_defs);
   memset(c, 0, sizeof *c);
 }
 
-int bk_catalog_extend(bk_catalog *c, json_object *entries, sm_error *err) {
+int broker_catalog_extend(bk_catalog *c, json_object *entries, sm_error *err) {
   if (c->joined) return 0;
   size_t n = json_object_array_length(entries);
   for (size_t i = 0; i < n; i++) {
@@ -78,23 +78,23 @@ int bk_catalog_extend(bk_catalog *c, json_object *entries, sm_error *err) {
   return 0;
 }
 
-size_t bk_catalog_size(const bk_catalog *c) { return c->n + c->n_extra; }
+size_t broker_catalog_size(const bk_catalog *c) { return c->n + c->n_extra; }
 
-const bk_tool *bk_catalog_at(const bk_catalog *c, size_t i) {
+const bk_tool *broker_catalog_at(const bk_catalog *c, size_t i) {
   return i < c->n ? &c->tools[i] : &c->extra[i - c->n];
 }
 
-const bk_tool *bk_catalog_find(const bk_catalog *c, const char *name) {
-  for (size_t i = 0; name && i < bk_catalog_size(c); i++)
-    if (strcmp(bk_catalog_at(c, i)->name, name) == 0) return bk_catalog_at(c, i);
+const bk_tool *broker_catalog_find(const bk_catalog *c, const char *name) {
+  for (size_t i = 0; name && i < broker_catalog_size(c); i++)
+    if (strcmp(broker_catalog_at(c, i)->name, name) == 0) return broker_catalog_at(c, i);
   return NULL;
 }
 
-const char *bk_kind_name(bk_kind k) {
+const char *broker_kind_name(bk_kind k) {
   return k == BK_HTTP ? "http" : k == BK_MCP ? "mcp" : "argv";
 }
 
-json_object *bk_tool_describe(const bk_tool *t) {
+json_object *broker_tool_describe(const bk_tool *t) {
   json_object *o = json_object_new_object(), *d = NULL;
   if (!o) return NULL;
   json_object_object_get_ex(t->def, "description", &d);
@@ -104,17 +104,17 @@ json_object *bk_tool_describe(const bk_tool *t) {
   return o;
 }
 
-int bk_tool_secret(const bk_tool *t, const char *name) {
+int broker_tool_secret(const bk_tool *t, const char *name) {
   for (size_t i = 0; t->secret && i < json_object_array_length(t->secret); i++)
     if (strcmp(json_object_get_string(json_object_array_get_idx(t->secret, i)), name) == 0) return 1;
   return 0;
 }
 
-json_object *bk_tool_masked_args(const bk_tool *t, json_object *args) {
+json_object *broker_tool_masked_args(const bk_tool *t, json_object *args) {
   json_object *o = json_object_new_object();
   if (!o || !json_object_is_type(args, json_type_object)) return o;
   json_object_object_foreach(args, key, val) {
-    if (bk_tool_secret(t, key)) {
+    if (broker_tool_secret(t, key)) {
       json_object_object_add(o, key, json_object_new_string(MASK));
       continue;
     }

@@ -25,18 +25,19 @@ static int method_not_allowed(const char *allow, char **resp, size_t *len, sm_er
   char hdr[64];
   snprintf(hdr, sizeof hdr, "Allow: %s\r\n", allow);
   const char *body = "{\"error\":\"method not allowed\",\"reason\":\"bad_request\",\"rule\":null}";
-  return bk_http_raw(405, "application/json", hdr, body, strlen(body), resp, len, err);
+  return broker_http_raw(405, "application/json", hdr, body, strlen(body), resp, len, err);
 }
 
 static int list(sm_broker *b, const sm_route_caller *who, char **resp, size_t *len, sm_error *err) {
   json_object *tools = NULL;
   sm_error e = SM_ERROR_INIT;
   int rc = sm_broker_list(b, who, &tools, &e);
-  if (rc == SM_EPOLICY) return bk_http_error(403, "no_active_call", e.message, NULL, resp, len, err);
+  if (rc == SM_EPOLICY)
+    return broker_http_error(403, "no_active_call", e.message, NULL, resp, len, err);
   if (rc) return sm_error_set(err, rc, "%s", e.message);
   json_object *o = json_object_new_object();
   json_object_object_add(o, "tools", tools);
-  rc = bk_http_json(200, o, resp, len, err);
+  rc = broker_http_json(200, o, resp, len, err);
   json_object_put(o);
   return rc;
 }
@@ -50,16 +51,16 @@ static int describe(sm_broker *b, const sm_route_caller *who, const char *name, 
     row.reason = "no_active_call";
     row.rule = "the route answers only while sandman drives a call in the sandbox";
     row.message = "no active call";
-    bk_audit(b->audit, who, &row);
-    return bk_http_error(403, "no_active_call", "no active call", NULL, resp, len, err);
+    broker_audit(b->audit, who, &row);
+    return broker_http_error(403, "no_active_call", "no active call", NULL, resp, len, err);
   }
-  json_object *d = bk_describe_visible(b, who, name);
+  json_object *d = broker_describe_visible(b, who, name);
   if (!d) {
     char msg[128];
     snprintf(msg, sizeof msg, "no host tool '%.64s'", name);
-    return bk_http_error(404, "not_found", msg, NULL, resp, len, err);
+    return broker_http_error(404, "not_found", msg, NULL, resp, len, err);
   }
-  int rc = bk_http_json(200, d, resp, len, err);
+  int rc = broker_http_json(200, d, resp, len, err);
   json_object_put(d);
   return rc;
 }
@@ -86,15 +87,15 @@ static int call(sm_broker *b, const sm_route_caller *who, const char *name, cons
               json_tokener_get_parse_end(tok) != m->body_len || !json_object_is_type(body, json_type_object);
     if (tok) json_tokener_free(tok);
     /* A repeated key: json-c would keep one, another reader the other. */
-    if (!bad && sm_json_keys_unique(m->body, m->body_len, body, &dup) != 0) {
+    if (!bad && common_json_keys_unique(m->body, m->body_len, body, &dup) != 0) {
       json_object_put(body);
-      return bk_http_error(400, "bad_request", dup, NULL, resp, len, err);
+      return broker_http_error(400, "bad_request", dup, NULL, resp, len, err);
     }
     if (bad || (json_object_object_get_ex(body, "arguments", &args) &&
                 !json_object_is_type(args, json_type_object))) {
       json_object_put(body);
-      return bk_http_error(400, "bad_request", "the body must be {\"arguments\": {...}}", NULL,
-                           resp, len, err);
+      return broker_http_error(400, "bad_request", "the body must be {\"arguments\": {...}}", NULL,
+                               resp, len, err);
     }
   }
   sm_mcp_result r;
@@ -102,16 +103,16 @@ static int call(sm_broker *b, const sm_route_caller *who, const char *name, cons
   bk_outcome done;
   bk_refusal why;
   sm_error e = SM_ERROR_INIT;
-  int rc = bk_call(b, who, name, args, NULL, &r, &done, &why, &e);
+  int rc = broker_call(b, who, name, args, NULL, &r, &done, &why, &e);
   json_object_put(body);
   if (rc == 0) {
     json_object *o = answer_of(&r, &done);
-    rc = bk_http_json(200, o, resp, len, err);
+    rc = broker_http_json(200, o, resp, len, err);
     json_object_put(o);
   } else if (why.status) {
-    rc = bk_http_error(why.status, why.reason, e.message, why.rule, resp, len, err);
+    rc = broker_http_error(why.status, why.reason, e.message, why.rule, resp, len, err);
   } else {
-    rc = bk_http_error(500, "internal", e.message, NULL, resp, len, err);
+    rc = broker_http_error(500, "internal", e.message, NULL, resp, len, err);
   }
   sm_mcp_result_dispose(&r);
   return rc;
@@ -124,10 +125,10 @@ static int handle(void *ud, const sm_route_caller *who, const char *req, size_t 
   const char *why = NULL;
   *resp = NULL;
   *resp_len = 0;
-  int status = bk_http_parse(req, len, &m, &why);
-  if (status) return bk_http_error(status, "bad_request", why, NULL, resp, resp_len, err);
+  int status = broker_http_parse(req, len, &m, &why);
+  if (status) return broker_http_error(status, "bad_request", why, NULL, resp, resp_len, err);
   if (strcmp(m.path, "/mcp") == 0 || strncmp(m.path, "/mcp/", 5) == 0)
-    return bk_route_mcp(b, who, &m, resp, resp_len, err);
+    return broker_route_mcp(b, who, &m, resp, resp_len, err);
   if (strcmp(m.path, PREFIX) == 0) {
     if (strcmp(m.method, "GET")) return method_not_allowed("GET", resp, resp_len, err);
     return list(b, who, resp, resp_len, err);
@@ -149,7 +150,7 @@ static int handle(void *ud, const sm_route_caller *who, const char *req, size_t 
       }
     }
   }
-  return bk_http_error(404, "not_found", "no such route", NULL, resp, resp_len, err);
+  return broker_http_error(404, "not_found", "no such route", NULL, resp, resp_len, err);
 }
 
 sm_host_route sm_broker_route(sm_broker *b) {

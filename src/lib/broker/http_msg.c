@@ -69,7 +69,7 @@ static int request_line(const char *p, size_t n, bk_http_msg *m, const char **wh
 
 /* Long because it is the one pass over the head: the request line, then
  * each header line with its caps and the few headers the broker reads. */
-int bk_http_parse(const char *req, size_t len, bk_http_msg *m, const char **why) {
+int broker_http_parse(const char *req, size_t len, bk_http_msg *m, const char **why) {
   memset(m, 0, sizeof *m);
   if (len > SM_ROUTE_REQUEST_MAX) return *why = "request too large", 413;
   size_t lim = len < BK_HTTP_HEAD_MAX ? len : BK_HTTP_HEAD_MAX;
@@ -127,39 +127,40 @@ int bk_http_parse(const char *req, size_t len, bk_http_msg *m, const char **why)
   return 0;
 }
 
-int bk_http_raw(int status, const char *content_type, const char *extra_headers,
-                const char *body, size_t body_len, char **resp, size_t *resp_len, sm_error *err) {
-  sm_buf b;
-  sm_buf_init(&b, SM_ROUTE_RESPONSE_MAX);
-  int rc = sm_buf_printf(&b, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\nConnection: close\r\n",
-                         status, status_text(status), body_len);
-  if (rc == 0 && content_type) rc = sm_buf_printf(&b, "Content-Type: %s\r\n", content_type);
-  if (rc == 0 && extra_headers) rc = sm_buf_append(&b, extra_headers, strlen(extra_headers));
-  if (rc == 0) rc = sm_buf_append(&b, "\r\n", 2);
-  if (rc == 0 && body_len) rc = sm_buf_append(&b, body, body_len);
+int broker_http_raw(int status, const char *content_type, const char *extra_headers,
+                    const char *body, size_t body_len, char **resp, size_t *resp_len,
+                    sm_error *err) {
+  common_buf b;
+  common_buf_init(&b, SM_ROUTE_RESPONSE_MAX);
+  int rc = common_buf_printf(&b, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\nConnection: close\r\n",
+                             status, status_text(status), body_len);
+  if (rc == 0 && content_type) rc = common_buf_printf(&b, "Content-Type: %s\r\n", content_type);
+  if (rc == 0 && extra_headers) rc = common_buf_append(&b, extra_headers, strlen(extra_headers));
+  if (rc == 0) rc = common_buf_append(&b, "\r\n", 2);
+  if (rc == 0 && body_len) rc = common_buf_append(&b, body, body_len);
   if (rc) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return sm_error_set(err, rc, "broker: the answer does not fit (%zu bytes)", body_len);
   }
-  *resp = sm_buf_steal(&b, resp_len);
+  *resp = common_buf_steal(&b, resp_len);
   return 0;
 }
 
-int bk_http_json(int status, json_object *body, char **resp, size_t *resp_len, sm_error *err) {
+int broker_http_json(int status, json_object *body, char **resp, size_t *resp_len, sm_error *err) {
   size_t n = 0;
   const char *s = json_object_to_json_string_length(body, JSON_C_TO_STRING_PLAIN, &n);
   if (!s) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
-  return bk_http_raw(status, "application/json", NULL, s, n, resp, resp_len, err);
+  return broker_http_raw(status, "application/json", NULL, s, n, resp, resp_len, err);
 }
 
-int bk_http_error(int status, const char *reason, const char *message, const char *rule,
-                  char **resp, size_t *resp_len, sm_error *err) {
+int broker_http_error(int status, const char *reason, const char *message, const char *rule,
+                      char **resp, size_t *resp_len, sm_error *err) {
   json_object *o = json_object_new_object();
   if (!o) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
   json_object_object_add(o, "error", json_object_new_string(message ? message : ""));
   json_object_object_add(o, "reason", json_object_new_string(reason ? reason : ""));
   json_object_object_add(o, "rule", rule && rule[0] ? json_object_new_string(rule) : NULL);
-  int rc = bk_http_json(status, o, resp, resp_len, err);
+  int rc = broker_http_json(status, o, resp, resp_len, err);
   json_object_put(o);
   return rc;
 }

@@ -26,16 +26,17 @@ typedef struct bk_http_msg {
 
 /* Parses req[0..len): 0, or the HTTP status to refuse it with (400 bad
  * syntax, 411 no length for a body, 413 too large, 501 chunked) and why. */
-int bk_http_parse(const char *req, size_t len, bk_http_msg *m, const char **why);
+int broker_http_parse(const char *req, size_t len, bk_http_msg *m, const char **why);
 
 /* A complete response with a JSON body (borrowed) into *resp. */
-int bk_http_json(int status, json_object *body, char **resp, size_t *resp_len, sm_error *err);
+int broker_http_json(int status, json_object *body, char **resp, size_t *resp_len, sm_error *err);
 /* {"error": message, "reason": reason, "rule": rule or null}. */
-int bk_http_error(int status, const char *reason, const char *message, const char *rule,
-                  char **resp, size_t *resp_len, sm_error *err);
+int broker_http_error(int status, const char *reason, const char *message, const char *rule,
+                      char **resp, size_t *resp_len, sm_error *err);
 /* A complete response with any body (content_type NULL: none) and extra
  * header lines (each ending in \r\n; may be NULL). */
-int bk_http_raw(int status, const char *content_type, const char *extra_headers,
-                const char *body, size_t body_len, char **resp, size_t *resp_len, sm_error *err);
+int broker_http_raw(int status, const char *content_type, const char *extra_headers,
+                    const char *body, size_t body_len, char **resp, size_t *resp_len,
+                    sm_error *err);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "broker/ids.h"
 
-void bk_random_id(char *out, size_t len, const char *prefix, size_t bytes) {
+void broker_random_id(char *out, size_t len, const char *prefix, size_t bytes) {
   char hex[2 * 32 + 1] = "";
   sm_error err = SM_ERROR_INIT;
   if (bytes > 32) bytes = 32;

@@ -5,6 +5,6 @@
 #include <stddef.h>
 
 /* prefix then 2*bytes hex digits from getrandom into out (len must fit). */
-void bk_random_id(char *out, size_t len, const char *prefix, size_t bytes);
+void broker_random_id(char *out, size_t len, const char *prefix, size_t bytes);
 
 #endif

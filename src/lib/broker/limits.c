@@ -27,7 +27,7 @@ struct bk_limits {
   size_t n;
 };
 
-int bk_limits_new(bk_limits **out) {
+int broker_limits_new(bk_limits **out) {
   bk_limits *l = calloc(1, sizeof *l);
   if (!l || !(l->e = calloc(LIMITS_MAX_ENTRIES, sizeof *l->e))) {
     free(l);
@@ -38,7 +38,7 @@ int bk_limits_new(bk_limits **out) {
   return 0;
 }
 
-void bk_limits_free(bk_limits *l) {
+void broker_limits_free(bk_limits *l) {
   if (!l) return;
   for (size_t i = 0; i < l->n; i++) free(l->e[i].times);
   free(l->e);
@@ -78,8 +78,8 @@ static entry *find(bk_limits *l, const char *key, int rate, double now) {
   return spare;
 }
 
-int bk_limits_enter(bk_limits *l, const char *sandbox, const char *tool, int concurrency,
-                    int rate, double now, const char **why) {
+int broker_limits_enter(bk_limits *l, const char *sandbox, const char *tool, int concurrency,
+                        int rate, double now, const char **why) {
   char key[KEY_MAX];
   make_key(key, sandbox, tool);
   pthread_mutex_lock(&l->mu);
@@ -104,7 +104,7 @@ int bk_limits_enter(bk_limits *l, const char *sandbox, const char *tool, int con
   return rc;
 }
 
-void bk_limits_leave(bk_limits *l, const char *sandbox, const char *tool) {
+void broker_limits_leave(bk_limits *l, const char *sandbox, const char *tool) {
   char key[KEY_MAX];
   make_key(key, sandbox, tool);
   pthread_mutex_lock(&l->mu);

@@ -7,12 +7,12 @@
 
 typedef struct bk_limits bk_limits;
 
-int bk_limits_new(bk_limits **out);
-void bk_limits_free(bk_limits *l);
+int broker_limits_new(bk_limits **out);
+void broker_limits_free(bk_limits *l);
 /* Takes a slot for one call: 0, or -1 with why ("rate" or "concurrency")
  * when the sandbox is at the tool's limit. now: seconds. */
-int bk_limits_enter(bk_limits *l, const char *sandbox, const char *tool, int concurrency,
-                    int rate, double now, const char **why);
-void bk_limits_leave(bk_limits *l, const char *sandbox, const char *tool);
+int broker_limits_enter(bk_limits *l, const char *sandbox, const char *tool, int concurrency,
+                        int rate, double now, const char **why);
+void broker_limits_leave(bk_limits *l, const char *sandbox, const char *tool);
 
 #endif

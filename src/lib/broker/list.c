@@ -14,7 +14,7 @@ static void refuse_inactive(sm_broker *b, const sm_route_caller *who, const char
   row.reason = "no_active_call";
   row.rule = "the route answers only while sandman drives a call in the sandbox";
   row.message = "a host-tool request came from a sandbox with no call in progress";
-  bk_audit(b->audit, who, &row);
+  broker_audit(b->audit, who, &row);
 }
 
 int sm_broker_list(sm_broker *b, const sm_route_caller *who, json_object **tools,
@@ -26,16 +26,16 @@ int sm_broker_list(sm_broker *b, const sm_route_caller *who, json_object **tools
   }
   json_object *arr = json_object_new_array();
   if (!arr) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
-  int rc = bk_catalog_join_servers(b, err);
+  int rc = broker_catalog_join_servers(b, err);
   if (rc) {
     json_object_put(arr);
     return rc;
   }
   char rule[256];
-  for (size_t i = 0; i < bk_catalog_size(&b->catalog); i++) {
-    const bk_tool *t = bk_catalog_at(&b->catalog, i);
-    if (!bk_policy_tool(b->conf, who->agent, who->tool, t->name, rule, sizeof rule)) continue;
-    json_object *d = bk_tool_describe(t);
+  for (size_t i = 0; i < broker_catalog_size(&b->catalog); i++) {
+    const bk_tool *t = broker_catalog_at(&b->catalog, i);
+    if (!broker_policy_tool(b->conf, who->agent, who->tool, t->name, rule, sizeof rule)) continue;
+    json_object *d = broker_tool_describe(t);
     if (!d || json_object_array_add(arr, d)) {
       json_object_put(d);
       json_object_put(arr);
@@ -46,17 +46,18 @@ int sm_broker_list(sm_broker *b, const sm_route_caller *who, json_object **tools
   row.event = "host_tool.list";
   row.count = (int)json_object_array_length(arr);
   row.message = "host tools listed";
-  bk_audit(b->audit, who, &row);
+  broker_audit(b->audit, who, &row);
   *tools = arr;
   return 0;
 }
 
-json_object *bk_describe_visible(sm_broker *b, const sm_route_caller *who, const char *name) {
+json_object *broker_describe_visible(sm_broker *b, const sm_route_caller *who, const char *name) {
   sm_error err = SM_ERROR_INIT;
-  if (!who->active || bk_catalog_join_servers(b, &err)) return NULL;
-  const bk_tool *t = bk_catalog_find(&b->catalog, name);
+  if (!who->active || broker_catalog_join_servers(b, &err)) return NULL;
+  const bk_tool *t = broker_catalog_find(&b->catalog, name);
   char rule[256];
-  if (!t || !who->active || !bk_policy_tool(b->conf, who->agent, who->tool, name, rule, sizeof rule))
+  if (!t || !who->active ||
+      !broker_policy_tool(b->conf, who->agent, who->tool, name, rule, sizeof rule))
     return NULL;
-  return bk_tool_describe(t);
+  return broker_tool_describe(t);
 }

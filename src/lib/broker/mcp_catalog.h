@@ -12,6 +12,6 @@
  * clash is SM_ECONFIG, a server that cannot start its error: nothing is
  * added then, and the next call tries again. After 0, every tool of the
  * catalog may be read. */
-int bk_catalog_join_servers(sm_broker *b, sm_error *err);
+int broker_catalog_join_servers(sm_broker *b, sm_error *err);
 
 #endif

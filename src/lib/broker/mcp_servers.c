@@ -43,7 +43,7 @@ static const char *str(json_object *o, const char *key) {
              : NULL;
 }
 
-int bk_mcp_servers_new(bk_mcp_servers **out, json_object *servers, sm_error *err) {
+int broker_mcp_servers_new(bk_mcp_servers **out, json_object *servers, sm_error *err) {
   *out = NULL;
   bk_mcp_servers *s = calloc(1, sizeof *s);
   size_t n = json_object_is_type(servers, json_type_object) ? (size_t)json_object_object_length(servers) : 0;
@@ -64,7 +64,7 @@ int bk_mcp_servers_new(bk_mcp_servers **out, json_object *servers, sm_error *err
   return 0;
 }
 
-void bk_mcp_servers_free(bk_mcp_servers *s) {
+void broker_mcp_servers_free(bk_mcp_servers *s) {
   if (s == NULL) return;
   for (size_t i = 0; i < s->n; i++) {
     sm_mcp_client_free(s->v[i].client);
@@ -78,14 +78,14 @@ void bk_mcp_servers_free(bk_mcp_servers *s) {
 
 /* The environment the server gets: the host's values of the names its
  * entry lists (a name the host does not have is left out). */
-static int server_env(json_object *def, sm_strv *env) {
+static int server_env(json_object *def, common_strv *env) {
   json_object *names = NULL;
   if (!json_object_object_get_ex(def, "env", &names) || !json_object_is_type(names, json_type_array))
     return 0;
   for (size_t i = 0; i < json_object_array_length(names); i++) {
     const char *name = json_object_get_string(json_object_array_get_idx(names, i));
     const char *value = name ? getenv(name) : NULL;
-    if (value && sm_strv_addf(env, "%s=%s", name, value) != 0) return SM_ENOMEM;
+    if (value && common_strv_addf(env, "%s=%s", name, value) != 0) return SM_ENOMEM;
   }
   return 0;
 }
@@ -95,12 +95,12 @@ static int client_of(server *v, sm_mcp_client **out, sm_error *err) {
   pthread_mutex_lock(&v->mu);
   int rc = 0;
   if (v->client == NULL) {
-    sm_strv argv = {0}, env = {0};
+    common_strv argv = {0}, env = {0};
     json_object *cmd = NULL;
     json_object_object_get_ex(v->def, "command", &cmd);
     size_t ncmd = json_object_is_type(cmd, json_type_array) ? json_object_array_length(cmd) : 0;
     for (size_t i = 0; rc == 0 && i < ncmd; i++)
-      rc = sm_strv_add(&argv, json_object_get_string(json_object_array_get_idx(cmd, i)));
+      rc = common_strv_add(&argv, json_object_get_string(json_object_array_get_idx(cmd, i)));
     if (rc == 0) rc = server_env(v->def, &env);
     if (rc) {
       rc = sm_error_set(err, SM_ENOMEM, "broker: out of memory");
@@ -116,8 +116,8 @@ static int client_of(server *v, sm_mcp_client **out, sm_error *err) {
                                  .timeout_s = num(v->def, "timeout", 30)};
       rc = sm_mcp_client_start(&v->client, &o, err);
     }
-    sm_strv_dispose(&argv);
-    sm_strv_dispose(&env);
+    common_strv_dispose(&argv);
+    common_strv_dispose(&env);
   }
   *out = v->client;
   pthread_mutex_unlock(&v->mu);
@@ -130,9 +130,9 @@ static server *find_server(bk_mcp_servers *s, const char *name) {
   return NULL;
 }
 
-int bk_mcp_servers_call(bk_mcp_servers *s, const char *server_name, const char *tool,
-                        json_object *args, double timeout_s, volatile int *cancel,
-                        sm_mcp_result *out, sm_error *err) {
+int broker_mcp_servers_call(bk_mcp_servers *s, const char *server_name, const char *tool,
+                            json_object *args, double timeout_s, volatile int *cancel,
+                            sm_mcp_result *out, sm_error *err) {
   server *v = find_server(s, server_name);
   if (v == NULL)
     return sm_error_set(err, SM_ECONFIG, "no host MCP server '%s' (broker.mcp_servers)",
@@ -220,7 +220,7 @@ static int add_server_tools(server *v, json_object *all, sm_error *err) {
   return rc;
 }
 
-int bk_mcp_servers_tools(bk_mcp_servers *s, json_object **tools, sm_error *err) {
+int broker_mcp_servers_tools(bk_mcp_servers *s, json_object **tools, sm_error *err) {
   *tools = NULL;
   pthread_mutex_lock(&s->mu);
   int rc = 0;
@@ -243,7 +243,7 @@ static size_t json_len(json_object *o) {
   return n;
 }
 
-void bk_mcp_result_cap(sm_mcp_result *r, size_t max) {
+void broker_mcp_result_cap(sm_mcp_result *r, size_t max) {
   if (json_len(r->content) + json_len(r->structured) <= max) return;
   /* Over the cap: the text of the blocks, cut at max bytes, and a note;
    * other blocks (images, resources) and structuredContent go. */

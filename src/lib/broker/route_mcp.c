@@ -82,7 +82,7 @@ static bk_route_mcp_state *state_of(sm_broker *b, sm_error *err) {
   return st;
 }
 
-void bk_route_mcp_dispose(sm_broker *b) {
+void broker_route_mcp_dispose(sm_broker *b) {
   if (b->mcp_http == NULL) return;
   sm_mcp_http_free(b->mcp_http->http);
   free(b->mcp_http);
@@ -91,10 +91,11 @@ void bk_route_mcp_dispose(sm_broker *b) {
 
 static const char *header(const char *v) { return v[0] ? v : NULL; }
 
-int bk_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *req, char **resp,
-                 size_t *resp_len, sm_error *err) {
+int broker_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *req, char **resp,
+                     size_t *resp_len, sm_error *err) {
   if (strcmp(req->path, "/mcp") != 0)
-    return bk_http_error(404, "not_found", "no such route (MCP is at /mcp)", NULL, resp, resp_len, err);
+    return broker_http_error(404, "not_found", "no such route (MCP is at /mcp)", NULL, resp,
+                             resp_len, err);
   if (!who->active) {
     /* Nothing is made or answered for a process left behind by a call. */
     bk_row row = BK_ROW_INIT;
@@ -102,8 +103,8 @@ int bk_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *re
     row.reason = "no_active_call";
     row.rule = "the route answers only while sandman drives a call in the sandbox";
     row.message = "an MCP request came from a sandbox with no call in progress";
-    bk_audit(b->audit, who, &row);
-    return bk_http_error(403, "no_active_call", "no active call", NULL, resp, resp_len, err);
+    broker_audit(b->audit, who, &row);
+    return broker_http_error(403, "no_active_call", "no active call", NULL, resp, resp_len, err);
   }
   bk_route_mcp_state *st = state_of(b, err);
   if (st == NULL) return err->code ? err->code : SM_ENOMEM;
@@ -128,8 +129,8 @@ int bk_route_mcp(sm_broker *b, const sm_route_caller *who, const bk_http_msg *re
     snprintf(extra, sizeof extra, "Mcp-Session-Id: %s\r\n", a.session_id);
   else if (a.allow)
     snprintf(extra, sizeof extra, "Allow: %s\r\n", a.allow);
-  rc = bk_http_raw(a.status, a.content_type, extra[0] ? extra : NULL, a.body, a.body_len, resp,
-                   resp_len, err);
+  rc = broker_http_raw(a.status, a.content_type, extra[0] ? extra : NULL, a.body, a.body_len, resp,
+                       resp_len, err);
   sm_mcp_http_answer_dispose(&a);
   return rc;
 }

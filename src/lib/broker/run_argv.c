@@ -32,11 +32,11 @@ static const char *value_text(json_object *v, char num[64]) {
   return NULL;
 }
 
-static int add_value(sm_strv *out, json_object *v, sm_error *err) {
+static int add_value(common_strv *out, json_object *v, sm_error *err) {
   char num[64];
   const char *s = value_text(v, num);
   if (s == NULL) return sm_error_set(err, SM_EINVAL, "an argument of this type cannot be a command argument");
-  return sm_strv_add(out, s) ? sm_error_set(err, SM_ENOMEM, "broker: out of memory") : 0;
+  return common_strv_add(out, s) ? sm_error_set(err, SM_ENOMEM, "broker: out of memory") : 0;
 }
 
 static int listed(json_object *list, const char *name) {
@@ -65,8 +65,8 @@ static int placeholder(const char *a, char *name, size_t len) {
   return strchr(name, '{') == NULL && strchr(name, '}') == NULL;
 }
 
-int bk_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_dash, char *why,
-                       size_t len) {
+int broker_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_dash, char *why,
+                           size_t len) {
   for (size_t i = 1; i < json_object_array_length(tmpl); i++) {
     const char *a = json_object_get_string(json_object_array_get_idx(tmpl, i));
     char name[128];
@@ -83,14 +83,14 @@ int bk_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_
   return 0;
 }
 
-int bk_argv_build(json_object *tmpl, json_object *args, sm_strv *out, sm_error *err) {
+int broker_argv_build(json_object *tmpl, json_object *args, common_strv *out, sm_error *err) {
   for (size_t i = 0; i < json_object_array_length(tmpl); i++) {
     const char *a = json_object_get_string(json_object_array_get_idx(tmpl, i));
     char name[128];
     json_object *v = NULL;
     int rc = 0;
     if (i == 0 || !placeholder(a, name, sizeof name)) {
-      if (sm_strv_add(out, a)) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
+      if (common_strv_add(out, a)) return sm_error_set(err, SM_ENOMEM, "broker: out of memory");
       continue;
     }
     if (!json_object_object_get_ex(args, name, &v) || json_object_is_type(v, json_type_null))
@@ -246,7 +246,7 @@ static void supervise(pid_t pid, const bk_proc_opts *o, stream st[2], bk_proc_re
   r->duration_ms = (sm_now() - start) * 1000.0;
 }
 
-int bk_proc_run(const bk_proc_opts *o, bk_proc_result *r, sm_error *err) {
+int broker_proc_run(const bk_proc_opts *o, bk_proc_result *r, sm_error *err) {
   memset(r, 0, sizeof *r);
   r->exit_code = -1;
   char file[4096];
@@ -286,7 +286,7 @@ int bk_proc_run(const bk_proc_opts *o, bk_proc_result *r, sm_error *err) {
   if (pid < 0) {
     finish(&st[0], &r->out, &r->out_len, &r->out_truncated);
     finish(&st[1], &r->errout, &r->err_len, &r->err_truncated);
-    bk_proc_result_dispose(r);
+    broker_proc_result_dispose(r);
     return sm_error_set_errno(err, SM_EIO, e, "broker: fork");
   }
   setpgid(pid, pid); /* also here: no race with the kill below */
@@ -296,7 +296,7 @@ int bk_proc_run(const bk_proc_opts *o, bk_proc_result *r, sm_error *err) {
   return 0;
 }
 
-void bk_proc_result_dispose(bk_proc_result *r) {
+void broker_proc_result_dispose(bk_proc_result *r) {
   free(r->out);
   free(r->errout);
   r->out = r->errout = NULL;

@@ -14,13 +14,13 @@
  * exactly "{name}" becomes the argument's value as one argument (an array
  * of strings: one argument per item; an absent optional argument: none);
  * every other argument is copied as it is. Never through a shell. */
-int bk_argv_build(json_object *tmpl, json_object *args, sm_strv *out, sm_error *err);
+int broker_argv_build(json_object *tmpl, json_object *args, common_strv *out, sm_error *err);
 /* 1 with why set when a value args gives a placeholder of tmpl would be
  * an argument starting with '-' (a string, a negative number, an array's
  * item) and allow_dash (an array of names, may be NULL) does not name it:
  * it would become an option of the host program. 0 otherwise. */
-int bk_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_dash, char *why,
-                       size_t len);
+int broker_argv_dash_check(json_object *tmpl, json_object *args, json_object *allow_dash, char *why,
+                           size_t len);
 
 typedef struct bk_proc_opts {
   char *const *argv;
@@ -44,7 +44,7 @@ typedef struct bk_proc_result {
  * stdout and stderr (each capped, the rest read and dropped), and kills the
  * whole group at the timeout, on cancel, and when the program itself has
  * exited (so nothing it started outlives the call). */
-int bk_proc_run(const bk_proc_opts *o, bk_proc_result *r, sm_error *err);
-void bk_proc_result_dispose(bk_proc_result *r);
+int broker_proc_run(const bk_proc_opts *o, bk_proc_result *r, sm_error *err);
+void broker_proc_result_dispose(bk_proc_result *r);
 
 #endif

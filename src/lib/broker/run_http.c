@@ -10,7 +10,7 @@
 #include "common/cleanup.h"
 
 typedef struct sink {
-  sm_buf buf;
+  common_buf buf;
   int truncated;
   volatile int *cancel;
 } sink;
@@ -19,7 +19,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud) {
   sink *s = ud;
   size_t len = size * n;
   if (s->cancel && *s->cancel) return 0;
-  if (sm_buf_append_capped(&s->buf, p, len) > 0) {
+  if (common_buf_append_capped(&s->buf, p, len) > 0) {
     s->truncated = 1;
     return 0; /* stop reading: the cap is reached */
   }
@@ -46,8 +46,8 @@ static void shape(sink *s, long status, sm_mcp_result *out) {
   if (out->is_error && s->buf.len == 0) sm_mcp_result_error(out, "the endpoint answered %ld", status);
 }
 
-int bk_http_call(json_object *http, json_object *args, double timeout_s, size_t max_output,
-                 volatile int *cancel, sm_mcp_result *out, sm_error *err) {
+int broker_http_call(json_object *http, json_object *args, double timeout_s, size_t max_output,
+                     volatile int *cancel, sm_mcp_result *out, sm_error *err) {
   json_object *url = NULL, *method = NULL, *headers = NULL;
   json_object_object_get_ex(http, "url", &url);
   json_object_object_get_ex(http, "method", &method);
@@ -67,7 +67,7 @@ int bk_http_call(json_object *http, json_object *args, double timeout_s, size_t 
   }
   const char *body = json_object_to_json_string_ext(args, JSON_C_TO_STRING_PLAIN);
   sink s = {.cancel = cancel};
-  sm_buf_init(&s.buf, max_output);
+  common_buf_init(&s.buf, max_output);
   curl_easy_setopt(c, CURLOPT_URL, json_object_get_string(url));
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, json_object_get_string(method));
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -93,6 +93,6 @@ int bk_http_call(json_object *http, json_object *args, double timeout_s, size_t 
     ret = sm_error_set(err, SM_EIO, "the endpoint could not be reached: %s", curl_easy_strerror(rc));
   else
     shape(&s, status, out);
-  sm_buf_dispose(&s.buf);
+  common_buf_dispose(&s.buf);
   return ret;
 }

@@ -14,7 +14,7 @@
  * A 2xx answer is the result (its JSON object also as structured); any
  * other status is is_error. SM_ETIMEOUT past the timeout; SM_EIO when the
  * endpoint cannot be reached. */
-int bk_http_call(json_object *http, json_object *args, double timeout_s, size_t max_output,
-                 volatile int *cancel, sm_mcp_result *out, sm_error *err);
+int broker_http_call(json_object *http, json_object *args, double timeout_s, size_t max_output,
+                     volatile int *cancel, sm_mcp_result *out, sm_error *err);
 
 #endif

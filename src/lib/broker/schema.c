@@ -85,7 +85,7 @@ static int check_value(json_object *s, json_object *val, const char *name, char 
   return 0;
 }
 
-int bk_schema_check(json_object *schema, json_object *args, char *msg, size_t len) {
+int broker_schema_check(json_object *schema, json_object *args, char *msg, size_t len) {
   json_object *props = NULL, *req = NULL, *extra = NULL;
   if (!json_object_is_type(args, json_type_object))
     return fail(msg, len, "%s%s", "arguments must be a JSON object", "");

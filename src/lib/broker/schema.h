@@ -9,6 +9,6 @@
 
 /* 0 when args (an object) fits schema; else -1 with msg saying which
  * argument and why (names only, never a value). */
-int bk_schema_check(json_object *schema, json_object *args, char *msg, size_t len);
+int broker_schema_check(json_object *schema, json_object *args, char *msg, size_t len);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <sandman/code.h>
+#include <sandman/env.h>
 
 #include "code/code_wire.h"
 

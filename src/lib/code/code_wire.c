@@ -35,7 +35,7 @@ void code_wire_init(code_wire *w, code_wire_mode mode, size_t max_output, sm_cod
                     void *ud) {
   memset(w, 0, sizeof *w);
   w->mode = mode;
-  sm_buf_init(&w->line, SM_CODE_LINE_MAX);
+  common_buf_init(&w->line, SM_CODE_LINE_MAX);
   w->max_output = max_output ? max_output : SM_CODE_DEFAULT_MAX_OUTPUT;
   w->end.execution_count = -1;
   w->on_event = fn;
@@ -43,7 +43,7 @@ void code_wire_init(code_wire *w, code_wire_mode mode, size_t max_output, sm_cod
 }
 
 void code_wire_dispose(code_wire *w) {
-  sm_buf_dispose(&w->line);
+  common_buf_dispose(&w->line);
   if (w->answer) json_object_put(w->answer);
   w->answer = NULL;
 }
@@ -64,7 +64,7 @@ static int str_field(json_object *o, const char *key, const char **s, size_t *le
   if (!json_object_object_get_ex(o, key, &v) || v == NULL) return 0;
   if (!json_object_is_type(v, json_type_string)) return -1;
   size_t n = (size_t)json_object_get_string_len(v);
-  if (!sm_utf8_valid(json_object_get_string(v), n)) return -1;
+  if (!common_utf8_valid(json_object_get_string(v), n)) return -1;
   *s = json_object_get_string(v);
   if (len) *len = n;
   return 1;
@@ -124,7 +124,8 @@ static int bundle(json_object *data, json_object **out, size_t *size) {
       json_object_to_json_string_length(val, JSON_C_TO_STRING_PLAIN, &n);
       *size += n;
     } else if (val && json_object_is_type(val, json_type_string) &&
-               sm_utf8_valid(json_object_get_string(val), (size_t)json_object_get_string_len(val))) {
+               common_utf8_valid(json_object_get_string(val),
+                                 (size_t)json_object_get_string_len(val))) {
       *size += (size_t)json_object_get_string_len(val);
     } else {
       json_object_put(b);
@@ -307,10 +308,10 @@ static int on_line(void *ud, const char *line, size_t len) {
   json_tokener_free(tok);
   const char *why = NULL;
   int rc;
-  if (!complete || !sm_utf8_valid(line, len))
+  if (!complete || !common_utf8_valid(line, len))
     rc = sm_error_set(c->err, SM_EPROTOCOL, "the sandbox's code driver sent a line that is not "
                       "JSON in UTF-8");
-  else if (sm_json_keys_unique(line, len, o, &why) != 0)
+  else if (common_json_keys_unique(line, len, o, &why) != 0)
     rc = sm_error_set(c->err, SM_EPROTOCOL, "the sandbox's code driver sent a line with %s", why);
   else
     rc = on_object(c->w, o, c->err);
@@ -323,12 +324,12 @@ int code_wire_feed(code_wire *w, const char *data, size_t len, sm_error *err) {
   while (len > 0) {
     const char *nl = memchr(data, '\n', len);
     size_t n = nl ? (size_t)(nl - data) : len;
-    if (sm_buf_append(&w->line, data, n) != 0)
+    if (common_buf_append(&w->line, data, n) != 0)
       return sm_error_set(err, SM_EPROTOCOL, "the sandbox's code driver sent a line over %zu bytes",
                           (size_t)SM_CODE_LINE_MAX);
     if (nl == NULL) break;
     int rc = w->line.len ? on_line(&c, w->line.data, w->line.len) : 0;
-    sm_buf_reset(&w->line);
+    common_buf_reset(&w->line);
     if (rc != 0) return rc;
     data += n + 1;
     len -= n + 1;

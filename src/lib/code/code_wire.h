@@ -26,7 +26,7 @@ typedef enum {
 
 typedef struct code_wire {
   code_wire_mode mode;
-  sm_buf line;            /* the line being read */
+  common_buf line;        /* the line being read */
   size_t max_output;      /* bytes of stdout, stderr, display and result text */
   size_t output;          /* counted so far */
   int truncated;          /* TRUNCATED delivered */

@@ -7,14 +7,14 @@
 
 #include <sandman/error.h>
 
-void sm_buf_init(sm_buf *b, size_t max) {
+void common_buf_init(common_buf *b, size_t max) {
   b->data = NULL;
   b->len = 0;
   b->alloc = 0;
   b->max = max;
 }
 
-static int grow(sm_buf *b, size_t need) {
+static int grow(common_buf *b, size_t need) {
   if (need + 1 <= b->alloc) return 0;
   size_t n = b->alloc ? b->alloc : 256;
   while (n < need + 1) {
@@ -29,7 +29,7 @@ static int grow(sm_buf *b, size_t need) {
   return 0;
 }
 
-int sm_buf_append(sm_buf *b, const void *data, size_t len) {
+int common_buf_append(common_buf *b, const void *data, size_t len) {
   if (len > b->max || b->len > b->max - len) return SM_ETOOBIG;
   int rc = grow(b, b->len + len);
   if (rc != 0) return rc;
@@ -39,38 +39,38 @@ int sm_buf_append(sm_buf *b, const void *data, size_t len) {
   return 0;
 }
 
-size_t sm_buf_append_capped(sm_buf *b, const void *data, size_t len) {
+size_t common_buf_append_capped(common_buf *b, const void *data, size_t len) {
   size_t room = b->max > b->len ? b->max - b->len : 0;
   size_t take = len < room ? len : room;
-  if (take > 0 && sm_buf_append(b, data, take) != 0) return len;
+  if (take > 0 && common_buf_append(b, data, take) != 0) return len;
   if (b->data == NULL && grow(b, 0) == 0) b->data[0] = '\0';
   return len - take;
 }
 
-int sm_buf_printf(sm_buf *b, const char *fmt, ...) {
+int common_buf_printf(common_buf *b, const char *fmt, ...) {
   char small[512];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   if (n < 0) return SM_EINVAL;
-  if ((size_t)n < sizeof small) return sm_buf_append(b, small, (size_t)n);
+  if ((size_t)n < sizeof small) return common_buf_append(b, small, (size_t)n);
   char *big = malloc((size_t)n + 1);
   if (big == NULL) return SM_ENOMEM;
   va_start(ap, fmt);
   vsnprintf(big, (size_t)n + 1, fmt, ap);
   va_end(ap);
-  int rc = sm_buf_append(b, big, (size_t)n);
+  int rc = common_buf_append(b, big, (size_t)n);
   free(big);
   return rc;
 }
 
-void sm_buf_reset(sm_buf *b) {
+void common_buf_reset(common_buf *b) {
   b->len = 0;
   if (b->data) b->data[0] = '\0';
 }
 
-char *sm_buf_steal(sm_buf *b, size_t *out_len) {
+char *common_buf_steal(common_buf *b, size_t *out_len) {
   char *p = b->data;
   if (p == NULL) p = calloc(1, 1);
   if (out_len) *out_len = b->len;
@@ -80,7 +80,7 @@ char *sm_buf_steal(sm_buf *b, size_t *out_len) {
   return p;
 }
 
-void sm_buf_dispose(sm_buf *b) {
+void common_buf_dispose(common_buf *b) {
   free(b->data);
   b->data = NULL;
   b->len = 0;
@@ -88,20 +88,20 @@ void sm_buf_dispose(sm_buf *b) {
 }
 
 /* The line gathered so far to fn, then a fresh one. */
-static int lines_end(sm_lines *l, sm_line_fn fn, void *ud) {
+static int lines_end(common_lines *l, common_line_fn fn, void *ud) {
   int rc = l->overlong ? fn(ud, NULL, 0) : fn(ud, l->line.data ? l->line.data : "", l->line.len);
   l->overlong = 0;
-  sm_buf_reset(&l->line);
+  common_buf_reset(&l->line);
   return rc;
 }
 
-int sm_lines_feed(sm_lines *l, const char *data, size_t len, sm_line_fn fn, void *ud) {
+int common_lines_feed(common_lines *l, const char *data, size_t len, common_line_fn fn, void *ud) {
   while (len > 0) {
     const char *nl = memchr(data, '\n', len);
     size_t take = nl ? (size_t)(nl - data) : len;
-    if (!l->overlong && sm_buf_append(&l->line, data, take) != 0) {
+    if (!l->overlong && common_buf_append(&l->line, data, take) != 0) {
       l->overlong = 1;
-      sm_buf_reset(&l->line);
+      common_buf_reset(&l->line);
     }
     if (nl == NULL) return 0;
     int rc = lines_end(l, fn, ud);
@@ -112,7 +112,7 @@ int sm_lines_feed(sm_lines *l, const char *data, size_t len, sm_line_fn fn, void
   return 0;
 }
 
-int sm_lines_flush(sm_lines *l, sm_line_fn fn, void *ud) {
+int common_lines_flush(common_lines *l, common_line_fn fn, void *ud) {
   if (!l->overlong && l->line.len == 0) return 0;
   return lines_end(l, fn, ud);
 }

@@ -17,44 +17,44 @@
 #include "common/buf.h"
 #include "common/strv.h"
 
-static inline void sm_cleanup_freep(void *p) {
+static inline void common_cleanup_freep(void *p) {
   void **pp = (void **)p;
   free(*pp);
 }
-static inline void sm_cleanup_fdp(int *fd) {
+static inline void common_cleanup_fdp(int *fd) {
   if (*fd >= 0) close(*fd);
 }
-static inline void sm_cleanup_filep(FILE **f) {
+static inline void common_cleanup_filep(FILE **f) {
   if (*f) fclose(*f);
 }
-static inline void sm_cleanup_jsonp(json_object **j) {
+static inline void common_cleanup_jsonp(json_object **j) {
   if (*j) json_object_put(*j);
 }
-static inline void sm_cleanup_dirp(DIR **d) {
+static inline void common_cleanup_dirp(DIR **d) {
   if (*d) closedir(*d);
 }
-static inline void sm_cleanup_curlp(CURL **c) {
+static inline void common_cleanup_curlp(CURL **c) {
   if (*c) curl_easy_cleanup(*c);
 }
-static inline void sm_cleanup_slistp(struct curl_slist **l) {
+static inline void common_cleanup_slistp(struct curl_slist **l) {
   if (*l) curl_slist_free_all(*l);
 }
 /* archive_free dispatches to the reader's or the writer's own free. */
-static inline void sm_cleanup_archivep(struct archive **a) {
+static inline void common_cleanup_archivep(struct archive **a) {
   if (*a) archive_free(*a);
 }
 
-#define cleanup_free __attribute__((cleanup(sm_cleanup_freep)))
-#define cleanup_fd __attribute__((cleanup(sm_cleanup_fdp)))
-#define cleanup_file __attribute__((cleanup(sm_cleanup_filep)))
-#define cleanup_json __attribute__((cleanup(sm_cleanup_jsonp)))
-#define cleanup_dir __attribute__((cleanup(sm_cleanup_dirp)))
-#define cleanup_curl __attribute__((cleanup(sm_cleanup_curlp)))
-#define cleanup_slist __attribute__((cleanup(sm_cleanup_slistp)))
-#define cleanup_archive __attribute__((cleanup(sm_cleanup_archivep)))
-/* Stack structs: their contents are disposed (sm_buf_dispose, sm_strv_dispose). */
-#define cleanup_buf __attribute__((cleanup(sm_buf_dispose)))
-#define cleanup_strv __attribute__((cleanup(sm_strv_dispose)))
+#define cleanup_free __attribute__((cleanup(common_cleanup_freep)))
+#define cleanup_fd __attribute__((cleanup(common_cleanup_fdp)))
+#define cleanup_file __attribute__((cleanup(common_cleanup_filep)))
+#define cleanup_json __attribute__((cleanup(common_cleanup_jsonp)))
+#define cleanup_dir __attribute__((cleanup(common_cleanup_dirp)))
+#define cleanup_curl __attribute__((cleanup(common_cleanup_curlp)))
+#define cleanup_slist __attribute__((cleanup(common_cleanup_slistp)))
+#define cleanup_archive __attribute__((cleanup(common_cleanup_archivep)))
+/* Stack structs: their contents are disposed (common_buf_dispose, common_strv_dispose). */
+#define cleanup_buf __attribute__((cleanup(common_buf_dispose)))
+#define cleanup_strv __attribute__((cleanup(common_strv_dispose)))
 
 /* Type-checked: the result has the pointer's own type, so assigning it to
  * another type is the compiler's warning, not a silent void * conversion. */

@@ -10,7 +10,7 @@
 #include "common/durable.h"
 #include "common/io.h"
 
-void sm_sync_dir_of(const char *path) {
+void common_sync_dir_of(const char *path) {
   char dir[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return;
   char *slash = strrchr(dir, '/');
@@ -22,14 +22,14 @@ void sm_sync_dir_of(const char *path) {
   close(fd);
 }
 
-int sm_file_replace(const char *path, const void *data, size_t len, sm_error *err) {
+int common_file_replace(const char *path, const void *data, size_t len, sm_error *err) {
   char tmp[PATH_MAX];
   /* Unique per writer: threads of one process may write the same file. */
   if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
   int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  int bad = sm_write_all(fd, data, len) != 0 || fsync(fd) != 0;
+  int bad = common_write_all(fd, data, len) != 0 || fsync(fd) != 0;
   int e = errno;
   if (close(fd) != 0 && !bad) {
     bad = 1;
@@ -40,11 +40,12 @@ int sm_file_replace(const char *path, const void *data, size_t len, sm_error *er
     unlink(tmp);
     return sm_error_set_errno(err, SM_EIO, e, "writing %s", path);
   }
-  sm_sync_dir_of(path);
+  common_sync_dir_of(path);
   return 0;
 }
 
-int sm_file_read_small(const char *path, size_t cap, char **out, size_t *out_len, sm_error *err) {
+int common_file_read_small(const char *path, size_t cap, char **out, size_t *out_len,
+                           sm_error *err) {
   *out = NULL;
   if (out_len) *out_len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -60,7 +61,7 @@ int sm_file_read_small(const char *path, size_t cap, char **out, size_t *out_len
       rc = sm_error_set(err, SM_ETOOBIG, "%s is larger than %zu bytes", path, cap);
       break;
     }
-    ssize_t r = sm_read_retry(fd, buf + n, cap + 1 - n);
+    ssize_t r = common_read_retry(fd, buf + n, cap + 1 - n);
     if (r < 0) rc = sm_error_set_errno(err, SM_EIO, errno, "reading %s", path);
     if (r <= 0) break;
     n += (size_t)r;

@@ -9,13 +9,14 @@
 
 /* Replaces path with data: a reader sees the old file or the new one,
  * never part of one, also after a crash. The folder must exist. */
-int sm_file_replace(const char *path, const void *data, size_t len, sm_error *err);
+int common_file_replace(const char *path, const void *data, size_t len, sm_error *err);
 /* Makes a rename (or an unlink) in path's folder durable; a failure only
  * costs durability. */
-void sm_sync_dir_of(const char *path);
+void common_sync_dir_of(const char *path);
 /* Reads a whole small file (at most cap bytes) into *out, NUL-terminated
  * (the caller frees). SM_ENOTFOUND when it does not exist, SM_ETOOBIG past
  * cap. */
-int sm_file_read_small(const char *path, size_t cap, char **out, size_t *out_len, sm_error *err);
+int common_file_read_small(const char *path, size_t cap, char **out, size_t *out_len,
+                           sm_error *err);
 
 #endif

@@ -42,7 +42,7 @@ static long count_tree_keys(json_object *o) {
   return n;
 }
 
-int sm_json_keys_unique(const char *text, size_t len, json_object *parsed, const char **why) {
+int common_json_keys_unique(const char *text, size_t len, json_object *parsed, const char **why) {
   long raw = count_raw_keys(text, len);
   if (raw < 0) {
     *why = "a key holds a NUL character";

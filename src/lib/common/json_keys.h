@@ -15,6 +15,6 @@
  * syntactically valid JSON text parsed was made from (nothing after it but
  * white space). -1 with *why set otherwise: a repeated key, or a key
  * holding \u0000 (json-c keeps keys as C strings and would cut it). */
-int sm_json_keys_unique(const char *text, size_t len, json_object *parsed, const char **why);
+int common_json_keys_unique(const char *text, size_t len, json_object *parsed, const char **why);
 
 #endif

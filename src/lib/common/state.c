@@ -51,7 +51,7 @@ static int make_dirs(const char *path, sm_error *err) {
   char tmp[PATH_MAX];
   if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
-  if (sm_mkdirs(tmp) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
+  if (common_mkdirs(tmp) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
   return 0;
 }
 
@@ -239,7 +239,7 @@ int sm_state_touch(const char *state_dir, const char *sandbox_name, double when,
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   char line[64];
   int n = snprintf(line, sizeof line, "%.3f\n", when);
-  if (sm_write_all(fd, line, (size_t)n) != 0 || fsync(fd) != 0) {
+  if (common_write_all(fd, line, (size_t)n) != 0 || fsync(fd) != 0) {
     int e = errno;
     close(fd);
     unlink(tmp);
@@ -321,15 +321,15 @@ int sm_state_known(const char *state_dir, char ***out_names, size_t *out_n, sm_e
     if (errno == ENOENT) return 0;
     return sm_error_set_errno(err, SM_EIO, errno, "reading %s", dir);
   }
-  cleanup_strv sm_strv names = {0};
+  cleanup_strv common_strv names = {0};
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (!valid_name(e->d_name) || strstr(e->d_name, ".tmp-") != NULL) continue;
-    if (sm_strv_add(&names, e->d_name) != 0) return sm_error_set(err, SM_ENOMEM, NULL);
+    if (common_strv_add(&names, e->d_name) != 0) return sm_error_set(err, SM_ENOMEM, NULL);
   }
   *out_n = names.n;
   *out_names = steal_pointer(&names.v);
   return 0;
 }
 
-void sm_state_names_free(char **names, size_t n) { sm_strings_free(names, n); }
+void sm_state_names_free(char **names, size_t n) { common_strings_free(names, n); }

@@ -8,7 +8,7 @@
 
 #include "common/strv.h"
 
-int sm_grow(void *itemsp, size_t *cap, size_t n, size_t elem, size_t first) {
+int common_grow(void *itemsp, size_t *cap, size_t n, size_t elem, size_t first) {
   if (n < *cap) return 0;
   size_t c = *cap ? *cap * 2 : first;
   while (c <= n) c *= 2;
@@ -21,17 +21,17 @@ int sm_grow(void *itemsp, size_t *cap, size_t n, size_t elem, size_t first) {
   return 0;
 }
 
-int sm_strings_push(char ***v, size_t *n, size_t *cap, const char *s) {
-  if (sm_grow(v, cap, *n, sizeof **v, 16) != 0) return SM_ENOMEM;
+int common_strings_push(char ***v, size_t *n, size_t *cap, const char *s) {
+  if (common_grow(v, cap, *n, sizeof **v, 16) != 0) return SM_ENOMEM;
   char *d = strdup(s);
   if (d == NULL) return SM_ENOMEM;
   (*v)[(*n)++] = d;
   return 0;
 }
 
-int sm_strv_add(sm_strv *sv, const char *s) {
+int common_strv_add(common_strv *sv, const char *s) {
   /* Room for s and the NULL after it. */
-  if (sm_grow(&sv->v, &sv->alloc, sv->n + 1, sizeof *sv->v, 16) != 0) return SM_ENOMEM;
+  if (common_grow(&sv->v, &sv->alloc, sv->n + 1, sizeof *sv->v, 16) != 0) return SM_ENOMEM;
   char *copy = strdup(s);
   if (copy == NULL) return SM_ENOMEM;
   sv->v[sv->n++] = copy;
@@ -39,25 +39,25 @@ int sm_strv_add(sm_strv *sv, const char *s) {
   return 0;
 }
 
-int sm_strv_addf(sm_strv *sv, const char *fmt, ...) {
+int common_strv_addf(common_strv *sv, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *s = NULL;
   int n = vasprintf(&s, fmt, ap);
   va_end(ap);
   if (n < 0) return SM_ENOMEM;
-  int rc = sm_strv_add(sv, s);
+  int rc = common_strv_add(sv, s);
   free(s);
   return rc;
 }
 
-void sm_strv_dispose(sm_strv *sv) {
-  sm_strings_free(sv->v, sv->n);
+void common_strv_dispose(common_strv *sv) {
+  common_strings_free(sv->v, sv->n);
   sv->v = NULL;
   sv->n = sv->alloc = 0;
 }
 
-void sm_strings_free(char **v, size_t n) {
+void common_strings_free(char **v, size_t n) {
   if (v == NULL) return;
   for (size_t i = 0; i < n; i++) free(v[i]);
   free(v);

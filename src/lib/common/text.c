@@ -24,7 +24,7 @@ static size_t utf8_seq(const unsigned char *p, size_t left) {
   return need;
 }
 
-int sm_utf8_valid(const char *data, size_t len) {
+int common_utf8_valid(const char *data, size_t len) {
   for (size_t i = 0; i < len;) {
     size_t n = utf8_seq((const unsigned char *)data + i, len - i);
     if (n == 0) return 0;
@@ -33,7 +33,7 @@ int sm_utf8_valid(const char *data, size_t len) {
   return 1;
 }
 
-json_object *sm_json_text(const char *data, size_t len) {
+json_object *common_json_text(const char *data, size_t len) {
   if (data == NULL) return json_object_new_string("");
   size_t i = 0;
   for (; i < len; i++) {
@@ -62,8 +62,7 @@ json_object *sm_json_text(const char *data, size_t len) {
   return s;
 }
 
-
-json_object *sm_json_strings(const char *const *v, size_t n) {
+json_object *common_json_strings(const char *const *v, size_t n) {
   json_object *a = json_object_new_array();
   for (size_t i = 0; a && i < n; i++) json_object_array_add(a, json_object_new_string(v[i]));
   return a;

@@ -3,8 +3,8 @@
 #include <signal.h>
 #include <time.h>
 
-int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
-                    void *arg) {
+int common_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                        void *arg) {
   /* The new thread inherits the mask in force when it is created. */
   sigset_t all, old;
   sigfillset(&all);
@@ -14,7 +14,7 @@ int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(v
   return r;
 }
 
-void sm_sleep_ms(long ms) {
+void common_sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }

@@ -9,10 +9,10 @@
  * must not take the application's signals (SIGINT, SIGTERM, SIGCHLD...),
  * which then reach only the application's own threads. attr may be NULL.
  * Returns pthread_create's result. */
-int sm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
-                    void *arg);
+int common_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                        void *arg);
 
 /* Sleeps ms milliseconds (a poll's pause; a signal may end it early). */
-void sm_sleep_ms(long ms);
+void common_sleep_ms(long ms);
 
 #endif

@@ -21,7 +21,7 @@ void sm_config_egress_get(const sm_config *cfg, const char *agent, sm_config_egr
   memset(out, 0, sizeof *out);
   if (cfg == NULL) return;
   out->n_levels += (size_t)add_level(&cfg->defaults, "defaults", &out->levels[out->n_levels]);
-  const cfg_agent *a = agent ? cfg_find_agent(cfg, agent) : NULL;
+  const cfg_agent *a = agent ? config_find_agent(cfg, agent) : NULL;
   if (a) {
     snprintf(out->agent_level, sizeof out->agent_level, "agents.%s", a->name);
     out->n_levels += (size_t)add_level(&a->layer, out->agent_level, &out->levels[out->n_levels]);

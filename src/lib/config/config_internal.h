@@ -39,15 +39,15 @@ typedef struct cfg_ynode {
 
 /* Parses one YAML document. An empty stream gives *out = NULL. Errors are
  * SM_ECONFIG "NAME:LINE:COLUMN: syntax error: ...". */
-int cfg_yaml_parse(cfg_ynode **out, const char *name, const char *text, size_t len,
-                   sm_error *err);
-void cfg_ynode_free(cfg_ynode *n);
-int cfg_ynode_is_null(const cfg_ynode *n);
-size_t cfg_map_size(const cfg_ynode *map);
-const cfg_ynode *cfg_map_key(const cfg_ynode *map, size_t i);
-const cfg_ynode *cfg_map_value(const cfg_ynode *map, size_t i);
+int config_yaml_parse(cfg_ynode **out, const char *name, const char *text, size_t len,
+                      sm_error *err);
+void config_ynode_free(cfg_ynode *n);
+int config_ynode_is_null(const cfg_ynode *n);
+size_t config_map_size(const cfg_ynode *map);
+const cfg_ynode *config_map_key(const cfg_ynode *map, size_t i);
+const cfg_ynode *config_map_value(const cfg_ynode *map, size_t i);
 /* The value of key in map, or NULL. */
-const cfg_ynode *cfg_map_get(const cfg_ynode *map, const char *key);
+const cfg_ynode *config_map_get(const cfg_ynode *map, const char *key);
 
 /* ---- the typed configuration ---- */
 
@@ -128,7 +128,7 @@ typedef enum {
   CFG_SCOPE_USER_AGENT, /* user:<user>:agent:<agent> */
 } cfg_scope;
 
-const char *cfg_scope_name(cfg_scope s);
+const char *config_scope_name(cfg_scope s);
 
 typedef struct cfg_layer {
   cfg_value v[CS_COUNT];
@@ -203,7 +203,7 @@ struct sm_config {
   sm_config_limits limits; /* limits: (0 where the file does not say) */
 };
 
-const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name);
+const cfg_agent *config_find_agent(const sm_config *cfg, const char *name);
 
 /* ---- the loader's context (file name for messages, the error) ---- */
 typedef struct cfg_vctx {
@@ -211,30 +211,30 @@ typedef struct cfg_vctx {
   sm_error *err;
 } cfg_vctx;
 /* SM_ECONFIG "FILE:LINE:COLUMN: path: message" (yaml_tree.c). */
-__attribute__((format(printf, 4, 5))) int cfg_verr(cfg_vctx *v, const cfg_ynode *at,
-                                                   const char *path, const char *fmt, ...);
+__attribute__((format(printf, 4, 5))) int config_verr(cfg_vctx *v, const cfg_ynode *at,
+                                                      const char *path, const char *fmt, ...);
 
 /* ---- the host-tool broker's section (config_broker.c) ---- */
 /* Validates broker:, defaults.broker and agents.<name>.broker of root into
  * c->broker (the normalized JSON sm_config_broker returns). */
-int cfg_broker_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
+int config_broker_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
 
 /* ---- tool groups and patterns (config_tools.c) ---- */
 
 /* NULL-terminated member list of a group ("group:fs"), or NULL. */
-const char *const *cfg_group_members(const char *group);
+const char *const *config_group_members(const char *group);
 /* "group:fs, group:fs_read, ..." for messages. */
-const char *cfg_group_names(void);
+const char *config_group_names(void);
 /* A pattern is "group:<name>" or a glob over tool names. */
-int cfg_pattern_match(const char *pattern, const char *tool);
+int config_pattern_match(const char *pattern, const char *tool);
 /* The first pattern of list that matches tool, or NULL. */
-const char *cfg_list_match(const cfg_list *list, const char *tool);
+const char *config_list_match(const cfg_list *list, const char *tool);
 /* The built-in lists used when worker_tools / host_tools are not set. */
 extern const cfg_list cfg_builtin_worker_tools;
 extern const cfg_list cfg_builtin_host_tools;
 /* A placeholder is an argument that is exactly "{name}". Fills name. */
-int cfg_placeholder(const char *arg, char *name, size_t len);
+int config_placeholder(const char *arg, char *name, size_t len);
 /* Names are [A-Za-z0-9][A-Za-z0-9_.-]* up to CFG_NAME_MAX - 1 bytes. */
-int cfg_valid_name(const char *s);
+int config_valid_name(const char *s);
 
 #endif

@@ -17,6 +17,7 @@
 #include <sandman/image.h>
 #include <sandman/util.h>
 #include <sandman/workspace.h>
+#include <sandman/name.h>
 
 #include "common/cleanup.h"
 #include "config/config_internal.h"
@@ -96,7 +97,7 @@ static void join(char *out, size_t len, const char *path, const char *key) {
 }
 
 static const char *describe(const cfg_ynode *n) {
-  if (cfg_ynode_is_null(n)) return "nothing";
+  if (config_ynode_is_null(n)) return "nothing";
   switch (n->type) {
     case CFG_Y_SEQ: return "a list";
     case CFG_Y_MAP: return "a mapping";
@@ -118,22 +119,25 @@ static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
     }
   }
   size_t lim = best ? (strlen(best) <= 4 ? 1 : strlen(best) <= 8 ? 2 : 3) : 0;
-  if (best && best_d <= lim) return cfg_verr(v, key, full, "unknown key (did you mean '%s'?)", best);
+  if (best && best_d <= lim)
+    return config_verr(v, key, full, "unknown key (did you mean '%s'?)", best);
   if (strcmp(key->str, "workspace_root") == 0)
-    return cfg_verr(v, key, full, "unknown key (workspace_root is only allowed under agents.<name>)");
+    return config_verr(v, key, full,
+                       "unknown key (workspace_root is only allowed under agents.<name>)");
   /* The warm pool belongs to the runner, not to one agent's calls. */
   if (strcmp(key->str, "pool_size") == 0)
-    return cfg_verr(v, key, full,
-                "unknown key (pool_size is only allowed under defaults: the warm pool belongs "
-                "to the runner; did you mean 'defaults.pool_size'?)");
+    return config_verr(
+        v, key, full,
+        "unknown key (pool_size is only allowed under defaults: the warm pool belongs "
+        "to the runner; did you mean 'defaults.pool_size'?)");
   for (size_t i = 0; i < sizeof misplaced / sizeof misplaced[0]; i++)
     if (strcmp(key->str, misplaced[i].key) == 0)
-      return cfg_verr(v, key, full, "unknown key here (did you mean '%s'?)", misplaced[i].where);
+      return config_verr(v, key, full, "unknown key here (did you mean '%s'?)", misplaced[i].where);
   if (path[0] == '\0')
     for (const char *const *k = defaults_keys; *k; k++)
       if (strcmp(key->str, *k) == 0)
-        return cfg_verr(v, key, full, "unknown key at the top level (did you mean 'defaults.%s'?)",
-                    *k);
+        return config_verr(v, key, full,
+                           "unknown key at the top level (did you mean 'defaults.%s'?)", *k);
   char list[512] = "";
   size_t used = 0;
   for (const char *const *k = known; *k && used < sizeof list - 1; k++) {
@@ -141,28 +145,28 @@ static int unknown_key(vctx *v, const cfg_ynode *key, const char *path,
     if (w < 0) break;
     used += (size_t)w;
   }
-  return cfg_verr(v, key, full, "unknown key (known keys: %s)", list);
+  return config_verr(v, key, full, "unknown key (known keys: %s)", list);
 }
 
 /* A mapping (or nothing): keys are plain strings, unique, and from known
  * (known NULL: any valid name, as for agents.<name>). */
 static int check_map(vctx *v, const cfg_ynode *map, const char *path,
                      const char *const *known) {
-  if (cfg_ynode_is_null(map)) return 0;
+  if (config_ynode_is_null(map)) return 0;
   if (map->type != CFG_Y_MAP)
-    return cfg_verr(v, map, path, "expected a mapping of keys, got %s", describe(map));
-  if (cfg_map_size(map) > 1024) return cfg_verr(v, map, path, "more than 1024 keys");
-  for (size_t i = 0; i < cfg_map_size(map); i++) {
-    const cfg_ynode *k = cfg_map_key(map, i);
-    if (k->type != CFG_Y_SCALAR || cfg_ynode_is_null(k))
-      return cfg_verr(v, k, path, "keys must be plain names, got %s", describe(k));
+    return config_verr(v, map, path, "expected a mapping of keys, got %s", describe(map));
+  if (config_map_size(map) > 1024) return config_verr(v, map, path, "more than 1024 keys");
+  for (size_t i = 0; i < config_map_size(map); i++) {
+    const cfg_ynode *k = config_map_key(map, i);
+    if (k->type != CFG_Y_SCALAR || config_ynode_is_null(k))
+      return config_verr(v, k, path, "keys must be plain names, got %s", describe(k));
     for (size_t j = 0; j < i; j++) {
-      const cfg_ynode *prev = cfg_map_key(map, j);
+      const cfg_ynode *prev = config_map_key(map, j);
       if (strcmp(prev->str, k->str) == 0) {
         char full[512];
         join(full, sizeof full, path, k->str);
-        return cfg_verr(v, k, full, "duplicate key (first at line %zu, column %zu)", prev->line,
-                    prev->col);
+        return config_verr(v, k, full, "duplicate key (first at line %zu, column %zu)", prev->line,
+                           prev->col);
       }
     }
     if (known) {
@@ -176,7 +180,7 @@ static int check_map(vctx *v, const cfg_ynode *map, const char *path,
 
 static int get_string(vctx *v, const cfg_ynode *n, const char *path, const char **out) {
   if (n->type != CFG_Y_SCALAR)
-    return cfg_verr(v, n, path, "expected a string, got %s", describe(n));
+    return config_verr(v, n, path, "expected a string, got %s", describe(n));
   *out = n->str;
   return 0;
 }
@@ -190,8 +194,9 @@ static int get_bool(vctx *v, const cfg_ynode *n, const char *path, int *out) {
     for (const char *const *s = no; *s; s++)
       if (strcmp(n->str, *s) == 0) return *out = 0, 0;
   }
-  if (n->type == CFG_Y_SCALAR) return cfg_verr(v, n, path, "expected true or false, got '%s'", n->str);
-  return cfg_verr(v, n, path, "expected true or false, got %s", describe(n));
+  if (n->type == CFG_Y_SCALAR)
+    return config_verr(v, n, path, "expected true or false, got '%s'", n->str);
+  return config_verr(v, n, path, "expected true or false, got %s", describe(n));
 }
 
 static int set_str(vctx *v, char **dst, const char *s) {
@@ -241,66 +246,70 @@ static int runner_name(const char *s, size_t max) {
 
 static int check_item(vctx *v, const cfg_ynode *it, const char *path, list_kind kind) {
   const char *s = it->str;
-  if (it->len == 0) return cfg_verr(v, it, path, "empty entry");
+  if (it->len == 0) return config_verr(v, it, path, "empty entry");
   if (kind == LIST_TOOLS) {
     if (strncmp(s, "group:", 6) == 0) {
-      if (!cfg_group_members(s))
-        return cfg_verr(v, it, path, "unknown group '%s' (known: %s)", s, cfg_group_names());
+      if (!config_group_members(s))
+        return config_verr(v, it, path, "unknown group '%s' (known: %s)", s, config_group_names());
       return 0;
     }
     if (it->len >= CFG_NAME_MAX || !valid_chars(s, "_.-*?[]!"))
-      return cfg_verr(v, it, path,
-                  "'%s' is not a tool name or pattern (letters, digits, '_', '.', '-' and the "
-                  "globs * ? [...]; or group:NAME)",
-                  s);
+      return config_verr(
+          v, it, path,
+          "'%s' is not a tool name or pattern (letters, digits, '_', '.', '-' and the "
+          "globs * ? [...]; or group:NAME)",
+          s);
     return 0;
   }
   if (kind == LIST_HOSTS) {
     sm_error perr = SM_ERROR_INIT;
-    if (sm_egress_pattern_check(s, &perr) != 0) return cfg_verr(v, it, path, "%s", perr.message);
+    if (sm_egress_pattern_check(s, &perr) != 0) return config_verr(v, it, path, "%s", perr.message);
     return 0;
   }
   if (kind == LIST_TEMPLATES) {
-    if (!cfg_valid_name(s))
-      return cfg_verr(v, it, path,
-                  "'%s' is not a template name (letters, digits, '.', '_' and '-', up to 63)", s);
+    if (!config_valid_name(s))
+      return config_verr(
+          v, it, path, "'%s' is not a template name (letters, digits, '.', '_' and '-', up to 63)",
+          s);
     return 0;
   }
   if (kind == LIST_SERVICES) {
     if (!runner_name(s, CFG_SERVICE_MAX))
-      return cfg_verr(v, it, path,
-                  "'%s' is not a service name (1 to %d letters, digits and _ . : @ + = -, not "
-                  "starting with - or .)",
-                  s, CFG_SERVICE_MAX);
+      return config_verr(
+          v, it, path,
+          "'%s' is not a service name (1 to %d letters, digits and _ . : @ + = -, not "
+          "starting with - or .)",
+          s, CFG_SERVICE_MAX);
     return 0;
   }
-  if (it->len >= SM_NAME_MAX) return cfg_verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
+  if (it->len >= SM_NAME_MAX)
+    return config_verr(v, it, path, "entry longer than %d bytes", SM_NAME_MAX - 1);
   if (kind == LIST_ENV_GLOBS && !valid_chars(s, "_*?[]!"))
-    return cfg_verr(v, it, path, "'%s' is not a variable name or pattern", s);
+    return config_verr(v, it, path, "'%s' is not a variable name or pattern", s);
   sm_error gerr = SM_ERROR_INIT;
   if (kind == LIST_PROTECT && sm_workspace_protect_check(s, &gerr) != 0)
-    return cfg_verr(v, it, path, "%s", gerr.message);
+    return config_verr(v, it, path, "%s", gerr.message);
   return 0;
 }
 
 /* A list of strings (nothing = unset, *set stays 0). */
 static int get_list(vctx *v, const cfg_ynode *n, const char *path, list_kind kind, int *set,
                     cfg_list *out) {
-  if (cfg_ynode_is_null(n)) return 0;
+  if (config_ynode_is_null(n)) return 0;
   if (n->type != CFG_Y_SEQ) {
     if (n->type == CFG_Y_SCALAR)
-      return cfg_verr(v, n, path, "expected a list, got a single value ('%s'); write [\"%s\"]",
-                  n->str, n->str);
-    return cfg_verr(v, n, path, "expected a list, got %s", describe(n));
+      return config_verr(v, n, path, "expected a list, got a single value ('%s'); write [\"%s\"]",
+                         n->str, n->str);
+    return config_verr(v, n, path, "expected a list, got %s", describe(n));
   }
-  if (n->n > SM_LIST_MAX) return cfg_verr(v, n, path, "more than %d entries", SM_LIST_MAX);
+  if (n->n > SM_LIST_MAX) return config_verr(v, n, path, "more than %d entries", SM_LIST_MAX);
   list_free(out);
   for (size_t i = 0; i < n->n; i++) {
     const cfg_ynode *it = n->kids[i];
     char ipath[544];
     snprintf(ipath, sizeof ipath, "%s[%zu]", path, i);
-    if (it->type != CFG_Y_SCALAR || cfg_ynode_is_null(it))
-      return cfg_verr(v, it, ipath, "expected a string, got %s", describe(it));
+    if (it->type != CFG_Y_SCALAR || config_ynode_is_null(it))
+      return config_verr(v, it, ipath, "expected a string, got %s", describe(it));
     int rc = check_item(v, it, ipath, kind);
     if (rc == 0) rc = list_push(v, out, it->str);
     if (rc) return rc;
@@ -315,66 +324,66 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
   sm_error perr = SM_ERROR_INIT;
   const char *s = NULL;
   int rc = 0;
-  if (cfg_ynode_is_null(n)) return 0;
+  if (config_ynode_is_null(n)) return 0;
   switch (info->kind) {
     case CK_MODE: {
       if ((rc = get_string(v, n, path, &s))) return rc;
       sm_mode mode;
       if (sm_mode_parse(s, &mode, NULL) == 0) out->i = (int)mode, out->set = 1;
       if (!out->set)
-        return cfg_verr(v, n, path, "'%s' is not one of none, per_tool, per_run, per_worker", s);
+        return config_verr(v, n, path, "'%s' is not one of none, per_tool, per_run, per_worker", s);
       return 0;
     }
     case CK_NETWORK:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (strcmp(s, "none") != 0 && strcmp(s, "bridge") != 0 && strcmp(s, "allowlist") != 0)
-        return cfg_verr(v, n, path, "'%s' is not one of none, bridge, allowlist", s);
+        return config_verr(v, n, path, "'%s' is not one of none, bridge, allowlist", s);
       break;
     case CK_IMAGE:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (n->len == 0 || n->len >= SM_NAME_MAX || !valid_chars(s, "_.-/:@"))
-        return cfg_verr(v, n, path, "'%s' is not an image reference (e.g. sandman/minimal:latest)",
-                    s);
+        return config_verr(v, n, path,
+                           "'%s' is not an image reference (e.g. sandman/minimal:latest)", s);
       {
         /* A pin must be a well-formed sha256 digest: caught here, with its
          * position, rather than at the first call. */
         sm_image_ref ref;
         sm_error ie = SM_ERROR_INIT;
-        if (sm_image_ref_parse(s, &ref, &ie) != 0) return cfg_verr(v, n, path, "%s", ie.message);
+        if (sm_image_ref_parse(s, &ref, &ie) != 0) return config_verr(v, n, path, "%s", ie.message);
       }
       break;
     case CK_RUNTIME:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (n->len >= 64 || !valid_chars(s, "_.-"))
-        return cfg_verr(v, n, path, "'%s' is not a runtime name (e.g. runc, runsc)", s);
+        return config_verr(v, n, path, "'%s' is not a runtime name (e.g. runc, runsc)", s);
       break;
     case CK_USER:
       if ((rc = get_string(v, n, path, &s))) return rc;
       if (n->len == 0 || n->len >= 64 || !valid_chars(s, "_.-:"))
-        return cfg_verr(v, n, path, "'%s' is not a user (a name, UID or UID:GID)", s);
+        return config_verr(v, n, path, "'%s' is not a user (a name, UID or UID:GID)", s);
       break;
     case CK_CPU:
       if (n->type != CFG_Y_SCALAR)
-        return cfg_verr(v, n, path, "expected a number of CPUs, got %s", describe(n));
+        return config_verr(v, n, path, "expected a number of CPUs, got %s", describe(n));
       if (sm_parse_double(n->str, 0, 1024, &out->d, &perr))
-        return cfg_verr(v, n, path, "%s", perr.message);
+        return config_verr(v, n, path, "%s", perr.message);
       out->set = 1;
       return 0;
     case CK_COUNT:
       if (n->type != CFG_Y_SCALAR)
-        return cfg_verr(v, n, path, "expected a whole number, got %s", describe(n));
+        return config_verr(v, n, path, "expected a whole number, got %s", describe(n));
       if (sm_parse_int(n->str, 1, 4194304, &out->i, &perr))
-        return cfg_verr(v, n, path, "%s", perr.message);
+        return config_verr(v, n, path, "%s", perr.message);
       out->set = 1;
       return 0;
     case CK_SIZE:
       if (n->type != CFG_Y_SCALAR)
-        return cfg_verr(v, n, path, "expected a size (e.g. 512k, 64m, 2g), got %s", describe(n));
-      if (sm_parse_size(n->str, &out->i, &perr)) return cfg_verr(v, n, path, "%s", perr.message);
+        return config_verr(v, n, path, "expected a size (e.g. 512k, 64m, 2g), got %s", describe(n));
+      if (sm_parse_size(n->str, &out->i, &perr)) return config_verr(v, n, path, "%s", perr.message);
       if (id == CS_MEMORY && out->i < (6 << 20))
-        return cfg_verr(v, n, path, "'%s' is below the engine's minimum of 6m", n->str);
+        return config_verr(v, n, path, "'%s' is below the engine's minimum of 6m", n->str);
       if ((id == CS_DISK || id == CS_TMPFS) && out->i == 0)
-        return cfg_verr(v, n, path, "must be more than 0");
+        return config_verr(v, n, path, "must be more than 0");
       out->set = 1;
       return 0;
     case CK_BOOL: {
@@ -386,9 +395,11 @@ static int parse_setting(vctx *v, const cfg_ynode *n, const char *path, cfg_sett
     }
     case CK_DURATION:
       if (n->type != CFG_Y_SCALAR)
-        return cfg_verr(v, n, path, "expected a duration (e.g. 90s, 10m, 2h), got %s", describe(n));
-      if (sm_parse_duration(n->str, &out->d, &perr)) return cfg_verr(v, n, path, "%s", perr.message);
-      if (id == CS_TIMEOUT && out->d <= 0) return cfg_verr(v, n, path, "must be more than 0s");
+        return config_verr(v, n, path, "expected a duration (e.g. 90s, 10m, 2h), got %s",
+                           describe(n));
+      if (sm_parse_duration(n->str, &out->d, &perr))
+        return config_verr(v, n, path, "%s", perr.message);
+      if (id == CS_TIMEOUT && out->d <= 0) return config_verr(v, n, path, "must be more than 0s");
       out->set = 1;
       return 0;
     case CK_GLOBS:
@@ -422,7 +433,7 @@ static void layer_free(cfg_layer *l) {
   memset(l, 0, sizeof *l);
 }
 
-const char *cfg_scope_name(cfg_scope s) {
+const char *config_scope_name(cfg_scope s) {
   switch (s) {
     case CFG_SCOPE_CALL: return "per_call";
     case CFG_SCOPE_SHARED: return "shared";
@@ -434,107 +445,107 @@ const char *cfg_scope_name(cfg_scope s) {
 
 static int parse_scope(vctx *v, const cfg_ynode *n, const char *path, cfg_scope *out) {
   const char *s = NULL;
-  if (cfg_ynode_is_null(n)) return 0;
+  if (config_ynode_is_null(n)) return 0;
   int rc = get_string(v, n, path, &s);
   if (rc) return rc;
   for (cfg_scope sc = CFG_SCOPE_CALL; sc <= CFG_SCOPE_USER_AGENT; sc++)
-    if (strcmp(s, cfg_scope_name(sc)) == 0) return *out = sc, 0;
-  return cfg_verr(v, n, path, "'%s' is not one of shared, user, user_agent, per_call", s);
+    if (strcmp(s, config_scope_name(sc)) == 0) return *out = sc, 0;
+  return config_verr(v, n, path, "'%s' is not one of shared, user, user_agent, per_call", s);
 }
 
 static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_agent,
                        cfg_layer *l) {
   int rc = check_map(v, map, path, is_agent ? agent_keys : defaults_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   char p[512], q[600];
   /* output_cap first so that stdout_cap / stderr_cap in the same entry win. */
-  const cfg_ynode *oc = cfg_map_get(map, "output_cap");
-  if (oc && !cfg_ynode_is_null(oc)) {
+  const cfg_ynode *oc = config_map_get(map, "output_cap");
+  if (oc && !config_ynode_is_null(oc)) {
     join(p, sizeof p, path, "output_cap");
     if ((rc = parse_setting(v, oc, p, CS_STDOUT_CAP, &l->v[CS_STDOUT_CAP]))) return rc;
     l->v[CS_STDERR_CAP] = l->v[CS_STDOUT_CAP];
   }
   for (int id = 0; id < CS_COUNT; id++) {
     if (id == CS_ENV_PASSTHROUGH || id == CS_PROTECT) continue;
-    const cfg_ynode *n = cfg_map_get(map, cfg_settings[id].name);
+    const cfg_ynode *n = config_map_get(map, cfg_settings[id].name);
     if (!n) continue;
     join(p, sizeof p, path, cfg_settings[id].name);
     if ((rc = parse_setting(v, n, p, (cfg_setting)id, &l->v[id]))) return rc;
   }
   const cfg_ynode *n;
-  if ((n = cfg_map_get(map, "env"))) {
+  if ((n = config_map_get(map, "env"))) {
     join(p, sizeof p, path, "env");
     if ((rc = check_map(v, n, p, env_keys))) return rc;
-    const cfg_ynode *pt = cfg_map_get(n, "passthrough");
+    const cfg_ynode *pt = config_map_get(n, "passthrough");
     snprintf(q, sizeof q, "%s.passthrough", p);
     if (pt && (rc = parse_setting(v, pt, q, CS_ENV_PASSTHROUGH, &l->v[CS_ENV_PASSTHROUGH])))
       return rc;
   }
-  if ((n = cfg_map_get(map, "workspace"))) {
+  if ((n = config_map_get(map, "workspace"))) {
     join(p, sizeof p, path, "workspace");
     if ((rc = check_map(v, n, p, workspace_keys))) return rc;
-    const cfg_ynode *pr = cfg_map_get(n, "protect"), *pa = cfg_map_get(n, "protect_add");
+    const cfg_ynode *pr = config_map_get(n, "protect"), *pa = config_map_get(n, "protect_add");
     snprintf(q, sizeof q, "%s.protect", p);
     if (pr && (rc = parse_setting(v, pr, q, CS_PROTECT, &l->v[CS_PROTECT]))) return rc;
     snprintf(q, sizeof q, "%s.protect_add", p);
     if (pa && (rc = get_list(v, pa, q, LIST_PROTECT, &l->protect_add.set, &l->protect_add.list)))
       return rc;
-    const cfg_ynode *ce = cfg_map_get(n, "copy_env_files");
+    const cfg_ynode *ce = config_map_get(n, "copy_env_files");
     snprintf(q, sizeof q, "%s.copy_env_files", p);
     if (ce && (rc = parse_setting(v, ce, q, CS_COPY_ENV_FILES, &l->v[CS_COPY_ENV_FILES])))
       return rc;
   }
-  if ((n = cfg_map_get(map, "tools"))) {
+  if ((n = config_map_get(map, "tools"))) {
     join(p, sizeof p, path, "tools");
     if ((rc = check_map(v, n, p, policy_keys))) return rc;
-    const cfg_ynode *a = cfg_map_get(n, "allow"), *d = cfg_map_get(n, "deny");
+    const cfg_ynode *a = config_map_get(n, "allow"), *d = config_map_get(n, "deny");
     snprintf(q, sizeof q, "%s.allow", p);
     if (a && (rc = get_list(v, a, q, LIST_TOOLS, &l->allow.set, &l->allow.list))) return rc;
     snprintf(q, sizeof q, "%s.deny", p);
     if (d && (rc = get_list(v, d, q, LIST_TOOLS, &l->deny.set, &l->deny.list))) return rc;
   }
-  if ((n = cfg_map_get(map, "egress"))) {
+  if ((n = config_map_get(map, "egress"))) {
     join(p, sizeof p, path, "egress");
     if ((rc = check_map(v, n, p, policy_keys))) return rc;
-    const cfg_ynode *a = cfg_map_get(n, "allow"), *d = cfg_map_get(n, "deny");
+    const cfg_ynode *a = config_map_get(n, "allow"), *d = config_map_get(n, "deny");
     snprintf(q, sizeof q, "%s.allow", p);
     if (a && (rc = get_list(v, a, q, LIST_HOSTS, &l->egress_allow.set, &l->egress_allow.list))) return rc;
     snprintf(q, sizeof q, "%s.deny", p);
     if (d && (rc = get_list(v, d, q, LIST_HOSTS, &l->egress_deny.set, &l->egress_deny.list))) return rc;
   }
-  if ((n = cfg_map_get(map, "sandbox_tools"))) {
+  if ((n = config_map_get(map, "sandbox_tools"))) {
     join(p, sizeof p, path, "sandbox_tools");
     if ((rc = check_map(v, n, p, sandbox_tools_keys))) return rc;
-    const cfg_ynode *a = cfg_map_get(n, "always"), *nv = cfg_map_get(n, "never");
+    const cfg_ynode *a = config_map_get(n, "always"), *nv = config_map_get(n, "never");
     snprintf(q, sizeof q, "%s.always", p);
     if (a && (rc = get_list(v, a, q, LIST_TOOLS, &l->always.set, &l->always.list))) return rc;
     snprintf(q, sizeof q, "%s.never", p);
     if (nv && (rc = get_list(v, nv, q, LIST_TOOLS, &l->never.set, &l->never.list))) return rc;
   }
-  if ((n = cfg_map_get(map, "worker_tools"))) {
+  if ((n = config_map_get(map, "worker_tools"))) {
     join(p, sizeof p, path, "worker_tools");
     if ((rc = get_list(v, n, p, LIST_TOOLS, &l->worker_tools.set, &l->worker_tools.list)))
       return rc;
   }
-  if ((n = cfg_map_get(map, "host_tools"))) {
+  if ((n = config_map_get(map, "host_tools"))) {
     join(p, sizeof p, path, "host_tools");
     if ((rc = get_list(v, n, p, LIST_TOOLS, &l->host_tools.set, &l->host_tools.list)))
       return rc;
   }
-  if ((n = cfg_map_get(map, "templates"))) {
+  if ((n = config_map_get(map, "templates"))) {
     join(p, sizeof p, path, "templates");
     if ((rc = get_list(v, n, p, LIST_TEMPLATES, &l->templates.set, &l->templates.list))) return rc;
   }
-  if ((n = cfg_map_get(map, "scope"))) {
+  if ((n = config_map_get(map, "scope"))) {
     join(p, sizeof p, path, "scope");
     if ((rc = parse_scope(v, n, p, &l->scope))) return rc;
   }
-  if (is_agent && (n = cfg_map_get(map, "workspace_root")) && !cfg_ynode_is_null(n)) {
+  if (is_agent && (n = config_map_get(map, "workspace_root")) && !config_ynode_is_null(n)) {
     const char *s = NULL;
     join(p, sizeof p, path, "workspace_root");
     if ((rc = get_string(v, n, p, &s))) return rc;
     if (s[0] != '/' || n->len >= SM_NAME_MAX)
-      return cfg_verr(v, n, p, "'%s' is not an absolute path", s);
+      return config_verr(v, n, p, "'%s' is not an absolute path", s);
     if ((rc = set_str(v, &l->workspace_root, s))) return rc;
   }
   return 0;
@@ -542,23 +553,24 @@ static int parse_layer(vctx *v, const cfg_ynode *map, const char *path, int is_a
 
 static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "project", project_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   const cfg_ynode *n;
   const char *s = NULL;
-  if ((n = cfg_map_get(map, "id")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "id")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "project.id", &s))) return rc;
     if (!sm_name_valid(s))
-      return cfg_verr(v, n, "project.id",
-                  "'%.64s' is not a project id (1 to %d letters, digits and _ . : @ + = -, not "
-                  "starting with - or .)",
-                  s, SM_NAME_LEN_MAX);
+      return config_verr(
+          v, n, "project.id",
+          "'%.64s' is not a project id (1 to %d letters, digits and _ . : @ + = -, not "
+          "starting with - or .)",
+          s, SM_NAME_LEN_MAX);
     if ((rc = set_str(v, &c->project_id, s))) return rc;
   }
-  if ((n = cfg_map_get(map, "environment")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "environment")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "project.environment", &s))) return rc;
     if (strcmp(s, "production") && strcmp(s, "staging") && strcmp(s, "development"))
-      return cfg_verr(v, n, "project.environment",
-                  "'%s' is not one of production, staging, development", s);
+      return config_verr(v, n, "project.environment",
+                         "'%s' is not one of production, staging, development", s);
     if ((rc = set_str(v, &c->project_env, s))) return rc;
   }
   return 0;
@@ -567,106 +579,108 @@ static int parse_project(vctx *v, const cfg_ynode *map, sm_config *c) {
 /* engine.swarm: how the swarm backend reaches nodes and places sandboxes. */
 static int parse_swarm(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "engine.swarm", swarm_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   const cfg_ynode *n;
   const char *s = NULL;
   sm_error perr = SM_ERROR_INIT;
-  if ((n = cfg_map_get(map, "node_certs")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "node_certs")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.swarm.node_certs", &s))) return rc;
-    if (n->len == 0) return cfg_verr(v, n, "engine.swarm.node_certs", "empty path");
+    if (n->len == 0) return config_verr(v, n, "engine.swarm.node_certs", "empty path");
     if ((rc = set_str(v, &c->swarm_node_certs, s))) return rc;
   }
-  if ((n = cfg_map_get(map, "node_port")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "node_port")) && !config_ynode_is_null(n)) {
     int64_t port = 0;
     if ((rc = get_string(v, n, "engine.swarm.node_port", &s))) return rc;
     if (sm_parse_int(s, 1, 65535, &port, &perr) != 0)
-      return cfg_verr(v, n, "engine.swarm.node_port", "%s", perr.message);
+      return config_verr(v, n, "engine.swarm.node_port", "%s", perr.message);
     c->swarm_node_port = (int)port;
   }
   int set = 0;
-  if ((rc = get_list(v, cfg_map_get(map, "constraints"), "engine.swarm.constraints", LIST_GLOBS,
+  if ((rc = get_list(v, config_map_get(map, "constraints"), "engine.swarm.constraints", LIST_GLOBS,
                      &set, &c->swarm_constraints)))
     return rc;
-  if ((n = cfg_map_get(map, "reserve_cpu")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "reserve_cpu")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.swarm.reserve_cpu", &s))) return rc;
     if (sm_parse_double(s, 0, 1024, &c->swarm_reserve_cpu, &perr) != 0)
-      return cfg_verr(v, n, "engine.swarm.reserve_cpu", "%s", perr.message);
+      return config_verr(v, n, "engine.swarm.reserve_cpu", "%s", perr.message);
   }
-  if ((n = cfg_map_get(map, "reserve_memory")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "reserve_memory")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.swarm.reserve_memory", &s))) return rc;
     if (sm_parse_size(s, &c->swarm_reserve_memory, &perr) != 0)
-      return cfg_verr(v, n, "engine.swarm.reserve_memory", "%s", perr.message);
+      return config_verr(v, n, "engine.swarm.reserve_memory", "%s", perr.message);
   }
   return 0;
 }
 
 static int parse_engine(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "engine", engine_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   const cfg_ynode *n;
   const char *s = NULL;
-  if ((n = cfg_map_get(map, "host")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "host")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.host", &s))) return rc;
     if (strncmp(s, "unix://", 7) && strncmp(s, "tcp://", 6) && strncmp(s, "http://", 7) &&
         strncmp(s, "https://", 8))
-      return cfg_verr(v, n, "engine.host",
-                  "'%s' is not an engine address (unix:///PATH or tcp://HOST:PORT)", s);
+      return config_verr(v, n, "engine.host",
+                         "'%s' is not an engine address (unix:///PATH or tcp://HOST:PORT)", s);
     if ((rc = set_str(v, &c->engine_host, s))) return rc;
   }
-  if ((n = cfg_map_get(map, "tls_verify")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "tls_verify")) && !config_ynode_is_null(n)) {
     int b = 0;
     if ((rc = get_bool(v, n, "engine.tls_verify", &b))) return rc;
     c->tls_verify = b;
   }
-  if ((n = cfg_map_get(map, "cert_path")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "cert_path")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.cert_path", &s))) return rc;
-    if (n->len == 0) return cfg_verr(v, n, "engine.cert_path", "empty path");
+    if (n->len == 0) return config_verr(v, n, "engine.cert_path", "empty path");
     if ((rc = set_str(v, &c->cert_path, s))) return rc;
   }
-  if ((n = cfg_map_get(map, "backend")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "backend")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "engine.backend", &s))) return rc;
     if (strcmp(s, "docker") != 0 && strcmp(s, "swarm") != 0)
-      return cfg_verr(v, n, "engine.backend", "'%s' is not a backend (docker or swarm)", s);
+      return config_verr(v, n, "engine.backend", "'%s' is not a backend (docker or swarm)", s);
     if ((rc = set_str(v, &c->backend, s))) return rc;
   }
-  return parse_swarm(v, cfg_map_get(map, "swarm"), c);
+  return parse_swarm(v, config_map_get(map, "swarm"), c);
 }
 
 /* audit: where the trail goes (docs/audit.md). Not a sandbox setting. */
 static int parse_audit(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "audit", audit_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   const cfg_ynode *n;
   const char *s = NULL;
   int b = 0;
-  if ((n = cfg_map_get(map, "enabled")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "enabled")) && !config_ynode_is_null(n)) {
     if ((rc = get_bool(v, n, "audit.enabled", &b))) return rc;
     c->audit_enabled = b;
   }
-  if ((n = cfg_map_get(map, "stderr")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "stderr")) && !config_ynode_is_null(n)) {
     if ((rc = get_bool(v, n, "audit.stderr", &b))) return rc;
     c->audit_stderr = b;
   }
-  if ((n = cfg_map_get(map, "file")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "file")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "audit.file", &s))) return rc;
     if (n->len > 0 && s[0] != '/')
-      return cfg_verr(v, n, "audit.file", "'%s' is not an absolute path (or \"\" for no file)", s);
+      return config_verr(v, n, "audit.file", "'%s' is not an absolute path (or \"\" for no file)",
+                         s);
     if ((rc = set_str(v, &c->audit_file, s))) return rc;
   }
-  if ((n = cfg_map_get(map, "max_size")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "max_size")) && !config_ynode_is_null(n)) {
     int64_t sz = 0;
     sm_error perr = SM_ERROR_INIT;
     if (n->type != CFG_Y_SCALAR || sm_parse_size(n->str, &sz, &perr) != 0 || sz < 4096)
-      return cfg_verr(v, n, "audit.max_size", "expected a size of at least 4k (e.g. 10m), got %s",
-                  n->type == CFG_Y_SCALAR ? n->str : describe(n));
+      return config_verr(v, n, "audit.max_size",
+                         "expected a size of at least 4k (e.g. 10m), got %s",
+                         n->type == CFG_Y_SCALAR ? n->str : describe(n));
     c->audit_max_bytes = sz;
   }
-  if ((n = cfg_map_get(map, "keep")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "keep")) && !config_ynode_is_null(n)) {
     int64_t k = 0;
     sm_error perr = SM_ERROR_INIT;
     if (n->type != CFG_Y_SCALAR || sm_parse_int(n->str, 0, SM_AUDIT_MAX_KEEP, &k, &perr) != 0)
-      return cfg_verr(v, n, "audit.keep", "expected a whole number from 0 to %d, got %s",
-                  SM_AUDIT_MAX_KEEP, n->type == CFG_Y_SCALAR ? n->str : describe(n));
+      return config_verr(v, n, "audit.keep", "expected a whole number from 0 to %d, got %s",
+                         SM_AUDIT_MAX_KEEP, n->type == CFG_Y_SCALAR ? n->str : describe(n));
     c->audit_keep = (int)k;
   }
   return 0;
@@ -676,8 +690,9 @@ static int whole_number(vctx *v, const cfg_ynode *n, const char *path, int64_t m
   int64_t i = 0;
   sm_error perr = SM_ERROR_INIT;
   if (n->type != CFG_Y_SCALAR || sm_parse_int(n->str, min, max, &i, &perr) != 0)
-    return cfg_verr(v, n, path, "expected a whole number from %lld to %lld, got %s", (long long)min, (long long)max,
-                n->type == CFG_Y_SCALAR ? n->str : describe(n));
+    return config_verr(v, n, path, "expected a whole number from %lld to %lld, got %s",
+                       (long long)min, (long long)max,
+                       n->type == CFG_Y_SCALAR ? n->str : describe(n));
   *out = (int)i;
   return 0;
 }
@@ -686,8 +701,8 @@ static int seconds(vctx *v, const cfg_ynode *n, const char *path, int max, int *
   double d = 0;
   sm_error perr = SM_ERROR_INIT;
   if (n->type != CFG_Y_SCALAR || sm_parse_duration(n->str, &d, &perr) != 0 || d < 1 || d > max)
-    return cfg_verr(v, n, path, "expected a duration from 1s to %ds (e.g. 30s, 5m), got %s", max,
-                n->type == CFG_Y_SCALAR ? n->str : describe(n));
+    return config_verr(v, n, path, "expected a duration from 1s to %ds (e.g. 30s, 5m), got %s", max,
+                       n->type == CFG_Y_SCALAR ? n->str : describe(n));
   *out = (int)d;
   return 0;
 }
@@ -695,42 +710,45 @@ static int seconds(vctx *v, const cfg_ynode *n, const char *path, int max, int *
 /* egress_proxy: the instance's egress proxy (docs/network.md). */
 static int parse_egress_proxy(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "egress_proxy", egress_proxy_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   const cfg_ynode *n;
   const char *s = NULL;
-  if ((n = cfg_map_get(map, "network")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "network")) && !config_ynode_is_null(n)) {
     if ((rc = get_string(v, n, "egress_proxy.network", &s))) return rc;
     if (n->len == 0 || n->len > 128 || !valid_chars(s, "_.-"))
-      return cfg_verr(v, n, "egress_proxy.network", "'%s' is not a network name", s);
+      return config_verr(v, n, "egress_proxy.network", "'%s' is not a network name", s);
     if ((rc = set_str(v, &c->egress_network, s))) return rc;
   }
-  if ((n = cfg_map_get(map, "hosts")) && !cfg_ynode_is_null(n)) {
+  if ((n = config_map_get(map, "hosts")) && !config_ynode_is_null(n)) {
     if ((rc = check_map(v, n, "egress_proxy.hosts", NULL))) return rc;
-    for (size_t i = 0; i < cfg_map_size(n); i++) {
-      const cfg_ynode *k = cfg_map_key(n, i), *val = cfg_map_value(n, i);
+    for (size_t i = 0; i < config_map_size(n); i++) {
+      const cfg_ynode *k = config_map_key(n, i), *val = config_map_value(n, i);
       char p[600], entry[600];
       snprintf(p, sizeof p, "egress_proxy.hosts.%s", k->str);
       sm_error perr = SM_ERROR_INIT;
       if (k->str[0] == '*' || sm_egress_pattern_check(k->str, &perr) != 0 || strchr(k->str, ':') ||
           strchr(k->str, '/'))
-        return cfg_verr(v, k, p, "'%s' is not a host name", k->str);
-      if (val->type != CFG_Y_SCALAR || cfg_ynode_is_null(val) || sm_egress_address_check(val->str) != 0)
-        return cfg_verr(v, val ? val : k, p, "expected an IP address, got %s",
-                    val && val->type == CFG_Y_SCALAR ? val->str : describe(val));
+        return config_verr(v, k, p, "'%s' is not a host name", k->str);
+      if (val->type != CFG_Y_SCALAR || config_ynode_is_null(val) ||
+          sm_egress_address_check(val->str) != 0)
+        return config_verr(v, val ? val : k, p, "expected an IP address, got %s",
+                           val && val->type == CFG_Y_SCALAR ? val->str : describe(val));
       snprintf(entry, sizeof entry, "%s=%s", k->str, val->str);
       if ((rc = list_push(v, &c->egress_hosts, entry))) return rc;
     }
   }
-  if ((n = cfg_map_get(map, "max_connections")) && !cfg_ynode_is_null(n) &&
-      (rc = whole_number(v, n, "egress_proxy.max_connections", 1, 100000, &c->egress_max_connections)))
+  if ((n = config_map_get(map, "max_connections")) && !config_ynode_is_null(n) &&
+      (rc = whole_number(v, n, "egress_proxy.max_connections", 1, 100000,
+                         &c->egress_max_connections)))
     return rc;
-  if ((n = cfg_map_get(map, "max_per_sandbox")) && !cfg_ynode_is_null(n) &&
-      (rc = whole_number(v, n, "egress_proxy.max_per_sandbox", 1, 100000, &c->egress_max_per_sandbox)))
+  if ((n = config_map_get(map, "max_per_sandbox")) && !config_ynode_is_null(n) &&
+      (rc = whole_number(v, n, "egress_proxy.max_per_sandbox", 1, 100000,
+                         &c->egress_max_per_sandbox)))
     return rc;
-  if ((n = cfg_map_get(map, "idle_timeout")) && !cfg_ynode_is_null(n) &&
+  if ((n = config_map_get(map, "idle_timeout")) && !config_ynode_is_null(n) &&
       (rc = seconds(v, n, "egress_proxy.idle_timeout", 86400, &c->egress_idle_timeout)))
     return rc;
-  if ((n = cfg_map_get(map, "connect_timeout")) && !cfg_ynode_is_null(n) &&
+  if ((n = config_map_get(map, "connect_timeout")) && !config_ynode_is_null(n) &&
       (rc = seconds(v, n, "egress_proxy.connect_timeout", 600, &c->egress_connect_timeout)))
     return rc;
   return 0;
@@ -738,70 +756,72 @@ static int parse_egress_proxy(vctx *v, const cfg_ynode *map, sm_config *c) {
 
 static int parse_agents(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "agents", NULL);
-  if (rc || cfg_ynode_is_null(map)) return rc;
-  size_t n = cfg_map_size(map);
-  if (n > CFG_MAX_AGENTS) return cfg_verr(v, map, "agents", "more than %d agents", CFG_MAX_AGENTS);
+  if (rc || config_ynode_is_null(map)) return rc;
+  size_t n = config_map_size(map);
+  if (n > CFG_MAX_AGENTS)
+    return config_verr(v, map, "agents", "more than %d agents", CFG_MAX_AGENTS);
   c->agents = calloc(n ? n : 1, sizeof *c->agents);
   if (!c->agents) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
   for (size_t i = 0; i < n; i++) {
-    const cfg_ynode *k = cfg_map_key(map, i);
+    const cfg_ynode *k = config_map_key(map, i);
     char p[512];
     join(p, sizeof p, "agents", k->str);
-    if (!cfg_valid_name(k->str))
-      return cfg_verr(v, k, p,
-                  "agent names may only hold letters, digits, '.', '_' and '-' (up to 63, "
-                  "starting with a letter or digit)");
+    if (!config_valid_name(k->str))
+      return config_verr(v, k, p,
+                         "agent names may only hold letters, digits, '.', '_' and '-' (up to 63, "
+                         "starting with a letter or digit)");
     cfg_agent *a = &c->agents[c->n_agents++];
     if ((rc = set_str(v, &a->name, k->str))) return rc;
-    if ((rc = parse_layer(v, cfg_map_value(map, i), p, 1, &a->layer))) return rc;
+    if ((rc = parse_layer(v, config_map_value(map, i), p, 1, &a->layer))) return rc;
   }
   return 0;
 }
 
 static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "tools", NULL);
-  if (rc || cfg_ynode_is_null(map)) return rc;
-  size_t n = cfg_map_size(map);
-  if (n > CFG_MAX_TOOLS) return cfg_verr(v, map, "tools", "more than %d tools", CFG_MAX_TOOLS);
+  if (rc || config_ynode_is_null(map)) return rc;
+  size_t n = config_map_size(map);
+  if (n > CFG_MAX_TOOLS) return config_verr(v, map, "tools", "more than %d tools", CFG_MAX_TOOLS);
   c->tools = calloc(n ? n : 1, sizeof *c->tools);
   if (!c->tools) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
   for (size_t i = 0; i < n; i++) {
-    const cfg_ynode *k = cfg_map_key(map, i), *body = cfg_map_value(map, i);
+    const cfg_ynode *k = config_map_key(map, i), *body = config_map_value(map, i);
     char p[512], q[600];
     join(p, sizeof p, "tools", k->str);
     if (strcmp(k->str, "allow") == 0 || strcmp(k->str, "deny") == 0)
-      return cfg_verr(v, k, p, "tool policy lives under defaults (did you mean 'defaults.tools.%s'?)",
-                  k->str);
-    if (!cfg_valid_name(k->str))
-      return cfg_verr(v, k, p, "tool names may only hold letters, digits, '.', '_' and '-'");
+      return config_verr(v, k, p,
+                         "tool policy lives under defaults (did you mean 'defaults.tools.%s'?)",
+                         k->str);
+    if (!config_valid_name(k->str))
+      return config_verr(v, k, p, "tool names may only hold letters, digits, '.', '_' and '-'");
     if ((rc = check_map(v, body, p, tool_keys))) return rc;
     cfg_tool *t = &c->tools[c->n_tools++];
     if ((rc = set_str(v, &t->name, k->str))) return rc;
-    const cfg_ynode *argv = cfg_map_get(body, "argv");
+    const cfg_ynode *argv = config_map_get(body, "argv");
     snprintf(q, sizeof q, "%s.argv", p);
-    if (cfg_ynode_is_null(argv))
-      return cfg_verr(v, cfg_ynode_is_null(body) ? k : body, q,
-                  "missing (a list such as [\"sh\", \"-c\", \"{command}\"])");
+    if (config_ynode_is_null(argv))
+      return config_verr(v, config_ynode_is_null(body) ? k : body, q,
+                         "missing (a list such as [\"sh\", \"-c\", \"{command}\"])");
     if (argv->type != CFG_Y_SEQ)
-      return cfg_verr(v, argv, q, "expected a list of arguments, got %s", describe(argv));
-    if (argv->n == 0) return cfg_verr(v, argv, q, "empty list");
+      return config_verr(v, argv, q, "expected a list of arguments, got %s", describe(argv));
+    if (argv->n == 0) return config_verr(v, argv, q, "empty list");
     if (argv->n >= SM_CONFIG_MAX_ARGV)
-      return cfg_verr(v, argv, q, "more than %d arguments", SM_CONFIG_MAX_ARGV - 1);
+      return config_verr(v, argv, q, "more than %d arguments", SM_CONFIG_MAX_ARGV - 1);
     t->argv = calloc(argv->n + 1, sizeof *t->argv);
     if (!t->argv) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
     for (size_t j = 0; j < argv->n; j++) {
       const cfg_ynode *it = argv->kids[j];
       char ip[640];
       snprintf(ip, sizeof ip, "%s[%zu]", q, j);
-      if (it->type != CFG_Y_SCALAR || cfg_ynode_is_null(it))
-        return cfg_verr(v, it, ip, "expected a string, got %s", describe(it));
-      if (j == 0 && it->len == 0) return cfg_verr(v, it, ip, "the command is empty");
+      if (it->type != CFG_Y_SCALAR || config_ynode_is_null(it))
+        return config_verr(v, it, ip, "expected a string, got %s", describe(it));
+      if (j == 0 && it->len == 0) return config_verr(v, it, ip, "the command is empty");
       if (!(t->argv[j] = strdup(it->str)))
         return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
       t->argc++;
     }
-    const cfg_ynode *d = cfg_map_get(body, "description");
-    if (d && !cfg_ynode_is_null(d)) {
+    const cfg_ynode *d = config_map_get(body, "description");
+    if (d && !config_ynode_is_null(d)) {
       const char *s = NULL;
       snprintf(q, sizeof q, "%s.description", p);
       if ((rc = get_string(v, d, q, &s)) || (rc = set_str(v, &t->description, s))) return rc;
@@ -814,28 +834,30 @@ static int parse_tools(vctx *v, const cfg_ynode *map, sm_config *c) {
  * docs/configuration.md#workers). */
 static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "workers", NULL);
-  if (rc || cfg_ynode_is_null(map)) return rc;
-  size_t n = cfg_map_size(map);
-  if (n > CFG_MAX_WORKERS) return cfg_verr(v, map, "workers", "more than %d workers", CFG_MAX_WORKERS);
+  if (rc || config_ynode_is_null(map)) return rc;
+  size_t n = config_map_size(map);
+  if (n > CFG_MAX_WORKERS)
+    return config_verr(v, map, "workers", "more than %d workers", CFG_MAX_WORKERS);
   c->workers = calloc(n ? n : 1, sizeof *c->workers);
   if (!c->workers) return sm_error_set(v->err, SM_ENOMEM, "out of memory reading %s", v->file);
   for (size_t i = 0; i < n; i++) {
-    const cfg_ynode *k = cfg_map_key(map, i), *body = cfg_map_value(map, i);
+    const cfg_ynode *k = config_map_key(map, i), *body = config_map_value(map, i);
     char p[512], q[600];
     join(p, sizeof p, "workers", k->str);
     if (strcmp(k->str, "*") != 0 && !runner_name(k->str, CFG_WORKER_KEY_MAX))
-      return cfg_verr(v, k, p,
-                  "a worker key is 1 to %d letters, digits and _ . : @ + = - (not starting with "
-                  "- or .), or \"*\" for every worker",
-                  CFG_WORKER_KEY_MAX);
+      return config_verr(
+          v, k, p,
+          "a worker key is 1 to %d letters, digits and _ . : @ + = - (not starting with "
+          "- or .), or \"*\" for every worker",
+          CFG_WORKER_KEY_MAX);
     if ((rc = check_map(v, body, p, worker_keys))) return rc;
     cfg_worker *w = &c->workers[c->n_workers++];
     if ((rc = set_str(v, &w->key, k->str))) return rc;
-    const cfg_ynode *svc = cfg_ynode_is_null(body) ? NULL : cfg_map_get(body, "services");
+    const cfg_ynode *svc = config_ynode_is_null(body) ? NULL : config_map_get(body, "services");
     int set = 0;
     snprintf(q, sizeof q, "%s.services", p);
     if (svc && (rc = get_list(v, svc, q, LIST_SERVICES, &set, &w->services))) return rc;
-    const cfg_ynode *tpl = cfg_ynode_is_null(body) ? NULL : cfg_map_get(body, "templates");
+    const cfg_ynode *tpl = config_ynode_is_null(body) ? NULL : config_map_get(body, "templates");
     snprintf(q, sizeof q, "%s.templates", p);
     if (tpl && (rc = get_list(v, tpl, q, LIST_TEMPLATES, &w->templates.set, &w->templates.list)))
       return rc;
@@ -847,16 +869,16 @@ static int parse_workers(vctx *v, const cfg_ynode *map, sm_config *c) {
  * configuration (0 turns the warm pool off). Not a sandbox setting: it is
  * the runner's, so it is kept apart from the layers. */
 static int parse_pool_size(vctx *v, const cfg_ynode *defaults, sm_config *c) {
-  const cfg_ynode *n = defaults && defaults->type == CFG_Y_MAP ? cfg_map_get(defaults, "pool_size")
-                                                              : NULL;
-  if (n == NULL || cfg_ynode_is_null(n)) return 0;
+  const cfg_ynode *n =
+      defaults && defaults->type == CFG_Y_MAP ? config_map_get(defaults, "pool_size") : NULL;
+  if (n == NULL || config_ynode_is_null(n)) return 0;
   if (n->type != CFG_Y_SCALAR)
-    return cfg_verr(v, n, "defaults.pool_size", "expected a whole number from 0 to %d, got %s",
-                SM_POOL_MAX_SIZE, describe(n));
+    return config_verr(v, n, "defaults.pool_size", "expected a whole number from 0 to %d, got %s",
+                       SM_POOL_MAX_SIZE, describe(n));
   int64_t i = 0;
   sm_error perr = SM_ERROR_INIT;
   if (sm_parse_int(n->str, 0, SM_POOL_MAX_SIZE, &i, &perr))
-    return cfg_verr(v, n, "defaults.pool_size", "%s", perr.message);
+    return config_verr(v, n, "defaults.pool_size", "%s", perr.message);
   c->pool_size = (int)i;
   return 0;
 }
@@ -889,24 +911,24 @@ static int parse_template(vctx *v, const cfg_ynode *key, const cfg_ynode *body,
                           cfg_template *t) {
   char p[512], q[600];
   snprintf(p, sizeof p, "templates.%s", key->str);
-  if (!cfg_valid_name(key->str))
-    return cfg_verr(v, key, p,
-                    "template names may only hold letters, digits, '.', '_' and '-' (up to 63, "
-                    "starting with a letter or digit)");
+  if (!config_valid_name(key->str))
+    return config_verr(v, key, p,
+                       "template names may only hold letters, digits, '.', '_' and '-' (up to 63, "
+                       "starting with a letter or digit)");
   int rc = check_map(v, body, p, template_keys);
   if (rc) return rc;
   if (!(t->name = strdup(key->str))) return sm_error_set(v->err, SM_ENOMEM, NULL);
-  if (cfg_ynode_is_null(body)) return 0;
+  if (config_ynode_is_null(body)) return 0;
   for (size_t i = 0; i < sizeof template_settings / sizeof template_settings[0]; i++) {
     cfg_setting id = template_settings[i];
-    const cfg_ynode *n = cfg_map_get(body, cfg_settings[id].name);
+    const cfg_ynode *n = config_map_get(body, cfg_settings[id].name);
     snprintf(q, sizeof q, "%s.%s", p, cfg_settings[id].name);
     if (n && (rc = parse_setting(v, n, q, id, &t->v[id]))) return rc;
   }
-  const cfg_ynode *d = cfg_map_get(body, "description");
-  if (d && !cfg_ynode_is_null(d)) {
+  const cfg_ynode *d = config_map_get(body, "description");
+  if (d && !config_ynode_is_null(d)) {
     snprintf(q, sizeof q, "%s.description", p);
-    if (d->type != CFG_Y_SCALAR) return cfg_verr(v, d, q, "expected a string");
+    if (d->type != CFG_Y_SCALAR) return config_verr(v, d, q, "expected a string");
     if (!(t->description = strdup(d->str))) return sm_error_set(v->err, SM_ENOMEM, NULL);
   }
   return 0;
@@ -914,14 +936,15 @@ static int parse_template(vctx *v, const cfg_ynode *key, const cfg_ynode *body,
 
 static int parse_templates(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "templates", NULL);
-  if (rc || cfg_ynode_is_null(map)) return rc;
-  size_t n = cfg_map_size(map);
+  if (rc || config_ynode_is_null(map)) return rc;
+  size_t n = config_map_size(map);
   if (n > CFG_MAX_TEMPLATES)
-    return cfg_verr(v, map, "templates", "more than %d templates", CFG_MAX_TEMPLATES);
+    return config_verr(v, map, "templates", "more than %d templates", CFG_MAX_TEMPLATES);
   c->templates = calloc(n ? n : 1, sizeof *c->templates);
   if (!c->templates) return sm_error_set(v->err, SM_ENOMEM, NULL);
   for (size_t i = 0; i < n; i++) {
-    rc = parse_template(v, cfg_map_key(map, i), cfg_map_value(map, i), &c->templates[c->n_templates++]);
+    rc = parse_template(v, config_map_key(map, i), config_map_value(map, i),
+                        &c->templates[c->n_templates++]);
     if (rc) return rc;
   }
   return 0;
@@ -930,7 +953,7 @@ static int parse_templates(vctx *v, const cfg_ynode *map, sm_config *c) {
 /* One limits key: the same kind as the setting it bounds. */
 static int parse_limit(vctx *v, const cfg_ynode *map, const char *key, cfg_setting id,
                        cfg_value *out) {
-  const cfg_ynode *n = cfg_map_get(map, key);
+  const cfg_ynode *n = config_map_get(map, key);
   char p[64];
   snprintf(p, sizeof p, "limits.%s", key);
   return n ? parse_setting(v, n, p, id, out) : 0;
@@ -938,7 +961,7 @@ static int parse_limit(vctx *v, const cfg_ynode *map, const char *key, cfg_setti
 
 static int parse_limits(vctx *v, const cfg_ynode *map, sm_config *c) {
   int rc = check_map(v, map, "limits", limits_keys);
-  if (rc || cfg_ynode_is_null(map)) return rc;
+  if (rc || config_ynode_is_null(map)) return rc;
   cfg_value val[6];
   memset(val, 0, sizeof val);
   if ((rc = parse_limit(v, map, "cpu_max", CS_CPU, &val[0])) == 0 &&
@@ -960,7 +983,7 @@ static int parse_limits(vctx *v, const cfg_ynode *map, sm_config *c) {
  * is a template of the file. */
 static int check_names(vctx *v, const sm_config *c, const cfg_ynode *entry, const char *path) {
   const cfg_ynode *list =
-      entry && entry->type == CFG_Y_MAP ? cfg_map_get(entry, "templates") : NULL;
+      entry && entry->type == CFG_Y_MAP ? config_map_get(entry, "templates") : NULL;
   if (list == NULL || list->type != CFG_Y_SEQ) return 0;
   for (size_t i = 0; i < list->n; i++) {
     const char *name = list->kids[i]->str;
@@ -971,31 +994,31 @@ static int check_names(vctx *v, const sm_config *c, const cfg_ynode *entry, cons
     for (size_t t = 0; t < c->n_templates; t++)
       if (sm_edit_distance(name, c->templates[t].name) <= 2) near = c->templates[t].name;
     if (near)
-      return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (did you mean '%s'?)",
-                      name, near);
-    return cfg_verr(v, list->kids[i], p, "'%s' is not a template of this file (templates.%s)", name,
-                    name);
+      return config_verr(v, list->kids[i], p,
+                         "'%s' is not a template of this file (did you mean '%s'?)", name, near);
+    return config_verr(v, list->kids[i], p, "'%s' is not a template of this file (templates.%s)",
+                       name, name);
   }
   return 0;
 }
 
 static int check_lists(vctx *v, const cfg_ynode *root, const sm_config *c) {
-  int rc = check_names(v, c, cfg_map_get(root, "defaults"), "defaults");
+  int rc = check_names(v, c, config_map_get(root, "defaults"), "defaults");
   const char *sections[] = {"agents", "workers"};
   for (size_t s = 0; rc == 0 && s < 2; s++) {
-    const cfg_ynode *map = cfg_map_get(root, sections[s]);
-    for (size_t i = 0; rc == 0 && map && map->type == CFG_Y_MAP && i < cfg_map_size(map); i++) {
+    const cfg_ynode *map = config_map_get(root, sections[s]);
+    for (size_t i = 0; rc == 0 && map && map->type == CFG_Y_MAP && i < config_map_size(map); i++) {
       char p[512];
-      snprintf(p, sizeof p, "%s.%s", sections[s], cfg_map_key(map, i)->str);
-      rc = check_names(v, c, cfg_map_value(map, i), p);
+      snprintf(p, sizeof p, "%s.%s", sections[s], config_map_key(map, i)->str);
+      rc = check_names(v, c, config_map_value(map, i), p);
     }
   }
   return rc;
 }
 
 static int parse_templates_limits(vctx *v, const cfg_ynode *root, sm_config *c) {
-  int rc = parse_templates(v, cfg_map_get(root, "templates"), c);
-  if (rc == 0) rc = parse_limits(v, cfg_map_get(root, "limits"), c);
+  int rc = parse_templates(v, config_map_get(root, "templates"), c);
+  if (rc == 0) rc = parse_limits(v, config_map_get(root, "limits"), c);
   if (rc == 0) rc = check_lists(v, root, c);
   return rc;
 }
@@ -1012,33 +1035,35 @@ static void templates_free(sm_config *c) {
 }
 
 static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
-  if (cfg_ynode_is_null(root)) return 0;
+  if (config_ynode_is_null(root)) return 0;
   if (root->type != CFG_Y_MAP)
-    return cfg_verr(v, root, "",
-                "expected a mapping of keys (version, project, engine, defaults, agents, "
-                "tools, workers, audit, egress_proxy), got %s",
-                describe(root));
+    return config_verr(v, root, "",
+                       "expected a mapping of keys (version, project, engine, defaults, agents, "
+                       "tools, workers, audit, egress_proxy), got %s",
+                       describe(root));
   int rc = check_map(v, root, "", top_keys);
   if (rc) return rc;
-  const cfg_ynode *n = cfg_map_get(root, "version");
-  if (n && !cfg_ynode_is_null(n)) {
+  const cfg_ynode *n = config_map_get(root, "version");
+  if (n && !config_ynode_is_null(n)) {
     if (n->type != CFG_Y_SCALAR || strcmp(n->str, "1") != 0)
-      return cfg_verr(v, n, "version", "unsupported version %s%s%s (this sandman reads version 1)",
-                  n->type == CFG_Y_SCALAR ? "'" : "", n->type == CFG_Y_SCALAR ? n->str : describe(n),
-                  n->type == CFG_Y_SCALAR ? "'" : "");
+      return config_verr(v, n, "version",
+                         "unsupported version %s%s%s (this sandman reads version 1)",
+                         n->type == CFG_Y_SCALAR ? "'" : "",
+                         n->type == CFG_Y_SCALAR ? n->str : describe(n),
+                         n->type == CFG_Y_SCALAR ? "'" : "");
   }
-  if ((rc = parse_project(v, cfg_map_get(root, "project"), c))) return rc;
-  if ((rc = parse_engine(v, cfg_map_get(root, "engine"), c))) return rc;
-  if ((rc = parse_audit(v, cfg_map_get(root, "audit"), c))) return rc;
-  if ((rc = parse_egress_proxy(v, cfg_map_get(root, "egress_proxy"), c))) return rc;
-  if ((rc = parse_layer(v, cfg_map_get(root, "defaults"), "defaults", 0, &c->defaults)))
+  if ((rc = parse_project(v, config_map_get(root, "project"), c))) return rc;
+  if ((rc = parse_engine(v, config_map_get(root, "engine"), c))) return rc;
+  if ((rc = parse_audit(v, config_map_get(root, "audit"), c))) return rc;
+  if ((rc = parse_egress_proxy(v, config_map_get(root, "egress_proxy"), c))) return rc;
+  if ((rc = parse_layer(v, config_map_get(root, "defaults"), "defaults", 0, &c->defaults)))
     return rc;
-  if ((rc = parse_pool_size(v, cfg_map_get(root, "defaults"), c))) return rc;
-  if ((rc = parse_agents(v, cfg_map_get(root, "agents"), c))) return rc;
-  if ((rc = parse_workers(v, cfg_map_get(root, "workers"), c))) return rc;
-  if ((rc = cfg_broker_parse(v, root, c))) return rc;
+  if ((rc = parse_pool_size(v, config_map_get(root, "defaults"), c))) return rc;
+  if ((rc = parse_agents(v, config_map_get(root, "agents"), c))) return rc;
+  if ((rc = parse_workers(v, config_map_get(root, "workers"), c))) return rc;
+  if ((rc = config_broker_parse(v, root, c))) return rc;
   if ((rc = parse_templates_limits(v, root, c))) return rc;
-  return parse_tools(v, cfg_map_get(root, "tools"), c);
+  return parse_tools(v, config_map_get(root, "tools"), c);
 }
 
 static sm_config *config_new(void) {
@@ -1096,16 +1121,16 @@ int sm_config_load_string(sm_config **out, const char *name, const char *text, s
   *out = NULL;
   if (name == NULL) name = "(string)";
   cfg_ynode *root = NULL;
-  int rc = cfg_yaml_parse(&root, name, text ? text : "", text ? len : 0, err);
+  int rc = config_yaml_parse(&root, name, text ? text : "", text ? len : 0, err);
   if (rc) return rc;
   sm_config *c = config_new();
   if (!c) {
-    cfg_ynode_free(root);
+    config_ynode_free(root);
     return sm_error_set(err, SM_ENOMEM, "out of memory reading %s", name);
   }
   vctx v = {name, err};
   rc = parse_root(&v, root, c);
-  cfg_ynode_free(root);
+  config_ynode_free(root);
   if (rc == 0 && !(c->path = strdup(name)))
     rc = sm_error_set(err, SM_ENOMEM, "out of memory reading %s", name);
   if (rc) {
@@ -1217,18 +1242,18 @@ const char *sm_config_engine_cert_path(const sm_config *cfg) {
   return cfg ? cfg->cert_path : NULL;
 }
 
-const cfg_agent *cfg_find_agent(const sm_config *cfg, const char *name) {
+const cfg_agent *config_find_agent(const sm_config *cfg, const char *name) {
   for (size_t i = 0; cfg && name && i < cfg->n_agents; i++)
     if (strcmp(cfg->agents[i].name, name) == 0) return &cfg->agents[i];
   return NULL;
 }
 
 int sm_config_has_agent(const sm_config *cfg, const char *agent) {
-  return cfg_find_agent(cfg, agent) != NULL;
+  return config_find_agent(cfg, agent) != NULL;
 }
 
 const char *sm_config_agent_nearest(const sm_config *cfg, const char *agent) {
-  if (cfg == NULL || agent == NULL || cfg_find_agent(cfg, agent)) return NULL;
+  if (cfg == NULL || agent == NULL || config_find_agent(cfg, agent)) return NULL;
   const char *best = NULL;
   size_t best_d = (size_t)-1;
   for (size_t i = 0; i < cfg->n_agents; i++) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <sandman/util.h>
+#include <sandman/name.h>
 
 #include "common/unconst.h"
 #include "config/config_internal.h"
@@ -328,12 +329,12 @@ static int policy_level(const cfg_layer *l, const char *where, const char *tool,
                         sm_resolved *out, const char **allowed_by, const char **allowed_where) {
   if (!l) return 1;
   const char *m;
-  if (l->deny.set && (m = cfg_list_match(&l->deny.list, tool))) {
+  if (l->deny.set && (m = config_list_match(&l->deny.list, tool))) {
     rule(out->allow_rule, sizeof out->allow_rule, "%s.tools.deny: %s matches %s", where, m, tool);
     return 0;
   }
   if (l->allow.set && l->allow.list.n > 0) {
-    if (!(m = cfg_list_match(&l->allow.list, tool))) {
+    if (!(m = config_list_match(&l->allow.list, tool))) {
       rule(out->allow_rule, sizeof out->allow_rule, "%s.tools.allow does not include %s", where,
            tool);
       return 0;
@@ -411,13 +412,13 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
   sm_mode mode = out->settings.mode;
   int sandboxed = 0, always = 0;
   sm_setting_source decided = msrc;
-  if ((m = cfg_list_match(host_list, tool))) {
+  if ((m = config_list_match(host_list, tool))) {
     rule(out->sandbox_rule, sizeof out->sandbox_rule,
          "%s: %s matches %s (credential-backed: runs on the host)", hw, m, tool);
     decided = hsrc;
-  } else if ((A && (m = cfg_list_match(&A->always.list, tool))) ||
-             (D && (m = cfg_list_match(&D->always.list, tool)))) {
-    int from_agent = A && cfg_list_match(&A->always.list, tool) != NULL;
+  } else if ((A && (m = config_list_match(&A->always.list, tool))) ||
+             (D && (m = config_list_match(&D->always.list, tool)))) {
+    int from_agent = A && config_list_match(&A->always.list, tool) != NULL;
     sandboxed = always = 1;
     decided = from_agent ? SM_SOURCE_AGENT : SM_SOURCE_DEFAULTS;
     rule(out->sandbox_rule, sizeof out->sandbox_rule, "%s.sandbox_tools.always: %s matches %s%s",
@@ -427,9 +428,9 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
       out->settings.mode = SM_MODE_PER_TOOL;
       set_source(out, "mode", decided);
     }
-  } else if ((A && (m = cfg_list_match(&A->never.list, tool))) ||
-             (D && (m = cfg_list_match(&D->never.list, tool)))) {
-    int from_agent = A && cfg_list_match(&A->never.list, tool) != NULL;
+  } else if ((A && (m = config_list_match(&A->never.list, tool))) ||
+             (D && (m = config_list_match(&D->never.list, tool)))) {
+    int from_agent = A && config_list_match(&A->never.list, tool) != NULL;
     decided = from_agent ? SM_SOURCE_AGENT : SM_SOURCE_DEFAULTS;
     rule(out->sandbox_rule, sizeof out->sandbox_rule,
          "%s.sandbox_tools.never: %s matches %s (runs on the host)",
@@ -444,7 +445,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
       rule(out->sandbox_rule, sizeof out->sandbox_rule, "mode is none (from %s)",
            sm_setting_source_name(msrc));
     }
-  } else if ((m = cfg_list_match(work_list, tool))) {
+  } else if ((m = config_list_match(work_list, tool))) {
     sandboxed = 1;
     rule(out->sandbox_rule, sizeof out->sandbox_rule, "%s: %s matches %s (mode %s)", ww, m, tool,
          sm_mode_name(mode));
@@ -480,7 +481,7 @@ static void resolve_tool(const cfg_layer *D, const cfg_layer *A, const char *age
 
   /* The sandbox's own tool list is the last narrowing level: a tool sent to
    * the sandbox by sandbox_tools.always must be one the sandbox runs. */
-  if (out->allowed && sandboxed && work && !cfg_list_match(&work->list, tool)) {
+  if (out->allowed && sandboxed && work && !config_list_match(&work->list, tool)) {
     out->allowed = 0;
     rule(out->allow_rule, sizeof out->allow_rule,
          "%s does not include %s (sandbox_tools.always sends it to the sandbox)",
@@ -501,7 +502,7 @@ int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
     return rc;
   sm_sandbox_settings_defaults(&out->settings);
   const cfg_layer *D = cfg ? &cfg->defaults : NULL;
-  const cfg_agent *ag = cfg_find_agent(cfg, agent);
+  const cfg_agent *ag = config_find_agent(cfg, agent);
   const cfg_layer *A = ag ? &ag->layer : NULL;
   out->agent_known = ag != NULL;
   char agent_where[128];
@@ -517,7 +518,7 @@ int sm_config_resolve(const sm_config *cfg, const char *agent, const char *tool,
   sm_setting_source ssrc = SM_SOURCE_BUILT_IN;
   if (A && A->scope != CFG_SCOPE_UNSET) scope = A->scope, ssrc = SM_SOURCE_AGENT;
   else if (D && D->scope != CFG_SCOPE_UNSET) scope = D->scope, ssrc = SM_SOURCE_DEFAULTS;
-  snprintf(out->scope, sizeof out->scope, "%s", cfg_scope_name(scope));
+  snprintf(out->scope, sizeof out->scope, "%s", config_scope_name(scope));
   set_source(out, "scope", ssrc);
   /* A scope that needs an identity the call lacks falls back to a fresh
    * sandbox: sharing one among anonymous callers would leak between them. */

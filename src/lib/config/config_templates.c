@@ -69,7 +69,7 @@ static int worker_lists(const sm_config *cfg, const char *worker_key, const char
 int sm_config_templates_allowed(const sm_config *cfg, const char *agent, const char *worker_key,
                                 sm_string_list *out, char *rule, size_t len) {
   memset(out, 0, sizeof *out);
-  const cfg_agent *a = cfg_find_agent(cfg, agent);
+  const cfg_agent *a = config_find_agent(cfg, agent);
   const cfg_opt_list *l = a && a->layer.templates.set ? &a->layer.templates
                           : cfg                       ? &cfg->defaults.templates
                                                       : NULL;

@@ -42,19 +42,19 @@ static char *builtin_host_items[] = {b_messaging};
 const cfg_list cfg_builtin_worker_tools = {3, builtin_worker_items};
 const cfg_list cfg_builtin_host_tools = {1, builtin_host_items};
 
-const char *const *cfg_group_members(const char *group) {
+const char *const *config_group_members(const char *group) {
   for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
     if (strcmp(groups[i].name, group) == 0) return groups[i].members;
   return NULL;
 }
 
-const char *cfg_group_names(void) {
+const char *config_group_names(void) {
   return "group:fs, group:fs_read, group:runtime, group:code, group:web, group:messaging";
 }
 
-int cfg_pattern_match(const char *pattern, const char *tool) {
+int config_pattern_match(const char *pattern, const char *tool) {
   if (strncmp(pattern, "group:", 6) == 0) {
-    const char *const *m = cfg_group_members(pattern);
+    const char *const *m = config_group_members(pattern);
     for (; m && *m; m++)
       if (strcmp(*m, tool) == 0) return 1;
     return 0;
@@ -62,13 +62,13 @@ int cfg_pattern_match(const char *pattern, const char *tool) {
   return sm_glob_match(pattern, tool);
 }
 
-const char *cfg_list_match(const cfg_list *list, const char *tool) {
+const char *config_list_match(const cfg_list *list, const char *tool) {
   for (size_t i = 0; list && i < list->n; i++)
-    if (cfg_pattern_match(list->items[i], tool)) return list->items[i];
+    if (config_pattern_match(list->items[i], tool)) return list->items[i];
   return NULL;
 }
 
-int cfg_valid_name(const char *s) {
+int config_valid_name(const char *s) {
   size_t n = strlen(s);
   if (n == 0 || n >= CFG_NAME_MAX || !isalnum((unsigned char)s[0])) return 0;
   for (size_t i = 0; i < n; i++) {
@@ -78,7 +78,7 @@ int cfg_valid_name(const char *s) {
   return 1;
 }
 
-int cfg_placeholder(const char *arg, char *name, size_t len) {
+int config_placeholder(const char *arg, char *name, size_t len) {
   size_t n = strlen(arg);
   if (n < 3 || arg[0] != '{' || arg[n - 1] != '}') return 0;
   if (!isalpha((unsigned char)arg[1]) && arg[1] != '_') return 0;
@@ -148,7 +148,7 @@ static int expand(const char *tool, const char *const *tpl, size_t tpl_n, json_o
                   argv_builder *a, sm_error *err) {
   for (size_t i = 0; i < tpl_n; i++) {
     char name[128];
-    if (!cfg_placeholder(tpl[i], name, sizeof name)) {
+    if (!config_placeholder(tpl[i], name, sizeof name)) {
       int rc = argv_push(a, tpl[i], err);
       if (rc) return rc;
       continue;

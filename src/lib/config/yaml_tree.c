@@ -24,32 +24,32 @@ typedef struct builder {
   cfg_ynode *root;
 } builder;
 
-void cfg_ynode_free(cfg_ynode *n) {
+void config_ynode_free(cfg_ynode *n) {
   if (!n) return;
-  for (size_t i = 0; i < n->n; i++) cfg_ynode_free(n->kids[i]);
+  for (size_t i = 0; i < n->n; i++) config_ynode_free(n->kids[i]);
   free(n->kids);
   free(n->str);
   free(n);
 }
 
-int cfg_ynode_is_null(const cfg_ynode *n) {
+int config_ynode_is_null(const cfg_ynode *n) {
   if (n == NULL) return 1;
   if (n->type != CFG_Y_SCALAR || !n->plain) return 0;
   return n->len == 0 || strcmp(n->str, "~") == 0 || strcmp(n->str, "null") == 0 ||
          strcmp(n->str, "Null") == 0 || strcmp(n->str, "NULL") == 0;
 }
 
-size_t cfg_map_size(const cfg_ynode *map) {
+size_t config_map_size(const cfg_ynode *map) {
   return map && map->type == CFG_Y_MAP ? map->n / 2 : 0;
 }
 
-const cfg_ynode *cfg_map_key(const cfg_ynode *map, size_t i) { return map->kids[2 * i]; }
-const cfg_ynode *cfg_map_value(const cfg_ynode *map, size_t i) { return map->kids[2 * i + 1]; }
+const cfg_ynode *config_map_key(const cfg_ynode *map, size_t i) { return map->kids[2 * i]; }
+const cfg_ynode *config_map_value(const cfg_ynode *map, size_t i) { return map->kids[2 * i + 1]; }
 
-const cfg_ynode *cfg_map_get(const cfg_ynode *map, const char *key) {
-  for (size_t i = 0; i < cfg_map_size(map); i++) {
-    const cfg_ynode *k = cfg_map_key(map, i);
-    if (k->type == CFG_Y_SCALAR && strcmp(k->str, key) == 0) return cfg_map_value(map, i);
+const cfg_ynode *config_map_get(const cfg_ynode *map, const char *key) {
+  for (size_t i = 0; i < config_map_size(map); i++) {
+    const cfg_ynode *k = config_map_key(map, i);
+    if (k->type == CFG_Y_SCALAR && strcmp(k->str, key) == 0) return config_map_value(map, i);
   }
   return NULL;
 }
@@ -74,19 +74,19 @@ static int add_child(builder *b, cfg_ynode *parent, cfg_ynode *kid) {
 /* Attaches a finished (scalar) or opened (collection) node to its parent. */
 static int attach(builder *b, cfg_ynode *node, const yaml_mark_t *m) {
   if (++b->nodes > CFG_MAX_NODES) {
-    cfg_ynode_free(node);
+    config_ynode_free(node);
     return fail_at(b, m, "too many nodes (the file is not a plausible configuration)");
   }
   if (b->depth == 0) {
     if (b->root) {
-      cfg_ynode_free(node);
+      config_ynode_free(node);
       return fail_at(b, m, "more than one root node");
     }
     b->root = node;
     return 0;
   }
   int rc = add_child(b, b->stack[b->depth - 1], node);
-  if (rc) cfg_ynode_free(node);
+  if (rc) config_ynode_free(node);
   return rc;
 }
 
@@ -148,8 +148,8 @@ static int syntax_error(builder *b, const yaml_parser_t *p) {
                       problem);
 }
 
-int cfg_yaml_parse(cfg_ynode **out, const char *name, const char *text, size_t len,
-                   sm_error *err) {
+int config_yaml_parse(cfg_ynode **out, const char *name, const char *text, size_t len,
+                      sm_error *err) {
   *out = NULL;
   if (len > CFG_MAX_BYTES)
     return sm_error_set(err, SM_ECONFIG, "%s: larger than %u bytes", name, CFG_MAX_BYTES);
@@ -185,14 +185,14 @@ int cfg_yaml_parse(cfg_ynode **out, const char *name, const char *text, size_t l
   }
   yaml_parser_delete(&p);
   if (rc) {
-    cfg_ynode_free(b.root);
+    config_ynode_free(b.root);
     return rc;
   }
   *out = b.root;
   return 0;
 }
 
-int cfg_verr(cfg_vctx *v, const cfg_ynode *at, const char *path, const char *fmt, ...) {
+int config_verr(cfg_vctx *v, const cfg_ynode *at, const char *path, const char *fmt, ...) {
   char msg[768];
   va_list ap;
   va_start(ap, fmt);

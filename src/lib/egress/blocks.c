@@ -17,7 +17,7 @@
 /* What the engine host and its networks are: refused unless listed by
  * address. A local engine shares this host's addresses; a remote one is
  * the address it is reached at. */
-size_t eg_engine_blocks(sm_engine *e, eg_block_in *out, size_t cap) {
+size_t egress_engine_blocks(sm_engine *e, eg_block_in *out, size_t cap) {
   size_t n = 0;
   const char *host = sm_engine_host(e);
   if (host && strncmp(host, "unix://", 7) == 0) {
@@ -33,7 +33,7 @@ size_t eg_engine_blocks(sm_engine *e, eg_block_in *out, size_t cap) {
         if (inet_ntop(i->ifa_addr->sa_family, src, a, sizeof a) == NULL || strchr(a, '%')) continue;
         /* Loopback and link-local say more by their own names. */
         eg_addr ea;
-        const char *what = eg_addr_parse(a, &ea) == 0 ? eg_addr_special(&ea) : NULL;
+        const char *what = egress_addr_parse(a, &ea) == 0 ? egress_addr_special(&ea) : NULL;
         if (what && (strcmp(what, "loopback") == 0 || strncmp(what, "link-local", 10) == 0)) continue;
         snprintf(out[n].cidr, sizeof out[n].cidr, "%s/%d", a, i->ifa_addr->sa_family == AF_INET ? 32 : 128);
         snprintf(out[n].why, sizeof out[n].why, "engine host");
@@ -78,12 +78,12 @@ size_t eg_engine_blocks(sm_engine *e, eg_block_in *out, size_t cap) {
           !json_object_is_type(cfgs, json_type_array))
         continue;
       for (size_t j = 0; j < json_object_array_length(cfgs) && n < cap; j++) {
-        const char *sub = eg_jstr(json_object_array_get_idx(cfgs, j), "Subnet", NULL, NULL);
+        const char *sub = egress_jstr(json_object_array_get_idx(cfgs, j), "Subnet", NULL, NULL);
         eg_pattern p;
         char why[EG_WHY_MAX], tmp[80];
         if (sub == NULL) continue;
         snprintf(tmp, sizeof tmp, strchr(sub, ':') ? "[%s]" : "%s", sub);
-        if (eg_pattern_parse(tmp, &p, why, sizeof why) != 0 || p.kind != EG_PAT_ADDR) continue;
+        if (egress_pattern_parse(tmp, &p, why, sizeof why) != 0 || p.kind != EG_PAT_ADDR) continue;
         snprintf(out[n].cidr, sizeof out[n].cidr, "%s", sub);
         snprintf(out[n].why, sizeof out[n].why, "engine network");
         n++;

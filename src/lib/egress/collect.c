@@ -32,7 +32,7 @@ static long long jint(json_object *o, const char *key, long long dflt) {
   return json_object_get_int64(v);
 }
 
-int eg_collect_line(sm_audit *audit, const char *line, size_t len, sm_error *err) {
+int egress_collect_line(sm_audit *audit, const char *line, size_t len, sm_error *err) {
   json_tokener *tok = json_tokener_new_ex(8);
   if (tok == NULL) return sm_error_set(err, SM_ENOMEM, "egress: out of memory");
   json_object *o = json_tokener_parse_ex(tok, line, (int)len);
@@ -81,7 +81,7 @@ int eg_collect_line(sm_audit *audit, const char *line, size_t len, sm_error *err
 
 typedef struct collector {
   sm_audit *audit;
-  sm_lines lines;
+  common_lines lines;
   long long sec;
   long nsec;
   size_t n;
@@ -98,9 +98,9 @@ static int take_line(void *ud, const char *s, size_t len) {
   const char *sp = memchr(s, ' ', len);
   long long sec = 0;
   long nsec = 0;
-  if (sp == NULL || eg_parse_log_time(s, (size_t)(sp - s), &sec, &nsec) != 0) return 0;
+  if (sp == NULL || egress_parse_log_time(s, (size_t)(sp - s), &sec, &nsec) != 0) return 0;
   if (!later(sec, nsec, c->sec, c->nsec)) return 0; /* collected before */
-  int rc = eg_collect_line(c->audit, sp + 1, len - (size_t)(sp + 1 - s), c->err);
+  int rc = egress_collect_line(c->audit, sp + 1, len - (size_t)(sp + 1 - s), c->err);
   if (rc < 0) return rc;
   c->n += (size_t)rc;
   c->sec = sec;
@@ -111,7 +111,7 @@ static int take_line(void *ud, const char *s, size_t len) {
 static int on_log(void *ud, int stream, const char *data, size_t len) {
   collector *c = ud;
   (void)stream;
-  return sm_lines_feed(&c->lines, data, len, take_line, c);
+  return common_lines_feed(&c->lines, data, len, take_line, c);
 }
 
 static int cursor_path(const sm_egress_proxy_options *opts, const char *instance, const char *proxy_id, char *out,
@@ -157,9 +157,9 @@ int sm_egress_collect(sm_engine *e, const sm_egress_proxy_options *opts, sm_audi
   if (out_n) *out_n = 0;
   if (audit == NULL) return 0;
   char instance[80], name[SM_EGRESS_NAME_MAX];
-  int rc = eg_instance(opts, instance, sizeof instance, err);
+  int rc = egress_instance(opts, instance, sizeof instance, err);
   if (rc != 0) return rc;
-  eg_proxy_name(instance, name, sizeof name);
+  egress_proxy_name(instance, name, sizeof name);
   json_object *info = NULL;
   sm_error ierr = SM_ERROR_INIT;
   rc = sm_engine_container_inspect(e, name, &info, &ierr);
@@ -178,7 +178,7 @@ int sm_egress_collect(sm_engine *e, const sm_egress_proxy_options *opts, sm_audi
   sm_state_lock *lock = NULL;
   if ((rc = sm_state_key_lock(opts ? opts->state_dir : NULL, key, &lock, err)) != 0) return rc;
   collector c = {.audit = audit, .err = err};
-  sm_buf_init(&c.lines.line, LINE_CAP);
+  common_buf_init(&c.lines.line, LINE_CAP);
   read_cursor(path, &c.sec, &c.nsec);
   long long start_sec = c.sec;
   long start_nsec = c.nsec;
@@ -192,7 +192,7 @@ int sm_egress_collect(sm_engine *e, const sm_egress_proxy_options *opts, sm_audi
       if (err) *err = werr;
     }
   }
-  sm_buf_dispose(&c.lines.line);
+  common_buf_dispose(&c.lines.line);
   sm_state_unlock(lock);
   if (out_n) *out_n = c.n;
   return rc;

@@ -30,32 +30,32 @@ typedef struct eg_tar {
 } eg_tar;
 
 /* 0, or -1 (name over 99 bytes, out of memory). */
-int eg_tar_one(eg_tar *t, const char *name, unsigned mode, const void *data, size_t len);
-ssize_t eg_tar_read(void *ud, char *buf, size_t len); /* an sm_read_fn */
-void eg_tar_dispose(eg_tar *t);
+int egress_tar_one(eg_tar *t, const char *name, unsigned mode, const void *data, size_t len);
+ssize_t egress_tar_read(void *ud, char *buf, size_t len); /* an sm_read_fn */
+void egress_tar_dispose(eg_tar *t);
 
 /* ---- names, labels and waiting (objects.c) ---- */
 /* The instance (opts, else $SANDMAN_INSTANCE, else "default"), checked. */
-int eg_instance(const sm_egress_proxy_options *opts, char *out, size_t len, sm_error *err);
-void eg_proxy_name(const char *instance, char *out, size_t len);
-void eg_image_ref(char *out, size_t len); /* sandman/egress:<hash of the binary> */
+int egress_instance(const sm_egress_proxy_options *opts, char *out, size_t len, sm_error *err);
+void egress_proxy_name(const char *instance, char *out, size_t len);
+void egress_image_ref(char *out, size_t len); /* sandman/egress:<hash of the binary> */
 /* managed, instance and EG_LABEL=role. */
-json_object *eg_labels_new(const char *instance, const char *role);
+json_object *egress_labels_new(const char *instance, const char *role);
 /* The socket volume's mount (a tmpfs of the proxy's user, 0700), read-only
  * for a relay. Whoever mounts it first makes it. */
-json_object *eg_socket_mount(const char *instance, int read_only);
-void eg_socket_volume(const char *instance, char *out, size_t len);
+json_object *egress_socket_mount(const char *instance, int read_only);
+void egress_socket_volume(const char *instance, char *out, size_t len);
 /* A string at a path of at most three keys, or NULL. */
-const char *eg_jstr(json_object *o, const char *a, const char *b, const char *c);
+const char *egress_jstr(json_object *o, const char *a, const char *b, const char *c);
 /* The engine's times, "2026-11-23T20:29:01.123456789Z" (log lines,
  * StartedAt) -> seconds and nanoseconds; -1 on garbage. */
-int eg_parse_log_time(const char *s, size_t len, long long *sec, long *nsec);
+int egress_parse_log_time(const char *s, size_t len, long long *sec, long *nsec);
 /* A container's State.StartedAt: 0, or -1 (none). */
-int eg_started_at(json_object *info, long long *sec, long *nsec);
+int egress_started_at(json_object *info, long long *sec, long *nsec);
 /* Waits until container id logs the line of event ("proxy.ready",
  * "relay.ready"), for at most 10 s; fails at once when it stops. */
-int eg_wait_ready(sm_engine *e, const char *id, const char *event, sm_error *err);
-void eg_settings_hash(const char *text, char out[17]);
+int egress_wait_ready(sm_engine *e, const char *id, const char *event, sm_error *err);
+void egress_settings_hash(const char *text, char out[17]);
 
 /* ---- the policy file's text (policy_file.c) ---- */
 typedef struct eg_block_in {
@@ -65,16 +65,16 @@ typedef struct eg_block_in {
 
 /* The policy file for a sandbox (format in policy.c). Patterns are checked;
  * a name with a space or a control byte is SM_EINVAL. */
-int eg_policy_text(sm_buf *out, const sm_egress_policy *p, const eg_block_in *blocks, size_t n_blocks,
-                   sm_error *err);
+int egress_policy_text(common_buf *out, const sm_egress_policy *p, const eg_block_in *blocks,
+                       size_t n_blocks, sm_error *err);
 
 /* The engine host's addresses and the engine's networks' ranges, for the
  * policy's block lines (blocks.c). Returns how many (at most cap). */
-size_t eg_engine_blocks(sm_engine *e, eg_block_in *out, size_t cap);
+size_t egress_engine_blocks(sm_engine *e, eg_block_in *out, size_t cap);
 
 /* ---- the proxy's log lines (collect.c) ---- */
 /* One log line of the proxy ("TIMESTAMP JSON") as an audit event. Returns
  * 1 recorded, 0 not an event (proxy.ready...), <0 error. */
-int eg_collect_line(sm_audit *audit, const char *line, size_t len, sm_error *err);
+int egress_collect_line(sm_audit *audit, const char *line, size_t len, sm_error *err);
 
 #endif

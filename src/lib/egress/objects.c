@@ -28,7 +28,7 @@ static int valid_instance(const char *s) {
   return 1;
 }
 
-int eg_instance(const sm_egress_proxy_options *opts, char *out, size_t len, sm_error *err) {
+int egress_instance(const sm_egress_proxy_options *opts, char *out, size_t len, sm_error *err) {
   const char *inst = opts ? opts->instance : NULL;
   if (inst == NULL || *inst == '\0') inst = getenv("SANDMAN_INSTANCE");
   if (inst == NULL || *inst == '\0') inst = "default";
@@ -39,19 +39,19 @@ int eg_instance(const sm_egress_proxy_options *opts, char *out, size_t len, sm_e
   return 0;
 }
 
-void eg_proxy_name(const char *instance, char *out, size_t len) {
+void egress_proxy_name(const char *instance, char *out, size_t len) {
   snprintf(out, len, "sandman-egress-%s", instance);
 }
 
-void eg_socket_volume(const char *instance, char *out, size_t len) {
+void egress_socket_volume(const char *instance, char *out, size_t len) {
   snprintf(out, len, "sandman-egress-%s-socket", instance);
 }
 
-void eg_image_ref(char *out, size_t len) {
+void egress_image_ref(char *out, size_t len) {
   snprintf(out, len, IMAGE_REPO ":%.16s", sm_egress_blob_sha256);
 }
 
-void eg_settings_hash(const char *text, char out[17]) {
+void egress_settings_hash(const char *text, char out[17]) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL);
@@ -63,7 +63,7 @@ void eg_settings_hash(const char *text, char out[17]) {
   out[16] = '\0';
 }
 
-json_object *eg_labels_new(const char *instance, const char *role) {
+json_object *egress_labels_new(const char *instance, const char *role) {
   json_object *l = json_object_new_object();
   json_object_object_add(l, LABEL_PREFIX "managed", json_object_new_string("true"));
   json_object_object_add(l, LABEL_PREFIX "instance", json_object_new_string(instance));
@@ -71,16 +71,16 @@ json_object *eg_labels_new(const char *instance, const char *role) {
   return l;
 }
 
-json_object *eg_socket_mount(const char *instance, int read_only) {
+json_object *egress_socket_mount(const char *instance, int read_only) {
   char vol[SM_EGRESS_NAME_MAX];
-  eg_socket_volume(instance, vol, sizeof vol);
+  egress_socket_volume(instance, vol, sizeof vol);
   json_object *m = json_object_new_object(), *vo = json_object_new_object();
   json_object *dc = json_object_new_object(), *o = json_object_new_object();
   json_object_object_add(m, "Type", json_object_new_string("volume"));
   json_object_object_add(m, "Source", json_object_new_string(vol));
   json_object_object_add(m, "Target", json_object_new_string(EG_SOCKET_DIR));
   json_object_object_add(m, "ReadOnly", json_object_new_boolean(read_only));
-  json_object_object_add(vo, "Labels", eg_labels_new(instance, "socket"));
+  json_object_object_add(vo, "Labels", egress_labels_new(instance, "socket"));
   /* A tmpfs of the proxy's user, mode 0700: nothing but the proxy and the
    * relays (its user) can even look inside. */
   json_object_object_add(dc, "Name", json_object_new_string("local"));
@@ -93,7 +93,7 @@ json_object *eg_socket_mount(const char *instance, int read_only) {
   return m;
 }
 
-const char *eg_jstr(json_object *o, const char *a, const char *b, const char *c) {
+const char *egress_jstr(json_object *o, const char *a, const char *b, const char *c) {
   json_object *x = o;
   const char *path[] = {a, b, c};
   for (int i = 0; i < 3 && path[i]; i++)
@@ -101,7 +101,7 @@ const char *eg_jstr(json_object *o, const char *a, const char *b, const char *c)
   return json_object_is_type(x, json_type_string) ? json_object_get_string(x) : NULL;
 }
 
-int eg_parse_log_time(const char *s, size_t len, long long *sec, long *nsec) {
+int egress_parse_log_time(const char *s, size_t len, long long *sec, long *nsec) {
   /* YYYY-MM-DDTHH:MM:SS[.fraction]Z, as the engine writes it (UTC). */
   if (len < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') return -1;
   int v[6] = {0};
@@ -141,11 +141,11 @@ int eg_parse_log_time(const char *s, size_t len, long long *sec, long *nsec) {
   return 0;
 }
 
-int eg_started_at(json_object *info, long long *sec, long *nsec) {
-  const char *t = eg_jstr(info, "State", "StartedAt", NULL);
+int egress_started_at(json_object *info, long long *sec, long *nsec) {
+  const char *t = egress_jstr(info, "State", "StartedAt", NULL);
   *sec = 0;
   *nsec = 0;
-  return t ? eg_parse_log_time(t, strlen(t), sec, nsec) : -1;
+  return t ? egress_parse_log_time(t, strlen(t), sec, nsec) : -1;
 }
 
 typedef struct ready_scan {
@@ -160,7 +160,7 @@ static int scan_ready(void *ud, int stream, const char *data, size_t len) {
 }
 
 /* A fresh start takes a few ms. */
-int eg_wait_ready(sm_engine *e, const char *id, const char *event, sm_error *err) {
+int egress_wait_ready(sm_engine *e, const char *id, const char *event, sm_error *err) {
   char needle[64];
   snprintf(needle, sizeof needle, "\"event\":\"%s\"", event);
   for (int waited = 0; waited < READY_WAIT_MS; waited += 20) {
@@ -175,7 +175,7 @@ int eg_wait_ready(sm_engine *e, const char *id, const char *event, sm_error *err
       json_object_put(info);
       if (!up) return sm_error_set(err, SM_ESANDBOX, "%.12s stopped at start (docker logs %.12s)", id, id);
     }
-    sm_sleep_ms(20);
+    common_sleep_ms(20);
   }
   return sm_error_set(err, SM_ETIMEOUT, "%.12s did not say it was ready within %d s", id, READY_WAIT_MS / 1000);
 }

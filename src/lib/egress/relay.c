@@ -40,7 +40,7 @@ static void relay_settings_of(const sm_egress_proxy_options *o, relay_settings *
   r->idle_s = o && o->idle_timeout_s > 0 ? o->idle_timeout_s : 300;
   char text[200];
   snprintf(text, sizeof text, "relay v1 %s %d %d", sm_egress_blob_sha256, r->max_conns, r->idle_s);
-  eg_settings_hash(text, r->hash);
+  egress_settings_hash(text, r->hash);
 }
 
 static void relay_name(const char *sandbox, char *out, size_t len) {
@@ -68,13 +68,13 @@ static json_object *relay_cmd(const relay_settings *r) {
  * policy file sandman puts there. */
 static json_object *relay_config(const relay_settings *r, const sandbox_info *sb) {
   char ref[96], mode[SM_ENGINE_ID_MAX + 16];
-  eg_image_ref(ref, sizeof ref);
+  egress_image_ref(ref, sizeof ref);
   snprintf(mode, sizeof mode, "container:%s", sb->id);
   json_object *c = json_object_new_object(), *hc = json_object_new_object();
   json_object_object_add(c, "Image", json_object_new_string(ref));
   json_object_object_add(c, "User", json_object_new_string("65534:65534"));
   json_object_object_add(c, "Cmd", relay_cmd(r));
-  json_object *labels = eg_labels_new(r->instance, "relay");
+  json_object *labels = egress_labels_new(r->instance, "relay");
   json_object_object_add(labels, EG_LABEL "-config", json_object_new_string(r->hash));
   json_object_object_add(labels, EG_LABEL "-sandbox", json_object_new_string(sb->id));
   json_object_object_add(c, "Labels", labels);
@@ -97,18 +97,18 @@ static json_object *relay_config(const relay_settings *r, const sandbox_info *sb
   json_object_object_add(lc, "Config", lco);
   json_object_object_add(hc, "LogConfig", lc);
   json_object *mounts = json_object_new_array();
-  json_object_array_add(mounts, eg_socket_mount(r->instance, 1));
+  json_object_array_add(mounts, egress_socket_mount(r->instance, 1));
   json_object_object_add(hc, "Mounts", mounts);
   json_object_object_add(c, "HostConfig", hc);
   return c;
 }
 
-static int write_policy(sm_engine *e, const char *relay_id, const sm_buf *text, sm_error *err) {
+static int write_policy(sm_engine *e, const char *relay_id, const common_buf *text, sm_error *err) {
   eg_tar t;
-  if (eg_tar_one(&t, EG_RELAY_POLICY, 0644, text->data, text->len) != 0)
+  if (egress_tar_one(&t, EG_RELAY_POLICY, 0644, text->data, text->len) != 0)
     return sm_error_set(err, SM_ENOMEM, "egress policy: out of memory");
-  int rc = sm_engine_archive_put(e, relay_id, "/", eg_tar_read, &t, err);
-  eg_tar_dispose(&t);
+  int rc = sm_engine_archive_put(e, relay_id, "/", egress_tar_read, &t, err);
+  egress_tar_dispose(&t);
   if (rc != 0) sm_error_wrap(err, "writing the egress policy into the relay %.12s", relay_id);
   return rc;
 }
@@ -123,26 +123,26 @@ static int is_running(json_object *info) {
  * runs now: its own, with these settings, running, started after the
  * sandbox (so in the sandbox's present network namespace). */
 static int relay_current(json_object *info, const relay_settings *r, const sandbox_info *sb) {
-  const char *for_sb = eg_jstr(info, "Config", "Labels", EG_LABEL "-sandbox");
-  const char *hash = eg_jstr(info, "Config", "Labels", EG_LABEL "-config");
+  const char *for_sb = egress_jstr(info, "Config", "Labels", EG_LABEL "-sandbox");
+  const char *hash = egress_jstr(info, "Config", "Labels", EG_LABEL "-config");
   long long sec = 0;
   long nsec = 0;
   if (for_sb == NULL || strcmp(for_sb, sb->id) != 0 || hash == NULL || strcmp(hash, r->hash) != 0 ||
-      !is_running(info) || eg_started_at(info, &sec, &nsec) != 0)
+      !is_running(info) || egress_started_at(info, &sec, &nsec) != 0)
     return 0;
   return sec > sb->started_sec || (sec == sb->started_sec && nsec >= sb->started_nsec);
 }
 
 /* Makes the relay with the policy already in it, then starts it. */
-static int relay_make(sm_engine *e, const relay_settings *r, const sandbox_info *sb, const char *name,
-                      const sm_buf *text, sm_error *err) {
+static int relay_make(sm_engine *e, const relay_settings *r, const sandbox_info *sb,
+                      const char *name, const common_buf *text, sm_error *err) {
   json_object *cfg = relay_config(r, sb);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_container_create(e, name, cfg, id, NULL, err);
   json_object_put(cfg);
   if (rc != 0) return rc; /* SM_ECONFLICT: another sandman made it meanwhile */
   if ((rc = write_policy(e, id, text, err)) == 0 && (rc = sm_engine_container_start(e, id, err)) == 0)
-    rc = eg_wait_ready(e, id, "relay.ready", err);
+    rc = egress_wait_ready(e, id, "relay.ready", err);
   if (rc != 0) {
     sm_error ignore = SM_ERROR_INIT;
     sm_engine_container_remove(e, id, 1, 0, &ignore);
@@ -158,17 +158,17 @@ static void wait_started(sm_engine *e, const char *id) {
     json_object *info = NULL;
     sm_error ierr = SM_ERROR_INIT;
     if (sm_engine_container_inspect(e, id, &info, &ierr) != 0) return;
-    const char *status = eg_jstr(info, "State", "Status", NULL);
+    const char *status = egress_jstr(info, "State", "Status", NULL);
     int created = status && strcmp(status, "created") == 0;
     json_object_put(info);
     if (!created) return;
-    sm_sleep_ms(100);
+    common_sleep_ms(100);
   }
 }
 
 /* The sandbox's relay, current and holding text as its policy. */
-static int relay_ensure(sm_engine *e, const relay_settings *r, const sandbox_info *sb, const sm_buf *text,
-                        sm_error *err) {
+static int relay_ensure(sm_engine *e, const relay_settings *r, const sandbox_info *sb,
+                        const common_buf *text, sm_error *err) {
   char name[SM_EGRESS_NAME_MAX + 300];
   relay_name(sb->name, name, sizeof name);
   int waited = 0;
@@ -187,7 +187,8 @@ static int relay_ensure(sm_engine *e, const relay_settings *r, const sandbox_inf
       return rc;
     }
     char id[SM_ENGINE_ID_MAX];
-    const char *rid = eg_jstr(info, "Id", NULL, NULL), *status = eg_jstr(info, "State", "Status", NULL);
+    const char *rid = egress_jstr(info, "Id", NULL, NULL),
+               *status = egress_jstr(info, "State", "Status", NULL);
     snprintf(id, sizeof id, "%s", rid ? rid : name);
     int current = relay_current(info, r, sb), created = status && strcmp(status, "created") == 0;
     json_object_put(info);
@@ -200,7 +201,7 @@ static int relay_ensure(sm_engine *e, const relay_settings *r, const sandbox_inf
     if (current) {
       rc = write_policy(e, id, text, err);
       /* One another sandman process has just started: wait for it to listen. */
-      return rc ? rc : eg_wait_ready(e, id, "relay.ready", err);
+      return rc ? rc : egress_wait_ready(e, id, "relay.ready", err);
     }
     /* By its id: a relay someone made meanwhile under the name stays. */
     sm_log(SM_LOG_DEBUG, "egress: replacing the relay of %s (stale or of other settings)", sb->name);
@@ -217,14 +218,15 @@ static int sandbox_of(sm_engine *e, const char *container, sandbox_info *out, sm
   json_object *info = NULL;
   int rc = sm_engine_container_inspect(e, container, &info, err);
   if (rc != 0) return rc;
-  const char *id = eg_jstr(info, "Id", NULL, NULL), *name = eg_jstr(info, "Name", NULL, NULL);
-  const char *nm = eg_jstr(info, "HostConfig", "NetworkMode", NULL);
+  const char *id = egress_jstr(info, "Id", NULL, NULL),
+             *name = egress_jstr(info, "Name", NULL, NULL);
+  const char *nm = egress_jstr(info, "HostConfig", "NetworkMode", NULL);
   char mode[SM_ENGINE_ID_MAX + 16];
   snprintf(mode, sizeof mode, "%s", nm ? nm : "");
   int running = is_running(info);
   if (id) snprintf(out->id, sizeof out->id, "%s", id);
   if (name) snprintf(out->name, sizeof out->name, "%s", name[0] == '/' ? name + 1 : name);
-  int started = eg_started_at(info, &out->started_sec, &out->started_nsec);
+  int started = egress_started_at(info, &out->started_sec, &out->started_nsec);
   json_object_put(info);
   if (id == NULL || name == NULL || started != 0)
     return sm_error_set(err, SM_EPROTOCOL, "the engine's answer about %s lacks its id, name or start", container);
@@ -242,20 +244,20 @@ int sm_egress_set_policy(sm_engine *e, const sm_egress_proxy_options *opts, cons
   (void)net;
   relay_settings r;
   relay_settings_of(opts, &r);
-  int rc = eg_instance(opts, r.instance, sizeof r.instance, err);
+  int rc = egress_instance(opts, r.instance, sizeof r.instance, err);
   sandbox_info sb;
   memset(&sb, 0, sizeof sb);
   if (rc == 0) rc = sandbox_of(e, container, &sb, err);
   if (rc != 0) return rc;
   eg_block_in *blocks = calloc(EG_POLICY_MAX_BLOCKS, sizeof *blocks);
   if (blocks == NULL) return sm_error_set(err, SM_ENOMEM, "egress policy: out of memory");
-  size_t nb = eg_engine_blocks(e, blocks, EG_POLICY_MAX_BLOCKS);
-  sm_buf text;
-  sm_buf_init(&text, EG_POLICY_MAX_BYTES);
-  rc = eg_policy_text(&text, policy, blocks, nb, err);
+  size_t nb = egress_engine_blocks(e, blocks, EG_POLICY_MAX_BLOCKS);
+  common_buf text;
+  common_buf_init(&text, EG_POLICY_MAX_BYTES);
+  rc = egress_policy_text(&text, policy, blocks, nb, err);
   free(blocks);
   if (rc == 0) rc = relay_ensure(e, &r, &sb, &text, err);
-  sm_buf_dispose(&text);
+  common_buf_dispose(&text);
   return rc;
 }
 
@@ -269,9 +271,9 @@ int sm_egress_revoke(sm_engine *e, const char *sandbox, sm_error *err) {
     return 0;
   }
   if (rc != 0) return rc;
-  const char *role = eg_jstr(info, "Config", "Labels", EG_LABEL);
+  const char *role = egress_jstr(info, "Config", "Labels", EG_LABEL);
   char id[SM_ENGINE_ID_MAX] = "";
-  const char *rid = eg_jstr(info, "Id", NULL, NULL);
+  const char *rid = egress_jstr(info, "Id", NULL, NULL);
   if (rid) snprintf(id, sizeof id, "%s", rid);
   int ours = role && strcmp(role, "relay") == 0 && id[0];
   json_object_put(info);
@@ -287,7 +289,7 @@ int sm_egress_revoke(sm_engine *e, const char *sandbox, sm_error *err) {
 /* 1 if id is among the containers listed. */
 static int listed(json_object *list, const char *id) {
   for (size_t i = 0; i < json_object_array_length(list); i++) {
-    const char *x = eg_jstr(json_object_array_get_idx(list, i), "Id", NULL, NULL);
+    const char *x = egress_jstr(json_object_array_get_idx(list, i), "Id", NULL, NULL);
     if (x && strcmp(x, id) == 0) return 1;
   }
   return 0;
@@ -296,7 +298,7 @@ static int listed(json_object *list, const char *id) {
 int sm_egress_sweep(sm_engine *e, const sm_egress_proxy_options *opts, size_t *out_n, sm_error *err) {
   if (out_n) *out_n = 0;
   char instance[80], label[160];
-  int rc = eg_instance(opts, instance, sizeof instance, err);
+  int rc = egress_instance(opts, instance, sizeof instance, err);
   if (rc != 0) return rc;
   snprintf(label, sizeof label, LABEL_PREFIX "instance=%s", instance);
   const char *labels[] = {label};
@@ -304,8 +306,9 @@ int sm_egress_sweep(sm_engine *e, const sm_egress_proxy_options *opts, size_t *o
   if ((rc = sm_engine_container_list(e, 1, labels, 1, &all, err)) != 0) return rc;
   for (size_t i = 0; i < json_object_array_length(all); i++) {
     json_object *c = json_object_array_get_idx(all, i);
-    const char *role = eg_jstr(c, "Labels", EG_LABEL, NULL), *sb = eg_jstr(c, "Labels", EG_LABEL "-sandbox", NULL);
-    const char *id = eg_jstr(c, "Id", NULL, NULL);
+    const char *role = egress_jstr(c, "Labels", EG_LABEL, NULL),
+               *sb = egress_jstr(c, "Labels", EG_LABEL "-sandbox", NULL);
+    const char *id = egress_jstr(c, "Id", NULL, NULL);
     if (role == NULL || strcmp(role, "relay") != 0 || id == NULL || (sb && listed(all, sb))) continue;
     sm_error one = SM_ERROR_INIT;
     int r = sm_engine_container_remove(e, id, 1, 0, &one);

@@ -13,7 +13,7 @@ static void octal(char *dst, size_t width, unsigned long long v) {
   snprintf(dst, width, "%0*llo", (int)(width - 1), v);
 }
 
-int eg_tar_one(eg_tar *t, const char *name, unsigned mode, const void *data, size_t len) {
+int egress_tar_one(eg_tar *t, const char *name, unsigned mode, const void *data, size_t len) {
   memset(t, 0, sizeof *t);
   size_t nl = strlen(name);
   if (nl == 0 || nl > 99) return -1;
@@ -40,7 +40,7 @@ int eg_tar_one(eg_tar *t, const char *name, unsigned mode, const void *data, siz
   return 0;
 }
 
-ssize_t eg_tar_read(void *ud, char *buf, size_t len) {
+ssize_t egress_tar_read(void *ud, char *buf, size_t len) {
   eg_tar *t = ud;
   size_t left = t->len - t->off;
   if (len > left) len = left;
@@ -49,7 +49,7 @@ ssize_t eg_tar_read(void *ud, char *buf, size_t len) {
   return (ssize_t)len;
 }
 
-void eg_tar_dispose(eg_tar *t) {
+void egress_tar_dispose(eg_tar *t) {
   free(t->data);
   memset(t, 0, sizeof *t);
 }

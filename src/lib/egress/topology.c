@@ -44,7 +44,7 @@ static void drop_old_images(sm_engine *e, const char *keep) {
 
 static int ensure_image(sm_engine *e, sm_error *err) {
   char ref[96];
-  eg_image_ref(ref, sizeof ref);
+  egress_image_ref(ref, sizeof ref);
   json_object *info = NULL;
   sm_error ierr = SM_ERROR_INIT;
   int rc = sm_engine_image_inspect(e, ref, &info, &ierr);
@@ -55,13 +55,13 @@ static int ensure_image(sm_engine *e, sm_error *err) {
     return rc;
   }
   eg_tar t;
-  if (eg_tar_one(&t, "sandman-egress", 0555, sm_egress_blob, sm_egress_blob_len) != 0)
+  if (egress_tar_one(&t, "sandman-egress", 0555, sm_egress_blob, sm_egress_blob_len) != 0)
     return sm_error_set(err, SM_ENOMEM, "egress proxy image: out of memory");
   static const char *const changes[] = {"USER 65534:65534", "ENTRYPOINT [\"/sandman-egress\"]",
                                         "LABEL io.sandman.managed=true io.sandman.egress=image"};
-  rc = sm_engine_image_import(e, eg_tar_read, &t, IMAGE_REPO, strchr(ref, ':') + 1, changes,
+  rc = sm_engine_image_import(e, egress_tar_read, &t, IMAGE_REPO, strchr(ref, ':') + 1, changes,
                               sizeof changes / sizeof changes[0], NULL, NULL, err);
-  eg_tar_dispose(&t);
+  egress_tar_dispose(&t);
   if (rc != 0) return sm_error_wrap(err, "making the egress proxy's image %s", ref);
   sm_log(SM_LOG_INFO, "egress: made the proxy image %s from the embedded binary", ref);
   drop_old_images(e, ref);
@@ -90,13 +90,13 @@ static void settings_of(const sm_egress_proxy_options *o, proxy_settings *s) {
 /* A hash of what the container is made from: a proxy with another hash is
  * replaced (v2: the proxy behind relays). */
 static void settings_hash(const proxy_settings *s, char out[17]) {
-  sm_buf b;
-  sm_buf_init(&b, 1 << 20);
-  sm_buf_printf(&b, "v2 %s %s %d %d %d %d", sm_egress_blob_sha256, s->network, s->max_conns,
-                s->max_per_sandbox, s->idle_s, s->connect_s);
-  for (size_t i = 0; i < s->n_hosts; i++) sm_buf_printf(&b, " %s", s->hosts[i]);
-  eg_settings_hash(b.data ? b.data : "", out);
-  sm_buf_dispose(&b);
+  common_buf b;
+  common_buf_init(&b, 1 << 20);
+  common_buf_printf(&b, "v2 %s %s %d %d %d %d", sm_egress_blob_sha256, s->network, s->max_conns,
+                    s->max_per_sandbox, s->idle_s, s->connect_s);
+  for (size_t i = 0; i < s->n_hosts; i++) common_buf_printf(&b, " %s", s->hosts[i]);
+  egress_settings_hash(b.data ? b.data : "", out);
+  common_buf_dispose(&b);
 }
 
 static void add_arg(json_object *cmd, const char *flag, int value) {
@@ -132,12 +132,12 @@ static json_object *extra_hosts(const proxy_settings *s) {
 
 static json_object *proxy_config(const char *instance, const proxy_settings *s, const char *hash) {
   char ref[96];
-  eg_image_ref(ref, sizeof ref);
+  egress_image_ref(ref, sizeof ref);
   json_object *c = json_object_new_object(), *hc = json_object_new_object();
   json_object_object_add(c, "Image", json_object_new_string(ref));
   json_object_object_add(c, "User", json_object_new_string("65534:65534"));
   json_object_object_add(c, "Cmd", proxy_cmd(s));
-  json_object *labels = eg_labels_new(instance, "proxy");
+  json_object *labels = egress_labels_new(instance, "proxy");
   json_object_object_add(labels, EG_LABEL "-config", json_object_new_string(hash));
   json_object_object_add(c, "Labels", labels);
   /* Its outbound network only: it listens on no network at all, only on
@@ -164,7 +164,7 @@ static json_object *proxy_config(const char *instance, const proxy_settings *s, 
   json_object_object_add(hc, "LogConfig", lc);
   if (s->n_hosts > 0) json_object_object_add(hc, "ExtraHosts", extra_hosts(s));
   json_object *mounts = json_object_new_array();
-  json_object_array_add(mounts, eg_socket_mount(instance, 0));
+  json_object_array_add(mounts, egress_socket_mount(instance, 0));
   json_object_object_add(hc, "Mounts", mounts);
   json_object_object_add(c, "HostConfig", hc);
   return c;
@@ -174,8 +174,8 @@ static json_object *proxy_config(const char *instance, const proxy_settings *s, 
  * these settings (started if it was stopped); else it is removed. */
 static int proxy_found(sm_engine *e, json_object *info, const char *hash, const char *name, int *same,
                        char id[SM_ENGINE_ID_MAX], sm_error *err) {
-  const char *have = eg_jstr(info, "Config", "Labels", EG_LABEL "-config");
-  const char *cid = eg_jstr(info, "Id", NULL, NULL);
+  const char *have = egress_jstr(info, "Config", "Labels", EG_LABEL "-config");
+  const char *cid = egress_jstr(info, "Id", NULL, NULL);
   json_object *st = NULL, *running = NULL;
   int up = json_object_object_get_ex(info, "State", &st) && json_object_object_get_ex(st, "Running", &running) &&
            json_object_get_boolean(running);
@@ -184,7 +184,7 @@ static int proxy_found(sm_engine *e, json_object *info, const char *hash, const 
   if (*same && up) return 0;
   if (*same) {
     int rc = sm_engine_container_start(e, id, err);
-    return rc ? rc : eg_wait_ready(e, id, "proxy.ready", err);
+    return rc ? rc : egress_wait_ready(e, id, "proxy.ready", err);
   }
   /* Other settings (or an older sandman): replace it. Relays connect per
    * connection, to whichever proxy listens on the socket then. */
@@ -202,7 +202,7 @@ static int proxy_found(sm_engine *e, json_object *info, const char *hash, const 
 static int ensure_proxy(sm_engine *e, const char *instance, const proxy_settings *s, char id[SM_ENGINE_ID_MAX],
                         sm_error *err) {
   char name[SM_EGRESS_NAME_MAX], hash[17];
-  eg_proxy_name(instance, name, sizeof name);
+  egress_proxy_name(instance, name, sizeof name);
   settings_hash(s, hash);
   for (int attempt = 0; attempt < 3; attempt++) {
     json_object *info = NULL;
@@ -230,7 +230,8 @@ static int ensure_proxy(sm_engine *e, const char *instance, const proxy_settings
       return sm_error_wrap(err, "creating the egress proxy %s", name);
     }
     if ((rc = sm_engine_container_start(e, id, err)) != 0) return sm_error_wrap(err, "starting the egress proxy");
-    if ((rc = eg_wait_ready(e, id, "proxy.ready", err)) != 0) return sm_error_wrap(err, "the egress proxy");
+    if ((rc = egress_wait_ready(e, id, "proxy.ready", err)) != 0)
+      return sm_error_wrap(err, "the egress proxy");
     return 0;
   }
   return sm_error_set(err, SM_ECONFLICT, "the egress proxy %s keeps changing under us", name);
@@ -239,7 +240,7 @@ static int ensure_proxy(sm_engine *e, const char *instance, const proxy_settings
 int sm_egress_prepare(sm_engine *e, const sm_egress_proxy_options *opts, sm_egress_net *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   char instance[80], key[128];
-  int rc = eg_instance(opts, instance, sizeof instance, err);
+  int rc = egress_instance(opts, instance, sizeof instance, err);
   if (rc != 0) return rc;
   proxy_settings s;
   settings_of(opts, &s);
@@ -270,7 +271,8 @@ static void remove_role(sm_engine *e, const char *instance, kind k, const char *
            : k == KIND_VOLUME ? sm_engine_volume_list(e, labels, 2, &items, &lerr)
                               : sm_engine_container_list(e, 1, labels, 2, &items, &lerr);
   for (size_t i = 0; rc == 0 && items && i < json_object_array_length(items); i++) {
-    const char *n = eg_jstr(json_object_array_get_idx(items, i), k == KIND_CONTAINER ? "Id" : "Name", NULL, NULL);
+    const char *n = egress_jstr(json_object_array_get_idx(items, i),
+                                k == KIND_CONTAINER ? "Id" : "Name", NULL, NULL);
     if (n == NULL) continue;
     sm_error one = SM_ERROR_INIT;
     int r = k == KIND_NETWORK  ? sm_engine_network_remove(e, n, &one)
@@ -291,9 +293,9 @@ static void remove_role(sm_engine *e, const char *instance, kind k, const char *
 
 int sm_egress_teardown(sm_engine *e, const sm_egress_proxy_options *opts, sm_error *err) {
   char instance[80], name[SM_EGRESS_NAME_MAX];
-  int rc = eg_instance(opts, instance, sizeof instance, err);
+  int rc = egress_instance(opts, instance, sizeof instance, err);
   if (rc != 0) return rc;
-  eg_proxy_name(instance, name, sizeof name);
+  egress_proxy_name(instance, name, sizeof name);
   sm_error lerr = SM_ERROR_INIT;
   rc = sm_engine_container_remove(e, name, 1, 0, &lerr);
   if (rc != 0 && rc != SM_ENOTFOUND) {

@@ -15,10 +15,10 @@
 
 #define PATH_CAP (64u << 10)
 
-static int archive_path(sm_engine *e, sm_buf *out, const char *id, const char *path,
+static int archive_path(sm_engine *e, common_buf *out, const char *id, const char *path,
                         sm_error *err) {
-  cleanup_buf sm_buf rel;
-  sm_buf_init(&rel, PATH_CAP);
+  cleanup_buf common_buf rel;
+  common_buf_init(&rel, PATH_CAP);
   int rc = engine_ref_path(&rel, "/containers/", id, NULL, "/archive?path=", "container id", err);
   if (rc == 0) rc = engine_ref_path(&rel, "", path, "/", NULL, "archive path", err);
   if (rc == 0) rc = engine_versioned_path(e, out, rel.data, err);
@@ -29,8 +29,8 @@ static int archive_path(sm_engine *e, sm_buf *out, const char *id, const char *p
  * as it lasts while it moves. */
 static int archive_call(sm_engine *engine, const char *id, const char *path, engine_request *req,
                         const char *what, long *status, sm_error *err) {
-  cleanup_buf sm_buf full;
-  sm_buf_init(&full, PATH_CAP);
+  cleanup_buf common_buf full;
+  common_buf_init(&full, PATH_CAP);
   int rc = archive_path(engine, &full, id, path, err);
   if (rc != 0) return rc;
   req->path = full.data;
@@ -74,8 +74,8 @@ int sm_engine_path_mode(sm_engine *engine, const char *id, const char *path, uns
                         sm_error *err) {
   if (engine == NULL || out_mode == NULL)
     return sm_error_set(err, SM_EINVAL, "path mode: needs a client");
-  cleanup_buf sm_buf full;
-  sm_buf_init(&full, PATH_CAP);
+  cleanup_buf common_buf full;
+  common_buf_init(&full, PATH_CAP);
   int rc = archive_path(engine, &full, id, path, err);
   char stat[ENGINE_PATH_STAT_MAX] = "";
   if (rc == 0) {

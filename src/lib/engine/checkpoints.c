@@ -24,12 +24,13 @@ int sm_engine_container_commit(sm_engine *engine, const char *id, const char *re
     return sm_error_set(err, SM_EINVAL, "commit: needs a client, a container, a repository and a tag");
   int rc = engine_check_ref(id, "container id", err);
   if (rc) return rc;
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  if (sm_buf_append(&path, "/commit?container=", 18) != 0 || engine_url_escape(&path, id, NULL) != 0 ||
-      sm_buf_append(&path, "&repo=", 6) != 0 || engine_url_escape(&path, repo, NULL) != 0 ||
-      sm_buf_append(&path, "&tag=", 5) != 0 || engine_url_escape(&path, tag, NULL) != 0 ||
-      sm_buf_printf(&path, "&pause=%d", pause ? 1 : 0) != 0)
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  if (common_buf_append(&path, "/commit?container=", 18) != 0 ||
+      engine_url_escape(&path, id, NULL) != 0 || common_buf_append(&path, "&repo=", 6) != 0 ||
+      engine_url_escape(&path, repo, NULL) != 0 || common_buf_append(&path, "&tag=", 5) != 0 ||
+      engine_url_escape(&path, tag, NULL) != 0 ||
+      common_buf_printf(&path, "&pause=%d", pause ? 1 : 0) != 0)
     return sm_error_set(err, SM_EINVAL, "commit: reference too long");
   cleanup_json json_object *resp = NULL;
   rc = engine_call_json(engine, "POST", path.data, config, SAVE_TIMEOUT_MS, NULL, &resp, err);
@@ -41,8 +42,8 @@ int sm_engine_checkpoint_create(sm_engine *engine, const char *id, const char *n
                                 const char *dir, int exit_after, sm_error *err) {
   if (engine == NULL || name == NULL)
     return sm_error_set(err, SM_EINVAL, "checkpoint: needs a client and a name");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/containers/", id, NULL, "/checkpoints", "container id", err);
   if (rc) return rc;
   cleanup_json json_object *body = json_object_new_object();
@@ -57,12 +58,13 @@ int sm_engine_checkpoint_remove(sm_engine *engine, const char *id, const char *n
                                 sm_error *err) {
   if (engine == NULL || name == NULL)
     return sm_error_set(err, SM_EINVAL, "checkpoint: needs a client and a name");
-  cleanup_buf sm_buf suffix;
-  sm_buf_init(&suffix, PATH_CAP);
-  if (sm_buf_append(&suffix, "/checkpoints/", 13) != 0 || engine_url_escape(&suffix, name, NULL) != 0)
+  cleanup_buf common_buf suffix;
+  common_buf_init(&suffix, PATH_CAP);
+  if (common_buf_append(&suffix, "/checkpoints/", 13) != 0 ||
+      engine_url_escape(&suffix, name, NULL) != 0)
     return sm_error_set(err, SM_EINVAL, "checkpoint name too long");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/containers/", id, NULL, suffix.data, "container id", err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
   return rc;
@@ -72,13 +74,13 @@ int sm_engine_container_restore(sm_engine *engine, const char *id, const char *c
                                 sm_error *err) {
   if (engine == NULL || checkpoint == NULL)
     return sm_error_set(err, SM_EINVAL, "restore: needs a client and a checkpoint");
-  cleanup_buf sm_buf suffix;
-  sm_buf_init(&suffix, PATH_CAP);
-  if (sm_buf_append(&suffix, "/start?checkpoint=", 18) != 0 ||
+  cleanup_buf common_buf suffix;
+  common_buf_init(&suffix, PATH_CAP);
+  if (common_buf_append(&suffix, "/start?checkpoint=", 18) != 0 ||
       engine_url_escape(&suffix, checkpoint, NULL) != 0)
     return sm_error_set(err, SM_EINVAL, "checkpoint name too long");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/containers/", id, NULL, suffix.data, "container id", err);
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, NULL, SAVE_TIMEOUT_MS, NULL, NULL, err);
   return rc;

@@ -12,7 +12,7 @@
 #define PATH_CAP (64u << 10)
 
 /* "/containers/<escaped id><suffix>" */
-static int container_path(sm_buf *b, const char *id, const char *suffix, sm_error *err) {
+static int container_path(common_buf *b, const char *id, const char *suffix, sm_error *err) {
   return engine_ref_path(b, "/containers/", id, NULL, suffix, "container id", err);
 }
 
@@ -23,14 +23,14 @@ int sm_engine_container_create(sm_engine *engine, const char *name, json_object 
   if (out_warnings) *out_warnings = NULL;
   if (engine == NULL || config == NULL)
     return sm_error_set(err, SM_EINVAL, "container create: needs a client and a config");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = 0;
-  if (sm_buf_append(&path, "/containers/create", 18) != 0) rc = SM_ENOMEM;
+  if (common_buf_append(&path, "/containers/create", 18) != 0) rc = SM_ENOMEM;
   if (rc == 0 && name != NULL) {
     rc = engine_check_ref(name, "container name", err);
-    if (rc == 0 && (sm_buf_append(&path, "?name=", 6) != 0 ||
-                    engine_url_escape(&path, name, NULL) != 0))
+    if (rc == 0 &&
+        (common_buf_append(&path, "?name=", 6) != 0 || engine_url_escape(&path, name, NULL) != 0))
       rc = sm_error_set(err, SM_EINVAL, "container name too long");
   } else if (rc != 0) {
     sm_error_set(err, rc, "container create: out of memory");
@@ -49,8 +49,8 @@ int sm_engine_container_create(sm_engine *engine, const char *name, json_object 
 static int simple_post(sm_engine *engine, const char *id, const char *suffix, long timeout_ms,
                        sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, suffix, err);
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, NULL, timeout_ms, NULL, NULL, err);
   return rc;
@@ -73,8 +73,8 @@ int sm_engine_container_inspect(sm_engine *engine, const char *id, json_object *
                                 sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, "/json", err);
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
   if (rc == 0) rc = engine_expect_json(out, json_type_object, "container inspect", err);
@@ -85,11 +85,11 @@ int sm_engine_container_list(sm_engine *engine, int all, const char *const *labe
                              size_t n_labels, json_object **out, sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  int rc = sm_buf_printf(&path, "/containers/json?all=%d", all ? 1 : 0);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  int rc = common_buf_printf(&path, "/containers/json?all=%d", all ? 1 : 0);
   if (rc == 0 && n_labels > 0) {
-    rc = sm_buf_append(&path, "&", 1);
+    rc = common_buf_append(&path, "&", 1);
     if (rc == 0) rc = engine_label_filters(&path, labels, n_labels);
   }
   return engine_call_list(engine, rc, path.data, "container list", "label filter", out, err);
@@ -109,10 +109,10 @@ int sm_engine_container_kill(sm_engine *engine, const char *id, const char *sign
                              sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   if (signal == NULL || signal[0] == '\0') signal = "KILL";
-  cleanup_buf sm_buf suffix;
-  sm_buf_init(&suffix, 256);
+  cleanup_buf common_buf suffix;
+  common_buf_init(&suffix, 256);
   int rc = 0;
-  if (sm_buf_append(&suffix, "/kill?signal=", 13) != 0 ||
+  if (common_buf_append(&suffix, "/kill?signal=", 13) != 0 ||
       engine_url_escape(&suffix, signal, NULL) != 0)
     rc = sm_error_set(err, SM_EINVAL, "bad signal name");
   if (rc == 0) rc = simple_post(engine, id, suffix.data, 0, err);
@@ -124,8 +124,8 @@ int sm_engine_container_remove(sm_engine *engine, const char *id, int force,
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   char suffix[32];
   snprintf(suffix, sizeof suffix, "?v=%d&force=%d", remove_volumes ? 1 : 0, force ? 1 : 0);
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, suffix, err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
   return rc;
@@ -136,11 +136,11 @@ int sm_engine_container_rename(sm_engine *engine, const char *id, const char *ne
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(new_name, "container name", err);
   if (rc != 0) return rc;
-  cleanup_buf sm_buf suffix;
-  sm_buf_init(&suffix, PATH_CAP);
+  cleanup_buf common_buf suffix;
+  common_buf_init(&suffix, PATH_CAP);
   rc = engine_ref_path(&suffix, "/rename?name=", new_name, NULL, NULL, "container name", err);
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   if (rc == 0) rc = container_path(&path, id, suffix.data, err);
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, NULL, 0, NULL, NULL, err);
   return rc;
@@ -157,8 +157,8 @@ int sm_engine_container_wait(sm_engine *engine, const char *id, const char *cond
   char suffix[64];
   snprintf(suffix, sizeof suffix, "/wait%s%s", condition ? "?condition=" : "",
            condition ? condition : "");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = container_path(&path, id, suffix, err);
   json_object *resp = NULL;
   /* The wait lasts as long as the container runs: no request timeout

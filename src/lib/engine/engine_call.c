@@ -84,11 +84,11 @@ int sm_engine_request_json(sm_engine *engine, const char *method, const char *pa
   return engine_call_json(engine, method, path, body, 0, out_status, out, err);
 }
 
-int engine_versioned_path(sm_engine *e, sm_buf *out, const char *rel_path, sm_error *err) {
+int engine_versioned_path(sm_engine *e, common_buf *out, const char *rel_path, sm_error *err) {
   int rc = sm_engine_negotiate(e, err);
   if (rc != 0) return rc;
-  sm_buf_reset(out);
-  if (sm_buf_printf(out, "/v%s%s", e->api_version, rel_path) != 0)
+  common_buf_reset(out);
+  if (common_buf_printf(out, "/v%s%s", e->api_version, rel_path) != 0)
     return sm_error_set(err, SM_EINVAL, "request path too long");
   return 0;
 }
@@ -98,8 +98,8 @@ int engine_call_json(sm_engine *e, const char *method, const char *rel_path,
                      json_object **out, sm_error *err) {
   if (out) *out = NULL;
   if (out_status) *out_status = 0;
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, 64 << 10);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, 64 << 10);
   int rc = engine_versioned_path(e, &path, rel_path, err);
   if (rc != 0) return rc;
   const char *body_text = NULL;

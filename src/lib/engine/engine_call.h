@@ -12,7 +12,7 @@
 #include "engine/transport.h"
 
 /* Negotiates if needed, then prefixes "/v<api>" to rel_path. */
-int engine_versioned_path(sm_engine *e, sm_buf *out, const char *rel_path, sm_error *err);
+int engine_versioned_path(sm_engine *e, common_buf *out, const char *rel_path, sm_error *err);
 /* One JSON exchange on a versioned path: statuses >= 400 become errors via
  * engine_error_from_response. out may be NULL; *out is NULL for an empty
  * body. timeout_ms as in engine_request. */

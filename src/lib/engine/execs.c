@@ -16,8 +16,8 @@ int sm_engine_exec_create(sm_engine *engine, const char *container_id, json_obje
   if (out_exec_id) out_exec_id[0] = '\0';
   if (engine == NULL || config == NULL)
     return sm_error_set(err, SM_EINVAL, "exec create: needs a client and a config");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/containers/", container_id, NULL, "/exec", "container id", err);
   cleanup_json json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "POST", path.data, config, 0, NULL, &resp, err);
@@ -40,8 +40,8 @@ int sm_engine_exec_inspect(sm_engine *engine, const char *exec_id, int *out_runn
   if (out_exit_code) *out_exit_code = -1;
   if (out_pid) *out_pid = 0;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/exec/", exec_id, NULL, "/json", "exec id", err);
   json_object *resp = NULL;
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, &resp, err);

@@ -78,7 +78,7 @@ typedef struct hijack {
   sm_engine *e;
   const sm_exec_io *io;
   engine_conn c;
-  sm_buf head;           /* the response head, then an error body */
+  common_buf head;       /* the response head, then an error body */
   int streaming;         /* the head said 101/200: output follows */
   int status;
   size_t head_len;
@@ -97,7 +97,7 @@ typedef struct hijack {
 
 static int feed_head(hijack *h, const char *data, size_t len, sm_error *err) {
   if (h->streaming) return engine_mux_feed(&h->mux, data, len, err);
-  if (sm_buf_append(&h->head, data, len) != 0)
+  if (common_buf_append(&h->head, data, len) != 0)
     return sm_error_set(err, SM_EPROTOCOL,
                         "exec start: the engine at %s sent an over-long answer",
                         h->e->addr.host);
@@ -127,7 +127,7 @@ static int feed_head(hijack *h, const char *data, size_t len, sm_error *err) {
       h->streaming = 1;
       size_t rest = h->head.len - hl;
       int rc = rest ? engine_mux_feed(&h->mux, h->head.data + hl, rest, err) : 0;
-      sm_buf_dispose(&h->head);
+      common_buf_dispose(&h->head);
       return rc;
     }
   }
@@ -264,11 +264,11 @@ static int run_loop(hijack *h, int64_t deadline, int64_t head_deadline, sm_error
 }
 
 /* The POST /exec/{id}/start request asking for the upgrade. */
-static int start_request(sm_engine *e, const char *exec_id, sm_buf *req, sm_error *err) {
-  cleanup_buf sm_buf rel;
-  sm_buf_init(&rel, 4096);
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, 4096);
+static int start_request(sm_engine *e, const char *exec_id, common_buf *req, sm_error *err) {
+  cleanup_buf common_buf rel;
+  common_buf_init(&rel, 4096);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, 4096);
   int rc = engine_ref_path(&rel, "/exec/", exec_id, NULL, "/start", "exec id", err);
   if (rc == 0) rc = engine_versioned_path(e, &path, rel.data, err);
   if (rc == 0) {
@@ -278,11 +278,11 @@ static int start_request(sm_engine *e, const char *exec_id, sm_buf *req, sm_erro
       snprintf(hosthdr, sizeof hosthdr, "docker");
     else
       snprintf(hosthdr, sizeof hosthdr, "%s", e->base_url + (e->addr.tls ? 8 : 7));
-    if (sm_buf_printf(req,
-                      "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandman/%s\r\n"
-                      "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n%s",
-                      path.data, hosthdr, SANDMAN_VERSION, sizeof body - 1, body) != 0)
+    if (common_buf_printf(req,
+                          "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sandman/%s\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                          "Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n%s",
+                          path.data, hosthdr, SANDMAN_VERSION, sizeof body - 1, body) != 0)
       rc = sm_error_set(err, SM_ENOMEM, "exec start: out of memory");
   }
   return rc;
@@ -295,14 +295,14 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
   if (deadline > 0 && deadline < connect_deadline) connect_deadline = deadline;
   int64_t head_deadline = start + e->request_timeout_ms;
 
-  cleanup_buf sm_buf req;
-  sm_buf_init(&req, 8192);
+  cleanup_buf common_buf req;
+  common_buf_init(&req, 8192);
   hijack h;
   memset(&h, 0, sizeof h);
   h.e = e;
   h.io = io;
   h.c.fd = -1;
-  sm_buf_init(&h.head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
+  common_buf_init(&h.head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
   engine_mux_init(&h.mux, io->max_frame_bytes, io->output, io->output_ud);
 
   int rc = start_request(e, exec_id, &req, err);
@@ -322,7 +322,7 @@ int engine_exec_hijack(sm_engine *e, const char *exec_id, const sm_exec_io *io, 
   if (rc == 0) engine_conn_keep_session(e, &h.c);
   engine_conn_close(&h.c);
   free(h.stdin_buf);
-  sm_buf_dispose(&h.head);
+  common_buf_dispose(&h.head);
   return rc;
 }
 
@@ -357,12 +357,12 @@ int sm_engine_exec_open(sm_engine *e, const char *exec_id, sm_output_fn output, 
   h->e = e;
   h->io = &s->io;
   h->c.fd = -1;
-  sm_buf_init(&h->head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
+  common_buf_init(&h->head, ENGINE_MAX_HTTP_HEAD + ENGINE_MAX_ERROR_BODY);
   engine_mux_init(&h->mux, 0, output, ud);
 
   int64_t start = engine_now_ms();
-  cleanup_buf sm_buf req;
-  sm_buf_init(&req, 8192);
+  cleanup_buf common_buf req;
+  common_buf_init(&req, 8192);
   rc = start_request(e, exec_id, &req, err);
   if (rc == 0) rc = engine_conn_open(e, &h->c, start + e->connect_timeout_ms, err);
   if (rc == 0) {
@@ -453,6 +453,6 @@ void sm_exec_stream_shutdown(sm_exec_stream *s) {
 void sm_exec_stream_close(sm_exec_stream *s) {
   if (s == NULL) return;
   engine_conn_close(&s->h.c);
-  sm_buf_dispose(&s->h.head);
+  common_buf_dispose(&s->h.head);
   free(s);
 }

@@ -16,8 +16,8 @@ int sm_engine_image_inspect(sm_engine *engine, const char *ref, json_object **ou
                             sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   /* The engine routes /images/{name:.*}/json: slashes and colons stay. */
   int rc = engine_ref_path(&path, "/images/", ref, "/:@", "/json", "image reference", err);
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
@@ -29,11 +29,11 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
                          sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  int rc = sm_buf_append(&path, "/images/json", 12);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  int rc = common_buf_append(&path, "/images/json", 12);
   if (rc == 0 && filters != NULL) {
-    rc = sm_buf_append(&path, "?filters=", 9);
+    rc = common_buf_append(&path, "?filters=", 9);
     if (rc == 0)
       rc = engine_url_escape(&path,
                              json_object_to_json_string_ext(
@@ -45,8 +45,8 @@ int sm_engine_image_list(sm_engine *engine, json_object *filters, json_object **
 
 int sm_engine_image_remove(sm_engine *engine, const char *ref, int force, sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/images/", ref, "/:@", force ? "?force=1" : NULL,
                            "image reference", err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
@@ -69,8 +69,8 @@ static int progress_write(void *ud, const char *buf, size_t len) {
 static int streamed_post(sm_engine *e, const char *rel_path, const char *what, sm_read_fn reader,
                          void *reader_ud, sm_progress_fn progress, void *progress_ud,
                          sm_error *err) {
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_versioned_path(e, &path, rel_path, err);
   if (rc != 0) return rc;
   progress_sink sink;
@@ -96,17 +96,17 @@ int sm_engine_image_import(sm_engine *engine, sm_read_fn reader, void *reader_ud
     return sm_error_set(err, SM_EINVAL, "image import: needs a client and a reader");
   int rc = engine_check_ref(repo, "image repository", err);
   if (rc != 0) return rc;
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  rc = sm_buf_append(&path, "/images/create?fromSrc=-&repo=", 30);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  rc = common_buf_append(&path, "/images/create?fromSrc=-&repo=", 30);
   if (rc == 0) rc = engine_url_escape(&path, repo, NULL);
   if (rc == 0 && tag != NULL && tag[0] != '\0') {
-    rc = sm_buf_append(&path, "&tag=", 5);
+    rc = common_buf_append(&path, "&tag=", 5);
     if (rc == 0) rc = engine_url_escape(&path, tag, NULL);
   }
   for (size_t i = 0; rc == 0 && i < n_changes; i++) {
     if (changes[i] == NULL) continue;
-    rc = sm_buf_append(&path, "&changes=", 9);
+    rc = common_buf_append(&path, "&changes=", 9);
     if (rc == 0) rc = engine_url_escape(&path, changes[i], NULL);
   }
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image import: parameters too long");
@@ -129,15 +129,15 @@ int sm_engine_image_build(sm_engine *engine, sm_read_fn reader, void *reader_ud,
                           sm_progress_fn progress, void *progress_ud, sm_error *err) {
   if (engine == NULL || reader == NULL)
     return sm_error_set(err, SM_EINVAL, "image build: needs a client and a reader");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  int rc = sm_buf_append(&path, "/build?rm=1&forcerm=1", 21);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  int rc = common_buf_append(&path, "/build?rm=1&forcerm=1", 21);
   if (rc == 0 && tag != NULL && tag[0] != '\0') {
-    rc = sm_buf_append(&path, "&t=", 3);
+    rc = common_buf_append(&path, "&t=", 3);
     if (rc == 0) rc = engine_url_escape(&path, tag, NULL);
   }
   if (rc == 0 && dockerfile != NULL && dockerfile[0] != '\0') {
-    rc = sm_buf_append(&path, "&dockerfile=", 12);
+    rc = common_buf_append(&path, "&dockerfile=", 12);
     if (rc == 0) rc = engine_url_escape(&path, dockerfile, NULL);
   }
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "image build: parameters too long");

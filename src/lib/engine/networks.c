@@ -14,13 +14,13 @@
 
 #define PATH_CAP (64u << 10)
 
-static int network_path(sm_buf *b, const char *name, const char *suffix, sm_error *err) {
+static int network_path(common_buf *b, const char *name, const char *suffix, sm_error *err) {
   int rc = engine_check_ref(name, "network name", err);
   if (rc != 0) return rc;
-  sm_buf_init(b, PATH_CAP);
-  if (sm_buf_append(b, "/networks/", 10) != 0 || engine_url_escape(b, name, NULL) != 0 ||
-      (suffix && sm_buf_append(b, suffix, strlen(suffix)) != 0)) {
-    sm_buf_dispose(b);
+  common_buf_init(b, PATH_CAP);
+  if (common_buf_append(b, "/networks/", 10) != 0 || engine_url_escape(b, name, NULL) != 0 ||
+      (suffix && common_buf_append(b, suffix, strlen(suffix)) != 0)) {
+    common_buf_dispose(b);
     return sm_error_set(err, SM_EINVAL, "network name too long");
   }
   return 0;
@@ -30,11 +30,11 @@ int sm_engine_network_inspect(sm_engine *engine, const char *name, json_object *
                               sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  sm_buf path;
+  common_buf path;
   int rc = network_path(&path, name, NULL, err);
   if (rc != 0) return rc;
   rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
-  sm_buf_dispose(&path);
+  common_buf_dispose(&path);
   return rc;
 }
 
@@ -43,7 +43,7 @@ int sm_engine_network_connect(sm_engine *engine, const char *name, const char *c
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(container, "container id", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  common_buf path;
   if ((rc = network_path(&path, name, "/connect", err)) != 0) return rc;
   json_object *body = json_object_new_object(), *ep = json_object_new_object();
   json_object *al = json_object_new_array();
@@ -53,7 +53,7 @@ int sm_engine_network_connect(sm_engine *engine, const char *name, const char *c
   json_object_object_add(body, "EndpointConfig", ep);
   rc = engine_call_json(engine, "POST", path.data, body, 0, NULL, NULL, err);
   json_object_put(body);
-  sm_buf_dispose(&path);
+  common_buf_dispose(&path);
   return rc;
 }
 
@@ -62,14 +62,14 @@ int sm_engine_network_disconnect(sm_engine *engine, const char *name, const char
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   int rc = engine_check_ref(container, "container id", err);
   if (rc != 0) return rc;
-  sm_buf path;
+  common_buf path;
   if ((rc = network_path(&path, name, "/disconnect", err)) != 0) return rc;
   json_object *body = json_object_new_object();
   json_object_object_add(body, "Container", json_object_new_string(container));
   json_object_object_add(body, "Force", json_object_new_boolean(force));
   rc = engine_call_json(engine, "POST", path.data, body, 0, NULL, NULL, err);
   json_object_put(body);
-  sm_buf_dispose(&path);
+  common_buf_dispose(&path);
   return rc;
 }
 
@@ -91,9 +91,9 @@ int sm_engine_container_logs(sm_engine *engine, const char *id, double since, in
     return sm_error_set(err, SM_EINVAL, "container logs: needs a client and an output");
   int rc = engine_check_ref(id, "container id", err);
   if (rc != 0) return rc;
-  sm_buf rel, full;
-  sm_buf_init(&rel, PATH_CAP);
-  sm_buf_init(&full, PATH_CAP);
+  common_buf rel, full;
+  common_buf_init(&rel, PATH_CAP);
+  common_buf_init(&full, PATH_CAP);
   char q[128];
   /* since: seconds.nanoseconds, as the engine takes it. */
   long long secs = (long long)since;
@@ -101,8 +101,8 @@ int sm_engine_container_logs(sm_engine *engine, const char *id, double since, in
   if (nanos < 0) nanos = 0;
   snprintf(q, sizeof q, "/logs?stdout=1&stderr=1&follow=0&timestamps=%d&since=%lld.%09ld",
            timestamps ? 1 : 0, secs, nanos);
-  if (sm_buf_append(&rel, "/containers/", 12) != 0 || engine_url_escape(&rel, id, NULL) != 0 ||
-      sm_buf_append(&rel, q, strlen(q)) != 0)
+  if (common_buf_append(&rel, "/containers/", 12) != 0 || engine_url_escape(&rel, id, NULL) != 0 ||
+      common_buf_append(&rel, q, strlen(q)) != 0)
     rc = sm_error_set(err, SM_EINVAL, "container logs: path too long");
   if (rc == 0) rc = engine_versioned_path(engine, &full, rel.data, err);
   if (rc == 0) {
@@ -127,7 +127,7 @@ int sm_engine_container_logs(sm_engine *engine, const char *id, double since, in
     if (rc == 0) rc = engine_mux_finish(&sink.mux, err);
     engine_response_dispose(&resp);
   }
-  sm_buf_dispose(&rel);
-  sm_buf_dispose(&full);
+  common_buf_dispose(&rel);
+  common_buf_dispose(&full);
   return rc;
 }

@@ -9,9 +9,9 @@
 #include "common/buf.h"
 
 /* Appends s percent-encoded; keep lists extra bytes left as they are. */
-int engine_url_escape(sm_buf *b, const char *s, const char *keep);
+int engine_url_escape(common_buf *b, const char *s, const char *keep);
 /* Appends "filters=<escaped JSON>" for labels ({"label":[...]}). */
-int engine_label_filters(sm_buf *b, const char *const *labels, size_t n_labels);
+int engine_label_filters(common_buf *b, const char *const *labels, size_t n_labels);
 /* Checks an id or name used in a path (non-empty, bounded). */
 int engine_check_ref(const char *ref, const char *what, sm_error *err);
 
@@ -19,7 +19,7 @@ int engine_check_ref(const char *ref, const char *what, sm_error *err);
  * "/json"), after checking ref as engine_check_ref does (named by what);
  * keep as for engine_url_escape; suffix may be NULL. SM_EINVAL when too
  * long ("<what> too long"). */
-int engine_ref_path(sm_buf *b, const char *collection, const char *ref, const char *keep,
+int engine_ref_path(common_buf *b, const char *collection, const char *ref, const char *keep,
                     const char *suffix, const char *what, sm_error *err);
 
 #endif

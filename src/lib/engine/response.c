@@ -81,12 +81,12 @@ int engine_error_from_response(long status, const char *body, size_t len, const 
 
 void engine_progress_init(engine_progress *p, sm_progress_fn cb, void *ud) {
   memset(p, 0, sizeof *p);
-  sm_buf_init(&p->line, ENGINE_MAX_PROGRESS_LINE);
+  common_buf_init(&p->line, ENGINE_MAX_PROGRESS_LINE);
   p->cb = cb;
   p->ud = ud;
 }
 
-void engine_progress_dispose(engine_progress *p) { sm_buf_dispose(&p->line); }
+void engine_progress_dispose(engine_progress *p) { common_buf_dispose(&p->line); }
 
 static void progress_line(engine_progress *p, const char *s, size_t len) {
   while (len > 0 && (s[len - 1] == '\r' || s[len - 1] == ' ')) len--;
@@ -130,7 +130,7 @@ int engine_progress_feed(engine_progress *p, const char *data, size_t len) {
   while (len > 0) {
     const char *nl = memchr(data, '\n', len);
     size_t take = nl ? (size_t)(nl - data) : len;
-    if (sm_buf_append(&p->line, data, take) != 0) {
+    if (common_buf_append(&p->line, data, take) != 0) {
       if (p->code == 0) {
         p->code = SM_ETOOBIG;
         snprintf(p->message, sizeof p->message,
@@ -140,7 +140,7 @@ int engine_progress_feed(engine_progress *p, const char *data, size_t len) {
     }
     if (nl == NULL) break;
     progress_line(p, p->line.data ? p->line.data : "", p->line.len);
-    sm_buf_reset(&p->line);
+    common_buf_reset(&p->line);
     data += take + 1;
     len -= take + 1;
   }
@@ -150,7 +150,7 @@ int engine_progress_feed(engine_progress *p, const char *data, size_t len) {
 int engine_progress_finish(engine_progress *p, const char *what, sm_error *err) {
   if (p->line.len > 0) {
     progress_line(p, p->line.data, p->line.len);
-    sm_buf_reset(&p->line);
+    common_buf_reset(&p->line);
   }
   if (p->code != 0) return sm_error_set(err, p->code, "%s: %s", what, p->message);
   if (p->failed) return sm_error_set(err, SM_EENGINE, "%s: %s", what, p->message);

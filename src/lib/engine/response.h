@@ -29,7 +29,7 @@ int engine_parse_json_body(const char *body, size_t len, const char *what,
 
 /* Progress streams (build, import): one JSON message per line. */
 typedef struct engine_progress {
-  sm_buf line;
+  common_buf line;
   sm_progress_fn cb;
   void *ud;
   int failed;            /* the stream carried an error message */

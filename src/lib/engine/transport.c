@@ -29,12 +29,12 @@ void engine_request_tar(engine_request *req, const char *method, const char *pat
 
 void engine_response_init(engine_response *r, size_t max_body) {
   r->status = 0;
-  sm_buf_init(&r->body, max_body);
+  common_buf_init(&r->body, max_body);
   r->api_version[0] = '\0';
   r->path_stat[0] = '\0';
 }
 
-void engine_response_dispose(engine_response *r) { sm_buf_dispose(&r->body); }
+void engine_response_dispose(engine_response *r) { common_buf_dispose(&r->body); }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
   xfer *x = ud;
@@ -52,7 +52,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
       return n;
     }
   }
-  if (sm_buf_append(&x->resp->body, ptr, n) != 0) {
+  if (common_buf_append(&x->resp->body, ptr, n) != 0) {
     x->toobig = 1;
     return 0;
   }
@@ -228,13 +228,13 @@ int engine_perform(sm_engine *e, const engine_request *req, engine_response *res
   snprintf(what, sizeof what, "%s %.*s", req->method,
            (int)(q ? (size_t)(q - req->path) : strlen(req->path)), req->path);
 
-  sm_buf url;
-  sm_buf_init(&url, 64 << 10);
-  if (sm_buf_printf(&url, "%s%s", e->base_url, req->path) != 0) {
-    sm_buf_dispose(&url);
+  common_buf url;
+  common_buf_init(&url, 64 << 10);
+  if (common_buf_printf(&url, "%s%s", e->base_url, req->path) != 0) {
+    common_buf_dispose(&url);
     return sm_error_set(err, SM_EINVAL, "%s: request path too long", what);
   }
-  sm_buf_reset(&resp->body);
+  common_buf_reset(&resp->body);
   resp->status = 0;
   resp->api_version[0] = '\0';
   resp->path_stat[0] = '\0';
@@ -293,7 +293,7 @@ int engine_perform(sm_engine *e, const engine_request *req, engine_response *res
   }
 
   crc = curl_easy_perform(c);
-  sm_buf_dispose(&url);
+  common_buf_dispose(&url);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
   if (crc != CURLE_OK) return map_curl_error(e, crc, &x, what, err);
   if (x.toobig) return map_curl_error(e, CURLE_WRITE_ERROR, &x, what, err);
@@ -303,7 +303,7 @@ int engine_perform(sm_engine *e, const engine_request *req, engine_response *res
   return 0;
 
 setopt_fail:
-  sm_buf_dispose(&url);
+  common_buf_dispose(&url);
   return sm_error_set(err, SM_EIO, "%s: configuring libcurl failed: %s", what,
                       curl_easy_strerror(crc));
 }

@@ -30,7 +30,7 @@ typedef struct engine_request {
 
 typedef struct engine_response {
   long status;
-  sm_buf body;                        /* capped; error bodies of streams too */
+  common_buf body;                          /* capped; error bodies of streams too */
   char api_version[ENGINE_API_MAX_LEN * 2]; /* the Api-Version header */
   /* X-Docker-Container-Path-Stat (base64 JSON), "" if none */
   char path_stat[ENGINE_PATH_STAT_MAX];

@@ -29,8 +29,8 @@ int sm_engine_volume_create(sm_engine *engine, const char *name, const char *dri
 
 int sm_engine_volume_remove(sm_engine *engine, const char *name, int force, sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/volumes/", name, NULL, force ? "?force=1" : NULL,
                            "volume name", err);
   if (rc == 0) rc = engine_call_json(engine, "DELETE", path.data, NULL, 0, NULL, NULL, err);
@@ -41,8 +41,8 @@ int sm_engine_volume_inspect(sm_engine *engine, const char *name, json_object **
                              sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
   int rc = engine_ref_path(&path, "/volumes/", name, NULL, NULL, "volume name", err);
   if (rc == 0) rc = engine_call_json(engine, "GET", path.data, NULL, 0, NULL, out, err);
   return rc;
@@ -52,11 +52,11 @@ int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n
                           json_object **out, sm_error *err) {
   *out = NULL;
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
-  cleanup_buf sm_buf path;
-  sm_buf_init(&path, PATH_CAP);
-  int rc = sm_buf_append(&path, "/volumes", 8);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  int rc = common_buf_append(&path, "/volumes", 8);
   if (rc == 0 && n_labels > 0) {
-    rc = sm_buf_append(&path, "?", 1);
+    rc = common_buf_append(&path, "?", 1);
     if (rc == 0) rc = engine_label_filters(&path, labels, n_labels);
   }
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "volume list: label filter too long");

@@ -104,7 +104,7 @@ json_object *sm_file_entry_to_json(const sm_file_entry *e) {
 static int on_output(void *ud, int stream, const char *data, size_t len) {
   fs_call *c = ud;
   if (stream != 1 || c->parse_rc) return 0;
-  c->parse_rc = fs_wire_feed(&c->wire, data, len, &c->parse_err);
+  c->parse_rc = files_wire_feed(&c->wire, data, len, &c->parse_err);
   if (c->parse_rc && c->parse_err.code == 0)
     sm_error_set(&c->parse_err, c->parse_rc, "stopped by the receiver (%s)",
                  sm_error_name(c->parse_rc));
@@ -121,8 +121,8 @@ static int failure_code(const sm_run_result *r) {
   }
 }
 
-void fs_helper_request(sm_run_request *req, const sm_run_request *base,
-                       const char *const *argv, size_t argc, sm_output_fn on_out, void *ud) {
+void files_helper_request(sm_run_request *req, const sm_run_request *base, const char *const *argv,
+                          size_t argc, sm_output_fn on_out, void *ud) {
   *req = *base;
   req->argv = argv;
   req->argc = argc;
@@ -139,11 +139,11 @@ void fs_helper_request(sm_run_request *req, const sm_run_request *base,
     req->settings.stderr_cap = 64 * 1024;
 }
 
-int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
-                const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
-                sm_run_result *call, sm_error *err) {
+int files_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
+                   const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
+                   sm_run_result *call, sm_error *err) {
   sm_run_request req;
-  fs_helper_request(&req, base, argv, argc, on_output, c);
+  files_helper_request(&req, base, argv, argc, on_output, c);
   req.stdin_read = in;
   req.stdin_ud = in_ud;
   sm_run_result local;
@@ -160,9 +160,9 @@ int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
       rc = c->parse_rc;
       if (err) *err = c->parse_err;
     } else if (c->wire.failed) {
-      rc = sm_error_set(err, fs_wire_error_code(c->wire.errname), "%s", c->wire.message);
+      rc = sm_error_set(err, files_wire_error_code(c->wire.errname), "%s", c->wire.message);
       /* What the sandbox's file system said, apart from sandman's own refusals. */
-      if (err) err->sys_errno = fs_wire_errno(c->wire.errname);
+      if (err) err->sys_errno = files_wire_errno(c->wire.errname);
     } else if (r->failure_kind != SM_FAIL_NONE && r->failure_kind != SM_FAIL_TOOL) {
       rc = sm_error_set(err, failure_code(r), "%s", r->error[0] ? r->error : "the call failed");
     } else if (r->exit_code != 0) {
@@ -170,7 +170,7 @@ int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
                         r->exit_code, r->stderr_len ? ": " : "", (int)(r->stderr_len > 512 ? 512 : r->stderr_len),
                         r->stderr_data ? r->stderr_data : "");
     } else {
-      rc = fs_wire_finish(&c->wire, err);
+      rc = files_wire_finish(&c->wire, err);
     }
   }
   if (rc) sm_error_wrap(err, "%s", op);
@@ -178,12 +178,13 @@ int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
   return rc;
 }
 
-void fs_call_init(fs_call *c, fs_wire_mode mode, const fs_wire_handlers *h, int64_t max_records) {
+void files_call_init(fs_call *c, fs_wire_mode mode, const fs_wire_handlers *h,
+                     int64_t max_records) {
   memset(c, 0, sizeof *c);
-  fs_wire_init(&c->wire, mode, h, max_records);
+  files_wire_init(&c->wire, mode, h, max_records);
 }
 
-void fs_call_dispose(fs_call *c) { fs_wire_dispose(&c->wire); }
+void files_call_dispose(fs_call *c) { files_wire_dispose(&c->wire); }
 
 /* Checks path and keeps its canonical form in buf. */
 static int canon(const char *path, char *buf, size_t len, sm_error *err) {
@@ -196,7 +197,7 @@ typedef struct reading {
   const sm_files_read_opts *opts;
   int64_t size, count, got;
   int64_t max; /* read_all */
-  sm_buf *into;
+  common_buf *into;
 } reading;
 
 static int read_ok(void *ud, const char *fields) {
@@ -230,10 +231,10 @@ int sm_files_read(sm_runner *runner, const sm_run_request *base, const char *pat
   reading r = {.opts = opts};
   fs_wire_handlers h = {.ok = read_ok, .content = read_content, .ud = &r};
   fs_call c;
-  fs_call_init(&c, FS_WIRE_RAW, &h, 0);
+  files_call_init(&c, FS_WIRE_RAW, &h, 0);
   const char *argv[] = {"fs", "read", ROOT, p, off, len};
-  rc = fs_call_run(&c, runner, base, argv, 6, NULL, NULL, call, err);
-  fs_call_dispose(&c);
+  rc = files_call_run(&c, runner, base, argv, 6, NULL, NULL, call, err);
+  files_call_dispose(&c);
   if (rc == 0 && r.got != r.count)
     rc = sm_error_set(err, SM_EIO, "reading %s: the file changed while it was read (%" PRId64
                                    " of %" PRId64 " bytes)", p, r.got, r.count);
@@ -248,7 +249,7 @@ static int collect_size(void *ud, int64_t size, int64_t count) {
 
 static int collect_write(void *ud, const char *data, size_t len) {
   reading *r = ud;
-  return sm_buf_append(r->into, data, len) == 0 ? 0 : SM_ETOOBIG;
+  return common_buf_append(r->into, data, len) == 0 ? 0 : SM_ETOOBIG;
 }
 
 int sm_files_read_all(sm_runner *runner, const sm_run_request *base, const char *path,
@@ -256,22 +257,22 @@ int sm_files_read_all(sm_runner *runner, const sm_run_request *base, const char 
                       sm_run_result *call, sm_error *err) {
   *out = NULL;
   *out_len = 0;
-  sm_buf b;
-  sm_buf_init(&b, max);
+  common_buf b;
+  common_buf_init(&b, max);
   reading r = {.max = (int64_t)max, .into = &b};
   sm_files_read_opts o = {offset, length, collect_size, collect_write, &r};
   int rc = sm_files_read(runner, base, path, &o, call, err);
   if (rc == SM_ETOOBIG || (rc && err && err->code == SM_ETOOBIG))
     rc = sm_error_set(err, SM_ETOOBIG, "%s is larger than %zu bytes", path, max);
   if (rc) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return rc;
   }
   if (b.data == NULL) {
     *out = strdup("");
     if (*out == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   } else {
-    *out = sm_buf_steal(&b, out_len);
+    *out = common_buf_steal(&b, out_len);
   }
   return 0;
 }
@@ -357,18 +358,18 @@ int sm_files_write(sm_runner *runner, const sm_run_request *base, const char *pa
   int64_t counts[2] = {0, 0};
   fs_wire_handlers h = {.ok = count_ok, .ud = counts};
   fs_call c;
-  fs_call_init(&c, FS_WIRE_STATUS, &h, 0);
+  files_call_init(&c, FS_WIRE_STATUS, &h, 0);
   chunker k = {.call = &c, .read = opts->read, .ud = opts->ud,
                .max = opts->max_bytes > 0 ? opts->max_bytes : SM_FILES_DEFAULT_MAX_BYTES};
   k.buf = malloc(HEAD_ROOM + CHUNK);
   if (k.buf == NULL) {
-    fs_call_dispose(&c);
+    files_call_dispose(&c);
     return sm_error_set(err, SM_ENOMEM, NULL);
   }
   const char *argv[] = {"fs", "write", ROOT, p, mode, flags};
-  rc = fs_call_run(&c, runner, base, argv, 6, chunk_read, &k, call, err);
+  rc = files_call_run(&c, runner, base, argv, 6, chunk_read, &k, call, err);
   free(k.buf);
-  fs_call_dispose(&c);
+  files_call_dispose(&c);
   if (rc == 0 && written) *written = counts[0];
   return rc;
 }
@@ -408,10 +409,10 @@ int sm_files_mkdir(sm_runner *runner, const sm_run_request *base, const char *pa
   if (mode > 0777) return sm_error_set(err, SM_EINVAL, "mode %o: only permission bits (0 to 0777)", mode);
   snprintf(m, sizeof m, "%o", mode < 0 ? 0755u : (unsigned)mode);
   fs_call c;
-  fs_call_init(&c, FS_WIRE_STATUS, NULL, 0);
+  files_call_init(&c, FS_WIRE_STATUS, NULL, 0);
   const char *argv[] = {"fs", "mkdir", ROOT, p, m, parents ? "p" : "-"};
-  rc = fs_call_run(&c, runner, base, argv, 6, NULL, NULL, call, err);
-  fs_call_dispose(&c);
+  rc = files_call_run(&c, runner, base, argv, 6, NULL, NULL, call, err);
+  files_call_dispose(&c);
   return rc;
 }
 
@@ -424,10 +425,10 @@ int sm_files_delete(sm_runner *runner, const sm_run_request *base, const char *p
   int64_t counts[2] = {0, 0};
   fs_wire_handlers h = {.ok = count_ok, .ud = counts};
   fs_call c;
-  fs_call_init(&c, FS_WIRE_STATUS, &h, 0);
+  files_call_init(&c, FS_WIRE_STATUS, &h, 0);
   const char *argv[] = {"fs", "delete", ROOT, p, recursive ? "r" : "-"};
-  rc = fs_call_run(&c, runner, base, argv, 5, NULL, NULL, call, err);
-  fs_call_dispose(&c);
+  rc = files_call_run(&c, runner, base, argv, 5, NULL, NULL, call, err);
+  files_call_dispose(&c);
   if (rc == 0 && removed) *removed = counts[0];
   return rc;
 }
@@ -456,10 +457,10 @@ static int run_listing(sm_runner *runner, const sm_run_request *base, const char
   memset(out, 0, sizeof *out);
   fs_wire_handlers h = {.record = list_record, .ud = out};
   fs_call c;
-  fs_call_init(&c, FS_WIRE_RECORDS, &h, (int64_t)max);
-  int rc = fs_call_run(&c, runner, base, argv, argc, NULL, NULL, call, err);
+  files_call_init(&c, FS_WIRE_RECORDS, &h, (int64_t)max);
+  int rc = files_call_run(&c, runner, base, argv, argc, NULL, NULL, call, err);
   out->truncated = c.wire.truncated;
-  fs_call_dispose(&c);
+  files_call_dispose(&c);
   if (rc) sm_file_list_dispose(out);
   return rc;
 }
@@ -558,12 +559,12 @@ int sm_files_grep(sm_runner *runner, const sm_run_request *base, const char *pat
            opts->fixed || opts->ignore_case ? "" : "-");
   fs_wire_handlers h = {.match = grep_match, .ud = out};
   fs_call c;
-  fs_call_init(&c, FS_WIRE_RECORDS, &h, (int64_t)max);
+  files_call_init(&c, FS_WIRE_RECORDS, &h, (int64_t)max);
   const char *argv[] = {"fs", "grep", ROOT, p, opts->pattern, flags,
                         opts->include ? opts->include : "-", m};
-  rc = fs_call_run(&c, runner, base, argv, 8, NULL, NULL, call, err);
+  rc = files_call_run(&c, runner, base, argv, 8, NULL, NULL, call, err);
   out->truncated = c.wire.truncated;
-  fs_call_dispose(&c);
+  files_call_dispose(&c);
   if (rc) sm_grep_result_dispose(out);
   return rc;
 }

@@ -18,16 +18,16 @@ typedef struct fs_call {
 /* A helper call of argv built from base: sandman's agent as the sandbox's
  * user, no stdin, no environment of the caller's, stdout only to on_out,
  * stderr capped at 64 KiB. */
-void fs_helper_request(sm_run_request *req, const sm_run_request *base,
-                       const char *const *argv, size_t argc, sm_output_fn on_out, void *ud);
-void fs_call_init(fs_call *c, fs_wire_mode mode, const fs_wire_handlers *h, int64_t max_records);
-void fs_call_dispose(fs_call *c);
+void files_helper_request(sm_run_request *req, const sm_run_request *base, const char *const *argv,
+                          size_t argc, sm_output_fn on_out, void *ud);
+void files_call_init(fs_call *c, fs_wire_mode mode, const fs_wire_handlers *h, int64_t max_records);
+void files_call_dispose(fs_call *c);
 /* Runs argv ({"fs", OP, "/workspace", ...}) as a helper call built from
  * base, stdin from in (may be NULL), and turns its outcome into 0 or an
  * error: what the producer or the parser met first, else the helper's
  * "err" answer, else the call's own failure. */
-int fs_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
-                const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
-                sm_run_result *call, sm_error *err);
+int files_call_run(fs_call *c, sm_runner *runner, const sm_run_request *base,
+                   const char *const *argv, size_t argc, sm_read_fn in, void *in_ud,
+                   sm_run_result *call, sm_error *err);
 
 #endif

@@ -33,7 +33,7 @@ static int on_event(void *ud, const sm_watch_event *ev) {
 static int on_output(void *ud, int stream, const char *data, size_t len) {
   watching *w = ud;
   if (stream != 1 || w->rc) return 0;
-  w->rc = watch_wire_feed(&w->wire, data, len, &w->rc_err);
+  w->rc = files_watch_wire_feed(&w->wire, data, len, &w->rc_err);
   if (w->rc && w->rc_err.code == 0)
     sm_error_set(&w->rc_err, w->rc, "stopped by the receiver (%s)", sm_error_name(w->rc));
   if (w->rc) *w->cancel = 1; /* nothing more is read: the call ends */
@@ -49,8 +49,8 @@ static int outcome(watching *w, const sm_run_request *req, const sm_run_result *
     return w->rc;
   }
   if (w->wire.failed) {
-    int rc = sm_error_set(err, fs_wire_error_code(w->wire.errname), "%s", w->wire.message);
-    if (err) err->sys_errno = fs_wire_errno(w->wire.errname);
+    int rc = sm_error_set(err, files_wire_error_code(w->wire.errname), "%s", w->wire.message);
+    if (err) err->sys_errno = files_wire_errno(w->wire.errname);
     return rc;
   }
   if (req->cancel && *req->cancel) return sm_error_set(err, SM_ECANCELLED, "the watch was cancelled");
@@ -82,10 +82,10 @@ json_object *sm_watch_event_to_json(const sm_watch_event *ev, long long dropped)
     return o;
   }
   const char *p = ev->kind == SM_WATCH_MOVED && ev->to ? ev->to : ev->path;
-  json_object_object_add(o, "path", sm_json_text(p, strlen(p)));
+  json_object_object_add(o, "path", common_json_text(p, strlen(p)));
   if (ev->kind == SM_WATCH_MOVED && ev->to) {
-    json_object_object_add(o, "from", sm_json_text(ev->path, strlen(ev->path)));
-    json_object_object_add(o, "to", sm_json_text(ev->to, strlen(ev->to)));
+    json_object_object_add(o, "from", common_json_text(ev->path, strlen(ev->path)));
+    json_object_object_add(o, "to", common_json_text(ev->to, strlen(ev->to)));
   }
   json_object_object_add(o, "dir", json_object_new_boolean(ev->is_dir));
   return o;
@@ -108,10 +108,10 @@ int sm_files_watch(sm_runner *runner, const sm_run_request *base, const char *pa
   w.o = opts;
   w.call = r;
   w.cancel = base->cancel;
-  watch_wire_init(&w.wire, on_ready, on_event, &w);
+  files_watch_wire_init(&w.wire, on_ready, on_event, &w);
   const char *argv[] = {"watch", "/workspace", canon, opts->recursive ? "r" : "-"};
   sm_run_request req;
-  fs_helper_request(&req, base, argv, 4, on_output, &w);
+  files_helper_request(&req, base, argv, 4, on_output, &w);
   req.workspace = NULL; /* a watch copies nothing in or out */
   rc = sm_run(runner, &req, r, err);
   if (rc == 0 || w.rc) rc = outcome(&w, &req, r, ended, err);

@@ -10,19 +10,20 @@
 
 enum { S_STATUS, S_HEAD, S_PATH, S_LINK, S_CONTENT, S_MATCH_PATH, S_MATCH_TEXT, S_RAW, S_DONE };
 
-void fs_wire_init(fs_wire *w, fs_wire_mode mode, const fs_wire_handlers *h, int64_t max_records) {
+void files_wire_init(fs_wire *w, fs_wire_mode mode, const fs_wire_handlers *h,
+                     int64_t max_records) {
   memset(w, 0, sizeof *w);
   w->mode = mode;
   if (h) w->h = *h;
   w->state = S_STATUS;
   w->max_records = max_records;
-  sm_buf_init(&w->line, SM_FS_LINE_MAX);
-  sm_buf_init(&w->name, 2 * SM_FS_PATH_MAX + SM_FS_TEXT_MAX + 2);
+  common_buf_init(&w->line, SM_FS_LINE_MAX);
+  common_buf_init(&w->name, 2 * SM_FS_PATH_MAX + SM_FS_TEXT_MAX + 2);
 }
 
-void fs_wire_dispose(fs_wire *w) {
-  sm_buf_dispose(&w->line);
-  sm_buf_dispose(&w->name);
+void files_wire_dispose(fs_wire *w) {
+  common_buf_dispose(&w->line);
+  common_buf_dispose(&w->name);
 }
 
 static int bad(sm_error *err, const char *what) {
@@ -92,7 +93,7 @@ static int on_head(fs_wire *w, const char *line, sm_error *err) {
     return 0;
   }
   if (++w->records > w->max_records) return bad(err, "more entries than asked for");
-  sm_buf_reset(&w->name);
+  common_buf_reset(&w->name);
   if (strncmp(line, "m ", 2) == 0) {
     if (numbers(line + 2, 3, 10, v) != 0 || v[1] == 0 || v[1] > SM_FS_PATH_MAX ||
         v[2] > SM_FS_TEXT_MAX)
@@ -173,11 +174,11 @@ static int match_done(fs_wire *w, sm_error *err) {
 /* Moves up to `want` bytes of data into w->name; returns how many. */
 static size_t collect(fs_wire *w, const char *data, size_t len, size_t want) {
   size_t n = len < want ? len : want;
-  sm_buf_append(&w->name, data, n); /* fits: the caps were checked */
+  common_buf_append(&w->name, data, n); /* fits: the caps were checked */
   return n;
 }
 
-int fs_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err) {
+int files_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err) {
   size_t i = 0;
   while (i < len) {
     int rc = 0;
@@ -186,14 +187,14 @@ int fs_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err) {
     case S_HEAD: {
       const char *nl = memchr(data + i, '\n', len - i);
       size_t n = nl ? (size_t)(nl - (data + i)) : len - i;
-      if (sm_buf_append(&w->line, data + i, n) != 0) return bad(err, "a line too long");
+      if (common_buf_append(&w->line, data + i, n) != 0) return bad(err, "a line too long");
       i += n;
       if (!nl) return 0;
       i++;
       const char *line = w->line.data ? w->line.data : "";
       if (memchr(line, '\0', w->line.len)) return bad(err, "a NUL in a line");
       rc = w->state == S_STATUS ? on_status(w, line, err) : on_head(w, line, err);
-      sm_buf_reset(&w->line);
+      common_buf_reset(&w->line);
       if (rc) return rc;
       if (w->state == S_PATH && w->need_path == 0) return bad(err, "an entry without a name");
       break;
@@ -247,7 +248,7 @@ int fs_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err) {
   return 0;
 }
 
-int fs_wire_finish(fs_wire *w, sm_error *err) {
+int files_wire_finish(fs_wire *w, sm_error *err) {
   if (w->failed) return 0;
   if (!w->ok) return bad(err, "no answer");
   if (w->mode == FS_WIRE_RECORDS || w->mode == FS_WIRE_CONTENT) {
@@ -259,7 +260,7 @@ int fs_wire_finish(fs_wire *w, sm_error *err) {
   return 0;
 }
 
-int fs_wire_error_code(const char *name) {
+int files_wire_error_code(const char *name) {
   static const struct {
     const char *name;
     int code;
@@ -275,7 +276,7 @@ int fs_wire_error_code(const char *name) {
   return SM_EIO;
 }
 
-int fs_wire_errno(const char *name) {
+int files_wire_errno(const char *name) {
   static const struct {
     const char *name;
     int value;

@@ -37,8 +37,8 @@ typedef struct fs_wire {
   fs_wire_mode mode;
   fs_wire_handlers h;
   int state;
-  sm_buf line;          /* the line being read */
-  sm_buf name;          /* path (and link) of the record being read */
+  common_buf line;      /* the line being read */
+  common_buf name;      /* path (and link) of the record being read */
   sm_file_entry entry;  /* the record being read */
   size_t need_path, need_link, need_text;
   int64_t match_line;
@@ -55,16 +55,16 @@ typedef struct fs_wire {
   int truncated;
 } fs_wire;
 
-void fs_wire_init(fs_wire *w, fs_wire_mode mode, const fs_wire_handlers *h, int64_t max_records);
-void fs_wire_dispose(fs_wire *w);
+void files_wire_init(fs_wire *w, fs_wire_mode mode, const fs_wire_handlers *h, int64_t max_records);
+void files_wire_dispose(fs_wire *w);
 /* 0, SM_EPROTOCOL for malformed output, or what a handler returned. */
-int fs_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err);
+int files_wire_feed(fs_wire *w, const char *data, size_t len, sm_error *err);
 /* After the helper's output ended: SM_EPROTOCOL when it stopped short. An
  * "err" answer is not checked here (see w->failed). */
-int fs_wire_finish(fs_wire *w, sm_error *err);
+int files_wire_finish(fs_wire *w, sm_error *err);
 /* The sandman code for a helper's errno name ("ENOENT" -> SM_ENOTFOUND). */
-int fs_wire_error_code(const char *errname);
+int files_wire_error_code(const char *errname);
 /* The errno that errname spells (ENOENT...), or 0 for one not known here. */
-int fs_wire_errno(const char *errname);
+int files_wire_errno(const char *errname);
 
 #endif

@@ -151,7 +151,7 @@ int sm_files_upload_tar(sm_runner *runner, const sm_run_request *base, const cha
   if (rc) return rc;
   if (read == NULL) return sm_error_set(err, SM_EINVAL, "no tar stream to upload");
   fs_call c;
-  fs_call_init(&c, FS_WIRE_STATUS, NULL, 0);
+  files_call_init(&c, FS_WIRE_STATUS, NULL, 0);
   uploader u = {.call = &c, .read = read, .ud = ud,
                 .max_bytes = max_bytes > 0 ? max_bytes : SM_FILES_DEFAULT_MAX_BYTES,
                 .max_entries = max_entries > 0 ? max_entries : DEFAULT_MAX_ENTRIES};
@@ -185,7 +185,7 @@ int sm_files_upload_tar(sm_runner *runner, const sm_run_request *base, const cha
   }
   {
     const char *argv[] = {"fs", "put", ROOT, p};
-    rc = fs_call_run(&c, runner, base, argv, 4, up_produce, &u, call, err);
+    rc = files_call_run(&c, runner, base, argv, 4, up_produce, &u, call, err);
   }
   if (rc == 0 && stats) {
     stats->files = u.files;
@@ -194,7 +194,7 @@ int sm_files_upload_tar(sm_runner *runner, const sm_run_request *base, const cha
 out:
   if (u.a) archive_read_free(u.a);
   free(u.in);
-  fs_call_dispose(&c);
+  files_call_dispose(&c);
   return rc;
 }
 
@@ -263,7 +263,7 @@ int sm_files_download_tar(sm_runner *runner, const sm_run_request *base,
   downloader d = {.write = write, .ud = ud};
   fs_call c;
   fs_wire_handlers h = {.record = down_record, .content = down_content, .ud = &d};
-  fs_call_init(&c, FS_WIRE_CONTENT, &h, INT64_MAX);
+  files_call_init(&c, FS_WIRE_CONTENT, &h, INT64_MAX);
   int rc = 0;
   if (argv == NULL || canon == NULL) {
     rc = sm_error_set(err, SM_ENOMEM, NULL);
@@ -293,7 +293,7 @@ int sm_files_download_tar(sm_runner *runner, const sm_run_request *base,
                       archive_error_string(d.a) ? archive_error_string(d.a) : "");
     goto out;
   }
-  rc = fs_call_run(&c, runner, base, argv, argc, NULL, NULL, call, err);
+  rc = files_call_run(&c, runner, base, argv, argc, NULL, NULL, call, err);
   if (rc == 0 && archive_write_close(d.a) != ARCHIVE_OK)
     rc = sm_error_set(err, d.write_rc ? d.write_rc : SM_EIO, "ending the tar stream: %s",
                       archive_error_string(d.a) ? archive_error_string(d.a) : "");
@@ -304,7 +304,7 @@ int sm_files_download_tar(sm_runner *runner, const sm_run_request *base,
 out:
   if (d.a) archive_write_free(d.a);
   if (d.entry) archive_entry_free(d.entry);
-  fs_call_dispose(&c);
+  files_call_dispose(&c);
   free(argv);
   free(canon);
   return rc;

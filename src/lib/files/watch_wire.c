@@ -5,8 +5,8 @@
 
 #include "files/watch_wire.h"
 
-void watch_wire_init(watch_wire *w, int (*on_ready)(void *),
-                     int (*on_event)(void *, const sm_watch_event *), void *ud) {
+void files_watch_wire_init(watch_wire *w, int (*on_ready)(void *),
+                           int (*on_event)(void *, const sm_watch_event *), void *ud) {
   memset(w, 0, sizeof *w);
   w->on_ready = on_ready;
   w->on_event = on_event;
@@ -93,7 +93,7 @@ static int body_done(watch_wire *w, sm_error *err) {
   return w->on_event ? w->on_event(w->ud, &ev) : 0;
 }
 
-int watch_wire_feed(watch_wire *w, const char *data, size_t len, sm_error *err) {
+int files_watch_wire_feed(watch_wire *w, const char *data, size_t len, sm_error *err) {
   size_t i = 0;
   while (i < len) {
     if (w->ended || w->failed) return bad(err, "output after its end");

@@ -30,9 +30,9 @@ typedef struct watch_wire {
   char message[WATCH_WIRE_LINE_MAX + 1];
 } watch_wire;
 
-void watch_wire_init(watch_wire *w, int (*on_ready)(void *), 
-                     int (*on_event)(void *, const sm_watch_event *), void *ud);
+void files_watch_wire_init(watch_wire *w, int (*on_ready)(void *),
+                           int (*on_event)(void *, const sm_watch_event *), void *ud);
 /* 0, or the error that stopped the parse (err says why). */
-int watch_wire_feed(watch_wire *w, const char *data, size_t len, sm_error *err);
+int files_watch_wire_feed(watch_wire *w, const char *data, size_t len, sm_error *err);
 
 #endif

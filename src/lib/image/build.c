@@ -21,20 +21,20 @@ struct build_progress {
   sm_image_progress_fn fn;
   void *ud;
   char id[SM_ENGINE_ID_MAX];
-  sm_buf partial; /* "stream" text not yet ended by a newline */
+  common_buf partial; /* "stream" text not yet ended by a newline */
 };
 
 static void emit_lines(struct build_progress *p, const char *text) {
   for (const char *s = text; *s;) {
     const char *nl = strchr(s, '\n');
     size_t n = nl ? (size_t)(nl - s) : strlen(s);
-    sm_buf_append_capped(&p->partial, s, n);
+    common_buf_append_capped(&p->partial, s, n);
     if (!nl) break;
     /* Engines end lines with "\r\n" at times; drop the '\r'. */
     if (p->partial.len > 0 && p->partial.data[p->partial.len - 1] == '\r')
       p->partial.data[--p->partial.len] = '\0';
     if (p->partial.len > 0 && p->fn) p->fn(p->ud, p->partial.data);
-    sm_buf_reset(&p->partial);
+    common_buf_reset(&p->partial);
     s = nl + 1;
   }
 }
@@ -157,13 +157,13 @@ int sm_image_build(sm_engine *engine, const sm_image_build_options *o,
   memset(&p, 0, sizeof p);
   p.fn = o->progress;
   p.ud = o->progress_ud;
-  sm_buf_init(&p.partial, PROGRESS_LINE_MAX);
+  common_buf_init(&p.partial, PROGRESS_LINE_MAX);
   progressf(o, "building %s from %s%s%s", o->tag, o->context_dir,
             o->staged_dir ? " and " : "", o->staged_dir ? o->staged_dir : "");
   rc = sm_engine_image_build(engine, sm_image_context_read, ctx, o->tag, dockerfile,
                              on_build_message, &p, err);
   if (p.partial.len > 0 && p.fn) p.fn(p.ud, p.partial.data);
-  sm_buf_dispose(&p.partial);
+  common_buf_dispose(&p.partial);
   uint64_t entries = 0, bytes = 0;
   sm_image_context_stats(ctx, &entries, &bytes);
   /* When packing failed, the engine only saw a cut stream: our error is

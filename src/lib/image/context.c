@@ -41,7 +41,7 @@ struct sm_image_context {
   size_t n_dirs;
   size_t dir_index;
   enum ctx_state state;
-  sm_buf out;
+  common_buf out;
   size_t out_pos;
   char *chunk;
   uint64_t entries;
@@ -51,7 +51,7 @@ struct sm_image_context {
 
 static la_ssize_t on_write(struct archive *a, void *ud, const void *data, size_t len) {
   sm_image_context *ctx = ud;
-  if (sm_buf_append(&ctx->out, data, len) != 0) {
+  if (common_buf_append(&ctx->out, data, len) != 0) {
     archive_set_error(a, ENOMEM, "build context buffer over %d bytes", CTX_OUT_MAX);
     return -1;
   }
@@ -62,7 +62,7 @@ int sm_image_context_new(sm_image_context **out, sm_error *err) {
   *out = NULL;
   sm_image_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return sm_error_set(err, SM_ENOMEM, "allocating a build context");
-  sm_buf_init(&ctx->out, CTX_OUT_MAX);
+  common_buf_init(&ctx->out, CTX_OUT_MAX);
   ctx->chunk = malloc(CTX_CHUNK);
   ctx->writer = archive_write_new();
   ctx->links = archive_entry_linkresolver_new();
@@ -269,7 +269,7 @@ static int step_data(sm_image_context *ctx) {
 ssize_t sm_image_context_read(void *ud, char *buf, size_t len) {
   sm_image_context *ctx = ud;
   while (ctx->out_pos == ctx->out.len) {
-    sm_buf_reset(&ctx->out);
+    common_buf_reset(&ctx->out);
     ctx->out_pos = 0;
     int rc = 0;
     switch (ctx->state) {
@@ -309,6 +309,6 @@ void sm_image_context_free(sm_image_context *ctx) {
     free(ctx->dirs[i].prefix);
   }
   free(ctx->chunk);
-  sm_buf_dispose(&ctx->out);
+  common_buf_dispose(&ctx->out);
   free(ctx);
 }

@@ -59,18 +59,20 @@ static void images_out(json_object *results, sm_mcp_result *out, int *n) {
 
 /* The text a model reads. */
 static void text_out(json_object *x, const sm_code_run_end *end, size_t cap, sm_mcp_result *out) {
-  sm_buf b;
-  sm_buf_init(&b, cap + 4096);
+  common_buf b;
+  common_buf_init(&b, cap + 4096);
   json_object *logs = json_object_object_get(x, "logs"), *arr;
   if (json_object_object_get_ex(x, "state_lost", &arr) && arr)
-    sm_buf_printf(&b, "[a fresh kernel was started: the context's earlier state was lost (%s)]\n",
-                  json_object_get_string(arr));
+    common_buf_printf(&b,
+                      "[a fresh kernel was started: the context's earlier state was lost (%s)]\n",
+                      json_object_get_string(arr));
   const char *streams[] = {"stdout", "stderr"};
   for (size_t s = 0; s < 2; s++) {
     arr = json_object_object_get(logs, streams[s]);
     for (size_t i = 0; i < json_object_array_length(arr); i++) {
       json_object *t = json_object_array_get_idx(arr, i);
-      sm_buf_append_capped(&b, json_object_get_string(t), (size_t)json_object_get_string_len(t));
+      common_buf_append_capped(&b, json_object_get_string(t),
+                               (size_t)json_object_get_string_len(t));
     }
   }
   json_object *results = json_object_object_get(x, "results"), *v;
@@ -78,19 +80,20 @@ static void text_out(json_object *x, const sm_code_run_end *end, size_t cap, sm_
     json_object *r = json_object_array_get_idx(results, i);
     int main_result = json_object_get_boolean(json_object_object_get(r, "is_main_result"));
     if (json_object_object_get_ex(r, "text", &v))
-      sm_buf_printf(&b, "%s%s\n", main_result ? "Out: " : "", json_object_get_string(v));
+      common_buf_printf(&b, "%s%s\n", main_result ? "Out: " : "", json_object_get_string(v));
   }
   json_object *e = json_object_object_get(x, "error");
   if (e) {
     const char *tb = json_object_get_string(json_object_object_get(e, "traceback"));
-    if (tb && *tb) sm_buf_printf(&b, "%s\n", tb);
-    else sm_buf_printf(&b, "%s: %s\n", json_object_get_string(json_object_object_get(e, "name")),
-                       json_object_get_string(json_object_object_get(e, "value")));
+    if (tb && *tb) common_buf_printf(&b, "%s\n", tb);
+    else
+      common_buf_printf(&b, "%s: %s\n", json_object_get_string(json_object_object_get(e, "name")),
+                        json_object_get_string(json_object_object_get(e, "value")));
   }
-  sm_buf_printf(&b, "[%s%s%s%s]", end->status, end->message[0] ? ": " : "", end->message,
-                end->truncated ? "; output truncated" : "");
+  common_buf_printf(&b, "[%s%s%s%s]", end->status, end->message[0] ? ": " : "", end->message,
+                    end->truncated ? "; output truncated" : "");
   sm_mcp_result_text(out, b.data ? b.data : "", b.len);
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
 }
 
 int mcp_code_tool_call(sm_runner *runner, const sm_run_request *req, json_object *args,

@@ -39,7 +39,7 @@ int mcp_parse(const char *msg, size_t len, size_t max, json_object **out, const 
   }
   /* A repeated key: json-c would keep one, another reader the other. */
   const char *dup = NULL;
-  if (sm_json_keys_unique(msg, len, o, &dup) != 0) {
+  if (common_json_keys_unique(msg, len, o, &dup) != 0) {
     json_object_put(o);
     *why = dup;
     return -1;
@@ -66,7 +66,7 @@ static json_object *error_v(json_object *id, int code, json_object *data, const 
   json_object *a = envelope(id);
   json_object *e = json_object_new_object();
   json_object_object_add(e, "code", json_object_new_int(code));
-  json_object_object_add(e, "message", sm_json_text(msg, strlen(msg)));
+  json_object_object_add(e, "message", common_json_text(msg, strlen(msg)));
   if (data) json_object_object_add(e, "data", data);
   json_object_object_add(a, "error", e);
   return a;

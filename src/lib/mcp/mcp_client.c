@@ -46,7 +46,7 @@ struct sm_mcp_client {
   pthread_cond_t cv;
   /* options (read-only once made) */
   char *name, *cwd;
-  sm_strv argv, env;
+  common_strv argv, env;
   double timeout_s;
   size_t max_message;
   int stderr_fd;
@@ -176,7 +176,7 @@ static int spawn(sm_mcp_client *c, sm_error *err) {
   c->why[0] = '\0';
   c->stopping = 0;
   pthread_mutex_unlock(&c->mu);
-  if (sm_thread_start(&c->reader, NULL, reader_main, c) != 0) {
+  if (common_thread_start(&c->reader, NULL, reader_main, c) != 0) {
     pthread_mutex_lock(&c->mu);
     c->dead = 1;
     pthread_mutex_unlock(&c->mu);
@@ -201,12 +201,12 @@ static void stop(sm_mcp_client *c) {
     int status, gone = 0;
     for (int waited = 0; waited < 200 && !gone; waited += 10) {
       gone = waitpid(pid, &status, WNOHANG) == pid;
-      if (!gone) sm_sleep_ms(10);
+      if (!gone) common_sleep_ms(10);
       if (!gone && waited == 100) kill(-pid, SIGTERM);
     }
     for (int waited = 0; !gone && waited < STOP_GRACE_MS; waited += 10) {
       gone = waitpid(pid, &status, WNOHANG) == pid;
-      if (!gone) sm_sleep_ms(10);
+      if (!gone) common_sleep_ms(10);
     }
     kill(-pid, SIGKILL); /* the group: whatever it left behind */
     if (!gone) waitpid(pid, &status, 0);
@@ -302,8 +302,8 @@ static void on_message(sm_mcp_client *c, json_object *msg) {
  * cap, or the client stops. */
 static void *reader_main(void *arg) {
   sm_mcp_client *c = arg;
-  sm_buf line;
-  sm_buf_init(&line, c->max_message);
+  common_buf line;
+  common_buf_init(&line, c->max_message);
   char chunk[16384];
   const char *why = "it exited";
   for (;;) {
@@ -327,7 +327,7 @@ static void *reader_main(void *arg) {
         broke = 1;
         break;
       }
-      if (sm_buf_append(&line, chunk + start, i - start) != 0) {
+      if (common_buf_append(&line, chunk + start, i - start) != 0) {
         broke = 1;
         break;
       }
@@ -342,7 +342,7 @@ static void *reader_main(void *arg) {
       start = i + 1;
     }
     if (!broke && line.len + ((size_t)n - start) > c->max_message) broke = 1;
-    if (!broke && sm_buf_append(&line, chunk + start, (size_t)n - start) != 0) broke = 1;
+    if (!broke && common_buf_append(&line, chunk + start, (size_t)n - start) != 0) broke = 1;
     if (broke) {
       why = "it sent a message larger than the limit";
       /* Fail closed: a server that breaks the cap is ended. */
@@ -353,7 +353,7 @@ static void *reader_main(void *arg) {
       break;
     }
   }
-  sm_buf_dispose(&line);
+  common_buf_dispose(&line);
   pthread_mutex_lock(&c->mu);
   die_locked(c, why);
   pthread_mutex_unlock(&c->mu);
@@ -521,9 +521,11 @@ int sm_mcp_client_start(sm_mcp_client **out, const sm_mcp_client_options *o, sm_
   c->stderr_fd = o->stderr_fd > 2 ? o->stderr_fd : -1;
   int oom = (c->name = strdup(o->name ? o->name : o->argv[0])) == NULL ||
             (o->cwd && (c->cwd = strdup(o->cwd)) == NULL);
-  for (size_t i = 0; !oom && o->argv[i]; i++) oom = sm_strv_add(&c->argv, o->argv[i]) != 0;
-  for (size_t i = 0; !oom && o->env && o->env[i]; i++) oom = sm_strv_add(&c->env, o->env[i]) != 0;
-  if (!oom && env_get(c->env.v, "PATH") == NULL) oom = sm_strv_add(&c->env, "PATH=" DEFAULT_PATH) != 0;
+  for (size_t i = 0; !oom && o->argv[i]; i++) oom = common_strv_add(&c->argv, o->argv[i]) != 0;
+  for (size_t i = 0; !oom && o->env && o->env[i]; i++)
+    oom = common_strv_add(&c->env, o->env[i]) != 0;
+  if (!oom && env_get(c->env.v, "PATH") == NULL)
+    oom = common_strv_add(&c->env, "PATH=" DEFAULT_PATH) != 0;
   if (oom) {
     sm_mcp_client_free(c);
     return sm_error_set(err, SM_ENOMEM, NULL);
@@ -546,8 +548,8 @@ void sm_mcp_client_free(sm_mcp_client *c) {
   pthread_mutex_unlock(&c->life);
   free(c->name);
   free(c->cwd);
-  sm_strv_dispose(&c->argv);
-  sm_strv_dispose(&c->env);
+  common_strv_dispose(&c->argv);
+  common_strv_dispose(&c->env);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);

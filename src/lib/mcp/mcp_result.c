@@ -22,7 +22,7 @@ int sm_mcp_result_text(sm_mcp_result *r, const char *text, size_t len) {
   json_object *block = json_object_new_object();
   if (block == NULL) return SM_ENOMEM;
   json_object_object_add(block, "type", json_object_new_string("text"));
-  json_object_object_add(block, "text", sm_json_text(text, len));
+  json_object_object_add(block, "text", common_json_text(text, len));
   json_object_array_add(r->content, block);
   return 0;
 }

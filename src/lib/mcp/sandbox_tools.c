@@ -214,7 +214,7 @@ static json_object *capped_text(const char *data, size_t len, size_t cap, int *t
     while (len > 0 && ((unsigned char)data[len] & 0xC0) == 0x80) len--;
     *truncated = 1;
   }
-  return sm_json_text(data ? data : "", len);
+  return common_json_text(data ? data : "", len);
 }
 
 static int tool_execute(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
@@ -266,7 +266,7 @@ static int tool_execute(tools *t, json_object *args, volatile int *cancel, sm_mc
   json_object_object_add(st, "timed_out", json_object_new_boolean(r.timed_out));
   json_object_object_add(st, "truncated", json_object_new_boolean(truncated));
   json_object_object_add(st, "duration_ms", json_object_new_double(r.duration_ms));
-  if (r.error[0]) json_object_object_add(st, "error", sm_json_text(r.error, strlen(r.error)));
+  if (r.error[0]) json_object_object_add(st, "error", common_json_text(r.error, strlen(r.error)));
   sm_mcp_result_structured(out, st);
   out->is_error = !r.ok;
   sm_run_result_dispose(&r);
@@ -290,7 +290,7 @@ static char *read_whole_file(tools *t, const sm_run_request *req, const char *pa
       files_failed(out, path, &err);
     return NULL;
   }
-  *binary = !sm_utf8_valid(data, *len) || memchr(data, '\0', *len) != NULL;
+  *binary = !common_utf8_valid(data, *len) || memchr(data, '\0', *len) != NULL;
   return data;
 }
 
@@ -373,7 +373,7 @@ static int tool_read(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   sm_mcp_result_text(out, data + start, end - start);
   json_object *st = json_object_new_object();
   json_object_object_add(st, "path", json_object_new_string(path));
-  json_object_object_add(st, "content", sm_json_text(data + start, end - start));
+  json_object_object_add(st, "content", common_json_text(data + start, end - start));
   json_object_object_add(st, "encoding", json_object_new_string("utf-8"));
   json_object_object_add(st, "size", json_object_new_int64((int64_t)len));
   json_object_object_add(st, "total_lines", json_object_new_int64(total));
@@ -570,9 +570,9 @@ static int tool_grep(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   for (size_t i = 0; i < g.n; i++) {
     o += (size_t)snprintf(text + o, cap - o, "%s:%" PRId64 ": %s\n", g.v[i].path, g.v[i].line, g.v[i].text);
     json_object *m = json_object_new_object();
-    json_object_object_add(m, "path", sm_json_text(g.v[i].path, strlen(g.v[i].path)));
+    json_object_object_add(m, "path", common_json_text(g.v[i].path, strlen(g.v[i].path)));
     json_object_object_add(m, "line", json_object_new_int64(g.v[i].line));
-    json_object_object_add(m, "text", sm_json_text(g.v[i].text, g.v[i].text_len));
+    json_object_object_add(m, "text", common_json_text(g.v[i].text, g.v[i].text_len));
     json_object_array_add(matches, m);
   }
   if (g.n == 0) o = (size_t)snprintf(text, cap, "(no match)\n");

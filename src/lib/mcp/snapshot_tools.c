@@ -10,6 +10,7 @@
 
 #include <sandman/keep.h>
 #include <sandman/util.h>
+#include <sandman/name.h>
 
 #include "mcp/snapshot_tools.h"
 

@@ -35,7 +35,8 @@ typedef struct job {
 
 static void send_line(stdio_ctx *c, const char *text, size_t len) {
   pthread_mutex_lock(&c->write_mu);
-  if (!c->write_failed && (sm_write_all(c->out_fd, text, len) != 0 || sm_write_all(c->out_fd, "\n", 1) != 0))
+  if (!c->write_failed &&
+      (common_write_all(c->out_fd, text, len) != 0 || common_write_all(c->out_fd, "\n", 1) != 0))
     c->write_failed = 1;
   pthread_mutex_unlock(&c->write_mu);
 }
@@ -94,7 +95,7 @@ static void dispatch_line(stdio_ctx *c, const char *line, size_t len, size_t max
       if (j && copy) {
         memcpy(copy, line, len);
         *j = (job){c, copy, len};
-        if (sm_thread_start(&t, NULL, run_job, j) == 0) {
+        if (common_thread_start(&t, NULL, run_job, j) == 0) {
           pthread_detach(t);
           return;
         }

@@ -10,7 +10,8 @@
 #include <json-c/json.h>
 
 #include <sandman/mcp.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 
 #define MCP_TERMINALS_MAX 4
 

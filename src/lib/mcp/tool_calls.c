@@ -266,7 +266,8 @@ static json_object *start_task(sm_mcp_session *s, json_object *id, const char *t
     *j = (task_job){s, k, slot, strdup(tool), NULL};
     if (args) json_object_deep_copy(args, &j->args, NULL);
   }
-  if (j && j->tool && (args == NULL || j->args) && sm_thread_start(&th, NULL, run_task, j) == 0) {
+  if (j && j->tool && (args == NULL || j->args) &&
+      common_thread_start(&th, NULL, run_task, j) == 0) {
     pthread_detach(th);
     return created(s, id, task_id, mode);
   }

@@ -14,6 +14,7 @@
 #include <sandman/ops.h>
 #include <sandman/state.h>
 #include <sandman/util.h>
+#include <sandman/fallback.h>
 
 #include "common/buf.h"
 #include "common/cleanup.h"
@@ -513,8 +514,8 @@ json_object *sm_ops_doctor_to_json(const sm_ops_doctor_report *report) {
 }
 
 char *sm_ops_doctor_text(const sm_ops_doctor_report *report) {
-  sm_buf b;
-  sm_buf_init(&b, (size_t)1 << 20);
+  common_buf b;
+  common_buf_init(&b, (size_t)1 << 20);
   size_t width = 0;
   for (size_t i = 0; i < report->n; i++)
     if (strlen(report->checks[i].name) > width) width = strlen(report->checks[i].name);
@@ -527,22 +528,22 @@ char *sm_ops_doctor_text(const sm_ops_doctor_report *report) {
       if (c->skipped) skipped++;
       else failed++;
     }
-    rc = sm_buf_printf(&b, "%-4s  %-*s  %s\n", tag, (int)width, c->name, c->detail);
+    rc = common_buf_printf(&b, "%-4s  %-*s  %s\n", tag, (int)width, c->name, c->detail);
     if (rc == 0 && !c->ok && !c->skipped && c->fix[0])
-      rc = sm_buf_printf(&b, "      %-*s  fix: %s\n", (int)width, "", c->fix);
+      rc = common_buf_printf(&b, "      %-*s  fix: %s\n", (int)width, "", c->fix);
   }
   if (rc == 0) {
-    if (report->healthy) rc = sm_buf_printf(&b, "healthy\n");
+    if (report->healthy) rc = common_buf_printf(&b, "healthy\n");
     else if (skipped)
-      rc = sm_buf_printf(&b, "unhealthy: %zu required check%s failed, %zu not checked\n", failed,
-                         failed == 1 ? "" : "s", skipped);
+      rc = common_buf_printf(&b, "unhealthy: %zu required check%s failed, %zu not checked\n",
+                             failed, failed == 1 ? "" : "s", skipped);
     else
-      rc = sm_buf_printf(&b, "unhealthy: %zu required check%s failed\n", failed,
-                         failed == 1 ? "" : "s");
+      rc = common_buf_printf(&b, "unhealthy: %zu required check%s failed\n", failed,
+                             failed == 1 ? "" : "s");
   }
   if (rc) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return NULL;
   }
-  return sm_buf_steal(&b, NULL);
+  return common_buf_steal(&b, NULL);
 }

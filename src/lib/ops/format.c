@@ -322,13 +322,13 @@ static void row_cells(const sm_ops_sandbox *sb, double now, char cells[NCOLS][CE
   cell(cells[9], tmp);
 }
 
-static int append_row(sm_buf *b, char cells[NCOLS][CELL_MAX], const size_t width[NCOLS]) {
+static int append_row(common_buf *b, char cells[NCOLS][CELL_MAX], const size_t width[NCOLS]) {
   for (int c = 0; c < NCOLS; c++) {
     int rc;
     /* Three spaces between columns, as docker's tabwriter pads; no
      * trailing blanks after the last one. */
-    if (c < NCOLS - 1) rc = sm_buf_printf(b, "%-*s   ", (int)width[c], cells[c]);
-    else rc = sm_buf_printf(b, "%s\n", cells[c]);
+    if (c < NCOLS - 1) rc = common_buf_printf(b, "%-*s   ", (int)width[c], cells[c]);
+    else rc = common_buf_printf(b, "%s\n", cells[c]);
     if (rc) return rc;
   }
   return 0;
@@ -344,8 +344,8 @@ char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now) {
     for (int c = 0; c < NCOLS; c++)
       if (strlen(cells[c]) > width[c]) width[c] = strlen(cells[c]);
   }
-  sm_buf b;
-  sm_buf_init(&b, TEXT_MAX);
+  common_buf b;
+  common_buf_init(&b, TEXT_MAX);
   for (int c = 0; c < NCOLS; c++) cell(cells[c], headings[c]);
   int rc = append_row(&b, cells, width);
   for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -353,10 +353,10 @@ char *sm_ops_list_table(const sm_ops_sandbox_list *list, double now) {
     rc = append_row(&b, cells, width);
   }
   if (rc) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return NULL;
   }
-  return sm_buf_steal(&b, NULL);
+  return common_buf_steal(&b, NULL);
 }
 
 /* ---- reports ---- */
@@ -419,22 +419,24 @@ json_object *sm_ops_report_to_json(const sm_ops_report *report) {
   return o;
 }
 
-static int item_line(sm_buf *b, const char *verb, const sm_ops_item *it) {
+static int item_line(common_buf *b, const char *verb, const sm_ops_item *it) {
   char name[CELL_MAX], reason[sizeof it->reason];
   cell(name, it->name);
   snprintf(reason, sizeof reason, "%s", it->reason);
   for (char *p = reason; *p; p++)
     if ((unsigned char)*p < 0x20) *p = '?';
-  if (it->kind == SM_OPS_ITEM_VOLUME) return sm_buf_printf(b, "%s volume %s: %s\n", verb, name, reason);
-  if (it->kind == SM_OPS_ITEM_NETWORK) return sm_buf_printf(b, "%s network %s: %s\n", verb, name, reason);
+  if (it->kind == SM_OPS_ITEM_VOLUME)
+    return common_buf_printf(b, "%s volume %s: %s\n", verb, name, reason);
+  if (it->kind == SM_OPS_ITEM_NETWORK)
+    return common_buf_printf(b, "%s network %s: %s\n", verb, name, reason);
   /* A name that matched nothing has no id: say so plainly. */
-  if (it->id[0] == '\0') return sm_buf_printf(b, "%s %s: %s\n", verb, name, reason);
-  return sm_buf_printf(b, "%s %s (%.12s): %s\n", verb, name, it->id, reason);
+  if (it->id[0] == '\0') return common_buf_printf(b, "%s %s: %s\n", verb, name, reason);
+  return common_buf_printf(b, "%s %s (%.12s): %s\n", verb, name, it->id, reason);
 }
 
 char *sm_ops_report_text(const sm_ops_report *report) {
-  sm_buf b;
-  sm_buf_init(&b, TEXT_MAX);
+  common_buf b;
+  common_buf_init(&b, TEXT_MAX);
   int rc = 0;
   const char *verb = report->dry_run ? "would remove" : "removed";
   for (size_t i = 0; rc == 0 && i < report->n_removed; i++)
@@ -442,17 +444,17 @@ char *sm_ops_report_text(const sm_ops_report *report) {
   for (size_t i = 0; rc == 0 && i < report->n_spared; i++)
     rc = item_line(&b, report->spared[i].failed ? "failed" : "spared", &report->spared[i]);
   if (rc == 0)
-    rc = sm_buf_printf(&b, "%zu %s, %zu spared", report->n_removed,
-                       report->dry_run ? "would be removed" : "removed",
-                       report->n_spared - report->n_failed);
-  if (rc == 0 && report->n_failed) rc = sm_buf_printf(&b, ", %zu failed", report->n_failed);
+    rc = common_buf_printf(&b, "%zu %s, %zu spared", report->n_removed,
+                           report->dry_run ? "would be removed" : "removed",
+                           report->n_spared - report->n_failed);
+  if (rc == 0 && report->n_failed) rc = common_buf_printf(&b, ", %zu failed", report->n_failed);
   if (rc == 0)
-    rc = sm_buf_printf(&b, "%s\n", report->dry_run ? " (dry run: nothing changed)" : "");
+    rc = common_buf_printf(&b, "%s\n", report->dry_run ? " (dry run: nothing changed)" : "");
   if (rc) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return NULL;
   }
-  return sm_buf_steal(&b, NULL);
+  return common_buf_steal(&b, NULL);
 }
 
 /* ---- the reap request of the HTTP API ---- */

@@ -59,7 +59,7 @@ void ops_parallel(sm_engine *engine, size_t n, size_t max_workers, ops_job_fn fn
       sm_log(SM_LOG_DEBUG, "removing with %zu workers: %s", k + 1, e.message);
       break;
     }
-    if (sm_thread_start(&ws[k].tid, NULL, worker_main, &ws[k]) != 0) {
+    if (common_thread_start(&ws[k].tid, NULL, worker_main, &ws[k]) != 0) {
       sm_engine_free(ws[k].engine);
       ws[k].engine = NULL;
       break;

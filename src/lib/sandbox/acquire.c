@@ -106,7 +106,7 @@ static int wait_exclusive(const char *state_dir, const char *name, double wait_s
                           "sandbox %s %s, but a call is still running in it; retry when it has "
                           "finished",
                           name, why);
-    sm_sleep_ms(REPLACE_POLL_MS);
+    common_sleep_ms(REPLACE_POLL_MS);
   }
 }
 
@@ -142,7 +142,7 @@ static int keyed_from_cache(const sandbox_ctx *ctx, const sm_run_request *req, s
     sandbox_lookup_invalidate(ctx->lookup, sb->name);
     /* A freeze ends no process: the agent sessions serve again once thawed. */
     if (!sandbox_rest_only_frozen(ctx->state_dir, sb->name, hit.generation))
-      sm_agents_forget(ctx->agents, hit.id);
+      sandbox_agents_forget(ctx->agents, hit.id);
     return 0;
   }
   *rc = take_busy(ctx->state_dir, req, sb, err);
@@ -374,7 +374,7 @@ int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_req
     rc = keyed_attempt(ctx, e, req, sb, &again, err);
     if (!again) break;
     sm_log(SM_LOG_DEBUG, "sandbox %s was created elsewhere meanwhile: looking again", sb->name);
-    sm_sleep_ms(50);
+    common_sleep_ms(50);
   }
   sm_state_unlock(key_lock);
   return rc;
@@ -403,7 +403,7 @@ int sandbox_make_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
 }
 
 /* The call's sandbox is the warm pool's item. */
-void sandbox_from_pool(sandbox_box *sb, const sm_pool_item *item) {
+void sandbox_from_pool(sandbox_box *sb, const sandbox_pool_item *item) {
   snprintf(sb->name, sizeof sb->name, "%s", item->name);
   snprintf(sb->volume, sizeof sb->volume, "%s", item->volume);
   snprintf(sb->scope_key, sizeof sb->scope_key, "%s", item->scope_key);
@@ -416,16 +416,16 @@ void sandbox_from_pool(sandbox_box *sb, const sm_pool_item *item) {
 
 int sandbox_acquire_per_tool(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                             sandbox_box *sb, sm_error *err) {
-  sm_pool_item item;
-  if (sm_pool_take(ctx->pool, req, sb->hash, &item)) {
+  sandbox_pool_item item;
+  if (sandbox_pool_take(ctx->pool, req, sb->hash, &item)) {
     sandbox_from_pool(sb, &item);
     int rc = sm_state_busy_acquire(ctx->state_dir, sb->name, &sb->busy, err);
     if (rc == 0) return 0;
-    sm_pool_call_done(ctx->pool, sb->pool_key);
+    sandbox_pool_call_done(ctx->pool, sb->pool_key);
     sb->pool_key[0] = '\0';
     sm_error ignore = SM_ERROR_INIT;
-    int relay = sm_sandbox_allowlist(&req->settings);
-    if (sm_pool_remove_later(ctx->pool, sb->name, sb->volume, NULL, relay) != 0)
+    int relay = sandbox_allowlist(&req->settings);
+    if (sandbox_pool_remove_later(ctx->pool, sb->name, sb->volume, NULL, relay) != 0)
       sandbox_remove(e, ctx->state_dir, sb->name, sb->volume, relay, &ignore);
     sb->id[0] = '\0';
     return rc;
@@ -457,7 +457,7 @@ int sandbox_retry_gone(const sandbox_box *sb, int rc) {
 void sandbox_release(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req, sandbox_box *sb) {
   const char *state_dir = ctx->state_dir;
   if (sb->pool_key[0]) {
-    sm_pool_call_done(ctx->pool, sb->pool_key);
+    sandbox_pool_call_done(ctx->pool, sb->pool_key);
     sb->pool_key[0] = '\0';
   }
   if (sb->mode == SM_MODE_PER_TOOL && sb->id[0])
@@ -465,10 +465,10 @@ void sandbox_release(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request 
   if (sb->mode == SM_MODE_PER_TOOL) {
     /* Its settings (the pool's too: a pool is per settings) say whether it
      * has an egress relay to remove with it. */
-    int relay = sm_sandbox_allowlist(&req->settings);
+    int relay = sandbox_allowlist(&req->settings);
     /* Off the caller's time; the queue now holds the busy lock. */
     if (sb->id[0] &&
-        sm_pool_remove_later(ctx->pool, sb->name, sb->volume, sb->busy, relay) == 0) {
+        sandbox_pool_remove_later(ctx->pool, sb->name, sb->volume, sb->busy, relay) == 0) {
       sb->busy = NULL;
       return;
     }
@@ -494,6 +494,6 @@ void sandbox_release(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request 
 void sandbox_release_gone(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                           sandbox_box *sb) {
   if (sb->cached) sandbox_lookup_drop(ctx->lookup, sb->name);
-  if (sb->pooled) sm_pool_forget(ctx->pool, req, sb->hash);
+  if (sb->pooled) sandbox_pool_forget(ctx->pool, req, sb->hash);
   sandbox_release(ctx, e, req, sb);
 }

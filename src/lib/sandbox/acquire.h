@@ -7,7 +7,7 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
@@ -26,7 +26,7 @@ int sandbox_make_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
 int sandbox_acquire_per_tool(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                              sandbox_box *sb, sm_error *err);
 /* The call's sandbox is the warm pool's item. */
-void sandbox_from_pool(sandbox_box *sb, const sm_pool_item *item);
+void sandbox_from_pool(sandbox_box *sb, const sandbox_pool_item *item);
 /* A sandbox found through the cache or the pool that has gone (or stopped)
  * since (rc of an exec or copy): the call looks once more. */
 int sandbox_retry_gone(const sandbox_box *sb, int rc);

@@ -48,10 +48,10 @@
 #define CANCEL_POLL_MS 100
 #define SETTLE_MS 10000          /* after a call's end or kill: the agent's report, the frame's rest */
 
-struct sm_agent_session {
+struct sandbox_agent_session {
   sm_exec_stream *stream;
   char container_id[SM_ENGINE_ID_MAX];
-  sm_frame_reader reader;
+  agent_frame_reader reader;
   uint32_t call_id;
   int hello;
   int broken;        /* protocol error or end: never reuse */
@@ -63,13 +63,13 @@ struct sm_agent_session {
   char fail_msg[256];
   char diag[DIAG_CAP];
   size_t diag_len;
-  sm_agent_session *next;
+  sandbox_agent_session *next;
 };
 
-struct sm_agents {
+struct sandbox_agents {
   pthread_mutex_t mu;
   int enabled;
-  sm_agent_session *idle;
+  sandbox_agent_session *idle;
   unsigned n_idle;
   char unusable[MAX_UNUSABLE][SM_ENGINE_ID_MAX];
   unsigned n_unusable, next_unusable;
@@ -79,51 +79,51 @@ struct sm_agents {
   unsigned long opened, calls, fallbacks;
 };
 
-sm_agents *sm_agents_new(void) {
-  sm_agents *a = calloc(1, sizeof *a);
+sandbox_agents *sandbox_agents_new(void) {
+  sandbox_agents *a = calloc(1, sizeof *a);
   if (a == NULL) return NULL;
   pthread_mutex_init(&a->mu, NULL);
   a->enabled = 1;
   return a;
 }
 
-void sm_agent_close(sm_agent_session *s) {
+void sandbox_agent_close(sandbox_agent_session *s) {
   if (s == NULL) return;
   sm_exec_stream_close(s->stream);
-  sm_frame_reader_dispose(&s->reader);
+  agent_frame_reader_dispose(&s->reader);
   free(s);
 }
 
-void sm_agents_free(sm_agents *a) {
+void sandbox_agents_free(sandbox_agents *a) {
   if (a == NULL) return;
-  sm_agent_session *s = a->idle;
+  sandbox_agent_session *s = a->idle;
   while (s) {
-    sm_agent_session *next = s->next;
-    sm_agent_close(s);
+    sandbox_agent_session *next = s->next;
+    sandbox_agent_close(s);
     s = next;
   }
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
 
-void sm_agents_set_enabled(sm_agents *a, int on) {
+void sandbox_agents_set_enabled(sandbox_agents *a, int on) {
   if (a == NULL) return;
   pthread_mutex_lock(&a->mu);
   a->enabled = on;
-  sm_agent_session *s = on ? NULL : a->idle;
+  sandbox_agent_session *s = on ? NULL : a->idle;
   if (!on) {
     a->idle = NULL;
     a->n_idle = 0;
   }
   pthread_mutex_unlock(&a->mu);
   while (s) {
-    sm_agent_session *next = s->next;
-    sm_agent_close(s);
+    sandbox_agent_session *next = s->next;
+    sandbox_agent_close(s);
     s = next;
   }
 }
 
-int sm_agents_enabled(sm_agents *a) {
+int sandbox_agents_enabled(sandbox_agents *a) {
   if (a == NULL) return 0;
   pthread_mutex_lock(&a->mu);
   int on = a->enabled;
@@ -131,8 +131,8 @@ int sm_agents_enabled(sm_agents *a) {
   return on;
 }
 
-void sm_agents_stats(sm_agents *a, unsigned long *opened, unsigned long *calls,
-                     unsigned long *fallbacks) {
+void sandbox_agents_stats(sandbox_agents *a, unsigned long *opened, unsigned long *calls,
+                          unsigned long *fallbacks) {
   *opened = *calls = *fallbacks = 0;
   if (a == NULL) return;
   pthread_mutex_lock(&a->mu);
@@ -148,7 +148,7 @@ static int in_list(char (*list)[SM_ENGINE_ID_MAX], unsigned n, const char *cid) 
   return 0;
 }
 
-static void mark_unusable(sm_agents *a, const char *cid, const char *why) {
+static void mark_unusable(sandbox_agents *a, const char *cid, const char *why) {
   sm_log(SM_LOG_DEBUG, "agent: not used in %.12s: %s; calls there use the engine's exec", cid,
          why);
   pthread_mutex_lock(&a->mu);
@@ -160,17 +160,17 @@ static void mark_unusable(sm_agents *a, const char *cid, const char *why) {
   pthread_mutex_unlock(&a->mu);
 }
 
-void sm_agents_forget(sm_agents *a, const char *cid) {
+void sandbox_agents_forget(sandbox_agents *a, const char *cid) {
   if (a == NULL || cid == NULL || *cid == '\0') return;
-  sm_agent_session *drop = NULL;
+  sandbox_agent_session *drop = NULL;
   pthread_mutex_lock(&a->mu);
   for (unsigned i = 0; i < MAX_UNUSABLE; i++) {
     if (strcmp(a->installed[i], cid) == 0) a->installed[i][0] = '\0';
     if (strcmp(a->unusable[i], cid) == 0) a->unusable[i][0] = '\0';
   }
-  sm_agent_session **pp = &a->idle;
+  sandbox_agent_session **pp = &a->idle;
   while (*pp) {
-    sm_agent_session *s = *pp;
+    sandbox_agent_session *s = *pp;
     if (strcmp(s->container_id, cid) == 0) {
       *pp = s->next;
       a->n_idle--;
@@ -182,8 +182,8 @@ void sm_agents_forget(sm_agents *a, const char *cid) {
   }
   pthread_mutex_unlock(&a->mu);
   while (drop) {
-    sm_agent_session *next = drop->next;
-    sm_agent_close(drop);
+    sandbox_agent_session *next = drop->next;
+    sandbox_agent_close(drop);
     drop = next;
   }
 }
@@ -191,7 +191,7 @@ void sm_agents_forget(sm_agents *a, const char *cid) {
 /* ---- frames from the agent ---- */
 
 static int on_frame(void *ud, int type, uint32_t call_id, const unsigned char *p, uint32_t len) {
-  sm_agent_session *s = ud;
+  sandbox_agent_session *s = ud;
   if (type == SM_FRAME_HELLO) {
     if (s->hello || len != strlen(SM_AGENT_HELLO) || memcmp(p, SM_AGENT_HELLO, len) != 0)
       return -1;
@@ -226,7 +226,7 @@ static int on_frame(void *ud, int type, uint32_t call_id, const unsigned char *p
 
 /* The exec's output: stdout carries frames, stderr the agent's own words. */
 static int on_output(void *ud, int stream, const char *data, size_t len) {
-  sm_agent_session *s = ud;
+  sandbox_agent_session *s = ud;
   if (stream == 2) {
     size_t room = sizeof s->diag - 1 - s->diag_len;
     if (len > room) len = room;
@@ -235,7 +235,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
     s->diag[s->diag_len] = '\0';
     return 0;
   }
-  int rc = sm_frame_reader_feed(&s->reader, (const unsigned char *)data, len);
+  int rc = agent_frame_reader_feed(&s->reader, (const unsigned char *)data, len);
   if (rc != 0) {
     /* -1 is the reader's own verdict; other codes come from the output
      * callback (a full buffer, say). Either way the stream is out of step. */
@@ -264,7 +264,7 @@ static void agent_path(char *out, size_t len) {
   snprintf(out, len, AGENT_DIR "/agent-%.16s", sm_agent_blob_sha256);
 }
 
-void sm_agent_binary_path(char *out, size_t len) { agent_path(out, len); }
+void sandbox_agent_binary_path(char *out, size_t len) { agent_path(out, len); }
 
 /* Writes the binary into the container's /.sandman as root (a tmpfs the
  * sandbox user cannot write), unless it is there already. checked: learn
@@ -281,8 +281,8 @@ static int install(sm_engine *e, const char *cid, int checked, sm_error *err) {
   const char *argv[] = {"/bin/sh", "-c", script};
   blob_reader br = {0};
   int code = 0;
-  int rc = sm_exec_helper(e, cid, argv, 3, "0:0", read_blob, &br, INSTALL_TIMEOUT_S, NULL,
-                          checked ? &code : NULL, err);
+  int rc = sandbox_exec_helper(e, cid, argv, 3, "0:0", read_blob, &br, INSTALL_TIMEOUT_S, NULL,
+                               checked ? &code : NULL, err);
   if (rc) return rc;
   if (code != 0)
     return sm_error_set(err, SM_ESANDBOX, "installing the agent exited with %d (no %s?)", code,
@@ -290,21 +290,21 @@ static int install(sm_engine *e, const char *cid, int checked, sm_error *err) {
   return 0;
 }
 
-static int open_session(sm_engine *e, const char *cid, const char *user, sm_agent_session **out,
-                        sm_error *err) {
+static int open_session(sm_engine *e, const char *cid, const char *user,
+                        sandbox_agent_session **out, sm_error *err) {
   *out = NULL;
   char path[128];
   agent_path(path, sizeof path);
   const char *argv[] = {path};
-  json_object *cfg = sm_exec_config(argv, 1, user, 1);
+  json_object *cfg = sandbox_exec_config(argv, 1, user, 1);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, id, err);
   json_object_put(cfg);
   if (rc) return rc;
-  sm_agent_session *s = calloc(1, sizeof *s);
+  sandbox_agent_session *s = calloc(1, sizeof *s);
   if (s == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   snprintf(s->container_id, sizeof s->container_id, "%s", cid);
-  sm_frame_reader_init(&s->reader, SM_FRAME_DATA_MAX, on_frame, s);
+  agent_frame_reader_init(&s->reader, SM_FRAME_DATA_MAX, on_frame, s);
   rc = sm_engine_exec_open(e, id, on_output, s, &s->stream, err);
   /* Wait for the hello: it proves the agent runs (a missing binary ends
    * the stream with the runtime's message instead). */
@@ -322,19 +322,19 @@ static int open_session(sm_engine *e, const char *cid, const char *user, sm_agen
   }
   if (rc == 0 && s->broken) rc = sm_error_set(err, SM_EPROTOCOL, "the agent's hello was wrong");
   if (rc) {
-    sm_agent_close(s);
+    sandbox_agent_close(s);
     return rc;
   }
   *out = s;
   return 0;
 }
 
-static sm_agent_session *take_idle(sm_agents *a, const char *cid) {
-  sm_agent_session *found = NULL, *stale = NULL;
+static sandbox_agent_session *take_idle(sandbox_agents *a, const char *cid) {
+  sandbox_agent_session *found = NULL, *stale = NULL;
   pthread_mutex_lock(&a->mu);
-  sm_agent_session **pp = &a->idle;
+  sandbox_agent_session **pp = &a->idle;
   while (*pp) {
-    sm_agent_session *s = *pp;
+    sandbox_agent_session *s = *pp;
     if (strcmp(s->container_id, cid) == 0) {
       *pp = s->next;
       a->n_idle--;
@@ -353,21 +353,21 @@ static sm_agent_session *take_idle(sm_agents *a, const char *cid) {
   }
   pthread_mutex_unlock(&a->mu);
   while (stale) {
-    sm_agent_session *next = stale->next;
-    sm_agent_close(stale);
+    sandbox_agent_session *next = stale->next;
+    sandbox_agent_close(stale);
     stale = next;
   }
   return found;
 }
 
-static void note_installed(sm_agents *a, const char *cid) {
+static void note_installed(sandbox_agents *a, const char *cid) {
   pthread_mutex_lock(&a->mu);
   snprintf(a->installed[a->next_installed], SM_ENGINE_ID_MAX, "%s", cid);
   a->next_installed = (a->next_installed + 1) % MAX_UNUSABLE;
   pthread_mutex_unlock(&a->mu);
 }
 
-int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err) {
+int sandbox_agent_install(sandbox_agents *a, sm_engine *e, const char *cid, sm_error *err) {
   if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
   if (a) {
     /* Installed by this runner already: no exec (the files API calls this
@@ -382,8 +382,8 @@ int sm_agent_install(sm_agents *a, sm_engine *e, const char *cid, sm_error *err)
   return rc;
 }
 
-int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user, int open_new,
-                  sm_agent_session **out) {
+int sandbox_agent_take(sandbox_agents *a, sm_engine *e, const char *cid, const char *user,
+                       int open_new, sandbox_agent_session **out) {
   *out = NULL;
   if (a == NULL || sm_agent_blob_len == 0) return 0;
   pthread_mutex_lock(&a->mu);
@@ -391,7 +391,7 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user,
   int installed = in_list(a->installed, MAX_UNUSABLE, cid);
   pthread_mutex_unlock(&a->mu);
   if (!usable) return 0;
-  sm_agent_session *s = take_idle(a, cid);
+  sandbox_agent_session *s = take_idle(a, cid);
   if (s == NULL && open_new) {
     sm_error err = SM_ERROR_INIT;
     int rc = 0;
@@ -421,20 +421,20 @@ int sm_agent_take(sm_agents *a, sm_engine *e, const char *cid, const char *user,
   return 0;
 }
 
-void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
+void sandbox_agent_give_back(sandbox_agents *a, sandbox_agent_session *s) {
   if (s == NULL) return;
-  if (a == NULL || s->broken || !sm_frame_reader_idle(&s->reader)) {
-    sm_agent_close(s);
+  if (a == NULL || s->broken || !agent_frame_reader_idle(&s->reader)) {
+    sandbox_agent_close(s);
     return;
   }
   s->out = NULL;
-  sm_agent_session *drop = NULL, *dead = NULL;
+  sandbox_agent_session *drop = NULL, *dead = NULL;
   pthread_mutex_lock(&a->mu);
   /* Sessions whose container went away (a drained pool, a reap) end by
    * themselves: drop them here rather than keep their sockets. */
-  sm_agent_session **pp = &a->idle;
+  sandbox_agent_session **pp = &a->idle;
   while (*pp) {
-    sm_agent_session *i = *pp;
+    sandbox_agent_session *i = *pp;
     if (!sm_exec_stream_quiet(i->stream)) {
       *pp = i->next;
       a->n_idle--;
@@ -445,7 +445,7 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
     pp = &i->next;
   }
   unsigned same = 0;
-  for (sm_agent_session *i = a->idle; i; i = i->next)
+  for (sandbox_agent_session *i = a->idle; i; i = i->next)
     same += strcmp(i->container_id, s->container_id) == 0;
   if (!a->enabled || same >= MAX_IDLE_PER_CONTAINER) {
     drop = s;
@@ -455,7 +455,7 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
     a->n_idle++;
     /* Over the cap: the oldest (the list's tail) goes. */
     if (a->n_idle > MAX_IDLE) {
-      sm_agent_session **tail = &a->idle;
+      sandbox_agent_session **tail = &a->idle;
       while ((*tail)->next) tail = &(*tail)->next;
       drop = *tail;
       *tail = NULL;
@@ -463,17 +463,17 @@ void sm_agent_give_back(sm_agents *a, sm_agent_session *s) {
     }
   }
   pthread_mutex_unlock(&a->mu);
-  sm_agent_close(drop);
+  sandbox_agent_close(drop);
   while (dead) {
-    sm_agent_session *next = dead->next;
-    sm_agent_close(dead);
+    sandbox_agent_session *next = dead->next;
+    sandbox_agent_close(dead);
     dead = next;
   }
 }
 
-int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc,
-                 sm_read_fn in, void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms,
-                 int *exit_code, sm_error *err) {
+int sandbox_agent_run(sandbox_agent_session *s, const char *const *argv, size_t argc, sm_read_fn in,
+                      void *in_ud, sm_output_fn out, void *out_ud, int timeout_ms, int *exit_code,
+                      sm_error *err) {
   *exit_code = -1;
   /* The agent runs argv[0] as a path; a bare name is found on PATH by the
    * shell, as an engine exec would find it. */
@@ -488,13 +488,13 @@ int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc,
     argv = via_sh;
     argc += 3;
   }
-  sm_agent_feed f;
-  int rc = sm_agent_feed_init(&f, in, in_ud, err);
-  if (rc == 0) rc = sm_agent_start(s, &f, "/", argv, argc, NULL, 0, out, out_ud, err);
-  if (rc == 0) rc = sm_agent_drive(s, &f, sm_monotonic_ms() + timeout_ms, NULL, err);
+  sandbox_agent_feed f;
+  int rc = sandbox_agent_feed_init(&f, in, in_ud, err);
+  if (rc == 0) rc = sandbox_agent_start(s, &f, "/", argv, argc, NULL, 0, out, out_ud, err);
+  if (rc == 0) rc = sandbox_agent_drive(s, &f, sm_monotonic_ms() + timeout_ms, NULL, err);
   if (rc == 1)
     rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent ended during '%s'", argv[0]);
-  if (rc == 0) sm_agent_settle(s, &f);
+  if (rc == 0) sandbox_agent_settle(s, &f);
   else s->broken = 1;
   if (rc == 0 && s->failed)
     rc = sm_error_set(err, SM_ESANDBOX, "'%s' could not start in the sandbox: %s", argv[0],
@@ -504,16 +504,16 @@ int sm_agent_run(sm_agent_session *s, const char *const *argv, size_t argc,
   else if (rc == 0)
     *exit_code = s->exit_code;
   s->out = NULL;
-  sm_agent_feed_dispose(&f);
+  sandbox_agent_feed_dispose(&f);
   free(via_sh);
   return rc;
 }
 
 static int drop_output(void *ud, int stream, const char *data, size_t len) { return 0; }
 
-int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *user) {
-  sm_agent_session *s = NULL;
-  int rc = sm_agent_take(a, e, cid, user, 1, &s);
+int sandbox_agent_prepare(sandbox_agents *a, sm_engine *e, const char *cid, const char *user) {
+  sandbox_agent_session *s = NULL;
+  int rc = sandbox_agent_take(a, e, cid, user, 1, &s);
   if (s) {
     /* One call through the same wrapper warms what the first real call
      * would find cold in a new container (its overlay's dentries, the
@@ -521,20 +521,20 @@ int sm_agent_prepare(sm_agents *a, sm_engine *e, const char *cid, const char *us
     const char *argv[] = {"/bin/sh", "-c", sm_exec_wrapper_script, "sandman", "warmup", "true"};
     int code = 0;
     sm_error err = SM_ERROR_INIT;
-    sm_agent_run(s, argv, 6, NULL, NULL, drop_output, NULL, 10000, &code, &err);
-    sm_agent_give_back(a, s);
+    sandbox_agent_run(s, argv, 6, NULL, NULL, drop_output, NULL, 10000, &code, &err);
+    sandbox_agent_give_back(a, s);
   }
   return rc;
 }
 
-void sm_agent_note_call(sm_agents *a) {
+void sandbox_agent_note_call(sandbox_agents *a) {
   if (a == NULL) return;
   pthread_mutex_lock(&a->mu);
   a->calls++;
   pthread_mutex_unlock(&a->mu);
 }
 
-void sm_agent_note_fallback(sm_agents *a) {
+void sandbox_agent_note_fallback(sandbox_agents *a) {
   if (a == NULL) return;
   pthread_mutex_lock(&a->mu);
   a->fallbacks++;
@@ -543,18 +543,20 @@ void sm_agent_note_fallback(sm_agents *a) {
 
 /* ---- one call ---- */
 
-static int append_str(sm_buf *b, const char *s) { return sm_buf_append(b, s, strlen(s) + 1); }
-
-/* A data or end-of-stdin frame of the current call, appended to frame. */
-static void frame_data(sm_agent_session *s, int type, const void *data, size_t len,
-                       sm_buf *frame) {
-  unsigned char head[SM_FRAME_HEADER];
-  sm_frame_header(head, type, s->call_id, (uint32_t)len);
-  sm_buf_append(frame, (const char *)head, sizeof head);
-  if (len) sm_buf_append(frame, data, len);
+static int append_str(common_buf *b, const char *s) {
+  return common_buf_append(b, s, strlen(s) + 1);
 }
 
-static int pump(sm_agent_session *s, const void *data, size_t len, size_t *written,
+/* A data or end-of-stdin frame of the current call, appended to frame. */
+static void frame_data(sandbox_agent_session *s, int type, const void *data, size_t len,
+                       common_buf *frame) {
+  unsigned char head[SM_FRAME_HEADER];
+  agent_frame_header(head, type, s->call_id, (uint32_t)len);
+  common_buf_append(frame, (const char *)head, sizeof head);
+  if (len) common_buf_append(frame, data, len);
+}
+
+static int pump(sandbox_agent_session *s, const void *data, size_t len, size_t *written,
                 int timeout_ms, sm_error *err) {
   int rc = sm_exec_stream_pump(s->stream, data, len, written, timeout_ms, err);
   if (rc != 0) s->broken = 1;
@@ -564,9 +566,9 @@ static int pump(sm_agent_session *s, const void *data, size_t len, size_t *writt
   return rc;
 }
 
-int sm_agent_feed_init(sm_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *err) {
+int sandbox_agent_feed_init(sandbox_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *err) {
   memset(f, 0, sizeof *f);
-  sm_buf_init(&f->frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
+  common_buf_init(&f->frame, SM_FRAME_CALL_MAX + 2 * SM_FRAME_HEADER);
   f->in = in;
   f->in_ud = in_ud;
   f->in_open = in != NULL;
@@ -575,14 +577,14 @@ int sm_agent_feed_init(sm_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *e
   return 0;
 }
 
-void sm_agent_feed_dispose(sm_agent_feed *f) {
-  sm_buf_dispose(&f->frame);
+void sandbox_agent_feed_dispose(sandbox_agent_feed *f) {
+  common_buf_dispose(&f->frame);
   free(f->chunk);
   f->chunk = NULL;
 }
 
 /* The call frame (SM_FRAME_TTY with a size when rows is not 0). */
-static int start_call(sm_agent_session *s, sm_agent_feed *f, unsigned rows, unsigned cols,
+static int start_call(sandbox_agent_session *s, sandbox_agent_feed *f, unsigned rows, unsigned cols,
                       const char *cwd, const char *const *argv, size_t argc, const char *const *env,
                       size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
   s->call_id++;
@@ -594,37 +596,38 @@ static int start_call(sm_agent_session *s, sm_agent_feed *f, unsigned rows, unsi
   s->fail_msg[0] = '\0';
   s->diag_len = 0;
   s->diag[0] = '\0';
-  sm_buf *frame = &f->frame;
-  sm_buf_reset(frame);
+  common_buf *frame = &f->frame;
+  common_buf_reset(frame);
   f->off = 0;
   unsigned char head[SM_FRAME_HEADER] = {0}, size[4];
   char num[24];
   snprintf(num, sizeof num, "%zu", argc);
   agent_frame_size_put(size, rows, cols);
   size_t pre = rows ? sizeof size : 0;
-  int bad = sm_buf_append(frame, (const char *)head, sizeof head) ||
-            (pre && sm_buf_append(frame, (const char *)size, pre)) || append_str(frame, cwd) ||
+  int bad = common_buf_append(frame, (const char *)head, sizeof head) ||
+            (pre && common_buf_append(frame, (const char *)size, pre)) || append_str(frame, cwd) ||
             append_str(frame, num);
   for (size_t i = 0; !bad && i < argc; i++) bad = append_str(frame, argv[i]);
   for (size_t i = 0; !bad && i < envc; i++) bad = append_str(frame, env[i]);
   if (bad || frame->len - SM_FRAME_HEADER - pre > SM_FRAME_CALL_MAX)
     return sm_error_set(err, SM_ETOOBIG, "the call's arguments and environment are too large");
-  sm_frame_header(head, rows ? SM_FRAME_TTY : SM_FRAME_CALL, s->call_id,
-                  (uint32_t)(frame->len - SM_FRAME_HEADER));
+  agent_frame_header(head, rows ? SM_FRAME_TTY : SM_FRAME_CALL, s->call_id,
+                     (uint32_t)(frame->len - SM_FRAME_HEADER));
   memcpy(frame->data, head, sizeof head);
   if (!f->in_open && !rows) frame_data(s, SM_FRAME_EOF, NULL, 0, frame);
   return 0;
 }
 
-int sm_agent_start(sm_agent_session *s, sm_agent_feed *f, const char *cwd, const char *const *argv,
-                   size_t argc, const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
-                   sm_error *err) {
+int sandbox_agent_start(sandbox_agent_session *s, sandbox_agent_feed *f, const char *cwd,
+                        const char *const *argv, size_t argc, const char *const *env, size_t envc,
+                        sm_output_fn out, void *out_ud, sm_error *err) {
   return start_call(s, f, 0, 0, cwd, argv, argc, env, envc, out, out_ud, err);
 }
 
-int sandbox_agent_start_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const char *cwd,
-                            const char *const *argv, size_t argc, const char *const *env,
-                            size_t envc, sm_output_fn out, void *out_ud, sm_error *err) {
+int sandbox_agent_start_tty(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *tty,
+                            const char *cwd, const char *const *argv, size_t argc,
+                            const char *const *env, size_t envc, sm_output_fn out, void *out_ud,
+                            sm_error *err) {
   unsigned rows, cols;
   sm_tty_size(tty, &rows, &cols);
   if (f->chunk == NULL && (f->chunk = malloc(SM_FRAME_DATA_MAX)) == NULL)
@@ -637,7 +640,7 @@ int sandbox_agent_start_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, 
 /* What waits in the terminal, as frames: its new size, and (once the
  * program has started) what was typed, up to one data frame at a time;
  * on pipes, the end of the input once all of it went. */
-static void tty_frames(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, int started) {
+static void tty_frames(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *tty, int started) {
   int resized = 0, ended = 0;
   unsigned rows = 0, cols = 0;
   size_t n = sandbox_tty_take(tty, (unsigned char *)f->chunk, started ? SM_FRAME_DATA_MAX : 0,
@@ -656,13 +659,14 @@ static void tty_frames(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, int s
   if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
 }
 
-int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, const int *started,
-                            double deadline_ms, volatile int *cancel, sm_error *err) {
+int sandbox_agent_drive_tty(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *tty,
+                            const int *started, double deadline_ms, volatile int *cancel,
+                            sm_error *err) {
   for (;;) {
     if (s->exited || s->failed) return 0;
     if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
     if (f->off == f->frame.len) {
-      sm_buf_reset(&f->frame);
+      common_buf_reset(&f->frame);
       f->off = 0;
       tty_frames(s, f, tty, *started);
     }
@@ -680,11 +684,11 @@ int sandbox_agent_drive_tty(sm_agent_session *s, sm_agent_feed *f, sm_tty *tty, 
   }
 }
 
-int sandbox_agent_open(sm_agents *a, sm_engine *e, const char *cid, const char *user,
-                       sm_agent_session **out, sm_error *err) {
+int sandbox_agent_open(sandbox_agents *a, sm_engine *e, const char *cid, const char *user,
+                       sandbox_agent_session **out, sm_error *err) {
   *out = NULL;
   if (sm_agent_blob_len == 0) return sm_error_set(err, SM_ESANDBOX, "no agent binary was built");
-  int rc = sm_agent_install(a, e, cid, err);
+  int rc = sandbox_agent_install(a, e, cid, err);
   if (rc == 0) rc = open_session(e, cid, user, out, err);
   if (rc == 0 && a) {
     pthread_mutex_lock(&a->mu);
@@ -694,15 +698,15 @@ int sandbox_agent_open(sm_agents *a, sm_engine *e, const char *cid, const char *
   return rc;
 }
 
-int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
-                   volatile int *cancel, sm_error *err) {
+int sandbox_agent_drive(sandbox_agent_session *s, sandbox_agent_feed *f, double deadline_ms,
+                        volatile int *cancel, sm_error *err) {
   for (;;) {
     if (s->exited || s->failed) return 0;
     if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
     /* Stdin is read only once the previous frame is out: the agent's
      * backpressure reaches the reader. */
     if (f->off == f->frame.len && f->in_open) {
-      sm_buf_reset(&f->frame);
+      common_buf_reset(&f->frame);
       f->off = 0;
       ssize_t n = f->in(f->in_ud, f->chunk, SM_FRAME_DATA_MAX);
       if (n < 0)
@@ -726,7 +730,7 @@ int sm_agent_drive(sm_agent_session *s, sm_agent_feed *f, double deadline_ms,
   }
 }
 
-void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f) {
+void sandbox_agent_settle(sandbox_agent_session *s, sandbox_agent_feed *f) {
   double until = sm_monotonic_ms() + SETTLE_MS;
   sm_error ignore = SM_ERROR_INIT;
   while (!s->broken && (f->off < f->frame.len || !(s->exited || s->failed))) {
@@ -741,7 +745,7 @@ void sm_agent_settle(sm_agent_session *s, sm_agent_feed *f) {
   }
 }
 
-int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms) {
+int sandbox_agent_step(sandbox_agent_session *s, sandbox_agent_feed *f, int wait_ms) {
   if (s->broken || s->exited || s->failed) return 1;
   size_t w = 0;
   sm_error ignore = SM_ERROR_INIT;
@@ -750,8 +754,8 @@ int sm_agent_step(sm_agent_session *s, sm_agent_feed *f, int wait_ms) {
   return s->broken || s->exited || s->failed;
 }
 
-int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_errno,
-                        const char **fail_msg) {
+int sandbox_agent_call_state(const sandbox_agent_session *s, int *exit_code, int *fail_errno,
+                             const char **fail_msg) {
   if (s->exited) {
     *exit_code = s->exit_code;
     return 1;
@@ -764,7 +768,6 @@ int sm_agent_call_state(const sm_agent_session *s, int *exit_code, int *fail_err
   return 0;
 }
 
-void sm_agent_mark_broken(sm_agent_session *s) { s->broken = 1; }
+void sandbox_agent_mark_broken(sandbox_agent_session *s) { s->broken = 1; }
 
-int sm_agent_broken(const sm_agent_session *s) { return s->broken; }
-
+int sandbox_agent_broken(const sandbox_agent_session *s) { return s->broken; }

@@ -24,21 +24,22 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
 #include "sandbox/backend_swarm_box.h"
 
 /* A ready sandbox of the warm pool, as the pool hands it to a call. */
-typedef struct sm_pool_item {
+typedef struct sandbox_pool_item {
   char id[SM_ENGINE_ID_MAX];
   char name[SM_NAME_MAX];
   char volume[SM_NAME_MAX + 8];
   char scope_key[64];
-  char pool_key[65];   /* the configuration's pool (sm_pool_call_done) */
+  char pool_key[65]; /* the configuration's pool (sandbox_pool_call_done) */
   int uid, gid;
   sandbox_swarm_box swarm; /* on a swarm: the service, its node, the pool's lease */
-} sm_pool_item;
+} sandbox_pool_item;
 
 struct sandbox_backend {
   const char *name; /* "docker", "swarm" (sm_runner_backend) */
@@ -69,7 +70,7 @@ struct sandbox_backend {
    * on how many nodes to keep
    * the pool's size (may ask e: call without the pool's lock). */
   int (*prewarm)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                 sm_pool_item *out, sm_error *err);
+                 sandbox_pool_item *out, sm_error *err);
   int (*discard)(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *volume,
                  int relay, sm_error *err);
   unsigned (*width)(const sandbox_ctx *ctx, sm_engine *e);

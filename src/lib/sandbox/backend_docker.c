@@ -24,7 +24,7 @@ static int docker_failed(const sandbox_ctx *ctx, sm_engine *e, sandbox_box *sb, 
 static const char *docker_state_name(const sandbox_box *sb) { return sb->name; }
 
 static int docker_make(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                       sandbox_box *sb, sm_pool_item *out, sm_error *err) {
+                       sandbox_box *sb, sandbox_pool_item *out, sm_error *err) {
   (void)out;
   return sandbox_create(ctx, e, req, sb, err);
 }
@@ -32,7 +32,7 @@ static int docker_make(const sandbox_ctx *ctx, sm_engine *e, const sm_run_reques
 /* A per_tool container made ahead for the warm pool, labelled
  * io.sandman.pool=true. */
 static int docker_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                          sm_pool_item *out, sm_error *err) {
+                          sandbox_pool_item *out, sm_error *err) {
   return sandbox_prewarm(ctx, e, req, docker_make, out, err);
 }
 

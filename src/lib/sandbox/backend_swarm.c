@@ -16,12 +16,12 @@
  * the call makes its own). One that cannot be taken is removed. */
 static int take_pooled_swarm(const sandbox_ctx *ctx, sandbox_swarm *sw, sm_engine *m,
                              const sm_run_request *req, sandbox_box *sb, double lease_s) {
-  sm_pool_item item;
-  if (!sm_pool_take(ctx->pool, req, sb->hash, &item)) return 0;
+  sandbox_pool_item item;
+  if (!sandbox_pool_take(ctx->pool, req, sb->hash, &item)) return 0;
   sm_error err = SM_ERROR_INIT;
   if (sandbox_swarm_take(sw, m, &item.swarm, lease_s, &sb->swarm, &err) != 0) {
     sm_log(SM_LOG_INFO, "%s: the call makes a sandbox of its own", err.message);
-    sm_pool_call_done(ctx->pool, item.pool_key);
+    sandbox_pool_call_done(ctx->pool, item.pool_key);
     sm_error ignore = SM_ERROR_INIT;
     sandbox_swarm_remove(m, item.swarm.name, 1, &ignore);
     return 0;
@@ -37,7 +37,7 @@ static void swarm_release(const sandbox_ctx *ctx, sm_engine *m, const sm_run_req
   if (sb->mode == SM_MODE_PER_TOOL && sb->swarm.lease[0])
     sandbox_audit(ctx, "sandbox.removed", req, sb, "a per_tool sandbox goes after its call");
   if (sb->pool_key[0]) {
-    sm_pool_call_done(ctx->pool, sb->pool_key);
+    sandbox_pool_call_done(ctx->pool, sb->pool_key);
     sb->pool_key[0] = '\0';
   }
   sandbox_swarm_release(ctx->swarm, m, &sb->swarm);
@@ -94,7 +94,7 @@ static int swarm_acquire(const sandbox_ctx *ctx, sm_engine *m, const sm_run_requ
  * the pool's lease; its node checks are done, so a call taking it runs at
  * once. */
 static int prewarm_swarm(const sandbox_ctx *ctx, sandbox_swarm *sw, sm_engine *manager,
-                         const sm_run_request *req, sandbox_box *sb, sm_pool_item *out,
+                         const sm_run_request *req, sandbox_box *sb, sandbox_pool_item *out,
                          sm_error *err) {
   char service[SM_SWARM_SERVICE_NAME_MAX + 1];
   sandbox_swarm_service_name(sb->name, service);
@@ -125,12 +125,12 @@ static int prewarm_swarm(const sandbox_ctx *ctx, sandbox_swarm *sw, sm_engine *m
 }
 
 static int swarm_make(const sandbox_ctx *ctx, sm_engine *manager, const sm_run_request *req,
-                      sandbox_box *sb, sm_pool_item *out, sm_error *err) {
+                      sandbox_box *sb, sandbox_pool_item *out, sm_error *err) {
   return prewarm_swarm(ctx, ctx->swarm, manager, req, sb, out, err);
 }
 
 static int swarm_prewarm(const sandbox_ctx *ctx, sm_engine *manager, const sm_run_request *req,
-                         sm_pool_item *out, sm_error *err) {
+                         sandbox_pool_item *out, sm_error *err) {
   return sandbox_prewarm(ctx, manager, req, swarm_make, out, err);
 }
 

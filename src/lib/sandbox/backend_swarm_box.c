@@ -235,9 +235,9 @@ static int check_on_node(sm_engine *node, const char *cid, const sandbox_swarm_c
     /* Read from the stream, not the exit code: the stream's end is the
      * file's end, where an exec's exit code may lag on a loaded node. */
     const char *argv[] = {"/bin/cat", "/proc/self/status"};
-    sm_buf out;
-    sm_buf_init(&out, 64 * 1024);
-    rc = sm_exec_helper(node, cid, argv, 2, NULL, NULL, NULL, 60, &out, NULL, err);
+    common_buf out;
+    common_buf_init(&out, 64 * 1024);
+    rc = sandbox_exec_helper(node, cid, argv, 2, NULL, NULL, NULL, 60, &out, NULL, err);
     const char *text = rc == 0 && out.data ? out.data : "";
     if (rc == 0 && strstr(text, "NoNewPrivs:\t1") == NULL)
       rc = strstr(text, "NoNewPrivs:") != NULL
@@ -246,7 +246,7 @@ static int check_on_node(sm_engine *node, const char *cid, const sandbox_swarm_c
                               "node's dockerd with --no-new-privileges (docs/scale-out.md)")
                : sm_error_set(err, SM_ESANDBOX,
                               "could not read its /proc/self/status to check no-new-privileges");
-    sm_buf_dispose(&out);
+    common_buf_dispose(&out);
   }
   return rc;
 }
@@ -311,7 +311,7 @@ int sandbox_swarm_wait_running(sm_engine *m, const char *service, engine_swarm_t
                           "the swarm did not start it within %.0f s (task %s: %s)", START_WAIT_S,
                           rc == 0 ? task->state : "not scheduled",
                           rc == 0 && task->message[0] ? task->message : "no message");
-    sm_sleep_ms(POLL_MS);
+    common_sleep_ms(POLL_MS);
   }
 }
 
@@ -447,7 +447,7 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
       /* Being removed by a runner that read it with no call in flight:
        * a new one is made once it is gone. */
       json_object_put(svc);
-      sm_sleep_ms(POLL_MS);
+      common_sleep_ms(POLL_MS);
       continue;
     }
     if (verdict == 1) {
@@ -455,7 +455,7 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
       rc = remove_read(m, svc, 0, err);
       json_object_put(svc);
       if (rc && rc != SM_EBUSY && rc != SM_ECONFLICT && rc != SM_ENOTFOUND) return rc;
-      if (rc) sm_sleep_ms(POLL_MS);
+      if (rc) common_sleep_ms(POLL_MS);
       continue;
     }
     snprintf(box->service_id, sizeof box->service_id, "%s", sandbox_swarm_service_id(svc));

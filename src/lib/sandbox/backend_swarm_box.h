@@ -26,6 +26,7 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
 
 #include "engine/engine_swarm.h"
 

@@ -93,7 +93,7 @@ void sandbox_swarm_service_name(const char *name, char out[SM_SWARM_SERVICE_NAME
     return;
   }
   char hex[65];
-  sm_sha256_hex(name, strlen(name), hex);
+  sandbox_sha256_hex(name, strlen(name), hex);
   snprintf(out, SM_SWARM_SERVICE_NAME_MAX + 1, "sandman-%.48s", hex);
 }
 

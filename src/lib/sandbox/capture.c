@@ -6,26 +6,26 @@
 
 #include "sandbox/capture.h"
 
-void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_fn forward,
-                     void *forward_ud) {
+void sandbox_capture_init(sandbox_capture *c, int64_t out_cap, int64_t err_cap,
+                          sm_output_fn forward, void *forward_ud) {
   memset(c, 0, sizeof *c);
-  sm_buf_init(&c->out, out_cap > 0 ? (size_t)out_cap : 0);
-  sm_buf_init(&c->err, err_cap > 0 ? (size_t)err_cap : 0);
+  common_buf_init(&c->out, out_cap > 0 ? (size_t)out_cap : 0);
+  common_buf_init(&c->err, err_cap > 0 ? (size_t)err_cap : 0);
   c->forward = forward;
   c->forward_ud = forward_ud;
 }
 
-int sm_capture_output(void *userdata, int stream, const char *data, size_t len) {
-  sm_capture *c = userdata;
+int sandbox_capture_output(void *userdata, int stream, const char *data, size_t len) {
+  sandbox_capture *c = userdata;
   if (c->forward_only && stream != 2) {
     if (c->forward && !c->forward_failed && c->forward(c->forward_ud, 1, data, len) < 0)
       c->forward_failed = 1;
     return 0;
   }
-  sm_buf *b = stream == 2 ? &c->err : &c->out;
+  common_buf *b = stream == 2 ? &c->err : &c->out;
   int *trunc = stream == 2 ? &c->err_truncated : &c->out_truncated;
   size_t before = b->len;
-  size_t dropped = sm_buf_append_capped(b, data, len);
+  size_t dropped = common_buf_append_capped(b, data, len);
   if (dropped) *trunc = 1;
   size_t kept = b->len - before;
   if (kept && c->forward && !c->forward_failed) {
@@ -35,17 +35,17 @@ int sm_capture_output(void *userdata, int stream, const char *data, size_t len) 
   return 0;
 }
 
-static int take(sm_buf *b, char **data, size_t *len) {
+static int take(common_buf *b, char **data, size_t *len) {
   if (b->data == NULL) {
     *data = strdup("");
     *len = 0;
     return *data ? 0 : SM_ENOMEM;
   }
-  *data = sm_buf_steal(b, len);
+  *data = common_buf_steal(b, len);
   return 0;
 }
 
-int sm_capture_to_result(sm_capture *c, sm_run_result *r) {
+int sandbox_capture_to_result(sandbox_capture *c, sm_run_result *r) {
   free(r->stdout_data);
   free(r->stderr_data);
   r->stdout_data = r->stderr_data = NULL;
@@ -56,7 +56,7 @@ int sm_capture_to_result(sm_capture *c, sm_run_result *r) {
   return rc;
 }
 
-void sm_capture_dispose(sm_capture *c) {
-  sm_buf_dispose(&c->out);
-  sm_buf_dispose(&c->err);
+void sandbox_capture_dispose(sandbox_capture *c) {
+  common_buf_dispose(&c->out);
+  common_buf_dispose(&c->err);
 }

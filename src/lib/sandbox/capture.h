@@ -5,28 +5,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/buf.h"
 
-typedef struct sm_capture {
-  sm_buf out;
-  sm_buf err;
+typedef struct sandbox_capture {
+  common_buf out;
+  common_buf err;
   int out_truncated;
   int err_truncated;
   sm_output_fn forward; /* gets the bytes that were kept, as they arrive */
   void *forward_ud;
   int forward_failed;   /* the forwarder asked to stop: stop forwarding only */
   int forward_only;     /* stdout is forwarded whole and not kept */
-} sm_capture;
+} sandbox_capture;
 
-void sm_capture_init(sm_capture *c, int64_t out_cap, int64_t err_cap, sm_output_fn forward,
-                     void *forward_ud);
+void sandbox_capture_init(sandbox_capture *c, int64_t out_cap, int64_t err_cap,
+                          sm_output_fn forward, void *forward_ud);
 /* An sm_output_fn: keeps what fits under the cap, flags the rest as
  * truncated and keeps accepting (the tool runs on undisturbed). */
-int sm_capture_output(void *userdata, int stream, const char *data, size_t len);
+int sandbox_capture_output(void *userdata, int stream, const char *data, size_t len);
 /* Moves the captured output into the result (NUL-terminated copies). */
-int sm_capture_to_result(sm_capture *c, sm_run_result *r);
-void sm_capture_dispose(sm_capture *c);
+int sandbox_capture_to_result(sandbox_capture *c, sm_run_result *r);
+void sandbox_capture_dispose(sandbox_capture *c);
 
 #endif

@@ -9,7 +9,7 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"

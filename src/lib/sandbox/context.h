@@ -17,10 +17,10 @@
 #include <sandman/keep.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
 
-typedef struct sm_agents sm_agents;         /* agent.h */
-typedef struct sm_pool sm_pool;             /* pool.h */
+typedef struct sandbox_agents sandbox_agents; /* agent.h */
+typedef struct sandbox_pool sandbox_pool;     /* pool.h */
 typedef struct sandbox_lookup sandbox_lookup; /* lookup.h */
 typedef struct sandbox_swarm sandbox_swarm; /* backend_swarm_box.h */
 typedef struct sandbox_backend sandbox_backend; /* backend.h */
@@ -29,8 +29,8 @@ typedef struct sandbox_routes sandbox_routes; /* tool_route.h */
 typedef struct sandbox_ctx {
   const char *instance;
   const char *state_dir;
-  sm_agents *agents;       /* the runner's agent sessions */
-  sm_pool *pool;           /* warm pool and background work */
+  sandbox_agents *agents;  /* the runner's agent sessions */
+  sandbox_pool *pool;      /* warm pool and background work */
   sandbox_lookup *lookup;  /* keyed sandboxes found before */
   const sandbox_backend *backend; /* where sandboxes live: docker or swarm */
   sandbox_swarm *swarm;    /* the swarm backend's state, or NULL */
@@ -47,6 +47,6 @@ typedef struct sandbox_ctx {
 } sandbox_ctx;
 
 /* The runner's ctx (runner.c; for sm_run and the tests). */
-const sandbox_ctx *sm_runner_ctx(const sm_runner *runner);
+const sandbox_ctx *sandbox_runner_ctx(const sm_runner *runner);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <sandman/util.h>
+#include <sandman/env.h>
 
 #include "common/cleanup.h"
 #include "sandbox/env.h"
@@ -54,7 +55,7 @@ static int is_locale(const char *name, size_t len) {
 }
 
 typedef struct env_acc {
-  sm_strv *out;
+  common_strv *out;
   size_t bytes;
 } env_acc;
 
@@ -80,7 +81,7 @@ static int env_set(env_acc *a, const char *name, size_t nlen, const char *value,
   if (a->out->n >= SM_ENV_MAX_VARS)
     return sm_error_set(err, SM_EINVAL, "too many environment variables (at most %d)",
                         SM_ENV_MAX_VARS);
-  int rc = sm_strv_add(a->out, entry); /* a copy */
+  int rc = common_strv_add(a->out, entry); /* a copy */
   if (rc) return sm_error_set(err, SM_ENOMEM, NULL);
   return 0;
 }
@@ -99,7 +100,7 @@ static const char *host_lookup(const char *const *host_env, const char *name, si
   return NULL;
 }
 
-void sandbox_env_from_request(sm_env_spec *spec, const sm_run_request *req) {
+void sandbox_env_from_request(sandbox_env_spec *spec, const sm_run_request *req) {
   spec->host_env = (const char *const *)environ;
   spec->passthrough = &req->settings.env_passthrough;
   spec->explicit_env = req->env;
@@ -108,7 +109,7 @@ void sandbox_env_from_request(sm_env_spec *spec, const sm_run_request *req) {
   spec->n_secret = req->n_secret_env;
 }
 
-int sm_env_build(const sm_env_spec *spec, sm_strv *out, sm_error *err) {
+int sandbox_env_build(const sandbox_env_spec *spec, common_strv *out, sm_error *err) {
   env_acc a = {out, 0};
   char buf[4096];
   int rc;

@@ -30,18 +30,19 @@
 /* Runs a short sandman script in the container (as the container's user,
  * with the container's environment) with up to three arguments and keeps
  * its stdout. */
-static int run_helper(const sm_exec_target *t, const char *script, const char *name,
-                      const char *a1, const char *a2, const char *a3, sm_buf *out,
+static int run_helper(const sandbox_exec_target *t, const char *script, const char *name,
+                      const char *a1, const char *a2, const char *a3, common_buf *out,
                       int *exit_code, sm_error *err) {
   const char *argv[] = {"/bin/sh", "-c", script, name, a1 ? a1 : "", a2 ? a2 : "", a3 ? a3 : ""};
-  return sm_exec_helper(t->engine, t->container_id, argv, 7, t->user, NULL, NULL,
-                        HELPER_TIMEOUT_S, out, exit_code, err);
+  return sandbox_exec_helper(t->engine, t->container_id, argv, 7, t->user, NULL, NULL,
+                             HELPER_TIMEOUT_S, out, exit_code, err);
 }
 
 /* Kills every process of the call inside the sandbox (sm_exec_kill_script:
  * by the preamble's pid and start time, however the tool detached) and
  * waits until the exec is over. */
-static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_call_watch *w) {
+static void kill_call(const sandbox_exec_target *t, const char *exec_id,
+                      const sandbox_call_watch *w) {
   sm_error err = SM_ERROR_INIT;
   if (t->per_tool) {
     /* A fresh container holds nothing else: kill it all at once (it is
@@ -53,12 +54,12 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_cal
   int started = w->state == SM_CALL_WATCH_STARTED;
   int killed = 0;
   for (int attempt = 0; attempt < 5 && !killed; attempt++) {
-    sm_buf out;
-    sm_buf_init(&out, HELPER_OUTPUT_CAP);
+    common_buf out;
+    common_buf_init(&out, HELPER_OUTPUT_CAP);
     int code = -1;
     int rc = run_helper(t, sm_exec_kill_script, "sandman-kill", w->token,
                         started ? w->pid : "", started ? w->start : "", &out, &code, &err);
-    sm_buf_dispose(&out);
+    common_buf_dispose(&out);
     if (rc == 0 && code == 0) {
       killed = 1;
     } else if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) {
@@ -68,7 +69,7 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_cal
       /* A sandbox at its pids limit may refuse even the killer: retry. */
       sm_log(SM_LOG_DEBUG, "killing call %s: %s (exit %d), retrying", w->token,
              rc ? err.message : "helper failed", code);
-      sm_sleep_ms(200 * (attempt + 1));
+      common_sleep_ms(200 * (attempt + 1));
     }
   }
   if (!killed)
@@ -77,13 +78,13 @@ static void kill_call(const sm_exec_target *t, const char *exec_id, const sm_cal
   int running = exec_id != NULL;
   for (int i = 0; i < 100 && running; i++) {
     if (sm_engine_exec_inspect(t->engine, exec_id, &running, NULL, NULL, &err) != 0) break;
-    if (running) sm_sleep_ms(50);
+    if (running) common_sleep_ms(50);
   }
 }
 
 /* The container's Running and OOMKilled; returns the inspect's code
  * (SM_ENOTFOUND: it is gone, and *running is 0). */
-static int container_state(const sm_exec_target *t, int *running, int *oom) {
+static int container_state(const sandbox_exec_target *t, int *running, int *oom) {
   json_object *insp = NULL, *st = NULL, *v = NULL;
   sm_error err = SM_ERROR_INIT;
   *running = 1;
@@ -101,7 +102,7 @@ static int container_state(const sm_exec_target *t, int *running, int *oom) {
   return 0;
 }
 
-static int state_oom_killed(const sm_exec_target *t) {
+static int state_oom_killed(const sandbox_exec_target *t) {
   int running = 1, oom = 0;
   container_state(t, &running, &oom);
   return oom;
@@ -112,9 +113,9 @@ static int state_oom_killed(const sm_exec_target *t) {
  * value before the call). Where the counter cannot be read (gVisor), the
  * container's State.OOMKilled decides, which is exact for a fresh per_tool
  * container and sticky for a reused one. */
-static int check_oom(const sm_exec_target *t, const sm_call_watch *w) {
-  sm_buf out;
-  sm_buf_init(&out, HELPER_OUTPUT_CAP);
+static int check_oom(const sandbox_exec_target *t, const sandbox_call_watch *w) {
+  common_buf out;
+  common_buf_init(&out, HELPER_OUTPUT_CAP);
   sm_error err = SM_ERROR_INIT;
   int rc = run_helper(t, sm_exec_oom_script, "sandman-oom", NULL, NULL, NULL, &out, NULL, &err);
   long long now = -1;
@@ -122,7 +123,7 @@ static int check_oom(const sm_exec_target *t, const sm_call_watch *w) {
     const char *p = strstr(out.data, "counts ");
     if (p) sscanf(p, "counts %lld", &now);
   }
-  sm_buf_dispose(&out);
+  common_buf_dispose(&out);
   if (w->oom_before >= 0 && now >= 0) {
     if (now > w->oom_before) return 1;
     return t->per_tool ? state_oom_killed(t) : 0;
@@ -130,7 +131,7 @@ static int check_oom(const sm_exec_target *t, const sm_call_watch *w) {
   return state_oom_killed(t);
 }
 
-static const char *find_token(const sm_strv *env) {
+static const char *find_token(const common_strv *env) {
   for (size_t i = env->n; i-- > 0;)
     if (strncmp(env->v[i], "SANDMAN_CALL=", 13) == 0) return env->v[i] + 13;
   return NULL;
@@ -161,9 +162,9 @@ static int names_missing_shell(const char *text) {
 
 /* The wrapper never printed its preamble: the tool never started, and what
  * came back is the runtime's, reported as sandman's error. */
-static int not_started(const sm_call_watch *w, int code, sm_error *err) {
+static int not_started(const sandbox_call_watch *w, int code, sm_error *err) {
   char text[SM_CALL_RUNTIME_TEXT_MAX];
-  if (!sm_call_watch_runtime_text(w, text, sizeof text))
+  if (!sandbox_call_watch_runtime_text(w, text, sizeof text))
     snprintf(text, sizeof text, "the call's wrapper exited with %d before the tool started", code);
   elide_wrapper(text);
   if (names_missing_shell(text))
@@ -178,8 +179,8 @@ static int not_started(const sm_call_watch *w, int code, sm_error *err) {
 
 /* The runtime's last words at the end of the tool's stderr (gVisor: "waiting
  * on pid N: ..."): their length, 0 when the last line is not theirs. */
-static size_t runtime_tail(const sm_capture *cap, size_t *start) {
-  const sm_buf *b = &cap->err;
+static size_t runtime_tail(const sandbox_capture *cap, size_t *start) {
+  const common_buf *b = &cap->err;
   if (b->data == NULL || b->len == 0) return 0;
   size_t end = b->len;
   while (end > 0 && b->data[end - 1] == '\n') end--;
@@ -197,7 +198,7 @@ static size_t runtime_tail(const sm_capture *cap, size_t *start) {
 
 /* The sandbox stopped under the call: 137, and an OOM is the tool's
  * verdict (0), anything else sandman's failure with the runtime's words. */
-static int stopped_verdict(sm_exec_outcome *out, int oom, const char *words, sm_error *err) {
+static int stopped_verdict(sandbox_exec_outcome *out, int oom, const char *words, sm_error *err) {
   out->exit_code = 137;
   out->oom_killed = oom;
   if (oom) {
@@ -213,7 +214,7 @@ static int stopped_verdict(sm_exec_outcome *out, int oom, const char *words, sm_
  * the engine may not end the exec's stream then, so the timeout is what
  * noticed), fills out and returns 1 with *rc the call's verdict; 0 when
  * the call's processes are still there to kill. */
-static int sandbox_stopped(const sm_exec_target *t, sm_exec_outcome *out, int *rc,
+static int sandbox_stopped(const sandbox_exec_target *t, sandbox_exec_outcome *out, int *rc,
                            sm_error *err) {
   int running = 1, oom = 0;
   if (!t->per_tool) container_state(t, &running, &oom);
@@ -226,8 +227,8 @@ static int sandbox_stopped(const sm_exec_target *t, sm_exec_outcome *out, int *r
  * of its stderr: when the sandbox stopped under it, that is sandman's
  * failure, reported with those words (taken out of the tool's stderr).
  * 1 with *rc the verdict (an OOM is the tool's); 0 otherwise. */
-static int died_with_runtime(const sm_exec_target *t, sm_capture *cap, sm_exec_outcome *out,
-                             int *rc, sm_error *err) {
+static int died_with_runtime(const sandbox_exec_target *t, sandbox_capture *cap,
+                             sandbox_exec_outcome *out, int *rc, sm_error *err) {
   size_t start = 0, n = runtime_tail(cap, &start);
   if (n == 0) return 0;
   int running = 1, oom = 0;
@@ -242,7 +243,7 @@ static int died_with_runtime(const sm_exec_target *t, sm_capture *cap, sm_exec_o
 }
 
 /* After the kill: what a timeout or a cancel reports. */
-static void stopped_call(int rc, sm_exec_outcome *out, sm_error *err) {
+static void stopped_call(int rc, sandbox_exec_outcome *out, sm_error *err) {
   if (rc == SM_ETIMEOUT) {
     out->timed_out = 1;
     out->exit_code = 124;
@@ -255,8 +256,8 @@ static void stopped_call(int rc, sm_exec_outcome *out, sm_error *err) {
 
 /* A call that ended with an exit code: the tool's, unless the wrapper never
  * started it or the sandbox stopped under it. */
-static int finish(const sm_exec_target *t, const sm_call_watch *w, sm_capture *cap, int code,
-                  sm_exec_outcome *out, sm_error *err) {
+static int finish(const sandbox_exec_target *t, const sandbox_call_watch *w, sandbox_capture *cap,
+                  int code, sandbox_exec_outcome *out, sm_error *err) {
   if (w->state != SM_CALL_WATCH_STARTED) return not_started(w, code, err);
   int verdict = 0;
   if ((code >= 128 || code == 126) && died_with_runtime(t, cap, out, &verdict, err))
@@ -272,8 +273,8 @@ static int finish(const sm_exec_target *t, const sm_call_watch *w, sm_capture *c
  * be missed and run on (a cancelled `sleep 600` that kept its sandbox
  * busy). So until the start is reported (then it is killed by its pid) or
  * the call ends, it is killed again as soon as its start arrives. */
-static void agent_kill(const sm_exec_target *t, sm_agent_session *s, sm_agent_feed *f,
-                       sm_call_watch *w) {
+static void agent_kill(const sandbox_exec_target *t, sandbox_agent_session *s,
+                       sandbox_agent_feed *f, sandbox_call_watch *w) {
   double until = sm_monotonic_ms() + KILL_UNSTARTED_MS;
   for (;;) {
     int started = w->state == SM_CALL_WATCH_STARTED;
@@ -281,10 +282,10 @@ static void agent_kill(const sm_exec_target *t, sm_agent_session *s, sm_agent_fe
     if (started) break;
     int ended = 0;
     while (!ended && w->state != SM_CALL_WATCH_STARTED && sm_monotonic_ms() < until)
-      ended = sm_agent_step(s, f, 50);
+      ended = sandbox_agent_step(s, f, 50);
     if (ended || w->state != SM_CALL_WATCH_STARTED) break;
   }
-  sm_agent_settle(s, f);
+  sandbox_agent_settle(s, f);
 }
 
 /* The call's command line (NULL-terminated, *argc set; NULL when out of
@@ -314,56 +315,58 @@ static const char **call_argv(const sm_run_request *req, const char *token, size
 
 /* The call's frame goes to the session (on a terminal when the request
  * has one); 0 once it is on its way. */
-static int agent_start(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                       sm_call_watch *w, sm_agent_feed *f, sm_error *err) {
-  sm_agent_session *s = t->agent;
+static int agent_start(const sandbox_exec_target *t, const sm_run_request *req,
+                       const common_strv *env, sandbox_call_watch *w, sandbox_agent_feed *f,
+                       sm_error *err) {
+  sandbox_agent_session *s = t->agent;
   size_t argc = 0;
   const char **argv = call_argv(req, w->token, &argc);
   if (argv == NULL) {
-    sm_agent_mark_broken(s);
+    sandbox_agent_mark_broken(s);
     return sm_error_set(err, SM_ENOMEM, NULL);
   }
   const char *cwd = req->cwd ? req->cwd : "/workspace";
   const char *const *ev = (const char *const *)env->v;
-  int rc = sm_agent_feed_init(f, req->tty ? NULL : req->stdin_read, req->stdin_ud, err);
+  int rc = sandbox_agent_feed_init(f, req->tty ? NULL : req->stdin_read, req->stdin_ud, err);
   if (rc == 0 && req->tty)
-    rc = sandbox_agent_start_tty(s, f, req->tty, cwd, argv, argc, ev, env->n, sm_call_watch_output,
-                                 w, err);
+    rc = sandbox_agent_start_tty(s, f, req->tty, cwd, argv, argc, ev, env->n,
+                                 sandbox_call_watch_output, w, err);
   else if (rc == 0)
-    rc = sm_agent_start(s, f, cwd, argv, argc, ev, env->n, sm_call_watch_output, w, err);
+    rc = sandbox_agent_start(s, f, cwd, argv, argc, ev, env->n, sandbox_call_watch_output, w, err);
   free(argv);
-  if (rc == 0) sm_agent_note_call(t->agents);
+  if (rc == 0) sandbox_agent_note_call(t->agents);
   return rc;
 }
 
-static int agent_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                      sm_call_watch *w, const int *started, sm_exec_outcome *out, sm_error *err) {
-  sm_agent_session *s = t->agent;
+static int agent_call(const sandbox_exec_target *t, const sm_run_request *req,
+                      const common_strv *env, sandbox_call_watch *w, const int *started,
+                      sandbox_exec_outcome *out, sm_error *err) {
+  sandbox_agent_session *s = t->agent;
   if (req->cancel && *req->cancel) {
     /* Cancelled before it was sent: nothing to start, nothing to kill. */
     stopped_call(SM_ECANCELLED, out, err);
     return 0;
   }
-  sm_agent_feed f;
+  sandbox_agent_feed f;
   int rc = agent_start(t, req, env, w, &f, err);
   double t0 = sm_monotonic_ms();
   double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
   if (rc == 0 && req->tty)
     rc = sandbox_agent_drive_tty(s, &f, req->tty, started, deadline, req->cancel, err);
-  else if (rc == 0) rc = sm_agent_drive(s, &f, deadline, req->cancel, err);
+  else if (rc == 0) rc = sandbox_agent_drive(s, &f, deadline, req->cancel, err);
   out->duration_ms = sm_monotonic_ms() - t0;
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
     int verdict = 0;
     if (sandbox_stopped(t, out, &verdict, err)) {
-      sm_agent_mark_broken(s);
-      sm_agent_feed_dispose(&f);
+      sandbox_agent_mark_broken(s);
+      sandbox_agent_feed_dispose(&f);
       return verdict;
     }
     /* Stopped before a byte of the call went: it never reaches the agent
      * (sending it now would start it after the kill). */
     if (f.off > 0) agent_kill(t, s, &f, w);
-    sm_agent_feed_dispose(&f);
+    sandbox_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);
     return 0;
@@ -372,7 +375,7 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
     /* The agent's exec ended under the call: the container stopped or was
      * removed, or the tool killed every process of its user (kill -9 -1),
      * the agent included, which an engine exec reports as 137 too. */
-    sm_agent_feed_dispose(&f);
+    sandbox_agent_feed_dispose(&f);
     int running = 0, oom = 0;
     int irc = container_state(t, &running, &oom);
     int had_output = w->state != SM_CALL_WATCH_WAITING;
@@ -388,17 +391,17 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
     return 0;
   }
   if (rc != 0) {
-    sm_agent_feed_dispose(&f);
-    sm_agent_mark_broken(s);
+    sandbox_agent_feed_dispose(&f);
+    sandbox_agent_mark_broken(s);
     kill_call(t, NULL, w);
     return sm_error_wrap(err, "running the tool through the sandbox's agent");
   }
-  sm_agent_settle(s, &f);
-  sm_agent_feed_dispose(&f);
+  sandbox_agent_settle(s, &f);
+  sandbox_agent_feed_dispose(&f);
 
   int code = 0, en = 0;
   const char *msg = NULL;
-  if (sm_agent_call_state(s, &code, &en, &msg) == 2) {
+  if (sandbox_agent_call_state(s, &code, &en, &msg) == 2) {
     if (en == ENOENT && strstr(msg, "/bin/sh"))
       return sm_error_set(err, SM_ESANDBOX,
                           "the image has no /bin/sh, which sandman runs every call through: %s",
@@ -408,15 +411,16 @@ static int agent_call(const sm_exec_target *t, const sm_run_request *req, const 
   return finish(t, w, w->cap, code, out, err);
 }
 
-static int engine_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                       sm_call_watch *w, sm_exec_outcome *out, sm_error *err) {
+static int engine_call(const sandbox_exec_target *t, const sm_run_request *req,
+                       const common_strv *env, sandbox_call_watch *w, sandbox_exec_outcome *out,
+                       sm_error *err) {
   cleanup_json json_object *cfg = json_object_new_object();
   size_t argc = 0;
   const char **argv = call_argv(req, w->token, &argc);
   if (argv == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
-  json_object_object_add(cfg, "Cmd", sm_json_strings(argv, argc));
+  json_object_object_add(cfg, "Cmd", common_json_strings(argv, argc));
   free(argv);
-  json_object_object_add(cfg, "Env", sm_json_strings((const char *const *)env->v, env->n));
+  json_object_object_add(cfg, "Env", common_json_strings((const char *const *)env->v, env->n));
   if (t->user) json_object_object_add(cfg, "User", json_object_new_string(t->user));
   json_object_object_add(cfg, "WorkingDir",
                          json_object_new_string(req->cwd ? req->cwd : "/workspace"));
@@ -434,7 +438,7 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.stdin_read = req->stdin_read;
   io.stdin_ud = req->stdin_ud;
-  io.output = sm_call_watch_output;
+  io.output = sandbox_call_watch_output;
   io.output_ud = w;
   io.timeout_s = req->settings.timeout_s > 0 ? req->settings.timeout_s : 0;
   io.cancel = req->cancel;
@@ -463,7 +467,7 @@ static int engine_call(const sm_exec_target *t, const sm_run_request *req, const
   for (int i = 0; i < 200 && running; i++) {
     rc = sm_engine_exec_inspect(t->engine, exec_id, &running, &code, NULL, err);
     if (rc) return sm_error_wrap(err, "reading the tool's exit code");
-    if (running) sm_sleep_ms(10);
+    if (running) common_sleep_ms(10);
   }
   if (running) return sm_error_set(err, SM_EENGINE, "the engine still reports the tool running");
   return finish(t, w, w->cap, code, out, err);
@@ -485,16 +489,17 @@ static void tty_started(void *ud, const char *pid, const char *start) {
   if (tw->next) tw->next(tw->next_ud, pid, start);
 }
 
-int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                 sm_capture *cap, sm_exec_outcome *out, sm_error *err) {
+int sandbox_exec_call(const sandbox_exec_target *t, const sm_run_request *req,
+                      const common_strv *env, sandbox_capture *cap, sandbox_exec_outcome *out,
+                      sm_error *err) {
   memset(out, 0, sizeof *out);
   const char *token = find_token(env);
   if (token == NULL) return sm_error_set(err, SM_EINVAL, "exec without a call marker");
   /* The agent opens the terminal: no other way in has one. */
   if (req->tty && t->agent == NULL)
     return sm_error_set(err, SM_EUNSUPPORTED, "a terminal needs sandman's agent in the sandbox");
-  sm_call_watch w;
-  sm_call_watch_init(&w, token, cap);
+  sandbox_call_watch w;
+  sandbox_call_watch_init(&w, token, cap);
   w.on_start = t->on_start;
   w.on_start_ud = t->on_start_ud;
   tty_watch tw = {req->tty, t->container_id, 0, t->on_start, t->on_start_ud};
@@ -505,6 +510,6 @@ int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_st
   int rc;
   if (t->agent) rc = agent_call(t, req, env, &w, &tw.started, out, err);
   else rc = engine_call(t, req, env, &w, out, err);
-  sm_call_watch_dispose(&w);
+  sandbox_call_watch_dispose(&w);
   return rc;
 }

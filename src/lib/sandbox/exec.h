@@ -5,28 +5,29 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/strv.h"
 #include "sandbox/agent.h"
 #include "sandbox/capture.h"
 #include "sandbox/sandbox_result.h"
 
-typedef struct sm_exec_target {
+typedef struct sandbox_exec_target {
   sm_engine *engine;
   const char *container_id;
   const char *user;      /* "uid:gid" every exec of the call runs as (the
                           * container's own processes run as root) */
   int per_tool;          /* a fresh container: timeouts kill the container */
-  sm_agents *agents;     /* with agent: the call goes over this session */
-  sm_agent_session *agent;
+  sandbox_agents *agents; /* with agent: the call goes over this session */
+  sandbox_agent_session *agent;
   /* Told the call's first process (pid, start time) once the wrapper
    * names it: the host-tool route (tool_route.h). NULL: nobody. */
   void (*on_start)(void *ud, const char *pid, const char *start);
   void *on_start_ud;
-} sm_exec_target;
+} sandbox_exec_target;
 
-int sm_exec_call(const sm_exec_target *t, const sm_run_request *req, const sm_strv *env,
-                 sm_capture *cap, sm_exec_outcome *out, sm_error *err);
+int sandbox_exec_call(const sandbox_exec_target *t, const sm_run_request *req,
+                      const common_strv *env, sandbox_capture *cap, sandbox_exec_outcome *out,
+                      sm_error *err);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <sandman/image.h>
 #include <sandman/log.h>
+#include <sandman/fallback.h>
 
 #include "sandbox/lifecycle.h"
 
@@ -50,7 +51,7 @@ int sm_fallback_decide(sm_runner *runner, sm_mode requested, int may_step_down,
      * engine does not have is refused, never traded for the host. */
     if (runtime && *runtime) {
       sm_error re = SM_ERROR_INIT;
-      int rrc = sm_sandbox_runtime_present(e, runtime, NULL, &re);
+      int rrc = sandbox_runtime_present(e, runtime, NULL, &re);
       if (rrc != 0) {
         out->runtime_ok = 0;
         out->refused = 1;
@@ -68,7 +69,7 @@ int sm_fallback_decide(sm_runner *runner, sm_mode requested, int may_step_down,
     const char *img = image && *image ? image : DEFAULT_IMAGE_FOR_CHECK;
     char pinned_id[SM_ENGINE_ID_MAX] = "";
     int irc = sm_image_check_pinned(e, img, NULL, pinned_id, &ie);
-    if (irc == 0 && pinned_id[0] == '\0') irc = sm_sandbox_image_present(e, img, NULL, &ie);
+    if (irc == 0 && pinned_id[0] == '\0') irc = sandbox_image_present(e, img, NULL, &ie);
     if (irc != 0) {
       out->image_ok = 0;
       out->refused = 1;

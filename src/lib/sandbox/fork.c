@@ -23,6 +23,7 @@
 #include <sandman/log.h>
 #include <sandman/state.h>
 #include <sandman/util.h>
+#include <sandman/name.h>
 
 #include "common/cleanup.h"
 #include "sandbox/agent.h"
@@ -112,8 +113,8 @@ static int snapshot_files(const sandbox_ctx *ctx, const sm_snapshot *s, char *ta
                           json_object **source, sm_error *err) {
   char dir[PATH_MAX], inst[80];
   sm_snapshot again;
-  int rc = snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
-  if (rc == 0) rc = snap_meta_read(dir, inst, sizeof inst, &again, source, err);
+  int rc = sandbox_snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
+  if (rc == 0) rc = sandbox_snap_meta_read(dir, inst, sizeof inst, &again, source, err);
   if (rc == 0 && *source == NULL) rc = sm_error_set(err, SM_EPROTOCOL, "snapshot %s keeps no config", s->name);
   if (rc == 0 && snprintf(tar, len, "%s/workspace.tar", dir) >= (int)len)
     rc = sm_error_set(err, SM_EINVAL, "path too long");
@@ -189,8 +190,11 @@ int sandbox_fork_target(const sandbox_ctx *ctx, const sm_snapshot *s, const char
   req.agent = agent && *agent ? agent : NULL;
   req.agent_has_host_tools = host_tools;
   rc = sm_name_check("run id", run_id, err);
-  if (rc == 0) rc = sm_scope_key(&req, SM_MODE_PER_RUN, t->scope_key, sizeof t->scope_key, err);
-  if (rc == 0) rc = sm_keyed_name(ctx->instance, SM_MODE_PER_RUN, t->scope_key, t->name, sizeof t->name, err);
+  if (rc == 0)
+    rc = sandbox_scope_key(&req, SM_MODE_PER_RUN, t->scope_key, sizeof t->scope_key, err);
+  if (rc == 0)
+    rc = sandbox_keyed_name(ctx->instance, SM_MODE_PER_RUN, t->scope_key, t->name, sizeof t->name,
+                            err);
   if (rc == 0) snprintf(t->volume, sizeof t->volume, "%s-ws", t->name);
   return rc;
 }
@@ -204,7 +208,8 @@ static const char *call_owner(const sm_run_request *req) {
 int sandbox_fork_snapshot_key(const sandbox_ctx *ctx, const sm_run_request *req, char key[17],
                               sm_error *err) {
   sm_snapshot s;
-  int rc = snap_find(ctx->state_dir, ctx->instance, req->from_snapshot, call_owner(req), &s, err);
+  int rc = sandbox_snap_find(ctx->state_dir, ctx->instance, req->from_snapshot, call_owner(req), &s,
+                             err);
   if (rc == 0) snprintf(key, 17, "%s", s.key);
   return rc;
 }
@@ -213,7 +218,8 @@ int sandbox_fork_for_call(const sandbox_ctx *ctx, sm_engine *e, const sm_run_req
                           const char *name, const char *volume, const char *scope_key, char *id_out,
                           sm_error *err) {
   sm_snapshot s;
-  int rc = snap_find(ctx->state_dir, ctx->instance, req->from_snapshot, call_owner(req), &s, err);
+  int rc = sandbox_snap_find(ctx->state_dir, ctx->instance, req->from_snapshot, call_owner(req), &s,
+                             err);
   if (rc) return rc;
   fork_target t;
   memset(&t, 0, sizeof t);
@@ -285,7 +291,7 @@ int sandbox_rollback(const sandbox_ctx *ctx, sm_engine *e, const char *name, con
   if (rc == 0) rc = sandbox_remove_keep_state(e, name, t.volume, 1, err);
   if (rc == 0) {
     sandbox_rest_drop(ctx->state_dir, name);
-    sm_agents_forget(ctx->agents, old_id);
+    sandbox_agents_forget(ctx->agents, old_id);
     char id[SM_ENGINE_ID_MAX];
     rc = sandbox_fork_make(ctx, e, s, &t, id, err);
     if (rc == 0) {
@@ -325,7 +331,7 @@ static int manifest_now(const sandbox_ctx *ctx, sandbox_rest_op *op, json_object
     rc = sandbox_rest_ws_path(ctx->state_dir, op->name, path, sizeof path, err);
   } else {
     char dir[PATH_MAX];
-    rc = snap_root(ctx->state_dir, dir, sizeof dir, err);
+    rc = sandbox_snap_root(ctx->state_dir, dir, sizeof dir, err);
     if (rc == 0) snprintf(path, sizeof path, "%s/.tmp-diff-%ld-%p", dir, (long)getpid(), (void *)op);
     if (rc == 0) rc = sandbox_ws_save(op->e, sandbox_json_str(op->insp, "Id", NULL), path, 0, NULL, err);
   }
@@ -333,7 +339,7 @@ static int manifest_now(const sandbox_ctx *ctx, sandbox_rest_op *op, json_object
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (!keep) unlink(path);
   if (fd < 0) return sm_error_set(err, SM_EIO, "reading %s", path);
-  rc = snap_manifest_of_tar(fd, out, NULL, err);
+  rc = sandbox_snap_manifest_of_tar(fd, out, NULL, err);
   close(fd);
   return rc;
 }
@@ -347,7 +353,7 @@ int sandbox_diff(const sandbox_ctx *ctx, sm_engine *e, const char *name, const s
   if (rc == 0) rc = manifest_now(ctx, &op, &now, err);
   sandbox_rest_close(&op);
   if (rc) return rc;
-  json_object *d = snap_manifest_diff(before, now);
+  json_object *d = sandbox_snap_manifest_diff(before, now);
   if (d == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   json_object_object_add(d, "sandbox", json_object_new_string(name));
   json_object_object_add(d, "snapshot", json_object_new_string(s->name));

@@ -8,15 +8,15 @@
 #include "sandbox/helper.h"
 
 static int helper_output(void *ud, int stream, const char *data, size_t len) {
-  sm_buf *b = ud;
-  if (stream == 1) sm_buf_append_capped(b, data, len);
+  common_buf *b = ud;
+  if (stream == 1) common_buf_append_capped(b, data, len);
   return 0;
 }
 
-json_object *sm_exec_config(const char *const *argv, size_t argc, const char *user,
-                            int attach_stdin) {
+json_object *sandbox_exec_config(const char *const *argv, size_t argc, const char *user,
+                                 int attach_stdin) {
   json_object *cfg = json_object_new_object();
-  json_object_object_add(cfg, "Cmd", sm_json_strings(argv, argc));
+  json_object_object_add(cfg, "Cmd", common_json_strings(argv, argc));
   if (user) json_object_object_add(cfg, "User", json_object_new_string(user));
   json_object_object_add(cfg, "WorkingDir", json_object_new_string("/"));
   json_object_object_add(cfg, "AttachStdin", json_object_new_boolean(attach_stdin));
@@ -26,10 +26,10 @@ json_object *sm_exec_config(const char *const *argv, size_t argc, const char *us
   return cfg;
 }
 
-int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_t argc,
-                   const char *user, sm_read_fn in, void *in_ud, double timeout_s, sm_buf *out,
-                   int *exit_code, sm_error *err) {
-  json_object *cfg = sm_exec_config(argv, argc, user, in != NULL);
+int sandbox_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_t argc,
+                        const char *user, sm_read_fn in, void *in_ud, double timeout_s,
+                        common_buf *out, int *exit_code, sm_error *err) {
+  json_object *cfg = sandbox_exec_config(argv, argc, user, in != NULL);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, id, err);
   json_object_put(cfg);
@@ -47,7 +47,7 @@ int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_
     for (int i = 0; i < 100 && running; i++) {
       rc = sm_engine_exec_inspect(e, id, &running, exit_code, NULL, err);
       if (rc) return rc;
-      if (running) sm_sleep_ms(20);
+      if (running) common_sleep_ms(20);
     }
   }
   return 0;

@@ -15,13 +15,13 @@
 
 /* The ExecConfig of a helper: argv, user (NULL: the container's), working
  * directory "/", output attached, stdin when attach_stdin. */
-json_object *sm_exec_config(const char *const *argv, size_t argc, const char *user,
-                            int attach_stdin);
+json_object *sandbox_exec_config(const char *const *argv, size_t argc, const char *user,
+                                 int attach_stdin);
 /* Runs argv in container cid through an engine exec: stdin from in (NULL:
  * none), stdout kept in out (capped; NULL: dropped), the exit code in
  * *exit_code (NULL: not waited for). */
-int sm_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_t argc,
-                   const char *user, sm_read_fn in, void *in_ud, double timeout_s, sm_buf *out,
-                   int *exit_code, sm_error *err);
+int sandbox_exec_helper(sm_engine *e, const char *cid, const char *const *argv, size_t argc,
+                        const char *user, sm_read_fn in, void *in_ud, double timeout_s,
+                        common_buf *out, int *exit_code, sm_error *err);
 
 #endif

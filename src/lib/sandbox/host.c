@@ -61,7 +61,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
   return 0;
 }
 
-int sm_remove_tree(const char *path, sm_error *err) {
+int sandbox_remove_tree(const char *path, sm_error *err) {
   struct stat st;
   if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : sm_error_set_errno(err, SM_EIO, errno, "%s", path);
   /* Directories the tool made unreadable are opened up first (no symlink
@@ -141,7 +141,7 @@ typedef struct host_call {
 static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 /* Spawns the wrapper (not yet running the tool) with its pipes. */
-static int spawn_wrapper(const sm_run_request *req, const char *workdir, const sm_strv *env,
+static int spawn_wrapper(const sm_run_request *req, const char *workdir, const common_strv *env,
                          host_call *hc, sm_error *err) {
   int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, go_p[2] = {-1, -1}, in_p[2] = {-1, -1};
   int rc = 0;
@@ -174,19 +174,19 @@ static int spawn_wrapper(const sm_run_request *req, const char *workdir, const s
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
                                       POSIX_SPAWN_SETSIGDEF);
 
-  sm_strv argv = {0};
-  int arc = sm_strv_add(&argv, "sh");
-  if (!arc) arc = sm_strv_add(&argv, "-c");
-  if (!arc) arc = sm_strv_add(&argv, sm_host_wrapper_script);
-  if (!arc) arc = sm_strv_add(&argv, "sh");
-  for (size_t i = 0; !arc && i < req->argc; i++) arc = sm_strv_add(&argv, req->argv[i]);
+  common_strv argv = {0};
+  int arc = common_strv_add(&argv, "sh");
+  if (!arc) arc = common_strv_add(&argv, "-c");
+  if (!arc) arc = common_strv_add(&argv, sm_host_wrapper_script);
+  if (!arc) arc = common_strv_add(&argv, "sh");
+  for (size_t i = 0; !arc && i < req->argc; i++) arc = common_strv_add(&argv, req->argv[i]);
   if (arc) {
     rc = sm_error_set(err, SM_ENOMEM, NULL);
   } else {
     int e = posix_spawn(&hc->pid, "/bin/sh", &fa, &attr, argv.v, env->v);
     if (e != 0) rc = sm_error_set_errno(err, SM_ESANDBOX, e, "starting /bin/sh for the tool");
   }
-  sm_strv_dispose(&argv);
+  common_strv_dispose(&argv);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc) goto out;
@@ -200,7 +200,7 @@ static int spawn_wrapper(const sm_run_request *req, const char *workdir, const s
       f->read = req->stdin_read;
       f->ud = req->stdin_ud;
       f->fd = in_p[1];
-      if (sm_thread_start(&hc->feeder_thread, NULL, feed_stdin, f) == 0) {
+      if (common_thread_start(&hc->feeder_thread, NULL, feed_stdin, f) == 0) {
         hc->feeder_started = 1;
         in_p[1] = -1;
       } else {
@@ -218,11 +218,11 @@ out:
   return rc;
 }
 
-static int read_some(int *fd, int stream, sm_capture *cap) {
+static int read_some(int *fd, int stream, sandbox_capture *cap) {
   char buf[READ_CHUNK];
   ssize_t n = read(*fd, buf, sizeof buf);
   if (n > 0) {
-    sm_capture_output(cap, stream, buf, (size_t)n);
+    sandbox_capture_output(cap, stream, buf, (size_t)n);
     return 1;
   }
   if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -240,8 +240,8 @@ static int exit_code_of(int status) {
 
 /* Reads output until the tool exits (or the timeout or cancel kills its
  * group), then drains what is left for a moment. */
-static void supervise(host_call *hc, const sm_run_request *req, sm_capture *cap,
-                      sm_exec_outcome *oc) {
+static void supervise(host_call *hc, const sm_run_request *req, sandbox_capture *cap,
+                      sandbox_exec_outcome *oc) {
   double t0 = sm_monotonic_ms();
   double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
   int status = 0, exited = 0;
@@ -343,20 +343,20 @@ static int host_workspace_in(const sm_run_request *req, sm_sync_mode sync,
 
 /* The tool's scrubbed environment on the host: the host's PATH and USER,
  * home in work, TMPDIR in tmp. */
-static int host_env(const sm_run_request *req, const char *work, const char *tmp, sm_strv *env,
+static int host_env(const sm_run_request *req, const char *work, const char *tmp, common_strv *env,
                     sm_error *err) {
   char user[256] = "";
   const char *u = getenv("USER");
   snprintf(user, sizeof user, "%s", u ? u : "");
   const char *path = getenv("PATH");
-  sm_env_spec es = {
+  sandbox_env_spec es = {
       .path = path && *path ? path : "/usr/local/bin:/usr/bin:/bin",
       .user = user[0] ? user : NULL,
       .home = work,
       .tmpdir = tmp,
   };
   sandbox_env_from_request(&es, req);
-  return sm_env_build(&es, env, err);
+  return sandbox_env_build(&es, env, err);
 }
 
 /* The stdin feeder may block on a terminal: wait a moment, then let it be. */
@@ -373,8 +373,8 @@ static void join_feeder(host_call *hc) {
     pthread_detach(hc->feeder_thread);
 }
 
-int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
-                sm_error *err) {
+int sandbox_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
+                     sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
   char scratch[PATH_MAX] = "", work[PATH_MAX], tmp[PATH_MAX];
   int rc = scratch_dirs(ctx->state_dir, scratch, work, tmp, err);
@@ -385,13 +385,13 @@ int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result
   sm_workspace_target target = {.sandbox_path = work, .uid = (int)getuid(), .gid = (int)getgid()};
   if ((rc = host_workspace_in(req, sync, &target, &ws, err)) != 0) goto fail;
 
-  sm_strv env = {0};
+  common_strv env = {0};
   rc = host_env(req, work, tmp, &env, err);
   host_call hc;
   memset(&hc, 0, sizeof hc);
   hc.out_fd = hc.err_fd = hc.go_fd = -1;
   if (rc == 0) rc = spawn_wrapper(req, work, &env, &hc, err);
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
   if (rc) {
     if (ws) sm_workspace_sync_free(ws);
     goto fail;
@@ -404,10 +404,10 @@ int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result
   out->started = rc == 0;
   /* The wrapper holds them, but runs the tool only after "go". */
   out->credentials_passed = out->started && req->n_secret_env > 0;
-  sm_capture cap;
-  sm_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
+  sandbox_capture cap;
+  sandbox_capture_init(&cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
   cap.forward_only = req->stdout_forward_only;
-  sm_exec_outcome oc;
+  sandbox_exec_outcome oc;
   memset(&oc, 0, sizeof oc);
   supervise(&hc, req, &cap, &oc); /* the wrapper exits 125 by itself if rc != 0 */
   join_feeder(&hc);
@@ -418,24 +418,24 @@ int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result
     sync_failed = sandbox_ws_copy_out(out, ws, &target, work, &sync_err) != 0;
   }
   if (ws) sm_workspace_sync_free(ws);
-  sm_capture_to_result(&cap, out);
-  sm_capture_dispose(&cap);
+  sandbox_capture_to_result(&cap, out);
+  sandbox_capture_dispose(&cap);
   sm_error rm_err = SM_ERROR_INIT;
-  if (sm_remove_tree(scratch, &rm_err) != 0)
+  if (sandbox_remove_tree(scratch, &rm_err) != 0)
     sm_log(SM_LOG_WARN, "removing scratch directory: %s", rm_err.message);
   if (rc) {
-    sm_result_fail(out, sm_error_failure_kind(rc), err);
+    sandbox_result_fail(out, sm_error_failure_kind(rc), err);
     return 0;
   }
-  sm_result_apply_outcome(out, &oc, s);
-  if (sync_failed) sm_result_sync_failed(out, &sync_err);
+  sandbox_result_apply_outcome(out, &oc, s);
+  if (sync_failed) sandbox_result_sync_failed(out, &sync_err);
   return 0;
 
 fail:
   if (scratch[0]) {
     sm_error rm_err2 = SM_ERROR_INIT;
-    sm_remove_tree(scratch, &rm_err2);
+    sandbox_remove_tree(scratch, &rm_err2);
   }
-  sm_result_fail(out, sm_error_failure_kind(rc), err);
+  sandbox_result_fail(out, sm_error_failure_kind(rc), err);
   return 0;
 }

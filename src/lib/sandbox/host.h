@@ -3,16 +3,16 @@
 #define SANDMAN_SANDBOX_HOST_H
 
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/context.h"
 
 /* Returns 0 with *out describing the call (its failure included). */
-int sm_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
-                sm_error *err);
+int sandbox_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
+                     sm_error *err);
 
 /* Removes a directory tree without following symlinks, making read-only
  * directories writable first. Missing is fine. */
-int sm_remove_tree(const char *path, sm_error *err);
+int sandbox_remove_tree(const char *path, sm_error *err);
 
 #endif

@@ -29,7 +29,7 @@ static int keep_begin(sm_runner *runner, const char *name, const char *what,
                       const sandbox_ctx **ctx, sm_engine **e, sm_error *err) {
   if (runner == NULL || name == NULL || *name == '\0')
     return sm_error_set(err, SM_EINVAL, "%s: needs a runner and a sandbox", what);
-  *ctx = sm_runner_ctx(runner);
+  *ctx = sandbox_runner_ctx(runner);
   if (strcmp((*ctx)->backend->name, "docker") != 0)
     return sm_error_set(err, SM_EUNSUPPORTED,
                         "%s is not available on the %s backend: a sandbox's state is kept on "
@@ -73,8 +73,9 @@ int sm_run_keyed_sandbox(sm_runner *runner, const sm_run_request *req, char *out
     return 0;
   }
   char key[SM_KEY_MAX];
-  int rc = sm_scope_key(req, mode, key, sizeof key, err);
-  if (rc == 0) rc = sm_keyed_name(sm_runner_ctx(runner)->instance, mode, key, out, len, err);
+  int rc = sandbox_scope_key(req, mode, key, sizeof key, err);
+  if (rc == 0)
+    rc = sandbox_keyed_name(sandbox_runner_ctx(runner)->instance, mode, key, out, len, err);
   return rc;
 }
 
@@ -94,26 +95,26 @@ int sm_snapshots_list(sm_runner *runner, const char *owner, sm_snapshot_list *ou
   out->n = 0;
   out->items = NULL;
   if (runner == NULL) return sm_error_set(err, SM_EINVAL, "snapshot list: needs a runner");
-  const sandbox_ctx *ctx = sm_runner_ctx(runner);
-  return snap_list(ctx->state_dir, ctx->instance, owner, out, err);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(runner);
+  return sandbox_snap_list(ctx->state_dir, ctx->instance, owner, out, err);
 }
 
 int sm_snapshot_get(sm_runner *runner, const char *name, const char *owner, sm_snapshot *out,
                     sm_error *err) {
   if (runner == NULL || name == NULL) return sm_error_set(err, SM_EINVAL, "snapshot: needs a runner and a name");
-  const sandbox_ctx *ctx = sm_runner_ctx(runner);
-  return snap_find(ctx->state_dir, ctx->instance, name, owner, out, err);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(runner);
+  return sandbox_snap_find(ctx->state_dir, ctx->instance, name, owner, out, err);
 }
 
 int sm_snapshot_manifest(sm_runner *runner, const sm_snapshot *s, json_object **out, sm_error *err) {
   *out = NULL;
-  const sandbox_ctx *ctx = sm_runner_ctx(runner);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(runner);
   char dir[PATH_MAX], path[PATH_MAX + 16];
-  int rc = snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
+  int rc = sandbox_snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
   if (rc) return rc;
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   cleanup_free char *text = NULL;
-  rc = sm_file_read_small(path, 256u << 20, &text, NULL, err);
+  rc = common_file_read_small(path, 256u << 20, &text, NULL, err);
   if (rc == SM_ENOTFOUND) return sm_error_set(err, rc, "snapshot %s has no manifest", s->name);
   if (rc) return rc;
   *out = json_tokener_parse(text);
@@ -125,8 +126,8 @@ int sm_snapshot_manifest(sm_runner *runner, const sm_snapshot *s, json_object **
  * unless a sandbox forked from it still runs it. */
 static int remove_snapshot(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s, sm_error *err) {
   char dir[PATH_MAX];
-  int rc = snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
-  if (rc == 0) rc = snap_remove_dir(dir, err);
+  int rc = sandbox_snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
+  if (rc == 0) rc = sandbox_snap_remove_dir(dir, err);
   if (rc) return rc;
   sm_error ie = SM_ERROR_INIT;
   int irc = e ? sm_engine_image_remove(e, s->image, 0, &ie) : 0;
@@ -151,7 +152,7 @@ int sm_snapshot_remove(sm_runner *runner, const char *name, const char *owner, s
   sm_snapshot s;
   int rc = sm_snapshot_get(runner, name, owner, &s, err);
   if (rc) return rc;
-  const sandbox_ctx *ctx = sm_runner_ctx(runner);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(runner);
   sm_engine *e = NULL;
   sm_error ee = SM_ERROR_INIT;
   if (ctx->engine(runner, &e, &ee) != 0) e = NULL; /* the folder goes; a reap takes the image */
@@ -198,7 +199,7 @@ static int in_progress(const char *root, const char *key) {
 static void reap_leftovers(const sandbox_ctx *ctx, sm_engine *e, int dry_run) {
   char root[PATH_MAX];
   sm_error ignore = SM_ERROR_INIT;
-  if (dry_run || snap_root(ctx->state_dir, root, sizeof root, &ignore) != 0) return;
+  if (dry_run || sandbox_snap_root(ctx->state_dir, root, sizeof root, &ignore) != 0) return;
   cleanup_dir DIR *d = opendir(root);
   struct dirent *de;
   while (d && (de = readdir(d)) != NULL) {
@@ -206,7 +207,8 @@ static void reap_leftovers(const sandbox_ctx *ctx, sm_engine *e, int dry_run) {
     struct stat st;
     if (strncmp(de->d_name, ".tmp-", 5) != 0) continue;
     snprintf(path, sizeof path, "%s/%s", root, de->d_name);
-    if (stat(path, &st) == 0 && sm_now() - (double)st.st_mtime > 3600) snap_remove_dir(path, &ignore);
+    if (stat(path, &st) == 0 && sm_now() - (double)st.st_mtime > 3600)
+      sandbox_snap_remove_dir(path, &ignore);
   }
   if (e == NULL) return;
   char inst[200];
@@ -223,7 +225,8 @@ static void reap_leftovers(const sandbox_ctx *ctx, sm_engine *e, int dry_run) {
           !json_object_object_get_ex(img, "Id", &id))
         continue;
       char dir[PATH_MAX];
-      if (snap_dir(ctx->state_dir, json_object_get_string(k), dir, sizeof dir, &ignore) == 0 &&
+      if (sandbox_snap_dir(ctx->state_dir, json_object_get_string(k), dir, sizeof dir, &ignore) ==
+              0 &&
           access(dir, F_OK) != 0 && !in_progress(root, json_object_get_string(k)))
         sm_engine_image_remove(e, json_object_get_string(id), 0, &ignore);
     }
@@ -244,12 +247,12 @@ int sm_snapshot_reap(sm_runner *runner, double max_age_s, size_t keep, int dry_r
                      sm_snapshot_list *removed, sm_error *err) {
   if (removed) removed->n = 0, removed->items = NULL;
   if (runner == NULL) return sm_error_set(err, SM_EINVAL, "snapshot reap: needs a runner");
-  const sandbox_ctx *ctx = sm_runner_ctx(runner);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(runner);
   sm_engine *e = NULL;
   sm_error ee = SM_ERROR_INIT;
   if (ctx->engine(runner, &e, &ee) != 0) e = NULL;
   sm_snapshot_list all;
-  int rc = snap_list(ctx->state_dir, ctx->instance, NULL, &all, err);
+  int rc = sandbox_snap_list(ctx->state_dir, ctx->instance, NULL, &all, err);
   if (rc) return rc;
   double now = sm_now();
   size_t n_out = 0;
@@ -288,7 +291,7 @@ typedef struct fork_job {
 } fork_job;
 
 static void fork_one(fork_job *j, sm_fork_item *it) {
-  const sandbox_ctx *ctx = sm_runner_ctx(j->runner);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(j->runner);
   double t0 = sm_monotonic_ms();
   sm_error err = SM_ERROR_INIT;
   sm_engine *e = NULL;
@@ -353,7 +356,7 @@ int sm_sandbox_fork(sm_runner *runner, const sm_fork_request *req, sm_fork_item 
   int rc = keep_begin(runner, req->snapshot, "fork", &ctx, &e, err);
   if (rc) return rc;
   sm_snapshot s;
-  rc = snap_find(ctx->state_dir, ctx->instance, req->snapshot, req->owner, &s, err);
+  rc = sandbox_snap_find(ctx->state_dir, ctx->instance, req->snapshot, req->owner, &s, err);
   if (rc) return rc;
   for (size_t i = 0; i < req->n; i++) {
     memset(&out[i], 0, sizeof out[i]);
@@ -378,7 +381,7 @@ int sm_sandbox_rollback(sm_runner *runner, const char *sandbox, const char *snap
   int rc = keep_begin(runner, sandbox, "rollback", &ctx, &e, err);
   if (rc) return rc;
   sm_snapshot s;
-  rc = snap_find(ctx->state_dir, ctx->instance, snapshot, owner, &s, err);
+  rc = sandbox_snap_find(ctx->state_dir, ctx->instance, snapshot, owner, &s, err);
   if (rc == 0) rc = sandbox_rollback(ctx, e, sandbox, &s, out ? out : &ignore, err);
   return rc;
 }
@@ -391,7 +394,7 @@ int sm_sandbox_diff(sm_runner *runner, const char *sandbox, const char *snapshot
   int rc = keep_begin(runner, sandbox, "diff", &ctx, &e, err);
   if (rc) return rc;
   sm_snapshot s;
-  rc = snap_find(ctx->state_dir, ctx->instance, snapshot, owner, &s, err);
+  rc = sandbox_snap_find(ctx->state_dir, ctx->instance, snapshot, owner, &s, err);
   cleanup_json json_object *before = NULL;
   if (rc == 0) rc = sm_snapshot_manifest(runner, &s, &before, err);
   if (rc == 0) rc = sandbox_diff(ctx, e, sandbox, &s, before, out, err);

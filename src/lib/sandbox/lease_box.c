@@ -19,7 +19,7 @@
  * the stream this process keeps (see sm_exec_watch_script). */
 static int watch_open(sm_engine *e, const char *cid, sm_exec_stream **out, sm_error *err) {
   const char *argv[] = {"/bin/sh", "-c", sm_exec_watch_script, "sandman-watch"};
-  json_object *cfg = sm_exec_config(argv, 4, "0:0", 1);
+  json_object *cfg = sandbox_exec_config(argv, 4, "0:0", 1);
   if (cfg == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   char id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(e, cid, cfg, id, err);

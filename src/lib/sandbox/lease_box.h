@@ -22,7 +22,9 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/state.h>
 
 #include "sandbox/sandbox_box.h"

@@ -44,7 +44,7 @@ const char *sandbox_label_of(json_object *inspect, const char *key) {
 
 /* ---- checks before creating ---- */
 
-int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, sm_error *err) {
+int sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, sm_error *err) {
   if (gvisor) *gvisor = 0;
   if (runtime == NULL || *runtime == '\0') return 0;
   json_object *info = NULL;
@@ -71,8 +71,7 @@ int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, s
       runtime, sm_engine_host(e), runtime, runtime);
 }
 
-int sm_sandbox_image_present(sm_engine *e, const char *image, json_object **out,
-                             sm_error *err) {
+int sandbox_image_present(sm_engine *e, const char *image, json_object **out, sm_error *err) {
   json_object *img = NULL;
   int rc = sm_engine_image_inspect(e, image, &img, err);
   if (rc == SM_ENOTFOUND)
@@ -95,7 +94,7 @@ static int prepare_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_s
   const char *image_user = sandbox_json_str(image, "Config", "User");
   char spec[128];
   int uid, gid;
-  sm_container_user(s, image_user, spec, sizeof spec, &uid, &gid);
+  sandbox_container_user(s, image_user, spec, sizeof spec, &uid, &gid);
   char *colon = strchr(spec, ':');
   snprintf(sb->user_name, sizeof sb->user_name, "%.*s",
            colon ? (int)(colon - spec) : (int)strlen(spec), spec);
@@ -112,7 +111,7 @@ static int prepare_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_s
 int sandbox_plan_user(const sandbox_ctx *ctx, sm_engine *e, const sm_sandbox_settings *s,
                       sandbox_box *sb, sm_error *err) {
   json_object *image = NULL;
-  int rc = sm_sandbox_image_present(e, s->image, &image, err);
+  int rc = sandbox_image_present(e, s->image, &image, err);
   if (rc == 0) rc = prepare_user(ctx, e, s, image, sb, err);
   json_object_put(image);
   return rc;
@@ -144,7 +143,7 @@ int sandbox_remove_keep_state(sm_engine *e, const char *name, const char *volume
     /* The engine may still hold the volume for a moment after the removal. */
     vrc = ignore_missing(sm_engine_volume_remove(e, volume, 1, &e2));
     if (vrc != SM_ECONFLICT || rc != 0) break;
-    sm_sleep_ms(100);
+    common_sleep_ms(100);
   }
   if (rc == 0 && vrc == 0)
     sm_log_event(SM_LOG_DEBUG, "sandbox.remove", SM_LOG_FIELDS(SM_LOG_STR("name", name)),
@@ -190,7 +189,7 @@ static int make_tmp_writable(sm_engine *e, const sandbox_box *sb, const char *im
                              sm_error *err) {
   const char *argv[] = {"chmod", "1777", "/tmp"};
   int code = -1;
-  int rc = sm_exec_helper(e, sb->id, argv, 3, "0:0", NULL, NULL, 30, NULL, &code, err);
+  int rc = sandbox_exec_helper(e, sb->id, argv, 3, "0:0", NULL, NULL, 30, NULL, &code, err);
   if (rc == 0 && code != 0)
     rc = sm_error_set(err, SM_ESANDBOX,
                       "the /tmp of image %s is mode %04o and could not be made 1777 (chmod "
@@ -269,8 +268,8 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   const sm_sandbox_settings *s = &req->settings;
   json_object *image = NULL;
   int gvisor = 0;
-  int rc = sm_sandbox_image_present(e, s->image, &image, err);
-  if (rc == 0 && check_runtime) rc = sm_sandbox_runtime_present(e, s->runtime, &gvisor, err);
+  int rc = sandbox_image_present(e, s->image, &image, err);
+  if (rc == 0 && check_runtime) rc = sandbox_runtime_present(e, s->runtime, &gvisor, err);
   /* On a swarm the runtime is the node's (checked on the task's container). */
   else if (rc == 0) gvisor = strncmp(s->runtime, "runsc", 5) == 0;
   if (rc == 0) rc = prepare_user(ctx, e, s, image, sb, err);
@@ -283,7 +282,7 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   char created[40], owner[300];
   sm_format_time(sm_now(), created, sizeof created);
   sm_sandbox_owner_label(owner, sizeof owner);
-  sm_label_info li = {
+  sandbox_label_info li = {
       .instance = ctx->instance,
       .mode = sm_mode_name(sb->mode),
       .project = req->project && *req->project ? req->project : "default",
@@ -300,17 +299,17 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
       .volume = sb->lease_of[0] ? NULL : sb->volume,
       .lease = sb->lease_of[0] ? sb->lease_of : NULL,
   };
-  json_object *labels = sm_labels_build(&li);
+  json_object *labels = sandbox_labels_build(&li);
   if (labels && sb->pooled)
     json_object_object_add(labels, SM_LABEL_PREFIX "pool", json_object_new_string("true"));
   if (labels) sandbox_meta_labels(labels, req);
-  sm_strv env = {0};
-  sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
-  rc = sm_env_build(&es, &env, err);
+  common_strv env = {0};
+  sandbox_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .user = sb->user_name};
+  rc = sandbox_env_build(&es, &env, err);
   /* network allowlist: no network of its own; the proxy, and its relay
    * once it runs (sandbox_create). */
   sm_egress_net net;
-  int allowlist = sm_sandbox_allowlist(s);
+  int allowlist = sandbox_allowlist(s);
   if (rc == 0 && allowlist && !check_runtime)
     rc = sm_error_set(err, SM_EUNSUPPORTED,
                       "network allowlist is not supported on the swarm backend (docs/network.md); use "
@@ -318,7 +317,7 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   if (rc == 0 && allowlist) rc = sandbox_egress_prepare(ctx->egress(ctx->runner), e, req, &net, &env, err);
   json_object *config = NULL;
   if (rc == 0) {
-    sm_container_spec cs = {
+    sandbox_container_spec cs = {
         .settings = s,
         .user = sb->user,
         .uid = sb->uid,
@@ -331,11 +330,11 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
         .network = allowlist ? SM_EGRESS_SANDBOX_NETWORK : NULL,
         .lease_deadline_s = sb->lease_of[0] ? sb->lease_deadline_s : 0,
     };
-    config = sm_container_config_build(&cs);
+    config = sandbox_container_config_build(&cs);
     if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");
   }
   json_object_put(labels);
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
   if (rc == 0) *out = config;
   return rc;
 }
@@ -398,13 +397,13 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
   rc = sm_engine_container_start(e, sb->id, err);
   if (rc == 0 && fix_tmp) rc = make_tmp_writable(e, sb, s->image, tmp_mode, err);
   /* Its policy before anything runs in it; else it reaches nothing. */
-  if (rc == 0 && sm_sandbox_allowlist(s))
+  if (rc == 0 && sandbox_allowlist(s))
     rc = sandbox_egress_apply(ctx->egress(ctx->runner), e, req, NULL, sb->id, sb->name, err);
   if (rc) {
     if (rc == SM_EENGINE) rc = err->code = SM_ESANDBOX;
     sm_error_wrap(err, "starting sandbox %s", sb->name);
     sm_error ignore = SM_ERROR_INIT;
-    sandbox_remove(e, ctx->state_dir, sb->name, own_volume, sm_sandbox_allowlist(s), &ignore);
+    sandbox_remove(e, ctx->state_dir, sb->name, own_volume, sandbox_allowlist(s), &ignore);
     sb->id[0] = '\0';
     return rc;
   }
@@ -421,7 +420,7 @@ int sandbox_create(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
 }
 
 int sandbox_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                    sandbox_make_fn make, sm_pool_item *out, sm_error *err) {
+                    sandbox_make_fn make, sandbox_pool_item *out, sm_error *err) {
   sandbox_box sb;
   memset(&sb, 0, sizeof sb);
   memset(out, 0, sizeof *out);

@@ -11,6 +11,7 @@
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/backend.h"
 #include "sandbox/sandbox_box.h"
@@ -19,11 +20,10 @@
 /* 0 if runtime is empty or registered with the engine (/info Runtimes);
  * SM_ESANDBOX naming it and how to register it otherwise. *gvisor (may be
  * NULL): the runtime's program is runsc. */
-int sm_sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, sm_error *err);
+int sandbox_runtime_present(sm_engine *e, const char *runtime, int *gvisor, sm_error *err);
 /* 0 if the image is on the engine (out, may be NULL: its inspect object);
  * SM_ESANDBOX saying how to get it otherwise (sandman never pulls). */
-int sm_sandbox_image_present(sm_engine *e, const char *image, json_object **out,
-                             sm_error *err);
+int sandbox_image_present(sm_engine *e, const char *image, json_object **out, sm_error *err);
 
 /* The user (sb->user, uid, gid) a sandbox of settings s gets from its
  * image, as creating it would choose it. */
@@ -74,9 +74,9 @@ void sandbox_audit(const sandbox_ctx *ctx, const char *event, const sm_run_reque
  * sandman-<instance>-pool-<random> and marked pooled, made by the backend's
  * make, then described in *out (out->swarm is make's to fill). */
 typedef int (*sandbox_make_fn)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                               sandbox_box *sb, sm_pool_item *out, sm_error *err);
+                               sandbox_box *sb, sandbox_pool_item *out, sm_error *err);
 int sandbox_prewarm(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                    sandbox_make_fn make, sm_pool_item *out, sm_error *err);
+                    sandbox_make_fn make, sandbox_pool_item *out, sm_error *err);
 
 /* The swarm backend's config callback (sandbox_swarm_want.config): the same
  * hardened config, the runtime left to the node. */

@@ -9,6 +9,7 @@
 
 #include <sandman/error.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 /* 0 when m (may be NULL) can be written as labels; SM_EINVAL why not. */
 int sandbox_meta_check(const sm_sandbox_meta *m, sm_error *err);

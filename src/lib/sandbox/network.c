@@ -10,10 +10,10 @@
 
 #include "sandbox/network.h"
 
-int sm_sandbox_allowlist(const sm_sandbox_settings *s) { return strcmp(s->network, "allowlist") == 0; }
+int sandbox_allowlist(const sm_sandbox_settings *s) { return strcmp(s->network, "allowlist") == 0; }
 
-int sandbox_egress_prepare(sm_egress_settings *st, sm_engine *e, const sm_run_request *req, sm_egress_net *net,
-                           sm_strv *env, sm_error *err) {
+int sandbox_egress_prepare(sm_egress_settings *st, sm_engine *e, const sm_run_request *req,
+                           sm_egress_net *net, common_strv *env, sm_error *err) {
   int rc = sm_egress_runtime_check(e, req->settings.runtime, err);
   if (rc != 0) {
     sm_egress_settings_unref(st);
@@ -25,7 +25,8 @@ int sandbox_egress_prepare(sm_egress_settings *st, sm_engine *e, const sm_run_re
   char vars[SM_EGRESS_ENV_COUNT][128];
   size_t n = sm_egress_env(net, vars, SM_EGRESS_ENV_COUNT);
   for (size_t i = 0; i < n; i++)
-    if (sm_strv_add(env, vars[i]) != 0) return sm_error_set(err, SM_ENOMEM, "network allowlist: out of memory");
+    if (common_strv_add(env, vars[i]) != 0)
+      return sm_error_set(err, SM_ENOMEM, "network allowlist: out of memory");
   return 0;
 }
 

@@ -9,7 +9,7 @@
  * the old pool is drained: its ready containers are removed.
  *
  * Background threads do the engine work: one prefers removing, the others
- * (one per refill allowed at once: sm_pool_set_limits) refilling, and each
+ * (one per refill allowed at once: sandbox_pool_set_limits) refilling, and each
  * does the other kind of work when it has none of its own. Each has its own
  * engine client (the runner's per-thread client). How many containers a
  * configuration keeps ready is its base size, more while its calls come
@@ -77,12 +77,12 @@ typedef struct cfg_pool {
   char hash[65];
   char project[SM_NAME_MAX];
   sm_sandbox_settings *settings;
-  sm_pool_item *ready;       /* oldest first; capacity SM_POOL_MAX_SIZE */
+  sandbox_pool_item *ready; /* oldest first; capacity SM_POOL_MAX_SIZE */
   unsigned n_ready;
   unsigned creating;
   unsigned in_flight;        /* calls running in containers taken from here */
   unsigned waiting;          /* calls waiting for a container being made */
-  sm_pool_demand demand;     /* how fast its calls come (the size it keeps) */
+  sandbox_pool_demand demand; /* how fast its calls come (the size it keeps) */
   unsigned refs;             /* slots pointing here */
   double last_use;           /* monotonic ms */
   double retry_at;           /* no creation before this (after a failure) */
@@ -118,7 +118,7 @@ typedef struct agent_prep {
 } agent_prep;
 #define MAX_PREPS 64
 
-struct sm_pool {
+struct sandbox_pool {
   const sandbox_ctx *ctx;    /* the runner's; the pool is its ctx->pool */
   pthread_mutex_t mu;
   pthread_cond_t cv_work;    /* a job may be there, or stop */
@@ -145,8 +145,8 @@ static double mono_ms(void) { return sm_monotonic_ms(); }
 
 /* Ready containers kept for cp now: what its calls ask for within the
  * pool's bounds, on each node. */
-static unsigned target(const sm_pool *p, const cfg_pool *cp, double now) {
-  unsigned want = sm_pool_demand_target(&cp->demand, p->size, p->max_size, now);
+static unsigned target(const sandbox_pool *p, const cfg_pool *cp, double now) {
+  unsigned want = sandbox_pool_demand_target(&cp->demand, p->size, p->max_size, now);
   unsigned long n = (unsigned long)want * (p->width ? p->width : 1);
   return n > SM_POOL_MAX_SIZE ? SM_POOL_MAX_SIZE : (unsigned)n;
 }
@@ -154,18 +154,18 @@ static unsigned target(const sm_pool *p, const cfg_pool *cp, double now) {
 /* Calls running in pool containers or waiting for one being made, all
  * configurations (hold p->mu). A waiting call is no pause: a removal or a
  * session started then slows the creation it waits for. */
-static int calls_in_flight(const sm_pool *p) {
+static int calls_in_flight(const sandbox_pool *p) {
   for (int i = 0; i < MAX_POOLS; i++)
     if (p->pools[i] && (p->pools[i]->in_flight > 0 || p->pools[i]->waiting > 0)) return 1;
   return 0;
 }
 
 /* A pause between calls (hold p->mu): see QUIET_MS. */
-static int calls_quiet(const sm_pool *p, double now) {
+static int calls_quiet(const sandbox_pool *p, double now) {
   return !calls_in_flight(p) && now - p->last_call >= QUIET_MS;
 }
 
-static unsigned creating_total(const sm_pool *p) {
+static unsigned creating_total(const sandbox_pool *p) {
   unsigned n = 0;
   for (int i = 0; i < MAX_POOLS; i++)
     if (p->pools[i]) n += p->pools[i]->creating;
@@ -174,29 +174,29 @@ static unsigned creating_total(const sm_pool *p) {
 
 /* ---- small helpers (hold p->mu) ---- */
 
-/* sha256 of the escaped fields joined by ':' (sm_key_append): injective,
+/* sha256 of the escaped fields joined by ':' (sandbox_key_append): injective,
  * so two configurations never share a pool. */
 static void key_of(char out[65], const char *a, const char *b, const char *c) {
   char buf[SM_KEY_MAX];
   size_t used = 0;
   const char *fields[3] = {a, b, c};
   for (int i = 0; i < 3; i++) {
-    if (sm_key_append(buf, sizeof buf, &used, fields[i], NULL) != 0) {
+    if (sandbox_key_append(buf, sizeof buf, &used, fields[i], NULL) != 0) {
       /* Names are checked before a call gets here; a field this long
        * cannot happen, but must never truncate into another key. */
-      sm_sha256_hex("\0overlong", 9, out);
+      sandbox_sha256_hex("\0overlong", 9, out);
       return;
     }
   }
-  sm_sha256_hex(buf, used, out);
+  sandbox_sha256_hex(buf, used, out);
 }
 
 static const char *project_of(const sm_run_request *req) {
   return req->project && *req->project ? req->project : "default";
 }
 
-static void queue_removal(sm_pool *p, const char *name, const char *volume, sm_state_lock *busy,
-                          int relay, removal *r) {
+static void queue_removal(sandbox_pool *p, const char *name, const char *volume,
+                          sm_state_lock *busy, int relay, removal *r) {
   snprintf(r->name, sizeof r->name, "%s", name);
   snprintf(r->volume, sizeof r->volume, "%s", volume);
   r->busy = busy;
@@ -209,11 +209,11 @@ static void queue_removal(sm_pool *p, const char *name, const char *volume, sm_s
   p->rm_queued++;
 }
 
-static void ensure_threads(sm_pool *p);
+static void ensure_threads(sandbox_pool *p);
 
 /* Queues opening an agent session in a container (hold p->mu). Newest
  * first: the container most likely to be used next. */
-static void queue_prep(sm_pool *p, const char *container_id, const char *name,
+static void queue_prep(sandbox_pool *p, const char *container_id, const char *name,
                        const char *user) {
   if (p->stopping || p->n_preps >= MAX_PREPS) return;
   for (agent_prep *i = p->prep_head; i; i = i->next)
@@ -232,13 +232,13 @@ static void queue_prep(sm_pool *p, const char *container_id, const char *name,
 
 /* Moves ready containers of cp beyond `keep` to the removal queue. A
  * container that cannot be queued (out of memory) stays ready. */
-static void trim_pool(sm_pool *p, cfg_pool *cp, unsigned keep) {
+static void trim_pool(sandbox_pool *p, cfg_pool *cp, unsigned keep) {
   while (cp->n_ready > keep) {
     removal *r = malloc(sizeof *r);
     if (r == NULL) break;
-    sm_pool_item *it = &cp->ready[cp->n_ready - 1];
+    sandbox_pool_item *it = &cp->ready[cp->n_ready - 1];
     sm_log(SM_LOG_DEBUG, "pool: removing spare container %s", it->name);
-    queue_removal(p, it->name, it->volume, NULL, sm_sandbox_allowlist(cp->settings), r);
+    queue_removal(p, it->name, it->volume, NULL, sandbox_allowlist(cp->settings), r);
     cp->n_ready--;
   }
 }
@@ -250,10 +250,10 @@ static void free_pool(cfg_pool *cp) {
   free(cp);
 }
 
-static int pool_index(sm_pool *p, const cfg_pool *cp);
+static int pool_index(sandbox_pool *p, const cfg_pool *cp);
 
 /* A dropped pool goes once no creation and no waiting call holds it. */
-static void free_if_unheld(sm_pool *p, cfg_pool *cp) {
+static void free_if_unheld(sandbox_pool *p, cfg_pool *cp) {
   if (!cp->dead || cp->creating > 0 || cp->waiting > 0) return;
   int i = pool_index(p, cp);
   if (i >= 0) p->pools[i] = NULL;
@@ -262,7 +262,7 @@ static void free_if_unheld(sm_pool *p, cfg_pool *cp) {
 
 /* Drains and forgets pool i (its ready containers go, creations in flight
  * are removed when they finish). */
-static void drop_pool(sm_pool *p, int i, const char *why) {
+static void drop_pool(sandbox_pool *p, int i, const char *why) {
   if (i < 0) return;
   cfg_pool *cp = p->pools[i];
   if (cp == NULL || cp->dead) return;
@@ -286,20 +286,20 @@ static void drop_pool(sm_pool *p, int i, const char *why) {
   pthread_cond_broadcast(&p->cv_work);
 }
 
-static int pool_index(sm_pool *p, const cfg_pool *cp) {
+static int pool_index(sandbox_pool *p, const cfg_pool *cp) {
   for (int i = 0; i < MAX_POOLS; i++)
     if (p->pools[i] == cp) return i;
   return -1;
 }
 
-static cfg_pool *find_pool(sm_pool *p, const char *key) {
+static cfg_pool *find_pool(sandbox_pool *p, const char *key) {
   for (int i = 0; i < MAX_POOLS; i++)
     if (p->pools[i] && !p->pools[i]->dead && strcmp(p->pools[i]->key, key) == 0)
       return p->pools[i];
   return NULL;
 }
 
-static cfg_pool *new_pool(sm_pool *p, const char *key, const sm_run_request *req,
+static cfg_pool *new_pool(sandbox_pool *p, const char *key, const sm_run_request *req,
                           const char *hash) {
   int free_i = -1;
   for (int i = 0; i < MAX_POOLS && free_i < 0; i++)
@@ -327,7 +327,7 @@ static cfg_pool *new_pool(sm_pool *p, const char *key, const sm_run_request *req
   snprintf(cp->hash, sizeof cp->hash, "%s", hash);
   snprintf(cp->project, sizeof cp->project, "%s", project_of(req));
   *cp->settings = req->settings;
-  sm_pool_demand_init(&cp->demand);
+  sandbox_pool_demand_init(&cp->demand);
   cp->last_use = mono_ms();
   p->pools[free_i] = cp;
   sm_log(SM_LOG_DEBUG, "pool: new configuration %.12s (project %s, image %s)", hash, cp->project,
@@ -337,7 +337,7 @@ static cfg_pool *new_pool(sm_pool *p, const char *key, const sm_run_request *req
 
 /* The pool of req's configuration, its slot pointed at it (draining the
  * slot's previous pool when nothing else uses it). NULL: no pool. */
-static cfg_pool *pool_for(sm_pool *p, const sm_run_request *req, const char *hash) {
+static cfg_pool *pool_for(sandbox_pool *p, const sm_run_request *req, const char *hash) {
   char pkey[65], skey[65];
   key_of(pkey, hash, project_of(req), NULL);
   key_of(skey, project_of(req), req->agent, req->tool);
@@ -379,7 +379,7 @@ static cfg_pool *pool_for(sm_pool *p, const sm_run_request *req, const char *has
 }
 
 /* cp has fewer containers ready or being made than its calls want. */
-static int pool_short(const sm_pool *p, const cfg_pool *cp, double now) {
+static int pool_short(const sandbox_pool *p, const cfg_pool *cp, double now) {
   return !p->stopping && !cp->dead && p->size > 0 && now >= cp->retry_at &&
          cp->n_ready + cp->creating < target(p, cp, now) + cp->waiting;
 }
@@ -389,7 +389,7 @@ static int pool_short(const sm_pool *p, const cfg_pool *cp, double now) {
  * the calls running and the next ones of a burst. Not when calls need
  * containers: the pool is empty, calls wait, or it is down to a quarter
  * of what it wants. */
-static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
+static int pool_wants(const sandbox_pool *p, const cfg_pool *cp, double now) {
   if (!pool_short(p, cp, now)) return 0;
   return cp->n_ready == 0 || cp->waiting > 0 || cp->n_ready * 4 <= target(p, cp, now) ||
          calls_quiet(p, now);
@@ -397,7 +397,7 @@ static int pool_wants(const sm_pool *p, const cfg_pool *cp, double now) {
 
 /* ---- the background threads ---- */
 
-static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
+static void remove_one(sandbox_pool *p, sm_engine *e, removal *r) {
   sm_error err = SM_ERROR_INIT;
   int rc = e ? p->ctx->backend->discard(p->ctx, e, r->name, r->volume, r->relay, &err)
              : SM_EUNREACHABLE;
@@ -418,7 +418,7 @@ static void remove_one(sm_pool *p, sm_engine *e, removal *r) {
   free(r);
 }
 
-static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
+static void create_one(sandbox_pool *p, sm_engine *e, cfg_pool *cp) {
   /* cp stays allocated while cp->creating > 0 (see drop_pool); what it
    * holds may change meanwhile, so the request gets copies. */
   static const char *const no_argv[] = {"true"};
@@ -437,7 +437,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
   pthread_mutex_unlock(&p->mu);
 
   double t0 = mono_ms();
-  sm_pool_item item;
+  sandbox_pool_item item;
   memset(&item, 0, sizeof item);
   sm_error err = SM_ERROR_INIT;
   int rc = req == NULL ? sm_error_set(&err, SM_ENOMEM, NULL)
@@ -458,7 +458,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
            cp->backoff_ms / 1000.0, err.message);
   } else {
     p->created++;
-    sm_pool_demand_made(&cp->demand, mono_ms() - t0);
+    sandbox_pool_demand_made(&cp->demand, mono_ms() - t0);
     /* Waiting calls take what is made for them, beyond the target. */
     if (!cp->dead && cp->generation == gen && !p->stopping && cp->n_ready < SM_POOL_MAX_SIZE &&
         cp->n_ready < target(p, cp, mono_ms()) + cp->waiting) {
@@ -469,7 +469,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
        * session is there uses the engine's exec), so a burst of calls
        * does not wait for sessions to be made. */
       /* (On a swarm the call opens it on the node.) */
-      if (sm_agents_enabled(p->ctx->agents) && !p->ctx->backend->sessions_at_once) {
+      if (sandbox_agents_enabled(p->ctx->agents) && !p->ctx->backend->sessions_at_once) {
         char user[32];
         snprintf(user, sizeof user, "%d:%d", item.uid, item.gid);
         queue_prep(p, item.id, NULL, user);
@@ -478,8 +478,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
              target(p, cp, mono_ms()), cp->hash);
     } else {
       removal *r = malloc(sizeof *r);
-      if (r)
-        queue_removal(p, item.name, item.volume, NULL, sm_sandbox_allowlist(cp->settings), r);
+      if (r) queue_removal(p, item.name, item.volume, NULL, sandbox_allowlist(cp->settings), r);
       else sm_log(SM_LOG_WARN, "pool: out of memory: %s is left for a reap", item.name);
     }
   }
@@ -491,7 +490,7 @@ static void create_one(sm_pool *p, sm_engine *e, cfg_pool *cp) {
 /* Checks the image of each pool now and then: a rebuilt image (same
  * reference, new id) drains the containers made from the old one. Called
  * without the lock. */
-static void check_images(sm_pool *p, sm_engine *e) {
+static void check_images(sandbox_pool *p, sm_engine *e) {
   char image[SM_NAME_MAX], key[65];
   for (int i = 0; i < MAX_POOLS; i++) {
     pthread_mutex_lock(&p->mu);
@@ -528,7 +527,7 @@ static void check_images(sm_pool *p, sm_engine *e) {
 }
 
 /* Waits on cv (hold p->mu) for at most ms. */
-static void wait_until(sm_pool *p, pthread_cond_t *cv, double ms) {
+static void wait_until(sandbox_pool *p, pthread_cond_t *cv, double ms) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   long long ns = (long long)ts.tv_nsec + (long long)(ms * 1e6);
@@ -544,7 +543,7 @@ static void sooner(double *at_ms, double t, double now) {
 }
 
 typedef struct worker_arg {
-  sm_pool *pool;
+  sandbox_pool *pool;
   int prefer_removal;
 } worker_arg;
 
@@ -553,7 +552,7 @@ typedef struct worker_arg {
  * an exec that starts while the engine freezes the container never ends
  * (runc waits on the frozen cgroup) and wedges the engine's hold on that
  * container, so no session is opened under a pause. */
-static void prepare_one(sm_pool *p, sm_engine *e, const agent_prep *ap) {
+static void prepare_one(sandbox_pool *p, sm_engine *e, const agent_prep *ap) {
   sm_state_lock *busy = NULL;
   if (ap->name[0]) {
     sm_error err = SM_ERROR_INIT;
@@ -563,14 +562,14 @@ static void prepare_one(sm_pool *p, sm_engine *e, const agent_prep *ap) {
       return;
     }
   }
-  sm_agent_prepare(p->ctx->agents, e, ap->id, ap->user);
+  sandbox_agent_prepare(p->ctx->agents, e, ap->id, ap->user);
   sm_state_unlock(busy);
 }
 
 static void *worker_main(void *arg) {
   worker_arg wa = *(worker_arg *)arg;
   free(arg);
-  sm_pool *p = wa.pool;
+  sandbox_pool *p = wa.pool;
   sm_log_set_request_id(wa.prefer_removal ? "pool-rm" : "pool");
   /* Named for top -H, strace and the benchmark's request counts. */
   pthread_setname_np(pthread_self(), wa.prefer_removal ? "sandman-pool-rm" : "sandman-pool");
@@ -670,14 +669,14 @@ static void *worker_main(void *arg) {
 
 /* Starts the threads on first need, and more when more refills may run at
  * once (hold p->mu): one that prefers removals, one per refill. */
-static void ensure_threads(sm_pool *p) {
+static void ensure_threads(sandbox_pool *p) {
   if (p->stopping) return;
   while (p->n_threads < 1 + (int)p->parallel && p->n_threads < WORKERS_MAX) {
     worker_arg *wa = malloc(sizeof *wa);
     if (wa == NULL) break;
     wa->pool = p;
     wa->prefer_removal = p->n_threads == 1;
-    if (sm_thread_start(&p->threads[p->n_threads], NULL, worker_main, wa) != 0) {
+    if (common_thread_start(&p->threads[p->n_threads], NULL, worker_main, wa) != 0) {
       free(wa);
       break;
     }
@@ -688,8 +687,8 @@ static void ensure_threads(sm_pool *p) {
 
 /* ---- the pool's life ---- */
 
-sm_pool *sm_pool_new(const sandbox_ctx *ctx) {
-  sm_pool *p = calloc(1, sizeof *p);
+sandbox_pool *sandbox_pool_new(const sandbox_ctx *ctx) {
+  sandbox_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
   p->ctx = ctx;
   p->max_size = SM_POOL_DEFAULT_MAX;
@@ -700,7 +699,7 @@ sm_pool *sm_pool_new(const sandbox_ctx *ctx) {
   return p;
 }
 
-static int all_settled(const sm_pool *p, int only_removals) {
+static int all_settled(const sandbox_pool *p, int only_removals) {
   if (p->rm_head || p->rm_running) return 0;
   if (!only_removals && (p->prep_head || p->preps_running)) return 0;
   double now = mono_ms();
@@ -713,7 +712,7 @@ static int all_settled(const sm_pool *p, int only_removals) {
   return 1;
 }
 
-static void drain_all(sm_pool *p) {
+static void drain_all(sandbox_pool *p) {
   for (int i = 0; i < MAX_POOLS; i++)
     if (p->pools[i]) drop_pool(p, i, "the pool is being emptied");
   for (int s = 0; s < MAX_SLOTS; s++) memset(&p->slots[s], 0, sizeof p->slots[s]);
@@ -722,7 +721,7 @@ static void drain_all(sm_pool *p) {
 
 /* Waits (hold p->mu) until the work matching only_removals is done, or
  * deadline_ms (monotonic; < 0: none) passes. 0 or SM_ETIMEOUT. */
-static int wait_settled(sm_pool *p, int only_removals, double deadline_ms) {
+static int wait_settled(sandbox_pool *p, int only_removals, double deadline_ms) {
   while (!all_settled(p, only_removals)) {
     if (p->n_threads == 0) {
       /* No thread to do the work (could not start): nothing will change. */
@@ -736,7 +735,7 @@ static int wait_settled(sm_pool *p, int only_removals, double deadline_ms) {
   return 0;
 }
 
-void sm_pool_free(sm_pool *p) {
+void sandbox_pool_free(sandbox_pool *p) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   p->size = 0;
@@ -777,7 +776,7 @@ void sm_pool_free(sm_pool *p) {
 /* ---- what sm_run uses ---- */
 
 /* Takes cp's oldest ready container into out (hold p->mu; n_ready > 0). */
-static void take_ready(sm_pool *p, cfg_pool *cp, sm_pool_item *out) {
+static void take_ready(sandbox_pool *p, cfg_pool *cp, sandbox_pool_item *out) {
   *out = cp->ready[0];
   memmove(&cp->ready[0], &cp->ready[1], (cp->n_ready - 1) * sizeof cp->ready[0]);
   cp->n_ready--;
@@ -802,7 +801,7 @@ static void take_ready(sm_pool *p, cfg_pool *cp, sm_pool_item *out) {
  * another beside it, which would compete with it for the engine. Not while
  * its creations fail (backing off): the call then makes its own and
  * reports the real error. 1 when one is ready. */
-static int wait_for_making(sm_pool *p, cfg_pool *cp) {
+static int wait_for_making(sandbox_pool *p, cfg_pool *cp) {
   double now = mono_ms();
   int coming = cp->creating > cp->waiting || creating_total(p) < p->parallel;
   /* A pool that has made nothing yet is empty because it is new: its
@@ -824,8 +823,8 @@ static int wait_for_making(sm_pool *p, cfg_pool *cp) {
   return !cp->dead && !p->stopping && cp->n_ready > 0;
 }
 
-int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
-                 sm_pool_item *out) {
+int sandbox_pool_take(sandbox_pool *p, const sm_run_request *req, const char *hash,
+                      sandbox_pool_item *out) {
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
   if (p->size == 0 || p->stopping) {
@@ -837,8 +836,8 @@ int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
   p->last_call = t0;
   cfg_pool *cp = pool_for(p, req, hash);
   if (cp)
-    sm_pool_demand_call(&cp->demand, t0, cp->n_ready == 0, p->size,
-                        cp->in_flight + cp->waiting > 0);
+    sandbox_pool_demand_call(&cp->demand, t0, cp->n_ready == 0, p->size,
+                             cp->in_flight + cp->waiting > 0);
   ensure_threads(p);
   if (cp && cp->n_ready == 0) {
     waited = 1;
@@ -867,18 +866,18 @@ int sm_pool_take(sm_pool *p, const sm_run_request *req, const char *hash,
   return got;
 }
 
-void sm_pool_call_done(sm_pool *p, const char *pool_key) {
+void sandbox_pool_call_done(sandbox_pool *p, const char *pool_key) {
   if (p == NULL || pool_key == NULL || pool_key[0] == '\0') return;
   pthread_mutex_lock(&p->mu);
   cfg_pool *cp = find_pool(p, pool_key);
   if (cp && cp->in_flight > 0) cp->in_flight--;
   p->last_call = mono_ms();
-  if (cp) sm_pool_demand_done(&cp->demand, p->last_call);
+  if (cp) sandbox_pool_demand_done(&cp->demand, p->last_call);
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
 }
 
-void sm_pool_forget(sm_pool *p, const sm_run_request *req, const char *hash) {
+void sandbox_pool_forget(sandbox_pool *p, const sm_run_request *req, const char *hash) {
   if (p == NULL) return;
   char pkey[65];
   key_of(pkey, hash, project_of(req), NULL);
@@ -895,16 +894,16 @@ void sm_pool_forget(sm_pool *p, const sm_run_request *req, const char *hash) {
   pthread_mutex_unlock(&p->mu);
 }
 
-void sm_pool_prepare_agent_later(sm_pool *p, const char *container_id, const char *name,
-                                 const char *user) {
+void sandbox_pool_prepare_agent_later(sandbox_pool *p, const char *container_id, const char *name,
+                                      const char *user) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   if (p->bg_remove) queue_prep(p, container_id, name, user);
   pthread_mutex_unlock(&p->mu);
 }
 
-int sm_pool_remove_later(sm_pool *p, const char *name, const char *volume,
-                         sm_state_lock *busy, int relay) {
+int sandbox_pool_remove_later(sandbox_pool *p, const char *name, const char *volume,
+                              sm_state_lock *busy, int relay) {
   if (p == NULL) return -1;
   removal *r = malloc(sizeof *r);
   if (r == NULL) return -1;
@@ -928,7 +927,7 @@ int sm_pool_remove_later(sm_pool *p, const char *name, const char *volume,
 
 /* ---- what the runner's public functions do (sandbox.h, runner.c) ---- */
 
-int sm_pool_set_size(sm_pool *p, unsigned size, sm_error *err) {
+int sandbox_pool_set_size(sandbox_pool *p, unsigned size, sm_error *err) {
   if (size > SM_POOL_MAX_SIZE)
     return sm_error_set(err, SM_EINVAL, "pool size %u is more than the %d allowed", size,
                         SM_POOL_MAX_SIZE);
@@ -948,7 +947,7 @@ int sm_pool_set_size(sm_pool *p, unsigned size, sm_error *err) {
   return 0;
 }
 
-int sm_pool_set_limits(sm_pool *p, unsigned max_size, unsigned parallel, sm_error *err) {
+int sandbox_pool_set_limits(sandbox_pool *p, unsigned max_size, unsigned parallel, sm_error *err) {
   if (max_size > SM_POOL_MAX_SIZE)
     return sm_error_set(err, SM_EINVAL, "pool maximum %u is more than the %d allowed", max_size,
                         SM_POOL_MAX_SIZE);
@@ -965,14 +964,14 @@ int sm_pool_set_limits(sm_pool *p, unsigned max_size, unsigned parallel, sm_erro
   return 0;
 }
 
-void sm_pool_set_background_removal(sm_pool *p, int on) {
+void sandbox_pool_set_background_removal(sandbox_pool *p, int on) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   p->bg_remove = on != 0;
   pthread_mutex_unlock(&p->mu);
 }
 
-unsigned sm_pool_size(sm_pool *p) {
+unsigned sandbox_pool_size(sandbox_pool *p) {
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
   unsigned n = p->size;
@@ -980,7 +979,7 @@ unsigned sm_pool_size(sm_pool *p) {
   return n;
 }
 
-int sm_pool_prepare(sm_pool *p, const sm_run_request *req, sm_error *err) {
+int sandbox_pool_prepare(sandbox_pool *p, const sm_run_request *req, sm_error *err) {
   if (req == NULL) return sm_error_set(err, SM_EINVAL, "no request");
   if (req->settings.mode != SM_MODE_PER_TOOL)
     return sm_error_set(err, SM_EINVAL, "the warm pool is for mode per_tool, not %s",
@@ -1002,7 +1001,7 @@ int sm_pool_prepare(sm_pool *p, const sm_run_request *req, sm_error *err) {
   return 0;
 }
 
-void sm_pool_drain(sm_pool *p) {
+void sandbox_pool_drain(sandbox_pool *p) {
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);
   p->size = 0;
@@ -1012,7 +1011,7 @@ void sm_pool_drain(sm_pool *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
-int sm_pool_settle(sm_pool *p, double timeout_s, sm_error *err) {
+int sandbox_pool_settle(sandbox_pool *p, double timeout_s, sm_error *err) {
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
   int rc = wait_settled(p, 0, timeout_s >= 0 ? mono_ms() + timeout_s * 1000.0 : -1);
@@ -1023,7 +1022,7 @@ int sm_pool_settle(sm_pool *p, double timeout_s, sm_error *err) {
   return 0;
 }
 
-void sm_pool_stats_get(sm_pool *p, sm_pool_stats *out) {
+void sandbox_pool_stats_get(sandbox_pool *p, sm_pool_stats *out) {
   memset(out, 0, sizeof *out);
   if (p == NULL) return;
   pthread_mutex_lock(&p->mu);

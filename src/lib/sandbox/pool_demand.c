@@ -3,13 +3,13 @@
 
 #include <string.h>
 
-void sm_pool_demand_init(sm_pool_demand *d) {
+void sandbox_pool_demand_init(sandbox_pool_demand *d) {
   memset(d, 0, sizeof *d);
   d->make_ms = SM_POOL_DEMAND_MAKE_MS;
 }
 
 /* Calls in the ring at or after `since`. */
-static unsigned calls_since(const sm_pool_demand *d, double since) {
+static unsigned calls_since(const sandbox_pool_demand *d, double since) {
   unsigned count = 0;
   for (unsigned k = 0; k < d->n; k++) {
     unsigned i = (d->next + SM_POOL_DEMAND_RING - 1 - k) % SM_POOL_DEMAND_RING;
@@ -19,8 +19,8 @@ static unsigned calls_since(const sm_pool_demand *d, double since) {
   return count;
 }
 
-void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base,
-                         int others) {
+void sandbox_pool_demand_call(sandbox_pool_demand *d, double now_ms, int missed, unsigned base,
+                              int others) {
   d->at[d->next] = now_ms;
   d->next = (d->next + 1) % SM_POOL_DEMAND_RING;
   if (d->n < SM_POOL_DEMAND_RING) d->n++;
@@ -46,18 +46,18 @@ void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned 
   }
 }
 
-void sm_pool_demand_done(sm_pool_demand *d, double now_ms) {
+void sandbox_pool_demand_done(sandbox_pool_demand *d, double now_ms) {
   if (now_ms > d->last_seen) d->last_seen = now_ms;
 }
 
-void sm_pool_demand_made(sm_pool_demand *d, double ms) {
+void sandbox_pool_demand_made(sandbox_pool_demand *d, double ms) {
   if (!(ms > 0)) return;
   d->made++;
   d->make_ms = d->make_ms * 0.75 + ms * 0.25;
 }
 
-unsigned sm_pool_demand_target(const sm_pool_demand *d, unsigned base, unsigned max,
-                               double now_ms) {
+unsigned sandbox_pool_demand_target(const sandbox_pool_demand *d, unsigned base, unsigned max,
+                                    double now_ms) {
   if (base == 0) return 0;
   if (max < base) max = base;
   unsigned want = d->peak;

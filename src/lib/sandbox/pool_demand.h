@@ -26,7 +26,7 @@
 #define SM_POOL_DEMAND_HOLD_MS 60000.0    /* a peak is kept this long */
 #define SM_POOL_DEMAND_MAKE_MS 600.0      /* the making time before any is measured */
 
-typedef struct sm_pool_demand {
+typedef struct sandbox_pool_demand {
   double at[SM_POOL_DEMAND_RING]; /* monotonic ms of the last calls, a ring */
   unsigned next, n;
   double make_ms;                 /* average making time (exponential, 1/4 weight) */
@@ -36,21 +36,21 @@ typedef struct sm_pool_demand {
   double last_seen;               /* the last call's start or end (0: none yet) */
   unsigned run;                   /* calls of the current run back to back */
   int run_missed;                 /* one of them found the pool empty */
-} sm_pool_demand;
+} sandbox_pool_demand;
 
-void sm_pool_demand_init(sm_pool_demand *d);
+void sandbox_pool_demand_init(sandbox_pool_demand *d);
 /* A call of the configuration at now_ms; missed: it found no container
  * ready, with `base` the pool's base size; others: another call of it is
  * running or waiting for its container. */
-void sm_pool_demand_call(sm_pool_demand *d, double now_ms, int missed, unsigned base,
-                         int others);
+void sandbox_pool_demand_call(sandbox_pool_demand *d, double now_ms, int missed, unsigned base,
+                              int others);
 /* A call that took a container ended at now_ms. */
-void sm_pool_demand_done(sm_pool_demand *d, double now_ms);
+void sandbox_pool_demand_done(sandbox_pool_demand *d, double now_ms);
 /* A container was made in ms (create to ready). */
-void sm_pool_demand_made(sm_pool_demand *d, double ms);
+void sandbox_pool_demand_made(sandbox_pool_demand *d, double ms);
 /* Ready containers wanted now: the peak, within [base, max] (max below
  * base counts as base). base 0 (the pool is off) gives 0. */
-unsigned sm_pool_demand_target(const sm_pool_demand *d, unsigned base, unsigned max,
-                               double now_ms);
+unsigned sandbox_pool_demand_target(const sandbox_pool_demand *d, unsigned base, unsigned max,
+                                    double now_ms);
 
 #endif

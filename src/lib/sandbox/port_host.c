@@ -60,11 +60,11 @@ struct sm_port_relay {
   const char *argv[2];
   int wake;                  /* eventfd: the inbox has bytes */
   pthread_mutex_t mu;        /* guards inbox, ready */
-  sm_buf inbox;
+  common_buf inbox;
   int inbox_over, ready;
   /* the stepping thread's own */
-  sm_frame_reader reader;
-  sm_buf pending;            /* frames for the program not yet queued */
+  agent_frame_reader reader;
+  common_buf pending; /* frames for the program not yet queued */
   size_t pending_off;
   hconn conns[SM_PORT_RELAY_CONNS_MAX];
   uint32_t next_id;
@@ -79,7 +79,7 @@ static int relay_output(void *ud, int stream, const char *data, size_t len) {
   sm_port_relay *r = ud;
   if (stream == 2) return 0; /* its diagnostics: the call's result keeps them */
   pthread_mutex_lock(&r->mu);
-  if (sm_buf_append(&r->inbox, data, len) != 0)
+  if (common_buf_append(&r->inbox, data, len) != 0)
     r->inbox_over = 1; /* the program sent past every window: a broken relay */
   pthread_mutex_unlock(&r->mu);
   uint64_t one = 1;
@@ -91,15 +91,15 @@ static int relay_output(void *ud, int stream, const char *data, size_t len) {
 
 static void queue_frame(sm_port_relay *r, int type, uint32_t id, const void *p, uint32_t len) {
   unsigned char h[SM_FRAME_HEADER];
-  sm_frame_header(h, type, id, len);
-  if (sm_buf_append(&r->pending, h, sizeof h) != 0 ||
-      (len > 0 && sm_buf_append(&r->pending, p, len) != 0))
+  agent_frame_header(h, type, id, len);
+  if (common_buf_append(&r->pending, h, sizeof h) != 0 ||
+      (len > 0 && common_buf_append(&r->pending, p, len) != 0))
     r->broken = 1;
 }
 
 static void queue_u32(sm_port_relay *r, int type, uint32_t id, uint32_t v) {
   unsigned char b[4];
-  sm_frame_put_u32(b, v);
+  agent_frame_put_u32(b, v);
   queue_frame(r, type, id, b, 4);
 }
 
@@ -112,7 +112,7 @@ static void flush_pending(sm_port_relay *r) {
     if (sm_tty_write(r->tty, r->pending.data + r->pending_off, n, &err) != 0) return;
     r->pending_off += n;
   }
-  sm_buf_reset(&r->pending);
+  common_buf_reset(&r->pending);
   r->pending_off = 0;
 }
 
@@ -183,7 +183,7 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *p, uin
   if (c == NULL) return 0; /* over: its frames crossed ours on the wire */
   switch (type) {
   case SM_FRAME_PORT_OPENED: {
-    uint32_t e = len == 4 ? sm_frame_get_u32(p) : EPROTO;
+    uint32_t e = len == 4 ? agent_frame_get_u32(p) : EPROTO;
     if (c->opened) return -1;
     if (e != 0) {
       event(r, SM_PORT_REFUSED, c, (int)e);
@@ -200,7 +200,7 @@ static int on_frame(void *ud, int type, uint32_t id, const unsigned char *p, uin
     if (len > 0) take_data(r, c, p, len);
     return 0;
   case SM_FRAME_PORT_ACK: {
-    uint32_t n = len == 4 ? sm_frame_get_u32(p) : UINT32_MAX;
+    uint32_t n = len == 4 ? agent_frame_get_u32(p) : UINT32_MAX;
     if ((uint64_t)c->credit + n <= SM_PORT_WINDOW) c->credit += n;
     else conn_reset(r, c); /* more acknowledged than was sent */
     return 0;
@@ -279,12 +279,12 @@ static int take_inbox(sm_port_relay *r, sm_error *err) {
   uint64_t v;
   (void)!read(r->wake, &v, sizeof v);
   pthread_mutex_lock(&r->mu);
-  sm_buf in = r->inbox;
+  common_buf in = r->inbox;
   int over = r->inbox_over;
-  sm_buf_init(&r->inbox, INBOX_MAX);
+  common_buf_init(&r->inbox, INBOX_MAX);
   pthread_mutex_unlock(&r->mu);
-  int rc = over ? -1 : sm_frame_reader_feed(&r->reader, (const unsigned char *)in.data, in.len);
-  sm_buf_dispose(&in);
+  int rc = over ? -1 : agent_frame_reader_feed(&r->reader, (const unsigned char *)in.data, in.len);
+  common_buf_dispose(&in);
   if (rc != 0) {
     r->broken = 1;
     return sm_error_set(err, SM_EPROTOCOL, "sandman's port relay in the sandbox broke its protocol");
@@ -377,12 +377,12 @@ int sm_port_relay_new(sm_port_relay **out, sm_error *err) {
     return sm_error_set_errno(err, SM_EIO, errno, "eventfd");
   }
   pthread_mutex_init(&r->mu, NULL);
-  sm_buf_init(&r->inbox, INBOX_MAX);
-  sm_buf_init(&r->pending, PENDING_MAX);
-  sm_frame_reader_init(&r->reader, SM_FRAME_DATA_MAX, on_frame, r);
+  common_buf_init(&r->inbox, INBOX_MAX);
+  common_buf_init(&r->pending, PENDING_MAX);
+  agent_frame_reader_init(&r->reader, SM_FRAME_DATA_MAX, on_frame, r);
   for (size_t i = 0; i < SM_PORT_RELAY_CONNS_MAX; i++) r->conns[i].fd = -1;
   r->next_id = 1;
-  sm_agent_binary_path(r->program, sizeof r->program);
+  sandbox_agent_binary_path(r->program, sizeof r->program);
   r->argv[0] = r->program;
   r->argv[1] = "ports";
   *out = r;
@@ -393,9 +393,9 @@ void sm_port_relay_free(sm_port_relay *r) {
   if (r == NULL) return;
   for (size_t i = 0; i < SM_PORT_RELAY_CONNS_MAX; i++)
     if (r->conns[i].used) conn_free(r, &r->conns[i], 0);
-  sm_frame_reader_dispose(&r->reader);
-  sm_buf_dispose(&r->inbox);
-  sm_buf_dispose(&r->pending);
+  agent_frame_reader_dispose(&r->reader);
+  common_buf_dispose(&r->inbox);
+  common_buf_dispose(&r->pending);
   pthread_mutex_destroy(&r->mu);
   close(r->wake);
   sm_tty_free(r->tty);

@@ -17,19 +17,19 @@
 
 #define PREFIX "sandman-call "
 
-void sm_call_watch_init(sm_call_watch *w, const char *token, sm_capture *cap) {
+void sandbox_call_watch_init(sandbox_call_watch *w, const char *token, sandbox_capture *cap) {
   memset(w, 0, sizeof *w);
   w->token = token;
   w->cap = cap;
   w->oom_before = -1;
-  sm_buf_init(&w->runtime, SM_CALL_RUNTIME_TEXT_MAX);
+  common_buf_init(&w->runtime, SM_CALL_RUNTIME_TEXT_MAX);
   /* As much as the capture would keep of stderr; past it, only the flag. */
-  sm_buf_init(&w->early_err, cap ? cap->err.max : SM_CALL_RUNTIME_TEXT_MAX);
+  common_buf_init(&w->early_err, cap ? cap->err.max : SM_CALL_RUNTIME_TEXT_MAX);
 }
 
-void sm_call_watch_dispose(sm_call_watch *w) {
-  sm_buf_dispose(&w->runtime);
-  sm_buf_dispose(&w->early_err);
+void sandbox_call_watch_dispose(sandbox_call_watch *w) {
+  common_buf_dispose(&w->runtime);
+  common_buf_dispose(&w->early_err);
 }
 
 static int all_digits(const char *s) {
@@ -40,7 +40,7 @@ static int all_digits(const char *s) {
 }
 
 /* Parses the complete line in w->line (no newline). */
-static int parse_line(sm_call_watch *w) {
+static int parse_line(sandbox_call_watch *w) {
   char tok[128], pid[32], start[32], oom[32];
   char rest;
   if (sscanf(w->line, PREFIX "%127s %31s %31s %31s %c", tok, pid, start, oom, &rest) != 4)
@@ -54,34 +54,34 @@ static int parse_line(sm_call_watch *w) {
   return 0;
 }
 
-static void not_ours(sm_call_watch *w, const char *data, size_t len) {
+static void not_ours(sandbox_call_watch *w, const char *data, size_t len) {
   if (w->state != SM_CALL_WATCH_RUNTIME) {
     w->state = SM_CALL_WATCH_RUNTIME;
-    sm_buf_append_capped(&w->runtime, w->line, w->len);
+    common_buf_append_capped(&w->runtime, w->line, w->len);
   }
-  sm_buf_append_capped(&w->runtime, data, len);
+  common_buf_append_capped(&w->runtime, data, len);
 }
 
 /* The preamble came: stderr held meanwhile was the tool's. */
-static int started(sm_call_watch *w) {
+static int started(sandbox_call_watch *w) {
   w->state = SM_CALL_WATCH_STARTED;
   if (w->on_start) w->on_start(w->on_start_ud, w->pid, w->start);
   int rc = 0;
-  if (w->early_err.len) rc = sm_capture_output(w->cap, 2, w->early_err.data, w->early_err.len);
+  if (w->early_err.len) rc = sandbox_capture_output(w->cap, 2, w->early_err.data, w->early_err.len);
   if (w->early_err_dropped) w->cap->err_truncated = 1;
-  sm_buf_reset(&w->early_err);
+  common_buf_reset(&w->early_err);
   return rc;
 }
 
-int sm_call_watch_output(void *ud, int stream, const char *data, size_t len) {
-  sm_call_watch *w = ud;
-  if (w->state == SM_CALL_WATCH_STARTED) return sm_capture_output(w->cap, stream, data, len);
+int sandbox_call_watch_output(void *ud, int stream, const char *data, size_t len) {
+  sandbox_call_watch *w = ud;
+  if (w->state == SM_CALL_WATCH_STARTED) return sandbox_capture_output(w->cap, stream, data, len);
   if (w->state == SM_CALL_WATCH_RUNTIME) {
-    sm_buf_append_capped(&w->runtime, data, len);
+    common_buf_append_capped(&w->runtime, data, len);
     return 0;
   }
   if (stream == 2) {
-    if (sm_buf_append_capped(&w->early_err, data, len) > 0) w->early_err_dropped = 1;
+    if (common_buf_append_capped(&w->early_err, data, len) > 0) w->early_err_dropped = 1;
     return 0;
   }
   size_t i = 0;
@@ -95,7 +95,7 @@ int sm_call_watch_output(void *ud, int stream, const char *data, size_t len) {
         return 0;
       }
       int rc = started(w);
-      if (rc == 0 && i < len) rc = sm_capture_output(w->cap, stream, data + i, len - i);
+      if (rc == 0 && i < len) rc = sandbox_capture_output(w->cap, stream, data + i, len - i);
       return rc;
     }
     /* The line must spell the prefix from its first byte, and fit. */
@@ -109,9 +109,9 @@ int sm_call_watch_output(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-int sm_call_watch_runtime_text(const sm_call_watch *w, char *out, size_t len) {
+int sandbox_call_watch_runtime_text(const sandbox_call_watch *w, char *out, size_t len) {
   /* No preamble: whatever came on stderr was the runtime's too. */
-  const sm_buf *b = w->runtime.len ? &w->runtime : &w->early_err;
+  const common_buf *b = w->runtime.len ? &w->runtime : &w->early_err;
   size_t n = b->len;
   const char *d = b->data ? b->data : "";
   while (n > 0 && (d[n - 1] == '\n' || d[n - 1] == '\r' || d[n - 1] == ' ')) n--;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <sandman/image.h>
+#include <sandman/name.h>
 
 #include "sandbox/acquire.h"
 #include "sandbox/backend.h"
@@ -47,7 +48,7 @@ int sm_sandbox_create(sm_runner *runner, const sm_run_request *req, char *id_out
     return sm_error_set(err, SM_EINVAL, "sm_sandbox_create: needs a runner and a request");
   int rc = check_create(req, err);
   if (rc) return rc;
-  const sandbox_ctx *ctx = sm_runner_ctx(runner);
+  const sandbox_ctx *ctx = sandbox_runner_ctx(runner);
   if (strcmp(ctx->backend->name, "docker") != 0)
     return sm_error_set(err, SM_EUNSUPPORTED,
                         "sandboxes made ahead need the docker backend (not %s)", ctx->backend->name);
@@ -74,8 +75,9 @@ int sm_sandbox_create(sm_runner *runner, const sm_run_request *req, char *id_out
   memset(&sb, 0, sizeof sb);
   sb.mode = made.settings.mode;
   sm_sandbox_settings_hash(&made.settings, sb.hash);
-  rc = sm_scope_key(&made, sb.mode, sb.scope_key, sizeof sb.scope_key, err);
-  if (rc == 0) rc = sm_keyed_name(ctx->instance, sb.mode, sb.scope_key, sb.name, sizeof sb.name, err);
+  rc = sandbox_scope_key(&made, sb.mode, sb.scope_key, sizeof sb.scope_key, err);
+  if (rc == 0)
+    rc = sandbox_keyed_name(ctx->instance, sb.mode, sb.scope_key, sb.name, sizeof sb.name, err);
   if (rc) return rc;
   snprintf(sb.volume, sizeof sb.volume, "%s-ws", sb.name);
   rc = sandbox_make_keyed(ctx, e, &made, &sb, err);

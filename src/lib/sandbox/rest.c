@@ -237,7 +237,8 @@ static int is_gvisor(sm_engine *e, json_object *insp) {
   int gv = 0;
   sm_error ignore = SM_ERROR_INIT;
   const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
-  if (rt && *rt && sm_sandbox_runtime_present(e, rt, &gv, &ignore) != 0) gv = strncmp(rt, "runsc", 5) == 0;
+  if (rt && *rt && sandbox_runtime_present(e, rt, &gv, &ignore) != 0)
+    gv = strncmp(rt, "runsc", 5) == 0;
   return gv;
 }
 
@@ -294,7 +295,7 @@ static int do_stop(sandbox_rest_op *op, sm_error *err) {
   sm_error ignore = SM_ERROR_INIT;
   if (sm_egress_revoke(op->e, op->name, &ignore) != 0)
     sm_log(SM_LOG_WARN, "sandbox %s: its egress relay: %s", op->name, ignore.message);
-  sm_agents_forget(op->ctx->agents, id_of(op));
+  sandbox_agents_forget(op->ctx->agents, id_of(op));
   snprintf(op->rec.state, sizeof op->rec.state, "stopped");
   op->rec.pending[0] = op->rec.prior[0] = '\0';
   op->rec.since = sm_now();
@@ -337,9 +338,9 @@ static int resume_stopped(sandbox_rest_op *op, sm_error *err) {
     rc = sandbox_fix_tmp(op->e, id, op->name, sandbox_json_str(op->insp, "Image", NULL), err);
   if (rc == 0 && op->rec.ws_saved) rc = sandbox_ws_restore(op->e, id, path, err);
   if (rc) return sm_error_wrap(err, "starting sandbox %s again", op->name);
-  sm_agents_forget(op->ctx->agents, id);
+  sandbox_agents_forget(op->ctx->agents, id);
   sm_error ignore = SM_ERROR_INIT;
-  if (sm_agent_install(op->ctx->agents, op->e, id, &ignore) != 0)
+  if (sandbox_agent_install(op->ctx->agents, op->e, id, &ignore) != 0)
     sm_log(SM_LOG_WARN, "sandbox %s: the agent: %s (calls use engine execs)", op->name,
            ignore.message);
   snprintf(op->rec.state, sizeof op->rec.state, "running");
@@ -429,7 +430,7 @@ int sandbox_rest_hold(const sandbox_ctx *ctx, const char *name, const sm_rest_op
                         o && o->no_wait ? " (--no-wait)" : "; retry when it has finished");
       break;
     }
-    sm_sleep_ms(HOLD_POLL_MS);
+    common_sleep_ms(HOLD_POLL_MS);
   }
   if (rc) {
     sm_state_unlock(*key);

@@ -57,7 +57,7 @@ int sandbox_rest_can_checkpoint(sm_engine *e, json_object *insp, int *gvisor, sm
   *gvisor = 0;
   const char *rt = sandbox_json_str(insp, "HostConfig", "Runtime");
   sm_error ignore = SM_ERROR_INIT;
-  if (rt && *rt && sm_sandbox_runtime_present(e, rt, gvisor, &ignore) != 0)
+  if (rt && *rt && sandbox_runtime_present(e, rt, gvisor, &ignore) != 0)
     *gvisor = strncmp(rt, "runsc", 5) == 0;
   int rc = sm_engine_info(e, &info, err);
   if (rc) return rc;
@@ -187,7 +187,7 @@ static int swap_in(sandbox_rest_op *op, const char *old_id, sm_error *err) {
   if (rc == SM_ENOTFOUND) rc = 0, sm_error_clear(err);
   if (rc) sm_log(SM_LOG_WARN, "sandbox %s: its old container: %s (a reap removes it)", op->name, err->message);
   sm_error_clear(err);
-  sm_agents_forget(op->ctx->agents, old_id);
+  sandbox_agents_forget(op->ctx->agents, old_id);
   snprintf(op->rec.id, sizeof op->rec.id, "%s", op->rec.next_id);
   op->rec.next_id[0] = '\0';
   snprintf(op->rec.state, sizeof op->rec.state, "hibernated");
@@ -234,12 +234,12 @@ static int execs_running(sm_engine *e, const char *id) {
 static int tcp_listeners(sm_engine *e, const char *id) {
   static const char *const argv[] = {"/bin/sh", "-c",
                                      "cat /proc/net/tcp && { cat /proc/net/tcp6 2>/dev/null || :; }"};
-  sm_buf out;
-  sm_buf_init(&out, NET_TABLE_MAX);
+  common_buf out;
+  common_buf_init(&out, NET_TABLE_MAX);
   sm_error ignore = SM_ERROR_INIT;
   int code = -1, n = -1;
-  if (sm_exec_helper(e, id, argv, 3, NULL, NULL, NULL, 30, &out, &code, &ignore) == 0 && code == 0 &&
-      sm_buf_append(&out, "", 1) == 0) {
+  if (sandbox_exec_helper(e, id, argv, 3, NULL, NULL, NULL, 30, &out, &code, &ignore) == 0 &&
+      code == 0 && common_buf_append(&out, "", 1) == 0) {
     n = 0;
     for (char *line = out.data, *next; line && *line; line = next) {
       next = strchr(line, '\n');
@@ -248,7 +248,7 @@ static int tcp_listeners(sm_engine *e, const char *id) {
       if (sscanf(line, "%15s %63s %63s %7s", sl, local, remote, st) == 4 && strcmp(st, "0A") == 0) n++;
     }
   }
-  sm_buf_dispose(&out);
+  common_buf_dispose(&out);
   return n;
 }
 
@@ -279,11 +279,11 @@ static int execs_ended(sandbox_rest_op *op, const char *was, int *thawed, sm_err
                         listening < 0 ? "its TCP sockets cannot be listed (/proc/net/tcp)"
                                       : "a process listens on a TCP port",
                         op->name);
-  sm_agents_forget(op->ctx->agents, id);
+  sandbox_agents_forget(op->ctx->agents, id);
   int n = execs_running(op->e, id);
   double deadline = sm_monotonic_ms() + EXECS_WAIT_MS;
   while (n != 0 && sm_monotonic_ms() < deadline) {
-    sm_sleep_ms(EXECS_POLL_MS);
+    common_sleep_ms(EXECS_POLL_MS);
     n = execs_running(op->e, id);
   }
   if (n == 0) return 0;
@@ -476,7 +476,7 @@ static int restore_finish(sandbox_rest_op *op, sm_error *err) {
   sm_error ignore = SM_ERROR_INIT;
   sm_engine_checkpoint_remove(op->e, id, CHECKPOINT, &ignore);
   sm_error_clear(&ignore);
-  if (sm_agent_install(op->ctx->agents, op->e, id, &ignore) != 0)
+  if (sandbox_agent_install(op->ctx->agents, op->e, id, &ignore) != 0)
     sm_log(SM_LOG_WARN, "sandbox %s: the agent: %s (calls use engine execs)", op->name, ignore.message);
   snprintf(op->rec.id, sizeof op->rec.id, "%s", id);
   snprintf(op->rec.state, sizeof op->rec.state, "running");

@@ -32,7 +32,7 @@ static int rest_path(const char *state_dir, const char *name, const char *suffix
   if (snprintf(dir, sizeof dir, "%s/rest", base) >= (int)sizeof dir ||
       snprintf(out, len, "%s/%s%s", dir, name, suffix) >= (int)len)
     return sm_error_set(err, SM_EINVAL, "state path too long");
-  if (sm_mkdirs(dir) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", dir);
+  if (common_mkdirs(dir) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", dir);
   return 0;
 }
 
@@ -61,7 +61,7 @@ int sandbox_rest_read(const char *state_dir, const char *name, sandbox_rest_reco
   if (rest_path(state_dir, name, ".json", path, sizeof path, &e) != 0)
     return sm_error_set(err, e.code, "%s", e.message);
   cleanup_free char *text = NULL;
-  int rc = sm_file_read_small(path, RECORD_CAP, &text, NULL, &e);
+  int rc = common_file_read_small(path, RECORD_CAP, &text, NULL, &e);
   if (rc == SM_ENOTFOUND) return rc;
   if (rc) return sm_error_set(err, rc, "%s", e.message);
   cleanup_json json_object *o = json_tokener_parse(text);
@@ -105,7 +105,7 @@ int sandbox_rest_write(const char *state_dir, const char *name, const sandbox_re
   json_object_object_add(o, "generation", json_object_new_int64(r->generation));
   json_object_object_add(o, "ws_saved", json_object_new_int(r->ws_saved));
   const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-  return sm_file_replace(path, text, strlen(text), err);
+  return common_file_replace(path, text, strlen(text), err);
 }
 
 void sandbox_rest_drop(const char *state_dir, const char *name) {

@@ -6,6 +6,7 @@
 
 #include <sandman/image.h>
 #include <sandman/log.h>
+#include <sandman/name.h>
 
 #include "sandbox/sandbox_call.h"
 #include "sandbox/host.h"
@@ -97,12 +98,12 @@ static int run_pinned(sm_runner *runner, const sm_run_request *req, sm_run_resul
   if (rc) {
     /* A reference that is no pin (SM_EINVAL) is refused like a pin that
      * does not match; the rest by the code's kind (error.h). */
-    sm_result_fail(out, rc == SM_EINVAL ? SM_FAIL_POLICY : sm_error_failure_kind(rc), err);
+    sandbox_result_fail(out, rc == SM_EINVAL ? SM_FAIL_POLICY : sm_error_failure_kind(rc), err);
     return rc;
   }
   sm_run_request pinned = *req;
   snprintf(pinned.settings.image, sizeof pinned.settings.image, "%s", id);
-  return sm_run_container(sm_runner_ctx(runner), &pinned, out, err);
+  return sandbox_run_container(sandbox_runner_ctx(runner), &pinned, out, err);
 }
 
 int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_error *err) {
@@ -110,13 +111,13 @@ int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_
   memset(out, 0, sizeof *out);
   if (runner == NULL || req == NULL) {
     sm_error_set(err, SM_EINVAL, "sm_run: needs a runner and a request");
-    sm_result_fail(out, SM_FAIL_SANDBOX, err);
+    sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
     return SM_EINVAL;
   }
   out->mode = req->settings.mode;
   int rc = check_request(req, err);
   if (rc) {
-    sm_result_fail(out, SM_FAIL_SANDBOX, err);
+    sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
     return rc;
   }
   const char *mode = sm_mode_name(req->settings.mode);
@@ -126,9 +127,10 @@ int sm_run(sm_runner *runner, const sm_run_request *req, sm_run_result *out, sm_
                              SM_LOG_STR("run_id", req->run_id),
                              SM_LOG_STR("worker_id", req->worker_id)),
                "call %s in mode %s", req->argv[0], mode);
-  if (req->settings.mode == SM_MODE_NONE) rc = sm_run_host(sm_runner_ctx(runner), req, out, err);
+  if (req->settings.mode == SM_MODE_NONE)
+    rc = sandbox_run_host(sandbox_runner_ctx(runner), req, out, err);
   else if (strchr(req->settings.image, '@') != NULL) rc = run_pinned(runner, req, out, err);
-  else rc = sm_run_container(sm_runner_ctx(runner), req, out, err);
+  else rc = sandbox_run_container(sandbox_runner_ctx(runner), req, out, err);
   const char *kind = sm_failure_kind_name(out->failure_kind);
   sm_log_event(SM_LOG_DEBUG, "call.end",
                SM_LOG_FIELDS(SM_LOG_STR("tool", req->tool), SM_LOG_STR("mode", sm_mode_name(out->mode)),

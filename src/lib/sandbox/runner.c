@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include <sandman/keep.h>
-#include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 #include <sandman/state.h>
 
 #include "sandbox/agent.h"
@@ -72,20 +73,20 @@ static int make_parts(sm_runner *r, sm_error *err) {
   r->ctx.backend = r->ctx.swarm ? &sandbox_backend_swarm : &sandbox_backend_docker;
   r->ctx.engine = sm_runner_engine;
   r->ctx.egress = sm_runner_egress;
-  r->ctx.agents = sm_agents_new();
+  r->ctx.agents = sandbox_agents_new();
   r->ctx.lookup = sandbox_lookup_new();
-  r->ctx.pool = sm_pool_new(&r->ctx);
+  r->ctx.pool = sandbox_pool_new(&r->ctx);
   r->ctx.routes = sandbox_routes_new();
   if (!r->ctx.agents || !r->ctx.lookup || !r->ctx.pool || !r->ctx.routes)
     return sm_error_set(err, SM_ENOMEM, NULL);
   const char *v = getenv("SANDMAN_AGENT");
   if (v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0 ||
             strcmp(v, "no") == 0))
-    sm_agents_set_enabled(r->ctx.agents, 0);
+    sandbox_agents_set_enabled(r->ctx.agents, 0);
   return 0;
 }
 
-const sandbox_ctx *sm_runner_ctx(const sm_runner *r) { return &r->ctx; }
+const sandbox_ctx *sandbox_runner_ctx(const sm_runner *r) { return &r->ctx; }
 
 int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err) {
   sm_runner_options defaults = SM_RUNNER_OPTIONS_INIT;
@@ -106,7 +107,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   const char *inst = opts->instance;
   if (inst == NULL || *inst == '\0') inst = getenv("SANDMAN_INSTANCE");
   if (inst == NULL || *inst == '\0') inst = "default";
-  if (!sm_instance_valid(inst)) {
+  if (!sandbox_instance_valid(inst)) {
     free(r);
     return sm_error_set(err, SM_EINVAL,
                         "instance name '%s' is not valid: use 1 to 64 letters, digits, '_', "
@@ -153,9 +154,9 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
 
 fail:
   sandbox_routes_free(r->ctx.routes);
-  sm_pool_free(r->ctx.pool);
+  sandbox_pool_free(r->ctx.pool);
   sandbox_lookup_free(r->ctx.lookup);
-  sm_agents_free(r->ctx.agents);
+  sandbox_agents_free(r->ctx.agents);
   sm_egress_settings_unref(r->egress);
   sandbox_swarm_free(r->ctx.swarm);
   sm_engine_free(r->template_engine);
@@ -173,9 +174,9 @@ void sm_runner_free(sm_runner *r) {
   r->ctx.routes = NULL;
   /* Then, while every engine client still works: the pool's containers
    * and pending per_tool removals go, and its threads end. */
-  sm_pool_free(r->ctx.pool);
+  sandbox_pool_free(r->ctx.pool);
   r->ctx.pool = NULL;
-  sm_agents_free(r->ctx.agents);
+  sandbox_agents_free(r->ctx.agents);
   r->ctx.agents = NULL;
   sandbox_lookup_free(r->ctx.lookup);
   r->ctx.lookup = NULL;
@@ -241,12 +242,12 @@ int sm_runner_engine(sm_runner *r, sm_engine **out, sm_error *err) {
   return 0;
 }
 
-void sm_runner_set_agent(sm_runner *r, int on) { sm_agents_set_enabled(r->ctx.agents, on); }
+void sm_runner_set_agent(sm_runner *r, int on) { sandbox_agents_set_enabled(r->ctx.agents, on); }
 
-int sm_runner_agent_enabled(sm_runner *r) { return sm_agents_enabled(r->ctx.agents); }
+int sm_runner_agent_enabled(sm_runner *r) { return sandbox_agents_enabled(r->ctx.agents); }
 
 void sm_runner_agent_stats(sm_runner *r, sm_agent_stats *out) {
-  sm_agents_stats(r->ctx.agents, &out->sessions_opened, &out->calls, &out->fallbacks);
+  sandbox_agents_stats(r->ctx.agents, &out->sessions_opened, &out->calls, &out->fallbacks);
 }
 
 const char *sm_runner_backend(const sm_runner *r) { return r->ctx.backend->name; }
@@ -293,35 +294,35 @@ void sm_runner_set_route_memory(sm_runner *r, size_t bytes) {
 
 int sm_runner_pool_set_size(sm_runner *r, unsigned size, sm_error *err) {
   if (r == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
-  return sm_pool_set_size(r->ctx.pool, size, err);
+  return sandbox_pool_set_size(r->ctx.pool, size, err);
 }
 
 int sm_runner_pool_set_limits(sm_runner *r, unsigned max_size, unsigned parallel,
                               sm_error *err) {
   if (r == NULL) return sm_error_set(err, SM_EINVAL, "no runner given");
-  return sm_pool_set_limits(r->ctx.pool, max_size, parallel, err);
+  return sandbox_pool_set_limits(r->ctx.pool, max_size, parallel, err);
 }
 
 void sm_runner_set_background_removal(sm_runner *r, int on) {
-  if (r) sm_pool_set_background_removal(r->ctx.pool, on);
+  if (r) sandbox_pool_set_background_removal(r->ctx.pool, on);
 }
 
-unsigned sm_runner_pool_size(sm_runner *r) { return r ? sm_pool_size(r->ctx.pool) : 0; }
+unsigned sm_runner_pool_size(sm_runner *r) { return r ? sandbox_pool_size(r->ctx.pool) : 0; }
 
 int sm_runner_pool_prepare(sm_runner *r, const sm_run_request *req, sm_error *err) {
   if (r == NULL || req == NULL) return sm_error_set(err, SM_EINVAL, "no runner or request");
-  return sm_pool_prepare(r->ctx.pool, req, err);
+  return sandbox_pool_prepare(r->ctx.pool, req, err);
 }
 
 void sm_runner_pool_drain(sm_runner *r) {
-  if (r) sm_pool_drain(r->ctx.pool);
+  if (r) sandbox_pool_drain(r->ctx.pool);
 }
 
 int sm_runner_settle(sm_runner *r, double timeout_s, sm_error *err) {
-  return r ? sm_pool_settle(r->ctx.pool, timeout_s, err) : 0;
+  return r ? sandbox_pool_settle(r->ctx.pool, timeout_s, err) : 0;
 }
 
 void sm_runner_pool_stats(sm_runner *r, sm_pool_stats *out) {
-  if (r) sm_pool_stats_get(r->ctx.pool, out);
+  if (r) sandbox_pool_stats_get(r->ctx.pool, out);
   else memset(out, 0, sizeof *out);
 }

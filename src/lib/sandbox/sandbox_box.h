@@ -5,6 +5,8 @@
 #define SANDMAN_SANDBOX_BOX_H
 
 #include <sandman/engine.h>
+#include <sandman/mode.h>
+#include <sandman/scope.h>
 #include <sandman/sandbox.h>
 #include <sandman/state.h>
 

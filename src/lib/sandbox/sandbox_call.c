@@ -36,7 +36,7 @@
 /* sm_workspace_target.install: the copy in of a sandbox that may run
  * processes is extracted by the agent binary as the sandbox's user. */
 typedef struct unpacker_ctx {
-  sm_agents *agents;
+  sandbox_agents *agents;
   sm_engine *e;
   const char *cid;
 } unpacker_ctx;
@@ -52,7 +52,7 @@ typedef struct call {
   int held;            /* sb is acquired: release it */
   int attempt;         /* 0, or 1 when the sandbox was gone and looked up again */
   int may_retry;       /* the failure may be a sandbox gone since it was found */
-  sm_exec_target t;
+  sandbox_exec_target t;
   sandbox_lease lease;  /* a leased call: where it runs (lease_box.h) */
   char unpacker[128];
   unpacker_ctx uctx;
@@ -60,9 +60,9 @@ typedef struct call {
   sm_sync_mode sync;
   sm_workspace_sync *ws;
   sandbox_ws_open wsopen; /* ws being opened on a thread */
-  sm_capture cap;
-  sm_strv env;
-  sm_exec_outcome oc;
+  sandbox_capture cap;
+  common_strv env;
+  sandbox_exec_outcome oc;
   sm_run_request helper_req;
   const char **helper_argv;
   int sync_failed;
@@ -77,10 +77,10 @@ typedef struct call {
  * over a session the copy out learns from the agent's digest that nothing
  * changed, where an engine exec would list the whole workspace. */
 static int take_agent(const sandbox_ctx *ctx, sm_engine *e, const sandbox_box *sb,
-                      const sm_run_request *req, sm_sync_mode sync, sm_exec_target *t,
+                      const sm_run_request *req, sm_sync_mode sync, sandbox_exec_target *t,
                       sm_error *err) {
-  sm_agents *a = ctx->agents;
-  if (a == NULL || !sm_agents_enabled(a)) return 0;
+  sandbox_agents *a = ctx->agents;
+  if (a == NULL || !sandbox_agents_enabled(a)) return 0;
   int keyed = sb->mode != SM_MODE_PER_TOOL;
   int open_new = keyed && (sb->cached || ctx->backend->sessions_at_once) ? SM_AGENT_OPEN
                  : keyed && sb->reused && req->workspace && sync == SM_SYNC_INOUT
@@ -90,17 +90,17 @@ static int take_agent(const sandbox_ctx *ctx, sm_engine *e, const sandbox_box *s
    * found again without the runner's cache (thawed after a freeze, which
    * ends no process) takes it instead of an engine exec. */
   if (!open_new && !keyed && !sb->pooled) return 0;
-  int rc = sm_agent_take(a, e, sb->id, sb->user, open_new, &t->agent);
+  int rc = sandbox_agent_take(a, e, sb->id, sb->user, open_new, &t->agent);
   if (rc) return sm_error_set(err, rc, "the sandbox %s is gone", sb->name);
   if (t->agent) t->agents = a;
-  else if (open_new) sm_agent_note_fallback(a);
+  else if (open_new) sandbox_agent_note_fallback(a);
   return 0;
 }
 
 /* Parks the session for the sandbox's next call (keep) or closes it. */
-static void drop_agent(sm_exec_target *t, int keep) {
-  if (t->agent && keep) sm_agent_give_back(t->agents, t->agent);
-  else sm_agent_close(t->agent);
+static void drop_agent(sandbox_exec_target *t, int keep) {
+  if (t->agent && keep) sandbox_agent_give_back(t->agents, t->agent);
+  else sandbox_agent_close(t->agent);
   t->agent = NULL;
   t->agents = NULL;
 }
@@ -110,15 +110,15 @@ static void drop_agent(sm_exec_target *t, int keep) {
 static int run_via_agent(void *ud, const char *const *argv, size_t argc, sm_read_fn in,
                          void *in_ud, sm_output_fn out, void *out_ud, int *exit_code,
                          sm_error *err) {
-  sm_exec_target *t = ud;
-  if (t->agent == NULL || sm_agent_broken(t->agent)) return 1;
-  return sm_agent_run(t->agent, argv, argc, in, in_ud, out, out_ud,
-                      in ? 3600 * 1000 : 300 * 1000, exit_code, err);
+  sandbox_exec_target *t = ud;
+  if (t->agent == NULL || sandbox_agent_broken(t->agent)) return 1;
+  return sandbox_agent_run(t->agent, argv, argc, in, in_ud, out, out_ud,
+                           in ? 3600 * 1000 : 300 * 1000, exit_code, err);
 }
 
 static int install_unpacker(void *ud, sm_error *err) {
   unpacker_ctx *u = ud;
-  return sm_agent_install(u->agents, u->e, u->cid, err);
+  return sandbox_agent_install(u->agents, u->e, u->cid, err);
 }
 
 static void helper_dispose(const char **argv) {
@@ -136,8 +136,8 @@ static int helper_call(const sandbox_ctx *ctx, sm_engine *e, const char *cid,
   *argv = calloc(req->argc + 2, sizeof **argv);
   cleanup_free char *path = malloc(128);
   if (*argv == NULL || path == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
-  sm_agent_binary_path(path, 128);
-  int rc = sm_agent_install(ctx->agents, e, cid, err);
+  sandbox_agent_binary_path(path, 128);
+  int rc = sandbox_agent_install(ctx->agents, e, cid, err);
   if (rc) return sm_error_wrap(err, "installing sandman's helper in the sandbox");
   (*argv)[0] = steal_pointer(&path); /* freed with the array (below) */
   for (size_t i = 0; i < req->argc; i++) (*argv)[i + 1] = req->argv[i];
@@ -171,9 +171,10 @@ static int call_names(call *c, sm_error *err) {
     sb->scope_key[0] = '\0';
     return 0;
   }
-  int rc = sm_scope_key(c->req, sb->mode, sb->scope_key, sizeof sb->scope_key, err);
+  int rc = sandbox_scope_key(c->req, sb->mode, sb->scope_key, sizeof sb->scope_key, err);
   if (rc == 0)
-    rc = sm_keyed_name(c->ctx->instance, sb->mode, sb->scope_key, sb->name, sizeof sb->name, err);
+    rc = sandbox_keyed_name(c->ctx->instance, sb->mode, sb->scope_key, sb->name, sizeof sb->name,
+                            err);
   if (rc == 0) snprintf(sb->volume, sizeof sb->volume, "%s-ws", sb->name);
   return rc;
 }
@@ -196,7 +197,7 @@ static int call_acquire(call *c, sm_error *err) {
   c->t.engine = c->e;
   /* A sandbox made before (or by the pool): this call's policy, which a
    * reloaded configuration may have changed since. */
-  if (sm_sandbox_allowlist(&req->settings) && (sb->reused || sb->pooled) &&
+  if (sandbox_allowlist(&req->settings) && (sb->reused || sb->pooled) &&
       (rc = sandbox_egress_apply(ctx->egress(ctx->runner), c->e, req, NULL, sb->id, sb->name,
                                  err)) != 0)
     return rc;
@@ -254,7 +255,7 @@ static const char *call_container(const call *c) { return c->t.container_id; }
  * goes through the unpacker, as the sandbox's user. */
 static void call_target(call *c) {
   const sandbox_box *sb = &c->sb;
-  sm_agent_binary_path(c->unpacker, sizeof c->unpacker);
+  sandbox_agent_binary_path(c->unpacker, sizeof c->unpacker);
   c->uctx = (unpacker_ctx){c->ctx->agents, c->e, call_container(c)};
   c->target = (sm_workspace_target){.engine = c->e,
                                     .container_id = call_container(c),
@@ -331,10 +332,10 @@ static int call_env(call *c, sm_error *err) {
   int rc = sm_random_hex(token, 8, err);
   if (rc) return rc;
   snprintf(marker, sizeof marker, "SANDMAN_CALL=%s", token);
-  sm_strv_dispose(&c->env);
-  sm_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .marker = marker};
+  common_strv_dispose(&c->env);
+  sandbox_env_spec es = {.home = "/workspace", .tmpdir = "/tmp", .marker = marker};
   sandbox_env_from_request(&es, req);
-  return sm_env_build(&es, &c->env, err);
+  return sandbox_env_build(&es, &c->env, err);
 }
 
 /* The tool runs; then its changes come out. */
@@ -355,7 +356,7 @@ static int call_exec(call *c, sm_error *err) {
   c->t.on_start_ud = route;
   /* From here on leased values may be in the sandbox, whatever follows. */
   c->out->credentials_passed = req->n_secret_env > 0;
-  rc = sm_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
+  rc = sandbox_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
   c->t.on_start = NULL;
   c->t.on_start_ud = NULL;
   /* A per_tool sandbox or a lease container goes after the call: its route too. */
@@ -405,32 +406,32 @@ static int call_end(call *c, int rc, sm_error *err) {
   sandbox_ws_open_drop(&c->wsopen);
   call_release(c);
   if (c->ws) sm_workspace_sync_free(c->ws);
-  sm_strv_dispose(&c->env);
+  common_strv_dispose(&c->env);
   helper_dispose(c->helper_argv);
-  int keep = sm_capture_to_result(&c->cap, c->out);
-  sm_capture_dispose(&c->cap);
+  int keep = sandbox_capture_to_result(&c->cap, c->out);
+  sandbox_capture_dispose(&c->cap);
   if (rc) {
-    sm_result_fail(c->out, sm_error_failure_kind(rc), err);
+    sandbox_result_fail(c->out, sm_error_failure_kind(rc), err);
     return 0;
   }
   if (keep) {
     /* The tool ran: its result says what was lost (sm_run's contract). */
     sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
-    sm_result_fail(c->out, SM_FAIL_SANDBOX, err);
+    sandbox_result_fail(c->out, SM_FAIL_SANDBOX, err);
     return 0;
   }
-  sm_result_apply_outcome(c->out, &c->oc, &c->req->settings);
-  if (c->sync_failed) sm_result_sync_failed(c->out, &c->sync_err);
+  sandbox_result_apply_outcome(c->out, &c->oc, &c->req->settings);
+  if (c->sync_failed) sandbox_result_sync_failed(c->out, &c->sync_err);
   return 0;
 }
 
-int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
-                     sm_error *err) {
+int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
+                          sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
   call *c = calloc(1, sizeof *c);
   if (c == NULL) {
     sm_error_set(err, SM_ENOMEM, NULL);
-    sm_result_fail(out, SM_FAIL_SANDBOX, err);
+    sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
     return 0;
   }
   c->ctx = ctx;
@@ -438,17 +439,17 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   c->out = out;
   int rc = ctx->engine(ctx->runner, &c->e, err);
   if (rc) {
-    sm_result_fail(out, sm_error_failure_kind(rc), err);
+    sandbox_result_fail(out, sm_error_failure_kind(rc), err);
     free(c);
     return 0;
   }
   c->manager = c->e;
   if ((rc = call_names(c, err)) != 0) {
-    sm_result_fail(out, SM_FAIL_SANDBOX, err);
+    sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
     free(c);
     return rc;
   }
-  sm_capture_init(&c->cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
+  sandbox_capture_init(&c->cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
   c->cap.forward_only = req->stdout_forward_only;
   c->t.engine = c->e;
   c->sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
@@ -469,10 +470,9 @@ int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
   if (rc == 0) {
     /* A keyed sandbox's first call here went through the engine: its next
      * one can find a session ready (long-running processes only). */
-    if (!ctx->backend->sessions_at_once && c->t.agent == NULL &&
-        c->sb.mode != SM_MODE_PER_TOOL && !c->sb.cached && c->sb.id[0] &&
-        sm_agents_enabled(ctx->agents))
-      sm_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.name, c->sb.user);
+    if (!ctx->backend->sessions_at_once && c->t.agent == NULL && c->sb.mode != SM_MODE_PER_TOOL &&
+        !c->sb.cached && c->sb.id[0] && sandbox_agents_enabled(ctx->agents))
+      sandbox_pool_prepare_agent_later(ctx->pool, c->sb.id, c->sb.name, c->sb.user);
     /* A per_tool container goes now: its session goes with it; a
      * terminal's was its own. */
     drop_agent(&c->t, c->sb.mode != SM_MODE_PER_TOOL && req->tty == NULL);

@@ -5,14 +5,14 @@
 #define SANDMAN_SANDBOX_CALL_H
 
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "sandbox/context.h"
 
 /* sm_run's contract: 0 with *out describing the call (its failure
  * included); a negative code, *out filled too, only when the scope key
  * cannot be made. */
-int sm_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
-                     sm_error *err);
+int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
+                          sm_error *err);
 
 #endif

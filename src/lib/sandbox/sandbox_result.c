@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/text.h"
 #include "sandbox/sandbox_result.h"
@@ -32,8 +34,8 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   if (o == NULL) return NULL;
   json_object_object_add(o, "ok", json_object_new_boolean(r->ok));
   json_object_object_add(o, "exit_code", json_object_new_int(r->exit_code));
-  json_object_object_add(o, "stdout", sm_json_text(r->stdout_data, r->stdout_len));
-  json_object_object_add(o, "stderr", sm_json_text(r->stderr_data, r->stderr_len));
+  json_object_object_add(o, "stdout", common_json_text(r->stdout_data, r->stdout_len));
+  json_object_object_add(o, "stderr", common_json_text(r->stderr_data, r->stderr_len));
   json_object_object_add(o, "stdout_truncated", json_object_new_boolean(r->stdout_truncated));
   json_object_object_add(o, "stderr_truncated", json_object_new_boolean(r->stderr_truncated));
   json_object_object_add(o, "timed_out", json_object_new_boolean(r->timed_out));
@@ -48,16 +50,18 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   json_object_object_add(o, "reused", json_object_new_boolean(r->reused));
   json_object *files = json_object_new_array();
   for (size_t i = 0; i < r->n_files_changed; i++)
-    json_object_array_add(files, sm_json_text(r->files_changed[i], strlen(r->files_changed[i])));
+    json_object_array_add(files,
+                          common_json_text(r->files_changed[i], strlen(r->files_changed[i])));
   json_object_object_add(o, "files_changed", files);
   json_object *conflicts = json_object_new_array();
   for (size_t i = 0; i < r->n_conflicts; i++)
-    json_object_array_add(conflicts, sm_json_text(r->conflicts[i], strlen(r->conflicts[i])));
+    json_object_array_add(conflicts, common_json_text(r->conflicts[i], strlen(r->conflicts[i])));
   json_object_object_add(o, "conflicts", conflicts);
   json_object *refused = json_object_new_array();
   for (size_t i = 0; i < r->n_refused; i++) {
     json_object *x = json_object_new_object();
-    json_object_object_add(x, "path", sm_json_text(r->refused[i].path, strlen(r->refused[i].path)));
+    json_object_object_add(x, "path",
+                           common_json_text(r->refused[i].path, strlen(r->refused[i].path)));
     json_object_object_add(x, "reason", json_object_new_string(r->refused[i].reason));
     json_object_array_add(refused, x);
   }
@@ -65,7 +69,8 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   if (r->replaced_previous[0]) {
     json_object *x = json_object_new_object();
     json_object_object_add(x, "previous", json_object_new_string(r->replaced_previous));
-    json_object_object_add(x, "because", sm_json_text(r->replaced_because, strlen(r->replaced_because)));
+    json_object_object_add(x, "because",
+                           common_json_text(r->replaced_because, strlen(r->replaced_because)));
     json_object_object_add(x, "workspace", r->replaced_workspace
                                                ? json_object_new_string(r->replaced_workspace)
                                                : NULL);
@@ -75,11 +80,11 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   const char *kind = sm_failure_kind_name(r->failure_kind);
   json_object_object_add(o, "failure_kind", kind ? json_object_new_string(kind) : NULL);
   json_object_object_add(o, "error",
-                         r->error[0] ? sm_json_text(r->error, strlen(r->error)) : NULL);
+                         r->error[0] ? common_json_text(r->error, strlen(r->error)) : NULL);
   return o;
 }
 
-int sm_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n) {
+int sandbox_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n) {
   if (n == 0) return 0;
   sm_run_refusal *a = realloc(r->refused, (r->n_refused + n) * sizeof *a);
   if (a == NULL) return SM_ENOMEM;
@@ -94,7 +99,7 @@ int sm_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size
   return 0;
 }
 
-void sm_result_sync_failed(sm_run_result *r, const sm_error *err) {
+void sandbox_result_sync_failed(sm_run_result *r, const sm_error *err) {
   char tool[160];
   if (r->timed_out || r->error[0])
     snprintf(tool, sizeof tool, "%.150s", r->error[0] ? r->error : "it timed out");
@@ -109,7 +114,7 @@ void sm_result_sync_failed(sm_run_result *r, const sm_error *err) {
            (int)(sizeof r->error - 220), msg, tool);
 }
 
-void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err) {
+void sandbox_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err) {
   r->ok = 0;
   r->failure_kind = kind;
   r->exit_code = 125;
@@ -118,8 +123,8 @@ void sm_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err)
   snprintf(r->error, sizeof r->error, "%s", msg);
 }
 
-void sm_result_apply_outcome(sm_run_result *out, const sm_exec_outcome *oc,
-                             const sm_sandbox_settings *s) {
+void sandbox_result_apply_outcome(sm_run_result *out, const sandbox_exec_outcome *oc,
+                                  const sm_sandbox_settings *s) {
   out->exit_code = oc->exit_code;
   out->timed_out = oc->timed_out;
   out->oom_killed = oc->oom_killed;

@@ -7,7 +7,9 @@
 
 #include <openssl/evp.h>
 
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/workspace.h>
 
 #include "sandbox/sandbox_settings.h"
@@ -80,7 +82,7 @@ void sm_sandbox_settings_hash(const sm_sandbox_settings *s, char out[65]) {
     int m = snprintf(text + n, sizeof text - (size_t)n, "egress=relay\n");
     if (m > 0 && (size_t)m < sizeof text - (size_t)n) n += m;
   }
-  sm_sha256_hex(text, (size_t)n, out);
+  sandbox_sha256_hex(text, (size_t)n, out);
 }
 
 /* ---- names ---- */
@@ -127,7 +129,7 @@ int sm_string_list_add(sm_string_list *list, const char *s, sm_error *err) {
 }
 
 /* ---- small shared helpers ---- */
-void sm_sha256_hex(const void *data, size_t len, char out[65]) {
+void sandbox_sha256_hex(const void *data, size_t len, char out[65]) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int mdlen = 0;
   static const char hex[] = "0123456789abcdef";

@@ -9,6 +9,6 @@
 #include <sandman/util.h>
 
 /* Lowercase hex SHA-256 of data. */
-void sm_sha256_hex(const void *data, size_t len, char out[65]);
+void sandbox_sha256_hex(const void *data, size_t len, char out[65]);
 
 #endif

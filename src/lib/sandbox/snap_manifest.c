@@ -83,7 +83,7 @@ static json_object *entry_of(struct archive *a, struct archive_entry *ae, const 
   return o;
 }
 
-int snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err) {
+int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err) {
   *out = NULL;
   cleanup_archive struct archive *a = archive_read_new();
   if (a == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
@@ -150,7 +150,7 @@ static void add_change(json_object *list, json_object *e, json_object *before) {
 }
 
 /* Both lists are sorted by path: one merge walk. */
-json_object *snap_manifest_diff(json_object *before, json_object *after) {
+json_object *sandbox_snap_manifest_diff(json_object *before, json_object *after) {
   json_object *b = files_of(before), *a = files_of(after);
   json_object *out = json_object_new_object();
   json_object *added = json_object_new_array(), *modified = json_object_new_array(),

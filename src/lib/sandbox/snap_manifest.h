@@ -15,11 +15,11 @@
  * entries "workspace/..."; the folder itself is left out): {"files":
  * [{"path","type","size","mode","sha256"|"target"}]} in *out, sorted by path.
  * *files (may be NULL): how many. */
-int snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err);
+int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err);
 
 /* What changed from manifest `before` to `after`: {"added": [{"path",
  * "type","size"}], "modified": [{"path","type","size","size_before"}],
  * "deleted": [{"path","type","size"}]} (a type change is modified). */
-json_object *snap_manifest_diff(json_object *before, json_object *after);
+json_object *sandbox_snap_manifest_diff(json_object *before, json_object *after);
 
 #endif

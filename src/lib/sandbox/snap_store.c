@@ -20,7 +20,7 @@
 
 #define META_CAP (1 << 20)
 
-int snap_name_valid(const char *name) {
+int sandbox_snap_name_valid(const char *name) {
   size_t n = name ? strlen(name) : 0;
   if (n == 0 || n >= SM_SNAPSHOT_NAME_MAX || name[0] == '.' || name[0] == '-') return 0;
   for (size_t i = 0; i < n; i++)
@@ -28,7 +28,7 @@ int snap_name_valid(const char *name) {
   return 1;
 }
 
-void snap_key(const char *instance, const char *owner, const char *name, char key[17]) {
+void sandbox_snap_key(const char *instance, const char *owner, const char *name, char key[17]) {
   char buf[1024], hex[65];
   size_t a = strlen(instance), b = strlen(owner), c = strlen(name);
   if (a + b + c + 2 > sizeof buf) c = sizeof buf - a - b - 2;
@@ -37,11 +37,11 @@ void snap_key(const char *instance, const char *owner, const char *name, char ke
   memcpy(buf + a + 1, owner, b);
   buf[a + 1 + b] = '\0';
   memcpy(buf + a + b + 2, name, c);
-  sm_sha256_hex(buf, a + b + 2 + c, hex);
+  sandbox_sha256_hex(buf, a + b + 2 + c, hex);
   snprintf(key, 17, "%.16s", hex);
 }
 
-void snap_image_ref(const char *instance, const char *key, char *out, size_t len) {
+void sandbox_snap_image_ref(const char *instance, const char *key, char *out, size_t len) {
   char inst[80];
   size_t i = 0;
   for (; instance[i] && i < sizeof inst - 1; i++) {
@@ -53,7 +53,7 @@ void snap_image_ref(const char *instance, const char *key, char *out, size_t len
   snprintf(out, len, "sandman-snapshot/%s%s:%s", isalnum((unsigned char)inst[0]) ? "" : "i", inst, key);
 }
 
-int snap_root(const char *state_dir, char *out, size_t len, sm_error *err) {
+int sandbox_snap_root(const char *state_dir, char *out, size_t len, sm_error *err) {
   char base[PATH_MAX];
   int rc = 0;
   if (state_dir == NULL || *state_dir == '\0') rc = sm_state_default_dir(base, sizeof base, err);
@@ -62,22 +62,23 @@ int snap_root(const char *state_dir, char *out, size_t len, sm_error *err) {
   if (rc) return rc;
   if (snprintf(out, len, "%s/snapshots", base) >= (int)len)
     return sm_error_set(err, SM_EINVAL, "state path too long");
-  if (sm_mkdirs(out) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", out);
+  if (common_mkdirs(out) != 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", out);
   return 0;
 }
 
-int snap_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err) {
+int sandbox_snap_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err) {
   char root[PATH_MAX];
-  int rc = snap_root(state_dir, root, sizeof root, err);
+  int rc = sandbox_snap_root(state_dir, root, sizeof root, err);
   if (rc) return rc;
   if (snprintf(out, len, "%s/%s", root, key) >= (int)len)
     return sm_error_set(err, SM_EINVAL, "state path too long");
   return 0;
 }
 
-int snap_tmp_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err) {
+int sandbox_snap_tmp_dir(const char *state_dir, const char *key, char *out, size_t len,
+                         sm_error *err) {
   char root[PATH_MAX];
-  int rc = snap_root(state_dir, root, sizeof root, err);
+  int rc = sandbox_snap_root(state_dir, root, sizeof root, err);
   if (rc) return rc;
   if (snprintf(out, len, "%s/.tmp-%s-XXXXXX", root, key) >= (int)len)
     return sm_error_set(err, SM_EINVAL, "state path too long");
@@ -89,8 +90,8 @@ static void put_str(json_object *o, const char *k, const char *v) {
   json_object_object_add(o, k, json_object_new_string(v ? v : ""));
 }
 
-int snap_meta_write(const char *dir, const char *instance, const sm_snapshot *s, json_object *config,
-                    sm_error *err) {
+int sandbox_snap_meta_write(const char *dir, const char *instance, const sm_snapshot *s,
+                            json_object *config, sm_error *err) {
   cleanup_json json_object *o = json_object_new_object();
   if (o == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   put_str(o, "instance", instance);
@@ -114,7 +115,7 @@ int snap_meta_write(const char *dir, const char *instance, const sm_snapshot *s,
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/meta.json", dir);
   const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-  return sm_file_replace(path, text, strlen(text), err);
+  return common_file_replace(path, text, strlen(text), err);
 }
 
 static void get_str(json_object *o, const char *k, char *out, size_t len) {
@@ -129,14 +130,14 @@ static double get_num(json_object *o, const char *k) {
   return json_object_object_get_ex(o, k, &v) ? json_object_get_double(v) : 0;
 }
 
-int snap_meta_read(const char *dir, char *instance, size_t ilen, sm_snapshot *out,
-                   json_object **config, sm_error *err) {
+int sandbox_snap_meta_read(const char *dir, char *instance, size_t ilen, sm_snapshot *out,
+                           json_object **config, sm_error *err) {
   memset(out, 0, sizeof *out);
   if (config) *config = NULL;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/meta.json", dir);
   cleanup_free char *text = NULL;
-  int rc = sm_file_read_small(path, META_CAP, &text, NULL, err);
+  int rc = common_file_read_small(path, META_CAP, &text, NULL, err);
   if (rc == SM_ENOTFOUND) return sm_error_set(err, rc, "%s has no meta.json", dir);
   if (rc) return rc;
   cleanup_json json_object *o = json_tokener_parse(text);
@@ -161,7 +162,7 @@ int snap_meta_read(const char *dir, char *instance, size_t ilen, sm_snapshot *ou
   out->duration_ms = get_num(o, "duration_ms");
   json_object *c = NULL;
   if (config && json_object_object_get_ex(o, "config", &c)) *config = json_object_get(c);
-  if (!snap_name_valid(out->name) || strlen(out->key) != 16)
+  if (!sandbox_snap_name_valid(out->name) || strlen(out->key) != 16)
     return sm_error_set(err, SM_EPROTOCOL, "%s is not a snapshot's meta.json", path);
   return 0;
 }
@@ -171,12 +172,12 @@ static int newest_first(const void *a, const void *b) {
   return x->created_at < y->created_at ? 1 : x->created_at > y->created_at ? -1 : strcmp(x->name, y->name);
 }
 
-int snap_list(const char *state_dir, const char *instance, const char *owner, sm_snapshot_list *out,
-              sm_error *err) {
+int sandbox_snap_list(const char *state_dir, const char *instance, const char *owner,
+                      sm_snapshot_list *out, sm_error *err) {
   out->n = 0;
   out->items = NULL;
   char root[PATH_MAX];
-  int rc = snap_root(state_dir, root, sizeof root, err);
+  int rc = sandbox_snap_root(state_dir, root, sizeof root, err);
   if (rc) return rc;
   cleanup_dir DIR *d = opendir(root);
   if (d == NULL) return sm_error_set_errno(err, SM_EIO, errno, "reading %s", root);
@@ -188,8 +189,9 @@ int snap_list(const char *state_dir, const char *instance, const char *owner, sm
     sm_snapshot s;
     sm_error e = SM_ERROR_INIT;
     snprintf(dir, sizeof dir, "%s/%s", root, de->d_name);
-    if (snap_meta_read(dir, inst, sizeof inst, &s, NULL, &e) != 0 || strcmp(inst, instance) != 0 ||
-        strcmp(s.key, de->d_name) != 0 || (owner && strcmp(s.owner, owner) != 0))
+    if (sandbox_snap_meta_read(dir, inst, sizeof inst, &s, NULL, &e) != 0 ||
+        strcmp(inst, instance) != 0 || strcmp(s.key, de->d_name) != 0 ||
+        (owner && strcmp(s.owner, owner) != 0))
       continue;
     if (out->n == cap) {
       size_t nc = cap ? cap * 2 : 16;
@@ -214,11 +216,11 @@ void sm_snapshot_list_dispose(sm_snapshot_list *l) {
   l->n = 0;
 }
 
-int snap_find(const char *state_dir, const char *instance, const char *ref, const char *owner,
-              sm_snapshot *out, sm_error *err) {
+int sandbox_snap_find(const char *state_dir, const char *instance, const char *ref,
+                      const char *owner, sm_snapshot *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   sm_snapshot_list l;
-  int rc = snap_list(state_dir, instance, owner, &l, err);
+  int rc = sandbox_snap_list(state_dir, instance, owner, &l, err);
   if (rc) return rc;
   size_t hits = 0;
   char owners[512] = "";
@@ -236,9 +238,9 @@ int snap_find(const char *state_dir, const char *instance, const char *ref, cons
                       "several owners have a snapshot named %s (%s): name it by its key", ref, owners);
 }
 
-int snap_remove_dir(const char *dir, sm_error *err) {
-  int r = sm_rmtree_at(AT_FDCWD, dir);
+int sandbox_snap_remove_dir(const char *dir, sm_error *err) {
+  int r = common_rmtree_at(AT_FDCWD, dir);
   if (r != 0) return sm_error_set_errno(err, SM_EIO, -r, "removing %s", dir);
-  sm_sync_dir_of(dir);
+  common_sync_dir_of(dir);
   return 0;
 }

@@ -16,29 +16,30 @@
 #include <sandman/keep.h>
 
 /* 1 when name may be a snapshot's name. */
-int snap_name_valid(const char *name);
+int sandbox_snap_name_valid(const char *name);
 /* The key of (instance, owner, name): the first 64 bits of a SHA-256, hex. */
-void snap_key(const char *instance, const char *owner, const char *name, char key[17]);
+void sandbox_snap_key(const char *instance, const char *owner, const char *name, char key[17]);
 /* sandman-snapshot/<instance, lower case>:<key> */
-void snap_image_ref(const char *instance, const char *key, char *out, size_t len);
+void sandbox_snap_image_ref(const char *instance, const char *key, char *out, size_t len);
 /* <state>/snapshots (made) and <state>/snapshots/<key>. */
-int snap_root(const char *state_dir, char *out, size_t len, sm_error *err);
-int snap_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err);
+int sandbox_snap_root(const char *state_dir, char *out, size_t len, sm_error *err);
+int sandbox_snap_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err);
 /* A new temporary folder for the snapshot of key. */
-int snap_tmp_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err);
+int sandbox_snap_tmp_dir(const char *state_dir, const char *key, char *out, size_t len,
+                         sm_error *err);
 /* meta.json: the snapshot, its instance and the source's config (Config
  * with HostConfig inside, for a fork). */
-int snap_meta_write(const char *dir, const char *instance, const sm_snapshot *s, json_object *config,
-                    sm_error *err);
-int snap_meta_read(const char *dir, char *instance, size_t ilen, sm_snapshot *out,
-                   json_object **config, sm_error *err);
+int sandbox_snap_meta_write(const char *dir, const char *instance, const sm_snapshot *s,
+                            json_object *config, sm_error *err);
+int sandbox_snap_meta_read(const char *dir, char *instance, size_t ilen, sm_snapshot *out,
+                           json_object **config, sm_error *err);
 /* Snapshots of instance (and owner, NULL: any), newest first. */
-int snap_list(const char *state_dir, const char *instance, const char *owner, sm_snapshot_list *out,
-              sm_error *err);
+int sandbox_snap_list(const char *state_dir, const char *instance, const char *owner,
+                      sm_snapshot_list *out, sm_error *err);
 /* One by name or key; another owner's is SM_ENOTFOUND. */
-int snap_find(const char *state_dir, const char *instance, const char *ref, const char *owner,
-              sm_snapshot *out, sm_error *err);
+int sandbox_snap_find(const char *state_dir, const char *instance, const char *ref,
+                      const char *owner, sm_snapshot *out, sm_error *err);
 /* Removes a folder and everything in it. */
-int snap_remove_dir(const char *dir, sm_error *err);
+int sandbox_snap_remove_dir(const char *dir, sm_error *err);
 
 #endif

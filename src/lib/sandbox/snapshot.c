@@ -120,11 +120,11 @@ static int manifest_into(snapshot_take *t, const char *dir, sm_error *err) {
   cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading %s", path);
   cleanup_json json_object *m = NULL;
-  int rc = snap_manifest_of_tar(fd, &m, &t->snap.files, err);
+  int rc = sandbox_snap_manifest_of_tar(fd, &m, &t->snap.files, err);
   if (rc) return rc;
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   const char *text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN);
-  return sm_file_replace(path, text, strlen(text), err);
+  return common_file_replace(path, text, strlen(text), err);
 }
 
 /* The layer and /workspace while frozen; the sandbox is thawed as soon as
@@ -163,11 +163,11 @@ static int take_held(snapshot_take *t, sm_error *err) {
                         is(st, "hibernated") ? "resume it first, then take its snapshot"
                                              : "nothing of it is kept to take");
   char dir[PATH_MAX], tmp[PATH_MAX];
-  int rc = snap_dir(t->op.ctx->state_dir, t->snap.key, dir, sizeof dir, err);
+  int rc = sandbox_snap_dir(t->op.ctx->state_dir, t->snap.key, dir, sizeof dir, err);
   if (rc) return rc;
   if (access(dir, F_OK) == 0)
     return sm_error_set(err, SM_ECONFLICT, "a snapshot named %s exists already", t->snap.name);
-  rc = snap_tmp_dir(t->op.ctx->state_dir, t->snap.key, tmp, sizeof tmp, err);
+  rc = sandbox_snap_tmp_dir(t->op.ctx->state_dir, t->snap.key, tmp, sizeof tmp, err);
   if (rc) return rc;
   rc = capture(t, tmp, err);
   if (rc == 0) rc = manifest_into(t, tmp, err);
@@ -175,17 +175,17 @@ static int take_held(snapshot_take *t, sm_error *err) {
     t->snap.layer_bytes = layer_size(t->op.e, t->snap.image_id);
     t->snap.duration_ms = sm_monotonic_ms() - t->op.t0;
     json_object *config = source_config(t->op.insp);
-    rc = snap_meta_write(tmp, t->op.ctx->instance, &t->snap, config, err);
+    rc = sandbox_snap_meta_write(tmp, t->op.ctx->instance, &t->snap, config, err);
     json_object_put(config);
   }
   /* The commit point: the folder under its key is a whole snapshot. */
   if (rc == 0 && rename(tmp, dir) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
   if (rc == 0) {
-    sm_sync_dir_of(dir);
+    common_sync_dir_of(dir);
     return 0;
   }
   sm_error ignore = SM_ERROR_INIT;
-  snap_remove_dir(tmp, &ignore);
+  sandbox_snap_remove_dir(tmp, &ignore);
   if (t->committed) sm_engine_image_remove(t->op.e, t->snap.image, 0, &ignore);
   return rc;
 }
@@ -202,8 +202,8 @@ static void describe_source(snapshot_take *t) {
   if ((v = sandbox_label_of(insp, "project"))) snprintf(s->project, sizeof s->project, "%s", v);
   if ((v = sandbox_label_of(insp, "run"))) snprintf(s->run_id, sizeof s->run_id, "%s", v);
   if ((v = sandbox_label_of(insp, "worker"))) snprintf(s->worker_id, sizeof s->worker_id, "%s", v);
-  snap_key(t->op.ctx->instance, s->owner, s->name, s->key);
-  snap_image_ref(t->op.ctx->instance, s->key, s->image, sizeof s->image);
+  sandbox_snap_key(t->op.ctx->instance, s->owner, s->name, s->key);
+  sandbox_snap_image_ref(t->op.ctx->instance, s->key, s->image, sizeof s->image);
   s->created_at = sm_now();
 }
 
@@ -211,7 +211,7 @@ int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name
                           const sm_snapshot_options *o, sm_snapshot *out, sm_error *err) {
   snapshot_take t;
   memset(&t, 0, sizeof t);
-  if (o && o->name && !snap_name_valid(o->name))
+  if (o && o->name && !sandbox_snap_name_valid(o->name))
     return sm_error_set(err, SM_EINVAL,
                         "snapshot name '%s' is not valid: 1 to 100 letters, digits, '_', '.' or "
                         "'-', not starting with '.' or '-'",

@@ -7,8 +7,9 @@
 
 #include "sandbox/sandbox_settings.h"
 #include "sandbox/spec.h"
+#include <sandman/name.h>
 
-int sm_instance_valid(const char *instance) {
+int sandbox_instance_valid(const char *instance) {
   if (instance == NULL || *instance == '\0' || strlen(instance) > 64) return 0;
   if (!isalnum((unsigned char)instance[0])) return 0;
   for (const char *p = instance; *p; p++)
@@ -49,7 +50,7 @@ int sm_name_check(const char *what, const char *s, sm_error *err) {
  * fields and '%' escapes, so neither may appear raw. */
 static int key_char(unsigned char c) { return name_char(c) && c != ':'; }
 
-int sm_key_append(char *out, size_t len, size_t *used, const char *field, sm_error *err) {
+int sandbox_key_append(char *out, size_t len, size_t *used, const char *field, sm_error *err) {
   static const char hex[] = "0123456789ABCDEF";
   size_t u = *used;
   if (u > 0) {
@@ -85,8 +86,8 @@ static int key_start(const char *principal, char *out, size_t len, size_t *used,
   *used = 0;
   if (len) out[0] = '\0';
   if (!is_worker_principal(principal)) return 0;
-  int rc = sm_key_append(out, len, used, "p", err);
-  if (rc == 0) rc = sm_key_append(out, len, used, principal, err);
+  int rc = sandbox_key_append(out, len, used, "p", err);
+  if (rc == 0) rc = sandbox_key_append(out, len, used, principal, err);
   return rc;
 }
 
@@ -107,17 +108,17 @@ int sm_scope_key_build(sm_scope scope, const char *principal, const char *projec
   if ((scope == SM_SCOPE_USER || scope == SM_SCOPE_USER_AGENT) && (user == NULL || !*user))
     return sm_error_set(err, SM_EINVAL, "scope %s needs a user (--user)", kind);
   int rc = key_start(principal, out, len, &u, err);
-  if (rc == 0) rc = sm_key_append(out, len, &u, kind, err);
-  if (rc == 0) rc = sm_key_append(out, len, &u, project_or_default(project), err);
-  if (rc == 0 && scope != SM_SCOPE_SHARED) rc = sm_key_append(out, len, &u, user, err);
-  if (rc == 0 && scope != SM_SCOPE_USER) rc = sm_key_append(out, len, &u, agent, err);
+  if (rc == 0) rc = sandbox_key_append(out, len, &u, kind, err);
+  if (rc == 0) rc = sandbox_key_append(out, len, &u, project_or_default(project), err);
+  if (rc == 0 && scope != SM_SCOPE_SHARED) rc = sandbox_key_append(out, len, &u, user, err);
+  if (rc == 0 && scope != SM_SCOPE_USER) rc = sandbox_key_append(out, len, &u, agent, err);
   return rc;
 }
 
-int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
-                  size_t len, sm_error *err) {
+int sandbox_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
+                       size_t len, sm_error *err) {
   char hash[65];
-  sm_sha256_hex(scope_key, strlen(scope_key), hash);
+  sandbox_sha256_hex(scope_key, strlen(scope_key), hash);
   /* 128 bits of the hash: no two keys meet by chance or by search. */
   int n = snprintf(out, len, "sandman-%s-%s-%.32s", instance, sm_mode_name(mode), hash);
   if (n < 0 || (size_t)n >= len) return sm_error_set(err, SM_EINVAL, "sandbox name too long");
@@ -146,13 +147,13 @@ int sm_principal_may_use(const char *who, const char *label) {
 static int host_tools_field(const sm_run_request *req, char *out, size_t len, size_t *u,
                             sm_error *err) {
   if (req->host_route == NULL && !req->agent_has_host_tools) return 0;
-  int rc = sm_key_append(out, len, u, "ht", err);
-  if (rc == 0) rc = sm_key_append(out, len, u, req->agent ? req->agent : "", err);
+  int rc = sandbox_key_append(out, len, u, "ht", err);
+  if (rc == 0) rc = sandbox_key_append(out, len, u, req->agent ? req->agent : "", err);
   return rc;
 }
 
-int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
-                 sm_error *err) {
+int sandbox_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
+                      sm_error *err) {
   size_t u = 0;
   int rc;
   if (req->scope != SM_SCOPE_NONE) {
@@ -169,9 +170,9 @@ int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
     if (req->run_id == NULL || *req->run_id == '\0')
       return sm_error_set(err, SM_EINVAL, "mode per_run needs a run id (--run-id)");
     rc = key_start(req->principal, out, len, &u, err);
-    if (rc == 0) rc = sm_key_append(out, len, &u, "run", err);
-    if (rc == 0) rc = sm_key_append(out, len, &u, project_or_default(req->project), err);
-    if (rc == 0) rc = sm_key_append(out, len, &u, req->run_id, err);
+    if (rc == 0) rc = sandbox_key_append(out, len, &u, "run", err);
+    if (rc == 0) rc = sandbox_key_append(out, len, &u, project_or_default(req->project), err);
+    if (rc == 0) rc = sandbox_key_append(out, len, &u, req->run_id, err);
     if (rc == 0) rc = host_tools_field(req, out, len, &u, err);
     return rc;
   }
@@ -179,8 +180,8 @@ int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
     if (req->worker_id == NULL || *req->worker_id == '\0')
       return sm_error_set(err, SM_EINVAL, "mode per_worker needs a worker id (--worker-id)");
     rc = key_start(req->principal, out, len, &u, err);
-    if (rc == 0) rc = sm_key_append(out, len, &u, "worker", err);
-    if (rc == 0) rc = sm_key_append(out, len, &u, req->worker_id, err);
+    if (rc == 0) rc = sandbox_key_append(out, len, &u, "worker", err);
+    if (rc == 0) rc = sandbox_key_append(out, len, &u, req->worker_id, err);
     if (rc == 0) rc = host_tools_field(req, out, len, &u, err);
     return rc;
   }
@@ -193,7 +194,7 @@ static void label(json_object *o, const char *key, const char *value) {
   json_object_object_add(o, full, json_object_new_string(value ? value : ""));
 }
 
-json_object *sm_labels_build(const sm_label_info *li) {
+json_object *sandbox_labels_build(const sandbox_label_info *li) {
   json_object *o = json_object_new_object();
   if (o == NULL) return NULL;
   label(o, "managed", "true");
@@ -230,8 +231,8 @@ static int parse_id(const char *s, size_t len) {
   return v;
 }
 
-void sm_container_user(const sm_sandbox_settings *s, const char *image_user, char *out,
-                       size_t len, int *uid, int *gid) {
+void sandbox_container_user(const sm_sandbox_settings *s, const char *image_user, char *out,
+                            size_t len, int *uid, int *gid) {
   const char *u;
   if (s->user[0]) u = s->user;
   else if (!is_root_user(image_user)) u = image_user;
@@ -255,7 +256,7 @@ static const char keeper_script[] =
 static const char lease_keeper_script[] =
     "trap 'exit 0' TERM INT HUP; sleep \"$1\" & wait $!";
 
-int64_t sm_host_pids_limit(int64_t pids, int gvisor) {
+int64_t sandbox_host_pids_limit(int64_t pids, int gvisor) {
   if (!gvisor || pids <= 0) return pids;
   int64_t cap = 4194304; /* the kernel's pid_max ceiling */
   if (pids >= (cap - SM_GVISOR_PIDS_BASE) / SM_GVISOR_PIDS_PER_TASK) return cap;
@@ -271,7 +272,7 @@ static void ulimit(json_object *list, const char *name, int64_t value) {
 }
 
 /* The container's own fields: image, user, the keeper, labels. */
-static void container_fields(json_object *c, const sm_container_spec *spec) {
+static void container_fields(json_object *c, const sandbox_container_spec *spec) {
   const sm_sandbox_settings *s = spec->settings;
   json_object_object_add(c, "Image", json_object_new_string(s->image));
   /* The container's own processes (init, the keeper) run as root without
@@ -313,7 +314,7 @@ static void container_fields(json_object *c, const sm_container_spec *spec) {
 
 /* Isolation: network, init, read-only root, no capabilities, no new
  * privileges. */
-static void host_isolation(json_object *hc, const sm_container_spec *spec) {
+static void host_isolation(json_object *hc, const sandbox_container_spec *spec) {
   const sm_sandbox_settings *s = spec->settings;
   json_object_object_add(hc, "NetworkMode", json_object_new_string(spec->network ? spec->network : s->network));
   json_object_object_add(hc, "Init", json_object_new_boolean(s->init));
@@ -332,11 +333,11 @@ static void host_isolation(json_object *hc, const sm_container_spec *spec) {
 }
 
 /* Limits: pids, cpu, memory, the tmpfs mounts, ulimits. */
-static void host_limits(json_object *hc, const sm_container_spec *spec) {
+static void host_limits(json_object *hc, const sandbox_container_spec *spec) {
   const sm_sandbox_settings *s = spec->settings;
   if (s->pids > 0)
     json_object_object_add(hc, "PidsLimit",
-                           json_object_new_int64(sm_host_pids_limit(s->pids, spec->gvisor)));
+                           json_object_new_int64(sandbox_host_pids_limit(s->pids, spec->gvisor)));
   if (s->cpu > 0)
     json_object_object_add(hc, "NanoCpus", json_object_new_int64((int64_t)(s->cpu * 1e9 + 0.5)));
   if (s->memory > 0) {
@@ -374,7 +375,7 @@ void sandbox_volume_options(const sm_sandbox_settings *s, int uid, int gid, char
 
 /* /workspace: a named volume on tmpfs sized by --disk. The engine makes it
  * with the container, with the same labels (minus io.sandman.volume). */
-static json_object *workspace_mounts(const sm_container_spec *spec) {
+static json_object *workspace_mounts(const sandbox_container_spec *spec) {
   const sm_sandbox_settings *s = spec->settings;
   json_object *mounts = json_object_new_array();
   json_object *m = json_object_new_object();
@@ -402,7 +403,7 @@ static json_object *workspace_mounts(const sm_container_spec *spec) {
   return mounts;
 }
 
-json_object *sm_container_config_build(const sm_container_spec *spec) {
+json_object *sandbox_container_config_build(const sandbox_container_spec *spec) {
   json_object *c = json_object_new_object();
   json_object *hc = json_object_new_object();
   if (c == NULL || hc == NULL) {
@@ -446,7 +447,7 @@ json_object *sm_container_config_build(const sm_container_spec *spec) {
  *   sandman-call TOKEN PID START OOM
  * its pid (the tool's, since it then execs it), its start time in clock
  * ticks since boot (/proc/PID/stat field 22) and the memory cgroup's
- * oom_kill counter so far. The host strips the line (sm_call_watch) and
+ * oom_kill counter so far. The host strips the line (sandbox_call_watch) and
  * keeps what it says: a timeout kills by it and the OOM check compares with
  * it, so nothing the tool could write (a file in /tmp) is trusted. Output
  * that comes before a preamble is the runtime's, not the tool's.

@@ -9,9 +9,11 @@
 #include <json-c/json.h>
 
 #include <sandman/error.h>
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/run.h>
 
-typedef struct sm_label_info {
+typedef struct sandbox_label_info {
   const char *instance;
   const char *mode;
   const char *project;
@@ -27,26 +29,26 @@ typedef struct sm_label_info {
   const char *user;     /* "uid:gid" the calls run as (the container runs as root) */
   const char *lease;    /* a leased call's own container: the keyed sandbox whose
                          * /workspace it shares (lease_box.h); NULL otherwise */
-} sm_label_info;
+} sandbox_label_info;
 
 #define SM_LABEL_PREFIX "io.sandman."
 
-json_object *sm_labels_build(const sm_label_info *li);
+json_object *sandbox_labels_build(const sandbox_label_info *li);
 
 /* Appends ':' (unless first) and field, escaped, to out[0..*used). */
-int sm_key_append(char *out, size_t len, size_t *used, const char *field, sm_error *err);
+int sandbox_key_append(char *out, size_t len, size_t *used, const char *field, sm_error *err);
 /* "sandman-<instance>-<mode>-<32 hex of sha256(key)>". */
-int sm_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
-                  size_t len, sm_error *err);
+int sandbox_keyed_name(const char *instance, sm_mode mode, const char *scope_key, char *out,
+                       size_t len, sm_error *err);
 /* The key of a keyed call: its scope's (sm_scope_key_build), else
  * "run:<project>:<run>" or "worker:<worker>", each after the principal's
  * field. SM_EINVAL when a name the key needs is missing. */
-int sm_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
-                 sm_error *err);
+int sandbox_scope_key(const sm_run_request *req, sm_mode mode, char *out, size_t len,
+                      sm_error *err);
 /* Instance names become part of container names: [A-Za-z0-9_.-], 1..64. */
-int sm_instance_valid(const char *instance);
+int sandbox_instance_valid(const char *instance);
 
-typedef struct sm_container_spec {
+typedef struct sandbox_container_spec {
   const sm_sandbox_settings *settings;
   const char *user;     /* resolved user for the container ("1000:1000") */
   int uid, gid;         /* owner of the /workspace volume */
@@ -59,7 +61,7 @@ typedef struct sm_container_spec {
   double lease_deadline_s; /* > 0: a leased call's own container (lease_box.h): its
                             * keeper ends after this many seconds and the engine
                             * removes it when it stops */
-} sm_container_spec;
+} sandbox_container_spec;
 
 /* Under gVisor the host's pids cgroup counts gVisor's own threads too (its
  * kernel, its file proxy, and on the ptrace platform about nine host tasks
@@ -69,7 +71,7 @@ typedef struct sm_container_spec {
  * gets room for gVisor besides: base + per task * pids. */
 #define SM_GVISOR_PIDS_BASE 64
 #define SM_GVISOR_PIDS_PER_TASK 12
-int64_t sm_host_pids_limit(int64_t pids, int gvisor);
+int64_t sandbox_host_pids_limit(int64_t pids, int gvisor);
 
 /* The /workspace volume's tmpfs options ("size=...,nosuid,nodev,uid=...")
  * for settings s and its owner: a volume keeps the options it was made
@@ -78,13 +80,13 @@ void sandbox_volume_options(const sm_sandbox_settings *s, int uid, int gid, char
 
 /* The ContainerConfig (HostConfig inside) of a hardened sandbox. Caller
  * owns the result. */
-json_object *sm_container_config_build(const sm_container_spec *spec);
+json_object *sandbox_container_config_build(const sandbox_container_spec *spec);
 
 /* The container user: settings->user, else the image's user unless it is
  * root or empty, else "1000:1000". uid/gid are numeric when the user is
  * ("1000", "1000:1000"); -1 when it is a name. */
-void sm_container_user(const sm_sandbox_settings *s, const char *image_user, char *out,
-                       size_t len, int *uid, int *gid);
+void sandbox_container_user(const sm_sandbox_settings *s, const char *image_user, char *out,
+                            size_t len, int *uid, int *gid);
 
 /* The shell wrappers every container exec and every mode-none call go
  * through (see exec.c and host.c for why). */

@@ -1,5 +1,5 @@
 /* The swarm service of a sandbox, translated from the hardened container
- * config that the docker backend creates (sm_container_config_build), so
+ * config that the docker backend creates (sandbox_container_config_build), so
  * that a swarm sandbox gets every setting a local one gets, and a setting
  * added there later cannot be dropped silently here: every key of the
  * config is either carried into the service spec, turned into a check made

@@ -76,7 +76,7 @@ struct route {
   char cid[SM_ENGINE_ID_MAX];
   char name[256];
   sm_exec_stream *stream;
-  sm_frame_reader reader; /* pump thread only (and the opener before it) */
+  agent_frame_reader reader; /* pump thread only (and the opener before it) */
   pthread_t thread;
   int has_thread;
   /* under rs->mu */
@@ -84,7 +84,7 @@ struct route {
   sm_host_route handler;
   sandbox_route_call *active; /* the calls with the route, oldest first */
   int in_flight;
-  sm_buf out;                 /* frames for the relay, not yet taken by the pump */
+  common_buf out; /* frames for the relay, not yet taken by the pump */
   char path[PATH_MAX_LEN + 1];
   char diag[1024];
   size_t diag_len;
@@ -224,9 +224,9 @@ static sm_route_caller *caller_for(const job *j) {
 /* Queues an answer for connection conn (under rs->mu). */
 static void queue_answer(route *r, uint32_t conn, const char *resp, size_t len) {
   unsigned char head[SM_FRAME_HEADER];
-  sm_frame_header(head, SM_FRAME_ROUTE_RESPONSE, conn, (uint32_t)len);
-  if (sm_buf_append(&r->out, head, sizeof head) != 0) return;
-  if (sm_buf_append(&r->out, resp, len) != 0) r->out.len -= sizeof head;
+  agent_frame_header(head, SM_FRAME_ROUTE_RESPONSE, conn, (uint32_t)len);
+  if (common_buf_append(&r->out, head, sizeof head) != 0) return;
+  if (common_buf_append(&r->out, resp, len) != 0) r->out.len -= sizeof head;
 }
 
 static void queue_error(route *r, uint32_t conn, int status, const char *reason,
@@ -289,7 +289,7 @@ static int dispatch(route *r, uint32_t conn, const unsigned char *p, uint32_t le
     pthread_mutex_unlock(&rs->mu);
     return 0;
   }
-  size_t used = route_peer_decode(p, len, &j->peer);
+  size_t used = agent_route_peer_decode(p, len, &j->peer);
   if (used == 0) {
     free(j);
     return -1; /* a relay that breaks its protocol ends its route */
@@ -368,7 +368,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
     r->diag[r->diag_len] = '\0';
     return 0;
   }
-  int rc = sm_frame_reader_feed(&r->reader, (const unsigned char *)data, len);
+  int rc = agent_frame_reader_feed(&r->reader, (const unsigned char *)data, len);
   return rc == 0 ? 0 : SM_EPROTOCOL;
 }
 
@@ -377,8 +377,8 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
 static void *pump_thread(void *arg) {
   route *r = arg;
   sandbox_routes *rs = r->rs;
-  sm_buf sending;
-  sm_buf_init(&sending, r->out.max);
+  common_buf sending;
+  common_buf_init(&sending, r->out.max);
   size_t off = 0;
   sm_error err = SM_ERROR_INIT;
   int rc = 0;
@@ -390,10 +390,10 @@ static void *pump_thread(void *arg) {
     }
     if (off == sending.len && r->out.len > 0) {
       /* Take the queued frames whole (swap the buffers). */
-      sm_buf t = sending;
+      common_buf t = sending;
       sending = r->out;
       r->out = t;
-      sm_buf_reset(&r->out);
+      common_buf_reset(&r->out);
       off = 0;
     }
     int busy = r->in_flight > 0 || off < sending.len;
@@ -403,12 +403,12 @@ static void *pump_thread(void *arg) {
                              busy ? POLL_BUSY_MS : POLL_IDLE_MS, &err);
     off += w;
     if (off == sending.len) {
-      sm_buf_reset(&sending);
+      common_buf_reset(&sending);
       off = 0;
     }
     if (rc != 0) break;
   }
-  sm_buf_dispose(&sending);
+  common_buf_dispose(&sending);
   pthread_mutex_lock(&rs->mu);
   if (!r->stopping)
     sm_log(SM_LOG_DEBUG, "host-tool route of %s ended%s%s%s", r->name, rc < 0 ? ": " : "",
@@ -432,20 +432,20 @@ static void route_destroy(sandbox_routes *rs, route *r) {
   while (r->in_flight > 0) pthread_cond_wait(&rs->cv, &rs->mu);
   pthread_mutex_unlock(&rs->mu);
   sm_exec_stream_close(r->stream);
-  sm_frame_reader_dispose(&r->reader);
-  sm_buf_dispose(&r->out);
+  agent_frame_reader_dispose(&r->reader);
+  common_buf_dispose(&r->out);
   free(r);
 }
 
 /* Installs the agent, starts the relay as root and waits for its hello
  * (its socket listens then). On the caller's thread, before the pump. */
-static int route_open(route *r, sm_agents *agents, sm_engine *e, sm_error *err) {
-  int rc = sm_agent_install(agents, e, r->cid, err);
+static int route_open(route *r, sandbox_agents *agents, sm_engine *e, sm_error *err) {
+  int rc = sandbox_agent_install(agents, e, r->cid, err);
   if (rc) return sm_error_wrap(err, "installing sandman's agent for the host-tool route");
   char path[128];
-  sm_agent_binary_path(path, sizeof path);
+  sandbox_agent_binary_path(path, sizeof path);
   const char *argv[] = {path, "route"};
-  json_object *cfg = sm_exec_config(argv, 2, "0:0", 1);
+  json_object *cfg = sandbox_exec_config(argv, 2, "0:0", 1);
   if (cfg == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   char id[SM_ENGINE_ID_MAX];
   rc = sm_engine_exec_create(e, r->cid, cfg, id, err);
@@ -473,7 +473,7 @@ static int route_open(route *r, sm_agents *agents, sm_engine *e, sm_error *err) 
 
 /* The container's live route (made if needed), under rs->mu on return
  * with 0. Only one caller starts a container's route; others wait for it. */
-static int route_get(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const char *cid,
+static int route_get(sandbox_routes *rs, sandbox_agents *agents, sm_engine *e, const char *cid,
                      const char *name, route **out, sm_error *err) {
   pthread_mutex_lock(&rs->mu);
   for (;;) {
@@ -508,8 +508,8 @@ static int route_get(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const 
   r->rs = rs;
   snprintf(r->cid, sizeof r->cid, "%s", cid);
   snprintf(r->name, sizeof r->name, "%s", name ? name : "");
-  sm_buf_init(&r->out, (size_t)MAX_IN_FLIGHT * (SM_ROUTE_RESPONSE_MAX + SM_FRAME_HEADER));
-  sm_frame_reader_init(&r->reader, SM_ROUTE_REQUEST_MAX, on_frame, r);
+  common_buf_init(&r->out, (size_t)MAX_IN_FLIGHT * (SM_ROUTE_RESPONSE_MAX + SM_FRAME_HEADER));
+  agent_frame_reader_init(&r->reader, SM_ROUTE_REQUEST_MAX, on_frame, r);
   r->starting = 1;
   r->next = rs->list;
   rs->list = r;
@@ -533,7 +533,7 @@ static int route_get(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const 
 /* PATH with SM_ROUTE_BIN_DIR appended (the call's own PATH if it set one,
  * else the container's as the relay saw it). No variable of sandman's: the
  * socket is at its fixed place, SM_ROUTE_SOCKET. */
-static int route_env(const route *r, sm_strv *env, sm_error *err) {
+static int route_env(const route *r, common_strv *env, sm_error *err) {
   const char *base = r->path[0] ? r->path : DEFAULT_PATH;
   size_t at = env->n;
   for (size_t i = 0; i < env->n; i++)
@@ -548,7 +548,7 @@ static int route_env(const route *r, sm_strv *env, sm_error *err) {
     free(env->v[at]);
     env->v[at] = path;
   } else {
-    rc = sm_strv_add(env, path);
+    rc = common_strv_add(env, path);
     free(path);
   }
   return rc ? sm_error_set(err, SM_ENOMEM, NULL) : 0;
@@ -556,8 +556,8 @@ static int route_env(const route *r, sm_strv *env, sm_error *err) {
 
 static const char *or_empty(const char *s) { return s ? s : ""; }
 
-int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const char *cid,
-                        const char *name, const sm_run_request *req, sm_strv *env,
+int sandbox_route_begin(sandbox_routes *rs, sandbox_agents *agents, sm_engine *e, const char *cid,
+                        const char *name, const sm_run_request *req, common_strv *env,
                         sandbox_route_call **out, sm_error *err) {
   *out = NULL;
   /* A call without the route is not tracked: its processes find no call

@@ -10,7 +10,7 @@
 
 #include <sandman/engine.h>
 #include <sandman/error.h>
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 #include "common/strv.h"
 #include "sandbox/agent.h"
@@ -30,11 +30,11 @@ void sandbox_routes_free(sandbox_routes *rs);
  * handler, marks the call active with its identity, and adds
  * SM_ROUTE_BIN_DIR to env's PATH. A call without host_route is not
  * tracked (*out NULL): its processes get no identity. */
-int sandbox_route_begin(sandbox_routes *rs, sm_agents *agents, sm_engine *e, const char *cid,
-                        const char *name, const sm_run_request *req, sm_strv *env,
+int sandbox_route_begin(sandbox_routes *rs, sandbox_agents *agents, sm_engine *e, const char *cid,
+                        const char *name, const sm_run_request *req, common_strv *env,
                         sandbox_route_call **out, sm_error *err);
 /* The call's first process, as its preamble says (decimal pid and start
- * time in clock ticks since boot; sm_call_watch's on_start, with the
+ * time in clock ticks since boot; sandbox_call_watch's on_start, with the
  * sandbox_route_call as call): from now on a request from it or its
  * descendants gets the call's identity. Until then a request from the
  * sandbox waits for it (bounded). call may be NULL. */

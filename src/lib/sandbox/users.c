@@ -29,12 +29,12 @@ static int all_digits(const char *s) {
 }
 
 static int buf_writer(void *ud, const char *data, size_t len) {
-  sm_buf *b = ud;
-  return sm_buf_append(b, data, len) == 0 ? 0 : SM_ETOOBIG;
+  common_buf *b = ud;
+  return common_buf_append(b, data, len) == 0 ? 0 : SM_ETOOBIG;
 }
 
 /* The first file of a tar stream in memory, appended to out. */
-static int untar_first(const sm_buf *tar, const char *path, sm_buf *out, sm_error *err) {
+static int untar_first(const common_buf *tar, const char *path, common_buf *out, sm_error *err) {
   cleanup_archive struct archive *a = archive_read_new();
   if (a == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   archive_read_support_format_tar(a);
@@ -50,24 +50,24 @@ static int untar_first(const sm_buf *tar, const char *path, sm_buf *out, sm_erro
     if (n < 0)
       return sm_error_set(err, SM_EPROTOCOL, "reading %s from the image: %s", path,
                           archive_error_string(a) ? archive_error_string(a) : "bad archive");
-    if (sm_buf_append(out, chunk, (size_t)n) != 0)
+    if (common_buf_append(out, chunk, (size_t)n) != 0)
       return sm_error_set(err, SM_ETOOBIG, "%s in the image is too large", path);
   }
 }
 
 /* Reads one file from a created (never started) container as text. */
-static int read_image_file(sm_engine *e, const char *cid, const char *path, sm_buf *out,
+static int read_image_file(sm_engine *e, const char *cid, const char *path, common_buf *out,
                            sm_error *err) {
-  sm_buf tar;
-  sm_buf_init(&tar, PASSWD_CAP);
+  common_buf tar;
+  common_buf_init(&tar, PASSWD_CAP);
   int rc = sm_engine_archive_get(e, cid, path, buf_writer, &tar, err);
   if (rc == 0) rc = untar_first(&tar, path, out, err);
-  sm_buf_dispose(&tar);
+  common_buf_dispose(&tar);
   return rc;
 }
 
 /* uid and gid of user `name` in a passwd text; -1 when it is not there. */
-static int passwd_lookup(const sm_buf *text, const char *name, int *uid, int *gid) {
+static int passwd_lookup(const common_buf *text, const char *name, int *uid, int *gid) {
   FILE *f = fmemopen(text->data, text->len, "r");
   if (f == NULL) return -1;
   struct passwd pw, *res = NULL;
@@ -86,7 +86,7 @@ static int passwd_lookup(const sm_buf *text, const char *name, int *uid, int *gi
 }
 
 /* gid of group `name` in a group text; -1 when it is not there. */
-static int group_lookup(const sm_buf *text, const char *name, int *gid) {
+static int group_lookup(const common_buf *text, const char *name, int *gid) {
   FILE *f = fmemopen(text->data, text->len, "r");
   if (f == NULL) return -1;
   struct group gr, *res = NULL;
@@ -133,8 +133,8 @@ int sandbox_image_user(sm_engine *e, const char *instance, const char *image, co
   char cid[SM_ENGINE_ID_MAX];
   int rc = lookup_container(e, instance, image, cid, err);
   if (rc) return sm_error_wrap(err, "looking up user '%s' in image %s", spec, image);
-  sm_buf text;
-  sm_buf_init(&text, PASSWD_CAP);
+  common_buf text;
+  common_buf_init(&text, PASSWD_CAP);
   int g = -1;
   rc = read_image_file(e, cid, "/etc/passwd", &text, err);
   if (rc == 0 && all_digits(user)) *uid = (int)strtol(user, NULL, 10);
@@ -145,14 +145,14 @@ int sandbox_image_user(sm_engine *e, const char *instance, const char *image, co
     if (all_digits(group)) {
       *gid = (int)strtol(group, NULL, 10);
     } else {
-      sm_buf_reset(&text);
+      common_buf_reset(&text);
       rc = read_image_file(e, cid, "/etc/group", &text, err);
       if (rc == 0 && group_lookup(&text, group, gid) != 0)
         rc = sm_error_set(err, SM_ESANDBOX, "group '%s' does not exist in image %s", group,
                           image);
     }
   }
-  sm_buf_dispose(&text);
+  common_buf_dispose(&text);
   sm_error ignore = SM_ERROR_INIT;
   sm_engine_container_remove(e, cid, 1, 1, &ignore);
   return rc;

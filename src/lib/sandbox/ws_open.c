@@ -58,7 +58,7 @@ int sandbox_ws_open_start(sandbox_ws_open *o, const sm_run_request *req, const c
   sm_error_clear(&o->err);
   const char *rid = sm_log_request_id();
   if (rid) snprintf(o->request_id, sizeof o->request_id, "%s", rid);
-  if (sm_thread_start(&o->th, NULL, open_main, o) != 0) return -1;
+  if (common_thread_start(&o->th, NULL, open_main, o) != 0) return -1;
   o->running = 1;
   return 0;
 }

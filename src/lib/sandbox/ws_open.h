@@ -8,7 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/workspace.h>
 
 typedef struct sandbox_ws_open {

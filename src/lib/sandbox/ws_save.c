@@ -29,7 +29,7 @@ int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap,
     unlink(tmp);
     return sm_error_wrap(err, "saving /workspace");
   }
-  sm_sync_dir_of(path);
+  common_sync_dir_of(path);
   if (bytes) *bytes = sink.bytes;
   return 0;
 }

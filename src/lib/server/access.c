@@ -6,20 +6,20 @@
 
 /* ---- tokens ---- */
 
-int sm_server_is_control(const sm_server *srv, const char *token) {
-  return sm_auth_is_control(srv->token, token);
+int server_is_control(const sm_server *srv, const char *token) {
+  return server_auth_is_control(srv->token, token);
 }
 
-int sm_server_token_ok(const sm_server *srv, const char *token, const char *worker_key) {
-  return sm_auth_token_ok(srv->token, token, worker_key);
+int server_token_ok(const sm_server *srv, const char *token, const char *worker_key) {
+  return server_auth_token_ok(srv->token, token, worker_key);
 }
 
-int sm_server_body_token_ok(sm_server *srv, const char *body, size_t len, int control,
-                            const char *token) {
+int server_body_token_ok(sm_server *srv, const char *body, size_t len, int control,
+                         const char *token) {
   if (control) return 1;
   char key[SM_SERVER_KEY_MAX + 1];
-  if (sm_server_json_worker_key(body, len, key) != 0) return 0;
-  return sm_server_token_ok(srv, token, key);
+  if (server_json_worker_key(body, len, key) != 0) return 0;
+  return server_token_ok(srv, token, key);
 }
 
 /* ---- the configuration (swapped by a reload) ---- */

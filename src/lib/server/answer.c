@@ -6,7 +6,7 @@
 
 #include "server/answer.h"
 
-void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...) {
+void server_answer_error(server_answer *a, int status, const char *kind, const char *fmt, ...) {
   char msg[SM_ERROR_MESSAGE_MAX];
   va_list ap;
   va_start(ap, fmt);
@@ -25,18 +25,18 @@ const char *server_answer_kind_of_status(int status, int code) {
   return kind && strcmp(kind, "policy") != 0 ? kind : "sandbox";
 }
 
-void sm_answer_error_code(sm_answer *a, int code, const char *message) {
+void server_answer_error_code(server_answer *a, int code, const char *message) {
   int status = sm_error_http_status(code);
   if (status < 400) status = 503; /* an error without a code: the runner's own */
-  sm_answer_error(a, status, server_answer_kind_of_status(status, code), "%s",
-                  message && message[0] ? message : sm_error_default_message(code));
+  server_answer_error(a, status, server_answer_kind_of_status(status, code), "%s",
+                      message && message[0] ? message : sm_error_default_message(code));
 }
 
-void server_answer_from_error(sm_answer *a, const sm_error *err) {
-  sm_answer_error_code(a, err->code, err->message);
+void server_answer_from_error(server_answer *a, const sm_error *err) {
+  server_answer_error_code(a, err->code, err->message);
 }
 
-int sm_answer_status_of(const sm_run_result *res) {
+int server_answer_status_of(const sm_run_result *res) {
   if (res->failure_kind == SM_FAIL_POLICY) return 403;
   if (res->failure_kind == SM_FAIL_ENGINE) return 503;
   if (res->failure_kind == SM_FAIL_SANDBOX && !res->started) return 503;

@@ -7,16 +7,16 @@
 
 #include <json-c/json.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 
 /* An answer: HTTP status and a JSON body (owned). */
-typedef struct sm_answer {
+typedef struct server_answer {
   int status;
   json_object *body;
-} sm_answer;
+} server_answer;
 
 /* Fills a {"error", "failure_kind"} answer. */
-void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt, ...)
+void server_answer_error(server_answer *a, int status, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* The one conversion of a library error into an answer, used at the
@@ -26,15 +26,15 @@ void sm_answer_error(sm_answer *a, int status, const char *kind, const char *fmt
  * was refused), "timeout" for 504, else the table's kind ("engine" or
  * "sandbox"), the message the error's own words (the code's default when
  * empty). */
-void server_answer_from_error(sm_answer *a, const sm_error *err);
+void server_answer_from_error(server_answer *a, const sm_error *err);
 /* The same from a code and a message. */
-void sm_answer_error_code(sm_answer *a, int code, const char *message);
+void server_answer_error_code(server_answer *a, int code, const char *message);
 /* The failure_kind of an error answer with this status stopped by code. */
 const char *server_answer_kind_of_status(int status, int code);
 
 /* The status of a call's result: 403 refused by policy, 503 when the
  * engine failed or the sandbox could not be made or used (nothing ran: an
  * isolation that cannot be had is refused, never weakened), else 200. */
-int sm_answer_status_of(const sm_run_result *res);
+int server_answer_status_of(const sm_run_result *res);
 
 #endif

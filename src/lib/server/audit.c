@@ -15,15 +15,15 @@
 #include "server/server_core.h"
 #include "server/server_internal.h"
 
-void sm_server_audit(sm_server *srv, sm_audit_event *ev) {
+void server_audit(sm_server *srv, sm_audit_event *ev) {
   if (srv->opts.audit == NULL) return;
   if (ev->request_id == NULL) ev->request_id = sm_log_request_id();
   sm_error err = SM_ERROR_INIT;
   if (sm_audit_record(srv->opts.audit, ev, &err) != 0) sm_log(SM_LOG_WARN, "audit: %s", err.message);
 }
 
-void sm_server_audit_call(sm_server *srv, const char *event, const sm_execute_params *p, const char *mode,
-                          const char *rule, const char *message) {
+void server_audit_call(sm_server *srv, const char *event, const server_execute_params *p,
+                       const char *mode, const char *rule, const char *message) {
   sm_audit_event ev = SM_AUDIT_EVENT_INIT;
   ev.name = event;
   ev.agent = p->agent;
@@ -35,11 +35,11 @@ void sm_server_audit_call(sm_server *srv, const char *event, const sm_execute_pa
   ev.mode = mode;
   ev.rule = rule && *rule ? rule : NULL;
   ev.message = message;
-  sm_server_audit(srv, &ev);
+  server_audit(srv, &ev);
 }
 
-void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_id, const char *tool,
-                           const char *worker, const char *message) {
+void server_audit_lease(sm_server *srv, const char *event, const char *lease_id, const char *tool,
+                        const char *worker, const char *message) {
   /* The id is a capability: only its first characters, as the log has them. */
   char shown[16] = "";
   if (lease_id) snprintf(shown, sizeof shown, "%.6s...", lease_id);
@@ -49,10 +49,11 @@ void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_
   ev.tool = tool;
   ev.worker = worker;
   ev.message = message;
-  sm_server_audit(srv, &ev);
+  server_audit(srv, &ev);
 }
 
-void sm_server_audit_token(sm_server *srv, const char *route, const char *worker, const char *message) {
+void server_audit_token(sm_server *srv, const char *route, const char *worker,
+                        const char *message) {
   sm_audit_event ev = SM_AUDIT_EVENT_INIT;
   ev.name = "token.refused";
   ev.worker = worker;
@@ -60,13 +61,13 @@ void sm_server_audit_token(sm_server *srv, const char *route, const char *worker
   json_object *d = json_object_new_object();
   if (d) json_object_object_add(d, "route", json_object_new_string(route));
   ev.detail = d;
-  sm_server_audit(srv, &ev);
+  server_audit(srv, &ev);
   json_object_put(d);
 }
 
-void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a) {
-  sm_server_audit_token(srv, route, NULL, "missing or invalid token");
-  sm_answer_error(a, 401, "policy", "missing or invalid token");
+void server_refuse_token(sm_server *srv, const char *route, server_answer *a) {
+  server_audit_token(srv, route, NULL, "missing or invalid token");
+  server_answer_error(a, 401, "policy", "missing or invalid token");
 }
 
 /* ---- GET /v1/audit ---- */
@@ -171,7 +172,7 @@ static int audit_get(sm_server *srv, struct MHD_Connection *conn, json_object **
   return 200;
 }
 
-void server_audit_route(sm_server *srv, struct MHD_Connection *conn, sm_answer *a) {
+void server_audit_route(sm_server *srv, struct MHD_Connection *conn, server_answer *a) {
   char why[512];
   json_object *body = NULL;
   int status = audit_get(srv, conn, &body, why, sizeof why);
@@ -179,6 +180,7 @@ void server_audit_route(sm_server *srv, struct MHD_Connection *conn, sm_answer *
     a->status = 200;
     a->body = body;
   } else {
-    sm_answer_error(a, status, status == 500 || status == 503 ? "sandbox" : "policy", "%s", why);
+    server_answer_error(a, status, status == 500 || status == 503 ? "sandbox" : "policy", "%s",
+                        why);
   }
 }

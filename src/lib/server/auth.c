@@ -14,7 +14,7 @@
 #include <openssl/rand.h>
 #include <sys/random.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/principal.h>
 #include <sandman/server.h>
 
 #include "common/cleanup.h"
@@ -59,13 +59,13 @@ int sm_token_equal(const char *a, const char *b) {
   return CRYPTO_memcmp(a, b, la) == 0;
 }
 
-int sm_auth_is_control(const char *control_token, const char *token) {
+int server_auth_is_control(const char *control_token, const char *token) {
   return token != NULL && sm_token_equal(token, control_token);
 }
 
-int sm_auth_token_ok(const char *control_token, const char *token, const char *worker_key) {
+int server_auth_token_ok(const char *control_token, const char *token, const char *worker_key) {
   if (token == NULL) return 0;
-  if (sm_auth_is_control(control_token, token)) return 1;
+  if (server_auth_is_control(control_token, token)) return 1;
   if (worker_key == NULL || worker_key[0] == '\0') return 0;
   char expect[65];
   if (sm_token_derive(control_token, worker_key, expect, NULL) != 0) return 0;
@@ -74,7 +74,7 @@ int sm_auth_token_ok(const char *control_token, const char *token, const char *w
   return ok;
 }
 
-int sm_auth_principal(const char *worker_key, char *out, size_t len) {
+int server_auth_principal(const char *worker_key, char *out, size_t len) {
   if (worker_key == NULL) {
     snprintf(out, len, "%s", SM_PRINCIPAL_CONTROL);
     return 0;
@@ -82,7 +82,7 @@ int sm_auth_principal(const char *worker_key, char *out, size_t len) {
   return sm_principal_worker(worker_key, out, len, NULL) == 0 ? 0 : -1;
 }
 
-int sm_server_token_valid(const char *t) {
+int server_token_valid(const char *t) {
   size_t n = strlen(t);
   if (n < SM_TOKEN_MIN_LEN || n > SM_TOKEN_MAX_LEN) return 0;
   for (size_t i = 0; i < n; i++)
@@ -97,7 +97,7 @@ static int check_token(const char *t, const char *where, sm_error *err) {
                         "the control token from %s is %zu characters: use at least %d "
                         "random characters (e.g. `openssl rand -hex 32`)",
                         where, n, SM_TOKEN_MIN_LEN);
-  if (!sm_server_token_valid(t))
+  if (!server_token_valid(t))
     return sm_error_set(err, SM_EINVAL,
                         "the control token from %s must be at most %d visible ASCII "
                         "characters without spaces",
@@ -148,7 +148,7 @@ int sm_token_load(const char *token_file, char *out, size_t out_len, sm_error *e
   return check_token(out, where, err);
 }
 
-void sm_server_random_hex(char *out, size_t n_bytes) {
+void server_random_hex(char *out, size_t n_bytes) {
   static const char hex[] = "0123456789abcdef";
   unsigned char buf[64];
   if (n_bytes > sizeof buf) n_bytes = sizeof buf;

@@ -16,15 +16,15 @@
 static int lend_credentials(void *ud, const char *service, sm_broker_add_env_fn add, void *add_ud,
                             sm_error *err) {
   sm_server *srv = ud;
-  if (!srv->creds || !sm_creds_has_service(srv->creds, service))
+  if (!srv->creds || !server_creds_has_service(srv->creds, service))
     return sm_error_set(err, SM_ENOTFOUND, "the credentials file has no service '%s'", service);
-  sm_lease_params p;
+  server_lease_params p;
   memset(&p, 0, sizeof p);
   if (snprintf(p.services[0], sizeof p.services[0], "%s", service) >= (int)sizeof p.services[0])
     return sm_error_set(err, SM_EINVAL, "service name too long");
   p.n_services = 1;
-  sm_secret_env env = {NULL, 0};
-  int rc = sm_creds_env(srv->creds, &p, &env, err);
+  server_secret_env env = {NULL, 0};
+  int rc = server_creds_env(srv->creds, &p, &env, err);
   for (size_t i = 0; rc == 0 && i < env.n; i++) {
     char *eq = strchr(env.kv[i], '=');
     if (!eq) continue;
@@ -32,18 +32,18 @@ static int lend_credentials(void *ud, const char *service, sm_broker_add_env_fn 
     if (add(add_ud, env.kv[i], eq + 1) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     *eq = '=';
   }
-  sm_secret_env_dispose(&env);
+  server_secret_env_dispose(&env);
   return rc;
 }
 
-void sm_server_broker_attach(sm_server *srv, struct sm_broker *b) {
+void server_broker_attach(sm_server *srv, struct sm_broker *b) {
   pthread_mutex_lock(&srv->mu);
   srv->broker = b;
   pthread_mutex_unlock(&srv->mu);
   if (b) sm_broker_set_credentials(b, srv->creds ? lend_credentials : NULL, srv);
 }
 
-void sm_server_broker_detach(sm_server *srv) {
+void server_broker_detach(sm_server *srv) {
   pthread_mutex_lock(&srv->mu);
   sm_broker *b = srv->broker;
   srv->broker = NULL;
@@ -56,11 +56,11 @@ void sm_server_set_broker(sm_server *srv, struct sm_broker *broker) {
   sm_broker *old = srv->broker;
   pthread_mutex_unlock(&srv->mu);
   if (old && old != broker) sm_broker_set_credentials(old, NULL, NULL);
-  sm_server_broker_attach(srv, broker);
+  server_broker_attach(srv, broker);
 }
 
-int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route,
-                         int *agent_has_tools) {
+int server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route,
+                      int *agent_has_tools) {
   pthread_mutex_lock(&srv->mu);
   sm_broker *b = srv->broker;
   pthread_mutex_unlock(&srv->mu);
@@ -71,18 +71,19 @@ int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm
   return 1;
 }
 
-static void approve(sm_broker *b, const char *id, const char *body, size_t len, sm_answer *a) {
+static void approve(sm_broker *b, const char *id, const char *body, size_t len, server_answer *a) {
   cleanup_json json_object *o = NULL;
   json_object *v = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (sm_server_json_object(body, len, &o, &err) != 0 ||
+  if (server_json_object(body, len, &o, &err) != 0 ||
       !json_object_object_get_ex(o, "approve", &v) || !json_object_is_type(v, json_type_boolean)) {
-    sm_answer_error(a, 400, "policy", "the body must be {\"approve\": true} or {\"approve\": false}");
+    server_answer_error(a, 400, "policy",
+                        "the body must be {\"approve\": true} or {\"approve\": false}");
     return;
   }
   int yes = json_object_get_boolean(v);
   if (!b || sm_broker_approve(b, id, yes, "control", &err) != 0) {
-    sm_answer_error(a, 404, "policy", "no pending approval '%.64s'", id);
+    server_answer_error(a, 404, "policy", "no pending approval '%.64s'", id);
     return;
   }
   json_object *r = json_object_new_object();
@@ -92,13 +93,13 @@ static void approve(sm_broker *b, const char *id, const char *body, size_t len, 
   a->body = r;
 }
 
-void sm_server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
-                               const char *body, size_t len, sm_answer *a) {
+void server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
+                            const char *body, size_t len, server_answer *a) {
   if (!control) {
     /* Any other token, a worker's included (a worker must not approve its
      * own calls), gets the generic 401: the answer does not tell a made-up
      * token from a worker's. */
-    sm_server_refuse_token(srv, "approvals", a);
+    server_refuse_token(srv, "approvals", a);
     return;
   }
   pthread_mutex_lock(&srv->mu);
@@ -113,7 +114,7 @@ void sm_server_approvals_route(sm_server *srv, const char *method, const char *i
   sm_error err = SM_ERROR_INIT;
   if (!b) pending = json_object_new_array();
   else if (sm_broker_approvals(b, &pending, &err) != 0) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
+    server_answer_error(a, 503, "sandbox", "%s", err.message);
     return;
   }
   json_object *r = json_object_new_object();

@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 
 #include <sandman/util.h>
+#include <sandman/env.h>
 
 #include "server/server_internal.h"
 
@@ -14,13 +15,13 @@ extern char **environ;
 /* The library's one rule (sm_env_name_classify) says which names a glob
  * may pass; the runner adds the names of its credentials file, which reach
  * a tool only through a lease. */
-int sm_server_env_owned(const char *name, const sm_creds *creds) {
+int server_env_owned(const char *name, const server_creds *creds) {
   if (sm_env_name_classify(name, strlen(name)) != SM_ENV_NAME_OK) return 1;
-  return creds != NULL && sm_creds_is_name(creds, name);
+  return creds != NULL && server_creds_is_name(creds, name);
 }
 
-int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds,
-                              char ***out, size_t *out_n, sm_error *err) {
+int server_env_passthrough(const sm_string_list *globs, const server_creds *creds, char ***out,
+                           size_t *out_n, sm_error *err) {
   *out = NULL;
   *out_n = 0;
   if (globs == NULL || globs->n == 0) return 0;
@@ -37,13 +38,13 @@ int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds
     if (nl >= sizeof name) continue;
     memcpy(name, *e, nl);
     name[nl] = '\0';
-    if (!sm_server_env_name_valid(name) || sm_server_env_owned(name, creds)) continue;
+    if (!server_env_name_valid(name) || server_env_owned(name, creds)) continue;
     int match = 0;
     for (size_t g = 0; g < globs->n && !match; g++) match = sm_glob_match(globs->items[g], name);
     if (!match) continue;
     v[n] = strdup(*e);
     if (v[n] == NULL) {
-      sm_strings_free(v, n);
+      common_strings_free(v, n);
       return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
     n++;
@@ -94,7 +95,7 @@ static int replace_all(char **data, size_t *len, const char *needle, size_t nl) 
   return 1;
 }
 
-void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets) {
+void server_redact(char **data, size_t *len, const server_secret_env *secrets) {
   if (secrets == NULL || data == NULL || *data == NULL) return;
   for (size_t i = 0; i < secrets->n; i++) {
     const char *v = strchr(secrets->kv[i], '=');
@@ -108,7 +109,7 @@ void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets) {
 
 /* The longest k (0 < k < the value's length) such that data ends with the
  * first k bytes of a value of at least SM_REDACT_MIN_LEN bytes; 0 if none. */
-static size_t cut_value_at_end(const char *data, size_t len, const sm_secret_env *secrets) {
+static size_t cut_value_at_end(const char *data, size_t len, const server_secret_env *secrets) {
   size_t best = 0;
   for (size_t i = 0; i < secrets->n; i++) {
     const char *v = strchr(secrets->kv[i], '=');
@@ -125,8 +126,8 @@ static size_t cut_value_at_end(const char *data, size_t len, const sm_secret_env
   return best;
 }
 
-void sm_server_redact_cut(char **data, size_t *len, const sm_secret_env *secrets, int mark) {
-  sm_server_redact(data, len, secrets);
+void server_redact_cut(char **data, size_t *len, const server_secret_env *secrets, int mark) {
+  server_redact(data, len, secrets);
   if (secrets == NULL || data == NULL || *data == NULL) return;
   size_t k = cut_value_at_end(*data, *len, secrets);
   if (k == 0) return;
@@ -147,7 +148,7 @@ void sm_server_redact_cut(char **data, size_t *len, const sm_secret_env *secrets
   (*data)[*len] = '\0';
 }
 
-void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets) {
+void server_redact_str(char *s, size_t size, const server_secret_env *secrets) {
   if (s == NULL || size == 0 || secrets == NULL || secrets->n == 0) return;
   size_t len = strnlen(s, size - 1);
   char *copy = malloc(len + 1);
@@ -157,7 +158,7 @@ void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets) {
   }
   memcpy(copy, s, len);
   copy[len] = '\0';
-  sm_server_redact(&copy, &len, secrets);
+  server_redact(&copy, &len, secrets);
   /* The redacted text may be longer: cut it, never mid-way into a value
    * (the value is gone already, only the marker may be cut). */
   size_t n = len < size - 1 ? len : size - 1;
@@ -167,12 +168,12 @@ void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets) {
 }
 
 /* A copy of string v with the secrets replaced (a new reference). */
-static json_object *redacted_string(json_object *v, const sm_secret_env *secrets) {
+static json_object *redacted_string(json_object *v, const server_secret_env *secrets) {
   size_t len = (size_t)json_object_get_string_len(v);
   char *s = malloc(len + 1);
   if (s == NULL) return json_object_new_string(SM_REDACTED);
   memcpy(s, json_object_get_string(v), len + 1);
-  sm_server_redact(&s, &len, secrets);
+  server_redact(&s, &len, secrets);
   json_object *out = json_object_new_string_len(s, (int)len);
   OPENSSL_cleanse(s, len);
   free(s);
@@ -182,15 +183,14 @@ static json_object *redacted_string(json_object *v, const sm_secret_env *secrets
 /* Every string of the answer, however deep (files_changed, refused paths,
  * a replaced sandbox's reason, what a later field may add), and every key:
  * a path the tool named after a credential is one. */
-void sm_server_redact_json(json_object *o, const sm_secret_env *secrets) {
+void server_redact_json(json_object *o, const server_secret_env *secrets) {
   if (o == NULL || secrets == NULL || secrets->n == 0) return;
   if (json_object_is_type(o, json_type_array)) {
     for (size_t i = 0; i < json_object_array_length(o); i++) {
       json_object *v = json_object_array_get_idx(o, i);
       if (json_object_is_type(v, json_type_string))
         json_object_array_put_idx(o, i, redacted_string(v, secrets));
-      else
-        sm_server_redact_json(v, secrets);
+      else server_redact_json(v, secrets);
     }
     return;
   }
@@ -203,10 +203,10 @@ void sm_server_redact_json(json_object *o, const sm_secret_env *secrets) {
     size_t kl = strlen(key);
     char *k = strdup(key);
     if (k == NULL) continue;
-    sm_server_redact(&k, &kl, secrets);
+    server_redact(&k, &kl, secrets);
     json_object *v = json_object_is_type(val, json_type_string) ? redacted_string(val, secrets)
                                                                  : json_object_get(val);
-    if (!json_object_is_type(v, json_type_string)) sm_server_redact_json(v, secrets);
+    if (!json_object_is_type(v, json_type_string)) server_redact_json(v, secrets);
     json_object_object_add(entries, k, v);
     free(k);
   }

@@ -24,7 +24,7 @@ struct code_queue {
   code_ticket *head, *tail;
 };
 
-code_queue *code_queue_new(void) {
+code_queue *server_code_queue_new(void) {
   code_queue *q = calloc(1, sizeof *q);
   if (q == NULL) return NULL;
   pthread_mutex_init(&q->mu, NULL);
@@ -32,7 +32,7 @@ code_queue *code_queue_new(void) {
   return q;
 }
 
-void code_queue_free(code_queue *q) {
+void server_code_queue_free(code_queue *q) {
   if (q == NULL) return;
   while (q->head) {
     code_ticket *t = q->head;
@@ -64,8 +64,8 @@ static int behind(const code_queue *q, const code_ticket *t) {
   return 0;
 }
 
-int code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
-                     volatile int *cancel, code_ticket **out, double *waited_ms) {
+int server_code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
+                            volatile int *cancel, code_ticket **out, double *waited_ms) {
   double t0 = sm_monotonic_ms();
   *out = NULL;
   code_ticket *t = calloc(1, sizeof *t);
@@ -119,7 +119,7 @@ int code_queue_enter(code_queue *q, const char *sandbox, const char *context, si
   return 0;
 }
 
-size_t code_queue_waiting(code_queue *q, const char *sandbox, const char *context) {
+size_t server_code_queue_waiting(code_queue *q, const char *sandbox, const char *context) {
   size_t n = 0;
   pthread_mutex_lock(&q->mu);
   for (const code_ticket *x = q->head; x; x = x->next)
@@ -128,7 +128,7 @@ size_t code_queue_waiting(code_queue *q, const char *sandbox, const char *contex
   return n > 0 ? n - 1 : 0; /* the first of its context has its turn */
 }
 
-void code_queue_leave(code_queue *q, code_ticket *t) {
+void server_code_queue_leave(code_queue *q, code_ticket *t) {
   if (t == NULL) return;
   pthread_mutex_lock(&q->mu);
   unlink_ticket(q, t);

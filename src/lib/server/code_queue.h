@@ -10,19 +10,19 @@
 typedef struct code_queue code_queue;
 typedef struct code_ticket code_ticket;
 
-code_queue *code_queue_new(void);
-void code_queue_free(code_queue *q);
+code_queue *server_code_queue_new(void);
+void server_code_queue_free(code_queue *q);
 
 /* Takes a place for a run of context `context` in sandbox `sandbox` (any
  * string naming it) and waits for its turn. SM_EBUSY (nothing taken) when
  * the sandbox already holds max runs; SM_ECANCELLED when *cancel became
  * set while it waited. *waited_ms: how long it waited. */
-int code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
-                     volatile int *cancel, code_ticket **out, double *waited_ms);
+int server_code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
+                            volatile int *cancel, code_ticket **out, double *waited_ms);
 /* How many runs of context `context` in sandbox `sandbox` wait for their
  * turn (the one running, if any, not counted). */
-size_t code_queue_waiting(code_queue *q, const char *sandbox, const char *context);
+size_t server_code_queue_waiting(code_queue *q, const char *sandbox, const char *context);
 /* The run is over: the next one of its context goes. */
-void code_queue_leave(code_queue *q, code_ticket *t);
+void server_code_queue_leave(code_queue *q, code_ticket *t);
 
 #endif

@@ -1,7 +1,7 @@
 /* The code contexts' routes (context_route.h) on a call thread, through the
  * library's code contexts (sandman/code.h).
  *
- * A call is checked and resolved by execute's own code (sm_call_prepare:
+ * A call is checked and resolved by execute's own code (server_call_prepare:
  * token, the tool policy of the tool "code", principal), so a worker token
  * reaches only its own keyed sandboxes: another worker's context answers
  * as a missing one (its sandbox is another). A request naming a lease is
@@ -19,6 +19,7 @@
 #include <sandman/code.h>
 #include <sandman/log.h>
 #include <sandman/util.h>
+#include <sandman/env.h>
 
 #include "server/code_queue.h"
 #include "server/context_route.h"
@@ -40,9 +41,9 @@ struct context_req {
   char *token;
   char *body;
   size_t body_len;
-  sm_execute_params p;              /* the sandbox's keys (GET, DELETE: the query's) */
+  server_execute_params p;          /* the sandbox's keys (GET, DELETE: the query's) */
   json_object *parsed;              /* the POST body (ctx_body's strings point into it) */
-  sm_stream *stream;
+  server_stream *stream;
 };
 
 /* What a POST body says besides the keys. */
@@ -89,12 +90,12 @@ static int parse_path(const char *url, const char *method, char *name, const cha
   return post ? op : -2;
 }
 
-int context_route_match(const char *url, const char *method, const char **allow) {
+int server_context_route_match(const char *url, const char *method, const char **allow) {
   if (strncmp(url, "/v1/contexts", 12) != 0 || (url[12] != '\0' && url[12] != '/')) return -1;
   return parse_path(url, method, NULL, allow);
 }
 
-void context_req_free(context_req *r) {
+void server_context_req_free(context_req *r) {
   if (r == NULL) return;
   if (r->token) {
     OPENSSL_cleanse(r->token, strlen(r->token));
@@ -102,18 +103,18 @@ void context_req_free(context_req *r) {
   }
   if (r->body) OPENSSL_cleanse(r->body, r->body_len);
   free(r->body);
-  sm_execute_params_dispose(&r->p);
+  server_execute_params_dispose(&r->p);
   if (r->parsed) json_object_put(r->parsed);
-  sm_stream_unref(r->stream);
+  server_stream_unref(r->stream);
   free(r);
 }
 
-void context_req_set_stream(context_req *r, sm_stream *s) {
-  sm_stream_ref(s);
+void server_context_req_set_stream(context_req *r, server_stream *s) {
+  server_stream_ref(s);
   r->stream = s;
 }
 
-int context_req_body(context_req *r, const char *body, size_t len) {
+int server_context_req_body(context_req *r, const char *body, size_t len) {
   r->body = malloc(len + 1);
   if (r->body == NULL) return -1;
   if (len) memcpy(r->body, body, len);
@@ -125,21 +126,21 @@ int context_req_body(context_req *r, const char *body, size_t len) {
 /* ---- the keys ---- */
 
 static int take(char **slot, const char *v) {
-  if (!sm_server_name_valid(v, SM_SERVER_KEY_MAX)) return -1;
+  if (!server_name_valid(v, SM_SERVER_KEY_MAX)) return -1;
   free(*slot);
   *slot = strdup(v);
   return *slot ? 0 : -1;
 }
 
 /* One key of the sandbox (query or body): 1 taken, 0 not a key, -1 bad. */
-static int key_value(sm_execute_params *p, const char *key, const char *v) {
+static int key_value(server_execute_params *p, const char *key, const char *v) {
   if (strcmp(key, "run_id") == 0) return take(&p->run_id, v) == 0 ? 1 : -1;
   if (strcmp(key, "worker_key") == 0) return take(&p->worker_key, v) == 0 ? 1 : -1;
   if (strcmp(key, "project") == 0) return take(&p->project, v) == 0 ? 1 : -1;
   if (strcmp(key, "agent") == 0) return take(&p->agent, v) == 0 ? 1 : -1;
   if (strcmp(key, "user") == 0) return take(&p->user, v) == 0 ? 1 : -1;
   if (strcmp(key, "sandbox_id") == 0) {
-    if (!sm_server_sandbox_ref_valid(v)) return -1;
+    if (!server_sandbox_ref_valid(v)) return -1;
     free(p->sandbox_id);
     p->sandbox_id = strdup(v);
     return p->sandbox_id ? 1 : -1;
@@ -169,11 +170,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 }
 
 /* The keyed mode and the rest every route needs; 0, or -1 with *a. */
-static int finish_keys(context_req *r, sm_answer *a) {
-  sm_execute_params *p = &r->p;
+static int finish_keys(context_req *r, server_answer *a) {
+  server_execute_params *p = &r->p;
   if (p->run_id == NULL && p->worker_key == NULL && p->sandbox_id == NULL) {
-    sm_answer_error(a, 400, "policy",
-                    "name the sandbox: 'sandbox_id', 'run_id' (per_run) or 'worker_key' (per_worker)");
+    server_answer_error(
+        a, 400, "policy",
+        "name the sandbox: 'sandbox_id', 'run_id' (per_run) or 'worker_key' (per_worker)");
     return -1;
   }
   if (!p->has_mode && p->sandbox_id == NULL) {
@@ -185,20 +187,20 @@ static int finish_keys(context_req *r, sm_answer *a) {
   if (p->argv) p->argv[0] = strdup("code");
   p->argc = 1;
   if (!p->tool || !p->argv || !p->argv[0]) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
   return 0;
 }
 
-context_req *context_req_new(sm_server *srv, struct MHD_Connection *conn, const char *url,
-                             const char *method, const char *id, int control, const char *token,
-                             sm_answer *a) {
+context_req *server_context_req_new(sm_server *srv, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *id, int control,
+                                    const char *token, server_answer *a) {
   context_req *r = calloc(1, sizeof *r);
   const char *allow = NULL;
   if (r == NULL || (token && (r->token = strdup(token)) == NULL)) {
     free(r);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }
   r->srv = srv;
@@ -210,19 +212,19 @@ context_req *context_req_new(sm_server *srv, struct MHD_Connection *conn, const 
   query_walk w = {r, {0}};
   MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, &w);
   /* Who may ask comes first: a worker token learns nothing else. */
-  if (!control && (r->p.worker_key == NULL || token == NULL ||
-                   !sm_server_token_ok(srv, token, r->p.worker_key))) {
-    sm_server_refuse_token(srv, "contexts", a);
-    context_req_free(r);
+  if (!control &&
+      (r->p.worker_key == NULL || token == NULL || !server_token_ok(srv, token, r->p.worker_key))) {
+    server_refuse_token(srv, "contexts", a);
+    server_context_req_free(r);
     return NULL;
   }
   if (w.bad[0]) {
-    sm_answer_error(a, 400, "policy", "%s", w.bad);
-    context_req_free(r);
+    server_answer_error(a, 400, "policy", "%s", w.bad);
+    server_context_req_free(r);
     return NULL;
   }
   if (finish_keys(r, a) != 0) {
-    context_req_free(r);
+    server_context_req_free(r);
     return NULL;
   }
   return r;
@@ -238,30 +240,31 @@ static void body_dispose(ctx_body *b) {
 
 /* The body's "env" object: "K=V" strings under the runner's rule for a
  * request's variables (no SANDMAN_*, DOCKER_*, HOME or XDG directories). */
-static int body_env(json_object *v, ctx_body *b, sm_answer *a) {
+static int body_env(json_object *v, ctx_body *b, server_answer *a) {
   if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) > SM_CODE_ENV_MAX) {
-    sm_answer_error(a, 400, "policy", "field 'env' is an object of at most %d strings", SM_CODE_ENV_MAX);
+    server_answer_error(a, 400, "policy", "field 'env' is an object of at most %d strings",
+                        SM_CODE_ENV_MAX);
     return -1;
   }
   b->env = calloc((size_t)json_object_object_length(v) + 1, sizeof *b->env);
   if (b->env == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
   json_object_object_foreach(v, key, val) {
     sm_env_name_class cls = sm_env_name_classify(key, strlen(key));
     if (cls != SM_ENV_NAME_OK && cls != SM_ENV_NAME_FIXED) {
-      sm_answer_error(a, 400, "policy", "env %.100s: %s", key, sm_env_name_refusal(cls));
+      server_answer_error(a, 400, "policy", "env %.100s: %s", key, sm_env_name_refusal(cls));
       return -1;
     }
     if (!json_object_is_type(val, json_type_string)) {
-      sm_answer_error(a, 400, "policy", "env %.100s: the value is a string", key);
+      server_answer_error(a, 400, "policy", "env %.100s: the value is a string", key);
       return -1;
     }
     size_t n = strlen(key) + (size_t)json_object_get_string_len(val) + 2;
     char *kv = malloc(n);
     if (kv == NULL) {
-      sm_answer_error(a, 503, "sandbox", "out of memory");
+      server_answer_error(a, 503, "sandbox", "out of memory");
       return -1;
     }
     snprintf(kv, n, "%s=%s", key, json_object_get_string(val));
@@ -270,9 +273,9 @@ static int body_env(json_object *v, ctx_body *b, sm_answer *a) {
   return 0;
 }
 
-static int body_string(json_object *v, const char *key, const char **out, sm_answer *a) {
+static int body_string(json_object *v, const char *key, const char **out, server_answer *a) {
   if (!json_object_is_type(v, json_type_string)) {
-    sm_answer_error(a, 400, "policy", "field '%s' is a string", key);
+    server_answer_error(a, 400, "policy", "field '%s' is a string", key);
     return -1;
   }
   *out = json_object_get_string(v);
@@ -280,11 +283,11 @@ static int body_string(json_object *v, const char *key, const char **out, sm_ans
 }
 
 static int body_number(json_object *v, const char *key, double min, double max, double *out,
-                       sm_answer *a) {
+                       server_answer *a) {
   double d = json_object_get_double(v);
   if ((!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) ||
       !(d >= min && d <= max)) {
-    sm_answer_error(a, 400, "policy", "field '%s' is a number from %g to %g", key, min, max);
+    server_answer_error(a, 400, "policy", "field '%s' is a number from %g to %g", key, min, max);
     return -1;
   }
   *out = d;
@@ -292,12 +295,13 @@ static int body_number(json_object *v, const char *key, double min, double max, 
 }
 
 /* One field of the body; 0, or -1 with *a. */
-static int body_field(context_req *r, ctx_body *b, const char *key, json_object *v, sm_answer *a) {
+static int body_field(context_req *r, ctx_body *b, const char *key, json_object *v,
+                      server_answer *a) {
   if (v != NULL && json_object_is_type(v, json_type_string)) {
     int k = key_value(&r->p, key, json_object_get_string(v));
     if (k == 1) return 0;
     if (k < 0) {
-      sm_answer_error(a, 400, "policy", "bad field '%s'", key);
+      server_answer_error(a, 400, "policy", "bad field '%s'", key);
       return -1;
     }
   }
@@ -307,8 +311,10 @@ static int body_field(context_req *r, ctx_body *b, const char *key, json_object 
     const char *s = NULL;
     if (body_string(v, key, &s, a) != 0) return -1;
     if (!sm_code_name_valid(s)) {
-      sm_answer_error(a, 400, "policy", "field 'name': 1-%d letters, digits, _ . - (not starting "
-                      "with . or -)", SM_CODE_NAME_MAX);
+      server_answer_error(a, 400, "policy",
+                          "field 'name': 1-%d letters, digits, _ . - (not starting "
+                          "with . or -)",
+                          SM_CODE_NAME_MAX);
       return -1;
     }
     snprintf(r->name, sizeof r->name, "%s", s);
@@ -330,18 +336,18 @@ static int body_field(context_req *r, ctx_body *b, const char *key, json_object 
   if (strcmp(key, "run_id") == 0 || strcmp(key, "worker_key") == 0 || strcmp(key, "mode") == 0 ||
       strcmp(key, "project") == 0 || strcmp(key, "agent") == 0 || strcmp(key, "user") == 0 ||
       strcmp(key, "sandbox_id") == 0) {
-    sm_answer_error(a, 400, "policy", "field '%s' is a name", key);
+    server_answer_error(a, 400, "policy", "field '%s' is a name", key);
     return -1;
   }
-  sm_answer_error(a, 400, "policy", "unknown field '%.40s' for %s", key, op_names[r->op]);
+  server_answer_error(a, 400, "policy", "unknown field '%.40s' for %s", key, op_names[r->op]);
   return -1;
 }
 
-static int parse_body(context_req *r, ctx_body *b, sm_answer *a) {
+static int parse_body(context_req *r, ctx_body *b, server_answer *a) {
   json_object *o = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (sm_server_json_object(r->body ? r->body : "{}", r->body ? r->body_len : 2, &o, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
+  if (server_json_object(r->body ? r->body : "{}", r->body ? r->body_len : 2, &o, &err) != 0) {
+    server_answer_error(a, 400, "policy", "%s", err.message);
     return -1;
   }
   r->parsed = o; /* the body's strings stay valid as long as the request */
@@ -350,10 +356,10 @@ static int parse_body(context_req *r, ctx_body *b, sm_answer *a) {
     if ((rc = body_field(r, b, key, v, a)) != 0) break;
   }
   if (rc == 0 && r->op == OP_CREATE && r->name[0] == '\0') {
-    sm_answer_error(a, 400, "policy", "missing field 'name'");
+    server_answer_error(a, 400, "policy", "missing field 'name'");
     rc = -1;
   } else if (rc == 0 && r->op == OP_RUN && b->code == NULL) {
-    sm_answer_error(a, 400, "policy", "missing field 'code'");
+    server_answer_error(a, 400, "policy", "missing field 'code'");
     rc = -1;
   }
   if (rc == 0) rc = finish_keys(r, a);
@@ -380,7 +386,7 @@ static void audit_code(sm_server *srv, const char *event, const sm_run_request *
   json_object_object_add(d, "context", json_object_new_string(context));
   if (what) json_object_object_add(d, what, json_object_new_string(value ? value : ""));
   ev.detail = d;
-  sm_server_audit(srv, &ev);
+  server_audit(srv, &ev);
   json_object_put(d);
 }
 
@@ -393,7 +399,7 @@ static json_object *ms_json(double ms) {
 }
 
 typedef struct run_out {
-  sm_stream *s;
+  server_stream *s;
   int begun;
   int failed;        /* the client is gone */
   double t0, waited_ms;
@@ -405,10 +411,10 @@ static int write_line(run_out *o, json_object *ev) {
       ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
   if (!o->begun) {
     o->begun = 1;
-    if (sm_stream_begin(o->s, 200, "application/x-ndjson", -1, NULL, NULL, NULL, NULL) != 0)
+    if (server_stream_begin(o->s, 200, "application/x-ndjson", -1, NULL, NULL, NULL, NULL) != 0)
       return -1;
   }
-  if (sm_stream_write(o->s, text, n) != 0 || sm_stream_write(o->s, "\n", 1) != 0) return -1;
+  if (server_stream_write(o->s, text, n) != 0 || server_stream_write(o->s, "\n", 1) != 0) return -1;
   return 0;
 }
 
@@ -439,22 +445,25 @@ static size_t max_output(const sm_server *srv, const ctx_body *b) {
   return cap;
 }
 
-static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer *a) {
+static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, server_answer *a) {
   sm_server *srv = r->srv;
   run_out o = {r->stream, 0, 0, sm_monotonic_ms(), 0};
   char key[1024];
   sandbox_key(q, key, sizeof key);
   code_ticket *t = NULL;
   size_t limit = srv->opts.code_queue ? srv->opts.code_queue : CODE_QUEUE_DEFAULT;
-  int rc = code_queue_enter(srv->code_queue, key, r->name, limit, q->cancel, &t, &o.waited_ms);
+  int rc =
+      server_code_queue_enter(srv->code_queue, key, r->name, limit, q->cancel, &t, &o.waited_ms);
   if (rc == SM_EBUSY) {
-    sm_answer_error(a, 429, "policy", "this sandbox already has %zu code runs waiting or running "
-                    "(--code-queue): try again when one has ended", limit);
+    server_answer_error(a, 429, "policy",
+                        "this sandbox already has %zu code runs waiting or running "
+                        "(--code-queue): try again when one has ended",
+                        limit);
     audit_code(srv, "code.refused", q, r->name, "reason", "queue full", NULL, -1, NULL);
     return;
   }
   if (rc != 0) {
-    sm_answer_error_code(a, rc, "the client went away while the run waited for its turn");
+    server_answer_error_code(a, rc, "the client went away while the run waited for its turn");
     return;
   }
   sm_code_context_opts co = {b->kernel, b->language, b->cwd, (const char *const *)b->env,
@@ -470,7 +479,7 @@ static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, sm_answ
   sm_run_result call;
   sm_error err = SM_ERROR_INIT;
   rc = sm_code_run(srv->opts.runner, q, r->name, b->code, &ro, &end, &call, &err);
-  code_queue_leave(srv->code_queue, t);
+  server_code_queue_leave(srv->code_queue, t);
   double ms = sm_monotonic_ms() - o.t0;
   json_object *more = json_object_new_object();
   json_object_object_add(more, "queued_ms", ms_json(o.waited_ms));
@@ -485,13 +494,14 @@ static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, sm_answ
   }
   audit_code(srv, "code.run", q, r->name, "status", rc == 0 ? end.status : "failed",
              call.sandbox_id, ms, more);
-  sm_metrics_call(srv->metrics, "code", sm_mode_name(q->settings.mode),
-                  rc == 0 ? "ok" : sm_failure_kind_name(sm_error_failure_kind(rc)), ms / 1000.0);
+  server_metrics_call(srv->metrics, "code", sm_mode_name(q->settings.mode),
+                      rc == 0 ? "ok" : sm_failure_kind_name(sm_error_failure_kind(rc)),
+                      ms / 1000.0);
   sm_run_result_dispose(&call);
   if (rc == 0) return;
   sm_log(SM_LOG_INFO, "code run in %s: %s", r->name, err.message);
   if (!o.begun) {
-    sm_answer_error_code(a, rc, err.message);
+    server_answer_error_code(a, rc, err.message);
     if (rc == SM_EBUSY) a->status = 429;
     return;
   }
@@ -506,7 +516,8 @@ static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, sm_answ
 
 /* ---- the other operations: one JSON answer ---- */
 
-static void context_answer(sm_answer *a, int status, const sm_code_context *c, const sm_run_result *call) {
+static void context_answer(server_answer *a, int status, const sm_code_context *c,
+                           const sm_run_result *call) {
   a->status = status;
   a->body = sm_code_context_to_json(c);
   json_object_object_add(a->body, "sandbox_id", call->sandbox_id[0]
@@ -519,10 +530,10 @@ static void context_answer(sm_answer *a, int status, const sm_code_context *c, c
 static void add_runner_queue(sm_server *srv, const sm_run_request *q, sm_code_context *c) {
   char key[1024];
   sandbox_key(q, key, sizeof key);
-  c->queued += (int64_t)code_queue_waiting(srv->code_queue, key, c->name);
+  c->queued += (int64_t)server_code_queue_waiting(srv->code_queue, key, c->name);
 }
 
-static int do_op(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer *a,
+static int do_op(context_req *r, sm_run_request *q, const ctx_body *b, server_answer *a,
                  sm_run_result *call, sm_error *err) {
   sm_runner *runner = r->srv->opts.runner;
   sm_code_context c;
@@ -568,72 +579,73 @@ static int do_op(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer
   return rc;
 }
 
-static void run_other(context_req *r, sm_run_request *q, const ctx_body *b, sm_answer *a) {
+static void run_other(context_req *r, sm_run_request *q, const ctx_body *b, server_answer *a) {
   sm_run_result call;
   memset(&call, 0, sizeof call);
   sm_error err = SM_ERROR_INIT;
   double t0 = sm_monotonic_ms();
   int rc = do_op(r, q, b, a, &call, &err);
   if (rc != 0) {
-    sm_answer_error_code(a, rc, err.message);
+    server_answer_error_code(a, rc, err.message);
     if (rc == SM_EBUSY) a->status = 429;
   }
   if (rc == 0 && r->op != OP_LIST && r->op != OP_INFO)
     audit_code(r->srv, "code.context", q, r->op == OP_CREATE ? r->name : r->name, "action",
                op_names[r->op], call.sandbox_id, sm_monotonic_ms() - t0, NULL);
-  sm_metrics_call(r->srv->metrics, "code", sm_mode_name(q->settings.mode),
-                  rc == 0 ? "ok" : sm_failure_kind_name(sm_error_failure_kind(rc)),
-                  (sm_monotonic_ms() - t0) / 1000.0);
+  server_metrics_call(r->srv->metrics, "code", sm_mode_name(q->settings.mode),
+                      rc == 0 ? "ok" : sm_failure_kind_name(sm_error_failure_kind(rc)),
+                      (sm_monotonic_ms() - t0) / 1000.0);
   sm_run_result_dispose(&call);
 }
 
 /* ---- the job ---- */
 
 /* A POST's token and body; 0, or -1 with *a. */
-static int check_post(context_req *r, ctx_body *b, sm_answer *a) {
+static int check_post(context_req *r, ctx_body *b, server_answer *a) {
   const char *body = r->body ? r->body : "";
   size_t len = r->body ? r->body_len : 0;
-  if (!sm_server_body_token_ok(r->srv, body, len, r->control, r->token)) {
-    sm_server_refuse_token(r->srv, "contexts", a);
+  if (!server_body_token_ok(r->srv, body, len, r->control, r->token)) {
+    server_refuse_token(r->srv, "contexts", a);
     return -1;
   }
   return parse_body(r, b, a);
 }
 
-void context_job(void *arg) {
+void server_context_job(void *arg) {
   context_req *r = arg;
   sm_server *srv = r->srv;
-  sm_stream *s = r->stream;
+  server_stream *s = r->stream;
   sm_log_set_request_id(r->id);
-  sm_answer a = {0, NULL};
+  server_answer a = {0, NULL};
   ctx_body b;
   memset(&b, 0, sizeof b);
   int post = r->op == OP_CREATE || r->op == OP_RUN || r->op == OP_INTERRUPT || r->op == OP_RESTART;
   if (srv->opts.runner == NULL) {
-    sm_answer_error(&a, 503, "engine", "this runner has no engine");
+    server_answer_error(&a, 503, "engine", "this runner has no engine");
   } else if (!post || check_post(r, &b, &a) == 0) {
     if (b.lease) {
       /* Before the lease is touched: it stays unused. */
-      sm_server_audit_call(srv, "code.refused", &r->p, sm_mode_name(r->p.mode), NULL,
-                           "a code context never gets leased credentials");
-      sm_answer_error(&a, 403, "policy", "leased credentials never enter a code context: a "
-                      "kernel outlives the call (use execute with the lease)");
+      server_audit_call(srv, "code.refused", &r->p, sm_mode_name(r->p.mode), NULL,
+                        "a code context never gets leased credentials");
+      server_answer_error(&a, 403, "policy",
+                          "leased credentials never enter a code context: a "
+                          "kernel outlives the call (use execute with the lease)");
     } else {
-      sm_call *k = sm_call_prepare(srv, &r->p, r->control, r->token, &a);
+      server_call *k = server_call_prepare(srv, &r->p, r->control, r->token, &a);
       if (k) {
-        sm_run_request *q = sm_call_request(k);
-        q->cancel = sm_stream_cancel_flag(s);
-        if (r->op == OP_RUN && sm_stream_watch(s) != 0)
+        sm_run_request *q = server_call_request(k);
+        q->cancel = server_stream_cancel_flag(s);
+        if (r->op == OP_RUN && server_stream_watch(s) != 0)
           sm_log(SM_LOG_WARN, "code run: cannot watch the connection; a hang-up is seen at the "
                  "next output only");
         if (r->op == OP_RUN) do_run(r, q, &b, &a);
         else run_other(r, q, &b, &a);
-        sm_call_free(k);
+        server_call_free(k);
       }
     }
   }
-  sm_stream_finish(s, 0, sm_stream_begun(s) ? NULL : &a);
+  server_stream_finish(s, 0, server_stream_begun(s) ? NULL : &a);
   if (a.body) json_object_put(a.body);
   body_dispose(&b);
-  context_req_free(r);
+  server_context_req_free(r);
 }

@@ -23,20 +23,20 @@ typedef struct context_req context_req;
 
 /* >= 0 for a route of url and method, -1 for none (404), -2 for a route
  * that does not take the method (its Allow header in *allow). */
-int context_route_match(const char *url, const char *method, const char **allow);
+int server_context_route_match(const char *url, const char *method, const char **allow);
 
 /* The request on the I/O thread: a GET or DELETE has its query read and its
  * token checked now (the control token, or the worker token of the query's
  * worker_key); a POST's token waits for its body. NULL with *a filled when
  * refused. */
-context_req *context_req_new(sm_server *srv, struct MHD_Connection *conn, const char *url,
-                             const char *method, const char *id, int control, const char *token,
-                             sm_answer *a);
-int context_req_body(context_req *r, const char *body, size_t len);
-void context_req_set_stream(context_req *r, sm_stream *s);
-void context_req_free(context_req *r);
+context_req *server_context_req_new(sm_server *srv, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *id, int control,
+                                    const char *token, server_answer *a);
+int server_context_req_body(context_req *r, const char *body, size_t len);
+void server_context_req_set_stream(context_req *r, server_stream *s);
+void server_context_req_free(context_req *r);
 /* The call-thread job (arg: the request, freed at its end; it finishes the
  * stream with the answer). */
-void context_job(void *arg);
+void server_context_job(void *arg);
 
 #endif

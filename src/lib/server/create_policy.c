@@ -25,7 +25,7 @@
 typedef struct making {
   sm_server *srv;
   const sm_config *cfg;
-  sm_create_params p;
+  server_create_params p;
   int control;
   sm_resolved r;
   sm_sandbox_settings s;
@@ -36,8 +36,8 @@ typedef struct making {
   double timeout_s, idle_s;
 } making;
 
-static int refuse(sm_answer *a, const char *fmt, const char *what, const char *allowed) {
-  sm_answer_error(a, 403, "policy", fmt, what, allowed);
+static int refuse(server_answer *a, const char *fmt, const char *what, const char *allowed) {
+  server_answer_error(a, 403, "policy", fmt, what, allowed);
   return -1;
 }
 
@@ -55,7 +55,7 @@ static int allowed_template(const making *m, const char *name) {
   return 0;
 }
 
-static int apply_template(making *m, sm_answer *a) {
+static int apply_template(making *m, server_answer *a) {
   char list[1024];
   join_list(&m->allowed, list, sizeof list);
   sm_config_template t;
@@ -75,7 +75,7 @@ static int apply_template(making *m, sm_answer *a) {
 }
 
 /* An image: the caller's own, or one of its templates'. */
-static int check_image(making *m, sm_answer *a) {
+static int check_image(making *m, server_answer *a) {
   const char *want = m->p.image;
   if (strcmp(want, m->s.image) == 0) return 0;
   char list[1024];
@@ -93,7 +93,7 @@ static int check_image(making *m, sm_answer *a) {
 }
 
 /* asked <= the limit (limits.<key>_max), else <= the value it replaces. */
-static int bound(sm_answer *a, const char *key, double asked, double max, double base) {
+static int bound(server_answer *a, const char *key, double asked, double max, double base) {
   double cap = max > 0 ? max : base;
   if (cap <= 0 || asked <= cap) return 0;
   char what[64], allowed[160];
@@ -110,9 +110,9 @@ static int network_rank(const char *n) {
   return strcmp(n, "bridge") == 0 ? 2 : strcmp(n, "allowlist") == 0 ? 1 : 0;
 }
 
-static int apply_request(making *m, sm_answer *a) {
+static int apply_request(making *m, server_answer *a) {
   sm_sandbox_settings *s = &m->s;
-  const sm_create_params *p = &m->p;
+  const server_create_params *p = &m->p;
   if (p->image) {
     if (check_image(m, a) != 0) return -1;
     snprintf(s->image, sizeof s->image, "%s", p->image);
@@ -149,14 +149,14 @@ static int apply_request(making *m, sm_answer *a) {
 }
 
 /* The settings of the new sandbox, checked; 0 or -1 with *a filled. */
-static int decide(making *m, sm_answer *a) {
+static int decide(making *m, server_answer *a) {
   sm_server *srv = m->srv;
   sm_config_flags flags;
   if (srv->have_flags) flags = srv->flags;
   else memset(&flags, 0, sizeof flags);
   sm_error err = SM_ERROR_INIT;
   if (sm_config_resolve(m->cfg, m->p.agent, NULL, NULL, &flags, &m->r, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
+    server_answer_error(a, 400, "policy", "%s", err.message);
     return -1;
   }
   m->s = m->r.settings;
@@ -169,18 +169,18 @@ static int decide(making *m, sm_answer *a) {
   return apply_request(m, a);
 }
 
-static void answer_made(making *m, const char *id, sm_answer *a) {
+static void answer_made(making *m, const char *id, server_answer *a) {
   sm_ops_sandbox sb;
   sm_error err = SM_ERROR_INIT;
   if (server_sandbox_find(m->srv, id, NULL, 0, &sb, &err) != 0) {
-    sm_answer_error_code(a, err.code, err.message);
+    server_answer_error_code(a, err.code, err.message);
     return;
   }
   a->status = 201;
   a->body = sm_ops_sandbox_to_json(&sb);
 }
 
-static int make(making *m, sm_answer *a) {
+static int make(making *m, server_answer *a) {
   sm_call_names names = {m->p.project ? m->p.project : m->srv->project,
                          m->srv->project_environment, m->p.agent, NULL, NULL,
                          m->s.mode == SM_MODE_PER_RUN ? m->p.run_id : NULL,
@@ -193,8 +193,8 @@ static int make(making *m, sm_answer *a) {
   req.settings.idle_timeout_s = m->idle_s;
   req.scope = SM_SCOPE_NONE;
   char principal[SM_PRINCIPAL_MAX];
-  if (sm_auth_principal(m->p.worker_key, principal, sizeof principal) != 0) {
-    sm_answer_error(a, 400, "policy", "field 'worker_key' is too long");
+  if (server_auth_principal(m->p.worker_key, principal, sizeof principal) != 0) {
+    server_answer_error(a, 400, "policy", "field 'worker_key' is too long");
     return -1;
   }
   req.principal = principal;
@@ -205,13 +205,13 @@ static int make(making *m, sm_answer *a) {
   sm_error err = SM_ERROR_INIT;
   int rc = sm_sandbox_create(m->srv->opts.runner, &req, id, name, &err);
   if (rc == SM_ECONFLICT) {
-    sm_answer_error(a, 409, "policy", "%s: name another run_id, or use that one by its id",
-                    err.message);
+    server_answer_error(a, 409, "policy", "%s: name another run_id, or use that one by its id",
+                        err.message);
     json_object_object_add(a->body, "id", json_object_new_string(id));
     return -1;
   }
   if (rc) {
-    sm_answer_error_code(a, rc, err.message);
+    server_answer_error_code(a, rc, err.message);
     return -1;
   }
   sm_log(SM_LOG_INFO, "sandbox %s made on request (%s)", name, m->template_name ? m->template_name : m->s.image);
@@ -220,29 +220,29 @@ static int make(making *m, sm_answer *a) {
 }
 
 void server_sandbox_create(sm_server *srv, const char *body, size_t len, int control,
-                           const char *token, sm_answer *a) {
-  if (!control && !sm_server_body_token_ok(srv, body, len, control, token)) {
-    sm_server_refuse_token(srv, "sandboxes", a);
+                           const char *token, server_answer *a) {
+  if (!control && !server_body_token_ok(srv, body, len, control, token)) {
+    server_refuse_token(srv, "sandboxes", a);
     return;
   }
   making *m = calloc(1, sizeof *m);
   if (m == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return;
   }
   m->srv = srv;
   m->control = control;
   m->cfg = sm_server_config(srv);
   sm_error err = SM_ERROR_INIT;
-  if (sm_server_parse_create(body, len, &m->p, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
+  if (server_parse_create(body, len, &m->p, &err) != 0) {
+    server_answer_error(a, 400, "policy", "%s", err.message);
   } else if (m->p.has_mode && m->p.mode == SM_MODE_PER_WORKER && m->p.worker_key == NULL) {
-    sm_answer_error(a, 400, "policy", "mode per_worker needs 'worker_key'");
+    server_answer_error(a, 400, "policy", "mode per_worker needs 'worker_key'");
   } else if (m->p.has_mode && m->p.mode == SM_MODE_PER_WORKER && m->p.run_id) {
-    sm_answer_error(a, 400, "policy", "a per_worker sandbox has no 'run_id'");
+    server_answer_error(a, 400, "policy", "a per_worker sandbox has no 'run_id'");
   } else if (decide(m, a) == 0) {
     make(m, a);
   }
-  sm_create_params_dispose(&m->p);
+  server_create_params_dispose(&m->p);
   free(m);
 }

@@ -9,6 +9,6 @@
  * the body and the configuration's bounds, makes the sandbox and answers
  * its description (201); 409 when the sandbox of that run exists. */
 void server_sandbox_create(sm_server *srv, const char *body, size_t len, int control,
-                           const char *token, sm_answer *a);
+                           const char *token, server_answer *a);
 
 #endif

@@ -17,6 +17,7 @@
 #include "common/io.h"
 #include "common/unconst.h"
 #include "server/server_internal.h"
+#include <sandman/env.h>
 
 #define CREDS_FILE_MAX (1024 * 1024)
 #define CREDS_SERVICES_MAX 256
@@ -35,7 +36,7 @@ typedef struct cred_service {
   size_t n_vars;
 } cred_service;
 
-struct sm_creds {
+struct server_creds {
   cred_service *services;
   size_t n;
 };
@@ -46,7 +47,7 @@ static void wipe_free(char *s, size_t n) {
   free(s);
 }
 
-void sm_creds_free(sm_creds *c) {
+void server_creds_free(server_creds *c) {
   if (c == NULL) return;
   for (size_t i = 0; i < c->n; i++) {
     for (size_t j = 0; j < c->services[i].n_vars; j++) {
@@ -60,21 +61,21 @@ void sm_creds_free(sm_creds *c) {
   free(c);
 }
 
-size_t sm_creds_count(const sm_creds *c) { return c ? c->n : 0; }
+size_t server_creds_count(const server_creds *c) { return c ? c->n : 0; }
 
-int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t len,
-                   sm_error *err) {
+int server_creds_parse(server_creds **out, const char *name, const char *text, size_t len,
+                       sm_error *err) {
   *out = NULL;
   json_object *root = NULL;
   sm_error perr = SM_ERROR_INIT;
   /* The parser's message could quote the text: keep only a generic one so
    * that a broken file never puts a secret in a log line. */
-  if (sm_server_json_object(text, len, &root, &perr) != 0)
+  if (server_json_object(text, len, &root, &perr) != 0)
     return sm_error_set(err, SM_ECONFIG,
                         "credentials file %s: not a JSON object of the form "
                         "{\"service\": {\"ENV_NAME\": \"value\"}}",
                         name);
-  sm_creds *c = calloc(1, sizeof *c);
+  server_creds *c = calloc(1, sizeof *c);
   size_t n = (size_t)json_object_object_length(root);
   if (c == NULL || n > CREDS_SERVICES_MAX) {
     json_object_put(root);
@@ -88,7 +89,7 @@ int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t le
   int rc = c->services ? 0 : sm_error_set(err, SM_ENOMEM, "out of memory");
   json_object_object_foreach(root, svc, vars) {
     if (rc != 0) break;
-    if (!sm_server_name_valid(svc, SM_SERVER_TOOL_MAX)) {
+    if (!server_name_valid(svc, SM_SERVER_TOOL_MAX)) {
       rc = sm_error_set(err, SM_ECONFIG, "credentials file %s: bad service name '%.64s'", name,
                         svc);
       break;
@@ -111,7 +112,7 @@ int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t le
     json_object_object_foreach(vars, var, val) {
       size_t vl = val ? (size_t)json_object_get_string_len(val) : 0;
       sm_env_name_class cls = sm_env_name_classify(var, strlen(var));
-      if (!sm_server_env_name_valid(var) || cls != SM_ENV_NAME_OK) {
+      if (!server_env_name_valid(var) || cls != SM_ENV_NAME_OK) {
         rc = sm_error_set(err, SM_ECONFIG,
                           "credentials file %s: service %s: '%.64s' is not a usable variable "
                           "name%s%s",
@@ -154,14 +155,14 @@ int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t le
   }
   json_object_put(root);
   if (rc != 0) {
-    sm_creds_free(c);
+    server_creds_free(c);
     return rc;
   }
   *out = c;
   return 0;
 }
 
-int sm_creds_load(sm_creds **out, const char *path, sm_error *err) {
+int server_creds_load(server_creds **out, const char *path, sm_error *err) {
   *out = NULL;
   cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
   if (fd < 0)
@@ -183,49 +184,49 @@ int sm_creds_load(sm_creds **out, const char *path, sm_error *err) {
   if (st.st_size > CREDS_FILE_MAX)
     return sm_error_set(err, SM_ECONFIG, "credentials file %s is larger than %d bytes", path,
                         CREDS_FILE_MAX);
-  sm_buf b;
-  sm_buf_init(&b, CREDS_FILE_MAX);
+  common_buf b;
+  common_buf_init(&b, CREDS_FILE_MAX);
   char chunk[4096];
   int rc = 0;
   for (;;) {
-    ssize_t n = sm_read_retry(fd, chunk, sizeof chunk);
+    ssize_t n = common_read_retry(fd, chunk, sizeof chunk);
     if (n < 0) {
       rc = sm_error_set_errno(err, SM_EIO, errno, "reading credentials file %s: %s", path,
                               strerror(errno));
       break;
     }
     if (n == 0) break;
-    if (sm_buf_append(&b, chunk, (size_t)n) != 0) {
+    if (common_buf_append(&b, chunk, (size_t)n) != 0) {
       rc = sm_error_set(err, SM_ECONFIG, "credentials file %s is larger than %d bytes", path,
                         CREDS_FILE_MAX);
       break;
     }
   }
   OPENSSL_cleanse(chunk, sizeof chunk);
-  if (rc == 0) rc = sm_creds_parse(out, path, b.data, b.len, err);
+  if (rc == 0) rc = server_creds_parse(out, path, b.data, b.len, err);
   if (b.data) OPENSSL_cleanse(b.data, b.alloc);
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   return rc;
 }
 
-static const cred_service *find_service(const sm_creds *c, const char *name) {
+static const cred_service *find_service(const server_creds *c, const char *name) {
   for (size_t i = 0; c && i < c->n; i++)
     if (strcmp(c->services[i].name, name) == 0) return &c->services[i];
   return NULL;
 }
 
-int sm_creds_has_service(const sm_creds *c, const char *service) {
+int server_creds_has_service(const server_creds *c, const char *service) {
   return find_service(c, service) != NULL;
 }
 
-int sm_creds_is_name(const sm_creds *c, const char *name) {
+int server_creds_is_name(const server_creds *c, const char *name) {
   for (size_t i = 0; c && i < c->n; i++)
     for (size_t j = 0; j < c->services[i].n_vars; j++)
       if (strcmp(c->services[i].vars[j].name, name) == 0) return 1;
   return 0;
 }
 
-void sm_secret_env_dispose(sm_secret_env *env) {
+void server_secret_env_dispose(server_secret_env *env) {
   if (env == NULL) return;
   for (size_t i = 0; i < env->n; i++)
     if (env->kv[i]) wipe_free(env->kv[i], strlen(env->kv[i]));
@@ -234,8 +235,8 @@ void sm_secret_env_dispose(sm_secret_env *env) {
   env->n = 0;
 }
 
-int sm_creds_env(const sm_creds *c, const sm_lease_params *p, sm_secret_env *out,
-                 sm_error *err) {
+int server_creds_env(const server_creds *c, const server_lease_params *p, server_secret_env *out,
+                     sm_error *err) {
   out->kv = NULL;
   out->n = 0;
   size_t total = 0;
@@ -253,7 +254,7 @@ int sm_creds_env(const sm_creds *c, const sm_lease_params *p, sm_secret_env *out
       size_t nl = strlen(s->vars[j].name);
       char *kv = malloc(nl + s->vars[j].value_len + 2);
       if (kv == NULL) {
-        sm_secret_env_dispose(out);
+        server_secret_env_dispose(out);
         return sm_error_set(err, SM_ENOMEM, "out of memory");
       }
       memcpy(kv, s->vars[j].name, nl);

@@ -20,13 +20,13 @@
 #define GENERIC_401 SM_CALL_GENERIC_401
 #define DELETE_WAIT_S 30
 
-typedef struct sm_call call;
+typedef struct server_call call;
 
 /* ---- background calls ---- */
 
 typedef struct bg_arg {
   call *k;
-  sm_handle *h;
+  server_handle *h;
 } bg_arg;
 
 /* Background threads alive: the stop waits (cv_idle) until none is. */
@@ -40,19 +40,19 @@ static void bg_count(sm_server *srv, int delta) {
 static void *bg_main(void *arg) {
   bg_arg *b = arg;
   call *k = b->k;
-  sm_handle *h = b->h;
+  server_handle *h = b->h;
   sm_server *srv = k->srv;
   free(b);
   char rid[40];
   snprintf(rid, sizeof rid, "handle-%.8s", h->id);
   sm_log_set_request_id(rid);
   sm_run_result res;
-  sm_call_run(k, &res);
+  server_call_run(k, &res);
   /* The capture cut the output, not the handle's copy of what it kept:
    * the handle says so too (and masks a value cut there: handles.c). */
   int out_cut = res.stdout_truncated, err_cut = res.stderr_truncated;
-  sm_answer a = {0, NULL};
-  sm_call_answer(k, &res, &a);
+  server_answer a = {0, NULL};
+  server_call_answer(k, &res, &a);
   sm_run_result_dispose(&res);
   pthread_mutex_lock(&h->mu);
   h->out_trunc |= out_cut;
@@ -62,15 +62,15 @@ static void *bg_main(void *arg) {
   h->done = 1;
   pthread_cond_broadcast(&h->cv);
   pthread_mutex_unlock(&h->mu);
-  sm_call_free(k);
-  sm_handle_unref(h);
+  server_call_free(k);
+  server_handle_unref(h);
   bg_count(srv, -1);
   return NULL;
 }
 
 /* The answer of a call that outlived its timeout: the run object so far. */
-static json_object *background_answer(sm_mode mode, sm_handle *h, double waited_s) {
-  json_object *hj = sm_handle_json(h, 0);
+static json_object *background_answer(sm_mode mode, server_handle *h, double waited_s) {
+  json_object *hj = server_handle_json(h, 0);
   json_object *o = json_object_new_object();
   json_object *v;
   json_object_object_add(o, "ok", json_object_new_boolean(0));
@@ -100,14 +100,14 @@ static json_object *background_answer(sm_mode mode, sm_handle *h, double waited_
   return o;
 }
 
-static void run_background(call *k, sm_answer *a) {
+static void run_background(call *k, server_answer *a) {
   sm_server *srv = k->srv;
-  sm_handle *h = sm_handle_new(k->p.worker_key, k->p.tool, k->hook ? k->nonce : NULL,
-                               (size_t)k->req.settings.stdout_cap,
-                               (size_t)k->req.settings.stderr_cap, &k->secrets);
+  server_handle *h = server_handle_new(k->p.worker_key, k->p.tool, k->hook ? k->nonce : NULL,
+                                       (size_t)k->req.settings.stdout_cap,
+                                       (size_t)k->req.settings.stderr_cap, &k->secrets);
   if (h == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    sm_call_free(k);
+    server_answer_error(a, 503, "sandbox", "out of memory");
+    server_call_free(k);
     return;
   }
   k->handle = h;
@@ -116,14 +116,14 @@ static void run_background(call *k, sm_answer *a) {
   double wait_s = k->req.settings.timeout_s;
   if (k->req.settings.timeout_s < srv->opts.background_max_s)
     k->req.settings.timeout_s = srv->opts.background_max_s;
-  k->req.on_output = sm_handle_output;
+  k->req.on_output = server_handle_output;
   k->req.on_output_ud = h;
   k->req.cancel = &h->cancel;
-  if (sm_handles_insert(srv, h) != 0) {
+  if (server_handles_insert(srv, h) != 0) {
     h->refs = 1;
-    sm_handle_unref(h);
-    sm_call_free(k);
-    sm_answer_error(a, 503, "sandbox", "too many background calls are running");
+    server_handle_unref(h);
+    server_call_free(k);
+    server_answer_error(a, 503, "sandbox", "too many background calls are running");
     return;
   }
   bg_arg *b = malloc(sizeof *b);
@@ -140,10 +140,10 @@ static void run_background(call *k, sm_answer *a) {
     free(b);
     pthread_attr_destroy(&attr);
     bg_count(srv, -1);
-    if (sm_handles_take(srv, h)) sm_handle_unref(h);
-    sm_handle_unref(h);
-    sm_call_free(k);
-    sm_answer_error(a, 503, "sandbox", "cannot start a thread for the call");
+    if (server_handles_take(srv, h)) server_handle_unref(h);
+    server_handle_unref(h);
+    server_call_free(k);
+    server_answer_error(a, 503, "sandbox", "cannot start a thread for the call");
     return;
   }
   pthread_attr_destroy(&attr);
@@ -164,48 +164,50 @@ static void run_background(call *k, sm_answer *a) {
   pthread_mutex_unlock(&h->mu);
   if (done) {
     /* Finished in time: an ordinary answer, no handle. */
-    if (sm_handles_take(srv, h)) sm_handle_unref(h);
+    if (server_handles_take(srv, h)) server_handle_unref(h);
     a->body = result;
     a->status = status;
   } else {
-    sm_metrics_background(srv->metrics);
+    server_metrics_background(srv->metrics);
     sm_log(SM_LOG_INFO, "call still running after %.1f s: now background handle %.8s...",
            wait_s, h->id);
     /* k belongs to the call's thread now and may be gone already. */
     a->body = background_answer(mode, h, wait_s);
     a->status = 200;
   }
-  sm_handle_unref(h);
+  server_handle_unref(h);
 }
 
 /* ---- routes ---- */
 
-void sm_execute_route(sm_server *srv, const char *body, size_t len, int control,
-                     const char *token, int accept_stream, sm_call **streamed, sm_answer *a) {
+void server_execute_route(sm_server *srv, const char *body, size_t len, int control,
+                          const char *token, int accept_stream, server_call **streamed,
+                          server_answer *a) {
   *streamed = NULL;
   sm_error err = SM_ERROR_INIT;
   /* A worker token is checked against the body's worker_key before anything
    * else about the body is told: an unauthenticated caller learns nothing. */
-  if (!sm_server_body_token_ok(srv, body, len, control, token)) {
-    sm_server_refuse_token(srv, "execute", a);
+  if (!server_body_token_ok(srv, body, len, control, token)) {
+    server_refuse_token(srv, "execute", a);
     return;
   }
-  sm_execute_params p;
-  if (sm_server_parse_execute(body, len, srv->opts.max_body, &p, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
+  server_execute_params p;
+  if (server_parse_execute(body, len, srv->opts.max_body, &p, &err) != 0) {
+    server_answer_error(a, 400, "policy", "%s", err.message);
     return;
   }
   int stream = p.stream || accept_stream;
   if (stream && p.background_on_timeout) {
-    sm_answer_error(a, 400, "policy", "a streamed call cannot go to the background: give "
-                    "either 'stream' or 'background_on_timeout'");
-    sm_execute_params_dispose(&p);
+    server_answer_error(a, 400, "policy",
+                        "a streamed call cannot go to the background: give "
+                        "either 'stream' or 'background_on_timeout'");
+    server_execute_params_dispose(&p);
     return;
   }
-  call *k = sm_call_prepare(srv, &p, control, token, a);
+  call *k = server_call_prepare(srv, &p, control, token, a);
   if (k == NULL) return;
   if (stream) {
-    *streamed = k; /* the caller streams it (sm_execute_streamed) */
+    *streamed = k; /* the caller streams it (server_execute_streamed) */
     return;
   }
   if (k->p.background_on_timeout) {
@@ -213,44 +215,44 @@ void sm_execute_route(sm_server *srv, const char *body, size_t len, int control,
     return;
   }
   sm_run_result res;
-  sm_call_run(k, &res);
-  sm_call_answer(k, &res, a);
+  server_call_run(k, &res);
+  server_call_answer(k, &res, a);
   sm_run_result_dispose(&res);
-  sm_call_free(k);
+  server_call_free(k);
 }
 
 /* Finds the handle and checks the token against its worker: 0 with a
  * reference in *out, or an answer. Unknown handles are 404 for the control
  * token only, so a worker token learns nothing about others' handles. */
 static int handle_access(sm_server *srv, const char *id, int control, const char *token,
-                         sm_handle **out, sm_answer *a) {
-  sm_handle *h = sm_handles_find(srv, id);
+                         server_handle **out, server_answer *a) {
+  server_handle *h = server_handles_find(srv, id);
   if (h == NULL) {
-    if (control) sm_answer_error(a, 404, "policy", "no such handle");
-    else sm_server_refuse_token(srv, "handles", a);
+    if (control) server_answer_error(a, 404, "policy", "no such handle");
+    else server_refuse_token(srv, "handles", a);
     return -1;
   }
-  if (!control && (h->worker_key[0] == '\0' || !sm_server_token_ok(srv, token, h->worker_key))) {
-    sm_handle_unref(h);
-    sm_server_refuse_token(srv, "handles", a);
+  if (!control && (h->worker_key[0] == '\0' || !server_token_ok(srv, token, h->worker_key))) {
+    server_handle_unref(h);
+    server_refuse_token(srv, "handles", a);
     return -1;
   }
   *out = h;
   return 0;
 }
 
-void sm_handle_route_get(sm_server *srv, const char *id, int control, const char *token,
-                        sm_answer *a) {
-  sm_handle *h = NULL;
+void server_handle_route_get(sm_server *srv, const char *id, int control, const char *token,
+                             server_answer *a) {
+  server_handle *h = NULL;
   if (handle_access(srv, id, control, token, &h, a) != 0) return;
   a->status = 200;
-  a->body = sm_handle_json(h, 0);
-  sm_handle_unref(h);
+  a->body = server_handle_json(h, 0);
+  server_handle_unref(h);
 }
 
-void sm_handle_route_delete(sm_server *srv, const char *id, int control, const char *token,
-                           sm_answer *a) {
-  sm_handle *h = NULL;
+void server_handle_route_delete(sm_server *srv, const char *id, int control, const char *token,
+                                server_answer *a) {
+  server_handle *h = NULL;
   if (handle_access(srv, id, control, token, &h, a) != 0) return;
   pthread_mutex_lock(&h->mu);
   if (!h->done) {
@@ -264,9 +266,8 @@ void sm_handle_route_delete(sm_server *srv, const char *id, int control, const c
       if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT) break;
   }
   pthread_mutex_unlock(&h->mu);
-  if (sm_handles_take(srv, h)) sm_handle_unref(h);
+  if (server_handles_take(srv, h)) server_handle_unref(h);
   a->status = 200;
-  a->body = sm_handle_json(h, 1);
-  sm_handle_unref(h);
+  a->body = server_handle_json(h, 1);
+  server_handle_unref(h);
 }
-

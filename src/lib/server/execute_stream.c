@@ -26,17 +26,17 @@
 #define PENDING_MAX (64 * 1024 * 1024) /* one piece of output and what is held back */
 
 typedef struct out_state {
-  sm_stream *s;
-  const sm_secret_env *secrets;
+  server_stream *s;
+  const server_secret_env *secrets;
   size_t hold;           /* bytes kept back for masking */
-  sm_buf pend[2];        /* stdout, stderr */
+  common_buf pend[2];    /* stdout, stderr */
   pthread_mutex_t mu;    /* on_output may come from two threads */
 } out_state;
 
 static int send_event(out_state *o, const char *name, const char *data, size_t len) {
   cleanup_json json_object *ev = json_object_new_object();
   json_object_object_add(ev, "event", json_object_new_string(name));
-  if (sm_utf8_valid(data, len)) {
+  if (common_utf8_valid(data, len)) {
     json_object_object_add(ev, "data", json_object_new_string_len(data, (int)len));
   } else {
     cleanup_free char *b64 = malloc(4 * ((len + 2) / 3) + 1);
@@ -47,8 +47,8 @@ static int send_event(out_state *o, const char *name, const char *data, size_t l
   size_t n = 0;
   const char *text = json_object_to_json_string_length(
       ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-  int rc = sm_stream_write(o->s, text, n);
-  if (rc == 0) rc = sm_stream_write(o->s, "\n", 1);
+  int rc = server_stream_write(o->s, text, n);
+  if (rc == 0) rc = server_stream_write(o->s, "\n", 1);
   return rc;
 }
 
@@ -68,10 +68,10 @@ static size_t utf8_cut(const char *p, size_t end) {
  * cut: the output was cut at its cap, and a value's start that ends it is
  * masked too). */
 static void flush(out_state *o, int i, int all, int cut) {
-  sm_buf *b = &o->pend[i];
+  common_buf *b = &o->pend[i];
   if (b->data == NULL) return;
-  if (all && cut) sm_server_redact_cut(&b->data, &b->len, o->secrets, 1);
-  else sm_server_redact(&b->data, &b->len, o->secrets);
+  if (all && cut) server_redact_cut(&b->data, &b->len, o->secrets, 1);
+  else server_redact(&b->data, &b->len, o->secrets);
   /* redact may have moved the data: what is sure is len + 1 bytes. */
   b->alloc = b->len + 1;
   size_t end = all ? b->len : (b->len > o->hold ? b->len - o->hold : 0);
@@ -92,41 +92,41 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
   out_state *o = ud;
   int i = stream == 2 ? 1 : 0;
   pthread_mutex_lock(&o->mu);
-  if (sm_buf_append(&o->pend[i], data, len) == 0) flush(o, i, 0, 0);
+  if (common_buf_append(&o->pend[i], data, len) == 0) flush(o, i, 0, 0);
   pthread_mutex_unlock(&o->mu);
   return 0;
 }
 
-void sm_execute_streamed(sm_call *k, sm_stream *s) {
+void server_execute_streamed(server_call *k, server_stream *s) {
   out_state o;
   memset(&o, 0, sizeof o);
   o.s = s;
-  o.secrets = sm_call_secrets(k);
+  o.secrets = server_call_secrets(k);
   for (size_t i = 0; i < o.secrets->n; i++) {
     const char *eq = strchr(o.secrets->kv[i], '=');
     size_t vl = eq ? strlen(eq + 1) : 0;
     if (vl >= SM_REDACT_MIN_LEN && vl - 1 > o.hold) o.hold = vl - 1;
   }
   /* Each pending buffer holds one piece of output plus what is held back. */
-  sm_buf_init(&o.pend[0], PENDING_MAX);
-  sm_buf_init(&o.pend[1], PENDING_MAX);
+  common_buf_init(&o.pend[0], PENDING_MAX);
+  common_buf_init(&o.pend[1], PENDING_MAX);
   pthread_mutex_init(&o.mu, NULL);
-  sm_run_request *q = sm_call_request(k);
+  sm_run_request *q = server_call_request(k);
   q->on_output = on_output;
   q->on_output_ud = &o;
-  q->cancel = sm_stream_cancel_flag(s);
-  if (sm_stream_watch(s) != 0)
+  q->cancel = server_stream_cancel_flag(s);
+  if (server_stream_watch(s) != 0)
     sm_log(SM_LOG_WARN, "streamed call: cannot watch the connection; a hang-up is seen at the "
            "next output only");
-  sm_stream_begin(s, 200, "application/x-ndjson", -1, NULL, NULL, NULL, NULL);
+  server_stream_begin(s, 200, "application/x-ndjson", -1, NULL, NULL, NULL, NULL);
   sm_run_result res;
-  sm_call_run(k, &res);
+  server_call_run(k, &res);
   pthread_mutex_lock(&o.mu);
   flush(&o, 0, 1, res.stdout_truncated);
   flush(&o, 1, 1, res.stderr_truncated);
   pthread_mutex_unlock(&o.mu);
-  sm_answer ans = {0, NULL};
-  sm_call_answer(k, &res, &ans);
+  server_answer ans = {0, NULL};
+  server_call_answer(k, &res, &ans);
   sm_run_result_dispose(&res);
   json_object *ev = json_object_new_object();
   json_object_object_add(ev, "event", json_object_new_string("result"));
@@ -135,34 +135,34 @@ void sm_execute_streamed(sm_call *k, sm_stream *s) {
   size_t n = 0;
   const char *text = json_object_to_json_string_length(
       ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-  int rc = sm_stream_write(s, text, n);
-  if (rc == 0) rc = sm_stream_write(s, "\n", 1);
+  int rc = server_stream_write(s, text, n);
+  if (rc == 0) rc = server_stream_write(s, "\n", 1);
   json_object_put(ev);
-  if (sm_stream_cancelled(s))
+  if (server_stream_cancelled(s))
     sm_log(SM_LOG_INFO, "streamed call: the client went away; the call was cancelled");
-  sm_stream_finish(s, rc != 0, NULL);
+  server_stream_finish(s, rc != 0, NULL);
   for (int i = 0; i < 2; i++) {
     if (o.pend[i].data) OPENSSL_cleanse(o.pend[i].data, o.pend[i].alloc);
-    sm_buf_dispose(&o.pend[i]);
+    common_buf_dispose(&o.pend[i]);
   }
   pthread_mutex_destroy(&o.mu);
-  sm_call_free(k);
+  server_call_free(k);
 }
 
-void server_execute_job(sm_server *srv, sm_stream *s, const char *body, size_t len, int control,
+void server_execute_job(sm_server *srv, server_stream *s, const char *body, size_t len, int control,
                         const char *token, int accept_stream) {
-  sm_stream_ref(s);
+  server_stream_ref(s);
   pthread_mutex_lock(&srv->mu);
   srv->calls_in_flight++;
   pthread_mutex_unlock(&srv->mu);
-  sm_answer a = {0, NULL};
-  sm_call *streamed = NULL;
-  sm_execute_route(srv, body, len, control, token, accept_stream, &streamed, &a);
-  if (streamed) sm_execute_streamed(streamed, s); /* the request may be gone once it begins */
+  server_answer a = {0, NULL};
+  server_call *streamed = NULL;
+  server_execute_route(srv, body, len, control, token, accept_stream, &streamed, &a);
+  if (streamed) server_execute_streamed(streamed, s); /* the request may be gone once it begins */
   pthread_mutex_lock(&srv->mu);
   srv->calls_in_flight--;
   pthread_mutex_unlock(&srv->mu);
-  if (!sm_stream_begun(s)) sm_stream_finish(s, 0, &a);
+  if (!server_stream_begun(s)) server_stream_finish(s, 0, &a);
   if (a.body) json_object_put(a.body);
-  sm_stream_unref(s);
+  server_stream_unref(s);
 }

@@ -3,7 +3,7 @@
  *
  * The sandbox is named by query parameters as execute's body names it
  * (run_id, worker_key, mode, project, agent) and the call is checked and
- * resolved by execute's own code (sm_call_prepare: token, tool policy for
+ * resolved by execute's own code (server_call_prepare: token, tool policy for
  * the tool "files", principal), so a worker token reaches only its own
  * sandboxes. Contents go through the request's stream (stream.h): a read or
  * a tar download is written to the answer as it comes, a write or a tar
@@ -27,26 +27,26 @@
 #define LIST_MAX_DEFAULT 1000
 #define TAR_HOLD (256 * 1024)
 
-struct sm_files_req {
+struct server_files_req {
   sm_server *srv;
-  sm_files_op op;
+  server_files_op op;
   char id[17];
   int control;
   char *token;
-  sm_execute_params p;  /* keys of the sandbox: given to sm_call_prepare */
+  server_execute_params p; /* keys of the sandbox: given to server_call_prepare */
   char *path;
   char **paths;      /* tar download */
   size_t n_paths;
   char *pattern, *include;
   int64_t offset, length, depth, max, mode;
   int parents, exclusive, recursive, ignore_case, fixed;
-  sm_stream *stream;
+  server_stream *stream;
 };
 
 static const struct {
   const char *name;
   const char *method;
-  sm_files_op op;
+  server_files_op op;
 } routes[] = {
     {"content", "GET", SM_FILES_READ},     {"content", "PUT", SM_FILES_WRITE},
     {"content", "DELETE", SM_FILES_DELETE}, {"mkdir", "POST", SM_FILES_MKDIR},
@@ -56,7 +56,7 @@ static const struct {
     {"watch", "GET", SM_FILES_WATCH},
 };
 
-int sm_files_route_op(const char *name, const char *method) {
+int server_files_route_op(const char *name, const char *method) {
   int known = 0;
   for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
     if (strcmp(routes[i].name, name) != 0) continue;
@@ -70,47 +70,49 @@ int sm_files_route_op(const char *name, const char *method) {
   return known ? -2 : -1;
 }
 
-const char *sm_files_route_allow(const char *name) {
+const char *server_files_route_allow(const char *name) {
   if (strcmp(name, "content") == 0) return "GET, PUT, DELETE";
   if (strcmp(name, "archive") == 0) return "GET, PUT";
   if (strcmp(name, "mkdir") == 0) return "POST";
   return "GET";
 }
 
-int sm_files_op_uploads(sm_files_op op) { return op == SM_FILES_WRITE || op == SM_FILES_TAR_PUT; }
+int server_files_op_uploads(server_files_op op) {
+  return op == SM_FILES_WRITE || op == SM_FILES_TAR_PUT;
+}
 
-void sm_files_req_free(sm_files_req *r) {
+void server_files_req_free(server_files_req *r) {
   if (r == NULL) return;
   if (r->token) {
     memset(r->token, 0, strlen(r->token));
     free(r->token);
   }
-  sm_execute_params_dispose(&r->p);
+  server_execute_params_dispose(&r->p);
   free(r->path);
   for (size_t i = 0; i < r->n_paths; i++) free(r->paths[i]);
   free(r->paths);
   free(r->pattern);
   free(r->include);
-  sm_stream_unref(r->stream);
+  server_stream_unref(r->stream);
   free(r);
 }
 
-sm_files_op sm_files_req_op(const sm_files_req *r) { return r->op; }
+server_files_op server_files_req_op(const server_files_req *r) { return r->op; }
 
-void sm_files_req_watch_args(sm_files_req *r, sm_files_watch_args *out) {
-  *out = (sm_files_watch_args){r->srv,  r->id,   r->control,   r->token,
-                               &r->p,   r->path, r->recursive, r->stream};
+void server_files_req_watch_args(server_files_req *r, server_files_watch_args *out) {
+  *out = (server_files_watch_args){r->srv, r->id,   r->control,   r->token,
+                                   &r->p,  r->path, r->recursive, r->stream};
 }
 
-void sm_files_req_set_stream(sm_files_req *r, sm_stream *s) {
-  sm_stream_ref(s);
+void server_files_req_set_stream(server_files_req *r, server_stream *s) {
+  server_stream_ref(s);
   r->stream = s;
 }
 
 /* ---- the query ---- */
 
 typedef struct query_walk {
-  sm_files_req *r;
+  server_files_req *r;
   char bad[96];
 } query_walk;
 
@@ -130,7 +132,7 @@ static int take_string(char **slot, const char *v) {
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                               const char *value) {
   query_walk *w = cls;
-  sm_files_req *r = w->r;
+  server_files_req *r = w->r;
   (void)kind;
   const char *v = value ? value : "";
   int rc = 0;
@@ -143,17 +145,17 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
       rc = take_string(&r->path, v);
     }
   } else if (strcmp(key, "run_id") == 0) {
-    rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.run_id, v) : -1;
+    rc = server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.run_id, v) : -1;
   } else if (strcmp(key, "worker_key") == 0) {
-    rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.worker_key, v) : -1;
+    rc = server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.worker_key, v) : -1;
   } else if (strcmp(key, "sandbox_id") == 0) {
-    rc = sm_server_sandbox_ref_valid(v) ? take_string(&r->p.sandbox_id, v) : -1;
+    rc = server_sandbox_ref_valid(v) ? take_string(&r->p.sandbox_id, v) : -1;
   } else if (strcmp(key, "replace") == 0) {
     rc = bool_value(v, &r->p.replace);
   } else if (strcmp(key, "project") == 0) {
-    rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.project, v) : -1;
+    rc = server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.project, v) : -1;
   } else if (strcmp(key, "agent") == 0) {
-    rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.agent, v) : -1;
+    rc = server_name_valid(v, SM_SERVER_KEY_MAX) ? take_string(&r->p.agent, v) : -1;
   } else if (strcmp(key, "mode") == 0) {
     rc = sm_mode_parse(v, &r->p.mode, NULL);
     if (rc == 0 && r->p.mode != SM_MODE_PER_RUN && r->p.mode != SM_MODE_PER_WORKER) rc = -1;
@@ -196,14 +198,14 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
   return MHD_YES;
 }
 
-sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_files_op op,
-                               const char *id, int control, const char *token,
-                               sm_answer *a) {
-  sm_files_req *r = calloc(1, sizeof *r);
+server_files_req *server_files_req_new(sm_server *srv, struct MHD_Connection *conn,
+                                       server_files_op op, const char *id, int control,
+                                       const char *token, server_answer *a) {
+  server_files_req *r = calloc(1, sizeof *r);
   if (r == NULL || (op == SM_FILES_TAR_GET &&
                     (r->paths = calloc(FILES_PATHS_MAX, sizeof *r->paths)) == NULL)) {
     free(r);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }
   r->srv = srv;
@@ -217,15 +219,15 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
   query_walk w = {r, {0}};
   MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, &w);
   /* Who may ask comes first: a worker token learns nothing else. */
-  if (!control && (r->p.worker_key == NULL || token == NULL ||
-                   !sm_server_token_ok(srv, token, r->p.worker_key))) {
-    sm_server_refuse_token(srv, "files", a);
-    sm_files_req_free(r);
+  if (!control &&
+      (r->p.worker_key == NULL || token == NULL || !server_token_ok(srv, token, r->p.worker_key))) {
+    server_refuse_token(srv, "files", a);
+    server_files_req_free(r);
     return NULL;
   }
   if (w.bad[0]) {
-    sm_answer_error(a, 400, "policy", "%s", w.bad);
-    sm_files_req_free(r);
+    server_answer_error(a, 400, "policy", "%s", w.bad);
+    server_files_req_free(r);
     return NULL;
   }
   if (!r->p.has_mode && !r->p.sandbox_id) {
@@ -234,22 +236,22 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
     r->p.has_mode = 1;
   }
   if (r->p.run_id == NULL && r->p.worker_key == NULL && r->p.sandbox_id == NULL) {
-    sm_answer_error(a, 400, "policy",
-                    "name the sandbox: 'sandbox_id', 'run_id' (per_run) or 'worker_key' "
-                    "(per_worker)");
-    sm_files_req_free(r);
+    server_answer_error(a, 400, "policy",
+                        "name the sandbox: 'sandbox_id', 'run_id' (per_run) or 'worker_key' "
+                        "(per_worker)");
+    server_files_req_free(r);
     return NULL;
   }
   int needs_path = op != SM_FILES_TAR_GET && op != SM_FILES_LIST && op != SM_FILES_GLOB &&
                    op != SM_FILES_GREP;
   if ((needs_path && r->path == NULL) || (op == SM_FILES_TAR_GET && r->n_paths == 0)) {
-    sm_answer_error(a, 400, "policy", "missing query parameter 'path'");
-    sm_files_req_free(r);
+    server_answer_error(a, 400, "policy", "missing query parameter 'path'");
+    server_files_req_free(r);
     return NULL;
   }
   if ((op == SM_FILES_GLOB || op == SM_FILES_GREP) && r->pattern == NULL) {
-    sm_answer_error(a, 400, "policy", "missing query parameter 'pattern'");
-    sm_files_req_free(r);
+    server_answer_error(a, 400, "policy", "missing query parameter 'pattern'");
+    server_files_req_free(r);
     return NULL;
   }
   r->token = token ? strdup(token) : NULL;
@@ -258,8 +260,8 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
   if (r->p.argv) r->p.argv[0] = strdup("files");
   r->p.argc = 1;
   if ((token && !r->token) || !r->p.tool || !r->p.argv || !r->p.argv[0]) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
-    sm_files_req_free(r);
+    server_answer_error(a, 503, "sandbox", "out of memory");
+    server_files_req_free(r);
     return NULL;
   }
   return r;
@@ -272,16 +274,16 @@ sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_f
  * full in the sandbox) is the operation's own failure: failure_kind "tool",
  * as a tool that ran and failed. sandman's refusals (a link on the path,
  * a path leaving the workspace, the configuration) stay "policy". */
-void sm_files_answer_error(sm_answer *a, int rc, const sm_error *err) {
+void server_files_answer_error(server_answer *a, int rc, const sm_error *err) {
   int e = err->sys_errno;
   if (e == 0 || e == ELOOP || e == EXDEV || e == EPIPE) {
-    sm_answer_error_code(a, rc, err->message);
+    server_answer_error_code(a, rc, err->message);
     return;
   }
   /* The table's status when it is the caller's (4xx), else 400. */
   int status = sm_error_http_status(rc);
   if (status < 400 || status >= 500) status = 400;
-  sm_answer_error(a, status, "tool", "%s", err->message);
+  server_answer_error(a, status, "tool", "%s", err->message);
 }
 
 static void add_sandbox(json_object *o, const sm_run_result *call) {
@@ -302,10 +304,10 @@ static json_object *list_json(const sm_file_list *l) {
 /* ---- streamed reads ---- */
 
 typedef struct read_out {
-  sm_stream *s;
+  server_stream *s;
   int begun;
   const char *ctype;
-  sm_buf held;       /* a tar's first bytes, until it is sure to go */
+  common_buf held; /* a tar's first bytes, until it is sure to go */
 } read_out;
 
 static int on_size(void *ud, int64_t file_size, int64_t count) {
@@ -313,8 +315,8 @@ static int on_size(void *ud, int64_t file_size, int64_t count) {
   char v[32];
   snprintf(v, sizeof v, "%" PRId64, file_size);
   o->begun = 1;
-  return sm_stream_begin(o->s, 200, "application/octet-stream", count, "X-Sandman-File-Size",
-                         v, NULL, NULL);
+  return server_stream_begin(o->s, 200, "application/octet-stream", count, "X-Sandman-File-Size", v,
+                             NULL, NULL);
 }
 
 /* A tar download holds its first TAR_HOLD bytes back: an error met by then
@@ -323,19 +325,19 @@ static int on_size(void *ud, int64_t file_size, int64_t count) {
 static int write_out(void *ud, const char *data, size_t len) {
   read_out *o = ud;
   if (!o->begun) {
-    if (o->held.len + len <= TAR_HOLD) return sm_buf_append(&o->held, data, len) == 0 ? 0 : -1;
+    if (o->held.len + len <= TAR_HOLD) return common_buf_append(&o->held, data, len) == 0 ? 0 : -1;
     o->begun = 1;
-    if (sm_stream_begin(o->s, 200, o->ctype, -1, NULL, NULL, NULL, NULL) != 0 ||
-        sm_stream_write(o->s, o->held.data ? o->held.data : "", o->held.len) != 0)
+    if (server_stream_begin(o->s, 200, o->ctype, -1, NULL, NULL, NULL, NULL) != 0 ||
+        server_stream_write(o->s, o->held.data ? o->held.data : "", o->held.len) != 0)
       return -1;
   }
-  return sm_stream_write(o->s, data, len);
+  return server_stream_write(o->s, data, len);
 }
 
 /* ---- the job ---- */
 
 /* list, glob and grep: their JSON answer in *o. */
-static int run_search(sm_files_req *r, sm_runner *runner, const sm_run_request *base,
+static int run_search(server_files_req *r, sm_runner *runner, const sm_run_request *base,
                       json_object **o, sm_run_result *call, sm_error *err) {
   int rc = 0;
   switch (r->op) {
@@ -362,7 +364,7 @@ static int run_search(sm_files_req *r, sm_runner *runner, const sm_run_request *
           json_object *m = json_object_new_object();
           json_object_object_add(m, "path", json_object_new_string(g.v[i].path));
           json_object_object_add(m, "line", json_object_new_int64(g.v[i].line));
-          json_object_object_add(m, "text", sm_json_text(g.v[i].text, g.v[i].text_len));
+          json_object_object_add(m, "text", common_json_text(g.v[i].text, g.v[i].text_len));
           json_object_array_add(arr, m);
         }
         json_object_object_add(*o, "matches", arr);
@@ -377,8 +379,8 @@ static int run_search(sm_files_req *r, sm_runner *runner, const sm_run_request *
   return rc;
 }
 
-static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base,
-                  read_out *ro, sm_answer *a, sm_run_result *call, sm_error *err) {
+static int run_op(server_files_req *r, sm_runner *runner, const sm_run_request *base, read_out *ro,
+                  server_answer *a, sm_run_result *call, sm_error *err) {
   int rc = 0;
   json_object *o = NULL;
   int64_t max_file = (int64_t)r->srv->opts.max_file_body;
@@ -394,7 +396,7 @@ static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base
       wo.parents = r->parents;
       wo.exclusive = r->exclusive;
       wo.max_bytes = max_file;
-      wo.read = sm_stream_read;
+      wo.read = server_stream_read;
       wo.ud = r->stream;
       int64_t written = 0;
       rc = sm_files_write(runner, base, r->path, &wo, &written, call, err);
@@ -438,7 +440,7 @@ static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base
       break;
     case SM_FILES_TAR_PUT: {
       sm_files_tar_stats st = {0, 0};
-      rc = sm_files_upload_tar(runner, base, r->path, sm_stream_read, r->stream, max_file, 0,
+      rc = sm_files_upload_tar(runner, base, r->path, server_stream_read, r->stream, max_file, 0,
                                &st, call, err);
       if (rc == 0) {
         o = json_object_new_object();
@@ -465,23 +467,23 @@ static int run_op(sm_files_req *r, sm_runner *runner, const sm_run_request *base
   return rc;
 }
 
-void sm_files_job(void *arg) {
-  sm_files_req *r = arg;
+void server_files_job(void *arg) {
+  server_files_req *r = arg;
   sm_server *srv = r->srv;
-  sm_stream *s = r->stream;
+  server_stream *s = r->stream;
   sm_log_set_request_id(r->id);
   double t0 = sm_monotonic_ms();
-  sm_answer a = {0, NULL};
+  server_answer a = {0, NULL};
   read_out ro = {s, 0, "application/octet-stream", {NULL, 0, 0, 0}};
-  sm_buf_init(&ro.held, TAR_HOLD);
+  common_buf_init(&ro.held, TAR_HOLD);
   int failed_after_begin = 0;
   if (srv->opts.runner == NULL) {
-    sm_answer_error(&a, 503, "engine", "this runner has no engine");
+    server_answer_error(&a, 503, "engine", "this runner has no engine");
   } else {
-    sm_call *k = sm_call_prepare(srv, &r->p, r->control, r->token, &a);
+    server_call *k = server_call_prepare(srv, &r->p, r->control, r->token, &a);
     if (k) {
-      sm_run_request *base = sm_call_request(k);
-      base->cancel = sm_stream_cancel_flag(s);
+      sm_run_request *base = server_call_request(k);
+      base->cancel = server_stream_cancel_flag(s);
       sm_run_result call;
       memset(&call, 0, sizeof call);
       sm_error err = SM_ERROR_INIT;
@@ -489,14 +491,14 @@ void sm_files_job(void *arg) {
       if (rc != 0) {
         sm_log(SM_LOG_INFO, "files %s: %s", r->path ? r->path : "", err.message);
         if (ro.begun) failed_after_begin = 1;
-        else sm_files_answer_error(&a, rc, &err);
+        else server_files_answer_error(&a, rc, &err);
       } else if (!ro.begun && a.body == NULL) {
         /* A small tar, held whole (or a read that met no content). */
         ro.begun = 1;
-        if (sm_stream_begin(s, 200, ro.ctype, (int64_t)ro.held.len, NULL, NULL, NULL, NULL) ==
+        if (server_stream_begin(s, 200, ro.ctype, (int64_t)ro.held.len, NULL, NULL, NULL, NULL) ==
                 0 &&
             ro.held.len > 0)
-          sm_stream_write(s, ro.held.data, ro.held.len);
+          server_stream_write(s, ro.held.data, ro.held.len);
       }
       json_object *kind = NULL;
       const char *outcome = "ok";
@@ -504,14 +506,14 @@ void sm_files_job(void *arg) {
         outcome = json_object_get_string(kind);
       else if (rc != 0)
         outcome = a.status == 503 ? "sandbox" : "policy";
-      sm_metrics_call(srv->metrics, "files", sm_mode_name(base->settings.mode), outcome,
-                      (sm_monotonic_ms() - t0) / 1000.0);
+      server_metrics_call(srv->metrics, "files", sm_mode_name(base->settings.mode), outcome,
+                          (sm_monotonic_ms() - t0) / 1000.0);
       sm_run_result_dispose(&call);
-      sm_call_free(k);
+      server_call_free(k);
     }
   }
-  sm_stream_finish(s, failed_after_begin, ro.begun ? NULL : &a);
-  sm_buf_dispose(&ro.held);
+  server_stream_finish(s, failed_after_begin, ro.begun ? NULL : &a);
+  common_buf_dispose(&ro.held);
   if (a.body) json_object_put(a.body);
-  sm_files_req_free(r);
+  server_files_req_free(r);
 }

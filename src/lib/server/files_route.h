@@ -18,45 +18,46 @@ typedef enum {
   SM_FILES_TAR_PUT,
   SM_FILES_TAR_GET,
   SM_FILES_WATCH, /* file events: a watch of its own (server_watch.h), no call thread */
-} sm_files_op;
+} server_files_op;
 
-typedef struct sm_files_req sm_files_req;
+typedef struct server_files_req server_files_req;
 
 /* The operation of /v1/files/<name> with method: >= 0, -1 no such route,
  * -2 a route that does not take the method (its Allow header:
- * sm_files_route_allow). */
-int sm_files_route_op(const char *name, const char *method);
-const char *sm_files_route_allow(const char *name);
+ * server_files_route_allow). */
+int server_files_route_op(const char *name, const char *method);
+const char *server_files_route_allow(const char *name);
 /* 1 when the request body is the content (streamed, --max-file-body). */
-int sm_files_op_uploads(sm_files_op op);
+int server_files_op_uploads(server_files_op op);
 
 /* Reads and checks the query on the I/O thread, the token first (control,
  * or the worker token of the query's worker_key): NULL with *a filled when
  * the request is refused. */
-sm_files_req *sm_files_req_new(sm_server *srv, struct MHD_Connection *conn, sm_files_op op,
-                               const char *id, int control, const char *token, sm_answer *a);
-void sm_files_req_set_stream(sm_files_req *r, sm_stream *s);
-void sm_files_req_free(sm_files_req *r);
-sm_files_op sm_files_req_op(const sm_files_req *r);
+server_files_req *server_files_req_new(sm_server *srv, struct MHD_Connection *conn,
+                                       server_files_op op, const char *id, int control,
+                                       const char *token, server_answer *a);
+void server_files_req_set_stream(server_files_req *r, server_stream *s);
+void server_files_req_free(server_files_req *r);
+server_files_op server_files_req_op(const server_files_req *r);
 
 /* What a watch (server_watch.c) takes of its request. */
-typedef struct sm_files_watch_args {
+typedef struct server_files_watch_args {
   sm_server *srv;
   const char *id;        /* the request's */
   int control;
   const char *token;
-  sm_execute_params *p;  /* the sandbox's keys */
+  server_execute_params *p; /* the sandbox's keys */
   const char *path;
   int recursive;
-  sm_stream *stream;
-} sm_files_watch_args;
-void sm_files_req_watch_args(sm_files_req *r, sm_files_watch_args *out);
+  server_stream *stream;
+} server_files_watch_args;
+void server_files_req_watch_args(server_files_req *r, server_files_watch_args *out);
 /* An error of the files API as the files routes answer it: what the
  * sandbox's file system said is failure_kind "tool", sandman's refusals
  * "policy". */
-void sm_files_answer_error(sm_answer *a, int rc, const sm_error *err);
+void server_files_answer_error(server_answer *a, int rc, const sm_error *err);
 /* The call-thread job (arg: the request, freed at its end; it finishes the
  * stream with the answer). */
-void sm_files_job(void *arg);
+void server_files_job(void *arg);
 
 #endif

@@ -45,7 +45,7 @@
 #define TAG_LISTEN UINT64_MAX
 #define TAG_WAKE (UINT64_MAX - 1)
 
-typedef sm_gate_class conn_class;
+typedef server_gate_class conn_class;
 #define CLS_HEALTH SM_GATE_HEALTH
 #define CLS_CONTROL SM_GATE_CONTROL
 #define CLS_OTHER SM_GATE_OTHER
@@ -61,7 +61,7 @@ typedef struct pending {
   int prev, next;       /* oldest first */
 } pending;
 
-struct sm_gate {
+struct server_gate {
   sm_server *srv;
   int listen_fd, epfd, wake_fd;
   pthread_t thread;
@@ -87,7 +87,7 @@ static void sleep_ms(int ms) {
 
 /* ---- the waiting list ---- */
 
-static void list_unlink(sm_gate *g, int i) {
+static void list_unlink(server_gate *g, int i) {
   pending *p = &g->slots[i];
   if (p->prev >= 0) g->slots[p->prev].next = p->next;
   else g->head = p->next;
@@ -96,7 +96,7 @@ static void list_unlink(sm_gate *g, int i) {
   p->prev = p->next = -1;
 }
 
-static void list_append(sm_gate *g, int i) {
+static void list_append(server_gate *g, int i) {
   pending *p = &g->slots[i];
   p->prev = g->tail;
   p->next = -1;
@@ -107,7 +107,7 @@ static void list_append(sm_gate *g, int i) {
 
 /* Takes the connection out of the waiting list and the epoll set; the fd
  * stays open (the caller closes or hands it over). */
-static int release_slot(sm_gate *g, int i) {
+static int release_slot(server_gate *g, int i) {
   pending *p = &g->slots[i];
   int fd = p->fd;
   epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -118,7 +118,7 @@ static int release_slot(sm_gate *g, int i) {
   return fd;
 }
 
-static void count_drop(sm_gate *g, sm_gate_drop why) {
+static void count_drop(server_gate *g, server_gate_drop why) {
   pthread_mutex_lock(&g->mu);
   g->dropped[why]++;
   pthread_mutex_unlock(&g->mu);
@@ -129,7 +129,7 @@ static void count_drop(sm_gate *g, sm_gate_drop why) {
 static void answer_and_close(int fd, int status, const char *reason, const char *error,
                              const char *kind) {
   char body[256], msg[640], id[17];
-  sm_server_random_hex(id, 8);
+  server_random_hex(id, 8);
   int bl = snprintf(body, sizeof body, "{\"error\":\"%s\",\"failure_kind\":\"%s\"}\n", error,
                     kind);
   int n = snprintf(msg, sizeof msg,
@@ -141,7 +141,7 @@ static void answer_and_close(int fd, int status, const char *reason, const char 
   close(fd);
 }
 
-static void drop_slot(sm_gate *g, int i, sm_gate_drop why) {
+static void drop_slot(server_gate *g, int i, server_gate_drop why) {
   int fd = release_slot(g, i);
   count_drop(g, why);
   switch (why) {
@@ -182,7 +182,7 @@ static const char *header_value(const char *head, const char *name, size_t *len)
   return NULL;
 }
 
-size_t sm_gate_head_length(const char *buf, size_t n) {
+size_t server_gate_head_length(const char *buf, size_t n) {
   /* The head ends at the first empty line: CRLF CRLF, or LF LF. */
   const char *a = memmem(buf, n, "\r\n\r\n", 4);
   const char *b = memmem(buf, n, "\n\n", 2);
@@ -191,7 +191,7 @@ size_t sm_gate_head_length(const char *buf, size_t n) {
   return 0;
 }
 
-sm_gate_class sm_gate_head_class(const char *head, size_t len, const char *control_token) {
+server_gate_class server_gate_head_class(const char *head, size_t len, const char *control_token) {
   char buf[GATE_HEAD_MAX + 1];
   if (len > GATE_HEAD_MAX) len = GATE_HEAD_MAX;
   memcpy(buf, head, len);
@@ -203,7 +203,7 @@ sm_gate_class sm_gate_head_class(const char *head, size_t len, const char *contr
     return CLS_HEALTH;
   size_t vlen = 0;
   const char *auth = header_value(buf, "Authorization", &vlen);
-  sm_gate_class cls = CLS_OTHER;
+  server_gate_class cls = CLS_OTHER;
   if (auth != NULL && vlen > 7 && strncasecmp(auth, "Bearer ", 7) == 0) {
     auth += 7;
     vlen -= 7;
@@ -221,7 +221,7 @@ sm_gate_class sm_gate_head_class(const char *head, size_t len, const char *contr
 }
 
 /* Whether libmicrohttpd has room for a connection of that class. */
-static int admit(sm_gate *g, conn_class cls, int fd) {
+static int admit(server_gate *g, conn_class cls, int fd) {
   pthread_mutex_lock(&g->mu);
   long all = 0;
   for (int c = 0; c < CLS_N; c++) all += g->open[c] + g->handed[c];
@@ -242,8 +242,8 @@ static int admit(sm_gate *g, conn_class cls, int fd) {
 
 /* A head is complete: libmicrohttpd takes the connection, or it is
  * answered 503. */
-static void hand_over(sm_gate *g, int i, const char *head, size_t len) {
-  conn_class cls = sm_gate_head_class(head, len, g->srv->token);
+static void hand_over(server_gate *g, int i, const char *head, size_t len) {
+  conn_class cls = server_gate_head_class(head, len, g->srv->token);
   struct sockaddr_storage addr = g->slots[i].addr;
   socklen_t alen = g->slots[i].addr_len;
   int fd = release_slot(g, i);
@@ -264,7 +264,7 @@ static void hand_over(sm_gate *g, int i, const char *head, size_t len) {
 
 /* New bytes on a waiting connection: is its head complete? hup: the client
  * will send nothing more. */
-static void on_readable(sm_gate *g, int i, int hup) {
+static void on_readable(server_gate *g, int i, int hup) {
   pending *p = &g->slots[i];
   if (++p->peeks > GATE_PEEKS_MAX) {
     drop_slot(g, i, SM_GATE_DROP_HEAD_TIMEOUT);
@@ -276,7 +276,7 @@ static void on_readable(sm_gate *g, int i, int hup) {
     return;
   }
   if (n < 0) return;
-  size_t len = sm_gate_head_length(g->peek, (size_t)n);
+  size_t len = server_gate_head_length(g->peek, (size_t)n);
   if (len == 0) {
     if (n >= GATE_HEAD_MAX) drop_slot(g, i, SM_GATE_DROP_HEAD_TOO_LARGE);
     else if (hup) drop_slot(g, i, SM_GATE_DROP_CLOSED);
@@ -285,18 +285,18 @@ static void on_readable(sm_gate *g, int i, int hup) {
   hand_over(g, i, g->peek, len);
 }
 
-static void expire(sm_gate *g, double now) {
+static void expire(server_gate *g, double now) {
   while (g->head >= 0 && g->slots[g->head].deadline <= now)
     drop_slot(g, g->head, SM_GATE_DROP_HEAD_TIMEOUT);
 }
 
-static int free_slot(sm_gate *g) {
+static int free_slot(server_gate *g) {
   for (size_t i = 0; i < g->n_slots; i++)
     if (g->slots[i].fd < 0) return (int)i;
   return -1;
 }
 
-static void on_accept(sm_gate *g) {
+static void on_accept(server_gate *g) {
   for (int k = 0; k < GATE_ACCEPTS_PER_WAKE; k++) {
     struct sockaddr_storage addr;
     socklen_t alen = sizeof addr;
@@ -343,7 +343,7 @@ static void on_accept(sm_gate *g) {
 }
 
 static void *gate_main(void *arg) {
-  sm_gate *g = arg;
+  server_gate *g = arg;
   sm_log_set_request_id("http");
   struct epoll_event evs[64];
   for (;;) {
@@ -375,8 +375,8 @@ static void *gate_main(void *arg) {
 
 /* ---- life cycle, seen from server_http.c ---- */
 
-int sm_gate_start(sm_server *srv, sm_error *err) {
-  sm_gate *g = calloc(1, sizeof *g);
+int server_gate_start(sm_server *srv, sm_error *err) {
+  server_gate *g = calloc(1, sizeof *g);
   if (g == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   srv->gate = g;
   g->srv = srv;
@@ -416,14 +416,14 @@ int sm_gate_start(sm_server *srv, sm_error *err) {
       epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->wake_fd, &wev) != 0)
     return sm_error_set_errno(err, SM_EIO, errno, "cannot watch %s: %s", srv->address,
                               strerror(errno));
-  if (sm_thread_start(&g->thread, NULL, gate_main, g) != 0)
+  if (common_thread_start(&g->thread, NULL, gate_main, g) != 0)
     return sm_error_set(err, SM_ENOMEM, "cannot start the connection thread");
   g->started = 1;
   return 0;
 }
 
-void sm_gate_stop(sm_server *srv) {
-  sm_gate *g = srv->gate;
+void server_gate_stop(sm_server *srv) {
+  server_gate *g = srv->gate;
   if (g == NULL) return;
   if (g->started) {
     uint64_t one = 1;
@@ -438,10 +438,10 @@ void sm_gate_stop(sm_server *srv) {
   g->listen_fd = srv->listen_fd = -1;
 }
 
-void sm_gate_free(sm_server *srv) {
-  sm_gate *g = srv->gate;
+void server_gate_free(sm_server *srv) {
+  server_gate *g = srv->gate;
   if (g == NULL) return;
-  sm_gate_stop(srv);
+  server_gate_stop(srv);
   if (g->epfd >= 0) close(g->epfd);
   if (g->wake_fd >= 0) close(g->wake_fd);
   pthread_mutex_destroy(&g->mu);
@@ -453,8 +453,8 @@ void sm_gate_free(sm_server *srv) {
 }
 
 /* MHD_OPTION_NOTIFY_CONNECTION: *ctx remembers the class (plus one). */
-void sm_gate_connection(sm_server *srv, struct MHD_Connection *conn, void **ctx, int started) {
-  sm_gate *g = srv->gate;
+void server_gate_connection(sm_server *srv, struct MHD_Connection *conn, void **ctx, int started) {
+  server_gate *g = srv->gate;
   if (g == NULL) return;
   pthread_mutex_lock(&g->mu);
   if (started) {
@@ -473,9 +473,9 @@ void sm_gate_connection(sm_server *srv, struct MHD_Connection *conn, void **ctx,
   pthread_mutex_unlock(&g->mu);
 }
 
-void sm_gate_read_stats(sm_server *srv, sm_gate_stats *out) {
+void server_gate_read_stats(sm_server *srv, server_gate_stats *out) {
   memset(out, 0, sizeof *out);
-  sm_gate *g = srv->gate;
+  server_gate *g = srv->gate;
   if (g == NULL) return;
   pthread_mutex_lock(&g->mu);
   out->open = g->open[CLS_HEALTH] + g->open[CLS_CONTROL] + g->open[CLS_OTHER];

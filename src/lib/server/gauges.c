@@ -10,7 +10,7 @@
 
 const char *const server_sandbox_states[4] = {"running", "frozen", "stopped", "hibernated"};
 
-void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) {
+void server_gauges(sm_server *srv, server_metrics_gauges *g, int with_sandboxes) {
   memset(g, 0, sizeof *g);
   if (with_sandboxes && srv->opts.runner) {
     sm_ops_scope scope;
@@ -35,13 +35,13 @@ void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes) 
     g->pool_known = 1;
   }
   if (srv->gate) {
-    sm_gate_read_stats(srv, &g->http);
+    server_gate_read_stats(srv, &g->http);
     g->http_known = 1;
   }
   size_t total = 0;
-  g->handles_running = (long)sm_handles_running(srv, &total);
+  g->handles_running = (long)server_handles_running(srv, &total);
   g->handles_total = (long)total;
-  g->leases_live = (long)sm_lease_live(srv->leases, sm_now());
+  g->leases_live = (long)server_lease_live(srv->leases, sm_now());
   pthread_mutex_lock(&srv->mu);
   g->calls_in_flight = srv->calls_in_flight;
   g->queue_depth = (long)srv->queued;

@@ -12,11 +12,11 @@
 
 #include "server/handles.h"
 
-sm_handle *sm_handle_new(const char *worker_key, const char *tool, const char *nonce,
-                         size_t cap_out, size_t cap_err, const sm_secret_env *secrets) {
-  sm_handle *h = calloc(1, sizeof *h);
+server_handle *server_handle_new(const char *worker_key, const char *tool, const char *nonce,
+                                 size_t cap_out, size_t cap_err, const server_secret_env *secrets) {
+  server_handle *h = calloc(1, sizeof *h);
   if (h == NULL) return NULL;
-  sm_server_random_hex(h->id, SM_HANDLE_ID_LEN / 2);
+  server_random_hex(h->id, SM_HANDLE_ID_LEN / 2);
   snprintf(h->worker_key, sizeof h->worker_key, "%s", worker_key ? worker_key : "");
   snprintf(h->tool, sizeof h->tool, "%s", tool ? tool : "");
   snprintf(h->nonce, sizeof h->nonce, "%s", nonce ? nonce : "");
@@ -24,8 +24,8 @@ sm_handle *sm_handle_new(const char *worker_key, const char *tool, const char *n
   pthread_cond_init(&h->cv, NULL);
   if (cap_out == 0 || cap_out > SM_HANDLE_OUTPUT_MAX) cap_out = SM_HANDLE_OUTPUT_MAX;
   if (cap_err == 0 || cap_err > SM_HANDLE_OUTPUT_MAX) cap_err = SM_HANDLE_OUTPUT_MAX;
-  sm_buf_init(&h->out, cap_out);
-  sm_buf_init(&h->err, cap_err + 64); /* room for the hook's start marker */
+  common_buf_init(&h->out, cap_out);
+  common_buf_init(&h->err, cap_err + 64); /* room for the hook's start marker */
   h->t0 = sm_monotonic_ms();
   h->refs = 2; /* the table and the call's thread */
   for (size_t i = 0; i < secrets->n; i++) {
@@ -37,15 +37,15 @@ sm_handle *sm_handle_new(const char *worker_key, const char *tool, const char *n
 }
 
 /* The output gathered and the secrets' copies, wiped before they go. */
-static void wipe_output(sm_handle *h) {
+static void wipe_output(server_handle *h) {
   if (h->out.data) OPENSSL_cleanse(h->out.data, h->out.len);
   if (h->err.data) OPENSSL_cleanse(h->err.data, h->err.len);
-  sm_buf_dispose(&h->out);
-  sm_buf_dispose(&h->err);
-  sm_secret_env_dispose(&h->secrets);
+  common_buf_dispose(&h->out);
+  common_buf_dispose(&h->err);
+  server_secret_env_dispose(&h->secrets);
 }
 
-void sm_handle_unref(sm_handle *h) {
+void server_handle_unref(server_handle *h) {
   pthread_mutex_lock(&h->mu);
   int last = --h->refs == 0;
   pthread_mutex_unlock(&h->mu);
@@ -57,20 +57,20 @@ void sm_handle_unref(sm_handle *h) {
   free(h);
 }
 
-int sm_handle_output(void *ud, int stream, const char *data, size_t len) {
-  sm_handle *h = ud;
+int server_handle_output(void *ud, int stream, const char *data, size_t len) {
+  server_handle *h = ud;
   pthread_mutex_lock(&h->mu);
   if (stream == 2) {
-    if (sm_buf_append_capped(&h->err, data, len) > 0) h->err_trunc = 1;
+    if (common_buf_append_capped(&h->err, data, len) > 0) h->err_trunc = 1;
   } else {
-    if (sm_buf_append_capped(&h->out, data, len) > 0) h->out_trunc = 1;
+    if (common_buf_append_capped(&h->out, data, len) > 0) h->out_trunc = 1;
   }
   pthread_mutex_unlock(&h->mu);
   return 0;
 }
 
-int sm_handles_insert(sm_server *srv, sm_handle *h) {
-  sm_handle *evict = NULL;
+int server_handles_insert(sm_server *srv, server_handle *h) {
+  server_handle *evict = NULL;
   pthread_mutex_lock(&srv->mu);
   size_t slot = srv->opts.max_handles;
   for (size_t i = 0; i < srv->opts.max_handles && slot == srv->opts.max_handles; i++)
@@ -79,7 +79,7 @@ int sm_handles_insert(sm_server *srv, sm_handle *h) {
     /* Full: forget the finished handle that started first. */
     double oldest = 0;
     for (size_t i = 0; i < srv->opts.max_handles; i++) {
-      sm_handle *o = srv->handles[i];
+      server_handle *o = srv->handles[i];
       pthread_mutex_lock(&o->mu);
       int done = o->done;
       pthread_mutex_unlock(&o->mu);
@@ -95,15 +95,15 @@ int sm_handles_insert(sm_server *srv, sm_handle *h) {
     if (evict == NULL) srv->n_handles++;
   }
   pthread_mutex_unlock(&srv->mu);
-  if (evict) sm_handle_unref(evict);
+  if (evict) server_handle_unref(evict);
   return slot < srv->opts.max_handles ? 0 : SM_EBUSY;
 }
 
 /* Takes the handle out of the table (the table's reference goes to the
  * caller). */
-sm_handle *sm_handles_take(sm_server *srv, sm_handle *h) {
+server_handle *server_handles_take(sm_server *srv, server_handle *h) {
   pthread_mutex_lock(&srv->mu);
-  sm_handle *found = NULL;
+  server_handle *found = NULL;
   for (size_t i = 0; i < srv->opts.max_handles; i++) {
     if (srv->handles[i] == h) {
       srv->handles[i] = NULL;
@@ -116,11 +116,11 @@ sm_handle *sm_handles_take(sm_server *srv, sm_handle *h) {
 }
 
 /* With a new reference, or NULL. */
-sm_handle *sm_handles_find(sm_server *srv, const char *id) {
-  sm_handle *found = NULL;
+server_handle *server_handles_find(sm_server *srv, const char *id) {
+  server_handle *found = NULL;
   pthread_mutex_lock(&srv->mu);
   for (size_t i = 0; i < srv->opts.max_handles && !found; i++) {
-    sm_handle *h = srv->handles[i];
+    server_handle *h = srv->handles[i];
     if (h && strlen(id) == SM_HANDLE_ID_LEN && CRYPTO_memcmp(h->id, id, SM_HANDLE_ID_LEN) == 0) {
       pthread_mutex_lock(&h->mu);
       h->refs++;
@@ -132,7 +132,7 @@ sm_handle *sm_handles_find(sm_server *srv, const char *id) {
   return found;
 }
 
-json_object *sm_handle_json(sm_handle *h, int removed) {
+json_object *server_handle_json(server_handle *h, int removed) {
   json_object *o = json_object_new_object();
   pthread_mutex_lock(&h->mu);
   char *out = malloc(h->out.len + 1), *err = malloc(h->err.len + 1);
@@ -142,13 +142,13 @@ json_object *sm_handle_json(sm_handle *h, int removed) {
   int done = h->done, killed = h->killed, ot = h->out_trunc, et = h->err_trunc;
   json_object *result = h->result ? json_object_get(h->result) : NULL;
   pthread_mutex_unlock(&h->mu);
-  if (err && h->nonce[0]) sm_hook_strip(h->nonce, err, &el);
+  if (err && h->nonce[0]) server_hook_strip(h->nonce, err, &el);
   /* Output cut at its cap, or so far (more may come): a value whose start
    * ends it is masked too (marked when cut, held back while running). */
-  if (ot || !done) sm_server_redact_cut(&out, &ol, &h->secrets, ot);
-  else sm_server_redact(&out, &ol, &h->secrets);
-  if (et || !done) sm_server_redact_cut(&err, &el, &h->secrets, et);
-  else sm_server_redact(&err, &el, &h->secrets);
+  if (ot || !done) server_redact_cut(&out, &ol, &h->secrets, ot);
+  else server_redact(&out, &ol, &h->secrets);
+  if (et || !done) server_redact_cut(&err, &el, &h->secrets, et);
+  else server_redact(&err, &el, &h->secrets);
   json_object_object_add(o, "handle", json_object_new_string(h->id));
   json_object_object_add(o, "state", json_object_new_string(killed ? "killed"
                                                              : done ? "finished"
@@ -172,11 +172,11 @@ json_object *sm_handle_json(sm_handle *h, int removed) {
   return o;
 }
 
-size_t sm_handles_running(sm_server *srv, size_t *total) {
+size_t server_handles_running(sm_server *srv, size_t *total) {
   size_t running = 0, n = 0;
   pthread_mutex_lock(&srv->mu);
   for (size_t i = 0; i < srv->opts.max_handles && srv->handles; i++) {
-    sm_handle *h = srv->handles[i];
+    server_handle *h = srv->handles[i];
     if (h == NULL) continue;
     n++;
     pthread_mutex_lock(&h->mu);
@@ -188,11 +188,11 @@ size_t sm_handles_running(sm_server *srv, size_t *total) {
   return running;
 }
 
-void sm_handles_kill_all(sm_server *srv) {
+void server_handles_kill_all(sm_server *srv) {
   pthread_mutex_lock(&srv->mu);
   long n = srv->bg_running;
   for (size_t i = 0; i < srv->opts.max_handles && srv->handles; i++) {
-    sm_handle *h = srv->handles[i];
+    server_handle *h = srv->handles[i];
     if (h == NULL) continue;
     pthread_mutex_lock(&h->mu);
     if (!h->done) {
@@ -213,9 +213,9 @@ void sm_handles_kill_all(sm_server *srv) {
   pthread_mutex_unlock(&srv->mu);
 }
 
-void sm_handles_free(sm_server *srv) {
+void server_handles_free(sm_server *srv) {
   for (size_t i = 0; srv->handles && i < srv->opts.max_handles; i++) {
-    if (srv->handles[i]) sm_handle_unref(srv->handles[i]);
+    if (srv->handles[i]) server_handle_unref(srv->handles[i]);
     srv->handles[i] = NULL;
   }
   srv->n_handles = 0;

@@ -4,7 +4,7 @@
 
 #include "server/health_route.h"
 
-void server_health_route(sm_server *srv, sm_answer *a) {
+void server_health_route(sm_server *srv, server_answer *a) {
   json_object *o = json_object_new_object();
   json_object *e = json_object_new_object();
   pthread_mutex_lock(&srv->mu);

@@ -7,6 +7,6 @@
 
 /* Fills a with the 200 answer: {"status": "ok"|"degraded", "version",
  * "mode", "pool", "engine": {...}} (docs/http-api.md). */
-void server_health_route(sm_server *srv, sm_answer *a);
+void server_health_route(sm_server *srv, server_answer *a);
 
 #endif

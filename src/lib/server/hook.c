@@ -9,7 +9,7 @@
  * names, overlays the rest, sets sandman's variables again and execs the
  * tool. One exec, so the hook costs no extra round trip and its file side
  * effects stay in the sandbox. It talks back through marker lines on stderr
- * carrying a per-call nonce, which sm_hook_finish removes. */
+ * carrying a per-call nonce, which server_hook_finish removes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -105,9 +105,9 @@ static const char runner_script[] =
     "unset -f __sm_fail __sm_bytes __sm_child\n"
     "exec -- \"$@\"\n";
 
-const char *sm_hook_runner_script(void) { return runner_script; }
+const char *server_hook_runner_script(void) { return runner_script; }
 
-int sm_hook_load(const char *ws, char **out_content, size_t *out_len, sm_error *err) {
+int server_hook_load(const char *ws, char **out_content, size_t *out_len, sm_error *err) {
   *out_content = NULL;
   *out_len = 0;
   char path[PATH_MAX];
@@ -154,8 +154,8 @@ int sm_hook_load(const char *ws, char **out_content, size_t *out_len, sm_error *
   return 0;
 }
 
-int sm_hook_wrap(const char *const *argv, size_t argc, const char *content, const char *nonce,
-                 const char *owned_names, char ***out_argv, size_t *out_argc, sm_error *err) {
+int server_hook_wrap(const char *const *argv, size_t argc, const char *content, const char *nonce,
+                     const char *owned_names, char ***out_argv, size_t *out_argc, sm_error *err) {
   size_t n = argc + 7; /* bash -c SCRIPT $0 $1 $2 $3, then the tool */
   char **v = calloc(n + 1, sizeof *v);
   if (v == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
@@ -167,7 +167,7 @@ int sm_hook_wrap(const char *const *argv, size_t argc, const char *content, cons
   for (size_t i = 0; i < argc; i++) v[k++] = strdup(argv[i]);
   for (size_t i = 0; i < k; i++) {
     if (v[i] == NULL) {
-      sm_strings_free(v, k);
+      common_strings_free(v, k);
       return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
   }
@@ -180,7 +180,7 @@ static void marker(const char *nonce, char *buf, size_t size) {
   snprintf(buf, size, "\036sandman-hook-%s", nonce);
 }
 
-void sm_hook_strip(const char *nonce, char *data, size_t *len) {
+void server_hook_strip(const char *nonce, char *data, size_t *len) {
   char mark[48], begin[64];
   marker(nonce, mark, sizeof mark);
   snprintf(begin, sizeof begin, "%s begin\n", mark);
@@ -191,13 +191,13 @@ void sm_hook_strip(const char *nonce, char *data, size_t *len) {
   }
 }
 
-void sm_hook_finish(const char *nonce, sm_run_result *r) {
+void server_hook_finish(const char *nonce, sm_run_result *r) {
   char begin[64], mark[48];
   marker(nonce, mark, sizeof mark);
   snprintf(begin, sizeof begin, "%s begin\n", mark);
   size_t bl = strlen(begin);
   int started = r->stderr_data && r->stderr_len >= bl && memcmp(r->stderr_data, begin, bl) == 0;
-  if (started) sm_hook_strip(nonce, r->stderr_data, &r->stderr_len);
+  if (started) server_hook_strip(nonce, r->stderr_data, &r->stderr_len);
   if (!started) {
     /* No start marker: the runner never ran. When the exec itself could
      * not start (bash missing), say so; other failures keep their kind. */

@@ -7,8 +7,8 @@
 
 #include "server/server_core.h"
 
-int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
-  sm_job *j = malloc(sizeof *j);
+int server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
+  server_job *j = malloc(sizeof *j);
   if (j == NULL) return SM_ENOMEM;
   j->fn = fn;
   j->arg = arg;
@@ -28,13 +28,13 @@ int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
   return 0;
 }
 
-void *sm_server_job_thread(void *arg) {
+void *server_job_thread(void *arg) {
   sm_server *srv = arg;
   pthread_mutex_lock(&srv->mu);
   for (;;) {
     while (srv->head == NULL && !srv->workers_stop) pthread_cond_wait(&srv->cv_job, &srv->mu);
     if (srv->head == NULL) break;
-    sm_job *j = srv->head;
+    server_job *j = srv->head;
     srv->head = j->next;
     if (srv->head == NULL) srv->tail = NULL;
     srv->queued--;

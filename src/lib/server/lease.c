@@ -19,18 +19,18 @@ typedef struct lease {
   double expires;
   int uses_left;
   int pending;    /* uses taken whose calls have not settled them yet */
-  sm_lease_params p;
+  server_lease_params p;
   int live;
 } lease;
 
-struct sm_lease_store {
+struct server_lease_store {
   pthread_mutex_t mu;
   lease *items;
   size_t max;
 };
 
-sm_lease_store *sm_lease_store_new(size_t max_leases) {
-  sm_lease_store *s = calloc(1, sizeof *s);
+server_lease_store *server_lease_store_new(size_t max_leases) {
+  server_lease_store *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   s->items = calloc(max_leases ? max_leases : 1, sizeof *s->items);
   if (s->items == NULL) {
@@ -42,7 +42,7 @@ sm_lease_store *sm_lease_store_new(size_t max_leases) {
   return s;
 }
 
-void sm_lease_store_free(sm_lease_store *s) {
+void server_lease_store_free(server_lease_store *s) {
   if (s == NULL) return;
   OPENSSL_cleanse(s->items, s->max * sizeof *s->items);
   free(s->items);
@@ -52,7 +52,7 @@ void sm_lease_store_free(sm_lease_store *s) {
 
 /* Caller holds the mutex. Drops expired leases and used-up ones no call
  * may give a use back to. */
-static void sweep(sm_lease_store *s, double now) {
+static void sweep(server_lease_store *s, double now) {
   for (size_t i = 0; i < s->max; i++) {
     lease *l = &s->items[i];
     if (l->live && (now >= l->expires || (l->uses_left <= 0 && l->pending <= 0))) {
@@ -61,8 +61,8 @@ static void sweep(sm_lease_store *s, double now) {
   }
 }
 
-int sm_lease_create(sm_lease_store *s, const sm_lease_params *p, double now,
-                    char out_id[SM_LEASE_ID_LEN + 1], double *out_expires, sm_error *err) {
+int server_lease_create(server_lease_store *s, const server_lease_params *p, double now,
+                        char out_id[SM_LEASE_ID_LEN + 1], double *out_expires, sm_error *err) {
   if (p->max_uses < 1 || p->max_uses > SM_LEASE_USES_MAX || p->ttl_s < 1 ||
       p->ttl_s > SM_LEASE_TTL_MAX)
     return sm_error_set(err, SM_EINVAL, "lease uses or ttl out of range");
@@ -76,7 +76,7 @@ int sm_lease_create(sm_lease_store *s, const sm_lease_params *p, double now,
     return sm_error_set(err, SM_EBUSY, "too many live leases (%zu): try again later", s->max);
   }
   memset(slot, 0, sizeof *slot);
-  sm_server_random_hex(slot->id, SM_LEASE_ID_LEN / 2);
+  server_random_hex(slot->id, SM_LEASE_ID_LEN / 2);
   slot->expires = now + p->ttl_s;
   slot->uses_left = p->max_uses;
   slot->p = *p;
@@ -87,8 +87,8 @@ int sm_lease_create(sm_lease_store *s, const sm_lease_params *p, double now,
   return 0;
 }
 
-int sm_lease_consume(sm_lease_store *s, const char *id, const char *tool,
-                     const char *worker_key, double now, sm_lease_params *out) {
+int server_lease_consume(server_lease_store *s, const char *id, const char *tool,
+                         const char *worker_key, double now, server_lease_params *out) {
   if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return SM_EPOLICY;
   pthread_mutex_lock(&s->mu);
   sweep(s, now);
@@ -112,7 +112,7 @@ int sm_lease_consume(sm_lease_store *s, const char *id, const char *tool,
   return rc;
 }
 
-int sm_lease_settle(sm_lease_store *s, const char *id, int used, double now) {
+int server_lease_settle(server_lease_store *s, const char *id, int used, double now) {
   if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return SM_ENOTFOUND;
   pthread_mutex_lock(&s->mu);
   lease *found = NULL;
@@ -131,7 +131,7 @@ int sm_lease_settle(sm_lease_store *s, const char *id, int used, double now) {
   return rc;
 }
 
-size_t sm_lease_live(sm_lease_store *s, double now) {
+size_t server_lease_live(server_lease_store *s, double now) {
   pthread_mutex_lock(&s->mu);
   sweep(s, now);
   size_t n = 0;

@@ -28,7 +28,7 @@
 #define MCP_SESSIONS_MAX 64      /* the runner's /mcp sessions at once */
 #define MCP_SESSIONS_PER_TOKEN 8 /* one token's, unless --mcp-sessions-per-token says */
 
-struct sm_mcp_req {
+struct server_mcp_req {
   sm_server *srv;
   char id[17];
   char method[8];
@@ -36,7 +36,7 @@ struct sm_mcp_req {
   char owner[SM_PRINCIPAL_MAX];
   char *body;
   size_t body_len;
-  sm_stream *stream;
+  server_stream *stream;
 };
 
 /* One session's sandbox. */
@@ -111,7 +111,7 @@ static int make_session(void *ud, const char *owner, sm_mcp_session **out, sm_er
     snprintf(m->worker_key, sizeof m->worker_key, "%s", owner + 7);
   } else {
     char hex[33];
-    sm_server_random_hex(hex, 8);
+    server_random_hex(hex, 8);
     snprintf(m->run_id, sizeof m->run_id, "mcp-%s", hex);
   }
   sm_mcp_sandbox_options so = {0};
@@ -134,7 +134,7 @@ static int make_session(void *ud, const char *owner, sm_mcp_session **out, sm_er
   return rc;
 }
 
-int sm_mcp_route_start(sm_server *srv, sm_error *err) {
+int server_mcp_route_start(sm_server *srv, sm_error *err) {
   if (srv->opts.runner == NULL) return 0;
   sm_mcp_http_options o = {0};
   o.factory = make_session;
@@ -149,11 +149,11 @@ int sm_mcp_route_start(sm_server *srv, sm_error *err) {
   return sm_mcp_http_new(&srv->mcp, &o, err);
 }
 
-void sm_mcp_route_expire(sm_server *srv) {
+void server_mcp_route_expire(sm_server *srv) {
   if (srv->mcp) sm_mcp_http_expire(srv->mcp);
 }
 
-void sm_mcp_route_stop(sm_server *srv) {
+void server_mcp_route_stop(sm_server *srv) {
   if (srv->mcp) sm_mcp_http_free(srv->mcp);
   srv->mcp = NULL;
 }
@@ -165,26 +165,27 @@ static char *header(struct MHD_Connection *conn, const char *name) {
   return v ? strndup(v, MCP_HEADER_MAX) : NULL;
 }
 
-sm_mcp_req *sm_mcp_req_new(sm_server *srv, struct MHD_Connection *conn, const char *method,
-                           const char *id, int control, const char *token, sm_answer *a) {
+server_mcp_req *server_mcp_req_new(sm_server *srv, struct MHD_Connection *conn, const char *method,
+                                   const char *id, int control, const char *token,
+                                   server_answer *a) {
   const char *key = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "worker_key");
   char owner[SM_PRINCIPAL_MAX];
   /* The control token acts for itself, or for the worker it names; a
    * worker token for its own key only. */
   int allowed = key == NULL ? control
-                            : sm_server_name_valid(key, SM_SERVER_KEY_MAX) &&
-                                  (control || (token && sm_server_token_ok(srv, token, key)));
-  if (!allowed || sm_auth_principal(key, owner, sizeof owner) != 0) {
-    sm_server_refuse_token(srv, "mcp", a);
+                            : server_name_valid(key, SM_SERVER_KEY_MAX) &&
+                                  (control || (token && server_token_ok(srv, token, key)));
+  if (!allowed || server_auth_principal(key, owner, sizeof owner) != 0) {
+    server_refuse_token(srv, "mcp", a);
     return NULL;
   }
   if (srv->mcp == NULL) {
-    sm_answer_error(a, 503, "engine", "this runner has no engine");
+    server_answer_error(a, 503, "engine", "this runner has no engine");
     return NULL;
   }
-  sm_mcp_req *r = calloc(1, sizeof *r);
+  server_mcp_req *r = calloc(1, sizeof *r);
   if (r == NULL) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }
   r->srv = srv;
@@ -201,7 +202,7 @@ sm_mcp_req *sm_mcp_req_new(sm_server *srv, struct MHD_Connection *conn, const ch
   return r;
 }
 
-int sm_mcp_req_body(sm_mcp_req *r, const char *body, size_t len) {
+int server_mcp_req_body(server_mcp_req *r, const char *body, size_t len) {
   r->body = malloc(len + 1);
   if (r->body == NULL) return -1;
   if (len) memcpy(r->body, body, len);
@@ -210,23 +211,23 @@ int sm_mcp_req_body(sm_mcp_req *r, const char *body, size_t len) {
   return 0;
 }
 
-void sm_mcp_req_set_stream(sm_mcp_req *r, sm_stream *s) {
-  sm_stream_ref(s);
+void server_mcp_req_set_stream(server_mcp_req *r, server_stream *s) {
+  server_stream_ref(s);
   r->stream = s;
 }
 
-void sm_mcp_req_free(sm_mcp_req *r) {
+void server_mcp_req_free(server_mcp_req *r) {
   if (r == NULL) return;
   char *owned[] = {r->accept,     r->content_type, r->session_id, r->protocol_version,
                    r->origin,     r->mcp_method,   r->mcp_name,    r->body};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
-  sm_stream_unref(r->stream);
+  server_stream_unref(r->stream);
   free(r);
 }
 
-void sm_mcp_job(void *arg) {
-  sm_mcp_req *r = arg;
-  sm_stream *s = r->stream;
+void server_mcp_job(void *arg) {
+  server_mcp_req *r = arg;
+  server_stream *s = r->stream;
   sm_log_set_request_id(r->id);
   sm_mcp_http_request hr = {r->method,
                             r->accept,
@@ -237,27 +238,27 @@ void sm_mcp_job(void *arg) {
                             r->body ? r->body : "",
                             r->body_len,
                             r->owner,
-                            sm_stream_cancel_flag(s),
+                            server_stream_cancel_flag(s),
                             NULL,
                             r->mcp_method,
                             r->mcp_name};
   /* A tool call may run long: a client that hangs up cancels it. */
-  sm_stream_watch(s);
+  server_stream_watch(s);
   sm_mcp_http_answer ans;
   memset(&ans, 0, sizeof ans);
   sm_error err = SM_ERROR_INIT;
   if (sm_mcp_http_handle(r->srv->mcp, &hr, &ans, &err) != 0) {
-    sm_answer a = {0, NULL};
-    sm_answer_error(&a, 503, "sandbox", "%s", err.message[0] ? err.message : "out of memory");
-    sm_stream_finish(s, 0, &a);
+    server_answer a = {0, NULL};
+    server_answer_error(&a, 503, "sandbox", "%s", err.message[0] ? err.message : "out of memory");
+    server_stream_finish(s, 0, &a);
   } else {
-    int rc = sm_stream_begin(s, ans.status, ans.content_type ? ans.content_type : "text/plain",
-                             (int64_t)ans.body_len, ans.session_id[0] ? "Mcp-Session-Id" : NULL,
-                             ans.session_id, ans.allow ? "Allow" : NULL,
-                             ans.allow ? ans.allow : "");
-    if (rc == 0 && ans.body_len) rc = sm_stream_write(s, ans.body, ans.body_len);
-    sm_stream_finish(s, rc != 0, NULL);
+    int rc =
+        server_stream_begin(s, ans.status, ans.content_type ? ans.content_type : "text/plain",
+                            (int64_t)ans.body_len, ans.session_id[0] ? "Mcp-Session-Id" : NULL,
+                            ans.session_id, ans.allow ? "Allow" : NULL, ans.allow ? ans.allow : "");
+    if (rc == 0 && ans.body_len) rc = server_stream_write(s, ans.body, ans.body_len);
+    server_stream_finish(s, rc != 0, NULL);
   }
   sm_mcp_http_answer_dispose(&ans);
-  sm_mcp_req_free(r);
+  server_mcp_req_free(r);
 }

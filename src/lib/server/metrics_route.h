@@ -10,6 +10,6 @@
 /* On a call thread (the gauges count the engine's sandboxes): *text (the
  * caller frees it) and *len, with a->status 200; or the error answer in
  * a with *text NULL. */
-void server_metrics_route(sm_server *srv, char **text, size_t *len, sm_answer *a);
+void server_metrics_route(sm_server *srv, char **text, size_t *len, server_answer *a);
 
 #endif

@@ -72,7 +72,7 @@ static int unchunk(const char *d, size_t len, port_http_answer *out) {
   return -1;
 }
 
-int port_http_parse(const char *data, size_t len, int head, port_http_answer *out) {
+int server_port_http_parse(const char *data, size_t len, int head, port_http_answer *out) {
   memset(out, 0, sizeof *out);
   size_t body = head_end(data, len);
   if (body == 0 || len < 12 || strncmp(data, "HTTP/1.", 7) != 0 || data[8] != ' ') return -1;
@@ -102,12 +102,12 @@ int port_http_parse(const char *data, size_t len, int head, port_http_answer *ou
   return 0;
 }
 
-void port_http_answer_dispose(port_http_answer *a) {
+void server_port_http_answer_dispose(port_http_answer *a) {
   free(a->body);
   a->body = NULL;
 }
 
-int port_http_header_passed(const char *name) {
+int server_port_http_header_passed(const char *name) {
   static const char *const owned[] = {"Authorization", "Host", "Connection", "Keep-Alive",
                                       "Proxy-Authorization", "Proxy-Connection", "TE",
                                       "Trailer", "Transfer-Encoding", "Upgrade",

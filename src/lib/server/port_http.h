@@ -21,12 +21,12 @@ typedef struct port_http_answer {
  * a head without its end, a broken chunk, a body shorter than its
  * Content-Length). head: the answer of a HEAD request (no body, whatever
  * its Content-Length says); 1xx, 204 and 304 answers have none either. */
-int port_http_parse(const char *data, size_t len, int head, port_http_answer *out);
-void port_http_answer_dispose(port_http_answer *a);
+int server_port_http_parse(const char *data, size_t len, int head, port_http_answer *out);
+void server_port_http_answer_dispose(port_http_answer *a);
 
 /* 1 when a request header of this name is passed on to the sandbox's
  * server; those the runner owns (Authorization, Host, Connection and the
  * hop-by-hop ones, Content-Length, the worker key's) are not. */
-int port_http_header_passed(const char *name);
+int server_port_http_header_passed(const char *name);
 
 #endif

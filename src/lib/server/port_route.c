@@ -3,7 +3,7 @@
  * agent as `sandman sandbox port` relays a connection (sandman/ports.h).
  *
  * The sandbox is named by its id and reached through execute's own checks
- * (sm_call_prepare with "sandbox_id": the token against the worker key of
+ * (server_call_prepare with "sandbox_id": the token against the worker key of
  * the X-Sandman-Worker-Key header, the tool policy for the tool "port", the
  * principal), so a worker token reaches only its own sandboxes and
  * another's is answered exactly as a missing one. Each request is one relay
@@ -43,10 +43,10 @@ struct server_port_req {
   char worker_key[SM_SERVER_KEY_MAX + 1];
   char method[16];
   char path[512];
-  sm_buf out; /* the request's bytes as they go to the sandbox */
+  common_buf out; /* the request's bytes as they go to the sandbox */
   int preview; /* came to /preview/{token} */
   char preview_token[SERVER_PREVIEW_TOKEN_LEN + 1];
-  sm_stream *stream;
+  server_stream *stream;
 };
 
 void server_port_req_free(server_port_req *r) {
@@ -55,8 +55,8 @@ void server_port_req_free(server_port_req *r) {
     memset(r->token, 0, strlen(r->token));
     free(r->token);
   }
-  sm_buf_dispose(&r->out);
-  sm_stream_unref(r->stream);
+  common_buf_dispose(&r->out);
+  server_stream_unref(r->stream);
   free(r);
 }
 
@@ -64,25 +64,24 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
                                   const char *value) {
   server_port_req *r = cls;
   (void)kind;
-  if (!port_http_header_passed(key) || (value && strpbrk(value, "\r\n"))) return MHD_YES;
-  sm_buf_printf(&r->out, "%s: %s\r\n", key, value ? value : "");
+  if (!server_port_http_header_passed(key) || (value && strpbrk(value, "\r\n"))) return MHD_YES;
+  common_buf_printf(&r->out, "%s: %s\r\n", key, value ? value : "");
   return MHD_YES;
 }
 
 /* Percent-encodes s onto b (the query as libmicrohttpd decoded it). */
-static void encode(sm_buf *b, const char *s) {
+static void encode(common_buf *b, const char *s) {
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;
     if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
         strchr("-._~/", ch))
-      sm_buf_append(b, s, 1);
-    else
-      sm_buf_printf(b, "%%%02X", ch);
+      common_buf_append(b, s, 1);
+    else common_buf_printf(b, "%%%02X", ch);
   }
 }
 
 typedef struct query_walk {
-  sm_buf *b;
+  common_buf *b;
   int n;
 } query_walk;
 
@@ -90,10 +89,10 @@ static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k
                                const char *value) {
   query_walk *w = cls;
   (void)kind;
-  sm_buf_append(w->b, w->n++ ? "&" : "?", 1);
+  common_buf_append(w->b, w->n++ ? "&" : "?", 1);
   encode(w->b, key);
   if (value) {
-    sm_buf_append(w->b, "=", 1);
+    common_buf_append(w->b, "=", 1);
     encode(w->b, value);
   }
   return MHD_YES;
@@ -114,18 +113,17 @@ server_port_req *server_port_req_new(sm_server *srv, struct MHD_Connection *conn
   snprintf(r->method, sizeof r->method, "%s", method);
   snprintf(r->path, sizeof r->path, "/%s", path);
   const char *wk = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Sandman-Worker-Key");
-  if (wk && sm_server_name_valid(wk, SM_SERVER_KEY_MAX))
+  if (wk && server_name_valid(wk, SM_SERVER_KEY_MAX))
     snprintf(r->worker_key, sizeof r->worker_key, "%s", wk);
-  sm_buf_init(&r->out, REQUEST_HEAD_MAX + srv->opts.max_body);
-  sm_buf_printf(&r->out, "%s ", method);
+  common_buf_init(&r->out, REQUEST_HEAD_MAX + srv->opts.max_body);
+  common_buf_printf(&r->out, "%s ", method);
   encode(&r->out, r->path);
   query_walk w = {&r->out, 0};
   MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_arg, &w);
   /* A preview's port is known once its token is looked up: its Host has none. */
   if (port)
-    sm_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n", port);
-  else
-    sm_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    common_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n", port);
+  else common_buf_printf(&r->out, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
   MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header, r);
   return r;
 }
@@ -136,19 +134,19 @@ void server_port_req_preview(server_port_req *r, const char *token) {
 }
 
 int server_port_req_body(server_port_req *r, const char *body, size_t len) {
-  if (sm_buf_printf(&r->out, "Content-Length: %zu\r\n\r\n", len) != 0) return -1;
-  return len ? sm_buf_append(&r->out, body, len) : 0;
+  if (common_buf_printf(&r->out, "Content-Length: %zu\r\n\r\n", len) != 0) return -1;
+  return len ? common_buf_append(&r->out, body, len) : 0;
 }
 
-void server_port_req_set_stream(server_port_req *r, sm_stream *s) {
-  sm_stream_ref(s);
+void server_port_req_set_stream(server_port_req *r, server_stream *s) {
+  server_stream_ref(s);
   r->stream = s;
 }
 
 /* ---- the relay's call, on a thread of its own ---- */
 
 typedef struct relay_call {
-  sm_call *k;
+  server_call *k;
   sm_run_result res;
   int done[2];
   pthread_t thread;
@@ -156,7 +154,7 @@ typedef struct relay_call {
 
 static void *relay_thread(void *arg) {
   relay_call *rc = arg;
-  sm_call_run(rc->k, &rc->res);
+  server_call_run(rc->k, &rc->res);
   char one = 1;
   ssize_t w = write(rc->done[1], &one, 1);
   (void)w;
@@ -167,9 +165,9 @@ static void *relay_thread(void *arg) {
 
 typedef struct conn_state {
   server_port_req *r;
-  sm_call *k;
+  server_call *k;
   int refused; /* the connect in the sandbox failed */
-  sm_buf in;   /* the answer */
+  common_buf in; /* the answer */
 } conn_state;
 
 static void on_event(void *ud, sm_port_event ev, unsigned port, int err_no,
@@ -178,7 +176,7 @@ static void on_event(void *ud, sm_port_event ev, unsigned port, int err_no,
   (void)bytes_in, (void)bytes_out;
   if (ev == SM_PORT_CLOSED) return;
   if (ev == SM_PORT_REFUSED) cs->refused = err_no ? err_no : ECONNREFUSED;
-  const sm_run_request *q = sm_call_request(cs->k);
+  const sm_run_request *q = server_call_request(cs->k);
   sm_audit_event a = SM_AUDIT_EVENT_INIT;
   a.name = ev == SM_PORT_OPENED ? "port.opened" : "port.failed";
   a.message = ev == SM_PORT_OPENED ? "a connection to a sandbox's port was opened"
@@ -197,7 +195,7 @@ static void on_event(void *ud, sm_port_event ev, unsigned port, int err_no,
   json_object_object_add(d, "path", json_object_new_string(cs->r->path));
   if (err_no) json_object_object_add(d, "error", json_object_new_string(strerror(err_no)));
   a.detail = d;
-  sm_server_audit(cs->r->srv, &a);
+  server_audit(cs->r->srv, &a);
   json_object_put(d);
 }
 
@@ -208,7 +206,7 @@ static int exchange(sm_port_relay *relay, relay_call *rc, conn_state *cs, const 
   int sv[2] = {-1, -1};
   size_t off = 0;
   double deadline = sm_monotonic_ms() + ROUTE_TIMEOUT_MS;
-  volatile int *cancel = sm_stream_cancel_flag(r->stream);
+  volatile int *cancel = server_stream_cancel_flag(r->stream);
   int status = 0;
   while (status == 0) {
     if (*cancel) status = 499, *why = "the client went away";
@@ -238,7 +236,7 @@ static int exchange(sm_port_relay *relay, relay_call *rc, conn_state *cs, const 
       char buf[64 * 1024];
       ssize_t n = recv(sv[1], buf, sizeof buf, 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
-      if (n > 0 && sm_buf_append(&cs->in, buf, (size_t)n) != 0)
+      if (n > 0 && common_buf_append(&cs->in, buf, (size_t)n) != 0)
         status = 502, *why = "the sandbox's answer is larger than the route passes on (16 MiB)";
     }
     if (ex[0].revents) status = 502, *why = "the sandbox's relay ended (the sandbox was stopped or removed)";
@@ -249,45 +247,46 @@ static int exchange(sm_port_relay *relay, relay_call *rc, conn_state *cs, const 
 }
 
 /* Relays r through k's call; the answer (or the error) into the stream. */
-static void relay(server_port_req *r, sm_call *k, sm_answer *a) {
+static void relay(server_port_req *r, server_call *k, server_answer *a) {
   sm_port_relay *relay = NULL;
   sm_error err = SM_ERROR_INIT;
   relay_call rc = {k, {0}, {-1, -1}, 0};
   conn_state cs = {r, k, 0, {0}};
-  sm_buf_init(&cs.in, SERVER_PORT_ANSWER_MAX + REQUEST_HEAD_MAX);
+  common_buf_init(&cs.in, SERVER_PORT_ANSWER_MAX + REQUEST_HEAD_MAX);
   if (sm_port_relay_new(&relay, &err) != 0 || pipe2(rc.done, O_CLOEXEC) != 0) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
   } else {
     sm_port_relay_on_event(relay, on_event, &cs);
-    sm_run_request *q = sm_call_request(k);
+    sm_run_request *q = server_call_request(k);
     sm_port_relay_request(relay, q);
-    q->cancel = sm_stream_cancel_flag(r->stream);
+    q->cancel = server_stream_cancel_flag(r->stream);
     if (pthread_create(&rc.thread, NULL, relay_thread, &rc) != 0) {
-      sm_answer_error(a, 503, "sandbox", "could not start the relay's thread");
+      server_answer_error(a, 503, "sandbox", "could not start the relay's thread");
     } else {
       const char *why = NULL;
       int st = exchange(relay, &rc, &cs, &why);
       sm_port_relay_end(relay);
       pthread_join(rc.thread, NULL);
       port_http_answer h;
-      if (st == 0 && port_http_parse(cs.in.data ? cs.in.data : "", cs.in.len,
-                                     strcmp(r->method, "HEAD") == 0, &h) != 0)
+      if (st == 0 && server_port_http_parse(cs.in.data ? cs.in.data : "", cs.in.len,
+                                            strcmp(r->method, "HEAD") == 0, &h) != 0)
         st = 502, why = "the sandbox's server gave no HTTP/1.x answer";
       if (st != 0) {
-        sm_answer_error(a, st, "sandbox", "%s%s%s", why,
-                        rc.res.error[0] && st == 502 ? ": " : "", st == 502 ? rc.res.error : "");
+        server_answer_error(a, st, "sandbox", "%s%s%s", why,
+                            rc.res.error[0] && st == 502 ? ": " : "",
+                            st == 502 ? rc.res.error : "");
       } else {
-        if (sm_stream_begin(r->stream, h.status, h.content_type[0] ? h.content_type : NULL,
-                            (int64_t)h.body_len, h.location[0] ? "Location" : NULL,
-                            h.location, NULL, NULL) == 0)
-          sm_stream_write(r->stream, h.body, h.body_len);
-        port_http_answer_dispose(&h);
+        if (server_stream_begin(r->stream, h.status, h.content_type[0] ? h.content_type : NULL,
+                                (int64_t)h.body_len, h.location[0] ? "Location" : NULL, h.location,
+                                NULL, NULL) == 0)
+          server_stream_write(r->stream, h.body, h.body_len);
+        server_port_http_answer_dispose(&h);
       }
       sm_run_result_dispose(&rc.res);
     }
   }
   if (rc.done[0] >= 0) close(rc.done[0]), close(rc.done[1]);
-  sm_buf_dispose(&cs.in);
+  common_buf_dispose(&cs.in);
   sm_port_relay_free(relay);
 }
 
@@ -296,7 +295,7 @@ static void relay(server_port_req *r, sm_call *k, sm_answer *a) {
  * running (not frozen, stopped or hibernated, by the runner or by anyone
  * else). A preview that fails the check is dropped. 0, or -1 with *a the
  * answer of an unknown token. */
-static int preview_target(server_port_req *r, sm_answer *a) {
+static int preview_target(server_port_req *r, server_answer *a) {
   server_preview p;
   int ok = r->preview_token[0] &&
            server_previews_find(r->srv->previews, r->preview_token, sm_monotonic_ms(), &p) == 0;
@@ -310,7 +309,7 @@ static int preview_target(server_port_req *r, sm_answer *a) {
     if (!ok) server_previews_revoke(r->srv->previews, p.container_id);
   }
   if (!ok) {
-    sm_answer_error(a, 404, "policy", "no such preview");
+    server_answer_error(a, 404, "policy", "no such preview");
     return -1;
   }
   snprintf(r->sandbox_id, sizeof r->sandbox_id, "%s", p.container_id);
@@ -322,14 +321,14 @@ static int preview_target(server_port_req *r, sm_answer *a) {
 
 void server_port_job(void *arg) {
   server_port_req *r = arg;
-  sm_answer a = {0, NULL};
+  server_answer a = {0, NULL};
   if (r->preview && preview_target(r, &a) != 0) {
-    sm_stream_finish(r->stream, 0, &a);
+    server_stream_finish(r->stream, 0, &a);
     if (a.body) json_object_put(a.body);
     server_port_req_free(r);
     return;
   }
-  sm_execute_params p;
+  server_execute_params p;
   memset(&p, 0, sizeof p);
   p.sandbox_id = strdup(r->sandbox_id);
   p.tool = strdup("port");
@@ -338,16 +337,16 @@ void server_port_job(void *arg) {
   if (p.argv) p.argv[0] = strdup("sandman-agent"), p.argv[1] = strdup("ports"), p.argc = 2;
   if (!p.sandbox_id || !p.tool || (r->worker_key[0] && !p.worker_key) || !p.argv ||
       !p.argv[0] || !p.argv[1]) {
-    sm_execute_params_dispose(&p);
-    sm_answer_error(&a, 503, "sandbox", "out of memory");
+    server_execute_params_dispose(&p);
+    server_answer_error(&a, 503, "sandbox", "out of memory");
   } else {
-    sm_call *k = sm_call_prepare(r->srv, &p, r->control, r->token, &a);
+    server_call *k = server_call_prepare(r->srv, &p, r->control, r->token, &a);
     if (k) {
       relay(r, k, &a);
-      sm_call_free(k);
+      server_call_free(k);
     }
   }
-  sm_stream_finish(r->stream, 0, sm_stream_begun(r->stream) ? NULL : &a);
+  server_stream_finish(r->stream, 0, server_stream_begun(r->stream) ? NULL : &a);
   if (a.body) json_object_put(a.body);
   server_port_req_free(r);
 }

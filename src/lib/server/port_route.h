@@ -27,7 +27,7 @@ server_port_req *server_port_req_new(sm_server *srv, struct MHD_Connection *conn
  * "no such preview". */
 void server_port_req_preview(server_port_req *r, const char *token);
 int server_port_req_body(server_port_req *r, const char *body, size_t len);
-void server_port_req_set_stream(server_port_req *r, sm_stream *s);
+void server_port_req_set_stream(server_port_req *r, server_stream *s);
 /* The call thread's job: relays, answers through the stream, frees r. */
 void server_port_job(void *arg);
 void server_port_req_free(server_port_req *r);

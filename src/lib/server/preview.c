@@ -59,7 +59,7 @@ int server_previews_add(server_previews *t, const char *container_id, const char
   int ok = t->n < t->max_total && mine < t->max_per_sandbox;
   if (ok) {
     server_preview *p = &t->items[t->n++];
-    sm_server_random_hex(p->token, SERVER_PREVIEW_TOKEN_BYTES);
+    server_random_hex(p->token, SERVER_PREVIEW_TOKEN_BYTES);
     snprintf(p->container_id, sizeof p->container_id, "%s", container_id);
     snprintf(p->worker_key, sizeof p->worker_key, "%s", worker_key ? worker_key : "");
     p->port = port;

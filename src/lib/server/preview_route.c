@@ -29,7 +29,7 @@ void server_preview_ask_read(struct MHD_Connection *conn, server_preview_ask *q)
   read_num(conn, "ttl_s", 1, SERVER_PREVIEW_TTL_MAX_S, &ttl, q);
   if (port == 0 && !q->bad[0]) snprintf(q->bad, sizeof q->bad, "missing query parameter 'port'");
   const char *wk = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "worker_key");
-  if (wk && !sm_server_name_valid(wk, SM_SERVER_KEY_MAX))
+  if (wk && !server_name_valid(wk, SM_SERVER_KEY_MAX))
     snprintf(q->bad, sizeof q->bad, "bad query parameter 'worker_key'");
   else if (wk)
     snprintf(q->worker_key, sizeof q->worker_key, "%s", wk);
@@ -38,14 +38,14 @@ void server_preview_ask_read(struct MHD_Connection *conn, server_preview_ask *q)
 }
 
 void server_preview_create(sm_server *srv, const char *sandbox_id, const server_preview_ask *q,
-                           int control, const char *token, sm_answer *a) {
+                           int control, const char *token, server_answer *a) {
   const char *worker = q->worker_key[0] ? q->worker_key : NULL;
-  if (!control && (worker == NULL || !sm_server_token_ok(srv, token, worker))) {
-    sm_server_refuse_token(srv, "previews", a);
+  if (!control && (worker == NULL || !server_token_ok(srv, token, worker))) {
+    server_refuse_token(srv, "previews", a);
     return;
   }
   if (q->bad[0]) {
-    sm_answer_error(a, 400, "policy", "%s", q->bad);
+    server_answer_error(a, 400, "policy", "%s", q->bad);
     return;
   }
   sm_ops_sandbox sb;
@@ -56,16 +56,16 @@ void server_preview_create(sm_server *srv, const char *sandbox_id, const server_
     return;
   }
   if (strcmp(sb.rest, "running") != 0) {
-    sm_answer_error(a, 409, "policy", "sandbox %s is %s: a preview needs it running", sb.name,
-                    sb.rest[0] ? sb.rest : sb.state);
+    server_answer_error(a, 409, "policy", "sandbox %s is %s: a preview needs it running", sb.name,
+                        sb.rest[0] ? sb.rest : sb.state);
     return;
   }
   server_preview p;
   double now = sm_monotonic_ms();
   if (server_previews_add(srv->previews, sb.id, worker, q->port, q->ttl_s, now, &p) != 0) {
-    sm_answer_error(a, 429, "policy",
-                    "too many previews (%d per sandbox, %d in all): let some expire",
-                    SERVER_PREVIEW_MAX_PER_SANDBOX, SERVER_PREVIEW_MAX_TOTAL);
+    server_answer_error(a, 429, "policy",
+                        "too many previews (%d per sandbox, %d in all): let some expire",
+                        SERVER_PREVIEW_MAX_PER_SANDBOX, SERVER_PREVIEW_MAX_TOTAL);
     return;
   }
   char path[SERVER_PREVIEW_TOKEN_LEN + 16];

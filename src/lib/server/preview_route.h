@@ -19,7 +19,7 @@ void server_preview_ask_read(struct MHD_Connection *conn, server_preview_ask *q)
 /* The owner's preview of sandbox_id (on a call thread): 201 with the token
  * and its URL path, or the refusal. */
 void server_preview_create(sm_server *srv, const char *sandbox_id, const server_preview_ask *q,
-                           int control, const char *token, sm_answer *a);
+                           int control, const char *token, server_answer *a);
 /* A sandbox's previews go (it was put to rest or removed by the runner). */
 void server_preview_revoke(sm_server *srv, const char *container_id);
 

@@ -11,7 +11,7 @@
 static int reap_options(const char *body, size_t len, sm_ops_reap_options *ro, sm_error *err) {
   sm_error bad = SM_ERROR_INIT;
   json_object *o = NULL;
-  int rc = len > 0 ? sm_server_json_object(body, len, &o, &bad) : 0;
+  int rc = len > 0 ? server_json_object(body, len, &o, &bad) : 0;
   if (rc == 0) rc = sm_ops_reap_options_from_json(o, ro, &bad);
   if (o) json_object_put(o);
   /* Whatever the parser's code, a body it refuses is a bad request. */
@@ -19,7 +19,7 @@ static int reap_options(const char *body, size_t len, sm_ops_reap_options *ro, s
   return 0;
 }
 
-void server_reap_route(sm_server *srv, const char *body, size_t len, sm_answer *a) {
+void server_reap_route(sm_server *srv, const char *body, size_t len, server_answer *a) {
   sm_error err = SM_ERROR_INIT;
   sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
   if (reap_options(body, len, &ro, &err) != 0) {
@@ -27,7 +27,7 @@ void server_reap_route(sm_server *srv, const char *body, size_t len, sm_answer *
     return;
   }
   if (srv->opts.runner == NULL) {
-    sm_answer_error(a, 503, "engine", "this runner has no engine");
+    server_answer_error(a, 503, "engine", "this runner has no engine");
     return;
   }
   sm_ops_scope scope;

@@ -9,6 +9,6 @@
 
 /* On a call thread (it talks to the engine): body {"older_than_s",
  * "dry_run", "force"} (or none) to the 200 report in a, or its error. */
-void server_reap_route(sm_server *srv, const char *body, size_t len, sm_answer *a);
+void server_reap_route(sm_server *srv, const char *body, size_t len, server_answer *a);
 
 #endif

@@ -10,6 +10,8 @@
 #include <json-c/json.h>
 
 #include <sandman/util.h>
+#include <sandman/env.h>
+#include <sandman/name.h>
 
 #include "common/cleanup.h"
 #include "common/json_keys.h"
@@ -18,7 +20,7 @@
 
 #define JSON_DEPTH_MAX 16
 
-int sm_server_json_object(const char *body, size_t len, json_object **out, sm_error *err) {
+int server_json_object(const char *body, size_t len, json_object **out, sm_error *err) {
   *out = NULL;
   if (body == NULL || len == 0) return sm_error_set(err, SM_EINVAL, "empty request body");
   if (memchr(body, '\0', len) != NULL)
@@ -43,13 +45,13 @@ int sm_server_json_object(const char *body, size_t len, json_object **out, sm_er
   if (!json_object_is_type(obj, json_type_object))
     return sm_error_set(err, SM_EINVAL, "request body must be a JSON object");
   const char *why = NULL;
-  if (sm_json_keys_unique(body, len, obj, &why) != 0)
+  if (common_json_keys_unique(body, len, obj, &why) != 0)
     return sm_error_set(err, SM_EINVAL, "request body: %s", why);
   *out = steal_pointer(&obj);
   return 0;
 }
 
-int sm_server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]) {
+int server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]) {
   out[0] = '\0';
   if (body == NULL || len == 0 || len > INT32_MAX || memchr(body, '\0', len) != NULL)
     return SM_EINVAL;
@@ -65,19 +67,19 @@ int sm_server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_K
       json_object_is_type(v, json_type_string)) {
     const char *k = json_object_get_string(v);
     size_t kl = (size_t)json_object_get_string_len(v);
-    if (strlen(k) == kl && sm_server_name_valid(k, SM_SERVER_KEY_MAX)) memcpy(out, k, kl + 1);
+    if (strlen(k) == kl && server_name_valid(k, SM_SERVER_KEY_MAX)) memcpy(out, k, kl + 1);
   }
   if (obj) json_object_put(obj);
   return out[0] ? 0 : SM_ENOTFOUND;
 }
 
-int sm_server_name_valid(const char *s, size_t max) {
+int server_name_valid(const char *s, size_t max) {
   /* The library's one name check (the CLI uses it too); some fields are
    * shorter still. */
   return sm_name_valid(s) && strlen(s) <= max;
 }
 
-int sm_server_sandbox_ref_valid(const char *s) {
+int server_sandbox_ref_valid(const char *s) {
   size_t n = s ? strlen(s) : 0;
   if (n == 0 || n >= SM_NAME_MAX || !isalnum((unsigned char)s[0])) return 0;
   for (size_t i = 0; i < n; i++)
@@ -85,7 +87,7 @@ int sm_server_sandbox_ref_valid(const char *s) {
   return 1;
 }
 
-int sm_server_env_name_valid(const char *s) {
+int server_env_name_valid(const char *s) {
   if (s == NULL || s[0] == '\0' || isdigit((unsigned char)s[0])) return 0;
   size_t n = 0;
   for (; s[n]; n++) {
@@ -104,8 +106,8 @@ static int b64_value(unsigned char c) {
   return -1;
 }
 
-int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
-                            size_t *out_len) {
+int server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
+                         size_t *out_len) {
   *out = NULL;
   *out_len = 0;
   while (len > 0 && in[len - 1] == '=') len--;
@@ -170,7 +172,7 @@ static int get_string(json_object *v, const char *field, size_t max, char **out,
 static int get_name(json_object *v, const char *field, size_t max, char **out, sm_error *err) {
   int rc = get_string(v, field, max, out, err);
   if (rc != 0) return rc;
-  if (!sm_server_name_valid(*out, max)) {
+  if (!server_name_valid(*out, max)) {
     free(*out);
     *out = NULL;
     return sm_error_set(err, SM_EINVAL,
@@ -226,19 +228,19 @@ static int copy_fixed(const char *s, char *dst, size_t size) {
   return 0;
 }
 
-void sm_execute_params_dispose(sm_execute_params *p) {
+void server_execute_params_dispose(server_execute_params *p) {
   if (p == NULL) return;
   char *owned[] = {p->tool,       p->agent,    p->user,      p->project, p->run_id,
                    p->worker_key, p->lease_id, p->workspace, p->command, p->sandbox_id};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
-  sm_strings_free(p->argv, p->argc);
+  common_strings_free(p->argv, p->argc);
   if (p->params) json_object_put(p->params);
   free(p->stdin_data);
-  sm_strings_free(p->env, p->n_env);
+  common_strings_free(p->env, p->n_env);
   memset(p, 0, sizeof *p);
 }
 
-static int parse_argv(json_object *v, sm_execute_params *p, sm_error *err) {
+static int parse_argv(json_object *v, server_execute_params *p, sm_error *err) {
   if (!json_object_is_type(v, json_type_array))
     return sm_error_set(err, SM_EINVAL, "field 'argv' must be an array of strings");
   size_t n = json_object_array_length(v);
@@ -261,7 +263,7 @@ static int parse_argv(json_object *v, sm_execute_params *p, sm_error *err) {
   return 0;
 }
 
-static int parse_env(json_object *v, sm_execute_params *p, sm_error *err) {
+static int parse_env(json_object *v, server_execute_params *p, sm_error *err) {
   if (!json_object_is_type(v, json_type_object))
     return sm_error_set(err, SM_EINVAL, "field 'env' must be an object of strings");
   size_t n = (size_t)json_object_object_length(v);
@@ -271,7 +273,7 @@ static int parse_env(json_object *v, sm_execute_params *p, sm_error *err) {
   p->env = calloc(n + 1, sizeof *p->env);
   if (p->env == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   json_object_object_foreach(v, key, val) {
-    if (!sm_server_env_name_valid(key))
+    if (!server_env_name_valid(key))
       return sm_error_set(err, SM_EINVAL, "field 'env': '%.64s' is not a valid variable name",
                           key);
     sm_env_name_class cls = sm_env_name_classify(key, strlen(key));
@@ -296,7 +298,7 @@ static int parse_env(json_object *v, sm_execute_params *p, sm_error *err) {
 }
 
 static int parse_execute_field(const char *key, json_object *v, size_t max_stdin,
-                               sm_execute_params *p, sm_error *err) {
+                               server_execute_params *p, sm_error *err) {
   if (strcmp(key, "tool") == 0) return get_name(v, key, SM_SERVER_TOOL_MAX, &p->tool, err);
   if (strcmp(key, "agent") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->agent, err);
   if (strcmp(key, "user") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->user, err);
@@ -328,9 +330,8 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
   if (strcmp(key, "stdin_b64") == 0) {
     if (!json_object_is_type(v, json_type_string))
       return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' must be a base64 string");
-    int rc = sm_server_base64_decode(json_object_get_string(v),
-                                     (size_t)json_object_get_string_len(v), max_stdin,
-                                     &p->stdin_data, &p->stdin_len);
+    int rc = server_base64_decode(json_object_get_string(v), (size_t)json_object_get_string_len(v),
+                                  max_stdin, &p->stdin_data, &p->stdin_len);
     if (rc == SM_ETOOBIG)
       return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' decodes to more than %zu bytes",
                           max_stdin);
@@ -363,7 +364,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
   if (strcmp(key, "replace") == 0) return get_bool(v, key, &p->replace, err);
   if (strcmp(key, "sandbox_id") == 0) {
     int rc = get_string(v, key, SM_NAME_MAX, &p->sandbox_id, err);
-    if (rc == 0 && !sm_server_sandbox_ref_valid(p->sandbox_id))
+    if (rc == 0 && !server_sandbox_ref_valid(p->sandbox_id))
       return sm_error_set(err, SM_EINVAL,
                           "field 'sandbox_id' must be a sandbox's id or name (letters, digits, _ . -)");
     return rc;
@@ -371,41 +372,41 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
   return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
 }
 
-int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
-                            sm_execute_params *out, sm_error *err) {
+int server_parse_execute(const char *body, size_t len, size_t max_stdin, server_execute_params *out,
+                         sm_error *err) {
   memset(out, 0, sizeof *out);
   cleanup_json json_object *obj = NULL;
-  int rc = sm_server_json_object(body, len, &obj, err);
+  int rc = server_json_object(body, len, &obj, err);
   if (rc != 0) return rc;
   json_object_object_foreach(obj, key, val) {
     if (val == NULL) continue; /* JSON null: as if absent */
     rc = parse_execute_field(key, val, max_stdin, out, err);
     if (rc != 0) {
-      sm_execute_params_dispose(out);
+      server_execute_params_dispose(out);
       return rc;
     }
   }
   if (out->argv && out->command) {
-    sm_execute_params_dispose(out);
+    server_execute_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "give either 'argv' or 'command', not both");
   }
   if (out->argv == NULL && out->command == NULL && out->params == NULL) {
-    sm_execute_params_dispose(out);
+    server_execute_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "missing 'argv' or 'command'");
   }
   if (out->argv == NULL && out->command == NULL && out->tool == NULL) {
-    sm_execute_params_dispose(out);
+    server_execute_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "'params' needs a 'tool' whose template uses them");
   }
   return 0;
 }
 
-int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm_error *err) {
+int server_parse_lease(const char *body, size_t len, server_lease_params *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   out->ttl_s = SM_LEASE_TTL_DEFAULT;
   out->max_uses = 1;
   cleanup_json json_object *obj = NULL;
-  int rc = sm_server_json_object(body, len, &obj, err);
+  int rc = server_json_object(body, len, &obj, err);
   if (rc != 0) return rc;
   int have_tool = 0, have_services = 0;
   json_object_object_foreach(obj, key, val) {
@@ -450,7 +451,7 @@ int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm
 
 /* ---- POST /v1/sandboxes ---- */
 
-void sm_create_params_dispose(sm_create_params *p) {
+void server_create_params_dispose(server_create_params *p) {
   if (p == NULL) return;
   char *owned[] = {p->run_id, p->worker_key, p->project, p->agent, p->template_name, p->image};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
@@ -470,7 +471,7 @@ static int get_size(json_object *v, const char *field, int64_t *out, sm_error *e
   return 0;
 }
 
-static int parse_labels(json_object *v, sm_create_params *p, sm_error *err) {
+static int parse_labels(json_object *v, server_create_params *p, sm_error *err) {
   if (!json_object_is_type(v, json_type_object))
     return sm_error_set(err, SM_EINVAL, "field 'labels' must be an object of strings");
   if (json_object_object_length(v) > SM_CREATE_LABELS_MAX)
@@ -490,7 +491,8 @@ static int parse_labels(json_object *v, sm_create_params *p, sm_error *err) {
   return 0;
 }
 
-static int parse_create_field(const char *key, json_object *v, sm_create_params *p, sm_error *err) {
+static int parse_create_field(const char *key, json_object *v, server_create_params *p,
+                              sm_error *err) {
   if (strcmp(key, "run_id") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->run_id, err);
   if (strcmp(key, "worker_key") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->worker_key, err);
   if (strcmp(key, "project") == 0) return get_name(v, key, SM_SERVER_KEY_MAX, &p->project, err);
@@ -522,23 +524,23 @@ static int parse_create_field(const char *key, json_object *v, sm_create_params 
   return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
 }
 
-int sm_server_parse_create(const char *body, size_t len, sm_create_params *out, sm_error *err) {
+int server_parse_create(const char *body, size_t len, server_create_params *out, sm_error *err) {
   memset(out, 0, sizeof *out);
   cleanup_json json_object *obj = NULL;
   /* An empty body is a sandbox with every default. */
   if (len == 0) return 0;
-  int rc = sm_server_json_object(body, len, &obj, err);
+  int rc = server_json_object(body, len, &obj, err);
   if (rc != 0) return rc;
   json_object_object_foreach(obj, key, val) {
     if (val == NULL) continue;
     rc = parse_create_field(key, val, out, err);
     if (rc != 0) {
-      sm_create_params_dispose(out);
+      server_create_params_dispose(out);
       return rc;
     }
   }
   if (out->template_name && out->image) {
-    sm_create_params_dispose(out);
+    server_create_params_dispose(out);
     return sm_error_set(err, SM_EINVAL, "give either 'template' or 'image', not both");
   }
   return 0;

@@ -122,7 +122,7 @@ static server_route_id match_snapshot_route(server_route_match *c, const char *u
   }
   const char *name = url + 14;
   size_t n = strlen(name);
-  if (n == 0 || n >= sizeof c->sandbox_id || !sm_server_name_valid(name, SM_SNAPSHOT_NAME_MAX - 1))
+  if (n == 0 || n >= sizeof c->sandbox_id || !server_name_valid(name, SM_SNAPSHOT_NAME_MAX - 1))
     return R_NOT_FOUND;
   memcpy(c->sandbox_id, name, n + 1);
   c->sandbox_op = del ? SM_SNAPSHOTS_DELETE : SM_SNAPSHOTS_GET;
@@ -143,7 +143,7 @@ static server_route_id match_sandbox_route(server_route_match *c, const char *ur
   if (n == 0 || n >= sizeof c->sandbox_id) return R_NOT_FOUND;
   memcpy(c->sandbox_id, id, n);
   c->sandbox_id[n] = '\0';
-  if (!sm_server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
+  if (!server_sandbox_ref_valid(c->sandbox_id)) return R_NOT_FOUND;
   if (slash && strncmp(slash, "/ports/", 7) == 0) return match_port_route(c, slash + 7);
   if (slash && strcmp(slash, "/previews") == 0) {
     c->allow = "POST";
@@ -181,16 +181,16 @@ static server_route_id match_sandbox_route(server_route_match *c, const char *ur
 static server_route_id match_stream_route(server_route_match *c, const char *url, const char *method,
                                    int *files_op) {
   if (strcmp(url, "/mcp") == 0) return R_MCP;
-  int ctx_op = context_route_match(url, method, &c->allow);
+  int ctx_op = server_context_route_match(url, method, &c->allow);
   if (ctx_op >= 0) return R_CONTEXTS;
   if (ctx_op == -2) return R_BAD_METHOD;
   if (strncmp(url, "/v1/files/", 10) != 0 || strlen(url + 10) >= sizeof c->files_name)
     return R_NOT_FOUND;
   snprintf(c->files_name, sizeof c->files_name, "%s", url + 10);
-  *files_op = sm_files_route_op(c->files_name, method);
+  *files_op = server_files_route_op(c->files_name, method);
   if (*files_op == -1) return R_NOT_FOUND;
   if (*files_op == -2) {
-    c->allow = sm_files_route_allow(c->files_name);
+    c->allow = server_files_route_allow(c->files_name);
     return R_BAD_METHOD;
   }
   return R_FILES;

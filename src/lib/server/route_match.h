@@ -36,9 +36,9 @@ typedef struct server_route_match {
   const char *allow;             /* the Allow header of a 405 (NULL: none) */
   char handle_id[SM_HANDLE_ID_LEN + 1]; /* /v1/handles/{id}, /v1/approvals/{id} */
   char sandbox_id[SM_NAME_MAX];  /* /v1/sandboxes/{id}, /v1/snapshots/{name} */
-  int sandbox_op;                /* its sm_sandboxes_op */
+  int sandbox_op;                /* its server_sandboxes_op */
   char files_name[16];           /* /v1/files/{name} */
-  int files_op;                  /* its sm_files_op, -1 for none */
+  int files_op;                  /* its server_files_op, -1 for none */
   unsigned port;                 /* /v1/sandboxes/{id}/ports/{port} */
   const char *port_path;         /* and the path after it (in the url) */
   char preview_token[SERVER_PREVIEW_TOKEN_LEN + 1]; /* /preview/{token}: "" a bad one */

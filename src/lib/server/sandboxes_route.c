@@ -30,9 +30,9 @@
 #define LABEL_FILTERS_MAX 8
 #define WATCH_END_WAIT_MS 10000.0 /* for the watches of a sandbox to let go of it */
 
-struct sm_sandboxes_req {
+struct server_sandboxes_req {
   sm_server *srv;
-  sm_sandboxes_op op;
+  server_sandboxes_op op;
   char id[SM_NAME_MAX];
   int control;
   char *token;
@@ -46,7 +46,7 @@ struct sm_sandboxes_req {
   char bad[128];
 };
 
-void sm_sandboxes_req_free(sm_sandboxes_req *r) {
+void server_sandboxes_req_free(server_sandboxes_req *r) {
   if (r == NULL) return;
   if (r->token) {
     memset(r->token, 0, strlen(r->token));
@@ -57,7 +57,7 @@ void sm_sandboxes_req_free(sm_sandboxes_req *r) {
 }
 
 /* label=KEY or label=KEY=VALUE: the owner's labels (io.sandman.label.KEY). */
-static int add_label_filter(sm_sandboxes_req *r, const char *v) {
+static int add_label_filter(server_sandboxes_req *r, const char *v) {
   if (r->n_labels >= LABEL_FILTERS_MAX) return -1;
   char kv[SM_SANDBOX_LABEL_KEY_MAX + SM_SANDBOX_LABEL_VALUE_MAX + 4];
   snprintf(kv, sizeof kv, "%s%s", v, strchr(v, '=') ? "" : "=");
@@ -72,12 +72,12 @@ static int add_label_filter(sm_sandboxes_req *r, const char *v) {
 
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                               const char *value) {
-  sm_sandboxes_req *r = cls;
+  server_sandboxes_req *r = cls;
   (void)kind;
   const char *v = value ? value : "";
   int rc = 0;
   if (strcmp(key, "worker_key") == 0) {
-    rc = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? 0 : -1;
+    rc = server_name_valid(v, SM_SERVER_KEY_MAX) ? 0 : -1;
     if (rc == 0) snprintf(r->worker_key, sizeof r->worker_key, "%s", v);
   } else if (strcmp(key, "all") == 0 && r->op == SM_SANDBOXES_LIST) {
     r->all = strcmp(v, "1") == 0 || strcmp(v, "true") == 0;
@@ -100,13 +100,13 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
   return rc ? MHD_NO : MHD_YES;
 }
 
-sm_sandboxes_req *sm_sandboxes_req_new(sm_server *srv, struct MHD_Connection *conn,
-                                       sm_sandboxes_op op, const char *id, int control,
-                                       const char *token, sm_answer *a) {
-  sm_sandboxes_req *r = calloc(1, sizeof *r);
+server_sandboxes_req *server_sandboxes_req_new(sm_server *srv, struct MHD_Connection *conn,
+                                               server_sandboxes_op op, const char *id, int control,
+                                               const char *token, server_answer *a) {
+  server_sandboxes_req *r = calloc(1, sizeof *r);
   if (r == NULL || (token && (r->token = strdup(token)) == NULL)) {
     free(r);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }
   r->srv = srv;
@@ -117,14 +117,14 @@ sm_sandboxes_req *sm_sandboxes_req_new(sm_server *srv, struct MHD_Connection *co
   /* Who may ask comes first: a worker token learns nothing else. A create
    * names its worker in the body (checked with it). */
   if (!control && op != SM_SANDBOXES_CREATE &&
-      (r->worker_key[0] == '\0' || !sm_server_token_ok(srv, token, r->worker_key))) {
-    sm_server_refuse_token(srv, "sandboxes", a);
-    sm_sandboxes_req_free(r);
+      (r->worker_key[0] == '\0' || !server_token_ok(srv, token, r->worker_key))) {
+    server_refuse_token(srv, "sandboxes", a);
+    server_sandboxes_req_free(r);
     return NULL;
   }
   if (r->bad[0]) {
-    sm_answer_error(a, 400, "policy", "%s", r->bad);
-    sm_sandboxes_req_free(r);
+    server_answer_error(a, 400, "policy", "%s", r->bad);
+    server_sandboxes_req_free(r);
     return NULL;
   }
   return r;
@@ -132,11 +132,11 @@ sm_sandboxes_req *sm_sandboxes_req_new(sm_server *srv, struct MHD_Connection *co
 
 /* ---- the operations, on a call thread ---- */
 
-static const char *acting_for(const sm_sandboxes_req *r) {
+static const char *acting_for(const server_sandboxes_req *r) {
   return r->worker_key[0] ? r->worker_key : NULL;
 }
 
-static void list(sm_sandboxes_req *r, sm_answer *a) {
+static void list(server_sandboxes_req *r, server_answer *a) {
   sm_ops_scope scope;
   sm_ops_sandbox_list l = {0, NULL};
   sm_error err = SM_ERROR_INIT;
@@ -150,7 +150,7 @@ static void list(sm_sandboxes_req *r, sm_answer *a) {
   for (size_t i = 0; i < r->n_labels; i++) filters[n++] = r->labels[i];
   if (sm_ops_scope_from_runner(&scope, r->srv->opts.runner, &err) != 0 ||
       sm_ops_list_filtered(&scope, r->all, filters, n, &l, &err) != 0) {
-    sm_answer_error_code(a, err.code, err.message);
+    server_answer_error_code(a, err.code, err.message);
     return;
   }
   a->status = 200;
@@ -160,15 +160,15 @@ static void list(sm_sandboxes_req *r, sm_answer *a) {
 
 /* The sandbox of r->id as its caller may see it, or a 404 (the same for
  * another's as for a missing one). */
-static int find(sm_sandboxes_req *r, sm_ops_sandbox *sb, sm_answer *a) {
+static int find(server_sandboxes_req *r, sm_ops_sandbox *sb, server_answer *a) {
   sm_error err = SM_ERROR_INIT;
   int rc = server_sandbox_find(r->srv, r->id, acting_for(r), 0, sb, &err);
-  if (rc == SM_ENOTFOUND) sm_answer_error(a, 404, "policy", "no such sandbox: %s", r->id);
-  else if (rc) sm_answer_error_code(a, rc, err.message);
+  if (rc == SM_ENOTFOUND) server_answer_error(a, 404, "policy", "no such sandbox: %s", r->id);
+  else if (rc) server_answer_error_code(a, rc, err.message);
   return rc;
 }
 
-static void describe(sm_sandboxes_req *r, sm_answer *a) {
+static void describe(server_sandboxes_req *r, server_answer *a) {
   sm_ops_sandbox sb;
   if (find(r, &sb, a) != 0) return;
   a->status = 200;
@@ -176,13 +176,13 @@ static void describe(sm_sandboxes_req *r, sm_answer *a) {
 }
 
 /* A use now: its idle timeout counts from here. */
-static void keepalive(sm_sandboxes_req *r, sm_answer *a) {
+static void keepalive(server_sandboxes_req *r, server_answer *a) {
   sm_ops_sandbox sb;
   if (find(r, &sb, a) != 0) return;
   sm_error err = SM_ERROR_INIT;
   double now = sm_now();
   if (sm_state_touch(sm_runner_state_dir(r->srv->opts.runner), sb.name, now, &err) != 0) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
+    server_answer_error(a, 503, "sandbox", "%s", err.message);
     return;
   }
   sb.last_used_at = now;
@@ -193,12 +193,12 @@ static void keepalive(sm_sandboxes_req *r, sm_answer *a) {
 
 /* Put to rest (pause) or brought back (resume): keyed sandboxes only; a
  * worker token reaches only its own (another's is a 404 as a missing one). */
-static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
+static void rest(server_sandboxes_req *r, server_answer *a, int pause) {
   sm_ops_sandbox sb;
   sm_error err = SM_ERROR_INIT;
   int rc = server_sandbox_find(r->srv, r->id, acting_for(r), 1, &sb, &err);
   if (rc == SM_ENOTFOUND) {
-    sm_answer_error(a, 404, "policy", "no such keyed sandbox: %s", r->id);
+    server_answer_error(a, 404, "policy", "no such keyed sandbox: %s", r->id);
     return;
   }
   sm_rest_options o = SM_REST_OPTIONS_INIT;
@@ -217,18 +217,18 @@ static void rest(sm_sandboxes_req *r, sm_answer *a, int pause) {
   if (pause && rc == 0) server_preview_revoke(r->srv, sb.id);
   if (rc == SM_EBUSY || rc == SM_EUNSUPPORTED) {
     /* Busy, or a tier this engine cannot give: said, nothing changed. */
-    sm_answer_error(a, 409, "policy", "%s", err.message);
+    server_answer_error(a, 409, "policy", "%s", err.message);
     return;
   }
   if (rc) {
-    sm_answer_error_code(a, rc, err.message);
+    server_answer_error_code(a, rc, err.message);
     return;
   }
   a->status = 200;
   a->body = sm_rest_report_to_json(&rep);
 }
 
-static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
+static void remove_one(server_sandboxes_req *r, server_answer *a) {
   sm_ops_sandbox sb;
   if (find(r, &sb, a) != 0) return;
   sm_ops_scope scope;
@@ -243,7 +243,7 @@ static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   sm_ops_report rep;
   if (sm_ops_scope_from_runner(&scope, r->srv->opts.runner, &err) != 0 ||
       sm_ops_rm(&scope, &o, &rep, &err) != 0) {
-    sm_answer_error_code(a, err.code, err.message);
+    server_answer_error_code(a, err.code, err.message);
     return;
   }
   sm_ops_report_audit(&rep, "sandbox.removed", r->srv->opts.audit);
@@ -252,7 +252,7 @@ static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   if (!gone && rep.n_spared) snprintf(why, sizeof why, "%s", rep.spared[0].reason);
   sm_ops_report_dispose(&rep);
   if (!gone) {
-    sm_answer_error(a, 503, "sandbox", "sandbox %s could not be removed: %s", r->id, why);
+    server_answer_error(a, 503, "sandbox", "sandbox %s could not be removed: %s", r->id, why);
     return;
   }
   sm_log(SM_LOG_INFO, "sandbox %s removed on request", sb.name);
@@ -263,9 +263,9 @@ static void remove_one(sm_sandboxes_req *r, sm_answer *a) {
   json_object_object_add(a->body, "removed", json_object_new_boolean(1));
 }
 
-void sm_sandboxes_run(sm_sandboxes_req *r, const char *body, size_t len, sm_answer *a) {
+void server_sandboxes_run(server_sandboxes_req *r, const char *body, size_t len, server_answer *a) {
   if (r->srv->opts.runner == NULL) {
-    sm_answer_error(a, 503, "engine", "this runner has no engine");
+    server_answer_error(a, 503, "engine", "this runner has no engine");
     return;
   }
   switch (r->op) {

@@ -21,19 +21,19 @@ typedef enum {
   SM_SNAPSHOTS_LIST,      /* GET /v1/snapshots */
   SM_SNAPSHOTS_GET,       /* GET /v1/snapshots/{name} */
   SM_SNAPSHOTS_DELETE,    /* DELETE /v1/snapshots/{name} */
-} sm_sandboxes_op;
+} server_sandboxes_op;
 
-typedef struct sm_sandboxes_req sm_sandboxes_req;
+typedef struct server_sandboxes_req server_sandboxes_req;
 
 /* Reads the query on the I/O thread (worker_key; for a list all and
  * label; for a pause tier and no_wait) and checks a worker token against the query's worker_key first
  * (a create checks it against its body later): NULL with *a filled when
  * refused. id: the route's {id} (NULL for the list and the create). */
-sm_sandboxes_req *sm_sandboxes_req_new(sm_server *srv, struct MHD_Connection *conn,
-                                       sm_sandboxes_op op, const char *id, int control,
-                                       const char *token, sm_answer *a);
+server_sandboxes_req *server_sandboxes_req_new(sm_server *srv, struct MHD_Connection *conn,
+                                               server_sandboxes_op op, const char *id, int control,
+                                               const char *token, server_answer *a);
 /* Does it, on a call thread; body: the create's. */
-void sm_sandboxes_run(sm_sandboxes_req *r, const char *body, size_t len, sm_answer *a);
-void sm_sandboxes_req_free(sm_sandboxes_req *r);
+void server_sandboxes_run(server_sandboxes_req *r, const char *body, size_t len, server_answer *a);
+void server_sandboxes_req_free(server_sandboxes_req *r);
 
 #endif

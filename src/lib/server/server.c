@@ -93,7 +93,7 @@ static double idle_timeout(sm_server *srv) {
  * then sandboxes idle past their idle timeout (their own label's, else
  * the configuration's) are reaped. */
 static void reap_idle(sm_server *srv) {
-  sm_mcp_route_expire(srv);
+  server_mcp_route_expire(srv);
   if (!srv->engine_up) return;
   sm_ops_report rep;
   memset(&rep, 0, sizeof rep);
@@ -290,7 +290,7 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   srv->opts = *o;
-  if (o->token == NULL || !sm_server_token_valid(o->token))
+  if (o->token == NULL || !server_token_valid(o->token))
     return sm_error_set(err, SM_EINVAL, "the runner needs a control token of %d to %d "
                         "visible characters", SM_TOKEN_MIN_LEN, SM_TOKEN_MAX_LEN);
   srv->token = strdup(o->token);
@@ -334,16 +334,16 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
                           o->workspaces_root);
   }
   if (o->credentials_file) {
-    int rc = sm_creds_load(&srv->creds, o->credentials_file, err);
+    int rc = server_creds_load(&srv->creds, o->credentials_file, err);
     if (rc != 0) return rc;
-    sm_log(SM_LOG_INFO, "credentials: %zu service(s) from %s", sm_creds_count(srv->creds),
+    sm_log(SM_LOG_INFO, "credentials: %zu service(s) from %s", server_creds_count(srv->creds),
            o->credentials_file);
   }
-  sm_server_broker_attach(srv, o->broker);
-  srv->leases = sm_lease_store_new(MAX_LEASES);
-  srv->metrics = sm_metrics_new();
+  server_broker_attach(srv, o->broker);
+  srv->leases = server_lease_store_new(MAX_LEASES);
+  srv->metrics = server_metrics_new();
   srv->handles = calloc(srv->opts.max_handles, sizeof *srv->handles);
-  srv->code_queue = code_queue_new();
+  srv->code_queue = server_code_queue_new();
   server_terminal_limits tl = {o->terminal_grace_s, o->terminals_per_sandbox, o->max_terminals,
                                o->terminal_scrollback};
   srv->ws = server_ws_group_new();
@@ -385,7 +385,7 @@ int sm_server_start(sm_server **out, const sm_server_options *o, sm_error *err) 
     srv->threads = calloc(srv->opts.threads, sizeof *srv->threads);
     if (srv->threads == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     for (unsigned i = 0; rc == 0 && i < srv->opts.threads; i++) {
-      if (pthread_create(&srv->threads[i], NULL, sm_server_job_thread, srv) != 0)
+      if (pthread_create(&srv->threads[i], NULL, server_job_thread, srv) != 0)
         rc = sm_error_set(err, SM_ENOMEM, "cannot start call thread %u", i);
       else srv->n_threads++;
     }
@@ -395,8 +395,8 @@ int sm_server_start(sm_server **out, const sm_server_options *o, sm_error *err) 
     if (pthread_create(&srv->health_thread, NULL, health_main, srv) == 0)
       srv->health_started = 1;
   }
-  if (rc == 0) rc = sm_mcp_route_start(srv, err);
-  if (rc == 0) rc = sm_http_start(srv, err);
+  if (rc == 0) rc = server_mcp_route_start(srv, err);
+  if (rc == 0) rc = server_http_start(srv, err);
   if (rc != 0) {
     sm_server_stop(srv);
     sm_server_free(srv);
@@ -464,7 +464,7 @@ void sm_server_stop(sm_server *srv) {
   pthread_mutex_unlock(&srv->mu);
   if (was) return;
   sm_log(SM_LOG_INFO, "stopping: no new connections; waiting for calls in flight");
-  sm_http_quiesce(srv);
+  server_http_quiesce(srv);
   unlink_socket(srv);
   /* Terminals run until someone ends them: they are ended now, and their
    * clients' connections (open requests until they close) let go. */
@@ -475,8 +475,8 @@ void sm_server_stop(sm_server *srv) {
   pthread_mutex_lock(&srv->mu);
   while (srv->requests_open > 0) pthread_cond_wait(&srv->cv_idle, &srv->mu);
   pthread_mutex_unlock(&srv->mu);
-  sm_handles_kill_all(srv);
-  sm_http_stop(srv);
+  server_handles_kill_all(srv);
+  server_http_stop(srv);
   pthread_mutex_lock(&srv->mu);
   srv->workers_stop = 1;
   srv->health_stop = 1;
@@ -489,7 +489,7 @@ void sm_server_stop(sm_server *srv) {
   srv->health_started = 0;
   /* After the call threads: an MCP call of a client that went away may
    * still have been running in one. Sessions end, their sandboxes go. */
-  sm_mcp_route_stop(srv);
+  server_mcp_route_stop(srv);
   /* The warm pool's containers go, and per_tool removals still queued are
    * waited for, before the sweep looks for leftovers. */
   sm_runner_pool_drain(srv->opts.runner);
@@ -507,23 +507,23 @@ void sm_server_free(sm_server *srv) {
   if (bg > 0) return;
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   unlink_socket(srv);
-  sm_handles_free(srv);
+  server_handles_free(srv);
   server_terminals_free(srv->terminals);
   server_previews_free(srv->previews);
   server_watches_free(srv->watches);
   server_ws_group_free(srv->ws);
   while (srv->head) {
-    sm_job *j = srv->head;
+    server_job *j = srv->head;
     srv->head = j->next;
     free(j);
   }
   free(srv->threads);
   free(srv->handles);
-  sm_server_broker_detach(srv);
-  sm_creds_free(srv->creds);
-  sm_lease_store_free(srv->leases);
-  sm_metrics_free(srv->metrics);
-  code_queue_free(srv->code_queue);
+  server_broker_detach(srv);
+  server_creds_free(srv->creds);
+  server_lease_store_free(srv->leases);
+  server_metrics_free(srv->metrics);
+  server_code_queue_free(srv->code_queue);
   if (srv->token) {
     OPENSSL_cleanse(srv->token, strlen(srv->token));
     free(srv->token);

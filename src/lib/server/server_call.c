@@ -22,8 +22,7 @@
 #define LEASE_REFUSED "lease invalid or expired"
 #define OWNED_HOME_NAMES "HOME XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME XDG_CACHE_HOME"
 
-typedef struct sm_call call;
-
+typedef struct server_call call;
 
 /* ---- small helpers ---- */
 
@@ -34,10 +33,10 @@ static void settle_lease(call *k, int used) {
   if (!k->lease_pending) return;
   k->lease_pending = 0;
   sm_server *srv = k->srv;
-  if (sm_lease_settle(srv->leases, k->p.lease_id, used, sm_now()) != 0 || used) return;
-  sm_metrics_lease(srv->metrics, "restored");
-  sm_server_audit_lease(srv, "lease.restored", k->p.lease_id, k->p.tool, k->p.worker_key,
-                        "the call did not run: its use is given back");
+  if (server_lease_settle(srv->leases, k->p.lease_id, used, sm_now()) != 0 || used) return;
+  server_metrics_lease(srv->metrics, "restored");
+  server_audit_lease(srv, "lease.restored", k->p.lease_id, k->p.tool, k->p.worker_key,
+                     "the call did not run: its use is given back");
   sm_log(SM_LOG_INFO, "lease %.6s...: the call did not run, its use is given back", k->p.lease_id);
 }
 
@@ -45,10 +44,10 @@ static void call_free(call *k) {
   if (k == NULL) return;
   free(k->made);
   settle_lease(k, 0);
-  sm_execute_params_dispose(&k->p);
-  sm_strings_free(k->argv, k->argc);
-  sm_strings_free(k->env, k->n_env);
-  sm_secret_env_dispose(&k->secrets);
+  server_execute_params_dispose(&k->p);
+  common_strings_free(k->argv, k->argc);
+  common_strings_free(k->env, k->n_env);
+  server_secret_env_dispose(&k->secrets);
   OPENSSL_cleanse(&k->req, sizeof k->req);
   free(k);
 }
@@ -73,7 +72,7 @@ static int env_has_name(char **env, size_t n, const char *kv) {
 
 /* Shell and python calls get the workspace hook: a "command" (run by a
  * shell) or the tools named shell and python. */
-static int is_hook_tool(const sm_execute_params *p) {
+static int is_hook_tool(const server_execute_params *p) {
   if (p->command) return 1;
   return p->tool && (strcmp(p->tool, "shell") == 0 || strcmp(p->tool, "python") == 0);
 }
@@ -150,7 +149,7 @@ static int resolve_workspace(call *k, sm_error *err) {
 }
 
 static int build_argv(call *k, sm_error *err) {
-  sm_execute_params *p = &k->p;
+  server_execute_params *p = &k->p;
   if (p->argv) {
     k->argv = p->argv;
     k->argc = p->argc;
@@ -187,8 +186,8 @@ static int build_argv(call *k, sm_error *err) {
 static int build_env(call *k, sm_error *err) {
   char **pass = NULL;
   size_t n_pass = 0;
-  int rc = sm_server_env_passthrough(&k->r.settings.env_passthrough, k->srv->creds, &pass,
-                                     &n_pass, err);
+  int rc =
+      server_env_passthrough(&k->r.settings.env_passthrough, k->srv->creds, &pass, &n_pass, err);
   if (rc != 0) return rc;
   /* The runner applied the globs itself (owned names dropped): sm_run must
    * not apply them again from its own environment. */
@@ -196,7 +195,7 @@ static int build_env(call *k, sm_error *err) {
   size_t total = n_pass + k->p.n_env;
   k->env = calloc(total + 1, sizeof *k->env);
   if (k->env == NULL) {
-    sm_strings_free(pass, n_pass);
+    common_strings_free(pass, n_pass);
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   /* Request values win over passthrough; leased credentials over both. */
@@ -221,7 +220,7 @@ static int wrap_hook(call *k, sm_error *err, int *hook_failed, sm_run_result *re
   char *content = NULL;
   size_t len = 0;
   sm_error load_err = SM_ERROR_INIT;
-  if (sm_hook_load(k->ws, &content, &len, &load_err) != 0) {
+  if (server_hook_load(k->ws, &content, &len, &load_err) != 0) {
     /* The hook is the agent's own: its failure is the call's, a tool
      * failure, not a refusal of the request. */
     *hook_failed = 1;
@@ -233,22 +232,22 @@ static int wrap_hook(call *k, sm_error *err, int *hook_failed, sm_run_result *re
     return 0;
   }
   if (content == NULL) return 0;
-  sm_buf owned;
-  sm_buf_init(&owned, 64 * 1024);
-  sm_buf_printf(&owned, "%s", OWNED_HOME_NAMES);
+  common_buf owned;
+  common_buf_init(&owned, 64 * 1024);
+  common_buf_printf(&owned, "%s", OWNED_HOME_NAMES);
   for (size_t i = 0; i < k->secrets.n; i++) {
     const char *eq = strchr(k->secrets.kv[i], '=');
-    if (eq) sm_buf_printf(&owned, " %.*s", (int)(eq - k->secrets.kv[i]), k->secrets.kv[i]);
+    if (eq) common_buf_printf(&owned, " %.*s", (int)(eq - k->secrets.kv[i]), k->secrets.kv[i]);
   }
-  sm_server_random_hex(k->nonce, SM_HOOK_NONCE_LEN);
+  server_random_hex(k->nonce, SM_HOOK_NONCE_LEN);
   char **wrapped = NULL;
   size_t wn = 0;
-  int rc = sm_hook_wrap((const char *const *)k->argv, k->argc, content, k->nonce,
-                        owned.data ? owned.data : OWNED_HOME_NAMES, &wrapped, &wn, err);
+  int rc = server_hook_wrap((const char *const *)k->argv, k->argc, content, k->nonce,
+                            owned.data ? owned.data : OWNED_HOME_NAMES, &wrapped, &wn, err);
   free(content);
-  sm_buf_dispose(&owned);
+  common_buf_dispose(&owned);
   if (rc != 0) return rc;
-  sm_strings_free(k->argv, k->argc);
+  common_strings_free(k->argv, k->argc);
   k->argv = wrapped;
   k->argc = wn;
   k->hook = 1;
@@ -264,7 +263,8 @@ static int network_rank(const char *n) {
 static int narrow_network(call *k, sm_error *err) {
   sm_sandbox_settings *s = &k->r.settings;
   if (network_rank(k->p.network) > network_rank(s->network)) {
-    sm_server_audit_call(k->srv, "call.refused", &k->p, NULL, NULL, "a network wider than the configuration's");
+    server_audit_call(k->srv, "call.refused", &k->p, NULL, NULL,
+                      "a network wider than the configuration's");
     return sm_error_set(err, SM_EPOLICY, "network %s is wider than this call's network %s",
                         k->p.network, s->network);
   }
@@ -279,7 +279,7 @@ static int narrow_network(call *k, sm_error *err) {
  * filled. */
 static int resolve_call(call *k, sm_error *err) {
   sm_server *srv = k->srv;
-  sm_execute_params *p = &k->p;
+  server_execute_params *p = &k->p;
   sm_config_flags flags;
   if (srv->have_flags) flags = srv->flags;
   else memset(&flags, 0, sizeof flags);
@@ -295,14 +295,16 @@ static int resolve_call(call *k, sm_error *err) {
                  SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool), SM_LOG_STR("agent", p->agent),
                                SM_LOG_STR("rule", k->r.rule[0] ? k->r.rule : NULL)),
                  "tool %s refused by the configuration", p->tool ? p->tool : "(none)");
-    sm_server_audit_call(srv, "call.refused", p, NULL, k->r.rule, "refused by the configuration's tool policy");
+    server_audit_call(srv, "call.refused", p, NULL, k->r.rule,
+                      "refused by the configuration's tool policy");
     return sm_error_set(err, SM_EPOLICY, "tool %s refused by %s", p->tool ? p->tool : "(none)",
                         k->r.rule[0] ? k->r.rule : "the configuration");
   }
   /* A request may pick any container mode, but not leave the sandbox on a
    * runner whose own mode is sandboxed: mode none runs on the host. */
   if (p->has_mode && p->mode == SM_MODE_NONE && srv->opts.mode != SM_MODE_NONE) {
-    sm_server_audit_call(srv, "call.refused", p, "none", NULL, "mode none (the host) on a sandboxed runner");
+    server_audit_call(srv, "call.refused", p, "none", NULL,
+                      "mode none (the host) on a sandboxed runner");
     return sm_error_set(err, SM_EPOLICY,
                         "mode none is not allowed on this runner (its mode is %s): calls may "
                         "not run on the host",
@@ -331,25 +333,25 @@ static int resolve_call(call *k, sm_error *err) {
  * wrong). */
 static int take_lease(call *k, sm_error *err) {
   sm_server *srv = k->srv;
-  sm_execute_params *p = &k->p;
+  server_execute_params *p = &k->p;
   sm_error creds_err = SM_ERROR_INIT;
-  sm_lease_params lp;
+  server_lease_params lp;
   if (srv->creds == NULL ||
-      sm_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) !=
-          0) {
-    sm_metrics_lease(srv->metrics, "refused");
+      server_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) != 0) {
+    server_metrics_lease(srv->metrics, "refused");
     sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
                  "lease refused for tool %s", p->tool ? p->tool : "(none)");
-    sm_server_audit_lease(srv, "lease.refused", p->lease_id, p->tool, p->worker_key, LEASE_REFUSED);
+    server_audit_lease(srv, "lease.refused", p->lease_id, p->tool, p->worker_key, LEASE_REFUSED);
     return sm_error_set(err, SM_EPOLICY, LEASE_REFUSED);
   }
   k->lease_pending = 1; /* settled when the call ran, or given back (call_free) */
-  if (sm_creds_env(srv->creds, &lp, &k->secrets, &creds_err) != 0) {
+  if (server_creds_env(srv->creds, &lp, &k->secrets, &creds_err) != 0) {
     OPENSSL_cleanse(&lp, sizeof lp);
     return sm_error_set(err, SM_EPOLICY, LEASE_REFUSED);
   }
-  sm_metrics_lease(srv->metrics, "consumed");
-  sm_server_audit_lease(srv, "lease.used", p->lease_id, p->tool, p->worker_key, "credentials for this call only");
+  server_metrics_lease(srv->metrics, "consumed");
+  server_audit_lease(srv, "lease.used", p->lease_id, p->tool, p->worker_key,
+                     "credentials for this call only");
   sm_log(SM_LOG_INFO, "lease consumed: %zu credential variable(s) for this exec only",
          k->secrets.n);
   OPENSSL_cleanse(&lp, sizeof lp);
@@ -368,7 +370,7 @@ double server_idle_timeout(const sm_resolved *r) {
  * (sandbox_owner.c); its keys replace the call's. Keys that would name
  * another sandbox are refused, never silently ignored. */
 static int named_sandbox(call *k, sm_error *err) {
-  sm_execute_params *p = &k->p;
+  server_execute_params *p = &k->p;
   if (p->run_id || p->has_mode || p->project)
     return sm_error_set(err, SM_EINVAL, "'sandbox_id' names the sandbox: give no 'run_id', "
                                         "'mode' or 'project' with it");
@@ -409,7 +411,7 @@ static void made_settings(const sm_ops_sandbox *m, sm_sandbox_settings *s) {
 /* The call's sm_run_request, from the resolution and what was built. */
 static void fill_request(call *k) {
   sm_server *srv = k->srv;
-  sm_execute_params *p = &k->p;
+  server_execute_params *p = &k->p;
   sm_run_request *q = &k->req;
   sm_call_names names = {p->project ? p->project : srv->project, srv->project_environment,
                          p->agent, p->tool, p->user, p->run_id, p->worker_key};
@@ -437,9 +439,9 @@ static void fill_request(call *k) {
     q->sandbox = k->sandbox;
     made_settings(k->made, &q->settings);
   }
-  if (sm_server_host_route(srv, p->agent, p->tool, &k->route, &q->agent_has_host_tools))
+  if (server_host_route(srv, p->agent, p->tool, &k->route, &q->agent_has_host_tools))
     q->host_route = &k->route;
-  sm_server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
+  server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
 }
 
 /* Checks, resolves and builds everything; 0 and k ready, or a code with
@@ -447,17 +449,17 @@ static void fill_request(call *k) {
  * reported through *early (a result of the call, not an HTTP error). */
 static int prepare(call *k, int control, const char *token, sm_error *err, int *early,
                    sm_run_result *early_res) {
-  sm_execute_params *p = &k->p;
+  server_execute_params *p = &k->p;
   int rc;
-  if (!control && !sm_server_token_ok(k->srv, token, p->worker_key)) {
-    sm_server_audit_token(k->srv, "execute", NULL, GENERIC_401);
+  if (!control && !server_token_ok(k->srv, token, p->worker_key)) {
+    server_audit_token(k->srv, "execute", NULL, GENERIC_401);
     return sm_error_set(err, SM_EAUTH, GENERIC_401);
   }
   /* Whose keyed sandbox the call may use: a worker's own (the control token
    * naming a worker_key acts for that worker), or any for the control token. */
   k->control = control;
   if (p->sandbox_id && (rc = named_sandbox(k, err)) != 0) return rc;
-  if (sm_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0)
+  if (server_auth_principal(p->worker_key, k->principal, sizeof k->principal) != 0)
     return sm_error_set(err, SM_EINVAL, "field 'worker_key' is too long");
   if ((rc = resolve_call(k, err)) != 0) return rc;
   if (p->network && (rc = narrow_network(k, err)) != 0) return rc;
@@ -499,7 +501,7 @@ static void run_call(call *k, sm_run_result *res) {
       snprintf(res->error, sizeof res->error, "%s",
                err.message[0] ? err.message : sm_error_default_message(rc));
   }
-  if (k->hook) sm_hook_finish(k->nonce, res);
+  if (k->hook) server_hook_finish(k->nonce, res);
 }
 
 static const char *outcome_of(const sm_run_result *res) {
@@ -511,18 +513,18 @@ static const char *outcome_of(const sm_run_result *res) {
 }
 
 /* Scrubs, records metrics and builds the answer. */
-static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
+static void answer_result(call *k, sm_run_result *res, server_answer *a) {
   sm_server *srv = k->srv;
   /* A value cut by the output cap is masked too. */
-  if (res->stdout_truncated) sm_server_redact_cut(&res->stdout_data, &res->stdout_len, &k->secrets, 1);
-  else sm_server_redact(&res->stdout_data, &res->stdout_len, &k->secrets);
-  if (res->stderr_truncated) sm_server_redact_cut(&res->stderr_data, &res->stderr_len, &k->secrets, 1);
-  else sm_server_redact(&res->stderr_data, &res->stderr_len, &k->secrets);
-  sm_server_redact_str(res->error, sizeof res->error, &k->secrets);
+  if (res->stdout_truncated) server_redact_cut(&res->stdout_data, &res->stdout_len, &k->secrets, 1);
+  else server_redact(&res->stdout_data, &res->stdout_len, &k->secrets);
+  if (res->stderr_truncated) server_redact_cut(&res->stderr_data, &res->stderr_len, &k->secrets, 1);
+  else server_redact(&res->stderr_data, &res->stderr_len, &k->secrets);
+  server_redact_str(res->error, sizeof res->error, &k->secrets);
   const char *outcome = outcome_of(res);
   double secs = (sm_monotonic_ms() - k->t0) / 1000.0;
-  sm_metrics_call(srv->metrics, k->p.tool, sm_mode_name(res->mode), outcome, secs);
-  if (strcmp(outcome, "ok") != 0) sm_metrics_failure(srv->metrics, outcome);
+  server_metrics_call(srv->metrics, k->p.tool, sm_mode_name(res->mode), outcome, secs);
+  if (strcmp(outcome, "ok") != 0) server_metrics_failure(srv->metrics, outcome);
   sm_log_event(res->failure_kind == SM_FAIL_SANDBOX || res->failure_kind == SM_FAIL_ENGINE
                    ? SM_LOG_WARN
                    : SM_LOG_INFO,
@@ -540,18 +542,18 @@ static void answer_result(call *k, sm_run_result *res, sm_answer *a) {
   a->body = sm_run_result_to_json(res);
   /* Every string of the answer, whatever field a later change adds
    * (files_changed: a tool may name a file after the value). */
-  sm_server_redact_json(a->body, &k->secrets);
-  a->status = sm_answer_status_of(res);
+  server_redact_json(a->body, &k->secrets);
+  a->status = server_answer_status_of(res);
 }
 
 /* ---- the interface (server_core.h) ---- */
 
-sm_call *sm_call_prepare(sm_server *srv, sm_execute_params *p, int control, const char *token,
-                         sm_answer *a) {
+server_call *server_call_prepare(sm_server *srv, server_execute_params *p, int control,
+                                 const char *token, server_answer *a) {
   call *k = calloc(1, sizeof *k);
   if (k == NULL) {
-    sm_execute_params_dispose(p);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_execute_params_dispose(p);
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }
   k->srv = srv;
@@ -576,8 +578,10 @@ sm_call *sm_call_prepare(sm_server *srv, sm_execute_params *p, int control, cons
   return k;
 }
 
-sm_run_request *sm_call_request(sm_call *k) { return &k->req; }
-const sm_secret_env *sm_call_secrets(const sm_call *k) { return &k->secrets; }
-void sm_call_run(sm_call *k, sm_run_result *res) { run_call(k, res); }
-void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a) { answer_result(k, res, a); }
-void sm_call_free(sm_call *k) { call_free(k); }
+sm_run_request *server_call_request(server_call *k) { return &k->req; }
+const server_secret_env *server_call_secrets(const server_call *k) { return &k->secrets; }
+void server_call_run(server_call *k, sm_run_result *res) { run_call(k, res); }
+void server_call_answer(server_call *k, sm_run_result *res, server_answer *a) {
+  answer_result(k, res, a);
+}
+void server_call_free(server_call *k) { call_free(k); }

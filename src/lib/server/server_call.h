@@ -10,15 +10,15 @@
 
 #include "server/server_core.h"
 
-struct sm_call {
+struct server_call {
   sm_server *srv;
-  sm_execute_params p;
+  server_execute_params p;
   sm_resolved r;
   char **argv;
   size_t argc;
   char **env;
   size_t n_env;
-  sm_secret_env secrets;
+  server_secret_env secrets;
   int lease_pending;    /* a use of p.lease_id taken and not settled yet (server_call.c) */
   char ws[PATH_MAX];
   int has_ws;
@@ -29,7 +29,7 @@ struct sm_call {
   size_t stdin_off;
   sm_run_request req;
   double t0;
-  sm_handle *handle;
+  server_handle *handle;
   const sm_config *cfg; /* the configuration in force when the call came */
   sm_config_egress egress; /* network allowlist: its lists (borrowed from cfg) */
   sm_host_route route;     /* the host-tool route when the broker offers one */

@@ -19,14 +19,14 @@
 #include "server/answer.h"
 #include "server/server_internal.h"
 
-typedef struct sm_job {
+typedef struct server_job {
   void (*fn)(void *arg);
   void *arg;
-  struct sm_job *next;
-} sm_job;
+  struct server_job *next;
+} server_job;
 
-typedef struct sm_handle sm_handle;
-typedef struct sm_gate sm_gate;
+typedef struct server_handle server_handle;
+typedef struct server_gate server_gate;
 
 struct sm_server {
   sm_server_options opts;    /* strings below are the server's copies */
@@ -40,11 +40,11 @@ struct sm_server {
   ino_t sock_ino;
   int listen_fd;
   struct MHD_Daemon *mhd;
-  sm_gate *gate;             /* accepts connections for mhd (gate.c) */
-  sm_creds *creds;
+  server_gate *gate; /* accepts connections for mhd (gate.c) */
+  server_creds *creds;
   struct sm_broker *broker;  /* host tools (broker_route.c); under mu */
-  sm_lease_store *leases;
-  sm_metrics *metrics;
+  server_lease_store *leases;
+  server_metrics *metrics;
   struct sm_mcp_http *mcp;   /* /mcp sessions (mcp_route.c), NULL without an engine */
   struct code_queue *code_queue; /* turns of code runs (code_queue.c) */
   struct server_terminals *terminals; /* terminal.c */
@@ -59,14 +59,14 @@ struct sm_server {
   pthread_cond_t cv_idle;    /* a request, call or background call ended */
   pthread_t *threads;
   unsigned n_threads;
-  sm_job *head, *tail;
+  server_job *head, *tail;
   size_t queued;
   int workers_stop;
   long requests_open;        /* requests between first byte and completion */
   long calls_in_flight;
   size_t body_bytes;         /* request bodies buffered right now */
   int draining;
-  sm_handle **handles;
+  server_handle **handles;
   size_t n_handles;
   long bg_running;           /* background threads alive */
 
@@ -83,102 +83,103 @@ struct sm_server {
 
 /* ---- the audit trail (audit.c); nothing when the runner keeps none ---- */
 /* Records ev (request_id: the thread's when NULL); a failed write is logged. */
-void sm_server_audit(sm_server *srv, sm_audit_event *ev);
+void server_audit(sm_server *srv, sm_audit_event *ev);
 /* call.allowed / call.refused for the request p (mode, rule may be NULL). */
-void sm_server_audit_call(sm_server *srv, const char *event, const sm_execute_params *p, const char *mode,
-                          const char *rule, const char *message);
+void server_audit_call(sm_server *srv, const char *event, const server_execute_params *p,
+                       const char *mode, const char *rule, const char *message);
 /* lease.created / used / refused: the id shortened (it is a capability). */
-void sm_server_audit_lease(sm_server *srv, const char *event, const char *lease_id, const char *tool,
-                           const char *worker, const char *message);
-void sm_server_audit_token(sm_server *srv, const char *route, const char *worker, const char *message);
+void server_audit_lease(sm_server *srv, const char *event, const char *lease_id, const char *tool,
+                        const char *worker, const char *message);
+void server_audit_token(sm_server *srv, const char *route, const char *worker, const char *message);
 /* 401 "missing or invalid token" (the same words whatever was wrong), recorded. */
-void sm_server_refuse_token(sm_server *srv, const char *route, sm_answer *a);
+void server_refuse_token(sm_server *srv, const char *route, server_answer *a);
 /* GET /v1/audit (audit.c; the control token only: the listener checks):
  * the events of the query's filter in a, or the error answer. On a call
  * thread (the proxy's decisions come from the engine). */
-void server_audit_route(sm_server *srv, struct MHD_Connection *conn, sm_answer *a);
+void server_audit_route(sm_server *srv, struct MHD_Connection *conn, server_answer *a);
 
 /* ---- host tools (broker_route.c) ---- */
 /* Lends the broker the credentials file (start) or takes it back (free). */
-void sm_server_broker_attach(sm_server *srv, struct sm_broker *b);
-void sm_server_broker_detach(sm_server *srv);
+void server_broker_attach(sm_server *srv, struct sm_broker *b);
+void server_broker_detach(sm_server *srv);
 /* 1 and *route filled when the broker offers agent's tool host tools;
  * *agent_has_tools: whether any of agent's calls may get them. */
-int sm_server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route,
-                         int *agent_has_tools);
+int server_host_route(sm_server *srv, const char *agent, const char *tool, sm_host_route *route,
+                      int *agent_has_tools);
 /* GET /v1/approvals (id NULL) and POST /v1/approvals/{id} {"approve": bool};
  * control: the request has the control token (else 403). */
-void sm_server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
-                               const char *body, size_t len, sm_answer *a);
+void server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
+                            const char *body, size_t len, server_answer *a);
 
 /* jobs.c: queues a job for a call thread; SM_EBUSY when the queue is full. */
-int sm_server_submit(sm_server *srv, void (*fn)(void *), void *arg);
+int server_submit(sm_server *srv, void (*fn)(void *), void *arg);
 /* A call thread's main (arg: the server): runs jobs until workers_stop. */
-void *sm_server_job_thread(void *arg);
+void *server_job_thread(void *arg);
 /* gauges.c */
-void sm_server_gauges(sm_server *srv, sm_metrics_gauges *g, int with_sandboxes);
+void server_gauges(sm_server *srv, server_metrics_gauges *g, int with_sandboxes);
 /* 1 when token authorises a request about worker_key (control token, or
  * that worker's derived token). Constant time in the token. */
-int sm_server_token_ok(const sm_server *srv, const char *token, const char *worker_key);
-int sm_server_is_control(const sm_server *srv, const char *token);
+int server_token_ok(const sm_server *srv, const char *token, const char *worker_key);
+int server_is_control(const sm_server *srv, const char *token);
 /* The control token, or a worker token of the body's worker_key (read
  * before anything else of the body is told). */
-int sm_server_body_token_ok(sm_server *srv, const char *body, size_t len, int control,
-                            const char *token);
+int server_body_token_ok(sm_server *srv, const char *body, size_t len, int control,
+                         const char *token);
 
 /* gate.c: accepts connections on srv->listen_fd and hands those whose
  * request head is complete to srv->mhd. */
-int sm_gate_start(sm_server *srv, sm_error *err);
+int server_gate_start(sm_server *srv, sm_error *err);
 /* Stops accepting: closes the listening socket and the waiting heads. */
-void sm_gate_stop(sm_server *srv);
-void sm_gate_free(sm_server *srv);
+void server_gate_stop(sm_server *srv);
+void server_gate_free(sm_server *srv);
 /* libmicrohttpd's connection notifications (started 1, closed 0). */
-void sm_gate_connection(sm_server *srv, struct MHD_Connection *conn, void **ctx, int started);
-void sm_gate_read_stats(sm_server *srv, sm_gate_stats *out);
+void server_gate_connection(sm_server *srv, struct MHD_Connection *conn, void **ctx, int started);
+void server_gate_read_stats(sm_server *srv, server_gate_stats *out);
 
 /* server_http.c */
-int sm_http_start(sm_server *srv, sm_error *err);
-void sm_http_quiesce(sm_server *srv);
-void sm_http_stop(sm_server *srv);
+int server_http_start(sm_server *srv, sm_error *err);
+void server_http_quiesce(sm_server *srv);
+void server_http_stop(sm_server *srv);
 
 /* execute.c: token is the bearer token presented (already known to be
  * the control token when control is 1). accept_stream: the client asked
  * for application/x-ndjson. A call to stream (the body's "stream", or
  * accept_stream) is not run: it comes back prepared in *streamed (for
- * sm_execute_streamed), with out untouched. */
-typedef struct sm_stream sm_stream;
-typedef struct sm_call sm_call;
-void sm_execute_route(sm_server *srv, const char *body, size_t len, int control,
-                      const char *token, int accept_stream, sm_call **streamed, sm_answer *out);
+ * server_execute_streamed), with out untouched. */
+typedef struct server_stream server_stream;
+typedef struct server_call server_call;
+void server_execute_route(sm_server *srv, const char *body, size_t len, int control,
+                          const char *token, int accept_stream, server_call **streamed,
+                          server_answer *out);
 /* GET and DELETE /v1/handles/ID (execute.c): unknown handles are 404 for
  * the control token only. */
-void sm_handle_route_get(sm_server *srv, const char *id, int control, const char *token,
-                         sm_answer *out);
-void sm_handle_route_delete(sm_server *srv, const char *id, int control, const char *token,
-                            sm_answer *out);
+void server_handle_route_get(sm_server *srv, const char *id, int control, const char *token,
+                             server_answer *out);
+void server_handle_route_delete(sm_server *srv, const char *id, int control, const char *token,
+                                server_answer *out);
 /* lease_route.c: POST /v1/leases. */
-void sm_lease_route(sm_server *srv, const char *body, size_t len, int control,
-                    const char *token, sm_answer *out);
+void server_lease_route(sm_server *srv, const char *body, size_t len, int control,
+                        const char *token, server_answer *out);
 
 /* server_call.c: a call checked and resolved from its parameters (p is taken) as
  * execute does it (token, policy, workspace, lease, environment, hook):
  * NULL with *a filled when it is refused. */
-sm_call *sm_call_prepare(sm_server *srv, sm_execute_params *p, int control, const char *token,
-                         sm_answer *a);
-sm_run_request *sm_call_request(sm_call *k);
-const sm_secret_env *sm_call_secrets(const sm_call *k);
+server_call *server_call_prepare(sm_server *srv, server_execute_params *p, int control,
+                                 const char *token, server_answer *a);
+sm_run_request *server_call_request(server_call *k);
+const server_secret_env *server_call_secrets(const server_call *k);
 /* Runs it (errors become the result's failure) and scrubs and answers it. */
-void sm_call_run(sm_call *k, sm_run_result *res);
-void sm_call_answer(sm_call *k, sm_run_result *res, sm_answer *a);
-void sm_call_free(sm_call *k);
+void server_call_run(server_call *k, sm_run_result *res);
+void server_call_answer(server_call *k, sm_run_result *res, server_answer *a);
+void server_call_free(server_call *k);
 
 /* execute_stream.c: the streamed answer of an execute (takes k). */
-void sm_execute_streamed(sm_call *k, sm_stream *stream);
+void server_execute_streamed(server_call *k, server_stream *stream);
 /* execute_stream.c: POST /v1/execute on its call thread, answered through
  * stream s (streamed, or its JSON answer): the call counted in flight
  * meanwhile. body belongs to the request, which may be gone once a
  * streamed answer begins: it is not read after that. */
-void server_execute_job(sm_server *srv, sm_stream *s, const char *body, size_t len, int control,
+void server_execute_job(sm_server *srv, server_stream *s, const char *body, size_t len, int control,
                         const char *token, int accept_stream);
 
 #endif

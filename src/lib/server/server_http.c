@@ -85,7 +85,7 @@ typedef struct req_ctx {
   server_route_match m; /* the route and what its URL carries */
   auth_state auth;
   char *token;         /* presented token when its check waits for the body */
-  sm_buf body;
+  common_buf body;
   size_t counted;      /* bytes charged to the server's body budget */
   int has_body;        /* Content-Length > 0 or a chunked body */
   int expect_continue; /* the client waits for 100 Continue */
@@ -93,15 +93,15 @@ typedef struct req_ctx {
   uint64_t drained;
   req_state state;
   double t0;
-  sm_answer answer;
+  server_answer answer;
   char *raw;           /* non-JSON answer (metrics) */
   size_t raw_len;
   int status;
   int accept_stream;    /* Accept: application/x-ndjson */
-  sm_stream *stream;    /* streamed body or answer (one reference) */
-  sm_files_req *files;  /* until its job takes it */
-  sm_mcp_req *mcp;      /* until its job takes it */
-  sm_sandboxes_req *sbx; /* the sandboxes routes' request */
+  server_stream *stream;     /* streamed body or answer (one reference) */
+  server_files_req *files;   /* until its job takes it */
+  server_mcp_req *mcp;       /* until its job takes it */
+  server_sandboxes_req *sbx; /* the sandboxes routes' request */
   context_req *contexts; /* until its job takes it */
   server_terminal_req *term;  /* until its job takes it (terminal_route.c) */
   server_port_req *port_req;  /* until its job takes it (port_route.c) */
@@ -122,9 +122,9 @@ static enum MHD_Result send_response(req_ctx *c, struct MHD_Response *r, int sta
   if (ret == MHD_YES) {
     c->status = status;
     c->state = ST_ANSWERED;
-    sm_metrics_http(c->srv->metrics, server_route_name(c->m.route), status);
+    server_metrics_http(c->srv->metrics, server_route_name(c->m.route), status);
     if (status == 401 || status == 403 || status == 400 || status == 413 || status == 404)
-      sm_metrics_failure(c->srv->metrics, "policy");
+      server_metrics_failure(c->srv->metrics, "policy");
   }
   return ret;
 }
@@ -141,7 +141,7 @@ static enum MHD_Result queue_answer(req_ctx *c) {
     ctype = "text/plain; version=0.0.4; charset=utf-8";
     status = c->answer.status ? c->answer.status : 200;
   } else {
-    if (c->answer.body == NULL) sm_answer_error(&c->answer, 500, "sandbox", "internal error");
+    if (c->answer.body == NULL) server_answer_error(&c->answer, 500, "sandbox", "internal error");
     size_t n = 0;
     const char *s = json_object_to_json_string_length(
         c->answer.body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
@@ -174,7 +174,7 @@ static enum MHD_Result queue_answer(req_ctx *c) {
 static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, const char *msg) {
   if (c->answer.body) json_object_put(c->answer.body);
   c->answer.body = NULL;
-  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  server_answer_error(&c->answer, status, kind, "%s", msg);
   return queue_answer(c);
 }
 
@@ -183,8 +183,8 @@ static enum MHD_Result answer_error(req_ctx *c, int status, const char *kind, co
 static enum MHD_Result decide_answer(req_ctx *c) {
   if (!c->has_body) return queue_answer(c);
   if (c->expect_continue || c->declared > DRAIN_MAX) return queue_answer(c);
-  sm_buf_dispose(&c->body);
-  sm_buf_init(&c->body, 0);
+  common_buf_dispose(&c->body);
+  common_buf_init(&c->body, 0);
   c->state = ST_DRAIN;
   return MHD_YES;
 }
@@ -192,25 +192,25 @@ static enum MHD_Result decide_answer(req_ctx *c) {
 static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const char *msg) {
   if (c->answer.body) json_object_put(c->answer.body);
   c->answer.body = NULL;
-  sm_answer_error(&c->answer, status, kind, "%s", msg);
+  server_answer_error(&c->answer, status, kind, "%s", msg);
   return decide_answer(c);
 }
 
 /* ---- streamed requests (stream.h) ---- */
 
-static void stream_response_free(void *cls) { sm_stream_unref(cls); }
+static void stream_response_free(void *cls) { server_stream_unref(cls); }
 
 static enum MHD_Result queue_stream(req_ctx *c) {
   int status;
   int64_t len;
   const char *ctype, *h1, *v1, *h2, *v2;
-  sm_stream_head(c->stream, &status, &ctype, &len, &h1, &v1, &h2, &v2);
-  sm_stream_ref(c->stream); /* the response's: libmicrohttpd may read after completion */
-  struct MHD_Response *r = MHD_create_response_from_callback(
-      len < 0 ? MHD_SIZE_UNKNOWN : (uint64_t)len, STREAM_BLOCK, sm_stream_reader, c->stream,
-      stream_response_free);
+  server_stream_head(c->stream, &status, &ctype, &len, &h1, &v1, &h2, &v2);
+  server_stream_ref(c->stream); /* the response's: libmicrohttpd may read after completion */
+  struct MHD_Response *r =
+      MHD_create_response_from_callback(len < 0 ? MHD_SIZE_UNKNOWN : (uint64_t)len, STREAM_BLOCK,
+                                        server_stream_reader, c->stream, stream_response_free);
   if (r == NULL) {
-    sm_stream_unref(c->stream);
+    server_stream_unref(c->stream);
     return MHD_NO;
   }
   MHD_add_response_header(r, "Content-Type", ctype);
@@ -225,25 +225,25 @@ static enum MHD_Result queue_stream(req_ctx *c) {
  * JSON answer, or a wait (the connection suspended until the call side
  * resumes it). */
 static enum MHD_Result stream_step(req_ctx *c) {
-  switch (sm_stream_wait(c->stream, 1)) {
-    case SM_STREAM_BEGUN:
-      return queue_stream(c);
-    case SM_STREAM_ANSWERED:
-      sm_stream_take_answer(c->stream, &c->answer);
-      return queue_answer(c);
-    default:
-      return MHD_YES;
+  switch (server_stream_wait(c->stream, 1)) {
+  case SM_STREAM_BEGUN:
+    return queue_stream(c);
+  case SM_STREAM_ANSWERED:
+    server_stream_take_answer(c->stream, &c->answer);
+    return queue_answer(c);
+  default:
+    return MHD_YES;
   }
 }
 
-static void files_discard(void *arg) { sm_files_req_free(arg); }
+static void files_discard(void *arg) { server_files_req_free(arg); }
 static void term_discard(void *arg) { server_terminal_req_free(arg); }
-static void mcp_discard(void *arg) { sm_mcp_req_free(arg); }
-static void contexts_discard(void *arg) { context_req_free(arg); }
+static void mcp_discard(void *arg) { server_mcp_req_free(arg); }
+static void contexts_discard(void *arg) { server_context_req_free(arg); }
 static void port_discard(void *arg) { server_port_req_free(arg); }
 
 static int stream_open(req_ctx *c) {
-  c->stream = sm_stream_new(c->conn, NULL, NULL);
+  c->stream = server_stream_new(c->conn, NULL, NULL);
   return c->stream ? 0 : -1;
 }
 
@@ -252,7 +252,7 @@ static int stream_open(req_ctx *c) {
 static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg,
                                        void (*discard)(void *)) {
   c->state = ST_STREAM;
-  if (sm_server_submit(c->srv, fn, arg) != 0) {
+  if (server_submit(c->srv, fn, arg) != 0) {
     if (discard) discard(arg);
     c->state = ST_READING;
     return answer_error(c, 503, "sandbox",
@@ -262,7 +262,7 @@ static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg
 }
 
 /* File events: threads of their own (server_watch.h), never a call thread. */
-static enum MHD_Result dispatch_watch(req_ctx *c, sm_files_req *f) {
+static enum MHD_Result dispatch_watch(req_ctx *c, server_files_req *f) {
   c->state = ST_STREAM;
   if (server_watches_start(c->srv->watches, f, &c->answer) != 0) {
     c->state = ST_READING;
@@ -294,7 +294,7 @@ static void job_execute(void *arg) {
 static void job_handle_delete(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_handle_route_delete(c->srv, c->m.handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+  server_handle_route_delete(c->srv, c->m.handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
   finish_job(c);
 }
 
@@ -308,7 +308,7 @@ static void job_metrics(void *arg) {
 static void job_sandboxes(void *arg) {
   req_ctx *c = arg;
   sm_log_set_request_id(c->id);
-  sm_sandboxes_run(c->sbx, c->body.data, c->body.len, &c->answer);
+  server_sandboxes_run(c->sbx, c->body.data, c->body.len, &c->answer);
   finish_job(c);
 }
 
@@ -338,7 +338,7 @@ static void job_audit(void *arg) {
 static enum MHD_Result dispatch(req_ctx *c, void (*fn)(void *)) {
   c->state = ST_RUNNING;
   MHD_suspend_connection(c->conn);
-  if (sm_server_submit(c->srv, fn, c) != 0) {
+  if (server_submit(c->srv, fn, c) != 0) {
     MHD_resume_connection(c->conn);
     c->state = ST_READING;
     return answer_error(c, 503, "sandbox",
@@ -387,7 +387,7 @@ static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const cha
   if (ret == MHD_YES) {
     c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
     c->state = ST_ANSWERED;
-    sm_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
+    server_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
   }
   return ret;
 }
@@ -410,10 +410,10 @@ static enum MHD_Result terminals_start(req_ctx *c, const char *url, const char *
  * the content. */
 static enum MHD_Result files_start(req_ctx *c, int op) {
   sm_server *srv = c->srv;
-  c->files = sm_files_req_new(srv, c->conn, (sm_files_op)op, c->id, c->auth == AUTH_CONTROL,
-                              c->token, &c->answer);
+  c->files = server_files_req_new(srv, c->conn, (server_files_op)op, c->id, c->auth == AUTH_CONTROL,
+                                  c->token, &c->answer);
   if (c->files == NULL) return decide_answer(c);
-  if (!sm_files_op_uploads((sm_files_op)op)) return MHD_YES; /* after the body */
+  if (!server_files_op_uploads((server_files_op)op)) return MHD_YES; /* after the body */
   if (c->declared > srv->opts.max_file_body) {
     char msg[128];
     snprintf(msg, sizeof msg, "file body larger than %zu bytes (--max-file-body)",
@@ -421,8 +421,8 @@ static enum MHD_Result files_start(req_ctx *c, int op) {
     return decide(c, 413, "policy", msg);
   }
   if (stream_open(c) != 0) return decide(c, 503, "sandbox", "out of memory");
-  sm_files_req_set_stream(c->files, c->stream);
-  if (sm_server_submit(srv, sm_files_job, c->files) != 0)
+  server_files_req_set_stream(c->files, c->stream);
+  if (server_submit(srv, server_files_job, c->files) != 0)
     return decide(c, 503, "sandbox",
                   "the runner is overloaded: too many calls waiting; try again later");
   c->files = NULL; /* the job's */
@@ -435,7 +435,7 @@ static enum MHD_Result upload_step(req_ctx *c, const char *data, size_t *size) {
   if (*size == 0) return stream_step(c);
   size_t n = *size;
   *size = 0;
-  if (sm_stream_push(c->stream, data, n) == SM_STREAM_DROPPED) {
+  if (server_stream_push(c->stream, data, n) == SM_STREAM_DROPPED) {
     /* The call is over (an error, the cap): the rest is read and dropped
      * up to the drain's limit, then the answer goes. */
     c->drained += n;
@@ -468,7 +468,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
                     c->m.route == R_SANDBOXES || c->m.route == R_SANDBOX ||
                     c->m.route == R_CONTEXTS || c->m.route == R_TERMINALS || c->m.route == R_PORT ||
                     c->m.route == R_PREVIEWS;
-    if (tok && sm_server_is_control(srv, tok)) {
+    if (tok && server_is_control(srv, tok)) {
       c->auth = AUTH_CONTROL;
     } else if (tok && worker_ok && strlen(tok) == 64) {
       /* Possibly a worker token: it is checked against the worker key once
@@ -477,7 +477,7 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
       c->token = strdup(tok);
       if (c->token == NULL) return decide(c, 503, "sandbox", "out of memory");
     } else {
-      sm_server_audit_token(srv, server_route_name(c->m.route), NULL, GENERIC_401);
+      server_audit_token(srv, server_route_name(c->m.route), NULL, GENERIC_401);
       return decide(c, 401, "policy", GENERIC_401);
     }
   }
@@ -487,13 +487,13 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     if (c->state != ST_READING || c->term == NULL) return ret;
   }
   if (c->m.route == R_MCP) {
-    c->mcp = sm_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
-                            &c->answer);
+    c->mcp = server_mcp_req_new(srv, c->conn, method, c->id, c->auth == AUTH_CONTROL, c->token,
+                                &c->answer);
     if (c->mcp == NULL) return decide_answer(c);
   }
   if (c->m.route == R_CONTEXTS) {
-    c->contexts = context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
-                                  c->token, &c->answer);
+    c->contexts = server_context_req_new(srv, c->conn, url, method, c->id, c->auth == AUTH_CONTROL,
+                                         c->token, &c->answer);
     if (c->contexts == NULL) return decide_answer(c);
   }
   if (c->m.route == R_PORT || c->m.route == R_PREVIEW) {
@@ -513,11 +513,12 @@ static enum MHD_Result first_call(req_ctx *c, const char *url, const char *metho
     return decide(c, 413, "policy", msg);
   }
   if (c->m.route == R_SANDBOXES || c->m.route == R_SANDBOX) {
-    sm_sandboxes_op op = c->m.route == R_SANDBOX ? (sm_sandboxes_op)c->m.sandbox_op
-                         : strcmp(method, "POST") == 0 ? SM_SANDBOXES_CREATE
-                                                       : SM_SANDBOXES_LIST;
-    c->sbx = sm_sandboxes_req_new(srv, c->conn, op, c->m.route == R_SANDBOX ? c->m.sandbox_id : NULL,
-                                  c->auth == AUTH_CONTROL, c->token, &c->answer);
+    server_sandboxes_op op = c->m.route == R_SANDBOX       ? (server_sandboxes_op)c->m.sandbox_op
+                             : strcmp(method, "POST") == 0 ? SM_SANDBOXES_CREATE
+                                                           : SM_SANDBOXES_LIST;
+    c->sbx =
+        server_sandboxes_req_new(srv, c->conn, op, c->m.route == R_SANDBOX ? c->m.sandbox_id : NULL,
+                                 c->auth == AUTH_CONTROL, c->token, &c->answer);
     if (c->sbx == NULL) return decide_answer(c);
   }
   return MHD_YES;
@@ -533,37 +534,38 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch_stream(c, job_execute, c, NULL);
     case R_FILES: {
       if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
-      sm_files_req *f = c->files;
-      sm_files_req_set_stream(f, c->stream);
+      server_files_req *f = c->files;
+      server_files_req_set_stream(f, c->stream);
       c->files = NULL; /* the job's once submitted */
-      if (sm_files_req_op(f) == SM_FILES_WATCH) return dispatch_watch(c, f);
-      return dispatch_stream(c, sm_files_job, f, files_discard);
+      if (server_files_req_op(f) == SM_FILES_WATCH) return dispatch_watch(c, f);
+      return dispatch_stream(c, server_files_job, f, files_discard);
     }
     case R_MCP: {
       if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
-      sm_mcp_req *m = c->mcp;
-      if (sm_mcp_req_body(m, c->body.data, c->body.len) != 0)
+      server_mcp_req *m = c->mcp;
+      if (server_mcp_req_body(m, c->body.data, c->body.len) != 0)
         return answer_error(c, 503, "sandbox", "out of memory");
-      sm_mcp_req_set_stream(m, c->stream);
+      server_mcp_req_set_stream(m, c->stream);
       c->mcp = NULL;
-      return dispatch_stream(c, sm_mcp_job, m, mcp_discard);
+      return dispatch_stream(c, server_mcp_job, m, mcp_discard);
     }
     case R_CONTEXTS: {
       if (stream_open(c) != 0) return answer_error(c, 503, "sandbox", "out of memory");
       context_req *x = c->contexts;
-      if (context_req_body(x, c->body.data, c->body.len) != 0)
+      if (server_context_req_body(x, c->body.data, c->body.len) != 0)
         return answer_error(c, 503, "sandbox", "out of memory");
-      context_req_set_stream(x, c->stream);
+      server_context_req_set_stream(x, c->stream);
       c->contexts = NULL;
-      return dispatch_stream(c, context_job, x, contexts_discard);
+      return dispatch_stream(c, server_context_job, x, contexts_discard);
     }
     case R_LEASES:
-      sm_lease_route(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
-                    &c->answer);
+      server_lease_route(c->srv, c->body.data, c->body.len, c->auth == AUTH_CONTROL, c->token,
+                         &c->answer);
       return queue_answer(c);
     case R_HANDLE:
       if (strcmp(c->method, "DELETE") == 0) return dispatch(c, job_handle_delete);
-      sm_handle_route_get(c->srv, c->m.handle_id, c->auth == AUTH_CONTROL, c->token, &c->answer);
+      server_handle_route_get(c->srv, c->m.handle_id, c->auth == AUTH_CONTROL, c->token,
+                              &c->answer);
       return queue_answer(c);
     case R_SANDBOXES:
     case R_SANDBOX:
@@ -596,8 +598,8 @@ static enum MHD_Result body_complete(req_ctx *c) {
       return dispatch_stream(c, server_port_job, pr, port_discard);
     }
     case R_APPROVALS:
-      sm_server_approvals_route(c->srv, c->method, c->m.handle_id[0] ? c->m.handle_id : NULL,
-                                c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
+      server_approvals_route(c->srv, c->method, c->m.handle_id[0] ? c->m.handle_id : NULL,
+                             c->auth == AUTH_CONTROL, c->body.data, c->body.len, &c->answer);
       return queue_answer(c);
     default:
       return answer_error(c, 404, "policy", "no such route");
@@ -616,9 +618,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     c->srv = srv;
     c->conn = conn;
     c->t0 = sm_monotonic_ms();
-    sm_server_random_hex(c->id, 8);
+    server_random_hex(c->id, 8);
     snprintf(c->method, sizeof c->method, "%s", method);
-    sm_buf_init(&c->body, srv->opts.max_body);
+    common_buf_init(&c->body, srv->opts.max_body);
     *con_cls = c;
     pthread_mutex_lock(&srv->mu);
     srv->requests_open++;
@@ -667,7 +669,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       return decide(c, 503, "sandbox",
                     "the runner is overloaded: too many large requests at once");
     }
-    if (sm_buf_append(&c->body, upload_data, n) != 0) return MHD_NO;
+    if (common_buf_append(&c->body, upload_data, n) != 0) return MHD_NO;
     return MHD_YES;
   }
   return body_complete(c);
@@ -694,14 +696,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(c->token);
   }
   if (c->body.data) OPENSSL_cleanse(c->body.data, c->body.len);
-  sm_buf_dispose(&c->body);
+  common_buf_dispose(&c->body);
   if (c->answer.body) json_object_put(c->answer.body);
   free(c->raw);
-  if (c->stream) sm_stream_detach(c->stream);
-  sm_files_req_free(c->files);
-  sm_mcp_req_free(c->mcp);
-  sm_sandboxes_req_free(c->sbx);
-  context_req_free(c->contexts);
+  if (c->stream) server_stream_detach(c->stream);
+  server_files_req_free(c->files);
+  server_mcp_req_free(c->mcp);
+  server_sandboxes_req_free(c->sbx);
+  server_context_req_free(c->contexts);
   server_terminal_req_free(c->term);
   server_port_req_free(c->port_req);
   server_ws_upgrade_done(c->upgrade);
@@ -736,10 +738,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
-  sm_gate_connection(cls, conn, socket_context, toe == MHD_CONNECTION_NOTIFY_STARTED);
+  server_gate_connection(cls, conn, socket_context, toe == MHD_CONNECTION_NOTIFY_STARTED);
 }
 
-int sm_http_start(sm_server *srv, sm_error *err) {
+int server_http_start(sm_server *srv, sm_error *err) {
   /* libmicrohttpd never accepts: the gate hands it complete heads. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_UPGRADE;
@@ -754,14 +756,14 @@ int sm_http_start(sm_server *srv, sm_error *err) {
       on_connection, srv, MHD_OPTION_END);
   if (srv->mhd == NULL)
     return sm_error_set(err, SM_EIO, "libmicrohttpd could not start on %s", srv->address);
-  return sm_gate_start(srv, err);
+  return server_gate_start(srv, err);
 }
 
-void sm_http_quiesce(sm_server *srv) { sm_gate_stop(srv); }
+void server_http_quiesce(sm_server *srv) { server_gate_stop(srv); }
 
-void sm_http_stop(sm_server *srv) {
-  sm_gate_stop(srv);
+void server_http_stop(sm_server *srv) {
+  server_gate_stop(srv);
   if (srv->mhd) MHD_stop_daemon(srv->mhd);
   srv->mhd = NULL;
-  sm_gate_free(srv);
+  server_gate_free(srv);
 }

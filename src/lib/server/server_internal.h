@@ -10,7 +10,10 @@
 #include <json-c/json.h>
 
 #include <sandman/error.h>
+#include <sandman/mode.h>
 #include <sandman/sandbox.h>
+#include <sandman/runner.h>
+#include <sandman/run.h>
 #include <sandman/server.h>
 
 #include "common/buf.h"
@@ -33,7 +36,7 @@
 #define SM_REDACT_MIN_LEN 6       /* shorter credential values are not scrubbed */
 
 /* ---- request.c: parsing and validating request bodies ---- */
-typedef struct sm_execute_params {
+typedef struct server_execute_params {
   char *tool, *agent, *user, *project, *run_id, *worker_key, *lease_id, *workspace;
   char **argv; /* NULL-terminated, owned */
   size_t argc;
@@ -54,17 +57,17 @@ typedef struct sm_execute_params {
   const char *network;  /* NULL, or a static "none"/"allowlist"/"bridge" */
   char *sandbox_id;     /* a keyed sandbox named by its id or name (sandboxes_route.c) */
   int replace;          /* may replace a sandbox whose /workspace cannot be carried */
-} sm_execute_params;
+} server_execute_params;
 
 /* body need not be NUL-terminated. max_stdin caps the decoded stdin_b64.
  * SM_EINVAL with a message naming the field. */
-int sm_server_parse_execute(const char *body, size_t len, size_t max_stdin,
-                            sm_execute_params *out, sm_error *err);
-void sm_execute_params_dispose(sm_execute_params *p);
+int server_parse_execute(const char *body, size_t len, size_t max_stdin, server_execute_params *out,
+                         sm_error *err);
+void server_execute_params_dispose(server_execute_params *p);
 
 /* The body of POST /v1/sandboxes (a sandbox made ahead, as a resource). */
 #define SM_CREATE_LABELS_MAX 16
-typedef struct sm_create_params {
+typedef struct server_create_params {
   int has_mode;
   sm_mode mode;                 /* per_run (default) or per_worker */
   char *run_id, *worker_key, *project, *agent, *template_name, *image;
@@ -74,105 +77,105 @@ typedef struct sm_create_params {
   double timeout_s, idle_timeout_s; /* 0: not given */
   char *labels[SM_CREATE_LABELS_MAX]; /* "key=value" */
   size_t n_labels;
-} sm_create_params;
+} server_create_params;
 
-int sm_server_parse_create(const char *body, size_t len, sm_create_params *out, sm_error *err);
-void sm_create_params_dispose(sm_create_params *p);
+int server_parse_create(const char *body, size_t len, server_create_params *out, sm_error *err);
+void server_create_params_dispose(server_create_params *p);
 
-typedef struct sm_lease_params {
+typedef struct server_lease_params {
   char tool[SM_SERVER_TOOL_MAX + 1];
   char services[SM_LEASE_SERVICES_MAX][SM_SERVER_TOOL_MAX + 1];
   size_t n_services;
   double ttl_s;
   int max_uses;
   char worker_key[SM_SERVER_KEY_MAX + 1]; /* "" when not bound */
-} sm_lease_params;
+} server_lease_params;
 
-int sm_server_parse_lease(const char *body, size_t len, sm_lease_params *out, sm_error *err);
+int server_parse_lease(const char *body, size_t len, server_lease_params *out, sm_error *err);
 
 /* Identifiers in requests: sm_name_valid (1..SM_NAME_LEN_MAX of
  * [A-Za-z0-9_.:@+=-], not starting with '-' or '.'), and at most max. */
-int sm_server_name_valid(const char *s, size_t max);
+int server_name_valid(const char *s, size_t max);
 /* A sandbox's id or name as a request gives it: 1 to 127 letters, digits
  * and _ . - (a container id, a unique prefix of one, or a name). */
-int sm_server_sandbox_ref_valid(const char *s);
+int server_sandbox_ref_valid(const char *s);
 /* POSIX environment variable names. */
-int sm_server_env_name_valid(const char *s);
+int server_env_name_valid(const char *s);
 /* Strict base64 (standard alphabet, padding optional). Owned output. */
-int sm_server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
-                            size_t *out_len);
+int server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
+                         size_t *out_len);
 /* Parses a JSON object from untrusted bytes (depth and size bounded; a key
  * repeated in one object, or holding a NUL character, is SM_EINVAL). */
-int sm_server_json_object(const char *body, size_t len, json_object **out, sm_error *err);
+int server_json_object(const char *body, size_t len, json_object **out, sm_error *err);
 /* The body's "worker_key" when it is a valid name, whatever else is wrong
  * with the body: what a worker token is checked against before the body's
  * errors may be told (SM_ENOTFOUND when there is none). */
-int sm_server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]);
+int server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]);
 
 /* ---- lease.c: credential leases (pure state; times passed in) ---- */
-typedef struct sm_lease_store sm_lease_store;
+typedef struct server_lease_store server_lease_store;
 
-sm_lease_store *sm_lease_store_new(size_t max_leases);
-void sm_lease_store_free(sm_lease_store *store);
+server_lease_store *server_lease_store_new(size_t max_leases);
+void server_lease_store_free(server_lease_store *store);
 /* out_id: SM_LEASE_ID_LEN hex digits + NUL. SM_EBUSY when the store is full
  * of live leases. */
-int sm_lease_create(sm_lease_store *store, const sm_lease_params *p, double now,
-                    char out_id[SM_LEASE_ID_LEN + 1], double *out_expires, sm_error *err);
+int server_lease_create(server_lease_store *store, const server_lease_params *p, double now,
+                        char out_id[SM_LEASE_ID_LEN + 1], double *out_expires, sm_error *err);
 /* Takes one use: 0 and the lease's services, or SM_EPOLICY (unknown,
  * expired, used up, other tool, other worker) without telling which. The
- * use is pending until sm_lease_settle. */
-int sm_lease_consume(sm_lease_store *store, const char *id, const char *tool,
-                     const char *worker_key, double now, sm_lease_params *out_services);
-/* Settles a use sm_lease_consume took: used (the credentials reached the
+ * use is pending until server_lease_settle. */
+int server_lease_consume(server_lease_store *store, const char *id, const char *tool,
+                         const char *worker_key, double now, server_lease_params *out_services);
+/* Settles a use server_lease_consume took: used (the credentials reached the
  * sandbox) or given back (used 0: the call never got that far; the lease
  * serves another call, unless it expired meanwhile: SM_ENOTFOUND). */
-int sm_lease_settle(sm_lease_store *store, const char *id, int used, double now);
+int server_lease_settle(server_lease_store *store, const char *id, int used, double now);
 /* Leases with a use left, not expired. */
-size_t sm_lease_live(sm_lease_store *store, double now);
+size_t server_lease_live(server_lease_store *store, double now);
 
 /* ---- creds.c: the credentials file ---- */
-typedef struct sm_creds sm_creds;
+typedef struct server_creds server_creds;
 
 /* A JSON object {"service": {"ENV_NAME": "value", ...}, ...}; the file must
  * be a regular file with no group or other permission bits. */
-int sm_creds_load(sm_creds **out, const char *path, sm_error *err);
-int sm_creds_parse(sm_creds **out, const char *name, const char *text, size_t len,
-                   sm_error *err);
-void sm_creds_free(sm_creds *creds);
-int sm_creds_has_service(const sm_creds *creds, const char *service);
+int server_creds_load(server_creds **out, const char *path, sm_error *err);
+int server_creds_parse(server_creds **out, const char *name, const char *text, size_t len,
+                       sm_error *err);
+void server_creds_free(server_creds *creds);
+int server_creds_has_service(const server_creds *creds, const char *service);
 /* 1 when name is a variable some service defines. */
-int sm_creds_is_name(const sm_creds *creds, const char *name);
-size_t sm_creds_count(const sm_creds *creds);
+int server_creds_is_name(const server_creds *creds, const char *name);
+size_t server_creds_count(const server_creds *creds);
 
 /* Owned "K=V" strings holding secrets: wiped before they are freed. */
-typedef struct sm_secret_env {
+typedef struct server_secret_env {
   char **kv;
   size_t n;
-} sm_secret_env;
+} server_secret_env;
 
-int sm_creds_env(const sm_creds *creds, const sm_lease_params *services, sm_secret_env *out,
-                 sm_error *err);
-void sm_secret_env_dispose(sm_secret_env *env);
+int server_creds_env(const server_creds *creds, const server_lease_params *services,
+                     server_secret_env *out, sm_error *err);
+void server_secret_env_dispose(server_secret_env *env);
 
 /* ---- call_env.c: environment policy and scrubbing of answers ---- */
 /* Names sandman owns: SANDMAN_*, DOCKER_HOST and friends, credential names. */
-int sm_server_env_owned(const char *name, const sm_creds *creds);
+int server_env_owned(const char *name, const server_creds *creds);
 /* Host variables matching globs, minus owned names, as owned "K=V". */
-int sm_server_env_passthrough(const sm_string_list *globs, const sm_creds *creds,
-                              char ***out, size_t *out_n, sm_error *err);
+int server_env_passthrough(const sm_string_list *globs, const server_creds *creds, char ***out,
+                           size_t *out_n, sm_error *err);
 /* Replaces every occurrence of each secret value (the part after '=' of
  * each entry, when at least SM_REDACT_MIN_LEN bytes) in *data with
  * "[REDACTED]". *data is reallocated when needed; stays NUL-terminated. */
-void sm_server_redact(char **data, size_t *len, const sm_secret_env *secrets);
+void server_redact(char **data, size_t *len, const server_secret_env *secrets);
 /* The same for output that was cut (at its cap) or may go on (a running
  * call's output so far): a value whose first bytes end the data is masked
  * too, those bytes replaced with "[REDACTED]" (mark: the output ends there
  * for good) or dropped (mark 0: more output will tell). */
-void sm_server_redact_cut(char **data, size_t *len, const sm_secret_env *secrets, int mark);
+void server_redact_cut(char **data, size_t *len, const server_secret_env *secrets, int mark);
 /* In a fixed-size string. */
-void sm_server_redact_str(char *s, size_t size, const sm_secret_env *secrets);
+void server_redact_str(char *s, size_t size, const server_secret_env *secrets);
 /* In every string value and key of a JSON tree (in place). */
-void sm_server_redact_json(json_object *o, const sm_secret_env *secrets);
+void server_redact_json(json_object *o, const server_secret_env *secrets);
 
 /* ---- hook.c: .sandman/worker-env.sh ---- */
 #define SM_HOOK_PATH ".sandman/worker-env.sh"
@@ -183,36 +186,35 @@ void sm_server_redact_json(json_object *o, const sm_secret_env *secrets);
  * *out_content NULL when there is none, 0 with the script's text when
  * there is one, or SM_EUNSAFE/SM_ETOOBIG/SM_EIO with a message naming the
  * hook (the call then fails as a tool failure). */
-int sm_hook_load(const char *workspace_real, char **out_content, size_t *out_len,
-                 sm_error *err);
+int server_hook_load(const char *workspace_real, char **out_content, size_t *out_len,
+                     sm_error *err);
 /* The tool's argv wrapped in the bash runner that sources the hook: owned,
  * NULL-terminated. owned_names: variables reasserted after the hook. */
-int sm_hook_wrap(const char *const *argv, size_t argc, const char *content,
-                 const char *nonce, const char *owned_names, char ***out_argv,
-                 size_t *out_argc, sm_error *err);
+int server_hook_wrap(const char *const *argv, size_t argc, const char *content, const char *nonce,
+                     const char *owned_names, char ***out_argv, size_t *out_argc, sm_error *err);
 /* Applies the runner's markers to a result: strips the start marker, turns
  * a failure marker (or a missing start marker: bash absent) into ok false,
  * failure_kind "tool" and an error naming the hook. */
-void sm_hook_finish(const char *nonce, sm_run_result *r);
+void server_hook_finish(const char *nonce, sm_run_result *r);
 /* Strips the start marker from the front of a stderr copy (handles). */
-void sm_hook_strip(const char *nonce, char *data, size_t *len);
-const char *sm_hook_runner_script(void);
+void server_hook_strip(const char *nonce, char *data, size_t *len);
+const char *server_hook_runner_script(void);
 
 /* Why the gate closed a connection before libmicrohttpd had it. */
 typedef enum {
   SM_GATE_DROP_HEAD_TIMEOUT = 0, /* the request head was not there in time */
   SM_GATE_DROP_HEAD_TOO_LARGE,
-  SM_GATE_DROP_EVICTED,          /* the oldest waiting one made room */
-  SM_GATE_DROP_OVERLOADED,       /* no connection left for its class: 503 */
-  SM_GATE_DROP_CLOSED,           /* the client went away first */
+  SM_GATE_DROP_EVICTED,    /* the oldest waiting one made room */
+  SM_GATE_DROP_OVERLOADED, /* no connection left for its class: 503 */
+  SM_GATE_DROP_CLOSED,     /* the client went away first */
   SM_GATE_DROP_N,
-} sm_gate_drop;
+} server_gate_drop;
 
-typedef struct sm_gate_stats {
+typedef struct server_gate_stats {
   long pending;                  /* accepted, request head not complete */
   long open;                     /* libmicrohttpd's connections */
   unsigned long dropped[SM_GATE_DROP_N];
-} sm_gate_stats;
+} server_gate_stats;
 
 /* What a request head says about the connection it came on (gate.c). */
 typedef enum {
@@ -220,18 +222,18 @@ typedef enum {
   SM_GATE_CONTROL,    /* Authorization: Bearer <the control token> */
   SM_GATE_OTHER,      /* anything else: worker tokens, no token */
   SM_GATE_CLASSES,
-} sm_gate_class;
+} server_gate_class;
 
 /* Length of the request head at the start of buf (through its empty
  * line), or 0 when it is not complete. */
-size_t sm_gate_head_length(const char *buf, size_t n);
+size_t server_gate_head_length(const char *buf, size_t n);
 /* The class of a complete head (len bytes, not NUL-terminated). */
-sm_gate_class sm_gate_head_class(const char *head, size_t len, const char *control_token);
+server_gate_class server_gate_head_class(const char *head, size_t len, const char *control_token);
 
 /* ---- metrics.c ---- */
-typedef struct sm_metrics sm_metrics;
+typedef struct server_metrics server_metrics;
 
-typedef struct sm_metrics_gauges {
+typedef struct server_metrics_gauges {
   int sandboxes_known;   /* live sandbox counts below are valid */
   long sandboxes[4];     /* by sm_mode (index 0 = none: always 0) */
   /* Keyed and per_tool sandboxes by state: running, frozen, stopped,
@@ -248,22 +250,22 @@ typedef struct sm_metrics_gauges {
   sm_pool_stats pool;    /* the warm pool (sm_runner_pool_stats) */
   sm_agent_stats agent;  /* in-sandbox agents (sm_runner_agent_stats), with pool_known */
   int http_known;        /* http below is valid (the gate runs) */
-  sm_gate_stats http;    /* connections (sm_gate_stats) */
-} sm_metrics_gauges;
+  server_gate_stats http; /* connections (server_gate_stats) */
+} server_metrics_gauges;
 
 /* The states of sandboxes_by_state, in order (gauges.c). */
 extern const char *const server_sandbox_states[4];
 
-sm_metrics *sm_metrics_new(void);
-void sm_metrics_free(sm_metrics *m);
+server_metrics *server_metrics_new(void);
+void server_metrics_free(server_metrics *m);
 /* outcome: "ok" or a failure kind name. tool/mode are label values. */
-void sm_metrics_call(sm_metrics *m, const char *tool, const char *mode, const char *outcome,
-                     double seconds);
-void sm_metrics_failure(sm_metrics *m, const char *kind);
-void sm_metrics_http(sm_metrics *m, const char *route, int status);
-void sm_metrics_lease(sm_metrics *m, const char *event); /* created, consumed, refused */
-void sm_metrics_background(sm_metrics *m);
+void server_metrics_call(server_metrics *m, const char *tool, const char *mode, const char *outcome,
+                         double seconds);
+void server_metrics_failure(server_metrics *m, const char *kind);
+void server_metrics_http(server_metrics *m, const char *route, int status);
+void server_metrics_lease(server_metrics *m, const char *event); /* created, consumed, refused */
+void server_metrics_background(server_metrics *m);
 /* Prometheus text exposition format 0.0.4. */
-int sm_metrics_render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *out);
+int server_metrics_render(server_metrics *m, const server_metrics_gauges *g, common_buf *out);
 
 #endif

@@ -1,7 +1,7 @@
 /* The runner's file events (server_watch.h).
  *
  * A watch's life: its main thread prepares the call as every files route
- * does (sm_call_prepare: token, tool policy "files", principal) and runs
+ * does (server_call_prepare: token, tool policy "files", principal) and runs
  * sm_files_watch with no timeout and the watch's own cancel flag; its
  * writer thread answers the client: an ordinary JSON error when the watch
  * never started (a link on the path: 403), else a 200 NDJSON stream of
@@ -42,8 +42,8 @@ typedef struct server_watch server_watch;
 struct server_watch {
   server_watches *ws;
   server_watch *next; /* under ws->mu */
-  sm_files_req *r;
-  sm_files_watch_args args;
+  server_files_req *r;
+  server_files_watch_args args;
   char key[TOKEN_KEY_MAX];             /* whose token: "=control" or the worker key */
   char sandbox_id[SM_ENGINE_ID_MAX];   /* under ws->mu, once ready */
   int ready;                           /* under ws->mu: counts in its sandbox */
@@ -56,7 +56,7 @@ struct server_watch {
   int started, done, ended, rc;
   char reason[16]; /* ended from outside: "frozen", "removed", "stopping"... */
   sm_error err;
-  sm_answer refused; /* a refusal decided before the call (the prepare) */
+  server_answer refused; /* a refusal decided before the call (the prepare) */
 };
 
 struct server_watches {
@@ -176,9 +176,9 @@ static int on_ready(void *ud, const sm_run_result *call) {
   pthread_mutex_unlock(&ws->mu);
   pthread_mutex_lock(&w->mu);
   if (over) {
-    sm_answer_error(&w->refused, 403, "policy",
-                    "the sandbox has %u watches already (--watches-per-sandbox)",
-                    ws->lim.per_sandbox);
+    server_answer_error(&w->refused, 403, "policy",
+                        "the sandbox has %u watches already (--watches-per-sandbox)",
+                        ws->lim.per_sandbox);
     pthread_mutex_unlock(&w->mu);
     return SM_EPOLICY;
   }
@@ -194,8 +194,8 @@ static int send_json(server_watch *w, json_object *o) {
   size_t n = 0;
   const char *text =
       json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-  int rc = sm_stream_write(w->args.stream, text, n);
-  if (rc == 0) rc = sm_stream_write(w->args.stream, "\n", 1);
+  int rc = server_stream_write(w->args.stream, text, n);
+  if (rc == 0) rc = server_stream_write(w->args.stream, "\n", 1);
   json_object_put(o);
   return rc;
 }
@@ -211,7 +211,7 @@ static int send_ready(server_watch *w) {
   char canon[SM_FILES_PATH_MAX + 1];
   sm_error ignore = SM_ERROR_INIT;
   if (sm_files_path(w->args.path, canon, sizeof canon, &ignore) != 0) canon[0] = '\0';
-  json_object_object_add(o, "path", sm_json_text(canon, strlen(canon)));
+  json_object_object_add(o, "path", common_json_text(canon, strlen(canon)));
   json_object_object_add(o, "recursive", json_object_new_boolean(w->args.recursive));
   pthread_mutex_lock(&w->ws->mu);
   json_object_object_add(o, "sandbox_id", json_object_new_string(w->sandbox_id));
@@ -245,27 +245,28 @@ static struct timespec poll_deadline(void) {
 static void wait_news(server_watch *w) {
   struct timespec ts = poll_deadline();
   pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  if (sm_stream_cancelled(w->args.stream)) w->cancel = 1;
+  if (server_stream_cancelled(w->args.stream)) w->cancel = 1;
 }
 
 static void *writer_main(void *arg) {
   server_watch *w = arg;
-  sm_stream *s = w->args.stream;
+  server_stream *s = w->args.stream;
   pthread_mutex_lock(&w->mu);
   while (!w->started && !w->done) wait_news(w);
   if (!w->started) {
     /* It never started: an ordinary answer. */
-    sm_answer a = w->refused;
+    server_answer a = w->refused;
     w->refused.body = NULL;
-    if (a.body == NULL) sm_files_answer_error(&a, w->rc ? w->rc : SM_ESANDBOX, &w->err);
+    if (a.body == NULL) server_files_answer_error(&a, w->rc ? w->rc : SM_ESANDBOX, &w->err);
     pthread_mutex_unlock(&w->mu);
-    sm_stream_finish(s, 0, &a);
+    server_stream_finish(s, 0, &a);
     if (a.body) json_object_put(a.body);
     return NULL;
   }
   pthread_mutex_unlock(&w->mu);
-  int failed = sm_stream_begin(s, 200, "application/x-ndjson", -1, NULL, NULL, NULL, NULL) != 0 ||
-               send_ready(w) != 0;
+  int failed =
+      server_stream_begin(s, 200, "application/x-ndjson", -1, NULL, NULL, NULL, NULL) != 0 ||
+      send_ready(w) != 0;
   pthread_mutex_lock(&w->mu);
   while (!failed) {
     if (w->head == NULL) {
@@ -285,9 +286,9 @@ static void *writer_main(void *arg) {
   }
   if (failed) w->cancel = 1; /* the client is gone */
   while (!w->done) wait_news(w);
-  if (!failed && !sm_stream_cancelled(s)) send_end(w);
+  if (!failed && !server_stream_cancelled(s)) send_end(w);
   pthread_mutex_unlock(&w->mu);
-  sm_stream_finish(s, failed, NULL);
+  server_stream_finish(s, failed, NULL);
   return NULL;
 }
 
@@ -315,21 +316,21 @@ static void watch_free(server_watch *w) {
   if (w->refused.body) json_object_put(w->refused.body);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
-  sm_files_req_free(w->r);
+  server_files_req_free(w->r);
   free(w);
 }
 
 /* Runs the watch's call; its end is told to the writer. */
 static void run_call(server_watch *w) {
   sm_server *srv = w->ws->srv;
-  sm_answer a = {0, NULL};
+  server_answer a = {0, NULL};
   int rc = 0, ended = 0;
   sm_error err = SM_ERROR_INIT;
-  sm_call *k = NULL;
-  if (srv->opts.runner == NULL) sm_answer_error(&a, 503, "engine", "this runner has no engine");
-  else k = sm_call_prepare(srv, w->args.p, w->args.control, w->args.token, &a);
+  server_call *k = NULL;
+  if (srv->opts.runner == NULL) server_answer_error(&a, 503, "engine", "this runner has no engine");
+  else k = server_call_prepare(srv, w->args.p, w->args.control, w->args.token, &a);
   if (k) {
-    sm_run_request *base = sm_call_request(k);
+    sm_run_request *base = server_call_request(k);
     base->cancel = &w->cancel;
     base->settings.timeout_s = 0; /* a watch lasts until it is ended */
     sm_files_watch_opts o = {w->args.recursive, on_ready, on_event, w};
@@ -338,7 +339,7 @@ static void run_call(server_watch *w) {
     rc = sm_files_watch(srv->opts.runner, base, w->args.path, &o, &ended, &call, &err);
     if (rc) sm_log(SM_LOG_INFO, "%s", err.message);
     sm_run_result_dispose(&call);
-    sm_call_free(k);
+    server_call_free(k);
   }
   pthread_mutex_lock(&w->mu);
   if (a.body && w->refused.body == NULL) w->refused = a;
@@ -357,12 +358,12 @@ static void *watch_main(void *arg) {
   pthread_t writer;
   int has_writer = pthread_create(&writer, NULL, writer_main, w) == 0;
   if (!has_writer) {
-    sm_answer a = {0, NULL};
-    sm_answer_error(&a, 503, "sandbox", "the runner could not start a thread");
-    sm_stream_finish(w->args.stream, 0, &a);
+    server_answer a = {0, NULL};
+    server_answer_error(&a, 503, "sandbox", "the runner could not start a thread");
+    server_stream_finish(w->args.stream, 0, &a);
     if (a.body) json_object_put(a.body);
   } else {
-    if (sm_stream_watch(w->args.stream) != 0)
+    if (server_stream_watch(w->args.stream) != 0)
       sm_log(SM_LOG_WARN, "watch: cannot watch the connection; a hang-up is seen at the next event");
     run_call(w);
     pthread_join(writer, NULL);
@@ -372,21 +373,21 @@ static void *watch_main(void *arg) {
   return NULL;
 }
 
-static void token_key(const sm_files_watch_args *a, char *out, size_t len) {
+static void token_key(const server_files_watch_args *a, char *out, size_t len) {
   if (a->control) snprintf(out, len, "=control");
   else snprintf(out, len, "%s", a->p->worker_key ? a->p->worker_key : "");
 }
 
-int server_watches_start(server_watches *ws, sm_files_req *r, sm_answer *a) {
+int server_watches_start(server_watches *ws, server_files_req *r, server_answer *a) {
   server_watch *w = calloc(1, sizeof *w);
   if (w == NULL) {
-    sm_files_req_free(r);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_files_req_free(r);
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
   w->ws = ws;
   w->r = r;
-  sm_files_req_watch_args(r, &w->args);
+  server_files_req_watch_args(r, &w->args);
   token_key(&w->args, w->key, sizeof w->key);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
@@ -394,13 +395,12 @@ int server_watches_start(server_watches *ws, sm_files_req *r, sm_answer *a) {
   unsigned mine = 0;
   for (server_watch *o = ws->list; o; o = o->next) mine += strcmp(o->key, w->key) == 0;
   int refused = 1;
-  if (ws->stopping)
-    sm_answer_error(a, 503, "sandbox", "the runner is stopping");
+  if (ws->stopping) server_answer_error(a, 503, "sandbox", "the runner is stopping");
   else if (ws->n >= SERVER_WATCHES_MAX)
-    sm_answer_error(a, 503, "sandbox", "the runner has %d watches already", SERVER_WATCHES_MAX);
+    server_answer_error(a, 503, "sandbox", "the runner has %d watches already", SERVER_WATCHES_MAX);
   else if (mine >= ws->lim.per_token)
-    sm_answer_error(a, 403, "policy", "this token has %u watches already (--watches-per-token)",
-                    ws->lim.per_token);
+    server_answer_error(a, 403, "policy", "this token has %u watches already (--watches-per-token)",
+                        ws->lim.per_token);
   else
     refused = 0;
   pthread_t t;
@@ -414,7 +414,7 @@ int server_watches_start(server_watches *ws, sm_files_req *r, sm_answer *a) {
     if (pthread_create(&t, &attr, watch_main, w) != 0) {
       ws->list = w->next;
       ws->n--;
-      sm_answer_error(a, 503, "sandbox", "the runner could not start a thread");
+      server_answer_error(a, 503, "sandbox", "the runner could not start a thread");
       refused = 1;
     }
   }

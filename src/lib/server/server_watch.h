@@ -29,7 +29,7 @@ typedef struct server_watch_limits {
 server_watches *server_watches_new(sm_server *srv, const server_watch_limits *lim);
 /* Starts the watch of r (its stream set), which takes r: 0, or -1 with *a
  * filled (refused: the token's or the runner's share is taken). */
-int server_watches_start(server_watches *ws, sm_files_req *r, sm_answer *a);
+int server_watches_start(server_watches *ws, server_files_req *r, server_answer *a);
 /* Ends the watches of a sandbox (its container id) before it is put to
  * rest or removed: each stream's last event says why (reason: "frozen",
  * "stopped", "hibernated", "removed"); waits at most wait_ms for their

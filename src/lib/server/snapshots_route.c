@@ -22,12 +22,12 @@
 #define FORK_MAX 64
 
 static int copy_name(char *out, size_t len, const char *v) {
-  if (!sm_server_name_valid(v, len - 1)) return -1;
+  if (!server_name_valid(v, len - 1)) return -1;
   snprintf(out, len, "%s", v);
   return 0;
 }
 
-int server_snapshot_arg(server_snapshot_args *s, sm_sandboxes_op op, const char *key,
+int server_snapshot_arg(server_snapshot_args *s, server_sandboxes_op op, const char *key,
                         const char *value, int *rc) {
   if (strcmp(key, "name") == 0 && op == SM_SANDBOXES_SNAPSHOT) {
     *rc = copy_name(s->name, sizeof s->name, value);
@@ -54,21 +54,22 @@ static const char *owner_of(const server_snapshot_args *s, char *buf, size_t len
   return buf;
 }
 
-static void fail(sm_answer *a, const sm_error *err) {
-  if (err->code == SM_EBUSY) sm_answer_error(a, 409, "policy", "%s", err->message);
-  else sm_answer_error_code(a, err->code, err->message);
+static void fail(server_answer *a, const sm_error *err) {
+  if (err->code == SM_EBUSY) server_answer_error(a, 409, "policy", "%s", err->message);
+  else server_answer_error_code(a, err->code, err->message);
 }
 
 /* The keyed sandbox of the route's {id} as the caller may see it. */
-static int target(sm_server *srv, const server_snapshot_args *s, sm_ops_sandbox *sb, sm_answer *a) {
+static int target(sm_server *srv, const server_snapshot_args *s, sm_ops_sandbox *sb,
+                  server_answer *a) {
   sm_error err = SM_ERROR_INIT;
   int rc = server_sandbox_find(srv, s->id, s->worker_key, 1, sb, &err);
-  if (rc == SM_ENOTFOUND) sm_answer_error(a, 404, "policy", "no such keyed sandbox: %s", s->id);
-  else if (rc) sm_answer_error_code(a, rc, err.message);
+  if (rc == SM_ENOTFOUND) server_answer_error(a, 404, "policy", "no such keyed sandbox: %s", s->id);
+  else if (rc) server_answer_error_code(a, rc, err.message);
   return rc;
 }
 
-static void take(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
+static void take(sm_server *srv, const server_snapshot_args *s, server_answer *a) {
   sm_ops_sandbox sb;
   if (target(srv, s, &sb, a) != 0) return;
   sm_snapshot_options o = SM_SNAPSHOT_OPTIONS_INIT;
@@ -83,10 +84,11 @@ static void take(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
   a->body = sm_snapshot_to_json(&snap, sm_now());
 }
 
-static void rollback(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
+static void rollback(sm_server *srv, const server_snapshot_args *s, server_answer *a) {
   char buf[SM_PRINCIPAL_MAX];
   sm_ops_sandbox sb;
-  if (!s->snapshot[0]) return sm_answer_error(a, 400, "policy", "rollback needs ?snapshot=NAME");
+  if (!s->snapshot[0])
+    return server_answer_error(a, 400, "policy", "rollback needs ?snapshot=NAME");
   if (target(srv, s, &sb, a) != 0) return;
   sm_rest_report rep;
   sm_error err = SM_ERROR_INIT;
@@ -98,10 +100,10 @@ static void rollback(sm_server *srv, const server_snapshot_args *s, sm_answer *a
   a->body = sm_rest_report_to_json(&rep);
 }
 
-static void diff(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
+static void diff(sm_server *srv, const server_snapshot_args *s, server_answer *a) {
   char buf[SM_PRINCIPAL_MAX];
   sm_ops_sandbox sb;
-  if (!s->snapshot[0]) return sm_answer_error(a, 400, "policy", "diff needs ?snapshot=NAME");
+  if (!s->snapshot[0]) return server_answer_error(a, 400, "policy", "diff needs ?snapshot=NAME");
   if (target(srv, s, &sb, a) != 0) return;
   json_object *d = NULL;
   sm_error err = SM_ERROR_INIT;
@@ -127,9 +129,9 @@ static json_object *fork_items(const sm_fork_item *items, size_t n) {
   return body;
 }
 
-static void fork_route(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
+static void fork_route(sm_server *srv, const server_snapshot_args *s, server_answer *a) {
   char buf[SM_PRINCIPAL_MAX];
-  if (!s->snapshot[0]) return sm_answer_error(a, 400, "policy", "fork needs ?snapshot=NAME");
+  if (!s->snapshot[0]) return server_answer_error(a, 400, "policy", "fork needs ?snapshot=NAME");
   size_t n = s->count > 0 ? (size_t)s->count : 1;
   char ids[FORK_MAX][SM_NAME_MAX];
   const char *ptrs[FORK_MAX];
@@ -141,14 +143,14 @@ static void fork_route(sm_server *srv, const server_snapshot_args *s, sm_answer 
     ptrs[i] = ids[i];
   }
   cleanup_free sm_fork_item *items = calloc(n, sizeof *items);
-  if (items == NULL) return sm_answer_error(a, 503, "sandbox", "out of memory");
+  if (items == NULL) return server_answer_error(a, 503, "sandbox", "out of memory");
   sm_fork_request req = {s->snapshot, owner_of(s, buf, sizeof buf), NULL, ptrs, n};
   if (sm_sandbox_fork(srv->opts.runner, &req, items, &err) != 0) return fail(a, &err);
   a->status = 200;
   a->body = fork_items(items, n);
 }
 
-static void list(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
+static void list(sm_server *srv, const server_snapshot_args *s, server_answer *a) {
   char buf[SM_PRINCIPAL_MAX];
   sm_snapshot_list l = {0, NULL};
   sm_error err = SM_ERROR_INIT;
@@ -162,14 +164,16 @@ static void list(sm_server *srv, const server_snapshot_args *s, sm_answer *a) {
   sm_snapshot_list_dispose(&l);
 }
 
-static void get_or_remove(sm_server *srv, const server_snapshot_args *s, int remove, sm_answer *a) {
+static void get_or_remove(sm_server *srv, const server_snapshot_args *s, int remove,
+                          server_answer *a) {
   char buf[SM_PRINCIPAL_MAX];
   const char *owner = owner_of(s, buf, sizeof buf);
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
   int rc = sm_snapshot_get(srv->opts.runner, s->id, owner, &snap, &err);
   if (rc == 0 && remove) rc = sm_snapshot_remove(srv->opts.runner, snap.key, owner, &err);
-  if (rc == SM_ENOTFOUND) return sm_answer_error(a, 404, "policy", "no such snapshot: %s", s->id);
+  if (rc == SM_ENOTFOUND)
+    return server_answer_error(a, 404, "policy", "no such snapshot: %s", s->id);
   if (rc) return fail(a, &err);
   a->status = 200;
   if (!remove) {
@@ -182,8 +186,8 @@ static void get_or_remove(sm_server *srv, const server_snapshot_args *s, int rem
   json_object_object_add(a->body, "removed", json_object_new_boolean(1));
 }
 
-void server_snapshot_run(sm_server *srv, sm_sandboxes_op op, const server_snapshot_args *s,
-                         sm_answer *a) {
+void server_snapshot_run(sm_server *srv, server_sandboxes_op op, const server_snapshot_args *s,
+                         server_answer *a) {
   switch (op) {
     case SM_SANDBOXES_SNAPSHOT: take(srv, s, a); break;
     case SM_SANDBOXES_ROLLBACK: rollback(srv, s, a); break;
@@ -192,6 +196,8 @@ void server_snapshot_run(sm_server *srv, sm_sandboxes_op op, const server_snapsh
     case SM_SNAPSHOTS_LIST: list(srv, s, a); break;
     case SM_SNAPSHOTS_GET: get_or_remove(srv, s, 0, a); break;
     case SM_SNAPSHOTS_DELETE: get_or_remove(srv, s, 1, a); break;
-    default: sm_answer_error(a, 404, "policy", "no such route"); break;
+    default:
+      server_answer_error(a, 404, "policy", "no such route");
+      break;
   }
 }

@@ -22,10 +22,10 @@ typedef struct server_snapshot_args {
 
 /* One query parameter of a snapshot route: 1 when it is one of op's (*rc
  * 0 when its value is good, -1 when not), 0 when op has no such one. */
-int server_snapshot_arg(server_snapshot_args *s, sm_sandboxes_op op, const char *key,
+int server_snapshot_arg(server_snapshot_args *s, server_sandboxes_op op, const char *key,
                         const char *value, int *rc);
 /* Does op, on a call thread. */
-void server_snapshot_run(sm_server *srv, sm_sandboxes_op op, const server_snapshot_args *s,
-                         sm_answer *a);
+void server_snapshot_run(sm_server *srv, server_sandboxes_op op, const server_snapshot_args *s,
+                         server_answer *a);
 
 #endif

@@ -23,7 +23,7 @@ typedef struct ring {
   size_t head, len;
 } ring;
 
-struct sm_stream {
+struct server_stream {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int refs;
@@ -45,7 +45,7 @@ struct sm_stream {
   char h[2][HEADER_MAX], v[2][HEADER_MAX];
   ring out;
   uint64_t out_sent;    /* bytes handed to libmicrohttpd */
-  sm_answer answer;
+  server_answer answer;
   /* the hang-up watcher */
   int conn_fd;          /* the connection's socket (libmicrohttpd's) */
   int watch_fd, wake_fd[2];
@@ -90,8 +90,8 @@ static size_t ring_get(ring *r, char *p, size_t n) {
 
 /* ---- life ---- */
 
-sm_stream *sm_stream_new(struct MHD_Connection *conn, void (*begin)(void *ud), void *ud) {
-  sm_stream *s = calloc(1, sizeof *s);
+server_stream *server_stream_new(struct MHD_Connection *conn, void (*begin)(void *ud), void *ud) {
+  server_stream *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   if (ring_init(&s->in) != 0 || ring_init(&s->out) != 0) {
     free(s->in.data);
@@ -113,13 +113,13 @@ sm_stream *sm_stream_new(struct MHD_Connection *conn, void (*begin)(void *ud), v
   return s;
 }
 
-void sm_stream_ref(sm_stream *s) {
+void server_stream_ref(server_stream *s) {
   pthread_mutex_lock(&s->mu);
   s->refs++;
   pthread_mutex_unlock(&s->mu);
 }
 
-void sm_stream_unref(sm_stream *s) {
+void server_stream_unref(server_stream *s) {
   if (s == NULL) return;
   pthread_mutex_lock(&s->mu);
   int last = --s->refs == 0;
@@ -135,9 +135,9 @@ void sm_stream_unref(sm_stream *s) {
   free(s);
 }
 
-volatile int *sm_stream_cancel_flag(sm_stream *s) { return &s->cancel; }
+volatile int *server_stream_cancel_flag(server_stream *s) { return &s->cancel; }
 
-int sm_stream_cancelled(sm_stream *s) {
+int server_stream_cancelled(server_stream *s) {
   pthread_mutex_lock(&s->mu);
   int c = s->cancel;
   pthread_mutex_unlock(&s->mu);
@@ -145,7 +145,7 @@ int sm_stream_cancelled(sm_stream *s) {
 }
 
 /* Under s->mu: lets the I/O side look again. */
-static void wake(sm_stream *s) {
+static void wake(server_stream *s) {
   pthread_cond_broadcast(&s->cv);
   if (s->suspended && !s->conn_gone) {
     s->suspended = 0;
@@ -154,7 +154,7 @@ static void wake(sm_stream *s) {
 }
 
 /* Under s->mu. */
-static void suspend(sm_stream *s) {
+static void suspend(server_stream *s) {
   if (!s->suspended && !s->conn_gone) {
     s->suspended = 1;
     MHD_suspend_connection(s->conn);
@@ -164,7 +164,7 @@ static void suspend(sm_stream *s) {
 /* ---- the hang-up watcher ---- */
 
 static void *watch_main(void *arg) {
-  sm_stream *s = arg;
+  server_stream *s = arg;
   struct pollfd p[2] = {{s->watch_fd, POLLRDHUP, 0}, {s->wake_fd[0], POLLIN, 0}};
   for (;;) {
     int n = poll(p, 2, -1);
@@ -181,7 +181,7 @@ static void *watch_main(void *arg) {
   return NULL;
 }
 
-int sm_stream_watch(sm_stream *s) {
+int server_stream_watch(server_stream *s) {
   if (s->conn_fd < 0) return -1;
   s->watch_fd = dup(s->conn_fd);
   if (s->watch_fd < 0) return -1;
@@ -201,7 +201,7 @@ int sm_stream_watch(sm_stream *s) {
   return 0;
 }
 
-static void unwatch(sm_stream *s) {
+static void unwatch(server_stream *s) {
   if (!s->watching) return;
   ssize_t w = write(s->wake_fd[1], "x", 1);
   (void)w;
@@ -214,8 +214,8 @@ static void unwatch(sm_stream *s) {
 
 /* ---- the call side ---- */
 
-ssize_t sm_stream_read(void *ud, char *buf, size_t len) {
-  sm_stream *s = ud;
+ssize_t server_stream_read(void *ud, char *buf, size_t len) {
+  server_stream *s = ud;
   pthread_mutex_lock(&s->mu);
   while (s->in.len == 0 && !s->in_eof && !s->cancel && !s->conn_gone)
     pthread_cond_wait(&s->cv, &s->mu);
@@ -231,15 +231,15 @@ ssize_t sm_stream_read(void *ud, char *buf, size_t len) {
   return n;
 }
 
-uint64_t sm_stream_read_total(sm_stream *s) {
+uint64_t server_stream_read_total(server_stream *s) {
   pthread_mutex_lock(&s->mu);
   uint64_t n = s->in_total;
   pthread_mutex_unlock(&s->mu);
   return n;
 }
 
-int sm_stream_begin(sm_stream *s, int status, const char *content_type, int64_t length,
-                    const char *h1, const char *v1, const char *h2, const char *v2) {
+int server_stream_begin(server_stream *s, int status, const char *content_type, int64_t length,
+                        const char *h1, const char *v1, const char *h2, const char *v2) {
   pthread_mutex_lock(&s->mu);
   s->status = status;
   snprintf(s->ctype, sizeof s->ctype, "%s", content_type);
@@ -256,15 +256,15 @@ int sm_stream_begin(sm_stream *s, int status, const char *content_type, int64_t 
   return gone ? -1 : 0;
 }
 
-int sm_stream_begun(sm_stream *s) {
+int server_stream_begun(server_stream *s) {
   pthread_mutex_lock(&s->mu);
   int b = s->begun;
   pthread_mutex_unlock(&s->mu);
   return b;
 }
 
-int sm_stream_write(void *ud, const char *data, size_t len) {
-  sm_stream *s = ud;
+int server_stream_write(void *ud, const char *data, size_t len) {
+  server_stream *s = ud;
   pthread_mutex_lock(&s->mu);
   while (len > 0) {
     while (s->out.len == RING_SIZE && !s->cancel && !s->conn_gone)
@@ -280,7 +280,7 @@ int sm_stream_write(void *ud, const char *data, size_t len) {
   return rc;
 }
 
-void sm_stream_finish(sm_stream *s, int error, sm_answer *answer) {
+void server_stream_finish(server_stream *s, int error, server_answer *answer) {
   pthread_mutex_lock(&s->mu);
   s->finished = 1;
   s->out_error = error;
@@ -295,9 +295,9 @@ void sm_stream_finish(sm_stream *s, int error, sm_answer *answer) {
 
 /* ---- the I/O side ---- */
 
-sm_stream_push_result sm_stream_push(sm_stream *s, const char *data, size_t len) {
+server_stream_push_result server_stream_push(server_stream *s, const char *data, size_t len) {
   pthread_mutex_lock(&s->mu);
-  sm_stream_push_result r = SM_STREAM_DROPPED;
+  server_stream_push_result r = SM_STREAM_DROPPED;
   if (!s->finished && !s->cancel) {
     /* The I/O side never takes more than a piece past the mark, so the
      * ring always has room for what libmicrohttpd hands over at once. */
@@ -315,29 +315,29 @@ sm_stream_push_result sm_stream_push(sm_stream *s, const char *data, size_t len)
   return r;
 }
 
-sm_stream_state sm_stream_wait(sm_stream *s, int body_done) {
+server_stream_state server_stream_wait(server_stream *s, int body_done) {
   pthread_mutex_lock(&s->mu);
   if (body_done && !s->in_eof) {
     s->in_eof = 1;
     pthread_cond_broadcast(&s->cv);
   }
-  sm_stream_state st = s->begun ? SM_STREAM_BEGUN
-                       : s->finished ? SM_STREAM_ANSWERED
-                                     : SM_STREAM_WAITING;
+  server_stream_state st = s->begun      ? SM_STREAM_BEGUN
+                           : s->finished ? SM_STREAM_ANSWERED
+                                         : SM_STREAM_WAITING;
   if (st == SM_STREAM_WAITING) suspend(s);
   pthread_mutex_unlock(&s->mu);
   return st;
 }
 
-void sm_stream_take_answer(sm_stream *s, sm_answer *out) {
+void server_stream_take_answer(server_stream *s, server_answer *out) {
   pthread_mutex_lock(&s->mu);
   *out = s->answer;
   s->answer.body = NULL;
   pthread_mutex_unlock(&s->mu);
 }
 
-void sm_stream_head(sm_stream *s, int *status, const char **content_type, int64_t *length,
-                    const char **h1, const char **v1, const char **h2, const char **v2) {
+void server_stream_head(server_stream *s, int *status, const char **content_type, int64_t *length,
+                        const char **h1, const char **v1, const char **h2, const char **v2) {
   pthread_mutex_lock(&s->mu);
   *status = s->status;
   *content_type = s->ctype;
@@ -349,8 +349,8 @@ void sm_stream_head(sm_stream *s, int *status, const char **content_type, int64_
   pthread_mutex_unlock(&s->mu);
 }
 
-ssize_t sm_stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-  sm_stream *s = cls;
+ssize_t server_stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+  server_stream *s = cls;
   (void)pos;
   pthread_mutex_lock(&s->mu);
   ssize_t n;
@@ -368,7 +368,7 @@ ssize_t sm_stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
   return n;
 }
 
-void sm_stream_detach(sm_stream *s) {
+void server_stream_detach(server_stream *s) {
   pthread_mutex_lock(&s->mu);
   s->conn_gone = 1;
   s->suspended = 0;
@@ -378,5 +378,5 @@ void sm_stream_detach(sm_stream *s) {
   if (!s->finished && !complete) s->cancel = 1;
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
-  sm_stream_unref(s);
+  server_stream_unref(s);
 }

@@ -3,15 +3,15 @@
  *
  * The I/O side (server_http.c) pushes the request body in as it arrives and gives
  * the answer to libmicrohttpd as a content reader; the call side reads the
- * body (sm_stream_read, an sm_read_fn) and writes the answer
- * (sm_stream_write). Both directions go through a bounded ring: a side that
+ * body (server_stream_read, an sm_read_fn) and writes the answer
+ * (server_stream_write). Both directions go through a bounded ring: a side that
  * finds it full (or empty) waits, the call side on a condition variable,
  * the I/O side by suspending its connection, which the other side resumes.
  * So a 1 GiB upload or download never holds more than the ring in memory.
  *
  * The stream outlives the request's connection: it is reference counted
  * (the connection's side and the call's side), and once the client is gone
- * (sm_stream_detach, or a hang-up seen on the socket by the watcher) the
+ * (server_stream_detach, or a hang-up seen on the socket by the watcher) the
  * stream's cancel flag is set and the call side's reads and writes fail. */
 #ifndef SANDMAN_SERVER_STREAM_H
 #define SANDMAN_SERVER_STREAM_H
@@ -24,74 +24,74 @@
 
 #include "server/server_core.h"
 
-typedef struct sm_stream sm_stream;
+typedef struct server_stream server_stream;
 
 /* begin(ud) is called once, from the call side, when the answer's head is
- * decided (sm_stream_begin): the I/O side then queues the streamed answer. */
-sm_stream *sm_stream_new(struct MHD_Connection *conn, void (*begin)(void *ud), void *ud);
-void sm_stream_ref(sm_stream *s);
-void sm_stream_unref(sm_stream *s);
+ * decided (server_stream_begin): the I/O side then queues the streamed answer. */
+server_stream *server_stream_new(struct MHD_Connection *conn, void (*begin)(void *ud), void *ud);
+void server_stream_ref(server_stream *s);
+void server_stream_unref(server_stream *s);
 
 /* The flag a call's sm_run_request.cancel points to: set when the client
  * is gone. */
-volatile int *sm_stream_cancel_flag(sm_stream *s);
-int sm_stream_cancelled(sm_stream *s);
+volatile int *server_stream_cancel_flag(server_stream *s);
+int server_stream_cancelled(server_stream *s);
 
 /* Watches the connection's socket (a duplicate of its descriptor) for the client's
- * hang-up until the call side is done (sm_stream_finish): a client that
+ * hang-up until the call side is done (server_stream_finish): a client that
  * disconnects while its call produces nothing is seen at once. */
-int sm_stream_watch(sm_stream *s);
+int server_stream_watch(server_stream *s);
 
 /* ---- the call side ---- */
 /* Reads up to len bytes of the request body: 0 at its end, -1 when the
  * client is gone. */
-ssize_t sm_stream_read(void *s, char *buf, size_t len);
+ssize_t server_stream_read(void *s, char *buf, size_t len);
 /* Bytes of the request body read so far. */
-uint64_t sm_stream_read_total(sm_stream *s);
+uint64_t server_stream_read_total(server_stream *s);
 /* The answer's head: status, content type, length (-1: unknown, sent
  * chunked) and up to two extra headers (NULL names: none). */
-int sm_stream_begin(sm_stream *s, int status, const char *content_type, int64_t length,
-                    const char *h1, const char *v1, const char *h2, const char *v2);
-int sm_stream_begun(sm_stream *s);
+int server_stream_begin(server_stream *s, int status, const char *content_type, int64_t length,
+                        const char *h1, const char *v1, const char *h2, const char *v2);
+int server_stream_begun(server_stream *s);
 /* Appends to the answer's body, waiting while the ring is full: 0, or -1
  * when the client is gone. */
-int sm_stream_write(void *s, const char *data, size_t len);
+int server_stream_write(void *s, const char *data, size_t len);
 /* The call is over: the answer's body ends (with error: the connection is
  * cut, so the client sees a short body, never a complete-looking one), or,
  * when the answer was not begun, answer is the JSON answer to send. The
  * stream takes answer's body. */
-void sm_stream_finish(sm_stream *s, int error, sm_answer *answer);
+void server_stream_finish(server_stream *s, int error, server_answer *answer);
 
 /* ---- the I/O side ---- */
 typedef enum {
-  SM_STREAM_TAKEN = 0,  /* the bytes are in the ring */
-  SM_STREAM_DROPPED,    /* the call is over (or no longer reads): drop them */
-} sm_stream_push_result;
+  SM_STREAM_TAKEN = 0, /* the bytes are in the ring */
+  SM_STREAM_DROPPED,   /* the call is over (or no longer reads): drop them */
+} server_stream_push_result;
 
 /* A piece of the request body; the connection is suspended when the ring
  * is over its mark (the call side resumes it). */
-sm_stream_push_result sm_stream_push(sm_stream *s, const char *data, size_t len);
+server_stream_push_result server_stream_push(server_stream *s, const char *data, size_t len);
 
 typedef enum {
   SM_STREAM_WAITING = 0, /* the connection is suspended until there is news */
-  SM_STREAM_BEGUN,       /* the streamed answer can be queued (sm_stream_head) */
-  SM_STREAM_ANSWERED,    /* the call is over: sm_stream_take_answer */
-} sm_stream_state;
+  SM_STREAM_BEGUN,       /* the streamed answer can be queued (server_stream_head) */
+  SM_STREAM_ANSWERED,    /* the call is over: server_stream_take_answer */
+} server_stream_state;
 
 /* Where the call stands, for the I/O side; body_done: the request body is
  * complete (its end is told to the reader). WAITING suspends the
  * connection: the call side resumes it when it begins or finishes. */
-sm_stream_state sm_stream_wait(sm_stream *s, int body_done);
+server_stream_state server_stream_wait(server_stream *s, int body_done);
 /* The JSON answer of a call that did not begin a streamed one. */
-void sm_stream_take_answer(sm_stream *s, sm_answer *out);
+void server_stream_take_answer(server_stream *s, server_answer *out);
 /* The answer's head, for the response (valid once begun). */
-void sm_stream_head(sm_stream *s, int *status, const char **content_type, int64_t *length,
-                    const char **h1, const char **v1, const char **h2, const char **v2);
+void server_stream_head(server_stream *s, int *status, const char **content_type, int64_t *length,
+                        const char **h1, const char **v1, const char **h2, const char **v2);
 /* libmicrohttpd's content reader over the answer's ring (cls: the stream). */
-ssize_t sm_stream_reader(void *cls, uint64_t pos, char *buf, size_t max);
+ssize_t server_stream_reader(void *cls, uint64_t pos, char *buf, size_t max);
 /* The connection is closed (libmicrohttpd's completion): nothing may touch
  * it any more; the call is cancelled if it still runs. Drops the
  * connection's reference. */
-void sm_stream_detach(sm_stream *s);
+void server_stream_detach(server_stream *s);
 
 #endif

@@ -1,6 +1,6 @@
 /* The runner's terminals (terminal.h).
  *
- * Each terminal is a call (sm_call: checked, resolved and audited as any)
+ * Each terminal is a call (server_call: checked, resolved and audited as any)
  * running on a pseudo-terminal (terminal_run.h, on a thread of its own);
  * its output goes to every attached client under the terminal's lock, the
  * lock a client is added under with the screen's redraw, so a client that
@@ -41,7 +41,7 @@ struct server_terminal {
   char *cwd;
   double created_at;
   int refs; /* atomic */
-  sm_call *k;
+  server_call *k;
   terminal_run *run;
   /* under the terminal's lock (terminal_run_lock) */
   server_ws_conn *clients[SERVER_TERMINAL_CLIENTS_MAX];
@@ -71,7 +71,7 @@ void server_terminal_unref(server_terminal *t) {
   if (t == NULL || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_SEQ_CST) != 0) return;
   /* Nothing of the terminal runs after this (its thread is waited for). */
   terminal_run_free(t->run);
-  sm_call_free(t->k);
+  server_call_free(t->k);
   free(t->cwd);
   free(t);
 }
@@ -94,7 +94,7 @@ static int table_take(server_terminals *ts, server_terminal *t) {
 /* ---- audit ---- */
 
 static void audit(server_terminal *t, const char *event, const char *message) {
-  sm_run_request *q = sm_call_request(t->k);
+  sm_run_request *q = server_call_request(t->k);
   sm_audit_event ev = SM_AUDIT_EVENT_INIT;
   ev.name = event;
   ev.message = message;
@@ -109,7 +109,7 @@ static void audit(server_terminal *t, const char *event, const char *message) {
   json_object_object_add(d, "terminal", json_object_new_string(t->id));
   json_object_object_add(d, "command", json_object_new_string(t->command));
   ev.detail = d;
-  sm_server_audit(t->ts->srv, &ev);
+  server_audit(t->ts->srv, &ev);
   json_object_put(d);
 }
 
@@ -118,12 +118,12 @@ static void audit(server_terminal *t, const char *event, const char *message) {
 static void hook_run(void *ud, const sm_run_request *req, sm_run_result *res) {
   server_terminal *t = ud;
   (void)req;
-  sm_call_run(t->k, res);
+  server_call_run(t->k, res);
 }
 
 /* Under the lock: every client gets the output; they answer the
  * program's questions themselves when there are any. */
-static int hook_output(void *ud, const char *data, size_t len, const sm_buf *answers) {
+static int hook_output(void *ud, const char *data, size_t len, const common_buf *answers) {
   server_terminal *t = ud;
   (void)answers;
   for (size_t i = 0; i < t->n_clients; i++)
@@ -180,15 +180,15 @@ static void describe_command(server_terminal *t, const sm_run_request *q) {
 }
 
 /* The answer of a terminal whose program never ran. */
-static void refused(server_terminal *t, sm_answer *a) {
+static void refused(server_terminal *t, server_answer *a) {
   pthread_mutex_lock(&t->ts->mu);
   int over = t->over_cap;
   pthread_mutex_unlock(&t->ts->mu);
   if (over) {
     audit(t, "terminal.refused", "the sandbox has as many terminals as the runner allows");
-    sm_answer_error(a, 403, "policy",
-                    "the sandbox has %u terminals already (--terminals-per-sandbox)",
-                    t->ts->lim.per_sandbox);
+    server_answer_error(a, 403, "policy",
+                        "the sandbox has %u terminals already (--terminals-per-sandbox)",
+                        t->ts->lim.per_sandbox);
     return;
   }
   sm_run_result r;
@@ -196,9 +196,9 @@ static void refused(server_terminal *t, sm_answer *a) {
   char error[512];
   terminal_run_state(t->run, NULL, &r.failure_kind, error, sizeof error);
   const char *kind = sm_failure_kind_name(r.failure_kind);
-  int status = sm_answer_status_of(&r);
-  sm_answer_error(a, status == 200 ? 503 : status, kind ? kind : "sandbox", "%s",
-                  error[0] ? error : "the terminal's program did not start");
+  int status = server_answer_status_of(&r);
+  server_answer_error(a, status == 200 ? 503 : status, kind ? kind : "sandbox", "%s",
+                      error[0] ? error : "the terminal's program did not start");
 }
 
 /* Into the table, if there is room. */
@@ -215,32 +215,33 @@ static int table_add(server_terminals *ts, server_terminal *t) {
   return ok;
 }
 
-int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key, unsigned rows,
-                           unsigned cols, char *cwd, server_terminal **out, sm_answer *a) {
+int server_terminal_create(server_terminals *ts, server_call *k, const char *worker_key,
+                           unsigned rows, unsigned cols, char *cwd, server_terminal **out,
+                           server_answer *a) {
   *out = NULL;
   server_terminal *t = calloc(1, sizeof *t);
   if (t == NULL) {
-    sm_call_free(k);
+    server_call_free(k);
     free(cwd);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
   t->ts = ts;
   t->k = k;
   t->cwd = cwd;
   t->refs = 2; /* the table's and ours */
-  sm_server_random_hex(t->id, SERVER_TERMINAL_ID_LEN / 2);
+  server_random_hex(t->id, SERVER_TERMINAL_ID_LEN / 2);
   snprintf(t->worker_key, sizeof t->worker_key, "%s", worker_key ? worker_key : "");
   t->created_at = sm_now();
   t->last_seen = sm_monotonic_ms();
-  sm_run_request *q = sm_call_request(k);
+  sm_run_request *q = server_call_request(k);
   describe_command(t, q);
   q->cwd = t->cwd;
   if (!table_add(ts, t)) {
     t->refs = 1;
     server_terminal_unref(t);
-    sm_answer_error(a, 503, "sandbox", "the runner has %u terminals already (--max-terminals)",
-                    ts->lim.max);
+    server_answer_error(a, 503, "sandbox", "the runner has %u terminals already (--max-terminals)",
+                        ts->lim.max);
     return -1;
   }
   terminal_run_hooks hooks = {hook_run, hook_output, hook_started, hook_ended, t};
@@ -257,7 +258,7 @@ int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_
     terminal_run_wait_ended(t->run, START_WAIT_MS);
     refused(t, a);
   } else if (!started) {
-    sm_answer_error(a, 503, "sandbox", "%s", err.message);
+    server_answer_error(a, 503, "sandbox", "%s", err.message);
   }
   if (!started) {
     pthread_mutex_lock(&ts->mu);
@@ -288,7 +289,7 @@ server_terminal *server_terminal_find(server_terminals *ts, const char *id, int 
   if (found == NULL || control) return found;
   /* A worker reaches its own terminals; anything else is as missing. */
   if (found->worker_key[0] == '\0' || token == NULL ||
-      !sm_server_token_ok(ts->srv, token, found->worker_key)) {
+      !server_token_ok(ts->srv, token, found->worker_key)) {
     server_terminal_unref(found);
     return NULL;
   }
@@ -319,7 +320,7 @@ static void add_state(server_terminal *t, json_object *o) {
 }
 
 json_object *server_terminal_json(server_terminal *t) {
-  sm_run_request *q = sm_call_request(t->k);
+  sm_run_request *q = server_call_request(t->k);
   json_object *o = json_object_new_object();
   pthread_mutex_lock(&t->ts->mu);
   char sandbox[SM_ENGINE_ID_MAX];
@@ -398,7 +399,7 @@ json_object *server_terminal_screen_json(server_terminal *t, size_t scrollback) 
   return o;
 }
 
-int server_terminal_screen_text(server_terminal *t, sm_buf *out) {
+int server_terminal_screen_text(server_terminal *t, common_buf *out) {
   seen(t);
   return terminal_run_screen_text(t->run, out);
 }
@@ -529,15 +530,15 @@ void server_terminals_free(server_terminals *ts) {
 
 static void ws_open(void *ud, server_ws_conn *c) {
   server_terminal *t = ud;
-  sm_buf redraw;
-  sm_buf_init(&redraw, (size_t)64 << 20);
+  common_buf redraw;
+  common_buf_init(&redraw, (size_t)64 << 20);
   char hello[160];
   unsigned rows, cols;
   terminal_run_size(t->run, &rows, &cols);
   terminal_run_lock(t->run);
   if (t->n_clients >= SERVER_TERMINAL_CLIENTS_MAX) {
     terminal_run_unlock(t->run);
-    sm_buf_dispose(&redraw);
+    common_buf_dispose(&redraw);
     server_ws_close(c, SERVER_WS_POLICY, "too many clients on this terminal");
     return;
   }
@@ -560,7 +561,7 @@ static void ws_open(void *ud, server_ws_conn *c) {
     server_ws_close(c, SERVER_WS_NORMAL, "the terminal's program ended");
   }
   terminal_run_unlock(t->run);
-  sm_buf_dispose(&redraw);
+  common_buf_dispose(&redraw);
   audit(t, "terminal.attached", "a client attached to the terminal");
 }
 
@@ -568,7 +569,7 @@ static void ws_open(void *ud, server_ws_conn *c) {
 static int ws_control(server_terminal *t, const unsigned char *data, size_t len) {
   json_object *o = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (sm_server_json_object((const char *)data, len, &o, &err) != 0) return SERVER_WS_POLICY;
+  if (server_json_object((const char *)data, len, &o, &err) != 0) return SERVER_WS_POLICY;
   json_object *type = NULL, *r = NULL, *c = NULL;
   int rc = 0;
   if (json_object_object_get_ex(o, "type", &type) && json_object_is_type(type, json_type_string) &&

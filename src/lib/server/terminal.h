@@ -44,8 +44,9 @@ void server_terminals_free(server_terminals *ts);
  * NULL: the control token's own). Waits
  * until its program has started or the call failed: 0 and *out (a
  * reference), or -1 with *a filled. */
-int server_terminal_create(server_terminals *ts, sm_call *k, const char *worker_key, unsigned rows,
-                           unsigned cols, char *cwd, server_terminal **out, sm_answer *a);
+int server_terminal_create(server_terminals *ts, server_call *k, const char *worker_key,
+                           unsigned rows, unsigned cols, char *cwd, server_terminal **out,
+                           server_answer *a);
 /* The terminal id as the token may see it (a reference), or NULL: missing,
  * or another worker's, which is the same. */
 server_terminal *server_terminal_find(server_terminals *ts, const char *id, int control,
@@ -65,9 +66,9 @@ json_object *server_terminals_list(server_terminals *ts, const char *worker_key)
  * for the grace time. */
 int server_terminal_input(server_terminal *t, const void *data, size_t len, sm_error *err);
 int server_terminal_resize(server_terminal *t, unsigned rows, unsigned cols, sm_error *err);
-/* server_screen_json or the text (sm_buf) of its screen. */
+/* server_screen_json or the text (common_buf) of its screen. */
 json_object *server_terminal_screen_json(server_terminal *t, size_t scrollback);
-int server_terminal_screen_text(server_terminal *t, sm_buf *out);
+int server_terminal_screen_text(server_terminal *t, common_buf *out);
 /* Waits until the screen has not changed for quiet_ms, or wait_ms passed
  * (the MCP tool's "wait for the echo"). */
 void server_terminal_settle(server_terminal *t, int quiet_ms, int wait_ms);

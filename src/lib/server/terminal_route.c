@@ -11,7 +11,7 @@
  *   POST   /v1/terminals/ID/resize     {"rows", "cols"}
  *   DELETE /v1/terminals/ID            kill
  *
- * A terminal is made through execute's own checks (sm_call_prepare: the
+ * A terminal is made through execute's own checks (server_call_prepare: the
  * token against the body's worker_key, the tool policy for the tool
  * "terminal", the principal), so a worker token reaches only its own
  * sandboxes; one that names a terminal of another worker gets the answer
@@ -52,7 +52,7 @@ struct server_terminal_req {
   int64_t scrollback, wait_ms, quiet_ms;
   char *body;
   size_t body_len;
-  sm_stream *stream;
+  server_stream *stream;
 };
 
 int server_terminal_route_match(const char *url) {
@@ -68,7 +68,7 @@ void server_terminal_req_free(server_terminal_req *r) {
   server_terminal_unref(r->t);
   free(r->list_worker);
   free(r->body);
-  sm_stream_unref(r->stream);
+  server_stream_unref(r->stream);
   free(r);
 }
 
@@ -115,7 +115,7 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
   int rc = 0;
   if (r->op == OP_LIST && strcmp(key, "worker_key") == 0) {
     free(r->list_worker);
-    r->list_worker = sm_server_name_valid(v, SM_SERVER_KEY_MAX) ? strdup(v) : NULL;
+    r->list_worker = server_name_valid(v, SM_SERVER_KEY_MAX) ? strdup(v) : NULL;
     rc = r->list_worker ? 0 : -1;
   } else if (r->op == OP_SCREEN && strcmp(key, "format") == 0) {
     rc = strcmp(v, "text") == 0 ? (r->text = 1, 0) : strcmp(v, "json") == 0 ? 0 : -1;
@@ -139,17 +139,17 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 /* Who may see what, before anything else is told: a terminal of an id
  * route (missing and another worker's alike: 404), the worker of a list. */
 static int check_access(server_terminal_req *r, server_terminals *ts, const char *id,
-                        sm_answer *a) {
-  if (r->op == OP_CREATE) return 0; /* the body's worker_key: sm_call_prepare */
+                        server_answer *a) {
+  if (r->op == OP_CREATE) return 0; /* the body's worker_key: server_call_prepare */
   if (r->op == OP_LIST) {
     if (r->control) return 0;
-    if (r->list_worker && sm_server_token_ok(r->srv, r->token, r->list_worker)) return 0;
-    sm_server_refuse_token(r->srv, "terminals", a);
+    if (r->list_worker && server_token_ok(r->srv, r->token, r->list_worker)) return 0;
+    server_refuse_token(r->srv, "terminals", a);
     return -1;
   }
   r->t = ts ? server_terminal_find(ts, id, r->control, r->token) : NULL;
   if (r->t == NULL) {
-    sm_answer_error(a, 404, "policy", "no such terminal");
+    server_answer_error(a, 404, "policy", "no such terminal");
     return -1;
   }
   return 0;
@@ -157,17 +157,18 @@ static int check_access(server_terminal_req *r, server_terminals *ts, const char
 
 server_terminal_req *server_terminal_req_new(sm_server *srv, struct MHD_Connection *conn,
                                              const char *url, const char *method, int control,
-                                             const char *token, const char **allow, sm_answer *a) {
+                                             const char *token, const char **allow,
+                                             server_answer *a) {
   char id[SERVER_TERMINAL_ID_LEN + 1] = "";
   term_op op = OP_LIST;
   int status = route_op(url, method, id, allow, &op);
-  if (status == 404) sm_answer_error(a, 404, "policy", "no such route");
-  if (status == 405) sm_answer_error(a, 405, "policy", "method not allowed");
+  if (status == 404) server_answer_error(a, 404, "policy", "no such route");
+  if (status == 405) server_answer_error(a, 405, "policy", "method not allowed");
   if (status) return NULL;
   server_terminal_req *r = calloc(1, sizeof *r);
   if (r == NULL || (token && (r->token = strdup(token)) == NULL)) {
     free(r);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return NULL;
   }
   r->srv = srv;
@@ -181,7 +182,7 @@ server_terminal_req *server_terminal_req_new(sm_server *srv, struct MHD_Connecti
     return NULL;
   }
   if (w.bad[0]) {
-    sm_answer_error(a, 400, "policy", "%s", w.bad);
+    server_answer_error(a, 400, "policy", "%s", w.bad);
     server_terminal_req_free(r);
     return NULL;
   }
@@ -211,7 +212,7 @@ static int header_has(const char *value, const char *token) {
 
 int server_terminal_req_upgrade(server_terminal_req *r, struct MHD_Connection *conn,
                                 server_ws_upgrade **u, char accept[SERVER_WS_ACCEPT_LEN + 1],
-                                sm_answer *a) {
+                                server_answer *a) {
   *u = NULL;
   const char *upgrade = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Upgrade");
   if (r->op != OP_GET || upgrade == NULL || !header_has(upgrade, "websocket")) return 0;
@@ -219,15 +220,15 @@ int server_terminal_req_upgrade(server_terminal_req *r, struct MHD_Connection *c
   const char *version = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-WebSocket-Version");
   const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-WebSocket-Key");
   if (connection == NULL || !header_has(connection, "upgrade")) {
-    sm_answer_error(a, 400, "policy", "a WebSocket handshake needs 'Connection: Upgrade'");
+    server_answer_error(a, 400, "policy", "a WebSocket handshake needs 'Connection: Upgrade'");
     return 1;
   }
   if (version == NULL || strcmp(version, "13") != 0) {
-    sm_answer_error(a, 426, "policy", "WebSocket version 13 only (Sec-WebSocket-Version: 13)");
+    server_answer_error(a, 426, "policy", "WebSocket version 13 only (Sec-WebSocket-Version: 13)");
     return 1;
   }
   if (server_ws_accept(key, accept) != 0) {
-    sm_answer_error(a, 400, "policy", "bad Sec-WebSocket-Key");
+    server_answer_error(a, 400, "policy", "bad Sec-WebSocket-Key");
     return 1;
   }
   server_ws_handler h;
@@ -236,7 +237,7 @@ int server_terminal_req_upgrade(server_terminal_req *r, struct MHD_Connection *c
   *u = server_ws_upgrade_new(r->srv->ws, &lim, &h);
   if (*u == NULL) {
     h.discard(h.ud);
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
   }
   return 1;
 }
@@ -250,8 +251,8 @@ int server_terminal_req_body(server_terminal_req *r, const char *body, size_t le
   return 0;
 }
 
-void server_terminal_req_set_stream(server_terminal_req *r, sm_stream *s) {
-  sm_stream_ref(s);
+void server_terminal_req_set_stream(server_terminal_req *r, server_stream *s) {
+  server_stream_ref(s);
   r->stream = s;
 }
 
@@ -266,10 +267,11 @@ static const char *const refused_fields[] = {"tool",      "lease_id", "workspace
 
 /* rows, cols and cwd out of the body; the rest is execute's. */
 static int take_own_fields(json_object *o, unsigned *rows, unsigned *cols, char **cwd,
-                           sm_answer *a) {
+                           server_answer *a) {
   for (size_t i = 0; i < sizeof refused_fields / sizeof refused_fields[0]; i++)
     if (json_object_object_get_ex(o, refused_fields[i], NULL)) {
-      sm_answer_error(a, 400, "policy", "field '%s' is not taken by a terminal", refused_fields[i]);
+      server_answer_error(a, 400, "policy", "field '%s' is not taken by a terminal",
+                          refused_fields[i]);
       return -1;
     }
   const char *dims[] = {"rows", "cols"};
@@ -279,7 +281,7 @@ static int take_own_fields(json_object *o, unsigned *rows, unsigned *cols, char 
     if (!json_object_object_get_ex(o, dims[i], &v) || v == NULL) continue;
     int64_t n = json_object_get_int64(v);
     if (!json_object_is_type(v, json_type_int) || n < 1 || n > SM_TTY_DIM_MAX) {
-      sm_answer_error(a, 400, "policy", "field '%s' must be 1 to %d", dims[i], SM_TTY_DIM_MAX);
+      server_answer_error(a, 400, "policy", "field '%s' must be 1 to %d", dims[i], SM_TTY_DIM_MAX);
       return -1;
     }
     *outs[i] = (unsigned)n;
@@ -290,7 +292,7 @@ static int take_own_fields(json_object *o, unsigned *rows, unsigned *cols, char 
     const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     if (s[0] != '/' || strlen(s) > SM_SERVER_PATH_MAX ||
         memchr(s, '\0', (size_t)json_object_get_string_len(v))) {
-      sm_answer_error(a, 400, "policy", "field 'cwd' must be an absolute path in the sandbox");
+      server_answer_error(a, 400, "policy", "field 'cwd' must be an absolute path in the sandbox");
       return -1;
     }
     *cwd = strdup(s);
@@ -306,7 +308,7 @@ static int take_own_fields(json_object *o, unsigned *rows, unsigned *cols, char 
 }
 
 /* TERM for the terminal unless the request gave one. */
-static int add_term(sm_execute_params *p) {
+static int add_term(server_execute_params *p) {
   for (size_t i = 0; i < p->n_env; i++)
     if (strncmp(p->env[i], "TERM=", 5) == 0) return 0;
   char **env = realloc(p->env, (p->n_env + 2) * sizeof *env);
@@ -317,59 +319,59 @@ static int add_term(sm_execute_params *p) {
   return 0;
 }
 
-static int parse_create(server_terminal_req *r, sm_execute_params *p, unsigned *rows,
-                        unsigned *cols, char **cwd, sm_answer *a) {
+static int parse_create(server_terminal_req *r, server_execute_params *p, unsigned *rows,
+                        unsigned *cols, char **cwd, server_answer *a) {
   json_object *o = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (sm_server_json_object(r->body, r->body_len, &o, &err) != 0) {
-    sm_answer_error(a, 400, "policy", "%s", err.message);
+  if (server_json_object(r->body, r->body_len, &o, &err) != 0) {
+    server_answer_error(a, 400, "policy", "%s", err.message);
     return -1;
   }
   int rc = take_own_fields(o, rows, cols, cwd, a);
   if (rc == 0) {
     const char *js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-    rc = sm_server_parse_execute(js, strlen(js), 0, p, &err);
-    if (rc != 0) sm_answer_error(a, 400, "policy", "%s", err.message);
+    rc = server_parse_execute(js, strlen(js), 0, p, &err);
+    if (rc != 0) server_answer_error(a, 400, "policy", "%s", err.message);
   }
   json_object_put(o);
   if (rc != 0) return -1;
   if ((p->tool = strdup("terminal")) == NULL || add_term(p) != 0) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return -1;
   }
-  /* A sandbox named by its id brings its own mode (sm_call_prepare). */
+  /* A sandbox named by its id brings its own mode (server_call_prepare). */
   if (!p->has_mode && !p->sandbox_id) {
     p->mode = p->run_id ? SM_MODE_PER_RUN : SM_MODE_PER_WORKER;
     p->has_mode = 1;
   }
   if (p->has_mode && p->mode != SM_MODE_PER_RUN && p->mode != SM_MODE_PER_WORKER) {
-    sm_answer_error(a, 400, "policy", "a terminal runs in a per_run or per_worker sandbox");
+    server_answer_error(a, 400, "policy", "a terminal runs in a per_run or per_worker sandbox");
     return -1;
   }
   return 0;
 }
 
-static void do_create(server_terminal_req *r, sm_answer *a) {
+static void do_create(server_terminal_req *r, server_answer *a) {
   sm_server *srv = r->srv;
-  if (!sm_server_body_token_ok(srv, r->body, r->body_len, r->control, r->token)) {
-    sm_server_refuse_token(srv, "terminals", a);
+  if (!server_body_token_ok(srv, r->body, r->body_len, r->control, r->token)) {
+    server_refuse_token(srv, "terminals", a);
     return;
   }
   if (srv->opts.runner == NULL && srv->opts.run == NULL) {
-    sm_answer_error(a, 503, "engine", "this runner has no engine");
+    server_answer_error(a, 503, "engine", "this runner has no engine");
     return;
   }
-  sm_execute_params p;
+  server_execute_params p;
   memset(&p, 0, sizeof p);
   unsigned rows = DEFAULT_ROWS, cols = DEFAULT_COLS;
   cleanup_free char *cwd = NULL;
   if (parse_create(r, &p, &rows, &cols, &cwd, a) != 0) {
-    sm_execute_params_dispose(&p);
+    server_execute_params_dispose(&p);
     return;
   }
   char worker[SM_SERVER_KEY_MAX + 1];
   snprintf(worker, sizeof worker, "%s", p.worker_key ? p.worker_key : "");
-  sm_call *k = sm_call_prepare(srv, &p, r->control, r->token, a);
+  server_call *k = server_call_prepare(srv, &p, r->control, r->token, a);
   if (k == NULL) return;
   server_terminal *t = NULL;
   /* cwd is the terminal's (taken whatever happens). */
@@ -383,33 +385,33 @@ static void do_create(server_terminal_req *r, sm_answer *a) {
 
 /* ---- the others ---- */
 
-static void do_screen(server_terminal_req *r, sm_answer *a) {
+static void do_screen(server_terminal_req *r, server_answer *a) {
   if (r->wait_ms > 0) server_terminal_settle(r->t, (int)r->quiet_ms, (int)r->wait_ms);
   if (!r->text) {
     a->status = 200;
     a->body = server_terminal_screen_json(r->t, (size_t)r->scrollback);
     return;
   }
-  cleanup_buf sm_buf text;
-  sm_buf_init(&text, (size_t)64 << 20);
-  if (server_terminal_screen_text(r->t, &text) != 0 || sm_buf_append(&text, "\n", 1) != 0) {
-    sm_answer_error(a, 503, "sandbox", "out of memory");
+  cleanup_buf common_buf text;
+  common_buf_init(&text, (size_t)64 << 20);
+  if (server_terminal_screen_text(r->t, &text) != 0 || common_buf_append(&text, "\n", 1) != 0) {
+    server_answer_error(a, 503, "sandbox", "out of memory");
     return;
   }
-  if (sm_stream_begin(r->stream, 200, "text/plain; charset=utf-8", (int64_t)text.len, NULL, NULL,
-                      NULL, NULL) == 0)
-    sm_stream_write(r->stream, text.data, text.len);
+  if (server_stream_begin(r->stream, 200, "text/plain; charset=utf-8", (int64_t)text.len, NULL,
+                          NULL, NULL, NULL) == 0)
+    server_stream_write(r->stream, text.data, text.len);
 }
 
-static void do_input(server_terminal_req *r, sm_answer *a) {
+static void do_input(server_terminal_req *r, server_answer *a) {
   sm_error err = SM_ERROR_INIT;
   if (r->body_len > SM_TTY_INPUT_MAX) {
-    sm_answer_error(a, 413, "policy", "at most %zu bytes of input at once", SM_TTY_INPUT_MAX);
+    server_answer_error(a, 413, "policy", "at most %zu bytes of input at once", SM_TTY_INPUT_MAX);
     return;
   }
   int rc = server_terminal_input(r->t, r->body, r->body_len, &err);
   if (rc) {
-    sm_answer_error_code(a, rc, err.message);
+    server_answer_error_code(a, rc, err.message);
     return;
   }
   a->status = 200;
@@ -417,24 +419,24 @@ static void do_input(server_terminal_req *r, sm_answer *a) {
   json_object_object_add(a->body, "bytes", json_object_new_int64((int64_t)r->body_len));
 }
 
-static void do_resize(server_terminal_req *r, sm_answer *a) {
+static void do_resize(server_terminal_req *r, server_answer *a) {
   cleanup_json json_object *o = NULL;
   json_object *rows = NULL, *cols = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (sm_server_json_object(r->body, r->body_len, &o, &err) != 0 ||
+  if (server_json_object(r->body, r->body_len, &o, &err) != 0 ||
       !json_object_object_get_ex(o, "rows", &rows) ||
       !json_object_object_get_ex(o, "cols", &cols) || !json_object_is_type(rows, json_type_int) ||
       !json_object_is_type(cols, json_type_int) || json_object_get_int64(rows) < 1 ||
       json_object_get_int64(cols) < 1 || json_object_get_int64(rows) > SM_TTY_DIM_MAX ||
       json_object_get_int64(cols) > SM_TTY_DIM_MAX) {
-    sm_answer_error(a, 400, "policy", "give {\"rows\": 1..%d, \"cols\": 1..%d}", SM_TTY_DIM_MAX,
-                    SM_TTY_DIM_MAX);
+    server_answer_error(a, 400, "policy", "give {\"rows\": 1..%d, \"cols\": 1..%d}", SM_TTY_DIM_MAX,
+                        SM_TTY_DIM_MAX);
     return;
   }
   unsigned nr = (unsigned)json_object_get_int64(rows), nc = (unsigned)json_object_get_int64(cols);
   int rc = server_terminal_resize(r->t, nr, nc, &err);
   if (rc) {
-    sm_answer_error_code(a, rc, err.message);
+    server_answer_error_code(a, rc, err.message);
     return;
   }
   a->status = 200;
@@ -443,7 +445,7 @@ static void do_resize(server_terminal_req *r, sm_answer *a) {
 
 void server_terminal_job(void *arg) {
   server_terminal_req *r = arg;
-  sm_answer a = {0, NULL};
+  server_answer a = {0, NULL};
   switch (r->op) {
   case OP_CREATE:
     do_create(r, &a);
@@ -471,7 +473,7 @@ void server_terminal_job(void *arg) {
     a.body = server_terminal_kill(r->srv->terminals, r->t, KILL_WAIT_S);
     break;
   }
-  sm_stream_finish(r->stream, 0, sm_stream_begun(r->stream) ? NULL : &a);
+  server_stream_finish(r->stream, 0, server_stream_begun(r->stream) ? NULL : &a);
   if (a.body) json_object_put(a.body);
   server_terminal_req_free(r);
 }

@@ -31,7 +31,7 @@ struct terminal_run {
   unsigned rows, cols;
   terminal_screen *screen;
   double changed_at; /* monotonic ms: the screen's last change */
-  sm_buf answers;
+  common_buf answers;
 };
 
 /* ---- the call's side ---- */
@@ -40,7 +40,7 @@ static int on_output(void *ud, int stream, const char *data, size_t len) {
   terminal_run *t = ud;
   (void)stream;
   pthread_mutex_lock(&t->mu);
-  sm_buf_reset(&t->answers);
+  common_buf_reset(&t->answers);
   terminal_screen_feed(t->screen, data, len, &t->answers);
   int answered = t->hooks.output && t->hooks.output(t->hooks.ud, data, len, &t->answers);
   if (!answered && t->answers.len > 0) {
@@ -105,7 +105,7 @@ terminal_run *terminal_run_start(sm_run_request *req, unsigned rows, unsigned co
   t->cols = cols;
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
-  sm_buf_init(&t->answers, ANSWERS_MAX);
+  common_buf_init(&t->answers, ANSWERS_MAX);
   t->changed_at = sm_monotonic_ms();
   t->screen = terminal_screen_new(rows, cols, scrollback);
   if (t->screen == NULL || sm_tty_new(&t->tty, rows, cols, err) != 0) {
@@ -147,7 +147,7 @@ void terminal_run_free(terminal_run *t) {
   }
   terminal_screen_free(t->screen);
   sm_tty_free(t->tty);
-  sm_buf_dispose(&t->answers);
+  common_buf_dispose(&t->answers);
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv);
   free(t);
@@ -251,7 +251,7 @@ json_object *terminal_run_screen_json(terminal_run *t, size_t scrollback) {
   return o;
 }
 
-int terminal_run_screen_text(terminal_run *t, sm_buf *out) {
+int terminal_run_screen_text(terminal_run *t, common_buf *out) {
   pthread_mutex_lock(&t->mu);
   int rc = terminal_screen_text(t->screen, out);
   pthread_mutex_unlock(&t->mu);
@@ -261,6 +261,6 @@ int terminal_run_screen_text(terminal_run *t, sm_buf *out) {
 void terminal_run_lock(terminal_run *t) { pthread_mutex_lock(&t->mu); }
 void terminal_run_unlock(terminal_run *t) { pthread_mutex_unlock(&t->mu); }
 
-int terminal_run_redraw_locked(terminal_run *t, sm_buf *out) {
+int terminal_run_redraw_locked(terminal_run *t, common_buf *out) {
   return terminal_screen_redraw(t->screen, out);
 }

@@ -15,7 +15,7 @@
 
 #include <json-c/json.h>
 
-#include <sandman/sandbox.h>
+#include <sandman/run.h>
 #include <sandman/terminal.h>
 
 #include "common/buf.h"
@@ -35,7 +35,7 @@ typedef struct terminal_run_hooks {
    * what the emulator answered to it (a cursor position report...). 1
    * when the owner's clients answer for themselves; 0 (or no hook): the
    * answers are typed back. */
-  int (*output)(void *ud, const char *data, size_t len, const sm_buf *answers);
+  int (*output)(void *ud, const char *data, size_t len, const common_buf *answers);
   /* The program started in that sandbox; non-zero refuses it (it is
    * ended at once and never counts as started). */
   int (*started)(void *ud, const char *sandbox_id);
@@ -76,13 +76,13 @@ int terminal_run_resize(terminal_run *t, unsigned rows, unsigned cols, sm_error 
 
 /* The screen (terminal_screen.h), taken under the lock. */
 json_object *terminal_run_screen_json(terminal_run *t, size_t scrollback);
-int terminal_run_screen_text(terminal_run *t, sm_buf *out);
+int terminal_run_screen_text(terminal_run *t, common_buf *out);
 
 /* For the owner's clients: the lock that output runs under, and the
  * screen's redraw with it held. */
 void terminal_run_lock(terminal_run *t);
 void terminal_run_unlock(terminal_run *t);
-int terminal_run_redraw_locked(terminal_run *t, sm_buf *out);
+int terminal_run_redraw_locked(terminal_run *t, common_buf *out);
 terminal_state terminal_run_state_locked(terminal_run *t, int *exit_code);
 
 #endif

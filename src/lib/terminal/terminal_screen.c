@@ -19,7 +19,7 @@ struct terminal_screen {
   int cursor_visible, alt_screen;
   char title[256];
   VTermScreenCell *row; /* one row's cells, read at a time */
-  sm_buf *answers;      /* during a feed only */
+  common_buf *answers;  /* during a feed only */
   /* the scrollback: a ring of lines, oldest at head */
   char **sb;
   size_t sb_cap, sb_head, sb_n, sb_bytes, sb_max;
@@ -53,7 +53,7 @@ static size_t put_utf8(char *out, uint32_t c) {
 }
 
 /* A cell's characters (a space when empty) appended to b. */
-static int cell_text(sm_buf *b, const VTermScreenCell *cell) {
+static int cell_text(common_buf *b, const VTermScreenCell *cell) {
   char u[4 * VTERM_MAX_CHARS_PER_CELL];
   size_t n = 0;
   for (int i = 0; i < VTERM_MAX_CHARS_PER_CELL && cell->chars[i]; i++) {
@@ -62,7 +62,7 @@ static int cell_text(sm_buf *b, const VTermScreenCell *cell) {
     n += put_utf8(u + n, c);
   }
   if (n == 0) u[n++] = ' ';
-  return sm_buf_append(b, u, n);
+  return common_buf_append(b, u, n);
 }
 
 /* The right half of a wide character (libvterm marks it so). */
@@ -71,7 +71,7 @@ static int continuation(const VTermScreenCell *c) {
 }
 
 /* A row of cells as text, trailing blanks dropped. */
-static int cells_text(sm_buf *b, const VTermScreenCell *cells, int n) {
+static int cells_text(common_buf *b, const VTermScreenCell *cells, int n) {
   size_t start = b->len, keep = b->len;
   for (int c = 0; c < n; c++) {
     if (continuation(&cells[c])) continue;
@@ -92,7 +92,7 @@ static void read_row(terminal_screen *s, int row) {
   }
 }
 
-static int row_text(terminal_screen *s, int row, sm_buf *b) {
+static int row_text(terminal_screen *s, int row, common_buf *b) {
   read_row(s, row);
   return cells_text(b, s->row, (int)s->cols);
 }
@@ -136,14 +136,14 @@ static void sb_push(terminal_screen *s, char *line) {
 
 static int on_pushline(int cols, const VTermScreenCell *cells, void *user) {
   terminal_screen *s = user;
-  sm_buf b;
-  sm_buf_init(&b, (size_t)cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1);
+  common_buf b;
+  common_buf_init(&b, (size_t)cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1);
   if (cells_text(&b, cells, cols) == 0) {
     size_t n = 0;
-    char *line = sm_buf_steal(&b, &n);
+    char *line = common_buf_steal(&b, &n);
     sb_push(s, line ? line : strdup(""));
   }
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   return 1;
 }
 
@@ -158,7 +158,7 @@ static int on_prop(VTermProp prop, VTermValue *val, void *user) {
 
 static void on_output(const char *data, size_t len, void *user) {
   terminal_screen *s = user;
-  if (s->answers) sm_buf_append_capped(s->answers, data, len);
+  if (s->answers) common_buf_append_capped(s->answers, data, len);
 }
 
 static const VTermScreenCallbacks callbacks = {
@@ -202,7 +202,7 @@ void terminal_screen_free(terminal_screen *s) {
   free(s);
 }
 
-void terminal_screen_feed(terminal_screen *s, const char *data, size_t len, sm_buf *answers) {
+void terminal_screen_feed(terminal_screen *s, const char *data, size_t len, common_buf *answers) {
   s->answers = answers;
   vterm_input_write(s->vt, data, len);
   s->answers = NULL;
@@ -223,26 +223,26 @@ void terminal_screen_resize(terminal_screen *s, unsigned rows, unsigned cols) {
 static json_object *rows_json(terminal_screen *s, int *last) {
   json_object *lines = json_object_new_array();
   *last = -1;
-  sm_buf b;
-  sm_buf_init(&b, (size_t)s->cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1);
+  common_buf b;
+  common_buf_init(&b, (size_t)s->cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1);
   for (unsigned r = 0; r < s->rows; r++) {
-    sm_buf_reset(&b);
+    common_buf_reset(&b);
     row_text(s, (int)r, &b);
     if (b.len) *last = (int)r;
     json_object_array_add(lines, json_object_new_string_len(b.data ? b.data : "", (int)b.len));
   }
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   return lines;
 }
 
-int terminal_screen_text(terminal_screen *s, sm_buf *out) {
+int terminal_screen_text(terminal_screen *s, common_buf *out) {
   int last = -1;
   json_object *lines = rows_json(s, &last);
   int rc = 0;
   for (int r = 0; r <= last && rc == 0; r++) {
     const char *l = json_object_get_string(json_object_array_get_idx(lines, (size_t)r));
-    rc = sm_buf_append(out, l, strlen(l));
-    if (rc == 0 && r < last) rc = sm_buf_append(out, "\n", 1);
+    rc = common_buf_append(out, l, strlen(l));
+    if (rc == 0 && r < last) rc = common_buf_append(out, "\n", 1);
   }
   json_object_put(lines);
   return rc;
@@ -254,12 +254,12 @@ json_object *terminal_screen_json(terminal_screen *s, size_t scrollback) {
   vterm_state_get_cursorpos(vterm_obtain_state(s->vt), &cur);
   int last = -1;
   json_object *lines = rows_json(s, &last);
-  sm_buf text;
-  sm_buf_init(&text, (size_t)s->rows * (s->cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1) + 1);
+  common_buf text;
+  common_buf_init(&text, (size_t)s->rows * (s->cols * 4 * VTERM_MAX_CHARS_PER_CELL + 1) + 1);
   for (int r = 0; r <= last; r++) {
     const char *l = json_object_get_string(json_object_array_get_idx(lines, (size_t)r));
-    sm_buf_append(&text, l, strlen(l));
-    if (r < last) sm_buf_append(&text, "\n", 1);
+    common_buf_append(&text, l, strlen(l));
+    if (r < last) common_buf_append(&text, "\n", 1);
   }
   json_object *c = json_object_new_object();
   json_object_object_add(c, "row", json_object_new_int(cur.row));
@@ -273,7 +273,7 @@ json_object *terminal_screen_json(terminal_screen *s, size_t scrollback) {
   json_object_object_add(o, "text",
                          json_object_new_string_len(text.data ? text.data : "", (int)text.len));
   json_object_object_add(o, "lines", lines);
-  sm_buf_dispose(&text);
+  common_buf_dispose(&text);
   if (scrollback > 0) {
     json_object *sb = json_object_new_array();
     size_t from = s->sb_n > scrollback ? s->sb_n - scrollback : 0;
@@ -286,30 +286,30 @@ json_object *terminal_screen_json(terminal_screen *s, size_t scrollback) {
 
 /* ---- the redraw ---- */
 
-static int color_sgr(sm_buf *b, const VTermColor *col, int fg) {
+static int color_sgr(common_buf *b, const VTermColor *col, int fg) {
   if (fg ? VTERM_COLOR_IS_DEFAULT_FG(col) : VTERM_COLOR_IS_DEFAULT_BG(col)) return 0;
   if (VTERM_COLOR_IS_INDEXED(col)) {
     unsigned i = col->indexed.idx;
-    if (i < 8) return sm_buf_printf(b, ";%u", (fg ? 30 : 40) + i);
-    if (i < 16) return sm_buf_printf(b, ";%u", (fg ? 90 : 100) + i - 8);
-    return sm_buf_printf(b, ";%u;5;%u", fg ? 38 : 48, i);
+    if (i < 8) return common_buf_printf(b, ";%u", (fg ? 30 : 40) + i);
+    if (i < 16) return common_buf_printf(b, ";%u", (fg ? 90 : 100) + i - 8);
+    return common_buf_printf(b, ";%u;5;%u", fg ? 38 : 48, i);
   }
-  return sm_buf_printf(b, ";%u;2;%u;%u;%u", fg ? 38 : 48, col->rgb.red, col->rgb.green,
-                       col->rgb.blue);
+  return common_buf_printf(b, ";%u;2;%u;%u;%u", fg ? 38 : 48, col->rgb.red, col->rgb.green,
+                           col->rgb.blue);
 }
 
 /* The SGR sequence that sets exactly a cell's pen. */
-static int pen_sgr(sm_buf *b, const VTermScreenCell *c) {
-  int rc = sm_buf_append(b, "\033[0", 3);
-  if (c->attrs.bold) rc = rc ? rc : sm_buf_append(b, ";1", 2);
-  if (c->attrs.italic) rc = rc ? rc : sm_buf_append(b, ";3", 2);
-  if (c->attrs.underline) rc = rc ? rc : sm_buf_append(b, ";4", 2);
-  if (c->attrs.blink) rc = rc ? rc : sm_buf_append(b, ";5", 2);
-  if (c->attrs.reverse) rc = rc ? rc : sm_buf_append(b, ";7", 2);
-  if (c->attrs.strike) rc = rc ? rc : sm_buf_append(b, ";9", 2);
+static int pen_sgr(common_buf *b, const VTermScreenCell *c) {
+  int rc = common_buf_append(b, "\033[0", 3);
+  if (c->attrs.bold) rc = rc ? rc : common_buf_append(b, ";1", 2);
+  if (c->attrs.italic) rc = rc ? rc : common_buf_append(b, ";3", 2);
+  if (c->attrs.underline) rc = rc ? rc : common_buf_append(b, ";4", 2);
+  if (c->attrs.blink) rc = rc ? rc : common_buf_append(b, ";5", 2);
+  if (c->attrs.reverse) rc = rc ? rc : common_buf_append(b, ";7", 2);
+  if (c->attrs.strike) rc = rc ? rc : common_buf_append(b, ";9", 2);
   if (rc == 0) rc = color_sgr(b, &c->fg, 1);
   if (rc == 0) rc = color_sgr(b, &c->bg, 0);
-  return rc ? rc : sm_buf_append(b, "m", 1);
+  return rc ? rc : common_buf_append(b, "m", 1);
 }
 
 static int same_pen(const VTermScreenCell *a, const VTermScreenCell *b) {
@@ -326,13 +326,14 @@ static int plain(const VTermScreenCell *c) {
          VTERM_COLOR_IS_DEFAULT_BG(&c->bg);
 }
 
-static int redraw_row(terminal_screen *s, int row, sm_buf *b, VTermScreenCell *pen, int *have_pen) {
+static int redraw_row(terminal_screen *s, int row, common_buf *b, VTermScreenCell *pen,
+                      int *have_pen) {
   read_row(s, row);
   const VTermScreenCell *cells = s->row;
   int end = 0;
   for (unsigned c = 0; c < s->cols; c++)
     if (!plain(&cells[c])) end = (int)c + 1;
-  int rc = end ? sm_buf_printf(b, "\033[%d;1H", row + 1) : 0;
+  int rc = end ? common_buf_printf(b, "\033[%d;1H", row + 1) : 0;
   for (int c = 0; c < end && rc == 0; c++) {
     if (continuation(&cells[c])) continue;
     if (!*have_pen || !same_pen(&cells[c], pen)) {
@@ -345,8 +346,8 @@ static int redraw_row(terminal_screen *s, int row, sm_buf *b, VTermScreenCell *p
   return rc;
 }
 
-int terminal_screen_redraw(terminal_screen *s, sm_buf *out) {
-  int rc = sm_buf_printf(out, "\033[0m%s\033[H\033[2J", s->alt_screen ? "\033[?1049h" : "");
+int terminal_screen_redraw(terminal_screen *s, common_buf *out) {
+  int rc = common_buf_printf(out, "\033[0m%s\033[H\033[2J", s->alt_screen ? "\033[?1049h" : "");
   VTermScreenCell pen;
   memset(&pen, 0, sizeof pen);
   int have_pen = 0;
@@ -355,7 +356,7 @@ int terminal_screen_redraw(terminal_screen *s, sm_buf *out) {
   VTermPos cur;
   vterm_state_get_cursorpos(vterm_obtain_state(s->vt), &cur);
   if (rc == 0)
-    rc = sm_buf_printf(out, "\033[0m\033[%d;%dH\033[?25%c", cur.row + 1, cur.col + 1,
-                       s->cursor_visible ? 'h' : 'l');
+    rc = common_buf_printf(out, "\033[0m\033[%d;%dH\033[?25%c", cur.row + 1, cur.col + 1,
+                           s->cursor_visible ? 'h' : 'l');
   return rc;
 }

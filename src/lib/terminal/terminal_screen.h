@@ -23,7 +23,7 @@ void terminal_screen_free(terminal_screen *s);
 /* The terminal's output. What the emulator answers (a cursor position
  * report asked by the program...) is appended to answers (capped), for
  * the caller to type back when no client of its own answers. */
-void terminal_screen_feed(terminal_screen *s, const char *data, size_t len, sm_buf *answers);
+void terminal_screen_feed(terminal_screen *s, const char *data, size_t len, common_buf *answers);
 void terminal_screen_resize(terminal_screen *s, unsigned rows, unsigned cols);
 /* {"rows", "cols", "cursor": {"row", "col", "visible"}, "alt_screen",
  * "title", "lines": [visible rows, trailing blanks trimmed], "text": the
@@ -32,10 +32,10 @@ void terminal_screen_resize(terminal_screen *s, unsigned rows, unsigned cols);
  * Rows and columns count from 0. */
 json_object *terminal_screen_json(terminal_screen *s, size_t scrollback);
 /* The visible text alone (as "text" above). */
-int terminal_screen_text(terminal_screen *s, sm_buf *out);
+int terminal_screen_text(terminal_screen *s, common_buf *out);
 /* Bytes that draw the screen as it is on a terminal of its size: the
  * alternate screen when in use, every row with its colours and
  * attributes, the cursor and its visibility. */
-int terminal_screen_redraw(terminal_screen *s, sm_buf *out);
+int terminal_screen_redraw(terminal_screen *s, common_buf *out);
 
 #endif

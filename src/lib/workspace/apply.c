@@ -18,7 +18,7 @@
 #include "common/strv.h"
 #include "workspace/ws.h"
 
-void ws_apply_result_dispose(ws_apply_result *r) {
+void workspace_apply_result_dispose(ws_apply_result *r) {
   for (size_t i = 0; i < r->n_changed; i++) free(r->changed[i]);
   for (size_t i = 0; i < r->n_conflicts; i++) free(r->conflicts[i]);
   free(r->changed);
@@ -43,7 +43,7 @@ typedef struct host_state {
 static void host_look(ws_dircache *dc, const char *path, host_state *hs) {
   memset(hs, 0, sizeof *hs);
   const char *name;
-  int dfd = ws_dircache_parent(dc, path, &name, 0);
+  int dfd = workspace_dircache_parent(dc, path, &name, 0);
   if (dfd < 0) {
     hs->blocked = dfd != -ENOENT;
     hs->no_parent = dfd == -ENOENT;
@@ -63,11 +63,11 @@ static char type_of(const struct stat *st) {
 
 static int host_hash(ws_dircache *dc, const char *path, unsigned char out[32]) {
   const char *name;
-  int dfd = ws_dircache_parent(dc, path, &name, 0);
+  int dfd = workspace_dircache_parent(dc, path, &name, 0);
   if (dfd < 0) return dfd;
   int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return -errno;
-  int rc = ws_hash_fd(fd, out, NULL);
+  int rc = workspace_hash_fd(fd, out, NULL);
   close(fd);
   return rc;
 }
@@ -106,7 +106,7 @@ static int host_equals(ws_dircache *dc, const ws_entry *e, const host_state *hs)
 
 static void set_host_mtime(ws_dircache *dc, ws_entry *e) {
   const char *name;
-  int dfd = ws_dircache_parent(dc, e->path, &name, 0);
+  int dfd = workspace_dircache_parent(dc, e->path, &name, 0);
   struct stat st;
   if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
     e->host_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
@@ -125,11 +125,11 @@ typedef struct plan {
 
 /* A path of the tool's for a warning line, with the call's secret values
  * masked (a buffer of the enclosing statement's). */
-#define LOG_PATH(p, path) ws_log_path((p)->x->redact, (path), (char[4096]){""}, 4096)
+#define LOG_PATH(p, path) workspace_log_path((p)->x->redact, (path), (char[4096]){""}, 4096)
 
 static int note_changed(plan *p, const char *path) {
   p->res->entries++;
-  return sm_strings_push(&p->res->changed, &p->res->n_changed, &p->res->cap_changed, path);
+  return common_strings_push(&p->res->changed, &p->res->n_changed, &p->res->cap_changed, path);
 }
 
 /* Removes what is in the way of a new entry of another type. */
@@ -141,7 +141,7 @@ static int clear_way(plan *p, int dfd, const char *name, const host_state *hs, c
     if (S_ISDIR(hs->st.st_mode)) return unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : -errno;
     return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
   }
-  int r = ws_remove_tree(dfd, name);
+  int r = workspace_remove_tree(dfd, name);
   return r;
 }
 
@@ -166,7 +166,8 @@ static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e) {
   }
   sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides; kept the host's version, the "
          "sandbox's is in '%s'", LOG_PATH(p, e->path), LOG_PATH(p, apath));
-  int rc = sm_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
+  int rc =
+      common_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
   if (!rc) rc = note_changed(p, apath);
   return rc;
 }
@@ -180,7 +181,8 @@ static int do_deletions(plan *p, sm_error *err) {
   const sm_string_list *ex = p->x->excludes;
   for (size_t i = 0; i < base->n; i++) {
     ws_entry *b = &base->v[i];
-    if (ws_manifest_get(&p->x->box, b->path) == NULL && !ws_excluded(ex, b->path)) dels[nd++] = b;
+    if (workspace_manifest_get(&p->x->box, b->path) == NULL && !workspace_excluded(ex, b->path))
+      dels[nd++] = b;
   }
   qsort(dels, nd, sizeof *dels, cmp_entry_desc);
   int rc = 0;
@@ -195,12 +197,12 @@ static int do_deletions(plan *p, sm_error *err) {
       continue;
     }
     const char *name;
-    int dfd = ws_dircache_parent(&p->dc, b->path, &name, 0);
+    int dfd = workspace_dircache_parent(&p->dc, b->path, &name, 0);
     if (dfd < 0) continue;
     int r;
     if (S_ISDIR(hs.st.st_mode))
       r = p->check ? (unlinkat(dfd, name, AT_REMOVEDIR) == 0 ? 0 : -errno)
-                   : ws_remove_tree(dfd, name);
+                   : workspace_remove_tree(dfd, name);
     else
       r = unlinkat(dfd, name, 0) == 0 ? 0 : -errno;
     if (r == -ENOTEMPTY || r == -EEXIST) {
@@ -214,7 +216,7 @@ static int do_deletions(plan *p, sm_error *err) {
       rc = note_changed(p, b->path) ? sm_error_set(err, SM_ENOMEM, "out of memory") : 0;
   }
   free(dels);
-  ws_dircache_dispose(&p->dc);
+  workspace_dircache_dispose(&p->dc);
   return rc;
 }
 
@@ -222,7 +224,7 @@ static int do_deletions(plan *p, sm_error *err) {
  * path: 1 when a folder above it is no longer a directory on the host (or,
  * with the host's changes checked, is gone): e goes aside (put_aside). */
 static int look_up(plan *p, const ws_entry *e, const ws_entry **b, host_state *hs) {
-  *b = p->x->base ? ws_manifest_get(p->x->base, e->path) : NULL;
+  *b = p->x->base ? workspace_manifest_get(p->x->base, e->path) : NULL;
   host_look(&p->dc, e->path, hs);
   return hs->blocked || (p->check && hs->no_parent);
 }
@@ -230,7 +232,7 @@ static int look_up(plan *p, const ws_entry *e, const ws_entry **b, host_state *h
 /* Is e under a folder already put aside? */
 static int under_aside(const plan *p, const ws_entry *e) {
   char *owned = NULL;
-  const char *hp = ws_aside_map(&p->aside, e->path, &owned);
+  const char *hp = workspace_aside_map(&p->aside, e->path, &owned);
   free(owned);
   return hp != e->path;
 }
@@ -240,7 +242,7 @@ static int under_aside(const plan *p, const ws_entry *e) {
  * host's version as <folder>.sandman-conflict, and listed as a conflict.
  * 0, or -ENOMEM. */
 static int make_aside(plan *p, const ws_entry *e, const char *at) {
-  size_t bl = at ? strlen(at) : ws_aside_blocker(p->root_fd, e->path);
+  size_t bl = at ? strlen(at) : workspace_aside_blocker(p->root_fd, e->path);
   if (bl == 0) {
     sm_log(SM_LOG_WARN, "workspace: '%s': its folder changed on the host during the copy; "
            "dropped", LOG_PATH(p, e->path));
@@ -248,12 +250,13 @@ static int make_aside(plan *p, const ws_entry *e, const char *at) {
   }
   char *dir = strndup(e->path, bl), *aside = NULL;
   if (dir == NULL) return -ENOMEM;
-  int r = ws_aside_make(&p->aside, p->root_fd, dir, &aside);
+  int r = workspace_aside_make(&p->aside, p->root_fd, dir, &aside);
   if (r == 0) {
     sm_log(SM_LOG_WARN, "workspace: '%s' changed on both sides (the host has no folder there "
            "now); kept the host's version, the sandbox's is in '%s'", LOG_PATH(p, dir),
            LOG_PATH(p, aside));
-    r = sm_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, aside);
+    r = common_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts,
+                            aside);
     if (r == 0) r = note_changed(p, aside);
     r = r ? -ENOMEM : 0;
   } else if (r != -ENOMEM) {
@@ -276,13 +279,13 @@ static int put_aside(plan *p, ws_entry *e, const char *at, sm_error *err) {
   int made = !under_aside(p, e);
   if (made && make_aside(p, e, at) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
   char *owned = NULL;
-  const char *hp = ws_aside_map(&p->aside, e->path, &owned);
+  const char *hp = workspace_aside_map(&p->aside, e->path, &owned);
   if (hp == NULL || (made && at)) { /* dropped, or the aside folder itself */
     free(owned);
     return 0;
   }
   const char *name;
-  int dfd = ws_dircache_parent(&p->dc, hp, &name, 1);
+  int dfd = workspace_dircache_parent(&p->dc, hp, &name, 1);
   int r = dfd < 0 ? dfd : 0;
   char sname[16];
   snprintf(sname, sizeof sname, "%d", (int)e->stage);
@@ -298,7 +301,7 @@ static int put_aside(plan *p, ws_entry *e, const char *at, sm_error *err) {
 /* The host directory e goes into: 0 with *dfd (and the last name), 0 with
  * *dfd < 0 when a check finds none, or an error. */
 static int parent_of(plan *p, const ws_entry *e, int *dfd, const char **name, sm_error *err) {
-  *dfd = ws_dircache_parent(&p->dc, e->path, name, !p->check);
+  *dfd = workspace_dircache_parent(&p->dc, e->path, name, !p->check);
   if (*dfd < 0 && !p->check)
     return sm_error_set_errno(err, SM_EIO, -*dfd, "writing '%s'", e->path);
   return 0;
@@ -362,16 +365,16 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
 static void set_aside_mode(plan *p, const char *hp, uint32_t mode) {
   if (hp == NULL) return;
   const char *name;
-  int dfd = ws_dircache_parent(&p->dc, hp, &name, 0);
+  int dfd = workspace_dircache_parent(&p->dc, hp, &name, 0);
   struct stat st;
   if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
     fchmodat(dfd, name, mode, 0);
 }
 
-int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
-             sm_error *err) {
+int workspace_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
+                    sm_error *err) {
   plan p = {root_fd, x, check_host, res, {0}, {0}};
-  ws_dircache_init(&p.dc, root_fd);
+  workspace_dircache_init(&p.dc, root_fd);
   int rc = deletions ? do_deletions(&p, err) : 0;
   ws_entry **v = calloc(x->box.n + 1, sizeof *v);
   if (v == NULL) rc = rc ? rc : sm_error_set(err, SM_ENOMEM, "out of memory");
@@ -381,33 +384,33 @@ int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply
   if (rc == 0) qsort(v, n, sizeof *v, cmp_entry_asc);
   for (size_t i = 0; rc == 0 && i < n; i++)
     if (v[i]->type == 'd') rc = put_dir(&p, v[i], err);
-  ws_dircache_dispose(&p.dc);
+  workspace_dircache_dispose(&p.dc);
   for (size_t i = 0; rc == 0 && i < n; i++)
     if (v[i]->type != 'd') rc = put_file(&p, v[i], err);
-  ws_dircache_dispose(&p.dc);
+  workspace_dircache_dispose(&p.dc);
   /* Directory modes last, deepest first, so a read-only directory never
    * blocks writing what goes inside it. */
   for (size_t i = n; rc == 0 && i > 0; i--) {
     ws_entry *e = v[i - 1];
     if (e->type != 'd') continue;
     char *owned = NULL;
-    const char *hp = ws_aside_map(&p.aside, e->path, &owned);
+    const char *hp = workspace_aside_map(&p.aside, e->path, &owned);
     if (hp != e->path) {
       set_aside_mode(&p, hp, e->mode);
       free(owned);
       continue;
     }
     const char *name;
-    int dfd = ws_dircache_parent(&p.dc, e->path, &name, 0);
+    int dfd = workspace_dircache_parent(&p.dc, e->path, &name, 0);
     struct stat st;
     if (dfd < 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
       continue;
-    const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
+    const ws_entry *b = x->base ? workspace_manifest_get(x->base, e->path) : NULL;
     uint32_t want = e->mode;
     struct stat pst;
     /* On the host, a new folder in a .git gets no permission its parent
      * lacks (refusal.c refuses a wider mode for one that was there). */
-    if (check_host && (b == NULL || b->type != 'd') && ws_git_in_dotgit(e->path) &&
+    if (check_host && (b == NULL || b->type != 'd') && workspace_git_in_dotgit(e->path) &&
         fstat(dfd, &pst) == 0)
       want &= (uint32_t)pst.st_mode & 0777;
     if ((uint32_t)(st.st_mode & 0777) != want) {
@@ -415,8 +418,8 @@ int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply
     }
     set_host_mtime(&p.dc, e);
   }
-  ws_dircache_dispose(&p.dc);
-  ws_aside_dispose(&p.aside);
+  workspace_dircache_dispose(&p.dc);
+  workspace_aside_dispose(&p.aside);
   free(v);
   return rc;
 }

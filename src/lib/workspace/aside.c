@@ -15,7 +15,7 @@
 #include "common/strv.h"
 #include "workspace/ws.h"
 
-void ws_aside_dispose(ws_aside *a) {
+void workspace_aside_dispose(ws_aside *a) {
   for (size_t i = 0; i < a->n; i++) {
     free(a->from[i]);
     free(a->to[i]);
@@ -25,7 +25,7 @@ void ws_aside_dispose(ws_aside *a) {
   memset(a, 0, sizeof *a);
 }
 
-const char *ws_aside_map(const ws_aside *a, const char *path, char **owned) {
+const char *workspace_aside_map(const ws_aside *a, const char *path, char **owned) {
   *owned = NULL;
   for (size_t i = 0; i < a->n; i++) {
     size_t fl = strlen(a->from[i]);
@@ -41,7 +41,7 @@ const char *ws_aside_map(const ws_aside *a, const char *path, char **owned) {
   return path;
 }
 
-size_t ws_aside_blocker(int root_fd, const char *path) {
+size_t workspace_aside_blocker(int root_fd, const char *path) {
   int fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   const char *slash = strrchr(path, '/');
@@ -66,7 +66,7 @@ size_t ws_aside_blocker(int root_fd, const char *path) {
 
 /* Frees a new entry's strings on failure. */
 static int add(ws_aside *a, char *from, char *to) {
-  if (sm_grow(&a->from, &a->cap, a->n, sizeof *a->from, 4) != 0) goto fail;
+  if (common_grow(&a->from, &a->cap, a->n, sizeof *a->from, 4) != 0) goto fail;
   char **t = realloc(a->to, a->cap * sizeof *t);
   if (t == NULL) goto fail;
   a->to = t;
@@ -80,7 +80,7 @@ fail:
   return SM_ENOMEM;
 }
 
-int ws_aside_make(ws_aside *a, int root_fd, const char *dir, char **out) {
+int workspace_aside_make(ws_aside *a, int root_fd, const char *dir, char **out) {
   *out = NULL;
   size_t n = strlen(dir), sl = strlen(WS_CONFLICT_SUFFIX);
   char *from = strdup(dir), *to = malloc(n + sl + 1);
@@ -95,18 +95,18 @@ int ws_aside_make(ws_aside *a, int root_fd, const char *dir, char **out) {
   const char *name = slash ? slash + 1 : to;
   int r = 0;
   ws_dircache dc;
-  ws_dircache_init(&dc, root_fd);
+  workspace_dircache_init(&dc, root_fd);
   const char *leaf;
-  int dfd = strlen(name) > 255 ? -ENAMETOOLONG : ws_dircache_parent(&dc, to, &leaf, 0);
+  int dfd = strlen(name) > 255 ? -ENAMETOOLONG : workspace_dircache_parent(&dc, to, &leaf, 0);
   if (dfd < 0) {
     r = dfd;
   } else {
     /* An older conflict copy of the folder is replaced (never followed). */
     struct stat st;
-    if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) r = ws_remove_tree(dfd, leaf);
+    if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) r = workspace_remove_tree(dfd, leaf);
     if (r == 0 && mkdirat(dfd, leaf, 0700) != 0) r = -errno;
   }
-  ws_dircache_dispose(&dc);
+  workspace_dircache_dispose(&dc);
   if (r != 0) {
     free(to);
     to = NULL;

@@ -2,7 +2,7 @@
  * libarchive, refuses every entry that could write outside the workspace or
  * exhaust the disk, and stages what changed (against the manifest) as flat
  * numbered files in a staging directory. Nothing is written to the
- * workspace here: ws_apply does that once the whole stream was accepted. */
+ * workspace here: workspace_apply does that once the whole stream was accepted. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,22 +36,22 @@ typedef struct xsrc {
   char buf[X_CHUNK];
 } xsrc;
 
-void ws_extract_init(ws_extract *x) {
+void workspace_extract_init(ws_extract *x) {
   memset(x, 0, sizeof *x);
   x->stage_fd = -1;
   x->root_fd = -1;
   x->max_bytes = WS_DEFAULT_MAX_BYTES;
   x->max_entries = WS_DEFAULT_MAX_ENTRIES;
   x->max_path = WS_DEFAULT_MAX_PATH;
-  ws_manifest_init(&x->box);
-  ws_manifest_init(&x->stray);
-  ws_manifest_init(&x->again);
+  workspace_manifest_init(&x->box);
+  workspace_manifest_init(&x->stray);
+  workspace_manifest_init(&x->again);
 }
 
-void ws_extract_dispose(ws_extract *x) {
-  ws_manifest_dispose(&x->box);
-  ws_manifest_dispose(&x->stray);
-  ws_manifest_dispose(&x->again);
+void workspace_extract_dispose(ws_extract *x) {
+  workspace_manifest_dispose(&x->box);
+  workspace_manifest_dispose(&x->stray);
+  workspace_manifest_dispose(&x->again);
 }
 
 static la_ssize_t x_read_cb(struct archive *a, void *ud, const void **buf) {
@@ -89,7 +89,7 @@ static int refuse_stray(ws_extract *x, const char *name, int reason, sm_error *e
   e.stage = -1;
   e.state = WS_REFUSED;
   e.refusal = (unsigned char)reason;
-  int rc = ws_manifest_add(&x->stray, &e, NULL);
+  int rc = workspace_manifest_add(&x->stray, &e, NULL);
   if (rc == SM_ECONFLICT) return 0;
   return rc ? sm_error_set(err, rc, "out of memory") : 0;
 }
@@ -112,7 +112,7 @@ static int path_reason(const char *raw) {
 static int member_path(ws_extract *x, const char *raw, char **out, int *reason, sm_error *err) {
   char *p = NULL;
   *reason = WS_R_UNSAFE_PATH;
-  int rc = ws_path_normalize(raw, &p, err);
+  int rc = workspace_path_normalize(raw, &p, err);
   if (rc == SM_EUNSAFE) *reason = raw ? path_reason(raw) : WS_R_UNSAFE_PATH;
   if (rc) return rc;
   if (x->strip && x->strip[0]) {
@@ -155,7 +155,7 @@ static int parent_refusal(ws_extract *x, const char *path, sm_error *err) {
   if (slash == NULL) return 0;
   cleanup_free char *parent = strndup(path, (size_t)(slash - path));
   if (parent == NULL) return -sm_error_set(err, SM_ENOMEM, "out of memory");
-  const ws_entry *pe = ws_manifest_get(&x->box, parent);
+  const ws_entry *pe = workspace_manifest_get(&x->box, parent);
   if (pe == NULL && x->trusted) return 0;
   if (pe == NULL || pe->type != 'd') return WS_R_UNSAFE_PATH;
   if (pe->state == WS_REFUSED) return pe->refusal;
@@ -230,7 +230,7 @@ static int stage_data(ws_extract *x, struct archive *a, const char *path, ws_ent
       rc = sm_error_set(err, SM_EUNSAFE, "'%s': more data than its header says", path);
       break;
     }
-    if (sm_write_all(fd, buf, (size_t)r) != 0) {
+    if (common_write_all(fd, buf, (size_t)r) != 0) {
       int w = errno;
       rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s'", path);
       break;
@@ -271,7 +271,7 @@ static void maybe_touched(ws_extract *x, ws_entry *e, const ws_entry *b) {
  * when the listing shows a ctime other than the one recorded. */
 static int ctime_kept(const ws_extract *x, const char *path, const ws_entry *b) {
   if (x->listing == NULL) return 1;
-  const ws_entry *l = ws_manifest_get(x->listing, path);
+  const ws_entry *l = workspace_manifest_get(x->listing, path);
   return l && b->box_ctime != 0 && l->ctime == b->box_ctime;
 }
 
@@ -327,7 +327,7 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
     return sm_error_set(err, SM_EUNSAFE, "'%s': no valid size", path);
   e->type = 'f';
   e->size = archive_entry_size(ae);
-  const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+  const ws_entry *b = x->base ? workspace_manifest_get(x->base, path) : NULL;
   int header_same = b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
                     b->mode == e->mode;
   if (header_same && !(b->racy & WS_RACY_BOX) && ctime_kept(x, path, b)) {
@@ -343,7 +343,7 @@ static int on_file(ws_extract *x, struct archive *a, struct archive_entry *ae, c
       e->racy = b->racy & WS_RACY_HOST;
       return 0;
     }
-    rc = ws_manifest_add(&x->again, e, NULL);
+    rc = workspace_manifest_add(&x->again, e, NULL);
     if (rc && rc != SM_ECONFLICT) return sm_error_set(err, rc, "out of memory");
     return X_AGAIN;
   }
@@ -365,7 +365,7 @@ static int refuse_too_long(ws_extract *x, const char *path, sm_error *err) {
   while (path[cut] && path[cut] != '/') cut++;
   cleanup_free char *first = strndup(path, cut);
   if (first == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
-  if (ws_manifest_get(&x->box, first)) return 0;
+  if (workspace_manifest_get(&x->box, first)) return 0;
   ws_entry e;
   memset(&e, 0, sizeof e);
   e.path = first;
@@ -374,7 +374,7 @@ static int refuse_too_long(ws_extract *x, const char *path, sm_error *err) {
   e.host_mtime_ns = WS_UNKNOWN_MTIME;
   e.state = WS_REFUSED;
   e.refusal = WS_R_PATH_TOO_LONG;
-  int rc = ws_manifest_add(&x->box, &e, NULL);
+  int rc = workspace_manifest_add(&x->box, &e, NULL);
   return rc ? sm_error_set(err, rc, "out of memory") : 0;
 }
 
@@ -395,7 +395,7 @@ static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path,
     return sm_error_set(err, SM_ETOOBIG, "'%s': link target longer than %" PRId64 " bytes", path,
                         x->max_path);
   e->link = SM_UNCONST(target);
-  const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+  const ws_entry *b = x->base ? workspace_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'l' && strcmp(b->link, target) == 0) {
     /* Unchanged: the host's own link, whatever it points at. */
     e->state = WS_SAME;
@@ -403,7 +403,7 @@ static int on_symlink(ws_extract *x, struct archive_entry *ae, const char *path,
     e->racy = b->racy;
     return 0;
   }
-  if (!x->trusted && !ws_link_inside(path, target))
+  if (!x->trusted && !workspace_link_inside(path, target))
     return refuse(e, target[0] == '/' ? WS_R_LINK_ABSOLUTE : WS_R_LINK_OUTSIDE);
   char name[16];
   e->stage = x->next_stage++;
@@ -421,11 +421,11 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
     return sm_error_set(err, SM_EUNSAFE, "'%s': hard link to '%s', which is not in the archive",
                         e->path, t->path);
   ws_dircache dc;
-  ws_dircache_init(&dc, x->root_fd);
+  workspace_dircache_init(&dc, x->root_fd);
   const char *name;
-  int dfd = ws_dircache_parent(&dc, t->path, &name, 0);
+  int dfd = workspace_dircache_parent(&dc, t->path, &name, 0);
   int fd = dfd >= 0 ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
-  ws_dircache_dispose(&dc);
+  workspace_dircache_dispose(&dc);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != tb->size ||
       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != tb->host_mtime_ns) {
@@ -451,14 +451,14 @@ static int stage_from_host(ws_extract *x, const ws_entry *t, const ws_entry *tb,
   int64_t total = 0;
   sniffer sn = {{0}, 0};
   for (;;) {
-    ssize_t r = sm_read_retry(fd, buf, sizeof buf);
+    ssize_t r = common_read_retry(fd, buf, sizeof buf);
     if (r <= 0) {
       if (r < 0) rc = sm_error_set_errno(err, SM_EIO, errno, "reading '%s'", t->path);
       break;
     }
     sniff_feed(&sn, buf, (size_t)r);
     total += r;
-    if (sm_write_all(out, buf, (size_t)r) != 0) {
+    if (common_write_all(out, buf, (size_t)r) != 0) {
       int w = errno;
       rc = sm_error_set_errno(err, SM_EIO, w, "staging '%s'", e->path);
       break;
@@ -484,7 +484,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
   int why = 0;
   e->type = 'f';
   if (member_path(x, raw_target, &tpath, &why, &terr) != 0) return refuse(e, WS_R_HARD_LINK);
-  const ws_entry *t = tpath[0] ? ws_manifest_get(&x->box, tpath) : NULL;
+  const ws_entry *t = tpath[0] ? workspace_manifest_get(&x->box, tpath) : NULL;
   if (t == NULL || t->type != 'f' || t->state == WS_REFUSED) return refuse(e, WS_R_HARD_LINK);
   (void)path;
   /* Materialised as a file with the target's content and metadata. */
@@ -495,7 +495,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
   e->has_hash = t->has_hash;
   memcpy(e->hash, t->hash, 32);
   e->sniff = t->sniff;
-  const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+  const ws_entry *b = x->base ? workspace_manifest_get(x->base, path) : NULL;
   if (b && b->type == 'f' && b->size == e->size && b->box_mtime == e->box_mtime &&
       b->mode == e->mode && !(b->racy & WS_RACY_BOX) &&
       (!t->has_hash || !b->has_hash || memcmp(b->hash, t->hash, 32) == 0)) {
@@ -511,7 +511,7 @@ static int on_hardlink(ws_extract *x, const char *raw_target, const char *path, 
     if (linkat(x->stage_fd, from, x->stage_fd, to, 0) != 0)
       return sm_error_set_errno(err, SM_EIO, errno, "staging '%s'", path);
   } else {
-    int rc = stage_from_host(x, t, x->base ? ws_manifest_get(x->base, tpath) : NULL, e, err);
+    int rc = stage_from_host(x, t, x->base ? workspace_manifest_get(x->base, tpath) : NULL, e, err);
     if (rc) return rc;
   }
   maybe_touched(x, e, b);
@@ -538,13 +538,13 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
     return 0;
   }
   /* Read again: only the entries asked for; they were counted the first time. */
-  if (x->only && ws_manifest_get(x->only, path) == NULL) return 0;
-  if (ws_is_reserved(path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
-  if (ws_excluded(x->excludes, path)) return 0;
+  if (x->only && workspace_manifest_get(x->only, path) == NULL) return 0;
+  if (workspace_is_reserved(path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
+  if (workspace_excluded(x->excludes, path)) return 0;
   /* Past what comes back (the listing may have refused it already). */
   if (!x->trusted && strlen(path) > WS_LIST_PATH_MAX) return refuse_too_long(x, path, err);
   /* tar would let a second entry silently replace the first. */
-  if (ws_manifest_get(&x->box, path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
+  if (workspace_manifest_get(&x->box, path)) return refuse_stray(x, path, WS_R_UNSAFE_PATH, err);
 
   ws_entry e;
   memset(&e, 0, sizeof e);
@@ -556,7 +556,7 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
   if (perm & 06000) {
     char lp[4096];
     sm_log(SM_LOG_INFO, "workspace: '%s': setuid/setgid bits dropped",
-           ws_log_path(x->redact, path, lp, sizeof lp));
+           workspace_log_path(x->redact, path, lp, sizeof lp));
   }
   e.mode = perm & 0777;
 
@@ -574,7 +574,7 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
       if (rc == X_AGAIN) return 0;
       break;
     case AE_IFDIR: {
-      const ws_entry *b = x->base ? ws_manifest_get(x->base, path) : NULL;
+      const ws_entry *b = x->base ? workspace_manifest_get(x->base, path) : NULL;
       e.type = 'd';
       e.state = (b && b->type == 'd' && b->mode == e.mode) ? WS_SAME : WS_CHANGED;
       if (b && b->type == 'd') {
@@ -606,12 +606,12 @@ static int on_entry(ws_extract *x, struct archive *a, struct archive_entry *ae, 
     }
   }
   if (rc) return rc;
-  rc = ws_manifest_add(&x->box, &e, NULL);
+  rc = workspace_manifest_add(&x->box, &e, NULL);
   if (rc) return sm_error_set(err, rc, "out of memory");
   return 0;
 }
 
-int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err) {
+int workspace_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err) {
   xsrc *src = calloc(1, sizeof *src);
   if (src == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   src->x = x;

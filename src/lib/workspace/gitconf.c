@@ -56,7 +56,7 @@ static int raw_char(gc_reader *r) {
   }
   if (r->pos == r->len) {
     if (r->fd < 0) return -1;
-    ssize_t n = sm_read_retry(r->fd, r->buf, sizeof r->buf);
+    ssize_t n = common_read_retry(r->fd, r->buf, sizeof r->buf);
     if (n < 0) r->failed = 1;
     if (n <= 0) return -1;
     r->pos = 0;
@@ -290,7 +290,7 @@ static int scan(gc_scan *s) {
   return s->runs || r->failed;
 }
 
-int ws_gitconf_runs_text(const char *data, size_t len) {
+int workspace_gitconf_runs_text(const char *data, size_t len) {
   gc_scan *s = calloc(1, sizeof *s);
   if (s == NULL) return 1;
   s->r.fd = -1;
@@ -301,7 +301,7 @@ int ws_gitconf_runs_text(const char *data, size_t len) {
   return runs;
 }
 
-int ws_gitconf_runs_fd(int fd) {
+int workspace_gitconf_runs_fd(int fd) {
   gc_scan *s = calloc(1, sizeof *s);
   if (s == NULL) return 1;
   s->r.fd = fd;

@@ -46,30 +46,30 @@ static void fold_path(const char *path, size_t n, char *out) {
     const char *slash = memchr(path + i, '/', n - i);
     size_t len = slash ? (size_t)(slash - (path + i)) : n - i;
     if (o > 0) out[o++] = '/';
-    o += ws_name_fold(path + i, len, out + o);
+    o += workspace_name_fold(path + i, len, out + o);
     i += len + (slash != NULL);
   }
   out[o] = '\0';
 }
 
 /* 1 if the last component of path, folded, is name. */
-int ws_git_name_is(const char *path, const char *name) {
+int workspace_git_name_is(const char *path, const char *name) {
   const char *slash = strrchr(path, '/');
   const char *last = slash ? slash + 1 : path;
   size_t n = strlen(last);
   char buf[512];
   if (n >= sizeof buf) return 0;
-  ws_name_fold(last, n, buf);
+  workspace_name_fold(last, n, buf);
   return strcmp(buf, name) == 0;
 }
 
-int ws_git_in_dotgit(const char *path) {
+int workspace_git_in_dotgit(const char *path) {
   char buf[512];
   for (const char *p = path; *p;) {
     const char *slash = strchr(p, '/');
     size_t n = slash ? (size_t)(slash - p) : strlen(p);
     if (n < sizeof buf) {
-      ws_name_fold(p, n, buf);
+      workspace_name_fold(p, n, buf);
       if (strcmp(buf, ".git") == 0) return 1;
     }
     p += n + (slash != NULL);
@@ -77,14 +77,14 @@ int ws_git_in_dotgit(const char *path) {
   return 0;
 }
 
-void ws_gitdirs_dispose(ws_gitdirs *g) {
-  ws_manifest_dispose(&g->marks);
-  ws_manifest_dispose(&g->memo);
+void workspace_gitdirs_dispose(ws_gitdirs *g) {
+  workspace_manifest_dispose(&g->marks);
+  workspace_manifest_dispose(&g->memo);
 }
 
-int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
-  ws_manifest_init(&g->marks);
-  ws_manifest_init(&g->memo);
+int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
+  workspace_manifest_init(&g->marks);
+  workspace_manifest_init(&g->memo);
   g->root_fd = root_fd;
   for (size_t i = 0; box && i < box->n; i++) {
     const char *path = box->v[i].path;
@@ -93,7 +93,7 @@ int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
     char folded[512];
     size_t n = strlen(name);
     if (n >= sizeof folded) continue;
-    ws_name_fold(name, n, folded);
+    workspace_name_fold(name, n, folded);
     int bit = 0;
     for (size_t k = 0; k < sizeof markers / sizeof markers[0]; k++)
       if (strcmp(folded, markers[k].name) == 0) bit = markers[k].bit;
@@ -102,13 +102,13 @@ int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
     char *dir = malloc(dlen + 1);
     if (dir == NULL) return SM_ENOMEM;
     fold_path(path, dlen, dir);
-    ws_entry *m = ws_manifest_get(&g->marks, dir);
+    ws_entry *m = workspace_manifest_get(&g->marks, dir);
     if (m == NULL) {
       ws_entry e;
       memset(&e, 0, sizeof e);
       e.path = dir;
       e.type = 'd';
-      if (ws_manifest_add(&g->marks, &e, &m) != 0) m = NULL;
+      if (workspace_manifest_add(&g->marks, &e, &m) != 0) m = NULL;
     }
     free(dir);
     if (m == NULL) return SM_ENOMEM;
@@ -120,7 +120,7 @@ int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
 /* What of HEAD, objects, refs and commondir the host's directory dir has. */
 static int host_bits(int root_fd, const char *dir) {
   if (root_fd < 0) return 0;
-  int fd = ws_open_dir(root_fd, dir, 0);
+  int fd = workspace_open_dir(root_fd, dir, 0);
   if (fd < 0) return 0;
   int bits = 0;
   struct stat st;
@@ -141,28 +141,28 @@ static int repository_at(ws_gitdirs *g, const char *path, size_t n) {
     return 1;
   }
   int answer;
-  ws_entry *m = ws_manifest_get(&g->memo, dir);
+  ws_entry *m = workspace_manifest_get(&g->memo, dir);
   if (m) {
     answer = (int)m->size;
   } else {
     fold_path(dir, n, folded);
     const char *slash = strrchr(folded, '/');
     int dotgit = strcmp(slash ? slash + 1 : folded, ".git") == 0;
-    const ws_entry *mk = dotgit ? NULL : ws_manifest_get(&g->marks, folded);
+    const ws_entry *mk = dotgit ? NULL : workspace_manifest_get(&g->marks, folded);
     answer = !dotgit && is_repository((mk ? (int)mk->size : 0) | host_bits(g->root_fd, dir));
     ws_entry e;
     memset(&e, 0, sizeof e);
     e.path = dir;
     e.type = 'd';
     e.size = answer;
-    if (ws_manifest_add(&g->memo, &e, NULL) != 0) answer = 1;
+    if (workspace_manifest_add(&g->memo, &e, NULL) != 0) answer = 1;
   }
   free(dir);
   free(folded);
   return answer;
 }
 
-int ws_gitdirs_covers(ws_gitdirs *g, const char *path) {
+int workspace_gitdirs_covers(ws_gitdirs *g, const char *path) {
   size_t len = strlen(path);
   for (size_t i = 0; i <= len; i++) {
     if (i != 0 && i != len && path[i] != '/') continue;

@@ -20,11 +20,11 @@
 #define MANIFEST_MAGIC "sandman-workspace-manifest 2"
 #define MANIFEST_MAGIC_V1 "sandman-workspace-manifest 1"
 
-void ws_manifest_init(ws_manifest *m) { memset(m, 0, sizeof *m); }
+void workspace_manifest_init(ws_manifest *m) { memset(m, 0, sizeof *m); }
 
 /* Host mtimes come from a coarse clock that can lag the wall clock a little,
  * and the sandbox's are whole seconds: leave a margin on both. */
-void ws_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box) {
+void workspace_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box) {
   if (host) {
     e->racy &= (unsigned char)~WS_RACY_HOST;
     if (e->host_mtime_ns == WS_UNKNOWN_MTIME || e->host_mtime_ns >= stamp_ns - 2000000000LL)
@@ -37,7 +37,7 @@ void ws_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box) {
   }
 }
 
-void ws_manifest_clear(ws_manifest *m) {
+void workspace_manifest_clear(ws_manifest *m) {
   for (size_t i = 0; i < m->n; i++) {
     free(m->v[i].path);
     free(m->v[i].link);
@@ -47,8 +47,8 @@ void ws_manifest_clear(ws_manifest *m) {
   if (m->index) memset(m->index, 0, m->index_cap * sizeof *m->index);
 }
 
-void ws_manifest_dispose(ws_manifest *m) {
-  ws_manifest_clear(m);
+void workspace_manifest_dispose(ws_manifest *m) {
+  workspace_manifest_clear(m);
   free(m->v);
   free(m->index);
   free(m->root);
@@ -78,13 +78,13 @@ static int index_rebuild(ws_manifest *m, size_t cap) {
   return 0;
 }
 
-int ws_manifest_reindex(ws_manifest *m) {
+int workspace_manifest_reindex(ws_manifest *m) {
   size_t cap = 128;
   while (m->n * 2 > cap) cap *= 2;
   return index_rebuild(m, cap);
 }
 
-ws_entry *ws_manifest_get(const ws_manifest *m, const char *path) {
+ws_entry *workspace_manifest_get(const ws_manifest *m, const char *path) {
   if (m == NULL || m->index_cap == 0) return NULL;
   size_t h = (size_t)hash_path(path) & (m->index_cap - 1);
   while (m->index[h]) {
@@ -95,9 +95,9 @@ ws_entry *ws_manifest_get(const ws_manifest *m, const char *path) {
   return NULL;
 }
 
-int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out) {
-  if (ws_manifest_get(m, e->path)) return SM_ECONFLICT;
-  if (sm_grow(&m->v, &m->cap, m->n, sizeof *m->v, 64) != 0) return SM_ENOMEM;
+int workspace_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out) {
+  if (workspace_manifest_get(m, e->path)) return SM_ECONFLICT;
+  if (common_grow(&m->v, &m->cap, m->n, sizeof *m->v, 64) != 0) return SM_ENOMEM;
   if ((m->n + 1) * 2 > m->index_cap) {
     size_t cap = m->index_cap ? m->index_cap * 2 : 128;
     while ((m->n + 1) * 2 > cap) cap *= 2;
@@ -121,7 +121,7 @@ int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out) {
   return 0;
 }
 
-int ws_manifest_set_target(ws_manifest *m, const char *container, const char *root) {
+int workspace_manifest_set_target(ws_manifest *m, const char *container, const char *root) {
   snprintf(m->container, sizeof m->container, "%s", container ? container : "");
   char *r = strdup(root ? root : "");
   if (r == NULL) return SM_ENOMEM;
@@ -131,17 +131,17 @@ int ws_manifest_set_target(ws_manifest *m, const char *container, const char *ro
 }
 
 /* Names are bytes: escape what would break the space-separated line. */
-static int put_escaped(sm_buf *b, const char *s) {
+static int put_escaped(common_buf *b, const char *s) {
   static const char digits[] = "0123456789abcdef";
   const unsigned char *run = (const unsigned char *)s, *p = run;
   for (;; p++) {
     int odd = *p <= 0x20 || *p == 0x7f || *p == '%';
     if (!odd) continue;
     /* The plain bytes before it in one piece. */
-    int rc = p > run ? sm_buf_append(b, run, (size_t)(p - run)) : 0;
+    int rc = p > run ? common_buf_append(b, run, (size_t)(p - run)) : 0;
     if (rc || *p == '\0') return rc;
     char esc[3] = {'%', digits[*p >> 4], digits[*p & 15]};
-    if ((rc = sm_buf_append(b, esc, 3)) != 0) return rc;
+    if ((rc = common_buf_append(b, esc, 3)) != 0) return rc;
     run = p + 1;
   }
 }
@@ -177,7 +177,7 @@ static size_t entry_head(char *out, const ws_entry *e, int held) {
   out[k++] = held ? 'h' : 'e';
   out[k++] = ' ';
   if (held) {
-    const char *r = ws_reason_name(e->refusal);
+    const char *r = workspace_reason_name(e->refusal);
     size_t rl = strlen(r);
     memcpy(out + k, r, rl);
     k += rl;
@@ -195,7 +195,7 @@ static size_t entry_head(char *out, const ws_entry *e, int held) {
   }
   out[k++] = ' ';
   if (e->has_hash) {
-    ws_hex(e->hash, 32, out + k);
+    workspace_hex(e->hash, 32, out + k);
     k += 64;
   } else {
     out[k++] = '-';
@@ -234,40 +234,40 @@ static char *unescape(const char *s) {
   return o;
 }
 
-static int put_entries(sm_buf *b, const ws_manifest *m, int held) {
+static int put_entries(common_buf *b, const ws_manifest *m, int held) {
   int rc = 0;
   for (size_t i = 0; m && i < m->n && !rc; i++) {
     const ws_entry *e = &m->v[i];
     char head[256];
-    rc = sm_buf_append(b, head, entry_head(head, e, held));
+    rc = common_buf_append(b, head, entry_head(head, e, held));
     if (!rc) rc = put_escaped(b, e->path);
     if (!rc && e->link) {
-      rc = sm_buf_append(b, " ", 1);
-      if (!rc) rc = e->link[0] ? put_escaped(b, e->link) : sm_buf_append(b, "%00", 3);
+      rc = common_buf_append(b, " ", 1);
+      if (!rc) rc = e->link[0] ? put_escaped(b, e->link) : common_buf_append(b, "%00", 3);
     }
-    if (!rc) rc = sm_buf_append(b, "\n", 1);
+    if (!rc) rc = common_buf_append(b, "\n", 1);
   }
   return rc;
 }
 
-int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *path,
-                     sm_error *err) {
-  sm_buf b;
-  sm_buf_init(&b, (size_t)1 << 31);
-  int rc = sm_buf_printf(&b, "%s\ncontainer %s\nroot ", MANIFEST_MAGIC,
-                         m->container[0] ? m->container : "-");
+int workspace_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *path,
+                            sm_error *err) {
+  common_buf b;
+  common_buf_init(&b, (size_t)1 << 31);
+  int rc = common_buf_printf(&b, "%s\ncontainer %s\nroot ", MANIFEST_MAGIC,
+                             m->container[0] ? m->container : "-");
   if (!rc) rc = put_escaped(&b, m->root && m->root[0] ? m->root : "-");
-  if (!rc) rc = sm_buf_append(&b, "\n", 1);
+  if (!rc) rc = common_buf_append(&b, "\n", 1);
   if (!rc) rc = put_entries(&b, m, 0);
   if (!rc) rc = put_entries(&b, held, 1);
   if (rc) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return sm_error_set(err, rc, "building the workspace manifest: %s", sm_error_default_message(rc));
   }
   /* Parent directory first (0700: it describes the user's files). */
   cleanup_free char *dir = strdup(path);
   if (dir == NULL) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   char *slash = strrchr(dir, '/');
@@ -289,14 +289,14 @@ int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *
   size_t tlen = strlen(path) + 16;
   cleanup_free char *tmp = malloc(tlen);
   if (tmp == NULL) {
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   snprintf(tmp, tlen, "%s.tmpXXXXXX", path);
   int fd = mkstemp(tmp);
   if (fd < 0) {
     int e = errno;
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
     return sm_error_set_errno(err, SM_EIO, e, "writing the workspace manifest %s", path);
   }
   size_t off = 0;
@@ -310,7 +310,7 @@ int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *
     }
     off += (size_t)w;
   }
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   if (!werr && fsync(fd) != 0) werr = errno;
   if (close(fd) != 0 && !werr) werr = errno;
   if (!werr && rename(tmp, path) != 0) werr = errno;
@@ -334,7 +334,7 @@ static int parse_line(ws_manifest *m, ws_manifest *held, char *line, sm_error *e
     char *sp = strchr(line + 2, ' ');
     if (sp == NULL) return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
     *sp = '\0';
-    reason = ws_reason_parse(line + 2);
+    reason = workspace_reason_parse(line + 2);
     if (reason == WS_R_NONE || held == NULL)
       return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest line", path, lineno);
     *sp = ' ';
@@ -394,17 +394,17 @@ static int parse_line(ws_manifest *m, ws_manifest *held, char *line, sm_error *e
     return sm_error_set(err, SM_EIO, "%s:%zu: damaged manifest entry", path, lineno);
   e.path = name;
   e.link = link;
-  int rc = ws_manifest_add(m, &e, NULL);
+  int rc = workspace_manifest_add(m, &e, NULL);
   if (rc == SM_ECONFLICT)
     return sm_error_set(err, SM_EIO, "%s:%zu: path listed twice", path, lineno);
   if (rc) return sm_error_set(err, rc, "out of memory");
   return 0;
 }
 
-int ws_manifest_load(ws_manifest *m, ws_manifest *held, const char *path, int64_t max_entries,
-                     sm_error *err) {
-  ws_manifest_clear(m);
-  if (held) ws_manifest_clear(held);
+int workspace_manifest_load(ws_manifest *m, ws_manifest *held, const char *path,
+                            int64_t max_entries, sm_error *err) {
+  workspace_manifest_clear(m);
+  if (held) workspace_manifest_clear(held);
   m->container[0] = '\0';
   FILE *f = fopen(path, "re");
   if (f == NULL) {
@@ -452,8 +452,8 @@ int ws_manifest_load(ws_manifest *m, ws_manifest *held, const char *path, int64_
   fclose(f);
   if (rc == 0 && lineno == 0) rc = sm_error_set(err, SM_EIO, "%s: empty manifest", path);
   if (rc) {
-    ws_manifest_clear(m);
-    if (held) ws_manifest_clear(held);
+    workspace_manifest_clear(m);
+    if (held) workspace_manifest_clear(held);
   }
   return rc;
 }

@@ -156,8 +156,8 @@ static la_ssize_t pack_write_cb(struct archive *a, void *ud, const void *buf, si
   return (la_ssize_t)len;
 }
 
-int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, const char *prefix,
-                  int uid, int gid, sm_error *err) {
+int workspace_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
+                         const char *prefix, int uid, int gid, sm_error *err) {
   *out = NULL;
   ws_packer *p = calloc(1, sizeof *p);
   if (p == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
@@ -170,11 +170,11 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
   p->fd = -1;
   p->abort_after = -1;
   p->noatime = 1;
-  ws_dircache_init(&p->dirs, root_fd);
+  workspace_dircache_init(&p->dirs, root_fd);
   p->a = archive_write_new();
   p->ae = archive_entry_new();
   if (p->prefix == NULL || p->a == NULL || p->ae == NULL) {
-    ws_packer_free(p);
+    workspace_packer_free(p);
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   /* pax restricted: a plain ustar header for the usual entry, a pax one only
@@ -193,7 +193,7 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
       archive_write_set_bytes_in_last_block(p->a, 1) != ARCHIVE_OK ||
       archive_write_open2(p->a, p, NULL, pack_write_cb, NULL, NULL) != ARCHIVE_OK) {
     sm_error_set(err, SM_EIO, "starting the workspace tar stream: %s", archive_error_string(p->a));
-    ws_packer_free(p);
+    workspace_packer_free(p);
     return err ? err->code : SM_EIO;
   }
   *out = p;
@@ -202,14 +202,14 @@ int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n, cons
 
 static int pipe_alloc(ws_packer *p);
 
-int ws_packer_new_deferred(ws_packer **out, int root_fd, int uid, int gid, sm_error *err) {
-  int rc = ws_packer_new(out, root_fd, NULL, 0, "", uid, gid, err);
+int workspace_packer_new_deferred(ws_packer **out, int root_fd, int uid, int gid, sm_error *err) {
+  int rc = workspace_packer_new(out, root_fd, NULL, 0, "", uid, gid, err);
   if (rc) return rc;
   ws_packer *p = *out;
   p->deferred = 1;
   if (pipe_alloc(p) != 0) {
     if (err) *err = p->err;
-    ws_packer_free(p);
+    workspace_packer_free(p);
     *out = NULL;
     return err ? err->code : SM_ENOMEM;
   }
@@ -230,15 +230,17 @@ static void supply(ws_packer *p, ws_entry **items, size_t n, int code) {
   pthread_mutex_unlock(&q->mu);
 }
 
-void ws_packer_supply(ws_packer *p, ws_entry **items, size_t n) { supply(p, items, n, 0); }
+void workspace_packer_supply(ws_packer *p, ws_entry **items, size_t n) { supply(p, items, n, 0); }
 
-void ws_packer_abandon(ws_packer *p, int code) { supply(p, NULL, 0, code < 0 ? code : SM_EIO); }
+void workspace_packer_abandon(ws_packer *p, int code) {
+  supply(p, NULL, 0, code < 0 ? code : SM_EIO);
+}
 
-void ws_packer_abort_after(ws_packer *p, int64_t bytes) { p->abort_after = bytes; }
+void workspace_packer_abort_after(ws_packer *p, int64_t bytes) { p->abort_after = bytes; }
 
-void ws_packer_set_cut(ws_packer *p, size_t cut) { p->cut = cut; }
+void workspace_packer_set_cut(ws_packer *p, size_t cut) { p->cut = cut; }
 
-int64_t ws_packer_produced(const ws_packer *p) { return p->produced; }
+int64_t workspace_packer_produced(const ws_packer *p) { return p->produced; }
 
 static void pipe_stop(ws_packer *p);
 
@@ -252,17 +254,17 @@ static void free_pipe(ws_packer *p) {
   p->pipe = NULL;
 }
 
-const sm_error *ws_packer_error(ws_packer *p) {
+const sm_error *workspace_packer_error(ws_packer *p) {
   pipe_stop(p);
   return &p->err;
 }
 
-void ws_packer_reason(ws_packer *p, sm_error *err) {
-  const sm_error *pe = ws_packer_error(p);
+void workspace_packer_reason(ws_packer *p, sm_error *err) {
+  const sm_error *pe = workspace_packer_error(p);
   if (pe->code && pe->code != SM_ECANCELLED) *err = *pe;
 }
 
-void ws_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries) {
+void workspace_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries) {
   pipe_stop(p);
   if (bytes) *bytes = p->bytes;
   if (entries) *entries = p->entries;
@@ -276,14 +278,14 @@ static void close_file(ws_packer *p) {
   p->cur = NULL;
 }
 
-void ws_packer_free(ws_packer *p) {
+void workspace_packer_free(ws_packer *p) {
   if (p == NULL) return;
   pipe_stop(p);
   free_pipe(p);
   close_file(p);
   if (p->a) archive_write_free(p->a);
   if (p->ae) archive_entry_free(p->ae);
-  ws_dircache_dispose(&p->dirs);
+  workspace_dircache_dispose(&p->dirs);
   free(p->prefix);
   free(p);
 }
@@ -299,7 +301,7 @@ static int fail(ws_packer *p, int code, const char *fmt, const char *path, const
  * since the scan is sent as what it is now, or dropped if it is gone. */
 static int open_item(ws_packer *p, ws_entry *e, struct stat *st) {
   const char *name;
-  int dfd = ws_dircache_parent(&p->dirs, e->path, &name, 0);
+  int dfd = workspace_dircache_parent(&p->dirs, e->path, &name, 0);
   if (dfd < 0) return dfd;
   if (e->type == 'f') {
     /* O_NOATIME: reading a workspace should not write every inode back
@@ -494,7 +496,7 @@ static void *producer_main(void *ud) {
   pack_pipe *q = p->pipe;
   if (q->request_id[0]) sm_log_set_request_id(q->request_id);
   /* Names are bytes: in the C locale libarchive never converts them (see
-   * ws_packer_new), whatever locale the caller's process runs in. */
+   * workspace_packer_new), whatever locale the caller's process runs in. */
   locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
   if (c_locale != (locale_t)0) uselocale(c_locale);
   int rc = p->deferred ? lead(p) : 0;
@@ -538,7 +540,7 @@ static int pipe_start(ws_packer *p) {
   pack_pipe *q = p->pipe;
   const char *rid = sm_log_request_id();
   if (rid) snprintf(q->request_id, sizeof q->request_id, "%s", rid);
-  int r = sm_thread_start(&q->thread, NULL, producer_main, p);
+  int r = common_thread_start(&q->thread, NULL, producer_main, p);
   if (r != 0) return sm_error_set(&p->err, SM_EIO, "starting the workspace packer thread: %s", strerror(r));
   q->running = 1;
   return 0;
@@ -597,7 +599,7 @@ static ssize_t pipe_read(ws_packer *p, char *buf, size_t len) {
   return (ssize_t)n;
 }
 
-ssize_t ws_packer_read(void *ud, char *buf, size_t len) {
+ssize_t workspace_packer_read(void *ud, char *buf, size_t len) {
   ws_packer *p = ud;
   if (len == 0) return 0;
   if (p->read_failed) return p->err.code ? p->err.code : SM_EIO;

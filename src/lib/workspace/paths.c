@@ -22,13 +22,13 @@
 #include "common/rmtree.h"
 #include "workspace/ws.h"
 
-int64_t ws_now_ns(void) {
+int64_t workspace_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int ws_path_normalize(const char *raw, char **out, sm_error *err) {
+int workspace_path_normalize(const char *raw, char **out, sm_error *err) {
   *out = NULL;
   if (raw == NULL) return sm_error_set(err, SM_EUNSAFE, "entry without a name");
   if (raw[0] == '/') return sm_error_set(err, SM_EUNSAFE, "'%s': absolute path", raw);
@@ -61,7 +61,7 @@ int ws_path_normalize(const char *raw, char **out, sm_error *err) {
   return 0;
 }
 
-int ws_excluded(const sm_string_list *excludes, const char *path) {
+int workspace_excluded(const sm_string_list *excludes, const char *path) {
   if (excludes == NULL || excludes->n == 0) return 0;
   size_t len = strlen(path);
   char *buf = malloc(len + 1);
@@ -83,7 +83,7 @@ int ws_excluded(const sm_string_list *excludes, const char *path) {
   return hit;
 }
 
-int ws_link_inside(const char *path, const char *target) {
+int workspace_link_inside(const char *path, const char *target) {
   if (target == NULL || target[0] == '\0' || target[0] == '/') return 0;
   int depth = 0;
   for (const char *s = path; *s; s++)
@@ -106,7 +106,7 @@ int ws_link_inside(const char *path, const char *target) {
   return ups <= depth;
 }
 
-int ws_link_engine_accepts(const char *path, const char *target) {
+int workspace_link_engine_accepts(const char *path, const char *target) {
   if (target == NULL || target[0] == '\0') return 0;
   if (target[0] == '/') return 1;
   long depth = 0;
@@ -128,11 +128,11 @@ int ws_link_engine_accepts(const char *path, const char *target) {
 }
 
 /* Only the first component matters: stage directories live at the top. */
-int ws_is_reserved(const char *path) {
+int workspace_is_reserved(const char *path) {
   return strncmp(path, WS_STAGE_PREFIX, strlen(WS_STAGE_PREFIX)) == 0;
 }
 
-int ws_open_dir(int root_fd, const char *rel, int create) {
+int workspace_open_dir(int root_fd, const char *rel, int create) {
   int fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
   const char *p = rel;
@@ -168,29 +168,29 @@ int ws_open_dir(int root_fd, const char *rel, int create) {
   return fd;
 }
 
-void ws_dircache_init(ws_dircache *c, int root_fd) {
+void workspace_dircache_init(ws_dircache *c, int root_fd) {
   c->root_fd = root_fd;
   c->fd = -1;
   c->dir = NULL;
 }
 
-void ws_dircache_dispose(ws_dircache *c) {
+void workspace_dircache_dispose(ws_dircache *c) {
   if (c->fd >= 0) close(c->fd);
   free(c->dir);
   c->fd = -1;
   c->dir = NULL;
 }
 
-int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int create) {
+int workspace_dircache_parent(ws_dircache *c, const char *path, const char **name, int create) {
   const char *slash = strrchr(path, '/');
   size_t dlen = slash ? (size_t)(slash - path) : 0;
   *name = slash ? slash + 1 : path;
   if (c->fd >= 0 && c->dir && strlen(c->dir) == dlen && memcmp(c->dir, path, dlen) == 0)
     return c->fd;
-  ws_dircache_dispose(c);
+  workspace_dircache_dispose(c);
   char *dir = strndup(path, dlen);
   if (dir == NULL) return -ENOMEM;
-  int fd = ws_open_dir(c->root_fd, dir, create);
+  int fd = workspace_open_dir(c->root_fd, dir, create);
   if (fd < 0) {
     free(dir);
     return fd;
@@ -200,7 +200,7 @@ int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int 
   return fd;
 }
 
-int ws_remove_tree(int dir_fd, const char *name) { return sm_rmtree_at(dir_fd, name); }
+int workspace_remove_tree(int dir_fd, const char *name) { return common_rmtree_at(dir_fd, name); }
 
 /* A stage directory is flock'ed by the copy using it, for as long as its
  * descriptor is open: a process that dies drops the lock, so the next
@@ -222,7 +222,7 @@ static int stage_still_there(int root_fd, const char *name, int fd) {
          a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err) {
+int workspace_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err) {
   *out_path = NULL;
   char name[64];
   for (int attempt = 0; attempt < 100; attempt++) {
@@ -280,12 +280,12 @@ static void stage_empty(int fd) {
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    if (unlinkat(fd, de->d_name, 0) != 0 && errno == EISDIR) ws_remove_tree(fd, de->d_name);
+    if (unlinkat(fd, de->d_name, 0) != 0 && errno == EISDIR) workspace_remove_tree(fd, de->d_name);
   }
   closedir(d);
 }
 
-void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd) {
+void workspace_stage_remove(int root_fd, const char *stage_path, int stage_fd) {
   if (stage_fd >= 0) {
     stage_empty(stage_fd);
     close(stage_fd);
@@ -293,7 +293,7 @@ void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd) {
   if (stage_path) unlinkat(root_fd, stage_path, AT_REMOVEDIR);
 }
 
-void ws_stage_sweep(int root_fd) {
+void workspace_stage_sweep(int root_fd) {
   DIR *d = open_dir_at(root_fd);
   if (d == NULL) return;
   struct dirent *de;
@@ -319,7 +319,7 @@ void ws_stage_sweep(int root_fd) {
   closedir(d);
 }
 
-void ws_hex(const unsigned char *bytes, size_t n, char *out) {
+void workspace_hex(const unsigned char *bytes, size_t n, char *out) {
   static const char digits[] = "0123456789abcdef";
   for (size_t i = 0; i < n; i++) {
     out[2 * i] = digits[bytes[i] >> 4];
@@ -328,7 +328,7 @@ void ws_hex(const unsigned char *bytes, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
+int workspace_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
     EVP_MD_CTX_free(md);
@@ -337,7 +337,7 @@ int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
   char buf[65536];
   int64_t total = 0;
   for (;;) {
-    ssize_t r = sm_read_retry(fd, buf, sizeof buf);
+    ssize_t r = common_read_retry(fd, buf, sizeof buf);
     if (r < 0) {
       EVP_MD_CTX_free(md);
       return SM_EIO;

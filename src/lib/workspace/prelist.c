@@ -24,8 +24,8 @@ static ssize_t prelist_stdin(void *ud, char *buf, size_t len) {
 
 static void *prelist_main(void *ud) {
   ws_prelist *p = ud;
-  p->rc = ws_box_list(p->engine, p->t, p->max_entries, p->max_path, prelist_stdin, p,
-                      &p->listing, &p->err);
+  p->rc = workspace_box_list(p->engine, p->t, p->max_entries, p->max_path, prelist_stdin, p,
+                             &p->listing, &p->err);
   /* An error before stdin was read (create, start) still ends here. */
   pthread_mutex_lock(&p->mu);
   p->attached = 1;
@@ -34,16 +34,16 @@ static void *prelist_main(void *ud) {
   return NULL;
 }
 
-void ws_prelist_wait_attached(ws_prelist *p) {
+void workspace_prelist_wait_attached(ws_prelist *p) {
   pthread_mutex_lock(&p->mu);
   while (!p->attached) pthread_cond_wait(&p->cv, &p->mu);
   pthread_mutex_unlock(&p->mu);
 }
 
-int ws_prelist_start(ws_prelist *p, const sm_workspace_target *t, int64_t max_entries,
-                     int64_t max_path) {
+int workspace_prelist_start(ws_prelist *p, const sm_workspace_target *t, int64_t max_entries,
+                            int64_t max_path) {
   memset(p, 0, sizeof *p);
-  ws_manifest_init(&p->listing);
+  workspace_manifest_init(&p->listing);
   p->t = t;
   p->max_entries = max_entries;
   p->max_path = max_path;
@@ -52,7 +52,7 @@ int ws_prelist_start(ws_prelist *p, const sm_workspace_target *t, int64_t max_en
   if (sm_engine_clone(&p->engine, t->engine, &cerr) != 0) return -1;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
-  if (sm_thread_start(&p->th, NULL, prelist_main, p) != 0) {
+  if (common_thread_start(&p->th, NULL, prelist_main, p) != 0) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     sm_engine_free(p->engine);
@@ -61,10 +61,10 @@ int ws_prelist_start(ws_prelist *p, const sm_workspace_target *t, int64_t max_en
   return 0;
 }
 
-void ws_prelist_finish(ws_prelist *p, int ok) {
+void workspace_prelist_finish(ws_prelist *p, int ok) {
   pthread_mutex_lock(&p->mu);
   p->word = ok ? 1 : -1;
-  p->t_go = ws_now_ns();
+  p->t_go = workspace_now_ns();
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   pthread_join(p->th, NULL);
@@ -74,7 +74,7 @@ void ws_prelist_finish(ws_prelist *p, int ok) {
   p->engine = NULL;
 }
 
-void ws_prelist_drop(ws_prelist *p) {
-  ws_prelist_finish(p, 0);
-  ws_manifest_dispose(&p->listing);
+void workspace_prelist_drop(ws_prelist *p) {
+  workspace_prelist_finish(p, 0);
+  workspace_manifest_dispose(&p->listing);
 }

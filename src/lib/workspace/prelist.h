@@ -33,16 +33,16 @@ typedef struct ws_prelist {
 } ws_prelist;
 
 /* Starts the waiting listing; 0 when it runs. */
-int ws_prelist_start(ws_prelist *p, const sm_workspace_target *t, int64_t max_entries,
-                     int64_t max_path);
+int workspace_prelist_start(ws_prelist *p, const sm_workspace_target *t, int64_t max_entries,
+                            int64_t max_path);
 /* Until the listing's exec is started: the engine holds a container while
  * it extracts an archive into it, and an exec start that came second would
  * wait for the whole upload and then cost its startup after it. */
-void ws_prelist_wait_attached(ws_prelist *p);
+void workspace_prelist_wait_attached(ws_prelist *p);
 /* Tells the listing whether to run (ok) and waits for it; its result is
  * p->rc, p->listing and p->err. */
-void ws_prelist_finish(ws_prelist *p, int ok);
+void workspace_prelist_finish(ws_prelist *p, int ok);
 /* Ends a listing that is not wanted. */
-void ws_prelist_drop(ws_prelist *p);
+void workspace_prelist_drop(ws_prelist *p);
 
 #endif

@@ -38,14 +38,14 @@ static int parse_i64(const char *s, size_t n, int base, int64_t *out) {
 }
 
 /* "L|./path": an entry whose path passes WS_LIST_PATH_MAX, not entered
- * (type '?': refused as path_too_long by ws_probe_plan). */
+ * (type '?': refused as path_too_long by workspace_probe_plan). */
 static int parse_too_long(const char *line, size_t n, int64_t max_entries, ws_manifest *listing,
                           sm_error *err) {
   if (n < 5 || n - 4 > WS_LIST_PATH_MAX + 256 || memchr(line, '\0', n))
     return sm_error_set(err, SM_EPROTOCOL, "workspace listing: an odd path");
   char *raw = strndup(line + 4, n - 4), *norm = NULL;
   sm_error nerr = SM_ERROR_INIT;
-  int bad = raw == NULL || ws_path_normalize(raw, &norm, &nerr) != 0 || norm[0] == '\0' ||
+  int bad = raw == NULL || workspace_path_normalize(raw, &norm, &nerr) != 0 || norm[0] == '\0' ||
             strcmp(norm, raw) != 0;
   free(raw);
   if (bad || (int64_t)listing->n >= max_entries) {
@@ -58,15 +58,15 @@ static int parse_too_long(const char *line, size_t n, int64_t max_entries, ws_ma
   e.type = '?';
   e.stage = -1;
   e.host_mtime_ns = WS_UNKNOWN_MTIME;
-  int rc = ws_manifest_add(listing, &e, NULL);
+  int rc = workspace_manifest_add(listing, &e, NULL);
   free(norm);
   if (rc == SM_ECONFLICT) return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a path twice");
   return rc ? sm_error_set(err, rc, "out of memory") : 0;
 }
 
-int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
-                   ws_manifest *listing, sm_error *err) {
-  ws_manifest_clear(listing);
+int workspace_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
+                          ws_manifest *listing, sm_error *err) {
+  workspace_manifest_clear(listing);
   size_t pos = 0;
   while (pos < len) {
     const char *line = out + pos;
@@ -112,7 +112,7 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
     char *raw = strndup(f[5], fl[5]);
     char *norm = NULL;
     sm_error nerr = SM_ERROR_INIT;
-    int bad = raw == NULL || ws_path_normalize(raw, &norm, &nerr) != 0 || norm[0] == '\0' ||
+    int bad = raw == NULL || workspace_path_normalize(raw, &norm, &nerr) != 0 || norm[0] == '\0' ||
               strcmp(norm, raw) != 0;
     free(raw);
     if (bad) {
@@ -145,7 +145,7 @@ int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max
         return sm_error_set(err, SM_ETOOBIG, "workspace listing: more than %" PRId64 " entries",
                             max_entries);
       }
-      rc = ws_manifest_add(listing, &e, NULL);
+      rc = workspace_manifest_add(listing, &e, NULL);
     }
     free(norm);
     if (rc == SM_ECONFLICT) return sm_error_set(err, SM_EPROTOCOL, "workspace listing: a path twice");
@@ -158,11 +158,11 @@ static int cmp_entry(const void *a, const void *b) {
   return strcmp((*(ws_entry *const *)a)->path, (*(ws_entry *const *)b)->path);
 }
 
-void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which) {
+void workspace_probe_record(ws_manifest *m, const ws_manifest *listing, int which) {
   for (size_t i = 0; i < m->n; i++) {
     ws_entry *e = &m->v[i];
     if (which >= 0 && e->state != which) continue;
-    const ws_entry *l = listing ? ws_manifest_get(listing, e->path) : NULL;
+    const ws_entry *l = listing ? workspace_manifest_get(listing, e->path) : NULL;
     int agree = l && l->type == e->type;
     if (agree && e->type == 'f') agree = l->size == e->size && l->box_mtime == e->box_mtime;
     if (agree && e->type == 'l') agree = e->link && (int64_t)strlen(e->link) == l->size;
@@ -170,7 +170,7 @@ void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which) {
   }
 }
 
-void ws_probe_free_roots(char **roots, size_t n) {
+void workspace_probe_free_roots(char **roots, size_t n) {
   for (size_t i = 0; i < n; i++) free(roots[i]);
   free(roots);
 }
@@ -192,8 +192,8 @@ static int held_unchanged(const ws_entry *h, const ws_entry *l) {
 
 static int special(char type) { return type == 'p' || type == 'c' || type == 'b' || type == 's'; }
 
-int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, char ***out_roots,
-                  size_t *out_n, sm_error *err) {
+int workspace_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots,
+                         char ***out_roots, size_t *out_n, sm_error *err) {
   *out_roots = NULL;
   *out_n = 0;
   const ws_manifest *base = x->base;
@@ -206,7 +206,7 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
   int rc = 0;
   for (size_t i = 0; i < listing->n && rc == 0; i++) {
     ws_entry *l = v[i];
-    if (ws_excluded(x->excludes, l->path)) continue;
+    if (workspace_excluded(x->excludes, l->path)) continue;
     /* Under a path that is fetched whole (or not a directory here): the
      * fetch covers it. */
     const char *slash = strrchr(l->path, '/');
@@ -216,11 +216,11 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
         rc = sm_error_set(err, SM_ENOMEM, "out of memory");
         break;
       }
-      const ws_entry *pe = ws_manifest_get(&x->box, parent);
+      const ws_entry *pe = workspace_manifest_get(&x->box, parent);
       free(parent);
       if (pe == NULL || pe->type != 'd') continue;
     }
-    const ws_entry *b = base ? ws_manifest_get(base, l->path) : NULL;
+    const ws_entry *b = base ? workspace_manifest_get(base, l->path) : NULL;
     int same = b && b->type == l->type;
     if (same && l->type == 'f')
       same = b->size == l->size && b->box_mtime == l->box_mtime && b->mode == l->mode &&
@@ -232,13 +232,14 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
     else if (same && l->type != 'd')
       same = 0;
     /* Refused before and unchanged since: refused again, quietly, unread. */
-    const ws_entry *h = !same && x->held ? ws_manifest_get(x->held, l->path) : NULL;
+    const ws_entry *h = !same && x->held ? workspace_manifest_get(x->held, l->path) : NULL;
     if (h && held_unchanged(h, l)) {
       ws_entry e = *h;
       e.stage = -1;
       e.state = WS_REFUSED;
       e.quiet = 1;
-      if (ws_manifest_add(&x->box, &e, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      if (workspace_manifest_add(&x->box, &e, NULL) != 0)
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
       continue;
     }
     /* A fifo, a device or a socket is refused on what the listing says:
@@ -252,7 +253,8 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
                   : l->type == '?' ? WS_R_PATH_TOO_LONG
                                    : WS_R_DEVICE;
       e.box_ctime = l->ctime;
-      if (ws_manifest_add(&x->box, &e, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      if (workspace_manifest_add(&x->box, &e, NULL) != 0)
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
       continue;
     }
     if (same) {
@@ -264,18 +266,20 @@ int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, c
         e.mode = l->mode;
         e.state = WS_CHANGED;
       }
-      if (ws_manifest_add(&x->box, &e, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      if (workspace_manifest_add(&x->box, &e, NULL) != 0)
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
       continue;
     }
     if (nroots >= max_roots) {
       rc = 1;
       break;
     }
-    if (sm_strings_push(&roots, &nroots, &cap, l->path) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+    if (common_strings_push(&roots, &nroots, &cap, l->path) != 0)
+      rc = sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   free(v);
   if (rc) {
-    ws_probe_free_roots(roots, nroots);
+    workspace_probe_free_roots(roots, nroots);
     return rc;
   }
   *out_roots = roots;

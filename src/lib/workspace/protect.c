@@ -19,7 +19,7 @@
  * components), so `./.git//hooks` is `.git/hooks`.
  *
  * Matching walks a path's components once per glob as a small NFA (a bit
- * per glob component); paths taken in depth-first order (ws_path_cmp)
+ * per glob component); paths taken in depth-first order (workspace_path_cmp)
  * reuse their parents' states from a stack, so a deep tree costs one step
  * per entry, not one per component. */
 #include <stdio.h>
@@ -56,7 +56,7 @@ static size_t ignorable(const unsigned char *s, size_t left) {
   return 0;
 }
 
-size_t ws_name_fold(const char *s, size_t n, char *out) {
+size_t workspace_name_fold(const char *s, size_t n, char *out) {
   const unsigned char *p = (const unsigned char *)s;
   size_t o = 0;
   for (size_t i = 0; i < n;) {
@@ -181,7 +181,7 @@ static int glob_parse(const char *text, glob *g, sm_error *err) {
       glob_dispose(g);
       return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
-    ws_name_fold(p, n, c);
+    workspace_name_fold(p, n, c);
     if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.') || check_comp(c) != 0) {
       free(c);
       glob_dispose(g);
@@ -201,14 +201,14 @@ static int glob_parse(const char *text, glob *g, sm_error *err) {
   return 0;
 }
 
-int ws_protect_glob_check(const char *text, sm_error *err) {
+int workspace_protect_glob_check(const char *text, sm_error *err) {
   glob g;
   int rc = glob_parse(text, &g, err);
   if (rc == 0) glob_dispose(&g);
   return rc;
 }
 
-int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err) {
+int workspace_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err) {
   *out = NULL;
   ws_protect *p = calloc(1, sizeof *p);
   if (p == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
@@ -221,7 +221,7 @@ int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err)
   for (size_t i = 0; i < n; i++) {
     int rc = glob_parse(globs->items[i], &p->g[p->n], err);
     if (rc) {
-      ws_protect_free(p);
+      workspace_protect_free(p);
       return rc;
     }
     p->n++;
@@ -230,14 +230,14 @@ int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err)
   return 0;
 }
 
-void ws_protect_free(ws_protect *p) {
+void workspace_protect_free(ws_protect *p) {
   if (p == NULL) return;
   for (size_t i = 0; i < p->n; i++) glob_dispose(&p->g[i]);
   free(p->g);
   free(p);
 }
 
-size_t ws_protect_count(const ws_protect *p) { return p ? p->n : 0; }
+size_t workspace_protect_count(const ws_protect *p) { return p ? p->n : 0; }
 
 /* States with `**` components also stand at the next one (it may match
  * nothing). */
@@ -266,12 +266,12 @@ static uint64_t step(const glob *g, uint64_t s, const char *comp, uint64_t *ente
 
 /* ---- walking paths ---- */
 
-void ws_protect_walk_init(ws_protect_walk *w, const ws_protect *p) {
+void workspace_protect_walk_init(ws_protect_walk *w, const ws_protect *p) {
   memset(w, 0, sizeof *w);
   w->p = p;
 }
 
-void ws_protect_walk_dispose(ws_protect_walk *w) {
+void workspace_protect_walk_dispose(ws_protect_walk *w) {
   for (size_t i = 0; i < w->cap; i++) free(w->states[i]);
   free(w->states);
   free(w->covered);
@@ -301,7 +301,7 @@ static int walk_reserve(ws_protect_walk *w, size_t depth) {
   return 0;
 }
 
-int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir) {
+int workspace_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir) {
   const ws_protect *p = w->p;
   if (p == NULL || p->n == 0) return 0;
   size_t len = strlen(path);
@@ -333,7 +333,7 @@ int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir) {
   for (size_t depth = keep; depth < ncomp; depth++) {
     const char *e = strchr(c, '/');
     size_t n = e ? (size_t)(e - c) : strlen(c);
-    ws_name_fold(c, n, buf);
+    workspace_name_fold(c, n, buf);
     const uint64_t *from = w->states[depth];
     uint64_t *to = w->states[depth + 1];
     unsigned char cov = w->covered[depth];
@@ -363,11 +363,11 @@ int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir) {
   return w->covered[ncomp] || (!is_dir && reaches);
 }
 
-int ws_protected(const ws_protect *p, const char *path, int is_dir) {
+int workspace_protected(const ws_protect *p, const char *path, int is_dir) {
   ws_protect_walk w;
-  ws_protect_walk_init(&w, p);
-  int r = ws_protect_walk_path(&w, path, is_dir);
-  ws_protect_walk_dispose(&w);
+  workspace_protect_walk_init(&w, p);
+  int r = workspace_protect_walk_path(&w, path, is_dir);
+  workspace_protect_walk_dispose(&w);
   return r;
 }
 
@@ -409,7 +409,7 @@ void sm_workspace_protect_defaults(sm_string_list *out) {
     snprintf(out->items[out->n++], SM_NAME_MAX, "%s", builtin[i]);
 }
 
-int ws_path_cmp(const char *a, const char *b) {
+int workspace_path_cmp(const char *a, const char *b) {
   for (;; a++, b++) {
     unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
     if (x == y) {

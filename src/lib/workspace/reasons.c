@@ -24,13 +24,15 @@ static const struct {
                             "a path longer than 3072 bytes (the engine cannot read it back)"},
 };
 
-const char *ws_reason_name(int r) { return r > 0 && r < WS_R_COUNT ? reasons[r].name : "unsafe_path"; }
+const char *workspace_reason_name(int r) {
+  return r > 0 && r < WS_R_COUNT ? reasons[r].name : "unsafe_path";
+}
 
-const char *ws_reason_text(int r) {
+const char *workspace_reason_text(int r) {
   return r > 0 && r < WS_R_COUNT ? reasons[r].text : reasons[WS_R_UNSAFE_PATH].text;
 }
 
-int ws_reason_parse(const char *name) {
+int workspace_reason_parse(const char *name) {
   for (int r = 1; r < WS_R_COUNT; r++)
     if (name && strcmp(name, reasons[r].name) == 0) return r;
   return WS_R_NONE;

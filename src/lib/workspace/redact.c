@@ -9,20 +9,20 @@
 
 #define REDACTED "[REDACTED]"
 
-void ws_redact_init(ws_redact *r) { memset(r, 0, sizeof *r); }
+void workspace_redact_init(ws_redact *r) { memset(r, 0, sizeof *r); }
 
-void ws_redact_dispose(ws_redact *r) {
+void workspace_redact_dispose(ws_redact *r) {
   for (size_t i = 0; i < r->n; i++) {
     /* A credential: gone from memory, not only freed. */
     memset(r->v[i], 0, strlen(r->v[i]));
     free(r->v[i]);
   }
   free(r->v);
-  ws_redact_init(r);
+  workspace_redact_init(r);
 }
 
-int ws_redact_set(ws_redact *r, const char *const *kv, size_t n) {
-  ws_redact_dispose(r);
+int workspace_redact_set(ws_redact *r, const char *const *kv, size_t n) {
+  workspace_redact_dispose(r);
   if (n == 0) return 0;
   r->v = calloc(n, sizeof *r->v);
   if (r->v == NULL) return SM_ENOMEM;
@@ -31,7 +31,7 @@ int ws_redact_set(ws_redact *r, const char *const *kv, size_t n) {
     if (eq == NULL || strlen(eq + 1) < WS_REDACT_MIN_LEN) continue;
     r->v[r->n] = strdup(eq + 1);
     if (r->v[r->n] == NULL) {
-      ws_redact_dispose(r);
+      workspace_redact_dispose(r);
       return SM_ENOMEM;
     }
     r->n++;
@@ -39,7 +39,7 @@ int ws_redact_set(ws_redact *r, const char *const *kv, size_t n) {
   return 0;
 }
 
-const char *ws_log_path(const ws_redact *r, const char *path, char *buf, size_t len) {
+const char *workspace_log_path(const ws_redact *r, const char *path, char *buf, size_t len) {
   if (r == NULL || r->n == 0) return path;
   if (len == 0) return REDACTED;
   size_t w = 0;

@@ -18,16 +18,17 @@
 #include "common/unconst.h"
 #include "workspace/ws.h"
 
-int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err) {
+int workspace_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err) {
   for (size_t i = 0; listing && i < listing->n; i++) {
     const ws_entry *l = &listing->v[i];
-    if (l->type != 's' || ws_manifest_get(&x->box, l->path) || ws_excluded(x->excludes, l->path))
+    if (l->type != 's' || workspace_manifest_get(&x->box, l->path) ||
+        workspace_excluded(x->excludes, l->path))
       continue;
     const char *slash = strrchr(l->path, '/');
     if (slash) {
       char *parent = strndup(l->path, (size_t)(slash - l->path));
       if (parent == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
-      const ws_entry *pe = ws_manifest_get(&x->box, parent);
+      const ws_entry *pe = workspace_manifest_get(&x->box, parent);
       free(parent);
       if (pe == NULL || pe->type != 'd') continue;
     }
@@ -38,7 +39,8 @@ int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err)
     e.refusal = WS_R_SOCKET;
     e.box_ctime = l->ctime;
     e.host_mtime_ns = WS_UNKNOWN_MTIME;
-    if (ws_manifest_add(&x->box, &e, NULL) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
+    if (workspace_manifest_add(&x->box, &e, NULL) != 0)
+      return sm_error_set(err, SM_ENOMEM, "out of memory");
   }
   return 0;
 }
@@ -66,7 +68,7 @@ typedef struct cand {
 } cand;
 
 static int cmp_cand(const void *a, const void *b) {
-  return ws_path_cmp(((const cand *)a)->path, ((const cand *)b)->path);
+  return workspace_path_cmp(((const cand *)a)->path, ((const cand *)b)->path);
 }
 
 /* A staged file named config: does git read a command in it? */
@@ -76,7 +78,7 @@ static int staged_config_runs(const ws_extract *x, const ws_entry *e) {
   snprintf(name, sizeof name, "%d", (int)e->stage);
   int fd = openat(x->stage_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return 1;
-  int runs = ws_gitconf_runs_fd(fd);
+  int runs = workspace_gitconf_runs_fd(fd);
   close(fd);
   return runs;
 }
@@ -84,12 +86,12 @@ static int staged_config_runs(const ws_extract *x, const ws_entry *e) {
 /* Would the directory e, which exists on the host, get a permission bit
  * there that it has neither on the host now nor in the manifest? */
 static int mode_widens(const ws_extract *x, const ws_entry *e) {
-  const ws_entry *b = x->base ? ws_manifest_get(x->base, e->path) : NULL;
+  const ws_entry *b = x->base ? workspace_manifest_get(x->base, e->path) : NULL;
   uint32_t ref = b && b->type == 'd' ? b->mode : 0777;
   struct stat st;
-  int fd = x->root_fd >= 0 ? ws_open_dir(x->root_fd, e->path, 0) : -1;
+  int fd = x->root_fd >= 0 ? workspace_open_dir(x->root_fd, e->path, 0) : -1;
   if (fd >= 0 && fstat(fd, &st) == 0) ref &= (uint32_t)st.st_mode & 0777;
-  else if (b == NULL || b->type != 'd') ref = e->mode; /* new: ws_apply narrows it */
+  else if (b == NULL || b->type != 'd') ref = e->mode; /* new: workspace_apply narrows it */
   if (fd >= 0) close(fd);
   return (e->mode & ~ref) != 0;
 }
@@ -100,14 +102,14 @@ static int mode_widens(const ws_extract *x, const ws_entry *e) {
  * a command, nor a link in its place; no wider permissions for a folder in
  * or of a .git. */
 static int git_refuses(const ws_extract *x, ws_gitdirs *g, const cand *c) {
-  if (ws_gitdirs_covers(g, c->path)) return 1;
+  if (workspace_gitdirs_covers(g, c->path)) return 1;
   const ws_entry *e = c->entry;
   if (e == NULL) return 0;
   if (e->type == 'f' && (e->sniff & WS_SNIFF_GITFILE)) return 1;
-  if ((e->type == 'f' || e->type == 'l') &&
-      (ws_git_name_is(e->path, "config") || ws_git_name_is(e->path, "config.worktree")))
+  if ((e->type == 'f' || e->type == 'l') && (workspace_git_name_is(e->path, "config") ||
+                                             workspace_git_name_is(e->path, "config.worktree")))
     return e->type == 'l' || staged_config_runs(x, e);
-  if (e->type == 'd' && ws_git_in_dotgit(e->path)) return mode_widens(x, e);
+  if (e->type == 'd' && workspace_git_in_dotgit(e->path)) return mode_widens(x, e);
   return 0;
 }
 
@@ -120,7 +122,8 @@ static int beyond_reach(const ws_extract *x, const char *path) {
   return x->listing == NULL || (slash && (size_t)(slash - path) > WS_LIST_PATH_MAX);
 }
 
-int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, sm_error *err) {
+int workspace_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions,
+                             sm_error *err) {
   size_t nbase = deletions && x->base ? x->base->n : 0;
   cand *c = calloc(x->box.n + nbase + 1, sizeof *c);
   if (c == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
@@ -129,27 +132,28 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
     if (x->box.v[i].state == WS_CHANGED) c[n++] = (cand){x->box.v[i].path, &x->box.v[i], NULL, 0};
   for (size_t i = 0; i < nbase; i++) {
     const ws_entry *b = &x->base->v[i];
-    if (ws_manifest_get(&x->box, b->path) == NULL && !ws_excluded(x->excludes, b->path))
+    if (workspace_manifest_get(&x->box, b->path) == NULL &&
+        !workspace_excluded(x->excludes, b->path))
       c[n++] = (cand){b->path, NULL, b, 0};
   }
   ws_gitdirs g;
-  int rc = n > 0 ? ws_gitdirs_init(&g, &x->box, x->root_fd) : 0;
+  int rc = n > 0 ? workspace_gitdirs_init(&g, &x->box, x->root_fd) : 0;
   if (rc) {
     free(c);
-    ws_gitdirs_dispose(&g);
+    workspace_gitdirs_dispose(&g);
     return sm_error_set(err, rc, "out of memory");
   }
   if (n > 0) {
     qsort(c, n, sizeof *c, cmp_cand);
     ws_protect_walk w;
-    ws_protect_walk_init(&w, protect);
+    workspace_protect_walk_init(&w, protect);
     /* Deletions become held entries of their own once the walk is over
      * (adding to the box would move the entries c points into). */
     size_t ngone = 0;
     for (size_t i = 0; i < n; i++) {
       int is_dir = c[i].entry ? c[i].entry->type == 'd' : c[i].gone->type == 'd';
       /* The walk sees every path, in order, to keep its states. */
-      int listed = ws_protect_walk_path(&w, c[i].path, is_dir);
+      int listed = workspace_protect_walk_path(&w, c[i].path, is_dir);
       int unread = c[i].gone && beyond_reach(x, c[i].path);
       if (!listed && !unread && !git_refuses(x, &g, &c[i])) continue;
       if (c[i].entry) {
@@ -160,8 +164,8 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
         c[ngone++] = c[i];
       }
     }
-    ws_protect_walk_dispose(&w);
-    ws_gitdirs_dispose(&g);
+    workspace_protect_walk_dispose(&w);
+    workspace_gitdirs_dispose(&g);
     for (size_t i = 0; i < ngone && rc == 0; i++) {
       ws_entry t;
       memset(&t, 0, sizeof t);
@@ -171,7 +175,8 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
       t.state = WS_REFUSED;
       t.refusal = (unsigned char)c[i].reason;
       t.host_mtime_ns = WS_UNKNOWN_MTIME;
-      if (ws_manifest_add(&x->box, &t, NULL) != 0) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+      if (workspace_manifest_add(&x->box, &t, NULL) != 0)
+        rc = sm_error_set(err, SM_ENOMEM, "out of memory");
     }
   }
   free(c);
@@ -179,14 +184,15 @@ int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, s
   for (size_t i = 0; rc == 0 && i < x->box.n; i++) {
     ws_entry *e = &x->box.v[i];
     if (e->state == WS_REFUSED && !e->quiet)
-      e->quiet = (unsigned char)same_refusal(e, x->held ? ws_manifest_get(x->held, e->path) : NULL);
+      e->quiet =
+          (unsigned char)same_refusal(e, x->held ? workspace_manifest_get(x->held, e->path) : NULL);
   }
   return rc;
 }
 
-int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *held,
-                    sm_error *err) {
-  ws_manifest_clear(held);
+int workspace_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *held,
+                           sm_error *err) {
+  workspace_manifest_clear(held);
   size_t keep = 0;
   int rc = 0;
   for (size_t i = 0; i < box->n; i++) {
@@ -195,58 +201,58 @@ int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *
       box->v[keep++] = *e;
       continue;
     }
-    if (rc == 0 && ws_manifest_add(held, e, NULL) != 0) rc = SM_ENOMEM;
+    if (rc == 0 && workspace_manifest_add(held, e, NULL) != 0) rc = SM_ENOMEM;
     if (e->type == 'f') box->total_size -= e->size;
     free(e->path);
     free(e->link);
   }
   box->n = keep;
-  if (rc == 0) rc = ws_manifest_reindex(box);
+  if (rc == 0) rc = workspace_manifest_reindex(box);
   /* The host keeps its version of a refused path: so does the record. */
   for (size_t i = 0; rc == 0 && i < held->n; i++) {
-    const ws_entry *b = old_base ? ws_manifest_get(old_base, held->v[i].path) : NULL;
+    const ws_entry *b = old_base ? workspace_manifest_get(old_base, held->v[i].path) : NULL;
     if (b == NULL) continue;
     ws_entry k = *b;
     k.state = WS_SAME;
     k.stage = -1;
-    if (ws_manifest_add(box, &k, NULL) != 0) rc = SM_ENOMEM;
+    if (workspace_manifest_add(box, &k, NULL) != 0) rc = SM_ENOMEM;
   }
   return rc ? sm_error_set(err, rc, "out of memory") : 0;
 }
 
-int ws_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err) {
-  ws_refusal_list_clear(out);
+int workspace_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err) {
+  workspace_refusal_list_clear(out);
   const ws_manifest *sets[2] = {&x->box, &x->stray};
   for (int k = 0; k < 2; k++)
     for (size_t i = 0; i < sets[k]->n; i++) {
       const ws_entry *e = &sets[k]->v[i];
       if (e->state != WS_REFUSED || e->quiet) continue;
-      if (ws_refusal_list_add(out, e->path, e->refusal) != 0)
+      if (workspace_refusal_list_add(out, e->path, e->refusal) != 0)
         return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
-  ws_refusal_list_sort(out);
+  workspace_refusal_list_sort(out);
   return 0;
 }
 
 /* ---- the list handed to callers ---- */
 
-void ws_refusal_list_clear(ws_refusal_list *l) {
+void workspace_refusal_list_clear(ws_refusal_list *l) {
   for (size_t i = 0; i < l->n; i++) free(SM_UNCONST(l->v[i].path));
   l->n = 0;
 }
 
-void ws_refusal_list_dispose(ws_refusal_list *l) {
-  ws_refusal_list_clear(l);
+void workspace_refusal_list_dispose(ws_refusal_list *l) {
+  workspace_refusal_list_clear(l);
   free(l->v);
   memset(l, 0, sizeof *l);
 }
 
-int ws_refusal_list_add(ws_refusal_list *l, const char *path, int reason) {
-  if (sm_grow(&l->v, &l->cap, l->n, sizeof *l->v, 16) != 0) return SM_ENOMEM;
+int workspace_refusal_list_add(ws_refusal_list *l, const char *path, int reason) {
+  if (common_grow(&l->v, &l->cap, l->n, sizeof *l->v, 16) != 0) return SM_ENOMEM;
   char *p = strdup(path);
   if (p == NULL) return SM_ENOMEM;
   l->v[l->n].path = p;
-  l->v[l->n].reason = ws_reason_name(reason);
+  l->v[l->n].reason = workspace_reason_name(reason);
   l->n++;
   return 0;
 }
@@ -255,6 +261,6 @@ static int cmp_refusal(const void *a, const void *b) {
   return strcmp(((const ws_refusal *)a)->path, ((const ws_refusal *)b)->path);
 }
 
-void ws_refusal_list_sort(ws_refusal_list *l) {
+void workspace_refusal_list_sort(ws_refusal_list *l) {
   if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, cmp_refusal);
 }

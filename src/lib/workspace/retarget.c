@@ -13,17 +13,17 @@
 int sm_workspace_manifest_retarget(const char *path, const char *old_container,
                                    const char *new_container, sm_error *err) {
   ws_manifest base, held;
-  ws_manifest_init(&base);
-  ws_manifest_init(&held);
-  int rc = ws_manifest_load(&base, &held, path, RETARGET_MAX_ENTRIES, err);
+  workspace_manifest_init(&base);
+  workspace_manifest_init(&held);
+  int rc = workspace_manifest_load(&base, &held, path, RETARGET_MAX_ENTRIES, err);
   /* No manifest, or one of another sandbox: nothing to say. */
   if (rc == 0 && base.root && strcmp(base.container, old_container) == 0) {
     /* set_target copies the root before it lets the old one go. */
-    rc = ws_manifest_set_target(&base, new_container, base.root);
+    rc = workspace_manifest_set_target(&base, new_container, base.root);
     if (rc) sm_error_set(err, rc, NULL);
-    else rc = ws_manifest_save(&base, &held, path, err);
+    else rc = workspace_manifest_save(&base, &held, path, err);
   }
-  ws_manifest_dispose(&base);
-  ws_manifest_dispose(&held);
+  workspace_manifest_dispose(&base);
+  workspace_manifest_dispose(&held);
   return rc;
 }

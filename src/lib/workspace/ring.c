@@ -81,7 +81,7 @@ static ssize_t ring_read(void *ud, char *buf, size_t len) {
 static void *extract_thread(void *ud) {
   ring *r = ud;
   if (r->request_id[0]) sm_log_set_request_id(r->request_id);
-  int rc = ws_extract_run(r->x, ring_read, r, &r->err);
+  int rc = workspace_extract_run(r->x, ring_read, r, &r->err);
   pthread_mutex_lock(&r->mu);
   r->rc = rc;
   r->rdone = 1;
@@ -91,8 +91,8 @@ static void *extract_thread(void *ud) {
   return NULL;
 }
 
-int ws_ring_fetch(const sm_workspace_target *t, const char *box_path, ws_extract *x,
-                  int64_t budget, int64_t *pushed, sm_error *err) {
+int workspace_ring_fetch(const sm_workspace_target *t, const char *box_path, ws_extract *x,
+                         int64_t budget, int64_t *pushed, sm_error *err) {
   *pushed = 0;
   ring *r = calloc(1, sizeof *r);
   char *buf = malloc(RING_BYTES);
@@ -110,7 +110,7 @@ int ws_ring_fetch(const sm_workspace_target *t, const char *box_path, ws_extract
   if (rid) snprintf(r->request_id, sizeof r->request_id, "%s", rid);
   pthread_t th;
   int rc = 0;
-  if (sm_thread_start(&th, NULL, extract_thread, r) != 0) {
+  if (common_thread_start(&th, NULL, extract_thread, r) != 0) {
     rc = sm_error_set(err, SM_ENOMEM, "cannot start the extractor thread");
   } else {
     sm_error gerr = SM_ERROR_INIT;

@@ -13,7 +13,7 @@
 /* Streams the sandbox's tar of box_path (the whole workspace, or one path
  * under it) through the extractor x. budget: the bytes it may read before
  * it aborts (negative: no limit); *pushed: the bytes it read. */
-int ws_ring_fetch(const sm_workspace_target *t, const char *box_path, ws_extract *x,
-                  int64_t budget, int64_t *pushed, sm_error *err);
+int workspace_ring_fetch(const sm_workspace_target *t, const char *box_path, ws_extract *x,
+                         int64_t budget, int64_t *pushed, sm_error *err);
 
 #endif

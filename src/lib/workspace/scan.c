@@ -66,7 +66,7 @@ static int read_names(DIR *d, const char *dir, const ws_scan_opts *o, strvec *na
   errno = 0;
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    if (dir[0] == '\0' && ws_is_reserved(de->d_name)) continue;
+    if (dir[0] == '\0' && workspace_is_reserved(de->d_name)) continue;
     char *n = strdup(de->d_name);
     if (n == NULL || strvec_push(names, n) != 0) {
       free(n);
@@ -156,7 +156,8 @@ static int scan_entry(int dfd, const char *name, const char *path, const char *r
   if (rc || skip) return rc;
   rc = check_limits(out, &e, root_path, o, err);
   if (rc) return rc;
-  if (ws_manifest_add(out, &e, NULL) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (workspace_manifest_add(out, &e, NULL) != 0)
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
   if (e.type == 'd') {
     char *copy = strdup(path);
     if (copy == NULL || strvec_push(stack, copy) != 0) {
@@ -170,7 +171,7 @@ static int scan_entry(int dfd, const char *name, const char *path, const char *r
 /* Lists one directory, adds its entries, pushes its subdirectories. */
 static int scan_dir(int root_fd, const char *root_path, const char *dir, const ws_scan_opts *o,
                     ws_manifest *out, strvec *stack, sm_error *err) {
-  int fd = ws_open_dir(root_fd, dir, 0);
+  int fd = workspace_open_dir(root_fd, dir, 0);
   if (fd < 0)
     return sm_error_set_errno(err, SM_EIO, -fd, "reading %s/%s", root_path, dir);
   DIR *d = fdopendir(fd);
@@ -193,7 +194,7 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
                         path, o->max_path);
       break;
     }
-    if (ws_excluded(o->excludes, path)) continue;
+    if (workspace_excluded(o->excludes, path)) continue;
     rc = scan_entry(dirfd(d), names.v[i], path, root_path, o, out, stack, err);
   }
   closedir(d);
@@ -207,9 +208,9 @@ static int scan_dir(int root_fd, const char *root_path, const char *dir, const w
   return rc;
 }
 
-int ws_scan(int root_fd, const char *root_path, const ws_scan_opts *o, ws_manifest *out,
-            sm_error *err) {
-  ws_manifest_clear(out);
+int workspace_scan(int root_fd, const char *root_path, const ws_scan_opts *o, ws_manifest *out,
+                   sm_error *err) {
+  workspace_manifest_clear(out);
   strvec stack = {0};
   char *root = strdup("");
   if (root == NULL || strvec_push(&stack, root) != 0) {
@@ -223,6 +224,6 @@ int ws_scan(int root_fd, const char *root_path, const ws_scan_opts *o, ws_manife
     free(dir);
   }
   strvec_free(&stack);
-  if (rc) ws_manifest_clear(out);
+  if (rc) workspace_manifest_clear(out);
   return rc;
 }

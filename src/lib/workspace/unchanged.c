@@ -5,7 +5,7 @@
  * what was held back from the host) and its digest (digest.h);
  * `sandman-agent wsdigest` computes the digest of what the sandbox holds.
  * The same digest: the listing would have shown every entry as the copy
- * out's plan takes for unchanged (ws_probe_plan: same type, size, mtime,
+ * out's plan takes for unchanged (workspace_probe_plan: same type, size, mtime,
  * mode and the very ctime recorded, or a held entry unchanged), so there is
  * nothing to fetch, apply or report.
  *
@@ -33,7 +33,7 @@ typedef struct expect {
 } expect;
 
 static int cmp_expect(const void *a, const void *b) {
-  return ws_path_cmp(((const expect *)a)->path, ((const expect *)b)->path);
+  return workspace_path_cmp(((const expect *)a)->path, ((const expect *)b)->path);
 }
 
 /* What the listing shows of e (a base or held entry) when it is unchanged;
@@ -43,7 +43,7 @@ static int as_listed(const ws_entry *e, int held, expect *out) {
   *out = (expect){e->path, e->type, 0, 0, 0, e->mode};
   switch (e->type) {
   case 'f':
-    /* ws_probe_plan compares files by the ctime recorded, never a racy one. */
+    /* workspace_probe_plan compares files by the ctime recorded, never a racy one. */
     if (e->box_ctime == 0 || e->box_mtime == WS_UNKNOWN_MTIME) return 0;
     if (!held && (e->racy & WS_RACY_BOX)) return 0;
     out->size = e->size;
@@ -67,7 +67,7 @@ static int as_listed(const ws_entry *e, int held, expect *out) {
   }
 }
 
-/* Would ws_probe_plan take the listed entry l for the base entry b
+/* Would workspace_probe_plan take the listed entry l for the base entry b
  * unchanged? (Then a held entry of that path would leave the held set.) */
 static int plan_same(const ws_entry *b, const expect *l) {
   if (b->type != l->type) return 0;
@@ -90,14 +90,14 @@ struct ws_expected {
   size_t n;
 };
 
-void ws_expected_free(ws_expected *x) {
+void workspace_expected_free(ws_expected *x) {
   if (x == NULL) return;
   free(x->v);
   free(x);
 }
 
-int ws_expected_collect(const ws_manifest *base, const ws_manifest *held,
-                        const sm_string_list *excludes, ws_expected **out) {
+int workspace_expected_collect(const ws_manifest *base, const ws_manifest *held,
+                               const sm_string_list *excludes, ws_expected **out) {
   *out = NULL;
   size_t nheld = held ? held->n : 0;
   expect *v = calloc(base->n + nheld + 1, sizeof *v);
@@ -112,20 +112,20 @@ int ws_expected_collect(const ws_manifest *base, const ws_manifest *held,
   for (size_t i = 0; ok && i < nheld; i++) {
     const ws_entry *h = &held->v[i];
     /* A held deletion depends on the protected list in force now. */
-    ok = h->type != WS_DELETED && as_listed(h, 1, &v[n]) && !ws_excluded(excludes, h->path);
-    const ws_entry *b = ok ? ws_manifest_get(base, h->path) : NULL;
+    ok = h->type != WS_DELETED && as_listed(h, 1, &v[n]) && !workspace_excluded(excludes, h->path);
+    const ws_entry *b = ok ? workspace_manifest_get(base, h->path) : NULL;
     if (b && plan_same(b, &v[n])) ok = 0;
     n++;
   }
   for (size_t i = 0; ok && i < base->n; i++) {
     const ws_entry *b = &base->v[i];
-    if (nheld && ws_manifest_get(held, b->path)) continue; /* the sandbox has the held one */
-    ok = as_listed(b, 0, &v[n++]) && !ws_excluded(excludes, b->path);
+    if (nheld && workspace_manifest_get(held, b->path)) continue; /* the sandbox has the held one */
+    ok = as_listed(b, 0, &v[n++]) && !workspace_excluded(excludes, b->path);
   }
   x->v = v;
   x->n = n;
   if (!ok) {
-    ws_expected_free(x);
+    workspace_expected_free(x);
     return 0;
   }
   *out = x;
@@ -138,41 +138,41 @@ static size_t top_len(const char *path) {
   return slash ? (size_t)(slash - path) : strlen(path);
 }
 
-void ws_expected_digest(ws_expected *x, char hex[65], uint64_t *count) {
+void workspace_expected_digest(ws_expected *x, char hex[65], uint64_t *count) {
   if (x->n > 1) qsort(x->v, x->n, sizeof *x->v, cmp_expect);
   /* Sorted depth-first, a top-level entry's subtree is one run. */
   ws_digest top, sub;
-  ws_digest_init(&top);
+  workspace_digest_init(&top);
   size_t i = 0;
   while (i < x->n) {
     const char *head = x->v[i].path;
     size_t hl = top_len(head);
-    ws_digest_init(&sub);
+    workspace_digest_init(&sub);
     do {
       const expect *e = &x->v[i];
-      ws_digest_add(&sub, e->path, strlen(e->path), e->type, e->size, e->mtime, e->ctime,
-                    e->mode);
+      workspace_digest_add(&sub, e->path, strlen(e->path), e->type, e->size, e->mtime, e->ctime,
+                           e->mode);
       i++;
     } while (i < x->n && top_len(x->v[i].path) == hl && memcmp(x->v[i].path, head, hl) == 0);
     unsigned char sum[32];
     uint64_t n = sub.count;
-    ws_digest_sum(&sub, sum);
-    ws_digest_add_sum(&top, sum, n);
+    workspace_digest_sum(&sub, sum);
+    workspace_digest_add_sum(&top, sum, n);
   }
   *count = top.count;
-  ws_digest_final(&top, hex);
+  workspace_digest_final(&top, hex);
 }
 
-int ws_unchanged_expect(const ws_manifest *base, const ws_manifest *held,
-                        const sm_string_list *excludes, char hex[65], uint64_t *count) {
+int workspace_unchanged_expect(const ws_manifest *base, const ws_manifest *held,
+                               const sm_string_list *excludes, char hex[65], uint64_t *count) {
   ws_expected *x = NULL;
-  if (!ws_expected_collect(base, held, excludes, &x)) return 0;
-  ws_expected_digest(x, hex, count);
-  ws_expected_free(x);
+  if (!workspace_expected_collect(base, held, excludes, &x)) return 0;
+  workspace_expected_digest(x, hex, count);
+  workspace_expected_free(x);
   return 1;
 }
 
-int ws_unchanged_parse(const char *out, size_t len, char hex[65], uint64_t *count) {
+int workspace_unchanged_parse(const char *out, size_t len, char hex[65], uint64_t *count) {
   size_t plen = strlen(WS_DIGEST_PREFIX);
   if (len < plen + 64 + 3 || len > WS_DIGEST_LINE_MAX || out[len - 1] != '\n' ||
       memcmp(out, WS_DIGEST_PREFIX, plen) != 0 || out[plen + 64] != ' ')

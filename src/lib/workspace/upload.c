@@ -25,9 +25,9 @@
 
 #include "workspace/ws.h"
 
-int ws_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int engine,
-                   ws_entry ***pack, size_t *npack, ws_entry ***later, size_t *nlater,
-                   sm_error *err) {
+int workspace_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int engine,
+                          ws_entry ***pack, size_t *npack, ws_entry ***later, size_t *nlater,
+                          sm_error *err) {
   *pack = NULL;
   *later = NULL;
   *npack = *nlater = 0;
@@ -41,8 +41,7 @@ int ws_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int en
   size_t nl = 0;
   for (size_t i = 0; rc == 0 && i < nsend; i++) {
     ws_entry *e = send[i];
-    if (engine && e->type == 'l' && !ws_link_engine_accepts(e->path, e->link))
-      l[nl++] = e;
+    if (engine && e->type == 'l' && !workspace_link_engine_accepts(e->path, e->link)) l[nl++] = e;
     else
       want[e - cur->v] = 1;
     /* Its directories, up from its parent. */
@@ -60,7 +59,7 @@ int ws_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int en
     for (size_t k = len; k > 0; k--) {
       if (buf[k - 1] != '/') continue;
       buf[k - 1] = '\0';
-      const ws_entry *d = ws_manifest_get(cur, buf);
+      const ws_entry *d = workspace_manifest_get(cur, buf);
       if (d == NULL || d->type != 'd') {
         rc = sm_error_set(err, SM_EIO, "'%s': its directory '%s' is not in the scan", e->path,
                           buf);

@@ -28,13 +28,15 @@
 #include "workspace/workspace_sync.h"
 #include "workspace/ws.h"
 
-int ws_sync_last_out_listed(const sm_workspace_sync *sync) { return sync->last_out_listed; }
+int workspace_sync_last_out_listed(const sm_workspace_sync *sync) { return sync->last_out_listed; }
 
-int ws_sync_last_out_quick(const sm_workspace_sync *sync) { return sync->last_out_quick; }
+int workspace_sync_last_out_quick(const sm_workspace_sync *sync) { return sync->last_out_quick; }
 
-void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) { sync->abort_after = bytes; }
+void workspace_sync_abort_after(sm_workspace_sync *sync, int64_t bytes) {
+  sync->abort_after = bytes;
+}
 
-int64_t ws_sync_abort_budget(const sm_workspace_sync *s) {
+int64_t workspace_sync_abort_budget(const sm_workspace_sync *s) {
   if (s->abort_after < 0) return -1;
   return s->abort_after > s->abort_spent ? s->abort_after - s->abort_spent : 0;
 }
@@ -63,18 +65,18 @@ static int sync_alloc(sm_workspace_sync **out, const char *host_dir, const char 
   s->max_bytes = limits && limits->max_bytes > 0 ? limits->max_bytes : WS_DEFAULT_MAX_BYTES;
   s->max_entries = limits && limits->max_entries > 0 ? limits->max_entries : WS_DEFAULT_MAX_ENTRIES;
   s->max_path = limits && limits->max_path > 0 ? limits->max_path : WS_DEFAULT_MAX_PATH;
-  /* As ws_box_list's cap: past it the listing is dropped, not the copy. */
+  /* As workspace_box_list's cap: past it the listing is dropped, not the copy. */
   int64_t listing_cap = s->max_entries * 352;
-  sm_buf_init(&s->sent_listing,
-              (size_t)(listing_cap > ((int64_t)64 << 20) ? (int64_t)64 << 20 : listing_cap));
+  common_buf_init(&s->sent_listing,
+                  (size_t)(listing_cap > ((int64_t)64 << 20) ? (int64_t)64 << 20 : listing_cap));
   s->abort_after = -1;
-  ws_manifest_init(&s->base);
-  ws_manifest_init(&s->held);
-  ws_manifest_init(&s->prescan);
+  workspace_manifest_init(&s->base);
+  workspace_manifest_init(&s->held);
+  workspace_manifest_init(&s->prescan);
   /* Protected by default: the built-in list until the caller says otherwise. */
   sm_string_list builtin;
   sm_workspace_protect_defaults(&builtin);
-  int prc = ws_protect_new(&s->protect, &builtin, err);
+  int prc = workspace_protect_new(&s->protect, &builtin, err);
   if (prc) {
     sm_workspace_sync_free(s);
     return prc;
@@ -87,10 +89,10 @@ static int sync_alloc(sm_workspace_sync **out, const char *host_dir, const char 
 static void sync_load(sm_workspace_sync *s) {
   if (s->manifest_path == NULL) return;
   sm_error lerr = SM_ERROR_INIT;
-  if (ws_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
+  if (workspace_manifest_load(&s->base, &s->held, s->manifest_path, s->max_entries, &lerr) != 0) {
     sm_log(SM_LOG_WARN, "workspace: ignoring the manifest (%s); the next copy is a full one",
            lerr.message);
-    ws_manifest_clear(&s->base);
+    workspace_manifest_clear(&s->base);
     s->wipe_first = 1;
   } else {
     s->have_base = s->base.root != NULL;
@@ -111,13 +113,13 @@ int sm_workspace_sync_new(sm_workspace_sync **out, const char *host_dir, const c
 
 static int prescan_walk(sm_workspace_sync *s, sm_error *err) {
   s->have_prescan = 0;
-  int64_t stamp = ws_now_ns();
-  cleanup_fd int root_fd = ws_sync_open_host(s, err);
+  int64_t stamp = workspace_now_ns();
+  cleanup_fd int root_fd = workspace_sync_open_host(s, err);
   if (root_fd < 0) return root_fd;
   ws_scan_opts so = {&s->excludes, s->max_bytes, s->max_entries, s->max_path, 0};
-  int rc = ws_scan(root_fd, s->host_dir, &so, &s->prescan, err);
+  int rc = workspace_scan(root_fd, s->host_dir, &so, &s->prescan, err);
   if (rc) {
-    ws_manifest_clear(&s->prescan);
+    workspace_manifest_clear(&s->prescan);
     return sm_error_wrap(err, "workspace %s (copy in)", s->host_dir);
   }
   s->have_prescan = 1;
@@ -152,7 +154,7 @@ int sm_workspace_sync_new_walked(sm_workspace_sync **out, const char *host_dir,
   const char *rid = sm_log_request_id();
   if (rid) snprintf(j.request_id, sizeof j.request_id, "%s", rid);
   pthread_t th;
-  int threaded = sm_thread_start(&th, NULL, walk_main, &j) == 0;
+  int threaded = common_thread_start(&th, NULL, walk_main, &j) == 0;
   sync_load(*out);
   if (threaded) pthread_join(th, NULL);
   else walk_main(&j);
@@ -161,13 +163,13 @@ int sm_workspace_sync_new_walked(sm_workspace_sync **out, const char *host_dir,
 
 void sm_workspace_sync_free(sm_workspace_sync *sync) {
   if (sync == NULL) return;
-  ws_manifest_dispose(&sync->base);
-  ws_manifest_dispose(&sync->held);
-  ws_manifest_dispose(&sync->prescan);
-  ws_protect_free(sync->protect);
-  ws_refusal_list_dispose(&sync->refused);
-  ws_redact_dispose(&sync->redact);
-  sm_buf_dispose(&sync->sent_listing);
+  workspace_manifest_dispose(&sync->base);
+  workspace_manifest_dispose(&sync->held);
+  workspace_manifest_dispose(&sync->prescan);
+  workspace_protect_free(sync->protect);
+  workspace_refusal_list_dispose(&sync->refused);
+  workspace_redact_dispose(&sync->redact);
+  common_buf_dispose(&sync->sent_listing);
   free(sync->host_dir);
   free(sync->manifest_path);
   free(sync);
@@ -184,16 +186,17 @@ void sm_workspace_sync_stats(const sm_workspace_sync *s, int64_t *bytes_in, int6
 int sm_workspace_sync_set_protect(sm_workspace_sync *s, const sm_string_list *globs,
                                   sm_error *err) {
   ws_protect *p = NULL;
-  int rc = ws_protect_new(&p, globs, err);
+  int rc = workspace_protect_new(&p, globs, err);
   if (rc) return rc;
-  ws_protect_free(s->protect);
+  workspace_protect_free(s->protect);
   s->protect = p;
   return 0;
 }
 
 int sm_workspace_sync_set_redact(sm_workspace_sync *s, const char *const *kv, size_t n,
                                  sm_error *err) {
-  if (ws_redact_set(&s->redact, kv, n) != 0) return sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (workspace_redact_set(&s->redact, kv, n) != 0)
+    return sm_error_set(err, SM_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -203,11 +206,11 @@ size_t sm_workspace_sync_refused(const sm_workspace_sync *s, const sm_workspace_
 }
 
 const char *sm_workspace_refusal_text(const char *reason) {
-  return ws_reason_text(ws_reason_parse(reason));
+  return workspace_reason_text(workspace_reason_parse(reason));
 }
 
 int sm_workspace_protect_check(const char *glob, sm_error *err) {
-  return ws_protect_glob_check(glob ? glob : "", err);
+  return workspace_protect_glob_check(glob ? glob : "", err);
 }
 
 void sm_workspace_free_list(char **list, size_t n) {
@@ -216,7 +219,7 @@ void sm_workspace_free_list(char **list, size_t n) {
   free(list);
 }
 
-int ws_sync_check_target(const sm_workspace_target *t, sm_error *err) {
+int workspace_sync_check_target(const sm_workspace_target *t, sm_error *err) {
   if (t == NULL || t->sandbox_path == NULL || t->sandbox_path[0] == '\0')
     return sm_error_set(err, SM_EINVAL, "no sandbox workspace path given");
   if (t->engine && (t->container_id == NULL || t->container_id[0] == '\0'))
@@ -227,24 +230,24 @@ int ws_sync_check_target(const sm_workspace_target *t, sm_error *err) {
   return 0;
 }
 
-const char *ws_sync_target_container(const sm_workspace_target *t) {
+const char *workspace_sync_target_container(const sm_workspace_target *t) {
   return t->engine ? t->container_id : "";
 }
 
 /* Does the manifest describe this very sandbox? */
-int ws_sync_base_matches(const sm_workspace_sync *s, const sm_workspace_target *t) {
+int workspace_sync_base_matches(const sm_workspace_sync *s, const sm_workspace_target *t) {
   return s->have_base && s->base.root &&
-         strcmp(s->base.container, ws_sync_target_container(t)) == 0 &&
+         strcmp(s->base.container, workspace_sync_target_container(t)) == 0 &&
          strcmp(s->base.root, t->sandbox_path) == 0;
 }
 
-int ws_sync_open_host(const sm_workspace_sync *s, sm_error *err) {
+int workspace_sync_open_host(const sm_workspace_sync *s, sm_error *err) {
   int fd = open(s->host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return sm_error_set_errno(err, SM_EIO, errno, "workspace %s", s->host_dir);
   return fd;
 }
 
-int ws_cmp_cstr(const void *a, const void *b) {
+int workspace_cmp_cstr(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }

@@ -17,8 +17,8 @@
 #define RM_BATCH_BYTES (96 * 1024)
 
 typedef struct exec_out {
-  sm_buf err;
-  sm_buf *out;      /* stdout kept here when given */
+  common_buf err;
+  common_buf *out; /* stdout kept here when given */
   int overflow;
   int out_optional; /* past out's cap, stdout is dropped (out->len = 0): no error */
   int out_dropped;
@@ -28,10 +28,10 @@ static int exec_collect(void *ud, int stream, const char *data, size_t len) {
   exec_out *o = ud;
   if (stream == 1 && o->out) {
     if (o->out_dropped) return 0;
-    if (sm_buf_append(o->out, data, len) != 0) {
+    if (common_buf_append(o->out, data, len) != 0) {
       if (o->out_optional) {
         o->out_dropped = 1;
-        sm_buf_reset(o->out);
+        common_buf_reset(o->out);
         return 0;
       }
       o->overflow = 1;
@@ -39,7 +39,7 @@ static int exec_collect(void *ud, int stream, const char *data, size_t len) {
     }
     return 0;
   }
-  sm_buf_append_capped(&o->err, data, len);
+  common_buf_append_capped(&o->err, data, len);
   return 0;
 }
 
@@ -53,26 +53,26 @@ static int exec_end(exec_out *o, int rc, int code, const char *argv0, int *code_
   if (rc == 0 && code != 0)
     rc = sm_error_set(err, SM_ESANDBOX, "'%s' in the sandbox exited with %d: %s", argv0, code,
                       o->err.data ? o->err.data : "");
-  sm_buf_dispose(&o->err);
+  common_buf_dispose(&o->err);
   return rc;
 }
 
 static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
-                    size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int out_optional,
+                    size_t argc, sm_read_fn in, void *in_ud, common_buf *out, int out_optional,
                     int *code_out, sm_error *err);
 
-int ws_box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
-                size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int *code_out,
-                sm_error *err) {
+int workspace_box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
+                       size_t argc, sm_read_fn in, void *in_ud, common_buf *out, int *code_out,
+                       sm_error *err) {
   return box_exec(engine, t, argv, argc, in, in_ud, out, 0, code_out, err);
 }
 
 static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char *const *argv,
-                    size_t argc, sm_read_fn in, void *in_ud, sm_buf *out, int out_optional,
+                    size_t argc, sm_read_fn in, void *in_ud, common_buf *out, int out_optional,
                     int *code_out, sm_error *err) {
   if (code_out) *code_out = 0;
   exec_out o;
-  sm_buf_init(&o.err, 4096);
+  common_buf_init(&o.err, 4096);
   o.out = out;
   o.overflow = 0;
   o.out_optional = out_optional;
@@ -82,10 +82,10 @@ static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char 
     /* The sandbox layer's own way in (its agent): no engine round trips. */
     int rc = t->run(t->run_ud, argv, argc, in, in_ud, exec_collect, &o, &code, err);
     if (rc == 1) {
-      sm_buf_dispose(&o.err);
+      common_buf_dispose(&o.err);
       sm_workspace_target plain = *t;
       plain.run = NULL;
-      if (out) sm_buf_reset(out);
+      if (out) common_buf_reset(out);
       return box_exec(engine, &plain, argv, argc, in, in_ud, out, out_optional, code_out, err);
     }
     return exec_end(&o, rc, code, argv[0], code_out, err);
@@ -107,7 +107,7 @@ static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char 
   char exec_id[SM_ENGINE_ID_MAX];
   int rc = sm_engine_exec_create(engine, t->container_id, cfg, exec_id, err);
   if (rc) {
-    sm_buf_dispose(&o.err);
+    common_buf_dispose(&o.err);
     return rc;
   }
   sm_exec_io io = SM_EXEC_IO_INIT;
@@ -124,12 +124,12 @@ static int box_exec(sm_engine *engine, const sm_workspace_target *t, const char 
 
 /* As the workspace's owner through the target's engine, stdout to out. */
 static int box_run(const sm_workspace_target *t, const char *const *argv, size_t argc,
-                   sm_buf *out, sm_error *err) {
-  return ws_box_exec(t->engine, t, argv, argc, NULL, NULL, out, NULL, err);
+                   common_buf *out, sm_error *err) {
+  return workspace_box_exec(t->engine, t, argv, argc, NULL, NULL, out, NULL, err);
 }
 
 /* Deletes paths (relative, sorted) in the sandbox with batched `rm -rf`. */
-int ws_box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_error *err) {
+int workspace_box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_error *err) {
   const char **argv = calloc(RM_BATCH_PATHS + 5, sizeof *argv);
   char **owned = calloc(RM_BATCH_PATHS, sizeof *owned);
   if (argv == NULL || owned == NULL) {
@@ -176,7 +176,7 @@ int ws_box_delete(const sm_workspace_target *t, char **paths, size_t n, sm_error
 /* Makes host links the engine's upload would refuse (relative, climbing
  * above the workspace), as the sandbox's user: what was there is replaced,
  * as the upload would. */
-int ws_box_links(const sm_workspace_target *t, ws_entry **links, size_t n, sm_error *err) {
+int workspace_box_links(const sm_workspace_target *t, ws_entry **links, size_t n, sm_error *err) {
   const char **argv = calloc(2 * RM_BATCH_PATHS + 6, sizeof *argv);
   if (argv == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   int rc = 0;
@@ -203,7 +203,7 @@ int ws_box_links(const sm_workspace_target *t, ws_entry **links, size_t n, sm_er
   return rc;
 }
 
-int ws_box_wipe(const sm_workspace_target *t, sm_error *err) {
+int workspace_box_wipe(const sm_workspace_target *t, sm_error *err) {
   const char *argv[] = {"sh", "-c", "cd -- \"$1\" && rm -rf -- * .[!.]* ..?*", "sh",
                         t->sandbox_path};
   int rc = box_run(t, argv, 5, NULL, err);
@@ -211,9 +211,9 @@ int ws_box_wipe(const sm_workspace_target *t, sm_error *err) {
   return rc;
 }
 
-int ws_box_list(sm_engine *engine, const sm_workspace_target *t, int64_t max_entries,
-                int64_t max_path, sm_read_fn in, void *in_ud, ws_manifest *listing,
-                sm_error *err) {
+int workspace_box_list(sm_engine *engine, const sm_workspace_target *t, int64_t max_entries,
+                       int64_t max_path, sm_read_fn in, void *in_ud, ws_manifest *listing,
+                       sm_error *err) {
   /* TZ set: stat's %z (read only for its nanoseconds) then does not look
    * for the zone file once per entry, a quarter of the listing's time. An
    * entry whose path passes WS_LIST_PATH_MAX ($2 matches it: -path's `?`
@@ -234,13 +234,13 @@ int ws_box_list(sm_engine *engine, const sm_workspace_target *t, int64_t max_ent
    * (with its own limits) is used instead. */
   int64_t cap = max_entries * 352;
   if (cap > ((int64_t)64 << 20)) cap = (int64_t)64 << 20;
-  sm_buf out;
-  sm_buf_init(&out, (size_t)cap);
-  int rc = ws_box_exec(engine, t, argv, 6, in, in_ud, &out, NULL, err);
+  common_buf out;
+  common_buf_init(&out, (size_t)cap);
+  int rc = workspace_box_exec(engine, t, argv, 6, in, in_ud, &out, NULL, err);
   if (rc == 0)
-    rc = ws_probe_parse(out.data ? out.data : "", out.len, max_entries, max_path, listing,
-                        err);
-  sm_buf_dispose(&out);
+    rc = workspace_probe_parse(out.data ? out.data : "", out.len, max_entries, max_path, listing,
+                               err);
+  common_buf_dispose(&out);
   return rc;
 }
 
@@ -250,12 +250,12 @@ int ws_box_list(sm_engine *engine, const sm_workspace_target *t, int64_t max_ent
 #define LIST_SENT_PATHS 256
 #define LIST_SENT_BYTES (96 * 1024)
 
-int ws_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t max_path,
-                     ws_entry **sent, size_t n, ws_manifest *listing, sm_error *err) {
+int workspace_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t max_path,
+                            ws_entry **sent, size_t n, ws_manifest *listing, sm_error *err) {
   size_t bytes = 0;
   for (size_t i = 0; i < n && bytes <= LIST_SENT_BYTES; i++) bytes += strlen(sent[i]->path) + 3;
   if (n == 0 || n > LIST_SENT_PATHS || bytes > LIST_SENT_BYTES)
-    return ws_box_list(t->engine, t, max_entries, max_path, NULL, NULL, listing, err);
+    return workspace_box_list(t->engine, t, max_entries, max_path, NULL, NULL, listing, err);
   static const char script[] =
       "export TZ=UTC0; cd -- \"$1\" && shift && exec stat -c '%s|%Y|%Z|%z|%f|%n' -- \"$@\"";
   const char **argv = calloc(n + 5, sizeof *argv);
@@ -281,13 +281,13 @@ int ws_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t 
     snprintf(owned[i], len, "./%s", sent[i]->path);
     argv[argc++] = owned[i];
   }
-  sm_buf out;
-  sm_buf_init(&out, (size_t)n * 352 + 4096);
+  common_buf out;
+  common_buf_init(&out, (size_t)n * 352 + 4096);
   if (rc == 0) rc = box_run(t, argv, argc, &out, err);
   if (rc == 0)
-    rc = ws_probe_parse(out.data ? out.data : "", out.len, max_entries, max_path, listing,
-                        err);
-  sm_buf_dispose(&out);
+    rc = workspace_probe_parse(out.data ? out.data : "", out.len, max_entries, max_path, listing,
+                               err);
+  common_buf_dispose(&out);
   for (size_t i = 0; owned && i < n; i++) free(owned[i]);
   free(owned);
   free(argv);
@@ -300,8 +300,8 @@ int ws_box_list_sent(const sm_workspace_target *t, int64_t max_entries, int64_t 
 /* How a copy in reaches the sandbox (upload.c says why): the engine's
  * upload into an untouched sandbox; else sandman's unpacker, run as the
  * sandbox's user with the stream on its stdin. */
-int ws_box_put(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *missing,
-               sm_buf *listing, sm_error *err) {
+int workspace_box_put(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *missing,
+                      common_buf *listing, sm_error *err) {
   *missing = 0;
   if (t->untouched)
     return sm_engine_archive_put(t->engine, t->container_id, t->sandbox_path, reader, ud, err);
@@ -316,7 +316,7 @@ int ws_box_put(const sm_workspace_target *t, sm_read_fn reader, void *ud, int *m
   return rc;
 }
 
-int ws_box_install_unpacker(const sm_workspace_target *t, sm_error *err) {
+int workspace_box_install_unpacker(const sm_workspace_target *t, sm_error *err) {
   if (t->install == NULL)
     return sm_error_set(err, SM_ESANDBOX, "sandman's unpacker %s is not in the sandbox",
                         t->unpacker);
@@ -325,8 +325,9 @@ int ws_box_install_unpacker(const sm_workspace_target *t, sm_error *err) {
   return rc;
 }
 
-int ws_box_digest(const sm_workspace_target *t, int64_t max_entries,
-                  const sm_string_list *excludes, char hex[65], uint64_t *count, sm_error *err) {
+int workspace_box_digest(const sm_workspace_target *t, int64_t max_entries,
+                         const sm_string_list *excludes, char hex[65], uint64_t *count,
+                         sm_error *err) {
   if (t->run == NULL || t->unpacker == NULL || t->unpacker[0] == '\0')
     return sm_error_set(err, SM_EUNSUPPORTED, "no agent session for the workspace's digest");
   size_t nex = excludes ? excludes->n : 0;
@@ -340,12 +341,12 @@ int ws_box_digest(const sm_workspace_target *t, int64_t max_entries,
   argv[argc++] = t->sandbox_path;
   argv[argc++] = max;
   for (size_t i = 0; i < nex; i++) argv[argc++] = excludes->items[i];
-  sm_buf out;
-  sm_buf_init(&out, WS_DIGEST_LINE_MAX);
-  int rc = ws_box_exec(t->engine, t, argv, argc, NULL, NULL, &out, NULL, err);
-  if (rc == 0 && ws_unchanged_parse(out.data ? out.data : "", out.len, hex, count) != 0)
+  common_buf out;
+  common_buf_init(&out, WS_DIGEST_LINE_MAX);
+  int rc = workspace_box_exec(t->engine, t, argv, argc, NULL, NULL, &out, NULL, err);
+  if (rc == 0 && workspace_unchanged_parse(out.data ? out.data : "", out.len, hex, count) != 0)
     rc = sm_error_set(err, SM_EPROTOCOL, "the workspace's digest did not parse");
-  sm_buf_dispose(&out);
+  common_buf_dispose(&out);
   free(argv);
   return rc;
 }

@@ -34,7 +34,7 @@ static const char *last_component(const char *path, char *buf, size_t len) {
 
 static void extract_setup(ws_extract *x, sm_workspace_sync *s, int root_fd, int stage_fd,
                           int valid) {
-  ws_extract_init(x);
+  workspace_extract_init(x);
   x->stage_fd = stage_fd;
   x->root_fd = root_fd;
   x->base = valid ? &s->base : NULL;
@@ -58,7 +58,7 @@ static int fetch_changed(sm_workspace_sync *s, const side *d, ws_extract *x,
   char **roots = NULL;
   size_t nroots = 0;
   size_t max_roots = d->ops->max_roots;
-  if (rc == 0) rc = ws_probe_plan(x, listing, max_roots, &roots, &nroots, err);
+  if (rc == 0) rc = workspace_probe_plan(x, listing, max_roots, &roots, &nroots, err);
   if (rc == 1) rc = sm_error_set(err, SM_ETOOBIG, "more than %zu changed paths", max_roots);
   if (rc == 0)
     sm_log(SM_LOG_DEBUG, "workspace: listing of %zu entries, %zu changed path(s) to fetch",
@@ -69,7 +69,7 @@ static int fetch_changed(sm_workspace_sync *s, const side *d, ws_extract *x,
     x->place = roots[i];
     rc = d->ops->fetch(d, s, x, listing, roots[i], "", err);
   }
-  ws_probe_free_roots(roots, nroots);
+  workspace_probe_free_roots(roots, nroots);
   x->place = NULL;
   return rc;
 }
@@ -87,7 +87,7 @@ static int sorted_copy(char **src, size_t n, char ***out, size_t *out_n) {
       return SM_ENOMEM;
     }
   }
-  if (n > 1) qsort(v, n, sizeof *v, ws_cmp_cstr);
+  if (n > 1) qsort(v, n, sizeof *v, workspace_cmp_cstr);
   *out = v;
   if (out_n) *out_n = n;
   return 0;
@@ -97,11 +97,11 @@ static int sorted_copy(char **src, size_t n, char ***out, size_t *out_n) {
  * partial one was given up. */
 static int restage(sm_workspace_sync *s, int root_fd, int valid, ws_extract *x, char **stage,
                    int *stage_fd, sm_error *err) {
-  ws_extract_dispose(x);
-  ws_stage_remove(root_fd, *stage, *stage_fd);
+  workspace_extract_dispose(x);
+  workspace_stage_remove(root_fd, *stage, *stage_fd);
   free(*stage);
   *stage = NULL;
-  *stage_fd = ws_stage_create(root_fd, s->host_dir, stage, err);
+  *stage_fd = workspace_stage_create(root_fd, s->host_dir, stage, err);
   if (*stage_fd < 0) return *stage_fd;
   extract_setup(x, s, root_fd, *stage_fd, valid);
   return 0;
@@ -185,21 +185,22 @@ static int read_again(sm_workspace_sync *s, const side *d, ws_extract *x, ws_man
 static int commit_out(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
                       ws_manifest *nheld, const ws_manifest *listing, int64_t stamp) {
   ws_manifest nb = x->box;
-  ws_manifest_init(&x->box);
-  ws_manifest_dispose(&s->base);
+  workspace_manifest_init(&x->box);
+  workspace_manifest_dispose(&s->base);
   s->base = nb;
   s->disk_current = 0;
   s->have_base = 1;
   for (size_t i = 0; i < s->base.n; i++) {
     ws_entry *e = &s->base.v[i];
-    if (e->state != WS_SAME) ws_entry_mark_racy(e, stamp, e->state == WS_CHANGED, 1);
+    if (e->state != WS_SAME) workspace_entry_mark_racy(e, stamp, e->state == WS_CHANGED, 1);
     e->state = WS_SAME;
   }
-  ws_manifest_dispose(&s->held);
+  workspace_manifest_dispose(&s->held);
   s->held = *nheld;
-  ws_probe_record(&s->base, listing, -1);
-  ws_probe_record(&s->held, listing, -1);
-  return ws_manifest_set_target(&s->base, ws_sync_target_container(t), t->sandbox_path);
+  workspace_probe_record(&s->base, listing, -1);
+  workspace_probe_record(&s->held, listing, -1);
+  return workspace_manifest_set_target(&s->base, workspace_sync_target_container(t),
+                                       t->sandbox_path);
 }
 
 /* The digest the manifest gives, worked out while the sandbox works out
@@ -212,7 +213,7 @@ typedef struct expect_job {
 
 static void *expect_main(void *ud) {
   expect_job *j = ud;
-  ws_expected_digest(j->x, j->hex, &j->count);
+  workspace_expected_digest(j->x, j->hex, &j->count);
   return NULL;
 }
 
@@ -222,41 +223,43 @@ static void *expect_main(void *ud) {
  * the check cannot vouch for, no digest, another one). */
 static int quick_unchanged(const sm_workspace_sync *s, const sm_workspace_target *t) {
   if (!t->engine || t->run == NULL) return 0;
-  int64_t t0 = ws_now_ns();
+  int64_t t0 = workspace_now_ns();
   expect_job j = {0};
-  if (!ws_expected_collect(&s->base, &s->held, &s->excludes, &j.x)) {
+  if (!workspace_expected_collect(&s->base, &s->held, &s->excludes, &j.x)) {
     sm_log(SM_LOG_DEBUG, "workspace: no quick check (the manifest has entries only a listing "
            "can show unchanged)");
     return 0;
   }
   pthread_t th;
-  int threaded = sm_thread_start(&th, NULL, expect_main, &j) == 0;
+  int threaded = common_thread_start(&th, NULL, expect_main, &j) == 0;
   char got[65];
   uint64_t ngot = 0;
   sm_error derr = SM_ERROR_INIT;
-  int drc = ws_box_digest(t, s->max_entries, &s->excludes, got, &ngot, &derr);
+  int drc = workspace_box_digest(t, s->max_entries, &s->excludes, got, &ngot, &derr);
   if (threaded) pthread_join(th, NULL);
   else expect_main(&j);
-  ws_expected_free(j.x);
+  workspace_expected_free(j.x);
   if (drc != 0) {
     sm_log(SM_LOG_DEBUG, "workspace: no digest from the sandbox (%s)", derr.message);
     return 0;
   }
   int same = ngot == j.count && strcmp(got, j.hex) == 0;
-  sm_log(SM_LOG_DEBUG, "workspace: the sandbox's digest of %" PRIu64 " entries %s the "
-         "manifest's (%" PRId64 " ms)", ngot, same ? "is" : "is not", (ws_now_ns() - t0) / 1000000);
+  sm_log(SM_LOG_DEBUG,
+         "workspace: the sandbox's digest of %" PRIu64 " entries %s the "
+         "manifest's (%" PRId64 " ms)",
+         ngot, same ? "is" : "is not", (workspace_now_ns() - t0) / 1000000);
   return same;
 }
 
 /* Saves the manifest and logs what the copy out did not apply. */
 static int finish_out(sm_workspace_sync *s, sm_error *err) {
-  if (s->manifest_path && ws_manifest_save(&s->base, &s->held, s->manifest_path, err) != 0)
+  if (s->manifest_path && workspace_manifest_save(&s->base, &s->held, s->manifest_path, err) != 0)
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   for (size_t i = 0; i < s->refused.n; i++) {
     char lp[4096];
     sm_log(SM_LOG_DEBUG, "workspace: not applied to the host: '%s' (%s)",
-           ws_log_path(&s->redact, s->refused.v[i].path, lp, sizeof lp),
-           ws_reason_text(ws_reason_parse(s->refused.v[i].reason)));
+           workspace_log_path(&s->redact, s->refused.v[i].path, lp, sizeof lp),
+           workspace_reason_text(workspace_reason_parse(s->refused.v[i].reason)));
   }
   s->disk_current = s->manifest_path != NULL;
   sm_log(SM_LOG_DEBUG, "workspace: copied out %" PRId64 " changes, %" PRId64 " bytes",
@@ -273,17 +276,17 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   if (n_files_changed) *n_files_changed = 0;
   if (conflicts) *conflicts = NULL;
   if (n_conflicts) *n_conflicts = 0;
-  int rc = ws_sync_check_target(t, err);
+  int rc = workspace_sync_check_target(t, err);
   if (rc) return rc;
   s->bytes_out = s->entries_out = 0;
   s->abort_spent = 0;
   s->last_out_listed = 0;
   s->last_out_quick = 0;
-  ws_refusal_list_clear(&s->refused);
-  int64_t stamp = ws_now_ns();
-  cleanup_fd int root_fd = ws_sync_open_host(s, err);
+  workspace_refusal_list_clear(&s->refused);
+  int64_t stamp = workspace_now_ns();
+  cleanup_fd int root_fd = workspace_sync_open_host(s, err);
   if (root_fd < 0) return root_fd;
-  int valid = ws_sync_base_matches(s, t);
+  int valid = workspace_sync_base_matches(s, t);
   if (valid && quick_unchanged(s, t)) {
     /* Nothing changed: the base and held sets stand as they are. */
     s->last_out_quick = 1;
@@ -294,80 +297,80 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
     sm_log(SM_LOG_WARN, "workspace: no copy-in record for this sandbox; nothing is deleted on "
            "the host and every file counts as new");
   side d;
-  ws_side_init(&d, t);
+  workspace_side_init(&d, t);
   cleanup_fd int sfd = -1;
-  if (ws_side_open(&d, &sfd, err) != 0)
+  if (workspace_side_open(&d, &sfd, err) != 0)
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   cleanup_free char *stage = NULL;
-  int stage_fd = ws_stage_create(root_fd, s->host_dir, &stage, err);
+  int stage_fd = workspace_stage_create(root_fd, s->host_dir, &stage, err);
   if (stage_fd < 0) return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   ws_extract x;
   extract_setup(&x, s, root_fd, stage_fd, valid);
   char prefix[256];
   last_component(t->sandbox_path, prefix, sizeof prefix);
   ws_manifest listing;
-  ws_manifest_init(&listing);
+  workspace_manifest_init(&listing);
   int listed = 0;
   rc = read_out(s, &d, root_fd, valid, prefix, &x, &stage, &stage_fd, &listing, &listed, err);
   if (rc == 0 && stage_fd >= 0) rc = read_again(s, &d, &x, listed ? &listing : NULL, prefix, err);
   if (stage_fd < 0) {
-    ws_manifest_dispose(&listing);
+    workspace_manifest_dispose(&listing);
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   }
   /* Per entry: what the host does not get is refused, the rest applies. */
-  if (rc == 0) rc = ws_refusal_sockets(&x, listed ? &listing : NULL, err);
-  if (rc == 0) rc = ws_refusal_decide(&x, s->protect, valid, err);
+  if (rc == 0) rc = workspace_refusal_sockets(&x, listed ? &listing : NULL, err);
+  if (rc == 0) rc = workspace_refusal_decide(&x, s->protect, valid, err);
   ws_apply_result res = {0};
-  if (rc == 0) rc = ws_apply(root_fd, &x, 1, valid, &res, err);
-  ws_stage_remove(root_fd, stage, stage_fd);
+  if (rc == 0) rc = workspace_apply(root_fd, &x, 1, valid, &res, err);
+  workspace_stage_remove(root_fd, stage, stage_fd);
   ws_manifest nheld;
-  ws_manifest_init(&nheld);
-  if (rc == 0) rc = ws_refusal_report(&x, &s->refused, err);
-  if (rc == 0) rc = ws_refusal_hold(&x.box, valid ? &s->base : NULL, &nheld, err);
+  workspace_manifest_init(&nheld);
+  if (rc == 0) rc = workspace_refusal_report(&x, &s->refused, err);
+  if (rc == 0) rc = workspace_refusal_hold(&x.box, valid ? &s->base : NULL, &nheld, err);
   if (rc) {
-    ws_manifest_dispose(&nheld);
-    ws_manifest_dispose(&listing);
-    ws_apply_result_dispose(&res);
-    ws_extract_dispose(&x);
+    workspace_manifest_dispose(&nheld);
+    workspace_manifest_dispose(&listing);
+    workspace_apply_result_dispose(&res);
+    workspace_extract_dispose(&x);
     return sm_error_wrap(err, "workspace %s (copy out)", s->host_dir);
   }
   s->bytes_out = x.bytes_staged;
   s->entries_out = res.entries;
   rc = commit_out(s, t, &x, &nheld, listed ? &listing : NULL, stamp);
-  ws_manifest_dispose(&listing);
+  workspace_manifest_dispose(&listing);
   if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||
                   sorted_copy(res.conflicts, res.n_conflicts, conflicts, n_conflicts) != 0))
     rc = SM_ENOMEM;
-  ws_apply_result_dispose(&res);
-  ws_extract_dispose(&x);
+  workspace_apply_result_dispose(&res);
+  workspace_extract_dispose(&x);
   if (rc) return sm_error_set(err, rc, "out of memory");
   return finish_out(s, err);
 }
 
 /* ---- for tests and fuzzing ---- */
 
-int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
-                  const sm_workspace_limits *limits, ws_apply_result *res,
-                  ws_refusal_list *refused, sm_error *err) {
+int workspace_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
+                         const sm_workspace_limits *limits, ws_apply_result *res,
+                         ws_refusal_list *refused, sm_error *err) {
   sm_error local_err = SM_ERROR_INIT;
   if (err == NULL) err = &local_err;
   cleanup_fd int fd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "%s", dest_dir);
   cleanup_free char *stage = NULL;
-  int stage_fd = ws_stage_create(fd, dest_dir, &stage, err);
+  int stage_fd = workspace_stage_create(fd, dest_dir, &stage, err);
   if (stage_fd < 0) return stage_fd;
   ws_extract x;
-  ws_extract_init(&x);
+  workspace_extract_init(&x);
   x.stage_fd = stage_fd;
   x.root_fd = fd;
   if (limits && limits->max_bytes > 0) x.max_bytes = limits->max_bytes;
   if (limits && limits->max_entries > 0) x.max_entries = limits->max_entries;
   if (limits && limits->max_path > 0) x.max_path = limits->max_path;
-  int rc = ws_extract_run(&x, reader, ud, err);
-  if (rc == 0) rc = ws_refusal_decide(&x, NULL, 0, err);
-  if (rc == 0) rc = ws_apply(fd, &x, 1, 0, res, err);
-  if (rc == 0 && refused) rc = ws_refusal_report(&x, refused, err);
-  ws_stage_remove(fd, stage, stage_fd);
-  ws_extract_dispose(&x);
+  int rc = workspace_extract_run(&x, reader, ud, err);
+  if (rc == 0) rc = workspace_refusal_decide(&x, NULL, 0, err);
+  if (rc == 0) rc = workspace_apply(fd, &x, 1, 0, res, err);
+  if (rc == 0 && refused) rc = workspace_refusal_report(&x, refused, err);
+  workspace_stage_remove(fd, stage, stage_fd);
+  workspace_extract_dispose(&x);
   return rc;
 }

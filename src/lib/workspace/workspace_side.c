@@ -5,7 +5,7 @@
 
 #include "workspace/workspace_side.h"
 
-void ws_side_init(side *d, const sm_workspace_target *t) {
+void workspace_side_init(side *d, const sm_workspace_target *t) {
   d->ops = t->engine ? &ws_side_engine : &ws_side_scratch;
   d->t = t;
   d->fd = -1;
@@ -13,9 +13,9 @@ void ws_side_init(side *d, const sm_workspace_target *t) {
 
 /* Opens a scratch folder (made on demand) into *fd, which the caller
  * closes; the engine's side has nothing to open. */
-int ws_side_open(side *d, int *fd, sm_error *err) {
+int workspace_side_open(side *d, int *fd, sm_error *err) {
   if (!d->ops->local) return 0;
-  *fd = ws_scratch_open(d->t->sandbox_path, err);
+  *fd = workspace_scratch_open(d->t->sandbox_path, err);
   if (*fd < 0) return *fd;
   d->fd = *fd;
   return 0;

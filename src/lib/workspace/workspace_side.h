@@ -58,12 +58,12 @@ struct in_plan {
 extern const side_ops ws_side_engine, ws_side_scratch;
 
 /* The side of target t: its engine's, or a scratch folder's. */
-void ws_side_init(side *d, const sm_workspace_target *t);
+void workspace_side_init(side *d, const sm_workspace_target *t);
 /* Opens a scratch folder (made on demand) into *fd, which the caller
  * closes; the engine's side has nothing to open. */
-int ws_side_open(side *d, int *fd, sm_error *err);
+int workspace_side_open(side *d, int *fd, sm_error *err);
 /* Opens the scratch folder path (made on demand, 0700) and returns its
  * descriptor, or a negative code with err filled. */
-int ws_scratch_open(const char *path, sm_error *err);
+int workspace_scratch_open(const char *path, sm_error *err);
 
 #endif

@@ -20,7 +20,7 @@
 static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_extract *x,
                         const char *box_path, sm_error *err) {
   int64_t pushed = 0;
-  int rc = ws_ring_fetch(t, box_path, x, ws_sync_abort_budget(s), &pushed, err);
+  int rc = workspace_ring_fetch(t, box_path, x, workspace_sync_abort_budget(s), &pushed, err);
   s->abort_spent += pushed;
   return rc;
 }
@@ -28,21 +28,21 @@ static int fetch_engine(sm_workspace_sync *s, const sm_workspace_target *t, ws_e
 /* Sends pack (a packer each try: a missing unpacker is installed once and
  * the copy starts again). */
 static int put_entries(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd,
-                       ws_entry **pack, size_t npack, sm_buf *listing, sm_error *err) {
+                       ws_entry **pack, size_t npack, common_buf *listing, sm_error *err) {
   for (int attempt = 0;; attempt++) {
     ws_packer *pk = NULL;
-    int rc = ws_packer_new(&pk, root_fd, pack, npack, "", t->uid, t->gid, err);
+    int rc = workspace_packer_new(&pk, root_fd, pack, npack, "", t->uid, t->gid, err);
     if (rc) return rc;
-    if (s->abort_after >= 0) ws_packer_abort_after(pk, ws_sync_abort_budget(s));
+    if (s->abort_after >= 0) workspace_packer_abort_after(pk, workspace_sync_abort_budget(s));
     int missing = 0;
-    if (listing) sm_buf_reset(listing);
-    rc = ws_box_put(t, ws_packer_read, pk, &missing, listing, err);
-    if (rc) ws_packer_reason(pk, err);
-    ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
-    ws_packer_free(pk);
+    if (listing) common_buf_reset(listing);
+    rc = workspace_box_put(t, workspace_packer_read, pk, &missing, listing, err);
+    if (rc) workspace_packer_reason(pk, err);
+    workspace_packer_stats(pk, &s->bytes_in, &s->entries_in);
+    workspace_packer_free(pk);
     if (!missing || attempt > 0) return rc;
     sm_error_clear(err);
-    rc = ws_box_install_unpacker(t, err);
+    rc = workspace_box_install_unpacker(t, err);
     if (rc) return rc;
   }
 }
@@ -51,10 +51,10 @@ static int put_entries(sm_workspace_sync *s, const sm_workspace_target *t, int r
  * tar process (tens of ms): past a few, one full read is cheaper. */
 #define PROBE_MAX_ROOTS_ENGINE 8
 
-static int engine_wipe(const side *d, sm_error *err) { return ws_box_wipe(d->t, err); }
+static int engine_wipe(const side *d, sm_error *err) { return workspace_box_wipe(d->t, err); }
 
 static int engine_remove(const side *d, char **paths, size_t n, sm_error *err) {
-  return ws_box_delete(d->t, paths, n, err);
+  return workspace_box_delete(d->t, paths, n, err);
 }
 
 static int engine_put(const side *d, sm_workspace_sync *s, int root_fd, const in_plan *p,
@@ -66,13 +66,14 @@ static int engine_put(const side *d, sm_workspace_sync *s, int root_fd, const in
 static int engine_list(const side *d, const sm_workspace_sync *s, int64_t base_total,
                        ws_manifest *listing, sm_error *err) {
   (void)base_total;
-  return ws_box_list(d->t->engine, d->t, s->max_entries, s->max_path, NULL, NULL, listing, err);
+  return workspace_box_list(d->t->engine, d->t, s->max_entries, s->max_path, NULL, NULL, listing,
+                            err);
 }
 
 static int engine_list_sent(const side *d, const sm_workspace_sync *s, ws_entry **sent, size_t n,
                             int64_t base_total, ws_manifest *listing, sm_error *err) {
   (void)base_total;
-  return ws_box_list_sent(d->t, s->max_entries, s->max_path, sent, n, listing, err);
+  return workspace_box_list_sent(d->t, s->max_entries, s->max_path, sent, n, listing, err);
 }
 
 /* The sandbox's tar of root (under the workspace path), or of the whole

@@ -30,15 +30,15 @@ static int scratch_wipe(int fd, sm_error *err) {
   int rc = 0;
   while ((de = readdir(d)) != NULL && rc == 0) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    if (ws_is_reserved(de->d_name)) continue;
-    int r = ws_remove_tree(fd, de->d_name);
+    if (workspace_is_reserved(de->d_name)) continue;
+    int r = workspace_remove_tree(fd, de->d_name);
     if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "clearing the scratch directory");
   }
   closedir(d);
   return rc;
 }
 
-int ws_scratch_open(const char *path, sm_error *err) {
+int workspace_scratch_open(const char *path, sm_error *err) {
   /* Made on demand (0700), like mkdir -p. */
   cleanup_free char *p = strdup(path);
   if (p == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
@@ -58,23 +58,23 @@ int ws_scratch_open(const char *path, sm_error *err) {
 static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int scratch_fd,
                          ws_packer *pk, sm_error *err) {
   cleanup_free char *stage = NULL;
-  int stage_fd = ws_stage_create(scratch_fd, t->sandbox_path, &stage, err);
+  int stage_fd = workspace_stage_create(scratch_fd, t->sandbox_path, &stage, err);
   if (stage_fd < 0) return stage_fd;
   ws_extract x;
-  ws_extract_init(&x);
+  workspace_extract_init(&x);
   x.stage_fd = stage_fd;
   x.root_fd = scratch_fd;
   x.trusted = 1;
   x.max_bytes = s->max_bytes;
   x.max_entries = s->max_entries;
   x.max_path = s->max_path;
-  int rc = ws_extract_run(&x, ws_packer_read, pk, err);
-  if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
+  int rc = workspace_extract_run(&x, workspace_packer_read, pk, err);
+  if (rc && workspace_packer_error(pk)->code) *err = *workspace_packer_error(pk);
   ws_apply_result res = {0};
-  if (rc == 0) rc = ws_apply(scratch_fd, &x, 0, 0, &res, err);
-  ws_apply_result_dispose(&res);
-  ws_stage_remove(scratch_fd, stage, stage_fd);
-  ws_extract_dispose(&x);
+  if (rc == 0) rc = workspace_apply(scratch_fd, &x, 0, 0, &res, err);
+  workspace_apply_result_dispose(&res);
+  workspace_stage_remove(scratch_fd, stage, stage_fd);
+  workspace_extract_dispose(&x);
   return rc;
 }
 
@@ -82,16 +82,16 @@ static int copy_in_local(sm_workspace_sync *s, const sm_workspace_target *t, int
 static int scratch_delete(int scratch_fd, char **dels, size_t ndel, sm_error *err) {
   int rc = 0;
   ws_dircache sdc;
-  ws_dircache_init(&sdc, scratch_fd);
+  workspace_dircache_init(&sdc, scratch_fd);
   for (size_t i = 0; rc == 0 && i < ndel; i++) {
     const char *name;
-    int dfd = ws_dircache_parent(&sdc, dels[i], &name, 0);
+    int dfd = workspace_dircache_parent(&sdc, dels[i], &name, 0);
     if (dfd < 0) continue;
-    int r = ws_remove_tree(dfd, name);
+    int r = workspace_remove_tree(dfd, name);
     if (r) rc = sm_error_set_errno(err, SM_EIO, -r, "deleting '%s' in the scratch directory",
                                    dels[i]);
   }
-  ws_dircache_dispose(&sdc);
+  workspace_dircache_dispose(&sdc);
   return rc;
 }
 
@@ -99,13 +99,13 @@ static int scratch_delete(int scratch_fd, char **dels, size_t ndel, sm_error *er
 static int put_scratch(sm_workspace_sync *s, const sm_workspace_target *t, int root_fd,
                        int scratch_fd, const in_plan *p, sm_error *err) {
   ws_packer *pk = NULL;
-  int rc = ws_packer_new(&pk, root_fd, p->pack, p->npack, "", t->uid, t->gid, err);
+  int rc = workspace_packer_new(&pk, root_fd, p->pack, p->npack, "", t->uid, t->gid, err);
   if (rc) return rc;
-  if (s->abort_after >= 0) ws_packer_abort_after(pk, ws_sync_abort_budget(s));
+  if (s->abort_after >= 0) workspace_packer_abort_after(pk, workspace_sync_abort_budget(s));
   rc = copy_in_local(s, t, scratch_fd, pk, err);
-  if (rc) ws_packer_reason(pk, err);
-  ws_packer_stats(pk, &s->bytes_in, &s->entries_in);
-  ws_packer_free(pk);
+  if (rc) workspace_packer_reason(pk, err);
+  workspace_packer_stats(pk, &s->bytes_in, &s->entries_in);
+  workspace_packer_free(pk);
   return rc;
 }
 
@@ -113,7 +113,7 @@ static int put_scratch(sm_workspace_sync *s, const sm_workspace_target *t, int r
 static int list_local(const sm_workspace_sync *s, int sfd, const char *path, int64_t base_total,
                       ws_manifest *listing, sm_error *err) {
   ws_scan_opts so = {&s->excludes, s->max_bytes + base_total, s->max_entries, s->max_path, 1};
-  int rc = ws_scan(sfd, path, &so, listing, err);
+  int rc = workspace_scan(sfd, path, &so, listing, err);
   for (size_t i = 0; rc == 0 && i < listing->n; i++) {
     ws_entry *e = &listing->v[i];
     int64_t ns = e->host_mtime_ns;
@@ -132,22 +132,22 @@ static int fetch_local(sm_workspace_sync *s, int sfd, ws_manifest *listing, ws_e
   size_t n = 0, rlen = root ? strlen(root) : 0;
   for (size_t i = 0; i < listing->n; i++) {
     const char *p = listing->v[i].path;
-    if (listing->v[i].type == 's') continue; /* never in a tar: ws_refusal_sockets */
+    if (listing->v[i].type == 's') continue; /* never in a tar: workspace_refusal_sockets */
     if (root == NULL || strcmp(p, root) == 0 || (strncmp(p, root, rlen) == 0 && p[rlen] == '/'))
       items[n++] = &listing->v[i];
   }
   size_t cut = 0;
   if (root && strrchr(root, '/')) cut = (size_t)(strrchr(root, '/') - root) + 1;
   ws_packer *pk = NULL;
-  int rc = ws_packer_new(&pk, sfd, items, n, root ? "" : prefix, 0, 0, err);
+  int rc = workspace_packer_new(&pk, sfd, items, n, root ? "" : prefix, 0, 0, err);
   if (rc == 0) {
-    ws_packer_set_cut(pk, cut);
-    if (s->abort_after >= 0) ws_packer_abort_after(pk, ws_sync_abort_budget(s));
-    rc = ws_extract_run(x, ws_packer_read, pk, err);
-    if (rc && ws_packer_error(pk)->code) *err = *ws_packer_error(pk);
-    s->abort_spent += ws_packer_produced(pk);
+    workspace_packer_set_cut(pk, cut);
+    if (s->abort_after >= 0) workspace_packer_abort_after(pk, workspace_sync_abort_budget(s));
+    rc = workspace_extract_run(x, workspace_packer_read, pk, err);
+    if (rc && workspace_packer_error(pk)->code) *err = *workspace_packer_error(pk);
+    s->abort_spent += workspace_packer_produced(pk);
   }
-  ws_packer_free(pk);
+  workspace_packer_free(pk);
   free(items);
   return rc;
 }

@@ -34,9 +34,9 @@ struct sm_workspace_sync {
   int64_t abort_spent;   /* bytes counted against abort_after in this copy */
   int last_out_listed;
   int last_out_quick;
-  /* What sandman's unpacker wrote, as it listed it (ws_box_put): the ctimes
+  /* What sandman's unpacker wrote, as it listed it (workspace_box_put): the ctimes
    * a copy in records, with no listing exec after it. Empty: none. */
-  sm_buf sent_listing;
+  common_buf sent_listing;
   /* The host's walk made ahead (sm_workspace_sync_new_walked), and when it
    * started: the next copy in's stamp. */
   ws_manifest prescan;
@@ -45,19 +45,19 @@ struct sm_workspace_sync {
 };
 
 /* The bytes this copy may still move before its test abort (-1: no abort
- * set; ws_sync_abort_after). */
-int64_t ws_sync_abort_budget(const sm_workspace_sync *s);
+ * set; workspace_sync_abort_after). */
+int64_t workspace_sync_abort_budget(const sm_workspace_sync *s);
 /* Opens the host workspace (the caller closes it), or a negative code with
  * err filled. */
-int ws_sync_open_host(const sm_workspace_sync *s, sm_error *err);
+int workspace_sync_open_host(const sm_workspace_sync *s, sm_error *err);
 /* Refuses a target that names no sandbox path (or, with an engine, no
  * container or a relative path). */
-int ws_sync_check_target(const sm_workspace_target *t, sm_error *err);
+int workspace_sync_check_target(const sm_workspace_target *t, sm_error *err);
 /* The container the manifest records for t ("" in mode none). */
-const char *ws_sync_target_container(const sm_workspace_target *t);
+const char *workspace_sync_target_container(const sm_workspace_target *t);
 /* Does the manifest describe this very sandbox? */
-int ws_sync_base_matches(const sm_workspace_sync *s, const sm_workspace_target *t);
+int workspace_sync_base_matches(const sm_workspace_sync *s, const sm_workspace_target *t);
 /* qsort's comparison of two C strings (char **). */
-int ws_cmp_cstr(const void *a, const void *b);
+int workspace_cmp_cstr(const void *a, const void *b);
 
 #endif

@@ -32,7 +32,7 @@
 enum { WS_RACY_HOST = 1, WS_RACY_BOX = 2 };
 
 /* Wall clock in ns: compared with file times, here and in the sandbox. */
-int64_t ws_now_ns(void);
+int64_t workspace_now_ns(void);
 
 /* Entry states set by the extractor. REFUSED: a change the host does not
  * get (its reason in ws_entry.refusal); the sandbox keeps it. */
@@ -54,9 +54,9 @@ enum {
   WS_R_PATH_TOO_LONG, /* a path longer than WS_LIST_PATH_MAX */
   WS_R_COUNT
 };
-const char *ws_reason_name(int reason); /* "protected", ... */
-const char *ws_reason_text(int reason); /* "a protected path", ... */
-int ws_reason_parse(const char *name);  /* WS_R_NONE if unknown */
+const char *workspace_reason_name(int reason); /* "protected", ... */
+const char *workspace_reason_text(int reason); /* "a protected path", ... */
+int workspace_reason_parse(const char *name);  /* WS_R_NONE if unknown */
 
 /* ws_entry.sniff: a staged file that starts with "gitdir:" (git follows
  * such a file to another repository). */
@@ -104,47 +104,47 @@ typedef struct ws_manifest {
 } ws_manifest;
 
 /* Sets e->racy for a record taken by a sync that started at stamp_ns. */
-void ws_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box);
+void workspace_entry_mark_racy(ws_entry *e, int64_t stamp_ns, int host, int box);
 
-void ws_manifest_init(ws_manifest *m);
+void workspace_manifest_init(ws_manifest *m);
 /* Rebuilds the hash index after entries were removed from m->v. */
-int ws_manifest_reindex(ws_manifest *m);
-void ws_manifest_dispose(ws_manifest *m);
-void ws_manifest_clear(ws_manifest *m);
-ws_entry *ws_manifest_get(const ws_manifest *m, const char *path);
+int workspace_manifest_reindex(ws_manifest *m);
+void workspace_manifest_dispose(ws_manifest *m);
+void workspace_manifest_clear(ws_manifest *m);
+ws_entry *workspace_manifest_get(const ws_manifest *m, const char *path);
 /* Copies e (path and link duplicated). SM_ECONFLICT if the path is there. */
-int ws_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out);
+int workspace_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out);
 /* A missing file is an empty manifest; a damaged one is an error. held
  * (may be NULL) gets the entries held back from the host (refused). */
-int ws_manifest_load(ws_manifest *m, ws_manifest *held, const char *path, int64_t max_entries,
-                     sm_error *err);
+int workspace_manifest_load(ws_manifest *m, ws_manifest *held, const char *path,
+                            int64_t max_entries, sm_error *err);
 /* Written to a temporary file beside it, fsync'ed and renamed; held may be NULL. */
-int ws_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *path,
-                     sm_error *err);
-int ws_manifest_set_target(ws_manifest *m, const char *container, const char *root);
+int workspace_manifest_save(const ws_manifest *m, const ws_manifest *held, const char *path,
+                            sm_error *err);
+int workspace_manifest_set_target(ws_manifest *m, const char *container, const char *root);
 
 /* ---- paths and directories ---- */
 /* Normalises a tar member or link name: drops "." and empty components,
  * refuses absolute names and "..". Returns 0 and a malloc'ed path (possibly
  * "") or SM_EUNSAFE with why in err. */
-int ws_path_normalize(const char *raw, char **out, sm_error *err);
+int workspace_path_normalize(const char *raw, char **out, sm_error *err);
 /* 1 if path (or any directory above it) matches an exclude glob (matched
  * against the whole relative path and against each name). */
-int ws_excluded(const sm_string_list *excludes, const char *path);
+int workspace_excluded(const sm_string_list *excludes, const char *path);
 /* 1 if a symlink at path with this target stays inside the root whatever
  * the other links in the tree are: relative, only leading "..", no more of
  * them than path has directories above it. */
-int ws_link_inside(const char *path, const char *target);
+int workspace_link_inside(const char *path, const char *target);
 /* 1 if the engine's archive upload takes a symlink at path with this target:
  * absolute, or relative and lexically (each ".." pops one name) never above
  * the root. The engine refuses the whole upload for any other link. */
-int ws_link_engine_accepts(const char *path, const char *target);
-int ws_is_reserved(const char *path);
+int workspace_link_engine_accepts(const char *path, const char *target);
+int workspace_is_reserved(const char *path);
 
 /* Opens the directory rel under root_fd; every component must be a real
  * directory (no symlink is followed). create: missing ones are made (0700).
  * Returns an fd or -errno (-ENOTDIR when a component is not a directory). */
-int ws_open_dir(int root_fd, const char *rel, int create);
+int workspace_open_dir(int root_fd, const char *rel, int create);
 
 /* Caches the last opened parent directory while walking sorted paths. */
 typedef struct ws_dircache {
@@ -152,24 +152,24 @@ typedef struct ws_dircache {
   int fd;
   char *dir;
 } ws_dircache;
-void ws_dircache_init(ws_dircache *c, int root_fd);
-void ws_dircache_dispose(ws_dircache *c);
+void workspace_dircache_init(ws_dircache *c, int root_fd);
+void workspace_dircache_dispose(ws_dircache *c);
 /* fd of path's parent (owned by the cache) and *name its last component, or -errno. */
-int ws_dircache_parent(ws_dircache *c, const char *path, const char **name, int create);
+int workspace_dircache_parent(ws_dircache *c, const char *path, const char **name, int create);
 
 /* Removes name under dir_fd, recursively for a directory (never following links). */
-int ws_remove_tree(int dir_fd, const char *name);
+int workspace_remove_tree(int dir_fd, const char *name);
 /* Makes <dir>/.sandman-stage-XXXXXX, locked (flock) for as long as the
  * returned fd is open; *out_path malloc'ed; returns the fd or an error. */
-int ws_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err);
+int workspace_stage_create(int root_fd, const char *root_path, char **out_path, sm_error *err);
 /* Empties and removes a flat stage directory. */
-void ws_stage_remove(int root_fd, const char *stage_path, int stage_fd);
+void workspace_stage_remove(int root_fd, const char *stage_path, int stage_fd);
 /* Removes the stage directories no live copy holds (left by a crash);
  * where locks do not work, those untouched for an hour. */
-void ws_stage_sweep(int root_fd);
+void workspace_stage_sweep(int root_fd);
 
-int ws_hash_fd(int fd, unsigned char out[32], int64_t *out_len);
-void ws_hex(const unsigned char *bytes, size_t n, char *out);
+int workspace_hash_fd(int fd, unsigned char out[32], int64_t *out_len);
+void workspace_hex(const unsigned char *bytes, size_t n, char *out);
 
 /* ---- scan ---- */
 typedef struct ws_scan_opts {
@@ -177,41 +177,41 @@ typedef struct ws_scan_opts {
   int64_t max_bytes, max_entries, max_path;
   int specials;   /* record fifos and devices (scratch side) instead of skipping */
 } ws_scan_opts;
-int ws_scan(int root_fd, const char *root_path, const ws_scan_opts *opts, ws_manifest *out,
-            sm_error *err);
+int workspace_scan(int root_fd, const char *root_path, const ws_scan_opts *opts, ws_manifest *out,
+                   sm_error *err);
 
 /* ---- packer: a tar stream of chosen entries, pulled by an sm_read_fn ---- */
 typedef struct ws_packer ws_packer;
 /* items: entries of a scan (borrowed; their hash and size are filled in as
  * files are read). prefix: first component of every member ("" none). */
-int ws_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
-                  const char *prefix, int uid, int gid, sm_error *err);
-ssize_t ws_packer_read(void *ud, char *buf, size_t len);
+int workspace_packer_new(ws_packer **out, int root_fd, ws_entry **items, size_t n,
+                         const char *prefix, int uid, int gid, sm_error *err);
+ssize_t workspace_packer_read(void *ud, char *buf, size_t len);
 /* A stream that begins at once with an entry for "./" (which the engine
  * skips: it names the destination, which exists), so that the upload, and
  * the engine's extraction, start while the caller still scans. Nothing more
- * is packed until ws_packer_supply (the items, borrowed as above) or
- * ws_packer_abandon (the stream then fails with that code: the engine
+ * is packed until workspace_packer_supply (the items, borrowed as above) or
+ * workspace_packer_abandon (the stream then fails with that code: the engine
  * extracts nothing). Either may come before or after the first read. */
-int ws_packer_new_deferred(ws_packer **out, int root_fd, int uid, int gid, sm_error *err);
-void ws_packer_supply(ws_packer *p, ws_entry **items, size_t n);
-void ws_packer_abandon(ws_packer *p, int code);
+int workspace_packer_new_deferred(ws_packer **out, int root_fd, int uid, int gid, sm_error *err);
+void workspace_packer_supply(ws_packer *p, ws_entry **items, size_t n);
+void workspace_packer_abandon(ws_packer *p, int code);
 /* Members are named from byte `cut` of each path on (one subtree sent). */
-void ws_packer_set_cut(ws_packer *p, size_t cut);
-/* The first ws_packer_read starts a producer thread that packs ahead into a
- * bounded ring (2 MiB); ws_packer_read may then be called from one thread.
- * ws_packer_error, ws_packer_stats and ws_packer_free stop the producer and
+void workspace_packer_set_cut(ws_packer *p, size_t cut);
+/* The first workspace_packer_read starts a producer thread that packs ahead into a
+ * bounded ring (2 MiB); workspace_packer_read may then be called from one thread.
+ * workspace_packer_error, workspace_packer_stats and workspace_packer_free stop the producer and
  * join it first, so the items, stats and error are settled after them. */
-/* The error that made ws_packer_read fail (code 0 if none). */
-const sm_error *ws_packer_error(ws_packer *p);
-void ws_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries);
+/* The error that made workspace_packer_read fail (code 0 if none). */
+const sm_error *workspace_packer_error(ws_packer *p);
+void workspace_packer_stats(ws_packer *p, int64_t *bytes, int64_t *entries);
 /* Test hook: fail with SM_ECANCELLED once this many tar bytes were produced. */
-void ws_packer_abort_after(ws_packer *p, int64_t bytes);
-int64_t ws_packer_produced(const ws_packer *p);
+void workspace_packer_abort_after(ws_packer *p, int64_t bytes);
+int64_t workspace_packer_produced(const ws_packer *p);
 /* The packer's own failure explains a cut stream best: copied into err
  * unless it has none or was cancelled. */
-void ws_packer_reason(ws_packer *p, sm_error *err);
-void ws_packer_free(ws_packer *p);
+void workspace_packer_reason(ws_packer *p, sm_error *err);
+void workspace_packer_free(ws_packer *p);
 
 /* ---- refusals (refusal.c) ---- */
 typedef sm_workspace_refusal ws_refusal;
@@ -219,10 +219,10 @@ typedef struct ws_refusal_list {
   ws_refusal *v; /* paths owned */
   size_t n, cap;
 } ws_refusal_list;
-void ws_refusal_list_clear(ws_refusal_list *l);
-void ws_refusal_list_dispose(ws_refusal_list *l);
-int ws_refusal_list_add(ws_refusal_list *l, const char *path, int reason);
-void ws_refusal_list_sort(ws_refusal_list *l);
+void workspace_refusal_list_clear(ws_refusal_list *l);
+void workspace_refusal_list_dispose(ws_refusal_list *l);
+int workspace_refusal_list_add(ws_refusal_list *l, const char *path, int reason);
+void workspace_refusal_list_sort(ws_refusal_list *l);
 
 typedef struct ws_extract ws_extract;
 typedef struct ws_protect ws_protect;
@@ -234,42 +234,43 @@ typedef struct ws_redact {
   char **v;
   size_t n;
 } ws_redact;
-void ws_redact_init(ws_redact *r);
-void ws_redact_dispose(ws_redact *r);
+void workspace_redact_init(ws_redact *r);
+void workspace_redact_dispose(ws_redact *r);
 /* The values of "NAME=VALUE" entries (copied); replaces what was set. */
-int ws_redact_set(ws_redact *r, const char *const *kv, size_t n);
+int workspace_redact_set(ws_redact *r, const char *const *kv, size_t n);
 /* path for a log line: itself, or in buf with every value [REDACTED]. */
-const char *ws_log_path(const ws_redact *r, const char *path, char *buf, size_t len);
+const char *workspace_log_path(const ws_redact *r, const char *path, char *buf, size_t len);
 /* Sockets the listing shows (the engine's tar leaves them out) join
  * x->box as refused. */
-int ws_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err);
+int workspace_refusal_sockets(ws_extract *x, const ws_manifest *listing, sm_error *err);
 /* After the stream: changes to protected paths are refused (and, with
  * deletions, deletions of them held as WS_DELETED entries); every refusal
  * the same as a held one is marked quiet. */
-int ws_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions, sm_error *err);
+int workspace_refusal_decide(ws_extract *x, const ws_protect *protect, int deletions,
+                             sm_error *err);
 /* The refusals to report: not quiet, from x->box and x->stray, by path. */
-int ws_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err);
+int workspace_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error *err);
 /* Moves the refused entries of box into held, and puts back old_base's
  * record of each such path (the host kept its version). */
-int ws_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *held,
-                    sm_error *err);
+int workspace_refusal_hold(ws_manifest *box, const ws_manifest *old_base, ws_manifest *held,
+                           sm_error *err);
 
 /* ---- protected paths (protect.c) ---- */
 /* Folds n bytes of the name s into out (room for n + 1) as a host file
  * system might take it: lower-case ASCII, no HFS+-ignorable code points,
  * no trailing dots or spaces. Returns the folded length. */
-size_t ws_name_fold(const char *s, size_t n, char *out);
+size_t workspace_name_fold(const char *s, size_t n, char *out);
 /* Compiles globs (NULL or none: nothing protected). SM_EINVAL names a bad one. */
-int ws_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err);
-void ws_protect_free(ws_protect *p);
-size_t ws_protect_count(const ws_protect *p);
+int workspace_protect_new(ws_protect **out, const sm_string_list *globs, sm_error *err);
+void workspace_protect_free(ws_protect *p);
+size_t workspace_protect_count(const ws_protect *p);
 /* Checks one glob's syntax (the configuration's and the CLI's check). */
-int ws_protect_glob_check(const char *text, sm_error *err);
+int workspace_protect_glob_check(const char *text, sm_error *err);
 /* 1 if a change at path (normalised, relative) must not reach the host:
  * a glob matches it or a directory above it, or (not is_dir) it stands
  * where a glob reaches further down. */
-int ws_protected(const ws_protect *p, const char *path, int is_dir);
-/* The same over many paths: given in ws_path_cmp order, each costs one
+int workspace_protected(const ws_protect *p, const char *path, int is_dir);
+/* The same over many paths: given in workspace_path_cmp order, each costs one
  * step (the parents' states are kept). */
 typedef struct ws_protect_walk {
   const ws_protect *p;
@@ -279,22 +280,22 @@ typedef struct ws_protect_walk {
   char *path;              /* the last path walked */
   size_t depth;            /* its components */
 } ws_protect_walk;
-void ws_protect_walk_init(ws_protect_walk *w, const ws_protect *p);
-int ws_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir);
-void ws_protect_walk_dispose(ws_protect_walk *w);
+void workspace_protect_walk_init(ws_protect_walk *w, const ws_protect *p);
+int workspace_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir);
+void workspace_protect_walk_dispose(ws_protect_walk *w);
 /* strcmp with '/' before every other byte: depth-first order. */
-int ws_path_cmp(const char *a, const char *b);
+int workspace_path_cmp(const char *a, const char *b);
 
 /* ---- git's own ways to run a command (gitconf.c, gitdir.c) ---- */
 /* 1 if a git configuration file's text names a command (or other code or
  * configuration git would take) as git would read it; also 1 when it
  * cannot be read to its end. The fd is read from its start. */
-int ws_gitconf_runs_fd(int fd);
-int ws_gitconf_runs_text(const char *data, size_t len);
-/* 1 if the last component of path, folded (ws_name_fold), is name. */
-int ws_git_name_is(const char *path, const char *name);
+int workspace_gitconf_runs_fd(int fd);
+int workspace_gitconf_runs_text(const char *data, size_t len);
+/* 1 if the last component of path, folded (workspace_name_fold), is name. */
+int workspace_git_name_is(const char *path, const char *name);
 /* 1 if a component of path, folded, is ".git". */
-int ws_git_in_dotgit(const char *path);
+int workspace_git_in_dotgit(const char *path);
 /* Which directories git would take for a repository (HEAD with objects
  * and refs, or with commondir) in what the sandbox holds (box) joined with
  * what the host holds (root_fd; -1: nothing). */
@@ -303,20 +304,20 @@ typedef struct ws_gitdirs {
   ws_manifest memo;  /* directory as named -> its answer (size) */
   int root_fd;
 } ws_gitdirs;
-int ws_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd);
+int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd);
 /* 1 if path, or a directory above it (the root too), is a repository not
  * named .git; out of memory counts as 1. */
-int ws_gitdirs_covers(ws_gitdirs *g, const char *path);
-void ws_gitdirs_dispose(ws_gitdirs *g);
+int workspace_gitdirs_covers(ws_gitdirs *g, const char *path);
+void workspace_gitdirs_dispose(ws_gitdirs *g);
 
 /* ---- upload: what a copy in sends (upload.c) ---- */
 /* pack: the entries of send, with every directory above each (from cur),
  * in cur's order (a directory before its contents). later (engine set):
  * the links of send the engine's upload would refuse, left out of pack.
  * Both owned arrays of borrowed entries. */
-int ws_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int engine,
-                   ws_entry ***pack, size_t *npack, ws_entry ***later, size_t *nlater,
-                   sm_error *err);
+int workspace_upload_plan(const ws_manifest *cur, ws_entry **send, size_t nsend, int engine,
+                          ws_entry ***pack, size_t *npack, ws_entry ***later, size_t *nlater,
+                          sm_error *err);
 
 /* ---- extractor: reads a tar, refuses what is unsafe, stages changes ---- */
 struct ws_extract {
@@ -357,30 +358,30 @@ struct ws_extract {
   const ws_manifest *only;      /* a read again: every other entry is skipped */
 };
 
-void ws_extract_init(ws_extract *x);
-void ws_extract_dispose(ws_extract *x);
+void workspace_extract_init(ws_extract *x);
+void workspace_extract_dispose(ws_extract *x);
 /* Reads the whole stream. Any unsafe entry or cap is an error (nothing is
  * applied by the caller then). */
-int ws_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err);
+int workspace_extract_run(ws_extract *x, sm_read_fn reader, void *reader_ud, sm_error *err);
 
 /* ---- probe: copy out only what a listing says changed ---- */
 /* Parses the listing exec's output: one
  * "size|mtime|ctime|ctime as text|hexmode|./path" line per entry (the text
  * form carries the nanoseconds). SM_EPROTOCOL when it
  * cannot be trusted to be complete (the caller then copies everything). */
-int ws_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
-                   ws_manifest *listing, sm_error *err);
+int workspace_probe_parse(const char *out, size_t len, int64_t max_entries, int64_t max_path,
+                          ws_manifest *listing, sm_error *err);
 /* Puts into x->box what the listing shows unchanged since the manifest
  * (the very ctime the manifest recorded, same size, mtime and mode) and
  * directories whose mode alone changed; *roots gets the paths to fetch
  * whole. Returns 1 when more than max_roots would be fetched. */
-int ws_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, char ***roots,
-                  size_t *n, sm_error *err);
+int workspace_probe_plan(ws_extract *x, const ws_manifest *listing, size_t max_roots, char ***roots,
+                         size_t *n, sm_error *err);
 /* Records in m the sandbox ctimes a listing shows, for entries whose type,
  * size and mtime agree with it (only entries whose state is `which`, or all
  * when which < 0); the others get 0 (unknown: compared in full next time). */
-void ws_probe_record(ws_manifest *m, const ws_manifest *listing, int which);
-void ws_probe_free_roots(char **roots, size_t n);
+void workspace_probe_record(ws_manifest *m, const ws_manifest *listing, int which);
+void workspace_probe_free_roots(char **roots, size_t n);
 
 /* ---- nothing changed: the copy out's quick check (unchanged.c) ---- */
 /* The digest (digest.h) of the listing the sandbox shows if nothing changed
@@ -389,35 +390,35 @@ void ws_probe_free_roots(char **roots, size_t n);
  * file without a recorded ctime or racy, a held deletion, an entry the
  * excludes now leave out, a path past WS_LIST_PATH_MAX, out of memory):
  * then the listing decides. 1 with hex and *count otherwise. */
-int ws_unchanged_expect(const ws_manifest *base, const ws_manifest *held,
-                        const sm_string_list *excludes, char hex[65], uint64_t *count);
+int workspace_unchanged_expect(const ws_manifest *base, const ws_manifest *held,
+                               const sm_string_list *excludes, char hex[65], uint64_t *count);
 /* The same in two steps: which entries (fast: 0 as above), then their
  * digest (the sort and the hash, worth a thread of its own). The entries
  * borrow the manifests' paths. */
 typedef struct ws_expected ws_expected;
-int ws_expected_collect(const ws_manifest *base, const ws_manifest *held,
-                        const sm_string_list *excludes, ws_expected **out);
-void ws_expected_digest(ws_expected *x, char hex[65], uint64_t *count);
-void ws_expected_free(ws_expected *x);
+int workspace_expected_collect(const ws_manifest *base, const ws_manifest *held,
+                               const sm_string_list *excludes, ws_expected **out);
+void workspace_expected_digest(ws_expected *x, char hex[65], uint64_t *count);
+void workspace_expected_free(ws_expected *x);
 /* Parses `sandman-agent wsdigest`'s output, "wsdigest HEX COUNT\n"; -1
  * when it is anything else. */
-int ws_unchanged_parse(const char *out, size_t len, char hex[65], uint64_t *count);
+int workspace_unchanged_parse(const char *out, size_t len, char hex[65], uint64_t *count);
 
 /* ---- conflict copies of folders (aside.c) ---- */
 typedef struct ws_aside {
   char **from, **to; /* a folder put aside and its place (NULL: dropped) */
   size_t n, cap;
 } ws_aside;
-void ws_aside_dispose(ws_aside *a);
+void workspace_aside_dispose(ws_aside *a);
 /* Where path lands on the host: itself; its place under a folder put
  * aside (malloc'ed into *owned); NULL when dropped or out of memory. */
-const char *ws_aside_map(const ws_aside *a, const char *path, char **owned);
+const char *workspace_aside_map(const ws_aside *a, const char *path, char **owned);
 /* The length of the shallowest folder above path that the host does not
  * have as a directory (missing, a file, a link), or 0 when it has all. */
-size_t ws_aside_blocker(int root_fd, const char *path);
+size_t workspace_aside_blocker(int root_fd, const char *path);
 /* Makes <dir>.sandman-conflict (replacing an older one) and maps dir to it
  * (*out, owned by a; dir maps to nothing when this fails: 0 or -errno). */
-int ws_aside_make(ws_aside *a, int root_fd, const char *dir, char **out);
+int workspace_aside_make(ws_aside *a, int root_fd, const char *dir, char **out);
 
 /* ---- apply: staged changes onto a directory ---- */
 typedef struct ws_apply_result {
@@ -431,24 +432,24 @@ typedef struct ws_apply_result {
  * host's version and the staged one lands beside it (conflict). Without it
  * (a scratch directory), whatever is in the way is replaced. Updates
  * x->box's host_mtime_ns of what it wrote. */
-int ws_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
-             sm_error *err);
-void ws_apply_result_dispose(ws_apply_result *r);
+int workspace_apply(int root_fd, ws_extract *x, int check_host, int deletions, ws_apply_result *res,
+                    sm_error *err);
+void workspace_apply_result_dispose(ws_apply_result *r);
 
 /* Convenience for tests and fuzzing: extracts a tar stream into dest_dir
  * (stage, check, apply), no manifest. */
-int ws_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
-                  const sm_workspace_limits *limits, ws_apply_result *res,
-                  ws_refusal_list *refused, sm_error *err);
+int workspace_unpack_dir(const char *dest_dir, sm_read_fn reader, void *ud,
+                         const sm_workspace_limits *limits, ws_apply_result *res,
+                         ws_refusal_list *refused, sm_error *err);
 
 /* Test hook on a sync: each copy (in or out) aborts once this many tar
  * bytes went through it, over all its requests; -1 turns it off. */
-void ws_sync_abort_after(sm_workspace_sync *sync, int64_t bytes);
+void workspace_sync_abort_after(sm_workspace_sync *sync, int64_t bytes);
 /* 1 if the last copy out fetched only what a listing showed changed; 0 if
  * it read the whole workspace. */
-int ws_sync_last_out_listed(const sm_workspace_sync *sync);
+int workspace_sync_last_out_listed(const sm_workspace_sync *sync);
 /* 1 if the last copy out was settled by the quick check alone (the
  * sandbox's digest was the manifest's: nothing listed, nothing read). */
-int ws_sync_last_out_quick(const sm_workspace_sync *sync);
+int workspace_sync_last_out_quick(const sm_workspace_sync *sync);
 
 #endif

@@ -15,7 +15,7 @@ static int read_small(const char *path, char *buf, size_t cap) {
   if (fd < 0) return -1;
   size_t n = 0;
   while (n + 1 < cap) {
-    ssize_t r = sm_read_retry(fd, buf + n, cap - 1 - n);
+    ssize_t r = common_read_retry(fd, buf + n, cap - 1 - n);
     if (r < 0) {
       close(fd);
       return -1;
@@ -59,7 +59,7 @@ static int start_time(unsigned long long *out) {
   char buf[1024];
   int n = read_small("/proc/self/stat", buf, sizeof buf);
   long ppid = 0;
-  return n > 0 ? route_peer_parse_stat(buf, (size_t)n, &ppid, out) : -1;
+  return n > 0 ? agent_route_peer_parse_stat(buf, (size_t)n, &ppid, out) : -1;
 }
 
 int agent_call_preamble(const char *token, char *out, size_t cap) {
@@ -78,5 +78,5 @@ int agent_call_preamble_print(const char *token) {
   char line[192];
   int n = agent_call_preamble(token, line, sizeof line);
   if (n < 0) return -1;
-  return sm_write_all(1, line, (size_t)n);
+  return common_write_all(1, line, (size_t)n);
 }

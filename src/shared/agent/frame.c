@@ -5,25 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sm_frame_put_u32(unsigned char *p, uint32_t v) {
+void agent_frame_put_u32(unsigned char *p, uint32_t v) {
   p[0] = (unsigned char)(v >> 24);
   p[1] = (unsigned char)(v >> 16);
   p[2] = (unsigned char)(v >> 8);
   p[3] = (unsigned char)v;
 }
 
-uint32_t sm_frame_get_u32(const unsigned char *p) {
+uint32_t agent_frame_get_u32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
-                     uint32_t len) {
+void agent_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
+                        uint32_t len) {
   out[0] = (unsigned char)type;
-  sm_frame_put_u32(out + 1, call_id);
-  sm_frame_put_u32(out + 5, len);
+  agent_frame_put_u32(out + 1, call_id);
+  agent_frame_put_u32(out + 5, len);
 }
 
-uint32_t sm_frame_type_max(int type) {
+uint32_t agent_frame_type_max(int type) {
   switch (type) {
   case SM_FRAME_CALL:
     return SM_FRAME_CALL_MAX;
@@ -69,23 +69,24 @@ static int known_type(int type) {
          type == SM_FRAME_PORT_ACK || type == SM_FRAME_PORT_EOF || type == SM_FRAME_PORT_CLOSE;
 }
 
-void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud) {
+void agent_frame_reader_init(agent_frame_reader *r, uint32_t max_len, agent_frame_fn on_frame,
+                             void *ud) {
   memset(r, 0, sizeof *r);
   r->max_len = max_len;
   r->on_frame = on_frame;
   r->ud = ud;
 }
 
-void sm_frame_reader_dispose(sm_frame_reader *r) {
+void agent_frame_reader_dispose(agent_frame_reader *r) {
   free(r->payload);
   r->payload = NULL;
   r->head_have = 0;
   r->need = r->have = 0;
 }
 
-int sm_frame_reader_idle(const sm_frame_reader *r) { return r->head_have == 0; }
+int agent_frame_reader_idle(const agent_frame_reader *r) { return r->head_have == 0; }
 
-static int deliver(sm_frame_reader *r) {
+static int deliver(agent_frame_reader *r) {
   unsigned char empty = 0;
   int rc = r->on_frame(r->ud, r->type, r->call_id, r->payload ? r->payload : &empty, r->need);
   free(r->payload);
@@ -95,7 +96,7 @@ static int deliver(sm_frame_reader *r) {
   return rc;
 }
 
-int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t len) {
+int agent_frame_reader_feed(agent_frame_reader *r, const unsigned char *data, size_t len) {
   while (len > 0) {
     if (r->head_have < SM_FRAME_HEADER) {
       size_t take = SM_FRAME_HEADER - r->head_have;
@@ -106,10 +107,10 @@ int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t l
       len -= take;
       if (r->head_have < SM_FRAME_HEADER) return 0;
       r->type = r->head[0];
-      r->call_id = sm_frame_get_u32(r->head + 1);
-      r->need = sm_frame_get_u32(r->head + 5);
+      r->call_id = agent_frame_get_u32(r->head + 1);
+      r->need = agent_frame_get_u32(r->head + 5);
       r->have = 0;
-      if (!known_type(r->type) || r->need > sm_frame_type_max(r->type) || r->need > r->max_len)
+      if (!known_type(r->type) || r->need > agent_frame_type_max(r->type) || r->need > r->max_len)
         return -1;
       if (r->need == 0) {
         int rc = deliver(r);
@@ -151,9 +152,9 @@ int agent_frame_size_get(const unsigned char *p, uint32_t len, unsigned *rows, u
   return 0;
 }
 
-int sm_frame_parse_call(unsigned char *payload, uint32_t len, const char **cwd, char **argv,
-                        size_t max_argv, size_t *argc, char **env, size_t max_env,
-                        size_t *envc) {
+int agent_frame_parse_call(unsigned char *payload, uint32_t len, const char **cwd, char **argv,
+                           size_t max_argv, size_t *argc, char **env, size_t max_env,
+                           size_t *envc) {
   if (len == 0 || payload[len - 1] != 0) return -1;
   char *p = (char *)payload, *end = (char *)payload + len;
   *cwd = p;

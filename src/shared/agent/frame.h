@@ -131,20 +131,20 @@ enum {
 #define SM_PORT_WINDOW (256u << 10)
 
 /* A 4-byte big-endian number at p (ids, lengths, the ports' counts). */
-void sm_frame_put_u32(unsigned char *p, uint32_t v);
-uint32_t sm_frame_get_u32(const unsigned char *p);
+void agent_frame_put_u32(unsigned char *p, uint32_t v);
+uint32_t agent_frame_get_u32(const unsigned char *p);
 
 /* Writes the 9-byte header for a frame into out. */
-void sm_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
-                     uint32_t len);
+void agent_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
+                        uint32_t len);
 
 /* An incremental reader: feed it bytes as they arrive; it calls on_frame
  * for each complete frame. A frame whose type is unknown or whose length
  * exceeds the cap for its type is a protocol error. */
-typedef int (*sm_frame_fn)(void *ud, int type, uint32_t call_id, const unsigned char *payload,
-                           uint32_t len);
+typedef int (*agent_frame_fn)(void *ud, int type, uint32_t call_id, const unsigned char *payload,
+                              uint32_t len);
 
-typedef struct sm_frame_reader {
+typedef struct agent_frame_reader {
   unsigned char head[SM_FRAME_HEADER];
   size_t head_have;
   unsigned char *payload; /* malloc'd while a payload is being collected */
@@ -152,20 +152,21 @@ typedef struct sm_frame_reader {
   int type;
   uint32_t call_id;
   uint32_t max_len;       /* the largest payload accepted (any type) */
-  sm_frame_fn on_frame;
+  agent_frame_fn on_frame;
   void *ud;
-} sm_frame_reader;
+} agent_frame_reader;
 
-void sm_frame_reader_init(sm_frame_reader *r, uint32_t max_len, sm_frame_fn on_frame, void *ud);
+void agent_frame_reader_init(agent_frame_reader *r, uint32_t max_len, agent_frame_fn on_frame,
+                             void *ud);
 /* 0, or -1 on a protocol error (bad type, over the cap, no memory), or what
  * on_frame returned when it was not 0 (reading stops there). */
-int sm_frame_reader_feed(sm_frame_reader *r, const unsigned char *data, size_t len);
+int agent_frame_reader_feed(agent_frame_reader *r, const unsigned char *data, size_t len);
 /* True between frames (nothing partial held). */
-int sm_frame_reader_idle(const sm_frame_reader *r);
-void sm_frame_reader_dispose(sm_frame_reader *r);
+int agent_frame_reader_idle(const agent_frame_reader *r);
+void agent_frame_reader_dispose(agent_frame_reader *r);
 
 /* The largest payload a frame of this type may have, 0 for an unknown type. */
-uint32_t sm_frame_type_max(int type);
+uint32_t agent_frame_type_max(int type);
 
 /* A terminal's size as SM_FRAME_TTY and SM_FRAME_RESIZE carry it (4 bytes
  * at p). get: -1 when len < 4 or a dimension is 0 or over
@@ -177,8 +178,7 @@ int agent_frame_size_get(const unsigned char *p, uint32_t len, unsigned *rows, u
  * plus a NULL; room for max_argv + 1) and env (the rest plus a NULL; room
  * for max_env + 1) with pointers into payload. -1 when malformed (not NUL-terminated, argc
  * missing, zero or over max, too many env entries). */
-int sm_frame_parse_call(unsigned char *payload, uint32_t len, const char **cwd, char **argv,
-                        size_t max_argv, size_t *argc, char **env, size_t max_env,
-                        size_t *envc);
+int agent_frame_parse_call(unsigned char *payload, uint32_t len, const char **cwd, char **argv,
+                           size_t max_argv, size_t *argc, char **env, size_t max_env, size_t *envc);
 
 #endif

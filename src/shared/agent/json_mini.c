@@ -206,28 +206,28 @@ static jm_node *parse_value(parser *ps, int depth) {
   }
   n->raw_len = (size_t)(ps->p - n->raw);
   if (rc != 0) {
-    jm_free(n);
+    agent_json_free(n);
     return NULL;
   }
   return n;
 }
 
-jm_node *jm_parse(const char *text, size_t len) {
+jm_node *agent_json_parse(const char *text, size_t len) {
   parser ps = {text, text + len};
   jm_node *n = parse_value(&ps, 0);
   if (n == NULL) return NULL;
   skip_ws(&ps);
   if (ps.p != ps.end) {
-    jm_free(n);
+    agent_json_free(n);
     return NULL;
   }
   return n;
 }
 
-void jm_free(jm_node *n) {
+void agent_json_free(jm_node *n) {
   while (n) {
     jm_node *next = n->next;
-    jm_free(n->child);
+    agent_json_free(n->child);
     free(n->str);
     free(n->key);
     free(n);
@@ -235,7 +235,7 @@ void jm_free(jm_node *n) {
   }
 }
 
-const jm_node *jm_get(const jm_node *obj, const char *key) {
+const jm_node *agent_json_get(const jm_node *obj, const char *key) {
   if (obj == NULL || obj->type != JM_OBJ) return NULL;
   const jm_node *found = NULL;
   for (const jm_node *m = obj->child; m; m = m->next)
@@ -243,12 +243,12 @@ const jm_node *jm_get(const jm_node *obj, const char *key) {
   return found;
 }
 
-const char *jm_get_str(const jm_node *obj, const char *key) {
-  const jm_node *v = jm_get(obj, key);
+const char *agent_json_get_str(const jm_node *obj, const char *key) {
+  const jm_node *v = agent_json_get(obj, key);
   return v && v->type == JM_STR ? v->str : NULL;
 }
 
-void jm_buf_add(jm_buf *b, const char *s, size_t n) {
+void agent_json_buf_add(jm_buf *b, const char *s, size_t n) {
   if (b->failed) return;
   if (n > b->max - b->len) {
     b->failed = 1;
@@ -270,25 +270,25 @@ void jm_buf_add(jm_buf *b, const char *s, size_t n) {
   b->data[b->len] = '\0';
 }
 
-void jm_buf_str(jm_buf *b, const char *s) { jm_buf_add(b, s, strlen(s)); }
+void agent_json_buf_str(jm_buf *b, const char *s) { agent_json_buf_add(b, s, strlen(s)); }
 
-void jm_buf_json_string(jm_buf *b, const char *s, size_t n) {
+void agent_json_buf_json_string(jm_buf *b, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  jm_buf_add(b, "\"", 1);
+  agent_json_buf_add(b, "\"", 1);
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     if (c == '"' || c == '\\') {
       char e[2] = {'\\', (char)c};
-      jm_buf_add(b, e, 2);
+      agent_json_buf_add(b, e, 2);
     } else if (c == '\n' || c == '\t' || c == '\r' || c == '\b' || c == '\f') {
       char e[2] = {'\\', c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : c == '\b' ? 'b' : 'f'};
-      jm_buf_add(b, e, 2);
+      agent_json_buf_add(b, e, 2);
     } else if (c < 0x20 || c == 0x7f) {
       char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-      jm_buf_add(b, e, 6);
+      agent_json_buf_add(b, e, 6);
     } else {
-      jm_buf_add(b, (const char *)&s[i], 1);
+      agent_json_buf_add(b, (const char *)&s[i], 1);
     }
   }
-  jm_buf_add(b, "\"", 1);
+  agent_json_buf_add(b, "\"", 1);
 }

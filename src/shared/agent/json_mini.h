@@ -23,12 +23,12 @@ typedef struct jm_node {
 
 /* Parses text[0..len) (one value, whitespace around it). NULL when it is
  * not JSON (or nests deeper than JM_MAX_DEPTH, or memory runs out). */
-jm_node *jm_parse(const char *text, size_t len);
-void jm_free(jm_node *n);
+jm_node *agent_json_parse(const char *text, size_t len);
+void agent_json_free(jm_node *n);
 /* The member named key of an object, or NULL. */
-const jm_node *jm_get(const jm_node *obj, const char *key);
+const jm_node *agent_json_get(const jm_node *obj, const char *key);
 /* The string value of member key, or NULL when absent or not a string. */
-const char *jm_get_str(const jm_node *obj, const char *key);
+const char *agent_json_get_str(const jm_node *obj, const char *key);
 
 /* A growing text with a hard cap. */
 typedef struct jm_buf {
@@ -37,9 +37,9 @@ typedef struct jm_buf {
   int failed; /* over max or out of memory */
 } jm_buf;
 
-void jm_buf_add(jm_buf *b, const char *s, size_t n);
-void jm_buf_str(jm_buf *b, const char *s);
+void agent_json_buf_add(jm_buf *b, const char *s, size_t n);
+void agent_json_buf_str(jm_buf *b, const char *s);
 /* s as a JSON string literal, quotes included. */
-void jm_buf_json_string(jm_buf *b, const char *s, size_t n);
+void agent_json_buf_json_string(jm_buf *b, const char *s, size_t n);
 
 #endif

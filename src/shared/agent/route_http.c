@@ -70,7 +70,7 @@ static int header(const char *p, size_t n, size_t total_max, route_head *out, in
   return 0;
 }
 
-int route_http_head(const char *buf, size_t len, size_t total_max, route_head *out) {
+int agent_route_http_head(const char *buf, size_t len, size_t total_max, route_head *out) {
   memset(out, 0, sizeof *out);
   size_t scan = len < ROUTE_HEAD_MAX ? len : ROUTE_HEAD_MAX;
   const char *blank = find_blank_line(buf, scan);
@@ -110,7 +110,7 @@ static const char *reason(int status) {
   }
 }
 
-size_t route_http_error(int status, const char *message, char *out, size_t cap) {
+size_t agent_route_http_error(int status, const char *message, char *out, size_t cap) {
   char body[512];
   int bl = snprintf(body, sizeof body, "{\"error\": \"%s\"}\n", message);
   if (bl < 0 || (size_t)bl >= sizeof body) return 0;

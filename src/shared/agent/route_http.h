@@ -23,11 +23,11 @@ typedef struct route_head {
  * Content-Length), 411 (Transfer-Encoding: bodies must come with a
  * Content-Length), 413 (head and body over total_max), 431 (head over
  * ROUTE_HEAD_MAX). */
-int route_http_head(const char *buf, size_t len, size_t total_max, route_head *out);
+int agent_route_http_head(const char *buf, size_t len, size_t total_max, route_head *out);
 
 /* A complete response with status and a JSON body {"error": message}
  * (message: plain ASCII, no quotes) into out; its length, or 0 if it does
  * not fit. */
-size_t route_http_error(int status, const char *message, char *out, size_t cap);
+size_t agent_route_http_error(int status, const char *message, char *out, size_t cap);
 
 #endif

@@ -12,7 +12,8 @@
 
 _Static_assert(ROUTE_PEER_BLOCK_MAX == SM_FRAME_ROUTE_PEER_MAX, "peer block caps differ");
 
-int route_peer_parse_stat(const char *line, size_t len, long *ppid, unsigned long long *start) {
+int agent_route_peer_parse_stat(const char *line, size_t len, long *ppid,
+                                unsigned long long *start) {
   const char *close = NULL;
   for (size_t i = 0; i < len; i++)
     if (line[i] == ')') close = line + i;
@@ -62,10 +63,11 @@ static int read_stat(const char *proc, long pid, long *ppid, unsigned long long 
   }
   close(fd);
   if (n <= 0) return -1;
-  return route_peer_parse_stat(line, (size_t)n, ppid, start);
+  return agent_route_peer_parse_stat(line, (size_t)n, ppid, start);
 }
 
-void route_peer_walk(const char *proc, long pid, unsigned long long not_after, route_peer *out) {
+void agent_route_peer_walk(const char *proc, long pid, unsigned long long not_after,
+                           route_peer *out) {
   unsigned long long younger = not_after ? not_after : ~0ULL;
   out->n = 0;
   while (pid > 1 && out->n < ROUTE_PEER_CHAIN_MAX) {
@@ -83,7 +85,7 @@ void route_peer_walk(const char *proc, long pid, unsigned long long not_after, r
   }
 }
 
-unsigned long long route_peer_now_ticks(void) {
+unsigned long long agent_route_peer_now_ticks(void) {
   struct timespec ts;
   long hz = sysconf(_SC_CLK_TCK);
   if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return 0;
@@ -100,7 +102,7 @@ static uint32_t get32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-size_t route_peer_encode(const route_peer *p, unsigned char *out, size_t cap) {
+size_t agent_route_peer_encode(const route_peer *p, unsigned char *out, size_t cap) {
   if (p->n > ROUTE_PEER_CHAIN_MAX) return 0;
   size_t len = 12u + (size_t)p->n * 12u;
   if (len > cap) return 0;
@@ -116,7 +118,7 @@ size_t route_peer_encode(const route_peer *p, unsigned char *out, size_t cap) {
   return len;
 }
 
-size_t route_peer_decode(const unsigned char *in, size_t len, route_peer *out) {
+size_t agent_route_peer_decode(const unsigned char *in, size_t len, route_peer *out) {
   if (len < 12) return 0;
   uint32_t n = get32(in + 8);
   if (n > ROUTE_PEER_CHAIN_MAX || len < 12u + (size_t)n * 12u) return 0;

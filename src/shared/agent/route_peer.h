@@ -32,7 +32,8 @@ typedef struct route_peer {
 /* The parent and the start time of a /proc/PID/stat line (line[0..len),
  * not NUL-terminated): 0, or -1 when it is not such a line. The process
  * names itself (comm), so the fields are read after its last ')'. */
-int route_peer_parse_stat(const char *line, size_t len, long *ppid, unsigned long long *start);
+int agent_route_peer_parse_stat(const char *line, size_t len, long *ppid,
+                                unsigned long long *start);
 
 /* Fills out->pid/start/n from process pid up its parents (read in proc,
  * "/proc"), stopping before pid 1 (the sandbox's init, which every orphan
@@ -40,15 +41,16 @@ int route_peer_parse_stat(const char *line, size_t len, long *ppid, unsigned lon
  * process that started after its child, or the peer itself when it started
  * after not_after (ticks; 0: no bound), is a pid used again since: the
  * chain ends before it. uid and gid are the caller's to set. */
-void route_peer_walk(const char *proc, long pid, unsigned long long not_after, route_peer *out);
+void agent_route_peer_walk(const char *proc, long pid, unsigned long long not_after,
+                           route_peer *out);
 
 /* Clock ticks since boot now, as /proc/PID/stat counts start times. */
-unsigned long long route_peer_now_ticks(void);
+unsigned long long agent_route_peer_now_ticks(void);
 
 /* The block of p into out (cap bytes): its length, 0 when it does not fit. */
-size_t route_peer_encode(const route_peer *p, unsigned char *out, size_t cap);
+size_t agent_route_peer_encode(const route_peer *p, unsigned char *out, size_t cap);
 /* The block at the front of in[0..len) into out: its length, 0 when it is
  * malformed (short, or n over ROUTE_PEER_CHAIN_MAX). */
-size_t route_peer_decode(const unsigned char *in, size_t len, route_peer *out);
+size_t agent_route_peer_decode(const unsigned char *in, size_t len, route_peer *out);
 
 #endif

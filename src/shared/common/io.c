@@ -5,7 +5,7 @@
 
 #include "common/io.h"
 
-int sm_write_all(int fd, const void *data, size_t len) {
+int common_write_all(int fd, const void *data, size_t len) {
   const unsigned char *p = data;
   while (len > 0) {
     ssize_t n = write(fd, p, len);
@@ -18,14 +18,14 @@ int sm_write_all(int fd, const void *data, size_t len) {
   return 0;
 }
 
-ssize_t sm_read_retry(int fd, void *buf, size_t len) {
+ssize_t common_read_retry(int fd, void *buf, size_t len) {
   for (;;) {
     ssize_t n = read(fd, buf, len);
     if (n >= 0 || errno != EINTR) return n;
   }
 }
 
-int sm_mkdirs(char *path) {
+int common_mkdirs(char *path) {
   for (char *p = path + 1; *p; p++) {
     if (*p != '/') continue;
     *p = '\0';

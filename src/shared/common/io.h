@@ -7,14 +7,14 @@
 
 /* Writes all len bytes to fd, retrying after EINTR and short writes. 0, or
  * -1 with errno set (EIO when the descriptor took nothing). */
-int sm_write_all(int fd, const void *data, size_t len);
+int common_write_all(int fd, const void *data, size_t len);
 
 /* read(2) again after EINTR: >0 bytes, 0 at the end, -1 with errno. */
-ssize_t sm_read_retry(int fd, void *buf, size_t len);
+ssize_t common_read_retry(int fd, void *buf, size_t len);
 
 /* mkdir -p of path with mode 0700 for every folder it makes (existing
  * ones are fine). 0, or -1 with errno set and path cut at the folder that
  * could not be made (for the message). */
-int sm_mkdirs(char *path);
+int common_mkdirs(char *path);
 
 #endif

@@ -44,4 +44,4 @@ static int remove_depth(int dir_fd, const char *name, int depth) {
   return 0;
 }
 
-int sm_rmtree_at(int dir_fd, const char *name) { return remove_depth(dir_fd, name, 0); }
+int common_rmtree_at(int dir_fd, const char *name) { return remove_depth(dir_fd, name, 0); }

@@ -7,6 +7,6 @@
  * removed, never followed. A directory its owner cannot read or write is
  * opened up first (as `rm -rf` does for its owner). 0 or -errno; a name
  * already gone is 0. */
-int sm_rmtree_at(int dir_fd, const char *name);
+int common_rmtree_at(int dir_fd, const char *name);
 
 #endif

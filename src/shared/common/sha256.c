@@ -53,7 +53,7 @@ static void compress(uint32_t h[8], const unsigned char *p) {
   h[7] += k;
 }
 
-void sm_sha256_init(sm_sha256 *c) {
+void common_sha256_init(common_sha256 *c) {
   /* The fractional parts of the square roots of the first 8 primes (5.3.3). */
   static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -62,7 +62,7 @@ void sm_sha256_init(sm_sha256 *c) {
   c->fill = 0;
 }
 
-void sm_sha256_update(sm_sha256 *c, const void *data, size_t len) {
+void common_sha256_update(common_sha256 *c, const void *data, size_t len) {
   const unsigned char *p = data;
   c->bytes += len;
   if (c->fill) {
@@ -80,7 +80,7 @@ void sm_sha256_update(sm_sha256 *c, const void *data, size_t len) {
   c->fill = len;
 }
 
-void sm_sha256_final(sm_sha256 *c, unsigned char out[32]) {
+void common_sha256_final(common_sha256 *c, unsigned char out[32]) {
   /* A 1 bit, zeros up to 56 bytes mod 64, the length in bits (5.1.1). */
   uint64_t bits = c->bytes * 8;
   unsigned char pad[72];
@@ -88,7 +88,7 @@ void sm_sha256_final(sm_sha256 *c, unsigned char out[32]) {
   memset(pad, 0, sizeof pad);
   pad[0] = 0x80;
   for (int i = 0; i < 8; i++) pad[n + i] = (unsigned char)(bits >> (56 - 8 * i));
-  sm_sha256_update(c, pad, n + 8);
+  common_sha256_update(c, pad, n + 8);
   for (int i = 0; i < 8; i++) {
     out[4 * i] = (unsigned char)(c->h[i] >> 24);
     out[4 * i + 1] = (unsigned char)(c->h[i] >> 16);

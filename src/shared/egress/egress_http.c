@@ -51,22 +51,26 @@ static void trim(const char **s, size_t *n) {
 static int parse_target(const char *t, size_t n, eg_request *out, char *why, size_t why_len) {
   char sub[EG_WHY_MAX];
   if (out->is_connect) {
-    if (eg_authority_parse(t, n, -1, &out->target, sub, sizeof sub) != 0)
-      return eg_fail(why, why_len, "CONNECT target: %s", sub);
+    if (egress_authority_parse(t, n, -1, &out->target, sub, sizeof sub) != 0)
+      return egress_fail(why, why_len, "CONNECT target: %s", sub);
     return 0;
   }
   static const char http[] = "http://";
   if (n >= 8 && ieq(t, 8, "https://"))
-    return eg_fail(why, why_len, "https:// targets are not proxied: use CONNECT (set HTTPS_PROXY)");
+    return egress_fail(why, why_len,
+                       "https:// targets are not proxied: use CONNECT (set HTTPS_PROXY)");
   if (n < sizeof http - 1 || !ieq(t, sizeof http - 1, http))
-    return eg_fail(why, why_len, "not a proxy request: the target must be an absolute http:// URL");
+    return egress_fail(why, why_len,
+                       "not a proxy request: the target must be an absolute http:// URL");
   const char *a = t + sizeof http - 1;
   size_t rest = n - (sizeof http - 1), alen = 0;
   while (alen < rest && a[alen] != '/' && a[alen] != '?' && a[alen] != '#') alen++;
-  if (alen < rest && a[alen] == '#') return eg_fail(why, why_len, "a fragment in the request target");
-  if (memchr(a + alen, '#', rest - alen)) return eg_fail(why, why_len, "a fragment in the request target");
-  if (eg_authority_parse(a, alen, 80, &out->target, sub, sizeof sub) != 0)
-    return eg_fail(why, why_len, "request target: %s", sub);
+  if (alen < rest && a[alen] == '#')
+    return egress_fail(why, why_len, "a fragment in the request target");
+  if (memchr(a + alen, '#', rest - alen))
+    return egress_fail(why, why_len, "a fragment in the request target");
+  if (egress_authority_parse(a, alen, 80, &out->target, sub, sizeof sub) != 0)
+    return egress_fail(why, why_len, "request target: %s", sub);
   out->path_off = (size_t)(a + alen - t);
   out->path_len = rest - alen;
   return 0;
@@ -74,18 +78,19 @@ static int parse_target(const char *t, size_t n, eg_request *out, char *why, siz
 
 /* At most one Host, agreeing with the target (host and port). */
 static int check_host(const char *v, size_t vlen, eg_request *out, char *why, size_t why_len) {
-  if (out->has_host) return eg_fail(why, why_len, "more than one Host header");
+  if (out->has_host) return egress_fail(why, why_len, "more than one Host header");
   out->has_host = 1;
   eg_dest h;
   char sub[EG_WHY_MAX];
   int dport = out->is_connect ? -1 : 80;
   /* A CONNECT's Host may leave the port out; then only the host is compared. */
   if (out->is_connect && !authority_has_port(v, vlen)) dport = out->target.port;
-  if (eg_authority_parse(v, vlen, dport, &h, sub, sizeof sub) != 0)
-    return eg_fail(why, why_len, "Host header: %s", sub);
+  if (egress_authority_parse(v, vlen, dport, &h, sub, sizeof sub) != 0)
+    return egress_fail(why, why_len, "Host header: %s", sub);
   if (strcmp(h.host, out->target.host) != 0 || h.port != out->target.port)
-    return eg_fail(why, why_len, "the Host header (%s:%d) disagrees with the request target (%s:%d)", h.host,
-                   h.port, out->target.host, out->target.port);
+    return egress_fail(why, why_len,
+                       "the Host header (%s:%d) disagrees with the request target (%s:%d)", h.host,
+                       h.port, out->target.host, out->target.port);
   return 0;
 }
 
@@ -106,7 +111,8 @@ static int check_connection(const char *v, size_t vlen, char *why, size_t why_le
     size_t tn = tl;
     trim(&t, &tn);
     if (framing_header(t, tn))
-      return eg_fail(why, why_len, "the Connection header names %.*s, which the server must get", (int)tn, t);
+      return egress_fail(why, why_len,
+                         "the Connection header names %.*s, which the server must get", (int)tn, t);
     if (comma == NULL) break;
     v = comma + 1;
     vlen -= tl + 1;
@@ -115,14 +121,14 @@ static int check_connection(const char *v, size_t vlen, char *why, size_t why_le
 }
 
 static int content_length(const char *v, size_t vlen, eg_request *out, char *why, size_t why_len) {
-  if (vlen == 0 || vlen > 15) return eg_fail(why, why_len, "bad Content-Length");
+  if (vlen == 0 || vlen > 15) return egress_fail(why, why_len, "bad Content-Length");
   long long cl = 0;
   for (size_t i = 0; i < vlen; i++) {
-    if (v[i] < '0' || v[i] > '9') return eg_fail(why, why_len, "bad Content-Length");
+    if (v[i] < '0' || v[i] > '9') return egress_fail(why, why_len, "bad Content-Length");
     cl = cl * 10 + (v[i] - '0');
   }
   if (out->content_length >= 0 && out->content_length != cl)
-    return eg_fail(why, why_len, "two different Content-Length headers");
+    return egress_fail(why, why_len, "two different Content-Length headers");
   out->content_length = cl;
   return 0;
 }
@@ -132,24 +138,27 @@ static int parse_headers(const char *p, const char *end, eg_request *out, char *
   int lines = 0, te = 0;
   for (;;) {
     const char *e = memchr(p, '\n', (size_t)(end - p));
-    if (e == NULL || e == p || e[-1] != '\r') return eg_fail(why, why_len, "bad header line ending");
+    if (e == NULL || e == p || e[-1] != '\r')
+      return egress_fail(why, why_len, "bad header line ending");
     size_t hl = (size_t)(e - 1 - p);
     if (hl == 0) break; /* the blank line */
     if (++lines > EG_HEADERS_MAX) {
-      eg_fail(why, why_len, "more than %d header lines", EG_HEADERS_MAX);
+      egress_fail(why, why_len, "more than %d header lines", EG_HEADERS_MAX);
       return -2;
     }
-    if (p[0] == ' ' || p[0] == '\t') return eg_fail(why, why_len, "folded header lines are not accepted");
+    if (p[0] == ' ' || p[0] == '\t')
+      return egress_fail(why, why_len, "folded header lines are not accepted");
     const char *colon = memchr(p, ':', hl);
-    if (colon == NULL || colon == p) return eg_fail(why, why_len, "header line without a name");
+    if (colon == NULL || colon == p) return egress_fail(why, why_len, "header line without a name");
     size_t nl = (size_t)(colon - p);
     for (size_t i = 0; i < nl; i++)
-      if (!is_tchar((unsigned char)p[i])) return eg_fail(why, why_len, "bad header name");
+      if (!is_tchar((unsigned char)p[i])) return egress_fail(why, why_len, "bad header name");
     const char *v = colon + 1;
     size_t vlen = hl - nl - 1;
     for (size_t i = 0; i < vlen; i++) {
       unsigned char c = (unsigned char)v[i];
-      if ((c < 0x20 && c != '\t') || c == 0x7f) return eg_fail(why, why_len, "control byte in a header value");
+      if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return egress_fail(why, why_len, "control byte in a header value");
     }
     trim(&v, &vlen);
     int rc = 0;
@@ -160,54 +169,56 @@ static int parse_headers(const char *p, const char *end, eg_request *out, char *
     if (rc != 0) return rc;
     p = e + 1;
   }
-  if (te) return eg_fail(why, why_len, "Transfer-Encoding in a request is not accepted (send Content-Length)");
+  if (te)
+    return egress_fail(why, why_len,
+                       "Transfer-Encoding in a request is not accepted (send Content-Length)");
   return 0;
 }
 
-int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, size_t why_len) {
+int egress_request_parse(const char *buf, size_t len, eg_request *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
   out->content_length = -1;
   size_t scan = len > EG_HEAD_MAX ? EG_HEAD_MAX : len;
   size_t end = head_end(buf, scan);
   if (end == 0) {
     if (len >= EG_HEAD_MAX) {
-      eg_fail(why, why_len, "request head over %d bytes", EG_HEAD_MAX);
+      egress_fail(why, why_len, "request head over %d bytes", EG_HEAD_MAX);
       return -2;
     }
     /* Refuse garbage early instead of waiting for 16 KiB of it. */
     for (size_t i = 0; i < scan; i++)
-      if (buf[i] == '\0') return eg_fail(why, why_len, "NUL byte in the request head");
+      if (buf[i] == '\0') return egress_fail(why, why_len, "NUL byte in the request head");
     return 0;
   }
   out->head_len = end;
 
   /* Request line. */
   const char *line = buf, *eol = memchr(buf, '\r', end);
-  if (eol == NULL || eol[1] != '\n') return eg_fail(why, why_len, "bad request line ending");
+  if (eol == NULL || eol[1] != '\n') return egress_fail(why, why_len, "bad request line ending");
   size_t ll = (size_t)(eol - line);
-  if (memchr(line, '\n', ll)) return eg_fail(why, why_len, "bad request line ending (bare LF)");
+  if (memchr(line, '\n', ll)) return egress_fail(why, why_len, "bad request line ending (bare LF)");
   const char *sp1 = memchr(line, ' ', ll);
-  if (sp1 == NULL) return eg_fail(why, why_len, "bad request line");
+  if (sp1 == NULL) return egress_fail(why, why_len, "bad request line");
   const char *sp2 = memchr(sp1 + 1, ' ', ll - (size_t)(sp1 + 1 - line));
   if (sp2 == NULL || memchr(sp2 + 1, ' ', ll - (size_t)(sp2 + 1 - line)))
-    return eg_fail(why, why_len, "bad request line (METHOD TARGET HTTP/1.x)");
+    return egress_fail(why, why_len, "bad request line (METHOD TARGET HTTP/1.x)");
   size_t ml = (size_t)(sp1 - line);
-  if (ml == 0 || ml >= sizeof out->method) return eg_fail(why, why_len, "bad method");
+  if (ml == 0 || ml >= sizeof out->method) return egress_fail(why, why_len, "bad method");
   for (size_t i = 0; i < ml; i++)
-    if (!is_tchar((unsigned char)line[i])) return eg_fail(why, why_len, "bad method");
+    if (!is_tchar((unsigned char)line[i])) return egress_fail(why, why_len, "bad method");
   memcpy(out->method, line, ml);
   out->method[ml] = '\0';
   out->is_connect = strcmp(out->method, "CONNECT") == 0;
   const char *ver = sp2 + 1;
   size_t vl = (size_t)(eol - ver);
   if (vl != 8 || memcmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1'))
-    return eg_fail(why, why_len, "only HTTP/1.0 and HTTP/1.1 are proxied");
+    return egress_fail(why, why_len, "only HTTP/1.0 and HTTP/1.1 are proxied");
   out->http_minor = ver[7] - '0';
   const char *target = sp1 + 1;
   size_t tl = (size_t)(sp2 - target);
   for (size_t i = 0; i < tl; i++)
     if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] >= 0x7f)
-      return eg_fail(why, why_len, "control or non-ASCII byte in the request target");
+      return egress_fail(why, why_len, "control or non-ASCII byte in the request target");
   if (parse_target(target, tl, out, why, why_len) != 0) return -1;
   out->target_ok = 1;
   if (!out->is_connect) out->path_off += (size_t)(target - buf);
@@ -215,8 +226,9 @@ int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, si
   int hrc = parse_headers(eol + 2, buf + end, out, why, why_len);
   if (hrc != 0) return hrc;
   if (!out->is_connect && !out->has_host && out->http_minor == 1)
-    return eg_fail(why, why_len, "an HTTP/1.1 request without a Host header");
-  if (out->is_connect && out->content_length > 0) return eg_fail(why, why_len, "a CONNECT with a body");
+    return egress_fail(why, why_len, "an HTTP/1.1 request without a Host header");
+  if (out->is_connect && out->content_length > 0)
+    return egress_fail(why, why_len, "a CONNECT with a body");
   return 1;
 }
 
@@ -258,7 +270,7 @@ static int put(char *out, size_t cap, size_t *used, const char *s, size_t n) {
   return 0;
 }
 
-long eg_request_upstream_head(const char *buf, const eg_request *req, char *out, size_t cap) {
+long egress_request_upstream_head(const char *buf, const eg_request *req, char *out, size_t cap) {
   size_t used = 0;
   const char *path = req->path_len ? buf + req->path_off : "/";
   size_t plen = req->path_len ? req->path_len : 1;

@@ -33,13 +33,13 @@ typedef struct eg_request {
  * control bytes; at most one Host, which must agree with the target (host
  * and port); a body only by Content-Length (Transfer-Encoding is refused,
  * as are two different Content-Length values). */
-int eg_request_parse(const char *buf, size_t len, eg_request *out, char *why, size_t why_len);
+int egress_request_parse(const char *buf, size_t len, eg_request *out, char *why, size_t why_len);
 
 /* Writes the head to send upstream for a plain-HTTP request: the request
  * line in origin form, the client's headers minus hop-by-hop ones
  * (Connection and what it names, Proxy-*, Keep-Alive, TE, Trailer,
  * Upgrade), a Host header if the client sent none, and Connection: close.
  * Returns the length written, or -1 if it does not fit in cap. */
-long eg_request_upstream_head(const char *buf, const eg_request *req, char *out, size_t cap);
+long egress_request_upstream_head(const char *buf, const eg_request *req, char *out, size_t cap);
 
 #endif

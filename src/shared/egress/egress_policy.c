@@ -8,7 +8,7 @@
 
 #include "egress/egress_policy.h"
 
-int eg_fail(char *why, size_t len, const char *fmt, ...) {
+int egress_fail(char *why, size_t len, const char *fmt, ...) {
   if (why && len) {
     va_list ap;
     va_start(ap, fmt);
@@ -24,7 +24,7 @@ static int is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c
 
 /* ---- addresses ---- */
 
-int eg_addr_parse(const char *s, eg_addr *out) {
+int egress_addr_parse(const char *s, eg_addr *out) {
   memset(out, 0, sizeof *out);
   if (strchr(s, ':')) {
     if (inet_pton(AF_INET6, s, out->b) != 1) return -1;
@@ -37,12 +37,12 @@ int eg_addr_parse(const char *s, eg_addr *out) {
   return 0;
 }
 
-void eg_addr_format(const eg_addr *a, char *buf, size_t len) {
+void egress_addr_format(const eg_addr *a, char *buf, size_t len) {
   if (inet_ntop(a->family == 6 ? AF_INET6 : AF_INET, a->b, buf, (socklen_t)len) == NULL && len)
     buf[0] = '\0';
 }
 
-int eg_addr_in(const eg_addr *a, const eg_addr *net, int prefix) {
+int egress_addr_in(const eg_addr *a, const eg_addr *net, int prefix) {
   if (a->family != net->family) return 0;
   int bits = a->family == 6 ? 128 : 32;
   if (prefix < 0 || prefix > bits) return 0;
@@ -92,12 +92,12 @@ static const special_range specials[] = {
     {6, "ff00::", 8, "multicast"},
 };
 
-const char *eg_addr_special(const eg_addr *a) {
+const char *egress_addr_special(const eg_addr *a) {
   for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
     if (specials[i].family != a->family) continue;
     eg_addr net;
-    if (eg_addr_parse(specials[i].net, &net) != 0) continue;
-    if (eg_addr_in(a, &net, specials[i].prefix)) return specials[i].what;
+    if (egress_addr_parse(specials[i].net, &net) != 0) continue;
+    if (egress_addr_in(a, &net, specials[i].prefix)) return specials[i].what;
   }
   /* Global unicast (2000::/3) is the only IPv6 space in use; the rest is
    * unassigned. */
@@ -107,45 +107,48 @@ const char *eg_addr_special(const eg_addr *a) {
 
 /* ---- hosts and authorities ---- */
 
-int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char *why,
-                  size_t why_len) {
+int egress_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char *why,
+                      size_t why_len) {
   memset(out, 0, sizeof *out);
   char buf[EG_HOST_MAX + 2];
-  if (len == 0) return eg_fail(why, why_len, "empty host");
+  if (len == 0) return egress_fail(why, why_len, "empty host");
   if (brackets) {
-    if (len > 47) return eg_fail(why, why_len, "IPv6 address too long");
+    if (len > 47) return egress_fail(why, why_len, "IPv6 address too long");
     memcpy(buf, host, len);
     buf[len] = '\0';
-    if (strchr(buf, '%')) return eg_fail(why, why_len, "zone ids are not allowed in an address");
-    if (eg_addr_parse(buf, &out->addr) != 0 || out->addr.family != 6)
-      return eg_fail(why, why_len, "'[%s]' is not an IPv6 address", buf);
+    if (strchr(buf, '%'))
+      return egress_fail(why, why_len, "zone ids are not allowed in an address");
+    if (egress_addr_parse(buf, &out->addr) != 0 || out->addr.family != 6)
+      return egress_fail(why, why_len, "'[%s]' is not an IPv6 address", buf);
     out->is_addr = 1;
-    eg_addr_format(&out->addr, out->host, sizeof out->host);
+    egress_addr_format(&out->addr, out->host, sizeof out->host);
     return 0;
   }
-  if (len > EG_HOST_MAX + 1) return eg_fail(why, why_len, "host name longer than %d", EG_HOST_MAX);
+  if (len > EG_HOST_MAX + 1)
+    return egress_fail(why, why_len, "host name longer than %d", EG_HOST_MAX);
   for (size_t i = 0; i < len; i++) {
     char c = host[i];
     if (!(is_alnum(c) || c == '-' || c == '.' || c == '_'))
-      return eg_fail(why, why_len, "host name holds '%s%c' (letters, digits, '-', '_' and '.' only)",
-                  (unsigned char)c < 0x20 || (unsigned char)c > 0x7e ? "\\x" : "",
-                  (unsigned char)c < 0x20 || (unsigned char)c > 0x7e ? '?' : c);
+      return egress_fail(why, why_len,
+                         "host name holds '%s%c' (letters, digits, '-', '_' and '.' only)",
+                         (unsigned char)c < 0x20 || (unsigned char)c > 0x7e ? "\\x" : "",
+                         (unsigned char)c < 0x20 || (unsigned char)c > 0x7e ? '?' : c);
     buf[i] = lower(c);
   }
   if (buf[len - 1] == '.') len--; /* one trailing dot: the same name */
   buf[len] = '\0';
-  if (len == 0 || len > EG_HOST_MAX) return eg_fail(why, why_len, "bad host name length");
+  if (len == 0 || len > EG_HOST_MAX) return egress_fail(why, why_len, "bad host name length");
   /* All digits and dots: an IPv4 literal, in dotted decimal only (no
    * 0x7f.1, 2130706433 or 0177.0.0.1 that resolvers would read as loopback). */
   int numeric = 1;
   for (size_t i = 0; i < len; i++)
     if (!is_digit(buf[i]) && buf[i] != '.') numeric = 0;
   if (numeric) {
-    if (eg_addr_parse(buf, &out->addr) != 0)
-      return eg_fail(why, why_len, "'%s' is not an IPv4 address in dotted decimal", buf);
+    if (egress_addr_parse(buf, &out->addr) != 0)
+      return egress_fail(why, why_len, "'%s' is not an IPv4 address in dotted decimal", buf);
     for (const char *p = buf; *p; p++) /* leading zeros read as octal elsewhere */
       if (*p == '0' && (p == buf || p[-1] == '.') && is_digit(p[1]))
-        return eg_fail(why, why_len, "'%s' has a leading zero (octal?)", buf);
+        return egress_fail(why, why_len, "'%s' has a leading zero (octal?)", buf);
     out->is_addr = 1;
     snprintf(out->host, sizeof out->host, "%s", buf);
     return 0;
@@ -153,10 +156,10 @@ int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char
   size_t label = 0;
   for (size_t i = 0; i <= len; i++) {
     if (i == len || buf[i] == '.') {
-      if (label == 0) return eg_fail(why, why_len, "empty label in host name '%s'", buf);
-      if (label > 63) return eg_fail(why, why_len, "label longer than 63 in '%s'", buf);
+      if (label == 0) return egress_fail(why, why_len, "empty label in host name '%s'", buf);
+      if (label > 63) return egress_fail(why, why_len, "label longer than 63 in '%s'", buf);
       if (buf[i - 1] == '-' || buf[i - label] == '-')
-        return eg_fail(why, why_len, "a label of '%s' starts or ends with '-'", buf);
+        return egress_fail(why, why_len, "a label of '%s' starts or ends with '-'", buf);
       label = 0;
     } else {
       label++;
@@ -170,7 +173,7 @@ int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char
   for (const char *q = last; *q; q++)
     if (!is_digit(*q)) last_digits = 0;
   if (strncmp(last, "0x", 2) == 0 || last_digits)
-    return eg_fail(why, why_len, "'%s' looks like a hex or short-form address", buf);
+    return egress_fail(why, why_len, "'%s' looks like a hex or short-form address", buf);
   snprintf(out->host, sizeof out->host, "%s", buf);
   return 0;
 }
@@ -187,23 +190,24 @@ static int parse_port(const char *s, size_t len, int *out) {
   return 0;
 }
 
-int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out, char *why,
-                       size_t why_len) {
+int egress_authority_parse(const char *s, size_t len, int default_port, eg_dest *out, char *why,
+                           size_t why_len) {
   memset(out, 0, sizeof *out);
-  if (len == 0) return eg_fail(why, why_len, "empty authority");
-  if (memchr(s, '@', len)) return eg_fail(why, why_len, "user info is not allowed in the authority");
+  if (len == 0) return egress_fail(why, why_len, "empty authority");
+  if (memchr(s, '@', len))
+    return egress_fail(why, why_len, "user info is not allowed in the authority");
   const char *host = s, *port = NULL;
   size_t host_len = len, port_len = 0;
   int brackets = 0;
   if (s[0] == '[') {
     const char *close = memchr(s, ']', len);
-    if (close == NULL) return eg_fail(why, why_len, "unclosed '[' in the authority");
+    if (close == NULL) return egress_fail(why, why_len, "unclosed '[' in the authority");
     host = s + 1;
     host_len = (size_t)(close - s) - 1;
     brackets = 1;
     size_t after = len - (size_t)(close - s) - 1;
     if (after > 0) {
-      if (close[1] != ':') return eg_fail(why, why_len, "garbage after ']' in the authority");
+      if (close[1] != ':') return egress_fail(why, why_len, "garbage after ']' in the authority");
       port = close + 2;
       port_len = after - 1;
     }
@@ -211,31 +215,32 @@ int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out
     const char *colon = memchr(s, ':', len);
     if (colon) {
       if (memchr(colon + 1, ':', len - (size_t)(colon - s) - 1))
-        return eg_fail(why, why_len, "an IPv6 address must be in brackets");
+        return egress_fail(why, why_len, "an IPv6 address must be in brackets");
       host_len = (size_t)(colon - s);
       port = colon + 1;
       port_len = len - host_len - 1;
     }
   }
-  if (eg_host_parse(host, host_len, brackets, out, why, why_len) != 0) return -1;
+  if (egress_host_parse(host, host_len, brackets, out, why, why_len) != 0) return -1;
   if (port) {
     if (parse_port(port, port_len, &out->port) != 0)
-      return eg_fail(why, why_len, "bad port '%.*s'", (int)(port_len > 8 ? 8 : port_len), port);
+      return egress_fail(why, why_len, "bad port '%.*s'", (int)(port_len > 8 ? 8 : port_len), port);
   } else if (default_port > 0) {
     out->port = default_port;
   } else {
-    return eg_fail(why, why_len, "the port is required (host:port)");
+    return egress_fail(why, why_len, "the port is required (host:port)");
   }
   return 0;
 }
 
 /* ---- patterns ---- */
 
-int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_len) {
+int egress_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
   size_t len = strlen(text);
-  if (len == 0) return eg_fail(why, why_len, "empty pattern");
-  if (len >= sizeof out->text) return eg_fail(why, why_len, "pattern longer than %zu", sizeof out->text - 1);
+  if (len == 0) return egress_fail(why, why_len, "empty pattern");
+  if (len >= sizeof out->text)
+    return egress_fail(why, why_len, "pattern longer than %zu", sizeof out->text - 1);
   memcpy(out->text, text, len + 1);
   /* Split off the port: host:port, [v6]:port, [v6/64]:port. */
   const char *host = text, *port = NULL;
@@ -243,17 +248,17 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
   int brackets = 0;
   if (text[0] == '[') {
     const char *close = strchr(text, ']');
-    if (close == NULL) return eg_fail(why, why_len, "unclosed '['");
+    if (close == NULL) return egress_fail(why, why_len, "unclosed '['");
     host = text + 1;
     host_len = (size_t)(close - text) - 1;
     brackets = 1;
     if (close[1] == ':') port = close + 2;
-    else if (close[1] != '\0') return eg_fail(why, why_len, "garbage after ']'");
+    else if (close[1] != '\0') return egress_fail(why, why_len, "garbage after ']'");
   } else {
     const char *colon = strchr(text, ':');
     if (colon) {
       if (strchr(colon + 1, ':'))
-        return eg_fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
+        return egress_fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
       host_len = (size_t)(colon - text);
       port = colon + 1;
     }
@@ -262,11 +267,12 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
   if (port) {
     if (strcmp(port, "*") == 0) out->port = EG_PORT_ANY;
     else if (parse_port(port, strlen(port), &out->port) != 0)
-      return eg_fail(why, why_len, "bad port '%s' (1-65535 or *)", port);
+      return egress_fail(why, why_len, "bad port '%s' (1-65535 or *)", port);
   }
-  if (host_len == 0) return eg_fail(why, why_len, "no host in '%s'", text);
+  if (host_len == 0) return egress_fail(why, why_len, "no host in '%s'", text);
   char h[EG_HOST_MAX + 2];
-  if (host_len > EG_HOST_MAX + 1) return eg_fail(why, why_len, "host longer than %d", EG_HOST_MAX);
+  if (host_len > EG_HOST_MAX + 1)
+    return egress_fail(why, why_len, "host longer than %d", EG_HOST_MAX);
   memcpy(h, host, host_len);
   h[host_len] = '\0';
 
@@ -284,21 +290,21 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
     if (slash) {
       *slash = '\0';
       if (parse_port(slash + 1, strlen(slash + 1), &bits) != 0 && strcmp(slash + 1, "0") != 0)
-        return eg_fail(why, why_len, "bad prefix length in '%s'", text);
+        return egress_fail(why, why_len, "bad prefix length in '%s'", text);
       if (strcmp(slash + 1, "0") == 0) bits = 0;
     }
-    if (eg_addr_parse(h, &out->addr) != 0)
-      return eg_fail(why, why_len, "'%s' is not an IP address", h);
+    if (egress_addr_parse(h, &out->addr) != 0)
+      return egress_fail(why, why_len, "'%s' is not an IP address", h);
     if (out->addr.family == 6 && !brackets)
-      return eg_fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
+      return egress_fail(why, why_len, "an IPv6 address must be in brackets: [%s]", text);
     int max = out->addr.family == 6 ? 128 : 32;
     if (bits < 0) bits = max;
-    if (bits > max) return eg_fail(why, why_len, "prefix /%d is longer than %d", bits, max);
+    if (bits > max) return egress_fail(why, why_len, "prefix /%d is longer than %d", bits, max);
     /* The range must start at its network address: 10.1.2.3/8 is a typo. */
     eg_addr masked = out->addr;
     for (int i = bits; i < max; i++) masked.b[i / 8] &= (unsigned char)~(0x80 >> (i % 8));
     if (memcmp(masked.b, out->addr.b, 16) != 0)
-      return eg_fail(why, why_len, "'%s' has host bits set beyond /%d", h, bits);
+      return egress_fail(why, why_len, "'%s' has host bits set beyond /%d", h, bits);
     out->kind = EG_PAT_ADDR;
     out->prefix = bits;
     return 0;
@@ -314,12 +320,13 @@ int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_le
     name = h + 2;
   }
   if (strchr(name, '*'))
-    return eg_fail(why, why_len, "'*' may only be a whole first label ('*.example.com') or the whole host");
+    return egress_fail(why, why_len,
+                       "'*' may only be a whole first label ('*.example.com') or the whole host");
   eg_dest d;
   char sub[EG_WHY_MAX];
-  if (eg_host_parse(name, strlen(name), 0, &d, sub, sizeof sub) != 0)
-    return eg_fail(why, why_len, "%s", sub);
-  if (d.is_addr) return eg_fail(why, why_len, "'%s' is an address, not a name", name);
+  if (egress_host_parse(name, strlen(name), 0, &d, sub, sizeof sub) != 0)
+    return egress_fail(why, why_len, "%s", sub);
+  if (d.is_addr) return egress_fail(why, why_len, "'%s' is an address, not a name", name);
   snprintf(out->name, sizeof out->name, "%s", d.host);
   return 0;
 }
@@ -330,13 +337,14 @@ static int port_ok(int pattern_port, int port) {
   return pattern_port == port;
 }
 
-int eg_pattern_match_addr(const eg_pattern *p, const eg_addr *addr, int port) {
-  return p->kind == EG_PAT_ADDR && port_ok(p->port, port) && eg_addr_in(addr, &p->addr, p->prefix);
+int egress_pattern_match_addr(const eg_pattern *p, const eg_addr *addr, int port) {
+  return p->kind == EG_PAT_ADDR && port_ok(p->port, port) &&
+         egress_addr_in(addr, &p->addr, p->prefix);
 }
 
-int eg_pattern_match_dest(const eg_pattern *p, const eg_dest *d) {
+int egress_pattern_match_dest(const eg_pattern *p, const eg_dest *d) {
   if (!port_ok(p->port, d->port)) return 0;
-  if (d->is_addr) return eg_pattern_match_addr(p, &d->addr, d->port);
+  if (d->is_addr) return egress_pattern_match_addr(p, &d->addr, d->port);
   switch (p->kind) {
     case EG_PAT_NAME: return strcmp(p->name, d->host) == 0;
     case EG_PAT_ANY: return 1;
@@ -364,7 +372,7 @@ static int parse_cidr(const char *s, eg_addr *net, int *prefix) {
   if (n == 0 || n >= sizeof buf) return -1;
   memcpy(buf, s, n);
   buf[n] = '\0';
-  if (eg_addr_parse(buf, net) != 0) return -1;
+  if (egress_addr_parse(buf, net) != 0) return -1;
   int max = net->family == 6 ? 128 : 32;
   *prefix = max;
   if (slash) {
@@ -392,7 +400,7 @@ static int push_rule(eg_rule **list, size_t *n, const eg_pattern *pat, int level
   return 0;
 }
 
-void eg_policy_dispose(eg_policy *p) {
+void egress_policy_dispose(eg_policy *p) {
   free(p->allow);
   free(p->deny);
   memset(p, 0, sizeof *p);
@@ -411,10 +419,11 @@ static int id_ok(const char *v) {
   return 1;
 }
 
-int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, size_t why_len) {
+int egress_policy_parse(const char *text, size_t len, eg_policy *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
-  if (len > EG_POLICY_MAX_BYTES) return eg_fail(why, why_len, "policy file over %d bytes", EG_POLICY_MAX_BYTES);
-  if (memchr(text, '\0', len)) return eg_fail(why, why_len, "policy file holds a NUL byte");
+  if (len > EG_POLICY_MAX_BYTES)
+    return egress_fail(why, why_len, "policy file over %d bytes", EG_POLICY_MAX_BYTES);
+  if (memchr(text, '\0', len)) return egress_fail(why, why_len, "policy file holds a NUL byte");
   size_t pos = 0, lineno = 0;
   int seen_header = 0, seen_end = 0, level = -1;
   char line[EG_PATTERN_TEXT_MAX + 64];
@@ -424,12 +433,12 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
     size_t n = (size_t)(nl - (text + pos));
     lineno++;
     if (seen_end) {
-      eg_policy_dispose(out);
-      return eg_fail(why, why_len, "line %zu: text after 'end'", lineno);
+      egress_policy_dispose(out);
+      return egress_fail(why, why_len, "line %zu: text after 'end'", lineno);
     }
     if (n >= sizeof line) {
-      eg_policy_dispose(out);
-      return eg_fail(why, why_len, "line %zu too long", lineno);
+      egress_policy_dispose(out);
+      return egress_fail(why, why_len, "line %zu too long", lineno);
     }
     memcpy(line, text + pos, n);
     line[n] = '\0';
@@ -473,12 +482,12 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
       eg_pattern pat;
       char sub[EG_WHY_MAX];
       if (level < 0) {
-        eg_policy_dispose(out);
-        return eg_fail(why, why_len, "line %zu: %s before any level", lineno, key);
+        egress_policy_dispose(out);
+        return egress_fail(why, why_len, "line %zu: %s before any level", lineno, key);
       }
-      if (eg_pattern_parse(val, &pat, sub, sizeof sub) != 0) {
-        eg_policy_dispose(out);
-        return eg_fail(why, why_len, "line %zu: %s", lineno, sub);
+      if (egress_pattern_parse(val, &pat, sub, sizeof sub) != 0) {
+        egress_policy_dispose(out);
+        return egress_fail(why, why_len, "line %zu: %s", lineno, sub);
       }
       int rc = key[0] == 'a' ? push_rule(&out->allow, &out->n_allow, &pat, level)
                              : push_rule(&out->deny, &out->n_deny, &pat, level);
@@ -487,14 +496,14 @@ int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, siz
       bad = 1;
     }
     if (bad) {
-      eg_policy_dispose(out);
-      return eg_fail(why, why_len, "line %zu: bad line '%.40s%s%.80s'", lineno, key, val ? " " : "",
-                  val ? val : "");
+      egress_policy_dispose(out);
+      return egress_fail(why, why_len, "line %zu: bad line '%.40s%s%.80s'", lineno, key,
+                         val ? " " : "", val ? val : "");
     }
   }
   if (!seen_end) {
-    eg_policy_dispose(out);
-    return eg_fail(why, why_len, "the policy file is cut short (no 'end' line)");
+    egress_policy_dispose(out);
+    return egress_fail(why, why_len, "the policy file is cut short (no 'end' line)");
   }
   return 0;
 }
@@ -506,11 +515,11 @@ static void dest_text(const eg_dest *d, char *buf, size_t len) {
   else snprintf(buf, len, "%s:%d", d->host, d->port);
 }
 
-int eg_policy_decide(const eg_policy *p, const eg_dest *d, char *rule, size_t rule_len) {
+int egress_policy_decide(const eg_policy *p, const eg_dest *d, char *rule, size_t rule_len) {
   char dt[EG_HOST_MAX + 16];
   dest_text(d, dt, sizeof dt);
   for (size_t i = 0; i < p->n_deny; i++)
-    if (eg_pattern_match_dest(&p->deny[i].pat, d)) {
+    if (egress_pattern_match_dest(&p->deny[i].pat, d)) {
       snprintf(rule, rule_len, "%s.egress.deny: %s matches %s", p->levels[p->deny[i].level],
                p->deny[i].pat.text, dt);
       return 0;
@@ -523,7 +532,7 @@ int eg_policy_decide(const eg_policy *p, const eg_dest *d, char *rule, size_t ru
     for (size_t i = 0; i < p->n_allow; i++) {
       if (p->allow[i].level != (int)l) continue;
       has = 1;
-      if (hit == NULL && eg_pattern_match_dest(&p->allow[i].pat, d)) hit = &p->allow[i];
+      if (hit == NULL && egress_pattern_match_dest(&p->allow[i].pat, d)) hit = &p->allow[i];
     }
     if (!has) continue;
     any_level = 1;
@@ -541,11 +550,12 @@ int eg_policy_decide(const eg_policy *p, const eg_dest *d, char *rule, size_t ru
   return 1;
 }
 
-int eg_policy_addr_ok(const eg_policy *p, const eg_addr *a, int port, char *why, size_t why_len) {
+int egress_policy_addr_ok(const eg_policy *p, const eg_addr *a, int port, char *why,
+                          size_t why_len) {
   char at[64];
-  eg_addr_format(a, at, sizeof at);
+  egress_addr_format(a, at, sizeof at);
   for (size_t i = 0; i < p->n_deny; i++)
-    if (eg_pattern_match_addr(&p->deny[i].pat, a, port)) {
+    if (egress_pattern_match_addr(&p->deny[i].pat, a, port)) {
       snprintf(why, why_len, "%s.egress.deny: %s matches %s", p->levels[p->deny[i].level],
                p->deny[i].pat.text, at);
       return 0;
@@ -553,12 +563,12 @@ int eg_policy_addr_ok(const eg_policy *p, const eg_addr *a, int port, char *why,
   /* What sandman said about the engine first: more telling than "private". */
   const char *what = NULL;
   for (size_t i = 0; what == NULL && i < p->n_blocks; i++)
-    if (eg_addr_in(a, &p->blocks[i].net, p->blocks[i].prefix)) what = p->blocks[i].why;
-  if (what == NULL) what = eg_addr_special(a);
+    if (egress_addr_in(a, &p->blocks[i].net, p->blocks[i].prefix)) what = p->blocks[i].why;
+  if (what == NULL) what = egress_addr_special(a);
   if (what == NULL) return 1;
   /* Explicitly listed by address: the operator means it. */
   for (size_t i = 0; i < p->n_allow; i++)
-    if (eg_pattern_match_addr(&p->allow[i].pat, a, port)) return 1;
+    if (egress_pattern_match_addr(&p->allow[i].pat, a, port)) return 1;
   snprintf(why, why_len, "%s is %s %s address that no egress.allow address pattern lists", at,
            strchr("aeiouAEIOU", what[0]) ? "an" : "a", what);
   return 0;

@@ -4,7 +4,7 @@
  * writing policy files, tests, fuzzing) and into the static sandman-egress
  * proxy (src/egress_proxy), which reads a policy file per connection.
  *
- * Nothing here allocates except eg_policy_parse (eg_policy_dispose frees). */
+ * Nothing here allocates except egress_policy_parse (egress_policy_dispose frees). */
 #ifndef SANDMAN_EGRESS_POLICY_H
 #define SANDMAN_EGRESS_POLICY_H
 
@@ -20,7 +20,8 @@
 #define EG_WHY_MAX 600
 
 /* Fills why (if any) and returns -1: how every parser here says no. */
-int eg_fail(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int egress_fail(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* A port of 0 in a pattern means "80 and 443"; EG_PORT_ANY means any. */
 #define EG_PORT_WEB 0
@@ -50,7 +51,7 @@ typedef struct eg_pattern {
 /* "pypi.org", "pypi.org:443", "pypi.org:*", "*.pythonhosted.org", "*",
  * "10.0.0.0/8", "203.0.113.7:8443", "[2001:db8::1]:443", "[fd00::/8]".
  * Returns 0, or -1 with why filled. */
-int eg_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_len);
+int egress_pattern_parse(const char *text, eg_pattern *out, char *why, size_t why_len);
 
 /* What a client asked for: a name or an IP literal, and a port. */
 typedef struct eg_dest {
@@ -65,27 +66,27 @@ typedef struct eg_dest {
  * Names: letters, digits, '-', '_' and dots, labels of 1-63, at most 253 in
  * all, one trailing dot dropped; no user info, no percent-encoding. Returns
  * 0 or -1 with why. */
-int eg_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char *why,
-                  size_t why_len);
+int egress_host_parse(const char *host, size_t len, int brackets, eg_dest *out, char *why,
+                      size_t why_len);
 /* "host:port", "[v6]:port", and with default_port >= 0 also "host" alone.
  * Returns 0 or -1 with why. */
-int eg_authority_parse(const char *s, size_t len, int default_port, eg_dest *out, char *why,
-                       size_t why_len);
+int egress_authority_parse(const char *s, size_t len, int default_port, eg_dest *out, char *why,
+                           size_t why_len);
 
 /* 1 if the pattern covers the destination (names by name patterns, IP
  * literals by address patterns) and its port. */
-int eg_pattern_match_dest(const eg_pattern *p, const eg_dest *d);
+int egress_pattern_match_dest(const eg_pattern *p, const eg_dest *d);
 /* 1 if an address pattern covers addr on port. */
-int eg_pattern_match_addr(const eg_pattern *p, const eg_addr *addr, int port);
+int egress_pattern_match_addr(const eg_pattern *p, const eg_addr *addr, int port);
 
 /* NULL for a global unicast address, else what it is: "loopback",
  * "link-local", "private", "shared (CGNAT)", "unspecified", "multicast",
  * "reserved", "broadcast", "documentation", "IPv4-mapped"... */
-const char *eg_addr_special(const eg_addr *a);
-int eg_addr_parse(const char *s, eg_addr *out);            /* 0 or -1 */
-void eg_addr_format(const eg_addr *a, char *buf, size_t len);
+const char *egress_addr_special(const eg_addr *a);
+int egress_addr_parse(const char *s, eg_addr *out); /* 0 or -1 */
+void egress_addr_format(const eg_addr *a, char *buf, size_t len);
 /* 1 if a is inside net/prefix (same family). */
-int eg_addr_in(const eg_addr *a, const eg_addr *net, int prefix);
+int egress_addr_in(const eg_addr *a, const eg_addr *net, int prefix);
 
 /* ---- the policy file (see docs/network.md) ---- */
 
@@ -113,16 +114,17 @@ typedef struct eg_policy {
 
 /* Parses a whole policy file. A file without its final "end" line (cut
  * short) is refused. Returns 0, or -1 with why (out left empty). */
-int eg_policy_parse(const char *text, size_t len, eg_policy *out, char *why, size_t why_len);
-void eg_policy_dispose(eg_policy *p);
+int egress_policy_parse(const char *text, size_t len, eg_policy *out, char *why, size_t why_len);
+void egress_policy_dispose(eg_policy *p);
 
 /* The name check: 1 allowed (rule: the allow rule that admitted it), 0
  * refused (rule: the deny rule, or the level whose allow list lacks it). */
-int eg_policy_decide(const eg_policy *p, const eg_dest *d, char *rule, size_t rule_len);
+int egress_policy_decide(const eg_policy *p, const eg_dest *d, char *rule, size_t rule_len);
 /* The address check for an allowed destination's resolved (or literal)
  * address: 1 usable, 0 refused with why (a deny address pattern; a
  * special, engine or network address that no allow address pattern
  * names). */
-int eg_policy_addr_ok(const eg_policy *p, const eg_addr *a, int port, char *why, size_t why_len);
+int egress_policy_addr_ok(const eg_policy *p, const eg_addr *a, int port, char *why,
+                          size_t why_len);
 
 #endif

@@ -5,18 +5,18 @@ static void put_u64(unsigned char *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-void ws_digest_init(ws_digest *d) {
-  sm_sha256_init(&d->sha);
+void workspace_digest_init(ws_digest *d) {
+  common_sha256_init(&d->sha);
   d->count = 0;
 }
 
-void ws_digest_add(ws_digest *d, const char *path, size_t len, char type, int64_t size,
-                   int64_t mtime_s, int64_t ctime_ns, uint32_t mode) {
+void workspace_digest_add(ws_digest *d, const char *path, size_t len, char type, int64_t size,
+                          int64_t mtime_s, int64_t ctime_ns, uint32_t mode) {
   /* Length first: a record never reads as the start of another. */
   unsigned char head[8], rec[1 + 4 * 8];
   put_u64(head, (uint64_t)len);
-  sm_sha256_update(&d->sha, head, sizeof head);
-  sm_sha256_update(&d->sha, path, len);
+  common_sha256_update(&d->sha, head, sizeof head);
+  common_sha256_update(&d->sha, path, len);
   size_t n = 0;
   rec[n++] = (unsigned char)type;
   switch (type) {
@@ -37,29 +37,29 @@ void ws_digest_add(ws_digest *d, const char *path, size_t len, char type, int64_
     n += 8;
     break;
   }
-  sm_sha256_update(&d->sha, rec, n);
+  common_sha256_update(&d->sha, rec, n);
   d->count++;
 }
 
-void ws_digest_sum(ws_digest *d, unsigned char sum[32]) {
+void workspace_digest_sum(ws_digest *d, unsigned char sum[32]) {
   unsigned char tail[8];
   put_u64(tail, d->count);
-  sm_sha256_update(&d->sha, tail, sizeof tail);
-  sm_sha256_final(&d->sha, sum);
+  common_sha256_update(&d->sha, tail, sizeof tail);
+  common_sha256_final(&d->sha, sum);
 }
 
-void ws_digest_add_sum(ws_digest *top, const unsigned char sum[32], uint64_t count) {
+void workspace_digest_add_sum(ws_digest *top, const unsigned char sum[32], uint64_t count) {
   unsigned char n[8];
   put_u64(n, count);
-  sm_sha256_update(&top->sha, sum, 32);
-  sm_sha256_update(&top->sha, n, sizeof n);
+  common_sha256_update(&top->sha, sum, 32);
+  common_sha256_update(&top->sha, n, sizeof n);
   top->count += count;
 }
 
-void ws_digest_final(ws_digest *top, char hex[65]) {
+void workspace_digest_final(ws_digest *top, char hex[65]) {
   static const char digits[] = "0123456789abcdef";
   unsigned char out[32];
-  ws_digest_sum(top, out);
+  workspace_digest_sum(top, out);
   for (int i = 0; i < 32; i++) {
     hex[2 * i] = digits[out[i] >> 4];
     hex[2 * i + 1] = digits[out[i] & 15];

@@ -42,7 +42,7 @@ typedef struct frame {
 typedef struct agent {
   pid_t pid;
   int to, from; /* its stdin (our write end), its stdout (our read end) */
-  sm_frame_reader r;
+  agent_frame_reader r;
   frame *head, *tail;
   int eof;
 } agent;
@@ -74,7 +74,7 @@ static void bytes_add(bytes *b, const void *data, size_t len) {
 
 static void add_frame(bytes *b, int type, uint32_t id, const void *data, size_t len) {
   unsigned char h[SM_FRAME_HEADER];
-  sm_frame_header(h, type, id, (uint32_t)len);
+  agent_frame_header(h, type, id, (uint32_t)len);
   bytes_add(b, h, sizeof h);
   bytes_add(b, data, len);
 }
@@ -143,7 +143,7 @@ static void pull(agent *a) {
     a->eof = 1;
     return;
   }
-  assert_int_equal(sm_frame_reader_feed(&a->r, buf, (size_t)n), 0);
+  assert_int_equal(agent_frame_reader_feed(&a->r, buf, (size_t)n), 0);
 }
 
 /* The next frame, or NULL at EOF. */
@@ -191,7 +191,7 @@ static void agent_start(agent *a, const char *const *extra_env) {
   a->to = in[1];
   a->from = out[0];
   fcntl(a->to, F_SETFL, O_NONBLOCK);
-  sm_frame_reader_init(&a->r, SM_FRAME_CALL_MAX, queue_frame, a);
+  agent_frame_reader_init(&a->r, SM_FRAME_CALL_MAX, queue_frame, a);
   frame *f = next_frame(a);
   assert_non_null(f);
   assert_int_equal(f->type, SM_FRAME_HELLO);
@@ -226,7 +226,7 @@ static void agent_stop(agent *a) {
     a->head = f->next;
     frame_free(f);
   }
-  sm_frame_reader_dispose(&a->r);
+  agent_frame_reader_dispose(&a->r);
 }
 
 /* Writes the stream while reading the agent's frames (neither side may

@@ -75,7 +75,7 @@ static void start(watcher *w, const char *path, const char *flags) {
   }
   close(p[1]);
   w->out = p[0];
-  watch_wire_init(&w->wire, on_ready, on_event, w);
+  files_watch_wire_init(&w->wire, on_ready, on_event, w);
 }
 
 /* Reads the agent's output until `want` is in the log (or the watch's
@@ -93,7 +93,7 @@ static int read_until(watcher *w, const char *want, int *flag) {
     ssize_t n = read(w->out, buf, sizeof buf);
     if (n <= 0) return 0;
     sm_error err = SM_ERROR_INIT;
-    if (watch_wire_feed(&w->wire, buf, (size_t)n, &err) != 0) fail_msg("%s", err.message);
+    if (files_watch_wire_feed(&w->wire, buf, (size_t)n, &err) != 0) fail_msg("%s", err.message);
   }
 }
 

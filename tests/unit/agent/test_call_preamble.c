@@ -28,7 +28,7 @@ static void own_start(char *out, size_t cap) {
   fclose(f);
   long ppid = 0;
   unsigned long long st = 0;
-  assert_int_equal(route_peer_parse_stat(line, n, &ppid, &st), 0);
+  assert_int_equal(agent_route_peer_parse_stat(line, n, &ppid, &st), 0);
   snprintf(out, cap, "%llu", st);
 }
 
@@ -40,28 +40,28 @@ static void test_the_host_takes_it(void **state) {
   assert_int_equal((size_t)n, strlen(line));
   assert_int_equal(line[n - 1], '\n');
 
-  sm_capture cap;
-  sm_call_watch w;
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "0123456789abcdef", &cap);
-  assert_int_equal(sm_call_watch_output(&w, 1, line, (size_t)n), 0);
-  assert_int_equal(sm_call_watch_output(&w, 1, "{\"event\":\"end\"}\n", 16), 0);
+  sandbox_capture cap;
+  sandbox_call_watch w;
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "0123456789abcdef", &cap);
+  assert_int_equal(sandbox_call_watch_output(&w, 1, line, (size_t)n), 0);
+  assert_int_equal(sandbox_call_watch_output(&w, 1, "{\"event\":\"end\"}\n", 16), 0);
   assert_int_equal(w.state, SM_CALL_WATCH_STARTED);
   snprintf(pid, sizeof pid, "%ld", (long)getpid());
   own_start(start, sizeof start);
   assert_string_equal(w.pid, pid);
   assert_string_equal(w.start, start);
   assert_string_equal(cap.out.data, "{\"event\":\"end\"}\n"); /* the answer, without it */
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
 
   /* Another call's token: not this call's first line. */
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "fedcba9876543210", &cap);
-  sm_call_watch_output(&w, 1, line, (size_t)n);
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "fedcba9876543210", &cap);
+  sandbox_call_watch_output(&w, 1, line, (size_t)n);
   assert_int_equal(w.state, SM_CALL_WATCH_RUNTIME);
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
 }
 
 static void test_a_name_cannot_move_the_start(void **state) {

@@ -35,7 +35,7 @@ static int collect(void *ud, int type, uint32_t id, const unsigned char *payload
 }
 
 static size_t put(unsigned char *out, int type, uint32_t id, const void *payload, uint32_t len) {
-  sm_frame_header(out, type, id, len);
+  agent_frame_header(out, type, id, len);
   if (len) memcpy(out + SM_FRAME_HEADER, payload, len);
   return SM_FRAME_HEADER + len;
 }
@@ -43,24 +43,24 @@ static size_t put(unsigned char *out, int type, uint32_t id, const void *payload
 static void test_header_round_trip(void **state) {
   (void)state;
   unsigned char h[SM_FRAME_HEADER];
-  sm_frame_header(h, SM_FRAME_STDOUT, 0x01020304u, 0xa0b0c0d0u);
+  agent_frame_header(h, SM_FRAME_STDOUT, 0x01020304u, 0xa0b0c0d0u);
   const unsigned char want[SM_FRAME_HEADER] = {'O', 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0};
   assert_memory_equal(h, want, sizeof want);
 
   unsigned char buf[64];
   size_t n = put(buf, SM_FRAME_EXIT, 0xfffffffeu, "\0\0\0\x89", 4);
   seen s = {0};
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
-  assert_true(sm_frame_reader_idle(&r));
-  assert_int_equal(sm_frame_reader_feed(&r, buf, n), 0);
-  assert_true(sm_frame_reader_idle(&r));
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
+  assert_true(agent_frame_reader_idle(&r));
+  assert_int_equal(agent_frame_reader_feed(&r, buf, n), 0);
+  assert_true(agent_frame_reader_idle(&r));
   assert_int_equal(s.n, 1);
   assert_int_equal(s.type[0], SM_FRAME_EXIT);
   assert_int_equal(s.id[0], 0xfffffffeu);
   assert_int_equal(s.len[0], 4);
   assert_memory_equal(s.data[0], "\0\0\0\x89", 4);
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader_dispose(&r);
 }
 
 #define FAIL_MSG "\0\0\0\2exec /x: No such file"
@@ -109,30 +109,30 @@ static void test_split_at_every_byte(void **state) {
   /* Whole, then two pieces cut at every offset. */
   for (size_t cut = 0; cut <= n; cut++) {
     seen s = {0};
-    sm_frame_reader r;
-    sm_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
-    assert_int_equal(sm_frame_reader_feed(&r, buf, cut), 0);
-    assert_int_equal(sm_frame_reader_feed(&r, buf + cut, n - cut), 0);
-    assert_true(sm_frame_reader_idle(&r));
+    agent_frame_reader r;
+    agent_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
+    assert_int_equal(agent_frame_reader_feed(&r, buf, cut), 0);
+    assert_int_equal(agent_frame_reader_feed(&r, buf + cut, n - cut), 0);
+    assert_true(agent_frame_reader_idle(&r));
     check_sample(&s);
-    sm_frame_reader_dispose(&r);
+    agent_frame_reader_dispose(&r);
   }
   /* One byte at a time: idle exactly at frame boundaries. */
   seen s = {0};
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
   for (size_t i = 0; i < n; i++) {
     int before = s.n;
-    assert_int_equal(sm_frame_reader_feed(&r, buf + i, 1), 0);
-    if (s.n == before) assert_false(sm_frame_reader_idle(&r));
+    assert_int_equal(agent_frame_reader_feed(&r, buf + i, 1), 0);
+    if (s.n == before) assert_false(agent_frame_reader_idle(&r));
   }
-  assert_true(sm_frame_reader_idle(&r));
+  assert_true(agent_frame_reader_idle(&r));
   check_sample(&s);
   /* A partial frame held at dispose is freed (checked under ASan). */
-  assert_int_equal(sm_frame_reader_feed(&r, buf, 12), 0);
-  assert_false(sm_frame_reader_idle(&r));
-  sm_frame_reader_dispose(&r);
-  assert_true(sm_frame_reader_idle(&r));
+  assert_int_equal(agent_frame_reader_feed(&r, buf, 12), 0);
+  assert_false(agent_frame_reader_idle(&r));
+  agent_frame_reader_dispose(&r);
+  assert_true(agent_frame_reader_idle(&r));
 }
 
 static void test_zero_length_frames(void **state) {
@@ -142,25 +142,25 @@ static void test_zero_length_frames(void **state) {
   n += put(buf + n, SM_FRAME_EOF, 6, "", 0);
   n += put(buf + n, SM_FRAME_STDOUT, 7, "", 0);
   seen s = {0};
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
-  assert_int_equal(sm_frame_reader_feed(&r, buf, n), 0);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
+  assert_int_equal(agent_frame_reader_feed(&r, buf, n), 0);
   assert_int_equal(s.n, 3);
   assert_int_equal(s.id[0], 5);
   assert_int_equal(s.id[1], 6);
   assert_int_equal(s.type[2], SM_FRAME_STDOUT);
   assert_int_equal(s.len[2], 0);
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader_dispose(&r);
 }
 
 static int feed_one(int type, uint32_t len, uint32_t max_len) {
   unsigned char h[SM_FRAME_HEADER];
-  sm_frame_header(h, type, 1, len);
+  agent_frame_header(h, type, 1, len);
   seen s = {0};
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, max_len, collect, &s);
-  int rc = sm_frame_reader_feed(&r, h, sizeof h);
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, max_len, collect, &s);
+  int rc = agent_frame_reader_feed(&r, h, sizeof h);
+  agent_frame_reader_dispose(&r);
   if (rc != 0) assert_int_equal(s.n, 0);
   return rc;
 }
@@ -182,9 +182,9 @@ static void test_caps_and_types(void **state) {
   assert_int_equal(feed_one('j', 0, SM_FRAME_CALL_MAX), -1); /* no frame has type 'j' */
   assert_int_equal(feed_one(0, 0, SM_FRAME_CALL_MAX), -1);
   assert_int_equal(feed_one('c', 1, SM_FRAME_CALL_MAX), -1);
-  assert_int_equal(sm_frame_type_max('j'), 0);
-  assert_int_equal(sm_frame_type_max(SM_FRAME_EOF), 0);
-  assert_int_equal(sm_frame_type_max(SM_FRAME_EXIT), 4);
+  assert_int_equal(agent_frame_type_max('j'), 0);
+  assert_int_equal(agent_frame_type_max(SM_FRAME_EOF), 0);
+  assert_int_equal(agent_frame_type_max(SM_FRAME_EXIT), 4);
 }
 
 static void test_callback_stops_reading(void **state) {
@@ -192,26 +192,26 @@ static void test_callback_stops_reading(void **state) {
   unsigned char buf[512];
   size_t n = sample_stream(buf);
   seen s = {.stop_at = 2};
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
-  assert_int_equal(sm_frame_reader_feed(&r, buf, n), 7);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &s);
+  assert_int_equal(agent_frame_reader_feed(&r, buf, n), 7);
   assert_int_equal(s.n, 2);
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader_dispose(&r);
   /* Also when the stopping frame is empty (delivered from the header). */
   seen z = {.stop_at = 1};
   unsigned char two[2 * SM_FRAME_HEADER];
   put(two, SM_FRAME_EOF, 1, "", 0);
   put(two + SM_FRAME_HEADER, SM_FRAME_EOF, 2, "", 0);
-  sm_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &z);
-  assert_int_equal(sm_frame_reader_feed(&r, two, sizeof two), 7);
+  agent_frame_reader_init(&r, SM_FRAME_CALL_MAX, collect, &z);
+  assert_int_equal(agent_frame_reader_feed(&r, two, sizeof two), 7);
   assert_int_equal(z.n, 1);
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader_dispose(&r);
 }
 
 static int parse(const void *src, uint32_t len, size_t max_argv, size_t max_env, size_t *argc,
                  size_t *envc, char **argv, char **env, const char **cwd, unsigned char *copy) {
   if (len) memcpy(copy, src, len);
-  return sm_frame_parse_call(copy, len, cwd, argv, max_argv, argc, env, max_env, envc);
+  return agent_frame_parse_call(copy, len, cwd, argv, max_argv, argc, env, max_env, envc);
 }
 
 static void test_parse_call_good(void **state) {

@@ -40,7 +40,7 @@ typedef struct got {
 typedef struct relay {
   pid_t pid;
   int to, from;
-  sm_frame_reader r;
+  agent_frame_reader r;
   got q[64];
   size_t nq;
 } relay;
@@ -64,7 +64,7 @@ static got next(relay *r) {
     unsigned char buf[65536];
     ssize_t n = read(r->from, buf, sizeof buf);
     assert_true(n > 0);
-    assert_int_equal(sm_frame_reader_feed(&r->r, buf, (size_t)n), 0);
+    assert_int_equal(agent_frame_reader_feed(&r->r, buf, (size_t)n), 0);
   }
   got g = r->q[0];
   memmove(r->q, r->q + 1, (r->nq - 1) * sizeof r->q[0]);
@@ -74,7 +74,7 @@ static got next(relay *r) {
 
 static void send_frame(relay *r, int type, uint32_t id, const void *p, uint32_t len) {
   unsigned char h[SM_FRAME_HEADER];
-  sm_frame_header(h, type, id, len);
+  agent_frame_header(h, type, id, len);
   assert_int_equal(write(r->to, h, sizeof h), (ssize_t)sizeof h);
   if (len) assert_int_equal(write(r->to, p, len), (ssize_t)len);
 }
@@ -105,7 +105,7 @@ static void relay_start(relay *r) {
   close(out[1]);
   r->to = in[1];
   r->from = out[0];
-  sm_frame_reader_init(&r->r, SM_FRAME_DATA_MAX, on_frame, r);
+  agent_frame_reader_init(&r->r, SM_FRAME_DATA_MAX, on_frame, r);
   got g = next(r);
   assert_int_equal(g.type, SM_FRAME_HELLO);
   assert_memory_equal(g.data, SM_PORTS_HELLO, sizeof SM_PORTS_HELLO - 1);
@@ -117,7 +117,7 @@ static int relay_end(relay *r) {
   int st = -1;
   assert_int_equal(waitpid(r->pid, &st, 0), r->pid);
   close(r->from);
-  sm_frame_reader_dispose(&r->r);
+  agent_frame_reader_dispose(&r->r);
   return st;
 }
 
@@ -206,7 +206,7 @@ static void test_reused_id_is_a_protocol_error(void **state) {
   r.pid = 0;
   close(r.to);
   close(r.from);
-  sm_frame_reader_dispose(&r.r);
+  agent_frame_reader_dispose(&r.r);
   close(lfd);
 }
 

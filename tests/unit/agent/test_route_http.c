@@ -20,7 +20,7 @@
 #define MAX (4u << 20)
 
 static int head(const char *text, route_head *h) {
-  return route_http_head(text, strlen(text), MAX, h);
+  return agent_route_http_head(text, strlen(text), MAX, h);
 }
 
 static void test_complete_heads(void **state) {
@@ -49,7 +49,7 @@ static void test_incomplete_heads_wait(void **state) {
   route_head h;
   const char *full = "GET /v1/tools HTTP/1.1\r\nHost: x\r\n\r\n";
   for (size_t n = 0; n < strlen(full); n++)
-    assert_int_equal(route_http_head(full, n, MAX, &h), 0);
+    assert_int_equal(agent_route_http_head(full, n, MAX, &h), 0);
 }
 
 static void test_refusals(void **state) {
@@ -83,23 +83,23 @@ static void test_refusals(void **state) {
   char *big = malloc(n);
   memset(big, 'a', n);
   memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
-  assert_int_equal(route_http_head(big, ROUTE_HEAD_MAX - 1, MAX, &h), 0);
-  assert_int_equal(route_http_head(big, ROUTE_HEAD_MAX, MAX, &h), 431);
-  assert_int_equal(route_http_head(big, n, MAX, &h), 431);
+  assert_int_equal(agent_route_http_head(big, ROUTE_HEAD_MAX - 1, MAX, &h), 0);
+  assert_int_equal(agent_route_http_head(big, ROUTE_HEAD_MAX, MAX, &h), 431);
+  assert_int_equal(agent_route_http_head(big, n, MAX, &h), 431);
   free(big);
 }
 
 static void test_local_answers(void **state) {
   (void)state;
   char out[512];
-  size_t n = route_http_error(413, "too large", out, sizeof out);
+  size_t n = agent_route_http_error(413, "too large", out, sizeof out);
   assert_true(n > 0);
   assert_int_equal(strlen(out), n);
   assert_true(strncmp(out, "HTTP/1.1 413 Content Too Large\r\n", 32) == 0);
   const char *body = strstr(out, "\r\n\r\n") + 4;
   assert_string_equal(body, "{\"error\": \"too large\"}\n");
   assert_non_null(strstr(out, "Content-Length: 23\r\n"));
-  assert_int_equal(route_http_error(503, "busy", out, 40), 0); /* does not fit */
+  assert_int_equal(agent_route_http_error(503, "busy", out, 40), 0); /* does not fit */
 }
 
 static int got_type, got_calls;
@@ -119,57 +119,58 @@ static void test_route_frames(void **state) {
   (void)state;
   assert_int_equal(SM_FRAME_ROUTE_REQUEST_MAX, SM_ROUTE_REQUEST_MAX + SM_FRAME_ROUTE_PEER_MAX);
   assert_int_equal(SM_FRAME_ROUTE_RESPONSE_MAX, SM_ROUTE_RESPONSE_MAX);
-  assert_int_equal(sm_frame_type_max(SM_FRAME_ROUTE_REQUEST), SM_FRAME_ROUTE_REQUEST_MAX);
-  assert_int_equal(sm_frame_type_max(SM_FRAME_ROUTE_RESPONSE), SM_ROUTE_RESPONSE_MAX);
+  assert_int_equal(agent_frame_type_max(SM_FRAME_ROUTE_REQUEST), SM_FRAME_ROUTE_REQUEST_MAX);
+  assert_int_equal(agent_frame_type_max(SM_FRAME_ROUTE_RESPONSE), SM_ROUTE_RESPONSE_MAX);
   /* A request frame of connection 7, fed a byte at a time. */
   unsigned char buf[SM_FRAME_HEADER + 5];
-  sm_frame_header(buf, SM_FRAME_ROUTE_REQUEST, 7, 5);
+  agent_frame_header(buf, SM_FRAME_ROUTE_REQUEST, 7, 5);
   memcpy(buf + SM_FRAME_HEADER, "GET /", 5);
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, SM_ROUTE_REQUEST_MAX, on_frame, NULL);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, SM_ROUTE_REQUEST_MAX, on_frame, NULL);
   got_calls = 0;
-  for (size_t i = 0; i < sizeof buf; i++) assert_int_equal(sm_frame_reader_feed(&r, buf + i, 1), 0);
+  for (size_t i = 0; i < sizeof buf; i++)
+    assert_int_equal(agent_frame_reader_feed(&r, buf + i, 1), 0);
   assert_int_equal(got_calls, 1);
   assert_int_equal(got_type, SM_FRAME_ROUTE_REQUEST);
   assert_int_equal(got_id, 7);
   assert_int_equal(got_len, 5);
   /* Over the request cap: refused by its header alone. */
-  sm_frame_header(buf, SM_FRAME_ROUTE_REQUEST, 7, SM_FRAME_ROUTE_REQUEST_MAX + 1);
-  sm_frame_reader_dispose(&r);
-  sm_frame_reader_init(&r, SM_ROUTE_RESPONSE_MAX, on_frame, NULL);
-  assert_int_equal(sm_frame_reader_feed(&r, buf, SM_FRAME_HEADER), -1);
-  sm_frame_reader_dispose(&r);
+  agent_frame_header(buf, SM_FRAME_ROUTE_REQUEST, 7, SM_FRAME_ROUTE_REQUEST_MAX + 1);
+  agent_frame_reader_dispose(&r);
+  agent_frame_reader_init(&r, SM_ROUTE_RESPONSE_MAX, on_frame, NULL);
+  assert_int_equal(agent_frame_reader_feed(&r, buf, SM_FRAME_HEADER), -1);
+  agent_frame_reader_dispose(&r);
   /* An agent session's reader (caps at SM_FRAME_DATA_MAX) refuses a large one. */
-  sm_frame_reader_init(&r, SM_FRAME_DATA_MAX, on_frame, NULL);
-  sm_frame_header(buf, SM_FRAME_ROUTE_RESPONSE, 1, SM_FRAME_DATA_MAX + 1);
-  assert_int_equal(sm_frame_reader_feed(&r, buf, SM_FRAME_HEADER), -1);
-  sm_frame_reader_dispose(&r);
+  agent_frame_reader_init(&r, SM_FRAME_DATA_MAX, on_frame, NULL);
+  agent_frame_header(buf, SM_FRAME_ROUTE_RESPONSE, 1, SM_FRAME_DATA_MAX + 1);
+  assert_int_equal(agent_frame_reader_feed(&r, buf, SM_FRAME_HEADER), -1);
+  agent_frame_reader_dispose(&r);
 }
 
 static void test_json_reader(void **state) {
   (void)state;
   const char *text = " {\"tools\": [{\"name\": \"a\\u00e9\\ud83d\\ude00\\n\", \"n\": -1.5e3, "
                      "\"ok\": true, \"x\": null, \"o\": {\"k\": [1, 2]}}]} ";
-  jm_node *doc = jm_parse(text, strlen(text));
+  jm_node *doc = agent_json_parse(text, strlen(text));
   assert_non_null(doc);
-  const jm_node *tools = jm_get(doc, "tools");
+  const jm_node *tools = agent_json_get(doc, "tools");
   assert_non_null(tools);
   assert_int_equal(tools->type, JM_ARR);
   const jm_node *t = tools->child;
-  assert_string_equal(jm_get_str(t, "name"), "a\xc3\xa9\xf0\x9f\x98\x80\n");
-  assert_int_equal(jm_get(t, "n")->type, JM_NUM);
-  assert_int_equal(jm_get(t, "n")->raw_len, 6);
-  assert_int_equal(jm_get(t, "ok")->boolean, 1);
-  assert_int_equal(jm_get(t, "x")->type, JM_NULL);
-  const jm_node *o = jm_get(t, "o");
+  assert_string_equal(agent_json_get_str(t, "name"), "a\xc3\xa9\xf0\x9f\x98\x80\n");
+  assert_int_equal(agent_json_get(t, "n")->type, JM_NUM);
+  assert_int_equal(agent_json_get(t, "n")->raw_len, 6);
+  assert_int_equal(agent_json_get(t, "ok")->boolean, 1);
+  assert_int_equal(agent_json_get(t, "x")->type, JM_NULL);
+  const jm_node *o = agent_json_get(t, "o");
   assert_memory_equal(o->raw, "{\"k\": [1, 2]}", o->raw_len);
-  assert_null(jm_get_str(t, "missing"));
-  jm_free(doc);
+  assert_null(agent_json_get_str(t, "missing"));
+  agent_json_free(doc);
 
   const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "01", "1.", "tru", "\"\\x\"", "\"a",
                        "\"\\ud800\"", "\"\x01\"", "{} x", "[1] [2]", "-", "1e"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    jm_node *n = jm_parse(bad[i], strlen(bad[i]));
+    jm_node *n = agent_json_parse(bad[i], strlen(bad[i]));
     if (n) fail_msg("'%s' parsed", bad[i]);
   }
   /* Nesting is bounded. */
@@ -177,25 +178,25 @@ static void test_json_reader(void **state) {
   size_t d = JM_MAX_DEPTH + 2;
   memset(deep, '[', d);
   memset(deep + d, ']', d);
-  assert_null(jm_parse(deep, 2 * d));
-  assert_non_null(doc = jm_parse(deep + 2, 2 * (d - 2)));
-  jm_free(doc);
+  assert_null(agent_json_parse(deep, 2 * d));
+  assert_non_null(doc = agent_json_parse(deep + 2, 2 * (d - 2)));
+  agent_json_free(doc);
 }
 
 static void test_json_writer(void **state) {
   (void)state;
   jm_buf b = {.max = 64};
-  jm_buf_json_string(&b, "a\"b\\c\n\t\x01\x7f \xc3\xa9", 12);
+  agent_json_buf_json_string(&b, "a\"b\\c\n\t\x01\x7f \xc3\xa9", 12);
   assert_false(b.failed);
   assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\t\\u0001\\u007f \xc3\xa9\"");
   /* What it writes reads back as what went in. */
-  jm_node *n = jm_parse(b.data, b.len);
+  jm_node *n = agent_json_parse(b.data, b.len);
   assert_non_null(n);
   assert_memory_equal(n->str, "a\"b\\c\n\t\x01\x7f \xc3\xa9", 12);
-  jm_free(n);
+  agent_json_free(n);
   /* Past its cap a buffer fails and keeps what it had. */
   size_t had = b.len;
-  jm_buf_str(&b, "0123456789012345678901234567890123456789");
+  agent_json_buf_str(&b, "0123456789012345678901234567890123456789");
   assert_true(b.failed);
   assert_int_equal(b.len, had);
   free(b.data);

@@ -71,17 +71,17 @@ static int untar(const char *dst, const char *data, size_t len, char **err_out) 
     off += (size_t)n;
   }
   close(in[1]);
-  sm_buf e;
-  sm_buf_init(&e, 1 << 20);
-  sm_buf_append(&e, "", 0);
+  common_buf e;
+  common_buf_init(&e, 1 << 20);
+  common_buf_append(&e, "", 0);
   char buf[4096];
   ssize_t n;
-  while ((n = read(er[0], buf, sizeof buf)) > 0) sm_buf_append(&e, buf, (size_t)n);
+  while ((n = read(er[0], buf, sizeof buf)) > 0) common_buf_append(&e, buf, (size_t)n);
   close(er[0]);
   int st = 0;
   waitpid(pid, &st, 0);
-  if (err_out) *err_out = sm_buf_steal(&e, NULL);
-  else sm_buf_dispose(&e);
+  if (err_out) *err_out = common_buf_steal(&e, NULL);
+  else common_buf_dispose(&e);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -90,25 +90,26 @@ static char *pack_all(const char *src, size_t *len) {
   int fd = open(src, O_RDONLY | O_DIRECTORY);
   assert_true(fd >= 0);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   ws_scan_opts so = {NULL, (int64_t)1 << 30, 100000, 4096, 0};
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_scan(fd, src, &so, &m, &err), 0);
+  assert_int_equal(workspace_scan(fd, src, &so, &m, &err), 0);
   ws_entry **items = calloc(m.n + 1, sizeof *items);
   for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
   ws_packer *pk = NULL;
-  assert_int_equal(ws_packer_new(&pk, fd, items, m.n, "", 1000, 1000, &err), 0);
-  sm_buf out;
-  sm_buf_init(&out, (size_t)64 << 20);
+  assert_int_equal(workspace_packer_new(&pk, fd, items, m.n, "", 1000, 1000, &err), 0);
+  common_buf out;
+  common_buf_init(&out, (size_t)64 << 20);
   char buf[65536];
   ssize_t n;
-  while ((n = ws_packer_read(pk, buf, sizeof buf)) > 0) sm_buf_append(&out, buf, (size_t)n);
+  while ((n = workspace_packer_read(pk, buf, sizeof buf)) > 0)
+    common_buf_append(&out, buf, (size_t)n);
   assert_int_equal(n, 0);
-  ws_packer_free(pk);
+  workspace_packer_free(pk);
   free(items);
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
   close(fd);
-  return sm_buf_steal(&out, len);
+  return common_buf_steal(&out, len);
 }
 
 static void put(const char *root, const char *rel, const char *data, mode_t mode) {
@@ -312,14 +313,14 @@ static void test_listing(void **state) {
   char *text = tf_read(listing, NULL);
   assert_non_null(text);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_probe_parse(text, strlen(text), 1000, 4096, &m, &err), 0);
+  assert_int_equal(workspace_probe_parse(text, strlen(text), 1000, 4096, &m, &err), 0);
   free(text);
   static const char *const paths[] = {"d", "d/e", "d/e/a.txt", "top.bin", "d/ln"};
   assert_int_equal(m.n, sizeof paths / sizeof paths[0]);
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-    const ws_entry *e = ws_manifest_get(&m, paths[i]);
+    const ws_entry *e = workspace_manifest_get(&m, paths[i]);
     assert_non_null(e);
     struct stat want = lst(f->dst, paths[i]);
     assert_int_equal(e->size, S_ISDIR(want.st_mode) ? e->size : want.st_size);
@@ -328,7 +329,7 @@ static void test_listing(void **state) {
     assert_int_equal(e->mode, want.st_mode & 0777);
     assert_int_equal(e->type, S_ISDIR(want.st_mode) ? 'd' : S_ISLNK(want.st_mode) ? 'l' : 'f');
   }
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
 }
 
 static void test_bad_streams(void **state) {
@@ -355,7 +356,7 @@ static void test_bad_streams(void **state) {
     if (rc != 1) fail_msg("%s: exit %d (%s)", cases[i].what, rc, err);
     assert_non_null(strstr(err, "untar"));
     free(err);
-    sm_buf_dispose(&t.out);
+    common_buf_dispose(&t.out);
   }
   struct stat st;
   assert_int_not_equal(lstat("/tmp/sm-untar-abs", &st), 0);

@@ -66,7 +66,8 @@ static void table(void **state) {
     sm_error err = SM_ERROR_INIT;
     assert_int_equal(sm_config_load_string(&cfg, "p.yaml", c->yaml, strlen(c->yaml), &err), 0);
     char rule[256] = "";
-    int got = bk_policy_tool(sm_config_broker(cfg), c->agent, c->tool, c->host_tool, rule, sizeof rule);
+    int got = broker_policy_tool(sm_config_broker(cfg), c->agent, c->tool, c->host_tool, rule,
+                                 sizeof rule);
     if (got != c->allowed || !strstr(rule, c->rule))
       fprintf(stderr, "%s: allowed %d (wanted %d), rule '%s' (wanted '%s')\n", c->name, got,
               c->allowed, rule, c->rule);

@@ -63,7 +63,7 @@ static void table(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_object *args = json_tokener_parse(cases[i].args);
     char msg[256] = "";
-    int rc = bk_schema_check(schema, args, msg, sizeof msg);
+    int rc = broker_schema_check(schema, args, msg, sizeof msg);
     if ((rc == 0) != cases[i].ok || (cases[i].msg && !strstr(msg, cases[i].msg)))
       fprintf(stderr, "%s: rc %d msg '%s'\n", cases[i].args, rc, msg);
     assert_int_equal(rc == 0, cases[i].ok);

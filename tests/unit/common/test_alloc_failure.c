@@ -85,8 +85,8 @@ static int parse_policy(void *ud) {
   (void)ud;
   eg_policy p;
   char why[EG_WHY_MAX] = "";
-  int rc = eg_policy_parse(policy_text, sizeof policy_text - 1, &p, why, sizeof why);
-  if (rc == 0) eg_policy_dispose(&p);
+  int rc = egress_policy_parse(policy_text, sizeof policy_text - 1, &p, why, sizeof why);
+  if (rc == 0) egress_policy_dispose(&p);
   return said_err(rc, why);
 }
 
@@ -106,11 +106,11 @@ static const char listing_text[] =
 static int parse_listing(void *ud) {
   (void)ud;
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   sm_error err = SM_ERROR_INIT;
-  int rc = ws_probe_parse(listing_text, sizeof listing_text - 1, 1000, 4096, &m, &err);
+  int rc = workspace_probe_parse(listing_text, sizeof listing_text - 1, 1000, 4096, &m, &err);
   if (rc == 0 && m.n != 4) rc = sm_error_set(&err, -1001, "%zu entries", m.n);
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
   return said_err(rc, err.message);
 }
 
@@ -122,22 +122,22 @@ static const char files_text[] =
 static int manifest_round_trip(void *ud) {
   const char *path = ud;
   ws_manifest m, held, back, back_held;
-  ws_manifest_init(&m);
-  ws_manifest_init(&held);
-  ws_manifest_init(&back);
-  ws_manifest_init(&back_held);
+  workspace_manifest_init(&m);
+  workspace_manifest_init(&held);
+  workspace_manifest_init(&back);
+  workspace_manifest_init(&back_held);
   sm_error err = SM_ERROR_INIT;
-  int rc = ws_probe_parse(files_text, sizeof files_text - 1, 1000, 4096, &m, &err);
+  int rc = workspace_probe_parse(files_text, sizeof files_text - 1, 1000, 4096, &m, &err);
   /* It takes no sm_error: its callers say "out of memory" (workspace_in.c, workspace_out.c). */
-  if (rc == 0 && (rc = ws_manifest_set_target(&m, "c0ffee", "/workspace")) != 0)
+  if (rc == 0 && (rc = workspace_manifest_set_target(&m, "c0ffee", "/workspace")) != 0)
     sm_error_set(&err, rc, "out of memory");
-  if (rc == 0) rc = ws_manifest_save(&m, &held, path, &err);
-  if (rc == 0) rc = ws_manifest_load(&back, &back_held, path, 1000, &err);
+  if (rc == 0) rc = workspace_manifest_save(&m, &held, path, &err);
+  if (rc == 0) rc = workspace_manifest_load(&back, &back_held, path, 1000, &err);
   if (rc == 0 && back.n != m.n) rc = sm_error_set(&err, -1001, "%zu entries back", back.n);
-  ws_manifest_dispose(&m);
-  ws_manifest_dispose(&held);
-  ws_manifest_dispose(&back);
-  ws_manifest_dispose(&back_held);
+  workspace_manifest_dispose(&m);
+  workspace_manifest_dispose(&held);
+  workspace_manifest_dispose(&back);
+  workspace_manifest_dispose(&back_held);
   return said_err(rc, err.message);
 }
 
@@ -157,8 +157,8 @@ static int make_protect(void *ud) {
   sm_workspace_protect_defaults(&globs);
   ws_protect *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  int rc = ws_protect_new(&p, &globs, &err);
-  ws_protect_free(p);
+  int rc = workspace_protect_new(&p, &globs, &err);
+  workspace_protect_free(p);
   return said_err(rc, err.message);
 }
 
@@ -175,10 +175,10 @@ static const char execute_body[] =
 
 static int parse_execute(void *ud) {
   (void)ud;
-  sm_execute_params p;
+  server_execute_params p;
   sm_error err = SM_ERROR_INIT;
-  int rc = sm_server_parse_execute(execute_body, sizeof execute_body - 1, 4096, &p, &err);
-  if (rc == 0) sm_execute_params_dispose(&p);
+  int rc = server_parse_execute(execute_body, sizeof execute_body - 1, 4096, &p, &err);
+  if (rc == 0) server_execute_params_dispose(&p);
   return said_err(rc, err.message);
 }
 
@@ -202,19 +202,19 @@ static int read_frames(void *ud) {
   (void)ud;
   unsigned char stream[64];
   size_t n = 0;
-  sm_frame_header(stream, SM_FRAME_HELLO, 0, 15);
+  agent_frame_header(stream, SM_FRAME_HELLO, 0, 15);
   memcpy(stream + 9, "sandman-agent 1", 15);
   n = 24;
-  sm_frame_header(stream + n, SM_FRAME_STDOUT, 7, 5);
+  agent_frame_header(stream + n, SM_FRAME_STDOUT, 7, 5);
   memcpy(stream + n + 9, "hello", 5);
   n += 14;
   int frames = 0;
-  sm_frame_reader r;
-  sm_frame_reader_init(&r, SM_FRAME_DATA_MAX, count_frame, &frames);
+  agent_frame_reader r;
+  agent_frame_reader_init(&r, SM_FRAME_DATA_MAX, count_frame, &frames);
   int rc = 0;
   /* A byte at a time: the reader has to keep what it has in its buffer. */
-  for (size_t i = 0; i < n && rc == 0; i++) rc = sm_frame_reader_feed(&r, stream + i, 1);
-  sm_frame_reader_dispose(&r);
+  for (size_t i = 0; i < n && rc == 0; i++) rc = agent_frame_reader_feed(&r, stream + i, 1);
+  agent_frame_reader_dispose(&r);
   return rc == 0 && frames != 2 ? -1001 : rc;
 }
 
@@ -222,9 +222,9 @@ static int parse_json(void *ud) {
   (void)ud;
   static const char doc[] =
       "{\"tool\":\"x\",\"args\":{\"a\":[1,2,{\"b\":\"c\\u00e9\"}],\"d\":null}}";
-  jm_node *n = jm_parse(doc, sizeof doc - 1);
+  jm_node *n = agent_json_parse(doc, sizeof doc - 1);
   int rc = n ? 0 : SM_ENOMEM;
-  jm_free(n);
+  agent_json_free(n);
   return rc;
 }
 

@@ -64,21 +64,21 @@ static void test_steal_and_cleanup(void **state) {
   assert_string_equal(s, "owned");
   free(s);
   {
-    cleanup_strv sm_strv v = {0};
-    assert_int_equal(sm_strv_add(&v, "a"), 0);
-    assert_int_equal(sm_strv_addf(&v, "%s=%d", "b", 2), 0);
+    cleanup_strv common_strv v = {0};
+    assert_int_equal(common_strv_add(&v, "a"), 0);
+    assert_int_equal(common_strv_addf(&v, "%s=%d", "b", 2), 0);
     assert_int_equal(v.n, 2);
     assert_string_equal(v.v[1], "b=2");
     assert_null(v.v[2]);
     char **taken = steal_pointer(&v.v);
     assert_null(v.v);
-    sm_strings_free(taken, 2);
+    common_strings_free(taken, 2);
   }
   {
-    cleanup_buf sm_buf b;
-    sm_buf_init(&b, 16);
-    assert_int_equal(sm_buf_append(&b, "0123456789", 10), 0);
-    assert_int_equal(sm_buf_append(&b, "0123456789", 10), SM_ETOOBIG);
+    cleanup_buf common_buf b;
+    common_buf_init(&b, 16);
+    assert_int_equal(common_buf_append(&b, "0123456789", 10), 0);
+    assert_int_equal(common_buf_append(&b, "0123456789", 10), SM_ETOOBIG);
     assert_int_equal(b.len, 10);
   }
 }

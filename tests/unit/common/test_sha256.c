@@ -23,11 +23,11 @@ static void hex(const unsigned char *d, char *out) {
 }
 
 static void one(const void *data, size_t len, char *out) {
-  sm_sha256 c;
+  common_sha256 c;
   unsigned char d[32];
-  sm_sha256_init(&c);
-  sm_sha256_update(&c, data, len);
-  sm_sha256_final(&c, d);
+  common_sha256_init(&c);
+  common_sha256_update(&c, data, len);
+  common_sha256_final(&c, d);
   hex(d, out);
 }
 
@@ -42,20 +42,20 @@ static void test_vectors(void **state) {
   one(two, strlen(two), h);
   assert_string_equal(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   /* One million "a", given in uneven pieces. */
-  sm_sha256 c;
-  sm_sha256_init(&c);
+  common_sha256 c;
+  common_sha256_init(&c);
   char a[1000];
   memset(a, 'a', sizeof a);
   size_t left = 1000000, step = 1;
   while (left > 0) {
     size_t n = step < left ? step : left;
     if (n > sizeof a) n = sizeof a;
-    sm_sha256_update(&c, a, n);
+    common_sha256_update(&c, a, n);
     left -= n;
     step = step * 7 % 997 + 1;
   }
   unsigned char d[32];
-  sm_sha256_final(&c, d);
+  common_sha256_final(&c, d);
   hex(d, h);
   assert_string_equal(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
@@ -77,11 +77,11 @@ static void test_against_openssl(void **state) {
     unsigned int wl = 0;
     EVP_Digest(data, len, want, &wl, EVP_sha256(), NULL);
     for (size_t cut = 0; cut <= len; cut += 3) {
-      sm_sha256 c;
-      sm_sha256_init(&c);
-      sm_sha256_update(&c, data, cut);
-      sm_sha256_update(&c, data + cut, len - cut);
-      sm_sha256_final(&c, got);
+      common_sha256 c;
+      common_sha256_init(&c);
+      common_sha256_update(&c, data, cut);
+      common_sha256_update(&c, data + cut, len - cut);
+      common_sha256_final(&c, got);
       assert_memory_equal(got, want, 32);
     }
   }

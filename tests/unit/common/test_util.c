@@ -89,25 +89,25 @@ static void test_time_round_trip(void **state) {
 
 static void test_buf_cap(void **state) {
   (void)state;
-  sm_buf b;
-  sm_buf_init(&b, 10);
-  assert_int_equal(sm_buf_append(&b, "12345", 5), 0);
-  assert_int_equal(sm_buf_append(&b, "123456", 6), SM_ETOOBIG);
+  common_buf b;
+  common_buf_init(&b, 10);
+  assert_int_equal(common_buf_append(&b, "12345", 5), 0);
+  assert_int_equal(common_buf_append(&b, "123456", 6), SM_ETOOBIG);
   assert_int_equal(b.len, 5); /* unchanged by the refused append */
   assert_string_equal(b.data, "12345");
-  assert_int_equal(sm_buf_append_capped(&b, "abcdefgh", 8), 3);
+  assert_int_equal(common_buf_append_capped(&b, "abcdefgh", 8), 3);
   assert_int_equal(b.len, 10);
   assert_string_equal(b.data, "12345abcde");
-  assert_int_equal(sm_buf_printf(&b, "%d", 1), SM_ETOOBIG);
+  assert_int_equal(common_buf_printf(&b, "%d", 1), SM_ETOOBIG);
   size_t len = 0;
-  char *s = sm_buf_steal(&b, &len);
+  char *s = common_buf_steal(&b, &len);
   assert_int_equal(len, 10);
   assert_null(b.data);
   free(s);
-  sm_buf_init(&b, 1 << 20);
-  for (int i = 0; i < 1000; i++) assert_int_equal(sm_buf_printf(&b, "line %d\n", i), 0);
+  common_buf_init(&b, 1 << 20);
+  for (int i = 0; i < 1000; i++) assert_int_equal(common_buf_printf(&b, "line %d\n", i), 0);
   assert_non_null(strstr(b.data, "line 999\n"));
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
 }
 
 static void test_errors(void **state) {

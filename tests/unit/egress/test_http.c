@@ -14,7 +14,7 @@ static void test_requests(void **state) {
   (void)state;
   static const struct {
     const char *head;
-    int rc; /* eg_request_parse's verdict */
+    int rc; /* egress_request_parse's verdict */
     const char *host;
     int port, is_connect;
     const char *why_has;
@@ -65,7 +65,7 @@ static void test_requests(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     eg_request r;
     char why[EG_WHY_MAX] = "";
-    int rc = eg_request_parse(cases[i].head, strlen(cases[i].head), &r, why, sizeof why);
+    int rc = egress_request_parse(cases[i].head, strlen(cases[i].head), &r, why, sizeof why);
     if (rc != cases[i].rc) fail_msg("case %zu: rc %d, want %d (%s)", i, rc, cases[i].rc, why);
     if (rc == 1) {
       assert_string_equal(r.target.host, cases[i].host);
@@ -85,15 +85,15 @@ static void test_caps(void **state) {
   memcpy(big, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
   eg_request r;
   char why[EG_WHY_MAX];
-  assert_int_equal(eg_request_parse(big, sizeof big, &r, why, sizeof why), -2);
+  assert_int_equal(egress_request_parse(big, sizeof big, &r, why, sizeof why), -2);
   /* Too many header lines. */
   static char many[EG_HEAD_MAX];
   size_t n = (size_t)snprintf(many, sizeof many, "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n");
   for (int i = 0; i < EG_HEADERS_MAX + 5 && n + 10 < sizeof many; i++) n += (size_t)snprintf(many + n, sizeof many - n, "X%d: y\r\n", i);
   n += (size_t)snprintf(many + n, sizeof many - n, "\r\n");
-  assert_int_equal(eg_request_parse(many, n, &r, why, sizeof why), -2);
+  assert_int_equal(egress_request_parse(many, n, &r, why, sizeof why), -2);
   /* NUL before the head is complete: refused at once. */
-  assert_int_equal(eg_request_parse("GET \0x", 6, &r, why, sizeof why), -1);
+  assert_int_equal(egress_request_parse("GET \0x", 6, &r, why, sizeof why), -1);
 }
 
 static void test_upstream_head(void **state) {
@@ -109,8 +109,8 @@ static void test_upstream_head(void **state) {
       "\r\n";
   eg_request r;
   char why[EG_WHY_MAX], out[4096];
-  assert_int_equal(eg_request_parse(head, strlen(head), &r, why, sizeof why), 1);
-  long n = eg_request_upstream_head(head, &r, out, sizeof out);
+  assert_int_equal(egress_request_parse(head, strlen(head), &r, why, sizeof why), 1);
+  long n = egress_request_upstream_head(head, &r, out, sizeof out);
   assert_true(n > 0);
   out[n] = '\0';
   assert_string_equal(out,
@@ -120,12 +120,12 @@ static void test_upstream_head(void **state) {
                       "Connection: close\r\n\r\n");
   /* HTTP/1.0 without Host: one is added from the target; "http://h?q" -> "/?q". */
   const char *h10 = "GET http://allowed.test?q HTTP/1.0\r\n\r\n";
-  assert_int_equal(eg_request_parse(h10, strlen(h10), &r, why, sizeof why), 1);
-  n = eg_request_upstream_head(h10, &r, out, sizeof out);
+  assert_int_equal(egress_request_parse(h10, strlen(h10), &r, why, sizeof why), 1);
+  n = egress_request_upstream_head(h10, &r, out, sizeof out);
   assert_true(n > 0);
   out[n] = '\0';
   assert_string_equal(out, "GET /?q HTTP/1.1\r\nHost: allowed.test:80\r\nConnection: close\r\n\r\n");
-  assert_int_equal(eg_request_upstream_head(head, &r, out, 10), -1);
+  assert_int_equal(egress_request_upstream_head(head, &r, out, 10), -1);
 }
 
 /* Issue 25, finding 10: a Connection header that names a framing header
@@ -149,7 +149,7 @@ static void test_connection_names_framing(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     eg_request r;
     char why[EG_WHY_MAX] = "";
-    int rc = eg_request_parse(refused[i], strlen(refused[i]), &r, why, sizeof why);
+    int rc = egress_request_parse(refused[i], strlen(refused[i]), &r, why, sizeof why);
     if (rc != -1) fail_msg("case %zu: rc %d, want -1 (refused)", i, rc);
     if (strstr(why, "Connection header names") == NULL) fail_msg("case %zu: why '%s'", i, why);
   }
@@ -158,8 +158,8 @@ static void test_connection_names_framing(void **state) {
                    "Connection: Content-Length-X, X-Host\r\nContent-Length-X: 1\r\nX-Host: h\r\n\r\n";
   eg_request r;
   char why[EG_WHY_MAX], out[4096];
-  assert_int_equal(eg_request_parse(ok, strlen(ok), &r, why, sizeof why), 1);
-  long n = eg_request_upstream_head(ok, &r, out, sizeof out);
+  assert_int_equal(egress_request_parse(ok, strlen(ok), &r, why, sizeof why), 1);
+  long n = egress_request_upstream_head(ok, &r, out, sizeof out);
   assert_true(n > 0);
   out[n] = '\0';
   assert_string_equal(out, "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\nConnection: close\r\n\r\n");
@@ -172,7 +172,7 @@ static void test_connection_names_framing(void **state) {
   snprintf(r.method, sizeof r.method, "POST");
   r.path_off = (size_t)(strstr(raw, "/ HTTP") - raw);
   r.path_len = 1;
-  n = eg_request_upstream_head(raw, &r, out, sizeof out);
+  n = egress_request_upstream_head(raw, &r, out, sizeof out);
   assert_true(n > 0);
   out[n] = '\0';
   assert_string_equal(out, "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\nConnection: close\r\n\r\n");

@@ -49,7 +49,7 @@ static void test_patterns(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     eg_pattern p;
     char why[EG_WHY_MAX] = "";
-    int rc = eg_pattern_parse(cases[i].text, &p, why, sizeof why);
+    int rc = egress_pattern_parse(cases[i].text, &p, why, sizeof why);
     if ((rc == 0) != cases[i].ok) fail_msg("pattern '%s': rc %d (%s)", cases[i].text, rc, why);
     if (!cases[i].ok) {
       assert_true(why[0] != '\0');
@@ -90,8 +90,8 @@ static void test_authorities(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     eg_dest d;
     char why[EG_WHY_MAX] = "";
-    int rc = eg_authority_parse(cases[i].text, strlen(cases[i].text), cases[i].default_port, &d, why,
-                                sizeof why);
+    int rc = egress_authority_parse(cases[i].text, strlen(cases[i].text), cases[i].default_port, &d,
+                                    why, sizeof why);
     if ((rc == 0) != cases[i].ok) fail_msg("authority '%s': rc %d (%s)", cases[i].text, rc, why);
     if (!cases[i].ok) continue;
     assert_int_equal(d.is_addr, cases[i].is_addr);
@@ -132,8 +132,8 @@ static void test_address_classes(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     eg_addr a;
-    assert_int_equal(eg_addr_parse(cases[i].addr, &a), 0);
-    const char *got = eg_addr_special(&a);
+    assert_int_equal(egress_addr_parse(cases[i].addr, &a), 0);
+    const char *got = egress_addr_special(&a);
     if (cases[i].want == NULL) {
       if (got != NULL) fail_msg("%s: got %s, want global", cases[i].addr, got);
     } else if (got == NULL || strcmp(got, cases[i].want) != 0) {
@@ -169,7 +169,7 @@ static const char policy_text[] =
 
 static void dest(const char *authority, eg_dest *d) {
   char why[EG_WHY_MAX];
-  if (eg_authority_parse(authority, strlen(authority), -1, d, why, sizeof why) != 0)
+  if (egress_authority_parse(authority, strlen(authority), -1, d, why, sizeof why) != 0)
     fail_msg("bad test authority %s: %s", authority, why);
 }
 
@@ -177,7 +177,7 @@ static void test_policy_decisions(void **state) {
   (void)state;
   eg_policy p;
   char why[EG_WHY_MAX];
-  assert_int_equal(eg_policy_parse(policy_text, strlen(policy_text), &p, why, sizeof why), 0);
+  assert_int_equal(egress_policy_parse(policy_text, strlen(policy_text), &p, why, sizeof why), 0);
   assert_string_equal(p.sandbox, "sandman-t-per_run-0123");
   assert_string_equal(p.agent, "coder");
   assert_string_equal(p.worker, "");
@@ -207,7 +207,7 @@ static void test_policy_decisions(void **state) {
     eg_dest d;
     dest(cases[i].dest, &d);
     char rule[EG_WHY_MAX] = "";
-    int got = eg_policy_decide(&p, &d, rule, sizeof rule);
+    int got = egress_policy_decide(&p, &d, rule, sizeof rule);
     if (got != cases[i].allowed || strcmp(rule, cases[i].rule) != 0)
       fail_msg("%s: got %d '%s', want %d '%s'", cases[i].dest, got, rule, cases[i].allowed, cases[i].rule);
   }
@@ -230,13 +230,13 @@ static void test_policy_decisions(void **state) {
   };
   for (size_t i = 0; i < sizeof addrs / sizeof addrs[0]; i++) {
     eg_addr a;
-    assert_int_equal(eg_addr_parse(addrs[i].addr, &a), 0);
+    assert_int_equal(egress_addr_parse(addrs[i].addr, &a), 0);
     char w[EG_WHY_MAX] = "";
-    int ok = eg_policy_addr_ok(&p, &a, addrs[i].port, w, sizeof w);
+    int ok = egress_policy_addr_ok(&p, &a, addrs[i].port, w, sizeof w);
     if (ok != addrs[i].ok || (addrs[i].why_has && strstr(w, addrs[i].why_has) == NULL))
       fail_msg("%s:%d: got %d '%s'", addrs[i].addr, addrs[i].port, ok, w);
   }
-  eg_policy_dispose(&p);
+  egress_policy_dispose(&p);
 }
 
 static void test_policy_file_errors(void **state) {
@@ -258,7 +258,8 @@ static void test_policy_file_errors(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     eg_policy p;
     char why[EG_WHY_MAX] = "";
-    if (eg_policy_parse(bad[i], strlen(bad[i]), &p, why, sizeof why) == 0) fail_msg("case %zu accepted", i);
+    if (egress_policy_parse(bad[i], strlen(bad[i]), &p, why, sizeof why) == 0)
+      fail_msg("case %zu accepted", i);
     assert_true(why[0] != '\0');
     assert_int_equal(p.n_allow, 0);
   }
@@ -266,12 +267,12 @@ static void test_policy_file_errors(void **state) {
   const char *empty = "sandman-egress-policy 2\nlevel defaults\nend\n";
   eg_policy p;
   char why[EG_WHY_MAX];
-  assert_int_equal(eg_policy_parse(empty, strlen(empty), &p, why, sizeof why), 0);
+  assert_int_equal(egress_policy_parse(empty, strlen(empty), &p, why, sizeof why), 0);
   eg_dest d;
   dest("pypi.org:443", &d);
-  assert_int_equal(eg_policy_decide(&p, &d, why, sizeof why), 0);
+  assert_int_equal(egress_policy_decide(&p, &d, why, sizeof why), 0);
   assert_string_equal(why, "no egress.allow list: nothing is reachable");
-  eg_policy_dispose(&p);
+  egress_policy_dispose(&p);
 }
 
 int main(void) {

@@ -155,7 +155,7 @@ static char *one_file_tar(const char *name, const char *text, size_t *len) {
 }
 
 static int to_buf(void *ud, const char *data, size_t len) {
-  return sm_buf_append(ud, data, len) == 0 ? 0 : SM_ETOOBIG;
+  return common_buf_append(ud, data, len) == 0 ? 0 : SM_ETOOBIG;
 }
 
 static void archives_round_trip(void **state) {
@@ -174,13 +174,13 @@ static void archives_round_trip(void **state) {
   assert_non_null(text);
   assert_string_equal(text, "hello from the host\n");
   free(text);
-  sm_buf out;
-  sm_buf_init(&out, 1 << 20);
+  common_buf out;
+  common_buf_init(&out, 1 << 20);
   assert_int_equal(sm_engine_archive_get(f->e, id, "/workspace", to_buf, &out, &err), 0);
   /* Named as the engine names it: the folder's base name first. */
   assert_non_null(memmem(out.data, out.len, "workspace/hello.txt", 19));
   assert_non_null(memmem(out.data, out.len, "hello from the host", 19));
-  sm_buf_dispose(&out);
+  common_buf_dispose(&out);
   unsigned mode = 0;
   assert_int_equal(sm_engine_path_mode(f->e, id, "/tmp", &mode, &err), 0);
   assert_true(S_ISDIR(mode));

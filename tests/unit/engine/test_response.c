@@ -178,20 +178,20 @@ static void test_http_head(void **s) {
 
 static void test_url_and_filters(void **s) {
   (void)s;
-  sm_buf b;
-  sm_buf_init(&b, 4096);
+  common_buf b;
+  common_buf_init(&b, 4096);
   assert_int_equal(engine_url_escape(&b, "a b/c:d?e&f=g", NULL), 0);
   assert_string_equal(b.data, "a%20b%2Fc%3Ad%3Fe%26f%3Dg");
-  sm_buf_reset(&b);
+  common_buf_reset(&b);
   assert_int_equal(engine_url_escape(&b, "sandman/minimal:latest", "/:@"), 0);
   assert_string_equal(b.data, "sandman/minimal:latest");
-  sm_buf_reset(&b);
+  common_buf_reset(&b);
   const char *labels[] = {"io.sandman.managed=true", "io.sandman.instance=a b"};
   assert_int_equal(engine_label_filters(&b, labels, 2), 0);
   assert_string_equal(b.data,
                       "filters=%7B%22label%22%3A%5B%22io.sandman.managed%3Dtrue%22%2C%22io."
                       "sandman.instance%3Da%20b%22%5D%7D");
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   assert_int_equal(engine_check_ref("", "container id", &err), SM_EINVAL);
   assert_int_equal(engine_check_ref(NULL, "container id", &err), SM_EINVAL);
   assert_int_equal(engine_check_ref("a\nb", "container id", &err), SM_EINVAL);

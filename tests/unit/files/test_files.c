@@ -118,7 +118,7 @@ static void folders_and_search(void **state) {
 }
 
 static int to_buf(void *ud, const char *data, size_t len) {
-  return sm_buf_append(ud, data, len) == 0 ? 0 : SM_ETOOBIG;
+  return common_buf_append(ud, data, len) == 0 ? 0 : SM_ETOOBIG;
 }
 
 /* A tar down and up again lands the same files elsewhere; a link on the
@@ -130,8 +130,8 @@ static void tar_round_trip(void **state) {
                    0);
   assert_int_equal(sm_files_write_all(f->runner, &f->base, "t/two.txt", "22\n", 3, -1, NULL, &err),
                    0);
-  sm_buf tar;
-  sm_buf_init(&tar, 1 << 20);
+  common_buf tar;
+  common_buf_init(&tar, 1 << 20);
   const char *paths[] = {"t"};
   sm_files_tar_stats st;
   assert_int_equal(sm_files_download_tar(f->runner, &f->base, paths, 1, 0, to_buf, &tar, &st, NULL,
@@ -142,7 +142,7 @@ static void tar_round_trip(void **state) {
   assert_int_equal(sm_files_upload_tar(f->runner, &f->base, "copy", read_mem, &r, 0, 0, &st, NULL,
                                        &err),
                    0);
-  sm_buf_dispose(&tar);
+  common_buf_dispose(&tar);
   char *got = NULL;
   size_t len = 0;
   assert_int_equal(sm_files_read_all(f->runner, &f->base, "copy/t/two.txt", 0, -1, 64, &got, &len,

@@ -40,13 +40,14 @@ static void whole_and_bytewise(void **state) {
     seen s;
     memset(&s, 0, sizeof s);
     watch_wire w;
-    watch_wire_init(&w, on_ready, on_event, &s);
+    files_watch_wire_init(&w, on_ready, on_event, &s);
     sm_error err = SM_ERROR_INIT;
     size_t len = sizeof STREAM - 1;
     if (bytewise) {
-      for (size_t i = 0; i < len; i++) assert_int_equal(watch_wire_feed(&w, STREAM + i, 1, &err), 0);
+      for (size_t i = 0; i < len; i++)
+        assert_int_equal(files_watch_wire_feed(&w, STREAM + i, 1, &err), 0);
     } else {
-      assert_int_equal(watch_wire_feed(&w, STREAM, len, &err), 0);
+      assert_int_equal(files_watch_wire_feed(&w, STREAM, len, &err), 0);
     }
     assert_int_equal(s.ready, 1);
     assert_string_equal(s.log, EXPECT);
@@ -60,10 +61,10 @@ static void an_error_line(void **state) {
   seen s;
   memset(&s, 0, sizeof s);
   watch_wire w;
-  watch_wire_init(&w, on_ready, on_event, &s);
+  files_watch_wire_init(&w, on_ready, on_event, &s);
   sm_error err = SM_ERROR_INIT;
   const char in[] = "err ELOOP lnk: a symbolic link is on the way\n";
-  assert_int_equal(watch_wire_feed(&w, in, sizeof in - 1, &err), 0);
+  assert_int_equal(files_watch_wire_feed(&w, in, sizeof in - 1, &err), 0);
   assert_true(w.failed);
   assert_string_equal(w.errname, "ELOOP");
   assert_string_equal(w.message, "lnk: a symbolic link is on the way");
@@ -99,9 +100,9 @@ static void malformed_refused(void **state) {
     seen s;
     memset(&s, 0, sizeof s);
     watch_wire w;
-    watch_wire_init(&w, on_ready, on_event, &s);
+    files_watch_wire_init(&w, on_ready, on_event, &s);
     sm_error err = SM_ERROR_INIT;
-    int rc = watch_wire_feed(&w, bad[i].in, bad[i].len, &err);
+    int rc = files_watch_wire_feed(&w, bad[i].in, bad[i].len, &err);
     if (rc != SM_EPROTOCOL) fail_msg("case %zu: %d, not SM_EPROTOCOL", i, rc);
     assert_int_equal(s.n, 0);
   }
@@ -116,9 +117,9 @@ static int refuse(void *ud) {
 static void handler_stops(void **state) {
   (void)state;
   watch_wire w;
-  watch_wire_init(&w, refuse, on_event, NULL);
+  files_watch_wire_init(&w, refuse, on_event, NULL);
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(watch_wire_feed(&w, "ok\ne c 0 1 0\na", 14, &err), SM_EPOLICY);
+  assert_int_equal(files_watch_wire_feed(&w, "ok\ne c 0 1 0\na", 14, &err), SM_EPOLICY);
 }
 
 int main(void) {

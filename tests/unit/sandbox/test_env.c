@@ -12,7 +12,7 @@
 
 #include "sandbox/env.h"
 
-static const char *get(const sm_strv *env, const char *name) {
+static const char *get(const common_strv *env, const char *name) {
   size_t n = strlen(name);
   const char *found = NULL;
   for (size_t i = 0; i < env->n; i++)
@@ -30,9 +30,9 @@ static const char *host[] = {"PATH=/host/bin",      "HOME=/root",       "SECRET_
 
 static void test_container_env_is_scrubbed(void **state) {
   (void)state;
-  sm_strv env = {0};
-  sm_env_spec spec = {.home = "/workspace", .tmpdir = "/tmp", .host_env = host};
-  assert_int_equal(sm_env_build(&spec, &env, NULL), 0);
+  common_strv env = {0};
+  sandbox_env_spec spec = {.home = "/workspace", .tmpdir = "/tmp", .host_env = host};
+  assert_int_equal(sandbox_env_build(&spec, &env, NULL), 0);
   assert_string_equal(get(&env, "HOME"), "/workspace");
   assert_string_equal(get(&env, "TMPDIR"), "/tmp");
   assert_string_equal(get(&env, "XDG_CONFIG_HOME"), "/workspace/.config");
@@ -47,20 +47,21 @@ static void test_container_env_is_scrubbed(void **state) {
   assert_null(get(&env, "SECRET_X"));
   assert_null(get(&env, "FOO_A"));
   assert_null(get(&env, "SANDMAN_TOKEN"));
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
 }
 
 static void test_default_lang(void **state) {
   (void)state;
   const char *bare[] = {"X=1", NULL};
-  sm_strv env = {0};
-  sm_env_spec spec = {.path = "/bin", .user = "me", .home = "/h", .tmpdir = "/t", .host_env = bare};
-  assert_int_equal(sm_env_build(&spec, &env, NULL), 0);
+  common_strv env = {0};
+  sandbox_env_spec spec = {
+      .path = "/bin", .user = "me", .home = "/h", .tmpdir = "/t", .host_env = bare};
+  assert_int_equal(sandbox_env_build(&spec, &env, NULL), 0);
   assert_string_equal(get(&env, "LANG"), "C.UTF-8");
   assert_string_equal(get(&env, "PATH"), "/bin");
   assert_string_equal(get(&env, "USER"), "me");
   assert_null(get(&env, "X"));
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
 }
 
 static void test_passthrough_globs(void **state) {
@@ -70,9 +71,12 @@ static void test_passthrough_globs(void **state) {
   sm_string_list_add(&pt, "FOO_*", NULL);
   sm_string_list_add(&pt, "SANDMAN_*", NULL);
   sm_string_list_add(&pt, "*", NULL); /* still never the fixed names */
-  sm_strv env = {0};
-  sm_env_spec spec = {.home = "/workspace", .tmpdir = "/tmp", .host_env = host, .passthrough = &pt};
-  assert_int_equal(sm_env_build(&spec, &env, NULL), 0);
+  common_strv env = {0};
+  sandbox_env_spec spec = {.home = "/workspace",
+                           .tmpdir = "/tmp",
+                           .host_env = host,
+                           .passthrough = &pt};
+  assert_int_equal(sandbox_env_build(&spec, &env, NULL), 0);
   assert_string_equal(get(&env, "FOO_A"), "1");
   assert_string_equal(get(&env, "FOO_B"), "2");
   assert_string_equal(get(&env, "BAR"), "3");
@@ -81,18 +85,23 @@ static void test_passthrough_globs(void **state) {
   assert_string_equal(get(&env, "HOME"), "/workspace");
   assert_null(get(&env, "PATH"));
   assert_null(get(&env, "USER"));
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
 }
 
 static void test_explicit_overrides(void **state) {
   (void)state;
   const char *explicit_env[] = {"HOME=/elsewhere", "NEW=a=b", "SECRET_X", "MISSING", "EMPTY="};
   const char *secret[] = {"TOKEN=s3cr3t"};
-  sm_strv env = {0};
-  sm_env_spec spec = {.home = "/workspace", .tmpdir = "/tmp", .host_env = host,
-                      .explicit_env = explicit_env, .n_explicit = 5,
-                      .secret_env = secret, .n_secret = 1, .marker = "SANDMAN_CALL=abc"};
-  assert_int_equal(sm_env_build(&spec, &env, NULL), 0);
+  common_strv env = {0};
+  sandbox_env_spec spec = {.home = "/workspace",
+                           .tmpdir = "/tmp",
+                           .host_env = host,
+                           .explicit_env = explicit_env,
+                           .n_explicit = 5,
+                           .secret_env = secret,
+                           .n_secret = 1,
+                           .marker = "SANDMAN_CALL=abc"};
+  assert_int_equal(sandbox_env_build(&spec, &env, NULL), 0);
   assert_string_equal(get(&env, "HOME"), "/elsewhere");
   assert_string_equal(get(&env, "NEW"), "a=b");
   assert_string_equal(get(&env, "SECRET_X"), "hunter2"); /* -e NAME: the host's value */
@@ -102,23 +111,23 @@ static void test_explicit_overrides(void **state) {
   assert_string_equal(get(&env, "SANDMAN_CALL"), "abc");
   /* The marker always comes last and wins. */
   assert_string_equal(env.v[env.n - 1], "SANDMAN_CALL=abc");
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
 }
 
 static void test_bad_entries(void **state) {
   (void)state;
   const char *bad[] = {"=x"};
-  sm_strv env = {0};
+  common_strv env = {0};
   sm_error err = SM_ERROR_INIT;
-  sm_env_spec spec = {.home = "/w", .tmpdir = "/t", .explicit_env = bad, .n_explicit = 1};
-  assert_int_equal(sm_env_build(&spec, &env, &err), SM_EINVAL);
-  sm_strv_dispose(&env);
+  sandbox_env_spec spec = {.home = "/w", .tmpdir = "/t", .explicit_env = bad, .n_explicit = 1};
+  assert_int_equal(sandbox_env_build(&spec, &env, &err), SM_EINVAL);
+  common_strv_dispose(&env);
   const char *badsecret[] = {"NOVALUE"};
-  sm_env_spec spec2 = {.home = "/w", .tmpdir = "/t", .secret_env = badsecret, .n_secret = 1};
-  assert_int_equal(sm_env_build(&spec2, &env, &err), SM_EINVAL);
+  sandbox_env_spec spec2 = {.home = "/w", .tmpdir = "/t", .secret_env = badsecret, .n_secret = 1};
+  assert_int_equal(sandbox_env_build(&spec2, &env, &err), SM_EINVAL);
   /* The message never echoes a credential. */
   assert_null(strstr(err.message, "NOVALUE"));
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
 }
 
 static void test_size_caps(void **state) {
@@ -128,11 +137,11 @@ static void test_size_caps(void **state) {
   memcpy(big, "BIG=", 4);
   big[sizeof big - 1] = '\0';
   const char *e[] = {big};
-  sm_strv env = {0};
+  common_strv env = {0};
   sm_error err = SM_ERROR_INIT;
-  sm_env_spec spec = {.home = "/w", .tmpdir = "/t", .explicit_env = e, .n_explicit = 1};
-  assert_int_equal(sm_env_build(&spec, &env, &err), SM_EINVAL);
-  sm_strv_dispose(&env);
+  sandbox_env_spec spec = {.home = "/w", .tmpdir = "/t", .explicit_env = e, .n_explicit = 1};
+  assert_int_equal(sandbox_env_build(&spec, &env, &err), SM_EINVAL);
+  common_strv_dispose(&env);
 }
 
 /* One rule for every way a name reaches a tool (sm_env_name_classify):
@@ -180,9 +189,12 @@ static void test_name_policy(void **state) {
   sm_string_list pt;
   memset(&pt, 0, sizeof pt);
   sm_string_list_add(&pt, "*", NULL);
-  sm_strv env = {0};
-  sm_env_spec spec = {.home = "/workspace", .tmpdir = "/tmp", .host_env = hostenv, .passthrough = &pt};
-  assert_int_equal(sm_env_build(&spec, &env, NULL), 0);
+  common_strv env = {0};
+  sandbox_env_spec spec = {.home = "/workspace",
+                           .tmpdir = "/tmp",
+                           .host_env = hostenv,
+                           .passthrough = &pt};
+  assert_int_equal(sandbox_env_build(&spec, &env, NULL), 0);
   assert_string_equal(get(&env, "OK_1"), "1");
   assert_null(get(&env, "DOCKER_HOST"));
   assert_null(get(&env, "DOCKER_CONFIG"));
@@ -190,22 +202,25 @@ static void test_name_policy(void **state) {
   assert_null(get(&env, "PATH"));
   assert_string_equal(get(&env, "HOME"), "/workspace");
   assert_string_equal(get(&env, "XDG_CONFIG_HOME"), "/workspace/.config");
-  sm_strv_dispose(&env);
+  common_strv_dispose(&env);
   sm_error err = SM_ERROR_INIT;
   const char *const bad_explicit[][1] = {{"DOCKER_HOST=tcp://x:2375"}, {"DOCKER_HOST"},
                                          {"SANDMAN_X=1"}};
   for (size_t i = 0; i < 3; i++) {
-    sm_env_spec e = {.home = "/w", .tmpdir = "/t", .host_env = hostenv,
-                     .explicit_env = bad_explicit[i], .n_explicit = 1};
-    assert_int_equal(sm_env_build(&e, &env, &err), SM_EINVAL);
+    sandbox_env_spec e = {.home = "/w",
+                          .tmpdir = "/t",
+                          .host_env = hostenv,
+                          .explicit_env = bad_explicit[i],
+                          .n_explicit = 1};
+    assert_int_equal(sandbox_env_build(&e, &env, &err), SM_EINVAL);
     assert_non_null(strstr(err.message, bad_explicit[i][0][0] == 'D' ? "DOCKER_" : "SANDMAN_"));
-    sm_strv_dispose(&env);
+    common_strv_dispose(&env);
   }
   const char *const bad_secret[][1] = {{"DOCKER_HOST=x"}, {"HOME=/etc"}, {"SANDMAN_T=x"}};
   for (size_t i = 0; i < 3; i++) {
-    sm_env_spec e = {.home = "/w", .tmpdir = "/t", .secret_env = bad_secret[i], .n_secret = 1};
-    assert_int_equal(sm_env_build(&e, &env, &err), SM_EINVAL);
-    sm_strv_dispose(&env);
+    sandbox_env_spec e = {.home = "/w", .tmpdir = "/t", .secret_env = bad_secret[i], .n_secret = 1};
+    assert_int_equal(sandbox_env_build(&e, &env, &err), SM_EINVAL);
+    common_strv_dispose(&env);
   }
 }
 

@@ -72,8 +72,8 @@ static void test_off_takes_nothing(void **state) {
   per_tool(&req, NULL, NULL);
   char hash[65];
   sm_sandbox_settings_hash(&req.settings, hash);
-  sm_pool_item item;
-  assert_int_equal(sm_pool_take(sm_runner_ctx(r)->pool, &req, hash, &item), 0);
+  sandbox_pool_item item;
+  assert_int_equal(sandbox_pool_take(sandbox_runner_ctx(r)->pool, &req, hash, &item), 0);
   sm_pool_stats st;
   sm_runner_pool_stats(r, &st);
   assert_int_equal(st.configurations, 0); /* no pool made while off */
@@ -134,9 +134,9 @@ static void test_failing_engine_backs_off(void **state) {
   per_tool(&req, NULL, NULL);
   char hash[65];
   sm_sandbox_settings_hash(&req.settings, hash);
-  sm_pool_item item;
+  sandbox_pool_item item;
   /* The first call finds the pool empty and starts it. */
-  assert_int_equal(sm_pool_take(sm_runner_ctx(r)->pool, &req, hash, &item), 0);
+  assert_int_equal(sandbox_pool_take(sandbox_runner_ctx(r)->pool, &req, hash, &item), 0);
   /* Creations fail (no engine): the pool backs off rather than spinning,
    * and counts as settled meanwhile. */
   assert_int_equal(sm_runner_settle(r, 10, &err), 0);
@@ -162,13 +162,15 @@ static void test_background_removal_is_opt_in(void **state) {
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_state_busy_acquire(state_dir, "sandman-unit-pool-tool-x", &busy, &err), 0);
   /* Off: the caller removes its container itself. */
-  assert_int_equal(
-      sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-x", "v", busy, 0), -1);
+  assert_int_equal(sandbox_pool_remove_later(sandbox_runner_ctx(r)->pool,
+                                             "sandman-unit-pool-tool-x", "v", busy, 0),
+                   -1);
   sm_state_unlock(busy);
   sm_runner_set_background_removal(r, 1);
   assert_int_equal(sm_state_busy_acquire(state_dir, "sandman-unit-pool-tool-y", &busy, &err), 0);
-  assert_int_equal(
-      sm_pool_remove_later(sm_runner_ctx(r)->pool, "sandman-unit-pool-tool-y", "v", busy, 0), 0);
+  assert_int_equal(sandbox_pool_remove_later(sandbox_runner_ctx(r)->pool,
+                                             "sandman-unit-pool-tool-y", "v", busy, 0),
+                   0);
   /* The queue holds the busy lock until the removal was tried. */
   sm_runner_free(r);
   assert_int_equal(sm_state_is_busy(state_dir, "sandman-unit-pool-tool-y"), 0);
@@ -177,7 +179,7 @@ static void test_background_removal_is_opt_in(void **state) {
 static void test_cache(void **state) {
   (void)state;
   sm_runner *r = new_runner();
-  sandbox_lookup *l = sm_runner_ctx(r)->lookup;
+  sandbox_lookup *l = sandbox_runner_ctx(r)->lookup;
   sandbox_lookup_entry c, got;
   memset(&c, 0, sizeof c);
   snprintf(c.id, sizeof c.id, "abc123");
@@ -245,7 +247,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  sm_remove_tree(state_dir, NULL);
+  sandbox_remove_tree(state_dir, NULL);
   return 0;
 }
 

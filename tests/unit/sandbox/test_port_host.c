@@ -51,7 +51,7 @@ static void rig_free(rig *g) {
 /* The program sends a frame. */
 static void far(rig *g, int type, uint32_t id, const void *p, uint32_t len) {
   unsigned char *b = malloc(SM_FRAME_HEADER + len + 1);
-  sm_frame_header(b, type, id, len);
+  agent_frame_header(b, type, id, len);
   if (len) memcpy(b + SM_FRAME_HEADER, p, len);
   g->req.on_output(g->req.on_output_ud, 1, (const char *)b, SM_FRAME_HEADER + len);
   free(b);

@@ -65,7 +65,7 @@ static void test_json_failure_and_bad_utf8(void **state) {
   r.stdout_len = 4;
   sm_error err = SM_ERROR_INIT;
   sm_error_set(&err, SM_EUNREACHABLE, "engine unreachable at unix:///nowhere");
-  sm_result_fail(&r, sm_error_failure_kind(err.code), &err);
+  sandbox_result_fail(&r, sm_error_failure_kind(err.code), &err);
   json_object *o = sm_run_result_to_json(&r);
   const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
   assert_non_null(strstr(text, "\"failure_kind\":\"engine\""));
@@ -104,15 +104,15 @@ static int count_forward(void *ud, int stream, const char *data, size_t len) {
 
 static void test_capture_caps_and_flags(void **state) {
   (void)state;
-  sm_capture c;
+  sandbox_capture c;
   forwarded = 0;
-  sm_capture_init(&c, 10, 4, count_forward, NULL);
+  sandbox_capture_init(&c, 10, 4, count_forward, NULL);
   char chunk[7] = "abcdef";
-  for (int i = 0; i < 5; i++) assert_int_equal(sm_capture_output(&c, 1, chunk, 6), 0);
-  assert_int_equal(sm_capture_output(&c, 2, "errors!", 7), 0);
+  for (int i = 0; i < 5; i++) assert_int_equal(sandbox_capture_output(&c, 1, chunk, 6), 0);
+  assert_int_equal(sandbox_capture_output(&c, 2, "errors!", 7), 0);
   sm_run_result r;
   memset(&r, 0, sizeof r);
-  assert_int_equal(sm_capture_to_result(&c, &r), 0);
+  assert_int_equal(sandbox_capture_to_result(&c, &r), 0);
   assert_int_equal(r.stdout_len, 10);
   assert_string_equal(r.stdout_data, "abcdefabcd");
   assert_true(r.stdout_truncated);
@@ -121,16 +121,16 @@ static void test_capture_caps_and_flags(void **state) {
   assert_true(r.stderr_truncated);
   /* Only what was kept is forwarded. */
   assert_int_equal(forwarded, 14);
-  sm_capture_dispose(&c);
+  sandbox_capture_dispose(&c);
   sm_run_result_dispose(&r);
 
-  sm_capture_init(&c, 10, 10, NULL, NULL);
+  sandbox_capture_init(&c, 10, 10, NULL, NULL);
   memset(&r, 0, sizeof r);
-  assert_int_equal(sm_capture_to_result(&c, &r), 0);
+  assert_int_equal(sandbox_capture_to_result(&c, &r), 0);
   assert_non_null(r.stdout_data);
   assert_int_equal(r.stdout_len, 0);
   assert_false(r.stdout_truncated);
-  sm_capture_dispose(&c);
+  sandbox_capture_dispose(&c);
   sm_run_result_dispose(&r);
 }
 

@@ -24,17 +24,17 @@
 
 static void test_names(void **state) {
   (void)state;
-  assert_true(snap_name_valid("snap-1.ok_2"));
-  assert_false(snap_name_valid(""));
-  assert_false(snap_name_valid(NULL));
-  assert_false(snap_name_valid("../x"));
-  assert_false(snap_name_valid("a/b"));
-  assert_false(snap_name_valid(".hidden"));
-  assert_false(snap_name_valid("-flag"));
+  assert_true(sandbox_snap_name_valid("snap-1.ok_2"));
+  assert_false(sandbox_snap_name_valid(""));
+  assert_false(sandbox_snap_name_valid(NULL));
+  assert_false(sandbox_snap_name_valid("../x"));
+  assert_false(sandbox_snap_name_valid("a/b"));
+  assert_false(sandbox_snap_name_valid(".hidden"));
+  assert_false(sandbox_snap_name_valid("-flag"));
   char long_name[SM_SNAPSHOT_NAME_MAX + 1];
   memset(long_name, 'a', sizeof long_name - 1);
   long_name[sizeof long_name - 1] = '\0';
-  assert_false(snap_name_valid(long_name));
+  assert_false(sandbox_snap_name_valid(long_name));
 }
 
 static void add_entry(struct archive *a, const char *path, mode_t type, const char *data) {
@@ -81,7 +81,7 @@ static void test_manifest(void **state) {
   json_object *m = NULL;
   int64_t n = 0;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(snap_manifest_of_tar(fd, &m, &n, &err), 0);
+  assert_int_equal(sandbox_snap_manifest_of_tar(fd, &m, &n, &err), 0);
   close(fd);
   assert_int_equal(n, 4); /* d, d/link, gone, z: the folder itself left out */
   json_object *files = NULL;
@@ -102,12 +102,12 @@ static void test_diff(void **state) {
   json_object *before = NULL, *after = NULL;
   sm_error err = SM_ERROR_INIT;
   int fd = tar_of(NULL);
-  assert_int_equal(snap_manifest_of_tar(fd, &before, NULL, &err), 0);
+  assert_int_equal(sandbox_snap_manifest_of_tar(fd, &before, NULL, &err), 0);
   close(fd);
   fd = tar_of("new file\n");
-  assert_int_equal(snap_manifest_of_tar(fd, &after, NULL, &err), 0);
+  assert_int_equal(sandbox_snap_manifest_of_tar(fd, &after, NULL, &err), 0);
   close(fd);
-  json_object *d = snap_manifest_diff(before, after), *a = NULL, *m = NULL, *del = NULL;
+  json_object *d = sandbox_snap_manifest_diff(before, after), *a = NULL, *m = NULL, *del = NULL;
   assert_true(json_object_object_get_ex(d, "added", &a));
   assert_true(json_object_object_get_ex(d, "modified", &m));
   assert_true(json_object_object_get_ex(d, "deleted", &del));
@@ -119,7 +119,7 @@ static void test_diff(void **state) {
   assert_string_equal(field(json_object_array_get_idx(del, 0), "path"), "gone");
   json_object_put(d);
   /* The same tree: nothing changed. */
-  d = snap_manifest_diff(before, before);
+  d = sandbox_snap_manifest_diff(before, before);
   assert_true(json_object_object_get_ex(d, "added", &a));
   assert_true(json_object_object_get_ex(d, "modified", &m));
   assert_int_equal(json_object_array_length(a) + json_object_array_length(m), 0);
@@ -133,13 +133,13 @@ static void put(const char *state_dir, const char *owner, const char *name, doub
   memset(&s, 0, sizeof s);
   snprintf(s.name, sizeof s.name, "%s", name);
   snprintf(s.owner, sizeof s.owner, "%s", owner);
-  snap_key("unit-snap", owner, name, s.key);
+  sandbox_snap_key("unit-snap", owner, name, s.key);
   s.created_at = at;
   char dir[4096];
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(snap_dir(state_dir, s.key, dir, sizeof dir, &err), 0);
+  assert_int_equal(sandbox_snap_dir(state_dir, s.key, dir, sizeof dir, &err), 0);
   assert_int_equal(mkdir(dir, 0700), 0);
-  assert_int_equal(snap_meta_write(dir, "unit-snap", &s, NULL, &err), 0);
+  assert_int_equal(sandbox_snap_meta_write(dir, "unit-snap", &s, NULL, &err), 0);
 }
 
 static void test_store(void **state) {
@@ -152,27 +152,28 @@ static void test_store(void **state) {
   /* What a crash in the middle leaves. */
   char tmp[4096];
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(snap_tmp_dir(state_dir, "0123456789abcdef", tmp, sizeof tmp, &err), 0);
+  assert_int_equal(sandbox_snap_tmp_dir(state_dir, "0123456789abcdef", tmp, sizeof tmp, &err), 0);
 
   sm_snapshot_list l;
-  assert_int_equal(snap_list(state_dir, "unit-snap", NULL, &l, &err), 0);
+  assert_int_equal(sandbox_snap_list(state_dir, "unit-snap", NULL, &l, &err), 0);
   assert_int_equal(l.n, 3);
   assert_string_equal(l.items[0].name, "two"); /* newest first */
   sm_snapshot_list_dispose(&l);
-  assert_int_equal(snap_list(state_dir, "unit-snap", "worker:k2", &l, &err), 0);
+  assert_int_equal(sandbox_snap_list(state_dir, "unit-snap", "worker:k2", &l, &err), 0);
   assert_int_equal(l.n, 1);
   sm_snapshot_list_dispose(&l);
-  assert_int_equal(snap_list(state_dir, "another-instance", NULL, &l, &err), 0);
+  assert_int_equal(sandbox_snap_list(state_dir, "another-instance", NULL, &l, &err), 0);
   assert_int_equal(l.n, 0);
   sm_snapshot_list_dispose(&l);
 
   sm_snapshot s;
-  assert_int_equal(snap_find(state_dir, "unit-snap", "two", "worker:k1", &s, &err), 0);
-  assert_int_equal(snap_find(state_dir, "unit-snap", "two", "worker:k2", &s, &err), SM_ENOTFOUND);
-  assert_int_equal(snap_find(state_dir, "unit-snap", "one", NULL, &s, &err), SM_ECONFLICT);
-  assert_int_equal(snap_find(state_dir, "unit-snap", "one", "worker:k2", &s, &err), 0);
+  assert_int_equal(sandbox_snap_find(state_dir, "unit-snap", "two", "worker:k1", &s, &err), 0);
+  assert_int_equal(sandbox_snap_find(state_dir, "unit-snap", "two", "worker:k2", &s, &err),
+                   SM_ENOTFOUND);
+  assert_int_equal(sandbox_snap_find(state_dir, "unit-snap", "one", NULL, &s, &err), SM_ECONFLICT);
+  assert_int_equal(sandbox_snap_find(state_dir, "unit-snap", "one", "worker:k2", &s, &err), 0);
   assert_string_equal(s.owner, "worker:k2");
-  assert_int_equal(sm_rmtree_at(AT_FDCWD, state_dir), 0);
+  assert_int_equal(common_rmtree_at(AT_FDCWD, state_dir), 0);
 }
 
 int main(void) {

@@ -35,18 +35,21 @@ static json_object *jget(json_object *o, const char *a, const char *b) {
 static void test_keyed_names(void **state) {
   (void)state;
   char a[SM_NAME_MAX], b[SM_NAME_MAX], c[SM_NAME_MAX];
-  assert_int_equal(sm_keyed_name("default", SM_MODE_PER_RUN, "run:p:r1", a, sizeof a, NULL), 0);
-  assert_int_equal(sm_keyed_name("default", SM_MODE_PER_RUN, "run:p:r1", b, sizeof b, NULL), 0);
-  assert_int_equal(sm_keyed_name("default", SM_MODE_PER_RUN, "run:p:r2", c, sizeof c, NULL), 0);
+  assert_int_equal(sandbox_keyed_name("default", SM_MODE_PER_RUN, "run:p:r1", a, sizeof a, NULL),
+                   0);
+  assert_int_equal(sandbox_keyed_name("default", SM_MODE_PER_RUN, "run:p:r1", b, sizeof b, NULL),
+                   0);
+  assert_int_equal(sandbox_keyed_name("default", SM_MODE_PER_RUN, "run:p:r2", c, sizeof c, NULL),
+                   0);
   assert_string_equal(a, b);
   assert_string_not_equal(a, c);
   assert_int_equal(strncmp(a, "sandman-default-per_run-", 24), 0);
   assert_int_equal(strlen(a), 24 + 32);
   /* sha256("run:p:r1") starts with these 32 hex digits (128 bits). */
   char hex[65];
-  sm_sha256_hex("run:p:r1", 8, hex);
+  sandbox_sha256_hex("run:p:r1", 8, hex);
   assert_memory_equal(a + 24, hex, 32);
-  assert_int_equal(sm_keyed_name("x", SM_MODE_PER_WORKER, "worker:w", a, sizeof a, NULL), 0);
+  assert_int_equal(sandbox_keyed_name("x", SM_MODE_PER_WORKER, "worker:w", a, sizeof a, NULL), 0);
   assert_int_equal(strncmp(a, "sandman-x-per_worker-", 21), 0);
 }
 
@@ -56,44 +59,44 @@ static void test_scope_keys(void **state) {
   sm_run_request_init(&req);
   char key[SM_KEY_MAX];
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
   assert_non_null(strstr(err.message, "--run-id"));
   req.run_id = "r1";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "run:default:r1");
   req.project = "proj";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "run:proj:r1");
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, &err), SM_EINVAL);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, &err), SM_EINVAL);
   assert_non_null(strstr(err.message, "--worker-id"));
   req.worker_id = "w1";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
   assert_string_equal(key, "worker:w1");
   /* A configuration scope keys the sandbox instead, with the project. */
   req.scope = SM_SCOPE_SHARED;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, &err), SM_EINVAL);
   assert_non_null(strstr(err.message, "agent"));
   req.agent = "a";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "shared:proj:a");
   req.scope = SM_SCOPE_USER;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, &err), SM_EINVAL);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, &err), SM_EINVAL);
   req.user = "u@x";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
   assert_string_equal(key, "user:proj:u@x");
   req.scope = SM_SCOPE_USER_AGENT;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "user_agent:proj:u@x:a");
   /* A worker principal is a field of its own in front; control adds none. */
   req.scope = SM_SCOPE_NONE;
   req.principal = "control";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "run:proj:r1");
   req.principal = "worker:K1";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "p:worker%3AK1:run:proj:r1");
   req.scope = SM_SCOPE_USER;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "p:worker%3AK1:user:proj:u@x");
   /* An agent that may use host tools has keyed sandboxes of its own
    * (issue 25): its key names it, whether or not this call has the route;
@@ -101,22 +104,22 @@ static void test_scope_keys(void **state) {
   req.principal = NULL;
   req.scope = SM_SCOPE_NONE;
   req.agent_has_host_tools = 1;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "run:proj:r1:ht:a");
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_WORKER, key, sizeof key, NULL), 0);
   assert_string_equal(key, "worker:w1:ht:a");
   req.scope = SM_SCOPE_USER;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "user:proj:u@x:ht:a");
   req.scope = SM_SCOPE_SHARED;
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "shared:proj:a");
   req.scope = SM_SCOPE_NONE;
   req.agent_has_host_tools = 0;
   static const sm_host_route any_route = {NULL, NULL};
   req.host_route = &any_route; /* a call with the route is keyed so anyway */
   req.agent = "b:c";
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, key, sizeof key, NULL), 0);
   assert_string_equal(key, "run:proj:r1:ht:b%3Ac");
   req.host_route = NULL;
   req.agent = "a";
@@ -124,7 +127,7 @@ static void test_scope_keys(void **state) {
   req.scope = SM_SCOPE_USER;
   /* Too small a buffer is an error, never a truncated (shared) key. */
   char tiny[12];
-  assert_int_equal(sm_scope_key(&req, SM_MODE_PER_RUN, tiny, sizeof tiny, &err), SM_EINVAL);
+  assert_int_equal(sandbox_scope_key(&req, SM_MODE_PER_RUN, tiny, sizeof tiny, &err), SM_EINVAL);
   assert_string_equal(tiny, "");
 
   req.principal = NULL;
@@ -194,8 +197,9 @@ static void test_keys_are_injective(void **state) {
       req.worker_id = pairs[i][j].worker;
       req.agent = pairs[i][j].agent;
       req.user = pairs[i][j].user;
-      assert_int_equal(sm_scope_key(&req, pairs[i][j].mode, keys[j], SM_KEY_MAX, NULL), 0);
-      assert_int_equal(sm_keyed_name("i", pairs[i][j].mode, keys[j], names[j], SM_NAME_MAX, NULL),
+      assert_int_equal(sandbox_scope_key(&req, pairs[i][j].mode, keys[j], SM_KEY_MAX, NULL), 0);
+      assert_int_equal(sandbox_keyed_name("i", pairs[i][j].mode, keys[j], names[j], SM_NAME_MAX,
+                                          NULL),
                        0);
     }
     if (strcmp(keys[0], keys[1]) == 0) fail_msg("pair %zu: one key '%s'", i, keys[0]);
@@ -245,7 +249,8 @@ static void test_key_encoding_round_trips(void **state) {
     }
     char key[SM_KEY_MAX];
     size_t used = 0;
-    for (int k = 0; k < 3; k++) assert_int_equal(sm_key_append(key, sizeof key, &used, f[k], NULL), 0);
+    for (int k = 0; k < 3; k++)
+      assert_int_equal(sandbox_key_append(key, sizeof key, &used, f[k], NULL), 0);
     assert_int_equal(used, strlen(key));
     for (const char *p = key; *p; p++)
       assert_true((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
@@ -286,20 +291,23 @@ static void test_name_check(void **state) {
 
 static void test_instance_names(void **state) {
   (void)state;
-  assert_true(sm_instance_valid("default"));
-  assert_true(sm_instance_valid("it-test_run.sh"));
-  assert_false(sm_instance_valid(""));
-  assert_false(sm_instance_valid("-x"));
-  assert_false(sm_instance_valid("a/b"));
-  assert_false(sm_instance_valid("a b"));
-  assert_false(sm_instance_valid(NULL));
+  assert_true(sandbox_instance_valid("default"));
+  assert_true(sandbox_instance_valid("it-test_run.sh"));
+  assert_false(sandbox_instance_valid(""));
+  assert_false(sandbox_instance_valid("-x"));
+  assert_false(sandbox_instance_valid("a/b"));
+  assert_false(sandbox_instance_valid("a b"));
+  assert_false(sandbox_instance_valid(NULL));
 }
 
 static void test_labels(void **state) {
   (void)state;
-  sm_label_info li = {"inst", "per_tool", "proj", NULL, NULL, "agent1", "tool:x",
-                      "abc", "2026-01-01T00:00:00Z", "host:42", "vol-ws", NULL, NULL, NULL};
-  json_object *l = sm_labels_build(&li);
+  sandbox_label_info li = {"inst",    "per_tool", "proj",
+                           NULL,      NULL,       "agent1",
+                           "tool:x",  "abc",      "2026-01-01T00:00:00Z",
+                           "host:42", "vol-ws",   NULL,
+                           NULL,      NULL};
+  json_object *l = sandbox_labels_build(&li);
   const char *want[][2] = {{"io.sandman.managed", "true"},  {"io.sandman.instance", "inst"},
                            {"io.sandman.mode", "per_tool"}, {"io.sandman.project", "proj"},
                            {"io.sandman.run", ""},          {"io.sandman.worker", ""},
@@ -316,19 +324,19 @@ static void test_labels(void **state) {
   json_object_put(l);
   li.owner = NULL;
   li.volume = NULL;
-  l = sm_labels_build(&li);
+  l = sandbox_labels_build(&li);
   assert_int_equal(json_object_object_length(l), 10);
   json_object_put(l);
   /* A keyed sandbox carries the principal of the call that made it. */
   li.principal = "worker:w1";
-  l = sm_labels_build(&li);
+  l = sandbox_labels_build(&li);
   json_object *v = NULL;
   assert_true(json_object_object_get_ex(l, "io.sandman.principal", &v));
   assert_string_equal(json_object_get_string(v), "worker:w1");
   json_object_put(l);
   /* A lease container names the sandbox whose /workspace it shares. */
   li.lease = "sandman-i-per_run-abc";
-  l = sm_labels_build(&li);
+  l = sandbox_labels_build(&li);
   assert_true(json_object_object_get_ex(l, "io.sandman.lease", &v));
   assert_string_equal(json_object_get_string(v), "sandman-i-per_run-abc");
   json_object_put(l);
@@ -340,22 +348,22 @@ static void test_container_user(void **state) {
   sm_sandbox_settings_defaults(&s);
   char u[64];
   int uid, gid;
-  sm_container_user(&s, "", u, sizeof u, &uid, &gid);
+  sandbox_container_user(&s, "", u, sizeof u, &uid, &gid);
   assert_string_equal(u, "1000:1000");
   assert_int_equal(uid, 1000);
-  sm_container_user(&s, "root", u, sizeof u, &uid, &gid);
+  sandbox_container_user(&s, "root", u, sizeof u, &uid, &gid);
   assert_string_equal(u, "1000:1000");
-  sm_container_user(&s, "0:0", u, sizeof u, &uid, &gid);
+  sandbox_container_user(&s, "0:0", u, sizeof u, &uid, &gid);
   assert_string_equal(u, "1000:1000");
-  sm_container_user(&s, "1234", u, sizeof u, &uid, &gid);
+  sandbox_container_user(&s, "1234", u, sizeof u, &uid, &gid);
   assert_string_equal(u, "1234");
   assert_int_equal(uid, 1234);
   assert_int_equal(gid, 1234);
-  sm_container_user(&s, "app", u, sizeof u, &uid, &gid);
+  sandbox_container_user(&s, "app", u, sizeof u, &uid, &gid);
   assert_string_equal(u, "app");
   assert_int_equal(uid, -1);
   snprintf(s.user, sizeof s.user, "5:6");
-  sm_container_user(&s, "app", u, sizeof u, &uid, &gid);
+  sandbox_container_user(&s, "app", u, sizeof u, &uid, &gid);
   assert_int_equal(uid, 5);
   assert_int_equal(gid, 6);
 }
@@ -368,8 +376,8 @@ static void test_container_spec_is_hardened(void **state) {
   json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(labels, "io.sandman.volume", json_object_new_string("v-ws"));
   const char *env[] = {"HOME=/workspace"};
-  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL, 0};
-  json_object *c = sm_container_config_build(&cs);
+  sandbox_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL, 0};
+  json_object *c = sandbox_container_config_build(&cs);
   assert_non_null(c);
   assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
   /* The container's own processes run as root (no capabilities): the
@@ -416,7 +424,7 @@ static void test_container_spec_is_hardened(void **state) {
   s.cpu = 0;
   s.read_only_root = 0;
   s.drop_all_caps = 0;
-  c = sm_container_config_build(&cs);
+  c = sandbox_container_config_build(&cs);
   assert_string_equal(jstr(c, "HostConfig.Runtime"), "runsc");
   assert_null(jget(c, "HostConfig", "PidsLimit"));
   assert_null(jget(c, "HostConfig", "Memory"));
@@ -430,7 +438,7 @@ static void test_container_spec_is_hardened(void **state) {
   sm_sandbox_settings_defaults(&s);
   s.pids = 64;
   cs.gvisor = 1;
-  c = sm_container_config_build(&cs);
+  c = sandbox_container_config_build(&cs);
   assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "PidsLimit")),
                    SM_GVISOR_PIDS_BASE + SM_GVISOR_PIDS_PER_TASK * 64);
   json_object *uls = jget(c, "HostConfig", "Ulimits");
@@ -441,12 +449,12 @@ static void test_container_spec_is_hardened(void **state) {
   assert_int_equal(json_object_get_int64(jget(ul, "Hard", NULL)), 64);
   json_object_put(c);
   cs.gvisor = 0;
-  c = sm_container_config_build(&cs);
+  c = sandbox_container_config_build(&cs);
   assert_int_equal(json_object_get_int64(jget(c, "HostConfig", "PidsLimit")), 64);
   assert_int_equal(json_object_array_length(jget(c, "HostConfig", "Ulimits")), 1);
   json_object_put(c);
-  assert_int_equal(sm_host_pids_limit(4194304, 1), 4194304);
-  assert_int_equal(sm_host_pids_limit(0, 1), 0);
+  assert_int_equal(sandbox_host_pids_limit(4194304, 1), 4194304);
+  assert_int_equal(sandbox_host_pids_limit(0, 1), 0);
   json_object_put(labels);
 }
 
@@ -459,15 +467,15 @@ static void test_lease_container_spec(void **state) {
   sm_sandbox_settings_defaults(&s);
   json_object *labels = json_object_new_object();
   const char *env[] = {"HOME=/workspace"};
-  sm_container_spec cs = {&s, "1000:1000", 1000, 1000, "sb-ws", labels, env, 1, 0, NULL, 0};
-  json_object *c = sm_container_config_build(&cs);
+  sandbox_container_spec cs = {&s, "1000:1000", 1000, 1000, "sb-ws", labels, env, 1, 0, NULL, 0};
+  json_object *c = sandbox_container_config_build(&cs);
   assert_null(jget(c, "HostConfig", "AutoRemove"));
   json_object *ep = jget(c, "Entrypoint", NULL);
   assert_int_equal(json_object_array_length(ep), 4);
   assert_string_equal(json_object_get_string(json_object_array_get_idx(ep, 3)), "sandman-sandbox");
   json_object_put(c);
   cs.lease_deadline_s = 720;
-  c = sm_container_config_build(&cs);
+  c = sandbox_container_config_build(&cs);
   assert_true(json_object_get_boolean(jget(c, "HostConfig", "AutoRemove")));
   ep = jget(c, "Entrypoint", NULL);
   assert_int_equal(json_object_array_length(ep), 5);
@@ -485,8 +493,8 @@ static void test_lease_container_spec(void **state) {
 
 /* The call's preamble: stripped from the tool's output and parsed; output
  * before it is the runtime's. */
-static void feed(sm_call_watch *w, int stream, const char *s) {
-  assert_int_equal(sm_call_watch_output(w, stream, s, strlen(s)), 0);
+static void feed(sandbox_call_watch *w, int stream, const char *s) {
+  assert_int_equal(sandbox_call_watch_output(w, stream, s, strlen(s)), 0);
 }
 
 static int started_n;
@@ -498,12 +506,12 @@ static void started_at(void *ud, const char *pid, const char *start) {
 
 static void test_call_preamble(void **state) {
   (void)state;
-  sm_capture cap;
-  sm_call_watch w;
+  sandbox_capture cap;
+  sandbox_call_watch w;
   char text[256];
   /* In pieces, then the tool's own output passes through untouched. */
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "tok1", &cap);
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "tok1", &cap);
   /* The host-tool route is told the call's first process once, from the
    * wrapper's line (not from a line the tool prints after it). */
   w.on_start = started_at;
@@ -523,18 +531,18 @@ static void test_call_preamble(void **state) {
   assert_string_equal(cap.out.data, "hello\nsandman-call tok1 1 1 1\n");
   assert_string_equal(cap.err.data, "err\n");
   assert_int_equal(started_n, 1);
-  assert_false(sm_call_watch_runtime_text(&w, text, sizeof text));
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  assert_false(sandbox_call_watch_runtime_text(&w, text, sizeof text));
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
 
   /* No oom counter (gVisor): "-". */
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "t", &cap);
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "t", &cap);
   feed(&w, 1, "sandman-call t 3 248 -\n");
   assert_int_equal(w.state, SM_CALL_WATCH_STARTED);
   assert_int_equal(w.oom_before, -1);
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
 
   /* The runtime's message instead: none of it is the tool's. */
   const char *runtime[] = {
@@ -545,46 +553,46 @@ static void test_call_preamble(void **state) {
       "sandman-callX\n",
   };
   for (size_t i = 0; i < sizeof runtime / sizeof runtime[0]; i++) {
-    sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-    sm_call_watch_init(&w, "tok1", &cap);
+    sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+    sandbox_call_watch_init(&w, "tok1", &cap);
     feed(&w, 1, runtime[i]);
     feed(&w, 1, "more\n");
     assert_int_equal(w.state, SM_CALL_WATCH_RUNTIME);
     assert_int_equal(cap.out.len, 0);
-    assert_true(sm_call_watch_runtime_text(&w, text, sizeof text));
+    assert_true(sandbox_call_watch_runtime_text(&w, text, sizeof text));
     for (const char *p = text; *p; p++) assert_true(*p >= 0x20 && *p < 0x7f);
-    sm_call_watch_dispose(&w);
-    sm_capture_dispose(&cap);
+    sandbox_call_watch_dispose(&w);
+    sandbox_capture_dispose(&cap);
   }
   /* stderr before the preamble: the runtime's when none comes... */
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "tok1", &cap);
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "tok1", &cap);
   feed(&w, 2, "waiting on pid 4: EOF\n");
   assert_int_equal(w.state, SM_CALL_WATCH_WAITING);
-  assert_true(sm_call_watch_runtime_text(&w, text, sizeof text));
+  assert_true(sandbox_call_watch_runtime_text(&w, text, sizeof text));
   assert_string_equal(text, "waiting on pid 4: EOF");
   assert_int_equal(cap.err.len, 0);
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
   /* ...the tool's when the preamble follows (it overtook it on the wire). */
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "tok1", &cap);
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "tok1", &cap);
   feed(&w, 2, "err\n");
   feed(&w, 1, "sandman-call tok1 7 9 0\nout\n");
   feed(&w, 2, "more\n");
   assert_string_equal(cap.err.data, "err\nmore\n");
   assert_string_equal(cap.out.data, "out\n");
-  assert_false(sm_call_watch_runtime_text(&w, text, sizeof text));
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  assert_false(sandbox_call_watch_runtime_text(&w, text, sizeof text));
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
   /* A line that never ends is cut off, not buffered without bound. */
-  sm_capture_init(&cap, 1024, 1024, NULL, NULL);
-  sm_call_watch_init(&w, "tok1", &cap);
+  sandbox_capture_init(&cap, 1024, 1024, NULL, NULL);
+  sandbox_call_watch_init(&w, "tok1", &cap);
   feed(&w, 1, "sandman-call tok1 ");
   for (int i = 0; i < 100; i++) feed(&w, 1, "1234567890");
   assert_int_equal(w.state, SM_CALL_WATCH_RUNTIME);
-  sm_call_watch_dispose(&w);
-  sm_capture_dispose(&cap);
+  sandbox_call_watch_dispose(&w);
+  sandbox_capture_dispose(&cap);
 }
 
 int main(void) {

@@ -62,7 +62,7 @@ static void test_service_names(void **s) {
   assert_int_equal(strncmp(oa, "sandman-", 8), 0);
   assert_string_not_equal(oa, ob);
   char hex[65];
-  sm_sha256_hex(a, strlen(a), hex);
+  sandbox_sha256_hex(a, strlen(a), hex);
   assert_memory_equal(oa + 8, hex, 48);
   assert_true(engine_swarm_ref_valid(oa));
 }

@@ -43,15 +43,15 @@ static json_object *labels;
 
 static json_object *container_config(void) {
   static const char *env[] = {"HOME=/workspace"};
-  sm_container_spec cs = {.settings = &settings,
-                          .user = "1000:1000",
-                          .uid = 1000,
-                          .gid = 1000,
-                          .volume = "sandman-x-per_run-0123-ws",
-                          .labels = labels,
-                          .env = env,
-                          .n_env = 1};
-  json_object *c = sm_container_config_build(&cs);
+  sandbox_container_spec cs = {.settings = &settings,
+                               .user = "1000:1000",
+                               .uid = 1000,
+                               .gid = 1000,
+                               .volume = "sandman-x-per_run-0123-ws",
+                               .labels = labels,
+                               .env = env,
+                               .n_env = 1};
+  json_object *c = sandbox_container_config_build(&cs);
   assert_non_null(c);
   return c;
 }

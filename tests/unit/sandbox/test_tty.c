@@ -181,7 +181,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  return sm_rmtree_at(AT_FDCWD, state_dir) == 0 ? 0 : -1;
+  return common_rmtree_at(AT_FDCWD, state_dir) == 0 ? 0 : -1;
 }
 
 int main(void) {

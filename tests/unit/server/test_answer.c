@@ -12,7 +12,7 @@
 
 #include "server/answer.h"
 
-static const char *body_str(const sm_answer *a, const char *key) {
+static const char *body_str(const server_answer *a, const char *key) {
   json_object *v = NULL;
   if (!json_object_object_get_ex(a->body, key, &v)) return NULL;
   return json_object_get_string(v);
@@ -58,7 +58,7 @@ static void test_answer_of_every_code(void **state) {
   for (int code = -1; code >= SM_ECANCELLED; code--) {
     sm_error err = SM_ERROR_INIT;
     sm_error_set(&err, code, "what went wrong %d", code);
-    sm_answer a = {0, NULL};
+    server_answer a = {0, NULL};
     server_answer_from_error(&a, &err);
     assert_int_equal(a.status, sm_error_http_status(code));
     char want_msg[64];
@@ -76,7 +76,7 @@ static void test_answer_of_every_code(void **state) {
 
 static void test_answer_edges(void **state) {
   (void)state;
-  sm_answer a = {0, NULL};
+  server_answer a = {0, NULL};
   sm_error err = SM_ERROR_INIT;
   sm_error_set(&err, SM_EUNREACHABLE, "%s", ""); /* no words: the code's default */
   err.message[0] = '\0';
@@ -91,7 +91,7 @@ static void test_answer_edges(void **state) {
   assert_int_equal(a.status, 503);
   assert_string_equal(body_str(&a, "failure_kind"), "sandbox");
   json_object_put(a.body);
-  sm_answer_error_code(&a, -9999, "odd");
+  server_answer_error_code(&a, -9999, "odd");
   assert_int_equal(a.status, 503);
   assert_string_equal(body_str(&a, "failure_kind"), "sandbox");
   assert_string_equal(body_str(&a, "error"), "odd");

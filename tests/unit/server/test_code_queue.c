@@ -1,6 +1,6 @@
 /* The runner's turns of code runs (server/code_queue.c): runs of one
  * context wait for the one before them, other contexts do not, a sandbox
- * holds at most its limit of runs, and code_queue_waiting counts the runs
+ * holds at most its limit of runs, and server_code_queue_waiting counts the runs
  * of a context that wait (what a context's "queued" adds). */
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,7 +23,7 @@ typedef struct second_run {
 
 static void *enter_second(void *arg) {
   second_run *s = arg;
-  s->rc = code_queue_enter(s->q, "sb1", "c", 3, &s->cancel, &s->t, NULL);
+  s->rc = server_code_queue_enter(s->q, "sb1", "c", 3, &s->cancel, &s->t, NULL);
   return NULL;
 }
 
@@ -31,7 +31,7 @@ static void *enter_second(void *arg) {
 static int wait_waiting(code_queue *q, const char *sandbox, const char *context, size_t want) {
   struct timespec pause = {0, 10 * 1000000L};
   for (int i = 0; i < 3000; i++) {
-    if (code_queue_waiting(q, sandbox, context) == want) return 1;
+    if (server_code_queue_waiting(q, sandbox, context) == want) return 1;
     nanosleep(&pause, NULL);
   }
   return 0;
@@ -39,11 +39,11 @@ static int wait_waiting(code_queue *q, const char *sandbox, const char *context,
 
 static void turns_and_limit(void **state) {
   (void)state;
-  code_queue *q = code_queue_new();
+  code_queue *q = server_code_queue_new();
   assert_non_null(q);
   code_ticket *first = NULL, *other = NULL, *refused = NULL;
-  assert_int_equal(code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL), 0);
-  assert_int_equal(code_queue_waiting(q, "sb1", "c"), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL), 0);
+  assert_int_equal(server_code_queue_waiting(q, "sb1", "c"), 0);
 
   second_run s = {q, NULL, 0, -1};
   pthread_t th;
@@ -51,33 +51,33 @@ static void turns_and_limit(void **state) {
   assert_true(wait_waiting(q, "sb1", "c", 1)); /* behind the first */
 
   /* Another context of the sandbox is not behind c's runs. */
-  assert_int_equal(code_queue_enter(q, "sb1", "d", 3, NULL, &other, NULL), 0);
-  assert_int_equal(code_queue_waiting(q, "sb1", "d"), 0);
-  assert_int_equal(code_queue_waiting(q, "sb2", "c"), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "d", 3, NULL, &other, NULL), 0);
+  assert_int_equal(server_code_queue_waiting(q, "sb1", "d"), 0);
+  assert_int_equal(server_code_queue_waiting(q, "sb2", "c"), 0);
   /* Three runs held: a fourth takes nothing. */
-  assert_int_equal(code_queue_enter(q, "sb1", "e", 3, NULL, &refused, NULL), SM_EBUSY);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "e", 3, NULL, &refused, NULL), SM_EBUSY);
   assert_null(refused);
   /* Another sandbox has its own limit. */
   code_ticket *elsewhere = NULL;
-  assert_int_equal(code_queue_enter(q, "sb2", "c", 3, NULL, &elsewhere, NULL), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb2", "c", 3, NULL, &elsewhere, NULL), 0);
 
-  code_queue_leave(q, first);
+  server_code_queue_leave(q, first);
   assert_int_equal(pthread_join(th, NULL), 0);
   assert_int_equal(s.rc, 0);
   assert_non_null(s.t);
-  assert_int_equal(code_queue_waiting(q, "sb1", "c"), 0);
-  code_queue_leave(q, s.t);
-  code_queue_leave(q, other);
-  code_queue_leave(q, elsewhere);
-  code_queue_free(q);
+  assert_int_equal(server_code_queue_waiting(q, "sb1", "c"), 0);
+  server_code_queue_leave(q, s.t);
+  server_code_queue_leave(q, other);
+  server_code_queue_leave(q, elsewhere);
+  server_code_queue_free(q);
 }
 
 static void cancelled_wait(void **state) {
   (void)state;
-  code_queue *q = code_queue_new();
+  code_queue *q = server_code_queue_new();
   assert_non_null(q);
   code_ticket *first = NULL;
-  assert_int_equal(code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL), 0);
   second_run s = {q, NULL, 0, -1};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, enter_second, &s), 0);
@@ -86,9 +86,9 @@ static void cancelled_wait(void **state) {
   assert_int_equal(pthread_join(th, NULL), 0);
   assert_int_equal(s.rc, SM_ECANCELLED);
   assert_null(s.t);
-  assert_int_equal(code_queue_waiting(q, "sb1", "c"), 0);
-  code_queue_leave(q, first);
-  code_queue_free(q);
+  assert_int_equal(server_code_queue_waiting(q, "sb1", "c"), 0);
+  server_code_queue_leave(q, first);
+  server_code_queue_free(q);
 }
 
 int main(void) {

@@ -20,28 +20,28 @@ static const char good[] =
 
 static void parse_and_env(void **state) {
   (void)state;
-  sm_creds *c = NULL;
+  server_creds *c = NULL;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_creds_parse(&c, "test", good, strlen(good), &err), 0);
-  assert_int_equal(sm_creds_count(c), 2);
-  assert_true(sm_creds_has_service(c, "github"));
-  assert_false(sm_creds_has_service(c, "gitlab"));
-  assert_true(sm_creds_is_name(c, "OPENAI_API_KEY"));
-  assert_false(sm_creds_is_name(c, "PATH"));
-  sm_lease_params p;
+  assert_int_equal(server_creds_parse(&c, "test", good, strlen(good), &err), 0);
+  assert_int_equal(server_creds_count(c), 2);
+  assert_true(server_creds_has_service(c, "github"));
+  assert_false(server_creds_has_service(c, "gitlab"));
+  assert_true(server_creds_is_name(c, "OPENAI_API_KEY"));
+  assert_false(server_creds_is_name(c, "PATH"));
+  server_lease_params p;
   memset(&p, 0, sizeof p);
   snprintf(p.services[0], sizeof p.services[0], "github");
   snprintf(p.services[1], sizeof p.services[1], "openai");
   p.n_services = 2;
-  sm_secret_env env;
-  assert_int_equal(sm_creds_env(c, &p, &env, &err), 0);
+  server_secret_env env;
+  assert_int_equal(server_creds_env(c, &p, &env, &err), 0);
   assert_int_equal(env.n, 3);
   assert_string_equal(env.kv[0], "GH_TOKEN=ghp_secretvalue123");
   assert_string_equal(env.kv[2], "OPENAI_API_KEY=sk-abcdef123456");
-  sm_secret_env_dispose(&env);
+  server_secret_env_dispose(&env);
   snprintf(p.services[1], sizeof p.services[1], "nope");
-  assert_int_equal(sm_creds_env(c, &p, &env, &err), SM_EPOLICY);
-  sm_creds_free(c);
+  assert_int_equal(server_creds_env(c, &p, &env, &err), SM_EPOLICY);
+  server_creds_free(c);
 }
 
 static void parse_rejects_without_echoing_values(void **state) {
@@ -56,9 +56,9 @@ static void parse_rejects_without_echoing_values(void **state) {
       "{\"svc\": {\"A\": \"ghp_secretvalue123\"",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    sm_creds *c = NULL;
+    server_creds *c = NULL;
     sm_error err = SM_ERROR_INIT;
-    assert_int_equal(sm_creds_parse(&c, "f.json", bad[i], strlen(bad[i]), &err), SM_ECONFIG);
+    assert_int_equal(server_creds_parse(&c, "f.json", bad[i], strlen(bad[i]), &err), SM_ECONFIG);
     assert_null(c);
     assert_non_null(strstr(err.message, "f.json"));
     assert_null(strstr(err.message, "ghp_secretvalue123"));
@@ -72,55 +72,55 @@ static void load_requires_private_mode(void **state) {
   assert_true(fd >= 0);
   assert_int_equal(write(fd, good, strlen(good)), (ssize_t)strlen(good));
   close(fd);
-  sm_creds *c = NULL;
+  server_creds *c = NULL;
   sm_error err = SM_ERROR_INIT;
   chmod(path, 0644);
-  assert_int_equal(sm_creds_load(&c, path, &err), SM_ECONFIG);
+  assert_int_equal(server_creds_load(&c, path, &err), SM_ECONFIG);
   assert_non_null(strstr(err.message, "chmod 600"));
   chmod(path, 0640);
-  assert_int_equal(sm_creds_load(&c, path, &err), SM_ECONFIG);
+  assert_int_equal(server_creds_load(&c, path, &err), SM_ECONFIG);
   chmod(path, 0600);
-  assert_int_equal(sm_creds_load(&c, path, &err), 0);
-  assert_int_equal(sm_creds_count(c), 2);
-  sm_creds_free(c);
+  assert_int_equal(server_creds_load(&c, path, &err), 0);
+  assert_int_equal(server_creds_count(c), 2);
+  server_creds_free(c);
   chmod(path, 0400);
-  assert_int_equal(sm_creds_load(&c, path, &err), 0);
-  sm_creds_free(c);
+  assert_int_equal(server_creds_load(&c, path, &err), 0);
+  server_creds_free(c);
   char link[] = "/tmp/sm-creds-link-XXXXXX";
   int lfd = mkstemp(link);
   close(lfd);
   unlink(link);
   assert_int_equal(symlink(path, link), 0);
-  assert_int_equal(sm_creds_load(&c, link, &err), SM_ECONFIG);
+  assert_int_equal(server_creds_load(&c, link, &err), SM_ECONFIG);
   unlink(link);
   unlink(path);
-  assert_int_equal(sm_creds_load(&c, path, &err), SM_ECONFIG);
+  assert_int_equal(server_creds_load(&c, path, &err), SM_ECONFIG);
 }
 
 static void owned_names_and_passthrough(void **state) {
   (void)state;
-  sm_creds *c = NULL;
-  assert_int_equal(sm_creds_parse(&c, "t", good, strlen(good), NULL), 0);
-  assert_true(sm_server_env_owned("SANDMAN_TOKEN", c));
-  assert_true(sm_server_env_owned("SANDMAN_ANYTHING", NULL));
-  assert_true(sm_server_env_owned("DOCKER_HOST", NULL));
-  assert_true(sm_server_env_owned("GH_TOKEN", c));
-  assert_false(sm_server_env_owned("GH_TOKEN", NULL));
-  assert_false(sm_server_env_owned("LANG", c));
+  server_creds *c = NULL;
+  assert_int_equal(server_creds_parse(&c, "t", good, strlen(good), NULL), 0);
+  assert_true(server_env_owned("SANDMAN_TOKEN", c));
+  assert_true(server_env_owned("SANDMAN_ANYTHING", NULL));
+  assert_true(server_env_owned("DOCKER_HOST", NULL));
+  assert_true(server_env_owned("GH_TOKEN", c));
+  assert_false(server_env_owned("GH_TOKEN", NULL));
+  assert_false(server_env_owned("LANG", c));
   /* Globs never pass the home contract or the fixed names either. */
-  assert_true(sm_server_env_owned("DOCKER_CONFIG", NULL));
-  assert_true(sm_server_env_owned("HOME", NULL));
-  assert_true(sm_server_env_owned("XDG_DATA_HOME", NULL));
-  assert_true(sm_server_env_owned("PATH", NULL));
+  assert_true(server_env_owned("DOCKER_CONFIG", NULL));
+  assert_true(server_env_owned("HOME", NULL));
+  assert_true(server_env_owned("XDG_DATA_HOME", NULL));
+  assert_true(server_env_owned("PATH", NULL));
   /* A credentials file cannot define sandman's, the engine's or the home
    * contract's names (a lease would hand them to a tool). */
   static const char *const bad_files[] = {"{\"s\":{\"DOCKER_HOST\":\"tcp://x\"}}",
                                           "{\"s\":{\"HOME\":\"/etc\"}}",
                                           "{\"s\":{\"SANDMAN_TOKEN\":\"x\"}}"};
   for (size_t i = 0; i < 3; i++) {
-    sm_creds *bad = NULL;
+    server_creds *bad = NULL;
     sm_error e = SM_ERROR_INIT;
-    assert_int_equal(sm_creds_parse(&bad, "t", bad_files[i], strlen(bad_files[i]), &e),
+    assert_int_equal(server_creds_parse(&bad, "t", bad_files[i], strlen(bad_files[i]), &e),
                      SM_ECONFIG);
     assert_null(bad);
   }
@@ -135,39 +135,39 @@ static void owned_names_and_passthrough(void **state) {
   globs.n = 2;
   char **out = NULL;
   size_t n = 0;
-  assert_int_equal(sm_server_env_passthrough(&globs, c, &out, &n, NULL), 0);
+  assert_int_equal(server_env_passthrough(&globs, c, &out, &n, NULL), 0);
   assert_int_equal(n, 1);
   assert_string_equal(out[0], "SMTEST_PLAIN=1");
-  sm_strings_free(out, n);
+  common_strings_free(out, n);
   /* Without credentials, GH_TOKEN is an ordinary variable. */
-  assert_int_equal(sm_server_env_passthrough(&globs, NULL, &out, &n, NULL), 0);
+  assert_int_equal(server_env_passthrough(&globs, NULL, &out, &n, NULL), 0);
   assert_int_equal(n, 2);
-  sm_strings_free(out, n);
+  common_strings_free(out, n);
   unsetenv("SMTEST_PLAIN");
   unsetenv("SANDMAN_SMTEST");
   unsetenv("GH_TOKEN");
-  sm_creds_free(c);
+  server_creds_free(c);
 }
 
 static void redaction(void **state) {
   (void)state;
   char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_secretvalue123"), SM_UNCONST("SHORT=abc"),
                 SM_UNCONST("X=sk-abcdef123456")};
-  sm_secret_env s = {kv, 3};
+  server_secret_env s = {kv, 3};
   char *data = strdup("token ghp_secretvalue123 and ghp_secretvalue123; abc stays; sk-abcdef123456");
   size_t len = strlen(data);
-  sm_server_redact(&data, &len, &s);
+  server_redact(&data, &len, &s);
   assert_string_equal(data,
                       "token " SM_REDACTED " and " SM_REDACTED "; abc stays; " SM_REDACTED);
   assert_int_equal(len, strlen(data));
   free(data);
   char fixed[40];
   snprintf(fixed, sizeof fixed, "error: sk-abcdef123456 failed");
-  sm_server_redact_str(fixed, sizeof fixed, &s);
+  server_redact_str(fixed, sizeof fixed, &s);
   assert_string_equal(fixed, "error: " SM_REDACTED " failed");
   char *none = NULL;
   size_t nl = 0;
-  sm_server_redact(&none, &nl, &s);
+  server_redact(&none, &nl, &s);
   assert_null(none);
 }
 
@@ -175,46 +175,46 @@ static void redaction(void **state) {
  * value's first bytes that end the output are masked (marked) too; output
  * that may go on holds them back; shorter values and a full value are as
  * before; output that merely ends like a value's start loses nothing when
- * it was not cut (sm_server_redact). */
+ * it was not cut (server_redact). */
 static void redaction_of_a_value_cut_at_the_end(void **state) {
   (void)state;
   char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz"), SM_UNCONST("SHORT=abc"),
                 SM_UNCONST("B=ghp_abX")};
-  sm_secret_env s = {kv, 3};
+  server_secret_env s = {kv, 3};
   /* 29 of the 30 bytes: the cut value is not in the answer. */
   char *data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
   size_t len = strlen(data);
-  sm_server_redact_cut(&data, &len, &s, 1);
+  server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "xxxx " SM_REDACTED);
   assert_int_equal(len, strlen(data));
   free(data);
   /* Held back (output so far), the longest start of any value. */
   data = strdup("ghp_abcdefghijklmnopqrstuvwxyz then ghp_ab");
   len = strlen(data);
-  sm_server_redact_cut(&data, &len, &s, 0);
+  server_redact_cut(&data, &len, &s, 0);
   assert_string_equal(data, SM_REDACTED " then ");
   assert_int_equal(len, strlen(data));
   free(data);
   /* One byte of a value's start is masked; a short value's is not. */
   data = strdup("a g");
   len = strlen(data);
-  sm_server_redact_cut(&data, &len, &s, 1);
+  server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "a " SM_REDACTED);
   free(data);
   data = strdup("ends with ab");
   len = strlen(data);
-  sm_server_redact_cut(&data, &len, &s, 1);
+  server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "ends with ab");
   free(data);
   data = strdup("whole ghp_abcdefghijklmnopqrstuvwxyz");
   len = strlen(data);
-  sm_server_redact_cut(&data, &len, &s, 1);
+  server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "whole " SM_REDACTED);
   free(data);
-  /* Without a cut, sm_server_redact leaves a value's start alone. */
+  /* Without a cut, server_redact leaves a value's start alone. */
   data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
   len = strlen(data);
-  sm_server_redact(&data, &len, &s);
+  server_redact(&data, &len, &s);
   assert_string_equal(data, "xxxx ghp_abcdefghijklmnopqrstuvwxy");
   free(data);
 }
@@ -223,7 +223,7 @@ static void redaction_of_a_value_cut_at_the_end(void **state) {
 static void redaction_of_every_field(void **state) {
   (void)state;
   char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_secretvalue123")};
-  sm_secret_env s = {kv, 1};
+  server_secret_env s = {kv, 1};
   const char *text =
       "{\"ok\":true,\"stdout\":\"x\",\"files_changed\":[\"a/ghp_secretvalue123/b\",\"c\"],"
       "\"refused\":[{\"path\":\"ghp_secretvalue123\",\"reason\":\"link to ghp_secretvalue123\"}],"
@@ -231,7 +231,7 @@ static void redaction_of_every_field(void **state) {
       "\"ghp_secretvalue123\":1,\"exit_code\":3,\"error\":null}";
   json_object *o = json_tokener_parse(text);
   assert_non_null(o);
-  sm_server_redact_json(o, &s);
+  server_redact_json(o, &s);
   const char *out = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
   assert_null(strstr(out, "ghp_secretvalue123"));
   json_object *v = NULL;

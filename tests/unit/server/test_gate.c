@@ -28,7 +28,7 @@ static void head_length(void **state) {
       {"\r\n\r\n", 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    size_t got = sm_gate_head_length(cases[i].buf, strlen(cases[i].buf));
+    size_t got = server_gate_head_length(cases[i].buf, strlen(cases[i].buf));
     if (got != cases[i].want) fail_msg("case %zu: %zu, want %zu", i, got, cases[i].want);
   }
 }
@@ -37,7 +37,7 @@ static void head_class(void **state) {
   (void)state;
   static const struct {
     const char *head;
-    sm_gate_class want;
+    server_gate_class want;
   } cases[] = {
       {"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", SM_GATE_HEALTH},
       {"HEAD /healthz HTTP/1.1\r\n\r\n", SM_GATE_HEALTH},
@@ -59,15 +59,15 @@ static void head_class(void **state) {
       {"garbage", SM_GATE_OTHER},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_gate_class got = sm_gate_head_class(cases[i].head, strlen(cases[i].head), CONTROL);
+    server_gate_class got = server_gate_head_class(cases[i].head, strlen(cases[i].head), CONTROL);
     if (got != cases[i].want) fail_msg("case %zu (%s): %d, want %d", i, cases[i].head, got, cases[i].want);
   }
   /* A head is not NUL-terminated where the gate reads it; a NUL inside
    * only narrows the class. */
   const char with_nul[] = "POST /x HTTP/1.1\r\nAuthorization: Bearer " CONTROL "\0\r\n\r\n";
-  assert_int_equal(sm_gate_head_class(with_nul, sizeof with_nul - 1, CONTROL), SM_GATE_CONTROL);
+  assert_int_equal(server_gate_head_class(with_nul, sizeof with_nul - 1, CONTROL), SM_GATE_CONTROL);
   const char nul_first[] = "POST /x HTTP/1.1\r\n\0Authorization: Bearer " CONTROL "\r\n\r\n";
-  assert_int_equal(sm_gate_head_class(nul_first, sizeof nul_first - 1, CONTROL), SM_GATE_OTHER);
+  assert_int_equal(server_gate_head_class(nul_first, sizeof nul_first - 1, CONTROL), SM_GATE_OTHER);
 }
 
 int main(void) {

@@ -35,7 +35,7 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, con
                      sm_run_result *r) {
   char **wrapped = NULL;
   size_t wn = 0;
-  assert_int_equal(sm_hook_wrap(argv, argc, hook, NONCE, OWNED, &wrapped, &wn, NULL), 0);
+  assert_int_equal(server_hook_wrap(argv, argc, hook, NONCE, OWNED, &wrapped, &wn, NULL), 0);
   int out[2], err[2];
   assert_int_equal(pipe(out), 0);
   assert_int_equal(pipe(err), 0);
@@ -76,8 +76,8 @@ static void run_hook(const char *hook, const char *const *argv, size_t argc, con
   r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r->ok = r->exit_code == 0;
   r->failure_kind = r->ok ? SM_FAIL_NONE : SM_FAIL_TOOL;
-  sm_strings_free(wrapped, wn);
-  sm_hook_finish(NONCE, r);
+  common_strings_free(wrapped, wn);
+  server_hook_finish(NONCE, r);
 }
 
 static const char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/ws",
@@ -185,7 +185,7 @@ static void missing_bash_is_explained(void **state) {
   r.failure_kind = SM_FAIL_TOOL;
   r.stdout_data = strdup("OCI runtime exec failed: exec: \"bash\": executable file not found");
   r.stdout_len = strlen(r.stdout_data);
-  sm_hook_finish(NONCE, &r);
+  server_hook_finish(NONCE, &r);
   assert_int_equal(r.failure_kind, SM_FAIL_TOOL);
   assert_non_null(strstr(r.error, "bash is not available"));
   assert_non_null(strstr(r.error, ".sandman/worker-env.sh"));
@@ -194,7 +194,7 @@ static void missing_bash_is_explained(void **state) {
   memset(&r, 0, sizeof r);
   r.exit_code = 125;
   r.failure_kind = SM_FAIL_ENGINE;
-  sm_hook_finish(NONCE, &r);
+  server_hook_finish(NONCE, &r);
   assert_int_equal(r.failure_kind, SM_FAIL_ENGINE);
 }
 
@@ -202,11 +202,11 @@ static void strip_for_streamed_output(void **state) {
   (void)state;
   char buf[128];
   size_t n = (size_t)snprintf(buf, sizeof buf, "\036sandman-hook-" NONCE " begin\nrest");
-  sm_hook_strip(NONCE, buf, &n);
+  server_hook_strip(NONCE, buf, &n);
   assert_string_equal(buf, "rest");
   assert_int_equal(n, 4);
   n = (size_t)snprintf(buf, sizeof buf, "no marker");
-  sm_hook_strip(NONCE, buf, &n);
+  server_hook_strip(NONCE, buf, &n);
   assert_string_equal(buf, "no marker");
 }
 
@@ -220,14 +220,14 @@ static void loading_from_a_workspace(void **state) {
   char *content = NULL;
   size_t len = 0;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
+  assert_int_equal(server_hook_load(ws, &content, &len, &err), 0);
   assert_null(content);
 
   snprintf(path, sizeof path, "%s/.sandman", ws);
   assert_int_equal(mkdir(path, 0700), 0);
   snprintf(path, sizeof path, "%s/.sandman/worker-env.sh", ws);
   assert_int_equal(tf_write(path, "export A=1\n", 11), 0);
-  assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
+  assert_int_equal(server_hook_load(ws, &content, &len, &err), 0);
   assert_string_equal(content, "export A=1\n");
   free(content);
 
@@ -237,14 +237,14 @@ static void loading_from_a_workspace(void **state) {
   snprintf(inner, sizeof inner, "%s/real-hook.sh", ws);
   assert_int_equal(tf_write(inner, "export B=2\n", 11), 0);
   assert_int_equal(symlink("../real-hook.sh", path), 0);
-  assert_int_equal(sm_hook_load(ws, &content, &len, &err), 0);
+  assert_int_equal(server_hook_load(ws, &content, &len, &err), 0);
   assert_string_equal(content, "export B=2\n");
   free(content);
   unlink(path);
   snprintf(outside, sizeof outside, "%s-outside.sh", ws);
   assert_int_equal(tf_write(outside, "export C=3\n", 11), 0);
   assert_int_equal(symlink(outside, path), 0);
-  assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_EUNSAFE);
+  assert_int_equal(server_hook_load(ws, &content, &len, &err), SM_EUNSAFE);
   assert_non_null(strstr(err.message, "outside the workspace"));
   assert_null(content);
   unlink(path);
@@ -254,11 +254,11 @@ static void loading_from_a_workspace(void **state) {
   memset(big, '#', 70000);
   assert_int_equal(tf_write(path, big, 70000), 0);
   free(big);
-  assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_ETOOBIG);
+  assert_int_equal(server_hook_load(ws, &content, &len, &err), SM_ETOOBIG);
   assert_non_null(strstr(err.message, "64 KiB"));
   unlink(path);
   assert_int_equal(mkdir(path, 0700), 0);
-  assert_int_equal(sm_hook_load(ws, &content, &len, &err), SM_EUNSAFE);
+  assert_int_equal(server_hook_load(ws, &content, &len, &err), SM_EUNSAFE);
   rmdir(path);
   unlink(inner);
   snprintf(path, sizeof path, "%s/.sandman", ws);

@@ -11,8 +11,8 @@
 
 #include "server/server_internal.h"
 
-static sm_lease_params params(const char *tool, int uses, double ttl, const char *worker) {
-  sm_lease_params p;
+static server_lease_params params(const char *tool, int uses, double ttl, const char *worker) {
+  server_lease_params p;
   memset(&p, 0, sizeof p);
   snprintf(p.tool, sizeof p.tool, "%s", tool);
   snprintf(p.services[0], sizeof p.services[0], "github");
@@ -25,91 +25,93 @@ static sm_lease_params params(const char *tool, int uses, double ttl, const char
 
 static void single_use(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(8);
-  sm_lease_params p = params("shell", 1, 60, NULL), got;
+  server_lease_store *s = server_lease_store_new(8);
+  server_lease_params p = params("shell", 1, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp = 0;
-  assert_int_equal(sm_lease_create(s, &p, 1000, id, &exp, NULL), 0);
+  assert_int_equal(server_lease_create(s, &p, 1000, id, &exp, NULL), 0);
   assert_int_equal(strlen(id), SM_LEASE_ID_LEN);
   assert_true(exp == 1060);
-  assert_int_equal(sm_lease_live(s, 1000), 1);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1001, &got), 0);
+  assert_int_equal(server_lease_live(s, 1000), 1);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1001, &got), 0);
   assert_string_equal(got.services[0], "github");
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1002, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_live(s, 1002), 0);
-  sm_lease_store_free(s);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1002, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_live(s, 1002), 0);
+  server_lease_store_free(s);
 }
 
 static void several_uses(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(8);
-  sm_lease_params p = params("shell", 3, 60, NULL), got;
+  server_lease_store *s = server_lease_store_new(8);
+  server_lease_params p = params("shell", 3, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
-  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  for (int i = 0; i < 3; i++) assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
-  sm_lease_store_free(s);
+  assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
+  server_lease_store_free(s);
 }
 
 static void expiry(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(8);
-  sm_lease_params p = params("shell", 2, 10, NULL), got;
+  server_lease_store *s = server_lease_store_new(8);
+  server_lease_params p = params("shell", 2, 10, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
-  assert_int_equal(sm_lease_create(s, &p, 100, id, &exp, NULL), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 109.9, &got), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 110, &got), SM_EPOLICY);
-  sm_lease_store_free(s);
+  assert_int_equal(server_lease_create(s, &p, 100, id, &exp, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 109.9, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 110, &got), SM_EPOLICY);
+  server_lease_store_free(s);
 }
 
 static void tool_and_worker_binding(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(8);
-  sm_lease_params p = params("shell", 1, 60, NULL), got;
+  server_lease_store *s = server_lease_store_new(8);
+  server_lease_params p = params("shell", 1, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
-  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  assert_int_equal(sm_lease_consume(s, id, "python", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_consume(s, id, NULL, NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "python", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, NULL, NULL, 1, &got), SM_EPOLICY);
   /* A refusal does not use the lease up. */
-  assert_int_equal(sm_lease_consume(s, id, "shell", "any-worker", 1, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", "any-worker", 1, &got), 0);
 
   p = params("shell", 1, 60, "w1");
-  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_consume(s, id, "shell", "w2", 1, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_consume(s, id, "shell", "w1", 1, &got), 0);
-  sm_lease_store_free(s);
+  assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", "w2", 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", "w1", 1, &got), 0);
+  server_lease_store_free(s);
 }
 
 static void unknown_ids(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(8);
-  sm_lease_params got;
-  assert_int_equal(sm_lease_consume(s, "", "shell", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_consume(s, NULL, "shell", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_consume(s, "0123456789abcdef0123456789abcdef", "shell", NULL, 1, &got),
+  server_lease_store *s = server_lease_store_new(8);
+  server_lease_params got;
+  assert_int_equal(server_lease_consume(s, "", "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, NULL, "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, "0123456789abcdef0123456789abcdef", "shell", NULL, 1,
+                                        &got),
                    SM_EPOLICY);
-  sm_lease_store_free(s);
+  server_lease_store_free(s);
 }
 
 static void full_store_and_sweep(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(2);
-  sm_lease_params p = params("shell", 1, 10, NULL);
+  server_lease_store *s = server_lease_store_new(2);
+  server_lease_params p = params("shell", 1, 10, NULL);
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, &err), 0);
-  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, &err), 0);
-  assert_int_equal(sm_lease_create(s, &p, 5, id, &exp, &err), SM_EBUSY);
+  assert_int_equal(server_lease_create(s, &p, 0, id, &exp, &err), 0);
+  assert_int_equal(server_lease_create(s, &p, 0, id, &exp, &err), 0);
+  assert_int_equal(server_lease_create(s, &p, 5, id, &exp, &err), SM_EBUSY);
   /* Expired ones make room. */
-  assert_int_equal(sm_lease_create(s, &p, 20, id, &exp, &err), 0);
+  assert_int_equal(server_lease_create(s, &p, 20, id, &exp, &err), 0);
   p.max_uses = 11;
-  assert_int_equal(sm_lease_create(s, &p, 20, id, &exp, &err), SM_EINVAL);
-  sm_lease_store_free(s);
+  assert_int_equal(server_lease_create(s, &p, 20, id, &exp, &err), SM_EINVAL);
+  server_lease_store_free(s);
 }
 
 /* A use taken is pending until its call settles it (issue 25, item 16):
@@ -118,52 +120,52 @@ static void full_store_and_sweep(void **state) {
  * the expiry restores nothing. */
 static void settled_or_given_back(void **state) {
   (void)state;
-  sm_lease_store *s = sm_lease_store_new(8);
-  sm_lease_params p = params("shell", 1, 60, NULL), got;
+  server_lease_store *s = server_lease_store_new(8);
+  server_lease_params p = params("shell", 1, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
-  assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_live(s, 1), 0);
-  assert_int_equal(sm_lease_settle(s, id, 0, 2), 0);
-  assert_int_equal(sm_lease_live(s, 2), 1);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 3, &got), 0);
-  assert_int_equal(sm_lease_settle(s, id, 1, 4), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 5, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_live(s, 1), 0);
+  assert_int_equal(server_lease_settle(s, id, 0, 2), 0);
+  assert_int_equal(server_lease_live(s, 2), 1);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 3, &got), 0);
+  assert_int_equal(server_lease_settle(s, id, 1, 4), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 5, &got), SM_EPOLICY);
   /* Settled once: a second settle finds nothing pending. */
-  assert_int_equal(sm_lease_settle(s, id, 0, 6), SM_ENOTFOUND);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 7, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_settle(s, id, 0, 6), SM_ENOTFOUND);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 7, &got), SM_EPOLICY);
 
-  assert_int_equal(sm_lease_create(s, &p, 100, id, &exp, NULL), 0);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 101, &got), 0);
-  assert_int_equal(sm_lease_settle(s, id, 0, 160), SM_ENOTFOUND);
-  assert_int_equal(sm_lease_consume(s, id, "shell", NULL, 161, &got), SM_EPOLICY);
-  assert_int_equal(sm_lease_settle(s, "", 0, 1), SM_ENOTFOUND);
-  sm_lease_store_free(s);
+  assert_int_equal(server_lease_create(s, &p, 100, id, &exp, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 101, &got), 0);
+  assert_int_equal(server_lease_settle(s, id, 0, 160), SM_ENOTFOUND);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 161, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_settle(s, "", 0, 1), SM_ENOTFOUND);
+  server_lease_store_free(s);
 }
 
 typedef struct race {
-  sm_lease_store *s;
+  server_lease_store *s;
   const char *id;
   int won;
 } race;
 
 static void *racer(void *arg) {
   race *r = arg;
-  sm_lease_params got;
-  r->won = sm_lease_consume(r->s, r->id, "shell", NULL, 1, &got) == 0;
+  server_lease_params got;
+  r->won = server_lease_consume(r->s, r->id, "shell", NULL, 1, &got) == 0;
   return NULL;
 }
 
 static void racing_consumers_one_winner(void **state) {
   (void)state;
   for (int round = 0; round < 20; round++) {
-    sm_lease_store *s = sm_lease_store_new(8);
-    sm_lease_params p = params("shell", 1, 60, NULL);
+    server_lease_store *s = server_lease_store_new(8);
+    server_lease_params p = params("shell", 1, 60, NULL);
     char id[SM_LEASE_ID_LEN + 1];
     double exp;
-    assert_int_equal(sm_lease_create(s, &p, 0, id, &exp, NULL), 0);
+    assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
     pthread_t t[8];
     race r[8];
     for (int i = 0; i < 8; i++) {
@@ -178,7 +180,7 @@ static void racing_consumers_one_winner(void **state) {
       wins += r[i].won;
     }
     assert_int_equal(wins, 1);
-    sm_lease_store_free(s);
+    server_lease_store_free(s);
   }
 }
 

@@ -10,29 +10,29 @@
 
 #include "server/server_internal.h"
 
-static char *render(sm_metrics *m, const sm_metrics_gauges *g, sm_buf *b) {
-  sm_buf_init(b, 4 * 1024 * 1024);
-  assert_int_equal(sm_metrics_render(m, g, b), 0);
+static char *render(server_metrics *m, const server_metrics_gauges *g, common_buf *b) {
+  common_buf_init(b, 4 * 1024 * 1024);
+  assert_int_equal(server_metrics_render(m, g, b), 0);
   return b->data;
 }
 
 static void calls_histograms_failures(void **state) {
   (void)state;
-  sm_metrics *m = sm_metrics_new();
-  sm_metrics_call(m, "shell", "per_run", "ok", 0.2);
-  sm_metrics_call(m, "shell", "per_run", "ok", 3.0);
-  sm_metrics_call(m, "shell", "per_run", "timeout", 121);
-  sm_metrics_call(m, NULL, "per_tool", "tool", 0.01);
-  sm_metrics_call(m, "agent", "per_run", "ok", 0.003); /* a call over the agent: ~3 ms */
-  sm_metrics_failure(m, "timeout");
-  sm_metrics_failure(m, "tool");
-  sm_metrics_failure(m, "tool");
-  sm_metrics_http(m, "execute", 200);
-  sm_metrics_http(m, "execute", 200);
-  sm_metrics_http(m, "execute", 401);
-  sm_metrics_lease(m, "created");
-  sm_metrics_background(m);
-  sm_metrics_gauges g;
+  server_metrics *m = server_metrics_new();
+  server_metrics_call(m, "shell", "per_run", "ok", 0.2);
+  server_metrics_call(m, "shell", "per_run", "ok", 3.0);
+  server_metrics_call(m, "shell", "per_run", "timeout", 121);
+  server_metrics_call(m, NULL, "per_tool", "tool", 0.01);
+  server_metrics_call(m, "agent", "per_run", "ok", 0.003); /* a call over the agent: ~3 ms */
+  server_metrics_failure(m, "timeout");
+  server_metrics_failure(m, "tool");
+  server_metrics_failure(m, "tool");
+  server_metrics_http(m, "execute", 200);
+  server_metrics_http(m, "execute", 200);
+  server_metrics_http(m, "execute", 401);
+  server_metrics_lease(m, "created");
+  server_metrics_background(m);
+  server_metrics_gauges g;
   memset(&g, 0, sizeof g);
   g.sandboxes_known = 1;
   g.sandboxes[SM_MODE_PER_RUN] = 10;
@@ -41,7 +41,7 @@ static void calls_histograms_failures(void **state) {
   g.sandboxes_by_state[1] = 3;
   g.calls_in_flight = 3;
   g.engine_up = 1;
-  sm_buf b;
+  common_buf b;
   const char *t = render(m, &g, &b);
   static const char *const want[] = {
       "# TYPE sandman_calls_total counter\n",
@@ -78,32 +78,32 @@ static void calls_histograms_failures(void **state) {
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (strstr(t, want[i]) == NULL) fail_msg("missing: %s\nin:\n%s", want[i], t);
-  sm_buf_dispose(&b);
-  sm_metrics_free(m);
+  common_buf_dispose(&b);
+  server_metrics_free(m);
 }
 
 static void no_sandbox_gauge_when_unknown(void **state) {
   (void)state;
-  sm_metrics *m = sm_metrics_new();
-  sm_metrics_gauges g;
+  server_metrics *m = server_metrics_new();
+  server_metrics_gauges g;
   memset(&g, 0, sizeof g);
-  sm_buf b;
+  common_buf b;
   const char *t = render(m, &g, &b);
   assert_null(strstr(t, "sandman_sandboxes{"));
   assert_non_null(strstr(t, "sandman_engine_up 0\n"));
-  sm_buf_dispose(&b);
-  sm_metrics_free(m);
+  common_buf_dispose(&b);
+  server_metrics_free(m);
 }
 
 static void pool_gauges(void **state) {
   (void)state;
-  sm_metrics *m = sm_metrics_new();
-  sm_metrics_gauges g;
+  server_metrics *m = server_metrics_new();
+  server_metrics_gauges g;
   memset(&g, 0, sizeof g);
-  sm_buf b;
+  common_buf b;
   const char *t = render(m, &g, &b);
   assert_null(strstr(t, "sandman_pool_"));
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   g.pool_known = 1;
   g.pool.size = 3;
   g.pool.configurations = 2;
@@ -131,21 +131,21 @@ static void pool_gauges(void **state) {
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (strstr(t, want[i]) == NULL) fail_msg("missing: %s\nin:\n%s", want[i], t);
-  sm_buf_dispose(&b);
-  sm_metrics_free(m);
+  common_buf_dispose(&b);
+  server_metrics_free(m);
 }
 
 static void series_are_capped(void **state) {
   (void)state;
-  sm_metrics *m = sm_metrics_new();
+  server_metrics *m = server_metrics_new();
   char tool[32];
   for (int i = 0; i < 1000; i++) {
     snprintf(tool, sizeof tool, "tool%d", i);
-    sm_metrics_call(m, tool, "per_tool", "ok", 0.1);
+    server_metrics_call(m, tool, "per_tool", "ok", 0.1);
   }
-  sm_metrics_gauges g;
+  server_metrics_gauges g;
   memset(&g, 0, sizeof g);
-  sm_buf b;
+  common_buf b;
   const char *t = render(m, &g, &b);
   assert_non_null(strstr(t, "tool=\"_other\""));
   size_t lines = 0;
@@ -158,8 +158,8 @@ static void series_are_capped(void **state) {
     total += strtoull(sp + 2, NULL, 10);
   }
   assert_int_equal(total, 1000);
-  sm_buf_dispose(&b);
-  sm_metrics_free(m);
+  common_buf_dispose(&b);
+  server_metrics_free(m);
 }
 
 int main(void) {

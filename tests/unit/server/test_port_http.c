@@ -12,23 +12,23 @@
 #include "server/port_http.h"
 
 static int parse(const char *s, port_http_answer *a) {
-  return port_http_parse(s, strlen(s), 0, a);
+  return server_port_http_parse(s, strlen(s), 0, a);
 }
 
 static void no_body(void **state) {
   (void)state;
   port_http_answer a;
   const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
-  assert_int_equal(port_http_parse(h, strlen(h), 1, &a), 0); /* a HEAD's */
+  assert_int_equal(server_port_http_parse(h, strlen(h), 1, &a), 0); /* a HEAD's */
   assert_int_equal(a.body_len, 0);
-  port_http_answer_dispose(&a);
+  server_port_http_answer_dispose(&a);
   h = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-  assert_int_equal(port_http_parse(h, strlen(h), 1, &a), 0);
+  assert_int_equal(server_port_http_parse(h, strlen(h), 1, &a), 0);
   assert_int_equal(a.body_len, 0);
-  port_http_answer_dispose(&a);
+  server_port_http_answer_dispose(&a);
   assert_int_equal(parse("HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", &a), 0);
   assert_int_equal(a.body_len, 0);
-  port_http_answer_dispose(&a);
+  server_port_http_answer_dispose(&a);
 }
 
 static void by_length(void **state) {
@@ -42,12 +42,12 @@ static void by_length(void **state) {
   assert_string_equal(a.content_type, "text/html");
   assert_int_equal(a.body_len, 5);
   assert_memory_equal(a.body, "hello", 5);
-  port_http_answer_dispose(&a);
+  server_port_http_answer_dispose(&a);
   assert_int_equal(parse("HTTP/1.1 302 Found\nLocation: /next\n\nrest", &a), 0);
   assert_int_equal(a.status, 302);
   assert_string_equal(a.location, "/next");
   assert_string_equal(a.body, "rest");
-  port_http_answer_dispose(&a);
+  server_port_http_answer_dispose(&a);
 }
 
 static void chunked(void **state) {
@@ -59,7 +59,7 @@ static void chunked(void **state) {
                    0);
   assert_string_equal(a.body, "hello world");
   assert_int_equal(a.body_len, 11);
-  port_http_answer_dispose(&a);
+  server_port_http_answer_dispose(&a);
   /* Cut before its last chunk, or a chunk longer than what came. */
   assert_int_equal(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", &a),
                    -1);
@@ -80,13 +80,13 @@ static void refused(void **state) {
 
 static void owned_headers(void **state) {
   (void)state;
-  assert_int_equal(port_http_header_passed("Accept"), 1);
-  assert_int_equal(port_http_header_passed("Cookie"), 1);
+  assert_int_equal(server_port_http_header_passed("Accept"), 1);
+  assert_int_equal(server_port_http_header_passed("Cookie"), 1);
   const char *owned[] = {"authorization", "Host", "Connection", "Upgrade", "Content-Length",
                          "Transfer-Encoding", "X-Sandman-Worker-Key", "Proxy-Authorization"};
   for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
-    assert_int_equal(port_http_header_passed(owned[i]), 0);
-  assert_int_equal(port_http_header_passed("A\r\nB"), 0);
+    assert_int_equal(server_port_http_header_passed(owned[i]), 0);
+  assert_int_equal(server_port_http_header_passed("A\r\nB"), 0);
 }
 
 int main(void) {

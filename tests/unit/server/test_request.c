@@ -10,13 +10,13 @@
 
 #include "server/server_internal.h"
 
-static int parse(const char *json, sm_execute_params *p, sm_error *err) {
-  return sm_server_parse_execute(json, strlen(json), 1024, p, err);
+static int parse(const char *json, server_execute_params *p, sm_error *err) {
+  return server_parse_execute(json, strlen(json), 1024, p, err);
 }
 
 static void execute_full(void **state) {
   (void)state;
-  sm_execute_params p;
+  server_execute_params p;
   sm_error err = SM_ERROR_INIT;
   const char *j =
       "{\"tool\":\"shell\",\"argv\":[\"sh\",\"-c\",\"echo hi\"],\"stdin_b64\":\"aGVsbG8=\","
@@ -42,18 +42,18 @@ static void execute_full(void **state) {
   assert_string_equal(p.lease_id, "abc");
   assert_string_equal(p.workspace, "agents/code");
   assert_int_equal(p.sync, SM_SYNC_IN);
-  sm_execute_params_dispose(&p);
+  server_execute_params_dispose(&p);
 }
 
 static void execute_command_and_nulls(void **state) {
   (void)state;
-  sm_execute_params p;
+  server_execute_params p;
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(parse("{\"command\":\"ls\",\"run_id\":null,\"env\":null}", &p, &err), 0);
   assert_string_equal(p.command, "ls");
   assert_null(p.run_id);
   assert_null(p.argv);
-  sm_execute_params_dispose(&p);
+  server_execute_params_dispose(&p);
 }
 
 static void execute_rejects(void **state) {
@@ -94,7 +94,7 @@ static void execute_rejects(void **state) {
       {"{\"command\":\"ls\",\"workspace\":\"\"}", "empty"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_execute_params p;
+    server_execute_params p;
     sm_error err = SM_ERROR_INIT;
     int rc = parse(cases[i].json, &p, &err);
     if (rc != SM_EINVAL || strstr(err.message, cases[i].needle) == NULL)
@@ -104,47 +104,47 @@ static void execute_rejects(void **state) {
 
 static void execute_stdin_cap(void **state) {
   (void)state;
-  sm_execute_params p;
+  server_execute_params p;
   sm_error err = SM_ERROR_INIT;
   /* 12 base64 characters are 9 bytes: over a cap of 8. */
   const char *j = "{\"command\":\"cat\",\"stdin_b64\":\"YWFhYWFhYWFh\"}";
-  assert_int_equal(sm_server_parse_execute(j, strlen(j), 8, &p, &err), SM_EINVAL);
+  assert_int_equal(server_parse_execute(j, strlen(j), 8, &p, &err), SM_EINVAL);
   assert_non_null(strstr(err.message, "more than 8 bytes"));
-  assert_int_equal(sm_server_parse_execute(j, strlen(j), 9, &p, &err), 0);
+  assert_int_equal(server_parse_execute(j, strlen(j), 9, &p, &err), 0);
   assert_int_equal(p.stdin_len, 9);
-  sm_execute_params_dispose(&p);
+  server_execute_params_dispose(&p);
 }
 
 static void base64_variants(void **state) {
   (void)state;
   unsigned char *o;
   size_t n;
-  assert_int_equal(sm_server_base64_decode("", 0, 10, &o, &n), 0);
+  assert_int_equal(server_base64_decode("", 0, 10, &o, &n), 0);
   assert_int_equal(n, 0);
   free(o);
-  assert_int_equal(sm_server_base64_decode("YQ", 2, 10, &o, &n), 0);
+  assert_int_equal(server_base64_decode("YQ", 2, 10, &o, &n), 0);
   assert_int_equal(n, 1);
   assert_int_equal(o[0], 'a');
   free(o);
-  assert_int_equal(sm_server_base64_decode("YWI=", 4, 10, &o, &n), 0);
+  assert_int_equal(server_base64_decode("YWI=", 4, 10, &o, &n), 0);
   assert_memory_equal(o, "ab", 2);
   free(o);
-  assert_int_equal(sm_server_base64_decode("/+8A", 4, 10, &o, &n), 0);
+  assert_int_equal(server_base64_decode("/+8A", 4, 10, &o, &n), 0);
   assert_int_equal(n, 3);
   assert_int_equal(o[0], 0xff);
   assert_int_equal(o[1], 0xef);
   assert_int_equal(o[2], 0);
   free(o);
-  assert_int_equal(sm_server_base64_decode("Y", 1, 10, &o, &n), SM_EINVAL);
-  assert_int_equal(sm_server_base64_decode("Y W=", 4, 10, &o, &n), SM_EINVAL);
+  assert_int_equal(server_base64_decode("Y", 1, 10, &o, &n), SM_EINVAL);
+  assert_int_equal(server_base64_decode("Y W=", 4, 10, &o, &n), SM_EINVAL);
 }
 
 static void lease_parsing(void **state) {
   (void)state;
-  sm_lease_params p;
+  server_lease_params p;
   sm_error err = SM_ERROR_INIT;
   const char *j = "{\"tool\":\"shell\",\"services\":[\"github\",\"openai\"]}";
-  assert_int_equal(sm_server_parse_lease(j, strlen(j), &p, &err), 0);
+  assert_int_equal(server_parse_lease(j, strlen(j), &p, &err), 0);
   assert_string_equal(p.tool, "shell");
   assert_int_equal(p.n_services, 2);
   assert_string_equal(p.services[1], "openai");
@@ -153,7 +153,7 @@ static void lease_parsing(void **state) {
   assert_string_equal(p.worker_key, "");
   j = "{\"tool\":\"shell\",\"services\":[\"g\"],\"ttl_s\":3600,\"max_uses\":10,"
       "\"worker_key\":\"w1\"}";
-  assert_int_equal(sm_server_parse_lease(j, strlen(j), &p, &err), 0);
+  assert_int_equal(server_parse_lease(j, strlen(j), &p, &err), 0);
   assert_int_equal(p.max_uses, 10);
   assert_string_equal(p.worker_key, "w1");
   static const char *const bad[] = {
@@ -169,23 +169,23 @@ static void lease_parsing(void **state) {
       "{\"tool\":\"shell\",\"services\":[\"g\"],\"extra\":true}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    if (sm_server_parse_lease(bad[i], strlen(bad[i]), &p, &err) != SM_EINVAL)
+    if (server_parse_lease(bad[i], strlen(bad[i]), &p, &err) != SM_EINVAL)
       fail_msg("accepted %s", bad[i]);
   }
 }
 
 static void names(void **state) {
   (void)state;
-  assert_true(sm_server_name_valid("a", 10));
-  assert_true(sm_server_name_valid("user@example.org:x+y=z", 64));
-  assert_false(sm_server_name_valid("", 10));
-  assert_false(sm_server_name_valid("-a", 10));
-  assert_false(sm_server_name_valid(".a", 10));
-  assert_false(sm_server_name_valid("a/b", 10));
-  assert_false(sm_server_name_valid("abcdefghijk", 10));
-  assert_true(sm_server_env_name_valid("_A1"));
-  assert_false(sm_server_env_name_valid("1A"));
-  assert_false(sm_server_env_name_valid("A-B"));
+  assert_true(server_name_valid("a", 10));
+  assert_true(server_name_valid("user@example.org:x+y=z", 64));
+  assert_false(server_name_valid("", 10));
+  assert_false(server_name_valid("-a", 10));
+  assert_false(server_name_valid(".a", 10));
+  assert_false(server_name_valid("a/b", 10));
+  assert_false(server_name_valid("abcdefghijk", 10));
+  assert_true(server_env_name_valid("_A1"));
+  assert_false(server_env_name_valid("1A"));
+  assert_false(server_env_name_valid("A-B"));
   sm_mode m;
   assert_int_equal(sm_mode_parse("per_worker", &m, NULL), 0);
   assert_int_equal(m, SM_MODE_PER_WORKER);
@@ -205,7 +205,7 @@ static void json_depth_is_bounded(void **state) {
   deep[n++] = '}';
   json_object *o = NULL;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sm_server_json_object(deep, n, &o, &err), SM_EINVAL);
+  assert_int_equal(server_json_object(deep, n, &o, &err), SM_EINVAL);
   assert_null(o);
 }
 
@@ -236,12 +236,12 @@ static void keys_and_env_names(void **state) {
       {"{\"command\":\"echo \\\"k\\\": v\\\\\",\"env\":{\"PATH\":\"/x:/y\",\"B\":\"\\\\u0000\"}}", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sm_execute_params p;
+    server_execute_params p;
     sm_error err = SM_ERROR_INIT;
     int rc = parse(cases[i].json, &p, &err);
     if (cases[i].needle == NULL) {
       if (rc != 0) fail_msg("refused %s: %s", cases[i].json, err.message);
-      sm_execute_params_dispose(&p);
+      server_execute_params_dispose(&p);
       continue;
     }
     if (rc != SM_EINVAL) fail_msg("accepted %s", cases[i].json);
@@ -251,34 +251,34 @@ static void keys_and_env_names(void **state) {
   /* The worker key a worker token is checked against, before the rest. */
   char key[SM_SERVER_KEY_MAX + 1];
   const char *j = "{\"worker_key\":\"w1\",\"bogus\":1}";
-  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), 0);
+  assert_int_equal(server_json_worker_key(j, strlen(j), key), 0);
   assert_string_equal(key, "w1");
   j = "{\"worker_key\":\"w 1\"}";
-  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
+  assert_int_equal(server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
   j = "{\"worker_key\":\"w\\u0000x\"}";
-  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
+  assert_int_equal(server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
   j = "{\"argv\":";
-  assert_int_equal(sm_server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
+  assert_int_equal(server_json_worker_key(j, strlen(j), key), SM_ENOTFOUND);
 }
 
 /* POST /v1/sandboxes: every field typed and bounded, unknown ones refused. */
 static void create_parsing(void **state) {
   (void)state;
-  sm_create_params p;
+  server_create_params p;
   sm_error err = SM_ERROR_INIT;
   const char *full =
       "{\"template\": \"py\", \"mode\": \"per_worker\", \"worker_key\": \"k1\", \"cpu\": 1.5,"
       " \"memory\": \"512m\", \"disk\": 1048576, \"pids\": 64, \"network\": \"none\","
       " \"timeout_s\": 600, \"idle_timeout_s\": 60, \"labels\": {\"team\": \"a b\"}}";
-  assert_int_equal(sm_server_parse_create(full, strlen(full), &p, &err), 0);
+  assert_int_equal(server_parse_create(full, strlen(full), &p, &err), 0);
   assert_string_equal(p.template_name, "py");
   assert_int_equal(p.mode, SM_MODE_PER_WORKER);
   assert_true(p.cpu == 1.5 && p.memory == 512LL << 20 && p.disk == 1048576 && p.pids == 64);
   assert_true(p.timeout_s == 600 && p.idle_timeout_s == 60);
   assert_int_equal(p.n_labels, 1);
   assert_string_equal(p.labels[0], "team=a b");
-  sm_create_params_dispose(&p);
-  assert_int_equal(sm_server_parse_create("", 0, &p, &err), 0); /* every default */
+  server_create_params_dispose(&p);
+  assert_int_equal(server_parse_create("", 0, &p, &err), 0); /* every default */
   const char *bad[] = {
       "{\"image\": \"x\", \"template\": \"y\"}", "{\"imagee\": \"x\"}", "{\"mode\": \"per_tool\"}",
       "{\"memory\": \"lots\"}", "{\"memory\": 0}", "{\"cpu\": 0}", "{\"labels\": {\"Bad\": \"x\"}}",
@@ -286,13 +286,13 @@ static void create_parsing(void **state) {
       "{\"run_id\": \"../x\"}", "{\"network\": \"host\"}"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sm_error e = SM_ERROR_INIT;
-    if (sm_server_parse_create(bad[i], strlen(bad[i]), &p, &e) == 0) fail_msg("accepted: %s", bad[i]);
+    if (server_parse_create(bad[i], strlen(bad[i]), &p, &e) == 0) fail_msg("accepted: %s", bad[i]);
   }
-  assert_true(sm_server_sandbox_ref_valid("sandman-default-per_run-0123abcd"));
-  assert_true(sm_server_sandbox_ref_valid("55ac9e35c91c"));
-  assert_false(sm_server_sandbox_ref_valid("../x"));
-  assert_false(sm_server_sandbox_ref_valid("-x"));
-  assert_false(sm_server_sandbox_ref_valid(""));
+  assert_true(server_sandbox_ref_valid("sandman-default-per_run-0123abcd"));
+  assert_true(server_sandbox_ref_valid("55ac9e35c91c"));
+  assert_false(server_sandbox_ref_valid("../x"));
+  assert_false(server_sandbox_ref_valid("-x"));
+  assert_false(server_sandbox_ref_valid(""));
 }
 
 int main(void) {

@@ -41,11 +41,11 @@ static void test_text_and_cursor(void **state) {
   json_object_put(o);
   /* Overwriting and erasing as a program does. */
   feed(s, "\033[1;1Hjello\033[2;1H\033[2K");
-  sm_buf b;
-  sm_buf_init(&b, 1 << 20);
+  common_buf b;
+  common_buf_init(&b, 1 << 20);
   assert_int_equal(terminal_screen_text(s, &b), 0);
   assert_string_equal(b.data, "jello\n\n\xc3\xa9t\xc3\xa9 \xe4\xb8\xad");
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   terminal_screen_free(s);
 }
 
@@ -55,8 +55,8 @@ static void test_redraw_reproduces_the_screen(void **state) {
   terminal_screen *a = terminal_screen_new(6, 30, 0), *b = terminal_screen_new(6, 30, 0);
   feed(a,
        "line one\r\n\033[7mreverse\033[0m and \033[38;5;200mcolour\033[0m\r\n\033[?25l  indented");
-  sm_buf r;
-  sm_buf_init(&r, 1 << 20);
+  common_buf r;
+  common_buf_init(&r, 1 << 20);
   assert_int_equal(terminal_screen_redraw(a, &r), 0);
   terminal_screen_feed(b, r.data, r.len, NULL);
   json_object *ja = terminal_screen_json(a, 0), *jb = terminal_screen_json(b, 0);
@@ -69,7 +69,7 @@ static void test_redraw_reproduces_the_screen(void **state) {
   assert_false(json_object_get_boolean(v));
   json_object_put(ja);
   json_object_put(jb);
-  sm_buf_dispose(&r);
+  common_buf_dispose(&r);
   terminal_screen_free(a);
   terminal_screen_free(b);
 }
@@ -119,13 +119,13 @@ static void test_scrollback_cap(void **state) {
 static void test_answers(void **state) {
   (void)state;
   terminal_screen *s = terminal_screen_new(10, 40, 0);
-  sm_buf ans;
-  sm_buf_init(&ans, 4096);
+  common_buf ans;
+  common_buf_init(&ans, 4096);
   const char *q = "ab\033[6n";
   terminal_screen_feed(s, q, strlen(q), &ans);
   assert_int_equal(ans.len, 6);
   assert_memory_equal(ans.data, "\033[1;3R", 6);
-  sm_buf_dispose(&ans);
+  common_buf_dispose(&ans);
   terminal_screen_free(s);
 }
 
@@ -141,11 +141,11 @@ static void test_resize(void **state) {
   assert_int_equal(json_object_get_int(v), 8);
   json_object_put(o);
   feed(s, "\r\n0123456789012345678901234567890123456789");
-  sm_buf b;
-  sm_buf_init(&b, 1 << 20);
+  common_buf b;
+  common_buf_init(&b, 1 << 20);
   terminal_screen_text(s, &b);
   assert_non_null(strstr(b.data, "0123456789012345678901234567890123456789"));
-  sm_buf_dispose(&b);
+  common_buf_dispose(&b);
   terminal_screen_free(s);
 }
 

@@ -23,17 +23,17 @@
 
 typedef struct tb {
   struct archive *a;
-  sm_buf out;
+  common_buf out;
 } tb;
 
 static inline la_ssize_t tb_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
   (void)a;
   tb *t = ud;
-  return sm_buf_append(&t->out, buf, len) == 0 ? (la_ssize_t)len : -1;
+  return common_buf_append(&t->out, buf, len) == 0 ? (la_ssize_t)len : -1;
 }
 
 static inline void tb_open_blocked(tb *t, int block) {
-  sm_buf_init(&t->out, (size_t)1 << 30);
+  common_buf_init(&t->out, (size_t)1 << 30);
   t->a = archive_write_new();
   archive_write_set_bytes_per_block(t->a, block);
   archive_write_set_format_pax_restricted(t->a);
@@ -90,7 +90,7 @@ static inline void tb_close(tb *t) {
 typedef struct genstream {
   struct archive *a;
   struct archive_entry *e;
-  sm_buf buf;
+  common_buf buf;
   size_t pos;
   long long n, made;
   int dirs, closed;
@@ -99,14 +99,14 @@ typedef struct genstream {
 static inline la_ssize_t gen_write_cb(struct archive *a, void *ud, const void *buf, size_t len) {
   (void)a;
   genstream *g = ud;
-  return sm_buf_append(&g->buf, buf, len) == 0 ? (la_ssize_t)len : -1;
+  return common_buf_append(&g->buf, buf, len) == 0 ? (la_ssize_t)len : -1;
 }
 
 static inline void gen_open(genstream *g, long long n, int dirs) {
   memset(g, 0, sizeof *g);
   g->n = n;
   g->dirs = dirs;
-  sm_buf_init(&g->buf, (size_t)64 << 20);
+  common_buf_init(&g->buf, (size_t)64 << 20);
   g->a = archive_write_new();
   g->e = archive_entry_new();
   archive_write_set_format_ustar(g->a);
@@ -118,7 +118,7 @@ static inline void gen_open(genstream *g, long long n, int dirs) {
 static inline ssize_t gen_read(void *ud, char *buf, size_t len) {
   genstream *g = ud;
   while (g->pos >= g->buf.len && !g->closed) {
-    sm_buf_reset(&g->buf);
+    common_buf_reset(&g->buf);
     g->pos = 0;
     if (g->made >= g->n) {
       archive_write_close(g->a);
@@ -146,11 +146,11 @@ static inline ssize_t gen_read(void *ud, char *buf, size_t len) {
 static inline void gen_free(genstream *g) {
   archive_write_free(g->a);
   archive_entry_free(g->e);
-  sm_buf_dispose(&g->buf);
+  common_buf_dispose(&g->buf);
 }
 
 /* Lists a tree (names, types, sizes, modes, link targets) into a string. */
-static inline void snap_rec(sm_buf *b, const char *dir, const char *rel) {
+static inline void snap_rec(common_buf *b, const char *dir, const char *rel) {
   DIR *d = opendir(dir);
   if (d == NULL) return;
   char *names[4096];
@@ -179,18 +179,19 @@ static inline void snap_rec(sm_buf *b, const char *dir, const char *rel) {
       ssize_t k = readlink(path, link, sizeof link - 1);
       link[k > 0 ? k : 0] = '\0';
     }
-    sm_buf_printf(b, "%s %o %lld %s\n", r, (unsigned)st.st_mode, (long long)(S_ISDIR(st.st_mode) ? 0 : st.st_size), link);
+    common_buf_printf(b, "%s %o %lld %s\n", r, (unsigned)st.st_mode,
+                      (long long)(S_ISDIR(st.st_mode) ? 0 : st.st_size), link);
     if (S_ISDIR(st.st_mode)) snap_rec(b, path, r);
     free(names[i]);
   }
 }
 
 static inline char *snapshot(const char *dir) {
-  sm_buf b;
-  sm_buf_init(&b, (size_t)64 << 20);
-  sm_buf_append(&b, "", 0);
+  common_buf b;
+  common_buf_init(&b, (size_t)64 << 20);
+  common_buf_append(&b, "", 0);
   snap_rec(&b, dir, "");
-  return sm_buf_steal(&b, NULL);
+  return common_buf_steal(&b, NULL);
 }
 
 #endif

@@ -52,15 +52,15 @@ static void expect_failed(fixture *f, tb *t, sm_workspace_limits *lim, int code,
   mem_reader m = {t->out.data, t->out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  int rc = ws_unpack_dir(f->target, read_mem, &m, lim, &res, NULL, &err);
-  ws_apply_result_dispose(&res);
+  int rc = workspace_unpack_dir(f->target, read_mem, &m, lim, &res, NULL, &err);
+  workspace_apply_result_dispose(&res);
   char *after = snapshot(f->parent);
   if (rc != code) fail_msg("expected %d, got %d: %s", code, rc, err.message);
   if (strstr(err.message, needle) == NULL) fail_msg("'%s' not in '%s'", needle, err.message);
   assert_string_equal(before, after);
   free(before);
   free(after);
-  sm_buf_dispose(&t->out);
+  common_buf_dispose(&t->out);
 }
 
 /* Everything outside the target: its siblings and the directory beside it. */
@@ -89,15 +89,15 @@ static void expect_refused(fixture *f, tb *t, sm_workspace_limits *lim, const ch
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
   ws_refusal_list refused = {0};
-  int rc = ws_unpack_dir(f->target, read_mem, &m, lim, &res, &refused, &err);
-  ws_apply_result_dispose(&res);
+  int rc = workspace_unpack_dir(f->target, read_mem, &m, lim, &res, &refused, &err);
+  workspace_apply_result_dispose(&res);
   if (rc != 0) fail_msg("the copy failed: %s", err.message);
   char got[4096] = "";
   size_t used = 0;
   for (size_t i = 0; i < refused.n; i++)
     used += (size_t)snprintf(got + used, sizeof got - used, "%s%s=%s", i ? "," : "",
                              refused.v[i].path, refused.v[i].reason);
-  ws_refusal_list_dispose(&refused);
+  workspace_refusal_list_dispose(&refused);
   assert_string_equal(got, refusals);
   char *after = around(f);
   assert_string_equal(before, after);
@@ -118,7 +118,7 @@ static void expect_refused(fixture *f, tb *t, sm_workspace_limits *lim, const ch
     free(in);
     assert_string_equal(names, applied);
   }
-  sm_buf_dispose(&t->out);
+  common_buf_dispose(&t->out);
 }
 
 static void test_traversal(void **state) {
@@ -226,9 +226,9 @@ static void test_setuid_stripped(void **state) {
   mem_reader m = {t.out.data, t.out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  assert_int_equal(ws_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err), 0);
+  assert_int_equal(workspace_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err), 0);
   assert_int_equal(res.n_changed, 3);
-  ws_apply_result_dispose(&res);
+  workspace_apply_result_dispose(&res);
   char p[400];
   struct stat st;
   snprintf(p, sizeof p, "%s/suid", f->target);
@@ -240,7 +240,7 @@ static void test_setuid_stripped(void **state) {
   snprintf(p, sizeof p, "%s/dir", f->target);
   assert_int_equal(lstat(p, &st), 0);
   assert_int_equal(st.st_mode & 07777, 0777);
-  sm_buf_dispose(&t.out);
+  common_buf_dispose(&t.out);
 }
 
 static void test_claims_one_terabyte(void **state) {
@@ -264,9 +264,9 @@ static void test_claims_one_terabyte(void **state) {
   memset(copy + t.out.len, 0, 8192);
   size_t len = t.out.len + 8192;
   archive_write_free(t.a);
-  sm_buf_dispose(&t.out);
-  sm_buf_init(&t.out, (size_t)1 << 30);
-  sm_buf_append(&t.out, copy, len);
+  common_buf_dispose(&t.out);
+  common_buf_init(&t.out, (size_t)1 << 30);
+  common_buf_append(&t.out, copy, len);
   free(copy);
   expect_failed(f, &t, NULL, SM_ETOOBIG, "claims 1099511627776 bytes");
 }
@@ -281,14 +281,14 @@ static void test_million_entries(void **state) {
   sm_workspace_limits lim = {0, 1000, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  int rc = ws_unpack_dir(f->target, gen_read, &g, &lim, &res, NULL, &err);
+  int rc = workspace_unpack_dir(f->target, gen_read, &g, &lim, &res, NULL, &err);
   assert_int_equal(rc, SM_ETOOBIG);
   assert_non_null(strstr(err.message, "more than 1000 entries"));
   assert_true(g.made < 5000);
   gen_free(&g);
   /* A million empty directories against the default cap (100000). */
   gen_open(&g, 1000000, 1);
-  rc = ws_unpack_dir(f->target, gen_read, &g, NULL, &res, NULL, &err);
+  rc = workspace_unpack_dir(f->target, gen_read, &g, NULL, &res, NULL, &err);
   assert_int_equal(rc, SM_ETOOBIG);
   assert_non_null(strstr(err.message, "more than 100000 entries"));
   assert_true(g.made < 110000);
@@ -381,9 +381,9 @@ static void test_truncated_and_garbage(void **state) {
   tb_close(&t);
   t.out.len = 512 * 4 + 3000; /* cut inside b's data */
   expect_failed(f, &t, NULL, SM_EPROTOCOL, "tar stream");
-  sm_buf_init(&t.out, 4096);
-  sm_buf_append(&t.out, "this is not a tar archive at all, just words. ", 46);
-  for (int i = 0; i < 20; i++) sm_buf_append(&t.out, "more words ", 11);
+  common_buf_init(&t.out, 4096);
+  common_buf_append(&t.out, "this is not a tar archive at all, just words. ", 46);
+  for (int i = 0; i < 20; i++) common_buf_append(&t.out, "more words ", 11);
   expect_failed(f, &t, NULL, SM_EPROTOCOL, "tar stream");
 }
 
@@ -406,10 +406,10 @@ static void test_good_archive(void **state) {
   mem_reader m = {t.out.data, t.out.len, 0, 7}; /* odd chunks on purpose */
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  int rc = ws_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err);
+  int rc = workspace_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err);
   if (rc) fail_msg("%s", err.message);
   assert_int_equal(res.n_changed, 10);
-  ws_apply_result_dispose(&res);
+  workspace_apply_result_dispose(&res);
   char p[600];
   snprintf(p, sizeof p, "%s/dir with space/héllo wörld.txt", f->target);
   char *c = tf_read(p, NULL);
@@ -435,7 +435,7 @@ static void test_good_archive(void **state) {
   snprintf(p, sizeof p, "%s/empty", f->target);
   assert_int_equal(lstat(p, &st), 0);
   assert_int_equal(st.st_size, 0);
-  sm_buf_dispose(&t.out);
+  common_buf_dispose(&t.out);
   /* No staging directory is left behind. */
   DIR *d = opendir(f->target);
   struct dirent *de;
@@ -459,8 +459,8 @@ static void test_existing_symlink_not_followed(void **state) {
   mem_reader m = {t.out.data, t.out.len, 0, 0};
   sm_error err = SM_ERROR_INIT;
   ws_apply_result res = {0};
-  ws_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err);
-  ws_apply_result_dispose(&res);
+  workspace_unpack_dir(f->target, read_mem, &m, NULL, &res, NULL, &err);
+  workspace_apply_result_dispose(&res);
   char *after = snapshot(f->outside);
   assert_string_equal(before, after);
   snprintf(p, sizeof p, "%s/secret.txt", f->outside);
@@ -469,31 +469,31 @@ static void test_existing_symlink_not_followed(void **state) {
   free(c);
   free(before);
   free(after);
-  sm_buf_dispose(&t.out);
+  common_buf_dispose(&t.out);
 }
 
 static void test_paths(void **state) {
   (void)state;
   char *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_path_normalize("./a//b/./c/", &p, &err), 0);
+  assert_int_equal(workspace_path_normalize("./a//b/./c/", &p, &err), 0);
   assert_string_equal(p, "a/b/c");
   free(p);
-  assert_int_equal(ws_path_normalize("a/../b", &p, &err), SM_EUNSAFE);
-  assert_int_equal(ws_path_normalize("/a", &p, &err), SM_EUNSAFE);
-  assert_true(ws_link_inside("a/b/l", "../../x"));
-  assert_false(ws_link_inside("a/b/l", "../../../x"));
-  assert_false(ws_link_inside("l", "x/../.."));
-  assert_false(ws_link_inside("l", "x/.."));
-  assert_true(ws_link_inside("l", "./x/./y"));
-  assert_false(ws_link_inside("l", "/x"));
+  assert_int_equal(workspace_path_normalize("a/../b", &p, &err), SM_EUNSAFE);
+  assert_int_equal(workspace_path_normalize("/a", &p, &err), SM_EUNSAFE);
+  assert_true(workspace_link_inside("a/b/l", "../../x"));
+  assert_false(workspace_link_inside("a/b/l", "../../../x"));
+  assert_false(workspace_link_inside("l", "x/../.."));
+  assert_false(workspace_link_inside("l", "x/.."));
+  assert_true(workspace_link_inside("l", "./x/./y"));
+  assert_false(workspace_link_inside("l", "/x"));
   sm_string_list ex = {0};
   sm_string_list_add(&ex, "node_modules", NULL);
   sm_string_list_add(&ex, "*.o", NULL);
-  assert_true(ws_excluded(&ex, "node_modules"));
-  assert_true(ws_excluded(&ex, "a/node_modules/b/c.js"));
-  assert_true(ws_excluded(&ex, "src/x.o"));
-  assert_false(ws_excluded(&ex, "src/x.c"));
+  assert_true(workspace_excluded(&ex, "node_modules"));
+  assert_true(workspace_excluded(&ex, "a/node_modules/b/c.js"));
+  assert_true(workspace_excluded(&ex, "src/x.o"));
+  assert_false(workspace_excluded(&ex, "src/x.c"));
 }
 
 int main(void) {

@@ -14,7 +14,7 @@
 
 #include "workspace/ws.h"
 
-static int runs(const char *text) { return ws_gitconf_runs_text(text, strlen(text)); }
+static int runs(const char *text) { return workspace_gitconf_runs_text(text, strlen(text)); }
 
 static void test_commands_found(void **state) {
   (void)state;
@@ -83,23 +83,25 @@ static void test_from_a_file(void **state) {
   unlink(path);
   /* Past the first read's buffer, and read from the start whatever the offset. */
   for (int i = 0; i < 5000; i++) assert_int_equal(write(fd, "[user]\n\tname = t\n", 17), 17);
-  assert_int_equal(ws_gitconf_runs_fd(fd), 0);
+  assert_int_equal(workspace_gitconf_runs_fd(fd), 0);
   assert_int_equal(write(fd, "[core]\n\tfsmonitor = x\n", 22), 22);
-  assert_int_equal(ws_gitconf_runs_fd(fd), 1);
+  assert_int_equal(workspace_gitconf_runs_fd(fd), 1);
   close(fd);
   /* A descriptor that cannot be read counts as naming commands. */
-  assert_int_equal(ws_gitconf_runs_fd(-1), 1);
+  assert_int_equal(workspace_gitconf_runs_fd(-1), 1);
 }
 
 static void test_names(void **state) {
   (void)state;
-  assert_true(ws_git_name_is("a/b/config", "config"));
-  assert_true(ws_git_name_is("CONFIG.", "config"));
-  assert_true(ws_git_name_is("x/Con\xe2\x80\x8c" "fig", "config"));
-  assert_false(ws_git_name_is("config/x", "config"));
-  assert_true(ws_git_in_dotgit(".git"));
-  assert_true(ws_git_in_dotgit("a/.GIT /objects"));
-  assert_false(ws_git_in_dotgit("a/.github/x"));
+  assert_true(workspace_git_name_is("a/b/config", "config"));
+  assert_true(workspace_git_name_is("CONFIG.", "config"));
+  assert_true(workspace_git_name_is("x/Con\xe2\x80\x8c"
+                                    "fig",
+                                    "config"));
+  assert_false(workspace_git_name_is("config/x", "config"));
+  assert_true(workspace_git_in_dotgit(".git"));
+  assert_true(workspace_git_in_dotgit("a/.GIT /objects"));
+  assert_false(workspace_git_in_dotgit("a/.github/x"));
 }
 
 int main(void) {

@@ -49,12 +49,12 @@ static int setup(void **state) {
   }
   f->root_fd = open(f->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   assert_true(f->root_fd >= 0);
-  ws_manifest_init(&f->m);
+  workspace_manifest_init(&f->m);
   ws_scan_opts o = {.max_bytes = WS_DEFAULT_MAX_BYTES,
                     .max_entries = WS_DEFAULT_MAX_ENTRIES,
                     .max_path = WS_DEFAULT_MAX_PATH};
   sm_error err = SM_ERROR_INIT;
-  if (ws_scan(f->root_fd, f->root, &o, &f->m, &err) != 0) fail_msg("%s", err.message);
+  if (workspace_scan(f->root_fd, f->root, &o, &f->m, &err) != 0) fail_msg("%s", err.message);
   assert_int_equal(f->m.n, BIG_FILES);
   f->n = f->m.n;
   f->items = calloc(f->n + 1, sizeof *f->items);
@@ -66,7 +66,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
   fx *f = *state;
   free(f->items);
-  ws_manifest_dispose(&f->m);
+  workspace_manifest_dispose(&f->m);
   close(f->root_fd);
   tf_rm_rf(f->root);
   free(f);
@@ -76,7 +76,7 @@ static int teardown(void **state) {
 static ws_packer *new_packer(fx *f) {
   ws_packer *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (ws_packer_new(&p, f->root_fd, f->items, f->n, "ws", 1000, 1000, &err) != 0)
+  if (workspace_packer_new(&p, f->root_fd, f->items, f->n, "ws", 1000, 1000, &err) != 0)
     fail_msg("%s", err.message);
   return p;
 }
@@ -87,7 +87,7 @@ static void test_full_stream(void **state) {
   fx *f = *state;
   ws_packer *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (ws_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &err) != 0)
+  if (workspace_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &err) != 0)
     fail_msg("%s", err.message);
   char dest[300];
   snprintf(dest, sizeof dest, "%s.out", f->root);
@@ -95,30 +95,30 @@ static void test_full_stream(void **state) {
   int dfd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   assert_true(dfd >= 0);
   char *stage = NULL;
-  int sfd = ws_stage_create(dfd, dest, &stage, &err);
+  int sfd = workspace_stage_create(dfd, dest, &stage, &err);
   assert_true(sfd >= 0);
   ws_extract x;
-  ws_extract_init(&x);
+  workspace_extract_init(&x);
   x.stage_fd = sfd;
   x.root_fd = dfd;
   x.trusted = 1;
-  if (ws_extract_run(&x, ws_packer_read, p, &err) != 0) fail_msg("%s", err.message);
+  if (workspace_extract_run(&x, workspace_packer_read, p, &err) != 0) fail_msg("%s", err.message);
   ws_apply_result res = {0};
-  if (ws_apply(dfd, &x, 0, 0, &res, &err) != 0) fail_msg("%s", err.message);
-  ws_apply_result_dispose(&res);
-  ws_stage_remove(dfd, stage, sfd);
+  if (workspace_apply(dfd, &x, 0, 0, &res, &err) != 0) fail_msg("%s", err.message);
+  workspace_apply_result_dispose(&res);
+  workspace_stage_remove(dfd, stage, sfd);
   free(stage);
-  ws_extract_dispose(&x);
+  workspace_extract_dispose(&x);
   close(dfd);
   int64_t bytes = 0, entries = 0;
-  ws_packer_stats(p, &bytes, &entries);
+  workspace_packer_stats(p, &bytes, &entries);
   assert_int_equal(entries, BIG_FILES);
   assert_int_equal(bytes, (int64_t)BIG_FILES * BIG_SIZE);
-  assert_int_equal(ws_packer_error(p)->code, 0);
+  assert_int_equal(workspace_packer_error(p)->code, 0);
   /* Reads after the end keep saying end. */
   char c;
-  assert_int_equal(ws_packer_read(p, &c, 1), 0);
-  ws_packer_free(p);
+  assert_int_equal(workspace_packer_read(p, &c, 1), 0);
+  workspace_packer_free(p);
   for (size_t i = 0; i < f->n; i++) assert_true(f->m.v[i].has_hash);
   char *a = snapshot(f->root);
   char *b = snapshot(dest);
@@ -138,24 +138,24 @@ static void test_reader_closes_early(void **state) {
     char buf[4096];
     int64_t got = 0;
     while (got < 10000) {
-      ssize_t r = ws_packer_read(p, buf, sizeof buf);
+      ssize_t r = workspace_packer_read(p, buf, sizeof buf);
       assert_true(r > 0);
       got += r;
     }
-    assert_int_equal(ws_packer_produced(p), got);
+    assert_int_equal(workspace_packer_produced(p), got);
     if (round == 0) {
       /* Stats stop and join first; the producer was held by the ring. */
       int64_t bytes = 0, entries = 0;
-      ws_packer_stats(p, &bytes, &entries);
+      workspace_packer_stats(p, &bytes, &entries);
       assert_true(bytes < (int64_t)BIG_FILES * BIG_SIZE);
       assert_true(entries < BIG_FILES);
-      assert_int_equal(ws_packer_error(p)->code, 0);
+      assert_int_equal(workspace_packer_error(p)->code, 0);
     }
     /* round 1: straight to free; round 2: free while the producer runs. */
-    ws_packer_free(p);
+    workspace_packer_free(p);
   }
   /* A packer freed before any read never started a thread. */
-  ws_packer_free(new_packer(f));
+  workspace_packer_free(new_packer(f));
 }
 
 /* The test hook aborts the reader mid-stream: the error is the reader's,
@@ -163,19 +163,19 @@ static void test_reader_closes_early(void **state) {
 static void test_reader_abort_hook(void **state) {
   fx *f = *state;
   ws_packer *p = new_packer(f);
-  ws_packer_abort_after(p, 300000);
+  workspace_packer_abort_after(p, 300000);
   char buf[65536];
   ssize_t r;
   int64_t got = 0;
-  while ((r = ws_packer_read(p, buf, sizeof buf)) > 0) got += r;
+  while ((r = workspace_packer_read(p, buf, sizeof buf)) > 0) got += r;
   assert_int_equal(r, SM_ECANCELLED);
   assert_true(got <= 300000);
-  assert_int_equal(ws_packer_read(p, buf, sizeof buf), SM_ECANCELLED);
-  assert_int_equal(ws_packer_error(p)->code, SM_ECANCELLED);
+  assert_int_equal(workspace_packer_read(p, buf, sizeof buf), SM_ECANCELLED);
+  assert_int_equal(workspace_packer_error(p)->code, SM_ECANCELLED);
   int64_t entries = 0;
-  ws_packer_stats(p, NULL, &entries);
+  workspace_packer_stats(p, NULL, &entries);
   assert_true(entries < BIG_FILES);
-  ws_packer_free(p);
+  workspace_packer_free(p);
 }
 
 /* The producer fails mid-way (a path that cannot be opened, after files
@@ -198,22 +198,22 @@ static void test_producer_fails(void **state) {
   for (size_t i = half; i < f->n; i++) items[i + 1] = f->items[i];
   ws_packer *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (ws_packer_new(&p, f->root_fd, items, f->n + 1, "", 0, 0, &err) != 0)
+  if (workspace_packer_new(&p, f->root_fd, items, f->n + 1, "", 0, 0, &err) != 0)
     fail_msg("%s", err.message);
   char buf[65536];
   ssize_t r;
   int64_t got = 0;
-  while ((r = ws_packer_read(p, buf, sizeof buf)) > 0) got += r;
+  while ((r = workspace_packer_read(p, buf, sizeof buf)) > 0) got += r;
   assert_int_equal(r, SM_EIO);
   assert_true(got >= (int64_t)half * BIG_SIZE);
-  assert_int_equal(ws_packer_read(p, buf, sizeof buf), SM_EIO);
-  const sm_error *pe = ws_packer_error(p);
+  assert_int_equal(workspace_packer_read(p, buf, sizeof buf), SM_EIO);
+  const sm_error *pe = workspace_packer_error(p);
   assert_int_equal(pe->code, SM_EIO);
   assert_non_null(strstr(pe->message, "xxxxxxxx"));
   int64_t entries = 0;
-  ws_packer_stats(p, NULL, &entries);
+  workspace_packer_stats(p, NULL, &entries);
   assert_int_equal(entries, (int64_t)half);
-  ws_packer_free(p);
+  workspace_packer_free(p);
   free(items);
 }
 
@@ -224,7 +224,7 @@ static void test_extractor_cap_stops_producer(void **state) {
   ws_packer *p = NULL;
   sm_error perr = SM_ERROR_INIT;
   /* Named as a copy out's full read would be extracted into dest: no prefix. */
-  if (ws_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &perr) != 0)
+  if (workspace_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &perr) != 0)
     fail_msg("%s", perr.message);
   char dest[300];
   snprintf(dest, sizeof dest, "%s.cap", f->root);
@@ -233,11 +233,11 @@ static void test_extractor_cap_stops_producer(void **state) {
   sm_error err = SM_ERROR_INIT;
   sm_workspace_limits lim = {0};
   lim.max_bytes = BIG_SIZE * 2;
-  int rc = ws_unpack_dir(dest, ws_packer_read, p, &lim, &res, NULL, &err);
+  int rc = workspace_unpack_dir(dest, workspace_packer_read, p, &lim, &res, NULL, &err);
   assert_int_equal(rc, SM_ETOOBIG);
-  ws_apply_result_dispose(&res);
-  assert_int_equal(ws_packer_error(p)->code, 0);
-  ws_packer_free(p);
+  workspace_apply_result_dispose(&res);
+  assert_int_equal(workspace_packer_error(p)->code, 0);
+  workspace_packer_free(p);
   tf_rm_rf(dest);
 }
 
@@ -250,41 +250,43 @@ static void test_deferred(void **state) {
   for (int round = 0; round < 4; round++) {
     ws_packer *p = NULL;
     sm_error err = SM_ERROR_INIT;
-    if (ws_packer_new_deferred(&p, f->root_fd, 1000, 1000, &err) != 0) fail_msg("%s", err.message);
+    if (workspace_packer_new_deferred(&p, f->root_fd, 1000, 1000, &err) != 0)
+      fail_msg("%s", err.message);
     if (round == 3) {
       /* Never read: no thread was started. */
-      ws_packer_free(p);
+      workspace_packer_free(p);
       continue;
     }
-    if (round == 0) ws_packer_supply(p, f->items, f->n);
-    sm_buf b;
-    sm_buf_init(&b, (size_t)64 << 20);
+    if (round == 0) workspace_packer_supply(p, f->items, f->n);
+    common_buf b;
+    common_buf_init(&b, (size_t)64 << 20);
     char buf[512];
     /* The lead entry needs no items. */
     while (b.len < 512) {
-      ssize_t r = ws_packer_read(p, buf, 512 - b.len);
+      ssize_t r = workspace_packer_read(p, buf, 512 - b.len);
       assert_true(r > 0);
-      sm_buf_append(&b, buf, (size_t)r);
+      common_buf_append(&b, buf, (size_t)r);
     }
     assert_string_equal(b.data, "./");
     assert_int_equal(b.data[156], '5'); /* a directory */
     if (round == 2) {
-      ws_packer_abandon(p, SM_ETOOBIG);
-      assert_int_equal(ws_packer_read(p, buf, sizeof buf), SM_ETOOBIG);
-      ws_packer_free(p);
-      sm_buf_dispose(&b);
+      workspace_packer_abandon(p, SM_ETOOBIG);
+      assert_int_equal(workspace_packer_read(p, buf, sizeof buf), SM_ETOOBIG);
+      workspace_packer_free(p);
+      common_buf_dispose(&b);
       continue;
     }
-    if (round == 1) ws_packer_supply(p, f->items, f->n);
+    if (round == 1) workspace_packer_supply(p, f->items, f->n);
     char big[65536];
     ssize_t r;
-    while ((r = ws_packer_read(p, big, sizeof big)) > 0) sm_buf_append(&b, big, (size_t)r);
+    while ((r = workspace_packer_read(p, big, sizeof big)) > 0)
+      common_buf_append(&b, big, (size_t)r);
     assert_int_equal(r, 0);
     int64_t bytes = 0, entries = 0;
-    ws_packer_stats(p, &bytes, &entries);
+    workspace_packer_stats(p, &bytes, &entries);
     assert_int_equal(entries, BIG_FILES);
     assert_int_equal(bytes, (int64_t)BIG_FILES * BIG_SIZE);
-    ws_packer_free(p);
+    workspace_packer_free(p);
     struct archive *a = archive_read_new();
     archive_read_support_format_tar(a);
     assert_int_equal(archive_read_open_memory(a, b.data, b.len), ARCHIVE_OK);
@@ -297,31 +299,33 @@ static void test_deferred(void **state) {
     }
     assert_int_equal(n, BIG_FILES + 1);
     archive_read_free(a);
-    sm_buf_dispose(&b);
+    common_buf_dispose(&b);
   }
   /* Freed while its producer waits for the items: it ends, nothing hangs. */
   ws_packer *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (ws_packer_new_deferred(&p, f->root_fd, 0, 0, &err) != 0) fail_msg("%s", err.message);
+  if (workspace_packer_new_deferred(&p, f->root_fd, 0, 0, &err) != 0) fail_msg("%s", err.message);
   char c;
-  assert_int_equal(ws_packer_read(p, &c, 1), 1);
-  ws_packer_free(p);
+  assert_int_equal(workspace_packer_read(p, &c, 1), 1);
+  workspace_packer_free(p);
 }
 
 /* Packs all of f's tree into memory. */
 static char *pack_all(int root_fd, ws_entry **items, size_t n, size_t *len) {
   ws_packer *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (ws_packer_new(&p, root_fd, items, n, "", 1000, 1000, &err) != 0) fail_msg("%s", err.message);
-  sm_buf b;
-  sm_buf_init(&b, (size_t)64 << 20);
+  if (workspace_packer_new(&p, root_fd, items, n, "", 1000, 1000, &err) != 0)
+    fail_msg("%s", err.message);
+  common_buf b;
+  common_buf_init(&b, (size_t)64 << 20);
   char buf[70000];
   ssize_t r;
-  while ((r = ws_packer_read(p, buf, sizeof buf)) > 0) assert_int_equal(sm_buf_append(&b, buf, (size_t)r), 0);
+  while ((r = workspace_packer_read(p, buf, sizeof buf)) > 0)
+    assert_int_equal(common_buf_append(&b, buf, (size_t)r), 0);
   assert_int_equal(r, 0);
-  ws_packer_free(p);
+  workspace_packer_free(p);
   *len = b.len;
-  return sm_buf_steal(&b, NULL);
+  return common_buf_steal(&b, NULL);
 }
 
 /* The stream the engine unpacks: a plain ustar header for ordinary entries
@@ -350,8 +354,8 @@ static void test_stream_format(void **state) {
                     .max_path = WS_DEFAULT_MAX_PATH};
   sm_error err = SM_ERROR_INIT;
   ws_manifest m;
-  ws_manifest_init(&m);
-  if (ws_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
+  workspace_manifest_init(&m);
+  if (workspace_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
   ws_entry **items = calloc(m.n + 1, sizeof *items);
   for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
   size_t len = 0;
@@ -361,7 +365,7 @@ static void test_stream_format(void **state) {
   assert_int_equal(len, (size_t)(4 * 512 + 512 + 1024));
   free(tar);
   free(items);
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
 
   /* Odd names: non-ASCII (valid and invalid UTF-8), too long for ustar,
    * link targets alike. The caller's locale does not matter. */
@@ -383,8 +387,8 @@ static void test_stream_format(void **state) {
   snprintf(target, sizeof target, "src/%s/../../t\xc3\xa4rget-\xff", longname);
   snprintf(p, sizeof p, "%s/oddlink", root);
   assert_int_equal(symlink(target, p), 0);
-  ws_manifest_init(&m);
-  if (ws_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
+  workspace_manifest_init(&m);
+  if (workspace_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
   items = calloc(m.n + 1, sizeof *items);
   for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
   tar = pack_all(fd, items, m.n, &len);
@@ -401,7 +405,7 @@ static void test_stream_format(void **state) {
     snprintf(bare, sizeof bare, "%s", name);
     size_t bl = strlen(bare);
     if (bl > 0 && bare[bl - 1] == '/') bare[bl - 1] = '\0';
-    assert_non_null(ws_manifest_get(&m, bare));
+    assert_non_null(workspace_manifest_get(&m, bare));
     for (size_t i = 0; i < 3; i++)
       if (strcmp(bare, names[i]) == 0) odd++;
     if (strcmp(bare, longname) == 0) odd++;
@@ -416,7 +420,7 @@ static void test_stream_format(void **state) {
   archive_read_free(a);
   free(tar);
   free(items);
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
   close(fd);
   tf_rm_rf(root);
 }

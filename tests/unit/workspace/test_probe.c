@@ -17,13 +17,13 @@
 
 static int parse(const char *text, ws_manifest *m) {
   sm_error err = SM_ERROR_INIT;
-  return ws_probe_parse(text, strlen(text), 1000, 4096, m, &err);
+  return workspace_probe_parse(text, strlen(text), 1000, 4096, m, &err);
 }
 
 static void test_parse_good(void **state) {
   (void)state;
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   const char *text =
       "6|1700000000|1795314400|2026-11-22 02:26:40.123456789 +0000|81a4|./a b.txt\n"
       "0|1700000000|1795314400|2026-11-22 02:26:40.5 +0000|41ed|./dir\n"
@@ -32,22 +32,22 @@ static void test_parse_good(void **state) {
       "0|1|2|x|11a4|./fifo\n";
   assert_int_equal(parse(text, &m), 0);
   assert_int_equal(m.n, 5); /* the socket too: it is refused from the listing */
-  assert_int_equal(ws_manifest_get(&m, "sock")->type, 's');
-  ws_entry *e = ws_manifest_get(&m, "a b.txt");
+  assert_int_equal(workspace_manifest_get(&m, "sock")->type, 's');
+  ws_entry *e = workspace_manifest_get(&m, "a b.txt");
   assert_non_null(e);
   assert_int_equal(e->type, 'f');
   assert_int_equal(e->size, 6);
   assert_int_equal(e->mode, 0644);
   assert_int_equal(e->ctime, 1795314400123456789LL);
-  e = ws_manifest_get(&m, "dir");
+  e = workspace_manifest_get(&m, "dir");
   assert_int_equal(e->type, 'd');
   /* Without 9 digits of nanoseconds: the whole second. */
   assert_int_equal(e->ctime, 1795314400000000000LL);
-  e = ws_manifest_get(&m, "dir/l|ink");
+  e = workspace_manifest_get(&m, "dir/l|ink");
   assert_non_null(e);
   assert_int_equal(e->type, 'l');
-  assert_int_equal(ws_manifest_get(&m, "fifo")->type, 'p');
-  ws_manifest_dispose(&m);
+  assert_int_equal(workspace_manifest_get(&m, "fifo")->type, 'p');
+  workspace_manifest_dispose(&m);
 }
 
 static void test_parse_bad(void **state) {
@@ -66,20 +66,20 @@ static void test_parse_bad(void **state) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ws_manifest m;
-    ws_manifest_init(&m);
+    workspace_manifest_init(&m);
     if (parse(bad[i], &m) == 0) fail_msg("accepted: %s", bad[i]);
-    ws_manifest_dispose(&m);
+    workspace_manifest_dispose(&m);
   }
   /* Over the entry cap. */
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   sm_error err = SM_ERROR_INIT;
   const char *two = "1|1|1|x|81a4|./a\n1|1|1|x|81a4|./b\n";
-  assert_int_equal(ws_probe_parse(two, strlen(two), 1, 4096, &m, &err), SM_ETOOBIG);
+  assert_int_equal(workspace_probe_parse(two, strlen(two), 1, 4096, &m, &err), SM_ETOOBIG);
   /* An empty workspace is an empty listing. */
-  assert_int_equal(ws_probe_parse("", 0, 1, 4096, &m, &err), 0);
+  assert_int_equal(workspace_probe_parse("", 0, 1, 4096, &m, &err), 0);
   assert_int_equal(m.n, 0);
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
 }
 
 static void add(ws_manifest *m, const char *path, char type, int64_t size, int64_t mtime,
@@ -95,14 +95,14 @@ static void add(ws_manifest *m, const char *path, char type, int64_t size, int64
   e.mode = type == 'd' ? 0755 : 0644;
   e.link = SM_UNCONST(link);
   e.stage = -1;
-  assert_int_equal(ws_manifest_add(m, &e, NULL), 0);
+  assert_int_equal(workspace_manifest_add(m, &e, NULL), 0);
 }
 
 static void test_plan(void **state) {
   (void)state;
   ws_manifest base, list;
-  ws_manifest_init(&base);
-  ws_manifest_init(&list);
+  workspace_manifest_init(&base);
+  workspace_manifest_init(&list);
   add(&base, "same.txt", 'f', 5, 100, 1000, NULL);
   add(&base, "grown.txt", 'f', 5, 100, 1000, NULL);
   add(&base, "ctime.txt", 'f', 5, 100, 1000, NULL);
@@ -122,37 +122,37 @@ static void test_plan(void **state) {
   add(&list, "l", 'l', 1, 0, 1000, NULL);
   add(&list, "unknown.txt", 'f', 1, 100, 1000, NULL); /* no ctime on record: fetched */
   ws_extract x;
-  ws_extract_init(&x);
+  workspace_extract_init(&x);
   x.base = &base;
   char **roots = NULL;
   size_t n = 0;
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_probe_plan(&x, &list, 100, &roots, &n, &err), 0);
+  assert_int_equal(workspace_probe_plan(&x, &list, 100, &roots, &n, &err), 0);
   /* A new directory is one fetch; unchanged entries are in the box. */
   assert_int_equal(n, 4);
   assert_string_equal(roots[0], "ctime.txt");
   assert_string_equal(roots[1], "grown.txt");
   assert_string_equal(roots[2], "new");
   assert_string_equal(roots[3], "unknown.txt");
-  assert_non_null(ws_manifest_get(&x.box, "same.txt"));
-  assert_non_null(ws_manifest_get(&x.box, "d/in.txt"));
-  assert_non_null(ws_manifest_get(&x.box, "l"));
-  assert_null(ws_manifest_get(&x.box, "gone.txt"));
-  ws_probe_free_roots(roots, n);
-  ws_extract_dispose(&x);
+  assert_non_null(workspace_manifest_get(&x.box, "same.txt"));
+  assert_non_null(workspace_manifest_get(&x.box, "d/in.txt"));
+  assert_non_null(workspace_manifest_get(&x.box, "l"));
+  assert_null(workspace_manifest_get(&x.box, "gone.txt"));
+  workspace_probe_free_roots(roots, n);
+  workspace_extract_dispose(&x);
   /* Too many: the caller copies everything. */
-  ws_extract_init(&x);
+  workspace_extract_init(&x);
   x.base = &base;
-  assert_int_equal(ws_probe_plan(&x, &list, 2, &roots, &n, &err), 1);
-  ws_extract_dispose(&x);
+  assert_int_equal(workspace_probe_plan(&x, &list, 2, &roots, &n, &err), 1);
+  workspace_extract_dispose(&x);
   /* Recording: ctimes kept where the listing agrees, else unknown. */
-  ws_probe_record(&base, &list, -1);
-  assert_int_equal(ws_manifest_get(&base, "same.txt")->box_ctime, 1000);
-  assert_int_equal(ws_manifest_get(&base, "ctime.txt")->box_ctime, 1001);
-  assert_int_equal(ws_manifest_get(&base, "grown.txt")->box_ctime, 0);
-  assert_int_equal(ws_manifest_get(&base, "gone.txt")->box_ctime, 0);
-  ws_manifest_dispose(&base);
-  ws_manifest_dispose(&list);
+  workspace_probe_record(&base, &list, -1);
+  assert_int_equal(workspace_manifest_get(&base, "same.txt")->box_ctime, 1000);
+  assert_int_equal(workspace_manifest_get(&base, "ctime.txt")->box_ctime, 1001);
+  assert_int_equal(workspace_manifest_get(&base, "grown.txt")->box_ctime, 0);
+  assert_int_equal(workspace_manifest_get(&base, "gone.txt")->box_ctime, 0);
+  workspace_manifest_dispose(&base);
+  workspace_manifest_dispose(&list);
 }
 
 /* Issue 25.9: the listing names an entry whose path passes the limit as
@@ -162,11 +162,11 @@ static void test_parse_too_long(void **state) {
   (void)state;
   /* d, then 200-byte names down to the first past the limit; the folders
    * above it listed (and known to the manifest), that one as too long. */
-  sm_buf text;
-  sm_buf_init(&text, 1 << 20);
+  common_buf text;
+  common_buf_init(&text, 1 << 20);
   char path[2 * WS_LIST_PATH_MAX] = "d";
   ws_manifest base;
-  ws_manifest_init(&base);
+  workspace_manifest_init(&base);
   ws_entry d;
   memset(&d, 0, sizeof d);
   d.type = 'd';
@@ -174,48 +174,48 @@ static void test_parse_too_long(void **state) {
   d.stage = -1;
   for (;;) {
     d.path = path;
-    assert_int_equal(ws_manifest_add(&base, &d, NULL), 0);
-    sm_buf_printf(&text, "0|1|2|x|41ed|./%s\n", path);
+    assert_int_equal(workspace_manifest_add(&base, &d, NULL), 0);
+    common_buf_printf(&text, "0|1|2|x|41ed|./%s\n", path);
     size_t len = strlen(path);
     path[len] = '/';
     memset(path + len + 1, 'n', 200);
     path[len + 201] = '\0';
     if (len + 201 > WS_LIST_PATH_MAX) break;
   }
-  sm_buf_printf(&text, "L|./%s\n", path);
+  common_buf_printf(&text, "L|./%s\n", path);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_probe_parse(text.data, text.len, 1000, 4096, &m, &err), 0);
-  const ws_entry *e = ws_manifest_get(&m, path);
+  assert_int_equal(workspace_probe_parse(text.data, text.len, 1000, 4096, &m, &err), 0);
+  const ws_entry *e = workspace_manifest_get(&m, path);
   assert_non_null(e);
   assert_int_equal(e->type, '?');
   ws_extract x;
-  ws_extract_init(&x);
+  workspace_extract_init(&x);
   x.base = &base;
   char **roots = NULL;
   size_t n = 0;
-  assert_int_equal(ws_probe_plan(&x, &m, 8, &roots, &n, &err), 0);
+  assert_int_equal(workspace_probe_plan(&x, &m, 8, &roots, &n, &err), 0);
   assert_int_equal(n, 0); /* nothing to fetch */
-  const ws_entry *r = ws_manifest_get(&x.box, path);
+  const ws_entry *r = workspace_manifest_get(&x.box, path);
   assert_non_null(r);
   assert_int_equal(r->state, WS_REFUSED);
-  assert_string_equal(ws_reason_name(r->refusal), "path_too_long");
-  ws_probe_free_roots(roots, n);
-  ws_extract_dispose(&x);
-  ws_manifest_dispose(&m);
+  assert_string_equal(workspace_reason_name(r->refusal), "path_too_long");
+  workspace_probe_free_roots(roots, n);
+  workspace_extract_dispose(&x);
+  workspace_manifest_dispose(&m);
   /* Longer than a pruned entry can be: not a listing. */
-  sm_buf_reset(&text);
+  common_buf_reset(&text);
   size_t len = strlen(path);
   path[len] = '/';
   memset(path + len + 1, 'n', 200);
   path[len + 201] = '\0';
-  sm_buf_printf(&text, "L|./%s\n", path);
-  ws_manifest_init(&m);
-  assert_int_equal(ws_probe_parse(text.data, text.len, 1000, 4096, &m, &err), SM_EPROTOCOL);
-  ws_manifest_dispose(&m);
-  ws_manifest_dispose(&base);
-  sm_buf_dispose(&text);
+  common_buf_printf(&text, "L|./%s\n", path);
+  workspace_manifest_init(&m);
+  assert_int_equal(workspace_probe_parse(text.data, text.len, 1000, 4096, &m, &err), SM_EPROTOCOL);
+  workspace_manifest_dispose(&m);
+  workspace_manifest_dispose(&base);
+  common_buf_dispose(&text);
 }
 
 int main(void) {

@@ -20,7 +20,7 @@ static ws_protect *compile(const char *const *globs, size_t n) {
   for (size_t i = 0; i < n; i++) assert_int_equal(sm_string_list_add(&l, globs[i], NULL), 0);
   ws_protect *p = NULL;
   sm_error err = SM_ERROR_INIT;
-  if (ws_protect_new(&p, &l, &err) != 0) fail_msg("%s", err.message);
+  if (workspace_protect_new(&p, &l, &err) != 0) fail_msg("%s", err.message);
   return p;
 }
 
@@ -32,12 +32,13 @@ static void test_glob_syntax(void **state) {
   };
   for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
     sm_error err = SM_ERROR_INIT;
-    if (ws_protect_glob_check(good[i], &err) != 0) fail_msg("%s: %s", good[i], err.message);
+    if (workspace_protect_glob_check(good[i], &err) != 0) fail_msg("%s: %s", good[i], err.message);
   }
   static const char *const bad[] = {"", "/", "//", "a/../b", "./x", "[abc", "x/[", "a/./b"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     sm_error err = SM_ERROR_INIT;
-    if (ws_protect_glob_check(bad[i], &err) != SM_EINVAL) fail_msg("'%s' was accepted", bad[i]);
+    if (workspace_protect_glob_check(bad[i], &err) != SM_EINVAL)
+      fail_msg("'%s' was accepted", bad[i]);
     assert_non_null(strstr(err.message, "protect glob"));
   }
   /* 63 components at most. */
@@ -45,7 +46,7 @@ static void test_glob_syntax(void **state) {
   for (int i = 0; i < 64; i++) memcpy(deep + 2 * i, "a/", 2);
   deep[128] = '\0';
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_protect_glob_check(deep, &err), SM_EINVAL);
+  assert_int_equal(workspace_protect_glob_check(deep, &err), SM_EINVAL);
 }
 
 typedef struct row {
@@ -116,24 +117,24 @@ static void test_matches(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     ws_protect *p = compile(&rows[i].glob, 1);
-    int got = ws_protected(p, rows[i].path, rows[i].is_dir);
+    int got = workspace_protected(p, rows[i].path, rows[i].is_dir);
     if (got != rows[i].expect)
       fail_msg("glob '%s', %s '%s': expected %d, got %d", rows[i].glob,
                rows[i].is_dir ? "directory" : "entry", rows[i].path, rows[i].expect, got);
-    ws_protect_free(p);
+    workspace_protect_free(p);
   }
 }
 
 static void test_empty_list_protects_nothing(void **state) {
   (void)state;
   ws_protect *p = compile(NULL, 0);
-  assert_int_equal(ws_protect_count(p), 0);
-  assert_int_equal(ws_protected(p, ".git/hooks/pre-commit", 0), 0);
-  ws_protect_free(p);
+  assert_int_equal(workspace_protect_count(p), 0);
+  assert_int_equal(workspace_protected(p, ".git/hooks/pre-commit", 0), 0);
+  workspace_protect_free(p);
 }
 
 static int cmp_paths(const void *a, const void *b) {
-  return ws_path_cmp(*(const char *const *)a, *(const char *const *)b);
+  return workspace_path_cmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* The walk (states kept from one path to the next) says what one-off
@@ -151,16 +152,16 @@ static void test_walk_agrees(void **state) {
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1) qsort(paths, n, sizeof *paths, cmp_paths);
     ws_protect_walk w;
-    ws_protect_walk_init(&w, p);
+    workspace_protect_walk_init(&w, p);
     for (size_t i = 0; i < n; i++)
       for (int dir = 0; dir < 2; dir++) {
-        int one = ws_protected(p, paths[i], dir);
-        int walked = ws_protect_walk_path(&w, paths[i], dir);
+        int one = workspace_protected(p, paths[i], dir);
+        int walked = workspace_protect_walk_path(&w, paths[i], dir);
         if (one != walked) fail_msg("%s (dir %d): walk %d, one-off %d", paths[i], dir, walked, one);
       }
-    ws_protect_walk_dispose(&w);
+    workspace_protect_walk_dispose(&w);
   }
-  ws_protect_free(p);
+  workspace_protect_free(p);
 }
 
 static void test_path_order(void **state) {

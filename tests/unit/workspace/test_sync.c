@@ -109,11 +109,11 @@ static void outres_free(outres *r) {
 }
 
 static char *joined(char **v, size_t n) {
-  sm_buf b;
-  sm_buf_init(&b, 1 << 20);
-  sm_buf_append(&b, "", 0);
-  for (size_t i = 0; i < n; i++) sm_buf_printf(&b, "%s%s", i ? "," : "", v[i]);
-  return sm_buf_steal(&b, NULL);
+  common_buf b;
+  common_buf_init(&b, 1 << 20);
+  common_buf_append(&b, "", 0);
+  for (size_t i = 0; i < n; i++) common_buf_printf(&b, "%s%s", i ? "," : "", v[i]);
+  return common_buf_steal(&b, NULL);
 }
 
 static void make_tree(fx *f) {
@@ -322,11 +322,12 @@ static void test_conflicts(void **state) {
 static char *refusals(sm_workspace_sync *s) {
   const sm_workspace_refusal *v = NULL;
   size_t n = sm_workspace_sync_refused(s, &v);
-  sm_buf b;
-  sm_buf_init(&b, 1 << 20);
-  sm_buf_append(&b, "", 0);
-  for (size_t i = 0; i < n; i++) sm_buf_printf(&b, "%s%s=%s", i ? "," : "", v[i].path, v[i].reason);
-  return sm_buf_steal(&b, NULL);
+  common_buf b;
+  common_buf_init(&b, 1 << 20);
+  common_buf_append(&b, "", 0);
+  for (size_t i = 0; i < n; i++)
+    common_buf_printf(&b, "%s%s=%s", i ? "," : "", v[i].path, v[i].reason);
+  return common_buf_steal(&b, NULL);
 }
 
 static void expect_out(sm_workspace_sync *s, fx *f, const char *changed, const char *refused) {
@@ -499,7 +500,7 @@ static pid_t stage_in_child(const char *host, int hold, int ready[2]) {
   int fd = open(host, O_RDONLY | O_DIRECTORY);
   char *path = NULL;
   sm_error err = SM_ERROR_INIT;
-  int sfd = ws_stage_create(fd, host, &path, &err);
+  int sfd = workspace_stage_create(fd, host, &path, &err);
   if (sfd < 0) _exit(1);
   if (openat(sfd, "0", O_WRONLY | O_CREAT, 0600) < 0) _exit(1);
   if (write(ready[1], "x", 1) != 1) _exit(1);
@@ -661,13 +662,13 @@ static void test_protected_paths(void **state) {
 }
 
 /* Log lines of the copy, kept for the test below. */
-static sm_buf logged;
+static common_buf logged;
 
 static void keep_log(sm_log_level level, const char *rid, const char *msg, void *ud) {
   (void)level;
   (void)rid;
   (void)ud;
-  sm_buf_printf(&logged, "%s\n", msg);
+  common_buf_printf(&logged, "%s\n", msg);
 }
 
 static size_t count(const char *hay, const char *needle) {
@@ -803,7 +804,7 @@ static void test_git_modes_never_widen(void **state) {
 /* A value the call was given in secret (a leased credential) that the tool
  * names files after never reaches the copy's log lines: a conflict and a
  * refused link are logged with it [REDACTED] (mode none's packer drops a
- * setuid bit before the extractor's line; that line is ws_log_path's too). */
+ * setuid bit before the extractor's line; that line is workspace_log_path's too). */
 static void test_log_masks_secret_values(void **state) {
   fx *f = *state;
   put(f->host, "c-ghp_leased_value_77.txt", "original\n");
@@ -820,8 +821,8 @@ static void test_log_masks_secret_values(void **state) {
   assert_int_equal(chmod(p, 04755), 0);
   pathf(p, sizeof p, f->scratch, "abc-ghp_leased_value_77");
   assert_int_equal(symlink("/etc/passwd", p), 0);
-  sm_buf_init(&logged, 1 << 20);
-  sm_buf_append(&logged, "", 0);
+  common_buf_init(&logged, 1 << 20);
+  common_buf_append(&logged, "", 0);
   sm_log_level was = sm_log_get_level();
   sm_log_set_level(SM_LOG_DEBUG);
   sm_log_set_handler(keep_log, NULL);
@@ -831,7 +832,7 @@ static void test_log_masks_secret_values(void **state) {
   sm_log_set_level(was);
   if (rc != 0) fail_msg("%s", err.message);
   outres_free(&r);
-  char *text = sm_buf_steal(&logged, NULL);
+  char *text = common_buf_steal(&logged, NULL);
   if (strstr(text, "ghp_leased_value_77")) fail_msg("a log line holds the value:\n%s", text);
   /* Each line is still there, the value masked (the short one is not). */
   assert_int_equal(count(text, "'c-[REDACTED].txt' changed on both sides"), 1);
@@ -841,28 +842,28 @@ static void test_log_masks_secret_values(void **state) {
   sm_workspace_sync_free(s);
 }
 
-/* ws_log_path: every occurrence masked, short values left, a cut line
+/* workspace_log_path: every occurrence masked, short values left, a cut line
  * never shows the start of a value. */
 static void test_log_path(void **state) {
   (void)state;
   ws_redact r;
-  ws_redact_init(&r);
+  workspace_redact_init(&r);
   const char *kv[] = {"A=secret1", "B=tiny", "C=", "NOEQUALS", "D=other-secret",
                       "E=secret1-longer"};
-  assert_int_equal(ws_redact_set(&r, kv, 6), 0);
+  assert_int_equal(workspace_redact_set(&r, kv, 6), 0);
   assert_int_equal(r.n, 3);
   char buf[64];
-  assert_string_equal(ws_log_path(&r, "secret1-longer/x", buf, sizeof buf), "[REDACTED]/x");
-  assert_string_equal(ws_log_path(&r, "plain/path", buf, sizeof buf), "plain/path");
-  assert_string_equal(ws_log_path(&r, "secret1", buf, sizeof buf), "[REDACTED]");
-  assert_string_equal(ws_log_path(&r, "a/secret1/b-other-secret.tiny", buf, sizeof buf),
+  assert_string_equal(workspace_log_path(&r, "secret1-longer/x", buf, sizeof buf), "[REDACTED]/x");
+  assert_string_equal(workspace_log_path(&r, "plain/path", buf, sizeof buf), "plain/path");
+  assert_string_equal(workspace_log_path(&r, "secret1", buf, sizeof buf), "[REDACTED]");
+  assert_string_equal(workspace_log_path(&r, "a/secret1/b-other-secret.tiny", buf, sizeof buf),
                       "a/[REDACTED]/b-[REDACTED].tiny");
-  assert_string_equal(ws_log_path(&r, "secret1secret1", buf, sizeof buf),
+  assert_string_equal(workspace_log_path(&r, "secret1secret1", buf, sizeof buf),
                       "[REDACTED][REDACTED]");
   char small[8];
-  assert_string_equal(ws_log_path(&r, "xxxxsecret1", small, sizeof small), "xxxx[RE");
-  assert_string_equal(ws_log_path(NULL, "secret1", buf, sizeof buf), "secret1");
-  ws_redact_dispose(&r);
+  assert_string_equal(workspace_log_path(&r, "xxxxsecret1", small, sizeof small), "xxxx[RE");
+  assert_string_equal(workspace_log_path(NULL, "secret1", buf, sizeof buf), "secret1");
+  workspace_redact_dispose(&r);
   assert_int_equal(r.n, 0);
 }
 
@@ -878,11 +879,11 @@ static void test_interrupted(void **state) {
   }
   sm_workspace_sync *s = new_sync(f, NULL, NULL);
   /* Interrupted copy in: an error, and the manifest still asks for a full copy. */
-  ws_sync_abort_after(s, 30000);
+  workspace_sync_abort_after(s, 30000);
   sm_error err = SM_ERROR_INIT;
   assert_int_not_equal(sm_workspace_sync_in(s, &f->target, &err), 0);
   assert_non_null(strstr(err.message, "aborted"));
-  ws_sync_abort_after(s, -1);
+  workspace_sync_abort_after(s, -1);
   sync_in_ok(s, f);
   char *a = snapshot(f->host), *b = snapshot(f->scratch);
   assert_string_equal(a, b);
@@ -898,7 +899,7 @@ static void test_interrupted(void **state) {
   pathf(p, sizeof p, f->scratch, "f00");
   unlink(p);
   char *before = snapshot(f->host);
-  ws_sync_abort_after(s, 10000);
+  workspace_sync_abort_after(s, 10000);
   outres r;
   assert_int_not_equal(sync_out(s, f, &r, &err), 0);
   char *after = snapshot(f->host);
@@ -1013,18 +1014,18 @@ static void test_manifest_file(void **state) {
   sync_in_ok(s, f);
   sm_workspace_sync_free(s);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_manifest_load(&m, NULL, f->manifest, 1000, &err), 0);
+  assert_int_equal(workspace_manifest_load(&m, NULL, f->manifest, 1000, &err), 0);
   assert_int_equal(m.n, 10);
   assert_string_equal(m.root, f->scratch);
-  ws_entry *e = ws_manifest_get(&m, "name with spaces and ünïcødé.txt");
+  ws_entry *e = workspace_manifest_get(&m, "name with spaces and ünïcødé.txt");
   assert_non_null(e);
   assert_true(e->has_hash);
-  e = ws_manifest_get(&m, "outlink");
+  e = workspace_manifest_get(&m, "outlink");
   assert_non_null(e);
   assert_string_equal(e->link, "/etc/hostname");
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
   /* A damaged manifest is ignored: a full copy, and a clean scratch. */
   tf_write_str(f->manifest, "sandman-workspace-manifest 1\ne q\n");
   put(f->scratch, "stale", "left from before\n");

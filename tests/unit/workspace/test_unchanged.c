@@ -2,7 +2,7 @@
  * against the digest the host works out from a manifest (the two must
  * agree on an unchanged folder and differ on every change a copy out
  * acts on), which manifests allow the check, and that a listing equal to
- * the expected one is one ws_probe_plan has nothing to fetch in. */
+ * the expected one is one workspace_probe_plan has nothing to fetch in. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,7 +85,7 @@ static void manifest_of(const char *dir, const sm_string_list *excl, ws_manifest
   assert_true(fd >= 0);
   ws_scan_opts so = {excl, (int64_t)1 << 30, 100000, 4096, 0};
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(ws_scan(fd, dir, &so, m, &err), 0);
+  assert_int_equal(workspace_scan(fd, dir, &so, m, &err), 0);
   for (size_t i = 0; i < m->n; i++) {
     ws_entry *e = &m->v[i];
     struct stat st;
@@ -100,7 +100,7 @@ static void expect_hex(const ws_manifest *base, const ws_manifest *held,
                        const sm_string_list *excl, char *line, size_t len) {
   char hex[65];
   uint64_t count = 0;
-  assert_int_equal(ws_unchanged_expect(base, held, excl, hex, &count), 1);
+  assert_int_equal(workspace_unchanged_expect(base, held, excl, hex, &count), 1);
   snprintf(line, len, WS_DIGEST_PREFIX "%s %llu\n", hex, (unsigned long long)count);
 }
 
@@ -137,7 +137,7 @@ static void test_agent_and_host_agree(void **state) {
   fx *f = *state;
   tree(f->dir);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   manifest_of(f->dir, NULL, &m);
   char want[160], got[160];
   expect_hex(&m, NULL, NULL, want, sizeof want);
@@ -145,9 +145,9 @@ static void test_agent_and_host_agree(void **state) {
   assert_string_equal(got, want);
   char hex[65];
   uint64_t count = 0;
-  assert_int_equal(ws_unchanged_parse(got, strlen(got), hex, &count), 0);
+  assert_int_equal(workspace_unchanged_parse(got, strlen(got), hex, &count), 0);
   assert_int_equal(count, m.n);
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
 }
 
 /* Every change the copy out acts on gives another digest. */
@@ -155,7 +155,7 @@ static void test_changes_show(void **state) {
   fx *f = *state;
   tree(f->dir);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   manifest_of(f->dir, NULL, &m);
   char want[160], got[160];
   expect_hex(&m, NULL, NULL, want, sizeof want);
@@ -191,12 +191,12 @@ static void test_changes_show(void **state) {
     /* The next change is measured against this state (a fifo, the last,
      * is no entry of a host walk). */
     if (i + 1 == sizeof changes / sizeof changes[0]) break;
-    ws_manifest_clear(&m);
+    workspace_manifest_clear(&m);
     manifest_of(f->dir, NULL, &m);
     expect_hex(&m, NULL, NULL, want, sizeof want);
     assert_string_equal(got, want);
   }
-  ws_manifest_dispose(&m);
+  workspace_manifest_dispose(&m);
 }
 
 /* What the excludes leave out is not walked: the sandbox may change it. */
@@ -210,9 +210,9 @@ static void test_excludes(void **state) {
   sm_string_list_add(&excl, "node_modules", NULL);
   sm_string_list_add(&excl, "*.log", NULL);
   ws_manifest m;
-  ws_manifest_init(&m);
+  workspace_manifest_init(&m);
   manifest_of(f->dir, &excl, &m);
-  assert_null(ws_manifest_get(&m, "node_modules"));
+  assert_null(workspace_manifest_get(&m, "node_modules"));
   char want[160], got[160];
   expect_hex(&m, NULL, &excl, want, sizeof want);
   const char *ex[] = {"node_modules", "*.log", NULL};
@@ -228,8 +228,8 @@ static void test_excludes(void **state) {
   sm_string_list_add(&more, "Z", NULL);
   char hex[65];
   uint64_t count;
-  assert_int_equal(ws_unchanged_expect(&m, NULL, &more, hex, &count), 0);
-  ws_manifest_dispose(&m);
+  assert_int_equal(workspace_unchanged_expect(&m, NULL, &more, hex, &count), 0);
+  workspace_manifest_dispose(&m);
 }
 
 /* No digest (exit 3) past the entry cap or the listing's path limit; a
@@ -280,72 +280,72 @@ static void add(ws_manifest *m, const char *path, char type, int64_t ctime) {
   e.mode = type == 'd' ? 0755 : 0644;
   e.link = type == 'l' ? SM_UNCONST("x") : NULL;
   e.stage = -1;
-  assert_int_equal(ws_manifest_add(m, &e, NULL), 0);
+  assert_int_equal(workspace_manifest_add(m, &e, NULL), 0);
 }
 
 /* Which manifests a digest can vouch for. */
 static void test_which_manifests(void **state) {
   (void)state;
   ws_manifest base, held;
-  ws_manifest_init(&base);
-  ws_manifest_init(&held);
+  workspace_manifest_init(&base);
+  workspace_manifest_init(&held);
   char hex[65];
   uint64_t count = 0;
   /* An empty workspace: the digest of nothing. */
-  assert_int_equal(ws_unchanged_expect(&base, NULL, NULL, hex, &count), 1);
+  assert_int_equal(workspace_unchanged_expect(&base, NULL, NULL, hex, &count), 1);
   assert_int_equal(count, 0);
   add(&base, "d", 'd', 0);
   add(&base, "d/f", 'f', 1000);
   add(&base, "l", 'l', 1000);
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 1);
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 1);
   assert_int_equal(count, 3);
   /* A file with no ctime on record, or a racy one: only a listing. */
-  ws_manifest_get(&base, "d/f")->box_ctime = 0;
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_get(&base, "d/f")->box_ctime = 1000;
-  ws_manifest_get(&base, "d/f")->racy = WS_RACY_BOX;
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_get(&base, "d/f")->racy = WS_RACY_HOST; /* the host's side does not matter */
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 1);
-  ws_manifest_get(&base, "d/f")->box_mtime = WS_UNKNOWN_MTIME;
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_get(&base, "d/f")->box_mtime = 100;
-  ws_manifest_get(&base, "l")->box_ctime = 0;
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_get(&base, "l")->box_ctime = 1000;
+  workspace_manifest_get(&base, "d/f")->box_ctime = 0;
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_get(&base, "d/f")->box_ctime = 1000;
+  workspace_manifest_get(&base, "d/f")->racy = WS_RACY_BOX;
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_get(&base, "d/f")->racy = WS_RACY_HOST; /* the host's side does not matter */
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 1);
+  workspace_manifest_get(&base, "d/f")->box_mtime = WS_UNKNOWN_MTIME;
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_get(&base, "d/f")->box_mtime = 100;
+  workspace_manifest_get(&base, "l")->box_ctime = 0;
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_get(&base, "l")->box_ctime = 1000;
   /* Held: the sandbox's version counts instead of the base's. */
   char before[65];
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, before, &count), 1);
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, before, &count), 1);
   add(&held, "l", 'l', 2000);
-  ws_manifest_get(&held, "l")->refusal = WS_R_LINK_ABSOLUTE;
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 1);
+  workspace_manifest_get(&held, "l")->refusal = WS_R_LINK_ABSOLUTE;
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 1);
   assert_int_equal(count, 3);
   assert_string_not_equal(hex, before);
   /* A held fifo is walked like any entry. */
   add(&held, "d/p", 'p', 3000);
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 1);
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 1);
   assert_int_equal(count, 4);
   /* A held version the plan would take for the base's: no check. */
-  ws_manifest_get(&held, "l")->box_ctime = 1000;
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_get(&held, "l")->box_ctime = 2000;
+  workspace_manifest_get(&held, "l")->box_ctime = 1000;
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_get(&held, "l")->box_ctime = 2000;
   /* A held deletion depends on today's protected list: no check. */
   ws_entry del;
   memset(&del, 0, sizeof del);
   del.path = SM_UNCONST("d/f");
   del.type = WS_DELETED;
   del.refusal = WS_R_PROTECTED;
-  assert_int_equal(ws_manifest_add(&held, &del, NULL), 0);
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_dispose(&held);
-  ws_manifest_init(&held);
+  assert_int_equal(workspace_manifest_add(&held, &del, NULL), 0);
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_dispose(&held);
+  workspace_manifest_init(&held);
   /* A path past what the listing enters: no check. */
   char longp[WS_LIST_PATH_MAX + 2];
   memset(longp, 'p', sizeof longp - 1);
   longp[sizeof longp - 1] = '\0';
   add(&base, longp, 'd', 0);
-  assert_int_equal(ws_unchanged_expect(&base, &held, NULL, hex, &count), 0);
-  ws_manifest_dispose(&base);
+  assert_int_equal(workspace_unchanged_expect(&base, &held, NULL, hex, &count), 0);
+  workspace_manifest_dispose(&base);
 }
 
 static void test_parse(void **state) {
@@ -354,7 +354,7 @@ static void test_parse(void **state) {
   uint64_t count = 0;
   char good[160];
   snprintf(good, sizeof good, WS_DIGEST_PREFIX "%064d 12\n", 0);
-  assert_int_equal(ws_unchanged_parse(good, strlen(good), hex, &count), 0);
+  assert_int_equal(workspace_unchanged_parse(good, strlen(good), hex, &count), 0);
   assert_int_equal(count, 12);
   const char *bad[] = {
       "",
@@ -369,21 +369,22 @@ static void test_parse(void **state) {
                        "99999999999999999999999\n",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    if (ws_unchanged_parse(bad[i], strlen(bad[i]), hex, &count) == 0) fail_msg("took: %s", bad[i]);
+    if (workspace_unchanged_parse(bad[i], strlen(bad[i]), hex, &count) == 0)
+      fail_msg("took: %s", bad[i]);
 }
 
 /* The listing the sandbox shows when it holds exactly what a manifest
  * says (the fields no digest covers set at random: a folder's times, a
- * link's mode): ws_probe_plan must have nothing to fetch in it, take
+ * link's mode): workspace_probe_plan must have nothing to fetch in it, take
  * every base entry unchanged and every held one as refused before. */
 static void test_plan_agrees(void **state) {
   (void)state;
   srand(27);
   for (int round = 0; round < 200; round++) {
     ws_manifest base, held, list;
-    ws_manifest_init(&base);
-    ws_manifest_init(&held);
-    ws_manifest_init(&list);
+    workspace_manifest_init(&base);
+    workspace_manifest_init(&held);
+    workspace_manifest_init(&list);
     char path[64];
     int n = 1 + rand() % 30;
     for (int i = 0; i < n; i++) {
@@ -391,23 +392,23 @@ static void test_plan_agrees(void **state) {
       if (i == 0) add(&base, "d", 'd', 0);
       char type = "ffld"[rand() % 4];
       add(&base, path, type, 1000 + rand() % 50);
-      ws_entry *b = ws_manifest_get(&base, path);
+      ws_entry *b = workspace_manifest_get(&base, path);
       b->mode = type == 'l' ? 0777 : (uint32_t)(0600 + rand() % 0177);
       b->racy = rand() % 3 == 0 ? WS_RACY_HOST : 0;
       if (type != 'd' && rand() % 5 == 0) {
         /* The tool's version of it was refused: the sandbox holds that. */
         add(&held, path, type, 5000 + rand() % 50);
-        ws_entry *h = ws_manifest_get(&held, path);
+        ws_entry *h = workspace_manifest_get(&held, path);
         h->refusal = WS_R_PROTECTED;
         h->size = b->size + (type == 'f');
       }
     }
     ws_expected *x = NULL;
-    if (!ws_expected_collect(&base, &held, NULL, &x)) fail_msg("round %d: no check", round);
-    ws_expected_free(x);
+    if (!workspace_expected_collect(&base, &held, NULL, &x)) fail_msg("round %d: no check", round);
+    workspace_expected_free(x);
     for (size_t i = 0; i < base.n; i++) {
       const ws_entry *b = &base.v[i];
-      const ws_entry *h = ws_manifest_get(&held, b->path);
+      const ws_entry *h = workspace_manifest_get(&held, b->path);
       ws_entry l = h ? *h : *b;
       l.ctime = l.box_ctime;
       l.link = NULL;
@@ -415,30 +416,29 @@ static void test_plan_agrees(void **state) {
       if (l.type == 'd') l.ctime = rand();
       if (l.type == 'l') l.mode = 0777;
       l.refusal = 0;
-      assert_int_equal(ws_manifest_add(&list, &l, NULL), 0);
+      assert_int_equal(workspace_manifest_add(&list, &l, NULL), 0);
     }
     ws_extract ex;
-    ws_extract_init(&ex);
+    workspace_extract_init(&ex);
     ex.base = &base;
     ex.held = &held;
     char **roots = NULL;
     size_t nroots = 0;
     sm_error err = SM_ERROR_INIT;
-    assert_int_equal(ws_probe_plan(&ex, &list, 8, &roots, &nroots, &err), 0);
+    assert_int_equal(workspace_probe_plan(&ex, &list, 8, &roots, &nroots, &err), 0);
     assert_int_equal(nroots, 0);
     assert_int_equal(ex.box.n, base.n);
     for (size_t i = 0; i < ex.box.n; i++) {
       const ws_entry *e = &ex.box.v[i];
-      if (ws_manifest_get(&held, e->path))
-        assert_true(e->state == WS_REFUSED && e->quiet);
+      if (workspace_manifest_get(&held, e->path)) assert_true(e->state == WS_REFUSED && e->quiet);
       else
         assert_int_equal(e->state, WS_SAME);
     }
-    ws_probe_free_roots(roots, nroots);
-    ws_extract_dispose(&ex);
-    ws_manifest_dispose(&base);
-    ws_manifest_dispose(&held);
-    ws_manifest_dispose(&list);
+    workspace_probe_free_roots(roots, nroots);
+    workspace_extract_dispose(&ex);
+    workspace_manifest_dispose(&base);
+    workspace_manifest_dispose(&held);
+    workspace_manifest_dispose(&list);
   }
 }
 
