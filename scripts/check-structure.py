@@ -150,12 +150,21 @@ def library_file(name):
     return name
 
 
+SRC_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+
+
+def stale_object(path, src_dir=SRC_ROOT):
+    """An object left in a build folder by a source file moved or removed
+    since (an old build reconfigured): not part of the library any more."""
+    return not os.path.isfile(os.path.join(src_dir, path.split("/src/", 1)[1][: -len(".o")]))
+
+
 def check_deps(objdir):
     defs, uses = {}, collections.defaultdict(set)
     for root, _, files in os.walk(objdir):
         for f in files:
             path = os.path.join(root, f)
-            if not f.endswith(".c.o") or "/src/" not in path:
+            if not f.endswith(".c.o") or "/src/" not in path or stale_object(path):
                 continue
             name = library_file(path.split("/src/", 1)[1][: -len(".o")])
             for line in nm(path):
@@ -323,14 +332,14 @@ def names_public_ok(fn, header):
     return any(fn == "sm_" + h or fn.startswith("sm_" + h + "_") for h in stems)
 
 
-def names_globals(objdir):
+def names_globals(objdir, src_dir=SRC_ROOT):
     """{function: module} of the global functions the objects under objdir
     (compiled from src/) define."""
     out = {}
     for root, _, files in os.walk(objdir):
         for f in sorted(files):
             path = os.path.join(root, f)
-            if not f.endswith(".c.o") or "/src/" not in path:
+            if not f.endswith(".c.o") or "/src/" not in path or stale_object(path, src_dir):
                 continue
             module = names_module_of(path.split("/src/", 1)[1])
             for line in nm(path, "--defined-only"):
@@ -391,7 +400,7 @@ def names_known(path):
 
 def check_names(objdir, include_dir, src_dir, known_file=NAMES_KNOWN_FILE):
     public = names_public(include_dir)
-    funcs = names_globals(objdir)
+    funcs = names_globals(objdir, src_dir)
     if not funcs:
         return [f"{objdir}: no objects of src/ found (build first)"]
     known = names_known(known_file)
