@@ -16,7 +16,7 @@ from this process. Prints a table and writes bench/results/code.{json,md}.
 The machine's load is said with the figures.
 
   python3 bench/code/run.py [--rounds N] [--creates N] [--fresh N]
-        [--image sandman/general:latest] [--sandman build/sandman]
+        [--image TAG] [--sandman build/sandman]
         [--base OTHER/sandman]
 
 --base: a second build's runner (its own sandbox and state), whose warm
@@ -37,6 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import images  # noqa: E402  bench/images.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
@@ -234,10 +237,13 @@ def main():
     ap.add_argument("--creates", type=int, default=5)
     ap.add_argument("--fresh", type=int, default=3)
     ap.add_argument("--sandman", default=os.path.join(SRC, "build", "sandman"))
-    ap.add_argument("--image", default="sandman/general:latest")
+    ap.add_argument("--image", help="default: the tests' own build of sandman/general "
+                    "(scripts/test-images.sh ensure general)")
     ap.add_argument("--out", default=os.path.join(SRC, "bench", "results"))
     ap.add_argument("--base", help="another build's sandman, timed beside this one")
     a = ap.parse_args()
+    if a.image is None:
+        a.image = images.general_image(a.sandman)
     instance = "bench-code-%d" % os.getpid()
     os.environ["SANDMAN_INSTANCE"] = instance
     tmp = tempfile.mkdtemp(prefix="smbench-code-")

@@ -27,7 +27,7 @@ process; the hibernate rows are `sandman` commands (the CLI). Prints a table
 and writes bench/results/state.{json,md}, with the machine's load.
 
   python3 bench/state/run.py [--rounds N] [--stops N] [--hibernates N]
-        [--image sandman/minimal:latest] [--general sandman/general:latest]
+        [--image sandman/minimal:latest] [--general TAG]
         [--sandman build/sandman]
 """
 import argparse
@@ -40,8 +40,12 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import images  # noqa: E402  bench/images.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
@@ -344,9 +348,12 @@ def main():
     ap.add_argument("--hibernates", type=int, default=3)
     ap.add_argument("--sandman", default=os.path.join(SRC, "build", "sandman"))
     ap.add_argument("--image", default="sandman/minimal:latest")
-    ap.add_argument("--general", default="sandman/general:latest")
+    ap.add_argument("--general", help="default: the tests' own build of sandman/general "
+                    "(scripts/test-images.sh ensure general)")
     ap.add_argument("--out", default=os.path.join(SRC, "bench", "results"))
     a = ap.parse_args()
+    if a.general is None:
+        a.general = images.general_image(a.sandman)
     instance = "bench-state-%d" % os.getpid()
     os.environ["SANDMAN_INSTANCE"] = instance
     tmp = tempfile.mkdtemp(prefix="smbench-state-")

@@ -31,8 +31,8 @@ import test_server as ts  # noqa: E402
 from sandman_client import Client, SandmanError, derive_worker_token  # noqa: E402
 
 check = ts.check
-# The tests' own build of sandman/general (its .sh wrapper sets it), never
-# a user's sandman/general:latest, which set-up does not build.
+# The tests' own build of sandman/general (its .sh wrapper sets it from
+# scripts/test-images.sh), never a user's own tag of it.
 IMAGE = os.environ.get("PORTS_IMAGE") or sys.exit(
     "PORTS_IMAGE is not set: run this through its .sh wrapper (scripts/test-images.sh)")
 
