@@ -1,6 +1,6 @@
 """The image a bench runs its code in when none is named: sandman/general
 built under the tests' own tag by scripts/test-images.sh (what a fresh
-machine has after it), never a sandman/general:latest that set-up does not
+machine has after it), never a user's own tag of it, which set-up does not
 build."""
 import os
 import subprocess
