@@ -94,14 +94,19 @@ void sandbox_agent_close(sandbox_agent_session *s) {
   free(s);
 }
 
-void sandbox_agents_free(sandbox_agents *a) {
-  if (a == NULL) return;
-  sandbox_agent_session *s = a->idle;
+/* Closes every session of a list linked by next (taken off the idle list
+ * under the lock, closed outside it). */
+static void close_all(sandbox_agent_session *s) {
   while (s) {
     sandbox_agent_session *next = s->next;
     sandbox_agent_close(s);
     s = next;
   }
+}
+
+void sandbox_agents_free(sandbox_agents *a) {
+  if (a == NULL) return;
+  close_all(a->idle);
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
@@ -116,11 +121,7 @@ void sandbox_agents_set_enabled(sandbox_agents *a, int on) {
     a->n_idle = 0;
   }
   pthread_mutex_unlock(&a->mu);
-  while (s) {
-    sandbox_agent_session *next = s->next;
-    sandbox_agent_close(s);
-    s = next;
-  }
+  close_all(s);
 }
 
 int sandbox_agents_enabled(sandbox_agents *a) {
@@ -181,11 +182,7 @@ void sandbox_agents_forget(sandbox_agents *a, const char *cid) {
     pp = &s->next;
   }
   pthread_mutex_unlock(&a->mu);
-  while (drop) {
-    sandbox_agent_session *next = drop->next;
-    sandbox_agent_close(drop);
-    drop = next;
-  }
+  close_all(drop);
 }
 
 /* ---- frames from the agent ---- */
@@ -352,11 +349,7 @@ static sandbox_agent_session *take_idle(sandbox_agents *a, const char *cid) {
     pp = &s->next;
   }
   pthread_mutex_unlock(&a->mu);
-  while (stale) {
-    sandbox_agent_session *next = stale->next;
-    sandbox_agent_close(stale);
-    stale = next;
-  }
+  close_all(stale);
   return found;
 }
 
@@ -464,11 +457,7 @@ void sandbox_agent_give_back(sandbox_agents *a, sandbox_agent_session *s) {
   }
   pthread_mutex_unlock(&a->mu);
   sandbox_agent_close(drop);
-  while (dead) {
-    sandbox_agent_session *next = dead->next;
-    sandbox_agent_close(dead);
-    dead = next;
-  }
+  close_all(dead);
 }
 
 int sandbox_agent_run(sandbox_agent_session *s, const char *const *argv, size_t argc, sm_read_fn in,
