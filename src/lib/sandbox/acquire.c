@@ -128,14 +128,21 @@ static const char *project_of(const sm_run_request *req) {
   return req->project && *req->project ? req->project : "default";
 }
 
+static const char *principal_of(const sm_run_request *req) {
+  return req->principal ? req->principal : "";
+}
+
 /* Found before by this runner with this configuration: no inspect. If it
  * has gone or stopped since, the exec fails and the call looks again.
  * 1 (taken, or *rc an error) or 0 (not in the cache). */
 static int keyed_from_cache(const sandbox_ctx *ctx, const sm_run_request *req, sandbox_box *sb,
                             int *rc, sm_error *err) {
   sandbox_lookup_entry hit;
+  /* Only for the principal whose call found it: another's call looks at
+   * the engine and its owner label (keyed_check_found). */
   if (!sandbox_lookup_get(ctx->lookup, sb->name, sb->hash, &hit) ||
-      (sb->mode == SM_MODE_PER_WORKER && strcmp(hit.project, project_of(req)) != 0))
+      (sb->mode == SM_MODE_PER_WORKER && strcmp(hit.project, project_of(req)) != 0) ||
+      strcmp(hit.principal, principal_of(req)) != 0)
     return 0;
   /* At rest, or started again since (rest.h): looked at under the key lock. */
   if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
@@ -274,6 +281,7 @@ static void keyed_remember(const sandbox_ctx *ctx, const sm_run_request *req,
   snprintf(c.id, sizeof c.id, "%s", sb->id);
   snprintf(c.hash, sizeof c.hash, "%s", sb->hash);
   snprintf(c.project, sizeof c.project, "%s", project_of(req));
+  snprintf(c.principal, sizeof c.principal, "%s", principal_of(req));
   c.uid = sb->uid;
   c.gid = sb->gid;
   c.generation = sandbox_rest_generation(ctx->state_dir, sb->name);

@@ -6,6 +6,7 @@
 #define SANDMAN_SANDBOX_LOOKUP_H
 
 #include <sandman/engine.h>
+#include <sandman/principal.h>
 #include <sandman/sandbox.h>
 
 typedef struct sandbox_lookup sandbox_lookup;
@@ -14,6 +15,7 @@ typedef struct sandbox_lookup_entry {
   char id[SM_ENGINE_ID_MAX];
   char hash[65];
   char project[SM_NAME_MAX];
+  char principal[SM_PRINCIPAL_MAX]; /* the call's that found it ("" for none) */
   int uid, gid;
   unsigned generation; /* its rest record's (rest.h) when found */
 } sandbox_lookup_entry;

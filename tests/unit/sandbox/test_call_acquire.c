@@ -143,6 +143,9 @@ static void named_refusals(void **state) {
   char worker[256];
   assert_int_equal(sm_principal_worker("w-other", worker, sizeof worker, &err), 0);
   named.principal = worker;
+  /* This runner's cache knows it, found by another principal's call: the
+   * cache is not a way around the owner label. */
+  assert_refused(f, &named, SM_FAIL_POLICY, "belongs to another worker");
   sm_runner *mine = f->runner;
   f->runner = fake_engine_runner(f->fe, f->state, "unit-acquire");
   assert_non_null(f->runner);
