@@ -275,9 +275,10 @@ typedef struct sm_ops_rm_options {
   const char *run_id;      /* every sandbox of this run */
   const char *worker_id;   /* every sandbox of this worker */
   int force;               /* busy ones too */
+  double wait_s;           /* how long a busy one is waited for before it is refused; 0: not */
 } sm_ops_rm_options;
 
-#define SM_OPS_RM_OPTIONS_INIT {NULL, 0, NULL, NULL, 0}
+#define SM_OPS_RM_OPTIONS_INIT {NULL, 0, NULL, NULL, 0, 0}
 
 /* Removes the named sandboxes of this instance. A busy one without force, a
  * reference that names no sandbox of this instance, and a failed removal

@@ -392,6 +392,12 @@ int cmd_sandbox_rm(const cli_call *call) {
   ro.run_id = cli_str(call, "run-id");
   ro.worker_id = cli_str(call, "worker-id");
   ro.force = cli_has(call, "force");
+  ro.wait_s = 10; /* a session's last request may still hold it a moment */
+  if (cli_str(call, "wait")) {
+    sm_error bad = SM_ERROR_INIT;
+    sm_parse_duration(cli_str(call, "wait"), &ro.wait_s, &bad); /* checked by the table */
+  }
+  if (cli_has(call, "no-wait")) ro.wait_s = 0;
   ro.refs = (const char *const *)call->args;
   ro.n_refs = (size_t)call->n_args;
   if (ro.n_refs == 0 && !ro.run_id && !ro.worker_id)

@@ -288,6 +288,10 @@ static const cli_flag rm_flags[] = {
     {.name = "worker-id", .kind = CLI_NAME, .metavar = "ID", .complete = CLI_COMPLETE_WORKER_IDS,
      .help = "every sandbox of this worker"},
     {.name = "force", .short_name = 'f', .help = "busy sandboxes too"},
+    {.name = "wait", .kind = CLI_DURATION, .metavar = "DURATION",
+     .help = "how long a call in flight is waited for before a busy sandbox is refused "
+             "(default 10s)"},
+    {.name = "no-wait", .help = "refuse a busy sandbox at once"},
     {.name = "json", .help = "print {\"removed\", \"spared\", \"dry_run\"}"},
     END};
 
@@ -575,7 +579,8 @@ const cli_command cli_commands[] = {
      .summary = "remove sandboxes by id, name, run or worker",
      .description = "Removes sandboxes of this instance: each SANDBOX by id (or a unique id "
                     "prefix) or name; every sandbox of a run with --run-id, of a worker with "
-                    "--worker-id. A busy one is refused without --force. Exit 1 when a named "
+                    "--worker-id. A busy one is waited for (--wait, default 10s), then refused "
+                    "without --force. Exit 1 when a named "
                     "sandbox does not exist, is busy or could not be removed.",
      .min_args = 0, .max_args = -1, .complete_args = CLI_COMPLETE_SANDBOXES},
     {.name = "sandbox remove", .alias_of = "sandbox rm", .summary = "alias of `sandbox rm`"},

@@ -97,10 +97,13 @@ expect_contains "reap 0s: spared as busy" "busy" "$(json "[x['reason'] for x in 
 check "reap 0s: idle per_worker removed" bash -c "! docker container inspect $WRK >/dev/null 2>&1"
 check "reap 0s: live-owner per_tool survives" exists "$TOOL"
 set +e
-"$SANDMAN" sandbox rm "$BUSY" >/dev/null 2>&1
+"$SANDMAN" sandbox rm --no-wait "$BUSY" >/dev/null 2>&1
 rc=$?
+"$SANDMAN" sandbox rm --wait 1s "$BUSY" >/dev/null 2>&1
+rc_waited=$?
 set -e
-expect_eq "rm: busy refused without --force (exit 1)" 1 "$rc"
+expect_eq "rm --no-wait: busy refused without --force (exit 1)" 1 "$rc"
+expect_eq "rm --wait 1s: still busy after the wait, refused (exit 1)" 1 "$rc_waited"
 check "rm: busy one still there" exists "$BUSY"
 kill -9 "$holder"
 # The holder is this shell's child: once wait returns it is gone, and with
@@ -110,6 +113,24 @@ wait "$holder" 2>/dev/null || true
 out=$("$SANDMAN" sandbox reap --older-than 0s --json)
 expect_contains "reap after SIGKILL of the call: removed" "$BUSY" "$(json "' '.join(x['name'] for x in d['removed'])" <<<"$out")"
 check "reap after SIGKILL: gone" bash -c "! docker container inspect $BUSY >/dev/null 2>&1"
+
+# rm waits for a call in flight (bounded): the call ends during the wait
+# and the sandbox is removed.
+BUSY2=$(mk per_run per_run-busy2 io.sandman.run=r2b)
+check "a call in flight on $BUSY2" it_hold_busy "$BUSY2"
+holder=$IT_HOLDER
+"$SANDMAN" sandbox rm --wait 120s "$BUSY2" >/dev/null 2>/dev/null &
+rm_pid=$!
+check "rm --wait: still waiting while the call runs" bash -c "sleep 0.3; kill -0 $rm_pid"
+check "rm --wait: the sandbox still there meanwhile" exists "$BUSY2"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
+set +e
+wait "$rm_pid"
+rc=$?
+set -e
+expect_eq "rm --wait: removed once the call ended (exit 0)" 0 "$rc"
+check "rm --wait: gone" bash -c "! docker container inspect $BUSY2 >/dev/null 2>&1"
 
 # A keyed sandbox being looked up or created holds keys/create-<name>
 # (the sandbox module's creation lock) until its call holds the busy lock:

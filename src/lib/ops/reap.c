@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sandman/egress.h>
 #include <sandman/log.h>
@@ -182,22 +183,38 @@ static int busy_outcome(int rc, int force, removal_locks *l, int held_means, int
   return rc == SM_EBUSY ? held_means : LOCK_ERROR;
 }
 
+/* One lock taken without waiting, or, while `until` is ahead, tried again
+ * every 20 ms while it is held (SM_EBUSY). */
+static int try_until(const char *state_dir, const char *key, int exclusive, double until,
+                     sm_state_lock **out, sm_error *e) {
+  for (;;) {
+    int rc = exclusive ? sm_state_exclusive_try(state_dir, key, out, e)
+                       : sm_state_key_try(state_dir, key, out, e);
+    if (rc != SM_EBUSY || sm_now() >= until) return rc;
+    sm_error_clear(e);
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
 /* With force, a busy or setting-up sandbox is locked as far as possible
- * and the result is LOCKED with *was_busy set. */
-static int lock_removal(const sm_ops_scope *scope, const char *name, int force,
+ * and the result is LOCKED with *was_busy set. Without, a call in flight
+ * is waited for until `until` (epoch seconds; 0: not at all). */
+static int lock_removal(const sm_ops_scope *scope, const char *name, int force, double until,
                         removal_locks *l, int *was_busy, sm_error *e) {
   char key[SM_NAME_MAX + 16];
   memset(l, 0, sizeof *l);
   *was_busy = 0;
+  if (force) until = 0;
   snprintf(key, sizeof key, "reap-%s", name);
   int rc = sm_state_key_try(scope->state_dir, key, &l->reap, e);
   if (rc == SM_EBUSY) return LOCK_OTHER_REAPER;
   if (rc) return LOCK_ERROR;
   snprintf(key, sizeof key, "create-%s", name);
-  rc = sm_state_key_try(scope->state_dir, key, &l->create, e);
+  rc = try_until(scope->state_dir, key, 0, until, &l->create, e);
   int how = busy_outcome(rc, force, l, LOCK_SETTING_UP, was_busy);
   if (how != LOCKED) return how;
-  rc = sm_state_exclusive_try(scope->state_dir, name, &l->busy, e);
+  rc = try_until(scope->state_dir, name, 1, until, &l->busy, e);
   return busy_outcome(rc, force, l, LOCK_BUSY, was_busy);
 }
 
@@ -221,6 +238,7 @@ typedef struct removal {
   int has_decide;           /* reap: decide again under the locks */
   sm_ops_reap_input decide;
   int force;
+  double wait_until;        /* rm: a call in flight is waited for until then */
   int job;                  /* 0: decided before the pool (spared or dry run) */
   outcome_kind out;
   int failed;
@@ -237,7 +255,7 @@ static int remove_sandbox(const sm_ops_scope *scope, removal *r) {
   removal_locks locks;
   sm_error e = SM_ERROR_INIT;
   int busy = 0;
-  int how = lock_removal(scope, sb->name, r->force, &locks, &busy, &e);
+  int how = lock_removal(scope, sb->name, r->force, r->wait_until, &locks, &busy, &e);
   if (how == LOCK_ERROR) {
     r->out = OUT_SPARED;
     r->failed = 1;
@@ -446,7 +464,7 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
   removal_locks locks;
   sm_error e = SM_ERROR_INIT;
   int busy = 0;
-  int how = lock_removal(scope, owner_name, 0, &locks, &busy, &e);
+  int how = lock_removal(scope, owner_name, 0, 0, &locks, &busy, &e);
   if (how == LOCK_OTHER_REAPER) return 0;
   if (how != LOCKED)
     return ops_report_add(report, 0, SM_OPS_ITEM_VOLUME, NULL, name, how == LOCK_ERROR, err,
@@ -497,7 +515,7 @@ static void forget_stale(const sm_ops_scope *scope, const sm_ops_sandbox_list *p
     if (!ours_by_name(instance, names[i]) || has_name(present, names[i])) continue;
     removal_locks locks;
     int busy = 0;
-    if (lock_removal(scope, names[i], 0, &locks, &busy, &e) != LOCKED) continue;
+    if (lock_removal(scope, names[i], 0, 0, &locks, &busy, &e) != LOCKED) continue;
     /* Created after our listing? Then it is not stale. */
     json_object *c = NULL;
     int gone = sm_engine_container_inspect(scope->engine, names[i], &c, &e) == SM_ENOTFOUND;
@@ -709,7 +727,8 @@ int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_r
     removal *r = &items[i];
     r->sb = targets[i];
     r->force = opts->force;
-    if (r->sb->busy && !opts->force) {
+    r->wait_until = opts->wait_s > 0 ? sm_now() + opts->wait_s : 0;
+    if (r->sb->busy && !opts->force && opts->wait_s <= 0) {
       r->out = OUT_SPARED;
       r->failed = 1;
       snprintf(r->why, sizeof r->why, "busy: a call is in flight (--force removes it anyway)");
