@@ -128,6 +128,11 @@ try:
         print("ok: a new program in src/ without a row fails")
 
     # --write repairs what is generated and keeps what is written by hand.
+    # What it is compared with: the committed document regenerated, since
+    # the check tolerates rounded line counts a --write brings up to date.
+    shutil.copy(DOC, path)
+    run(path, "--write")
+    regenerated = open(path, encoding="utf-8").read()
     drifted = text.replace(audit_row + "\n", "")
     drifted = drifted.replace(row_of(text, "engine"), replace_cell(row_of(text, "engine"), 5, "server"))
     drifted = re.sub(r"^(audit +-> )common$", r"\1common, server", drifted, count=1, flags=re.M)
@@ -137,7 +142,7 @@ try:
     written = open(path, encoding="utf-8").read()
     if rc != 1 or "`audit` says nothing" not in out:
         failures.append(f"--write: expected it to ask for audit's hand-written column, got {rc}:\n{out}")
-    elif written.replace(row_of(written, "audit") + "\n", "") != text.replace(audit_row + "\n", ""):
+    elif written.replace(row_of(written, "audit") + "\n", "") != regenerated.replace(row_of(regenerated, "audit") + "\n", ""):
         failures.append("--write: the regenerated document differs from the committed one beyond audit's row")
     else:
         with open(path, "w", encoding="utf-8") as f:
