@@ -55,12 +55,13 @@ typedef struct line_reader {
   sm_audit_event_fn fn;
   void *ud;
   size_t skipped;
+  sm_error *err; /* the reader's caller's */
 } line_reader;
 
 static int emit_line(line_reader *lr, const char *s, size_t n) {
   if (n == 0) return 0;
   json_tokener *tok = json_tokener_new_ex(32);
-  if (tok == NULL) return SM_ENOMEM;
+  if (tok == NULL) return sm_error_set(lr->err, SM_ENOMEM, "audit: out of memory parsing an event");
   json_object *ev = json_tokener_parse_ex(tok, s, (int)n);
   int ok = ev != NULL && json_tokener_get_error(tok) == json_tokener_success &&
            json_object_is_type(ev, json_type_object);
@@ -135,7 +136,7 @@ static int read_all(line_reader *lr, const char *file, int keep, int *out_fd, sm
 int sm_audit_read(const char *file, int keep, const sm_audit_filter *filter, sm_audit_event_fn fn,
                   void *ud, size_t *out_skipped, sm_error *err) {
   if (file == NULL || *file == '\0') return sm_error_set(err, SM_EINVAL, "audit: no file to read");
-  line_reader lr = {.filter = filter, .fn = fn, .ud = ud};
+  line_reader lr = {.filter = filter, .fn = fn, .ud = ud, .err = err};
   common_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
   int rc = read_all(&lr, file, keep, NULL, err);
   common_buf_dispose(&lr.lines.line);
@@ -178,7 +179,7 @@ int sm_audit_follow(const char *file, int keep, const sm_audit_filter *filter, s
                     void *ud, volatile int *stop, int poll_ms, sm_error *err) {
   if (file == NULL || *file == '\0') return sm_error_set(err, SM_EINVAL, "audit: no file to read");
   if (poll_ms <= 0) poll_ms = 250;
-  line_reader lr = {.filter = filter, .fn = fn, .ud = ud};
+  line_reader lr = {.filter = filter, .fn = fn, .ud = ud, .err = err};
   common_buf_init(&lr.lines.line, SM_AUDIT_MAX_LINE);
   int fd = -1;
   int rc = read_all(&lr, file, keep, &fd, err);

@@ -78,14 +78,15 @@ void broker_mcp_servers_free(bk_mcp_servers *s) {
 
 /* The environment the server gets: the host's values of the names its
  * entry lists (a name the host does not have is left out). */
-static int server_env(json_object *def, common_strv *env) {
+static int server_env(json_object *def, common_strv *env, sm_error *err) {
   json_object *names = NULL;
   if (!json_object_object_get_ex(def, "env", &names) || !json_object_is_type(names, json_type_array))
     return 0;
   for (size_t i = 0; i < json_object_array_length(names); i++) {
     const char *name = json_object_get_string(json_object_array_get_idx(names, i));
     const char *value = name ? getenv(name) : NULL;
-    if (value && common_strv_addf(env, "%s=%s", name, value) != 0) return SM_ENOMEM;
+    if (value && common_strv_addf(env, "%s=%s", name, value) != 0)
+      return sm_error_set(err, SM_ENOMEM, "broker: out of memory passing %s to an MCP server", name);
   }
   return 0;
 }
@@ -101,7 +102,7 @@ static int client_of(server *v, sm_mcp_client **out, sm_error *err) {
     size_t ncmd = json_object_is_type(cmd, json_type_array) ? json_object_array_length(cmd) : 0;
     for (size_t i = 0; rc == 0 && i < ncmd; i++)
       rc = common_strv_add(&argv, json_object_get_string(json_object_array_get_idx(cmd, i)));
-    if (rc == 0) rc = server_env(v->def, &env);
+    if (rc == 0) rc = server_env(v->def, &env, err);
     if (rc) {
       rc = sm_error_set(err, SM_ENOMEM, "broker: out of memory");
     } else if (argv.n == 0) {

@@ -272,7 +272,8 @@ static int context_op(sm_runner *runner, const sm_run_request *base, json_object
 int sm_code_create(sm_runner *runner, const sm_run_request *base, const char *name,
                    const sm_code_context_opts *opts, sm_code_context *out, sm_run_result *call,
                    sm_error *err) {
-  if (check_name(name, err) != 0) return SM_EINVAL;
+  int bad_name = check_name(name, err);
+  if (bad_name != 0) return bad_name;
   json_object *q = request_new("create", name);
   if (q == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   int rc = add_create(q, opts, err);
@@ -285,7 +286,8 @@ int sm_code_create(sm_runner *runner, const sm_run_request *base, const char *na
 
 int sm_code_info(sm_runner *runner, const sm_run_request *base, const char *name,
                  sm_code_context *out, sm_run_result *call, sm_error *err) {
-  if (check_name(name, err) != 0) return SM_EINVAL;
+  int bad_name = check_name(name, err);
+  if (bad_name != 0) return bad_name;
   json_object *q = request_new("info", name);
   if (q == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   return context_op(runner, base, q, out, call, err);
@@ -293,7 +295,8 @@ int sm_code_info(sm_runner *runner, const sm_run_request *base, const char *name
 
 int sm_code_restart(sm_runner *runner, const sm_run_request *base, const char *name,
                     sm_code_context *out, sm_run_result *call, sm_error *err) {
-  if (check_name(name, err) != 0) return SM_EINVAL;
+  int bad_name = check_name(name, err);
+  if (bad_name != 0) return bad_name;
   json_object *q = request_new("restart", name);
   if (q == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   return context_op(runner, base, q, out, call, err);
@@ -301,7 +304,8 @@ int sm_code_restart(sm_runner *runner, const sm_run_request *base, const char *n
 
 int sm_code_interrupt(sm_runner *runner, const sm_run_request *base, const char *name,
                       int *interrupted, sm_run_result *call, sm_error *err) {
-  if (check_name(name, err) != 0) return SM_EINVAL;
+  int bad_name = check_name(name, err);
+  if (bad_name != 0) return bad_name;
   json_object *q = request_new("interrupt", name), *a = NULL;
   if (q == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   int rc = one_op(runner, base, q, &a, call, err);
@@ -315,7 +319,8 @@ int sm_code_interrupt(sm_runner *runner, const sm_run_request *base, const char 
 
 int sm_code_delete(sm_runner *runner, const sm_run_request *base, const char *name,
                    sm_run_result *call, sm_error *err) {
-  if (check_name(name, err) != 0) return SM_EINVAL;
+  int bad_name = check_name(name, err);
+  if (bad_name != 0) return bad_name;
   json_object *q = request_new("delete", name), *a = NULL;
   if (q == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   int rc = one_op(runner, base, q, &a, call, err);
@@ -368,7 +373,8 @@ int sm_code_run(sm_runner *runner, const sm_run_request *base, const char *name,
     name = SM_CODE_DEFAULT_CONTEXT;
     ensure = 1;
   }
-  if (check_name(name, err) != 0) return SM_EINVAL;
+  int bad_name = check_name(name, err);
+  if (bad_name != 0) return bad_name;
   if (code == NULL || strlen(code) > SM_CODE_CODE_MAX)
     return sm_error_set(err, SM_EINVAL, "the code of a run is at most %zu bytes",
                         (size_t)SM_CODE_CODE_MAX);

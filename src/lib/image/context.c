@@ -6,6 +6,7 @@
  * the root file system. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -158,19 +159,20 @@ static void close_dir(sm_image_context *ctx) {
 
 /* The name inside the tar: the path below the walked directory, under the
  * directory's prefix. Returns 0 and "" for the walked directory itself. */
-static int tar_name(const struct ctx_dir *d, const char *path, char *out, size_t len) {
+/* True when path is inside d and its name in the tar fits in out. */
+static bool tar_name_fits(const struct ctx_dir *d, const char *path, char *out, size_t len) {
   size_t n = strlen(d->path);
   const char *rel;
   if (strcmp(d->path, "/") == 0) rel = path + 1;
   else if (strncmp(path, d->path, n) == 0 && (path[n] == '\0' || path[n] == '/'))
     rel = path[n] == '/' ? path + n + 1 : path + n;
   else
-    return SM_EIO;
+    return false;
   int w;
   if (d->prefix[0] == '\0') w = snprintf(out, len, "%s", rel);
   else if (rel[0] == '\0') w = snprintf(out, len, "%s", d->prefix);
   else w = snprintf(out, len, "%s/%s", d->prefix, rel);
-  return (w < 0 || (size_t)w >= len) ? SM_ETOOBIG : 0;
+  return w >= 0 && (size_t)w < len;
 }
 
 /* Writes the next entry's header (or moves to the next directory, or ends
@@ -207,7 +209,7 @@ static int step_next(sm_image_context *ctx) {
     char name[CTX_PATH_MAX];
     const char *path = archive_entry_sourcepath(entry);
     if (path == NULL) path = archive_entry_pathname(entry);
-    if (path == NULL || tar_name(d, path, name, sizeof name) != 0)
+    if (path == NULL || !tar_name_fits(d, path, name, sizeof name))
       return fail(ctx, SM_EIO, "build context entry %s is outside %s",
                        path ? path : "(no name)", d->path);
     if (name[0] == '\0') continue; /* the top of an unprefixed directory */

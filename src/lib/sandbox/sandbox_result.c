@@ -84,14 +84,15 @@ json_object *sm_run_result_to_json(const sm_run_result *r) {
   return o;
 }
 
-int sandbox_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n) {
+int sandbox_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n,
+                                sm_error *err) {
   if (n == 0) return 0;
   sm_run_refusal *a = realloc(r->refused, (r->n_refused + n) * sizeof *a);
-  if (a == NULL) return SM_ENOMEM;
+  if (a == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory keeping the copy out's refusals");
   r->refused = a;
   for (size_t i = 0; i < n; i++) {
     char *p = strdup(v[i].path);
-    if (p == NULL) return SM_ENOMEM;
+    if (p == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory keeping the copy out's refusals");
     a[r->n_refused].path = p;
     a[r->n_refused].reason = v[i].reason;
     r->n_refused++;

@@ -11,7 +11,8 @@
 void sandbox_result_fail(sm_run_result *r, sm_failure_kind kind, const sm_error *err);
 /* Adds the copy out's n refusals v to the result (ws_copy_out.c): 0, or
  * SM_ENOMEM. */
-int sandbox_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n);
+int sandbox_result_add_refusals(sm_run_result *r, const sm_workspace_refusal *v, size_t n,
+                                sm_error *err);
 /* A copy out that failed after the tool ran: failure kind "sandbox" and
  * why, the tool's own exit code, output and duration kept. */
 void sandbox_result_sync_failed(sm_run_result *r, const sm_error *err);

@@ -12,9 +12,6 @@ int sandbox_ws_copy_out(sm_run_result *r, sm_workspace_sync *ws, const sm_worksp
   }
   const sm_workspace_refusal *rv = NULL;
   size_t nr = sm_workspace_sync_refused(ws, &rv);
-  if (sandbox_result_add_refusals(r, rv, nr) != 0) {
-    sm_error_set(sync_err, SM_ENOMEM, "out of memory keeping the copy out's refusals");
-    return -1;
-  }
+  if (sandbox_result_add_refusals(r, rv, nr, sync_err) != 0) return -1;
   return 0;
 }

@@ -221,11 +221,11 @@ static int get_network(json_object *v, const char **out, sm_error *err) {
   return 0;
 }
 
-static int copy_fixed(const char *s, char *dst, size_t size) {
+/* s was capped below size by get_name: one longer is left out. */
+static void copy_fixed(const char *s, char *dst, size_t size) {
   size_t n = strlen(s);
-  if (n >= size) return SM_EINVAL;
+  if (n >= size) return;
   memcpy(dst, s, n + 1);
-  return 0;
 }
 
 void server_execute_params_dispose(server_execute_params *p) {

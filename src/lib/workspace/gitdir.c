@@ -82,7 +82,7 @@ void workspace_gitdirs_dispose(ws_gitdirs *g) {
   workspace_manifest_dispose(&g->memo);
 }
 
-int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
+int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd, sm_error *err) {
   workspace_manifest_init(&g->marks);
   workspace_manifest_init(&g->memo);
   g->root_fd = root_fd;
@@ -100,7 +100,7 @@ int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
     if (bit == 0) continue;
     size_t dlen = slash ? (size_t)(slash - path) : 0;
     char *dir = malloc(dlen + 1);
-    if (dir == NULL) return SM_ENOMEM;
+    if (dir == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory noting git directories");
     fold_path(path, dlen, dir);
     ws_entry *m = workspace_manifest_get(&g->marks, dir);
     if (m == NULL) {
@@ -111,7 +111,7 @@ int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd) {
       if (workspace_manifest_add(&g->marks, &e, &m) != 0) m = NULL;
     }
     free(dir);
-    if (m == NULL) return SM_ENOMEM;
+    if (m == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory noting git directories");
     m->size |= bit;
   }
   return 0;

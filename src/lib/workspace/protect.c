@@ -22,6 +22,7 @@
  * per glob component); paths taken in depth-first order (workspace_path_cmp)
  * reuse their parents' states from a stack, so a deep tree costs one step
  * per entry, not one per component. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,25 +281,26 @@ void workspace_protect_walk_dispose(ws_protect_walk *w) {
 }
 
 /* Makes room for depth+1 levels. */
-static int walk_reserve(ws_protect_walk *w, size_t depth) {
-  if (depth < w->cap) return 0;
+/* True when the walk has room for depth (false: out of memory). */
+static bool walk_reserved(ws_protect_walk *w, size_t depth) {
+  if (depth < w->cap) return true;
   size_t cap = w->cap ? w->cap : 16;
   while (cap <= depth) cap *= 2;
   uint64_t **st = realloc(w->states, cap * sizeof *st);
-  if (st == NULL) return SM_ENOMEM;
+  if (st == NULL) return false;
   w->states = st;
   unsigned char *cv = realloc(w->covered, cap);
-  if (cv == NULL) return SM_ENOMEM;
+  if (cv == NULL) return false;
   w->covered = cv;
   for (size_t i = w->cap; i < cap; i++) {
     w->states[i] = calloc(w->p->n + 1, sizeof *w->states[i]);
     if (w->states[i] == NULL) {
       w->cap = i;
-      return SM_ENOMEM;
+      return false;
     }
   }
   w->cap = cap;
-  return 0;
+  return true;
 }
 
 int workspace_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir) {
@@ -320,7 +322,7 @@ int workspace_protect_walk_path(ws_protect_walk *w, const char *path, int is_dir
     }
   }
   /* Out of memory: protected (fail closed). */
-  if (walk_reserve(w, ncomp) != 0) return 1;
+  if (!walk_reserved(w, ncomp)) return 1;
   if (keep == 0) {
     for (size_t k = 0; k < p->n; k++) w->states[0][k] = closure(&p->g[k], 1);
     w->covered[0] = 0;

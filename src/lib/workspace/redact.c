@@ -21,18 +21,18 @@ void workspace_redact_dispose(ws_redact *r) {
   workspace_redact_init(r);
 }
 
-int workspace_redact_set(ws_redact *r, const char *const *kv, size_t n) {
+int workspace_redact_set(ws_redact *r, const char *const *kv, size_t n, sm_error *err) {
   workspace_redact_dispose(r);
   if (n == 0) return 0;
   r->v = calloc(n, sizeof *r->v);
-  if (r->v == NULL) return SM_ENOMEM;
+  if (r->v == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory keeping values to redact");
   for (size_t i = 0; i < n; i++) {
     const char *eq = kv[i] ? strchr(kv[i], '=') : NULL;
     if (eq == NULL || strlen(eq + 1) < WS_REDACT_MIN_LEN) continue;
     r->v[r->n] = strdup(eq + 1);
     if (r->v[r->n] == NULL) {
       workspace_redact_dispose(r);
-      return SM_ENOMEM;
+      return sm_error_set(err, SM_ENOMEM, "out of memory keeping values to redact");
     }
     r->n++;
   }

@@ -137,11 +137,11 @@ int workspace_refusal_decide(ws_extract *x, const ws_protect *protect, int delet
       c[n++] = (cand){b->path, NULL, b, 0};
   }
   ws_gitdirs g;
-  int rc = n > 0 ? workspace_gitdirs_init(&g, &x->box, x->root_fd) : 0;
+  int rc = n > 0 ? workspace_gitdirs_init(&g, &x->box, x->root_fd, err) : 0;
   if (rc) {
     free(c);
     workspace_gitdirs_dispose(&g);
-    return sm_error_set(err, rc, "out of memory");
+    return rc;
   }
   if (n > 0) {
     qsort(c, n, sizeof *c, cmp_cand);
@@ -227,8 +227,8 @@ int workspace_refusal_report(const ws_extract *x, ws_refusal_list *out, sm_error
     for (size_t i = 0; i < sets[k]->n; i++) {
       const ws_entry *e = &sets[k]->v[i];
       if (e->state != WS_REFUSED || e->quiet) continue;
-      if (workspace_refusal_list_add(out, e->path, e->refusal) != 0)
-        return sm_error_set(err, SM_ENOMEM, "out of memory");
+      int rc = workspace_refusal_list_add(out, e->path, e->refusal, err);
+      if (rc != 0) return rc;
     }
   workspace_refusal_list_sort(out);
   return 0;
@@ -247,10 +247,9 @@ void workspace_refusal_list_dispose(ws_refusal_list *l) {
   memset(l, 0, sizeof *l);
 }
 
-int workspace_refusal_list_add(ws_refusal_list *l, const char *path, int reason) {
-  if (common_grow(&l->v, &l->cap, l->n, sizeof *l->v, 16) != 0) return SM_ENOMEM;
-  char *p = strdup(path);
-  if (p == NULL) return SM_ENOMEM;
+int workspace_refusal_list_add(ws_refusal_list *l, const char *path, int reason, sm_error *err) {
+  char *p = common_grow(&l->v, &l->cap, l->n, sizeof *l->v, 16) == 0 ? strdup(path) : NULL;
+  if (p == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory listing refused paths");
   l->v[l->n].path = p;
   l->v[l->n].reason = workspace_reason_name(reason);
   l->n++;

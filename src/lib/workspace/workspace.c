@@ -195,9 +195,7 @@ int sm_workspace_sync_set_protect(sm_workspace_sync *s, const sm_string_list *gl
 
 int sm_workspace_sync_set_redact(sm_workspace_sync *s, const char *const *kv, size_t n,
                                  sm_error *err) {
-  if (workspace_redact_set(&s->redact, kv, n) != 0)
-    return sm_error_set(err, SM_ENOMEM, "out of memory");
-  return 0;
+  return workspace_redact_set(&s->redact, kv, n, err);
 }
 
 size_t sm_workspace_sync_refused(const sm_workspace_sync *s, const sm_workspace_refusal **out) {

@@ -221,7 +221,7 @@ typedef struct ws_refusal_list {
 } ws_refusal_list;
 void workspace_refusal_list_clear(ws_refusal_list *l);
 void workspace_refusal_list_dispose(ws_refusal_list *l);
-int workspace_refusal_list_add(ws_refusal_list *l, const char *path, int reason);
+int workspace_refusal_list_add(ws_refusal_list *l, const char *path, int reason, sm_error *err);
 void workspace_refusal_list_sort(ws_refusal_list *l);
 
 typedef struct ws_extract ws_extract;
@@ -237,7 +237,7 @@ typedef struct ws_redact {
 void workspace_redact_init(ws_redact *r);
 void workspace_redact_dispose(ws_redact *r);
 /* The values of "NAME=VALUE" entries (copied); replaces what was set. */
-int workspace_redact_set(ws_redact *r, const char *const *kv, size_t n);
+int workspace_redact_set(ws_redact *r, const char *const *kv, size_t n, sm_error *err);
 /* path for a log line: itself, or in buf with every value [REDACTED]. */
 const char *workspace_log_path(const ws_redact *r, const char *path, char *buf, size_t len);
 /* Sockets the listing shows (the engine's tar leaves them out) join
@@ -304,7 +304,7 @@ typedef struct ws_gitdirs {
   ws_manifest memo;  /* directory as named -> its answer (size) */
   int root_fd;
 } ws_gitdirs;
-int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd);
+int workspace_gitdirs_init(ws_gitdirs *g, const ws_manifest *box, int root_fd, sm_error *err);
 /* 1 if path, or a directory above it (the root too), is a repository not
  * named .git; out of memory counts as 1. */
 int workspace_gitdirs_covers(ws_gitdirs *g, const char *path);

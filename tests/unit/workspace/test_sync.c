@@ -850,7 +850,7 @@ static void test_log_path(void **state) {
   workspace_redact_init(&r);
   const char *kv[] = {"A=secret1", "B=tiny", "C=", "NOEQUALS", "D=other-secret",
                       "E=secret1-longer"};
-  assert_int_equal(workspace_redact_set(&r, kv, 6), 0);
+  assert_int_equal(workspace_redact_set(&r, kv, 6, NULL), 0);
   assert_int_equal(r.n, 3);
   char buf[64];
   assert_string_equal(workspace_log_path(&r, "secret1-longer/x", buf, sizeof buf), "[REDACTED]/x");
