@@ -65,4 +65,12 @@ static inline void common_cleanup_archivep(struct archive **a) {
     sm_stolen_;                          \
   })
 
+/* steal_pointer for a descriptor (crun's get_and_reset): its value, and -1
+ * left behind so that cleanup_fd closes nothing. */
+static inline int common_steal_fd(int *fd) {
+  int v = *fd;
+  *fd = -1;
+  return v;
+}
+
 #endif

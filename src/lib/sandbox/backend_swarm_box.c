@@ -11,6 +11,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "common/thread.h"
 #include "sandbox/helper.h"
 #include "sandbox/sandbox_settings.h"
@@ -425,7 +426,7 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
                                          "replaced or removed by another runner)",
                           w->name, START_WAIT_S);
     double deadline = sm_now() + lease_s;
-    json_object *svc = NULL;
+    cleanup_json json_object *svc = NULL; /* released at the end of each attempt */
     int rc = engine_service_inspect(m, w->name, &svc, err);
     if (rc == SM_ENOTFOUND) {
       box->reused = 0;
@@ -439,28 +440,22 @@ static int lease_or_make(sandbox_swarm *sw, sm_engine *m, const sandbox_swarm_wa
     uint64_t version = 0;
     rc = sandbox_swarm_service_parts(svc, &spec, &labels, &version, err);
     int verdict = rc == 0 ? judge(labels, w, err) : rc;
-    if (verdict < 0) {
-      json_object_put(svc);
-      return verdict;
-    }
+    if (verdict < 0) return verdict;
     if (sandbox_swarm_label(labels, SM_SWARM_LABEL_REAPING)) {
       /* Being removed by a runner that read it with no call in flight:
        * a new one is made once it is gone. */
-      json_object_put(svc);
       common_sleep_ms(POLL_MS);
       continue;
     }
     if (verdict == 1) {
       sm_log(SM_LOG_INFO, "replacing sandbox %s: its configuration changed", w->name);
       rc = remove_read(m, svc, 0, err);
-      json_object_put(svc);
       if (rc && rc != SM_EBUSY && rc != SM_ECONFLICT && rc != SM_ENOTFOUND) return rc;
       if (rc) common_sleep_ms(POLL_MS);
       continue;
     }
     snprintf(box->service_id, sizeof box->service_id, "%s", sandbox_swarm_service_id(svc));
     rc = lease_read(svc, box->lease, deadline, m, err);
-    json_object_put(svc);
     if (rc == SM_ECONFLICT || rc == SM_ENOTFOUND) continue;
     if (rc) return sm_error_wrap(err, "leasing sandbox %s", w->name);
     return 0;

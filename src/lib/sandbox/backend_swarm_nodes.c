@@ -8,6 +8,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "sandbox/backend_swarm_state.h"
 
 static void nodes_free_list(node_engine *n) {
@@ -35,7 +36,7 @@ static void thread_nodes_free(void *p) {
 int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *o, const sm_engine_options *manager,
                  sm_error *err) {
   *out = NULL;
-  sandbox_swarm *sw = calloc(1, sizeof *sw);
+  cleanup_free sandbox_swarm *sw = calloc(1, sizeof *sw);
   if (sw == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   const char *certs = o && o->node_certs ? o->node_certs : NULL;
   if (certs == NULL) certs = manager && manager->cert_path ? manager->cert_path : getenv("DOCKER_CERT_PATH");
@@ -45,15 +46,11 @@ int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *o, const sm_e
     snprintf(home_certs, sizeof home_certs, "%s/.docker", home ? home : "");
     certs = home_certs;
   }
-  if (snprintf(sw->node_certs, sizeof sw->node_certs, "%s", certs) >= (int)sizeof sw->node_certs) {
-    free(sw);
+  if (snprintf(sw->node_certs, sizeof sw->node_certs, "%s", certs) >= (int)sizeof sw->node_certs)
     return sm_error_set(err, SM_EINVAL, "the nodes' certificate directory path is too long");
-  }
   sw->node_port = o && o->node_port > 0 ? o->node_port : 2376;
-  if (sw->node_port > 65535) {
-    free(sw);
+  if (sw->node_port > 65535)
     return sm_error_set(err, SM_EINVAL, "node port %d is not a TCP port", o->node_port);
-  }
   sw->reserve_cpu = o ? o->reserve_cpu : 0;
   sw->reserve_memory = o ? o->reserve_memory : 0;
   size_t n = o ? o->n_constraints : 0;
@@ -65,7 +62,7 @@ int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *o, const sm_e
       sw->n_constraints++;
     }
     if (sw->n_constraints != n) {
-      sandbox_swarm_free(sw);
+      sandbox_swarm_free(steal_pointer(&sw));
       return sm_error_set(err, SM_ENOMEM, NULL);
     }
   }
@@ -74,11 +71,10 @@ int sandbox_swarm_new(sandbox_swarm **out, const sm_swarm_options *o, const sm_e
   if (pthread_key_create(&sw->key, thread_nodes_free) != 0) {
     pthread_mutex_destroy(&sw->lock);
     pthread_mutex_destroy(&sw->pool_lock);
-    free(sw->constraints);
-    free(sw);
+    common_strings_free(sw->constraints, sw->n_constraints);
     return sm_error_set(err, SM_ENOMEM, "no thread key left");
   }
-  *out = sw;
+  *out = steal_pointer(&sw);
   return 0;
 }
 

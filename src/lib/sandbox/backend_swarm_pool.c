@@ -8,6 +8,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "sandbox/backend_swarm_state.h"
 #include "sandbox/spec.h"
 #include "sandbox/swarm_spec.h"
@@ -168,13 +169,9 @@ static unsigned *pending_of(sandbox_swarm *sw, const char *node_id, int add) {
 
 int sandbox_swarm_pool_node(sandbox_swarm *sw, sm_engine *m, const char *hash, const char *owner,
                             char node_id[SM_ENGINE_ID_MAX], sm_error *err) {
-  char (*ids)[SM_ENGINE_ID_MAX] = calloc(MAX_NODES, sizeof *ids);
-  unsigned *count = calloc(MAX_NODES, sizeof *count);
-  if (ids == NULL || count == NULL) {
-    free(ids);
-    free(count);
-    return sm_error_set(err, SM_ENOMEM, NULL);
-  }
+  cleanup_free char (*ids)[SM_ENGINE_ID_MAX] = calloc(MAX_NODES, sizeof *ids);
+  cleanup_free unsigned *count = calloc(MAX_NODES, sizeof *count);
+  if (ids == NULL || count == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   /* One choice at a time in this process: two pool threads never both
    * pick the node that lacks one. */
   pthread_mutex_lock(&sw->pool_lock);
@@ -210,8 +207,6 @@ int sandbox_swarm_pool_node(sandbox_swarm *sw, sm_engine *m, const char *hash, c
     if (p) (*p)++;
   }
   pthread_mutex_unlock(&sw->pool_lock);
-  free(ids);
-  free(count);
   return rc;
 }
 

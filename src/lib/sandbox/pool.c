@@ -45,6 +45,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "common/thread.h"
 #include "sandbox/agent.h"
 #include "sandbox/pool.h"
@@ -905,21 +906,19 @@ void sandbox_pool_prepare_agent_later(sandbox_pool *p, const char *container_id,
 int sandbox_pool_remove_later(sandbox_pool *p, const char *name, const char *volume,
                               sm_state_lock *busy, int relay) {
   if (p == NULL) return -1;
-  removal *r = malloc(sizeof *r);
+  cleanup_free removal *r = malloc(sizeof *r);
   if (r == NULL) return -1;
   pthread_mutex_lock(&p->mu);
   if (p->stopping || (!p->bg_remove && busy != NULL)) {
     pthread_mutex_unlock(&p->mu);
-    free(r);
     return -1;
   }
   ensure_threads(p);
   if (p->n_threads == 0) {
     pthread_mutex_unlock(&p->mu);
-    free(r);
     return -1;
   }
-  queue_removal(p, name, volume, busy, relay, r);
+  queue_removal(p, name, volume, busy, relay, steal_pointer(&r));
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
   return 0;

@@ -24,6 +24,7 @@
 
 #include "agent/frame.h"
 #include "common/buf.h"
+#include "common/cleanup.h"
 #include "sandbox/agent.h"
 
 #define ACK_EVERY (32u << 10) /* bytes written to a client before they are acknowledged */
@@ -331,27 +332,23 @@ int sm_port_relay_step(sm_port_relay *r, struct pollfd *extra, size_t n_extra, i
 }
 
 int sm_port_relay_add(sm_port_relay *r, int fd, unsigned port, sm_error *err) {
-  if (port < 1 || port > 65535) {
-    close(fd);
+  cleanup_fd int held = fd; /* ours until a connection slot takes it */
+  if (port < 1 || port > 65535)
     return sm_error_set(err, SM_EINVAL, "port %u is not between 1 and 65535", port);
-  }
   hconn *c = NULL;
   for (size_t i = 0; i < SM_PORT_RELAY_CONNS_MAX && c == NULL; i++)
     if (!r->conns[i].used) c = &r->conns[i];
-  if (c == NULL) {
-    close(fd);
+  if (c == NULL)
     return sm_error_set(err, SM_EBUSY, "%d connections are relayed already",
                         SM_PORT_RELAY_CONNS_MAX);
-  }
   int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-    close(fd);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
     return sm_error_set_errno(err, SM_EIO, errno, "fcntl");
-  }
   memset(c, 0, sizeof *c);
   c->used = 1;
   c->id = r->next_id++;
-  c->fd = fd;
+  c->fd = held;
+  held = -1;
   c->port = port;
   unsigned char p[2] = {(unsigned char)(port >> 8), (unsigned char)port};
   queue_frame(r, SM_FRAME_PORT_OPEN, c->id, p, 2);
@@ -363,17 +360,13 @@ int sm_port_relay_add(sm_port_relay *r, int fd, unsigned port, sm_error *err) {
 
 int sm_port_relay_new(sm_port_relay **out, sm_error *err) {
   *out = NULL;
-  sm_port_relay *r = calloc(1, sizeof *r);
+  cleanup_free sm_port_relay *r = calloc(1, sizeof *r);
   if (r == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   int rc = sm_tty_new(&r->tty, 0, 0, err);
-  if (rc != 0) {
-    free(r);
-    return rc;
-  }
+  if (rc != 0) return rc;
   r->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (r->wake < 0) {
     sm_tty_free(r->tty);
-    free(r);
     return sm_error_set_errno(err, SM_EIO, errno, "eventfd");
   }
   pthread_mutex_init(&r->mu, NULL);
@@ -385,7 +378,7 @@ int sm_port_relay_new(sm_port_relay **out, sm_error *err) {
   sandbox_agent_binary_path(r->program, sizeof r->program);
   r->argv[0] = r->program;
   r->argv[1] = "ports";
-  *out = r;
+  *out = steal_pointer(&r);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <sandman/run.h>
 #include <sandman/state.h>
 
+#include "common/cleanup.h"
 #include "sandbox/agent.h"
 #include "sandbox/backend.h"
 #include "sandbox/context.h"
@@ -91,24 +92,20 @@ const sandbox_ctx *sandbox_runner_ctx(const sm_runner *r) { return &r->ctx; }
 int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err) {
   sm_runner_options defaults = SM_RUNNER_OPTIONS_INIT;
   if (opts == NULL) opts = &defaults;
-  sm_runner *r = calloc(1, sizeof *r);
+  cleanup_free sm_runner *r = calloc(1, sizeof *r);
   if (r == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   int rc;
   if (opts->state_dir && *opts->state_dir) {
     if (snprintf(r->state_dir, sizeof r->state_dir, "%s", opts->state_dir) >=
-        (int)sizeof r->state_dir) {
-      free(r);
+        (int)sizeof r->state_dir)
       return sm_error_set(err, SM_EINVAL, "state directory path too long");
-    }
   } else if ((rc = sm_state_default_dir(r->state_dir, sizeof r->state_dir, err)) != 0) {
-    free(r);
     return rc;
   }
   const char *inst = opts->instance;
   if (inst == NULL || *inst == '\0') inst = getenv("SANDMAN_INSTANCE");
   if (inst == NULL || *inst == '\0') inst = "default";
   if (!sandbox_instance_valid(inst)) {
-    free(r);
     return sm_error_set(err, SM_EINVAL,
                         "instance name '%s' is not valid: use 1 to 64 letters, digits, '_', "
                         "'.' or '-' (set SANDMAN_INSTANCE)",
@@ -149,10 +146,10 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
     rc = sm_error_set(err, SM_ENOMEM, "no thread key left");
     goto fail;
   }
-  *out = r;
+  *out = steal_pointer(&r);
   return 0;
 
-fail:
+fail: /* r itself goes with its cleanup */
   sandbox_routes_free(r->ctx.routes);
   sandbox_pool_free(r->ctx.pool);
   sandbox_lookup_free(r->ctx.lookup);
@@ -163,7 +160,6 @@ fail:
   free(r->host);
   free(r->cert_path);
   free(r->api_version);
-  free(r);
   return rc;
 }
 

@@ -428,7 +428,7 @@ static int call_end(call *c, int rc, sm_error *err) {
 int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_result *out,
                           sm_error *err) {
   const sm_sandbox_settings *s = &req->settings;
-  call *c = calloc(1, sizeof *c);
+  cleanup_free call *c = calloc(1, sizeof *c);
   if (c == NULL) {
     sm_error_set(err, SM_ENOMEM, NULL);
     sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
@@ -440,13 +440,11 @@ int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_
   int rc = ctx->engine(ctx->runner, &c->e, err);
   if (rc) {
     sandbox_result_fail(out, sm_error_failure_kind(rc), err);
-    free(c);
     return 0;
   }
   c->manager = c->e;
   if ((rc = call_names(c, err)) != 0) {
     sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
-    free(c);
     return rc;
   }
   sandbox_capture_init(&c->cap, s->stdout_cap, s->stderr_cap, req->on_output, req->on_output_ud);
@@ -479,7 +477,5 @@ int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_
   } else {
     drop_agent(&c->t, 0);
   }
-  rc = call_end(c, rc, err);
-  free(c);
-  return rc;
+  return call_end(c, rc, err);
 }

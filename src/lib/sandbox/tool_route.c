@@ -36,6 +36,7 @@
 #include "agent/frame.h"
 #include "agent/route_peer.h"
 #include "common/buf.h"
+#include "common/cleanup.h"
 #include "sandbox/helper.h"
 #include "sandbox/sandbox_settings.h"
 
@@ -282,7 +283,7 @@ static void *answer_thread(void *arg) {
  * the bytes held; past them the relay is answered 503 at once. */
 static int dispatch(route *r, uint32_t conn, const unsigned char *p, uint32_t len) {
   sandbox_routes *rs = r->rs;
-  job *j = calloc(1, sizeof *j);
+  cleanup_free job *j = calloc(1, sizeof *j);
   if (j == NULL) {
     pthread_mutex_lock(&rs->mu);
     queue_error(r, conn, 503, "busy", "the host is out of memory");
@@ -290,10 +291,7 @@ static int dispatch(route *r, uint32_t conn, const unsigned char *p, uint32_t le
     return 0;
   }
   size_t used = agent_route_peer_decode(p, len, &j->peer);
-  if (used == 0) {
-    free(j);
-    return -1; /* a relay that breaks its protocol ends its route */
-  }
+  if (used == 0) return -1; /* a relay that breaks its protocol ends its route */
   const unsigned char *req = p + used;
   size_t req_len = len - used;
   pthread_mutex_lock(&rs->mu);
@@ -311,10 +309,7 @@ static int dispatch(route *r, uint32_t conn, const unsigned char *p, uint32_t le
     queue_error(r, conn, 503, "busy", why);
   }
   pthread_mutex_unlock(&rs->mu);
-  if (why) {
-    free(j);
-    return 0;
-  }
+  if (why) return 0;
   j->req = malloc(req_len ? req_len : 1);
   if (j->req) memcpy(j->req, req, req_len);
   j->r = r;
@@ -333,7 +328,9 @@ static int dispatch(route *r, uint32_t conn, const unsigned char *p, uint32_t le
     queue_error(r, conn, 503, "busy", "the host-tool route is busy: no thread");
     pthread_cond_broadcast(&rs->cv);
     pthread_mutex_unlock(&rs->mu);
-    job_free(j);
+    job_free(steal_pointer(&j));
+  } else {
+    j = NULL; /* answer_thread's now */
   }
   return 0;
 }
@@ -586,16 +583,12 @@ int sandbox_route_begin(sandbox_routes *rs, sandbox_agents *agents, sm_engine *e
       .peer_pid = -1,
       .peer_uid = -1,
   };
-  sandbox_route_call *c = calloc(1, sizeof *c);
-  if (c == NULL || (c->who = caller_dup(&me)) == NULL) {
-    free(c);
-    return sm_error_set(err, SM_ENOMEM, NULL);
-  }
+  cleanup_free sandbox_route_call *c = calloc(1, sizeof *c);
+  if (c == NULL || (c->who = caller_dup(&me)) == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   route *r = NULL;
   rc = route_get(rs, agents, e, cid, name, &r, err);
   if (rc) {
     free(c->who);
-    free(c);
     return sm_error_wrap(err, "starting the host-tool route in %s", name);
   }
   /* Under rs->mu: the call is active from here until sandbox_route_end;
@@ -603,14 +596,15 @@ int sandbox_route_begin(sandbox_routes *rs, sandbox_agents *agents, sm_engine *e
   r->handler = *req->host_route;
   c->rs = rs;
   c->r = r;
-  calls_append(&r->active, c);
+  sandbox_route_call *active = steal_pointer(&c); /* the route's list holds it now */
+  calls_append(&r->active, active);
   rc = route_env(r, env, err);
   pthread_mutex_unlock(&rs->mu);
   if (rc) {
-    sandbox_route_end(rs, c, 0);
+    sandbox_route_end(rs, active, 0);
     return rc;
   }
-  *out = c;
+  *out = active;
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <sandman/error.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "server/code_queue.h"
 
 #define WAKE_MS 200 /* how often a waiter looks at its cancel flag */
@@ -32,14 +33,21 @@ code_queue *server_code_queue_new(void) {
   return q;
 }
 
+static void ticket_free(code_ticket *t) {
+  if (t == NULL) return;
+  free(t->sandbox);
+  free(t->context);
+  free(t);
+}
+static void ticket_freep(code_ticket **t) { ticket_free(*t); }
+#define cleanup_ticket __attribute__((cleanup(ticket_freep)))
+
 void server_code_queue_free(code_queue *q) {
   if (q == NULL) return;
   while (q->head) {
     code_ticket *t = q->head;
     q->head = t->next;
-    free(t->sandbox);
-    free(t->context);
-    free(t);
+    ticket_free(t);
   }
   pthread_mutex_destroy(&q->mu);
   pthread_cond_destroy(&q->cv);
@@ -65,25 +73,21 @@ static int behind(const code_queue *q, const code_ticket *t) {
 }
 
 int server_code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
-                            volatile int *cancel, code_ticket **out, double *waited_ms) {
+                            volatile int *cancel, code_ticket **out, double *waited_ms,
+                            sm_error *err) {
   double t0 = sm_monotonic_ms();
   *out = NULL;
-  code_ticket *t = calloc(1, sizeof *t);
-  if (t == NULL || (t->sandbox = strdup(sandbox)) == NULL || (t->context = strdup(context)) == NULL) {
-    if (t) free(t->sandbox);
-    free(t);
-    return SM_ENOMEM;
-  }
+  cleanup_ticket code_ticket *t = calloc(1, sizeof *t);
+  if (t == NULL || (t->sandbox = strdup(sandbox)) == NULL || (t->context = strdup(context)) == NULL)
+    return sm_error_set(err, SM_ENOMEM, "out of memory queueing a code run");
   pthread_mutex_lock(&q->mu);
   size_t n = 0;
   for (const code_ticket *x = q->head; x; x = x->next)
     if (strcmp(x->sandbox, sandbox) == 0) n++;
   if (n >= max) {
     pthread_mutex_unlock(&q->mu);
-    free(t->sandbox);
-    free(t->context);
-    free(t);
-    return SM_EBUSY;
+    return sm_error_set(err, SM_EBUSY, "the sandbox already has %zu code runs waiting or running",
+                        max);
   }
   if (q->tail) q->tail->next = t;
   else q->head = t;
@@ -109,13 +113,8 @@ int server_code_queue_enter(code_queue *q, const char *sandbox, const char *cont
   }
   pthread_mutex_unlock(&q->mu);
   if (waited_ms) *waited_ms = sm_monotonic_ms() - t0;
-  if (rc != 0) {
-    free(t->sandbox);
-    free(t->context);
-    free(t);
-    return rc;
-  }
-  *out = t;
+  if (rc != 0) return sm_error_set(err, rc, "the client went away while the run waited for its turn");
+  *out = steal_pointer(&t);
   return 0;
 }
 
@@ -134,7 +133,5 @@ void server_code_queue_leave(code_queue *q, code_ticket *t) {
   unlink_ticket(q, t);
   pthread_cond_broadcast(&q->cv);
   pthread_mutex_unlock(&q->mu);
-  free(t->sandbox);
-  free(t->context);
-  free(t);
+  ticket_free(t);
 }

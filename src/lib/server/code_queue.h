@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <sandman/error.h>
+
 typedef struct code_queue code_queue;
 typedef struct code_ticket code_ticket;
 
@@ -16,9 +18,10 @@ void server_code_queue_free(code_queue *q);
 /* Takes a place for a run of context `context` in sandbox `sandbox` (any
  * string naming it) and waits for its turn. SM_EBUSY (nothing taken) when
  * the sandbox already holds max runs; SM_ECANCELLED when *cancel became
- * set while it waited. *waited_ms: how long it waited. */
+ * set while it waited (err says which). *waited_ms: how long it waited. */
 int server_code_queue_enter(code_queue *q, const char *sandbox, const char *context, size_t max,
-                            volatile int *cancel, code_ticket **out, double *waited_ms);
+                            volatile int *cancel, code_ticket **out, double *waited_ms,
+                            sm_error *err);
 /* How many runs of context `context` in sandbox `sandbox` wait for their
  * turn (the one running, if any, not counted). */
 size_t server_code_queue_waiting(code_queue *q, const char *sandbox, const char *context);

@@ -452,8 +452,9 @@ static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, server_
   sandbox_key(q, key, sizeof key);
   code_ticket *t = NULL;
   size_t limit = srv->opts.code_queue ? srv->opts.code_queue : CODE_QUEUE_DEFAULT;
-  int rc =
-      server_code_queue_enter(srv->code_queue, key, r->name, limit, q->cancel, &t, &o.waited_ms);
+  sm_error qerr = SM_ERROR_INIT;
+  int rc = server_code_queue_enter(srv->code_queue, key, r->name, limit, q->cancel, &t,
+                                   &o.waited_ms, &qerr);
   if (rc == SM_EBUSY) {
     server_answer_error(a, 429, "policy",
                         "this sandbox already has %zu code runs waiting or running "
@@ -463,7 +464,7 @@ static void do_run(context_req *r, sm_run_request *q, const ctx_body *b, server_
     return;
   }
   if (rc != 0) {
-    server_answer_error_code(a, rc, "the client went away while the run waited for its turn");
+    server_answer_error_code(a, rc, qerr.message);
     return;
   }
   sm_code_context_opts co = {b->kernel, b->language, b->cwd, (const char *const *)b->env,

@@ -66,7 +66,7 @@ size_t server_creds_count(const server_creds *c) { return c ? c->n : 0; }
 int server_creds_parse(server_creds **out, const char *name, const char *text, size_t len,
                        sm_error *err) {
   *out = NULL;
-  json_object *root = NULL;
+  cleanup_json json_object *root = NULL;
   sm_error perr = SM_ERROR_INIT;
   /* The parser's message could quote the text: keep only a generic one so
    * that a broken file never puts a secret in a log line. */
@@ -78,7 +78,6 @@ int server_creds_parse(server_creds **out, const char *name, const char *text, s
   server_creds *c = calloc(1, sizeof *c);
   size_t n = (size_t)json_object_object_length(root);
   if (c == NULL || n > CREDS_SERVICES_MAX) {
-    json_object_put(root);
     free(c);
     return n > CREDS_SERVICES_MAX
                ? sm_error_set(err, SM_ECONFIG, "credentials file %s: more than %d services",
@@ -153,7 +152,6 @@ int server_creds_parse(server_creds **out, const char *name, const char *text, s
                         (size_t)json_object_get_string_len(val2));
     }
   }
-  json_object_put(root);
   if (rc != 0) {
     server_creds_free(c);
     return rc;

@@ -34,6 +34,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "common/thread.h"
 #include "server/server_core.h"
 
@@ -300,8 +301,8 @@ static void on_accept(server_gate *g) {
   for (int k = 0; k < GATE_ACCEPTS_PER_WAKE; k++) {
     struct sockaddr_storage addr;
     socklen_t alen = sizeof addr;
-    int fd = accept4(g->listen_fd, (struct sockaddr *)&addr, &alen,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    cleanup_fd int fd = accept4(g->listen_fd, (struct sockaddr *)&addr, &alen,
+                                SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if ((errno == EMFILE || errno == ENFILE) && g->head >= 0) {
@@ -318,10 +319,7 @@ static void on_accept(server_gate *g) {
     /* Full: the oldest waiting connection makes room for the newest. */
     if (g->n_pending >= g->n_slots) drop_slot(g, g->head, SM_GATE_DROP_EVICTED);
     int i = free_slot(g);
-    if (i < 0) {
-      close(fd);
-      continue;
-    }
+    if (i < 0) continue;
     pending *p = &g->slots[i];
     p->fd = fd;
     p->deadline = sm_monotonic_ms() + GATE_HEAD_TIMEOUT_MS;
@@ -332,9 +330,9 @@ static void on_accept(server_gate *g) {
                              .data.u64 = ((uint64_t)p->gen << 32) | (uint32_t)i};
     if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       p->fd = -1;
-      close(fd);
       continue;
     }
+    (void)common_steal_fd(&fd); /* the slot's now */
     list_append(g, i);
     __atomic_add_fetch(&g->n_pending, 1, __ATOMIC_RELAXED);
     /* A head that came with the connection is there already. */

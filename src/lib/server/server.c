@@ -196,20 +196,16 @@ static int listen_unix(sm_server *srv, const char *path, sm_error *err) {
   memcpy(sa.sun_path, path, strlen(path) + 1);
   int rc = make_socket_dir(path, err);
   if (rc != 0) return rc;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cleanup_fd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "socket: %s", strerror(errno));
   /* A socket file left by a runner that died is replaced; one that answers
    * belongs to a live runner and is not. */
   struct stat st;
   if (lstat(path, &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      close(fd);
+    if (!S_ISSOCK(st.st_mode))
       return sm_error_set(err, SM_EUNSAFE, "%s exists and is not a socket", path);
-    }
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
-      close(fd);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
       return sm_error_set(err, SM_EBUSY, "another runner listens on %s", path);
-    }
     unlink(path);
     close(fd);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -219,17 +215,14 @@ static int listen_unix(sm_server *srv, const char *path, sm_error *err) {
   int b = bind(fd, (struct sockaddr *)&sa, sizeof sa);
   int e = errno;
   umask(old);
-  if (b != 0) {
-    close(fd);
+  if (b != 0)
     return sm_error_set_errno(err, SM_EIO, e, "cannot bind %s: %s", path, strerror(e));
-  }
   if (chmod(path, 0600) != 0 || listen(fd, 128) != 0 || lstat(path, &st) != 0) {
     e = errno;
-    close(fd);
     unlink(path);
     return sm_error_set_errno(err, SM_EIO, e, "cannot listen on %s: %s", path, strerror(e));
   }
-  srv->listen_fd = fd;
+  srv->listen_fd = common_steal_fd(&fd);
   snprintf(srv->sock_path, sizeof srv->sock_path, "%s", path);
   srv->sock_dev = st.st_dev;
   srv->sock_ino = st.st_ino;

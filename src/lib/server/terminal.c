@@ -23,6 +23,7 @@
 #include <sandman/terminal.h>
 #include <sandman/util.h>
 
+#include "common/cleanup.h"
 #include "terminal/terminal_run.h"
 
 #define START_WAIT_MS 300000.0 /* for the sandbox and the program to start */
@@ -530,7 +531,7 @@ void server_terminals_free(server_terminals *ts) {
 
 static void ws_open(void *ud, server_ws_conn *c) {
   server_terminal *t = ud;
-  common_buf redraw;
+  cleanup_buf common_buf redraw;
   common_buf_init(&redraw, (size_t)64 << 20);
   char hello[160];
   unsigned rows, cols;
@@ -538,7 +539,6 @@ static void ws_open(void *ud, server_ws_conn *c) {
   terminal_run_lock(t->run);
   if (t->n_clients >= SERVER_TERMINAL_CLIENTS_MAX) {
     terminal_run_unlock(t->run);
-    common_buf_dispose(&redraw);
     server_ws_close(c, SERVER_WS_POLICY, "too many clients on this terminal");
     return;
   }
@@ -561,7 +561,6 @@ static void ws_open(void *ud, server_ws_conn *c) {
     server_ws_close(c, SERVER_WS_NORMAL, "the terminal's program ended");
   }
   terminal_run_unlock(t->run);
-  common_buf_dispose(&redraw);
   audit(t, "terminal.attached", "a client attached to the terminal");
 }
 

@@ -23,7 +23,7 @@ typedef struct second_run {
 
 static void *enter_second(void *arg) {
   second_run *s = arg;
-  s->rc = server_code_queue_enter(s->q, "sb1", "c", 3, &s->cancel, &s->t, NULL);
+  s->rc = server_code_queue_enter(s->q, "sb1", "c", 3, &s->cancel, &s->t, NULL, NULL);
   return NULL;
 }
 
@@ -42,7 +42,7 @@ static void turns_and_limit(void **state) {
   code_queue *q = server_code_queue_new();
   assert_non_null(q);
   code_ticket *first = NULL, *other = NULL, *refused = NULL;
-  assert_int_equal(server_code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL, NULL), 0);
   assert_int_equal(server_code_queue_waiting(q, "sb1", "c"), 0);
 
   second_run s = {q, NULL, 0, -1};
@@ -51,15 +51,15 @@ static void turns_and_limit(void **state) {
   assert_true(wait_waiting(q, "sb1", "c", 1)); /* behind the first */
 
   /* Another context of the sandbox is not behind c's runs. */
-  assert_int_equal(server_code_queue_enter(q, "sb1", "d", 3, NULL, &other, NULL), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "d", 3, NULL, &other, NULL, NULL), 0);
   assert_int_equal(server_code_queue_waiting(q, "sb1", "d"), 0);
   assert_int_equal(server_code_queue_waiting(q, "sb2", "c"), 0);
   /* Three runs held: a fourth takes nothing. */
-  assert_int_equal(server_code_queue_enter(q, "sb1", "e", 3, NULL, &refused, NULL), SM_EBUSY);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "e", 3, NULL, &refused, NULL, NULL), SM_EBUSY);
   assert_null(refused);
   /* Another sandbox has its own limit. */
   code_ticket *elsewhere = NULL;
-  assert_int_equal(server_code_queue_enter(q, "sb2", "c", 3, NULL, &elsewhere, NULL), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb2", "c", 3, NULL, &elsewhere, NULL, NULL), 0);
 
   server_code_queue_leave(q, first);
   assert_int_equal(pthread_join(th, NULL), 0);
@@ -77,7 +77,7 @@ static void cancelled_wait(void **state) {
   code_queue *q = server_code_queue_new();
   assert_non_null(q);
   code_ticket *first = NULL;
-  assert_int_equal(server_code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL), 0);
+  assert_int_equal(server_code_queue_enter(q, "sb1", "c", 3, NULL, &first, NULL, NULL), 0);
   second_run s = {q, NULL, 0, -1};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, enter_second, &s), 0);
