@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     server_execute_params_dispose(&p);
   }
   char key[SM_SERVER_KEY_MAX + 1];
-  if (server_json_worker_key(body, size, key) == 0 && !server_name_valid(key, SM_SERVER_KEY_MAX))
+  if (server_json_has_worker_key(body, size, key) && !server_name_valid(key, SM_SERVER_KEY_MAX))
     abort();
   server_lease_params lp;
   if (server_parse_lease(body, size, &lp, &err) == 0) {
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   unsigned char *dec = NULL;
   size_t n = 0;
-  if (server_base64_decode(body, size, 1 << 20, &dec, &n) == 0) {
+  if (server_base64_decode(body, size, 1 << 20, &dec, &n, NULL) == 0) {
     if (n > size) abort();
     free(dec);
   }

@@ -18,7 +18,7 @@ int server_body_token_ok(sm_server *srv, const char *body, size_t len, int contr
                          const char *token) {
   if (control) return 1;
   char key[SM_SERVER_KEY_MAX + 1];
-  if (server_json_worker_key(body, len, key) != 0) return 0;
+  if (!server_json_has_worker_key(body, len, key)) return 0;
   return server_token_ok(srv, token, key);
 }
 

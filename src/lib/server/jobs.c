@@ -7,9 +7,9 @@
 
 #include "server/server_core.h"
 
-int server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
+int server_submit(sm_server *srv, void (*fn)(void *), void *arg, sm_error *err) {
   server_job *j = malloc(sizeof *j);
-  if (j == NULL) return SM_ENOMEM;
+  if (j == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory queueing a call");
   j->fn = fn;
   j->arg = arg;
   j->next = NULL;
@@ -17,7 +17,8 @@ int server_submit(sm_server *srv, void (*fn)(void *), void *arg) {
   if (srv->queued >= srv->opts.max_queue || srv->workers_stop) {
     pthread_mutex_unlock(&srv->mu);
     free(j);
-    return SM_EBUSY;
+    return sm_error_set(err, SM_EBUSY,
+                        "the runner is overloaded: too many calls waiting; try again later");
   }
   if (srv->tail) srv->tail->next = j;
   else srv->head = j;

@@ -87,9 +87,12 @@ int server_lease_create(server_lease_store *s, const server_lease_params *p, dou
   return 0;
 }
 
+#define LEASE_NOT_USABLE "the lease is unknown, expired, used up, or for another tool or worker"
+
 int server_lease_consume(server_lease_store *s, const char *id, const char *tool,
-                         const char *worker_key, double now, server_lease_params *out) {
-  if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return SM_EPOLICY;
+                         const char *worker_key, double now, server_lease_params *out,
+                         sm_error *err) {
+  if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return sm_error_set(err, SM_EPOLICY, LEASE_NOT_USABLE);
   pthread_mutex_lock(&s->mu);
   sweep(s, now);
   lease *found = NULL;
@@ -109,11 +112,15 @@ int server_lease_consume(server_lease_store *s, const char *id, const char *tool
     rc = 0;
   }
   pthread_mutex_unlock(&s->mu);
-  return rc;
+  return rc ? sm_error_set(err, rc, LEASE_NOT_USABLE) : 0;
 }
 
-int server_lease_settle(server_lease_store *s, const char *id, int used, double now) {
-  if (id == NULL || strlen(id) != SM_LEASE_ID_LEN) return SM_ENOTFOUND;
+#define LEASE_NOT_PENDING "the lease expired, or has no use pending"
+
+int server_lease_settle(server_lease_store *s, const char *id, int used, double now,
+                        sm_error *err) {
+  if (id == NULL || strlen(id) != SM_LEASE_ID_LEN)
+    return sm_error_set(err, SM_ENOTFOUND, LEASE_NOT_PENDING);
   pthread_mutex_lock(&s->mu);
   lease *found = NULL;
   for (size_t i = 0; i < s->max; i++) {
@@ -128,7 +135,7 @@ int server_lease_settle(server_lease_store *s, const char *id, int used, double 
   }
   sweep(s, now);
   pthread_mutex_unlock(&s->mu);
-  return rc;
+  return rc ? sm_error_set(err, rc, LEASE_NOT_PENDING) : 0;
 }
 
 size_t server_lease_live(server_lease_store *s, double now) {

@@ -51,12 +51,12 @@ int server_json_object(const char *body, size_t len, json_object **out, sm_error
   return 0;
 }
 
-int server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]) {
+bool server_json_has_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]) {
   out[0] = '\0';
   if (body == NULL || len == 0 || len > INT32_MAX || memchr(body, '\0', len) != NULL)
-    return SM_EINVAL;
+    return false;
   json_tokener *tok = json_tokener_new_ex(JSON_DEPTH_MAX);
-  if (tok == NULL) return SM_ENOMEM;
+  if (tok == NULL) return false;
   json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
   json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
   int ok = obj != NULL && json_tokener_get_error(tok) == json_tokener_success;
@@ -70,7 +70,7 @@ int server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_
     if (strlen(k) == kl && server_name_valid(k, SM_SERVER_KEY_MAX)) memcpy(out, k, kl + 1);
   }
   if (obj) json_object_put(obj);
-  return out[0] ? 0 : SM_ENOTFOUND;
+  return out[0] != '\0';
 }
 
 int server_name_valid(const char *s, size_t max) {
@@ -107,21 +107,22 @@ static int b64_value(unsigned char c) {
 }
 
 int server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
-                         size_t *out_len) {
+                         size_t *out_len, sm_error *err) {
   *out = NULL;
   *out_len = 0;
   while (len > 0 && in[len - 1] == '=') len--;
-  if (len % 4 == 1) return SM_EINVAL;
+  if (len % 4 == 1) return sm_error_set(err, SM_EINVAL, "not valid base64 (a stray last character)");
   size_t cap = len / 4 * 3 + 3;
-  if (len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) > max) return SM_ETOOBIG;
+  if (len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) > max)
+    return sm_error_set(err, SM_ETOOBIG, "base64 that decodes to more than %zu bytes", max);
   cleanup_free unsigned char *buf = malloc(cap + 1);
-  if (buf == NULL) return SM_ENOMEM;
+  if (buf == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory decoding base64");
   size_t o = 0;
   uint32_t acc = 0;
   int bits = 0;
   for (size_t i = 0; i < len; i++) {
     int v = b64_value((unsigned char)in[i]);
-    if (v < 0) return SM_EINVAL;
+    if (v < 0) return sm_error_set(err, SM_EINVAL, "not valid base64 (a character outside its alphabet)");
     acc = (acc << 6) | (uint32_t)v;
     bits += 6;
     if (bits >= 8) {
@@ -131,7 +132,7 @@ int server_base64_decode(const char *in, size_t len, size_t max, unsigned char *
     }
   }
   /* Leftover bits must be zero (canonical encoding). */
-  if (bits > 0 && acc != 0) return SM_EINVAL;
+  if (bits > 0 && acc != 0) return sm_error_set(err, SM_EINVAL, "not valid base64 (not canonical)");
   buf[o] = '\0';
   *out = steal_pointer(&buf);
   *out_len = o;
@@ -331,7 +332,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
     if (!json_object_is_type(v, json_type_string))
       return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' must be a base64 string");
     int rc = server_base64_decode(json_object_get_string(v), (size_t)json_object_get_string_len(v),
-                                  max_stdin, &p->stdin_data, &p->stdin_len);
+                                  max_stdin, &p->stdin_data, &p->stdin_len, err);
     if (rc == SM_ETOOBIG)
       return sm_error_set(err, SM_EINVAL, "field 'stdin_b64' decodes to more than %zu bytes",
                           max_stdin);

@@ -33,7 +33,7 @@ static void settle_lease(call *k, int used) {
   if (!k->lease_pending) return;
   k->lease_pending = 0;
   sm_server *srv = k->srv;
-  if (server_lease_settle(srv->leases, k->p.lease_id, used, sm_now()) != 0 || used) return;
+  if (server_lease_settle(srv->leases, k->p.lease_id, used, sm_now(), NULL) != 0 || used) return;
   server_metrics_lease(srv->metrics, "restored");
   server_audit_lease(srv, "lease.restored", k->p.lease_id, k->p.tool, k->p.worker_key,
                      "the call did not run: its use is given back");
@@ -337,7 +337,8 @@ static int take_lease(call *k, sm_error *err) {
   sm_error creds_err = SM_ERROR_INIT;
   server_lease_params lp;
   if (srv->creds == NULL ||
-      server_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp) != 0) {
+      server_lease_consume(srv->leases, p->lease_id, p->tool, p->worker_key, sm_now(), &lp,
+                           NULL) != 0) { /* the answer names no reason: LEASE_REFUSED */
     server_metrics_lease(srv->metrics, "refused");
     sm_log_event(SM_LOG_WARN, "lease.refused", SM_LOG_FIELDS(SM_LOG_STR("tool", p->tool)),
                  "lease refused for tool %s", p->tool ? p->tool : "(none)");

@@ -111,8 +111,9 @@ int server_host_route(sm_server *srv, const char *agent, const char *tool, sm_ho
 void server_approvals_route(sm_server *srv, const char *method, const char *id, int control,
                             const char *body, size_t len, server_answer *a);
 
-/* jobs.c: queues a job for a call thread; SM_EBUSY when the queue is full. */
-int server_submit(sm_server *srv, void (*fn)(void *), void *arg);
+/* jobs.c: queues a job for a call thread; SM_EBUSY when the queue is full
+ * (err says so in the words the runner answers with). */
+int server_submit(sm_server *srv, void (*fn)(void *), void *arg, sm_error *err);
 /* A call thread's main (arg: the server): runs jobs until workers_stop. */
 void *server_job_thread(void *arg);
 /* gauges.c */

@@ -252,11 +252,11 @@ static int stream_open(req_ctx *c) {
 static enum MHD_Result dispatch_stream(req_ctx *c, void (*fn)(void *), void *arg,
                                        void (*discard)(void *)) {
   c->state = ST_STREAM;
-  if (server_submit(c->srv, fn, arg) != 0) {
+  sm_error serr = SM_ERROR_INIT;
+  if (server_submit(c->srv, fn, arg, &serr) != 0) {
     if (discard) discard(arg);
     c->state = ST_READING;
-    return answer_error(c, 503, "sandbox",
-                        "the runner is overloaded: too many calls waiting; try again later");
+    return answer_error(c, 503, "sandbox", serr.message);
   }
   return stream_step(c);
 }
@@ -338,11 +338,11 @@ static void job_audit(void *arg) {
 static enum MHD_Result dispatch(req_ctx *c, void (*fn)(void *)) {
   c->state = ST_RUNNING;
   MHD_suspend_connection(c->conn);
-  if (server_submit(c->srv, fn, c) != 0) {
+  sm_error serr = SM_ERROR_INIT;
+  if (server_submit(c->srv, fn, c, &serr) != 0) {
     MHD_resume_connection(c->conn);
     c->state = ST_READING;
-    return answer_error(c, 503, "sandbox",
-                        "the runner is overloaded: too many calls waiting; try again later");
+    return answer_error(c, 503, "sandbox", serr.message);
   }
   return MHD_YES;
 }
@@ -422,9 +422,9 @@ static enum MHD_Result files_start(req_ctx *c, int op) {
   }
   if (stream_open(c) != 0) return decide(c, 503, "sandbox", "out of memory");
   server_files_req_set_stream(c->files, c->stream);
-  if (server_submit(srv, server_files_job, c->files) != 0)
-    return decide(c, 503, "sandbox",
-                  "the runner is overloaded: too many calls waiting; try again later");
+  sm_error serr = SM_ERROR_INIT;
+  if (server_submit(srv, server_files_job, c->files, &serr) != 0)
+    return decide(c, 503, "sandbox", serr.message);
   c->files = NULL; /* the job's */
   c->state = ST_UPLOAD;
   return MHD_YES;

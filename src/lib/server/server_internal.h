@@ -4,6 +4,7 @@
 #define SANDMAN_SERVER_INTERNAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,14 +104,14 @@ int server_sandbox_ref_valid(const char *s);
 int server_env_name_valid(const char *s);
 /* Strict base64 (standard alphabet, padding optional). Owned output. */
 int server_base64_decode(const char *in, size_t len, size_t max, unsigned char **out,
-                         size_t *out_len);
+                         size_t *out_len, sm_error *err);
 /* Parses a JSON object from untrusted bytes (depth and size bounded; a key
  * repeated in one object, or holding a NUL character, is SM_EINVAL). */
 int server_json_object(const char *body, size_t len, json_object **out, sm_error *err);
-/* The body's "worker_key" when it is a valid name, whatever else is wrong
- * with the body: what a worker token is checked against before the body's
- * errors may be told (SM_ENOTFOUND when there is none). */
-int server_json_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]);
+/* True when the body has a "worker_key" that is a valid name (copied to
+ * out), whatever else is wrong with the body: what a worker token is
+ * checked against before the body's errors may be told. */
+bool server_json_has_worker_key(const char *body, size_t len, char out[SM_SERVER_KEY_MAX + 1]);
 
 /* ---- lease.c: credential leases (pure state; times passed in) ---- */
 typedef struct server_lease_store server_lease_store;
@@ -125,11 +126,13 @@ int server_lease_create(server_lease_store *store, const server_lease_params *p,
  * expired, used up, other tool, other worker) without telling which. The
  * use is pending until server_lease_settle. */
 int server_lease_consume(server_lease_store *store, const char *id, const char *tool,
-                         const char *worker_key, double now, server_lease_params *out_services);
+                         const char *worker_key, double now, server_lease_params *out_services,
+                         sm_error *err);
 /* Settles a use server_lease_consume took: used (the credentials reached the
  * sandbox) or given back (used 0: the call never got that far; the lease
  * serves another call, unless it expired meanwhile: SM_ENOTFOUND). */
-int server_lease_settle(server_lease_store *store, const char *id, int used, double now);
+int server_lease_settle(server_lease_store *store, const char *id, int used, double now,
+                        sm_error *err);
 /* Leases with a use left, not expired. */
 size_t server_lease_live(server_lease_store *store, double now);
 

@@ -358,9 +358,9 @@ static void fill_limits(server_ws_limits *l, const server_ws_limits *in) {
 
 int server_ws_conn_start(server_ws_group *g, int fd, const char *extra, size_t extra_len,
                          const server_ws_limits *lim, const server_ws_handler *h,
-                         void (*release)(void *), void *release_ud) {
+                         void (*release)(void *), void *release_ud, sm_error *err) {
   server_ws_conn *c = calloc(1, sizeof *c);
-  if (c == NULL) return SM_ENOMEM;
+  if (c == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory starting a websocket connection");
   c->g = g;
   c->fd = fd;
   c->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -373,8 +373,9 @@ int server_ws_conn_start(server_ws_group *g, int fd, const char *extra, size_t e
   pthread_mutex_init(&c->mu, NULL);
   server_ws_reader_init(&c->reader, 1, c->lim.max_frame, c->lim.max_message, on_frame, c);
   if (c->wake < 0) {
+    int e = errno;
     server_ws_conn_unref(c);
-    return SM_EIO;
+    return sm_error_set_errno(err, SM_EIO, e, "websocket connection: eventfd");
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -406,7 +407,7 @@ int server_ws_conn_start(server_ws_group *g, int fd, const char *extra, size_t e
     pthread_mutex_unlock(&g->mu);
     c->h.on_message = NULL;
     server_ws_conn_unref(c);
-    return SM_EIO;
+    return sm_error_set_errno(err, SM_EIO, e, "websocket connection: starting its thread");
   }
   return 0;
 }
@@ -421,8 +422,10 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls, co
   (void)conn;
   (void)req_cls;
   u->taken = 1;
-  if (server_ws_conn_start(u->g, sock, extra, extra_len, &u->lim, &u->h, release_urh, urh) != 0) {
-    sm_log(SM_LOG_WARN, "websocket: could not start a connection's thread");
+  sm_error err = SM_ERROR_INIT;
+  if (server_ws_conn_start(u->g, sock, extra, extra_len, &u->lim, &u->h, release_urh, urh,
+                           &err) != 0) {
+    sm_log(SM_LOG_WARN, "websocket: %s", err.message);
     if (u->h.discard) u->h.discard(u->h.ud);
     release_urh(urh);
   }

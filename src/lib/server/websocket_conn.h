@@ -17,6 +17,8 @@
 
 #include <microhttpd.h>
 
+#include <sandman/error.h>
+
 #include "server/websocket.h"
 
 typedef struct server_ws_conn server_ws_conn;
@@ -73,7 +75,7 @@ void server_ws_upgrade_done(server_ws_upgrade *u);
  * the socket is closed. For tests and for the upgrade above. */
 int server_ws_conn_start(server_ws_group *g, int fd, const char *extra, size_t extra_len,
                          const server_ws_limits *lim, const server_ws_handler *h,
-                         void (*release)(void *), void *release_ud);
+                         void (*release)(void *), void *release_ud, sm_error *err);
 
 /* Queues a message for the peer (from any thread). 0; SM_EBUSY when it
  * would pass max_queued (the connection is then closed with 1008: a peer

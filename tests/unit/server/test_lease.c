@@ -33,9 +33,9 @@ static void single_use(void **state) {
   assert_int_equal(strlen(id), SM_LEASE_ID_LEN);
   assert_true(exp == 1060);
   assert_int_equal(server_lease_live(s, 1000), 1);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1001, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1001, &got, NULL), 0);
   assert_string_equal(got.services[0], "github");
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1002, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1002, &got, NULL), SM_EPOLICY);
   assert_int_equal(server_lease_live(s, 1002), 0);
   server_lease_store_free(s);
 }
@@ -48,8 +48,8 @@ static void several_uses(void **state) {
   double exp;
   assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
   for (int i = 0; i < 3; i++)
-    assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
+    assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got, NULL), SM_EPOLICY);
   server_lease_store_free(s);
 }
 
@@ -60,8 +60,8 @@ static void expiry(void **state) {
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
   assert_int_equal(server_lease_create(s, &p, 100, id, &exp, NULL), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 109.9, &got), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 110, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 109.9, &got, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 110, &got, NULL), SM_EPOLICY);
   server_lease_store_free(s);
 }
 
@@ -72,16 +72,16 @@ static void tool_and_worker_binding(void **state) {
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
   assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  assert_int_equal(server_lease_consume(s, id, "python", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(server_lease_consume(s, id, NULL, NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "python", NULL, 1, &got, NULL), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, NULL, NULL, 1, &got, NULL), SM_EPOLICY);
   /* A refusal does not use the lease up. */
-  assert_int_equal(server_lease_consume(s, id, "shell", "any-worker", 1, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", "any-worker", 1, &got, NULL), 0);
 
   p = params("shell", 1, 60, "w1");
   assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(server_lease_consume(s, id, "shell", "w2", 1, &got), SM_EPOLICY);
-  assert_int_equal(server_lease_consume(s, id, "shell", "w1", 1, &got), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got, NULL), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", "w2", 1, &got, NULL), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", "w1", 1, &got, NULL), 0);
   server_lease_store_free(s);
 }
 
@@ -89,10 +89,10 @@ static void unknown_ids(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
   server_lease_params got;
-  assert_int_equal(server_lease_consume(s, "", "shell", NULL, 1, &got), SM_EPOLICY);
-  assert_int_equal(server_lease_consume(s, NULL, "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, "", "shell", NULL, 1, &got, NULL), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, NULL, "shell", NULL, 1, &got, NULL), SM_EPOLICY);
   assert_int_equal(server_lease_consume(s, "0123456789abcdef0123456789abcdef", "shell", NULL, 1,
-                                        &got),
+                                        &got, NULL),
                    SM_EPOLICY);
   server_lease_store_free(s);
 }
@@ -125,23 +125,23 @@ static void settled_or_given_back(void **state) {
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
   assert_int_equal(server_lease_create(s, &p, 0, id, &exp, NULL), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 1, &got, NULL), SM_EPOLICY);
   assert_int_equal(server_lease_live(s, 1), 0);
-  assert_int_equal(server_lease_settle(s, id, 0, 2), 0);
+  assert_int_equal(server_lease_settle(s, id, 0, 2, NULL), 0);
   assert_int_equal(server_lease_live(s, 2), 1);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 3, &got), 0);
-  assert_int_equal(server_lease_settle(s, id, 1, 4), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 5, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 3, &got, NULL), 0);
+  assert_int_equal(server_lease_settle(s, id, 1, 4, NULL), 0);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 5, &got, NULL), SM_EPOLICY);
   /* Settled once: a second settle finds nothing pending. */
-  assert_int_equal(server_lease_settle(s, id, 0, 6), SM_ENOTFOUND);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 7, &got), SM_EPOLICY);
+  assert_int_equal(server_lease_settle(s, id, 0, 6, NULL), SM_ENOTFOUND);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 7, &got, NULL), SM_EPOLICY);
 
   assert_int_equal(server_lease_create(s, &p, 100, id, &exp, NULL), 0);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 101, &got), 0);
-  assert_int_equal(server_lease_settle(s, id, 0, 160), SM_ENOTFOUND);
-  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 161, &got), SM_EPOLICY);
-  assert_int_equal(server_lease_settle(s, "", 0, 1), SM_ENOTFOUND);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 101, &got, NULL), 0);
+  assert_int_equal(server_lease_settle(s, id, 0, 160, NULL), SM_ENOTFOUND);
+  assert_int_equal(server_lease_consume(s, id, "shell", NULL, 161, &got, NULL), SM_EPOLICY);
+  assert_int_equal(server_lease_settle(s, "", 0, 1, NULL), SM_ENOTFOUND);
   server_lease_store_free(s);
 }
 
@@ -154,7 +154,7 @@ typedef struct race {
 static void *racer(void *arg) {
   race *r = arg;
   server_lease_params got;
-  r->won = server_lease_consume(r->s, r->id, "shell", NULL, 1, &got) == 0;
+  r->won = server_lease_consume(r->s, r->id, "shell", NULL, 1, &got, NULL) == 0;
   return NULL;
 }
 

@@ -402,7 +402,7 @@ static void test_conn_echo_ping_and_close(void **state) {
   first.len = 0;
   put_frame(&first, 1, SERVER_WS_BINARY, "early", 5, 1);
   assert_int_equal(server_ws_conn_start(g, sv[0], (const char *)first.p, first.len, NULL, &h, NULL,
-                                        NULL),
+                                        NULL, NULL),
                    0);
   wait_flag(&p, &p.opened);
   int op;
@@ -439,7 +439,7 @@ static void test_conn_protocol_error_closes_1002(void **state) {
   peer p;
   peer_init(&p);
   server_ws_handler h = {p_open, p_message, p_close, NULL, &p};
-  assert_int_equal(server_ws_conn_start(g, sv[0], NULL, 0, NULL, &h, NULL, NULL), 0);
+  assert_int_equal(server_ws_conn_start(g, sv[0], NULL, 0, NULL, &h, NULL, NULL, NULL), 0);
   /* Not masked: a client must mask. */
   static bytes b;
   b.len = 0;
@@ -472,7 +472,7 @@ static void test_conn_slow_reader_cut_off(void **state) {
   peer_init(&p);
   server_ws_handler h = {p_open, p_message, p_close, NULL, &p};
   server_ws_limits lim = {0, 0, 256 * 1024, 0};
-  assert_int_equal(server_ws_conn_start(g, sv[0], NULL, 0, &lim, &h, NULL, NULL), 0);
+  assert_int_equal(server_ws_conn_start(g, sv[0], NULL, 0, &lim, &h, NULL, NULL, NULL), 0);
   wait_flag(&p, &p.opened);
   static unsigned char chunk[16384];
   int busy = 0;
@@ -496,7 +496,7 @@ static void test_group_close_all(void **state) {
   peer p;
   peer_init(&p);
   server_ws_handler h = {p_open, p_message, p_close, NULL, &p};
-  assert_int_equal(server_ws_conn_start(g, sv[0], NULL, 0, NULL, &h, NULL, NULL), 0);
+  assert_int_equal(server_ws_conn_start(g, sv[0], NULL, 0, NULL, &h, NULL, NULL, NULL), 0);
   wait_flag(&p, &p.opened);
   assert_int_equal(server_ws_group_count(g), 1);
   server_ws_group_close_all(g, 500); /* the client never answers: forced */
