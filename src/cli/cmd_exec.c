@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +145,8 @@ static int parse_args(const cli_call *call, exec_args *a) {
 
 /* ---- the call's thread ---- */
 
-static int write_all(int fd, const char *data, size_t len) {
+/* True when all of data reached fd. */
+static bool write_all_ok(int fd, const char *data, size_t len) {
   while (len > 0) {
     ssize_t w = write(fd, data, len);
     if (w < 0 && errno == EINTR) continue;
@@ -153,16 +155,16 @@ static int write_all(int fd, const char *data, size_t len) {
       poll(&p, 1, 1000);
       continue;
     }
-    if (w <= 0) return SM_EIO;
+    if (w <= 0) return false;
     data += w;
     len -= (size_t)w;
   }
-  return 0;
+  return true;
 }
 
 static int stream_output(void *ud, int stream, const char *data, size_t len) {
   (void)ud;
-  return write_all(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+  return write_all_ok(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len) ? 0 : SM_EIO;
 }
 
 /* Standard input into the tty as it comes; 1 at its end. A full queue

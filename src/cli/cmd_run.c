@@ -8,6 +8,7 @@
  * 125 (sandman, engine or policy), 126, 127, 137. */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,20 +110,21 @@ static ssize_t read_stdin(void *ud, char *buf, size_t len) {
   }
 }
 
-static int write_all(int fd, const char *data, size_t len) {
+/* True when all of data reached fd. */
+static bool write_all_ok(int fd, const char *data, size_t len) {
   while (len > 0) {
     ssize_t w = write(fd, data, len);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return SM_EIO;
+    if (w <= 0) return false;
     data += w;
     len -= (size_t)w;
   }
-  return 0;
+  return true;
 }
 
 static int stream_output(void *ud, int stream, const char *data, size_t len) {
   (void)ud;
-  return write_all(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len);
+  return write_all_ok(stream == 2 ? STDERR_FILENO : STDOUT_FILENO, data, len) ? 0 : SM_EIO;
 }
 
 /* One WARN line per entry the copy out did not apply (capped): a plain run

@@ -234,7 +234,7 @@ static char *host_list(const char *root, const char *owner) {
       unsigned char h[32];
       char hex[65];
       int fd = open(p, O_RDONLY);
-      workspace_hash_fd(fd, h, NULL);
+      workspace_hash_fd_ok(fd, h, NULL);
       close(fd);
       workspace_hex(h, 32, hex);
       hex[16] = '\0';

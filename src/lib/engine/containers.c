@@ -90,7 +90,7 @@ int sm_engine_container_list(sm_engine *engine, int all, const char *const *labe
   int rc = common_buf_printf(&path, "/containers/json?all=%d", all ? 1 : 0);
   if (rc == 0 && n_labels > 0) {
     rc = common_buf_append(&path, "&", 1);
-    if (rc == 0) rc = engine_label_filters(&path, labels, n_labels);
+    if (rc == 0) rc = engine_label_filters(&path, labels, n_labels, err);
   }
   return engine_call_list(engine, rc, path.data, "container list", "label filter", out, err);
 }

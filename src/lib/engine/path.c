@@ -23,13 +23,14 @@ int engine_url_escape(common_buf *b, const char *s, const char *keep) {
   return 0;
 }
 
-int engine_label_filters(common_buf *b, const char *const *labels, size_t n_labels) {
+int engine_label_filters(common_buf *b, const char *const *labels, size_t n_labels,
+                         sm_error *err) {
   json_object *f = json_object_new_object();
   json_object *arr = json_object_new_array();
   if (f == NULL || arr == NULL) {
     json_object_put(f);
     json_object_put(arr);
-    return SM_ENOMEM;
+    return sm_error_set(err, SM_ENOMEM, "out of memory building a label filter");
   }
   for (size_t i = 0; i < n_labels; i++)
     if (labels[i]) json_object_array_add(arr, json_object_new_string(labels[i]));
@@ -40,7 +41,10 @@ int engine_label_filters(common_buf *b, const char *const *labels, size_t n_labe
         b, json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
         NULL);
   json_object_put(f);
-  return rc;
+  if (rc != 0)
+    return sm_error_set(err, rc, "the label filter is %s",
+                        rc == SM_ETOOBIG ? "too long" : "more than memory holds");
+  return 0;
 }
 
 int engine_check_ref(const char *ref, const char *what, sm_error *err) {

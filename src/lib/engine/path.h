@@ -11,7 +11,8 @@
 /* Appends s percent-encoded; keep lists extra bytes left as they are. */
 int engine_url_escape(common_buf *b, const char *s, const char *keep);
 /* Appends "filters=<escaped JSON>" for labels ({"label":[...]}). */
-int engine_label_filters(common_buf *b, const char *const *labels, size_t n_labels);
+int engine_label_filters(common_buf *b, const char *const *labels, size_t n_labels,
+                         sm_error *err);
 /* Checks an id or name used in a path (non-empty, bounded). */
 int engine_check_ref(const char *ref, const char *what, sm_error *err);
 

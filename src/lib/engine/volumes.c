@@ -57,7 +57,7 @@ int sm_engine_volume_list(sm_engine *engine, const char *const *labels, size_t n
   int rc = common_buf_append(&path, "/volumes", 8);
   if (rc == 0 && n_labels > 0) {
     rc = common_buf_append(&path, "?", 1);
-    if (rc == 0) rc = engine_label_filters(&path, labels, n_labels);
+    if (rc == 0) rc = engine_label_filters(&path, labels, n_labels, err);
   }
   if (rc != 0) rc = sm_error_set(err, SM_EINVAL, "volume list: label filter too long");
   json_object *resp = NULL;

@@ -722,14 +722,15 @@ static void drain_all(sandbox_pool *p) {
 
 /* Waits (hold p->mu) until the work matching only_removals is done, or
  * deadline_ms (monotonic; < 0: none) passes. 0 or SM_ETIMEOUT. */
-static int wait_settled(sandbox_pool *p, int only_removals, double deadline_ms) {
+static int wait_settled(sandbox_pool *p, int only_removals, double deadline_ms, sm_error *err) {
   while (!all_settled(p, only_removals)) {
     if (p->n_threads == 0) {
       /* No thread to do the work (could not start): nothing will change. */
-      return SM_EBUSY;
+      return sm_error_set(err, SM_EBUSY, "the pool's threads could not start");
     }
     double now = mono_ms();
-    if (deadline_ms >= 0 && now >= deadline_ms) return SM_ETIMEOUT;
+    if (deadline_ms >= 0 && now >= deadline_ms)
+      return sm_error_set(err, SM_ETIMEOUT, "background work still running at the deadline");
     wait_until(p, &p->cv_done,
                deadline_ms >= 0 && deadline_ms - now < 200 ? deadline_ms - now : 200);
   }
@@ -751,7 +752,7 @@ void sandbox_pool_free(sandbox_pool *p) {
   if (p->rm_head && p->n_threads == 0) ensure_threads(p);
   /* Nothing may leak: wait for every removal, however long the engine takes
    * (each request is bounded by the engine client's own timeouts). */
-  wait_settled(p, 1, -1);
+  wait_settled(p, 1, -1, NULL);
   p->stopping = 1;
   pthread_cond_broadcast(&p->cv_work);
   pthread_mutex_unlock(&p->mu);
@@ -1006,19 +1007,18 @@ void sandbox_pool_drain(sandbox_pool *p) {
   p->size = 0;
   drain_all(p);
   if (p->rm_head) ensure_threads(p);
-  wait_settled(p, 1, -1);
+  wait_settled(p, 1, -1, NULL);
   pthread_mutex_unlock(&p->mu);
 }
 
 int sandbox_pool_settle(sandbox_pool *p, double timeout_s, sm_error *err) {
   if (p == NULL) return 0;
   pthread_mutex_lock(&p->mu);
-  int rc = wait_settled(p, 0, timeout_s >= 0 ? mono_ms() + timeout_s * 1000.0 : -1);
+  int rc = wait_settled(p, 0, timeout_s >= 0 ? mono_ms() + timeout_s * 1000.0 : -1, err);
   pthread_mutex_unlock(&p->mu);
   if (rc == SM_ETIMEOUT)
     return sm_error_set(err, rc, "background work still running after %gs", timeout_s);
-  if (rc) return sm_error_set(err, rc, "the pool's threads could not start");
-  return 0;
+  return rc;
 }
 
 void sandbox_pool_stats_get(sandbox_pool *p, sm_pool_stats *out) {

@@ -61,15 +61,16 @@ static char type_of(const struct stat *st) {
   return S_ISREG(st->st_mode) ? 'f' : S_ISDIR(st->st_mode) ? 'd' : S_ISLNK(st->st_mode) ? 'l' : '?';
 }
 
-static int host_hash(ws_dircache *dc, const char *path, unsigned char out[32]) {
+/* True when the host's file at path could be read and hashed. */
+static bool host_hash_ok(ws_dircache *dc, const char *path, unsigned char out[32]) {
   const char *name;
   int dfd = workspace_dircache_parent(dc, path, &name, 0);
-  if (dfd < 0) return dfd;
+  if (dfd < 0) return false;
   int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  int rc = workspace_hash_fd(fd, out, NULL);
+  if (fd < 0) return false;
+  bool ok = workspace_hash_fd_ok(fd, out, NULL);
   close(fd);
-  return rc;
+  return ok;
 }
 
 /* Has the host changed path since the manifest entry b (NULL: absent)? */
@@ -90,7 +91,7 @@ static int host_changed(ws_dircache *dc, const ws_entry *b, const host_state *hs
   if (b->host_mtime_ns != WS_UNKNOWN_MTIME && m == b->host_mtime_ns && !(b->racy & WS_RACY_HOST))
     return 0;
   unsigned char h[32];
-  if (!b->has_hash || host_hash(dc, b->path, h) != 0) return 1;
+  if (!b->has_hash || !host_hash_ok(dc, b->path, h)) return 1;
   return memcmp(h, b->hash, 32) != 0;
 }
 
@@ -101,7 +102,7 @@ static int host_equals(ws_dircache *dc, const ws_entry *e, const host_state *hs)
   if (e->type == 'l') return strcmp(hs->link, e->link) == 0;
   if (hs->st.st_size != e->size || (uint32_t)(hs->st.st_mode & 0777) != e->mode) return 0;
   unsigned char h[32];
-  return e->has_hash && host_hash(dc, e->path, h) == 0 && memcmp(h, e->hash, 32) == 0;
+  return e->has_hash && host_hash_ok(dc, e->path, h) && memcmp(h, e->hash, 32) == 0;
 }
 
 static void set_host_mtime(ws_dircache *dc, ws_entry *e) {
@@ -145,14 +146,15 @@ static int clear_way(plan *p, int dfd, const char *name, const host_state *hs, c
   return r;
 }
 
-static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e) {
+static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e, sm_error *err) {
   char sname[16];
   snprintf(sname, sizeof sname, "%d", (int)e->stage);
   size_t n = strlen(name) + sizeof WS_CONFLICT_SUFFIX;
   size_t pn = strlen(e->path) + sizeof WS_CONFLICT_SUFFIX;
   cleanup_free char *aside = malloc(n);
   cleanup_free char *apath = malloc(pn);
-  if (aside == NULL || apath == NULL) return SM_ENOMEM;
+  if (aside == NULL || apath == NULL)
+    return sm_error_set(err, SM_ENOMEM, "out of memory setting '%s' aside", e->path);
   snprintf(aside, n, "%s%s", name, WS_CONFLICT_SUFFIX);
   snprintf(apath, pn, "%s%s", e->path, WS_CONFLICT_SUFFIX);
   e->host_mtime_ns = WS_UNKNOWN_MTIME;
@@ -169,7 +171,7 @@ static int conflict_aside(plan *p, int dfd, const char *name, ws_entry *e) {
   int rc =
       common_strings_push(&p->res->conflicts, &p->res->n_conflicts, &p->res->cap_conflicts, apath);
   if (!rc) rc = note_changed(p, apath);
-  return rc;
+  return rc ? sm_error_set(err, rc, "out of memory") : 0;
 }
 
 static int do_deletions(plan *p, sm_error *err) {
@@ -337,14 +339,12 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
       set_host_mtime(&p->dc, e);
       return 0;
     }
-    int rc = conflict_aside(p, dfd, name, e);
-    return rc ? sm_error_set(err, rc, "out of memory") : 0;
+    return conflict_aside(p, dfd, name, e, err);
   }
   if (hs.exists && S_ISDIR(hs.st.st_mode)) {
     int r = clear_way(p, dfd, name, &hs, b);
     if (r) {
-      int rc = conflict_aside(p, dfd, name, e);
-      return rc ? sm_error_set(err, rc, "out of memory") : 0;
+      return conflict_aside(p, dfd, name, e, err);
     }
   }
   char sname[16];
@@ -352,8 +352,7 @@ static int put_file(plan *p, ws_entry *e, sm_error *err) {
   if (renameat(p->x->stage_fd, sname, dfd, name) != 0) {
     int en = errno;
     if (en == EISDIR || en == ENOTEMPTY || en == EEXIST) {
-      int rc = conflict_aside(p, dfd, name, e);
-      return rc ? sm_error_set(err, rc, "out of memory") : 0;
+      return conflict_aside(p, dfd, name, e, err);
     }
     return sm_error_set_errno(err, SM_EIO, en, "writing '%s'", e->path);
   }

@@ -77,7 +77,7 @@ static int add(ws_aside *a, char *from, char *to) {
 fail:
   free(from);
   free(to);
-  return SM_ENOMEM;
+  return -ENOMEM; /* this file's helpers answer -errno */
 }
 
 int workspace_aside_make(ws_aside *a, int root_fd, const char *dir, char **out) {
@@ -111,7 +111,8 @@ int workspace_aside_make(ws_aside *a, int root_fd, const char *dir, char **out) 
     free(to);
     to = NULL;
   }
-  if (add(a, from, to) != 0) return -ENOMEM;
+  int added = add(a, from, to);
+  if (added != 0) return added;
   *out = to;
   return r;
 }

@@ -64,9 +64,10 @@ static uint64_t hash_path(const char *s) {
   return h;
 }
 
-static int index_rebuild(ws_manifest *m, size_t cap) {
+/* True when m's index was rebuilt with cap slots (false: out of memory). */
+static bool index_rebuilt(ws_manifest *m, size_t cap) {
   uint32_t *idx = calloc(cap, sizeof *idx);
-  if (idx == NULL) return SM_ENOMEM;
+  if (idx == NULL) return false;
   for (size_t i = 0; i < m->n; i++) {
     size_t h = (size_t)hash_path(m->v[i].path) & (cap - 1);
     while (idx[h]) h = (h + 1) & (cap - 1);
@@ -75,13 +76,14 @@ static int index_rebuild(ws_manifest *m, size_t cap) {
   free(m->index);
   m->index = idx;
   m->index_cap = cap;
-  return 0;
+  return true;
 }
 
 int workspace_manifest_reindex(ws_manifest *m) {
   size_t cap = 128;
   while (m->n * 2 > cap) cap *= 2;
-  return index_rebuild(m, cap);
+  if (!index_rebuilt(m, cap)) return SM_ENOMEM;
+  return 0;
 }
 
 ws_entry *workspace_manifest_get(const ws_manifest *m, const char *path) {
@@ -101,7 +103,7 @@ int workspace_manifest_add(ws_manifest *m, const ws_entry *e, ws_entry **out) {
   if ((m->n + 1) * 2 > m->index_cap) {
     size_t cap = m->index_cap ? m->index_cap * 2 : 128;
     while ((m->n + 1) * 2 > cap) cap *= 2;
-    if (index_rebuild(m, cap) != 0) return SM_ENOMEM;
+    if (!index_rebuilt(m, cap)) return SM_ENOMEM;
   }
   ws_entry c = *e;
   c.path = strdup(e->path);

@@ -328,11 +328,11 @@ void workspace_hex(const unsigned char *bytes, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-int workspace_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
+bool workspace_hash_fd_ok(int fd, unsigned char out[32], int64_t *out_len) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
     EVP_MD_CTX_free(md);
-    return SM_ENOMEM;
+    return false;
   }
   char buf[65536];
   int64_t total = 0;
@@ -340,7 +340,7 @@ int workspace_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
     ssize_t r = common_read_retry(fd, buf, sizeof buf);
     if (r < 0) {
       EVP_MD_CTX_free(md);
-      return SM_EIO;
+      return false;
     }
     if (r == 0) break;
     EVP_DigestUpdate(md, buf, (size_t)r);
@@ -350,5 +350,5 @@ int workspace_hash_fd(int fd, unsigned char out[32], int64_t *out_len) {
   EVP_DigestFinal_ex(md, out, &n);
   EVP_MD_CTX_free(md);
   if (out_len) *out_len = total;
-  return 0;
+  return true;
 }

@@ -26,11 +26,11 @@ typedef struct strvec {
   size_t n, cap;
 } strvec;
 
-static int strvec_push(strvec *s, char *str) {
+static int strvec_push(strvec *s, char *str, sm_error *err) {
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 32;
     char **v = realloc(s->v, cap * sizeof *v);
-    if (v == NULL) return SM_ENOMEM;
+    if (v == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory listing a directory");
     s->v = v;
     s->cap = cap;
   }
@@ -68,9 +68,11 @@ static int read_names(DIR *d, const char *dir, const ws_scan_opts *o, strvec *na
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
     if (dir[0] == '\0' && workspace_is_reserved(de->d_name)) continue;
     char *n = strdup(de->d_name);
-    if (n == NULL || strvec_push(names, n) != 0) {
+    if (n == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory listing a directory");
+    int rc = strvec_push(names, n, err);
+    if (rc != 0) {
       free(n);
-      return sm_error_set(err, SM_ENOMEM, "out of memory");
+      return rc;
     }
     /* A directory with more names than the cap allows is an error anyway. */
     if ((int64_t)names->n > o->max_entries + 1) break;
@@ -160,9 +162,11 @@ static int scan_entry(int dfd, const char *name, const char *path, const char *r
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   if (e.type == 'd') {
     char *copy = strdup(path);
-    if (copy == NULL || strvec_push(stack, copy) != 0) {
+    if (copy == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory listing a directory");
+    int pushed = strvec_push(stack, copy, err);
+    if (pushed != 0) {
       free(copy);
-      return sm_error_set(err, SM_ENOMEM, "out of memory");
+      return pushed;
     }
   }
   return 0;
@@ -213,9 +217,11 @@ int workspace_scan(int root_fd, const char *root_path, const ws_scan_opts *o, ws
   workspace_manifest_clear(out);
   strvec stack = {0};
   char *root = strdup("");
-  if (root == NULL || strvec_push(&stack, root) != 0) {
+  if (root == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory listing a directory");
+  int pushed = strvec_push(&stack, root, err);
+  if (pushed != 0) {
     free(root);
-    return sm_error_set(err, SM_ENOMEM, "out of memory");
+    return pushed;
   }
   int rc = 0;
   while (stack.n > 0 && rc == 0) {

@@ -51,7 +51,7 @@ static int same_as_base(int root_fd, ws_dircache *dc, ws_entry *e, const ws_entr
   if (fd < 0) return 0;
   unsigned char h[32];
   int64_t n = 0;
-  int ok = workspace_hash_fd(fd, h, &n) == 0 && n == e->size && memcmp(h, b->hash, 32) == 0;
+  int ok = workspace_hash_fd_ok(fd, h, &n) && n == e->size && memcmp(h, b->hash, 32) == 0;
   close(fd);
   (void)root_fd;
   return ok;

@@ -74,17 +74,17 @@ static int fetch_changed(sm_workspace_sync *s, const side *d, ws_extract *x,
   return rc;
 }
 
-static int sorted_copy(char **src, size_t n, char ***out, size_t *out_n) {
+static int sorted_copy(char **src, size_t n, char ***out, size_t *out_n, sm_error *err) {
   if (out == NULL) return 0;
   *out = NULL;
   if (out_n) *out_n = 0;
   char **v = calloc(n + 1, sizeof *v);
-  if (v == NULL) return SM_ENOMEM;
+  if (v == NULL) return sm_error_set(err, SM_ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     v[i] = strdup(src[i]);
     if (v[i] == NULL) {
       sm_workspace_free_list(v, i);
-      return SM_ENOMEM;
+      return sm_error_set(err, SM_ENOMEM, "out of memory");
     }
   }
   if (n > 1) qsort(v, n, sizeof *v, workspace_cmp_cstr);
@@ -338,12 +338,12 @@ int sm_workspace_sync_out(sm_workspace_sync *s, const sm_workspace_target *t,
   s->entries_out = res.entries;
   rc = commit_out(s, t, &x, &nheld, listed ? &listing : NULL, stamp);
   workspace_manifest_dispose(&listing);
-  if (rc == 0 && (sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed) != 0 ||
-                  sorted_copy(res.conflicts, res.n_conflicts, conflicts, n_conflicts) != 0))
-    rc = SM_ENOMEM;
+  if (rc) rc = sm_error_set(err, rc, "out of memory");
+  if (rc == 0) rc = sorted_copy(res.changed, res.n_changed, files_changed, n_files_changed, err);
+  if (rc == 0) rc = sorted_copy(res.conflicts, res.n_conflicts, conflicts, n_conflicts, err);
   workspace_apply_result_dispose(&res);
   workspace_extract_dispose(&x);
-  if (rc) return sm_error_set(err, rc, "out of memory");
+  if (rc) return rc;
   return finish_out(s, err);
 }
 

@@ -4,6 +4,7 @@
 #ifndef SANDMAN_WORKSPACE_WS_H
 #define SANDMAN_WORKSPACE_WS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -168,7 +169,8 @@ void workspace_stage_remove(int root_fd, const char *stage_path, int stage_fd);
  * where locks do not work, those untouched for an hour. */
 void workspace_stage_sweep(int root_fd);
 
-int workspace_hash_fd(int fd, unsigned char out[32], int64_t *out_len);
+/* True when fd was read to its end: out its SHA-256, *out_len its size. */
+bool workspace_hash_fd_ok(int fd, unsigned char out[32], int64_t *out_len);
 void workspace_hex(const unsigned char *bytes, size_t n, char *out);
 
 /* ---- scan ---- */

@@ -187,7 +187,7 @@ static void test_url_and_filters(void **s) {
   assert_string_equal(b.data, "sandman/minimal:latest");
   common_buf_reset(&b);
   const char *labels[] = {"io.sandman.managed=true", "io.sandman.instance=a b"};
-  assert_int_equal(engine_label_filters(&b, labels, 2), 0);
+  assert_int_equal(engine_label_filters(&b, labels, 2, NULL), 0);
   assert_string_equal(b.data,
                       "filters=%7B%22label%22%3A%5B%22io.sandman.managed%3Dtrue%22%2C%22io."
                       "sandman.instance%3Da%20b%22%5D%7D");
