@@ -347,8 +347,7 @@ int sm_port_relay_add(sm_port_relay *r, int fd, unsigned port, sm_error *err) {
   memset(c, 0, sizeof *c);
   c->used = 1;
   c->id = r->next_id++;
-  c->fd = held;
-  held = -1;
+  c->fd = common_steal_fd(&held);
   c->port = port;
   unsigned char p[2] = {(unsigned char)(port >> 8), (unsigned char)port};
   queue_frame(r, SM_FRAME_PORT_OPEN, c->id, p, 2);
