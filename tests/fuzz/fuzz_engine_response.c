@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int st = 0, ch = 0;
     size_t hl = 0;
     long long cl = 0;
-    int rc = engine_http_parse_head(p, n, &st, &hl, &cl, &ch);
+    int rc = engine_http_parse_head(p, n, &st, &hl, &cl, &ch, NULL);
     if (rc == 1 && (hl > n || st < 100 || st > 999)) abort();
     break;
   }

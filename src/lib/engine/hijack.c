@@ -106,11 +106,12 @@ static int feed_head(hijack *h, const char *data, size_t len, sm_error *err) {
     size_t hl = 0;
     long long clen = -1;
     int chunked = 0;
-    int r = engine_http_parse_head(h->head.data, h->head.len, &st, &hl, &clen, &chunked);
-    if (r < 0)
-      return sm_error_set(err, SM_EPROTOCOL,
-                          "exec start: the engine at %s sent a malformed HTTP answer",
-                          h->e->addr.host);
+    int r = engine_http_parse_head(h->head.data, h->head.len, &st, &hl, &clen, &chunked, err);
+    if (r < 0) {
+      sm_error_wrap(err, "exec start: the engine at %s sent a malformed HTTP answer",
+                    h->e->addr.host);
+      return r;
+    }
     if (r == 0) return 0;
     if (st == 100) { /* an interim answer: drop it, wait for the real one */
       size_t rest = h->head.len - hl;

@@ -166,27 +166,33 @@ static const char *find_crlfcrlf(const char *buf, size_t len) {
   return NULL;
 }
 
+static int bad_head(sm_error *err, const char *what) {
+  return sm_error_set(err, SM_EPROTOCOL, "not an HTTP/1.x answer head: %s", what);
+}
+
 int engine_http_parse_head(const char *buf, size_t len, int *out_status,
                            size_t *out_head_len, long long *out_content_length,
-                           int *out_chunked) {
+                           int *out_chunked, sm_error *err) {
   /* Reject early what cannot be HTTP, rather than waiting for more. */
   static const char proto[] = "HTTP/1.";
   size_t cmp = len < sizeof proto - 1 ? len : sizeof proto - 1;
-  if (memcmp(buf, proto, cmp) != 0) return SM_EPROTOCOL;
+  if (memcmp(buf, proto, cmp) != 0) return bad_head(err, "it does not start with HTTP/1.");
   const char *end = find_crlfcrlf(buf, len);
-  if (end == NULL) return len >= ENGINE_MAX_HTTP_HEAD ? SM_EPROTOCOL : 0;
-  size_t head_len = (size_t)(end - buf) + 4;
-  if (head_len > ENGINE_MAX_HTTP_HEAD) return SM_EPROTOCOL;
+  size_t head_len = end ? (size_t)(end - buf) + 4 : len;
+  if (head_len > ENGINE_MAX_HTTP_HEAD || (end == NULL && len >= ENGINE_MAX_HTTP_HEAD))
+    return bad_head(err, "its head is longer than the cap");
+  if (end == NULL) return 0;
 
   /* "HTTP/1.x SSS reason\r\n" */
-  if (head_len < 14 || (buf[7] != '0' && buf[7] != '1') || buf[8] != ' ') return SM_EPROTOCOL;
+  if (head_len < 14 || (buf[7] != '0' && buf[7] != '1') || buf[8] != ' ')
+    return bad_head(err, "a malformed status line");
   int status = 0;
   for (int i = 9; i < 12; i++) {
-    if (buf[i] < '0' || buf[i] > '9') return SM_EPROTOCOL;
+    if (buf[i] < '0' || buf[i] > '9') return bad_head(err, "a malformed status code");
     status = status * 10 + (buf[i] - '0');
   }
-  if (buf[12] != ' ' && buf[12] != '\r') return SM_EPROTOCOL;
-  if (status < 100) return SM_EPROTOCOL;
+  if ((buf[12] != ' ' && buf[12] != '\r') || status < 100)
+    return bad_head(err, "a malformed status code");
 
   long long clen = -1;
   int chunked = 0;
@@ -198,18 +204,18 @@ int engine_http_parse_head(const char *buf, size_t len, int *out_status,
     if (eol == NULL) eol = stop;
     size_t llen = (size_t)(eol - line);
     const char *colon = memchr(line, ':', llen);
-    if (colon == NULL || colon == line) return SM_EPROTOCOL;
+    if (colon == NULL || colon == line) return bad_head(err, "a header line without a name");
     size_t nlen = (size_t)(colon - line);
     const char *v = colon + 1;
     while (v < eol && (*v == ' ' || *v == '\t')) v++;
     size_t vlen = (size_t)(eol - v);
     if (nlen == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
-      if (vlen == 0 || vlen > 18) return SM_EPROTOCOL;
+      if (vlen == 0 || vlen > 18) return bad_head(err, "a malformed Content-Length");
       clen = 0;
       for (size_t i = 0; i < vlen; i++) {
         if (v[i] < '0' || v[i] > '9') {
           if (v[i] == ' ' || v[i] == '\t') break;
-          return SM_EPROTOCOL;
+          return bad_head(err, "a malformed Content-Length");
         }
         clen = clen * 10 + (v[i] - '0');
       }

@@ -55,9 +55,9 @@ int engine_answer_id(json_object *answer, char out[SM_ENGINE_ID_MAX], const char
 /* HTTP/1.1 response head of the hijacked exec. */
 /* Looks for the end of a response head in buf. Returns 1 with *out_status,
  * *out_head_len and *out_content_length (-1 when absent) when complete, 0
- * when more bytes are needed, SM_EPROTOCOL for garbage. */
+ * when more bytes are needed, SM_EPROTOCOL for garbage (err says what). */
 int engine_http_parse_head(const char *buf, size_t len, int *out_status,
                            size_t *out_head_len, long long *out_content_length,
-                           int *out_chunked);
+                           int *out_chunked, sm_error *err);
 
 #endif

@@ -147,32 +147,32 @@ static void test_http_head(void **s) {
   long long cl = 0;
   const char *up = "HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
                    "Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n\x01\x00";
-  assert_int_equal(engine_http_parse_head(up, strlen(up) + 1, &st, &hl, &cl, &ch), 1);
+  assert_int_equal(engine_http_parse_head(up, strlen(up) + 1, &st, &hl, &cl, &ch, NULL), 1);
   assert_int_equal(st, 101);
   assert_int_equal(hl, strlen(up) - 1);
   assert_int_equal(cl, -1);
   const char *nf = "HTTP/1.1 404 Not Found\r\ncontent-length: 42\r\n\r\n";
-  assert_int_equal(engine_http_parse_head(nf, strlen(nf), &st, &hl, &cl, &ch), 1);
+  assert_int_equal(engine_http_parse_head(nf, strlen(nf), &st, &hl, &cl, &ch, NULL), 1);
   assert_int_equal(st, 404);
   assert_int_equal(cl, 42);
   const char *chunked = "HTTP/1.1 500 x\r\nTransfer-Encoding: chunked\r\n\r\n";
-  assert_int_equal(engine_http_parse_head(chunked, strlen(chunked), &st, &hl, &cl, &ch), 1);
+  assert_int_equal(engine_http_parse_head(chunked, strlen(chunked), &st, &hl, &cl, &ch, NULL), 1);
   assert_int_equal(ch, 1);
   /* Incomplete: more bytes needed, at every cut. */
   for (size_t i = 0; i < strlen(nf); i++)
-    assert_int_equal(engine_http_parse_head(nf, i, &st, &hl, &cl, &ch), 0);
+    assert_int_equal(engine_http_parse_head(nf, i, &st, &hl, &cl, &ch, NULL), 0);
   const char *bad[] = {"SSH-2.0-OpenSSH\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n",
                        "HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
                        "HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
                        "HTTP/2 200\r\n\r\n", "HTTP/1.1 099 x\r\n\r\n"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    if (engine_http_parse_head(bad[i], strlen(bad[i]), &st, &hl, &cl, &ch) != SM_EPROTOCOL)
+    if (engine_http_parse_head(bad[i], strlen(bad[i]), &st, &hl, &cl, &ch, NULL) != SM_EPROTOCOL)
       fail_msg("accepted '%s'", bad[i]);
   /* A head that never ends is refused at the cap instead of awaited. */
   static char endless[ENGINE_MAX_HTTP_HEAD + 10];
   memset(endless, 'a', sizeof endless);
   memcpy(endless, "HTTP/1.1 200 OK\r\nX: ", 20);
-  assert_int_equal(engine_http_parse_head(endless, sizeof endless, &st, &hl, &cl, &ch),
+  assert_int_equal(engine_http_parse_head(endless, sizeof endless, &st, &hl, &cl, &ch, NULL),
                    SM_EPROTOCOL);
 }
 
