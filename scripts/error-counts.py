@@ -22,7 +22,8 @@ A bare return is accepted by rule when its function is
             file: its type is fixed by what it is registered with, and the
             code it returns only stops the caller, which fills err;
   filled    takes an sm_error * and one of the three lines above the return
-            fills it (sm_error_set..., sm_error_wrap, err->code =);
+            fills it as a statement of its own (sm_error_set..., sm_error_wrap,
+            err->code =), not in a return of another path;
   mcp       fills an sm_mcp_result (an MCP tool's answer, where a refusal goes
             with isError) and returns SM_ENOMEM or SM_ECANCELLED: the
             server's own failure, which the session answers as a JSON-RPC
@@ -68,7 +69,8 @@ def rule_of(s, fn, ret_pos, ret_text):
         body_start = s.index('{', fn.start() + len(fn.group(1)) + len(params)) + 1
         line_start = s.rfind('\n', 0, ret_pos) + 1
         above = s[body_start:line_start].split('\n')[-4:]
-        if any(FILLS.search(x) for x in above):
+        # A fill that is itself a return belongs to another path.
+        if any(FILLS.search(x) and not re.search(r'\breturn\b', x) for x in above):
             return 'filled'
     if 'sm_mcp_result *' in params and re.search(r'SM_E(NOMEM|CANCELLED)\b', ret_text):
         return 'mcp'

@@ -51,11 +51,14 @@ def main(argv):
               rc == 0 and "0 problems" in out, out)
         rc, out = run(script, tmp, ["good.c", "bare.c"], [])
         check("a bare return fails, named", rc == 1 and "bare.c:7: fixture_copy" in out, out)
+        check("a fill in another path's return does not excuse the next return",
+              "bare.c:14: fixture_check" in out, out)
         rc, out = run(script, tmp, ["good.c", "release.c"], [])
         check("a by-hand release on two paths fails, named",
               rc == 1 and "fixture_make: releases free(p)" in out, out)
         rc, out = run(script, tmp, ["good.c", "bare.c", "release.c"],
-                      ["src/bare.c:fixture_copy  fixture", "src/release.c:fixture_make  fixture"])
+                      ["src/bare.c:fixture_copy  fixture", "src/bare.c:fixture_check  fixture",
+                       "src/release.c:fixture_make  fixture"])
         check("known exceptions are tolerated", rc == 0, out)
         rc, out = run(script, tmp, ["good.c"], ["src/good.c:fixture_gone  fixture"])
         check("a known line that matches nothing fails", rc == 1 and "fixture_gone" in out, out)
