@@ -126,6 +126,23 @@ typedef struct sm_config_limits {
 } sm_config_limits;
 SM_API void sm_config_limits_get(const sm_config *cfg, sm_config_limits *out);
 
+/* lifecycle: how long a keyed sandbox stays unused before it is frozen,
+ * stopped and removed (docs/configuration.md#lifecycle); 0: never. */
+typedef struct sm_lifecycle {
+  double freeze_after_s, stop_after_s, remove_after_s;
+} sm_lifecycle;
+/* The lifecycle of a sandbox of agent and worker (either NULL or ""):
+ * workers.<worker>.lifecycle over workers."*".lifecycle over
+ * agents.<agent>.lifecycle over defaults.lifecycle, key by key. */
+SM_API void sm_config_lifecycle(const sm_config *cfg, const char *agent, const char *worker,
+                                sm_lifecycle *out);
+/* 1 when any level of the file sets a step of the lifecycle. */
+SM_API int sm_config_lifecycle_any(const sm_config *cfg);
+/* snapshots: what the runner reaps by itself: snapshots older than
+ * *older_than_s (0: no age limit) and, per owner, all but the *keep newest
+ * (0: no count limit). Both 0: the runner reaps no snapshots. */
+SM_API void sm_config_snapshot_reap(const sm_config *cfg, double *older_than_s, size_t *keep);
+
 /* The host-tool broker's section (broker:, defaults.broker,
  * agents.<name>.broker), validated at load and normalized as JSON (see
  * docs/host-tools.md): {"tools": {NAME: {...}}, "groups": {G: [...]},

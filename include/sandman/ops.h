@@ -24,6 +24,7 @@
 #include <json-c/json.h>
 
 #include <sandman/audit.h>
+#include <sandman/config.h>
 #include <sandman/engine.h>
 #include <sandman/error.h>
 #include <sandman/keep.h>
@@ -245,6 +246,7 @@ typedef struct sm_ops_item {
   sm_ops_item_kind kind;
   char id[SM_ENGINE_ID_MAX]; /* "" for volumes */
   char name[SM_NAME_MAX];
+  char state[16];            /* moved: the state it went to (frozen, stopped) */
   char reason[320];
   int failed;                /* removal was attempted and failed */
 } sm_ops_item;
@@ -255,9 +257,14 @@ typedef struct sm_ops_report {
   sm_ops_item *removed; /* with dry_run: what would be removed */
   sm_ops_item *spared;
   size_t n_failed;      /* spared items that are errors (removal failed, no such sandbox) */
+  size_t n_moved;       /* the lifecycle's moves to rest (sm_ops_lifecycle) */
+  sm_ops_item *moved;
 } sm_ops_report;
 
 SM_API void sm_ops_report_dispose(sm_ops_report *report);
+/* Appends from's removed, spared and moved items to into's (from is left
+ * as it was: dispose it). */
+SM_API int sm_ops_report_merge(sm_ops_report *into, const sm_ops_report *from, sm_error *err);
 
 /* Removes this instance's sandboxes (container, its volume, its state files)
  * that sm_ops_reap_decide picks, orphaned volumes, and state files of
@@ -286,7 +293,8 @@ typedef struct sm_ops_rm_options {
 SM_API int sm_ops_rm(const sm_ops_scope *scope, const sm_ops_rm_options *opts, sm_ops_report *out,
                      sm_error *err);
 
-/* {"removed": [{"id","name","reason","kind"}], "spared": [...], "dry_run"}. */
+/* {"removed": [{"id","name","reason","kind"}], "spared": [...],
+ *  "moved": [{"id","name","state","reason","kind"}], "dry_run"}. */
 SM_API json_object *sm_ops_report_to_json(const sm_ops_report *report);
 /* One line per item ("removed ...", "spared ...: reason"). Caller frees. */
 SM_API char *sm_ops_report_text(const sm_ops_report *report);
@@ -301,6 +309,48 @@ SM_API void sm_ops_report_audit(const sm_ops_report *report, const char *event, 
  * only the owner-gone, exited and dead ones. out may be NULL. */
 SM_API int sm_ops_reap_idle(sm_runner *runner, double idle_timeout_s, sm_ops_report *out,
                             sm_error *err);
+
+/* ---- the idle lifecycle (decide.c, lifecycle.c) ---- */
+
+/* What the lifecycle does to one sandbox now. */
+typedef enum {
+  SM_OPS_MOVE_NONE = 0,
+  SM_OPS_MOVE_FREEZE,
+  SM_OPS_MOVE_STOP,
+  SM_OPS_MOVE_REMOVE,
+} sm_ops_move;
+
+typedef struct sm_ops_lifecycle_input {
+  const char *mode;        /* only per_run and per_worker sandboxes move */
+  const char *state;       /* running, frozen, stopped, hibernated, or the engine's word */
+  int busy;                /* a call (a terminal, a watch, a port connection) holds it */
+  int pool;                /* a warm-pool container */
+  int owned;               /* it carries an owner label: a call's own container (per_tool, lease) */
+  int making;              /* a fork being made (its "-forking-" name) */
+  double created_at;
+  double last_used_at;     /* < 0: never recorded (created_at counts) */
+  double now;
+  sm_lifecycle lifecycle;  /* its agent's and worker's (sm_config_lifecycle) */
+} sm_ops_lifecycle_input;
+
+/* The one step the lifecycle takes now, with the reason in words: the
+ * deepest step whose time has passed since the sandbox's last use, never
+ * back towards running (a stopped one is not frozen), never for a busy
+ * one. Pure. */
+SM_API sm_ops_move sm_ops_lifecycle_decide(const sm_ops_lifecycle_input *in, char *reason,
+                                           size_t len);
+
+/* Applies the configuration's lifecycle to this runner's keyed sandboxes
+ * (the docker backend; nothing on a swarm): freezes and stops them through
+ * sm_sandbox_pause (no wait: a sandbox that a call takes meanwhile stays
+ * as it is), and removes those past remove_after (under the removal
+ * locks, deciding again there). Each move is an audit row of the rest
+ * module (sandbox.frozen, sandbox.stopped, "lifecycle: ...") and a log
+ * line; removals land in out->removed (audit them with
+ * sm_ops_report_audit), moves in out->moved. Appends to out (which the
+ * caller zeroes or filled with sm_ops_reap). dry_run: decides only. */
+SM_API int sm_ops_lifecycle(sm_runner *runner, const sm_config *cfg, int dry_run,
+                            sm_ops_report *out, sm_error *err);
 
 /* ---- doctor ---- */
 

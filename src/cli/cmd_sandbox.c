@@ -370,6 +370,21 @@ static int session_finish(ops_session *s, int op_rc, const sm_error *err, sm_ops
   return rc;
 }
 
+/* The configuration's lifecycle (docs/state.md#the-idle-lifecycle), first:
+ * a sandbox due to rest goes to rest; one past remove_after goes. Its
+ * moves are audited by the rest module as they happen. */
+static int reap_lifecycle(const cli_call *call, ops_session *s, int dry_run, sm_ops_report *out,
+                          sm_error *err) {
+  if (!sm_config_lifecycle_any(s->cfg)) return 0;
+  sm_runner *runner = NULL;
+  if (cli_runner_new(call->g, s->cfg, NULL, &runner) != CLI_EXIT_OK)
+    return sm_error_set(err, SM_EUNREACHABLE, "the lifecycle needs a runner, and none could be made");
+  sm_runner_set_audit(runner, s->audit);
+  int rc = sm_ops_lifecycle(runner, s->cfg, dry_run, out, err);
+  sm_runner_free(runner);
+  return rc;
+}
+
 int cmd_sandbox_reap(const cli_call *call) {
   sm_ops_reap_options ro = SM_OPS_REAP_OPTIONS_INIT;
   int as_json = cli_has(call, "json");
@@ -381,8 +396,12 @@ int cmd_sandbox_reap(const cli_call *call) {
   ops_session s;
   int rc = session_open(call->g, &s);
   if (rc) return rc;
-  sm_ops_report report;
-  int op = sm_ops_reap(&s.scope, &ro, &report, &err);
+  sm_ops_report moved, report;
+  memset(&moved, 0, sizeof moved);
+  int op = reap_lifecycle(call, &s, ro.dry_run, &moved, &err);
+  if (op == 0) op = sm_ops_reap(&s.scope, &ro, &report, &err);
+  if (op == 0) op = sm_ops_report_merge(&report, &moved, &err);
+  sm_ops_report_dispose(&moved);
   return session_finish(&s, op, &err, &report, "sandbox.reaped", as_json);
 }
 

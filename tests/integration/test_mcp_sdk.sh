@@ -23,7 +23,7 @@ done
 out=$(cd "$TS_DIR" && node_modules/.bin/mcp-inspector --cli "${env_args[@]}" "$SANDMAN" mcp \
   --method tools/list 2>/dev/null) || true
 tools=$(python3 -c 'import json,sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin)["tools"])))' <<<"$out" 2>/dev/null || true)
-expect_eq "MCP Inspector --cli lists the tools" "diff edit_file execute fork glob grep ls read_file rollback run_code snapshot terminal_close terminal_open terminal_screen terminal_send write_file" "$tools"
+expect_eq "MCP Inspector --cli lists the tools" "diff edit_file execute fork glob grep ls pause read_file resume rollback run_code snapshot terminal_close terminal_open terminal_screen terminal_send write_file" "$tools"
 left=$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | wc -l)
 expect_eq "no sandbox left after the sessions" 0 "$left"
 it_done

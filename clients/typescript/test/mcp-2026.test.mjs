@@ -27,7 +27,7 @@ const bin = process.env.SANDMAN_BIN;
 assert.ok(bin, "SANDMAN_BIN must name the sandman binary");
 const V = "2026-07-28";
 const TASKS = "io.modelcontextprotocol/tasks";
-const TOOLS = ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "read_file", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"];
+const TOOLS = ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "pause", "read_file", "resume", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"];
 
 function meta(tasks = false) {
   return {

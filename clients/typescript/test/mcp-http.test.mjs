@@ -48,7 +48,7 @@ async function connect(token, query = "") {
 test("the runner's /mcp with the MCP SDK client", async () => {
   const { client, transport } = await connect(runner.token);
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(), ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "read_file", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
+  assert.deepEqual(tools.map((t) => t.name).sort(), ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "pause", "read_file", "resume", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
   const run = await client.callTool({ name: "execute", arguments: { command: "echo hello; pwd" } });
   assert.equal(run.isError, false, text(run));
   assert.match(text(run), /hello\n\/workspace\n/);
@@ -111,5 +111,5 @@ test("a worker token's MCP session uses that worker's sandbox", async () => {
 test("the MCP Inspector's CLI lists the tools over HTTP", async () => {
   const out = execFileSync("node_modules/.bin/mcp-inspector", ["--cli", `${runner.url}/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${runner.token}`, "--method", "tools/list"], { encoding: "utf8" });
   const names = JSON.parse(out).tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "read_file", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
+  assert.deepEqual(names, ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "pause", "read_file", "resume", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
 });

@@ -49,7 +49,7 @@ test("sandman mcp over stdio with the MCP SDK client", async () => {
 
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "read_file", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
+    assert.deepEqual(names, ["diff", "edit_file", "execute", "fork", "glob", "grep", "ls", "pause", "read_file", "resume", "rollback", "run_code", "snapshot", "terminal_close", "terminal_open", "terminal_screen", "terminal_send", "write_file"]);
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
     assert.equal(byName.read_file.annotations.readOnlyHint, true);
     assert.equal(byName.read_file.annotations.destructiveHint, false);

@@ -130,6 +130,13 @@ typedef enum {
 
 const char *config_scope_name(cfg_scope s);
 
+/* lifecycle: {freeze_after, stop_after, remove_after} of one level, in
+ * seconds: < 0 where the level does not say, 0 for "never". */
+enum { CFG_LC_FREEZE, CFG_LC_STOP, CFG_LC_REMOVE, CFG_LC_COUNT };
+typedef struct cfg_lifecycle {
+  double after[CFG_LC_COUNT];
+} cfg_lifecycle;
+
 typedef struct cfg_layer {
   cfg_value v[CS_COUNT];
   cfg_opt_list allow, deny;           /* tools.allow / tools.deny */
@@ -141,6 +148,7 @@ typedef struct cfg_layer {
   char *workspace_root;               /* agents only */
   cfg_opt_list protect_add;           /* workspace.protect_add */
   cfg_opt_list templates;             /* templates a caller may ask for (POST /v1/sandboxes) */
+  cfg_lifecycle lifecycle;            /* lifecycle: (config_lifecycle.c) */
 } cfg_layer;
 
 typedef struct cfg_agent {
@@ -160,6 +168,7 @@ typedef struct cfg_worker {
   char *key;         /* a worker key, or "*" for every worker */
   cfg_list services; /* services of the credentials file it may lease */
   cfg_opt_list templates; /* the templates its token may ask for (narrows) */
+  cfg_lifecycle lifecycle;
 } cfg_worker;
 
 /* templates.<name>: the settings a sandbox made from it receives (config_templates.c). */
@@ -201,6 +210,9 @@ struct sm_config {
   cfg_template *templates;
   size_t n_templates;
   sm_config_limits limits; /* limits: (0 where the file does not say) */
+  /* snapshots: what the runner reaps by itself (< 0 / 0: not set) */
+  double snapshots_older_than;
+  int64_t snapshots_keep;
 };
 
 const cfg_agent *config_find_agent(const sm_config *cfg, const char *name);
@@ -218,6 +230,14 @@ __attribute__((format(printf, 4, 5))) int config_verr(cfg_vctx *v, const cfg_yno
 /* Validates broker:, defaults.broker and agents.<name>.broker of root into
  * c->broker (the normalized JSON sm_config_broker returns). */
 int config_broker_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
+
+/* ---- the idle lifecycle and snapshot reaping (config_lifecycle.c) ---- */
+/* Reads defaults.lifecycle, agents.<name>.lifecycle, workers.<key>.lifecycle
+ * and snapshots: of root (the agents and workers already parsed), and
+ * checks that every combination of them keeps the order freeze_after <
+ * stop_after < remove_after. */
+int config_lifecycle_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c);
+void config_lifecycle_unset(cfg_lifecycle *lc);
 
 /* ---- tool groups and patterns (config_tools.c) ---- */
 

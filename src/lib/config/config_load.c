@@ -46,8 +46,8 @@ const cfg_setting_info cfg_settings[CS_COUNT] = {
 
 static const char *const top_keys[] = {"version", "project", "engine", "defaults", "agents",
                                        "tools", "workers", "audit", "egress_proxy", "broker",
-                                       "templates", "limits", NULL};
-static const char *const worker_keys[] = {"services", "templates", NULL};
+                                       "templates", "limits", "snapshots", NULL};
+static const char *const worker_keys[] = {"services", "templates", "lifecycle", NULL};
 static const char *const project_keys[] = {"id", "environment", NULL};
 static const char *const engine_keys[] = {"host", "tls_verify", "cert_path", "backend",
                                           "swarm", NULL};
@@ -62,13 +62,13 @@ static const char *const defaults_keys[] = {
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "pool_size",
-    "workspace", "egress", "broker", "templates", NULL};
+    "workspace", "egress", "broker", "templates", "lifecycle", NULL};
 static const char *const agent_keys[] = {
     "mode",   "image",          "network",       "runtime",    "cpu",        "memory",
     "pids",   "disk",           "read_only_root", "user",      "tmpfs",      "timeout",
     "stdout_cap", "stderr_cap", "output_cap",    "idle_timeout", "excludes", "scope",
     "worker_tools", "tools",    "sandbox_tools", "host_tools", "env",        "workspace_root",
-    "workspace", "egress", "broker", "templates", NULL};
+    "workspace", "egress", "broker", "templates", "lifecycle", NULL};
 static const char *const policy_keys[] = {"allow", "deny", NULL};
 static const char *const sandbox_tools_keys[] = {"always", "never", NULL};
 static const char *const env_keys[] = {"passthrough", NULL};
@@ -1062,6 +1062,7 @@ static int parse_root(vctx *v, const cfg_ynode *root, sm_config *c) {
   if ((rc = parse_agents(v, config_map_get(root, "agents"), c))) return rc;
   if ((rc = parse_workers(v, config_map_get(root, "workers"), c))) return rc;
   if ((rc = config_broker_parse(v, root, c))) return rc;
+  if ((rc = config_lifecycle_parse(v, root, c))) return rc;
   if ((rc = parse_templates_limits(v, root, c))) return rc;
   return parse_tools(v, config_map_get(root, "tools"), c);
 }

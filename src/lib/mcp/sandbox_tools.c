@@ -117,7 +117,7 @@ static const char out_grep[] =
     "\"required\":[\"matches\",\"truncated\"]}";
 
 typedef struct tools {
-  sm_mcp_tool list[16];
+  sm_mcp_tool list[18];
   sm_mcp_sandbox_options o;
   mcp_terminals *terminals;
 } tools;
@@ -643,6 +643,17 @@ static int tool_diff(tools *t, json_object *args, volatile int *cancel, sm_mcp_r
   return mcp_diff_call(t->o.runner, &req, args, out);
 }
 
+static int tool_pause(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "pause", cancel, &req, out)) return 0;
+  return mcp_rest_call(t->o.runner, &req, args, 1, out);
+}
+static int tool_resume(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out) {
+  sm_run_request req;
+  if (prepare(t, "resume", cancel, &req, out)) return 0;
+  return mcp_rest_call(t->o.runner, &req, args, 0, out);
+}
+
 /* ---- the provider ---- */
 
 typedef int (*tool_fn)(tools *t, json_object *args, volatile int *cancel, sm_mcp_result *out);
@@ -668,6 +679,8 @@ static const struct {
     {"fork", MCP_FORK_ARGS, tool_fork},
     {"rollback", MCP_ROLLBACK_ARGS, tool_rollback},
     {"diff", MCP_DIFF_ARGS, tool_diff},
+    {"pause", MCP_PAUSE_ARGS, tool_pause},
+    {"resume", MCP_RESUME_ARGS, tool_resume},
 };
 
 static const sm_mcp_tool *list_tools(void *ud, size_t *n) {
@@ -777,6 +790,15 @@ int sm_mcp_sandbox_provider(sm_mcp_provider *out, const sm_mcp_sandbox_options *
       {"diff", "Changes since a snapshot",
        "Lists the files of the workspace added, modified and deleted since a snapshot.",
        mcp_diff_schema, mcp_diff_out, SM_MCP_READ_ONLY | SM_MCP_IDEMPOTENT},
+      {"pause", "Put the sandbox to rest",
+       "Puts this session's sandbox to rest while the agent does not need it: freeze (default; "
+       "memory and processes kept, no CPU), stop (processes end; files kept) or hibernate. The "
+       "next tool call brings it back by itself.",
+       mcp_pause_schema, mcp_rest_out, SM_MCP_IDEMPOTENT},
+      {"resume", "Bring the sandbox back",
+       "Brings this session's sandbox back to running from any rest (a tool call does that by "
+       "itself too).",
+       mcp_resume_schema, mcp_rest_out, SM_MCP_IDEMPOTENT},
   };
   memcpy(t->list, list, sizeof list);
   out->tools = list_tools;

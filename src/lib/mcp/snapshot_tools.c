@@ -1,4 +1,4 @@
-/* snapshot, fork, rollback and diff over MCP: see snapshot_tools.h. The
+/* snapshot, fork, rollback, diff, pause and resume over MCP: see snapshot_tools.h. The
  * sandbox is always the session's own (named from its prepared request,
  * never from an argument), and the snapshots those of the session's
  * principal (a worker session: its own; the operator's: the instance's),
@@ -52,6 +52,19 @@ const char mcp_diff_out[] =
     "{\"type\":\"object\",\"properties\":{\"added\":{\"type\":\"array\"},"
     "\"modified\":{\"type\":\"array\"},\"deleted\":{\"type\":\"array\"},"
     "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"added\",\"modified\",\"deleted\"]}";
+
+const char mcp_pause_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"tier\":{\"type\":\"string\",\"enum\":[\"freeze\",\"stop\",\"hibernate\"],"
+    "\"description\":\"freeze (default: memory kept, no CPU), stop (processes end, files kept) "
+    "or hibernate (memory written to disk; gVisor sandboxes)\"}},\"additionalProperties\":false}";
+const char mcp_resume_schema[] =
+    "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
+const char mcp_rest_out[] =
+    "{\"type\":\"object\",\"properties\":{\"state\":{\"type\":\"string\"},"
+    "\"previous\":{\"type\":\"string\"},\"since\":{\"type\":[\"string\",\"null\"]},"
+    "\"changed\":{\"type\":\"boolean\"},\"duration_ms\":{\"type\":\"number\"}},"
+    "\"required\":[\"state\"]}";
 
 static const char *arg_str(json_object *args, const char *key) {
   json_object *v = NULL;
@@ -202,4 +215,31 @@ int mcp_fork_call(sm_runner *runner, const sm_run_request *req, json_object *arg
   int rc = answer(out, head, body);
   if (rc == 0 && made < (size_t)count) out->is_error = 1;
   return rc;
+}
+
+/* A pause waits this long for the session's other calls (a terminal of
+ * its own counts as one) before it is refused. */
+#define PAUSE_WAIT_S 10.0
+
+int mcp_rest_call(sm_runner *runner, const sm_run_request *req, json_object *args, int pause,
+                  sm_mcp_result *out) {
+  char name[SM_NAME_MAX];
+  if (own_sandbox(runner, req, name, out)) return 0;
+  sm_rest_options o = SM_REST_OPTIONS_INIT;
+  sm_error err = SM_ERROR_INIT;
+  const char *tier = arg_str(args, "tier");
+  if (pause && tier && sm_tier_parse(tier, &o.tier, &err) != 0)
+    return sm_mcp_result_error(out, "%s", err.message);
+  o.wait_s = PAUSE_WAIT_S;
+  o.why = pause ? "requested (MCP tool pause)" : "requested (MCP tool resume)";
+  sm_rest_report r;
+  int rc = pause ? sm_sandbox_pause(runner, name, &o, &r, &err) : sm_sandbox_resume(runner, name, &o, &r, &err);
+  if (rc != 0) return failed(out, pause ? "pause" : "resume", &err);
+  char head[160];
+  if (!r.changed)
+    snprintf(head, sizeof head, "the sandbox is %s already", r.state);
+  else
+    snprintf(head, sizeof head, "the sandbox went %s -> %s in %.0f ms%s", r.previous, r.state,
+             r.duration_ms, pause ? " (the next tool call brings it back by itself)" : "");
+  return answer(out, head, sm_rest_report_to_json(&r));
 }

@@ -192,3 +192,58 @@ sm_ops_verdict sm_ops_reap_decide(const sm_ops_reap_input *in, char *reason, siz
     snprintf(reason, len, "created %s ago, not used yet (limit %s)", idle_s, limit_s);
   return SM_OPS_SPARE;
 }
+
+/* ---- the idle lifecycle ---- */
+
+static int lifecycle_keyed(const sm_ops_lifecycle_input *in, char *reason, size_t len) {
+  if (!is_state(in->mode, "per_run") && !is_state(in->mode, "per_worker")) {
+    snprintf(reason, len, "not keyed (%s): it ends with its call",
+             in->mode && *in->mode ? in->mode : "no mode");
+    return 0;
+  }
+  if (in->pool || in->owned || in->making) {
+    snprintf(reason, len, "%s", in->pool    ? "kept by the warm pool"
+                                : in->owned ? "a call's own container"
+                                            : "being made from a snapshot");
+    return 0;
+  }
+  if (in->busy) {
+    snprintf(reason, len, "busy: a call is in flight");
+    return 0;
+  }
+  return 1;
+}
+
+sm_ops_move sm_ops_lifecycle_decide(const sm_ops_lifecycle_input *in, char *reason, size_t len) {
+  if (!lifecycle_keyed(in, reason, len)) return SM_OPS_MOVE_NONE;
+  const sm_lifecycle *lc = &in->lifecycle;
+  int running = is_state(in->state, "running"), frozen = is_state(in->state, "frozen");
+  int deep = is_state(in->state, "stopped") || is_state(in->state, "hibernated");
+  if (!running && !frozen && !deep) {
+    snprintf(reason, len, "%s: not sandman's to move (a reap removes it)",
+             in->state && *in->state ? in->state : "no state");
+    return SM_OPS_MOVE_NONE;
+  }
+  double since = in->last_used_at >= 0 ? in->last_used_at : in->created_at;
+  double idle = in->now - since > 0 ? in->now - since : 0;
+  char idle_s[32], limit_s[32];
+  sm_ops_format_duration(idle, idle_s, sizeof idle_s);
+  const char *unused = in->last_used_at >= 0 ? "unused for" : "never used, made";
+  if (lc->remove_after_s > 0 && idle >= lc->remove_after_s) {
+    sm_ops_format_duration(lc->remove_after_s, limit_s, sizeof limit_s);
+    snprintf(reason, len, "lifecycle: %s, %s %s (remove_after %s)", in->state, unused, idle_s, limit_s);
+    return SM_OPS_MOVE_REMOVE;
+  }
+  if (!deep && lc->stop_after_s > 0 && idle >= lc->stop_after_s) {
+    sm_ops_format_duration(lc->stop_after_s, limit_s, sizeof limit_s);
+    snprintf(reason, len, "lifecycle: %s %s (stop_after %s)", unused, idle_s, limit_s);
+    return SM_OPS_MOVE_STOP;
+  }
+  if (running && lc->freeze_after_s > 0 && idle >= lc->freeze_after_s) {
+    sm_ops_format_duration(lc->freeze_after_s, limit_s, sizeof limit_s);
+    snprintf(reason, len, "lifecycle: %s %s (freeze_after %s)", unused, idle_s, limit_s);
+    return SM_OPS_MOVE_FREEZE;
+  }
+  snprintf(reason, len, "%s, %s %s: no step due", in->state, unused, idle_s);
+  return SM_OPS_MOVE_NONE;
+}

@@ -307,12 +307,18 @@ static void row_cells(const sm_ops_sandbox *sb, double now, char cells[NCOLS][CE
   cell(cells[5], sb->agent);
   cell(cells[6], sb->image);
   /* On a swarm the status says where it runs. */
-  /* At rest: its state after the engine's words ("Exited (137) 2 minutes ago (stopped)"). */
+  /* At rest: its state and when it entered it after the engine's words
+   * ("Exited (137) 2 minutes ago (stopped 2 minutes ago)"). */
   int rest = strcmp(sb->rest, "stopped") == 0 || strcmp(sb->rest, "hibernated") == 0 ||
-             (strcmp(sb->rest, "frozen") == 0 && strstr(sb->status_text, "Paused") == NULL);
-  snprintf(tmp, sizeof tmp, "%s%s%.64s%s%s%s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
+             strcmp(sb->rest, "frozen") == 0;
+  char since[48] = "";
+  if (rest && sb->rest_since > 0) {
+    since[0] = ' ';
+    sm_ops_format_ago(now - sb->rest_since, since + 1, sizeof since - 1);
+  }
+  snprintf(tmp, sizeof tmp, "%s%s%.64s%s%s%s%s%s%s", sb->status_text[0] ? sb->status_text : sb->state,
            sb->node[0] ? " on " : "", sb->node, sb->pool ? " (pool)" : "", sb->busy ? " (busy)" : "",
-           rest ? " (" : "", rest ? sb->rest : "", rest ? ")" : "");
+           rest ? " (" : "", rest ? sb->rest : "", since, rest ? ")" : "");
   cell(cells[7], tmp);
   if (sb->created_at > 0) sm_ops_format_ago(now - sb->created_at, tmp, sizeof tmp);
   else snprintf(tmp, sizeof tmp, "-");
@@ -386,8 +392,46 @@ int ops_report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind,
   return 0;
 }
 
+int ops_report_move(sm_ops_report *report, const char *id, const char *name, const char *state,
+                    const char *reason, sm_error *err) {
+  if (report->n_moved >= OPS_MAX_ITEMS)
+    return sm_error_set(err, SM_ETOOBIG, "more than %d sandboxes in one report", OPS_MAX_ITEMS);
+  sm_ops_item *grown = realloc(report->moved, (report->n_moved + 1) * sizeof *grown);
+  if (grown == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  report->moved = grown;
+  sm_ops_item *it = &grown[report->n_moved++];
+  memset(it, 0, sizeof *it);
+  ops_copy(it->id, sizeof it->id, id);
+  ops_copy(it->name, sizeof it->name, name);
+  ops_copy(it->state, sizeof it->state, state);
+  ops_copy(it->reason, sizeof it->reason, reason);
+  return 0;
+}
+
+static int merge_items(sm_ops_item **into, size_t *n_into, const sm_ops_item *from, size_t n,
+                       sm_error *err) {
+  if (n == 0) return 0;
+  if (*n_into + n > OPS_MAX_ITEMS)
+    return sm_error_set(err, SM_ETOOBIG, "more than %d sandboxes in one report", OPS_MAX_ITEMS);
+  sm_ops_item *grown = realloc(*into, (*n_into + n) * sizeof *grown);
+  if (grown == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  memcpy(grown + *n_into, from, n * sizeof *from);
+  *into = grown;
+  *n_into += n;
+  return 0;
+}
+
+int sm_ops_report_merge(sm_ops_report *into, const sm_ops_report *from, sm_error *err) {
+  int rc = merge_items(&into->removed, &into->n_removed, from->removed, from->n_removed, err);
+  if (rc == 0) rc = merge_items(&into->spared, &into->n_spared, from->spared, from->n_spared, err);
+  if (rc == 0) rc = merge_items(&into->moved, &into->n_moved, from->moved, from->n_moved, err);
+  if (rc == 0) into->n_failed += from->n_failed;
+  return rc;
+}
+
 void sm_ops_report_dispose(sm_ops_report *report) {
   if (report == NULL) return;
+  free(report->moved);
   free(report->removed);
   free(report->spared);
   memset(report, 0, sizeof *report);
@@ -405,6 +449,7 @@ static json_object *items_to_json(const sm_ops_item *items, size_t n, int with_f
                                           : items[i].kind == SM_OPS_ITEM_NETWORK ? "network"
                                                                                  : "sandbox"));
     if (with_failed) json_object_object_add(o, "failed", json_object_new_boolean(items[i].failed));
+    if (items[i].state[0]) json_object_object_add(o, "state", json_object_new_string(items[i].state));
     json_object_array_add(a, o);
   }
   return a;
@@ -415,6 +460,7 @@ json_object *sm_ops_report_to_json(const sm_ops_report *report) {
   if (o == NULL) return NULL;
   json_object_object_add(o, "removed", items_to_json(report->removed, report->n_removed, 0));
   json_object_object_add(o, "spared", items_to_json(report->spared, report->n_spared, 1));
+  json_object_object_add(o, "moved", items_to_json(report->moved, report->n_moved, 0));
   json_object_object_add(o, "dry_run", json_object_new_boolean(report->dry_run));
   return o;
 }
@@ -439,6 +485,11 @@ char *sm_ops_report_text(const sm_ops_report *report) {
   common_buf_init(&b, TEXT_MAX);
   int rc = 0;
   const char *verb = report->dry_run ? "would remove" : "removed";
+  for (size_t i = 0; rc == 0 && i < report->n_moved; i++) {
+    char v[48];
+    snprintf(v, sizeof v, "%s%s", report->dry_run ? "would move to " : "", report->moved[i].state);
+    rc = item_line(&b, v, &report->moved[i]);
+  }
   for (size_t i = 0; rc == 0 && i < report->n_removed; i++)
     rc = item_line(&b, verb, &report->removed[i]);
   for (size_t i = 0; rc == 0 && i < report->n_spared; i++)
@@ -448,6 +499,9 @@ char *sm_ops_report_text(const sm_ops_report *report) {
                            report->dry_run ? "would be removed" : "removed",
                            report->n_spared - report->n_failed);
   if (rc == 0 && report->n_failed) rc = common_buf_printf(&b, ", %zu failed", report->n_failed);
+  if (rc == 0 && report->n_moved)
+    rc = common_buf_printf(&b, ", %zu %s to rest", report->n_moved,
+                           report->dry_run ? "would be moved" : "moved");
   if (rc == 0)
     rc = common_buf_printf(&b, "%s\n", report->dry_run ? " (dry run: nothing changed)" : "");
   if (rc) {

@@ -14,6 +14,17 @@ int ops_report_add(sm_ops_report *report, int removed, sm_ops_item_kind kind, co
                    const char *name, int failed, sm_error *err, const char *fmt, ...)
     __attribute__((format(printf, 8, 9)));
 
+/* Appends a lifecycle move (the sandbox went to state) to report->moved. */
+int ops_report_move(sm_ops_report *report, const char *id, const char *name, const char *state,
+                    const char *reason, sm_error *err);
+
+/* Removes one sandbox for the lifecycle (reap.c): under the removal locks,
+ * deciding again there as a reap with older_than_s and remove_after_s set
+ * to remove_after_s would (a call may have used it since); the outcome,
+ * with reason why, lands in report as a reap's would. */
+int ops_remove_idle(const sm_ops_scope *scope, const sm_ops_sandbox *sb, double remove_after_s,
+                    const char *why, sm_ops_report *report, sm_error *err);
+
 /* A label's value from an engine Labels object, or NULL. */
 const char *ops_label(json_object *labels, const char *key);
 

@@ -394,6 +394,21 @@ static void reap_input(const sm_ops_sandbox *sb, const sm_ops_reap_options *opts
   in->remove_after_s = opts->remove_after_s;
 }
 
+int ops_remove_idle(const sm_ops_scope *scope, const sm_ops_sandbox *sb, double remove_after_s,
+                    const char *why, sm_ops_report *report, sm_error *err) {
+  sm_ops_reap_options o = SM_OPS_REAP_OPTIONS_INIT;
+  o.older_than_s = remove_after_s;
+  o.remove_after_s = remove_after_s;
+  removal r;
+  memset(&r, 0, sizeof r);
+  r.sb = sb;
+  reap_input(sb, &o, sm_now(), &r.decide);
+  r.has_decide = 1;
+  r.job = 1;
+  snprintf(r.why, sizeof r.why, "%s", why);
+  return run_removals(scope, &r, 1, report, err);
+}
+
 static int volumes_of(json_object *answer, json_object **out) {
   *out = NULL;
   if (answer == NULL) return 0;

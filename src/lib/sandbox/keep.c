@@ -12,6 +12,7 @@
 
 #include <sandman/keep.h>
 #include <sandman/log.h>
+#include <sandman/state.h>
 #include <sandman/util.h>
 
 #include "common/cleanup.h"
@@ -56,7 +57,12 @@ int sm_sandbox_resume(sm_runner *runner, const char *name, const sm_rest_options
   sm_rest_report ignore;
   int rc = keep_begin(runner, name, "resume", &ctx, &e, err);
   if (rc) return rc;
-  return sandbox_rest_resume(ctx, e, name, o, out ? out : &ignore, err);
+  rc = sandbox_rest_resume(ctx, e, name, o, out ? out : &ignore, err);
+  /* Resumed on purpose is a use: the idle lifecycle counts from here. */
+  sm_error te = SM_ERROR_INIT;
+  if (rc == 0 && sm_state_touch(ctx->state_dir, name, sm_now(), &te) != 0)
+    sm_log(SM_LOG_WARN, "recording last use of %s: %s", name, te.message);
+  return rc;
 }
 
 int sm_run_keyed_sandbox(sm_runner *runner, const sm_run_request *req, char *out, size_t len,

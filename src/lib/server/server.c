@@ -89,12 +89,48 @@ static double idle_timeout(sm_server *srv) {
   return r.settings.idle_timeout_s;
 }
 
+/* The lifecycle (docs/state.md#the-idle-lifecycle): keyed sandboxes
+ * unused for its times are frozen, stopped, removed. Before the idle reap,
+ * so that a sandbox due to rest goes to rest rather than away. */
+static void lifecycle_tick(sm_server *srv) {
+  sm_ops_report rep;
+  memset(&rep, 0, sizeof rep);
+  sm_error err = SM_ERROR_INIT;
+  if (sm_ops_lifecycle(srv->opts.runner, sm_server_config(srv), 0, &rep, &err) != 0)
+    sm_log(SM_LOG_WARN, "lifecycle: %s", err.message);
+  else
+    sm_ops_report_audit(&rep, "sandbox.reaped", sm_runner_audit(srv->opts.runner));
+  sm_ops_report_dispose(&rep);
+}
+
+/* snapshots: {older_than, keep} of the configuration: the runner reaps
+ * snapshots by itself as `sandman snapshot reap` does. */
+static void snapshot_tick(sm_server *srv) {
+  double older = 0;
+  size_t keep = 0;
+  sm_config_snapshot_reap(sm_server_config(srv), &older, &keep);
+  if (older <= 0 && keep == 0) return;
+  sm_snapshot_list removed = {0, NULL};
+  sm_error err = SM_ERROR_INIT;
+  if (sm_snapshot_reap(srv->opts.runner, older, keep, 0, &removed, &err) != 0) {
+    sm_log(SM_LOG_WARN, "snapshot reap: %s", err.message);
+    return;
+  }
+  for (size_t i = 0; i < removed.n; i++)
+    sm_log(SM_LOG_INFO, "snapshot reap removed snapshot %s of %s", removed.items[i].name,
+           removed.items[i].owner);
+  sm_snapshot_list_dispose(&removed);
+}
+
 /* MCP sessions idle past --mcp-session-idle end (their own sandboxes go),
- * then sandboxes idle past their idle timeout (their own label's, else
- * the configuration's) are reaped. */
+ * the lifecycle moves idle sandboxes to rest, then sandboxes idle past
+ * their idle timeout (their own label's, else the configuration's) are
+ * reaped, and snapshots past the configuration's snapshots: limits. */
 static void reap_idle(sm_server *srv) {
   server_mcp_route_expire(srv);
   if (!srv->engine_up) return;
+  lifecycle_tick(srv);
+  snapshot_tick(srv);
   sm_ops_report rep;
   memset(&rep, 0, sizeof rep);
   sm_error err = SM_ERROR_INIT;
