@@ -133,7 +133,8 @@ typedef struct sm_lifecycle {
 } sm_lifecycle;
 /* The lifecycle of a sandbox of agent and worker (either NULL or ""):
  * workers.<worker>.lifecycle over workers."*".lifecycle over
- * agents.<agent>.lifecycle over defaults.lifecycle, key by key. */
+ * agents.<agent>.lifecycle over defaults.lifecycle, key by key ("*" only
+ * for a sandbox of a worker). */
 SM_API void sm_config_lifecycle(const sm_config *cfg, const char *agent, const char *worker,
                                 sm_lifecycle *out);
 /* 1 when any level of the file sets a step of the lifecycle. */

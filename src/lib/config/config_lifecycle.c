@@ -10,6 +10,7 @@
  * combination a sandbox can get must keep the order freeze_after <
  * stop_after < remove_after: checked here, at load, with the place of the
  * value that breaks it. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,18 +171,20 @@ int config_lifecycle_parse(cfg_vctx *v, const cfg_ynode *root, sm_config *c) {
     rc = lc_parse_level(v, lc_entry(root, "agents", c->agents[i].name), p,
                         &c->agents[i].layer.lifecycle, &agents[i]);
   }
-  size_t star = nw; /* workers."*" applies to every worker: below a worker's own entry */
+  size_t star = SIZE_MAX; /* workers."*" applies to every worker: below a worker's own entry */
   for (size_t i = 0; rc == 0 && i < nw; i++) {
     snprintf(p, sizeof p, "workers.%s", c->workers[i].key);
     rc = lc_parse_level(v, lc_entry(root, "workers", c->workers[i].key), p,
                         &c->workers[i].lifecycle, &workers[i]);
     if (strcmp(c->workers[i].key, "*") == 0) star = i;
   }
-  /* Every combination: defaults, an agent or none, "*" or none, a worker or none. */
+  /* Every combination: defaults; an agent or none; then no worker (w ==
+   * nw), a worker without an entry ("*" only, w == nw + 1) or one with. */
   for (size_t a = 0; rc == 0 && a <= na; a++)
-    for (size_t w = 0; rc == 0 && w <= nw; w++) {
-      if (w == star) continue;
-      const lc_level *stack[4] = {&def, a < na ? &agents[a] : NULL, star < nw ? &workers[star] : NULL,
+    for (size_t w = 0; rc == 0 && w <= nw + 1; w++) {
+      if (w < nw && w == star) continue;
+      const lc_level *stack[4] = {&def, a < na ? &agents[a] : NULL,
+                                  w != nw && star < nw ? &workers[star] : NULL,
                                   w < nw ? &workers[w] : NULL};
       rc = lc_check_order(v, stack, 4);
     }
@@ -203,9 +206,13 @@ void sm_config_lifecycle(const sm_config *cfg, const char *agent, const char *wo
                          sm_lifecycle *out) {
   memset(out, 0, sizeof *out);
   if (cfg == NULL) return;
-  const cfg_agent *ag = agent && *agent ? config_find_agent(cfg, agent) : NULL;
-  const cfg_worker *star = lc_worker(cfg, "*");
-  const cfg_worker *own = worker && *worker && strcmp(worker, "*") != 0 ? lc_worker(cfg, worker) : NULL;
+  const cfg_agent *ag = NULL;
+  for (size_t i = 0; agent && *agent && i < cfg->n_agents; i++)
+    if (strcmp(cfg->agents[i].name, agent) == 0) ag = &cfg->agents[i];
+  /* workers."*" is every worker's: not a sandbox of no worker. */
+  int has_worker = worker && *worker && strcmp(worker, "*") != 0;
+  const cfg_worker *star = has_worker ? lc_worker(cfg, "*") : NULL;
+  const cfg_worker *own = has_worker ? lc_worker(cfg, worker) : NULL;
   const cfg_lifecycle *stack[4] = {&cfg->defaults.lifecycle, ag ? &ag->layer.lifecycle : NULL,
                                    star ? &star->lifecycle : NULL, own ? &own->lifecycle : NULL};
   double after[CFG_LC_COUNT] = {0, 0, 0};

@@ -209,7 +209,7 @@ static void test_report(void **state) {
                       "{\"removed\":[{\"id\":\"abc\",\"name\":\"sb1\",\"reason\":\"idle for 5m "
                       "(limit 0s)\",\"kind\":\"sandbox\"}],\"spared\":[{\"id\":null,\"name\":"
                       "\"sb2-ws\",\"reason\":\"busy\",\"kind\":\"volume\",\"failed\":false}],"
-                      "\"dry_run\":false}");
+                      "\"moved\":[],\"dry_run\":false}");
   json_object_put(j);
   char *t = sm_ops_report_text(&r);
   assert_non_null(strstr(t, "removed sb1 (abc): idle for 5m (limit 0s)\n"));
