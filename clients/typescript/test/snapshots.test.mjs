@@ -4,8 +4,9 @@
 // resumeSandbox, snapshotSandbox, listSnapshots, getSnapshot, forkSnapshot,
 // diffSandbox, rollbackSandbox, deleteSnapshot; another worker's token is
 // answered 404 for a worker's sandbox and snapshot, and its list is empty.
-// The MCP tools snapshot, diff, rollback and fork on a worker session's own
-// sandbox over the runner's /mcp (the official MCP SDK client); another
+// The MCP tools snapshot, diff, rollback, fork, pause and resume on a worker
+// session's own sandbox over the runner's /mcp (the official MCP SDK
+// client; pause and resume never reach another session's sandbox); another
 // worker's session cannot roll back to, diff against or fork that snapshot
 // (the same tool error as for a missing one); a preview URL of the
 // session's sandbox ends with its MCP snapshot, as with the route's.
@@ -101,7 +102,7 @@ async function mcpSession(workerKey) {
 
 const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("");
 
-test("MCP tools: a session snapshots, diffs, rolls back and forks its own sandbox; another worker's cannot use it", async () => {
+test("MCP tools: a session snapshots, diffs, rolls back, forks, pauses and resumes its own sandbox; another worker's cannot use it", async () => {
   const m1 = await mcpSession("m1");
   const m2 = await mcpSession("m2");
   try {
@@ -137,6 +138,28 @@ test("MCP tools: a session snapshots, diffs, rolls back and forks its own sandbo
     }
     assert.equal(text(await m2.call("execute", { command: "ls" })), "mine\n[exit code 0]");
     assert.deepEqual((await runner.client.listSnapshots()).map((s) => s.name), ["ms1"]);
+
+    // pause and resume act on the session's own sandbox only.
+    const stateOf = async (key) => (await runner.client.listSandboxes({ workerKey: key }))[0].state;
+    const p1 = await m1.call("pause", { tier: "stop" });
+    assert.equal(p1.isError, false, text(p1));
+    assert.equal(p1.structuredContent.state, "stopped");
+    assert.equal(p1.structuredContent.previous, "running");
+    assert.equal(await stateOf("m1"), "stopped");
+    const p2 = await m2.call("pause", {});
+    assert.equal(p2.isError, false, text(p2));
+    assert.equal(p2.structuredContent.state, "frozen");
+    assert.equal(await stateOf("m2"), "frozen");
+    assert.equal(await stateOf("m1"), "stopped", "another session's pause reached this one's sandbox");
+    assert.equal((await m2.call("pause", { tier: "sleep" })).isError, true);
+    const r1 = await m1.call("resume", {});
+    assert.equal(r1.isError, false, text(r1));
+    assert.equal(r1.structuredContent.previous, "stopped");
+    assert.equal(r1.structuredContent.state, "running");
+    assert.equal(await stateOf("m2"), "frozen", "this session's resume reached another's sandbox");
+    // A frozen one comes back by itself with the next call.
+    assert.equal(text(await m2.call("execute", { command: "ls" })), "mine\n[exit code 0]");
+    assert.equal(await stateOf("m2"), "running");
 
     const back = await m1.call("rollback", { snapshot: "ms1" });
     assert.equal(back.isError, false, text(back));
