@@ -8,12 +8,16 @@
 # (`sleep`) is never moved while the call runs, though it is unused for
 # longer than remove_after; `sandbox list` says when it entered its state.
 # Both ways it is applied: `sandman sandbox reap` (no runner) and the
-# runner by itself (`worker start`, its periodic tick). A configuration
+# runner by itself (`worker start`, its periodic tick); the runner also
+# reaps snapshots by itself (snapshots: {keep: 1}). A configuration
 # that breaks the order is refused by both. Waits are bounded polls for a
 # state, never fixed sleeps taken as results.
 source "$(dirname "$0")/lib.sh"
 require_engine
 it_runner_workdir
+# The snapshot images this test makes go too.
+trap 'stop_worker; docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" |
+  sort -u | xargs -r docker rmi -f >/dev/null 2>&1; cleanup_instance; rm -rf "$WORK"' EXIT
 rm -rf "${SANDMAN_STATE_DIR:?}"/*
 IMAGE=sandman/minimal:latest
 
@@ -136,6 +140,7 @@ RAUDIT=$WORK/runner-audit.jsonl
 # remove_after longer here: the runner moves sandboxes on its own clock, and
 # the call into the stopped sandbox must come before it is removed.
 sed "s|$AUDIT|$RAUDIT|; s|remove_after: 9s|remove_after: 20s|" "$CFG" >"$WORK/runner.yaml"
+echo "snapshots: {keep: 1}" >>"$WORK/runner.yaml"
 IT_WORKER_GLOBAL=(--config "$WORK/runner.yaml")
 check "runner: starts with the lifecycle" it_start_worker --reap-interval 1s
 TOKEN=$(cat "$WORK/token")
@@ -172,7 +177,24 @@ expect_eq "runner: its audit rows of the moves, in order" "frozen stopped frozen
   "$(AUDIT=$RAUDIT moves_of "$RNAME")"
 expect_contains "runner: a log line for each move" "lifecycle: sandbox $RNAME running -> frozen" \
   "$(cat "$WORK/runner.log")"
+
+# snapshots: {keep: 1}: the runner reaps snapshots by itself, keeping the
+# newest of each owner.
+rcall r2 "echo one > /workspace/f" >/dev/null
+check "runner: a first snapshot" S sandbox snapshot --run-id r2 --name lc-s1
+check "runner: a second snapshot" S sandbox snapshot --run-id r2 --name lc-s2
+snaps=
+for i in $(seq 1 120); do
+  snaps=$(S snapshot list --json | json "' '.join(x['name'] for x in d)")
+  [ "$snaps" = lc-s2 ] && break
+  sleep 0.25
+done
+expect_eq "runner: snapshots reaped by itself, the newest kept (snapshots.keep 1)" lc-s2 "$snaps"
+expect_contains "runner: a log line for the snapshot it reaped" "snapshot reap removed snapshot lc-s1" \
+  "$(cat "$WORK/runner.log")"
 stop_worker
+S sandbox rm --run-id r2 >/dev/null 2>&1 || true
+S snapshot rm lc-s2 >/dev/null 2>&1 || true
 
 # ---- a configuration that breaks the order is refused ----
 printf 'version: 1\ndefaults:\n  lifecycle: {freeze_after: 10s, stop_after: 5s}\n' >"$WORK/bad.yaml"
