@@ -572,8 +572,10 @@ const cli_command cli_commands[] = {
                     "exited ones and orphaned volumes. It covers the whole instance: every "
                     "project's, run's, worker's and runner's sandboxes on this engine, not only "
                     "those of your own calls (`sandbox rm` ends chosen ones). A busy sandbox (a "
-                    "call in flight) is never removed without --force. --dry-run changes "
-                    "nothing.",
+                    "call in flight) is never removed without --force. With the configuration's "
+                    "lifecycle (freeze_after, stop_after, remove_after) it first freezes, stops "
+                    "and removes the keyed sandboxes unused that long (never a busy one). "
+                    "--dry-run changes nothing.",
      .max_args = 0},
     {.name = "sandbox rm", .flags = rm_flags, .fn = cmd_sandbox_rm, .args = "[SANDBOX...]",
      .summary = "remove sandboxes by id, name, run or worker",
