@@ -41,7 +41,7 @@
 #include "sandbox/tty.h"
 
 #define MAX_IDLE 64              /* idle sessions kept per runner */
-#define MAX_RESTING 1024         /* frozen sandboxes' sessions kept (one each), at most */
+#define MAX_RESTING 256          /* frozen sandboxes' sessions kept (one each), at most */
 #define MAX_IDLE_PER_CONTAINER 8
 #define MAX_UNUSABLE 256         /* containers remembered as agent-less */
 #define INSTALL_TIMEOUT_S 30.0
