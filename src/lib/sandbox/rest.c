@@ -230,7 +230,8 @@ static int do_freeze(sandbox_rest_op *op, sm_error *err) {
 static int put_thawed(sandbox_rest_op *op, sm_error *err) {
   snprintf(op->rec.state, sizeof op->rec.state, "running");
   op->rec.since = sm_now();
-  snprintf(op->rec.id, sizeof op->rec.id, "%s", id_of(op));
+  const char *id = sandbox_json_str(op->insp, "Id", NULL);
+  if (id) snprintf(op->rec.id, sizeof op->rec.id, "%s", id);
   op->has_rec = 1;
   return sandbox_rest_write_quick(op->ctx->state_dir, op->name, &op->rec, err);
 }
