@@ -224,8 +224,19 @@ void sandbox_agents_rest(sandbox_agents *a, const char *cid) {
     }
     pp = &s->next;
   }
-  /* One is enough for its next call; the others close. */
-  sandbox_agent_session *extra = found ? found->next : NULL;
+  /* One that still answers is enough for its next call; the others close. */
+  sandbox_agent_session *extra = NULL;
+  if (found && !sm_exec_stream_quiet(found->stream)) {
+    sandbox_agent_session **q = &found->next;
+    while (*q && !sm_exec_stream_quiet((*q)->stream)) q = &(*q)->next;
+    if (*q) { /* a live one to the front */
+      sandbox_agent_session *live = *q;
+      *q = live->next;
+      live->next = found;
+      found = live;
+    }
+  }
+  if (found) extra = found->next;
   if (found && a->max_resting > 0) {
     found->next = a->resting;
     a->resting = found;
