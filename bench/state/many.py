@@ -10,7 +10,9 @@ one run, side by side:
   - a call (`true`) into a running per_run sandbox through POST /v1/execute,
   - GET /v1/sandboxes (the listing then holds N more),
   - the runner's resident memory (VmRSS) and the engine's (dockerd's);
-then the first call into one of the frozen sandboxes. Every sandbox the
+then the first call into the first of the frozen sandboxes (and whether
+it went over the agent session parked before its freeze, from the
+runner's /metrics). Every sandbox the
 run made is removed at the end. Prints a table and writes
 bench/results/state-many.{json,md}, with the machine's load.
 
@@ -85,6 +87,16 @@ def sample(a, proc, raw, phase, rows, mem):
                   "sandboxes_listed": listed}
 
 
+def agent_calls(raw):
+    """The runner's count of calls made over an agent session (/metrics)."""
+    st, body, _ = get(raw.sock, "/metrics", raw.token)
+    assert st == 200, st
+    for line in body.decode().splitlines():
+        if line.startswith("sandman_agent_calls_total "):
+            return int(float(line.split()[1]))
+    return -1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=200)
@@ -121,7 +133,9 @@ def main():
                                 capture_output=True, text=True).stdout.split()
         assert len(paused) == a.count, ("paused", len(paused))
         sample(a, proc, raw, "%d frozen" % a.count, rows, mem)
+        calls0 = agent_calls(raw)
         first = state.execute(raw, "many-0", ["true"], resumed="frozen")[0]
+        over_agent = agent_calls(raw) == calls0 + 1
     finally:
         proc.terminate()
         proc.wait()
@@ -132,7 +146,8 @@ def main():
            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "loadavg_before": [round(x, 2) for x in load0],
            "loadavg_after": [round(x, 2) for x in load1], "results": res, "memory": mem,
-           "make_and_freeze_s": round(make_s, 1), "first_call_into_a_frozen_one_ms": round(first, 2)}
+           "make_and_freeze_s": round(make_s, 1), "first_call_into_a_frozen_one_ms": round(first, 2),
+           "first_call_over_the_agent": over_agent}
     lines = ["# Many frozen sandboxes (bench/state/many.py)", "",
              "%s, %d CPUs, image %s; %d per_run sandboxes made (one call each) and frozen in "
              "%.0f s; %d samples of each; load average %s before, %s after." %
@@ -147,7 +162,10 @@ def main():
         lines.append("| %s | %.1f MB | %.1f MB | %d |" % (phase, m["runner_rss_kb"] / 1024.0,
                                                          m["dockerd_rss_kb"] / 1024.0,
                                                          m["sandboxes_listed"]))
-    lines += ["", "The first call into one of the %d frozen sandboxes: %.2f ms." % (a.count, first)]
+    lines += ["", "The first call into one of the %d frozen sandboxes (the first made and "
+              "frozen): %.2f ms, %s." % (a.count, first, "over the agent session parked before "
+                                         "its freeze" if over_agent else "over an engine exec "
+                                         "(no parked agent session)")]
     md = "\n".join(lines) + "\n"
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "state-many.json"), "w") as f:

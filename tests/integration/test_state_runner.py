@@ -5,7 +5,10 @@ with the Python client against the real engine. Run by
 test_state_runner.sh.
 
   owners  a worker token pauses and resumes its own sandbox (freeze, stop),
-          a call into it by sandbox_id says "resumed" and finds its file;
+          a call into it by sandbox_id says "resumed" and finds its file
+          (after a freeze over the session parked before it); a sandbox
+          frozen by sandman and thawed by hand answers its next call and is
+          listed running again;
           another worker's token can neither pause nor resume it (404,
           exactly as for a missing sandbox) and leaves it as it was;
           hibernate under runc is refused (409) saying what is missing;
@@ -106,6 +109,25 @@ def suite_owners(tmp):
           out.get("stdout") == "kept\n" and out.get("resumed") == "frozen", out)
     check("... over the agent's session parked before the freeze, not an engine exec",
           agent_calls_total(r) == agent_calls + 1, (agent_calls, agent_calls_total(r)))
+    entry = listed(k1, "k1", sid)
+    check("after that call the engine runs it and list says running since then",
+          engine_state(sid) == "running" and entry.get("state") == "running" and
+          entry.get("state_since"), (engine_state(sid), entry))
+
+    # frozen by sandman, thawed by hand: the call works, the record is put right
+    st, body = rest(k1, sid, "pause", "k1")
+    check("k1 freezes it again", st == 200 and body.get("state") == "frozen", (st, body))
+    check("unpaused by hand (docker unpause)", ts.docker("unpause", sid).returncode == 0)
+    out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
+    check("a call after a thaw by hand works and brought nothing back",
+          out.get("stdout") == "kept\n" and out.get("resumed") is None, out)
+    check("... and list says running", listed(k1, "k1", sid).get("state") == "running")
+    st, body = rest(k1, sid, "pause", "k1")
+    check("... and it freezes again", st == 200 and body.get("previous") == "running" and
+          body.get("state") == "frozen", (st, body))
+    out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
+    check("... and a call thaws it again", out.get("stdout") == "kept\n" and
+          out.get("resumed") == "frozen" and engine_state(sid) == "running", out)
 
     # stop, and resume by the route
     st, body = rest(k1, sid, "pause", "k1", tier="stop")

@@ -22,14 +22,15 @@ void common_sync_dir_of(const char *path) {
   close(fd);
 }
 
-int common_file_replace(const char *path, const void *data, size_t len, sm_error *err) {
+static int file_replace(const char *path, const void *data, size_t len, int flush,
+                        sm_error *err) {
   char tmp[PATH_MAX];
   /* Unique per writer: threads of one process may write the same file. */
   if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
   int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  int bad = common_write_all(fd, data, len) != 0 || fsync(fd) != 0;
+  int bad = common_write_all(fd, data, len) != 0 || (flush && fsync(fd) != 0);
   int e = errno;
   if (close(fd) != 0 && !bad) {
     bad = 1;
@@ -40,8 +41,16 @@ int common_file_replace(const char *path, const void *data, size_t len, sm_error
     unlink(tmp);
     return sm_error_set_errno(err, SM_EIO, e, "writing %s", path);
   }
-  common_sync_dir_of(path);
+  if (flush) common_sync_dir_of(path);
   return 0;
+}
+
+int common_file_replace(const char *path, const void *data, size_t len, sm_error *err) {
+  return file_replace(path, data, len, 1, err);
+}
+
+int common_file_replace_quick(const char *path, const void *data, size_t len, sm_error *err) {
+  return file_replace(path, data, len, 0, err);
 }
 
 int common_file_read_small(const char *path, size_t cap, char **out, size_t *out_len,

@@ -28,6 +28,7 @@
 #include "sandbox/network.h"
 #include "sandbox/pool.h"
 #include "sandbox/rest.h"
+#include "sandbox/spec.h"
 #include "sandbox/agent.h"
 
 #define REPLACE_POLL_MS 100
@@ -132,11 +133,66 @@ static const char *principal_of(const sm_run_request *req) {
   return req->principal ? req->principal : "";
 }
 
+/* What the audit row of a thaw names: the sandbox as the cache and the
+ * call know it (sandbox_rest_thaw_known). */
+static json_object *cached_view(const sm_run_request *req, const sandbox_box *sb,
+                                const sandbox_lookup_entry *hit) {
+  json_object *o = json_object_new_object(), *cfg = json_object_new_object(),
+              *labels = json_object_new_object();
+  if (o == NULL || cfg == NULL || labels == NULL) {
+    json_object_put(o);
+    json_object_put(cfg);
+    json_object_put(labels);
+    return NULL; /* the row names the sandbox alone */
+  }
+  const char *v[][2] = {{"mode", sm_mode_name(sb->mode)}, {"project", hit->project},
+                        {"run", req->run_id},            {"worker", req->worker_id},
+                        {"agent", req->agent}};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    char key[64];
+    snprintf(key, sizeof key, SM_LABEL_PREFIX "%s", v[i][0]);
+    if (v[i][1] && *v[i][1]) json_object_object_add(labels, key, json_object_new_string(v[i][1]));
+  }
+  json_object_object_add(o, "Id", json_object_new_string(hit->id));
+  json_object_object_add(cfg, "Labels", labels);
+  json_object_object_add(o, "Config", cfg);
+  return o;
+}
+
+/* Frozen by sandman since this runner cached it, nothing else changed:
+ * thawed by its id under the key lock, with no look at it (its agent
+ * sessions, parked, serve again). 1 (taken, or *rc an error) or 0 (look
+ * the long way). */
+static int keyed_thaw_cached(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                             sandbox_box *sb, const sandbox_lookup_entry *hit, int *rc,
+                             sm_error *err) {
+  char k[SM_NAME_MAX + 16];
+  snprintf(k, sizeof k, "create-%s", sb->name);
+  sm_state_lock *key = NULL;
+  sm_error ignore = SM_ERROR_INIT;
+  if (sm_state_key_lock(ctx->state_dir, k, &key, &ignore) != 0) return 0;
+  json_object *who = cached_view(req, sb, hit);
+  int thawed = sandbox_rest_thaw_known(ctx, e, sb->name, hit->id, hit->generation, who);
+  json_object_put(who);
+  if (thawed) *rc = take_busy(ctx->state_dir, req, sb, err);
+  if (thawed && *rc == 0) {
+    snprintf(sb->id, sizeof sb->id, "%s", hit->id);
+    sb->uid = hit->uid;
+    sb->gid = hit->gid;
+    sb->reused = 1;
+    sb->cached = 1;
+    snprintf(sb->resumed, sizeof sb->resumed, "frozen");
+    sandbox_lookup_put(ctx->lookup, sb->name, hit);
+  }
+  sm_state_unlock(key);
+  return thawed;
+}
+
 /* Found before by this runner with this configuration: no inspect. If it
  * has gone or stopped since, the exec fails and the call looks again.
  * 1 (taken, or *rc an error) or 0 (not in the cache). */
-static int keyed_from_cache(const sandbox_ctx *ctx, const sm_run_request *req, sandbox_box *sb,
-                            int *rc, sm_error *err) {
+static int keyed_from_cache(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                            sandbox_box *sb, int *rc, sm_error *err) {
   sandbox_lookup_entry hit;
   /* Only for the principal whose call found it: another's call looks at
    * the engine and its owner label (keyed_check_found). */
@@ -148,8 +204,9 @@ static int keyed_from_cache(const sandbox_ctx *ctx, const sm_run_request *req, s
   if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
     sandbox_lookup_invalidate(ctx->lookup, sb->name);
     /* A freeze ends no process: the agent sessions serve again once thawed. */
-    if (!sandbox_rest_only_frozen(ctx->state_dir, sb->name, hit.generation))
-      sandbox_agents_forget(ctx->agents, hit.id);
+    if (sandbox_rest_only_frozen(ctx->state_dir, sb->name, hit.generation))
+      return keyed_thaw_cached(ctx, e, req, sb, &hit, rc, err);
+    sandbox_agents_forget(ctx->agents, hit.id);
     return 0;
   }
   *rc = take_busy(ctx->state_dir, req, sb, err);
@@ -344,9 +401,9 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
   json_object *insp = NULL;
   sm_state_lock *excl = NULL;
   /* A sandbox at rest runs again first (a call resumes it by itself). */
-  int rc = sandbox_rest_wake(ctx, e, sb->name, sb->resumed, err);
+  int rc = sandbox_rest_wake(ctx, e, sb->name, sb->resumed, &insp, err);
   if (rc) return rc;
-  rc = sm_engine_container_inspect(e, sb->name, &insp, err);
+  if (insp == NULL) rc = sm_engine_container_inspect(e, sb->name, &insp, err);
   if (rc == SM_ENOTFOUND && req->sandbox)
     return sm_error_set(err, SM_ENOTFOUND, "no such sandbox: %s (removed since?)", sb->name);
   if (rc == SM_ENOTFOUND && req->existing)
@@ -371,7 +428,7 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
 int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                           sandbox_box *sb, sm_error *err) {
   int rc = 0;
-  if (keyed_from_cache(ctx, req, sb, &rc, err)) return rc;
+  if (keyed_from_cache(ctx, e, req, sb, &rc, err)) return rc;
   char key[SM_NAME_MAX + 16];
   snprintf(key, sizeof key, "create-%s", sb->name);
   sm_state_lock *key_lock = NULL;

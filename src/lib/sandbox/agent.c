@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <sandman/log.h>
 #include <sandman/util.h>
@@ -40,6 +41,7 @@
 #include "sandbox/tty.h"
 
 #define MAX_IDLE 64              /* idle sessions kept per runner */
+#define MAX_RESTING 256          /* frozen sandboxes' sessions kept (one each), at most */
 #define MAX_IDLE_PER_CONTAINER 8
 #define MAX_UNUSABLE 256         /* containers remembered as agent-less */
 #define INSTALL_TIMEOUT_S 30.0
@@ -71,6 +73,11 @@ struct sandbox_agents {
   int enabled;
   sandbox_agent_session *idle;
   unsigned n_idle;
+  /* One parked session per frozen sandbox, apart from the idle ones (whose
+   * cap busy sandboxes would otherwise push them out of): its first call
+   * after the thaw takes it instead of an engine exec. */
+  sandbox_agent_session *resting;
+  unsigned n_resting, max_resting;
   char unusable[MAX_UNUSABLE][SM_ENGINE_ID_MAX];
   unsigned n_unusable, next_unusable;
   char installed[MAX_UNUSABLE][SM_ENGINE_ID_MAX];
@@ -84,6 +91,10 @@ sandbox_agents *sandbox_agents_new(void) {
   if (a == NULL) return NULL;
   pthread_mutex_init(&a->mu, NULL);
   a->enabled = 1;
+  /* Each is a descriptor: at most a quarter of ours. */
+  struct rlimit rl;
+  rlim_t fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+  a->max_resting = fds == RLIM_INFINITY || fds / 4 > MAX_RESTING ? MAX_RESTING : (unsigned)(fds / 4);
   return a;
 }
 
@@ -107,6 +118,7 @@ static void close_all(sandbox_agent_session *s) {
 void sandbox_agents_free(sandbox_agents *a) {
   if (a == NULL) return;
   close_all(a->idle);
+  close_all(a->resting);
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
@@ -115,13 +127,14 @@ void sandbox_agents_set_enabled(sandbox_agents *a, int on) {
   if (a == NULL) return;
   pthread_mutex_lock(&a->mu);
   a->enabled = on;
-  sandbox_agent_session *s = on ? NULL : a->idle;
+  sandbox_agent_session *s = on ? NULL : a->idle, *r = on ? NULL : a->resting;
   if (!on) {
-    a->idle = NULL;
-    a->n_idle = 0;
+    a->idle = a->resting = NULL;
+    a->n_idle = a->n_resting = 0;
   }
   pthread_mutex_unlock(&a->mu);
   close_all(s);
+  close_all(r);
 }
 
 int sandbox_agents_enabled(sandbox_agents *a) {
@@ -161,6 +174,23 @@ static void mark_unusable(sandbox_agents *a, const char *cid, const char *why) {
   pthread_mutex_unlock(&a->mu);
 }
 
+/* Moves the sessions of container cid off list (*n of them) onto *out. */
+static void unlink_of(sandbox_agent_session **list, unsigned *n, const char *cid,
+                      sandbox_agent_session **out) {
+  sandbox_agent_session **pp = list;
+  while (*pp) {
+    sandbox_agent_session *s = *pp;
+    if (strcmp(s->container_id, cid) == 0) {
+      *pp = s->next;
+      (*n)--;
+      s->next = *out;
+      *out = s;
+      continue;
+    }
+    pp = &s->next;
+  }
+}
+
 void sandbox_agents_forget(sandbox_agents *a, const char *cid) {
   if (a == NULL || cid == NULL || *cid == '\0') return;
   sandbox_agent_session *drop = NULL;
@@ -169,20 +199,65 @@ void sandbox_agents_forget(sandbox_agents *a, const char *cid) {
     if (strcmp(a->installed[i], cid) == 0) a->installed[i][0] = '\0';
     if (strcmp(a->unusable[i], cid) == 0) a->unusable[i][0] = '\0';
   }
-  sandbox_agent_session **pp = &a->idle;
+  unlink_of(&a->idle, &a->n_idle, cid, &drop);
+  unlink_of(&a->resting, &a->n_resting, cid, &drop);
+  pthread_mutex_unlock(&a->mu);
+  close_all(drop);
+}
+
+void sandbox_agents_rest(sandbox_agents *a, const char *cid) {
+  if (a == NULL || cid == NULL || *cid == '\0') return;
+  sandbox_agent_session *found = NULL, *dead = NULL, *evicted = NULL;
+  pthread_mutex_lock(&a->mu);
+  unlink_of(&a->idle, &a->n_idle, cid, &found);
+  unlink_of(&a->resting, &a->n_resting, cid, &found);
+  /* Those of sandboxes removed since have ended by themselves. */
+  sandbox_agent_session **pp = &a->resting;
   while (*pp) {
     sandbox_agent_session *s = *pp;
-    if (strcmp(s->container_id, cid) == 0) {
+    if (!sm_exec_stream_quiet(s->stream)) {
       *pp = s->next;
-      a->n_idle--;
-      s->next = drop;
-      drop = s;
+      a->n_resting--;
+      s->next = dead;
+      dead = s;
       continue;
     }
     pp = &s->next;
   }
+  /* One that still answers is enough for its next call; the others close. */
+  sandbox_agent_session *extra = NULL;
+  if (found && !sm_exec_stream_quiet(found->stream)) {
+    sandbox_agent_session **q = &found->next;
+    while (*q && !sm_exec_stream_quiet((*q)->stream)) q = &(*q)->next;
+    if (*q) { /* a live one to the front */
+      sandbox_agent_session *live = *q;
+      *q = live->next;
+      live->next = found;
+      found = live;
+    }
+  }
+  if (found) extra = found->next;
+  if (found && a->max_resting > 0) {
+    found->next = a->resting;
+    a->resting = found;
+    a->n_resting++;
+    found = NULL;
+    if (a->n_resting > a->max_resting) {
+      /* Over the cap: the sandbox frozen longest ago (the tail) loses its session. */
+      sandbox_agent_session **tail = &a->resting;
+      while ((*tail)->next) tail = &(*tail)->next;
+      evicted = *tail;
+      *tail = NULL;
+      a->n_resting--;
+    }
+  } else if (found) {
+    found->next = NULL;
+  }
   pthread_mutex_unlock(&a->mu);
-  close_all(drop);
+  close_all(found);
+  close_all(extra);
+  close_all(dead);
+  close_all(evicted);
 }
 
 /* ---- frames from the agent ---- */
@@ -326,28 +401,34 @@ static int open_session(sm_engine *e, const char *cid, const char *user,
   return 0;
 }
 
-static sandbox_agent_session *take_idle(sandbox_agents *a, const char *cid) {
-  sandbox_agent_session *found = NULL, *stale = NULL;
-  pthread_mutex_lock(&a->mu);
-  sandbox_agent_session **pp = &a->idle;
+/* The first quiet session of container cid on list (*n of them), taken
+ * off it; the others met before it go onto *stale. */
+static sandbox_agent_session *take_from(sandbox_agent_session **list, unsigned *n, const char *cid,
+                                        sandbox_agent_session **stale) {
+  sandbox_agent_session **pp = list;
   while (*pp) {
     sandbox_agent_session *s = *pp;
     if (strcmp(s->container_id, cid) == 0) {
       *pp = s->next;
-      a->n_idle--;
+      (*n)--;
       s->next = NULL;
       /* Anything that arrived on an idle session (its end, above all:
        * the container is gone) makes it useless. */
-      if (sm_exec_stream_quiet(s->stream)) {
-        found = s;
-        break;
-      }
-      s->next = stale;
-      stale = s;
+      if (sm_exec_stream_quiet(s->stream)) return s;
+      s->next = *stale;
+      *stale = s;
       continue;
     }
     pp = &s->next;
   }
+  return NULL;
+}
+
+static sandbox_agent_session *take_idle(sandbox_agents *a, const char *cid) {
+  sandbox_agent_session *stale = NULL;
+  pthread_mutex_lock(&a->mu);
+  sandbox_agent_session *found = take_from(&a->idle, &a->n_idle, cid, &stale);
+  if (found == NULL) found = take_from(&a->resting, &a->n_resting, cid, &stale);
   pthread_mutex_unlock(&a->mu);
   close_all(stale);
   return found;

@@ -53,6 +53,11 @@ void sandbox_agent_note_fallback(sandbox_agents *a);
  * hibernated or rolled back): its idle sessions close, and what is known
  * about it (the agent installed, or unusable there) is forgotten. */
 void sandbox_agents_forget(sandbox_agents *a, const char *cid);
+/* Container cid was frozen (no call in flight): one of its idle sessions
+ * is kept apart from the idle ones' cap, for its first call after the
+ * thaw (at most one per container, and a bounded number in all: past
+ * that, the one frozen longest ago closes); its others close. */
+void sandbox_agents_rest(sandbox_agents *a, const char *cid);
 /* Counts a tool call made over a session (sm_runner_agent_stats). */
 void sandbox_agent_note_call(sandbox_agents *a);
 

@@ -219,16 +219,27 @@ static int do_freeze(sandbox_rest_op *op, sm_error *err) {
     else sandbox_rest_drop(op->ctx->state_dir, op->name);
     return sm_error_wrap(err, "freezing sandbox %s", op->name);
   }
+  /* Its parked session outlives the idle sessions' cap while it rests. */
+  sandbox_agents_rest(op->ctx->agents, id_of(op));
   return 0;
+}
+
+/* The record of a thaw is not flushed: a machine's crash that loses it
+ * also stops the container, and a record that says frozen of a running
+ * sandbox is put right by the next look (wake_op). */
+static int put_thawed(sandbox_rest_op *op, sm_error *err) {
+  snprintf(op->rec.state, sizeof op->rec.state, "running");
+  op->rec.since = sm_now();
+  const char *id = sandbox_json_str(op->insp, "Id", NULL);
+  if (id) snprintf(op->rec.id, sizeof op->rec.id, "%s", id);
+  op->has_rec = 1;
+  return sandbox_rest_write_quick(op->ctx->state_dir, op->name, &op->rec, err);
 }
 
 static int resume_frozen(sandbox_rest_op *op, sm_error *err) {
   int rc = ignore_conflict(sm_engine_container_unpause(op->e, id_of(op), err), err);
   if (rc) return sm_error_wrap(err, "unfreezing sandbox %s", op->name);
-  snprintf(op->rec.state, sizeof op->rec.state, "running");
-  op->rec.since = sm_now();
-  snprintf(op->rec.id, sizeof op->rec.id, "%s", id_of(op));
-  return op_put(op, err);
+  return put_thawed(op, err);
 }
 
 /* ---- stop ---- */
@@ -338,11 +349,10 @@ static int resume_stopped(sandbox_rest_op *op, sm_error *err) {
     rc = sandbox_fix_tmp(op->e, id, op->name, sandbox_json_str(op->insp, "Image", NULL), err);
   if (rc == 0 && op->rec.ws_saved) rc = sandbox_ws_restore(op->e, id, path, err);
   if (rc) return sm_error_wrap(err, "starting sandbox %s again", op->name);
+  /* Its agent went with its processes: installed again when a call needs
+   * it (an engine exec meanwhile), and a session opened in the background
+   * after the first call here (sandbox_call.c). */
   sandbox_agents_forget(op->ctx->agents, id);
-  sm_error ignore = SM_ERROR_INIT;
-  if (sandbox_agent_install(op->ctx->agents, op->e, id, &ignore) != 0)
-    sm_log(SM_LOG_WARN, "sandbox %s: the agent: %s (calls use engine execs)", op->name,
-           ignore.message);
   snprintf(op->rec.state, sizeof op->rec.state, "running");
   op->rec.pending[0] = op->rec.prior[0] = '\0';
   op->rec.since = sm_now();
@@ -379,7 +389,11 @@ static int wake_op(sandbox_rest_op *op, char *was, sm_error *err) {
   if (is(prev, "frozen")) rc = resume_frozen(op, err);
   else if (is(prev, "stopped")) rc = resume_stopped(op, err);
   else if (is(prev, "hibernated")) rc = sandbox_rest_restore(op, err);
-  else return 0;
+  else if (is(prev, "running") && op->has_rec && !op->rec.pending[0] && is(op->rec.state, "frozen")) {
+    sm_error ignore = SM_ERROR_INIT; /* thawed, its record lost (or thawed by hand) */
+    put_thawed(op, &ignore);
+    return 0;
+  } else return 0;
   if (rc) return rc;
   if (was) snprintf(was, SM_REST_STATE_MAX, "%s", prev);
   rc = op_look(op, err);
@@ -388,8 +402,9 @@ static int wake_op(sandbox_rest_op *op, char *was, sm_error *err) {
 }
 
 int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, char *was,
-                      sm_error *err) {
+                      json_object **insp, sm_error *err) {
   was[0] = '\0';
+  *insp = NULL;
   sandbox_rest_record probe;
   sm_error ignore = SM_ERROR_INIT;
   if (sandbox_rest_read(ctx->state_dir, name, &probe, &ignore) == SM_ENOTFOUND) return 0;
@@ -403,11 +418,36 @@ int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, ch
   }
   if (rc == 0) rc = recover(&op, err);
   if (rc == 0) rc = wake_op(&op, was, err);
+  if (rc == 0 && was[0]) {
+    *insp = op.insp; /* looked at after the change (wake_op) */
+    op.insp = NULL;
+  }
   op_dispose(&op);
   if (rc) return sm_error_set(err, rc == SM_ENOTFOUND ? SM_ESANDBOX : rc,
                               "sandbox %s is at rest and could not be brought back: %s", name,
                               err->message);
   return 0;
+}
+
+int sandbox_rest_thaw_known(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *id,
+                            unsigned generation, json_object *who) {
+  sandbox_rest_op op;
+  op_init(&op, ctx, e, name);
+  sm_error ignore = SM_ERROR_INIT;
+  /* Read again under the key lock: still frozen by sandman, in the same
+   * container, nothing else changed since the caller's cache. */
+  if (sandbox_rest_read(ctx->state_dir, name, &op.rec, &ignore) != 0 || op.rec.pending[0] ||
+      !is(op.rec.state, "frozen") || op.rec.generation != generation || strcmp(op.rec.id, id) != 0)
+    return 0;
+  op.has_rec = 1;
+  /* Gone, not paused, anything else: the caller looks at it the long way. */
+  if (sm_engine_container_unpause(e, id, &ignore) != 0) return 0;
+  op.insp = who; /* borrowed: its id and labels for the audit row */
+  if (put_thawed(&op, &ignore) != 0)
+    sm_log(SM_LOG_WARN, "sandbox %s: its record: %s", name, ignore.message);
+  sandbox_rest_notify(&op, "sandbox.resumed", "running", "frozen", id, NULL);
+  op.insp = NULL;
+  return 1;
 }
 
 /* ---- the public pause and resume ---- */

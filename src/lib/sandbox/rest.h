@@ -25,10 +25,12 @@ int sandbox_rest_resume(const sandbox_ctx *ctx, sm_engine *e, const char *name,
 /* For a call, under the sandbox's key lock (acquire.c): a change cut short
  * is finished or undone and a sandbox at rest runs again. was
  * (SM_REST_STATE_MAX) gets the state it came back from, "" when it was
- * running (or has no record). Cheap when the sandbox never rested (one
+ * running (or has no record). *insp (the caller's) gets the sandbox's
+ * inspect object when it was looked at after its change, else NULL: the
+ * call need not look again. Cheap when the sandbox never rested (one
  * failed open). */
 int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, char *was,
-                      sm_error *err);
+                      json_object **insp, sm_error *err);
 /* For a call that found the sandbox in its cache (no inspect): 1 when it
  * may not be as cached (at rest, a change under way, or its processes or
  * container changed since `generation`), 0 when it runs as it did. */
@@ -37,6 +39,14 @@ int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned gen
  * (its processes, and the runner's agent sessions in it, go on after the
  * thaw), 0 otherwise. */
 int sandbox_rest_only_frozen(const char *state_dir, const char *name, unsigned generation);
+/* For a call that found the sandbox in its cache and its record says it
+ * is only frozen (sandbox_rest_only_frozen): under the key lock, unpauses
+ * container id without looking at it first and records the change (the
+ * audit row's labels from who, borrowed: {"Id", "Config": {"Labels"}}).
+ * 1 when it was thawed so, 0 when anything differs (the record changed,
+ * the engine refused): the caller looks at it the long way. */
+int sandbox_rest_thaw_known(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *id,
+                            unsigned generation, json_object *who);
 /* 1 when the sandbox is at rest or a change of its state is under way (its
  * record says so), 0 when it runs or has no record. */
 int sandbox_rest_resting(const char *state_dir, const char *name);

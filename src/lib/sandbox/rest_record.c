@@ -87,8 +87,8 @@ static void add_str(json_object *o, const char *key, const char *v) {
   if (v && *v) json_object_object_add(o, key, json_object_new_string(v));
 }
 
-int sandbox_rest_write(const char *state_dir, const char *name, const sandbox_rest_record *r,
-                       sm_error *err) {
+static int record_write(const char *state_dir, const char *name, const sandbox_rest_record *r,
+                        int flush, sm_error *err) {
   char path[PATH_MAX];
   int rc = rest_path(state_dir, name, ".json", path, sizeof path, err);
   if (rc) return rc;
@@ -105,7 +105,18 @@ int sandbox_rest_write(const char *state_dir, const char *name, const sandbox_re
   json_object_object_add(o, "generation", json_object_new_int64(r->generation));
   json_object_object_add(o, "ws_saved", json_object_new_int(r->ws_saved));
   const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-  return common_file_replace(path, text, strlen(text), err);
+  return flush ? common_file_replace(path, text, strlen(text), err)
+               : common_file_replace_quick(path, text, strlen(text), err);
+}
+
+int sandbox_rest_write(const char *state_dir, const char *name, const sandbox_rest_record *r,
+                       sm_error *err) {
+  return record_write(state_dir, name, r, 1, err);
+}
+
+int sandbox_rest_write_quick(const char *state_dir, const char *name, const sandbox_rest_record *r,
+                             sm_error *err) {
+  return record_write(state_dir, name, r, 0, err);
 }
 
 void sandbox_rest_drop(const char *state_dir, const char *name) {

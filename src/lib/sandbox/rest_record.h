@@ -37,6 +37,11 @@ int sandbox_rest_read(const char *state_dir, const char *name, sandbox_rest_reco
                       sm_error *err);
 int sandbox_rest_write(const char *state_dir, const char *name, const sandbox_rest_record *r,
                        sm_error *err);
+/* The same, not flushed to disk (common_file_replace_quick): for a change
+ * that a machine's crash undoes anyway (a thaw: the engine comes back with
+ * its containers stopped). */
+int sandbox_rest_write_quick(const char *state_dir, const char *name, const sandbox_rest_record *r,
+                             sm_error *err);
 /* The record and the saved /workspace go (its sandbox was removed). */
 void sandbox_rest_drop(const char *state_dir, const char *name);
 /* <state>/rest/<name>.ws.tar; the folder is made. */
