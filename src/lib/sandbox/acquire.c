@@ -28,6 +28,7 @@
 #include "sandbox/network.h"
 #include "sandbox/pool.h"
 #include "sandbox/rest.h"
+#include "sandbox/rest_record.h"
 #include "sandbox/spec.h"
 #include "sandbox/agent.h"
 
@@ -394,6 +395,27 @@ static int check_from_snapshot(const sandbox_ctx *ctx, const sm_run_request *req
                       req->run_id ? "this run" : "this worker", sb->name, req->from_snapshot);
 }
 
+/* A sandbox at rest is brought back only for a call that may use it: its
+ * owner label is looked at first (another's call leaves it at rest). */
+static int keyed_may_wake(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                          const sandbox_box *sb, sm_error *err) {
+  sandbox_rest_record rec;
+  sm_error ignore = SM_ERROR_INIT;
+  if (sandbox_rest_read(ctx->state_dir, sb->name, &rec, &ignore) != 0 ||
+      (strcmp(rec.state, "running") == 0 && !rec.pending[0]))
+    return 0;
+  json_object *insp = NULL;
+  int rc = sm_engine_container_inspect(e, sb->name, &insp, err);
+  if (rc == SM_ENOTFOUND) {
+    sm_error_clear(err);
+    return 0; /* gone: the look that follows says so */
+  }
+  if (rc) return sm_error_wrap(err, "looking up sandbox %s", sb->name);
+  rc = keyed_check_found(ctx, req, sb, insp, err);
+  json_object_put(insp);
+  return rc;
+}
+
 /* One look under the key lock: found, replaced or created. *again when
  * another sandman created it meanwhile (look again). */
 static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
@@ -401,7 +423,8 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
   json_object *insp = NULL;
   sm_state_lock *excl = NULL;
   /* A sandbox at rest runs again first (a call resumes it by itself). */
-  int rc = sandbox_rest_wake(ctx, e, sb->name, sb->resumed, &insp, err);
+  int rc = keyed_may_wake(ctx, e, req, sb, err);
+  if (rc == 0) rc = sandbox_rest_wake(ctx, e, sb->name, sb->resumed, &insp, err);
   if (rc) return rc;
   if (insp == NULL) rc = sm_engine_container_inspect(e, sb->name, &insp, err);
   if (rc == SM_ENOTFOUND && req->sandbox)

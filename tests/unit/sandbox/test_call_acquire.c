@@ -278,11 +278,47 @@ static void paused_behind(void **state) {
   assert_int_equal(fake_engine_count(f->fe, "POST", "/unpause"), 1);
 }
 
+/* Another worker's call naming a sandbox at rest by its id is refused
+ * before the sandbox is brought back: it stays frozen. */
+static void rest_owner_first(void **state) {
+  fixture *f = *state;
+  sm_run_request req;
+  keyed(f, &req, "resting");
+  sm_run_result r;
+  assert_int_equal(fake_world_run(f, &req, &r, 1), 0);
+  char id[SM_ENGINE_ID_MAX];
+  snprintf(id, sizeof id, "%s", r.sandbox_id);
+  sm_run_result_dispose(&r);
+  char name[SM_NAME_MAX];
+  name_of(f, id, name, sizeof name);
+  sm_error err = SM_ERROR_INIT;
+  sm_rest_options o = SM_REST_OPTIONS_INIT;
+  sm_rest_report rep;
+  assert_int_equal(sm_sandbox_pause(f->runner, name, &o, &rep, &err), 0);
+  assert_string_equal(rep.state, "frozen");
+
+  sm_run_request named;
+  keyed(f, &named, NULL);
+  named.sandbox = name;
+  char worker[256];
+  assert_int_equal(sm_principal_worker("w-other", worker, sizeof worker, &err), 0);
+  named.principal = worker;
+  assert_refused(f, &named, SM_FAIL_POLICY, "belongs to another worker");
+  assert_int_equal(fake_engine_count(f->fe, "POST", "/unpause"), 0);
+  /* Its owner's call brings it back. */
+  named.principal = NULL;
+  assert_int_equal(fake_world_run(f, &named, &r, 1), 0);
+  assert_string_equal(r.resumed, "frozen");
+  sm_run_result_dispose(&r);
+  assert_int_equal(fake_engine_count(f->fe, "POST", "/unpause"), 1);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
       T(resource),        T(named_refusals), T(existing_only),
       T(replace_reasons), T(busy_sandbox),   T(paused_behind),
+      T(rest_owner_first),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
