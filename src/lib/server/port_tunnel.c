@@ -198,12 +198,13 @@ static int way_flush(way *w, int fd) {
   ssize_t n = send(fd, w->buf + w->off, w->len - w->off, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
   w->off += (size_t)n;
+  if (w->off == w->len) w->off = w->len = 0; /* all out: the whole room again */
   return n > 0;
 }
 
 static short way_events(const way *from, const way *to) {
   short ev = 0;
-  if (!from->eof && from->len < SERVER_PORT_TUNNEL_BUF) ev |= POLLIN;
+  if (!from->eof && (from->len < SERVER_PORT_TUNNEL_BUF || from->off > 0)) ev |= POLLIN;
   if (to->off < to->len) ev |= POLLOUT;
   return ev;
 }
