@@ -432,7 +432,7 @@ def suite(checks):
         finally:
             rc = r.stop()
             log = r.read_log()
-            if True:
+            if sys.exc_info()[0] is not None or ts.FAILED:
                 print("".join("# " + x + "\n" for x in log.splitlines()[-40:]))
         check("the runner ends cleanly, no sanitizer report in its log", rc == 0 and
               "Sanitizer" not in log and "runtime error" not in log, (rc, log[-2000:]))
