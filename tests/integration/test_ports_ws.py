@@ -22,7 +22,9 @@ Set-Cookie headers, caching headers and a hop-by-hop one.
              and preview's) are closed when the runner freezes, stops,
              snapshots or removes the sandbox, after which the preview
              answers as an unknown one (the server itself still runs: a
-             new connection through the route works after a freeze).
+             new connection through the route works after a freeze); one
+             left open when the runner stops is closed and the runner
+             ends cleanly.
   stream     the answer streams: Set-Cookie twice, Cache-Control and ETag
              passed on (no runner no-store), the hop-by-hop header not, a
              chunked body undone; a 100 MB download (Content-Length) and a
@@ -348,6 +350,18 @@ def websocket_checks(r):
     ws_checks(r, k1, tok1, tok2, sid)
     anon, unknown = preview_ws_checks(r, k1, tok1, sid)
     revoked_checks(r, k1, tok1, sid, anon, unknown)
+    # Left open when the runner stops: it ends them before its HTTP side.
+    sid = sandbox(r, k1, "wsport-ws-stop")
+    if start_server(r, k1, sid, tok1):
+        left = k1.port_websocket(sid, PORT, worker_key="k1")
+        check("a WebSocket is open when the runner is told to stop", echo_ok(left))
+        r.left_open = left
+
+
+def stopped_checks(r):
+    left = getattr(r, "left_open", None)
+    if left is not None:
+        check("the runner's stop closed the WebSocket left open", closed_within(left))
 
 
 def rss_kib(pid):
@@ -431,6 +445,7 @@ def suite(checks):
             checks(r)
         finally:
             rc = r.stop()
+            stopped_checks(r)
             log = r.read_log()
             if sys.exc_info()[0] is not None or ts.FAILED:
                 print("".join("# " + x + "\n" for x in log.splitlines()[-40:]))
