@@ -10,7 +10,11 @@ run, in one per_run sandbox with network none:
                   weighs on both alike. The target: at most 2 ms added at
                   the median.
   100 MB download GET of a 100 MB file, read to its end, through the forward
-                  and inside the sandbox: MB/s.
+                  and inside the sandbox: MB/s; and through the runner's
+                  ports route (`sandman worker start`, the control token,
+                  /v1/sandboxes/{id}/ports/8000/big, the answer streamed),
+                  taking turns with the forward (3 rounds each, the median),
+                  with the runner's largest RSS sampled during them.
 
 The server is python3 -m http.server in the sandbox (sandman/general under
 the tests' tag, scripts/test-images.sh). Prints the results and writes
@@ -19,14 +23,17 @@ bench/results/ports.{json,md}, with the machine's load.
   python3 bench/ports/run.py [--rounds N] [--runtime default|runsc]
 """
 import argparse
+import http.client
 import json
 import os
 import select
 import signal
 import socket
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -84,6 +91,52 @@ def get(addr, path):
     return n
 
 
+def route_get(sock, token, sid, path, pid):
+    """A download through the runner's ports route: (bytes, the runner's
+    largest RSS in KiB while it ran)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    c = http.client.HTTPConnection("localhost")
+    c.sock = s
+    c.request("GET", "/v1/sandboxes/%s/ports/8000%s" % (sid, path.decode()),
+              headers={"Authorization": "Bearer " + token})
+    r = c.getresponse()
+    n, peak = 0, 0
+    while True:
+        d = r.read(1 << 20)
+        if not d:
+            break
+        n += len(d)
+        if n % (8 << 20) < (1 << 20):
+            peak = max(peak, rss_kib(pid))
+    c.close()
+    return n, peak
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def start_runner(tmp):
+    """A runner on a unix socket of its own (the same instance as the CLI's)."""
+    token = os.urandom(24).hex()
+    with open(os.path.join(tmp, "token"), "w") as f:
+        f.write(token + "\n")
+    os.chmod(os.path.join(tmp, "token"), 0o600)
+    sock = os.path.join(tmp, "sandman.sock")
+    p = subprocess.Popen([SANDMAN, "worker", "start", "--listen", "unix:" + sock, "--token-file",
+                          os.path.join(tmp, "token")], stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(tmp, "runner.log"), "w"))
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(sock):
+        time.sleep(0.1)
+    return p, sock, token
+
+
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
@@ -123,7 +176,7 @@ def setup(run, image, runtime):
     return server, fwd, addr
 
 
-def measure(run, addr, rounds):
+def measure(run, addr, rounds, route):
     fwd, inside = [], []
     for _ in range(WARMUP):
         get(addr, b"/small")
@@ -136,15 +189,26 @@ def measure(run, addr, rounds):
         p = sandman("exec", "--run-id", run, "--", "python3", "/workspace/client.py", "small",
                     str(BATCH))
         inside += [float(x) for x in p.stdout.split()]
-    t = time.perf_counter()
-    n = get(addr, b"/big")
-    fwd_s = time.perf_counter() - t
+    fwd_mb, route_mb, peak, n = [], [], 0, 0
+    base = rss_kib(route[3].pid)
+    for _ in range(3):  # the forward and the route take turns
+        t = time.perf_counter()
+        n = get(addr, b"/big")
+        fwd_mb.append(n / (time.perf_counter() - t) / 1e6)
+        t = time.perf_counter()
+        rn, rp = route_get(route[1], route[2], route[0], b"/big", route[3].pid)
+        route_mb.append(rn / (time.perf_counter() - t) / 1e6)
+        peak = max(peak, rp)
+        if rn != BIG:
+            sys.exit("the route's download came short: %d bytes" % rn)
     p = sandman("exec", "--run-id", run, "--", "python3", "/workspace/client.py", "big")
     in_s, in_n = p.stdout.split()
     return {"small_forwarded": summary(fwd), "small_inside": summary(inside),
             "added_median_ms": round(statistics.median(fwd) - statistics.median(inside), 3),
-            "download_forwarded_mb_s": round(n / fwd_s / 1e6, 1),
+            "download_forwarded_mb_s": round(statistics.median(fwd_mb), 1),
+            "download_route_mb_s": round(statistics.median(route_mb), 1),
             "download_inside_mb_s": round(int(in_n) / float(in_s) / 1e6, 1),
+            "runner_rss_kib_before": base, "runner_rss_kib_peak": peak,
             "download_bytes": n}
 
 
@@ -168,7 +232,11 @@ def write(out_dir, res, meta):
           "Added at the median: **%.2f ms** (target: at most 2 ms)." % res["added_median_ms"], "",
           "| 100 MB download | MB/s |", "|---|---|",
           "| through `sandman sandbox port` | %.1f |" % res["download_forwarded_mb_s"],
+          "| through the runner's ports route (streamed) | %.1f |" % res["download_route_mb_s"],
           "| inside the sandbox (127.0.0.1) | %.1f |" % res["download_inside_mb_s"], "",
+          "The forward and the route took turns, 3 downloads each (the median). The "
+          "runner's RSS: %d KiB before, %d KiB at most during the route's downloads." % (
+              res["runner_rss_kib_before"], res["runner_rss_kib_peak"]), "",
           "Reproduce: `python3 bench/ports/run.py --rounds %d`." % s["n"], ""]
     with open(os.path.join(out_dir, "ports.md"), "w") as f:
         f.write("\n".join(md))
@@ -189,12 +257,16 @@ def main():
         check=True).stdout.split()[-1]
     run = "bench-ports-%d" % os.getpid()
     load_before = " ".join(open("/proc/loadavg").read().split()[:3])
-    server = fwd = None
+    server = fwd = runner = None
+    tmp = tempfile.mkdtemp(prefix="bench-ports-")
     try:
         server, fwd, addr = setup(run, image, a.runtime)
-        res = measure(run, addr, a.rounds)
+        runner, sock, token = start_runner(tmp)
+        listing = json.loads(sandman("sandbox", "list", "--json").stdout or b"[]")
+        sid = [x["id"] for x in listing if x.get("run_id") == run][0]
+        res = measure(run, addr, a.rounds, (sid, sock, token, runner))
     finally:
-        for p in (fwd, server):
+        for p in (fwd, server, runner):
             if p is not None:
                 p.send_signal(signal.SIGINT)
                 try:
@@ -204,6 +276,7 @@ def main():
         listing = sandman("sandbox", "list", "--all", "--json", check=False).stdout
         for s in json.loads(listing or b"[]"):
             sandman("sandbox", "rm", "--force", s["name"], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
     meta = {"image": image, "runtime": a.runtime, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                           time.gmtime()),
             "load_before": load_before,

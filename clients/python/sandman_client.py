@@ -92,6 +92,10 @@ class SandmanUnreachable(ConnectionError):
             % (address, source, cause))
 
 
+_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_WS_MAX = 64 * 1024 * 1024
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
@@ -430,12 +434,44 @@ class Client:
         """A request through a preview URL, sending no token: preview is
         create_preview's answer or its "path". Returns a PortAnswer; an
         unknown, expired or revoked preview is a 404 refusal."""
-        base = preview.get("path") if isinstance(preview, dict) else preview
-        if not isinstance(base, str) or not base.startswith("/preview/"):
-            raise ValueError("preview must be create_preview's answer or its path, not %r"
-                             % (preview,))
-        return self._port_answer(method, base.rstrip("/") + _relayed_path(path), body,
+        return self._port_answer(method, _preview_base(preview) + _relayed_path(path), body,
                                  dict(headers or {}), False)
+
+    def port_stream(self, sandbox_id, port, path="/", method="GET", body=None, headers=None,
+                    worker_key=None):
+        """port_request with the answer's body not read: a PortStream to
+        read it as it comes (a download of any size in bounded memory)."""
+        h = dict(headers or {})
+        if worker_key is not None:
+            h["X-Sandman-Worker-Key"] = worker_key
+        route = self._sandbox_path(sandbox_id, "/ports/%d" % _port_number(port))
+        return PortStream(*self._open(method, route + _relayed_path(path),
+                                      body.encode() if isinstance(body, str) else body, h, True))
+
+    def preview_stream(self, preview, path="/", method="GET", body=None, headers=None):
+        """preview_request with the body streamed: a PortStream."""
+        return PortStream(*self._open(method, _preview_base(preview) + _relayed_path(path),
+                                      body.encode() if isinstance(body, str) else body,
+                                      dict(headers or {}), False))
+
+    def port_websocket(self, sandbox_id, port, path="/", headers=None, worker_key=None,
+                       max_message=_WS_MAX):
+        """A WebSocket to the server on port of the sandbox's loopback,
+        through the ports route: a PortWebSocket once the server answered
+        101. A refusal (the runner's, or the server's own answer other than
+        101) raises SandmanError with its status."""
+        h = dict(headers or {})
+        if worker_key is not None:
+            h["X-Sandman-Worker-Key"] = worker_key
+        route = self._sandbox_path(sandbox_id, "/ports/%d" % _port_number(port))
+        return PortWebSocket(self, route + _relayed_path(path), h, True, max_message)
+
+    def preview_websocket(self, preview, path="/", headers=None, max_message=_WS_MAX):
+        """A WebSocket through a preview URL (no token sent): a
+        PortWebSocket; an unknown, expired or revoked preview raises
+        SandmanError 404."""
+        return PortWebSocket(self, _preview_base(preview) + _relayed_path(path),
+                             dict(headers or {}), False, max_message)
 
     def _port_answer(self, method, route, body, headers, auth):
         if isinstance(body, str):
@@ -683,6 +719,16 @@ def _port_number(port):
     return port
 
 
+def _preview_base(preview):
+    """The preview's path without its last slash: create_preview's answer
+    or its "path"."""
+    base = preview.get("path") if isinstance(preview, dict) else preview
+    if not isinstance(base, str) or not base.startswith("/preview/"):
+        raise ValueError("preview must be create_preview's answer or its path, not %r"
+                         % (preview,))
+    return base.rstrip("/")
+
+
 def _relayed_path(path):
     """The server's path (and query) as the route passes it on."""
     if not isinstance(path, str) or any(c in path for c in "\r\n "):
@@ -693,11 +739,13 @@ def _relayed_path(path):
 
 class PortAnswer:
     """The answer of a request through a port route or a preview URL:
-    status, headers (a dict, lower-case names), body (bytes)."""
+    status, headers (a dict, lower-case names; header_list keeps repeated
+    ones such as Set-Cookie), body (bytes)."""
 
     def __init__(self, status, headers, body):
         self.status = status
-        self.headers = dict((k.lower(), v) for k, v in headers)
+        self.header_list = [(k.lower(), v) for k, v in headers]
+        self.headers = dict(self.header_list)
         self.body = body
 
     @property
@@ -854,36 +902,41 @@ class Terminals:
         return TerminalConnection(self.c, terminal_id)
 
 
-_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_WS_MAX = 64 * 1024 * 1024
 
 
-class TerminalConnection:
-    """An attached terminal (RFC 6455 over the runner's socket). recv()
-    gives ("output", bytes), ("attached", dict), ("resize", dict),
-    ("exit", code), or None once the connection is closed. Closing it
-    detaches; the terminal lives on for the runner's grace time."""
+class _WebSocket:
+    """An RFC 6455 client on a socket to the runner (standard library only):
+    the handshake for a path, masked frames out, messages reassembled in
+    (at most max_message bytes), pings answered, the close handshake."""
 
-    def __init__(self, client, terminal_id):
-        self.exit_code = None
+    def __init__(self, client, path, headers=None, auth=True, max_message=_WS_MAX):
         self._buf = b""
         self._closed = False
+        self._max = max_message
+        self.status = None
+        self.headers = {}
         self.sock = client._socket()
         key = base64.b64encode(os.urandom(16)).decode()
         host = "localhost" if client._unix is not None else "%s:%d" % client._host
-        head = ("GET /v1/terminals/%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+        head = ("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
                 "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
-                % (terminal_id, host, key))
-        if client.token:
+                % (path, host, key))
+        if auth and client.token:
             head += "Authorization: Bearer %s\r\n" % client.token
+        for k, v in (headers or {}).items():
+            if any(c in str(k) + str(v) for c in "\r\n"):
+                raise ValueError("a header without line breaks, not %r" % (k,))
+            head += "%s: %s\r\n" % (k, v)
         self.sock.sendall((head + "\r\n").encode())
         while b"\r\n\r\n" not in self._buf:
             d = self.sock.recv(65536)
             if not d:
+                self.sock.close()
                 raise SandmanError(502, {"error": "the runner closed the connection",
                                          "failure_kind": "sandbox"})
             self._buf += d
             if len(self._buf) > 1 << 20:
+                self.sock.close()
                 raise SandmanError(502, {"error": "an answer head too large"})
         raw_head, self._buf = self._buf.split(b"\r\n\r\n", 1)
         lines = raw_head.decode("latin-1").split("\r\n")
@@ -892,6 +945,7 @@ class TerminalConnection:
         for line in lines[1:]:
             k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
+        self.status, self.headers = status, headers
         if status != 101:
             body = self._buf
             n = int(headers.get("content-length", "0"))
@@ -905,7 +959,7 @@ class TerminalConnection:
                 parsed = json.loads(body.decode())
             except ValueError:
                 parsed = body.decode("utf-8", "replace")
-            raise SandmanError(status, parsed)
+            raise SandmanError(status, parsed, headers.get("x-request-id"))
         want = base64.b64encode(hashlib.sha1(key.encode() + _WS_GUID).digest()).decode()
         if headers.get("sec-websocket-accept") != want:
             self.sock.close()
@@ -922,15 +976,6 @@ class TerminalConnection:
             head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
         body = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
         self.sock.sendall(head + mask + body)
-
-    def send(self, data):
-        """Types data (bytes or str)."""
-        if isinstance(data, str):
-            data = data.encode()
-        self._send_frame(0x2, data)
-
-    def resize(self, rows, cols):
-        self._send_frame(0x1, json.dumps({"type": "resize", "rows": rows, "cols": cols}).encode())
 
     def _need(self, n, deadline):
         while len(self._buf) < n:
@@ -958,14 +1003,15 @@ class TerminalConnection:
         elif n == 127:
             self._need(10, None)
             n, at = struct.unpack("!Q", self._buf[2:10])[0], 10
-        if n > _WS_MAX or b1 & 0x80:
-            raise SandmanError(502, {"error": "a bad frame from the runner"})
+        if n > self._max or b1 & 0x80:
+            raise SandmanError(502, {"error": "a bad or too large frame"})
         self._need(at + n, None)
         payload, self._buf = self._buf[at:at + n], self._buf[at + n:]
         return bool(b0 & 0x80), b0 & 0x0F, payload
 
-    def recv(self, timeout=None):
-        """The next event, None once closed, or ("timeout", None)."""
+    def _message(self, timeout=None):
+        """(opcode, payload) of the next whole message, None once closed, or
+        "timeout"."""
         if self._closed:
             return None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -974,7 +1020,7 @@ class TerminalConnection:
             while True:
                 f = self._frame(deadline)
                 if f is None:
-                    return ("timeout", None)
+                    return "timeout"
                 fin, op, payload = f
                 if op == 0x9:
                     self._send_frame(0xA, payload)
@@ -990,12 +1036,63 @@ class TerminalConnection:
                 if op != 0x0:
                     mop = op
                 message += payload
+                if len(message) > self._max:
+                    raise SandmanError(502, {"error": "a message over %d bytes" % self._max})
                 if fin:
-                    break
+                    return mop, message
         except (EOFError, OSError):
             self._closed = True
             self.sock.close()
             return None
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def close(self, code=1000):
+        """Our close frame, then the socket ends."""
+        if not self._closed:
+            try:
+                self._send_frame(0x8, struct.pack("!H", code))
+            except OSError:
+                pass
+            self._closed = True
+            self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class TerminalConnection(_WebSocket):
+    """An attached terminal (RFC 6455 over the runner's socket). recv()
+    gives ("output", bytes), ("attached", dict), ("resize", dict),
+    ("exit", code), or None once the connection is closed. Closing it
+    detaches; the terminal lives on for the runner's grace time."""
+
+    def __init__(self, client, terminal_id):
+        self.exit_code = None
+        super().__init__(client, "/v1/terminals/%s" % terminal_id)
+
+    def send(self, data):
+        """Types data (bytes or str)."""
+        if isinstance(data, str):
+            data = data.encode()
+        self._send_frame(0x2, data)
+
+    def resize(self, rows, cols):
+        self._send_frame(0x1, json.dumps({"type": "resize", "rows": rows, "cols": cols}).encode())
+
+    def recv(self, timeout=None):
+        """The next event, None once closed, or ("timeout", None)."""
+        m = self._message(timeout)
+        if m is None:
+            return None
+        if m == "timeout":
+            return ("timeout", None)
+        mop, message = m
         if mop == 0x2:
             return ("output", message)
         ev = json.loads(message.decode())
@@ -1022,15 +1119,61 @@ class TerminalConnection:
                 out += ev[1]
         return out
 
+
+
+class PortWebSocket(_WebSocket):
+    """A WebSocket to a server in a sandbox, through the ports route or a
+    preview URL (port_websocket, preview_websocket). status and headers:
+    the server's 101 answer. send(str) sends text, send(bytes) binary;
+    recv(timeout) gives the next message (str for text, bytes for
+    binary), None once the connection is closed (by the server, or by the
+    runner when the preview is revoked or the sandbox put to rest), and
+    raises TimeoutError when timeout passes first."""
+
+    def send(self, data):
+        if isinstance(data, str):
+            self._send_frame(0x1, data.encode())
+        else:
+            self._send_frame(0x2, bytes(data))
+
+    def recv(self, timeout=None):
+        m = self._message(timeout)
+        if m == "timeout":
+            raise TimeoutError("no message in %s s" % timeout)
+        if m is None:
+            return None
+        mop, message = m
+        return message.decode() if mop == 0x1 else message
+
+
+class PortStream:
+    """A streamed answer through the ports route or a preview URL
+    (port_stream, preview_stream): status, headers (a dict, lower-case
+    names; header_list keeps repeated ones such as Set-Cookie), and the
+    body read as it comes: read(n), iter_bytes(size), or the object as an
+    iterator. Close it (or use it in a with block) to end the connection."""
+
+    def __init__(self, conn, resp):
+        self._conn, self._resp = conn, resp
+        self.status = resp.status
+        self.header_list = [(k.lower(), v) for k, v in resp.getheaders()]
+        self.headers = dict(self.header_list)
+
+    def read(self, n=-1):
+        return self._resp.read() if n is None or n < 0 else self._resp.read(n)
+
+    def iter_bytes(self, size=1 << 16):
+        while True:
+            d = self._resp.read(size)
+            if not d:
+                return
+            yield d
+
+    def __iter__(self):
+        return self.iter_bytes()
+
     def close(self):
-        """Detaches (the terminal goes on)."""
-        if not self._closed:
-            try:
-                self._send_frame(0x8, struct.pack("!H", 1000))
-            except OSError:
-                pass
-            self._closed = True
-            self.sock.close()
+        self._conn.close()
 
     def __enter__(self):
         return self

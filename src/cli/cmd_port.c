@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sandman/audit.h>
 #include <sandman/ports.h>
 
 #include "cli.h"
@@ -129,31 +130,69 @@ static int listen_on(const struct sockaddr_storage *ss, socklen_t sl, char *addr
   return fd;
 }
 
-/* ---- the relay's call, on its thread ---- */
-
 /* ---- the relay ---- */
+
+/* What a connection's audit row names: the forward's call and address. */
+typedef struct port_audit {
+  sm_audit *audit; /* NULL: the configuration keeps no trail */
+  const sm_run_request *req;
+  const char *listen;
+} port_audit;
+
+/* A port.opened or port.failed row for one accepted connection
+ * (docs/audit.md), when the configuration keeps a trail. */
+static void audit_conn(const port_audit *pa, int opened, unsigned port, const char *error) {
+  if (pa == NULL || pa->audit == NULL) return;
+  const sm_run_request *q = pa->req;
+  sm_audit_event ev = SM_AUDIT_EVENT_INIT;
+  ev.name = opened ? "port.opened" : "port.failed";
+  ev.message = opened ? "a connection to a sandbox's port was opened"
+                      : "a connection to a sandbox's port failed";
+  ev.agent = q->agent;
+  ev.project = q->project;
+  ev.run_id = q->run_id;
+  ev.worker = q->worker_id;
+  ev.user = q->user;
+  ev.tool = "port";
+  ev.sandbox = q->sandbox;
+  ev.mode = sm_mode_name(q->settings.mode);
+  ev.dst_port = (int)port;
+  json_object *d = json_object_new_object();
+  json_object_object_add(d, "via", json_object_new_string("forward"));
+  json_object_object_add(d, "listen", json_object_new_string(pa->listen));
+  if (error) json_object_object_add(d, "error", json_object_new_string(error));
+  ev.detail = d;
+  sm_error err = SM_ERROR_INIT;
+  if (sm_audit_record(pa->audit, &ev, &err) != 0) cli_note("audit: %s", err.message);
+  json_object_put(d);
+}
 
 static void on_event(void *ud, sm_port_event ev, unsigned port, int err_no,
                      unsigned long long bytes_in, unsigned long long bytes_out) {
-  (void)ud, (void)bytes_in, (void)bytes_out;
+  (void)bytes_in, (void)bytes_out;
   if (ev == SM_PORT_REFUSED)
     cli_warn("a connection to port %u in the sandbox failed: %s", port, strerror(err_no));
+  if (ev != SM_PORT_CLOSED)
+    audit_conn(ud, ev == SM_PORT_OPENED, port, ev == SM_PORT_REFUSED ? strerror(err_no) : NULL);
 }
 
 /* Accepts what waits on the listener and hands it to the relay. */
-static void accept_all(sm_port_relay *relay, int lfd, unsigned port) {
+static void accept_all(sm_port_relay *relay, int lfd, unsigned port, const port_audit *pa) {
   for (;;) {
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) return;
     sm_error err = SM_ERROR_INIT;
-    if (sm_port_relay_add(relay, fd, port, &err) != 0) cli_warn("%s", err.message);
+    if (sm_port_relay_add(relay, fd, port, &err) != 0) {
+      cli_warn("%s", err.message);
+      audit_conn(pa, 0, port, err.message);
+    }
   }
 }
 
 /* Drives the relay until its call ends or a signal stops it. 0, or -1 when
  * the relay broke (reported). */
 static int serve(cli_run_thread *r, sm_port_relay *relay, int lfd, const port_args *a,
-                 const char *addr, volatile int *stop) {
+                 const char *addr, const port_audit *pa, volatile int *stop) {
   int announced = 0;
   while (!*stop) {
     struct pollfd ex[2] = {{r->done_pipe[0], POLLIN, 0}, {lfd, announced ? POLLIN : 0, 0}};
@@ -170,7 +209,7 @@ static int serve(cli_run_thread *r, sm_port_relay *relay, int lfd, const port_ar
       cli_note("forwarding %s to port %u of %s (Ctrl-C stops)", addr, a->port,
                a->k.sandbox ? a->k.sandbox : a->k.run_id ? a->k.run_id : a->k.worker_id);
     }
-    if (ex[1].revents & POLLIN) accept_all(relay, lfd, a->port);
+    if (ex[1].revents & POLLIN) accept_all(relay, lfd, a->port, pa);
   }
   return 0;
 }
@@ -188,10 +227,14 @@ static int forward(port_args *a, sm_config *cfg, const sm_resolved *res, sm_runn
     sm_broker_free(broker);
     return cli_fail(&err);
   }
-  sm_port_relay_on_event(relay, on_event, NULL);
   sm_run_request req;
   sm_config_egress eg;
   cli_keyed_request(&a->k, &req, &eg, cfg, res, broker);
+  /* Every connection accepted is a row when the configuration keeps a
+   * trail (audit.enabled: off by default on the command line). */
+  port_audit pa = {NULL, &req, addr};
+  if (cli_audit_open(cfg, 0, &pa.audit) != CLI_EXIT_OK) pa.audit = NULL;
+  sm_port_relay_on_event(relay, on_event, &pa);
   sm_port_relay_request(relay, &req);
   volatile int *stop = cli_catch_stop_signals();
   signal(SIGPIPE, SIG_IGN);
@@ -202,7 +245,7 @@ static int forward(port_args *a, sm_config *cfg, const sm_resolved *res, sm_runn
     cli_error("could not start the relay's thread");
     code = CLI_EXIT_FAILURE;
   } else {
-    int broke = serve(&r, relay, lfd, a, addr, stop);
+    int broke = serve(&r, relay, lfd, a, addr, &pa, stop);
     sm_port_relay_end(relay);
     if (broke) *stop = 1;
     cli_run_thread_join(&r);
@@ -220,6 +263,7 @@ static int forward(port_args *a, sm_config *cfg, const sm_resolved *res, sm_runn
     sm_run_result_dispose(&r.result);
   }
   sm_port_relay_free(relay);
+  sm_audit_close(pa.audit);
   sm_broker_free(broker);
   return code;
 }

@@ -16,6 +16,11 @@ PORTS_IMAGE.
         is refused (2) and listens nowhere; interrupted it exits 0 and its
         port is closed; when the sandbox is removed under it, it exits 125.
 
+  audit with a configuration that keeps an audit trail (audit.enabled,
+        audit.file), every connection the forward accepts is a row:
+        port.opened (via forward, dst_port, sandbox, run) for each served
+        one, port.failed for one to a port nothing listens on.
+
 Prints "ok - ..." / "not ok - ..." lines and "N passed, M failed".
 """
 import base64
@@ -342,5 +347,71 @@ def suite_cli(tmp):
             s.wait()
 
 
+def audit_rows(path, name):
+    try:
+        with open(path) as f:
+            rows = [json.loads(x) for x in f if x.strip()]
+    except OSError:
+        return []
+    return [x for x in rows if json.dumps(x).find('"%s"' % name) >= 0]
+
+
+def suite_audit(tmp):
+    trail = os.path.join(tmp, "audit.jsonl")
+    cfg = os.path.join(tmp, "config.yaml")
+    with open(cfg, "w") as f:
+        f.write("audit:\n  enabled: true\n  file: %s\n" % trail)
+    os.environ["SANDMAN_CONFIG"] = cfg  # every command of the suite alike
+    run = "ports-audit-%d" % os.getpid()
+    p = sandman("run", "--mode", "per_run", "--run-id", run, "--network", "none", "--image",
+                IMAGE, "--", "sh", "-c",
+                "mkdir -p /workspace/www && echo hi > /workspace/www/index.html")
+    if not check("a per_run sandbox with network none", p.returncode == 0, p):
+        return
+    server = background("exec", "--run-id", run, "--", "python3", "-m", "http.server", "8000",
+                        "--bind", "127.0.0.1", "--directory", "/workspace/www")
+    try:
+        before = len(audit_rows(trail, "port.opened"))
+        fwd, addr = forward("--run-id", run, "8000")
+        st, _ = until_served(addr)
+        check("audit: the forward serves", st == 200, st)
+        for _ in range(3):
+            get(addr, "/index.html")
+        opened = audit_rows(trail, "port.opened")[before:]
+        check("audit: every connection accepted is a port.opened row (at least the 4 served)",
+              len(opened) >= 4, len(opened))
+        row = json.dumps(opened[-1]) if opened else ""
+        check("audit: the row names the forward, the port and the run",
+              '"forward"' in row and "8000" in row and run in row, row)
+        stop(fwd)
+        fwd, addr = forward("--run-id", run, "8009")
+        host, port = addr.rsplit(":", 1) if addr else ("127.0.0.1", "1")
+        try:
+            c = socket.create_connection((host, int(port)), timeout=30)
+            c.settimeout(30)
+            c.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            c.recv(100)
+            c.close()
+        except OSError:
+            pass
+        ok = ts_wait(lambda: any("8009" in json.dumps(x) for x in audit_rows(trail, "port.failed")))
+        check("audit: a connection to a port nothing listens on is a port.failed row", ok,
+              audit_rows(trail, "port.failed"))
+        stop(fwd)
+    finally:
+        server.kill()
+        server.wait()
+        sandman("sandbox", "rm", "--force", "--run-id", run)
+
+
+def ts_wait(cond, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.2)
+    return cond()
+
+
 if __name__ == "__main__":
-    ts.run_suites({"cli": suite_cli}, "cli", "smports-")
+    ts.run_suites({"cli": suite_cli, "audit": suite_audit}, "cli", "smports-")

@@ -334,6 +334,30 @@ export class SandmanClient {
     return this.portAnswer(base.replace(/\/+$/, "") + relayedPath(opts.path), opts, { ...(opts.headers ?? {}) }, true);
   }
 
+  /**
+   * portRequest with the answer's body not read: a PortStream whose `body`
+   * (a Node Readable) gives it as it comes, so a download of any size stays
+   * in bounded memory. Destroy the body to end the connection early.
+   */
+  async portStream(id: string, port: number, opts: PortRequestOptions = {}): Promise<PortStream> {
+    const headers = { ...(opts.headers ?? {}) };
+    if (opts.workerKey !== undefined) headers["X-Sandman-Worker-Key"] = opts.workerKey;
+    const route = sandboxPath(id, `/ports/${portNumber(port)}`) + relayedPath(opts.path);
+    const res = await this.t.open({ method: opts.method ?? "GET", path: route, headers, body: opts.body, signal: opts.signal, timeoutMs: opts.timeoutMs });
+    return new PortStream(res.status, res.headers, res.body as Readable);
+  }
+
+  /** previewRequest with the body streamed (no token sent): a PortStream. */
+  async previewStream(preview: Preview | string, opts: Omit<PortRequestOptions, "workerKey"> = {}): Promise<PortStream> {
+    const base = typeof preview === "string" ? preview : preview?.path;
+    if (typeof base !== "string" || !base.startsWith("/preview/")) {
+      throw new Error(`preview must be createPreview's answer or its path, not ${JSON.stringify(preview)}`);
+    }
+    const path = base.replace(/\/+$/, "") + relayedPath(opts.path);
+    const res = await this.t.open({ method: opts.method ?? "GET", path, headers: { ...(opts.headers ?? {}) }, body: opts.body, signal: opts.signal, timeoutMs: opts.timeoutMs, noAuth: true });
+    return new PortStream(res.status, res.headers, res.body as Readable);
+  }
+
   private async portAnswer(route: string, opts: PortRequestOptions, headers: Record<string, string>, noAuth: boolean): Promise<PortAnswer> {
     const res = await this.t.open({ method: opts.method ?? "GET", path: route, headers, body: opts.body, signal: opts.signal, timeoutMs: opts.timeoutMs, noAuth });
     return new PortAnswer(res.status, res.headers, await readAll(res.body));
@@ -368,6 +392,19 @@ function relayedPath(path = "/"): string {
 }
 
 /** The answer of a request through a port route or a preview URL. */
+/**
+ * A streamed answer through a port route or a preview URL: the server's
+ * status and headers (Node's: set-cookie is an array), and its body as a
+ * Node Readable (`for await (const piece of s.body)`).
+ */
+export class PortStream {
+  constructor(
+    readonly status: number,
+    readonly headers: Record<string, string | string[] | undefined>,
+    readonly body: Readable,
+  ) {}
+}
+
 export class PortAnswer {
   constructor(
     readonly status: number,

@@ -4,8 +4,11 @@
 // server's 404, a query), a port nothing serves is the runner's 502 refusal,
 // another worker's token gets a missing sandbox's 404; createPreview and
 // previewRequest (no token sent) reach the page, an unknown token and
-// another worker's preview are 404, the preview ends with the sandbox.
+// another worker's preview are 404, the preview ends with the sandbox;
+// portStream and previewStream give an 8 MiB file as it comes (its bytes
+// counted and hashed against the sandbox's sha256sum).
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { after, before, test } from "node:test";
 
 import { SandmanClient, SandmanError } from "../dist/index.js";
@@ -33,7 +36,8 @@ test("ports and previews through the TypeScript client", async () => {
   const k1 = SandmanClient.forWorker(runner.token, "k1", { address: runner.address });
   const k2 = SandmanClient.forWorker(runner.token, "k2", { address: runner.address });
   const made = await k1.execute({
-    command: "mkdir -p /workspace/www && echo hello-ts-port > /workspace/www/index.html",
+    command: "mkdir -p /workspace/www && echo hello-ts-port > /workspace/www/index.html && " +
+      "head -c 8388608 /dev/urandom > /workspace/www/big && sha256sum /workspace/www/big",
     mode: "per_worker",
     worker_key: "k1",
   });
@@ -84,6 +88,23 @@ test("ports and previews through the TypeScript client", async () => {
       (e) => e instanceof SandmanError && e.status === 404,
     );
     await assert.rejects(anon.previewRequest("/v1/execute"), /preview must be/);
+
+    const want = made.stdout.split(/\s+/)[0];
+    for (const s of [
+      await k1.portStream(id, 8000, { path: "/big", workerKey: "k1" }),
+      await anon.previewStream(pv, { path: "/big" }),
+    ]) {
+      assert.equal(s.status, 200);
+      assert.equal(s.headers["content-length"], "8388608");
+      const h = createHash("sha256");
+      let n = 0;
+      for await (const piece of s.body) {
+        h.update(piece);
+        n += piece.length;
+      }
+      assert.equal(n, 8388608, "the streamed body comes whole");
+      assert.equal(h.digest("hex"), want, "and by hash");
+    }
   } finally {
     await k1.terminals.kill(term.id).catch(() => {});
   }

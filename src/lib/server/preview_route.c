@@ -10,6 +10,7 @@
 
 #include <sandman/util.h>
 
+#include "server/port_tunnel.h"
 #include "server/preview.h"
 #include "server/sandbox_owner.h"
 
@@ -81,4 +82,10 @@ void server_preview_create(sm_server *srv, const char *sandbox_id, const server_
 
 void server_preview_revoke(sm_server *srv, const char *container_id) {
   if (srv->previews) server_previews_revoke(srv->previews, container_id);
+  /* A WebSocket open through one of them ends with it. */
+  server_port_tunnels_end(srv->port_tunnels, container_id, 1);
+}
+
+void server_port_tunnels_end_sandbox(sm_server *srv, const char *container_id) {
+  server_port_tunnels_end_wait(srv->port_tunnels, container_id, 5000);
 }

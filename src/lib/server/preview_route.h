@@ -22,5 +22,9 @@ void server_preview_create(sm_server *srv, const char *sandbox_id, const server_
                            int control, const char *token, server_answer *a);
 /* A sandbox's previews go (it was put to rest or removed by the runner). */
 void server_preview_revoke(sm_server *srv, const char *container_id);
+/* Its WebSockets through the ports route end (the route's and the
+ * previews'): before the runner puts it to rest, snapshots, rolls back or
+ * removes it, as they are calls in flight that would hold it. */
+void server_port_tunnels_end_sandbox(sm_server *srv, const char *container_id);
 
 #endif

@@ -208,8 +208,10 @@ static void rest(server_sandboxes_req *r, server_answer *a, int pause) {
   sm_rest_report rep;
   /* Its file events end first (their calls hold the sandbox), each
    * stream's last event saying why. */
-  if (rc == 0 && pause)
+  if (rc == 0 && pause) {
     server_watches_end(r->srv->watches, sb.id, sm_tier_state(r->tier), WATCH_END_WAIT_MS);
+    server_port_tunnels_end_sandbox(r->srv, sb.id);
+  }
   if (rc == 0)
     rc = pause ? sm_sandbox_pause(r->srv->opts.runner, sb.name, &o, &rep, &err)
                : sm_sandbox_resume(r->srv->opts.runner, sb.name, &o, &rep, &err);
@@ -239,6 +241,7 @@ static void remove_one(server_sandboxes_req *r, server_answer *a) {
   o.n_refs = 1;
   o.force = 1; /* DELETE ends it now: calls in flight there are killed */
   server_preview_revoke(r->srv, sb.id);
+  server_port_tunnels_end_sandbox(r->srv, sb.id);
   server_watches_end(r->srv->watches, sb.id, "removed", WATCH_END_WAIT_MS);
   sm_ops_report rep;
   if (sm_ops_scope_from_runner(&scope, r->srv->opts.runner, &err) != 0 ||

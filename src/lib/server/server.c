@@ -24,6 +24,7 @@
 #include "server/server_core.h"
 #include "server/handles.h"
 #include "server/terminal.h"
+#include "server/port_tunnel.h"
 #include "server/preview.h"
 #include "server/server_watch.h"
 #include "server/websocket_conn.h"
@@ -378,9 +379,11 @@ static int setup(sm_server *srv, const sm_server_options *o, sm_error *err) {
   srv->ws = server_ws_group_new();
   srv->terminals = srv->ws ? server_terminals_new(srv, &tl) : NULL;
   srv->previews = server_previews_new(SERVER_PREVIEW_MAX_TOTAL, SERVER_PREVIEW_MAX_PER_SANDBOX);
+  srv->port_tunnels =
+      server_port_tunnels_new(SERVER_PORT_TUNNELS_PER_SANDBOX, SERVER_PORT_TUNNELS_MAX);
   server_watch_limits wl = {o->watches_per_sandbox, o->watches_per_token, o->watch_queue};
   srv->watches = server_watches_new(srv, &wl);
-  if (!srv->previews || !srv->leases || !srv->metrics || !srv->handles || !srv->terminals || !srv->watches ||
+  if (!srv->previews || !srv->port_tunnels || !srv->leases || !srv->metrics || !srv->handles || !srv->terminals || !srv->watches ||
       !srv->code_queue)
     return sm_error_set(err, SM_ENOMEM, "out of memory");
   /* The io.sandman.owner its per_tool sandboxes carry. */
@@ -499,6 +502,9 @@ void sm_server_stop(sm_server *srv) {
    * clients' connections (open requests until they close) let go. */
   server_terminals_stop(srv->terminals);
   server_ws_group_close_all(srv->ws, 2000);
+  /* WebSockets through the ports route: their upgraded sockets must be
+   * given back before libmicrohttpd stops. */
+  server_port_tunnels_close_all(srv->port_tunnels, 5000);
   /* Watches too: each stream's last event says the runner stopped. */
   server_watches_stop(srv->watches);
   pthread_mutex_lock(&srv->mu);
@@ -539,6 +545,7 @@ void sm_server_free(sm_server *srv) {
   server_handles_free(srv);
   server_terminals_free(srv->terminals);
   server_previews_free(srv->previews);
+  server_port_tunnels_free(srv->port_tunnels);
   server_watches_free(srv->watches);
   server_ws_group_free(srv->ws);
   while (srv->head) {

@@ -49,6 +49,7 @@ struct sm_server {
   struct code_queue *code_queue; /* turns of code runs (code_queue.c) */
   struct server_terminals *terminals; /* terminal.c */
   struct server_previews *previews;   /* preview URLs' tokens (preview.c) */
+  struct server_port_tunnels *port_tunnels; /* WebSockets through the ports route (port_tunnel.c) */
   struct server_watches *watches;     /* file events, server_watch.c */
   struct server_ws_group *ws;         /* WebSocket connections (websocket_conn.c) */
   char ws_root[PATH_MAX];    /* realpath of --workspaces-root, or "" */

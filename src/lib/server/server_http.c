@@ -200,10 +200,34 @@ static enum MHD_Result decide(req_ctx *c, int status, const char *kind, const ch
 
 static void stream_response_free(void *cls) { server_stream_unref(cls); }
 
+static void add_passed(void *ud, const char *name, const char *value) {
+  MHD_add_response_header(ud, name, value);
+}
+
+/* A proxied 101 (a WebSocket through the ports route): libmicrohttpd sends
+ * it with the server's headers, then hands the socket to the call side. */
+static enum MHD_Result queue_stream_upgrade(req_ctx *c) {
+  struct MHD_Response *r = MHD_create_response_for_upgrade(server_stream_on_upgrade, c->stream);
+  if (r == NULL) return MHD_NO;
+  server_stream_headers(c->stream, add_passed, r);
+  MHD_add_response_header(r, "Upgrade", "websocket");
+  MHD_add_response_header(r, "Connection", "Upgrade");
+  MHD_add_response_header(r, "X-Request-Id", c->id);
+  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    c->state = ST_ANSWERED;
+    server_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
+  }
+  return ret;
+}
+
 static enum MHD_Result queue_stream(req_ctx *c) {
   int status;
   int64_t len;
   const char *ctype, *h1, *v1, *h2, *v2;
+  if (server_stream_upgrading(c->stream)) return queue_stream_upgrade(c);
   server_stream_head(c->stream, &status, &ctype, &len, &h1, &v1, &h2, &v2);
   server_stream_ref(c->stream); /* the response's: libmicrohttpd may read after completion */
   struct MHD_Response *r =
@@ -213,9 +237,11 @@ static enum MHD_Result queue_stream(req_ctx *c) {
     server_stream_unref(c->stream);
     return MHD_NO;
   }
-  MHD_add_response_header(r, "Content-Type", ctype);
+  if (ctype[0]) MHD_add_response_header(r, "Content-Type", ctype);
   MHD_add_response_header(r, "X-Request-Id", c->id);
-  MHD_add_response_header(r, "Cache-Control", "no-store");
+  /* A sandbox's server's answer keeps its own caching headers. */
+  if (server_stream_proxied(c->stream)) server_stream_headers(c->stream, add_passed, r);
+  else MHD_add_response_header(r, "Cache-Control", "no-store");
   if (h1) MHD_add_response_header(r, h1, v1);
   if (h2) MHD_add_response_header(r, h2, v2);
   return send_response(c, r, status);

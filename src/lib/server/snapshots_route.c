@@ -77,6 +77,7 @@ static void take(sm_server *srv, const server_snapshot_args *s, server_answer *a
   o.no_wait = s->no_wait;
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
+  server_port_tunnels_end_sandbox(srv, sb.id);
   if (sm_sandbox_snapshot(srv->opts.runner, sb.name, &o, &snap, &err) != 0) return fail(a, &err);
   /* Its preview URLs end: what forks are made from is this snapshot. */
   server_preview_revoke(srv, sb.id);
@@ -92,6 +93,7 @@ static void rollback(sm_server *srv, const server_snapshot_args *s, server_answe
   if (target(srv, s, &sb, a) != 0) return;
   sm_rest_report rep;
   sm_error err = SM_ERROR_INIT;
+  server_port_tunnels_end_sandbox(srv, sb.id);
   if (sm_sandbox_rollback(srv->opts.runner, sb.name, s->snapshot, owner_of(s, buf, sizeof buf), &rep,
                           &err) != 0)
     return fail(a, &err);

@@ -14,9 +14,12 @@
 
 #include "server/stream.h"
 
+#include "common/buf.h"
+
 #define RING_SIZE (1024 * 1024)  /* each direction */
 #define PUSH_MARK (RING_SIZE / 2) /* the I/O side stops reading the body past it */
 #define HEADER_MAX 128
+#define PASSED_MAX (32 * 1024) /* a proxied answer's own headers, all of them */
 
 typedef struct ring {
   char *data;
@@ -46,6 +49,14 @@ struct server_stream {
   ring out;
   uint64_t out_sent;    /* bytes handed to libmicrohttpd */
   server_answer answer;
+  /* a proxied answer (port_route.c): its own headers, and its upgrade */
+  int proxied;
+  common_buf passed;    /* "name\0value\0" pairs */
+  int upgrade;          /* the answer is a 101: the socket is handed over */
+  int up_fd;            /* the upgraded socket, -1 before */
+  void *urh;
+  char *up_extra;
+  size_t up_extra_len;
   /* the hang-up watcher */
   int conn_fd;          /* the connection's socket (libmicrohttpd's) */
   int watch_fd, wake_fd[2];
@@ -106,6 +117,8 @@ server_stream *server_stream_new(struct MHD_Connection *conn, void (*begin)(void
   s->begin_fn = begin;
   s->begin_ud = ud;
   s->length = -1;
+  s->up_fd = -1;
+  common_buf_init(&s->passed, PASSED_MAX);
   s->watch_fd = s->wake_fd[0] = s->wake_fd[1] = -1;
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -130,6 +143,8 @@ void server_stream_unref(server_stream *s) {
   free(s->in.data);
   free(s->out.data);
   if (s->answer.body) json_object_put(s->answer.body);
+  common_buf_dispose(&s->passed);
+  free(s->up_extra);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   free(s);
@@ -242,7 +257,7 @@ int server_stream_begin(server_stream *s, int status, const char *content_type, 
                         const char *h1, const char *v1, const char *h2, const char *v2) {
   pthread_mutex_lock(&s->mu);
   s->status = status;
-  snprintf(s->ctype, sizeof s->ctype, "%s", content_type);
+  snprintf(s->ctype, sizeof s->ctype, "%s", content_type ? content_type : "");
   s->length = length;
   snprintf(s->h[0], HEADER_MAX, "%s", h1 ? h1 : "");
   snprintf(s->v[0], HEADER_MAX, "%s", v1 ? v1 : "");
@@ -379,4 +394,91 @@ void server_stream_detach(server_stream *s) {
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
   server_stream_unref(s);
+}
+
+/* ---- proxied answers: their own headers, their upgrade ---- */
+
+int server_stream_add_header(server_stream *s, const char *name, const char *value) {
+  pthread_mutex_lock(&s->mu);
+  s->proxied = 1;
+  size_t nl = strlen(name), vl = strlen(value);
+  int rc = -1;
+  if (s->passed.len + nl + vl + 2 <= PASSED_MAX && !s->begun) {
+    common_buf_append(&s->passed, name, nl + 1);
+    common_buf_append(&s->passed, value, vl + 1);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int server_stream_proxied(server_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  int p = s->proxied;
+  pthread_mutex_unlock(&s->mu);
+  return p;
+}
+
+void server_stream_headers(server_stream *s, server_stream_header_fn fn, void *ud) {
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->passed.len;) {
+    const char *name = s->passed.data + i;
+    const char *value = name + strlen(name) + 1;
+    i = (size_t)(value - s->passed.data) + strlen(value) + 1;
+    fn(ud, name, value);
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+int server_stream_begin_upgrade(server_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  s->upgrade = 1;
+  s->proxied = 1;
+  pthread_mutex_unlock(&s->mu);
+  return server_stream_begin(s, 101, "", 0, NULL, NULL, NULL, NULL);
+}
+
+int server_stream_upgrading(server_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  int u = s->upgrade;
+  pthread_mutex_unlock(&s->mu);
+  return u;
+}
+
+void server_stream_on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
+                              const char *extra, size_t extra_len, MHD_socket sock,
+                              struct MHD_UpgradeResponseHandle *urh) {
+  server_stream *s = cls;
+  (void)conn, (void)req_cls;
+  pthread_mutex_lock(&s->mu);
+  if (extra_len > 0 && (s->up_extra = malloc(extra_len)) != NULL) {
+    memcpy(s->up_extra, extra, extra_len);
+    s->up_extra_len = extra_len;
+  }
+  s->urh = urh;
+  s->up_fd = sock;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+int server_stream_take_socket(server_stream *s, int *fd, void **urh, char **extra,
+                              size_t *extra_len) {
+  pthread_mutex_lock(&s->mu);
+  while (s->up_fd < 0 && !s->cancel && !s->conn_gone) pthread_cond_wait(&s->cv, &s->mu);
+  int rc = s->up_fd >= 0 ? 0 : -1;
+  if (rc == 0) {
+    *fd = s->up_fd;
+    *urh = s->urh;
+    *extra = s->up_extra;
+    *extra_len = s->up_extra_len;
+    s->up_extra = NULL;
+    s->up_extra_len = 0;
+    s->up_fd = -1;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+void server_stream_release_socket(void *urh) {
+  if (urh) MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }

@@ -94,4 +94,30 @@ ssize_t server_stream_reader(void *cls, uint64_t pos, char *buf, size_t max);
  * connection's reference. */
 void server_stream_detach(server_stream *s);
 
+/* ---- a proxied answer (port_route.c): a sandbox's server's own ---- */
+/* Call side, before the answer begins: one of the server's headers, passed
+ * on as it is (the runner then adds no Cache-Control of its own). -1 past
+ * 32 KiB of them in all (the header is dropped). */
+int server_stream_add_header(server_stream *s, const char *name, const char *value);
+/* I/O side: 1 when the answer is a proxied one (headers added). */
+int server_stream_proxied(server_stream *s);
+typedef void (*server_stream_header_fn)(void *ud, const char *name, const char *value);
+void server_stream_headers(server_stream *s, server_stream_header_fn fn, void *ud);
+
+/* Call side: the answer is a 101 (a WebSocket's): the I/O side answers
+ * with libmicrohttpd's upgrade (server_stream_on_upgrade as its handler,
+ * the stream its cls), and the call side then takes the socket. */
+int server_stream_begin_upgrade(server_stream *s);
+int server_stream_upgrading(server_stream *s);
+void server_stream_on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls,
+                              const char *extra, size_t extra_len, MHD_socket sock,
+                              struct MHD_UpgradeResponseHandle *urh);
+/* Waits for the upgraded socket: 0 with *fd, *urh (for
+ * server_stream_release_socket) and what the client sent after its head
+ * (*extra, the caller's to free()); -1 when the client went away first. */
+int server_stream_take_socket(server_stream *s, int *fd, void **urh, char **extra,
+                              size_t *extra_len);
+/* Gives the socket back to libmicrohttpd, which closes it. */
+void server_stream_release_socket(void *urh);
+
 #endif
