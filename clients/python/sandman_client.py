@@ -368,11 +368,12 @@ class Client:
         """Back to running (a call into a resting sandbox does that too)."""
         return self._call("POST", self._sandbox_path(sandbox_id, "/resume", worker_key))
 
-    def snapshot_sandbox(self, sandbox_id, name=None, no_wait=False, worker_key=None):
+    def snapshot_sandbox(self, sandbox_id, name=None, no_wait=False, worker_key=None, memory=False):
         """Captures a keyed sandbox's writable layer and /workspace under name
-        (default snap-<UTC time>-<4 hex>); returns the snapshot."""
+        (default snap-<UTC time>-<4 hex>), with memory=True also its
+        processes' memory (where hibernate works); returns the snapshot."""
         return self._call("POST", self._query_path(self._sandbox_path(sandbox_id, "/snapshot"), worker_key,
-                                                   name=name, no_wait=no_wait))
+                                                   name=name, no_wait=no_wait, memory=memory))
 
     def fork_snapshot(self, snapshot, count=1, prefix=None, worker_key=None):
         """Makes count (1 to 64) new per_run sandboxes from a snapshot; returns

@@ -211,7 +211,9 @@ export interface Snapshot {
   image: string;
   created_at: number;
   age_s: number;
-  size: { workspace: number; layer: number };
+  size: { workspace: number; layer: number; checkpoint: number };
+  /** It holds its processes' memory (taken with `memory: true`). */
+  memory: boolean;
   files: number;
   duration_ms: number;
   [key: string]: unknown;

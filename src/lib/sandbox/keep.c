@@ -181,7 +181,9 @@ json_object *sm_snapshot_to_json(const sm_snapshot *s, double now) {
   json_object *size = json_object_new_object();
   json_object_object_add(size, "workspace", json_object_new_int64(s->workspace_bytes));
   json_object_object_add(size, "layer", json_object_new_int64(s->layer_bytes));
+  json_object_object_add(size, "checkpoint", json_object_new_int64(s->checkpoint_bytes));
   json_object_object_add(o, "size", size);
+  json_object_object_add(o, "memory", json_object_new_boolean(s->memory));
   json_object_object_add(o, "files", json_object_new_int64(s->files));
   if (s->duration_ms > 0) json_object_object_add(o, "duration_ms", json_object_new_double(s->duration_ms));
   return o;

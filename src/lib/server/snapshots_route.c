@@ -31,6 +31,9 @@ int server_snapshot_arg(server_snapshot_args *s, server_sandboxes_op op, const c
                         const char *value, int *rc) {
   if (strcmp(key, "name") == 0 && op == SM_SANDBOXES_SNAPSHOT) {
     *rc = copy_name(s->name, sizeof s->name, value);
+  } else if (strcmp(key, "memory") == 0 && op == SM_SANDBOXES_SNAPSHOT) {
+    s->memory = strcmp(value, "1") == 0 || strcmp(value, "true") == 0;
+    *rc = s->memory || strcmp(value, "0") == 0 || strcmp(value, "false") == 0 ? 0 : -1;
   } else if (strcmp(key, "snapshot") == 0 &&
              (op == SM_SANDBOXES_FORK || op == SM_SANDBOXES_ROLLBACK || op == SM_SANDBOXES_DIFF)) {
     *rc = copy_name(s->snapshot, sizeof s->snapshot, value);
@@ -55,7 +58,10 @@ static const char *owner_of(const server_snapshot_args *s, char *buf, size_t len
 }
 
 static void fail(server_answer *a, const sm_error *err) {
-  if (err->code == SM_EBUSY) server_answer_error(a, 409, "policy", "%s", err->message);
+  /* Busy, or a tier (a memory snapshot's checkpoint) the engine cannot
+   * give: 409, as the pause route answers. */
+  if (err->code == SM_EBUSY || err->code == SM_EUNSUPPORTED)
+    server_answer_error(a, 409, "policy", "%s", err->message);
   else server_answer_error_code(a, err->code, err->message);
 }
 
@@ -75,6 +81,7 @@ static void take(sm_server *srv, const server_snapshot_args *s, server_answer *a
   sm_snapshot_options o = SM_SNAPSHOT_OPTIONS_INIT;
   o.name = s->name[0] ? s->name : NULL;
   o.no_wait = s->no_wait;
+  o.memory = s->memory;
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
   if (sm_sandbox_snapshot(srv->opts.runner, sb.name, &o, &snap, &err) != 0) return fail(a, &err);
