@@ -11,7 +11,9 @@ test_snapshots_runner.sh.
   client  the Python client's own methods (pause_sandbox, resume_sandbox,
           snapshot_sandbox, list_snapshots, get_snapshot, fork_snapshot,
           diff_sandbox, rollback_sandbox, delete_snapshot) for a worker on
-          its own sandbox; another worker's client gets SandmanError 404
+          its own sandbox; another worker's client gets SandmanError 404;
+          snapshot_sandbox(memory=True) of a runc sandbox is refused (409)
+          as hibernate is
   leased  a snapshot while a call with leased credentials runs in the
           sandbox is refused (409) and nothing is made; after the call it
           is made, and the credential is in none of its image's
@@ -227,6 +229,12 @@ def suite_client(tmp):
     check("pause_sandbox(tier='stop') stops it", rest.get("state") == "stopped", rest)
     check("resume_sandbox after stop", k1.resume_sandbox(sid, worker_key="k1").get("state") == "running")
 
+    # A memory snapshot of this runc sandbox: refused as hibernate is (409), nothing made.
+    st, body = tsb.error_of(lambda: k1.snapshot_sandbox(sid, name="cm", memory=True, worker_key="k1"))
+    check("snapshot_sandbox(memory=True) under runc: 409 saying what hibernate says",
+          st == 409 and ("CRIU" in body.get("error", "") or "experimental mode is off" in
+                         body.get("error", "")), (st, body))
+    check("... nothing made", k1.list_snapshots(worker_key="k1") == [])
     snap = k1.snapshot_sandbox(sid, name="c1", no_wait=True, worker_key="k1")
     check("snapshot_sandbox makes k1's snapshot", snap.get("name") == "c1" and
           snap.get("owner") == "worker:k1", snap)
