@@ -97,7 +97,7 @@ typedef struct memory_hook {
 static int on_checkpoint(sandbox_rest_op *op, const char *old_id, void *ud, sm_error *err) {
   memory_hook *h = ud;
   char src[PATH_MAX], dst[PATH_MAX];
-  int rc = sandbox_snapshot_commit(h->t, old_id, err);
+  int rc = h->t->commit(h->t, old_id, err);
   if (rc == 0) rc = sandbox_rest_checkpoint_folder(op->e, op->rec.next_id, src, sizeof src, err);
   if (rc) return rc;
   snprintf(dst, sizeof dst, "%s/" SANDBOX_SNAP_CHECKPOINT, h->tmp);

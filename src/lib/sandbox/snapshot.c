@@ -128,7 +128,7 @@ static int manifest_into(snapshot_take *t, const char *dir, sm_error *err) {
   return common_file_replace(path, text, strlen(text), err);
 }
 
-int sandbox_snapshot_commit(snapshot_take *t, const char *id, sm_error *err) {
+static int commit_layer(snapshot_take *t, const char *id, sm_error *err) {
   char repo[SM_NAME_MAX], tag[17];
   char *colon = NULL;
   snprintf(repo, sizeof repo, "%s", t->snap.image);
@@ -152,7 +152,7 @@ static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
     thaw = rc == 0;
   }
-  if (rc == 0) rc = sandbox_snapshot_commit(t, t->id, err);
+  if (rc == 0) rc = commit_layer(t, t->id, err);
   if (rc == 0) rc = workspace_into(t, tmp, err);
   if (thaw) {
     sm_error e = SM_ERROR_INIT;
@@ -223,6 +223,7 @@ int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name
                         "'-', not starting with '.' or '-'",
                         o->name);
   t.snap.memory = o && o->memory;
+  t.commit = commit_layer;
   if (o && o->name) snprintf(t.snap.name, sizeof t.snap.name, "%s", o->name);
   else default_name(t.snap.name, sizeof t.snap.name);
   if (leased_call_running(e, ctx->instance, name))
