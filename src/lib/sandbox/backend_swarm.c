@@ -163,8 +163,9 @@ static const char *swarm_state_name(const sandbox_box *sb) { return sb->swarm.st
  * "On a swarm"), each operation refused before anything is touched. */
 static int swarm_keeps(const char *op, sm_error *err) {
   static const char *const why[][2] = {
-      {"pause", "swarm holds the task's container on its node and does not know a paused one "
-                "(it would still count it as running and route calls to it)"},
+      {"pause", "several runners share a swarm sandbox, each with a state directory of its own, "
+                "so a frozen one would be known to the runner that froze it alone, and swarm "
+                "still counts a paused task as running"},
       {"stop", "swarm restarts or replaces a task whose container stops, so its writable layer "
                "and /workspace would not be kept"},
       {"hibernate", "swarm starts its tasks itself and cannot start one from a checkpoint"},
