@@ -138,6 +138,14 @@ typedef struct sm_snapshot_list {
   sm_snapshot *items;
 } sm_snapshot_list;
 
+/* Whether this runner's backend keeps a keyed sandbox's state for
+ * operation op ("pause" (freeze), "stop", "hibernate", "resume",
+ * "snapshot", "fork", "rollback", "diff"): 0, or SM_EUNSUPPORTED naming
+ * the operation and the backend and saying why (the swarm refuses them
+ * all). The operations below ask it first; a caller may ask before it
+ * looks the sandbox up. */
+SM_API int sm_runner_keeps(sm_runner *runner, const char *op, sm_error *err);
+
 /* Takes a snapshot of keyed sandbox `sandbox` (its container name): calls
  * in flight are waited for (no_wait: SM_EBUSY), none starts meanwhile, and
  * the sandbox is frozen while its layer and /workspace are read, so the

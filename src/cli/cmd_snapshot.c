@@ -33,7 +33,7 @@ int cmd_sandbox_snapshot(const cli_call *call) {
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner, "snapshot", name, json);
   if (rc == CLI_EXIT_OK) {
     sm_snapshot snap;
     if (sm_sandbox_snapshot(s.runner, name, &o, &snap, &err) != 0) rc = keep_exit(&err);
@@ -223,7 +223,7 @@ int cmd_sandbox_rollback(const cli_call *call) {
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner, "rollback", name, json);
   if (rc == CLI_EXIT_OK) {
     sm_rest_report r;
     sm_error err = SM_ERROR_INIT;
@@ -254,7 +254,7 @@ int cmd_sandbox_diff(const cli_call *call) {
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner, "diff", name, json);
   if (rc == CLI_EXIT_OK) {
     json_object *d = NULL;
     sm_error err = SM_ERROR_INIT;

@@ -25,14 +25,21 @@
 #include "sandbox/snapshot.h"
 #include "sandbox/spec.h"
 
-/* The runner's ctx and this thread's engine, on the docker backend. */
+int sm_runner_keeps(sm_runner *runner, const char *op, sm_error *err) {
+  if (runner == NULL || op == NULL) return sm_error_set(err, SM_EINVAL, "needs a runner and an operation");
+  const sandbox_backend *b = sandbox_runner_ctx(runner)->backend;
+  return b->keeps ? b->keeps(op, err) : 0;
+}
+
+/* The runner's ctx and this thread's engine, where its backend keeps state. */
 static int keep_begin(sm_runner *runner, const char *name, const char *what,
                       const sandbox_ctx **ctx, sm_engine **e, sm_error *err) {
   if (runner == NULL || name == NULL || *name == '\0')
     return sm_error_set(err, SM_EINVAL, "%s: needs a runner and a sandbox", what);
   *ctx = sandbox_runner_ctx(runner);
   /* The backend says which it does (backend.h): refused before anything is touched. */
-  if ((*ctx)->backend->keeps && (*ctx)->backend->keeps(what, err) != 0) return err->code;
+  int rc = sm_runner_keeps(runner, what, err);
+  if (rc) return rc;
   return (*ctx)->engine(runner, e, err);
 }
 

@@ -193,8 +193,24 @@ static void get_or_remove(sm_server *srv, const server_snapshot_args *s, int rem
   json_object_object_add(a->body, "removed", json_object_new_boolean(1));
 }
 
+/* A backend that keeps no state (the swarm) refuses these before any
+ * sandbox or snapshot is looked up: 409. */
+static int kept(sm_server *srv, server_sandboxes_op op, server_answer *a) {
+  const char *name = op == SM_SANDBOXES_SNAPSHOT ? "snapshot"
+                     : op == SM_SANDBOXES_ROLLBACK ? "rollback"
+                     : op == SM_SANDBOXES_DIFF     ? "diff"
+                     : op == SM_SANDBOXES_FORK     ? "fork"
+                                                   : NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (name == NULL || srv->opts.runner == NULL || sm_runner_keeps(srv->opts.runner, name, &err) == 0)
+    return 1;
+  server_answer_error(a, 409, "policy", "%s", err.message);
+  return 0;
+}
+
 void server_snapshot_run(sm_server *srv, server_sandboxes_op op, const server_snapshot_args *s,
                          server_answer *a) {
+  if (!kept(srv, op, a)) return;
   switch (op) {
     case SM_SANDBOXES_SNAPSHOT: take(srv, s, a); break;
     case SM_SANDBOXES_ROLLBACK: rollback(srv, s, a); break;
