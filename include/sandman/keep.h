@@ -144,7 +144,7 @@ typedef struct sm_snapshot_list {
  * the operation and the backend and saying why (the swarm refuses them
  * all). The operations below ask it first; a caller may ask before it
  * looks the sandbox up. */
-SM_API int sm_runner_keeps(sm_runner *runner, const char *op, sm_error *err);
+SM_API int sm_keep_supported(sm_runner *runner, const char *op, sm_error *err);
 
 /* Takes a snapshot of keyed sandbox `sandbox` (its container name): calls
  * in flight are waited for (no_wait: SM_EBUSY), none starts meanwhile, and

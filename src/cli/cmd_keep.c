@@ -54,7 +54,7 @@ int keep_target(const cli_call *call, sm_runner *runner, const char *op, char *n
     return cli_usage_error(call->cmd, json, "name one sandbox: SANDBOX, --run-id ID or --worker-id ID");
   sm_ops_scope scope;
   sm_error err = SM_ERROR_INIT;
-  if (sm_runner_keeps(runner, op, &err) != 0) return cli_fail(&err);
+  if (sm_keep_supported(runner, op, &err) != 0) return cli_fail(&err);
   if (sm_ops_scope_from_runner(&scope, runner, &err) != 0) return cli_fail(&err);
   if (run) return by_label(call, &scope, SM_OPS_LABEL_RUN, run, "--run-id", name, json);
   if (worker) return by_label(call, &scope, SM_OPS_LABEL_WORKER, worker, "--worker-id", name, json);

@@ -25,7 +25,7 @@
 #include "sandbox/snapshot.h"
 #include "sandbox/spec.h"
 
-int sm_runner_keeps(sm_runner *runner, const char *op, sm_error *err) {
+int sm_keep_supported(sm_runner *runner, const char *op, sm_error *err) {
   if (runner == NULL || op == NULL) return sm_error_set(err, SM_EINVAL, "needs a runner and an operation");
   const sandbox_backend *b = sandbox_runner_ctx(runner)->backend;
   return b->keeps ? b->keeps(op, err) : 0;
@@ -38,7 +38,7 @@ static int keep_begin(sm_runner *runner, const char *name, const char *what,
     return sm_error_set(err, SM_EINVAL, "%s: needs a runner and a sandbox", what);
   *ctx = sandbox_runner_ctx(runner);
   /* The backend says which it does (backend.h): refused before anything is touched. */
-  int rc = sm_runner_keeps(runner, what, err);
+  int rc = sm_keep_supported(runner, what, err);
   if (rc) return rc;
   return (*ctx)->engine(runner, e, err);
 }

@@ -198,7 +198,7 @@ static void rest(server_sandboxes_req *r, server_answer *a, int pause) {
   sm_error err = SM_ERROR_INIT;
   /* A backend that keeps no state (the swarm) says so first: 409. */
   const char *op = !pause ? "resume" : r->tier == SM_TIER_FREEZE ? "pause" : sm_tier_name(r->tier);
-  if (sm_runner_keeps(r->srv->opts.runner, op, &err) != 0) {
+  if (sm_keep_supported(r->srv->opts.runner, op, &err) != 0) {
     server_answer_error(a, 409, "policy", "%s", err.message);
     return;
   }

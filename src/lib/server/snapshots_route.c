@@ -202,7 +202,7 @@ static int kept(sm_server *srv, server_sandboxes_op op, server_answer *a) {
                      : op == SM_SANDBOXES_FORK     ? "fork"
                                                    : NULL;
   sm_error err = SM_ERROR_INIT;
-  if (name == NULL || srv->opts.runner == NULL || sm_runner_keeps(srv->opts.runner, name, &err) == 0)
+  if (name == NULL || srv->opts.runner == NULL || sm_keep_supported(srv->opts.runner, name, &err) == 0)
     return 1;
   server_answer_error(a, 409, "policy", "%s", err.message);
   return 0;
