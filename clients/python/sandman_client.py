@@ -227,7 +227,8 @@ class Client:
         when the call outlived timeout_s with background_on_timeout.
         Arguments: argv or command, tool, stdin (bytes or str), env (dict),
         agent, user, project, run_id, worker_key, mode, timeout_s,
-        background_on_timeout, lease_id, workspace, sync, params."""
+        background_on_timeout, lease_id, workspace, sync, params, sandbox_id,
+        replace, from_snapshot (a new run_id's sandbox made from that snapshot)."""
         return self._call("POST", "/v1/execute",
                           self._execute_body(argv=argv, command=command, **kw))
 
@@ -235,7 +236,8 @@ class Client:
     def _execute_body(argv=None, command=None, tool=None, stdin=None, env=None, agent=None,
                       user=None, project=None, run_id=None, worker_key=None, mode=None,
                       timeout_s=None, background_on_timeout=None, lease_id=None,
-                      workspace=None, sync=None, params=None, sandbox_id=None, replace=None):
+                      workspace=None, sync=None, params=None, sandbox_id=None, replace=None,
+                      from_snapshot=None):
         body = {}
         if argv is not None:
             body["argv"] = list(argv)
@@ -250,7 +252,8 @@ class Client:
                      ("mode", mode), ("timeout_s", timeout_s),
                      ("background_on_timeout", background_on_timeout),
                      ("lease_id", lease_id), ("workspace", workspace), ("sync", sync),
-                     ("params", params), ("sandbox_id", sandbox_id), ("replace", replace)):
+                     ("params", params), ("sandbox_id", sandbox_id), ("replace", replace),
+                     ("from_snapshot", from_snapshot)):
             if v is not None:
                 body[k] = v
         return body
@@ -369,11 +372,12 @@ class Client:
         """Back to running (a call into a resting sandbox does that too)."""
         return self._call("POST", self._sandbox_path(sandbox_id, "/resume", worker_key))
 
-    def snapshot_sandbox(self, sandbox_id, name=None, no_wait=False, worker_key=None):
+    def snapshot_sandbox(self, sandbox_id, name=None, no_wait=False, worker_key=None, memory=False):
         """Captures a keyed sandbox's writable layer and /workspace under name
-        (default snap-<UTC time>-<4 hex>); returns the snapshot."""
+        (default snap-<UTC time>-<4 hex>), with memory=True also its
+        processes' memory (where hibernate works); returns the snapshot."""
         return self._call("POST", self._query_path(self._sandbox_path(sandbox_id, "/snapshot"), worker_key,
-                                                   name=name, no_wait=no_wait))
+                                                   name=name, no_wait=no_wait, memory=memory))
 
     def fork_snapshot(self, snapshot, count=1, prefix=None, worker_key=None):
         """Makes count (1 to 64) new per_run sandboxes from a snapshot; returns

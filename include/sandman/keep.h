@@ -107,9 +107,10 @@ typedef struct sm_snapshot_options {
   const char *name;  /* NULL: "snap-<UTC time>-<4 hex>" */
   int no_wait;       /* a call in flight: SM_EBUSY at once instead of waiting */
   double wait_s;     /* how long calls in flight are waited for (0: 60 s) */
+  int memory;        /* also its processes' memory: the engine's checkpoint (where hibernate works) */
 } sm_snapshot_options;
 
-#define SM_SNAPSHOT_OPTIONS_INIT {NULL, 0, 0}
+#define SM_SNAPSHOT_OPTIONS_INIT {NULL, 0, 0, 0}
 
 typedef struct sm_snapshot {
   char name[SM_SNAPSHOT_NAME_MAX];
@@ -128,12 +129,22 @@ typedef struct sm_snapshot {
   int64_t layer_bytes;              /* its writable layer */
   int64_t files;                    /* entries in the manifest */
   double duration_ms;               /* how long it took (when just made) */
+  int memory;                       /* holds a checkpoint of its processes (--memory) */
+  int64_t checkpoint_bytes;         /* that checkpoint's size on disk */
 } sm_snapshot;
 
 typedef struct sm_snapshot_list {
   size_t n;
   sm_snapshot *items;
 } sm_snapshot_list;
+
+/* Whether this runner's backend keeps a keyed sandbox's state for
+ * operation op ("pause" (freeze), "stop", "hibernate", "resume",
+ * "snapshot", "fork", "rollback", "diff"): 0, or SM_EUNSUPPORTED naming
+ * the operation and the backend and saying why (the swarm refuses them
+ * all). The operations below ask it first; a caller may ask before it
+ * looks the sandbox up. */
+SM_API int sm_keep_supported(sm_runner *runner, const char *op, sm_error *err);
 
 /* Takes a snapshot of keyed sandbox `sandbox` (its container name): calls
  * in flight are waited for (no_wait: SM_EBUSY), none starts meanwhile, and
@@ -161,7 +172,8 @@ SM_API int sm_snapshot_manifest(sm_runner *runner, const sm_snapshot *s, json_ob
 SM_API int sm_snapshot_remove(sm_runner *runner, const char *name, const char *owner,
                               sm_error *err);
 /* {"name","key","owner","source","source_id","mode","project","run_id","worker_id","image",
- *  "image_id","created_at","age_s","size":{"workspace","layer"},"files","duration_ms"}. */
+ *  "image_id","created_at","age_s","memory","size":{"workspace","layer","checkpoint"},"files",
+ *  "duration_ms"}. */
 SM_API json_object *sm_snapshot_to_json(const sm_snapshot *s, double now);
 
 /* Removes snapshots older than max_age_s (0: any age) and, per owner,

@@ -47,13 +47,14 @@ static int by_label(const cli_call *call, const sm_ops_scope *scope, const char 
                          n, names);
 }
 
-int keep_target(const cli_call *call, sm_runner *runner, char *name, int json) {
+int keep_target(const cli_call *call, sm_runner *runner, const char *op, char *name, int json) {
   const char *run = cli_str(call, "run-id"), *worker = cli_str(call, "worker-id");
   int given = (call->n_args > 0) + (run != NULL) + (worker != NULL);
   if (given != 1)
     return cli_usage_error(call->cmd, json, "name one sandbox: SANDBOX, --run-id ID or --worker-id ID");
   sm_ops_scope scope;
   sm_error err = SM_ERROR_INIT;
+  if (sm_keep_supported(runner, op, &err) != 0) return cli_fail(&err);
   if (sm_ops_scope_from_runner(&scope, runner, &err) != 0) return cli_fail(&err);
   if (run) return by_label(call, &scope, SM_OPS_LABEL_RUN, run, "--run-id", name, json);
   if (worker) return by_label(call, &scope, SM_OPS_LABEL_WORKER, worker, "--worker-id", name, json);
@@ -127,7 +128,9 @@ static int rest_command(const cli_call *call, int pause) {
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner,
+                   !pause ? "resume" : o.tier == SM_TIER_FREEZE ? "pause" : sm_tier_name(o.tier), name,
+                   json);
   if (rc == CLI_EXIT_OK) {
     sm_rest_report r;
     int op = pause ? sm_sandbox_pause(s.runner, name, &o, &r, &err)

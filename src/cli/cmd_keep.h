@@ -19,8 +19,9 @@ typedef struct keep_session {
 int keep_session_open(const cli_call *call, keep_session *s);
 void keep_session_close(keep_session *s);
 /* The keyed sandbox the command names (SANDBOX, --run-id or --worker-id)
- * into name (SM_NAME_MAX); a CLI exit code. */
-int keep_target(const cli_call *call, sm_runner *runner, char *name, int json);
+ * into name (SM_NAME_MAX), for operation op (sm_keep_supported: a backend
+ * that refuses it is said first, exit 125); a CLI exit code. */
+int keep_target(const cli_call *call, sm_runner *runner, const char *op, char *name, int json);
 /* The exit code of a failed operation: 1 for a missing, busy or
  * wrong-state sandbox, else as cli_fail. */
 int keep_exit(const sm_error *err);

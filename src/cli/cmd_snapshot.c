@@ -26,20 +26,21 @@ int cmd_sandbox_snapshot(const cli_call *call) {
   sm_error err = SM_ERROR_INIT;
   o.name = cli_str(call, "name");
   o.no_wait = cli_has(call, "no-wait");
+  o.memory = cli_has(call, "memory");
   if (cli_str(call, "wait") && sm_parse_duration(cli_str(call, "wait"), &o.wait_s, &err) != 0)
     return cli_usage_error(call->cmd, json, "--wait: %s", err.message);
   keep_session s;
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner, "snapshot", name, json);
   if (rc == CLI_EXIT_OK) {
     sm_snapshot snap;
     if (sm_sandbox_snapshot(s.runner, name, &o, &snap, &err) != 0) rc = keep_exit(&err);
     else if (json) rc = cli_print_json_owned(sm_snapshot_to_json(&snap, sm_now()));
     else
-      printf("snapshot %s of %s: %lld files in %.0f ms\n", snap.name, name, (long long)snap.files,
-             snap.duration_ms);
+      printf("snapshot %s of %s: %lld files%s in %.0f ms\n", snap.name, name, (long long)snap.files,
+             snap.memory ? " and its memory" : "", snap.duration_ms);
   }
   keep_session_close(&s);
   return rc;
@@ -222,7 +223,7 @@ int cmd_sandbox_rollback(const cli_call *call) {
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner, "rollback", name, json);
   if (rc == CLI_EXIT_OK) {
     sm_rest_report r;
     sm_error err = SM_ERROR_INIT;
@@ -253,7 +254,7 @@ int cmd_sandbox_diff(const cli_call *call) {
   int rc = keep_session_open(call, &s);
   if (rc) return rc;
   char name[SM_NAME_MAX];
-  rc = keep_target(call, s.runner, name, json);
+  rc = keep_target(call, s.runner, "diff", name, json);
   if (rc == CLI_EXIT_OK) {
     json_object *d = NULL;
     sm_error err = SM_ERROR_INIT;

@@ -347,6 +347,7 @@ static const cli_flag snapshot_take_flags[] = {
     {.name = "no-wait", .help = "refuse when a call is in flight instead of waiting for it"},
     {.name = "wait", .kind = CLI_DURATION, .metavar = "DURATION",
      .help = "how long calls in flight are waited for (default 60s)"},
+    {.name = "memory", .help = "also its processes' memory (the engine's checkpoint, where hibernate works: gVisor)"},
     {.name = "json", .help = "print the snapshot as JSON"},
     END};
 

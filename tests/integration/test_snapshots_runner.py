@@ -11,7 +11,9 @@ test_snapshots_runner.sh.
   client  the Python client's own methods (pause_sandbox, resume_sandbox,
           snapshot_sandbox, list_snapshots, get_snapshot, fork_snapshot,
           diff_sandbox, rollback_sandbox, delete_snapshot) for a worker on
-          its own sandbox; another worker's client gets SandmanError 404
+          its own sandbox; another worker's client gets SandmanError 404;
+          snapshot_sandbox(memory=True) of a runc sandbox is refused (409)
+          as hibernate is
   leased  a snapshot while a call with leased credentials runs in the
           sandbox is refused (409) and nothing is made; after the call it
           is made, and the credential is in none of its image's
@@ -21,6 +23,12 @@ test_snapshots_runner.sh.
           sandbox answers with its files as they were (by hash) and is not
           left frozen, forks listed under their names are whole, a new
           fork works, a reap removes the forks cut short
+
+The "owners" suite also covers POST /v1/execute with "from_snapshot": a
+new run's sandbox made from the worker's own snapshot (reused by the next
+call with it), another worker's 404 as for a missing snapshot, refusals
+with sandbox_id, mode per_tool, and a run whose sandbox was not made from
+it.
 
 Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
 (77: no engine outside CI). Every image a suite commits is removed.
@@ -65,6 +73,49 @@ def same_404(what, got, missing, ref, gone):
     check(what,
           got[0] == 404 and got[1].get("error", "").replace(ref, "X") ==
           missing[1].get("error", "").replace(gone, "X"), (got, missing))
+
+
+def execute_from_snapshot(c, k1, k2, sid):
+    """POST /v1/execute with from_snapshot (k1's snapshot s1 of sandbox
+    sid): a new run's sandbox made from it, k1's own; k2 gets 404 exactly
+    as for a missing snapshot and nothing is made. The sandboxes made, as
+    [{"id"}], for the caller to remove."""
+    body = {"command": "cat /workspace/note", "mode": "per_run", "run_id": "ex-1",
+            "from_snapshot": "s1", "worker_key": "k1"}
+    out = k1._call("POST", "/v1/execute", body)
+    made = [{"id": out["sandbox_id"]}] if out.get("sandbox_id") else []
+    check("execute with from_snapshot makes the run's sandbox from k1's snapshot",
+          out.get("stdout") == "kept\n" and out.get("reused") is False, out)
+    check("... a new container", out.get("sandbox_id") not in (sid, None), out)
+    again = k1.execute(command="echo $((6*7)) && cat /workspace/note", mode="per_run",
+                       run_id="ex-1", from_snapshot="s1", worker_key="k1")
+    check("the next call with the same run id and from_snapshot (the client's execute) reuses it",
+          again.get("stdout") == "42\nkept\n" and again.get("reused") is True and
+          again.get("sandbox_id") == out.get("sandbox_id"), again)
+    mine = [x["id"] for x in k1.list_sandboxes(worker_key="k1")]
+    check("... and it is k1's sandbox", out.get("sandbox_id") in mine, mine)
+    other = dict(body, run_id="ex-2", worker_key="k2")
+    got = tsb.error_of(lambda: k2._call("POST", "/v1/execute", other))
+    miss = tsb.error_of(lambda: k2._call("POST", "/v1/execute", dict(other, from_snapshot="nosuch")))
+    same_404("k2's execute from k1's snapshot: 404 as for a missing one", got, miss, "s1", "nosuch")
+    theirs = k2.list_sandboxes(worker_key="k2")
+    check("... and k2 has no sandbox of run ex-2", not any(x.get("run_id") == "ex-2" for x in theirs),
+          theirs)
+    st, bad = tsb.error_of(lambda: k1._call("POST", "/v1/execute", dict(body, run_id=None, mode=None,
+                                                                         sandbox_id=sid)))
+    check("from_snapshot with sandbox_id: 400", st == 400 and "from_snapshot" in bad.get("error", ""),
+          (st, bad))
+    st, bad = tsb.error_of(lambda: k1._call("POST", "/v1/execute", dict(body, mode="per_tool")))
+    check("from_snapshot in mode per_tool: 400", st == 400 and "per_run" in bad.get("error", ""),
+          (st, bad))
+    plain = k1.execute(command="true", mode="per_run", run_id="ex-3", worker_key="k1")
+    made += [{"id": plain["sandbox_id"]}] if plain.get("sandbox_id") else []
+    clash = tsb.error_of(lambda: k1._call("POST", "/v1/execute", dict(body, run_id="ex-3")))
+    text = json.dumps(clash)
+    check("from_snapshot for a run whose sandbox was not made from it is refused",
+          (clash[0] >= 400 or clash[1].get("ok") is False) and "not made from snapshot" in text,
+          clash)
+    return made
 
 
 def suite_owners(tmp):
@@ -133,6 +184,7 @@ def suite_owners(tmp):
     check("k1's forks are k1's sandboxes", all(f["id"] in mine for f in forks), mine)
     theirs = [x["id"] for x in k2.list_sandboxes(worker_key="k2")]
     check("... not k2's", not any(f["id"] in theirs for f in forks), theirs)
+    made = execute_from_snapshot(c, k1, k2, sid)
     k1.execute(command="echo new >/workspace/added", sandbox_id=sid, worker_key="k1")
     st, body = call(k1, "GET", "/v1/sandboxes/%s/diff" % sid, "k1", snapshot="s1")
     check("k1's diff lists its new file", st == 200 and [x["path"] for x in body.get("added", [])]
@@ -141,7 +193,7 @@ def suite_owners(tmp):
     check("k1 rolls its sandbox back", st == 200 and body.get("state") == "running", (st, body))
     out = k1.execute(command="ls /workspace", sandbox_id=body.get("id") or sid, worker_key="k1")
     check("after the rollback the new file is gone", out.get("stdout") == "note\n", out)
-    for f in forks:
+    for f in forks + made:
         c.delete_sandbox(f["id"])
     st, body = call(k1, "DELETE", "/v1/snapshots/s1", "k1")
     check("k1 removes its snapshot", st == 200 and body.get("removed") is True, (st, body))
@@ -177,6 +229,12 @@ def suite_client(tmp):
     check("pause_sandbox(tier='stop') stops it", rest.get("state") == "stopped", rest)
     check("resume_sandbox after stop", k1.resume_sandbox(sid, worker_key="k1").get("state") == "running")
 
+    # A memory snapshot of this runc sandbox: refused as hibernate is (409), nothing made.
+    st, body = tsb.error_of(lambda: k1.snapshot_sandbox(sid, name="cm", memory=True, worker_key="k1"))
+    check("snapshot_sandbox(memory=True) under runc: 409 saying what hibernate says",
+          st == 409 and ("CRIU" in body.get("error", "") or "experimental mode is off" in
+                         body.get("error", "")), (st, body))
+    check("... nothing made", k1.list_snapshots(worker_key="k1") == [])
     snap = k1.snapshot_sandbox(sid, name="c1", no_wait=True, worker_key="k1")
     check("snapshot_sandbox makes k1's snapshot", snap.get("name") == "c1" and
           snap.get("owner") == "worker:k1", snap)

@@ -20,6 +20,9 @@ sandman/dind engines in containers, TLS from sandman to every node).
      one runner spares the sandboxes where the other has calls in flight,
      and those calls finish;
   6. list and rm across the swarm; everything the test made goes away.
+Also: the swarm backend keeps no sandbox's state: pause (each tier),
+resume, snapshot, fork, rollback and diff are refused naming the
+operation and the backend, from the runner and the CLI (keep_state).
 Also: runner a keeps a warm pool (size 1): one ready per_tool sandbox on
 each node, which per_tool calls take; network allowlist is refused clearly.
 
@@ -39,6 +42,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from swarmlib import (SANDMAN, Rig, Runner, ensure_dind_image, host_docker, rig_env,  # noqa: E402
                       sweep_stale_rigs, wait_for)
+from sandman_client import SandmanError  # noqa: E402
 
 INSTANCE = os.environ.setdefault("SANDMAN_INSTANCE", "%s-swarm-%d" % (
     os.environ.get("SANDMAN_TEST_PREFIX") or "it", os.getpid()))
@@ -72,6 +76,64 @@ def listing(env):
     except ValueError:
         print("# list failed: %s %s" % (p.stdout[-500:], p.stderr[-1000:]), flush=True)
         return []
+
+
+def refused(fn):
+    """(status, error text) of a runner request; (200, "") when it was not refused."""
+    try:
+        fn()
+        return 200, ""
+    except SandmanError as e:
+        return e.status, e.error or ""
+
+
+def keep_state(a, env, sb):
+    """The swarm backend keeps no sandbox's state (docs/state.md "On a
+    swarm"): pause in each tier, resume, snapshot (with and without
+    memory), fork, rollback and diff are refused with an error naming the
+    operation and the backend, from the runner's routes and the CLI,
+    before anything is touched; the snapshot lists answer (empty); the
+    sandbox answers a call afterwards, the same container."""
+    sid, run = sb["id"], sb["run_id"]
+    c = a.client
+    tries = [("pause", lambda: c.pause_sandbox(sid, tier="freeze")),
+             ("stop", lambda: c.pause_sandbox(sid, tier="stop")),
+             ("hibernate", lambda: c.pause_sandbox(sid, tier="hibernate")),
+             ("resume", lambda: c.resume_sandbox(sid)),
+             ("snapshot", lambda: c.snapshot_sandbox(sid, name="sw1")),
+             ("snapshot", lambda: c.snapshot_sandbox(sid, name="sw2", memory=True)),
+             ("fork", lambda: c.fork_snapshot("sw1")),
+             ("rollback", lambda: c.rollback_sandbox(sid, to="sw1")),
+             ("diff", lambda: c.diff_sandbox(sid, "sw1"))]
+    for op, fn in tries:
+        st, msg = refused(fn)
+        check("runner on the swarm: %s refused (409) naming it and the backend" % op,
+              st == 409 and (op + " is refused on the swarm backend") in msg, (st, msg))
+    check("runner on the swarm: the snapshot list answers, empty", c.list_snapshots() == [])
+    for op, args in (("pause", ["sandbox", "pause", "--run-id", run]),
+                     ("stop", ["sandbox", "pause", "--tier", "stop", "--run-id", run]),
+                     ("hibernate", ["sandbox", "pause", "--tier", "hibernate", "--run-id", run]),
+                     ("resume", ["sandbox", "resume", "--run-id", run]),
+                     ("snapshot", ["sandbox", "snapshot", "--memory", "--run-id", run]),
+                     ("fork", ["sandbox", "fork", "--from-snapshot", "sw1"]),
+                     ("rollback", ["sandbox", "rollback", "--to", "sw1", "--run-id", run]),
+                     ("diff", ["sandbox", "diff", "--from-snapshot", "sw1", "--run-id", run])):
+        p = sandman(env, *args)
+        check("CLI on the swarm: %s refused (exit 125) naming it and the backend" % op,
+              p.returncode == 125 and "%s is refused on the swarm backend" % op in p.stderr,
+              (p.returncode, p.stderr[-500:]))
+    p = sandman(env, "snapshot", "list", "--json")
+    check("CLI on the swarm: snapshot list answers, empty", p.returncode == 0 and
+          json.loads(p.stdout or "null") == [], (p.returncode, p.stdout, p.stderr[-300:]))
+    p = sandman(env, "run", "--mode", "per_run", "--run-id", "sw-fork", "--from-snapshot", "sw1",
+                "--json", "--", "true")
+    check("CLI on the swarm: run --from-snapshot refused", p.returncode != 0 and
+          "docker backend" in p.stdout + p.stderr, (p.returncode, p.stdout[-300:], p.stderr[-300:]))
+    r = c.execute(command="echo still", run_id=run)
+    check("after the refusals the sandbox answers, the same container",
+          r.get("stdout") == "still\n" and r.get("sandbox_id") == sid, r)
+    check("nothing was made by the refused operations", not [
+        s for s in listing(env) if (s.get("run_id") or "").startswith("sw")])
 
 
 def main():
@@ -266,6 +328,8 @@ def main():
               p.stdout + p.stderr)
         check("and nothing was made for it",
               not [s for s in listing(env) if s.get("run_id") == "allow-x"])
+
+        keep_state(a, env, by_run[x_run])
 
         # 4. a node killed during a call
         victim = rig.nodes[2] if rig.nodes[2] in per_node else rig.nodes[1]

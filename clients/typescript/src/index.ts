@@ -255,8 +255,8 @@ export class SandmanClient {
   }
 
   /** Captures a keyed sandbox's writable layer and /workspace under `name` (default snap-<UTC time>-<4 hex>). */
-  snapshotSandbox(id: string, opts: SandboxOptions & { name?: string; noWait?: boolean } = {}): Promise<Snapshot> {
-    const q = query({ name: opts.name, no_wait: opts.noWait || undefined, worker_key: opts.workerKey });
+  snapshotSandbox(id: string, opts: SandboxOptions & { name?: string; noWait?: boolean; memory?: boolean } = {}): Promise<Snapshot> {
+    const q = query({ name: opts.name, no_wait: opts.noWait || undefined, memory: opts.memory || undefined, worker_key: opts.workerKey });
     return this.t.json<Snapshot>({ method: "POST", path: `/v1/sandboxes/${encodeURIComponent(id)}/snapshot${q}`, signal: opts.signal, timeoutMs: opts.timeoutMs });
   }
 

@@ -27,6 +27,8 @@ export interface ExecuteRequest {
   sandbox_id?: string;
   /** A sandbox these settings change may be replaced with an empty /workspace when its own cannot be carried over. */
   replace?: boolean;
+  /** A new keyed sandbox (this run_id's, or with mode per_worker this worker's) made from this snapshot; another worker's is 404, as a missing one. */
+  from_snapshot?: string;
 }
 
 /** The `sandman run --json` object. */
@@ -209,7 +211,9 @@ export interface Snapshot {
   image: string;
   created_at: number;
   age_s: number;
-  size: { workspace: number; layer: number };
+  size: { workspace: number; layer: number; checkpoint: number };
+  /** It holds its processes' memory (taken with `memory: true`). */
+  memory: boolean;
   files: number;
   duration_ms: number;
   [key: string]: unknown;

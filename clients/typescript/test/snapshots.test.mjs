@@ -2,7 +2,7 @@
 // against a real runner and engine (run through
 // tests/integration/test_ts_snapshots.sh): pauseSandbox (freeze, stop),
 // resumeSandbox, snapshotSandbox, listSnapshots, getSnapshot, forkSnapshot,
-// diffSandbox, rollbackSandbox, deleteSnapshot; another worker's token is
+// execute({from_snapshot}), diffSandbox, rollbackSandbox, deleteSnapshot; another worker's token is
 // answered 404 for a worker's sandbox and snapshot, and its list is empty.
 // The MCP tools snapshot, diff, rollback, fork, pause and resume on a worker
 // session's own sandbox over the runner's /mcp (the official MCP SDK
@@ -67,6 +67,13 @@ test("the TypeScript client: pause, resume, snapshot, fork, diff, rollback, snap
     assert.equal(r.stdout, "kept\n");
     assert.notEqual(r.sandbox_id, id);
   }
+
+  // execute({from_snapshot}) makes a new run's sandbox from it; another worker's token: 404, as a missing one.
+  const fromSnap = await k1.execute({ command: "cat /workspace/note", mode: "per_run", run_id: "tx-1", from_snapshot: "t1", worker_key: "k1" });
+  assert.equal(fromSnap.stdout, "kept\n", JSON.stringify(fromSnap));
+  assert.notEqual(fromSnap.sandbox_id, id);
+  await assert.rejects(k2.execute({ command: "true", mode: "per_run", run_id: "tx-2", from_snapshot: "t1", worker_key: "k2" }), is404);
+  await runner.client.deleteSandbox(fromSnap.sandbox_id);
 
   await k1.execute({ command: "echo new > /workspace/added", sandbox_id: id, worker_key: "k1" });
   const d = await k1.diffSandbox(id, "t1", own);

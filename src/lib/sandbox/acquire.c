@@ -195,6 +195,8 @@ static int keyed_thaw_cached(const sandbox_ctx *ctx, sm_engine *e, const sm_run_
 static int keyed_from_cache(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                             sandbox_box *sb, int *rc, sm_error *err) {
   sandbox_lookup_entry hit;
+  /* A call with from_snapshot looks: the sandbox found must be made from it. */
+  if (req->from_snapshot) return 0;
   /* Only for the principal whose call found it: another's call looks at
    * the engine and its owner label (keyed_check_found). */
   if (!sandbox_lookup_get(ctx->lookup, sb->name, sb->hash, &hit) ||

@@ -74,6 +74,12 @@ struct sandbox_backend {
   int (*discard)(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *volume,
                  int relay, sm_error *err);
   unsigned (*width)(const sandbox_ctx *ctx, sm_engine *e);
+  /* Whether the backend keeps a keyed sandbox's state for operation op
+   * ("pause", "stop", "hibernate", "resume", "snapshot", "fork",
+   * "rollback", "diff": keep.c, docs/state.md): 0, or SM_EUNSUPPORTED
+   * naming the operation and the backend and saying why. NULL: it does
+   * them all (on the runner's engine). */
+  int (*keeps)(const char *op, sm_error *err);
 };
 
 extern const sandbox_backend sandbox_backend_docker; /* backend_docker.c */

@@ -158,6 +158,33 @@ static int swarm_failed(const sandbox_ctx *ctx, sm_engine *e, sandbox_box *sb, i
  * manifest, so its workspace is copied in whole. */
 static const char *swarm_state_name(const sandbox_box *sb) { return sb->swarm.state_name; }
 
+/* A swarm sandbox is a service whose one task swarm places, starts and
+ * restarts on a node of its choosing; its state is not kept (docs/state.md
+ * "On a swarm"), each operation refused before anything is touched. */
+static int swarm_keeps(const char *op, sm_error *err) {
+  static const char *const why[][2] = {
+      {"pause", "several runners share a swarm sandbox, each with a state directory of its own, "
+                "so a frozen one would be known to the runner that froze it alone, and swarm "
+                "still counts a paused task as running"},
+      {"stop", "swarm restarts or replaces a task whose container stops, so its writable layer "
+               "and /workspace would not be kept"},
+      {"hibernate", "swarm starts its tasks itself and cannot start one from a checkpoint"},
+      {"resume", "no sandbox of the swarm backend is ever at rest, so there is nothing to resume"},
+      {"snapshot", "a snapshot's image would be committed on the task's node alone, where no "
+                   "other node could start a fork of it (the swarm backend uses no registry)"},
+      {"fork", "forks are made from snapshots, which the swarm backend does not take"},
+      {"rollback", "a rollback returns to a snapshot, which the swarm backend does not take"},
+      {"diff", "a diff compares with a snapshot, which the swarm backend does not take"},
+  };
+  for (size_t i = 0; i < sizeof why / sizeof why[0]; i++)
+    if (strcmp(op, why[i][0]) == 0)
+      return sm_error_set(err, SM_EUNSUPPORTED,
+                          "%s is refused on the swarm backend: %s; use the docker backend for "
+                          "sandboxes that keep their state (docs/state.md)",
+                          op, why[i][1]);
+  return sm_error_set(err, SM_EUNSUPPORTED, "%s is refused on the swarm backend (docs/state.md)", op);
+}
+
 const sandbox_backend sandbox_backend_swarm = {
     .name = "swarm",
     .acquire = swarm_acquire,
@@ -175,4 +202,5 @@ const sandbox_backend sandbox_backend_swarm = {
     .prewarm = swarm_prewarm,
     .discard = swarm_discard,
     .width = swarm_width,
+    .keeps = swarm_keeps,
 };

@@ -31,6 +31,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
 #include "sandbox/snap_manifest.h"
+#include "sandbox/snap_memory.h"
 #include "sandbox/snap_store.h"
 #include "sandbox/spec.h"
 #include "sandbox/ws_save.h"
@@ -121,6 +122,13 @@ static int snapshot_files(const sandbox_ctx *ctx, const sm_snapshot *s, char *ta
   return rc;
 }
 
+static int fork_from_memory(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s,
+                            const char *id, const char *making, sm_error *err) {
+  char dir[PATH_MAX];
+  int rc = sandbox_snap_dir(ctx->state_dir, s->key, dir, sizeof dir, err);
+  return rc ? rc : sandbox_snap_memory_restore(ctx, e, id, making, dir, err);
+}
+
 int sandbox_fork_make(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s,
                       const fork_target *t, char *id_out, sm_error *err) {
   char tar[PATH_MAX];
@@ -142,9 +150,12 @@ int sandbox_fork_make(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s
   snprintf(making, sizeof making, "%s-forking-%s", t->name, hex);
   id_out[0] = '\0';
   rc = sm_engine_container_create(e, making, config, id_out, NULL, err);
-  if (rc == 0) rc = sm_engine_container_start(e, id_out, err);
-  if (rc == 0) rc = sandbox_fix_tmp(e, id_out, t->name, s->image_id, err);
-  if (rc == 0) rc = sandbox_ws_restore(e, id_out, tar, err);
+  /* A memory snapshot's fork comes back from its checkpoint (snap_memory.h). */
+  int memory = rc == 0 && s->memory;
+  if (memory) rc = fork_from_memory(ctx, e, s, id_out, making, err);
+  if (rc == 0 && !memory) rc = sm_engine_container_start(e, id_out, err);
+  if (rc == 0 && !memory) rc = sandbox_fix_tmp(e, id_out, t->name, s->image_id, err);
+  if (rc == 0 && !memory) rc = sandbox_ws_restore(e, id_out, tar, err);
   if (rc == 0) {
     rc = sm_engine_container_rename(e, id_out, t->name, err);
     if (rc == SM_ECONFLICT) rc = sm_error_set(err, rc, "sandbox %s exists already", t->name);

@@ -25,17 +25,21 @@
 #include "sandbox/snapshot.h"
 #include "sandbox/spec.h"
 
-/* The runner's ctx and this thread's engine, on the docker backend. */
+int sm_keep_supported(sm_runner *runner, const char *op, sm_error *err) {
+  if (runner == NULL || op == NULL) return sm_error_set(err, SM_EINVAL, "needs a runner and an operation");
+  const sandbox_backend *b = sandbox_runner_ctx(runner)->backend;
+  return b->keeps ? b->keeps(op, err) : 0;
+}
+
+/* The runner's ctx and this thread's engine, where its backend keeps state. */
 static int keep_begin(sm_runner *runner, const char *name, const char *what,
                       const sandbox_ctx **ctx, sm_engine **e, sm_error *err) {
   if (runner == NULL || name == NULL || *name == '\0')
     return sm_error_set(err, SM_EINVAL, "%s: needs a runner and a sandbox", what);
   *ctx = sandbox_runner_ctx(runner);
-  if (strcmp((*ctx)->backend->name, "docker") != 0)
-    return sm_error_set(err, SM_EUNSUPPORTED,
-                        "%s is not available on the %s backend: a sandbox's state is kept on "
-                        "the docker backend only (docs/state.md)",
-                        what, (*ctx)->backend->name);
+  /* The backend says which it does (backend.h): refused before anything is touched. */
+  int rc = sm_keep_supported(runner, what, err);
+  if (rc) return rc;
   return (*ctx)->engine(runner, e, err);
 }
 
@@ -181,7 +185,9 @@ json_object *sm_snapshot_to_json(const sm_snapshot *s, double now) {
   json_object *size = json_object_new_object();
   json_object_object_add(size, "workspace", json_object_new_int64(s->workspace_bytes));
   json_object_object_add(size, "layer", json_object_new_int64(s->layer_bytes));
+  json_object_object_add(size, "checkpoint", json_object_new_int64(s->checkpoint_bytes));
   json_object_object_add(o, "size", size);
+  json_object_object_add(o, "memory", json_object_new_boolean(s->memory));
   json_object_object_add(o, "files", json_object_new_int64(s->files));
   if (s->duration_ms > 0) json_object_object_add(o, "duration_ms", json_object_new_double(s->duration_ms));
   return o;

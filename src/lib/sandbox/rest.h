@@ -66,6 +66,13 @@ typedef struct sandbox_rest_op {
   int has_rec;
   char state[SM_REST_STATE_MAX]; /* what it is now, as list would say */
   double t0;                     /* sm_monotonic_ms at the start */
+  /* Called by sandbox_rest_hibernate once the checkpoint is written into
+   * the successor (op->rec.next_id) and the old container (old_id) has
+   * stopped, before it goes: a memory snapshot keeps its layer and the
+   * checkpoint here (snap_memory.c). NULL: none. Its failure does not
+   * undo the hibernation; it is returned once the sandbox is hibernated. */
+  int (*on_checkpoint)(struct sandbox_rest_op *op, const char *old_id, void *ud, sm_error *err);
+  void *on_checkpoint_ud;
 } sandbox_rest_op;
 
 /* The checkpoint of a running or frozen sandbox (op->rec has pending
@@ -94,6 +101,19 @@ void sandbox_rest_close(sandbox_rest_op *op);
  * "snapshot.created"). */
 void sandbox_rest_notify(sandbox_rest_op *op, const char *event, const char *state,
                          const char *previous, const char *previous_id, const char *why);
+
+/* The name of sandman's checkpoints (hibernate, memory snapshots). */
+#define SANDBOX_REST_CHECKPOINT "sandman"
+/* <engine root>/containers/<id>/checkpoints/<sandman's checkpoint>: the
+ * checkpoint a container is restored from (the engine takes no other). */
+int sandbox_rest_checkpoint_folder(sm_engine *e, const char *id, char *out, size_t len,
+                                   sm_error *err);
+/* The keeper of a created container's /workspace volume while it is
+ * filled and the container restored (named <name>-keep; insp: the
+ * container's inspect). Down removes it. */
+int sandbox_rest_keeper_up(sm_engine *e, json_object *insp, const char *name, char *id,
+                           sm_error *err);
+void sandbox_rest_keeper_down(sm_engine *e, const char *name);
 
 /* Whether the engine can checkpoint this sandbox: 0, or SM_EUNSUPPORTED
  * saying what is missing. *gvisor: its runtime is gVisor. */

@@ -34,7 +34,7 @@
 #include "sandbox/rest.h"
 #include "sandbox/ws_save.h"
 
-#define CHECKPOINT "sandman"
+#define CHECKPOINT SANDBOX_REST_CHECKPOINT
 #define DOWN_WAIT_MS 30000
 #define EXECS_WAIT_MS 10000
 #define EXECS_POLL_MS 100
@@ -159,6 +159,15 @@ static int checkpoint_dir(sm_engine *e, const char *id, char *out, size_t len, s
   if (root == NULL || *root != '/') rc = sm_error_set(err, SM_EPROTOCOL, "the engine says no DockerRootDir");
   else snprintf(out, len, "%s/containers/%s/checkpoints", root, id);
   json_object_put(info);
+  return rc;
+}
+
+int sandbox_rest_checkpoint_folder(sm_engine *e, const char *id, char *out, size_t len,
+                                   sm_error *err) {
+  char dir[4096];
+  int rc = checkpoint_dir(e, id, dir, sizeof dir, err);
+  if (rc == 0 && snprintf(out, len, "%s/%s", dir, CHECKPOINT) >= (int)len)
+    rc = sm_error_set(err, SM_EINVAL, "path too long");
   return rc;
 }
 
@@ -346,7 +355,14 @@ int sandbox_rest_hibernate(sandbox_rest_op *op, sm_error *err) {
   }
   char old_id[SM_ENGINE_ID_MAX];
   snprintf(old_id, sizeof old_id, "%s", op->rec.id);
-  return swap_in(op, old_id, err);
+  sm_error hook = SM_ERROR_INIT;
+  int hook_rc = op->on_checkpoint ? op->on_checkpoint(op, old_id, op->on_checkpoint_ud, &hook) : 0;
+  rc = swap_in(op, old_id, err);
+  if (rc == 0 && hook_rc) {
+    *err = hook;
+    rc = hook_rc;
+  }
+  return rc;
 }
 
 /* Does the successor hold the checkpoint? */
@@ -449,23 +465,34 @@ static json_object *keeper_config(json_object *insp, const char *sandbox, const 
   return c;
 }
 
-static int keeper_up(sandbox_rest_op *op, char *id, sm_error *err) {
+int sandbox_rest_keeper_up(sm_engine *e, json_object *insp, const char *sandbox, char *id,
+                           sm_error *err) {
   char name[SM_NAME_MAX + 16];
-  side_name(op->name, "keep", name, sizeof name);
-  remove_quietly(op->e, name);
-  const char *volume = sandbox_label_of(op->insp, "volume");
+  side_name(sandbox, "keep", name, sizeof name);
+  remove_quietly(e, name);
+  const char *volume = sandbox_label_of(insp, "volume");
   char vol[SM_NAME_MAX + 8];
   snprintf(vol, sizeof vol, "%s", volume && *volume ? volume : "");
-  if (!vol[0]) snprintf(vol, sizeof vol, "%s-ws", op->name);
-  json_object *cfg = keeper_config(op->insp, op->name, vol);
-  int rc = sm_engine_container_create(op->e, name, cfg, id, NULL, err);
+  if (!vol[0]) snprintf(vol, sizeof vol, "%s-ws", sandbox);
+  json_object *cfg = keeper_config(insp, sandbox, vol);
+  int rc = sm_engine_container_create(e, name, cfg, id, NULL, err);
   json_object_put(cfg);
-  if (rc == 0) rc = sm_engine_container_start(op->e, id, err);
+  if (rc == 0) rc = sm_engine_container_start(e, id, err);
   if (rc) {
-    remove_quietly(op->e, name);
-    return sm_error_wrap(err, "holding the /workspace of sandbox %s", op->name);
+    remove_quietly(e, name);
+    return sm_error_wrap(err, "holding the /workspace of sandbox %s", sandbox);
   }
   return 0;
+}
+
+void sandbox_rest_keeper_down(sm_engine *e, const char *sandbox) {
+  char name[SM_NAME_MAX + 16];
+  side_name(sandbox, "keep", name, sizeof name);
+  remove_quietly(e, name);
+}
+
+static int keeper_up(sandbox_rest_op *op, char *id, sm_error *err) {
+  return sandbox_rest_keeper_up(op->e, op->insp, op->name, id, err);
 }
 
 static int restore_finish(sandbox_rest_op *op, sm_error *err) {

@@ -111,6 +111,8 @@ int sandbox_snap_meta_write(const char *dir, const char *instance, const sm_snap
   json_object_object_add(o, "layer_bytes", json_object_new_int64(s->layer_bytes));
   json_object_object_add(o, "files", json_object_new_int64(s->files));
   json_object_object_add(o, "duration_ms", json_object_new_double(s->duration_ms));
+  json_object_object_add(o, "memory", json_object_new_boolean(s->memory));
+  json_object_object_add(o, "checkpoint_bytes", json_object_new_int64(s->checkpoint_bytes));
   if (config) json_object_object_add(o, "config", json_object_get(config));
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/meta.json", dir);
@@ -160,6 +162,9 @@ int sandbox_snap_meta_read(const char *dir, char *instance, size_t ilen, sm_snap
   out->layer_bytes = (int64_t)get_num(o, "layer_bytes");
   out->files = (int64_t)get_num(o, "files");
   out->duration_ms = get_num(o, "duration_ms");
+  out->checkpoint_bytes = (int64_t)get_num(o, "checkpoint_bytes");
+  json_object *mem = NULL;
+  out->memory = json_object_object_get_ex(o, "memory", &mem) && json_object_get_boolean(mem);
   json_object *c = NULL;
   if (config && json_object_object_get_ex(o, "config", &c)) *config = json_object_get(c);
   if (!sandbox_snap_name_valid(out->name) || strlen(out->key) != 16)

@@ -26,6 +26,7 @@
 #include "sandbox/rest.h"
 #include "sandbox/sandbox_settings.h"
 #include "sandbox/snap_manifest.h"
+#include "sandbox/snap_memory.h"
 #include "sandbox/snap_store.h"
 #include "sandbox/snapshot.h"
 #include "sandbox/ws_save.h"
@@ -127,6 +128,20 @@ static int manifest_into(snapshot_take *t, const char *dir, sm_error *err) {
   return common_file_replace(path, text, strlen(text), err);
 }
 
+static int commit_layer(snapshot_take *t, const char *id, sm_error *err) {
+  char repo[SM_NAME_MAX], tag[17];
+  char *colon = NULL;
+  snprintf(repo, sizeof repo, "%s", t->snap.image);
+  if ((colon = strrchr(repo, ':')) != NULL) *colon = '\0';
+  snprintf(tag, sizeof tag, "%s", t->snap.key);
+  json_object *labels = image_labels(&t->snap, t->op.ctx->instance);
+  int rc = sm_engine_container_commit(t->op.e, id, repo, tag, labels, 0, t->snap.image_id, err);
+  json_object_put(labels);
+  if (rc) sm_error_wrap(err, "committing its writable layer");
+  t->committed = rc == 0;
+  return rc;
+}
+
 /* The layer and /workspace while frozen; the sandbox is thawed as soon as
  * both are read. */
 static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
@@ -137,16 +152,7 @@ static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
     thaw = rc == 0;
   }
-  char repo[SM_NAME_MAX], tag[17];
-  char *colon = NULL;
-  snprintf(repo, sizeof repo, "%s", t->snap.image);
-  if ((colon = strrchr(repo, ':')) != NULL) *colon = '\0';
-  snprintf(tag, sizeof tag, "%s", t->snap.key);
-  json_object *labels = image_labels(&t->snap, t->op.ctx->instance);
-  if (rc == 0) rc = sm_engine_container_commit(t->op.e, t->id, repo, tag, labels, 0, t->snap.image_id, err);
-  json_object_put(labels);
-  if (rc) sm_error_wrap(err, "committing its writable layer");
-  t->committed = rc == 0;
+  if (rc == 0) rc = commit_layer(t, t->id, err);
   if (rc == 0) rc = workspace_into(t, tmp, err);
   if (thaw) {
     sm_error e = SM_ERROR_INIT;
@@ -169,7 +175,7 @@ static int take_held(snapshot_take *t, sm_error *err) {
     return sm_error_set(err, SM_ECONFLICT, "a snapshot named %s exists already", t->snap.name);
   rc = sandbox_snap_tmp_dir(t->op.ctx->state_dir, t->snap.key, tmp, sizeof tmp, err);
   if (rc) return rc;
-  rc = capture(t, tmp, err);
+  rc = t->snap.memory ? sandbox_snap_memory_take(t, tmp, err) : capture(t, tmp, err);
   if (rc == 0) rc = manifest_into(t, tmp, err);
   if (rc == 0) {
     t->snap.layer_bytes = layer_size(t->op.e, t->snap.image_id);
@@ -216,6 +222,8 @@ int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name
                         "snapshot name '%s' is not valid: 1 to 100 letters, digits, '_', '.' or "
                         "'-', not starting with '.' or '-'",
                         o->name);
+  t.snap.memory = o && o->memory;
+  t.commit = commit_layer;
   if (o && o->name) snprintf(t.snap.name, sizeof t.snap.name, "%s", o->name);
   else default_name(t.snap.name, sizeof t.snap.name);
   if (leased_call_running(e, ctx->instance, name))

@@ -14,6 +14,9 @@ typedef struct snapshot_take {
   char id[SM_ENGINE_ID_MAX]; /* the sandbox's container */
   sm_snapshot snap;
   int committed;             /* its image was made (removed again on failure) */
+  /* Commits container id (the sandbox's, or its old one for a memory
+   * snapshot: snap_memory.c) as the snapshot's image, sets committed. */
+  int (*commit)(struct snapshot_take *t, const char *id, sm_error *err);
 } snapshot_take;
 
 int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name,

@@ -232,7 +232,8 @@ static void copy_fixed(const char *s, char *dst, size_t size) {
 void server_execute_params_dispose(server_execute_params *p) {
   if (p == NULL) return;
   char *owned[] = {p->tool,       p->agent,    p->user,      p->project, p->run_id,
-                   p->worker_key, p->lease_id, p->workspace, p->command, p->sandbox_id};
+                   p->worker_key, p->lease_id, p->workspace, p->command, p->sandbox_id,
+                   p->from_snapshot};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   common_strings_free(p->argv, p->argc);
   if (p->params) json_object_put(p->params);
@@ -370,6 +371,7 @@ static int parse_execute_field(const char *key, json_object *v, size_t max_stdin
                           "field 'sandbox_id' must be a sandbox's id or name (letters, digits, _ . -)");
     return rc;
   }
+  if (strcmp(key, "from_snapshot") == 0) return get_name(v, key, SM_NAME_MAX, &p->from_snapshot, err);
   return sm_error_set(err, SM_EINVAL, "unknown field '%.64s'", key);
 }
 

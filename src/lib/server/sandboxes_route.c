@@ -196,6 +196,12 @@ static void keepalive(server_sandboxes_req *r, server_answer *a) {
 static void rest(server_sandboxes_req *r, server_answer *a, int pause) {
   sm_ops_sandbox sb;
   sm_error err = SM_ERROR_INIT;
+  /* A backend that keeps no state (the swarm) says so first: 409. */
+  const char *op = !pause ? "resume" : r->tier == SM_TIER_FREEZE ? "pause" : sm_tier_name(r->tier);
+  if (sm_keep_supported(r->srv->opts.runner, op, &err) != 0) {
+    server_answer_error(a, 409, "policy", "%s", err.message);
+    return;
+  }
   int rc = server_sandbox_find(r->srv, r->id, acting_for(r), 1, &sb, &err);
   if (rc == SM_ENOTFOUND) {
     server_answer_error(a, 404, "policy", "no such keyed sandbox: %s", r->id);

@@ -12,6 +12,7 @@
 
 #include <openssl/crypto.h>
 
+#include <sandman/keep.h>
 #include <sandman/log.h>
 #include <sandman/util.h>
 
@@ -436,6 +437,7 @@ static void fill_request(call *k) {
   if (p->timeout_s > 0) q->settings.timeout_s = p->timeout_s;
   q->settings.idle_timeout_s = server_idle_timeout(&k->r);
   q->replace = p->replace;
+  q->from_snapshot = p->from_snapshot;
   if (k->sandbox[0]) {
     q->sandbox = k->sandbox;
     made_settings(k->made, &q->settings);
@@ -443,6 +445,30 @@ static void fill_request(call *k) {
   if (server_host_route(srv, p->agent, p->tool, &k->route, &q->agent_has_host_tools))
     q->host_route = &k->route;
   server_audit_call(srv, "call.allowed", p, sm_mode_name(q->settings.mode), k->r.rule, NULL);
+}
+
+/* "from_snapshot": the call's keyed sandbox is made from a snapshot its
+ * principal may use (a worker's own; the control token's any). Another's
+ * is answered exactly as a missing one (404), before anything is made. */
+static int from_snapshot(call *k, sm_error *err) {
+  server_execute_params *p = &k->p;
+  if (p->sandbox_id)
+    return sm_error_set(err, SM_EINVAL, "'from_snapshot' makes a new sandbox: give a 'run_id' "
+                                        "(or a 'worker_key' with mode per_worker), not "
+                                        "'sandbox_id'");
+  sm_mode mode = k->r.settings.mode;
+  if (mode != SM_MODE_PER_RUN && mode != SM_MODE_PER_WORKER)
+    return sm_error_set(err, SM_EINVAL,
+                        "'from_snapshot' makes a per_run or per_worker sandbox, not one of mode %s",
+                        sm_mode_name(mode));
+  if (k->srv->opts.runner == NULL) return 0;
+  const char *owner = strcmp(k->principal, SM_PRINCIPAL_CONTROL) ? k->principal : NULL;
+  sm_snapshot snap;
+  sm_error e = SM_ERROR_INIT;
+  int rc = sm_snapshot_get(k->srv->opts.runner, p->from_snapshot, owner, &snap, &e);
+  if (rc == SM_ENOTFOUND) return sm_error_set(err, rc, "no such snapshot: %s", p->from_snapshot);
+  if (rc) return sm_error_set(err, rc, "%s", e.message);
+  return 0;
 }
 
 /* Checks, resolves and builds everything; 0 and k ready, or a code with
@@ -473,6 +499,7 @@ static int prepare(call *k, int control, const char *token, sm_error *err, int *
     if ((rc = wrap_hook(k, err, early, early_res)) != 0) return rc;
     if (*early) return 0;
   }
+  if (p->from_snapshot && (rc = from_snapshot(k, err)) != 0) return rc;
   fill_request(k);
   return 0;
 }

@@ -58,6 +58,7 @@ typedef struct server_execute_params {
   const char *network;  /* NULL, or a static "none"/"allowlist"/"bridge" */
   char *sandbox_id;     /* a keyed sandbox named by its id or name (sandboxes_route.c) */
   int replace;          /* may replace a sandbox whose /workspace cannot be carried */
+  char *from_snapshot;  /* a new keyed sandbox made from this snapshot (fork.c) */
 } server_execute_params;
 
 /* body need not be NUL-terminated. max_stdin caps the decoded stdin_b64.

@@ -31,6 +31,9 @@ int server_snapshot_arg(server_snapshot_args *s, server_sandboxes_op op, const c
                         const char *value, int *rc) {
   if (strcmp(key, "name") == 0 && op == SM_SANDBOXES_SNAPSHOT) {
     *rc = copy_name(s->name, sizeof s->name, value);
+  } else if (strcmp(key, "memory") == 0 && op == SM_SANDBOXES_SNAPSHOT) {
+    s->memory = strcmp(value, "1") == 0 || strcmp(value, "true") == 0;
+    *rc = s->memory || strcmp(value, "0") == 0 || strcmp(value, "false") == 0 ? 0 : -1;
   } else if (strcmp(key, "snapshot") == 0 &&
              (op == SM_SANDBOXES_FORK || op == SM_SANDBOXES_ROLLBACK || op == SM_SANDBOXES_DIFF)) {
     *rc = copy_name(s->snapshot, sizeof s->snapshot, value);
@@ -55,7 +58,10 @@ static const char *owner_of(const server_snapshot_args *s, char *buf, size_t len
 }
 
 static void fail(server_answer *a, const sm_error *err) {
-  if (err->code == SM_EBUSY) server_answer_error(a, 409, "policy", "%s", err->message);
+  /* Busy, or a tier (a memory snapshot's checkpoint) the engine cannot
+   * give: 409, as the pause route answers. */
+  if (err->code == SM_EBUSY || err->code == SM_EUNSUPPORTED)
+    server_answer_error(a, 409, "policy", "%s", err->message);
   else server_answer_error_code(a, err->code, err->message);
 }
 
@@ -75,6 +81,7 @@ static void take(sm_server *srv, const server_snapshot_args *s, server_answer *a
   sm_snapshot_options o = SM_SNAPSHOT_OPTIONS_INIT;
   o.name = s->name[0] ? s->name : NULL;
   o.no_wait = s->no_wait;
+  o.memory = s->memory;
   sm_snapshot snap;
   sm_error err = SM_ERROR_INIT;
   server_port_tunnels_end_sandbox(srv, sb.id);
@@ -188,8 +195,24 @@ static void get_or_remove(sm_server *srv, const server_snapshot_args *s, int rem
   json_object_object_add(a->body, "removed", json_object_new_boolean(1));
 }
 
+/* A backend that keeps no state (the swarm) refuses these before any
+ * sandbox or snapshot is looked up: 409. */
+static int kept(sm_server *srv, server_sandboxes_op op, server_answer *a) {
+  const char *name = op == SM_SANDBOXES_SNAPSHOT ? "snapshot"
+                     : op == SM_SANDBOXES_ROLLBACK ? "rollback"
+                     : op == SM_SANDBOXES_DIFF     ? "diff"
+                     : op == SM_SANDBOXES_FORK     ? "fork"
+                                                   : NULL;
+  sm_error err = SM_ERROR_INIT;
+  if (name == NULL || srv->opts.runner == NULL || sm_keep_supported(srv->opts.runner, name, &err) == 0)
+    return 1;
+  server_answer_error(a, 409, "policy", "%s", err.message);
+  return 0;
+}
+
 void server_snapshot_run(sm_server *srv, server_sandboxes_op op, const server_snapshot_args *s,
                          server_answer *a) {
+  if (!kept(srv, op, a)) return;
   switch (op) {
     case SM_SANDBOXES_SNAPSHOT: take(srv, s, a); break;
     case SM_SANDBOXES_ROLLBACK: rollback(srv, s, a); break;

@@ -18,6 +18,7 @@ typedef struct server_snapshot_args {
   char prefix[SM_NAME_MAX / 2];        /* ?prefix= (fork) */
   int count;                           /* ?count= (fork; 0: 1) */
   int no_wait;
+  int memory;                          /* ?memory=1 (snapshot) */
 } server_snapshot_args;
 
 /* One query parameter of a snapshot route: 1 when it is one of op's (*rc
