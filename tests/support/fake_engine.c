@@ -17,6 +17,7 @@
 #include "support/fake_engine_internal.h"
 #include "support/files.h"
 #include "support/sock.h"
+#include "support/xalloc.h"
 
 #define HEAD_MAX 65536
 
@@ -29,7 +30,7 @@ void fe_reply_json(fe_reply *r, int status, json_object *obj) {
   r->status = status;
   const char *s = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN);
   r->len = strlen(s);
-  r->body = strdup(s);
+  r->body = xstrdup(s);
   json_object_put(obj);
 }
 
@@ -257,7 +258,7 @@ void fe_route(fake_engine *fe, fe_conn *c, const fe_request *req, fe_reply *r) {
   if (take_fault(fe, req, r)) return;
   if (strcmp(req->path, "/_ping") == 0) {
     r->status = 200;
-    r->body = strdup("OK");
+    r->body = xstrdup("OK");
     r->len = 2;
     return;
   }

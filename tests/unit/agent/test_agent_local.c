@@ -24,6 +24,7 @@
 #include "agent/frame.h"
 #include "common/unconst.h"
 #include "support/proc.h"
+#include "support/xalloc.h"
 
 #ifndef SANDMAN_AGENT_PATH
 #error "SANDMAN_AGENT_PATH must name the built sandman-agent"
@@ -64,7 +65,7 @@ static void bytes_add(bytes *b, const void *data, size_t len) {
   if (b->len + len > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + len) cap *= 2;
-    b->p = realloc(b->p, cap);
+    b->p = xrealloc(b->p, cap);
     assert_non_null(b->p);
     b->cap = cap;
   }
@@ -107,12 +108,12 @@ static void add_stdin(bytes *b, uint32_t id, const unsigned char *data, size_t l
 static int queue_frame(void *ud, int type, uint32_t id, const unsigned char *payload,
                        uint32_t len) {
   agent *a = ud;
-  frame *f = calloc(1, sizeof *f);
+  frame *f = xcalloc(1, sizeof *f);
   assert_non_null(f);
   f->type = type;
   f->id = id;
   f->len = len;
-  f->data = malloc(len + 1);
+  f->data = xmalloc(len + 1);
   assert_non_null(f->data);
   memcpy(f->data, payload, len);
   f->data[len] = 0;
@@ -394,7 +395,7 @@ static void test_output_and_exit_code(void **state) {
 static void test_five_megabytes_through_cat(void **state) {
   agent *a = *state;
   size_t len = 5u << 20;
-  unsigned char *in = malloc(len);
+  unsigned char *in = xmalloc(len);
   assert_non_null(in);
   uint64_t x = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < len; i++) {

@@ -25,6 +25,8 @@
 
 #include "files/watch_wire.h"
 
+#include "support/xalloc.h"
+
 #ifndef SANDMAN_AGENT_PATH
 #error "SANDMAN_AGENT_PATH must name the built sandman-agent"
 #endif
@@ -118,7 +120,7 @@ static void path_of(char *out, size_t len, const char *root, const char *rel) {
 }
 
 static int setup(void **state) {
-  watcher *w = calloc(1, sizeof *w);
+  watcher *w = xcalloc(1, sizeof *w);
   snprintf(w->root, sizeof w->root, "/tmp/sm-watch-XXXXXX");
   snprintf(w->outside, sizeof w->outside, "/tmp/sm-watch-out-XXXXXX");
   if (mkdtemp(w->root) == NULL || mkdtemp(w->outside) == NULL) return -1;

@@ -17,6 +17,8 @@
 #include "agent/json_mini.h"
 #include "agent/route_http.h"
 
+#include "support/xalloc.h"
+
 #define MAX (4u << 20)
 
 static int head(const char *text, route_head *h) {
@@ -80,7 +82,7 @@ static void test_refusals(void **state) {
   assert_int_equal(head("\r\n\r\n", &h), 400);
   /* A head without its end within 64 KiB. */
   size_t n = ROUTE_HEAD_MAX + 10;
-  char *big = malloc(n);
+  char *big = xmalloc(n);
   memset(big, 'a', n);
   memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
   assert_int_equal(agent_route_http_head(big, ROUTE_HEAD_MAX - 1, MAX, &h), 0);

@@ -17,6 +17,8 @@
 #include "unit/workspace/tarbuild.h"
 #include "workspace/ws.h"
 
+#include "support/xalloc.h"
+
 #ifndef SANDMAN_AGENT_PATH
 #error "SANDMAN_AGENT_PATH must name the built sandman-agent"
 #endif
@@ -27,7 +29,7 @@ typedef struct fx {
 } fx;
 
 static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
+  fx *f = xcalloc(1, sizeof *f);
   snprintf(f->dir, sizeof f->dir, "/tmp/sm-untar-XXXXXX");
   assert_non_null(mkdtemp(f->dir));
   snprintf(f->src, sizeof f->src, "%s/src", f->dir);
@@ -94,7 +96,7 @@ static char *pack_all(const char *src, size_t *len) {
   ws_scan_opts so = {NULL, (int64_t)1 << 30, 100000, 4096, 0};
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(workspace_scan(fd, src, &so, &m, &err), 0);
-  ws_entry **items = calloc(m.n + 1, sizeof *items);
+  ws_entry **items = xcalloc(m.n + 1, sizeof *items);
   for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
   ws_packer *pk = NULL;
   assert_int_equal(workspace_packer_new(&pk, fd, items, m.n, "", 1000, 1000, &err), 0);
@@ -157,7 +159,7 @@ static void test_round_trip(void **state) {
   /* Sizes around a block and past the unpacker's 1 MiB input buffer. */
   static const size_t sizes[] = {511, 512, 513, 10245, ((size_t)1 << 20) + 3, (size_t)3 << 20};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-    char *big = malloc(sizes[i] + 1);
+    char *big = xmalloc(sizes[i] + 1);
     assert_non_null(big);
     for (size_t k = 0; k < sizes[i]; k++) big[k] = (char)('a' + (k * 7 + i) % 26);
     big[sizes[i]] = '\0';

@@ -11,6 +11,8 @@
 
 #include "code/code_wire.h"
 
+#include "support/xalloc.h"
+
 typedef struct seen {
   int n[SM_CODE_EV_END + 1];
   char out[4096];
@@ -152,7 +154,7 @@ static void bad_lines_are_protocol_errors(void **state) {
 static void a_line_over_the_cap(void **state) {
   (void)state;
   size_t n = SM_CODE_LINE_MAX + 10;
-  char *line = malloc(n + 1);
+  char *line = xmalloc(n + 1);
   assert_non_null(line);
   memset(line, 'a', n);
   line[n] = '\0';

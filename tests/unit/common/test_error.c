@@ -13,6 +13,8 @@
 
 #include "common/cleanup.h"
 
+#include "support/xalloc.h"
+
 static void test_failure_kinds(void **state) {
   (void)state;
   assert_int_equal(sm_error_failure_kind(0), SM_FAIL_NONE);
@@ -52,7 +54,7 @@ static void count_free(char **p) {
 }
 
 static char *make_owned(void) {
-  __attribute__((cleanup(count_free))) char *s = strdup("owned");
+  __attribute__((cleanup(count_free))) char *s = xstrdup("owned");
   return steal_pointer(&s); /* not freed here: stolen */
 }
 

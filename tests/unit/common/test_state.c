@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,12 +27,16 @@ static void test_busy_lock_dies_with_process(void **state) {
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
+    /* Ends with the test even when an assertion stops it before the kill. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     sm_state_lock *l = NULL;
     if (sm_state_busy_acquire(dir, "sb1", &l, NULL) != 0) _exit(1);
     if (write(ready[1], "x", 1) != 1) _exit(1);
     pause();
     _exit(0);
   }
+  /* Only the child writes: a child that failed (an allocation) ends the read. */
+  close(ready[1]);
   char c;
   assert_int_equal(read(ready[0], &c, 1), 1);
   assert_int_equal(sm_state_is_busy(dir, "sb1"), 1);
@@ -47,7 +52,6 @@ static void test_busy_lock_dies_with_process(void **state) {
   assert_int_equal(sm_state_exclusive_try(dir, "sb1", &l, &err), 0);
   sm_state_unlock(l);
   close(ready[0]);
-  close(ready[1]);
 }
 
 static void test_last_used(void **state) {
@@ -141,6 +145,8 @@ static void test_waiter_relocks_after_removal(void **state) {
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
+    /* Ends with the test even when an assertion stops it before the kill. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     sm_state_lock *l = NULL;
     if (sm_state_exclusive_try(dir, "sb4", &l, NULL) != 0) _exit(1);
     char c;

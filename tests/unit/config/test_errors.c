@@ -15,6 +15,7 @@
 #include <sandman/sandman.h>
 
 #include "support/files.h"
+#include "support/xalloc.h"
 
 #define MAX_FILES 128
 
@@ -89,7 +90,7 @@ int main(void) {
   }
   if (d) closedir(d);
   qsort(names, n, sizeof names[0], by_name);
-  struct CMUnitTest *tests = calloc(n + 1, sizeof *tests);
+  struct CMUnitTest *tests = xcalloc(n + 1, sizeof *tests);
   for (size_t i = 0; i < n; i++) {
     tests[i].name = names[i];
     tests[i].test_func = run_file;

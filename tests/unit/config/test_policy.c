@@ -14,6 +14,8 @@
 
 #include "common/unconst.h"
 
+#include "support/xalloc.h"
+
 typedef struct qcase {
   const char *name;
   const char *yaml; /* NULL: no file */
@@ -250,7 +252,7 @@ static void test_explicit_modes(void **state) {
 
 int main(void) {
   size_t n = sizeof cases / sizeof cases[0];
-  struct CMUnitTest *tests = calloc(n + 2, sizeof *tests);
+  struct CMUnitTest *tests = xcalloc(n + 2, sizeof *tests);
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;

@@ -16,6 +16,8 @@
 
 #include "common/unconst.h"
 
+#include "support/xalloc.h"
+
 typedef struct flagset {
   const char *mode, *image, *network, *runtime, *cpu, *memory, *pids, *disk, *tmpfs, *timeout;
   const char *env;  /* --project-environment */
@@ -270,7 +272,7 @@ static void test_network_flag_allowlist(void **state) {
 
 int main(void) {
   size_t n = sizeof cases / sizeof cases[0];
-  struct CMUnitTest *tests = calloc(n + 2, sizeof *tests);
+  struct CMUnitTest *tests = xcalloc(n + 2, sizeof *tests);
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;

@@ -13,6 +13,8 @@
 
 #include "common/unconst.h"
 
+#include "support/xalloc.h"
+
 typedef struct tcase {
   const char *name;
   const char *yaml;   /* NULL: no file (built-in templates only) */
@@ -86,7 +88,7 @@ static void run_case(void **state) {
 
 int main(void) {
   size_t n = sizeof cases / sizeof cases[0];
-  struct CMUnitTest *tests = calloc(n, sizeof *tests);
+  struct CMUnitTest *tests = xcalloc(n, sizeof *tests);
   for (size_t i = 0; i < n; i++) {
     tests[i].name = cases[i].name;
     tests[i].test_func = run_case;

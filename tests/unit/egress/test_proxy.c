@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "support/files.h"
+#include "support/xalloc.h"
 
 #ifndef SANDMAN_EGRESS_PATH
 #error "SANDMAN_EGRESS_PATH must name the built sandman-egress"
@@ -144,7 +145,7 @@ static int start_relay(fixture *f) {
 }
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = xcalloc(1, sizeof *f);
   if (f == NULL || tf_temp_dir(f->dir, sizeof f->dir, "sandman-test-proxy") != 0) return -1;
   snprintf(f->sock, sizeof f->sock, "%s/proxy.sock", f->dir);
   snprintf(f->policy, sizeof f->policy, "%s/policy", f->dir);

@@ -19,6 +19,7 @@
 #include "support/fake_engine.h"
 #include "support/files.h"
 #include "support/memio.h"
+#include "support/xalloc.h"
 
 #define IMAGE "sandman-test/fake:latest"
 
@@ -28,7 +29,7 @@ typedef struct fixture {
 } fixture;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = xcalloc(1, sizeof *f);
   f->fe = fake_engine_start();
   if (f->fe == NULL) return -1;
   fake_engine_add_image(f->fe, IMAGE, "");
@@ -135,7 +136,7 @@ static void containers_and_volumes(void **state) {
 
 /* A one-file tar: name with text. */
 static char *one_file_tar(const char *name, const char *text, size_t *len) {
-  char *tar = calloc(1, 2048);
+  char *tar = xcalloc(1, 2048);
   snprintf(tar, 100, "%s", name);
   snprintf(tar + 100, 8, "0000644");
   snprintf(tar + 108, 8, "0000000");

@@ -25,6 +25,7 @@
 #include "common/unconst.h"
 #include "support/memio.h"
 #include "support/sock.h"
+#include "support/xalloc.h"
 
 typedef enum {
   M_NORMAL,      /* ping 1.41, JSON answers, exec echo */
@@ -459,7 +460,7 @@ static void test_exec_flood(void **st) {
   static out o;
   memset(&o, 0, sizeof o);
   size_t n = 4u << 20;
-  char *data = calloc(1, n);
+  char *data = xcalloc(1, n);
   mem_reader in = {data, n, 0, 0};
   sm_exec_io io = SM_EXEC_IO_INIT;
   io.stdin_read = read_mem;

@@ -19,6 +19,7 @@
 #include "support/fake_engine.h"
 #include "support/files.h"
 #include "support/memio.h"
+#include "support/xalloc.h"
 
 typedef struct fixture {
   fake_world w;
@@ -27,7 +28,7 @@ typedef struct fixture {
 } fixture;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = xcalloc(1, sizeof *f);
   *state = f;
   if (f == NULL || fake_world_open(&f->w, "unit-files") != 0) return -1;
   f->runner = f->w.runner;

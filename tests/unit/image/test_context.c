@@ -19,6 +19,7 @@
 #include <sandman/image.h>
 
 #include "support/files.h"
+#include "support/xalloc.h"
 
 #define BIG_SIZE (300 * 1024 + 7)
 
@@ -51,7 +52,7 @@ static int setup(void **state) {
   write_file("ctx/Dockerfile", "FROM scratch\nCOPY rootfs/ /\n", 28);
   write_file("ctx/sub/small.txt", "hello\n", 6);
   /* Bigger than one read chunk, with a recognisable pattern. */
-  char *data = malloc(BIG_SIZE);
+  char *data = xmalloc(BIG_SIZE);
   if (data == NULL) return -1;
   for (size_t i = 0; i < BIG_SIZE; i++) data[i] = pattern(i);
   write_file("root/bin/big", data, BIG_SIZE);
@@ -84,7 +85,7 @@ static int teardown(void **state) {
 /* Packs through odd-sized reads into memory. */
 static char *pack(sm_image_context *ctx, size_t *out_len) {
   size_t cap = 4u << 20, len = 0;
-  char *buf = malloc(cap);
+  char *buf = xmalloc(cap);
   assert_non_null(buf);
   for (;;) {
     assert_true(len + 1000 <= cap);
@@ -150,7 +151,7 @@ static void test_pack_two_dirs(void **state) {
         seen_link = 1;
       } else {
         assert_int_equal(archive_entry_size(e), BIG_SIZE);
-        char *data = malloc(BIG_SIZE + 1);
+        char *data = xmalloc(BIG_SIZE + 1);
         size_t got = 0;
         la_ssize_t r;
         while ((r = archive_read_data(a, data + got, BIG_SIZE + 1 - got)) > 0) got += (size_t)r;

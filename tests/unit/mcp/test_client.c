@@ -15,6 +15,8 @@
 
 #include <sandman/mcp_client.h>
 
+#include "support/xalloc.h"
+
 static char script[4096];
 
 static sm_mcp_client *start_mode(const char *mode, const char *const *env, size_t max_message,
@@ -46,7 +48,7 @@ static char *call_text(sm_mcp_client *c, const char *tool, const char *args, int
   if (rc) fail_msg("call %s: %s", tool, err.message);
   json_object *block = json_object_array_get_idx(r.content, 0), *t = NULL;
   assert_true(json_object_object_get_ex(block, "text", &t));
-  char *s = strdup(json_object_get_string(t));
+  char *s = xstrdup(json_object_get_string(t));
   if (is_error) *is_error = r.is_error;
   sm_mcp_result_dispose(&r);
   return s;

@@ -11,6 +11,8 @@
 #include <sandman/ops.h>
 #include <sandman/util.h>
 
+#include "support/xalloc.h"
+
 static void test_ago(void **state) {
   (void)state;
   static const struct {
@@ -194,12 +196,12 @@ static void test_report(void **state) {
   (void)state;
   sm_ops_report r;
   memset(&r, 0, sizeof r);
-  r.removed = calloc(1, sizeof *r.removed);
+  r.removed = xcalloc(1, sizeof *r.removed);
   r.n_removed = 1;
   snprintf(r.removed[0].id, sizeof r.removed[0].id, "abc");
   snprintf(r.removed[0].name, sizeof r.removed[0].name, "sb1");
   snprintf(r.removed[0].reason, sizeof r.removed[0].reason, "idle for 5m (limit 0s)");
-  r.spared = calloc(1, sizeof *r.spared);
+  r.spared = xcalloc(1, sizeof *r.spared);
   r.n_spared = 1;
   r.spared[0].kind = SM_OPS_ITEM_VOLUME;
   snprintf(r.spared[0].name, sizeof r.spared[0].name, "sb2-ws");

@@ -16,6 +16,8 @@
 
 #include "ops/parallel.h"
 
+#include "support/xalloc.h"
+
 #define N 200
 #define MAX_ENGINES 16
 
@@ -57,7 +59,7 @@ static sm_engine *new_engine(void) {
 
 static void test_each_index_once(void **state) {
   (void)state;
-  ctx *c = calloc(1, sizeof *c);
+  ctx *c = xcalloc(1, sizeof *c);
   assert_non_null(c);
   c->stop_at = -1;
   sm_engine *e = new_engine();
@@ -71,7 +73,7 @@ static void test_each_index_once(void **state) {
 
 static void test_one_worker_uses_callers_engine(void **state) {
   (void)state;
-  ctx *c = calloc(1, sizeof *c);
+  ctx *c = xcalloc(1, sizeof *c);
   assert_non_null(c);
   c->stop_at = -1;
   sm_engine *e = new_engine();
@@ -85,7 +87,7 @@ static void test_one_worker_uses_callers_engine(void **state) {
 
 static void test_zero_and_one(void **state) {
   (void)state;
-  ctx *c = calloc(1, sizeof *c);
+  ctx *c = xcalloc(1, sizeof *c);
   assert_non_null(c);
   c->stop_at = -1;
   sm_engine *e = new_engine();
@@ -100,7 +102,7 @@ static void test_zero_and_one(void **state) {
 
 static void test_stop(void **state) {
   (void)state;
-  ctx *c = calloc(1, sizeof *c);
+  ctx *c = xcalloc(1, sizeof *c);
   assert_non_null(c);
   c->stop_at = 0;
   sm_engine *e = new_engine();

@@ -21,13 +21,14 @@
 #include "support/fake_engine.h"
 #include "support/files.h"
 #include "support/memio.h"
+#include "support/xalloc.h"
 
 #define IMAGE FAKE_ENGINE_IMAGE
 
 typedef fake_world fixture;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = xcalloc(1, sizeof *f);
   *state = f;
   return f && fake_world_open(f, "unit-call") == 0 ? 0 : -1;
 }

@@ -24,6 +24,8 @@
 #include "agent/frame.h"
 #include "sandbox/tty.h"
 
+#include "support/xalloc.h"
+
 typedef struct rig {
   sm_port_relay *relay;
   sm_run_request req;
@@ -32,7 +34,7 @@ typedef struct rig {
 } rig;
 
 static rig *rig_new(void) {
-  rig *g = calloc(1, sizeof *g);
+  rig *g = xcalloc(1, sizeof *g);
   sm_error err = SM_ERROR_INIT;
   assert_int_equal(sm_port_relay_new(&g->relay, &err), 0);
   sm_port_relay_request(g->relay, &g->req);
@@ -50,7 +52,7 @@ static void rig_free(rig *g) {
 
 /* The program sends a frame. */
 static void far(rig *g, int type, uint32_t id, const void *p, uint32_t len) {
-  unsigned char *b = malloc(SM_FRAME_HEADER + len + 1);
+  unsigned char *b = xmalloc(SM_FRAME_HEADER + len + 1);
   agent_frame_header(b, type, id, len);
   if (len) memcpy(b + SM_FRAME_HEADER, p, len);
   g->req.on_output(g->req.on_output_ud, 1, (const char *)b, SM_FRAME_HEADER + len);
@@ -154,7 +156,7 @@ static void test_past_the_window_ends_the_connection(void **state) {
   int c = open_conn(g, 1);
   /* The client reads nothing; the program sends five full frames at once:
    * more than SM_PORT_WINDOW without an acknowledgement. */
-  unsigned char *chunk = calloc(1, SM_FRAME_DATA_MAX);
+  unsigned char *chunk = xcalloc(1, SM_FRAME_DATA_MAX);
   for (int i = 0; i < 5; i++) far(g, SM_FRAME_PORT_DATA, 1, chunk, SM_FRAME_DATA_MAX);
   free(chunk);
   assert_int_equal(step(g), 0);

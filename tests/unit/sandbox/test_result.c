@@ -13,23 +13,25 @@
 #include "sandbox/capture.h"
 #include "sandbox/sandbox_result.h"
 
+#include "support/xalloc.h"
+
 static void test_json_has_exactly_the_contract_fields(void **state) {
   (void)state;
   sm_run_result r;
   memset(&r, 0, sizeof r);
   r.ok = 1;
-  r.stdout_data = strdup("hi\n");
+  r.stdout_data = xstrdup("hi\n");
   r.stdout_len = 3;
-  r.stderr_data = strdup("");
+  r.stderr_data = xstrdup("");
   r.duration_ms = 41.66;
   r.mode = SM_MODE_PER_RUN;
   snprintf(r.sandbox_id, sizeof r.sandbox_id, "abc");
   r.reused = 1;
-  r.files_changed = calloc(1, sizeof(char *));
-  r.files_changed[0] = strdup("out/report.txt");
+  r.files_changed = xcalloc(1, sizeof(char *));
+  r.files_changed[0] = xstrdup("out/report.txt");
   r.n_files_changed = 1;
-  r.conflicts = calloc(1, sizeof(char *));
-  r.conflicts[0] = strdup("a.txt.sandman-conflict");
+  r.conflicts = xcalloc(1, sizeof(char *));
+  r.conflicts[0] = xstrdup("a.txt.sandman-conflict");
   r.n_conflicts = 1;
   json_object *o = sm_run_result_to_json(&r);
   const char *want[] = {"ok", "exit_code", "stdout", "stderr", "stdout_truncated",
@@ -60,7 +62,7 @@ static void test_json_failure_and_bad_utf8(void **state) {
   (void)state;
   sm_run_result r;
   memset(&r, 0, sizeof r);
-  r.stdout_data = malloc(5);
+  r.stdout_data = xmalloc(5);
   memcpy(r.stdout_data, "a\xff\0b", 5);
   r.stdout_len = 4;
   sm_error err = SM_ERROR_INIT;

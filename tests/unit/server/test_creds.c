@@ -14,6 +14,8 @@
 #include "common/unconst.h"
 #include "server/server_internal.h"
 
+#include "support/xalloc.h"
+
 static const char good[] =
     "{\"github\": {\"GH_TOKEN\": \"ghp_secretvalue123\", \"GH_HOST\": \"github.com\"},"
     " \"openai\": {\"OPENAI_API_KEY\": \"sk-abcdef123456\"}}";
@@ -154,7 +156,7 @@ static void redaction(void **state) {
   char *kv[] = {SM_UNCONST("GH_TOKEN=ghp_secretvalue123"), SM_UNCONST("SHORT=abc"),
                 SM_UNCONST("X=sk-abcdef123456")};
   server_secret_env s = {kv, 3};
-  char *data = strdup("token ghp_secretvalue123 and ghp_secretvalue123; abc stays; sk-abcdef123456");
+  char *data = xstrdup("token ghp_secretvalue123 and ghp_secretvalue123; abc stays; sk-abcdef123456");
   size_t len = strlen(data);
   server_redact(&data, &len, &s);
   assert_string_equal(data,
@@ -182,37 +184,37 @@ static void redaction_of_a_value_cut_at_the_end(void **state) {
                 SM_UNCONST("B=ghp_abX")};
   server_secret_env s = {kv, 3};
   /* 29 of the 30 bytes: the cut value is not in the answer. */
-  char *data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
+  char *data = xstrdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
   size_t len = strlen(data);
   server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "xxxx " SM_REDACTED);
   assert_int_equal(len, strlen(data));
   free(data);
   /* Held back (output so far), the longest start of any value. */
-  data = strdup("ghp_abcdefghijklmnopqrstuvwxyz then ghp_ab");
+  data = xstrdup("ghp_abcdefghijklmnopqrstuvwxyz then ghp_ab");
   len = strlen(data);
   server_redact_cut(&data, &len, &s, 0);
   assert_string_equal(data, SM_REDACTED " then ");
   assert_int_equal(len, strlen(data));
   free(data);
   /* One byte of a value's start is masked; a short value's is not. */
-  data = strdup("a g");
+  data = xstrdup("a g");
   len = strlen(data);
   server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "a " SM_REDACTED);
   free(data);
-  data = strdup("ends with ab");
+  data = xstrdup("ends with ab");
   len = strlen(data);
   server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "ends with ab");
   free(data);
-  data = strdup("whole ghp_abcdefghijklmnopqrstuvwxyz");
+  data = xstrdup("whole ghp_abcdefghijklmnopqrstuvwxyz");
   len = strlen(data);
   server_redact_cut(&data, &len, &s, 1);
   assert_string_equal(data, "whole " SM_REDACTED);
   free(data);
   /* Without a cut, server_redact leaves a value's start alone. */
-  data = strdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
+  data = xstrdup("xxxx ghp_abcdefghijklmnopqrstuvwxy");
   len = strlen(data);
   server_redact(&data, &len, &s);
   assert_string_equal(data, "xxxx ghp_abcdefghijklmnopqrstuvwxy");

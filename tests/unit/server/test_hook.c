@@ -19,12 +19,13 @@
 #include "common/unconst.h"
 #include "server/server_internal.h"
 #include "support/files.h"
+#include "support/xalloc.h"
 
 #define NONCE "00112233445566778899aabbccddeeff"
 #define OWNED "HOME XDG_CONFIG_HOME GH_TOKEN"
 
 static void append(char **buf, size_t *len, const char *data, size_t n) {
-  *buf = realloc(*buf, *len + n + 1);
+  *buf = xrealloc(*buf, *len + n + 1);
   memcpy(*buf + *len, data, n);
   *len += n;
   (*buf)[*len] = '\0';
@@ -183,7 +184,7 @@ static void missing_bash_is_explained(void **state) {
   memset(&r, 0, sizeof r);
   r.exit_code = 127;
   r.failure_kind = SM_FAIL_TOOL;
-  r.stdout_data = strdup("OCI runtime exec failed: exec: \"bash\": executable file not found");
+  r.stdout_data = xstrdup("OCI runtime exec failed: exec: \"bash\": executable file not found");
   r.stdout_len = strlen(r.stdout_data);
   server_hook_finish(NONCE, &r);
   assert_int_equal(r.failure_kind, SM_FAIL_TOOL);
@@ -250,7 +251,7 @@ static void loading_from_a_workspace(void **state) {
   unlink(path);
   unlink(outside);
 
-  char *big = malloc(70000);
+  char *big = xmalloc(70000);
   memset(big, '#', 70000);
   assert_int_equal(tf_write(path, big, 70000), 0);
   free(big);

@@ -21,6 +21,8 @@
 #include <sandman/sandman.h>
 #include <sandman/server.h>
 
+#include "support/xalloc.h"
+
 #define CONTROL "unit-test-control-token-0123456789"
 #define SECRET "ghp_unit_secret_value_42"
 
@@ -54,7 +56,7 @@ static void join(char *dst, size_t size, const char *const *v, size_t n, const c
 
 static char *dupstr(const char *s, size_t *len) {
   *len = strlen(s);
-  return strdup(s);
+  return xstrdup(s);
 }
 
 static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_error *err) {
@@ -88,7 +90,7 @@ static int fake_run(void *ud, const sm_run_request *req, sm_run_result *out, sm_
      * link), in a sandbox replaced for a reason that quotes it too. */
     size_t l;
     snprintf(buf, sizeof buf, "cache/%s/link", v);
-    out->refused = calloc(1, sizeof *out->refused);
+    out->refused = xcalloc(1, sizeof *out->refused);
     out->refused[0].path = dupstr(buf, &l);
     out->refused[0].reason = "link_absolute";
     out->n_refused = 1;
@@ -483,7 +485,7 @@ static void errors(void **state) {
          "\"failure_kind\":\"sandbox\"");
   /* Bodies over the limit: 413 before the body is read. */
   size_t big = 200 * 1024;
-  char *b = malloc(big + 1);
+  char *b = xmalloc(big + 1);
   memset(b, ' ', big);
   b[big] = '\0';
   expect("POST", "/v1/execute", CONTROL, b, 413, "larger than");
@@ -556,7 +558,7 @@ static char *create_lease(const char *token, const char *body) {
   http("POST", "/v1/leases", token, body, &r);
   if (r.status != 200) fail_msg("lease: %ld %s", r.status, r.body);
   assert_non_null(jstr(r.json, "expires_at"));
-  char *id = strdup(jstr(r.json, "lease_id"));
+  char *id = xstrdup(jstr(r.json, "lease_id"));
   resp_free(&r);
   return id;
 }

@@ -20,6 +20,7 @@
 #include "common/buf.h"
 #include "support/files.h"
 #include "support/memio.h"
+#include "support/xalloc.h"
 
 typedef struct tb {
   struct archive *a;
@@ -158,7 +159,7 @@ static inline void snap_rec(common_buf *b, const char *dir, const char *rel) {
   struct dirent *de;
   while ((de = readdir(d)) != NULL && n < 4096) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    names[n++] = strdup(de->d_name);
+    names[n++] = xstrdup(de->d_name);
   }
   closedir(d);
   for (size_t i = 0; i < n; i++)

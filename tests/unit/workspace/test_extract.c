@@ -15,6 +15,8 @@
 #include "workspace/ws.h"
 #include "tarbuild.h"
 
+#include "support/xalloc.h"
+
 typedef struct fixture {
   char parent[256];
   char target[300];
@@ -22,7 +24,7 @@ typedef struct fixture {
 } fixture;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = xcalloc(1, sizeof *f);
   snprintf(f->parent, sizeof f->parent, "/tmp/sm-ws-extract-XXXXXX");
   assert_non_null(mkdtemp(f->parent));
   snprintf(f->target, sizeof f->target, "%s/ws", f->parent);
@@ -70,7 +72,7 @@ static char *around(fixture *f) {
   char *x = tf_read(p, NULL);
   char *o = snapshot(f->outside);
   size_t n = strlen(x) + strlen(o) + 2;
-  char *s = malloc(n);
+  char *s = xmalloc(n);
   snprintf(s, n, "%s|%s", x, o);
   free(x);
   free(o);
@@ -259,7 +261,7 @@ static void test_claims_one_terabyte(void **state) {
   archive_write_data(t.a, "tiny", 4);
   archive_entry_free(e);
   /* No close: that would write 1 TB of padding. Take what is buffered. */
-  char *copy = malloc(t.out.len + 8192);
+  char *copy = xmalloc(t.out.len + 8192);
   memcpy(copy, t.out.data, t.out.len);
   memset(copy + t.out.len, 0, 8192);
   size_t len = t.out.len + 8192;

@@ -15,6 +15,8 @@
 #include "workspace/ws.h"
 #include "tarbuild.h"
 
+#include "support/xalloc.h"
+
 #define BIG_FILES 24
 #define BIG_SIZE (256 * 1024) /* 6 MiB in all: more than the ring holds */
 
@@ -39,7 +41,7 @@ static void write_big(const char *dir, const char *name, size_t size, char fill)
 }
 
 static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
+  fx *f = xcalloc(1, sizeof *f);
   snprintf(f->root, sizeof f->root, "/tmp/sm-ws-pack-XXXXXX");
   assert_non_null(mkdtemp(f->root));
   for (int i = 0; i < BIG_FILES; i++) {
@@ -57,7 +59,7 @@ static int setup(void **state) {
   if (workspace_scan(f->root_fd, f->root, &o, &f->m, &err) != 0) fail_msg("%s", err.message);
   assert_int_equal(f->m.n, BIG_FILES);
   f->n = f->m.n;
-  f->items = calloc(f->n + 1, sizeof *f->items);
+  f->items = xcalloc(f->n + 1, sizeof *f->items);
   for (size_t i = 0; i < f->n; i++) f->items[i] = &f->m.v[i];
   *state = f;
   return 0;
@@ -192,7 +194,7 @@ static void test_producer_fails(void **state) {
   bad.mode = 0644;
   bad.size = 1;
   size_t half = f->n / 2;
-  ws_entry **items = calloc(f->n + 1, sizeof *items);
+  ws_entry **items = xcalloc(f->n + 1, sizeof *items);
   for (size_t i = 0; i < half; i++) items[i] = f->items[i];
   items[half] = &bad;
   for (size_t i = half; i < f->n; i++) items[i + 1] = f->items[i];
@@ -356,7 +358,7 @@ static void test_stream_format(void **state) {
   ws_manifest m;
   workspace_manifest_init(&m);
   if (workspace_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
-  ws_entry **items = calloc(m.n + 1, sizeof *items);
+  ws_entry **items = xcalloc(m.n + 1, sizeof *items);
   for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
   size_t len = 0;
   char *tar = pack_all(fd, items, m.n, &len);
@@ -370,7 +372,7 @@ static void test_stream_format(void **state) {
   /* Odd names: non-ASCII (valid and invalid UTF-8), too long for ustar,
    * link targets alike. The caller's locale does not matter. */
   const char *saved = setlocale(LC_ALL, NULL);
-  char *saved_copy = strdup(saved ? saved : "C");
+  char *saved_copy = xstrdup(saved ? saved : "C");
   setlocale(LC_ALL, "C.UTF-8");
   static const char *const names[] = {"na\xc3\xafve.txt", "bad-\xff\xfe.txt",
                                       "\xe6\x97\xa5\xe6\x9c\xac"};
@@ -389,7 +391,7 @@ static void test_stream_format(void **state) {
   assert_int_equal(symlink(target, p), 0);
   workspace_manifest_init(&m);
   if (workspace_scan(fd, root, &o, &m, &err) != 0) fail_msg("%s", err.message);
-  items = calloc(m.n + 1, sizeof *items);
+  items = xcalloc(m.n + 1, sizeof *items);
   for (size_t i = 0; i < m.n; i++) items[i] = &m.v[i];
   tar = pack_all(fd, items, m.n, &len);
   setlocale(LC_ALL, saved_copy);

@@ -24,6 +24,8 @@
 #include "workspace/ws.h"
 #include "tarbuild.h"
 
+#include "support/xalloc.h"
+
 typedef struct fx {
   char root[256];
   char host[300];
@@ -53,7 +55,7 @@ static int exists(const char *dir, const char *rel) {
 }
 
 static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
+  fx *f = xcalloc(1, sizeof *f);
   snprintf(f->root, sizeof f->root, "/tmp/sm-ws-sync-XXXXXX");
   assert_non_null(mkdtemp(f->root));
   pathf(f->host, sizeof f->host, f->root, "host");

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "support/files.h"
+#include "support/xalloc.h"
 #include "common/unconst.h"
 #include "unit/workspace/tarbuild.h"
 #include "workspace/digest.h"
@@ -32,7 +33,7 @@ typedef struct fx {
 } fx;
 
 static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
+  fx *f = xcalloc(1, sizeof *f);
   snprintf(f->dir, sizeof f->dir, "/tmp/sm-wsdigest-XXXXXX");
   assert_non_null(mkdtemp(f->dir));
   *state = f;
