@@ -43,10 +43,3 @@ char *xstrndup(const char *s, size_t n) {
   if (p == NULL) xalloc_die("strndup", n + 1);
   return p;
 }
-
-void *xneed(void *p, const char *what) {
-  if (p != NULL) return p;
-  fflush(stdout);
-  fprintf(stderr, "test: %s failed (out of memory?): the test stops here\n", what);
-  exit(1);
-}

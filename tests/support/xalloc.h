@@ -15,9 +15,5 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
-/* p itself when it is not NULL; else says what (a constructor of the
- * library the test needed, "server_lease_store_new") failed and ends the
- * program as above. For what the test needs but does not test. */
-void *xneed(void *p, const char *what);
 
 #endif

@@ -34,6 +34,7 @@ static const char *field(json_object *o, const char *k) {
 static void test_lifecycle(void **state) {
   (void)state;
   mcp_tasks *t = mcp_tasks_new(4, 0);
+  assert_non_null(t);
   char id[MCP_TASK_ID_LEN + 1], id2[MCP_TASK_ID_LEN + 1];
   mcp_task *k = mcp_tasks_create(t, MCP_TASK_MODERN, 0, id);
   assert_non_null(k);
@@ -93,6 +94,7 @@ static void test_lifecycle(void **state) {
 static void test_bounds(void **state) {
   (void)state;
   mcp_tasks *t = mcp_tasks_new(3, 200); /* 200 ms of life */
+  assert_non_null(t);
   char id[4][MCP_TASK_ID_LEN + 1];
   mcp_task *k[4];
   for (int i = 0; i < 3; i++) assert_non_null(k[i] = mcp_tasks_create(t, MCP_TASK_MODERN, 0, id[i]));
@@ -131,6 +133,7 @@ static void test_bounds(void **state) {
 
   /* The life asked by a 2025-11-25 client is honoured within the bounds. */
   t = mcp_tasks_new(2, 0);
+  assert_non_null(t);
   mcp_task *a = mcp_tasks_create(t, MCP_TASK_LEGACY, 5000, id[0]);
   mcp_task *b = mcp_tasks_create(t, MCP_TASK_LEGACY, 1, id[1]);
   g = mcp_tasks_get(t, id[0], MCP_TASK_LEGACY, 0);
@@ -166,6 +169,7 @@ static void *until_cancelled(void *arg) {
 static void test_cancel_and_wait(void **state) {
   (void)state;
   mcp_tasks *t = mcp_tasks_new(0, 0);
+  assert_non_null(t);
   char id[MCP_TASK_ID_LEN + 1];
   worker w = {t, mcp_tasks_create(t, MCP_TASK_LEGACY, 0, id)};
   pthread_t th;

@@ -26,6 +26,7 @@ static server_lease_params params(const char *tool, int uses, double ttl, const 
 static void single_use(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
+  assert_non_null(s);
   server_lease_params p = params("shell", 1, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp = 0;
@@ -43,6 +44,7 @@ static void single_use(void **state) {
 static void several_uses(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
+  assert_non_null(s);
   server_lease_params p = params("shell", 3, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
@@ -56,6 +58,7 @@ static void several_uses(void **state) {
 static void expiry(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
+  assert_non_null(s);
   server_lease_params p = params("shell", 2, 10, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
@@ -68,6 +71,7 @@ static void expiry(void **state) {
 static void tool_and_worker_binding(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
+  assert_non_null(s);
   server_lease_params p = params("shell", 1, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
@@ -88,6 +92,7 @@ static void tool_and_worker_binding(void **state) {
 static void unknown_ids(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
+  assert_non_null(s);
   server_lease_params got;
   assert_int_equal(server_lease_consume(s, "", "shell", NULL, 1, &got, NULL), SM_EPOLICY);
   assert_int_equal(server_lease_consume(s, NULL, "shell", NULL, 1, &got, NULL), SM_EPOLICY);
@@ -100,6 +105,7 @@ static void unknown_ids(void **state) {
 static void full_store_and_sweep(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(2);
+  assert_non_null(s);
   server_lease_params p = params("shell", 1, 10, NULL);
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
@@ -121,6 +127,7 @@ static void full_store_and_sweep(void **state) {
 static void settled_or_given_back(void **state) {
   (void)state;
   server_lease_store *s = server_lease_store_new(8);
+  assert_non_null(s);
   server_lease_params p = params("shell", 1, 60, NULL), got;
   char id[SM_LEASE_ID_LEN + 1];
   double exp;
@@ -162,6 +169,7 @@ static void racing_consumers_one_winner(void **state) {
   (void)state;
   for (int round = 0; round < 20; round++) {
     server_lease_store *s = server_lease_store_new(8);
+    assert_non_null(s);
     server_lease_params p = params("shell", 1, 60, NULL);
     char id[SM_LEASE_ID_LEN + 1];
     double exp;

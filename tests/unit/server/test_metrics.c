@@ -19,6 +19,7 @@ static char *render(server_metrics *m, const server_metrics_gauges *g, common_bu
 static void calls_histograms_failures(void **state) {
   (void)state;
   server_metrics *m = server_metrics_new();
+  assert_non_null(m);
   server_metrics_call(m, "shell", "per_run", "ok", 0.2);
   server_metrics_call(m, "shell", "per_run", "ok", 3.0);
   server_metrics_call(m, "shell", "per_run", "timeout", 121);
@@ -85,6 +86,7 @@ static void calls_histograms_failures(void **state) {
 static void no_sandbox_gauge_when_unknown(void **state) {
   (void)state;
   server_metrics *m = server_metrics_new();
+  assert_non_null(m);
   server_metrics_gauges g;
   memset(&g, 0, sizeof g);
   common_buf b;
@@ -98,6 +100,7 @@ static void no_sandbox_gauge_when_unknown(void **state) {
 static void pool_gauges(void **state) {
   (void)state;
   server_metrics *m = server_metrics_new();
+  assert_non_null(m);
   server_metrics_gauges g;
   memset(&g, 0, sizeof g);
   common_buf b;
@@ -138,6 +141,7 @@ static void pool_gauges(void **state) {
 static void series_are_capped(void **state) {
   (void)state;
   server_metrics *m = server_metrics_new();
+  assert_non_null(m);
   char tool[32];
   for (int i = 0; i < 1000; i++) {
     snprintf(tool, sizeof tool, "tool%d", i);

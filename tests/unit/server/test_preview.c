@@ -18,6 +18,7 @@
 static void found_whole_only(void **state) {
   (void)state;
   server_previews *t = server_previews_new(16, 4);
+  assert_non_null(t);
   server_preview p, q;
   assert_int_equal(server_previews_add(t, A, "k1", 8000, 60, 1000.0, &p), 0);
   assert_int_equal(strlen(p.token), SERVER_PREVIEW_TOKEN_LEN);
@@ -41,6 +42,7 @@ static void found_whole_only(void **state) {
 static void expires(void **state) {
   (void)state;
   server_previews *t = server_previews_new(16, 4);
+  assert_non_null(t);
   server_preview p, q;
   assert_int_equal(server_previews_add(t, A, "", 80, 10, 5000.0, &p), 0);
   assert_int_equal(server_previews_find(t, p.token, 14999.0, &q), 0);
@@ -52,6 +54,7 @@ static void expires(void **state) {
 static void revoked_per_sandbox(void **state) {
   (void)state;
   server_previews *t = server_previews_new(16, 4);
+  assert_non_null(t);
   server_preview a1, a2, b1, q;
   assert_int_equal(server_previews_add(t, A, "k1", 80, 60, 0.0, &a1), 0);
   assert_int_equal(server_previews_add(t, A, "k1", 81, 60, 0.0, &a2), 0);
@@ -68,6 +71,7 @@ static void revoked_per_sandbox(void **state) {
 static void capped(void **state) {
   (void)state;
   server_previews *t = server_previews_new(5, 3);
+  assert_non_null(t);
   server_preview p;
   for (int i = 0; i < 3; i++) assert_int_equal(server_previews_add(t, A, "", 80, 60, 0.0, &p), 0);
   assert_int_equal(server_previews_add(t, A, "", 80, 60, 0.0, &p), -1); /* per sandbox */

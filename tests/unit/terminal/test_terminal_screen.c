@@ -33,6 +33,7 @@ static void test_text_and_cursor(void **state) {
   (void)state;
   terminal_screen *s = terminal_screen_new(5, 20, 1024);
   assert_non_null(s);
+  assert_non_null(s);
   feed(s, "hello\r\n\033[1;31mred\033[0m x\r\n\xc3\xa9t\xc3\xa9 \xe4\xb8\xad  ");
   json_object *o = terminal_screen_json(s, 0);
   assert_string_equal(json_str(o, "text"), "hello\nred x\n\xc3\xa9t\xc3\xa9 \xe4\xb8\xad");
@@ -53,6 +54,9 @@ static void test_text_and_cursor(void **state) {
 static void test_redraw_reproduces_the_screen(void **state) {
   (void)state;
   terminal_screen *a = terminal_screen_new(6, 30, 0), *b = terminal_screen_new(6, 30, 0);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_non_null(a);
   feed(a,
        "line one\r\n\033[7mreverse\033[0m and \033[38;5;200mcolour\033[0m\r\n\033[?25l  indented");
   common_buf r;
@@ -77,6 +81,7 @@ static void test_redraw_reproduces_the_screen(void **state) {
 static void test_alternate_screen(void **state) {
   (void)state;
   terminal_screen *s = terminal_screen_new(4, 20, 1024);
+  assert_non_null(s);
   feed(s, "shell prompt $ ");
   feed(s, "\033[?1049h\033[H\033[2Jeditor view");
   json_object *o = terminal_screen_json(s, 0);
@@ -96,6 +101,7 @@ static void test_alternate_screen(void **state) {
 static void test_scrollback_cap(void **state) {
   (void)state;
   terminal_screen *s = terminal_screen_new(3, 40, 100);
+  assert_non_null(s);
   char line[64];
   for (int i = 0; i < 50; i++) {
     snprintf(line, sizeof line, "line %02d with some text\r\n", i);
@@ -119,6 +125,7 @@ static void test_scrollback_cap(void **state) {
 static void test_answers(void **state) {
   (void)state;
   terminal_screen *s = terminal_screen_new(10, 40, 0);
+  assert_non_null(s);
   common_buf ans;
   common_buf_init(&ans, 4096);
   const char *q = "ab\033[6n";
@@ -132,6 +139,7 @@ static void test_answers(void **state) {
 static void test_resize(void **state) {
   (void)state;
   terminal_screen *s = terminal_screen_new(5, 10, 0);
+  assert_non_null(s);
   feed(s, "0123456789abc");
   terminal_screen_resize(s, 8, 40);
   json_object *o = terminal_screen_json(s, 0), *v = NULL;
