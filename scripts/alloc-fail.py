@@ -4,38 +4,55 @@
 Every unit test program is linked with the allocator wrapped
 (tests/support/alloc_fail.h; libgit2's strict-alloc and curl's torture
 tests are the model): SANDMAN_ALLOC_FAIL_AT=N makes the Nth allocation of
-the program fail, once. For each N given, every unit test program runs so.
-A test may fail (an allocation failed: that is the point), but it must end
-and say so; a crash (a signal, a sanitizer report, cmocka's "exception")
-or a hang is a defect.
+the program fail, once. A run may fail (an allocation failed: that is the
+point: the library answers SM_ENOMEM, the test's own checked allocations
+say so and exit), but it must end and say so; a crash (a signal, a
+sanitizer report, cmocka's "exception") or a hang is a defect.
 
-  scripts/alloc-fail.py [--build DIR] [--jobs J] [N ...]
+  scripts/alloc-fail.py [--build DIR] [--jobs J] [--timeout S]
+                        [--budget S] [--seed K] [-R REGEX] [N ...]
 
-Default N: 1 2 3 5 10 20 50 100 200 500 1000 2000. Prints one line per
-crash and a summary per N; exit status 1 when anything crashed or hung.
-Run it in the sanitizer tree (-DSANDMAN_SANITIZE='address;undefined') to
-have AddressSanitizer say where.
+With N given: every unit program runs once for each N. Without (the
+sweep, what ctest's unit/alloc-fail runs): each program runs with N = 1,
+2, ... 8, then N growing by about half each step (an offset drawn from
+the seed), until a run no longer reaches its Nth allocation (the program
+makes fewer: it has been swept) or the program's runs have taken
+--budget seconds (default 4). The seed (default: the day, so that
+successive days try other N) is printed; the same seed on the same
+build gives the same N, apart from where a slow machine stops a program's
+sweep early. Prints one line per crash or hang with the command that
+repeats it, then a summary; exit status 1 when anything crashed or hung.
+In the sanitizer tree (-DSANDMAN_SANITIZE='address;undefined') a leak
+or a bad access on a failure path is a crash too.
 """
 import argparse
 import concurrent.futures
+import datetime
 import json
 import os
+import random
+import re
 import subprocess
 import sys
+import tempfile
+import time
 
 CRASH_WORDS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "exception:",
                "Segmentation fault", "Aborted")
+FIRST_EVERY = 8  # the sweep tries every N up to this one
 
 
-def unit_programs(build):
+def unit_programs(build, regex):
     """(name, command, environment) of the unit tests that are programs of
-    their own (not the structure checks or the fuzz replays)."""
+    their own (not the structure checks, the fuzz replays or this sweep)."""
     out = subprocess.run(["ctest", "--test-dir", build, "-L", "unit", "--show-only=json-v1"],
                          check=True, capture_output=True, text=True).stdout
     tests = []
     for t in json.loads(out)["tests"]:
         cmd = t.get("command") or []
         if not cmd or not os.path.basename(cmd[0]).startswith("unit_"):
+            continue
+        if regex and not re.search(regex, t["name"]):
             continue
         env = {}
         for p in t.get("properties", []):
@@ -48,41 +65,105 @@ def unit_programs(build):
 
 
 def run_one(test, n, timeout):
+    """One run with allocation n failing: (outcome, why, reached, seconds).
+    reached is whether the program's own process got to allocation n."""
     name, cmd, extra = test
-    env = dict(os.environ, **extra, SANDMAN_ALLOC_FAIL_AT=str(n))
+    with tempfile.NamedTemporaryFile(prefix="sm-alloc-fail-", delete=False) as f:
+        report = f.name
+    env = dict(os.environ, **extra, SANDMAN_ALLOC_FAIL_AT=str(n),
+               SANDMAN_ALLOC_FAIL_REPORT=report)
+    start = time.monotonic()
     try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return name, "hung", ""
-    text = p.stdout + p.stderr
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, errors="replace", start_new_session=True)
+        try:
+            text, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.communicate()
+            return "hung", f"no end within {timeout:.0f} s", True, time.monotonic() - start
+        with open(report) as r:
+            lines = [l.split() for l in r if l.strip()]
+    finally:
+        os.unlink(report)
+    took = time.monotonic() - start
+    own = [l for l in lines if l[0] == str(p.pid)]
+    # No line: it made no allocation, or ended without exit() (a signal).
+    reached = own[0][1] == "1" if own else p.returncode < 0
     if p.returncode < 0 or any(w in text for w in CRASH_WORDS):
-        lines = [l for l in text.splitlines() if any(w in l for w in CRASH_WORDS)]
-        return name, "crashed", (lines[0] if lines else f"signal {-p.returncode}")[:300]
-    return name, "passed" if p.returncode == 0 else "failed", ""
+        hits = [l for l in text.splitlines() if any(w in l for w in CRASH_WORDS)]
+        return "crashed", (hits[0] if hits else f"signal {-p.returncode}")[:300], reached, took
+    return ("passed" if p.returncode == 0 else "failed"), "", reached, took
+
+
+def sweep_n(rng):
+    """The sweep's N, in order: 1..FIRST_EVERY, then growing by about half."""
+    yield from range(1, FIRST_EVERY + 1)
+    n = FIRST_EVERY
+    while True:
+        step = max(1, n // 2)
+        n += step // 2 + rng.randrange(step)
+        yield n
+
+
+def sweep_one(test, a, fixed):
+    """Runs one program over its N: (runs, bad lines, counts, swept)."""
+    rng = random.Random(f"{a.seed}:{test[0]}")
+    counts = {"passed": 0, "failed": 0, "crashed": 0, "hung": 0}
+    bad, spent, swept, last = [], 0.0, False, 0
+    for n in (fixed or sweep_n(rng)):
+        outcome, why, reached, took = run_one(test, n, a.timeout)
+        spent += took
+        last = n
+        counts[outcome] += 1
+        if outcome in ("crashed", "hung"):
+            env = " ".join(f"{k}={v}" for k, v in test[2].items())
+            bad.append(f"N={n} {test[0]}: {outcome}: {why}\n    repeat: {env} "
+                       f"SANDMAN_ALLOC_FAIL_AT={n} {' '.join(test[1])}")
+        if fixed:
+            continue
+        if not reached:
+            swept = True
+            break
+        if spent >= a.budget:
+            break
+    return counts, bad, swept, last
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("n", nargs="*", type=int,
-                    default=[1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 2000])
+    ap.add_argument("--timeout", type=float, default=60, help="a run longer than this hung")
+    ap.add_argument("--budget", type=float, default=4, help="seconds of runs per program")
+    ap.add_argument("--seed", default=datetime.date.today().isoformat())
+    ap.add_argument("-R", dest="regex", help="only the programs whose test name matches")
+    ap.add_argument("n", nargs="*", type=int)
     a = ap.parse_args()
-    tests = unit_programs(a.build)
-    bad = 0
-    for n in a.n:
-        counts = {"passed": 0, "failed": 0, "crashed": 0, "hung": 0}
-        with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-            for name, outcome, why in pool.map(lambda t: run_one(t, n, a.timeout), tests):
-                counts[outcome] += 1
-                if outcome in ("crashed", "hung"):
-                    bad += 1
-                    print(f"N={n} {name}: {outcome}: {why}")
-        print(f"N={n}: {len(tests)} programs: {counts['passed']} passed, {counts['failed']} "
-              f"failed and said so, {counts['crashed']} crashed, {counts['hung']} hung",
-              flush=True)
+    tests = unit_programs(a.build, a.regex)
+    started = time.monotonic()
+    if not a.n:
+        print(f"alloc-fail: sweep of {len(tests)} programs, seed {a.seed}, "
+              f"budget {a.budget:g} s each", flush=True)
+    total = {"passed": 0, "failed": 0, "crashed": 0, "hung": 0}
+    bad = swept = runs = 0
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        for test, (counts, lines, done, last) in zip(
+                tests, pool.map(lambda t: sweep_one(t, a, a.n), tests)):
+            for line in lines:
+                print(line, flush=True)
+            bad += len(lines)
+            swept += done
+            runs += sum(counts.values())
+            for k in total:
+                total[k] += counts[k]
+            if not a.n:
+                print(f"  {test[0]}: {sum(counts.values())} runs up to N={last}, "
+                      f"{'swept' if done else 'budget spent'}", flush=True)
+    print(f"alloc-fail: {len(tests)} programs, {runs} runs: {total['passed']} passed, "
+          f"{total['failed']} failed and said so, {total['crashed']} crashed, "
+          f"{total['hung']} hung" + ("" if a.n else f"; {swept} swept to the end") +
+          f" ({time.monotonic() - started:.0f} s)", flush=True)
     return 1 if bad else 0
 
 

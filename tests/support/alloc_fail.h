@@ -6,7 +6,7 @@
  * Nth of them fail. Allocations inside other libraries (json-c, libyaml,
  * libarchive) are theirs and are not counted. Every unit test program is
  * linked so: SANDMAN_ALLOC_FAIL_AT=N in the environment makes the Nth
- * allocation of the program fail, once (scripts/alloc-fail.sh). */
+ * allocation of the program fail, once (scripts/alloc-fail.py). */
 #ifndef SANDMAN_TESTS_ALLOC_FAIL_H
 #define SANDMAN_TESTS_ALLOC_FAIL_H
 

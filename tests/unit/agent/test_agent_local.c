@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "agent/frame.h"
 #include "common/unconst.h"
 #include "support/proc.h"

@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "files/watch_wire.h"
 
 #include "support/xalloc.h"

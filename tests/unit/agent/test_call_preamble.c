@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "agent/call_preamble.h"
 #include "agent/route_peer.h"
 #include "sandbox/capture.h"

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "agent/frame.h"
 
 #define MAX_SEEN 16

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/hostroute.h>
 
 #include "agent/frame.h"

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "unit/workspace/tarbuild.h"
 #include "workspace/ws.h"
 
@@ -194,6 +196,7 @@ static void test_round_trip(void **state) {
     snprintf(ps, sizeof ps, "%s/size-%zu.bin", f->src, sizes[i]);
     snprintf(pd, sizeof pd, "%s/size-%zu.bin", f->dst, sizes[i]);
     char *want = tf_read(ps, NULL), *got = tf_read(pd, NULL);
+    assert_non_null(want);
     assert_non_null(got);
     assert_string_equal(want, got);
     free(want);

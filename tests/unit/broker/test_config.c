@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/sandman.h>
 
 static sm_config *load_ok(const char *yaml) {

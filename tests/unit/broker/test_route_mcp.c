@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/sandman.h>
 
 static char dir[256], audit_path[300], host_file[300], fake[512];

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "code/code_wire.h"
 
 #include "support/xalloc.h"

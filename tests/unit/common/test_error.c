@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/sandman.h>
 
 #include "common/cleanup.h"

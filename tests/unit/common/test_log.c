@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "support/check.h"
 #include <json-c/json.h>
 
 #include <sandman/sandman.h>

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "support/check.h"
 #include <openssl/evp.h>
 
 #include "common/sha256.h"

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/sandman.h>
 
 #include "support/files.h"

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "egress/egress_internal.h"
 #include "egress/egress_policy.h"
 

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "egress/egress_http.h"
 
 static void test_requests(void **state) {

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "egress/egress_policy.h"
 
 static void test_patterns(void **state) {

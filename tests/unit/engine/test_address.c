@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "engine/address.h"
 #include "support/files.h"
 

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/engine.h>
 
 #include "common/buf.h"

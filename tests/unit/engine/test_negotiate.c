@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "engine/negotiate.h"
 
 static char v[ENGINE_API_MAX_LEN];

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "engine/path.h"
 #include "engine/response.h"
 

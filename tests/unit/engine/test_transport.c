@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/engine.h>
 
 #include "common/unconst.h"

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "files/watch_wire.h"
 
 typedef struct seen {

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/mcp_client.h>
 
 #include "support/xalloc.h"

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/mcp.h>
 
 static const sm_mcp_tool test_tools[] = {

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/mcp.h>
 #include <sandman/util.h>
 

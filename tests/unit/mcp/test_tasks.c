@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/util.h>
 
 #include "mcp/tasks.h"

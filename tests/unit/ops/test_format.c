@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/ops.h>
 #include <sandman/util.h>
 
@@ -214,12 +216,14 @@ static void test_report(void **state) {
                       "\"moved\":[],\"dry_run\":false}");
   json_object_put(j);
   char *t = sm_ops_report_text(&r);
+  assert_non_null(t);
   assert_non_null(strstr(t, "removed sb1 (abc): idle for 5m (limit 0s)\n"));
   assert_non_null(strstr(t, "spared volume sb2-ws: busy\n"));
   assert_non_null(strstr(t, "1 removed, 1 spared\n"));
   free(t);
   r.dry_run = 1;
   t = sm_ops_report_text(&r);
+  assert_non_null(t);
   assert_non_null(strstr(t, "would remove sb1"));
   assert_non_null(strstr(t, "dry run: nothing changed"));
   free(t);

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/sandman.h>
 
 #include "support/fake_engine.h"

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/ports.h>
 #include <sandman/terminal.h>
 

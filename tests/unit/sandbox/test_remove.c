@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "sandbox/acquire.h"
 #include "sandbox/context.h"
 #include "sandbox/lifecycle.h"

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/sandman.h>
 
 static void test_defaults_are_hardened(void **state) {

@@ -18,6 +18,8 @@
 #include <archive_entry.h>
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "common/rmtree.h"
 #include "sandbox/snap_manifest.h"
 #include "sandbox/snap_store.h"

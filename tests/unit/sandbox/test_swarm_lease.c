@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "sandbox/sandbox_settings.h"
 #include "sandbox/backend_swarm_box.h"
 #include "sandbox/swarm_spec.h"

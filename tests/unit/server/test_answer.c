@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "server/answer.h"
 
 static const char *body_str(const server_answer *a, const char *key) {

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "common/unconst.h"
 #include "server/server_internal.h"
 #include "support/files.h"

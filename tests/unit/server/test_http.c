@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "support/check.h"
 #include <curl/curl.h>
 #include <json-c/json.h>
 

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "server/server_internal.h"
 
 static server_lease_params params(const char *tool, int uses, double ttl, const char *worker) {

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "server/port_http.h"
 
 static int head(const char *s, int head_method, port_http_head *h) {

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "server/preview.h"
 
 #define A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"

@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "server/server_internal.h"
 
 static int parse(const char *json, server_execute_params *p, sm_error *err) {

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <sandman/server.h>
 
 #define KEY "control-token-0123456789abcdef"

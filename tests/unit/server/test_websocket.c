@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "server/websocket.h"
 #include "server/websocket_conn.h"
 

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "terminal/terminal_screen.h"
 
 static void feed(terminal_screen *s, const char *text) {

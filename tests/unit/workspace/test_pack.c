@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include <fcntl.h>
 #include <locale.h>
 #include <sandman/sandman.h>

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "workspace/ws.h"
 
 static ws_protect *compile(const char *const *globs, size_t n) {

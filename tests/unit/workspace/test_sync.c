@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "support/check.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

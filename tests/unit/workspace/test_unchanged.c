@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "support/check.h"
+
 #include "support/files.h"
 #include "support/xalloc.h"
 #include "common/unconst.h"
