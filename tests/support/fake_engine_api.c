@@ -241,13 +241,15 @@ static void container_create(fake_engine *fe, const fe_request *req, fe_reply *r
   fe_image *img = image ? image_find(fe, image) : NULL;
   fe_container *taken = name[0] ? fe_container_find(fe, name) : NULL;
   if (config == NULL || img == NULL || taken) {
-    json_object_put(config);
     if (taken)
-      return fe_reply_error(r, 409,
-                            "Conflict. The container name \"/%s\" is already in use by "
-                            "container \"%s\"",
-                            name, taken->id);
-    return fe_reply_error(r, config ? 404 : 400, "No such image: %s", image ? image : "(none)");
+      fe_reply_error(r, 409,
+                     "Conflict. The container name \"/%s\" is already in use by "
+                     "container \"%s\"",
+                     name, taken->id);
+    else /* image is config's: put after the answer is written */
+      fe_reply_error(r, config ? 404 : 400, "No such image: %s", image ? image : "(none)");
+    json_object_put(config);
+    return;
   }
   fe_container *c = calloc(1, sizeof *c);
   if (c == NULL) {
