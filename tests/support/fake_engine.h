@@ -6,9 +6,11 @@
  *
  * What it answers (API 1.41, any /v1.NN prefix):
  *   /_ping (Api-Version header), /version, /info (runtimes runc and runsc)
- *   images: inspect of the images added with fake_engine_add_image
+ *   images: inspect of the images added with fake_engine_add_image or
+ *     committed (POST /commit: an image with the container's image's user,
+ *     no files of its own)
  *   containers: create, start, inspect, list by label, wait, stop, kill,
- *     pause, unpause, remove; each has a folder on the host for its own
+ *     pause, unpause, rename, remove; each has a folder on the host for its own
  *     files, its tmpfs mounts and its volumes (named volumes live on until
  *     removed); a paused container refuses execs (409) but its processes
  *     run on (the pause is recorded, not applied)
@@ -129,6 +131,9 @@ size_t fake_engine_volumes(fake_engine *fe);
 /* The host path of path in container ref (a name or an id); 0, or -1 when
  * there is no such container. */
 int fake_engine_path(fake_engine *fe, const char *ref, const char *path, char *out, size_t len);
+/* The name of container ref (a name or an id) into out; 0, or -1 when
+ * there is no such container. */
+int fake_engine_name_of(fake_engine *fe, const char *ref, char *out, size_t len);
 /* Stops container ref as if it had died (oom: the kernel's OOM killer);
  * its execs are killed. 0, or -1 when there is no such container. */
 int fake_engine_stop_container(fake_engine *fe, const char *ref, int oom);

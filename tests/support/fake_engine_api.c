@@ -333,6 +333,42 @@ static void container_wait(fake_engine *fe, const fe_request *req, fe_container 
   fe_reply_json(r, 200, o);
 }
 
+static void container_rename(fake_engine *fe, const fe_request *req, fe_container *c,
+                             fe_reply *r) {
+  char name[256] = "";
+  fe_query(req, "name", name, sizeof name);
+  fe_container *taken = name[0] ? fe_container_find(fe, name) : NULL;
+  if (name[0] == '\0') return fe_reply_error(r, 400, "a new name is needed");
+  if (taken && taken != c)
+    return fe_reply_error(r, 409, "Conflict. The container name \"/%s\" is already in use by container \"%s\"",
+                          name, taken->id);
+  snprintf(c->name, sizeof c->name, "%s", name);
+  r->status = 204;
+}
+
+/* POST /commit: an image of the container (its user kept; no files: the
+ * fake's containers run on the host's). */
+static void image_commit(fake_engine *fe, const fe_request *req, fe_reply *r) {
+  char cid[256] = "", repo[200] = "", tag[64] = "";
+  fe_query(req, "container", cid, sizeof cid);
+  fe_query(req, "repo", repo, sizeof repo);
+  fe_query(req, "tag", tag, sizeof tag);
+  fe_container *c = fe_container_find(fe, cid);
+  if (c == NULL) return fe_reply_error(r, 404, "No such container: %s", cid);
+  fe_image *from = image_find(fe, c->image_id), *i = calloc(1, sizeof *i);
+  if (i == NULL) return fe_reply_error(r, 500, "out of memory");
+  snprintf(i->ref, sizeof i->ref, "%s:%s", repo, tag[0] ? tag : "latest");
+  char id[FE_ID_LEN + 1];
+  fe_new_id(fe, id);
+  snprintf(i->id, sizeof i->id, "sha256:%s", id);
+  snprintf(i->user, sizeof i->user, "%s", from ? from->user : "");
+  i->next = fe->images;
+  fe->images = i;
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "Id", json_object_new_string(i->id));
+  fe_reply_json(r, 201, o);
+}
+
 /* /containers/{ref}/{what} */
 static void container_route(fake_engine *fe, const fe_request *req, const char *ref,
                             const char *what, fe_reply *r) {
@@ -356,6 +392,7 @@ static void container_route(fake_engine *fe, const fe_request *req, const char *
     return;
   }
   if (strcmp(what, "wait") == 0 && strcmp(m, "POST") == 0) return container_wait(fe, req, c, r);
+  if (strcmp(what, "rename") == 0 && strcmp(m, "POST") == 0) return container_rename(fe, req, c, r);
   if ((strcmp(what, "pause") == 0 || strcmp(what, "unpause") == 0) && strcmp(m, "POST") == 0) {
     int pause = what[0] == 'p';
     if (!c->running) return fe_reply_error(r, 409, "Container %s is not running", c->id);
@@ -507,6 +544,7 @@ static void route_locked(fake_engine *fe, fe_conn *conn, const fe_request *req, 
     return container_create(fe, req, r);
   if (n == 2 && strcmp(s[0], "containers") == 0 && strcmp(s[1], "json") == 0)
     return container_list(fe, req, r);
+  if (n == 1 && strcmp(s[0], "commit") == 0 && strcmp(m, "POST") == 0) return image_commit(fe, req, r);
   if (n == 3 && strcmp(s[0], "containers") == 0 && strcmp(s[2], "exec") == 0)
     return exec_create(fe, req, s[1], r);
   if (n == 3 && strcmp(s[0], "containers") == 0 && strcmp(s[2], "archive") == 0) {
@@ -555,6 +593,14 @@ int fake_engine_path(fake_engine *fe, const char *ref, const char *path, char *o
   pthread_mutex_lock(&fe->mu);
   fe_container *c = fe_container_find(fe, ref);
   if (c) fe_fs_host_path(c, path, out, len);
+  pthread_mutex_unlock(&fe->mu);
+  return c ? 0 : -1;
+}
+
+int fake_engine_name_of(fake_engine *fe, const char *ref, char *out, size_t len) {
+  pthread_mutex_lock(&fe->mu);
+  fe_container *c = fe_container_find(fe, ref);
+  if (c) snprintf(out, len, "%s", c->name);
   pthread_mutex_unlock(&fe->mu);
   return c ? 0 : -1;
 }

@@ -455,7 +455,11 @@ static int reap_volume(const sm_ops_scope *scope, json_object *vol, const sm_ops
     created = sm_parse_time(json_object_get_string(jc));
   char owner_name[SM_NAME_MAX];
   size_t len = strlen(name);
-  if (len > 3 && strcmp(name + len - 3, "-ws") == 0 && len - 3 < sizeof owner_name)
+  /* "<sandbox>-ws", or "<sandbox>-ws-<8 hex>" made by a rollback. */
+  if (len > 12 && strncmp(name + len - 12, "-ws-", 4) == 0 &&
+      strspn(name + len - 8, "0123456789abcdef") == 8)
+    len -= 9;
+  if (len > 3 && strncmp(name + len - 3, "-ws", 3) == 0 && len - 3 < sizeof owner_name)
     snprintf(owner_name, sizeof owner_name, "%.*s", (int)(len - 3), name);
   else
     ops_copy(owner_name, sizeof owner_name, name);

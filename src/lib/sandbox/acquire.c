@@ -223,6 +223,7 @@ static int keyed_from_cache(const sandbox_ctx *ctx, sm_engine *e, const sm_run_r
     return 0;
   }
   snprintf(sb->id, sizeof sb->id, "%s", hit.id);
+  if (hit.volume[0]) snprintf(sb->volume, sizeof sb->volume, "%s", hit.volume);
   sb->uid = hit.uid;
   sb->gid = hit.gid;
   sb->reused = 1;
@@ -265,6 +266,9 @@ static void keyed_use(sandbox_box *sb, json_object *insp) {
    * Config.User for a sandbox made before the label existed. */
   const char *u = sandbox_label_of(insp, "user");
   ids_from_user(u && *u ? u : sandbox_json_str(insp, "Config", "User"), &sb->uid, &sb->gid);
+  /* Its /workspace volume: "<name>-ws", or another after a rollback. */
+  const char *v = sandbox_label_of(insp, "volume");
+  if (v && *v) snprintf(sb->volume, sizeof sb->volume, "%s", v);
   sb->reused = 1;
 }
 
@@ -340,6 +344,7 @@ static void keyed_remember(const sandbox_ctx *ctx, const sm_run_request *req,
   memset(&c, 0, sizeof c);
   snprintf(c.id, sizeof c.id, "%s", sb->id);
   snprintf(c.hash, sizeof c.hash, "%s", sb->hash);
+  snprintf(c.volume, sizeof c.volume, "%s", sb->volume);
   snprintf(c.project, sizeof c.project, "%s", project_of(req));
   snprintf(c.principal, sizeof c.principal, "%s", principal_of(req));
   c.uid = sb->uid;

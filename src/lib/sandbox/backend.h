@@ -34,7 +34,7 @@
 typedef struct sandbox_pool_item {
   char id[SM_ENGINE_ID_MAX];
   char name[SM_NAME_MAX];
-  char volume[SM_NAME_MAX + 8];
+  char volume[SM_NAME_MAX + 16];
   char scope_key[64];
   char pool_key[65]; /* the configuration's pool (sandbox_pool_call_done) */
   int uid, gid;

@@ -129,45 +129,97 @@ static int fork_from_memory(const sandbox_ctx *ctx, sm_engine *e, const sm_snaps
   return rc ? rc : sandbox_snap_memory_restore(ctx, e, id, making, dir, err);
 }
 
-int sandbox_fork_make(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s,
-                      const fork_target *t, char *id_out, sm_error *err) {
+/* A sandbox being made from a snapshot, step by step (fork_build_*):
+ * created under a name of its own, started, its /tmp and /workspace set,
+ * and only then given the sandbox's name (or, for a rollback, swapped in
+ * for the old one). Each step's time goes to the debug log. */
+typedef struct fork_build {
+  const sandbox_ctx *ctx;
+  sm_engine *e;
+  const sm_snapshot *s;
+  const fork_target *t;
   char tar[PATH_MAX];
+  char making[SM_NAME_MAX + 24];
+  char id[SM_ENGINE_ID_MAX];
+  double ms_create, ms_start, ms_fill;
+} fork_build;
+
+/* Removes what a build made (its container and volume). */
+static void fork_build_discard(fork_build *b) {
+  sm_error ignore = SM_ERROR_INIT;
+  if (b->id[0]) sandbox_remove_keep_state(b->e, b->id, b->t->volume, 0, &ignore);
+  else sm_engine_volume_remove(b->e, b->t->volume, 1, &ignore);
+  b->id[0] = '\0';
+}
+
+/* Makes and starts the container under b->making with its /workspace
+ * filled from the snapshot's tar. On failure nothing of it is left. */
+static int fork_build_run(fork_build *b, sm_error *err) {
   cleanup_json json_object *source = NULL;
-  int rc = snapshot_files(ctx, s, tar, sizeof tar, &source, err);
+  int rc = snapshot_files(b->ctx, b->s, b->tar, sizeof b->tar, &source, err);
   if (rc) return rc;
-  cleanup_json json_object *config = fork_config(source, t, s);
-  if (config == NULL) return sm_error_set(err, SM_EPROTOCOL, "snapshot %s: its config cannot be read", s->name);
+  cleanup_json json_object *config = fork_config(source, b->t, b->s);
+  if (config == NULL) return sm_error_set(err, SM_EPROTOCOL, "snapshot %s: its config cannot be read", b->s->name);
   /* A volume left under the new name by a crash would carry old files. */
   sm_error ignore = SM_ERROR_INIT;
-  sm_engine_volume_remove(e, t->volume, 1, &ignore);
-  sm_state_forget(ctx->state_dir, t->name);
-  /* Made under a name of its own and given the sandbox's name last: a fork
-   * cut short (a SIGKILL) is never found by a call under the sandbox's name
-   * with half its /workspace. */
-  char hex[9], making[SM_NAME_MAX + 24];
+  sm_engine_volume_remove(b->e, b->t->volume, 1, &ignore);
+  char hex[9];
   rc = sm_random_hex(hex, 4, err);
   if (rc) return rc;
-  snprintf(making, sizeof making, "%s-forking-%s", t->name, hex);
+  snprintf(b->making, sizeof b->making, "%s-forking-%s", b->t->name, hex);
+  b->id[0] = '\0';
+  double t0 = sm_monotonic_ms();
+  rc = sm_engine_container_create(b->e, b->making, config, b->id, NULL, err);
+  double t1 = sm_monotonic_ms();
+  /* A memory snapshot's fork comes back from its checkpoint (snap_memory.h),
+   * its /workspace with it. */
+  int memory = rc == 0 && b->s->memory;
+  if (memory) rc = fork_from_memory(b->ctx, b->e, b->s, b->id, b->making, err);
+  if (rc == 0 && !memory) rc = sm_engine_container_start(b->e, b->id, err);
+  double t2 = sm_monotonic_ms();
+  if (rc == 0 && !memory) rc = sandbox_fix_tmp(b->e, b->id, b->t->name, b->s->image_id, err);
+  if (rc == 0 && !memory) rc = sandbox_ws_restore(b->e, b->id, b->tar, err);
+  b->ms_create = t1 - t0;
+  b->ms_start = t2 - t1;
+  b->ms_fill = sm_monotonic_ms() - t2;
+  if (rc) fork_build_discard(b);
+  return rc;
+}
+
+static void fork_build_log(const fork_build *b, double ms_name) {
+  sm_log_event(SM_LOG_DEBUG, "sandbox.fork.steps",
+               SM_LOG_FIELDS(SM_LOG_STR("name", b->t->name), SM_LOG_STR("snapshot", b->s->name),
+                             SM_LOG_NUM("create_ms", b->ms_create), SM_LOG_NUM("start_ms", b->ms_start),
+                             SM_LOG_NUM("fill_ms", b->ms_fill), SM_LOG_NUM("name_ms", ms_name)),
+               "sandbox %s from snapshot %s: create %.0f ms, start %.0f ms, /tmp and /workspace "
+               "%.0f ms, named %.0f ms",
+               b->t->name, b->s->name, b->ms_create, b->ms_start, b->ms_fill, ms_name);
+}
+
+/* The engine's failure to make it is the sandbox's (exit code of a call). */
+static int fork_failed(const fork_build *b, int rc, sm_error *err) {
+  sm_error_wrap(err, "making sandbox %s from snapshot %s", b->t->name, b->s->name);
+  return rc == SM_EENGINE ? (err->code = SM_ESANDBOX) : rc;
+}
+
+int sandbox_fork_make(const sandbox_ctx *ctx, sm_engine *e, const sm_snapshot *s,
+                      const fork_target *t, char *id_out, sm_error *err) {
+  fork_build b = {.ctx = ctx, .e = e, .s = s, .t = t};
   id_out[0] = '\0';
-  rc = sm_engine_container_create(e, making, config, id_out, NULL, err);
-  /* A memory snapshot's fork comes back from its checkpoint (snap_memory.h). */
-  int memory = rc == 0 && s->memory;
-  if (memory) rc = fork_from_memory(ctx, e, s, id_out, making, err);
-  if (rc == 0 && !memory) rc = sm_engine_container_start(e, id_out, err);
-  if (rc == 0 && !memory) rc = sandbox_fix_tmp(e, id_out, t->name, s->image_id, err);
-  if (rc == 0 && !memory) rc = sandbox_ws_restore(e, id_out, tar, err);
-  if (rc == 0) {
-    rc = sm_engine_container_rename(e, id_out, t->name, err);
-    if (rc == SM_ECONFLICT) rc = sm_error_set(err, rc, "sandbox %s exists already", t->name);
-  }
+  int rc = fork_build_run(&b, err);
+  if (rc) return fork_failed(&b, rc, err);
+  /* The sandbox's name last: a fork cut short (a SIGKILL) is never found
+   * by a call under it with half its /workspace. */
+  double t0 = sm_monotonic_ms();
+  rc = sm_engine_container_rename(e, b.id, t->name, err);
+  if (rc == SM_ECONFLICT) rc = sm_error_set(err, rc, "sandbox %s exists already", t->name);
   if (rc) {
-    sm_error_wrap(err, "making sandbox %s from snapshot %s", t->name, s->name);
-    if (id_out[0]) sandbox_remove(e, ctx->state_dir, id_out, t->volume, 1, &ignore);
-    else sm_engine_volume_remove(e, t->volume, 1, &ignore);
-    id_out[0] = '\0';
-    return rc == SM_EENGINE ? (err->code = SM_ESANDBOX) : rc;
+    fork_build_discard(&b);
+    return fork_failed(&b, rc, err);
   }
-  sm_log(SM_LOG_DEBUG, "sandbox %s made from snapshot %s", t->name, s->name);
+  sm_state_forget(ctx->state_dir, t->name);
+  fork_build_log(&b, sm_monotonic_ms() - t0);
+  snprintf(id_out, SM_ENGINE_ID_MAX, "%s", b.id);
   return 0;
 }
 
@@ -282,6 +334,76 @@ static void target_of(sandbox_rest_op *op, fork_target *t) {
   else snprintf(t->volume, sizeof t->volume, "%s-ws", op->name);
 }
 
+/* The new container (built) takes the sandbox's name from the old one,
+ * which goes only then: set aside, the new one named, the old one and its
+ * /workspace removed. A failure before the new one has the name gives the
+ * old one its name back. */
+static int rollback_swap(fork_build *b, const char *old_id, const char *old_volume,
+                         sm_error *err) {
+  const char *name = b->t->name;
+  char aside[SM_NAME_MAX + 32], rnd[9], key[SM_NAME_MAX + 48];
+  int rc = sm_random_hex(rnd, 4, err);
+  if (rc) return rc;
+  snprintf(aside, sizeof aside, "%s-old-%s", name, rnd);
+  /* A reaper must not take the old one while it is set aside. */
+  snprintf(key, sizeof key, "reap-%s", aside);
+  sm_state_lock *reap = NULL;
+  rc = sm_state_key_lock(b->ctx->state_dir, key, &reap, err);
+  if (rc) return rc;
+  /* Its egress relay is named after the sandbox: the next call that needs
+   * one makes it for the new container. */
+  sm_error ignore = SM_ERROR_INIT;
+  sm_egress_revoke(b->e, name, &ignore);
+  rc = sm_engine_container_rename(b->e, old_id, aside, err);
+  if (rc == 0) {
+    rc = sm_engine_container_rename(b->e, b->id, name, err);
+    if (rc && sm_engine_container_rename(b->e, aside, name, &ignore) != 0)
+      sm_log(SM_LOG_WARN, "sandbox %s: cannot take its name back: %s", aside, ignore.message);
+  }
+  if (rc == 0) {
+    sandbox_rest_drop(b->ctx->state_dir, name);
+    sm_state_forget(b->ctx->state_dir, name);
+    sandbox_agents_forget(b->ctx->agents, old_id);
+    if (sandbox_remove_keep_state(b->e, aside, old_volume, 0, &ignore) != 0)
+      sm_log(SM_LOG_WARN, "sandbox %s (rolled back): %s (a reap will remove it)", aside, ignore.message);
+  }
+  sm_state_unlock(reap);
+  sm_state_forget(b->ctx->state_dir, aside);
+  return rc;
+}
+
+/* Builds the snapshot's sandbox beside the old one (a /workspace volume of
+ * its own) and swaps it in: until the new one is whole, the old one is
+ * there as it was (running, frozen or stopped, its files the same). */
+static int rollback_held(const sandbox_ctx *ctx, sm_engine *e, sandbox_rest_op *op,
+                         const sm_snapshot *s, sm_error *err) {
+  fork_target t;
+  target_of(op, &t);
+  if (strcmp(t.principal, s->owner) != 0) return sm_error_set(err, SM_ENOTFOUND, "no such snapshot: %s", s->name);
+  const char *oid = sandbox_json_str(op->insp, "Id", NULL);
+  char old_id[SM_ENGINE_ID_MAX], old_volume[sizeof t.volume], hex[9];
+  snprintf(old_id, sizeof old_id, "%s", oid ? oid : op->name);
+  snprintf(old_volume, sizeof old_volume, "%s", t.volume);
+  int rc = sm_random_hex(hex, 4, err);
+  if (rc) return rc;
+  snprintf(t.volume, sizeof t.volume, "%s-ws-%s", t.name, hex);
+  fork_build b = {.ctx = ctx, .e = e, .s = s, .t = &t};
+  rc = fork_build_run(&b, err);
+  if (rc == 0) {
+    double t0 = sm_monotonic_ms();
+    rc = rollback_swap(&b, old_id, old_volume, err);
+    if (rc) fork_build_discard(&b);
+    else fork_build_log(&b, sm_monotonic_ms() - t0);
+  }
+  if (rc) {
+    fork_failed(&b, rc, err);
+    return sm_error_wrap(err, "sandbox %s is kept as it was", op->name);
+  }
+  json_object_put(op->insp);
+  op->insp = NULL;
+  return sm_engine_container_inspect(e, b.id, &op->insp, err);
+}
+
 int sandbox_rollback(const sandbox_ctx *ctx, sm_engine *e, const char *name, const sm_snapshot *s,
                      sm_rest_report *out, sm_error *err) {
   sm_state_lock *key = NULL, *busy = NULL;
@@ -289,27 +411,11 @@ int sandbox_rollback(const sandbox_ctx *ctx, sm_engine *e, const char *name, con
   if (rc) return rc;
   sandbox_rest_op op;
   rc = sandbox_rest_open(ctx, e, name, &op, err);
-  fork_target t;
   char old_id[SM_ENGINE_ID_MAX] = "", prev[SM_REST_STATE_MAX] = "";
   if (rc == 0) {
-    target_of(&op, &t);
-    if (strcmp(t.principal, s->owner) != 0)
-      rc = sm_error_set(err, SM_ENOTFOUND, "no such snapshot: %s", s->name);
     snprintf(old_id, sizeof old_id, "%s", sandbox_json_str(op.insp, "Id", NULL) ? sandbox_json_str(op.insp, "Id", NULL) : "");
     snprintf(prev, sizeof prev, "%s", op.state);
-  }
-  /* What it holds now goes: its container, its /workspace, its rest. */
-  if (rc == 0) rc = sandbox_remove_keep_state(e, name, t.volume, 1, err);
-  if (rc == 0) {
-    sandbox_rest_drop(ctx->state_dir, name);
-    sandbox_agents_forget(ctx->agents, old_id);
-    char id[SM_ENGINE_ID_MAX];
-    rc = sandbox_fork_make(ctx, e, s, &t, id, err);
-    if (rc == 0) {
-      json_object_put(op.insp);
-      op.insp = NULL;
-      rc = sm_engine_container_inspect(e, id, &op.insp, err);
-    }
+    rc = rollback_held(ctx, e, &op, s, err);
   }
   if (rc == 0) {
     char why[160];

@@ -12,7 +12,7 @@
 /* Who and where the sandbox made from a snapshot is. */
 typedef struct fork_target {
   char name[SM_NAME_MAX];
-  char volume[SM_NAME_MAX + 8];
+  char volume[SM_NAME_MAX + 16];
   char mode[16];
   char project[SM_NAME_MAX];
   char run_id[SM_NAME_MAX];

@@ -16,6 +16,7 @@ typedef struct sandbox_lookup_entry {
   char hash[65];
   char project[SM_NAME_MAX];
   char principal[SM_PRINCIPAL_MAX]; /* the call's that found it ("" for none) */
+  char volume[SM_NAME_MAX + 16]; /* its /workspace volume */
   int uid, gid;
   unsigned generation; /* its rest record's (rest.h) when found */
 } sandbox_lookup_entry;

@@ -15,7 +15,7 @@
 typedef struct sandbox_box {
   sm_mode mode;
   char name[SM_NAME_MAX];
-  char volume[SM_NAME_MAX + 8];
+  char volume[SM_NAME_MAX + 16];
   char id[SM_ENGINE_ID_MAX];
   char scope_key[SM_KEY_MAX];
   char hash[65];
