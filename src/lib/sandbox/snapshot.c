@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,13 +101,88 @@ static json_object *image_labels(const sm_snapshot *s, const char *instance) {
   return c;
 }
 
+/* The commit of the writable layer, on an engine client of its own so
+ * that it runs beside the read of /workspace. */
+typedef struct snapshot_commit {
+  sm_engine *e;
+  const char *id;
+  char repo[SM_NAME_MAX];
+  char tag[17];
+  json_object *labels;
+  char *image_id;
+  int rc;
+  sm_error err;
+  double ms;
+} snapshot_commit;
+
+static void *snapshot_commit_run(void *ud) {
+  snapshot_commit *c = ud;
+  double t0 = sm_monotonic_ms();
+  c->rc = sm_engine_container_commit(c->e, c->id, c->repo, c->tag, c->labels, 0, c->image_id, &c->err);
+  c->ms = sm_monotonic_ms() - t0;
+  return NULL;
+}
+
+/* The manifest, hashed from a pipe while the tar is written to disk. */
+typedef struct snapshot_hash {
+  int fd; /* the pipe's read end */
+  json_object *manifest;
+  int64_t files;
+  int rc;
+  sm_error err;
+} snapshot_hash;
+
+static void *snapshot_hash_run(void *ud) {
+  snapshot_hash *h = ud;
+  h->rc = sandbox_snap_manifest_of_tar(h->fd, &h->manifest, &h->files, &h->err);
+  /* What is left (the tar's padding, or all after a failure) is read to
+   * the end: the writer never blocks on a reader gone. */
+  char buf[16384];
+  ssize_t n;
+  while ((n = read(h->fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) continue;
+  return NULL;
+}
+
+/* The tar of the frozen sandbox's /workspace at path, hashed as it comes
+ * (else, when no thread can be made, after). */
+static int workspace_read(snapshot_take *t, const char *path, sm_error *err) {
+  int p[2];
+  snapshot_hash h = {.fd = -1, .err = SM_ERROR_INIT};
+  pthread_t th;
+  int threaded = pipe2(p, O_CLOEXEC) == 0;
+  if (threaded) {
+    h.fd = p[0];
+    if (pthread_create(&th, NULL, snapshot_hash_run, &h) != 0) {
+      close(p[0]);
+      close(p[1]);
+      threaded = 0;
+    }
+  }
+  int rc = sandbox_ws_save_tee(t->op.e, t->id, path, 0, threaded ? p[1] : -1,
+                               &t->snap.workspace_bytes, err);
+  if (!threaded) return rc;
+  close(p[1]);
+  pthread_join(th, NULL);
+  close(p[0]);
+  if (rc == 0 && h.rc) {
+    *err = h.err;
+    rc = sm_error_wrap(err, "hashing /workspace");
+  }
+  if (rc == 0) {
+    t->manifest = h.manifest;
+    t->snap.files = h.files;
+  } else {
+    json_object_put(h.manifest);
+  }
+  return rc;
+}
+
 /* The /workspace tar: read from the frozen sandbox, or the one a stopped
  * sandbox keeps. */
 static int workspace_into(snapshot_take *t, const char *dir, sm_error *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/workspace.tar", dir);
-  if (!is(t->op.state, "stopped"))
-    return sandbox_ws_save(t->op.e, t->id, path, 0, &t->snap.workspace_bytes, err);
+  if (!is(t->op.state, "stopped")) return workspace_read(t, path, err);
   char kept[PATH_MAX];
   int rc = sandbox_rest_ws_path(t->op.ctx->state_dir, t->op.name, kept, sizeof kept, err);
   if (rc) return rc;
@@ -115,17 +191,24 @@ static int workspace_into(snapshot_take *t, const char *dir, sm_error *err) {
   return 0;
 }
 
+/* manifest.json: the one hashed while /workspace was read, else hashed
+ * from the tar now. */
 static int manifest_into(snapshot_take *t, const char *dir, sm_error *err) {
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/workspace.tar", dir);
-  cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading %s", path);
-  cleanup_json json_object *m = NULL;
-  int rc = sandbox_snap_manifest_of_tar(fd, &m, &t->snap.files, err);
-  if (rc) return rc;
+  double t0 = sm_monotonic_ms();
+  int rc = 0;
+  if (t->manifest == NULL) {
+    snprintf(path, sizeof path, "%s/workspace.tar", dir);
+    cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading %s", path);
+    rc = sandbox_snap_manifest_of_tar(fd, &t->manifest, &t->snap.files, err);
+    if (rc) return rc;
+  }
   snprintf(path, sizeof path, "%s/manifest.json", dir);
-  const char *text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN);
-  return common_file_replace(path, text, strlen(text), err);
+  const char *text = json_object_to_json_string_ext(t->manifest, JSON_C_TO_STRING_PLAIN);
+  rc = common_file_replace(path, text, strlen(text), err);
+  t->ms_manifest = sm_monotonic_ms() - t0;
+  return rc;
 }
 
 static int commit_layer(snapshot_take *t, const char *id, sm_error *err) {
@@ -142,8 +225,22 @@ static int commit_layer(snapshot_take *t, const char *id, sm_error *err) {
   return rc;
 }
 
-/* The layer and /workspace while frozen; the sandbox is thawed as soon as
- * both are read. */
+/* Starts the commit beside the caller (on a clone of the engine client),
+ * or runs it here when no thread can be made: 1 when started. */
+static int commit_start(snapshot_take *t, snapshot_commit *c, pthread_t *th) {
+  sm_error ignore = SM_ERROR_INIT;
+  c->e = NULL;
+  if (sm_engine_clone(&c->e, t->op.e, &ignore) == 0 &&
+      pthread_create(th, NULL, snapshot_commit_run, c) == 0)
+    return 1;
+  sm_engine_free(c->e);
+  c->e = t->op.e;
+  snapshot_commit_run(c);
+  return 0;
+}
+
+/* The layer (committed) and /workspace (read) at once while frozen; the
+ * sandbox is thawed as soon as both are read. */
 static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
   int thaw = 0;
   int rc = 0;
@@ -152,8 +249,30 @@ static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
     thaw = rc == 0;
   }
-  if (rc == 0) rc = commit_layer(t, t->id, err);
-  if (rc == 0) rc = workspace_into(t, tmp, err);
+  snapshot_commit c = {.id = t->id, .image_id = t->snap.image_id, .err = SM_ERROR_INIT};
+  char *colon = NULL;
+  snprintf(c.repo, sizeof c.repo, "%s", t->snap.image);
+  if ((colon = strrchr(c.repo, ':')) != NULL) *colon = '\0';
+  snprintf(c.tag, sizeof c.tag, "%s", t->snap.key);
+  c.labels = image_labels(&t->snap, t->op.ctx->instance);
+  pthread_t th;
+  if (rc == 0) {
+    int threaded = commit_start(t, &c, &th);
+    double t0 = sm_monotonic_ms();
+    rc = workspace_into(t, tmp, err);
+    t->ms_workspace = sm_monotonic_ms() - t0;
+    if (threaded) {
+      pthread_join(th, NULL);
+      sm_engine_free(c.e);
+    }
+    t->committed = c.rc == 0;
+    t->ms_commit = c.ms;
+    if (rc == 0 && c.rc) {
+      *err = c.err;
+      rc = sm_error_wrap(err, "committing its writable layer");
+    }
+  }
+  json_object_put(c.labels);
   if (thaw) {
     sm_error e = SM_ERROR_INIT;
     if (sm_engine_container_unpause(t->op.e, t->id, &e) != 0 && e.code != SM_ECONFLICT && rc == 0)
@@ -188,6 +307,13 @@ static int take_held(snapshot_take *t, sm_error *err) {
   if (rc == 0 && rename(tmp, dir) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
   if (rc == 0) {
     common_sync_dir_of(dir);
+    sm_log_event(SM_LOG_DEBUG, "snapshot.steps",
+                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_NUM("commit_ms", t->ms_commit),
+                               SM_LOG_NUM("workspace_ms", t->ms_workspace),
+                               SM_LOG_NUM("manifest_ms", t->ms_manifest)),
+                 "snapshot %s: layer committed in %.0f ms beside /workspace read and hashed in "
+                 "%.0f ms; manifest written in %.0f ms",
+                 t->snap.name, t->ms_commit, t->ms_workspace, t->ms_manifest);
     return 0;
   }
   sm_error ignore = SM_ERROR_INIT;
@@ -242,6 +368,7 @@ int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name
     snprintf(t.id, sizeof t.id, "%s", sandbox_json_str(t.op.insp, "Id", NULL) ? sandbox_json_str(t.op.insp, "Id", NULL) : name);
     describe_source(&t);
     rc = take_held(&t, err);
+    json_object_put(t.manifest);
   }
   if (rc == 0) {
     char why[160];

@@ -17,6 +17,8 @@ typedef struct snapshot_take {
   /* Commits container id (the sandbox's, or its old one for a memory
    * snapshot: snap_memory.c) as the snapshot's image, sets committed. */
   int (*commit)(struct snapshot_take *t, const char *id, sm_error *err);
+  json_object *manifest;     /* hashed while /workspace was read (NULL: from the tar after) */
+  double ms_commit, ms_workspace, ms_manifest; /* the steps' times, for the debug log */
 } snapshot_take;
 
 int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name,

@@ -8,19 +8,41 @@
 #include <unistd.h>
 
 #include "common/durable.h"
+#include "common/io.h"
 #include "sandbox/carry.h"
 #include "sandbox/ws_save.h"
 
+/* The file, and a copy of every byte to tee (a pipe to a reader that
+ * hashes it); a tee that fails is dropped (its reader sees the stream end
+ * short and says so). */
+typedef struct ws_tee {
+  sandbox_tar_sink file;
+  int fd;
+} ws_tee;
+
+static int ws_tee_write(void *ud, const char *buf, size_t len) {
+  ws_tee *t = ud;
+  if (sandbox_tar_sink_write(&t->file, buf, len) != 0) return -1;
+  if (t->fd >= 0 && common_write_all(t->fd, buf, len) != 0) t->fd = -1;
+  return 0;
+}
+
 int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap, int64_t *bytes,
                     sm_error *err) {
+  return sandbox_ws_save_tee(e, id, path, cap, -1, bytes, err);
+}
+
+int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t cap, int tee,
+                        int64_t *bytes, sm_error *err) {
   char tmp[PATH_MAX];
   if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
   int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
-  sandbox_tar_sink sink = {fd, 0, cap > 0 ? cap : INT64_MAX};
-  int rc = sm_engine_archive_get(e, id, "/workspace", sandbox_tar_sink_write, &sink, err);
-  if (rc && sink.bytes > sink.cap)
+  ws_tee t = {{fd, 0, cap > 0 ? cap : INT64_MAX}, tee};
+  sandbox_tar_sink *sink = &t.file;
+  int rc = sm_engine_archive_get(e, id, "/workspace", ws_tee_write, &t, err);
+  if (rc && sink->bytes > sink->cap)
     rc = sm_error_set(err, SM_ETOOBIG, "its /workspace holds more than %lld bytes", (long long)cap);
   if (rc == 0 && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   if (close(fd) != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
@@ -30,7 +52,7 @@ int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap,
     return sm_error_wrap(err, "saving /workspace");
   }
   common_sync_dir_of(path);
-  if (bytes) *bytes = sink.bytes;
+  if (bytes) *bytes = sink->bytes;
   return 0;
 }
 
