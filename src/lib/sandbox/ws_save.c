@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,13 +28,23 @@ static int ws_tee_write(void *ud, const char *buf, size_t len) {
   return 0;
 }
 
+static int ws_save_from(sm_engine *e, const char *id, const char *src, const char *path,
+                        int64_t cap, int tee, int64_t *bytes, sm_error *err);
+
 int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap, int64_t *bytes,
                     sm_error *err) {
-  return sandbox_ws_save_tee(e, id, path, cap, -1, bytes, err);
+  return ws_save_from(e, id, "/workspace", path, cap, -1, bytes, err);
 }
 
 int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t cap, int tee,
                         int64_t *bytes, sm_error *err) {
+  /* "/workspace/.": entries "./a/b", which an upload into /workspace takes
+   * as they are. */
+  return ws_save_from(e, id, "/workspace/.", path, cap, tee, bytes, err);
+}
+
+static int ws_save_from(sm_engine *e, const char *id, const char *src, const char *path,
+                        int64_t cap, int tee, int64_t *bytes, sm_error *err) {
   char tmp[PATH_MAX];
   if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
@@ -41,7 +52,7 @@ int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t 
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
   ws_tee t = {{fd, 0, cap > 0 ? cap : INT64_MAX}, tee};
   sandbox_tar_sink *sink = &t.file;
-  int rc = sm_engine_archive_get(e, id, "/workspace", ws_tee_write, &t, err);
+  int rc = sm_engine_archive_get(e, id, src, ws_tee_write, &t, err);
   if (rc && sink->bytes > sink->cap)
     rc = sm_error_set(err, SM_ETOOBIG, "its /workspace holds more than %lld bytes", (long long)cap);
   if (rc == 0 && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
@@ -56,12 +67,24 @@ int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t 
   return 0;
 }
 
+static ssize_t ws_fd_read(void *ud, char *buf, size_t len) {
+  ssize_t n;
+  do n = read(*(int *)ud, buf, len);
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
 int sandbox_ws_restore(sm_engine *e, const char *id, const char *path, sm_error *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading the saved /workspace %s", path);
+  /* A tar of "/workspace/." ("./a/b") goes up as it is; one of
+   * "/workspace" ("workspace/a/b") is rewritten on the way. */
+  char head[2] = "";
   sandbox_tar_source src;
-  int rc = sandbox_tar_source_open(&src, fd, "workspace", -1, -1, err);
-  if (rc == 0) {
+  int rc = 0;
+  if (pread(fd, head, 2, 0) == 2 && memcmp(head, "./", 2) == 0) {
+    rc = sm_engine_archive_put(e, id, "/workspace", ws_fd_read, &fd, err);
+  } else if ((rc = sandbox_tar_source_open(&src, fd, "workspace", -1, -1, err)) == 0) {
     rc = sm_engine_archive_put(e, id, "/workspace", sandbox_tar_source_read, &src, err);
     if (rc == 0 && src.failed) rc = sm_error_set(err, src.err.code, "%s", src.err.message);
     sandbox_tar_source_close(&src);

@@ -16,14 +16,15 @@
  * (SM_ETOOBIG; 0: no cap). */
 int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap, int64_t *bytes,
                     sm_error *err);
-/* The same, with every byte of the tar also written to tee (a pipe's
- * write end, or -1), as it comes: a reader of tee sees the tar while it
- * is being saved. tee is not closed here. */
+/* The same, with the tar's entries named "./..." (the contents of
+ * /workspace), and every byte of it also written to tee (a pipe's write
+ * end, or -1) as it comes: a reader of tee sees the tar while it is being
+ * saved. tee is not closed here. */
 int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t cap, int tee,
                         int64_t *bytes, sm_error *err);
-/* Puts the tar at path back into container id's /workspace (created or
- * running; the volume must be mounted: a running container or one beside
- * it), owners and modes as saved. */
+/* Puts the tar at path (either kind) back into container id's /workspace
+ * (created or running; the volume must be mounted: a running container or
+ * one beside it), owners and modes as saved. */
 int sandbox_ws_restore(sm_engine *e, const char *id, const char *path, sm_error *err);
 
 #endif
