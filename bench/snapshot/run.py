@@ -7,8 +7,9 @@ from here:
                      /workspace holds FILES files of SIZE MB in all and
                      whose writable layer LAYER MB (a writable root)
   by hand            `docker commit` of the same container and `docker cp`
-                     of its /workspace to a tar on disk, what the snapshot
-                     keeps, done with the docker CLI
+                     of its /workspace to a tar on disk (not fsync'd: the
+                     snapshot's is), what the snapshot keeps, done with the
+                     docker CLI; the two alternate which goes first
   fork to 1st call   `sandman sandbox fork --count 1` then `sandman run` of
                      `true` in the fork (issue 29's target: under 1 s)
   10 forks           `sandman sandbox fork --count 10` (target: under 5 s)
@@ -92,9 +93,13 @@ def rounds(env, src_run, n, tmp):
     res = {"sandman snapshot": [], "docker commit + docker cp": [], "fork to first call": [],
            "10 forks": []}
     cid = container_of(env, src_run)
-    for i in range(n):
+    loads = []
+
+    def ours(i):
         ms, _ = timed([SANDMAN, "sandbox", "snapshot", "--run-id", src_run, "--name", "bench-%d" % i], env)
         res["sandman snapshot"].append(ms)
+
+    def by_hand(i):
         tar = os.path.join(tmp, "hand-%d.tar" % i)
         t0 = time.monotonic()
         run(["docker", "commit", cid, "sandman-snap-bench/hand:%d" % i], env)
@@ -103,6 +108,13 @@ def rounds(env, src_run, n, tmp):
         res["docker commit + docker cp"].append((time.monotonic() - t0) * 1000.0)
         os.unlink(tar)
         run(["docker", "rmi", "-f", "sandman-snap-bench/hand:%d" % i], env, False)
+
+    for i in range(n):
+        loads.append(os.getloadavg()[0])
+        # Which goes first alternates, so neither always finds the other's
+        # pages in the cache.
+        for step in ((ours, by_hand) if i % 2 == 0 else (by_hand, ours)):
+            step(i)
         t0 = time.monotonic()
         ids = run([SANDMAN, "sandbox", "fork", "--from-snapshot", "bench-%d" % i, "--count", "1",
                    "--prefix", "bench-one-%d" % i], env).split()
@@ -119,21 +131,23 @@ def rounds(env, src_run, n, tmp):
         if forks:
             run(["docker", "rm", "-fv"] + forks, env, False)
         run([SANDMAN, "snapshot", "rm", "bench-%d" % i], env)
-    return res
+    return res, loads
 
 
-def write(results, args, load):
+def write(results, args, load, loads):
     out = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_before": load[0],
-                       "load_after": load[1]},
+                       "load_after": load[1], "load_per_round": [round(x, 2) for x in loads]},
            "workspace": {"files": args.files, "size_mb": args.size_mb, "layer_mb": args.layer_mb},
            "rounds": args.rounds, "results": {k: stats(v) for k, v in results.items()}}
     rdir = os.path.join(SRC, "bench", "results")
     with open(os.path.join(rdir, "snapshot.json"), "w") as f:
         json.dump(out, f, indent=2)
     lines = ["# Snapshots and forks (bench/snapshot/run.py)", "",
-             "%d files, %d MB in /workspace, %d MB in the writable layer; %d rounds; load %s -> %s "
-             "(1-minute average, %d CPUs)." % (args.files, args.size_mb, args.layer_mb, args.rounds,
-                                               load[0], load[1], os.cpu_count()), "",
+             "%d files, %d MB in /workspace, %d MB in the writable layer; %d rounds (the snapshot "
+             "and the by-hand copy alternate which goes first); load %s -> %s, %s to %s at the "
+             "rounds' starts (1-minute average, %d CPUs)."
+             % (args.files, args.size_mb, args.layer_mb, args.rounds, load[0], load[1],
+                round(min(loads), 2), round(max(loads), 2), os.cpu_count()), "",
              "| step | median ms | min | max |", "|---|---|---|---|"]
     for k, s in out["results"].items():
         lines.append("| %s | %.0f | %.0f | %.0f |" % (k, s["median_ms"], s["min_ms"], s["max_ms"]))
@@ -160,8 +174,8 @@ def main():
         src_run = "bench-src"
         fill(env, src_run, args.files, args.size_mb, args.layer_mb)
         load0 = os.getloadavg()[0]
-        res = rounds(env, src_run, args.rounds, tmp)
-        write(res, args, (round(load0, 2), round(os.getloadavg()[0], 2)))
+        res, loads = rounds(env, src_run, args.rounds, tmp)
+        write(res, args, (round(load0, 2), round(os.getloadavg()[0], 2)), loads)
     finally:
         cleanup(env)
         shutil.rmtree(tmp, ignore_errors=True)
