@@ -186,6 +186,31 @@ done
 echo "# SIGKILL during a fork: $named of 3 forks had their name"
 check "SIGKILL during a fork: sandman answers after it" "$SANDMAN" snapshot list --json
 
+# A rollback killed while its new container is being made (beside the old
+# one): the sandbox answers, whole (the old container, or the new one if
+# the rollback had finished), and a reap takes the one cut short.
+before_id=$(call "$R" -- true | json "d['sandbox_id']")
+"$SANDMAN" sandbox rollback --run-id "$R" --to snap-one >/dev/null 2>&1 &
+rp=$!
+IT_PIDS+=("$rp")
+for _ in $(seq 1 3000); do
+  [ -n "$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "name=$N-forking-")" ] && break
+  kill -0 "$rp" 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 "$rp" 2>/dev/null || true
+wait "$rp" 2>/dev/null || true
+tree_same "SIGKILL during a rollback: the sandbox answers, whole" "$R"
+after_id=$(call "$R" -- true | json "d['sandbox_id']")
+if [ "$after_id" = "$before_id" ]; then
+  echo "# SIGKILL during a rollback: it landed before the swap (the old container answers)"
+else
+  echo "# SIGKILL during a rollback: the rollback had finished"
+fi
+"$SANDMAN" sandbox reap >/dev/null 2>&1 || true
+expect_eq "SIGKILL during a rollback: a reap removes the container cut short" "" \
+  "$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "name=$N-forking-")"
+
 # --- rm ------------------------------------------------------------------------
 cleanup_instance
 expect_eq "rm --json names what it removed" '["snap-one"]' \
