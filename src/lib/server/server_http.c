@@ -204,6 +204,18 @@ static void add_passed(void *ud, const char *name, const char *value) {
   MHD_add_response_header(ud, name, value);
 }
 
+/* A 101 queued: the request is answered (and counted) once it is. */
+static enum MHD_Result queue_switching(req_ctx *c, struct MHD_Response *r) {
+  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+  MHD_destroy_response(r);
+  if (ret == MHD_YES) {
+    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    c->state = ST_ANSWERED;
+    server_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
+  }
+  return ret;
+}
+
 /* A proxied 101 (a WebSocket through the ports route): libmicrohttpd sends
  * it with the server's headers, then hands the socket to the call side. */
 static enum MHD_Result queue_stream_upgrade(req_ctx *c) {
@@ -213,14 +225,7 @@ static enum MHD_Result queue_stream_upgrade(req_ctx *c) {
   MHD_add_response_header(r, "Upgrade", "websocket");
   MHD_add_response_header(r, "Connection", "Upgrade");
   MHD_add_response_header(r, "X-Request-Id", c->id);
-  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
-  MHD_destroy_response(r);
-  if (ret == MHD_YES) {
-    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
-    c->state = ST_ANSWERED;
-    server_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
-  }
-  return ret;
+  return queue_switching(c, r);
 }
 
 static enum MHD_Result queue_stream(req_ctx *c) {
@@ -408,14 +413,7 @@ static enum MHD_Result queue_upgrade(req_ctx *c, server_ws_upgrade *u, const cha
     return answer_error(c, 503, "sandbox", "out of memory");
   }
   c->upgrade = u;
-  enum MHD_Result ret = MHD_queue_response(c->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
-  MHD_destroy_response(r);
-  if (ret == MHD_YES) {
-    c->status = MHD_HTTP_SWITCHING_PROTOCOLS;
-    c->state = ST_ANSWERED;
-    server_metrics_http(c->srv->metrics, server_route_name(c->m.route), c->status);
-  }
-  return ret;
+  return queue_switching(c, r);
 }
 
 /* After the token: a terminals request (terminal_route.c); an attach is
