@@ -140,6 +140,19 @@ static void *concurrent_snooper(void *arg) {
   return NULL;
 }
 
+/* Prints the leased call's and the concurrent call's results in full. */
+static void report_both(const sm_run_result *leased, const concurrent *c) {
+  const sm_run_result *r[] = {leased, &c->res};
+  const char *what[] = {"the leased call", "the concurrent call"};
+  for (int i = 0; i < 2; i++) {
+    json_object *o = sm_run_result_to_json(r[i]);
+    fprintf(stderr, "%s: %s\n", what[i],
+            o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "(no memory)");
+    json_object_put(o);
+  }
+  fprintf(stderr, "the concurrent call's sm_run: %d\n", c->rc);
+}
+
 static void plant_and_check_snooper(sm_runner *r, const char *run_id) {
   sm_run_result res;
   /* 1. An earlier call leaves the snooper behind. */
@@ -197,9 +210,11 @@ static void attack(sm_runner *r, const char *run_id) {
        "echo leased > /workspace/leased.txt\n"
        "case \"$GH_TOKEN\" in snoopval_lease*) echo has-it ;; esac",
        NULL, 0, secret, 1, &res);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  if (strcmp(res.stdout_data ? res.stdout_data : "", "alone\nsees-workspace\nhas-it\n") != 0)
+    report_both(&res, &c); /* what each call saw, to tell a race from a replaced sandbox */
   assert_string_equal(res.stdout_data, "alone\nsees-workspace\nhas-it\n");
   sm_run_result_dispose(&res);
-  assert_int_equal(pthread_join(th, NULL), 0);
   assert_int_equal(c.rc, 0);
   assert_string_equal(c.res.stdout_data, "done\n");
   sm_run_result_dispose(&c.res);

@@ -21,6 +21,7 @@
 #include "agent/frame.h"
 #include "support/fake_engine_internal.h"
 #include "support/sock.h"
+#include "support/xalloc.h"
 
 #define CHUNK 65536
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -68,10 +69,10 @@ static char **merge_env(const fe_container *c, json_object *exec_env) {
   json_object *cfg_env = NULL;
   json_object_object_get_ex(c->config, "Env", &cfg_env);
   size_t n1 = fe_len(cfg_env), n2 = fe_len(exec_env);
-  char **v = calloc(n1 + n2 + 2, sizeof *v);
+  char **v = xcalloc(n1 + n2 + 2, sizeof *v);
   size_t n = 0;
   int has_path = 0;
-  for (size_t k = 0; v && k < n1 + n2; k++) {
+  for (size_t k = 0; k < n1 + n2; k++) {
     json_object *src = k < n1 ? cfg_env : exec_env;
     const char *kv = json_object_get_string(json_object_array_get_idx(src, k < n1 ? k : k - n1));
     const char *eq = kv ? strchr(kv, '=') : NULL;
@@ -86,7 +87,7 @@ static char **merge_env(const fe_container *c, json_object *exec_env) {
     if (at == n) n++;
     if (strncmp(kv, "PATH=", 5) == 0) has_path = 1;
   }
-  if (v && !has_path) v[n++] = strdup("PATH=" DEFAULT_PATH);
+  if (!has_path) v[n++] = xstrdup("PATH=" DEFAULT_PATH);
   return v;
 }
 

@@ -16,6 +16,7 @@
 
 #include "support/fake_engine_internal.h"
 #include "support/files.h"
+#include "support/xalloc.h"
 
 static int mkdir_p(const char *path, mode_t mode) {
   char tmp[FE_PATH_MAX];
@@ -134,26 +135,21 @@ void fe_fs_host_path(const fe_container *c, const char *path, char *out, size_t 
 
 char *fe_fs_map(const fe_container *c, const char *s) {
   size_t cap = strlen(s) + 1, n = 0;
-  char *out = malloc(cap);
-  for (size_t i = 0; out && s[i]; i++) {
+  char *out = xmalloc(cap);
+  for (size_t i = 0; s[i]; i++) {
     int start = i == 0 || strchr(" \t\n=\"':;(|&", s[i - 1]) != NULL;
     const fe_mount *m = start && s[i] == '/' ? mount_at(c, s + i) : NULL;
     const char *add = m ? m->host : s + i;
     size_t alen = m ? strlen(m->host) : 1;
     if (n + alen + 1 > cap) {
       cap = (n + alen + 1) * 2;
-      char *bigger = realloc(out, cap);
-      if (bigger == NULL) {
-        free(out);
-        return NULL;
-      }
-      out = bigger;
+      out = xrealloc(out, cap);
     }
     memcpy(out + n, add, alen);
     n += alen;
     if (m) i += strlen(m->target) - 1;
   }
-  if (out) out[n] = '\0';
+  out[n] = '\0';
   return out;
 }
 

@@ -43,3 +43,8 @@ char *xstrndup(const char *s, size_t n) {
   if (p == NULL) xalloc_die("strndup", n + 1);
   return p;
 }
+
+void *xfixture(void *p, const char *what) {
+  if (p == NULL) xalloc_die(what, 0);
+  return p;
+}

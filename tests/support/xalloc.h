@@ -15,5 +15,8 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+/* A fixture the test made with the library's own constructor (not the
+ * call under test): NULL (out of memory) ends the test as above. */
+void *xfixture(void *p, const char *what);
 
 #endif

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "support/check.h"
+#include "support/xalloc.h"
 
 #include "server/websocket.h"
 #include "server/websocket_conn.h"
@@ -392,7 +393,7 @@ static void peer_init(peer *p) {
 
 static void test_conn_echo_ping_and_close(void **state) {
   (void)state;
-  server_ws_group *g = server_ws_group_new();
+  server_ws_group *g = xfixture(server_ws_group_new(), "server_ws_group_new");
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   peer p;
@@ -435,7 +436,7 @@ static void test_conn_echo_ping_and_close(void **state) {
 
 static void test_conn_protocol_error_closes_1002(void **state) {
   (void)state;
-  server_ws_group *g = server_ws_group_new();
+  server_ws_group *g = xfixture(server_ws_group_new(), "server_ws_group_new");
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   peer p;
@@ -464,7 +465,7 @@ static void test_conn_protocol_error_closes_1002(void **state) {
  * is closed with 1008 rather than held in memory. */
 static void test_conn_slow_reader_cut_off(void **state) {
   (void)state;
-  server_ws_group *g = server_ws_group_new();
+  server_ws_group *g = xfixture(server_ws_group_new(), "server_ws_group_new");
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   int small = 4096;
@@ -492,7 +493,7 @@ static void test_conn_slow_reader_cut_off(void **state) {
 /* The runner's stop: every connection is closed with 1001. */
 static void test_group_close_all(void **state) {
   (void)state;
-  server_ws_group *g = server_ws_group_new();
+  server_ws_group *g = xfixture(server_ws_group_new(), "server_ws_group_new");
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   peer p;
