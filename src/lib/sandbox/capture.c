@@ -25,9 +25,12 @@ int sandbox_capture_output(void *userdata, int stream, const char *data, size_t 
   common_buf *b = stream == 2 ? &c->err : &c->out;
   int *trunc = stream == 2 ? &c->err_truncated : &c->out_truncated;
   size_t before = b->len;
+  size_t room = b->max > b->len ? b->max - b->len : 0;
   size_t dropped = common_buf_append_capped(b, data, len);
-  if (dropped) *trunc = 1;
   size_t kept = b->len - before;
+  /* Less kept than fitted: memory ran out, which the result says as such. */
+  if (kept < (len < room ? len : room)) c->lost = 1;
+  else if (dropped) *trunc = 1;
   if (kept && c->forward && !c->forward_failed) {
     if (c->forward(c->forward_ud, stream == 2 ? 2 : 1, b->data + before, kept) < 0)
       c->forward_failed = 1;
@@ -53,7 +56,7 @@ int sandbox_capture_to_result(sandbox_capture *c, sm_run_result *r) {
   if (rc == 0) rc = take(&c->err, &r->stderr_data, &r->stderr_len);
   r->stdout_truncated = c->out_truncated;
   r->stderr_truncated = c->err_truncated;
-  return rc;
+  return rc ? rc : c->lost ? SM_ENOMEM : 0;
 }
 
 void sandbox_capture_dispose(sandbox_capture *c) {

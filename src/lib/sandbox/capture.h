@@ -14,6 +14,7 @@ typedef struct sandbox_capture {
   common_buf err;
   int out_truncated;
   int err_truncated;
+  int lost;             /* out of memory keeping output under its cap: not a truncation */
   sm_output_fn forward; /* gets the bytes that were kept, as they arrive */
   void *forward_ud;
   int forward_failed;   /* the forwarder asked to stop: stop forwarding only */
@@ -25,7 +26,8 @@ void sandbox_capture_init(sandbox_capture *c, int64_t out_cap, int64_t err_cap,
 /* An sm_output_fn: keeps what fits under the cap, flags the rest as
  * truncated and keeps accepting (the tool runs on undisturbed). */
 int sandbox_capture_output(void *userdata, int stream, const char *data, size_t len);
-/* Moves the captured output into the result (NUL-terminated copies). */
+/* Moves the captured output into the result (NUL-terminated copies);
+ * SM_ENOMEM when output under the caps could not be kept (lost). */
 int sandbox_capture_to_result(sandbox_capture *c, sm_run_result *r);
 void sandbox_capture_dispose(sandbox_capture *c);
 

@@ -418,13 +418,19 @@ int sandbox_run_host(const sandbox_ctx *ctx, const sm_run_request *req, sm_run_r
     sync_failed = sandbox_ws_copy_out(out, ws, &target, work, &sync_err) != 0;
   }
   if (ws) sm_workspace_sync_free(ws);
-  sandbox_capture_to_result(&cap, out);
+  int kept = sandbox_capture_to_result(&cap, out);
   sandbox_capture_dispose(&cap);
   sm_error rm_err = SM_ERROR_INIT;
   if (sandbox_remove_tree(scratch, &rm_err) != 0)
     sm_log(SM_LOG_WARN, "removing scratch directory: %s", rm_err.message);
   if (rc) {
     sandbox_result_fail(out, sm_error_failure_kind(rc), err);
+    return 0;
+  }
+  if (kept != 0) {
+    /* The tool ran: its result says what was lost (sm_run's contract). */
+    sm_error_set(err, SM_ENOMEM, "keeping the tool's output");
+    sandbox_result_fail(out, SM_FAIL_SANDBOX, err);
     return 0;
   }
   sandbox_result_apply_outcome(out, &oc, s);

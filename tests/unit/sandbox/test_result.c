@@ -15,6 +15,7 @@
 #include "sandbox/capture.h"
 #include "sandbox/sandbox_result.h"
 
+#include "support/alloc_fail.h"
 #include "support/xalloc.h"
 
 static void test_json_has_exactly_the_contract_fields(void **state) {
@@ -138,12 +139,30 @@ static void test_capture_caps_and_flags(void **state) {
   sm_run_result_dispose(&r);
 }
 
+/* Output that fits its cap but finds no memory is lost, not truncated:
+ * the result says so (SM_ENOMEM), never "truncated". */
+static void test_capture_out_of_memory_is_not_truncation(void **state) {
+  (void)state;
+  sandbox_capture c;
+  sandbox_capture_init(&c, 1024, 1024, NULL, NULL);
+  af_fail_at(1); /* the buffer's first growth */
+  assert_int_equal(sandbox_capture_output(&c, 1, "abcdef", 6), 0);
+  af_fail_at(0);
+  sm_run_result r;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(sandbox_capture_to_result(&c, &r), SM_ENOMEM);
+  assert_false(r.stdout_truncated);
+  sandbox_capture_dispose(&c);
+  sm_run_result_dispose(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_has_exactly_the_contract_fields),
       cmocka_unit_test(test_json_failure_and_bad_utf8),
       cmocka_unit_test(test_failure_kinds),
       cmocka_unit_test(test_capture_caps_and_flags),
+      cmocka_unit_test(test_capture_out_of_memory_is_not_truncation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
