@@ -204,11 +204,11 @@ static int make_socket_dir(const char *sock, sm_error *err) {
     if (*p != '/') continue;
     *p = '\0';
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-      return sm_error_set_errno(err, SM_EIO, errno, "creating %s: %s", dir, strerror(errno));
+      return sm_error_set_errno(err, SM_EIO, errno, "creating %s", dir);
     *p = '/';
   }
   if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-    return sm_error_set_errno(err, SM_EIO, errno, "creating %s: %s", dir, strerror(errno));
+    return sm_error_set_errno(err, SM_EIO, errno, "creating %s", dir);
   struct stat st;
   if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return sm_error_set(err, SM_EUNSAFE, "socket directory %s is not a directory", dir);
@@ -234,7 +234,7 @@ static int listen_unix(sm_server *srv, const char *path, sm_error *err) {
   int rc = make_socket_dir(path, err);
   if (rc != 0) return rc;
   cleanup_fd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "socket: %s", strerror(errno));
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "socket");
   /* A socket file left by a runner that died is replaced; one that answers
    * belongs to a live runner and is not. */
   struct stat st;
@@ -246,18 +246,18 @@ static int listen_unix(sm_server *srv, const char *path, sm_error *err) {
     unlink(path);
     close(fd);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "socket: %s", strerror(errno));
+    if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "socket");
   }
   mode_t old = umask(0177);
   int b = bind(fd, (struct sockaddr *)&sa, sizeof sa);
   int e = errno;
   umask(old);
   if (b != 0)
-    return sm_error_set_errno(err, SM_EIO, e, "cannot bind %s: %s", path, strerror(e));
+    return sm_error_set_errno(err, SM_EIO, e, "cannot bind %s", path);
   if (chmod(path, 0600) != 0 || listen(fd, 128) != 0 || lstat(path, &st) != 0) {
     e = errno;
     unlink(path);
-    return sm_error_set_errno(err, SM_EIO, e, "cannot listen on %s: %s", path, strerror(e));
+    return sm_error_set_errno(err, SM_EIO, e, "cannot listen on %s", path);
   }
   srv->listen_fd = common_steal_fd(&fd);
   snprintf(srv->sock_path, sizeof srv->sock_path, "%s", path);
