@@ -510,6 +510,7 @@ int sandbox_exec_call(const sandbox_exec_target *t, const sm_run_request *req,
   int rc;
   if (t->agent) rc = agent_call(t, req, env, &w, &tw.started, out, err);
   else rc = engine_call(t, req, env, &w, out, err);
+  out->began = w.state == SM_CALL_WATCH_STARTED;
   sandbox_call_watch_dispose(&w);
   return rc;
 }

@@ -359,6 +359,8 @@ static int call_exec(call *c, sm_error *err) {
   rc = sandbox_exec_call(&c->t, req->helper ? &c->helper_req : req, &c->env, &c->cap, &c->oc, err);
   c->t.on_start = NULL;
   c->t.on_start_ud = NULL;
+  /* A tool that started is never run a second time, whatever failed after. */
+  if (c->oc.began) c->may_retry = 0;
   /* A per_tool sandbox or a lease container goes after the call: its route too. */
   sandbox_route_end(c->ctx->routes, route,
                     c->sb.mode == SM_MODE_PER_TOOL || c->lease.id[0] != '\0');

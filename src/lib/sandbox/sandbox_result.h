@@ -24,6 +24,7 @@ typedef struct sandbox_exec_outcome {
   int oom_killed;
   int cancelled;
   double duration_ms;
+  int began;            /* the tool was started (its preamble came): never run it again */
 } sandbox_exec_outcome;
 
 /* Fills exit code, flags, ok, failure kind and message from an outcome

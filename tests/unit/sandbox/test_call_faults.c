@@ -334,6 +334,34 @@ static void helper_not_installed(void **state) {
   assert_string_equal(user, "1000:1000");
 }
 
+/* A keyed sandbox's tool ran, then its exec is gone when its exit code is
+ * read (a 404, as when the container went meanwhile): the call fails and
+ * says so; it is never run a second time, as a call is whose sandbox was
+ * found gone before its tool started. */
+static void gone_after_start_not_rerun(void **state) {
+  fixture *f = *state;
+  const char *argv[] = {"sh", "-c", "echo ran >> /workspace/runs.txt"};
+  sm_run_request req;
+  fake_world_request(f, &req, SM_MODE_PER_RUN, argv, 3);
+  req.run_id = "gone-after-start";
+  req.workspace = NULL; /* the tool's exec alone, through the engine */
+  sm_runner_set_agent(f->runner, 0);
+  sm_run_result r;
+  assert_int_equal(fake_world_run(f, &req, &r, 0), 0); /* the sandbox made, cached */
+  assert_true(r.ok);
+  sm_run_result_dispose(&r);
+  fake_engine_fail(f->fe, "GET", "/exec/", 404, "no such exec instance", 1);
+  assert_failed(f, &req, &r, "reading the tool's exit code");
+  sm_run_result_dispose(&r);
+  const char *count[] = {"sh", "-c", "wc -l < /workspace/runs.txt"};
+  fake_world_request(f, &req, SM_MODE_PER_RUN, count, 3);
+  req.run_id = "gone-after-start";
+  req.workspace = NULL;
+  assert_int_equal(fake_world_run(f, &req, &r, 0), 0);
+  assert_string_equal(r.stdout_data, "2\n"); /* once in each of the two calls */
+  sm_run_result_dispose(&r);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, fake_world_teardown)
   const struct CMUnitTest tests[] = {
@@ -341,7 +369,7 @@ int main(void) {
       T(removal_fails),      T(kill_fails),        T(killer_retried),
       T(not_started_silent), T(created_elsewhere), T(lookup_fails),
       T(name_taken),         T(engine_unreachable), T(no_run_id),
-      T(helper_not_installed),
+      T(helper_not_installed), T(gone_after_start_not_rerun),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
