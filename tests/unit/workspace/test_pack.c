@@ -30,6 +30,16 @@ typedef struct fx {
   size_t n;
 } fx;
 
+/* The packer a test has running: a test stopped by a failed assertion
+ * leaves it, and teardown frees it (joining its producer) before the
+ * manifest its producer writes into goes. */
+static ws_packer *live;
+
+static void packer_free(ws_packer *p) {
+  if (live == p) live = NULL;
+  workspace_packer_free(p);
+}
+
 static void write_big(const char *dir, const char *name, size_t size, char fill) {
   char p[1024];
   snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -69,6 +79,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   fx *f = *state;
+  if (live) packer_free(live);
   free(f->items);
   workspace_manifest_dispose(&f->m);
   close(f->root_fd);
@@ -82,6 +93,7 @@ static ws_packer *new_packer(fx *f) {
   sm_error err = SM_ERROR_INIT;
   if (workspace_packer_new(&p, f->root_fd, f->items, f->n, "ws", 1000, 1000, &err) != 0)
     fail_msg("%s", err.message);
+  live = p;
   return p;
 }
 
@@ -93,6 +105,7 @@ static void test_full_stream(void **state) {
   sm_error err = SM_ERROR_INIT;
   if (workspace_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &err) != 0)
     fail_msg("%s", err.message);
+  live = p;
   char dest[300];
   snprintf(dest, sizeof dest, "%s.out", f->root);
   mkdir(dest, 0755);
@@ -122,7 +135,7 @@ static void test_full_stream(void **state) {
   /* Reads after the end keep saying end. */
   char c;
   assert_int_equal(workspace_packer_read(p, &c, 1), 0);
-  workspace_packer_free(p);
+  packer_free(p);
   for (size_t i = 0; i < f->n; i++) assert_true(f->m.v[i].has_hash);
   char *a = snapshot(f->root);
   char *b = snapshot(dest);
@@ -156,10 +169,10 @@ static void test_reader_closes_early(void **state) {
       assert_int_equal(workspace_packer_error(p)->code, 0);
     }
     /* round 1: straight to free; round 2: free while the producer runs. */
-    workspace_packer_free(p);
+    packer_free(p);
   }
   /* A packer freed before any read never started a thread. */
-  workspace_packer_free(new_packer(f));
+  packer_free(new_packer(f));
 }
 
 /* The test hook aborts the reader mid-stream: the error is the reader's,
@@ -179,7 +192,7 @@ static void test_reader_abort_hook(void **state) {
   int64_t entries = 0;
   workspace_packer_stats(p, NULL, &entries);
   assert_true(entries < BIG_FILES);
-  workspace_packer_free(p);
+  packer_free(p);
 }
 
 /* The producer fails mid-way (a path that cannot be opened, after files
@@ -204,6 +217,7 @@ static void test_producer_fails(void **state) {
   sm_error err = SM_ERROR_INIT;
   if (workspace_packer_new(&p, f->root_fd, items, f->n + 1, "", 0, 0, &err) != 0)
     fail_msg("%s", err.message);
+  live = p;
   char buf[65536];
   ssize_t r;
   int64_t got = 0;
@@ -217,7 +231,7 @@ static void test_producer_fails(void **state) {
   int64_t entries = 0;
   workspace_packer_stats(p, NULL, &entries);
   assert_int_equal(entries, (int64_t)half);
-  workspace_packer_free(p);
+  packer_free(p);
   free(items);
 }
 
@@ -230,6 +244,7 @@ static void test_extractor_cap_stops_producer(void **state) {
   /* Named as a copy out's full read would be extracted into dest: no prefix. */
   if (workspace_packer_new(&p, f->root_fd, f->items, f->n, "", 1000, 1000, &perr) != 0)
     fail_msg("%s", perr.message);
+  live = p;
   char dest[300];
   snprintf(dest, sizeof dest, "%s.cap", f->root);
   mkdir(dest, 0755);
@@ -241,7 +256,7 @@ static void test_extractor_cap_stops_producer(void **state) {
   assert_int_equal(rc, SM_ETOOBIG);
   workspace_apply_result_dispose(&res);
   assert_int_equal(workspace_packer_error(p)->code, 0);
-  workspace_packer_free(p);
+  packer_free(p);
   tf_rm_rf(dest);
 }
 
@@ -256,9 +271,10 @@ static void test_deferred(void **state) {
     sm_error err = SM_ERROR_INIT;
     if (workspace_packer_new_deferred(&p, f->root_fd, 1000, 1000, &err) != 0)
       fail_msg("%s", err.message);
+    live = p;
     if (round == 3) {
       /* Never read: no thread was started. */
-      workspace_packer_free(p);
+      packer_free(p);
       continue;
     }
     if (round == 0) workspace_packer_supply(p, f->items, f->n);
@@ -276,7 +292,7 @@ static void test_deferred(void **state) {
     if (round == 2) {
       workspace_packer_abandon(p, SM_ETOOBIG);
       assert_int_equal(workspace_packer_read(p, buf, sizeof buf), SM_ETOOBIG);
-      workspace_packer_free(p);
+      packer_free(p);
       common_buf_dispose(&b);
       continue;
     }
@@ -290,7 +306,7 @@ static void test_deferred(void **state) {
     workspace_packer_stats(p, &bytes, &entries);
     assert_int_equal(entries, BIG_FILES);
     assert_int_equal(bytes, (int64_t)BIG_FILES * BIG_SIZE);
-    workspace_packer_free(p);
+    packer_free(p);
     struct archive *a = archive_read_new();
     archive_read_support_format_tar(a);
     assert_int_equal(archive_read_open_memory(a, b.data, b.len), ARCHIVE_OK);
@@ -309,9 +325,10 @@ static void test_deferred(void **state) {
   ws_packer *p = NULL;
   sm_error err = SM_ERROR_INIT;
   if (workspace_packer_new_deferred(&p, f->root_fd, 0, 0, &err) != 0) fail_msg("%s", err.message);
+  live = p;
   char c;
   assert_int_equal(workspace_packer_read(p, &c, 1), 1);
-  workspace_packer_free(p);
+  packer_free(p);
 }
 
 /* Packs all of f's tree into memory. */
@@ -320,6 +337,7 @@ static char *pack_all(int root_fd, ws_entry **items, size_t n, size_t *len) {
   sm_error err = SM_ERROR_INIT;
   if (workspace_packer_new(&p, root_fd, items, n, "", 1000, 1000, &err) != 0)
     fail_msg("%s", err.message);
+  live = p;
   common_buf b;
   common_buf_init(&b, (size_t)64 << 20);
   char buf[70000];
@@ -327,7 +345,7 @@ static char *pack_all(int root_fd, ws_entry **items, size_t n, size_t *len) {
   while ((r = workspace_packer_read(p, buf, sizeof buf)) > 0)
     assert_int_equal(common_buf_append(&b, buf, (size_t)r), 0);
   assert_int_equal(r, 0);
-  workspace_packer_free(p);
+  packer_free(p);
   *len = b.len;
   return common_buf_steal(&b, NULL);
 }
