@@ -487,9 +487,15 @@ class Client:
             conn.close()
         return PortAnswer(resp.status, resp.getheaders(), data)
 
-    def reap(self, older_than_s, dry_run=False, force=False):
-        return self._call("POST", "/v1/sandboxes/reap",
-                          {"older_than_s": older_than_s, "dry_run": dry_run, "force": force})
+    def reap(self, older_than_s=None, dry_run=False, force=False):
+        """POST /v1/sandboxes/reap: the idle lifecycle, then the reap (as
+        `sandman sandbox reap`). older_than_s None: no age limit (only what
+        the lifecycle and a sandbox's end remove). The report's "moved"
+        lists the sandboxes put to rest, "removed" and "spared" the rest."""
+        body = {"dry_run": dry_run, "force": force}
+        if older_than_s is not None:
+            body["older_than_s"] = older_than_s
+        return self._call("POST", "/v1/sandboxes/reap", body)
 
     def metrics(self):
         return self._call("GET", "/metrics")

@@ -28,6 +28,7 @@ import type {
   Lease,
   LeaseRequest,
   Preview,
+  ReapReport,
   RunResult,
   Sandbox,
   SandboxInfo,
@@ -291,8 +292,13 @@ export class SandmanClient {
     return this.t.json({ method: "DELETE", path: snapshotPath(name, opts.workerKey), signal: opts.signal, timeoutMs: opts.timeoutMs });
   }
 
-  reap(body: { older_than_s: number; dry_run?: boolean; force?: boolean }, opts: CallOptions = {}): Promise<Record<string, unknown>> {
-    return this.t.json({
+  /**
+   * POST /v1/sandboxes/reap: the configuration's idle lifecycle (its moves
+   * in `moved`), then the reap, as `sandman sandbox reap`. Without
+   * older_than_s, no age limit. Control token only.
+   */
+  reap(body: { older_than_s?: number; dry_run?: boolean; force?: boolean } = {}, opts: CallOptions = {}): Promise<ReapReport> {
+    return this.t.json<ReapReport>({
       method: "POST",
       path: "/v1/sandboxes/reap",
       headers: { "Content-Type": "application/json" },

@@ -200,6 +200,27 @@ export interface RestReport {
   [key: string]: unknown;
 }
 
+/** One item of a reap's report: removed, spared, or moved to rest. */
+export interface ReapItem {
+  id: string | null;
+  name: string;
+  /** moved only: the state it went to ("frozen", "stopped"). */
+  state?: string;
+  reason: string;
+  kind: "sandbox" | "volume" | "network";
+  failed?: boolean;
+}
+
+/** The answer of POST /v1/sandboxes/reap (docs/http-api.md), as `sandman sandbox reap --json`. */
+export interface ReapReport {
+  removed: ReapItem[];
+  spared: ReapItem[];
+  /** What the idle lifecycle put to rest (docs/state.md#the-idle-lifecycle); with dry_run, what it would. */
+  moved: ReapItem[];
+  dry_run: boolean;
+  [key: string]: unknown;
+}
+
 /** A snapshot of a keyed sandbox (docs/http-api.md#snapshots). */
 export interface Snapshot {
   name: string;

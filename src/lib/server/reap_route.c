@@ -1,5 +1,6 @@
 /* POST /v1/sandboxes/reap (reap_route.h): the options from the body, the
- * reap through the ops module, its report audited and answered. */
+ * configuration's idle lifecycle then the reap through the ops module (as
+ * `sandman sandbox reap` does), the report audited and answered. */
 #include <string.h>
 
 #include <sandman/log.h>
@@ -31,16 +32,25 @@ void server_reap_route(sm_server *srv, const char *body, size_t len, server_answ
     return;
   }
   sm_ops_scope scope;
-  sm_ops_report rep;
+  sm_ops_report rep, moved;
   memset(&rep, 0, sizeof rep);
-  if (sm_ops_scope_from_runner(&scope, srv->opts.runner, &err) != 0 ||
-      sm_ops_reap(&scope, &ro, &rep, &err) != 0) {
+  memset(&moved, 0, sizeof moved);
+  /* The lifecycle first (docs/state.md#the-idle-lifecycle): a sandbox due
+   * to rest goes to rest rather than away; its moves are audited by the
+   * rest module as they happen. */
+  int rc = sm_ops_lifecycle(srv->opts.runner, sm_server_config(srv), ro.dry_run, &moved, &err);
+  if (rc == 0) rc = sm_ops_scope_from_runner(&scope, srv->opts.runner, &err);
+  if (rc == 0) rc = sm_ops_reap(&scope, &ro, &rep, &err);
+  if (rc == 0) rc = sm_ops_report_merge(&rep, &moved, &err);
+  sm_ops_report_dispose(&moved);
+  if (rc != 0) {
+    sm_ops_report_dispose(&rep);
     sm_error_wrap(&err, "reaping sandboxes");
     server_answer_from_error(a, &err);
     return;
   }
-  sm_log(SM_LOG_INFO, "reap: %zu removed, %zu spared%s", rep.n_removed, rep.n_spared,
-         ro.dry_run ? " (dry run)" : "");
+  sm_log(SM_LOG_INFO, "reap: %zu moved to rest, %zu removed, %zu spared%s", rep.n_moved,
+         rep.n_removed, rep.n_spared, ro.dry_run ? " (dry run)" : "");
   sm_ops_report_audit(&rep, "sandbox.reaped", srv->opts.audit);
   a->status = 200;
   a->body = sm_ops_report_to_json(&rep);
