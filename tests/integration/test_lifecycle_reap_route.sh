@@ -15,9 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 require_engine
 it_runner_workdir
-IT_PIDS=()
-trap 'for p in "${IT_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  stop_worker; cleanup_instance; rm -rf "$WORK"' EXIT
+trap 'stop_worker; kill_pids_and_cleanup; rm -rf "$WORK"' EXIT
 rm -rf "${SANDMAN_STATE_DIR:?}"/*
 
 AUDIT=$WORK/audit.jsonl

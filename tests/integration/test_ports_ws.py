@@ -4,7 +4,7 @@ preview URLs (docs/ports.md) against the real engine. Run by
 test_ports_websocket.sh and test_ports_stream.sh, which give the image
 (sandman/general under the tests' tag) in PORTS_IMAGE.
 
-A server written below (python3, standard library only) runs in a per_run
+A server (ports_server.py: python3, standard library only) runs in a per_run
 sandbox of worker k1 with network none, started by a call that leaves it
 running (setsid), so no call of the sandbox is in flight but the test's own
 connections: it echoes WebSocket messages, streams N bytes of a known
@@ -56,93 +56,9 @@ IMAGE = tpr.IMAGE
 PORT = 8000
 MB = 1000 * 1000
 
-SERVER = r'''
-import base64, hashlib, socket, struct, sys, threading
-BLOCK = bytes(range(256)) * 256
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-class Conn:
-    def __init__(self, c, rest):
-        self.c, self.buf = c, rest
-    def exact(self, n):
-        while len(self.buf) < n:
-            d = self.c.recv(65536)
-            if not d:
-                raise EOFError
-            self.buf += d
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-def echo(c, key, rest):
-    acc = base64.b64encode(hashlib.sha1(key + GUID).digest())
-    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-              b"Sec-WebSocket-Accept: " + acc + b"\r\nX-Echo: ws\r\n\r\n")
-    r = Conn(c, rest)
-    while True:
-        b0, b1 = r.exact(2)
-        n = b1 & 127
-        if n == 126:
-            n = struct.unpack(">H", r.exact(2))[0]
-        elif n == 127:
-            n = struct.unpack(">Q", r.exact(8))[0]
-        mask = r.exact(4)
-        data = bytes(x ^ mask[i % 4] for i, x in enumerate(r.exact(n)))
-        op = b0 & 15
-        if op == 8:
-            c.sendall(b"\x88\x02\x03\xe8")
-            return
-        hdr = bytes([0x80 | op])
-        if len(data) < 126:
-            hdr += bytes([len(data)])
-        elif len(data) < 65536:
-            hdr += bytes([126]) + struct.pack(">H", len(data))
-        else:
-            hdr += bytes([127]) + struct.pack(">Q", len(data))
-        c.sendall(hdr + data)
-def big(c, n, chunked):
-    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n" +
-              (b"Transfer-Encoding: chunked\r\n" if chunked else b"Content-Length: %d\r\n" % n) +
-              b"Connection: close\r\n\r\n")
-    while n > 0:
-        b = BLOCK[:min(n, len(BLOCK))]
-        c.sendall(b"%x\r\n" % len(b) + b + b"\r\n" if chunked else b)
-        n -= len(b)
-    if chunked:
-        c.sendall(b"0\r\n\r\n")
-def serve(c):
-    try:
-        head = b""
-        while b"\r\n\r\n" not in head:
-            d = c.recv(4096)
-            if not d:
-                return
-            head += d
-        head, rest = head.split(b"\r\n\r\n", 1)
-        lines = head.split(b"\r\n")
-        path = lines[0].split()[1].decode()
-        keys = [l.split(b":", 1)[1].strip() for l in lines if l.lower().startswith(b"sec-websocket-key:")]
-        if keys:
-            echo(c, keys[0], rest)
-        elif path.startswith("/big"):
-            q = dict(x.split("=", 1) for x in path.split("?", 1)[1].split("&"))
-            big(c, int(q["n"]), q.get("chunked") == "1")
-        elif path == "/cookies":
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nSet-Cookie: a=1; Path=/\r\n"
-                      b"Set-Cookie: b=2; HttpOnly\r\nCache-Control: max-age=60\r\nETag: \"v1\"\r\n"
-                      b"Transfer-Encoding: chunked\r\nConnection: close, X-Hop\r\nX-Hop: secret\r\n\r\n"
-                      b"6\r\nhello \r\n6\r\nchunks\r\n0\r\n\r\n")
-        else:
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nup")
-    except (EOFError, OSError):
-        pass
-    finally:
-        c.close()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(64)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-'''
+# The server (tests/integration/ports_server.py), sent into the sandbox.
+with open(os.path.join(HERE, "ports_server.py")) as f:
+    SERVER = f.read()
 
 
 def pattern_hash(n):

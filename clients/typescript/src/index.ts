@@ -13,6 +13,7 @@ import { Contexts, Execution, runCode, runCodeStream } from "./code.js";
 import type { CodeEvent, RunCodeOptions } from "./code.js";
 import { Terminals } from "./terminals.js";
 import { FileWatch } from "./watch.js";
+import { PortWebSocket, WS_MAX_MESSAGE, wsOpen } from "./websocket.js";
 import { Body, defaultAddress, query, readAll, Transport } from "./transport.js";
 import type {
   ExecuteRequest,
@@ -43,6 +44,7 @@ export * from "./types.js";
 export * from "./code.js";
 export { Terminals, TerminalConnection } from "./terminals.js";
 export { FileWatch } from "./watch.js";
+export { PortWebSocket, WebSocketTimeoutError, WS_MAX_MESSAGE } from "./websocket.js";
 export type { FileEvent } from "./watch.js";
 export type { Terminal, TerminalEvent, TerminalRequest, TerminalScreen } from "./terminals.js";
 export { SandmanError, defaultAddress, parseAddress } from "./transport.js";
@@ -333,11 +335,7 @@ export class SandmanClient {
 
   /** A request through a preview URL (createPreview's answer or its path), sending no token. */
   async previewRequest(preview: Preview | string, opts: Omit<PortRequestOptions, "workerKey"> = {}): Promise<PortAnswer> {
-    const base = typeof preview === "string" ? preview : preview?.path;
-    if (typeof base !== "string" || !base.startsWith("/preview/")) {
-      throw new Error(`preview must be createPreview's answer or its path, not ${JSON.stringify(preview)}`);
-    }
-    return this.portAnswer(base.replace(/\/+$/, "") + relayedPath(opts.path), opts, { ...(opts.headers ?? {}) }, true);
+    return this.portAnswer(previewBase(preview) + relayedPath(opts.path), opts, { ...(opts.headers ?? {}) }, true);
   }
 
   /**
@@ -355,13 +353,35 @@ export class SandmanClient {
 
   /** previewRequest with the body streamed (no token sent): a PortStream. */
   async previewStream(preview: Preview | string, opts: Omit<PortRequestOptions, "workerKey"> = {}): Promise<PortStream> {
-    const base = typeof preview === "string" ? preview : preview?.path;
-    if (typeof base !== "string" || !base.startsWith("/preview/")) {
-      throw new Error(`preview must be createPreview's answer or its path, not ${JSON.stringify(preview)}`);
-    }
-    const path = base.replace(/\/+$/, "") + relayedPath(opts.path);
+    const path = previewBase(preview) + relayedPath(opts.path);
     const res = await this.t.open({ method: opts.method ?? "GET", path, headers: { ...(opts.headers ?? {}) }, body: opts.body, signal: opts.signal, timeoutMs: opts.timeoutMs, noAuth: true });
     return new PortStream(res.status, res.headers, res.body as Readable);
+  }
+
+  /**
+   * A WebSocket to the server on `port` of the sandbox's loopback, through
+   * the ports route: a PortWebSocket once the server answered 101 (its
+   * status and headers). A refusal (the runner's, or the server's own answer
+   * other than 101) rejects with SandmanError and its status. A message in
+   * over maxMessage bytes (default 64 MiB) ends it (SandmanError 502).
+   */
+  async portWebSocket(id: string, port: number, opts: PortWebSocketOptions = {}): Promise<PortWebSocket> {
+    const headers = { ...(opts.headers ?? {}) };
+    if (opts.workerKey !== undefined) headers["X-Sandman-Worker-Key"] = opts.workerKey;
+    const route = sandboxPath(id, `/ports/${portNumber(port)}`) + relayedPath(opts.path);
+    const up = await wsOpen(this.t, route, { headers, signal: opts.signal, timeoutMs: opts.timeoutMs });
+    return new PortWebSocket(up, opts.maxMessage ?? WS_MAX_MESSAGE);
+  }
+
+  /**
+   * A WebSocket through a preview URL (createPreview's answer or its path; no
+   * token sent): a PortWebSocket; an unknown, expired or revoked preview
+   * rejects with SandmanError 404.
+   */
+  async previewWebSocket(preview: Preview | string, opts: Omit<PortWebSocketOptions, "workerKey"> = {}): Promise<PortWebSocket> {
+    const path = previewBase(preview) + relayedPath(opts.path);
+    const up = await wsOpen(this.t, path, { headers: { ...(opts.headers ?? {}) }, noAuth: true, signal: opts.signal, timeoutMs: opts.timeoutMs });
+    return new PortWebSocket(up, opts.maxMessage ?? WS_MAX_MESSAGE);
   }
 
   private async portAnswer(route: string, opts: PortRequestOptions, headers: Record<string, string>, noAuth: boolean): Promise<PortAnswer> {
@@ -384,6 +404,24 @@ export interface PortRequestOptions extends CallOptions {
   body?: Body;
   headers?: Record<string, string>;
   workerKey?: string;
+}
+
+export interface PortWebSocketOptions extends CallOptions {
+  /** The server's path and query (default "/"). */
+  path?: string;
+  headers?: Record<string, string>;
+  workerKey?: string;
+  /** The largest message taken in, in bytes (default 64 MiB). */
+  maxMessage?: number;
+}
+
+/** A preview's path without its trailing slash, from createPreview's answer or the path itself. */
+function previewBase(preview: Preview | string): string {
+  const base = typeof preview === "string" ? preview : preview?.path;
+  if (typeof base !== "string" || !base.startsWith("/preview/")) {
+    throw new Error(`preview must be createPreview's answer or its path, not ${JSON.stringify(preview)}`);
+  }
+  return base.replace(/\/+$/, "");
 }
 
 function portNumber(port: number): number {

@@ -1,13 +1,11 @@
 // Terminals in keyed sandboxes (routes under /v1/terminals; docs/terminals.md):
 // create, list, read the screen, type, resize, kill, and attach over a
-// WebSocket (RFC 6455, written here on Node's own http upgrade: no
+// WebSocket (websocket.ts: RFC 6455 on Node's own http upgrade, no
 // dependency).
-import { createHash, randomBytes } from "node:crypto";
-import * as http from "node:http";
-import type { Duplex } from "node:stream";
-
-import { query, SandmanError, Transport } from "./transport.js";
+import { query, Transport } from "./transport.js";
 import type { CallOptions } from "./index.js";
+import { WS_BINARY, WS_MAX_MESSAGE, WS_TEXT, WS_TIMEOUT, WsFramer, wsOpen, WsQueue } from "./websocket.js";
+import type { WsUpgrade } from "./websocket.js";
 
 export interface TerminalRequest {
   /** What runs on it (default ["/bin/sh"]), or a shell command. */
@@ -141,51 +139,10 @@ export class Terminals {
   }
 
   /** A WebSocket to the terminal: its screen as it is, then its output as it comes. */
-  attach(id: string, opts: { timeoutMs?: number } = {}): Promise<TerminalConnection> {
-    const key = randomBytes(16).toString("base64");
-    const headers: Record<string, string> = {
-      Connection: "Upgrade",
-      Upgrade: "websocket",
-      "Sec-WebSocket-Key": key,
-      "Sec-WebSocket-Version": "13",
-    };
-    if (this.t.token) headers.Authorization = `Bearer ${this.t.token}`;
-    const ep = this.t.endpoint;
-    const target = "socketPath" in ep ? { socketPath: ep.socketPath, host: "localhost" } : { host: ep.host, port: ep.port };
-    return new Promise((resolve, reject) => {
-      const req = http.request({ ...target, method: "GET", path: `/v1/terminals/${encodeURIComponent(id)}`, headers, agent: false });
-      const timeout = opts.timeoutMs ?? this.t.timeoutMs;
-      if (timeout > 0) req.setTimeout(timeout, () => req.destroy(new Error(`no answer from the runner within ${timeout} ms`)));
-      req.on("error", reject);
-      req.on("response", async (res) => {
-        const parts: Buffer[] = [];
-        for await (const c of res) parts.push(Buffer.from(c));
-        const text = Buffer.concat(parts).toString("utf8");
-        let body: unknown = text;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          // text
-        }
-        const rid = res.headers["x-request-id"];
-        reject(new SandmanError(res.statusCode ?? 0, body, typeof rid === "string" ? rid : null));
-      });
-      req.on("upgrade", (res, socket, head) => {
-        req.setTimeout(0);
-        const want = createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
-        if (res.headers["sec-websocket-accept"] !== want) {
-          socket.destroy();
-          reject(new SandmanError(502, { error: "bad Sec-WebSocket-Accept", failure_kind: "sandbox" }, null));
-          return;
-        }
-        resolve(new TerminalConnection(socket, head));
-      });
-      req.end();
-    });
+  async attach(id: string, opts: { timeoutMs?: number } = {}): Promise<TerminalConnection> {
+    return new TerminalConnection(await wsOpen(this.t, `/v1/terminals/${encodeURIComponent(id)}`, { timeoutMs: opts.timeoutMs }));
   }
 }
-
-const MAX_MESSAGE = 64 * 1024 * 1024;
 
 /**
  * An attached terminal. `for await (const ev of conn)` gives its events
@@ -194,57 +151,34 @@ const MAX_MESSAGE = 64 * 1024 * 1024;
  */
 export class TerminalConnection implements AsyncIterable<TerminalEvent> {
   exitCode: number | null = null;
-  private buf: Buffer = Buffer.alloc(0);
-  private message: Buffer[] = [];
-  private messageOp = 0;
-  private queue: TerminalEvent[] = [];
-  private waiters: ((ev: TerminalEvent | null) => void)[] = [];
-  private closed = false;
+  private readonly queue = new WsQueue<TerminalEvent>();
+  private readonly ws: WsFramer;
 
-  constructor(private readonly socket: Duplex, head: Buffer) {
-    socket.on("data", (d: Buffer) => this.onData(d));
-    socket.on("close", () => this.end());
-    socket.on("error", () => this.end());
-    if (head.length) this.onData(head);
+  constructor(up: WsUpgrade) {
+    this.ws = new WsFramer(up.socket, up.head, WS_MAX_MESSAGE, {
+      message: (op, data) => this.onMessage(op, data),
+      end: () => this.queue.end(),
+    });
   }
 
   /** Types data. */
   send(data: string | Uint8Array): void {
-    this.frame(0x2, typeof data === "string" ? Buffer.from(data) : Buffer.from(data));
+    this.ws.send(WS_BINARY, Buffer.from(typeof data === "string" ? Buffer.from(data) : data));
   }
 
   resize(rows: number, cols: number): void {
-    this.frame(0x1, Buffer.from(JSON.stringify({ type: "resize", rows, cols })));
+    this.ws.send(WS_TEXT, Buffer.from(JSON.stringify({ type: "resize", rows, cols })));
   }
 
   /** Detaches (the terminal goes on). */
   close(): void {
-    if (this.closed) return;
-    const p = Buffer.alloc(2);
-    p.writeUInt16BE(1000);
-    this.frame(0x8, p);
-    this.socket.end();
-    this.end();
+    this.ws.close(1000);
   }
 
   /** The next event, or null once closed (or after timeoutMs). */
-  next(timeoutMs?: number): Promise<TerminalEvent | null> {
-    const ev = this.queue.shift();
-    if (ev) return Promise.resolve(ev);
-    if (this.closed) return Promise.resolve(null);
-    return new Promise((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const w = (e: TerminalEvent | null) => {
-        if (timer) clearTimeout(timer);
-        resolve(e);
-      };
-      this.waiters.push(w);
-      if (timeoutMs !== undefined)
-        timer = setTimeout(() => {
-          this.waiters = this.waiters.filter((x) => x !== w);
-          resolve(null);
-        }, timeoutMs);
-    });
+  async next(timeoutMs?: number): Promise<TerminalEvent | null> {
+    const ev = await this.queue.next(timeoutMs);
+    return ev === WS_TIMEOUT ? null : ev;
   }
 
   /** Output until `pattern` appears (or timeoutMs passes, or the end): all of it. */
@@ -269,84 +203,15 @@ export class TerminalConnection implements AsyncIterable<TerminalEvent> {
     }
   }
 
-  private frame(op: number, payload: Buffer): void {
-    if (this.closed) return;
-    const mask = randomBytes(4);
-    const n = payload.length;
-    const head = n < 126 ? Buffer.alloc(2) : n < 65536 ? Buffer.alloc(4) : Buffer.alloc(10);
-    head[0] = 0x80 | op;
-    if (n < 126) head[1] = 0x80 | n;
-    else if (n < 65536) {
-      head[1] = 0x80 | 126;
-      head.writeUInt16BE(n, 2);
-    } else {
-      head[1] = 0x80 | 127;
-      head.writeBigUInt64BE(BigInt(n), 2);
+  private onMessage(op: number, data: Buffer): void {
+    if (op === WS_BINARY) return this.queue.push({ type: "output", data });
+    let ev: TerminalEvent;
+    try {
+      ev = JSON.parse(data.toString("utf8")) as TerminalEvent;
+    } catch {
+      return this.ws.fail("a terminal message that is not JSON");
     }
-    const body = Buffer.alloc(n);
-    for (let i = 0; i < n; i++) body[i] = payload[i] ^ mask[i & 3];
-    this.socket.write(Buffer.concat([head, mask, body]));
-  }
-
-  private push(ev: TerminalEvent | null): void {
-    if (ev && ev.type === "exit") this.exitCode = ev.exit_code;
-    const w = this.waiters.shift();
-    if (w) w(ev);
-    else if (ev) this.queue.push(ev);
-  }
-
-  private end(): void {
-    if (this.closed) return;
-    this.closed = true;
-    for (const w of this.waiters.splice(0)) w(null);
-  }
-
-  private onData(d: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
-    for (;;) {
-      if (this.buf.length < 2) return;
-      let n = this.buf[1] & 0x7f;
-      let at = 2;
-      if (n === 126) {
-        if (this.buf.length < 4) return;
-        n = this.buf.readUInt16BE(2);
-        at = 4;
-      } else if (n === 127) {
-        if (this.buf.length < 10) return;
-        const big = this.buf.readBigUInt64BE(2);
-        if (big > BigInt(MAX_MESSAGE)) return this.protocolError();
-        n = Number(big);
-        at = 10;
-      }
-      if (this.buf[1] & 0x80 || n > MAX_MESSAGE) return this.protocolError();
-      if (this.buf.length < at + n) return;
-      const fin = (this.buf[0] & 0x80) !== 0;
-      const op = this.buf[0] & 0x0f;
-      const payload = this.buf.subarray(at, at + n);
-      this.buf = this.buf.subarray(at + n);
-      this.onFrame(fin, op, Buffer.from(payload));
-    }
-  }
-
-  private onFrame(fin: boolean, op: number, payload: Buffer): void {
-    if (op === 0x9) return this.frame(0xa, payload);
-    if (op === 0xa) return;
-    if (op === 0x8) {
-      this.frame(0x8, payload.subarray(0, 2));
-      this.socket.end();
-      return this.end();
-    }
-    if (op !== 0x0) this.messageOp = op;
-    this.message.push(payload);
-    if (!fin) return;
-    const whole = Buffer.concat(this.message);
-    this.message = [];
-    if (this.messageOp === 0x2) return this.push({ type: "output", data: whole });
-    this.push(JSON.parse(whole.toString("utf8")) as TerminalEvent);
-  }
-
-  private protocolError(): void {
-    this.socket.destroy();
-    this.end();
+    if (ev.type === "exit") this.exitCode = ev.exit_code;
+    this.queue.push(ev);
   }
 }

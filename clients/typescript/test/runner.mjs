@@ -8,8 +8,9 @@ import { join } from "node:path";
 
 import { SandmanClient } from "../dist/index.js";
 
-// tcp: listen on a free loopback port (clients that need a URL: MCP).
-export async function startRunner(extraArgs = [], { tcp = false } = {}) {
+// tcp: listen on a free loopback port (clients that need a URL: MCP);
+// image: the sandboxes' image (default sandman/minimal:latest).
+export async function startRunner(extraArgs = [], { tcp = false, image = "sandman/minimal:latest" } = {}) {
   const bin = process.env.SANDMAN_BIN;
   if (!bin) throw new Error("SANDMAN_BIN must name the sandman binary");
   const dir = mkdtempSync(join(tmpdir(), "sandman-ts-"));
@@ -21,7 +22,7 @@ export async function startRunner(extraArgs = [], { tcp = false } = {}) {
   const args = [
     "worker", "start", "--listen", tcp ? "tcp://127.0.0.1:0" : `unix:${sock}`, "--token-file", join(dir, "token"),
     "--pool", "ts", "--sandbox-mode", "per_run", "--sandbox-backend", "docker",
-    "--sandbox-image", "sandman/minimal:latest", "--sandbox-network", "none",
+    "--sandbox-image", image, "--sandbox-network", "none",
     "--sandbox-cpu", "1", "--sandbox-mem", "512m", "--sandbox-pids", "128", "--sandbox-disk", "512m",
     "--project-environment", "development", ...extraArgs,
   ];
