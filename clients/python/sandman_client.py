@@ -489,9 +489,10 @@ class Client:
 
     def reap(self, older_than_s=None, dry_run=False, force=False):
         """POST /v1/sandboxes/reap: the idle lifecycle, then the reap (as
-        `sandman sandbox reap`). older_than_s None: no age limit (only what
-        the lifecycle and a sandbox's end remove). The report's "moved"
-        lists the sandboxes put to rest, "removed" and "spared" the rest."""
+        `sandman sandbox reap`). older_than_s None: no age limit, as `sandbox
+        reap` without --older-than. The report's "moved" lists the
+        sandboxes the lifecycle put to rest; "removed" and "spared" as
+        before. Control token only."""
         body = {"dry_run": dry_run, "force": force}
         if older_than_s is not None:
             body["older_than_s"] = older_than_s
