@@ -489,8 +489,8 @@ class Client:
 
     def reap(self, older_than_s=None, dry_run=False, force=False):
         """POST /v1/sandboxes/reap: the idle lifecycle, then the reap (as
-        `sandman sandbox reap`). older_than_s None: no age limit, as `sandbox
-        reap` without --older-than. The report's "moved" lists the
+        `sandman sandbox reap`). older_than_s None: as `sandbox reap`
+        without --older-than (a sandbox's own idle timeout). The report's "moved" lists the
         sandboxes the lifecycle put to rest; "removed" and "spared" as
         before. Control token only."""
         body = {"dry_run": dry_run, "force": force}

@@ -297,7 +297,8 @@ export class SandmanClient {
   /**
    * POST /v1/sandboxes/reap: the configuration's idle lifecycle (its moves
    * in `moved`), then the reap, as `sandman sandbox reap`. Without
-   * older_than_s, no age limit. Control token only.
+   * older_than_s, as `sandbox reap` without --older-than (a sandbox's own
+   * idle timeout). Control token only.
    */
   reap(body: { older_than_s?: number; dry_run?: boolean; force?: boolean } = {}, opts: CallOptions = {}): Promise<ReapReport> {
     return this.t.json<ReapReport>({

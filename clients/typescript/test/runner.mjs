@@ -9,8 +9,9 @@ import { join } from "node:path";
 import { SandmanClient } from "../dist/index.js";
 
 // tcp: listen on a free loopback port (clients that need a URL: MCP);
-// image: the sandboxes' image (default sandman/minimal:latest).
-export async function startRunner(extraArgs = [], { tcp = false, image = "sandman/minimal:latest" } = {}) {
+// image: the sandboxes' image (default sandman/minimal:latest); config: the
+// text of a configuration file it starts with (--config).
+export async function startRunner(extraArgs = [], { tcp = false, image = "sandman/minimal:latest", config = null } = {}) {
   const bin = process.env.SANDMAN_BIN;
   if (!bin) throw new Error("SANDMAN_BIN must name the sandman binary");
   const dir = mkdtempSync(join(tmpdir(), "sandman-ts-"));
@@ -19,8 +20,13 @@ export async function startRunner(extraArgs = [], { tcp = false, image = "sandma
   const sock = join(dir, "sandman.sock");
   const logPath = join(dir, "runner.log");
   const log = openSync(logPath, "w");
+  const global = [];
+  if (config !== null) {
+    writeFileSync(join(dir, "sandman.yaml"), config);
+    global.push("--config", join(dir, "sandman.yaml"));
+  }
   const args = [
-    "worker", "start", "--listen", tcp ? "tcp://127.0.0.1:0" : `unix:${sock}`, "--token-file", join(dir, "token"),
+    ...global, "worker", "start", "--listen", tcp ? "tcp://127.0.0.1:0" : `unix:${sock}`, "--token-file", join(dir, "token"),
     "--pool", "ts", "--sandbox-mode", "per_run", "--sandbox-backend", "docker",
     "--sandbox-image", image, "--sandbox-network", "none",
     "--sandbox-cpu", "1", "--sandbox-mem", "512m", "--sandbox-pids", "128", "--sandbox-disk", "512m",
