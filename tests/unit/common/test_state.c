@@ -147,6 +147,8 @@ static void test_waiter_relocks_after_removal(void **state) {
   if (child == 0) {
     /* Ends with the test even when an assertion stops it before the kill. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(held[0]);
+    close(go[1]);
     sm_state_lock *l = NULL;
     if (sm_state_exclusive_try(dir, "sb4", &l, NULL) != 0) _exit(1);
     char c;
@@ -154,6 +156,10 @@ static void test_waiter_relocks_after_removal(void **state) {
     sm_state_unlock_remove(l);
     _exit(0);
   }
+  /* Only the child's ends: a child that failed (out of memory) is an end
+   * of file here, never a wait without end. */
+  close(held[1]);
+  close(go[0]);
   char c;
   assert_int_equal(read(held[0], &c, 1), 1);
   sm_state_lock *mine = NULL;
@@ -177,10 +183,8 @@ static void test_waiter_relocks_after_removal(void **state) {
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   sm_state_unlock_remove(mine);
   assert_false(file_exists("busy", "sb4.lock"));
-  close(go[0]);
   close(go[1]);
   close(held[0]);
-  close(held[1]);
 }
 
 int main(void) {
