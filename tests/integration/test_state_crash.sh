@@ -330,4 +330,33 @@ check "the runner's call answers, the 201 files the same by hash" diff -q "$WORK
 stop_worker
 whole "the runner's stop killed before the engine's kill (undone)" "$R1" same
 
+# The runner's own way into a frozen sandbox: a call thaws the container
+# its cache holds, by id; the runner is killed once the engine has thawed
+# it, before the record says so.
+mark_count "$R1"
+thaw_in_call() {
+  wait_sock || return 1
+  rcall POST "/v1/sandboxes/$ID1/pause" >"$WORK/route.out" || true
+  rcall POST /v1/execute "{\"command\": \"true\", \"sandbox_id\": \"$ID1\"}" >/dev/null || true
+}
+rcall_warm() { # the runner's cache holds the sandbox: one call before the freeze
+  wait_sock && rcall POST /v1/execute "{\"command\": \"true\", \"sandbox_id\": \"$ID1\"}" >/dev/null
+}
+rm -f "$SOCK"
+( rcall_warm && thaw_in_call ) &
+IT_PIDS+=($!)
+crash_at "a runner's call into a frozen sandbox" after POST "^/containers/$ID/unpause$" 1 runner
+expect_eq "the runner froze it before (its route answered)" frozen "$(json "d.get('state')" <"$WORK/route.out")"
+rm -f "$SOCK"
+runner &
+WORKER_PID=$!
+check "the runner starts again" wait_sock
+expect_eq "the runner started again: GET /v1/sandboxes lists it running (the engine thawed it)" running \
+  "$(rcall GET /v1/sandboxes | json "([x.get('state') for x in d if x.get('run_id')=='$R1'] or ['none'])[0]")"
+out=$(rcall POST /v1/execute "$(python3 -c 'import json,sys; print(json.dumps({"command": sys.argv[1], "sandbox_id": sys.argv[2]}))' "$TREE" "$ID1")")
+stdout_of <<<"$out" >"$WORK/tree"
+check "the runner's call answers, the 201 files the same by hash" diff -q "$WORK/expected" "$WORK/tree"
+stop_worker
+whole "the runner killed in a call's thaw" "$R1" same
+
 it_done
