@@ -98,8 +98,8 @@ SM_API void sm_sandbox_rest_state(const char *state_dir, const char *name,
  * old container (base gets the sandbox's name: list it as the sandbox),
  * 2 when it is such a successor (the same sandbox: not listed apart), 0
  * otherwise. */
-SM_API int sm_keep_rest_side(const char *state_dir, const char *container_name,
-                                const char *id, char *base, size_t len);
+SM_API int sm_keep_rest_side(const char *state_dir, const char *container_name, const char *id,
+                             char *base, size_t len);
 
 /* ---- snapshots ---- */
 

@@ -95,7 +95,7 @@ void sm_sandbox_rest_state(const char *state_dir, const char *name, const char *
 }
 
 int sm_keep_rest_side(const char *state_dir, const char *container_name, const char *id,
-                         char *base, size_t len) {
+                      char *base, size_t len) {
   static const char *const sides[] = {"-hib", "-next"};
   size_t n = container_name ? strlen(container_name) : 0;
   for (int i = 0; i < 2; i++) {
