@@ -341,6 +341,9 @@ static int stop_recover(sandbox_rest_op *op, sm_error *err) {
   const char *st = status_of(op->insp);
   int down = !is(st, "running") && !is(st, "paused") && !is(st, "restarting");
   if (down && op->rec.ws_saved) {
+    sm_error ignore = SM_ERROR_INIT; /* as do_stop: its relay made again by the next call */
+    if (sm_egress_revoke(op->e, op->name, &ignore) != 0)
+      sm_log(SM_LOG_WARN, "sandbox %s: its egress relay: %s", op->name, ignore.message);
     snprintf(op->rec.state, sizeof op->rec.state, "stopped");
     op->rec.pending[0] = op->rec.prior[0] = '\0';
     return op_put(op, err);
