@@ -87,7 +87,7 @@ new_loop() {
 # (WHEN: before the engine has it, after the engine answered, part: half
 # way through the answer). Fails when CMD ended without getting there.
 crash_at() {
-  local what=$1 when=$2 method=$3 re=$4 nth=$5 i
+  local what=$1 when=$2 method=$3 re=$4 nth=$5 i n=${#IT_PIDS[@]}
   shift 5
   rm -f "$WORK/gate.sock" "$WORK/gate.mark"
   DOCKER_HOST=unix://$ENGINE_SOCK python3 "$GATE" "$WORK/gate.sock" "$WORK/gate.mark" \
@@ -112,6 +112,7 @@ crash_at() {
   wait "$sp" 2>/dev/null || true
   kill "$gp" 2>/dev/null || true
   wait "$gp" 2>/dev/null || true
+  IT_PIDS=("${IT_PIDS[@]:0:$n}") # both waited for: their pids are no longer ours
 }
 
 tree_same() {
@@ -298,7 +299,7 @@ runner() {
     >>"$WORK/runner.log" 2>&1
 }
 rcall() {
-  curl -s --unix-socket "$SOCK" -H "Authorization: Bearer $(cat "$TOKEN_FILE")" \
+  curl -s --max-time 120 --unix-socket "$SOCK" -H "Authorization: Bearer $(cat "$TOKEN_FILE")" \
     -H 'Content-Type: application/json' -X "$1" "http://runner$2" ${3:+-d "$3"}
 }
 wait_sock() {
@@ -315,8 +316,9 @@ crash_runner() {
   rcall POST "/v1/sandboxes/$ID1/pause?tier=stop" >"$WORK/route.out" || true
 }
 crash_runner &
-IT_PIDS+=($!)
+helper=$!
 crash_at "the runner's pause?tier=stop" before POST "^/containers/$ID/kill" 1 runner
+wait "$helper" || true # its call ended with the runner
 WORKER_PID=
 rm -f "$SOCK" # the killed runner's
 runner &
@@ -344,8 +346,9 @@ rcall_warm() { # the runner's cache holds the sandbox: one call before the freez
 }
 rm -f "$SOCK"
 ( rcall_warm && thaw_in_call ) &
-IT_PIDS+=($!)
+helper=$!
 crash_at "a runner's call into a frozen sandbox" after POST "^/containers/$ID/unpause$" 1 runner
+wait "$helper" || true
 expect_eq "the runner froze it before (its route answered)" frozen "$(json "d.get('state')" <"$WORK/route.out")"
 rm -f "$SOCK"
 runner &
