@@ -91,6 +91,15 @@ SM_API json_object *sm_rest_report_to_json(const sm_rest_report *r);
  * NULL): when it entered that state, 0 when unknown. */
 SM_API void sm_sandbox_rest_state(const char *state_dir, const char *name,
                                   const char *engine_state, char *out, double *since);
+/* A hibernation cut short between its two renames leaves no container
+ * under the sandbox's name: its old container set aside as <name>-hib,
+ * its successor (holding the checkpoint) as <name>-next; the next look
+ * finishes it. For a container (its name and id): 1 when it is such an
+ * old container (base gets the sandbox's name: list it as the sandbox),
+ * 2 when it is such a successor (the same sandbox: not listed apart), 0
+ * otherwise. */
+SM_API int sm_keep_rest_side(const char *state_dir, const char *container_name, const char *id,
+                             char *base, size_t len);
 
 /* ---- snapshots ---- */
 

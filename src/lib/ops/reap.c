@@ -65,9 +65,19 @@ static int list_containers(const sm_ops_scope *scope, int all, const char *const
   return 0;
 }
 
-/* busy, last-used and the state of rest from the state directory. */
-static void add_state(const sm_ops_scope *scope, sm_ops_sandbox *sb) {
-  if (sb->name[0] == '\0') return;
+/* busy, last-used and the state of rest from the state directory. 1: the
+ * container is the successor of a hibernation cut short, not listed apart
+ * (its sandbox is listed by its old container, under the sandbox's name). */
+static int add_state(const sm_ops_scope *scope, sm_ops_sandbox *sb) {
+  if (sb->name[0] == '\0') return 0;
+  char base[SM_NAME_MAX], ws[SM_NAME_MAX + 8];
+  int side = sm_keep_rest_side(scope->state_dir, sb->name, sb->id, base, sizeof base);
+  if (side == 2) return 1;
+  if (side == 1) {
+    snprintf(ws, sizeof ws, "%s-ws", sb->name);
+    if (strcmp(sb->volume, ws) == 0) snprintf(sb->volume, sizeof sb->volume, "%s-ws", base);
+    snprintf(sb->name, sizeof sb->name, "%s", base);
+  }
   sm_sandbox_rest_state(scope->state_dir, sb->name, sb->state, sb->rest, &sb->rest_since);
   sb->busy = sm_state_is_busy(scope->state_dir, sb->name) == 1;
   double lu = sm_state_last_used(scope->state_dir, sb->name);
@@ -75,6 +85,7 @@ static void add_state(const sm_ops_scope *scope, sm_ops_sandbox *sb) {
     sb->last_used_at = lu;
     sb->last_used_recorded = 1;
   }
+  return 0;
 }
 
 /* Turns the engine's array into sandboxes (entries it cannot read are
@@ -101,7 +112,7 @@ static int to_sandboxes(const sm_ops_scope *scope, json_object *array, int all,
       sm_log(SM_LOG_WARN, "skipping a container the engine listed: %s", e.message);
       continue;
     }
-    add_state(scope, sb);
+    if (add_state(scope, sb)) continue;
     /* Without --all: running ones, and those kept at rest on purpose; a
      * fork still being made (or cut short) is no sandbox yet. */
     if (!all && strcmp(sb->state, "running") != 0 && strcmp(sb->state, "paused") != 0 &&

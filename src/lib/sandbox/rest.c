@@ -78,6 +78,9 @@ static void derive(const char *engine_state, const sandbox_rest_record *rec, int
   } else if (has_rec && rec->ws_saved && (is(rec->pending, "stopped") || is(rec->pending, "hibernated"))) {
     st = rec->pending; /* saved whole: the next look finishes it */
     when = rec->since;
+  } else if (has_rec && is(rec->pending, "running") && (is(rec->prior, "stopped") || is(rec->prior, "hibernated"))) {
+    st = rec->prior; /* a resume cut short before it ran: still at rest, the next look resumes it */
+    when = rec->since;
   }
   snprintf(out, SM_REST_STATE_MAX, "%s", st);
   if (since) *since = when;
@@ -89,6 +92,25 @@ void sm_sandbox_rest_state(const char *state_dir, const char *name, const char *
   sm_error ignore = SM_ERROR_INIT;
   int has = sandbox_rest_read(state_dir, name, &rec, &ignore) == 0;
   derive(engine_state, &rec, has, out, since);
+}
+
+int sm_keep_rest_side(const char *state_dir, const char *container_name, const char *id,
+                      char *base, size_t len) {
+  static const char *const sides[] = {"-hib", "-next"};
+  size_t n = container_name ? strlen(container_name) : 0;
+  for (int i = 0; i < 2; i++) {
+    size_t s = strlen(sides[i]);
+    if (n <= s || n - s >= len || strcmp(container_name + n - s, sides[i]) != 0) continue;
+    snprintf(base, len, "%.*s", (int)(n - s), container_name);
+    sandbox_rest_record rec;
+    sm_error ignore = SM_ERROR_INIT;
+    if (sandbox_rest_read(state_dir, base, &rec, &ignore) != 0 || !is(rec.pending, "hibernated"))
+      return 0;
+    if (i == 0 && is(rec.id, id)) return 1;
+    if (i == 1 && is(rec.next_id, id)) return 2;
+    return 0;
+  }
+  return 0;
 }
 
 int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned generation) {
@@ -319,6 +341,9 @@ static int stop_recover(sandbox_rest_op *op, sm_error *err) {
   const char *st = status_of(op->insp);
   int down = !is(st, "running") && !is(st, "paused") && !is(st, "restarting");
   if (down && op->rec.ws_saved) {
+    sm_error ignore = SM_ERROR_INIT; /* as do_stop: its relay made again by the next call */
+    if (sm_egress_revoke(op->e, op->name, &ignore) != 0)
+      sm_log(SM_LOG_WARN, "sandbox %s: its egress relay: %s", op->name, ignore.message);
     snprintf(op->rec.state, sizeof op->rec.state, "stopped");
     op->rec.pending[0] = op->rec.prior[0] = '\0';
     return op_put(op, err);
@@ -370,6 +395,7 @@ static int recover(sandbox_rest_op *op, sm_error *err) {
   if (!op->has_rec || !op->rec.pending[0]) return 0;
   sm_log(SM_LOG_INFO, "sandbox %s: a change to %s was cut short: finishing or undoing it",
          op->name, op->rec.pending);
+  sandbox_rest_sweep(op->ctx->state_dir, op->name); /* a save of /workspace cut short */
   int rc = 0;
   if (is(op->rec.pending, "stopped")) rc = stop_recover(op, err);
   else if (is(op->rec.pending, "hibernated")) rc = sandbox_rest_hibernate_recover(op, err);

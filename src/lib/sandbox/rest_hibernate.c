@@ -210,7 +210,10 @@ static int swap_in(sandbox_rest_op *op, const char *old_id, sm_error *err) {
 static void hibernate_undo(sandbox_rest_op *op, const char *prior) {
   sm_error ignore = SM_ERROR_INIT;
   char path[4096];
+  char next[SM_NAME_MAX + 16];
+  side_name(op->name, "next", next, sizeof next);
   if (op->rec.next_id[0]) remove_quietly(op->e, op->rec.next_id);
+  remove_quietly(op->e, next); /* made, its id not recorded yet */
   if (sandbox_rest_ws_path(op->ctx->state_dir, op->name, path, sizeof path, &ignore) == 0) unlink(path);
   if (is(prior, "running")) sm_engine_container_unpause(op->e, op->rec.id, &ignore);
   else if (is(prior, "frozen")) sm_engine_container_pause(op->e, op->rec.id, &ignore); /* thawed */
@@ -392,9 +395,26 @@ static int running_or_paused(sm_engine *e, const char *id) {
   return up;
 }
 
+/* Once the checkpoint is in the successor the old container has ended,
+ * but the engine may still call it paused (the hibernation was cut short
+ * before its unpause): the unpause lets it see the end, as
+ * hibernate_steps does. A checkpoint the engine was still writing ends it
+ * too, when done; one that failed was removed by the engine. */
+static void old_settle(sandbox_rest_op *op) {
+  sm_error ignore = SM_ERROR_INIT;
+  if (!op->rec.next_id[0] || !op->rec.ws_saved || !has_checkpoint(op->e, op->rec.next_id) ||
+      !running_or_paused(op->e, op->rec.id))
+    return;
+  sm_engine_container_unpause(op->e, op->rec.id, &ignore);
+  sm_error_clear(&ignore);
+  if (sm_engine_container_wait(op->e, op->rec.id, "not-running", DOWN_WAIT_MS, NULL, &ignore) != 0)
+    sm_log(SM_LOG_WARN, "sandbox %s: its checkpointed container: %s", op->name, ignore.message);
+}
+
 int sandbox_rest_hibernate_recover(sandbox_rest_op *op, sm_error *err) {
   char prior[SM_REST_STATE_MAX];
   snprintf(prior, sizeof prior, "%s", op->rec.prior);
+  old_settle(op);
   int old_up = running_or_paused(op->e, op->rec.id);
   int written = op->rec.next_id[0] && op->rec.ws_saved && !old_up &&
                 has_checkpoint(op->e, op->rec.next_id);

@@ -1,9 +1,11 @@
 /* The record of a keyed sandbox at rest (rest_record.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -78,6 +80,10 @@ int sandbox_rest_read(const char *state_dir, const char *name, sandbox_rest_reco
   out->workspace_bytes = get_int(o, "workspace_bytes");
   out->generation = (unsigned)get_int(o, "generation");
   out->ws_saved = get_int(o, "ws_saved") != 0;
+  /* A change's record may name only where it goes (written so before
+   * this was fixed): it was in its prior state. */
+  if (out->state[0] == '\0' && out->pending[0])
+    snprintf(out->state, sizeof out->state, "%s", out->prior[0] ? out->prior : "running");
   if (out->state[0] == '\0')
     return sm_error_set(err, SM_EPROTOCOL, "%s says no state", path);
   return 0;
@@ -94,7 +100,8 @@ static int record_write(const char *state_dir, const char *name, const sandbox_r
   if (rc) return rc;
   cleanup_json json_object *o = json_object_new_object();
   if (o == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
-  add_str(o, "state", r->state);
+  /* Never without a state: a sandbox's first change starts from none. */
+  add_str(o, "state", r->state[0] ? r->state : r->prior[0] ? r->prior : "running");
   add_str(o, "pending", r->pending);
   add_str(o, "prior", r->prior);
   json_object_object_add(o, "since", json_object_new_double(r->since));
@@ -122,6 +129,24 @@ int sandbox_rest_write_quick(const char *state_dir, const char *name, const sand
 void sandbox_rest_drop(const char *state_dir, const char *name) {
   char path[PATH_MAX];
   sm_error ignore = SM_ERROR_INIT;
+  sandbox_rest_sweep(state_dir, name);
   if (rest_path(state_dir, name, ".ws.tar", path, sizeof path, &ignore) == 0) unlink(path);
   if (rest_path(state_dir, name, ".json", path, sizeof path, &ignore) == 0) unlink(path);
+}
+
+void sandbox_rest_sweep(const char *state_dir, const char *name) {
+  char path[PATH_MAX], prefix[PATH_MAX];
+  sm_error ignore = SM_ERROR_INIT;
+  if (rest_path(state_dir, name, "", path, sizeof path, &ignore) != 0) return;
+  char *slash = strrchr(path, '/');
+  if (slash == NULL) return;
+  *slash = '\0';
+  /* ws_save.c writes <name>.ws.tar.tmp-XXXXXX, renamed once whole. */
+  if (snprintf(prefix, sizeof prefix, "%s.ws.tar.tmp-", slash + 1) >= (int)sizeof prefix) return;
+  cleanup_dir DIR *d = opendir(path);
+  if (d == NULL) return;
+  size_t plen = strlen(prefix);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    if (strncmp(de->d_name, prefix, plen) == 0) unlinkat(dirfd(d), de->d_name, 0);
 }

@@ -44,6 +44,9 @@ int sandbox_rest_write_quick(const char *state_dir, const char *name, const sand
                              sm_error *err);
 /* The record and the saved /workspace go (its sandbox was removed). */
 void sandbox_rest_drop(const char *state_dir, const char *name);
+/* Removes what a save of its /workspace cut short left (<name>.ws.tar.tmp-*:
+ * the key lock held, no save of it runs). */
+void sandbox_rest_sweep(const char *state_dir, const char *name);
 /* <state>/rest/<name>.ws.tar; the folder is made. */
 int sandbox_rest_ws_path(const char *state_dir, const char *name, char *out, size_t len,
                          sm_error *err);
