@@ -7,8 +7,8 @@
  * It arms a POSIX timer that sends it SIGCONT every 20 ms, so that a
  * SIGSTOP (a freezer) holds it for at most one tick; then, until SECONDS
  * have passed, it reads every other process's /proc/<pid>/environ and
- * cmdline, and seizes every new process with ptrace to read its stack
- * through /proc/<pid>/mem. Whatever looks like a test credential
+ * cmdline, and seizes every new process with ptrace (but another
+ * snooper: see seize) to read its stack through /proc/<pid>/mem. Whatever looks like a test credential
  * ("snoopval_...") goes to LOOT as "<where> <value>" lines. READY is made
  * once the timer is armed. */
 #define _GNU_SOURCE
@@ -31,6 +31,7 @@
 static int loot_fd = -1;
 static char buf[READ_MAX];
 static unsigned char seen[SEEN_MAX]; /* pids seized once already */
+static char self_name[32];          /* this program's name (comm) */
 
 /* Every "snoopval_<alnum>" in data[0..n) goes to the loot file. */
 static void note(const char *where, const char *data, size_t n) {
@@ -77,14 +78,34 @@ static void stack(long pid) {
   if (r > 0) note("mem", buf, (size_t)r);
 }
 
+/* Is pid another snooper (its name is this one's)? */
+static int fellow(long pid) {
+  char path[64], name[32] = "";
+  snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t r = read(fd, name, sizeof name - 1);
+  close(fd);
+  name[r > 0 ? r : 0] = '\0';
+  return self_name[0] != '\0' && strcmp(name, self_name) == 0;
+}
+
 /* PTRACE_SEIZE and PTRACE_INTERRUPT: an attach's access check without a
- * stray SIGSTOP left behind. */
+ * stray SIGSTOP left behind. Never of another snooper: two that interrupt
+ * each other at once both stop in a trap only the other could end, for
+ * good (the calls they run in then hang until their timeout). Looked at
+ * before the seize and again after it, as the process may just have
+ * become one (exec). */
 static void seize(long pid) {
   if (pid < SEEN_MAX) {
     if (seen[pid]) return;
     seen[pid] = 1;
   }
-  if (ptrace(PTRACE_SEIZE, (pid_t)pid, NULL, NULL) != 0) return;
+  if (fellow(pid) || ptrace(PTRACE_SEIZE, (pid_t)pid, NULL, NULL) != 0) return;
+  if (fellow(pid)) {
+    ptrace(PTRACE_DETACH, (pid_t)pid, NULL, NULL);
+    return;
+  }
   if (ptrace(PTRACE_INTERRUPT, (pid_t)pid, NULL, NULL) == 0) {
     int st;
     if (waitpid((pid_t)pid, &st, __WALL) == (pid_t)pid) stack(pid);
@@ -122,6 +143,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   double seconds = strtod(argv[1], NULL);
+  int sfd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  ssize_t sr = sfd >= 0 ? read(sfd, self_name, sizeof self_name - 1) : -1;
+  if (sfd >= 0) close(sfd);
+  self_name[sr > 0 ? sr : 0] = '\0';
   loot_fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (loot_fd < 0) return 1;
   /* The self-resuming part: SIGCONT every 20 ms, from the kernel. */
