@@ -60,6 +60,11 @@ typedef struct sm_workspace_target {
   const char *unpacker;
   int (*install)(void *install_ud, sm_error *err);
   void *install_ud;
+  /* Optional (NULL: container_id): the sandbox whose /workspace volume
+   * container_id mounts and works on (a leased call's own container). The
+   * manifest names that sandbox, so the copy stays incremental and what
+   * the sandbox holds (refusals) stays, as it does for its own calls. */
+  const char *workspace_of;
 } sm_workspace_target;
 
 typedef struct sm_workspace_sync sm_workspace_sync;

@@ -155,8 +155,11 @@ static void report_both(const sm_run_result *leased, const concurrent *c) {
 
 static void plant_and_check_snooper(sm_runner *r, const char *run_id) {
   sm_run_result res;
-  /* 1. An earlier call leaves the snooper behind. */
+  /* 1. An earlier call leaves the snooper behind, and a FIFO in
+   * /workspace, which no copy out brings to the host: it stays in the
+   * sandbox (a refusal), a leased call in it included. */
   call(r, run_id,
+       "mkfifo /workspace/held.fifo\n"
        "setsid /workspace/snoop 900 /tmp/loot /tmp/snooper.ready </dev/null >/dev/null 2>&1 &\n"
        "i=0; while [ ! -e /tmp/snooper.ready ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\n"
        "test -e /tmp/snooper.ready && echo planted",
@@ -239,7 +242,7 @@ static void attack(sm_runner *r, const char *run_id) {
        "for p in $(pidof snoop); do awk '/^State:/ { print \"snooper \" $2 }' /proc/$p/status; "
        "done\n"
        "awk '/^Uid:/ { print \"pid 1 uid \" $2 }' /proc/1/status\n"
-       "cat /workspace/leased.txt",
+       "cat /workspace/leased.txt; test -p /workspace/held.fifo && echo held",
        NULL, 0, NULL, 0, &res);
   const char *out = res.stdout_data;
   assert_non_null(strstr(out, "snoopval_plain"));
@@ -248,9 +251,10 @@ static void attack(sm_runner *r, const char *run_id) {
   const char *tail = strstr(out, "---\n");
   assert_non_null(tail);
   /* The snooper runs (S: sleeping, R: running; T would be stopped); the
-   * leased call's child is gone; pid 1 is root's; the change is there. */
-  if (strcmp(tail, "---\n1\n0\nsnooper S\npid 1 uid 0\nleased\n") != 0 &&
-      strcmp(tail, "---\n1\n0\nsnooper R\npid 1 uid 0\nleased\n") != 0)
+   * leased call's child is gone; pid 1 is root's; the change is there,
+   * and so is the FIFO. */
+  if (strcmp(tail, "---\n1\n0\nsnooper S\npid 1 uid 0\nleased\nheld\n") != 0 &&
+      strcmp(tail, "---\n1\n0\nsnooper R\npid 1 uid 0\nleased\nheld\n") != 0)
     fail_msg("left running: %s\n%s", tail, res.stderr_data);
   sm_run_result_dispose(&res);
 }

@@ -265,7 +265,9 @@ static void call_target(call *c) {
                                     .untouched = sb->mode == SM_MODE_PER_TOOL,
                                     .unpacker = c->unpacker,
                                     .install = install_unpacker,
-                                    .install_ud = &c->uctx};
+                                    .install_ud = &c->uctx,
+                                    /* A lease container works on the sandbox's volume. */
+                                    .workspace_of = c->lease.id[0] ? sb->id : NULL};
   if (c->t.agent) {
     /* The workspace's listings and deletes go over the session too. */
     c->target.run = run_via_agent;

@@ -229,7 +229,8 @@ int workspace_sync_check_target(const sm_workspace_target *t, sm_error *err) {
 }
 
 const char *workspace_sync_target_container(const sm_workspace_target *t) {
-  return t->engine ? t->container_id : "";
+  if (!t->engine) return "";
+  return t->workspace_of && t->workspace_of[0] ? t->workspace_of : t->container_id;
 }
 
 /* Does the manifest describe this very sandbox? */
