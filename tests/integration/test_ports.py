@@ -5,7 +5,7 @@ PORTS_IMAGE.
 
   cli   a per_run sandbox with network none (it has lo only, before and
         after): an HTTP server (python3 -m http.server) and a WebSocket echo
-        server (written below, stdlib only) started in it are reached from
+        server (ports_server.py, stdlib only) started in it are reached from
         this host through `sandman sandbox port`: a page, a 404, a 20 MB
         file by hash, eight downloads at once by hash, a client that does
         not read while another request is answered (backpressure stops its
@@ -30,7 +30,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ports_server as ps  # noqa: E402
 import test_server as ts  # noqa: E402
 
 check = ts.check
@@ -47,59 +47,10 @@ GUARD = 120
 IMAGE = os.environ.get("PORTS_IMAGE") or sys.exit(
     "PORTS_IMAGE is not set: run this through its .sh wrapper (scripts/test-images.sh)")
 
-WS_ECHO = r'''
-import base64, hashlib, socket, struct, sys, threading
-def read_exact(c, n):
-    b = b""
-    while len(b) < n:
-        d = c.recv(n - len(b))
-        if not d:
-            raise EOFError
-        b += d
-    return b
-def serve(c):
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += c.recv(4096)
-    key = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n")
-           if l.lower().startswith(b"sec-websocket-key:")][0]
-    acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
-    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-              b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc + b"\r\n\r\n")
-    try:
-        while True:
-            b0, b1 = read_exact(c, 2)
-            n = b1 & 127
-            if n == 126:
-                n = struct.unpack(">H", read_exact(c, 2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", read_exact(c, 8))[0]
-            mask = read_exact(c, 4)
-            data = bytes(x ^ mask[i % 4] for i, x in enumerate(read_exact(c, n)))
-            op = b0 & 15
-            if op == 8:
-                c.sendall(b"\x88\x00")
-                return
-            hdr = bytes([0x80 | op])
-            if len(data) < 126:
-                hdr += bytes([len(data)])
-            elif len(data) < 65536:
-                hdr += bytes([126]) + struct.pack(">H", len(data))
-            else:
-                hdr += bytes([127]) + struct.pack(">Q", len(data))
-            c.sendall(hdr + data)
-    except EOFError:
-        pass
-    finally:
-        c.close()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(16)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-'''
+# The WebSocket echo server (ports_server.py, shared with test_ports_ws.py),
+# sent into the sandbox; its framing serves this test's client too.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ports_server.py")) as f:
+    WS_SERVER = f.read()
 
 
 def sandman(*args, stdin=None):
@@ -147,50 +98,19 @@ def sandbox_nets(run):
 
 
 def ws_connect(addr):
+    """A WebSocket to addr: (a ps.Conn on its socket, whether the upgrade was right)."""
     host, port = addr.rsplit(":", 1)
     s = socket.create_connection((host, int(port)), timeout=30)
     key = base64.b64encode(os.urandom(16))
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
               b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " + key + b"\r\n\r\n")
-    head = b""
-    while b"\r\n\r\n" not in head:
-        d = s.recv(4096)
-        if not d:
-            break
-        head += d
-    want = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
-    return s, head.startswith(b"HTTP/1.1 101") and want in head
+    head, _, rest = ps.read_head(s).partition(b"\r\n\r\n")
+    want = base64.b64encode(hashlib.sha1(key + ps.GUID).digest())
+    return ps.Conn(s, rest), head.startswith(b"HTTP/1.1 101") and want in head
 
 
-def ws_send(s, op, data):
-    mask = os.urandom(4)
-    n = len(data)
-    hdr = bytes([0x80 | op])
-    if n < 126:
-        hdr += bytes([0x80 | n])
-    elif n < 65536:
-        hdr += bytes([0x80 | 126]) + struct.pack(">H", n)
-    else:
-        hdr += bytes([0x80 | 127]) + struct.pack(">Q", n)
-    s.sendall(hdr + mask + bytes(x ^ mask[i % 4] for i, x in enumerate(data)))
-
-
-def ws_recv(s):
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            d = s.recv(n - len(b))
-            if not d:
-                raise EOFError
-            b += d
-        return b
-    b0, b1 = exact(2)
-    n = b1 & 127
-    if n == 126:
-        n = struct.unpack(">H", exact(2))[0]
-    elif n == 127:
-        n = struct.unpack(">Q", exact(8))[0]
-    return b0 & 15, exact(n)
+def ws_send(r, op, data):
+    r.c.sendall(ps.frame(op, data, os.urandom(4)))
 
 
 def stop(p):
@@ -251,18 +171,18 @@ def http_checks(addr, big_hash):
 
 
 def ws_checks(addr):
-    s, ok = ws_connect(addr)
+    r, ok = ws_connect(addr)
     check("port: a WebSocket upgrade passes through the forward", ok)
-    ws_send(s, 1, b"hello-ws")
-    op, data = ws_recv(s)
+    ws_send(r, 1, b"hello-ws")
+    op, data = ps.read_frame(r)
     check("port: a WebSocket text message is echoed", op == 1 and data == b"hello-ws", (op, data))
     blob = os.urandom(1 << 20)
-    ws_send(s, 2, blob)
-    op, data = ws_recv(s)
+    ws_send(r, 2, blob)
+    op, data = ps.read_frame(r)
     check("port: a 1 MiB binary message goes in and comes back whole", op == 2 and data == blob,
           (op, len(data)))
-    ws_send(s, 8, b"")
-    s.close()
+    ws_send(r, 8, b"")
+    r.c.close()
 
 
 def start_servers(run):
@@ -270,7 +190,7 @@ def start_servers(run):
                 "cat > /workspace/ws_echo.py; mkdir -p /workspace/www; "
                 "echo hello-port > /workspace/www/index.html; "
                 "head -c 20971520 /dev/urandom > /workspace/www/big; "
-                "sha256sum /workspace/www/big", stdin=WS_ECHO.encode())
+                "sha256sum /workspace/www/big", stdin=WS_SERVER.encode())
     if not check("the servers' files are in the sandbox", p.returncode == 0, p):
         return None, []
     big_hash = p.stdout.split()[0].decode()

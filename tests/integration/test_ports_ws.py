@@ -45,6 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import ports_server as ps  # noqa: E402
 import test_ports_runner as tpr  # noqa: E402
 import test_sandboxes as tsb  # noqa: E402
 import test_server as ts  # noqa: E402
@@ -56,7 +57,8 @@ IMAGE = tpr.IMAGE
 PORT = 8000
 MB = 1000 * 1000
 
-# The server (tests/integration/ports_server.py), sent into the sandbox.
+# The server (tests/integration/ports_server.py), sent into the sandbox; its
+# read_head serves ws_raw too.
 with open(os.path.join(HERE, "ports_server.py")) as f:
     SERVER = f.read()
 
@@ -107,12 +109,7 @@ def ws_raw(r, path, token=None, key=None):
     if key:
         head += "X-Sandman-Worker-Key: %s\r\n" % key
     s.sendall((head + "\r\n").encode())
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = s.recv(4096)
-        if not d:
-            break
-        data += d
+    data = ps.read_head(s)
     st = int(data.split()[1]) if data.startswith(b"HTTP/1.1 ") else 0
     if st != 101:
         s.settimeout(10)

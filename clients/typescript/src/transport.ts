@@ -65,6 +65,49 @@ export interface RawResponse {
   body: http.IncomingMessage;
 }
 
+/** The one outcome of a request to the runner (see requestOutcome). */
+export interface RequestOutcome {
+  /** Rejects the request's promise (the first outcome only) and destroys the request. */
+  fail(e: unknown): void;
+  /** The answer is in: the timeout and the abort no longer act; false when the request has already failed. */
+  answered(): boolean;
+  /** Failed or answered already. */
+  readonly settled: boolean;
+}
+
+/**
+ * The settling of req, whose promise reject rejects: its error, its timeout
+ * (ms, 0 for none) and signal's abort fail it, once, until it is answered.
+ * A signal aborted already fails it at once (settled is then true).
+ */
+export function requestOutcome(req: http.ClientRequest, reject: (e: unknown) => void, timeoutMs: number, signal?: AbortSignal): RequestOutcome {
+  let settled = false;
+  const fail = (e: unknown) => {
+    if (settled) return;
+    settled = true;
+    req.destroy();
+    reject(e);
+  };
+  if (timeoutMs > 0) req.setTimeout(timeoutMs, () => fail(new Error(`no answer from the runner within ${timeoutMs} ms`)));
+  const onAbort = () => fail(signal?.reason ?? new Error("aborted"));
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+  req.on("error", fail);
+  return {
+    fail,
+    answered() {
+      signal?.removeEventListener("abort", onAbort);
+      req.setTimeout(0);
+      if (settled) return false;
+      settled = true;
+      return true;
+    },
+    get settled() {
+      return settled;
+    },
+  };
+}
+
 export class Transport {
   readonly endpoint: Endpoint;
   readonly token: string | undefined;
@@ -76,46 +119,36 @@ export class Transport {
     this.timeoutMs = timeoutMs;
   }
 
+  /**
+   * http.request's options for method and path at the runner: its socket or
+   * host and port, a connection of its own, the headers with the token
+   * (unless noAuth or they carry an Authorization of their own).
+   */
+  requestOptions(method: string, path: string, headers: Record<string, string>, noAuth = false): http.RequestOptions {
+    const h: Record<string, string> = { ...headers };
+    if (this.token && !noAuth && h.Authorization === undefined) h.Authorization = `Bearer ${this.token}`;
+    const ep = this.endpoint;
+    const target = "socketPath" in ep ? { socketPath: ep.socketPath, host: "localhost" } : { host: ep.host, port: ep.port };
+    return { ...target, method, path, headers: h, agent: false };
+  }
+
   /** Sends a request and resolves once the answer's headers are in. */
   open(opts: RequestOptions): Promise<RawResponse> {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-    if (this.token && !opts.noAuth && headers.Authorization === undefined) headers.Authorization = `Bearer ${this.token}`;
     let body = opts.body;
     if (typeof body === "string") body = Buffer.from(body);
     if (body instanceof Uint8Array) headers["Content-Length"] = String(body.byteLength);
-    const target =
-      "socketPath" in this.endpoint
-        ? { socketPath: this.endpoint.socketPath, host: "localhost" }
-        : { host: this.endpoint.host, port: this.endpoint.port };
     return new Promise<RawResponse>((resolve, reject) => {
-      const req = http.request({ ...target, method: opts.method, path: opts.path, headers, agent: false });
-      const timeout = opts.timeoutMs ?? this.timeoutMs;
-      let settled = false;
-      const fail = (e: unknown) => {
-        if (settled) return;
-        settled = true;
-        req.destroy();
-        reject(e);
-      };
-      if (timeout > 0) req.setTimeout(timeout, () => fail(new Error(`no answer from the runner within ${timeout} ms`)));
-      const onAbort = () => fail(opts.signal?.reason ?? new Error("aborted"));
-      if (opts.signal) {
-        if (opts.signal.aborted) return onAbort();
-        opts.signal.addEventListener("abort", onAbort, { once: true });
-      }
-      req.on("error", fail);
+      const req = http.request(this.requestOptions(opts.method, opts.path, headers, opts.noAuth));
+      const out = requestOutcome(req, reject, opts.timeoutMs ?? this.timeoutMs, opts.signal);
+      if (out.settled) return; // aborted before it was sent
       req.on("response", (res) => {
-        if (settled) {
+        if (!out.answered()) {
           res.destroy();
           return;
         }
-        settled = true;
         // Later aborts end the body (a streamed call is cancelled by closing it).
-        if (opts.signal) {
-          opts.signal.removeEventListener("abort", onAbort);
-          opts.signal.addEventListener("abort", () => res.destroy(), { once: true });
-        }
-        req.setTimeout(0);
+        opts.signal?.addEventListener("abort", () => res.destroy(), { once: true });
         const id = res.headers["x-request-id"];
         resolve({ status: res.statusCode ?? 0, headers: res.headers, requestId: typeof id === "string" ? id : null, body: res });
       });
@@ -125,7 +158,7 @@ export class Transport {
         req.end(body);
       } else {
         const source = body instanceof Readable ? body : Readable.from(body);
-        source.on("error", fail);
+        source.on("error", out.fail);
         source.pipe(req);
       }
     });

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from "node:crypto";
 import * as http from "node:http";
 import type { Duplex } from "node:stream";
 
-import { SandmanError, Transport } from "./transport.js";
+import { requestOutcome, SandmanError, Transport } from "./transport.js";
 
 /** The largest message taken in by default (as the Python client's). */
 export const WS_MAX_MESSAGE = 64 * 1024 * 1024;
@@ -81,44 +81,26 @@ export function wsOpen(t: Transport, path: string, opts: WsOpenOptions = {}): Pr
     "Sec-WebSocket-Key": key,
     "Sec-WebSocket-Version": "13",
   };
-  if (t.token && !opts.noAuth && headers.Authorization === undefined) headers.Authorization = `Bearer ${t.token}`;
-  const ep = t.endpoint;
-  const target = "socketPath" in ep ? { socketPath: ep.socketPath, host: "localhost" } : { host: ep.host, port: ep.port };
   return new Promise((resolve, reject) => {
-    const req = http.request({ ...target, method: "GET", path, headers, agent: false });
-    let settled = false;
-    const fail = (e: unknown) => {
-      if (settled) return;
-      settled = true;
-      req.destroy();
-      reject(e);
-    };
-    const timeout = opts.timeoutMs ?? t.timeoutMs;
-    if (timeout > 0) req.setTimeout(timeout, () => fail(new Error(`no answer from the runner within ${timeout} ms`)));
-    const onAbort = () => fail(opts.signal?.reason ?? new Error("aborted"));
-    if (opts.signal) {
-      if (opts.signal.aborted) return onAbort();
-      opts.signal.addEventListener("abort", onAbort, { once: true });
-    }
-    req.on("error", fail);
+    const req = http.request(t.requestOptions("GET", path, headers, opts.noAuth));
+    const out = requestOutcome(req, reject, opts.timeoutMs ?? t.timeoutMs, opts.signal);
+    if (out.settled) return; // aborted before it was sent
     // The timeout still runs while a refusal's body is read.
     req.on("response", (res) => {
-      refusal(res).then(fail, fail);
+      refusal(res).then(out.fail, out.fail);
     });
     req.on("upgrade", (res, socket, head) => {
-      opts.signal?.removeEventListener("abort", onAbort);
-      req.setTimeout(0);
-      if (settled) {
+      if (!out.answered()) {
         socket.destroy();
         return;
       }
       const want = createHash("sha1").update(key + WS_GUID).digest("base64");
       if (res.headers["sec-websocket-accept"] !== want) {
         socket.destroy();
-        fail(new SandmanError(502, { error: "bad Sec-WebSocket-Accept", failure_kind: "sandbox" }, null));
+        req.destroy();
+        reject(new SandmanError(502, { error: "bad Sec-WebSocket-Accept", failure_kind: "sandbox" }, null));
         return;
       }
-      settled = true;
       resolve({ socket, head, status: res.statusCode ?? 101, headers: res.headers });
     });
     req.end();

@@ -20,7 +20,7 @@ import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { SandmanClient, SandmanError, WebSocketTimeoutError } from "../dist/index.js";
-import { startRunner } from "./runner.mjs";
+import { startRunner, until } from "./runner.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SERVER = readFileSync(join(HERE, "../../../tests/integration/ports_server.py"), "utf8");
@@ -35,16 +35,6 @@ before(async () => {
 after(async () => {
   if (runner) await runner.stop();
 });
-
-async function until(what, fn, ms = 60_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const r = await fn();
-    if (r) return r;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((res) => setTimeout(res, 200));
-  }
-}
 
 async function echoes(ws, text = "hello-ts-ws") {
   ws.send(text);

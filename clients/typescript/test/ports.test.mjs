@@ -12,7 +12,7 @@ import { createHash } from "node:crypto";
 import { after, before, test } from "node:test";
 
 import { SandmanClient, SandmanError } from "../dist/index.js";
-import { startRunner } from "./runner.mjs";
+import { startRunner, until } from "./runner.mjs";
 
 let runner;
 before(async () => {
@@ -21,16 +21,6 @@ before(async () => {
 after(async () => {
   if (runner) await runner.stop();
 });
-
-async function until(what, fn, ms = 60_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const r = await fn();
-    if (r) return r;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((res) => setTimeout(res, 200));
-  }
-}
 
 test("ports and previews through the TypeScript client", async () => {
   const k1 = SandmanClient.forWorker(runner.token, "k1", { address: runner.address });

@@ -1,5 +1,6 @@
 // Starts a `sandman worker start` of its own on a private unix socket for
-// a test file, and stops it (SIGTERM) at the end.
+// a test file, and stops it (SIGTERM) at the end; until() waits for what a
+// test needs of it.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -71,4 +72,15 @@ export async function startRunner(extraArgs = [], { tcp = false, image = "sandma
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** fn()'s first truthy answer, polled every 200 ms (bounded: an error naming what after ms). */
+export async function until(what, fn, ms = 60_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const r = await fn();
+    if (r) return r;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
 }
