@@ -1,6 +1,7 @@
 // The TypeScript client against a real runner and engine: execute (argv,
 // command, stdin, env), a call sent to the background and its handle,
-// leases, sandboxes, worker tokens (derived like `sandman token derive`).
+// leases, sandboxes, worker tokens (derived like `sandman token derive`); a
+// signal aborted before a call rejects it and leaves the process running.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
@@ -72,4 +73,17 @@ test("worker tokens", async () => {
 
 test("leases need a credentials file", async () => {
   await assert.rejects(runner.client.createLease({ tool: "shell", services: ["github"] }), (e) => e instanceof SandmanError && e.status >= 400);
+});
+
+test("a signal aborted before the call: it rejects with the signal's reason and nothing else breaks", async () => {
+  const c = runner.client;
+  const ac = new AbortController();
+  ac.abort(new Error("aborted before the call"));
+  // A plain request and a WebSocket's opening (the sandbox need not exist:
+  // nothing is sent). The request destroyed unsent emits its error a tick
+  // later: an unheard one would end the process (it did before).
+  await assert.rejects(c.listSnapshots({ signal: ac.signal }), /aborted before the call/);
+  await assert.rejects(c.portWebSocket("no-such-sandbox", 8000, { signal: ac.signal }), /aborted before the call/);
+  // A round trip to the runner takes longer than that tick: still running.
+  assert.equal((await c.health()).status, "ok");
 });
