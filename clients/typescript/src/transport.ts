@@ -76,9 +76,11 @@ export interface RequestOutcome {
 }
 
 /**
- * The settling of req, whose promise reject rejects: its error, its timeout
- * (ms, 0 for none) and signal's abort fail it, once, until it is answered.
- * A signal aborted already fails it at once (settled is then true).
+ * Settles req's promise (through reject) once: the request's error, its
+ * timeout (ms, 0 for none) or the signal's abort fail it until answered()
+ * takes the answer. A signal aborted already fails it at once (settled is
+ * then true); its error is listened for all the same, since a request
+ * destroyed unsent emits one a tick later (unheard, it ends the process).
  */
 export function requestOutcome(req: http.ClientRequest, reject: (e: unknown) => void, timeoutMs: number, signal?: AbortSignal): RequestOutcome {
   let settled = false;
