@@ -100,6 +100,11 @@ SM_API void sm_sandbox_rest_state(const char *state_dir, const char *name,
  * otherwise. */
 SM_API int sm_keep_rest_side(const char *state_dir, const char *container_name, const char *id,
                              char *base, size_t len);
+/* The successor a hibernation of sandbox `name` cut short left behind
+ * (its container id, recorded once made; it holds the checkpoint once
+ * written and the sandbox's volume): removing the sandbox removes it too.
+ * id gets "" when there is none. */
+SM_API void sm_keep_rest_successor(const char *state_dir, const char *name, char *id, size_t len);
 
 /* ---- snapshots ---- */
 

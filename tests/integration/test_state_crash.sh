@@ -362,4 +362,27 @@ check "the runner's call answers, the 201 files the same by hash" diff -q "$WORK
 stop_worker
 whole "the runner killed in a call's thaw" "$R1" same
 
+# ---- a reap in a hibernate's rename window (gVisor) --------------------------
+# A sandbox past its limit whose hibernate was cut short between its two
+# renames: the reap removes it whole, its successor (holding the
+# checkpoint) too; nothing of it is left.
+if [ "$experimental" = true ]; then
+  mark_count "$R2"
+  crash_at "hibernate before a reap" before POST "^/containers/$ID/rename\\?" 2 "$S" sandbox pause --tier hibernate --run-id "$R2"
+  NEXT2=$(json "d.get('next_id') or ''" <"$SANDMAN_STATE_DIR/rest/$N2.json")
+  expect_eq "a reap in the rename window: listed hibernated, its successor recorded" "hibernated yes" \
+    "$(listed_state "$R2") $([ -n "$NEXT2" ] && echo yes || echo no)"
+  "$S" sandbox reap --older-than 0s --json >"$WORK/reap.json" || true
+  expect_eq "a reap in the rename window: it is removed, reported once" "1" \
+    "$(json "len([x for x in d['removed'] if '$N2' in json.dumps(x)])" <"$WORK/reap.json")"
+  expect_eq "a reap in the rename window: no container of it left (old, successor, keeper)" "" \
+    "$(docker ps -a --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.run=$R2" --format '{{.Names}}')"
+  expect_eq "a reap in the rename window: its successor (and so its checkpoint) gone" gone \
+    "$(docker inspect "$NEXT2" >/dev/null 2>&1 && echo there || echo gone)"
+  expect_eq "a reap in the rename window: no volume of it left" "" \
+    "$(docker volume ls -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" | grep -F -- "$N2" || true)"
+  expect_eq "a reap in the rename window: nothing of it in <state>/rest (record, tar)" "" \
+    "$(cd "$SANDMAN_STATE_DIR/rest" 2>/dev/null && ls -A | grep -F -- "$N2" || true)"
+fi
+
 it_done

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <sandman/egress.h>
+#include <sandman/keep.h>
 #include <sandman/log.h>
 #include <sandman/ops.h>
 #include <sandman/state.h>
@@ -295,6 +296,10 @@ static int remove_sandbox(const sm_ops_scope *scope, removal *r) {
   }
 
   int gone = 0;
+  /* A hibernation cut short left a successor holding the checkpoint and
+   * the volume: it goes with the sandbox (read before the record goes). */
+  char successor[SM_ENGINE_ID_MAX];
+  sm_keep_rest_successor(scope->state_dir, sb->name, successor, sizeof successor);
   /* Its egress relay first (network allowlist), if it has one. */
   if (sm_egress_revoke(scope->engine, sb->name, &e) != 0) {
     sm_log(SM_LOG_WARN, "sandbox %s: removing its egress relay: %s", sb->name, e.message);
@@ -315,6 +320,11 @@ static int remove_sandbox(const sm_ops_scope *scope, removal *r) {
     snprintf(r->why, sizeof r->why, "removal failed: %s", e.message);
     return 0;
   }
+  sm_error_clear(&e);
+  if (successor[0] && sm_engine_container_remove(scope->engine, successor, 1, 1, &e) != 0 &&
+      e.code != SM_ENOTFOUND)
+    sm_log(SM_LOG_WARN, "sandbox %s removed, its successor %.12s not: %s", sb->name, successor,
+           e.message);
   if (sb->volume[0]) {
     sm_error_clear(&e);
     rc = sm_engine_volume_remove(scope->engine, sb->volume, 0, &e);

@@ -113,6 +113,13 @@ int sm_keep_rest_side(const char *state_dir, const char *container_name, const c
   return 0;
 }
 
+void sm_keep_rest_successor(const char *state_dir, const char *name, char *id, size_t len) {
+  sandbox_rest_record rec;
+  sm_error ignore = SM_ERROR_INIT;
+  int has = sandbox_rest_read(state_dir, name, &rec, &ignore) == 0 && rec.next_id[0];
+  snprintf(id, len, "%s", has ? rec.next_id : "");
+}
+
 int sandbox_rest_unsettled(const char *state_dir, const char *name, unsigned generation) {
   sandbox_rest_record rec;
   sm_error ignore = SM_ERROR_INIT;
