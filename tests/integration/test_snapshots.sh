@@ -229,22 +229,30 @@ expect_eq "reap --keep 1 --dry-run names the two older" "would remove reap-b wou
   "$("$SANDMAN" snapshot reap --keep 1 --dry-run | tr '\n' ' ' | sed 's/ $//')"
 expect_eq "... and removes nothing" "reap-a reap-b reap-c" \
   "$("$SANDMAN" snapshot list --json | json "' '.join(sorted(x['name'] for x in d))")"
-# What a crash leaves: an image whose snapshot folder is gone (aa), an image
-# of a snapshot being made (bb, its fresh temporary folder there), a
-# temporary folder two hours old (cc).
+# What a crash leaves: an image whose snapshot folder is gone (aa); a
+# snapshot being made (bb: its temporary folder held, flock, by a live
+# process, and its image); a snapshot whose maker is gone (cc: its fresh
+# temporary folder no process holds, and its image).
 N4=$(docker ps -aq --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.run=$R4")
-for k in 00000000000000aa 00000000000000bb; do
+for k in 00000000000000aa 00000000000000bb 00000000000000cc; do
   docker commit --change "LABEL io.sandman.snapshot.instance=$SANDMAN_INSTANCE io.sandman.snapshot.key=$k" \
     "$N4" "sandman-snap-test/leftover:$k" >/dev/null
 done
-mkdir -p "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000bb-x" "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
-touch -d '2 hours ago' "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
+BB=$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000bb-x
+mkdir -p "$BB" "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
+(exec 9<"$BB" && flock -x 9 && exec sleep 600) >/dev/null 2>&1 &
+IT_PIDS+=("$!")
+held() { ! flock -x -n "$BB" true 2>/dev/null; }
+for _ in $(seq 1 200); do held && break; sleep 0.05; done
+check "the folder of the snapshot being made is held" held
 expect_eq "reap --keep 1 removes the two older" "reap-b reap-a" \
   "$("$SANDMAN" snapshot reap --keep 1 | tr '\n' ' ' | sed 's/ $//')"
 expect_eq "... the newest is kept" "reap-c" "$("$SANDMAN" snapshot list --json | json "' '.join(x['name'] for x in d)")"
 check "... the removed one's image is gone" test -z "$(docker images -q "$img_a")"
 check "reap removes an image whose snapshot is gone" test -z "$(docker images -q sandman-snap-test/leftover:00000000000000aa)"
 check "... not the image of a snapshot being made" test -n "$(docker images -q sandman-snap-test/leftover:00000000000000bb)"
-check "... and removes a temporary folder two hours old" test ! -e "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
-check "... not a fresh one" test -e "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000bb-x"
+check "... nor its temporary folder (held)" test -e "$BB"
+check "... and removes at once a fresh temporary folder no process holds (its maker gone)" \
+  test ! -e "$SANDMAN_STATE_DIR/snapshots/.tmp-00000000000000cc-x"
+check "... and its image" test -z "$(docker images -q sandman-snap-test/leftover:00000000000000cc)"
 it_done

@@ -272,16 +272,31 @@ else
   whole "resume of hibernated killed after the engine's restore" "$R2" same
 
   # ---- snapshot --memory ----------------------------------------------------
+  # A memory snapshot cut short leaves its folder (.tmp-) and, past its
+  # commit, its image: its maker gone (the folder held by no process),
+  # `snapshot reap` removes both at once.
+  half_made_reaped() {
+    local what=$1 snaps=$SANDMAN_STATE_DIR/snapshots
+    expect_eq "$what: its half-made folder is left" 1 "$(ls -A "$snaps" | grep -c '^\.tmp-' || true)"
+    "$S" snapshot reap >/dev/null || true
+    expect_eq "$what: snapshot reap removes its half-made folder and image at once" "0 0" \
+      "$(ls -A "$snaps" | grep -c '^\.tmp-' || true) $(docker images -q \
+        --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" | wc -l)"
+  }
   mark_count "$R2"
   crash_at "snapshot --memory" before POST "^/commit\\?" 1 "$S" sandbox snapshot --memory --name crash-mem1 --run-id "$R2"
   expect_eq "snapshot --memory killed before its commit: no snapshot listed" "" \
     "$("$S" snapshot list --json | json "' '.join(x['name'] for x in d)")"
+  half_made_reaped "snapshot --memory killed before its commit"
   whole "snapshot --memory killed before its commit" "$R2" same
 
   mark_count "$R2"
   crash_at "snapshot --memory" before POST "^/containers/$ID/start\\?.*checkpoint=" 1 "$S" sandbox snapshot --memory --name crash-mem2 --run-id "$R2"
   expect_eq "snapshot --memory killed before the sandbox's restore: no snapshot listed" "" \
     "$("$S" snapshot list --json | json "' '.join(x['name'] for x in d)")"
+  expect_eq "snapshot --memory killed before the sandbox's restore: its image was committed" 1 \
+    "$(docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" | wc -l)"
+  half_made_reaped "snapshot --memory killed before the sandbox's restore"
   whole "snapshot --memory killed before the sandbox's restore" "$R2" same
   out=$("$S" sandbox snapshot --memory --name crash-mem3 --run-id "$R2" --json) || true
   expect_eq "a memory snapshot after them works" "crash-mem3 True" "$(json "d['name'] + ' ' + str(d.get('memory'))" <<<"$out")"

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sandman/keep.h>
@@ -205,23 +204,14 @@ static int in_progress(const char *root, const char *key) {
   return 0;
 }
 
-/* What a crash left: temporary folders an hour old, and images of this
- * instance's snapshots whose folder is gone and none is being made (used
- * ones stay: the engine refuses to remove them). */
+/* What a crash left: temporary folders no process holds (snap_store.h),
+ * and images of this instance's snapshots whose folder is gone and none is
+ * being made (used ones stay: the engine refuses to remove them). */
 static void reap_leftovers(const sandbox_ctx *ctx, sm_engine *e, int dry_run) {
   char root[PATH_MAX];
   sm_error ignore = SM_ERROR_INIT;
   if (dry_run || sandbox_snap_root(ctx->state_dir, root, sizeof root, &ignore) != 0) return;
-  cleanup_dir DIR *d = opendir(root);
-  struct dirent *de;
-  while (d && (de = readdir(d)) != NULL) {
-    char path[PATH_MAX];
-    struct stat st;
-    if (strncmp(de->d_name, ".tmp-", 5) != 0) continue;
-    snprintf(path, sizeof path, "%s/%s", root, de->d_name);
-    if (stat(path, &st) == 0 && sm_now() - (double)st.st_mtime > 3600)
-      sandbox_snap_remove_dir(path, &ignore);
-  }
+  sandbox_snap_tmp_sweep(root, sm_now());
   if (e == NULL) return;
   char inst[200];
   snprintf(inst, sizeof inst, "io.sandman.snapshot.instance=%s", ctx->instance);

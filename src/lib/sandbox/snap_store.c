@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 
 #include <sandman/state.h>
 
@@ -75,15 +77,73 @@ int sandbox_snap_dir(const char *state_dir, const char *key, char *out, size_t l
   return 0;
 }
 
+#define TMP_TRIES 3
+#define TMP_FILE_AGE_S 3600
+
+/* Holds folder path: 0 with *fd, -ENOENT when a sweep removed it before
+ * the hold (it took the lock first), else -errno. */
+static int snap_tmp_hold(const char *path, int *fd) {
+  int f = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (f < 0) return -errno;
+  struct stat st;
+  int r = flock(f, LOCK_EX) != 0 ? -errno : fstat(f, &st) != 0 ? -errno : 0;
+  if (r == 0 && st.st_nlink == 0) r = -ENOENT;
+  if (r) close(f);
+  else *fd = f;
+  return r;
+}
+
 int sandbox_snap_tmp_dir(const char *state_dir, const char *key, char *out, size_t len,
-                         sm_error *err) {
+                         int *lock_fd, sm_error *err) {
   char root[PATH_MAX];
+  *lock_fd = -1;
   int rc = sandbox_snap_root(state_dir, root, sizeof root, err);
   if (rc) return rc;
-  if (snprintf(out, len, "%s/.tmp-%s-XXXXXX", root, key) >= (int)len)
-    return sm_error_set(err, SM_EINVAL, "state path too long");
-  if (mkdtemp(out) == NULL) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", out);
+  int r = -ENOENT;
+  for (int i = 0; i < TMP_TRIES && r == -ENOENT; i++) {
+    if (snprintf(out, len, "%s/.tmp-%s-XXXXXX", root, key) >= (int)len)
+      return sm_error_set(err, SM_EINVAL, "state path too long");
+    if (mkdtemp(out) == NULL) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", out);
+    r = snap_tmp_hold(out, lock_fd);
+  }
+  if (r) return sm_error_set_errno(err, SM_EIO, -r, "holding %s", out);
   return 0;
+}
+
+/* 1 when entry `name` of root is something a snapshot cut short left. */
+static int snap_tmp_abandoned(int dfd, const char *name, double now, int *held) {
+  *held = -1;
+  int f = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (f >= 0) {
+    if (flock(f, LOCK_EX | LOCK_NB) == 0) {
+      *held = f; /* kept while it goes: a maker that opened it meanwhile sees it removed */
+      return 1;
+    }
+    close(f);
+    return 0;
+  }
+  struct stat st;
+  return errno == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         now - (double)st.st_mtime > TMP_FILE_AGE_S;
+}
+
+int sandbox_snap_tmp_sweep(const char *root, double now) {
+  cleanup_dir DIR *d = opendir(root);
+  if (d == NULL) return 0;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    int held = -1;
+    if (strncmp(de->d_name, ".tmp-", 5) != 0 || !snap_tmp_abandoned(dirfd(d), de->d_name, now, &held))
+      continue;
+    char path[PATH_MAX];
+    sm_error ignore = SM_ERROR_INIT;
+    if (snprintf(path, sizeof path, "%s/%s", root, de->d_name) < (int)sizeof path &&
+        sandbox_snap_remove_dir(path, &ignore) == 0)
+      n++;
+    if (held >= 0) close(held);
+  }
+  return n;
 }
 
 static void put_str(json_object *o, const char *k, const char *v) {

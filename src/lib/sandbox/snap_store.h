@@ -24,9 +24,15 @@ void sandbox_snap_image_ref(const char *instance, const char *key, char *out, si
 /* <state>/snapshots (made) and <state>/snapshots/<key>. */
 int sandbox_snap_root(const char *state_dir, char *out, size_t len, sm_error *err);
 int sandbox_snap_dir(const char *state_dir, const char *key, char *out, size_t len, sm_error *err);
-/* A new temporary folder for the snapshot of key. */
+/* A new temporary folder for the snapshot of key, held (flock) through
+ * *lock_fd until the caller closes it (after its rename or its removal):
+ * so a sweep tells a snapshot being made from one a crash left. */
 int sandbox_snap_tmp_dir(const char *state_dir, const char *key, char *out, size_t len,
-                         sm_error *err);
+                         int *lock_fd, sm_error *err);
+/* Removes what snapshots cut short left in root (<state>/snapshots): a
+ * temporary folder no process holds, at once; another temporary file
+ * (a diff's tar) once it is an hour old. Returns how many went. */
+int sandbox_snap_tmp_sweep(const char *root, double now);
 /* meta.json: the snapshot, its instance and the source's config (Config
  * with HostConfig inside, for a fork). */
 int sandbox_snap_meta_write(const char *dir, const char *instance, const sm_snapshot *s,

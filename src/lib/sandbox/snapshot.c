@@ -301,7 +301,8 @@ static int take_held(snapshot_take *t, sm_error *err) {
   if (rc) return rc;
   if (access(dir, F_OK) == 0)
     return sm_error_set(err, SM_ECONFLICT, "a snapshot named %s exists already", t->snap.name);
-  rc = sandbox_snap_tmp_dir(t->op.ctx->state_dir, t->snap.key, tmp, sizeof tmp, err);
+  cleanup_fd int held = -1; /* the folder is ours while held: a reap leaves it */
+  rc = sandbox_snap_tmp_dir(t->op.ctx->state_dir, t->snap.key, tmp, sizeof tmp, &held, err);
   if (rc) return rc;
   rc = t->snap.memory ? sandbox_snap_memory_take(t, tmp, err) : capture(t, tmp, err);
   if (rc == 0) rc = manifest_into(t, tmp, err);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,7 +155,9 @@ static void test_store(void **state) {
   /* What a crash in the middle leaves. */
   char tmp[4096];
   sm_error err = SM_ERROR_INIT;
-  assert_int_equal(sandbox_snap_tmp_dir(state_dir, "0123456789abcdef", tmp, sizeof tmp, &err), 0);
+  int held = -1;
+  assert_int_equal(sandbox_snap_tmp_dir(state_dir, "0123456789abcdef", tmp, sizeof tmp, &held, &err), 0);
+  assert_true(held >= 0);
 
   sm_snapshot_list l;
   assert_int_equal(sandbox_snap_list(state_dir, "unit-snap", NULL, &l, &err), 0);
@@ -175,6 +178,29 @@ static void test_store(void **state) {
   assert_int_equal(sandbox_snap_find(state_dir, "unit-snap", "one", NULL, &s, &err), SM_ECONFLICT);
   assert_int_equal(sandbox_snap_find(state_dir, "unit-snap", "one", "worker:k2", &s, &err), 0);
   assert_string_equal(s.owner, "worker:k2");
+
+  /* A sweep leaves the folder of a snapshot being made (held), removes it
+   * at once when its maker is gone (its hold with it); a diff's tar file
+   * only once it is an hour old. */
+  char root[4096], diff[4200];
+  assert_int_equal(sandbox_snap_root(state_dir, root, sizeof root, &err), 0);
+  snprintf(diff, sizeof diff, "%s/.tmp-diff-1-0x1", root);
+  int f = open(diff, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  assert_true(f >= 0);
+  close(f);
+  double now = (double)time(NULL);
+  assert_int_equal(sandbox_snap_tmp_sweep(root, now), 0);
+  assert_int_equal(access(tmp, F_OK), 0);
+  assert_int_equal(access(diff, F_OK), 0);
+  close(held);
+  assert_int_equal(sandbox_snap_tmp_sweep(root, now), 1);
+  assert_int_equal(access(tmp, F_OK), -1);
+  assert_int_equal(access(diff, F_OK), 0);
+  assert_int_equal(sandbox_snap_tmp_sweep(root, now + 3601), 1);
+  assert_int_equal(access(diff, F_OK), -1);
+  assert_int_equal(sandbox_snap_list(state_dir, "unit-snap", NULL, &l, &err), 0);
+  assert_int_equal(l.n, 3); /* the made ones stay */
+  sm_snapshot_list_dispose(&l);
   assert_int_equal(common_rmtree_at(AT_FDCWD, state_dir), 0);
 }
 
