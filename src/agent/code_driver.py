@@ -332,6 +332,10 @@ class Context:
         self.k = None
         self.busy = False
         self.interrupted = False  # by an interrupt request, for the running cell
+        # The kernel has begun the running cell (its execute_input came). An
+        # interrupt before that would be lost (ipykernel ignores SIGINT
+        # between cells), so it waits for it: see Run.started.
+        self.started = False
         self.lost = None          # why the last kernel's state is gone (said at the next run)
         self.created_at = time.time()
         self.last_run_at = None
@@ -481,6 +485,15 @@ class Run:
                              "value": c.get("evalue", ""), "traceback": tb})
         elif kind == "execute_input":
             self.execution_count = c.get("execution_count")
+            self.started()
+
+    def started(self):
+        """The kernel has begun the cell: an interrupt asked before now is sent."""
+        with self.ctx.lock:
+            pending = self.ctx.interrupted and not self.ctx.started
+            self.ctx.started = True
+        if pending:
+            self.k.interrupt()
 
     def run(self):
         k = self.k
@@ -701,6 +714,7 @@ class Server:
             with ctx.lock:
                 ctx.busy = True
                 ctx.interrupted = False
+                ctx.started = False
             run = Run(ctx, reply, code, float(req.get("timeout_s") or 0),
                       int(req.get("max_output") or (16 << 20)))
             reply.send({"event": "start", "context": ctx.name})
@@ -723,7 +737,9 @@ class Server:
             busy, k = ctx.busy, ctx.k
             if busy:
                 ctx.interrupted = True
-        if busy and k is not None:
+            # Before the kernel has begun the cell, Run.started sends it.
+            now = busy and ctx.started
+        if now and k is not None:
             k.interrupt()
         reply.send({"event": "ok", "interrupted": bool(busy)})
 

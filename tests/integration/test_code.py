@@ -203,7 +203,8 @@ def two_contexts(c, key):
     r = c.contexts.interrupt(key, "second")
     t.join(60)
     check("interrupt stops the running cell", r["interrupted"] is True and
-          out.get("x") is not None and out["x"].status == "interrupted", (r, vars(out.get("x"))))
+          out.get("x") is not None and out["x"].status == "interrupted",
+          (r, vars(out["x"]) if out.get("x") is not None else "the run did not end in 60 s"))
     info = c.contexts.restart(key, "second")
     check("restart gives a fresh kernel", info["execution_count"] == 0 and
           in_kernel(c, key, "'shared' in dir()", "second") == "False", info)
