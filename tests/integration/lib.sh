@@ -110,6 +110,19 @@ it_hold_busy() {
 # json 'python expression over d' < JSON
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
+# it_counter_past N CMD [ARG...]: a bounded poll (60 s) until CMD prints a
+# number greater than N (a loop in a sandbox that counts on); 1 if never.
+it_counter_past() {
+  local n=$1 i c
+  shift
+  for i in $(seq 1 300); do
+    c=$("$@")
+    [ -n "$c" ] && [ "$c" -gt "$n" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # For a test that starts `sandman worker start` itself: it_runner_workdir
 # makes WORK (a temporary folder), the token file $WORK/token and the socket
 # path SOCK; on exit the worker (WORKER_PID) is stopped, the instance

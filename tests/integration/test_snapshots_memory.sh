@@ -64,15 +64,7 @@ pids() {
     tr "\0" " " </proc/$l/cmdline | grep -q "mem-loo[p]" && tr "\0" " " </proc/$p/cmdline | grep -q "urando[m]" &&
     echo "$l $p" || echo gone'
 }
-wait_counter_past() {
-  local i c
-  for i in $(seq 1 300); do
-    c=$(counter "$1")
-    [ -n "$c" ] && [ "$c" -gt "$2" ] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+wait_counter_past() { it_counter_past "$2" counter "$1"; }
 setup() {
   local run=$1
   shift

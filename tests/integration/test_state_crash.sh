@@ -67,15 +67,7 @@ loop_state() {
     stdout_of | tr -d '\n'
 }
 counter() { call "$1" -- cat /tmp/counter | stdout_of | tr -d '\n'; }
-wait_counter_past() {
-  local i c
-  for i in $(seq 1 300); do
-    c=$(counter "$1")
-    [ -n "$c" ] && [ "$c" -gt "$2" ] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+wait_counter_past() { it_counter_past "$2" counter "$1"; }
 new_loop() {
   call "$1" -- sh -c "$LOOP" >/dev/null || true
   wait_counter_past "$1" 1 || it_fail "$1: the loop does not count"

@@ -83,15 +83,7 @@ loop_state() {
 counter() { call "$1" -- cat /tmp/counter | stdout_of | tr -d '\n'; }
 
 # wait_counter_past RUN N: a bounded poll until the loop counted past N.
-wait_counter_past() {
-  local i c
-  for i in $(seq 1 300); do
-    c=$(counter "$1")
-    [ -n "$c" ] && [ "$c" -gt "$2" ] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+wait_counter_past() { it_counter_past "$2" counter "$1"; }
 
 # setup RUN [run flags...]: the files and the loop.
 setup() {
