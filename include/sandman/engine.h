@@ -243,6 +243,12 @@ SM_API int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, 
  * early (returning 0): another thread has something to send (a
  * terminal's keystroke). The pump never reads it. */
 SM_API void sm_exec_stream_set_wake(sm_exec_stream *s, int fd);
+/* Sends what the connection takes of data[0..len) at once, from a thread
+ * other than the pumping one, never waiting: the bytes sent (0: none could
+ * go now), or -1 when the connection cannot be written from two threads
+ * (TLS) or has failed. len 0 only asks whether it can. The caller keeps
+ * the pumping thread from writing meanwhile. */
+SM_API ssize_t sm_engine_exec_send_now(sm_exec_stream *s, const void *data, size_t len);
 /* True when nothing has arrived on an idle stream (no output, no end):
  * what a cached stream must be before it is used again. */
 SM_API int sm_exec_stream_quiet(sm_exec_stream *s);

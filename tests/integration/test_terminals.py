@@ -240,6 +240,22 @@ def core_kill(c, tid):
     check("kill: the terminal is gone (404)", st == 404, st)
 
 
+def core_kill_sweeps(c):
+    """A kill ends every process the terminal's program started, also one
+    that left its session (setsid): the call's sweep, as a timeout's."""
+    t = c.terminals.create(run_id="term-kill", argv=["sh", "-c", "setsid sleep 3219 & exec sleep 3220"])
+    deadline = time.time() + GUARD
+    ps = ""
+    while time.time() < deadline and not ("sleep 3219" in ps and "sleep 3220" in ps):
+        ps = sandbox_ps(c, "term-kill")
+    check("kill: the program and a process it detached run in the sandbox",
+          "sleep 3219" in ps and "sleep 3220" in ps, ps)
+    c.terminals.kill(t["id"])
+    ps = sandbox_ps(c, "term-kill")
+    check("kill: the program is gone from the sandbox", "sleep 3220" not in ps, ps)
+    check("kill: the process it detached (setsid) is gone from the sandbox", "sleep 3219" not in ps, ps)
+
+
 def suite_core(tmp):
     r = ts.Runner(tmp, runner_args())
     c = r.client
@@ -251,6 +267,7 @@ def suite_core(tmp):
         core_owners(r, c)
         core_audit(c, tid)
         core_kill(c, tid)
+        core_kill_sweeps(c)
     finally:
         r.stop()
     audit_file = os.path.join(tmp, "audit.jsonl")
@@ -339,7 +356,7 @@ def sandbox_ps(c, run_id):
 
 
 def limits_grace(c):
-    t = c.terminals.create(run_id="term-grace", argv=["sh", "-c", "exec sleep 3217"])
+    t = c.terminals.create(run_id="term-grace", argv=["sh", "-c", "setsid sleep 3218 & exec sleep 3217"])
     tid = t["id"]
     # Attached while the sandbox is looked at (a slow call must not outlast
     # the 2 s grace time first), then left alone.
@@ -348,8 +365,9 @@ def limits_grace(c):
         check("grace: the program runs in the sandbox", "sleep 3217" in sandbox_ps(c, "term-grace"))
     check("grace: a terminal nobody is attached to is ended after the grace time",
           wait_gone(c, tid))
-    check("grace: its program was killed in the sandbox",
-          "sleep 3217" not in sandbox_ps(c, "term-grace"))
+    ps = sandbox_ps(c, "term-grace")
+    check("grace: its program was killed in the sandbox", "sleep 3217" not in ps, ps)
+    check("grace: a process its program detached (setsid) was killed too", "sleep 3218" not in ps, ps)
     # One that stays attached outlives the grace time.
     t = c.terminals.create(run_id="term-grace")
     with c.terminals.attach(t["id"]) as ws:

@@ -438,6 +438,16 @@ int sm_exec_stream_pump(sm_exec_stream *s, const void *data, size_t len, size_t 
 
 void sm_exec_stream_set_wake(sm_exec_stream *s, int fd) { s->wake_fd = fd; }
 
+ssize_t sm_engine_exec_send_now(sm_exec_stream *s, const void *data, size_t len) {
+  /* A TLS session's state belongs to the pumping thread; a plain socket
+   * takes a write beside another thread's reads. */
+  if (s->h.c.fd < 0 || s->h.c.ssl != NULL) return -1;
+  if (len == 0) return 0;
+  ssize_t n = send(s->h.c.fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n >= 0) return n;
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+}
+
 int sm_exec_stream_quiet(sm_exec_stream *s) {
   if (s->ended || s->h.c.fd < 0) return 0;
   if (s->h.c.ssl && SSL_pending(s->h.c.ssl) > 0) return 0;

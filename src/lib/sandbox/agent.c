@@ -729,29 +729,103 @@ static void tty_frames(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *
   if (n) frame_data(s, SM_FRAME_STDIN, f->chunk, n, &f->frame);
 }
 
-int sandbox_agent_drive_tty(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *tty,
-                            const int *started, double deadline_ms, volatile int *cancel,
-                            sm_error *err) {
+/* Typed input written straight onto the stream by the typing thread
+ * (sandbox_tty_set_direct) while the call's thread has no frame of its
+ * own half out; mu is held by whichever of the two writes frames. */
+typedef struct tty_direct {
+  pthread_mutex_t mu;
+  sandbox_agent_session *s;
+  sandbox_agent_feed *f;
+  int on; /* registered with the terminal */
+} tty_direct;
+
+#define TTY_DIRECT_MAX 4096
+
+static int tty_direct_send(void *ud, const void *data, size_t len) {
+  tty_direct *d = ud;
+  if (len > TTY_DIRECT_MAX || pthread_mutex_trylock(&d->mu) != 0) return -1;
+  sandbox_agent_feed *f = d->f;
+  int rc = -1;
+  if (f->off == f->frame.len) {
+    unsigned char frame[SM_FRAME_HEADER + TTY_DIRECT_MAX];
+    size_t total = SM_FRAME_HEADER + len;
+    agent_frame_header(frame, SM_FRAME_STDIN, d->s->call_id, (uint32_t)len);
+    memcpy(frame + SM_FRAME_HEADER, data, len);
+    ssize_t n = sm_engine_exec_send_now(d->s->stream, frame, total);
+    if (n == (ssize_t)total) {
+      rc = 0;
+    } else if (n > 0) {
+      /* The rest goes out first in the driver's next round; the room for
+       * it was reserved when this was registered, so this cannot fail. */
+      common_buf_reset(&f->frame);
+      f->off = 0;
+      rc = common_buf_append(&f->frame, (const char *)frame + n, total - (size_t)n) == 0 ? 1 : -1;
+    }
+  }
+  pthread_mutex_unlock(&d->mu);
+  return rc;
+}
+
+/* Once the program runs, over a connection two threads may write: room
+ * for a direct frame's rest reserved, then registered. */
+static void tty_direct_start(tty_direct *d, sm_tty *tty) {
+  sandbox_agent_feed *f = d->f;
+  static const char room[SM_FRAME_HEADER + TTY_DIRECT_MAX];
+  d->on = -1; /* tried */
+  if (sm_engine_exec_send_now(d->s->stream, NULL, 0) != 0) return;
+  if (common_buf_append(&f->frame, room, sizeof room) != 0) return;
+  common_buf_reset(&f->frame);
+  d->on = 1;
+  sandbox_tty_set_direct(tty, tty_direct_send, d);
+}
+
+static int drive_tty_loop(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *tty,
+                          tty_direct *d, const int *started, double deadline_ms,
+                          volatile int *cancel, sm_error *err) {
   for (;;) {
     if (s->exited || s->failed) return 0;
     if (cancel && *cancel) return sm_error_set(err, SM_ECANCELLED, "cancelled");
+    pthread_mutex_lock(&d->mu);
     if (f->off == f->frame.len) {
       common_buf_reset(&f->frame);
       f->off = 0;
+      if (*started && d->on == 0) tty_direct_start(d, tty);
       tty_frames(s, f, tty, *started);
     }
+    size_t out = f->frame.len - f->off;
+    /* With nothing of its own to write, the typing thread may write. */
+    if (out == 0) pthread_mutex_unlock(&d->mu);
     int wait = -1;
     if (deadline_ms > 0) {
       double left = deadline_ms - sm_monotonic_ms();
-      if (left <= 0) return sm_error_set(err, SM_ETIMEOUT, "the call did not end in time");
+      if (left <= 0) {
+        if (out) pthread_mutex_unlock(&d->mu);
+        return sm_error_set(err, SM_ETIMEOUT, "the call did not end in time");
+      }
       wait = left > 1e6 ? 1000000 : (int)left + 1;
     }
     if (cancel && (wait < 0 || wait > CANCEL_POLL_MS)) wait = CANCEL_POLL_MS;
     size_t w = 0;
-    int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait, err);
-    f->off += w;
+    int rc = pump(s, out ? f->frame.data + f->off : NULL, out, &w, wait, err);
+    if (out) {
+      f->off += w;
+      f->began |= w > 0;
+      pthread_mutex_unlock(&d->mu);
+    }
     if (rc) return rc;
   }
+}
+
+int sandbox_agent_drive_tty(sandbox_agent_session *s, sandbox_agent_feed *f, sm_tty *tty,
+                            const int *started, double deadline_ms, volatile int *cancel,
+                            sm_error *err) {
+  tty_direct d = {.s = s, .f = f};
+  pthread_mutex_init(&d.mu, NULL);
+  int rc = drive_tty_loop(s, f, tty, &d, started, deadline_ms, cancel, err);
+  /* Under the terminal's lock: no direct write is under way after this. */
+  if (d.on == 1) sandbox_tty_set_direct(tty, NULL, NULL);
+  pthread_mutex_destroy(&d.mu);
+  return rc;
 }
 
 int sandbox_agent_open(sandbox_agents *a, sm_engine *e, const char *cid, const char *user,
@@ -796,6 +870,7 @@ int sandbox_agent_drive(sandbox_agent_session *s, sandbox_agent_feed *f, double 
     size_t w = 0;
     int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, wait, err);
     f->off += w;
+    f->began |= w > 0;
     if (rc) return rc;
   }
 }

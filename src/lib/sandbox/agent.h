@@ -65,6 +65,7 @@ void sandbox_agent_note_call(sandbox_agents *a);
 typedef struct sandbox_agent_feed {
   common_buf frame; /* frames being written */
   size_t off;      /* how much of frame is out */
+  int began;       /* a byte of the call's frame went: the agent may run it */
   sm_read_fn in;   /* the call's stdin; NULL: none */
   void *in_ud;
   int in_open;

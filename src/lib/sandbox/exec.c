@@ -364,8 +364,10 @@ static int agent_call(const sandbox_exec_target *t, const sm_run_request *req,
       return verdict;
     }
     /* Stopped before a byte of the call went: it never reaches the agent
-     * (sending it now would start it after the kill). */
-    if (f.off > 0) agent_kill(t, s, &f, w);
+     * (sending it now would start it after the kill). Not f.off: a
+     * terminal's driver empties its frame between keystrokes, and a killed
+     * terminal left what its program had detached running. */
+    if (f.began) agent_kill(t, s, &f, w);
     sandbox_agent_feed_dispose(&f);
     out->duration_ms = sm_monotonic_ms() - t0;
     stopped_call(rc, out, err);

@@ -21,6 +21,8 @@ struct sm_tty {
   size_t in_len, in_cap;
   sm_tty_start_fn on_start;
   void *on_start_ud;
+  sandbox_tty_direct_fn direct; /* the driver's way straight out */
+  void *direct_ud;
 };
 
 static int dims_ok(unsigned rows, unsigned cols) {
@@ -61,7 +63,13 @@ static void poke(sm_tty *t) {
 int sm_tty_write(sm_tty *t, const void *data, size_t len, sm_error *err) {
   if (len == 0) return 0;
   pthread_mutex_lock(&t->mu);
-  int rc = 0;
+  int rc = 0, direct = -1;
+  if (t->direct && t->in_len == 0) direct = t->direct(t->direct_ud, data, len);
+  if (direct >= 0) {
+    pthread_mutex_unlock(&t->mu);
+    if (direct) poke(t);
+    return 0;
+  }
   if (len > SM_TTY_INPUT_MAX - t->in_len) {
     rc = sm_error_set(err, SM_EBUSY, "the terminal's input is backed up (%zu bytes wait)",
                       t->in_len);
@@ -117,6 +125,13 @@ void sm_tty_on_start(sm_tty *t, sm_tty_start_fn fn, void *ud) {
 }
 
 int sandbox_tty_fd(sm_tty *t) { return t->wake; }
+
+void sandbox_tty_set_direct(sm_tty *t, sandbox_tty_direct_fn fn, void *ud) {
+  pthread_mutex_lock(&t->mu);
+  t->direct = fn;
+  t->direct_ud = ud;
+  pthread_mutex_unlock(&t->mu);
+}
 
 size_t sandbox_tty_take(sm_tty *t, unsigned char *buf, size_t cap, int *resized, unsigned *rows,
                         unsigned *cols, int *ended) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -52,6 +53,70 @@ static void test_input_cap_and_take(void **state) {
   assert_false(ended);
   assert_int_equal(rows, 24);
   assert_int_equal(sm_tty_write(t, "y", 1, &err), 0);
+  sm_tty_free(t);
+}
+
+/* The driver's direct way out (sandbox_tty_set_direct): what it takes is
+ * never queued, what it refuses is, and input queued first keeps its
+ * order (the direct way is skipped while anything waits). */
+typedef struct direct_log {
+  int answer; /* what the fn returns */
+  char got[64];
+  size_t n;
+  int calls;
+} direct_log;
+
+static int direct_take(void *ud, const void *data, size_t len) {
+  direct_log *d = ud;
+  d->calls++;
+  if (d->answer < 0) return -1;
+  memcpy(d->got + d->n, data, len);
+  d->n += len;
+  return d->answer;
+}
+
+static int woken(sm_tty *t) {
+  struct pollfd p = {sandbox_tty_fd(t), POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+static void test_direct(void **state) {
+  (void)state;
+  sm_tty *t = NULL;
+  sm_error err = SM_ERROR_INIT;
+  assert_int_equal(sm_tty_new(&t, 24, 80, &err), 0);
+  direct_log d = {0};
+  sandbox_tty_set_direct(t, direct_take, &d);
+  /* Taken: nothing queued, the driver not woken. */
+  assert_int_equal(sm_tty_write(t, "ab", 2, &err), 0);
+  assert_int_equal(d.n, 2);
+  assert_memory_equal(d.got, "ab", 2);
+  assert_false(woken(t));
+  unsigned char buf[16];
+  int resized = 0, ended = 0;
+  unsigned rows = 0, cols = 0;
+  assert_int_equal(sandbox_tty_take(t, buf, sizeof buf, &resized, &rows, &cols, &ended), 0);
+  /* Taken with a rest left for the driver: it is woken. */
+  d.answer = 1;
+  assert_int_equal(sm_tty_write(t, "c", 1, &err), 0);
+  assert_true(woken(t));
+  assert_int_equal(sandbox_tty_take(t, buf, sizeof buf, &resized, &rows, &cols, &ended), 0);
+  /* Refused: queued as before, and what follows queues behind it. */
+  d.answer = -1;
+  assert_int_equal(sm_tty_write(t, "de", 2, &err), 0);
+  d.answer = 0;
+  int calls = d.calls;
+  assert_int_equal(sm_tty_write(t, "f", 1, &err), 0);
+  assert_int_equal(d.calls, calls);
+  assert_int_equal(sandbox_tty_take(t, buf, sizeof buf, &resized, &rows, &cols, &ended), 3);
+  assert_memory_equal(buf, "def", 3);
+  /* Cleared: never called again. */
+  sandbox_tty_set_direct(t, NULL, NULL);
+  calls = d.calls;
+  assert_int_equal(sm_tty_write(t, "g", 1, &err), 0);
+  assert_int_equal(d.calls, calls);
+  assert_int_equal(sandbox_tty_take(t, buf, sizeof buf, &resized, &rows, &cols, &ended), 1);
+  assert_int_equal(d.n, 3);
   sm_tty_free(t);
 }
 
@@ -188,6 +253,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_input_cap_and_take),
       cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_direct),
       cmocka_unit_test(test_pipes_end_of_input),
       cmocka_unit_test(test_run_refuses),
   };
