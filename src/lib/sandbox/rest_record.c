@@ -1,11 +1,11 @@
 /* The record of a keyed sandbox at rest (rest_record.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
