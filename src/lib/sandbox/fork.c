@@ -34,6 +34,7 @@
 #include "sandbox/snap_memory.h"
 #include "sandbox/snap_store.h"
 #include "sandbox/spec.h"
+#include "sandbox/ws_fill.h"
 #include "sandbox/ws_save.h"
 
 static void set_label(json_object *labels, const char *key, const char *value) {
@@ -142,6 +143,7 @@ typedef struct fork_build {
   char making[SM_NAME_MAX + 24];
   char id[SM_ENGINE_ID_MAX];
   double ms_create, ms_start, ms_fill;
+  const char *fill_how; /* "agent" or "engine" (ws_fill.h) */
 } fork_build;
 
 /* Removes what a build made (its container and volume). */
@@ -150,6 +152,15 @@ static void fork_build_discard(fork_build *b) {
   if (b->id[0]) sandbox_remove_keep_state(b->e, b->id, b->t->volume, 0, &ignore);
   else sm_engine_volume_remove(b->e, b->t->volume, 1, &ignore);
   b->id[0] = '\0';
+}
+
+/* The user of its calls (the container itself runs as root). */
+static const char *fork_user(json_object *config) {
+  json_object *labels = NULL, *v = NULL;
+  if (json_object_object_get_ex(config, "Labels", &labels) &&
+      json_object_object_get_ex(labels, SM_LABEL_PREFIX "user", &v))
+    return json_object_get_string(v);
+  return NULL;
 }
 
 /* Makes and starts the container under b->making with its /workspace
@@ -178,7 +189,8 @@ static int fork_build_run(fork_build *b, sm_error *err) {
   if (rc == 0 && !memory) rc = sm_engine_container_start(b->e, b->id, err);
   double t2 = sm_monotonic_ms();
   if (rc == 0 && !memory) rc = sandbox_fix_tmp(b->e, b->id, b->t->name, b->s->image_id, err);
-  if (rc == 0 && !memory) rc = sandbox_ws_restore(b->e, b->id, b->tar, err);
+  if (rc == 0 && !memory)
+    rc = sandbox_ws_fill(b->ctx->agents, b->e, b->id, fork_user(config), b->tar, &b->fill_how, err);
   b->ms_create = t1 - t0;
   b->ms_start = t2 - t1;
   b->ms_fill = sm_monotonic_ms() - t2;
@@ -190,10 +202,12 @@ static void fork_build_log(const fork_build *b, double ms_name) {
   sm_log_event(SM_LOG_DEBUG, "sandbox.fork.steps",
                SM_LOG_FIELDS(SM_LOG_STR("name", b->t->name), SM_LOG_STR("snapshot", b->s->name),
                              SM_LOG_NUM("create_ms", b->ms_create), SM_LOG_NUM("start_ms", b->ms_start),
-                             SM_LOG_NUM("fill_ms", b->ms_fill), SM_LOG_NUM("name_ms", ms_name)),
+                             SM_LOG_NUM("fill_ms", b->ms_fill), SM_LOG_NUM("name_ms", ms_name),
+                             SM_LOG_STR("fill", b->fill_how ? b->fill_how : "")),
                "sandbox %s from snapshot %s: create %.0f ms, start %.0f ms, /tmp and /workspace "
-               "%.0f ms, named %.0f ms",
-               b->t->name, b->s->name, b->ms_create, b->ms_start, b->ms_fill, ms_name);
+               "%.0f ms (%s), named %.0f ms",
+               b->t->name, b->s->name, b->ms_create, b->ms_start, b->ms_fill,
+               b->fill_how ? b->fill_how : "memory", ms_name);
 }
 
 /* The engine's failure to make it is the sandbox's (exit code of a call). */

@@ -31,6 +31,7 @@
 #include "sandbox/agent.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
+#include "sandbox/ws_fill.h"
 #include "sandbox/ws_save.h"
 
 #define HOLD_POLL_MS 100
@@ -322,7 +323,9 @@ static int do_stop(sandbox_rest_op *op, sm_error *err) {
   if (rc) return rc;
   /* Frozen while /workspace is read: nothing changes under the copy. */
   if (is(was, "running")) rc = ignore_conflict(sm_engine_container_pause(op->e, id_of(op), err), err);
-  if (rc == 0) rc = sandbox_ws_save(op->e, id_of(op), path, 0, &op->rec.workspace_bytes, err);
+  /* Entries "./..." (as a snapshot's): the agent's unpacker can take them. */
+  if (rc == 0)
+    rc = sandbox_ws_save_tee(op->e, id_of(op), path, 0, -1, &op->rec.workspace_bytes, err);
   if (rc == 0) {
     op->rec.ws_saved = 1;
     rc = op_put(op, err);
@@ -379,12 +382,17 @@ static int resume_stopped(sandbox_rest_op *op, sm_error *err) {
   if (rc == 0) rc = sm_engine_container_start(op->e, id, err);
   if (rc == 0)
     rc = sandbox_fix_tmp(op->e, id, op->name, sandbox_json_str(op->insp, "Image", NULL), err);
-  if (rc == 0 && op->rec.ws_saved) rc = sandbox_ws_restore(op->e, id, path, err);
-  if (rc) return sm_error_wrap(err, "starting sandbox %s again", op->name);
-  /* Its agent went with its processes: installed again when a call needs
-   * it (an engine exec meanwhile), and a session opened in the background
-   * after the first call here (sandbox_call.c). */
+  /* Its agent went with its processes (and /.sandman with the container):
+   * what the runner knew of it is dropped before the fill, which installs
+   * it again when the agent's unpacker puts /workspace back (ws_fill.h), so
+   * that no call pays a second install; else a call installs it when it
+   * needs it, and a session is opened in the background after the first
+   * call here (sandbox_call.c). */
   sandbox_agents_forget(op->ctx->agents, id);
+  if (rc == 0 && op->rec.ws_saved)
+    rc = sandbox_ws_fill(op->ctx->agents, op->e, id, sandbox_label_of(op->insp, "user"), path,
+                         NULL, err);
+  if (rc) return sm_error_wrap(err, "starting sandbox %s again", op->name);
   snprintf(op->rec.state, sizeof op->rec.state, "running");
   op->rec.pending[0] = op->rec.prior[0] = '\0';
   op->rec.since = sm_now();
