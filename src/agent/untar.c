@@ -9,7 +9,10 @@
  *
  * Reads the tar stream sandman's packer writes (ustar, pax extended headers
  * for path, linkpath, size and mtime; regular files, directories, symbolic
- * links) from stdin. Owners are not set: everything belongs to the user
+ * links) from stdin, and the engine's archive of a /workspace as a fork or
+ * a resume puts it back (src/lib/sandbox/ws_fill.c), which may also hold
+ * hard links: one is made only to a regular file this run extracted
+ * earlier, found under DIR without following any link. Owners are not set: everything belongs to the user
  * running this. Directory modes and times are set last, deepest first, so a
  * read-only directory never blocks what goes inside it. Exit 0, or 1 with
  * the reason on stderr (what was extracted before stays). */
@@ -414,6 +417,95 @@ static int write_file(int dfd, const char *name, const entry *e) {
   return rc;
 }
 
+/* The regular files this run wrote (a hard link may point only at one of
+ * them): an open-addressed set of their cleaned paths. */
+static char **g_files;
+static size_t g_nfiles, g_capfiles;
+
+static size_t files_slot(char **tab, size_t cap, const char *path) {
+  size_t h = 1469598103u;
+  for (const char *c = path; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+  size_t i = h & (cap - 1);
+  while (tab[i] && strcmp(tab[i], path) != 0) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+static int files_add(const char *path) {
+  if ((g_nfiles + 1) * 2 > g_capfiles) {
+    size_t cap = g_capfiles ? g_capfiles * 2 : 1024;
+    char **tab = calloc(cap, sizeof *tab);
+    if (tab == NULL) return -ENOMEM;
+    for (size_t i = 0; i < g_capfiles; i++)
+      if (g_files[i]) tab[files_slot(tab, cap, g_files[i])] = g_files[i];
+    free(g_files);
+    g_files = tab;
+    g_capfiles = cap;
+  }
+  size_t i = files_slot(g_files, g_capfiles, path);
+  if (g_files[i]) return 0;
+  if ((g_files[i] = strdup(path)) == NULL) return -ENOMEM;
+  g_nfiles++;
+  return 0;
+}
+
+static int files_has(const char *path) {
+  return g_capfiles && g_files[files_slot(g_files, g_capfiles, path)] != NULL;
+}
+
+/* Opens the existing directory rel under root, one component at a time,
+ * never following a link and changing nothing. */
+static int lookup_dir(int root, const char *rel, int *out) {
+  int fd = dup(root);
+  if (fd < 0) return -errno;
+  char name[256];
+  const char *p = rel;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n >= sizeof name) {
+      close(fd);
+      return -ENAMETOOLONG;
+    }
+    memcpy(name, p, n);
+    name[n] = '\0';
+    int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int en = errno;
+    close(fd);
+    if (next < 0) return -en;
+    fd = next;
+    p += n;
+    if (*p == '/') p++;
+  }
+  *out = fd;
+  return 0;
+}
+
+/* A hard link at name in dfd to e->link: a regular file this run wrote,
+ * under root (never above it, never through a link). -EPERM when the
+ * target is not one. */
+static int hard_link(int root, int dfd, const char *name, entry *e) {
+  if (clean_path(e->link) != 0 || e->link[0] == '\0' || !files_has(e->link)) return -EPERM;
+  const char *slash = strrchr(e->link, '/');
+  char parent[PATH_MAX_BYTES];
+  snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - e->link) : 0, e->link);
+  const char *tname = slash ? slash + 1 : e->link;
+  int tfd = -1;
+  int r = lookup_dir(root, parent, &tfd);
+  if (r) return r == -ENOTDIR || r == -ELOOP ? -EPERM : r;
+  struct stat st;
+  if (fstatat(tfd, tname, &st, AT_SYMLINK_NOFOLLOW) != 0) r = -errno;
+  else if (!S_ISREG(st.st_mode)) r = -EPERM;
+  if (r == 0) r = clear(dfd, name, 0);
+  /* flags 0: a link is never followed (there is none here anyway). */
+  if (r == 0 && linkat(tfd, tname, dfd, name, 0) != 0) r = -errno;
+  close(tfd);
+  struct stat lst;
+  if (r == 0 && g_list && fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0)
+    list_entry(e->path, &lst);
+  if (r == 0 && e->size > 0 && skip_data(e->size)) r = -EPIPE;
+  return r;
+}
+
 static int dirs_add(dirs *d, const entry *e) {
   if (d->n == d->cap) {
     size_t cap = d->cap ? d->cap * 2 : 64;
@@ -522,6 +614,10 @@ int agent_untar(const char *dir, int list) {
       break;
     case '0':
       r = write_file(dfd, name, &e);
+      if (r == 0) r = files_add(e.path);
+      break;
+    case '1':
+      r = hard_link(root, dfd, name, &e);
       break;
     case '2': {
       r = clear(dfd, name, 0);
@@ -546,11 +642,17 @@ int agent_untar(const char *dir, int list) {
       cached_fd = -1;
     }
     if (r < 0) {
-      rc = fail(e.type == '5' ? "making the directory" : "writing", e.path, -r);
+      rc = e.type == '1' && r == -EPERM
+               ? fail("refusing the hard link to", e.link, 0)
+               : fail(e.type == '5' ? "making the directory" : "writing", e.path, -r);
       break;
     }
   }
   if (cached_fd >= 0) close(cached_fd);
+  for (size_t i = 0; i < g_capfiles; i++) free(g_files[i]);
+  free(g_files);
+  g_files = NULL;
+  g_nfiles = g_capfiles = 0;
   int fr = finish_dirs(root, &d);
   if (rc == 0) rc = fr;
   close(root);
