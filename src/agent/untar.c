@@ -448,6 +448,13 @@ static int files_add(const char *path) {
   return 0;
 }
 
+static void files_free(void) {
+  for (size_t i = 0; i < g_capfiles; i++) free(g_files[i]);
+  free(g_files);
+  g_files = NULL;
+  g_nfiles = g_capfiles = 0;
+}
+
 static int files_has(const char *path) {
   return g_capfiles && g_files[files_slot(g_files, g_capfiles, path)] != NULL;
 }
@@ -557,6 +564,12 @@ static int finish_dirs(int root, dirs *d) {
   return rc;
 }
 
+/* The message for entry e that failed with r (-errno). */
+static int entry_failed(const entry *e, int r) {
+  if (e->type == '1' && r == -EPERM) return fail("refusing the hard link to", e->link, 0);
+  return fail(e->type == '5' ? "making the directory" : "writing", e->path, -r);
+}
+
 int agent_untar(const char *dir, int list) {
   g_dir = dir;
   g_list = list;
@@ -642,17 +655,12 @@ int agent_untar(const char *dir, int list) {
       cached_fd = -1;
     }
     if (r < 0) {
-      rc = e.type == '1' && r == -EPERM
-               ? fail("refusing the hard link to", e.link, 0)
-               : fail(e.type == '5' ? "making the directory" : "writing", e.path, -r);
+      rc = entry_failed(&e, r);
       break;
     }
   }
   if (cached_fd >= 0) close(cached_fd);
-  for (size_t i = 0; i < g_capfiles; i++) free(g_files[i]);
-  free(g_files);
-  g_files = NULL;
-  g_nfiles = g_capfiles = 0;
+  files_free();
   int fr = finish_dirs(root, &d);
   if (rc == 0) rc = fr;
   close(root);

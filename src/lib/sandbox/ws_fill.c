@@ -140,7 +140,7 @@ static int fill_decimal(const char *v, size_t n, int64_t *out) {
 
 /* 0, or -1 with why set: a record the unpacker would drop or misread. */
 static int fill_pax_parse(const char *p, size_t len, fill_pax *x, char *why, size_t why_len) {
-  static const char *const ignored[] = {"mtime", "atime", "ctime", "uname", "gname"};
+  static const char *const ignored[] = {"mtime", "atime", "ctime", "uname", "gname", "hdrcharset", "comment"};
   size_t off = 0;
   while (off < len) {
     size_t rl = 0, i = off;
