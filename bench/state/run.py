@@ -310,7 +310,7 @@ def report(a, rows, hib, load0, load1):
              "(a shared machine: other builds and tests ran meanwhile)." %
              (out["date"], os.cpu_count(), a.image, a.general, a.rounds, a.stops, a.hibernates,
               " ".join("%.2f" % x for x in load0), " ".join("%.2f" % x for x in load1)), "",
-             "Command: `python3 bench/state/run.py --general %s`" % a.general, "",
+             "Command: `python3 bench/state/run.py %s`" % " ".join(sys.argv[1:]), "",
              "| step | median ms | p90 ms | n |", "|---|---|---|---|"]
     for name, v in res.items():
         lines.append("| %s | %.2f | %.2f | %d |" % (name, v["median_ms"], v["p90_ms"], v["n"]))
@@ -352,7 +352,7 @@ def main():
                     "(scripts/test-images.sh ensure general)")
     ap.add_argument("--out", default=os.path.join(SRC, "bench", "results"))
     a = ap.parse_args()
-    if a.general is None:
+    if a.general is None and a.hibernates > 0:
         a.general = images.general_image(a.sandman)
     instance = "bench-state-%d" % os.getpid()
     os.environ["SANDMAN_INSTANCE"] = instance
@@ -371,7 +371,8 @@ def main():
         load0 = os.getloadavg()
         freeze_and_stop(a, raw, rows)
         unpause_floor(a, rows)
-        hibernate_sizes(a, hib)
+        if a.hibernates > 0:  # --hibernates 0: the freeze and stop rounds only
+            hibernate_sizes(a, hib)
         out, text = report(a, rows, hib, load0, os.getloadavg())
         print(text)
         os.makedirs(a.out, exist_ok=True)

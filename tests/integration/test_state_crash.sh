@@ -222,7 +222,10 @@ expect_eq "resume killed before the engine's start: a reap keeps it (spared, not
 whole "resume of stopped killed before the engine's start" "$R1" none
 
 check "$R1 stopped" quiet "$S" sandbox pause --tier stop --run-id "$R1"
-crash_at "resume of stopped" before PUT "^/containers/$ID/archive\\?" 1 "$S" sandbox resume --run-id "$R1"
+# Its /workspace goes back through the agent's unpacker (docs/state.md):
+# the third exec after the start (/tmp's mode, the agent's install, the
+# unpacker).
+crash_at "resume of stopped" before POST "^/containers/$ID/exec$" 3 "$S" sandbox resume --run-id "$R1"
 whole "resume of stopped killed before /workspace was put back" "$R1" none
 
 # ---- hibernate and its resume (gVisor) --------------------------------------
