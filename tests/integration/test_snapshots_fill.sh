@@ -42,6 +42,8 @@ R=fill-src-$$
 expect_eq "the tool wrote its files and hard links" "made" "$(call "$R" -- sh -c "$GEN" | stdout_of | tr -d '\n')"
 tree_of "$R" | same_links >"$WORK/expected"
 check "the source's hard links are one file of three names" grep -q "links: one file of three names" "$WORK/expected"
+expect_eq "the source's tree: 203 file names hashed (200 files, one of three names)" 203 \
+  "$(grep -c '^[0-9a-f]\{64\} ' "$WORK/expected")"
 "$SANDMAN" sandbox snapshot --run-id "$R" --name fill-links >/dev/null
 
 # --- the agent's unpacker: files, links, hard links --------------------------------
@@ -60,6 +62,8 @@ fi
 # A stopped sandbox's resume (the CLI: no runner).
 "$SANDMAN" sandbox pause --tier stop --run-id "$F" >/dev/null
 expect_eq "the fork stopped" "stopped" "$("$SANDMAN" sandbox list --json | json "[s['state'] for s in d if s.get('run_id') == '$F'][0]")"
+"$SANDMAN" --log-level debug sandbox resume --run-id "$F" >/dev/null 2>"$WORK/resume.log"
+expect_contains "its resume: filled by the agent's unpacker" "by the agent's unpacker" "$(cat "$WORK/resume.log")"
 tree_of "$F" | same_links >"$WORK/tree"
 if diff -q "$WORK/expected" "$WORK/tree" >/dev/null; then
   it_pass "its resume: every file the same by hash, types, owners, modes, hard links one file"
