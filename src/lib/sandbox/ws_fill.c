@@ -338,12 +338,37 @@ static int fill_collect(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-/* The unpacker as user, the tar on its stdin (its errors on stdout). In a
- * runner over an agent session, given back afterwards: the sandbox's first
- * call takes it (no exec of its own, no second install); else (the CLI,
- * or no session opens) through an engine exec. */
-static int fill_untar(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
-                      int fd, sm_error *err) {
+/* The agent made ready to unpack (*ready): in a runner a session (the
+ * agent installed unless this runner did; its hello proves it runs), else
+ * installed for an engine exec. Not ready (why says why): the engine. */
+static int fill_agent_ready(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
+                            sandbox_agent_session **s, int *ready, char *why, size_t why_len,
+                            sm_error *err) {
+  *s = NULL;
+  *ready = 0;
+  if (agents && sandbox_agents_enabled(agents)) {
+    int rc = sandbox_agent_take(agents, e, id, user, SM_AGENT_OPEN, s);
+    if (rc) return sm_error_set(err, rc, "container %.12s is gone", id);
+    if (*s) {
+      *ready = 1;
+      return 0;
+    }
+  }
+  sm_error ierr = SM_ERROR_INIT;
+  if (sandbox_agent_install(agents, e, id, &ierr) != 0) {
+    snprintf(why, why_len, "the agent: %s", ierr.message);
+    return 0;
+  }
+  *ready = 1;
+  return 0;
+}
+
+/* The unpacker as user, the tar on its stdin (its errors on stdout): over
+ * session s, given back afterwards so that the sandbox's first call takes
+ * it (no exec of its own, no second install), or (s NULL: the CLI, or no
+ * session opened) through an engine exec. */
+static int fill_untar(sandbox_agents *agents, sandbox_agent_session *s, sm_engine *e,
+                      const char *id, const char *user, int fd, sm_error *err) {
   char agent[128];
   sandbox_agent_binary_path(agent, sizeof agent);
   const char *argv[] = {"/bin/sh", "-c", "exec \"$@\" 2>&1", "sh", agent, "untar", "/workspace"};
@@ -351,17 +376,13 @@ static int fill_untar(sandbox_agents *agents, sm_engine *e, const char *id, cons
   common_buf_init(&out, 4096);
   int code = 0;
   int rc = lseek(fd, 0, SEEK_SET) == 0 ? 0 : sm_error_set_errno(err, SM_EIO, errno, "rewinding the tar");
-  sandbox_agent_session *s = NULL;
-  if (rc == 0 && agents && sandbox_agents_enabled(agents))
-    rc = sandbox_agent_take(agents, e, id, user, SM_AGENT_OPEN, &s);
-  if (rc == 0 && s) {
+  if (rc == 0 && s)
     rc = sandbox_agent_run(s, argv, 7, fill_fd_read, &fd, fill_collect, &out,
                            (int)(FILL_TIMEOUT_S * 1000), &code, err);
-    if (rc == 0 && code == 0) sandbox_agent_give_back(agents, s);
-    else sandbox_agent_close(s);
-  } else if (rc == 0) {
+  else if (rc == 0)
     rc = sandbox_exec_helper(e, id, argv, 7, user, fill_fd_read, &fd, FILL_TIMEOUT_S, &out, &code, err);
-  }
+  if (s && rc == 0 && code == 0) sandbox_agent_give_back(agents, s);
+  else sandbox_agent_close(s);
   if (rc == 0 && code != 0)
     rc = sm_error_set(err, SM_ESANDBOX, "sandman's unpacker exited with %d: %.*s", code,
                       (int)out.len, out.data ? out.data : "");
@@ -369,29 +390,25 @@ static int fill_untar(sandbox_agents *agents, sm_engine *e, const char *id, cons
   return rc;
 }
 
-/* Whether the agent's unpacker takes the tar at fd as user (*agent). */
-static int fill_choose(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
-                       int fd, int *agent, sm_error *err) {
+/* Whether the tar at fd is the agent's to unpack as user (*agent; else
+ * why says why). */
+static int fill_choose(int fd, const char *user, int *agent, char *why, size_t why_len,
+                       sm_error *err) {
   long uid = 0, gid = 0;
-  char head[2] = "", why[160] = "";
+  char head[2] = "";
   *agent = 0;
-  if (!fill_user(user, &uid, &gid)) snprintf(why, sizeof why, "its user is '%s'", user ? user : "");
-  else if (pread(fd, head, 2, 0) != 2 || memcmp(head, "./", 2) != 0)
-    snprintf(why, sizeof why, "a tar of entries workspace/...");
+  if (!fill_user(user, &uid, &gid)) {
+    snprintf(why, why_len, "its user is '%s'", user ? user : "");
+    return 0;
+  }
+  if (pread(fd, head, 2, 0) != 2 || memcmp(head, "./", 2) != 0) {
+    snprintf(why, why_len, "a tar of entries workspace/...");
+    return 0;
+  }
   int verdict = WS_FILL_ENGINE;
-  if (why[0] == '\0') {
-    int rc = sandbox_ws_fill_scan(fd, uid, gid, 0, &verdict, why, sizeof why, err);
-    if (rc) return rc;
-  }
-  sm_error ierr = SM_ERROR_INIT;
-  if (verdict == WS_FILL_AGENT && sandbox_agent_install(agents, e, id, &ierr) != 0) {
-    snprintf(why, sizeof why, "the agent: %s", ierr.message);
-    verdict = WS_FILL_ENGINE;
-  }
-  if (verdict != WS_FILL_AGENT)
-    sm_log(SM_LOG_DEBUG, "sandbox %.12s: /workspace put back by the engine's upload: %s", id, why);
-  *agent = verdict == WS_FILL_AGENT;
-  return 0;
+  int rc = sandbox_ws_fill_scan(fd, uid, gid, 0, &verdict, why, why_len, err);
+  *agent = rc == 0 && verdict == WS_FILL_AGENT;
+  return rc;
 }
 
 int sandbox_ws_fill(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
@@ -400,14 +417,22 @@ int sandbox_ws_fill(sandbox_agents *agents, sm_engine *e, const char *id, const 
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading the saved /workspace %s", path);
   int agent = 0;
+  char why[160] = "";
+  sandbox_agent_session *s = NULL;
   double t0 = sm_monotonic_ms();
-  int rc = fill_choose(agents, e, id, user, fd, &agent, err);
+  int rc = fill_choose(fd, user, &agent, why, sizeof why, err);
   double t1 = sm_monotonic_ms();
+  if (rc == 0 && agent) rc = fill_agent_ready(agents, e, id, user, &s, &agent, why, sizeof why, err);
+  double t2 = sm_monotonic_ms();
   if (rc == 0 && agent) {
-    rc = fill_untar(agents, e, id, user, fd, err);
+    const char *way = s ? "a session" : "installed";
+    rc = fill_untar(agents, s, e, id, user, fd, err);
     if (how) *how = "agent";
-    sm_log(SM_LOG_DEBUG, "sandbox %.12s: /workspace by the agent's unpacker: scan and install %.0f ms, "
-           "unpacking %.0f ms", id, t1 - t0, sm_monotonic_ms() - t1);
+    sm_log(SM_LOG_DEBUG, "sandbox %.12s: /workspace by the agent's unpacker: scan %.0f ms, the agent "
+           "%.0f ms (%s), unpacking %.0f ms", id, t1 - t0, t2 - t1, way,
+           sm_monotonic_ms() - t2);
+  } else if (rc == 0) {
+    sm_log(SM_LOG_DEBUG, "sandbox %.12s: /workspace put back by the engine's upload: %s", id, why);
   }
   close(fd);
   if (rc) return sm_error_wrap(err, "putting /workspace back");
