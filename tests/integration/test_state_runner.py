@@ -49,10 +49,11 @@ def listed(client, key, sid):
     return {}
 
 
-def agent_calls_total(r):
-    """The runner's count of calls made over an in-sandbox agent session."""
+def agent_calls_total(r, name="sandman_agent_calls_total"):
+    """The runner's count of calls made over an in-sandbox agent session
+    (or another counter of its /metrics)."""
     for line in r.client.metrics().splitlines():
-        if line.startswith("sandman_agent_calls_total "):
+        if line.startswith(name + " "):
             return int(float(line.split()[1]))
     return -1
 
@@ -139,6 +140,22 @@ def suite_owners(tmp):
           body.get("state") == "running", (st, body))
     out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
     check("its file is there after stop and resume", out.get("stdout") == "kept\n", out)
+
+    # stopped, then a call: /workspace put back by the agent's unpacker over
+    # a session the call then runs over (docs/state.md, "Who fills /workspace"):
+    # one session opened for both, the call no engine exec
+    st, body = rest(k1, sid, "pause", "k1", tier="stop")
+    check("k1 stops it again", st == 200 and body.get("state") == "stopped", (st, body))
+    opened = agent_calls_total(r, "sandman_agent_sessions_opened_total")
+    calls = agent_calls_total(r)
+    out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
+    check("a call into the stopped sandbox works and says resumed: stopped",
+          out.get("stdout") == "kept\n" and out.get("resumed") == "stopped", out)
+    check("... over the session its /workspace was put back through, not an engine exec",
+          agent_calls_total(r) == calls + 1, (calls, agent_calls_total(r)))
+    check("... one session opened for the fill and the call (no second install or open)",
+          agent_calls_total(r, "sandman_agent_sessions_opened_total") == opened + 1,
+          (opened, agent_calls_total(r, "sandman_agent_sessions_opened_total")))
 
     # refusals
     st, body = rest(k1, sid, "pause", "k1", tier="hibernate")
