@@ -190,7 +190,10 @@ static int fork_build_run(fork_build *b, sm_error *err) {
   double t2 = sm_monotonic_ms();
   if (rc == 0 && !memory) rc = sandbox_fix_tmp(b->e, b->id, b->t->name, b->s->image_id, err);
   if (rc == 0 && !memory)
-    rc = sandbox_ws_fill(b->ctx->agents, b->e, b->id, fork_user(config), b->tar, &b->fill_how, err);
+    /* No session: forks run on worker threads of their own, and a fork's
+     * first call may be far off (sandbox_ws_fill's engine exec instead). */
+    rc = sandbox_ws_fill(b->ctx->agents, 0, b->e, b->id, fork_user(config), b->tar, &b->fill_how,
+                         err);
   b->ms_create = t1 - t0;
   b->ms_start = t2 - t1;
   b->ms_fill = sm_monotonic_ms() - t2;

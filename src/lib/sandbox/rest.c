@@ -390,7 +390,7 @@ static int resume_stopped(sandbox_rest_op *op, sm_error *err) {
    * call here (sandbox_call.c). */
   sandbox_agents_forget(op->ctx->agents, id);
   if (rc == 0 && op->rec.ws_saved)
-    rc = sandbox_ws_fill(op->ctx->agents, op->e, id, sandbox_label_of(op->insp, "user"), path,
+    rc = sandbox_ws_fill(op->ctx->agents, 1, op->e, id, sandbox_label_of(op->insp, "user"), path,
                          NULL, err);
   if (rc) return sm_error_wrap(err, "starting sandbox %s again", op->name);
   snprintf(op->rec.state, sizeof op->rec.state, "running");

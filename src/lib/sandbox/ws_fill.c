@@ -207,6 +207,7 @@ typedef struct fill_scan {
   long uid, gid, max_entries;
   fill_set seen;
   fill_pax pax;
+  char path[FILL_PATH_MAX], link[FILL_PATH_MAX]; /* the entry's (never static: forks run at once) */
   char *why;
   size_t why_len;
 } fill_scan;
@@ -240,7 +241,7 @@ static int fill_scan_pax(fill_scan *s, int64_t size) {
 
 /* One entry's header (after its pax records): WS_FILL_AGENT to go on. */
 static int fill_scan_entry(fill_scan *s, const unsigned char *h, int64_t size) {
-  static char path[FILL_PATH_MAX], link[FILL_PATH_MAX];
+  char *path = s->path, *link = s->link;
   char type = h[156] ? (char)h[156] : '0';
   if (!strchr("0521", type)) return FILL_NO("an entry of type '%c'", type);
   int64_t mode = fill_octal(h + 100, 8);
@@ -249,11 +250,11 @@ static int fill_scan_entry(fill_scan *s, const unsigned char *h, int64_t size) {
   int64_t gid = s->pax.gid >= 0 ? s->pax.gid : fill_octal(h + 116, 8);
   if (uid != s->uid || gid != s->gid)
     return FILL_NO("an entry owned by %lld:%lld", (long long)uid, (long long)gid);
-  if (s->pax.has_path) snprintf(path, sizeof path, "%s", s->pax.path);
-  else if (h[345]) snprintf(path, sizeof path, "%.155s/%.100s", (const char *)h + 345, (const char *)h);
-  else snprintf(path, sizeof path, "%.100s", (const char *)h);
-  if (s->pax.has_link) snprintf(link, sizeof link, "%s", s->pax.link);
-  else snprintf(link, sizeof link, "%.100s", (const char *)h + 157);
+  if (s->pax.has_path) snprintf(path, FILL_PATH_MAX, "%s", s->pax.path);
+  else if (h[345]) snprintf(path, FILL_PATH_MAX, "%.155s/%.100s", (const char *)h + 345, (const char *)h);
+  else snprintf(path, FILL_PATH_MAX, "%.100s", (const char *)h);
+  if (s->pax.has_link) snprintf(link, FILL_PATH_MAX, "%s", s->pax.link);
+  else snprintf(link, FILL_PATH_MAX, "%.100s", (const char *)h + 157);
   if (fill_clean(path) != 0) return FILL_NO("a path it refuses");
   if (type == '1' && (fill_clean(link) != 0 || !fill_set_is_reg(&s->seen, link)))
     return FILL_NO("a hard link to no regular file before it");
@@ -341,12 +342,12 @@ static int fill_collect(void *ud, int stream, const char *data, size_t len) {
 /* The agent made ready to unpack (*ready): in a runner a session (the
  * agent installed unless this runner did; its hello proves it runs), else
  * installed for an engine exec. Not ready (why says why): the engine. */
-static int fill_agent_ready(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
-                            sandbox_agent_session **s, int *ready, char *why, size_t why_len,
-                            sm_error *err) {
+static int fill_agent_ready(sandbox_agents *agents, int session, sm_engine *e, const char *id,
+                            const char *user, sandbox_agent_session **s, int *ready, char *why,
+                            size_t why_len, sm_error *err) {
   *s = NULL;
   *ready = 0;
-  if (agents && sandbox_agents_enabled(agents)) {
+  if (session && agents && sandbox_agents_enabled(agents)) {
     int rc = sandbox_agent_take(agents, e, id, user, SM_AGENT_OPEN, s);
     if (rc) return sm_error_set(err, rc, "container %.12s is gone", id);
     if (*s) {
@@ -411,8 +412,8 @@ static int fill_choose(int fd, const char *user, int *agent, char *why, size_t w
   return rc;
 }
 
-int sandbox_ws_fill(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
-                    const char *path, const char **how, sm_error *err) {
+int sandbox_ws_fill(sandbox_agents *agents, int session, sm_engine *e, const char *id,
+                    const char *user, const char *path, const char **how, sm_error *err) {
   if (how) *how = "engine";
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "reading the saved /workspace %s", path);
@@ -422,7 +423,7 @@ int sandbox_ws_fill(sandbox_agents *agents, sm_engine *e, const char *id, const 
   double t0 = sm_monotonic_ms();
   int rc = fill_choose(fd, user, &agent, why, sizeof why, err);
   double t1 = sm_monotonic_ms();
-  if (rc == 0 && agent) rc = fill_agent_ready(agents, e, id, user, &s, &agent, why, sizeof why, err);
+  if (rc == 0 && agent) rc = fill_agent_ready(agents, session, e, id, user, &s, &agent, why, sizeof why, err);
   double t2 = sm_monotonic_ms();
   if (rc == 0 && agent) {
     const char *way = s ? "a session" : "installed";

@@ -23,11 +23,13 @@ int sandbox_ws_fill_scan(int fd, long uid, long gid, long max_entries, int *verd
 /* Fills container id's /workspace (running, its volume empty or as its
  * image made it) from the tar at path. When the scan says the agent can
  * (and user is "UID:GID", not root), sandman's unpacker does it as that
- * user (the agent installed first, noted in agents, which may be NULL);
- * else, or when the agent cannot be installed, the engine's archive
+ * user (the agent installed first, noted in agents, which may be NULL):
+ * with session (and sessions on in agents) over an agent session parked
+ * afterwards for the sandbox's next call, else over an engine exec; when
+ * the scan says no, or the agent cannot be installed, the engine's archive
  * upload (sandbox_ws_restore), owners as saved. *how (may be NULL) gets
  * "agent" or "engine". */
-int sandbox_ws_fill(sandbox_agents *agents, sm_engine *e, const char *id, const char *user,
-                    const char *path, const char **how, sm_error *err);
+int sandbox_ws_fill(sandbox_agents *agents, int session, sm_engine *e, const char *id,
+                    const char *user, const char *path, const char **how, sm_error *err);
 
 #endif
