@@ -241,7 +241,12 @@ int agent_tar_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN); /* a host gone is a write that fails */
   agent_proc_stop stopped = {0};
   if (stop && agent_proc_stop_all(&stopped) != 0) return AGENT_TAR_CANNOT;
-  int rc = tar_out_tree(argv[1]);
+  /* The host's sign that this is the tar, and that the processes are
+   * stopped from here on (src/lib/sandbox/snap_agent.c). */
+  static const char magic[] = "sandman-tar 1\n";
+  int rc = tar_out_put(magic, sizeof magic - 1);
+  if (rc == 0) rc = tar_out_flush();
+  if (rc == 0) rc = tar_out_tree(argv[1]);
   if (stop && rc == 0) tar_out_wait_go();
   if (stop) agent_proc_continue_all(&stopped);
   return rc;

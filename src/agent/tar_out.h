@@ -1,5 +1,8 @@
 /* `sandman-agent tar DIR [--stop]` (tar_out.c): DIR as a tar stream on
- * stdout, for a snapshot of a running sandbox (docs/state.md#snapshots).
+ * stdout, for a snapshot of a running sandbox (docs/state.md#snapshots),
+ * after a line "sandman-tar 1\n" (written once the processes are stopped:
+ * the host's sign that what follows is the tar, and that it may commit the
+ * sandbox's layer from then on).
  *
  * Entries "./" (DIR itself), "./d/" for folders, "./d/f" for files and
  * symbolic links: the shape of the engine's archive of "DIR/.", in the

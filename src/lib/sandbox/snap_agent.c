@@ -21,6 +21,11 @@
 #include "sandbox/snap_agent.h"
 
 #define SNAP_AGENT_DIAG 512
+/* What the agent writes before the tar, once the processes are stopped
+ * (src/agent/tar_out.h): anything else (the runtime's message that it
+ * could not run the agent) is not a tar of its. */
+#define SNAP_AGENT_MAGIC "sandman-tar 1\n"
+#define SNAP_AGENT_MAGIC_LEN (sizeof SNAP_AGENT_MAGIC - 1)
 #define SNAP_AGENT_PUMP_MS 20
 #define SNAP_AGENT_TIMEOUT_MS (30 * 60 * 1000.0) /* a stream that stalls this long is given up */
 
@@ -28,7 +33,9 @@ typedef struct snap_agent_read {
   sandbox_tar_sink file;
   int tee;
   int failed; /* the file could not be written */
-  int started;
+  int started;   /* the magic came: the processes are stopped */
+  int foreign;   /* something else came instead: not a tar of the agent's */
+  size_t magic_seen;
   double t_first;
   const sandbox_snap_agent_hooks *hooks;
   char diag[SNAP_AGENT_DIAG];
@@ -45,12 +52,19 @@ static int snap_agent_output(void *ud, int stream, const char *data, size_t len)
     r->diag[r->diag_len] = '\0';
     return 0;
   }
-  if (!r->started) {
-    r->started = 1;
-    r->t_first = sm_monotonic_ms();
-    if (r->hooks && r->hooks->stopped) r->hooks->stopped(r->hooks->ud);
+  while (!r->started && !r->foreign && len > 0) {
+    if (*data != SNAP_AGENT_MAGIC[r->magic_seen]) {
+      r->foreign = 1;
+      break;
+    }
+    data++, len--;
+    if (++r->magic_seen == SNAP_AGENT_MAGIC_LEN) {
+      r->started = 1;
+      r->t_first = sm_monotonic_ms();
+      if (r->hooks && r->hooks->stopped) r->hooks->stopped(r->hooks->ud);
+    }
   }
-  if (r->failed) return 0;
+  if (r->failed || !r->started || len == 0) return 0;
   if (sandbox_tar_sink_write(&r->file, data, len) != 0) r->failed = errno ? errno : EIO;
   if (r->tee >= 0 && common_write_all(r->tee, data, len) != 0) r->tee = -1;
   return 0;
@@ -108,10 +122,7 @@ int sandbox_snap_agent_read(sm_engine *e, const char *cid, const char *user, con
                             int tee, const sandbox_snap_agent_hooks *hooks, int64_t *bytes,
                             int *fell_back, sm_error *err) {
   *fell_back = 0;
-  sm_error why = SM_ERROR_INIT;
-  if (user == NULL || *user == '\0' || sandbox_agent_install(NULL, e, cid, &why) != 0) {
-    sm_log(SM_LOG_DEBUG, "snapshot of %s: no agent to read /workspace (%s)", cid,
-           why.code ? why.message : "no user");
+  if (user == NULL || *user == '\0') {
     *fell_back = 1;
     return 0;
   }
@@ -124,8 +135,22 @@ int sandbox_snap_agent_read(sm_engine *e, const char *cid, const char *user, con
   snap_agent_read r = {.file = {fd, 0, INT64_MAX}, .tee = tee, .hooks = hooks};
   int code = -1;
   int rc = snap_agent_run(e, cid, user, &r, &code, err);
+  if (rc == 0 && !r.started && (code == 126 || code == 127)) {
+    /* Not installed yet (the runtime could not run it): installed, then
+     * run again. An exec of its own costs more than this guess. */
+    sm_error why = SM_ERROR_INIT;
+    if (sandbox_agent_install(NULL, e, cid, &why) == 0) {
+      r.diag_len = 0;
+      r.diag[0] = '\0';
+      r.foreign = 0;
+      r.magic_seen = 0;
+      rc = snap_agent_run(e, cid, user, &r, &code, err);
+    } else {
+      sm_log(SM_LOG_DEBUG, "snapshot of %s: no agent to read /workspace: %s", cid, why.message);
+    }
+  }
   if (rc == 0 && r.failed) rc = sm_error_set_errno(err, SM_EIO, r.failed, "writing %s", tmp);
-  if (rc == 0 && code != 0) {
+  if (rc == 0 && (code != 0 || !r.started)) {
     sm_log(SM_LOG_DEBUG, "snapshot of %s: the agent did not read /workspace (exit %d): %s", cid,
            code, r.diag);
     *fell_back = 1;
