@@ -36,7 +36,6 @@ typedef struct snap_agent_read {
   int started;   /* the magic came: the processes are stopped */
   int foreign;   /* something else came instead: not a tar of the agent's */
   size_t magic_seen;
-  double t_first;
   const sandbox_snap_agent_hooks *hooks;
   char diag[SNAP_AGENT_DIAG];
   size_t diag_len;
@@ -60,7 +59,6 @@ static int snap_agent_output(void *ud, int stream, const char *data, size_t len)
     data++, len--;
     if (++r->magic_seen == SNAP_AGENT_MAGIC_LEN) {
       r->started = 1;
-      r->t_first = sm_monotonic_ms();
       if (r->hooks && r->hooks->stopped) r->hooks->stopped(r->hooks->ud);
     }
   }
@@ -126,7 +124,6 @@ int sandbox_snap_agent_read(sm_engine *e, const char *cid, const char *user, con
     *fell_back = 1;
     return 0;
   }
-  double T0 = sm_monotonic_ms();
   char tmp[PATH_MAX];
   if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
     return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
@@ -155,7 +152,6 @@ int sandbox_snap_agent_read(sm_engine *e, const char *cid, const char *user, con
            code, r.diag);
     *fell_back = 1;
   }
-  double T1 = sm_monotonic_ms();
   if (rc == 0 && !*fell_back && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   if (close(fd) != 0 && rc == 0 && !*fell_back) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   if (rc == 0 && !*fell_back && rename(tmp, path) != 0)
@@ -164,7 +160,6 @@ int sandbox_snap_agent_read(sm_engine *e, const char *cid, const char *user, con
     unlink(tmp);
     return rc ? sm_error_wrap(err, "reading /workspace through the agent") : 0;
   }
-  sm_log(SM_LOG_DEBUG, "TIMING exec+stream %.0f fsync %.0f first %.0f", T1 - T0, sm_monotonic_ms() - T1, r.t_first - T0);
   common_sync_dir_of(path);
   if (bytes) *bytes = r.file.bytes;
   return 0;
