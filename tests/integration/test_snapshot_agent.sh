@@ -5,7 +5,8 @@
 # relative; the snapshot says it was read by the agent, its manifest has
 # every file by hash (nothing missing, nothing extra) and the links as
 # links; a fork has the same files and links; a process left running by
-# a call runs on after the snapshot (not left stopped). Then what the
+# a call runs on after the snapshot (not left stopped), and after sandman
+# is killed in the middle of the agent's read. Then what the
 # agent cannot read or represent (a file its user may not read, a fifo)
 # makes the snapshot fall back to the engine's read of the frozen sandbox:
 # it still has every file, the unreadable one by its hash.
@@ -84,6 +85,32 @@ if diff -q "$WORK/expected" "$WORK/fork" >/dev/null; then
 else
   it_fail "the fork's tree differs: $(diff "$WORK/expected" "$WORK/fork" | head -5 | tr '\n' ' ')"
 fi
+
+# --- sandman killed while the agent reads -----------------------------------------
+# 40 MB more, so the tar outlasts the pipes: sandman is stopped (SIGSTOP)
+# once the agent runs, so the agent blocks writing with the sandbox's
+# processes stopped, then killed. The agent sees its connection end and
+# lets the processes go on; no half snapshot is listed.
+call "$R" -- sh -c 'head -c 41943040 /dev/zero >/workspace/big' >/dev/null
+N=$(docker ps -q --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.run=$R")
+"$SANDMAN" sandbox snapshot --run-id "$R" --name killed >/dev/null 2>&1 &
+sp=$!
+IT_PIDS+=("$sp")
+for _ in $(seq 1 300); do
+  docker top "$N" -o pid,stat,args 2>/dev/null | grep -q 'tar /workspace --stop' && break
+  kill -0 "$sp" 2>/dev/null || break
+  sleep 0.05
+done
+kill -STOP "$sp" 2>/dev/null || true
+expect_contains "the agent's tar runs, the ticking process stopped" "T" \
+  "$(docker top "$N" -o pid,stat,args | grep 'sleep 0.05\|i + 1' | awk '{print $2}' | tr -d '\n')"
+kill -9 "$sp" 2>/dev/null || true
+wait "$sp" 2>/dev/null || true
+n=$(tick)
+check "sandman killed mid-read: the ticking process runs on" it_counter_past "$n" tick
+expect_eq "... and no half snapshot is listed" "by-agent" \
+  "$("$SANDMAN" snapshot list --json | json "' '.join(sorted(x['name'] for x in d))")"
+call "$R" -- rm -f /workspace/big >/dev/null
 
 # --- what the agent cannot read: the engine's read instead ----------------------
 call "$R" -- sh -c 'echo secret >/workspace/unreadable && chmod 000 /workspace/unreadable' >/dev/null
