@@ -25,7 +25,6 @@
 #include "agent/digest_walk.h"
 #include "agent/frame.h"
 #include "agent/untar.h"
-#include "agent/tar_out.h"
 #include "agent/fs.h"
 #include "agent/route.h"
 #include "agent/port_relay.h"
@@ -525,7 +524,6 @@ static int command(int argc, char **argv) {
     return sm_agent_wsdigest_main(argc - 1, argv + 1);
   /* `sandman-agent code start|send`: code contexts' driver (agent_code.c). */
   if (argc > 1 && strcmp(argv[1], "code") == 0) return agent_code_main(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "tar") == 0) return agent_tar_main(argc - 1, argv + 1); /* tar_out.h */
   fprintf(stderr, "usage: sandman-agent [[call TOKEN] untar DIR [--list] | fs OP ROOT ARGS... | "
                   "wsdigest DIR MAX [EXCLUDE...] | route | tools ... | code start|send | ports |\n"
                   "       watch ROOT PATH FLAGS]\n");

@@ -10,7 +10,6 @@
 
 #include "common/cleanup.h"
 #include "sandbox/snap_manifest.h"
-#include "sandbox/snap_tar_check.h"
 
 #define BLOCK (64 * 1024)
 #define MAX_ENTRIES 1000000
@@ -84,8 +83,7 @@ static json_object *entry_of(struct archive *a, struct archive_entry *ae, const 
   return o;
 }
 
-static int manifest_read(int fd, sandbox_snap_tar_check *check, json_object **out, int64_t *files,
-                         sm_error *err) {
+int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err) {
   *out = NULL;
   cleanup_archive struct archive *a = archive_read_new();
   if (a == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
@@ -97,7 +95,6 @@ static int manifest_read(int fd, sandbox_snap_tar_check *check, json_object **ou
   struct archive_entry *ae = NULL;
   int r;
   while ((r = archive_read_next_header(a, &ae)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
-    if (check && sandbox_snap_tar_check_entry(check, ae, err) != 0) return err->code;
     const char *path = relative(archive_entry_pathname(ae));
     if (path == NULL) continue;
     if (json_object_array_length(list) >= MAX_ENTRIES)
@@ -108,7 +105,6 @@ static int manifest_read(int fd, sandbox_snap_tar_check *check, json_object **ou
   }
   if (r != ARCHIVE_EOF)
     return sm_error_set(err, SM_EIO, "reading the workspace tar: %s", archive_error_string(a));
-  if (check && check->entries == 0) return sm_error_set(err, SM_EPROTOCOL, "the tar is empty");
   json_object_array_sort(list, by_path);
   if (files) *files = (int64_t)json_object_array_length(list);
   json_object *m = json_object_new_object();
@@ -116,17 +112,6 @@ static int manifest_read(int fd, sandbox_snap_tar_check *check, json_object **ou
   json_object_object_add(m, "files", steal_pointer(&list));
   *out = m;
   return 0;
-}
-
-int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err) {
-  return manifest_read(fd, NULL, out, files, err);
-}
-
-int sandbox_snap_manifest_of_agent_tar(int fd, json_object **out, int64_t *files, sm_error *err) {
-  sandbox_snap_tar_check check = {0};
-  int rc = manifest_read(fd, &check, out, files, err);
-  sandbox_snap_tar_check_free(&check);
-  return rc;
 }
 
 /* ---- differences ---- */

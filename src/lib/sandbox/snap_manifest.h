@@ -16,9 +16,6 @@
  * [{"path","type","size","mode","sha256"|"target"}]} in *out, sorted by path.
  * *files (may be NULL): how many. */
 int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_error *err);
-/* The same of a tar the sandbox's agent wrote, which must also have the
- * shape snap_tar_check.h says (else SM_EPROTOCOL). */
-int sandbox_snap_manifest_of_agent_tar(int fd, json_object **out, int64_t *files, sm_error *err);
 
 /* What changed from manifest `before` to `after`: {"added": [{"path",
  * "type","size"}], "modified": [{"path","type","size","size_before"}],

@@ -27,7 +27,6 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
 #include "sandbox/sandbox_settings.h"
-#include "sandbox/snap_agent.h"
 #include "sandbox/snap_manifest.h"
 #include "sandbox/snap_memory.h"
 #include "sandbox/snap_store.h"
@@ -117,7 +116,6 @@ typedef struct snapshot_commit {
   int rc;
   sm_error err;
   double ms;
-  int finished; /* set (atomically) when the commit has returned */
 } snapshot_commit;
 
 static void *snapshot_commit_run(void *ud) {
@@ -125,14 +123,12 @@ static void *snapshot_commit_run(void *ud) {
   double t0 = sm_monotonic_ms();
   c->rc = sm_engine_container_commit(c->e, c->id, c->repo, c->tag, c->labels, 0, c->image_id, &c->err);
   c->ms = sm_monotonic_ms() - t0;
-  __atomic_store_n(&c->finished, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
 /* The manifest, hashed from a pipe while the tar is written to disk. */
 typedef struct snapshot_hash {
-  int fd;    /* the pipe's read end */
-  int agent; /* a tar of the agent's: its shape checked too */
+  int fd; /* the pipe's read end */
   json_object *manifest;
   int64_t files;
   int rc;
@@ -141,8 +137,7 @@ typedef struct snapshot_hash {
 
 static void *snapshot_hash_run(void *ud) {
   snapshot_hash *h = ud;
-  h->rc = h->agent ? sandbox_snap_manifest_of_agent_tar(h->fd, &h->manifest, &h->files, &h->err)
-                   : sandbox_snap_manifest_of_tar(h->fd, &h->manifest, &h->files, &h->err);
+  h->rc = sandbox_snap_manifest_of_tar(h->fd, &h->manifest, &h->files, &h->err);
   /* What is left (the tar's padding, or all after a failure) is read to
    * the end: the writer never blocks on a reader gone. */
   char buf[16384];
@@ -151,33 +146,11 @@ static void *snapshot_hash_run(void *ud) {
   return NULL;
 }
 
-/* Calls' user: the label (the container itself runs as root), else
- * Config.User for a sandbox made before the label existed. */
-static const char *snapshot_user(snapshot_take *t) {
-  const char *u = sandbox_label_of(t->op.insp, "user");
-  return u && *u ? u : sandbox_json_str(t->op.insp, "Config", "User");
-}
-
-/* An agent's tar read with no thread to hash it as it came: hashed and
- * checked now, else not taken (*fell_back). */
-static int agent_tar_check(snapshot_take *t, const char *path, int *fell_back) {
-  sm_error e = SM_ERROR_INIT;
-  cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0 && sandbox_snap_manifest_of_agent_tar(fd, &t->manifest, &t->snap.files, &e) == 0) return 0;
-  unlink(path);
-  *fell_back = 1;
-  return 0;
-}
-
-/* The tar of the sandbox's /workspace at path, hashed as it comes (else,
- * when no thread can be made, after): read by the engine from the frozen
- * sandbox, or with agent (hooks) by the sandbox's agent, whose tar must
- * also have the shape snap_tar_check.h says; *fell_back when the agent
- * could not (nothing is kept at path then). */
-static int workspace_read(snapshot_take *t, const char *path, const sandbox_snap_agent_hooks *agent,
-                          int *fell_back, sm_error *err) {
+/* The tar of the frozen sandbox's /workspace at path, hashed as it comes
+ * (else, when no thread can be made, after). */
+static int workspace_read(snapshot_take *t, const char *path, sm_error *err) {
   int p[2];
-  snapshot_hash h = {.fd = -1, .agent = agent != NULL, .err = SM_ERROR_INIT};
+  snapshot_hash h = {.fd = -1, .err = SM_ERROR_INIT};
   pthread_t th;
   int threaded = pipe2(p, O_CLOEXEC) == 0;
   if (threaded) {
@@ -188,26 +161,17 @@ static int workspace_read(snapshot_take *t, const char *path, const sandbox_snap
       threaded = 0;
     }
   }
-  int rc = agent ? sandbox_snap_agent_read(t->op.e, t->id, snapshot_user(t), path, threaded ? p[1] : -1,
-                                           agent, &t->snap.workspace_bytes, fell_back, err)
-                 : sandbox_ws_save_tee(t->op.e, t->id, path, 0, threaded ? p[1] : -1,
-                                       &t->snap.workspace_bytes, err);
-  if (!threaded) return agent && rc == 0 && !*fell_back ? agent_tar_check(t, path, fell_back) : rc;
+  int rc = sandbox_ws_save_tee(t->op.e, t->id, path, 0, threaded ? p[1] : -1,
+                               &t->snap.workspace_bytes, err);
+  if (!threaded) return rc;
   close(p[1]);
   pthread_join(th, NULL);
   close(p[0]);
-  if (agent && rc == 0 && !*fell_back && h.rc) {
-    /* A tar of the agent's not taken: read through the engine instead. */
-    sm_log(SM_LOG_DEBUG, "snapshot %s: the agent's tar is not taken: %s", t->snap.name, h.err.message);
-    unlink(path);
-    *fell_back = 1;
-  }
-  if (agent && *fell_back) h.rc = 0;
   if (rc == 0 && h.rc) {
     *err = h.err;
     rc = sm_error_wrap(err, "hashing /workspace");
   }
-  if (rc == 0 && !(agent && *fell_back)) {
+  if (rc == 0) {
     t->manifest = h.manifest;
     t->snap.files = h.files;
   } else {
@@ -221,8 +185,7 @@ static int workspace_read(snapshot_take *t, const char *path, const sandbox_snap
 static int workspace_into(snapshot_take *t, const char *dir, sm_error *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/workspace.tar", dir);
-  t->ws_reader = is(t->op.state, "stopped") ? "stop" : "engine";
-  if (!is(t->op.state, "stopped")) return workspace_read(t, path, NULL, NULL, err);
+  if (!is(t->op.state, "stopped")) return workspace_read(t, path, err);
   char kept[PATH_MAX];
   int rc = sandbox_rest_ws_path(t->op.ctx->state_dir, t->op.name, kept, sizeof kept, err);
   if (rc) return rc;
@@ -281,7 +244,7 @@ static int commit_start(snapshot_take *t, snapshot_commit *c, pthread_t *th) {
 
 /* The layer (committed) and /workspace (read) at once while frozen; the
  * sandbox is thawed as soon as both are read. */
-static int capture_frozen(snapshot_take *t, const char *tmp, sm_error *err) {
+static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
   int thaw = 0;
   int rc = 0;
   if (is(t->op.state, "running")) {
@@ -327,79 +290,6 @@ static int capture_frozen(snapshot_take *t, const char *tmp, sm_error *err) {
   return rc;
 }
 
-/* A running sandbox read by its agent (snap_agent.h): its processes
- * stopped by the agent, the layer committed from the moment they are (the
- * tar's first bytes) fully beside the read, the processes going on once
- * both are done. */
-typedef struct snapshot_agent {
-  snapshot_take *t;
-  snapshot_commit c;
-  pthread_t th;
-  int started, threaded;
-} snapshot_agent;
-
-static void snapshot_agent_stopped(void *ud) {
-  snapshot_agent *a = ud;
-  a->started = 1;
-  a->threaded = commit_start(a->t, &a->c, &a->th);
-}
-
-static int snapshot_agent_done(void *ud) {
-  snapshot_agent *a = ud;
-  return !a->threaded || __atomic_load_n(&a->c.finished, __ATOMIC_ACQUIRE);
-}
-
-/* 0 with *fell_back when the agent could not: nothing of it is kept. */
-static int capture_by_agent(snapshot_take *t, const char *tmp, int *fell_back, sm_error *err) {
-  snapshot_agent a = {.t = t, .c = {.id = t->id, .image_id = t->snap.image_id, .err = SM_ERROR_INIT}};
-  char *colon = NULL;
-  snprintf(a.c.repo, sizeof a.c.repo, "%s", t->snap.image);
-  if ((colon = strrchr(a.c.repo, ':')) != NULL) *colon = '\0';
-  snprintf(a.c.tag, sizeof a.c.tag, "%s", t->snap.key);
-  a.c.labels = image_labels(&t->snap, t->op.ctx->instance);
-  sandbox_snap_agent_hooks hooks = {snapshot_agent_stopped, snapshot_agent_done, &a};
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/workspace.tar", tmp);
-  double t0 = sm_monotonic_ms();
-  int rc = workspace_read(t, path, &hooks, fell_back, err);
-  t->ms_workspace = sm_monotonic_ms() - t0;
-  if (a.threaded) {
-    pthread_join(a.th, NULL);
-    sm_engine_free(a.c.e);
-  }
-  json_object_put(a.c.labels);
-  t->committed = a.started && a.c.rc == 0;
-  t->ms_commit = a.c.ms;
-  t->ws_reader = "agent";
-  if (rc == 0 && !*fell_back && !a.started) *fell_back = 1; /* nothing came: no commit either */
-  if (rc == 0 && !*fell_back && a.c.rc) {
-    *err = a.c.err;
-    rc = sm_error_wrap(err, "committing its writable layer");
-  }
-  if (rc == 0 && *fell_back && t->committed) {
-    /* The layer of that moment goes: the next read commits its own. */
-    sm_error ignore = SM_ERROR_INIT;
-    sm_engine_image_remove(t->op.e, t->snap.image, 0, &ignore);
-    t->committed = 0;
-  }
-  if (*fell_back) {
-    json_object_put(t->manifest);
-    t->manifest = NULL;
-  }
-  return rc;
-}
-
-/* A running sandbox is read by its agent, anything else (and a running
- * one whose agent could not) frozen and read by the engine. */
-static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
-  if (is(t->op.state, "running")) {
-    int fell_back = 0;
-    int rc = capture_by_agent(t, tmp, &fell_back, err);
-    if (rc || !fell_back) return rc;
-  }
-  return capture_frozen(t, tmp, err);
-}
-
 static int take_held(snapshot_take *t, sm_error *err) {
   const char *st = t->op.state;
   if (!is(st, "running") && !is(st, "frozen") && !is(st, "stopped"))
@@ -431,10 +321,9 @@ static int take_held(snapshot_take *t, sm_error *err) {
                  SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_NUM("commit_ms", t->ms_commit),
                                SM_LOG_NUM("workspace_ms", t->ms_workspace),
                                SM_LOG_NUM("manifest_ms", t->ms_manifest)),
-                 "snapshot %s: layer committed in %.0f ms beside /workspace read (by %s) and "
-                 "hashed in %.0f ms; manifest written in %.0f ms",
-                 t->snap.name, t->ms_commit, t->ws_reader ? t->ws_reader : "?", t->ms_workspace,
-                 t->ms_manifest);
+                 "snapshot %s: layer committed in %.0f ms beside /workspace read and hashed in "
+                 "%.0f ms; manifest written in %.0f ms",
+                 t->snap.name, t->ms_commit, t->ms_workspace, t->ms_manifest);
     return 0;
   }
   sm_error ignore = SM_ERROR_INIT;

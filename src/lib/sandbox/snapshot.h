@@ -19,7 +19,6 @@ typedef struct snapshot_take {
   int (*commit)(struct snapshot_take *t, const char *id, sm_error *err);
   json_object *manifest;     /* hashed while /workspace was read (NULL: from the tar after) */
   double ms_commit, ms_workspace, ms_manifest; /* the steps' times, for the debug log */
-  const char *ws_reader;     /* who read /workspace: "agent", "engine" or "stop" (the debug log) */
 } snapshot_take;
 
 int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name,
