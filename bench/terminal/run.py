@@ -165,8 +165,8 @@ def write_report(a, by_runtime, load_before):
               "results": by_runtime}
     lines = ["# A keystroke's echo round trip (bench/terminal/run.py)", "",
              "`cat` on a terminal in one per_run sandbox of %s per runtime, %d keystrokes per "
-             "method after %d of warm-up, %d CPUs, load %s before and %s after (the machine is "
-             "shared by up to 8 helpers' builds and tests: timings are noisy), %s." %
+             "method after %d of warm-up, %d CPUs, load %s before and %s after (compare the "
+             "methods within a run: on a shared machine the timings are noisy), %s." %
              (a.image, a.rounds, WARMUP, os.cpu_count(),
               " ".join("%.2f" % x for x in load_before), " ".join("%.2f" % x for x in load),
               report["date"]), ""]
