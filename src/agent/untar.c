@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/tar_path.h"
 #include "agent/untar.h"
 #include "common/rmtree.h"
 
@@ -276,32 +277,36 @@ static int next_entry(entry *e) {
   }
 }
 
-/* Drops "." and empty components; refuses absolute paths and "..". "" is
- * the directory itself. */
-static int clean_path(char *p) {
-  if (p[0] == '/') return -1;
-  char *o = p;
-  const char *s = p;
-  while (*s) {
-    const char *e = strchr(s, '/');
-    size_t n = e ? (size_t)(e - s) : strlen(s);
-    if (n == 2 && s[0] == '.' && s[1] == '.') return -1;
-    if (n > 255) return -1;
-    if (n > 0 && !(n == 1 && s[0] == '.')) {
-      if (o != p) *o++ = '/';
-      memmove(o, s, n);
-      o += n;
-    }
-    s += n;
-    if (*s == '/') s++;
+/* What open_dir does when name in fd is not a directory it can open (en):
+ * a file or link in the way replaced, a missing one made, a closed one
+ * opened to us. 0 to try again, or -errno. */
+static int make_way(int fd, const char *name, int en) {
+  if (en == ENOTDIR || en == ELOOP) {
+    /* A file or link where a directory belongs: replaced. */
+    int r = common_rmtree_at(fd, name);
+    if (r == -EACCES && fchmod(fd, 0700) == 0) r = common_rmtree_at(fd, name);
+    if (r) return r;
+    en = ENOENT;
   }
-  *o = '\0';
-  return 0;
+  if (en == ENOENT) {
+    if (mkdirat(fd, name, 0700) != 0 && errno == EACCES) {
+      struct stat st;
+      if (fstat(fd, &st) == 0) fchmod(fd, (st.st_mode & 07777) | 0700);
+      mkdirat(fd, name, 0700);
+    }
+    return 0;
+  }
+  if (en == EACCES) {
+    fchmodat(fd, name, 0700, 0);
+    return 0;
+  }
+  return -en;
 }
 
-/* Opens (making or replacing what is in the way) the directory rel under
- * root, one component at a time, never following a link. */
-static int open_parent(int root, const char *rel, int *out) {
+/* Opens the directory rel under root, one component at a time, never
+ * following a link; with make, making or replacing what is in the way,
+ * else changing nothing. */
+static int open_dir(int root, const char *rel, int make, int *out) {
   int fd = dup(root);
   if (fd < 0) return -errno;
   char name[256];
@@ -309,32 +314,18 @@ static int open_parent(int root, const char *rel, int *out) {
   while (*p) {
     const char *e = strchr(p, '/');
     size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n >= sizeof name) {
+      close(fd);
+      return -ENAMETOOLONG;
+    }
     memcpy(name, p, n);
     name[n] = '\0';
     int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    for (int attempt = 0; next < 0 && attempt < 3; attempt++) {
-      int en = errno;
-      if (en == ENOTDIR || en == ELOOP) {
-        /* A file or link where a directory belongs: replaced. */
-        int r = common_rmtree_at(fd, name);
-        if (r == -EACCES && fchmod(fd, 0700) == 0) r = common_rmtree_at(fd, name);
-        if (r) {
-          close(fd);
-          return r;
-        }
-        en = ENOENT;
-      }
-      if (en == ENOENT) {
-        if (mkdirat(fd, name, 0700) != 0 && errno == EACCES) {
-          struct stat st;
-          if (fstat(fd, &st) == 0) fchmod(fd, (st.st_mode & 07777) | 0700);
-          mkdirat(fd, name, 0700);
-        }
-      } else if (en == EACCES) {
-        fchmodat(fd, name, 0700, 0);
-      } else {
+    for (int attempt = 0; make && next < 0 && attempt < 3; attempt++) {
+      int r = make_way(fd, name, errno);
+      if (r) {
         close(fd);
-        return -en;
+        return r;
       }
       next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
@@ -459,45 +450,17 @@ static int files_has(const char *path) {
   return g_capfiles && g_files[files_slot(g_files, g_capfiles, path)] != NULL;
 }
 
-/* Opens the existing directory rel under root, one component at a time,
- * never following a link and changing nothing. */
-static int lookup_dir(int root, const char *rel, int *out) {
-  int fd = dup(root);
-  if (fd < 0) return -errno;
-  char name[256];
-  const char *p = rel;
-  while (*p) {
-    const char *e = strchr(p, '/');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    if (n >= sizeof name) {
-      close(fd);
-      return -ENAMETOOLONG;
-    }
-    memcpy(name, p, n);
-    name[n] = '\0';
-    int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int en = errno;
-    close(fd);
-    if (next < 0) return -en;
-    fd = next;
-    p += n;
-    if (*p == '/') p++;
-  }
-  *out = fd;
-  return 0;
-}
-
 /* A hard link at name in dfd to e->link: a regular file this run wrote,
  * under root (never above it, never through a link). -EPERM when the
  * target is not one. */
 static int hard_link(int root, int dfd, const char *name, entry *e) {
-  if (clean_path(e->link) != 0 || e->link[0] == '\0' || !files_has(e->link)) return -EPERM;
+  if (agent_tar_path_clean(e->link) != 0 || e->link[0] == '\0' || !files_has(e->link)) return -EPERM;
   const char *slash = strrchr(e->link, '/');
   char parent[PATH_MAX_BYTES];
   snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - e->link) : 0, e->link);
   const char *tname = slash ? slash + 1 : e->link;
   int tfd = -1;
-  int r = lookup_dir(root, parent, &tfd);
+  int r = open_dir(root, parent, 0, &tfd);
   if (r) return r == -ENOTDIR || r == -ELOOP ? -EPERM : r;
   struct stat st;
   if (fstatat(tfd, tname, &st, AT_SYMLINK_NOFOLLOW) != 0) r = -errno;
@@ -543,7 +506,7 @@ static int finish_dirs(int root, dirs *d) {
     char parent[PATH_MAX_BYTES];
     snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - path) : 0, path);
     int dfd = -1;
-    int r = open_parent(root, parent, &dfd);
+    int r = open_dir(root, parent, 1, &dfd);
     int fd = r == 0 ? openat(dfd, slash ? slash + 1 : path,
                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                     : -1;
@@ -594,7 +557,7 @@ int agent_untar(const char *dir, int list) {
       break;
     }
     if (r == 0) break;
-    if (clean_path(e.path) != 0) {
+    if (agent_tar_path_clean(e.path) != 0) {
       rc = fail("refusing", e.path, 0);
       break;
     }
@@ -613,7 +576,7 @@ int agent_untar(const char *dir, int list) {
       cached_fd = -1;
     }
     int dfd = cached_fd;
-    r = dfd < 0 ? open_parent(root, parent, &dfd) : 0;
+    r = dfd < 0 ? open_dir(root, parent, 1, &dfd) : 0;
     if (r) {
       rc = fail("opening the directory of", e.path, -r);
       break;

@@ -23,6 +23,7 @@
 #include <sandman/log.h>
 #include <sandman/util.h>
 
+#include "agent/tar_path.h"
 #include "common/buf.h"
 #include "sandbox/helper.h"
 #include "sandbox/ws_fill.h"
@@ -177,28 +178,6 @@ static int fill_pax_parse(const char *p, size_t len, fill_pax *x, char *why, siz
   return 0;
 }
 
-/* As the unpacker cleans a path ("." and empty parts dropped); -1 for an
- * absolute one, "..", or a part over 255 bytes (which it refuses). */
-static int fill_clean(char *p) {
-  if (p[0] == '/') return -1;
-  char *o = p;
-  const char *s = p;
-  while (*s) {
-    const char *e = strchr(s, '/');
-    size_t n = e ? (size_t)(e - s) : strlen(s);
-    if ((n == 2 && s[0] == '.' && s[1] == '.') || n > 255) return -1;
-    if (n > 0 && !(n == 1 && s[0] == '.')) {
-      if (o != p) *o++ = '/';
-      memmove(o, s, n);
-      o += n;
-    }
-    s += n;
-    if (*s == '/') s++;
-  }
-  *o = '\0';
-  return 0;
-}
-
 /* ---- the scan ---- */
 
 typedef struct fill_scan {
@@ -255,8 +234,8 @@ static int fill_scan_entry(fill_scan *s, const unsigned char *h, int64_t size) {
   else snprintf(path, FILL_PATH_MAX, "%.100s", (const char *)h);
   if (s->pax.has_link) snprintf(link, FILL_PATH_MAX, "%s", s->pax.link);
   else snprintf(link, FILL_PATH_MAX, "%.100s", (const char *)h + 157);
-  if (fill_clean(path) != 0) return FILL_NO("a path it refuses");
-  if (type == '1' && (fill_clean(link) != 0 || !fill_set_is_reg(&s->seen, link)))
+  if (agent_tar_path_clean(path) != 0) return FILL_NO("a path it refuses");
+  if (type == '1' && (agent_tar_path_clean(link) != 0 || !fill_set_is_reg(&s->seen, link)))
     return FILL_NO("a hard link to no regular file before it");
   int added = fill_set_add(&s->seen, path, type == '0');
   if (added < 0) return -1;
