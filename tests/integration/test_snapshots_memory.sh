@@ -36,7 +36,7 @@ GEN='mkdir -p t; i=0; while [ $i -lt 200 ]; do echo "file $i $((i * 7919 % 10000
 TREE='cd /workspace && find t -type f -exec sha256sum {} + | sort -k 2 | sha256sum | cut -c1-64'
 # The shell loop (its count in a variable) and the Python process (a
 # random value it made and its count, in its variables).
-LOOP="sh -c 'n=0; while :; do n=\$((n + 1)); echo \$n >/tmp/counter; sleep 0.2; done' mem-loop \
+LOOP="sh -c 'n=0; while :; do n=\$((n + 1)); echo \$n >/tmp/counter.new; mv -f /tmp/counter.new /tmp/counter; sleep 0.2; done' mem-loop \
 >/dev/null 2>&1 & echo \$! >/tmp/loop.pid"
 PY="python3 -c 'import os, time
 v = os.urandom(8).hex(); n = 0

@@ -41,7 +41,7 @@ TREE='cd /workspace && find t -type f -exec sha256sum {} + | sort -k 2 && find t
 (cd "$WORK" && sh -c "$GEN" && { find t -type f -exec sha256sum {} + | sort -k 2; find t | sort | sha256sum; }) \
   >"$WORK/expected"
 expect_eq "the expected tree: 201 files and its path list" 202 "$(wc -l <"$WORK/expected")"
-LOOP="sh -c 'n=0; while :; do n=\$((n + 1)); echo \$n >/tmp/counter; sleep 0.2; done' crash-loop \
+LOOP="sh -c 'n=0; while :; do n=\$((n + 1)); echo \$n >/tmp/counter.new; mv -f /tmp/counter.new /tmp/counter; sleep 0.2; done' crash-loop \
 >/dev/null 2>&1 & echo \$! >/tmp/loop.pid"
 
 declare -A RUN_FLAGS=()

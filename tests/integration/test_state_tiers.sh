@@ -30,7 +30,7 @@ while [ $j -le $((i % 5)) ]; do echo "file $i line $j $((i * 7919 % 1000003))" >
 i=$((i + 1)); done; : >t/empty'
 # The loop: counts in a shell variable (its memory) and writes the count
 # to /tmp, its pid to /tmp/loop.pid; "state-loop" (its $0) marks it.
-LOOP="sh -c 'n=0; while :; do n=\$((n + 1)); echo \$n >/tmp/counter; sleep 0.2; done' state-loop \
+LOOP="sh -c 'n=0; while :; do n=\$((n + 1)); echo \$n >/tmp/counter.new; mv -f /tmp/counter.new /tmp/counter; sleep 0.2; done' state-loop \
 >/dev/null 2>&1 & echo \$! >/tmp/loop.pid"
 # What the sandbox holds: every file's hash and every path, sorted.
 TREE='cd /workspace && find t -type f -exec sha256sum {} + | sort -k 2 && find t | sort | sha256sum'
