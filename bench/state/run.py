@@ -305,18 +305,21 @@ def report(a, rows, hib, load0, load1):
            "hibernate": hres,
            "targets": [{"target": t, "measured_difference_ms": m, "met": ok} for t, m, ok in targets]}
     lines = ["# The tiers of rest side by side (bench/state/run.py)", "",
-             "%s, %d CPUs, image %s (freeze, stop), %s under runsc (hibernate); %d freeze "
+             "%s, %d CPUs, image %s (freeze, stop)%s; %d freeze "
              "rounds, %d stop rounds, %d hibernations per size; load average %s before, %s after "
-             "(a shared machine: other builds and tests ran meanwhile)." %
-             (out["date"], os.cpu_count(), a.image, a.general, a.rounds, a.stops, a.hibernates,
+             "(on a shared machine other builds and tests weigh on the figures)." %
+             (out["date"], os.cpu_count(), a.image,
+              ", %s under runsc (hibernate)" % a.general if a.hibernates else "",
+              a.rounds, a.stops, a.hibernates,
               " ".join("%.2f" % x for x in load0), " ".join("%.2f" % x for x in load1)), "",
              "Command: `python3 bench/state/run.py %s`" % " ".join(sys.argv[1:]), "",
              "| step | median ms | p90 ms | n |", "|---|---|---|---|"]
     for name, v in res.items():
         lines.append("| %s | %.2f | %.2f | %d |" % (name, v["median_ms"], v["p90_ms"], v["n"]))
-    lines += ["", "Hibernate (gVisor), a process holding N MB of random bytes; medians:", "",
-              "| memory held | hibernate ms (in sandman) | the command | restore ms (in sandman) "
-              "| the command | checkpoint on disk |", "|---|---|---|---|---|---|"]
+    if hres:
+        lines += ["", "Hibernate (gVisor), a process holding N MB of random bytes; medians:", "",
+                  "| memory held | hibernate ms (in sandman) | the command | restore ms (in sandman) "
+                  "| the command | checkpoint on disk |", "|---|---|---|---|---|---|"]
     for name, h in hres.items():
         lines.append("| %s | %.0f | %.0f | %.0f | %.0f | %.1f MB |" % (
             name, h["hibernate_ms"]["median_ms"], h["hibernate_command_ms"]["median_ms"],
