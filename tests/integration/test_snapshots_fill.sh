@@ -37,6 +37,15 @@ echo shared >d/f && ln d/f h1 && ln d/f d/e/h2 && ln -s d/f sl && ln -s /etc/pas
 tree_of() { call "$1" -- sh -c "$TREE" | stdout_of; }
 # The inode numbers differ between trees: only whether they are equal counts.
 same_links() { sed -E 's/^links: ([0-9]+) \1 \1 3$/links: one file of three names/'; }
+# same_tree RUN EXPECTED WHAT: RUN's tree (hard links folded) is EXPECTED's.
+same_tree() {
+  tree_of "$1" | same_links >"$WORK/tree"
+  if diff -q "$2" "$WORK/tree" >/dev/null; then
+    it_pass "$3"
+  else
+    it_fail "$3: $(diff "$2" "$WORK/tree" | head -5 | tr '\n' ' ')"
+  fi
+}
 
 R=fill-src-$$
 expect_eq "the tool wrote its files and hard links" "made" "$(call "$R" -- sh -c "$GEN" | stdout_of | tr -d '\n')"
@@ -52,24 +61,14 @@ F=fill-fork-$$
 "$SANDMAN" --log-level debug run --mode per_run --from-snapshot fill-links --run-id "$F" -- true 2>"$WORK/fork.log" >/dev/null
 expect_eq "a fork of a snapshot of files, links and hard links: filled by the agent's unpacker" \
   "fill=agent" "$(fill_of "$WORK/fork.log")"
-tree_of "$F" | same_links >"$WORK/tree"
-if diff -q "$WORK/expected" "$WORK/tree" >/dev/null; then
-  it_pass "the fork: every file the same by hash, types, owners, modes, hard links one file"
-else
-  it_fail "the fork's tree differs: $(diff "$WORK/expected" "$WORK/tree" | head -5 | tr '\n' ' ')"
-fi
+same_tree "$F" "$WORK/expected" "the fork: every file the same by hash, types, owners, modes, hard links one file"
 
 # A stopped sandbox's resume (the CLI: no runner).
 "$SANDMAN" sandbox pause --tier stop --run-id "$F" >/dev/null
 expect_eq "the fork stopped" "stopped" "$("$SANDMAN" sandbox list --json | json "[s['state'] for s in d if s.get('run_id') == '$F'][0]")"
 "$SANDMAN" --log-level debug sandbox resume --run-id "$F" >/dev/null 2>"$WORK/resume.log"
 expect_contains "its resume: filled by the agent's unpacker" "by the agent's unpacker" "$(cat "$WORK/resume.log")"
-tree_of "$F" | same_links >"$WORK/tree"
-if diff -q "$WORK/expected" "$WORK/tree" >/dev/null; then
-  it_pass "its resume: every file the same by hash, types, owners, modes, hard links one file"
-else
-  it_fail "the resumed tree differs: $(diff "$WORK/expected" "$WORK/tree" | head -5 | tr '\n' ' ')"
-fi
+same_tree "$F" "$WORK/expected" "its resume: every file the same by hash, types, owners, modes, hard links one file"
 
 # --- a fifo: the engine's upload, the whole tar --------------------------------
 call "$R" -- sh -c 'mkfifo /workspace/d/pipe' >/dev/null
@@ -80,22 +79,12 @@ F2=fill-fork2-$$
 "$SANDMAN" --log-level debug run --mode per_run --from-snapshot fill-fifo --run-id "$F2" -- true 2>"$WORK/fork2.log" >/dev/null
 expect_eq "a fork of a snapshot holding a fifo: filled by the engine's upload" "fill=engine" "$(fill_of "$WORK/fork2.log")"
 expect_contains "the reason is said" "an entry of type '6'" "$(cat "$WORK/fork2.log")"
-tree_of "$F2" | same_links >"$WORK/tree"
-if diff -q "$WORK/expected2" "$WORK/tree" >/dev/null; then
-  it_pass "the fork with a fifo: every file the same by hash, the fifo a fifo, hard links one file"
-else
-  it_fail "the fork's tree differs: $(diff "$WORK/expected2" "$WORK/tree" | head -5 | tr '\n' ' ')"
-fi
+same_tree "$F2" "$WORK/expected2" "the fork with a fifo: every file the same by hash, the fifo a fifo, hard links one file"
 
 # --- a rollback to the first snapshot (the fifo goes) ----------------------------
 "$SANDMAN" --log-level debug sandbox rollback --run-id "$R" --to fill-links >/dev/null 2>"$WORK/rb.log"
 expect_eq "a rollback: filled by the agent's unpacker" "fill=agent" "$(fill_of "$WORK/rb.log")"
-tree_of "$R" | same_links >"$WORK/tree"
-if diff -q "$WORK/expected" "$WORK/tree" >/dev/null; then
-  it_pass "the rollback: the first snapshot's tree exactly, the fifo gone"
-else
-  it_fail "the rolled back tree differs: $(diff "$WORK/expected" "$WORK/tree" | head -5 | tr '\n' ' ')"
-fi
+same_tree "$R" "$WORK/expected" "the rollback: the first snapshot's tree exactly, the fifo gone"
 
 "$SANDMAN" snapshot rm fill-links fill-fifo >/dev/null 2>&1 || true
 it_done
