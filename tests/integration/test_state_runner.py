@@ -19,6 +19,7 @@ Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
 """
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -148,9 +149,19 @@ def suite_owners(tmp):
     check("k1 stops it again", st == 200 and body.get("state") == "stopped", (st, body))
     opened = agent_calls_total(r, "sandman_agent_sessions_opened_total")
     calls = agent_calls_total(r)
+    since = time.time()
     out = k1.execute(command="cat /workspace/note", sandbox_id=sid, worker_key="k1")
     check("a call into the stopped sandbox works and says resumed: stopped",
           out.get("stdout") == "kept\n" and out.get("resumed") == "stopped", out)
+    # The agent stayed in its volume (/.sandman) through the stop: the
+    # resume's one exec is the session, no install before it.
+    execs = [x for x in ts.docker("events", "--since", "%.6f" % since, "--until",
+                                  "%.6f" % (time.time() + 0.2), "--filter", "container=" + sid,
+                                  "--filter", "event=exec_create",
+                                  "--format", "{{.Action}}").stdout.splitlines()
+             if x.startswith("exec_create:")]
+    check("... one engine exec in all (the agent's session: no install after the stop)",
+          len(execs) == 1 and "/.sandman/agent-" in execs[0], execs)
     check("... over the session its /workspace was put back through, not an engine exec",
           agent_calls_total(r) == calls + 1, (calls, agent_calls_total(r)))
     check("... one session opened for the fill and the call (no second install or open)",
@@ -170,7 +181,12 @@ def suite_owners(tmp):
     check("the control token freezes it", st == 200 and body.get("state") == "frozen", (st, body))
     st, body = rest(c, sid, "resume", None)
     check("the control token resumes it", st == 200 and body.get("state") == "running", (st, body))
+    agent_vol = [m.get("Name") for m in tsb.inspect(sid).get("Mounts", [])
+                 if m.get("Destination") == "/.sandman" and m.get("Type") == "volume"]
+    check("its /.sandman is a volume of its own", len(agent_vol) == 1 and agent_vol[0], agent_vol)
     c.delete_sandbox(sid)
+    check("... removed with the sandbox",
+          agent_vol and ts.docker("volume", "inspect", agent_vol[0]).returncode != 0, agent_vol)
     check("runner exits 0", r.stop() == 0)
 
 

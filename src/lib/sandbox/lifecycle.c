@@ -329,6 +329,12 @@ int sandbox_config(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *r
         .gvisor = gvisor,
         .network = allowlist ? SM_EGRESS_SANDBOX_NETWORK : NULL,
         .lease_deadline_s = sb->lease_of[0] ? sb->lease_deadline_s : 0,
+        /* A keyed sandbox on this engine keeps its agent across a stop. Not
+         * under gVisor (a hibernated sandbox comes back in a new container,
+         * and its running agent with it, which the tmpfs carries in the
+         * checkpoint), nor on a swarm (a task's volume outlives it). */
+        .agent_volume = check_runtime && !gvisor && sb->mode != SM_MODE_PER_TOOL &&
+                        !sb->lease_of[0],
     };
     config = sandbox_container_config_build(&cs);
     if (config == NULL) rc = sm_error_set(err, SM_ENOMEM, "building the container spec");

@@ -31,6 +31,7 @@
 #include "sandbox/agent.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
+#include "sandbox/spec.h"
 #include "sandbox/ws_fill.h"
 #include "sandbox/ws_save.h"
 
@@ -382,16 +383,17 @@ static int resume_stopped(sandbox_rest_op *op, sm_error *err) {
   if (rc == 0) rc = sm_engine_container_start(op->e, id, err);
   if (rc == 0)
     rc = sandbox_fix_tmp(op->e, id, op->name, sandbox_json_str(op->insp, "Image", NULL), err);
-  /* Its agent went with its processes (and /.sandman with the container):
-   * what the runner knew of it is dropped before the fill, which installs
-   * it again when the agent's unpacker puts /workspace back (ws_fill.h), so
-   * that no call pays a second install; else a call installs it when it
-   * needs it, and a session is opened in the background after the first
-   * call here (sandbox_call.c). */
+  /* Its agent's processes ended: what the runner knew of them is dropped
+   * before the fill, whose session (the agent's unpacker puts /workspace
+   * back, ws_fill.h) the first call then takes. The binary is still there
+   * when /.sandman is a volume of the container's (spec.h: the session is
+   * opened at once); on a tmpfs it went with the stop, and the fill
+   * installs it again. */
   sandbox_agents_forget(op->ctx->agents, id);
+  int open_mode = sandbox_agent_volume_kept(op->insp) ? SM_AGENT_OPEN_INSTALLED : SM_AGENT_OPEN;
   if (rc == 0 && op->rec.ws_saved)
-    rc = sandbox_ws_fill(op->ctx->agents, 1, op->e, id, sandbox_label_of(op->insp, "user"), path,
-                         NULL, err);
+    rc = sandbox_ws_fill(op->ctx->agents, open_mode, op->e, id, sandbox_label_of(op->insp, "user"),
+                         path, NULL, err);
   if (rc) return sm_error_wrap(err, "starting sandbox %s again", op->name);
   snprintf(op->rec.state, sizeof op->rec.state, "running");
   op->rec.pending[0] = op->rec.prior[0] = '\0';

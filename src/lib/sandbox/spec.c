@@ -351,9 +351,11 @@ static void host_limits(json_object *hc, const sandbox_container_spec *spec) {
            (long long)(s->tmpfs > 0 ? s->tmpfs : 64LL * 1024 * 1024));
   json_object_object_add(tmpfs, "/tmp", json_object_new_string(opts));
   /* Where the agent is installed (by root, so the sandbox's user cannot
-   * replace it; see src/lib/sandbox/agent.c). */
-  json_object_object_add(tmpfs, "/.sandman",
-                         json_object_new_string("rw,nosuid,nodev,exec,size=8m,mode=0755"));
+   * replace it; see src/lib/sandbox/agent.c), unless a volume holds it
+   * (agent_mount). */
+  if (!spec->agent_volume)
+    json_object_object_add(tmpfs, "/.sandman",
+                           json_object_new_string("rw,nosuid,nodev,exec,size=8m,mode=0755"));
   json_object_object_add(hc, "Tmpfs", tmpfs);
   json_object *ul = json_object_new_array();
   if (s->nofile > 0) ulimit(ul, "nofile", s->nofile);
@@ -371,6 +373,36 @@ void sandbox_volume_options(const sm_sandbox_settings *s, int uid, int gid, char
                    (long long)(s->disk > 0 ? s->disk : 1024LL * 1024 * 1024));
   if (uid >= 0 && n > 0 && (size_t)n < len)
     snprintf(out + n, len - (size_t)n, ",uid=%d,gid=%d,mode=0755", uid, gid >= 0 ? gid : uid);
+}
+
+/* /.sandman in an anonymous volume: the engine makes it with the
+ * container, keeps it while the container is stopped and removes it with
+ * the container (every removal of a sandbox asks for its volumes). Nothing
+ * is copied into it from the image (NoCopy): it starts empty and root's
+ * (0755), as the tmpfs would; a commit (snapshot) leaves it out. */
+static json_object *agent_mount(void) {
+  json_object *m = json_object_new_object();
+  json_object_object_add(m, "Type", json_object_new_string("volume"));
+  json_object_object_add(m, "Target", json_object_new_string("/.sandman"));
+  json_object *vo = json_object_new_object();
+  json_object_object_add(vo, "NoCopy", json_object_new_boolean(1));
+  json_object_object_add(m, "VolumeOptions", vo);
+  return m;
+}
+
+int sandbox_agent_volume_kept(json_object *insp) {
+  json_object *mounts = NULL;
+  if (insp == NULL || !json_object_object_get_ex(insp, "Mounts", &mounts) ||
+      !json_object_is_type(mounts, json_type_array))
+    return 0;
+  for (size_t i = 0; i < json_object_array_length(mounts); i++) {
+    json_object *m = json_object_array_get_idx(mounts, i), *dst = NULL, *type = NULL;
+    if (json_object_object_get_ex(m, "Destination", &dst) && json_object_object_get_ex(m, "Type", &type) &&
+        strcmp(json_object_get_string(dst), "/.sandman") == 0 &&
+        strcmp(json_object_get_string(type), "volume") == 0)
+      return 1;
+  }
+  return 0;
 }
 
 /* /workspace: a named volume on tmpfs sized by --disk. The engine makes it
@@ -400,6 +432,7 @@ static json_object *workspace_mounts(const sandbox_container_spec *spec) {
   json_object_object_add(vo, "DriverConfig", dc);
   json_object_object_add(m, "VolumeOptions", vo);
   json_object_array_add(mounts, m);
+  if (spec->agent_volume) json_object_array_add(mounts, agent_mount());
   return mounts;
 }
 

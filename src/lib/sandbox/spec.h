@@ -61,6 +61,9 @@ typedef struct sandbox_container_spec {
   double lease_deadline_s; /* > 0: a leased call's own container (lease_box.h): its
                             * keeper ends after this many seconds and the engine
                             * removes it when it stops */
+  int agent_volume;     /* /.sandman (the agent's place) a volume of the container's
+                         * own, kept across a stop and removed with it, instead of
+                         * a tmpfs: a resumed sandbox needs no second install */
 } sandbox_container_spec;
 
 /* Under gVisor the host's pids cgroup counts gVisor's own threads too (its
@@ -81,6 +84,10 @@ void sandbox_volume_options(const sm_sandbox_settings *s, int uid, int gid, char
 /* The ContainerConfig (HostConfig inside) of a hardened sandbox. Caller
  * owns the result. */
 json_object *sandbox_container_config_build(const sandbox_container_spec *spec);
+
+/* Whether the container inspected as insp keeps /.sandman in a volume
+ * (spec->agent_volume): its agent is still there after a stop. */
+int sandbox_agent_volume_kept(json_object *insp);
 
 /* The container user: settings->user, else the image's user unless it is
  * root or empty, else "1000:1000". uid/gid are numeric when the user is

@@ -318,8 +318,8 @@ static int fill_collect(void *ud, int stream, const char *data, size_t len) {
   return 0;
 }
 
-/* The agent made ready to unpack (*ready): in a runner a session (the
- * agent installed unless this runner did; its hello proves it runs), else
+/* The agent made ready to unpack (*ready): in a runner a session opened
+ * as session says (SM_AGENT_OPEN*; its hello proves the agent runs), else
  * installed for an engine exec. Not ready (why says why): the engine. */
 static int fill_agent_ready(sandbox_agents *agents, int session, sm_engine *e, const char *id,
                             const char *user, sandbox_agent_session **s, int *ready, char *why,
@@ -327,7 +327,7 @@ static int fill_agent_ready(sandbox_agents *agents, int session, sm_engine *e, c
   *s = NULL;
   *ready = 0;
   if (session && agents && sandbox_agents_enabled(agents)) {
-    int rc = sandbox_agent_take(agents, e, id, user, SM_AGENT_OPEN, s);
+    int rc = sandbox_agent_take(agents, e, id, user, session, s);
     if (rc) return sm_error_set(err, rc, "container %.12s is gone", id);
     if (*s) {
       *ready = 1;

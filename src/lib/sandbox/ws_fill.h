@@ -24,8 +24,9 @@ int sandbox_ws_fill_scan(int fd, long uid, long gid, long max_entries, int *verd
  * image made it) from the tar at path. When the scan says the agent can
  * (and user is "UID:GID", not root), sandman's unpacker does it as that
  * user (the agent installed first, noted in agents, which may be NULL):
- * with session (and sessions on in agents) over an agent session parked
- * afterwards for the sandbox's next call, else over an engine exec; when
+ * with session (SM_AGENT_OPEN or SM_AGENT_OPEN_INSTALLED, sessions on in
+ * agents) over an agent session opened that way and parked afterwards for
+ * the sandbox's next call, else (0) over an engine exec; when
  * the scan says no, or the agent cannot be installed, the engine's archive
  * upload (sandbox_ws_restore), owners as saved. *how (may be NULL) gets
  * "agent" or "engine". */

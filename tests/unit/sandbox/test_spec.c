@@ -378,7 +378,7 @@ static void test_container_spec_is_hardened(void **state) {
   json_object_object_add(labels, "io.sandman.managed", json_object_new_string("true"));
   json_object_object_add(labels, "io.sandman.volume", json_object_new_string("v-ws"));
   const char *env[] = {"HOME=/workspace"};
-  sandbox_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL, 0};
+  sandbox_container_spec cs = {&s, "1000:1000", 1000, 1000, "v-ws", labels, env, 1, 0, NULL, 0, 0};
   json_object *c = sandbox_container_config_build(&cs);
   assert_non_null(c);
   assert_string_equal(jstr(c, "Image"), "sandman/minimal:latest");
@@ -418,7 +418,35 @@ static void test_container_spec_is_hardened(void **state) {
   assert_true(json_object_object_get_ex(vl, "io.sandman.managed", &tmp));
   assert_false(json_object_object_get_ex(vl, "io.sandman.volume", &tmp));
   assert_true(json_object_object_get_ex(jget(c, "Labels", NULL), "io.sandman.volume", &tmp));
+  /* The agent's place: a root-owned tmpfs, gone with a stop. */
+  assert_non_null(strstr(json_object_get_string(jget(jget(c, "HostConfig", "Tmpfs"), "/.sandman", NULL)), "mode=0755"));
   json_object_put(c);
+
+  /* A keyed sandbox's: an anonymous volume of its own, nothing copied
+   * into it from the image, and no tmpfs over it; still no bind. */
+  cs.agent_volume = 1;
+  c = sandbox_container_config_build(&cs);
+  assert_null(jget(jget(c, "HostConfig", "Tmpfs"), "/.sandman", NULL));
+  assert_non_null(jget(jget(c, "HostConfig", "Tmpfs"), "/tmp", NULL));
+  assert_int_equal(json_object_array_length(jget(c, "HostConfig", "Mounts")), 2);
+  m = json_object_array_get_idx(jget(c, "HostConfig", "Mounts"), 1);
+  assert_string_equal(jstr(m, "Type"), "volume");
+  assert_null(jget(m, "Source", NULL));
+  assert_string_equal(jstr(m, "Target"), "/.sandman");
+  assert_true(json_object_get_boolean(jget(jget(m, "VolumeOptions", NULL), "NoCopy", NULL)));
+  assert_null(jget(c, "HostConfig", "Binds"));
+  json_object_put(c);
+  cs.agent_volume = 0;
+  /* Found again from the engine's inspect of such a container. */
+  json_object *insp = json_tokener_parse(
+      "{\"Mounts\":[{\"Type\":\"volume\",\"Destination\":\"/workspace\"},"
+      "{\"Type\":\"volume\",\"Name\":\"0a1b\",\"Destination\":\"/.sandman\"}]}");
+  assert_true(sandbox_agent_volume_kept(insp));
+  json_object_put(insp);
+  insp = json_tokener_parse("{\"Mounts\":[{\"Type\":\"tmpfs\",\"Destination\":\"/.sandman\"}]}");
+  assert_false(sandbox_agent_volume_kept(insp));
+  json_object_put(insp);
+  assert_false(sandbox_agent_volume_kept(NULL));
 
   snprintf(s.runtime, sizeof s.runtime, "runsc");
   s.pids = 0;
@@ -469,7 +497,7 @@ static void test_lease_container_spec(void **state) {
   sm_sandbox_settings_defaults(&s);
   json_object *labels = json_object_new_object();
   const char *env[] = {"HOME=/workspace"};
-  sandbox_container_spec cs = {&s, "1000:1000", 1000, 1000, "sb-ws", labels, env, 1, 0, NULL, 0};
+  sandbox_container_spec cs = {&s, "1000:1000", 1000, 1000, "sb-ws", labels, env, 1, 0, NULL, 0, 0};
   json_object *c = sandbox_container_config_build(&cs);
   assert_null(jget(c, "HostConfig", "AutoRemove"));
   json_object *ep = jget(c, "Entrypoint", NULL);
