@@ -73,6 +73,8 @@ static int add_mounts(fake_engine *fe, fe_container *c, json_object *hc) {
       snprintf(host, sizeof host, "%s", json_object_get_string(src));
     else if (strcmp(type, "tmpfs") == 0)
       snprintf(host, sizeof host, "%s/tmpfs%s", c->root, json_object_get_string(dst));
+    else if (strcmp(type, "volume") == 0) /* anonymous: the container's own, gone with it */
+      snprintf(host, sizeof host, "%s/anon%s", c->root, json_object_get_string(dst));
     else continue;
     rc = add_mount(c, json_object_get_string(dst), host);
   }
