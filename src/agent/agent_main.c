@@ -430,17 +430,48 @@ static void resize(uint32_t id, const unsigned char *payload, uint32_t len) {
   ioctl(call.out, TIOCSWINSZ, &ws);
 }
 
+/* The time after which the call of id may no longer start
+ * (SM_FRAME_NOT_AFTER), if the host gave one. */
+static struct {
+  int set;
+  uint32_t id;
+  uint64_t ms;
+} not_after;
+
+/* Whether the call frame of id came after its time: it is then refused
+ * (never started) and the host told so. */
+static int came_late(uint32_t id) {
+  int late = 0;
+  if (not_after.set && not_after.id == id) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    late = now > not_after.ms;
+  }
+  not_after.set = 0;
+  if (late) send_fail(id, ETIME, SM_AGENT_LATE, "(frozen past its time)");
+  return late;
+}
+
 static int on_frame(void *ud, int type, uint32_t id, const unsigned char *payload, uint32_t len) {
   (void)ud;
   unsigned rows = 0, cols = 0;
   switch (type) {
+  case SM_FRAME_NOT_AFTER:
+    if (len != 8) protocol_error("bad not-after time");
+    not_after.set = 1;
+    not_after.id = id;
+    not_after.ms = agent_frame_get_u64(payload);
+    return 0;
   case SM_FRAME_CALL:
     if (call.active) protocol_error("a call frame while a call runs");
+    if (came_late(id)) return 0;
     start_call(id, SM_UNCONST(payload), len, 0, 0); /* read only: argv points into it */
     return 0;
   case SM_FRAME_TTY:
     if (call.active) protocol_error("a call frame while a call runs");
     if (agent_frame_size_get(payload, len, &rows, &cols) != 0) protocol_error("bad terminal size");
+    if (came_late(id)) return 0;
     start_call(id, (unsigned char *)SM_UNCONST(payload) + 4, len - 4, rows, cols);
     return 0;
   case SM_FRAME_RESIZE:

@@ -15,6 +15,9 @@ request line once it is:
   the client: the engine has done it, the client does not know.
 - WHEN=part: the request is sent and the first 256 KB of its answer passed
   on, then the rest is kept: the client is half way through reading it.
+- WHEN=fail: the request is never sent, and the gate answers it with a
+  500 at once: the engine failed it (test_state_runner.py, a thaw that
+  fails); every request after it goes through.
 
 So a test lands a SIGKILL of sandman exactly between two of its engine
 steps: it waits (a bounded poll) for MARKER, then kills. Every other
@@ -33,8 +36,8 @@ HEAD_MAX = 1 << 16
 
 listen_path, marker, when, method, pattern = sys.argv[1:6]
 nth = int(sys.argv[6]) if len(sys.argv) > 6 else 1
-if when not in ("before", "after", "part"):
-    sys.exit("WHEN is before, after or part")
+if when not in ("before", "after", "part", "fail"):
+    sys.exit("WHEN is before, after, part or fail")
 engine_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
 engine_path = engine_path[len("unix://"):] if engine_path.startswith("unix://") else engine_path
 if os.path.abspath(engine_path) == os.path.abspath(listen_path):
@@ -133,6 +136,14 @@ class Conn:
                     k, v = h.split(":", 1)
                     headers[k.strip().lower()] = v.strip()
             gated = matches(m, path)
+            if gated and when == "fail":
+                self.body(headers)
+                held.set()
+                mark(lines[0])
+                msg = b'{"message":"engine_gate: refused"}\n'
+                self.client.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: "
+                                    b"application/json\r\nContent-Length: %d\r\n\r\n" % len(msg) + msg)
+                continue
             if gated and when == "before":
                 mark(lines[0])
                 hold_forever()

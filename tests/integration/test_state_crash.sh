@@ -223,10 +223,10 @@ whole "resume of stopped killed before the engine's start" "$R1" none
 
 check "$R1 stopped" quiet "$S" sandbox pause --tier stop --run-id "$R1"
 # Its /workspace goes back through the agent's unpacker (docs/state.md,
-# "Who fills /workspace"), over an agent session: killed before the exec
-# of that session (the second after the start, the agent's install the
-# first), /workspace not yet put back.
-crash_at "resume of stopped" before POST "^/containers/$ID/exec$" 2 "$S" sandbox resume --run-id "$R1"
+# "Who fills /workspace"), over an agent session: killed before the first
+# exec after the start (that session's: the agent stayed in its volume
+# through the stop; else its install), /workspace not yet put back.
+crash_at "resume of stopped" before POST "^/containers/$ID/exec$" 1 "$S" sandbox resume --run-id "$R1"
 whole "resume of stopped killed before /workspace was put back" "$R1" none
 
 # ---- hibernate and its resume (gVisor) --------------------------------------

@@ -13,11 +13,17 @@ test_state_runner.sh.
           exactly as for a missing sandbox) and leaves it as it was;
           hibernate under runc is refused (409) saying what is missing;
           a bad tier is 400; list shows state and state_since
+  thaw    the first call into a frozen sandbox goes to its parked agent
+          before the engine's unpause (docs/state.md): through a gate
+          (engine_gate.py) that fails that unpause, the call fails saying
+          so, after its time; the sandbox stays frozen, and thawed by hand
+          afterwards the call never runs; the next call works (test_state_thaw.sh)
 
 Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
 (77: no engine outside CI).
 """
 import os
+import subprocess
 import sys
 import time
 
@@ -190,8 +196,56 @@ def suite_owners(tmp):
     check("runner exits 0", r.stop() == 0)
 
 
+def suite_thaw(tmp):
+    gate_sock, marker = os.path.join(tmp, "gate.sock"), os.path.join(tmp, "gate.mark")
+    gate = subprocess.Popen([sys.executable, os.path.join(HERE, "engine_gate.py"), gate_sock, marker,
+                             "fail", "POST", "^/containers/[0-9a-f]{64}/unpause$", "1"])
+    try:
+        tsb.wait_for(lambda: os.path.exists(gate_sock), 10, 0.05)
+        engine = os.environ.get("DOCKER_HOST")
+        os.environ["DOCKER_HOST"] = "unix://" + gate_sock
+        try:
+            r = tsb.runner(tmp)
+        finally:
+            if engine is None:
+                del os.environ["DOCKER_HOST"]
+            else:
+                os.environ["DOCKER_HOST"] = engine
+        thaw_refused(r, marker)
+    finally:
+        gate.kill()
+        gate.wait()
+
+
+def thaw_refused(r, marker):
+    c = r.client
+    sid = c.create_sandbox(template="small")["id"]
+    for _ in range(3):  # the agent's session opened and parked
+        c.execute(command="true", sandbox_id=sid)
+    st, body = rest(c, sid, "pause", None)
+    check("frozen", st == 200 and body.get("state") == "frozen", (st, body))
+    t0 = time.time()
+    st, body = tsb.error_of(lambda: c.execute(command="echo ran >/workspace/late", sandbox_id=sid))
+    took = time.time() - t0
+    err = body.get("error") or ""
+    check("the engine fails the thaw (the gate): the call fails, saying so",
+          os.path.exists(marker) and not body.get("ok") and "unfreezing" in err, (st, body))
+    check("... once its frame's time had passed (2 s), so that nothing can start it later",
+          took >= 2.0, took)
+    check("... and the engine has it paused still", engine_state(sid) == "paused")
+    check("thawed by hand", ts.docker("unpause", sid).returncode == 0)
+    time.sleep(1.0)
+    check("... the refused call never ran",
+          ts.docker("exec", sid, "test", "-e", "/workspace/late").returncode == 1)
+    out = c.execute(command="cat /workspace/late 2>/dev/null || echo none", sandbox_id=sid)
+    check("the next call works and finds nothing of it", out.get("stdout") == "none\n", out)
+    c.delete_sandbox(sid)
+    check("runner exits 0", r.stop() == 0)
+
+
 def main():
-    ts.run_suites({"owners": tsb.stopping(suite_owners)}, "owners", "smstate-")
+    ts.run_suites({"owners": tsb.stopping(suite_owners), "thaw": tsb.stopping(suite_thaw)}, "owners",
+                  "smstate-")
 
 
 if __name__ == "__main__":

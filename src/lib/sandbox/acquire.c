@@ -137,7 +137,7 @@ static const char *principal_of(const sm_run_request *req) {
 /* What the audit row of a thaw names: the sandbox as the cache and the
  * call know it (sandbox_rest_thaw_known). */
 static json_object *cached_view(const sm_run_request *req, const sandbox_box *sb,
-                                const sandbox_lookup_entry *hit) {
+                                const char *id, const char *project) {
   json_object *o = json_object_new_object(), *cfg = json_object_new_object(),
               *labels = json_object_new_object();
   if (o == NULL || cfg == NULL || labels == NULL) {
@@ -146,7 +146,7 @@ static json_object *cached_view(const sm_run_request *req, const sandbox_box *sb
     json_object_put(labels);
     return NULL; /* the row names the sandbox alone */
   }
-  const char *v[][2] = {{"mode", sm_mode_name(sb->mode)}, {"project", hit->project},
+  const char *v[][2] = {{"mode", sm_mode_name(sb->mode)}, {"project", project},
                         {"run", req->run_id},            {"worker", req->worker_id},
                         {"agent", req->agent}};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -154,16 +154,38 @@ static json_object *cached_view(const sm_run_request *req, const sandbox_box *sb
     snprintf(key, sizeof key, SM_LABEL_PREFIX "%s", v[i][0]);
     if (v[i][1] && *v[i][1]) json_object_object_add(labels, key, json_object_new_string(v[i][1]));
   }
-  json_object_object_add(o, "Id", json_object_new_string(hit->id));
+  json_object_object_add(o, "Id", json_object_new_string(id));
   json_object_object_add(cfg, "Labels", labels);
   json_object_object_add(o, "Config", cfg);
   return o;
 }
 
+/* Whether a call into a frozen sandbox may leave its thaw to its exec
+ * (thaw_later): nothing before the exec needs the sandbox running (no
+ * workspace to copy in, no host-tool route or helper to set up, no egress
+ * policy to apply, no terminal or leased container), and a session of
+ * its agent is parked for the call's frame. */
+static int thaw_may_wait(const sandbox_ctx *ctx, const sm_run_request *req, const char *id) {
+  return !req->workspace && !req->host_route && !req->helper && !req->tty &&
+         req->n_secret_env == 0 && !sandbox_allowlist(&req->settings) &&
+         sandbox_agents_enabled(ctx->agents) && sandbox_agents_parked(ctx->agents, id);
+}
+
+int sandbox_acquire_thaw(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                         sandbox_box *sb, sm_error *err) {
+  sb->thaw_later = 0;
+  json_object *who = cached_view(req, sb, sb->id, project_of(req));
+  int thawed = 0;
+  int rc = sandbox_rest_thaw_finish(ctx, e, sb->name, sb->id, who, &thawed, err);
+  json_object_put(who);
+  if (rc == 0 && !thawed) sb->resumed[0] = '\0'; /* it ran already: nothing was resumed */
+  return rc;
+}
+
 /* Frozen by sandman since this runner cached it, nothing else changed:
  * thawed by its id under the key lock, with no look at it (its agent
- * sessions, parked, serve again). 1 (taken, or *rc an error) or 0 (look
- * the long way). */
+ * sessions, parked, serve again), or left for the call's exec to thaw
+ * (thaw_may_wait). 1 (taken, or *rc an error) or 0 (look the long way). */
 static int keyed_thaw_cached(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                              sandbox_box *sb, const sandbox_lookup_entry *hit, int *rc,
                              sm_error *err) {
@@ -172,8 +194,9 @@ static int keyed_thaw_cached(const sandbox_ctx *ctx, sm_engine *e, const sm_run_
   sm_state_lock *key = NULL;
   sm_error ignore = SM_ERROR_INIT;
   if (sm_state_key_lock(ctx->state_dir, k, &key, &ignore) != 0) return 0;
-  json_object *who = cached_view(req, sb, hit);
-  int thawed = sandbox_rest_thaw_known(ctx, e, sb->name, hit->id, hit->generation, who);
+  json_object *who = cached_view(req, sb, hit->id, hit->project);
+  int later = thaw_may_wait(ctx, req, hit->id);
+  int thawed = sandbox_rest_thaw_known(ctx, e, sb->name, hit->id, hit->generation, who, later);
   json_object_put(who);
   if (thawed) *rc = take_busy(ctx->state_dir, req, sb, err);
   if (thawed && *rc == 0) {
@@ -182,6 +205,7 @@ static int keyed_thaw_cached(const sandbox_ctx *ctx, sm_engine *e, const sm_run_
     sb->gid = hit->gid;
     sb->reused = 1;
     sb->cached = 1;
+    sb->thaw_later = later;
     snprintf(sb->resumed, sizeof sb->resumed, "frozen");
     sandbox_lookup_put(ctx->lookup, sb->name, hit);
   }

@@ -17,6 +17,11 @@
  * holds the sandbox's busy lock (exclusive for a leased call). */
 int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                           sandbox_box *sb, sm_error *err);
+/* The thaw of a sandbox acquired still frozen (sb->thaw_later, cleared;
+ * sb->resumed too when it was not paused any more): 0, or the engine's
+ * error (the sandbox was not thawed by this call). */
+int sandbox_acquire_thaw(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                         sandbox_box *sb, sm_error *err);
 /* Makes the keyed sandbox sb (its mode, hash, name, volume and key set)
  * under its key lock, holding nothing after: SM_ECONFLICT (sb->id set)
  * when it exists already. */

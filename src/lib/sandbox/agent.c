@@ -62,6 +62,7 @@ struct sandbox_agent_session {
   void *out_ud;
   int exited, exit_code;
   int failed, fail_errno;
+  int heard;         /* a frame of the call in progress arrived */
   char fail_msg[256];
   char diag[DIAG_CAP];
   size_t diag_len;
@@ -273,6 +274,7 @@ static int on_frame(void *ud, int type, uint32_t call_id, const unsigned char *p
   /* Everything else belongs to the call in progress, after the hello. */
   if (!s->hello || s->out == NULL || call_id != s->call_id || s->exited || s->failed)
     return -1;
+  s->heard = 1;
   switch (type) {
   case SM_FRAME_STDOUT:
   case SM_FRAME_STDERR: {
@@ -422,6 +424,18 @@ static sandbox_agent_session *take_from(sandbox_agent_session **list, unsigned *
     pp = &s->next;
   }
   return NULL;
+}
+
+int sandbox_agents_parked(sandbox_agents *a, const char *cid) {
+  if (a == NULL) return 0;
+  int found = 0;
+  pthread_mutex_lock(&a->mu);
+  for (sandbox_agent_session *s = a->resting; s && !found; s = s->next)
+    found = strcmp(s->container_id, cid) == 0;
+  for (sandbox_agent_session *s = a->idle; s && !found; s = s->next)
+    found = strcmp(s->container_id, cid) == 0;
+  pthread_mutex_unlock(&a->mu);
+  return found;
 }
 
 static sandbox_agent_session *take_idle(sandbox_agents *a, const char *cid) {
@@ -660,7 +674,7 @@ static int start_call(sandbox_agent_session *s, sandbox_agent_feed *f, unsigned 
   s->call_id++;
   s->out = out;
   s->out_ud = out_ud;
-  s->exited = s->failed = 0;
+  s->exited = s->failed = s->heard = 0;
   s->exit_code = -1;
   s->fail_errno = 0;
   s->fail_msg[0] = '\0';
@@ -669,7 +683,12 @@ static int start_call(sandbox_agent_session *s, sandbox_agent_feed *f, unsigned 
   common_buf *frame = &f->frame;
   common_buf_reset(frame);
   f->off = 0;
-  unsigned char head[SM_FRAME_HEADER] = {0}, size[4];
+  unsigned char head[SM_FRAME_HEADER] = {0}, size[4], until[8];
+  if (f->not_after_ms) {
+    agent_frame_put_u64(until, f->not_after_ms);
+    frame_data(s, SM_FRAME_NOT_AFTER, until, sizeof until, frame);
+  }
+  size_t base = frame->len; /* where the call's frame begins */
   char num[24];
   snprintf(num, sizeof num, "%zu", argc);
   agent_frame_size_put(size, rows, cols);
@@ -679,11 +698,11 @@ static int start_call(sandbox_agent_session *s, sandbox_agent_feed *f, unsigned 
             append_str(frame, num);
   for (size_t i = 0; !bad && i < argc; i++) bad = append_str(frame, argv[i]);
   for (size_t i = 0; !bad && i < envc; i++) bad = append_str(frame, env[i]);
-  if (bad || frame->len - SM_FRAME_HEADER - pre > SM_FRAME_CALL_MAX)
+  if (bad || frame->len - base - SM_FRAME_HEADER - pre > SM_FRAME_CALL_MAX)
     return sm_error_set(err, SM_ETOOBIG, "the call's arguments and environment are too large");
   agent_frame_header(head, rows ? SM_FRAME_TTY : SM_FRAME_CALL, s->call_id,
-                     (uint32_t)(frame->len - SM_FRAME_HEADER));
-  memcpy(frame->data, head, sizeof head);
+                     (uint32_t)(frame->len - base - SM_FRAME_HEADER));
+  memcpy(frame->data + base, head, sizeof head);
   if (!f->in_open && !rows) frame_data(s, SM_FRAME_EOF, NULL, 0, frame);
   return 0;
 }
@@ -873,6 +892,45 @@ int sandbox_agent_drive(sandbox_agent_session *s, sandbox_agent_feed *f, double 
     f->began |= w > 0;
     if (rc) return rc;
   }
+}
+
+int sandbox_agent_flush(sandbox_agent_session *s, sandbox_agent_feed *f, int timeout_ms,
+                        sm_error *err) {
+  double deadline = sm_monotonic_ms() + timeout_ms;
+  while (f->off < f->frame.len) {
+    int left = (int)(deadline - sm_monotonic_ms());
+    if (left <= 0) {
+      s->broken = 1; /* not SM_ETIMEOUT: that is the call's own timeout */
+      return sm_error_set(err, SM_ESANDBOX, "the call could not be sent to the sandbox's agent in time");
+    }
+    size_t w = 0;
+    int rc = pump(s, f->frame.data + f->off, f->frame.len - f->off, &w, left, err);
+    f->off += w;
+    f->began |= w > 0;
+    if (rc == 1) rc = sm_error_set(err, SM_ESANDBOX, "the sandbox's agent ended");
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static uint64_t wall_ms(void) { return (uint64_t)(sm_now() * 1000.0); }
+
+int sandbox_agent_await_answer(sandbox_agent_session *s, uint64_t until_ms) {
+  sm_error ignore = SM_ERROR_INIT;
+  while (!s->heard && !s->broken) {
+    uint64_t now = wall_ms();
+    if (now > until_ms) break;
+    uint64_t left = until_ms - now + 1;
+    if (sm_exec_stream_pump(s->stream, NULL, 0, NULL, left > 1000 ? 1000 : (int)left, &ignore) != 0)
+      s->broken = 1;
+    sm_error_clear(&ignore);
+  }
+  return s->heard;
+}
+
+int sandbox_agent_came_late(const sandbox_agent_session *s) {
+  return s->failed && s->fail_errno == ETIME &&
+         strncmp(s->fail_msg, SM_AGENT_LATE, strlen(SM_AGENT_LATE)) == 0;
 }
 
 void sandbox_agent_settle(sandbox_agent_session *s, sandbox_agent_feed *f) {

@@ -18,6 +18,9 @@ sandbox_agents *sandbox_agents_new(void);
 void sandbox_agents_free(sandbox_agents *a);
 void sandbox_agents_set_enabled(sandbox_agents *a, int on);
 int sandbox_agents_enabled(sandbox_agents *a);
+/* Whether a session of container cid is parked (idle or resting): a call
+ * there would likely take it (another call may take it first). */
+int sandbox_agents_parked(sandbox_agents *a, const char *cid);
 void sandbox_agents_stats(sandbox_agents *a, unsigned long *opened, unsigned long *calls,
                           unsigned long *fallbacks);
 
@@ -70,6 +73,8 @@ typedef struct sandbox_agent_feed {
   void *in_ud;
   int in_open;
   char *chunk;     /* SM_FRAME_DATA_MAX bytes, with in */
+  uint64_t not_after_ms; /* set before the start: the call may not start after
+                          * this wall-clock time (SM_FRAME_NOT_AFTER); 0: none */
 } sandbox_agent_feed;
 
 int sandbox_agent_feed_init(sandbox_agent_feed *f, sm_read_fn in, void *in_ud, sm_error *err);
@@ -79,6 +84,18 @@ void sandbox_agent_feed_dispose(sandbox_agent_feed *f);
 int sandbox_agent_start(sandbox_agent_session *s, sandbox_agent_feed *f, const char *cwd,
                         const char *const *argv, size_t argc, const char *const *env, size_t envc,
                         sm_output_fn out, void *out_ud, sm_error *err);
+/* A call sent to an agent that is still frozen, ahead of the thaw (a
+ * frozen sandbox's first call, docs/state.md): writes the whole of what f
+ * holds now (0), within timeout_ms. */
+int sandbox_agent_flush(sandbox_agent_session *s, sandbox_agent_feed *f, int timeout_ms,
+                        sm_error *err);
+/* After a thaw that failed: reads until the agent answered anything for
+ * the call (1: it started it, or refused it as late: see
+ * sandbox_agent_came_late) or the wall clock passes until_ms (0: it can no
+ * longer start it). */
+int sandbox_agent_await_answer(sandbox_agent_session *s, uint64_t until_ms);
+/* The call was refused as read after its f->not_after_ms: it never ran. */
+int sandbox_agent_came_late(const sandbox_agent_session *s);
 /* Pumps until the call ends (0; sandbox_agent_call_state says how), the agent's
  * exec ends (1), deadline_ms passes (SM_ETIMEOUT; 0: none), *cancel is set
  * (SM_ECANCELLED) or an error (negative; the session is then broken). */

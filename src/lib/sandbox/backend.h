@@ -59,6 +59,10 @@ struct sandbox_backend {
   int (*gone)(const sandbox_box *sb, int rc);
   void (*release_gone)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                        sandbox_box *sb);
+  /* Thaws sb, acquired still frozen (sb->thaw_later): 0 or the engine's
+   * error. NULL: the backend never leaves a thaw to the call. */
+  int (*thaw)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req, sandbox_box *sb,
+              sm_error *err);
   /* The name of sb's workspace manifest in the state directory. */
   const char *(*state_name)(const sandbox_box *sb);
   int exclusive;          /* a keyed sandbox can be held by one call alone */

@@ -51,6 +51,7 @@ const sandbox_backend sandbox_backend_docker = {
     .name = "docker",
     .acquire = docker_acquire,
     .release = sandbox_release,
+    .thaw = sandbox_acquire_thaw,
     .failed = docker_failed,
     .gone = sandbox_retry_gone,
     .release_gone = sandbox_release_gone,

@@ -17,6 +17,7 @@
 #include "sandbox/agent.h"
 #include "sandbox/capture.h"
 #include "sandbox/exec.h"
+#include "sandbox/exec_thaw.h"
 #include "sandbox/helper.h"
 #include "sandbox/preamble.h"
 #include "sandbox/sandbox_result.h"
@@ -317,7 +318,7 @@ static const char **call_argv(const sm_run_request *req, const char *token, size
  * has one); 0 once it is on its way. */
 static int agent_start(const sandbox_exec_target *t, const sm_run_request *req,
                        const common_strv *env, sandbox_call_watch *w, sandbox_agent_feed *f,
-                       sm_error *err) {
+                       uint64_t not_after_ms, sm_error *err) {
   sandbox_agent_session *s = t->agent;
   size_t argc = 0;
   const char **argv = call_argv(req, w->token, &argc);
@@ -328,6 +329,7 @@ static int agent_start(const sandbox_exec_target *t, const sm_run_request *req,
   const char *cwd = req->cwd ? req->cwd : "/workspace";
   const char *const *ev = (const char *const *)env->v;
   int rc = sandbox_agent_feed_init(f, req->tty ? NULL : req->stdin_read, req->stdin_ud, err);
+  f->not_after_ms = not_after_ms;
   if (rc == 0 && req->tty)
     rc = sandbox_agent_start_tty(s, f, req->tty, cwd, argv, argc, ev, env->n,
                                  sandbox_call_watch_output, w, err);
@@ -336,6 +338,12 @@ static int agent_start(const sandbox_exec_target *t, const sm_run_request *req,
   free(argv);
   if (rc == 0) sandbox_agent_note_call(t->agents);
   return rc;
+}
+
+static int agent_drive(const sandbox_exec_target *t, const sm_run_request *req,
+                       sandbox_agent_feed *f, const int *started, double deadline, sm_error *err) {
+  if (req->tty) return sandbox_agent_drive_tty(t->agent, f, req->tty, started, deadline, req->cancel, err);
+  return sandbox_agent_drive(t->agent, f, deadline, req->cancel, err);
 }
 
 static int agent_call(const sandbox_exec_target *t, const sm_run_request *req,
@@ -348,12 +356,20 @@ static int agent_call(const sandbox_exec_target *t, const sm_run_request *req,
     return 0;
   }
   sandbox_agent_feed f;
-  int rc = agent_start(t, req, env, w, &f, err);
+  int thawing = t->thaw && !req->tty;
+  uint64_t not_after = thawing ? (uint64_t)(sm_now() * 1000.0) + SM_THAW_LATE_MS : 0;
+  int rc = agent_start(t, req, env, w, &f, not_after, err);
   double t0 = sm_monotonic_ms();
   double deadline = req->settings.timeout_s > 0 ? t0 + req->settings.timeout_s * 1000.0 : 0;
-  if (rc == 0 && req->tty)
-    rc = sandbox_agent_drive_tty(s, &f, req->tty, started, deadline, req->cancel, err);
-  else if (rc == 0) rc = sandbox_agent_drive(s, &f, deadline, req->cancel, err);
+  if (rc == 0 && thawing) rc = sandbox_exec_thaw_drive(t, req, &f, deadline, err);
+  else if (rc == 0) rc = agent_drive(t, req, &f, started, deadline, err);
+  if (rc == 0 && sandbox_agent_came_late(s)) {
+    /* Thawed after its time (a slow engine): it never ran; sent again. */
+    sandbox_agent_settle(s, &f);
+    sandbox_agent_feed_dispose(&f);
+    rc = agent_start(t, req, env, w, &f, 0, err);
+    if (rc == 0) rc = agent_drive(t, req, &f, started, deadline, err);
+  }
   out->duration_ms = sm_monotonic_ms() - t0;
 
   if (rc == SM_ETIMEOUT || rc == SM_ECANCELLED) {
@@ -509,9 +525,11 @@ int sandbox_exec_call(const sandbox_exec_target *t, const sm_run_request *req,
     w.on_start = tty_started;
     w.on_start_ud = &tw;
   }
-  int rc;
-  if (t->agent) rc = agent_call(t, req, env, &w, &tw.started, out, err);
-  else rc = engine_call(t, req, env, &w, out, err);
+  int rc = 0;
+  /* Still frozen with no session to send the call to ahead: thawed first. */
+  if ((t->agent == NULL || req->tty) && t->thaw) rc = t->thaw(t->thaw_ud, err);
+  if (rc == 0 && t->agent) rc = agent_call(t, req, env, &w, &tw.started, out, err);
+  else if (rc == 0) rc = engine_call(t, req, env, &w, out, err);
   out->began = w.state == SM_CALL_WATCH_STARTED;
   sandbox_call_watch_dispose(&w);
   return rc;

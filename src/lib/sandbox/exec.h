@@ -24,6 +24,11 @@ typedef struct sandbox_exec_target {
    * names it: the host-tool route (tool_route.h). NULL: nobody. */
   void (*on_start)(void *ud, const char *pid, const char *start);
   void *on_start_ud;
+  /* A frozen sandbox thawed under the call (set with agent): its frame is
+   * sent first, then thaw(thaw_ud) unfreezes the sandbox (0, or the
+   * engine's error). NULL: it runs already. */
+  int (*thaw)(void *ud, sm_error *err);
+  void *thaw_ud;
 } sandbox_exec_target;
 
 int sandbox_exec_call(const sandbox_exec_target *t, const sm_run_request *req,

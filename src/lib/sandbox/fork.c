@@ -89,8 +89,10 @@ static json_object *fork_config(json_object *source, const fork_target *t, const
   char maker[SM_NAME_MAX];
   sm_sandbox_owner_label(maker, sizeof maker);
   set_label(labels, "making", maker);
-  /* Nothing of the source's but its /workspace mount (made anew below):
-   * no bind, no other container's volumes or links. */
+  /* Nothing of the source's but its /workspace mount (made anew below)
+   * and, where the source has one, an anonymous volume for /.sandman (the
+   * engine makes the fork its own, empty: spec.c): no bind, no other
+   * container's volumes or links. */
   json_object_object_del(h, "Binds");
   json_object_object_del(h, "VolumesFrom");
   json_object_object_del(h, "Links");
@@ -99,6 +101,12 @@ static json_object *fork_config(json_object *source, const fork_target *t, const
     for (size_t i = 0; i < json_object_array_length(mounts); i++) {
       json_object *m = json_object_array_get_idx(mounts, i), *vo = NULL, *vl = NULL;
       const char *target = sandbox_json_str(m, "Target", NULL);
+      const char *type = sandbox_json_str(m, "Type", NULL), *src = sandbox_json_str(m, "Source", NULL);
+      if (target && strcmp(target, "/.sandman") == 0 && (src == NULL || *src == '\0') && type &&
+          strcmp(type, "volume") == 0) {
+        json_object_array_add(kept, json_object_get(m));
+        continue;
+      }
       if (target == NULL || strcmp(target, "/workspace") != 0) continue;
       json_object_array_add(kept, json_object_get(m));
       json_object_object_add(m, "Source", json_object_new_string(t->volume));

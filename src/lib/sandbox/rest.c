@@ -472,8 +472,18 @@ int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, ch
   return 0;
 }
 
+/* The record and the audit row of a thaw (op.rec read). */
+static void thawed_known(sandbox_rest_op *op, const char *id, json_object *who) {
+  sm_error ignore = SM_ERROR_INIT;
+  op->insp = who; /* borrowed: its id and labels for the audit row */
+  if (put_thawed(op, &ignore) != 0)
+    sm_log(SM_LOG_WARN, "sandbox %s: its record: %s", op->name, ignore.message);
+  sandbox_rest_notify(op, "sandbox.resumed", "running", "frozen", id, NULL);
+  op->insp = NULL;
+}
+
 int sandbox_rest_thaw_known(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *id,
-                            unsigned generation, json_object *who) {
+                            unsigned generation, json_object *who, int later) {
   sandbox_rest_op op;
   op_init(&op, ctx, e, name);
   sm_error ignore = SM_ERROR_INIT;
@@ -483,14 +493,46 @@ int sandbox_rest_thaw_known(const sandbox_ctx *ctx, sm_engine *e, const char *na
       !is(op.rec.state, "frozen") || op.rec.generation != generation || strcmp(op.rec.id, id) != 0)
     return 0;
   op.has_rec = 1;
+  if (later) return 1;
   /* Gone, not paused, anything else: the caller looks at it the long way. */
   if (sm_engine_container_unpause(e, id, &ignore) != 0) return 0;
-  op.insp = who; /* borrowed: its id and labels for the audit row */
-  if (put_thawed(&op, &ignore) != 0)
-    sm_log(SM_LOG_WARN, "sandbox %s: its record: %s", name, ignore.message);
-  sandbox_rest_notify(&op, "sandbox.resumed", "running", "frozen", id, NULL);
-  op.insp = NULL;
+  thawed_known(&op, id, who);
   return 1;
+}
+
+static int running_unpaused(sm_engine *e, const char *id) {
+  json_object *insp = NULL;
+  sm_error ignore = SM_ERROR_INIT;
+  int yes = sm_engine_container_inspect(e, id, &insp, &ignore) == 0 &&
+            is(sandbox_json_str(insp, "State", "Status"), "running");
+  json_object_put(insp);
+  return yes;
+}
+
+int sandbox_rest_thaw_finish(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *id,
+                             json_object *who, int *thawed, sm_error *err) {
+  sandbox_rest_op op;
+  op_init(&op, ctx, e, name);
+  *thawed = 0;
+  int rc = sm_engine_container_unpause(e, id, err);
+  /* The engine refuses one that is not paused (a 500 from 20.10): running
+   * is what the call needs. */
+  if (rc && rc != SM_ENOTFOUND && running_unpaused(e, id)) rc = SM_ECONFLICT;
+  if (rc && rc != SM_ECONFLICT) return sm_error_wrap(err, "unfreezing sandbox %s", name);
+  *thawed = rc == 0;
+  sm_error_clear(err);
+  sm_error ignore = SM_ERROR_INIT;
+  /* The record as it is now (a call beside this one may have written it). */
+  op.has_rec = sandbox_rest_read(ctx->state_dir, name, &op.rec, &ignore) == 0;
+  if (*thawed) {
+    thawed_known(&op, id, who);
+  } else { /* not paused: thawed by hand (or by another call), nothing to tell */
+    op.insp = who;
+    if (put_thawed(&op, &ignore) != 0)
+      sm_log(SM_LOG_WARN, "sandbox %s: its record: %s", op.name, ignore.message);
+    op.insp = NULL;
+  }
+  return 0;
 }
 
 /* ---- the public pause and resume ---- */

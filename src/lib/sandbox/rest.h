@@ -44,9 +44,19 @@ int sandbox_rest_only_frozen(const char *state_dir, const char *name, unsigned g
  * container id without looking at it first and records the change (the
  * audit row's labels from who, borrowed: {"Id", "Config": {"Labels"}}).
  * 1 when it was thawed so, 0 when anything differs (the record changed,
- * the engine refused): the caller looks at it the long way. */
+ * the engine refused): the caller looks at it the long way. With later,
+ * only the record is checked (1: as the cache knew it): the caller thaws
+ * it with sandbox_rest_thaw_finish, holding its busy lock (no pause can
+ * come between). */
 int sandbox_rest_thaw_known(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *id,
-                            unsigned generation, json_object *who);
+                            unsigned generation, json_object *who, int later);
+/* The thaw sandbox_rest_thaw_known left for later: the engine's unpause
+ * of container id, the record and the audit row (*thawed 1). One that is
+ * not paused any more (thawed by hand or by another call) is fine: the
+ * record says so, no row (*thawed 0). 0, or the engine's error: not
+ * thawed by this call. */
+int sandbox_rest_thaw_finish(const sandbox_ctx *ctx, sm_engine *e, const char *name, const char *id,
+                             json_object *who, int *thawed, sm_error *err);
 /* 1 when the sandbox is at rest or a change of its state is under way (its
  * record says so), 0 when it runs or has no record. */
 int sandbox_rest_resting(const char *state_dir, const char *name);

@@ -134,9 +134,11 @@ static json_object *successor_config(json_object *insp, const char *origin) {
   return c;
 }
 
+/* With its anonymous volumes (a successor's /.sandman: spec.c); a named
+ * one (its /workspace, shared with the sandbox) stays. */
 static void remove_quietly(sm_engine *e, const char *ref) {
   sm_error ignore = SM_ERROR_INIT;
-  sm_engine_container_remove(e, ref, 1, 0, &ignore);
+  sm_engine_container_remove(e, ref, 1, 1, &ignore);
 }
 
 static int make_successor(sandbox_rest_op *op, sm_error *err) {
@@ -192,7 +194,7 @@ static int swap_in(sandbox_rest_op *op, const char *old_id, sm_error *err) {
     json_object_put(cur);
   }
   if (rc) return sm_error_wrap(err, "naming the hibernated sandbox %s", op->name);
-  rc = sm_engine_container_remove(op->e, old_id, 1, 0, err);
+  rc = sm_engine_container_remove(op->e, old_id, 1, 1, err);
   if (rc == SM_ENOTFOUND) rc = 0, sm_error_clear(err);
   if (rc) sm_log(SM_LOG_WARN, "sandbox %s: its old container: %s (a reap removes it)", op->name, err->message);
   sm_error_clear(err);

@@ -33,6 +33,8 @@ typedef struct sandbox_box {
   double lease_deadline_s;    /* with lease_of: when its keeper ends at the latest */
   const char *carried; /* what became of its /workspace (sm_run_result.replaced_workspace) */
   char resumed[16];    /* keyed: the state of rest it was brought back from, or "" */
+  int thaw_later;      /* keyed: still frozen, thawed under the call's exec (after
+                        * its frame went to the parked agent): sandbox_acquire_thaw */
   int made;            /* keyed: made by this call (a replacement, or new) */
   int uncached;        /* keyed: used though made with other settings: not remembered */
   sm_state_lock *busy;

@@ -189,6 +189,7 @@ static int call_acquire(call *c, sm_error *err) {
   sb->cached = 0;
   sb->made = 0;
   sb->uncached = 0;
+  sb->thaw_later = 0;
   sb->carried = NULL;
   sb->id[0] = '\0';
   int rc = ctx->backend->acquire(ctx, c->manager, req, sb, &c->e, err);
@@ -216,6 +217,26 @@ static int call_acquire(call *c, sm_error *err) {
   return 0;
 }
 
+static int call_thaw(void *ud, sm_error *err) {
+  call *c = ud;
+  int rc = c->ctx->backend->thaw(c->ctx, c->e, c->req, &c->sb, err);
+  snprintf(c->out->resumed, sizeof c->out->resumed, "%s", c->sb.resumed);
+  return rc;
+}
+
+/* A sandbox acquired still frozen (acquire.c, thaw_may_wait): thawed by
+ * the exec right after the call's frame went to the parked session it
+ * took, or now when it took none. */
+static int call_thaw_plan(call *c, sm_error *err) {
+  if (c->ctx->backend->thaw == NULL) return sm_error_set(err, SM_EINVAL, "no thaw on this backend");
+  if (c->t.agent) {
+    c->t.thaw = call_thaw;
+    c->t.thaw_ud = c;
+    return 0;
+  }
+  return call_thaw(c, err);
+}
+
 /* How the call runs in it. A call with leased credentials never goes
  * through the agent (a process of the sandbox's user that earlier calls
  * could have touched) and never shares a process namespace with what
@@ -241,7 +262,11 @@ static int call_exec_path(call *c, sm_error *err) {
       sm_error_wrap(err, "opening sandman's agent for a terminal in %s", sb->name);
     return rc;
   }
-  if (!leased) return take_agent(c->ctx, c->e, sb, c->req, c->sync, &c->t, err);
+  if (!leased) {
+    int rc = take_agent(c->ctx, c->e, sb, c->req, c->sync, &c->t, err);
+    if (rc == 0 && sb->thaw_later) rc = call_thaw_plan(c, err);
+    return rc;
+  }
   int rc = sandbox_lease_open(c->ctx, c->e, c->req, sb, &c->lease, err);
   if (rc == 0 && c->lease.id[0]) c->t.container_id = c->lease.id;
   return rc;

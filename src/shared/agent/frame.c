@@ -16,6 +16,15 @@ uint32_t agent_frame_get_u32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
+void agent_frame_put_u64(unsigned char *p, uint64_t v) {
+  agent_frame_put_u32(p, (uint32_t)(v >> 32));
+  agent_frame_put_u32(p + 4, (uint32_t)v);
+}
+
+uint64_t agent_frame_get_u64(const unsigned char *p) {
+  return (uint64_t)agent_frame_get_u32(p) << 32 | agent_frame_get_u32(p + 4);
+}
+
 void agent_frame_header(unsigned char out[SM_FRAME_HEADER], int type, uint32_t call_id,
                         uint32_t len) {
   out[0] = (unsigned char)type;
@@ -41,6 +50,8 @@ uint32_t agent_frame_type_max(int type) {
   case SM_FRAME_EXIT:
   case SM_FRAME_RESIZE:
     return 4;
+  case SM_FRAME_NOT_AFTER:
+    return 8;
   case SM_FRAME_ROUTE_REQUEST:
     return SM_FRAME_ROUTE_REQUEST_MAX;
   case SM_FRAME_ROUTE_RESPONSE:
@@ -66,7 +77,8 @@ static int known_type(int type) {
          type == SM_FRAME_EXIT || type == SM_FRAME_FAIL || type == SM_FRAME_ROUTE_REQUEST ||
          type == SM_FRAME_ROUTE_RESPONSE || type == SM_FRAME_TTY || type == SM_FRAME_RESIZE ||
          type == SM_FRAME_PORT_OPEN || type == SM_FRAME_PORT_OPENED || type == SM_FRAME_PORT_DATA ||
-         type == SM_FRAME_PORT_ACK || type == SM_FRAME_PORT_EOF || type == SM_FRAME_PORT_CLOSE;
+         type == SM_FRAME_PORT_ACK || type == SM_FRAME_PORT_EOF || type == SM_FRAME_PORT_CLOSE ||
+         type == SM_FRAME_NOT_AFTER;
 }
 
 void agent_frame_reader_init(agent_frame_reader *r, uint32_t max_len, agent_frame_fn on_frame,

@@ -30,6 +30,14 @@
  *   SM_FRAME_RESIZE rows and columns (2 bytes each, BE) of the current
  *                   call's terminal: the program gets SIGWINCH. Ignored for
  *                   a call without one.
+ *   SM_FRAME_NOT_AFTER  8 bytes, BE: a wall-clock time in ms since the
+ *                   epoch. Sent right before the SM_FRAME_CALL (or _TTY)
+ *                   of the same id: a call frame read after that time is
+ *                   not started, and answered SM_FRAME_FAIL with ETIME
+ *                   and SM_AGENT_LATE. The host sends a call to an agent
+ *                   still frozen ahead of the thaw (docs/state.md): should
+ *                   the thaw fail, the call can never start later, when
+ *                   something else thaws the sandbox.
  * Agent -> host:
  *   SM_FRAME_HELLO  once, at start: "sandman-agent <protocol version>".
  *   SM_FRAME_STDOUT / SM_FRAME_STDERR   the call's output as it arrives.
@@ -85,7 +93,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SM_AGENT_PROTOCOL "2"
+#define SM_AGENT_PROTOCOL "3"
 #define SM_AGENT_HELLO "sandman-agent " SM_AGENT_PROTOCOL
 #define SM_ROUTE_HELLO "sandman-route 1"
 #define SM_PORTS_HELLO "sandman-ports 1"
@@ -121,7 +129,16 @@ enum {
   SM_FRAME_PORT_CLOSE = 'Y',
   SM_FRAME_TTY = 'T',
   SM_FRAME_RESIZE = 'W',
+  SM_FRAME_NOT_AFTER = 'L',
 };
+
+/* The message of a call refused after its SM_FRAME_NOT_AFTER (what
+ * follows the errno in SM_FRAME_FAIL starts with it). */
+#define SM_AGENT_LATE "call late"
+
+/* An 8-byte big-endian number at p (SM_FRAME_NOT_AFTER). */
+void agent_frame_put_u64(unsigned char *p, uint64_t v);
+uint64_t agent_frame_get_u64(const unsigned char *p);
 
 /* A terminal's size: 1..SM_FRAME_TTY_DIM_MAX in each direction. */
 #define SM_FRAME_TTY_DIM_MAX 4096u

@@ -449,6 +449,72 @@ static void test_exec_and_chdir_failures(void **state) {
   result_dispose(&r);
 }
 
+static uint64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A call with its not-after time (SM_FRAME_NOT_AFTER) ahead of it. */
+static void run_not_after(agent *a, uint32_t na_id, uint64_t ms, uint32_t id,
+                          const char *const *argv, result *r) {
+  bytes b = {0};
+  unsigned char t[8];
+  agent_frame_put_u64(t, ms);
+  add_frame(&b, SM_FRAME_NOT_AFTER, na_id, t, sizeof t);
+  add_call(&b, id, "/", argv, NULL);
+  add_stdin(&b, id, NULL, 0);
+  exchange(a, &b, id, r);
+  free(b.p);
+}
+
+/* A call read after its not-after time (a frozen sandbox thawed too late,
+ * or by someone else after the host gave up: docs/state.md) never starts;
+ * one read in time runs; the time binds its own call id only, once. */
+static void test_not_after(void **state) {
+  agent *a = *state;
+  char mark[64], script[128];
+  snprintf(mark, sizeof mark, "/tmp/sm-not-after-%ld", (long)getpid());
+  snprintf(script, sizeof script, "echo ran; : > %s", mark);
+  unlink(mark);
+  const char *const argv[] = {"/bin/sh", "-c", script, NULL};
+  result r;
+  run_not_after(a, 7, wall_ms() - 1, 7, argv, &r);
+  assert_true(r.failed);
+  assert_int_equal(r.fail_errno, ETIME);
+  assert_int_equal(strncmp(r.fail_msg, SM_AGENT_LATE, strlen(SM_AGENT_LATE)), 0);
+  assert_int_equal(r.out.len, 0);
+  assert_int_equal(access(mark, F_OK), -1); /* it never ran */
+  result_dispose(&r);
+
+  run_not_after(a, 8, wall_ms() + 60000, 8, argv, &r);
+  assert_true(r.exited && r.code == 0);
+  assert_true(output_is(&r, "ran\n", ""));
+  assert_int_equal(access(mark, F_OK), 0);
+  result_dispose(&r);
+  unlink(mark);
+
+  /* Another id's time, long past, binds nothing; nor does it stay for later. */
+  run_not_after(a, 99, wall_ms() - 1000, 9, argv, &r);
+  assert_true(r.exited && r.code == 0);
+  result_dispose(&r);
+  run(a, 99, "/", argv, NULL, NULL, 0, &r);
+  assert_true(r.exited && r.code == 0);
+  result_dispose(&r);
+  unlink(mark);
+}
+
+static void test_not_after_bad_length_exits_2(void **state) {
+  agent *a = *state;
+  bytes b = {0};
+  add_frame(&b, SM_FRAME_NOT_AFTER, 1, "1234", 4);
+  send_all(a, &b);
+  free(b.p);
+  int st = agent_wait(a);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 2);
+}
+
 static void test_environment(void **state) {
   agent *a = *state;
   const char *const argv[] = {
@@ -802,6 +868,8 @@ int main(void) {
       T(test_output_and_exit_code),
       T(test_five_megabytes_through_cat),
       T(test_exec_and_chdir_failures),
+      T(test_not_after),
+      T(test_not_after_bad_length_exits_2),
       T(test_environment),
       T(test_child_starts_clean),
       T(test_killed_by_signal),

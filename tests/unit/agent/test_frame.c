@@ -185,6 +185,14 @@ static void test_caps_and_types(void **state) {
   assert_int_equal(feed_one(0, 0, SM_FRAME_CALL_MAX), -1);
   assert_int_equal(feed_one('c', 1, SM_FRAME_CALL_MAX), -1);
   assert_int_equal(agent_frame_type_max('j'), 0);
+  /* A not-after time is 8 bytes (a u64), no more. */
+  assert_int_equal(feed_one(SM_FRAME_NOT_AFTER, 8, SM_FRAME_CALL_MAX), 0);
+  assert_int_equal(feed_one(SM_FRAME_NOT_AFTER, 9, SM_FRAME_CALL_MAX), -1);
+  unsigned char u[8];
+  agent_frame_put_u64(u, 0x0102030405060708ull);
+  assert_int_equal(u[0], 1);
+  assert_int_equal(u[7], 8);
+  assert_true(agent_frame_get_u64(u) == 0x0102030405060708ull);
   assert_int_equal(agent_frame_type_max(SM_FRAME_EOF), 0);
   assert_int_equal(agent_frame_type_max(SM_FRAME_EXIT), 4);
 }
