@@ -22,6 +22,7 @@ test_state_runner.sh.
 Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
 (77: no engine outside CI).
 """
+import datetime
 import os
 import subprocess
 import sys
@@ -54,6 +55,21 @@ def listed(client, key, sid):
         if x["id"] == sid:
             return x
     return {}
+
+
+def new_dangling_volumes(since):
+    """Volumes no container uses, without labels, made since `since` (a
+    container removed without its anonymous volumes leaves one)."""
+    out = []
+    for v in ts.docker("volume", "ls", "-q", "--filter", "dangling=true").stdout.split():
+        p = ts.docker("volume", "inspect", "-f", "{{.CreatedAt}} {{len .Labels}}", v)
+        if p.returncode != 0:
+            continue
+        created, labels = p.stdout.split()[0], p.stdout.split()[-1]
+        made = datetime.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        if labels == "0" and made >= int(since):
+            out.append(v)
+    return out
 
 
 def agent_calls_total(r, name="sandman_agent_calls_total"):
@@ -175,10 +191,13 @@ def suite_owners(tmp):
           (opened, agent_calls_total(r, "sandman_agent_sessions_opened_total")))
 
     # refusals
+    since = time.time()
     st, body = rest(k1, sid, "pause", "k1", tier="hibernate")
     check("hibernate under runc: 409 naming CRIU", st == 409 and "CRIU" in body.get("error", ""),
           (st, body))
     check("after the refusal it still runs", engine_state(sid) == "running")
+    check("... and the container it tried to come back in left no volume behind",
+          new_dangling_volumes(since) == [], new_dangling_volumes(since))
     st, body = rest(k1, sid, "pause", "k1", tier="nap")
     check("an unknown tier: 400", st == 400, (st, body))
 
