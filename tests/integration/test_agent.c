@@ -471,7 +471,14 @@ static void test_pool_container_has_a_session(void **state) {
   sm_run_request req;
   sm_run_request_init(&req);
   req.settings.mode = SM_MODE_PER_TOOL;
-  const char *argv[] = {"sh", "-c", "echo pooled; id -u"};
+  /* Over the pool's session, so its agent is in /.sandman: a per_tool
+   * sandbox's is a root-owned tmpfs (a keyed one's a volume:
+   * test_agent_cannot_be_replaced_by_the_tool) the tool cannot write. */
+  const char *argv[] = {"sh", "-c",
+                        "echo pooled; id -u; for f in /.sandman/agent-*; do true > \"$f\" 2>/dev/null "
+                        "&& echo WROTE; rm -f \"$f\" 2>/dev/null && echo REMOVED; done; "
+                        "touch /.sandman/x 2>/dev/null && echo CREATED; ls /.sandman | wc -l; "
+                        "grep -c ' /.sandman tmpfs ' /proc/mounts"};
   req.argv = argv;
   req.argc = 3;
   req.settings.timeout_s = 60;
@@ -483,7 +490,7 @@ static void test_pool_container_has_a_session(void **state) {
   memset(&r, 0, sizeof r);
   assert_int_equal(sm_run(with_agent, &req, &r, &err), 0);
   assert_string_equal(r.error, "");
-  assert_string_equal(r.stdout_data, "pooled\n1000\n");
+  assert_string_equal(r.stdout_data, "pooled\n1000\n1\n1\n");
   assert_int_equal(agent_calls(), before + 1);
   sm_run_result_dispose(&r);
   assert_int_equal(sm_runner_pool_set_size(with_agent, 0, &err), 0);
