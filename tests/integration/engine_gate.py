@@ -18,6 +18,8 @@ request line once it is:
 - WHEN=fail: the request is never sent, and the gate answers it with a
   500 at once: the engine failed it (test_state_runner.py, a thaw that
   fails); every request after it goes through.
+- WHEN=slow: the request is sent 2.5 s late (test_state_runner.py, a
+  thaw slower than a call's not-after time).
 
 So a test lands a SIGKILL of sandman exactly between two of its engine
 steps: it waits (a bounded poll) for MARKER, then kills. Every other
@@ -30,14 +32,16 @@ import re
 import socket
 import sys
 import threading
+import time
 
 PART_BYTES = 256 * 1024
 HEAD_MAX = 1 << 16
 
 listen_path, marker, when, method, pattern = sys.argv[1:6]
 nth = int(sys.argv[6]) if len(sys.argv) > 6 else 1
-if when not in ("before", "after", "part", "fail"):
-    sys.exit("WHEN is before, after, part or fail")
+if when not in ("before", "after", "part", "fail", "slow"):
+    sys.exit("WHEN is before, after, part, fail or slow")
+SLOW_S = 2.5
 engine_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
 engine_path = engine_path[len("unix://"):] if engine_path.startswith("unix://") else engine_path
 if os.path.abspath(engine_path) == os.path.abspath(listen_path):
@@ -144,6 +148,10 @@ class Conn:
                 self.client.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: "
                                     b"application/json\r\nContent-Length: %d\r\n\r\n" % len(msg) + msg)
                 continue
+            if gated and when == "slow":
+                mark(lines[0])
+                time.sleep(SLOW_S)
+                gated = False
             if gated and when == "before":
                 mark(lines[0])
                 hold_forever()

@@ -17,7 +17,10 @@ test_state_runner.sh.
           before the engine's unpause (docs/state.md): through a gate
           (engine_gate.py) that fails that unpause, the call fails saying
           so, after its time; the sandbox stays frozen, and thawed by hand
-          afterwards the call never runs; the next call works (test_state_thaw.sh)
+          afterwards the call never runs; the next call works; through a
+          gate that holds the unpause past the call's time, the agent
+          refuses the call as late and the runner sends it again: it runs
+          once (test_state_thaw.sh)
 
 Prints "ok - ..." / "not ok - ..." and exits 0 only when everything passed
 (77: no engine outside CI).
@@ -215,34 +218,64 @@ def suite_owners(tmp):
     check("runner exits 0", r.stop() == 0)
 
 
-def suite_thaw(tmp):
-    gate_sock, marker = os.path.join(tmp, "gate.sock"), os.path.join(tmp, "gate.mark")
+def gated_runner(tmp, name, when):
+    """A runner whose engine is behind a gate (engine_gate.py) acting WHEN
+    on its first unpause: (runner, gate process, marker)."""
+    gate_sock, marker = os.path.join(tmp, name + ".sock"), os.path.join(tmp, name + ".mark")
     gate = subprocess.Popen([sys.executable, os.path.join(HERE, "engine_gate.py"), gate_sock, marker,
-                             "fail", "POST", "^/containers/[0-9a-f]{64}/unpause$", "1"])
+                             when, "POST", "^/containers/[0-9a-f]{64}/unpause$", "1"])
+    tsb.wait_for(lambda: os.path.exists(gate_sock), 10, 0.05)
+    engine = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = "unix://" + gate_sock
     try:
-        tsb.wait_for(lambda: os.path.exists(gate_sock), 10, 0.05)
-        engine = os.environ.get("DOCKER_HOST")
-        os.environ["DOCKER_HOST"] = "unix://" + gate_sock
-        try:
-            r = tsb.runner(tmp)
-        finally:
-            if engine is None:
-                del os.environ["DOCKER_HOST"]
-            else:
-                os.environ["DOCKER_HOST"] = engine
-        thaw_refused(r, marker)
-    finally:
+        return tsb.runner(tmp, name=name), gate, marker
+    except Exception:
         gate.kill()
-        gate.wait()
+        raise
+    finally:
+        if engine is None:
+            del os.environ["DOCKER_HOST"]
+        else:
+            os.environ["DOCKER_HOST"] = engine
 
 
-def thaw_refused(r, marker):
-    c = r.client
+def suite_thaw(tmp):
+    for name, when, scenario in (("failing", "fail", thaw_refused), ("slow", "slow", thaw_late)):
+        r, gate, marker = gated_runner(tmp, name, when)
+        try:
+            scenario(r, marker)
+        finally:
+            gate.kill()
+            gate.wait()
+
+
+def frozen_with_a_parked_session(c):
     sid = c.create_sandbox(template="small")["id"]
     for _ in range(3):  # the agent's session opened and parked
         c.execute(command="true", sandbox_id=sid)
     st, body = rest(c, sid, "pause", None)
     check("frozen", st == 200 and body.get("state") == "frozen", (st, body))
+    return sid
+
+
+def thaw_late(r, marker):
+    c = r.client
+    sid = frozen_with_a_parked_session(c)
+    t0 = time.time()
+    out = c.execute(command="echo once >>/workspace/count; cat /workspace/count", sandbox_id=sid)
+    took = time.time() - t0
+    check("an unpause held past the call's time (the gate): the call works, resumed: frozen",
+          os.path.exists(marker) and out.get("exit_code") == 0 and out.get("resumed") == "frozen", out)
+    check("... it waited for the thaw (2.5 s)", took >= 2.5, took)
+    check("... refused as late by the agent, sent again: it ran once",
+          out.get("stdout") == "once\n", out)
+    c.delete_sandbox(sid)
+    check("runner exits 0", r.stop() == 0)
+
+
+def thaw_refused(r, marker):
+    c = r.client
+    sid = frozen_with_a_parked_session(c)
     t0 = time.time()
     st, body = tsb.error_of(lambda: c.execute(command="echo ran >/workspace/late", sandbox_id=sid))
     took = time.time() - t0
