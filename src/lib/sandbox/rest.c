@@ -472,13 +472,14 @@ int sandbox_rest_wake(const sandbox_ctx *ctx, sm_engine *e, const char *name, ch
   return 0;
 }
 
-/* The record and the audit row of a thaw (op.rec read). */
-static void thawed_known(sandbox_rest_op *op, const char *id, json_object *who) {
+/* The record of a thaw (op.rec read) and, when this thaw did it (tell),
+ * its audit row. */
+static void thawed_known(sandbox_rest_op *op, const char *id, json_object *who, int tell) {
   sm_error ignore = SM_ERROR_INIT;
   op->insp = who; /* borrowed: its id and labels for the audit row */
   if (put_thawed(op, &ignore) != 0)
     sm_log(SM_LOG_WARN, "sandbox %s: its record: %s", op->name, ignore.message);
-  sandbox_rest_notify(op, "sandbox.resumed", "running", "frozen", id, NULL);
+  if (tell) sandbox_rest_notify(op, "sandbox.resumed", "running", "frozen", id, NULL);
   op->insp = NULL;
 }
 
@@ -496,7 +497,7 @@ int sandbox_rest_thaw_known(const sandbox_ctx *ctx, sm_engine *e, const char *na
   if (later) return 1;
   /* Gone, not paused, anything else: the caller looks at it the long way. */
   if (sm_engine_container_unpause(e, id, &ignore) != 0) return 0;
-  thawed_known(&op, id, who);
+  thawed_known(&op, id, who, 1);
   return 1;
 }
 
@@ -522,16 +523,10 @@ int sandbox_rest_thaw_finish(const sandbox_ctx *ctx, sm_engine *e, const char *n
   *thawed = rc == 0;
   sm_error_clear(err);
   sm_error ignore = SM_ERROR_INIT;
-  /* The record as it is now (a call beside this one may have written it). */
+  /* The record as it is now (a call beside this one may have written it).
+   * Not paused: thawed by hand (or by another call), nothing to tell. */
   op.has_rec = sandbox_rest_read(ctx->state_dir, name, &op.rec, &ignore) == 0;
-  if (*thawed) {
-    thawed_known(&op, id, who);
-  } else { /* not paused: thawed by hand (or by another call), nothing to tell */
-    op.insp = who;
-    if (put_thawed(&op, &ignore) != 0)
-      sm_log(SM_LOG_WARN, "sandbox %s: its record: %s", op.name, ignore.message);
-    op.insp = NULL;
-  }
+  thawed_known(&op, id, who, *thawed);
   return 0;
 }
 

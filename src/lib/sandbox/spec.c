@@ -397,10 +397,10 @@ int sandbox_agent_volume_kept(json_object *insp) {
     return 0;
   for (size_t i = 0; i < json_object_array_length(mounts); i++) {
     json_object *m = json_object_array_get_idx(mounts, i), *dst = NULL, *type = NULL;
-    if (json_object_object_get_ex(m, "Destination", &dst) && json_object_object_get_ex(m, "Type", &type) &&
-        strcmp(json_object_get_string(dst), "/.sandman") == 0 &&
-        strcmp(json_object_get_string(type), "volume") == 0)
-      return 1;
+    json_object_object_get_ex(m, "Destination", &dst);
+    json_object_object_get_ex(m, "Type", &type);
+    const char *d = json_object_get_string(dst), *t = json_object_get_string(type);
+    if (d && t && strcmp(d, "/.sandman") == 0 && strcmp(t, "volume") == 0) return 1;
   }
   return 0;
 }
