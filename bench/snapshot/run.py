@@ -15,7 +15,9 @@ from here:
   10 forks           `sandman sandbox fork --count 10` (target: under 5 s)
 
 The rounds alternate the methods so the machine's changing load weighs on
-each alike. Writes bench/results/snapshot.{json,md} with the machine's
+each alike, and every timed step starts after a sync: the disk's writeback
+of what the steps before it wrote (the forks' restored workspaces, 1.1 GB a
+round) is charged to none of them. Writes bench/results/snapshot.{json,md} with the machine's
 load. Everything made (sandboxes, volumes, images, the state directory) is
 removed at the end.
 
@@ -96,11 +98,13 @@ def rounds(env, src_run, n, tmp):
     loads = []
 
     def ours(i):
+        os.sync()
         ms, _ = timed([SANDMAN, "sandbox", "snapshot", "--run-id", src_run, "--name", "bench-%d" % i], env)
         res["sandman snapshot"].append(ms)
 
     def by_hand(i):
         tar = os.path.join(tmp, "hand-%d.tar" % i)
+        os.sync()
         t0 = time.monotonic()
         run(["docker", "commit", cid, "sandman-snap-bench/hand:%d" % i], env)
         with open(tar, "wb") as f:
@@ -115,11 +119,13 @@ def rounds(env, src_run, n, tmp):
         # pages in the cache.
         for step in ((ours, by_hand) if i % 2 == 0 else (by_hand, ours)):
             step(i)
+        os.sync()
         t0 = time.monotonic()
         ids = run([SANDMAN, "sandbox", "fork", "--from-snapshot", "bench-%d" % i, "--count", "1",
                    "--prefix", "bench-one-%d" % i], env).split()
         run([SANDMAN, "run", "--mode", "per_run", "--run-id", ids[0], "--", "true"], env)
         res["fork to first call"].append((time.monotonic() - t0) * 1000.0)
+        os.sync()
         ms, out = timed([SANDMAN, "sandbox", "fork", "--from-snapshot", "bench-%d" % i, "--count", "10",
                          "--prefix", "bench-ten-%d" % i], env)
         if len(out.split()) != 10:
