@@ -137,6 +137,12 @@ SM_API int sm_engine_container_stop(sm_engine *engine, const char *id, int timeo
  * container, or unpausing one that is not, is SM_ECONFLICT. */
 SM_API int sm_engine_container_pause(sm_engine *engine, const char *id, sm_error *err);
 SM_API int sm_engine_container_unpause(sm_engine *engine, const char *id, sm_error *err);
+/* Whether the engine's list shows container id (its full id) paused. The
+ * list reads the engine's view of its containers, which takes no
+ * container's lock: it answers while an unpause of id is under way, and
+ * shows id paused until that unpause has ended. */
+SM_API int sm_engine_container_listed_paused(sm_engine *engine, const char *id, int *paused,
+                                             sm_error *err);
 /* signal: "KILL", "TERM" or NULL (KILL). */
 SM_API int sm_engine_container_kill(sm_engine *engine, const char *id, const char *signal,
                                     sm_error *err);

@@ -56,6 +56,12 @@ SM_API void sm_runner_free(sm_runner *runner);
 /* The calling thread's engine client (created on first use). */
 SM_API int sm_runner_engine(sm_runner *runner, sm_engine **out, sm_error *err);
 SM_API const char *sm_runner_state_dir(const sm_runner *runner);
+/* Waits until every thaw that a call of this runner left to end after its
+ * answer (docs/state.md: the first call into a frozen sandbox) has ended,
+ * its record and audit row written: a listing or a state change that
+ * follows sees the sandbox running. A matter of the engine's answer to
+ * one unpause. */
+SM_API void sm_runner_settle_thaws(sm_runner *runner);
 SM_API const char *sm_runner_instance(const sm_runner *runner);
 /* "docker" or "swarm" (sm_runner_options.backend). */
 SM_API const char *sm_runner_backend(const sm_runner *runner);

@@ -20,6 +20,9 @@ request line once it is:
   fails); every request after it goes through.
 - WHEN=slow: the request is sent 2.5 s late (test_state_runner.py, a
   thaw slower than a call's not-after time).
+- WHEN=late: the request is sent at once and its answer held 3 s, then
+  passed on; MARKER is written as it is passed on (test_state_runner.py:
+  a call answered before the engine answers its thaw).
 
 So a test lands a SIGKILL of sandman exactly between two of its engine
 steps: it waits (a bounded poll) for MARKER, then kills. Every other
@@ -39,9 +42,10 @@ HEAD_MAX = 1 << 16
 
 listen_path, marker, when, method, pattern = sys.argv[1:6]
 nth = int(sys.argv[6]) if len(sys.argv) > 6 else 1
-if when not in ("before", "after", "part", "fail", "slow"):
-    sys.exit("WHEN is before, after, part, fail or slow")
+if when not in ("before", "after", "part", "fail", "slow", "late"):
+    sys.exit("WHEN is before, after, part, fail, slow or late")
 SLOW_S = 2.5
+LATE_S = 3.0
 engine_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
 engine_path = engine_path[len("unix://"):] if engine_path.startswith("unix://") else engine_path
 if os.path.abspath(engine_path) == os.path.abspath(listen_path):
@@ -80,7 +84,7 @@ class Conn:
         self.engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.engine.connect(engine_path)
         self.buf = b""
-        self.hold_answer = None  # None, "after" or "part"
+        self.hold_answer = None  # None, "after", "part" or "late"
         self.line = ""
 
     def recv_more(self):
@@ -181,6 +185,10 @@ class Conn:
             if self.hold_answer == "after":
                 mark(self.line)
                 hold_forever()
+            if self.hold_answer == "late":
+                time.sleep(LATE_S)
+                mark(self.line)
+                self.hold_answer = None
             if self.hold_answer == "part":
                 room = PART_BYTES - passed
                 if room <= 0:

@@ -240,7 +240,9 @@ def gated_runner(tmp, name, when):
 
 
 def suite_thaw(tmp):
-    for name, when, scenario in (("failing", "fail", thaw_refused), ("slow", "slow", thaw_late)):
+    for name, when, scenario in (("failing", "fail", thaw_refused), ("slow", "slow", thaw_late),
+                                 ("early", "late", thaw_answered_early),
+                                 ("stopping", "late", thaw_left_at_stop)):
         r, gate, marker = gated_runner(tmp, name, when)
         try:
             scenario(r, marker)
@@ -271,6 +273,56 @@ def thaw_late(r, marker):
           out.get("stdout") == "once\n", out)
     c.delete_sandbox(sid)
     check("runner exits 0", r.stop() == 0)
+
+
+def audit_events(c):
+    return [e.get("unmapped", {}).get("event") for e in c._call("GET", "/v1/audit")["events"]]
+
+
+def thaw_answered_early(r, marker):
+    c = r.client
+    sid = frozen_with_a_parked_session(c)
+    resumed_rows = audit_events(c).count("sandbox.resumed")
+    out = c.execute(command="echo ran >>/workspace/count; cat /workspace/count", sandbox_id=sid)
+    check("the engine's answer to the unpause held (the gate, 3 s): the call is answered before it, "
+          "resumed: frozen", not os.path.exists(marker) and out.get("stdout") == "ran\n" and
+          out.get("resumed") == "frozen", (os.path.exists(marker), out))
+    check("... the thaw's audit row is not written before the engine's answer",
+          audit_events(c).count("sandbox.resumed") == resumed_rows)
+    out = c.execute(command="cat /workspace/count", sandbox_id=sid)
+    check("a second call at once goes in, running, nothing resumed, before the engine's answer",
+          not os.path.exists(marker) and out.get("stdout") == "ran\n" and out.get("resumed") is None,
+          (os.path.exists(marker), out))
+    st, body = rest(c, sid, "pause", None)
+    check("a freeze then waits for the thaw to end (the engine's answer): running -> frozen",
+          os.path.exists(marker) and st == 200 and body.get("previous") == "running" and
+          body.get("state") == "frozen", (os.path.exists(marker), st, body))
+    check("... and the thaw wrote its audit row",
+          audit_events(c).count("sandbox.resumed") == resumed_rows + 1, audit_events(c))
+    out = c.execute(command="cat /workspace/count", sandbox_id=sid)
+    check("... and the next call thaws it again (through the engine, the gate's one hold spent)",
+          out.get("stdout") == "ran\n" and out.get("resumed") == "frozen", out)
+    c.delete_sandbox(sid)
+    check("runner exits 0", r.stop() == 0)
+
+
+def thaw_left_at_stop(r, marker):
+    c = r.client
+    sid = frozen_with_a_parked_session(c)
+    out = c.execute(command="echo ran", sandbox_id=sid)
+    check("a call answered before the engine's answer to its thaw",
+          not os.path.exists(marker) and out.get("resumed") == "frozen", out)
+    rc = r.stop()
+    what = "the runner stopped at once after it: exits 0, and only after the engine's answer (its thaw's record written)"
+    check(what, rc == 0 and os.path.exists(marker), rc)
+    r2 = tsb.runner(r.tmp, name="after-stop")
+    try:
+        entry = listed(r2.client, None, sid)
+        check("... a runner started again lists it running", entry.get("state") == "running", entry)
+        check("... and the thaw's audit row is there", "sandbox.resumed" in audit_events(r2.client))
+        r2.client.delete_sandbox(sid)
+    finally:
+        check("runner exits 0", r2.stop() == 0)
 
 
 def thaw_refused(r, marker):

@@ -95,6 +95,44 @@ int sm_engine_container_list(sm_engine *engine, int all, const char *const *labe
   return engine_call_list(engine, rc, path.data, "container list", "label filter", out, err);
 }
 
+int sm_engine_container_listed_paused(sm_engine *engine, const char *id, int *paused,
+                                      sm_error *err) {
+  *paused = 0;
+  if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
+  int rc = engine_check_ref(id, "container id", err);
+  if (rc) return rc;
+  json_object *f = json_object_new_object(), *ids = json_object_new_array(),
+              *status = json_object_new_array();
+  if (f == NULL || ids == NULL || status == NULL) {
+    json_object_put(f);
+    json_object_put(ids);
+    json_object_put(status);
+    return sm_error_set(err, SM_ENOMEM, NULL);
+  }
+  json_object_array_add(ids, json_object_new_string(id));
+  json_object_array_add(status, json_object_new_string("paused"));
+  json_object_object_add(f, "id", ids);
+  json_object_object_add(f, "status", status);
+  cleanup_buf common_buf path;
+  common_buf_init(&path, PATH_CAP);
+  rc = common_buf_append(&path, "/containers/json?all=1&filters=", 31);
+  if (rc == 0)
+    rc = engine_url_escape(&path, json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN), NULL);
+  json_object_put(f);
+  json_object *list = NULL;
+  rc = engine_call_list(engine, rc, path.data, "container list", "id filter", &list, err);
+  /* The id filter takes prefixes: only the full id counts. */
+  size_t n = rc == 0 && list ? json_object_array_length(list) : 0;
+  for (size_t i = 0; i < n; i++) {
+    json_object *c = json_object_array_get_idx(list, i), *v = NULL;
+    if (json_object_object_get_ex(c, "Id", &v) && json_object_is_type(v, json_type_string) &&
+        strcmp(json_object_get_string(v), id) == 0)
+      *paused = 1;
+  }
+  json_object_put(list);
+  return rc;
+}
+
 int sm_engine_container_stop(sm_engine *engine, const char *id, int timeout_s, sm_error *err) {
   if (engine == NULL) return sm_error_set(err, SM_EINVAL, "no engine client");
   if (timeout_s < 0) timeout_s = 0;

@@ -182,6 +182,12 @@ int sandbox_acquire_thaw(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
   return rc;
 }
 
+int sandbox_acquire_thaw_start(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                               const sandbox_box *sb, sandbox_thaw_job **out, sm_error *err) {
+  json_object *who = cached_view(req, sb, sb->id, project_of(req));
+  return sandbox_thaw_job_start(ctx, e, sb->name, sb->id, who, out, err);
+}
+
 /* Frozen by sandman since this runner cached it, nothing else changed:
  * thawed by its id under the key lock, with no look at it (its agent
  * sessions, parked, serve again), or left for the call's exec to thaw
@@ -217,7 +223,7 @@ static int keyed_thaw_cached(const sandbox_ctx *ctx, sm_engine *e, const sm_run_
  * has gone or stopped since, the exec fails and the call looks again.
  * 1 (taken, or *rc an error) or 0 (not in the cache). */
 static int keyed_from_cache(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
-                            sandbox_box *sb, int *rc, sm_error *err) {
+                            sandbox_box *sb, int thawing, int *rc, sm_error *err) {
   sandbox_lookup_entry hit;
   /* A call with from_snapshot looks: the sandbox found must be made from it. */
   if (req->from_snapshot) return 0;
@@ -227,8 +233,11 @@ static int keyed_from_cache(const sandbox_ctx *ctx, sm_engine *e, const sm_run_r
       (sb->mode == SM_MODE_PER_WORKER && strcmp(hit.project, project_of(req)) != 0) ||
       strcmp(hit.principal, principal_of(req)) != 0)
     return 0;
-  /* At rest, or started again since (rest.h): looked at under the key lock. */
-  if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
+  /* At rest, or started again since (rest.h): looked at under the key lock.
+   * Not while a thaw of ours is in flight whose call had its answer: the
+   * sandbox runs, its record says so once the engine has answered, and no
+   * pause can come before (the thaw holds the busy lock). */
+  if (!thawing && sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
     sandbox_lookup_invalidate(ctx->lookup, sb->name);
     /* A freeze ends no process: the agent sessions serve again once thawed. */
     if (sandbox_rest_only_frozen(ctx->state_dir, sb->name, hit.generation))
@@ -240,7 +249,7 @@ static int keyed_from_cache(const sandbox_ctx *ctx, sm_engine *e, const sm_run_r
   if (*rc) return 1;
   /* A pause holds the busy lock alone: one that ended while this call
    * waited for it left its record. */
-  if (sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
+  if (!thawing && sandbox_rest_unsettled(ctx->state_dir, sb->name, hit.generation)) {
     sm_state_unlock(sb->busy);
     sb->busy = NULL;
     sandbox_lookup_drop(ctx->lookup, sb->name);
@@ -482,7 +491,12 @@ static int keyed_attempt(const sandbox_ctx *ctx, sm_engine *e, const sm_run_requ
 int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                           sandbox_box *sb, sm_error *err) {
   int rc = 0;
-  if (keyed_from_cache(ctx, e, req, sb, &rc, err)) return rc;
+  /* A thaw of ours still in flight (exec_thaw.c): when its call had its
+   * answer, the sandbox runs and this call goes in; else the thaw ends
+   * first. */
+  int thawing = sandbox_thaws_answered(ctx->thaws, sb->name);
+  if (!thawing) sandbox_thaws_wait(ctx->thaws, sb->name);
+  if (keyed_from_cache(ctx, e, req, sb, thawing, &rc, err)) return rc;
   char key[SM_NAME_MAX + 16];
   snprintf(key, sizeof key, "create-%s", sb->name);
   sm_state_lock *key_lock = NULL;

@@ -22,6 +22,9 @@ int sandbox_acquire_keyed(const sandbox_ctx *ctx, sm_engine *e, const sm_run_req
  * error (the sandbox was not thawed by this call). */
 int sandbox_acquire_thaw(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
                          sandbox_box *sb, sm_error *err);
+/* The same thaw beside the call (backend.h thaw_start). */
+int sandbox_acquire_thaw_start(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                               const sandbox_box *sb, sandbox_thaw_job **out, sm_error *err);
 /* Makes the keyed sandbox sb (its mode, hash, name, volume and key set)
  * under its key lock, holding nothing after: SM_ECONFLICT (sb->id set)
  * when it exists already. */

@@ -29,6 +29,7 @@
 #include "sandbox/sandbox_box.h"
 #include "sandbox/context.h"
 #include "sandbox/backend_swarm_box.h"
+#include "sandbox/thaw_job.h"
 
 /* A ready sandbox of the warm pool, as the pool hands it to a call. */
 typedef struct sandbox_pool_item {
@@ -63,6 +64,10 @@ struct sandbox_backend {
    * error. NULL: the backend never leaves a thaw to the call. */
   int (*thaw)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req, sandbox_box *sb,
               sm_error *err);
+  /* The same thaw started beside the call (thaw_job.h), or an error:
+   * then the call thaws it with thaw. NULL: never beside. */
+  int (*thaw_start)(const sandbox_ctx *ctx, sm_engine *e, const sm_run_request *req,
+                    const sandbox_box *sb, sandbox_thaw_job **out, sm_error *err);
   /* The name of sb's workspace manifest in the state directory. */
   const char *(*state_name)(const sandbox_box *sb);
   int exclusive;          /* a keyed sandbox can be held by one call alone */

@@ -52,6 +52,7 @@ const sandbox_backend sandbox_backend_docker = {
     .acquire = docker_acquire,
     .release = sandbox_release,
     .thaw = sandbox_acquire_thaw,
+    .thaw_start = sandbox_acquire_thaw_start,
     .failed = docker_failed,
     .gone = sandbox_retry_gone,
     .release_gone = sandbox_release_gone,

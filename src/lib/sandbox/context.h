@@ -25,6 +25,7 @@ typedef struct sandbox_lookup sandbox_lookup; /* lookup.h */
 typedef struct sandbox_swarm sandbox_swarm; /* backend_swarm_box.h */
 typedef struct sandbox_backend sandbox_backend; /* backend.h */
 typedef struct sandbox_routes sandbox_routes; /* tool_route.h */
+typedef struct sandbox_thaws sandbox_thaws; /* thaw_job.h */
 
 typedef struct sandbox_ctx {
   const char *instance;
@@ -35,6 +36,7 @@ typedef struct sandbox_ctx {
   const sandbox_backend *backend; /* where sandboxes live: docker or swarm */
   sandbox_swarm *swarm;    /* the swarm backend's state, or NULL */
   sandbox_routes *routes;  /* the host-tool routes this process keeps */
+  sandbox_thaws *thaws;    /* thaws beside their calls; NULL: none */
   sm_audit *audit;         /* NULL: no trail (sm_runner_set_audit sets it) */
   /* Told of each change of a sandbox's state (keep.h); NULL: nobody. */
   void (*state_hook)(void *ud, const struct sm_state_event *ev);

@@ -11,6 +11,7 @@
 #include "sandbox/agent.h"
 #include "sandbox/capture.h"
 #include "sandbox/sandbox_result.h"
+#include "sandbox/thaw_job.h"
 
 typedef struct sandbox_exec_target {
   sm_engine *engine;
@@ -29,6 +30,14 @@ typedef struct sandbox_exec_target {
    * engine's error). NULL: it runs already. */
   int (*thaw)(void *ud, sm_error *err);
   void *thaw_ud;
+  /* The same thaw started beside the call (thaw_job.h; NULL, or an error:
+   * thaw is used), and told what came of it once waited for (thawed: 1
+   * when this thaw did it). A job the call does not wait for (its agent
+   * answered, the engine showed the sandbox paused) is left in
+   * *thaw_left, for the call to leave when it ends. */
+  int (*thaw_start)(void *ud, sandbox_thaw_job **out, sm_error *err);
+  void (*thaw_settle)(void *ud, int thawed);
+  sandbox_thaw_job **thaw_left;
 } sandbox_exec_target;
 
 int sandbox_exec_call(const sandbox_exec_target *t, const sm_run_request *req,

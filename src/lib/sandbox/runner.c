@@ -20,6 +20,7 @@
 #include "sandbox/context.h"
 #include "sandbox/lookup.h"
 #include "sandbox/pool.h"
+#include "sandbox/thaw_job.h"
 #include "sandbox/spec.h"
 #include "sandbox/backend_swarm_box.h"
 #include "sandbox/tool_route.h"
@@ -78,7 +79,8 @@ static int make_parts(sm_runner *r, sm_error *err) {
   r->ctx.lookup = sandbox_lookup_new();
   r->ctx.pool = sandbox_pool_new(&r->ctx);
   r->ctx.routes = sandbox_routes_new();
-  if (!r->ctx.agents || !r->ctx.lookup || !r->ctx.pool || !r->ctx.routes)
+  r->ctx.thaws = sandbox_thaws_new();
+  if (!r->ctx.agents || !r->ctx.lookup || !r->ctx.pool || !r->ctx.routes || !r->ctx.thaws)
     return sm_error_set(err, SM_ENOMEM, NULL);
   const char *v = getenv("SANDMAN_AGENT");
   if (v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0 ||
@@ -88,6 +90,10 @@ static int make_parts(sm_runner *r, sm_error *err) {
 }
 
 const sandbox_ctx *sandbox_runner_ctx(const sm_runner *r) { return &r->ctx; }
+
+void sm_runner_settle_thaws(sm_runner *r) {
+  if (r) sandbox_thaws_wait(r->ctx.thaws, NULL);
+}
 
 int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err) {
   sm_runner_options defaults = SM_RUNNER_OPTIONS_INIT;
@@ -150,6 +156,7 @@ int sm_runner_new(sm_runner **out, const sm_runner_options *opts, sm_error *err)
   return 0;
 
 fail: /* r itself goes with its cleanup */
+  sandbox_thaws_free(r->ctx.thaws);
   sandbox_routes_free(r->ctx.routes);
   sandbox_pool_free(r->ctx.pool);
   sandbox_lookup_free(r->ctx.lookup);
@@ -165,7 +172,11 @@ fail: /* r itself goes with its cleanup */
 
 void sm_runner_free(sm_runner *r) {
   if (r == NULL) return;
-  /* The host-tool routes end first (their relays remove their sockets). */
+  /* A thaw left running by a call that had its answer writes the
+   * sandbox's record and audit row: it ends before anything goes. */
+  sandbox_thaws_free(r->ctx.thaws);
+  r->ctx.thaws = NULL;
+  /* Then the host-tool routes (their relays remove their sockets). */
   sandbox_routes_free(r->ctx.routes);
   r->ctx.routes = NULL;
   /* Then, while every engine client still works: the pool's containers

@@ -53,6 +53,7 @@ typedef struct call {
   int attempt;         /* 0, or 1 when the sandbox was gone and looked up again */
   int may_retry;       /* the failure may be a sandbox gone since it was found */
   sandbox_exec_target t;
+  sandbox_thaw_job *thaw_job; /* a thaw the call's answer does not wait for */
   sandbox_lease lease;  /* a leased call: where it runs (lease_box.h) */
   char unpacker[128];
   unpacker_ctx uctx;
@@ -224,14 +225,33 @@ static int call_thaw(void *ud, sm_error *err) {
   return rc;
 }
 
+static int call_thaw_start(void *ud, sandbox_thaw_job **out, sm_error *err) {
+  call *c = ud;
+  if (c->ctx->backend->thaw_start == NULL)
+    return sm_error_set(err, SM_EUNSUPPORTED, "no thaw beside the call on this backend");
+  return c->ctx->backend->thaw_start(c->ctx, c->e, c->req, &c->sb, out, err);
+}
+
+/* The thaw beside the call, waited for: as call_thaw's end. */
+static void call_thaw_settle(void *ud, int thawed) {
+  call *c = ud;
+  c->sb.thaw_later = 0;
+  if (!thawed) c->sb.resumed[0] = '\0'; /* it ran already: nothing was resumed */
+  snprintf(c->out->resumed, sizeof c->out->resumed, "%s", c->sb.resumed);
+}
+
 /* A sandbox acquired still frozen (acquire.c, thaw_may_wait): thawed by
  * the exec right after the call's frame went to the parked session it
- * took, or now when it took none. */
+ * took (beside the call when it can: exec_thaw.c), or now when it took
+ * none. */
 static int call_thaw_plan(call *c, sm_error *err) {
   if (c->ctx->backend->thaw == NULL) return sm_error_set(err, SM_EINVAL, "no thaw on this backend");
   if (c->t.agent) {
     c->t.thaw = call_thaw;
     c->t.thaw_ud = c;
+    c->t.thaw_start = call_thaw_start;
+    c->t.thaw_settle = call_thaw_settle;
+    c->t.thaw_left = &c->thaw_job;
     return 0;
   }
   return call_thaw(c, err);
@@ -482,6 +502,10 @@ int sandbox_run_container(const sandbox_ctx *ctx, const sm_run_request *req, sm_
   c->sync = req->sync == SM_SYNC_DEFAULT ? SM_SYNC_INOUT : req->sync;
   for (c->attempt = 0; c->attempt < 2; c->attempt++) {
     rc = call_attempt(c, err);
+    if (c->thaw_job) { /* its record and audit row are written when the engine answers */
+      sandbox_thaw_job_leave(c->thaw_job);
+      c->thaw_job = NULL;
+    }
     sandbox_lease_close(ctx, c->e, req, &c->lease);
     if (rc && c->held && c->may_retry && c->attempt == 0 && gone(c, rc)) {
       drop_agent(&c->t, 0);

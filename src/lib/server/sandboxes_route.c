@@ -277,6 +277,9 @@ void server_sandboxes_run(server_sandboxes_req *r, const char *body, size_t len,
     server_answer_error(a, 503, "engine", "this runner has no engine");
     return;
   }
+  /* A call just answered may have left its sandbox's thaw to end: what
+   * follows sees it ended. */
+  sm_runner_settle_thaws(r->srv->opts.runner);
   switch (r->op) {
     case SM_SANDBOXES_LIST: list(r, a); break;
     case SM_SANDBOXES_GET: describe(r, a); break;
