@@ -2,12 +2,12 @@
  *
  * A job is the call's until it waits for it (sandbox_thaw_job_wait: joined
  * and freed there) or leaves it (sandbox_thaw_job_leave: the thread, now
- * detached, frees it when the thaw has ended). Either way the runner's
- * count of jobs (sandbox_thaws) goes down last, so sandbox_thaws_free,
- * the first thing sm_runner_free does, returns only when no job can touch
- * the runner's state any more.
+ * detached, frees it when the thaw has ended). Either way it leaves the
+ * runner's list of jobs (sandbox_thaws) last, so sandbox_thaws_free, the
+ * first thing sm_runner_free does, returns only when no job can touch the
+ * runner's state any more.
  *
- * Locks: a job's mu, and the count's mu, never both at once. */
+ * Locks: a job's mu, and the list's mu, never both at once. */
 #include "sandbox/thaw_job.h"
 
 #include <pthread.h>
@@ -39,8 +39,8 @@ struct sandbox_thaw_job {
   int done, left;
   int rc, thawed;
   sm_error err;
-  sandbox_thaw_job *next; /* under the count's mu */
-  int answered;           /* under the count's mu: its call was answered */
+  sandbox_thaw_job *next; /* under the list's mu */
+  int answered;           /* under the list's mu: its call was answered */
 };
 
 sandbox_thaws *sandbox_thaws_new(void) {
@@ -84,7 +84,7 @@ int sandbox_thaws_answered(sandbox_thaws *t, const char *name) {
   return j != NULL;
 }
 
-/* Its hold goes first, then it leaves the count: a call waiting for it
+/* Its hold goes first, then it leaves the list: a call waiting for it
  * (sandbox_thaws_wait) finds the record written. */
 static void job_free(sandbox_thaw_job *j) {
   sandbox_thaws *t = j->ctx->thaws;
