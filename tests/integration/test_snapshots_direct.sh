@@ -10,7 +10,8 @@
 # target): the engine's own `docker cp`, and a snapshot sent down the
 # engine's path by an identity that does not match (the test-only
 # SANDMAN_TEST_SNAPSHOT_DIRECT_SOURCE points the check at another folder),
-# which still makes a whole snapshot. Nothing of the host's /etc or /root is
+# which still makes a whole snapshot; a tree too deep for sandman's walk is
+# read again by the engine. Nothing of the host's /etc or /root is
 # in the tar (its links are links), and a fork of it holds the same tree.
 # Run by hand: SANDMAN_INSTANCE=h1-direct tests/integration/test_snapshots_direct.sh
 source "$(dirname "$0")/lib.sh"
@@ -121,5 +122,16 @@ check "the source's tree lists its hard links as one inode" grep -q "one inode" 
 check "the fork's tree is the source's: hashes, owners, modes, link targets, the hard link one inode" \
   diff "$WORK/src.tree" "$WORK/fork.tree"
 
-"$SANDMAN" snapshot rm direct engine >/dev/null 2>&1 || true
+# --- a tree deeper than sandman walks: the engine's archive reads it again ----------
+call "$R" -- sh -c 'cd /workspace && i=0; while [ $i -lt 130 ]; do mkdir d && cd d; i=$((i + 1)); done; echo deep >f' >/dev/null
+"$SANDMAN" --log-level debug sandbox snapshot --run-id "$R" --name deep 2>"$WORK/deep.log" >/dev/null
+expect_contains "a tree 130 folders deep: read again through the engine's archive" "path=engine" \
+  "$(grep snapshot.read "$WORK/deep.log")"
+expect_contains "the reason is said (too deep)" "folders deep" "$(grep snapshot.read "$WORK/deep.log")"
+docker cp "$C:/workspace/." - >"$WORK/cp2.tar"
+python3 "$WORK/rows.py" "$WORK/cp2.tar" >"$WORK/cp2.rows"
+python3 "$WORK/rows.py" "$(snap_dir deep)/workspace.tar" >"$WORK/deep.rows"
+check "the deep tree's snapshot is the engine's docker cp, entry by entry" diff "$WORK/cp2.rows" "$WORK/deep.rows"
+
+"$SANDMAN" snapshot rm direct engine deep >/dev/null 2>&1 || true
 it_done

@@ -34,6 +34,10 @@
 /* The tar is written out (file and tee) a buffer at a time. */
 #define DIRECT_OUT_BUF ((size_t)1 << 20)
 #define DIRECT_READ_BUF ((size_t)256 << 10)
+/* What the walk keeps of names at most: the first names of hard-linked
+ * inodes, and one folder's listing. Past either, the engine reads the tree
+ * (its own limits apply there). */
+#define DIRECT_NAME_BYTES_MAX ((size_t)64 << 20)
 
 static int is(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
 
@@ -109,6 +113,11 @@ int sandbox_snap_direct_same(const struct stat *st, const sm_engine_path_info *e
   if ((st->st_mode & 07777) != (engine->mode & 07777)) {
     snprintf(why, why_len, "its mode %04o is not the engine's %04o", (unsigned)(st->st_mode & 07777),
              engine->mode & 07777);
+    return 0;
+  }
+  if ((int64_t)st->st_size != engine->size) {
+    snprintf(why, why_len, "its size %lld is not the engine's %lld", (long long)st->st_size,
+             (long long)engine->size);
     return 0;
   }
   if (!engine->has_mtime) {
@@ -201,7 +210,7 @@ typedef struct direct_walk {
   size_t plen;
   char *data;
   link_slot *links;
-  size_t nlinks, cap_links;
+  size_t nlinks, cap_links, link_bytes;
   int64_t entries;
   int fallback;
   sm_error *err;
@@ -217,7 +226,11 @@ static const char *link_find(direct_walk *w, ino_t ino) {
   }
 }
 
+/* 0, -1 out of memory, 1 past DIRECT_NAME_BYTES_MAX. */
 static int link_add(direct_walk *w, ino_t ino, const char *name) {
+  size_t len = strlen(name) + 1;
+  if (w->link_bytes + len > DIRECT_NAME_BYTES_MAX) return 1;
+  w->link_bytes += len;
   if ((w->nlinks + 1) * 2 > w->cap_links) {
     size_t cap = w->cap_links ? w->cap_links * 2 : 64;
     link_slot *t = calloc(cap, sizeof *t);
@@ -346,7 +359,7 @@ static int list_names(direct_walk *w, int dir, char ***out, size_t *count) {
     return sm_error_set_errno(w->err, SM_EIO, errno, "listing %s in its /workspace", w->path);
   }
   char **names = NULL;
-  size_t n = 0, cap = 0;
+  size_t n = 0, cap = 0, bytes = 0;
   int rc = 0;
   struct dirent *de;
   errno = 0;
@@ -354,6 +367,13 @@ static int list_names(direct_walk *w, int dir, char ***out, size_t *count) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
     if (w->entries + (int64_t)n >= DIRECT_ENTRIES_MAX) {
       rc = sm_error_set(w->err, SM_ETOOBIG, "its /workspace holds more than %d entries", DIRECT_ENTRIES_MAX);
+      break;
+    }
+    bytes += strlen(de->d_name) + 1 + sizeof *names;
+    if (bytes > DIRECT_NAME_BYTES_MAX) {
+      w->fallback = 1;
+      rc = sm_error_set(w->err, SM_ETOOBIG, "the listing of %s in its /workspace passes %zu bytes", w->path,
+                        DIRECT_NAME_BYTES_MAX);
       break;
     }
     if (n == cap) {
@@ -401,7 +421,13 @@ static int put_entry(direct_walk *w, int dir, const char *name, int depth) {
   if (st.st_nlink > 1 && !S_ISDIR(st.st_mode) && !S_ISSOCK(st.st_mode)) {
     const char *first = link_find(w, st.st_ino);
     if (first) return put_header(w, &st, NULL, first);
-    if (link_add(w, st.st_ino, w->path) != 0) return sm_error_set(w->err, SM_ENOMEM, "out of memory");
+    int added = link_add(w, st.st_ino, w->path);
+    if (added < 0) return sm_error_set(w->err, SM_ENOMEM, "out of memory");
+    if (added > 0) {
+      w->fallback = 1;
+      return sm_error_set(w->err, SM_ETOOBIG, "the names of its hard-linked files pass %zu bytes",
+                          DIRECT_NAME_BYTES_MAX);
+    }
   }
   switch (st.st_mode & S_IFMT) {
   case S_IFREG:

@@ -3,7 +3,7 @@
  * of the engine's archive, when that is safe: the engine on this machine
  * (a unix socket), not rootless or user-namespaced, /workspace a local
  * volume whose folder sandman can open, and that folder the very one the
- * engine sees (its mode and mtime to the nanosecond as the engine's stat of
+ * engine sees (its mode, size and mtime to the nanosecond as the engine's stat of
  * the container's /workspace). The tar is the one the engine's archive of
  * "/workspace/." would be: entries "./..." in the same order, numeric
  * owners, full modes, hard links as links to the first name, symlinks as
@@ -32,8 +32,8 @@
 int sandbox_snap_direct_eligible(const char *host, json_object *info, json_object *insp, char *source,
                                  size_t source_len, char *why, size_t why_len);
 
-/* Is the folder stat'ed as st the engine's folder stat'ed as engine (mode
- * and mtime to the nanosecond)? 1, else 0 with why. */
+/* Is the folder stat'ed as st the engine's folder stat'ed as engine (mode,
+ * size and mtime to the nanosecond)? 1, else 0 with why. */
 int sandbox_snap_direct_same(const struct stat *st, const sm_engine_path_info *engine, char *why,
                              size_t why_len);
 
@@ -48,7 +48,8 @@ int sandbox_snap_direct_open(const char *source, const sm_engine_path_info *engi
  * or -1; not closed here; dropped when it fails, as sandbox_ws_save_tee
  * does). *bytes gets its size. A tree the engine's archive should read
  * instead (deeper than SANDBOX_SNAP_DIRECT_DEPTH_MAX, a path longer than
- * PATH_MAX, another filesystem inside it) sets *fallback and fails with
+ * PATH_MAX, another filesystem inside it, more than 64 MiB of names in one
+ * folder or of hard-linked files' first names) sets *fallback and fails with
  * nothing left at path; anything else that fails (an entry changed while
  * the sandbox is frozen, a read error) fails the snapshot. */
 #define SANDBOX_SNAP_DIRECT_DEPTH_MAX 128

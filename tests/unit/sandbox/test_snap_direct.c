@@ -115,6 +115,7 @@ static sm_engine_path_info engine_of(const struct stat *st) {
   sm_engine_path_info e;
   memset(&e, 0, sizeof e);
   e.mode = st->st_mode & (S_IFMT | 07777);
+  e.size = st->st_size;
   e.has_mtime = 1;
   e.mtime_s = st->st_mtim.tv_sec;
   e.mtime_ns = st->st_mtim.tv_nsec;
@@ -145,6 +146,11 @@ static void test_identity(void **state) {
   off.mode ^= 0002;
   assert_int_equal(sandbox_snap_direct_same(&st, &off, why, sizeof why), 0);
   assert_non_null(strstr(why, "mode"));
+  /* another size (a folder's: its entries) */
+  off = e;
+  off.size += 20;
+  assert_int_equal(sandbox_snap_direct_same(&st, &off, why, sizeof why), 0);
+  assert_non_null(strstr(why, "size"));
   /* no mtime from the engine: never taken for the same */
   off = e;
   off.has_mtime = 0;
