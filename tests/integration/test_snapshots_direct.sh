@@ -2,8 +2,8 @@
 # A snapshot reads /workspace from its volume on the host (docs/state.md,
 # "How a snapshot reads /workspace"), against the real engine: a tree with
 # every kind of entry (nested and empty folders, empty and large files,
-# names with spaces, unicode and a newline, a root-owned file, modes 0600,
-# 4755 and a 1777 folder, relative, absolute, dangling and folder symlinks
+# names with spaces, unicode, a newline and a byte that is not UTF-8, a
+# root-owned file, modes 0600, 4755 and a 1777 folder, relative, absolute, dangling and folder symlinks
 # pointing at the host's /etc and /root, a hard link pair, a fifo) taken
 # the direct way (the debug log says so) is the engine's archive of the
 # same tree entry by entry (name, type, mode, owner, size, hash, link
@@ -54,6 +54,7 @@ ln -s a/big rel && ln -s /etc/passwd abs && ln -s /nowhere/at/all dangling
 ln -s /etc etc && ln -s /root/.ssh/id_rsa key && ln -s a/b dirlink
 echo linked >hl1 && ln hl1 a/hl2
 mkfifo pipe
+echo raw >"$(printf "raw\377byte")"
 echo made'
 R=direct-src-$$
 expect_eq "the tool made its tree" "made" "$(call "$R" -- sh -c "$GEN" | stdout_of | tr -d '\n')"
@@ -92,7 +93,7 @@ EOF
 python3 "$WORK/rows.py" "$D/workspace.tar" >"$WORK/direct.rows"
 python3 "$WORK/rows.py" "$E/workspace.tar" >"$WORK/engine.rows"
 python3 "$WORK/rows.py" "$WORK/cp.tar" >"$WORK/cp.rows"
-expect_eq "the tar holds every entry (24 and the folder)" 25 "$(wc -l <"$WORK/direct.rows")"
+expect_eq "the tar holds every entry (25 and the folder)" 26 "$(wc -l <"$WORK/direct.rows")"
 check "entry by entry, the direct tar is the engine's docker cp" diff "$WORK/cp.rows" "$WORK/direct.rows"
 check "entry by entry, the direct tar is the snapshot read by the engine" diff "$WORK/engine.rows" "$WORK/direct.rows"
 check "the engine's path made the engine's tar" diff "$WORK/cp.rows" "$WORK/engine.rows"
