@@ -3,8 +3,9 @@
 # "How a snapshot reads /workspace"), against the real engine: a tree with
 # every kind of entry (nested and empty folders, empty and large files,
 # names with spaces, unicode, a newline and a byte that is not UTF-8, a
-# root-owned file, modes 0600, 4755 and a 1777 folder, relative, absolute, dangling and folder symlinks
-# pointing at the host's /etc and /root, a hard link pair, a fifo) taken
+# root-owned file, modes 0600, 4755 and a 1777 folder, relative, absolute,
+# dangling and folder symlinks pointing at the host's /etc and /root, a
+# hard link pair, a fifo) taken
 # the direct way (the debug log says so) is the engine's archive of the
 # same tree entry by entry (name, type, mode, owner, size, hash, link
 # target): the engine's own `docker cp`, and a snapshot sent down the
