@@ -280,8 +280,6 @@ static int commit_start(snapshot_take *t, snapshot_commit *c, pthread_t *th) {
   return 0;
 }
 
-/* The layer (committed) and /workspace (read) at once while frozen; the
- * sandbox is thawed as soon as both are read. */
 /* May /workspace be read from its volume (snap_direct.h)? Asked before the
  * freeze: 1 with the volume's folder in source, else 0 with why. */
 static int direct_candidate(snapshot_take *t, char *source, size_t source_len, char *why, size_t why_len) {
@@ -310,6 +308,8 @@ static int direct_root(snapshot_take *t, const char *source, char *why, size_t w
   return sandbox_snap_direct_open(source, &engine, why, why_len);
 }
 
+/* The layer (committed) and /workspace (read) at once while frozen; the
+ * sandbox is thawed as soon as both are read. */
 static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
   int thaw = 0;
   int rc = 0;
@@ -397,7 +397,7 @@ static int take_held(snapshot_take *t, sm_error *err) {
   if (rc == 0) {
     common_sync_dir_of(dir);
     sm_log_event(SM_LOG_DEBUG, "snapshot.steps",
-                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("read", t->direct ? "direct" : "engine"),
+                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("read", is(t->op.state, "stopped") ? "kept" : t->direct ? "direct" : "engine"),
                                SM_LOG_NUM("commit_ms", t->ms_commit),
                                SM_LOG_NUM("workspace_ms", t->ms_workspace),
                                SM_LOG_NUM("manifest_ms", t->ms_manifest)),
