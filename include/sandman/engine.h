@@ -192,6 +192,20 @@ SM_API int sm_engine_archive_get(sm_engine *engine, const char *id, const char *
  * SM_ENOTFOUND. */
 SM_API int sm_engine_path_mode(sm_engine *engine, const char *id, const char *path,
                                unsigned *out_mode, sm_error *err);
+/* The engine's whole stat of path inside a container (its
+ * X-Docker-Container-Path-Stat): mode as sm_engine_path_mode gives it, size,
+ * the last path element's name and its mtime to the nanosecond (has_mtime 0
+ * when the engine sent none it could read). Filled in *out, the caller's. */
+typedef struct sm_engine_path_info {
+  unsigned mode;
+  int64_t size;
+  int has_mtime;
+  int64_t mtime_s; /* seconds since the epoch, UTC */
+  long mtime_ns;
+  char name[256];
+} sm_engine_path_info;
+SM_API int sm_engine_path_stat(sm_engine *engine, const char *id, const char *path,
+                               sm_engine_path_info *out, sm_error *err);
 
 /* ---- exec ---- */
 /* config: the engine's ExecConfig JSON (Cmd, Env, WorkingDir, User,

@@ -292,11 +292,21 @@ static void stat_header(const char *name, const struct stat *st, fe_reply *r) {
   if (st->st_mode & S_ISUID) go |= 1u << 23;
   if (st->st_mode & S_ISGID) go |= 1u << 22;
   if (st->st_mode & S_ISVTX) go |= 1u << 20;
+  /* The mtime as Go writes it: RFC 3339, nanoseconds, trailing zeros cut. */
+  char when[40], frac[16] = "";
+  struct tm tm;
+  time_t sec = st->st_mtim.tv_sec;
+  gmtime_r(&sec, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  if (st->st_mtim.tv_nsec) {
+    snprintf(frac, sizeof frac, ".%09ld", (long)st->st_mtim.tv_nsec);
+    for (size_t k = strlen(frac); k > 1 && frac[k - 1] == '0'; k--) frac[k - 1] = '\0';
+  }
   char json[1024];
   int n = snprintf(json, sizeof json,
-                   "{\"name\":\"%s\",\"size\":%lld,\"mode\":%u,\"mtime\":\"2024-01-01T00:00:00Z\","
+                   "{\"name\":\"%s\",\"size\":%lld,\"mode\":%u,\"mtime\":\"%s%sZ\","
                    "\"linkTarget\":\"\"}",
-                   name, (long long)st->st_size, go);
+                   name, (long long)st->st_size, go, when, frac);
   unsigned char b64[1500];
   EVP_EncodeBlock(b64, (const unsigned char *)json, n);
   snprintf(r->headers, sizeof r->headers, "X-Docker-Container-Path-Stat: %s\r\n", (char *)b64);

@@ -56,9 +56,23 @@ static int by_path(const void *a, const void *b) {
   return strcmp(json_object_get_string(px), json_object_get_string(py));
 }
 
-static json_object *entry_of(struct archive *a, struct archive_entry *ae, const char *path,
-                             sm_error *err) {
+/* A hard link's type: its mode's when that has one (the engine's archive
+ * writes 0100644), else (a tar that keeps only the permissions there, as
+ * libarchive writes them: snap_direct.c) the type of the entry it names,
+ * a file unless odd (path -> type of each entry neither file nor folder)
+ * says otherwise. */
+static mode_t link_type(struct archive_entry *ae, json_object *odd) {
   mode_t m = archive_entry_mode(ae);
+  const char *to = relative(archive_entry_hardlink(ae));
+  if ((m & S_IFMT) != 0 || to == NULL) return m;
+  json_object *t = NULL;
+  if (odd && json_object_object_get_ex(odd, to, &t)) return (m & 07777) | (mode_t)json_object_get_int(t);
+  return (m & 07777) | S_IFREG;
+}
+
+static json_object *entry_of(struct archive *a, struct archive_entry *ae, const char *path,
+                             json_object *odd, sm_error *err) {
+  mode_t m = archive_entry_hardlink(ae) ? link_type(ae, odd) : archive_entry_mode(ae);
   json_object *o = json_object_new_object();
   if (o == NULL) return NULL;
   /* A folder's entry may end with '/' ("d/"): its path is "d" either way. */
@@ -80,6 +94,9 @@ static json_object *entry_of(struct archive *a, struct archive_entry *ae, const 
   } else if (S_ISLNK(m) && archive_entry_symlink(ae)) {
     json_object_object_add(o, "target", json_object_new_string(archive_entry_symlink(ae)));
   }
+  if (odd && !S_ISREG(m) && !S_ISDIR(m))
+    json_object_object_add(odd, json_object_get_string(json_object_object_get(o, "path")),
+                           json_object_new_int((int)(m & S_IFMT)));
   return o;
 }
 
@@ -91,7 +108,8 @@ int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_e
   if (archive_read_open_fd(a, fd, BLOCK) != ARCHIVE_OK)
     return sm_error_set(err, SM_EIO, "reading the workspace tar: %s", archive_error_string(a));
   cleanup_json json_object *list = json_object_new_array();
-  if (list == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
+  cleanup_json json_object *odd = json_object_new_object();
+  if (list == NULL || odd == NULL) return sm_error_set(err, SM_ENOMEM, NULL);
   struct archive_entry *ae = NULL;
   int r;
   while ((r = archive_read_next_header(a, &ae)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
@@ -99,7 +117,7 @@ int sandbox_snap_manifest_of_tar(int fd, json_object **out, int64_t *files, sm_e
     if (path == NULL) continue;
     if (json_object_array_length(list) >= MAX_ENTRIES)
       return sm_error_set(err, SM_ETOOBIG, "the workspace holds more than %d entries", MAX_ENTRIES);
-    json_object *o = entry_of(a, ae, path, err);
+    json_object *o = entry_of(a, ae, path, odd, err);
     if (o == NULL) return err->code ? err->code : sm_error_set(err, SM_ENOMEM, NULL);
     json_object_array_add(list, o);
   }

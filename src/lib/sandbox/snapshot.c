@@ -27,6 +27,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/rest.h"
 #include "sandbox/sandbox_settings.h"
+#include "sandbox/snap_direct.h"
 #include "sandbox/snap_manifest.h"
 #include "sandbox/snap_memory.h"
 #include "sandbox/snap_store.h"
@@ -158,11 +159,14 @@ static void *snapshot_hash_run(void *ud) {
 }
 
 /* The tar of the frozen sandbox's /workspace at path, hashed as it comes
- * (else, when no thread can be made, after). */
-static int workspace_read(snapshot_take *t, const char *path, sm_error *err) {
+ * (else, when no thread can be made, after): written by sandman from the
+ * volume's folder open as root (root >= 0; *fallback set when the engine
+ * should read this tree instead), else the engine's archive. */
+static int workspace_read(snapshot_take *t, const char *path, int root, int *fallback, sm_error *err) {
   int p[2];
   snapshot_hash h = {.fd = -1, .err = SM_ERROR_INIT};
   pthread_t th;
+  *fallback = 0;
   int threaded = pipe2(p, O_CLOEXEC) == 0;
   if (threaded) {
     h.fd = p[0];
@@ -172,8 +176,9 @@ static int workspace_read(snapshot_take *t, const char *path, sm_error *err) {
       threaded = 0;
     }
   }
-  int rc = sandbox_ws_save_tee(t->op.e, t->id, path, 0, threaded ? p[1] : -1,
-                               &t->snap.workspace_bytes, err);
+  int tee = threaded ? p[1] : -1;
+  int rc = root >= 0 ? sandbox_snap_direct_save(root, path, tee, &t->snap.workspace_bytes, fallback, err)
+                     : sandbox_ws_save_tee(t->op.e, t->id, path, 0, tee, &t->snap.workspace_bytes, err);
   if (!threaded) return rc;
   close(p[1]);
   pthread_join(th, NULL);
@@ -191,12 +196,30 @@ static int workspace_read(snapshot_take *t, const char *path, sm_error *err) {
   return rc;
 }
 
-/* The /workspace tar: read from the frozen sandbox, or the one a stopped
- * sandbox keeps. */
-static int workspace_into(snapshot_take *t, const char *dir, sm_error *err) {
+static void log_read(snapshot_take *t, const char *how, const char *why) {
+  sm_log_event(SM_LOG_DEBUG, "snapshot.read",
+               SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("path", how), SM_LOG_STR("why", why)),
+               "snapshot %s: /workspace read %s (%s)", t->snap.name,
+               is(how, "direct") ? "from its volume on the host" : "through the engine's archive", why);
+}
+
+/* The /workspace tar: read from the frozen sandbox (from its volume when
+ * root >= 0), or the one a stopped sandbox keeps. */
+static int workspace_into(snapshot_take *t, const char *dir, int root, sm_error *err) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/workspace.tar", dir);
-  if (!is(t->op.state, "stopped")) return workspace_read(t, path, err);
+  if (!is(t->op.state, "stopped")) {
+    int fallback = 0;
+    int rc = workspace_read(t, path, root, &fallback, err);
+    if (rc && fallback) {
+      /* A tree sandman leaves to the engine (snap_direct.h): read again. */
+      log_read(t, "engine", err->message);
+      sm_error_clear(err);
+      t->direct = 0;
+      rc = workspace_read(t, path, -1, &fallback, err);
+    }
+    return rc;
+  }
   char kept[PATH_MAX];
   int rc = sandbox_rest_ws_path(t->op.ctx->state_dir, t->op.name, kept, sizeof kept, err);
   if (rc) return rc;
@@ -257,11 +280,42 @@ static int commit_start(snapshot_take *t, snapshot_commit *c, pthread_t *th) {
   return 0;
 }
 
+/* May /workspace be read from its volume (snap_direct.h)? Asked before the
+ * freeze: 1 with the volume's folder in source, else 0 with why. */
+static int direct_candidate(snapshot_take *t, char *source, size_t source_len, char *why, size_t why_len) {
+  if (is(t->op.state, "stopped")) return 0;
+  json_object *info = NULL;
+  sm_error ierr = SM_ERROR_INIT;
+  if (sm_engine_info(t->op.e, &info, &ierr) != 0) {
+    snprintf(why, why_len, "the engine's /info: %s", ierr.message);
+    return 0;
+  }
+  int ok = sandbox_snap_direct_eligible(sm_engine_host(t->op.e), info, t->op.insp, source, source_len, why, why_len);
+  json_object_put(info);
+  return ok;
+}
+
+/* The volume's folder opened and checked to be the engine's /workspace of
+ * this container (its stat, taken now, while frozen): its descriptor, or
+ * -1 with why. */
+static int direct_root(snapshot_take *t, const char *source, char *why, size_t why_len) {
+  sm_engine_path_info engine;
+  sm_error serr = SM_ERROR_INIT;
+  if (sm_engine_path_stat(t->op.e, t->id, "/workspace", &engine, &serr) != 0) {
+    snprintf(why, why_len, "the engine's stat of /workspace: %s", serr.message);
+    return -1;
+  }
+  return sandbox_snap_direct_open(source, &engine, why, why_len);
+}
+
 /* The layer (committed) and /workspace (read) at once while frozen; the
  * sandbox is thawed as soon as both are read. */
 static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
   int thaw = 0;
   int rc = 0;
+  char source[PATH_MAX], why[PATH_MAX + 200] = "";
+  int direct = direct_candidate(t, source, sizeof source, why, sizeof why);
+  cleanup_fd int root = -1;
   if (is(t->op.state, "running")) {
     rc = sm_engine_container_pause(t->op.e, t->id, err);
     if (rc == SM_ECONFLICT) rc = 0, sm_error_clear(err);
@@ -278,16 +332,22 @@ static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
   snprintf(c.tag, sizeof c.tag, "%s", t->snap.key);
   c.labels = image_labels(&t->snap, t->op.ctx->instance);
   pthread_t th;
+  if (rc == 0 && direct) root = direct_root(t, source, why, sizeof why);
+  if (rc == 0 && !is(t->op.state, "stopped")) {
+    t->direct = root >= 0;
+    log_read(t, root >= 0 ? "direct" : "engine", root >= 0 ? "its volume's folder is the engine's /workspace" : why);
+  }
   if (rc == 0) {
     int threaded = commit_start(t, &c, &th);
     /* The engine's read of /workspace holds the container's lock until its
      * stream ends, and a commit looks at the container's state under that
      * lock before it exports the layer, without it after: the commit gets
      * a head start, counted from when its thread runs. One that has not
-     * looked by then runs after the read, as it would in series. */
-    if (threaded) common_sleep_ms(COMMIT_HEAD_START_MS);
+     * looked by then runs after the read, as it would in series. A read
+     * from the volume takes no lock: both start at once. */
+    if (threaded && root < 0) common_sleep_ms(COMMIT_HEAD_START_MS);
     double t0 = sm_monotonic_ms();
-    rc = workspace_into(t, tmp, err);
+    rc = workspace_into(t, tmp, root, err);
     t->ms_workspace = sm_monotonic_ms() - t0;
     if (threaded) {
       pthread_join(th, NULL);
@@ -337,7 +397,8 @@ static int take_held(snapshot_take *t, sm_error *err) {
   if (rc == 0) {
     common_sync_dir_of(dir);
     sm_log_event(SM_LOG_DEBUG, "snapshot.steps",
-                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_NUM("commit_ms", t->ms_commit),
+                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("read", is(t->op.state, "stopped") ? "kept" : t->direct ? "direct" : "engine"),
+                               SM_LOG_NUM("commit_ms", t->ms_commit),
                                SM_LOG_NUM("workspace_ms", t->ms_workspace),
                                SM_LOG_NUM("manifest_ms", t->ms_manifest)),
                  "snapshot %s: layer committed in %.0f ms beside /workspace read and hashed in "

@@ -19,6 +19,7 @@ typedef struct snapshot_take {
   int (*commit)(struct snapshot_take *t, const char *id, sm_error *err);
   json_object *manifest;     /* hashed while /workspace was read (NULL: from the tar after) */
   double ms_commit, ms_workspace, ms_manifest; /* the steps' times, for the debug log */
+  int direct;                /* /workspace was read from its volume on the host (snap_direct.h) */
 } snapshot_take;
 
 int sandbox_snapshot_take(const sandbox_ctx *ctx, sm_engine *e, const char *name,

@@ -189,6 +189,18 @@ static void archives_round_trip(void **state) {
   assert_true(S_ISDIR(mode));
   assert_int_equal(mode & 07777, 01777);
   assert_int_equal(sm_engine_path_mode(f->e, id, "/nowhere", &mode, &err), SM_ENOTFOUND);
+  /* The whole stat: the mtime to the nanosecond, as the folder has it. */
+  sm_engine_path_info info;
+  assert_int_equal(sm_engine_path_stat(f->e, id, "/workspace", &info, &err), 0);
+  char ws[4096];
+  assert_int_equal(fake_engine_path(f->fe, id, "/workspace", ws, sizeof ws), 0);
+  struct stat wst;
+  assert_int_equal(stat(ws, &wst), 0);
+  assert_true(S_ISDIR(info.mode));
+  assert_true(info.has_mtime);
+  assert_int_equal(info.mtime_s, (int64_t)wst.st_mtim.tv_sec);
+  assert_int_equal(info.mtime_ns, (long)wst.st_mtim.tv_nsec);
+  assert_string_equal(info.name, "workspace");
   assert_int_equal(sm_engine_container_remove(f->e, id, 1, 1, &err), 0);
 }
 
