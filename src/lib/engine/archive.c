@@ -75,7 +75,8 @@ int sm_engine_archive_get(sm_engine *engine, const char *id, const char *path,
  * nanoseconds, trailing zeros cut) into seconds and nanoseconds. */
 static int rfc3339_parse(const char *s, int64_t *sec, long *nsec) {
   int y, mo, d, h, mi, se, n = 0;
-  if (s == NULL || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 || n != 19)
+  if (s == NULL || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 ||
+      n != 19)
     return -1;
   const char *p = s + n;
   long ns = 0;
@@ -100,7 +101,12 @@ static int rfc3339_parse(const char *s, int64_t *sec, long *nsec) {
     return -1;
   }
   if (*p != '\0') return -1;
-  struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi, .tm_sec = se};
+  struct tm tm = {.tm_year = y - 1900,
+                  .tm_mon = mo - 1,
+                  .tm_mday = d,
+                  .tm_hour = h,
+                  .tm_min = mi,
+                  .tm_sec = se};
   time_t t = timegm(&tm);
   if (t == (time_t)-1 && !(y == 1969 && mo == 12 && d == 31)) return -1;
   *sec = (int64_t)t - off;
@@ -108,8 +114,8 @@ static int rfc3339_parse(const char *s, int64_t *sec, long *nsec) {
   return 0;
 }
 
-int sm_engine_path_stat(sm_engine *engine, const char *id, const char *path, sm_engine_path_info *out,
-                        sm_error *err) {
+int sm_engine_path_stat(sm_engine *engine, const char *id, const char *path,
+                        sm_engine_path_info *out, sm_error *err) {
   if (engine == NULL || out == NULL)
     return sm_error_set(err, SM_EINVAL, "path stat: needs a client");
   memset(out, 0, sizeof *out);
@@ -146,7 +152,8 @@ int sm_engine_path_stat(sm_engine *engine, const char *id, const char *path, sm_
   if (json_object_object_get_ex(st, "size", &v)) out->size = json_object_get_int64(v);
   if (json_object_object_get_ex(st, "name", &v) && json_object_is_type(v, json_type_string))
     snprintf(out->name, sizeof out->name, "%s", json_object_get_string(v));
-  out->has_mtime = json_object_object_get_ex(st, "mtime", &v) && json_object_is_type(v, json_type_string) &&
+  out->has_mtime = json_object_object_get_ex(st, "mtime", &v) &&
+                   json_object_is_type(v, json_type_string) &&
                    rfc3339_parse(json_object_get_string(v), &out->mtime_s, &out->mtime_ns) == 0;
   return 0;
 }

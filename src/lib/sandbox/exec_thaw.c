@@ -45,8 +45,9 @@ static int thaw_beside(const sandbox_exec_target *t, sandbox_thaw_job *j,
     continue;
   int early = heard && paused && t->thaw_left;
   sm_log_event(SM_LOG_DEBUG, "thaw.beside",
-               SM_LOG_FIELDS(SM_LOG_STR("container", t->container_id), SM_LOG_BOOL("paused", paused),
-                             SM_LOG_BOOL("heard", heard), SM_LOG_BOOL("early", early),
+               SM_LOG_FIELDS(SM_LOG_STR("container", t->container_id),
+                             SM_LOG_BOOL("paused", paused), SM_LOG_BOOL("heard", heard),
+                             SM_LOG_BOOL("early", early),
                              SM_LOG_NUM("wait_ms", sm_monotonic_ms() - t0)),
                "thaw beside the call: listed paused %d, agent heard %d after %.1f ms: %s", paused,
                heard, sm_monotonic_ms() - t0,

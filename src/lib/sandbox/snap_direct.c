@@ -47,15 +47,18 @@ static int is(const char *a, const char *b) { return a && b && strcmp(a, b) == 0
  * ("name=seccomp,profile=default", ...). */
 static int shifted_owners(json_object *info, char *why, size_t why_len) {
   json_object *opts = NULL;
-  if (!json_object_object_get_ex(info, "SecurityOptions", &opts) || !json_object_is_type(opts, json_type_array))
+  if (!json_object_object_get_ex(info, "SecurityOptions", &opts) ||
+      !json_object_is_type(opts, json_type_array))
     return 0;
   for (size_t i = 0; i < json_object_array_length(opts); i++) {
     const char *o = json_object_get_string(json_object_array_get_idx(opts, i));
     for (const char *p = o; p && *p;) {
       const char *end = strchr(p, ',');
       size_t n = end ? (size_t)(end - p) : strlen(p);
-      if ((n == 13 && memcmp(p, "name=rootless", 13) == 0) || (n == 11 && memcmp(p, "name=userns", 11) == 0)) {
-        snprintf(why, why_len, "the engine runs with %.*s: its files' owners are shifted", (int)n, p);
+      if ((n == 13 && memcmp(p, "name=rootless", 13) == 0) ||
+          (n == 11 && memcmp(p, "name=userns", 11) == 0)) {
+        snprintf(why, why_len, "the engine runs with %.*s: its files' owners are shifted", (int)n,
+                 p);
         return 1;
       }
       p = end ? end + 1 : NULL;
@@ -64,8 +67,8 @@ static int shifted_owners(json_object *info, char *why, size_t why_len) {
   return 0;
 }
 
-int sandbox_snap_direct_eligible(const char *host, json_object *info, json_object *insp, char *source,
-                                 size_t source_len, char *why, size_t why_len) {
+int sandbox_snap_direct_eligible(const char *host, json_object *info, json_object *insp,
+                                 char *source, size_t source_len, char *why, size_t why_len) {
   source[0] = '\0';
   if (host == NULL || strncmp(host, "unix://", 7) != 0) {
     snprintf(why, why_len, "the engine is at %s, not a unix socket", host ? host : "(none)");
@@ -77,7 +80,8 @@ int sandbox_snap_direct_eligible(const char *host, json_object *info, json_objec
   }
   if (shifted_owners(info, why, why_len)) return 0;
   json_object *mounts = NULL, *ws = NULL;
-  if (json_object_object_get_ex(insp, "Mounts", &mounts) && json_object_is_type(mounts, json_type_array))
+  if (json_object_object_get_ex(insp, "Mounts", &mounts) &&
+      json_object_is_type(mounts, json_type_array))
     for (size_t i = 0; i < json_object_array_length(mounts) && ws == NULL; i++) {
       json_object *m = json_object_array_get_idx(mounts, i);
       if (is(sandbox_json_str(m, "Destination", NULL), "/workspace")) ws = m;
@@ -86,14 +90,16 @@ int sandbox_snap_direct_eligible(const char *host, json_object *info, json_objec
     snprintf(why, why_len, "no mount at /workspace");
     return 0;
   }
-  const char *type = sandbox_json_str(ws, "Type", NULL), *driver = sandbox_json_str(ws, "Driver", NULL);
+  const char *type = sandbox_json_str(ws, "Type", NULL),
+             *driver = sandbox_json_str(ws, "Driver", NULL);
   const char *src = sandbox_json_str(ws, "Source", NULL);
   if (!is(type, "volume")) {
     snprintf(why, why_len, "/workspace is a %s mount, not a volume", type ? type : "(typeless)");
     return 0;
   }
   if (!is(driver, "local")) {
-    snprintf(why, why_len, "/workspace is a volume of driver %s, not local", driver ? driver : "(none)");
+    snprintf(why, why_len, "/workspace is a volume of driver %s, not local",
+             driver ? driver : "(none)");
     return 0;
   }
   if (src == NULL || src[0] != '/' || strlen(src) >= source_len) {
@@ -111,8 +117,8 @@ int sandbox_snap_direct_same(const struct stat *st, const sm_engine_path_info *e
     return 0;
   }
   if ((st->st_mode & 07777) != (engine->mode & 07777)) {
-    snprintf(why, why_len, "its mode %04o is not the engine's %04o", (unsigned)(st->st_mode & 07777),
-             engine->mode & 07777);
+    snprintf(why, why_len, "its mode %04o is not the engine's %04o",
+             (unsigned)(st->st_mode & 07777), engine->mode & 07777);
     return 0;
   }
   if ((int64_t)st->st_size != engine->size) {
@@ -124,7 +130,8 @@ int sandbox_snap_direct_same(const struct stat *st, const sm_engine_path_info *e
     snprintf(why, why_len, "the engine's stat has no mtime to compare");
     return 0;
   }
-  if ((int64_t)st->st_mtim.tv_sec != engine->mtime_s || (long)st->st_mtim.tv_nsec != engine->mtime_ns) {
+  if ((int64_t)st->st_mtim.tv_sec != engine->mtime_s ||
+      (long)st->st_mtim.tv_nsec != engine->mtime_ns) {
     snprintf(why, why_len, "its mtime %lld.%09ld is not the engine's %lld.%09ld",
              (long long)st->st_mtim.tv_sec, (long)st->st_mtim.tv_nsec, (long long)engine->mtime_s,
              engine->mtime_ns);
@@ -216,7 +223,9 @@ typedef struct direct_walk {
   sm_error *err;
 } direct_walk;
 
-static size_t link_hash(ino_t ino, size_t cap) { return (size_t)((uint64_t)ino * 0x9E3779B97F4A7C15ull) & (cap - 1); }
+static size_t link_hash(ino_t ino, size_t cap) {
+  return (size_t)((uint64_t)ino * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
 
 static const char *link_find(direct_walk *w, ino_t ino) {
   if (w->cap_links == 0) return NULL;
@@ -277,22 +286,27 @@ static int put_header(direct_walk *w, const struct stat *st, const char *link, c
   if (hard) archive_entry_copy_hardlink(ae, hard);
   int r = archive_write_header(w->a, ae);
   if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
-    return sm_error_set(w->err, SM_EIO, "writing the tar's entry %s: %s", w->path, archive_error_string(w->a));
+    return sm_error_set(w->err, SM_EIO, "writing the tar's entry %s: %s", w->path,
+                        archive_error_string(w->a));
   if (++w->entries > DIRECT_ENTRIES_MAX)
-    return sm_error_set(w->err, SM_ETOOBIG, "its /workspace holds more than %d entries", DIRECT_ENTRIES_MAX);
+    return sm_error_set(w->err, SM_ETOOBIG, "its /workspace holds more than %d entries",
+                        DIRECT_ENTRIES_MAX);
   return 0;
 }
 
 static int changed(direct_walk *w) {
   return sm_error_set(w->err, SM_ECONFLICT,
-                      "%s in its /workspace changed while the sandbox was frozen: snapshot refused", w->path);
+                      "%s in its /workspace changed while the sandbox was frozen: snapshot refused",
+                      w->path);
 }
 
 /* Opens name in dir as what st says it is (a file or a folder) and checks
  * that it is that very inode. */
-static int open_checked(direct_walk *w, int dir, const char *name, const struct stat *st, int flags) {
+static int open_checked(direct_walk *w, int dir, const char *name, const struct stat *st,
+                        int flags) {
   int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOATIME | flags);
-  if (fd < 0 && errno == EPERM) fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | flags);
+  if (fd < 0 && errno == EPERM)
+    fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | flags);
   if (fd < 0) {
     if (errno == ELOOP || errno == ENOTDIR || errno == ENOENT) return changed(w), -1;
     return sm_error_set_errno(w->err, SM_EIO, errno, "opening %s in its /workspace", w->path), -1;
@@ -316,7 +330,8 @@ static int put_file(direct_walk *w, int dir, const char *name, const struct stat
     size_t want = (int64_t)DIRECT_READ_BUF < left ? DIRECT_READ_BUF : (size_t)left;
     ssize_t n = read(fd, w->data, want);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sm_error_set_errno(w->err, SM_EIO, errno, "reading %s in its /workspace", w->path);
+    if (n < 0)
+      return sm_error_set_errno(w->err, SM_EIO, errno, "reading %s in its /workspace", w->path);
     if (n == 0) return changed(w);
     if (archive_write_data(w->a, w->data, (size_t)n) != n)
       return sm_error_set(w->err, SM_EIO, "writing the tar: %s", archive_error_string(w->a));
@@ -352,7 +367,8 @@ static int list_names(direct_walk *w, int dir, char ***out, size_t *count) {
   *out = NULL;
   *count = 0;
   int fd = dup(dir);
-  if (fd < 0) return sm_error_set_errno(w->err, SM_EIO, errno, "listing %s in its /workspace", w->path);
+  if (fd < 0)
+    return sm_error_set_errno(w->err, SM_EIO, errno, "listing %s in its /workspace", w->path);
   DIR *d = fdopendir(fd);
   if (d == NULL) {
     close(fd);
@@ -366,14 +382,15 @@ static int list_names(direct_walk *w, int dir, char ***out, size_t *count) {
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
     if (w->entries + (int64_t)n >= DIRECT_ENTRIES_MAX) {
-      rc = sm_error_set(w->err, SM_ETOOBIG, "its /workspace holds more than %d entries", DIRECT_ENTRIES_MAX);
+      rc = sm_error_set(w->err, SM_ETOOBIG, "its /workspace holds more than %d entries",
+                        DIRECT_ENTRIES_MAX);
       break;
     }
     bytes += strlen(de->d_name) + 1 + sizeof *names;
     if (bytes > DIRECT_NAME_BYTES_MAX) {
       w->fallback = 1;
-      rc = sm_error_set(w->err, SM_ETOOBIG, "the listing of %s in its /workspace passes %zu bytes", w->path,
-                        DIRECT_NAME_BYTES_MAX);
+      rc = sm_error_set(w->err, SM_ETOOBIG, "the listing of %s in its /workspace passes %zu bytes",
+                        w->path, DIRECT_NAME_BYTES_MAX);
       break;
     }
     if (n == cap) {
@@ -393,7 +410,8 @@ static int list_names(direct_walk *w, int dir, char ***out, size_t *count) {
     n++;
     errno = 0;
   }
-  if (rc == 0 && errno != 0) rc = sm_error_set_errno(w->err, SM_EIO, errno, "listing %s in its /workspace", w->path);
+  if (rc == 0 && errno != 0)
+    rc = sm_error_set_errno(w->err, SM_EIO, errno, "listing %s in its /workspace", w->path);
   closedir(d);
   if (rc) {
     names_free(names, n);
@@ -413,7 +431,8 @@ static int put_entry(direct_walk *w, int dir, const char *name, int depth) {
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return changed(w);
   if (st.st_dev != w->dev) {
     w->fallback = 1;
-    return sm_error_set(w->err, SM_EINVAL, "%s in its /workspace is on another filesystem", w->path);
+    return sm_error_set(w->err, SM_EINVAL, "%s in its /workspace is on another filesystem",
+                        w->path);
   }
   /* Anything but a folder (or a socket, left out) with more links is a
    * hard link to the first name it was written under, as the engine's
@@ -471,7 +490,8 @@ static int put_dir_contents(direct_walk *w, int dir, int depth) {
     /* room for "/name", a folder's "/" and the NUL */
     if (at + 1 + len + 2 > sizeof w->path) {
       w->fallback = 1;
-      rc = sm_error_set(w->err, SM_ETOOBIG, "a path in its /workspace is longer than %d bytes", PATH_MAX);
+      rc = sm_error_set(w->err, SM_ETOOBIG, "a path in its /workspace is longer than %d bytes",
+                        PATH_MAX);
       break;
     }
     w->path[at] = '/';
@@ -493,11 +513,13 @@ static int write_tree(int root, direct_out *o, int *fallback, sm_error *err) {
   w.data = malloc(DIRECT_READ_BUF);
   struct stat st;
   int rc = 0;
-  if (a == NULL || w.ae == NULL || w.data == NULL) rc = sm_error_set(err, SM_ENOMEM, "out of memory");
+  if (a == NULL || w.ae == NULL || w.data == NULL)
+    rc = sm_error_set(err, SM_ENOMEM, "out of memory");
   /* pax restricted: ustar headers, a pax one only where ustar falls short
    * (long or non-ASCII names and link targets, large sizes and ids). */
   else if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
-           archive_write_add_filter_none(a) != ARCHIVE_OK || archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
+           archive_write_add_filter_none(a) != ARCHIVE_OK ||
+           archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
            archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
            archive_write_open2(a, o, NULL, out_write, NULL, NULL) != ARCHIVE_OK)
     rc = sm_error_set(err, SM_EIO, "starting the tar: %s", archive_error_string(a));
@@ -528,12 +550,15 @@ int sandbox_snap_direct_save(int root, const char *path, int tee, int64_t *bytes
   int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
   direct_out o = {.fd = fd, .tee = tee, .buf = malloc(DIRECT_OUT_BUF)};
-  int rc = o.buf == NULL ? sm_error_set(err, SM_ENOMEM, "out of memory") : write_tree(root, &o, fallback, err);
-  if (rc == 0 && out_flush(&o) != 0) rc = sm_error_set_errno(err, SM_EIO, o.write_errno, "writing %s", tmp);
+  int rc = o.buf == NULL ? sm_error_set(err, SM_ENOMEM, "out of memory")
+                         : write_tree(root, &o, fallback, err);
+  if (rc == 0 && out_flush(&o) != 0)
+    rc = sm_error_set_errno(err, SM_EIO, o.write_errno, "writing %s", tmp);
   free(o.buf);
   if (rc == 0 && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
   if (close(fd) != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  if (rc == 0 && rename(tmp, path) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
+  if (rc == 0 && rename(tmp, path) != 0)
+    rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
   if (rc) {
     unlink(tmp);
     return sm_error_wrap(err, "saving /workspace from its volume");

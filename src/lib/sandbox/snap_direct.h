@@ -29,8 +29,8 @@
  * lets the container inspected as insp have its /workspace read on the
  * host: 1 with the volume's folder in source, else 0 with why (both
  * buffers the caller's). Looks at nothing but its arguments. */
-int sandbox_snap_direct_eligible(const char *host, json_object *info, json_object *insp, char *source,
-                                 size_t source_len, char *why, size_t why_len);
+int sandbox_snap_direct_eligible(const char *host, json_object *info, json_object *insp,
+                                 char *source, size_t source_len, char *why, size_t why_len);
 
 /* Is the folder stat'ed as st the engine's folder stat'ed as engine (mode,
  * size and mtime to the nanosecond)? 1, else 0 with why. */

@@ -66,7 +66,8 @@ static mode_t link_type(struct archive_entry *ae, json_object *odd) {
   const char *to = relative(archive_entry_hardlink(ae));
   if ((m & S_IFMT) != 0 || to == NULL) return m;
   json_object *t = NULL;
-  if (odd && json_object_object_get_ex(odd, to, &t)) return (m & 07777) | (mode_t)json_object_get_int(t);
+  if (odd && json_object_object_get_ex(odd, to, &t))
+    return (m & 07777) | (mode_t)json_object_get_int(t);
   return (m & 07777) | S_IFREG;
 }
 

@@ -162,7 +162,8 @@ static void *snapshot_hash_run(void *ud) {
  * (else, when no thread can be made, after): written by sandman from the
  * volume's folder open as root (root >= 0; *fallback set when the engine
  * should read this tree instead), else the engine's archive. */
-static int workspace_read(snapshot_take *t, const char *path, int root, int *fallback, sm_error *err) {
+static int workspace_read(snapshot_take *t, const char *path, int root, int *fallback,
+                          sm_error *err) {
   int p[2];
   snapshot_hash h = {.fd = -1, .err = SM_ERROR_INIT};
   pthread_t th;
@@ -177,8 +178,9 @@ static int workspace_read(snapshot_take *t, const char *path, int root, int *fal
     }
   }
   int tee = threaded ? p[1] : -1;
-  int rc = root >= 0 ? sandbox_snap_direct_save(root, path, tee, &t->snap.workspace_bytes, fallback, err)
-                     : sandbox_ws_save_tee(t->op.e, t->id, path, 0, tee, &t->snap.workspace_bytes, err);
+  int rc = root >= 0
+               ? sandbox_snap_direct_save(root, path, tee, &t->snap.workspace_bytes, fallback, err)
+               : sandbox_ws_save_tee(t->op.e, t->id, path, 0, tee, &t->snap.workspace_bytes, err);
   if (!threaded) return rc;
   close(p[1]);
   pthread_join(th, NULL);
@@ -198,9 +200,11 @@ static int workspace_read(snapshot_take *t, const char *path, int root, int *fal
 
 static void log_read(snapshot_take *t, const char *how, const char *why) {
   sm_log_event(SM_LOG_DEBUG, "snapshot.read",
-               SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("path", how), SM_LOG_STR("why", why)),
+               SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("path", how),
+                             SM_LOG_STR("why", why)),
                "snapshot %s: /workspace read %s (%s)", t->snap.name,
-               is(how, "direct") ? "from its volume on the host" : "through the engine's archive", why);
+               is(how, "direct") ? "from its volume on the host" : "through the engine's archive",
+               why);
 }
 
 /* The /workspace tar: read from the frozen sandbox (from its volume when
@@ -282,7 +286,8 @@ static int commit_start(snapshot_take *t, snapshot_commit *c, pthread_t *th) {
 
 /* May /workspace be read from its volume (snap_direct.h)? Asked before the
  * freeze: 1 with the volume's folder in source, else 0 with why. */
-static int direct_candidate(snapshot_take *t, char *source, size_t source_len, char *why, size_t why_len) {
+static int direct_candidate(snapshot_take *t, char *source, size_t source_len, char *why,
+                            size_t why_len) {
   if (is(t->op.state, "stopped")) return 0;
   json_object *info = NULL;
   sm_error ierr = SM_ERROR_INIT;
@@ -290,7 +295,8 @@ static int direct_candidate(snapshot_take *t, char *source, size_t source_len, c
     snprintf(why, why_len, "the engine's /info: %s", ierr.message);
     return 0;
   }
-  int ok = sandbox_snap_direct_eligible(sm_engine_host(t->op.e), info, t->op.insp, source, source_len, why, why_len);
+  int ok = sandbox_snap_direct_eligible(sm_engine_host(t->op.e), info, t->op.insp, source,
+                                        source_len, why, why_len);
   json_object_put(info);
   return ok;
 }
@@ -335,7 +341,8 @@ static int capture(snapshot_take *t, const char *tmp, sm_error *err) {
   if (rc == 0 && direct) root = direct_root(t, source, why, sizeof why);
   if (rc == 0 && !is(t->op.state, "stopped")) {
     t->direct = root >= 0;
-    log_read(t, root >= 0 ? "direct" : "engine", root >= 0 ? "its volume's folder is the engine's /workspace" : why);
+    log_read(t, root >= 0 ? "direct" : "engine",
+             root >= 0 ? "its volume's folder is the engine's /workspace" : why);
   }
   if (rc == 0) {
     int threaded = commit_start(t, &c, &th);
@@ -397,7 +404,10 @@ static int take_held(snapshot_take *t, sm_error *err) {
   if (rc == 0) {
     common_sync_dir_of(dir);
     sm_log_event(SM_LOG_DEBUG, "snapshot.steps",
-                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name), SM_LOG_STR("read", is(t->op.state, "stopped") ? "kept" : t->direct ? "direct" : "engine"),
+                 SM_LOG_FIELDS(SM_LOG_STR("name", t->snap.name),
+                               SM_LOG_STR("read", is(t->op.state, "stopped") ? "kept"
+                                                  : t->direct                ? "direct"
+                                                                             : "engine"),
                                SM_LOG_NUM("commit_ms", t->ms_commit),
                                SM_LOG_NUM("workspace_ms", t->ms_workspace),
                                SM_LOG_NUM("manifest_ms", t->ms_manifest)),

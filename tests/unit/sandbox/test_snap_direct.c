@@ -31,7 +31,7 @@ static json_object *parse(const char *text) {
 }
 
 #define GOOD_INFO "{\"SecurityOptions\":[\"name=apparmor\",\"name=seccomp,profile=default\"]}"
-#define GOOD_INSP                                                                                  \
+#define GOOD_INSP                                                                                      \
   "{\"Mounts\":[{\"Type\":\"tmpfs\",\"Destination\":\"/tmp\"},{\"Type\":\"volume\",\"Name\":\"s-ws\"," \
   "\"Source\":\"/var/lib/docker/volumes/s-ws/_data\",\"Destination\":\"/workspace\",\"Driver\":\"local\"}]}"
 
@@ -61,42 +61,50 @@ static void test_not_eligible(void **state) {
   assert_int_equal(verdict("ssh://me@there", GOOD_INFO, GOOD_INSP, source, why), 0);
   assert_int_equal(verdict(NULL, GOOD_INFO, GOOD_INSP, source, why), 0);
   /* owners shifted on disk */
-  assert_int_equal(verdict("unix:///run/user/1000/docker.sock",
-                           "{\"SecurityOptions\":[\"name=seccomp,profile=default\",\"name=rootless\"]}",
-                           GOOD_INSP, source, why),
-                   0);
+  assert_int_equal(
+      verdict("unix:///run/user/1000/docker.sock",
+              "{\"SecurityOptions\":[\"name=seccomp,profile=default\",\"name=rootless\"]}",
+              GOOD_INSP, source, why),
+      0);
   assert_non_null(strstr(why, "name=rootless"));
-  assert_int_equal(verdict("unix:///var/run/docker.sock",
-                           "{\"SecurityOptions\":[\"name=userns\",\"name=seccomp,profile=default\"]}", GOOD_INSP,
-                           source, why),
-                   0);
+  assert_int_equal(
+      verdict("unix:///var/run/docker.sock",
+              "{\"SecurityOptions\":[\"name=userns\",\"name=seccomp,profile=default\"]}", GOOD_INSP,
+              source, why),
+      0);
   assert_non_null(strstr(why, "name=userns"));
   /* a word that only starts like one is not one */
-  assert_int_equal(verdict("unix:///var/run/docker.sock", "{\"SecurityOptions\":[\"name=usernsish\"]}",
-                           GOOD_INSP, source, why),
+  assert_int_equal(verdict("unix:///var/run/docker.sock",
+                           "{\"SecurityOptions\":[\"name=usernsish\"]}", GOOD_INSP, source, why),
                    1);
   /* no /info */
   assert_int_equal(verdict("unix:///var/run/docker.sock", NULL, GOOD_INSP, source, why), 0);
   /* the mount's shape */
-  assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO, "{\"Mounts\":[]}", source, why), 0);
+  assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO, "{\"Mounts\":[]}", source,
+                           why),
+                   0);
   assert_non_null(strstr(why, "no mount at /workspace"));
   assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO, "{}", source, why), 0);
-  assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO,
-                           "{\"Mounts\":[{\"Type\":\"bind\",\"Source\":\"/home/me\",\"Destination\":\"/workspace\"}]}",
-                           source, why),
-                   0);
+  assert_int_equal(
+      verdict(
+          "unix:///var/run/docker.sock", GOOD_INFO,
+          "{\"Mounts\":[{\"Type\":\"bind\",\"Source\":\"/home/me\",\"Destination\":\"/workspace\"}]}",
+          source, why),
+      0);
   assert_non_null(strstr(why, "bind mount"));
-  assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO,
-                           "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"/x\",\"Destination\":\"/workspace\","
-                           "\"Driver\":\"nfs-plugin\"}]}",
-                           source, why),
-                   0);
+  assert_int_equal(
+      verdict("unix:///var/run/docker.sock", GOOD_INFO,
+              "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"/x\",\"Destination\":\"/workspace\","
+              "\"Driver\":\"nfs-plugin\"}]}",
+              source, why),
+      0);
   assert_non_null(strstr(why, "driver nfs-plugin"));
-  assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO,
-                           "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"\",\"Destination\":\"/workspace\","
-                           "\"Driver\":\"local\"}]}",
-                           source, why),
-                   0);
+  assert_int_equal(
+      verdict("unix:///var/run/docker.sock", GOOD_INFO,
+              "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"\",\"Destination\":\"/workspace\","
+              "\"Driver\":\"local\"}]}",
+              source, why),
+      0);
   assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO,
                            "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"relative/path\","
                            "\"Destination\":\"/workspace\",\"Driver\":\"local\"}]}",
@@ -104,11 +112,13 @@ static void test_not_eligible(void **state) {
                    0);
   assert_non_null(strstr(why, "no usable Source"));
   /* a mount at /workspace/sub is not /workspace */
-  assert_int_equal(verdict("unix:///var/run/docker.sock", GOOD_INFO,
-                           "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"/x\",\"Destination\":\"/workspace/sub\","
-                           "\"Driver\":\"local\"}]}",
-                           source, why),
-                   0);
+  assert_int_equal(
+      verdict(
+          "unix:///var/run/docker.sock", GOOD_INFO,
+          "{\"Mounts\":[{\"Type\":\"volume\",\"Source\":\"/x\",\"Destination\":\"/workspace/sub\","
+          "\"Driver\":\"local\"}]}",
+          source, why),
+      0);
 }
 
 static sm_engine_path_info engine_of(const struct stat *st) {
@@ -196,7 +206,9 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 }
 
 /* The test's own temporary folder, depth first, never following a link. */
-static void rm_tree(const char *dir) { assert_int_equal(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0); }
+static void rm_tree(const char *dir) {
+  assert_int_equal(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
 
 typedef struct seen {
   char name[256], link[256], hard[256];
@@ -215,8 +227,10 @@ static int read_tar(const char *path, seen *out, int max) {
     seen *s = &out[n++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", archive_entry_pathname(ae));
-    if (archive_entry_symlink(ae)) snprintf(s->link, sizeof s->link, "%s", archive_entry_symlink(ae));
-    if (archive_entry_hardlink(ae)) snprintf(s->hard, sizeof s->hard, "%s", archive_entry_hardlink(ae));
+    if (archive_entry_symlink(ae))
+      snprintf(s->link, sizeof s->link, "%s", archive_entry_symlink(ae));
+    if (archive_entry_hardlink(ae))
+      snprintf(s->hard, sizeof s->hard, "%s", archive_entry_hardlink(ae));
     s->type = archive_entry_filetype(ae);
     s->size = archive_entry_size(ae);
   }
@@ -263,7 +277,8 @@ static void test_tree(void **state) {
   seen s[16];
   int n = read_tar(tar, s, 16);
   /* sorted by name, the folder itself first, as the engine's archive */
-  const char *names[] = {"./", "./b c", "./d/", "./d/empty/", "./d/f", "./etc", "./h", "./p", "./rel"};
+  const char *names[] = {"./",    "./b c", "./d/", "./d/empty/", "./d/f",
+                         "./etc", "./h",   "./p",  "./rel"};
   assert_int_equal(n, 9);
   for (int i = 0; i < n; i++) assert_string_equal(s[i].name, names[i]);
   assert_int_equal(s[4].type, AE_IFREG);
@@ -322,8 +337,9 @@ static void test_too_deep(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_eligible), cmocka_unit_test(test_not_eligible), cmocka_unit_test(test_identity),
-      cmocka_unit_test(test_tree),     cmocka_unit_test(test_too_deep),
+      cmocka_unit_test(test_eligible), cmocka_unit_test(test_not_eligible),
+      cmocka_unit_test(test_identity), cmocka_unit_test(test_tree),
+      cmocka_unit_test(test_too_deep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
