@@ -11,7 +11,10 @@
 # target): the engine's own `docker cp`, and a snapshot sent down the
 # engine's path by an identity that does not match (the test-only
 # SANDMAN_TEST_SNAPSHOT_DIRECT_SOURCE points the check at another folder),
-# which still makes a whole snapshot; a tree too deep for sandman's walk is
+# which still makes a whole snapshot, and a sandman in a mount namespace of
+# its own, where the volume's path is missing or is a folder that is not
+# the engine's (tmpfs over the engine's volumes), reads it through the
+# engine too; a tree too deep for sandman's walk is
 # read again by the engine. Nothing of the host's /etc or /root is
 # in the tar (its links are links), and a fork of it holds the same tree.
 # Run by hand: SANDMAN_INSTANCE=h1-direct tests/integration/test_snapshots_direct.sh
@@ -79,6 +82,27 @@ expect_contains "the reason is said" "is not the engine's /workspace" "$(grep sn
 E=$(snap_dir engine)
 check "the snapshot down the engine's path is whole" test -s "$E/workspace.tar" -a -s "$E/manifest.json"
 
+# --- sandman in a mount namespace of its own (as in a container beside the
+# engine's socket): the volume's path is not the engine's folder there --------
+ROOT=$(docker info -f '{{.DockerRootDir}}')
+SRC=$(docker inspect -f '{{range .Mounts}}{{if eq .Destination "/workspace"}}{{.Source}}{{end}}{{end}}' "$C")
+expect_contains "the /workspace volume's folder is under the engine's data root" "$ROOT/volumes/" "$SRC"
+# A tmpfs over the engine's volumes: first nothing at that path, then a
+# folder made there (same path, not the engine's folder).
+in_ns() { unshare -m --propagation private sh -c "mount -t tmpfs sm-test '$ROOT/volumes' && $1"; }
+in_ns "\"$SANDMAN\" --log-level debug sandbox snapshot --run-id '$R' --name ns-missing" \
+  2>"$WORK/ns-missing.log" >/dev/null
+expect_contains "another mount namespace, no folder at the volume's path: the engine's archive read it" \
+  "path=engine" "$(grep snapshot.read "$WORK/ns-missing.log")"
+expect_contains "... saying it cannot open it" "cannot open" "$(grep snapshot.read "$WORK/ns-missing.log")"
+in_ns "mkdir -p '$SRC' && \"$SANDMAN\" --log-level debug sandbox snapshot --run-id '$R' --name ns-other" \
+  2>"$WORK/ns-other.log" >/dev/null
+expect_contains "another mount namespace, a folder of its own at the volume's path: the engine's archive read it" \
+  "path=engine" "$(grep snapshot.read "$WORK/ns-other.log")"
+expect_contains "... the identity check said it is not the engine's /workspace" "is not the engine's /workspace" \
+  "$(grep snapshot.read "$WORK/ns-other.log")"
+check "... and both snapshots are whole" cmp "$(snap_dir ns-missing)/manifest.json" "$(snap_dir ns-other)/manifest.json"
+
 # The engine's own archive of the same tree (nothing runs in it meanwhile).
 docker cp "$C:/workspace/." - >"$WORK/cp.tar"
 
@@ -99,6 +123,7 @@ check "entry by entry, the direct tar is the engine's docker cp" diff "$WORK/cp.
 check "entry by entry, the direct tar is the snapshot read by the engine" diff "$WORK/engine.rows" "$WORK/direct.rows"
 check "the engine's path made the engine's tar" diff "$WORK/cp.rows" "$WORK/engine.rows"
 check "the manifests are the same, entry by entry" cmp "$D/manifest.json" "$E/manifest.json"
+check "... and the same as those read in another mount namespace" cmp "$D/manifest.json" "$(snap_dir ns-other)/manifest.json"
 check "the root-owned file is root's in the tar" grep -q "^('./shared/rootfile', b'0', '0o640', 0, 0," "$WORK/direct.rows"
 check "the hard link is a link to the first name" grep -q "^('./hl1', b'1', .*'./a/hl2'" "$WORK/direct.rows"
 check "the fifo is a fifo" grep -q "^('./pipe', b'6'" "$WORK/direct.rows"
@@ -135,5 +160,5 @@ python3 "$WORK/rows.py" "$WORK/cp2.tar" >"$WORK/cp2.rows"
 python3 "$WORK/rows.py" "$(snap_dir deep)/workspace.tar" >"$WORK/deep.rows"
 check "the deep tree's snapshot is the engine's docker cp, entry by entry" diff "$WORK/cp2.rows" "$WORK/deep.rows"
 
-"$SANDMAN" snapshot rm direct engine deep >/dev/null 2>&1 || true
+"$SANDMAN" snapshot rm direct engine deep ns-missing ns-other >/dev/null 2>&1 || true
 it_done
