@@ -66,8 +66,30 @@ C=$(container_of "$R")
 docker exec -u 0 "$C" sh -c 'echo root-owned >/workspace/shared/rootfile && chmod 640 /workspace/shared/rootfile'
 check "a file owned by root is in the tree" test "$(docker exec "$C" stat -c %u:%a /workspace/shared/rootfile)" = "0:640"
 
+# The engine's mount namespace: a tmpfs volume is mounted there when its
+# container starts. An engine in a namespace of its own (CI's brand-new
+# engine: scripts/lib/fresh-dockerd.sh) keeps that mount from this one,
+# where the volume's path is the empty folder beneath: a sandman here must
+# not read it (checked below), and the direct read is shown by a sandman
+# entering the engine's namespace, where the folder is the engine's.
+pidfile=${SANDMAN_DOCKERD_PIDFILE:-/var/run/docker.pid}
+engine_pid=$(cat "$pidfile" 2>/dev/null || pidof dockerd || true)
+check "the engine's process is known (its pid file or pidof)" test -n "$engine_pid" -a -e "/proc/${engine_pid%% *}/ns/mnt"
+ENGINE_NS=/proc/${engine_pid%% *}/ns/mnt
+NSENTER=()
+if [ "$(readlink "$ENGINE_NS")" != "$(readlink /proc/self/ns/mnt)" ]; then
+  NSENTER=(nsenter "--mount=$ENGINE_NS" --)
+  "$SANDMAN" --log-level debug sandbox snapshot --run-id "$R" --name outside 2>"$WORK/outside.log" >/dev/null
+  expect_contains "a sandman outside the engine's mount namespace: the engine's archive read it" "path=engine" \
+    "$(grep snapshot.read "$WORK/outside.log")"
+  expect_contains "... the identity check said the folder it sees is not the engine's /workspace" \
+    "is not the engine's /workspace" "$(grep snapshot.read "$WORK/outside.log")"
+  "$SANDMAN" snapshot rm outside >/dev/null
+fi
+in_engine_ns() { "${NSENTER[@]}" "$SANDMAN" "$@"; }
+
 # --- the direct read -------------------------------------------------------------
-"$SANDMAN" --log-level debug sandbox snapshot --run-id "$R" --name direct 2>"$WORK/direct.log" >/dev/null
+in_engine_ns --log-level debug sandbox snapshot --run-id "$R" --name direct 2>"$WORK/direct.log" >/dev/null
 expect_contains "the snapshot read /workspace from its volume" "path=direct" "$(grep snapshot.read "$WORK/direct.log")"
 expect_contains "the commit and the read went at once" "read=direct" "$(grep snapshot.steps "$WORK/direct.log")"
 D=$(snap_dir direct)
@@ -151,7 +173,7 @@ check "the fork's tree is the source's: hashes, owners, modes, link targets, the
 
 # --- a tree deeper than sandman walks: the engine's archive reads it again ----------
 call "$R" -- sh -c 'cd /workspace && i=0; while [ $i -lt 130 ]; do mkdir d && cd d; i=$((i + 1)); done; echo deep >f' >/dev/null
-"$SANDMAN" --log-level debug sandbox snapshot --run-id "$R" --name deep 2>"$WORK/deep.log" >/dev/null
+in_engine_ns --log-level debug sandbox snapshot --run-id "$R" --name deep 2>"$WORK/deep.log" >/dev/null
 expect_contains "a tree 130 folders deep: read again through the engine's archive" "path=engine" \
   "$(grep snapshot.read "$WORK/deep.log")"
 expect_contains "the reason is said (too deep)" "folders deep" "$(grep snapshot.read "$WORK/deep.log")"
