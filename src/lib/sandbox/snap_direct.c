@@ -24,10 +24,9 @@
 #include <archive_entry.h>
 
 #include "common/cleanup.h"
-#include "common/durable.h"
-#include "common/io.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/snap_direct.h"
+#include "sandbox/ws_save.h"
 
 /* As many entries as a manifest takes (snap_manifest.c). */
 #define DIRECT_ENTRIES_MAX 1000000
@@ -164,21 +163,23 @@ int sandbox_snap_direct_open(const char *source, const sm_engine_path_info *engi
 
 /* ---- the tar ---- */
 
+/* libarchive's small writes (headers, padding) gathered into large ones
+ * for the saving writer (ws_save.h). */
 typedef struct direct_out {
-  int fd, tee;
+  sm_write_fn writer;
+  void *writer_ud;
   char *buf;
   size_t len;
-  int64_t bytes;
   int write_errno;
 } direct_out;
 
 static int out_flush(direct_out *o) {
   if (o->len == 0) return 0;
-  if (common_write_all(o->fd, o->buf, o->len) != 0) {
+  errno = 0;
+  if (o->writer(o->writer_ud, o->buf, o->len) != 0) {
     o->write_errno = errno ? errno : EIO;
     return -1;
   }
-  if (o->tee >= 0 && common_write_all(o->tee, o->buf, o->len) != 0) o->tee = -1;
   o->len = 0;
   return 0;
 }
@@ -198,7 +199,6 @@ static la_ssize_t out_write(struct archive *a, void *ud, const void *buf, size_t
       return -1;
     }
   }
-  o->bytes += (int64_t)len;
   return (la_ssize_t)len;
 }
 
@@ -541,29 +541,27 @@ static int write_tree(int root, direct_out *o, int *fallback, sm_error *err) {
   return rc;
 }
 
+/* write_tree as a producer (ws_save.h). */
+typedef struct direct_job {
+  int root;
+  int *fallback;
+} direct_job;
+
+static int produce_tree(void *ud, sm_write_fn writer, void *writer_ud, sm_error *err) {
+  direct_job *j = ud;
+  direct_out o = {.writer = writer, .writer_ud = writer_ud, .buf = malloc(DIRECT_OUT_BUF)};
+  int rc = o.buf == NULL ? sm_error_set(err, SM_ENOMEM, "out of memory")
+                         : write_tree(j->root, &o, j->fallback, err);
+  if (rc == 0 && out_flush(&o) != 0)
+    rc = sm_error_set_errno(err, SM_EIO, o.write_errno, "writing the tar");
+  free(o.buf);
+  return rc;
+}
+
 int sandbox_snap_direct_save(int root, const char *path, int tee, int64_t *bytes, int *fallback,
                              sm_error *err) {
   *fallback = 0;
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
-    return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
-  direct_out o = {.fd = fd, .tee = tee, .buf = malloc(DIRECT_OUT_BUF)};
-  int rc = o.buf == NULL ? sm_error_set(err, SM_ENOMEM, "out of memory")
-                         : write_tree(root, &o, fallback, err);
-  if (rc == 0 && out_flush(&o) != 0)
-    rc = sm_error_set_errno(err, SM_EIO, o.write_errno, "writing %s", tmp);
-  free(o.buf);
-  if (rc == 0 && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  if (close(fd) != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
-  if (rc) {
-    unlink(tmp);
-    return sm_error_wrap(err, "saving /workspace from its volume");
-  }
-  common_sync_dir_of(path);
-  if (bytes) *bytes = o.bytes;
-  return 0;
+  direct_job j = {root, fallback};
+  int rc = sandbox_ws_save_produced(path, 0, tee, produce_tree, &j, bytes, err);
+  return rc ? sm_error_wrap(err, "saving /workspace from its volume") : 0;
 }

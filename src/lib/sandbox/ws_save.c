@@ -28,8 +28,47 @@ static int ws_tee_write(void *ud, const char *buf, size_t len) {
   return 0;
 }
 
+int sandbox_ws_save_produced(const char *path, int64_t cap, int tee, sandbox_ws_producer produce,
+                             void *produce_ud, int64_t *bytes, sm_error *err) {
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+    return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
+  ws_tee t = {{fd, 0, cap > 0 ? cap : INT64_MAX}, tee};
+  sandbox_tar_sink *sink = &t.file;
+  int rc = produce(produce_ud, ws_tee_write, &t, err);
+  if (rc && sink->bytes > sink->cap)
+    rc = sm_error_set(err, SM_ETOOBIG, "its /workspace holds more than %lld bytes", (long long)cap);
+  if (rc == 0 && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
+  if (close(fd) != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
+  if (rc == 0 && rename(tmp, path) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
+  if (rc) {
+    unlink(tmp);
+    return rc;
+  }
+  common_sync_dir_of(path);
+  if (bytes) *bytes = sink->bytes;
+  return 0;
+}
+
+/* The engine's archive of src in container id, as a producer. */
+typedef struct ws_archive {
+  sm_engine *e;
+  const char *id, *src;
+} ws_archive;
+
+static int produce_archive(void *ud, sm_write_fn writer, void *writer_ud, sm_error *err) {
+  ws_archive *a = ud;
+  return sm_engine_archive_get(a->e, a->id, a->src, writer, writer_ud, err);
+}
+
 static int ws_save_from(sm_engine *e, const char *id, const char *src, const char *path,
-                        int64_t cap, int tee, int64_t *bytes, sm_error *err);
+                        int64_t cap, int tee, int64_t *bytes, sm_error *err) {
+  ws_archive a = {e, id, src};
+  int rc = sandbox_ws_save_produced(path, cap, tee, produce_archive, &a, bytes, err);
+  return rc ? sm_error_wrap(err, "saving /workspace") : 0;
+}
 
 int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap, int64_t *bytes,
                     sm_error *err) {
@@ -41,30 +80,6 @@ int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t 
   /* "/workspace/.": entries "./a/b", which an upload into /workspace takes
    * as they are. */
   return ws_save_from(e, id, "/workspace/.", path, cap, tee, bytes, err);
-}
-
-static int ws_save_from(sm_engine *e, const char *id, const char *src, const char *path,
-                        int64_t cap, int tee, int64_t *bytes, sm_error *err) {
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
-    return sm_error_set(err, SM_EINVAL, "path too long: %s", path);
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) return sm_error_set_errno(err, SM_EIO, errno, "creating %s", tmp);
-  ws_tee t = {{fd, 0, cap > 0 ? cap : INT64_MAX}, tee};
-  sandbox_tar_sink *sink = &t.file;
-  int rc = sm_engine_archive_get(e, id, src, ws_tee_write, &t, err);
-  if (rc && sink->bytes > sink->cap)
-    rc = sm_error_set(err, SM_ETOOBIG, "its /workspace holds more than %lld bytes", (long long)cap);
-  if (rc == 0 && fsync(fd) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  if (close(fd) != 0 && rc == 0) rc = sm_error_set_errno(err, SM_EIO, errno, "writing %s", tmp);
-  if (rc == 0 && rename(tmp, path) != 0) rc = sm_error_set_errno(err, SM_EIO, errno, "renaming %s", tmp);
-  if (rc) {
-    unlink(tmp);
-    return sm_error_wrap(err, "saving /workspace");
-  }
-  common_sync_dir_of(path);
-  if (bytes) *bytes = sink->bytes;
-  return 0;
 }
 
 static ssize_t ws_fd_read(void *ud, char *buf, size_t len) {

@@ -22,6 +22,15 @@ int sandbox_ws_save(sm_engine *e, const char *id, const char *path, int64_t cap,
  * saved. tee is not closed here. */
 int sandbox_ws_save_tee(sm_engine *e, const char *id, const char *path, int64_t cap, int tee,
                         int64_t *bytes, sm_error *err);
+/* What writes a tar through writer(writer_ud, ...) (a writer that fails
+ * returns -1): 0 or an error. */
+typedef int (*sandbox_ws_producer)(void *ud, sm_write_fn writer, void *writer_ud, sm_error *err);
+/* The tar produce writes, saved whole at path as sandbox_ws_save_tee saves
+ * the engine's (a temporary file beside it, fsync, rename; every byte also
+ * to tee; SM_ETOOBIG past cap, 0: none); nothing left at path when it
+ * fails. */
+int sandbox_ws_save_produced(const char *path, int64_t cap, int tee, sandbox_ws_producer produce,
+                             void *produce_ud, int64_t *bytes, sm_error *err);
 /* Puts the tar at path (either kind) back into container id's /workspace
  * (created or running; the volume must be mounted: a running container or
  * one beside it), owners and modes as saved. */
