@@ -110,6 +110,23 @@ it_hold_busy() {
 # json 'python expression over d' < JSON
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
+# A call in the per_run sandbox of run RUN (its JSON answer): it_call_per_run RUN ARGS...
+it_call_per_run() {
+  local run=$1
+  shift
+  "$SANDMAN" run --mode per_run --run-id "$run" --json "$@"
+}
+# The stdout of a call's JSON answer on stdin.
+it_stdout() { python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["stdout"])'; }
+# Removes the images of this instance's snapshots, and the images named
+# as arguments (the test's own tags).
+it_remove_snapshot_images() {
+  local ids
+  ids=$( (docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE"
+    for ref in "$@"; do docker images -q "$ref"; done) 2>/dev/null | sort -u)
+  [ -n "$ids" ] && docker rmi -f $ids >/dev/null 2>&1 || true
+}
+
 # it_counter_past N CMD [ARG...]: a bounded poll (60 s) until CMD prints a
 # number greater than N (a loop in a sandbox that counts on); 1 if never.
 it_counter_past() {

@@ -12,15 +12,9 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 
 WORK=$(mktemp -d)
-remove_images() {
-  local ids
-  ids=$( (docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE"
-    docker images -q "sandman-snap-test/leftover") 2>/dev/null | sort -u)
-  [ -n "$ids" ] && docker rmi -f $ids >/dev/null 2>&1 || true
-}
-trap 'kill_pids_and_cleanup; remove_images; rm -rf "$WORK"' EXIT
+trap 'kill_pids_and_cleanup; it_remove_snapshot_images sandman-snap-test/leftover; rm -rf "$WORK"' EXIT
 cleanup_instance
-remove_images
+it_remove_snapshot_images sandman-snap-test/leftover
 rm -rf "${SANDMAN_STATE_DIR:?}"/*
 
 # The files: 1,000 in ten folders, their contents a function of their
@@ -36,15 +30,9 @@ expect_eq "the expected tree: 1,001 files and its path list" 1002 "$(wc -l <"$WO
 # A writable root, so the writable layer holds what the tool writes there.
 printf 'defaults:\n  read_only_root: false\n' >"$WORK/sandman.yaml"
 export SANDMAN_CONFIG=$WORK/sandman.yaml
-call() {
-  local run=$1
-  shift
-  "$SANDMAN" run --mode per_run --run-id "$run" --json "$@"
-}
-stdout_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["stdout"])'; }
 tree_same() {
   local what=$1 run=$2
-  call "$run" -- sh -c "$TREE" | stdout_of >"$WORK/tree" || true
+  it_call_per_run "$run" -- sh -c "$TREE" | it_stdout >"$WORK/tree" || true
   if diff -q "$WORK/expected" "$WORK/tree" >/dev/null; then
     it_pass "$what: the 1,001 files are the same, hash by hash, nothing missing or extra"
   else
@@ -53,8 +41,8 @@ tree_same() {
 }
 
 R=snap-src-$$
-out=$(call "$R" -- sh -c "cd /workspace && $GEN && echo layer >/var/tmp/in-layer && echo made")
-expect_eq "the tool wrote its files" "made" "$(stdout_of <<<"$out" | tr -d '\n')"
+out=$(it_call_per_run "$R" -- sh -c "cd /workspace && $GEN && echo layer >/var/tmp/in-layer && echo made")
+expect_eq "the tool wrote its files" "made" "$(it_stdout <<<"$out" | tr -d '\n')"
 tree_same "the source" "$R"
 
 # --- snapshot ------------------------------------------------------------------
@@ -105,26 +93,26 @@ F2=$(sed -n 2p <<<"$ids")
 tree_same "fork 1" "$F1"
 tree_same "fork 2" "$F2"
 expect_eq "a fork has the source's writable layer" "layer" \
-  "$(call "$F1" -- cat /var/tmp/in-layer | stdout_of | tr -d '\n')"
-src_id=$(call "$R" -- true | json "d['sandbox_id']")
-f1_id=$(call "$F1" -- true | json "d['sandbox_id']")
+  "$(it_call_per_run "$F1" -- cat /var/tmp/in-layer | it_stdout | tr -d '\n')"
+src_id=$(it_call_per_run "$R" -- true | json "d['sandbox_id']")
+f1_id=$(it_call_per_run "$F1" -- true | json "d['sandbox_id']")
 check "a fork is a new container" test "$src_id" != "$f1_id"
-call "$F1" -- sh -c 'echo one >/workspace/only-f1 && rm /workspace/t/d0/f0' >/dev/null
-call "$F2" -- sh -c 'echo two >/workspace/only-f2' >/dev/null
+it_call_per_run "$F1" -- sh -c 'echo one >/workspace/only-f1 && rm /workspace/t/d0/f0' >/dev/null
+it_call_per_run "$F2" -- sh -c 'echo two >/workspace/only-f2' >/dev/null
 expect_eq "fork 2 does not see fork 1's writes" "no yes" \
-  "$(call "$F2" -- sh -c 'test -e /workspace/only-f1 && echo yes || echo no; test -e /workspace/t/d0/f0 && echo yes || echo no' | stdout_of | tr '\n' ' ' | sed 's/ $//')"
+  "$(it_call_per_run "$F2" -- sh -c 'test -e /workspace/only-f1 && echo yes || echo no; test -e /workspace/t/d0/f0 && echo yes || echo no' | it_stdout | tr '\n' ' ' | sed 's/ $//')"
 expect_eq "nor the source" "no no" \
-  "$(call "$R" -- sh -c 'test -e /workspace/only-f1 && echo yes || echo no; test -e /workspace/only-f2 && echo yes || echo no' | stdout_of | tr '\n' ' ' | sed 's/ $//')"
+  "$(it_call_per_run "$R" -- sh -c 'test -e /workspace/only-f1 && echo yes || echo no; test -e /workspace/only-f2 && echo yes || echo no' | it_stdout | tr '\n' ' ' | sed 's/ $//')"
 R3=snap-run-$$
-out=$(call "$R3" --from-snapshot snap-one -- sh -c 'ls /workspace/t | wc -l')
-expect_eq "run --from-snapshot makes a sandbox from the snapshot" "11" "$(stdout_of <<<"$out" | tr -d ' \n')"
+out=$(it_call_per_run "$R3" --from-snapshot snap-one -- sh -c 'ls /workspace/t | wc -l')
+expect_eq "run --from-snapshot makes a sandbox from the snapshot" "11" "$(it_stdout <<<"$out" | tr -d ' \n')"
 tree_same "run --from-snapshot" "$R3"
-rc=0; out=$(call "$R" --from-snapshot snap-one -- true 2>&1) || rc=$?
+rc=0; out=$(it_call_per_run "$R" --from-snapshot snap-one -- true 2>&1) || rc=$?
 check "run --from-snapshot into a sandbox not made from it is refused" test "$rc" -ne 0
 expect_contains "... saying so" "not made from snapshot" "$out"
 
 # --- diff ----------------------------------------------------------------------
-call "$R" -- sh -c 'cd /workspace && echo new >t/added && echo changed >>t/d1/f1 && rm t/d2/f2' >/dev/null
+it_call_per_run "$R" -- sh -c 'cd /workspace && echo new >t/added && echo changed >>t/d1/f1 && rm t/d2/f2' >/dev/null
 out=$("$SANDMAN" sandbox diff --run-id "$R" --from-snapshot snap-one --json)
 expect_eq "diff lists exactly what changed, with sizes" "t/added:4 | t/d1/f1:$(($(wc -c <"$WORK/t/d1/f1") + 8)) | t/d2/f2" \
   "$(json "' '.join(['|'.join(x['path']+':'+str(x['size']) for x in d['added']), '|', '|'.join(x['path']+':'+str(x['size']) for x in d['modified']), '|', '|'.join(x['path'] for x in d['deleted'])])" <<<"$out")"
@@ -142,7 +130,7 @@ expect_eq "after rollback diff is empty" "0 0 0" \
 # --- SIGKILL in the middle ------------------------------------------------------
 # The kill lands wherever the work is (a bounded poll for the sandbox to be
 # frozen, or the process's end); what must hold holds wherever it landed.
-call "$R" -- sh -c 'head -c 60000000 /dev/zero >/workspace/big' >/dev/null
+it_call_per_run "$R" -- sh -c 'head -c 60000000 /dev/zero >/workspace/big' >/dev/null
 "$SANDMAN" sandbox snapshot --run-id "$R" --name snap-crash >/dev/null 2>&1 &
 sp=$!
 IT_PIDS+=("$sp")
@@ -162,7 +150,7 @@ else
   expect_eq "SIGKILL during a snapshot: no half snapshot listed" "snap-one" "$names"
 fi
 tree_same "SIGKILL during a snapshot: the sandbox answers" "$R"
-call "$R" -- rm /workspace/big >/dev/null
+it_call_per_run "$R" -- rm /workspace/big >/dev/null
 
 "$SANDMAN" sandbox fork --from-snapshot snap-one --count 3 --prefix "snap-crashfork-$$" >/dev/null 2>&1 &
 fp=$!
@@ -189,7 +177,7 @@ check "SIGKILL during a fork: sandman answers after it" "$SANDMAN" snapshot list
 # A rollback killed while its new container is being made (beside the old
 # one): the sandbox answers, whole (the old container, or the new one if
 # the rollback had finished), and a reap takes the one cut short.
-before_id=$(call "$R" -- true | json "d['sandbox_id']")
+before_id=$(it_call_per_run "$R" -- true | json "d['sandbox_id']")
 "$SANDMAN" sandbox rollback --run-id "$R" --to snap-one >/dev/null 2>&1 &
 rp=$!
 IT_PIDS+=("$rp")
@@ -201,7 +189,7 @@ done
 kill -9 "$rp" 2>/dev/null || true
 wait "$rp" 2>/dev/null || true
 tree_same "SIGKILL during a rollback: the sandbox answers, whole" "$R"
-after_id=$(call "$R" -- true | json "d['sandbox_id']")
+after_id=$(it_call_per_run "$R" -- true | json "d['sandbox_id']")
 if [ "$after_id" = "$before_id" ]; then
   echo "# SIGKILL during a rollback: it landed before the swap (the old container answers)"
 else
@@ -222,7 +210,7 @@ check "rm: its image is gone (no sandbox uses it)" test -z "$(docker images -q "
 
 # --- reap ----------------------------------------------------------------------
 R4=snap-reap-$$
-call "$R4" -- sh -c 'echo x >/workspace/x' >/dev/null
+it_call_per_run "$R4" -- sh -c 'echo x >/workspace/x' >/dev/null
 for n in reap-a reap-b reap-c; do "$SANDMAN" sandbox snapshot --run-id "$R4" --name "$n" >/dev/null; done
 img_a=$("$SANDMAN" snapshot inspect reap-a | json "d['image']")
 expect_eq "reap --keep 1 --dry-run names the two older" "would remove reap-b would remove reap-a" \

@@ -22,22 +22,11 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 
 WORK=$(mktemp -d)
-remove_images() {
-  local ids
-  ids=$(docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" 2>/dev/null | sort -u)
-  [ -n "$ids" ] && docker rmi -f $ids >/dev/null 2>&1 || true
-}
-trap 'cleanup_instance; remove_images; rm -rf "$WORK"' EXIT
+trap 'cleanup_instance; it_remove_snapshot_images; rm -rf "$WORK"' EXIT
 cleanup_instance
-remove_images
+it_remove_snapshot_images
 rm -rf "${SANDMAN_STATE_DIR:?}"/*
 
-call() {
-  local run=$1
-  shift
-  "$SANDMAN" run --mode per_run --run-id "$run" --json "$@"
-}
-stdout_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["stdout"])'; }
 container_of() {
   docker ps -aq --no-trunc --filter "label=io.sandman.instance=$SANDMAN_INSTANCE" --filter "label=io.sandman.run=$1" | head -1
 }
@@ -61,7 +50,7 @@ mkfifo pipe
 echo raw >"$(printf "raw\377byte")"
 echo made'
 R=direct-src-$$
-expect_eq "the tool made its tree" "made" "$(call "$R" -- sh -c "$GEN" | stdout_of | tr -d '\n')"
+expect_eq "the tool made its tree" "made" "$(it_call_per_run "$R" -- sh -c "$GEN" | it_stdout | tr -d '\n')"
 C=$(container_of "$R")
 docker exec -u 0 "$C" sh -c 'echo root-owned >/workspace/shared/rootfile && chmod 640 /workspace/shared/rootfile'
 check "a file owned by root is in the tree" test "$(docker exec "$C" stat -c %u:%a /workspace/shared/rootfile)" = "0:640"
@@ -163,16 +152,16 @@ TREE='cd /workspace && find . -type f -exec sha256sum {} + | sort -k 2
 find . -mindepth 1 -exec stat -c "%F %u:%g %a %n" {} + | sort -k 4
 for l in rel abs dangling etc key dirlink; do echo "$l -> $(readlink $l)"; done
 [ "$(stat -c %i hl1)" = "$(stat -c %i a/hl2)" ] && echo "hl1 and a/hl2: one inode"'
-call "$R" -- sh -c "$TREE" | stdout_of >"$WORK/src.tree"
+it_call_per_run "$R" -- sh -c "$TREE" | it_stdout >"$WORK/src.tree"
 F=direct-fork-$$
 "$SANDMAN" run --mode per_run --from-snapshot direct --run-id "$F" -- true >/dev/null
-call "$F" -- sh -c "$TREE" | stdout_of >"$WORK/fork.tree"
+it_call_per_run "$F" -- sh -c "$TREE" | it_stdout >"$WORK/fork.tree"
 check "the source's tree lists its hard links as one inode" grep -q "one inode" "$WORK/src.tree"
 check "the fork's tree is the source's: hashes, owners, modes, link targets, the hard link one inode" \
   diff "$WORK/src.tree" "$WORK/fork.tree"
 
 # --- a tree deeper than sandman walks: the engine's archive reads it again ----------
-call "$R" -- sh -c 'cd /workspace && i=0; while [ $i -lt 130 ]; do mkdir d && cd d; i=$((i + 1)); done; echo deep >f' >/dev/null
+it_call_per_run "$R" -- sh -c 'cd /workspace && i=0; while [ $i -lt 130 ]; do mkdir d && cd d; i=$((i + 1)); done; echo deep >f' >/dev/null
 in_engine_ns --log-level debug sandbox snapshot --run-id "$R" --name deep 2>"$WORK/deep.log" >/dev/null
 expect_contains "a tree 130 folders deep: read again through the engine's archive" "path=engine" \
   "$(grep snapshot.read "$WORK/deep.log")"

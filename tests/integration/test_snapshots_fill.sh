@@ -11,22 +11,11 @@ source "$(dirname "$0")/lib.sh"
 require_engine
 
 WORK=$(mktemp -d)
-remove_images() {
-  local ids
-  ids=$(docker images -q --filter "label=io.sandman.snapshot.instance=$SANDMAN_INSTANCE" 2>/dev/null | sort -u)
-  [ -n "$ids" ] && docker rmi -f $ids >/dev/null 2>&1 || true
-}
-trap 'cleanup_instance; remove_images; rm -rf "$WORK"' EXIT
+trap 'cleanup_instance; it_remove_snapshot_images; rm -rf "$WORK"' EXIT
 cleanup_instance
-remove_images
+it_remove_snapshot_images
 rm -rf "${SANDMAN_STATE_DIR:?}"/*
 
-call() {
-  local run=$1
-  shift
-  "$SANDMAN" run --mode per_run --run-id "$run" --json "$@"
-}
-stdout_of() { python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin)["stdout"])'; }
 # The tree: every file's hash, every entry's type, owner and mode, and for
 # each hard-linked name the name it shares its inode with.
 TREE='cd /workspace && find . -type f -exec sha256sum {} + | sort -k 2
@@ -34,7 +23,7 @@ find . -mindepth 1 -exec stat -c "%F %u:%g %a %n" {} + | sort -k 4
 echo "links: $(stat -c %i d/f) $(stat -c %i h1) $(stat -c %i d/e/h2) $(stat -c %h d/f)"'
 GEN='cd /workspace && mkdir -p d/e && i=0; while [ $i -lt 200 ]; do echo "file $i" >d/f$i; i=$((i + 1)); done
 echo shared >d/f && ln d/f h1 && ln d/f d/e/h2 && ln -s d/f sl && ln -s /etc/passwd out && chmod 600 d/f1 && echo made'
-tree_of() { call "$1" -- sh -c "$TREE" | stdout_of; }
+tree_of() { it_call_per_run "$1" -- sh -c "$TREE" | it_stdout; }
 # The inode numbers differ between trees: only whether they are equal counts.
 same_links() { sed -E 's/^links: ([0-9]+) \1 \1 3$/links: one file of three names/'; }
 # same_tree RUN EXPECTED WHAT: RUN's tree (hard links folded) is EXPECTED's.
@@ -48,7 +37,7 @@ same_tree() {
 }
 
 R=fill-src-$$
-expect_eq "the tool wrote its files and hard links" "made" "$(call "$R" -- sh -c "$GEN" | stdout_of | tr -d '\n')"
+expect_eq "the tool wrote its files and hard links" "made" "$(it_call_per_run "$R" -- sh -c "$GEN" | it_stdout | tr -d '\n')"
 tree_of "$R" | same_links >"$WORK/expected"
 check "the source's hard links are one file of three names" grep -q "links: one file of three names" "$WORK/expected"
 expect_eq "the source's tree: 203 file names hashed (200 files, one of three names)" 203 \
@@ -71,7 +60,7 @@ expect_contains "its resume: filled by the agent's unpacker" "by the agent's unp
 same_tree "$F" "$WORK/expected" "its resume: every file the same by hash, types, owners, modes, hard links one file"
 
 # --- a fifo: the engine's upload, the whole tar --------------------------------
-call "$R" -- sh -c 'mkfifo /workspace/d/pipe' >/dev/null
+it_call_per_run "$R" -- sh -c 'mkfifo /workspace/d/pipe' >/dev/null
 tree_of "$R" | same_links >"$WORK/expected2"
 check "the source now holds a fifo" grep -q "^fifo .* ./d/pipe$" "$WORK/expected2"
 "$SANDMAN" sandbox snapshot --run-id "$R" --name fill-fifo >/dev/null
