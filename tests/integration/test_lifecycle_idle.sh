@@ -190,6 +190,12 @@ for i in $(seq 1 120); do
   sleep 0.25
 done
 expect_eq "runner: snapshots reaped by itself, the newest kept (snapshots.keep 1)" lc-s2 "$snaps"
+# The reap writes its log line once the removal is done, which the listing
+# above may see first: a bounded wait for the line.
+for i in $(seq 1 40); do
+  grep -q "snapshot reap removed snapshot lc-s1" "$WORK/runner.log" && break
+  sleep 0.25
+done
 expect_contains "runner: a log line for the snapshot it reaped" "snapshot reap removed snapshot lc-s1" \
   "$(cat "$WORK/runner.log")"
 stop_worker
